@@ -1,0 +1,1 @@
+"""The `agentmesh` command line."""

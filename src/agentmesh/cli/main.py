@@ -1,0 +1,64 @@
+"""`agentmesh`: run the mesh, one service, or talk to it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from agentmesh.cli.serve import SERVICES, serve, start_mesh
+from agentmesh.runtime.logging import configure_logging
+from agentmesh.runtime.server import wait_for_shutdown_signal
+from agentmesh.runtime.telemetry import configure_tracing
+
+app = typer.Typer(
+    help="agentmesh runs AI agents as a mesh of gRPC microservices.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@app.command()
+def up(
+    http_port: Annotated[int, typer.Option(help="Gateway HTTP port (REST, OpenAI-compatible).")] = 8080,
+    grpc_port: Annotated[int, typer.Option(help="Gateway public gRPC port.")] = 50050,
+    data_dir: Annotated[Path, typer.Option(help="Where the embedded SQLite databases live.")] = Path(
+        ".agentmesh"
+    ),
+    host: Annotated[str, typer.Option(help="Interface every service binds.")] = "127.0.0.1",
+) -> None:
+    """Start all four services on this host (SQLite unless AGENTMESH_DATABASE_URL is set)."""
+    configure_logging()
+    data_dir.mkdir(parents=True, exist_ok=True)
+
+    async def main() -> None:
+        provider = configure_tracing("agentmesh")
+        mesh = await start_mesh(data_dir=data_dir, grpc_port=grpc_port, http_port=http_port, host=host)
+        for name, service in mesh.services.items():
+            typer.echo(f"{name:<9} gRPC  {service.address}")
+        typer.echo(f"{'gateway':<9} HTTP  {mesh.gateway.http.url}")
+        typer.echo("agentmesh is up; Ctrl-C stops it.")
+        await wait_for_shutdown_signal()
+        typer.echo("stopping…")
+        await mesh.stop()
+        if provider is not None:
+            provider.shutdown()
+
+    asyncio.run(main())
+
+
+@app.command(name="serve")
+def serve_command(
+    service: Annotated[str, typer.Argument(help=f"One of: {', '.join(SERVICES)}.")],
+) -> None:
+    """Run one service, configured by AGENTMESH_* variables (as a container runs it)."""
+    if service not in SERVICES:
+        raise typer.BadParameter(f"unknown service {service!r}; choose one of {', '.join(SERVICES)}")
+    configure_logging()
+    asyncio.run(serve(service))
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,176 @@
+"""Starting services: one (`agentmesh serve NAME`, as a container runs it) or all four on one host
+(`agentmesh up`)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentmesh.runtime.logging import configure_logging
+from agentmesh.runtime.server import wait_for_shutdown_signal
+from agentmesh.runtime.service import RunningService
+from agentmesh.runtime.telemetry import configure_tracing
+
+logger = logging.getLogger(__name__)
+
+SERVICES = ("registry", "memory", "executor", "gateway")
+_SETTINGS = {
+    "registry": ("agentmesh.registry.settings", "RegistrySettings"),
+    "memory": ("agentmesh.memory.settings", "MemorySettings"),
+    "executor": ("agentmesh.executor.settings", "ExecutorSettings"),
+    "gateway": ("agentmesh.gateway.settings", "GatewaySettings"),
+}
+
+
+def load_settings(name: str, **overrides: Any) -> Any:
+    module, cls = _SETTINGS[name]
+    return getattr(importlib.import_module(module), cls)(**overrides)
+
+
+async def start_service(name: str, settings: Any) -> RunningService:
+    app = importlib.import_module(f"agentmesh.{name}.app")
+    return await app.start(settings)
+
+
+async def serve(name: str, **overrides: Any) -> None:
+    settings = load_settings(name, **overrides)
+    provider = configure_tracing(f"agentmesh-{name}")
+    service = await start_service(name, settings)
+    print(f"{name} serving gRPC on {service.address}", flush=True)
+    http = getattr(service, "http", None)
+    if http is not None:
+        print(f"{name} serving HTTP on {http.url}", flush=True)
+    await wait_for_shutdown_signal()
+    logger.info("%s draining", name)
+    await service.stop(settings.shutdown_grace_seconds)
+    if provider is not None:
+        provider.shutdown()
+
+
+def serve_main(name: str) -> None:
+    configure_logging()
+    asyncio.run(serve(name))
+
+
+@dataclass
+class Mesh:
+    """All four services started on one host."""
+
+    services: dict[str, RunningService]
+
+    @property
+    def gateway(self) -> Any:
+        return self.services["gateway"]
+
+    async def stop(self, grace_seconds: float = 5.0) -> None:
+        # The edge first, so no new work arrives while the services behind it drain.
+        for name in reversed(SERVICES):
+            if name in self.services:
+                await self.services[name].stop(grace_seconds)
+
+
+def jwt_secret_for(data_dir: Path) -> str:
+    """The embedded mesh's signing secret: made once, kept in the data directory (mode 600)."""
+    path = data_dir / "jwt_secret"
+    if not path.exists():
+        data_dir.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_urlsafe(48))
+    return path.read_text().strip()
+
+
+async def start_mesh(
+    *,
+    data_dir: Path,
+    grpc_port: int = 50050,
+    http_port: int = 8080,
+    host: str = "127.0.0.1",
+    database_url: str | None = None,
+    jwt_secret: str | None = None,
+    registry_port: int = 0,
+    memory_port: int = 0,
+    executor_port: int = 0,
+    extra: dict[str, dict[str, Any]] | None = None,
+) -> Mesh:
+    """Starts registry, memory, executor and gateway in this process, each its own gRPC server.
+
+    Settings come from the environment as usual; the arguments override them. Without a
+    database URL (argument or `AGENTMESH_DATABASE_URL`), SQLite files in `data_dir` are used.
+    """
+    extra = extra or {}
+    secret = (
+        jwt_secret
+        or load_settings("registry").jwt_secret.get_secret_value()
+        or await asyncio.to_thread(jwt_secret_for, data_dir)
+    )
+
+    def database(name: str) -> dict[str, str]:
+        if database_url:
+            return {"database_url": database_url}
+        if load_settings(name).model_fields_set & {"database_url"}:
+            return {}
+        return {"database_url": f"sqlite+aiosqlite:///{(data_dir / f'{name}.db').resolve()}"}
+
+    services: dict[str, RunningService] = {}
+    mesh = Mesh(services)
+    try:
+        services["registry"] = await start_service(
+            "registry",
+            load_settings(
+                "registry",
+                host=host,
+                port=registry_port,
+                jwt_secret=secret,
+                **database("registry"),
+                **extra.get("registry", {}),
+            ),
+        )
+        services["memory"] = await start_service(
+            "memory",
+            load_settings(
+                "memory",
+                host=host,
+                port=memory_port,
+                jwt_secret=secret,
+                **database("memory"),
+                **extra.get("memory", {}),
+            ),
+        )
+        peers = {
+            "registry_address": services["registry"].address,
+            "memory_address": services["memory"].address,
+        }
+        services["executor"] = await start_service(
+            "executor",
+            load_settings(
+                "executor",
+                host=host,
+                port=executor_port,
+                jwt_secret=secret,
+                **peers,
+                **extra.get("executor", {}),
+            ),
+        )
+        services["gateway"] = await start_service(
+            "gateway",
+            load_settings(
+                "gateway",
+                host=host,
+                port=grpc_port,
+                http_host=host,
+                http_port=http_port,
+                jwt_secret=secret,
+                executor_addresses=[services["executor"].address],
+                **peers,
+                **extra.get("gateway", {}),
+            ),
+        )
+    except BaseException:
+        await mesh.stop(0)
+        raise
+    return mesh

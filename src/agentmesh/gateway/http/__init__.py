@@ -1,0 +1,1 @@
+"""The gateway's HTTP face: health, REST/JSON and the OpenAI-compatible API (FastAPI)."""

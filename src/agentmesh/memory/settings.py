@@ -1,0 +1,18 @@
+"""Memory configuration, from `AGENTMESH_MEMORY_*` (or the shared `AGENTMESH_*`) variables."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr
+from pydantic_settings import SettingsConfigDict
+
+from agentmesh.runtime.settings import ServiceSettings, shared
+
+
+class MemorySettings(ServiceSettings):
+    model_config = SettingsConfigDict(env_prefix="AGENTMESH_MEMORY_", extra="ignore", populate_by_name=True)
+
+    database_url: str = shared("sqlite+aiosqlite:///./.agentmesh/memory.db", "database_url", service="memory")
+    jwt_secret: SecretStr = shared(SecretStr(""), "jwt_secret", service="memory")
+    max_event_bytes: int = Field(default=256 * 1024, gt=0)
+    max_batch_events: int = Field(default=1000, gt=0)
+    retention_sweep_seconds: float = Field(default=60.0, gt=0)

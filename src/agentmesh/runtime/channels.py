@@ -1,0 +1,42 @@
+"""Channels to peer services: created once per peer by a composition root, with the shared client
+interceptor and a retry policy for UNAVAILABLE only (a stream cannot be retried once headers
+arrived; readers resume by `seq` instead)."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+
+from agentmesh.runtime.interceptors import ClientInterceptor
+
+_SERVICE_CONFIG = json.dumps(
+    {
+        "methodConfig": [
+            {
+                "name": [{}],
+                "retryPolicy": {
+                    "maxAttempts": 4,
+                    "initialBackoff": "0.05s",
+                    "maxBackoff": "1s",
+                    "backoffMultiplier": 2,
+                    "retryableStatusCodes": ["UNAVAILABLE"],
+                },
+            }
+        ]
+    }
+)
+
+
+def create_channel(address: str, *, max_message_bytes: int = 4 * 1024 * 1024) -> grpc.aio.Channel:
+    return grpc.aio.insecure_channel(
+        address,
+        interceptors=[ClientInterceptor()],
+        options=[
+            ("grpc.service_config", _SERVICE_CONFIG),
+            ("grpc.enable_retries", 1),
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_send_message_length", max_message_bytes),
+            ("grpc.keepalive_time_ms", 30_000),
+        ],
+    )

@@ -1,0 +1,77 @@
+"""Async SQLAlchemy engines and Alembic migrations, for SQLite (embedded) and PostgreSQL.
+
+Each stateful service keeps its migrations in its own `migrations/` package, with its own version
+table, so registry and memory can share one PostgreSQL database or use separate ones.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+
+def normalize_url(url: str) -> str:
+    """Accepts `postgresql://` and `sqlite://` URLs and picks the async drivers."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+asyncpg")
+    elif parsed.drivername == "sqlite":
+        parsed = parsed.set(drivername="sqlite+aiosqlite")
+    return parsed.render_as_string(hide_password=False)
+
+
+def is_sqlite(engine: AsyncEngine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
+    url = normalize_url(url)
+    if make_url(url).get_backend_name() == "sqlite":
+        engine = create_async_engine(url)
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_async_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+async def upgrade(engine: AsyncEngine, migrations: Path, *, version_table: str) -> None:
+    """Applies a service's migrations up to head, inside one connection."""
+
+    def run(connection: Connection) -> None:
+        config = Config()
+        config.set_main_option("script_location", str(migrations))
+        config.attributes["connection"] = connection
+        config.attributes["version_table"] = version_table
+        command.upgrade(config, "head")
+
+    async with engine.begin() as connection:
+        await connection.run_sync(run)
+
+
+def run_migrations(target_metadata: Any) -> None:
+    """The body of every service's `migrations/env.py` (online mode, connection given)."""
+    from alembic import context
+
+    connection = context.config.attributes["connection"]
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        version_table=context.config.attributes["version_table"],
+        render_as_batch=connection.dialect.name == "sqlite",
+    )
+    with context.begin_transaction():
+        context.run_migrations()

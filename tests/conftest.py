@@ -1,0 +1,55 @@
+"""Fixtures shared by the whole suite.
+
+Databases: `database_url` runs a test once on SQLite and once on PostgreSQL; `postgres_database`
+gives one fresh PostgreSQL database; `postgres_url` is the session's PostgreSQL server itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.postgres import PostgresUnavailable, fresh_database, postgres_server_url, skip_or_fail
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """`postgresql+asyncpg://` URL of a superuser connection to the session's PostgreSQL server.
+
+    The server named by AGENTMESH_TEST_DATABASE_URL, else a throwaway one started from the local
+    binaries and removed at session end. Skips when neither exists; fails instead under CI=true.
+    Tests should not write to it directly: ask for `postgres_database` or `database_url`.
+    """
+    with contextlib.ExitStack() as stack:
+        try:
+            url = stack.enter_context(postgres_server_url())
+        except PostgresUnavailable as exc:
+            skip_or_fail(str(exc))
+        yield url
+
+
+@pytest.fixture
+async def postgres_database(postgres_url: str) -> AsyncIterator[str]:
+    """`postgresql+asyncpg://` URL of a new, empty database of its own, dropped after the test."""
+    async with fresh_database(postgres_url) as url:
+        yield url
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    ]
+)
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """SQLAlchemy async URL of an empty database, once per backend: a SQLite file, then PostgreSQL.
+
+    Asking for it runs the test on both; `-m "not postgres"` deselects the PostgreSQL run.
+    """
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'test.db'}"
+    # Requested lazily so that the SQLite run never needs (or skips for want of) a PostgreSQL server.
+    return request.getfixturevalue("postgres_database")
