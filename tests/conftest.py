@@ -53,3 +53,24 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite+aiosqlite:///{tmp_path / 'test.db'}"
     # Requested lazily so that the SQLite run never needs (or skips for want of) a PostgreSQL server.
     return request.getfixturevalue("postgres_database")
+
+
+@pytest.fixture(scope="session")
+def _span_exporter():
+    """One in-memory exporter for the test process (a tracer provider can be installed once)."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from agentmesh.runtime.telemetry import configure_tracing
+
+    exporter = InMemorySpanExporter()
+    configure_tracing("agentmesh-tests", processors=[SimpleSpanProcessor(exporter)])
+    return exporter
+
+
+@pytest.fixture
+def spans(_span_exporter):
+    """The in-memory span exporter, emptied for this test."""
+    _span_exporter.clear()
+    yield _span_exporter
+    _span_exporter.clear()

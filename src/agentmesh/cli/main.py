@@ -10,7 +10,7 @@ import typer
 
 from agentmesh.cli.serve import SERVICES, serve, start_mesh
 from agentmesh.runtime.logging import configure_logging
-from agentmesh.runtime.server import wait_for_shutdown_signal
+from agentmesh.runtime.server import check_health, wait_for_shutdown_signal
 from agentmesh.runtime.telemetry import configure_tracing
 
 app = typer.Typer(
@@ -58,6 +58,18 @@ def serve_command(
         raise typer.BadParameter(f"unknown service {service!r}; choose one of {', '.join(SERVICES)}")
     configure_logging()
     asyncio.run(serve(service))
+
+
+@app.command()
+def healthcheck(
+    address: Annotated[str, typer.Argument(help="host:port of a gRPC service.")],
+    service: Annotated[str, typer.Option(help="Service name to ask about; empty = the whole server.")] = "",
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the answer.")] = 2.0,
+) -> None:
+    """Ask a service's gRPC health endpoint; exit 0 when it reports SERVING (container healthchecks)."""
+    status = asyncio.run(check_health(address, service=service, timeout=timeout))
+    typer.echo(status)
+    raise typer.Exit(0 if status == "SERVING" else 1)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,79 @@
+"""One chat is ONE trace: gateway → executor → registry and memory, with correct parent → child
+edges (in-process, in-memory exporter)."""
+
+from __future__ import annotations
+
+from opentelemetry.trace import SpanKind
+
+from tests.mesh import MeshClient
+
+GATEWAY = "agentmesh.gateway.v1.GatewayService/StreamChat"
+RUN = "agentmesh.executor.v1.ExecutorService/Run"
+RESOLVE = "agentmesh.registry.v1.RegistryService/ResolveAgent"
+APPEND = "agentmesh.memory.v1.MemoryService/AppendEvents"
+
+
+def span_tree(spans) -> list[str]:
+    """The spans as an indented list, children in start order."""
+    children: dict[int | None, list] = {}
+    ids = {s.context.span_id for s in spans}
+    for span in sorted(spans, key=lambda s: s.start_time):
+        parent = span.parent.span_id if span.parent is not None and span.parent.span_id in ids else None
+        children.setdefault(parent, []).append(span)
+    lines: list[str] = []
+
+    def walk(parent: int | None, depth: int) -> None:
+        for span in children.get(parent, []):
+            lines.append(f"{'  ' * depth}{span.kind.name.lower()} {span.name}")
+            walk(span.context.span_id, depth + 1)
+
+    walk(None, 0)
+    return lines
+
+
+async def test_one_chat_is_one_trace_across_every_hop(spans, mesh, client: MeshClient) -> None:
+    token = await client.login()
+    seeded = await client.seed_agent(token, mock_responses=["traced"])
+    spans.clear()
+
+    await client.stream_chat(seeded, "trace me")
+
+    finished = [s for s in spans.get_finished_spans()]
+    chat = [s for s in finished if s.name == GATEWAY and s.kind == SpanKind.SERVER]
+    assert len(chat) == 1
+    trace_id = chat[0].context.trace_id
+    in_trace = [s for s in finished if s.context.trace_id == trace_id]
+    # Every span of the chat hangs off the gateway's: no orphans, no second trace.
+    assert {s.context.trace_id for s in finished} == {trace_id}, "\n".join(span_tree(finished))
+    by_id = {s.context.span_id: s for s in in_trace}
+    for span in in_trace:
+        if span is not chat[0]:
+            assert span.parent is not None and span.parent.span_id in by_id, f"orphan span {span.name}"
+
+    def parent_of(span):
+        return by_id[span.parent.span_id]
+
+    executor_server = [s for s in in_trace if s.name == RUN and s.kind == SpanKind.SERVER]
+    assert len(executor_server) == 1
+    run_client = parent_of(executor_server[0])
+    assert (run_client.name, run_client.kind) == (RUN, SpanKind.CLIENT)
+    assert parent_of(run_client) is chat[0]
+
+    registry_server = [s for s in in_trace if s.name == RESOLVE and s.kind == SpanKind.SERVER]
+    assert len(registry_server) == 1
+    assert parent_of(parent_of(registry_server[0])) is executor_server[0]
+
+    memory_server = [s for s in in_trace if s.name == APPEND and s.kind == SpanKind.SERVER]
+    assert len(memory_server) == 2, "user_message and agent_response"
+    run_span = [s for s in in_trace if s.name == f"run {seeded.agent_name}"]
+    assert len(run_span) == 1
+    for span in memory_server:
+        ancestor = parent_of(parent_of(span))
+        while ancestor is not run_span[0] and ancestor.parent is not None:
+            ancestor = parent_of(ancestor)
+        assert ancestor is run_span[0], "memory appends happen inside the run"
+
+    model_calls = [s for s in in_trace if s.attributes.get("gen_ai.system") == "mock"]
+    assert len(model_calls) == 1
+    assert model_calls[0].attributes["gen_ai.request.model"] == "mock"
+    assert model_calls[0].attributes["gen_ai.usage.output_tokens"] == 1

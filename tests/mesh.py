@@ -1,0 +1,133 @@
+"""Helpers for tests that drive a whole mesh: start it, sign in, declare agents, chat."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.protobuf import struct_pb2
+
+from agentmesh.common.v1 import types_pb2
+from agentmesh.gateway.v1 import gateway_service_pb2, gateway_service_pb2_grpc
+from agentmesh.registry.v1 import registry_service_pb2 as reg
+from agentmesh.registry.v1 import registry_service_pb2_grpc as reg_grpc
+from agentmesh.registry.v1 import resources_pb2
+
+JWT_SECRET = "test-secret-" + "x" * 40
+SUPERUSER_EMAIL = "admin@example.com"
+SUPERUSER_PASSWORD = "admin-password-1"
+
+
+def bearer(token: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {token}"),)
+
+
+@dataclass
+class Seeded:
+    """An agent created for a test: its project slug and name, and the owner's token."""
+
+    project_id: str
+    project_slug: str
+    agent_name: str
+    agent_id: str
+    token: str
+
+    @property
+    def ref(self) -> str:
+        return f"{self.project_slug}/{self.agent_name}"
+
+
+class MeshClient:
+    """Registry and gateway stubs over real channels, for driving a mesh in tests."""
+
+    def __init__(self, registry_address: str, gateway_address: str) -> None:
+        self._registry_channel = grpc.aio.insecure_channel(registry_address)
+        self._gateway_channel = grpc.aio.insecure_channel(gateway_address)
+        self.registry = reg_grpc.RegistryServiceStub(self._registry_channel)
+        self.gateway = gateway_service_pb2_grpc.GatewayServiceStub(self._gateway_channel)
+
+    async def close(self) -> None:
+        await self._registry_channel.close()
+        await self._gateway_channel.close()
+
+    async def login(self, email: str = SUPERUSER_EMAIL, password: str = SUPERUSER_PASSWORD) -> str:
+        response = await self.registry.Login(reg.LoginRequest(email=email, password=password))
+        return response.tokens.access_token
+
+    async def seed_agent(
+        self,
+        token: str,
+        *,
+        name: str = "assistant",
+        mock_responses: Sequence[Any] = (),
+        kind: int = resources_pb2.AGENT_KIND_LLM,
+        network_access: Sequence[str] = (),
+        sub_agents: Sequence[str] = (),
+        project: Seeded | None = None,
+        model: str = "mock",
+    ) -> Seeded:
+        """Creates (or reuses) a project and spawns one agent of a fresh type into it."""
+        suffix = uuid.uuid4().hex[:8]
+        agent_type = (
+            await self.registry.CreateAgentType(
+                reg.CreateAgentTypeRequest(
+                    agent_type=resources_pb2.AgentType(
+                        name=f"type {suffix}",
+                        slug=f"type-{suffix}",
+                        description="a test agent",
+                        personality_prompt="You are a test agent.",
+                        primary_model=model,
+                        kind=kind,
+                        max_steps=5,
+                        is_active=True,
+                    )
+                ),
+                metadata=bearer(token),
+            )
+        ).agent_type
+        if project is None:
+            created = (
+                await self.registry.CreateProject(
+                    reg.CreateProjectRequest(project=resources_pb2.Project(name=f"p {suffix}", slug=f"p-{suffix}")),
+                    metadata=bearer(token),
+                )
+            ).project
+            project_id, project_slug = created.id, created.slug
+        else:
+            project_id, project_slug = project.project_id, project.project_slug
+        config = resources_pb2.AgentConfig()
+        if mock_responses:
+            config.mock_responses.CopyFrom(_list_value(mock_responses))
+        if network_access:
+            config.network_access.CopyFrom(types_pb2.StringList(values=network_access))
+        if sub_agents:
+            config.sub_agents.CopyFrom(types_pb2.StringList(values=sub_agents))
+        agent = (
+            await self.registry.CreateAgent(
+                reg.CreateAgentRequest(
+                    agent=resources_pb2.Agent(
+                        project_id=project_id, agent_type_id=agent_type.id, name=name, config=config
+                    )
+                ),
+                metadata=bearer(token),
+            )
+        ).agent
+        return Seeded(project_id, project_slug, agent.name, agent.id, token)
+
+    async def stream_chat(
+        self, seeded: Seeded, message: str, *, session_id: str = ""
+    ) -> list[gateway_service_pb2.StreamChatResponse]:
+        call = self.gateway.StreamChat(
+            gateway_service_pb2.StreamChatRequest(agent=seeded.ref, message=message, session_id=session_id),
+            metadata=bearer(seeded.token),
+        )
+        return [response async for response in call]
+
+
+def _list_value(items: Sequence[Any]) -> struct_pb2.ListValue:
+    value = struct_pb2.ListValue()
+    value.extend(list(items))
+    return value
