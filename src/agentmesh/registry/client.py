@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import grpc
+from google.protobuf import field_mask_pb2
 
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
@@ -10,11 +13,21 @@ from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.client import Metadata, unary
 
 
+def _mask(paths: Iterable[str]) -> field_mask_pb2.FieldMask:
+    return field_mask_pb2.FieldMask(paths=list(paths))
+
+
 class RegistryClient:
-    """Typed calls to the registry; failures raise the DomainError the registry raised."""
+    """Typed calls to the registry; failures raise the DomainError the registry raised.
+
+    Every call takes `metadata` (the caller's `authorization: Bearer …`); inside a service, the
+    shared client interceptor forwards the current caller's token when none is given.
+    """
 
     def __init__(self, channel: grpc.aio.Channel) -> None:
         self.stub = pb_grpc.RegistryServiceStub(channel)
+
+    # --- What executors call ---------------------------------------------------------------
 
     async def resolve_agent(
         self, project_slug: str, agent_name: str, *, metadata: Metadata | None = None
@@ -53,3 +66,142 @@ class RegistryClient:
     async def list_executors(self, *, metadata: Metadata | None = None) -> list[resources_pb2.Executor]:
         response = await unary(self.stub.ListExecutors, pb.ListExecutorsRequest(), metadata=metadata)
         return list(response.executors)
+
+    # --- Users -------------------------------------------------------------------------------
+
+    async def register_user(
+        self, email: str, password: str, *, first_name: str = "", last_name: str = ""
+    ) -> resources_pb2.User:
+        request = pb.RegisterUserRequest(
+            email=email, password=password, first_name=first_name, last_name=last_name
+        )
+        return (await unary(self.stub.RegisterUser, request)).user
+
+    async def login(self, email: str, password: str) -> pb.Tokens:
+        return (await unary(self.stub.Login, pb.LoginRequest(email=email, password=password))).tokens
+
+    async def refresh_tokens(self, refresh_token: str) -> pb.Tokens:
+        request = pb.RefreshTokensRequest(refresh_token=refresh_token)
+        return (await unary(self.stub.RefreshTokens, request)).tokens
+
+    async def revoke_refresh_token(self, refresh_token: str) -> None:
+        await unary(self.stub.RevokeRefreshToken, pb.RevokeRefreshTokenRequest(refresh_token=refresh_token))
+
+    async def get_current_user(self, *, metadata: Metadata | None = None) -> resources_pb2.User:
+        return (await unary(self.stub.GetCurrentUser, pb.GetCurrentUserRequest(), metadata=metadata)).user
+
+    # --- Agent types -------------------------------------------------------------------------
+
+    async def create_agent_type(
+        self, agent_type: resources_pb2.AgentType, *, request_id: str = "", metadata: Metadata | None = None
+    ) -> resources_pb2.AgentType:
+        request = pb.CreateAgentTypeRequest(agent_type=agent_type, request_id=request_id)
+        return (await unary(self.stub.CreateAgentType, request, metadata=metadata)).agent_type
+
+    async def get_agent_type(
+        self, *, agent_type_id: str = "", slug: str = "", metadata: Metadata | None = None
+    ) -> resources_pb2.AgentType:
+        request = pb.GetAgentTypeRequest(id=agent_type_id, slug=slug)
+        return (await unary(self.stub.GetAgentType, request, metadata=metadata)).agent_type
+
+    async def list_agent_types(
+        self, *, page_size: int = 0, page_token: str = "", page: int = 0, metadata: Metadata | None = None
+    ) -> pb.ListAgentTypesResponse:
+        request = pb.ListAgentTypesRequest(page_size=page_size, page_token=page_token, page=page)
+        return await unary(self.stub.ListAgentTypes, request, metadata=metadata)
+
+    async def update_agent_type(
+        self, agent_type: resources_pb2.AgentType, paths: Iterable[str], *, metadata: Metadata | None = None
+    ) -> resources_pb2.AgentType:
+        request = pb.UpdateAgentTypeRequest(agent_type=agent_type, update_mask=_mask(paths))
+        return (await unary(self.stub.UpdateAgentType, request, metadata=metadata)).agent_type
+
+    async def delete_agent_type(self, agent_type_id: str, *, metadata: Metadata | None = None) -> None:
+        await unary(self.stub.DeleteAgentType, pb.DeleteAgentTypeRequest(id=agent_type_id), metadata=metadata)
+
+    # --- Projects ----------------------------------------------------------------------------
+
+    async def create_project(
+        self, project: resources_pb2.Project, *, request_id: str = "", metadata: Metadata | None = None
+    ) -> resources_pb2.Project:
+        request = pb.CreateProjectRequest(project=project, request_id=request_id)
+        return (await unary(self.stub.CreateProject, request, metadata=metadata)).project
+
+    async def get_project(
+        self, *, project_id: str = "", slug: str = "", metadata: Metadata | None = None
+    ) -> resources_pb2.Project:
+        request = pb.GetProjectRequest(id=project_id, slug=slug)
+        return (await unary(self.stub.GetProject, request, metadata=metadata)).project
+
+    async def list_projects(
+        self, *, page_size: int = 0, page_token: str = "", page: int = 0, metadata: Metadata | None = None
+    ) -> pb.ListProjectsResponse:
+        request = pb.ListProjectsRequest(page_size=page_size, page_token=page_token, page=page)
+        return await unary(self.stub.ListProjects, request, metadata=metadata)
+
+    async def update_project(
+        self, project: resources_pb2.Project, paths: Iterable[str], *, metadata: Metadata | None = None
+    ) -> resources_pb2.Project:
+        request = pb.UpdateProjectRequest(project=project, update_mask=_mask(paths))
+        return (await unary(self.stub.UpdateProject, request, metadata=metadata)).project
+
+    async def delete_project(self, project_id: str, *, metadata: Metadata | None = None) -> None:
+        await unary(self.stub.DeleteProject, pb.DeleteProjectRequest(id=project_id), metadata=metadata)
+
+    # --- Agents ------------------------------------------------------------------------------
+
+    async def create_agent(
+        self, agent: resources_pb2.Agent, *, request_id: str = "", metadata: Metadata | None = None
+    ) -> resources_pb2.Agent:
+        request = pb.CreateAgentRequest(agent=agent, request_id=request_id)
+        return (await unary(self.stub.CreateAgent, request, metadata=metadata)).agent
+
+    async def get_agent(
+        self, project_id: str, agent_id: str, *, metadata: Metadata | None = None
+    ) -> resources_pb2.Agent:
+        request = pb.GetAgentRequest(project_id=project_id, id=agent_id)
+        return (await unary(self.stub.GetAgent, request, metadata=metadata)).agent
+
+    async def list_agents(
+        self,
+        project_id: str,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        page: int = 0,
+        metadata: Metadata | None = None,
+    ) -> pb.ListAgentsResponse:
+        request = pb.ListAgentsRequest(
+            project_id=project_id, page_size=page_size, page_token=page_token, page=page
+        )
+        return await unary(self.stub.ListAgents, request, metadata=metadata)
+
+    async def update_agent(
+        self, agent: resources_pb2.Agent, paths: Iterable[str], *, metadata: Metadata | None = None
+    ) -> resources_pb2.Agent:
+        """Changes config overrides: paths `config` or `config.<field>`; agent carries project_id and id."""
+        request = pb.UpdateAgentRequest(agent=agent, update_mask=_mask(paths))
+        return (await unary(self.stub.UpdateAgent, request, metadata=metadata)).agent
+
+    async def pause_agent(
+        self, project_id: str, agent_id: str, *, metadata: Metadata | None = None
+    ) -> resources_pb2.Agent:
+        request = pb.PauseAgentRequest(project_id=project_id, id=agent_id)
+        return (await unary(self.stub.PauseAgent, request, metadata=metadata)).agent
+
+    async def resume_agent(
+        self, project_id: str, agent_id: str, *, metadata: Metadata | None = None
+    ) -> resources_pb2.Agent:
+        request = pb.ResumeAgentRequest(project_id=project_id, id=agent_id)
+        return (await unary(self.stub.ResumeAgent, request, metadata=metadata)).agent
+
+    async def delete_agent(self, project_id: str, agent_id: str, *, metadata: Metadata | None = None) -> str:
+        """Terminates the agent; returns the confirmation message."""
+        request = pb.DeleteAgentRequest(project_id=project_id, id=agent_id)
+        return (await unary(self.stub.DeleteAgent, request, metadata=metadata)).message
+
+    async def get_agent_metrics(
+        self, project_id: str, agent_id: str, *, metadata: Metadata | None = None
+    ) -> pb.GetAgentMetricsResponse:
+        request = pb.GetAgentMetricsRequest(project_id=project_id, id=agent_id)
+        return await unary(self.stub.GetAgentMetrics, request, metadata=metadata)

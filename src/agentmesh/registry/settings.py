@@ -20,3 +20,17 @@ class RegistrySettings(ServiceSettings):
     superuser_email: str = shared("", "superuser_email", service="registry")
     superuser_password: SecretStr = shared(SecretStr(""), "superuser_password", service="registry")
     executor_heartbeat_ttl_seconds: float = Field(default=30.0, gt=0)
+
+    # argon2id cost; the defaults are OWASP's recommendation (m=19456 KiB, t=2, p=1). Lower them
+    # only for tests.
+    password_hash_time_cost: int = Field(default=2, ge=1)
+    password_hash_memory_kib: int = Field(default=19456, ge=8)
+    password_hash_parallelism: int = Field(default=1, ge=1)
+
+    # Sign-in throttling per account: after `login_max_failures` failures, each within
+    # `login_failure_window_seconds` of the previous, sign-in is locked for
+    # `login_lockout_seconds`, doubling with each further failure up to the maximum.
+    login_max_failures: int = Field(default=5, ge=1)
+    login_failure_window_seconds: float = Field(default=900.0, gt=0)
+    login_lockout_seconds: float = Field(default=30.0, gt=0)
+    login_max_lockout_seconds: float = Field(default=900.0, gt=0)

@@ -209,6 +209,45 @@ class RefreshTokensResponse(_message.Message):
 Global___RefreshTokensResponse: _TypeAlias = RefreshTokensResponse  # noqa: Y015
 
 @_typing.final
+class RevokeRefreshTokenRequest(_message.Message):
+    """RevokeRefreshTokenRequest is the input of RevokeRefreshToken."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REFRESH_TOKEN_FIELD_NUMBER: _builtins.int
+    refresh_token: _builtins.str
+    """The refresh token."""
+    def __init__(
+        self,
+        *,
+        refresh_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["refresh_token", b"refresh_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RevokeRefreshTokenRequest: _TypeAlias = RevokeRefreshTokenRequest  # noqa: Y015
+
+@_typing.final
+class RevokeRefreshTokenResponse(_message.Message):
+    """RevokeRefreshTokenResponse is the output of RevokeRefreshToken."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RevokeRefreshTokenResponse: _TypeAlias = RevokeRefreshTokenResponse  # noqa: Y015
+
+@_typing.final
 class GetCurrentUserRequest(_message.Message):
     """GetCurrentUserRequest is the input of GetCurrentUser."""
 

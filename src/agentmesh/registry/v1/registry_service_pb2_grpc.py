@@ -27,8 +27,10 @@ if _version_not_supported:
 
 class RegistryServiceStub:
     """RegistryService owns users, projects, agent types, agents and their lifecycle, and executor
-    pool membership. Callers are identified by the `x-agentmesh-principal` metadata that the
-    gateway sets after authenticating a request; internal services call as the system principal.
+    pool membership. Callers send `authorization: Bearer <access token>` metadata on every RPC but
+    RegisterUser, Login, RefreshTokens and RevokeRefreshToken; the gateway and executors forward
+    the end user's token, and services acting on their own behalf use a system token. A project
+    and everything in it are visible to its owner and superusers only; anyone else gets NOT_FOUND.
     Every RPC may return UNAUTHENTICATED, PERMISSION_DENIED and INVALID_ARGUMENT besides the codes
     listed on it.
     """
@@ -53,6 +55,11 @@ class RegistryServiceStub:
                 '/agentmesh.registry.v1.RegistryService/RefreshTokens',
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RefreshTokensRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RefreshTokensResponse.FromString,
+                _registered_method=True)
+        self.RevokeRefreshToken = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/RevokeRefreshToken',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeRefreshTokenRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeRefreshTokenResponse.FromString,
                 _registered_method=True)
         self.GetCurrentUser = channel.unary_unary(
                 '/agentmesh.registry.v1.RegistryService/GetCurrentUser',
@@ -178,8 +185,10 @@ class RegistryServiceStub:
 
 class RegistryServiceServicer:
     """RegistryService owns users, projects, agent types, agents and their lifecycle, and executor
-    pool membership. Callers are identified by the `x-agentmesh-principal` metadata that the
-    gateway sets after authenticating a request; internal services call as the system principal.
+    pool membership. Callers send `authorization: Bearer <access token>` metadata on every RPC but
+    RegisterUser, Login, RefreshTokens and RevokeRefreshToken; the gateway and executors forward
+    the end user's token, and services acting on their own behalf use a system token. A project
+    and everything in it are visible to its owner and superusers only; anyone else gets NOT_FOUND.
     Every RPC may return UNAUTHENTICATED, PERMISSION_DENIED and INVALID_ARGUMENT besides the codes
     listed on it.
     """
@@ -193,7 +202,8 @@ class RegistryServiceServicer:
 
     def Login(self, request, context):
         """Exchanges e-mail and password for tokens. UNAUTHENTICATED on bad credentials,
-        RESOURCE_EXHAUSTED while the account is throttled after repeated failures.
+        RESOURCE_EXHAUSTED while the account is throttled after repeated failures (ErrorInfo reason
+        LOGIN_THROTTLED, metadata `retry_after_seconds`).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -201,7 +211,16 @@ class RegistryServiceServicer:
 
     def RefreshTokens(self, request, context):
         """Exchanges a refresh token for new tokens; the old refresh token stops working.
-        UNAUTHENTICATED when it is unknown, expired or revoked.
+        UNAUTHENTICATED when it is unknown, expired or revoked (reason REFRESH_TOKEN_INVALID), or
+        was already used (REFRESH_TOKEN_REUSED: the whole sign-in is then revoked).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeRefreshToken(self, request, context):
+        """Revokes a refresh token and every token rotated from the same sign-in (logout). Succeeds
+        for unknown tokens too, so it tells nothing about which tokens exist.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -286,7 +305,7 @@ class RegistryServiceServicer:
 
     def CreateAgent(self, request, context):
         """Spawns an agent from an active type. NOT_FOUND, ALREADY_EXISTS (name taken in the project),
-        FAILED_PRECONDITION (inactive type).
+        FAILED_PRECONDITION (inactive type, reason AGENT_TYPE_INACTIVE).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -314,21 +333,23 @@ class RegistryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def PauseAgent(self, request, context):
-        """Pauses an agent. NOT_FOUND, FAILED_PRECONDITION (not idle or working).
+        """Pauses an agent. NOT_FOUND, FAILED_PRECONDITION (not idle or working, reason
+        INVALID_TRANSITION).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ResumeAgent(self, request, context):
-        """Resumes a paused agent. NOT_FOUND, FAILED_PRECONDITION (not paused).
+        """Resumes a paused agent. NOT_FOUND, FAILED_PRECONDITION (not paused, reason
+        INVALID_TRANSITION).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def DeleteAgent(self, request, context):
-        """Terminates an agent (final). NOT_FOUND.
+        """Terminates an agent (final; terminating it again changes nothing). NOT_FOUND.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -350,7 +371,8 @@ class RegistryServiceServicer:
 
     def StartAgentRun(self, request, context):
         """Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
-        paused or terminated. NOT_FOUND.
+        paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
+        run_id twice counts it once.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -358,20 +380,21 @@ class RegistryServiceServicer:
 
     def FinishAgentRun(self, request, context):
         """Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
+        Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def RegisterExecutor(self, request, context):
-        """Registers or refreshes an executor in the pool.
+        """Registers or refreshes an executor in the pool (system principal only).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListExecutors(self, request, context):
-        """Lists executors that reported in recently.
+        """Lists executors that reported in recently (superusers and the system principal).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -394,6 +417,11 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.RefreshTokens,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RefreshTokensRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RefreshTokensResponse.SerializeToString,
+            ),
+            'RevokeRefreshToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeRefreshToken,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeRefreshTokenRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeRefreshTokenResponse.SerializeToString,
             ),
             'GetCurrentUser': grpc.unary_unary_rpc_method_handler(
                     servicer.GetCurrentUser,
@@ -525,8 +553,10 @@ def add_RegistryServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class RegistryService:
     """RegistryService owns users, projects, agent types, agents and their lifecycle, and executor
-    pool membership. Callers are identified by the `x-agentmesh-principal` metadata that the
-    gateway sets after authenticating a request; internal services call as the system principal.
+    pool membership. Callers send `authorization: Bearer <access token>` metadata on every RPC but
+    RegisterUser, Login, RefreshTokens and RevokeRefreshToken; the gateway and executors forward
+    the end user's token, and services acting on their own behalf use a system token. A project
+    and everything in it are visible to its owner and superusers only; anyone else gets NOT_FOUND.
     Every RPC may return UNAUTHENTICATED, PERMISSION_DENIED and INVALID_ARGUMENT besides the codes
     listed on it.
     """
@@ -602,6 +632,33 @@ class RegistryService:
             '/agentmesh.registry.v1.RegistryService/RefreshTokens',
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RefreshTokensRequest.SerializeToString,
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RefreshTokensResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeRefreshToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/RevokeRefreshToken',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeRefreshTokenRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeRefreshTokenResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -28,8 +28,10 @@ GRPC_VERSION: str
 
 class RegistryServiceStub:
     """RegistryService owns users, projects, agent types, agents and their lifecycle, and executor
-    pool membership. Callers are identified by the `x-agentmesh-principal` metadata that the
-    gateway sets after authenticating a request; internal services call as the system principal.
+    pool membership. Callers send `authorization: Bearer <access token>` metadata on every RPC but
+    RegisterUser, Login, RefreshTokens and RevokeRefreshToken; the gateway and executors forward
+    the end user's token, and services acting on their own behalf use a system token. A project
+    and everything in it are visible to its owner and superusers only; anyone else gets NOT_FOUND.
     Every RPC may return UNAUTHENTICATED, PERMISSION_DENIED and INVALID_ARGUMENT besides the codes
     listed on it.
     """
@@ -42,11 +44,17 @@ class RegistryServiceStub:
     """Registers a user. ALREADY_EXISTS when the e-mail is taken."""
     Login: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.LoginRequest, _registry_service_pb2.LoginResponse]
     """Exchanges e-mail and password for tokens. UNAUTHENTICATED on bad credentials,
-    RESOURCE_EXHAUSTED while the account is throttled after repeated failures.
+    RESOURCE_EXHAUSTED while the account is throttled after repeated failures (ErrorInfo reason
+    LOGIN_THROTTLED, metadata `retry_after_seconds`).
     """
     RefreshTokens: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RefreshTokensRequest, _registry_service_pb2.RefreshTokensResponse]
     """Exchanges a refresh token for new tokens; the old refresh token stops working.
-    UNAUTHENTICATED when it is unknown, expired or revoked.
+    UNAUTHENTICATED when it is unknown, expired or revoked (reason REFRESH_TOKEN_INVALID), or
+    was already used (REFRESH_TOKEN_REUSED: the whole sign-in is then revoked).
+    """
+    RevokeRefreshToken: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RevokeRefreshTokenRequest, _registry_service_pb2.RevokeRefreshTokenResponse]
+    """Revokes a refresh token and every token rotated from the same sign-in (logout). Succeeds
+    for unknown tokens too, so it tells nothing about which tokens exist.
     """
     GetCurrentUser: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.GetCurrentUserRequest, _registry_service_pb2.GetCurrentUserResponse]
     """Returns the calling user."""
@@ -72,7 +80,7 @@ class RegistryServiceStub:
     """Deletes a project and its agents. NOT_FOUND."""
     CreateAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CreateAgentRequest, _registry_service_pb2.CreateAgentResponse]
     """Spawns an agent from an active type. NOT_FOUND, ALREADY_EXISTS (name taken in the project),
-    FAILED_PRECONDITION (inactive type).
+    FAILED_PRECONDITION (inactive type, reason AGENT_TYPE_INACTIVE).
     """
     GetAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.GetAgentRequest, _registry_service_pb2.GetAgentResponse]
     """Returns one agent. NOT_FOUND."""
@@ -81,31 +89,40 @@ class RegistryServiceStub:
     UpdateAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.UpdateAgentRequest, _registry_service_pb2.UpdateAgentResponse]
     """Updates an agent's config overrides. NOT_FOUND, FAILED_PRECONDITION (terminated)."""
     PauseAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.PauseAgentRequest, _registry_service_pb2.PauseAgentResponse]
-    """Pauses an agent. NOT_FOUND, FAILED_PRECONDITION (not idle or working)."""
+    """Pauses an agent. NOT_FOUND, FAILED_PRECONDITION (not idle or working, reason
+    INVALID_TRANSITION).
+    """
     ResumeAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ResumeAgentRequest, _registry_service_pb2.ResumeAgentResponse]
-    """Resumes a paused agent. NOT_FOUND, FAILED_PRECONDITION (not paused)."""
+    """Resumes a paused agent. NOT_FOUND, FAILED_PRECONDITION (not paused, reason
+    INVALID_TRANSITION).
+    """
     DeleteAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteAgentRequest, _registry_service_pb2.DeleteAgentResponse]
-    """Terminates an agent (final). NOT_FOUND."""
+    """Terminates an agent (final; terminating it again changes nothing). NOT_FOUND."""
     GetAgentMetrics: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.GetAgentMetricsRequest, _registry_service_pb2.GetAgentMetricsResponse]
     """Returns usage figures of an agent. NOT_FOUND."""
     ResolveAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ResolveAgentRequest, _registry_service_pb2.ResolveAgentResponse]
     """Resolves an agent by project slug and name into what an executor runs. NOT_FOUND."""
     StartAgentRun: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.StartAgentRunRequest, _registry_service_pb2.StartAgentRunResponse]
     """Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
-    paused or terminated. NOT_FOUND.
+    paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
+    run_id twice counts it once.
     """
     FinishAgentRun: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.FinishAgentRunRequest, _registry_service_pb2.FinishAgentRunResponse]
-    """Marks a run as finished and adds its usage: the agent becomes idle when no run is left."""
+    """Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
+    Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
+    """
     RegisterExecutor: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RegisterExecutorRequest, _registry_service_pb2.RegisterExecutorResponse]
-    """Registers or refreshes an executor in the pool."""
+    """Registers or refreshes an executor in the pool (system principal only)."""
     ListExecutors: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ListExecutorsRequest, _registry_service_pb2.ListExecutorsResponse]
-    """Lists executors that reported in recently."""
+    """Lists executors that reported in recently (superusers and the system principal)."""
 
 @_typing.type_check_only
 class RegistryServiceAsyncStub(RegistryServiceStub):
     """RegistryService owns users, projects, agent types, agents and their lifecycle, and executor
-    pool membership. Callers are identified by the `x-agentmesh-principal` metadata that the
-    gateway sets after authenticating a request; internal services call as the system principal.
+    pool membership. Callers send `authorization: Bearer <access token>` metadata on every RPC but
+    RegisterUser, Login, RefreshTokens and RevokeRefreshToken; the gateway and executors forward
+    the end user's token, and services acting on their own behalf use a system token. A project
+    and everything in it are visible to its owner and superusers only; anyone else gets NOT_FOUND.
     Every RPC may return UNAUTHENTICATED, PERMISSION_DENIED and INVALID_ARGUMENT besides the codes
     listed on it.
     """
@@ -115,11 +132,17 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     """Registers a user. ALREADY_EXISTS when the e-mail is taken."""
     Login: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.LoginRequest, _registry_service_pb2.LoginResponse]  # type: ignore[assignment]
     """Exchanges e-mail and password for tokens. UNAUTHENTICATED on bad credentials,
-    RESOURCE_EXHAUSTED while the account is throttled after repeated failures.
+    RESOURCE_EXHAUSTED while the account is throttled after repeated failures (ErrorInfo reason
+    LOGIN_THROTTLED, metadata `retry_after_seconds`).
     """
     RefreshTokens: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RefreshTokensRequest, _registry_service_pb2.RefreshTokensResponse]  # type: ignore[assignment]
     """Exchanges a refresh token for new tokens; the old refresh token stops working.
-    UNAUTHENTICATED when it is unknown, expired or revoked.
+    UNAUTHENTICATED when it is unknown, expired or revoked (reason REFRESH_TOKEN_INVALID), or
+    was already used (REFRESH_TOKEN_REUSED: the whole sign-in is then revoked).
+    """
+    RevokeRefreshToken: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RevokeRefreshTokenRequest, _registry_service_pb2.RevokeRefreshTokenResponse]  # type: ignore[assignment]
+    """Revokes a refresh token and every token rotated from the same sign-in (logout). Succeeds
+    for unknown tokens too, so it tells nothing about which tokens exist.
     """
     GetCurrentUser: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.GetCurrentUserRequest, _registry_service_pb2.GetCurrentUserResponse]  # type: ignore[assignment]
     """Returns the calling user."""
@@ -145,7 +168,7 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     """Deletes a project and its agents. NOT_FOUND."""
     CreateAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CreateAgentRequest, _registry_service_pb2.CreateAgentResponse]  # type: ignore[assignment]
     """Spawns an agent from an active type. NOT_FOUND, ALREADY_EXISTS (name taken in the project),
-    FAILED_PRECONDITION (inactive type).
+    FAILED_PRECONDITION (inactive type, reason AGENT_TYPE_INACTIVE).
     """
     GetAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.GetAgentRequest, _registry_service_pb2.GetAgentResponse]  # type: ignore[assignment]
     """Returns one agent. NOT_FOUND."""
@@ -154,30 +177,39 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     UpdateAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.UpdateAgentRequest, _registry_service_pb2.UpdateAgentResponse]  # type: ignore[assignment]
     """Updates an agent's config overrides. NOT_FOUND, FAILED_PRECONDITION (terminated)."""
     PauseAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.PauseAgentRequest, _registry_service_pb2.PauseAgentResponse]  # type: ignore[assignment]
-    """Pauses an agent. NOT_FOUND, FAILED_PRECONDITION (not idle or working)."""
+    """Pauses an agent. NOT_FOUND, FAILED_PRECONDITION (not idle or working, reason
+    INVALID_TRANSITION).
+    """
     ResumeAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ResumeAgentRequest, _registry_service_pb2.ResumeAgentResponse]  # type: ignore[assignment]
-    """Resumes a paused agent. NOT_FOUND, FAILED_PRECONDITION (not paused)."""
+    """Resumes a paused agent. NOT_FOUND, FAILED_PRECONDITION (not paused, reason
+    INVALID_TRANSITION).
+    """
     DeleteAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteAgentRequest, _registry_service_pb2.DeleteAgentResponse]  # type: ignore[assignment]
-    """Terminates an agent (final). NOT_FOUND."""
+    """Terminates an agent (final; terminating it again changes nothing). NOT_FOUND."""
     GetAgentMetrics: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.GetAgentMetricsRequest, _registry_service_pb2.GetAgentMetricsResponse]  # type: ignore[assignment]
     """Returns usage figures of an agent. NOT_FOUND."""
     ResolveAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ResolveAgentRequest, _registry_service_pb2.ResolveAgentResponse]  # type: ignore[assignment]
     """Resolves an agent by project slug and name into what an executor runs. NOT_FOUND."""
     StartAgentRun: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.StartAgentRunRequest, _registry_service_pb2.StartAgentRunResponse]  # type: ignore[assignment]
     """Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
-    paused or terminated. NOT_FOUND.
+    paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
+    run_id twice counts it once.
     """
     FinishAgentRun: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.FinishAgentRunRequest, _registry_service_pb2.FinishAgentRunResponse]  # type: ignore[assignment]
-    """Marks a run as finished and adds its usage: the agent becomes idle when no run is left."""
+    """Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
+    Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
+    """
     RegisterExecutor: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RegisterExecutorRequest, _registry_service_pb2.RegisterExecutorResponse]  # type: ignore[assignment]
-    """Registers or refreshes an executor in the pool."""
+    """Registers or refreshes an executor in the pool (system principal only)."""
     ListExecutors: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ListExecutorsRequest, _registry_service_pb2.ListExecutorsResponse]  # type: ignore[assignment]
-    """Lists executors that reported in recently."""
+    """Lists executors that reported in recently (superusers and the system principal)."""
 
 class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
     """RegistryService owns users, projects, agent types, agents and their lifecycle, and executor
-    pool membership. Callers are identified by the `x-agentmesh-principal` metadata that the
-    gateway sets after authenticating a request; internal services call as the system principal.
+    pool membership. Callers send `authorization: Bearer <access token>` metadata on every RPC but
+    RegisterUser, Login, RefreshTokens and RevokeRefreshToken; the gateway and executors forward
+    the end user's token, and services acting on their own behalf use a system token. A project
+    and everything in it are visible to its owner and superusers only; anyone else gets NOT_FOUND.
     Every RPC may return UNAUTHENTICATED, PERMISSION_DENIED and INVALID_ARGUMENT besides the codes
     listed on it.
     """
@@ -197,7 +229,8 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.LoginResponse, _abc.Awaitable[_registry_service_pb2.LoginResponse]]:
         """Exchanges e-mail and password for tokens. UNAUTHENTICATED on bad credentials,
-        RESOURCE_EXHAUSTED while the account is throttled after repeated failures.
+        RESOURCE_EXHAUSTED while the account is throttled after repeated failures (ErrorInfo reason
+        LOGIN_THROTTLED, metadata `retry_after_seconds`).
         """
 
     @_abc_1.abstractmethod
@@ -207,7 +240,18 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.RefreshTokensResponse, _abc.Awaitable[_registry_service_pb2.RefreshTokensResponse]]:
         """Exchanges a refresh token for new tokens; the old refresh token stops working.
-        UNAUTHENTICATED when it is unknown, expired or revoked.
+        UNAUTHENTICATED when it is unknown, expired or revoked (reason REFRESH_TOKEN_INVALID), or
+        was already used (REFRESH_TOKEN_REUSED: the whole sign-in is then revoked).
+        """
+
+    @_abc_1.abstractmethod
+    def RevokeRefreshToken(
+        self,
+        request: _registry_service_pb2.RevokeRefreshTokenRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.RevokeRefreshTokenResponse, _abc.Awaitable[_registry_service_pb2.RevokeRefreshTokenResponse]]:
+        """Revokes a refresh token and every token rotated from the same sign-in (logout). Succeeds
+        for unknown tokens too, so it tells nothing about which tokens exist.
         """
 
     @_abc_1.abstractmethod
@@ -305,7 +349,7 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.CreateAgentResponse, _abc.Awaitable[_registry_service_pb2.CreateAgentResponse]]:
         """Spawns an agent from an active type. NOT_FOUND, ALREADY_EXISTS (name taken in the project),
-        FAILED_PRECONDITION (inactive type).
+        FAILED_PRECONDITION (inactive type, reason AGENT_TYPE_INACTIVE).
         """
 
     @_abc_1.abstractmethod
@@ -338,7 +382,9 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _registry_service_pb2.PauseAgentRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.PauseAgentResponse, _abc.Awaitable[_registry_service_pb2.PauseAgentResponse]]:
-        """Pauses an agent. NOT_FOUND, FAILED_PRECONDITION (not idle or working)."""
+        """Pauses an agent. NOT_FOUND, FAILED_PRECONDITION (not idle or working, reason
+        INVALID_TRANSITION).
+        """
 
     @_abc_1.abstractmethod
     def ResumeAgent(
@@ -346,7 +392,9 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _registry_service_pb2.ResumeAgentRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.ResumeAgentResponse, _abc.Awaitable[_registry_service_pb2.ResumeAgentResponse]]:
-        """Resumes a paused agent. NOT_FOUND, FAILED_PRECONDITION (not paused)."""
+        """Resumes a paused agent. NOT_FOUND, FAILED_PRECONDITION (not paused, reason
+        INVALID_TRANSITION).
+        """
 
     @_abc_1.abstractmethod
     def DeleteAgent(
@@ -354,7 +402,7 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _registry_service_pb2.DeleteAgentRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.DeleteAgentResponse, _abc.Awaitable[_registry_service_pb2.DeleteAgentResponse]]:
-        """Terminates an agent (final). NOT_FOUND."""
+        """Terminates an agent (final; terminating it again changes nothing). NOT_FOUND."""
 
     @_abc_1.abstractmethod
     def GetAgentMetrics(
@@ -379,7 +427,8 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.StartAgentRunResponse, _abc.Awaitable[_registry_service_pb2.StartAgentRunResponse]]:
         """Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
-        paused or terminated. NOT_FOUND.
+        paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
+        run_id twice counts it once.
         """
 
     @_abc_1.abstractmethod
@@ -388,7 +437,9 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _registry_service_pb2.FinishAgentRunRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.FinishAgentRunResponse, _abc.Awaitable[_registry_service_pb2.FinishAgentRunResponse]]:
-        """Marks a run as finished and adds its usage: the agent becomes idle when no run is left."""
+        """Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
+        Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
+        """
 
     @_abc_1.abstractmethod
     def RegisterExecutor(
@@ -396,7 +447,7 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _registry_service_pb2.RegisterExecutorRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.RegisterExecutorResponse, _abc.Awaitable[_registry_service_pb2.RegisterExecutorResponse]]:
-        """Registers or refreshes an executor in the pool."""
+        """Registers or refreshes an executor in the pool (system principal only)."""
 
     @_abc_1.abstractmethod
     def ListExecutors(
@@ -404,6 +455,6 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _registry_service_pb2.ListExecutorsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.ListExecutorsResponse, _abc.Awaitable[_registry_service_pb2.ListExecutorsResponse]]:
-        """Lists executors that reported in recently."""
+        """Lists executors that reported in recently (superusers and the system principal)."""
 
 def add_RegistryServiceServicer_to_server(servicer: RegistryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

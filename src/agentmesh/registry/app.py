@@ -1,0 +1,133 @@
+"""The registry's composition root: settings → engine → migrations → store → accounts and
+registry rules → servicer → server (with the authorization interceptor). The only place that
+wires concrete pieces together."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from agentmesh.registry.auth import Accounts, LoginThrottle, Passwords, RefreshTokenCodec
+from agentmesh.registry.errors import ValidationFailed
+from agentmesh.registry.pagination import PageTokens
+from agentmesh.registry.policy import SERVICE, AuthorizationInterceptor
+from agentmesh.registry.registry import AgentRegistry
+from agentmesh.registry.servicer import RegistryServicer
+from agentmesh.registry.settings import RegistrySettings
+from agentmesh.registry.store import SqlRegistryStore
+from agentmesh.registry.v1 import registry_service_pb2_grpc
+from agentmesh.runtime.database import create_engine, normalize_url, upgrade
+from agentmesh.runtime.identity import TokenCodec
+from agentmesh.runtime.server import ServiceBinding, start_server
+from agentmesh.runtime.service import RunningService
+
+logger = logging.getLogger(__name__)
+
+SERVICE_NAME = SERVICE.full_name
+MIGRATIONS = Path(__file__).parent / "migrations"
+VERSION_TABLE = "alembic_version_registry"
+
+
+@dataclass
+class Components:
+    """The registry's wired rules over one database engine."""
+
+    engine: AsyncEngine
+    tokens: TokenCodec
+    accounts: Accounts
+    registry: AgentRegistry
+
+
+async def open_components(settings: RegistrySettings) -> Components:
+    """Engine (migrated to head), store and rules, as configured. The caller disposes the engine."""
+    secret = settings.jwt_secret.get_secret_value()
+    tokens = TokenCodec(secret, access_ttl_seconds=settings.access_token_ttl_seconds)
+    await asyncio.to_thread(_create_sqlite_directory, settings.database_url)
+    engine = create_engine(settings.database_url)
+    try:
+        # The store configures the engine's SQLite transactions, so it comes before any connection.
+        store = SqlRegistryStore(engine)
+        await upgrade(engine, MIGRATIONS, version_table=VERSION_TABLE)
+    except BaseException:
+        await engine.dispose()
+        raise
+    accounts = Accounts(
+        store,
+        tokens=tokens,
+        passwords=Passwords(
+            time_cost=settings.password_hash_time_cost,
+            memory_kib=settings.password_hash_memory_kib,
+            parallelism=settings.password_hash_parallelism,
+        ),
+        refresh_tokens=RefreshTokenCodec(secret),
+        refresh_ttl_seconds=settings.refresh_token_ttl_seconds,
+        throttle=LoginThrottle(
+            max_failures=settings.login_max_failures,
+            window_seconds=settings.login_failure_window_seconds,
+            lockout_seconds=settings.login_lockout_seconds,
+            max_lockout_seconds=settings.login_max_lockout_seconds,
+        ),
+    )
+    registry = AgentRegistry(
+        store,
+        page_tokens=PageTokens(secret),
+        executor_ttl_seconds=settings.executor_heartbeat_ttl_seconds,
+    )
+    return Components(engine=engine, tokens=tokens, accounts=accounts, registry=registry)
+
+
+async def start(settings: RegistrySettings) -> RunningService:
+    components = await open_components(settings)
+    try:
+        if settings.superuser_email:
+            await _bootstrap_superuser(components.accounts, settings)
+        servicer = RegistryServicer(components.accounts, components.registry)
+        server = await start_server(
+            [
+                ServiceBinding(
+                    SERVICE_NAME,
+                    lambda s: registry_service_pb2_grpc.add_RegistryServiceServicer_to_server(servicer, s),
+                )
+            ],
+            host=settings.host,
+            port=settings.port,
+            max_message_bytes=settings.max_message_bytes,
+            interceptors=[AuthorizationInterceptor(components.tokens)],
+        )
+    except BaseException:
+        await components.engine.dispose()
+        raise
+    return RunningService("registry", server, closers=[components.engine.dispose])
+
+
+async def create_superuser(settings: RegistrySettings, *, email: str, password: str) -> None:
+    """Creates or promotes a superuser and sets its password (`agentmesh users create
+    --superuser`), without starting the server."""
+    components = await open_components(settings)
+    try:
+        await components.accounts.ensure_superuser(email=email, password=password, reset_password=True)
+    finally:
+        await components.engine.dispose()
+
+
+async def _bootstrap_superuser(accounts: Accounts, settings: RegistrySettings) -> None:
+    try:
+        await accounts.ensure_superuser(
+            email=settings.superuser_email, password=settings.superuser_password.get_secret_value()
+        )
+    except ValidationFailed as error:
+        problems = "; ".join(f"{v.field} {v.description}" for v in error.violations)
+        raise ValueError(
+            f"AGENTMESH_SUPERUSER_EMAIL / AGENTMESH_SUPERUSER_PASSWORD are not usable: {problems}"
+        ) from None
+
+
+def _create_sqlite_directory(database_url: str) -> None:
+    url = make_url(normalize_url(database_url))
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+        Path(url.database).parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,316 @@
+"""Identity: users, passwords, sign-in with throttling, and rotating refresh tokens.
+
+- Passwords are hashed with argon2id (OWASP parameters by default: m=19456 KiB, t=2, p=1) in a
+  worker thread, so hashing never blocks the event loop.
+- Access tokens are short-lived JWTs (`runtime.identity.TokenCodec`).
+- Refresh tokens are random; only their HMAC-SHA-256 is stored. Each is single-use: exchanging
+  one marks it used and issues the next of its family (one sign-in). Presenting a used token again
+  means it leaked, so the whole family is revoked.
+- Repeated failed sign-ins lock the account for a while (doubling up to a cap); while locked,
+  sign-in fails with RESOURCE_EXHAUSTED and `retry_after_seconds`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import math
+import secrets
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from argon2 import PasswordHasher, Type
+from argon2.exceptions import InvalidHashError, VerificationError
+
+from agentmesh.registry.errors import (
+    EmailTaken,
+    InvalidCredentials,
+    LoginThrottled,
+    RefreshTokenInvalid,
+    RefreshTokenReused,
+    UserInactive,
+    UserNotFound,
+    ValidationFailed,
+)
+from agentmesh.registry.models import Credentials, IssuedTokens, LoginState, NewUser, RefreshToken, User
+from agentmesh.registry.store import RegistryStore, StoreTransaction
+from agentmesh.registry.validation import check_registration, normalize_email
+from agentmesh.runtime.errors import FieldViolation
+from agentmesh.runtime.identity import Principal, TokenCodec
+
+logger = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Passwords:
+    """argon2id hashing and verification, off the event loop."""
+
+    def __init__(self, *, time_cost: int = 2, memory_kib: int = 19456, parallelism: int = 1) -> None:
+        self._hasher = PasswordHasher(
+            time_cost=time_cost, memory_cost=memory_kib, parallelism=parallelism, type=Type.ID
+        )
+        self._dummy_hash: str | None = None
+
+    async def hash(self, password: str) -> str:
+        return await asyncio.to_thread(self._hasher.hash, password)
+
+    async def verify(self, password_hash: str, password: str) -> bool:
+        return await asyncio.to_thread(self._verify, password_hash, password)
+
+    async def burn(self, password: str) -> None:
+        """Spends the time a verification would, so unknown e-mails answer no faster."""
+        if self._dummy_hash is None:
+            self._dummy_hash = await self.hash(secrets.token_hex(16))
+        await self.verify(self._dummy_hash, password)
+
+    def needs_rehash(self, password_hash: str) -> bool:
+        return self._hasher.check_needs_rehash(password_hash)
+
+    def _verify(self, password_hash: str, password: str) -> bool:
+        try:
+            return self._hasher.verify(password_hash, password)
+        except (VerificationError, InvalidHashError):
+            return False
+
+
+class RefreshTokenCodec:
+    """Makes refresh tokens and the keyed digests stored in their place."""
+
+    def __init__(self, secret: str) -> None:
+        self._key = hmac.new(secret.encode(), b"agentmesh.registry.refresh-token", hashlib.sha256).digest()
+
+    def new(self) -> tuple[str, str]:
+        token = secrets.token_urlsafe(32)
+        return token, self.digest(token)
+
+    def digest(self, token: str) -> str:
+        return hmac.new(self._key, token.encode(), hashlib.sha256).hexdigest()
+
+
+@dataclass(frozen=True)
+class LoginThrottle:
+    """When repeated failures lock an account: after `max_failures` failures, each no more than
+    `window_seconds` after the previous one, for `lockout_seconds`, doubling with every further
+    failure up to `max_lockout_seconds`."""
+
+    max_failures: int = 5
+    window_seconds: float = 900.0
+    lockout_seconds: float = 30.0
+    max_lockout_seconds: float = 900.0
+
+    def retry_after(self, state: LoginState, now: datetime) -> int | None:
+        """Whole seconds until the account may try again, or None when it may now."""
+        if state.locked_until is None or state.locked_until <= now:
+            return None
+        return max(1, math.ceil((state.locked_until - now).total_seconds()))
+
+    def failed(self, state: LoginState, now: datetime) -> LoginState:
+        recent = state.last_failed_at is not None and (now - state.last_failed_at).total_seconds() <= (
+            self.window_seconds
+        )
+        count = state.failed_count + 1 if recent else 1
+        locked_until = state.locked_until
+        if count >= self.max_failures:
+            lockout = min(self.lockout_seconds * 2 ** (count - self.max_failures), self.max_lockout_seconds)
+            locked_until = now + timedelta(seconds=lockout)
+        return LoginState(failed_count=count, last_failed_at=now, locked_until=locked_until)
+
+
+class Accounts:
+    """Users and their sign-in: registration, login, refresh-token rotation and revocation, the
+    current user, and the superuser bootstrap."""
+
+    def __init__(
+        self,
+        store: RegistryStore,
+        *,
+        tokens: TokenCodec,
+        passwords: Passwords,
+        refresh_tokens: RefreshTokenCodec,
+        refresh_ttl_seconds: int,
+        throttle: LoginThrottle,
+        clock: Clock = utc_now,
+    ) -> None:
+        self._store = store
+        self._tokens = tokens
+        self._passwords = passwords
+        self._refresh_tokens = refresh_tokens
+        self._refresh_ttl = timedelta(seconds=refresh_ttl_seconds)
+        self._throttle = throttle
+        self._now = clock
+
+    async def register(
+        self,
+        *,
+        email: str,
+        password: str,
+        first_name: str = "",
+        last_name: str = "",
+        is_superuser: bool = False,
+    ) -> User:
+        email = normalize_email(email)
+        first_name, last_name = first_name.strip(), last_name.strip()
+        violations = check_registration(email, password, first_name, last_name)
+        if violations:
+            raise ValidationFailed.of(violations)
+        password_hash = await self._passwords.hash(password)
+        new_user = NewUser(email=email, first_name=first_name, last_name=last_name, is_superuser=is_superuser)
+        async with self._store.write() as tx:
+            return await tx.insert_user(
+                new_user, user_id=str(uuid.uuid4()), password_hash=password_hash, now=self._now()
+            )
+
+    async def login(self, *, email: str, password: str) -> IssuedTokens:
+        email = normalize_email(email)
+        violations = []
+        if not email:
+            violations.append(FieldViolation("email", "is required"))
+        if not password:
+            violations.append(FieldViolation("password", "is required"))
+        if violations:
+            raise ValidationFailed.of(violations)
+        async with self._store.read() as tx:
+            credentials = await tx.get_credentials(email)
+        if credentials is None:
+            await self._passwords.burn(password)
+            raise InvalidCredentials("wrong e-mail or password")
+        retry_after = self._throttle.retry_after(credentials.login, self._now())
+        if retry_after is not None:
+            raise LoginThrottled(retry_after)
+        if not await self._passwords.verify(credentials.password_hash, password):
+            await self._record_failure(email)
+            raise InvalidCredentials("wrong e-mail or password")
+        if not credentials.user.is_active:
+            raise UserInactive("this account is deactivated")
+        return await self._signed_in(credentials, password)
+
+    async def refresh(self, refresh_token: str) -> IssuedTokens:
+        if not refresh_token:
+            raise ValidationFailed.of([FieldViolation("refresh_token", "is required")])
+        now = self._now()
+        reused = False
+        async with self._store.write() as tx:
+            stored = await tx.get_refresh_token(self._refresh_tokens.digest(refresh_token), for_update=True)
+            if stored is None or stored.revoked_at is not None or stored.expires_at <= now:
+                raise RefreshTokenInvalid("refresh token is unknown, expired or revoked")
+            if stored.used_at is not None:
+                logger.warning("refresh token reused; revoking its sign-in (user %s)", stored.user_id)
+                await tx.revoke_refresh_family(stored.family_id, now)
+                reused = True
+            else:
+                user = await tx.get_user(stored.user_id)
+                if user is None or not user.is_active:
+                    raise UserInactive("this account is deactivated")
+                await tx.mark_refresh_token_used(stored.id, now)
+                token = await self._new_refresh_token(tx, user.id, stored.family_id, now)
+        if reused:  # raised after the commit, so the revocation stays
+            raise RefreshTokenReused("refresh token was already used; sign in again")
+        return self._issued(user, token)
+
+    async def revoke(self, refresh_token: str) -> None:
+        """Ends the sign-in a refresh token belongs to. Unknown tokens are ignored, so revoking
+        is idempotent and tells nothing about which tokens exist."""
+        if not refresh_token:
+            raise ValidationFailed.of([FieldViolation("refresh_token", "is required")])
+        async with self._store.write() as tx:
+            stored = await tx.get_refresh_token(self._refresh_tokens.digest(refresh_token), for_update=True)
+            if stored is not None:
+                await tx.revoke_refresh_family(stored.family_id, self._now())
+
+    async def current_user(self, principal: Principal) -> User:
+        if principal.is_system:
+            raise UserNotFound("the system principal is not a user")
+        async with self._store.read() as tx:
+            user = await tx.get_user(principal.user_id)
+        if user is None or not user.is_active:
+            raise UserInactive("this account no longer exists or is deactivated")
+        return user
+
+    async def ensure_superuser(self, *, email: str, password: str, reset_password: bool = False) -> User:
+        """Makes sure a superuser with this e-mail exists (idempotent): creates it, or promotes and
+        reactivates an existing user; its password changes only with `reset_password`."""
+        email = normalize_email(email)
+        violations = check_registration(email, password, "", "")
+        if violations:
+            raise ValidationFailed.of(violations)
+        async with self._store.read() as tx:
+            credentials = await tx.get_credentials(email)
+        if credentials is None:
+            try:
+                user = await self.register(email=email, password=password, is_superuser=True)
+                logger.info("created superuser %s", email)
+                return user
+            except EmailTaken:  # another replica bootstrapped it meanwhile
+                async with self._store.read() as tx:
+                    credentials = await tx.get_credentials(email)
+                assert credentials is not None
+        new_hash = None
+        if reset_password and not await self._passwords.verify(credentials.password_hash, password):
+            new_hash = await self._passwords.hash(password)
+        user = credentials.user
+        if user.is_superuser and user.is_active and new_hash is None:
+            return user
+        async with self._store.write() as tx:
+            await tx.set_user_flags(user.id, is_superuser=True, is_active=True)
+            if new_hash is not None:
+                await tx.set_password_hash(user.id, new_hash)
+        logger.info("ensured superuser %s", email)
+        return user.model_copy(update={"is_superuser": True, "is_active": True})
+
+    async def _record_failure(self, email: str) -> None:
+        async with self._store.write() as tx:
+            credentials = await tx.get_credentials(email, for_update=True)
+            if credentials is not None:
+                state = self._throttle.failed(credentials.login, self._now())
+                await tx.save_login_state(credentials.user.id, state)
+        if credentials is not None and state.locked_until is not None:
+            logger.warning(
+                "sign-in for user %s locked after %d failures", credentials.user.id, state.failed_count
+            )
+
+    async def _signed_in(self, credentials: Credentials, password: str) -> IssuedTokens:
+        new_hash = None
+        if self._passwords.needs_rehash(credentials.password_hash):
+            new_hash = await self._passwords.hash(password)
+        now = self._now()
+        user = credentials.user
+        async with self._store.write() as tx:
+            if credentials.login != LoginState():
+                await tx.save_login_state(user.id, LoginState())
+            if new_hash is not None:
+                await tx.set_password_hash(user.id, new_hash)
+            token = await self._new_refresh_token(tx, user.id, str(uuid.uuid4()), now)
+        return self._issued(user, token)
+
+    async def _new_refresh_token(
+        self, tx: StoreTransaction, user_id: str, family_id: str, now: datetime
+    ) -> str:
+        token, digest = self._refresh_tokens.new()
+        await tx.insert_refresh_token(
+            RefreshToken(
+                id=str(uuid.uuid4()),
+                user_id=user_id,
+                family_id=family_id,
+                token_hash=digest,
+                created_at=now,
+                expires_at=now + self._refresh_ttl,
+            )
+        )
+        return token
+
+    def _issued(self, user: User, refresh_token: str) -> IssuedTokens:
+        principal = Principal(user_id=user.id, is_superuser=user.is_superuser, email=user.email)
+        return IssuedTokens(
+            access_token=self._tokens.issue(principal),
+            refresh_token=refresh_token,
+            expires_in=self._tokens.access_ttl_seconds,
+        )

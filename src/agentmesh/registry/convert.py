@@ -1,0 +1,289 @@
+"""Pure conversions between the registry's protobuf messages and its domain models."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+
+from agentmesh.common.v1 import types_pb2
+from agentmesh.registry.errors import ValidationFailed
+from agentmesh.registry.models import (
+    Agent,
+    AgentConfig,
+    AgentKind,
+    AgentMetrics,
+    AgentSpec,
+    AgentStatus,
+    AgentType,
+    AgentTypeFields,
+    Executor,
+    IssuedTokens,
+    McpServer,
+    NewAgent,
+    Project,
+    ProjectFields,
+    User,
+)
+from agentmesh.registry.v1 import registry_service_pb2 as service_pb2
+from agentmesh.registry.v1 import resources_pb2 as pb
+from agentmesh.runtime.errors import FieldViolation
+
+_KIND_TO_PROTO = {
+    AgentKind.LLM: pb.AGENT_KIND_LLM,
+    AgentKind.LOOP: pb.AGENT_KIND_LOOP,
+    AgentKind.SEQUENTIAL: pb.AGENT_KIND_SEQUENTIAL,
+    AgentKind.PARALLEL: pb.AGENT_KIND_PARALLEL,
+}
+_KIND_FROM_PROTO = {value: kind for kind, value in _KIND_TO_PROTO.items()} | {
+    pb.AGENT_KIND_UNSPECIFIED: AgentKind.LLM
+}
+_STATUS_TO_PROTO = {
+    AgentStatus.IDLE: pb.AGENT_STATUS_IDLE,
+    AgentStatus.WORKING: pb.AGENT_STATUS_WORKING,
+    AgentStatus.PAUSED: pb.AGENT_STATUS_PAUSED,
+    AgentStatus.TERMINATED: pb.AGENT_STATUS_TERMINATED,
+}
+
+
+# --- proto → domain ------------------------------------------------------------------------------
+
+
+def agent_type_fields(message: pb.AgentType) -> AgentTypeFields:
+    if message.kind not in _KIND_FROM_PROTO:
+        raise ValidationFailed.of([FieldViolation("agent_type.kind", f"unknown kind {message.kind}")])
+    return AgentTypeFields(
+        name=message.name.strip(),
+        slug=message.slug.strip(),
+        description=message.description,
+        expertise=list(message.expertise),
+        personality_prompt=message.personality_prompt,
+        primary_model=message.primary_model.strip(),
+        fallback_models=list(message.fallback_models),
+        model_params=struct_to_dict(message.model_params),
+        tools=list(message.tools),
+        mcp_servers=[
+            McpServer(
+                name=server.name,
+                transport=server.transport,
+                command=server.command,
+                args=list(server.args),
+                url=server.url,
+                env=dict(server.env),
+            )
+            for server in message.mcp_servers
+        ],
+        kind=_KIND_FROM_PROTO[message.kind],
+        sub_agents=list(message.sub_agents),
+        max_steps=message.max_steps,
+        max_iterations=message.max_iterations,
+        is_active=message.is_active,
+    )
+
+
+def project_fields(message: pb.Project) -> ProjectFields:
+    return ProjectFields(
+        name=message.name.strip(), slug=message.slug.strip(), description=message.description
+    )
+
+
+def new_agent(message: pb.Agent) -> NewAgent:
+    return NewAgent(
+        project_id=message.project_id,
+        agent_type_id=message.agent_type_id,
+        name=message.name,
+        config=agent_config(message.config),
+    )
+
+
+def agent_config(message: pb.AgentConfig) -> AgentConfig:
+    def strings(field: str) -> list[str] | None:
+        return list(getattr(message, field).values) if message.HasField(field) else None
+
+    return AgentConfig(
+        instructions=message.instructions if message.HasField("instructions") else None,
+        primary_model=message.primary_model.strip() if message.HasField("primary_model") else None,
+        model_params=struct_to_dict(message.model_params) if message.HasField("model_params") else None,
+        max_steps=message.max_steps if message.HasField("max_steps") else None,
+        max_iterations=message.max_iterations if message.HasField("max_iterations") else None,
+        tools=strings("tools"),
+        sub_agents=strings("sub_agents"),
+        network_access=strings("network_access"),
+        mock_responses=list_to_python(message.mock_responses) if message.HasField("mock_responses") else None,
+    )
+
+
+def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:
+    return _integral(json_format.MessageToDict(message))
+
+
+def list_to_python(message: struct_pb2.ListValue) -> list[Any]:
+    return _integral(json_format.MessageToDict(message))
+
+
+def _integral(value: Any) -> Any:
+    """JSON numbers travel as doubles in Struct; whole ones come back as ints (max_tokens: 500)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _integral(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_integral(item) for item in value]
+    return value
+
+
+# --- domain → proto ------------------------------------------------------------------------------
+
+
+def timestamp(value: datetime) -> timestamp_pb2.Timestamp:
+    message = timestamp_pb2.Timestamp()
+    message.FromDatetime(value)
+    return message
+
+
+def struct(value: dict[str, Any]) -> struct_pb2.Struct:
+    message = struct_pb2.Struct()
+    message.update(value)
+    return message
+
+
+def list_value(value: list[Any]) -> struct_pb2.ListValue:
+    message = struct_pb2.ListValue()
+    message.extend(value)
+    return message
+
+
+def user_message(user: User) -> pb.User:
+    return pb.User(
+        id=user.id,
+        email=user.email,
+        first_name=user.first_name,
+        last_name=user.last_name,
+        is_superuser=user.is_superuser,
+        is_active=user.is_active,
+        created_at=timestamp(user.created_at),
+    )
+
+
+def tokens_message(tokens: IssuedTokens) -> service_pb2.Tokens:
+    return service_pb2.Tokens(
+        access_token=tokens.access_token,
+        refresh_token=tokens.refresh_token,
+        token_type=tokens.token_type,
+        expires_in=tokens.expires_in,
+    )
+
+
+def mcp_server_message(server: McpServer) -> pb.McpServer:
+    return pb.McpServer(
+        name=server.name,
+        transport=server.transport,
+        command=server.command,
+        args=server.args,
+        url=server.url,
+        env=server.env,
+    )
+
+
+def agent_type_message(agent_type: AgentType) -> pb.AgentType:
+    return pb.AgentType(
+        id=agent_type.id,
+        name=agent_type.name,
+        slug=agent_type.slug,
+        description=agent_type.description,
+        expertise=agent_type.expertise,
+        personality_prompt=agent_type.personality_prompt,
+        primary_model=agent_type.primary_model,
+        fallback_models=agent_type.fallback_models,
+        model_params=struct(agent_type.model_params),
+        tools=agent_type.tools,
+        mcp_servers=[mcp_server_message(server) for server in agent_type.mcp_servers],
+        kind=_KIND_TO_PROTO[agent_type.kind],
+        sub_agents=agent_type.sub_agents,
+        max_steps=agent_type.max_steps,
+        max_iterations=agent_type.max_iterations,
+        is_active=agent_type.is_active,
+        created_at=timestamp(agent_type.created_at),
+        updated_at=timestamp(agent_type.updated_at),
+    )
+
+
+def project_message(project: Project) -> pb.Project:
+    return pb.Project(
+        id=project.id,
+        name=project.name,
+        slug=project.slug,
+        description=project.description,
+        owner_id=project.owner_id,
+        created_at=timestamp(project.created_at),
+        updated_at=timestamp(project.updated_at),
+    )
+
+
+def agent_config_message(config: AgentConfig) -> pb.AgentConfig:
+    message = pb.AgentConfig()
+    if config.instructions is not None:
+        message.instructions = config.instructions
+    if config.primary_model is not None:
+        message.primary_model = config.primary_model
+    if config.model_params is not None:
+        message.model_params.CopyFrom(struct(config.model_params))
+    if config.max_steps is not None:
+        message.max_steps = config.max_steps
+    if config.max_iterations is not None:
+        message.max_iterations = config.max_iterations
+    for field in ("tools", "sub_agents", "network_access"):
+        values = getattr(config, field)
+        if values is not None:
+            getattr(message, field).CopyFrom(types_pb2.StringList(values=values))
+    if config.mock_responses is not None:
+        message.mock_responses.CopyFrom(list_value(config.mock_responses))
+    return message
+
+
+def agent_message(agent: Agent) -> pb.Agent:
+    return pb.Agent(
+        id=agent.id,
+        name=agent.name,
+        project_id=agent.project_id,
+        agent_type_id=agent.agent_type_id,
+        status=_STATUS_TO_PROTO[agent.status],
+        config=agent_config_message(agent.config),
+        tasks_completed=agent.tasks_completed,
+        tokens_used=agent.tokens_used,
+        cost=agent.cost,
+        created_at=timestamp(agent.created_at),
+        last_activity_at=timestamp(agent.last_activity_at),
+    )
+
+
+def metrics_response(metrics: AgentMetrics) -> service_pb2.GetAgentMetricsResponse:
+    return service_pb2.GetAgentMetricsResponse(**metrics.model_dump())
+
+
+def agent_spec_message(spec: AgentSpec) -> pb.AgentSpec:
+    return pb.AgentSpec(
+        agent=agent_message(spec.agent),
+        project_slug=spec.project_slug,
+        kind=_KIND_TO_PROTO[spec.kind],
+        instructions=spec.instructions,
+        primary_model=spec.primary_model,
+        fallback_models=spec.fallback_models,
+        model_params=struct(spec.model_params),
+        tools=spec.tools,
+        mcp_servers=[mcp_server_message(server) for server in spec.mcp_servers],
+        sub_agents=spec.sub_agents,
+        network_access=spec.network_access,
+        max_steps=spec.max_steps,
+        max_iterations=spec.max_iterations,
+        mock_responses=list_value(spec.mock_responses),
+        description=spec.description,
+        expertise=spec.expertise,
+    )
+
+
+def executor_message(executor: Executor) -> pb.Executor:
+    return pb.Executor(
+        id=executor.id, address=executor.address, heartbeat_at=timestamp(executor.heartbeat_at)
+    )

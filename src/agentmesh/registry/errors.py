@@ -1,0 +1,153 @@
+"""The registry's errors: each a DomainError with its gRPC code and UPPER_SNAKE reason.
+
+The shared server interceptor turns them into rich statuses; `RegistryClient` callers get them back
+as the runtime's typed errors (`NotFound`, `FailedPrecondition`, …) with the same `reason`.
+"""
+
+from __future__ import annotations
+
+from agentmesh.runtime.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    FieldViolation,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    Unauthenticated,
+)
+
+__all__ = [
+    "AgentNameTaken",
+    "AgentNotFound",
+    "AgentPaused",
+    "AgentTerminated",
+    "AgentTypeInUse",
+    "AgentTypeInactive",
+    "AgentTypeNotFound",
+    "EmailTaken",
+    "FieldViolation",
+    "InvalidCredentials",
+    "InvalidPageToken",
+    "InvalidTransition",
+    "LoginThrottled",
+    "ProjectNotFound",
+    "RefreshTokenInvalid",
+    "RefreshTokenReused",
+    "SlugTaken",
+    "SuperuserRequired",
+    "SystemRequired",
+    "UserInactive",
+    "UserNotFound",
+    "ValidationFailed",
+]
+
+
+class ValidationFailed(InvalidArgument):
+    """A request field is missing or malformed; `violations` name the fields."""
+
+    default_reason = "INVALID_ARGUMENT"
+
+    @classmethod
+    def of(cls, violations: list[FieldViolation]) -> ValidationFailed:
+        fields = ", ".join(dict.fromkeys(v.field for v in violations))
+        return cls(f"invalid request: {fields}", violations=violations)
+
+
+class InvalidPageToken(InvalidArgument):
+    default_reason = "INVALID_PAGE_TOKEN"
+
+    def __init__(self, message: str = "invalid page token") -> None:
+        super().__init__(message, violations=[FieldViolation("page_token", message)])
+
+
+class EmailTaken(AlreadyExists):
+    default_reason = "EMAIL_TAKEN"
+
+
+class InvalidCredentials(Unauthenticated):
+    default_reason = "INVALID_CREDENTIALS"
+
+
+class UserNotFound(NotFound):
+    default_reason = "USER_NOT_FOUND"
+
+
+class UserInactive(Unauthenticated):
+    default_reason = "USER_INACTIVE"
+
+
+class LoginThrottled(ResourceExhausted):
+    """Too many failed sign-ins for one account; ErrorInfo metadata `retry_after_seconds` says
+    when to try again."""
+
+    default_reason = "LOGIN_THROTTLED"
+
+    def __init__(self, retry_after_seconds: int) -> None:
+        super().__init__(
+            f"too many failed sign-ins; retry in {retry_after_seconds} s",
+            metadata={"retry_after_seconds": str(retry_after_seconds)},
+        )
+        self.retry_after_seconds = retry_after_seconds
+
+
+class RefreshTokenInvalid(Unauthenticated):
+    """Unknown, expired or revoked refresh token."""
+
+    default_reason = "REFRESH_TOKEN_INVALID"
+
+
+class RefreshTokenReused(Unauthenticated):
+    """A refresh token that was already exchanged: its whole sign-in is revoked."""
+
+    default_reason = "REFRESH_TOKEN_REUSED"
+
+
+class SuperuserRequired(PermissionDenied):
+    default_reason = "SUPERUSER_REQUIRED"
+
+
+class SystemRequired(PermissionDenied):
+    default_reason = "SYSTEM_REQUIRED"
+
+
+class AgentTypeNotFound(NotFound):
+    default_reason = "AGENT_TYPE_NOT_FOUND"
+
+
+class SlugTaken(AlreadyExists):
+    default_reason = "SLUG_TAKEN"
+
+
+class AgentTypeInUse(FailedPrecondition):
+    default_reason = "AGENT_TYPE_IN_USE"
+
+
+class AgentTypeInactive(FailedPrecondition):
+    default_reason = "AGENT_TYPE_INACTIVE"
+
+
+class ProjectNotFound(NotFound):
+    """Also what callers get for a project they may not see: they never learn it exists."""
+
+    default_reason = "PROJECT_NOT_FOUND"
+
+
+class AgentNotFound(NotFound):
+    default_reason = "AGENT_NOT_FOUND"
+
+
+class AgentNameTaken(AlreadyExists):
+    default_reason = "AGENT_NAME_TAKEN"
+
+
+class InvalidTransition(FailedPrecondition):
+    default_reason = "INVALID_TRANSITION"
+
+
+class AgentPaused(FailedPrecondition):
+    default_reason = "AGENT_PAUSED"
+
+
+class AgentTerminated(FailedPrecondition):
+    default_reason = "AGENT_TERMINATED"

@@ -1,0 +1,266 @@
+"""The registry's domain types: users, agent types, projects, agents, executors, and pages of them.
+
+Plain pydantic models with no I/O. They carry values, not rules: validation and lifecycle rules
+live in `registry.py` and `validation.py`, storage in `store.py`.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+T = TypeVar("T")
+
+JsonValue = Any
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class User(_Model):
+    """A person who signs in."""
+
+    id: str
+    email: str
+    first_name: str = ""
+    last_name: str = ""
+    is_superuser: bool = False
+    is_active: bool = True
+    created_at: datetime
+
+
+class NewUser(_Model):
+    """What registering a user needs (the password travels separately, as a hash)."""
+
+    email: str
+    first_name: str = ""
+    last_name: str = ""
+    is_superuser: bool = False
+
+
+class LoginState(_Model):
+    """Failed sign-in bookkeeping of one account, for throttling."""
+
+    failed_count: int = 0
+    last_failed_at: datetime | None = None
+    locked_until: datetime | None = None
+
+
+class Credentials(_Model):
+    """A user with what signing in checks: the password hash and the throttling state."""
+
+    user: User
+    password_hash: str
+    login: LoginState = LoginState()
+
+
+class RefreshToken(_Model):
+    """A stored refresh token: only the hash of the token is kept. Tokens rotate within a family
+    (one sign-in); reusing a rotated token revokes the whole family."""
+
+    id: str
+    user_id: str
+    family_id: str
+    token_hash: str
+    created_at: datetime
+    expires_at: datetime
+    used_at: datetime | None = None
+    revoked_at: datetime | None = None
+
+
+class IssuedTokens(_Model):
+    """What a sign-in or a refresh yields."""
+
+    access_token: str
+    refresh_token: str
+    token_type: str = "bearer"
+    expires_in: int
+
+
+class AgentKind(enum.StrEnum):
+    LLM = "llm"
+    LOOP = "loop"
+    SEQUENTIAL = "sequential"
+    PARALLEL = "parallel"
+
+
+class McpServer(_Model):
+    """A Model Context Protocol server an agent takes tools from."""
+
+    name: str
+    transport: str
+    command: str = ""
+    args: list[str] = Field(default_factory=list)
+    url: str = ""
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class AgentTypeFields(_Model):
+    """The settable fields of an agent type: what a create carries and an update may change."""
+
+    name: str = ""
+    slug: str = ""
+    description: str = ""
+    expertise: list[str] = Field(default_factory=list)
+    personality_prompt: str = ""
+    primary_model: str = ""
+    fallback_models: list[str] = Field(default_factory=list)
+    model_params: dict[str, JsonValue] = Field(default_factory=dict)
+    tools: list[str] = Field(default_factory=list)
+    mcp_servers: list[McpServer] = Field(default_factory=list)
+    kind: AgentKind = AgentKind.LLM
+    sub_agents: list[str] = Field(default_factory=list)
+    max_steps: int = 0
+    max_iterations: int = 0
+    is_active: bool = True
+
+
+AGENT_TYPE_FIELDS: tuple[str, ...] = tuple(AgentTypeFields.model_fields)
+
+
+class AgentType(AgentTypeFields):
+    """A template that agents are spawned from. Superusers manage them."""
+
+    id: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class ProjectFields(_Model):
+    """The settable fields of a project."""
+
+    name: str = ""
+    slug: str = ""
+    description: str = ""
+
+
+PROJECT_FIELDS: tuple[str, ...] = tuple(ProjectFields.model_fields)
+
+
+class Project(ProjectFields):
+    """Groups agents and sessions; only its owner and superusers see it."""
+
+    id: str
+    owner_id: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class AgentStatus(enum.StrEnum):
+    IDLE = "idle"
+    WORKING = "working"
+    PAUSED = "paused"
+    TERMINATED = "terminated"
+
+
+class AgentConfig(_Model):
+    """Per-agent overrides of its type; None keeps the type's value."""
+
+    instructions: str | None = None
+    primary_model: str | None = None
+    model_params: dict[str, JsonValue] | None = None
+    max_steps: int | None = None
+    max_iterations: int | None = None
+    tools: list[str] | None = None
+    sub_agents: list[str] | None = None
+    network_access: list[str] | None = None
+    mock_responses: list[JsonValue] | None = None
+
+
+AGENT_CONFIG_FIELDS: tuple[str, ...] = tuple(AgentConfig.model_fields)
+
+
+class NewAgent(_Model):
+    """What spawning an agent needs."""
+
+    project_id: str
+    agent_type_id: str
+    name: str
+    config: AgentConfig = AgentConfig()
+
+
+class Agent(_Model):
+    """An instance spawned from an agent type into a project. `runs_in_flight` is how many runs
+    have started and not finished; the status is `working` exactly while it is above zero,
+    unless the agent is paused or terminated."""
+
+    id: str
+    name: str
+    project_id: str
+    agent_type_id: str
+    status: AgentStatus
+    config: AgentConfig = AgentConfig()
+    tasks_completed: int = 0
+    tokens_used: int = 0
+    cost: float = 0.0
+    runs_in_flight: int = 0
+    created_at: datetime
+    last_activity_at: datetime
+
+
+class AgentMetrics(_Model):
+    """Usage figures of one agent, in the shape of the REST metrics route."""
+
+    total_instances: int
+    active_instances: int
+    idle_instances: int
+    total_tasks_completed: int
+    total_tokens_used: int
+    total_cost_incurred: float
+
+
+class AgentSpec(_Model):
+    """An agent with its type's settings and its overrides resolved: what an executor runs."""
+
+    agent: Agent
+    project_slug: str
+    kind: AgentKind
+    instructions: str
+    primary_model: str
+    fallback_models: list[str]
+    model_params: dict[str, JsonValue]
+    tools: list[str]
+    mcp_servers: list[McpServer]
+    sub_agents: list[str]
+    network_access: list[str]
+    max_steps: int
+    max_iterations: int
+    mock_responses: list[JsonValue]
+    description: str
+    expertise: list[str]
+
+
+class Executor(_Model):
+    """A member of the executor pool."""
+
+    id: str
+    address: str
+    heartbeat_at: datetime
+
+
+class PageRequest(_Model):
+    """Which slice of a list to read: after a keyset position, or at an offset (REST `page`)."""
+
+    size: int
+    after: tuple[datetime, str] | None = None
+    offset: int = 0
+
+
+class Slice(_Model, Generic[T]):
+    """What a store returns for a PageRequest."""
+
+    items: list[T]
+    has_more: bool
+    total: int
+
+
+class Page(_Model, Generic[T]):
+    """One page of a list, with the token of the next page (empty on the last) and the total."""
+
+    items: list[T]
+    next_page_token: str = ""
+    total_size: int = 0

@@ -1,0 +1,565 @@
+"""The registry's rules: agent types, projects, agents and their lifecycle, the executor pool.
+
+`AgentRegistry` knows nothing of gRPC. Who may call which operation at all (signed in,
+superuser, system) is decided before it, by the policy table in `policy.py`; what depends on the
+data — a project and everything in it belong to its owner (and superusers) — is decided here.
+Anyone else is told NOT_FOUND, exactly as for a project that does not exist.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
+from typing import TypeVar
+
+from agentmesh.registry.errors import (
+    AgentNotFound,
+    AgentPaused,
+    AgentTerminated,
+    AgentTypeInactive,
+    AgentTypeInUse,
+    AgentTypeNotFound,
+    InvalidTransition,
+    ProjectNotFound,
+    UserInactive,
+    ValidationFailed,
+)
+from agentmesh.registry.models import (
+    AGENT_CONFIG_FIELDS,
+    AGENT_TYPE_FIELDS,
+    PROJECT_FIELDS,
+    Agent,
+    AgentConfig,
+    AgentMetrics,
+    AgentSpec,
+    AgentStatus,
+    AgentType,
+    AgentTypeFields,
+    Executor,
+    NewAgent,
+    Page,
+    Project,
+    ProjectFields,
+    Slice,
+)
+from agentmesh.registry.pagination import PageTokens
+from agentmesh.registry.store import DuplicateRequest, RegistryStore, StoreTransaction
+from agentmesh.registry.validation import (
+    DEFAULT_MAX_STEPS,
+    check_agent_config,
+    check_agent_name,
+    check_agent_type,
+    check_project,
+    slugify,
+)
+from agentmesh.runtime.errors import FieldViolation, PermissionDenied
+from agentmesh.runtime.identity import Principal
+
+T = TypeVar("T")
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class AgentRegistry:
+    """Agent types (templates), projects, agents (instances) with their lifecycle and usage, and
+    executor pool membership."""
+
+    def __init__(
+        self,
+        store: RegistryStore,
+        *,
+        page_tokens: PageTokens,
+        executor_ttl_seconds: float,
+        clock: Clock = utc_now,
+    ) -> None:
+        self._store = store
+        self._pages = page_tokens
+        self._executor_ttl = timedelta(seconds=executor_ttl_seconds)
+        self._now = clock
+
+    # --- Agent types -------------------------------------------------------------------------
+
+    async def create_agent_type(self, fields: AgentTypeFields, *, request_id: str = "") -> AgentType:
+        fields = _normalized_type(fields.model_copy(update={"slug": fields.slug or slugify(fields.name)}))
+        _raise_if(check_agent_type(fields))
+        if request_id:
+            async with self._store.read() as tx:
+                existing = await tx.get_agent_type(request_id=request_id)
+            if existing is not None:
+                return existing
+        now = self._now()
+        agent_type = AgentType(**fields.model_dump(), id=str(uuid.uuid4()), created_at=now, updated_at=now)
+        try:
+            async with self._store.write() as tx:
+                return await tx.insert_agent_type(agent_type, request_id=request_id or None)
+        except DuplicateRequest:
+            async with self._store.read() as tx:
+                return _found(await tx.get_agent_type(request_id=request_id), AgentTypeNotFound, "agent type")
+
+    async def get_agent_type(self, *, type_id: str = "", slug: str = "") -> AgentType:
+        _raise_if(_exactly_one("id", type_id, "slug", slug))
+        async with self._store.read() as tx:
+            agent_type = await tx.get_agent_type(type_id=type_id or None, slug=slug or None)
+        return _found(agent_type, AgentTypeNotFound, "agent type")
+
+    async def list_agent_types(
+        self, *, page_size: int = 0, page_token: str = "", page: int = 0
+    ) -> Page[AgentType]:
+        scope = "agent_types"
+        request = self._pages.request(page_size=page_size, page_token=page_token, page=page, scope=scope)
+        async with self._store.read() as tx:
+            found = await tx.list_agent_types(request)
+        return self._page(found, scope, _key_of_agent_type)
+
+    async def update_agent_type(
+        self, type_id: str, fields: AgentTypeFields, mask: Iterable[str]
+    ) -> AgentType:
+        _raise_if(_required("agent_type.id", type_id))
+        paths = _mask(mask, AGENT_TYPE_FIELDS)
+        async with self._store.write() as tx:
+            current = _found(
+                await tx.get_agent_type(type_id=type_id, for_update=True), AgentTypeNotFound, "agent type"
+            )
+            changes = {path: getattr(fields, path) for path in paths}
+            updated = AgentType.model_validate(
+                {**current.model_dump(), **_normalized_type_changes(changes), "updated_at": self._now()}
+            )
+            _raise_if(check_agent_type(updated))
+            return await tx.update_agent_type(updated)
+
+    async def delete_agent_type(self, type_id: str) -> None:
+        _raise_if(_required("id", type_id))
+        async with self._store.write() as tx:
+            _found(await tx.get_agent_type(type_id=type_id, for_update=True), AgentTypeNotFound, "agent type")
+            if await tx.agent_type_in_use(type_id):
+                raise AgentTypeInUse("agents were spawned from this type; delete their projects first")
+            await tx.delete_agent_type(type_id)
+
+    # --- Projects ----------------------------------------------------------------------------
+
+    async def create_project(
+        self, principal: Principal, fields: ProjectFields, *, request_id: str = ""
+    ) -> Project:
+        if principal.is_system:
+            raise PermissionDenied("projects are owned by users", reason="USER_REQUIRED")
+        fields = fields.model_copy(update={"slug": fields.slug or slugify(fields.name)})
+        _raise_if(check_project(fields))
+        owner_request = (principal.user_id, request_id)
+        now = self._now()
+        project = Project(
+            **fields.model_dump(),
+            id=str(uuid.uuid4()),
+            owner_id=principal.user_id,
+            created_at=now,
+            updated_at=now,
+        )
+        try:
+            async with self._store.write() as tx:
+                if request_id and (existing := await tx.get_project(owner_request=owner_request)):
+                    return existing
+                if await tx.get_user(principal.user_id) is None:
+                    raise UserInactive("this account no longer exists")
+                return await tx.insert_project(project, request_id=request_id or None)
+        except DuplicateRequest:
+            async with self._store.read() as tx:
+                return _found(await tx.get_project(owner_request=owner_request), ProjectNotFound, "project")
+
+    async def get_project(self, principal: Principal, *, project_id: str = "", slug: str = "") -> Project:
+        _raise_if(_exactly_one("id", project_id, "slug", slug))
+        async with self._store.read() as tx:
+            project = await tx.get_project(project_id=project_id or None, slug=slug or None)
+        return _visible(principal, project)
+
+    async def list_projects(
+        self, principal: Principal, *, page_size: int = 0, page_token: str = "", page: int = 0
+    ) -> Page[Project]:
+        owner_id = None if principal.is_superuser else principal.user_id
+        scope = f"projects:{owner_id or '*'}"
+        request = self._pages.request(page_size=page_size, page_token=page_token, page=page, scope=scope)
+        async with self._store.read() as tx:
+            found = await tx.list_projects(owner_id, request)
+        return self._page(found, scope, _key_of_project)
+
+    async def update_project(
+        self, principal: Principal, project_id: str, fields: ProjectFields, mask: Iterable[str]
+    ) -> Project:
+        _raise_if(_required("project.id", project_id))
+        paths = _mask(mask, PROJECT_FIELDS)
+        async with self._store.write() as tx:
+            current = await self._project(tx, principal, project_id, for_update=True)
+            changes = {path: getattr(fields, path) for path in paths}
+            updated = current.model_copy(update={**changes, "updated_at": self._now()})
+            _raise_if(check_project(updated))
+            return await tx.update_project(updated)
+
+    async def delete_project(self, principal: Principal, project_id: str) -> None:
+        _raise_if(_required("id", project_id))
+        async with self._store.write() as tx:
+            await self._project(tx, principal, project_id, for_update=True)
+            await tx.delete_project(project_id)
+
+    # --- Agents ------------------------------------------------------------------------------
+
+    async def create_agent(self, principal: Principal, new: NewAgent, *, request_id: str = "") -> Agent:
+        _raise_if(
+            _required("agent.project_id", new.project_id)
+            + _required("agent.agent_type_id", new.agent_type_id)
+            + check_agent_name(new.name)
+        )
+        project_request = (new.project_id, request_id)
+        now = self._now()
+        try:
+            async with self._store.write() as tx:
+                await self._project(tx, principal, new.project_id)
+                if request_id and (existing := await tx.get_agent(project_request=project_request)):
+                    return existing
+                agent_type = _found(
+                    await tx.get_agent_type(type_id=new.agent_type_id), AgentTypeNotFound, "agent type"
+                )
+                if not agent_type.is_active:
+                    raise AgentTypeInactive(
+                        f"agent type {agent_type.slug!r} is inactive; agents cannot be spawned"
+                    )
+                names = await tx.agent_names(new.project_id)
+                _raise_if(check_agent_config(new.config, agent_name=new.name, project_agents=names))
+                agent = Agent(
+                    id=str(uuid.uuid4()),
+                    name=new.name,
+                    project_id=new.project_id,
+                    agent_type_id=agent_type.id,
+                    status=AgentStatus.IDLE,
+                    config=new.config,
+                    created_at=now,
+                    last_activity_at=now,
+                )
+                return await tx.insert_agent(agent, request_id=request_id or None)
+        except DuplicateRequest:
+            async with self._store.read() as tx:
+                return _found(await tx.get_agent(project_request=project_request), AgentNotFound, "agent")
+
+    async def get_agent(self, principal: Principal, project_id: str, agent_id: str) -> Agent:
+        async with self._store.read() as tx:
+            return await self._agent(tx, principal, project_id, agent_id)
+
+    async def list_agents(
+        self,
+        principal: Principal,
+        project_id: str,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        page: int = 0,
+    ) -> Page[Agent]:
+        _raise_if(_required("project_id", project_id))
+        scope = f"agents:{project_id}"
+        request = self._pages.request(page_size=page_size, page_token=page_token, page=page, scope=scope)
+        async with self._store.read() as tx:
+            await self._project(tx, principal, project_id)
+            found = await tx.list_agents(project_id, request)
+        return self._page(found, scope, _key_of_agent)
+
+    async def update_agent(
+        self, principal: Principal, project_id: str, agent_id: str, config: AgentConfig, mask: Iterable[str]
+    ) -> Agent:
+        """Changes the agent's config overrides named by the mask: `config` (all of it) or
+        `config.<field>`; a field named but not set is cleared (the type's value applies)."""
+        fields = _config_mask(mask)
+        async with self._store.write() as tx:
+            agent = await self._agent(tx, principal, project_id, agent_id, for_update=True)
+            if agent.status is AgentStatus.TERMINATED:
+                raise AgentTerminated("a terminated agent cannot be changed")
+            merged = agent.config.model_copy(update={field: getattr(config, field) for field in fields})
+            names = await tx.agent_names(project_id)
+            _raise_if(check_agent_config(merged, agent_name=agent.name, project_agents=names))
+            return await tx.update_agent(agent.model_copy(update={"config": merged}))
+
+    async def pause_agent(self, principal: Principal, project_id: str, agent_id: str) -> Agent:
+        return await self._transition(principal, project_id, agent_id, paused)
+
+    async def resume_agent(self, principal: Principal, project_id: str, agent_id: str) -> Agent:
+        return await self._transition(principal, project_id, agent_id, resumed)
+
+    async def terminate_agent(self, principal: Principal, project_id: str, agent_id: str) -> Agent:
+        return await self._transition(principal, project_id, agent_id, terminated)
+
+    async def agent_metrics(self, principal: Principal, project_id: str, agent_id: str) -> AgentMetrics:
+        agent = await self.get_agent(principal, project_id, agent_id)
+        return AgentMetrics(
+            total_instances=1,
+            active_instances=int(agent.status is AgentStatus.WORKING),
+            idle_instances=int(agent.status is AgentStatus.IDLE),
+            total_tasks_completed=agent.tasks_completed,
+            total_tokens_used=agent.tokens_used,
+            total_cost_incurred=agent.cost,
+        )
+
+    # --- What executors call -----------------------------------------------------------------
+
+    async def resolve_agent(self, principal: Principal, project_slug: str, agent_name: str) -> AgentSpec:
+        _raise_if(_required("project_slug", project_slug) + _required("agent_name", agent_name))
+        async with self._store.read() as tx:
+            project = _visible(principal, await tx.get_project(slug=project_slug))
+            agent = _found(
+                await tx.get_agent(project_name=(project.id, agent_name)),
+                AgentNotFound,
+                f"agent {agent_name!r}",
+            )
+            agent_type = await tx.get_agent_type(type_id=agent.agent_type_id)
+        assert agent_type is not None  # agents.agent_type_id is a RESTRICT foreign key
+        return resolve(agent, agent_type, project)
+
+    async def start_run(self, principal: Principal, agent_id: str, run_id: str) -> Agent:
+        """An executor starts a run: the agent becomes working. Starting the same run twice (a
+        retried call) counts it once."""
+        _raise_if(_required("agent_id", agent_id) + _required("run_id", run_id))
+        now = self._now()
+        async with self._store.write() as tx:
+            agent = await self._agent_by_id(tx, principal, agent_id)
+            started = run_started(agent, now)
+            if not await tx.add_run(agent_id, run_id, now):
+                return agent
+            return await tx.update_agent(started)
+
+    async def finish_run(
+        self,
+        principal: Principal,
+        agent_id: str,
+        run_id: str,
+        *,
+        completed: bool,
+        tokens_used: int,
+        cost: float,
+    ) -> Agent:
+        """An executor finished a run: its usage is added, and the agent is idle again when no run
+        is left (unless paused or terminated meanwhile). Finishing a run that is not in flight (a
+        retried call) changes nothing."""
+        violations = _required("agent_id", agent_id) + _required("run_id", run_id)
+        if tokens_used < 0:
+            violations.append(FieldViolation("tokens_used", "must not be negative"))
+        if cost < 0:
+            violations.append(FieldViolation("cost", "must not be negative"))
+        _raise_if(violations)
+        now = self._now()
+        async with self._store.write() as tx:
+            agent = await self._agent_by_id(tx, principal, agent_id)
+            if not await tx.remove_run(agent_id, run_id):
+                return agent
+            return await tx.update_agent(
+                run_finished(agent, now, completed=completed, tokens_used=tokens_used, cost=cost)
+            )
+
+    async def register_executor(self, executor_id: str, address: str) -> Executor:
+        _raise_if(_required("executor.id", executor_id) + _required("executor.address", address))
+        executor = Executor(id=executor_id, address=address, heartbeat_at=self._now())
+        async with self._store.write() as tx:
+            return await tx.upsert_executor(executor)
+
+    async def list_executors(self) -> list[Executor]:
+        async with self._store.read() as tx:
+            return await tx.list_executors(self._now() - self._executor_ttl)
+
+    # --- Helpers -----------------------------------------------------------------------------
+
+    async def _transition(
+        self, principal: Principal, project_id: str, agent_id: str, change: Callable[[Agent, datetime], Agent]
+    ) -> Agent:
+        async with self._store.write() as tx:
+            agent = await self._agent(tx, principal, project_id, agent_id, for_update=True)
+            changed = change(agent, self._now())
+            return agent if changed is agent else await tx.update_agent(changed)
+
+    async def _project(
+        self, tx: StoreTransaction, principal: Principal, project_id: str, *, for_update: bool = False
+    ) -> Project:
+        project = await tx.get_project(project_id=project_id, for_update=for_update) if project_id else None
+        return _visible(principal, project)
+
+    async def _agent(
+        self,
+        tx: StoreTransaction,
+        principal: Principal,
+        project_id: str,
+        agent_id: str,
+        *,
+        for_update: bool = False,
+    ) -> Agent:
+        _raise_if(_required("project_id", project_id) + _required("id", agent_id))
+        await self._project(tx, principal, project_id)
+        agent = await tx.get_agent(agent_id=agent_id, for_update=for_update)
+        if agent is None or agent.project_id != project_id:
+            raise AgentNotFound("agent not found")
+        return agent
+
+    async def _agent_by_id(self, tx: StoreTransaction, principal: Principal, agent_id: str) -> Agent:
+        agent = await tx.get_agent(agent_id=agent_id, for_update=True)
+        if agent is None:
+            raise AgentNotFound("agent not found")
+        project = await tx.get_project(project_id=agent.project_id)
+        if project is None or not may_see(principal, project):
+            raise AgentNotFound("agent not found")
+        return agent
+
+    def _page(self, found: Slice[T], scope: str, key: Callable[[T], tuple[datetime, str]]) -> Page[T]:
+        token = self._pages.token(key(found.items[-1]), scope=scope) if found.has_more and found.items else ""
+        return Page(items=found.items, next_page_token=token, total_size=found.total)
+
+
+# --- Lifecycle (DESIGN §3): idle ⇄ working, idle|working → paused → idle, any → terminated -----
+
+
+def paused(agent: Agent, now: datetime) -> Agent:
+    if agent.status not in (AgentStatus.IDLE, AgentStatus.WORKING):
+        raise InvalidTransition(f"cannot pause an agent that is {agent.status.value}")
+    return agent.model_copy(update={"status": AgentStatus.PAUSED, "last_activity_at": now})
+
+
+def resumed(agent: Agent, now: datetime) -> Agent:
+    if agent.status is not AgentStatus.PAUSED:
+        raise InvalidTransition(f"cannot resume an agent that is {agent.status.value}")
+    # Runs that were in flight when it was paused may still be going.
+    status = AgentStatus.WORKING if agent.runs_in_flight else AgentStatus.IDLE
+    return agent.model_copy(update={"status": status, "last_activity_at": now})
+
+
+def terminated(agent: Agent, now: datetime) -> Agent:
+    if agent.status is AgentStatus.TERMINATED:
+        return agent  # terminating is idempotent
+    return agent.model_copy(update={"status": AgentStatus.TERMINATED, "last_activity_at": now})
+
+
+def run_started(agent: Agent, now: datetime) -> Agent:
+    if agent.status is AgentStatus.PAUSED:
+        raise AgentPaused(f"agent {agent.name!r} is paused")
+    if agent.status is AgentStatus.TERMINATED:
+        raise AgentTerminated(f"agent {agent.name!r} is terminated")
+    return agent.model_copy(
+        update={
+            "status": AgentStatus.WORKING,
+            "runs_in_flight": agent.runs_in_flight + 1,
+            "last_activity_at": now,
+        }
+    )
+
+
+def run_finished(agent: Agent, now: datetime, *, completed: bool, tokens_used: int, cost: float) -> Agent:
+    runs = max(agent.runs_in_flight - 1, 0)
+    status = agent.status
+    if status is AgentStatus.WORKING and runs == 0:
+        status = AgentStatus.IDLE
+    return agent.model_copy(
+        update={
+            "status": status,
+            "runs_in_flight": runs,
+            "tasks_completed": agent.tasks_completed + int(completed),
+            "tokens_used": agent.tokens_used + tokens_used,
+            "cost": agent.cost + cost,
+            "last_activity_at": now,
+        }
+    )
+
+
+def resolve(agent: Agent, agent_type: AgentType, project: Project) -> AgentSpec:
+    """The agent's type with its config overrides applied: what an executor runs."""
+    config = agent.config
+
+    def pick(override: T | None, default: T) -> T:
+        return default if override is None else override
+
+    return AgentSpec(
+        agent=agent,
+        project_slug=project.slug,
+        kind=agent_type.kind,
+        instructions=pick(config.instructions, agent_type.personality_prompt),
+        primary_model=pick(config.primary_model, agent_type.primary_model),
+        fallback_models=list(agent_type.fallback_models),
+        model_params=pick(config.model_params, agent_type.model_params),
+        tools=pick(config.tools, agent_type.tools),
+        mcp_servers=list(agent_type.mcp_servers),
+        sub_agents=pick(config.sub_agents, agent_type.sub_agents),
+        network_access=pick(config.network_access, []),
+        max_steps=pick(config.max_steps, agent_type.max_steps or DEFAULT_MAX_STEPS),
+        max_iterations=pick(config.max_iterations, agent_type.max_iterations),
+        mock_responses=pick(config.mock_responses, []),
+        description=agent_type.description,
+        expertise=list(agent_type.expertise),
+    )
+
+
+def may_see(principal: Principal, project: Project) -> bool:
+    return principal.is_superuser or project.owner_id == principal.user_id
+
+
+def _visible(principal: Principal, project: Project | None) -> Project:
+    if project is None or not may_see(principal, project):
+        raise ProjectNotFound("project not found")
+    return project
+
+
+def _found(value: T | None, error: type[Exception], what: str) -> T:
+    if value is None:
+        raise error(f"{what} not found")
+    return value
+
+
+def _raise_if(violations: list[FieldViolation]) -> None:
+    if violations:
+        raise ValidationFailed.of(violations)
+
+
+def _required(field: str, value: str) -> list[FieldViolation]:
+    return [] if value else [FieldViolation(field, "is required")]
+
+
+def _exactly_one(field_a: str, value_a: str, field_b: str, value_b: str) -> list[FieldViolation]:
+    if bool(value_a) == bool(value_b):
+        return [FieldViolation(field_a, f"give exactly one of {field_a} and {field_b}")]
+    return []
+
+
+def _mask(mask: Iterable[str], allowed: tuple[str, ...]) -> list[str]:
+    paths = list(dict.fromkeys(mask))
+    if not paths:
+        raise ValidationFailed.of([FieldViolation("update_mask", "name the fields to change (or '*')")])
+    if "*" in paths:
+        return list(allowed)
+    unknown = [path for path in paths if path not in allowed]
+    if unknown:
+        raise ValidationFailed.of(
+            [FieldViolation("update_mask", f"unknown or read-only field {', '.join(map(repr, unknown))}")]
+        )
+    return paths
+
+
+def _config_mask(mask: Iterable[str]) -> list[str]:
+    paths = list(dict.fromkeys(mask))
+    if "config" in paths or "*" in paths:
+        return list(AGENT_CONFIG_FIELDS)
+    allowed = tuple(f"config.{field}" for field in AGENT_CONFIG_FIELDS)
+    return [path.removeprefix("config.") for path in _mask(paths, allowed)]
+
+
+def _normalized_type(fields: AgentTypeFields) -> AgentTypeFields:
+    return fields.model_copy(update=_normalized_type_changes({"max_steps": fields.max_steps}))
+
+
+def _normalized_type_changes(changes: dict[str, object]) -> dict[str, object]:
+    # 0 (proto3's "not set") means the default step bound.
+    if changes.get("max_steps") == 0:
+        return {**changes, "max_steps": DEFAULT_MAX_STEPS}
+    return changes
+
+
+def _key_of_agent_type(agent_type: AgentType) -> tuple[datetime, str]:
+    return agent_type.created_at, agent_type.id
+
+
+def _key_of_project(project: Project) -> tuple[datetime, str]:
+    return project.created_at, project.id
+
+
+def _key_of_agent(agent: Agent) -> tuple[datetime, str]:
+    return agent.created_at, agent.id

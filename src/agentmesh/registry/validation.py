@@ -1,0 +1,199 @@
+"""Input validation rules: each function returns the field violations it finds, named by the
+request field path (`agent.config.network_access`), so one INVALID_ARGUMENT lists them all."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from agentmesh.registry.models import AgentConfig, AgentKind, AgentTypeFields, McpServer, ProjectFields
+from agentmesh.runtime.errors import FieldViolation
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+DNS_LABEL_RULE = "must be a DNS label: 1-63 characters a-z, 0-9 and '-', not starting or ending with '-'"
+EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+MAX_EMAIL = 320
+MIN_PASSWORD = 8
+MAX_PASSWORD = 1024
+MAX_PERSON_NAME = 100
+MAX_DISPLAY_NAME = 200
+MAX_DESCRIPTION = 10_000
+MAX_PROMPT = 100_000
+MAX_MODEL_NAME = 200
+MAX_LIST_ITEMS = 100
+MAX_MAX_STEPS = 1000
+MAX_MAX_ITERATIONS = 10_000
+DEFAULT_MAX_STEPS = 10
+MCP_TRANSPORTS = ("stdio", "streamable_http")
+
+
+def is_dns_label(value: str) -> bool:
+    return bool(DNS_LABEL.match(value))
+
+
+def slugify(text: str) -> str:
+    """A DNS-label slug made from a display name ("My Project" → "my-project"), or ''."""
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return slug[:63].rstrip("-")
+
+
+def normalize_email(email: str) -> str:
+    return email.strip().lower()
+
+
+def check_registration(email: str, password: str, first_name: str, last_name: str) -> list[FieldViolation]:
+    violations = []
+    if not email:
+        violations.append(FieldViolation("email", "is required"))
+    elif len(email) > MAX_EMAIL or not EMAIL.match(email):
+        violations.append(FieldViolation("email", "must be an e-mail address"))
+    if len(password) < MIN_PASSWORD:
+        violations.append(FieldViolation("password", f"must be at least {MIN_PASSWORD} characters"))
+    elif len(password) > MAX_PASSWORD:
+        violations.append(FieldViolation("password", f"must be at most {MAX_PASSWORD} characters"))
+    violations += _max_length("first_name", first_name, MAX_PERSON_NAME)
+    violations += _max_length("last_name", last_name, MAX_PERSON_NAME)
+    return violations
+
+
+def check_agent_type(fields: AgentTypeFields, *, prefix: str = "agent_type") -> list[FieldViolation]:
+    violations = _name_and_slug(prefix, fields.name, fields.slug)
+    violations += _max_length(f"{prefix}.description", fields.description, MAX_DESCRIPTION)
+    violations += _strings(f"{prefix}.expertise", fields.expertise, max_length=MAX_DISPLAY_NAME)
+    violations += _max_length(f"{prefix}.personality_prompt", fields.personality_prompt, MAX_PROMPT)
+    if fields.kind is AgentKind.LLM and not fields.primary_model.strip():
+        violations.append(FieldViolation(f"{prefix}.primary_model", "is required for kind llm"))
+    violations += _max_length(f"{prefix}.primary_model", fields.primary_model, MAX_MODEL_NAME)
+    violations += _strings(f"{prefix}.fallback_models", fields.fallback_models, max_length=MAX_MODEL_NAME)
+    violations += _strings(f"{prefix}.tools", fields.tools, max_length=MAX_DISPLAY_NAME, unique=True)
+    violations += _mcp_servers(f"{prefix}.mcp_servers", fields.mcp_servers)
+    violations += _labels(f"{prefix}.sub_agents", fields.sub_agents)
+    violations += _range(f"{prefix}.max_steps", fields.max_steps, 0, MAX_MAX_STEPS)
+    violations += _range(f"{prefix}.max_iterations", fields.max_iterations, 0, MAX_MAX_ITERATIONS)
+    return violations
+
+
+def check_project(fields: ProjectFields, *, prefix: str = "project") -> list[FieldViolation]:
+    violations = _name_and_slug(prefix, fields.name, fields.slug)
+    violations += _max_length(f"{prefix}.description", fields.description, MAX_DESCRIPTION)
+    return violations
+
+
+def check_agent_name(name: str, *, field: str = "agent.name") -> list[FieldViolation]:
+    if not name:
+        return [FieldViolation(field, "is required")]
+    if not is_dns_label(name):
+        return [FieldViolation(field, DNS_LABEL_RULE)]
+    return []
+
+
+def check_agent_config(
+    config: AgentConfig, *, agent_name: str, project_agents: Iterable[str], prefix: str = "agent.config"
+) -> list[FieldViolation]:
+    """The config's own shape, and that `network_access` and `sub_agents` name other agents of
+    the same project."""
+    violations: list[FieldViolation] = []
+    if config.instructions is not None:
+        violations += _max_length(f"{prefix}.instructions", config.instructions, MAX_PROMPT)
+    if config.primary_model is not None:
+        if not config.primary_model.strip():
+            violations.append(FieldViolation(f"{prefix}.primary_model", "must not be empty when set"))
+        violations += _max_length(f"{prefix}.primary_model", config.primary_model, MAX_MODEL_NAME)
+    if config.max_steps is not None:
+        violations += _range(f"{prefix}.max_steps", config.max_steps, 1, MAX_MAX_STEPS)
+    if config.max_iterations is not None:
+        violations += _range(f"{prefix}.max_iterations", config.max_iterations, 0, MAX_MAX_ITERATIONS)
+    if config.tools is not None:
+        violations += _strings(f"{prefix}.tools", config.tools, max_length=MAX_DISPLAY_NAME, unique=True)
+    known = set(project_agents)
+    for field, names in (("network_access", config.network_access), ("sub_agents", config.sub_agents)):
+        if names is None:
+            continue
+        path = f"{prefix}.{field}"
+        shape = _labels(path, names)
+        violations += shape
+        if shape:
+            continue
+        if agent_name in names:
+            violations.append(FieldViolation(path, f"an agent cannot name itself ({agent_name!r})"))
+        unknown = [name for name in dict.fromkeys(names) if name not in known and name != agent_name]
+        if unknown:
+            violations.append(
+                FieldViolation(path, f"no agent named {', '.join(map(repr, unknown))} in this project")
+            )
+    if config.mock_responses is not None:
+        for index, item in enumerate(config.mock_responses):
+            if not isinstance(item, str | dict):
+                violations.append(
+                    FieldViolation(f"{prefix}.mock_responses", f"item {index} must be a string or an object")
+                )
+    return violations
+
+
+def _name_and_slug(prefix: str, name: str, slug: str) -> list[FieldViolation]:
+    violations = []
+    if not name.strip():
+        violations.append(FieldViolation(f"{prefix}.name", "is required"))
+    violations += _max_length(f"{prefix}.name", name, MAX_DISPLAY_NAME)
+    if not slug:
+        violations.append(FieldViolation(f"{prefix}.slug", "is required (none can be made from the name)"))
+    elif not is_dns_label(slug):
+        violations.append(FieldViolation(f"{prefix}.slug", DNS_LABEL_RULE))
+    return violations
+
+
+def _max_length(field: str, value: str, limit: int) -> list[FieldViolation]:
+    if len(value) > limit:
+        return [FieldViolation(field, f"must be at most {limit} characters")]
+    return []
+
+
+def _range(field: str, value: int, low: int, high: int) -> list[FieldViolation]:
+    if not low <= value <= high:
+        return [FieldViolation(field, f"must be between {low} and {high}")]
+    return []
+
+
+def _strings(field: str, values: list[str], *, max_length: int, unique: bool = False) -> list[FieldViolation]:
+    if len(values) > MAX_LIST_ITEMS:
+        return [FieldViolation(field, f"must have at most {MAX_LIST_ITEMS} items")]
+    for value in values:
+        if not value.strip():
+            return [FieldViolation(field, "items must not be empty")]
+        if len(value) > max_length:
+            return [FieldViolation(field, f"items must be at most {max_length} characters")]
+    if unique and len(set(values)) != len(values):
+        return [FieldViolation(field, "items must be unique")]
+    return []
+
+
+def _labels(field: str, values: list[str]) -> list[FieldViolation]:
+    if len(values) > MAX_LIST_ITEMS:
+        return [FieldViolation(field, f"must have at most {MAX_LIST_ITEMS} items")]
+    bad = [value for value in values if not is_dns_label(value)]
+    if bad:
+        return [FieldViolation(field, f"{bad[0]!r} is not an agent name: {DNS_LABEL_RULE}")]
+    return []
+
+
+def _mcp_servers(field: str, servers: list[McpServer]) -> list[FieldViolation]:
+    violations = []
+    names = [server.name for server in servers]
+    if len(set(names)) != len(names):
+        violations.append(FieldViolation(field, "names must be unique"))
+    for index, server in enumerate(servers):
+        path = f"{field}[{index}]"
+        if not server.name.strip():
+            violations.append(FieldViolation(f"{path}.name", "is required"))
+        if server.transport not in MCP_TRANSPORTS:
+            violations.append(
+                FieldViolation(f"{path}.transport", f"must be one of {', '.join(MCP_TRANSPORTS)}")
+            )
+        elif server.transport == "stdio" and not server.command.strip():
+            violations.append(FieldViolation(f"{path}.command", "is required for transport stdio"))
+        elif server.transport == "streamable_http" and not server.url.startswith(("http://", "https://")):
+            violations.append(
+                FieldViolation(f"{path}.url", "must be an http(s) URL for transport streamable_http")
+            )
+    return violations

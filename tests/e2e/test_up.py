@@ -1,0 +1,115 @@
+"""`agentmesh up` as a user runs it: one process, four services, every one SERVING, and a chat
+answered through the gateway by a reflection-based gRPC client (`buf curl`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.harness import ServiceProcess, free_loopback_ports
+from tests.mesh import SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+UP_READY = re.compile(r"^agentmesh is up", re.MULTILINE)
+ADDRESS = re.compile(
+    r"^(?P<name>registry|memory|executor|gateway)\s+gRPC\s+(?P<address>\S+)\s*$", re.MULTILINE
+)
+
+
+def buf_binary() -> str:
+    local = ROOT / "node_modules" / ".bin" / "buf"
+    if local.exists():
+        return str(local)
+    found = shutil.which("buf")
+    if found:
+        return found
+    reason = "buf is not installed (scripts/buf.sh installs it from npm into node_modules/)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+async def run(*command: str) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
+    return process.returncode, stdout.decode(), stderr.decode()
+
+
+async def test_up_serves_every_service_and_answers_stream_chat_from_buf_curl(tmp_path: Path) -> None:
+    buf = buf_binary()
+    http_port, grpc_port = free_loopback_ports(2)
+    up = ServiceProcess(
+        "up",
+        [
+            sys.executable,
+            "-m",
+            "agentmesh.cli.main",
+            "up",
+            "--http-port",
+            str(http_port),
+            "--grpc-port",
+            str(grpc_port),
+            "--data-dir",
+            str(tmp_path / "data"),
+        ],
+        env={
+            "AGENTMESH_SUPERUSER_EMAIL": SUPERUSER_EMAIL,
+            "AGENTMESH_SUPERUSER_PASSWORD": SUPERUSER_PASSWORD,
+        },
+        log_dir=tmp_path,
+        ready=(UP_READY,),
+        inherit_env=False,
+    )
+    async with up:
+        printed = dict(ADDRESS.findall(up.output(tail_lines=50)))
+        assert set(printed) == {"registry", "memory", "executor", "gateway"}
+        assert printed["gateway"] == f"127.0.0.1:{grpc_port}"
+        for name, address in printed.items():
+            code, out, _ = await run(sys.executable, "-m", "agentmesh.cli.main", "healthcheck", address)
+            assert (code, out.strip()) == (0, "SERVING"), name
+
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{http_port}") as http:
+            assert (await http.get("/healthz")).status_code == 200
+            ready = await http.get("/readyz")
+            assert ready.status_code == 200, ready.text
+
+        client = MeshClient(printed["registry"], printed["gateway"])
+        try:
+            token = await client.login()
+            seeded = await client.seed_agent(token, mock_responses=["hello from agentmesh up"])
+        finally:
+            await client.close()
+
+        code, out, err = await run(
+            buf,
+            "curl",
+            "--protocol",
+            "grpc",
+            "--http2-prior-knowledge",
+            "-H",
+            f"authorization: Bearer {token}",
+            "-d",
+            json.dumps({"agent": seeded.ref, "message": "hi"}),
+            f"http://127.0.0.1:{grpc_port}/agentmesh.gateway.v1.GatewayService/StreamChat",
+        )
+        assert code == 0, err
+        events = [json.loads(chunk)["event"] for chunk in re.split(r"(?<=\})\n(?=\{)", out.strip())]
+        assert "runStarted" in events[0]
+        assert events[-1]["runCompleted"]["content"] == "hello from agentmesh up"
+        assert (
+            "".join(e["textDelta"]["text"] for e in events if "textDelta" in e) == "hello from agentmesh up"
+        )
+
+    assert up.returncode == 0, up.output()

@@ -1,0 +1,55 @@
+"""A registry on a loopback port, on each database backend, driven through the real generated
+stub and the RegistryClient."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+import pytest
+
+from agentmesh.registry.app import start
+from agentmesh.registry.client import RegistryClient
+from agentmesh.registry.settings import RegistrySettings
+from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
+from agentmesh.runtime.identity import TokenCodec
+from agentmesh.runtime.service import RunningService
+from tests.integration.registry.support import JWT_SECRET, Api, make_settings
+
+
+@pytest.fixture
+def registry_settings(database_url: str) -> RegistrySettings:
+    return make_settings(database_url)
+
+
+@pytest.fixture
+async def registry_service(registry_settings: RegistrySettings) -> AsyncIterator[RunningService]:
+    service = await start(registry_settings)
+    yield service
+    await service.stop(0)
+
+
+@pytest.fixture
+async def channel(registry_service: RunningService) -> AsyncIterator[grpc.aio.Channel]:
+    async with grpc.aio.insecure_channel(registry_service.address) as channel:
+        yield channel
+
+
+@pytest.fixture
+def stub(channel: grpc.aio.Channel) -> pb_grpc.RegistryServiceStub:
+    return pb_grpc.RegistryServiceStub(channel)
+
+
+@pytest.fixture
+def client(channel: grpc.aio.Channel) -> RegistryClient:
+    return RegistryClient(channel)
+
+
+@pytest.fixture
+def codec() -> TokenCodec:
+    return TokenCodec(JWT_SECRET)
+
+
+@pytest.fixture
+def api(stub: pb_grpc.RegistryServiceStub) -> Api:
+    return Api(stub)

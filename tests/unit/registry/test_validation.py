@@ -1,0 +1,41 @@
+"""Input rules: DNS-label names, slugs, and config references to other agents."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentmesh.registry.models import AgentConfig
+from agentmesh.registry.validation import check_agent_config, is_dns_label, slugify
+
+
+@pytest.mark.parametrize("name", ["a", "worker", "w-1", "1a", "a" * 63, "a-b-c"])
+def test_dns_labels(name: str) -> None:
+    assert is_dns_label(name)
+
+
+@pytest.mark.parametrize("name", ["", "A", "-a", "a-", "a_b", "a.b", "a b", "a" * 64, "é"])
+def test_not_dns_labels(name: str) -> None:
+    assert not is_dns_label(name)
+
+
+@pytest.mark.parametrize(
+    ("text", "slug"),
+    [("My Project", "my-project"), ("  Hello, World!  ", "hello-world"), ("___", ""), ("x" * 70, "x" * 63)],
+)
+def test_slugify(text: str, slug: str) -> None:
+    assert slugify(text) == slug
+    assert slug == "" or is_dns_label(slug)
+
+
+def test_config_references_must_be_other_agents_of_the_project() -> None:
+    ok = AgentConfig(network_access=["a", "b"], sub_agents=["a"])
+    assert check_agent_config(ok, agent_name="boss", project_agents=["a", "b", "boss"]) == []
+    violations = check_agent_config(
+        AgentConfig(network_access=["a", "ghost"], sub_agents=["boss"]),
+        agent_name="boss",
+        project_agents=["a", "boss"],
+    )
+    assert {(v.field, v.description) for v in violations} == {
+        ("agent.config.network_access", "no agent named 'ghost' in this project"),
+        ("agent.config.sub_agents", "an agent cannot name itself ('boss')"),
+    }
