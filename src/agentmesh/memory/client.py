@@ -1,4 +1,9 @@
-"""The memory service's client: the only module of the memory service that others import."""
+"""The memory service's client: the only module of the memory service that others import.
+
+Besides `MemoryClient`, it offers the JSON view of events for REST routes: `event_to_dict` and
+`session_to_dict` (the field names of DESIGN §4) and the event type names
+(`event_type_name`, `event_type_from_name`, `event_type_names`).
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,26 @@ from collections.abc import AsyncIterator, Sequence
 
 import grpc
 
+from agentmesh.memory.convert import (
+    event_to_dict,
+    event_type_from_name,
+    event_type_name,
+    event_type_names,
+    session_to_dict,
+)
 from agentmesh.memory.v1 import memory_service_pb2 as pb
 from agentmesh.memory.v1 import memory_service_pb2_grpc as pb_grpc
 from agentmesh.memory.v1 import resources_pb2
 from agentmesh.runtime.client import Metadata, stream, unary
+
+__all__ = [
+    "MemoryClient",
+    "event_to_dict",
+    "event_type_from_name",
+    "event_type_name",
+    "event_type_names",
+    "session_to_dict",
+]
 
 
 class MemoryClient:
@@ -37,6 +58,20 @@ class MemoryClient:
     ) -> pb.ListEventsResponse:
         return await unary(self.stub.ListEvents, request, metadata=metadata)
 
+    async def iter_events(
+        self, request: pb.ListEventsRequest, *, metadata: Metadata | None = None
+    ) -> AsyncIterator[resources_pb2.Event]:
+        """Every event `request` selects, page after page."""
+        page = pb.ListEventsRequest()
+        page.CopyFrom(request)
+        while True:
+            response = await self.list_events(page, metadata=metadata)
+            for event in response.events:
+                yield event
+            if not response.next_page_token:
+                return
+            page.page_token = response.next_page_token
+
     async def watch_events(
         self, session_id: str, after_seq: int = 0, *, metadata: Metadata | None = None
     ) -> AsyncIterator[resources_pb2.Event]:
@@ -49,3 +84,36 @@ class MemoryClient:
     ) -> resources_pb2.Session:
         request = pb.GetSessionRequest(session_id=session_id)
         return (await unary(self.stub.GetSession, request, metadata=metadata)).session
+
+    async def list_sessions(
+        self,
+        project_id: str,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        metadata: Metadata | None = None,
+    ) -> pb.ListSessionsResponse:
+        request = pb.ListSessionsRequest(project_id=project_id, page_size=page_size, page_token=page_token)
+        return await unary(self.stub.ListSessions, request, metadata=metadata)
+
+    async def set_retention_policy(
+        self,
+        project_id: str,
+        *,
+        max_age_seconds: int = 0,
+        max_events_per_session: int = 0,
+        metadata: Metadata | None = None,
+    ) -> resources_pb2.RetentionPolicy:
+        policy = resources_pb2.RetentionPolicy(
+            project_id=project_id,
+            max_age_seconds=max_age_seconds,
+            max_events_per_session=max_events_per_session,
+        )
+        request = pb.SetRetentionPolicyRequest(policy=policy)
+        return (await unary(self.stub.SetRetentionPolicy, request, metadata=metadata)).policy
+
+    async def get_retention_policy(
+        self, project_id: str, *, metadata: Metadata | None = None
+    ) -> resources_pb2.RetentionPolicy:
+        request = pb.GetRetentionPolicyRequest(project_id=project_id)
+        return (await unary(self.stub.GetRetentionPolicy, request, metadata=metadata)).policy

@@ -13,6 +13,13 @@ class MemorySettings(ServiceSettings):
 
     database_url: str = shared("sqlite+aiosqlite:///./.agentmesh/memory.db", "database_url", service="memory")
     jwt_secret: SecretStr = shared(SecretStr(""), "jwt_secret", service="memory")
-    max_event_bytes: int = Field(default=256 * 1024, gt=0)
+    max_event_bytes: int = Field(
+        default=256 * 1024, gt=0, description="content plus metadata JSON, per event"
+    )
     max_batch_events: int = Field(default=1000, gt=0)
     retention_sweep_seconds: float = Field(default=60.0, gt=0)
+    retention_batch_events: int = Field(default=500, gt=0, description="events removed per transaction")
+    watch_poll_seconds: float = Field(
+        default=0.5, gt=0, description="how often a watcher re-reads, to see appends made by other replicas"
+    )
+    watch_batch_events: int = Field(default=500, gt=0, description="events a watcher reads per query")

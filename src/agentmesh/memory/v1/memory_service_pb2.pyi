@@ -161,6 +161,7 @@ class ListEventsRequest(_message.Message):
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     DESCENDING_FIELD_NUMBER: _builtins.int
+    INCLUDE_TOTAL_SIZE_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Only this session's events."""
     project_id: _builtins.str
@@ -170,13 +171,17 @@ class ListEventsRequest(_message.Message):
     run_id: _builtins.str
     """Only this run's events."""
     after_seq: _builtins.int
-    """Only events after this seq (within a session)."""
+    """Only events after this seq (within a session; 0 = from the oldest event retention kept)."""
     page_size: _builtins.int
     """At most this many (default 100, at most 1000)."""
     page_token: _builtins.str
     """Token from a previous response with the same filters."""
     descending: _builtins.bool
     """Newest first instead of seq order (useful for the last window of a session)."""
+    include_total_size: _builtins.bool
+    """Also count every matching event into total_size. Counting reads every match, so readers on
+    the hot path (an agent's context window) leave it off.
+    """
     @_builtins.property
     def event_types(self) -> _containers.RepeatedScalarFieldContainer[_resources_pb2.EventType.ValueType]:
         """Only these event types."""
@@ -193,10 +198,11 @@ class ListEventsRequest(_message.Message):
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
         descending: _builtins.bool = ...,
+        include_total_size: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_seq", b"after_seq", "agent", b"agent", "descending", b"descending", "event_types", b"event_types", "page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id", "run_id", b"run_id", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_seq", b"after_seq", "agent", b"agent", "descending", b"descending", "event_types", b"event_types", "include_total_size", b"include_total_size", "page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id", "run_id", b"run_id", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -214,7 +220,7 @@ class ListEventsResponse(_message.Message):
     next_page_token: _builtins.str
     """Token for the next page; empty on the last."""
     total_size: _builtins.int
-    """How many events match in all."""
+    """How many events match in all (when include_total_size was set; else 0)."""
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Event]:
         """The page."""
@@ -245,7 +251,7 @@ class WatchEventsRequest(_message.Message):
     session_id: _builtins.str
     """The session."""
     after_seq: _builtins.int
-    """Replay from the event after this seq (0 = from the start)."""
+    """Replay from the event after this seq (0 = from the oldest event retention kept)."""
     def __init__(
         self,
         *,

@@ -89,16 +89,21 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListEvents(self, request, context):
-        """Lists events of a session or of an agent, in seq order. NOT_FOUND for an unknown session;
-        OUT_OF_RANGE when after_seq points into history removed by retention.
+        """Lists events of a session or of an agent, in seq order. NOT_FOUND for an unknown session (or
+        one of another project than project_id, when both are set); OUT_OF_RANGE (reason
+        HISTORY_TRIMMED, metadata first_seq) when after_seq or the page token points into history
+        removed by retention; INVALID_ARGUMENT (reason INVALID_PAGE_TOKEN) for a page token issued
+        for other filters.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def WatchEvents(self, request, context):
-        """Replays a session's events after after_seq, then follows new ones live. NOT_FOUND,
-        OUT_OF_RANGE as ListEvents.
+        """Replays a session's events after after_seq, then follows new ones live. NOT_FOUND as
+        ListEvents; OUT_OF_RANGE when after_seq is trimmed (HISTORY_TRIMMED, also mid-stream when
+        retention overtakes a slow reader) or ahead of the session (AFTER_SEQ_AHEAD); UNAVAILABLE
+        when the service stops (metadata after_seq: where to resume).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

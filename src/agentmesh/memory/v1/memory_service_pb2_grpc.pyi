@@ -42,12 +42,17 @@ class MemoryServiceStub:
     belongs to another project.
     """
     ListEvents: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListEventsRequest, _memory_service_pb2.ListEventsResponse]
-    """Lists events of a session or of an agent, in seq order. NOT_FOUND for an unknown session;
-    OUT_OF_RANGE when after_seq points into history removed by retention.
+    """Lists events of a session or of an agent, in seq order. NOT_FOUND for an unknown session (or
+    one of another project than project_id, when both are set); OUT_OF_RANGE (reason
+    HISTORY_TRIMMED, metadata first_seq) when after_seq or the page token points into history
+    removed by retention; INVALID_ARGUMENT (reason INVALID_PAGE_TOKEN) for a page token issued
+    for other filters.
     """
     WatchEvents: _grpc.UnaryStreamMultiCallable[_memory_service_pb2.WatchEventsRequest, _memory_service_pb2.WatchEventsResponse]
-    """Replays a session's events after after_seq, then follows new ones live. NOT_FOUND,
-    OUT_OF_RANGE as ListEvents.
+    """Replays a session's events after after_seq, then follows new ones live. NOT_FOUND as
+    ListEvents; OUT_OF_RANGE when after_seq is trimmed (HISTORY_TRIMMED, also mid-stream when
+    retention overtakes a slow reader) or ahead of the session (AFTER_SEQ_AHEAD); UNAVAILABLE
+    when the service stops (metadata after_seq: where to resume).
     """
     GetSession: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetSessionRequest, _memory_service_pb2.GetSessionResponse]
     """Returns one session. NOT_FOUND."""
@@ -72,12 +77,17 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     belongs to another project.
     """
     ListEvents: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListEventsRequest, _memory_service_pb2.ListEventsResponse]  # type: ignore[assignment]
-    """Lists events of a session or of an agent, in seq order. NOT_FOUND for an unknown session;
-    OUT_OF_RANGE when after_seq points into history removed by retention.
+    """Lists events of a session or of an agent, in seq order. NOT_FOUND for an unknown session (or
+    one of another project than project_id, when both are set); OUT_OF_RANGE (reason
+    HISTORY_TRIMMED, metadata first_seq) when after_seq or the page token points into history
+    removed by retention; INVALID_ARGUMENT (reason INVALID_PAGE_TOKEN) for a page token issued
+    for other filters.
     """
     WatchEvents: _aio.UnaryStreamMultiCallable[_memory_service_pb2.WatchEventsRequest, _memory_service_pb2.WatchEventsResponse]  # type: ignore[assignment]
-    """Replays a session's events after after_seq, then follows new ones live. NOT_FOUND,
-    OUT_OF_RANGE as ListEvents.
+    """Replays a session's events after after_seq, then follows new ones live. NOT_FOUND as
+    ListEvents; OUT_OF_RANGE when after_seq is trimmed (HISTORY_TRIMMED, also mid-stream when
+    retention overtakes a slow reader) or ahead of the session (AFTER_SEQ_AHEAD); UNAVAILABLE
+    when the service stops (metadata after_seq: where to resume).
     """
     GetSession: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetSessionRequest, _memory_service_pb2.GetSessionResponse]  # type: ignore[assignment]
     """Returns one session. NOT_FOUND."""
@@ -111,8 +121,11 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _memory_service_pb2.ListEventsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.ListEventsResponse, _abc.Awaitable[_memory_service_pb2.ListEventsResponse]]:
-        """Lists events of a session or of an agent, in seq order. NOT_FOUND for an unknown session;
-        OUT_OF_RANGE when after_seq points into history removed by retention.
+        """Lists events of a session or of an agent, in seq order. NOT_FOUND for an unknown session (or
+        one of another project than project_id, when both are set); OUT_OF_RANGE (reason
+        HISTORY_TRIMMED, metadata first_seq) when after_seq or the page token points into history
+        removed by retention; INVALID_ARGUMENT (reason INVALID_PAGE_TOKEN) for a page token issued
+        for other filters.
         """
 
     @_abc_1.abstractmethod
@@ -121,8 +134,10 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _memory_service_pb2.WatchEventsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_memory_service_pb2.WatchEventsResponse], _abc.AsyncIterator[_memory_service_pb2.WatchEventsResponse]]:
-        """Replays a session's events after after_seq, then follows new ones live. NOT_FOUND,
-        OUT_OF_RANGE as ListEvents.
+        """Replays a session's events after after_seq, then follows new ones live. NOT_FOUND as
+        ListEvents; OUT_OF_RANGE when after_seq is trimmed (HISTORY_TRIMMED, also mid-stream when
+        retention overtakes a slow reader) or ahead of the session (AFTER_SEQ_AHEAD); UNAVAILABLE
+        when the service stops (metadata after_seq: where to resume).
         """
 
     @_abc_1.abstractmethod

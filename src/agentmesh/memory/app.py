@@ -1,0 +1,80 @@
+"""The memory service's composition root: settings → engine → migrations → store → rules →
+servicer → server, plus the retention sweeper running beside it."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+
+from agentmesh.memory.memory import EventLog, RetentionSweeper
+from agentmesh.memory.servicer import MemoryServicer
+from agentmesh.memory.settings import MemorySettings
+from agentmesh.memory.store import SqlEventStore
+from agentmesh.memory.v1 import memory_service_pb2, memory_service_pb2_grpc
+from agentmesh.memory.watch import SessionSignals
+from agentmesh.runtime.database import create_engine, normalize_url, upgrade
+from agentmesh.runtime.server import ServiceBinding, start_server
+from agentmesh.runtime.service import RunningService
+
+SERVICE_NAME = memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name
+MIGRATIONS = Path(__file__).parent / "migrations"
+VERSION_TABLE = "alembic_version_memory"
+
+
+@dataclass
+class MemoryService(RunningService):
+    """The running memory service. Stopping ends the watch streams first (their clients resume
+    by seq), so draining does not sit out the grace period on streams that never end by
+    themselves."""
+
+    signals: SessionSignals = field(default_factory=SessionSignals)
+
+    async def stop(self, grace_seconds: float = 5.0) -> None:
+        self.signals.close()
+        await super().stop(grace_seconds)
+
+
+async def start(settings: MemorySettings) -> RunningService:
+    await asyncio.to_thread(_create_sqlite_directory, settings.database_url)
+    engine = create_engine(settings.database_url)
+    try:
+        await upgrade(engine, MIGRATIONS, version_table=VERSION_TABLE)
+        store = SqlEventStore(engine)
+        signals = SessionSignals()
+        log = EventLog(
+            store,
+            signals,
+            max_event_bytes=settings.max_event_bytes,
+            max_batch_events=settings.max_batch_events,
+            watch_poll_seconds=settings.watch_poll_seconds,
+            watch_batch_events=settings.watch_batch_events,
+        )
+        servicer = MemoryServicer(log)
+        server = await start_server(
+            [
+                ServiceBinding(
+                    SERVICE_NAME,
+                    lambda s: memory_service_pb2_grpc.add_MemoryServiceServicer_to_server(servicer, s),
+                )
+            ],
+            host=settings.host,
+            port=settings.port,
+            max_message_bytes=settings.max_message_bytes,
+        )
+    except BaseException:
+        await engine.dispose()
+        raise
+    sweeper = RetentionSweeper(
+        store, interval_seconds=settings.retention_sweep_seconds, batch_events=settings.retention_batch_events
+    )
+    sweeper.start()
+    return MemoryService("memory", server, closers=[engine.dispose, sweeper.stop], signals=signals)
+
+
+def _create_sqlite_directory(database_url: str) -> None:
+    url = make_url(normalize_url(database_url))
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+        Path(url.database).parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,245 @@
+"""Pure conversions: protobuf messages ↔ domain types ↔ the JSON shapes of DESIGN §4.
+
+Enum values the domain cannot hold (EVENT_TYPE_UNSPECIFIED, numbers from a newer proto) are
+refused here, naming the field, because this is the last place that still sees them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+
+from agentmesh.memory import models
+from agentmesh.memory.errors import FieldViolation, ValidationFailed
+from agentmesh.memory.v1 import memory_service_pb2 as pb
+from agentmesh.memory.v1 import resources_pb2
+
+_PREFIX = "EVENT_TYPE_"
+_TO_PROTO: dict[models.EventType, resources_pb2.EventType.ValueType] = {
+    kind: resources_pb2.EventType.Value(_PREFIX + kind.name) for kind in models.EventType
+}
+_FROM_PROTO: dict[int, models.EventType] = {number: kind for kind, number in _TO_PROTO.items()}
+
+
+def event_type_name(event_type: int) -> str:
+    """The JSON name of a protobuf event type: EVENT_TYPE_USER_MESSAGE → "user_message"."""
+    try:
+        return _FROM_PROTO[event_type].value
+    except KeyError:
+        raise ValueError(f"not a storable event type: {event_type}") from None
+
+
+def event_type_from_name(name: str) -> resources_pb2.EventType.ValueType:
+    """The protobuf event type of a JSON name: "user_message" → EVENT_TYPE_USER_MESSAGE.
+
+    Raises ValueError for anything else (names are lower case, without the prefix)."""
+    try:
+        return _TO_PROTO[models.EventType(name)]
+    except ValueError:
+        raise ValueError(f"unknown event type {name!r}; one of {', '.join(event_type_names())}") from None
+
+
+def event_type_names() -> list[str]:
+    """Every event type's JSON name, in protobuf order."""
+    return [kind.value for kind in models.EventType]
+
+
+def _domain_event_type(number: int, field: str) -> models.EventType | FieldViolation:
+    kind = _FROM_PROTO.get(number)
+    if kind is None:
+        return FieldViolation(field, f"must be one of {', '.join(event_type_names())} (got {number})")
+    return kind
+
+
+# --- JSON values -----------------------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    # google.protobuf.Struct holds every number as a double; give integral ones back as ints so
+    # {"attempt": 2} round-trips as 2, not 2.0.
+    if isinstance(value, float) and value.is_integer() and math.isfinite(value) and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value
+
+
+def struct_to_dict(struct: struct_pb2.Struct) -> dict[str, Any]:
+    return _plain(json_format.MessageToDict(struct)) if struct.fields else {}
+
+
+def dict_to_struct(values: dict[str, Any]) -> struct_pb2.Struct:
+    struct = struct_pb2.Struct()
+    if values:
+        struct.update(values)
+    return struct
+
+
+def _timestamp(moment: datetime) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(moment)
+    return stamp
+
+
+def _iso(stamp: timestamp_pb2.Timestamp) -> str | None:
+    if not stamp.seconds and not stamp.nanos:
+        return None
+    return stamp.ToDatetime(tzinfo=UTC).isoformat().replace("+00:00", "Z")
+
+
+# --- protobuf → domain -----------------------------------------------------------------------
+
+
+def new_events_from_proto(events: Sequence[pb.NewEvent]) -> list[models.NewEvent]:
+    violations: list[FieldViolation] = []
+    converted: list[models.NewEvent] = []
+    for index, event in enumerate(events):
+        kind = _domain_event_type(event.event_type, f"events[{index}].event_type")
+        if isinstance(kind, FieldViolation):
+            violations.append(kind)
+            continue
+        try:
+            metadata = struct_to_dict(event.metadata)
+        except ValueError:  # NaN or ±Infinity: not JSON
+            violations.append(FieldViolation(f"events[{index}].metadata", "must hold JSON numbers only"))
+            continue
+        converted.append(
+            models.NewEvent(
+                agent=event.agent,
+                event_type=kind,
+                content=event.content,
+                metadata=metadata,
+                run_id=event.run_id,
+                parent_event_id=event.parent_event_id,
+                delegation_id=event.delegation_id,
+                trace_id=event.trace_id,
+                span_id=event.span_id,
+                idempotency_key=event.idempotency_key,
+            )
+        )
+    if violations:
+        raise ValidationFailed.of(violations)
+    return converted
+
+
+def event_query_from_proto(request: pb.ListEventsRequest) -> models.EventQuery:
+    kinds: list[models.EventType] = []
+    violations: list[FieldViolation] = []
+    for index, number in enumerate(request.event_types):
+        kind = _domain_event_type(number, f"event_types[{index}]")
+        if isinstance(kind, FieldViolation):
+            violations.append(kind)
+        else:
+            kinds.append(kind)
+    if violations:
+        raise ValidationFailed.of(violations)
+    return models.EventQuery(
+        session_id=request.session_id,
+        project_id=request.project_id,
+        agent=request.agent,
+        # A set of types: order and repeats do not change the result (nor the page token).
+        event_types=tuple(sorted(set(kinds))),
+        run_id=request.run_id,
+        after_seq=request.after_seq,
+        descending=request.descending,
+    )
+
+
+def retention_policy_from_proto(policy: resources_pb2.RetentionPolicy) -> models.RetentionPolicy:
+    return models.RetentionPolicy.model_construct(
+        project_id=policy.project_id,
+        max_age_seconds=policy.max_age_seconds,
+        max_events_per_session=policy.max_events_per_session,
+    )
+
+
+# --- domain → protobuf -----------------------------------------------------------------------
+
+
+def event_to_proto(event: models.Event) -> resources_pb2.Event:
+    return resources_pb2.Event(
+        id=event.id,
+        session_id=event.session_id,
+        seq=event.seq,
+        agent=event.agent,
+        event_type=_TO_PROTO[event.event_type],
+        content=event.content,
+        metadata=dict_to_struct(event.metadata),
+        run_id=event.run_id,
+        parent_event_id=event.parent_event_id,
+        delegation_id=event.delegation_id,
+        trace_id=event.trace_id,
+        span_id=event.span_id,
+        created_at=_timestamp(event.created_at),
+        idempotency_key=event.idempotency_key,
+    )
+
+
+def events_to_proto(events: Iterable[models.Event]) -> list[resources_pb2.Event]:
+    return [event_to_proto(event) for event in events]
+
+
+def session_to_proto(session: models.Session) -> resources_pb2.Session:
+    return resources_pb2.Session(
+        id=session.id,
+        project_id=session.project_id,
+        agent=session.agent,
+        created_at=_timestamp(session.created_at),
+        updated_at=_timestamp(session.updated_at),
+        last_seq=session.last_seq,
+        first_seq=session.first_seq,
+    )
+
+
+def retention_policy_to_proto(policy: models.RetentionPolicy) -> resources_pb2.RetentionPolicy:
+    return resources_pb2.RetentionPolicy(
+        project_id=policy.project_id,
+        max_age_seconds=policy.max_age_seconds,
+        max_events_per_session=policy.max_events_per_session,
+    )
+
+
+# --- protobuf → JSON (DESIGN §4, for the gateway's REST routes) -----------------------------
+
+
+def event_to_dict(event: resources_pb2.Event) -> dict[str, Any]:
+    """An event as REST/JSON shows it, with exactly the field names of DESIGN §4.
+
+    `event_type` is the lower-case name; `created_at` ISO-8601 in UTC; optional links that are
+    not set (`run_id`, `parent_event_id`, `delegation_id`, `trace_id`, `span_id`,
+    `idempotency_key`) are null."""
+    return {
+        "id": event.id,
+        "session_id": event.session_id,
+        "seq": event.seq,
+        "agent": event.agent,
+        "event_type": event_type_name(event.event_type),
+        "content": event.content,
+        "metadata": struct_to_dict(event.metadata),
+        "run_id": event.run_id or None,
+        "parent_event_id": event.parent_event_id or None,
+        "delegation_id": event.delegation_id or None,
+        "trace_id": event.trace_id or None,
+        "span_id": event.span_id or None,
+        "created_at": _iso(event.created_at),
+        "idempotency_key": event.idempotency_key or None,
+    }
+
+
+def session_to_dict(session: resources_pb2.Session) -> dict[str, Any]:
+    """A session as REST/JSON shows it."""
+    return {
+        "id": session.id,
+        "project_id": session.project_id,
+        "agent": session.agent,
+        "created_at": _iso(session.created_at),
+        "updated_at": _iso(session.updated_at),
+        "last_seq": session.last_seq,
+        "first_seq": session.first_seq,
+    }

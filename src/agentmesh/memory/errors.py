@@ -1,0 +1,152 @@
+"""The memory service's errors: each a DomainError with its gRPC code and UPPER_SNAKE reason.
+
+The shared server interceptor turns them into rich statuses; `MemoryClient` callers get them back
+as the runtime's typed errors (`NotFound`, `Aborted`, `OutOfRange`, …) with the same `reason` and
+metadata.
+"""
+
+from __future__ import annotations
+
+from agentmesh.runtime.errors import (
+    Aborted,
+    AlreadyExists,
+    FailedPrecondition,
+    FieldViolation,
+    InvalidArgument,
+    NotFound,
+    OutOfRange,
+    ResourceExhausted,
+)
+
+__all__ = [
+    "AfterSeqAhead",
+    "EventTooLarge",
+    "ExpectedLastSeqMismatch",
+    "FieldViolation",
+    "HistoryTrimmed",
+    "IdempotencyKeyReused",
+    "InvalidPageToken",
+    "SessionInOtherProject",
+    "SessionNotFound",
+    "TooManyEvents",
+    "ValidationFailed",
+]
+
+
+class ValidationFailed(InvalidArgument):
+    """A request field is missing or malformed; `violations` name the fields."""
+
+    @classmethod
+    def of(cls, violations: list[FieldViolation]) -> ValidationFailed:
+        fields = ", ".join(dict.fromkeys(v.field for v in violations))
+        details = "; ".join(f"{v.field}: {v.description}" for v in violations)
+        return cls(f"invalid {fields} ({details})", violations=violations)
+
+
+class InvalidPageToken(InvalidArgument):
+    """A page token that this service did not issue, or issued for other filters."""
+
+    default_reason = "INVALID_PAGE_TOKEN"
+
+    def __init__(self, message: str = "invalid page token") -> None:
+        super().__init__(message, violations=[FieldViolation("page_token", message)])
+
+
+class SessionNotFound(NotFound):
+    default_reason = "SESSION_NOT_FOUND"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id!r} not found", metadata={"session_id": session_id})
+
+
+class SessionInOtherProject(FailedPrecondition):
+    """An append named a project other than the one the session belongs to."""
+
+    default_reason = "SESSION_IN_OTHER_PROJECT"
+
+    def __init__(self, session_id: str, project_id: str) -> None:
+        super().__init__(
+            f"session {session_id!r} belongs to another project than {project_id!r}",
+            metadata={"session_id": session_id, "project_id": project_id},
+        )
+
+
+class ExpectedLastSeqMismatch(Aborted):
+    """Optimistic concurrency: another writer appended first; nothing was written."""
+
+    default_reason = "EXPECTED_LAST_SEQ_MISMATCH"
+
+    def __init__(self, session_id: str, expected: int, actual: int) -> None:
+        super().__init__(
+            f"session {session_id!r} is at seq {actual}, not the expected {expected}; nothing was written",
+            metadata={"session_id": session_id, "expected_last_seq": str(expected), "last_seq": str(actual)},
+        )
+        self.actual = actual
+
+
+class IdempotencyKeyReused(AlreadyExists):
+    """An idempotency key already names an event with other content."""
+
+    default_reason = "IDEMPOTENCY_KEY_REUSED"
+
+    def __init__(self, index: int, key: str, event_id: str) -> None:
+        field = f"events[{index}].idempotency_key"
+        message = f"idempotency key {key!r} already names event {event_id} with other content"
+        super().__init__(
+            message,
+            violations=[FieldViolation(field, message)],
+            metadata={"idempotency_key": key, "event_id": event_id},
+        )
+
+
+class EventTooLarge(ResourceExhausted):
+    default_reason = "EVENT_TOO_LARGE"
+
+    def __init__(self, index: int, size: int, limit: int) -> None:
+        field = f"events[{index}].content"
+        message = f"event {index} is {size} bytes, more than the limit of {limit}; nothing was written"
+        super().__init__(
+            message,
+            violations=[FieldViolation(field, message)],
+            metadata={"size_bytes": str(size), "max_event_bytes": str(limit)},
+        )
+
+
+class TooManyEvents(ResourceExhausted):
+    default_reason = "TOO_MANY_EVENTS"
+
+    def __init__(self, count: int, limit: int) -> None:
+        message = f"{count} events in one batch, more than the limit of {limit}; nothing was written"
+        super().__init__(
+            message,
+            violations=[FieldViolation("events", message)],
+            metadata={"max_batch_events": str(limit)},
+        )
+
+
+class HistoryTrimmed(OutOfRange):
+    """The reader asked for events that retention has removed."""
+
+    default_reason = "HISTORY_TRIMMED"
+
+    def __init__(self, session_id: str, after_seq: int, first_seq: int, *, field: str = "after_seq") -> None:
+        super().__init__(
+            f"events after seq {after_seq} of session {session_id!r} were removed by retention; "
+            f"the oldest kept is seq {first_seq}",
+            violations=[FieldViolation(field, f"resume at seq {first_seq - 1} or later")],
+            metadata={"session_id": session_id, "first_seq": str(first_seq)},
+        )
+        self.first_seq = first_seq
+
+
+class AfterSeqAhead(OutOfRange):
+    """The reader asked to resume after a seq the session has not reached."""
+
+    default_reason = "AFTER_SEQ_AHEAD"
+
+    def __init__(self, session_id: str, after_seq: int, last_seq: int) -> None:
+        super().__init__(
+            f"session {session_id!r} is at seq {last_seq}; after_seq {after_seq} is ahead of it",
+            violations=[FieldViolation("after_seq", f"must be at most {last_seq}")],
+            metadata={"session_id": session_id, "last_seq": str(last_seq)},
+        )

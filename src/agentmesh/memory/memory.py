@@ -1,0 +1,498 @@
+"""The memory rules: what an append may store, how sessions are read, followed and trimmed.
+
+`EventLog` validates requests, makes appends idempotent and optimistic-concurrency safe, pages
+reads with tokens bound to their filters, follows sessions live and reports history removed by
+retention instead of skipping it. `RetentionSweeper` enforces the projects' retention policies in
+small batches, in the background. Neither knows protobuf or SQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from agentmesh.memory.errors import (
+    AfterSeqAhead,
+    EventTooLarge,
+    ExpectedLastSeqMismatch,
+    FieldViolation,
+    HistoryTrimmed,
+    IdempotencyKeyReused,
+    InvalidPageToken,
+    SessionInOtherProject,
+    SessionNotFound,
+    TooManyEvents,
+    ValidationFailed,
+)
+from agentmesh.memory.models import (
+    AppendResult,
+    Event,
+    EventPage,
+    EventQuery,
+    NewEvent,
+    RetentionPolicy,
+    Session,
+    SessionPage,
+)
+from agentmesh.memory.pagination import decode_page_token, encode_page_token
+from agentmesh.memory.store import EventCursor, EventStore, IdempotencyKeyRace, SessionCursor
+from agentmesh.memory.watch import SessionSignals
+from agentmesh.runtime.errors import Aborted, Unavailable
+
+logger = logging.getLogger(__name__)
+
+MAX_ID_CHARS = 255
+DEFAULT_EVENT_PAGE = 100
+DEFAULT_SESSION_PAGE = 50
+MAX_PAGE = 1000
+_HEX = re.compile(r"[0-9a-f]*")
+# Attempts of an append whose idempotency key a concurrent append stored first: the second
+# attempt finds the key and returns the stored event.
+_APPEND_ATTEMPTS = 3
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _check_id(value: str, field: str, violations: list[FieldViolation], *, required: bool) -> None:
+    if not value:
+        if required:
+            violations.append(FieldViolation(field, "is required"))
+        return
+    if len(value) > MAX_ID_CHARS:
+        violations.append(FieldViolation(field, f"must be at most {MAX_ID_CHARS} characters"))
+    elif not value.isprintable():
+        violations.append(FieldViolation(field, "must not contain control characters"))
+
+
+def _check_hex(value: str, length: int, field: str, violations: list[FieldViolation]) -> None:
+    if value and (len(value) != length or not _HEX.fullmatch(value)):
+        violations.append(FieldViolation(field, f"must be {length} lower-case hex digits"))
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(key) or _has_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(item) for item in value)
+    return False
+
+
+def _page_size(requested: int, default: int) -> int:
+    if requested < 0:
+        raise ValidationFailed.of([FieldViolation("page_size", "must not be negative")])
+    return min(requested or default, MAX_PAGE)
+
+
+def _event_bytes(event: NewEvent) -> int:
+    size = len(event.content.encode())
+    if event.metadata:
+        size += len(json.dumps(event.metadata, separators=(",", ":")).encode())
+    return size
+
+
+def _int(value: Any) -> int:
+    if type(value) is not int:
+        raise InvalidPageToken("page_token is not a token this service issued")
+    return value
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise InvalidPageToken("page_token is not a token this service issued")
+    return value
+
+
+def _time(value: Any) -> datetime:
+    try:
+        moment = datetime.fromisoformat(_str(value))
+    except ValueError:
+        raise InvalidPageToken("page_token is not a token this service issued") from None
+    if moment.tzinfo is None:
+        raise InvalidPageToken("page_token is not a token this service issued")
+    return moment
+
+
+class EventLog:
+    """Sessions as ordered, append-only, idempotent event logs."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        signals: SessionSignals,
+        *,
+        max_event_bytes: int,
+        max_batch_events: int,
+        watch_poll_seconds: float = 0.5,
+        watch_batch_events: int = 500,
+        clock: Clock = utc_now,
+    ) -> None:
+        self._store = store
+        self._signals = signals
+        self._max_event_bytes = max_event_bytes
+        self._max_batch_events = max_batch_events
+        self._watch_poll_seconds = watch_poll_seconds
+        self._watch_batch_events = watch_batch_events
+        self._clock = clock
+
+    # --- appending ---------------------------------------------------------------------------
+
+    async def append(
+        self,
+        session_id: str,
+        project_id: str,
+        events: Sequence[NewEvent],
+        *,
+        expected_last_seq: int | None = None,
+    ) -> AppendResult:
+        """Stores the batch atomically after the session's last event, creating the session on
+        first use. Events whose idempotency key is already stored are not stored again: the
+        result holds the stored ones in their place."""
+        self._validate_append(session_id, project_id, events, expected_last_seq)
+        keys = [event.idempotency_key for event in events if event.idempotency_key]
+        for _ in range(_APPEND_ATTEMPTS):
+            known = await self._store.events_by_idempotency_key(session_id, keys) if keys else {}
+            session: Session | None = None
+            if known:
+                # Repeated keys: the session exists. Whose is it, before saying anything of its events?
+                session = await self._store.get_session(session_id)
+                if session is not None and project_id and session.project_id != project_id:
+                    raise SessionInOtherProject(session_id, project_id)
+            for index, event in enumerate(events):
+                original = known.get(event.idempotency_key) if event.idempotency_key else None
+                if original is not None and not event.same_payload(original):
+                    raise IdempotencyKeyReused(index, event.idempotency_key, original.id)
+            fresh = [
+                event for event in events if not event.idempotency_key or event.idempotency_key not in known
+            ]
+            if not fresh:
+                # Every event retries a stored one: answer as the first time, whatever
+                # expected_last_seq says now (the first attempt is what it applied to).
+                return AppendResult(
+                    events=[known[event.idempotency_key] for event in events],
+                    last_seq=session.last_seq if session is not None else 0,
+                )
+
+            def admit(session_project: str, last_seq: int) -> None:
+                if not session_project:
+                    # The upsert just created the session, and nobody said for which project.
+                    raise ValidationFailed.of(
+                        [FieldViolation("project_id", f"is required: session {session_id!r} is new")]
+                    )
+                if project_id and session_project != project_id:
+                    raise SessionInOtherProject(session_id, project_id)
+                if expected_last_seq is not None and last_seq != expected_last_seq:
+                    raise ExpectedLastSeqMismatch(session_id, expected_last_seq, last_seq)
+
+            try:
+                stored, last_seq = await self._store.append(
+                    session_id, project_id, fresh, now=self._clock(), admit=admit
+                )
+            except IdempotencyKeyRace:
+                continue
+            self._signals.notify(session_id)
+            new = iter(stored)
+            in_order = [known[e.idempotency_key] if e.idempotency_key in known else next(new) for e in events]
+            return AppendResult(events=in_order, last_seq=last_seq)
+        raise Aborted(
+            f"concurrent appends to session {session_id!r} keep racing on the same idempotency keys; retry",
+            reason="IDEMPOTENCY_KEY_CONTENTION",
+        )
+
+    def _validate_append(
+        self, session_id: str, project_id: str, events: Sequence[NewEvent], expected_last_seq: int | None
+    ) -> None:
+        violations: list[FieldViolation] = []
+        _check_id(session_id, "session_id", violations, required=True)
+        _check_id(project_id, "project_id", violations, required=False)
+        if expected_last_seq is not None and expected_last_seq < 0:
+            violations.append(FieldViolation("expected_last_seq", "must not be negative"))
+        if not events:
+            violations.append(FieldViolation("events", "at least one event is required"))
+        keys: dict[str, int] = {}
+        for index, event in enumerate(events):
+            field = f"events[{index}]"
+            _check_id(event.agent, f"{field}.agent", violations, required=True)
+            for name in ("run_id", "parent_event_id", "delegation_id", "idempotency_key"):
+                _check_id(getattr(event, name), f"{field}.{name}", violations, required=False)
+            # PostgreSQL cannot store NUL in text or JSON; refuse it on every backend alike.
+            if "\x00" in event.content:
+                violations.append(FieldViolation(f"{field}.content", "must not contain NUL characters"))
+            if _has_nul(event.metadata):
+                violations.append(FieldViolation(f"{field}.metadata", "must not contain NUL characters"))
+            _check_hex(event.trace_id, 32, f"{field}.trace_id", violations)
+            _check_hex(event.span_id, 16, f"{field}.span_id", violations)
+            if event.idempotency_key:
+                if event.idempotency_key in keys:
+                    violations.append(
+                        FieldViolation(
+                            f"{field}.idempotency_key",
+                            f"repeats the key of events[{keys[event.idempotency_key]}]",
+                        )
+                    )
+                keys.setdefault(event.idempotency_key, index)
+        if violations:
+            raise ValidationFailed.of(violations)
+        if len(events) > self._max_batch_events:
+            raise TooManyEvents(len(events), self._max_batch_events)
+        for index, event in enumerate(events):
+            size = _event_bytes(event)
+            if size > self._max_event_bytes:
+                raise EventTooLarge(index, size, self._max_event_bytes)
+
+    # --- reading -----------------------------------------------------------------------------
+
+    async def get_session(self, session_id: str) -> Session:
+        violations: list[FieldViolation] = []
+        _check_id(session_id, "session_id", violations, required=True)
+        if violations:
+            raise ValidationFailed.of(violations)
+        session = await self._store.get_session(session_id)
+        if session is None:
+            raise SessionNotFound(session_id)
+        return session
+
+    async def list_events(
+        self, query: EventQuery, *, page_size: int = 0, page_token: str = "", include_total_size: bool = False
+    ) -> EventPage:
+        """One page of a session's events in seq order (or newest first), or of one agent's
+        events across a project's sessions in time order."""
+        self._validate_query(query)
+        limit = _page_size(page_size, DEFAULT_EVENT_PAGE)
+        scope = query.model_dump(mode="json")
+        after = self._event_cursor(query, page_token, scope)
+        found = await self._store.list_events(query, after=after, limit=limit + 1)
+        more = len(found) > limit
+        found = found[:limit]
+        session: Session | None = None
+        if query.session_id:
+            # Read after the events: retention only ever raises first_seq, so a first_seq that
+            # still admits the cursor now admitted it while the events were read.
+            session = await self._store.get_session(query.session_id)
+            if session is None or (query.project_id and session.project_id != query.project_id):
+                raise SessionNotFound(query.session_id)
+            position = after[0] if after is not None and not query.descending else query.after_seq
+            if position and position < session.first_seq - 1:
+                field = "page_token" if after is not None and not query.descending else "after_seq"
+                raise HistoryTrimmed(session.id, position, session.first_seq, field=field)
+        token = ""
+        if more:
+            last = found[-1]
+            cursor = (
+                [last.seq] if query.session_id else [last.created_at.isoformat(), last.session_id, last.seq]
+            )
+            token = encode_page_token(scope, cursor)
+        total = 0
+        if include_total_size:
+            total = await self._count(query, session)
+        return EventPage(events=found, next_page_token=token, total_size=total)
+
+    async def _count(self, query: EventQuery, session: Session | None) -> int:
+        if session is not None and not (query.agent or query.event_types or query.run_id):
+            # A session's kept events are exactly first_seq..last_seq.
+            return max(0, session.last_seq - max(query.after_seq, session.first_seq - 1))
+        return await self._store.count_events(query)
+
+    @staticmethod
+    def _validate_query(query: EventQuery) -> None:
+        violations: list[FieldViolation] = []
+        _check_id(query.session_id, "session_id", violations, required=False)
+        _check_id(query.project_id, "project_id", violations, required=False)
+        _check_id(query.agent, "agent", violations, required=False)
+        _check_id(query.run_id, "run_id", violations, required=False)
+        if query.after_seq < 0:
+            violations.append(FieldViolation("after_seq", "must not be negative"))
+        if not query.session_id:
+            if not query.project_id:
+                violations.append(FieldViolation("project_id", "is required when session_id is not set"))
+            if not query.agent:
+                violations.append(FieldViolation("agent", "is required when session_id is not set"))
+            if query.after_seq:
+                violations.append(FieldViolation("after_seq", "applies within a session: set session_id"))
+        if violations:
+            raise ValidationFailed.of(violations)
+
+    @staticmethod
+    def _event_cursor(query: EventQuery, token: str, scope: dict[str, Any]) -> EventCursor | None:
+        if query.session_id:
+            cursor = decode_page_token(token, scope, cursor_len=1)
+            return None if cursor is None else (_int(cursor[0]),)
+        cursor = decode_page_token(token, scope, cursor_len=3)
+        return None if cursor is None else (_time(cursor[0]), _str(cursor[1]), _int(cursor[2]))
+
+    async def list_sessions(
+        self, project_id: str, *, page_size: int = 0, page_token: str = ""
+    ) -> SessionPage:
+        """A project's sessions, most recently active first."""
+        violations: list[FieldViolation] = []
+        _check_id(project_id, "project_id", violations, required=True)
+        if violations:
+            raise ValidationFailed.of(violations)
+        limit = _page_size(page_size, DEFAULT_SESSION_PAGE)
+        scope = {"project_id": project_id}
+        cursor = decode_page_token(page_token, scope, cursor_len=2)
+        after: SessionCursor | None = None if cursor is None else (_time(cursor[0]), _str(cursor[1]))
+        found = await self._store.list_sessions(project_id, after=after, limit=limit + 1)
+        token = ""
+        if len(found) > limit:
+            found = found[:limit]
+            token = encode_page_token(scope, [found[-1].updated_at.isoformat(), found[-1].id])
+        total = await self._store.count_sessions(project_id)
+        return SessionPage(sessions=found, next_page_token=token, total_size=total)
+
+    # --- following ---------------------------------------------------------------------------
+
+    async def watch(self, session_id: str, after_seq: int = 0) -> AsyncIterator[Event]:
+        """The session's events after `after_seq` (0: from the oldest kept), then each new one as
+        it is committed: every event once, in seq order, until the caller stops listening."""
+        if after_seq < 0:
+            raise ValidationFailed.of([FieldViolation("after_seq", "must not be negative")])
+        session = await self.get_session(session_id)
+        if after_seq and after_seq < session.first_seq - 1:
+            raise HistoryTrimmed(session_id, after_seq, session.first_seq)
+        if after_seq > session.last_seq:
+            raise AfterSeqAhead(session_id, after_seq, session.last_seq)
+        sent = after_seq or session.first_seq - 1
+        query = EventQuery(session_id=session_id)
+        while True:
+            # Take the signal before reading, so a commit between the read and the wait wakes us.
+            signal = self._signals.signal(session_id)
+            if self._signals.closing:
+                raise Unavailable(
+                    f"the memory service is stopping; resume with after_seq={sent}",
+                    reason="SHUTTING_DOWN",
+                    metadata={"session_id": session_id, "after_seq": str(sent)},
+                )
+            batch = await self._store.list_events(query, after=(sent,), limit=self._watch_batch_events)
+            if batch and batch[0].seq != sent + 1:
+                # seq is gap-free and retention removes only a prefix: a hole means the events
+                # this watcher had not seen yet were removed.
+                raise HistoryTrimmed(session_id, sent, batch[0].seq)
+            for event in batch:
+                yield event
+                sent = event.seq
+            if len(batch) == self._watch_batch_events:
+                continue
+            if not batch:
+                current = await self._store.get_session(session_id)
+                if current is not None and sent < current.first_seq - 1:
+                    raise HistoryTrimmed(session_id, sent, current.first_seq)
+            await self._signals.wait(signal, self._watch_poll_seconds)
+
+    # --- retention ---------------------------------------------------------------------------
+
+    async def set_retention_policy(self, policy: RetentionPolicy) -> RetentionPolicy:
+        violations: list[FieldViolation] = []
+        _check_id(policy.project_id, "policy.project_id", violations, required=True)
+        if policy.max_age_seconds < 0:
+            violations.append(FieldViolation("policy.max_age_seconds", "must not be negative"))
+        if policy.max_events_per_session < 0:
+            violations.append(FieldViolation("policy.max_events_per_session", "must not be negative"))
+        if violations:
+            raise ValidationFailed.of(violations)
+        return await self._store.set_retention_policy(policy, now=self._clock())
+
+    async def get_retention_policy(self, project_id: str) -> RetentionPolicy:
+        violations: list[FieldViolation] = []
+        _check_id(project_id, "project_id", violations, required=True)
+        if violations:
+            raise ValidationFailed.of(violations)
+        policy = await self._store.get_retention_policy(project_id)
+        return policy or RetentionPolicy(project_id=project_id)
+
+
+class RetentionSweeper:
+    """Removes what the projects' retention policies no longer keep, oldest events first, in
+    small transactions so appends never wait long behind it."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        *,
+        interval_seconds: float,
+        batch_events: int = 500,
+        clock: Clock = utc_now,
+    ) -> None:
+        self._store = store
+        self._interval_seconds = interval_seconds
+        self._batch_events = batch_events
+        self._clock = clock
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="memory-retention-sweeper")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval_seconds)
+            try:
+                removed = await self.sweep()
+            except Exception:
+                logger.exception("retention sweep failed; trying again in %.1fs", self._interval_seconds)
+            else:
+                if removed:
+                    logger.info("retention removed %d events", removed)
+
+    async def sweep(self) -> int:
+        """One pass over every bounded policy. Returns how many events it removed."""
+        removed = 0
+        for policy in await self._store.bounded_retention_policies():
+            removed += await self._sweep_project(policy)
+        return removed
+
+    async def _sweep_project(self, policy: RetentionPolicy) -> int:
+        removed = 0
+        max_events = policy.max_events_per_session or None
+        cutoff = self._clock() - timedelta(seconds=policy.max_age_seconds) if policy.max_age_seconds else None
+        after_id = ""
+        while True:
+            page = await self._store.sessions_to_trim(
+                policy.project_id,
+                more_events_than=max_events,
+                created_before=cutoff,
+                after_id=after_id,
+                limit=100,
+            )
+            for session in page:
+                removed += await self._trim(session, max_events, cutoff)
+            if len(page) < 100:
+                return removed
+            after_id = page[-1].id
+
+    async def _trim(self, session: Session, max_events: int | None, cutoff: datetime | None) -> int:
+        removed = 0
+        first_seq = session.first_seq
+        while True:
+            target = first_seq
+            if max_events is not None:
+                target = max(target, min(session.last_seq - max_events + 1, first_seq + self._batch_events))
+            if cutoff is not None:
+                aged = await self._store.expired_prefix_end(
+                    session.id, from_seq=first_seq, cutoff=cutoff, limit=self._batch_events
+                )
+                target = max(target, aged)
+            if target <= first_seq:
+                return removed
+            removed += await self._store.trim_session(session.id, first_seq=target)
+            first_seq = target
+            # Let appends and reads in between the batches.
+            await asyncio.sleep(0)

@@ -1,0 +1,131 @@
+"""The memory service's domain types: sessions, their events, retention policies and queries.
+
+Plain pydantic values, free of protobuf and SQL: `convert.py` maps them to and from protos, the
+store to and from rows.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EventType(StrEnum):
+    """What an event records; the value is the JSON name (DESIGN §4)."""
+
+    USER_MESSAGE = "user_message"
+    AGENT_RESPONSE = "agent_response"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+    DELEGATION_REQUEST = "delegation_request"
+    DELEGATION_RESPONSE = "delegation_response"
+    TASK_DELEGATION_RECEIVED = "task_delegation_received"
+    ESCALATION = "escalation"
+    ERROR = "error"
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class NewEvent(_Value):
+    """An event to append: everything but what the memory service assigns (id, seq, created_at)."""
+
+    agent: str
+    event_type: EventType
+    content: str = ""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    run_id: str = ""
+    parent_event_id: str = ""
+    delegation_id: str = ""
+    trace_id: str = ""
+    span_id: str = ""
+    idempotency_key: str = ""
+
+    def same_payload(self, other: NewEvent | Event) -> bool:
+        """Whether `other` records the same thing, so a repeated idempotency key is a retry.
+
+        The trace and span ids are left out: they describe the attempt that recorded the event,
+        and a retry may come from another span.
+        """
+        return (
+            self.agent == other.agent
+            and self.event_type == other.event_type
+            and self.content == other.content
+            and self.metadata == other.metadata
+            and self.run_id == other.run_id
+            and self.parent_event_id == other.parent_event_id
+            and self.delegation_id == other.delegation_id
+        )
+
+
+class Event(NewEvent):
+    """One immutable record in a session."""
+
+    id: str
+    session_id: str
+    seq: int
+    created_at: datetime
+
+
+class Session(_Value):
+    """One conversation. Its events are numbered 1..last_seq; those below first_seq were removed
+    by retention."""
+
+    id: str
+    project_id: str
+    agent: str
+    created_at: datetime
+    updated_at: datetime
+    last_seq: int
+    first_seq: int
+
+
+class RetentionPolicy(_Value):
+    """How much history a project keeps; 0 means no bound."""
+
+    project_id: str
+    max_age_seconds: int = 0
+    max_events_per_session: int = 0
+
+    @property
+    def is_unbounded(self) -> bool:
+        return self.max_age_seconds == 0 and self.max_events_per_session == 0
+
+
+class AppendResult(_Value):
+    """What an append stored (or, for repeated idempotency keys, had stored before)."""
+
+    events: list[Event]
+    last_seq: int
+
+
+class EventQuery(_Value):
+    """Which events to list: one session's, or one agent's across a project's sessions."""
+
+    session_id: str = ""
+    project_id: str = ""
+    agent: str = ""
+    event_types: tuple[EventType, ...] = ()
+    run_id: str = ""
+    after_seq: int = 0
+    descending: bool = False
+
+
+class EventPage(_Value):
+    """One page of events, with the token for the next one ("" on the last)."""
+
+    events: list[Event]
+    next_page_token: str = ""
+    total_size: int = 0
+
+
+class SessionPage(_Value):
+    """One page of a project's sessions, most recently active first."""
+
+    sessions: list[Session]
+    next_page_token: str = ""
+    total_size: int = 0

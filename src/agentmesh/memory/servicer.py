@@ -1,0 +1,84 @@
+"""The MemoryService gRPC adapter: protobuf in, protobuf out. Rules live in `memory.py`; errors
+leave as DomainErrors, which the shared interceptor turns into rich statuses."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+
+from agentmesh.memory import convert
+from agentmesh.memory.memory import EventLog
+from agentmesh.memory.v1 import memory_service_pb2 as pb
+from agentmesh.memory.v1 import memory_service_pb2_grpc as pb_grpc
+
+
+class MemoryServicer(pb_grpc.MemoryServiceServicer):
+    """Serves an EventLog over gRPC."""
+
+    def __init__(self, log: EventLog) -> None:
+        self._log = log
+
+    async def AppendEvents(
+        self, request: pb.AppendEventsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AppendEventsResponse:
+        result = await self._log.append(
+            request.session_id,
+            request.project_id,
+            convert.new_events_from_proto(request.events),
+            expected_last_seq=request.expected_last_seq if request.HasField("expected_last_seq") else None,
+        )
+        return pb.AppendEventsResponse(
+            events=convert.events_to_proto(result.events), last_seq=result.last_seq
+        )
+
+    async def ListEvents(
+        self, request: pb.ListEventsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListEventsResponse:
+        page = await self._log.list_events(
+            convert.event_query_from_proto(request),
+            page_size=request.page_size,
+            page_token=request.page_token,
+            include_total_size=request.include_total_size,
+        )
+        return pb.ListEventsResponse(
+            events=convert.events_to_proto(page.events),
+            next_page_token=page.next_page_token,
+            total_size=page.total_size,
+        )
+
+    async def WatchEvents(
+        self, request: pb.WatchEventsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.WatchEventsResponse]:
+        async for event in self._log.watch(request.session_id, request.after_seq):
+            yield pb.WatchEventsResponse(event=convert.event_to_proto(event))
+
+    async def GetSession(
+        self, request: pb.GetSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetSessionResponse:
+        session = await self._log.get_session(request.session_id)
+        return pb.GetSessionResponse(session=convert.session_to_proto(session))
+
+    async def ListSessions(
+        self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListSessionsResponse:
+        page = await self._log.list_sessions(
+            request.project_id, page_size=request.page_size, page_token=request.page_token
+        )
+        return pb.ListSessionsResponse(
+            sessions=[convert.session_to_proto(session) for session in page.sessions],
+            next_page_token=page.next_page_token,
+            total_size=page.total_size,
+        )
+
+    async def SetRetentionPolicy(
+        self, request: pb.SetRetentionPolicyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SetRetentionPolicyResponse:
+        policy = await self._log.set_retention_policy(convert.retention_policy_from_proto(request.policy))
+        return pb.SetRetentionPolicyResponse(policy=convert.retention_policy_to_proto(policy))
+
+    async def GetRetentionPolicy(
+        self, request: pb.GetRetentionPolicyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetRetentionPolicyResponse:
+        policy = await self._log.get_retention_policy(request.project_id)
+        return pb.GetRetentionPolicyResponse(policy=convert.retention_policy_to_proto(policy))

@@ -1,0 +1,24 @@
+"""Small builders for memory requests in tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentmesh.memory.v1 import memory_service_pb2 as pb
+from agentmesh.memory.v1 import resources_pb2
+
+EventType = resources_pb2.EventType
+
+
+def new_event(
+    content: str = "hello",
+    *,
+    agent: str = "assistant",
+    event_type: int = EventType.EVENT_TYPE_USER_MESSAGE,
+    metadata: dict[str, Any] | None = None,
+    **fields: str,
+) -> pb.NewEvent:
+    event = pb.NewEvent(agent=agent, event_type=event_type, content=content, **fields)
+    if metadata:
+        event.metadata.update(metadata)
+    return event

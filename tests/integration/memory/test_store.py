@@ -1,0 +1,114 @@
+"""The SQL store on SQLite and PostgreSQL: the schema the migrations build, and an append that
+costs the same whatever the size of the session."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from agentmesh.memory.app import MIGRATIONS, VERSION_TABLE
+from agentmesh.memory.memory import EventLog
+from agentmesh.memory.models import EventQuery, EventType, NewEvent
+from agentmesh.memory.store import SqlEventStore
+from agentmesh.memory.watch import SessionSignals
+from agentmesh.runtime.database import create_engine, upgrade
+
+
+@pytest.fixture
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_engine(database_url)
+    await upgrade(engine, MIGRATIONS, version_table=VERSION_TABLE)
+    yield engine
+    await engine.dispose()
+
+
+class StatementLog:
+    """The SQL an engine sends while `recording` is on."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.statements: list[str] = []
+        self.recording = False
+        sa.event.listen(engine.sync_engine, "before_cursor_execute", self._record)
+
+    def _record(self, _conn, _cursor, statement: str, *_args) -> None:
+        if self.recording:
+            self.statements.append(" ".join(statement.split()).lower())
+
+    async def during(self, work) -> list[str]:
+        self.statements, self.recording = [], True
+        try:
+            await work
+        finally:
+            self.recording = False
+        return self.statements
+
+
+def event(content: str, agent: str = "worker") -> NewEvent:
+    return NewEvent(agent=agent, event_type=EventType.AGENT_RESPONSE, content=content)
+
+
+async def test_migrations_build_the_schema_once_with_their_own_version_table(engine: AsyncEngine) -> None:
+    await upgrade(engine, MIGRATIONS, version_table=VERSION_TABLE)  # a second run is a no-op
+
+    def inspect(connection):
+        inspector = sa.inspect(connection)
+        indexes = {index["name"]: index["column_names"] for index in inspector.get_indexes("memory_events")}
+        return set(inspector.get_table_names()), indexes
+
+    async with engine.connect() as connection:
+        tables, indexes = await connection.run_sync(inspect)
+        version = (await connection.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}"))).scalar_one()
+    assert {"memory_sessions", "memory_events", "memory_retention_policies", VERSION_TABLE} <= tables
+    assert version == "0001"
+    # The executor's context window: an agent's newest events in a session, found by index.
+    assert indexes["ix_memory_events_session_agent_seq"] == ["session_id", "agent", "seq"]
+
+
+async def test_an_append_sends_the_same_statements_to_a_big_session_as_to_an_empty_one(
+    engine: AsyncEngine,
+) -> None:
+    log = EventLog(SqlEventStore(engine), SessionSignals(), max_event_bytes=10_000, max_batch_events=1000)
+    for start in range(0, 3000, 1000):
+        await log.append("big", "p-1", [event(str(n), agent=f"a{n % 7}") for n in range(start, start + 1000)])
+    statements = StatementLog(engine)
+
+    into_empty = await statements.during(log.append("empty", "p-1", [event("first")]))
+    into_big = await statements.during(log.append("big", "p-1", [event("next")]))
+
+    assert into_big == into_empty
+    assert len(into_big) <= 3
+    for statement in into_big:
+        assert "count(" not in statement
+        assert "max(" not in statement
+        assert "select" not in statement.split("returning")[0]
+    assert (await log.get_session("big")).last_seq == 3001
+
+
+async def test_an_agents_window_reads_one_page_and_counts_nothing(engine: AsyncEngine) -> None:
+    log = EventLog(SqlEventStore(engine), SessionSignals(), max_event_bytes=10_000, max_batch_events=1000)
+    await log.append("s-1", "p-1", [event(str(n), agent="a" if n % 2 else "b") for n in range(1000)])
+    statements = StatementLog(engine)
+    query = EventQuery(session_id="s-1", agent="a", descending=True)
+
+    async def window():
+        page = await log.list_events(query, page_size=20)
+        assert [e.seq for e in page.events] == list(range(1000, 960, -2))
+
+    sent = await statements.during(window())
+
+    assert not any("count(" in statement for statement in sent)
+    assert any("limit" in statement for statement in sent)
+
+
+async def test_times_come_back_in_utc(engine: AsyncEngine) -> None:
+    store = SqlEventStore(engine)
+    now = datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+    stored, _ = await store.append("s-1", "p-1", [event("x")], now=now, admit=lambda project, last: None)
+    [read] = await store.list_events(EventQuery(session_id="s-1"), after=None, limit=10)
+    assert read.created_at == stored[0].created_at == now
+    session = await store.get_session("s-1")
+    assert session is not None and session.created_at == now

@@ -1,0 +1,141 @@
+"""The memory rules over an in-memory store: idempotency races, live following, and retention
+in bounded batches."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from agentmesh.memory.errors import HistoryTrimmed
+from agentmesh.memory.memory import EventLog, RetentionSweeper
+from agentmesh.memory.models import EventType, NewEvent, RetentionPolicy
+from agentmesh.memory.watch import SessionSignals
+from agentmesh.runtime.errors import Unavailable
+from tests.unit.memory.fakes import InMemoryEventStore
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2030, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def event(content: str = "x", **fields: str) -> NewEvent:
+    return NewEvent(agent="a", event_type=EventType.USER_MESSAGE, content=content, **fields)
+
+
+@pytest.fixture
+def store() -> InMemoryEventStore:
+    return InMemoryEventStore()
+
+
+@pytest.fixture
+def signals() -> SessionSignals:
+    return SessionSignals()
+
+
+@pytest.fixture
+def log(store: InMemoryEventStore, signals: SessionSignals) -> EventLog:
+    return EventLog(
+        store,
+        signals,
+        max_event_bytes=1000,
+        max_batch_events=100,
+        watch_poll_seconds=10,
+        watch_batch_events=4,
+    )
+
+
+async def test_losing_an_idempotency_race_returns_the_winners_event(
+    log: EventLog, store: InMemoryEventStore
+) -> None:
+    await log.append("s-1", "p-1", [event("first")])
+    store.race_once_on.add("k")
+
+    result = await log.append("s-1", "p-1", [event("keyed", idempotency_key="k")])
+
+    assert [e.seq for e in result.events] == [2]
+    assert [e.content for e in store.events["s-1"]] == ["first", "keyed"]
+
+
+async def test_a_watch_follows_commits_without_polling(log: EventLog, signals: SessionSignals) -> None:
+    await log.append("s-1", "p-1", [event(str(n)) for n in range(6)])
+    seen: list[int] = []
+    caught_up = asyncio.Event()
+
+    async def watch() -> None:
+        async for e in log.watch("s-1", after_seq=2):
+            seen.append(e.seq)
+            if e.seq == 6:
+                caught_up.set()
+            if e.seq == 9:
+                return
+
+    watcher = asyncio.create_task(watch())
+    await caught_up.wait()
+    await log.append("s-1", "p-1", [event("7"), event("8")])
+    await log.append("s-1", "p-1", [event("9")])
+    async with asyncio.timeout(1):  # the poll interval is 10 s: only the commit signal can wake it
+        await watcher
+    assert seen == [3, 4, 5, 6, 7, 8, 9]
+
+
+async def test_a_watch_reports_a_gap_left_by_retention(log: EventLog, store: InMemoryEventStore) -> None:
+    await log.append("s-1", "p-1", [event(str(n)) for n in range(20)])
+    stream = log.watch("s-1", after_seq=0)
+    seen = [(await anext(stream)).seq for _ in range(4)]  # one batch of four
+    await store.trim_session("s-1", first_seq=11)
+
+    with pytest.raises(HistoryTrimmed) as caught:
+        await anext(stream)
+
+    assert seen == [1, 2, 3, 4]
+    assert caught.value.metadata["first_seq"] == "11"
+
+
+async def test_a_watch_ends_with_unavailable_when_the_service_stops(
+    log: EventLog, signals: SessionSignals
+) -> None:
+    await log.append("s-1", "p-1", [event()])
+    stream = log.watch("s-1")
+    assert (await anext(stream)).seq == 1
+    waiting = asyncio.ensure_future(anext(stream))
+    await asyncio.sleep(0)
+    signals.close()
+    with pytest.raises(Unavailable) as caught:
+        await waiting
+    assert caught.value.metadata["after_seq"] == "1"
+
+
+async def test_the_sweeper_trims_to_the_newest_events_in_small_batches(store: InMemoryEventStore) -> None:
+    log = EventLog(store, SessionSignals(), max_event_bytes=1000, max_batch_events=100)
+    await log.append("s-1", "p-1", [event(str(n)) for n in range(50)])
+    await log.append("s-2", "p-2", [event(str(n)) for n in range(50)])
+    await log.set_retention_policy(RetentionPolicy(project_id="p-1", max_events_per_session=8))
+    sweeper = RetentionSweeper(store, interval_seconds=1, batch_events=10)
+
+    assert await sweeper.sweep() == 42
+
+    assert [seq for _, seq in store.trims] == [11, 21, 31, 41, 43]
+    assert (await log.get_session("s-1")).first_seq == 43
+    assert (await log.get_session("s-2")).first_seq == 1
+    assert await sweeper.sweep() == 0
+
+
+async def test_the_sweeper_removes_events_older_than_the_max_age(store: InMemoryEventStore) -> None:
+    clock = Clock()
+    log = EventLog(store, SessionSignals(), max_event_bytes=1000, max_batch_events=100, clock=clock)
+    await log.append("s-1", "p-1", [event(str(n)) for n in range(25)])
+    clock.now += timedelta(minutes=10)
+    await log.append("s-1", "p-1", [event("recent")])
+    await log.set_retention_policy(RetentionPolicy(project_id="p-1", max_age_seconds=300))
+    sweeper = RetentionSweeper(store, interval_seconds=1, batch_events=10, clock=clock)
+
+    assert await sweeper.sweep() == 25
+
+    assert [seq for _, seq in store.trims] == [11, 21, 26]
+    assert [e.content for e in store.events["s-1"]] == ["recent"]
