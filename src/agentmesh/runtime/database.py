@@ -11,7 +11,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -36,7 +36,9 @@ def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
         engine = create_async_engine(url)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
-    return create_async_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+    # No pre-ping: it costs a round trip on every checkout (every append); connections are
+    # recycled instead, and a connection broken by a server restart fails one call, not all.
+    return create_async_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -52,6 +54,9 @@ async def upgrade(engine: AsyncEngine, migrations: Path, *, version_table: str) 
     """Applies a service's migrations up to head, inside one connection."""
 
     def run(connection: Connection) -> None:
+        if connection.dialect.name == "postgresql":
+            # Replicas starting together take turns: the lock is held until this transaction ends.
+            connection.execute(text("SELECT pg_advisory_xact_lock(hashtext(:name))"), {"name": version_table})
         config = Config()
         config.set_main_option("script_location", str(migrations))
         config.attributes["connection"] = connection
