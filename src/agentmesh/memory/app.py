@@ -16,12 +16,14 @@ from agentmesh.memory.store import SqlEventStore
 from agentmesh.memory.v1 import memory_service_pb2, memory_service_pb2_grpc
 from agentmesh.memory.watch import SessionSignals
 from agentmesh.runtime.database import create_engine, normalize_url, upgrade
+from agentmesh.runtime.pagination import PageTokenCodec
 from agentmesh.runtime.server import ServiceBinding, start_server
 from agentmesh.runtime.service import RunningService
 
 SERVICE_NAME = memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name
 MIGRATIONS = Path(__file__).parent / "migrations"
 VERSION_TABLE = "alembic_version_memory"
+PAGE_TOKEN_PURPOSE = "agentmesh.memory.page-token"
 
 
 @dataclass
@@ -47,6 +49,11 @@ async def start(settings: MemorySettings) -> RunningService:
         log = EventLog(
             store,
             signals,
+            # Signed when the mesh shares a secret; without one, tokens are still bound to their
+            # filters and their cursors checked.
+            page_tokens=PageTokenCodec.from_secret(
+                settings.jwt_secret.get_secret_value(), purpose=PAGE_TOKEN_PURPOSE
+            ),
             max_event_bytes=settings.max_event_bytes,
             max_batch_events=settings.max_batch_events,
             watch_poll_seconds=settings.watch_poll_seconds,

@@ -25,7 +25,6 @@ __all__ = [
     "FieldViolation",
     "HistoryTrimmed",
     "IdempotencyKeyReused",
-    "InvalidPageToken",
     "SessionInOtherProject",
     "SessionNotFound",
     "TooManyEvents",
@@ -41,15 +40,6 @@ class ValidationFailed(InvalidArgument):
         fields = ", ".join(dict.fromkeys(v.field for v in violations))
         details = "; ".join(f"{v.field}: {v.description}" for v in violations)
         return cls(f"invalid {fields} ({details})", violations=violations)
-
-
-class InvalidPageToken(InvalidArgument):
-    """A page token that this service did not issue, or issued for other filters."""
-
-    default_reason = "INVALID_PAGE_TOKEN"
-
-    def __init__(self, message: str = "invalid page token") -> None:
-        super().__init__(message, violations=[FieldViolation("page_token", message)])
 
 
 class SessionNotFound(NotFound):

@@ -24,7 +24,6 @@ from agentmesh.memory.errors import (
     FieldViolation,
     HistoryTrimmed,
     IdempotencyKeyReused,
-    InvalidPageToken,
     SessionInOtherProject,
     SessionNotFound,
     TooManyEvents,
@@ -40,17 +39,22 @@ from agentmesh.memory.models import (
     Session,
     SessionPage,
 )
-from agentmesh.memory.pagination import decode_page_token, encode_page_token
 from agentmesh.memory.store import EventCursor, EventStore, IdempotencyKeyRace, SessionCursor
 from agentmesh.memory.watch import SessionSignals
 from agentmesh.runtime.errors import Aborted, Unavailable
+from agentmesh.runtime.pagination import (
+    PageTokenCodec,
+    clamp_page_size,
+    cursor_datetime,
+    cursor_int,
+    cursor_str,
+)
 
 logger = logging.getLogger(__name__)
 
 MAX_ID_CHARS = 255
 DEFAULT_EVENT_PAGE = 100
 DEFAULT_SESSION_PAGE = 50
-MAX_PAGE = 1000
 _HEX = re.compile(r"[0-9a-f]*")
 # Attempts of an append whose idempotency key a concurrent append stored first: the second
 # attempt finds the key and returns the stored event.
@@ -92,7 +96,7 @@ def _has_nul(value: Any) -> bool:
 def _page_size(requested: int, default: int) -> int:
     if requested < 0:
         raise ValidationFailed.of([FieldViolation("page_size", "must not be negative")])
-    return min(requested or default, MAX_PAGE)
+    return clamp_page_size(requested, default=default)
 
 
 def _event_bytes(event: NewEvent) -> int:
@@ -100,28 +104,6 @@ def _event_bytes(event: NewEvent) -> int:
     if event.metadata:
         size += len(json.dumps(event.metadata, separators=(",", ":")).encode())
     return size
-
-
-def _int(value: Any) -> int:
-    if type(value) is not int:
-        raise InvalidPageToken("page_token is not a token this service issued")
-    return value
-
-
-def _str(value: Any) -> str:
-    if not isinstance(value, str):
-        raise InvalidPageToken("page_token is not a token this service issued")
-    return value
-
-
-def _time(value: Any) -> datetime:
-    try:
-        moment = datetime.fromisoformat(_str(value))
-    except ValueError:
-        raise InvalidPageToken("page_token is not a token this service issued") from None
-    if moment.tzinfo is None:
-        raise InvalidPageToken("page_token is not a token this service issued")
-    return moment
 
 
 class EventLog:
@@ -132,6 +114,7 @@ class EventLog:
         store: EventStore,
         signals: SessionSignals,
         *,
+        page_tokens: PageTokenCodec,
         max_event_bytes: int,
         max_batch_events: int,
         watch_poll_seconds: float = 0.5,
@@ -140,6 +123,7 @@ class EventLog:
     ) -> None:
         self._store = store
         self._signals = signals
+        self._page_tokens = page_tokens
         self._max_event_bytes = max_event_bytes
         self._max_batch_events = max_batch_events
         self._watch_poll_seconds = watch_poll_seconds
@@ -292,7 +276,7 @@ class EventLog:
             cursor = (
                 [last.seq] if query.session_id else [last.created_at.isoformat(), last.session_id, last.seq]
             )
-            token = encode_page_token(scope, cursor)
+            token = self._page_tokens.encode(scope, cursor)
         total = 0
         if include_total_size:
             total = await self._count(query, session)
@@ -323,13 +307,14 @@ class EventLog:
         if violations:
             raise ValidationFailed.of(violations)
 
-    @staticmethod
-    def _event_cursor(query: EventQuery, token: str, scope: dict[str, Any]) -> EventCursor | None:
+    def _event_cursor(self, query: EventQuery, token: str, scope: dict[str, Any]) -> EventCursor | None:
         if query.session_id:
-            cursor = decode_page_token(token, scope, cursor_len=1)
-            return None if cursor is None else (_int(cursor[0]),)
-        cursor = decode_page_token(token, scope, cursor_len=3)
-        return None if cursor is None else (_time(cursor[0]), _str(cursor[1]), _int(cursor[2]))
+            cursor = self._page_tokens.decode(token, scope, cursor_len=1)
+            return None if cursor is None else (cursor_int(cursor[0]),)
+        cursor = self._page_tokens.decode(token, scope, cursor_len=3)
+        if cursor is None:
+            return None
+        return cursor_datetime(cursor[0]), cursor_str(cursor[1]), cursor_int(cursor[2])
 
     async def list_sessions(
         self, project_id: str, *, page_size: int = 0, page_token: str = ""
@@ -341,13 +326,15 @@ class EventLog:
             raise ValidationFailed.of(violations)
         limit = _page_size(page_size, DEFAULT_SESSION_PAGE)
         scope = {"project_id": project_id}
-        cursor = decode_page_token(page_token, scope, cursor_len=2)
-        after: SessionCursor | None = None if cursor is None else (_time(cursor[0]), _str(cursor[1]))
+        cursor = self._page_tokens.decode(page_token, scope, cursor_len=2)
+        after: SessionCursor | None = (
+            None if cursor is None else (cursor_datetime(cursor[0]), cursor_str(cursor[1]))
+        )
         found = await self._store.list_sessions(project_id, after=after, limit=limit + 1)
         token = ""
         if len(found) > limit:
             found = found[:limit]
-            token = encode_page_token(scope, [found[-1].updated_at.isoformat(), found[-1].id])
+            token = self._page_tokens.encode(scope, [found[-1].updated_at.isoformat(), found[-1].id])
         total = await self._store.count_sessions(project_id)
         return SessionPage(sessions=found, next_page_token=token, total_size=total)
 

@@ -28,7 +28,6 @@ __all__ = [
     "EmailTaken",
     "FieldViolation",
     "InvalidCredentials",
-    "InvalidPageToken",
     "InvalidTransition",
     "LoginThrottled",
     "ProjectNotFound",
@@ -52,13 +51,6 @@ class ValidationFailed(InvalidArgument):
     def of(cls, violations: list[FieldViolation]) -> ValidationFailed:
         fields = ", ".join(dict.fromkeys(v.field for v in violations))
         return cls(f"invalid request: {fields}", violations=violations)
-
-
-class InvalidPageToken(InvalidArgument):
-    default_reason = "INVALID_PAGE_TOKEN"
-
-    def __init__(self, message: str = "invalid page token") -> None:
-        super().__init__(message, violations=[FieldViolation("page_token", message)])
 
 
 class EmailTaken(AlreadyExists):

@@ -1,2 +1,2 @@
 """Shared plumbing that knows no service: server bootstrap, interceptors, errors, telemetry,
-database, settings, identity and logging."""
+database, settings, identity, logging and pagination."""

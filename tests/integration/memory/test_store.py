@@ -16,6 +16,7 @@ from agentmesh.memory.models import EventQuery, EventType, NewEvent
 from agentmesh.memory.store import SqlEventStore
 from agentmesh.memory.watch import SessionSignals
 from agentmesh.runtime.database import create_engine, upgrade
+from agentmesh.runtime.pagination import PageTokenCodec
 
 
 @pytest.fixture
@@ -71,7 +72,13 @@ async def test_migrations_build_the_schema_once_with_their_own_version_table(eng
 async def test_an_append_sends_the_same_statements_to_a_big_session_as_to_an_empty_one(
     engine: AsyncEngine,
 ) -> None:
-    log = EventLog(SqlEventStore(engine), SessionSignals(), max_event_bytes=10_000, max_batch_events=1000)
+    log = EventLog(
+        SqlEventStore(engine),
+        SessionSignals(),
+        page_tokens=PageTokenCodec(),
+        max_event_bytes=10_000,
+        max_batch_events=1000,
+    )
     for start in range(0, 3000, 1000):
         await log.append("big", "p-1", [event(str(n), agent=f"a{n % 7}") for n in range(start, start + 1000)])
     statements = StatementLog(engine)
@@ -89,7 +96,13 @@ async def test_an_append_sends_the_same_statements_to_a_big_session_as_to_an_emp
 
 
 async def test_an_agents_window_reads_one_page_and_counts_nothing(engine: AsyncEngine) -> None:
-    log = EventLog(SqlEventStore(engine), SessionSignals(), max_event_bytes=10_000, max_batch_events=1000)
+    log = EventLog(
+        SqlEventStore(engine),
+        SessionSignals(),
+        page_tokens=PageTokenCodec(),
+        max_event_bytes=10_000,
+        max_batch_events=1000,
+    )
     await log.append("s-1", "p-1", [event(str(n), agent="a" if n % 2 else "b") for n in range(1000)])
     statements = StatementLog(engine)
     query = EventQuery(session_id="s-1", agent="a", descending=True)

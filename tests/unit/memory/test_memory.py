@@ -13,6 +13,7 @@ from agentmesh.memory.memory import EventLog, RetentionSweeper
 from agentmesh.memory.models import EventType, NewEvent, RetentionPolicy
 from agentmesh.memory.watch import SessionSignals
 from agentmesh.runtime.errors import Unavailable
+from agentmesh.runtime.pagination import PageTokenCodec
 from tests.unit.memory.fakes import InMemoryEventStore
 
 
@@ -43,6 +44,7 @@ def log(store: InMemoryEventStore, signals: SessionSignals) -> EventLog:
     return EventLog(
         store,
         signals,
+        page_tokens=PageTokenCodec(),
         max_event_bytes=1000,
         max_batch_events=100,
         watch_poll_seconds=10,
@@ -112,7 +114,9 @@ async def test_a_watch_ends_with_unavailable_when_the_service_stops(
 
 
 async def test_the_sweeper_trims_to_the_newest_events_in_small_batches(store: InMemoryEventStore) -> None:
-    log = EventLog(store, SessionSignals(), max_event_bytes=1000, max_batch_events=100)
+    log = EventLog(
+        store, SessionSignals(), page_tokens=PageTokenCodec(), max_event_bytes=1000, max_batch_events=100
+    )
     await log.append("s-1", "p-1", [event(str(n)) for n in range(50)])
     await log.append("s-2", "p-2", [event(str(n)) for n in range(50)])
     await log.set_retention_policy(RetentionPolicy(project_id="p-1", max_events_per_session=8))
@@ -128,7 +132,14 @@ async def test_the_sweeper_trims_to_the_newest_events_in_small_batches(store: In
 
 async def test_the_sweeper_removes_events_older_than_the_max_age(store: InMemoryEventStore) -> None:
     clock = Clock()
-    log = EventLog(store, SessionSignals(), max_event_bytes=1000, max_batch_events=100, clock=clock)
+    log = EventLog(
+        store,
+        SessionSignals(),
+        page_tokens=PageTokenCodec(),
+        max_event_bytes=1000,
+        max_batch_events=100,
+        clock=clock,
+    )
     await log.append("s-1", "p-1", [event(str(n)) for n in range(25)])
     clock.now += timedelta(minutes=10)
     await log.append("s-1", "p-1", [event("recent")])
