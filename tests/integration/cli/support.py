@@ -1,0 +1,73 @@
+"""Helpers for CLI tests: a registry client that records its writes, the state of the registry as
+plain data, and a way to run typer commands from async tests."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import typer
+from google.protobuf import json_format
+from typer.testing import CliRunner, Result
+
+from agentmesh.cli.client import Metadata
+from agentmesh.registry.client import RegistryClient
+
+WRITES = (
+    "create_agent_type",
+    "update_agent_type",
+    "delete_agent_type",
+    "create_project",
+    "update_project",
+    "delete_project",
+    "create_agent",
+    "update_agent",
+    "pause_agent",
+    "resume_agent",
+    "delete_agent",
+)
+
+
+class RecordingRegistry(RegistryClient):
+    """A RegistryClient that records each write call: (method, update mask paths or None)."""
+
+    def __init__(self, channel: Any) -> None:
+        super().__init__(channel)
+        self.writes: list[tuple[str, tuple[str, ...] | None]] = []
+
+    def __getattribute__(self, name: str) -> Any:
+        attribute = super().__getattribute__(name)
+        if name not in WRITES:
+            return attribute
+
+        async def recorded(*args: Any, **kwargs: Any) -> Any:
+            paths = tuple(args[1]) if name.startswith("update_") else None
+            self.writes.append((name, paths))
+            return await attribute(*args, **kwargs)
+
+        return recorded
+
+
+async def snapshot(registry: RegistryClient, metadata: Metadata) -> dict[str, Any]:
+    """Every agent type, project and agent the caller sees, as JSON-like dicts keyed by slug/name."""
+    types = (await registry.list_agent_types(page_size=100, metadata=metadata)).agent_types
+    projects = (await registry.list_projects(page_size=100, metadata=metadata)).projects
+    state: dict[str, Any] = {
+        "agent_types": {t.slug: json_format.MessageToDict(t) for t in types},
+        "projects": {},
+    }
+    for project in projects:
+        agents = (await registry.list_agents(project.id, page_size=100, metadata=metadata)).agents
+        state["projects"][project.slug] = {
+            **json_format.MessageToDict(project),
+            "agents": {a.name: json_format.MessageToDict(a) for a in agents},
+        }
+    return state
+
+
+async def invoke(app: typer.Typer, args: Sequence[str], *, env: dict[str, str] | None = None) -> Result:
+    """Runs a command in a worker thread: commands call asyncio.run, and the test's event loop
+    (where the mesh lives) must keep serving meanwhile."""
+    runner = CliRunner()
+    return await asyncio.to_thread(runner.invoke, app, list(args), env=env, catch_exceptions=False)
