@@ -43,8 +43,11 @@ async def test_one_chat_is_one_trace_across_every_hop(spans, mesh, client: MeshC
     assert len(chat) == 1
     trace_id = chat[0].context.trace_id
     in_trace = [s for s in finished if s.context.trace_id == trace_id]
-    # Every span of the chat hangs off the gateway's: no orphans, no second trace.
-    assert {s.context.trace_id for s in finished} == {trace_id}, "\n".join(span_tree(finished))
+    # Every span of the chat's work hangs off the gateway's: none lands in a second trace.
+    # (Background work — executor health checks, discovery — makes traces of its own.)
+    chat_work = ("run ", "step ", "chat ", "delegate ", RUN, APPEND, RESOLVE)
+    stray = [s.name for s in finished if s.context.trace_id != trace_id and s.name.startswith(chat_work)]
+    assert not stray, "\n".join(span_tree(finished))
     by_id = {s.context.span_id: s for s in in_trace}
     for span in in_trace:
         if span is not chat[0]:

@@ -8,8 +8,12 @@ from typing import Annotated
 
 import typer
 
+from agentmesh.cli.apply import apply_command
 from agentmesh.cli.serve import SERVICES, serve, start_mesh
+from agentmesh.cli.trace import trace
+from agentmesh.cli.users import users
 from agentmesh.runtime.logging import configure_logging
+from agentmesh.runtime.metrics import configure_metrics
 from agentmesh.runtime.server import check_health, wait_for_shutdown_signal
 from agentmesh.runtime.telemetry import configure_tracing
 
@@ -35,16 +39,21 @@ def up(
 
     async def main() -> None:
         provider = configure_tracing("agentmesh")
+        meters = configure_metrics()
         mesh = await start_mesh(data_dir=data_dir, grpc_port=grpc_port, http_port=http_port, host=host)
         for name, service in mesh.services.items():
             typer.echo(f"{name:<9} gRPC  {service.address}")
         typer.echo(f"{'gateway':<9} HTTP  {mesh.gateway.http.url}")
+        if meters is not None and meters.endpoint is not None:
+            typer.echo(f"{'metrics':<9} HTTP  {meters.endpoint.url}")
         typer.echo("agentmesh is up; Ctrl-C stops it.")
         await wait_for_shutdown_signal()
         typer.echo("stopping…")
         await mesh.stop()
         if provider is not None:
             provider.shutdown()
+        if meters is not None:
+            meters.shutdown()
 
     asyncio.run(main())
 
@@ -70,6 +79,11 @@ def healthcheck(
     status = asyncio.run(check_health(address, service=service, timeout=timeout))
     typer.echo(status)
     raise typer.Exit(0 if status == "SERVING" else 1)
+
+
+app.command(name="trace")(trace)
+app.command(name="apply")(apply_command)
+app.add_typer(users, name="users")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agentmesh.runtime.logging import configure_logging
+from agentmesh.runtime.metrics import configure_metrics
 from agentmesh.runtime.server import wait_for_shutdown_signal
 from agentmesh.runtime.service import RunningService
 from agentmesh.runtime.telemetry import configure_tracing
@@ -40,6 +41,7 @@ async def start_service(name: str, settings: Any) -> RunningService:
 async def serve(name: str, **overrides: Any) -> None:
     settings = load_settings(name, **overrides)
     provider = configure_tracing(f"agentmesh-{name}")
+    meters = configure_metrics(name)
     service = await start_service(name, settings)
     print(f"{name} serving gRPC on {service.address}", flush=True)
     http = getattr(service, "http", None)
@@ -50,6 +52,8 @@ async def serve(name: str, **overrides: Any) -> None:
     await service.stop(settings.shutdown_grace_seconds)
     if provider is not None:
         provider.shutdown()
+    if meters is not None:
+        meters.shutdown()
 
 
 def serve_main(name: str) -> None:

@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -41,6 +42,7 @@ from agentmesh.memory.models import (
 )
 from agentmesh.memory.store import EventCursor, EventStore, IdempotencyKeyRace, SessionCursor
 from agentmesh.memory.watch import SessionSignals
+from agentmesh.runtime import metrics
 from agentmesh.runtime.errors import Aborted, Unavailable
 from agentmesh.runtime.pagination import (
     PageTokenCodec,
@@ -179,12 +181,19 @@ class EventLog:
                 if expected_last_seq is not None and last_seq != expected_last_seq:
                     raise ExpectedLastSeqMismatch(session_id, expected_last_seq, last_seq)
 
+            started = time.perf_counter()
             try:
                 stored, last_seq = await self._store.append(
                     session_id, project_id, fresh, now=self._clock(), admit=admit
                 )
             except IdempotencyKeyRace:
                 continue
+            except BaseException:
+                metrics.record_memory_append(
+                    seconds=time.perf_counter() - started, events=len(fresh), outcome="error"
+                )
+                raise
+            metrics.record_memory_append(seconds=time.perf_counter() - started, events=len(stored))
             self._signals.notify(session_id)
             new = iter(stored)
             in_order = [known[e.idempotency_key] if e.idempotency_key in known else next(new) for e in events]

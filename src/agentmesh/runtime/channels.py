@@ -8,7 +8,7 @@ import json
 
 import grpc
 
-from agentmesh.runtime.interceptors import ClientInterceptor
+from agentmesh.runtime.interceptors import client_interceptors
 
 _SERVICE_CONFIG = json.dumps(
     {
@@ -31,7 +31,7 @@ _SERVICE_CONFIG = json.dumps(
 def create_channel(address: str, *, max_message_bytes: int = 4 * 1024 * 1024) -> grpc.aio.Channel:
     return grpc.aio.insecure_channel(
         address,
-        interceptors=[ClientInterceptor()],
+        interceptors=client_interceptors(),
         options=[
             ("grpc.service_config", _SERVICE_CONFIG),
             ("grpc.enable_retries", 1),

@@ -1,17 +1,28 @@
 """gRPC interceptors shared by every service.
 
 Server side, one interceptor per call: continues the caller's W3C trace context in a SERVER span,
-remembers the caller's deadline and token for outgoing calls, and turns a `DomainError` into a
-rich status (anything else into INTERNAL with a generic message, logged with the trace id).
+remembers the caller's deadline and token for outgoing calls, turns a `DomainError` into a rich
+status (anything else into INTERNAL with a generic message, logged with the trace id), and records
+the call's duration and status code (`rpc.server.call.duration`). A call the client cancelled is
+recorded as CANCELLED — the span with an error status, not OK (stock instrumentation records
+cancelled server streams as OK).
 
-Client side: starts a CLIENT span, injects the trace context, forwards the caller's token and
+Client side (`client_interceptors()`: one object for unary calls and one for server streams, as
+grpc.aio needs): starts a CLIENT span, injects the trace context, forwards the caller's token,
 shortens the timeout to the caller's remaining deadline — Python gRPC propagates neither deadlines
-nor cancellation by itself. It does not wrap the call, so a cancellation reaches the call as is
-(the stock OpenTelemetry aio client interceptor swallows it; upstream issue #3271).
+nor cancellation by itself — and records `rpc.client.call.duration` when the call ends. It does not
+wrap the call, so a cancellation reaches the call as is (the stock OpenTelemetry aio client
+interceptor swallows it; upstream issue #3271).
+
+Health checks get no spans (they are still counted). Kept cheap: no per-message spans or events,
+metadata never copied into attributes (it carries the bearer token), each method's handler wrapped
+once, and with tracing and metrics off a call costs a non-recording span and two `None` checks.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -23,16 +34,18 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from agentmesh.runtime import telemetry
+from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.errors import DomainError
 from agentmesh.runtime.identity import AUTHORIZATION, current_token
 
 logger = logging.getLogger(__name__)
 
+# Services whose calls get no span (they are still counted in the RPC metrics): health checks run
+# every few seconds from every balancer and gateway, and would bury the traces worth reading.
+UNTRACED_SERVICES = frozenset({"grpc.health.v1.Health"})
+
 # Monotonic time by which the current server call must finish, when its caller set a deadline.
 current_deadline: ContextVar[float | None] = ContextVar("agentmesh_deadline", default=None)
-
-_CANCELLED_CODES = (grpc.StatusCode.CANCELLED,)
 
 
 def _split_method(full_method: str) -> tuple[str, str]:
@@ -45,7 +58,13 @@ def _metadata_getter(metadata: Any) -> dict[str, str]:
 
 
 class ServerInterceptor(grpc.aio.ServerInterceptor):
-    """Tracing, deadline and token capture, and DomainError → status, for every server call."""
+    """Tracing, metrics, deadline and token capture, and DomainError → status, for every call.
+
+    Each method's handler is wrapped once and reused: the wrapper reads the call's metadata from
+    its context, so nothing is built per call but the span."""
+
+    def __init__(self) -> None:
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
     async def intercept_service(
         self,
@@ -56,99 +75,167 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             return handler
         method = handler_call_details.method
-        carrier = _metadata_getter(handler_call_details.invocation_metadata)
-        if handler.unary_unary:
-            return grpc.unary_unary_rpc_method_handler(
-                _wrap_unary(handler.unary_unary, method, carrier),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(
-                _wrap_stream(handler.unary_stream, method, carrier),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        return handler  # client- and bidi-streaming methods: none in agentmesh's API
+        cached = self._wrapped.get(method)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        wrapped = _wrap_handler(handler, _Method(method))
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
 
 
-def _enter_call(method: str, carrier: dict[str, str], context: grpc.aio.ServicerContext) -> trace.Span:
+class _Method:
+    """What every call of one method shares: its span name and its service and method names."""
+
+    __slots__ = ("method", "service", "span_name")
+
+    def __init__(self, full_method: str) -> None:
+        self.span_name = full_method.lstrip("/")
+        self.service, self.method = _split_method(full_method)
+
+
+def _wrap_handler(handler: grpc.RpcMethodHandler, method: _Method) -> grpc.RpcMethodHandler:
+    if handler.unary_unary:
+        return grpc.unary_unary_rpc_method_handler(
+            _wrap_unary(handler.unary_unary, method),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+    if handler.unary_stream:
+        # As grpc.aio decides: a coroutine function writes its responses with `context.write`
+        # (the health service's Watch) and must stay one; anything else returns an async
+        # iterator of responses (an async generator, usually) and is iterated.
+        wrap = _wrap_unary if inspect.iscoroutinefunction(handler.unary_stream) else _wrap_stream
+        return grpc.unary_stream_rpc_method_handler(
+            wrap(handler.unary_stream, method),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+    return handler  # client- and bidi-streaming methods (reflection): not in agentmesh's API
+
+
+class _ServerCall:
+    """One served call's span and bookkeeping."""
+
+    __slots__ = ("method", "span", "started")
+
+    def __init__(self, span: trace.Span, method: _Method) -> None:
+        self.span = span
+        self.method = method
+        self.started = time.perf_counter()
+
+
+def _enter_call(method: _Method, context: grpc.aio.ServicerContext) -> _ServerCall:
+    carrier = _metadata_getter(context.invocation_metadata())
     remaining = context.time_remaining()
     current_deadline.set(time.monotonic() + remaining if remaining is not None else None)
     authorization = carrier.get(AUTHORIZATION, "")
     current_token.set(authorization.partition(" ")[2] or None)
-    service, name = _split_method(method)
     parent = propagate.extract(carrier)
+    if method.service in UNTRACED_SERVICES:
+        return _ServerCall(trace.NonRecordingSpan(trace.get_current_span(parent).get_span_context()), method)
     span = telemetry.tracer().start_span(
-        method.lstrip("/"),
+        method.span_name,
         context=parent,
         kind=SpanKind.SERVER,
-        attributes={telemetry.RPC_SYSTEM: "grpc", telemetry.RPC_SERVICE: service, telemetry.RPC_METHOD: name},
+        attributes={
+            telemetry.RPC_SYSTEM: "grpc",
+            telemetry.RPC_SERVICE: method.service,
+            telemetry.RPC_METHOD: method.method,
+        },
     )
-    return span
+    return _ServerCall(span, method)
 
 
-async def _fail(span: trace.Span, error: BaseException, context: grpc.aio.ServicerContext) -> None:
+async def _fail(call: _ServerCall, error: Exception, context: grpc.aio.ServicerContext) -> None:
+    """Leaves through `context.abort` (which raises): a DomainError as its rich status, anything
+    else as INTERNAL with a generic message."""
     if isinstance(error, DomainError):
+        call.span.set_status(Status(StatusCode.ERROR, error.reason))
         status = error.to_status()
-        span.set_attribute(telemetry.RPC_GRPC_STATUS_CODE, error.code.value[0])
-        if error.code not in _CANCELLED_CODES:
-            span.set_status(Status(StatusCode.ERROR, error.reason))
         await context.abort(status.code, status.details, status.trailing_metadata)
     trace_id, _ = telemetry.current_trace_ids()
-    logger.exception("unhandled error in %s (trace_id=%s)", span.name, trace_id or "-")
-    span.set_attribute(telemetry.RPC_GRPC_STATUS_CODE, grpc.StatusCode.INTERNAL.value[0])
-    span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+    logger.exception("unhandled error in %s (trace_id=%s)", call.span.name, trace_id or "-")
+    call.span.set_status(Status(StatusCode.ERROR, type(error).__name__))
     await context.abort(grpc.StatusCode.INTERNAL, "internal error")
 
 
-def _finish(span: trace.Span, context: grpc.aio.ServicerContext, cancelled: bool) -> None:
-    if cancelled or context.cancelled():
-        # A cancelled call is recorded as cancelled, not OK.
-        span.set_attribute(telemetry.RPC_GRPC_STATUS_CODE, grpc.StatusCode.CANCELLED.value[0])
-        span.set_status(Status(StatusCode.ERROR, "CANCELLED"))
+def _failure_code(error: Exception) -> grpc.StatusCode:
+    return error.code if isinstance(error, DomainError) else grpc.StatusCode.INTERNAL
+
+
+def _context_code(context: grpc.aio.ServicerContext, default: grpc.StatusCode) -> grpc.StatusCode:
+    """The code the handler set (`set_code`, `abort`), else `default`."""
+    try:
+        code = context.code()
+    except (AttributeError, NotImplementedError):
+        return default
+    return code if isinstance(code, grpc.StatusCode) else default
+
+
+def _finish(call: _ServerCall, context: grpc.aio.ServicerContext, code: grpc.StatusCode) -> None:
+    if code is not grpc.StatusCode.CANCELLED and context.cancelled():
+        code = grpc.StatusCode.CANCELLED
+    span = call.span
+    span.set_attribute(telemetry.RPC_GRPC_STATUS_CODE, code.value[0])
+    if code is grpc.StatusCode.CANCELLED:
+        telemetry.mark_cancelled(span)
+    elif code is not grpc.StatusCode.OK and span.is_recording():
+        span.set_status(Status(StatusCode.ERROR, code.name))
+    metrics.record_rpc_server_call(
+        service=call.method.service,
+        method=call.method.method,
+        code=code.name,
+        seconds=time.perf_counter() - call.started,
+    )
     span.end()
 
 
-def _wrap_unary(behavior: Callable[..., Awaitable[Any]], method: str, carrier: dict[str, str]):
+def _wrap_unary(behavior: Callable[..., Awaitable[Any]], method: _Method):
     async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        span = _enter_call(method, carrier, context)
-        token = otel_context.attach(trace.set_span_in_context(span))
-        cancelled = False
+        call = _enter_call(method, context)
+        token = otel_context.attach(trace.set_span_in_context(call.span))
+        code = grpc.StatusCode.OK
         try:
-            return await behavior(request, context)
+            response = await behavior(request, context)
+            code = _context_code(context, grpc.StatusCode.OK)
+            return response
         except (grpc.aio.AbortError, grpc.RpcError):
+            code = _context_code(context, grpc.StatusCode.UNKNOWN)
             raise
         except Exception as error:  # every failure leaves as a status
-            await _fail(span, error, context)
+            code = _failure_code(error)
+            await _fail(call, error, context)
         except BaseException:
-            cancelled = True
+            code = grpc.StatusCode.CANCELLED
             raise
         finally:
             otel_context.detach(token)
-            _finish(span, context, cancelled)
+            _finish(call, context, code)
 
     return unary
 
 
-def _wrap_stream(behavior: Callable[..., AsyncIterator[Any]], method: str, carrier: dict[str, str]):
+def _wrap_stream(behavior: Callable[..., AsyncIterator[Any]], method: _Method):
     async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        span = _enter_call(method, carrier, context)
-        token = otel_context.attach(trace.set_span_in_context(span))
-        cancelled = False
+        call = _enter_call(method, context)
+        token = otel_context.attach(trace.set_span_in_context(call.span))
+        code = grpc.StatusCode.OK
         try:
             async for response in behavior(request, context):
                 yield response
+            code = _context_code(context, grpc.StatusCode.OK)
         except (grpc.aio.AbortError, grpc.RpcError):
+            code = _context_code(context, grpc.StatusCode.UNKNOWN)
             raise
         except Exception as error:  # every failure leaves as a status
-            await _fail(span, error, context)
-        except BaseException:
-            cancelled = True
+            code = _failure_code(error)
+            await _fail(call, error, context)
+        except BaseException:  # CancelledError, or GeneratorExit when the stream is closed
+            code = grpc.StatusCode.CANCELLED
             raise
         finally:
             otel_context.detach(token)
-            _finish(span, context, cancelled)
+            _finish(call, context, code)
 
     return stream
 
@@ -177,38 +264,106 @@ def _outgoing(details: grpc.aio.ClientCallDetails, span: trace.Span) -> grpc.aio
     )
 
 
-def _client_span(details: grpc.aio.ClientCallDetails) -> trace.Span:
-    method = details.method.decode() if isinstance(details.method, bytes) else details.method
-    service, name = _split_method(method)
-    return telemetry.tracer().start_span(
-        method.lstrip("/"),
+def _client_span(details: grpc.aio.ClientCallDetails) -> tuple[trace.Span, str, str]:
+    full_method = details.method.decode() if isinstance(details.method, bytes) else details.method
+    service, method = _split_method(full_method)
+    if service in UNTRACED_SERVICES:
+        return trace.NonRecordingSpan(trace.get_current_span().get_span_context()), service, method
+    span = telemetry.tracer().start_span(
+        full_method.lstrip("/"),
         kind=SpanKind.CLIENT,
-        attributes={telemetry.RPC_SYSTEM: "grpc", telemetry.RPC_SERVICE: service, telemetry.RPC_METHOD: name},
+        attributes={
+            telemetry.RPC_SYSTEM: "grpc",
+            telemetry.RPC_SERVICE: service,
+            telemetry.RPC_METHOD: method,
+        },
     )
+    return span, service, method
 
 
-def _end_when_done(span: trace.Span, call: grpc.aio.Call) -> None:
-    def done(finished: grpc.aio.Call) -> None:
-        code = finished.code() if not finished.cancelled() else grpc.StatusCode.CANCELLED
+def _end_when_done(span: trace.Span, call: grpc.aio.Call, service: str, method: str, started: float) -> None:
+    def end(code: grpc.StatusCode) -> None:
         span.set_attribute(telemetry.RPC_GRPC_STATUS_CODE, code.value[0])
-        if code != grpc.StatusCode.OK:
+        if code is grpc.StatusCode.CANCELLED:
+            telemetry.mark_cancelled(span)
+        elif code is not grpc.StatusCode.OK:
             span.set_status(Status(StatusCode.ERROR, code.name))
+        metrics.record_rpc_client_call(
+            service=service, method=method, code=code.name, seconds=time.perf_counter() - started
+        )
         span.end()
+
+    async def end_with_status(finished: grpc.aio.Call) -> None:
+        end(await finished.code())  # done already: returns at once
+
+    def done(finished: grpc.aio.Call) -> None:
+        if finished.cancelled():
+            end(grpc.StatusCode.CANCELLED)
+            return
+        code = _finished_code(finished)
+        if code is not None:
+            end(code)
+        elif not span.is_recording() and not metrics.enabled():
+            span.end()  # nothing would record the code: do not spend a task on reading it
+        else:
+            task = asyncio.get_running_loop().create_task(end_with_status(finished))
+            _pending.add(task)
+            task.add_done_callback(_pending.discard)
 
     call.add_done_callback(done)
 
 
-class ClientInterceptor(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientInterceptor):
-    """Trace context, caller token and remaining deadline on every outgoing call."""
+# Tasks that read finished calls' codes, kept referenced until they end.
+_pending: set[asyncio.Task[None]] = set()
+_STATUS_CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def _finished_code(call: grpc.aio.Call) -> grpc.StatusCode | None:
+    """A finished call's status code, read without a coroutine, or None when it cannot be.
+
+    grpc.aio offers the code only as `await call.code()`; a task per call to await it costs more
+    than the rest of this interceptor. The Cython call object holds the received status once the
+    call is done, so it is read from there (grpcio is pinned); if that ever moves, the caller
+    falls back to the coroutine."""
+    try:
+        return _STATUS_CODES.get(call._cython_call._status.code())  # type: ignore[attr-defined]
+    except AttributeError:
+        return None
+
+
+class _ClientTelemetry:
+    """What every outgoing call gets: a CLIENT span, trace context, the caller's token and
+    remaining deadline, and its duration and code recorded when it ends."""
+
+    async def _intercept(self, continuation, client_call_details, request):
+        started = time.perf_counter()
+        span, service, method = _client_span(client_call_details)
+        try:
+            call = await continuation(_outgoing(client_call_details, span), request)
+        except BaseException:
+            span.end()
+            raise
+        _end_when_done(span, call, service, method, started)
+        return call
+
+
+class UnaryClientInterceptor(_ClientTelemetry, grpc.aio.UnaryUnaryClientInterceptor):
+    """Client telemetry for unary calls."""
 
     async def intercept_unary_unary(self, continuation, client_call_details, request):
-        span = _client_span(client_call_details)
-        call = await continuation(_outgoing(client_call_details, span), request)
-        _end_when_done(span, call)
-        return call
+        return await self._intercept(continuation, client_call_details, request)
+
+
+class StreamClientInterceptor(_ClientTelemetry, grpc.aio.UnaryStreamClientInterceptor):
+    """Client telemetry for server-streaming calls."""
 
     async def intercept_unary_stream(self, continuation, client_call_details, request):
-        span = _client_span(client_call_details)
-        call = await continuation(_outgoing(client_call_details, span), request)
-        _end_when_done(span, call)
-        return call
+        return await self._intercept(continuation, client_call_details, request)
+
+
+def client_interceptors() -> list[grpc.aio.ClientInterceptor]:
+    """The interceptors for a channel to a peer service. Two objects, because grpc.aio files an
+    interceptor under the FIRST client-interceptor interface it implements only: one object
+    implementing both would never see a streaming call (no span, no trace context, no token and
+    no deadline on `Run` or `WatchEvents`)."""
+    return [UnaryClientInterceptor(), StreamClientInterceptor()]
