@@ -91,7 +91,9 @@ class MeshClient:
         if project is None:
             created = (
                 await self.registry.CreateProject(
-                    reg.CreateProjectRequest(project=resources_pb2.Project(name=f"p {suffix}", slug=f"p-{suffix}")),
+                    reg.CreateProjectRequest(
+                        project=resources_pb2.Project(name=f"p {suffix}", slug=f"p-{suffix}")
+                    ),
                     metadata=bearer(token),
                 )
             ).project
