@@ -36,7 +36,7 @@ COPY --from=build /opt/agentmesh /opt/agentmesh
 USER agentmesh:agentmesh
 WORKDIR /home/agentmesh
 # gateway gRPC, registry, memory, executor, gateway HTTP
-EXPOSE 50050 50051 50052 50053 8080
+EXPOSE 50050 50051 50052 50053 8080 9464
 # Every service drains in-flight calls on SIGTERM.
 STOPSIGNAL SIGTERM
 CMD ["agentmesh", "--help"]

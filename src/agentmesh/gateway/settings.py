@@ -14,11 +14,30 @@ class GatewaySettings(ServiceSettings):
     port: int = Field(default=50050, ge=0, le=65535)
     http_host: str = "127.0.0.1"
     http_port: int = Field(default=8080, ge=0, le=65535)
+    # The URL clients reach the HTTP face at (agent cards name it); defaults to the bound address.
+    public_url: str = ""
     registry_address: str = shared("127.0.0.1:50051", "registry_address", service="gateway")
     memory_address: str = shared("127.0.0.1:50052", "memory_address", service="gateway")
+    # Static executors; with discovery on, the registry's pool membership (ListExecutors) is
+    # added to these.
     executor_addresses: list[str] = shared([], "executor_addresses", service="gateway")
+    executor_discovery: bool = Field(
+        default=True, description="also route to executors registered in the registry"
+    )
     jwt_secret: SecretStr = shared(SecretStr(""), "jwt_secret", service="gateway")
+
+    # Limits on what one request may carry.
     max_chat_message_bytes: int = Field(default=256 * 1024, gt=0)
+    max_chat_messages: int = Field(default=256, gt=0, description="messages in one chat completion request")
     max_request_body_bytes: int = Field(default=1 * MiB, gt=0)
+
+    # Per-user rate limit: a token bucket of `rate_limit_burst` requests refilled at
+    # `rate_limit_per_second`. 0 per second disables the limit.
+    rate_limit_per_second: float = Field(default=50.0, ge=0)
+    rate_limit_burst: int = Field(default=200, gt=0)
+
     executor_health_interval_seconds: float = Field(default=2.0, gt=0)
+    executor_refresh_interval_seconds: float = Field(default=5.0, gt=0)
     chat_timeout_seconds: float = Field(default=600.0, gt=0)
+    # How long in-flight HTTP requests (streams included) may take to finish when stopping.
+    http_shutdown_grace_seconds: float = Field(default=5.0, ge=0)

@@ -4,40 +4,124 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from typing import Any
 
 import grpc
 import uvicorn
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from agentmesh import __version__
+from agentmesh.gateway.http.agents import agent_router
+from agentmesh.gateway.http.context import HttpContext, authorize
+from agentmesh.gateway.http.errors import install_error_handlers
+from agentmesh.gateway.http.limits import BodySizeLimit
+from agentmesh.gateway.http.openai import openai_router
+from agentmesh.gateway.http.rest import rest_router
+from agentmesh.gateway.http.schemas import ErrorOut, HealthOut, ReadinessOut
+from agentmesh.gateway.policy import Access, route_rule
 
 logger = logging.getLogger(__name__)
 
+# Every REST route may answer with these; documented so clients (and schema checkers) expect them.
+_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorOut, "description": description}
+    for status, description in {
+        400: "Malformed request",
+        401: "Missing, invalid or expired bearer token",
+        403: "Not allowed for this user",
+        404: "Not found (also for projects the caller may not see)",
+        409: "Conflict: taken name, invalid lifecycle transition",
+        413: "Request too large",
+        422: "Invalid field; the message names it",
+        429: "Rate limited; see Retry-After",
+        503: "A service behind the gateway is unavailable",
+    }.items()
+}
 
-def create_http_app(*, dependencies: Sequence[tuple[str, grpc.aio.Channel]]) -> FastAPI:
-    """`dependencies` are the peers `/readyz` checks: (name, channel) pairs."""
-    app = FastAPI(title="agentmesh gateway", version="0.1.0")
+
+def create_http_app(context: HttpContext, *, max_request_body_bytes: int) -> FastAPI:
+    """The gateway's HTTP face. Every route passes the policy table first (`authorize`)."""
+    app = FastAPI(
+        title="agentmesh gateway",
+        version=__version__,
+        description="REST/JSON API, agent endpoints and the OpenAI-compatible API of agentmesh.",
+        dependencies=[Depends(authorize)],
+    )
+    app.state.context = context
 
     @app.get("/healthz", tags=["health"])
-    async def healthz() -> dict[str, str]:
+    async def healthz() -> HealthOut:
         """Liveness: the gateway process answers."""
-        return {"status": "ok"}
+        return HealthOut(status="ok")
 
-    @app.get("/readyz", tags=["health"])
-    async def readyz() -> JSONResponse:
+    @app.get("/readyz", tags=["health"], responses={503: {"model": ReadinessOut}})
+    async def readyz() -> ReadinessOut:
         """Readiness: every service the gateway depends on reports SERVING."""
-        results = await asyncio.gather(*(_serving(channel) for _, channel in dependencies))
+        results = await asyncio.gather(*(_serving(channel) for _, channel in context.dependencies))
         checks = {
             name: "serving" if ok else "not serving"
-            for (name, _), ok in zip(dependencies, results, strict=True)
+            for (name, _), ok in zip(context.dependencies, results, strict=True)
         }
         ready = all(results)
-        return JSONResponse(
-            {"status": "ready" if ready else "not ready", "checks": checks}, status_code=200 if ready else 503
-        )
+        body = ReadinessOut(status="ready" if ready else "not ready", checks=checks)  # type: ignore[arg-type]
+        if not ready:
+            return JSONResponse(body.model_dump(), status_code=503)  # type: ignore[return-value]
+        return body
 
+    app.include_router(rest_router(), responses=_ERROR_RESPONSES)
+    app.include_router(agent_router(), responses=_ERROR_RESPONSES)
+    app.include_router(openai_router())
+    install_error_handlers(app)
+    app.add_middleware(BodySizeLimit, max_bytes=max_request_body_bytes)
+    _document_security(app)
+    missing = unpoliced_routes(app)
+    if missing:
+        raise RuntimeError(f"routes without an access policy: {missing}")
     return app
+
+
+def route_methods(app: FastAPI) -> list[tuple[str, str]]:
+    """Every (method, path) the app serves, included routers' routes too."""
+    found: list[tuple[str, str]] = []
+    for context in iter_route_contexts(app.routes):
+        path = context.path or ""
+        # `authorize` finds a route's rule by the matched route's own path: it must be the path
+        # the app serves it at (routers carry their prefix themselves, none is added on include).
+        if getattr(context.original_route, "path", path) != path:
+            raise RuntimeError(f"route {path} is included under an extra prefix")
+        found.extend((method, path) for method in sorted(context.methods or ()) if method != "HEAD")
+    return found
+
+
+def unpoliced_routes(app: FastAPI) -> list[tuple[str, str]]:
+    return [(method, path) for method, path in route_methods(app) if route_rule(method, path) is None]
+
+
+def _document_security(app: FastAPI) -> None:
+    """OpenAPI says which routes need the bearer token — derived from the policy table."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        from fastapi.openapi.utils import get_openapi
+
+        schema = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
+        components = schema.setdefault("components", {})
+        components.setdefault("securitySchemes", {})["bearer"] = {"type": "http", "scheme": "bearer"}
+        for path, operations in schema.get("paths", {}).items():
+            for method, operation in operations.items():
+                rule = route_rule(method.upper(), path)
+                if rule is not None and rule.access is not Access.PUBLIC:
+                    operation["security"] = [{"bearer": []}]
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 async def _serving(channel: grpc.aio.Channel) -> bool:
@@ -51,12 +135,18 @@ async def _serving(channel: grpc.aio.Channel) -> bool:
 class HttpServer:
     """uvicorn serving an ASGI app inside the running event loop."""
 
-    def __init__(self, app: FastAPI, *, host: str, port: int) -> None:
+    def __init__(self, app: FastAPI, *, host: str, port: int, shutdown_grace_seconds: float = 5.0) -> None:
         config = uvicorn.Config(
-            app, host=host, port=port, log_level="warning", lifespan="off", access_log=False
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="off",
+            access_log=False,
+            timeout_graceful_shutdown=max(shutdown_grace_seconds, 0.1),
         )
         self._server = uvicorn.Server(config)
-        self._server.install_signal_handlers = lambda: None  # the process owns signal handling
+        self._server.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # the process owns signals
         self._task: asyncio.Task[None] | None = None
         self.host = host
         self.port = port

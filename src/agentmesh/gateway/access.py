@@ -1,0 +1,188 @@
+"""Enforces the policy table (`policy.py`): authenticates callers, applies the per-user rate limit
+and checks roles and project ownership — for gRPC in an interceptor, for HTTP in a dependency,
+both through `AccessGuard`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextvars import ContextVar
+from typing import Any
+
+import grpc
+
+from agentmesh.gateway.errors import (
+    InternalOnly,
+    InvalidRequest,
+    NoPolicy,
+    SessionNotFound,
+    SuperuserRequired,
+)
+from agentmesh.gateway.models import Caller
+from agentmesh.gateway.policy import RPC_POLICY, Access, ProjectTarget, Rule, SessionTarget, Target
+from agentmesh.gateway.ratelimit import RateLimiter
+from agentmesh.memory.client import MemoryClient
+from agentmesh.registry.client import RegistryClient
+from agentmesh.registry.v1 import registry_service_pb2
+from agentmesh.runtime.client import unary
+from agentmesh.runtime.errors import NotFound, Unauthenticated
+from agentmesh.runtime.identity import TokenCodec, bearer_token, current_principal, current_token
+
+# The caller of the gRPC call being served, once the policy let it through.
+_current_caller: ContextVar[Caller | None] = ContextVar("agentmesh_gateway_caller", default=None)
+
+
+def current_caller() -> Caller:
+    """The authorized caller of the gRPC call being served (nobody, on public RPCs)."""
+    return _current_caller.get() or Caller()
+
+
+class AccessGuard:
+    """Decides whether a caller may perform an operation, by its policy rule."""
+
+    def __init__(
+        self, *, tokens: TokenCodec, registry: RegistryClient, memory: MemoryClient, limiter: RateLimiter
+    ) -> None:
+        self._tokens = tokens
+        self._registry = registry
+        self._memory = memory
+        self._limiter = limiter
+
+    def authenticate(self, token: str | None) -> Caller:
+        if not token:
+            raise Unauthenticated("missing bearer token", reason="TOKEN_MISSING")
+        return Caller(self._tokens.verify(token), token)
+
+    async def authorize(self, rule: Rule, token: str | None, subject: Any) -> Caller:
+        """The caller, when `rule` lets it perform the operation on `subject` (the gRPC request,
+        or an HTTP route's path parameters); else raises the DomainError that says why not.
+        Public operations act as nobody: a token sent along is neither checked nor forwarded."""
+        if rule.access is Access.PUBLIC:
+            return Caller()
+        caller = self.authenticate(token)
+        self._limiter.acquire(caller.user_id)
+        if rule.access is Access.SUPERUSER and not caller.is_superuser:
+            raise SuperuserRequired("only superusers may do this")
+        if rule.access is Access.INTERNAL and not (caller.principal and caller.principal.is_system):
+            raise InternalOnly("only the mesh's own services may call this")
+        if rule.access is Access.PROJECT_OWNER and not rule.target_in_body:
+            assert rule.target is not None
+            await self.check_target(caller, rule.target(subject))
+        return caller
+
+    async def check_target(self, caller: Caller, target: Target) -> None:
+        """Raises NOT_FOUND unless the caller may see the project (or the session's project)."""
+        if caller.is_superuser:
+            return
+        if isinstance(target, ProjectTarget):
+            await self._check_project(caller, target)
+        else:
+            await self._check_session(caller, target)
+
+    async def _check_project(self, caller: Caller, target: ProjectTarget) -> None:
+        if not target.id and not target.slug:
+            raise InvalidRequest.field("project_id", "is required")
+        # The registry, acting as the caller, answers NOT_FOUND for projects it may not see.
+        request = registry_service_pb2.GetProjectRequest(id=target.id, slug=target.slug)
+        await unary(self._registry.stub.GetProject, request, metadata=caller.metadata)
+
+    async def _check_session(self, caller: Caller, target: SessionTarget) -> None:
+        if not target.session_id:
+            raise InvalidRequest.field("session_id", "is required")
+        try:
+            session = await self._memory.get_session(target.session_id, metadata=caller.metadata)
+        except NotFound:
+            if target.project_id:  # a session about to be created in the project the request names
+                await self._check_project(caller, ProjectTarget(id=target.project_id))
+                return
+            raise SessionNotFound(target.session_id) from None
+        try:
+            await self._check_project(caller, ProjectTarget(id=session.project_id))
+        except NotFound:
+            # Foreign sessions look exactly like unknown ones.
+            raise SessionNotFound(target.session_id) from None
+
+
+Behavior = Callable[[Any, grpc.aio.ServicerContext], Any]
+
+
+class AuthorizationInterceptor(grpc.aio.ServerInterceptor):
+    """Applies the RPC policy before any servicer or forwarder runs. An RPC without a policy
+    entry is refused. Sits inside the shared server interceptor, which turns the DomainErrors
+    raised here into statuses."""
+
+    def __init__(self, guard: AccessGuard, policy: Mapping[str, Rule] = RPC_POLICY) -> None:
+        self._guard = guard
+        self._policy = policy
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        method = handler_call_details.method
+        rule = self._policy.get(method)
+        if rule is not None and rule.access is Access.PUBLIC and handler.request_streaming:
+            return handler  # server reflection: public, and a bidi stream there is nothing to check in
+        token = bearer_token(handler_call_details.invocation_metadata)
+        authorize = self._authorizer(method, rule, token)
+        if handler.unary_unary:
+            return grpc.unary_unary_rpc_method_handler(
+                _unary(handler.unary_unary, authorize),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(
+                _stream(handler.unary_stream, authorize),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        # Client-streaming RPCs: none is served; refuse rather than serve unchecked.
+        return grpc.stream_stream_rpc_method_handler(
+            _refuse(method),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+    def _authorizer(
+        self, method: str, rule: Rule | None, token: str | None
+    ) -> Callable[[Any], Awaitable[None]]:
+        async def authorize(request: Any) -> None:
+            if rule is None:
+                raise NoPolicy(f"{method} has no access policy and is not served")
+            caller = await self._guard.authorize(rule, token, request)
+            _current_caller.set(caller)
+            current_principal.set(caller.principal)
+            # Calls made on the caller's behalf carry its token, and only that (none when public).
+            current_token.set(caller.token)
+
+        return authorize
+
+
+def _unary(behavior: Behavior, authorize: Callable[[Any], Awaitable[None]]) -> Behavior:
+    async def unary_call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await authorize(request)
+        return await behavior(request, context)
+
+    return unary_call
+
+
+def _stream(behavior: Behavior, authorize: Callable[[Any], Awaitable[None]]) -> Behavior:
+    async def stream_call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        await authorize(request)
+        async for response in behavior(request, context):
+            yield response
+
+    return stream_call
+
+
+def _refuse(method: str) -> Behavior:
+    async def refuse(request_iterator: Any, context: grpc.aio.ServicerContext) -> None:
+        # The shared interceptor leaves streaming-request calls unwrapped: abort here.
+        status = NoPolicy(f"{method} is not served by the gateway").to_status()
+        await context.abort(status.code, status.details, status.trailing_metadata)
+
+    return refuse

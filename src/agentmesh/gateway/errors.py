@@ -1,0 +1,140 @@
+"""The gateway's own errors: each a DomainError with its gRPC code and UPPER_SNAKE reason.
+
+Errors of the services behind the gateway pass through unchanged (same code, reason and field
+violations); these are the ones the gateway raises itself, at the edge.
+"""
+
+from __future__ import annotations
+
+import math
+
+from agentmesh.runtime.errors import (
+    FieldViolation,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    Unavailable,
+)
+
+RETRY_AFTER_SECONDS = "retry_after_seconds"
+
+__all__ = [
+    "RETRY_AFTER_SECONDS",
+    "ExecutorsBusy",
+    "InternalOnly",
+    "InvalidRequest",
+    "MessageTooLarge",
+    "ModelNotFound",
+    "NoExecutor",
+    "NoPolicy",
+    "RateLimited",
+    "RequestTooLarge",
+    "SessionNotFound",
+    "SuperuserRequired",
+    "TooManyMessages",
+]
+
+
+class InvalidRequest(InvalidArgument):
+    """A request field is missing or malformed; the message names the field."""
+
+    @classmethod
+    def field(cls, field: str, description: str) -> InvalidRequest:
+        return cls(f"{field}: {description}", violations=[FieldViolation(field, description)])
+
+
+class RateLimited(ResourceExhausted):
+    """The caller sent more requests than its rate allows; ErrorInfo metadata
+    `retry_after_seconds` (and HTTP `Retry-After`) say when to try again."""
+
+    default_reason = "RATE_LIMITED"
+
+    def __init__(self, retry_after_seconds: float) -> None:
+        seconds = max(1, math.ceil(retry_after_seconds))
+        super().__init__(
+            f"rate limit exceeded; retry in {seconds} s", metadata={RETRY_AFTER_SECONDS: str(seconds)}
+        )
+        self.retry_after_seconds = seconds
+
+
+class ExecutorsBusy(ResourceExhausted):
+    """Every executor that could take the run is at its concurrency cap."""
+
+    default_reason = "EXECUTORS_BUSY"
+
+    def __init__(self, retry_after_seconds: int = 1) -> None:
+        super().__init__(
+            "every executor is at its concurrency cap; retry later",
+            metadata={RETRY_AFTER_SECONDS: str(retry_after_seconds)},
+        )
+
+
+class NoExecutor(Unavailable):
+    default_reason = "NO_EXECUTOR"
+
+
+class RequestTooLarge(ResourceExhausted):
+    default_reason = "REQUEST_TOO_LARGE"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"request body is larger than {limit} bytes", metadata={"max_bytes": str(limit)})
+
+
+class MessageTooLarge(ResourceExhausted):
+    default_reason = "MESSAGE_TOO_LARGE"
+
+    def __init__(self, field: str, limit: int) -> None:
+        super().__init__(
+            f"{field} is larger than {limit} bytes",
+            violations=[FieldViolation(field, f"at most {limit} bytes")],
+            metadata={"max_bytes": str(limit)},
+        )
+
+
+class TooManyMessages(ResourceExhausted):
+    default_reason = "TOO_MANY_MESSAGES"
+
+    def __init__(self, count: int, limit: int) -> None:
+        super().__init__(
+            f"messages holds {count} messages, more than the limit of {limit}",
+            violations=[FieldViolation("messages", f"at most {limit} messages")],
+        )
+
+
+class ModelNotFound(NotFound):
+    """An OpenAI-style model name that names no agent the caller may use."""
+
+    default_reason = "MODEL_NOT_FOUND"
+
+    def __init__(self, model: str) -> None:
+        super().__init__(
+            f"the model {model!r} does not exist or you do not have access to it; "
+            "models are named 'project_slug/agent_name'",
+            violations=[FieldViolation("model", "no such agent")],
+        )
+
+
+class SessionNotFound(NotFound):
+    """Also what callers get for a session of a project they may not see."""
+
+    default_reason = "SESSION_NOT_FOUND"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id!r} not found")
+
+
+class SuperuserRequired(PermissionDenied):
+    default_reason = "SUPERUSER_REQUIRED"
+
+
+class InternalOnly(PermissionDenied):
+    """An RPC that only the mesh's own services may call."""
+
+    default_reason = "INTERNAL_ONLY"
+
+
+class NoPolicy(PermissionDenied):
+    """An operation without an entry in the policy table: refused, never served by default."""
+
+    default_reason = "NO_POLICY"

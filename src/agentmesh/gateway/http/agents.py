@@ -1,0 +1,168 @@
+"""Agent runtime endpoints (DESIGN §6), base `/agents/{project_slug}/{agent_name}`: health, agent
+cards and the agent's memory. Its OpenAI-compatible endpoints live in `openai.py`."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from agentmesh import __version__
+from agentmesh.gateway.errors import SessionNotFound
+from agentmesh.gateway.http import convert, schemas
+from agentmesh.gateway.http.context import HttpContext, authorize, context
+from agentmesh.gateway.models import Caller
+from agentmesh.memory.client import event_type_from_name
+from agentmesh.memory.v1 import memory_service_pb2 as mem
+from agentmesh.registry.v1 import registry_service_pb2 as reg
+from agentmesh.registry.v1 import resources_pb2
+from agentmesh.runtime.errors import NotFound
+
+AGENT_BASE = "/agents/{project_slug}/{agent_name}"
+
+Ctx = Annotated[HttpContext, Depends(context)]
+Auth = Annotated[Caller, Depends(authorize)]
+
+_HEALTH = {
+    resources_pb2.AGENT_STATUS_IDLE: "healthy",
+    resources_pb2.AGENT_STATUS_WORKING: "healthy",
+    resources_pb2.AGENT_STATUS_PAUSED: "paused",
+    resources_pb2.AGENT_STATUS_TERMINATED: "terminated",
+}
+
+
+async def resolve_agent(
+    ctx: HttpContext, caller: Caller, project_slug: str, agent_name: str
+) -> resources_pb2.AgentSpec:
+    """The agent with its type's settings resolved, as the caller may see it (404 otherwise)."""
+    request = reg.ResolveAgentRequest(project_slug=project_slug, agent_name=agent_name)
+    return (await ctx.call(ctx.registry.stub.ResolveAgent, request, caller)).spec
+
+
+def capabilities(spec: resources_pb2.AgentSpec) -> list[str]:
+    """What an agent card claims: every agent streams; tool calling when it has tools; task
+    delegation exactly when it may delegate to another agent."""
+    found = ["streaming"]
+    if spec.tools or spec.mcp_servers:
+        found.append("tool_calling")
+    if spec.network_access:
+        found.append("task_delegation")
+    return found
+
+
+def base_url(ctx: HttpContext, request: Request) -> str:
+    return (ctx.public_url or str(request.base_url)).rstrip("/")
+
+
+def agent_router() -> APIRouter:
+    router = APIRouter(prefix=AGENT_BASE, tags=["agent endpoints"])
+
+    @router.get("/health")
+    async def agent_health(
+        project_slug: str, agent_name: str, ctx: Ctx, caller: Auth
+    ) -> schemas.AgentHealthOut:
+        """Whether the agent takes work: `healthy` (idle or working), `paused` or `terminated`."""
+        spec = await resolve_agent(ctx, caller, project_slug, agent_name)
+        status = _HEALTH.get(spec.agent.status, "unknown")
+        return schemas.AgentHealthOut(status=status, name=spec.agent.name)  # type: ignore[arg-type]
+
+    @router.get("/.well-known/agent")
+    async def agent_card(
+        project_slug: str, agent_name: str, request: Request, ctx: Ctx, caller: Auth
+    ) -> schemas.AgentCardOut:
+        """The agent card: what the agent is and can do."""
+        spec = await resolve_agent(ctx, caller, project_slug, agent_name)
+        return schemas.AgentCardOut(
+            name=spec.agent.name,
+            description=spec.description,
+            url=f"{base_url(ctx, request)}/agents/{spec.project_slug}/{spec.agent.name}",
+            version=__version__,
+            capabilities=capabilities(spec),  # type: ignore[arg-type]
+            skills=list(spec.expertise),
+        )
+
+    @router.get("/.well-known/agent-card.json")
+    async def a2a_agent_card(
+        project_slug: str, agent_name: str, request: Request, ctx: Ctx, caller: Auth
+    ) -> schemas.A2AAgentCard:
+        """The agent card in the shape of the A2A protocol's AgentCard. The agent is reached
+        through its OpenAI-compatible endpoint at `url`."""
+        spec = await resolve_agent(ctx, caller, project_slug, agent_name)
+        base = base_url(ctx, request)
+        url = f"{base}/agents/{spec.project_slug}/{spec.agent.name}"
+        skills = [
+            schemas.A2ASkill(id=_skill_id(topic), name=topic, description=topic, tags=[topic])
+            for topic in spec.expertise
+        ]
+        if spec.network_access:
+            skills.append(
+                schemas.A2ASkill(
+                    id="task_delegation",
+                    name="task delegation",
+                    description="hands sub-tasks to: " + ", ".join(spec.network_access),
+                    tags=["task_delegation"],
+                )
+            )
+        return schemas.A2AAgentCard(
+            protocol_version="0.3.0",
+            name=spec.agent.name,
+            description=spec.description or f"agent {spec.agent.name} of project {spec.project_slug}",
+            url=f"{url}/v1",
+            preferred_transport="HTTP+JSON",
+            version=__version__,
+            provider=schemas.A2AProvider(organization="agentmesh", url=base),
+            capabilities=schemas.A2ACapabilities(
+                streaming=True, push_notifications=False, state_transition_history=True
+            ),
+            security_schemes={"bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}},
+            security=[{"bearer": []}],
+            default_input_modes=["text/plain"],
+            default_output_modes=["text/plain"],
+            skills=skills,
+        )
+
+    @router.get("/memory/events")
+    async def agent_events(
+        project_slug: str,
+        agent_name: str,
+        ctx: Ctx,
+        caller: Auth,
+        session_id: Annotated[str, Query(max_length=128, description="only this session's events")] = "",
+        event_type: Annotated[
+            list[schemas.EventTypeName] | None, Query(description="only these event types (repeatable)")
+        ] = None,
+        page_size: Annotated[int, Query(ge=1, le=1000)] = 100,
+        page_token: Annotated[str, Query(max_length=4096)] = "",
+    ) -> schemas.AgentEventsOut:
+        """The events this agent recorded, across its sessions or in one, in `seq` order."""
+        spec = await resolve_agent(ctx, caller, project_slug, agent_name)
+        if session_id:
+            try:
+                session = await ctx.memory.get_session(session_id, metadata=caller.metadata)
+            except NotFound:
+                raise SessionNotFound(session_id) from None
+            if session.project_id != spec.agent.project_id:
+                raise SessionNotFound(session_id)
+        request = mem.ListEventsRequest(
+            session_id=session_id,
+            # Across sessions the memory service needs the project; within one, the session says it.
+            project_id="" if session_id else spec.agent.project_id,
+            agent=spec.agent.name,
+            event_types=[event_type_from_name(name) for name in event_type or ()],
+            page_size=page_size,
+            page_token=page_token,
+            include_total_size=True,
+        )
+        response = await ctx.call(ctx.memory.stub.ListEvents, request, caller)
+        return schemas.AgentEventsOut(
+            total=response.total_size,
+            events=[convert.event(e) for e in response.events],
+            next_page_token=response.next_page_token,
+        )
+
+    return router
+
+
+def _skill_id(topic: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", topic.lower()).strip("-") or "skill"

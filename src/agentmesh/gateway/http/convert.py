@@ -1,0 +1,252 @@
+"""Pure proto ↔ JSON-model functions for the HTTP face (no I/O)."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+
+from agentmesh.common.v1 import types_pb2
+from agentmesh.gateway.http import schemas
+from agentmesh.memory.client import event_to_dict, session_to_dict
+from agentmesh.memory.v1 import resources_pb2 as memory_pb2
+from agentmesh.registry.v1 import registry_service_pb2 as registry_pb2
+from agentmesh.registry.v1 import resources_pb2 as registry_resources
+
+
+def timestamp(value: timestamp_pb2.Timestamp) -> datetime | None:
+    if value.seconds == 0 and value.nanos == 0:
+        return None
+    return value.ToDatetime(tzinfo=UTC)
+
+
+def _number(value: Any) -> Any:
+    """Struct holds every number as a double: give integral ones back as integers."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _number(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_number(item) for item in value]
+    return value
+
+
+def struct_to_dict(value: struct_pb2.Struct) -> dict[str, Any]:
+    return _number(json_format.MessageToDict(value))
+
+
+def dict_to_struct(value: dict[str, Any]) -> struct_pb2.Struct:
+    struct = struct_pb2.Struct()
+    struct.update(value)
+    return struct
+
+
+def list_to_list_value(items: list[Any]) -> struct_pb2.ListValue:
+    value = struct_pb2.ListValue()
+    value.extend(items)
+    return value
+
+
+def enum_name(value: int, enum: Any, prefix: str) -> str:
+    """`AGENT_KIND_LLM` → `llm`."""
+    return enum.Name(value).removeprefix(prefix).lower()
+
+
+def enum_value(name: str, enum: Any, prefix: str) -> int:
+    return enum.Value(prefix + name.upper())
+
+
+# Identity.
+
+
+def user(value: registry_resources.User) -> schemas.UserOut:
+    return schemas.UserOut(
+        id=value.id,
+        email=value.email,
+        first_name=value.first_name,
+        last_name=value.last_name,
+        is_superuser=value.is_superuser,
+        is_active=value.is_active,
+        created_at=timestamp(value.created_at),
+    )
+
+
+def tokens(value: registry_pb2.Tokens) -> schemas.TokensOut:
+    return schemas.TokensOut(
+        access_token=value.access_token,
+        refresh_token=value.refresh_token,
+        token_type="bearer",
+        expires_in=value.expires_in,
+    )
+
+
+# Agent types.
+
+
+def _mcp_server_proto(value: schemas.McpServerBody) -> registry_resources.McpServer:
+    return registry_resources.McpServer(**value.model_dump())
+
+
+_AGENT_KIND = "AGENT_KIND_"
+
+
+def agent_type_proto(fields: dict[str, Any], *, id: str = "") -> registry_resources.AgentType:
+    """An AgentType holding `fields` (field name → JSON value, as validated by the body model)."""
+    proto = registry_resources.AgentType(id=id)
+    for name, value in fields.items():
+        if name == "model_params":
+            proto.model_params.CopyFrom(dict_to_struct(value))
+        elif name == "mcp_servers":
+            proto.mcp_servers.extend(_mcp_server_proto(schemas.McpServerBody(**s)) for s in value)
+        elif name == "kind":
+            proto.kind = enum_value(value, registry_resources.AgentKind, _AGENT_KIND)
+        elif isinstance(value, list):
+            getattr(proto, name).extend(value)
+        else:
+            setattr(proto, name, value)
+    return proto
+
+
+def agent_type(value: registry_resources.AgentType) -> schemas.AgentTypeOut:
+    kind = value.kind or registry_resources.AGENT_KIND_LLM
+    return schemas.AgentTypeOut(
+        id=value.id,
+        name=value.name,
+        slug=value.slug,
+        description=value.description,
+        expertise=list(value.expertise),
+        personality_prompt=value.personality_prompt,
+        primary_model=value.primary_model,
+        fallback_models=list(value.fallback_models),
+        model_params=struct_to_dict(value.model_params),
+        tools=list(value.tools),
+        mcp_servers=[
+            schemas.McpServerOut(
+                name=s.name,
+                transport=s.transport,
+                command=s.command,
+                args=list(s.args),
+                url=s.url,
+                env=dict(s.env),
+            )
+            for s in value.mcp_servers
+        ],
+        kind=enum_name(kind, registry_resources.AgentKind, _AGENT_KIND),  # type: ignore[arg-type]
+        sub_agents=list(value.sub_agents),
+        max_steps=value.max_steps,
+        max_iterations=value.max_iterations,
+        is_active=value.is_active,
+        created_at=timestamp(value.created_at),
+        updated_at=timestamp(value.updated_at),
+    )
+
+
+# Projects.
+
+
+def project_proto(fields: dict[str, Any], *, id: str = "") -> registry_resources.Project:
+    return registry_resources.Project(id=id, **fields)
+
+
+def project(value: registry_resources.Project) -> schemas.ProjectOut:
+    return schemas.ProjectOut(
+        id=value.id,
+        name=value.name,
+        slug=value.slug,
+        description=value.description,
+        owner_id=value.owner_id,
+        created_at=timestamp(value.created_at),
+        updated_at=timestamp(value.updated_at),
+    )
+
+
+# Agents.
+
+_STRING_LISTS = ("tools", "sub_agents", "network_access")
+
+
+def agent_config_proto(fields: dict[str, Any]) -> registry_resources.AgentConfig:
+    """An AgentConfig with the overrides in `fields` set; None values stay unset."""
+    config = registry_resources.AgentConfig()
+    for name, value in fields.items():
+        if value is None:
+            continue
+        if name == "model_params":
+            config.model_params.CopyFrom(dict_to_struct(value))
+        elif name == "mock_responses":
+            config.mock_responses.CopyFrom(list_to_list_value(value))
+        elif name in _STRING_LISTS:
+            getattr(config, name).CopyFrom(types_pb2.StringList(values=value))
+        else:
+            setattr(config, name, value)
+    return config
+
+
+def agent_config(value: registry_resources.AgentConfig) -> schemas.AgentConfigOut:
+    out: dict[str, Any] = {}
+    for name in ("instructions", "primary_model", "max_steps", "max_iterations"):
+        if value.HasField(name):
+            out[name] = getattr(value, name)
+    if value.HasField("model_params"):
+        out["model_params"] = struct_to_dict(value.model_params)
+    for name in _STRING_LISTS:
+        if value.HasField(name):
+            out[name] = list(getattr(value, name).values)
+    if value.HasField("mock_responses"):
+        out["mock_responses"] = _number(json_format.MessageToDict(value.mock_responses))
+    return schemas.AgentConfigOut(**out)
+
+
+_AGENT_STATUS = "AGENT_STATUS_"
+
+
+def agent_status(value: int) -> str:
+    if value == registry_resources.AGENT_STATUS_UNSPECIFIED:
+        return "idle"
+    return enum_name(value, registry_resources.AgentStatus, _AGENT_STATUS)
+
+
+def agent(value: registry_resources.Agent) -> schemas.AgentOut:
+    return schemas.AgentOut(
+        id=value.id,
+        name=value.name,
+        project_id=value.project_id,
+        agent_type_id=value.agent_type_id,
+        status=agent_status(value.status),  # type: ignore[arg-type]
+        config=agent_config(value.config),
+        tasks_completed=value.tasks_completed,
+        tokens_used=value.tokens_used,
+        cost=value.cost,
+        created_at=timestamp(value.created_at),
+        last_activity_at=timestamp(value.last_activity_at),
+    )
+
+
+def agent_metrics(value: registry_pb2.GetAgentMetricsResponse) -> schemas.AgentMetricsOut:
+    return schemas.AgentMetricsOut(
+        total_instances=value.total_instances,
+        active_instances=value.active_instances,
+        idle_instances=value.idle_instances,
+        total_tasks_completed=value.total_tasks_completed,
+        total_tokens_used=value.total_tokens_used,
+        total_cost_incurred=value.total_cost_incurred,
+    )
+
+
+def pagination(total: int, page: int, page_size: int) -> schemas.Pagination:
+    return schemas.Pagination(
+        total=total, page=page, page_size=page_size, total_pages=math.ceil(total / page_size) if total else 0
+    )
+
+
+# Sessions and events: the memory service's JSON view, checked against the documented models.
+
+
+def session(value: memory_pb2.Session) -> schemas.SessionOut:
+    return schemas.SessionOut(**session_to_dict(value))
+
+
+def event(value: memory_pb2.Event) -> schemas.EventOut:
+    return schemas.EventOut(**event_to_dict(value))

@@ -1,0 +1,155 @@
+"""HTTP errors: the one place where a DomainError becomes an HTTP status, rendered in the two
+shapes the gateway speaks — `{"detail": ...}` on the REST API and OpenAI's
+`{"error": {"message", "type", "param", "code"}}` on the OpenAI-compatible routes, so the official
+clients raise their matching exceptions (AuthenticationError, NotFoundError, RateLimitError, …).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+import grpc
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from agentmesh.gateway.errors import RETRY_AFTER_SECONDS
+from agentmesh.runtime import telemetry
+from agentmesh.runtime.errors import DomainError
+
+logger = logging.getLogger(__name__)
+
+_STATUS_BY_CODE: dict[grpc.StatusCode, int] = {
+    grpc.StatusCode.INVALID_ARGUMENT: 422,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.ALREADY_EXISTS: 409,
+    grpc.StatusCode.FAILED_PRECONDITION: 409,
+    grpc.StatusCode.ABORTED: 409,
+    grpc.StatusCode.OUT_OF_RANGE: 400,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+    grpc.StatusCode.CANCELLED: 499,
+    grpc.StatusCode.UNIMPLEMENTED: 501,
+}
+
+# Reasons whose HTTP status differs from their gRPC code's.
+_STATUS_BY_REASON: dict[str, int] = {
+    "AGENT_TYPE_INACTIVE": 422,  # DESIGN §6: spawning from an inactive type is a 422
+    "REQUEST_TOO_LARGE": 413,
+    "MESSAGE_TOO_LARGE": 413,
+    "TOO_MANY_MESSAGES": 413,
+    "EVENT_TOO_LARGE": 413,
+    "TOO_MANY_EVENTS": 413,
+    "HISTORY_TRIMMED": 410,
+}
+
+_OPENAI_PATH = re.compile(r"^(/agents/[^/]+/[^/]+)?/v1/")
+
+
+def http_status(error: DomainError) -> int:
+    return _STATUS_BY_REASON.get(error.reason) or _STATUS_BY_CODE.get(error.code, 500)
+
+
+def error_headers(error: DomainError, status: int) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    if status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    retry_after = error.metadata.get(RETRY_AFTER_SECONDS)
+    if retry_after:
+        headers["Retry-After"] = retry_after
+    elif status == 429:
+        headers["Retry-After"] = "1"
+    return headers
+
+
+def is_openai_path(path: str) -> bool:
+    return bool(_OPENAI_PATH.match(path))
+
+
+def openai_error_body(error: DomainError, status: int | None = None) -> dict[str, Any]:
+    """OpenAI's error object for a DomainError (also sent as an SSE event when a stream fails)."""
+    status = status or http_status(error)
+    code = error.reason.lower()
+    if status == 401:
+        code = "invalid_api_key"
+    elif status == 429 and error.reason == "RATE_LIMITED":
+        code = "rate_limit_exceeded"
+    return _openai_error(
+        error.message,
+        status=status,
+        param=error.violations[0].field if error.violations else None,
+        code=code,
+    )
+
+
+def _openai_error(message: str, *, status: int, param: str | None, code: str | None) -> dict[str, Any]:
+    kind = "server_error" if status >= 500 else "requests" if status == 429 else "invalid_request_error"
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def error_response(path: str, error: DomainError) -> JSONResponse:
+    """The response for a DomainError on `path`, in that route's shape."""
+    status = http_status(error)
+    if status >= 500:
+        logger.warning("%s failed: %s (%s)", path, error.message, error.reason)
+    body = openai_error_body(error, status) if is_openai_path(path) else {"detail": error.message}
+    return JSONResponse(body, status_code=status, headers=error_headers(error, status))
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Domain errors, validation errors, HTTP errors and crashes, each in the route's shape."""
+
+    @app.exception_handler(DomainError)
+    async def domain_error(request: Request, error: DomainError) -> JSONResponse:
+        return error_response(request.scope["path"], error)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
+        problems = error.errors()
+        if not is_openai_path(request.scope["path"]):
+            return JSONResponse({"detail": _jsonable(problems)}, status_code=422)
+        first = problems[0] if problems else {"loc": (), "msg": "invalid request"}
+        param = ".".join(str(part) for part in first["loc"][1:]) or None
+        message = f"{param}: {first['msg']}" if param else str(first["msg"])
+        return JSONResponse(_openai_error(message, status=422, param=param, code="invalid_request"), 422)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, error: HTTPException) -> JSONResponse:
+        headers = dict(error.headers or {})
+        if not is_openai_path(request.scope["path"]):
+            return JSONResponse({"detail": error.detail}, status_code=error.status_code, headers=headers)
+        body = _openai_error(str(error.detail), status=error.status_code, param=None, code=None)
+        return JSONResponse(body, status_code=error.status_code, headers=headers)
+
+    @app.exception_handler(Exception)
+    async def crash(request: Request, error: Exception) -> JSONResponse:
+        trace_id, _ = telemetry.current_trace_ids()
+        logger.error(
+            "unhandled error in %s %s (trace_id=%s)",
+            request.method,
+            request.scope["path"],
+            trace_id or "-",
+            exc_info=error,
+        )
+        if is_openai_path(request.scope["path"]):
+            return JSONResponse(_openai_error("internal error", status=500, param=None, code=None), 500)
+        return JSONResponse({"detail": "internal error"}, status_code=500)
+
+
+def _jsonable(problems: Any) -> Any:
+    """Validation errors as JSON: pydantic puts the offending exception object in `ctx`."""
+    cleaned = []
+    for problem in problems:
+        problem = dict(problem)
+        if "ctx" in problem:
+            problem["ctx"] = {key: str(value) for key, value in problem["ctx"].items()}
+        problem.pop("input", None)  # never echo what was sent (it may hold a password)
+        cleaned.append(problem)
+    return jsonable_encoder(cleaned)

@@ -1,0 +1,396 @@
+"""The OpenAI-compatible API: chat completions (plain and streamed) and models, at the root
+(`model` = `project_slug/agent_name`) and per agent under `/agents/{project_slug}/{agent_name}`.
+
+What an OpenAI client sees is exactly what OpenAI sends: `chat.completion` objects, or
+`chat.completion.chunk` server-sent events (role first, text deltas, `finish_reason`, a usage
+chunk when `stream_options.include_usage`, then `data: [DONE]`), and OpenAI's error objects. The
+content is the addressed agent's answer only; sub-agents' steps travel on gRPC StreamChat and in
+memory events. Fields of OpenAI's request that agents do not use are accepted and ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Header, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from sse_starlette import EventSourceResponse
+
+from agentmesh.common.v1 import run_pb2
+from agentmesh.gateway.errors import InvalidRequest, ModelNotFound, TooManyMessages
+from agentmesh.gateway.gateway import AnswerStream, run_failure
+from agentmesh.gateway.http.agents import AGENT_BASE, resolve_agent
+from agentmesh.gateway.http.context import HttpContext, authorize, authorize_body, context, until_disconnected
+from agentmesh.gateway.http.convert import timestamp
+from agentmesh.gateway.http.errors import openai_error_body
+from agentmesh.gateway.http.schemas import check_storable
+from agentmesh.gateway.models import AgentRef, Caller
+from agentmesh.registry.v1 import registry_service_pb2 as reg
+from agentmesh.registry.v1 import resources_pb2
+from agentmesh.runtime.errors import DomainError, Internal, InvalidArgument, NotFound
+
+SESSION_HEADER = "X-Session-Id"
+
+Ctx = Annotated[HttpContext, Depends(context)]
+Auth = Annotated[Caller, Depends(authorize)]
+SessionHeader = Annotated[str | None, Header(alias=SESSION_HEADER, description="session to continue")]
+
+
+class _OpenAIModel(BaseModel):
+    # OpenAI's request objects grow all the time: accept what agents do not use, and ignore it.
+    model_config = ConfigDict(extra="allow")
+
+
+class ContentPart(_OpenAIModel):
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(_OpenAIModel):
+    role: str
+    content: str | list[ContentPart] | None = None
+
+
+class StreamOptions(_OpenAIModel):
+    include_usage: bool | None = False
+
+
+class ChatCompletionRequest(_OpenAIModel):
+    model: str = Field(default="", description='"project_slug/agent_name"; ignored on per-agent routes')
+    messages: list[ChatMessage] = Field(min_length=1, description="the last user message is the input")
+    stream: bool | None = False
+    stream_options: StreamOptions | None = None
+    session_id: str | None = Field(
+        default=None, description=f"session to continue (or header {SESSION_HEADER})"
+    )
+
+    @model_validator(mode="after")
+    def _storable(self) -> ChatCompletionRequest:
+        check_storable(self.model, "model")
+        if self.session_id:
+            check_storable(self.session_id, "session_id")
+        for index, message in enumerate(self.messages):
+            check_storable(_text(message), f"messages[{index}].content")
+        return self
+
+
+class CompletionUsage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+    refusal: str | None = None
+
+
+class Choice(BaseModel):
+    index: int
+    message: AssistantMessage
+    logprobs: None = None
+    finish_reason: Literal["stop", "length"]
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[Choice]
+    usage: CompletionUsage
+    system_fingerprint: str | None = None
+
+
+class ChunkDelta(BaseModel):
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+
+
+class ChunkChoice(BaseModel):
+    index: int
+    delta: ChunkDelta
+    logprobs: None = None
+    finish_reason: Literal["stop", "length"] | None = None
+
+
+class ChatCompletionChunk(BaseModel):
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    system_fingerprint: str | None = None
+    choices: list[ChunkChoice]
+    usage: CompletionUsage | None = None
+
+
+class ModelOut(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelOut]
+
+
+class OpenAIError(BaseModel):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class OpenAIErrorOut(BaseModel):
+    error: OpenAIError
+
+
+_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": OpenAIErrorOut, "description": "OpenAI error object"}
+    for status in (400, 401, 403, 404, 409, 413, 422, 429, 503)
+}
+_COMPLETION_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "A chat.completion object, or with `stream: true` server-sent "
+        "chat.completion.chunk events ending with `data: [DONE]`",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        "headers": {
+            SESSION_HEADER: {"description": "the session the chat ran in", "schema": {"type": "string"}}
+        },
+    },
+}
+
+
+def openai_router() -> APIRouter:
+    router = APIRouter(tags=["OpenAI-compatible"], responses=_ERROR_RESPONSES)
+
+    @router.post("/v1/chat/completions", response_model=ChatCompletion, responses=_COMPLETION_RESPONSES)
+    async def chat_completions(
+        body: ChatCompletionRequest,
+        request: Request,
+        ctx: Ctx,
+        caller: Auth,
+        x_session_id: SessionHeader = None,
+    ) -> Response:
+        """Chats with the agent named by `model` (`project_slug/agent_name`)."""
+        if not body.model:
+            raise InvalidRequest.field("model", "is required: 'project_slug/agent_name'")
+        try:
+            ref = AgentRef.parse(body.model, field="model")
+            await authorize_body(request, caller, body)
+        except (InvalidArgument, NotFound):
+            raise ModelNotFound(body.model) from None
+        return await _complete(request, ctx, caller, ref, body, x_session_id)
+
+    @router.get("/v1/models")
+    async def list_models(ctx: Ctx, caller: Auth) -> ModelList:
+        """Every agent the caller may chat with, as a model named `project_slug/agent_name`."""
+        return ModelList(data=[model async for model in _visible_models(ctx, caller)])
+
+    @router.get("/v1/models/{project_slug}/{agent_name}")
+    async def retrieve_model(project_slug: str, agent_name: str, ctx: Ctx, caller: Auth) -> ModelOut:
+        """One agent as a model."""
+        return _model(await _resolve_model(ctx, caller, project_slug, agent_name))
+
+    @router.post(
+        AGENT_BASE + "/v1/chat/completions", response_model=ChatCompletion, responses=_COMPLETION_RESPONSES
+    )
+    async def agent_chat_completions(
+        project_slug: str,
+        agent_name: str,
+        body: ChatCompletionRequest,
+        request: Request,
+        ctx: Ctx,
+        caller: Auth,
+        x_session_id: SessionHeader = None,
+    ) -> Response:
+        """Chats with this agent; `model` is ignored."""
+        return await _complete(request, ctx, caller, AgentRef(project_slug, agent_name), body, x_session_id)
+
+    @router.get(AGENT_BASE + "/v1/models")
+    async def agent_models(project_slug: str, agent_name: str, ctx: Ctx, caller: Auth) -> ModelList:
+        """This agent as the one model of its base URL."""
+        return ModelList(data=[_model(await _resolve_model(ctx, caller, project_slug, agent_name))])
+
+    return router
+
+
+async def _resolve_model(
+    ctx: HttpContext, caller: Caller, project_slug: str, agent_name: str
+) -> resources_pb2.AgentSpec:
+    try:
+        return await resolve_agent(ctx, caller, project_slug, agent_name)
+    except NotFound:
+        raise ModelNotFound(f"{project_slug}/{agent_name}") from None
+
+
+def _model(spec: resources_pb2.AgentSpec) -> ModelOut:
+    return _model_of(spec.project_slug, spec.agent)
+
+
+def _model_of(project_slug: str, agent: resources_pb2.Agent) -> ModelOut:
+    created = timestamp(agent.created_at)
+    return ModelOut(
+        id=f"{project_slug}/{agent.name}",
+        created=int(created.timestamp()) if created else 0,
+        owned_by=project_slug,
+    )
+
+
+async def _visible_models(ctx: HttpContext, caller: Caller) -> AsyncIterator[ModelOut]:
+    projects = reg.ListProjectsRequest(page_size=1000)
+    while True:
+        listed = await ctx.call(ctx.registry.stub.ListProjects, projects, caller)
+        for project in listed.projects:
+            agents = reg.ListAgentsRequest(project_id=project.id, page_size=1000)
+            while True:
+                page = await ctx.call(ctx.registry.stub.ListAgents, agents, caller)
+                for agent in page.agents:
+                    if agent.status != resources_pb2.AGENT_STATUS_TERMINATED:
+                        yield _model_of(project.slug, agent)
+                if not page.next_page_token:
+                    break
+                agents.page_token = page.next_page_token
+        if not listed.next_page_token:
+            return
+        projects.page_token = listed.next_page_token
+
+
+def _text(message: ChatMessage) -> str:
+    if message.content is None or isinstance(message.content, str):
+        return message.content or ""
+    return "".join(part.text or "" for part in message.content if part.type == "text")
+
+
+def _input(ctx: HttpContext, body: ChatCompletionRequest) -> str:
+    """The chat's input: the last user message. The agent keeps the conversation in its session,
+    so earlier messages (and system prompts: the agent has its instructions) are not replayed."""
+    if len(body.messages) > ctx.max_chat_messages:
+        raise TooManyMessages(len(body.messages), ctx.max_chat_messages)
+    for index in range(len(body.messages) - 1, -1, -1):
+        if body.messages[index].role == "user":
+            text = _text(body.messages[index])
+            ctx.chat.check_message(text, field=f"messages[{index}].content")
+            return text
+    raise InvalidRequest.field("messages", "needs a message with role 'user'")
+
+
+async def _complete(
+    request: Request,
+    ctx: HttpContext,
+    caller: Caller,
+    ref: AgentRef,
+    body: ChatCompletionRequest,
+    header_session: str | None,
+) -> Response:
+    text = _input(ctx, body)
+    session_id = ctx.chat.session_id(header_session or body.session_id)
+    headers = {SESSION_HEADER: session_id}
+    completion_id = f"chatcmpl-{session_id[:8]}{int(time.time() * 1000):x}"
+    created = int(time.time())
+    model = str(ref)
+    try:
+        if not body.stream:
+            result = await until_disconnected(request, ctx.chat.chat(caller, ref, text, session_id))
+            usage = result.usage or run_pb2.Usage()
+            completion = ChatCompletion(
+                id=f"chatcmpl-{result.run_id}" if result.run_id else completion_id,
+                created=created,
+                model=model,
+                choices=[
+                    Choice(
+                        index=0,
+                        message=AssistantMessage(content=result.content),
+                        finish_reason="length" if result.max_steps_reached else "stop",
+                    )
+                ],
+                usage=_usage(usage),
+            )
+            return JSONResponse(completion.model_dump(mode="json"), headers=headers)
+        events = ctx.chat.stream_chat(caller, ref, text, session_id)
+        # The run must start before the response does: a refused chat gets its own status.
+        first = await until_disconnected(request, anext(events, None))
+    except NotFound as error:
+        raise ModelNotFound(model) from error
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+    chunks = _chunks(
+        events, first, f"chatcmpl-{first.run_id}" if first else completion_id, created, model, include_usage
+    )
+    return EventSourceResponse(chunks, headers=headers, sep="\n")
+
+
+def _usage(usage: run_pb2.Usage) -> CompletionUsage:
+    return CompletionUsage(
+        prompt_tokens=usage.input_tokens,
+        completion_tokens=usage.output_tokens,
+        total_tokens=usage.input_tokens + usage.output_tokens,
+    )
+
+
+async def _chunks(
+    events: AsyncIterator[run_pb2.RunEvent],
+    first: run_pb2.RunEvent | None,
+    completion_id: str,
+    created: int,
+    model: str,
+    include_usage: bool,
+) -> AsyncIterator[dict[str, str]]:
+    """The SSE events of a streamed completion. Leaving early (the client went away) closes the
+    run's stream, which cancels the run below."""
+    head = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model}
+
+    def chunk(delta: dict[str, str], finish_reason: str | None = None) -> dict[str, str]:
+        data: dict[str, Any] = {
+            **head,
+            "system_fingerprint": None,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+        }
+        if include_usage:
+            data["usage"] = None
+        return {"data": json.dumps(data)}
+
+    answer = AnswerStream()
+    try:
+        yield chunk({"role": "assistant", "content": ""})
+        completed: run_pb2.RunCompleted | None = None
+        async for event in _prepend(first, events):
+            text = answer.feed(event)
+            if text:
+                yield chunk({"content": text})
+            if event.run_id != answer.run_id:
+                continue
+            if event.HasField("run_completed"):
+                completed = event.run_completed
+            elif event.HasField("run_failed"):
+                raise run_failure(event.run_failed)
+        if completed is None:
+            raise Internal("the run ended without an answer")
+        rest = answer.finish(completed.content)
+        if rest:
+            yield chunk({"content": rest})
+        yield chunk({}, "length" if completed.max_steps_reached else "stop")
+        if include_usage:
+            usage = _usage(completed.usage).model_dump()
+            yield {"data": json.dumps({**head, "system_fingerprint": None, "choices": [], "usage": usage})}
+        yield {"data": "[DONE]"}
+    except DomainError as error:
+        yield {"data": json.dumps(openai_error_body(error))}
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]
+
+
+async def _prepend(
+    first: run_pb2.RunEvent | None, rest: AsyncIterator[run_pb2.RunEvent]
+) -> AsyncIterator[run_pb2.RunEvent]:
+    if first is None:
+        return
+    yield first
+    async for event in rest:
+        yield event

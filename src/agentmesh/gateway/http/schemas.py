@@ -1,0 +1,411 @@
+"""The JSON bodies of the REST API and the agent endpoints (DESIGN §6, field names are contract).
+
+Request models reject unknown fields (422) and anything a proto field could not hold — numbers
+outside int32, non-finite floats, NUL characters — so a bad request fails here with a message
+naming the field, never deeper in the mesh.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Annotated, Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agentmesh.memory.client import event_type_names
+
+T = TypeVar("T")
+INT32_MAX = 2**31 - 1
+
+Count = Annotated[int, Field(ge=0, le=INT32_MAX)]
+AgentKindName = Literal["llm", "loop", "sequential", "parallel"]
+AgentStatusName = Literal["idle", "working", "paused", "terminated"]
+# The memory service's event type names, as one Literal so OpenAPI lists them.
+EventTypeName = Literal[tuple(event_type_names())]  # type: ignore[valid-type]
+
+
+def check_storable(value: Any, path: str) -> None:
+    """Raises ValueError naming `path` when a JSON value holds what no proto field can store."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError(f"{path}: must not contain NUL characters")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{path}: must be a finite number")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_storable(key, path)
+            check_storable(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            check_storable(item, f"{path}[{index}]")
+
+
+class RequestBody(BaseModel):
+    """A request body: unknown fields are errors, never silently dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key, value in data.items():
+                check_storable(value, str(key))
+        return data
+
+
+def _unchanged() -> Any:
+    """A PATCH field: absent means unchanged (it never takes this default)."""
+
+    def drop_default(schema: dict[str, Any]) -> None:
+        schema.pop("default", None)
+
+    return Field(default=None, json_schema_extra=drop_default)
+
+
+# Identity.
+
+
+class RegisterRequest(RequestBody):
+    email: str
+    password: str
+    first_name: str = ""
+    last_name: str = ""
+
+
+class LoginRequest(RequestBody):
+    email: str
+    password: str
+
+
+class RefreshRequest(RequestBody):
+    refresh_token: str
+
+
+class TokensOut(BaseModel):
+    access_token: str
+    refresh_token: str
+    token_type: Literal["bearer"] = "bearer"
+    expires_in: int
+
+
+class UserOut(BaseModel):
+    id: str
+    email: str
+    first_name: str
+    last_name: str
+    is_superuser: bool
+    is_active: bool
+    created_at: datetime | None
+
+
+# Agent types.
+
+
+class McpServerBody(RequestBody):
+    name: str
+    transport: str = Field(description='"stdio" or "streamable_http"')
+    command: str = ""
+    args: list[str] = Field(default_factory=list)
+    url: str = ""
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class McpServerOut(BaseModel):
+    name: str
+    transport: str
+    command: str
+    args: list[str]
+    url: str
+    env: dict[str, str]
+
+
+class AgentTypeCreate(RequestBody):
+    name: str
+    slug: str
+    description: str = ""
+    expertise: list[str] = Field(default_factory=list)
+    personality_prompt: str = ""
+    primary_model: str = ""
+    fallback_models: list[str] = Field(default_factory=list)
+    model_params: dict[str, Any] = Field(default_factory=dict)
+    tools: list[str] = Field(default_factory=list)
+    mcp_servers: list[McpServerBody] = Field(default_factory=list)
+    kind: AgentKindName = "llm"
+    sub_agents: list[str] = Field(default_factory=list)
+    max_steps: Count = 0
+    max_iterations: Count = 0
+    is_active: bool = True
+
+
+class AgentTypeUpdate(RequestBody):
+    """Only the fields present change."""
+
+    name: str = _unchanged()
+    slug: str = _unchanged()
+    description: str = _unchanged()
+    expertise: list[str] = _unchanged()
+    personality_prompt: str = _unchanged()
+    primary_model: str = _unchanged()
+    fallback_models: list[str] = _unchanged()
+    model_params: dict[str, Any] = _unchanged()
+    tools: list[str] = _unchanged()
+    mcp_servers: list[McpServerBody] = _unchanged()
+    kind: AgentKindName = _unchanged()
+    sub_agents: list[str] = _unchanged()
+    max_steps: Count = _unchanged()
+    max_iterations: Count = _unchanged()
+    is_active: bool = _unchanged()
+
+
+class AgentTypeOut(BaseModel):
+    id: str
+    name: str
+    slug: str
+    description: str
+    expertise: list[str]
+    personality_prompt: str
+    primary_model: str
+    fallback_models: list[str]
+    model_params: dict[str, Any]
+    tools: list[str]
+    mcp_servers: list[McpServerOut]
+    kind: AgentKindName
+    sub_agents: list[str]
+    max_steps: int
+    max_iterations: int
+    is_active: bool
+    created_at: datetime | None
+    updated_at: datetime | None
+
+
+# Projects.
+
+
+class ProjectCreate(RequestBody):
+    name: str
+    slug: str
+    description: str = ""
+
+
+class ProjectUpdate(RequestBody):
+    """Only the fields present change."""
+
+    name: str = _unchanged()
+    slug: str = _unchanged()
+    description: str = _unchanged()
+
+
+class ProjectOut(BaseModel):
+    id: str
+    name: str
+    slug: str
+    description: str
+    owner_id: str
+    created_at: datetime | None
+    updated_at: datetime | None
+
+
+# Agents.
+
+
+class AgentConfigBody(RequestBody):
+    """Overrides of the agent type; null (or absent) keeps the type's value."""
+
+    instructions: str | None = None
+    primary_model: str | None = None
+    model_params: dict[str, Any] | None = None
+    max_steps: Count | None = None
+    max_iterations: Count | None = None
+    tools: list[str] | None = None
+    sub_agents: list[str] | None = None
+    network_access: list[str] | None = None
+    mock_responses: list[Any] | None = None
+
+
+class AgentConfigOut(BaseModel):
+    """Overrides of the agent type; null where the type's value applies."""
+
+    instructions: str | None = None
+    primary_model: str | None = None
+    model_params: dict[str, Any] | None = None
+    max_steps: int | None = None
+    max_iterations: int | None = None
+    tools: list[str] | None = None
+    sub_agents: list[str] | None = None
+    network_access: list[str] | None = None
+    mock_responses: list[Any] | None = None
+
+
+class AgentCreate(RequestBody):
+    agent_type_id: str
+    project_id: str | None = Field(default=None, description="defaults to the project in the path")
+    name: str
+    config: AgentConfigBody = Field(default_factory=AgentConfigBody)
+
+
+class AgentUpdate(RequestBody):
+    """The config overrides present change; a null override falls back to the type's value."""
+
+    config: AgentConfigBody
+
+
+class AgentOut(BaseModel):
+    id: str
+    name: str
+    project_id: str
+    agent_type_id: str
+    status: AgentStatusName
+    config: AgentConfigOut
+    tasks_completed: int
+    tokens_used: int
+    cost: float
+    created_at: datetime | None
+    last_activity_at: datetime | None
+
+
+class AgentMetricsOut(BaseModel):
+    total_instances: int
+    active_instances: int
+    idle_instances: int
+    total_tasks_completed: int
+    total_tokens_used: int
+    total_cost_incurred: float
+
+
+class MessageOut(BaseModel):
+    message: str
+
+
+# Lists.
+
+
+class Pagination(BaseModel):
+    total: int
+    page: int
+    page_size: int
+    total_pages: int
+
+
+class Page(BaseModel, Generic[T]):
+    data: list[T]
+    pagination: Pagination
+
+
+# Sessions and events.
+
+
+class SessionOut(BaseModel):
+    id: str
+    project_id: str
+    agent: str
+    created_at: datetime | None
+    updated_at: datetime | None
+    last_seq: int
+    first_seq: int
+
+
+class SessionPage(Page[SessionOut]):
+    next_page_token: str = Field(description="token for the next page; empty on the last")
+
+
+class EventOut(BaseModel):
+    """An event (DESIGN §4); links that are not set are null."""
+
+    id: str
+    session_id: str
+    seq: int
+    agent: str
+    event_type: EventTypeName
+    content: str
+    metadata: dict[str, Any]
+    run_id: str | None
+    parent_event_id: str | None
+    delegation_id: str | None
+    trace_id: str | None
+    span_id: str | None
+    created_at: datetime | None
+    idempotency_key: str | None
+
+
+class SessionEventsOut(BaseModel):
+    events: list[EventOut]
+    next_page_token: str = Field(description="token for the next page; empty on the last")
+
+
+class AgentEventsOut(BaseModel):
+    total: int
+    events: list[EventOut]
+    next_page_token: str = Field(description="token for the next page; empty on the last")
+
+
+# Agent runtime endpoints.
+
+
+class AgentHealthOut(BaseModel):
+    status: Literal["healthy", "paused", "terminated", "unknown"]
+    name: str
+
+
+class AgentCardOut(BaseModel):
+    name: str
+    description: str
+    url: str
+    version: str
+    capabilities: list[Literal["streaming", "tool_calling", "task_delegation"]]
+    skills: list[str]
+
+
+class _Camel(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+
+class A2ACapabilities(_Camel):
+    streaming: bool
+    push_notifications: bool = Field(alias="pushNotifications")
+    state_transition_history: bool = Field(alias="stateTransitionHistory")
+
+
+class A2ASkill(_Camel):
+    id: str
+    name: str
+    description: str
+    tags: list[str]
+
+
+class A2AProvider(_Camel):
+    organization: str
+    url: str
+
+
+class A2AAgentCard(_Camel):
+    """An agent card in the shape of the A2A protocol's AgentCard."""
+
+    protocol_version: str = Field(alias="protocolVersion")
+    name: str
+    description: str
+    url: str
+    preferred_transport: str = Field(alias="preferredTransport")
+    version: str
+    provider: A2AProvider
+    capabilities: A2ACapabilities
+    security_schemes: dict[str, dict[str, str]] = Field(alias="securitySchemes")
+    security: list[dict[str, list[str]]]
+    default_input_modes: list[str] = Field(alias="defaultInputModes")
+    default_output_modes: list[str] = Field(alias="defaultOutputModes")
+    skills: list[A2ASkill]
+
+
+class HealthOut(BaseModel):
+    status: str
+
+
+class ReadinessOut(BaseModel):
+    status: Literal["ready", "not ready"]
+    checks: dict[str, Literal["serving", "not serving"]]
+
+
+class ErrorOut(BaseModel):
+    detail: Any

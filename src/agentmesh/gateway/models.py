@@ -1,0 +1,62 @@
+"""The gateway's domain types: who is calling, which agent is addressed, what a chat returned."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agentmesh.common.v1 import run_pb2
+from agentmesh.runtime.errors import FieldViolation, InvalidArgument
+from agentmesh.runtime.identity import AUTHORIZATION, Principal
+
+
+@dataclass(frozen=True)
+class Caller:
+    """An authorized caller: the principal its token carries (None on public operations) and the
+    token itself, which every call the gateway makes on its behalf carries on."""
+
+    principal: Principal | None = None
+    token: str | None = None
+
+    @property
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        return ((AUTHORIZATION, f"Bearer {self.token}"),) if self.token else ()
+
+    @property
+    def user_id(self) -> str:
+        return self.principal.user_id if self.principal else ""
+
+    @property
+    def is_superuser(self) -> bool:
+        return bool(self.principal and self.principal.is_superuser)
+
+
+@dataclass(frozen=True)
+class AgentRef:
+    """An agent as clients name it: `{project_slug}/{agent_name}`."""
+
+    project_slug: str
+    agent_name: str
+
+    @classmethod
+    def parse(cls, text: str, *, field: str = "agent") -> AgentRef:
+        project, slash, agent = text.partition("/")
+        if not slash or not project or not agent or "/" in agent:
+            raise InvalidArgument(
+                f"{field} must be 'project_slug/agent_name', got {text!r}",
+                violations=[FieldViolation(field, "must be 'project_slug/agent_name'")],
+            )
+        return cls(project, agent)
+
+    def __str__(self) -> str:
+        return f"{self.project_slug}/{self.agent_name}"
+
+
+@dataclass
+class ChatResult:
+    """The end of a chat: the addressed agent's answer and its usage."""
+
+    session_id: str
+    run_id: str = ""
+    content: str = ""
+    usage: run_pb2.Usage | None = None
+    max_steps_reached: bool = False

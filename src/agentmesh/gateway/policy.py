@@ -1,0 +1,233 @@
+"""The gateway's authorization policy: for every RPC it serves and every HTTP route, who may call it.
+
+This table is the single place that decides access at the edge. `access.AccessGuard` enforces it
+for gRPC (an interceptor, before any servicer or forwarder runs) and for HTTP (a dependency of
+every route). An operation without an entry is refused, never served by default, and a test
+enumerates every registered RPC and route against it.
+
+The services behind the gateway check again, acting as the caller (the registry answers NOT_FOUND
+for projects the caller may not see): the gateway's check is the first line, not the only one.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from grpc_health.v1 import health_pb2
+from grpc_reflection.v1alpha import reflection_pb2
+
+from agentmesh.gateway.models import AgentRef
+
+
+class Access(enum.StrEnum):
+    """Who may call an operation."""
+
+    PUBLIC = "public"  # anyone, no token
+    AUTHENTICATED = "authenticated"  # any signed-in user
+    SUPERUSER = "superuser"  # superusers only
+    PROJECT_OWNER = "project_owner"  # the owner of the project the request concerns, or a superuser
+    INTERNAL = "internal"  # the mesh's own services (system token) only
+
+
+@dataclass(frozen=True)
+class ProjectTarget:
+    """The project a request concerns, by id or by slug."""
+
+    id: str = ""
+    slug: str = ""
+
+
+@dataclass(frozen=True)
+class SessionTarget:
+    """The session a request concerns; `project_id` is the project the request names for it
+    (appends create sessions), checked when the session does not exist yet."""
+
+    session_id: str
+    project_id: str = ""
+
+
+Target = ProjectTarget | SessionTarget
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One policy entry. For PROJECT_OWNER, `target` finds the project (or session) in the request:
+    a gRPC request message, or an HTTP route's path parameters. `target_in_body` marks HTTP routes
+    whose project is named in the body; their handler checks it once the body is parsed."""
+
+    access: Access
+    target: Callable[[Any], Target] | None = None
+    target_in_body: bool = False
+
+    def __post_init__(self) -> None:
+        if self.access is Access.PROJECT_OWNER and self.target is None:
+            raise ValueError("a PROJECT_OWNER rule needs a target")
+
+
+PUBLIC = Rule(Access.PUBLIC)
+AUTHENTICATED = Rule(Access.AUTHENTICATED)
+SUPERUSER = Rule(Access.SUPERUSER)
+INTERNAL = Rule(Access.INTERNAL)
+
+
+def owner(target: Callable[[Any], Target], *, in_body: bool = False) -> Rule:
+    return Rule(Access.PROJECT_OWNER, target, target_in_body=in_body)
+
+
+def _project_id(field: str) -> Callable[[Any], Target]:
+    """The project named by a request field; dotted paths reach into sub-messages."""
+
+    def target(request: Any) -> Target:
+        value = request
+        for part in field.split("."):
+            value = getattr(value, part)
+        return ProjectTarget(id=value)
+
+    return target
+
+
+def _project_of_agent_ref(request: Any) -> Target:
+    return ProjectTarget(slug=AgentRef.parse(request.agent).project_slug)
+
+
+def _session(request: Any) -> Target:
+    return SessionTarget(request.session_id)
+
+
+def _events_target(request: Any) -> Target:
+    if request.session_id:
+        return SessionTarget(request.session_id)
+    return ProjectTarget(id=request.project_id)
+
+
+def _path_project_id(params: Mapping[str, str]) -> Target:
+    return ProjectTarget(id=params["project_id"])
+
+
+def _path_project_slug(params: Mapping[str, str]) -> Target:
+    return ProjectTarget(slug=params["project_slug"])
+
+
+def _body_model(body: Any) -> Target:
+    return ProjectTarget(slug=AgentRef.parse(body.model, field="model").project_slug)
+
+
+_REGISTRY = "/agentmesh.registry.v1.RegistryService/"
+_MEMORY = "/agentmesh.memory.v1.MemoryService/"
+_GATEWAY = "/agentmesh.gateway.v1.GatewayService/"
+
+
+def _whole_service(descriptor: Any, rule: Rule) -> dict[str, Rule]:
+    return {f"/{descriptor.full_name}/{method.name}": rule for method in descriptor.methods}
+
+
+# Every RPC the gateway's gRPC port serves, by full method name.
+RPC_POLICY: Mapping[str, Rule] = {
+    # Identity.
+    _REGISTRY + "RegisterUser": PUBLIC,
+    _REGISTRY + "Login": PUBLIC,
+    _REGISTRY + "RefreshTokens": PUBLIC,
+    _REGISTRY + "RevokeRefreshToken": PUBLIC,  # the refresh token is the credential
+    _REGISTRY + "GetCurrentUser": AUTHENTICATED,
+    # Agent types: superusers manage them, every signed-in user reads them.
+    _REGISTRY + "CreateAgentType": SUPERUSER,
+    _REGISTRY + "GetAgentType": AUTHENTICATED,
+    _REGISTRY + "ListAgentTypes": AUTHENTICATED,
+    _REGISTRY + "UpdateAgentType": SUPERUSER,
+    _REGISTRY + "DeleteAgentType": SUPERUSER,
+    # Projects and everything in them: their owner (the registry lists only visible projects).
+    _REGISTRY + "CreateProject": AUTHENTICATED,
+    _REGISTRY + "GetProject": owner(lambda r: ProjectTarget(id=r.id, slug=r.slug)),
+    _REGISTRY + "ListProjects": AUTHENTICATED,
+    _REGISTRY + "UpdateProject": owner(_project_id("project.id")),
+    _REGISTRY + "DeleteProject": owner(_project_id("id")),
+    _REGISTRY + "CreateAgent": owner(_project_id("agent.project_id")),
+    _REGISTRY + "GetAgent": owner(_project_id("project_id")),
+    _REGISTRY + "ListAgents": owner(_project_id("project_id")),
+    _REGISTRY + "UpdateAgent": owner(_project_id("agent.project_id")),
+    _REGISTRY + "PauseAgent": owner(_project_id("project_id")),
+    _REGISTRY + "ResumeAgent": owner(_project_id("project_id")),
+    _REGISTRY + "DeleteAgent": owner(_project_id("project_id")),
+    _REGISTRY + "GetAgentMetrics": owner(_project_id("project_id")),
+    # What executors use to run agents and to join the pool (executors call the registry
+    # directly; through the gateway only the mesh's own services may).
+    _REGISTRY + "ResolveAgent": INTERNAL,
+    _REGISTRY + "StartAgentRun": INTERNAL,
+    _REGISTRY + "FinishAgentRun": INTERNAL,
+    _REGISTRY + "RegisterExecutor": INTERNAL,
+    _REGISTRY + "ListExecutors": SUPERUSER,
+    # Memory: the memory service knows no owners, so the gateway resolves the project itself.
+    _MEMORY + "AppendEvents": owner(lambda r: SessionTarget(r.session_id, r.project_id)),
+    _MEMORY + "ListEvents": owner(_events_target),
+    _MEMORY + "WatchEvents": owner(_session),
+    _MEMORY + "GetSession": owner(_session),
+    _MEMORY + "ListSessions": owner(_project_id("project_id")),
+    _MEMORY + "SetRetentionPolicy": owner(_project_id("policy.project_id")),
+    _MEMORY + "GetRetentionPolicy": owner(_project_id("project_id")),
+    # Chat: the owner of the addressed agent's project.
+    _GATEWAY + "Chat": owner(_project_of_agent_ref),
+    _GATEWAY + "StreamChat": owner(_project_of_agent_ref),
+    # Infrastructure every gRPC server has.
+    **_whole_service(health_pb2.DESCRIPTOR.services_by_name["Health"], PUBLIC),
+    **_whole_service(reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"], PUBLIC),
+}
+
+_OWNER_BY_ID = owner(_path_project_id)
+_OWNER_BY_SLUG = owner(_path_project_slug)
+_AGENT = "/agents/{project_slug}/{agent_name}"
+
+# Every HTTP route, by (method, path template). HEAD is treated as GET.
+ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
+    ("GET", "/healthz"): PUBLIC,
+    ("GET", "/readyz"): PUBLIC,
+    ("GET", "/openapi.json"): PUBLIC,
+    ("GET", "/docs"): PUBLIC,
+    ("GET", "/docs/oauth2-redirect"): PUBLIC,
+    ("GET", "/redoc"): PUBLIC,
+    ("POST", "/api/v1/auth/register"): PUBLIC,
+    ("POST", "/api/v1/auth/login"): PUBLIC,
+    # The refresh token in the body is the credential.
+    ("POST", "/api/v1/auth/refresh"): PUBLIC,
+    ("POST", "/api/v1/auth/logout"): PUBLIC,
+    ("GET", "/api/v1/users/me"): AUTHENTICATED,
+    ("POST", "/api/v1/agent-types"): SUPERUSER,
+    ("GET", "/api/v1/agent-types"): AUTHENTICATED,
+    ("GET", "/api/v1/agent-types/{agent_type_id}"): AUTHENTICATED,
+    ("GET", "/api/v1/agent-types/slug/{slug}"): AUTHENTICATED,
+    ("PATCH", "/api/v1/agent-types/{agent_type_id}"): SUPERUSER,
+    ("DELETE", "/api/v1/agent-types/{agent_type_id}"): SUPERUSER,
+    ("POST", "/api/v1/projects"): AUTHENTICATED,
+    ("GET", "/api/v1/projects"): AUTHENTICATED,
+    ("GET", "/api/v1/projects/{project_id}"): _OWNER_BY_ID,
+    ("PATCH", "/api/v1/projects/{project_id}"): _OWNER_BY_ID,
+    ("DELETE", "/api/v1/projects/{project_id}"): _OWNER_BY_ID,
+    ("POST", "/api/v1/projects/{project_id}/agents"): _OWNER_BY_ID,
+    ("GET", "/api/v1/projects/{project_id}/agents"): _OWNER_BY_ID,
+    ("GET", "/api/v1/projects/{project_id}/agents/{agent_id}"): _OWNER_BY_ID,
+    ("PATCH", "/api/v1/projects/{project_id}/agents/{agent_id}"): _OWNER_BY_ID,
+    ("DELETE", "/api/v1/projects/{project_id}/agents/{agent_id}"): _OWNER_BY_ID,
+    ("POST", "/api/v1/projects/{project_id}/agents/{agent_id}/pause"): _OWNER_BY_ID,
+    ("POST", "/api/v1/projects/{project_id}/agents/{agent_id}/resume"): _OWNER_BY_ID,
+    ("GET", "/api/v1/projects/{project_id}/agents/{agent_id}/metrics"): _OWNER_BY_ID,
+    ("GET", "/api/v1/projects/{project_id}/sessions"): _OWNER_BY_ID,
+    ("GET", "/api/v1/projects/{project_id}/sessions/{session_id}/events"): _OWNER_BY_ID,
+    ("GET", _AGENT + "/health"): _OWNER_BY_SLUG,
+    ("GET", _AGENT + "/.well-known/agent"): _OWNER_BY_SLUG,
+    ("GET", _AGENT + "/.well-known/agent-card.json"): _OWNER_BY_SLUG,
+    ("POST", _AGENT + "/v1/chat/completions"): _OWNER_BY_SLUG,
+    ("GET", _AGENT + "/v1/models"): _OWNER_BY_SLUG,
+    ("GET", _AGENT + "/memory/events"): _OWNER_BY_SLUG,
+    # OpenAI-compatible root: the model names the project.
+    ("POST", "/v1/chat/completions"): owner(_body_model, in_body=True),
+    ("GET", "/v1/models"): AUTHENTICATED,
+    ("GET", "/v1/models/{project_slug}/{agent_name}"): _OWNER_BY_SLUG,
+}
+
+
+def route_rule(method: str, path: str) -> Rule | None:
+    """The rule of an HTTP route, HEAD falling back to GET."""
+    method = "GET" if method == "HEAD" else method
+    return ROUTE_POLICY.get((method, path))
