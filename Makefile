@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint protos check-protos buf-lint install clean
+.PHONY: run test lint protos check-protos buf-lint install clean bench bench-smoke
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,14 @@ lint: $(STAMP)
 
 test: $(STAMP) lint check-protos buf-lint
 	$(BIN)/pytest
+
+# Benchmarks against PostgreSQL (bench/, docs/performance.md): `bench` takes a few minutes and
+# writes bench/results/latest.json; `bench-smoke` only checks that every figure is produced.
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+bench-smoke: $(STAMP)
+	$(BIN)/python -m bench --smoke
 
 clean:
 	rm -rf $(VENV) .pytest_cache

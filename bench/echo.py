@@ -1,0 +1,76 @@
+"""The raw gRPC baseline: an echo server and a forwarding proxy, each meant to run as its own OS
+process (`python -m bench.echo server|proxy`), and the client calls the harness makes to them.
+
+No protobuf, no interceptors, no database: bytes in, the same bytes out, through plain `grpc.aio`.
+This is the physical limit a mesh hop is compared with. A process prints
+"echo serving gRPC on HOST:PORT" once it serves, the line `tests.e2e.harness.ServiceProcess`
+waits for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+
+import grpc
+
+METHOD = "/bench.Echo/Echo"
+
+
+def _identity(data: bytes) -> bytes:
+    return data
+
+
+async def _serve(role: str, port: int, upstream: str | None) -> None:
+    server = grpc.aio.server()
+    channel: grpc.aio.Channel | None = None
+    if upstream:
+        channel = grpc.aio.insecure_channel(upstream)
+        forward = channel.unary_unary(METHOD, request_serializer=_identity, response_deserializer=_identity)
+
+        async def handle(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+            return await forward(request)
+
+    else:
+
+        async def handle(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+            return request
+
+    handler = grpc.unary_unary_rpc_method_handler(
+        handle, request_deserializer=_identity, response_serializer=_identity
+    )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("bench.Echo", {"Echo": handler}),))
+    bound = server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    if channel is not None:
+        await channel.channel_ready()
+    print(f"{role} serving gRPC on 127.0.0.1:{bound}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    await server.stop(0.5)
+    if channel is not None:
+        await channel.close()
+
+
+def echo_call(channel: grpc.aio.Channel) -> grpc.aio.UnaryUnaryMultiCallable:
+    """The client side: `await call(payload)` returns the echoed bytes."""
+    return channel.unary_unary(METHOD, request_serializer=_identity, response_deserializer=_identity)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("role", choices=["server", "proxy"])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--upstream", help="host:port the proxy forwards to")
+    args = parser.parse_args()
+    if args.role == "proxy" and not args.upstream:
+        parser.error("a proxy needs --upstream")
+    asyncio.run(_serve(args.role, args.port, args.upstream if args.role == "proxy" else None))
+
+
+if __name__ == "__main__":
+    main()

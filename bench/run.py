@@ -1,0 +1,581 @@
+"""One benchmark run: start the baselines and the mesh as separate processes on loopback, measure
+every figure of issue 8 as a ratio against a baseline measured in the same run, and return the
+results.
+
+Order of work: PostgreSQL (throwaway, from the local binaries, or the server
+`AGENTMESH_TEST_DATABASE_URL` names), the raw gRPC processes (echo server and two proxies), one
+mesh; then the sections below, each of which may fail on its own (its figures are then None with
+the reason) without costing the others. The tracing section starts a second, traced mesh beside
+the first and stops it afterwards; the 1,000-stream section runs last, as it is the heaviest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import statistics
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import grpc
+from sqlalchemy.engine import make_url
+
+from bench import echo, otlp_sink
+from bench.cpu import cpu_per_call
+from bench.mesh import (
+    SERVICES,
+    GrpcChat,
+    HttpChat,
+    MemoryAppender,
+    Mesh,
+    StreamingChat,
+    rss_mb,
+    seed_delegation_chain,
+    start_mesh,
+    wait_quiet,
+)
+from bench.rawdb import BATCH_EVENTS, RawEventWriter, event_json
+from bench.report import REPO, Results, describe_error, machine_info
+from bench.stats import latency_rounds, same_call, throughput, throughput_rounds, warm_up
+from tests.e2e.harness import ServiceProcess
+from tests.mesh import MeshClient, Seeded
+from tests.postgres import fresh_database, libpq_dsn, postgres_server_url
+
+logger = logging.getLogger(__name__)
+
+PAYLOAD = b"x" * 100  # the raw echo's message
+QPS_IN_FLIGHT = 64
+APPEND_WRITERS = 16
+DELEGATION_DEPTH = 4
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much of everything a run measures. Counts are per contender per round."""
+
+    name: str
+    rounds: int  # A/B rounds every comparison is interleaved over
+    latency_calls: int  # one in flight: chat vs chain
+    compare_calls: int  # one in flight: the other A/B comparisons (HTTP, tracing, history)
+    warmup_calls: int
+    burst_seconds: float  # one throughput burst
+    burst_max_calls: int
+    concurrency_levels: tuple[int, ...]  # the chat/chain throughput sweep (details)
+    delegation_calls: int
+    history_long: int  # prior events of the long session (the figure names 10,000)
+    history_short: int
+    history_middle: int  # an extra point for the growth curve (details)
+    streams: int  # concurrent open StreamChat streams (the figure names 1,000)
+    stream_chunks: int
+    stream_chunk_delay_seconds: float
+    stream_channels: int
+    stream_timeout_seconds: float
+
+
+FULL = Plan(
+    name="full",
+    rounds=3,
+    latency_calls=100,
+    compare_calls=60,
+    warmup_calls=10,
+    burst_seconds=3.0,
+    burst_max_calls=20_000,
+    concurrency_levels=(1, 8, 64),
+    delegation_calls=12,
+    history_long=10_000,
+    history_short=10,
+    history_middle=1_000,
+    streams=1000,
+    stream_chunks=6,
+    stream_chunk_delay_seconds=8.0,
+    stream_channels=50,
+    stream_timeout_seconds=300.0,
+)
+
+SMOKE = Plan(
+    name="smoke",
+    rounds=2,
+    latency_calls=5,
+    compare_calls=3,
+    warmup_calls=2,
+    burst_seconds=0.3,
+    burst_max_calls=200,
+    concurrency_levels=(1, 8),
+    delegation_calls=2,
+    history_long=500,
+    history_short=10,
+    history_middle=100,
+    streams=40,
+    stream_chunks=3,
+    stream_chunk_delay_seconds=0.3,
+    stream_channels=4,
+    stream_timeout_seconds=60.0,
+)
+
+
+async def run(plan: Plan, *, log_dir: Path) -> dict[str, Any]:
+    """Measures everything `plan` asks for; returns the results document."""
+    results = Results(plan=plan.name)
+    results.details["plan"] = asdict(plan)
+    started = time.monotonic()
+    async with contextlib.AsyncExitStack() as stack:
+        server_url = stack.enter_context(postgres_server_url())
+        raw_url = await stack.enter_async_context(fresh_database(server_url))
+        mesh_url = await stack.enter_async_context(fresh_database(server_url))
+        postgres_version = await _postgres_version(raw_url)
+        machine = machine_info(postgres_version)
+
+        chain = await stack.enter_async_context(RawChain.start(log_dir))
+        sink = ServiceProcess(
+            "otlp-sink", [sys.executable, "-m", "bench.otlp_sink"], env={}, log_dir=log_dir, cwd=REPO
+        )
+        await sink.start(timeout=30)
+        stack.push_async_callback(sink.stop)
+        traced_url = await stack.enter_async_context(fresh_database(server_url))
+        # Both meshes start together (most of a smoke run's time is starting processes); the
+        # traced one is stopped as soon as the tracing section is done with it.
+        mesh, traced = await asyncio.gather(
+            start_mesh("mesh", database_url=mesh_url, log_dir=log_dir),
+            start_mesh("traced", database_url=traced_url, log_dir=log_dir, extra_env=_exporter_env(sink)),
+            return_exceptions=True,
+        )
+        for started_mesh in (mesh, traced):
+            if isinstance(started_mesh, Mesh):
+                stack.push_async_callback(started_mesh.stop)
+        if isinstance(mesh, BaseException):
+            raise mesh
+        client = mesh.client()
+        stack.push_async_callback(client.close)
+        token = await client.login()
+        assistant = await client.seed_agent(token, name="assistant", mock_responses=["hello, one step"])
+        chat = GrpcChat(mesh.channel(mesh.gateway_address), assistant)
+        await warm_up(chat, plan.warmup_calls)
+
+        await _chat_vs_chain(plan, results, chain, mesh, chat, make_url(server_url).port)
+        # Early, while both meshes hold as little data as each other.
+        await _tracing(plan, results, traced, sink, chat)
+        await _chat_throughput(plan, results, chain, chat)
+        await _http_vs_grpc(plan, results, mesh, assistant, chat)
+        await _delegation(plan, results, mesh, client, token, assistant)
+        await _history(plan, results, mesh, client, token, assistant)
+        await _appends(plan, results, mesh, raw_url, assistant)
+        await _streams(plan, results, mesh, client, token, assistant)
+
+    machine["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    return results.to_json(machine, duration_seconds=round(time.monotonic() - started, 1))
+
+
+# --- the raw gRPC baseline ---------------------------------------------------------------------
+
+
+class RawChain:
+    """The raw echo server and two proxies in front of it, each its own process: `unary` calls
+    the echo directly (one hop), `chain` goes client → proxy → proxy → echo (three hops, as a chat
+    goes client → gateway → executor → registry/memory)."""
+
+    def __init__(self, processes: list[ServiceProcess]) -> None:
+        self._processes = processes
+        server, _, front = processes
+        self._channels = [
+            grpc.aio.insecure_channel(server.grpc_address),
+            grpc.aio.insecure_channel(front.grpc_address),
+        ]
+        self._unary = echo.echo_call(self._channels[0])
+        self._chain = echo.echo_call(self._channels[1])
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def start(cls, log_dir: Path):
+        processes: list[ServiceProcess] = []
+        try:
+            upstream = None
+            for name in ("echo-server", "echo-proxy-2", "echo-proxy-1"):
+                role = ["server"] if upstream is None else ["proxy", "--upstream", upstream]
+                process = ServiceProcess(
+                    name, [sys.executable, "-m", "bench.echo", *role], env={}, log_dir=log_dir, cwd=REPO
+                )
+                processes.append(await process.start(timeout=30))
+                upstream = process.grpc_address
+            chain = cls(processes)
+            yield chain
+            for channel in chain._channels:
+                await channel.close()
+        finally:
+            for process in reversed(processes):
+                await process.stop()
+
+    def pids(self) -> dict[str, list[int]]:
+        return {process.name: [process.pid] for process in self._processes if process.pid is not None}
+
+    async def unary(self) -> None:
+        await self._unary(PAYLOAD, timeout=10)
+
+    async def chain(self) -> None:
+        await self._chain(PAYLOAD, timeout=10)
+
+
+# --- sections ----------------------------------------------------------------------------------
+
+
+async def _chat_vs_chain(
+    plan: Plan, results: Results, chain: RawChain, mesh: Mesh, chat: GrpcChat, postgres_port: int
+) -> None:
+    with results.section("chat latency", ("chat_p50_ratio", "chat_p99_ratio", "delegation_hop_ratio")):
+        await warm_up(chain.unary, plan.warmup_calls)
+        await warm_up(chain.chain, plan.warmup_calls)
+        measured = await latency_rounds(
+            {"unary": chain.unary, "chain": chain.chain, "chat": chat},
+            rounds=plan.rounds,
+            per_round=plan.latency_calls,
+        )
+        unary, hops, chats = measured["unary"], measured["chain"], measured["chat"]
+        results.baselines.update(
+            unary_p50_ms=round(unary.p50_ms, 3),
+            unary_p99_ms=round(unary.p99_ms, 3),
+            chain_p50_ms=round(hops.p50_ms, 3),
+            chain_p99_ms=round(hops.p99_ms, 3),
+            # Two proxies between the client and the echo: what one more process on the path costs.
+            per_hop_ms=round((hops.p50_ms - unary.p50_ms) / 2, 3),
+        )
+        results.details["chat_latency"] = {name: value.summary() for name, value in measured.items()}
+        results.set("chat_p50_ratio", chats.p50_ms / hops.p50_ms)
+        results.set("chat_p99_ratio", chats.p99_ms / hops.p99_ms)
+        # Where the time goes: CPU per call by process (a busy machine stretches latency; it does
+        # not change how much work a chat is).
+        results.details["cpu_ms_per_call"] = {
+            "chain": await cpu_per_call(chain.chain, plan.latency_calls, chain.pids()),
+            "chat": await cpu_per_call(
+                chat,
+                plan.latency_calls,
+                {service: [mesh.pid(service)] for service in SERVICES},
+                postgres_port=postgres_port,
+            ),
+        }
+
+
+async def _chat_throughput(plan: Plan, results: Results, chain: RawChain, chat: GrpcChat) -> None:
+    with results.section("chat throughput", ("chat_qps_ratio",)):
+        sweep: dict[str, dict[str, Any]] = {}
+        for in_flight in sorted({*plan.concurrency_levels, QPS_IN_FLIGHT}):
+            # The figure's level gets every round; the rest of the sweep (details) one.
+            measured = await throughput_rounds(
+                {"unary": same_call(chain.unary), "chain": same_call(chain.chain), "chat": same_call(chat)},
+                rounds=plan.rounds if in_flight == QPS_IN_FLIGHT else 1,
+                in_flight=in_flight,
+                seconds=plan.burst_seconds,
+                max_calls=plan.burst_max_calls,
+            )
+            sweep[str(in_flight)] = {name: value.summary() for name, value in measured.items()}
+            if in_flight == QPS_IN_FLIGHT:
+                if measured["chat"].errors:
+                    raise RuntimeError(
+                        f"{measured['chat'].errors} chats failed: {measured['chat'].first_error}"
+                    )
+                results.baselines.update(
+                    unary_qps_64=round(measured["unary"].per_second, 1),
+                    chain_qps_64=round(measured["chain"].per_second, 1),
+                )
+                results.set("chat_qps_ratio", measured["chat"].per_second / measured["chain"].per_second)
+        results.details["throughput_by_in_flight"] = sweep
+
+
+async def _http_vs_grpc(plan: Plan, results: Results, mesh: Mesh, assistant: Seeded, chat: GrpcChat) -> None:
+    with results.section("http vs grpc", ("http_vs_grpc",)):
+        http = HttpChat(mesh.http(), assistant)
+        await warm_up(http, plan.warmup_calls)
+        measured = await latency_rounds(
+            {"grpc": chat, "http": http}, rounds=plan.rounds, per_round=plan.compare_calls
+        )
+        results.details["http_vs_grpc"] = {name: value.summary() for name, value in measured.items()}
+        results.set("http_vs_grpc", measured["http"].p50_ms / measured["grpc"].p50_ms)
+
+
+async def _delegation(
+    plan: Plan, results: Results, mesh: Mesh, client: MeshClient, token: str, project: Seeded
+) -> None:
+    with results.section("delegation", ("delegation_hop_ratio",)):
+        hop_agents = await seed_delegation_chain(client, token, depth=DELEGATION_DEPTH, project=project)
+        channel = mesh.channel(mesh.gateway_address)
+        # Chatting with hop{D-k} delegates k levels down the chain.
+        by_depth = {
+            str(depth): GrpcChat(channel, hop_agents[DELEGATION_DEPTH - depth], delegations=depth)
+            for depth in range(DELEGATION_DEPTH + 1)
+        }
+        for call in by_depth.values():
+            await warm_up(call, max(1, plan.warmup_calls // 4))
+        measured = await latency_rounds(by_depth, rounds=plan.rounds, per_round=plan.delegation_calls)
+        depths = [int(depth) for depth in measured]
+        p50s = [measured[str(depth)].p50_ms for depth in depths]
+        slope, intercept, r_squared = _linear_fit(depths, p50s)
+        increments = [later - earlier for earlier, later in itertools.pairwise(p50s)]
+        # Linear: every level adds about the same (within half the mean step either way).
+        linear = slope > 0 and all(abs(step - slope) <= 0.5 * slope for step in increments)
+        per_hop = results.baselines.get("per_hop_ms")
+        results.details["delegation"] = {
+            "p50_ms_by_depth": {str(d): round(p, 3) for d, p in zip(depths, p50s, strict=True)},
+            "p99_ms_by_depth": {d: round(m.p99_ms, 3) for d, m in measured.items()},
+            "added_p50_ms_per_level": round(slope, 3),
+            "increments_ms": [round(step, 3) for step in increments],
+            "intercept_ms": round(intercept, 3),
+            "r_squared": round(r_squared, 4),
+        }
+        services = {service: [mesh.pid(service)] for service in SERVICES}
+        results.details["delegation"]["cpu_ms_per_chat_by_depth"] = {
+            str(depth): await cpu_per_call(by_depth[str(depth)], plan.delegation_calls, services)
+            for depth in (0, DELEGATION_DEPTH)
+        }
+        results.checks["delegation_linear"] = linear
+        if not per_hop or per_hop <= 0:
+            raise RuntimeError(f"no usable raw per-hop increment ({per_hop!r}) from the chat latency section")
+        results.set("delegation_hop_ratio", slope / per_hop)
+
+
+async def _history(
+    plan: Plan, results: Results, mesh: Mesh, client: MeshClient, token: str, project: Seeded
+) -> None:
+    with results.section("history", ("history_ratio",)):
+        historian = await client.seed_agent(
+            token, name="historian", mock_responses=["noted"], project=project
+        )
+        appender = MemoryAppender(
+            mesh.channel(mesh.memory_address), project_id=historian.project_id, content=event_json()
+        )
+        sizes = sorted({plan.history_short, plan.history_middle, plan.history_long})
+        sessions: dict[str, str] = {}
+        for size in sizes:
+            session = f"bench-history-{size}-{uuid.uuid4().hex[:8]}"
+            await appender.fill(session, agent=historian.agent_name, events=size)
+            sessions[str(size)] = session
+        chat = GrpcChat(mesh.channel(mesh.gateway_address), historian)
+
+        def in_session(session: str):
+            return lambda: chat(session)
+
+        contenders = {size: in_session(session) for size, session in sessions.items()}
+        for call in contenders.values():
+            await warm_up(call, max(1, plan.warmup_calls // 4))
+        measured = await latency_rounds(contenders, rounds=plan.rounds, per_round=plan.compare_calls)
+        results.details["history"] = {f"{size}_events": m.summary() for size, m in measured.items()}
+        long, short = measured[str(plan.history_long)], measured[str(plan.history_short)]
+        results.set("history_ratio", long.p50_ms / short.p50_ms)
+
+
+async def _appends(plan: Plan, results: Results, mesh: Mesh, raw_url: str, project: Seeded) -> None:
+    with results.section("appends", ("append_single_ratio", "append_concurrent_ratio")):
+        raw = await RawEventWriter.connect(libpq_dsn(raw_url), connections=APPEND_WRITERS)
+        try:
+            channel = mesh.channel(mesh.memory_address)
+            appender = MemoryAppender(channel, project_id=project.project_id, content=raw.content)
+            # Each writer its own session, created by its first append (not timed).
+            mesh_sessions = [appender.session() for _ in range(APPEND_WRITERS)]
+            for append in mesh_sessions:
+                await append()
+            single = await throughput_rounds(
+                {"raw": same_call(raw.single()), "mesh": same_call(mesh_sessions[0])},
+                rounds=plan.rounds,
+                in_flight=1,
+                seconds=plan.burst_seconds,
+                max_calls=plan.burst_max_calls,
+            )
+            concurrent = await throughput_rounds(
+                {"raw": raw.concurrent(), "mesh": lambda worker: mesh_sessions[worker]},
+                rounds=plan.rounds,
+                in_flight=APPEND_WRITERS,
+                seconds=plan.burst_seconds,
+                max_calls=plan.burst_max_calls,
+            )
+            batched = await throughput(
+                same_call(raw.batched()),
+                in_flight=1,
+                seconds=plan.burst_seconds,
+                max_calls=max(1, plan.burst_max_calls // BATCH_EVENTS),
+            )
+        finally:
+            await raw.close()
+        for measured in (single, concurrent):
+            if measured["mesh"].errors:
+                raise RuntimeError(
+                    f"{measured['mesh'].errors} appends failed: {measured['mesh'].first_error}"
+                )
+        results.baselines.update(
+            asyncpg_single_events_per_s=round(single["raw"].per_second, 1),
+            asyncpg_16_connections_events_per_s=round(concurrent["raw"].per_second, 1),
+            asyncpg_batched_100_events_per_s=round(batched.per_second * BATCH_EVENTS, 1),
+        )
+        results.details["appends"] = {
+            "single": {name: m.summary() for name, m in single.items()},
+            "concurrent_16": {name: m.summary() for name, m in concurrent.items()},
+        }
+        # What one gRPC call per event allows at best: the raw insert plus one unary round trip
+        # (sequential), or the raw gRPC unary rate (concurrent) — against the raw inserts.
+        unary_ms, unary_qps = results.baselines.get("unary_p50_ms"), results.baselines.get("unary_qps_64")
+        if unary_ms and unary_qps:
+            raw_single_ms = 1000 / single["raw"].per_second
+            results.details["appends"]["ceiling_with_one_grpc_call_per_event"] = {
+                "append_single_ratio": round(raw_single_ms / (raw_single_ms + unary_ms), 3),
+                "append_concurrent_ratio": round(min(1.0, unary_qps / concurrent["raw"].per_second), 3),
+            }
+        results.set("append_single_ratio", single["mesh"].per_second / single["raw"].per_second)
+        results.set("append_concurrent_ratio", concurrent["mesh"].per_second / concurrent["raw"].per_second)
+
+
+def _exporter_env(sink: ServiceProcess) -> dict[str, str]:
+    """OTLP export to the sink. The batch processor keeps its defaults (5 s schedule, 512 spans
+    a batch): what production runs with; nothing is tuned for the benchmark."""
+    return {
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{sink.grpc_address}",
+        "OTEL_EXPORTER_OTLP_INSECURE": "true",
+    }
+
+
+async def _tracing(
+    plan: Plan, results: Results, traced: Mesh | BaseException, sink: ServiceProcess, chat: GrpcChat
+) -> None:
+    with results.section("tracing", ("tracing_overhead",)):
+        if isinstance(traced, BaseException):
+            raise RuntimeError(f"the traced mesh did not start: {describe_error(traced)}") from traced
+        try:
+            traced_client = traced.client()
+            try:
+                traced_token = await traced_client.login()
+                traced_agent = await traced_client.seed_agent(
+                    traced_token, name="assistant", mock_responses=["hello, one step"]
+                )
+            finally:
+                await traced_client.close()
+            traced_chat = GrpcChat(traced.channel(traced.gateway_address), traced_agent)
+            await warm_up(traced_chat, plan.warmup_calls)
+            measured = await latency_rounds(
+                {"off": chat, "on": traced_chat}, rounds=plan.rounds, per_round=plan.compare_calls
+            )
+            # The same chat's CPU with tracing on, by service: the cost latency hides in noise.
+            cpu_traced = await cpu_per_call(
+                traced_chat, plan.latency_calls, {service: [traced.pid(service)] for service in SERVICES}
+            )
+            exports, size = await _exported(sink.grpc_address)
+        finally:
+            await traced.stop()  # its memory and CPU are not the streams section's
+        if not exports:
+            raise RuntimeError("tracing was on, but the OTLP sink received no export")
+        results.details["tracing"] = {
+            **{name: m.summary() for name, m in measured.items()},
+            "cpu_ms_per_chat_traced": cpu_traced,
+            "otlp_exports": exports,
+            "otlp_bytes": size,
+        }
+        results.set("tracing_overhead", measured["on"].p50_ms / measured["off"].p50_ms)
+
+
+async def _exported(address: str, *, wait_seconds: float = 12.0) -> tuple[int, int]:
+    """What the sink received, waiting for the batch processors' schedule (5 s by default)."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        exports, size = await otlp_sink.received(address)
+        if exports or time.monotonic() > deadline:
+            return exports, size
+        await asyncio.sleep(0.5)
+
+
+async def _streams(
+    plan: Plan, results: Results, mesh: Mesh, client: MeshClient, token: str, project: Seeded
+) -> None:
+    keys = ("streams_1000_errors", "streams_1000_rss_mb")
+    with results.section("streams", keys):
+        chunk = "streamed text " * 4  # under the mock's 64-character chunk size: one chunk each
+        script = [{"content": chunk * plan.stream_chunks, "delay_seconds": plan.stream_chunk_delay_seconds}]
+        streamer = await client.seed_agent(token, name="streamer", mock_responses=script, project=project)
+        await wait_quiet()
+        pids = {service: mesh.pid(service) for service in ("gateway", "executor")}
+        rss_before = {service: round(rss_mb(pid), 1) for service, pid in pids.items()}
+        channels = [mesh.channel(mesh.gateway_address) for _ in range(plan.stream_channels)]
+        chats = [StreamingChat(channel, streamer) for channel in channels]
+        running = peak_running = 0
+        errors: list[str] = []
+        peak_rss = 0.0
+        all_running_at: float | None = None
+        done = asyncio.Event()
+        begin = time.monotonic()
+
+        def started() -> None:
+            nonlocal running, peak_running, all_running_at
+            running += 1
+            peak_running = max(peak_running, running)
+            if running == plan.streams and all_running_at is None:
+                all_running_at = time.monotonic() - begin
+
+        async def one(number: int) -> None:
+            nonlocal running
+            chat = chats[number % len(chats)]
+            opened = False
+
+            def on_first_event() -> None:
+                nonlocal opened
+                opened = True
+                started()
+
+            try:
+                await chat(on_first_event, timeout=plan.stream_timeout_seconds)
+            except Exception as error:  # every failure counts; the first few are kept
+                errors.append(describe_error(error))
+            finally:
+                if opened:
+                    running -= 1
+
+        async def sample_rss() -> None:
+            nonlocal peak_rss
+            while not done.is_set():
+                peak_rss = max(peak_rss, sum(rss_mb(pid) for pid in pids.values()))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(done.wait(), 0.2)
+
+        sampler = asyncio.create_task(sample_rss())
+        try:
+            await asyncio.gather(*(one(number) for number in range(plan.streams)))
+        finally:
+            done.set()
+            await sampler
+        results.details["streams"] = {
+            "streams": plan.streams,
+            # Streams that had their run started (first event) and not yet ended, at most at once.
+            "peak_running": peak_running,
+            "all_running_after_seconds": None if all_running_at is None else round(all_running_at, 2),
+            "errors": len(errors),
+            "first_errors": errors[:5],
+            "seconds": round(time.monotonic() - begin, 2),
+            "stream_life_seconds": plan.stream_chunks * plan.stream_chunk_delay_seconds,
+            "rss_mb_before": rss_before,
+            "rss_mb_after": {service: round(rss_mb(pid), 1) for service, pid in pids.items()},
+            "peak_rss_mb_gateway_plus_executor": round(peak_rss, 1),
+        }
+        results.checks["streams_all_open_at_once"] = peak_running == plan.streams
+        results.set("streams_1000_errors", len(errors), digits=0)
+        results.set("streams_1000_rss_mb", peak_rss, digits=1)
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def _linear_fit(xs: list[int], ys: list[float]) -> tuple[float, float, float]:
+    """Least-squares slope, intercept and R² of ys over xs."""
+    slope, intercept = statistics.linear_regression(xs, ys)
+    mean = statistics.fmean(ys)
+    total = sum((y - mean) ** 2 for y in ys)
+    residual = sum((y - (slope * x + intercept)) ** 2 for x, y in zip(xs, ys, strict=True))
+    return slope, intercept, 1 - residual / total if total else 1.0
+
+
+async def _postgres_version(url: str) -> str:
+    connection = await asyncpg.connect(libpq_dsn(url))
+    try:
+        return str(await connection.fetchval("SHOW server_version"))
+    finally:
+        await connection.close()
