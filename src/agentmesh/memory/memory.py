@@ -147,8 +147,13 @@ class EventLog:
         result holds the stored ones in their place."""
         self._validate_append(session_id, project_id, events, expected_last_seq)
         keys = [event.idempotency_key for event in events if event.idempotency_key]
-        for _ in range(_APPEND_ATTEMPTS):
-            known = await self._store.events_by_idempotency_key(session_id, keys) if keys else {}
+        # Optimistic: the first attempt writes without looking the keys up (a retry is rare, and
+        # the unique index on the keys catches it: nothing is written then). Only an attempt after
+        # a key collision — or after expected_last_seq failed, which a retry of an applied append
+        # must not see — looks them up and answers with the stored events.
+        look_up = False
+        for _ in range(_APPEND_ATTEMPTS + 1):
+            known = await self._store.events_by_idempotency_key(session_id, keys) if look_up else {}
             session: Session | None = None
             if known:
                 # Repeated keys: the session exists. Whose is it, before saying anything of its events?
@@ -187,7 +192,16 @@ class EventLog:
                     session_id, project_id, fresh, now=self._clock(), admit=admit
                 )
             except IdempotencyKeyRace:
+                look_up = True
                 continue
+            except ExpectedLastSeqMismatch:
+                if keys and not look_up:
+                    look_up = True
+                    continue
+                metrics.record_memory_append(
+                    seconds=time.perf_counter() - started, events=len(fresh), outcome="error"
+                )
+                raise
             except BaseException:
                 metrics.record_memory_append(
                     seconds=time.perf_counter() - started, events=len(fresh), outcome="error"

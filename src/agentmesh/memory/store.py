@@ -243,6 +243,9 @@ class SqlEventStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
         self._postgres = engine.dialect.name == "postgresql"
+        # Every read here is one statement: run outside an explicit transaction, it spares the
+        # BEGIN and ROLLBACK round trips (the statement is its own snapshot).
+        self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")
         # SQLite has one writer per database. Queueing this process's writers here is free, and
         # spares them SQLite's busy-wait backoff (the busy timeout still covers other processes).
         self._sqlite_writer = None if self._postgres else asyncio.Lock()
@@ -321,7 +324,7 @@ class SqlEventStore:
         query = sa.select(*_EVENT_COLUMNS).where(
             event_table.c.session_id == session_id, event_table.c.idempotency_key.in_(list(keys))
         )
-        async with self._engine.connect() as connection:
+        async with self._reader.connect() as connection:
             rows = (await connection.execute(query)).all()
         found = [_event(row) for row in rows]
         return {event.idempotency_key: event for event in found}
@@ -330,7 +333,7 @@ class SqlEventStore:
 
     async def get_session(self, session_id: str) -> Session | None:
         query = sa.select(*_SESSION_COLUMNS).where(session_table.c.id == session_id)
-        async with self._engine.connect() as connection:
+        async with self._reader.connect() as connection:
             row = (await connection.execute(query)).first()
         return _session(row) if row is not None else None
 
@@ -348,13 +351,13 @@ class SqlEventStore:
             conditions.append(position < value if query.descending else position > value)
         order = [column.desc() for column in key] if query.descending else list(key)
         statement = sa.select(*_EVENT_COLUMNS).where(*conditions).order_by(*order).limit(limit)
-        async with self._engine.connect() as connection:
+        async with self._reader.connect() as connection:
             rows = (await connection.execute(statement)).all()
         return [_event(row) for row in rows]
 
     async def count_events(self, query: EventQuery) -> int:
         statement = sa.select(sa.func.count()).select_from(event_table).where(*_event_conditions(query))
-        async with self._engine.connect() as connection:
+        async with self._reader.connect() as connection:
             return int((await connection.execute(statement)).scalar_one())
 
     async def list_sessions(
@@ -368,7 +371,7 @@ class SqlEventStore:
                 < sa.tuple_(sa.literal(after[0], _TIME), sa.literal(after[1], _ID))
             )
         statement = statement.order_by(c.updated_at.desc(), c.id.desc()).limit(limit)
-        async with self._engine.connect() as connection:
+        async with self._reader.connect() as connection:
             rows = (await connection.execute(statement)).all()
         return [_session(row) for row in rows]
 
@@ -378,7 +381,7 @@ class SqlEventStore:
             .select_from(session_table)
             .where(session_table.c.project_id == project_id)
         )
-        async with self._engine.connect() as connection:
+        async with self._reader.connect() as connection:
             return int((await connection.execute(statement)).scalar_one())
 
     # --- retention ---------------------------------------------------------------------------
@@ -388,7 +391,7 @@ class SqlEventStore:
         statement = sa.select(c.project_id, c.max_age_seconds, c.max_events_per_session).where(
             c.project_id == project_id
         )
-        async with self._engine.connect() as connection:
+        async with self._reader.connect() as connection:
             row = (await connection.execute(statement)).first()
         if row is None:
             return None
@@ -416,7 +419,7 @@ class SqlEventStore:
             .where(sa.or_(c.max_age_seconds > 0, c.max_events_per_session > 0))
             .order_by(c.project_id)
         )
-        async with self._engine.connect() as connection:
+        async with self._reader.connect() as connection:
             rows = (await connection.execute(statement)).all()
         return [
             RetentionPolicy(project_id=row[0], max_age_seconds=row[1], max_events_per_session=row[2])
@@ -446,7 +449,7 @@ class SqlEventStore:
             .order_by(c.id)
             .limit(limit)
         )
-        async with self._engine.connect() as connection:
+        async with self._reader.connect() as connection:
             rows = (await connection.execute(statement)).all()
         return [_session(row) for row in rows]
 
@@ -461,7 +464,7 @@ class SqlEventStore:
             .order_by(event_table.c.seq)
             .limit(limit)
         )
-        async with self._engine.connect() as connection:
+        async with self._reader.connect() as connection:
             rows = (await connection.execute(statement)).all()
         end = from_seq
         for seq, created_at in rows:

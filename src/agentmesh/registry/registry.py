@@ -44,7 +44,7 @@ from agentmesh.registry.models import (
     Slice,
 )
 from agentmesh.registry.pagination import PageTokens
-from agentmesh.registry.store import DuplicateRequest, RegistryStore, StoreTransaction
+from agentmesh.registry.store import DuplicateRequest, RegistryStore, StoreTransaction, Visibility
 from agentmesh.registry.validation import (
     DEFAULT_MAX_STEPS,
     check_agent_config,
@@ -317,12 +317,12 @@ class AgentRegistry:
         retried call) counts it once."""
         _raise_if(_required("agent_id", agent_id) + _required("run_id", run_id))
         now = self._now()
-        async with self._store.write() as tx:
-            agent = await self._agent_by_id(tx, principal, agent_id)
-            started = run_started(agent, now)
-            if not await tx.add_run(agent_id, run_id, now):
-                return agent
-            return await tx.update_agent(started)
+        change = await self._store.start_run(_visibility(principal), agent_id, run_id, now)
+        if change is None:
+            raise AgentNotFound("agent not found")
+        if not change.changed:
+            run_started(change.agent, now)  # raises when paused or terminated; else a retried start
+        return change.agent
 
     async def finish_run(
         self,
@@ -343,14 +343,18 @@ class AgentRegistry:
         if cost < 0:
             violations.append(FieldViolation("cost", "must not be negative"))
         _raise_if(violations)
-        now = self._now()
-        async with self._store.write() as tx:
-            agent = await self._agent_by_id(tx, principal, agent_id)
-            if not await tx.remove_run(agent_id, run_id):
-                return agent
-            return await tx.update_agent(
-                run_finished(agent, now, completed=completed, tokens_used=tokens_used, cost=cost)
-            )
+        change = await self._store.finish_run(
+            _visibility(principal),
+            agent_id,
+            run_id,
+            self._now(),
+            completed=completed,
+            tokens_used=tokens_used,
+            cost=cost,
+        )
+        if change is None:
+            raise AgentNotFound("agent not found")
+        return change.agent
 
     async def register_executor(self, executor_id: str, address: str) -> Executor:
         _raise_if(_required("executor.id", executor_id) + _required("executor.address", address))
@@ -391,15 +395,6 @@ class AgentRegistry:
         await self._project(tx, principal, project_id)
         agent = await tx.get_agent(agent_id=agent_id, for_update=for_update)
         if agent is None or agent.project_id != project_id:
-            raise AgentNotFound("agent not found")
-        return agent
-
-    async def _agent_by_id(self, tx: StoreTransaction, principal: Principal, agent_id: str) -> Agent:
-        agent = await tx.get_agent(agent_id=agent_id, for_update=True)
-        if agent is None:
-            raise AgentNotFound("agent not found")
-        project = await tx.get_project(project_id=agent.project_id)
-        if project is None or not may_see(principal, project):
             raise AgentNotFound("agent not found")
         return agent
 
@@ -491,6 +486,11 @@ def resolve(agent: Agent, agent_type: AgentType, project: Project) -> AgentSpec:
 
 def may_see(principal: Principal, project: Project) -> bool:
     return principal.is_superuser or project.owner_id == principal.user_id
+
+
+def _visibility(principal: Principal) -> Visibility:
+    """`may_see` for the store's run bookkeeping statements."""
+    return Visibility(user_id=principal.user_id, everything=principal.is_superuser)
 
 
 def _visible(principal: Principal, project: Project | None) -> Project:

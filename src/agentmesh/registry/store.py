@@ -16,6 +16,7 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,6 +49,22 @@ from agentmesh.registry.models import (
 
 class DuplicateRequest(Exception):
     """A create carried a request id that another create already used (a concurrent retry)."""
+
+
+@dataclass(frozen=True)
+class Visibility:
+    """Whose agents a caller may see: all (superusers) or those of the projects `user_id` owns."""
+
+    user_id: str
+    everything: bool
+
+
+@dataclass(frozen=True)
+class RunChange:
+    """An agent after a run bookkeeping statement, and whether that statement changed it."""
+
+    agent: Agent
+    changed: bool
 
 
 class StoreTransaction(abc.ABC):
@@ -161,14 +178,6 @@ class StoreTransaction(abc.ABC):
     @abc.abstractmethod
     async def update_agent(self, agent: Agent) -> Agent: ...
 
-    @abc.abstractmethod
-    async def add_run(self, agent_id: str, run_id: str, now: datetime) -> bool:
-        """Records a run as in flight; False when it already was (a retried start)."""
-
-    @abc.abstractmethod
-    async def remove_run(self, agent_id: str, run_id: str) -> bool:
-        """Forgets an in-flight run; False when it was not in flight (a retried finish)."""
-
     # Executors.
     @abc.abstractmethod
     async def upsert_executor(self, executor: Executor) -> Executor: ...
@@ -187,6 +196,30 @@ class RegistryStore(abc.ABC):
     @abc.abstractmethod
     def write(self) -> AbstractAsyncContextManager[StoreTransaction]:
         """A transaction that commits on success and rolls back on any exception."""
+
+    @abc.abstractmethod
+    async def start_run(
+        self, visibility: Visibility, agent_id: str, run_id: str, now: datetime
+    ) -> RunChange | None:
+        """Records the run as in flight and makes the agent working, atomically, unless the agent
+        is paused or terminated or the run already is in flight (a retried start). None when the
+        agent does not exist or is not visible."""
+
+    @abc.abstractmethod
+    async def finish_run(
+        self,
+        visibility: Visibility,
+        agent_id: str,
+        run_id: str,
+        now: datetime,
+        *,
+        completed: bool,
+        tokens_used: int,
+        cost: float,
+    ) -> RunChange | None:
+        """Forgets the in-flight run and adds its usage, atomically; the agent is idle again when
+        it was working and no run is left. Nothing changes when the run was not in flight (a
+        retried finish). None when the agent does not exist or is not visible."""
 
 
 # --- SQLAlchemy implementation -----------------------------------------------------------------
@@ -336,6 +369,151 @@ class ExecutorRow(Base):
     heartbeat_at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
 
 
+# --- Run bookkeeping: the hottest path (every run starts and finishes here), so no ORM ----------
+#
+# On PostgreSQL each of start and finish is one statement, run outside an explicit transaction
+# (one round trip): a CTE locks the visible agent row, inserts or deletes the run row, and updates
+# the agent only when that changed something; the result is the agent (as changed, or as locked)
+# with a flag saying which. Under READ COMMITTED the lock serializes concurrent runs of one agent
+# and the UPDATE re-reads the newest row version, so every run is counted once. SQLite has no
+# data-modifying CTEs: there the same statements run as two in one `BEGIN IMMEDIATE` transaction
+# (in process, no round trips). Text, because the dialects' `ON CONFLICT` constructs are not
+# cached compiled and this runs twice per run.
+
+_AGENT_FIELDS = (
+    "id",
+    "project_id",
+    "agent_type_id",
+    "name",
+    "status",
+    "config",
+    "tasks_completed",
+    "tokens_used",
+    "cost",
+    "runs_in_flight",
+    "created_at",
+    "last_activity_at",
+)
+_AGENT_TYPES: dict[str, Any] = {
+    "config": sa.JSON,
+    "tasks_completed": sa.BigInteger,
+    "tokens_used": sa.BigInteger,
+    "cost": sa.Float,
+    "runs_in_flight": sa.Integer,
+    "created_at": UtcDateTime,
+    "last_activity_at": UtcDateTime,
+    "changed": sa.Boolean,
+}
+_BLOCKED = f"('{AgentStatus.PAUSED.value}', '{AgentStatus.TERMINATED.value}')"
+_VISIBLE_AGENT = (
+    "FROM agents JOIN projects ON projects.id = agents.project_id "
+    "WHERE agents.id = :agent_id AND (:everything OR projects.owner_id = :user_id)"
+)
+_START_SET = (
+    f"status = '{AgentStatus.WORKING.value}', runs_in_flight = agents.runs_in_flight + 1, "
+    "last_activity_at = :now"
+)
+_FINISH_SET = (
+    f"status = CASE WHEN agents.status = '{AgentStatus.WORKING.value}' AND agents.runs_in_flight <= 1 "
+    f"THEN '{AgentStatus.IDLE.value}' ELSE agents.status END, "
+    "runs_in_flight = {greatest}(agents.runs_in_flight - 1, 0), "
+    "tasks_completed = agents.tasks_completed + :completed, "
+    "tokens_used = agents.tokens_used + :tokens_used, cost = agents.cost + :cost, last_activity_at = :now"
+)
+
+
+def _columns(prefix: str) -> str:
+    return ", ".join(f"{prefix}{field}" for field in _AGENT_FIELDS)
+
+
+def _run_statement(sql: str, *, result: bool = True, **types: Any) -> sa.TextClause:
+    params = {
+        "agent_id": sa.String,
+        "run_id": sa.String,
+        "user_id": sa.String,
+        "everything": sa.Boolean,
+        "now": UtcDateTime,
+        **types,
+    }
+    statement = sa.text(sql).bindparams(
+        *(sa.bindparam(name, type_=kind) for name, kind in params.items() if f":{name}" in sql)
+    )
+    if not result:
+        return statement
+    return statement.columns(  # type: ignore[return-value]
+        *(sa.column(field, _AGENT_TYPES.get(field, sa.String)) for field in (*_AGENT_FIELDS, "changed"))
+    )
+
+
+def _pg_run(modify: str, set_clause: str, **types: Any) -> sa.TextClause:
+    fields = ", ".join(_AGENT_FIELDS)
+    return _run_statement(
+        f"WITH target AS (SELECT {_columns('agents.')} {_VISIBLE_AGENT} FOR UPDATE OF agents), "
+        f"run AS ({modify} RETURNING agent_runs.agent_id), "
+        f"changed AS (UPDATE agents SET {set_clause} FROM run WHERE agents.id = run.agent_id "
+        f"RETURNING {_columns('agents.')}) "
+        f"SELECT {fields}, true AS changed FROM changed UNION ALL "
+        f"SELECT {fields}, false AS changed FROM target WHERE NOT EXISTS (SELECT FROM changed)",
+        **types,
+    )
+
+
+_USAGE_TYPES: dict[str, Any] = {"completed": sa.Integer, "tokens_used": sa.BigInteger, "cost": sa.Float}
+
+_PG_START_RUN = _pg_run(
+    "INSERT INTO agent_runs (agent_id, run_id, started_at) "
+    f"SELECT id, :run_id, :now FROM target WHERE status NOT IN {_BLOCKED} ON CONFLICT DO NOTHING",
+    _START_SET,
+)
+_PG_FINISH_RUN = _pg_run(
+    "DELETE FROM agent_runs USING target "
+    "WHERE agent_runs.agent_id = target.id AND agent_runs.run_id = :run_id",
+    _FINISH_SET.format(greatest="GREATEST"),
+    **_USAGE_TYPES,
+)
+_SQLITE_ADD_RUN = _run_statement(
+    "INSERT INTO agent_runs (agent_id, run_id, started_at) "
+    f"SELECT agents.id, :run_id, :now {_VISIBLE_AGENT} AND agents.status NOT IN {_BLOCKED} "
+    "ON CONFLICT DO NOTHING",
+    result=False,
+)
+_SQLITE_REMOVE_RUN = _run_statement(
+    "DELETE FROM agent_runs WHERE agent_runs.agent_id = :agent_id AND agent_runs.run_id = :run_id "
+    f"AND EXISTS (SELECT 1 {_VISIBLE_AGENT})",
+    result=False,
+)
+_SQLITE_START_UPDATE = _run_statement(
+    f"UPDATE agents SET {_START_SET} WHERE id = :agent_id RETURNING {', '.join(_AGENT_FIELDS)}, 1 AS changed"
+)
+_SQLITE_FINISH_UPDATE = _run_statement(
+    f"UPDATE agents SET {_FINISH_SET.format(greatest='MAX')} WHERE id = :agent_id "
+    f"RETURNING {', '.join(_AGENT_FIELDS)}, 1 AS changed",
+    **_USAGE_TYPES,
+)
+_SQLITE_VISIBLE_AGENT = _run_statement(f"SELECT {_columns('agents.')}, 0 AS changed {_VISIBLE_AGENT}")
+
+
+def _run_change(row: sa.Row[Any] | None) -> RunChange | None:
+    if row is None:
+        return None
+    values = row._mapping
+    agent = Agent(
+        id=values["id"],
+        name=values["name"],
+        project_id=values["project_id"],
+        agent_type_id=values["agent_type_id"],
+        status=AgentStatus(values["status"]),
+        config=AgentConfig(**values["config"]),
+        tasks_completed=values["tasks_completed"],
+        tokens_used=values["tokens_used"],
+        cost=values["cost"],
+        runs_in_flight=values["runs_in_flight"],
+        created_at=values["created_at"],
+        last_activity_at=values["last_activity_at"],
+    )
+    return RunChange(agent=agent, changed=bool(values["changed"]))
+
+
 _SQLITE_BEGIN = "agentmesh_sqlite_begin"
 
 
@@ -345,12 +523,50 @@ class SqlRegistryStore(RegistryStore):
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
         self._write_engine = engine
-        if engine.dialect.name == "sqlite":
+        # Single statements need no transaction around them: no BEGIN/COMMIT round trips.
+        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._sqlite = engine.dialect.name == "sqlite"
+        if self._sqlite:
             _take_over_sqlite_transactions(engine)
             self._write_engine = engine.execution_options(**{_SQLITE_BEGIN: "BEGIN IMMEDIATE"})
 
     def read(self) -> AbstractAsyncContextManager[StoreTransaction]:
         return self._transaction(self._engine)
+
+    async def start_run(
+        self, visibility: Visibility, agent_id: str, run_id: str, now: datetime
+    ) -> RunChange | None:
+        params = _run_parameters(visibility, agent_id, run_id, now)
+        if self._sqlite:
+            return await self._sqlite_run(_SQLITE_ADD_RUN, _SQLITE_START_UPDATE, params)
+        async with self._autocommit.connect() as connection:
+            return _run_change((await connection.execute(_PG_START_RUN, params)).first())
+
+    async def finish_run(
+        self,
+        visibility: Visibility,
+        agent_id: str,
+        run_id: str,
+        now: datetime,
+        *,
+        completed: bool,
+        tokens_used: int,
+        cost: float,
+    ) -> RunChange | None:
+        params = _run_parameters(visibility, agent_id, run_id, now)
+        params.update(completed=int(completed), tokens_used=tokens_used, cost=cost)
+        if self._sqlite:
+            return await self._sqlite_run(_SQLITE_REMOVE_RUN, _SQLITE_FINISH_UPDATE, params)
+        async with self._autocommit.connect() as connection:
+            return _run_change((await connection.execute(_PG_FINISH_RUN, params)).first())
+
+    async def _sqlite_run(
+        self, modify: sa.TextClause, update: sa.TextClause, params: dict[str, Any]
+    ) -> RunChange | None:
+        async with self._write_engine.begin() as connection:
+            changed = (await connection.execute(modify, params)).rowcount == 1
+            result = await connection.execute(update if changed else _SQLITE_VISIBLE_AGENT, params)
+            return _run_change(result.first())
 
     def write(self) -> AbstractAsyncContextManager[StoreTransaction]:
         return self._transaction(self._write_engine)
@@ -608,21 +824,6 @@ class SqlStoreTransaction(StoreTransaction):
         await self._update(AgentRow, agent.id, _agent_values(agent), {})
         return agent
 
-    async def add_run(self, agent_id: str, run_id: str, now: datetime) -> bool:
-        statement = (
-            _insert_for(self._session)(AgentRunRow)
-            .values(agent_id=agent_id, run_id=run_id, started_at=now)
-            .on_conflict_do_nothing()
-        )
-        result = await self._session.execute(statement)
-        return result.rowcount == 1  # type: ignore[attr-defined]
-
-    async def remove_run(self, agent_id: str, run_id: str) -> bool:
-        result = await self._session.execute(
-            sa.delete(AgentRunRow).where(AgentRunRow.agent_id == agent_id, AgentRunRow.run_id == run_id)
-        )
-        return result.rowcount == 1  # type: ignore[attr-defined]
-
     # Executors.
 
     async def upsert_executor(self, executor: Executor) -> Executor:
@@ -685,6 +886,16 @@ class SqlStoreTransaction(StoreTransaction):
         return Slice(
             items=[convert(row) for row in rows[: page.size]], has_more=len(rows) > page.size, total=total
         )
+
+
+def _run_parameters(visibility: Visibility, agent_id: str, run_id: str, now: datetime) -> dict[str, Any]:
+    return {
+        "agent_id": agent_id,
+        "run_id": run_id,
+        "now": now,
+        "user_id": visibility.user_id,
+        "everything": visibility.everything,
+    }
 
 
 def _insert_for(session: AsyncSession) -> Any:
