@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from agentmesh.cli.apply import apply_command
+from agentmesh.cli.demo import demo
 from agentmesh.cli.serve import SERVICES, serve, start_mesh
 from agentmesh.cli.trace import trace
 from agentmesh.cli.users import users
@@ -83,6 +84,7 @@ def healthcheck(
 
 app.command(name="trace")(trace)
 app.command(name="apply")(apply_command)
+app.command(name="demo")(demo)
 app.add_typer(users, name="users")
 
 

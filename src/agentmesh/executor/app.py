@@ -1,7 +1,22 @@
-"""The executor's composition root: settings → peer channels → runner → servicer → server."""
+"""The executor's composition root: settings → peer channels → models, tools, cache, executor
+pool → runner → servicer → server, then pool membership in the registry."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import random
+import socket
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+from agentmesh.executor.agent import AgentBuilder, AgentRuntime
+from agentmesh.executor.cache import AgentCache
+from agentmesh.executor.client import ExecutorPool
+from agentmesh.executor.delegation import RemoteRuns
 from agentmesh.executor.models.factory import ModelFactory
 from agentmesh.executor.runner import RunExecutor
 from agentmesh.executor.servicer import ExecutorServicer
@@ -10,22 +25,63 @@ from agentmesh.executor.v1 import executor_service_pb2, executor_service_pb2_grp
 from agentmesh.memory.client import MemoryClient
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime.channels import create_channel
+from agentmesh.runtime.client import Metadata
+from agentmesh.runtime.errors import DomainError
+from agentmesh.runtime.identity import AUTHORIZATION, TokenCodec
 from agentmesh.runtime.server import ServiceBinding, start_server
 from agentmesh.runtime.service import RunningService
+
+logger = logging.getLogger(__name__)
 
 SERVICE_NAME = executor_service_pb2.DESCRIPTOR.services_by_name["ExecutorService"].full_name
 
 
-async def start(settings: ExecutorSettings) -> RunningService:
+class ExecutorService(RunningService):
+    """The executor: its gRPC server, its runner and its agent cache."""
+
+    runner: RunExecutor
+    cache: AgentCache[AgentRuntime]
+    executor_id: str
+    advertise_address: str
+
+
+async def start(settings: ExecutorSettings) -> ExecutorService:
+    secret = settings.jwt_secret.get_secret_value()
+    tokens = TokenCodec(secret) if secret else None
+
+    def system_metadata() -> Metadata | None:
+        return ((AUTHORIZATION, f"Bearer {tokens.system_token()}"),) if tokens else None
+
     registry_channel = create_channel(settings.registry_address, max_message_bytes=settings.max_message_bytes)
     memory_channel = create_channel(settings.memory_address, max_message_bytes=settings.max_message_bytes)
+    registry = RegistryClient(registry_channel)
+    memory = MemoryClient(memory_channel)
+    models = ModelFactory(settings)
+    cache: AgentCache[AgentRuntime] = AgentCache(
+        max_entries=settings.cache_max_entries, idle_ttl_seconds=settings.cache_idle_ttl_seconds
+    )
+    pool = ExecutorPool(settings.executor_addresses, max_message_bytes=settings.max_message_bytes)
+    advertised: list[str] = []
+    remote = RemoteRuns(
+        pool,
+        registry,
+        discovery=settings.executor_discovery,
+        refresh_seconds=settings.executor_refresh_seconds,
+        system_metadata=system_metadata,
+        self_address=lambda: advertised[0],
+    )
+    executor_id = settings.executor_id or f"{socket.gethostname()}-{random.getrandbits(32):08x}"
     runner = RunExecutor(
         settings=settings,
-        registry=RegistryClient(registry_channel),
-        memory=MemoryClient(memory_channel),
-        model_factory=ModelFactory(chunk_chars=settings.text_chunk_chars),
+        registry=registry,
+        memory=memory,
+        builder=AgentBuilder(models),
+        cache=cache,
+        remote=remote,
+        executor_id=executor_id,
+        system_metadata=system_metadata,
     )
-    servicer = ExecutorServicer(runner)
+    servicer = ExecutorServicer(runner, cache, tokens)
     server = await start_server(
         [
             ServiceBinding(
@@ -37,4 +93,74 @@ async def start(settings: ExecutorSettings) -> RunningService:
         port=settings.port,
         max_message_bytes=settings.max_message_bytes,
     )
-    return RunningService("executor", server, closers=[registry_channel.close, memory_channel.close])
+    advertised.append(settings.advertise_address or _advertise(settings.host, server.port))
+    cache.start_sweeper(settings.cache_sweep_seconds)
+    heartbeat = asyncio.create_task(
+        _untraced(_heartbeat(registry, executor_id, advertised[0], settings, system_metadata)),
+        name="executor heartbeat",
+    )
+
+    async def stop_heartbeat() -> None:
+        heartbeat.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await heartbeat
+
+    service = ExecutorService(
+        "executor",
+        server,
+        closers=[
+            registry_channel.close,
+            memory_channel.close,
+            pool.close,
+            models.aclose,
+            cache.aclose,
+            stop_heartbeat,
+            lambda: runner.drain(settings.cleanup_timeout_seconds),
+        ],
+    )
+    service.runner, service.cache = runner, cache
+    service.executor_id, service.advertise_address = executor_id, advertised[0]
+    logger.info("executor %s advertises %s", executor_id, advertised[0])
+    return service
+
+
+def _advertise(host: str, port: int) -> str:
+    if host in ("0.0.0.0", "::", ""):
+        host = socket.gethostname()
+    return f"{host}:{port}"
+
+
+async def _heartbeat(
+    registry: RegistryClient,
+    executor_id: str,
+    address: str,
+    settings: ExecutorSettings,
+    system_metadata,
+) -> None:
+    """Keeps this executor in the registry's pool (when it can sign a system token)."""
+    while True:
+        metadata = system_metadata()
+        if metadata is None:
+            return
+        try:
+            await registry.register_executor(executor_id, address, metadata=metadata)
+        except DomainError as error:
+            logger.warning("could not register executor %s with the registry: %s", executor_id, error)
+        await asyncio.sleep(settings.heartbeat_interval_seconds)
+
+
+async def _untraced(coroutine) -> None:
+    """Runs background work under an unsampled parent, so it adds no traces of its own."""
+    unsampled = NonRecordingSpan(
+        SpanContext(
+            trace_id=random.getrandbits(128) or 1,
+            span_id=random.getrandbits(64) or 1,
+            is_remote=False,
+            trace_flags=TraceFlags(TraceFlags.DEFAULT),
+        )
+    )
+    token = otel_context.attach(trace.set_span_in_context(unsampled))
+    try:
+        await coroutine
+    finally:
+        otel_context.detach(token)

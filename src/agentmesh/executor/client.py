@@ -31,6 +31,18 @@ class ExecutorClient:
     async def get_stats(self, *, metadata: Metadata | None = None) -> pb.GetStatsResponse:
         return await unary(self.stub.GetStats, pb.GetStatsRequest(), metadata=metadata)
 
+    async def end_session(self, session_id: str, *, metadata: Metadata | None = None) -> int:
+        """Tears down what the executor caches for a session; how many agents it released."""
+        request = pb.EndSessionRequest(session_id=session_id)
+        return (await unary(self.stub.EndSession, request, metadata=metadata)).released_agents
+
+    async def cancel_runs(
+        self, project_id: str, agent_id: str, *, reason: str = "", metadata: Metadata | None = None
+    ) -> int:
+        """Cancels the agent's runs in flight on this executor; how many it cancelled."""
+        request = pb.CancelRunsRequest(project_id=project_id, agent_id=agent_id, reason=reason)
+        return (await unary(self.stub.CancelRuns, request, metadata=metadata)).cancelled_runs
+
 
 class ExecutorPool:
     """The executors a caller may send runs to, with session affinity and failover.

@@ -1,8 +1,14 @@
-"""Builders for the RunEvent messages a run streams (proto construction kept in one place)."""
+"""The events a run streams: builders for RunEvent messages (proto construction in one place) and
+the sink a run and everything below it (tool calls, delegations, sub-agents) emit into."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf import struct_pb2
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.models.base import Usage
@@ -27,6 +33,56 @@ class RunContext:
             **kind,
         )
 
+    @property
+    def child_path(self) -> tuple[str, ...]:
+        """The delegation path of the runs this one starts (delegations, sub-agents)."""
+        return (*self.delegation_path, self.agent)
+
 
 def usage_proto(usage: Usage) -> run_pb2.Usage:
     return run_pb2.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost)
+
+
+def usage_from_proto(usage: run_pb2.Usage) -> Usage:
+    return Usage(usage.input_tokens, usage.output_tokens, usage.cost)
+
+
+def struct(values: dict[str, Any]) -> struct_pb2.Struct:
+    message = struct_pb2.Struct()
+    message.update(values)
+    return message
+
+
+_DONE = object()
+
+
+class EventSink:
+    """A bounded queue of a run's events: producers (the run, its tool calls, delegations and
+    sub-agents) `emit`; the caller's stream `drain`s. Bounded, so a slow reader slows the run
+    instead of buffering without limit."""
+
+    def __init__(self, maxsize: int) -> None:
+        self._queue: asyncio.Queue[object] = asyncio.Queue()
+        self._slots = asyncio.Semaphore(maxsize)
+
+    async def emit(self, event: run_pb2.RunEvent) -> None:
+        await self._slots.acquire()
+        self._queue.put_nowait((event, True))
+
+    def emit_last(self, event: run_pb2.RunEvent) -> None:
+        """Queues a run's last event without waiting (a cancelled run cannot wait for room)."""
+        self._queue.put_nowait((event, False))
+
+    async def drain(self, producer: asyncio.Task[Any]) -> AsyncIterator[run_pb2.RunEvent]:
+        """The events until `producer` ends; then its exception, if it raised one."""
+        producer.add_done_callback(lambda _: self._queue.put_nowait(_DONE))
+        while True:
+            item = await self._queue.get()
+            if item is _DONE:
+                break
+            event, took_slot = item  # type: ignore[misc]
+            if took_slot:
+                self._slots.release()
+            yield event
+        if not producer.cancelled() and producer.exception() is not None:
+            raise producer.exception()  # type: ignore[misc]

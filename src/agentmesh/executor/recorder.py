@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from google.protobuf import struct_pb2
-
+from agentmesh.executor.events import struct
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2, resources_pb2
 from agentmesh.runtime.telemetry import current_trace_ids
@@ -14,8 +16,23 @@ from agentmesh.runtime.telemetry import current_trace_ids
 EventType = resources_pb2.EventType
 
 
+@dataclass(frozen=True)
+class NewEvent:
+    """An event to record: what, its content, and how it links to others."""
+
+    event_type: EventType.ValueType
+    content: str | dict[str, Any] | list[Any]
+    metadata: dict[str, Any] | None = None
+    parent_event_id: str = ""
+    delegation_id: str | None = None
+
+
 class Recorder:
-    """Appends one agent's events for one run to its session."""
+    """Appends one agent's events for one run to its session.
+
+    Every event carries an idempotency key made of the run id and its position in the run, so an
+    append retried after a lost answer stores it once.
+    """
 
     def __init__(
         self,
@@ -33,6 +50,7 @@ class Recorder:
         self.agent = agent
         self.run_id = run_id
         self.delegation_id = delegation_id
+        self._positions = itertools.count(1)
 
     async def record(
         self,
@@ -43,24 +61,31 @@ class Recorder:
         parent_event_id: str = "",
         delegation_id: str | None = None,
     ) -> resources_pb2.Event:
-        trace_id, span_id = current_trace_ids()
-        event = memory_service_pb2.NewEvent(
-            agent=self.agent,
-            event_type=event_type,
-            content=content if isinstance(content, str) else json.dumps(content),
-            run_id=self.run_id,
-            parent_event_id=parent_event_id,
-            delegation_id=self.delegation_id if delegation_id is None else delegation_id,
-            trace_id=trace_id,
-            span_id=span_id,
+        (event,) = await self.record_many(
+            [NewEvent(event_type, content, metadata, parent_event_id, delegation_id)]
         )
-        if metadata:
-            event.metadata.CopyFrom(_struct(metadata))
-        response = await self._memory.append_events(self.session_id, self.project_id, [event])
-        return response.events[0]
+        return event
 
-
-def _struct(values: dict[str, Any]) -> struct_pb2.Struct:
-    struct = struct_pb2.Struct()
-    struct.update(values)
-    return struct
+    async def record_many(self, events: Sequence[NewEvent]) -> list[resources_pb2.Event]:
+        """Appends events in one batch (atomically, in this order)."""
+        if not events:
+            return []
+        trace_id, span_id = current_trace_ids()
+        batch = []
+        for event in events:
+            new = memory_service_pb2.NewEvent(
+                agent=self.agent,
+                event_type=event.event_type,
+                content=event.content if isinstance(event.content, str) else json.dumps(event.content),
+                run_id=self.run_id,
+                parent_event_id=event.parent_event_id,
+                delegation_id=self.delegation_id if event.delegation_id is None else event.delegation_id,
+                trace_id=trace_id,
+                span_id=span_id,
+                idempotency_key=f"{self.run_id}:{next(self._positions)}",
+            )
+            if event.metadata:
+                new.metadata.CopyFrom(struct(event.metadata))
+            batch.append(new)
+        response = await self._memory.append_events(self.session_id, self.project_id, batch)
+        return list(response.events)

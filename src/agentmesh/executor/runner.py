@@ -1,43 +1,54 @@
-"""Runs agents: resolves the agent, marks it working, runs its loop, records every step in memory
-and streams every step to the caller."""
+"""Runs agents: resolves the agent, marks it working, gets its runtime from the cache, runs its
+loop (LLM or workflow), records every step in memory and streams every step to the caller.
+
+A run is a task of its own that emits into a bounded sink the caller's stream drains. When the
+caller goes away (cancel, disconnect, deadline) the stream's end cancels the task, and with it
+everything below it: model calls, tools, and delegated or sub-agent runs on other executors
+(their gRPC calls are cancelled). Whatever happens, the run's end is recorded — an `error` event
+with `{"cancelled": true}` for a cancelled run — and the agent goes back to idle.
+
+Errors before the run started (unknown or paused agent, depth exceeded, a tool or model that
+cannot be set up) leave as the gRPC status; after `run_started`, a run ends with RunFailed.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from typing import Any
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.events import RunContext, usage_proto
-from agentmesh.executor.models.base import ChatModel, Message, Usage
+from agentmesh.executor.agent import AgentBuilder, AgentRuntime, kind_name
+from agentmesh.executor.cache import AgentCache
+from agentmesh.executor.cleanup import run_detached
+from agentmesh.executor.delegation import Delegator, RemoteRuns
+from agentmesh.executor.events import EventSink, RunContext, usage_proto
+from agentmesh.executor.llm import LlmLoop, read_history
 from agentmesh.executor.recorder import EventType, Recorder
+from agentmesh.executor.run import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.executor.v1 import executor_service_pb2
+from agentmesh.executor.workflow import WorkflowRun
 from agentmesh.memory.client import MemoryClient
-from agentmesh.memory.v1 import memory_service_pb2
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime import telemetry
-from agentmesh.runtime.errors import FieldViolation, InvalidArgument, NotFound, ResourceExhausted
+from agentmesh.runtime.client import Metadata
+from agentmesh.runtime.errors import (
+    DomainError,
+    FailedPrecondition,
+    FieldViolation,
+    InvalidArgument,
+    ResourceExhausted,
+)
+from agentmesh.runtime.interceptors import current_deadline
 
 logger = logging.getLogger(__name__)
 
-ModelFactory = Callable[[resources_pb2.AgentSpec], ChatModel]
-
-_HISTORY_ROLES = {
-    EventType.EVENT_TYPE_USER_MESSAGE: "user",
-    EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED: "user",
-    EventType.EVENT_TYPE_AGENT_RESPONSE: "assistant",
-}
-
-
-@dataclass
-class RunOutcome:
-    content: str = ""
-    usage: Usage = field(default_factory=Usage)
-    completed: bool = False
+_DEADLINE_SLACK_SECONDS = 0.05
 
 
 class RunExecutor:
@@ -49,14 +60,34 @@ class RunExecutor:
         settings: ExecutorSettings,
         registry: RegistryClient,
         memory: MemoryClient,
-        model_factory: ModelFactory,
+        builder: AgentBuilder,
+        cache: AgentCache[AgentRuntime],
+        remote: RemoteRuns,
+        executor_id: str,
+        system_metadata: Callable[[], Metadata | None] = lambda: None,
     ) -> None:
         self._settings = settings
         self._registry = registry
         self._memory = memory
-        self._model_factory = model_factory
+        self._builder = builder
+        self._cache = cache
+        self._remote = remote
+        self._delegator = Delegator(
+            remote,
+            max_depth=settings.max_delegation_depth,
+            timeout_seconds=settings.delegation_timeout_seconds,
+            cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
+        )
+        self._executor_id = executor_id
+        self._system_metadata = system_metadata
         self._slots = asyncio.Semaphore(settings.max_concurrent_runs)
-        self.active_runs = 0
+        self._runs: set[asyncio.Task[None]] = set()
+        self._runs_by_agent: dict[str, set[asyncio.Task[Any]]] = {}
+        self._cancel_reasons: dict[asyncio.Task[Any], str] = {}
+
+    @property
+    def active_runs(self) -> int:
+        return len(self._runs)
 
     async def run(self, request: executor_service_pb2.RunRequest) -> AsyncIterator[run_pb2.RunEvent]:
         _validate(request)
@@ -65,124 +96,266 @@ class RunExecutor:
                 f"executor is running {self._settings.max_concurrent_runs} runs; try another",
                 reason="EXECUTOR_BUSY",
             )
-        async with self._slots:
-            self.active_runs += 1
-            try:
-                async for event in self._run(request):
-                    yield event
-            finally:
-                self.active_runs -= 1
+        await self._slots.acquire()
+        sink = EventSink(self._settings.event_buffer_size)
+        task = asyncio.create_task(self._execute(request, sink), name=f"run {request.agent_name}")
+        self._runs.add(task)
 
-    async def _run(self, request: executor_service_pb2.RunRequest) -> AsyncIterator[run_pb2.RunEvent]:
+        def finished(done: asyncio.Task[None]) -> None:
+            self._runs.discard(done)
+            self._slots.release()
+
+        task.add_done_callback(finished)
+        try:
+            async for event in sink.drain(task):
+                yield event
+        finally:
+            # The caller went away (or the stream ended): nothing more may start below it. The
+            # task records its end on its own; it is tracked until then.
+            task.cancel()
+
+    async def cancel_runs(self, project_id: str, agent_id: str, reason: str) -> int:
+        """Cancels the agent's runs in flight here (after the caller proved it may see the
+        agent); each records why and ends with RunFailed CANCELLED. How many it cancelled."""
+        await self._registry.get_agent(project_id, agent_id)
+        tasks = list(self._runs_by_agent.get(agent_id, ()))
+        for task in tasks:
+            self._cancel_reasons[task] = reason or "cancelled"
+            task.cancel()
+        return len(tasks)
+
+    async def drain(self, timeout_seconds: float) -> None:
+        """Waits for runs in flight (at shutdown), cancelling those still going after the timeout."""
+        if not self._runs:
+            return
+        _, pending = await asyncio.wait(set(self._runs), timeout=timeout_seconds)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=self._settings.cleanup_timeout_seconds)
+
+    async def _execute(self, request: executor_service_pb2.RunRequest, sink: EventSink) -> None:
         spec = await self._registry.resolve_agent(request.project_slug, request.agent_name)
         run_id = uuid.uuid4().hex
-        context = RunContext(run_id, request.session_id, spec.agent.name, tuple(request.delegation_path))
-        with telemetry.tracer().start_as_current_span(
-            f"run {spec.agent.name}",
-            attributes={
-                telemetry.AGENT_NAME: spec.agent.name,
-                telemetry.PROJECT: spec.project_slug,
-                telemetry.SESSION_ID: request.session_id,
-                telemetry.RUN_ID: run_id,
-                telemetry.DELEGATION_DEPTH: request.delegation_depth,
-            },
-        ):
-            await self._registry.start_agent_run(spec.agent.id, run_id)
-            outcome = RunOutcome()
-            try:
-                recorder = Recorder(
-                    self._memory,
-                    session_id=request.session_id,
-                    project_id=spec.agent.project_id,
-                    agent=spec.agent.name,
-                    run_id=run_id,
-                    delegation_id=request.delegation_id,
+        kind = kind_name(spec.kind)
+        with telemetry.run_span(
+            agent=spec.agent.name,
+            project=spec.project_slug,
+            session_id=request.session_id,
+            run_id=run_id,
+            kind=kind,
+            delegation_id=request.delegation_id,
+            delegation_depth=request.delegation_depth,
+        ) as span:
+            if request.delegation_depth > self._settings.max_delegation_depth:
+                raise FailedPrecondition(
+                    f"delegation depth {request.delegation_depth} is past the limit of "
+                    f"{self._settings.max_delegation_depth}",
+                    reason="DELEGATION_DEPTH_EXCEEDED",
                 )
-                async for event in self._run_llm(spec, request, context, recorder, outcome):
-                    yield event
+            if kind != "llm" and not spec.sub_agents:
+                raise FailedPrecondition(
+                    f"{kind} agent {spec.agent.name!r} has no sub-agents", reason="NO_SUB_AGENTS"
+                )
+            result: RunResult | None = None
+            try:
+                await self._registry.start_agent_run(spec.agent.id, run_id)
+            except asyncio.CancelledError:
+                # The registry may have started it before the answer was lost: finish it.
+                await self._finish(spec.agent.id, run_id, result)
+                raise
+            task = asyncio.current_task()
+            assert task is not None
+            self._runs_by_agent.setdefault(spec.agent.id, set()).add(task)
+            try:
+                signature, plan = await self._builder.plan(spec)
+                async with self._cache.use(
+                    request.session_id,
+                    spec.agent.id,
+                    signature,
+                    lambda scope: self._builder.build(spec, signature, plan, scope),
+                ) as runtime:
+                    result = await self._run(request, spec, run_id, runtime, sink)
+                span.set_attribute(telemetry.RUN_OUTCOME, "completed" if result else "failed")
             finally:
-                # The run's bookkeeping must happen even when the caller cancelled it.
-                await asyncio.shield(self._finish(spec.agent.id, run_id, outcome))
+                runs = self._runs_by_agent.get(spec.agent.id, set())
+                runs.discard(task)
+                if not runs:
+                    self._runs_by_agent.pop(spec.agent.id, None)
+                self._cancel_reasons.pop(task, None)
+                await self._finish(spec.agent.id, run_id, result)
 
-    async def _finish(self, agent_id: str, run_id: str, outcome: RunOutcome) -> None:
+    async def _run(
+        self,
+        request: executor_service_pb2.RunRequest,
+        spec: resources_pb2.AgentSpec,
+        run_id: str,
+        runtime: AgentRuntime,
+        sink: EventSink,
+    ) -> RunResult | None:
+        """The run once its agent is ready: the answer, or None when it failed (and said so)."""
+        context = RunContext(run_id, request.session_id, spec.agent.name, tuple(request.delegation_path))
+        recorder = Recorder(
+            self._memory,
+            session_id=request.session_id,
+            project_id=spec.agent.project_id,
+            agent=spec.agent.name,
+            run_id=run_id,
+            delegation_id=request.delegation_id,
+        )
+        scope = RunScope(request, spec, context, recorder, sink)
+        kind = kind_name(spec.kind)
+        model = runtime.models.plan.name if runtime.models else ""
+        await sink.emit(
+            context.event(
+                run_started=run_pb2.RunStarted(agent_kind=kind, model=model, executor_id=self._executor_id)
+            )
+        )
         try:
-            await self._registry.finish_agent_run(
-                agent_id,
-                run_id,
-                completed=outcome.completed,
-                tokens_used=outcome.usage.total_tokens,
-                cost=outcome.usage.cost,
+            history = (
+                await read_history(
+                    self._memory, scope, window=self._settings.history_window_events, exclude_run_id=run_id
+                )
+                if kind == "llm"
+                else []
+            )
+            received = await recorder.record(
+                EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED
+                if request.delegation_id
+                else EventType.EVENT_TYPE_USER_MESSAGE,
+                request.input,
+                parent_event_id=request.parent_event_id,
+                metadata=_input_metadata(request),
+            )
+            scope.input_event_id = received.id
+            if kind == "llm":
+                loop = LlmLoop(scope, runtime, settings=self._settings, delegator=self._delegator)
+                result = await loop.run(history)
+            else:
+                result = await WorkflowRun(scope, remote=self._remote, settings=self._settings).run()
+            response = await recorder.record(
+                EventType.EVENT_TYPE_AGENT_RESPONSE,
+                result.content,
+                parent_event_id=received.id,
+                metadata=_result_metadata(result),
+            )
+        except asyncio.CancelledError:
+            reason = self._cancel_reasons.get(asyncio.current_task())  # type: ignore[arg-type]
+            await self._record_cancelled(scope, reason)
+            if reason:
+                # Cancelled from here (the agent was terminated), not by the caller: it still
+                # listens, and learns why.
+                sink.emit_last(
+                    context.event(
+                        run_failed=run_pb2.RunFailed(
+                            code="CANCELLED", message=f"the run was cancelled: {reason}"
+                        )
+                    )
+                )
+            raise
+        except RunFailure as failure:
+            await self._fail(scope, failure.code, failure.message, failure.reason)
+            return None
+        except DomainError as error:
+            await self._fail(scope, error.code.name, error.message, error.reason)
+            return None
+        except Exception:
+            logger.exception("run %s of %s failed", run_id, spec.agent.name)
+            await self._fail(scope, "INTERNAL", "internal error", "INTERNAL")
+            return None
+        await sink.emit(
+            context.event(
+                seq=response.seq,
+                run_completed=run_pb2.RunCompleted(
+                    content=result.content,
+                    usage=usage_proto(result.total_usage),
+                    max_steps_reached=result.max_steps_reached,
+                    steps=result.steps,
+                    escalated=result.escalated,
+                ),
+            )
+        )
+        return result
+
+    async def _fail(self, scope: RunScope, code: str, message: str, reason: str) -> None:
+        seq = 0
+        try:
+            event = await scope.recorder.record(
+                EventType.EVENT_TYPE_ERROR,
+                message,
+                metadata={"reason": reason, "code": code},
+                parent_event_id=scope.input_event_id,
+            )
+            seq = event.seq
+        except DomainError as error:
+            logger.warning("could not record the failure of run %s: %s", scope.context.run_id, error)
+        await scope.sink.emit(
+            scope.context.event(seq=seq, run_failed=run_pb2.RunFailed(code=code, message=message))
+        )
+
+    async def _record_cancelled(self, scope: RunScope, reason: str | None) -> None:
+        deadline = current_deadline.get()
+        # gRPC's clock fires the deadline, ours reads it: allow them a little disagreement.
+        timed_out = deadline is not None and time.monotonic() >= deadline - _DEADLINE_SLACK_SECONDS
+        try:
+            await run_detached(
+                lambda: scope.recorder.record(
+                    EventType.EVENT_TYPE_ERROR,
+                    "the run was cancelled"
+                    + (f": {reason}" if reason else " (deadline exceeded)" if timed_out else ""),
+                    metadata={
+                        "cancelled": True,
+                        "code": "DEADLINE_EXCEEDED" if timed_out and not reason else "CANCELLED",
+                        **({"reason": reason} if reason else {}),
+                    },
+                    parent_event_id=scope.input_event_id,
+                ),
+                timeout_seconds=self._settings.cleanup_timeout_seconds,
+            )
+        except Exception:
+            logger.exception("could not record that run %s was cancelled", scope.context.run_id)
+
+    async def _finish(self, agent_id: str, run_id: str, result: RunResult | None) -> None:
+        usage = result.usage if result else None
+        try:
+            # On the executor's own behalf when it can: the caller's token may have expired by now.
+            await run_detached(
+                lambda: self._registry.finish_agent_run(
+                    agent_id,
+                    run_id,
+                    completed=result is not None,
+                    tokens_used=usage.total_tokens if usage else 0,
+                    cost=usage.cost if usage else 0.0,
+                    metadata=self._system_metadata(),
+                ),
+                timeout_seconds=self._settings.cleanup_timeout_seconds,
             )
         except Exception:
             logger.exception("could not record the end of run %s", run_id)
 
-    async def _history(self, session_id: str, agent: str) -> list[Message]:
-        """The agent's own recent events in the session: a bounded window, newest last."""
-        request = memory_service_pb2.ListEventsRequest(
-            session_id=session_id,
-            agent=agent,
-            event_types=list(_HISTORY_ROLES),
-            page_size=self._settings.history_window_events,
-            descending=True,
-        )
-        try:
-            response = await self._memory.list_events(request)
-        except NotFound:  # a new session has no history yet
-            return []
-        return [
-            Message(role=_HISTORY_ROLES[e.event_type], content=e.content) for e in reversed(response.events)
-        ]
 
-    async def _run_llm(
-        self,
-        spec: resources_pb2.AgentSpec,
-        request: executor_service_pb2.RunRequest,
-        context: RunContext,
-        recorder: Recorder,
-        outcome: RunOutcome,
-    ) -> AsyncIterator[run_pb2.RunEvent]:
-        model = self._model_factory(spec)
-        yield context.event(run_started=run_pb2.RunStarted(agent_kind="llm", model=model.name))
-        history = await self._history(request.session_id, spec.agent.name)
-        first_type = (
-            EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED
-            if request.delegation_id
-            else EventType.EVENT_TYPE_USER_MESSAGE
-        )
-        received = await recorder.record(first_type, request.input, parent_event_id=request.parent_event_id)
-        messages = [Message("system", spec.instructions), *history, Message("user", request.input)]
-        max_steps = spec.max_steps or 10
-        text = ""
-        step = 0
-        for step in range(1, max_steps + 1):
-            yield context.event(step_started=run_pb2.StepStarted(step=step))
-            text = ""
-            with telemetry.tracer().start_as_current_span(
-                f"chat {model.name}",
-                attributes={
-                    telemetry.GEN_AI_SYSTEM: model.system,
-                    telemetry.GEN_AI_OPERATION: "chat",
-                    telemetry.GEN_AI_REQUEST_MODEL: model.name,
-                    telemetry.STEP: step,
-                },
-            ) as span:
-                async for chunk in model.stream(messages, ()):
-                    if chunk.text:
-                        text += chunk.text
-                        yield context.event(text_delta=run_pb2.TextDelta(text=chunk.text))
-                    if chunk.usage:
-                        outcome.usage += chunk.usage
-                        span.set_attribute(telemetry.GEN_AI_USAGE_INPUT_TOKENS, chunk.usage.input_tokens)
-                        span.set_attribute(telemetry.GEN_AI_USAGE_OUTPUT_TOKENS, chunk.usage.output_tokens)
-            break
-        response = await recorder.record(
-            EventType.EVENT_TYPE_AGENT_RESPONSE, text, parent_event_id=received.id
-        )
-        outcome.content, outcome.completed = text, True
-        yield context.event(
-            seq=response.seq,
-            run_completed=run_pb2.RunCompleted(content=text, usage=usage_proto(outcome.usage), steps=step),
-        )
+def _input_metadata(request: executor_service_pb2.RunRequest) -> dict[str, Any]:
+    metadata: dict[str, Any] = {}
+    if request.delegation_path:
+        metadata["delegation_path"] = list(request.delegation_path)
+        metadata["depth"] = request.delegation_depth
+    if request.as_sub_agent:
+        metadata["as_sub_agent"] = True
+    return metadata
+
+
+def _result_metadata(result: RunResult) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "steps": result.steps,
+        "input_tokens": result.usage.input_tokens,
+        "output_tokens": result.usage.output_tokens,
+        **result.metadata,
+    }
+    if result.max_steps_reached:
+        metadata["max_steps_reached"] = True
+    if result.escalated:
+        metadata["escalated"] = True
+    return metadata
 
 
 def _validate(request: executor_service_pb2.RunRequest) -> None:
@@ -195,6 +368,8 @@ def _validate(request: executor_service_pb2.RunRequest) -> None:
         )
         if not value
     ]
+    if request.delegation_depth < 0:
+        violations.append(FieldViolation("delegation_depth", "must not be negative"))
     if violations:
         raise InvalidArgument(
             "; ".join(f"{v.field} {v.description}" for v in violations), violations=violations

@@ -1,4 +1,4 @@
-"""ExecutorService over gRPC: proto in, proto out; the rules live in runner.py."""
+"""ExecutorService over gRPC: proto in, proto out; the rules live in runner.py and cache.py."""
 
 from __future__ import annotations
 
@@ -6,22 +6,71 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from agentmesh.executor.agent import AgentRuntime
+from agentmesh.executor.cache import AgentCache
 from agentmesh.executor.runner import RunExecutor
 from agentmesh.executor.v1 import executor_service_pb2 as pb
 from agentmesh.executor.v1 import executor_service_pb2_grpc as pb_grpc
+from agentmesh.runtime.errors import FieldViolation, InvalidArgument
+from agentmesh.runtime.identity import TokenCodec, authenticate
 
 
 class ExecutorServicer(pb_grpc.ExecutorServiceServicer):
-    def __init__(self, runner: RunExecutor) -> None:
+    """Authenticates every call (when the executor has the signing secret), then runs it."""
+
+    def __init__(
+        self, runner: RunExecutor, cache: AgentCache[AgentRuntime], tokens: TokenCodec | None
+    ) -> None:
         self._runner = runner
+        self._cache = cache
+        self._tokens = tokens
+
+    def _authenticate(self, context: grpc.aio.ServicerContext) -> None:
+        if self._tokens is not None:
+            authenticate(self._tokens, context.invocation_metadata())
 
     async def Run(
         self, request: pb.RunRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.RunResponse]:
+        self._authenticate(context)
         async for event in self._runner.run(request):
             yield pb.RunResponse(event=event)
 
     async def GetStats(
         self, request: pb.GetStatsRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetStatsResponse:
-        return pb.GetStatsResponse(active_runs=self._runner.active_runs)
+        self._authenticate(context)
+        stats = self._cache.stats()
+        return pb.GetStatsResponse(
+            cache_size=stats.size,
+            cache_hits=stats.hits,
+            cache_misses=stats.misses,
+            cache_evictions=stats.evictions,
+            active_runs=self._runner.active_runs,
+        )
+
+    async def EndSession(
+        self, request: pb.EndSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.EndSessionResponse:
+        self._authenticate(context)
+        if not request.session_id:
+            raise InvalidArgument(
+                "session_id is required", violations=[FieldViolation("session_id", "is required")]
+            )
+        return pb.EndSessionResponse(released_agents=self._cache.end_session(request.session_id))
+
+    async def CancelRuns(
+        self, request: pb.CancelRunsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CancelRunsResponse:
+        self._authenticate(context)
+        violations = [
+            FieldViolation(name, "is required")
+            for name, value in (("project_id", request.project_id), ("agent_id", request.agent_id))
+            if not value
+        ]
+        if violations:
+            raise InvalidArgument(
+                "; ".join(f"{v.field} {v.description}" for v in violations), violations=violations
+            )
+        cancelled = await self._runner.cancel_runs(request.project_id, request.agent_id, request.reason)
+        return pb.CancelRunsResponse(cancelled_runs=cancelled)

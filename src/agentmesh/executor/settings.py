@@ -2,10 +2,35 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr
+from pathlib import Path
+
+from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from agentmesh.runtime.settings import ServiceSettings, shared
+
+
+class ProviderSettings(BaseModel):
+    """An OpenAI-compatible chat-completions endpoint (OpenAI, Ollama, vLLM, LM Studio, LiteLLM).
+
+    The API key is given inline (`api_key`) or as a secret reference: `api_key_file`, a file
+    holding the key (a mounted Kubernetes or compose secret), read when an agent is built.
+    """
+
+    model_config = {"extra": "forbid"}
+
+    base_url: str
+    api_key: SecretStr = SecretStr("")
+    api_key_file: Path | None = None
+
+
+class ModelPrice(BaseModel):
+    """What a model costs, in US dollars per million tokens."""
+
+    model_config = {"extra": "forbid"}
+
+    input_per_million_tokens: float = Field(default=0.0, ge=0)
+    output_per_million_tokens: float = Field(default=0.0, ge=0)
 
 
 class ExecutorSettings(ServiceSettings):
@@ -13,21 +38,52 @@ class ExecutorSettings(ServiceSettings):
 
     registry_address: str = shared("127.0.0.1:50051", "registry_address", service="executor")
     memory_address: str = shared("127.0.0.1:50052", "memory_address", service="executor")
-    # Executors that delegated runs may go to (besides those registered in the registry); empty
-    # means "this executor itself".
+    # Executors that delegated runs may go to, besides those registered in the registry (when
+    # `executor_discovery` is on); none at all means "this executor itself".
     executor_addresses: list[str] = shared([], "executor_addresses", service="executor")
+    executor_discovery: bool = Field(
+        default=True, description="also delegate to the executors registered in the registry"
+    )
+    executor_refresh_seconds: float = Field(default=5.0, gt=0, description="how long a registry list is used")
+    heartbeat_interval_seconds: float = Field(default=10.0, gt=0)
     # host:port other services dial to reach this executor (defaults to the bound address).
     advertise_address: str = ""
     executor_id: str = ""
     jwt_secret: SecretStr = shared(SecretStr(""), "jwt_secret", service="executor")
+
     max_concurrent_runs: int = Field(default=256, gt=0)
     max_delegation_depth: int = Field(default=5, ge=0)
     history_window_events: int = Field(default=50, gt=0)
+    default_max_steps: int = Field(default=10, gt=0, description="when the agent sets none")
     tool_timeout_seconds: float = Field(default=30.0, gt=0)
-    model_timeout_seconds: float = Field(default=120.0, gt=0)
+    delegation_timeout_seconds: float = Field(default=300.0, gt=0)
+    cleanup_timeout_seconds: float = Field(
+        default=5.0, gt=0, description="bound on recording a run's end after it was cancelled"
+    )
     text_chunk_chars: int = Field(default=64, gt=0, description="stream text in chunks of about this size")
+    text_flush_seconds: float = Field(default=0.05, ge=0, description="longest a text chunk is held back")
+    event_buffer_size: int = Field(default=256, gt=0, description="events a run may get ahead of its caller")
+    loop_safety_max_iterations: int = Field(default=100, gt=0)
+
     cache_max_entries: int = Field(default=256, gt=0)
     cache_idle_ttl_seconds: float = Field(default=900.0, gt=0)
-    loop_safety_max_iterations: int = Field(default=100, gt=0)
+    cache_sweep_seconds: float = Field(default=30.0, gt=0)
+
+    # Models: `openai/<model>` uses these; other providers are named in `providers`.
     openai_base_url: str = shared("https://api.openai.com/v1", "openai_base_url", service="executor")
     openai_api_key: SecretStr = shared(SecretStr(""), "openai_api_key", service="executor")
+    providers: dict[str, ProviderSettings] = Field(default_factory=dict)
+    model_prices: dict[str, ModelPrice] = Field(default_factory=dict, description="by provider/model")
+    model_timeout_seconds: float = Field(default=120.0, gt=0)
+    model_max_retries: int = Field(default=2, ge=0)
+    model_retry_initial_backoff_seconds: float = Field(default=0.5, ge=0)
+    model_retry_max_backoff_seconds: float = Field(default=8.0, ge=0)
+
+    @model_validator(mode="after")
+    def _openai_is_a_provider(self) -> ExecutorSettings:
+        if "mock" in self.providers:
+            raise ValueError("'mock' is the scripted model, not a configurable provider")
+        self.providers.setdefault(
+            "openai", ProviderSettings(base_url=self.openai_base_url, api_key=self.openai_api_key)
+        )
+        return self

@@ -80,6 +80,7 @@ class RunEvent(_message.Message):
     ESCALATION_FIELD_NUMBER: _builtins.int
     RUN_COMPLETED_FIELD_NUMBER: _builtins.int
     RUN_FAILED_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run this event belongs to."""
     session_id: _builtins.str
@@ -132,6 +133,12 @@ class RunEvent(_message.Message):
     def run_failed(self) -> Global___RunFailed:
         """The run failed (last event)."""
 
+    @_builtins.property
+    def error(self) -> Global___RunError:
+        """Something went wrong that the run recovers from (a refused delegation, a malformed fenced
+        block); the run goes on.
+        """
+
     def __init__(
         self,
         *,
@@ -150,12 +157,13 @@ class RunEvent(_message.Message):
         escalation: Global___Escalation | None = ...,
         run_completed: Global___RunCompleted | None = ...,
         run_failed: Global___RunFailed | None = ...,
+        error: Global___RunError | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["delegation_request", b"delegation_request", "delegation_response", b"delegation_response", "escalation", b"escalation", "kind", b"kind", "run_completed", b"run_completed", "run_failed", b"run_failed", "run_started", b"run_started", "step_started", b"step_started", "text_delta", b"text_delta", "tool_call", b"tool_call", "tool_result", b"tool_result"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["delegation_request", b"delegation_request", "delegation_response", b"delegation_response", "error", b"error", "escalation", b"escalation", "kind", b"kind", "run_completed", b"run_completed", "run_failed", b"run_failed", "run_started", b"run_started", "step_started", b"step_started", "text_delta", b"text_delta", "tool_call", b"tool_call", "tool_result", b"tool_result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "delegation_path", b"delegation_path", "delegation_request", b"delegation_request", "delegation_response", b"delegation_response", "escalation", b"escalation", "kind", b"kind", "run_completed", b"run_completed", "run_failed", b"run_failed", "run_id", b"run_id", "run_started", b"run_started", "seq", b"seq", "session_id", b"session_id", "step_started", b"step_started", "text_delta", b"text_delta", "tool_call", b"tool_call", "tool_result", b"tool_result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "delegation_path", b"delegation_path", "delegation_request", b"delegation_request", "delegation_response", b"delegation_response", "error", b"error", "escalation", b"escalation", "kind", b"kind", "run_completed", b"run_completed", "run_failed", b"run_failed", "run_id", b"run_id", "run_started", b"run_started", "seq", b"seq", "session_id", b"session_id", "step_started", b"step_started", "text_delta", b"text_delta", "tool_call", b"tool_call", "tool_result", b"tool_result"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["run_started", "step_started", "text_delta", "tool_call", "tool_result", "delegation_request", "delegation_response", "escalation", "run_completed", "run_failed"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["run_started", "step_started", "text_delta", "tool_call", "tool_result", "delegation_request", "delegation_response", "escalation", "run_completed", "run_failed", "error"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
@@ -169,19 +177,23 @@ class RunStarted(_message.Message):
 
     AGENT_KIND_FIELD_NUMBER: _builtins.int
     MODEL_FIELD_NUMBER: _builtins.int
+    EXECUTOR_ID_FIELD_NUMBER: _builtins.int
     agent_kind: _builtins.str
     """Agent kind: llm, loop, sequential or parallel."""
     model: _builtins.str
     """Model the run starts with; empty for workflow kinds."""
+    executor_id: _builtins.str
+    """The executor that runs it (its configured id)."""
     def __init__(
         self,
         *,
         agent_kind: _builtins.str = ...,
         model: _builtins.str = ...,
+        executor_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_kind", b"agent_kind", "model", b"model"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_kind", b"agent_kind", "executor_id", b"executor_id", "model", b"model"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -423,12 +435,17 @@ class RunCompleted(_message.Message):
     USAGE_FIELD_NUMBER: _builtins.int
     MAX_STEPS_REACHED_FIELD_NUMBER: _builtins.int
     STEPS_FIELD_NUMBER: _builtins.int
+    ESCALATED_FIELD_NUMBER: _builtins.int
     content: _builtins.str
     """The final answer."""
     max_steps_reached: _builtins.bool
     """True when the run stopped at its step bound rather than on a final answer."""
     steps: _builtins.int
-    """Model steps taken."""
+    """Model steps taken (for workflow kinds: sub-agent runs)."""
+    escalated: _builtins.bool
+    """True when the run ended by escalating (the built-in tool `exit_loop`): the innermost
+    enclosing loop agent stops after this run.
+    """
     @_builtins.property
     def usage(self) -> Global___Usage:
         """Tokens and cost of the whole run, delegations included."""
@@ -440,10 +457,11 @@ class RunCompleted(_message.Message):
         usage: Global___Usage | None = ...,
         max_steps_reached: _builtins.bool = ...,
         steps: _builtins.int = ...,
+        escalated: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "max_steps_reached", b"max_steps_reached", "steps", b"steps", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "escalated", b"escalated", "max_steps_reached", b"max_steps_reached", "steps", b"steps", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -474,3 +492,29 @@ class RunFailed(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RunFailed: _TypeAlias = RunFailed  # noqa: Y015
+
+@_typing.final
+class RunError(_message.Message):
+    """RunError reports an error the run recovers from; the run goes on."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REASON_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    reason: _builtins.str
+    """UPPER_SNAKE reason, e.g. "DELEGATION_NOT_ALLOWED", "DELEGATION_DEPTH_EXCEEDED", "INVALID_BLOCK"."""
+    message: _builtins.str
+    """Human-readable description, also what the model is told."""
+    def __init__(
+        self,
+        *,
+        reason: _builtins.str = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["message", b"message", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunError: _TypeAlias = RunError  # noqa: Y015

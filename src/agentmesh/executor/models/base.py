@@ -11,11 +11,13 @@ Role = Literal["system", "user", "assistant", "tool"]
 
 @dataclass(frozen=True)
 class ToolCallRequest:
-    """A tool call the model asked for."""
+    """A tool call the model asked for. `error` is set when the model's arguments could not be
+    read (not JSON, not an object): the call is then answered with that error."""
 
     id: str
     name: str
     arguments: dict[str, Any]
+    error: str = ""
 
 
 @dataclass(frozen=True)
@@ -58,15 +60,19 @@ class Usage:
 
 @dataclass(frozen=True)
 class ModelChunk:
-    """A piece of a streamed answer: text, and on the last chunk the tool calls and usage."""
+    """A piece of a streamed answer: text, and on the last chunk the tool calls, usage, the model
+    that answered (a fallback may have) and why it stopped."""
 
     text: str = ""
     tool_calls: Sequence[ToolCallRequest] = field(default_factory=tuple)
     usage: Usage | None = None
+    response_model: str = ""
+    finish_reason: str = ""
 
 
 class ModelError(Exception):
-    """A model call failed. `retryable` errors (rate limits, 5xx, timeouts) may fall back."""
+    """A model call failed. `retryable` errors (rate limits, 5xx, timeouts, connection errors)
+    are retried and then fall back to the next model; others end the run."""
 
     def __init__(self, message: str, *, retryable: bool = False) -> None:
         super().__init__(message)

@@ -1,26 +1,222 @@
-"""Picks the model for an agent: `mock` when it has scripted responses or names the mock model,
-else the provider named by `provider/model`."""
+"""Picks and builds an agent's models.
+
+`mock` when the agent has scripted responses or names the mock model; otherwise each of
+`primary_model` and `fallback_models` is `provider/model` on an OpenAI-compatible endpoint from
+the settings (`openai/gpt-4o-mini`, `ollama/smollm2:135m`; a name without a provider means
+`openai`). One SDK client per endpoint and key is shared by every agent of the executor, so its
+connection pool stays warm across sessions.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import openai
 from google.protobuf import json_format
 
-from agentmesh.executor.models.base import ChatModel
+from agentmesh.executor.models.base import ChatModel, Message, ModelChunk, ModelError, ToolSpec
 from agentmesh.executor.models.mock import MockModel
+from agentmesh.executor.models.openai import OpenAIChatModel, Price, RetryPolicy
+from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import FailedPrecondition
 
+logger = logging.getLogger(__name__)
 
-class ModelFactory:
-    """Builds a fresh `ChatModel` per run (the mock model counts calls per run)."""
+MOCK = "mock"
+DEFAULT_PROVIDER = "openai"
 
-    def __init__(self, *, chunk_chars: int = 64) -> None:
+
+@dataclass(frozen=True)
+class ModelTarget:
+    """One model on one endpoint. `api_key` is the secret itself (hidden from repr); only its
+    SHA-256 enters signatures."""
+
+    provider: str
+    model: str
+    base_url: str
+    api_key: str = field(repr=False)
+
+    @property
+    def name(self) -> str:
+        return f"{self.provider}/{self.model}"
+
+    @property
+    def api_key_sha256(self) -> str:
+        # The hash of the FULL key: two keys sharing a prefix must not share a cache entry.
+        return hashlib.sha256(self.api_key.encode()).hexdigest()
+
+    def signature(self) -> dict[str, str]:
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "base_url": self.base_url,
+            "api_key_sha256": self.api_key_sha256,
+        }
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    """Which models an agent runs with, before any client is made."""
+
+    name: str
+    params: Mapping[str, Any]
+    mock_responses: Sequence[Any] | None = None
+    targets: Sequence[ModelTarget] = ()
+
+    @property
+    def is_mock(self) -> bool:
+        return self.mock_responses is not None
+
+    def signature(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "params": dict(self.params),
+            "mock_responses": list(self.mock_responses) if self.mock_responses is not None else None,
+            "targets": [t.signature() for t in self.targets],
+        }
+
+
+class ModelBinding:
+    """An agent's models, ready: `for_run()` gives the `ChatModel` one run uses."""
+
+    def __init__(self, plan: ModelPlan, models: Sequence[ChatModel], *, chunk_chars: int) -> None:
+        self.plan = plan
+        self._models = list(models)
         self._chunk_chars = chunk_chars
 
-    def __call__(self, spec: resources_pb2.AgentSpec) -> ChatModel:
+    def for_run(self) -> ChatModel:
+        if self.plan.is_mock:
+            # The script restarts with every run (the i-th call of a run answers item i).
+            return MockModel(
+                self.plan.mock_responses or [], name=self.plan.name, chunk_chars=self._chunk_chars
+            )
+        if len(self._models) == 1:
+            return self._models[0]
+        return FallbackModel(self._models)
+
+
+class FallbackModel:
+    """Tries models in order: the next one when the previous failed with a retryable error
+    (after its own retries) before streaming anything."""
+
+    def __init__(self, models: Sequence[ChatModel]) -> None:
+        self._models = list(models)
+        self.system = self._models[0].system
+        self.name = self._models[0].name
+
+    async def stream(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AsyncIterator[ModelChunk]:
+        for index, model in enumerate(self._models):
+            yielded = False
+            try:
+                async for chunk in model.stream(messages, tools):
+                    yielded = True
+                    yield chunk
+                return
+            except ModelError as error:
+                if yielded or not error.retryable or index == len(self._models) - 1:
+                    raise
+                logger.warning(
+                    "model %s failed (%s); falling back to %s",
+                    model.name,
+                    error,
+                    self._models[index + 1].name,
+                )
+
+
+class ModelFactory:
+    """Plans and builds agents' models from their specs and the executor's provider settings."""
+
+    def __init__(self, settings: ExecutorSettings) -> None:
+        self._settings = settings
+        self._clients: dict[tuple[str, str], openai.AsyncOpenAI] = {}
+
+    async def plan(self, spec: resources_pb2.AgentSpec) -> ModelPlan:
+        """The agent's models. FAILED_PRECONDITION (MODEL_UNAVAILABLE) for an unknown provider."""
+        params = json_format.MessageToDict(spec.model_params) if spec.HasField("model_params") else {}
         responses = json_format.MessageToDict(spec.mock_responses) if spec.HasField("mock_responses") else []
-        model = spec.primary_model or "mock"
-        provider = model.partition("/")[0]
-        if responses or provider == "mock":
-            return MockModel(responses, name=model, chunk_chars=self._chunk_chars)
-        raise FailedPrecondition(f"model provider {provider!r} is not configured", reason="MODEL_UNAVAILABLE")
+        name = spec.primary_model or MOCK
+        if responses or name.partition("/")[0] == MOCK:
+            return ModelPlan(name=name, params=params, mock_responses=responses)
+        names = [name, *(m for m in spec.fallback_models if m and m != name)]
+        targets = [await self._target(model_name) for model_name in names]
+        return ModelPlan(name=name, params=params, targets=targets)
+
+    def bind(self, plan: ModelPlan) -> ModelBinding:
+        models: list[ChatModel] = []
+        for target in plan.targets:
+            price = self._settings.model_prices.get(target.name)
+            models.append(
+                OpenAIChatModel(
+                    self._client(target),
+                    target.model,
+                    name=target.name,
+                    params=plan.params,
+                    retry=RetryPolicy(
+                        max_retries=self._settings.model_max_retries,
+                        initial_backoff_seconds=self._settings.model_retry_initial_backoff_seconds,
+                        max_backoff_seconds=self._settings.model_retry_max_backoff_seconds,
+                    ),
+                    timeout_seconds=self._settings.model_timeout_seconds,
+                    price=Price(price.input_per_million_tokens, price.output_per_million_tokens)
+                    if price
+                    else None,
+                )
+            )
+        return ModelBinding(plan, models, chunk_chars=self._settings.text_chunk_chars)
+
+    async def aclose(self) -> None:
+        clients, self._clients = self._clients, {}
+        for client in clients.values():
+            try:
+                await client.close()
+            except Exception:
+                logger.exception("could not close a model client")
+
+    async def _target(self, name: str) -> ModelTarget:
+        provider, slash, model = name.partition("/")
+        if not slash:
+            provider, model = DEFAULT_PROVIDER, name
+        settings = self._settings.providers.get(provider)
+        if settings is None or not model:
+            raise FailedPrecondition(
+                f"model {name!r}: provider {provider!r} is not configured on this executor",
+                reason="MODEL_UNAVAILABLE",
+                metadata={"model": name},
+            )
+        api_key = settings.api_key.get_secret_value()
+        if settings.api_key_file is not None:
+            api_key = await asyncio.to_thread(_read_secret, settings.api_key_file)
+        return ModelTarget(provider, model, settings.base_url.rstrip("/"), api_key)
+
+    def _client(self, target: ModelTarget) -> openai.AsyncOpenAI:
+        key = (target.base_url, target.api_key_sha256)
+        client = self._clients.get(key)
+        if client is None:
+            # max_retries=0: OpenAIChatModel owns the retry policy. A keyless endpoint (Ollama)
+            # still needs a non-empty key for the SDK; an explicit key keeps OPENAI_API_KEY unread.
+            client = openai.AsyncOpenAI(
+                base_url=target.base_url,
+                api_key=target.api_key or "unused",
+                max_retries=0,
+                timeout=self._settings.model_timeout_seconds,
+            )
+            self._clients[key] = client
+        return client
+
+
+def _read_secret(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError as error:
+        raise FailedPrecondition(
+            f"cannot read the API key file of a model provider ({error.strerror})", reason="MODEL_UNAVAILABLE"
+        ) from None

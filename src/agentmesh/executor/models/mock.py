@@ -2,8 +2,10 @@
 
 The i-th call of a run returns item i, the last item repeating once the list is spent. An item is
 a string, or `{"content": "...", "tool_calls": [{"name": ..., "arguments": {...}}]}`, optionally
-with `"delay_seconds"` (a pause between chunks, to simulate a slow model). With no responses the
-model echoes the last user message.
+with `"delay_seconds"` (a pause before each chunk, to simulate a slow model), `"usage"`
+(`{"input_tokens": n, "output_tokens": m}`, else words are counted) or `"error"` (the call fails;
+`"retryable": true` makes it a rate-limit-like failure). With no responses the model echoes the
+last user message.
 """
 
 from __future__ import annotations
@@ -71,7 +73,16 @@ class MockModel:
             )
             for call in item.get("tool_calls") or []
         ]
-        prompt_tokens = sum(len(m.content.split()) for m in messages)
+        scripted = item.get("usage") or {}
+        usage = Usage(
+            input_tokens=int(scripted.get("input_tokens", sum(len(m.content.split()) for m in messages))),
+            output_tokens=int(scripted.get("output_tokens", len(content.split()))),
+        )
+        if delay and not content:
+            await asyncio.sleep(delay)
         yield ModelChunk(
-            tool_calls=calls, usage=Usage(input_tokens=prompt_tokens, output_tokens=len(content.split()))
+            tool_calls=calls,
+            usage=usage,
+            response_model=self.name,
+            finish_reason="tool_calls" if calls else "stop",
         )

@@ -153,3 +153,99 @@ class GetStatsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetStatsResponse: _TypeAlias = GetStatsResponse  # noqa: Y015
+
+@_typing.final
+class EndSessionRequest(_message.Message):
+    """EndSessionRequest is the input of EndSession."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """The session."""
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EndSessionRequest: _TypeAlias = EndSessionRequest  # noqa: Y015
+
+@_typing.final
+class EndSessionResponse(_message.Message):
+    """EndSessionResponse is the output of EndSession."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RELEASED_AGENTS_FIELD_NUMBER: _builtins.int
+    released_agents: _builtins.int
+    """Cached agents torn down (or marked for teardown when their run ends)."""
+    def __init__(
+        self,
+        *,
+        released_agents: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["released_agents", b"released_agents"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EndSessionResponse: _TypeAlias = EndSessionResponse  # noqa: Y015
+
+@_typing.final
+class CancelRunsRequest(_message.Message):
+    """CancelRunsRequest is the input of CancelRuns."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The agent's project."""
+    agent_id: _builtins.str
+    """The agent."""
+    reason: _builtins.str
+    """Why, recorded with each cancelled run (e.g. "agent terminated")."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "project_id", b"project_id", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelRunsRequest: _TypeAlias = CancelRunsRequest  # noqa: Y015
+
+@_typing.final
+class CancelRunsResponse(_message.Message):
+    """CancelRunsResponse is the output of CancelRuns."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CANCELLED_RUNS_FIELD_NUMBER: _builtins.int
+    cancelled_runs: _builtins.int
+    """Runs cancelled on this executor."""
+    def __init__(
+        self,
+        *,
+        cancelled_runs: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancelled_runs", b"cancelled_runs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelRunsResponse: _TypeAlias = CancelRunsResponse  # noqa: Y015

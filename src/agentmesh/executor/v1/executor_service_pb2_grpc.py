@@ -46,6 +46,16 @@ class ExecutorServiceStub:
                 request_serializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.GetStatsRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.GetStatsResponse.FromString,
                 _registered_method=True)
+        self.EndSession = channel.unary_unary(
+                '/agentmesh.executor.v1.ExecutorService/EndSession',
+                request_serializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.EndSessionRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.EndSessionResponse.FromString,
+                _registered_method=True)
+        self.CancelRuns = channel.unary_unary(
+                '/agentmesh.executor.v1.ExecutorService/CancelRuns',
+                request_serializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.CancelRunsRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.CancelRunsResponse.FromString,
+                _registered_method=True)
 
 
 class ExecutorServiceServicer:
@@ -70,6 +80,23 @@ class ExecutorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EndSession(self, request, context):
+        """Ends a session on this executor: its cached agents and session-scoped connections (MCP
+        servers) are torn down fully; agents mid-run are torn down when their run ends.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelRuns(self, request, context):
+        """Cancels an agent's runs in flight on this executor — what terminating the agent does to them
+        and, through them, to every run below them. Each ends with RunFailed CANCELLED and is
+        recorded as cancelled. NOT_FOUND when the caller may not see the agent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ExecutorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -82,6 +109,16 @@ def add_ExecutorServiceServicer_to_server(servicer, server):
                     servicer.GetStats,
                     request_deserializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.GetStatsRequest.FromString,
                     response_serializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.GetStatsResponse.SerializeToString,
+            ),
+            'EndSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndSession,
+                    request_deserializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.EndSessionRequest.FromString,
+                    response_serializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.EndSessionResponse.SerializeToString,
+            ),
+            'CancelRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelRuns,
+                    request_deserializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.CancelRunsRequest.FromString,
+                    response_serializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.CancelRunsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -140,6 +177,60 @@ class ExecutorService:
             '/agentmesh.executor.v1.ExecutorService/GetStats',
             agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.GetStatsRequest.SerializeToString,
             agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.GetStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.executor.v1.ExecutorService/EndSession',
+            agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.EndSessionRequest.SerializeToString,
+            agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.EndSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.executor.v1.ExecutorService/CancelRuns',
+            agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.CancelRunsRequest.SerializeToString,
+            agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.CancelRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,

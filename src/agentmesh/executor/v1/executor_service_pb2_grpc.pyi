@@ -43,6 +43,15 @@ class ExecutorServiceStub:
     """
     GetStats: _grpc.UnaryUnaryMultiCallable[_executor_service_pb2.GetStatsRequest, _executor_service_pb2.GetStatsResponse]
     """Returns the executor's counters: agent cache size, hits, misses, evictions and runs in flight."""
+    EndSession: _grpc.UnaryUnaryMultiCallable[_executor_service_pb2.EndSessionRequest, _executor_service_pb2.EndSessionResponse]
+    """Ends a session on this executor: its cached agents and session-scoped connections (MCP
+    servers) are torn down fully; agents mid-run are torn down when their run ends.
+    """
+    CancelRuns: _grpc.UnaryUnaryMultiCallable[_executor_service_pb2.CancelRunsRequest, _executor_service_pb2.CancelRunsResponse]
+    """Cancels an agent's runs in flight on this executor — what terminating the agent does to them
+    and, through them, to every run below them. Each ends with RunFailed CANCELLED and is
+    recorded as cancelled. NOT_FOUND when the caller may not see the agent.
+    """
 
 @_typing.type_check_only
 class ExecutorServiceAsyncStub(ExecutorServiceStub):
@@ -59,6 +68,15 @@ class ExecutorServiceAsyncStub(ExecutorServiceStub):
     """
     GetStats: _aio.UnaryUnaryMultiCallable[_executor_service_pb2.GetStatsRequest, _executor_service_pb2.GetStatsResponse]  # type: ignore[assignment]
     """Returns the executor's counters: agent cache size, hits, misses, evictions and runs in flight."""
+    EndSession: _aio.UnaryUnaryMultiCallable[_executor_service_pb2.EndSessionRequest, _executor_service_pb2.EndSessionResponse]  # type: ignore[assignment]
+    """Ends a session on this executor: its cached agents and session-scoped connections (MCP
+    servers) are torn down fully; agents mid-run are torn down when their run ends.
+    """
+    CancelRuns: _aio.UnaryUnaryMultiCallable[_executor_service_pb2.CancelRunsRequest, _executor_service_pb2.CancelRunsResponse]  # type: ignore[assignment]
+    """Cancels an agent's runs in flight on this executor — what terminating the agent does to them
+    and, through them, to every run below them. Each ends with RunFailed CANCELLED and is
+    recorded as cancelled. NOT_FOUND when the caller may not see the agent.
+    """
 
 class ExecutorServiceServicer(metaclass=_abc_1.ABCMeta):
     """ExecutorService runs agent loops. It keeps nothing durable: every step is recorded in the
@@ -84,5 +102,26 @@ class ExecutorServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_executor_service_pb2.GetStatsResponse, _abc.Awaitable[_executor_service_pb2.GetStatsResponse]]:
         """Returns the executor's counters: agent cache size, hits, misses, evictions and runs in flight."""
+
+    @_abc_1.abstractmethod
+    def EndSession(
+        self,
+        request: _executor_service_pb2.EndSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_executor_service_pb2.EndSessionResponse, _abc.Awaitable[_executor_service_pb2.EndSessionResponse]]:
+        """Ends a session on this executor: its cached agents and session-scoped connections (MCP
+        servers) are torn down fully; agents mid-run are torn down when their run ends.
+        """
+
+    @_abc_1.abstractmethod
+    def CancelRuns(
+        self,
+        request: _executor_service_pb2.CancelRunsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_executor_service_pb2.CancelRunsResponse, _abc.Awaitable[_executor_service_pb2.CancelRunsResponse]]:
+        """Cancels an agent's runs in flight on this executor — what terminating the agent does to them
+        and, through them, to every run below them. Each ends with RunFailed CANCELLED and is
+        recorded as cancelled. NOT_FOUND when the caller may not see the agent.
+        """
 
 def add_ExecutorServiceServicer_to_server(servicer: ExecutorServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

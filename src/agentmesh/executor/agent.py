@@ -1,0 +1,151 @@
+"""A built agent (`AgentRuntime`: resolved spec, models, tools) and how it is built and signed.
+
+The signature covers everything that changes how the agent behaves — kind, instructions, models
+with their endpoints and a hash of the full API key, model params, tools, MCP servers, network
+access, sub-agents and bounds — so the agent cache rebuilds exactly when one of them changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agentmesh.executor.cache import SessionScope
+from agentmesh.executor.models.base import ToolSpec
+from agentmesh.executor.models.factory import ModelBinding, ModelFactory, ModelPlan
+from agentmesh.executor.tools.base import Tool, ToolError
+from agentmesh.executor.tools.builtin import EXIT_LOOP, ExitLoop, builtin_tools
+from agentmesh.executor.tools.mcp import McpConnection, server_signature
+from agentmesh.executor.tools.toolset import ToolSet
+from agentmesh.registry.v1 import resources_pb2
+from agentmesh.runtime.errors import FailedPrecondition, Unavailable
+
+logger = logging.getLogger(__name__)
+
+DELEGATE_TOOL = "delegate"
+
+
+def kind_name(kind: resources_pb2.AgentKind.ValueType) -> str:
+    if kind == resources_pb2.AGENT_KIND_UNSPECIFIED:
+        return "llm"
+    return resources_pb2.AgentKind.Name(kind).removeprefix("AGENT_KIND_").lower()
+
+
+def delegate_tool_spec(targets: list[str]) -> ToolSpec:
+    return ToolSpec(
+        name=DELEGATE_TOOL,
+        description=(
+            "Hand a task to another agent and get its answer back. Give the agent's name and a "
+            "complete, self-contained task."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "agent": {"type": "string", "enum": targets, "description": "The agent to delegate to."},
+                "task": {"type": "string", "description": "The task, with everything the agent needs."},
+            },
+            "required": ["agent", "task"],
+            "additionalProperties": False,
+        },
+    )
+
+
+@dataclass
+class AgentRuntime:
+    """An agent ready to run: its spec, its models and its tools (with and without the escalation
+    tool a sub-agent gets). Holds no session state of its own — a session's MCP connections live
+    in the session's scope — so releasing it is dropping it."""
+
+    spec: resources_pb2.AgentSpec
+    signature: str
+    models: ModelBinding | None
+    tools: ToolSet
+    sub_agent_tools: ToolSet
+
+    @property
+    def function_calling(self) -> bool:
+        params = self.models.plan.params if self.models else {}
+        return bool(params.get("function_calling", True))
+
+    def tool_set(self, *, as_sub_agent: bool) -> ToolSet:
+        return self.sub_agent_tools if as_sub_agent else self.tools
+
+    async def aclose(self) -> None:
+        """Soft release: shared model clients stay pooled, the session's MCP connections stay in
+        its scope for the next build."""
+
+
+class AgentBuilder:
+    """Builds `AgentRuntime`s from resolved specs."""
+
+    def __init__(
+        self,
+        models: ModelFactory,
+        *,
+        function_tools: Mapping[str, Callable[[], Tool]] | None = None,
+        mcp_connect_timeout_seconds: float = 30.0,
+    ) -> None:
+        self._models = models
+        self._function_tools = {**builtin_tools(), **(function_tools or {})}
+        self._mcp_connect_timeout_seconds = mcp_connect_timeout_seconds
+
+    async def plan(self, spec: resources_pb2.AgentSpec) -> tuple[str, ModelPlan | None]:
+        """The agent's signature and its model plan (None for workflow kinds)."""
+        is_llm = kind_name(spec.kind) == "llm"
+        plan = await self._models.plan(spec) if is_llm else None
+        payload: dict[str, Any] = {
+            "agent_id": spec.agent.id,
+            "kind": kind_name(spec.kind),
+            "instructions": spec.instructions,
+            "model": plan.signature() if plan else None,
+            "tools": list(spec.tools),
+            "mcp_servers": [
+                {"name": server.name, "signature": server_signature(server)} for server in spec.mcp_servers
+            ],
+            "network_access": list(spec.network_access),
+            "sub_agents": list(spec.sub_agents),
+            "max_steps": spec.max_steps,
+            "max_iterations": spec.max_iterations,
+        }
+        digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+        return digest, plan
+
+    async def build(
+        self, spec: resources_pb2.AgentSpec, signature: str, plan: ModelPlan | None, scope: SessionScope
+    ) -> AgentRuntime:
+        tools: list[Tool] = []
+        for name in spec.tools:
+            factory = self._function_tools.get(name)
+            if factory is None:
+                raise FailedPrecondition(
+                    f"agent {spec.agent.name!r} names the tool {name!r}, which this executor does not have",
+                    reason="UNKNOWN_TOOL",
+                    metadata={"tool": name},
+                )
+            tools.append(factory())
+        for server in spec.mcp_servers:
+            try:
+                connection = await scope.get_or_open(
+                    server_signature(server),
+                    lambda server=server: McpConnection(
+                        server, connect_timeout_seconds=self._mcp_connect_timeout_seconds
+                    ).open(),
+                )
+            except (ToolError, ValueError) as error:
+                raise Unavailable(
+                    str(error), reason="MCP_SERVER_UNAVAILABLE", metadata={"server": server.name}
+                ) from None
+            tools.extend(connection.tools)
+        tool_set = ToolSet(tools)
+        sub_agent_tools = tool_set if EXIT_LOOP in tool_set else ToolSet([*tools, ExitLoop()])
+        return AgentRuntime(
+            spec=spec,
+            signature=signature,
+            models=self._models.bind(plan) if plan is not None else None,
+            tools=tool_set,
+            sub_agent_tools=sub_agent_tools,
+        )

@@ -1,0 +1,315 @@
+"""Runs on other executors: delegations (an LLM agent hands a task to another agent) and workflow
+sub-agents. Both are a gRPC `Run` on an executor of the pool — never a call inside this process,
+even when the target happens to be served here — carrying the session, a delegation id, the depth,
+and (through the shared client interceptor) the caller's token, remaining deadline and trace
+context. Cancelling the caller cancels the call, which cancels the run on the other side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agentmesh.common.v1 import run_pb2
+from agentmesh.executor.cleanup import run_detached
+from agentmesh.executor.client import ExecutorPool
+from agentmesh.executor.events import EventSink, usage_from_proto
+from agentmesh.executor.models.base import Usage
+from agentmesh.executor.recorder import EventType
+from agentmesh.executor.run import RunScope
+from agentmesh.executor.v1 import executor_service_pb2
+from agentmesh.registry.client import RegistryClient
+from agentmesh.runtime import telemetry
+from agentmesh.runtime.client import Metadata
+from agentmesh.runtime.errors import DomainError
+
+logger = logging.getLogger(__name__)
+
+Outcome = run_pb2.DelegationOutcome
+_FAILOVER_REASONS = {"UNAVAILABLE", "EXECUTOR_BUSY"}
+_REFUSED_CODES = {
+    "FAILED_PRECONDITION",
+    "NOT_FOUND",
+    "PERMISSION_DENIED",
+    "INVALID_ARGUMENT",
+    "UNAUTHENTICATED",
+}
+
+
+@dataclass
+class ChildOutcome:
+    """How a run on another executor ended, as its caller needs it."""
+
+    completed: bool = False
+    content: str = ""
+    usage: Usage = field(default_factory=Usage)
+    escalated: bool = False
+    code: str = ""  # gRPC status code name when it did not complete
+    message: str = ""
+
+    @property
+    def delegation_outcome(self) -> Outcome.ValueType:
+        if self.completed:
+            return Outcome.DELEGATION_OUTCOME_COMPLETED
+        if self.code in _REFUSED_CODES:
+            return Outcome.DELEGATION_OUTCOME_REFUSED
+        if self.code == "DEADLINE_EXCEEDED":
+            return Outcome.DELEGATION_OUTCOME_TIMEOUT
+        if self.code == "CANCELLED":
+            return Outcome.DELEGATION_OUTCOME_CANCELLED
+        return Outcome.DELEGATION_OUTCOME_FAILED
+
+
+def outcome_name(outcome: Outcome.ValueType) -> str:
+    return Outcome.Name(outcome).removeprefix("DELEGATION_OUTCOME_").lower()
+
+
+class RemoteRuns:
+    """Starts runs on the executor pool and streams their events into the caller's sink.
+
+    The pool is the configured executor addresses plus, with discovery on, those registered in the
+    registry (refreshed at most every `refresh_seconds`); when it is empty, this executor itself
+    at its advertised address — still over gRPC. A session keeps its executor (rendezvous
+    hashing), and a run refused before it started (UNAVAILABLE, EXECUTOR_BUSY) goes to the next.
+    """
+
+    def __init__(
+        self,
+        pool: ExecutorPool,
+        registry: RegistryClient,
+        *,
+        discovery: bool,
+        refresh_seconds: float,
+        system_metadata: Callable[[], Metadata | None],
+        self_address: Callable[[], str],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._pool = pool
+        self._registry = registry
+        self._discovery = discovery
+        self._refresh_seconds = refresh_seconds
+        self._system_metadata = system_metadata
+        self._self_address = self_address
+        self._clock = clock
+        self._refreshed_at: float | None = None
+        self._refresh_lock = asyncio.Lock()
+
+    async def _refresh(self) -> None:
+        if not self._discovery:
+            return
+        metadata = self._system_metadata()
+        if metadata is None:
+            return
+        now = self._clock()
+        if self._refreshed_at is not None and now - self._refreshed_at < self._refresh_seconds:
+            return
+        async with self._refresh_lock:
+            if self._refreshed_at is not None and self._clock() - self._refreshed_at < self._refresh_seconds:
+                return
+            try:
+                for executor in await self._registry.list_executors(metadata=metadata):
+                    if executor.address:
+                        self._pool.add(executor.address)
+            except DomainError as error:
+                logger.warning("could not list executors from the registry: %s", error)
+            self._refreshed_at = self._clock()
+
+    async def run(
+        self,
+        request: executor_service_pb2.RunRequest,
+        sink: EventSink,
+        *,
+        timeout_seconds: float | None = None,
+    ) -> ChildOutcome:
+        """Runs `request` on an executor, forwarding every event it streams (its own and those
+        of the runs below it) to `sink`, and returns how the run ended."""
+        await self._refresh()
+        if not self._pool.addresses:
+            self._pool.add(self._self_address())
+        own_path = tuple(request.delegation_path)
+        failure = ChildOutcome(code="UNAVAILABLE", message="no executor could take the run")
+        for address, client in self._pool.candidates(request.session_id):
+            own_run = ""
+            outcome: ChildOutcome | None = None
+            try:
+                async for event in client.run(request, timeout=timeout_seconds):
+                    if (
+                        not own_run
+                        and event.HasField("run_started")
+                        and tuple(event.delegation_path) == own_path
+                    ):
+                        own_run = event.run_id
+                    if own_run and event.run_id == own_run:
+                        if event.HasField("run_completed"):
+                            done = event.run_completed
+                            outcome = ChildOutcome(
+                                completed=True,
+                                content=done.content,
+                                usage=usage_from_proto(done.usage),
+                                escalated=done.escalated,
+                            )
+                        elif event.HasField("run_failed"):
+                            outcome = ChildOutcome(
+                                code=event.run_failed.code, message=event.run_failed.message
+                            )
+                    await sink.emit(event)
+            except DomainError as error:
+                if own_run or error.reason not in _FAILOVER_REASONS:
+                    return ChildOutcome(code=error.code.name, message=error.message)
+                logger.warning("executor %s refused a run (%s); trying the next", address, error.reason)
+                self._pool.mark(address, healthy=error.reason != "UNAVAILABLE")
+                failure = ChildOutcome(code=error.code.name, message=error.message)
+                continue
+            self._pool.mark(address, healthy=True)
+            return outcome or ChildOutcome(code="INTERNAL", message="the run ended without an answer")
+        return failure
+
+
+@dataclass
+class DelegationResult:
+    """What a delegation gives back to the delegating agent's loop."""
+
+    outcome: Outcome.ValueType
+    text: str
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def is_error(self) -> bool:
+        return self.outcome != Outcome.DELEGATION_OUTCOME_COMPLETED
+
+
+class Delegator:
+    """Hands a task to another agent of the same project, within the caller's network access and
+    the depth bound. Every delegation that is sent gets exactly one `delegation_response`; one
+    that may not be sent gets an `error` event instead, and the caller's loop goes on."""
+
+    def __init__(
+        self,
+        remote: RemoteRuns,
+        *,
+        max_depth: int,
+        timeout_seconds: float,
+        cleanup_timeout_seconds: float,
+    ) -> None:
+        self._remote = remote
+        self._max_depth = max_depth
+        self._timeout_seconds = timeout_seconds
+        self._cleanup_timeout_seconds = cleanup_timeout_seconds
+
+    def refusal(self, scope: RunScope, target: str) -> tuple[str, str] | None:
+        """Why `scope`'s agent may not delegate to `target` (reason, message), or None."""
+        allowed = list(scope.spec.network_access)
+        if target not in allowed:
+            return (
+                "DELEGATION_NOT_ALLOWED",
+                f"{scope.agent} may not delegate to {target!r}: its network access is "
+                f"{', '.join(allowed) if allowed else 'empty'}",
+            )
+        if scope.depth + 1 > self._max_depth:
+            return (
+                "DELEGATION_DEPTH_EXCEEDED",
+                f"delegating to {target!r} would nest {scope.depth + 1} delegations deep; the limit is "
+                f"{self._max_depth}",
+            )
+        return None
+
+    async def delegate(self, scope: RunScope, target: str, task: str) -> DelegationResult:
+        delegation_id = uuid.uuid4().hex
+        with telemetry.delegation_span(
+            target=target, delegation_id=delegation_id, depth=scope.depth + 1
+        ) as span:
+            refused = self.refusal(scope, target)
+            if refused is not None:
+                reason, message = refused
+                span.set_attribute(telemetry.DELEGATION_OUTCOME, "refused")
+                await scope.error(reason, message, metadata={"target_agent": target, "task": task})
+                return DelegationResult(Outcome.DELEGATION_OUTCOME_REFUSED, message)
+            request_event = await scope.recorder.record(
+                EventType.EVENT_TYPE_DELEGATION_REQUEST,
+                {"agent": target, "task": task},
+                parent_event_id=scope.input_event_id,
+                delegation_id=delegation_id,
+                metadata={"target_agent": target, "depth": scope.depth + 1},
+            )
+            await scope.sink.emit(
+                scope.context.event(
+                    seq=request_event.seq,
+                    delegation_request=run_pb2.DelegationRequest(
+                        delegation_id=delegation_id, target_agent=target, task=task
+                    ),
+                )
+            )
+            child = ChildOutcome(code="CANCELLED", message="the delegating run was cancelled")
+            try:
+                child = await self._remote.run(
+                    executor_service_pb2.RunRequest(
+                        project_slug=scope.spec.project_slug,
+                        agent_name=target,
+                        session_id=scope.session_id,
+                        input=task,
+                        delegation_id=delegation_id,
+                        delegation_depth=scope.depth + 1,
+                        delegation_path=scope.context.child_path,
+                        parent_event_id=request_event.id,
+                    ),
+                    scope.sink,
+                    timeout_seconds=self._timeout_seconds,
+                )
+            finally:
+                # Exactly one response per request, also when this run is being cancelled.
+                result = _result(target, child)
+                span.set_attribute(telemetry.DELEGATION_OUTCOME, outcome_name(result.outcome))
+                seq = await self._respond(scope, target, delegation_id, request_event.id, result)
+            await scope.sink.emit(
+                scope.context.event(
+                    seq=seq,
+                    delegation_response=run_pb2.DelegationResponse(
+                        delegation_id=delegation_id,
+                        target_agent=target,
+                        outcome=result.outcome,
+                        content=result.text,
+                    ),
+                )
+            )
+            return result
+
+    async def _respond(
+        self,
+        scope: RunScope,
+        target: str,
+        delegation_id: str,
+        request_event_id: str,
+        result: DelegationResult,
+    ) -> int:
+        outcome = outcome_name(result.outcome)
+        try:
+            event = await run_detached(
+                lambda: scope.recorder.record(
+                    EventType.EVENT_TYPE_DELEGATION_RESPONSE,
+                    {"agent": target, "outcome": outcome, "content": result.text},
+                    parent_event_id=request_event_id,
+                    delegation_id=delegation_id,
+                    metadata={"target_agent": target, "outcome": outcome},
+                ),
+                timeout_seconds=self._cleanup_timeout_seconds,
+            )
+        except Exception:
+            logger.exception("could not record the response of delegation %s", delegation_id)
+            return 0
+        return event.seq
+
+
+def _result(target: str, child: ChildOutcome) -> DelegationResult:
+    outcome = child.delegation_outcome
+    if outcome == Outcome.DELEGATION_OUTCOME_COMPLETED:
+        return DelegationResult(outcome, child.content, child.usage)
+    messages = {
+        Outcome.DELEGATION_OUTCOME_REFUSED: f"{target} refused the task: {child.message}",
+        Outcome.DELEGATION_OUTCOME_TIMEOUT: f"{target} did not answer in time: {child.message}",
+        Outcome.DELEGATION_OUTCOME_CANCELLED: f"the delegation to {target} was cancelled",
+    }
+    return DelegationResult(outcome, messages.get(outcome, f"{target} failed: {child.message}"), child.usage)

@@ -1,0 +1,356 @@
+"""The LLM agent's loop (DESIGN §5): context → model (streaming) → tool calls and delegations →
+again, until a final answer or `max_steps`.
+
+Context: the instructions (with the agents it may delegate to, and how to call tools and delegate
+in fenced blocks when the model has no function calling), the agent's own recent events in the
+session (a bounded window read newest-first, never the whole session) and the input. Tool calls
+and delegations of one step run concurrently, each bounded in time; every error is fed back to the
+model. Text streams in chunks, with ```delegate / ```tool_call blocks taken out of the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentmesh.common.v1 import run_pb2
+from agentmesh.executor.agent import DELEGATE_TOOL, AgentRuntime, delegate_tool_spec
+from agentmesh.executor.delegation import Delegator
+from agentmesh.executor.models.base import ChatModel, Message, ModelError, ToolCallRequest, ToolSpec, Usage
+from agentmesh.executor.recorder import EventType, NewEvent
+from agentmesh.executor.run import RunFailure, RunResult, RunScope
+from agentmesh.executor.settings import ExecutorSettings
+from agentmesh.executor.text import DELEGATE, TOOL_CALL, FencedBlock, FencedBlockFilter, TextChunker
+from agentmesh.executor.tools.base import ToolOutput
+from agentmesh.memory.client import MemoryClient
+from agentmesh.memory.v1 import memory_service_pb2
+from agentmesh.runtime import telemetry
+from agentmesh.runtime.errors import NotFound
+
+logger = logging.getLogger(__name__)
+
+_HISTORY_ROLES = {
+    EventType.EVENT_TYPE_USER_MESSAGE: "user",
+    EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED: "user",
+    EventType.EVENT_TYPE_AGENT_RESPONSE: "assistant",
+}
+TOOL, DELEGATION, INVALID = "tool", "delegation", "invalid"
+DELEGATE_EXAMPLE = '{"agent": "<name>", "task": "<task>"}'
+TOOL_CALL_EXAMPLE = '{"name": "<tool>", "arguments": {}}'
+
+
+def _fenced(kind: str, body: str) -> str:
+    return f"```{kind}\n{body}\n```"
+
+
+@dataclass
+class PlannedCall:
+    """One thing the model asked for in a step: a tool call, a delegation, or a malformed block."""
+
+    kind: str
+    id: str
+    name: str  # the tool, or the target agent
+    arguments: dict[str, Any] = field(default_factory=dict)
+    task: str = ""
+    error: str = ""
+    native: bool = True  # function calling (answered by a tool message) or a fenced block
+
+
+@dataclass
+class ModelReply:
+    raw: str
+    visible: str
+    native_calls: Sequence[ToolCallRequest]
+    blocks: Sequence[FencedBlock]
+
+
+class LlmLoop:
+    """Runs one input through an LLM agent."""
+
+    def __init__(
+        self,
+        scope: RunScope,
+        runtime: AgentRuntime,
+        *,
+        settings: ExecutorSettings,
+        delegator: Delegator,
+    ) -> None:
+        self._scope = scope
+        self._runtime = runtime
+        self._settings = settings
+        self._delegator = delegator
+        self._tools = runtime.tool_set(as_sub_agent=scope.request.as_sub_agent)
+        self._targets = list(scope.spec.network_access)
+        self._result = RunResult()
+
+    async def run(self, history: Sequence[Message]) -> RunResult:
+        scope, result = self._scope, self._result
+        assert self._runtime.models is not None
+        model = self._runtime.models.for_run()
+        messages: list[Message] = [
+            Message("system", self._system_prompt()),
+            *history,
+            Message("user", scope.request.input),
+        ]
+        tool_specs = self._offered_tools()
+        max_steps = scope.spec.max_steps or self._settings.default_max_steps
+        best = ""
+        for step in range(1, max_steps + 1):
+            result.steps = step
+            await scope.sink.emit(scope.context.event(step_started=run_pb2.StepStarted(step=step)))
+            with telemetry.step_span(step=step, agent=scope.agent):
+                reply = await self._call_model(model, messages, tool_specs, step)
+                best = reply.visible or best
+                calls = self._plan(reply)
+                if not calls:
+                    result.content = reply.visible
+                    return result
+                messages.append(Message("assistant", reply.raw, tool_calls=reply.native_calls))
+                outputs = await self._run_calls(calls)
+            messages.extend(_result_messages(calls, outputs))
+            escalations = [output for output in outputs if output.escalate]
+            if escalations:
+                result.escalated = True
+                result.content = reply.visible or escalations[0].text
+                return result
+        result.max_steps_reached = True
+        note = f"(Stopped at the limit of {max_steps} steps; this is the best answer so far.)"
+        result.content = f"{best}\n\n{note}" if best else note
+        await scope.sink.emit(
+            scope.context.event(text_delta=run_pb2.TextDelta(text=f"\n\n{note}" if best else note))
+        )
+        return result
+
+    # -- context ----------------------------------------------------------------------------------
+
+    def _offered_tools(self) -> list[ToolSpec]:
+        if not self._runtime.function_calling:
+            return []  # described in the system prompt instead, called in fenced blocks
+        specs = self._tools.specs()
+        if self._targets:
+            specs.append(delegate_tool_spec(self._targets))
+        return specs
+
+    def _system_prompt(self) -> str:
+        parts = [self._scope.spec.instructions.strip()]
+        if self._targets:
+            parts.append(
+                "You may delegate a task to these agents of your project: " + ", ".join(self._targets) + "."
+            )
+        if not self._runtime.function_calling:
+            if self._targets:
+                parts.append("To delegate, write a fenced block:\n" + _fenced(DELEGATE, DELEGATE_EXAMPLE))
+            specs = self._tools.specs()
+            if specs:
+                described = "\n".join(
+                    f"- {spec.name}: {spec.description} Arguments: {json.dumps(spec.parameters)}"
+                    for spec in specs
+                )
+                parts.append(
+                    f"You can call these tools:\n{described}\n"
+                    f"To call one, write a fenced block:\n{_fenced(TOOL_CALL, TOOL_CALL_EXAMPLE)}"
+                )
+        return "\n\n".join(part for part in parts if part)
+
+    # -- model ------------------------------------------------------------------------------------
+
+    async def _call_model(
+        self, model: ChatModel, messages: Sequence[Message], tools: Sequence[ToolSpec], step: int
+    ) -> ModelReply:
+        scope = self._scope
+        fenced = FencedBlockFilter()
+        chunker = TextChunker(self._settings.text_chunk_chars, self._settings.text_flush_seconds)
+        raw: list[str] = []
+        visible: list[str] = []
+        native: list[ToolCallRequest] = []
+        usage = Usage()
+        response_model = finish_reason = ""
+
+        async def emit(pieces: list[str]) -> None:
+            for piece in pieces:
+                if piece:
+                    visible.append(piece)
+                    await scope.sink.emit(scope.context.event(text_delta=run_pb2.TextDelta(text=piece)))
+
+        with telemetry.model_span(system=model.system, model=model.name, step=step) as span:
+            try:
+                async for chunk in model.stream(messages, tools):
+                    if chunk.text:
+                        raw.append(chunk.text)
+                        await emit(chunker.add(fenced.feed(chunk.text)))
+                    native.extend(chunk.tool_calls)
+                    if chunk.usage is not None:
+                        usage = usage + chunk.usage
+                    response_model = chunk.response_model or response_model
+                    finish_reason = chunk.finish_reason or finish_reason
+            except ModelError as error:
+                raise RunFailure(
+                    "UNAVAILABLE" if error.retryable else "FAILED_PRECONDITION",
+                    f"model {model.name} failed: {error}",
+                    reason="MODEL_FAILED",
+                ) from error
+            await emit([*chunker.add(fenced.finish()), chunker.flush()])
+            telemetry.record_model_usage(
+                span,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                response_model=response_model,
+                finish_reason=finish_reason,
+            )
+        self._result.usage += usage
+        self._result.total_usage += usage
+        text = "".join(visible)
+        # Only where blocks were cut out is there whitespace that the model did not mean.
+        return ModelReply("".join(raw), text.strip() if fenced.blocks else text, native, fenced.blocks)
+
+    def _plan(self, reply: ModelReply) -> list[PlannedCall]:
+        calls: list[PlannedCall] = []
+        for call in reply.native_calls:
+            if call.name == DELEGATE_TOOL and DELEGATE_TOOL not in self._tools and not call.error:
+                agent, task = call.arguments.get("agent"), call.arguments.get("task")
+                if isinstance(agent, str) and isinstance(task, str) and agent and task:
+                    calls.append(PlannedCall(DELEGATION, call.id, agent, call.arguments, task=task))
+                    continue
+                error = 'delegate needs the string arguments "agent" and "task"'
+                calls.append(PlannedCall(TOOL, call.id, call.name, call.arguments, error=error))
+                continue
+            calls.append(PlannedCall(TOOL, call.id, call.name, call.arguments, error=call.error))
+        for index, block in enumerate(reply.blocks, start=1):
+            call_id = f"block_{index}"
+            try:
+                value = block.parse()
+            except ValueError as error:
+                calls.append(PlannedCall(INVALID, call_id, block.kind, error=str(error), native=False))
+                continue
+            if block.kind == DELEGATE:
+                calls.append(
+                    PlannedCall(DELEGATION, call_id, value["agent"], value, task=value["task"], native=False)
+                )
+            else:
+                arguments = value.get("arguments") or {}
+                calls.append(PlannedCall(TOOL, call_id, value["name"], arguments, native=False))
+        return calls
+
+    # -- tools and delegations --------------------------------------------------------------------
+
+    async def _run_calls(self, calls: Sequence[PlannedCall]) -> list[ToolOutput]:
+        """Runs a step's calls concurrently; outputs in the order of `calls`."""
+        scope = self._scope
+        tool_calls = [call for call in calls if call.kind == TOOL]
+        recorded = await scope.recorder.record_many(
+            [
+                NewEvent(
+                    EventType.EVENT_TYPE_TOOL_CALL,
+                    {"name": call.name, "arguments": call.arguments},
+                    metadata={"call_id": call.id, "tool": call.name},
+                    parent_event_id=scope.input_event_id,
+                )
+                for call in tool_calls
+            ]
+        )
+        for call, event in zip(tool_calls, recorded, strict=True):
+            tool_call = run_pb2.ToolCall(call_id=call.id, name=call.name)
+            tool_call.arguments.update(call.arguments)
+            await scope.sink.emit(scope.context.event(seq=event.seq, tool_call=tool_call))
+        call_events = {call.id: event.id for call, event in zip(tool_calls, recorded, strict=True)}
+        outputs: dict[str, ToolOutput] = {}
+        async with asyncio.TaskGroup() as group:
+            for call in calls:
+                if call.kind == TOOL:
+                    group.create_task(self._tool(call, call_events[call.id], outputs))
+                elif call.kind == DELEGATION:
+                    group.create_task(self._delegate(call, outputs))
+                else:
+                    group.create_task(self._invalid(call, outputs))
+        return [outputs[call.id] for call in calls]
+
+    async def _tool(self, call: PlannedCall, call_event_id: str, outputs: dict[str, ToolOutput]) -> None:
+        scope = self._scope
+        with telemetry.tool_span(tool=call.name, call_id=call.id) as span:
+            if call.error:
+                output = ToolOutput(f"{call.name}: {call.error}", is_error=True)
+            else:
+                output = await self._tools.call(
+                    call.name, call.arguments, timeout_seconds=self._settings.tool_timeout_seconds
+                )
+            span.set_attribute(telemetry.TOOL_OUTCOME, "error" if output.is_error else "ok")
+            telemetry.set_content(span, telemetry.GEN_AI_TOOL_CALL_RESULT, output.text)
+            event = await scope.recorder.record(
+                EventType.EVENT_TYPE_TOOL_RESULT,
+                output.text,
+                metadata={"call_id": call.id, "tool": call.name, "is_error": output.is_error},
+                parent_event_id=call_event_id,
+            )
+            await scope.sink.emit(
+                scope.context.event(
+                    seq=event.seq,
+                    tool_result=run_pb2.ToolResult(
+                        call_id=call.id, name=call.name, output=output.text, is_error=output.is_error
+                    ),
+                )
+            )
+            if output.escalate:
+                reason = str(call.arguments.get("reason") or "")
+                escalation = await scope.recorder.record(
+                    EventType.EVENT_TYPE_ESCALATION,
+                    reason or f"{scope.agent} ended the loop",
+                    metadata={"tool": call.name},
+                    parent_event_id=call_event_id,
+                )
+                await scope.sink.emit(
+                    scope.context.event(seq=escalation.seq, escalation=run_pb2.Escalation(reason=reason))
+                )
+        outputs[call.id] = output
+
+    async def _delegate(self, call: PlannedCall, outputs: dict[str, ToolOutput]) -> None:
+        result = await self._delegator.delegate(self._scope, call.name, call.task)
+        self._result.total_usage += result.usage
+        outputs[call.id] = ToolOutput(result.text, is_error=result.is_error)
+
+    async def _invalid(self, call: PlannedCall, outputs: dict[str, ToolOutput]) -> None:
+        await self._scope.error("INVALID_BLOCK", call.error, metadata={"block": call.name})
+        outputs[call.id] = ToolOutput(call.error, is_error=True)
+
+
+async def read_history(
+    memory: MemoryClient, scope: RunScope, *, window: int, exclude_run_id: str
+) -> list[Message]:
+    """The agent's own recent inputs and answers in the session: at most `window` events, read
+    newest first (one page, never the whole session), returned oldest first."""
+    request = memory_service_pb2.ListEventsRequest(
+        session_id=scope.session_id,
+        agent=scope.agent,
+        event_types=list(_HISTORY_ROLES),
+        page_size=window,
+        descending=True,
+    )
+    try:
+        response = await memory.list_events(request)
+    except NotFound:  # a new session has no history yet
+        return []
+    return [
+        Message(role=_HISTORY_ROLES[event.event_type], content=event.content)  # type: ignore[arg-type]
+        for event in reversed(response.events)
+        if event.run_id != exclude_run_id
+    ]
+
+
+def _result_messages(calls: Sequence[PlannedCall], outputs: Sequence[ToolOutput]) -> list[Message]:
+    messages = [
+        Message("tool", output.text, tool_call_id=call.id, name=call.name)
+        for call, output in zip(calls, outputs, strict=True)
+        if call.native
+    ]
+    fenced = [
+        f"[{'delegate' if call.kind == DELEGATION else 'tool_call'} {call.name}]"
+        f"{' error' if output.is_error else ''}: {output.text}"
+        for call, output in zip(calls, outputs, strict=True)
+        if not call.native
+    ]
+    if fenced:
+        messages.append(Message("user", "Results of your fenced blocks:\n" + "\n".join(fenced)))
+    return messages

@@ -1,0 +1,31 @@
+"""The tool interface: what a tool offers the model, and what one call of it returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from agentmesh.executor.models.base import ToolSpec
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """What a call returned: text for the model (JSON text for structured results), whether it is
+    an error the model should see, and whether the call escalates out of the enclosing loop."""
+
+    text: str
+    is_error: bool = False
+    escalate: bool = False
+
+
+class ToolError(Exception):
+    """A tool failed in a way the model can act on; the message is fed back to it."""
+
+
+class Tool(Protocol):
+    """A callable tool. Arguments arrive already validated against `spec.parameters`."""
+
+    @property
+    def spec(self) -> ToolSpec: ...
+
+    async def call(self, arguments: dict[str, Any]) -> ToolOutput: ...

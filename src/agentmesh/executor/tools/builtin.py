@@ -1,0 +1,72 @@
+"""The built-in function tools: `exit_loop` (escalate out of the enclosing loop agent) and
+`get_current_time`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from agentmesh.executor.models.base import ToolSpec
+from agentmesh.executor.tools.base import Tool, ToolError, ToolOutput
+
+EXIT_LOOP = "exit_loop"
+GET_CURRENT_TIME = "get_current_time"
+
+
+class ExitLoop:
+    """Ends the innermost enclosing loop agent once the calling agent's run has ended (ADK's
+    `exit_loop`: it sets escalate)."""
+
+    spec = ToolSpec(
+        name=EXIT_LOOP,
+        description=(
+            "Call this when the task is done and the enclosing loop should stop iterating. "
+            "Optionally give the reason."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {"reason": {"type": "string", "description": "Why the loop can stop."}},
+            "additionalProperties": False,
+        },
+    )
+
+    async def call(self, arguments: dict[str, Any]) -> ToolOutput:
+        reason = str(arguments.get("reason") or "done")
+        return ToolOutput(f"Exiting the loop: {reason}", escalate=True)
+
+
+class GetCurrentTime:
+    """The current date and time, in UTC or an IANA time zone."""
+
+    spec = ToolSpec(
+        name=GET_CURRENT_TIME,
+        description="Returns the current date and time (ISO 8601) in UTC or in the given IANA time zone.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "timezone": {
+                    "type": "string",
+                    "description": "IANA time zone such as 'Europe/Paris'; UTC when omitted.",
+                }
+            },
+            "additionalProperties": False,
+        },
+    )
+
+    def __init__(self, clock: Callable[[], datetime] | None = None) -> None:
+        self._clock = clock or (lambda: datetime.now(UTC))
+
+    async def call(self, arguments: dict[str, Any]) -> ToolOutput:
+        name = arguments.get("timezone") or "UTC"
+        try:
+            zone = ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ToolError(f"unknown time zone {name!r}; use an IANA name such as 'Europe/Paris'") from None
+        return ToolOutput(self._clock().astimezone(zone).isoformat(timespec="seconds"))
+
+
+def builtin_tools() -> dict[str, Callable[[], Tool]]:
+    """Factories of the built-in tools, by name."""
+    return {EXIT_LOOP: ExitLoop, GET_CURRENT_TIME: GetCurrentTime}

@@ -1,0 +1,184 @@
+"""MCP servers as tool sources, through the `mcp` SDK, over stdio or streamable HTTP.
+
+Each connection is owned by a task of its own: the SDK's client is an anyio context whose cancel
+scopes must be left by the task that entered them, while its tools are called from whichever run
+uses them and the connection is closed by whoever evicts it. The owner task enters the client,
+lists the tools, then waits to be told to close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import hashlib
+import json
+import logging
+from typing import Any
+
+import mcp
+from mcp.client.stdio import get_default_environment
+
+from agentmesh.executor.models.base import ToolSpec
+from agentmesh.executor.tools.base import ToolError, ToolOutput
+from agentmesh.registry.v1 import resources_pb2
+
+logger = logging.getLogger(__name__)
+
+STDIO = "stdio"
+STREAMABLE_HTTP = "streamable_http"
+_MAX_TOOL_PAGES = 100
+
+
+def server_signature(server: resources_pb2.McpServer) -> str:
+    """A stable digest of everything that identifies an MCP server's connection."""
+    payload = {
+        "transport": server.transport,
+        "command": server.command,
+        "args": list(server.args),
+        "url": server.url,
+        "env": dict(sorted(server.env.items())),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def _target(server: resources_pb2.McpServer) -> mcp.StdioServerParameters | str:
+    transport = server.transport.lower().replace("-", "_")
+    if transport == STDIO:
+        if not server.command:
+            raise ValueError(f"MCP server {server.name!r}: stdio needs a command")
+        env = {**get_default_environment(), **dict(server.env)} if server.env else None
+        return mcp.StdioServerParameters(command=server.command, args=list(server.args), env=env)
+    if transport in (STREAMABLE_HTTP, "http"):
+        if not server.url:
+            raise ValueError(f"MCP server {server.name!r}: streamable_http needs a url")
+        return server.url
+    raise ValueError(f"MCP server {server.name!r}: unknown transport {server.transport!r}")
+
+
+class McpConnection:
+    """One open MCP server connection and the tools it offers."""
+
+    def __init__(self, server: resources_pb2.McpServer, *, connect_timeout_seconds: float = 30.0) -> None:
+        self.name = server.name
+        self._target = _target(server)
+        self._connect_timeout_seconds = connect_timeout_seconds
+        self._client: mcp.Client | None = None
+        self._tools: list[McpTool] = []
+        self._ready = asyncio.Event()
+        self._closing = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._error: BaseException | None = None
+
+    @property
+    def tools(self) -> list[McpTool]:
+        return list(self._tools)
+
+    @property
+    def alive(self) -> bool:
+        return self._client is not None and self._task is not None and not self._task.done()
+
+    async def open(self) -> McpConnection:
+        """Connects and lists the tools; raises when the server cannot be reached in time."""
+        # A context of its own: the connection outlives the run that opened it, and must not keep
+        # that run's trace, token or deadline.
+        self._task = asyncio.create_task(self._own(), name=f"mcp {self.name}", context=contextvars.Context())
+        try:
+            async with asyncio.timeout(self._connect_timeout_seconds):
+                await asyncio.wait(
+                    [self._task, asyncio.ensure_future(self._ready.wait())],
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+        except TimeoutError:
+            await self.aclose()
+            raise ToolError(
+                f"MCP server {self.name!r} did not answer within {self._connect_timeout_seconds:g}s"
+            ) from None
+        except asyncio.CancelledError:
+            await self.aclose()
+            raise
+        if not self._ready.is_set():
+            error = self._error or RuntimeError("connection closed")
+            raise ToolError(f"cannot connect to MCP server {self.name!r}: {_describe(error)}") from error
+        return self
+
+    async def _own(self) -> None:
+        try:
+            async with mcp.Client(self._target, cache=None) as client:
+                self._client = client
+                self._tools = [McpTool(self, tool) for tool in await _list_tools(client)]
+                self._ready.set()
+                await self._closing.wait()
+        except Exception as error:
+            self._error = error
+            if self._ready.is_set():
+                logger.warning("MCP server %r connection ended: %s", self.name, _describe(error))
+        finally:
+            self._client = None
+
+    async def call(
+        self, name: str, arguments: dict[str, Any], *, timeout_seconds: float | None = None
+    ) -> ToolOutput:
+        client = self._client
+        if client is None:
+            raise ToolError(f"MCP server {self.name!r} is not connected")
+        try:
+            result = await client.call_tool(name, arguments, read_timeout_seconds=timeout_seconds)
+        except mcp.MCPError as error:
+            raise ToolError(f"MCP server {self.name!r}: {error}") from None
+        return ToolOutput(_result_text(result), is_error=bool(result.is_error))
+
+    async def aclose(self) -> None:
+        self._closing.set()
+        task = self._task
+        if task is None or task.done():
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(task), 5.0)
+        except TimeoutError:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+
+class McpTool:
+    """One tool of an MCP server."""
+
+    def __init__(self, connection: McpConnection, tool: mcp.Tool) -> None:
+        self._connection = connection
+        self.spec = ToolSpec(
+            name=tool.name,
+            description=tool.description or tool.title or tool.name,
+            parameters=dict(tool.input_schema or {"type": "object"}),
+        )
+
+    async def call(self, arguments: dict[str, Any]) -> ToolOutput:
+        return await self._connection.call(self.spec.name, arguments)
+
+
+async def _list_tools(client: mcp.Client) -> list[mcp.Tool]:
+    tools: list[mcp.Tool] = []
+    cursor: str | None = None
+    for _ in range(_MAX_TOOL_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
+
+
+def _result_text(result: Any) -> str:
+    texts = [block.text for block in result.content or () if getattr(block, "type", "") == "text"]
+    if texts:
+        return "\n".join(texts)
+    if result.structured_content is not None:
+        return json.dumps(result.structured_content)
+    others = [getattr(block, "type", "content") for block in result.content or ()]
+    return f"({', '.join(others)})" if others else ""
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in error.exceptions)
+    return f"{type(error).__name__}: {error}"

@@ -1,0 +1,89 @@
+"""The tools one agent may call, with argument validation, timeouts and errors turned into
+results the model can read: a bad argument, an unknown tool, a timeout or a crash never ends the
+run, the model is told and may correct itself."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import jsonschema
+
+from agentmesh.executor.models.base import ToolSpec
+from agentmesh.executor.tools.base import Tool, ToolError, ToolOutput
+
+logger = logging.getLogger(__name__)
+
+_MAX_ERRORS_SHOWN = 5
+
+
+class ToolSet:
+    """Named tools with compiled argument validators. The first tool of a name wins."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._validators: dict[str, jsonschema.protocols.Validator | None] = {}
+        for tool in tools:
+            self.add(tool)
+
+    def add(self, tool: Tool) -> None:
+        name = tool.spec.name
+        if name in self._tools:
+            logger.warning("tool %r is offered twice; the first one is kept", name)
+            return
+        self._tools[name] = tool
+        schema = tool.spec.parameters or {"type": "object"}
+        try:
+            cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+            cls.check_schema(schema)
+            self._validators[name] = cls(schema)
+        except jsonschema.SchemaError as error:
+            # A tool source (an MCP server) with a broken schema: its calls go unvalidated.
+            logger.warning("tool %r has an invalid argument schema (%s); not validating", name, error.message)
+            self._validators[name] = None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def specs(self, names: Sequence[str] | None = None) -> list[ToolSpec]:
+        """The specs of all tools, or of those named (in the set's order)."""
+        return [t.spec for n, t in self._tools.items() if names is None or n in names]
+
+    def validate(self, name: str, arguments: Any) -> str:
+        """An error message for arguments that do not fit the tool's schema, else ""."""
+        validator = self._validators.get(name)
+        if validator is None:
+            return ""
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+        if not errors:
+            return ""
+        shown = [f"{'/'.join(map(str, e.absolute_path)) or '(arguments)'}: {e.message}" for e in errors]
+        more = len(shown) - _MAX_ERRORS_SHOWN
+        text = "; ".join(shown[:_MAX_ERRORS_SHOWN]) + (f"; and {more} more" if more > 0 else "")
+        return f"invalid arguments for {name}: {text}"
+
+    async def call(self, name: str, arguments: Any, *, timeout_seconds: float) -> ToolOutput:
+        """Calls a tool; every failure becomes an error output for the model."""
+        tool = self._tools.get(name)
+        if tool is None:
+            available = ", ".join(self._tools) or "none"
+            return ToolOutput(f"unknown tool {name!r}; available tools: {available}", is_error=True)
+        problem = self.validate(name, arguments)
+        if problem:
+            return ToolOutput(problem, is_error=True)
+        try:
+            async with asyncio.timeout(timeout_seconds):
+                return await tool.call(arguments)
+        except TimeoutError:
+            return ToolOutput(f"tool {name} timed out after {timeout_seconds:g}s", is_error=True)
+        except ToolError as error:
+            return ToolOutput(str(error), is_error=True)
+        except Exception as error:
+            logger.warning("tool %s failed", name, exc_info=True)
+            return ToolOutput(f"tool {name} failed: {type(error).__name__}: {error}", is_error=True)

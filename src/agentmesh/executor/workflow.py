@@ -1,0 +1,127 @@
+"""Workflow agents (after Google ADK's): `sequential`, `parallel` and `loop` run their sub-agents —
+agents of the same project — through executors over gRPC, exactly like delegations but with
+`as_sub_agent` set, so that a sub-agent may escalate with `exit_loop`.
+
+- sequential: once each, in order; each gets the previous one's answer (the first, the input);
+  the answer is the last one's. An escalation stops it and passes up to the enclosing loop.
+- parallel: all at once on the same input, each in its own branch; events merge as they come;
+  the answers are joined in sub-agent order. An escalation in a branch passes up.
+- loop: in order, again and again, until `max_iterations` (0: until an escalation, under the
+  executor's safety cap) or until a sub-agent escalates. The escalation ends this loop only —
+  the innermost one — after the escalating sub-agent's events; the loop itself does not escalate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from agentmesh.common.v1 import run_pb2
+from agentmesh.executor.agent import kind_name
+from agentmesh.executor.delegation import ChildOutcome, RemoteRuns
+from agentmesh.executor.run import RunFailure, RunResult, RunScope
+from agentmesh.executor.settings import ExecutorSettings
+from agentmesh.executor.telemetry import sub_agent_span
+from agentmesh.executor.v1 import executor_service_pb2
+
+logger = logging.getLogger(__name__)
+
+
+class WorkflowRun:
+    """Runs one input through a workflow agent."""
+
+    def __init__(self, scope: RunScope, *, remote: RemoteRuns, settings: ExecutorSettings) -> None:
+        self._scope = scope
+        self._remote = remote
+        self._settings = settings
+        self._result = RunResult()
+
+    async def run(self) -> RunResult:
+        kind = kind_name(self._scope.spec.kind)
+        sub_agents = list(self._scope.spec.sub_agents)
+        if kind == "sequential":
+            await self._sequential(sub_agents)
+        elif kind == "parallel":
+            await self._parallel(sub_agents)
+        else:
+            await self._loop(sub_agents)
+        return self._result
+
+    async def _sequential(self, sub_agents: list[str]) -> None:
+        text = self._scope.request.input
+        for name in sub_agents:
+            child = await self._run(name, text)
+            text = child.content or text
+            if child.escalated:
+                self._result.escalated = True
+                break
+        self._result.content = text
+
+    async def _parallel(self, sub_agents: list[str]) -> None:
+        children: list[ChildOutcome] = [ChildOutcome() for _ in sub_agents]
+
+        async def branch(index: int, name: str) -> None:
+            children[index] = await self._run(name, self._scope.request.input)
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                for index, name in enumerate(sub_agents):
+                    group.create_task(branch(index, name))
+        except* RunFailure as failures:
+            raise failures.exceptions[0] from None
+        self._result.content = "\n\n".join(child.content for child in children if child.content)
+        self._result.escalated = any(child.escalated for child in children)
+
+    async def _loop(self, sub_agents: list[str]) -> None:
+        spec, safety = self._scope.spec, self._settings.loop_safety_max_iterations
+        limit = min(spec.max_iterations, safety) if spec.max_iterations > 0 else safety
+        text = self._scope.request.input
+        for iteration in range(1, limit + 1):
+            self._result.metadata["iterations"] = iteration
+            for name in sub_agents:
+                child = await self._run(name, text)
+                text = child.content or text
+                if child.escalated:
+                    # Ends this loop — the innermost — and goes no further up.
+                    self._result.metadata["escalated_by"] = name
+                    self._result.content = text
+                    return
+        if spec.max_iterations <= 0 or spec.max_iterations > safety:
+            # It ran into the safety cap rather than a bound of its own: say so.
+            self._result.max_steps_reached = True
+        self._result.content = text
+
+    async def _run(self, name: str, text: str) -> ChildOutcome:
+        scope = self._scope
+        self._result.steps += 1
+        await scope.sink.emit(scope.context.event(step_started=run_pb2.StepStarted(step=self._result.steps)))
+        depth = scope.depth + 1
+        if depth > self._settings.max_delegation_depth:
+            raise RunFailure(
+                "FAILED_PRECONDITION",
+                f"running sub-agent {name!r} would nest {depth} runs deep; the limit is "
+                f"{self._settings.max_delegation_depth}",
+                reason="DELEGATION_DEPTH_EXCEEDED",
+            )
+        with sub_agent_span(agent=name, depth=depth):
+            child = await self._remote.run(
+                executor_service_pb2.RunRequest(
+                    project_slug=scope.spec.project_slug,
+                    agent_name=name,
+                    session_id=scope.session_id,
+                    input=text,
+                    delegation_depth=depth,
+                    delegation_path=scope.context.child_path,
+                    parent_event_id=scope.input_event_id,
+                    as_sub_agent=True,
+                ),
+                scope.sink,
+            )
+        self._result.total_usage += child.usage
+        if not child.completed:
+            raise RunFailure(
+                child.code or "INTERNAL",
+                f"sub-agent {name!r} failed: {child.message}",
+                reason="SUB_AGENT_FAILED",
+            )
+        return child

@@ -1,0 +1,41 @@
+"""A small MCP server for tests: `python mcp_server.py` serves it over stdio; `server` can also be
+served over streamable HTTP (see `serve_http`)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+server = MCPServer("agentmesh-test-tools")
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Adds two integers."""
+    return a + b
+
+
+@server.tool()
+def whoami() -> str:
+    """Says which process serves the tools (and the TEST_GREETING variable, if set)."""
+    return f"pid {os.getpid()} {os.environ.get('TEST_GREETING', '')}".strip()
+
+
+@server.tool()
+async def wait(seconds: float) -> str:
+    """Waits, then answers."""
+    await asyncio.sleep(seconds)
+    return f"waited {seconds}"
+
+
+@server.tool()
+def fail(message: str) -> str:
+    """Always fails with the message (a deliberate tool error, which reaches the client)."""
+    raise ToolError(message)
+
+
+if __name__ == "__main__":
+    server.run("stdio")

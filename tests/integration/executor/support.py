@@ -1,0 +1,248 @@
+"""What the executor's integration tests share: a whole mesh in this process (one per test module
+and database backend — starting it is most of a test's cost, and each test works in projects of
+its own), and helpers to declare agents, chat, and read what memory and the registry recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.protobuf import field_mask_pb2, struct_pb2
+
+from agentmesh.cli.serve import Mesh
+from agentmesh.common.v1 import run_pb2, types_pb2
+from agentmesh.executor.client import ExecutorClient
+from agentmesh.executor.v1 import executor_service_pb2
+from agentmesh.gateway.v1 import gateway_service_pb2
+from agentmesh.memory.v1 import memory_service_pb2, memory_service_pb2_grpc
+from agentmesh.memory.v1 import resources_pb2 as memory_pb2
+from agentmesh.registry.v1 import registry_service_pb2 as reg
+from agentmesh.registry.v1 import resources_pb2
+from tests.mesh import MeshClient, bearer
+
+LLM = resources_pb2.AGENT_KIND_LLM
+SEQUENTIAL = resources_pb2.AGENT_KIND_SEQUENTIAL
+PARALLEL = resources_pb2.AGENT_KIND_PARALLEL
+LOOP = resources_pb2.AGENT_KIND_LOOP
+Event = memory_pb2.Event
+EventType = memory_pb2.EventType
+
+
+def event_type(event: Event) -> str:
+    return EventType.Name(event.event_type).removeprefix("EVENT_TYPE_").lower()
+
+
+def kind(event: run_pb2.RunEvent) -> str:
+    return event.WhichOneof("kind") or ""
+
+
+@dataclass(frozen=True)
+class Project:
+    id: str
+    slug: str
+
+
+@dataclass(frozen=True)
+class Agent:
+    project: Project
+    name: str
+    id: str
+
+    @property
+    def ref(self) -> str:
+        return f"{self.project.slug}/{self.name}"
+
+
+class Stack:
+    """A running mesh, signed in as the superuser, with stubs for every service."""
+
+    def __init__(self, mesh: Mesh, client: MeshClient, token: str) -> None:
+        self.mesh = mesh
+        self.client = client
+        self.token = token
+        self.metadata = bearer(token)
+        self._memory_channel = grpc.aio.insecure_channel(mesh.services["memory"].address)
+        self.memory = memory_service_pb2_grpc.MemoryServiceStub(self._memory_channel)
+        self._executor_channel = grpc.aio.insecure_channel(mesh.services["executor"].address)
+        self.executor = ExecutorClient(self._executor_channel)
+
+    async def close(self) -> None:
+        await self._memory_channel.close()
+        await self._executor_channel.close()
+        await self.client.close()
+
+    # -- declaring --------------------------------------------------------------------------------
+
+    async def project(self) -> Project:
+        suffix = uuid.uuid4().hex[:8]
+        created = await self.client.registry.CreateProject(
+            reg.CreateProjectRequest(project=resources_pb2.Project(name=f"p {suffix}", slug=f"p-{suffix}")),
+            metadata=self.metadata,
+        )
+        return Project(created.project.id, created.project.slug)
+
+    async def agent(
+        self,
+        project: Project,
+        name: str,
+        *,
+        mock_responses: Sequence[Any] | None = None,
+        kind: int = LLM,
+        model: str = "mock",
+        fallback_models: Sequence[str] = (),
+        model_params: dict[str, Any] | None = None,
+        tools: Sequence[str] = (),
+        mcp_servers: Sequence[resources_pb2.McpServer] = (),
+        network_access: Sequence[str] = (),
+        sub_agents: Sequence[str] = (),
+        max_steps: int = 5,
+        max_iterations: int = 0,
+    ) -> Agent:
+        """An agent of a type of its own (so every setting is this test's)."""
+        suffix = uuid.uuid4().hex[:8]
+        agent_type = resources_pb2.AgentType(
+            name=f"type {suffix}",
+            slug=f"type-{suffix}",
+            description=f"{name} for a test",
+            personality_prompt=f"You are {name}.",
+            primary_model=model,
+            fallback_models=list(fallback_models),
+            tools=list(tools),
+            mcp_servers=list(mcp_servers),
+            kind=kind,
+            sub_agents=list(sub_agents),
+            max_steps=max_steps,
+            max_iterations=max_iterations,
+            is_active=True,
+        )
+        if model_params:
+            agent_type.model_params.update(model_params)
+        created_type = await self.client.registry.CreateAgentType(
+            reg.CreateAgentTypeRequest(agent_type=agent_type), metadata=self.metadata
+        )
+        config = resources_pb2.AgentConfig()
+        if mock_responses:
+            config.mock_responses.CopyFrom(list_value(mock_responses))
+        if network_access:
+            config.network_access.CopyFrom(types_pb2.StringList(values=list(network_access)))
+        created = await self.client.registry.CreateAgent(
+            reg.CreateAgentRequest(
+                agent=resources_pb2.Agent(
+                    project_id=project.id, agent_type_id=created_type.agent_type.id, name=name, config=config
+                )
+            ),
+            metadata=self.metadata,
+        )
+        return Agent(project, name, created.agent.id)
+
+    async def update_config(self, agent: Agent, path: str, config: resources_pb2.AgentConfig) -> None:
+        await self.client.registry.UpdateAgent(
+            reg.UpdateAgentRequest(
+                agent=resources_pb2.Agent(project_id=agent.project.id, id=agent.id, config=config),
+                update_mask=field_mask_pb2.FieldMask(paths=[path]),
+            ),
+            metadata=self.metadata,
+        )
+
+    async def pause(self, agent: Agent) -> None:
+        await self.client.registry.PauseAgent(
+            reg.PauseAgentRequest(project_id=agent.project.id, id=agent.id), metadata=self.metadata
+        )
+
+    async def terminate(self, agent: Agent) -> None:
+        await self.client.registry.DeleteAgent(
+            reg.DeleteAgentRequest(project_id=agent.project.id, id=agent.id), metadata=self.metadata
+        )
+
+    async def get(self, agent: Agent) -> resources_pb2.Agent:
+        response = await self.client.registry.GetAgent(
+            reg.GetAgentRequest(project_id=agent.project.id, id=agent.id), metadata=self.metadata
+        )
+        return response.agent
+
+    async def status(self, agent: Agent) -> str:
+        return (
+            resources_pb2.AgentStatus.Name((await self.get(agent)).status)
+            .removeprefix("AGENT_STATUS_")
+            .lower()
+        )
+
+    # -- talking ----------------------------------------------------------------------------------
+
+    async def chat(self, agent: Agent, message: str, *, session_id: str = "") -> list[run_pb2.RunEvent]:
+        """StreamChat through the gateway; every event of the stream."""
+        call = self.client.gateway.StreamChat(
+            gateway_service_pb2.StreamChatRequest(agent=agent.ref, message=message, session_id=session_id),
+            metadata=self.metadata,
+        )
+        return [response.event async for response in call]
+
+    def run_request(
+        self, agent: Agent, message: str, session_id: str | None = None
+    ) -> executor_service_pb2.RunRequest:
+        return executor_service_pb2.RunRequest(
+            project_slug=agent.project.slug,
+            agent_name=agent.name,
+            session_id=session_id or uuid.uuid4().hex,
+            input=message,
+        )
+
+    async def run(
+        self, agent: Agent, message: str, *, session_id: str | None = None, timeout: float | None = None
+    ) -> list[run_pb2.RunEvent]:
+        """Run on the executor directly; every event of the stream."""
+        request = self.run_request(agent, message, session_id)
+        return [e async for e in self.executor.run(request, timeout=timeout, metadata=self.metadata)]
+
+    async def stats(self) -> executor_service_pb2.GetStatsResponse:
+        return await self.executor.get_stats(metadata=self.metadata)
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    async def events(self, session_id: str, agent: str = "") -> list[Event]:
+        """Every event of the session (of one agent when named), in seq order."""
+        events: list[Event] = []
+        request = memory_service_pb2.ListEventsRequest(session_id=session_id, agent=agent, page_size=1000)
+        while True:
+            response = await self.memory.ListEvents(request, metadata=self.metadata)
+            events.extend(response.events)
+            if not response.next_page_token:
+                return events
+            request.page_token = response.next_page_token
+
+
+def list_value(items: Sequence[Any]) -> struct_pb2.ListValue:
+    value = struct_pb2.ListValue()
+    value.extend(list(items))
+    return value
+
+
+def final(events: Sequence[run_pb2.RunEvent]) -> run_pb2.RunEvent:
+    """The addressed agent's last event."""
+    own = [e for e in events if not e.delegation_path]
+    return own[-1]
+
+
+def calls(name: str, **arguments: Any) -> dict[str, Any]:
+    """A mock response that calls one tool."""
+    return {"content": "", "tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def delegate(agent: str, task: str) -> dict[str, Any]:
+    """A mock response that delegates with the native `delegate` tool."""
+    return calls("delegate", agent=agent, task=task)
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], *, timeout: float = 10.0, what: str = "") -> float:
+    """Polls until `check` holds; the seconds it took."""
+    start = time.monotonic()
+    while not await check():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"not within {timeout}s: {what}")
+        await asyncio.sleep(0.02)
+    return time.monotonic() - start

@@ -1,0 +1,155 @@
+"""Cancellation and deadlines through the whole tree: cancelling the top-level stream stops the
+runs below it (on other executors too), nothing starts after the cancel, every cancelled run is
+recorded as such, its delegation is answered, and the agents go back to idle; a client deadline
+bounds the whole tree."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from agentmesh.common.v1 import run_pb2
+from agentmesh.gateway.v1 import gateway_service_pb2
+from agentmesh.runtime.errors import DeadlineExceeded, InvalidArgument, NotFound
+from tests.integration.executor.support import Agent, Stack, delegate, event_type, eventually, kind
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+# The worker would stream for about 5 s (chunks 0.1 s apart), then call a tool; it is cancelled
+# long before.
+SLOW_WORKER = {
+    "content": " ".join(f"word{i:03}" for i in range(450)),
+    "delay_seconds": 0.1,
+    "tool_calls": [{"name": "get_current_time", "arguments": {}}],
+}
+
+
+async def coordinator_and_worker(stack: Stack) -> tuple[Agent, Agent]:
+    project = await stack.project()
+    worker = await stack.agent(
+        project, "worker", tools=["get_current_time"], mock_responses=[SLOW_WORKER, "done"]
+    )
+    coordinator = await stack.agent(
+        project,
+        "coordinator",
+        network_access=["worker"],
+        mock_responses=[delegate("worker", "work slowly"), "never reached"],
+    )
+    return coordinator, worker
+
+
+async def assert_cancelled_tree(stack: Stack, session_id: str, coordinator: Agent, worker: Agent) -> float:
+    """Waits for both agents to be idle again; checks what they recorded; the seconds it took."""
+
+    async def both_idle() -> bool:
+        return await stack.status(worker) == "idle" and await stack.status(coordinator) == "idle"
+
+    took = await eventually(both_idle, timeout=10, what="both agents idle after the cancel")
+    stored = await stack.events(session_id)
+    settled = len(stored)
+    await asyncio.sleep(0.5)  # anything still running below would record more by now
+    stored = await stack.events(session_id)
+    assert len(stored) == settled, "nothing happens after the cancel"
+    # The two agents' cleanups run at once; each agent's own events are in order.
+    assert [event_type(e) for e in stored if e.agent == "coordinator"] == [
+        "user_message",
+        "delegation_request",
+        "delegation_response",
+        "error",
+    ]
+    assert [event_type(e) for e in stored if e.agent == "worker"] == ["task_delegation_received", "error"]
+    by_type = {(e.agent, event_type(e)): e for e in stored}
+    assert by_type[("worker", "error")].metadata["cancelled"] is True
+    assert by_type[("coordinator", "error")].metadata["cancelled"] is True
+    response = by_type[("coordinator", "delegation_response")]
+    assert json.loads(response.content)["outcome"] == "cancelled"
+    assert response.delegation_id == by_type[("coordinator", "delegation_request")].delegation_id
+    for agent in (coordinator, worker):
+        assert (await stack.get(agent)).tasks_completed == 0
+    return took
+
+
+async def test_cancelling_the_executor_stream_stops_the_worker_below(stack: Stack) -> None:
+    coordinator, worker = await coordinator_and_worker(stack)
+    request = stack.run_request(coordinator, "start")
+    seen: list[run_pb2.RunEvent] = []
+    async for event in stack.executor.run(request, metadata=stack.metadata):
+        seen.append(event)
+        if event.agent == "worker" and kind(event) == "text_delta":
+            break  # leaving the stream cancels the call
+    cancelled_at = time.monotonic()
+    await assert_cancelled_tree(stack, request.session_id, coordinator, worker)
+    assert time.monotonic() - cancelled_at < 4.0, "the worker did not run its script to the end"
+    assert not [e for e in seen if kind(e) in ("tool_call", "run_completed")]
+
+
+async def test_a_client_cancelling_stream_chat_stops_every_run_below(stack: Stack) -> None:
+    coordinator, worker = await coordinator_and_worker(stack)
+    call = stack.client.gateway.StreamChat(
+        gateway_service_pb2.StreamChatRequest(agent=coordinator.ref, message="start"), metadata=stack.metadata
+    )
+    session_id = ""
+    async for response in call:
+        session_id = response.event.session_id
+        if response.event.agent == "worker" and kind(response.event) == "text_delta":
+            call.cancel()
+            break
+    await assert_cancelled_tree(stack, session_id, coordinator, worker)
+
+
+async def test_a_client_deadline_bounds_the_whole_tree(stack: Stack) -> None:
+    coordinator, worker = await coordinator_and_worker(stack)
+    request = stack.run_request(coordinator, "start")
+    with pytest.raises(DeadlineExceeded):
+        async for _ in stack.executor.run(request, timeout=1.0, metadata=stack.metadata):
+            pass
+    await assert_cancelled_tree(stack, request.session_id, coordinator, worker)
+    stored = await stack.events(request.session_id)
+    codes = {e.agent: e.metadata["code"] for e in stored if event_type(e) == "error"}
+    assert codes["coordinator"] == "DEADLINE_EXCEEDED"
+    # The worker's deadline is the same; whichever fires first, its caller's cancel or its own.
+    assert codes["worker"] in ("DEADLINE_EXCEEDED", "CANCELLED")
+
+
+async def test_terminating_an_agent_cancels_its_runs_and_the_caller_carries_on(stack: Stack) -> None:
+    coordinator, worker = await coordinator_and_worker(stack)
+    request = stack.run_request(coordinator, "start")
+    events: list[run_pb2.RunEvent] = []
+    worker_streaming = asyncio.Event()
+
+    async def chat() -> None:
+        async for event in stack.executor.run(request, metadata=stack.metadata):
+            events.append(event)
+            if event.agent == "worker" and kind(event) == "text_delta":
+                worker_streaming.set()
+
+    chatting = asyncio.create_task(chat())
+    await asyncio.wait_for(worker_streaming.wait(), 10)
+    await stack.terminate(worker)
+    cancelled = await stack.executor.cancel_runs(
+        worker.project.id, worker.id, reason="agent terminated", metadata=stack.metadata
+    )
+    assert cancelled == 1
+    await asyncio.wait_for(chatting, 10)
+
+    worker_end = [e for e in events if e.agent == "worker" and kind(e) in ("run_completed", "run_failed")]
+    assert [(kind(e), e.run_failed.code) for e in worker_end] == [("run_failed", "CANCELLED")]
+    (response,) = [e.delegation_response for e in events if kind(e) == "delegation_response"]
+    assert response.outcome == run_pb2.DELEGATION_OUTCOME_CANCELLED
+    assert events[-1].agent == "coordinator" and events[-1].run_completed.content == "never reached"
+    stored = await stack.events(request.session_id, agent="worker")
+    assert [event_type(e) for e in stored] == ["task_delegation_received", "error"]
+    assert stored[-1].metadata["reason"] == "agent terminated"
+    assert await stack.status(worker) == "terminated"
+    assert await stack.status(coordinator) == "idle"
+
+
+async def test_only_those_who_may_see_an_agent_may_cancel_its_runs(stack: Stack) -> None:
+    _, worker = await coordinator_and_worker(stack)
+    with pytest.raises(NotFound):
+        await stack.executor.cancel_runs(worker.project.id, "no-such-agent", metadata=stack.metadata)
+    with pytest.raises(InvalidArgument):
+        await stack.executor.cancel_runs("", worker.id, metadata=stack.metadata)
