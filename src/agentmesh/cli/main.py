@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from agentmesh.cli.apply import apply_command
+from agentmesh.cli.chat import chat
 from agentmesh.cli.demo import demo
 from agentmesh.cli.serve import SERVICES, serve, start_mesh
 from agentmesh.cli.trace import trace
@@ -85,6 +86,7 @@ def healthcheck(
 app.command(name="trace")(trace)
 app.command(name="apply")(apply_command)
 app.command(name="demo")(demo)
+app.command(name="chat")(chat)
 app.add_typer(users, name="users")
 
 

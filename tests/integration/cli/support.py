@@ -66,8 +66,12 @@ async def snapshot(registry: RegistryClient, metadata: Metadata) -> dict[str, An
     return state
 
 
-async def invoke(app: typer.Typer, args: Sequence[str], *, env: dict[str, str] | None = None) -> Result:
+async def invoke(
+    app: typer.Typer, args: Sequence[str], *, env: dict[str, str] | None = None, input: str | None = None
+) -> Result:
     """Runs a command in a worker thread: commands call asyncio.run, and the test's event loop
     (where the mesh lives) must keep serving meanwhile."""
     runner = CliRunner()
-    return await asyncio.to_thread(runner.invoke, app, list(args), env=env, catch_exceptions=False)
+    return await asyncio.to_thread(
+        runner.invoke, app, list(args), env=env, input=input, catch_exceptions=False
+    )
