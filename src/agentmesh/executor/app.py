@@ -24,6 +24,7 @@ from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.executor.v1 import executor_service_pb2, executor_service_pb2_grpc
 from agentmesh.memory.client import MemoryClient
 from agentmesh.registry.client import RegistryClient
+from agentmesh.runtime import metrics
 from agentmesh.runtime.channels import create_channel
 from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import DomainError
@@ -105,10 +106,18 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         with contextlib.suppress(asyncio.CancelledError):
             await heartbeat
 
+    unobserve_cache = metrics.observe_agent_cache(cache.stats)
+    unobserve_runs = metrics.observe_active_runs(lambda: runner.active_runs)
+
+    async def stop_observing() -> None:
+        unobserve_cache()
+        unobserve_runs()
+
     service = ExecutorService(
         "executor",
         server,
         closers=[
+            stop_observing,
             registry_channel.close,
             memory_channel.close,
             pool.close,

@@ -23,7 +23,7 @@ from agentmesh.executor.recorder import EventType
 from agentmesh.executor.run import RunScope
 from agentmesh.executor.v1 import executor_service_pb2
 from agentmesh.registry.client import RegistryClient
-from agentmesh.runtime import telemetry
+from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import DomainError
 
@@ -219,6 +219,7 @@ class Delegator:
 
     async def delegate(self, scope: RunScope, target: str, task: str) -> DelegationResult:
         delegation_id = uuid.uuid4().hex
+        started = time.monotonic()
         with telemetry.delegation_span(
             target=target, delegation_id=delegation_id, depth=scope.depth + 1
         ) as span:
@@ -226,6 +227,9 @@ class Delegator:
             if refused is not None:
                 reason, message = refused
                 span.set_attribute(telemetry.DELEGATION_OUTCOME, "refused")
+                metrics.record_delegation(
+                    outcome="refused", depth=scope.depth + 1, seconds=time.monotonic() - started
+                )
                 await scope.error(reason, message, metadata={"target_agent": target, "task": task})
                 return DelegationResult(Outcome.DELEGATION_OUTCOME_REFUSED, message)
             request_event = await scope.recorder.record(
@@ -263,6 +267,11 @@ class Delegator:
                 # Exactly one response per request, also when this run is being cancelled.
                 result = _result(target, child)
                 span.set_attribute(telemetry.DELEGATION_OUTCOME, outcome_name(result.outcome))
+                metrics.record_delegation(
+                    outcome=_metric_outcome(result.outcome),
+                    depth=scope.depth + 1,
+                    seconds=time.monotonic() - started,
+                )
                 seq = await self._respond(scope, target, delegation_id, request_event.id, result)
             await scope.sink.emit(
                 scope.context.event(
@@ -301,6 +310,15 @@ class Delegator:
             logger.exception("could not record the response of delegation %s", delegation_id)
             return 0
         return event.seq
+
+
+def _metric_outcome(outcome: Outcome.ValueType) -> metrics.DelegationOutcome:
+    return {
+        Outcome.DELEGATION_OUTCOME_COMPLETED: "ok",
+        Outcome.DELEGATION_OUTCOME_REFUSED: "refused",
+        Outcome.DELEGATION_OUTCOME_TIMEOUT: "timeout",
+        Outcome.DELEGATION_OUTCOME_CANCELLED: "cancelled",
+    }.get(outcome, "failed")
 
 
 def _result(target: str, child: ChildOutcome) -> DelegationResult:

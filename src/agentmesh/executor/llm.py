@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +29,7 @@ from agentmesh.executor.text import DELEGATE, TOOL_CALL, FencedBlock, FencedBloc
 from agentmesh.executor.tools.base import ToolOutput
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2
-from agentmesh.runtime import telemetry
+from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.errors import NotFound
 
 logger = logging.getLogger(__name__)
@@ -101,6 +102,7 @@ class LlmLoop:
         best = ""
         for step in range(1, max_steps + 1):
             result.steps = step
+            metrics.record_step(kind="llm")
             await scope.sink.emit(scope.context.event(step_started=run_pb2.StepStarted(step=step)))
             with telemetry.step_span(step=step, agent=scope.agent):
                 reply = await self._call_model(model, messages, tool_specs, step)
@@ -177,6 +179,8 @@ class LlmLoop:
                     await scope.sink.emit(scope.context.event(text_delta=run_pb2.TextDelta(text=piece)))
 
         with telemetry.model_span(system=model.system, model=model.name, step=step) as span:
+            started = time.monotonic()
+            error_type = ""
             try:
                 async for chunk in model.stream(messages, tools):
                     if chunk.text:
@@ -188,11 +192,27 @@ class LlmLoop:
                     response_model = chunk.response_model or response_model
                     finish_reason = chunk.finish_reason or finish_reason
             except ModelError as error:
+                error_type = type(error.__cause__ or error).__name__
                 raise RunFailure(
                     "UNAVAILABLE" if error.retryable else "FAILED_PRECONDITION",
                     f"model {model.name} failed: {error}",
                     reason="MODEL_FAILED",
                 ) from error
+            except asyncio.CancelledError:
+                error_type = "cancelled"
+                raise
+            except Exception as error:
+                error_type = type(error).__name__
+                raise
+            finally:
+                metrics.record_model_call(
+                    system=model.system,
+                    model=model.name,
+                    seconds=time.monotonic() - started,
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    error_type=error_type,
+                )
             await emit([*chunker.add(fenced.finish()), chunker.flush()])
             telemetry.record_model_usage(
                 span,
@@ -271,12 +291,24 @@ class LlmLoop:
     async def _tool(self, call: PlannedCall, call_event_id: str, outputs: dict[str, ToolOutput]) -> None:
         scope = self._scope
         with telemetry.tool_span(tool=call.name, call_id=call.id) as span:
+            started = time.monotonic()
+            # Only the agent's own tools name a label: a name the model made up does not.
+            tool = call.name if call.name in self._tools else "unknown"
             if call.error:
-                output = ToolOutput(f"{call.name}: {call.error}", is_error=True)
+                output = ToolOutput(f"{call.name}: {call.error}", is_error=True, outcome="refused")
             else:
-                output = await self._tools.call(
-                    call.name, call.arguments, timeout_seconds=self._settings.tool_timeout_seconds
-                )
+                try:
+                    output = await self._tools.call(
+                        call.name, call.arguments, timeout_seconds=self._settings.tool_timeout_seconds
+                    )
+                except asyncio.CancelledError:
+                    metrics.record_tool_call(
+                        tool=tool, outcome="cancelled", seconds=time.monotonic() - started
+                    )
+                    raise
+            metrics.record_tool_call(
+                tool=tool, outcome=output.metric_outcome, seconds=time.monotonic() - started
+            )
             span.set_attribute(telemetry.TOOL_OUTCOME, "error" if output.is_error else "ok")
             telemetry.set_content(span, telemetry.GEN_AI_TOOL_CALL_RESULT, output.text)
             event = await scope.recorder.record(

@@ -35,7 +35,7 @@ from agentmesh.executor.workflow import WorkflowRun
 from agentmesh.memory.client import MemoryClient
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import resources_pb2
-from agentmesh.runtime import telemetry
+from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import (
     DomainError,
@@ -158,6 +158,8 @@ class RunExecutor:
                     f"{kind} agent {spec.agent.name!r} has no sub-agents", reason="NO_SUB_AGENTS"
                 )
             result: RunResult | None = None
+            started = time.monotonic()
+            outcome: metrics.RunOutcome = "failed"
             try:
                 await self._registry.start_agent_run(spec.agent.id, run_id)
             except asyncio.CancelledError:
@@ -177,7 +179,18 @@ class RunExecutor:
                 ) as runtime:
                     result = await self._run(request, spec, run_id, runtime, sink)
                 span.set_attribute(telemetry.RUN_OUTCOME, "completed" if result else "failed")
+                if result is not None:
+                    outcome = "max_steps" if result.max_steps_reached else "completed"
+            except asyncio.CancelledError:
+                outcome = "cancelled"
+                raise
             finally:
+                metrics.record_run(
+                    kind=kind,
+                    outcome=outcome,
+                    seconds=time.monotonic() - started,
+                    delegated=bool(request.delegation_id),
+                )
                 runs = self._runs_by_agent.get(spec.agent.id, set())
                 runs.discard(task)
                 if not runs:

@@ -15,17 +15,18 @@ import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openai
 from google.protobuf import json_format
 
 from agentmesh.executor.models.base import ChatModel, Message, ModelChunk, ModelError, ToolSpec
 from agentmesh.executor.models.mock import MockModel
-from agentmesh.executor.models.openai import OpenAIChatModel, Price, RetryPolicy
 from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import FailedPrecondition
+
+if TYPE_CHECKING:  # the SDK is imported when an OpenAI model is built: it is slow to import
+    import openai
 
 logger = logging.getLogger(__name__)
 
@@ -152,6 +153,8 @@ class ModelFactory:
 
     def bind(self, plan: ModelPlan) -> ModelBinding:
         models: list[ChatModel] = []
+        if plan.targets:
+            from agentmesh.executor.models.openai import OpenAIChatModel, Price, RetryPolicy
         for target in plan.targets:
             price = self._settings.model_prices.get(target.name)
             models.append(
@@ -201,6 +204,8 @@ class ModelFactory:
         key = (target.base_url, target.api_key_sha256)
         client = self._clients.get(key)
         if client is None:
+            import openai
+
             # max_retries=0: OpenAIChatModel owns the retry policy. A keyless endpoint (Ollama)
             # still needs a non-empty key for the SDK; an explicit key keeps OPENAI_API_KEY unread.
             client = openai.AsyncOpenAI(

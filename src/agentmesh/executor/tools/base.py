@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from agentmesh.executor.models.base import ToolSpec
 
@@ -16,6 +16,17 @@ class ToolOutput:
     text: str
     is_error: bool = False
     escalate: bool = False
+    # For metrics: "timeout" or "refused" (unknown tool, invalid arguments) when the call said
+    # why it failed; otherwise `is_error` alone decides between "ok" and "error".
+    outcome: str = ""
+
+    @property
+    def metric_outcome(self) -> Literal["ok", "error", "timeout", "refused"]:
+        if self.outcome == "timeout":
+            return "timeout"
+        if self.outcome == "refused":
+            return "refused"
+        return "error" if self.is_error else "ok"
 
 
 class ToolError(Exception):

@@ -14,14 +14,14 @@ import contextvars
 import hashlib
 import json
 import logging
-from typing import Any
-
-import mcp
-from mcp.client.stdio import get_default_environment
+from typing import TYPE_CHECKING, Any
 
 from agentmesh.executor.models.base import ToolSpec
 from agentmesh.executor.tools.base import ToolError, ToolOutput
 from agentmesh.registry.v1 import resources_pb2
+
+if TYPE_CHECKING:  # the SDK is imported where a server is connected: it is slow to import
+    import mcp
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +47,9 @@ def _target(server: resources_pb2.McpServer) -> mcp.StdioServerParameters | str:
     if transport == STDIO:
         if not server.command:
             raise ValueError(f"MCP server {server.name!r}: stdio needs a command")
+        import mcp
+        from mcp.client.stdio import get_default_environment
+
         env = {**get_default_environment(), **dict(server.env)} if server.env else None
         return mcp.StdioServerParameters(command=server.command, args=list(server.args), env=env)
     if transport in (STREAMABLE_HTTP, "http"):
@@ -103,6 +106,8 @@ class McpConnection:
         return self
 
     async def _own(self) -> None:
+        import mcp
+
         try:
             async with mcp.Client(self._target, cache=None) as client:
                 self._client = client
@@ -119,6 +124,8 @@ class McpConnection:
     async def call(
         self, name: str, arguments: dict[str, Any], *, timeout_seconds: float | None = None
     ) -> ToolOutput:
+        import mcp
+
         client = self._client
         if client is None:
             raise ToolError(f"MCP server {self.name!r} is not connected")

@@ -73,15 +73,19 @@ class ToolSet:
         tool = self._tools.get(name)
         if tool is None:
             available = ", ".join(self._tools) or "none"
-            return ToolOutput(f"unknown tool {name!r}; available tools: {available}", is_error=True)
+            return ToolOutput(
+                f"unknown tool {name!r}; available tools: {available}", is_error=True, outcome="refused"
+            )
         problem = self.validate(name, arguments)
         if problem:
-            return ToolOutput(problem, is_error=True)
+            return ToolOutput(problem, is_error=True, outcome="refused")
         try:
             async with asyncio.timeout(timeout_seconds):
                 return await tool.call(arguments)
         except TimeoutError:
-            return ToolOutput(f"tool {name} timed out after {timeout_seconds:g}s", is_error=True)
+            return ToolOutput(
+                f"tool {name} timed out after {timeout_seconds:g}s", is_error=True, outcome="timeout"
+            )
         except ToolError as error:
             return ToolOutput(str(error), is_error=True)
         except Exception as error:
