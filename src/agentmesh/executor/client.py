@@ -72,6 +72,10 @@ class ExecutorPool:
             self._channels[address] = channel
             self._clients[address] = ExecutorClient(channel)
 
+    def clients(self) -> list[tuple[str, ExecutorClient]]:
+        """Every executor of the pool, healthy or not, by address."""
+        return sorted(self._clients.items())
+
     def mark(self, address: str, *, healthy: bool) -> None:
         (self._unhealthy.discard if healthy else self._unhealthy.add)(address)
 

@@ -4,7 +4,7 @@ access guard → chat rules → gRPC servicer, forwarders and HTTP app → serve
 from __future__ import annotations
 
 from agentmesh.executor.client import ExecutorPool
-from agentmesh.gateway.access import AccessGuard, AuthorizationInterceptor
+from agentmesh.gateway.access import AccessGuard, AuthorizationInterceptor, current_caller
 from agentmesh.gateway.forwarding import forwarding_handler
 from agentmesh.gateway.gateway import ChatGateway
 from agentmesh.gateway.http.app import HttpServer, create_http_app
@@ -77,6 +77,15 @@ async def start(settings: GatewaySettings) -> GatewayService:
         timeout_seconds=settings.chat_timeout_seconds,
     )
     servicer = GatewayServicer(chat)
+
+    async def stop_terminated_agent(
+        request: registry_service_pb2.DeleteAgentRequest, _response: object
+    ) -> None:
+        # Terminated first, so no new run can start; then the runs in flight stop.
+        await chat.cancel_agent_runs(
+            current_caller(), request.project_id, request.id, reason="agent terminated"
+        )
+
     server = await start_server(
         [
             ServiceBinding(
@@ -86,7 +95,11 @@ async def start(settings: GatewaySettings) -> GatewayService:
             ServiceBinding(
                 REGISTRY_SERVICE.full_name,
                 lambda s: s.add_generic_rpc_handlers(
-                    (forwarding_handler(REGISTRY_SERVICE, registry_channel),)
+                    (
+                        forwarding_handler(
+                            REGISTRY_SERVICE, registry_channel, after={"DeleteAgent": stop_terminated_agent}
+                        ),
+                    )
                 ),
             ),
             ServiceBinding(

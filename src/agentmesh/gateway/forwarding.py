@@ -8,7 +8,7 @@ or the error comes back unchanged: code, reason, field violations and metadata a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import grpc
@@ -18,15 +18,25 @@ from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 from agentmesh.gateway.access import current_caller
 from agentmesh.runtime.client import stream, unary
 
+AfterHook = Callable[[Any, Any], Awaitable[None]]
 
-def forwarding_handler(service: ServiceDescriptor, channel: grpc.aio.Channel) -> grpc.GenericRpcHandler:
-    """A generic handler serving every method of `service` by forwarding it over `channel`."""
-    handlers = {method.name: _method_handler(service, method, channel) for method in service.methods}
+
+def forwarding_handler(
+    service: ServiceDescriptor, channel: grpc.aio.Channel, *, after: Mapping[str, AfterHook] | None = None
+) -> grpc.GenericRpcHandler:
+    """A generic handler serving every method of `service` by forwarding it over `channel`.
+    `after` names unary methods with work to do once the forwarded call succeeded (given the
+    request and the response)."""
+    after = after or {}
+    handlers = {
+        method.name: _method_handler(service, method, channel, after.get(method.name))
+        for method in service.methods
+    }
     return grpc.method_handlers_generic_handler(service.full_name, handlers)
 
 
 def _method_handler(
-    service: ServiceDescriptor, method: MethodDescriptor, channel: grpc.aio.Channel
+    service: ServiceDescriptor, method: MethodDescriptor, channel: grpc.aio.Channel, after: AfterHook | None
 ) -> grpc.RpcMethodHandler:
     request_type = message_factory.GetMessageClass(method.input_type)
     response_type = message_factory.GetMessageClass(method.output_type)
@@ -56,7 +66,10 @@ def _method_handler(
     )
 
     async def forward(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return await unary(single, request, metadata=current_caller().metadata)
+        response = await unary(single, request, metadata=current_caller().metadata)
+        if after is not None:
+            await after(request, response)
+        return response
 
     return grpc.unary_unary_rpc_method_handler(
         forward,

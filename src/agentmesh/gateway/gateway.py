@@ -3,6 +3,7 @@ runs a chat, how a refused run fails over, and what the caller sees of it."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import re
@@ -12,7 +13,7 @@ from collections.abc import AsyncIterator
 import grpc
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.client import ExecutorPool
+from agentmesh.executor.client import ExecutorClient, ExecutorPool
 from agentmesh.executor.v1 import executor_service_pb2
 from agentmesh.gateway.errors import ExecutorsBusy, InvalidRequest, MessageTooLarge, NoExecutor
 from agentmesh.gateway.models import AgentRef, Caller, ChatResult
@@ -34,6 +35,25 @@ class ChatGateway:
         self._executors = executors
         self._max_message_bytes = max_message_bytes
         self._timeout_seconds = timeout_seconds
+
+    async def cancel_agent_runs(self, caller: Caller, project_id: str, agent_id: str, *, reason: str) -> int:
+        """Cancels the agent's runs in flight on every executor (a terminated agent's work stops,
+        the runs below it too); how many were cancelled. Best effort: an executor that cannot be
+        reached is logged and skipped — its runs cannot be in flight on a dead executor."""
+
+        async def cancel(address: str, client: ExecutorClient) -> int:
+            try:
+                return await client.cancel_runs(project_id, agent_id, reason=reason, metadata=caller.metadata)
+            except DomainError as error:
+                logger.warning(
+                    "could not cancel runs of agent %s on %s: %s", agent_id, address, error.message
+                )
+                return 0
+
+        counts = await asyncio.gather(
+            *(cancel(address, client) for address, client in self._executors.clients())
+        )
+        return sum(counts)
 
     def new_session_id(self) -> str:
         return uuid.uuid4().hex

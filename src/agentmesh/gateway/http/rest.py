@@ -239,6 +239,8 @@ def rest_router() -> APIRouter:
         """Terminates an agent (final)."""
         request = reg.DeleteAgentRequest(project_id=project_id, id=agent_id)
         response = await ctx.call(ctx.registry.stub.DeleteAgent, request, caller)
+        # Terminated first, so no new run can start; then the runs in flight stop.
+        await ctx.chat.cancel_agent_runs(caller, project_id, agent_id, reason="agent terminated")
         return schemas.MessageOut(message=response.message or f"agent {agent_id} terminated")
 
     @router.post("/projects/{project_id}/agents/{agent_id}/pause", tags=["agents"])
