@@ -8,6 +8,7 @@ import contextlib
 import logging
 import random
 import socket
+import time
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -34,6 +35,30 @@ from agentmesh.runtime.service import RunningService
 
 logger = logging.getLogger(__name__)
 
+# TokenCodec.system_token() signs tokens that live 300 s; one is reused until a minute before.
+_SYSTEM_TOKEN_TTL_SECONDS = 300.0
+_SYSTEM_TOKEN_RENEW_SECONDS = 60.0
+
+
+class _SystemMetadata:
+    """The executor's own call metadata: a system token, signed once and reused until shortly
+    before it expires (signing one per call cost CPU on every run's bookkeeping)."""
+
+    def __init__(self, tokens: TokenCodec | None) -> None:
+        self._tokens = tokens
+        self._metadata: Metadata | None = None
+        self._renew_at = 0.0
+
+    def __call__(self) -> Metadata | None:
+        if self._tokens is None:
+            return None
+        now = time.monotonic()
+        if self._metadata is None or now >= self._renew_at:
+            self._metadata = ((AUTHORIZATION, f"Bearer {self._tokens.system_token()}"),)
+            self._renew_at = now + _SYSTEM_TOKEN_TTL_SECONDS - _SYSTEM_TOKEN_RENEW_SECONDS
+        return self._metadata
+
+
 SERVICE_NAME = executor_service_pb2.DESCRIPTOR.services_by_name["ExecutorService"].full_name
 
 
@@ -50,8 +75,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
     secret = settings.jwt_secret.get_secret_value()
     tokens = TokenCodec(secret) if secret else None
 
-    def system_metadata() -> Metadata | None:
-        return ((AUTHORIZATION, f"Bearer {tokens.system_token()}"),) if tokens else None
+    system_metadata = _SystemMetadata(tokens)
 
     registry_channel = create_channel(settings.registry_address, max_message_bytes=settings.max_message_bytes)
     memory_channel = create_channel(settings.memory_address, max_message_bytes=settings.max_message_bytes)

@@ -351,24 +351,26 @@ class LlmLoop:
 async def read_history(
     memory: MemoryClient, scope: RunScope, *, window: int, exclude_run_id: str
 ) -> list[Message]:
-    """The agent's own recent inputs and answers in the session: at most `window` events, read
-    newest first (one page, never the whole session), returned oldest first."""
+    """The agent's own recent inputs and answers in the session before this run: at most `window`
+    events, read newest first (one page, never the whole session), returned oldest first. The
+    run's input is recorded before: the page holds one more event, the input, left out here."""
     request = memory_service_pb2.ListEventsRequest(
         session_id=scope.session_id,
         agent=scope.agent,
         event_types=list(_HISTORY_ROLES),
-        page_size=window,
+        page_size=window + 1,
         descending=True,
     )
     try:
         response = await memory.list_events(request)
     except NotFound:  # a new session has no history yet
         return []
-    return [
+    messages = [
         Message(role=_HISTORY_ROLES[event.event_type], content=event.content)  # type: ignore[arg-type]
         for event in reversed(response.events)
         if event.run_id != exclude_run_id
     ]
+    return messages[-window:]
 
 
 def _result_messages(calls: Sequence[PlannedCall], outputs: Sequence[ToolOutput]) -> list[Message]:

@@ -225,13 +225,8 @@ class RunExecutor:
             )
         )
         try:
-            history = (
-                await read_history(
-                    self._memory, scope, window=self._settings.history_window_events, exclude_run_id=run_id
-                )
-                if kind == "llm"
-                else []
-            )
+            # The input first: its seq tells whether the session had events before this run. A
+            # new session has no history, and is not asked for it (memory answers NOT_FOUND).
             received = await recorder.record(
                 EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED
                 if request.delegation_id
@@ -241,6 +236,13 @@ class RunExecutor:
                 metadata=_input_metadata(request),
             )
             scope.input_event_id = received.id
+            history = (
+                await read_history(
+                    self._memory, scope, window=self._settings.history_window_events, exclude_run_id=run_id
+                )
+                if kind == "llm" and received.seq > 1
+                else []
+            )
             if kind == "llm":
                 loop = LlmLoop(scope, runtime, settings=self._settings, delegator=self._delegator)
                 result = await loop.run(history)

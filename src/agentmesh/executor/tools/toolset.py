@@ -5,6 +5,8 @@ run, the model is told and may correct itself."""
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -17,6 +19,23 @@ from agentmesh.executor.tools.base import Tool, ToolError, ToolOutput
 logger = logging.getLogger(__name__)
 
 _MAX_ERRORS_SHOWN = 5
+
+
+def _compile(schema: Any) -> tuple[jsonschema.protocols.Validator | None, str]:
+    """A validator for an argument schema, or None and why the schema is invalid."""
+    try:
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        cls.check_schema(schema)
+        return cls(schema), ""
+    except jsonschema.SchemaError as error:
+        return None, error.message
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(canonical: str) -> tuple[jsonschema.protocols.Validator | None, str]:
+    """`_compile` memoized per canonical (sorted) schema JSON: checking a schema against its
+    meta-schema is costly, and every agent built (every new session) offers the same tools."""
+    return _compile(json.loads(canonical))
 
 
 class ToolSet:
@@ -36,13 +55,14 @@ class ToolSet:
         self._tools[name] = tool
         schema = tool.spec.parameters or {"type": "object"}
         try:
-            cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-            cls.check_schema(schema)
-            self._validators[name] = cls(schema)
-        except jsonschema.SchemaError as error:
+            key = json.dumps(schema, sort_keys=True, separators=(",", ":"))
+        except (TypeError, ValueError):
+            key = None
+        validator, problem = _compiled(key) if key is not None else _compile(schema)
+        if problem:
             # A tool source (an MCP server) with a broken schema: its calls go unvalidated.
-            logger.warning("tool %r has an invalid argument schema (%s); not validating", name, error.message)
-            self._validators[name] = None
+            logger.warning("tool %r has an invalid argument schema (%s); not validating", name, problem)
+        self._validators[name] = validator
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
