@@ -301,14 +301,9 @@ class AgentRegistry:
 
     async def resolve_agent(self, principal: Principal, project_slug: str, agent_name: str) -> AgentSpec:
         _raise_if(_required("project_slug", project_slug) + _required("agent_name", agent_name))
-        async with self._store.read() as tx:
-            project = _visible(principal, await tx.get_project(slug=project_slug))
-            agent = _found(
-                await tx.get_agent(project_name=(project.id, agent_name)),
-                AgentNotFound,
-                f"agent {agent_name!r}",
-            )
-            agent_type = await tx.get_agent_type(type_id=agent.agent_type_id)
+        found_project, found_agent, agent_type = await self._store.resolve(project_slug, agent_name)
+        project = _visible(principal, found_project)
+        agent = _found(found_agent, AgentNotFound, f"agent {agent_name!r}")
         assert agent_type is not None  # agents.agent_type_id is a RESTRICT foreign key
         return resolve(agent, agent_type, project)
 

@@ -197,6 +197,20 @@ class RegistryStore(abc.ABC):
     def write(self) -> AbstractAsyncContextManager[StoreTransaction]:
         """A transaction that commits on success and rolls back on any exception."""
 
+    async def resolve(
+        self, project_slug: str, agent_name: str
+    ) -> tuple[Project | None, Agent | None, AgentType | None]:
+        """The project of that slug, its agent of that name and the agent's type, each None when
+        missing (the agent and type also when the project is): what ResolveAgent reads."""
+        async with self.read() as tx:
+            project = await tx.get_project(slug=project_slug)
+            if project is None:
+                return None, None, None
+            agent = await tx.get_agent(project_name=(project.id, agent_name))
+            if agent is None:
+                return project, None, None
+            return project, agent, await tx.get_agent_type(type_id=agent.agent_type_id)
+
     @abc.abstractmethod
     async def start_run(
         self, visibility: Visibility, agent_id: str, run_id: str, now: datetime
@@ -514,6 +528,98 @@ def _run_change(row: sa.Row[Any] | None) -> RunChange | None:
     return RunChange(agent=agent, changed=bool(values["changed"]))
 
 
+# --- ResolveAgent: once per run, so one text statement outside a transaction -------------------
+#
+# Project, agent and type in one round trip (and one snapshot): the project by slug, LEFT JOINed
+# to its agent of that name and that agent's type, so a missing agent still returns the project
+# (the caller tells "project not found" from "agent not found").
+
+_PROJECT_FIELDS = ("id", "name", "slug", "description", "owner_id", "created_at", "updated_at")
+_TYPE_FIELDS = (
+    "id",
+    "name",
+    "slug",
+    "description",
+    "expertise",
+    "personality_prompt",
+    "primary_model",
+    "fallback_models",
+    "model_params",
+    "tools",
+    "mcp_servers",
+    "kind",
+    "sub_agents",
+    "max_steps",
+    "max_iterations",
+    "is_active",
+    "created_at",
+    "updated_at",
+)
+
+
+def _resolve_columns() -> list[sa.ColumnClause[Any]]:
+    def typed(table: type[Base], field: str) -> Any:
+        return table.__table__.c[field].type
+
+    return [
+        *(sa.column(f"p_{field}", typed(ProjectRow, field)) for field in _PROJECT_FIELDS),
+        *(sa.column(f"a_{field}", typed(AgentRow, field)) for field in _AGENT_FIELDS),
+        *(sa.column(f"t_{field}", typed(AgentTypeRow, field)) for field in _TYPE_FIELDS),
+    ]
+
+
+_RESOLVE = (
+    sa.text(
+        f"SELECT {', '.join(f'projects.{field} AS p_{field}' for field in _PROJECT_FIELDS)}, "
+        f"{', '.join(f'agents.{field} AS a_{field}' for field in _AGENT_FIELDS)}, "
+        f"{', '.join(f'agent_types.{field} AS t_{field}' for field in _TYPE_FIELDS)} "
+        "FROM projects "
+        "LEFT JOIN agents ON agents.project_id = projects.id AND agents.name = :agent_name "
+        "LEFT JOIN agent_types ON agent_types.id = agents.agent_type_id "
+        "WHERE projects.slug = :project_slug"
+    )
+    .bindparams(sa.bindparam("project_slug", type_=sa.String), sa.bindparam("agent_name", type_=sa.String))
+    .columns(*_resolve_columns())
+)
+
+
+def _resolved(row: sa.Row[Any] | None) -> tuple[Project | None, Agent | None, AgentType | None]:
+    if row is None:
+        return None, None, None
+    values = row._mapping
+    project = Project(**{field: values[f"p_{field}"] for field in _PROJECT_FIELDS})
+    if values["a_id"] is None:
+        return project, None, None
+    agent = Agent(
+        **{field: values[f"a_{field}"] for field in _AGENT_FIELDS if field not in ("status", "config")},
+        status=AgentStatus(values["a_status"]),
+        config=AgentConfig(**values["a_config"]),
+    )
+    if values["t_id"] is None:
+        return project, agent, None
+    agent_type = AgentType(
+        id=values["t_id"],
+        name=values["t_name"],
+        slug=values["t_slug"],
+        description=values["t_description"],
+        expertise=list(values["t_expertise"]),
+        personality_prompt=values["t_personality_prompt"],
+        primary_model=values["t_primary_model"],
+        fallback_models=list(values["t_fallback_models"]),
+        model_params=dict(values["t_model_params"]),
+        tools=list(values["t_tools"]),
+        mcp_servers=[McpServer(**server) for server in values["t_mcp_servers"]],
+        kind=AgentKind(values["t_kind"]),
+        sub_agents=list(values["t_sub_agents"]),
+        max_steps=values["t_max_steps"],
+        max_iterations=values["t_max_iterations"],
+        is_active=values["t_is_active"],
+        created_at=values["t_created_at"],
+        updated_at=values["t_updated_at"],
+    )
+    return project, agent, agent_type
+
+
 _SQLITE_BEGIN = "agentmesh_sqlite_begin"
 
 
@@ -532,6 +638,15 @@ class SqlRegistryStore(RegistryStore):
 
     def read(self) -> AbstractAsyncContextManager[StoreTransaction]:
         return self._transaction(self._engine)
+
+    async def resolve(
+        self, project_slug: str, agent_name: str
+    ) -> tuple[Project | None, Agent | None, AgentType | None]:
+        params = {"project_slug": project_slug, "agent_name": agent_name}
+        # SQLite: the store's own BEGIN (in process, no round trip); PostgreSQL: no transaction.
+        engine = self._engine if self._sqlite else self._autocommit
+        async with engine.connect() as connection:
+            return _resolved((await connection.execute(_RESOLVE, params)).first())
 
     async def start_run(
         self, visibility: Visibility, agent_id: str, run_id: str, now: datetime

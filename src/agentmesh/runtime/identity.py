@@ -7,8 +7,10 @@ who it works for; services calling on their own behalf use a short-lived system 
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -20,6 +22,8 @@ from agentmesh.runtime.errors import Unauthenticated
 ALGORITHM = "HS256"
 AUTHORIZATION = "authorization"
 SYSTEM_SUBJECT = "system"
+# Verified tokens remembered per codec (a caller sends the same token on every call and hop).
+VERIFIED_CACHE_SIZE = 1024
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,10 @@ class TokenCodec:
         self._secret = secret
         self.access_ttl_seconds = access_ttl_seconds
         self._issuer = issuer
+        # token -> (principal, exp): tokens that verified, until they expire. Keyed by the exact
+        # string, so any change to a token (its signature included) misses and is verified anew.
+        self._verified: OrderedDict[str, tuple[Principal, float]] = OrderedDict()
+        self._verified_lock = threading.Lock()
 
     def issue(self, principal: Principal, *, ttl_seconds: int | None = None) -> str:
         now = int(time.time())
@@ -70,6 +78,21 @@ class TokenCodec:
         return self.issue(SYSTEM, ttl_seconds=300)
 
     def verify(self, token: str) -> Principal:
+        with self._verified_lock:
+            hit = self._verified.get(token)
+            if hit is not None:
+                if time.time() < hit[1]:
+                    self._verified.move_to_end(token)
+                    return hit[0]
+                del self._verified[token]
+        principal, expires_at = self._decode(token)
+        with self._verified_lock:
+            self._verified[token] = (principal, expires_at)
+            if len(self._verified) > VERIFIED_CACHE_SIZE:
+                self._verified.popitem(last=False)
+        return principal
+
+    def _decode(self, token: str) -> tuple[Principal, float]:
         try:
             claims = jwt.decode(
                 token,
@@ -84,9 +107,10 @@ class TokenCodec:
             raise Unauthenticated("invalid access token", reason="TOKEN_INVALID") from error
         if claims.get("typ") != "access":
             raise Unauthenticated("not an access token", reason="TOKEN_INVALID")
-        return Principal(
+        principal = Principal(
             user_id=claims["sub"], is_superuser=bool(claims.get("su")), email=claims.get("email", "")
         )
+        return principal, float(claims["exp"])
 
 
 def bearer_token(metadata: Sequence[tuple[str, str | bytes]] | None) -> str | None:
