@@ -72,6 +72,7 @@ from agentmesh.registry.validation import (
     slugify,
 )
 from agentmesh.runtime.errors import DomainError, FieldViolation, NotFound
+from agentmesh.runtime.protos import struct
 
 FORMAT_VERSION = 1
 _REFERENCE_FIELDS = ("network_access", "sub_agents")
@@ -791,7 +792,7 @@ def _agent_type_message(fields: AgentTypeFields, *, type_id: str = "") -> resour
         personality_prompt=fields.personality_prompt,
         primary_model=fields.primary_model,
         fallback_models=fields.fallback_models,
-        model_params=convert.struct(fields.model_params),
+        model_params=struct(fields.model_params),
         tools=fields.tools,
         mcp_servers=[convert.mcp_server_message(server) for server in fields.mcp_servers],
         kind=resources_pb2.AgentKind.Value(f"AGENT_KIND_{fields.kind.value.upper()}"),

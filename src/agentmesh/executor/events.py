@@ -8,8 +8,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from google.protobuf import struct_pb2
-
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.models.base import Usage
 
@@ -45,12 +43,6 @@ def usage_proto(usage: Usage) -> run_pb2.Usage:
 
 def usage_from_proto(usage: run_pb2.Usage) -> Usage:
     return Usage(usage.input_tokens, usage.output_tokens, usage.cost)
-
-
-def struct(values: dict[str, Any]) -> struct_pb2.Struct:
-    message = struct_pb2.Struct()
-    message.update(values)
-    return message
 
 
 _DONE = object()

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentmesh.executor.events import struct
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2, resources_pb2
+from agentmesh.runtime.protos import struct
 from agentmesh.runtime.telemetry import current_trace_ids
 
 EventType = resources_pb2.EventType

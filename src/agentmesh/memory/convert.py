@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
@@ -17,6 +17,7 @@ from agentmesh.memory import models
 from agentmesh.memory.errors import FieldViolation, ValidationFailed
 from agentmesh.memory.v1 import memory_service_pb2 as pb
 from agentmesh.memory.v1 import resources_pb2
+from agentmesh.runtime.protos import struct, timestamp
 
 _PREFIX = "EVENT_TYPE_"
 _TO_PROTO: dict[models.EventType, resources_pb2.EventType.ValueType] = {
@@ -72,19 +73,6 @@ def _plain(value: Any) -> Any:
 
 def struct_to_dict(struct: struct_pb2.Struct) -> dict[str, Any]:
     return _plain(json_format.MessageToDict(struct)) if struct.fields else {}
-
-
-def dict_to_struct(values: dict[str, Any]) -> struct_pb2.Struct:
-    struct = struct_pb2.Struct()
-    if values:
-        struct.update(values)
-    return struct
-
-
-def _timestamp(moment: datetime) -> timestamp_pb2.Timestamp:
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromDatetime(moment)
-    return stamp
 
 
 def _iso(stamp: timestamp_pb2.Timestamp) -> str | None:
@@ -170,13 +158,13 @@ def event_to_proto(event: models.Event) -> resources_pb2.Event:
         agent=event.agent,
         event_type=_TO_PROTO[event.event_type],
         content=event.content,
-        metadata=dict_to_struct(event.metadata),
+        metadata=struct(event.metadata),
         run_id=event.run_id,
         parent_event_id=event.parent_event_id,
         delegation_id=event.delegation_id,
         trace_id=event.trace_id,
         span_id=event.span_id,
-        created_at=_timestamp(event.created_at),
+        created_at=timestamp(event.created_at),
         idempotency_key=event.idempotency_key,
     )
 
@@ -190,8 +178,8 @@ def session_to_proto(session: models.Session) -> resources_pb2.Session:
         id=session.id,
         project_id=session.project_id,
         agent=session.agent,
-        created_at=_timestamp(session.created_at),
-        updated_at=_timestamp(session.updated_at),
+        created_at=timestamp(session.created_at),
+        updated_at=timestamp(session.updated_at),
         last_seq=session.last_seq,
         first_seq=session.first_seq,
     )

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
-from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf import json_format, struct_pb2
 
 from agentmesh.common.v1 import types_pb2
 from agentmesh.registry.errors import ValidationFailed
@@ -29,6 +28,7 @@ from agentmesh.registry.models import (
 from agentmesh.registry.v1 import registry_service_pb2 as service_pb2
 from agentmesh.registry.v1 import resources_pb2 as pb
 from agentmesh.runtime.errors import FieldViolation
+from agentmesh.runtime.protos import list_value, struct, timestamp
 
 _KIND_TO_PROTO = {
     AgentKind.LLM: pb.AGENT_KIND_LLM,
@@ -134,24 +134,6 @@ def _integral(value: Any) -> Any:
 
 
 # --- domain → proto ------------------------------------------------------------------------------
-
-
-def timestamp(value: datetime) -> timestamp_pb2.Timestamp:
-    message = timestamp_pb2.Timestamp()
-    message.FromDatetime(value)
-    return message
-
-
-def struct(value: dict[str, Any]) -> struct_pb2.Struct:
-    message = struct_pb2.Struct()
-    message.update(value)
-    return message
-
-
-def list_value(value: list[Any]) -> struct_pb2.ListValue:
-    message = struct_pb2.ListValue()
-    message.extend(value)
-    return message
 
 
 def user_message(user: User) -> pb.User:

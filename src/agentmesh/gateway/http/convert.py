@@ -14,6 +14,7 @@ from agentmesh.memory.client import event_to_dict, session_to_dict
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.registry.v1 import registry_service_pb2 as registry_pb2
 from agentmesh.registry.v1 import resources_pb2 as registry_resources
+from agentmesh.runtime.protos import list_value, struct
 
 
 def timestamp(value: timestamp_pb2.Timestamp) -> datetime | None:
@@ -35,18 +36,6 @@ def _number(value: Any) -> Any:
 
 def struct_to_dict(value: struct_pb2.Struct) -> dict[str, Any]:
     return _number(json_format.MessageToDict(value))
-
-
-def dict_to_struct(value: dict[str, Any]) -> struct_pb2.Struct:
-    struct = struct_pb2.Struct()
-    struct.update(value)
-    return struct
-
-
-def list_to_list_value(items: list[Any]) -> struct_pb2.ListValue:
-    value = struct_pb2.ListValue()
-    value.extend(items)
-    return value
 
 
 def enum_name(value: int, enum: Any, prefix: str) -> str:
@@ -97,7 +86,7 @@ def agent_type_proto(fields: dict[str, Any], *, id: str = "") -> registry_resour
     proto = registry_resources.AgentType(id=id)
     for name, value in fields.items():
         if name == "model_params":
-            proto.model_params.CopyFrom(dict_to_struct(value))
+            proto.model_params.CopyFrom(struct(value))
         elif name == "mcp_servers":
             proto.mcp_servers.extend(_mcp_server_proto(schemas.McpServerBody(**s)) for s in value)
         elif name == "kind":
@@ -174,9 +163,9 @@ def agent_config_proto(fields: dict[str, Any]) -> registry_resources.AgentConfig
         if value is None:
             continue
         if name == "model_params":
-            config.model_params.CopyFrom(dict_to_struct(value))
+            config.model_params.CopyFrom(struct(value))
         elif name == "mock_responses":
-            config.mock_responses.CopyFrom(list_to_list_value(value))
+            config.mock_responses.CopyFrom(list_value(value))
         elif name in _STRING_LISTS:
             getattr(config, name).CopyFrom(types_pb2.StringList(values=value))
         else:
