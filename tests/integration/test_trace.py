@@ -6,6 +6,7 @@ from __future__ import annotations
 from opentelemetry.trace import SpanKind
 
 from tests.mesh import MeshClient
+from tests.polling import eventually
 
 GATEWAY = "agentmesh.gateway.v1.GatewayService/StreamChat"
 RUN = "agentmesh.executor.v1.ExecutorService/Run"
@@ -38,6 +39,11 @@ async def test_one_chat_is_one_trace_across_every_hop(spans, mesh, client: MeshC
 
     await client.stream_chat(seeded, "trace me")
 
+    async def run_ended() -> bool:
+        # The stream ends with the answer; the run's span a moment later, with its bookkeeping.
+        return any(s.name == f"run {seeded.agent_name}" for s in spans.get_finished_spans())
+
+    await eventually(run_ended, what="the run's span ended")
     finished = [s for s in spans.get_finished_spans()]
     chat = [s for s in finished if s.name == GATEWAY and s.kind == SpanKind.SERVER]
     assert len(chat) == 1

@@ -65,8 +65,14 @@ class EventSink:
         """Queues a run's last event without waiting (a cancelled run cannot wait for room)."""
         self._queue.put_nowait((event, False))
 
+    def close(self) -> None:
+        """Ends the stream after the events queued so far: the run has answered, and what it
+        still does (bookkeeping) is none of the caller's business."""
+        self._queue.put_nowait(_DONE)
+
     async def drain(self, producer: asyncio.Task[Any]) -> AsyncIterator[run_pb2.RunEvent]:
-        """The events until `producer` ends; then its exception, if it raised one."""
+        """The events until the sink is closed or `producer` ends; then the producer's exception,
+        if it raised one."""
         producer.add_done_callback(lambda _: self._queue.put_nowait(_DONE))
         while True:
             item = await self._queue.get()
@@ -76,5 +82,5 @@ class EventSink:
             if took_slot:
                 self._slots.release()
             yield event
-        if not producer.cancelled() and producer.exception() is not None:
+        if producer.done() and not producer.cancelled() and producer.exception() is not None:
             raise producer.exception()  # type: ignore[misc]

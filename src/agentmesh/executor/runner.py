@@ -17,7 +17,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from agentmesh.common.v1 import run_pb2
@@ -30,9 +30,11 @@ from agentmesh.executor.llm import LlmLoop, read_history
 from agentmesh.executor.recorder import EventType, Recorder
 from agentmesh.executor.run import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
+from agentmesh.executor.specs import AgentSpecs
 from agentmesh.executor.v1 import executor_service_pb2
 from agentmesh.executor.workflow import WorkflowRun
 from agentmesh.memory.client import MemoryClient
+from agentmesh.memory.v1 import resources_pb2 as memory_resources_pb2
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime import metrics, telemetry
@@ -49,6 +51,7 @@ from agentmesh.runtime.interceptors import current_deadline
 logger = logging.getLogger(__name__)
 
 _DEADLINE_SLACK_SECONDS = 0.05
+_BLOCKED = (resources_pb2.AGENT_STATUS_PAUSED, resources_pb2.AGENT_STATUS_TERMINATED)
 
 
 class RunExecutor:
@@ -68,6 +71,7 @@ class RunExecutor:
     ) -> None:
         self._settings = settings
         self._registry = registry
+        self._specs = AgentSpecs(registry, capacity=settings.agent_spec_cache_size)
         self._memory = memory
         self._builder = builder
         self._cache = cache
@@ -106,13 +110,16 @@ class RunExecutor:
             self._slots.release()
 
         task.add_done_callback(finished)
+        answered = False
         try:
             async for event in sink.drain(task):
                 yield event
+            answered = True
         finally:
-            # The caller went away (or the stream ended): nothing more may start below it. The
-            # task records its end on its own; it is tracked until then.
-            task.cancel()
+            if not answered:
+                # The caller went away: nothing more may start below it. The task records its
+                # end on its own; it is tracked until then.
+                task.cancel()
 
     async def cancel_runs(self, project_id: str, agent_id: str, reason: str) -> int:
         """Cancels the agent's runs in flight here (after the caller proved it may see the
@@ -135,7 +142,11 @@ class RunExecutor:
             await asyncio.wait(pending, timeout=self._settings.cleanup_timeout_seconds)
 
     async def _execute(self, request: executor_service_pb2.RunRequest, sink: EventSink) -> None:
-        spec = await self._registry.resolve_agent(request.project_slug, request.agent_name)
+        key = self._specs.key(request.project_slug, request.agent_name)
+        spec = self._specs.remembered(key)
+        remembered = spec is not None
+        if spec is None:
+            spec = await self._specs.resolve(key)
         run_id = uuid.uuid4().hex
         kind = kind_name(spec.kind)
         with telemetry.run_span(
@@ -147,25 +158,46 @@ class RunExecutor:
             delegation_id=request.delegation_id,
             delegation_depth=request.delegation_depth,
         ) as span:
-            if request.delegation_depth > self._settings.max_delegation_depth:
-                raise FailedPrecondition(
-                    f"delegation depth {request.delegation_depth} is past the limit of "
-                    f"{self._settings.max_delegation_depth}",
-                    reason="DELEGATION_DEPTH_EXCEEDED",
-                )
-            if kind != "llm" and not spec.sub_agents:
-                raise FailedPrecondition(
-                    f"{kind} agent {spec.agent.name!r} has no sub-agents", reason="NO_SUB_AGENTS"
-                )
+            self._check_runnable(request, spec)
+            recorder = Recorder(
+                self._memory,
+                session_id=request.session_id,
+                project_id=spec.agent.project_id,
+                agent=spec.agent.name,
+                run_id=run_id,
+                delegation_id=request.delegation_id,
+            )
             result: RunResult | None = None
             started = time.monotonic()
             outcome: metrics.RunOutcome = "failed"
+            # An agent last seen runnable records its input while the registry starts the run
+            # (the input's append is the one to wait for anyway); one that was not, or is new
+            # here, is started first, so a refusal leaves nothing behind.
+            recording = (
+                asyncio.ensure_future(_record_input(recorder, request))
+                if remembered and spec.agent.status not in _BLOCKED
+                else None
+            )
             try:
-                await self._registry.start_agent_run(spec.agent.id, run_id)
+                start = await self._registry.start_agent_run(spec.agent.id, run_id)
             except asyncio.CancelledError:
+                if recording is not None:
+                    recording.cancel()
                 # The registry may have started it before the answer was lost: finish it.
                 await self._finish(spec.agent.id, run_id, result)
                 raise
+            except DomainError as error:
+                self._specs.forget(key)
+                await _record_refusal(recording, recorder, error)
+                raise
+            if start.spec_revision != spec.revision:
+                try:
+                    spec = await self._specs.resolve(key)
+                    self._check_runnable(request, spec)
+                except BaseException:
+                    await _record_refusal(recording, recorder, None)
+                    await self._finish(spec.agent.id, run_id, result)
+                    raise
             task = asyncio.current_task()
             assert task is not None
             self._runs_by_agent.setdefault(spec.agent.id, set()).add(task)
@@ -177,7 +209,7 @@ class RunExecutor:
                     signature,
                     lambda scope: self._builder.build(spec, signature, plan, scope),
                 ) as runtime:
-                    result = await self._run(request, spec, run_id, runtime, sink)
+                    result = await self._run(request, spec, runtime, recorder, recording, sink)
                 span.set_attribute(telemetry.RUN_OUTCOME, "completed" if result else "failed")
                 if result is not None:
                     outcome = "max_steps" if result.max_steps_reached else "completed"
@@ -198,24 +230,34 @@ class RunExecutor:
                 self._cancel_reasons.pop(task, None)
                 await self._finish(spec.agent.id, run_id, result)
 
+    def _check_runnable(
+        self, request: executor_service_pb2.RunRequest, spec: resources_pb2.AgentSpec
+    ) -> None:
+        if request.delegation_depth > self._settings.max_delegation_depth:
+            raise FailedPrecondition(
+                f"delegation depth {request.delegation_depth} is past the limit of "
+                f"{self._settings.max_delegation_depth}",
+                reason="DELEGATION_DEPTH_EXCEEDED",
+            )
+        kind = kind_name(spec.kind)
+        if kind != "llm" and not spec.sub_agents:
+            raise FailedPrecondition(
+                f"{kind} agent {spec.agent.name!r} has no sub-agents", reason="NO_SUB_AGENTS"
+            )
+
     async def _run(
         self,
         request: executor_service_pb2.RunRequest,
         spec: resources_pb2.AgentSpec,
-        run_id: str,
         runtime: AgentRuntime,
+        recorder: Recorder,
+        recording: asyncio.Future[memory_resources_pb2.Event] | None,
         sink: EventSink,
     ) -> RunResult | None:
-        """The run once its agent is ready: the answer, or None when it failed (and said so)."""
+        """The run once its agent is ready: the answer, or None when it failed (and said so).
+        The stream ends with the answer (or the failure); the run's bookkeeping goes on after."""
+        run_id = recorder.run_id
         context = RunContext(run_id, request.session_id, spec.agent.name, tuple(request.delegation_path))
-        recorder = Recorder(
-            self._memory,
-            session_id=request.session_id,
-            project_id=spec.agent.project_id,
-            agent=spec.agent.name,
-            run_id=run_id,
-            delegation_id=request.delegation_id,
-        )
         scope = RunScope(request, spec, context, recorder, sink)
         kind = kind_name(spec.kind)
         model = runtime.models.plan.name if runtime.models else ""
@@ -227,14 +269,7 @@ class RunExecutor:
         try:
             # The input first: its seq tells whether the session had events before this run. A
             # new session has no history, and is not asked for it (memory answers NOT_FOUND).
-            received = await recorder.record(
-                EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED
-                if request.delegation_id
-                else EventType.EVENT_TYPE_USER_MESSAGE,
-                request.input,
-                parent_event_id=request.parent_event_id,
-                metadata=_input_metadata(request),
-            )
+            received = await (recording or _record_input(recorder, request))
             scope.input_event_id = received.id
             history = (
                 await read_history(
@@ -290,6 +325,7 @@ class RunExecutor:
                 ),
             )
         )
+        sink.close()
         return result
 
     async def _fail(self, scope: RunScope, code: str, message: str, reason: str) -> None:
@@ -307,6 +343,7 @@ class RunExecutor:
         await scope.sink.emit(
             scope.context.event(seq=seq, run_failed=run_pb2.RunFailed(code=code, message=message))
         )
+        scope.sink.close()
 
     async def _record_cancelled(self, scope: RunScope, reason: str | None) -> None:
         deadline = current_deadline.get()
@@ -347,6 +384,41 @@ class RunExecutor:
             )
         except Exception:
             logger.exception("could not record the end of run %s", run_id)
+
+
+def _record_input(
+    recorder: Recorder, request: executor_service_pb2.RunRequest
+) -> Awaitable[memory_resources_pb2.Event]:
+    return recorder.record(
+        EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED
+        if request.delegation_id
+        else EventType.EVENT_TYPE_USER_MESSAGE,
+        request.input,
+        parent_event_id=request.parent_event_id,
+        metadata=_input_metadata(request),
+    )
+
+
+async def _record_refusal(
+    recording: asyncio.Future[memory_resources_pb2.Event] | None,
+    recorder: Recorder,
+    error: DomainError | None,
+) -> None:
+    """When the input was recorded before the registry refused to start the run (the agent was
+    paused or terminated since this executor last saw it), records the refusal after it."""
+    if recording is None:
+        return
+    try:
+        received = await recording
+        if error is not None:
+            await recorder.record(
+                EventType.EVENT_TYPE_ERROR,
+                error.message,
+                metadata={"reason": error.reason, "code": error.code.name},
+                parent_event_id=received.id,
+            )
+    except Exception:
+        logger.warning("could not record that run %s was refused", recorder.run_id, exc_info=True)
 
 
 def _input_metadata(request: executor_service_pb2.RunRequest) -> dict[str, Any]:

@@ -68,6 +68,9 @@ class ExecutorSettings(ServiceSettings):
     cache_max_entries: int = Field(default=256, gt=0)
     cache_idle_ttl_seconds: float = Field(default=900.0, gt=0)
     cache_sweep_seconds: float = Field(default=30.0, gt=0)
+    agent_spec_cache_size: int = Field(
+        default=4096, gt=0, description="resolved agents remembered per caller (revalidated by every run)"
+    )
 
     # Models: `openai/<model>` uses these; other providers are named in `providers`.
     openai_base_url: str = shared("https://api.openai.com/v1", "openai_base_url", service="executor")

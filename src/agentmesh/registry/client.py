@@ -38,9 +38,10 @@ class RegistryClient:
 
     async def start_agent_run(
         self, agent_id: str, run_id: str, *, metadata: Metadata | None = None
-    ) -> resources_pb2.Agent:
+    ) -> pb.StartAgentRunResponse:
+        """The agent, working, and its spec's revision now."""
         request = pb.StartAgentRunRequest(agent_id=agent_id, run_id=run_id)
-        return (await unary(self.stub.StartAgentRun, request, metadata=metadata)).agent
+        return await unary(self.stub.StartAgentRun, request, metadata=metadata)
 
     async def finish_agent_run(
         self,

@@ -262,6 +262,7 @@ def agent_spec_message(spec: AgentSpec) -> pb.AgentSpec:
         mock_responses=list_value(spec.mock_responses),
         description=spec.description,
         expertise=spec.expertise,
+        revision=spec.revision,
     )
 
 

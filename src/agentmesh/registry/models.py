@@ -232,6 +232,7 @@ class AgentSpec(_Model):
     mock_responses: list[JsonValue]
     description: str
     expertise: list[str]
+    revision: str
 
 
 class Executor(_Model):

@@ -8,6 +8,8 @@ Anyone else is told NOT_FOUND, exactly as for a project that does not exist.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
@@ -307,9 +309,10 @@ class AgentRegistry:
         assert agent_type is not None  # agents.agent_type_id is a RESTRICT foreign key
         return resolve(agent, agent_type, project)
 
-    async def start_run(self, principal: Principal, agent_id: str, run_id: str) -> Agent:
+    async def start_run(self, principal: Principal, agent_id: str, run_id: str) -> tuple[Agent, str]:
         """An executor starts a run: the agent becomes working. Starting the same run twice (a
-        retried call) counts it once."""
+        retried call) counts it once. With the agent, its spec's revision now (an executor
+        holding a spec of another revision resolves it again)."""
         _raise_if(_required("agent_id", agent_id) + _required("run_id", run_id))
         now = self._now()
         change = await self._store.start_run(_visibility(principal), agent_id, run_id, now)
@@ -317,7 +320,7 @@ class AgentRegistry:
             raise AgentNotFound("agent not found")
         if not change.changed:
             run_started(change.agent, now)  # raises when paused or terminated; else a retried start
-        return change.agent
+        return change.agent, spec_revision(change.agent, change.project_updated_at, change.type_updated_at)
 
     async def finish_run(
         self,
@@ -452,6 +455,22 @@ def run_finished(agent: Agent, now: datetime, *, completed: bool, tokens_used: i
     )
 
 
+def spec_revision(agent: Agent, project_updated_at: datetime, type_updated_at: datetime) -> str:
+    """Changes whenever what ResolveAgent answers for the agent may: its config overrides, its
+    type, or its project (the slug) changed. Status and usage are not part of a spec."""
+    source = json.dumps(
+        [
+            agent.agent_type_id,
+            agent.config.model_dump(mode="json"),
+            project_updated_at.isoformat(),
+            type_updated_at.isoformat(),
+        ],
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return hashlib.blake2b(source.encode(), digest_size=8).hexdigest()
+
+
 def resolve(agent: Agent, agent_type: AgentType, project: Project) -> AgentSpec:
     """The agent's type with its config overrides applied: what an executor runs."""
     config = agent.config
@@ -476,6 +495,7 @@ def resolve(agent: Agent, agent_type: AgentType, project: Project) -> AgentSpec:
         mock_responses=pick(config.mock_responses, []),
         description=agent_type.description,
         expertise=list(agent_type.expertise),
+        revision=spec_revision(agent, project.updated_at, agent_type.updated_at),
     )
 
 

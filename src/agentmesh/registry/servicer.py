@@ -215,8 +215,8 @@ class RegistryServicer(pb_grpc.RegistryServiceServicer):
     async def StartAgentRun(
         self, request: pb.StartAgentRunRequest, context: Context
     ) -> pb.StartAgentRunResponse:
-        agent = await self._registry.start_run(_caller(), request.agent_id, request.run_id)
-        return pb.StartAgentRunResponse(agent=convert.agent_message(agent))
+        agent, revision = await self._registry.start_run(_caller(), request.agent_id, request.run_id)
+        return pb.StartAgentRunResponse(agent=convert.agent_message(agent), spec_revision=revision)
 
     async def FinishAgentRun(
         self, request: pb.FinishAgentRunRequest, context: Context

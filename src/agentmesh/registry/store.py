@@ -61,10 +61,13 @@ class Visibility:
 
 @dataclass(frozen=True)
 class RunChange:
-    """An agent after a run bookkeeping statement, and whether that statement changed it."""
+    """An agent after a run bookkeeping statement, and whether that statement changed it; with
+    when its project and type last changed (what, with its config, makes its spec's revision)."""
 
     agent: Agent
     changed: bool
+    project_updated_at: datetime
+    type_updated_at: datetime
 
 
 class StoreTransaction(abc.ABC):
@@ -409,6 +412,8 @@ _AGENT_FIELDS = (
     "last_activity_at",
 )
 _AGENT_TYPES: dict[str, Any] = {
+    "project_updated_at": UtcDateTime,
+    "type_updated_at": UtcDateTime,
     "config": sa.JSON,
     "tasks_completed": sa.BigInteger,
     "tokens_used": sa.BigInteger,
@@ -421,8 +426,12 @@ _AGENT_TYPES: dict[str, Any] = {
 _BLOCKED = f"('{AgentStatus.PAUSED.value}', '{AgentStatus.TERMINATED.value}')"
 _VISIBLE_AGENT = (
     "FROM agents JOIN projects ON projects.id = agents.project_id "
+    "JOIN agent_types ON agent_types.id = agents.agent_type_id "
     "WHERE agents.id = :agent_id AND (:everything OR projects.owner_id = :user_id)"
 )
+# When the agent's project and type last changed: with its config, they make its spec's revision.
+_SPEC_TIMES = "projects.updated_at AS project_updated_at, agent_types.updated_at AS type_updated_at"
+_SPEC_TIME_FIELDS = "target.project_updated_at, target.type_updated_at"
 _START_SET = (
     f"status = '{AgentStatus.WORKING.value}', runs_in_flight = agents.runs_in_flight + 1, "
     "last_activity_at = :now"
@@ -455,19 +464,23 @@ def _run_statement(sql: str, *, result: bool = True, **types: Any) -> sa.TextCla
     if not result:
         return statement
     return statement.columns(  # type: ignore[return-value]
-        *(sa.column(field, _AGENT_TYPES.get(field, sa.String)) for field in (*_AGENT_FIELDS, "changed"))
+        *(
+            sa.column(field, _AGENT_TYPES.get(field, sa.String))
+            for field in (*_AGENT_FIELDS, "changed", "project_updated_at", "type_updated_at")
+        )
     )
 
 
 def _pg_run(modify: str, set_clause: str, **types: Any) -> sa.TextClause:
-    fields = ", ".join(_AGENT_FIELDS)
     return _run_statement(
-        f"WITH target AS (SELECT {_columns('agents.')} {_VISIBLE_AGENT} FOR UPDATE OF agents), "
+        f"WITH target AS (SELECT {_columns('agents.')}, {_SPEC_TIMES} {_VISIBLE_AGENT} "
+        "FOR UPDATE OF agents), "
         f"run AS ({modify} RETURNING agent_runs.agent_id), "
         f"changed AS (UPDATE agents SET {set_clause} FROM run WHERE agents.id = run.agent_id "
         f"RETURNING {_columns('agents.')}) "
-        f"SELECT {fields}, true AS changed FROM changed UNION ALL "
-        f"SELECT {fields}, false AS changed FROM target WHERE NOT EXISTS (SELECT FROM changed)",
+        f"SELECT {_columns('changed.')}, true AS changed, {_SPEC_TIME_FIELDS} FROM changed, target "
+        f"UNION ALL SELECT {_columns('target.')}, false AS changed, {_SPEC_TIME_FIELDS} FROM target "
+        "WHERE NOT EXISTS (SELECT FROM changed)",
         **types,
     )
 
@@ -496,15 +509,16 @@ _SQLITE_REMOVE_RUN = _run_statement(
     f"AND EXISTS (SELECT 1 {_VISIBLE_AGENT})",
     result=False,
 )
-_SQLITE_START_UPDATE = _run_statement(
-    f"UPDATE agents SET {_START_SET} WHERE id = :agent_id RETURNING {', '.join(_AGENT_FIELDS)}, 1 AS changed"
-)
+_SQLITE_START_UPDATE = _run_statement(f"UPDATE agents SET {_START_SET} WHERE id = :agent_id", result=False)
 _SQLITE_FINISH_UPDATE = _run_statement(
-    f"UPDATE agents SET {_FINISH_SET.format(greatest='MAX')} WHERE id = :agent_id "
-    f"RETURNING {', '.join(_AGENT_FIELDS)}, 1 AS changed",
+    f"UPDATE agents SET {_FINISH_SET.format(greatest='MAX')} WHERE id = :agent_id",
+    result=False,
     **_USAGE_TYPES,
 )
-_SQLITE_VISIBLE_AGENT = _run_statement(f"SELECT {_columns('agents.')}, 0 AS changed {_VISIBLE_AGENT}")
+_SQLITE_VISIBLE_AGENT = _run_statement(
+    f"SELECT {_columns('agents.')}, :changed AS changed, {_SPEC_TIMES} {_VISIBLE_AGENT}",
+    changed=sa.Boolean,
+)
 
 
 def _run_change(row: sa.Row[Any] | None) -> RunChange | None:
@@ -525,7 +539,12 @@ def _run_change(row: sa.Row[Any] | None) -> RunChange | None:
         created_at=values["created_at"],
         last_activity_at=values["last_activity_at"],
     )
-    return RunChange(agent=agent, changed=bool(values["changed"]))
+    return RunChange(
+        agent=agent,
+        changed=bool(values["changed"]),
+        project_updated_at=values["project_updated_at"],
+        type_updated_at=values["type_updated_at"],
+    )
 
 
 # --- ResolveAgent: once per run, so one text statement outside a transaction -------------------
@@ -680,7 +699,9 @@ class SqlRegistryStore(RegistryStore):
     ) -> RunChange | None:
         async with self._write_engine.begin() as connection:
             changed = (await connection.execute(modify, params)).rowcount == 1
-            result = await connection.execute(update if changed else _SQLITE_VISIBLE_AGENT, params)
+            if changed:
+                await connection.execute(update, params)
+            result = await connection.execute(_SQLITE_VISIBLE_AGENT, {**params, "changed": changed})
             return _run_change(result.first())
 
     def write(self) -> AbstractAsyncContextManager[StoreTransaction]:

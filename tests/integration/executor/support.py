@@ -5,9 +5,8 @@ its own), and helpers to declare agents, chat, and read what memory and the regi
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -166,11 +165,19 @@ class Stack:
         return response.agent
 
     async def status(self, agent: Agent) -> str:
-        return (
-            resources_pb2.AgentStatus.Name((await self.get(agent)).status)
-            .removeprefix("AGENT_STATUS_")
-            .lower()
-        )
+        return _status_name(await self.get(agent))
+
+    async def settled(self, agent: Agent) -> resources_pb2.Agent:
+        """The agent once it is not working any more: a run's stream ends with its answer, and
+        the run finishes its bookkeeping (status, usage) right after."""
+        record = await self.get(agent)
+        while record.status == resources_pb2.AGENT_STATUS_WORKING:
+            await asyncio.sleep(0.02)
+            record = await self.get(agent)
+        return record
+
+    async def settled_status(self, agent: Agent) -> str:
+        return _status_name(await self.settled(agent))
 
     # -- talking ----------------------------------------------------------------------------------
 
@@ -238,11 +245,5 @@ def delegate(agent: str, task: str) -> dict[str, Any]:
     return calls("delegate", agent=agent, task=task)
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], *, timeout: float = 10.0, what: str = "") -> float:
-    """Polls until `check` holds; the seconds it took."""
-    start = time.monotonic()
-    while not await check():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"not within {timeout}s: {what}")
-        await asyncio.sleep(0.02)
-    return time.monotonic() - start
+def _status_name(agent: resources_pb2.Agent) -> str:
+    return resources_pb2.AgentStatus.Name(agent.status).removeprefix("AGENT_STATUS_").lower()

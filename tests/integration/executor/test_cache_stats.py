@@ -10,6 +10,7 @@ import pytest
 
 from agentmesh.registry.v1 import resources_pb2
 from tests.integration.executor.support import Stack, final
+from tests.polling import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -53,7 +54,11 @@ async def test_get_stats_shows_hits_rebuilds_evictions_and_session_ends(stack: S
     await stack.run(agent, "four", session_id="cache-s1")
     assert await delta(stack, before) == (1, 1, 1), "a third session evicts the least recently used"
 
-    stats = await stack.stats()
-    assert stats.cache_size == 2 and stats.active_runs == 0
+    async def runs_done() -> bool:
+        return (await stack.stats()).active_runs == 0
+
+    # A run's stream ends with its answer; its bookkeeping goes on a moment longer.
+    await eventually(runs_done, what="no run active")
+    assert (await stack.stats()).cache_size == 2
     assert await stack.executor.end_session("cache-s1", metadata=stack.metadata) == 1
     assert (await stack.stats()).cache_size == 1

@@ -14,7 +14,8 @@ import pytest
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2
 from agentmesh.runtime.errors import DeadlineExceeded, InvalidArgument, NotFound
-from tests.integration.executor.support import Agent, Stack, delegate, event_type, eventually, kind
+from tests.integration.executor.support import Agent, Stack, delegate, event_type, kind
+from tests.polling import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -75,7 +76,7 @@ async def assert_cancelled_tree(
     assert json.loads(response.content)["outcome"] in delegation_outcomes
     assert response.delegation_id == by_type[("coordinator", "delegation_request")].delegation_id
     for agent in (coordinator, worker):
-        assert (await stack.get(agent)).tasks_completed == 0
+        assert (await stack.settled(agent)).tasks_completed == 0
     return took
 
 
@@ -155,7 +156,7 @@ async def test_terminating_an_agent_cancels_its_runs_and_the_caller_carries_on(s
     assert [event_type(e) for e in stored] == ["task_delegation_received", "error"]
     assert stored[-1].metadata["reason"] == "agent terminated"
     assert await stack.status(worker) == "terminated"
-    assert await stack.status(coordinator) == "idle"
+    assert await stack.settled_status(coordinator) == "idle"
 
 
 async def test_only_those_who_may_see_an_agent_may_cancel_its_runs(stack: Stack) -> None:

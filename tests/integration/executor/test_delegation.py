@@ -87,7 +87,7 @@ async def test_a_coordinator_delegates_to_a_worker(stack: Stack, spans) -> None:
     assert all(len(e.span_id) == 16 for e in stored)
 
     for agent in (coordinator, worker):
-        record = await stack.get(agent)
+        record = await stack.settled(agent)
         assert record.status == resources_pb2.AGENT_STATUS_IDLE
         assert record.tasks_completed == 1
 
@@ -167,7 +167,7 @@ async def test_a_delegation_outside_the_network_access_is_refused_and_the_loop_g
         ("coordinator", "agent_response"),
     ]
     assert stored[1].metadata["reason"] == "DELEGATION_NOT_ALLOWED"
-    assert (await stack.get(worker)).tasks_completed == 0
+    assert (await stack.settled(worker)).tasks_completed == 0
 
 
 async def test_delegation_depth_is_bounded_so_cycles_end(stack: Stack) -> None:

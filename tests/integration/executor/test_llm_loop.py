@@ -21,7 +21,8 @@ from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import FailedPrecondition
 from tests.integration.executor.mcp_http import serve_http
 from tests.integration.executor.openai_server import FakeOpenAI, Reply
-from tests.integration.executor.support import Stack, calls, event_type, eventually, final, kind
+from tests.integration.executor.support import Stack, calls, event_type, final, kind
+from tests.polling import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -139,7 +140,7 @@ async def test_max_steps_ends_a_model_that_always_calls_tools(stack: Stack) -> N
     stored = await stack.events(events[-1].session_id)
     answer = stored[-1]
     assert event_type(answer) == "agent_response" and answer.metadata["max_steps_reached"] is True
-    assert (await stack.status(agent)) == "idle"
+    assert (await stack.settled_status(agent)) == "idle"
 
 
 @pytest.mark.parametrize("transport", ["stdio", "streamable_http"])
@@ -197,7 +198,7 @@ async def test_an_openai_compatible_model_runs_the_loop(stack: Stack, openai_ser
     assert last[2]["tool_calls"][0]["function"]["name"] == "get_current_time"
     assert last[3]["tool_call_id"] == last[2]["tool_calls"][0]["id"]
     assert requests[-1].body["temperature"] == 0
-    record = await stack.get(agent)
+    record = await stack.settled(agent)
     assert record.tokens_used == 59 and record.tasks_completed == 1
     # The key went to the model endpoint, and nowhere into memory.
     assert requests[0].headers["authorization"] == f"Bearer {OPENAI_KEY}"
@@ -238,7 +239,7 @@ async def test_an_agent_is_working_while_it_runs_and_idle_after(stack: Stack) ->
     await eventually(working, what="the agent working")
     events = await chat
     assert final(events).run_completed.content == "slow " * 6
-    assert await stack.status(agent) == "idle"
+    assert await stack.settled_status(agent) == "idle"
 
 
 @pytest.mark.parametrize("lifecycle", ["paused", "terminated"])

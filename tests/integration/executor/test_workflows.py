@@ -156,4 +156,4 @@ async def test_a_failing_sub_agent_fails_the_workflow(stack: Stack) -> None:
 
     failed = final(events).run_failed
     assert failed.code == "FAILED_PRECONDITION" and "sleeper" in failed.message
-    assert (await stack.status(pipeline)) == "idle"
+    assert (await stack.settled_status(pipeline)) == "idle"

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,12 +142,3 @@ class Api:
         )
         assert response.status_code == 200, response.text
         return response.json()["events"]
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], *, timeout: float = 10.0, what: str = "") -> None:
-    """Polls `check` until it holds; fails naming `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what}")
-        await asyncio.sleep(0.05)

@@ -7,7 +7,8 @@ import asyncio
 
 import httpx
 
-from tests.integration.gateway.support import Agent, Api, eventually, suffix
+from tests.integration.gateway.support import Agent, Api, suffix
+from tests.polling import eventually
 
 # About 20 chunks, a quarter second apart: the run outlasts the test by far unless cancelled.
 SLOW = {"content": "slowly " * 180, "delay_seconds": 0.25}

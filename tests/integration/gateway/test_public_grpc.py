@@ -26,8 +26,9 @@ from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import registry_service_pb2_grpc as reg_grpc
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.identity import TokenCodec
-from tests.integration.gateway.support import Api, eventually, suffix
+from tests.integration.gateway.support import Api, suffix
 from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, SUPERUSER_PASSWORD, bearer
+from tests.polling import eventually
 
 
 @pytest_asyncio.fixture(loop_scope="package")

@@ -19,8 +19,9 @@ from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
 from agentmesh.runtime.service import RunningService
 from tests.e2e.harness import ServiceProcess
 from tests.integration.gateway.conftest import start_executor, start_gateway
-from tests.integration.gateway.support import Agent, Api, eventually, suffix
+from tests.integration.gateway.support import Agent, Api, suffix
 from tests.mesh import JWT_SECRET, bearer
+from tests.polling import eventually
 
 # Holds an executor's slot for several seconds: the test cancels it when done.
 SLOW = {"content": "busy " * 200, "delay_seconds": 0.25}

@@ -10,7 +10,8 @@ import httpx
 
 from agentmesh.gateway.v1 import gateway_service_pb2, gateway_service_pb2_grpc
 from agentmesh.registry.v1 import registry_service_pb2, registry_service_pb2_grpc
-from tests.integration.gateway.support import Agent, Api, eventually, suffix
+from tests.integration.gateway.support import Agent, Api, suffix
+from tests.polling import eventually
 
 SLOW = {"content": "slowly " * 180, "delay_seconds": 0.25}
 

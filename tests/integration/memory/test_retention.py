@@ -4,7 +4,6 @@ sweeper, and readers told (not silently skipped) when the history they ask for i
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -12,14 +11,7 @@ from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2 as pb
 from agentmesh.runtime.errors import InvalidArgument, OutOfRange
 from tests.integration.memory.builders import new_event
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], *, timeout_seconds: float = 10) -> None:
-    async with asyncio.timeout(timeout_seconds):
-        while True:
-            if await check():
-                return
-            await asyncio.sleep(0.02)
+from tests.polling import eventually
 
 
 async def first_seq(memory: MemoryClient, session_id: str) -> int:

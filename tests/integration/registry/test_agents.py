@@ -258,7 +258,7 @@ async def test_lifecycle(stub: pb_grpc.RegistryServiceStub, api: Api, client: Re
 
     # idle ⇄ working while a run is in flight; working → paused → (resume) working, then idle.
     started = await client.start_agent_run(agent.id, "run-1", metadata=md)
-    assert started.status == WORKING
+    assert started.agent.status == WORKING
     assert (await stub.PauseAgent(pb.PauseAgentRequest(**ids), metadata=md)).agent.status == PAUSED
     refused = await rpc_error(client.start_agent_run(agent.id, "run-2", metadata=md))
     assert (refused.code, refused.reason) == (GRPC.FAILED_PRECONDITION, "AGENT_PAUSED")
@@ -308,10 +308,10 @@ async def test_runs_count_usage_and_overlap(
     agent = await api.agent(owner, project, "worker")
     md = owner.metadata
 
-    assert (await client.start_agent_run(agent.id, "a", metadata=md)).status == WORKING
-    assert (await client.start_agent_run(agent.id, "b", metadata=md)).status == WORKING
+    assert (await client.start_agent_run(agent.id, "a", metadata=md)).agent.status == WORKING
+    assert (await client.start_agent_run(agent.id, "b", metadata=md)).agent.status == WORKING
     # A retried start is counted once.
-    assert (await client.start_agent_run(agent.id, "b", metadata=md)).status == WORKING
+    assert (await client.start_agent_run(agent.id, "b", metadata=md)).agent.status == WORKING
     after_a = await client.finish_agent_run(
         agent.id, "a", completed=True, tokens_used=100, cost=0.5, metadata=md
     )
@@ -584,3 +584,46 @@ async def test_concurrent_runs_are_all_counted(api: Api, client: RegistryClient)
     assert sum(a.status == IDLE for a in finished) == 1  # only the last one leaves it idle
     final = await client.finish_agent_run(agent.id, "run-0", completed=True, metadata=md)  # a retry
     assert (final.status, final.tasks_completed, final.tokens_used) == (IDLE, 10, 100)
+
+
+async def test_the_spec_revision_moves_only_when_the_spec_may_change(
+    stub: pb_grpc.RegistryServiceStub, api: Api, client: RegistryClient
+) -> None:
+    owner: Caller = await api.sign_up()
+    project = await api.project(owner)
+    agent_type = await api.agent_type(personality_prompt="Before")
+    agent = await api.agent(owner, project, "worker", agent_type=agent_type)
+    md = owner.metadata
+
+    async def resolved() -> str:
+        return (await client.resolve_agent(project.slug, "worker", metadata=md)).revision
+
+    async def started(run_id: str) -> str:
+        revision = (await client.start_agent_run(agent.id, run_id, metadata=md)).spec_revision
+        await client.finish_agent_run(agent.id, run_id, completed=True, tokens_used=5, metadata=md)
+        return revision
+
+    first = await resolved()
+    assert first and await started("a") == first
+    # Runs, usage and pausing are not part of the spec.
+    ids = {"project_id": project.id, "id": agent.id}
+    await stub.PauseAgent(pb.PauseAgentRequest(**ids), metadata=md)
+    await stub.ResumeAgent(pb.ResumeAgentRequest(**ids), metadata=md)
+    assert await resolved() == first and await started("b") == first
+
+    overrides = res.Agent(project_id=project.id, id=agent.id, config=res.AgentConfig(instructions="Now"))
+    mask = field_mask_pb2.FieldMask(paths=["config.instructions"])
+    await stub.UpdateAgent(pb.UpdateAgentRequest(agent=overrides, update_mask=mask), metadata=md)
+    second = await started("c")
+    assert second != first and await resolved() == second
+
+    root = await api.root()
+    changed_type = res.AgentType(id=agent_type.id, personality_prompt="After")
+    await stub.UpdateAgentType(
+        pb.UpdateAgentTypeRequest(
+            agent_type=changed_type, update_mask=field_mask_pb2.FieldMask(paths=["personality_prompt"])
+        ),
+        metadata=root.metadata,
+    )
+    third = await resolved()
+    assert third not in (first, second) and await started("d") == third

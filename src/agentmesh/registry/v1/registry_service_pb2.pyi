@@ -1323,6 +1323,9 @@ class StartAgentRunResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     AGENT_FIELD_NUMBER: _builtins.int
+    SPEC_REVISION_FIELD_NUMBER: _builtins.int
+    spec_revision: _builtins.str
+    """The revision its AgentSpec has now (see AgentSpec.revision)."""
     @_builtins.property
     def agent(self) -> _resources_pb2.Agent:
         """The agent, working."""
@@ -1331,10 +1334,11 @@ class StartAgentRunResponse(_message.Message):
         self,
         *,
         agent: _resources_pb2.Agent | None = ...,
+        spec_revision: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "spec_revision", b"spec_revision"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -525,6 +525,7 @@ class AgentSpec(_message.Message):
     MOCK_RESPONSES_FIELD_NUMBER: _builtins.int
     DESCRIPTION_FIELD_NUMBER: _builtins.int
     EXPERTISE_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
     project_slug: _builtins.str
     """The project's slug."""
     kind: Global___AgentKind.ValueType
@@ -539,6 +540,11 @@ class AgentSpec(_message.Message):
     """Effective iteration bound."""
     description: _builtins.str
     """The type's description."""
+    revision: _builtins.str
+    """Changes whenever anything above may (the agent's overrides, its type, its project); not with
+    the agent's status or usage. StartAgentRun returns the current one, so an executor may
+    cache a spec and resolve again only when the revision moved.
+    """
     @_builtins.property
     def agent(self) -> Global___Agent:
         """The agent."""
@@ -594,10 +600,11 @@ class AgentSpec(_message.Message):
         mock_responses: _struct_pb2.ListValue | None = ...,
         description: _builtins.str = ...,
         expertise: _abc.Iterable[_builtins.str] | None = ...,
+        revision: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "mock_responses", b"mock_responses", "model_params", b"model_params"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "description", b"description", "expertise", b"expertise", "fallback_models", b"fallback_models", "instructions", b"instructions", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "project_slug", b"project_slug", "sub_agents", b"sub_agents", "tools", b"tools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "description", b"description", "expertise", b"expertise", "fallback_models", b"fallback_models", "instructions", b"instructions", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "project_slug", b"project_slug", "revision", b"revision", "sub_agents", b"sub_agents", "tools", b"tools"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

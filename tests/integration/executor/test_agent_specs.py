@@ -1,0 +1,88 @@
+"""Executors remember resolved agents between runs (one registry call less per run) and still
+follow every change: StartAgentRun returns the spec's revision, and a run whose remembered spec
+is older resolves it again before building anything from it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import pytest
+import pytest_asyncio
+from google.protobuf import field_mask_pb2
+
+from agentmesh.registry.v1 import registry_service_pb2 as reg
+from agentmesh.registry.v1 import resources_pb2
+from agentmesh.runtime.errors import FailedPrecondition
+from tests.integration.executor.openai_server import FakeOpenAI, Reply
+from tests.integration.executor.support import Stack, event_type, final
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def openai_server() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def executor_settings(openai_server: FakeOpenAI) -> dict[str, Any]:
+    return {"openai_base_url": openai_server.base_url, "openai_api_key": "sk-specs-" + "k" * 30}
+
+
+async def test_a_remembered_agent_follows_changes_to_its_type(
+    stack: Stack, openai_server: FakeOpenAI
+) -> None:
+    model = f"spec-{uuid.uuid4().hex[:8]}"
+    openai_server.script(model, Reply(text="ok"))
+    project = await stack.project()
+    agent = await stack.agent(project, "follower", model=f"openai/{model}")
+
+    assert final(await stack.run(agent, "first")).run_completed.content == "ok"
+    type_id = (await stack.get(agent)).agent_type_id
+    await stack.client.registry.UpdateAgentType(
+        reg.UpdateAgentTypeRequest(
+            agent_type=resources_pb2.AgentType(id=type_id, personality_prompt="You speak French."),
+            update_mask=field_mask_pb2.FieldMask(paths=["personality_prompt"]),
+        ),
+        metadata=stack.metadata,
+    )
+    assert final(await stack.run(agent, "second")).run_completed.content == "ok"
+
+    systems = [r.body["messages"][0] for r in openai_server.for_model(model)]
+    assert [m["role"] for m in systems] == ["system", "system"]
+    assert "You are follower." in systems[0]["content"]
+    assert "You speak French." in systems[1]["content"]
+
+
+@pytest.mark.parametrize("lifecycle", ["paused", "terminated"])
+async def test_a_remembered_agent_that_was_stopped_since_refuses_to_run(stack: Stack, lifecycle: str) -> None:
+    project = await stack.project()
+    agent = await stack.agent(project, "stopped", mock_responses=["hi"])
+    assert final(await stack.run(agent, "warm up")).run_completed.content == "hi"
+    await stack.settled(agent)
+    await (stack.pause(agent) if lifecycle == "paused" else stack.terminate(agent))
+
+    # The executor still remembers the agent as runnable: it recorded the input while the
+    # registry refused to start the run, and records the refusal after it.
+    first = f"refused-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(FailedPrecondition) as refused:
+        await stack.run(agent, "are you there?", session_id=first)
+    assert refused.value.reason == f"AGENT_{lifecycle.upper()}"
+    stored = await stack.events(first)
+    assert [event_type(e) for e in stored] == ["user_message", "error"]
+    assert stored[1].metadata["reason"] == refused.value.reason
+    assert stored[1].parent_event_id == stored[0].id
+
+    # Now it knows: a refusal before anything is recorded.
+    second = f"refused-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(FailedPrecondition) as again:
+        await stack.run(agent, "still there?", session_id=second)
+    assert again.value.reason == refused.value.reason
+    with pytest.raises(grpc.aio.AioRpcError) as nothing:
+        await stack.events(second)
+    assert nothing.value.code() == grpc.StatusCode.NOT_FOUND
+    assert (await stack.get(agent)).tasks_completed == 1
