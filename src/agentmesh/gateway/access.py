@@ -4,7 +4,9 @@ both through `AccessGuard`."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -40,12 +42,19 @@ class AccessGuard:
     """Decides whether a caller may perform an operation, by its policy rule."""
 
     def __init__(
-        self, *, tokens: TokenCodec, registry: RegistryClient, memory: MemoryClient, limiter: RateLimiter
+        self,
+        *,
+        tokens: TokenCodec,
+        registry: RegistryClient,
+        memory: MemoryClient,
+        limiter: RateLimiter,
+        grant_ttl_seconds: float = 5.0,
     ) -> None:
         self._tokens = tokens
         self._registry = registry
         self._memory = memory
         self._limiter = limiter
+        self._grants = GrantCache(ttl_seconds=grant_ttl_seconds)
 
     def authenticate(self, token: str | None) -> Caller:
         if not token:
@@ -81,9 +90,13 @@ class AccessGuard:
     async def _check_project(self, caller: Caller, target: ProjectTarget) -> None:
         if not target.id and not target.slug:
             raise InvalidRequest.field("project_id", "is required")
+        grant = (caller.token, target.id, target.slug)
+        if self._grants.holds(grant):
+            return
         # The registry, acting as the caller, answers NOT_FOUND for projects it may not see.
         request = registry_service_pb2.GetProjectRequest(id=target.id, slug=target.slug)
         await unary(self._registry.stub.GetProject, request, metadata=caller.metadata)
+        self._grants.add(grant)
 
     async def _check_session(self, caller: Caller, target: SessionTarget) -> None:
         if not target.session_id:
@@ -100,6 +113,36 @@ class AccessGuard:
         except NotFound:
             # Foreign sessions look exactly like unknown ones.
             raise SessionNotFound(target.session_id) from None
+
+
+class GrantCache:
+    """Project checks that passed, remembered for a few seconds per token, so a chat does not ask
+    the registry who owns its project every time. Only grants are remembered, never refusals, and
+    only briefly: projects never change owners, so a grant can only outlive its project, by at
+    most the TTL, and the registry refuses anything on a deleted project regardless.
+    A TTL of 0 remembers nothing."""
+
+    def __init__(self, *, ttl_seconds: float, capacity: int = 10_000) -> None:
+        self._ttl = ttl_seconds
+        self._capacity = capacity
+        self._expiries: OrderedDict[Hashable, float] = OrderedDict()
+
+    def holds(self, grant: Hashable) -> bool:
+        expiry = self._expiries.get(grant)
+        if expiry is None:
+            return False
+        if expiry <= time.monotonic():
+            del self._expiries[grant]
+            return False
+        return True
+
+    def add(self, grant: Hashable) -> None:
+        if self._ttl <= 0:
+            return
+        self._expiries[grant] = time.monotonic() + self._ttl
+        self._expiries.move_to_end(grant)
+        while len(self._expiries) > self._capacity:
+            self._expiries.popitem(last=False)
 
 
 Behavior = Callable[[Any, grpc.aio.ServicerContext], Any]

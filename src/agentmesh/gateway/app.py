@@ -70,6 +70,7 @@ async def start(settings: GatewaySettings) -> GatewayService:
         registry=registry,
         memory=memory,
         limiter=RateLimiter(rate_per_second=settings.rate_limit_per_second, burst=settings.rate_limit_burst),
+        grant_ttl_seconds=settings.access_grant_ttl_seconds,
     )
     chat = ChatGateway(
         executors=executors,

@@ -35,6 +35,12 @@ class GatewaySettings(ServiceSettings):
     # `rate_limit_per_second`. 0 per second disables the limit.
     rate_limit_per_second: float = Field(default=50.0, ge=0)
     rate_limit_burst: int = Field(default=200, gt=0)
+    access_grant_ttl_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        description="how long a passed project-ownership check is reused per token (0: never); "
+        "the services behind the gateway check again regardless",
+    )
 
     executor_health_interval_seconds: float = Field(default=2.0, gt=0)
     executor_refresh_interval_seconds: float = Field(default=5.0, gt=0)
