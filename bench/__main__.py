@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from bench.report import RESULTS_DIR, TARGETS, Results, baseline_table, table, write_results
-from bench.run import FULL, SMOKE, run
+from bench.run import FULL, SECTIONS, SMOKE, run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,9 +24,18 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="where latest.json and a dated copy go (default: bench/results; a smoke run writes none)",
     )
+    parser.add_argument(
+        "--only",
+        type=lambda value: frozenset(value.split(",")),
+        default=frozenset(),
+        help=f"comma-separated sections to run (of {', '.join(SECTIONS)}); writes no results unless "
+        "--results-dir is given",
+    )
     parser.add_argument("--log-dir", type=Path, help="service logs (default: a temporary directory)")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
+    if unknown := args.only - set(SECTIONS):
+        parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
     logging.basicConfig(
         level=logging.INFO if args.verbose or not args.smoke else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -35,14 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     plan = SMOKE if args.smoke else FULL
     with tempfile.TemporaryDirectory(prefix="agentmesh-bench-") as scratch:
         log_dir = args.log_dir or Path(scratch)
-        document = asyncio.run(run(plan, log_dir=log_dir))
+        document = asyncio.run(run(plan, log_dir=log_dir, only=args.only))
     print_summary(document)
-    results_dir = args.results_dir or (None if args.smoke else RESULTS_DIR)
+    results_dir = args.results_dir or (None if args.smoke or args.only else RESULTS_DIR)
     if results_dir is not None:
         latest, dated = write_results(document, results_dir)
         print(f"\nwrote {latest} and {dated.name}")
     missing = [key for key in TARGETS if document["figures"][key] is None]
-    if missing:
+    if missing and not args.only:
         print(f"\nnot produced: {', '.join(missing)}", file=sys.stderr)
     # A smoke run fails when a figure is missing; a full run is a measurement: it reports misses.
     return 1 if args.smoke and missing else 0
