@@ -189,7 +189,12 @@ class EventLog:
             started = time.perf_counter()
             try:
                 stored, last_seq = await self._store.append(
-                    session_id, project_id, fresh, now=self._clock(), admit=admit
+                    session_id,
+                    project_id,
+                    fresh,
+                    now=self._clock(),
+                    admit=admit,
+                    expected_last_seq=expected_last_seq,
                 )
             except IdempotencyKeyRace:
                 look_up = True

@@ -2,18 +2,27 @@
 and its SQLAlchemy Core implementation for PostgreSQL and SQLite.
 
 How `seq` stays gap-free under concurrent writers: each session row holds `last_seq`. An append
-is one transaction that first bumps it (`INSERT … ON CONFLICT DO UPDATE SET last_seq = last_seq +
-n … RETURNING`, which also creates the session on first use), then inserts the events numbered
-below the returned value. In PostgreSQL the upsert takes the session row's lock, so writers of one
-session queue there and commit in `seq` order; in SQLite the first statement being a write takes
-the database's write lock, and an in-process lock queues this process's writers in front of it.
-No append reads `count(*)` or `max(seq)`: its cost does not grow with the session.
+first bumps it (`INSERT … ON CONFLICT DO UPDATE SET last_seq = last_seq + n … RETURNING`, which
+also creates the session on first use), then inserts the events numbered below the returned value,
+atomically. In PostgreSQL the upsert takes the session row's lock, so writers of one session queue
+there and commit in `seq` order; in SQLite the first statement being a write takes the database's
+write lock, and an in-process lock queues this process's writers in front of it. No append reads
+`count(*)` or `max(seq)`: its cost does not grow with the session.
+
+In PostgreSQL an append naming its project is one statement run outside an explicit transaction
+(one round trip, not BEGIN, upsert, insert and COMMIT): the upsert and the insert are data-modifying
+CTEs of one statement, which is atomic by itself. The checks `admit` makes inside the transaction
+are made there by the upsert's conflict `WHERE` (same project, expected last seq); when it refuses,
+nothing is written and the store reads the session to let `admit` raise the error. SQLite cannot
+modify data in CTEs, and an append without a project must ask `admit` before anything is written:
+those take the transaction.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
@@ -128,12 +137,75 @@ _BUMP_LAST_SEQ = (
     .columns(project_id=_ID, last_seq=sa.BigInteger)
 )
 
+# The event columns a one-statement append sends as arrays, one element per event.
+_EVENT_ARRAYS = (
+    "id",
+    "agent",
+    "event_type",
+    "content",
+    "metadata",
+    "run_id",
+    "parent_event_id",
+    "delegation_id",
+    "trace_id",
+    "span_id",
+    "idempotency_key",
+)
+# The whole of a PostgreSQL append, in one statement (see the module docstring). `bump` is
+# _BUMP_LAST_SEQ refusing, instead of updating, a session of another project or one not at
+# :expected; its row lock serializes the writers of a session as in the transaction. A session not
+# yet there cannot be at a positive :expected, so it is not created then (a session the snapshot
+# misses but a concurrent append creates conflicts, and is checked, as any other). `stored` numbers
+# the batch below the new last_seq. No row back: `bump` refused, and nothing was written.
+_APPEND_IN_ONE_STATEMENT = (
+    sa.text(
+        "WITH bump AS ("
+        "INSERT INTO memory_sessions (id, project_id, agent, created_at, updated_at, last_seq, first_seq) "
+        "SELECT CAST(:session_id AS TEXT), CAST(:project_id AS TEXT), CAST(:agent AS TEXT), "
+        "CAST(:now AS TIMESTAMPTZ), CAST(:now AS TIMESTAMPTZ), CAST(:count AS BIGINT), 1 "
+        "WHERE CAST(:expected AS BIGINT) IS NULL OR CAST(:expected AS BIGINT) = 0 "
+        "OR EXISTS (SELECT FROM memory_sessions WHERE id = CAST(:session_id AS TEXT)) "
+        "ON CONFLICT (id) DO UPDATE "
+        "SET last_seq = memory_sessions.last_seq + CAST(:count AS BIGINT), "
+        "updated_at = CAST(:now AS TIMESTAMPTZ) "
+        "WHERE memory_sessions.project_id = CAST(:project_id AS TEXT) AND (CAST(:expected AS BIGINT) IS NULL "
+        "OR memory_sessions.last_seq = CAST(:expected AS BIGINT)) "
+        "RETURNING project_id, last_seq"
+        "), stored AS ("
+        "INSERT INTO memory_events (session_id, seq, id, project_id, agent, event_type, content, metadata, "
+        "run_id, parent_event_id, delegation_id, trace_id, span_id, idempotency_key, created_at) "
+        "SELECT CAST(:session_id AS TEXT), bump.last_seq - CAST(:count AS BIGINT) + e.position, e.id, "
+        "bump.project_id, e.agent, e.event_type, e.content, CAST(e.metadata AS JSONB), e.run_id, "
+        "e.parent_event_id, e.delegation_id, e.trace_id, e.span_id, e.idempotency_key, "
+        "CAST(:now AS TIMESTAMPTZ) "
+        "FROM bump, unnest("
+        + ", ".join(f"CAST(:{name}s AS TEXT[])" for name in _EVENT_ARRAYS)
+        + ") WITH ORDINALITY AS e("
+        + ", ".join(_EVENT_ARRAYS)
+        + ", position)"
+        ") "
+        "SELECT project_id, last_seq FROM bump"
+    )
+    .bindparams(
+        sa.bindparam("session_id", type_=sa.Text),
+        sa.bindparam("project_id", type_=sa.Text),
+        sa.bindparam("agent", type_=sa.Text),
+        sa.bindparam("now", type_=_TIME),
+        sa.bindparam("count", type_=sa.BigInteger),
+        sa.bindparam("expected", type_=sa.BigInteger),
+        *(sa.bindparam(f"{name}s", type_=postgresql.ARRAY(sa.Text)) for name in _EVENT_ARRAYS),
+    )
+    .columns(project_id=_ID, last_seq=sa.BigInteger)
+)
+
 # The sort key a page of events resumes after: (seq,) within a session; (created_at, session_id,
 # seq) for an agent across sessions. Sessions resume after (updated_at, id).
 EventCursor = tuple[Any, ...]
 SessionCursor = tuple[datetime, str]
-# Called inside an append's transaction with the session's project and its last seq before the
-# append; raising rolls the whole append back.
+# Says whether an append may go ahead, given the session's project ("" when the append creates it)
+# and its last seq before the append, by raising the error that refuses it. Called inside the
+# append's transaction (raising rolls the whole append back), or after a one-statement append
+# whose conflict WHERE refused it, to raise the error that says why.
 AdmitAppend = Callable[[str, int], None]
 
 
@@ -152,7 +224,13 @@ class EventStore(Protocol):
         *,
         now: datetime,
         admit: AdmitAppend,
-    ) -> tuple[list[Event], int]: ...
+        expected_last_seq: int | None = None,
+    ) -> tuple[list[Event], int]:
+        """Stores the batch after the session's last event and returns it with the new last seq.
+
+        `admit` decides; `expected_last_seq` (the one `admit` checks) lets the store check it in
+        the database, before writing, instead of in a transaction around the write."""
+        ...
 
     async def events_by_idempotency_key(self, session_id: str, keys: Sequence[str]) -> dict[str, Event]: ...
 
@@ -263,6 +341,87 @@ class SqlEventStore:
     # --- appending ---------------------------------------------------------------------------
 
     async def append(
+        self,
+        session_id: str,
+        project_id: str,
+        batch: Sequence[NewEvent],
+        *,
+        now: datetime,
+        admit: AdmitAppend,
+        expected_last_seq: int | None = None,
+    ) -> tuple[list[Event], int]:
+        if self._postgres and project_id:
+            appended = await self._append_in_one_statement(
+                session_id, project_id, batch, now=now, admit=admit, expected_last_seq=expected_last_seq
+            )
+            if appended is not None:
+                return appended
+        return await self._append_in_transaction(session_id, project_id, batch, now=now, admit=admit)
+
+    async def _append_in_one_statement(
+        self,
+        session_id: str,
+        project_id: str,
+        batch: Sequence[NewEvent],
+        *,
+        now: datetime,
+        admit: AdmitAppend,
+        expected_last_seq: int | None,
+    ) -> tuple[list[Event], int] | None:
+        """The append as one autocommitted statement, or None when the session changed between
+        the statement refusing it and the read saying why: the transaction then decides."""
+        count = len(batch)
+        ids = [str(uuid.uuid4()) for _ in batch]
+        parameters: dict[str, Any] = {
+            "session_id": session_id,
+            "project_id": project_id,
+            "agent": batch[0].agent,
+            "now": now,
+            "count": count,
+            "expected": expected_last_seq,
+            "ids": ids,
+            "agents": [event.agent for event in batch],
+            "event_types": [event.event_type.value for event in batch],
+            "contents": [event.content for event in batch],
+            "metadatas": [json.dumps(event.metadata) for event in batch],
+            "run_ids": [event.run_id for event in batch],
+            "parent_event_ids": [event.parent_event_id for event in batch],
+            "delegation_ids": [event.delegation_id for event in batch],
+            "trace_ids": [event.trace_id for event in batch],
+            "span_ids": [event.span_id for event in batch],
+            "idempotency_keys": [event.idempotency_key or None for event in batch],
+        }
+        try:
+            async with self._reader.connect() as connection:
+                row = (await connection.execute(_APPEND_IN_ONE_STATEMENT, parameters)).first()
+        except IntegrityError as error:
+            if "idempotency_key" in str(error.orig):
+                raise IdempotencyKeyRace(session_id) from error
+            raise
+        if row is None:
+            # Refused, nothing written: let admit say why. A session that is not there is one the
+            # append would create, at seq 0.
+            session = await self.get_session(session_id)
+            if session is None:
+                admit(project_id, 0)
+            else:
+                admit(session.project_id, session.last_seq)
+            return None
+        session_project, last_seq = row
+        admit(session_project, last_seq - count)
+        stored = [
+            Event.model_construct(
+                **dict(event),
+                id=event_id,
+                session_id=session_id,
+                seq=last_seq - count + 1 + index,
+                created_at=now,
+            )
+            for index, (event, event_id) in enumerate(zip(batch, ids, strict=True))
+        ]
+        return stored, last_seq
+
+    async def _append_in_transaction(
         self,
         session_id: str,
         project_id: str,

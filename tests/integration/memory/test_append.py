@@ -172,6 +172,18 @@ async def test_expected_last_seq_zero_creates_the_session_only_once(memory: Memo
     assert [event.content for event in await all_events(memory, "new")] == ["first"]
 
 
+async def test_a_positive_expected_last_seq_on_a_new_session_is_aborted_and_creates_nothing(
+    memory: MemoryClient,
+) -> None:
+    with pytest.raises(Aborted) as caught:
+        await memory.append_events("new", "p-1", [new_event("first")], expected_last_seq=3)
+
+    assert caught.value.reason == "EXPECTED_LAST_SEQ_MISMATCH"
+    assert caught.value.metadata["last_seq"] == "0"
+    with pytest.raises(NotFound):
+        await memory.get_session("new")
+
+
 async def test_idempotent_retries_store_one_event_and_return_the_first(memory: MemoryClient) -> None:
     event = new_event("charge the card", idempotency_key="op-42", metadata={"amount": 10})
     first = await memory.append_events("s-1", "p-1", [event])

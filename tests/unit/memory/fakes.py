@@ -28,7 +28,9 @@ class InMemoryEventStore:
         *,
         now: datetime,
         admit: AdmitAppend,
+        expected_last_seq: int | None = None,
     ) -> tuple[list[Event], int]:
+        # admit checks expected_last_seq; this store has no database to check it first.
         session = self.sessions.get(session_id) or Session(
             id=session_id,
             project_id=project_id,
