@@ -10,14 +10,11 @@ import random
 import socket
 import time
 
-from opentelemetry import context as otel_context
-from opentelemetry import trace
-from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
-
 from agentmesh.executor.agent import AgentBuilder, AgentRuntime
 from agentmesh.executor.cache import AgentCache
 from agentmesh.executor.client import ExecutorPool
 from agentmesh.executor.delegation import RemoteRuns
+from agentmesh.executor.finisher import RunFinisher
 from agentmesh.executor.models.factory import ModelFactory
 from agentmesh.executor.runner import RunExecutor
 from agentmesh.executor.servicer import ExecutorServicer
@@ -32,6 +29,7 @@ from agentmesh.runtime.errors import DomainError
 from agentmesh.runtime.identity import AUTHORIZATION, TokenCodec
 from agentmesh.runtime.server import ServiceBinding, start_server
 from agentmesh.runtime.service import RunningService
+from agentmesh.runtime.telemetry import untraced
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +94,13 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         self_address=lambda: advertised[0],
     )
     executor_id = settings.executor_id or f"{socket.gethostname()}-{random.getrandbits(32):08x}"
+    finisher = RunFinisher(
+        registry,
+        system_metadata=system_metadata,
+        window_seconds=settings.finish_batch_window_seconds,
+        max_batch=settings.finish_batch_max_runs,
+        timeout_seconds=settings.cleanup_timeout_seconds,
+    )
     runner = RunExecutor(
         settings=settings,
         registry=registry,
@@ -104,7 +109,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         cache=cache,
         remote=remote,
         executor_id=executor_id,
-        system_metadata=system_metadata,
+        finisher=finisher,
     )
     servicer = ExecutorServicer(runner, cache, tokens)
     server = await start_server(
@@ -120,10 +125,12 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
     )
     advertised.append(settings.advertise_address or _advertise(settings.host, server.port))
     cache.start_sweeper(settings.cache_sweep_seconds)
-    heartbeat = asyncio.create_task(
-        _untraced(_heartbeat(registry, executor_id, advertised[0], settings, system_metadata)),
-        name="executor heartbeat",
-    )
+    finisher.start()
+    with untraced():
+        heartbeat = asyncio.create_task(
+            _heartbeat(registry, executor_id, advertised[0], settings, system_metadata),
+            name="executor heartbeat",
+        )
 
     async def stop_heartbeat() -> None:
         heartbeat.cancel()
@@ -148,6 +155,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
             models.aclose,
             cache.aclose,
             stop_heartbeat,
+            finisher.stop,
             lambda: runner.drain(settings.cleanup_timeout_seconds),
         ],
     )
@@ -180,20 +188,3 @@ async def _heartbeat(
         except DomainError as error:
             logger.warning("could not register executor %s with the registry: %s", executor_id, error)
         await asyncio.sleep(settings.heartbeat_interval_seconds)
-
-
-async def _untraced(coroutine) -> None:
-    """Runs background work under an unsampled parent, so it adds no traces of its own."""
-    unsampled = NonRecordingSpan(
-        SpanContext(
-            trace_id=random.getrandbits(128) or 1,
-            span_id=random.getrandbits(64) or 1,
-            is_remote=False,
-            trace_flags=TraceFlags(TraceFlags.DEFAULT),
-        )
-    )
-    token = otel_context.attach(trace.set_span_in_context(unsampled))
-    try:
-        await coroutine
-    finally:
-        otel_context.detach(token)

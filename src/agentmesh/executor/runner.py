@@ -17,7 +17,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 from agentmesh.common.v1 import run_pb2
@@ -26,6 +26,7 @@ from agentmesh.executor.cache import AgentCache
 from agentmesh.executor.cleanup import run_detached
 from agentmesh.executor.delegation import Delegator, RemoteRuns
 from agentmesh.executor.events import EventSink, RunContext, usage_proto
+from agentmesh.executor.finisher import RunFinisher
 from agentmesh.executor.llm import LlmLoop, read_history
 from agentmesh.executor.recorder import EventType, Recorder
 from agentmesh.executor.run import RunFailure, RunResult, RunScope
@@ -38,7 +39,6 @@ from agentmesh.memory.v1 import resources_pb2 as memory_resources_pb2
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime import metrics, telemetry
-from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import (
     DomainError,
     FailedPrecondition,
@@ -67,7 +67,7 @@ class RunExecutor:
         cache: AgentCache[AgentRuntime],
         remote: RemoteRuns,
         executor_id: str,
-        system_metadata: Callable[[], Metadata | None] = lambda: None,
+        finisher: RunFinisher,
     ) -> None:
         self._settings = settings
         self._registry = registry
@@ -83,7 +83,7 @@ class RunExecutor:
             cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
         )
         self._executor_id = executor_id
-        self._system_metadata = system_metadata
+        self._finisher = finisher
         self._slots = asyncio.Semaphore(settings.max_concurrent_runs)
         self._runs: set[asyncio.Task[None]] = set()
         self._runs_by_agent: dict[str, set[asyncio.Task[Any]]] = {}
@@ -184,7 +184,7 @@ class RunExecutor:
                 if recording is not None:
                     recording.cancel()
                 # The registry may have started it before the answer was lost: finish it.
-                await self._finish(spec.agent.id, run_id, result)
+                self._finish(spec.agent.id, run_id, result)
                 raise
             except DomainError as error:
                 self._specs.forget(key)
@@ -196,7 +196,7 @@ class RunExecutor:
                     self._check_runnable(request, spec)
                 except BaseException:
                     await _record_refusal(recording, recorder, None)
-                    await self._finish(spec.agent.id, run_id, result)
+                    self._finish(spec.agent.id, run_id, result)
                     raise
             task = asyncio.current_task()
             assert task is not None
@@ -228,7 +228,7 @@ class RunExecutor:
                 if not runs:
                     self._runs_by_agent.pop(spec.agent.id, None)
                 self._cancel_reasons.pop(task, None)
-                await self._finish(spec.agent.id, run_id, result)
+                self._finish(spec.agent.id, run_id, result)
 
     def _check_runnable(
         self, request: executor_service_pb2.RunRequest, spec: resources_pb2.AgentSpec
@@ -367,23 +367,15 @@ class RunExecutor:
         except Exception:
             logger.exception("could not record that run %s was cancelled", scope.context.run_id)
 
-    async def _finish(self, agent_id: str, run_id: str, result: RunResult | None) -> None:
+    def _finish(self, agent_id: str, run_id: str, result: RunResult | None) -> None:
         usage = result.usage if result else None
-        try:
-            # On the executor's own behalf when it can: the caller's token may have expired by now.
-            await run_detached(
-                lambda: self._registry.finish_agent_run(
-                    agent_id,
-                    run_id,
-                    completed=result is not None,
-                    tokens_used=usage.total_tokens if usage else 0,
-                    cost=usage.cost if usage else 0.0,
-                    metadata=self._system_metadata(),
-                ),
-                timeout_seconds=self._settings.cleanup_timeout_seconds,
-            )
-        except Exception:
-            logger.exception("could not record the end of run %s", run_id)
+        self._finisher.finish(
+            agent_id,
+            run_id,
+            completed=result is not None,
+            tokens_used=usage.total_tokens if usage else 0,
+            cost=usage.cost if usage else 0.0,
+        )
 
 
 def _record_input(

@@ -68,6 +68,12 @@ class ExecutorSettings(ServiceSettings):
     cache_max_entries: int = Field(default=256, gt=0)
     cache_idle_ttl_seconds: float = Field(default=900.0, gt=0)
     cache_sweep_seconds: float = Field(default=30.0, gt=0)
+    finish_batch_window_seconds: float = Field(
+        default=0.02,
+        ge=0,
+        description="how long the end of a run waits for others to be reported to the registry with",
+    )
+    finish_batch_max_runs: int = Field(default=500, gt=0, le=1000)
     agent_spec_cache_size: int = Field(
         default=4096, gt=0, description="resolved agents remembered per caller (revalidated by every run)"
     )

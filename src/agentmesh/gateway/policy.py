@@ -157,6 +157,7 @@ RPC_POLICY: Mapping[str, Rule] = {
     _REGISTRY + "ResolveAgent": INTERNAL,
     _REGISTRY + "StartAgentRun": INTERNAL,
     _REGISTRY + "FinishAgentRun": INTERNAL,
+    _REGISTRY + "FinishAgentRuns": INTERNAL,
     _REGISTRY + "RegisterExecutor": INTERNAL,
     _REGISTRY + "ListExecutors": SUPERUSER,
     # Memory: the memory service knows no owners, so the gateway resolves the project itself.

@@ -6,17 +6,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
-from collections.abc import Awaitable, Callable, Iterator
-
-from opentelemetry import context as otel_context
-from opentelemetry import trace
-from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+from collections.abc import Awaitable, Callable
 
 from agentmesh.executor.client import ExecutorPool
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime.errors import DomainError
 from agentmesh.runtime.identity import AUTHORIZATION, TokenCodec
+from agentmesh.runtime.telemetry import untraced
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +62,7 @@ class ExecutorMembership:
         await self._pool.check_health()
 
     async def start(self) -> None:
-        with _untraced():
+        with untraced():
             await self.refresh()
             await self.check_health()
             self._tasks = [asyncio.create_task(_every(self._health_interval, self.check_health))]
@@ -80,25 +76,6 @@ class ExecutorMembership:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
-
-
-@contextlib.contextmanager
-def _untraced() -> Iterator[None]:
-    """Background bookkeeping under an unsampled parent: its calls add no traces of their own
-    (tasks started inside inherit it)."""
-    unsampled = NonRecordingSpan(
-        SpanContext(
-            trace_id=random.getrandbits(128) or 1,
-            span_id=random.getrandbits(64) or 1,
-            is_remote=False,
-            trace_flags=TraceFlags(TraceFlags.DEFAULT),
-        )
-    )
-    token = otel_context.attach(trace.set_span_in_context(unsampled))
-    try:
-        yield
-    finally:
-        otel_context.detach(token)
 
 
 async def _every(interval_seconds: float, action: Callable[[], Awaitable[None]]) -> None:

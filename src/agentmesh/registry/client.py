@@ -58,6 +58,13 @@ class RegistryClient:
         )
         return (await unary(self.stub.FinishAgentRun, request, metadata=metadata)).agent
 
+    async def finish_agent_runs(
+        self, runs: Iterable[pb.FinishAgentRunRequest], *, metadata: Metadata | None = None
+    ) -> list[pb.FinishedAgentRun]:
+        """Finishes several runs in one call; a refused run says why in its result."""
+        request = pb.FinishAgentRunsRequest(runs=list(runs))
+        return list((await unary(self.stub.FinishAgentRuns, request, metadata=metadata)).results)
+
     async def register_executor(
         self, executor_id: str, address: str, *, metadata: Metadata | None = None
     ) -> resources_pb2.Executor:

@@ -27,7 +27,7 @@ from agentmesh.registry.models import (
 )
 from agentmesh.registry.v1 import registry_service_pb2 as service_pb2
 from agentmesh.registry.v1 import resources_pb2 as pb
-from agentmesh.runtime.errors import FieldViolation
+from agentmesh.runtime.errors import DomainError, FieldViolation
 from agentmesh.runtime.protos import list_value, struct, timestamp
 
 _KIND_TO_PROTO = {
@@ -264,6 +264,14 @@ def agent_spec_message(spec: AgentSpec) -> pb.AgentSpec:
         expertise=spec.expertise,
         revision=spec.revision,
     )
+
+
+def finished_run_message(result: Agent | DomainError) -> service_pb2.FinishedAgentRun:
+    if isinstance(result, DomainError):
+        return service_pb2.FinishedAgentRun(
+            error_code=result.code.name, error_reason=result.reason, error_message=result.message
+        )
+    return service_pb2.FinishedAgentRun(agent=agent_message(result))
 
 
 def executor_message(executor: Executor) -> pb.Executor:

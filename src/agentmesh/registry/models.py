@@ -235,6 +235,16 @@ class AgentSpec(_Model):
     revision: str
 
 
+class FinishedRun(_Model):
+    """A run an executor reports finished, with its usage."""
+
+    agent_id: str
+    run_id: str
+    completed: bool
+    tokens_used: int
+    cost: float
+
+
 class Executor(_Model):
     """A member of the executor pool."""
 

@@ -57,6 +57,7 @@ POLICY: Mapping[str, Access] = {
     "ResolveAgent": Access.SIGNED_IN,
     "StartAgentRun": Access.SIGNED_IN,
     "FinishAgentRun": Access.SIGNED_IN,
+    "FinishAgentRuns": Access.SIGNED_IN,
     "RegisterExecutor": Access.SYSTEM,
     "ListExecutors": Access.SUPERUSER,
 }

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
@@ -39,6 +39,7 @@ from agentmesh.registry.models import (
     AgentType,
     AgentTypeFields,
     Executor,
+    FinishedRun,
     NewAgent,
     Page,
     Project,
@@ -55,10 +56,13 @@ from agentmesh.registry.validation import (
     check_project,
     slugify,
 )
-from agentmesh.runtime.errors import FieldViolation, PermissionDenied
+from agentmesh.runtime.errors import DomainError, FieldViolation, PermissionDenied
 from agentmesh.runtime.identity import Principal
 
 T = TypeVar("T")
+
+# Runs one FinishAgentRuns call may finish.
+MAX_FINISHED_RUNS = 1000
 Clock = Callable[[], datetime]
 
 
@@ -353,6 +357,30 @@ class AgentRegistry:
         if change is None:
             raise AgentNotFound("agent not found")
         return change.agent
+
+    async def finish_runs(
+        self, principal: Principal, runs: Sequence[FinishedRun]
+    ) -> list[Agent | DomainError]:
+        """Several `finish_run`s, each on its own: the agent after each run, or why it was refused."""
+        if len(runs) > MAX_FINISHED_RUNS:
+            too_many = f"must hold at most {MAX_FINISHED_RUNS} runs, not {len(runs)}"
+            _raise_if([FieldViolation("runs", too_many)])
+        results: list[Agent | DomainError] = []
+        for run in runs:
+            try:
+                agent = await self.finish_run(
+                    principal,
+                    run.agent_id,
+                    run.run_id,
+                    completed=run.completed,
+                    tokens_used=run.tokens_used,
+                    cost=run.cost,
+                )
+            except DomainError as error:
+                results.append(error)
+            else:
+                results.append(agent)
+        return results
 
     async def register_executor(self, executor_id: str, address: str) -> Executor:
         _raise_if(_required("executor.id", executor_id) + _required("executor.address", address))

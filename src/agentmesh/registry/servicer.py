@@ -8,6 +8,7 @@ import grpc
 
 from agentmesh.registry import convert
 from agentmesh.registry.auth import Accounts
+from agentmesh.registry.models import FinishedRun
 from agentmesh.registry.registry import AgentRegistry
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
@@ -230,6 +231,22 @@ class RegistryServicer(pb_grpc.RegistryServiceServicer):
             cost=request.cost,
         )
         return pb.FinishAgentRunResponse(agent=convert.agent_message(agent))
+
+    async def FinishAgentRuns(
+        self, request: pb.FinishAgentRunsRequest, context: Context
+    ) -> pb.FinishAgentRunsResponse:
+        runs = [
+            FinishedRun(
+                agent_id=run.agent_id,
+                run_id=run.run_id,
+                completed=run.completed,
+                tokens_used=run.tokens_used,
+                cost=run.cost,
+            )
+            for run in request.runs
+        ]
+        results = await self._registry.finish_runs(_caller(), runs)
+        return pb.FinishAgentRunsResponse(results=[convert.finished_run_message(r) for r in results])
 
     async def RegisterExecutor(
         self, request: pb.RegisterExecutorRequest, context: Context

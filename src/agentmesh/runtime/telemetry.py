@@ -20,9 +20,11 @@ import asyncio
 import functools
 import logging
 import os
+import random
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
@@ -125,6 +127,25 @@ def set_content(span: trace.Span, attribute: str, value: str) -> None:
     content capture is opted in. Never pass a secret here."""
     if span.is_recording() and capture_content():
         span.set_attribute(attribute, value)
+
+
+@contextmanager
+def untraced() -> Iterator[None]:
+    """Background work under an unsampled parent: its calls add no traces of their own (tasks
+    started inside inherit it)."""
+    unsampled = trace.NonRecordingSpan(
+        trace.SpanContext(
+            trace_id=random.getrandbits(128) or 1,
+            span_id=random.getrandbits(64) or 1,
+            is_remote=False,
+            trace_flags=trace.TraceFlags(trace.TraceFlags.DEFAULT),
+        )
+    )
+    token = otel_context.attach(trace.set_span_in_context(unsampled))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
 
 
 def current_trace_ids() -> tuple[str, str]:

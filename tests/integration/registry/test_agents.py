@@ -627,3 +627,53 @@ async def test_the_spec_revision_moves_only_when_the_spec_may_change(
     )
     third = await resolved()
     assert third not in (first, second) and await started("d") == third
+
+
+async def test_finish_agent_runs_finishes_each_run_on_its_own(
+    stub: pb_grpc.RegistryServiceStub, api: Api, client: RegistryClient
+) -> None:
+    owner: Caller = await api.sign_up()
+    project = await api.project(owner)
+    first = await api.agent(owner, project, "first")
+    second = await api.agent(owner, project, "second")
+    md = owner.metadata
+    for agent, run in ((first, "a"), (first, "b"), (second, "c")):
+        await client.start_agent_run(agent.id, run, metadata=md)
+
+    def run(agent_id: str, run_id: str, **usage: object) -> pb.FinishAgentRunRequest:
+        return pb.FinishAgentRunRequest(agent_id=agent_id, run_id=run_id, completed=True, **usage)
+
+    batch = [
+        run(first.id, "a", tokens_used=10, cost=0.5),
+        run("no-such-agent", "x"),
+        run(second.id, "c", tokens_used=-1),
+        run(first.id, "b", tokens_used=5),
+        run(second.id, "c", tokens_used=7),
+    ]
+    results = await client.finish_agent_runs(batch, metadata=md)
+    assert [(r.error_code, r.error_reason) for r in results] == [
+        ("", ""),
+        ("NOT_FOUND", "AGENT_NOT_FOUND"),
+        ("INVALID_ARGUMENT", "INVALID_ARGUMENT"),
+        ("", ""),
+        ("", ""),
+    ]
+    assert "tokens_used" in results[2].error_message
+    assert not results[1].HasField("agent")
+    assert (results[0].agent.status, results[3].agent.status, results[4].agent.status) == (
+        WORKING,
+        IDLE,
+        IDLE,
+    )
+    assert (results[3].agent.tasks_completed, results[3].agent.tokens_used) == (2, 15)
+
+    # A retried batch changes nothing; another caller's agents are not found.
+    again = await client.finish_agent_runs(batch[:1] + batch[3:], metadata=md)
+    assert [r.agent.tokens_used for r in again] == [15, 15, 7]
+    stranger = await api.sign_up()
+    (hidden,) = await client.finish_agent_runs([run(first.id, "z")], metadata=stranger.metadata)
+    assert hidden.error_code == "NOT_FOUND"
+
+    too_many = pb.FinishAgentRunsRequest(runs=[run(first.id, f"r{i}") for i in range(1001)])
+    error = await rpc_error(stub.FinishAgentRuns(too_many, metadata=md))
+    assert error.code == GRPC.INVALID_ARGUMENT and violation_fields(error) == {"runs"}

@@ -1407,6 +1407,92 @@ class FinishAgentRunResponse(_message.Message):
 Global___FinishAgentRunResponse: _TypeAlias = FinishAgentRunResponse  # noqa: Y015
 
 @_typing.final
+class FinishAgentRunsRequest(_message.Message):
+    """FinishAgentRunsRequest is the input of FinishAgentRuns."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUNS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def runs(self) -> _containers.RepeatedCompositeFieldContainer[Global___FinishAgentRunRequest]:
+        """The runs, each as FinishAgentRun takes it."""
+
+    def __init__(
+        self,
+        *,
+        runs: _abc.Iterable[Global___FinishAgentRunRequest] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["runs", b"runs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FinishAgentRunsRequest: _TypeAlias = FinishAgentRunsRequest  # noqa: Y015
+
+@_typing.final
+class FinishAgentRunsResponse(_message.Message):
+    """FinishAgentRunsResponse is the output of FinishAgentRuns."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___FinishedAgentRun]:
+        """One per run of the request, in its order."""
+
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___FinishedAgentRun] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FinishAgentRunsResponse: _TypeAlias = FinishAgentRunsResponse  # noqa: Y015
+
+@_typing.final
+class FinishedAgentRun(_message.Message):
+    """FinishedAgentRun is what became of one run of a FinishAgentRuns call."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_REASON_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.str
+    """Why the run was refused, as FinishAgentRun would have said it (google.rpc.Code name, e.g.
+    NOT_FOUND); empty when it was finished.
+    """
+    error_reason: _builtins.str
+    """The error's reason (UPPER_SNAKE_CASE), when refused."""
+    error_message: _builtins.str
+    """The error's message, when refused."""
+    @_builtins.property
+    def agent(self) -> _resources_pb2.Agent:
+        """The agent after the run; unset when the run was refused."""
+
+    def __init__(
+        self,
+        *,
+        agent: _resources_pb2.Agent | None = ...,
+        error_code: _builtins.str = ...,
+        error_reason: _builtins.str = ...,
+        error_message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "error_code", b"error_code", "error_message", b"error_message", "error_reason", b"error_reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FinishedAgentRun: _TypeAlias = FinishedAgentRun  # noqa: Y015
+
+@_typing.final
 class RegisterExecutorRequest(_message.Message):
     """RegisterExecutorRequest is the input of RegisterExecutor."""
 

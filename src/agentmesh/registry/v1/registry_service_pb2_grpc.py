@@ -171,6 +171,11 @@ class RegistryServiceStub:
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunResponse.FromString,
                 _registered_method=True)
+        self.FinishAgentRuns = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/FinishAgentRuns',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsResponse.FromString,
+                _registered_method=True)
         self.RegisterExecutor = channel.unary_unary(
                 '/agentmesh.registry.v1.RegistryService/RegisterExecutor',
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RegisterExecutorRequest.SerializeToString,
@@ -386,6 +391,15 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FinishAgentRuns(self, request, context):
+        """Finishes several runs in one call, each exactly as FinishAgentRun would and independently
+        of the others (one refused does not fail the rest): how executors report their runs' ends
+        under load. At most 1,000 runs per call.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def RegisterExecutor(self, request, context):
         """Registers or refreshes an executor in the pool (system principal only).
         """
@@ -532,6 +546,11 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.FinishAgentRun,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunResponse.SerializeToString,
+            ),
+            'FinishAgentRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.FinishAgentRuns,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsResponse.SerializeToString,
             ),
             'RegisterExecutor': grpc.unary_unary_rpc_method_handler(
                     servicer.RegisterExecutor,
@@ -1253,6 +1272,33 @@ class RegistryService:
             '/agentmesh.registry.v1.RegistryService/FinishAgentRun',
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunRequest.SerializeToString,
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FinishAgentRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/FinishAgentRuns',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -111,6 +111,11 @@ class RegistryServiceStub:
     """Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
     Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
     """
+    FinishAgentRuns: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.FinishAgentRunsRequest, _registry_service_pb2.FinishAgentRunsResponse]
+    """Finishes several runs in one call, each exactly as FinishAgentRun would and independently
+    of the others (one refused does not fail the rest): how executors report their runs' ends
+    under load. At most 1,000 runs per call.
+    """
     RegisterExecutor: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RegisterExecutorRequest, _registry_service_pb2.RegisterExecutorResponse]
     """Registers or refreshes an executor in the pool (system principal only)."""
     ListExecutors: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ListExecutorsRequest, _registry_service_pb2.ListExecutorsResponse]
@@ -198,6 +203,11 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     FinishAgentRun: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.FinishAgentRunRequest, _registry_service_pb2.FinishAgentRunResponse]  # type: ignore[assignment]
     """Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
     Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
+    """
+    FinishAgentRuns: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.FinishAgentRunsRequest, _registry_service_pb2.FinishAgentRunsResponse]  # type: ignore[assignment]
+    """Finishes several runs in one call, each exactly as FinishAgentRun would and independently
+    of the others (one refused does not fail the rest): how executors report their runs' ends
+    under load. At most 1,000 runs per call.
     """
     RegisterExecutor: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RegisterExecutorRequest, _registry_service_pb2.RegisterExecutorResponse]  # type: ignore[assignment]
     """Registers or refreshes an executor in the pool (system principal only)."""
@@ -439,6 +449,17 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_registry_service_pb2.FinishAgentRunResponse, _abc.Awaitable[_registry_service_pb2.FinishAgentRunResponse]]:
         """Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
         Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
+        """
+
+    @_abc_1.abstractmethod
+    def FinishAgentRuns(
+        self,
+        request: _registry_service_pb2.FinishAgentRunsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.FinishAgentRunsResponse, _abc.Awaitable[_registry_service_pb2.FinishAgentRunsResponse]]:
+        """Finishes several runs in one call, each exactly as FinishAgentRun would and independently
+        of the others (one refused does not fail the rest): how executors report their runs' ends
+        under load. At most 1,000 runs per call.
         """
 
     @_abc_1.abstractmethod

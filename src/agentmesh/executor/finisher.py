@@ -1,0 +1,137 @@
+"""Reports the ends of runs to the registry, many runs per call when many end together.
+
+A run hands its end (`FinishAgentRun`: whether it completed, its usage) over and is done: its
+stream ended with its answer already, and nobody waits for the registry. The finisher sends what
+has gathered with one `FinishAgentRuns` call: it waits `window_seconds` after the first end of a
+batch (so that ends arriving together go together), sends at most `max_batch` runs per call, and
+has one call in flight at a time. Under load that is one registry call for many runs instead of
+one each; at rest it delays an agent's `idle` by the window.
+
+The executor's own system token is used when it has one (the caller's may have expired by the
+time a run ends); without one, each run's end goes with its caller's token, and runs of different
+callers go in different calls. Finishing is idempotent in the registry, so a call whose answer
+was lost is simply sent again, up to `timeout_seconds` after it was first tried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agentmesh.registry.client import RegistryClient
+from agentmesh.registry.v1 import registry_service_pb2
+from agentmesh.runtime.client import Metadata
+from agentmesh.runtime.errors import Unavailable
+from agentmesh.runtime.identity import AUTHORIZATION, current_token
+from agentmesh.runtime.telemetry import untraced
+
+logger = logging.getLogger(__name__)
+
+_RETRY_SECONDS = 0.2
+
+
+@dataclass(frozen=True)
+class _End:
+    run: registry_service_pb2.FinishAgentRunRequest
+    metadata: Metadata | None
+
+
+class RunFinisher:
+    """Batches `FinishAgentRun`s into `FinishAgentRuns` calls, in a background task."""
+
+    def __init__(
+        self,
+        registry: RegistryClient,
+        *,
+        system_metadata: Callable[[], Metadata | None],
+        window_seconds: float,
+        max_batch: int,
+        timeout_seconds: float,
+    ) -> None:
+        self._registry = registry
+        self._system_metadata = system_metadata
+        self._window = window_seconds
+        self._max_batch = max_batch
+        self._timeout = timeout_seconds
+        self._ends: collections.deque[_End] = collections.deque()
+        self._arrived = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+
+    def start(self) -> None:
+        with untraced():
+            self._task = asyncio.create_task(self._run(), name="run finisher")
+
+    def finish(self, agent_id: str, run_id: str, *, completed: bool, tokens_used: int, cost: float) -> None:
+        """Hands a run's end over; the registry hears of it shortly."""
+        run = registry_service_pb2.FinishAgentRunRequest(
+            agent_id=agent_id, run_id=run_id, completed=completed, tokens_used=tokens_used, cost=cost
+        )
+        metadata = self._system_metadata()
+        if metadata is None and (token := current_token.get()):
+            metadata = ((AUTHORIZATION, f"Bearer {token}"),)
+        self._ends.append(_End(run, metadata))
+        self._arrived.set()
+
+    @property
+    def pending(self) -> int:
+        """Ends not sent yet."""
+        return len(self._ends)
+
+    async def stop(self) -> None:
+        """Sends every end handed over so far, then stops."""
+        if self._task is None:
+            return
+        self._stopping.set()
+        self._arrived.set()
+        await self._task
+        self._task = None
+
+    async def _run(self) -> None:
+        while not (self._stopping.is_set() and not self._ends):
+            await self._arrived.wait()
+            if self._window:
+                # The window, unless stopping (then everything goes at once).
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), self._window)
+            self._arrived.clear()
+            while self._ends:
+                batch: dict[
+                    tuple[tuple[str, str], ...], list[registry_service_pb2.FinishAgentRunRequest]
+                ] = {}
+                for _ in range(min(len(self._ends), self._max_batch)):
+                    end = self._ends.popleft()
+                    batch.setdefault(tuple(end.metadata or ()), []).append(end.run)
+                await asyncio.gather(*(self._send(runs, metadata) for metadata, runs in batch.items()))
+
+    async def _send(
+        self, runs: list[registry_service_pb2.FinishAgentRunRequest], metadata: tuple[tuple[str, str], ...]
+    ) -> None:
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                async with asyncio.timeout(max(deadline - time.monotonic(), 0.001)):
+                    results = await self._registry.finish_agent_runs(runs, metadata=metadata or None)
+                break
+            except (Unavailable, TimeoutError) as error:
+                if time.monotonic() + _RETRY_SECONDS >= deadline:
+                    logger.error("could not report the end of %d runs to the registry: %s", len(runs), error)
+                    return
+                await asyncio.sleep(_RETRY_SECONDS)
+            except Exception as error:  # the finisher must outlive any one failed call
+                logger.error("could not report the end of %d runs to the registry: %s", len(runs), error)
+                return
+        for run, result in zip(runs, results, strict=True):
+            if result.error_code:
+                logger.warning(
+                    "the registry refused the end of run %s of agent %s: %s %s",
+                    run.run_id,
+                    run.agent_id,
+                    result.error_code,
+                    result.error_message,
+                )

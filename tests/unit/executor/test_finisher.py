@@ -1,0 +1,119 @@
+"""The run finisher: runs' ends reach the registry in batches, every one of them, once."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from agentmesh.executor.finisher import RunFinisher
+from agentmesh.registry.v1 import registry_service_pb2 as pb
+from agentmesh.runtime.errors import Unavailable
+from agentmesh.runtime.identity import current_token
+
+SYSTEM = (("authorization", "Bearer system"),)
+
+
+class Registry:
+    """Records FinishAgentRuns calls; fails the first `unavailable` of them."""
+
+    def __init__(self, *, unavailable: int = 0, refuse: str = "") -> None:
+        self.calls: list[tuple[list[str], object]] = []
+        self._unavailable = unavailable
+        self._refuse = refuse
+
+    async def finish_agent_runs(self, runs, *, metadata=None):
+        await asyncio.sleep(0.005)
+        if self._unavailable:
+            self._unavailable -= 1
+            raise Unavailable("registry restarting")
+        self.calls.append(([run.run_id for run in runs], metadata))
+        return [
+            pb.FinishedAgentRun(error_code="NOT_FOUND", error_message="agent not found")
+            if run.agent_id == self._refuse
+            else pb.FinishedAgentRun()
+            for run in runs
+        ]
+
+
+def finisher(registry: Registry, *, system: bool = True, window: float = 0.02, max_batch: int = 100):
+    return RunFinisher(
+        registry,  # type: ignore[arg-type]
+        system_metadata=lambda: SYSTEM if system else None,
+        window_seconds=window,
+        max_batch=max_batch,
+        timeout_seconds=2.0,
+    )
+
+
+def end(runs: RunFinisher, run_id: str, agent_id: str = "agent") -> None:
+    runs.finish(agent_id, run_id, completed=True, tokens_used=3, cost=0.1)
+
+
+async def test_ends_that_arrive_together_go_in_one_call() -> None:
+    registry = Registry()
+    runs = finisher(registry)
+    runs.start()
+    for n in range(5):
+        end(runs, f"r{n}")
+    await asyncio.sleep(0.1)
+    assert registry.calls == [([f"r{n}" for n in range(5)], SYSTEM)]
+    end(runs, "later")
+    await runs.stop()
+    assert registry.calls[-1] == (["later"], SYSTEM)
+
+
+async def test_a_batch_holds_at_most_max_batch_runs() -> None:
+    registry = Registry()
+    runs = finisher(registry, max_batch=2)
+    runs.start()
+    for n in range(5):
+        end(runs, f"r{n}")
+    await runs.stop()
+    assert [ids for ids, _ in registry.calls] == [["r0", "r1"], ["r2", "r3"], ["r4"]]
+    assert runs.pending == 0
+
+
+async def test_without_a_system_token_each_caller_reports_its_own_runs() -> None:
+    registry = Registry()
+    runs = finisher(registry, system=False)
+    runs.start()
+    for token, run_id in (("alice", "a1"), ("bob", "b1"), ("alice", "a2")):
+        current_token.set(token)
+        end(runs, run_id)
+    await runs.stop()
+    assert sorted(registry.calls, key=lambda call: call[0]) == [
+        (["a1", "a2"], (("authorization", "Bearer alice"),)),
+        (["b1"], (("authorization", "Bearer bob"),)),
+    ]
+
+
+async def test_an_unavailable_registry_is_tried_again() -> None:
+    registry = Registry(unavailable=2)
+    runs = finisher(registry, window=0)
+    runs.start()
+    end(runs, "r1")
+    await runs.stop()
+    assert registry.calls == [(["r1"], SYSTEM)]
+
+
+async def test_a_refused_run_is_logged_and_the_others_count(caplog: pytest.LogCaptureFixture) -> None:
+    registry = Registry(refuse="gone")
+    runs = finisher(registry)
+    runs.start()
+    end(runs, "r1")
+    end(runs, "r2", agent_id="gone")
+    with caplog.at_level(logging.WARNING, logger="agentmesh.executor.finisher"):
+        await runs.stop()
+    assert registry.calls == [(["r1", "r2"], SYSTEM)]
+    assert "refused the end of run r2 of agent gone: NOT_FOUND" in caplog.text
+
+
+async def test_stopping_sends_what_is_pending_at_once() -> None:
+    registry = Registry()
+    runs = finisher(registry, window=60.0)
+    runs.start()
+    end(runs, "r1")
+    await asyncio.wait_for(runs.stop(), timeout=1.0)
+    assert registry.calls == [(["r1"], SYSTEM)]
