@@ -10,6 +10,7 @@ from tests.polling import eventually
 
 GATEWAY = "agentmesh.gateway.v1.GatewayService/StreamChat"
 RUN = "agentmesh.executor.v1.ExecutorService/Run"
+FINISH = "agentmesh.registry.v1.RegistryService/FinishAgentRuns"
 RESOLVE = "agentmesh.registry.v1.RegistryService/ResolveAgent"
 APPEND = "agentmesh.memory.v1.MemoryService/AppendEvents"
 
@@ -86,3 +87,16 @@ async def test_one_chat_is_one_trace_across_every_hop(spans, mesh, client: MeshC
     assert len(model_calls) == 1
     assert model_calls[0].attributes["gen_ai.request.model"] == "mock"
     assert model_calls[0].attributes["gen_ai.usage.output_tokens"] == 1
+
+    # The run's end reaches the registry with other runs' ends: a trace of its own, linked to
+    # the run's span (and in no way an orphan of the chat's trace).
+    async def end_reported() -> bool:
+        return any(s.name == "finish runs" for s in spans.get_finished_spans())
+
+    await eventually(end_reported, what="the run's end reported")
+    finished = spans.get_finished_spans()
+    (batch,) = [s for s in finished if s.name == "finish runs"]
+    assert batch.context.trace_id != trace_id and batch.parent is None
+    assert run_span[0].context.span_id in {link.context.span_id for link in batch.links}
+    finish_server = [s for s in finished if s.name == FINISH and s.kind == SpanKind.SERVER]
+    assert len(finish_server) == 1 and finish_server[0].context.trace_id == batch.context.trace_id

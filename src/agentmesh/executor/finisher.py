@@ -23,12 +23,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from opentelemetry import trace
+
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import registry_service_pb2
 from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import Unavailable
 from agentmesh.runtime.identity import AUTHORIZATION, current_token
-from agentmesh.runtime.telemetry import untraced
+from agentmesh.runtime.telemetry import (
+    FINISH_RUNS_SPAN,
+    RUN_COUNT,
+    batch_span,
+    current_span_context,
+    untraced,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +47,7 @@ _RETRY_SECONDS = 0.2
 class _End:
     run: registry_service_pb2.FinishAgentRunRequest
     metadata: Metadata | None
+    span: trace.SpanContext | None  # the run's, to link the batch's span to
 
 
 class RunFinisher:
@@ -75,7 +84,7 @@ class RunFinisher:
         metadata = self._system_metadata()
         if metadata is None and (token := current_token.get()):
             metadata = ((AUTHORIZATION, f"Bearer {token}"),)
-        self._ends.append(_End(run, metadata))
+        self._ends.append(_End(run, metadata, current_span_context()))
         self._arrived.set()
 
     @property
@@ -101,15 +110,19 @@ class RunFinisher:
                     await asyncio.wait_for(self._stopping.wait(), self._window)
             self._arrived.clear()
             while self._ends:
-                batch: dict[
-                    tuple[tuple[str, str], ...], list[registry_service_pb2.FinishAgentRunRequest]
-                ] = {}
+                batch: dict[tuple[tuple[str, str], ...], list[_End]] = {}
                 for _ in range(min(len(self._ends), self._max_batch)):
                     end = self._ends.popleft()
-                    batch.setdefault(tuple(end.metadata or ()), []).append(end.run)
-                await asyncio.gather(*(self._send(runs, metadata) for metadata, runs in batch.items()))
+                    batch.setdefault(tuple(end.metadata or ()), []).append(end)
+                await asyncio.gather(*(self._send(ends, metadata) for metadata, ends in batch.items()))
 
-    async def _send(
+    async def _send(self, ends: list[_End], metadata: tuple[tuple[str, str], ...]) -> None:
+        # The call belongs to every run it reports: a trace of its own, linked to each run's.
+        linked = [end.span for end in ends if end.span is not None]
+        with batch_span(FINISH_RUNS_SPAN, linked, **{RUN_COUNT: len(ends)}):
+            await self._send_runs([end.run for end in ends], metadata)
+
+    async def _send_runs(
         self, runs: list[registry_service_pb2.FinishAgentRunRequest], metadata: tuple[tuple[str, str], ...]
     ) -> None:
         deadline = time.monotonic() + self._timeout

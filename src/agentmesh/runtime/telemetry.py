@@ -21,7 +21,7 @@ import functools
 import logging
 import os
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from opentelemetry import context as otel_context
@@ -54,6 +54,8 @@ PROJECT = "agentmesh.project"
 SESSION_ID = "agentmesh.session_id"
 RUN_ID = "agentmesh.run_id"
 RUN_OUTCOME = "agentmesh.run.outcome"
+RUN_COUNT = "agentmesh.runs"
+FINISH_RUNS_SPAN = "finish runs"
 DELEGATION_ID = "agentmesh.delegation_id"
 DELEGATION_DEPTH = "agentmesh.delegation.depth"
 DELEGATION_TARGET = "agentmesh.delegation.target"
@@ -146,6 +148,31 @@ def untraced() -> Iterator[None]:
         yield
     finally:
         otel_context.detach(token)
+
+
+def current_span_context() -> trace.SpanContext | None:
+    """The current span's context, when there is a sampled one to link to later."""
+    context = trace.get_current_span().get_span_context()
+    return context if context.is_valid and context.trace_flags.sampled else None
+
+
+@contextmanager
+def batch_span(
+    name: str, linked: Sequence[trace.SpanContext], **attributes: AttributeValue
+) -> Iterator[None]:
+    """A span for work done on behalf of many requests at once (a batch): the root of a trace of
+    its own, linked to the span of every request it serves. Nothing when none of them is traced."""
+    if not linked:
+        yield
+        return
+    with tracer().start_as_current_span(
+        name,
+        context=otel_context.Context(),
+        kind=SpanKind.INTERNAL,
+        links=[trace.Link(context) for context in linked],
+        attributes=attributes,
+    ):
+        yield
 
 
 def current_trace_ids() -> tuple[str, str]:
