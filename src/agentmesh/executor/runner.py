@@ -190,6 +190,10 @@ class RunExecutor:
                 self._specs.forget(key)
                 await _record_refusal(recording, recorder, error)
                 raise
+            except BaseException:
+                if recording is not None:
+                    recording.cancel()
+                raise
             if start.spec_revision != spec.revision:
                 try:
                     spec = await self._specs.resolve(key)
@@ -215,6 +219,11 @@ class RunExecutor:
                     outcome = "max_steps" if result.max_steps_reached else "completed"
             except asyncio.CancelledError:
                 outcome = "cancelled"
+                raise
+            except DomainError as error:
+                # The agent could not be set up (a model or tool): the run never started, and
+                # leaves with the status — after the input recorded alongside the start, if any.
+                await _record_refusal(recording, recorder, error)
                 raise
             finally:
                 metrics.record_run(
