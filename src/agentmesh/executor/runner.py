@@ -198,8 +198,13 @@ class RunExecutor:
                 try:
                     spec = await self._specs.resolve(key)
                     self._check_runnable(request, spec)
+                except DomainError as error:
+                    await _record_refusal(recording, recorder, error)
+                    self._finish(spec.agent.id, run_id, result)
+                    raise
                 except BaseException:
-                    await _record_refusal(recording, recorder, None)
+                    if recording is not None:
+                        recording.cancel()
                     self._finish(spec.agent.id, run_id, result)
                     raise
             task = asyncio.current_task()
@@ -403,21 +408,21 @@ def _record_input(
 async def _record_refusal(
     recording: asyncio.Future[memory_resources_pb2.Event] | None,
     recorder: Recorder,
-    error: DomainError | None,
+    error: DomainError,
 ) -> None:
-    """When the input was recorded before the registry refused to start the run (the agent was
-    paused or terminated since this executor last saw it), records the refusal after it."""
+    """When the input was recorded while the run was starting and the run was then refused (the
+    registry would not start it: the agent was paused or terminated since; or the agent cannot
+    be set up), records the refusal after it: a session never ends on an unanswered input."""
     if recording is None:
         return
     try:
         received = await recording
-        if error is not None:
-            await recorder.record(
-                EventType.EVENT_TYPE_ERROR,
-                error.message,
-                metadata={"reason": error.reason, "code": error.code.name},
-                parent_event_id=received.id,
-            )
+        await recorder.record(
+            EventType.EVENT_TYPE_ERROR,
+            error.message,
+            metadata={"reason": error.reason, "code": error.code.name},
+            parent_event_id=received.id,
+        )
     except Exception:
         logger.warning("could not record that run %s was refused", recorder.run_id, exc_info=True)
 

@@ -49,6 +49,3 @@ class AgentSpecs:
 
     def forget(self, key: SpecKey) -> None:
         self._specs.pop(key, None)
-
-    def __len__(self) -> int:
-        return len(self._specs)

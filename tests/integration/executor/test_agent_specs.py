@@ -13,12 +13,13 @@ import pytest
 import pytest_asyncio
 from google.protobuf import field_mask_pb2
 
+from agentmesh.common.v1 import types_pb2
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import DomainError, FailedPrecondition
 from tests.integration.executor.mcp_http import serve_http
 from tests.integration.executor.openai_server import FakeOpenAI, Reply
-from tests.integration.executor.support import Stack, event_type, final
+from tests.integration.executor.support import SEQUENTIAL, Stack, event_type, final
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -106,3 +107,24 @@ async def test_an_agent_that_cannot_be_set_up_records_why_after_the_input(stack:
     assert stored[1].metadata["reason"] == failed.value.reason
     assert stored[1].parent_event_id == stored[0].id
     await stack.settled(agent)
+
+
+async def test_a_remembered_agent_changed_into_one_that_cannot_run_records_why(stack: Stack) -> None:
+    project = await stack.project()
+    await stack.agent(project, "helper", mock_responses=["helped"])
+    pipeline = await stack.agent(project, "pipeline", kind=SEQUENTIAL, sub_agents=["helper"])
+    assert final(await stack.run(pipeline, "warm up")).run_completed.content
+    await stack.settled(pipeline)
+
+    # No sub-agents any more: the run's start returns a new revision, the executor resolves the
+    # agent again and finds it cannot run, after it recorded the input alongside the start.
+    config = resources_pb2.AgentConfig(sub_agents=types_pb2.StringList(values=[]))
+    await stack.update_config(pipeline, "config.sub_agents", config)
+    session = f"emptied-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(FailedPrecondition) as refused:
+        await stack.run(pipeline, "go", session_id=session)
+    assert refused.value.reason == "NO_SUB_AGENTS"
+    stored = await stack.events(session)
+    assert [event_type(e) for e in stored] == ["user_message", "error"]
+    assert stored[1].metadata["reason"] == "NO_SUB_AGENTS"
+    assert (await stack.settled(pipeline)).tasks_completed == 1
