@@ -112,7 +112,8 @@ async def test_repeated_failed_logins_are_throttled_per_account(
 
 
 async def test_throttling_lifts_after_the_lockout(database_url: str) -> None:
-    service = await start(make_settings(database_url, login_max_failures=2, login_lockout_seconds=0.5))
+    # Long enough that a loaded CI machine still answers the throttled attempt inside it.
+    service = await start(make_settings(database_url, login_max_failures=2, login_lockout_seconds=2.0))
     try:
         async with grpc.aio.insecure_channel(service.address) as channel:
             api = Api(pb_grpc.RegistryServiceStub(channel))
@@ -125,7 +126,7 @@ async def test_throttling_lifts_after_the_lockout(database_url: str) -> None:
                 api.stub.Login(pb.LoginRequest(email=caller.user.email, password=PASSWORD))
             )
             assert throttled.reason == "LOGIN_THROTTLED"
-            await asyncio.sleep(0.6)
+            await asyncio.sleep(2.1)
             await api.stub.Login(pb.LoginRequest(email=caller.user.email, password=PASSWORD))
             # A success resets the count: one more failure does not lock again.
             await rpc_error(
