@@ -5,13 +5,20 @@
 
 FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    UV_PYTHON_DOWNLOADS=never \
+    UV_PROJECT_ENVIRONMENT=/opt/agentmesh \
+    UV_COMPILE_BYTECODE=1 \
+    UV_LINK_MODE=copy
 WORKDIR /src
-# Only what the wheel is built from; the generated gRPC code is committed under src/.
-COPY pyproject.toml README.md ./
+# Only what the workspace is built from; the generated gRPC code is committed in each member.
+COPY pyproject.toml uv.lock README.md ./
+COPY services ./services
 COPY src ./src
-RUN python -m venv /opt/agentmesh \
-    && /opt/agentmesh/bin/pip install .
+# The workspace's one lock decides every version; members install as regular (not editable)
+# packages, without the dev group.
+RUN pip install uv==0.13.8 \
+    && uv sync --locked --no-dev --no-editable
 
 FROM python:3.11-slim
 ENV PATH=/opt/agentmesh/bin:$PATH \

@@ -1,23 +1,32 @@
 # Two commands set everything up on a fresh machine with Python 3.11+:
-#   make run    create .venv, install, start `agentmesh up`
-#   make test   create .venv, install, run lint, the proto checks and the whole test suite
+#   make run    install (uv, then the whole workspace into .venv) and start `agentmesh up`
+#   make test   install, then lint, the import contracts, the proto checks and the whole test suite
+# `make run ARGS="--http-port 8081"` passes flags to `agentmesh up`.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# uv manages the workspace (one lock, uv.lock). When it is not on PATH it is installed from PyPI
+# into .tools/, pinned.
+UV_VERSION := 0.13.8
+UV := $(or $(shell command -v uv 2>/dev/null),.tools/bin/uv)
+export UV_PYTHON_DOWNLOADS := never
+export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: run test lint protos check-protos buf-lint install clean bench bench-smoke
+.PHONY: run test lint imports protos check-protos buf-lint install clean bench bench-smoke
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+.tools/bin/uv:
+	$(PYTHON) -m venv .tools
+	.tools/bin/pip install --quiet 'uv==$(UV_VERSION)'
+
+$(STAMP): $(UV) pyproject.toml uv.lock $(wildcard services/*/pyproject.toml)
+	$(UV) sync --locked --quiet --python $(PYTHON)
 	touch $(STAMP)
 
 install: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/agentmesh up
+	$(BIN)/agentmesh up $(ARGS)
 
 protos: $(STAMP)
 	$(BIN)/python scripts/gen_protos.py
@@ -32,7 +41,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: $(STAMP) lint check-protos buf-lint
+# The architecture's rules (docs/architecture.md): services reach each other only through their
+# `client` module and `v1` stubs; runtime knows no service.
+imports: $(STAMP)
+	$(BIN)/lint-imports
+
+test: $(STAMP) lint imports check-protos buf-lint
 	$(BIN)/pytest
 
 # Benchmarks against PostgreSQL (bench/, docs/performance.md): `bench` takes a few minutes and
@@ -44,4 +58,4 @@ bench-smoke: $(STAMP)
 	$(BIN)/python -m bench --smoke
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .tools .pytest_cache

@@ -244,7 +244,7 @@ def test_dockerfile_runs_as_a_non_root_user_and_exposes_every_service_port(
     }
     listened = set().union(*(project.services[name].listen_ports for name in agentmesh))
     assert listened <= exposed, f"not exposed: {listened - exposed}"
-    assert "pip install ." in dockerfile
+    assert "uv sync --locked --no-dev --no-editable" in dockerfile
 
 
 def test_dockerignore_keeps_local_state_out_of_the_build_context() -> None:
@@ -252,7 +252,7 @@ def test_dockerignore_keeps_local_state_out_of_the_build_context() -> None:
     # Everything is ignored except what the image is built from.
     assert "*" in patterns
     allowed = {pattern[1:].rstrip("/") for pattern in patterns if pattern.startswith("!")}
-    assert allowed == {"pyproject.toml", "README.md", "src"}
+    assert allowed == {"pyproject.toml", "uv.lock", "README.md", "src", "services"}
     copied = re.findall(r"^COPY\s+(?!--from)(.+)\s+\S+$", (REPO / "Dockerfile").read_text(), re.MULTILINE)
     sources = {Path(source).as_posix().rstrip("/") for line in copied for source in line.split()}
     assert sources <= allowed, f"the Dockerfile copies what .dockerignore leaves out: {sources - allowed}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentmesh.cli.serve import Mesh, start_mesh
+from agentmesh.cli.mesh import Mesh, start_mesh
 from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient
 
 

@@ -11,12 +11,13 @@ import typer
 from agentmesh.cli.apply import apply_command
 from agentmesh.cli.chat import chat
 from agentmesh.cli.demo import demo
-from agentmesh.cli.serve import SERVICES, serve, start_mesh
+from agentmesh.cli.mesh import SERVICES, service_entry, start_mesh
 from agentmesh.cli.trace import trace
 from agentmesh.cli.users import users
 from agentmesh.runtime.logging import configure_logging
 from agentmesh.runtime.metrics import configure_metrics
 from agentmesh.runtime.server import check_health, wait_for_shutdown_signal
+from agentmesh.runtime.service import run_service
 from agentmesh.runtime.telemetry import configure_tracing
 
 app = typer.Typer(
@@ -67,8 +68,8 @@ def serve_command(
     """Run one service, configured by AGENTMESH_* variables (as a container runs it)."""
     if service not in SERVICES:
         raise typer.BadParameter(f"unknown service {service!r}; choose one of {', '.join(SERVICES)}")
-    configure_logging()
-    asyncio.run(serve(service))
+    entry = service_entry(service)
+    run_service(service, entry.settings, entry.start)
 
 
 @app.command()

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from agentmesh.cli.client import Connection, Credentials, connect
-from agentmesh.cli.serve import Mesh
+from agentmesh.cli.mesh import Mesh
 from tests.integration.cli.support import RecordingRegistry
 from tests.mesh import SUPERUSER_EMAIL, SUPERUSER_PASSWORD
 

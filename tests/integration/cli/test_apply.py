@@ -15,7 +15,7 @@ import pytest
 from agentmesh.cli.apply import Action, ApplyError, Change, apply_manifest, load_manifest
 from agentmesh.cli.client import Connection, Credentials, connect
 from agentmesh.cli.main import app
-from agentmesh.cli.serve import Mesh
+from agentmesh.cli.mesh import Mesh
 from agentmesh.registry.v1 import resources_pb2
 from tests.integration.cli.support import RecordingRegistry, invoke, snapshot
 from tests.mesh import SUPERUSER_EMAIL, SUPERUSER_PASSWORD

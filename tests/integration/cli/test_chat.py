@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentmesh.cli.main import app
-from agentmesh.cli.serve import Mesh
+from agentmesh.cli.mesh import Mesh
 from tests.integration.cli.support import invoke
 from tests.mesh import MeshClient
 

@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from agentmesh.cli.main import app
-from agentmesh.cli.serve import Mesh
+from agentmesh.cli.mesh import Mesh
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2
 from tests.integration.cli.support import invoke

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from agentmesh.cli.serve import start_mesh
+from agentmesh.cli.mesh import start_mesh
 from tests.integration.executor.support import Stack
 from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient
 from tests.postgres import fresh_database

@@ -13,7 +13,7 @@ from typing import Any
 import grpc
 from google.protobuf import field_mask_pb2, struct_pb2
 
-from agentmesh.cli.serve import Mesh
+from agentmesh.cli.mesh import Mesh
 from agentmesh.common.v1 import run_pb2, types_pb2
 from agentmesh.executor.client import ExecutorClient
 from agentmesh.executor.v1 import executor_service_pb2

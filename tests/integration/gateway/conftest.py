@@ -13,7 +13,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from agentmesh.cli.serve import Mesh, load_settings, start_mesh, start_service
+from agentmesh.cli.mesh import Mesh, load_settings, start_mesh, start_service
 from agentmesh.runtime.service import RunningService
 from tests.integration.gateway.support import Api
 from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from agentmesh.cli.serve import Mesh
+from agentmesh.cli.mesh import Mesh
 from tests.integration.gateway.support import Api
 
 NODE_DIR = Path(__file__).resolve().parents[2] / "node"

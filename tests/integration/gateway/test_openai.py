@@ -12,7 +12,7 @@ import openai
 import pytest
 from openai import AsyncOpenAI
 
-from agentmesh.cli.serve import Mesh
+from agentmesh.cli.mesh import Mesh
 from tests.integration.gateway.support import Api
 
 ANSWER = ("Forty-two is the answer, streamed back in several chunks of text " * 3).strip()

@@ -15,7 +15,7 @@ from google.rpc import error_details_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
 
-from agentmesh.cli.serve import Mesh
+from agentmesh.cli.mesh import Mesh
 from agentmesh.gateway.policy import RPC_POLICY
 from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc

@@ -13,7 +13,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from agentmesh.cli.serve import Mesh
+from agentmesh.cli.mesh import Mesh
 from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
 from agentmesh.runtime.service import RunningService

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agentmesh.cli.serve import Mesh
+from agentmesh.cli.mesh import Mesh
 from tests.integration.gateway.support import Api
 
 pytest.importorskip("schemathesis", reason="schemathesis is a dev dependency")

@@ -1,64 +1,65 @@
-"""Starting services: one (`agentmesh serve NAME`, as a container runs it) or all four on one host
-(`agentmesh up`)."""
+"""The one place that wires all four services together: `agentmesh up` runs them in one process,
+`agentmesh serve NAME` one of them (as a container runs it). Each service's own entry is
+`python -m agentmesh.<name>`; this module only picks among them."""
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import secrets
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from agentmesh.runtime.logging import configure_logging
-from agentmesh.runtime.metrics import configure_metrics
-from agentmesh.runtime.server import wait_for_shutdown_signal
 from agentmesh.runtime.service import RunningService
-from agentmesh.runtime.telemetry import configure_tracing
+from agentmesh.runtime.settings import ServiceSettings
 
 logger = logging.getLogger(__name__)
 
+
+class ServiceEntry(NamedTuple):
+    """How to configure and start one service."""
+
+    settings: Callable[..., ServiceSettings]
+    start: Callable[[Any], Awaitable[RunningService]]
+
+
+def service_entry(name: str) -> ServiceEntry:
+    """The service's settings class and composition root, imported only when asked for (so the
+    CLI starts without importing every service)."""
+    if name == "registry":
+        from agentmesh.registry.app import start
+        from agentmesh.registry.settings import RegistrySettings
+
+        return ServiceEntry(RegistrySettings, start)
+    if name == "memory":
+        from agentmesh.memory.app import start
+        from agentmesh.memory.settings import MemorySettings
+
+        return ServiceEntry(MemorySettings, start)
+    if name == "executor":
+        from agentmesh.executor.app import start
+        from agentmesh.executor.settings import ExecutorSettings
+
+        return ServiceEntry(ExecutorSettings, start)
+    if name == "gateway":
+        from agentmesh.gateway.app import start
+        from agentmesh.gateway.settings import GatewaySettings
+
+        return ServiceEntry(GatewaySettings, start)
+    raise KeyError(name)
+
+
 SERVICES = ("registry", "memory", "executor", "gateway")
-_SETTINGS = {
-    "registry": ("agentmesh.registry.settings", "RegistrySettings"),
-    "memory": ("agentmesh.memory.settings", "MemorySettings"),
-    "executor": ("agentmesh.executor.settings", "ExecutorSettings"),
-    "gateway": ("agentmesh.gateway.settings", "GatewaySettings"),
-}
 
 
 def load_settings(name: str, **overrides: Any) -> Any:
-    module, cls = _SETTINGS[name]
-    return getattr(importlib.import_module(module), cls)(**overrides)
+    return service_entry(name).settings(**overrides)
 
 
 async def start_service(name: str, settings: Any) -> RunningService:
-    app = importlib.import_module(f"agentmesh.{name}.app")
-    return await app.start(settings)
-
-
-async def serve(name: str, **overrides: Any) -> None:
-    settings = load_settings(name, **overrides)
-    provider = configure_tracing(f"agentmesh-{name}")
-    meters = configure_metrics(name)
-    service = await start_service(name, settings)
-    print(f"{name} serving gRPC on {service.address}", flush=True)
-    http = getattr(service, "http", None)
-    if http is not None:
-        print(f"{name} serving HTTP on {http.url}", flush=True)
-    await wait_for_shutdown_signal()
-    logger.info("%s draining", name)
-    await service.stop(settings.shutdown_grace_seconds)
-    if provider is not None:
-        provider.shutdown()
-    if meters is not None:
-        meters.shutdown()
-
-
-def serve_main(name: str) -> None:
-    configure_logging()
-    asyncio.run(serve(name))
+    return await service_entry(name).start(settings)
 
 
 @dataclass

@@ -8,11 +8,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from agentmesh import __version__
 from agentmesh.gateway.errors import SessionNotFound
 from agentmesh.gateway.http import convert, schemas
 from agentmesh.gateway.http.context import HttpContext, authorize, context
 from agentmesh.gateway.models import Caller
+from agentmesh.gateway.version import VERSION
 from agentmesh.memory.client import event_type_from_name
 from agentmesh.memory.v1 import memory_service_pb2 as mem
 from agentmesh.registry.v1 import registry_service_pb2 as reg
@@ -77,7 +77,7 @@ def agent_router() -> APIRouter:
             name=spec.agent.name,
             description=spec.description,
             url=f"{base_url(ctx, request)}/agents/{spec.project_slug}/{spec.agent.name}",
-            version=__version__,
+            version=VERSION,
             capabilities=capabilities(spec),  # type: ignore[arg-type]
             skills=list(spec.expertise),
         )
@@ -110,7 +110,7 @@ def agent_router() -> APIRouter:
             description=spec.description or f"agent {spec.agent.name} of project {spec.project_slug}",
             url=f"{url}/v1",
             preferred_transport="HTTP+JSON",
-            version=__version__,
+            version=VERSION,
             provider=schemas.A2AProvider(organization="agentmesh", url=base),
             capabilities=schemas.A2ACapabilities(
                 streaming=True, push_notifications=False, state_transition_history=True

@@ -13,7 +13,6 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import iter_route_contexts
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from agentmesh import __version__
 from agentmesh.gateway.http.agents import agent_router
 from agentmesh.gateway.http.context import HttpContext, authorize
 from agentmesh.gateway.http.errors import install_error_handlers
@@ -22,6 +21,7 @@ from agentmesh.gateway.http.openai import openai_router
 from agentmesh.gateway.http.rest import rest_router
 from agentmesh.gateway.http.schemas import ErrorOut, HealthOut, ReadinessOut
 from agentmesh.gateway.policy import Access, route_rule
+from agentmesh.gateway.version import VERSION
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def create_http_app(context: HttpContext, *, max_request_body_bytes: int) -> Fas
     """The gateway's HTTP face. Every route passes the policy table first (`authorize`)."""
     app = FastAPI(
         title="agentmesh gateway",
-        version=__version__,
+        version=VERSION,
         description="REST/JSON API, agent endpoints and the OpenAI-compatible API of agentmesh.",
         dependencies=[Depends(authorize)],
     )

@@ -1,6 +1,0 @@
-"""`python -m agentmesh.executor`: one executor, as a container runs it."""
-
-from agentmesh.cli.serve import serve_main
-
-if __name__ == "__main__":
-    serve_main("executor")
