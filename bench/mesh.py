@@ -21,6 +21,7 @@ import httpx
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2, gateway_service_pb2_grpc
 from agentmesh.memory.v1 import memory_service_pb2, memory_service_pb2_grpc, resources_pb2
+from agentmesh.runtime.identity import SYSTEM, TokenCodec
 from tests.e2e.harness import ServiceProcess, free_loopback_ports
 from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient, Seeded, bearer
 
@@ -276,6 +277,9 @@ class MemoryAppender:
         self, channel: grpc.aio.Channel, *, project_id: str, content: str, agent: str = "bench"
     ) -> None:
         self._stub = memory_service_pb2_grpc.MemoryServiceStub(channel)
+        # The memory service authenticates every call: append as the mesh's services do, with
+        # a system token (one that outlives a bench run).
+        self.metadata = bearer(TokenCodec(JWT_SECRET).issue(SYSTEM, ttl_seconds=24 * 3600))
         self._project_id = project_id
         self._event = memory_service_pb2.NewEvent(
             agent=agent, event_type=resources_pb2.EVENT_TYPE_AGENT_RESPONSE, content=content
@@ -300,19 +304,20 @@ class MemoryAppender:
                     for i in range(count)
                 ],
             )
-            await self._stub.AppendEvents(request, timeout=60)
+            await self._stub.AppendEvents(request, timeout=60, metadata=self.metadata)
             written += count
 
 
 class _SessionAppend:
     def __init__(self, appender: MemoryAppender, session_id: str) -> None:
         self._stub = appender._stub
+        self._metadata = appender.metadata
         self._request = memory_service_pb2.AppendEventsRequest(
             session_id=session_id, project_id=appender._project_id, events=[appender._event]
         )
 
     async def __call__(self) -> None:
-        await self._stub.AppendEvents(self._request, timeout=30)
+        await self._stub.AppendEvents(self._request, timeout=30, metadata=self._metadata)
 
 
 def rss_mb(pid: int) -> float:

@@ -2,8 +2,9 @@
 # Lint the protos with buf and check them for breaking changes.
 #
 # buf comes from npm (@bufbuild/buf, pinned in package.json / package-lock.json) and is installed
-# into node_modules/. Everything after that install runs offline: the protos import only
-# google/protobuf well-known types, which buf has built in.
+# into node_modules/. Everything after that install runs offline: the protos import google/protobuf
+# well-known types, which buf has built in, and google/rpc/status.proto, vendored under
+# protos/google/ (exempt from lint and breaking rules in buf.yaml).
 #
 # Breaking changes are checked against a git base when there is one:
 #   - on a branch other than main: against main;

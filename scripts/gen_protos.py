@@ -37,7 +37,9 @@ def member_src(package: Path) -> Path:
 
 def generate(out: Path) -> list[Path]:
     """Runs protoc over every proto into `out` (one tree, as protoc writes it)."""
-    files = sorted(PROTOS.rglob("*.proto"))
+    # Only agentmesh's own protos: the vendored google/ ones are there for imports, and their
+    # Python modules come from googleapis-common-protos.
+    files = sorted((PROTOS / "agentmesh").rglob("*.proto"))
     well_known = resources.files("grpc_tools") / "_proto"
     args = [
         "protoc",

@@ -23,6 +23,7 @@ from rich.console import Console
 from agentmesh.cli.trace import events_from_gateway, session_tree
 from agentmesh.memory.client import MemoryClient, event_to_dict
 from agentmesh.memory.v1 import memory_service_pb2
+from tests.bearer import system_metadata
 from tests.e2e.harness import ServiceProcess, free_loopback_ports, process_environment
 from tests.e2e.otlp_receiver import OtlpReceiver, ReceivedSpan, span_tree
 from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, MeshClient, Seeded
@@ -422,7 +423,10 @@ async def _chat_trace(receiver: OtlpReceiver, session_id: str, *, runs: int = 1)
 async def _session_events(mesh: TracedMesh, session_id: str) -> list[dict]:
     async with grpc.aio.insecure_channel(mesh.processes["memory"].grpc_address) as channel:
         request = memory_service_pb2.ListEventsRequest(session_id=session_id, page_size=1000)
-        return [event_to_dict(e) async for e in MemoryClient(channel).iter_events(request)]
+        return [
+            event_to_dict(e)
+            async for e in MemoryClient(channel).iter_events(request, metadata=system_metadata())
+        ]
 
 
 async def _scrape_all(urls: dict[str, str]) -> dict[str, str]:

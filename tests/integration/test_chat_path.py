@@ -32,7 +32,9 @@ async def test_stream_chat_answers_in_chunks_and_records_the_session(mesh, clien
 
     async with grpc.aio.insecure_channel(mesh.services["memory"].address) as channel:
         memory = memory_service_pb2_grpc.MemoryServiceStub(channel)
-        listed = await memory.ListEvents(memory_service_pb2.ListEventsRequest(session_id=session_id))
+        listed = await memory.ListEvents(
+            memory_service_pb2.ListEventsRequest(session_id=session_id), metadata=bearer(token)
+        )
     assert [(e.seq, e.agent, e.event_type) for e in listed.events] == [
         (1, seeded.agent_name, resources_pb2.EVENT_TYPE_USER_MESSAGE),
         (2, seeded.agent_name, resources_pb2.EVENT_TYPE_AGENT_RESPONSE),

@@ -9,8 +9,9 @@ import pytest
 from agentmesh.memory.app import start
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.settings import MemorySettings
-from agentmesh.runtime.channels import create_channel
 from agentmesh.runtime.service import RunningService
+from tests.bearer import authorized_channel
+from tests.mesh import JWT_SECRET
 
 MAX_EVENT_BYTES = 4096
 
@@ -19,6 +20,7 @@ MAX_EVENT_BYTES = 4096
 def memory_settings(database_url: str) -> MemorySettings:
     return MemorySettings(
         database_url=database_url,
+        jwt_secret=JWT_SECRET,
         host="127.0.0.1",
         port=0,
         max_event_bytes=MAX_EVENT_BYTES,
@@ -39,7 +41,7 @@ async def memory_service(memory_settings: MemorySettings) -> AsyncIterator[Runni
 
 @pytest.fixture
 async def memory(memory_service: RunningService) -> AsyncIterator[MemoryClient]:
-    # The channel the other services use to reach memory: shared interceptor, retry policy.
-    channel = create_channel(memory_service.address)
+    # As the other services reach memory: the shared interceptors, and a system token.
+    channel = authorized_channel(memory_service.address)
     yield MemoryClient(channel)
     await channel.close()

@@ -9,9 +9,9 @@ import pytest
 
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2 as pb
-from agentmesh.runtime.channels import create_channel
 from agentmesh.runtime.errors import InvalidArgument, Unavailable
 from agentmesh.runtime.service import RunningService
+from tests.bearer import authorized_channel
 from tests.integration.memory.builders import new_event
 
 
@@ -79,7 +79,7 @@ async def test_a_watcher_sees_appends_made_by_another_replica(memory_settings, m
     await memory.append_events("shared", "p-1", [new_event("zero")])
     other = await start(memory_settings)
     try:
-        async with create_channel(other.address) as channel:
+        async with authorized_channel(other.address) as channel:
             writer = MemoryClient(channel)
             watcher = asyncio.create_task(collect(memory, "shared", 1, until_seq=21))
             for n in range(20):

@@ -10,7 +10,6 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import grpc
 import pytest
 from rich.console import Console
 
@@ -20,6 +19,8 @@ from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.settings import MemorySettings
 from agentmesh.memory.v1 import memory_service_pb2, resources_pb2
 from agentmesh.runtime.service import RunningService
+from tests.bearer import authorized_channel, system_token
+from tests.mesh import JWT_SECRET
 
 EventType = resources_pb2.EventType
 PROJECT = "p-trace"
@@ -28,7 +29,12 @@ PROJECT = "p-trace"
 @pytest.fixture
 async def memory_service(tmp_path: Path) -> AsyncIterator[RunningService]:
     service = await start(
-        MemorySettings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'memory.db'}", host="127.0.0.1", port=0)
+        MemorySettings(
+            database_url=f"sqlite+aiosqlite:///{tmp_path / 'memory.db'}",
+            jwt_secret=JWT_SECRET,
+            host="127.0.0.1",
+            port=0,
+        )
     )
     yield service
     await service.stop(0)
@@ -184,10 +190,10 @@ def _depth(line: str) -> int:
 
 async def test_a_two_level_delegation_is_a_tree_of_runs_with_timings(memory_service) -> None:
     session_id = "s-" + uuid.uuid4().hex
-    async with grpc.aio.insecure_channel(memory_service.address) as channel:
+    async with authorized_channel(memory_service.address) as channel:
         await _two_level_delegation(MemoryClient(channel), session_id)
 
-    events = await events_from_memory(session_id, memory_service.address)
+    events = await events_from_memory(session_id, memory_service.address, token=system_token())
     lines = _render(session_id, events)
 
     header = lines[0]
@@ -251,10 +257,12 @@ def test_runs_linked_by_delegation_id_only_still_nest_and_an_empty_session_says_
 
 async def test_the_command_prints_the_tree_and_fails_clearly_without_memory(memory_service) -> None:
     session_id = "s-" + uuid.uuid4().hex
-    async with grpc.aio.insecure_channel(memory_service.address) as channel:
+    async with authorized_channel(memory_service.address) as channel:
         await _two_level_delegation(MemoryClient(channel), session_id)
 
-    ok = await _agentmesh("trace", session_id, "--memory", memory_service.address, "--width", "200")
+    ok = await _agentmesh(
+        "trace", session_id, "--memory", memory_service.address, "--token", system_token(), "--width", "200"
+    )
     unreachable = await _agentmesh("trace", session_id, "--memory", "127.0.0.1:1")
 
     code, out, _ = ok

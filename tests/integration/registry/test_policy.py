@@ -7,9 +7,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from agentmesh.registry.policy import POLICY, SERVICE, Access, AuthorizationInterceptor
+from agentmesh.registry.policy import POLICY, SERVICE
 from agentmesh.registry.v1 import registry_service_pb2 as pb
-from agentmesh.runtime.identity import TokenCodec
+from agentmesh.runtime.identity import Access, AuthenticationInterceptor, TokenCodec
 from agentmesh.runtime.service import RunningService
 from tests.integration.registry.support import JWT_SECRET, bearer, rpc_error
 
@@ -23,7 +23,7 @@ def test_every_rpc_has_a_policy() -> None:
 def test_the_interceptor_refuses_an_incomplete_table() -> None:
     incomplete = {name: access for name, access in POLICY.items() if name != "DeleteAgent"}
     with pytest.raises(ValueError, match="DeleteAgent"):
-        AuthorizationInterceptor(TokenCodec(JWT_SECRET), incomplete)
+        AuthenticationInterceptor(TokenCodec(JWT_SECRET), SERVICE, incomplete)
 
 
 def _call(channel: grpc.aio.Channel, name: str) -> grpc.aio.UnaryUnaryCall:

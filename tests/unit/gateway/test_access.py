@@ -10,7 +10,7 @@ import pytest
 from google.protobuf import wrappers_pb2
 
 from agentmesh.gateway.access import AccessGuard, AuthorizationInterceptor, current_caller
-from agentmesh.gateway.policy import AUTHENTICATED, INTERNAL, PUBLIC, SUPERUSER
+from agentmesh.gateway.policy import AUTHENTICATED, PUBLIC, SUPERUSER, SYSTEM
 from agentmesh.gateway.ratelimit import RateLimiter
 from agentmesh.runtime.identity import Principal, TokenCodec
 from agentmesh.runtime.server import ServiceBinding, start_server
@@ -21,7 +21,7 @@ POLICY = {
     f"/{SERVICE}/Public": PUBLIC,
     f"/{SERVICE}/SignedIn": AUTHENTICATED,
     f"/{SERVICE}/Admin": SUPERUSER,
-    f"/{SERVICE}/Internal": INTERNAL,
+    f"/{SERVICE}/Internal": SYSTEM,
 }
 
 

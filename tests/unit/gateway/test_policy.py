@@ -63,6 +63,6 @@ def test_project_rules_find_the_project_in_the_request() -> None:
 
 def test_executor_rpcs_are_internal_and_owner_rules_need_a_target() -> None:
     for name in ("ResolveAgent", "StartAgentRun", "FinishAgentRun", "RegisterExecutor"):
-        assert RPC_POLICY[f"/agentmesh.registry.v1.RegistryService/{name}"].access is Access.INTERNAL
+        assert RPC_POLICY[f"/agentmesh.registry.v1.RegistryService/{name}"].access is Access.SYSTEM
     with pytest.raises(ValueError):
         Rule(Access.PROJECT_OWNER)

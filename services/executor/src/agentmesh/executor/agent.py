@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentmesh.executor.cache import SessionScope
+from agentmesh.executor.errors import McpServerUnavailable, UnknownTool
 from agentmesh.executor.models.base import ToolSpec
 from agentmesh.executor.models.factory import ModelBinding, ModelFactory, ModelPlan
 from agentmesh.executor.tools.base import Tool, ToolError
@@ -22,7 +23,6 @@ from agentmesh.executor.tools.builtin import EXIT_LOOP, ExitLoop, builtin_tools
 from agentmesh.executor.tools.mcp import McpConnection, server_signature
 from agentmesh.executor.tools.toolset import ToolSet
 from agentmesh.registry.v1 import resources_pb2
-from agentmesh.runtime.errors import FailedPrecondition, Unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -121,9 +121,8 @@ class AgentBuilder:
         for name in spec.tools:
             factory = self._function_tools.get(name)
             if factory is None:
-                raise FailedPrecondition(
+                raise UnknownTool(
                     f"agent {spec.agent.name!r} names the tool {name!r}, which this executor does not have",
-                    reason="UNKNOWN_TOOL",
                     metadata={"tool": name},
                 )
             tools.append(factory())
@@ -136,9 +135,7 @@ class AgentBuilder:
                     ).open(),
                 )
             except (ToolError, ValueError) as error:
-                raise Unavailable(
-                    str(error), reason="MCP_SERVER_UNAVAILABLE", metadata={"server": server.name}
-                ) from None
+                raise McpServerUnavailable(str(error), metadata={"server": server.name}) from None
             tools.extend(connection.tools)
         tool_set = ToolSet(tools)
         sub_agent_tools = tool_set if EXIT_LOOP in tool_set else ToolSet([*tools, ExitLoop()])

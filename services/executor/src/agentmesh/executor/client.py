@@ -10,10 +10,14 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentmesh.common.v1 import run_pb2
+from agentmesh.executor.errors import ExecutorBusy
 from agentmesh.executor.v1 import executor_service_pb2 as pb
 from agentmesh.executor.v1 import executor_service_pb2_grpc as pb_grpc
 from agentmesh.runtime.channels import create_channel
 from agentmesh.runtime.client import Metadata, stream, unary
+
+# The executor's errors its callers act on (a busy executor: try another).
+__all__ = ["ExecutorBusy", "ExecutorClient", "ExecutorPool"]
 
 
 class ExecutorClient:

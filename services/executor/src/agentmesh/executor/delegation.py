@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.cleanup import run_detached
 from agentmesh.executor.client import ExecutorPool
+from agentmesh.executor.errors import DELEGATION_NOT_ALLOWED, DelegationDepthExceeded, ExecutorBusy
 from agentmesh.executor.events import EventSink, usage_from_proto
 from agentmesh.executor.models.base import Usage
 from agentmesh.executor.recorder import EventType
@@ -25,12 +26,12 @@ from agentmesh.executor.v1 import executor_service_pb2
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.client import Metadata
-from agentmesh.runtime.errors import DomainError
+from agentmesh.runtime.errors import DomainError, Unavailable
 
 logger = logging.getLogger(__name__)
 
 Outcome = run_pb2.DelegationOutcome
-_FAILOVER_REASONS = {"UNAVAILABLE", "EXECUTOR_BUSY"}
+_FAILOVER_REASONS = {Unavailable.default_reason, ExecutorBusy.default_reason}
 _REFUSED_CODES = {
     "FAILED_PRECONDITION",
     "NOT_FOUND",
@@ -205,13 +206,13 @@ class Delegator:
         allowed = list(scope.spec.network_access)
         if target not in allowed:
             return (
-                "DELEGATION_NOT_ALLOWED",
+                DELEGATION_NOT_ALLOWED,
                 f"{scope.agent} may not delegate to {target!r}: its network access is "
                 f"{', '.join(allowed) if allowed else 'empty'}",
             )
         if scope.depth + 1 > self._max_depth:
             return (
-                "DELEGATION_DEPTH_EXCEEDED",
+                DelegationDepthExceeded.default_reason,
                 f"delegating to {target!r} would nest {scope.depth + 1} delegations deep; the limit is "
                 f"{self._max_depth}",
             )

@@ -21,6 +21,7 @@ from typing import Any
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.agent import DELEGATE_TOOL, AgentRuntime, delegate_tool_spec
 from agentmesh.executor.delegation import Delegator
+from agentmesh.executor.errors import INVALID_BLOCK, MODEL_FAILED
 from agentmesh.executor.models.base import ChatModel, Message, ModelError, ToolCallRequest, ToolSpec, Usage
 from agentmesh.executor.recorder import EventType, NewEvent
 from agentmesh.executor.run import RunFailure, RunResult, RunScope
@@ -196,7 +197,7 @@ class LlmLoop:
                 raise RunFailure(
                     "UNAVAILABLE" if error.retryable else "FAILED_PRECONDITION",
                     f"model {model.name} failed: {error}",
-                    reason="MODEL_FAILED",
+                    reason=MODEL_FAILED,
                 ) from error
             except asyncio.CancelledError:
                 error_type = "cancelled"
@@ -344,7 +345,7 @@ class LlmLoop:
         outputs[call.id] = ToolOutput(result.text, is_error=result.is_error)
 
     async def _invalid(self, call: PlannedCall, outputs: dict[str, ToolOutput]) -> None:
-        await self._scope.error("INVALID_BLOCK", call.error, metadata={"block": call.name})
+        await self._scope.error(INVALID_BLOCK, call.error, metadata={"block": call.name})
         outputs[call.id] = ToolOutput(call.error, is_error=True)
 
 

@@ -17,14 +17,17 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import Any
+
+import grpc
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.agent import AgentBuilder, AgentRuntime, kind_name
 from agentmesh.executor.cache import AgentCache
 from agentmesh.executor.cleanup import run_detached
 from agentmesh.executor.delegation import Delegator, RemoteRuns
+from agentmesh.executor.errors import DelegationDepthExceeded, ExecutorBusy, NoSubAgents, run_failed
 from agentmesh.executor.events import EventSink, RunContext, usage_proto
 from agentmesh.executor.finisher import RunFinisher
 from agentmesh.executor.llm import LlmLoop, read_history
@@ -39,13 +42,7 @@ from agentmesh.memory.v1 import resources_pb2 as memory_resources_pb2
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime import metrics, telemetry
-from agentmesh.runtime.errors import (
-    DomainError,
-    FailedPrecondition,
-    FieldViolation,
-    InvalidArgument,
-    ResourceExhausted,
-)
+from agentmesh.runtime.errors import DomainError, FieldViolation, InvalidArgument
 from agentmesh.runtime.interceptors import current_deadline
 
 logger = logging.getLogger(__name__)
@@ -96,10 +93,7 @@ class RunExecutor:
     async def run(self, request: executor_service_pb2.RunRequest) -> AsyncIterator[run_pb2.RunEvent]:
         _validate(request)
         if self._slots.locked():
-            raise ResourceExhausted(
-                f"executor is running {self._settings.max_concurrent_runs} runs; try another",
-                reason="EXECUTOR_BUSY",
-            )
+            raise ExecutorBusy(f"executor is running {self._settings.max_concurrent_runs} runs; try another")
         await self._slots.acquire()
         sink = EventSink(self._settings.event_buffer_size)
         task = asyncio.create_task(self._execute(request, sink), name=f"run {request.agent_name}")
@@ -248,16 +242,13 @@ class RunExecutor:
         self, request: executor_service_pb2.RunRequest, spec: resources_pb2.AgentSpec
     ) -> None:
         if request.delegation_depth > self._settings.max_delegation_depth:
-            raise FailedPrecondition(
+            raise DelegationDepthExceeded(
                 f"delegation depth {request.delegation_depth} is past the limit of "
-                f"{self._settings.max_delegation_depth}",
-                reason="DELEGATION_DEPTH_EXCEEDED",
+                f"{self._settings.max_delegation_depth}"
             )
         kind = kind_name(spec.kind)
         if kind != "llm" and not spec.sub_agents:
-            raise FailedPrecondition(
-                f"{kind} agent {spec.agent.name!r} has no sub-agents", reason="NO_SUB_AGENTS"
-            )
+            raise NoSubAgents(f"{kind} agent {spec.agent.name!r} has no sub-agents")
 
     async def _run(
         self,
@@ -309,23 +300,27 @@ class RunExecutor:
             if reason:
                 # Cancelled from here (the agent was terminated), not by the caller: it still
                 # listens, and learns why.
-                sink.emit_last(
-                    context.event(
-                        run_failed=run_pb2.RunFailed(
-                            code="CANCELLED", message=f"the run was cancelled: {reason}"
-                        )
-                    )
-                )
+                cancelled = grpc.StatusCode.CANCELLED.name
+                message = f"the run was cancelled: {reason}"
+                sink.emit_last(context.event(run_failed=run_failed(cancelled, message, cancelled)))
             raise
         except RunFailure as failure:
             await self._fail(scope, failure.code, failure.message, failure.reason)
             return None
         except DomainError as error:
-            await self._fail(scope, error.code.name, error.message, error.reason)
+            await self._fail(
+                scope,
+                error.code.name,
+                error.message,
+                error.reason,
+                metadata=error.metadata,
+                violations=error.violations,
+            )
             return None
         except Exception:
             logger.exception("run %s of %s failed", run_id, spec.agent.name)
-            await self._fail(scope, "INTERNAL", "internal error", "INTERNAL")
+            internal = grpc.StatusCode.INTERNAL.name
+            await self._fail(scope, internal, "internal error", internal)
             return None
         await sink.emit(
             context.event(
@@ -342,7 +337,16 @@ class RunExecutor:
         sink.close()
         return result
 
-    async def _fail(self, scope: RunScope, code: str, message: str, reason: str) -> None:
+    async def _fail(
+        self,
+        scope: RunScope,
+        code: str,
+        message: str,
+        reason: str,
+        *,
+        metadata: Mapping[str, str] | None = None,
+        violations: Sequence[FieldViolation] = (),
+    ) -> None:
         seq = 0
         try:
             event = await scope.recorder.record(
@@ -355,7 +359,10 @@ class RunExecutor:
         except DomainError as error:
             logger.warning("could not record the failure of run %s: %s", scope.context.run_id, error)
         await scope.sink.emit(
-            scope.context.event(seq=seq, run_failed=run_pb2.RunFailed(code=code, message=message))
+            scope.context.event(
+                seq=seq,
+                run_failed=run_failed(code, message, reason, metadata=metadata, violations=violations),
+            )
         )
         scope.sink.close()
 

@@ -19,6 +19,7 @@ import logging
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.agent import kind_name
 from agentmesh.executor.delegation import ChildOutcome, RemoteRuns
+from agentmesh.executor.errors import SUB_AGENT_FAILED, DelegationDepthExceeded
 from agentmesh.executor.run import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.executor.telemetry import sub_agent_span
@@ -101,7 +102,7 @@ class WorkflowRun:
                 "FAILED_PRECONDITION",
                 f"running sub-agent {name!r} would nest {depth} runs deep; the limit is "
                 f"{self._settings.max_delegation_depth}",
-                reason="DELEGATION_DEPTH_EXCEEDED",
+                reason=DelegationDepthExceeded.default_reason,
             )
         with sub_agent_span(agent=name, depth=depth):
             child = await self._remote.run(
@@ -122,6 +123,6 @@ class WorkflowRun:
             raise RunFailure(
                 child.code or "INTERNAL",
                 f"sub-agent {name!r} failed: {child.message}",
-                reason="SUB_AGENT_FAILED",
+                reason=SUB_AGENT_FAILED,
             )
         return child

@@ -12,22 +12,25 @@ from typing import Any
 
 import grpc
 
-from agentmesh.gateway.errors import (
-    InternalOnly,
-    InvalidRequest,
-    NoPolicy,
-    SessionNotFound,
-    SuperuserRequired,
-)
+from agentmesh.gateway.errors import InvalidRequest, NoPolicy
 from agentmesh.gateway.models import Caller
 from agentmesh.gateway.policy import RPC_POLICY, Access, ProjectTarget, Rule, SessionTarget, Target
 from agentmesh.gateway.ratelimit import RateLimiter
-from agentmesh.memory.client import MemoryClient
+from agentmesh.memory.client import MemoryClient, SessionNotFound
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import registry_service_pb2
 from agentmesh.runtime.client import unary
 from agentmesh.runtime.errors import NotFound, Unauthenticated
-from agentmesh.runtime.identity import TokenCodec, bearer_token, current_principal, current_token
+from agentmesh.runtime.identity import (
+    TOKEN_MISSING,
+    TokenCodec,
+    bearer_token,
+    current_principal,
+    current_token,
+)
+from agentmesh.runtime.identity import (
+    authorize as require_access,
+)
 
 # The caller of the gRPC call being served, once the policy let it through.
 _current_caller: ContextVar[Caller | None] = ContextVar("agentmesh_gateway_caller", default=None)
@@ -58,7 +61,7 @@ class AccessGuard:
 
     def authenticate(self, token: str | None) -> Caller:
         if not token:
-            raise Unauthenticated("missing bearer token", reason="TOKEN_MISSING")
+            raise Unauthenticated("missing bearer token", reason=TOKEN_MISSING)
         return Caller(self._tokens.verify(token), token)
 
     async def authorize(self, rule: Rule, token: str | None, subject: Any) -> Caller:
@@ -69,10 +72,7 @@ class AccessGuard:
             return Caller()
         caller = self.authenticate(token)
         self._limiter.acquire(caller.user_id)
-        if rule.access is Access.SUPERUSER and not caller.is_superuser:
-            raise SuperuserRequired("only superusers may do this")
-        if rule.access is Access.INTERNAL and not (caller.principal and caller.principal.is_system):
-            raise InternalOnly("only the mesh's own services may call this")
+        require_access(rule.access, caller.principal)  # SUPERUSER and SYSTEM
         if rule.access is Access.PROJECT_OWNER and not rule.target_in_body:
             assert rule.target is not None
             await self.check_target(caller, rule.target(subject))

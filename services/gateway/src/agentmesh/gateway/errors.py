@@ -1,7 +1,10 @@
 """The gateway's own errors: each a DomainError with its gRPC code and UPPER_SNAKE reason.
 
 Errors of the services behind the gateway pass through unchanged (same code, reason and field
-violations); these are the ones the gateway raises itself, at the edge.
+violations); these are the ones the gateway raises itself, at the edge. Where the gateway
+reports what a service behind it means (a session that is not there is the memory service's
+`SessionNotFound`), it raises that service's error, from its client module; the shared ones
+(`SuperuserRequired`, `SystemRequired`) are the runtime's.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ RETRY_AFTER_SECONDS = "retry_after_seconds"
 __all__ = [
     "RETRY_AFTER_SECONDS",
     "ExecutorsBusy",
-    "InternalOnly",
     "InvalidRequest",
     "MessageTooLarge",
     "ModelNotFound",
@@ -30,8 +32,6 @@ __all__ = [
     "NoPolicy",
     "RateLimited",
     "RequestTooLarge",
-    "SessionNotFound",
-    "SuperuserRequired",
     "TooManyMessages",
 ]
 
@@ -113,25 +113,6 @@ class ModelNotFound(NotFound):
             "models are named 'project_slug/agent_name'",
             violations=[FieldViolation("model", "no such agent")],
         )
-
-
-class SessionNotFound(NotFound):
-    """Also what callers get for a session of a project they may not see."""
-
-    default_reason = "SESSION_NOT_FOUND"
-
-    def __init__(self, session_id: str) -> None:
-        super().__init__(f"session {session_id!r} not found")
-
-
-class SuperuserRequired(PermissionDenied):
-    default_reason = "SUPERUSER_REQUIRED"
-
-
-class InternalOnly(PermissionDenied):
-    """An RPC that only the mesh's own services may call."""
-
-    default_reason = "INTERNAL_ONLY"
 
 
 class NoPolicy(PermissionDenied):

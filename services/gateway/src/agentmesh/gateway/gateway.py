@@ -13,16 +13,16 @@ from collections.abc import AsyncIterator
 import grpc
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.client import ExecutorClient, ExecutorPool
+from agentmesh.executor.client import ExecutorBusy, ExecutorClient, ExecutorPool
 from agentmesh.executor.v1 import executor_service_pb2
 from agentmesh.gateway.errors import ExecutorsBusy, InvalidRequest, MessageTooLarge, NoExecutor
 from agentmesh.gateway.models import AgentRef, Caller, ChatResult
-from agentmesh.runtime.errors import DomainError, error_for_code
+from agentmesh.runtime.errors import DomainError, error_for_code, from_status_proto
 
 logger = logging.getLogger(__name__)
 
 # An executor that answers with one of these has not started the run: another may take it.
-_BUSY = "EXECUTOR_BUSY"
+_BUSY = ExecutorBusy.default_reason
 _FAILOVER_CODES = {grpc.StatusCode.UNAVAILABLE}
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
@@ -131,7 +131,10 @@ def _refused(error: DomainError) -> bool:
 
 
 def run_failure(failed: run_pb2.RunFailed) -> DomainError:
-    """The DomainError for a run that ended with RunFailed."""
+    """The DomainError for a run that ended with RunFailed: the one its status stands for (code,
+    reason, details), or, from an executor that sends no status, one made from the code name."""
+    if failed.HasField("status"):
+        return from_status_proto(failed.status)
     code = getattr(grpc.StatusCode, failed.code, grpc.StatusCode.INTERNAL)
     return error_for_code(code)(failed.message or failed.code, reason=f"RUN_{failed.code or 'FAILED'}")
 

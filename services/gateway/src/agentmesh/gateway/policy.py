@@ -11,7 +11,6 @@ for projects the caller may not see): the gateway's check is the first line, not
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,16 +19,7 @@ from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2
 
 from agentmesh.gateway.models import AgentRef
-
-
-class Access(enum.StrEnum):
-    """Who may call an operation."""
-
-    PUBLIC = "public"  # anyone, no token
-    AUTHENTICATED = "authenticated"  # any signed-in user
-    SUPERUSER = "superuser"  # superusers only
-    PROJECT_OWNER = "project_owner"  # the owner of the project the request concerns, or a superuser
-    INTERNAL = "internal"  # the mesh's own services (system token) only
+from agentmesh.runtime.identity import Access
 
 
 @dataclass(frozen=True)
@@ -70,7 +60,7 @@ class Rule:
 PUBLIC = Rule(Access.PUBLIC)
 AUTHENTICATED = Rule(Access.AUTHENTICATED)
 SUPERUSER = Rule(Access.SUPERUSER)
-INTERNAL = Rule(Access.INTERNAL)
+SYSTEM = Rule(Access.SYSTEM)
 
 
 def owner(target: Callable[[Any], Target], *, in_body: bool = False) -> Rule:
@@ -154,11 +144,11 @@ RPC_POLICY: Mapping[str, Rule] = {
     _REGISTRY + "GetAgentMetrics": owner(_project_id("project_id")),
     # What executors use to run agents and to join the pool (executors call the registry
     # directly; through the gateway only the mesh's own services may).
-    _REGISTRY + "ResolveAgent": INTERNAL,
-    _REGISTRY + "StartAgentRun": INTERNAL,
-    _REGISTRY + "FinishAgentRun": INTERNAL,
-    _REGISTRY + "FinishAgentRuns": INTERNAL,
-    _REGISTRY + "RegisterExecutor": INTERNAL,
+    _REGISTRY + "ResolveAgent": SYSTEM,
+    _REGISTRY + "StartAgentRun": SYSTEM,
+    _REGISTRY + "FinishAgentRun": SYSTEM,
+    _REGISTRY + "FinishAgentRuns": SYSTEM,
+    _REGISTRY + "RegisterExecutor": SYSTEM,
     _REGISTRY + "ListExecutors": SUPERUSER,
     # Memory: the memory service knows no owners, so the gateway resolves the project itself.
     _MEMORY + "AppendEvents": owner(lambda r: SessionTarget(r.session_id, r.project_id)),

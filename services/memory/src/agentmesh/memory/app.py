@@ -16,11 +16,13 @@ from agentmesh.memory.store import SqlEventStore
 from agentmesh.memory.v1 import memory_service_pb2, memory_service_pb2_grpc
 from agentmesh.memory.watch import SessionSignals
 from agentmesh.runtime.database import create_engine, normalize_url, upgrade
+from agentmesh.runtime.identity import AuthenticationInterceptor, TokenCodec
 from agentmesh.runtime.pagination import PageTokenCodec
 from agentmesh.runtime.server import ServiceBinding, start_server
 from agentmesh.runtime.service import RunningService
 
-SERVICE_NAME = memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name
+SERVICE = memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"]
+SERVICE_NAME = SERVICE.full_name
 MIGRATIONS = Path(__file__).parent / "migrations"
 VERSION_TABLE = "alembic_version_memory"
 PAGE_TOKEN_PURPOSE = "agentmesh.memory.page-token"
@@ -40,6 +42,8 @@ class MemoryService(RunningService):
 
 
 async def start(settings: MemorySettings) -> RunningService:
+    # Every call needs a valid access token (a user's, or a service's system token).
+    tokens = TokenCodec(settings.jwt_secret.get_secret_value())
     await asyncio.to_thread(_create_sqlite_directory, settings.database_url)
     engine = create_engine(settings.database_url)
     try:
@@ -49,8 +53,6 @@ async def start(settings: MemorySettings) -> RunningService:
         log = EventLog(
             store,
             signals,
-            # Signed when the mesh shares a secret; without one, tokens are still bound to their
-            # filters and their cursors checked.
             page_tokens=PageTokenCodec.from_secret(
                 settings.jwt_secret.get_secret_value(), purpose=PAGE_TOKEN_PURPOSE
             ),
@@ -70,6 +72,7 @@ async def start(settings: MemorySettings) -> RunningService:
             host=settings.host,
             port=settings.port,
             max_message_bytes=settings.max_message_bytes,
+            interceptors=[AuthenticationInterceptor(tokens, SERVICE)],
         )
     except BaseException:
         await engine.dispose()

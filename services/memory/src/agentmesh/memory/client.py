@@ -1,8 +1,9 @@
 """The memory service's client: the only module of the memory service that others import.
 
-Besides `MemoryClient`, it offers the JSON view of events for REST routes: `event_to_dict` and
-`session_to_dict` (the field names of DESIGN §4) and the event type names
-(`event_type_name`, `event_type_from_name`, `event_type_names`).
+Besides `MemoryClient`, it offers the memory service's errors (what callers catch, and what the
+gateway raises when it means the same thing, such as `SessionNotFound`), the JSON view of events
+for REST routes: `event_to_dict` and `session_to_dict` (the field names of DESIGN §4) and the
+event type names (`event_type_name`, `event_type_from_name`, `event_type_names`).
 """
 
 from __future__ import annotations
@@ -18,13 +19,31 @@ from agentmesh.memory.convert import (
     event_type_names,
     session_to_dict,
 )
+from agentmesh.memory.errors import (
+    AfterSeqAhead,
+    EventTooLarge,
+    ExpectedLastSeqMismatch,
+    HistoryTrimmed,
+    IdempotencyKeyReused,
+    SessionInOtherProject,
+    SessionNotFound,
+    TooManyEvents,
+)
 from agentmesh.memory.v1 import memory_service_pb2 as pb
 from agentmesh.memory.v1 import memory_service_pb2_grpc as pb_grpc
 from agentmesh.memory.v1 import resources_pb2
 from agentmesh.runtime.client import Metadata, stream, unary
 
 __all__ = [
+    "AfterSeqAhead",
+    "EventTooLarge",
+    "ExpectedLastSeqMismatch",
+    "HistoryTrimmed",
+    "IdempotencyKeyReused",
     "MemoryClient",
+    "SessionInOtherProject",
+    "SessionNotFound",
+    "TooManyEvents",
     "event_to_dict",
     "event_type_from_name",
     "event_type_name",

@@ -2,7 +2,7 @@
 
 The shared server interceptor turns them into rich statuses; `MemoryClient` callers get them back
 as the runtime's typed errors (`NotFound`, `Aborted`, `OutOfRange`, …) with the same `reason` and
-metadata.
+metadata. `ValidationFailed` is the runtime's, shared by every service.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from agentmesh.runtime.errors import (
     AlreadyExists,
     FailedPrecondition,
     FieldViolation,
-    InvalidArgument,
     NotFound,
     OutOfRange,
     ResourceExhausted,
+    ValidationFailed,
 )
 
 __all__ = [
@@ -32,17 +32,9 @@ __all__ = [
 ]
 
 
-class ValidationFailed(InvalidArgument):
-    """A request field is missing or malformed; `violations` name the fields."""
-
-    @classmethod
-    def of(cls, violations: list[FieldViolation]) -> ValidationFailed:
-        fields = ", ".join(dict.fromkeys(v.field for v in violations))
-        details = "; ".join(f"{v.field}: {v.description}" for v in violations)
-        return cls(f"invalid {fields} ({details})", violations=violations)
-
-
 class SessionNotFound(NotFound):
+    """Also what the gateway answers for a session of a project the caller may not see."""
+
     default_reason = "SESSION_NOT_FOUND"
 
     def __init__(self, session_id: str) -> None:

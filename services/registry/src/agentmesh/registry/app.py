@@ -15,14 +15,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from agentmesh.registry.auth import Accounts, LoginThrottle, Passwords, RefreshTokenCodec
 from agentmesh.registry.errors import ValidationFailed
 from agentmesh.registry.pagination import PageTokens
-from agentmesh.registry.policy import SERVICE, AuthorizationInterceptor
+from agentmesh.registry.policy import POLICY, SERVICE
 from agentmesh.registry.registry import AgentRegistry
 from agentmesh.registry.servicer import RegistryServicer
 from agentmesh.registry.settings import RegistrySettings
 from agentmesh.registry.store import SqlRegistryStore
 from agentmesh.registry.v1 import registry_service_pb2_grpc
 from agentmesh.runtime.database import create_engine, normalize_url, upgrade
-from agentmesh.runtime.identity import TokenCodec
+from agentmesh.runtime.identity import AuthenticationInterceptor, TokenCodec
 from agentmesh.runtime.server import ServiceBinding, start_server
 from agentmesh.runtime.service import RunningService
 
@@ -97,7 +97,7 @@ async def start(settings: RegistrySettings) -> RunningService:
             host=settings.host,
             port=settings.port,
             max_message_bytes=settings.max_message_bytes,
-            interceptors=[AuthorizationInterceptor(components.tokens)],
+            interceptors=[AuthenticationInterceptor(components.tokens, SERVICE, POLICY)],
         )
     except BaseException:
         await components.engine.dispose()

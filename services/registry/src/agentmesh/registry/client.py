@@ -1,4 +1,7 @@
-"""The registry's client: the only module of the registry that other services import."""
+"""The registry's client: the only module of the registry that other services import.
+
+Besides `RegistryClient`, it offers the registry's errors that callers act on by name.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +10,28 @@ from collections.abc import Iterable
 import grpc
 from google.protobuf import field_mask_pb2
 
+from agentmesh.registry.errors import (
+    AgentNotFound,
+    AgentPaused,
+    AgentTerminated,
+    AgentTypeInactive,
+    InvalidTransition,
+    ProjectNotFound,
+)
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.client import Metadata, unary
+
+__all__ = [
+    "AgentNotFound",
+    "AgentPaused",
+    "AgentTerminated",
+    "AgentTypeInactive",
+    "InvalidTransition",
+    "ProjectNotFound",
+    "RegistryClient",
+]
 
 
 def _mask(paths: Iterable[str]) -> field_mask_pb2.FieldMask:

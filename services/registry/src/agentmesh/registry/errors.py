@@ -2,6 +2,8 @@
 
 The shared server interceptor turns them into rich statuses; `RegistryClient` callers get them back
 as the runtime's typed errors (`NotFound`, `FailedPrecondition`, …) with the same `reason`.
+`ValidationFailed`, `SuperuserRequired` and `SystemRequired` are the runtime's, shared by every
+service, and listed here so the registry's catalogue is complete in one place.
 """
 
 from __future__ import annotations
@@ -10,11 +12,12 @@ from agentmesh.runtime.errors import (
     AlreadyExists,
     FailedPrecondition,
     FieldViolation,
-    InvalidArgument,
     NotFound,
-    PermissionDenied,
     ResourceExhausted,
+    SuperuserRequired,
+    SystemRequired,
     Unauthenticated,
+    ValidationFailed,
 )
 
 __all__ = [
@@ -40,17 +43,6 @@ __all__ = [
     "UserNotFound",
     "ValidationFailed",
 ]
-
-
-class ValidationFailed(InvalidArgument):
-    """A request field is missing or malformed; `violations` name the fields."""
-
-    default_reason = "INVALID_ARGUMENT"
-
-    @classmethod
-    def of(cls, violations: list[FieldViolation]) -> ValidationFailed:
-        fields = ", ".join(dict.fromkeys(v.field for v in violations))
-        return cls(f"invalid request: {fields}", violations=violations)
 
 
 class EmailTaken(AlreadyExists):
@@ -93,14 +85,6 @@ class RefreshTokenReused(Unauthenticated):
     """A refresh token that was already exchanged: its whole sign-in is revoked."""
 
     default_reason = "REFRESH_TOKEN_REUSED"
-
-
-class SuperuserRequired(PermissionDenied):
-    default_reason = "SUPERUSER_REQUIRED"
-
-
-class SystemRequired(PermissionDenied):
-    default_reason = "SYSTEM_REQUIRED"
 
 
 class AgentTypeNotFound(NotFound):

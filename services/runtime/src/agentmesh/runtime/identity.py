@@ -1,29 +1,40 @@
 """Who is calling: access tokens (JWT, HS256) and the principal they carry across hops.
 
-The registry issues tokens; every service verifies them with the same secret. A request keeps
-the caller's own token on every internal hop (`authorization` metadata), so each service can tell
-who it works for; services calling on their own behalf use a short-lived system token.
+The registry issues tokens; every service verifies them with the same secret, the same way
+(`AuthenticationInterceptor`). A request keeps the caller's own token on every internal hop
+(`authorization` metadata), so each service can tell who it works for; services calling on their
+own behalf use a short-lived system token. `Access` names who may call an operation, in every
+service's policy table.
 """
 
 from __future__ import annotations
 
+import enum
+import inspect
 import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
+import grpc
 import jwt
+from google.protobuf.descriptor import ServiceDescriptor
 
-from agentmesh.runtime.errors import Unauthenticated
+from agentmesh.runtime.errors import SuperuserRequired, SystemRequired, Unauthenticated
 
 ALGORITHM = "HS256"
 AUTHORIZATION = "authorization"
 SYSTEM_SUBJECT = "system"
 # Verified tokens remembered per codec (a caller sends the same token on every call and hop).
 VERIFIED_CACHE_SIZE = 1024
+# Why a call is UNAUTHENTICATED (the ErrorInfo reason).
+TOKEN_MISSING = "TOKEN_MISSING"
+TOKEN_INVALID = "TOKEN_INVALID"
+TOKEN_EXPIRED = "TOKEN_EXPIRED"
 
 
 @dataclass(frozen=True)
@@ -102,11 +113,11 @@ class TokenCodec:
                 options={"require": ["sub", "exp", "iat", "typ"]},
             )
         except jwt.ExpiredSignatureError as error:
-            raise Unauthenticated("access token expired", reason="TOKEN_EXPIRED") from error
+            raise Unauthenticated("access token expired", reason=TOKEN_EXPIRED) from error
         except jwt.PyJWTError as error:
-            raise Unauthenticated("invalid access token", reason="TOKEN_INVALID") from error
+            raise Unauthenticated("invalid access token", reason=TOKEN_INVALID) from error
         if claims.get("typ") != "access":
-            raise Unauthenticated("not an access token", reason="TOKEN_INVALID")
+            raise Unauthenticated("not an access token", reason=TOKEN_INVALID)
         principal = Principal(
             user_id=claims["sub"], is_superuser=bool(claims.get("su")), email=claims.get("email", "")
         )
@@ -129,5 +140,107 @@ def authenticate(codec: TokenCodec, metadata: Sequence[tuple[str, str | bytes]] 
     """The principal of a call's metadata; UNAUTHENTICATED when it has no valid token."""
     token = bearer_token(metadata)
     if token is None:
-        raise Unauthenticated("missing bearer token", reason="TOKEN_MISSING")
+        raise Unauthenticated("missing bearer token", reason=TOKEN_MISSING)
     return codec.verify(token)
+
+
+class Access(enum.StrEnum):
+    """Who may call an operation: the levels every service's policy table uses."""
+
+    PUBLIC = "public"  # anyone, no token
+    AUTHENTICATED = "authenticated"  # any valid access token (a user's or the system's)
+    SUPERUSER = "superuser"  # superusers (and the system principal, which is one)
+    SYSTEM = "system"  # the system principal only: the mesh's services acting on their own behalf
+    # The owner of the project the request concerns, or a superuser. Only the gateway's table
+    # uses it; a service behind it checks ownership in its rules, where the data is.
+    PROJECT_OWNER = "project_owner"
+
+
+def authorize(access: Access, principal: Principal | None) -> None:
+    """Raises PERMISSION_DENIED when the principal lacks a SUPERUSER or SYSTEM access level."""
+    if access is Access.SUPERUSER and not (principal and principal.is_superuser):
+        raise SuperuserRequired("only superusers may do this")
+    if access is Access.SYSTEM and not (principal and principal.is_system):
+        raise SystemRequired("only agentmesh services may do this")
+
+
+Behavior = Callable[[Any, grpc.aio.ServicerContext], Any]
+
+
+class AuthenticationInterceptor(grpc.aio.ServerInterceptor):
+    """Authenticates every call of one service: a valid bearer access token (a user's, or a
+    service's system token), verified with the mesh's shared secret, else UNAUTHENTICATED.
+    `policy` may name methods that need less (PUBLIC) or more (SUPERUSER, SYSTEM); without one
+    every method is AUTHENTICATED. Health and reflection, and any other service on the same
+    server, pass untouched. The caller is `current_principal` for the handler.
+
+    With a policy, it must name every method of the service: a new RPC cannot go out unguarded."""
+
+    def __init__(
+        self, tokens: TokenCodec, service: ServiceDescriptor, policy: Mapping[str, Access] | None = None
+    ) -> None:
+        methods = {method.name for method in service.methods}
+        if policy is None:
+            policy = dict.fromkeys(methods, Access.AUTHENTICATED)
+        if set(policy) != methods:
+            raise ValueError(
+                f"{service.full_name} policy table out of date: missing {sorted(methods - set(policy))}, "
+                f"unknown {sorted(set(policy) - methods)}"
+            )
+        if Access.PROJECT_OWNER in policy.values():
+            raise ValueError("PROJECT_OWNER needs the data: check it in the service's rules")
+        self._tokens = tokens
+        self._prefix = f"/{service.full_name}/"
+        self._policy = dict(policy)
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        full_method = handler_call_details.method
+        if handler is None or not full_method.startswith(self._prefix):
+            return handler  # health, reflection
+        access = self._policy[full_method.removeprefix(self._prefix)]
+        metadata = handler_call_details.invocation_metadata
+
+        def admit() -> None:
+            principal = None if access is Access.PUBLIC else authenticate(self._tokens, metadata)
+            authorize(access, principal)
+            current_principal.set(principal)
+
+        if handler.unary_unary:
+            return grpc.unary_unary_rpc_method_handler(
+                _admitted_unary(handler.unary_unary, admit),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream:
+            # A coroutine function writes its responses with `context.write`; anything else
+            # returns an async iterator of them (see the shared server interceptor).
+            wrap = _admitted_unary if inspect.iscoroutinefunction(handler.unary_stream) else _admitted_stream
+            return grpc.unary_stream_rpc_method_handler(
+                wrap(handler.unary_stream, admit),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        raise ValueError(f"{full_method} streams requests, which no agentmesh service does")
+
+
+# Each call runs in its own context, so the principal set by `admit` is the call's alone.
+def _admitted_unary(behavior: Behavior, admit: Callable[[], None]) -> Behavior:
+    async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        admit()
+        return await behavior(request, context)
+
+    return unary
+
+
+def _admitted_stream(behavior: Behavior, admit: Callable[[], None]) -> Behavior:
+    async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        admit()
+        async for response in behavior(request, context):
+            yield response
+
+    return stream

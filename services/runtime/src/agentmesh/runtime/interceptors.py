@@ -153,8 +153,12 @@ async def _fail(call: _ServerCall, error: Exception, context: grpc.aio.ServicerC
         call.span.set_status(Status(StatusCode.ERROR, error.reason))
         status = error.to_status()
         await context.abort(status.code, status.details, status.trailing_metadata)
+    # The method's name, not the span's: with tracing off (the default) the span is a
+    # NonRecordingSpan, which has no name, and reading one would replace the real error.
     trace_id, _ = telemetry.current_trace_ids()
-    logger.exception("unhandled error in %s (trace_id=%s)", call.span.name, trace_id or "-")
+    logger.error(
+        "unhandled error in %s (trace_id=%s)", call.method.span_name, trace_id or "-", exc_info=error
+    )
     call.span.set_status(Status(StatusCode.ERROR, type(error).__name__))
     await context.abort(grpc.StatusCode.INTERNAL, "internal error")
 

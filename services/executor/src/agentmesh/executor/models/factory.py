@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf import json_format
 
+from agentmesh.executor.errors import ModelUnavailable
 from agentmesh.executor.models.base import ChatModel, Message, ModelChunk, ModelError, ToolSpec
 from agentmesh.executor.models.mock import MockModel
 from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.registry.v1 import resources_pb2
-from agentmesh.runtime.errors import FailedPrecondition
 
 if TYPE_CHECKING:  # the SDK is imported when an OpenAI model is built: it is slow to import
     import openai
@@ -190,9 +190,8 @@ class ModelFactory:
             provider, model = DEFAULT_PROVIDER, name
         settings = self._settings.providers.get(provider)
         if settings is None or not model:
-            raise FailedPrecondition(
+            raise ModelUnavailable(
                 f"model {name!r}: provider {provider!r} is not configured on this executor",
-                reason="MODEL_UNAVAILABLE",
                 metadata={"model": name},
             )
         api_key = settings.api_key.get_secret_value()
@@ -222,6 +221,6 @@ def _read_secret(path: Path) -> str:
     try:
         return path.read_text().strip()
     except OSError as error:
-        raise FailedPrecondition(
-            f"cannot read the API key file of a model provider ({error.strerror})", reason="MODEL_UNAVAILABLE"
+        raise ModelUnavailable(
+            f"cannot read the API key file of a model provider ({error.strerror})"
         ) from None

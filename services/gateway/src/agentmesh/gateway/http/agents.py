@@ -8,12 +8,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from agentmesh.gateway.errors import SessionNotFound
 from agentmesh.gateway.http import convert, schemas
 from agentmesh.gateway.http.context import HttpContext, authorize, context
 from agentmesh.gateway.models import Caller
 from agentmesh.gateway.version import VERSION
-from agentmesh.memory.client import event_type_from_name
+from agentmesh.memory.client import SessionNotFound, event_type_from_name
 from agentmesh.memory.v1 import memory_service_pb2 as mem
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2

@@ -17,7 +17,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from agentmesh.gateway.errors import RETRY_AFTER_SECONDS
+from agentmesh.gateway.errors import (
+    RETRY_AFTER_SECONDS,
+    MessageTooLarge,
+    RateLimited,
+    RequestTooLarge,
+    TooManyMessages,
+)
+from agentmesh.memory.client import EventTooLarge, HistoryTrimmed, TooManyEvents
+from agentmesh.registry.client import AgentTypeInactive
 from agentmesh.runtime import telemetry
 from agentmesh.runtime.errors import DomainError
 
@@ -41,13 +49,13 @@ _STATUS_BY_CODE: dict[grpc.StatusCode, int] = {
 
 # Reasons whose HTTP status differs from their gRPC code's.
 _STATUS_BY_REASON: dict[str, int] = {
-    "AGENT_TYPE_INACTIVE": 422,  # DESIGN §6: spawning from an inactive type is a 422
-    "REQUEST_TOO_LARGE": 413,
-    "MESSAGE_TOO_LARGE": 413,
-    "TOO_MANY_MESSAGES": 413,
-    "EVENT_TOO_LARGE": 413,
-    "TOO_MANY_EVENTS": 413,
-    "HISTORY_TRIMMED": 410,
+    AgentTypeInactive.default_reason: 422,  # DESIGN §6: spawning from an inactive type is a 422
+    RequestTooLarge.default_reason: 413,
+    MessageTooLarge.default_reason: 413,
+    TooManyMessages.default_reason: 413,
+    EventTooLarge.default_reason: 413,
+    TooManyEvents.default_reason: 413,
+    HistoryTrimmed.default_reason: 410,
 }
 
 _OPENAI_PATH = re.compile(r"^(/agents/[^/]+/[^/]+)?/v1/")
@@ -79,7 +87,7 @@ def openai_error_body(error: DomainError, status: int | None = None) -> dict[str
     code = error.reason.lower()
     if status == 401:
         code = "invalid_api_key"
-    elif status == 429 and error.reason == "RATE_LIMITED":
+    elif status == 429 and error.reason == RateLimited.default_reason:
         code = "rate_limit_exceeded"
     return _openai_error(
         error.message,

@@ -9,10 +9,11 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query
 from google.protobuf import field_mask_pb2
 
-from agentmesh.gateway.errors import InvalidRequest, SessionNotFound
+from agentmesh.gateway.errors import InvalidRequest
 from agentmesh.gateway.http import convert, schemas
 from agentmesh.gateway.http.context import HttpContext, authorize, context
 from agentmesh.gateway.models import Caller
+from agentmesh.memory.client import SessionNotFound
 from agentmesh.memory.v1 import memory_service_pb2 as mem
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2

@@ -9,6 +9,7 @@ from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.rpc import status_pb2 as _status_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -475,19 +476,29 @@ class RunFailed(_message.Message):
 
     CODE_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
     code: _builtins.str
     """gRPC status code name, e.g. "CANCELLED", "DEADLINE_EXCEEDED", "FAILED_PRECONDITION"."""
     message: _builtins.str
     """Human-readable reason."""
+    @_builtins.property
+    def status(self) -> _status_pb2.Status:
+        """Why the run failed, for programs: the numeric gRPC code, the message, and details — an
+        google.rpc.ErrorInfo whose `reason` is the UPPER_SNAKE cause (domain "agentmesh.dev", with
+        its metadata), and a google.rpc.BadRequest naming the fields where input was at fault.
+        A client acts on it without parsing `message`.
+        """
+
     def __init__(
         self,
         *,
         code: _builtins.str = ...,
         message: _builtins.str = ...,
+        status: _status_pb2.Status | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["status", b"status"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "message", b"message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "message", b"message", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,102 @@
+"""The executor's errors: each a DomainError with its gRPC code and UPPER_SNAKE reason, plus the
+reasons of what a run reports without raising (an `error` event it recovers from, a RunFailed).
+
+A refusal before a run starts leaves as the gRPC status of the error raised; after `run_started`,
+a failure travels inside the stream as `RunFailed`, whose `status` (`run_failed` below) carries
+the same code, reason and details, so callers read both the same way. Callers outside the
+executor import these through `agentmesh.executor.client`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import grpc
+
+from agentmesh.common.v1 import run_pb2
+from agentmesh.runtime.errors import (
+    FailedPrecondition,
+    FieldViolation,
+    ResourceExhausted,
+    Unavailable,
+    rich_status,
+)
+
+__all__ = [
+    "DELEGATION_NOT_ALLOWED",
+    "INVALID_BLOCK",
+    "MODEL_FAILED",
+    "SUB_AGENT_FAILED",
+    "DelegationDepthExceeded",
+    "ExecutorBusy",
+    "McpServerUnavailable",
+    "ModelUnavailable",
+    "NoSubAgents",
+    "UnknownTool",
+    "run_failed",
+]
+
+# A model call failed (after its fallbacks): the run ends with RunFailed.
+MODEL_FAILED = "MODEL_FAILED"
+# A workflow's sub-agent ended without an answer: the workflow run ends with RunFailed.
+SUB_AGENT_FAILED = "SUB_AGENT_FAILED"
+# An agent asked to delegate to one outside its network access: an `error` event, the run goes on.
+DELEGATION_NOT_ALLOWED = "DELEGATION_NOT_ALLOWED"
+# A fenced ```delegate / ```tool_call block that does not parse: an `error` event, the run goes on.
+INVALID_BLOCK = "INVALID_BLOCK"
+
+
+class ExecutorBusy(ResourceExhausted):
+    """The executor runs as many runs as it may; the caller should try another executor."""
+
+    default_reason = "EXECUTOR_BUSY"
+
+
+class DelegationDepthExceeded(FailedPrecondition):
+    """A delegation (or a workflow's sub-agent) would nest runs deeper than the configured limit."""
+
+    default_reason = "DELEGATION_DEPTH_EXCEEDED"
+
+
+class NoSubAgents(FailedPrecondition):
+    """A workflow agent (sequential, parallel, loop) with no sub-agents to run."""
+
+    default_reason = "NO_SUB_AGENTS"
+
+
+class ModelUnavailable(FailedPrecondition):
+    """The agent's model cannot be reached from this executor as configured."""
+
+    default_reason = "MODEL_UNAVAILABLE"
+
+
+class UnknownTool(FailedPrecondition):
+    """The agent names a function tool this executor does not have."""
+
+    default_reason = "UNKNOWN_TOOL"
+
+
+class McpServerUnavailable(Unavailable):
+    """One of the agent's MCP servers could not be opened."""
+
+    default_reason = "MCP_SERVER_UNAVAILABLE"
+
+
+def run_failed(
+    code: str,
+    message: str,
+    reason: str,
+    *,
+    metadata: Mapping[str, str] | None = None,
+    violations: Sequence[FieldViolation] = (),
+) -> run_pb2.RunFailed:
+    """The RunFailed that ends a run: the code name and message as they always were, and the
+    same as a `google.rpc.Status` (with an ErrorInfo holding `reason`) for programs."""
+    status = rich_status(
+        getattr(grpc.StatusCode, code, grpc.StatusCode.INTERNAL),
+        message,
+        reason=reason,
+        violations=violations,
+        metadata=metadata,
+    )
+    return run_pb2.RunFailed(code=code, message=message, status=status)
