@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from agentmesh.cli.apply import Action, ApplyError, Change, apply_manifest, load_manifest
+from agentmesh.cli.apply.document import ApplyError, load_manifest
+from agentmesh.cli.apply.execute import apply_manifest
+from agentmesh.cli.apply.plan import Action, Change
 from agentmesh.cli.client import Connection, Credentials, connect
 from agentmesh.cli.main import app
 from agentmesh.cli.mesh import Mesh
