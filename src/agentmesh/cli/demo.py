@@ -26,15 +26,12 @@ from agentmesh.cli.chat import ChatOutcome, stream_live
 from agentmesh.cli.client import (
     CliError,
     Credentials,
-    EmailOption,
-    PasswordOption,
-    RegistryOption,
-    TokenOption,
     address_of,
     connect,
     describe,
     fail,
 )
+from agentmesh.cli.options import EmailOption, PasswordOption, RegistryOption, TokenOption
 from agentmesh.runtime.errors import DomainError
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "coordinator-worker.yaml"

@@ -16,15 +16,12 @@ from agentmesh.cli.apply.render import render_changes, render_problems
 from agentmesh.cli.client import (
     CliError,
     Credentials,
-    EmailOption,
-    PasswordOption,
-    RegistryOption,
-    TokenOption,
     address_of,
     connect,
     describe,
     fail,
 )
+from agentmesh.cli.options import EmailOption, PasswordOption, RegistryOption, TokenOption
 from agentmesh.runtime.errors import DomainError
 
 

@@ -87,6 +87,26 @@ class RegistryClient:
         )
         return (await unary(self.stub.RegisterUser, request)).user
 
+    async def create_user(
+        self,
+        email: str,
+        password: str,
+        *,
+        first_name: str = "",
+        last_name: str = "",
+        is_superuser: bool = False,
+        metadata: Metadata | None = None,
+    ) -> pb.CreateUserResponse:
+        """A user made by a superuser (the caller); `promoted` when an existing one became superuser."""
+        request = pb.CreateUserRequest(
+            email=email,
+            password=password,
+            first_name=first_name,
+            last_name=last_name,
+            is_superuser=is_superuser,
+        )
+        return await unary(self.stub.CreateUser, request, metadata=metadata)
+
     async def login(self, email: str, password: str) -> pb.Tokens:
         return (await unary(self.stub.Login, pb.LoginRequest(email=email, password=password))).tokens
 

@@ -35,6 +35,7 @@ POLICY: Mapping[str, Access] = {
     # Possession of the refresh token is the credential, as for RefreshTokens.
     "RevokeRefreshToken": Access.PUBLIC,
     "GetCurrentUser": Access.SIGNED_IN,
+    "CreateUser": Access.SUPERUSER,
     "CreateAgentType": Access.SUPERUSER,
     "GetAgentType": Access.SIGNED_IN,
     "ListAgentTypes": Access.SIGNED_IN,
