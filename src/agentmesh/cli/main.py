@@ -118,7 +118,7 @@ def healthcheck(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the answer.")] = 2.0,
 ) -> None:
     """Ask a service's gRPC health endpoint; exit 0 when it reports SERVING (container healthchecks)."""
-    from agentmesh.cli.health import check_health
+    from agentmesh.runtime.health import check_health
 
     status = asyncio.run(check_health(address, service=service, timeout=timeout))
     typer.echo(status)

@@ -1,8 +1,7 @@
-"""`agentmesh healthcheck`: ask a gRPC server's standard health service.
-
-Written against the grpc health stubs alone rather than through `agentmesh.runtime.server`, whose
-import (interceptors, tracing, metrics) costs a second: containers run this command every few
-seconds, often several at once on a busy machine."""
+"""Asking a gRPC server's standard health service: what `agentmesh healthcheck` and the tests'
+harness do. Its own module, importing only the grpc health stubs, because `runtime.server`'s
+imports (interceptors, tracing, metrics) cost a second and containers run the health check every
+few seconds, often several at once on a busy machine."""
 
 from __future__ import annotations
 
