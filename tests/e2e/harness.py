@@ -32,7 +32,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from agentmesh.runtime.server import check_health
+from agentmesh.runtime.health import check_health
 
 GRPC_READY = re.compile(r"^\S+ serving gRPC on (?P<grpc_address>\S+)\s*$", re.MULTILINE)
 HTTP_READY = re.compile(r"^\S+ serving HTTP on (?P<http_url>\S+)\s*$", re.MULTILINE)

@@ -22,16 +22,13 @@ from rich.text import Text
 from agentmesh.cli.client import (
     CliError,
     Credentials,
-    EmailOption,
-    GatewayOption,
     Metadata,
-    PasswordOption,
-    TokenOption,
     address_of,
     connect,
     describe,
     fail,
 )
+from agentmesh.cli.options import EmailOption, GatewayOption, PasswordOption, TokenOption
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2, gateway_service_pb2_grpc
 from agentmesh.runtime.channels import create_channel

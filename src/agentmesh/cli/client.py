@@ -1,5 +1,5 @@
-"""How CLI commands reach a running mesh and sign in: shared options, one connection helper, and one
-error type for what the terminal should show.
+"""How CLI commands reach a running mesh and sign in: one connection helper, and one error type for
+what the terminal should show (the shared options are in `cli/options.py`).
 
 The registry's API is served by the registry itself and, publicly, by the gateway's gRPC port, so
 one address serves both. Without `--registry` (or `AGENTMESH_REGISTRY_ADDRESS`) commands dial the
@@ -14,67 +14,18 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Annotated
 
 import grpc
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from agentmesh.cli.options import DEFAULT_ADDRESS
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime.channels import create_channel
 from agentmesh.runtime.errors import DomainError, Unauthenticated, Unavailable
 
-DEFAULT_ADDRESS = "127.0.0.1:50050"
-
 Metadata = tuple[tuple[str, str], ...]
-
-RegistryOption = Annotated[
-    str | None,
-    typer.Option(
-        "--registry",
-        envvar="AGENTMESH_REGISTRY_ADDRESS",
-        show_envvar=True,
-        help=f"gRPC host:port of the registry, or of the gateway (it serves the registry API). "
-        f"Default: the local gateway, {DEFAULT_ADDRESS}.",
-    ),
-]
-GatewayOption = Annotated[
-    str | None,
-    typer.Option(
-        "--gateway",
-        envvar="AGENTMESH_GATEWAY_ADDRESS",
-        show_envvar=True,
-        help=f"gRPC host:port of the gateway. Default: {DEFAULT_ADDRESS}.",
-    ),
-]
-EmailOption = Annotated[
-    str | None,
-    typer.Option(
-        "--email",
-        envvar="AGENTMESH_EMAIL",
-        show_envvar=True,
-        help="Sign in as this user.",
-    ),
-]
-PasswordOption = Annotated[
-    str | None,
-    typer.Option(
-        "--password",
-        envvar="AGENTMESH_PASSWORD",
-        show_envvar=True,
-        help="The user's password (prefer the environment variable; asked for when missing).",
-    ),
-]
-TokenOption = Annotated[
-    str | None,
-    typer.Option(
-        "--token",
-        envvar="AGENTMESH_TOKEN",
-        show_envvar=True,
-        help="An access token to use instead of signing in.",
-    ),
-]
 
 
 class CliError(Exception):

@@ -19,20 +19,19 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from agentmesh.cli.apply import ApplyError, apply_manifest, read_manifest, render_changes
+from agentmesh.cli.apply.document import ApplyError, read_manifest
+from agentmesh.cli.apply.execute import apply_manifest
+from agentmesh.cli.apply.render import render_changes
 from agentmesh.cli.chat import ChatOutcome, stream_live
 from agentmesh.cli.client import (
     CliError,
     Credentials,
-    EmailOption,
-    PasswordOption,
-    RegistryOption,
-    TokenOption,
     address_of,
     connect,
     describe,
     fail,
 )
+from agentmesh.cli.options import EmailOption, PasswordOption, RegistryOption, TokenOption
 from agentmesh.runtime.errors import DomainError
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "coordinator-worker.yaml"

@@ -1,30 +1,60 @@
-"""`agentmesh`: run the mesh, one service, or talk to it."""
+"""`agentmesh`: run the mesh, one service, or talk to it.
+
+Commands import what they need when they run (see `cli/lazy.py`), so the help, `--version` and
+`healthcheck` answer without loading the services."""
 
 from __future__ import annotations
 
 import asyncio
+from importlib.metadata import version as distribution_version
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from agentmesh.cli.apply import apply_command
-from agentmesh.cli.chat import chat
-from agentmesh.cli.demo import demo
-from agentmesh.cli.mesh import SERVICES, service_entry, start_mesh
-from agentmesh.cli.trace import trace
-from agentmesh.cli.users import users
-from agentmesh.runtime.logging import configure_logging
-from agentmesh.runtime.metrics import configure_metrics
-from agentmesh.runtime.server import check_health, wait_for_shutdown_signal
-from agentmesh.runtime.service import run_service
-from agentmesh.runtime.telemetry import configure_tracing
+from agentmesh.cli.lazy import LazyCommand, lazy_group
+from agentmesh.cli.mesh import SERVICES
+
+COMMANDS = {
+    "trace": LazyCommand(
+        "agentmesh.cli.trace:trace",
+        "Show a session as a tree: agents, runs, steps, tool calls and delegations, with timings.",
+    ),
+    "apply": LazyCommand(
+        "agentmesh.cli.apply.command:apply_command",
+        "Create or update the agent types, projects and agents declared in FILE (idempotent).",
+    ),
+    "demo": LazyCommand(
+        "agentmesh.cli.demo:demo",
+        "Run a scripted coordinator/worker delegation end to end against a running mesh, showing each "
+        "step live, then the session's trace.",
+    ),
+    "chat": LazyCommand("agentmesh.cli.chat:chat", "Chat with an agent, streaming every step live."),
+    "users": LazyCommand("agentmesh.cli.users:users", "Manage users."),
+}
 
 app = typer.Typer(
+    cls=lazy_group(COMMANDS),
     help="agentmesh runs AI agents as a mesh of gRPC microservices.",
     no_args_is_help=True,
     add_completion=False,
 )
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        typer.echo(f"agentmesh {distribution_version('agentmesh')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """agentmesh runs AI agents as a mesh of gRPC microservices."""
 
 
 @app.command()
@@ -37,6 +67,12 @@ def up(
     host: Annotated[str, typer.Option(help="Interface every service binds.")] = "127.0.0.1",
 ) -> None:
     """Start all four services on this host (SQLite unless AGENTMESH_DATABASE_URL is set)."""
+    from agentmesh.cli.mesh import start_mesh
+    from agentmesh.runtime.logging import configure_logging
+    from agentmesh.runtime.metrics import configure_metrics
+    from agentmesh.runtime.server import wait_for_shutdown_signal
+    from agentmesh.runtime.telemetry import configure_tracing
+
     configure_logging()
     data_dir.mkdir(parents=True, exist_ok=True)
 
@@ -68,6 +104,9 @@ def serve_command(
     """Run one service, configured by AGENTMESH_* variables (as a container runs it)."""
     if service not in SERVICES:
         raise typer.BadParameter(f"unknown service {service!r}; choose one of {', '.join(SERVICES)}")
+    from agentmesh.cli.mesh import service_entry
+    from agentmesh.runtime.service import run_service
+
     entry = service_entry(service)
     run_service(service, entry.settings, entry.start)
 
@@ -79,16 +118,11 @@ def healthcheck(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the answer.")] = 2.0,
 ) -> None:
     """Ask a service's gRPC health endpoint; exit 0 when it reports SERVING (container healthchecks)."""
+    from agentmesh.runtime.health import check_health
+
     status = asyncio.run(check_health(address, service=service, timeout=timeout))
     typer.echo(status)
     raise typer.Exit(0 if status == "SERVING" else 1)
-
-
-app.command(name="trace")(trace)
-app.command(name="apply")(apply_command)
-app.command(name="demo")(demo)
-app.command(name="chat")(chat)
-app.add_typer(users, name="users")
 
 
 if __name__ == "__main__":

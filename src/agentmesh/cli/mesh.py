@@ -10,10 +10,11 @@ import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from agentmesh.runtime.service import RunningService
-from agentmesh.runtime.settings import ServiceSettings
+if TYPE_CHECKING:  # importing the runtime costs a second; `agentmesh --help` reads SERVICES
+    from agentmesh.runtime.service import RunningService
+    from agentmesh.runtime.settings import ServiceSettings
 
 logger = logging.getLogger(__name__)
 

@@ -1,104 +1,46 @@
-"""`agentmesh users create`: make a user — or a superuser — directly in the registry's database.
+"""`agentmesh users create`: make a user — or a superuser — in the mesh that is running, through
+the registry's `CreateUser` RPC (via the gateway by default), signed in as a superuser.
 
-Superusers cannot be made over the public API, so, like Django's `createsuperuser`, this command
-works on the database itself, with the registry's own rules (`open_components` → `Accounts`): the
-same password hashing and validation, and the schema migrated first, so it also works before the
-registry ever ran. The database is the registry's, configured as for `agentmesh serve registry`
-(`AGENTMESH_REGISTRY_DATABASE_URL` / `AGENTMESH_DATABASE_URL`), or `--database-url`, or else the
-SQLite file that `agentmesh up --data-dir DIR` uses.
+The registry applies its own rules (validation, argon2id hashing), and the user can sign in at
+once. The very first superuser cannot be made this way — nobody could sign in to make it: the
+registry creates it at start from `AGENTMESH_SUPERUSER_EMAIL` / `AGENTMESH_SUPERUSER_PASSWORD`,
+and the errors here say so.
+
+Two people appear on one command line, so their options differ: `--email` / `--password` are the
+new user's; the superuser signs in with `--admin-email` / `--admin-password` (or `--token`), read
+from `AGENTMESH_EMAIL` / `AGENTMESH_PASSWORD` (`AGENTMESH_TOKEN`) like every other command's
+sign-in. Only the options module is imported up front, so `agentmesh users --help` is quick.
 """
 
 from __future__ import annotations
 
-import asyncio
-import secrets
 import sys
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import SecretStr
-from rich.console import Console
-from rich.markup import escape
 
-from agentmesh.cli.client import fail
-from agentmesh.registry.app import open_components
-from agentmesh.registry.errors import EmailTaken, ValidationFailed
-from agentmesh.registry.models import User
-from agentmesh.registry.settings import RegistrySettings
+from agentmesh.cli.options import RegistryOption, TokenOption
+
+if TYPE_CHECKING:
+    from agentmesh.cli.client import Credentials
 
 users = typer.Typer(help="Manage users.", no_args_is_help=True, add_completion=False)
 
-
-@dataclass(frozen=True)
-class CreatedUser:
-    """What `create_user` did: `created` a new user, or `promoted` an existing one to superuser
-    (and set its password)."""
-
-    user: User
-    outcome: Literal["created", "promoted"]
-
-
-def registry_settings(*, database_url: str | None = None, data_dir: Path | None = None) -> RegistrySettings:
-    """The registry's settings from the environment; `database_url` overrides its database, and
-    without one from either, the SQLite file of `agentmesh up --data-dir` is used."""
-    settings = RegistrySettings()
-    overrides: dict[str, object] = {}
-    if database_url:
-        overrides["database_url"] = database_url
-    elif "database_url" not in settings.model_fields_set and data_dir is not None:
-        overrides["database_url"] = f"sqlite+aiosqlite:///{(data_dir / 'registry.db').resolve()}"
-    if not settings.jwt_secret.get_secret_value():
-        # The registry's wiring insists on a signing secret; creating a user signs and verifies
-        # nothing, so a throwaway one is as good as the real one here.
-        overrides["jwt_secret"] = SecretStr(secrets.token_urlsafe(48))
-    return settings.model_copy(update=overrides)
-
-
-async def create_user(
-    settings: RegistrySettings,
-    *,
-    email: str,
-    password: str,
-    first_name: str = "",
-    last_name: str = "",
-    superuser: bool = False,
-) -> CreatedUser:
-    """Registers a user in the registry's database. With `superuser`, an existing user of that
-    e-mail is made a superuser (reactivated, its password set) instead: idempotent, as the
-    superuser bootstrap at start is. Raises ValidationFailed for bad input and EmailTaken when a
-    plain user of that e-mail exists."""
-    components = await open_components(settings)
-    try:
-        accounts = components.accounts
-        try:
-            user = await accounts.register(
-                email=email,
-                password=password,
-                first_name=first_name,
-                last_name=last_name,
-                is_superuser=superuser,
-            )
-            return CreatedUser(user, "created")
-        except EmailTaken:
-            if not superuser:
-                raise
-        user = await accounts.ensure_superuser(email=email, password=password, reset_password=True)
-        return CreatedUser(user, "promoted")
-    finally:
-        await components.engine.dispose()
+FIRST_SUPERUSER = (
+    "the first superuser is made by the registry at start: set AGENTMESH_SUPERUSER_EMAIL and "
+    "AGENTMESH_SUPERUSER_PASSWORD before `agentmesh up` (or the registry's container)"
+)
 
 
 @users.command("create")
 def create_command(
-    email: Annotated[str, typer.Option(help="The user's e-mail address (their sign-in name).")],
+    email: Annotated[str, typer.Option(help="The new user's e-mail address (their sign-in name).")],
     password: Annotated[
         str | None,
         typer.Option(
-            envvar="AGENTMESH_PASSWORD",
+            envvar="AGENTMESH_NEW_USER_PASSWORD",
             show_envvar=True,
-            help="The password (at least 8 characters); asked for when missing.",
+            help="The new user's password (at least 8 characters); asked for when missing.",
         ),
     ] = None,
     first_name: Annotated[str, typer.Option(help="Given name.")] = "",
@@ -109,24 +51,41 @@ def create_command(
             "--superuser", help="Make a superuser; an existing user is promoted and gets this password."
         ),
     ] = False,
-    database_url: Annotated[
+    registry: RegistryOption = None,
+    admin_email: Annotated[
         str | None,
-        typer.Option(help="The registry's database (default: AGENTMESH_DATABASE_URL, else the data dir's)."),
+        typer.Option(envvar="AGENTMESH_EMAIL", show_envvar=True, help="Sign in as this superuser."),
     ] = None,
-    data_dir: Annotated[
-        Path, typer.Option(help="Data directory of `agentmesh up`, for its SQLite database.")
-    ] = Path(".agentmesh"),
+    admin_password: Annotated[
+        str | None,
+        typer.Option(
+            envvar="AGENTMESH_PASSWORD",
+            show_envvar=True,
+            help="The superuser's password (prefer the environment variable; asked for when missing).",
+        ),
+    ] = None,
+    token: TokenOption = None,
 ) -> None:
-    """Create a user directly in the registry's database (superusers can only be made this way)."""
+    """Create a user in the running mesh, signed in as a superuser."""
+    import asyncio
+
+    from agentmesh.cli.client import CliError, Credentials, address_of, fail
+
+    if not (token or admin_email):
+        raise fail(
+            "creating users takes a superuser: sign in with --admin-email and --admin-password "
+            "(AGENTMESH_EMAIL / AGENTMESH_PASSWORD) or --token (AGENTMESH_TOKEN); " + FIRST_SUPERUSER
+        )
     if password is None:
         if not sys.stdin.isatty():
-            raise fail("no password: pass --password or set AGENTMESH_PASSWORD")
-        password = typer.prompt("password", hide_input=True, confirmation_prompt=True)
-    settings = registry_settings(database_url=database_url, data_dir=data_dir)
+            raise fail("no password for the new user: pass --password or set AGENTMESH_NEW_USER_PASSWORD")
+        password = typer.prompt(f"password for {email}", hide_input=True, confirmation_prompt=True)
     try:
-        created = asyncio.run(
-            create_user(
-                settings,
+        credentials = Credentials.from_options(email=admin_email, password=admin_password, token=token)
+        message = asyncio.run(
+            _create(
+                address_of(registry),
+                credentials,
                 email=email,
                 password=password,
                 first_name=first_name,
@@ -134,15 +93,53 @@ def create_command(
                 superuser=superuser,
             )
         )
-    except ValidationFailed as error:
-        problems = "; ".join(f"{violation.field} {violation.description}" for violation in error.violations)
-        raise fail(f"invalid user: {problems}") from None
-    except EmailTaken:
-        raise fail(f"a user with e-mail {email} exists already") from None
-    user = created.user
-    role = "superuser" if user.is_superuser else "user"
-    if created.outcome == "created":
-        message = f"created {role} {user.email} (id {user.id})"
-    else:
-        message = f"{user.email} (id {user.id}) is a superuser; its password was set"
+    except CliError as error:
+        raise fail(str(error)) from None
+    from rich.console import Console
+    from rich.markup import escape
+
     Console().print(escape(message), soft_wrap=True, highlight=False)
+
+
+async def _create(
+    address: str,
+    credentials: Credentials,
+    *,
+    email: str,
+    password: str,
+    first_name: str,
+    last_name: str,
+    superuser: bool,
+) -> str:
+    """Creates the user; returns what to print. CliError says why it could not."""
+    from agentmesh.cli.client import CliError, connect, describe
+    from agentmesh.runtime.errors import AlreadyExists, DomainError, InvalidArgument, PermissionDenied
+
+    async with connect(address, credentials) as connection:
+        try:
+            created = await connection.registry.create_user(
+                email,
+                password,
+                first_name=first_name,
+                last_name=last_name,
+                is_superuser=superuser,
+                metadata=connection.metadata,
+            )
+        except InvalidArgument as error:
+            problems = "; ".join(
+                f"{violation.field} {violation.description}" for violation in error.violations
+            )
+            raise CliError(f"invalid user: {problems or error.message}") from None
+        except AlreadyExists:
+            raise CliError(f"a user with e-mail {email} exists already") from None
+        except PermissionDenied:
+            who = credentials.email or "the token's user"
+            raise CliError(
+                f"{who} is not a superuser; only superusers create users ({FIRST_SUPERUSER})"
+            ) from None
+        except DomainError as error:
+            raise CliError(f"{address}: {describe(error)}") from None
+    user = created.user
+    if created.promoted:
+        return f"{user.email} (id {user.id}) is a superuser; its password was set"
+    return f"created {'superuser' if user.is_superuser else 'user'} {user.email} (id {user.id})"

@@ -4,6 +4,8 @@ plain data, and a way to run typer commands from async tests."""
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -75,3 +77,21 @@ async def invoke(
     return await asyncio.to_thread(
         runner.invoke, app, list(args), env=env, input=input, catch_exceptions=False
     )
+
+
+async def run_agentmesh(*args: str, env: dict[str, str], timeout: float = 60) -> tuple[int, str, str]:
+    """Runs `agentmesh ARGS` as its own process (as a user does), without a terminal on stdin;
+    returns the exit code, stdout and stderr. `env` is added to this environment stripped of
+    every AGENTMESH_ variable, so only what the test gives counts."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("AGENTMESH_")}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        *("-m", "agentmesh.cli.main", *args),
+        env={**environment, "COLUMNS": "200", **env},
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout=timeout)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()

@@ -4,20 +4,19 @@ problem before anything is written."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from agentmesh.cli.apply import Action, ApplyError, Change, apply_manifest, load_manifest
+from agentmesh.cli.apply.document import ApplyError, load_manifest
+from agentmesh.cli.apply.execute import apply_manifest
+from agentmesh.cli.apply.plan import Action, Change
 from agentmesh.cli.client import Connection, Credentials, connect
 from agentmesh.cli.main import app
 from agentmesh.cli.mesh import Mesh
 from agentmesh.registry.v1 import resources_pb2
-from tests.integration.cli.support import RecordingRegistry, invoke, snapshot
+from tests.integration.cli.support import RecordingRegistry, invoke, run_agentmesh, snapshot
 from tests.mesh import SUPERUSER_EMAIL, SUPERUSER_PASSWORD
 
 MESH_YAML = textwrap.dedent(
@@ -533,29 +532,12 @@ async def test_command_prints_a_summary_and_reports_bad_files(
 async def test_command_runs_as_a_process_against_the_gateway(tmp_path: Path, mesh: Mesh) -> None:
     file = tmp_path / "mesh.yaml"
     file.write_text(MESH_YAML)
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("AGENTMESH_")},
-        "AGENTMESH_EMAIL": SUPERUSER_EMAIL,
-        "AGENTMESH_PASSWORD": SUPERUSER_PASSWORD,
-        "COLUMNS": "120",
-    }
+    env = {"AGENTMESH_EMAIL": SUPERUSER_EMAIL, "AGENTMESH_PASSWORD": SUPERUSER_PASSWORD, "COLUMNS": "120"}
+    args = ("apply", "-f", str(file), "--registry", mesh.gateway.address)
 
-    async def run() -> tuple[int, str, str]:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            *("-m", "agentmesh.cli.main", "apply", "-f", str(file), "--registry", mesh.gateway.address),
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await asyncio.wait_for(process.communicate(), timeout=60)
-        assert process.returncode is not None
-        return process.returncode, out.decode(), err.decode()
-
-    code, out, err = await run()
+    code, out, err = await run_agentmesh(*args, env=env)
     assert code == 0, err
     assert "7 created, 0 updated, 0 unchanged" in out
-    code, out, err = await run()
+    code, out, err = await run_agentmesh(*args, env=env)
     assert code == 0, err
     assert "0 created, 0 updated, 7 unchanged" in out

@@ -1,25 +1,24 @@
-"""`agentmesh users create`: users and superusers made in the registry's database while the mesh
-runs, then signing in through the mesh."""
+"""`agentmesh users create`: users and superusers made in the running mesh, through the gateway,
+by a signed-in superuser — then signing in through the mesh at once. The command runs as its own
+process, as a user runs it."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import grpc
 import pytest
 
-from agentmesh.cli.main import app
 from agentmesh.cli.mesh import Mesh
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2
-from tests.integration.cli.support import invoke
-from tests.mesh import SUPERUSER_EMAIL, MeshClient, bearer
+from tests.integration.cli.support import run_agentmesh
+from tests.mesh import SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient, bearer
 
 PASSWORD = "a-long-password-1"
+ADMIN = {"AGENTMESH_EMAIL": SUPERUSER_EMAIL, "AGENTMESH_PASSWORD": SUPERUSER_PASSWORD}
 
 
-def users_create(database_url: str, *args: str) -> list[str]:
-    return ["users", "create", "--database-url", database_url, *args]
+async def users_create(mesh: Mesh, *args: str, env: dict[str, str] = ADMIN) -> tuple[int, str, str]:
+    return await run_agentmesh("users", "create", "--registry", mesh.gateway.address, *args, env=env)
 
 
 async def current_user(client: MeshClient, email: str, password: str) -> reg.GetCurrentUserResponse:
@@ -28,17 +27,14 @@ async def current_user(client: MeshClient, email: str, password: str) -> reg.Get
 
 
 async def test_superuser_created_by_the_cli_can_sign_in_and_manage_types(
-    mesh: Mesh, client: MeshClient, database_url: str
+    mesh: Mesh, client: MeshClient
 ) -> None:
     email = "ops@example.com"
-    result = await invoke(
-        app,
-        users_create(
-            database_url, "--email", email, "--password", PASSWORD, "--superuser", "--first-name", "Ada"
-        ),
+    code, out, err = await users_create(
+        mesh, "--email", email, "--password", PASSWORD, "--superuser", "--first-name", "Ada"
     )
-    assert result.exit_code == 0, result.output
-    assert f"created superuser {email}" in result.stdout
+    assert code == 0, err
+    assert f"created superuser {email}" in out
 
     me = (await current_user(client, email, PASSWORD)).user
     assert (me.email, me.first_name, me.is_superuser) == (email, "Ada", True)
@@ -52,44 +48,43 @@ async def test_superuser_created_by_the_cli_can_sign_in_and_manage_types(
     assert created.agent_type.slug == "ops"
 
 
-async def test_plain_user_is_not_a_superuser(mesh: Mesh, client: MeshClient, database_url: str) -> None:
+async def test_plain_user_is_not_a_superuser(mesh: Mesh, client: MeshClient) -> None:
     email = "dev@example.com"
-    result = await invoke(
-        app, users_create(database_url, "--email", email, "--password", PASSWORD, "--last-name", "Lovelace")
-    )
-    assert result.exit_code == 0, result.output
-    assert f"created user {email}" in result.stdout
+    env = {**ADMIN, "AGENTMESH_NEW_USER_PASSWORD": PASSWORD}  # the new user's password, from the environment
+    code, out, err = await users_create(mesh, "--email", email, "--last-name", "Lovelace", env=env)
+    assert code == 0, err
+    assert f"created user {email}" in out
 
     me = (await current_user(client, email, PASSWORD)).user
     assert (me.last_name, me.is_superuser) == ("Lovelace", False)
 
-    again = await invoke(app, users_create(database_url, "--email", email, "--password", PASSWORD))
-    assert again.exit_code == 1
-    assert f"a user with e-mail {email} exists already" in again.stderr
+    code, _, err = await users_create(mesh, "--email", email, "--password", PASSWORD)
+    assert code == 1
+    assert f"a user with e-mail {email} exists already" in err
 
 
 async def test_superuser_of_an_existing_email_promotes_it_and_sets_the_password(
-    mesh: Mesh, client: MeshClient, database_url: str
+    mesh: Mesh, client: MeshClient
 ) -> None:
     email = "dev@example.com"
-    await invoke(app, users_create(database_url, "--email", email, "--password", PASSWORD))
+    await users_create(mesh, "--email", email, "--password", PASSWORD)
 
-    result = await invoke(
-        app, users_create(database_url, "--email", email, "--password", "another-password-2", "--superuser")
+    code, out, err = await users_create(
+        mesh, "--email", email, "--password", "another-password-2", "--superuser"
     )
-    assert result.exit_code == 0, result.output
-    assert "is a superuser; its password was set" in result.stdout
+    assert code == 0, err
+    assert "is a superuser; its password was set" in out
     assert (await current_user(client, email, "another-password-2")).user.is_superuser
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await client.login(email, PASSWORD)
     assert refused.value.code() is grpc.StatusCode.UNAUTHENTICATED
 
     # The bootstrap superuser too: running it again is harmless.
-    result = await invoke(
-        app, users_create(database_url, "--email", SUPERUSER_EMAIL, "--password", PASSWORD, "--superuser")
+    code, _, err = await users_create(
+        mesh, "--email", SUPERUSER_EMAIL, "--password", SUPERUSER_PASSWORD, "--superuser"
     )
-    assert result.exit_code == 0, result.output
-    assert (await current_user(client, SUPERUSER_EMAIL, PASSWORD)).user.is_superuser
+    assert code == 0, err
+    assert (await current_user(client, SUPERUSER_EMAIL, SUPERUSER_PASSWORD)).user.is_superuser
 
 
 @pytest.mark.parametrize(
@@ -100,23 +95,52 @@ async def test_superuser_of_an_existing_email_promotes_it_and_sets_the_password(
     ],
 )
 async def test_invalid_user_is_refused(
-    mesh: Mesh, client: MeshClient, database_url: str, email: str, password: str, message: str
+    mesh: Mesh, client: MeshClient, email: str, password: str, message: str
 ) -> None:
-    result = await invoke(
-        app, users_create(database_url, "--email", email, "--password", password, "--superuser")
-    )
+    code, _, err = await users_create(mesh, "--email", email, "--password", password, "--superuser")
 
-    assert result.exit_code == 1
-    assert message in result.stderr
+    assert code == 1
+    assert f"invalid user: {message}" in err
     with pytest.raises(grpc.aio.AioRpcError):
         await client.login(email, password)
 
 
-async def test_missing_password_without_a_terminal_is_an_error(tmp_path: Path) -> None:
-    database_url = f"sqlite+aiosqlite:///{tmp_path / 'registry.db'}"
-    result = await invoke(
-        app, users_create(database_url, "--email", "x@example.com"), env={"AGENTMESH_PASSWORD": None}
+async def test_only_a_superuser_may_create_users(mesh: Mesh, client: MeshClient) -> None:
+    await client.registry.RegisterUser(reg.RegisterUserRequest(email="member@example.com", password=PASSWORD))
+    member = {"AGENTMESH_EMAIL": "member@example.com", "AGENTMESH_PASSWORD": PASSWORD}
+
+    code, _, err = await users_create(
+        mesh, "--email", "mallory@example.com", "--password", PASSWORD, "--superuser", env=member
     )
 
-    assert result.exit_code == 1
-    assert "no password" in result.stderr
+    assert code == 1
+    assert "member@example.com is not a superuser" in err
+    assert "AGENTMESH_SUPERUSER_EMAIL" in err  # how the first superuser is made
+    with pytest.raises(grpc.aio.AioRpcError):
+        await client.login("mallory@example.com", PASSWORD)
+
+
+async def test_without_a_superuser_to_sign_in_as_it_says_how_to_make_the_first(mesh: Mesh) -> None:
+    code, _, err = await users_create(mesh, "--email", "x@example.com", "--password", PASSWORD, env={})
+
+    assert code == 1
+    assert "creating users takes a superuser" in err
+    assert "AGENTMESH_SUPERUSER_EMAIL and AGENTMESH_SUPERUSER_PASSWORD" in err
+
+
+async def test_without_a_running_mesh_it_says_so() -> None:
+    code, _, err = await run_agentmesh(
+        *("users", "create", "--email", "x@example.com", "--password", PASSWORD),
+        *("--registry", "127.0.0.1:1"),
+        env=ADMIN,
+    )
+
+    assert code == 1
+    assert "cannot reach the mesh at 127.0.0.1:1" in err
+
+
+async def test_missing_password_without_a_terminal_is_an_error() -> None:
+    code, _, err = await run_agentmesh(*("users", "create", "--email", "x@example.com"), env=ADMIN)
+
+    assert code == 1
+    assert "no password for the new user" in err

@@ -122,6 +122,7 @@ RPC_POLICY: Mapping[str, Rule] = {
     _REGISTRY + "RefreshTokens": PUBLIC,
     _REGISTRY + "RevokeRefreshToken": PUBLIC,  # the refresh token is the credential
     _REGISTRY + "GetCurrentUser": AUTHENTICATED,
+    _REGISTRY + "CreateUser": SUPERUSER,  # operators add users to a running mesh
     # Agent types: superusers manage them, every signed-in user reads them.
     _REGISTRY + "CreateAgentType": SUPERUSER,
     _REGISTRY + "GetAgentType": AUTHENTICATED,

@@ -105,16 +105,6 @@ async def start(settings: RegistrySettings) -> RunningService:
     return RunningService("registry", server, closers=[components.engine.dispose])
 
 
-async def create_superuser(settings: RegistrySettings, *, email: str, password: str) -> None:
-    """Creates or promotes a superuser and sets its password (`agentmesh users create
-    --superuser`), without starting the server."""
-    components = await open_components(settings)
-    try:
-        await components.accounts.ensure_superuser(email=email, password=password, reset_password=True)
-    finally:
-        await components.engine.dispose()
-
-
 async def _bootstrap_superuser(accounts: Accounts, settings: RegistrySettings) -> None:
     try:
         await accounts.ensure_superuser(

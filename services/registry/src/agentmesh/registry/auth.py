@@ -125,6 +125,14 @@ class LoginThrottle:
         return LoginState(failed_count=count, last_failed_at=now, locked_until=locked_until)
 
 
+@dataclass(frozen=True)
+class CreatedUser:
+    """What `Accounts.create_user` did: made `user` anew, or `promoted` an existing one to superuser."""
+
+    user: User
+    promoted: bool = False
+
+
 class Accounts:
     """Users and their sign-in: registration, login, refresh-token rotation and revocation, the
     current user, and the superuser bootstrap."""
@@ -168,6 +176,33 @@ class Accounts:
             return await tx.insert_user(
                 new_user, user_id=str(uuid.uuid4()), password_hash=password_hash, now=self._now()
             )
+
+    async def create_user(
+        self,
+        *,
+        email: str,
+        password: str,
+        first_name: str = "",
+        last_name: str = "",
+        is_superuser: bool = False,
+    ) -> CreatedUser:
+        """A user made by a superuser. For a superuser, an existing user of that e-mail is promoted
+        instead (reactivated, its password set): idempotent, as the bootstrap at start is. Raises
+        ValidationFailed for bad input and EmailTaken when a plain user of that e-mail exists."""
+        try:
+            user = await self.register(
+                email=email,
+                password=password,
+                first_name=first_name,
+                last_name=last_name,
+                is_superuser=is_superuser,
+            )
+            return CreatedUser(user)
+        except EmailTaken:
+            if not is_superuser:
+                raise
+        user = await self.ensure_superuser(email=email, password=password, reset_password=True)
+        return CreatedUser(user, promoted=True)
 
     async def login(self, *, email: str, password: str) -> IssuedTokens:
         email = normalize_email(email)

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 import grpc
 from google.protobuf import field_mask_pb2
 
+from agentmesh.registry import convert, validation
 from agentmesh.registry.errors import (
     AgentNotFound,
     AgentPaused,
@@ -22,6 +23,7 @@ from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.client import Metadata, unary
+from agentmesh.runtime.errors import FieldViolation
 
 __all__ = [
     "AgentNotFound",
@@ -105,6 +107,26 @@ class RegistryClient:
             email=email, password=password, first_name=first_name, last_name=last_name
         )
         return (await unary(self.stub.RegisterUser, request)).user
+
+    async def create_user(
+        self,
+        email: str,
+        password: str,
+        *,
+        first_name: str = "",
+        last_name: str = "",
+        is_superuser: bool = False,
+        metadata: Metadata | None = None,
+    ) -> pb.CreateUserResponse:
+        """A user made by a superuser (the caller); `promoted` when an existing one became superuser."""
+        request = pb.CreateUserRequest(
+            email=email,
+            password=password,
+            first_name=first_name,
+            last_name=last_name,
+            is_superuser=is_superuser,
+        )
+        return await unary(self.stub.CreateUser, request, metadata=metadata)
 
     async def login(self, email: str, password: str) -> pb.Tokens:
         return (await unary(self.stub.Login, pb.LoginRequest(email=email, password=password))).tokens
@@ -234,3 +256,76 @@ class RegistryClient:
     ) -> pb.GetAgentMetricsResponse:
         request = pb.GetAgentMetricsRequest(project_id=project_id, id=agent_id)
         return await unary(self.stub.GetAgentMetrics, request, metadata=metadata)
+
+
+# --- Checking before writing ---------------------------------------------------------------------
+# A tool that writes several objects (`agentmesh apply`) checks them all before its first write,
+# with the registry's own rules, so a bad file changes nothing. These functions take v1 messages
+# and name violations by the caller's `field` paths; the registry still checks every write itself
+# and stays the authority (a refused write raises ValidationFailed with the same violations).
+
+
+def slug_from_name(name: str) -> str:
+    """The slug the registry makes from a display name when a create gives none ('' if none can be)."""
+    return validation.slugify(name.strip())
+
+
+def normalized_agent_type(agent_type: resources_pb2.AgentType) -> resources_pb2.AgentType:
+    """The agent type as CreateAgentType stores it: names trimmed, the slug made from the name
+    when none is given, max_steps 0 meaning the default bound."""
+    normalized = resources_pb2.AgentType()
+    normalized.CopyFrom(agent_type)
+    normalized.name = agent_type.name.strip()
+    normalized.slug = agent_type.slug.strip() or slug_from_name(agent_type.name)
+    normalized.primary_model = agent_type.primary_model.strip()
+    normalized.max_steps = agent_type.max_steps or validation.DEFAULT_MAX_STEPS
+    return normalized
+
+
+def normalized_project(project: resources_pb2.Project) -> resources_pb2.Project:
+    """The project as CreateProject stores it: its name trimmed, the slug made from it when none is given."""
+    normalized = resources_pb2.Project()
+    normalized.CopyFrom(project)
+    normalized.name = project.name.strip()
+    normalized.slug = project.slug.strip() or slug_from_name(project.name)
+    return normalized
+
+
+def normalized_agent_config(config: resources_pb2.AgentConfig) -> resources_pb2.AgentConfig:
+    """The config overrides as the registry stores them."""
+    return convert.agent_config_message(convert.agent_config(config))
+
+
+def check_slug(slug: str, *, field: str) -> list[FieldViolation]:
+    """A slug as the registry requires it (a DNS label)."""
+    if not slug:
+        return [FieldViolation(field, "is required (none can be made from the name)")]
+    return [] if validation.is_dns_label(slug) else [FieldViolation(field, validation.DNS_LABEL_RULE)]
+
+
+def check_agent_name(name: str, *, field: str = "agent.name") -> list[FieldViolation]:
+    return validation.check_agent_name(name, field=field)
+
+
+def check_agent_type(
+    agent_type: resources_pb2.AgentType, *, field: str = "agent_type"
+) -> list[FieldViolation]:
+    return validation.check_agent_type(convert.agent_type_fields(agent_type), prefix=field)
+
+
+def check_project(project: resources_pb2.Project, *, field: str = "project") -> list[FieldViolation]:
+    return validation.check_project(convert.project_fields(project), prefix=field)
+
+
+def check_agent_config(
+    config: resources_pb2.AgentConfig,
+    *,
+    agent_name: str,
+    project_agents: Iterable[str],
+    field: str = "agent.config",
+) -> list[FieldViolation]:
+    """The overrides' own shape, and that `network_access` and `sub_agents` name other agents of
+    the project (`project_agents`: every agent it has, or will have)."""
+    return validation.check_agent_config(
+        convert.agent_config(config), agent_name=agent_name, project_agents=project_agents, prefix=field
+    )

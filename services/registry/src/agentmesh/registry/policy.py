@@ -23,6 +23,7 @@ POLICY: Mapping[str, Access] = {
     # Possession of the refresh token is the credential, as for RefreshTokens.
     "RevokeRefreshToken": Access.PUBLIC,
     "GetCurrentUser": Access.AUTHENTICATED,
+    "CreateUser": Access.SUPERUSER,
     "CreateAgentType": Access.SUPERUSER,
     "GetAgentType": Access.AUTHENTICATED,
     "ListAgentTypes": Access.AUTHENTICATED,

@@ -67,6 +67,16 @@ class RegistryServicer(pb_grpc.RegistryServiceServicer):
         user = await self._accounts.current_user(_caller())
         return pb.GetCurrentUserResponse(user=convert.user_message(user))
 
+    async def CreateUser(self, request: pb.CreateUserRequest, context: Context) -> pb.CreateUserResponse:
+        created = await self._accounts.create_user(
+            email=request.email,
+            password=request.password,
+            first_name=request.first_name,
+            last_name=request.last_name,
+            is_superuser=request.is_superuser,
+        )
+        return pb.CreateUserResponse(user=convert.user_message(created.user), promoted=created.promoted)
+
     # Agent types.
 
     async def CreateAgentType(

@@ -111,15 +111,3 @@ async def wait_for_shutdown_signal() -> None:
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
-
-
-async def check_health(address: str, *, service: str = "", timeout: float = 2.0) -> str:
-    """The health status name a server reports for `service` ("" = the server), or the error code."""
-    async with grpc.aio.insecure_channel(address) as channel:
-        try:
-            reply = await health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=service), timeout=timeout
-            )
-        except grpc.aio.AioRpcError as error:
-            return error.code().name
-    return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)

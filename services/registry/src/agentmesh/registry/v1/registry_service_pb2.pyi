@@ -289,6 +289,72 @@ class GetCurrentUserResponse(_message.Message):
 Global___GetCurrentUserResponse: _TypeAlias = GetCurrentUserResponse  # noqa: Y015
 
 @_typing.final
+class CreateUserRequest(_message.Message):
+    """CreateUserRequest is the input of CreateUser."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EMAIL_FIELD_NUMBER: _builtins.int
+    PASSWORD_FIELD_NUMBER: _builtins.int
+    FIRST_NAME_FIELD_NUMBER: _builtins.int
+    LAST_NAME_FIELD_NUMBER: _builtins.int
+    IS_SUPERUSER_FIELD_NUMBER: _builtins.int
+    email: _builtins.str
+    """E-mail address (the user's sign-in name)."""
+    password: _builtins.str
+    """Password, at least 8 characters."""
+    first_name: _builtins.str
+    """Given name."""
+    last_name: _builtins.str
+    """Family name."""
+    is_superuser: _builtins.bool
+    """Make a superuser (an existing user of that e-mail is promoted)."""
+    def __init__(
+        self,
+        *,
+        email: _builtins.str = ...,
+        password: _builtins.str = ...,
+        first_name: _builtins.str = ...,
+        last_name: _builtins.str = ...,
+        is_superuser: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["email", b"email", "first_name", b"first_name", "is_superuser", b"is_superuser", "last_name", b"last_name", "password", b"password"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateUserRequest: _TypeAlias = CreateUserRequest  # noqa: Y015
+
+@_typing.final
+class CreateUserResponse(_message.Message):
+    """CreateUserResponse is the output of CreateUser."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_FIELD_NUMBER: _builtins.int
+    PROMOTED_FIELD_NUMBER: _builtins.int
+    promoted: _builtins.bool
+    """True when an existing user was promoted to superuser rather than created."""
+    @_builtins.property
+    def user(self) -> _resources_pb2.User:
+        """The user, as it is now."""
+
+    def __init__(
+        self,
+        *,
+        user: _resources_pb2.User | None = ...,
+        promoted: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["user", b"user"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["promoted", b"promoted", "user", b"user"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateUserResponse: _TypeAlias = CreateUserResponse  # noqa: Y015
+
+@_typing.final
 class CreateAgentTypeRequest(_message.Message):
     """CreateAgentTypeRequest is the input of CreateAgentType."""
 

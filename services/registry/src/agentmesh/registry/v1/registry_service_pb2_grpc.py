@@ -66,6 +66,11 @@ class RegistryServiceStub:
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetCurrentUserRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetCurrentUserResponse.FromString,
                 _registered_method=True)
+        self.CreateUser = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/CreateUser',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateUserRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateUserResponse.FromString,
+                _registered_method=True)
         self.CreateAgentType = channel.unary_unary(
                 '/agentmesh.registry.v1.RegistryService/CreateAgentType',
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateAgentTypeRequest.SerializeToString,
@@ -233,6 +238,16 @@ class RegistryServiceServicer:
 
     def GetCurrentUser(self, request, context):
         """Returns the calling user.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateUser(self, request, context):
+        """Creates a user in the running mesh (superusers): how operators add users and superusers.
+        With is_superuser, an existing user of that e-mail is promoted instead (reactivated, its
+        password set), as the superuser bootstrap at start does, so asking again is harmless.
+        ALREADY_EXISTS when a plain user is asked for and the e-mail is taken.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -441,6 +456,11 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.GetCurrentUser,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetCurrentUserRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetCurrentUserResponse.SerializeToString,
+            ),
+            'CreateUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateUser,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateUserRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateUserResponse.SerializeToString,
             ),
             'CreateAgentType': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateAgentType,
@@ -705,6 +725,33 @@ class RegistryService:
             '/agentmesh.registry.v1.RegistryService/GetCurrentUser',
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetCurrentUserRequest.SerializeToString,
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetCurrentUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/CreateUser',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateUserRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateUserResponse.FromString,
             options,
             channel_credentials,
             insecure,

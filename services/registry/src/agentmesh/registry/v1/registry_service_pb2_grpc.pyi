@@ -58,6 +58,12 @@ class RegistryServiceStub:
     """
     GetCurrentUser: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.GetCurrentUserRequest, _registry_service_pb2.GetCurrentUserResponse]
     """Returns the calling user."""
+    CreateUser: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CreateUserRequest, _registry_service_pb2.CreateUserResponse]
+    """Creates a user in the running mesh (superusers): how operators add users and superusers.
+    With is_superuser, an existing user of that e-mail is promoted instead (reactivated, its
+    password set), as the superuser bootstrap at start does, so asking again is harmless.
+    ALREADY_EXISTS when a plain user is asked for and the e-mail is taken.
+    """
     CreateAgentType: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CreateAgentTypeRequest, _registry_service_pb2.CreateAgentTypeResponse]
     """Creates an agent type (superusers). ALREADY_EXISTS when the slug is taken."""
     GetAgentType: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.GetAgentTypeRequest, _registry_service_pb2.GetAgentTypeResponse]
@@ -151,6 +157,12 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     """
     GetCurrentUser: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.GetCurrentUserRequest, _registry_service_pb2.GetCurrentUserResponse]  # type: ignore[assignment]
     """Returns the calling user."""
+    CreateUser: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CreateUserRequest, _registry_service_pb2.CreateUserResponse]  # type: ignore[assignment]
+    """Creates a user in the running mesh (superusers): how operators add users and superusers.
+    With is_superuser, an existing user of that e-mail is promoted instead (reactivated, its
+    password set), as the superuser bootstrap at start does, so asking again is harmless.
+    ALREADY_EXISTS when a plain user is asked for and the e-mail is taken.
+    """
     CreateAgentType: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CreateAgentTypeRequest, _registry_service_pb2.CreateAgentTypeResponse]  # type: ignore[assignment]
     """Creates an agent type (superusers). ALREADY_EXISTS when the slug is taken."""
     GetAgentType: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.GetAgentTypeRequest, _registry_service_pb2.GetAgentTypeResponse]  # type: ignore[assignment]
@@ -271,6 +283,18 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.GetCurrentUserResponse, _abc.Awaitable[_registry_service_pb2.GetCurrentUserResponse]]:
         """Returns the calling user."""
+
+    @_abc_1.abstractmethod
+    def CreateUser(
+        self,
+        request: _registry_service_pb2.CreateUserRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.CreateUserResponse, _abc.Awaitable[_registry_service_pb2.CreateUserResponse]]:
+        """Creates a user in the running mesh (superusers): how operators add users and superusers.
+        With is_superuser, an existing user of that e-mail is promoted instead (reactivated, its
+        password set), as the superuser bootstrap at start does, so asking again is harmless.
+        ALREADY_EXISTS when a plain user is asked for and the e-mail is taken.
+        """
 
     @_abc_1.abstractmethod
     def CreateAgentType(

@@ -1,0 +1,379 @@
+"""The apply file: its format (pydantic models that forbid unknown fields, with the YAML's own
+types), loading it, and what it declares as the registry's v1 messages, normalized as the registry
+stores them so that an unchanged file compares equal to what is there."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+
+from agentmesh.registry.client import (
+    check_agent_name,
+    check_slug,
+    normalized_agent_config,
+    normalized_agent_type,
+    normalized_project,
+)
+from agentmesh.registry.v1 import resources_pb2
+from agentmesh.runtime.errors import FieldViolation
+from agentmesh.runtime.protos import list_value, struct
+
+if TYPE_CHECKING:
+    from agentmesh.cli.apply.plan import Change
+
+FORMAT_VERSION = 1
+# The messages' int32 fields: a larger number is the file's mistake, named like any other.
+Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+
+# --- The file format -------------------------------------------------------------------------------
+
+
+class _Entry(BaseModel):
+    # Strict: YAML has real types, so `max_steps: "5"` or `name: 123` are mistakes worth reporting.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class McpServerEntry(_Entry):
+    """An MCP server an agent type takes tools from."""
+
+    name: str
+    transport: Literal["stdio", "streamable_http"]
+    command: str = ""
+    args: list[str] = []
+    url: str = ""
+    env: dict[str, str] = {}
+
+
+class AgentTypeEntry(_Entry):
+    """An agent type; found by `slug` (made from `name` when left out)."""
+
+    name: str
+    slug: str = ""
+    description: str = ""
+    expertise: list[str] = []
+    personality_prompt: str = ""
+    primary_model: str = ""
+    fallback_models: list[str] = []
+    model_params: dict[str, JsonValue] = {}
+    tools: list[str] = []
+    mcp_servers: list[McpServerEntry] = []
+    kind: Literal["llm", "loop", "sequential", "parallel"] = "llm"
+    sub_agents: list[str] = []
+    max_steps: Int32 = 0
+    max_iterations: Int32 = 0
+    is_active: bool = True
+
+
+class AgentConfigEntry(_Entry):
+    """An agent's overrides of its type; `null` clears one."""
+
+    instructions: str | None = None
+    primary_model: str | None = None
+    model_params: dict[str, JsonValue] | None = None
+    max_steps: Int32 | None = None
+    max_iterations: Int32 | None = None
+    tools: list[str] | None = None
+    sub_agents: list[str] | None = None
+    network_access: list[str] | None = None
+    mock_responses: list[JsonValue] | None = None
+
+
+class AgentEntry(_Entry):
+    """An agent of a project, spawned from the agent type with slug `type`; found by `name`."""
+
+    name: str
+    type: str
+    config: AgentConfigEntry = AgentConfigEntry()
+
+
+class ProjectEntry(_Entry):
+    """A project and its agents; found by `slug` (made from `name` when left out)."""
+
+    name: str
+    slug: str = ""
+    description: str = ""
+    agents: list[AgentEntry] = []
+
+
+class ApplyDocument(_Entry):
+    """One YAML document of an apply file."""
+
+    version: Literal[1] = FORMAT_VERSION
+    agent_types: list[AgentTypeEntry] = []
+    projects: list[ProjectEntry] = []
+
+
+# --- Loaded declarations ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeclaredAgentType:
+    """An agent type of the file: `message` holds the declared values over the defaults;
+    `declared` names the fields the file gives."""
+
+    path: str
+    message: resources_pb2.AgentType
+    declared: tuple[str, ...]
+
+    @property
+    def slug(self) -> str:
+        return self.message.slug
+
+
+@dataclass(frozen=True)
+class DeclaredAgent:
+    """An agent of a project; `config` holds the overrides the file gives, named by `declared`."""
+
+    path: str
+    name: str
+    type_slug: str
+    config: resources_pb2.AgentConfig
+    declared: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DeclaredProject:
+    """A project of the file and its agents."""
+
+    path: str
+    message: resources_pb2.Project
+    declared: tuple[str, ...]
+    agents: tuple[DeclaredAgent, ...]
+
+    @property
+    def slug(self) -> str:
+        return self.message.slug
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """Everything an apply file declares, validated as far as it can be without a registry."""
+
+    agent_types: tuple[DeclaredAgentType, ...] = ()
+    projects: tuple[DeclaredProject, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.agent_types and not self.projects
+
+
+class ApplyError(Exception):
+    """The file cannot be applied; `problems` name their place in the file. `applied` lists what
+    was already done when the error came from a write (empty when nothing was written)."""
+
+    def __init__(self, problems: Sequence[FieldViolation], *, applied: Sequence[Change] = ()) -> None:
+        self.problems = list(problems)
+        self.applied = list(applied)
+        super().__init__("; ".join(problem_line(problem) for problem in self.problems))
+
+
+def problem_line(problem: FieldViolation) -> str:
+    """A problem as the terminal shows it: `path: what is wrong`."""
+    return f"{problem.field}: {problem.description}" if problem.field else problem.description
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """The safe loader, refusing duplicate keys (PyYAML silently keeps the last one)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+            except TypeError:  # an unhashable key; construct_mapping reports it
+                continue
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r}",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_manifest(file: str | Path) -> Manifest:
+    """Loads an apply file (`-` reads standard input). ApplyError names every problem of its
+    content (`str(error)` lists them on one line); OSError when it cannot be read."""
+    return load_manifest(_read_text(file))
+
+
+def _read_text(file: str | Path) -> str:
+    if str(file) == "-":
+        return sys.stdin.read()
+    try:
+        return Path(file).read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise ApplyError([FieldViolation("", f"not UTF-8 text: {error.reason}")]) from None
+
+
+def load_manifest(text: str) -> Manifest:
+    """Parses and validates the YAML text of an apply file: one document or several (`---`), each
+    with `agent_types` and/or `projects`. Raises ApplyError naming every problem found."""
+    try:
+        documents = list(yaml.load_all(text, Loader=_StrictLoader))
+    except yaml.YAMLError as error:
+        raise ApplyError([FieldViolation("", _yaml_problem(error))]) from None
+    numbered = [(number, raw) for number, raw in enumerate(documents, 1) if raw is not None]
+    problems: list[FieldViolation] = []
+    parsed: list[tuple[str, ApplyDocument]] = []
+    for number, raw in numbered:
+        prefix = f"document {number}: " if len(numbered) > 1 else ""
+        if not isinstance(raw, dict):
+            problems.append(
+                FieldViolation(
+                    prefix.rstrip(": "), "a document must be a mapping with agent_types and/or projects"
+                )
+            )
+            continue
+        try:
+            parsed.append((prefix, ApplyDocument.model_validate(raw)))
+        except ValidationError as error:
+            problems += [
+                FieldViolation(prefix + _loc_path(detail["loc"]), _pydantic_message(detail))
+                for detail in error.errors()
+            ]
+    if problems:
+        raise ApplyError(problems)
+    manifest = Manifest(
+        agent_types=tuple(
+            _declared_type(f"{prefix}agent_types[{index}]", entry)
+            for prefix, document in parsed
+            for index, entry in enumerate(document.agent_types)
+        ),
+        projects=tuple(
+            _declared_project(f"{prefix}projects[{index}]", entry)
+            for prefix, document in parsed
+            for index, entry in enumerate(document.projects)
+        ),
+    )
+    problems = _duplicates(manifest) + _names(manifest)
+    if problems:
+        raise ApplyError(problems)
+    return manifest
+
+
+def _declared_type(path: str, entry: AgentTypeEntry) -> DeclaredAgentType:
+    message = resources_pb2.AgentType(
+        name=entry.name,
+        slug=entry.slug,
+        description=entry.description,
+        expertise=entry.expertise,
+        personality_prompt=entry.personality_prompt,
+        primary_model=entry.primary_model,
+        fallback_models=entry.fallback_models,
+        model_params=struct(entry.model_params),
+        tools=entry.tools,
+        mcp_servers=[resources_pb2.McpServer(**server.model_dump()) for server in entry.mcp_servers],
+        kind=resources_pb2.AgentKind.Value(f"AGENT_KIND_{entry.kind.upper()}"),
+        sub_agents=entry.sub_agents,
+        max_steps=entry.max_steps,
+        max_iterations=entry.max_iterations,
+        is_active=entry.is_active,
+    )
+    declared = tuple(name for name in AgentTypeEntry.model_fields if name in entry.model_fields_set)
+    return DeclaredAgentType(path=path, message=normalized_agent_type(message), declared=declared)
+
+
+def _declared_project(path: str, entry: ProjectEntry) -> DeclaredProject:
+    message = resources_pb2.Project(name=entry.name, slug=entry.slug, description=entry.description)
+    declared = tuple(name for name in ("name", "slug", "description") if name in entry.model_fields_set)
+    agents = tuple(
+        _declared_agent(f"{path}.agents[{index}]", agent) for index, agent in enumerate(entry.agents)
+    )
+    return DeclaredProject(path=path, message=normalized_project(message), declared=declared, agents=agents)
+
+
+def _declared_agent(path: str, entry: AgentEntry) -> DeclaredAgent:
+    declared = tuple(name for name in AgentConfigEntry.model_fields if name in entry.config.model_fields_set)
+    config = resources_pb2.AgentConfig()
+    for name in declared:
+        value = getattr(entry.config, name)
+        if value is None:  # `null`: no override
+            continue
+        if name == "model_params":
+            config.model_params.CopyFrom(struct(value))
+        elif name == "mock_responses":
+            config.mock_responses.CopyFrom(list_value(value))
+        elif name in ("tools", "sub_agents", "network_access"):
+            getattr(config, name).SetInParent()  # present even when empty: `tools: []` clears
+            getattr(config, name).values.extend(value)
+        else:
+            setattr(config, name, value)
+    return DeclaredAgent(
+        path=path,
+        name=entry.name,
+        type_slug=entry.type.strip(),
+        config=normalized_agent_config(config),
+        declared=declared,
+    )
+
+
+def _duplicates(manifest: Manifest) -> list[FieldViolation]:
+    problems: list[FieldViolation] = []
+
+    def check(what: str, items: Iterable[tuple[str, str, str]]) -> None:
+        first: dict[str, str] = {}
+        for key, path, key_field in items:
+            if key in first:
+                problems.append(
+                    FieldViolation(
+                        f"{path}.{key_field}", f"{what} {key!r} is declared twice (first at {first[key]})"
+                    )
+                )
+            else:
+                first[key] = path
+
+    def key_field(explicit: bool) -> str:
+        return "slug" if explicit else "name"
+
+    check(
+        "agent type",
+        ((t.slug, t.path, key_field("slug" in t.declared)) for t in manifest.agent_types),
+    )
+    check("project", ((p.slug, p.path, key_field("slug" in p.declared)) for p in manifest.projects))
+    for project in manifest.projects:
+        check("agent", ((a.name, a.path, "name") for a in project.agents))
+    return problems
+
+
+def _names(manifest: Manifest) -> list[FieldViolation]:
+    problems: list[FieldViolation] = []
+    for entry in (*manifest.agent_types, *manifest.projects):
+        problems += check_slug(entry.slug, field=f"{entry.path}.slug")
+    for project in manifest.projects:
+        for agent in project.agents:
+            problems += check_agent_name(agent.name, field=f"{agent.path}.name")
+            if not agent.type_slug:
+                problems.append(FieldViolation(f"{agent.path}.type", "is required (an agent type's slug)"))
+    return problems
+
+
+def _loc_path(loc: Sequence[int | str]) -> str:
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path
+
+
+def _pydantic_message(detail: Any) -> str:
+    if detail["type"] == "extra_forbidden":
+        return "unknown field"
+    if detail["type"] == "missing":
+        return "is required"
+    return str(detail["msg"])
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
+        mark = error.problem_mark
+        return f"not valid YAML: line {mark.line + 1}, column {mark.column + 1}: {error.problem}"
+    return f"not valid YAML: {error}"

@@ -1,0 +1,61 @@
+"""The options CLI commands share: where the mesh is and who signs in. Light on purpose (typer
+only), so a command module can declare its options without importing gRPC or the services.
+
+Without `--registry` (or `AGENTMESH_REGISTRY_ADDRESS`) commands dial the gateway that `agentmesh up`
+starts, `127.0.0.1:50050`, whose public gRPC port serves the registry API too.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+DEFAULT_ADDRESS = "127.0.0.1:50050"
+
+RegistryOption = Annotated[
+    str | None,
+    typer.Option(
+        "--registry",
+        envvar="AGENTMESH_REGISTRY_ADDRESS",
+        show_envvar=True,
+        help=f"gRPC host:port of the registry, or of the gateway (it serves the registry API). "
+        f"Default: the local gateway, {DEFAULT_ADDRESS}.",
+    ),
+]
+GatewayOption = Annotated[
+    str | None,
+    typer.Option(
+        "--gateway",
+        envvar="AGENTMESH_GATEWAY_ADDRESS",
+        show_envvar=True,
+        help=f"gRPC host:port of the gateway. Default: {DEFAULT_ADDRESS}.",
+    ),
+]
+EmailOption = Annotated[
+    str | None,
+    typer.Option(
+        "--email",
+        envvar="AGENTMESH_EMAIL",
+        show_envvar=True,
+        help="Sign in as this user.",
+    ),
+]
+PasswordOption = Annotated[
+    str | None,
+    typer.Option(
+        "--password",
+        envvar="AGENTMESH_PASSWORD",
+        show_envvar=True,
+        help="The user's password (prefer the environment variable; asked for when missing).",
+    ),
+]
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar="AGENTMESH_TOKEN",
+        show_envvar=True,
+        help="An access token to use instead of signing in.",
+    ),
+]
