@@ -6,7 +6,6 @@ Commands import what they need when they run (see `cli/lazy.py`), so the help, `
 from __future__ import annotations
 
 import asyncio
-from importlib.metadata import version as distribution_version
 from pathlib import Path
 from typing import Annotated
 
@@ -43,6 +42,8 @@ app = typer.Typer(
 
 def _print_version(asked: bool) -> None:
     if asked:
+        from importlib.metadata import version as distribution_version  # a quarter second to import
+
         typer.echo(f"agentmesh {distribution_version('agentmesh')}")
         raise typer.Exit()
 
