@@ -7,6 +7,7 @@ context. Cancelling the caller cancels the call, which cancels the run on the ot
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -85,22 +86,31 @@ class RemoteRuns:
         own_path = tuple(request.delegation_path)
         own_run = ""
         outcome: ChildOutcome | None = None
+        run = self._router.run(request, timeout=timeout_seconds)
         try:
-            async for event in self._router.run(request, timeout=timeout_seconds):
-                if not own_run and event.HasField("run_started") and tuple(event.delegation_path) == own_path:
-                    own_run = event.run_id
-                if own_run and event.run_id == own_run:
-                    if event.HasField("run_completed"):
-                        done = event.run_completed
-                        outcome = ChildOutcome(
-                            completed=True,
-                            content=done.content,
-                            usage=usage_from_proto(done.usage),
-                            escalated=done.escalated,
-                        )
-                    elif event.HasField("run_failed"):
-                        outcome = ChildOutcome(code=event.run_failed.code, message=event.run_failed.message)
-                await sink.emit(event)
+            # Closed at once when this run is cancelled, which cancels the run below.
+            async with contextlib.aclosing(run):
+                async for event in run:
+                    if (
+                        not own_run
+                        and event.HasField("run_started")
+                        and tuple(event.delegation_path) == own_path
+                    ):
+                        own_run = event.run_id
+                    if own_run and event.run_id == own_run:
+                        if event.HasField("run_completed"):
+                            done = event.run_completed
+                            outcome = ChildOutcome(
+                                completed=True,
+                                content=done.content,
+                                usage=usage_from_proto(done.usage),
+                                escalated=done.escalated,
+                            )
+                        elif event.HasField("run_failed"):
+                            outcome = ChildOutcome(
+                                code=event.run_failed.code, message=event.run_failed.message
+                            )
+                    await sink.emit(event)
         except RunNotPlaced as refused:
             return ChildOutcome(code=refused.last.code.name, message=refused.last.message)
         except DomainError as error:

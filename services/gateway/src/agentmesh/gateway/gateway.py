@@ -154,11 +154,11 @@ class AgentGateway:
         request = executor_service_pb2.RunRequest(
             project_slug=agent.project_slug, agent_name=agent.agent_name, session_id=session_id, input=message
         )
+        run = self._router.run(request, timeout=self._timeout_seconds, metadata=caller.metadata)
         try:
-            async for event in self._router.run(
-                request, timeout=self._timeout_seconds, metadata=caller.metadata
-            ):
-                yield event
+            async with contextlib.aclosing(run):  # leaving early cancels the run below at once
+                async for event in run:
+                    yield event
         except RunNotPlaced as refused:
             if refused.busy:
                 raise ExecutorsBusy() from None
