@@ -85,7 +85,7 @@ async def test_new_chats_still_answer_when_an_executor_is_killed(
 
 
 async def _has(gateway: RunningService, count: int) -> bool:
-    return len(gateway.executors.addresses) >= count  # type: ignore[attr-defined]
+    return len(gateway.router.addresses) >= count  # type: ignore[attr-defined]
 
 
 async def test_busy_executors_push_back_and_the_gateway_fails_over(mesh: Mesh, api: Api, once: None) -> None:

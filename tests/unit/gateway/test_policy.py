@@ -14,7 +14,7 @@ from agentmesh.registry.v1 import resources_pb2
 
 
 def app():
-    context = HttpContext(guard=None, registry=None, memory=None, chat=None, max_chat_messages=1)  # type: ignore[arg-type]
+    context = HttpContext(guard=None, registry=None, memory=None, gateway=None, max_chat_messages=1)  # type: ignore[arg-type]
     return create_http_app(context, max_request_body_bytes=1024)
 
 

@@ -8,11 +8,10 @@ import contextlib
 import logging
 import random
 import socket
-import time
 
 from agentmesh.executor.agent import AgentBuilder, AgentRuntime
 from agentmesh.executor.cache import AgentCache
-from agentmesh.executor.client import ExecutorPool
+from agentmesh.executor.client import RunRouter, SystemToken
 from agentmesh.executor.delegation import RemoteRuns
 from agentmesh.executor.finisher import RunFinisher
 from agentmesh.executor.models.factory import ModelFactory
@@ -24,38 +23,13 @@ from agentmesh.memory.client import MemoryClient
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime import metrics
 from agentmesh.runtime.channels import create_channel
-from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import DomainError
-from agentmesh.runtime.identity import AUTHORIZATION, TokenCodec
+from agentmesh.runtime.identity import TokenCodec
 from agentmesh.runtime.server import ServiceBinding, start_server
 from agentmesh.runtime.service import RunningService
 from agentmesh.runtime.telemetry import untraced
 
 logger = logging.getLogger(__name__)
-
-# TokenCodec.system_token() signs tokens that live 300 s; one is reused until a minute before.
-_SYSTEM_TOKEN_TTL_SECONDS = 300.0
-_SYSTEM_TOKEN_RENEW_SECONDS = 60.0
-
-
-class _SystemMetadata:
-    """The executor's own call metadata: a system token, signed once and reused until shortly
-    before it expires (signing one per call cost CPU on every run's bookkeeping)."""
-
-    def __init__(self, tokens: TokenCodec | None) -> None:
-        self._tokens = tokens
-        self._metadata: Metadata | None = None
-        self._renew_at = 0.0
-
-    def __call__(self) -> Metadata | None:
-        if self._tokens is None:
-            return None
-        now = time.monotonic()
-        if self._metadata is None or now >= self._renew_at:
-            self._metadata = ((AUTHORIZATION, f"Bearer {self._tokens.system_token()}"),)
-            self._renew_at = now + _SYSTEM_TOKEN_TTL_SECONDS - _SYSTEM_TOKEN_RENEW_SECONDS
-        return self._metadata
-
 
 SERVICE_NAME = executor_service_pb2.DESCRIPTOR.services_by_name["ExecutorService"].full_name
 
@@ -73,8 +47,6 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
     secret = settings.jwt_secret.get_secret_value()
     tokens = TokenCodec(secret) if secret else None
 
-    system_metadata = _SystemMetadata(tokens)
-
     registry_channel = create_channel(settings.registry_address, max_message_bytes=settings.max_message_bytes)
     memory_channel = create_channel(settings.memory_address, max_message_bytes=settings.max_message_bytes)
     registry = RegistryClient(registry_channel)
@@ -83,16 +55,16 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
     cache: AgentCache[AgentRuntime] = AgentCache(
         max_entries=settings.cache_max_entries, idle_ttl_seconds=settings.cache_idle_ttl_seconds
     )
-    pool = ExecutorPool(settings.executor_addresses, max_message_bytes=settings.max_message_bytes)
-    advertised: list[str] = []
-    remote = RemoteRuns(
-        pool,
+    router = RunRouter(
         registry,
+        SystemToken(tokens),
+        addresses=settings.executor_addresses,
         discovery=settings.executor_discovery,
-        refresh_seconds=settings.executor_refresh_seconds,
-        system_metadata=system_metadata,
-        self_address=lambda: advertised[0],
+        refresh_interval_seconds=settings.executor_refresh_interval_seconds,
+        health_interval_seconds=settings.executor_health_interval_seconds,
+        max_message_bytes=settings.max_message_bytes,
     )
+    system_metadata = router.system_metadata
     executor_id = settings.executor_id or f"{socket.gethostname()}-{random.getrandbits(32):08x}"
     finisher = RunFinisher(
         registry,
@@ -107,7 +79,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         memory=memory,
         builder=AgentBuilder(models),
         cache=cache,
-        remote=remote,
+        remote=RemoteRuns(router),
         executor_id=executor_id,
         finisher=finisher,
     )
@@ -123,12 +95,14 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         port=settings.port,
         max_message_bytes=settings.max_message_bytes,
     )
-    advertised.append(settings.advertise_address or _advertise(settings.host, server.port))
+    advertise_address = settings.advertise_address or _advertise(settings.host, server.port)
+    # With no other executor known, delegations go to this one, still over gRPC.
+    await router.start(fallback_address=advertise_address)
     cache.start_sweeper(settings.cache_sweep_seconds)
     finisher.start()
     with untraced():
         heartbeat = asyncio.create_task(
-            _heartbeat(registry, executor_id, advertised[0], settings, system_metadata),
+            _heartbeat(registry, executor_id, advertise_address, settings, system_metadata),
             name="executor heartbeat",
         )
 
@@ -151,7 +125,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
             stop_observing,
             registry_channel.close,
             memory_channel.close,
-            pool.close,
+            router.stop,
             models.aclose,
             cache.aclose,
             stop_heartbeat,
@@ -160,8 +134,8 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         ],
     )
     service.runner, service.cache = runner, cache
-    service.executor_id, service.advertise_address = executor_id, advertised[0]
-    logger.info("executor %s advertises %s", executor_id, advertised[0])
+    service.executor_id, service.advertise_address = executor_id, advertise_address
+    logger.info("executor %s advertises %s", executor_id, advertise_address)
     return service
 
 

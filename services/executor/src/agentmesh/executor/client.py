@@ -1,10 +1,20 @@
-"""The executor's client: the only module of the executor that other services import."""
+"""The executor's client: the only module of the executor that other services import.
+
+`ExecutorClient` makes typed calls to one executor. `RunRouter` is how anything sends a run to
+the executor pool — the gateway for chats, executors for delegations and workflow sub-agents: it
+owns the channels (one per executor, created once), learns the pool from the registry's executor
+membership and the executors' health, picks an executor per session, fails a refused run over,
+and signs the system token the pool's bookkeeping calls carry. The failover rules live here only.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
-from collections.abc import AsyncIterator
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -13,11 +23,74 @@ from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.errors import ExecutorBusy
 from agentmesh.executor.v1 import executor_service_pb2 as pb
 from agentmesh.executor.v1 import executor_service_pb2_grpc as pb_grpc
+from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime.channels import create_channel
 from agentmesh.runtime.client import Metadata, stream, unary
+from agentmesh.runtime.errors import DomainError, Unavailable
+from agentmesh.runtime.identity import AUTHORIZATION, TokenCodec
+from agentmesh.runtime.telemetry import untraced
+
+logger = logging.getLogger(__name__)
+
+# The reason an executor refuses a run with when it is at its concurrency cap (RESOURCE_EXHAUSTED).
+EXECUTOR_BUSY = ExecutorBusy.default_reason
+# The reason RunRouter raises RunNotPlaced with: no executor of the pool took the run.
+NO_EXECUTOR = "NO_EXECUTOR"
+
+# TokenCodec.system_token() signs tokens that live 300 s; one is reused until a minute before.
+_SYSTEM_TOKEN_TTL_SECONDS = 300.0
+_SYSTEM_TOKEN_RENEW_SECONDS = 60.0
+
+
+def may_fail_over(error: DomainError, *, started: bool) -> bool:
+    """Whether a run that failed with `error` may be sent to another executor instead.
+
+    Only a run that no event of has arrived yet: the executor refused it before it began (busy
+    at its cap) or could not be reached (UNAVAILABLE, whatever the reason). Once an event was
+    passed on, running it again elsewhere would repeat what the caller already saw; a started
+    run is resumed from the session's events, not retried. Any other error (not found, paused,
+    permission denied, …) would be the same on every executor.
+    """
+    if started:
+        return False
+    return error.code == grpc.StatusCode.UNAVAILABLE or error.reason == EXECUTOR_BUSY
+
+
+def is_unreachable(error: DomainError) -> bool:
+    """Whether `error` says the executor itself is down (so it is tried last until it serves)."""
+    return error.code == grpc.StatusCode.UNAVAILABLE
+
+
+class RunNotPlaced(Unavailable):
+    """No executor of the pool took the run: there is none, or each refused it before it began.
+
+    `refusals` holds what each executor answered, in the order they were tried; `busy` says
+    whether one was only at its concurrency cap (the caller may push back and ask to retry).
+    """
+
+    default_reason = NO_EXECUTOR
+
+    def __init__(self, refusals: Sequence[DomainError] = ()) -> None:
+        self.refusals = tuple(refusals)
+        message = (
+            f"no executor could take the run: {self.refusals[-1].message}"
+            if self.refusals
+            else "no executor is available"
+        )
+        super().__init__(message)
+
+    @property
+    def busy(self) -> bool:
+        return any(error.reason == EXECUTOR_BUSY for error in self.refusals)
+
+    @property
+    def last(self) -> DomainError:
+        """The last executor's answer (this error itself when there was no executor)."""
+        return self.refusals[-1] if self.refusals else self
+
 
 # The executor's errors its callers act on (a busy executor: try another).
-__all__ = ["ExecutorBusy", "ExecutorClient", "ExecutorPool"]
+__all__ = ["EXECUTOR_BUSY", "ExecutorBusy", "ExecutorClient", "RunNotPlaced", "RunRouter", "may_fail_over"]
 
 
 class ExecutorClient:
@@ -25,6 +98,7 @@ class ExecutorClient:
 
     def __init__(self, channel: grpc.aio.Channel) -> None:
         self.stub = pb_grpc.ExecutorServiceStub(channel)
+        self._health = health_pb2_grpc.HealthStub(channel)
 
     async def run(
         self, request: pb.RunRequest, *, timeout: float | None = None, metadata: Metadata | None = None
@@ -47,64 +121,206 @@ class ExecutorClient:
         request = pb.CancelRunsRequest(project_id=project_id, agent_id=agent_id, reason=reason)
         return (await unary(self.stub.CancelRuns, request, metadata=metadata)).cancelled_runs
 
+    async def serving(self, *, timeout: float) -> bool:
+        """Whether the executor's health service says it serves (False when it cannot be asked)."""
+        try:
+            reply = await self._health.Check(health_pb2.HealthCheckRequest(), timeout=timeout)
+        except grpc.aio.AioRpcError:
+            return False
+        return reply.status == health_pb2.HealthCheckResponse.SERVING
 
-class ExecutorPool:
-    """The executors a caller may send runs to, with session affinity and failover.
+
+class SystemToken:
+    """Call metadata carrying a system token, signed once and reused until shortly before it
+    expires (signing one per call cost CPU on every run's bookkeeping). Without a signing secret
+    there is none, and callers that need it skip what they would have done with it."""
+
+    def __init__(self, tokens: TokenCodec | None, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._tokens = tokens
+        self._clock = clock
+        self._metadata: Metadata | None = None
+        self._renew_at = 0.0
+
+    def metadata(self) -> Metadata | None:
+        if self._tokens is None:
+            return None
+        now = self._clock()
+        if self._metadata is None or now >= self._renew_at:
+            self._metadata = ((AUTHORIZATION, f"Bearer {self._tokens.system_token()}"),)
+            self._renew_at = now + _SYSTEM_TOKEN_TTL_SECONDS - _SYSTEM_TOKEN_RENEW_SECONDS
+        return self._metadata
+
+
+class RunRouter:
+    """Sends runs to the executor pool, with session affinity and failover.
+
+    The pool is the configured addresses plus, with discovery on, the executors the registry
+    lists (asked every `refresh_interval_seconds`, with the system token); every member is
+    health-checked every `health_interval_seconds`, and one that is down or draining is tried
+    last until it serves again. When the pool is empty, runs go to `fallback_address` (an
+    executor names itself there, so its delegations still go over gRPC).
 
     A session always maps to the same executor while it is healthy (rendezvous hashing over the
-    healthy members), so its agent cache hits; when that executor is down or draining, runs go
-    to the next one in the session's order. Used by gateways and, for delegation, by executors.
+    healthy members), so its agent cache hits. A run refused before any event of it arrived
+    (`may_fail_over`) goes to the next executor in the session's order; when none takes it,
+    `RunNotPlaced` says why.
     """
 
     def __init__(
-        self, addresses: list[str] | None = None, *, max_message_bytes: int = 4 * 1024 * 1024
+        self,
+        registry: RegistryClient,
+        system_token: SystemToken,
+        *,
+        addresses: Sequence[str] = (),
+        discovery: bool = True,
+        refresh_interval_seconds: float,
+        health_interval_seconds: float,
+        health_timeout_seconds: float = 1.0,
+        max_message_bytes: int = 4 * 1024 * 1024,
     ) -> None:
+        self._registry = registry
+        self._system_token = system_token
+        self._discovery = discovery
+        self._refresh_interval = refresh_interval_seconds
+        self._health_interval = health_interval_seconds
+        self._health_timeout = health_timeout_seconds
         self._max_message_bytes = max_message_bytes
-        self._clients: dict[str, ExecutorClient] = {}
         self._channels: dict[str, grpc.aio.Channel] = {}
+        self._clients: dict[str, ExecutorClient] = {}
         self._unhealthy: set[str] = set()
-        for address in addresses or []:
-            self.add(address)
+        self._fallback = ""
+        self._tasks: list[asyncio.Task[None]] = []
+        for address in addresses:
+            self._add(address)
 
     @property
     def addresses(self) -> list[str]:
+        """The executors of the pool (the fallback included once it was used)."""
         return sorted(self._clients)
 
-    def add(self, address: str) -> None:
-        if address not in self._clients:
-            channel = create_channel(address, max_message_bytes=self._max_message_bytes)
-            self._channels[address] = channel
-            self._clients[address] = ExecutorClient(channel)
+    def system_metadata(self) -> Metadata | None:
+        """Metadata with the system token, for the pool's own bookkeeping calls."""
+        return self._system_token.metadata()
+
+    async def start(self, *, fallback_address: str = "") -> None:
+        """Learns the pool once, then keeps it up to date in the background until `stop`."""
+        self._fallback = fallback_address
+        with untraced():
+            await self.refresh()
+            await self.check_health()
+            self._tasks = [asyncio.create_task(_every(self._health_interval, self.check_health))]
+            if self._discovery:
+                self._tasks.append(asyncio.create_task(_every(self._refresh_interval, self.refresh)))
+
+    async def stop(self) -> None:
+        """Stops the background work and closes every channel."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        for channel in self._channels.values():
+            await channel.close()
+
+    async def refresh(self) -> None:
+        """Adds the executors the registry lists; a registry that cannot answer changes nothing."""
+        metadata = self.system_metadata()
+        if not self._discovery or metadata is None:
+            return
+        try:
+            executors = await self._registry.list_executors(metadata=metadata)
+        except DomainError as error:
+            logger.warning("could not list executors from the registry: %s", error.message)
+            return
+        for executor in executors:
+            if executor.address and executor.address not in self._clients:
+                logger.info("executor %s (%s) joined the pool", executor.id, executor.address)
+                self._add(executor.address)
+
+    async def check_health(self) -> None:
+        """Asks every executor's health service and marks it healthy or not."""
+
+        async def check(address: str, client: ExecutorClient) -> None:
+            self._mark(address, healthy=await client.serving(timeout=self._health_timeout))
+
+        await asyncio.gather(*(check(address, client) for address, client in list(self._clients.items())))
+
+    def candidates(self, session_id: str) -> list[tuple[str, ExecutorClient]]:
+        """Executors in the order a session should try them: healthy first, by rendezvous hash."""
+        if not self._clients and self._fallback:
+            self._add(self._fallback)
+        ranked = sorted(self._clients, key=lambda a: _rendezvous(session_id, a), reverse=True)
+        ranked.sort(key=lambda a: a in self._unhealthy)
+        return [(address, self._clients[address]) for address in ranked]
+
+    async def run(
+        self, request: pb.RunRequest, *, timeout: float | None = None, metadata: Metadata | None = None
+    ) -> AsyncIterator[run_pb2.RunEvent]:
+        """Every event of the run (the runs below it included), from the first executor that
+        takes it. Raises `RunNotPlaced` when none does, and the run's own error once it began;
+        leaving the iteration early cancels the run below at once."""
+        refusals: list[DomainError] = []
+        for address, client in self.candidates(request.session_id):
+            started = False
+            events = client.run(request, timeout=timeout, metadata=metadata)
+            try:
+                async with contextlib.aclosing(events):
+                    async for event in events:
+                        started = True
+                        yield event
+            except DomainError as error:
+                if not may_fail_over(error, started=started):
+                    raise
+                logger.warning("executor %s refused a run (%s); trying the next", address, error.reason)
+                if is_unreachable(error):
+                    self._mark(address, healthy=False)
+                refusals.append(error)
+                continue
+            self._mark(address, healthy=True)
+            return
+        raise RunNotPlaced(refusals)
+
+    async def cancel_runs(
+        self, project_id: str, agent_id: str, *, reason: str, metadata: Metadata | None = None
+    ) -> int:
+        """Cancels the agent's runs in flight on every executor of the pool; how many were
+        cancelled. Best effort: an executor that cannot be reached is logged and skipped — its
+        runs cannot be in flight on a dead executor."""
+
+        async def cancel(address: str, client: ExecutorClient) -> int:
+            try:
+                return await client.cancel_runs(project_id, agent_id, reason=reason, metadata=metadata)
+            except DomainError as error:
+                logger.warning(
+                    "could not cancel runs of agent %s on %s: %s", agent_id, address, error.message
+                )
+                return 0
+
+        counts = await asyncio.gather(*(cancel(address, client) for address, client in self.clients()))
+        return sum(counts)
 
     def clients(self) -> list[tuple[str, ExecutorClient]]:
         """Every executor of the pool, healthy or not, by address."""
         return sorted(self._clients.items())
 
-    def mark(self, address: str, *, healthy: bool) -> None:
+    def _add(self, address: str) -> None:
+        if address not in self._clients:
+            channel = create_channel(address, max_message_bytes=self._max_message_bytes)
+            self._channels[address] = channel
+            self._clients[address] = ExecutorClient(channel)
+
+    def _mark(self, address: str, *, healthy: bool) -> None:
         (self._unhealthy.discard if healthy else self._unhealthy.add)(address)
 
-    def candidates(self, session_id: str) -> list[tuple[str, ExecutorClient]]:
-        """Executors in the order a session should try them: healthy first, by rendezvous hash."""
-        ranked = sorted(self._clients, key=lambda a: _rendezvous(session_id, a), reverse=True)
-        ranked.sort(key=lambda a: a in self._unhealthy)
-        return [(address, self._clients[address]) for address in ranked]
 
-    async def check_health(self, timeout: float = 1.0) -> None:
-        """Asks every executor's health service and marks it healthy or not."""
-
-        async def check(address: str) -> None:
-            stub = health_pb2_grpc.HealthStub(self._channels[address])
-            try:
-                reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=timeout)
-                self.mark(address, healthy=reply.status == health_pb2.HealthCheckResponse.SERVING)
-            except grpc.aio.AioRpcError:
-                self.mark(address, healthy=False)
-
-        await asyncio.gather(*(check(address) for address in list(self._channels)))
-
-    async def close(self) -> None:
-        for channel in self._channels.values():
-            await channel.close()
+async def _every(interval_seconds: float, action: Callable[[], Awaitable[None]]) -> None:
+    while True:
+        await asyncio.sleep(interval_seconds)
+        try:
+            await action()
+        except Exception:
+            logger.exception("periodic executor pool task failed")
 
 
 def _rendezvous(session_id: str, address: str) -> int:

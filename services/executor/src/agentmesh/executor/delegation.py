@@ -7,31 +7,27 @@ context. Cancelling the caller cancels the call, which cancels the run on the ot
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.cleanup import run_detached
-from agentmesh.executor.client import ExecutorPool
-from agentmesh.executor.errors import DELEGATION_NOT_ALLOWED, DelegationDepthExceeded, ExecutorBusy
+from agentmesh.executor.client import RunNotPlaced, RunRouter
+from agentmesh.executor.errors import DELEGATION_NOT_ALLOWED, DelegationDepthExceeded
 from agentmesh.executor.events import EventSink, usage_from_proto
 from agentmesh.executor.models.base import Usage
 from agentmesh.executor.recorder import EventType
 from agentmesh.executor.run import RunScope
 from agentmesh.executor.v1 import executor_service_pb2
-from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime import metrics, telemetry
-from agentmesh.runtime.client import Metadata
-from agentmesh.runtime.errors import DomainError, Unavailable
+from agentmesh.runtime.errors import DomainError
 
 logger = logging.getLogger(__name__)
 
 Outcome = run_pb2.DelegationOutcome
-_FAILOVER_REASONS = {Unavailable.default_reason, ExecutorBusy.default_reason}
 _REFUSED_CODES = {
     "FAILED_PRECONDITION",
     "NOT_FOUND",
@@ -72,52 +68,12 @@ def outcome_name(outcome: Outcome.ValueType) -> str:
 class RemoteRuns:
     """Starts runs on the executor pool and streams their events into the caller's sink.
 
-    The pool is the configured executor addresses plus, with discovery on, those registered in the
-    registry (refreshed at most every `refresh_seconds`); when it is empty, this executor itself
-    at its advertised address — still over gRPC. A session keeps its executor (rendezvous
-    hashing), and a run refused before it started (UNAVAILABLE, EXECUTOR_BUSY) goes to the next.
+    Where a run goes, and whether a refused one fails over, is the RunRouter's business (the
+    same router the gateway sends chats with); this turns the run's events into how it ended.
     """
 
-    def __init__(
-        self,
-        pool: ExecutorPool,
-        registry: RegistryClient,
-        *,
-        discovery: bool,
-        refresh_seconds: float,
-        system_metadata: Callable[[], Metadata | None],
-        self_address: Callable[[], str],
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._pool = pool
-        self._registry = registry
-        self._discovery = discovery
-        self._refresh_seconds = refresh_seconds
-        self._system_metadata = system_metadata
-        self._self_address = self_address
-        self._clock = clock
-        self._refreshed_at: float | None = None
-        self._refresh_lock = asyncio.Lock()
-
-    async def _refresh(self) -> None:
-        if not self._discovery:
-            return
-        metadata = self._system_metadata()
-        if metadata is None:
-            return
-        now = self._clock()
-        if self._refreshed_at is not None and now - self._refreshed_at < self._refresh_seconds:
-            return
-        async with self._refresh_lock:
-            if self._refreshed_at is not None and self._clock() - self._refreshed_at < self._refresh_seconds:
-                return
-            try:
-                for executor in await self._registry.list_executors(metadata=metadata):
-                    if executor.address:
-                        self._pool.add(executor.address)
-            except DomainError as error:
-                logger.warning("could not list executors from the registry: %s", error)
-            self._refreshed_at = self._clock()
+    def __init__(self, router: RunRouter) -> None:
+        self._router = router
 
     async def run(
         self,
@@ -128,16 +84,14 @@ class RemoteRuns:
     ) -> ChildOutcome:
         """Runs `request` on an executor, forwarding every event it streams (its own and those
         of the runs below it) to `sink`, and returns how the run ended."""
-        await self._refresh()
-        if not self._pool.addresses:
-            self._pool.add(self._self_address())
         own_path = tuple(request.delegation_path)
-        failure = ChildOutcome(code="UNAVAILABLE", message="no executor could take the run")
-        for address, client in self._pool.candidates(request.session_id):
-            own_run = ""
-            outcome: ChildOutcome | None = None
-            try:
-                async for event in client.run(request, timeout=timeout_seconds):
+        own_run = ""
+        outcome: ChildOutcome | None = None
+        run = self._router.run(request, timeout=timeout_seconds)
+        try:
+            # Closed at once when this run is cancelled, which cancels the run below.
+            async with contextlib.aclosing(run):
+                async for event in run:
                     if (
                         not own_run
                         and event.HasField("run_started")
@@ -158,16 +112,11 @@ class RemoteRuns:
                                 code=event.run_failed.code, message=event.run_failed.message
                             )
                     await sink.emit(event)
-            except DomainError as error:
-                if own_run or error.reason not in _FAILOVER_REASONS:
-                    return ChildOutcome(code=error.code.name, message=error.message)
-                logger.warning("executor %s refused a run (%s); trying the next", address, error.reason)
-                self._pool.mark(address, healthy=error.reason != "UNAVAILABLE")
-                failure = ChildOutcome(code=error.code.name, message=error.message)
-                continue
-            self._pool.mark(address, healthy=True)
-            return outcome or ChildOutcome(code="INTERNAL", message="the run ended without an answer")
-        return failure
+        except RunNotPlaced as refused:
+            return ChildOutcome(code=refused.last.code.name, message=refused.last.message)
+        except DomainError as error:
+            return ChildOutcome(code=error.code.name, message=error.message)
+        return outcome or ChildOutcome(code="INTERNAL", message="the run ended without an answer")
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from agentmesh.runtime.settings import ServiceSettings, shared
@@ -44,7 +44,20 @@ class ExecutorSettings(ServiceSettings):
     executor_discovery: bool = Field(
         default=True, description="also delegate to the executors registered in the registry"
     )
-    executor_refresh_seconds: float = Field(default=5.0, gt=0, description="how long a registry list is used")
+    executor_refresh_interval_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        description="how often the registry's executor list is asked for",
+        # AGENTMESH_EXECUTOR_EXECUTOR_REFRESH_SECONDS is the name this had before the gateway's
+        # and the executor's routing became one; still read, deprecated.
+        validation_alias=AliasChoices(
+            "AGENTMESH_EXECUTOR_EXECUTOR_REFRESH_INTERVAL_SECONDS",
+            "executor_refresh_interval_seconds",
+            "AGENTMESH_EXECUTOR_EXECUTOR_REFRESH_SECONDS",
+            "executor_refresh_seconds",
+        ),
+    )
+    executor_health_interval_seconds: float = Field(default=2.0, gt=0, description="peer health checks")
     heartbeat_interval_seconds: float = Field(default=10.0, gt=0)
     # host:port other services dial to reach this executor (defaults to the bound address).
     advertise_address: str = ""

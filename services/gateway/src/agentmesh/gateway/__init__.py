@@ -3,15 +3,16 @@ public face — gRPC (GatewayService plus the registry's and memory's APIs), RES
 endpoints and the OpenAI-compatible API.
 
 Where things are:
-  app.py         composition root: channels, executor pool and membership, guard, servers
+  app.py         composition root: channels, run router, guard, core, faces, servers
   settings.py    GatewaySettings (AGENTMESH_GATEWAY_*)
   policy.py      THE authorization table: who may call every RPC and every HTTP route
   access.py      AccessGuard (applies the table) and the gRPC policy interceptor
   ratelimit.py   per-user token buckets
-  gateway.py     ChatGateway (executor choice, failover, push-back) and AnswerStream
-  routing.py     executor membership from the registry, health checks
+  gateway.py     the core every face adapts: AgentGateway (chat, terminate-and-cancel,
+                 session paging), ChatStream and AnswerStream (the addressed agent's answer);
+                 executor choice and failover are the executor client's RunRouter
   forwarding.py  registry and memory RPCs served by forwarding, as the caller
-  servicer.py    GatewayService Chat / StreamChat
+  servicer.py    GatewayService Chat / StreamChat, and the registry RPCs the core serves
   models.py      Caller, AgentRef, ChatResult
   errors.py      the gateway's own DomainErrors
   http/          FastAPI app: rest.py (DESIGN §6 REST), agents.py (agent endpoints), openai.py

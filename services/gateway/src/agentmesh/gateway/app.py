@@ -1,18 +1,20 @@
-"""The gateway's composition root: settings → peer channels → executor pool and membership →
-access guard → chat rules → gRPC servicer, forwarders and HTTP app → servers."""
+"""The gateway's composition root: settings → peer channels → run router → access guard → the
+gateway's core → its faces (gRPC servicer, forwarders, HTTP app) → servers, then the router's
+background work. Everything is constructed before anything runs."""
 
 from __future__ import annotations
 
-from agentmesh.executor.client import ExecutorPool
-from agentmesh.gateway.access import AccessGuard, AuthorizationInterceptor, current_caller
+from dataclasses import dataclass, field
+
+from agentmesh.executor.client import RunRouter, SystemToken
+from agentmesh.gateway.access import AccessGuard, AuthorizationInterceptor
 from agentmesh.gateway.forwarding import forwarding_handler
-from agentmesh.gateway.gateway import ChatGateway
+from agentmesh.gateway.gateway import AgentGateway
 from agentmesh.gateway.http.app import HttpServer, create_http_app
 from agentmesh.gateway.http.context import HttpContext
 from agentmesh.gateway.policy import RPC_POLICY
 from agentmesh.gateway.ratelimit import RateLimiter
-from agentmesh.gateway.routing import ExecutorMembership
-from agentmesh.gateway.servicer import GatewayServicer
+from agentmesh.gateway.servicer import GatewayServicer, RegistryOverrides
 from agentmesh.gateway.settings import GatewaySettings
 from agentmesh.gateway.v1 import gateway_service_pb2, gateway_service_pb2_grpc
 from agentmesh.memory.client import MemoryClient
@@ -30,12 +32,12 @@ MEMORY_SERVICE = memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"]
 SERVICE_NAME = GATEWAY_SERVICE.full_name
 
 
+@dataclass
 class GatewayService(RunningService):
-    """The gateway: its gRPC server plus its HTTP server."""
+    """The gateway: its gRPC server plus its HTTP server, and the router its chats go through."""
 
-    http: HttpServer
-    executors: ExecutorPool
-    membership: ExecutorMembership
+    http: HttpServer = field(kw_only=True)
+    router: RunRouter = field(kw_only=True)
 
 
 def _check_policy() -> None:
@@ -56,14 +58,14 @@ async def start(settings: GatewaySettings) -> GatewayService:
     memory_channel = create_channel(settings.memory_address, max_message_bytes=settings.max_message_bytes)
     registry = RegistryClient(registry_channel)
     memory = MemoryClient(memory_channel)
-    executors = ExecutorPool(settings.executor_addresses, max_message_bytes=settings.max_message_bytes)
-    membership = ExecutorMembership(
-        executors,
+    router = RunRouter(
         registry,
-        tokens,
+        SystemToken(tokens),
+        addresses=settings.executor_addresses,
+        discovery=settings.executor_discovery,
         refresh_interval_seconds=settings.executor_refresh_interval_seconds,
         health_interval_seconds=settings.executor_health_interval_seconds,
-        discovery=settings.executor_discovery,
+        max_message_bytes=settings.max_message_bytes,
     )
     guard = AccessGuard(
         tokens=tokens,
@@ -72,21 +74,32 @@ async def start(settings: GatewaySettings) -> GatewayService:
         limiter=RateLimiter(rate_per_second=settings.rate_limit_per_second, burst=settings.rate_limit_burst),
         grant_ttl_seconds=settings.access_grant_ttl_seconds,
     )
-    chat = ChatGateway(
-        executors=executors,
+    gateway = AgentGateway(
+        router=router,
+        registry=registry,
+        memory=memory,
         max_message_bytes=settings.max_chat_message_bytes,
         timeout_seconds=settings.chat_timeout_seconds,
     )
-    servicer = GatewayServicer(chat)
-
-    async def stop_terminated_agent(
-        request: registry_service_pb2.DeleteAgentRequest, _response: object
-    ) -> None:
-        # Terminated first, so no new run can start; then the runs in flight stop.
-        await chat.cancel_agent_runs(
-            current_caller(), request.project_id, request.id, reason="agent terminated"
-        )
-
+    servicer = GatewayServicer(gateway)
+    # Terminating an agent over gRPC stops its runs in flight too, as over REST.
+    overrides = RegistryOverrides(gateway)
+    context = HttpContext(
+        guard=guard,
+        registry=registry,
+        memory=memory,
+        gateway=gateway,
+        max_chat_messages=settings.max_chat_messages,
+        public_url=settings.public_url,
+        dependencies=(("registry", registry_channel), ("memory", memory_channel)),
+    )
+    http = HttpServer(
+        create_http_app(context, max_request_body_bytes=settings.max_request_body_bytes),
+        host=settings.http_host,
+        port=settings.http_port,
+        shutdown_grace_seconds=settings.http_shutdown_grace_seconds,
+    )
+    # Constructed; from here on things run.
     server = await start_server(
         [
             ServiceBinding(
@@ -98,7 +111,9 @@ async def start(settings: GatewaySettings) -> GatewayService:
                 lambda s: s.add_generic_rpc_handlers(
                     (
                         forwarding_handler(
-                            REGISTRY_SERVICE, registry_channel, after={"DeleteAgent": stop_terminated_agent}
+                            REGISTRY_SERVICE,
+                            registry_channel,
+                            overrides={"DeleteAgent": overrides.DeleteAgent},
                         ),
                     )
                 ),
@@ -113,33 +128,13 @@ async def start(settings: GatewaySettings) -> GatewayService:
         max_message_bytes=settings.max_message_bytes,
         interceptors=[AuthorizationInterceptor(guard)],
     )
-    context = HttpContext(
-        guard=guard,
-        registry=registry,
-        memory=memory,
-        chat=chat,
-        max_chat_messages=settings.max_chat_messages,
-        public_url=settings.public_url,
-        dependencies=(("registry", registry_channel), ("memory", memory_channel)),
-    )
-    http = HttpServer(
-        create_http_app(context, max_request_body_bytes=settings.max_request_body_bytes),
-        host=settings.http_host,
-        port=settings.http_port,
-        shutdown_grace_seconds=settings.http_shutdown_grace_seconds,
-    )
-    closers = [registry_channel.close, memory_channel.close, executors.close]
+    closers = [registry_channel.close, memory_channel.close, router.stop]
     try:
-        await membership.start()
+        await router.start()
         await http.start()
     except BaseException:
         await server.stop(0)
-        await membership.stop()
         for close in closers:
             await close()
         raise
-    service = GatewayService("gateway", server, closers=[*closers, membership.stop, http.stop])
-    service.http = http
-    service.executors = executors
-    service.membership = membership
-    return service
+    return GatewayService("gateway", server, closers=[*closers, http.stop], http=http, router=router)

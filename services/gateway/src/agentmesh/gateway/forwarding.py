@@ -18,31 +18,33 @@ from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 from agentmesh.gateway.access import current_caller
 from agentmesh.runtime.client import stream, unary
 
-AfterHook = Callable[[Any, Any], Awaitable[None]]
+Override = Callable[[Any], Awaitable[Any]]
 
 
 def forwarding_handler(
-    service: ServiceDescriptor, channel: grpc.aio.Channel, *, after: Mapping[str, AfterHook] | None = None
+    service: ServiceDescriptor, channel: grpc.aio.Channel, *, overrides: Mapping[str, Override] | None = None
 ) -> grpc.GenericRpcHandler:
     """A generic handler serving every method of `service` by forwarding it over `channel`.
-    `after` names unary methods with work to do once the forwarded call succeeded (given the
-    request and the response)."""
-    after = after or {}
+    `overrides` names unary methods the gateway's core serves itself (request in, response out),
+    because they do more than the service behind them (terminating an agent stops its runs)."""
+    overrides = overrides or {}
     handlers = {
-        method.name: _method_handler(service, method, channel, after.get(method.name))
+        method.name: _method_handler(service, method, channel, overrides.get(method.name))
         for method in service.methods
     }
     return grpc.method_handlers_generic_handler(service.full_name, handlers)
 
 
 def _method_handler(
-    service: ServiceDescriptor, method: MethodDescriptor, channel: grpc.aio.Channel, after: AfterHook | None
+    service: ServiceDescriptor, method: MethodDescriptor, channel: grpc.aio.Channel, override: Override | None
 ) -> grpc.RpcMethodHandler:
     request_type = message_factory.GetMessageClass(method.input_type)
     response_type = message_factory.GetMessageClass(method.output_type)
     path = f"/{service.full_name}/{method.name}"
     if method.client_streaming:
         raise ValueError(f"{path}: client-streaming methods cannot be forwarded")
+    if override is not None and method.server_streaming:
+        raise ValueError(f"{path}: only unary methods can be overridden")
     if method.server_streaming:
         streaming = channel.unary_stream(
             path,
@@ -66,10 +68,9 @@ def _method_handler(
     )
 
     async def forward(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        response = await unary(single, request, metadata=current_caller().metadata)
-        if after is not None:
-            await after(request, response)
-        return response
+        if override is not None:
+            return await override(request)
+        return await unary(single, request, metadata=current_caller().metadata)
 
     return grpc.unary_unary_rpc_method_handler(
         forward,

@@ -1,11 +1,12 @@
-"""The gateway's rules for chatting with agents, shared by its gRPC and HTTP faces: which executor
-runs a chat, how a refused run fails over, and what the caller sees of it."""
+"""The gateway's core: what its faces (public gRPC, REST/JSON, OpenAI-compatible HTTP) do with
+agents, written once — chatting (streamed or whole), terminating an agent with its runs in
+flight, and paging a project's sessions and their events. Domain and proto messages in, domain
+and proto messages out; no transport: the faces are thin adapters over `AgentGateway`.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -13,47 +14,92 @@ from collections.abc import AsyncIterator
 import grpc
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.client import ExecutorBusy, ExecutorClient, ExecutorPool
+from agentmesh.executor.client import RunNotPlaced, RunRouter
 from agentmesh.executor.v1 import executor_service_pb2
 from agentmesh.gateway.errors import ExecutorsBusy, InvalidRequest, MessageTooLarge, NoExecutor
 from agentmesh.gateway.models import AgentRef, Caller, ChatResult
-from agentmesh.runtime.errors import DomainError, error_for_code, from_status_proto
+from agentmesh.memory.client import MemoryClient, SessionNotFound
+from agentmesh.memory.v1 import memory_service_pb2 as mem
+from agentmesh.registry.client import RegistryClient
+from agentmesh.runtime.client import unary
+from agentmesh.runtime.errors import DomainError, Internal, NotFound, error_for_code, from_status_proto
 
-logger = logging.getLogger(__name__)
-
-# An executor that answers with one of these has not started the run: another may take it.
-_BUSY = ExecutorBusy.default_reason
-_FAILOVER_CODES = {grpc.StatusCode.UNAVAILABLE}
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
 
-class ChatGateway:
-    """Routes chats to executors: session affinity (the pool ranks executors per session),
-    failover while nothing has reached the caller, push-back when every executor is busy."""
+class ChatStream:
+    """A chat whose run has started: its events as they come (the sub-agents' included), or
+    just the addressed agent's answer. Leaving early (`aclose`) cancels the run below at once."""
 
-    def __init__(self, *, executors: ExecutorPool, max_message_bytes: int, timeout_seconds: float) -> None:
-        self._executors = executors
+    def __init__(
+        self, session_id: str, first: run_pb2.RunEvent, rest: AsyncIterator[run_pb2.RunEvent]
+    ) -> None:
+        self.session_id = session_id
+        self.run_id = first.run_id  # the first event opens the addressed agent's run
+        self._first: run_pb2.RunEvent | None = first
+        self._rest = rest
+        self.result = ChatResult(session_id=session_id, run_id=self.run_id)
+
+    async def events(self) -> AsyncIterator[run_pb2.RunEvent]:
+        """Every event of the run, the first one included."""
+        if self._first is not None:
+            first, self._first = self._first, None
+            yield first
+        async for event in self._rest:
+            yield event
+
+    async def answer(self) -> AsyncIterator[str]:
+        """The addressed agent's answer as it streams (see `AnswerStream`); once it is spent,
+        `result` holds the whole answer. A run that failed raises its error."""
+        answer = AnswerStream()
+        completed: run_pb2.RunCompleted | None = None
+        async for event in self.events():
+            text = answer.feed(event)
+            if text:
+                yield text
+            if event.run_id != self.run_id:
+                continue  # a sub-agent's or a delegated worker's step
+            if event.HasField("run_completed"):
+                completed = event.run_completed
+            elif event.HasField("run_failed"):
+                raise run_failure(event.run_failed)
+        if completed is None:
+            raise Internal("the run ended without an answer")
+        rest = answer.finish(completed.content)
+        if rest:
+            yield rest
+        self.result.content = completed.content
+        self.result.usage = completed.usage
+        self.result.max_steps_reached = completed.max_steps_reached
+
+    async def aclose(self) -> None:
+        await self._rest.aclose()  # type: ignore[attr-defined]
+
+
+class AgentGateway:
+    """The gateway's operations on agents, whatever face they arrive by.
+
+    Chats go to executors through the RunRouter (session affinity, failover while nothing has
+    reached the caller); when every executor is busy the caller is told to retry. Every call to
+    another service is made as the caller, with its token.
+    """
+
+    def __init__(
+        self,
+        *,
+        router: RunRouter,
+        registry: RegistryClient,
+        memory: MemoryClient,
+        max_message_bytes: int,
+        timeout_seconds: float,
+    ) -> None:
+        self._router = router
+        self._registry = registry
+        self._memory = memory
         self._max_message_bytes = max_message_bytes
         self._timeout_seconds = timeout_seconds
 
-    async def cancel_agent_runs(self, caller: Caller, project_id: str, agent_id: str, *, reason: str) -> int:
-        """Cancels the agent's runs in flight on every executor (a terminated agent's work stops,
-        the runs below it too); how many were cancelled. Best effort: an executor that cannot be
-        reached is logged and skipped — its runs cannot be in flight on a dead executor."""
-
-        async def cancel(address: str, client: ExecutorClient) -> int:
-            try:
-                return await client.cancel_runs(project_id, agent_id, reason=reason, metadata=caller.metadata)
-            except DomainError as error:
-                logger.warning(
-                    "could not cancel runs of agent %s on %s: %s", agent_id, address, error.message
-                )
-                return 0
-
-        counts = await asyncio.gather(
-            *(cancel(address, client) for address, client in self._executors.clients())
-        )
-        return sum(counts)
+    # Chat.
 
     def new_session_id(self) -> str:
         return uuid.uuid4().hex
@@ -74,60 +120,100 @@ class ChatGateway:
         if len(message.encode()) > self._max_message_bytes:
             raise MessageTooLarge(field, self._max_message_bytes)
 
-    async def stream_chat(
+    async def start_chat(self, caller: Caller, agent: AgentRef, message: str, session_id: str) -> ChatStream:
+        """Starts a chat and returns it once its run has started, so a chat that cannot start
+        raises its DomainError before a face has sent anything."""
+        events = self._events(caller, agent, message, session_id)
+        try:
+            first = await anext(events, None)
+        except BaseException:
+            await events.aclose()
+            raise
+        if first is None:
+            raise Internal("the run ended before it started")
+        return ChatStream(session_id, first, events)
+
+    async def chat(self, caller: Caller, agent: AgentRef, message: str, session_id: str) -> ChatResult:
+        """Runs a chat to its end and returns the addressed agent's answer."""
+        stream = await self.start_chat(caller, agent, message, session_id)
+        async with contextlib.aclosing(stream):
+            async for _ in stream.answer():
+                pass
+        return stream.result
+
+    async def _events(
         self, caller: Caller, agent: AgentRef, message: str, session_id: str
     ) -> AsyncIterator[run_pb2.RunEvent]:
-        """Every event of the run, the sub-agents' included. Raises a DomainError when the run
-        cannot start; leaving the iteration early cancels the run below."""
         self.check_message(message)
         request = executor_service_pb2.RunRequest(
             project_slug=agent.project_slug, agent_name=agent.agent_name, session_id=session_id, input=message
         )
-        candidates = self._executors.candidates(session_id)
-        if not candidates:
-            raise NoExecutor("no executor is available")
-        refusals: list[DomainError] = []
-        for address, client in candidates:
-            started = False
-            run = client.run(request, timeout=self._timeout_seconds, metadata=caller.metadata)
-            try:
-                async with contextlib.aclosing(run):  # leaving early cancels the run below at once
-                    async for event in run:
-                        started = True
-                        yield event
-                return
-            except DomainError as error:
-                # Fail over only while nothing reached the caller: a started run is not retried.
-                if started or not _refused(error):
-                    raise
-                logger.warning("executor %s refused a run (%s); trying the next", address, error.reason)
-                if error.code in _FAILOVER_CODES:
-                    self._executors.mark(address, healthy=False)
-                refusals.append(error)
-        if any(error.reason == _BUSY for error in refusals):
-            raise ExecutorsBusy()
-        raise NoExecutor(f"no executor could take the run: {refusals[-1].message}")
+        run = self._router.run(request, timeout=self._timeout_seconds, metadata=caller.metadata)
+        try:
+            async with contextlib.aclosing(run):  # leaving early cancels the run below at once
+                async for event in run:
+                    yield event
+        except RunNotPlaced as refused:
+            if refused.busy:
+                raise ExecutorsBusy() from None
+            raise NoExecutor(refused.message) from None
 
-    async def chat(self, caller: Caller, agent: AgentRef, message: str, session_id: str) -> ChatResult:
-        """Runs a chat to its end and returns the addressed agent's answer."""
-        result = ChatResult(session_id=session_id)
-        async for event in self.stream_chat(caller, agent, message, session_id):
-            if not result.run_id:
-                result.run_id = event.run_id  # the first event opens the addressed agent's run
-            if event.run_id != result.run_id:
-                continue  # a sub-agent's or a delegated worker's step
-            if event.HasField("run_completed"):
-                completed = event.run_completed
-                result.content = completed.content
-                result.usage = completed.usage
-                result.max_steps_reached = completed.max_steps_reached
-            elif event.HasField("run_failed"):
-                raise run_failure(event.run_failed)
-        return result
+    # Agents.
 
+    async def terminate_agent(self, caller: Caller, project_id: str, agent_id: str) -> str:
+        """Terminates an agent and stops its runs in flight; the registry's message about it.
+        Terminated first, so no new run can start; then the runs in flight stop (the runs below
+        them too) on every executor."""
+        message = await self._registry.delete_agent(project_id, agent_id, metadata=caller.metadata)
+        await self._router.cancel_runs(
+            project_id, agent_id, reason="agent terminated", metadata=caller.metadata
+        )
+        return message
 
-def _refused(error: DomainError) -> bool:
-    return error.reason == _BUSY or error.code in _FAILOVER_CODES
+    # Sessions.
+
+    async def check_session(self, caller: Caller, project_id: str, session_id: str) -> None:
+        """Raises SessionNotFound unless the session exists in the project (one of another
+        project is not found either: nothing reveals another project's sessions)."""
+        try:
+            session = await self._memory.get_session(session_id, metadata=caller.metadata)
+        except NotFound:
+            raise SessionNotFound(session_id) from None
+        if session.project_id != project_id:
+            raise SessionNotFound(session_id)
+
+    async def list_sessions(
+        self, caller: Caller, project_id: str, *, page_size: int, page_token: str = "", page: int = 1
+    ) -> mem.ListSessionsResponse:
+        """The project's sessions, most recently active first: the page after `page_token`, or
+        without one the `page`-th page (1-based)."""
+        request = mem.ListSessionsRequest(project_id=project_id, page_size=page_size, page_token=page_token)
+        response = await unary(self._memory.stub.ListSessions, request, metadata=caller.metadata)
+        if not page_token:
+            # Page numbers walk the keyset pages from the start.
+            for _ in range(page - 1):
+                if not response.next_page_token:
+                    return mem.ListSessionsResponse(total_size=response.total_size)
+                request.page_token = response.next_page_token
+                response = await unary(self._memory.stub.ListSessions, request, metadata=caller.metadata)
+        return response
+
+    async def session_events(
+        self,
+        caller: Caller,
+        project_id: str,
+        session_id: str,
+        *,
+        page_size: int,
+        page_token: str = "",
+        after_seq: int = 0,
+    ) -> mem.ListEventsResponse:
+        """A page of every event of the project's session, all agents', in `seq` order."""
+        await self.check_session(caller, project_id, session_id)
+        request = mem.ListEventsRequest(
+            session_id=session_id, page_size=page_size, page_token=page_token, after_seq=after_seq
+        )
+        return await unary(self._memory.stub.ListEvents, request, metadata=caller.metadata)
 
 
 def run_failure(failed: run_pb2.RunFailed) -> DomainError:

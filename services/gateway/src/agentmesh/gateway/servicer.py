@@ -1,23 +1,27 @@
-"""GatewayService over gRPC: proto in, proto out. The caller was authorized by the policy
-interceptor before these run; the chat rules live in gateway.py."""
+"""GatewayService over gRPC: proto in, proto out, a thin adapter over the gateway's core
+(gateway.py). The caller was authorized by the policy interceptor before these run."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 
 import grpc
 
 from agentmesh.gateway.access import current_caller
-from agentmesh.gateway.gateway import ChatGateway
+from agentmesh.gateway.gateway import AgentGateway
 from agentmesh.gateway.models import AgentRef
 from agentmesh.gateway.v1 import gateway_service_pb2 as pb
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
+from agentmesh.registry.v1 import registry_service_pb2 as reg
 
 SESSION_ID_HEADER = "x-session-id"
 
 
 class GatewayServicer(pb_grpc.GatewayServiceServicer):
-    def __init__(self, gateway: ChatGateway) -> None:
+    """Chat and StreamChat."""
+
+    def __init__(self, gateway: AgentGateway) -> None:
         self._gateway = gateway
 
     async def Chat(self, request: pb.ChatRequest, context: grpc.aio.ServicerContext) -> pb.ChatResponse:
@@ -33,12 +37,22 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
     ) -> AsyncIterator[pb.StreamChatResponse]:
         agent = AgentRef.parse(request.agent)
         session_id = self._gateway.session_id(request.session_id)
-        events = self._gateway.stream_chat(current_caller(), agent, request.message, session_id)
         # Nothing is sent before the run has started, so a refused chat ends with its own status.
-        first = await anext(events, None)
-        await context.send_initial_metadata(((SESSION_ID_HEADER, session_id),))
-        if first is None:
-            return
-        yield pb.StreamChatResponse(event=first)
-        async for event in events:
-            yield pb.StreamChatResponse(event=event)
+        chat = await self._gateway.start_chat(current_caller(), agent, request.message, session_id)
+        async with contextlib.aclosing(chat):
+            await context.send_initial_metadata(((SESSION_ID_HEADER, session_id),))
+            async for event in chat.events():
+                yield pb.StreamChatResponse(event=event)
+
+
+class RegistryOverrides:
+    """The registry RPCs the gateway serves itself instead of only forwarding them (forwarding.py
+    forwards every other one)."""
+
+    def __init__(self, gateway: AgentGateway) -> None:
+        self._gateway = gateway
+
+    async def DeleteAgent(self, request: reg.DeleteAgentRequest) -> reg.DeleteAgentResponse:
+        """Terminating an agent also stops its runs in flight."""
+        message = await self._gateway.terminate_agent(current_caller(), request.project_id, request.id)
+        return reg.DeleteAgentResponse(message=message)

@@ -12,11 +12,10 @@ from agentmesh.gateway.http import convert, schemas
 from agentmesh.gateway.http.context import HttpContext, authorize, context
 from agentmesh.gateway.models import Caller
 from agentmesh.gateway.version import VERSION
-from agentmesh.memory.client import SessionNotFound, event_type_from_name
+from agentmesh.memory.client import event_type_from_name
 from agentmesh.memory.v1 import memory_service_pb2 as mem
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2
-from agentmesh.runtime.errors import NotFound
 
 AGENT_BASE = "/agents/{project_slug}/{agent_name}"
 
@@ -137,12 +136,7 @@ def agent_router() -> APIRouter:
         """The events this agent recorded, across its sessions or in one, in `seq` order."""
         spec = await resolve_agent(ctx, caller, project_slug, agent_name)
         if session_id:
-            try:
-                session = await ctx.memory.get_session(session_id, metadata=caller.metadata)
-            except NotFound:
-                raise SessionNotFound(session_id) from None
-            if session.project_id != spec.agent.project_id:
-                raise SessionNotFound(session_id)
+            await ctx.gateway.check_session(caller, spec.agent.project_id, session_id)
         request = mem.ListEventsRequest(
             session_id=session_id,
             # Across sessions the memory service needs the project; within one, the session says it.

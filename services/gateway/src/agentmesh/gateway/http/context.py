@@ -12,7 +12,7 @@ from fastapi import Request
 
 from agentmesh.gateway.access import AccessGuard
 from agentmesh.gateway.errors import NoPolicy
-from agentmesh.gateway.gateway import ChatGateway
+from agentmesh.gateway.gateway import AgentGateway
 from agentmesh.gateway.models import Caller
 from agentmesh.gateway.policy import Rule, route_rule
 from agentmesh.memory.client import MemoryClient
@@ -31,7 +31,7 @@ class HttpContext:
     guard: AccessGuard
     registry: RegistryClient
     memory: MemoryClient
-    chat: ChatGateway
+    gateway: AgentGateway
     max_chat_messages: int
     public_url: str = ""
     # Peers /readyz checks: (name, channel).

@@ -22,7 +22,7 @@ from sse_starlette import EventSourceResponse
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.errors import InvalidRequest, ModelNotFound, TooManyMessages
-from agentmesh.gateway.gateway import AnswerStream, run_failure
+from agentmesh.gateway.gateway import ChatStream
 from agentmesh.gateway.http.agents import AGENT_BASE, resolve_agent
 from agentmesh.gateway.http.context import HttpContext, authorize, authorize_body, context, until_disconnected
 from agentmesh.gateway.http.convert import timestamp
@@ -31,7 +31,7 @@ from agentmesh.gateway.http.schemas import check_storable
 from agentmesh.gateway.models import AgentRef, Caller
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2
-from agentmesh.runtime.errors import DomainError, Internal, InvalidArgument, NotFound
+from agentmesh.runtime.errors import DomainError, InvalidArgument, NotFound
 
 SESSION_HEADER = "X-Session-Id"
 
@@ -277,7 +277,7 @@ def _input(ctx: HttpContext, body: ChatCompletionRequest) -> str:
     for index in range(len(body.messages) - 1, -1, -1):
         if body.messages[index].role == "user":
             text = _text(body.messages[index])
-            ctx.chat.check_message(text, field=f"messages[{index}].content")
+            ctx.gateway.check_message(text, field=f"messages[{index}].content")
             return text
     raise InvalidRequest.field("messages", "needs a message with role 'user'")
 
@@ -291,17 +291,15 @@ async def _complete(
     header_session: str | None,
 ) -> Response:
     text = _input(ctx, body)
-    session_id = ctx.chat.session_id(header_session or body.session_id)
+    session_id = ctx.gateway.session_id(header_session or body.session_id)
     headers = {SESSION_HEADER: session_id}
-    completion_id = f"chatcmpl-{session_id[:8]}{int(time.time() * 1000):x}"
     created = int(time.time())
     model = str(ref)
     try:
         if not body.stream:
-            result = await until_disconnected(request, ctx.chat.chat(caller, ref, text, session_id))
-            usage = result.usage or run_pb2.Usage()
+            result = await until_disconnected(request, ctx.gateway.chat(caller, ref, text, session_id))
             completion = ChatCompletion(
-                id=f"chatcmpl-{result.run_id}" if result.run_id else completion_id,
+                id=f"chatcmpl-{result.run_id}",
                 created=created,
                 model=model,
                 choices=[
@@ -311,18 +309,15 @@ async def _complete(
                         finish_reason="length" if result.max_steps_reached else "stop",
                     )
                 ],
-                usage=_usage(usage),
+                usage=_usage(result.usage or run_pb2.Usage()),
             )
             return JSONResponse(completion.model_dump(mode="json"), headers=headers)
-        events = ctx.chat.stream_chat(caller, ref, text, session_id)
         # The run must start before the response does: a refused chat gets its own status.
-        first = await until_disconnected(request, anext(events, None))
+        chat = await until_disconnected(request, ctx.gateway.start_chat(caller, ref, text, session_id))
     except NotFound as error:
         raise ModelNotFound(model) from error
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    chunks = _chunks(
-        events, first, f"chatcmpl-{first.run_id}" if first else completion_id, created, model, include_usage
-    )
+    chunks = _chunks(chat, f"chatcmpl-{chat.run_id}", created, model, include_usage)
     return EventSourceResponse(chunks, headers=headers, sep="\n")
 
 
@@ -335,12 +330,7 @@ def _usage(usage: run_pb2.Usage) -> CompletionUsage:
 
 
 async def _chunks(
-    events: AsyncIterator[run_pb2.RunEvent],
-    first: run_pb2.RunEvent | None,
-    completion_id: str,
-    created: int,
-    model: str,
-    include_usage: bool,
+    chat: ChatStream, completion_id: str, created: int, model: str, include_usage: bool
 ) -> AsyncIterator[dict[str, str]]:
     """The SSE events of a streamed completion. Leaving early (the client went away) closes the
     run's stream, which cancels the run below."""
@@ -356,41 +346,17 @@ async def _chunks(
             data["usage"] = None
         return {"data": json.dumps(data)}
 
-    answer = AnswerStream()
     try:
         yield chunk({"role": "assistant", "content": ""})
-        completed: run_pb2.RunCompleted | None = None
-        async for event in _prepend(first, events):
-            text = answer.feed(event)
-            if text:
-                yield chunk({"content": text})
-            if event.run_id != answer.run_id:
-                continue
-            if event.HasField("run_completed"):
-                completed = event.run_completed
-            elif event.HasField("run_failed"):
-                raise run_failure(event.run_failed)
-        if completed is None:
-            raise Internal("the run ended without an answer")
-        rest = answer.finish(completed.content)
-        if rest:
-            yield chunk({"content": rest})
-        yield chunk({}, "length" if completed.max_steps_reached else "stop")
+        async for text in chat.answer():
+            yield chunk({"content": text})
+        result = chat.result
+        yield chunk({}, "length" if result.max_steps_reached else "stop")
         if include_usage:
-            usage = _usage(completed.usage).model_dump()
+            usage = _usage(result.usage or run_pb2.Usage()).model_dump()
             yield {"data": json.dumps({**head, "system_fingerprint": None, "choices": [], "usage": usage})}
         yield {"data": "[DONE]"}
     except DomainError as error:
         yield {"data": json.dumps(openai_error_body(error))}
     finally:
-        await events.aclose()  # type: ignore[attr-defined]
-
-
-async def _prepend(
-    first: run_pb2.RunEvent | None, rest: AsyncIterator[run_pb2.RunEvent]
-) -> AsyncIterator[run_pb2.RunEvent]:
-    if first is None:
-        return
-    yield first
-    async for event in rest:
-        yield event
+        await chat.aclose()

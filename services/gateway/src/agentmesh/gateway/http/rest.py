@@ -13,11 +13,8 @@ from agentmesh.gateway.errors import InvalidRequest
 from agentmesh.gateway.http import convert, schemas
 from agentmesh.gateway.http.context import HttpContext, authorize, context
 from agentmesh.gateway.models import Caller
-from agentmesh.memory.client import SessionNotFound
-from agentmesh.memory.v1 import memory_service_pb2 as mem
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2
-from agentmesh.runtime.errors import NotFound
 
 Ctx = Annotated[HttpContext, Depends(context)]
 Auth = Annotated[Caller, Depends(authorize)]
@@ -238,11 +235,8 @@ def rest_router() -> APIRouter:
     @router.delete("/projects/{project_id}/agents/{agent_id}", tags=["agents"])
     async def terminate_agent(project_id: str, agent_id: str, ctx: Ctx, caller: Auth) -> schemas.MessageOut:
         """Terminates an agent (final)."""
-        request = reg.DeleteAgentRequest(project_id=project_id, id=agent_id)
-        response = await ctx.call(ctx.registry.stub.DeleteAgent, request, caller)
-        # Terminated first, so no new run can start; then the runs in flight stop.
-        await ctx.chat.cancel_agent_runs(caller, project_id, agent_id, reason="agent terminated")
-        return schemas.MessageOut(message=response.message or f"agent {agent_id} terminated")
+        message = await ctx.gateway.terminate_agent(caller, project_id, agent_id)
+        return schemas.MessageOut(message=message or f"agent {agent_id} terminated")
 
     @router.post("/projects/{project_id}/agents/{agent_id}/pause", tags=["agents"])
     async def pause_agent(project_id: str, agent_id: str, ctx: Ctx, caller: Auth) -> schemas.AgentOut:
@@ -277,16 +271,9 @@ def rest_router() -> APIRouter:
     ) -> schemas.SessionPage:
         """The project's sessions, most recently active first. Page by `page_token` (cheapest) or
         by `page` number."""
-        request = mem.ListSessionsRequest(project_id=project_id, page_size=page_size, page_token=page_token)
-        response = await ctx.call(ctx.memory.stub.ListSessions, request, caller)
-        if not page_token:
-            # Page numbers walk the keyset pages from the start.
-            for _ in range(page - 1):
-                if not response.next_page_token:
-                    response = mem.ListSessionsResponse(total_size=response.total_size)
-                    break
-                request.page_token = response.next_page_token
-                response = await ctx.call(ctx.memory.stub.ListSessions, request, caller)
+        response = await ctx.gateway.list_sessions(
+            caller, project_id, page_size=page_size, page_token=page_token, page=page
+        )
         return schemas.SessionPage(
             data=[convert.session(s) for s in response.sessions],
             pagination=convert.pagination(response.total_size, page, page_size),
@@ -304,16 +291,9 @@ def rest_router() -> APIRouter:
         after_seq: Annotated[int, Query(ge=0, le=2**63 - 1, description="only events after this seq")] = 0,
     ) -> schemas.SessionEventsOut:
         """Every event of the session, all agents', in `seq` order."""
-        try:
-            session = await ctx.memory.get_session(session_id, metadata=caller.metadata)
-        except NotFound:
-            raise SessionNotFound(session_id) from None
-        if session.project_id != project_id:
-            raise SessionNotFound(session_id)
-        request = mem.ListEventsRequest(
-            session_id=session_id, page_size=page_size, page_token=page_token, after_seq=after_seq
+        response = await ctx.gateway.session_events(
+            caller, project_id, session_id, page_size=page_size, page_token=page_token, after_seq=after_seq
         )
-        response = await ctx.call(ctx.memory.stub.ListEvents, request, caller)
         return schemas.SessionEventsOut(
             events=[convert.event(e) for e in response.events], next_page_token=response.next_page_token
         )
