@@ -15,12 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.cleanup import run_detached
 from agentmesh.executor.client import ExecutorPool
+from agentmesh.executor.detached import run_detached
 from agentmesh.executor.events import EventSink, usage_from_proto
 from agentmesh.executor.models.base import Usage
 from agentmesh.executor.recorder import EventType
-from agentmesh.executor.run import RunScope
+from agentmesh.executor.scope import RunScope
 from agentmesh.executor.v1 import executor_service_pb2
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime import metrics, telemetry

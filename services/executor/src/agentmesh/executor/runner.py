@@ -23,13 +23,13 @@ from typing import Any
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.agent import AgentBuilder, AgentRuntime, kind_name
 from agentmesh.executor.cache import AgentCache
-from agentmesh.executor.cleanup import run_detached
 from agentmesh.executor.delegation import Delegator, RemoteRuns
+from agentmesh.executor.detached import run_detached
 from agentmesh.executor.events import EventSink, RunContext, usage_proto
 from agentmesh.executor.finisher import RunFinisher
 from agentmesh.executor.llm import LlmLoop, read_history
 from agentmesh.executor.recorder import EventType, Recorder
-from agentmesh.executor.run import RunFailure, RunResult, RunScope
+from agentmesh.executor.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.executor.specs import AgentSpecs
 from agentmesh.executor.v1 import executor_service_pb2
