@@ -15,10 +15,8 @@ from agentmesh.cli.mesh import SERVICES, service_entry, start_mesh
 from agentmesh.cli.trace import trace
 from agentmesh.cli.users import users
 from agentmesh.runtime.logging import configure_logging
-from agentmesh.runtime.metrics import configure_metrics
 from agentmesh.runtime.server import check_health, wait_for_shutdown_signal
-from agentmesh.runtime.service import run_service
-from agentmesh.runtime.telemetry import configure_tracing
+from agentmesh.runtime.service import process_telemetry, run_service
 
 app = typer.Typer(
     help="agentmesh runs AI agents as a mesh of gRPC microservices.",
@@ -41,22 +39,17 @@ def up(
     data_dir.mkdir(parents=True, exist_ok=True)
 
     async def main() -> None:
-        provider = configure_tracing("agentmesh")
-        meters = configure_metrics()
-        mesh = await start_mesh(data_dir=data_dir, grpc_port=grpc_port, http_port=http_port, host=host)
-        for name, service in mesh.services.items():
-            typer.echo(f"{name:<9} gRPC  {service.address}")
-        typer.echo(f"{'gateway':<9} HTTP  {mesh.gateway.http.url}")
-        if meters is not None and meters.endpoint is not None:
-            typer.echo(f"{'metrics':<9} HTTP  {meters.endpoint.url}")
-        typer.echo("agentmesh is up; Ctrl-C stops it.")
-        await wait_for_shutdown_signal()
-        typer.echo("stopping…")
-        await mesh.stop()
-        if provider is not None:
-            provider.shutdown()
-        if meters is not None:
-            meters.shutdown()
+        async with process_telemetry("agentmesh") as meters:
+            mesh = await start_mesh(data_dir=data_dir, grpc_port=grpc_port, http_port=http_port, host=host)
+            for name, service in mesh.services.items():
+                typer.echo(f"{name:<9} gRPC  {service.address}")
+            typer.echo(f"{'gateway':<9} HTTP  {mesh.gateway.http.url}")
+            if meters is not None and meters.endpoint is not None:
+                typer.echo(f"{'metrics':<9} HTTP  {meters.endpoint.url}")
+            typer.echo("agentmesh is up; Ctrl-C stops it.")
+            await wait_for_shutdown_signal()
+            typer.echo("stopping…")
+            await mesh.stop()
 
     asyncio.run(main())
 
