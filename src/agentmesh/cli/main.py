@@ -70,30 +70,24 @@ def up(
     """Start all four services on this host (SQLite unless AGENTMESH_DATABASE_URL is set)."""
     from agentmesh.cli.mesh import start_mesh
     from agentmesh.runtime.logging import configure_logging
-    from agentmesh.runtime.metrics import configure_metrics
     from agentmesh.runtime.server import wait_for_shutdown_signal
-    from agentmesh.runtime.telemetry import configure_tracing
+    from agentmesh.runtime.service import process_telemetry
 
     configure_logging()
     data_dir.mkdir(parents=True, exist_ok=True)
 
     async def main() -> None:
-        provider = configure_tracing("agentmesh")
-        meters = configure_metrics()
-        mesh = await start_mesh(data_dir=data_dir, grpc_port=grpc_port, http_port=http_port, host=host)
-        for name, service in mesh.services.items():
-            typer.echo(f"{name:<9} gRPC  {service.address}")
-        typer.echo(f"{'gateway':<9} HTTP  {mesh.gateway.http.url}")
-        if meters is not None and meters.endpoint is not None:
-            typer.echo(f"{'metrics':<9} HTTP  {meters.endpoint.url}")
-        typer.echo("agentmesh is up; Ctrl-C stops it.")
-        await wait_for_shutdown_signal()
-        typer.echo("stopping…")
-        await mesh.stop()
-        if provider is not None:
-            provider.shutdown()
-        if meters is not None:
-            meters.shutdown()
+        async with process_telemetry("agentmesh") as meters:
+            mesh = await start_mesh(data_dir=data_dir, grpc_port=grpc_port, http_port=http_port, host=host)
+            for name, service in mesh.services.items():
+                typer.echo(f"{name:<9} gRPC  {service.address}")
+            typer.echo(f"{'gateway':<9} HTTP  {mesh.gateway.http.url}")
+            if meters is not None and meters.endpoint is not None:
+                typer.echo(f"{'metrics':<9} HTTP  {meters.endpoint.url}")
+            typer.echo("agentmesh is up; Ctrl-C stops it.")
+            await wait_for_shutdown_signal()
+            typer.echo("stopping…")
+            await mesh.stop()
 
     asyncio.run(main())
 

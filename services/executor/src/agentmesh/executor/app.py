@@ -1,5 +1,5 @@
-"""The executor's composition root: settings → peer channels → models, tools, cache, executor
-pool → runner → servicer → server, then pool membership in the registry."""
+"""The executor's composition root: settings → peer channels → models, tools, cache, run
+router → runner → servicer → server, then pool membership in the registry."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import contextlib
 import logging
 import random
 import socket
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from agentmesh.executor.agent import AgentBuilder, AgentRuntime
 from agentmesh.executor.cache import AgentCache
@@ -23,9 +25,10 @@ from agentmesh.memory.client import MemoryClient
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime import metrics
 from agentmesh.runtime.channels import create_channel
+from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import DomainError
 from agentmesh.runtime.identity import TokenCodec
-from agentmesh.runtime.server import ServiceBinding, start_server
+from agentmesh.runtime.server import ServiceBinding, bind_server
 from agentmesh.runtime.service import RunningService
 from agentmesh.runtime.telemetry import untraced
 
@@ -34,6 +37,7 @@ logger = logging.getLogger(__name__)
 SERVICE_NAME = executor_service_pb2.DESCRIPTOR.services_by_name["ExecutorService"].full_name
 
 
+@dataclass(kw_only=True)
 class ExecutorService(RunningService):
     """The executor: its gRPC server, its runner and its agent cache."""
 
@@ -44,8 +48,13 @@ class ExecutorService(RunningService):
 
 
 async def start(settings: ExecutorSettings) -> ExecutorService:
+    """Binds the server first (the advertised address holds its port, and delegation needs it),
+    builds everything in dependency order, then starts serving and joins the registry's pool."""
     secret = settings.jwt_secret.get_secret_value()
     tokens = TokenCodec(secret) if secret else None
+    server = bind_server(host=settings.host, port=settings.port, max_message_bytes=settings.max_message_bytes)
+    advertise_address = settings.advertise_address or _advertise(settings.host, server.port)
+    executor_id = settings.executor_id or f"{socket.gethostname()}-{random.getrandbits(32):08x}"
 
     registry_channel = create_channel(settings.registry_address, max_message_bytes=settings.max_message_bytes)
     memory_channel = create_channel(settings.memory_address, max_message_bytes=settings.max_message_bytes)
@@ -65,7 +74,6 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         max_message_bytes=settings.max_message_bytes,
     )
     system_metadata = router.system_metadata
-    executor_id = settings.executor_id or f"{socket.gethostname()}-{random.getrandbits(32):08x}"
     finisher = RunFinisher(
         registry,
         system_metadata=system_metadata,
@@ -84,33 +92,27 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         finisher=finisher,
     )
     servicer = ExecutorServicer(runner, cache, tokens)
-    server = await start_server(
+    heartbeat = _Heartbeat(
+        registry,
+        executor_id=executor_id,
+        address=advertise_address,
+        interval_seconds=settings.heartbeat_interval_seconds,
+        system_metadata=system_metadata,
+    )
+
+    await server.start(
         [
             ServiceBinding(
                 SERVICE_NAME,
                 lambda s: executor_service_pb2_grpc.add_ExecutorServiceServicer_to_server(servicer, s),
             )
-        ],
-        host=settings.host,
-        port=settings.port,
-        max_message_bytes=settings.max_message_bytes,
+        ]
     )
-    advertise_address = settings.advertise_address or _advertise(settings.host, server.port)
     # With no other executor known, delegations go to this one, still over gRPC.
     await router.start(fallback_address=advertise_address)
     cache.start_sweeper(settings.cache_sweep_seconds)
     finisher.start()
-    with untraced():
-        heartbeat = asyncio.create_task(
-            _heartbeat(registry, executor_id, advertise_address, settings, system_metadata),
-            name="executor heartbeat",
-        )
-
-    async def stop_heartbeat() -> None:
-        heartbeat.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await heartbeat
-
+    heartbeat.start()
     unobserve_cache = metrics.observe_agent_cache(cache.stats)
     unobserve_runs = metrics.observe_active_runs(lambda: runner.active_runs)
 
@@ -118,9 +120,10 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         unobserve_cache()
         unobserve_runs()
 
-    service = ExecutorService(
-        "executor",
-        server,
+    logger.info("executor %s advertises %s", executor_id, advertise_address)
+    return ExecutorService(
+        name="executor",
+        server=server,
         closers=[
             stop_observing,
             registry_channel.close,
@@ -128,15 +131,15 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
             router.stop,
             models.aclose,
             cache.aclose,
-            stop_heartbeat,
+            heartbeat.stop,
             finisher.stop,
             lambda: runner.drain(settings.cleanup_timeout_seconds),
         ],
+        runner=runner,
+        cache=cache,
+        executor_id=executor_id,
+        advertise_address=advertise_address,
     )
-    service.runner, service.cache = runner, cache
-    service.executor_id, service.advertise_address = executor_id, advertise_address
-    logger.info("executor %s advertises %s", executor_id, advertise_address)
-    return service
 
 
 def _advertise(host: str, port: int) -> str:
@@ -145,20 +148,47 @@ def _advertise(host: str, port: int) -> str:
     return f"{host}:{port}"
 
 
-async def _heartbeat(
-    registry: RegistryClient,
-    executor_id: str,
-    address: str,
-    settings: ExecutorSettings,
-    system_metadata,
-) -> None:
-    """Keeps this executor in the registry's pool (when it can sign a system token)."""
-    while True:
-        metadata = system_metadata()
-        if metadata is None:
+class _Heartbeat:
+    """Keeps this executor in the registry's pool (when it can sign a system token), in a
+    background task from `start` to `stop`."""
+
+    def __init__(
+        self,
+        registry: RegistryClient,
+        *,
+        executor_id: str,
+        address: str,
+        interval_seconds: float,
+        system_metadata: Callable[[], Metadata | None],
+    ) -> None:
+        self._registry = registry
+        self._executor_id = executor_id
+        self._address = address
+        self._interval_seconds = interval_seconds
+        self._system_metadata = system_metadata
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        with untraced():
+            self._task = asyncio.create_task(self._beat(), name="executor heartbeat")
+
+    async def stop(self) -> None:
+        if self._task is None:
             return
-        try:
-            await registry.register_executor(executor_id, address, metadata=metadata)
-        except DomainError as error:
-            logger.warning("could not register executor %s with the registry: %s", executor_id, error)
-        await asyncio.sleep(settings.heartbeat_interval_seconds)
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._task = None
+
+    async def _beat(self) -> None:
+        while True:
+            metadata = self._system_metadata()
+            if metadata is None:
+                return
+            try:
+                await self._registry.register_executor(self._executor_id, self._address, metadata=metadata)
+            except DomainError as error:
+                logger.warning(
+                    "could not register executor %s with the registry: %s", self._executor_id, error
+                )
+            await asyncio.sleep(self._interval_seconds)

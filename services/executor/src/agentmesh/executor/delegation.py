@@ -14,13 +14,13 @@ import uuid
 from dataclasses import dataclass, field
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.cleanup import run_detached
 from agentmesh.executor.client import RunNotPlaced, RunRouter
+from agentmesh.executor.detached import run_detached
 from agentmesh.executor.errors import DELEGATION_NOT_ALLOWED, DelegationDepthExceeded
 from agentmesh.executor.events import EventSink, usage_from_proto
 from agentmesh.executor.models.base import Usage
 from agentmesh.executor.recorder import EventType
-from agentmesh.executor.run import RunScope
+from agentmesh.executor.scope import RunScope
 from agentmesh.executor.v1 import executor_service_pb2
 from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.errors import DomainError

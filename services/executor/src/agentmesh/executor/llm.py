@@ -24,7 +24,7 @@ from agentmesh.executor.delegation import Delegator
 from agentmesh.executor.errors import INVALID_BLOCK, MODEL_FAILED
 from agentmesh.executor.models.base import ChatModel, Message, ModelError, ToolCallRequest, ToolSpec, Usage
 from agentmesh.executor.recorder import EventType, NewEvent
-from agentmesh.executor.run import RunFailure, RunResult, RunScope
+from agentmesh.executor.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.executor.text import DELEGATE, TOOL_CALL, FencedBlock, FencedBlockFilter, TextChunker
 from agentmesh.executor.tools.base import ToolOutput

@@ -17,30 +17,30 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import grpc
+from opentelemetry.trace import Span
 
 from agentmesh.common.v1 import run_pb2
+from agentmesh.executor.admission import AdmittedRun, RunAdmission
 from agentmesh.executor.agent import AgentBuilder, AgentRuntime, kind_name
 from agentmesh.executor.cache import AgentCache
-from agentmesh.executor.cleanup import run_detached
 from agentmesh.executor.delegation import Delegator, RemoteRuns
-from agentmesh.executor.errors import DelegationDepthExceeded, ExecutorBusy, NoSubAgents, run_failed
+from agentmesh.executor.detached import run_detached
+from agentmesh.executor.errors import ExecutorBusy, run_failed
 from agentmesh.executor.events import EventSink, RunContext, usage_proto
 from agentmesh.executor.finisher import RunFinisher
 from agentmesh.executor.llm import LlmLoop, read_history
-from agentmesh.executor.recorder import EventType, Recorder
-from agentmesh.executor.run import RunFailure, RunResult, RunScope
+from agentmesh.executor.recorder import EventType
+from agentmesh.executor.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.executor.specs import AgentSpecs
 from agentmesh.executor.v1 import executor_service_pb2
 from agentmesh.executor.workflow import WorkflowRun
 from agentmesh.memory.client import MemoryClient
-from agentmesh.memory.v1 import resources_pb2 as memory_resources_pb2
 from agentmesh.registry.client import RegistryClient
-from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.errors import DomainError, FieldViolation, InvalidArgument
 from agentmesh.runtime.interceptors import current_deadline
@@ -48,7 +48,6 @@ from agentmesh.runtime.interceptors import current_deadline
 logger = logging.getLogger(__name__)
 
 _DEADLINE_SLACK_SECONDS = 0.05
-_BLOCKED = (resources_pb2.AGENT_STATUS_PAUSED, resources_pb2.AGENT_STATUS_TERMINATED)
 
 
 class RunExecutor:
@@ -68,8 +67,14 @@ class RunExecutor:
     ) -> None:
         self._settings = settings
         self._registry = registry
-        self._specs = AgentSpecs(registry, capacity=settings.agent_spec_cache_size)
         self._memory = memory
+        self._admission = RunAdmission(
+            registry=registry,
+            memory=memory,
+            specs=AgentSpecs(registry, capacity=settings.agent_spec_cache_size),
+            finisher=finisher,
+            max_delegation_depth=settings.max_delegation_depth,
+        )
         self._builder = builder
         self._cache = cache
         self._remote = remote
@@ -136,132 +141,85 @@ class RunExecutor:
             await asyncio.wait(pending, timeout=self._settings.cleanup_timeout_seconds)
 
     async def _execute(self, request: executor_service_pb2.RunRequest, sink: EventSink) -> None:
-        key = self._specs.key(request.project_slug, request.agent_name)
-        spec = self._specs.remembered(key)
-        remembered = spec is not None
-        if spec is None:
-            spec = await self._specs.resolve(key)
+        """A run from its request to its end: admission, then its life."""
+        agent = await self._admission.resolve(request)
         run_id = uuid.uuid4().hex
-        kind = kind_name(spec.kind)
+        kind = kind_name(agent.spec.kind)
         with telemetry.run_span(
-            agent=spec.agent.name,
-            project=spec.project_slug,
+            agent=agent.spec.agent.name,
+            project=agent.spec.project_slug,
             session_id=request.session_id,
             run_id=run_id,
             kind=kind,
             delegation_id=request.delegation_id,
             delegation_depth=request.delegation_depth,
         ) as span:
-            self._check_runnable(request, spec)
-            recorder = Recorder(
-                self._memory,
-                session_id=request.session_id,
-                project_id=spec.agent.project_id,
-                agent=spec.agent.name,
-                run_id=run_id,
-                delegation_id=request.delegation_id,
-            )
-            result: RunResult | None = None
             started = time.monotonic()
-            outcome: metrics.RunOutcome = "failed"
-            # An agent last seen runnable records its input while the registry starts the run
-            # (the input's append is the one to wait for anyway); one that was not, or is new
-            # here, is started first, so a refusal leaves nothing behind.
-            recording = (
-                asyncio.ensure_future(_record_input(recorder, request))
-                if remembered and spec.agent.status not in _BLOCKED
-                else None
-            )
-            try:
-                start = await self._registry.start_agent_run(spec.agent.id, run_id)
-            except asyncio.CancelledError:
-                if recording is not None:
-                    recording.cancel()
-                # The registry may have started it before the answer was lost: finish it.
-                self._finish(spec.agent.id, run_id, result)
-                raise
-            except DomainError as error:
-                self._specs.forget(key)
-                await _record_refusal(recording, recorder, error)
-                raise
-            except BaseException:
-                if recording is not None:
-                    recording.cancel()
-                raise
-            if start.spec_revision != spec.revision:
-                try:
-                    spec = await self._specs.resolve(key)
-                    self._check_runnable(request, spec)
-                except DomainError as error:
-                    await _record_refusal(recording, recorder, error)
-                    self._finish(spec.agent.id, run_id, result)
-                    raise
-                except BaseException:
-                    if recording is not None:
-                        recording.cancel()
-                    self._finish(spec.agent.id, run_id, result)
-                    raise
-            task = asyncio.current_task()
-            assert task is not None
-            self._runs_by_agent.setdefault(spec.agent.id, set()).add(task)
-            try:
-                signature, plan = await self._builder.plan(spec)
-                async with self._cache.use(
-                    request.session_id,
-                    spec.agent.id,
-                    signature,
-                    lambda scope: self._builder.build(spec, signature, plan, scope),
-                ) as runtime:
-                    result = await self._run(request, spec, runtime, recorder, recording, sink)
-                span.set_attribute(telemetry.RUN_OUTCOME, "completed" if result else "failed")
-                if result is not None:
-                    outcome = "max_steps" if result.max_steps_reached else "completed"
-            except asyncio.CancelledError:
-                outcome = "cancelled"
-                raise
-            except DomainError as error:
-                # The agent could not be set up (a model or tool): the run never started, and
-                # leaves with the status — after the input recorded alongside the start, if any.
-                await _record_refusal(recording, recorder, error)
-                raise
-            finally:
-                metrics.record_run(
-                    kind=kind,
-                    outcome=outcome,
-                    seconds=time.monotonic() - started,
-                    delegated=bool(request.delegation_id),
-                )
-                runs = self._runs_by_agent.get(spec.agent.id, set())
-                runs.discard(task)
-                if not runs:
-                    self._runs_by_agent.pop(spec.agent.id, None)
-                self._cancel_reasons.pop(task, None)
-                self._finish(spec.agent.id, run_id, result)
+            run = await self._admission.admit(request, agent, run_id)
+            await self._live(run, sink, span, kind=kind, started=started)
 
-    def _check_runnable(
-        self, request: executor_service_pb2.RunRequest, spec: resources_pb2.AgentSpec
+    async def _live(
+        self, run: AdmittedRun, sink: EventSink, span: Span, *, kind: str, started: float
     ) -> None:
-        if request.delegation_depth > self._settings.max_delegation_depth:
-            raise DelegationDepthExceeded(
-                f"delegation depth {request.delegation_depth} is past the limit of "
-                f"{self._settings.max_delegation_depth}"
+        """An admitted run's life: its agent from the cache, its loop, and, whatever happens, its
+        bookkeeping (metrics, the runs in flight here, its end handed to the finisher)."""
+        task = self._track(run.spec.agent.id)
+        result: RunResult | None = None
+        outcome: metrics.RunOutcome = "failed"
+        try:
+            result = await self._run_agent(run, sink)
+            span.set_attribute(telemetry.RUN_OUTCOME, "completed" if result else "failed")
+            if result is not None:
+                outcome = "max_steps" if result.max_steps_reached else "completed"
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
+        except DomainError as error:
+            # The agent could not be set up (a model or tool): the run never started, and
+            # leaves with the status — after the input recorded alongside the start, if any.
+            await run.record_refusal(error)
+            raise
+        finally:
+            metrics.record_run(
+                kind=kind,
+                outcome=outcome,
+                seconds=time.monotonic() - started,
+                delegated=bool(run.request.delegation_id),
             )
-        kind = kind_name(spec.kind)
-        if kind != "llm" and not spec.sub_agents:
-            raise NoSubAgents(f"{kind} agent {spec.agent.name!r} has no sub-agents")
+            self._untrack(run.spec.agent.id, task)
+            self._finish(run, result)
 
-    async def _run(
-        self,
-        request: executor_service_pb2.RunRequest,
-        spec: resources_pb2.AgentSpec,
-        runtime: AgentRuntime,
-        recorder: Recorder,
-        recording: asyncio.Future[memory_resources_pb2.Event] | None,
-        sink: EventSink,
-    ) -> RunResult | None:
+    async def _run_agent(self, run: AdmittedRun, sink: EventSink) -> RunResult | None:
+        """The agent's runtime (cached per session) running the run."""
+        spec = run.spec
+        signature, plan = await self._builder.plan(spec)
+        async with self._cache.use(
+            run.request.session_id,
+            spec.agent.id,
+            signature,
+            lambda scope: self._builder.build(spec, signature, plan, scope),
+        ) as runtime:
+            return await self._run_loop(run, runtime, sink)
+
+    def _track(self, agent_id: str) -> asyncio.Task[Any]:
+        """Notes the current task as a run of the agent here, so `cancel_runs` finds it."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._runs_by_agent.setdefault(agent_id, set()).add(task)
+        return task
+
+    def _untrack(self, agent_id: str, task: asyncio.Task[Any]) -> None:
+        runs = self._runs_by_agent.get(agent_id, set())
+        runs.discard(task)
+        if not runs:
+            self._runs_by_agent.pop(agent_id, None)
+        self._cancel_reasons.pop(task, None)
+
+    async def _run_loop(self, run: AdmittedRun, runtime: AgentRuntime, sink: EventSink) -> RunResult | None:
         """The run once its agent is ready: the answer, or None when it failed (and said so).
         The stream ends with the answer (or the failure); the run's bookkeeping goes on after."""
-        run_id = recorder.run_id
+        request, spec, recorder = run.request, run.spec, run.recorder
+        run_id = run.run_id
         context = RunContext(run_id, request.session_id, spec.agent.name, tuple(request.delegation_path))
         scope = RunScope(request, spec, context, recorder, sink)
         kind = kind_name(spec.kind)
@@ -274,7 +232,7 @@ class RunExecutor:
         try:
             # The input first: its seq tells whether the session had events before this run. A
             # new session has no history, and is not asked for it (memory answers NOT_FOUND).
-            received = await (recording or _record_input(recorder, request))
+            received = await run.record_input()
             scope.input_event_id = received.id
             history = (
                 await read_history(
@@ -388,60 +346,15 @@ class RunExecutor:
         except Exception:
             logger.exception("could not record that run %s was cancelled", scope.context.run_id)
 
-    def _finish(self, agent_id: str, run_id: str, result: RunResult | None) -> None:
+    def _finish(self, run: AdmittedRun, result: RunResult | None) -> None:
         usage = result.usage if result else None
         self._finisher.finish(
-            agent_id,
-            run_id,
+            run.spec.agent.id,
+            run.run_id,
             completed=result is not None,
             tokens_used=usage.total_tokens if usage else 0,
             cost=usage.cost if usage else 0.0,
         )
-
-
-def _record_input(
-    recorder: Recorder, request: executor_service_pb2.RunRequest
-) -> Awaitable[memory_resources_pb2.Event]:
-    return recorder.record(
-        EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED
-        if request.delegation_id
-        else EventType.EVENT_TYPE_USER_MESSAGE,
-        request.input,
-        parent_event_id=request.parent_event_id,
-        metadata=_input_metadata(request),
-    )
-
-
-async def _record_refusal(
-    recording: asyncio.Future[memory_resources_pb2.Event] | None,
-    recorder: Recorder,
-    error: DomainError,
-) -> None:
-    """When the input was recorded while the run was starting and the run was then refused (the
-    registry would not start it: the agent was paused or terminated since; or the agent cannot
-    be set up), records the refusal after it: a session never ends on an unanswered input."""
-    if recording is None:
-        return
-    try:
-        received = await recording
-        await recorder.record(
-            EventType.EVENT_TYPE_ERROR,
-            error.message,
-            metadata={"reason": error.reason, "code": error.code.name},
-            parent_event_id=received.id,
-        )
-    except Exception:
-        logger.warning("could not record that run %s was refused", recorder.run_id, exc_info=True)
-
-
-def _input_metadata(request: executor_service_pb2.RunRequest) -> dict[str, Any]:
-    metadata: dict[str, Any] = {}
-    if request.delegation_path:
-        metadata["delegation_path"] = list(request.delegation_path)
-        metadata["depth"] = request.delegation_depth
-    if request.as_sub_agent:
-        metadata["as_sub_agent"] = True
-    return metadata
 
 
 def _result_metadata(result: RunResult) -> dict[str, Any]:

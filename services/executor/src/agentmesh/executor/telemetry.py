@@ -12,7 +12,6 @@ from opentelemetry import trace
 from agentmesh.runtime import telemetry
 
 SUB_AGENT = "agentmesh.sub_agent"
-CACHE_HIT = "agentmesh.cache.hit"
 
 
 @contextmanager

@@ -20,7 +20,7 @@ from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.agent import kind_name
 from agentmesh.executor.delegation import ChildOutcome, RemoteRuns
 from agentmesh.executor.errors import SUB_AGENT_FAILED, DelegationDepthExceeded
-from agentmesh.executor.run import RunFailure, RunResult, RunScope
+from agentmesh.executor.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.executor.telemetry import sub_agent_span
 from agentmesh.executor.v1 import executor_service_pb2

@@ -4,7 +4,7 @@ servicer → server, plus the retention sweeper running beside it."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
@@ -28,13 +28,13 @@ VERSION_TABLE = "alembic_version_memory"
 PAGE_TOKEN_PURPOSE = "agentmesh.memory.page-token"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class MemoryService(RunningService):
     """The running memory service. Stopping ends the watch streams first (their clients resume
     by seq), so draining does not sit out the grace period on streams that never end by
     themselves."""
 
-    signals: SessionSignals = field(default_factory=SessionSignals)
+    signals: SessionSignals
 
     async def stop(self, grace_seconds: float = 5.0) -> None:
         self.signals.close()
@@ -81,7 +81,9 @@ async def start(settings: MemorySettings) -> RunningService:
         store, interval_seconds=settings.retention_sweep_seconds, batch_events=settings.retention_batch_events
     )
     sweeper.start()
-    return MemoryService("memory", server, closers=[engine.dispose, sweeper.stop], signals=signals)
+    return MemoryService(
+        name="memory", server=server, closers=[engine.dispose, sweeper.stop], signals=signals
+    )
 
 
 def _create_sqlite_directory(database_url: str) -> None:

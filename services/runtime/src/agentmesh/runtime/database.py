@@ -26,10 +26,6 @@ def normalize_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-def is_sqlite(engine: AsyncEngine) -> bool:
-    return engine.dialect.name == "sqlite"
-
-
 def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
     url = normalize_url(url)
     if make_url(url).get_backend_name() == "sqlite":

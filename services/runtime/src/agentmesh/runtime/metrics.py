@@ -43,9 +43,6 @@ RPC_SYSTEM = "rpc.system"
 RPC_SERVICE = "rpc.service"
 RPC_METHOD = "rpc.method"
 RPC_STATUS = "rpc.response.status_code"
-HTTP_REQUEST_METHOD = "http.request.method"
-HTTP_ROUTE = "http.route"
-HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"
 GEN_AI_SYSTEM = "gen_ai.system"
 GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
 GEN_AI_OPERATION = "gen_ai.operation.name"
@@ -100,9 +97,6 @@ class _Instruments:
         )
         self.rpc_client_duration = meter.create_histogram(
             "rpc.client.call.duration", description="gRPC calls made, by method and status code", **seconds
-        )
-        self.http_server_duration = meter.create_histogram(
-            "http.server.request.duration", description="HTTP requests served, by route and status", **seconds
         )
         self.runs = meter.create_counter("agentmesh.runs", unit="{run}", description="Agent runs ended")
         self.run_duration = meter.create_histogram(
@@ -304,15 +298,6 @@ def record_rpc_client_call(*, service: str, method: str, code: str, seconds: flo
         )
 
 
-def record_http_request(*, method: str, route: str, status_code: int, seconds: float) -> None:
-    """One HTTP request served (the ASGI telemetry middleware calls this). `route` is the route
-    template (`/api/v1/projects/{pid}`), never the raw path."""
-    if _instruments is not None:
-        _instruments.http_server_duration.record(
-            seconds, {HTTP_REQUEST_METHOD: method, HTTP_ROUTE: route, HTTP_RESPONSE_STATUS_CODE: status_code}
-        )
-
-
 # --- recorded by the executor -------------------------------------------------------------------
 
 
@@ -341,7 +326,7 @@ def record_model_call(
     error_type: str = "",
 ) -> None:
     """One model call ended: its duration and token usage. `error_type` is empty on success, else
-    a short class of failure (`timeout`, `rate_limited`, the exception class name)."""
+    a short class of failure (`cancelled`, or the class name of the exception behind it)."""
     if _instruments is None:
         return
     attributes = {GEN_AI_OPERATION: "chat", GEN_AI_SYSTEM: system, GEN_AI_REQUEST_MODEL: model}

@@ -1,9 +1,11 @@
 """gRPC server bootstrap: one way for every service to start, report health and drain.
 
-`start_server` builds a `grpc.aio` server with the shared interceptors, the standard health
-service and server reflection, binds it (port 0 picks a free one) and starts it. `GrpcServer.stop`
-drains: health turns NOT_SERVING first, so balancers stop sending new work, then in-flight calls
-get the grace period to finish.
+`bind_server` builds a `grpc.aio` server with the shared interceptors and binds it (port 0 picks a
+free one), so a composition root knows its port before it builds what depends on it (an executor
+advertises its address); `GrpcServer.start` adds the services, the standard health service and
+server reflection, and starts it. `start_server` does both at once. `GrpcServer.stop` drains:
+health turns NOT_SERVING first, so balancers stop sending new work, then in-flight calls get the
+grace period to finish.
 """
 
 from __future__ import annotations
@@ -32,25 +34,31 @@ class ServiceBinding:
 
 
 class GrpcServer:
-    """A started `grpc.aio` server with its health service."""
+    """A bound `grpc.aio` server: started by `start`, with its health service, drained by `stop`."""
 
-    def __init__(
-        self,
-        server: grpc.aio.Server,
-        port: int,
-        health_servicer: health.aio.HealthServicer,
-        service_names: Sequence[str],
-        host: str,
-    ) -> None:
+    def __init__(self, server: grpc.aio.Server, port: int, host: str) -> None:
         self.server = server
         self.port = port
         self.host = host
-        self._health = health_servicer
-        self._service_names = tuple(service_names)
+        self._health = health.aio.HealthServicer()
+        self._service_names: tuple[str, ...] = ()
 
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+    async def start(self, services: Sequence[ServiceBinding]) -> None:
+        """Adds the services (with health and reflection), starts serving and reports SERVING."""
+        for service in services:
+            service.add_to_server(self.server)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, self.server)
+        self._service_names = tuple(service.name for service in services)
+        reflection.enable_server_reflection(
+            [*self._service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server
+        )
+        await self.server.start()
+        await self.set_serving(True)
+        logger.info("serving %s on %s", ", ".join(self._service_names), self.address)
 
     async def set_serving(self, serving: bool) -> None:
         status = (
@@ -68,14 +76,14 @@ class GrpcServer:
         await self.server.wait_for_termination()
 
 
-async def start_server(
-    services: Sequence[ServiceBinding],
+def bind_server(
     *,
     host: str = "127.0.0.1",
     port: int = 0,
     max_message_bytes: int = 4 * 1024 * 1024,
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
 ) -> GrpcServer:
+    """A server bound to `host:port` (0 = a free port), not started yet."""
     server = grpc.aio.server(
         interceptors=[ServerInterceptor(), *interceptors],
         options=[
@@ -84,20 +92,24 @@ async def start_server(
             ("grpc.so_reuseport", 0),
         ],
     )
-    for service in services:
-        service.add_to_server(server)
-    health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    names = [service.name for service in services]
-    reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
     bound = server.add_insecure_port(f"{host}:{port}")
     if bound == 0:
         raise OSError(f"cannot bind gRPC server to {host}:{port}")
-    await server.start()
-    running = GrpcServer(server, bound, health_servicer, names, host)
-    await running.set_serving(True)
-    logger.info("serving %s on %s", ", ".join(names), running.address)
-    return running
+    return GrpcServer(server, bound, host)
+
+
+async def start_server(
+    services: Sequence[ServiceBinding],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    max_message_bytes: int = 4 * 1024 * 1024,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+) -> GrpcServer:
+    """A server bound and started with `services`."""
+    server = bind_server(host=host, port=port, max_message_bytes=max_message_bytes, interceptors=interceptors)
+    await server.start(services)
+    return server
 
 
 async def wait_for_shutdown_signal() -> None:

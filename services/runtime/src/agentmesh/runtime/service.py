@@ -1,16 +1,18 @@
 """What a started service is (its gRPC server plus what must be closed after it drains), and the
-life of a service's process (`run_service`, what every service's `__main__` calls)."""
+life of a service's process (`run_service`, what every service's `__main__` calls, and
+`process_telemetry`, which `agentmesh up` shares with it)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from agentmesh.runtime.logging import configure_logging
-from agentmesh.runtime.metrics import configure_metrics
+from agentmesh.runtime.metrics import Metrics, configure_metrics
 from agentmesh.runtime.server import GrpcServer, wait_for_shutdown_signal
 from agentmesh.runtime.settings import ServiceSettings
 from agentmesh.runtime.telemetry import configure_tracing
@@ -43,23 +45,35 @@ class RunningService:
 S = TypeVar("S", bound=ServiceSettings)
 
 
+@contextlib.asynccontextmanager
+async def process_telemetry(
+    tracing_name: str, metrics_service: str | None = None
+) -> AsyncIterator[Metrics | None]:
+    """Tracing and metrics for this process, configured from the environment and flushed on
+    exit. Yields the metrics handle (None when metrics are off)."""
+    provider = configure_tracing(tracing_name)
+    meters = configure_metrics(metrics_service)
+    try:
+        yield meters
+    finally:
+        if provider is not None:
+            provider.shutdown()
+        if meters is not None:
+            meters.shutdown()
+
+
 async def serve(name: str, settings: S, start: Callable[[S], Awaitable[RunningService]]) -> None:
     """Runs one service until SIGTERM or Ctrl-C, then drains it: the life of a service's process,
     with tracing and metrics configured from the environment."""
-    provider = configure_tracing(f"agentmesh-{name}")
-    meters = configure_metrics(name)
-    service = await start(settings)
-    print(f"{name} serving gRPC on {service.address}", flush=True)
-    http = getattr(service, "http", None)
-    if http is not None:
-        print(f"{name} serving HTTP on {http.url}", flush=True)
-    await wait_for_shutdown_signal()
-    logger.info("%s draining", name)
-    await service.stop(settings.shutdown_grace_seconds)
-    if provider is not None:
-        provider.shutdown()
-    if meters is not None:
-        meters.shutdown()
+    async with process_telemetry(f"agentmesh-{name}", name):
+        service = await start(settings)
+        print(f"{name} serving gRPC on {service.address}", flush=True)
+        http = getattr(service, "http", None)
+        if http is not None:
+            print(f"{name} serving HTTP on {http.url}", flush=True)
+        await wait_for_shutdown_signal()
+        logger.info("%s draining", name)
+        await service.stop(settings.shutdown_grace_seconds)
 
 
 def run_service(

@@ -37,7 +37,3 @@ class ServiceSettings(BaseSettings):
     port: int = Field(default=0, ge=0, le=65535, description="0 picks a free port")
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)
     max_message_bytes: int = Field(default=4 * MiB, gt=0)
-
-    @property
-    def bind_address(self) -> str:
-        return f"{self.host}:{self.port}"

@@ -1,5 +1,5 @@
-"""Bookkeeping that must happen even when a run is cancelled or out of time: recording that it
-was cancelled, marking the agent idle again, answering a delegation."""
+"""Work detached from its caller: bookkeeping that must happen even when a run is cancelled or
+out of time (recording that it was cancelled, answering a delegation)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,202 @@
+"""Admitting a run: resolving its agent, checking it is a run this executor takes, starting it at
+the registry (the agent goes `working`) and recording its input.
+
+A refusal — an unknown, paused or terminated agent, a delegation too deep, a workflow without
+sub-agents — leaves as the gRPC status before `run_started`. An agent last seen runnable records
+its input while the registry starts the run (that append is the one to wait for anyway), so a
+refusal that comes after it is recorded too: a session never ends on an unanswered input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any
+
+from agentmesh.executor.agent import kind_name
+from agentmesh.executor.errors import DelegationDepthExceeded, NoSubAgents
+from agentmesh.executor.finisher import RunFinisher
+from agentmesh.executor.recorder import EventType, Recorder
+from agentmesh.executor.specs import AgentSpecs, SpecKey
+from agentmesh.executor.v1 import executor_service_pb2
+from agentmesh.memory.client import MemoryClient
+from agentmesh.memory.v1 import resources_pb2 as memory_resources_pb2
+from agentmesh.registry.client import RegistryClient
+from agentmesh.registry.v1 import registry_service_pb2, resources_pb2
+from agentmesh.runtime.errors import DomainError
+
+logger = logging.getLogger(__name__)
+
+_BLOCKED = (resources_pb2.AGENT_STATUS_PAUSED, resources_pb2.AGENT_STATUS_TERMINATED)
+
+
+@dataclass(frozen=True)
+class ResolvedAgent:
+    """The agent a request names, as this executor knows it: remembered from an earlier run of
+    the same caller, or just resolved."""
+
+    key: SpecKey
+    spec: resources_pb2.AgentSpec
+    remembered: bool
+
+
+@dataclass
+class AdmittedRun:
+    """A run the registry started: its request, its agent's current spec, its recorder, and its
+    input if that is being recorded already."""
+
+    request: executor_service_pb2.RunRequest
+    spec: resources_pb2.AgentSpec
+    recorder: Recorder
+    early_input: asyncio.Future[memory_resources_pb2.Event] | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.recorder.run_id
+
+    def record_input(self) -> Awaitable[memory_resources_pb2.Event]:
+        """The input's event: the one recorded alongside the start, else recorded now."""
+        return self.early_input or _record_input(self.recorder, self.request)
+
+    def abandon_input(self) -> None:
+        """Stops recording the input early (the run goes no further)."""
+        if self.early_input is not None:
+            self.early_input.cancel()
+
+    async def record_refusal(self, error: DomainError) -> None:
+        """When the input was recorded alongside the start and the run was then refused (the
+        registry would not start it: the agent was paused or terminated since; or the agent
+        cannot be set up), records the refusal after it."""
+        if self.early_input is None:
+            return
+        try:
+            received = await self.early_input
+            await self.recorder.record(
+                EventType.EVENT_TYPE_ERROR,
+                error.message,
+                metadata={"reason": error.reason, "code": error.code.name},
+                parent_event_id=received.id,
+            )
+        except Exception:
+            logger.warning("could not record that run %s was refused", self.run_id, exc_info=True)
+
+
+class RunAdmission:
+    """Decides whether a run may start and starts it; see the module's docstring."""
+
+    def __init__(
+        self,
+        *,
+        registry: RegistryClient,
+        memory: MemoryClient,
+        specs: AgentSpecs,
+        finisher: RunFinisher,
+        max_delegation_depth: int,
+    ) -> None:
+        self._registry = registry
+        self._memory = memory
+        self._specs = specs
+        self._finisher = finisher
+        self._max_delegation_depth = max_delegation_depth
+
+    async def resolve(self, request: executor_service_pb2.RunRequest) -> ResolvedAgent:
+        """The agent the request names, asking the registry only when it is not remembered."""
+        key = self._specs.key(request.project_slug, request.agent_name)
+        spec = self._specs.remembered(key)
+        if spec is not None:
+            return ResolvedAgent(key, spec, remembered=True)
+        return ResolvedAgent(key, await self._specs.resolve(key), remembered=False)
+
+    async def admit(
+        self, request: executor_service_pb2.RunRequest, agent: ResolvedAgent, run_id: str
+    ) -> AdmittedRun:
+        """Checks the run, starts it at the registry and, when the agent changed since it was
+        remembered, checks it again against the current spec. Raises the refusal."""
+        self._check_runnable(request, agent.spec)
+        recorder = Recorder(
+            self._memory,
+            session_id=request.session_id,
+            project_id=agent.spec.agent.project_id,
+            agent=agent.spec.agent.name,
+            run_id=run_id,
+            delegation_id=request.delegation_id,
+        )
+        run = AdmittedRun(request, agent.spec, recorder)
+        # An agent that was not runnable when last seen, or is new here, is started first, so a
+        # refusal leaves nothing behind.
+        if agent.remembered and agent.spec.agent.status not in _BLOCKED:
+            run.early_input = asyncio.ensure_future(_record_input(recorder, request))
+        start = await self._start(run, agent.key)
+        if start.spec_revision != run.spec.revision:
+            await self._refresh(run, agent.key)
+        return run
+
+    async def _start(self, run: AdmittedRun, key: SpecKey) -> registry_service_pb2.StartAgentRunResponse:
+        try:
+            return await self._registry.start_agent_run(run.spec.agent.id, run.run_id)
+        except asyncio.CancelledError:
+            run.abandon_input()
+            # The registry may have started it before the answer was lost: finish it.
+            self._finish_unanswered(run)
+            raise
+        except DomainError as error:
+            self._specs.forget(key)
+            await run.record_refusal(error)
+            raise
+        except BaseException:
+            run.abandon_input()
+            raise
+
+    async def _refresh(self, run: AdmittedRun, key: SpecKey) -> None:
+        """The run started on a spec that changed since it was remembered: resolves it again."""
+        try:
+            run.spec = await self._specs.resolve(key)
+            self._check_runnable(run.request, run.spec)
+        except DomainError as error:
+            await run.record_refusal(error)
+            self._finish_unanswered(run)
+            raise
+        except BaseException:
+            run.abandon_input()
+            self._finish_unanswered(run)
+            raise
+
+    def _finish_unanswered(self, run: AdmittedRun) -> None:
+        self._finisher.finish(run.spec.agent.id, run.run_id, completed=False, tokens_used=0, cost=0.0)
+
+    def _check_runnable(
+        self, request: executor_service_pb2.RunRequest, spec: resources_pb2.AgentSpec
+    ) -> None:
+        if request.delegation_depth > self._max_delegation_depth:
+            raise DelegationDepthExceeded(
+                f"delegation depth {request.delegation_depth} is past the limit of "
+                f"{self._max_delegation_depth}"
+            )
+        kind = kind_name(spec.kind)
+        if kind != "llm" and not spec.sub_agents:
+            raise NoSubAgents(f"{kind} agent {spec.agent.name!r} has no sub-agents")
+
+
+def _record_input(
+    recorder: Recorder, request: executor_service_pb2.RunRequest
+) -> Awaitable[memory_resources_pb2.Event]:
+    return recorder.record(
+        EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED
+        if request.delegation_id
+        else EventType.EVENT_TYPE_USER_MESSAGE,
+        request.input,
+        parent_event_id=request.parent_event_id,
+        metadata=_input_metadata(request),
+    )
+
+
+def _input_metadata(request: executor_service_pb2.RunRequest) -> dict[str, Any]:
+    metadata: dict[str, Any] = {}
+    if request.delegation_path:
+        metadata["delegation_path"] = list(request.delegation_path)
+        metadata["depth"] = request.delegation_depth
+    if request.as_sub_agent:
+        metadata["as_sub_agent"] = True
+    return metadata
