@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Generate every SDK under sdks/ from protos/ (the public packages; executor.v1 is internal).
 #
-#   scripts/gen_sdks.sh           regenerate sdks/go/gen/ (committed) and build sdks/typescript/
-#                                 (its src/gen/ and dist/ are build outputs, not committed)
+#   scripts/gen_sdks.sh           regenerate sdks/go/gen/ (committed), build sdks/typescript/ and
+#                                 sdks/rust/ (their generated code is a build output, not committed)
 #   scripts/gen_sdks.sh --check   regenerate the Go SDK's code into a temporary directory and fail
 #                                 when it differs from the committed sdks/go/gen/
 #
 # Generation runs buf (pinned in package-lock.json files) with local plugins only: the TypeScript
-# plugin from sdks/typescript/node_modules, the Go plugins as sdks/go's go.mod `tool`s. Needs node
-# and npm, and Go 1.24+ for the Go SDK; npm ci and the Go module proxy are the only downloads.
+# plugin from sdks/typescript/node_modules, the Go plugins as sdks/go's go.mod `tool`s. The Rust SDK
+# generates in its build.rs (tonic-prost-build, vendored protoc). Needs node and npm, Go 1.24+ and
+# cargo; npm ci, the Go module proxy and crates.io are the only downloads.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -46,3 +47,5 @@ echo "gen_sdks: Go (sdks/go/gen/)"
 (cd sdks/go && "$buf" generate && go build ./...)
 echo "gen_sdks: TypeScript (sdks/typescript/dist/)"
 (cd "$ts" && npm run --silent build)
+echo "gen_sdks: Rust (sdks/rust/target/)"
+(cd sdks/rust && cargo build --locked --quiet)

@@ -1,13 +1,14 @@
 """The SDKs under sdks/ against a live mesh: `agentmesh up` as a process on free ports, with
 examples/coordinator-worker.yaml applied by `agentmesh apply`, then each SDK's own test suite with
-its own runner (`node --test` for TypeScript, `go test` for Go). The suites stream a delegating
-chat, ask for an unknown agent and page through a session (sdks/*/README.md); they find the mesh
-through AGENTMESH_ADDRESS, AGENTMESH_EMAIL and AGENTMESH_PASSWORD.
+its own runner (`node --test` for TypeScript, `go test` for Go, `cargo test` for Rust). The
+suites stream a delegating chat, ask for an unknown agent and page through a session
+(sdks/*/README.md); they find the mesh through AGENTMESH_ADDRESS, AGENTMESH_EMAIL and
+AGENTMESH_PASSWORD.
 
 Also checks that the Go SDK's committed generated code matches protos/ (scripts/gen_sdks.sh).
 
-Without node/npm or Go the tests skip, except under CI=true, where they fail. Cold caches download
-npm packages and Go modules (from the registry and the module proxy), hence the long timeouts.
+Without node/npm, Go or cargo the tests skip, except under CI=true, where they fail. Cold caches download
+npm packages, Go modules and crates (from their registries and the module proxy), hence the long timeouts.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 TYPESCRIPT = ROOT / "sdks" / "typescript"
 GO = ROOT / "sdks" / "go"
+RUST = ROOT / "sdks" / "rust"
 UP_READY = re.compile(r"^agentmesh is up", re.MULTILINE)
 # Generous: a cold npm ci or Go module download, then the build, on a loaded machine.
 TOOL_TIMEOUT = 480
@@ -144,6 +146,12 @@ def go_sdk() -> Path:
     return GO
 
 
+@pytest.fixture(scope="module")
+def rust_sdk() -> Path:
+    require("cargo")
+    return RUST
+
+
 @pytest.mark.timeout(TOOL_TIMEOUT * 2)
 @pytest.mark.asyncio(loop_scope="module")
 async def test_the_typescript_sdk_passes_its_suite_against_a_live_mesh(
@@ -164,6 +172,19 @@ async def test_the_go_sdk_passes_its_suite_against_a_live_mesh(
     assert code == 0, output[-6000:]
     assert "--- PASS: TestStreamChatDelegates" in output, output[-3000:]
     assert "--- SKIP" not in output, output[-3000:]
+
+
+# A cold build compiles tonic, hyper and tokio: minutes on a loaded two-core machine.
+@pytest.mark.timeout(TOOL_TIMEOUT * 3)
+@pytest.mark.asyncio(loop_scope="module")
+async def test_the_rust_sdk_passes_its_suite_against_a_live_mesh(
+    rust_sdk: Path, mesh_environment: dict[str, str]
+) -> None:
+    command = ("cargo", "test", "--locked", "--", "--nocapture")
+    code, output = await run(*command, cwd=rust_sdk, env=mesh_environment, timeout=TOOL_TIMEOUT * 2)
+    assert code == 0, output[-6000:]
+    assert re.search(r"^test result: ok\. [1-9]\d* passed", output, re.MULTILINE), output[-3000:]
+    assert "SKIPPED" not in output, output[-3000:]
 
 
 @pytest.mark.timeout(TOOL_TIMEOUT)
