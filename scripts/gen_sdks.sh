@@ -8,7 +8,7 @@
 #
 # Generation runs buf (pinned in package-lock.json files) with local plugins only: the TypeScript
 # plugin from sdks/typescript/node_modules, the Go plugins as sdks/go's go.mod `tool`s. The Rust SDK
-# generates in its build.rs (tonic-prost-build, vendored protoc). Needs node and npm, Go 1.24+ and
+# generates in its build.rs (tonic-prost-build, vendored protoc). Needs node and npm, Go 1.25+ and
 # cargo; npm ci, the Go module proxy and crates.io are the only downloads.
 set -euo pipefail
 
