@@ -57,5 +57,15 @@ bench: $(STAMP)
 bench-smoke: $(STAMP)
 	$(BIN)/python -m bench --smoke
 
+# The SDKs under sdks/ (docs/sdks.md): `sdks` regenerates them (the Go SDK's generated code is
+# committed), `check-sdks` fails when that code drifts from protos/. tests/e2e/test_sdks.py runs both
+# SDKs' suites against a live mesh and the drift check as part of `make test`.
+.PHONY: sdks check-sdks
+sdks:
+	scripts/gen_sdks.sh
+
+check-sdks:
+	scripts/gen_sdks.sh --check
+
 clean:
 	rm -rf $(VENV) .tools .pytest_cache
