@@ -7,10 +7,15 @@ from collections.abc import Iterable
 import grpc
 from google.protobuf import field_mask_pb2
 
+from agentmesh.registry.models import AGENT_CONFIG_FIELDS, AgentConfig
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.client import Metadata, unary
+
+# An agent's config overrides as the registry defines them, field for field: other services build
+# their own shapes of a config (the gateway's REST bodies) from this one definition.
+__all__ = ["AGENT_CONFIG_FIELDS", "AgentConfig", "RegistryClient"]
 
 
 def _mask(paths: Iterable[str]) -> field_mask_pb2.FieldMask:
