@@ -248,6 +248,14 @@ async def test_sessions_are_listed_most_recently_active_first(store: EventStore)
     assert (await store.count_sessions("p-1"), await store.count_sessions("p-3")) == (4, 0)
 
 
+async def test_a_session_page_boundary_is_the_key_of_the_last_session_before_it(store: EventStore) -> None:
+    for n, session_id in enumerate(["s-1", "s-2", "s-3"]):
+        await append(store, session_id, [new()], now=T0 + timedelta(seconds=n))
+    assert await store.session_boundary("p-1", skip=2) == (T0 + timedelta(seconds=1), "s-2")
+    assert await store.session_boundary("p-1", skip=9) == (T0, "s-1")  # past the end: the last one
+    assert await store.session_boundary("p-2", skip=2) is None
+
+
 # --- retention ----------------------------------------------------------------------------------
 
 

@@ -131,6 +131,10 @@ class InMemoryEventStore:
     async def count_sessions(self, project_id: str) -> int:
         return sum(1 for s in self._sessions.values() if s.project_id == project_id)
 
+    async def session_boundary(self, project_id: str, *, skip: int) -> SessionCursor | None:
+        head = await self.list_sessions(project_id, after=None, limit=skip)
+        return (head[-1].updated_at, head[-1].id) if head else None
+
     # --- retention ---------------------------------------------------------------------------
 
     async def get_retention_policy(self, project_id: str) -> RetentionPolicy | None:

@@ -248,6 +248,11 @@ class EventStore(Protocol):
 
     async def count_sessions(self, project_id: str) -> int: ...
 
+    async def session_boundary(self, project_id: str, *, skip: int) -> SessionCursor | None:
+        """The cursor of the `skip`-th session in list order (the last one when there are fewer),
+        None when the project has none: where page N starts, found without OFFSET."""
+        ...
+
     async def get_retention_policy(self, project_id: str) -> RetentionPolicy | None: ...
 
     async def set_retention_policy(self, policy: RetentionPolicy, *, now: datetime) -> RetentionPolicy: ...
@@ -542,6 +547,22 @@ class SqlEventStore:
         )
         async with self._reader.connect() as connection:
             return int((await connection.execute(statement)).scalar_one())
+
+    async def session_boundary(self, project_id: str, *, skip: int) -> SessionCursor | None:
+        # The last of the first `skip` keys, read from the (project_id, updated_at, id) index:
+        # one query that stops after `skip` entries and fetches no other column.
+        c = session_table.c
+        head = (
+            sa.select(c.updated_at, c.id)
+            .where(c.project_id == project_id)
+            .order_by(c.updated_at.desc(), c.id.desc())
+            .limit(skip)
+            .subquery()
+        )
+        statement = sa.select(head.c.updated_at, head.c.id).order_by(head.c.updated_at, head.c.id).limit(1)
+        async with self._reader.connect() as connection:
+            row = (await connection.execute(statement)).first()
+        return None if row is None else (_utc(row[0]), row[1])
 
     # --- retention ---------------------------------------------------------------------------
 
