@@ -1,7 +1,7 @@
 """The registry's domain types: users, agent types, projects, agents, executors, and pages of them.
 
 Plain pydantic models with no I/O. They carry values, not rules: validation and lifecycle rules
-live in `registry.py` and `validation.py`, storage in `store.py`.
+live in `registry.py` and `validation.py`, storage in the `store` package.
 """
 
 from __future__ import annotations

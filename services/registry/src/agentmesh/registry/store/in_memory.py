@@ -81,10 +81,16 @@ class InMemoryRegistryStore(RegistryStore):
 
     @asynccontextmanager
     async def _write(self) -> AsyncIterator[StoreTransaction]:
+        async with self._draft() as draft:
+            yield InMemoryTransaction(draft)
+
+    @asynccontextmanager
+    async def _draft(self) -> AsyncIterator[_State]:
+        """A copy of the state to change, published when the block ends without an exception."""
         async with self._writer:
             # Values are frozen models, so copying the containers copies the state.
             draft = _State(**{name: copy.copy(value) for name, value in vars(self._state).items()})
-            yield InMemoryTransaction(draft)
+            yield draft
             self._state = draft
 
     async def start_run(
@@ -139,8 +145,7 @@ class InMemoryRegistryStore(RegistryStore):
         agent_id: str,
         change: Callable[[Agent, set[tuple[str, str]]], Agent | None],
     ) -> RunChange | None:
-        async with self._write() as tx:
-            state = tx._state  # type: ignore[attr-defined]
+        async with self._draft() as state:
             stored = state.agents.get(agent_id)
             if stored is None:
                 return None
