@@ -243,3 +243,21 @@ async def test_sessions_are_listed_most_recently_active_first(memory: MemoryClie
     with pytest.raises(InvalidArgument) as caught:
         await memory.list_sessions("")
     assert [v.field for v in caught.value.violations] == ["project_id"]
+
+
+async def test_a_page_number_reaches_its_sessions_in_one_call(memory: MemoryClient) -> None:
+    for name in ("s-a", "s-b", "s-c", "s-d", "s-e"):
+        await memory.append_events(name, "p-1", [new_event()])
+
+    pages = [await memory.list_sessions("p-1", page_size=2, page=n) for n in (1, 2, 3, 4)]
+
+    assert [[s.id for s in page.sessions] for page in pages] == [["s-e", "s-d"], ["s-c", "s-b"], ["s-a"], []]
+    assert [page.total_size for page in pages] == [5, 5, 5, 5]
+    # The token a numbered page hands out goes on from there.
+    following = await memory.list_sessions("p-1", page_size=2, page_token=pages[1].next_page_token)
+    assert [s.id for s in following.sessions] == ["s-a"]
+    assert (await memory.list_sessions("p-none", page=3)).sessions == []
+    for bad in ({"page": -1}, {"page": 2, "page_token": pages[0].next_page_token}):
+        with pytest.raises(InvalidArgument) as caught:
+            await memory.list_sessions("p-1", **bad)
+        assert [v.field for v in caught.value.violations] == ["page"]

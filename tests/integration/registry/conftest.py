@@ -4,14 +4,17 @@ stub and the RegistryClient."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import grpc
 import pytest
 
-from agentmesh.registry.app import start
+from agentmesh.registry.app import MIGRATIONS, VERSION_TABLE, start
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.settings import RegistrySettings
+from agentmesh.registry.store import InMemoryRegistryStore, RegistryStore, SqlRegistryStore
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
+from agentmesh.runtime.database import create_engine, upgrade
 from agentmesh.runtime.identity import TokenCodec
 from agentmesh.runtime.service import RunningService
 from tests.integration.registry.support import JWT_SECRET, Api, make_settings
@@ -53,3 +56,35 @@ def codec() -> TokenCodec:
 @pytest.fixture
 def api(stub: pb_grpc.RegistryServiceStub) -> Api:
     return Api(stub)
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("in-memory", id="in-memory"),
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    ]
+)
+def store_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str | None:
+    """Each RegistryStore implementation's database in turn: none (in memory), SQLite, PostgreSQL."""
+    if request.param == "in-memory":
+        return None
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'registry.db'}"
+    return request.getfixturevalue("postgres_database")
+
+
+@pytest.fixture
+async def registry_store(store_database_url: str | None) -> AsyncIterator[RegistryStore]:
+    """Every RegistryStore implementation in turn: in memory, then SQL on SQLite and PostgreSQL
+    (migrated, as the service runs it)."""
+    if store_database_url is None:
+        yield InMemoryRegistryStore()
+        return
+    engine = create_engine(store_database_url)
+    try:
+        store = SqlRegistryStore(engine)  # before any connection: it sets up SQLite transactions
+        await upgrade(engine, MIGRATIONS, version_table=VERSION_TABLE)
+        yield store
+    finally:
+        await engine.dispose()

@@ -8,7 +8,6 @@ import asyncio
 import grpc
 from google.protobuf import field_mask_pb2, json_format, struct_pb2
 
-from agentmesh.registry.app import start
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
@@ -19,7 +18,6 @@ from tests.integration.registry.support import (
     Api,
     Caller,
     bearer,
-    make_settings,
     rpc_error,
     strings,
     violation_fields,
@@ -553,22 +551,6 @@ async def test_executor_pool(client: RegistryClient, api: Api, codec: TokenCodec
         assert error.code == GRPC.PERMISSION_DENIED
     bad = await rpc_error(client.register_executor("", "", metadata=system))
     assert violation_fields(bad) == {"executor.id", "executor.address"}
-
-
-async def test_executors_drop_out_when_their_heartbeat_is_stale(database_url: str, codec: TokenCodec) -> None:
-    service = await start(make_settings(database_url, executor_heartbeat_ttl_seconds=0.3))
-    try:
-        async with grpc.aio.insecure_channel(service.address) as channel:
-            client = RegistryClient(channel)
-            system = bearer(codec.system_token())
-            await client.register_executor("old", "127.0.0.1:7001", metadata=system)
-            await asyncio.sleep(0.4)
-            await client.register_executor("fresh", "127.0.0.1:7002", metadata=system)
-            assert [e.id for e in await client.list_executors(metadata=system)] == ["fresh"]
-            await client.register_executor("old", "127.0.0.1:7001", metadata=system)
-            assert [e.id for e in await client.list_executors(metadata=system)] == ["fresh", "old"]
-    finally:
-        await service.stop(0)
 
 
 async def test_concurrent_runs_are_all_counted(api: Api, client: RegistryClient) -> None:

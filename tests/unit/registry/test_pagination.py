@@ -20,7 +20,7 @@ def test_a_token_round_trips_within_its_list() -> None:
     assert "id-1" not in token  # opaque enough not to invite hand-editing
     assert token.count(".") == 1  # signed
     request = tokens.request(page_size=5, page_token=token, page=0, scope="agents:p1")
-    assert (request.size, request.after, request.offset) == (5, KEY, 0)
+    assert (request.size, request.after, request.skip) == (5, KEY, 0)
 
 
 @pytest.mark.parametrize("bad", ["x", "a.b", ".", "e30.", "!!!.???", "ü.ü"])
@@ -32,7 +32,7 @@ def test_garbage_is_refused(bad: str) -> None:
 
 def test_no_token_and_no_page_is_the_first_page() -> None:
     request = PageTokens("s" * 32).request(page_size=0, page_token="", page=0, scope="x")
-    assert (request.after, request.offset) == (None, 0)
+    assert (request.after, request.skip) == (None, 0)
 
 
 def test_tokens_of_another_list_or_secret_are_refused() -> None:
@@ -47,8 +47,8 @@ def test_sizes_and_pages() -> None:
     tokens = PageTokens("s" * 32)
     assert tokens.request(page_size=0, page_token="", page=0, scope="x").size == DEFAULT_PAGE_SIZE
     assert tokens.request(page_size=10**6, page_token="", page=0, scope="x").size == MAX_PAGE_SIZE
-    assert tokens.request(page_size=10, page_token="", page=3, scope="x").offset == 20
-    assert tokens.request(page_size=10, page_token="", page=1, scope="x").offset == 0
+    assert tokens.request(page_size=10, page_token="", page=3, scope="x").skip == 20
+    assert tokens.request(page_size=10, page_token="", page=1, scope="x").skip == 0
     for size, page in ((-1, 0), (0, -1)):
         with pytest.raises(ValidationFailed):
             tokens.request(page_size=size, page_token="", page=page, scope="x")

@@ -110,9 +110,12 @@ class MemoryClient:
         *,
         page_size: int = 0,
         page_token: str = "",
+        page: int = 0,
         metadata: Metadata | None = None,
     ) -> pb.ListSessionsResponse:
-        request = pb.ListSessionsRequest(project_id=project_id, page_size=page_size, page_token=page_token)
+        request = pb.ListSessionsRequest(
+            project_id=project_id, page_size=page_size, page_token=page_token, page=page
+        )
         return await unary(self.stub.ListSessions, request, metadata=metadata)
 
     async def set_retention_policy(

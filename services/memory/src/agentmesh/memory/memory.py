@@ -345,11 +345,16 @@ class EventLog:
         return cursor_datetime(cursor[0]), cursor_str(cursor[1]), cursor_int(cursor[2])
 
     async def list_sessions(
-        self, project_id: str, *, page_size: int = 0, page_token: str = ""
+        self, project_id: str, *, page_size: int = 0, page_token: str = "", page: int = 0
     ) -> SessionPage:
-        """A project's sessions, most recently active first."""
+        """A project's sessions, most recently active first: after `page_token`, or page number
+        `page` (1-based), which the store reaches by its keyset boundary, never by OFFSET."""
         violations: list[FieldViolation] = []
         _check_id(project_id, "project_id", violations, required=True)
+        if page < 0:
+            violations.append(FieldViolation("page", "must not be negative"))
+        if page and page_token:
+            violations.append(FieldViolation("page", "give either page or page_token, not both"))
         if violations:
             raise ValidationFailed.of(violations)
         limit = _page_size(page_size, DEFAULT_SESSION_PAGE)
@@ -358,6 +363,10 @@ class EventLog:
         after: SessionCursor | None = (
             None if cursor is None else (cursor_datetime(cursor[0]), cursor_str(cursor[1]))
         )
+        if page > 1:
+            after = await self._store.session_boundary(project_id, skip=(page - 1) * limit)
+            if after is None:
+                return SessionPage(sessions=[], total_size=0)
         found = await self._store.list_sessions(project_id, after=after, limit=limit + 1)
         token = ""
         if len(found) > limit:

@@ -63,7 +63,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListSessionsResponse:
         page = await self._log.list_sessions(
-            request.project_id, page_size=request.page_size, page_token=request.page_token
+            request.project_id, page_size=request.page_size, page_token=request.page_token, page=request.page
         )
         return pb.ListSessionsResponse(
             sessions=[convert.session_to_proto(session) for session in page.sessions],

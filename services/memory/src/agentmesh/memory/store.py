@@ -34,169 +34,19 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agentmesh.memory.models import Event, EventQuery, EventType, NewEvent, RetentionPolicy, Session
-
-metadata = sa.MetaData()
-
-_JSON = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
-_ID = sa.String(255)
-_TIME = sa.DateTime(timezone=True)
-
-session_table = sa.Table(
-    "memory_sessions",
-    metadata,
-    sa.Column("id", _ID, primary_key=True),
-    sa.Column("project_id", _ID, nullable=False),
-    sa.Column("agent", _ID, nullable=False),
-    sa.Column("created_at", _TIME, nullable=False),
-    sa.Column("updated_at", _TIME, nullable=False),
-    sa.Column("last_seq", sa.BigInteger, nullable=False),
-    sa.Column("first_seq", sa.BigInteger, nullable=False),
-    sa.Index("ix_memory_sessions_project_activity", "project_id", "updated_at", "id"),
+from agentmesh.memory.tables import (
+    APPEND_IN_ONE_STATEMENT,
+    BUMP_LAST_SEQ,
+    EVENT_COLUMNS,
+    EVENT_FIELDS,
+    ID,
+    SESSION_COLUMNS,
+    TIME,
+    event_table,
+    retention_table,
+    session_table,
 )
-
-event_table = sa.Table(
-    "memory_events",
-    metadata,
-    sa.Column("session_id", _ID, sa.ForeignKey("memory_sessions.id", ondelete="CASCADE"), primary_key=True),
-    sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
-    sa.Column("id", sa.String(36), nullable=False),
-    sa.Column("project_id", _ID, nullable=False),
-    sa.Column("agent", _ID, nullable=False),
-    sa.Column("event_type", sa.String(32), nullable=False),
-    sa.Column("content", sa.Text, nullable=False),
-    sa.Column("metadata", _JSON, nullable=False),
-    sa.Column("run_id", _ID, nullable=False),
-    sa.Column("parent_event_id", _ID, nullable=False),
-    sa.Column("delegation_id", _ID, nullable=False),
-    sa.Column("trace_id", sa.String(32), nullable=False),
-    sa.Column("span_id", sa.String(16), nullable=False),
-    sa.Column("idempotency_key", _ID, nullable=True),
-    sa.Column("created_at", _TIME, nullable=False),
-    sa.UniqueConstraint("id", name="uq_memory_events_id"),
-    # NULL keys (no key given) never collide, in both databases.
-    sa.UniqueConstraint("session_id", "idempotency_key", name="uq_memory_events_idempotency_key"),
-    # An agent's window in a session (the executor's context): newest N by seq, no full scan.
-    sa.Index("ix_memory_events_session_agent_seq", "session_id", "agent", "seq"),
-    # One agent's events across a project's sessions, in time order.
-    sa.Index("ix_memory_events_project_agent_time", "project_id", "agent", "created_at", "session_id", "seq"),
-)
-
-retention_table = sa.Table(
-    "memory_retention_policies",
-    metadata,
-    sa.Column("project_id", _ID, primary_key=True),
-    sa.Column("max_age_seconds", sa.BigInteger, nullable=False),
-    sa.Column("max_events_per_session", sa.BigInteger, nullable=False),
-    sa.Column("updated_at", _TIME, nullable=False),
-)
-
-_EVENT_COLUMNS = (
-    event_table.c.id,
-    event_table.c.session_id,
-    event_table.c.seq,
-    event_table.c.agent,
-    event_table.c.event_type,
-    event_table.c.content,
-    event_table.c["metadata"],
-    event_table.c.run_id,
-    event_table.c.parent_event_id,
-    event_table.c.delegation_id,
-    event_table.c.trace_id,
-    event_table.c.span_id,
-    event_table.c.idempotency_key,
-    event_table.c.created_at,
-)
-_EVENT_FIELDS = tuple(column.key for column in _EVENT_COLUMNS)
-_SESSION_COLUMNS = (
-    session_table.c.id,
-    session_table.c.project_id,
-    session_table.c.agent,
-    session_table.c.created_at,
-    session_table.c.updated_at,
-    session_table.c.last_seq,
-    session_table.c.first_seq,
-)
-
-# Creates the session or moves its last_seq on by :count, returning the new value; in PostgreSQL it
-# also locks the session row until commit. Text, because SQLAlchemy 2.0 does not cache the
-# compiled form of the dialects' INSERT … ON CONFLICT constructs, and this runs on every append.
-_BUMP_LAST_SEQ = (
-    sa.text(
-        "INSERT INTO memory_sessions (id, project_id, agent, created_at, updated_at, last_seq, first_seq) "
-        "VALUES (:id, :project_id, :agent, :now, :now, :count, 1) "
-        "ON CONFLICT (id) DO UPDATE SET last_seq = memory_sessions.last_seq + :count, updated_at = :now "
-        "RETURNING project_id, last_seq"
-    )
-    .bindparams(
-        sa.bindparam("id", type_=_ID),
-        sa.bindparam("project_id", type_=_ID),
-        sa.bindparam("agent", type_=_ID),
-        sa.bindparam("now", type_=_TIME),
-        sa.bindparam("count", type_=sa.BigInteger),
-    )
-    .columns(project_id=_ID, last_seq=sa.BigInteger)
-)
-
-# The event columns a one-statement append sends as arrays, one element per event.
-_EVENT_ARRAYS = (
-    "id",
-    "agent",
-    "event_type",
-    "content",
-    "metadata",
-    "run_id",
-    "parent_event_id",
-    "delegation_id",
-    "trace_id",
-    "span_id",
-    "idempotency_key",
-)
-# The whole of a PostgreSQL append, in one statement (see the module docstring). `bump` is
-# _BUMP_LAST_SEQ refusing, instead of updating, a session of another project or one not at
-# :expected; its row lock serializes the writers of a session as in the transaction. A session not
-# yet there cannot be at a positive :expected, so it is not created then (a session the snapshot
-# misses but a concurrent append creates conflicts, and is checked, as any other). `stored` numbers
-# the batch below the new last_seq. No row back: `bump` refused, and nothing was written.
-_APPEND_IN_ONE_STATEMENT = (
-    sa.text(
-        "WITH bump AS ("
-        "INSERT INTO memory_sessions (id, project_id, agent, created_at, updated_at, last_seq, first_seq) "
-        "SELECT CAST(:session_id AS TEXT), CAST(:project_id AS TEXT), CAST(:agent AS TEXT), "
-        "CAST(:now AS TIMESTAMPTZ), CAST(:now AS TIMESTAMPTZ), CAST(:count AS BIGINT), 1 "
-        "WHERE CAST(:expected AS BIGINT) IS NULL OR CAST(:expected AS BIGINT) = 0 "
-        "OR EXISTS (SELECT FROM memory_sessions WHERE id = CAST(:session_id AS TEXT)) "
-        "ON CONFLICT (id) DO UPDATE "
-        "SET last_seq = memory_sessions.last_seq + CAST(:count AS BIGINT), "
-        "updated_at = CAST(:now AS TIMESTAMPTZ) "
-        "WHERE memory_sessions.project_id = CAST(:project_id AS TEXT) AND (CAST(:expected AS BIGINT) IS NULL "
-        "OR memory_sessions.last_seq = CAST(:expected AS BIGINT)) "
-        "RETURNING project_id, last_seq"
-        "), stored AS ("
-        "INSERT INTO memory_events (session_id, seq, id, project_id, agent, event_type, content, metadata, "
-        "run_id, parent_event_id, delegation_id, trace_id, span_id, idempotency_key, created_at) "
-        "SELECT CAST(:session_id AS TEXT), bump.last_seq - CAST(:count AS BIGINT) + e.position, e.id, "
-        "bump.project_id, e.agent, e.event_type, e.content, CAST(e.metadata AS JSONB), e.run_id, "
-        "e.parent_event_id, e.delegation_id, e.trace_id, e.span_id, e.idempotency_key, "
-        "CAST(:now AS TIMESTAMPTZ) "
-        "FROM bump, unnest("
-        + ", ".join(f"CAST(:{name}s AS TEXT[])" for name in _EVENT_ARRAYS)
-        + ") WITH ORDINALITY AS e("
-        + ", ".join(_EVENT_ARRAYS)
-        + ", position)"
-        ") "
-        "SELECT project_id, last_seq FROM bump"
-    )
-    .bindparams(
-        sa.bindparam("session_id", type_=sa.Text),
-        sa.bindparam("project_id", type_=sa.Text),
-        sa.bindparam("agent", type_=sa.Text),
-        sa.bindparam("now", type_=_TIME),
-        sa.bindparam("count", type_=sa.BigInteger),
-        sa.bindparam("expected", type_=sa.BigInteger),
-        *(sa.bindparam(f"{name}s", type_=postgresql.ARRAY(sa.Text)) for name in _EVENT_ARRAYS),
-    )
-    .columns(project_id=_ID, last_seq=sa.BigInteger)
-)
+from agentmesh.memory.tables import metadata as metadata  # the migrations read it here
 
 # The sort key a page of events resumes after: (seq,) within a session; (created_at, session_id,
 # seq) for an agent across sessions. Sessions resume after (updated_at, id).
@@ -248,6 +98,11 @@ class EventStore(Protocol):
 
     async def count_sessions(self, project_id: str) -> int: ...
 
+    async def session_boundary(self, project_id: str, *, skip: int) -> SessionCursor | None:
+        """The cursor of the `skip`-th session in list order (the last one when there are fewer),
+        None when the project has none: where page N starts, found without OFFSET."""
+        ...
+
     async def get_retention_policy(self, project_id: str) -> RetentionPolicy | None: ...
 
     async def set_retention_policy(self, policy: RetentionPolicy, *, now: datetime) -> RetentionPolicy: ...
@@ -277,7 +132,7 @@ def _utc(moment: datetime) -> datetime:
 
 
 def _event(row: Sequence[Any]) -> Event:
-    values = dict(zip(_EVENT_FIELDS, row, strict=True))
+    values = dict(zip(EVENT_FIELDS, row, strict=True))
     values["event_type"] = EventType(values["event_type"])
     values["metadata"] = values["metadata"] or {}
     values["idempotency_key"] = values["idempotency_key"] or ""
@@ -393,7 +248,7 @@ class SqlEventStore:
         }
         try:
             async with self._reader.connect() as connection:
-                row = (await connection.execute(_APPEND_IN_ONE_STATEMENT, parameters)).first()
+                row = (await connection.execute(APPEND_IN_ONE_STATEMENT, parameters)).first()
         except IntegrityError as error:
             if "idempotency_key" in str(error.orig):
                 raise IdempotencyKeyRace(session_id) from error
@@ -439,7 +294,7 @@ class SqlEventStore:
             "count": count,
         }
         async with self._write() as connection:
-            session_project, last_seq = (await connection.execute(_BUMP_LAST_SEQ, parameters)).one()
+            session_project, last_seq = (await connection.execute(BUMP_LAST_SEQ, parameters)).one()
             admit(session_project, last_seq - count)
             stored = [
                 Event.model_construct(
@@ -480,7 +335,7 @@ class SqlEventStore:
         return stored, last_seq
 
     async def events_by_idempotency_key(self, session_id: str, keys: Sequence[str]) -> dict[str, Event]:
-        query = sa.select(*_EVENT_COLUMNS).where(
+        query = sa.select(*EVENT_COLUMNS).where(
             event_table.c.session_id == session_id, event_table.c.idempotency_key.in_(list(keys))
         )
         async with self._reader.connect() as connection:
@@ -491,7 +346,7 @@ class SqlEventStore:
     # --- reading -----------------------------------------------------------------------------
 
     async def get_session(self, session_id: str) -> Session | None:
-        query = sa.select(*_SESSION_COLUMNS).where(session_table.c.id == session_id)
+        query = sa.select(*SESSION_COLUMNS).where(session_table.c.id == session_id)
         async with self._reader.connect() as connection:
             row = (await connection.execute(query)).first()
         return _session(row) if row is not None else None
@@ -509,7 +364,7 @@ class SqlEventStore:
             )
             conditions.append(position < value if query.descending else position > value)
         order = [column.desc() for column in key] if query.descending else list(key)
-        statement = sa.select(*_EVENT_COLUMNS).where(*conditions).order_by(*order).limit(limit)
+        statement = sa.select(*EVENT_COLUMNS).where(*conditions).order_by(*order).limit(limit)
         async with self._reader.connect() as connection:
             rows = (await connection.execute(statement)).all()
         return [_event(row) for row in rows]
@@ -523,11 +378,11 @@ class SqlEventStore:
         self, project_id: str, *, after: SessionCursor | None, limit: int
     ) -> list[Session]:
         c = session_table.c
-        statement = sa.select(*_SESSION_COLUMNS).where(c.project_id == project_id)
+        statement = sa.select(*SESSION_COLUMNS).where(c.project_id == project_id)
         if after is not None:
             statement = statement.where(
                 sa.tuple_(c.updated_at, c.id)
-                < sa.tuple_(sa.literal(after[0], _TIME), sa.literal(after[1], _ID))
+                < sa.tuple_(sa.literal(after[0], TIME), sa.literal(after[1], ID))
             )
         statement = statement.order_by(c.updated_at.desc(), c.id.desc()).limit(limit)
         async with self._reader.connect() as connection:
@@ -542,6 +397,22 @@ class SqlEventStore:
         )
         async with self._reader.connect() as connection:
             return int((await connection.execute(statement)).scalar_one())
+
+    async def session_boundary(self, project_id: str, *, skip: int) -> SessionCursor | None:
+        # The last of the first `skip` keys, read from the (project_id, updated_at, id) index:
+        # one query that stops after `skip` entries and fetches no other column.
+        c = session_table.c
+        head = (
+            sa.select(c.updated_at, c.id)
+            .where(c.project_id == project_id)
+            .order_by(c.updated_at.desc(), c.id.desc())
+            .limit(skip)
+            .subquery()
+        )
+        statement = sa.select(head.c.updated_at, head.c.id).order_by(head.c.updated_at, head.c.id).limit(1)
+        async with self._reader.connect() as connection:
+            row = (await connection.execute(statement)).first()
+        return None if row is None else (_utc(row[0]), row[1])
 
     # --- retention ---------------------------------------------------------------------------
 
@@ -603,7 +474,7 @@ class SqlEventStore:
         if not reasons:
             return []
         statement = (
-            sa.select(*_SESSION_COLUMNS)
+            sa.select(*SESSION_COLUMNS)
             .where(c.project_id == project_id, c.id > after_id, c.first_seq <= c.last_seq, sa.or_(*reasons))
             .order_by(c.id)
             .limit(limit)

@@ -19,13 +19,19 @@ from agentmesh.registry.errors import (
     InvalidTransition,
     ProjectNotFound,
 )
+from agentmesh.registry.models import AGENT_CONFIG_FIELDS, AgentConfig
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.client import Metadata, unary
 from agentmesh.runtime.errors import FieldViolation
 
+# What other services use of the registry: its errors they act on, and an agent's config
+# overrides as the registry defines them, field for field (the gateway's REST bodies are built
+# from this one definition).
 __all__ = [
+    "AGENT_CONFIG_FIELDS",
+    "AgentConfig",
     "AgentNotFound",
     "AgentPaused",
     "AgentTerminated",

@@ -9,6 +9,7 @@ from google.protobuf import json_format, struct_pb2
 from agentmesh.common.v1 import types_pb2
 from agentmesh.registry.errors import ValidationFailed
 from agentmesh.registry.models import (
+    AGENT_CONFIG_FIELDS,
     Agent,
     AgentConfig,
     AgentKind,
@@ -98,20 +99,24 @@ def new_agent(message: pb.Agent) -> NewAgent:
 
 
 def agent_config(message: pb.AgentConfig) -> AgentConfig:
-    def strings(field: str) -> list[str] | None:
-        return list(getattr(message, field).values) if message.HasField(field) else None
+    """The overrides a message sets; each field travels as its proto kind says (a StringList, a
+    Struct, a ListValue, or a scalar), so the field list is AgentConfig's own."""
+    values = {
+        field: _python(getattr(message, field)) for field in AGENT_CONFIG_FIELDS if message.HasField(field)
+    }
+    if "primary_model" in values:
+        values["primary_model"] = values["primary_model"].strip()
+    return AgentConfig(**values)
 
-    return AgentConfig(
-        instructions=message.instructions if message.HasField("instructions") else None,
-        primary_model=message.primary_model.strip() if message.HasField("primary_model") else None,
-        model_params=struct_to_dict(message.model_params) if message.HasField("model_params") else None,
-        max_steps=message.max_steps if message.HasField("max_steps") else None,
-        max_iterations=message.max_iterations if message.HasField("max_iterations") else None,
-        tools=strings("tools"),
-        sub_agents=strings("sub_agents"),
-        network_access=strings("network_access"),
-        mock_responses=list_to_python(message.mock_responses) if message.HasField("mock_responses") else None,
-    )
+
+def _python(value: Any) -> Any:
+    if isinstance(value, types_pb2.StringList):
+        return list(value.values)
+    if isinstance(value, struct_pb2.Struct):
+        return struct_to_dict(value)
+    if isinstance(value, struct_pb2.ListValue):
+        return list_to_python(value)
+    return value
 
 
 def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:
@@ -205,22 +210,19 @@ def project_message(project: Project) -> pb.Project:
 
 def agent_config_message(config: AgentConfig) -> pb.AgentConfig:
     message = pb.AgentConfig()
-    if config.instructions is not None:
-        message.instructions = config.instructions
-    if config.primary_model is not None:
-        message.primary_model = config.primary_model
-    if config.model_params is not None:
-        message.model_params.CopyFrom(struct(config.model_params))
-    if config.max_steps is not None:
-        message.max_steps = config.max_steps
-    if config.max_iterations is not None:
-        message.max_iterations = config.max_iterations
-    for field in ("tools", "sub_agents", "network_access"):
-        values = getattr(config, field)
-        if values is not None:
-            getattr(message, field).CopyFrom(types_pb2.StringList(values=values))
-    if config.mock_responses is not None:
-        message.mock_responses.CopyFrom(list_value(config.mock_responses))
+    for field in AGENT_CONFIG_FIELDS:
+        value = getattr(config, field)
+        if value is None:
+            continue
+        target = getattr(message, field)
+        if isinstance(target, types_pb2.StringList):
+            target.CopyFrom(types_pb2.StringList(values=value))
+        elif isinstance(target, struct_pb2.Struct):
+            target.CopyFrom(struct(value))
+        elif isinstance(target, struct_pb2.ListValue):
+            target.CopyFrom(list_value(value))
+        else:
+            setattr(message, field, value)
     return message
 
 

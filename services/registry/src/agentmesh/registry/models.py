@@ -1,7 +1,7 @@
 """The registry's domain types: users, agent types, projects, agents, executors, and pages of them.
 
 Plain pydantic models with no I/O. They carry values, not rules: validation and lifecycle rules
-live in `registry.py` and `validation.py`, storage in `store.py`.
+live in `registry.py` and `validation.py`, storage in the `store` package.
 """
 
 from __future__ import annotations
@@ -254,11 +254,12 @@ class Executor(_Model):
 
 
 class PageRequest(_Model):
-    """Which slice of a list to read: after a keyset position, or at an offset (REST `page`)."""
+    """Which slice of a list to read: after a keyset position, or after the first `skip` items
+    (REST `page` N skips (N-1)·size; stores reach it by keyset, never by OFFSET)."""
 
     size: int
     after: tuple[datetime, str] | None = None
-    offset: int = 0
+    skip: int = 0
 
 
 class Slice(_Model, Generic[T]):

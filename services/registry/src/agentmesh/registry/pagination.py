@@ -3,7 +3,8 @@
 Tokens are the runtime's page tokens, signed with a key derived from the registry's secret and
 scoped to one list (which resource, whose view, which parent); their cursor is the sort key of the
 last item served (`created_at`, `id`), so they page by keyset. `page` (1-based) is also accepted
-for REST-style paging; it reads at an offset, the only way to jump to page N.
+for REST-style paging: the store turns it into the keyset boundary of page N (no OFFSET, and no
+walking the pages before it; docs/architecture.md, Decisions).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class PageTokens:
         cursor = self._codec.decode(page_token, scope, cursor_len=2)
         if cursor is not None:
             return PageRequest(size=size, after=(cursor_datetime(cursor[0]), cursor_str(cursor[1])))
-        return PageRequest(size=size, offset=(page - 1) * size if page > 1 else 0)
+        return PageRequest(size=size, skip=(page - 1) * size if page > 1 else 0)
 
     def token(self, after: tuple[datetime, str], *, scope: str) -> str:
         created_at, item_id = after

@@ -11,9 +11,10 @@ import math
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from agentmesh.memory.client import event_type_names
+from agentmesh.registry.client import AgentConfig
 
 T = TypeVar("T")
 INT32_MAX = 2**31 - 1
@@ -211,32 +212,29 @@ class ProjectOut(BaseModel):
 # Agents.
 
 
-class AgentConfigBody(RequestBody):
-    """Overrides of the agent type; null (or absent) keeps the type's value."""
-
-    instructions: str | None = None
-    primary_model: str | None = None
-    model_params: dict[str, Any] | None = None
-    max_steps: Count | None = None
-    max_iterations: Count | None = None
-    tools: list[str] | None = None
-    sub_agents: list[str] | None = None
-    network_access: list[str] | None = None
-    mock_responses: list[Any] | None = None
+def _agent_config_shape(name: str, doc: str, base: type[BaseModel], integer: Any) -> Any:
+    """A JSON shape of an agent's config overrides, field for field the registry's AgentConfig
+    (their one definition), every field optional; its integer fields typed as `integer`."""
+    fields: dict[str, Any] = {
+        field: (integer if info.annotation == int | None else info.annotation, None)
+        for field, info in AgentConfig.model_fields.items()
+    }
+    return create_model(name, __base__=base, __doc__=doc, __module__=__name__, **fields)
 
 
-class AgentConfigOut(BaseModel):
-    """Overrides of the agent type; null where the type's value applies."""
-
-    instructions: str | None = None
-    primary_model: str | None = None
-    model_params: dict[str, Any] | None = None
-    max_steps: int | None = None
-    max_iterations: int | None = None
-    tools: list[str] | None = None
-    sub_agents: list[str] | None = None
-    network_access: list[str] | None = None
-    mock_responses: list[Any] | None = None
+# Requests bound the step counts to what the int32 proto fields hold.
+AgentConfigBody = _agent_config_shape(
+    "AgentConfigBody",
+    "Overrides of the agent type; null (or absent) keeps the type's value.",
+    RequestBody,
+    Count | None,
+)
+AgentConfigOut = _agent_config_shape(
+    "AgentConfigOut",
+    "Overrides of the agent type; null where the type's value applies.",
+    BaseModel,
+    int | None,
+)
 
 
 class AgentCreate(RequestBody):

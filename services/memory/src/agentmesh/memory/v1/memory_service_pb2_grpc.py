@@ -117,7 +117,8 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListSessions(self, request, context):
-        """Lists a project's sessions, most recently active first.
+        """Lists a project's sessions, most recently active first. INVALID_ARGUMENT for a negative
+        page_size or page, both page and page_token, or a page token issued for another list.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

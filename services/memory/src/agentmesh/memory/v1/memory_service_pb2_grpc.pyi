@@ -57,7 +57,9 @@ class MemoryServiceStub:
     GetSession: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetSessionRequest, _memory_service_pb2.GetSessionResponse]
     """Returns one session. NOT_FOUND."""
     ListSessions: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListSessionsRequest, _memory_service_pb2.ListSessionsResponse]
-    """Lists a project's sessions, most recently active first."""
+    """Lists a project's sessions, most recently active first. INVALID_ARGUMENT for a negative
+    page_size or page, both page and page_token, or a page token issued for another list.
+    """
     SetRetentionPolicy: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.SetRetentionPolicyRequest, _memory_service_pb2.SetRetentionPolicyResponse]
     """Sets a project's retention policy."""
     GetRetentionPolicy: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetRetentionPolicyRequest, _memory_service_pb2.GetRetentionPolicyResponse]
@@ -92,7 +94,9 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     GetSession: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetSessionRequest, _memory_service_pb2.GetSessionResponse]  # type: ignore[assignment]
     """Returns one session. NOT_FOUND."""
     ListSessions: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListSessionsRequest, _memory_service_pb2.ListSessionsResponse]  # type: ignore[assignment]
-    """Lists a project's sessions, most recently active first."""
+    """Lists a project's sessions, most recently active first. INVALID_ARGUMENT for a negative
+    page_size or page, both page and page_token, or a page token issued for another list.
+    """
     SetRetentionPolicy: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.SetRetentionPolicyRequest, _memory_service_pb2.SetRetentionPolicyResponse]  # type: ignore[assignment]
     """Sets a project's retention policy."""
     GetRetentionPolicy: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetRetentionPolicyRequest, _memory_service_pb2.GetRetentionPolicyResponse]  # type: ignore[assignment]
@@ -154,7 +158,9 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _memory_service_pb2.ListSessionsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.ListSessionsResponse, _abc.Awaitable[_memory_service_pb2.ListSessionsResponse]]:
-        """Lists a project's sessions, most recently active first."""
+        """Lists a project's sessions, most recently active first. INVALID_ARGUMENT for a negative
+        page_size or page, both page and page_token, or a page token issued for another list.
+        """
 
     @_abc_1.abstractmethod
     def SetRetentionPolicy(

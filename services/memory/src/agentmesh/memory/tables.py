@@ -1,0 +1,171 @@
+"""The memory service's tables and the hand-written statements of an append, for the SQL store
+(`store.SqlEventStore`; its docstring says how an append keeps `seq` gap-free). The migrations
+build this schema."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+metadata = sa.MetaData()
+
+JSON = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+ID = sa.String(255)
+TIME = sa.DateTime(timezone=True)
+
+session_table = sa.Table(
+    "memory_sessions",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("project_id", ID, nullable=False),
+    sa.Column("agent", ID, nullable=False),
+    sa.Column("created_at", TIME, nullable=False),
+    sa.Column("updated_at", TIME, nullable=False),
+    sa.Column("last_seq", sa.BigInteger, nullable=False),
+    sa.Column("first_seq", sa.BigInteger, nullable=False),
+    sa.Index("ix_memory_sessions_project_activity", "project_id", "updated_at", "id"),
+)
+
+event_table = sa.Table(
+    "memory_events",
+    metadata,
+    sa.Column("session_id", ID, sa.ForeignKey("memory_sessions.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("id", sa.String(36), nullable=False),
+    sa.Column("project_id", ID, nullable=False),
+    sa.Column("agent", ID, nullable=False),
+    sa.Column("event_type", sa.String(32), nullable=False),
+    sa.Column("content", sa.Text, nullable=False),
+    sa.Column("metadata", JSON, nullable=False),
+    sa.Column("run_id", ID, nullable=False),
+    sa.Column("parent_event_id", ID, nullable=False),
+    sa.Column("delegation_id", ID, nullable=False),
+    sa.Column("trace_id", sa.String(32), nullable=False),
+    sa.Column("span_id", sa.String(16), nullable=False),
+    sa.Column("idempotency_key", ID, nullable=True),
+    sa.Column("created_at", TIME, nullable=False),
+    sa.UniqueConstraint("id", name="uq_memory_events_id"),
+    # NULL keys (no key given) never collide, in both databases.
+    sa.UniqueConstraint("session_id", "idempotency_key", name="uq_memory_events_idempotency_key"),
+    # An agent's window in a session (the executor's context): newest N by seq, no full scan.
+    sa.Index("ix_memory_events_session_agent_seq", "session_id", "agent", "seq"),
+    # One agent's events across a project's sessions, in time order.
+    sa.Index("ix_memory_events_project_agent_time", "project_id", "agent", "created_at", "session_id", "seq"),
+)
+
+retention_table = sa.Table(
+    "memory_retention_policies",
+    metadata,
+    sa.Column("project_id", ID, primary_key=True),
+    sa.Column("max_age_seconds", sa.BigInteger, nullable=False),
+    sa.Column("max_events_per_session", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", TIME, nullable=False),
+)
+
+EVENT_COLUMNS = (
+    event_table.c.id,
+    event_table.c.session_id,
+    event_table.c.seq,
+    event_table.c.agent,
+    event_table.c.event_type,
+    event_table.c.content,
+    event_table.c["metadata"],
+    event_table.c.run_id,
+    event_table.c.parent_event_id,
+    event_table.c.delegation_id,
+    event_table.c.trace_id,
+    event_table.c.span_id,
+    event_table.c.idempotency_key,
+    event_table.c.created_at,
+)
+EVENT_FIELDS = tuple(column.key for column in EVENT_COLUMNS)
+SESSION_COLUMNS = (
+    session_table.c.id,
+    session_table.c.project_id,
+    session_table.c.agent,
+    session_table.c.created_at,
+    session_table.c.updated_at,
+    session_table.c.last_seq,
+    session_table.c.first_seq,
+)
+
+# Creates the session or moves its last_seq on by :count, returning the new value; in PostgreSQL it
+# also locks the session row until commit. Text, because SQLAlchemy 2.0 does not cache the
+# compiled form of the dialects' INSERT … ON CONFLICT constructs, and this runs on every append.
+BUMP_LAST_SEQ = (
+    sa.text(
+        "INSERT INTO memory_sessions (id, project_id, agent, created_at, updated_at, last_seq, first_seq) "
+        "VALUES (:id, :project_id, :agent, :now, :now, :count, 1) "
+        "ON CONFLICT (id) DO UPDATE SET last_seq = memory_sessions.last_seq + :count, updated_at = :now "
+        "RETURNING project_id, last_seq"
+    )
+    .bindparams(
+        sa.bindparam("id", type_=ID),
+        sa.bindparam("project_id", type_=ID),
+        sa.bindparam("agent", type_=ID),
+        sa.bindparam("now", type_=TIME),
+        sa.bindparam("count", type_=sa.BigInteger),
+    )
+    .columns(project_id=ID, last_seq=sa.BigInteger)
+)
+
+# The event columns a one-statement append sends as arrays, one element per event.
+EVENT_ARRAYS = (
+    "id",
+    "agent",
+    "event_type",
+    "content",
+    "metadata",
+    "run_id",
+    "parent_event_id",
+    "delegation_id",
+    "trace_id",
+    "span_id",
+    "idempotency_key",
+)
+# The whole of a PostgreSQL append, in one statement (see the module docstring). `bump` is
+# BUMP_LAST_SEQ refusing, instead of updating, a session of another project or one not at
+# :expected; its row lock serializes the writers of a session as in the transaction. A session not
+# yet there cannot be at a positive :expected, so it is not created then (a session the snapshot
+# misses but a concurrent append creates conflicts, and is checked, as any other). `stored` numbers
+# the batch below the new last_seq. No row back: `bump` refused, and nothing was written.
+APPEND_IN_ONE_STATEMENT = (
+    sa.text(
+        "WITH bump AS ("
+        "INSERT INTO memory_sessions (id, project_id, agent, created_at, updated_at, last_seq, first_seq) "
+        "SELECT CAST(:session_id AS TEXT), CAST(:project_id AS TEXT), CAST(:agent AS TEXT), "
+        "CAST(:now AS TIMESTAMPTZ), CAST(:now AS TIMESTAMPTZ), CAST(:count AS BIGINT), 1 "
+        "WHERE CAST(:expected AS BIGINT) IS NULL OR CAST(:expected AS BIGINT) = 0 "
+        "OR EXISTS (SELECT FROM memory_sessions WHERE id = CAST(:session_id AS TEXT)) "
+        "ON CONFLICT (id) DO UPDATE "
+        "SET last_seq = memory_sessions.last_seq + CAST(:count AS BIGINT), "
+        "updated_at = CAST(:now AS TIMESTAMPTZ) "
+        "WHERE memory_sessions.project_id = CAST(:project_id AS TEXT) AND (CAST(:expected AS BIGINT) IS NULL "
+        "OR memory_sessions.last_seq = CAST(:expected AS BIGINT)) "
+        "RETURNING project_id, last_seq"
+        "), stored AS ("
+        "INSERT INTO memory_events (session_id, seq, id, project_id, agent, event_type, content, metadata, "
+        "run_id, parent_event_id, delegation_id, trace_id, span_id, idempotency_key, created_at) "
+        "SELECT CAST(:session_id AS TEXT), bump.last_seq - CAST(:count AS BIGINT) + e.position, e.id, "
+        "bump.project_id, e.agent, e.event_type, e.content, CAST(e.metadata AS JSONB), e.run_id, "
+        "e.parent_event_id, e.delegation_id, e.trace_id, e.span_id, e.idempotency_key, "
+        "CAST(:now AS TIMESTAMPTZ) "
+        "FROM bump, unnest("
+        + ", ".join(f"CAST(:{name}s AS TEXT[])" for name in EVENT_ARRAYS)
+        + ") WITH ORDINALITY AS e("
+        + ", ".join(EVENT_ARRAYS)
+        + ", position)"
+        ") "
+        "SELECT project_id, last_seq FROM bump"
+    )
+    .bindparams(
+        sa.bindparam("session_id", type_=sa.Text),
+        sa.bindparam("project_id", type_=sa.Text),
+        sa.bindparam("agent", type_=sa.Text),
+        sa.bindparam("now", type_=TIME),
+        sa.bindparam("count", type_=sa.BigInteger),
+        sa.bindparam("expected", type_=sa.BigInteger),
+        *(sa.bindparam(f"{name}s", type_=postgresql.ARRAY(sa.Text)) for name in EVENT_ARRAYS),
+    )
+    .columns(project_id=ID, last_seq=sa.BigInteger)
+)

@@ -1,0 +1,389 @@
+"""The registry store held in memory: for unit tests of the rules, and the plainest statement of
+the store's contract (the same suite runs over it and over the SQL store).
+
+A write transaction works on a copy of the state and publishes it only when it ends without an
+exception, so a failed write leaves nothing behind and a reader never sees half of one; writers
+take turns, as `BEGIN IMMEDIATE` makes them on SQLite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Generic, TypeVar
+
+from agentmesh.registry.errors import AgentNameTaken, EmailTaken, SlugTaken
+from agentmesh.registry.models import (
+    Agent,
+    AgentStatus,
+    AgentType,
+    Credentials,
+    Executor,
+    LoginState,
+    NewUser,
+    PageRequest,
+    Project,
+    RefreshToken,
+    Slice,
+    User,
+)
+from agentmesh.registry.store.interface import (
+    DuplicateRequest,
+    RegistryStore,
+    RunChange,
+    StoreTransaction,
+    Visibility,
+)
+
+T = TypeVar("T", AgentType, Project, Agent)
+V = TypeVar("V")
+
+
+@dataclass
+class _Stored(Generic[V]):
+    """A stored value with the request id it was created with (None when the create had none)."""
+
+    value: V
+    request_id: str | None = None
+
+
+@dataclass
+class _State:
+    users: dict[str, Credentials] = field(default_factory=dict)
+    refresh_tokens: dict[str, RefreshToken] = field(default_factory=dict)
+    agent_types: dict[str, _Stored[AgentType]] = field(default_factory=dict)
+    projects: dict[str, _Stored[Project]] = field(default_factory=dict)
+    agents: dict[str, _Stored[Agent]] = field(default_factory=dict)
+    runs: set[tuple[str, str]] = field(default_factory=set)
+    executors: dict[str, Executor] = field(default_factory=dict)
+
+
+class InMemoryRegistryStore(RegistryStore):
+    """RegistryStore in dicts of immutable domain models."""
+
+    def __init__(self) -> None:
+        self._state = _State()
+        self._writer = asyncio.Lock()
+
+    def read(self) -> AbstractAsyncContextManager[StoreTransaction]:
+        return self._read()
+
+    def write(self) -> AbstractAsyncContextManager[StoreTransaction]:
+        return self._write()
+
+    @asynccontextmanager
+    async def _read(self) -> AsyncIterator[StoreTransaction]:
+        yield InMemoryTransaction(self._state)
+
+    @asynccontextmanager
+    async def _write(self) -> AsyncIterator[StoreTransaction]:
+        async with self._draft() as draft:
+            yield InMemoryTransaction(draft)
+
+    @asynccontextmanager
+    async def _draft(self) -> AsyncIterator[_State]:
+        """A copy of the state to change, published when the block ends without an exception."""
+        async with self._writer:
+            # Values are frozen models, so copying the containers copies the state.
+            draft = _State(**{name: copy.copy(value) for name, value in vars(self._state).items()})
+            yield draft
+            self._state = draft
+
+    async def start_run(
+        self, visibility: Visibility, agent_id: str, run_id: str, now: datetime
+    ) -> RunChange | None:
+        def start(agent: Agent, runs: set[tuple[str, str]]) -> Agent | None:
+            if agent.status in (AgentStatus.PAUSED, AgentStatus.TERMINATED) or (agent_id, run_id) in runs:
+                return None
+            runs.add((agent_id, run_id))
+            return agent.model_copy(
+                update={
+                    "status": AgentStatus.WORKING,
+                    "runs_in_flight": agent.runs_in_flight + 1,
+                    "last_activity_at": now,
+                }
+            )
+
+        return await self._run_change(visibility, agent_id, start)
+
+    async def finish_run(
+        self,
+        visibility: Visibility,
+        agent_id: str,
+        run_id: str,
+        now: datetime,
+        *,
+        completed: bool,
+        tokens_used: int,
+        cost: float,
+    ) -> RunChange | None:
+        def finish(agent: Agent, runs: set[tuple[str, str]]) -> Agent | None:
+            if (agent_id, run_id) not in runs:
+                return None
+            runs.discard((agent_id, run_id))
+            last = agent.status == AgentStatus.WORKING and agent.runs_in_flight <= 1
+            return agent.model_copy(
+                update={
+                    "status": AgentStatus.IDLE if last else agent.status,
+                    "runs_in_flight": max(agent.runs_in_flight - 1, 0),
+                    "tasks_completed": agent.tasks_completed + int(completed),
+                    "tokens_used": agent.tokens_used + tokens_used,
+                    "cost": agent.cost + cost,
+                    "last_activity_at": now,
+                }
+            )
+
+        return await self._run_change(visibility, agent_id, finish)
+
+    async def _run_change(
+        self,
+        visibility: Visibility,
+        agent_id: str,
+        change: Callable[[Agent, set[tuple[str, str]]], Agent | None],
+    ) -> RunChange | None:
+        async with self._draft() as state:
+            stored = state.agents.get(agent_id)
+            if stored is None:
+                return None
+            project = state.projects[stored.value.project_id].value
+            if not (visibility.everything or project.owner_id == visibility.user_id):
+                return None
+            changed = change(stored.value, state.runs)
+            if changed is not None:
+                stored = state.agents[agent_id] = _Stored(changed, stored.request_id)
+            return RunChange(
+                agent=stored.value,
+                changed=changed is not None,
+                project_updated_at=project.updated_at,
+                type_updated_at=state.agent_types[stored.value.agent_type_id].value.updated_at,
+            )
+
+
+class InMemoryTransaction(StoreTransaction):
+    """The operations of one transaction, on the state it was given."""
+
+    def __init__(self, state: _State) -> None:
+        self._state = state
+
+    # Users.
+
+    async def insert_user(self, user: NewUser, *, user_id: str, password_hash: str, now: datetime) -> User:
+        if any(known.user.email == user.email for known in self._state.users.values()):
+            raise EmailTaken(f"e-mail {user.email!r} is already registered")
+        stored = User(**user.model_dump(), id=user_id, is_active=True, created_at=now)
+        self._state.users[user_id] = Credentials(user=stored, password_hash=password_hash, login=LoginState())
+        return stored
+
+    async def get_user(self, user_id: str) -> User | None:
+        found = self._state.users.get(user_id)
+        return found.user if found else None
+
+    async def get_credentials(self, email: str, *, for_update: bool = False) -> Credentials | None:
+        return next((c for c in self._state.users.values() if c.user.email == email), None)
+
+    async def save_login_state(self, user_id: str, state: LoginState) -> None:
+        self._update_user(user_id, login=state)
+
+    async def set_password_hash(self, user_id: str, password_hash: str) -> None:
+        self._update_user(user_id, password_hash=password_hash)
+
+    async def set_user_flags(self, user_id: str, *, is_superuser: bool, is_active: bool) -> None:
+        if user_id in self._state.users:
+            user = self._state.users[user_id].user
+            self._update_user(
+                user_id, user=user.model_copy(update={"is_superuser": is_superuser, "is_active": is_active})
+            )
+
+    def _update_user(self, user_id: str, **changes: object) -> None:
+        if user_id in self._state.users:
+            self._state.users[user_id] = self._state.users[user_id].model_copy(update=changes)
+
+    # Refresh tokens.
+
+    async def insert_refresh_token(self, token: RefreshToken) -> None:
+        self._state.refresh_tokens[token.id] = token
+
+    async def get_refresh_token(self, token_hash: str, *, for_update: bool = False) -> RefreshToken | None:
+        return next((t for t in self._state.refresh_tokens.values() if t.token_hash == token_hash), None)
+
+    async def mark_refresh_token_used(self, token_id: str, when: datetime) -> None:
+        tokens = self._state.refresh_tokens
+        if token_id in tokens:
+            tokens[token_id] = tokens[token_id].model_copy(update={"used_at": when})
+
+    async def revoke_refresh_family(self, family_id: str, when: datetime) -> None:
+        tokens = self._state.refresh_tokens
+        for token_id, token in list(tokens.items()):
+            if token.family_id == family_id and token.revoked_at is None:
+                tokens[token_id] = token.model_copy(update={"revoked_at": when})
+
+    # Agent types.
+
+    async def insert_agent_type(self, agent_type: AgentType, *, request_id: str | None) -> AgentType:
+        types = self._state.agent_types
+        if request_id is not None and any(s.request_id == request_id for s in types.values()):
+            raise DuplicateRequest()
+        self._check_type_slug(agent_type)
+        types[agent_type.id] = _Stored(agent_type, request_id)
+        return agent_type
+
+    async def get_agent_type(
+        self,
+        *,
+        type_id: str | None = None,
+        slug: str | None = None,
+        request_id: str | None = None,
+        for_update: bool = False,
+    ) -> AgentType | None:
+        return _first(
+            self._state.agent_types.values(),
+            lambda s: (
+                (type_id is None or s.value.id == type_id)
+                and (slug is None or s.value.slug == slug)
+                and (request_id is None or s.request_id == request_id)
+            ),
+        )
+
+    async def list_agent_types(self, page: PageRequest) -> Slice[AgentType]:
+        return _slice([s.value for s in self._state.agent_types.values()], page)
+
+    async def update_agent_type(self, agent_type: AgentType) -> AgentType:
+        stored = self._state.agent_types.get(agent_type.id)
+        if stored is not None:
+            self._check_type_slug(agent_type)
+            self._state.agent_types[agent_type.id] = _Stored(agent_type, stored.request_id)
+        return agent_type
+
+    def _check_type_slug(self, agent_type: AgentType) -> None:
+        types = self._state.agent_types.values()
+        if any(s.value.slug == agent_type.slug and s.value.id != agent_type.id for s in types):
+            raise SlugTaken(f"agent type slug {agent_type.slug!r} is taken")
+
+    async def delete_agent_type(self, type_id: str) -> None:
+        self._state.agent_types.pop(type_id, None)
+
+    async def agent_type_in_use(self, type_id: str) -> bool:
+        return any(s.value.agent_type_id == type_id for s in self._state.agents.values())
+
+    # Projects.
+
+    async def insert_project(self, project: Project, *, request_id: str | None) -> Project:
+        projects = self._state.projects
+        if request_id is not None and any(
+            s.request_id == request_id and s.value.owner_id == project.owner_id for s in projects.values()
+        ):
+            raise DuplicateRequest()
+        self._check_project_slug(project)
+        projects[project.id] = _Stored(project, request_id)
+        return project
+
+    async def get_project(
+        self,
+        *,
+        project_id: str | None = None,
+        slug: str | None = None,
+        owner_request: tuple[str, str] | None = None,
+        for_update: bool = False,
+    ) -> Project | None:
+        return _first(
+            self._state.projects.values(),
+            lambda s: (
+                (project_id is None or s.value.id == project_id)
+                and (slug is None or s.value.slug == slug)
+                and (owner_request is None or (s.value.owner_id, s.request_id) == owner_request)
+            ),
+        )
+
+    async def list_projects(self, owner_id: str | None, page: PageRequest) -> Slice[Project]:
+        projects = [s.value for s in self._state.projects.values()]
+        return _slice([p for p in projects if owner_id is None or p.owner_id == owner_id], page)
+
+    async def update_project(self, project: Project) -> Project:
+        stored = self._state.projects.get(project.id)
+        if stored is not None:
+            self._check_project_slug(project)
+            current = stored.value
+            changes = project.model_dump(include={"name", "slug", "description", "updated_at"})
+            self._state.projects[project.id] = _Stored(current.model_copy(update=changes), stored.request_id)
+        return project
+
+    def _check_project_slug(self, project: Project) -> None:
+        projects = self._state.projects.values()
+        if any(s.value.slug == project.slug and s.value.id != project.id for s in projects):
+            raise SlugTaken(f"project slug {project.slug!r} is taken")
+
+    async def delete_project(self, project_id: str) -> None:
+        gone = {agent_id for agent_id, s in self._state.agents.items() if s.value.project_id == project_id}
+        self._state.runs = {run for run in self._state.runs if run[0] not in gone}
+        for agent_id in gone:
+            del self._state.agents[agent_id]
+        self._state.projects.pop(project_id, None)
+
+    # Agents.
+
+    async def insert_agent(self, agent: Agent, *, request_id: str | None) -> Agent:
+        siblings = [s for s in self._state.agents.values() if s.value.project_id == agent.project_id]
+        if request_id is not None and any(s.request_id == request_id for s in siblings):
+            raise DuplicateRequest()
+        if any(s.value.name == agent.name for s in siblings):
+            raise AgentNameTaken(f"an agent named {agent.name!r} exists in this project")
+        self._state.agents[agent.id] = _Stored(agent, request_id)
+        return agent
+
+    async def get_agent(
+        self,
+        *,
+        agent_id: str | None = None,
+        project_name: tuple[str, str] | None = None,
+        project_request: tuple[str, str] | None = None,
+        for_update: bool = False,
+    ) -> Agent | None:
+        return _first(
+            self._state.agents.values(),
+            lambda s: (
+                (agent_id is None or s.value.id == agent_id)
+                and (project_name is None or (s.value.project_id, s.value.name) == project_name)
+                and (project_request is None or (s.value.project_id, s.request_id) == project_request)
+            ),
+        )
+
+    async def list_agents(self, project_id: str, page: PageRequest) -> Slice[Agent]:
+        agents = [s.value for s in self._state.agents.values()]
+        return _slice([agent for agent in agents if agent.project_id == project_id], page)
+
+    async def agent_names(self, project_id: str) -> list[str]:
+        return [s.value.name for s in self._state.agents.values() if s.value.project_id == project_id]
+
+    async def update_agent(self, agent: Agent) -> Agent:
+        stored = self._state.agents.get(agent.id)
+        if stored is not None:
+            self._state.agents[agent.id] = _Stored(agent, stored.request_id)
+        return agent
+
+    # Executors.
+
+    async def upsert_executor(self, executor: Executor) -> Executor:
+        self._state.executors[executor.id] = executor
+        return executor
+
+    async def list_executors(self, since: datetime) -> list[Executor]:
+        alive = [e for e in self._state.executors.values() if e.heartbeat_at >= since]
+        return sorted(alive, key=lambda executor: executor.id)
+
+
+def _first(stored: Iterable[_Stored[T]], matches: Callable[[_Stored[T]], bool]) -> T | None:
+    return next((s.value for s in stored if matches(s)), None)
+
+
+def _slice(items: list[T], page: PageRequest) -> Slice[T]:
+    """One page in (`created_at`, `id`) order, after `page.after` or after `page.skip` items."""
+    ordered = sorted(items, key=lambda item: (item.created_at, item.id))
+    if page.after is not None:
+        ordered = [item for item in ordered if (item.created_at, item.id) > page.after]
+    else:
+        ordered = ordered[page.skip :]
+    return Slice(items=ordered[: page.size], has_more=len(ordered) > page.size, total=len(items))

@@ -1,0 +1,223 @@
+"""The registry store's interface: what the rules (`registry.py`, `auth.py`) depend on.
+
+The rules open a transaction — `store.read()` or `store.write()` — and call its methods;
+everything done inside one `write()` commits together or not at all. Methods take and return the
+domain models of `models.py`; reads return None for what does not exist. Uniqueness (e-mail, slugs,
+agent names per project, request ids) is the store's to enforce, so concurrent writers cannot both
+win: a violation raises the matching registry error (`EmailTaken`, `SlugTaken`, `AgentNameTaken`)
+or `DuplicateRequest`. Implementations: `sql.SqlRegistryStore`, `in_memory.InMemoryRegistryStore`;
+one contract suite (tests/integration/registry/test_store_contract.py) holds both to it.
+"""
+
+from __future__ import annotations
+
+import abc
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from datetime import datetime
+
+from agentmesh.registry.models import (
+    Agent,
+    AgentType,
+    Credentials,
+    Executor,
+    LoginState,
+    NewUser,
+    PageRequest,
+    Project,
+    RefreshToken,
+    Slice,
+    User,
+)
+
+
+class DuplicateRequest(Exception):
+    """A create carried a request id that another create already used (a concurrent retry)."""
+
+
+@dataclass(frozen=True)
+class Visibility:
+    """Whose agents a caller may see: all (superusers) or those of the projects `user_id` owns."""
+
+    user_id: str
+    everything: bool
+
+
+@dataclass(frozen=True)
+class RunChange:
+    """An agent after a run bookkeeping statement, and whether that statement changed it; with
+    when its project and type last changed (what, with its config, makes its spec's revision)."""
+
+    agent: Agent
+    changed: bool
+    project_updated_at: datetime
+    type_updated_at: datetime
+
+
+class StoreTransaction(abc.ABC):
+    """The operations of one transaction. Reads return None for what does not exist."""
+
+    # Users.
+    @abc.abstractmethod
+    async def insert_user(
+        self, user: NewUser, *, user_id: str, password_hash: str, now: datetime
+    ) -> User: ...
+
+    @abc.abstractmethod
+    async def get_user(self, user_id: str) -> User | None: ...
+
+    @abc.abstractmethod
+    async def get_credentials(self, email: str, *, for_update: bool = False) -> Credentials | None: ...
+
+    @abc.abstractmethod
+    async def save_login_state(self, user_id: str, state: LoginState) -> None: ...
+
+    @abc.abstractmethod
+    async def set_password_hash(self, user_id: str, password_hash: str) -> None: ...
+
+    @abc.abstractmethod
+    async def set_user_flags(self, user_id: str, *, is_superuser: bool, is_active: bool) -> None: ...
+
+    # Refresh tokens.
+    @abc.abstractmethod
+    async def insert_refresh_token(self, token: RefreshToken) -> None: ...
+
+    @abc.abstractmethod
+    async def get_refresh_token(
+        self, token_hash: str, *, for_update: bool = False
+    ) -> RefreshToken | None: ...
+
+    @abc.abstractmethod
+    async def mark_refresh_token_used(self, token_id: str, when: datetime) -> None: ...
+
+    @abc.abstractmethod
+    async def revoke_refresh_family(self, family_id: str, when: datetime) -> None: ...
+
+    # Agent types.
+    @abc.abstractmethod
+    async def insert_agent_type(self, agent_type: AgentType, *, request_id: str | None) -> AgentType: ...
+
+    @abc.abstractmethod
+    async def get_agent_type(
+        self,
+        *,
+        type_id: str | None = None,
+        slug: str | None = None,
+        request_id: str | None = None,
+        for_update: bool = False,
+    ) -> AgentType | None: ...
+
+    @abc.abstractmethod
+    async def list_agent_types(self, page: PageRequest) -> Slice[AgentType]: ...
+
+    @abc.abstractmethod
+    async def update_agent_type(self, agent_type: AgentType) -> AgentType: ...
+
+    @abc.abstractmethod
+    async def delete_agent_type(self, type_id: str) -> None: ...
+
+    @abc.abstractmethod
+    async def agent_type_in_use(self, type_id: str) -> bool: ...
+
+    # Projects.
+    @abc.abstractmethod
+    async def insert_project(self, project: Project, *, request_id: str | None) -> Project: ...
+
+    @abc.abstractmethod
+    async def get_project(
+        self,
+        *,
+        project_id: str | None = None,
+        slug: str | None = None,
+        owner_request: tuple[str, str] | None = None,
+        for_update: bool = False,
+    ) -> Project | None: ...
+
+    @abc.abstractmethod
+    async def list_projects(self, owner_id: str | None, page: PageRequest) -> Slice[Project]: ...
+
+    @abc.abstractmethod
+    async def update_project(self, project: Project) -> Project: ...
+
+    @abc.abstractmethod
+    async def delete_project(self, project_id: str) -> None: ...
+
+    # Agents.
+    @abc.abstractmethod
+    async def insert_agent(self, agent: Agent, *, request_id: str | None) -> Agent: ...
+
+    @abc.abstractmethod
+    async def get_agent(
+        self,
+        *,
+        agent_id: str | None = None,
+        project_name: tuple[str, str] | None = None,
+        project_request: tuple[str, str] | None = None,
+        for_update: bool = False,
+    ) -> Agent | None: ...
+
+    @abc.abstractmethod
+    async def list_agents(self, project_id: str, page: PageRequest) -> Slice[Agent]: ...
+
+    @abc.abstractmethod
+    async def agent_names(self, project_id: str) -> list[str]: ...
+
+    @abc.abstractmethod
+    async def update_agent(self, agent: Agent) -> Agent: ...
+
+    # Executors.
+    @abc.abstractmethod
+    async def upsert_executor(self, executor: Executor) -> Executor: ...
+
+    @abc.abstractmethod
+    async def list_executors(self, since: datetime) -> list[Executor]: ...
+
+
+class RegistryStore(abc.ABC):
+    """Where the registry keeps its state."""
+
+    @abc.abstractmethod
+    def read(self) -> AbstractAsyncContextManager[StoreTransaction]:
+        """A transaction that only reads."""
+
+    @abc.abstractmethod
+    def write(self) -> AbstractAsyncContextManager[StoreTransaction]:
+        """A transaction that commits on success and rolls back on any exception."""
+
+    async def resolve(
+        self, project_slug: str, agent_name: str
+    ) -> tuple[Project | None, Agent | None, AgentType | None]:
+        """The project of that slug, its agent of that name and the agent's type, each None when
+        missing (the agent and type also when the project is): what ResolveAgent reads."""
+        async with self.read() as tx:
+            project = await tx.get_project(slug=project_slug)
+            if project is None:
+                return None, None, None
+            agent = await tx.get_agent(project_name=(project.id, agent_name))
+            if agent is None:
+                return project, None, None
+            return project, agent, await tx.get_agent_type(type_id=agent.agent_type_id)
+
+    @abc.abstractmethod
+    async def start_run(
+        self, visibility: Visibility, agent_id: str, run_id: str, now: datetime
+    ) -> RunChange | None:
+        """Records the run as in flight and makes the agent working, atomically, unless the agent
+        is paused or terminated or the run already is in flight (a retried start). None when the
+        agent does not exist or is not visible."""
+
+    @abc.abstractmethod
+    async def finish_run(
+        self,
+        visibility: Visibility,
+        agent_id: str,
+        run_id: str,
+        now: datetime,
+        *,
+        completed: bool,
+        tokens_used: int,
+        cost: float,
+    ) -> RunChange | None:
+        """Forgets the in-flight run and adds its usage, atomically; the agent is idle again when
+        it was working and no run is left. Nothing changes when the run was not in flight (a
+        retried finish). None when the agent does not exist or is not visible."""

@@ -1,0 +1,495 @@
+"""The registry store on an async SQLAlchemy engine: SQLite through aiosqlite, or PostgreSQL.
+
+Uniqueness is enforced by database constraints, so concurrent writers cannot both win; a
+violation surfaces as the matching registry error. Write transactions serialize where they must:
+`get_*(for_update=True)` locks the row on PostgreSQL, and on SQLite every write transaction begins
+with `BEGIN IMMEDIATE` (so a read-then-write transaction never hits SQLite's lock-upgrade
+deadlock). Lists page by keyset on (`created_at`, `id`), also for REST page numbers (see
+`_slice`). ORM rows never leave this package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+
+from agentmesh.registry.errors import AgentNameTaken, EmailTaken, SlugTaken
+from agentmesh.registry.models import (
+    Agent,
+    AgentType,
+    Credentials,
+    Executor,
+    LoginState,
+    NewUser,
+    PageRequest,
+    Project,
+    RefreshToken,
+    Slice,
+    User,
+)
+from agentmesh.registry.store.interface import (
+    DuplicateRequest,
+    RegistryStore,
+    RunChange,
+    StoreTransaction,
+    Visibility,
+)
+from agentmesh.registry.store.mappers import agent_type_values, agent_values, from_row
+from agentmesh.registry.store.statements import (
+    PG_FINISH_RUN,
+    PG_START_RUN,
+    RESOLVE,
+    SQLITE_ADD_RUN,
+    SQLITE_FINISH_UPDATE,
+    SQLITE_REMOVE_RUN,
+    SQLITE_START_UPDATE,
+    SQLITE_VISIBLE_AGENT,
+    resolved,
+    run_change,
+)
+from agentmesh.registry.store.tables import (
+    AgentRow,
+    AgentRunRow,
+    AgentTypeRow,
+    Base,
+    ExecutorRow,
+    ProjectRow,
+    RefreshTokenRow,
+    UserRow,
+)
+
+_SQLITE_BEGIN = "agentmesh_sqlite_begin"
+
+
+class SqlRegistryStore(RegistryStore):
+    """RegistryStore on an async SQLAlchemy engine (SQLite through aiosqlite, or PostgreSQL)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+        self._write_engine = engine
+        # Single statements need no transaction around them: no BEGIN/COMMIT round trips.
+        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._sqlite = engine.dialect.name == "sqlite"
+        if self._sqlite:
+            _take_over_sqlite_transactions(engine)
+            self._write_engine = engine.execution_options(**{_SQLITE_BEGIN: "BEGIN IMMEDIATE"})
+
+    def read(self) -> AbstractAsyncContextManager[StoreTransaction]:
+        return self._transaction(self._engine)
+
+    async def resolve(
+        self, project_slug: str, agent_name: str
+    ) -> tuple[Project | None, Agent | None, AgentType | None]:
+        params = {"project_slug": project_slug, "agent_name": agent_name}
+        # SQLite: the store's own BEGIN (in process, no round trip); PostgreSQL: no transaction.
+        engine = self._engine if self._sqlite else self._autocommit
+        async with engine.connect() as connection:
+            return resolved((await connection.execute(RESOLVE, params)).first())
+
+    async def start_run(
+        self, visibility: Visibility, agent_id: str, run_id: str, now: datetime
+    ) -> RunChange | None:
+        params = _run_parameters(visibility, agent_id, run_id, now)
+        if self._sqlite:
+            return await self._sqlite_run(SQLITE_ADD_RUN, SQLITE_START_UPDATE, params)
+        async with self._autocommit.connect() as connection:
+            return run_change((await connection.execute(PG_START_RUN, params)).first())
+
+    async def finish_run(
+        self,
+        visibility: Visibility,
+        agent_id: str,
+        run_id: str,
+        now: datetime,
+        *,
+        completed: bool,
+        tokens_used: int,
+        cost: float,
+    ) -> RunChange | None:
+        params = _run_parameters(visibility, agent_id, run_id, now)
+        params.update(completed=int(completed), tokens_used=tokens_used, cost=cost)
+        if self._sqlite:
+            return await self._sqlite_run(SQLITE_REMOVE_RUN, SQLITE_FINISH_UPDATE, params)
+        async with self._autocommit.connect() as connection:
+            return run_change((await connection.execute(PG_FINISH_RUN, params)).first())
+
+    async def _sqlite_run(
+        self, modify: sa.TextClause, update: sa.TextClause, params: dict[str, Any]
+    ) -> RunChange | None:
+        async with self._write_engine.begin() as connection:
+            changed = (await connection.execute(modify, params)).rowcount == 1
+            if changed:
+                await connection.execute(update, params)
+            result = await connection.execute(SQLITE_VISIBLE_AGENT, {**params, "changed": changed})
+            return run_change(result.first())
+
+    def write(self) -> AbstractAsyncContextManager[StoreTransaction]:
+        return self._transaction(self._write_engine)
+
+    @asynccontextmanager
+    async def _transaction(self, engine: AsyncEngine) -> AsyncIterator[StoreTransaction]:
+        async with AsyncSession(engine, expire_on_commit=False, autoflush=False) as session, session.begin():
+            yield SqlStoreTransaction(session)
+
+
+def _take_over_sqlite_transactions(engine: AsyncEngine) -> None:
+    """Lets the store choose how SQLite transactions begin (the driver would always BEGIN
+    DEFERRED, lazily). The documented SQLAlchemy recipe for pysqlite/aiosqlite."""
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _no_driver_begin(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _begin(connection: sa.Connection) -> None:
+        connection.exec_driver_sql(connection.get_execution_options().get(_SQLITE_BEGIN, "BEGIN"))
+
+
+class SqlStoreTransaction(StoreTransaction):
+    """One AsyncSession transaction."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self._session = session
+
+    # Users.
+
+    async def insert_user(self, user: NewUser, *, user_id: str, password_hash: str, now: datetime) -> User:
+        row = UserRow(
+            id=user_id,
+            email=user.email,
+            password_hash=password_hash,
+            first_name=user.first_name,
+            last_name=user.last_name,
+            is_superuser=user.is_superuser,
+            is_active=True,
+            failed_login_count=0,
+            created_at=now,
+        )
+        await self._insert(row, {"email": EmailTaken(f"e-mail {user.email!r} is already registered")})
+        return from_row(User, row)
+
+    async def get_user(self, user_id: str) -> User | None:
+        row = await self._session.get(UserRow, user_id)
+        return from_row(User, row) if row else None
+
+    async def get_credentials(self, email: str, *, for_update: bool = False) -> Credentials | None:
+        row = await self._one(sa.select(UserRow).where(UserRow.email == email), for_update)
+        if row is None:
+            return None
+        state = LoginState(
+            failed_count=row.failed_login_count,
+            last_failed_at=row.last_failed_login_at,
+            locked_until=row.locked_until,
+        )
+        return Credentials(user=from_row(User, row), password_hash=row.password_hash, login=state)
+
+    async def save_login_state(self, user_id: str, state: LoginState) -> None:
+        await self._session.execute(
+            sa.update(UserRow)
+            .where(UserRow.id == user_id)
+            .values(
+                failed_login_count=state.failed_count,
+                last_failed_login_at=state.last_failed_at,
+                locked_until=state.locked_until,
+            )
+        )
+
+    async def set_password_hash(self, user_id: str, password_hash: str) -> None:
+        await self._session.execute(
+            sa.update(UserRow).where(UserRow.id == user_id).values(password_hash=password_hash)
+        )
+
+    async def set_user_flags(self, user_id: str, *, is_superuser: bool, is_active: bool) -> None:
+        await self._session.execute(
+            sa.update(UserRow)
+            .where(UserRow.id == user_id)
+            .values(is_superuser=is_superuser, is_active=is_active)
+        )
+
+    # Refresh tokens.
+
+    async def insert_refresh_token(self, token: RefreshToken) -> None:
+        self._session.add(RefreshTokenRow(**token.model_dump()))
+        await self._session.flush()
+
+    async def get_refresh_token(self, token_hash: str, *, for_update: bool = False) -> RefreshToken | None:
+        statement = sa.select(RefreshTokenRow).where(RefreshTokenRow.token_hash == token_hash)
+        row = await self._one(statement, for_update)
+        return from_row(RefreshToken, row) if row else None
+
+    async def mark_refresh_token_used(self, token_id: str, when: datetime) -> None:
+        await self._session.execute(
+            sa.update(RefreshTokenRow).where(RefreshTokenRow.id == token_id).values(used_at=when)
+        )
+
+    async def revoke_refresh_family(self, family_id: str, when: datetime) -> None:
+        await self._session.execute(
+            sa.update(RefreshTokenRow)
+            .where(RefreshTokenRow.family_id == family_id, RefreshTokenRow.revoked_at.is_(None))
+            .values(revoked_at=when)
+        )
+
+    # Agent types.
+
+    async def insert_agent_type(self, agent_type: AgentType, *, request_id: str | None) -> AgentType:
+        row = AgentTypeRow(**agent_type_values(agent_type), request_id=request_id)
+        await self._insert(
+            row,
+            {
+                "slug": SlugTaken(f"agent type slug {agent_type.slug!r} is taken"),
+                "request_id": DuplicateRequest(),
+            },
+        )
+        return from_row(AgentType, row)
+
+    async def get_agent_type(
+        self,
+        *,
+        type_id: str | None = None,
+        slug: str | None = None,
+        request_id: str | None = None,
+        for_update: bool = False,
+    ) -> AgentType | None:
+        statement = sa.select(AgentTypeRow)
+        if type_id is not None:
+            statement = statement.where(AgentTypeRow.id == type_id)
+        if slug is not None:
+            statement = statement.where(AgentTypeRow.slug == slug)
+        if request_id is not None:
+            statement = statement.where(AgentTypeRow.request_id == request_id)
+        row = await self._one(statement, for_update)
+        return from_row(AgentType, row) if row else None
+
+    async def list_agent_types(self, page: PageRequest) -> Slice[AgentType]:
+        return await self._slice(AgentTypeRow, [], page, AgentType)
+
+    async def update_agent_type(self, agent_type: AgentType) -> AgentType:
+        values = agent_type_values(agent_type)
+        await self._update(
+            AgentTypeRow,
+            agent_type.id,
+            values,
+            {"slug": SlugTaken(f"agent type slug {agent_type.slug!r} is taken")},
+        )
+        return agent_type
+
+    async def delete_agent_type(self, type_id: str) -> None:
+        await self._session.execute(sa.delete(AgentTypeRow).where(AgentTypeRow.id == type_id))
+
+    async def agent_type_in_use(self, type_id: str) -> bool:
+        statement = sa.select(sa.literal(1)).where(AgentRow.agent_type_id == type_id).limit(1)
+        return (await self._session.execute(statement)).first() is not None
+
+    # Projects.
+
+    async def insert_project(self, project: Project, *, request_id: str | None) -> Project:
+        row = ProjectRow(**project.model_dump(), request_id=request_id)
+        await self._insert(
+            row,
+            {
+                "slug": SlugTaken(f"project slug {project.slug!r} is taken"),
+                "request_id": DuplicateRequest(),
+            },
+        )
+        return from_row(Project, row)
+
+    async def get_project(
+        self,
+        *,
+        project_id: str | None = None,
+        slug: str | None = None,
+        owner_request: tuple[str, str] | None = None,
+        for_update: bool = False,
+    ) -> Project | None:
+        statement = sa.select(ProjectRow)
+        if project_id is not None:
+            statement = statement.where(ProjectRow.id == project_id)
+        if slug is not None:
+            statement = statement.where(ProjectRow.slug == slug)
+        if owner_request is not None:
+            statement = statement.where(
+                ProjectRow.owner_id == owner_request[0], ProjectRow.request_id == owner_request[1]
+            )
+        row = await self._one(statement, for_update)
+        return from_row(Project, row) if row else None
+
+    async def list_projects(self, owner_id: str | None, page: PageRequest) -> Slice[Project]:
+        conditions = [] if owner_id is None else [ProjectRow.owner_id == owner_id]
+        return await self._slice(ProjectRow, conditions, page, Project)
+
+    async def update_project(self, project: Project) -> Project:
+        values = project.model_dump(include={"name", "slug", "description", "updated_at"})
+        await self._update(
+            ProjectRow, project.id, values, {"slug": SlugTaken(f"project slug {project.slug!r} is taken")}
+        )
+        return project
+
+    async def delete_project(self, project_id: str) -> None:
+        # Explicit children first: no reliance on ON DELETE CASCADE being enabled.
+        agents = sa.select(AgentRow.id).where(AgentRow.project_id == project_id)
+        await self._session.execute(sa.delete(AgentRunRow).where(AgentRunRow.agent_id.in_(agents)))
+        await self._session.execute(sa.delete(AgentRow).where(AgentRow.project_id == project_id))
+        await self._session.execute(sa.delete(ProjectRow).where(ProjectRow.id == project_id))
+
+    # Agents.
+
+    async def insert_agent(self, agent: Agent, *, request_id: str | None) -> Agent:
+        row = AgentRow(**agent_values(agent), request_id=request_id)
+        await self._insert(
+            row,
+            {
+                "name": AgentNameTaken(f"an agent named {agent.name!r} exists in this project"),
+                "request_id": DuplicateRequest(),
+            },
+        )
+        return from_row(Agent, row)
+
+    async def get_agent(
+        self,
+        *,
+        agent_id: str | None = None,
+        project_name: tuple[str, str] | None = None,
+        project_request: tuple[str, str] | None = None,
+        for_update: bool = False,
+    ) -> Agent | None:
+        statement = sa.select(AgentRow)
+        if agent_id is not None:
+            statement = statement.where(AgentRow.id == agent_id)
+        if project_name is not None:
+            statement = statement.where(
+                AgentRow.project_id == project_name[0], AgentRow.name == project_name[1]
+            )
+        if project_request is not None:
+            statement = statement.where(
+                AgentRow.project_id == project_request[0], AgentRow.request_id == project_request[1]
+            )
+        row = await self._one(statement, for_update)
+        return from_row(Agent, row) if row else None
+
+    async def list_agents(self, project_id: str, page: PageRequest) -> Slice[Agent]:
+        return await self._slice(AgentRow, [AgentRow.project_id == project_id], page, Agent)
+
+    async def agent_names(self, project_id: str) -> list[str]:
+        result = await self._session.execute(
+            sa.select(AgentRow.name).where(AgentRow.project_id == project_id)
+        )
+        return list(result.scalars())
+
+    async def update_agent(self, agent: Agent) -> Agent:
+        await self._update(AgentRow, agent.id, agent_values(agent), {})
+        return agent
+
+    # Executors.
+
+    async def upsert_executor(self, executor: Executor) -> Executor:
+        insert = _insert_for(self._session)(ExecutorRow).values(**executor.model_dump())
+        await self._session.execute(
+            insert.on_conflict_do_update(
+                index_elements=[ExecutorRow.id],
+                set_={"address": insert.excluded.address, "heartbeat_at": insert.excluded.heartbeat_at},
+            )
+        )
+        return executor
+
+    async def list_executors(self, since: datetime) -> list[Executor]:
+        result = await self._session.execute(
+            sa.select(ExecutorRow).where(ExecutorRow.heartbeat_at >= since).order_by(ExecutorRow.id)
+        )
+        return [from_row(Executor, row) for row in result.scalars()]
+
+    # Helpers.
+
+    async def _one(self, statement: sa.Select[Any], for_update: bool) -> Any:
+        if for_update:
+            statement = statement.with_for_update()
+        return (await self._session.execute(statement)).scalars().first()
+
+    async def _insert(self, row: Base, duplicates: dict[str, Exception]) -> None:
+        """Adds a row; a unique violation raises the error given for the violated column (the
+        transaction is then aborted and rolls back)."""
+        self._session.add(row)
+        try:
+            await self._session.flush()
+        except IntegrityError as error:
+            raise _duplicate(error, row.__table__, duplicates) from None  # type: ignore[attr-defined]
+
+    async def _update(
+        self, model: Any, row_id: str, values: dict[str, Any], duplicates: dict[str, Exception]
+    ) -> None:
+        try:
+            await self._session.execute(sa.update(model).where(model.id == row_id).values(**values))
+        except IntegrityError as error:
+            raise _duplicate(error, model.__table__, duplicates) from None
+
+    async def _slice(
+        self, row_type: Any, conditions: Sequence[sa.ColumnElement[bool]], page: PageRequest, model: Any
+    ) -> Slice[Any]:
+        """One page in (`created_at`, `id`) order, after `page.after` or after the `page.skip`
+        items before it, with the total. Never OFFSET: a page number is turned into its keyset
+        boundary first (`_boundary`), so the page itself is read by the same indexed keyset query."""
+        key = (row_type.created_at, row_type.id)
+        count = sa.select(sa.func.count()).select_from(row_type).where(*conditions)
+        total = await self._session.scalar(count)
+        after = page.after
+        if after is None and page.skip:
+            after = await self._boundary(key, conditions, page.skip)
+        statement = sa.select(row_type).where(*conditions)
+        if after is not None:
+            statement = statement.where(sa.tuple_(*key) > sa.tuple_(*_typed(key, after)))
+        statement = statement.order_by(*key).limit(page.size + 1)
+        rows = list((await self._session.execute(statement)).scalars())
+        items = [from_row(model, row) for row in rows[: page.size]]
+        return Slice(items=items, has_more=len(rows) > page.size, total=total)
+
+    async def _boundary(
+        self, key: tuple[Any, Any], conditions: Sequence[sa.ColumnElement[bool]], skip: int
+    ) -> tuple[datetime, str] | None:
+        """The sort key of the `skip`-th item: the last of the first `skip` keys. One query that
+        walks the list's (scope, created_at, id) index and stops after `skip` entries, reading no
+        row; None for an empty list. Past the end it is the last item's key (an empty page)."""
+        head = sa.select(*key).where(*conditions).order_by(*key).limit(skip).subquery()
+        statement = sa.select(*head.c).order_by(*(column.desc() for column in head.c)).limit(1)
+        found = (await self._session.execute(statement)).first()
+        return None if found is None else (found[0], found[1])
+
+
+def _typed(key: tuple[Any, Any], values: tuple[datetime, str]) -> list[Any]:
+    # Literals carry their column's type, so the UTC conversion applies to the cursor's time too.
+    return [sa.literal(value, column.type) for value, column in zip(values, key, strict=True)]
+
+
+def _run_parameters(visibility: Visibility, agent_id: str, run_id: str, now: datetime) -> dict[str, Any]:
+    return {
+        "agent_id": agent_id,
+        "run_id": run_id,
+        "now": now,
+        "user_id": visibility.user_id,
+        "everything": visibility.everything,
+    }
+
+
+def _insert_for(session: AsyncSession) -> Any:
+    return postgresql.insert if session.bind.dialect.name == "postgresql" else sqlite.insert
+
+
+def _duplicate(error: IntegrityError, table: sa.Table, duplicates: dict[str, Exception]) -> Exception:
+    """The error for the unique constraint an IntegrityError reports, recognized by constraint
+    name (PostgreSQL) or by the column list in the message (SQLite); the last column of the
+    constraint picks the error."""
+    text = str(error.orig)
+    for constraint in table.constraints:
+        if not isinstance(constraint, sa.UniqueConstraint):
+            continue
+        columns = [column.name for column in constraint.columns]
+        sqlite_text = "UNIQUE constraint failed: " + ", ".join(f"{table.name}.{c}" for c in columns)
+        if (f'"{constraint.name}"' in text or sqlite_text in text) and columns[-1] in duplicates:
+            return duplicates[columns[-1]]
+    return error

@@ -1,0 +1,198 @@
+"""The registry's hand-written SQL, with what differs between PostgreSQL and SQLite kept here:
+run bookkeeping (start and finish a run) and the one-query resolve of an agent. Everything else
+the SQL store does goes through the ORM, which hides the dialects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from agentmesh.registry.models import Agent, AgentStatus, AgentType, Project
+from agentmesh.registry.store.interface import RunChange
+from agentmesh.registry.store.mappers import fields_of, from_columns
+from agentmesh.registry.store.tables import AgentRow, AgentTypeRow, Base, ProjectRow, UtcDateTime
+
+# --- Run bookkeeping: the hottest path (every run starts and finishes here), so no ORM ----------
+#
+# On PostgreSQL each of start and finish is one statement, run outside an explicit transaction
+# (one round trip): a CTE locks the visible agent row, inserts or deletes the run row, and updates
+# the agent only when that changed something; the result is the agent (as changed, or as locked)
+# with a flag saying which. Under READ COMMITTED the lock serializes concurrent runs of one agent
+# and the UPDATE re-reads the newest row version, so every run is counted once. SQLite has no
+# data-modifying CTEs: there the same statements run as two in one `BEGIN IMMEDIATE` transaction
+# (in process, no round trips). Text, because the dialects' `ON CONFLICT` constructs are not
+# cached compiled and this runs twice per run.
+
+_AGENT_FIELDS = fields_of(Agent)
+_AGENT_TYPES: dict[str, Any] = {
+    "project_updated_at": UtcDateTime,
+    "type_updated_at": UtcDateTime,
+    "config": sa.JSON,
+    "tasks_completed": sa.BigInteger,
+    "tokens_used": sa.BigInteger,
+    "cost": sa.Float,
+    "runs_in_flight": sa.Integer,
+    "created_at": UtcDateTime,
+    "last_activity_at": UtcDateTime,
+    "changed": sa.Boolean,
+}
+_BLOCKED = f"('{AgentStatus.PAUSED.value}', '{AgentStatus.TERMINATED.value}')"
+_VISIBLE_AGENT = (
+    "FROM agents JOIN projects ON projects.id = agents.project_id "
+    "JOIN agent_types ON agent_types.id = agents.agent_type_id "
+    "WHERE agents.id = :agent_id AND (:everything OR projects.owner_id = :user_id)"
+)
+# When the agent's project and type last changed: with its config, they make its spec's revision.
+_SPEC_TIMES = "projects.updated_at AS project_updated_at, agent_types.updated_at AS type_updated_at"
+_SPEC_TIME_FIELDS = "target.project_updated_at, target.type_updated_at"
+_START_SET = (
+    f"status = '{AgentStatus.WORKING.value}', runs_in_flight = agents.runs_in_flight + 1, "
+    "last_activity_at = :now"
+)
+_FINISH_SET = (
+    f"status = CASE WHEN agents.status = '{AgentStatus.WORKING.value}' AND agents.runs_in_flight <= 1 "
+    f"THEN '{AgentStatus.IDLE.value}' ELSE agents.status END, "
+    "runs_in_flight = {greatest}(agents.runs_in_flight - 1, 0), "
+    "tasks_completed = agents.tasks_completed + :completed, "
+    "tokens_used = agents.tokens_used + :tokens_used, cost = agents.cost + :cost, last_activity_at = :now"
+)
+
+
+def _columns(prefix: str) -> str:
+    return ", ".join(f"{prefix}{field}" for field in _AGENT_FIELDS)
+
+
+def _run_statement(sql: str, *, result: bool = True, **types: Any) -> sa.TextClause:
+    params = {
+        "agent_id": sa.String,
+        "run_id": sa.String,
+        "user_id": sa.String,
+        "everything": sa.Boolean,
+        "now": UtcDateTime,
+        **types,
+    }
+    statement = sa.text(sql).bindparams(
+        *(sa.bindparam(name, type_=kind) for name, kind in params.items() if f":{name}" in sql)
+    )
+    if not result:
+        return statement
+    return statement.columns(  # type: ignore[return-value]
+        *(
+            sa.column(field, _AGENT_TYPES.get(field, sa.String))
+            for field in (*_AGENT_FIELDS, "changed", "project_updated_at", "type_updated_at")
+        )
+    )
+
+
+def _pg_run(modify: str, set_clause: str, **types: Any) -> sa.TextClause:
+    return _run_statement(
+        f"WITH target AS (SELECT {_columns('agents.')}, {_SPEC_TIMES} {_VISIBLE_AGENT} "
+        "FOR UPDATE OF agents), "
+        f"run AS ({modify} RETURNING agent_runs.agent_id), "
+        f"changed AS (UPDATE agents SET {set_clause} FROM run WHERE agents.id = run.agent_id "
+        f"RETURNING {_columns('agents.')}) "
+        f"SELECT {_columns('changed.')}, true AS changed, {_SPEC_TIME_FIELDS} FROM changed, target "
+        f"UNION ALL SELECT {_columns('target.')}, false AS changed, {_SPEC_TIME_FIELDS} FROM target "
+        "WHERE NOT EXISTS (SELECT FROM changed)",
+        **types,
+    )
+
+
+_USAGE_TYPES: dict[str, Any] = {"completed": sa.Integer, "tokens_used": sa.BigInteger, "cost": sa.Float}
+
+PG_START_RUN = _pg_run(
+    "INSERT INTO agent_runs (agent_id, run_id, started_at) "
+    f"SELECT id, :run_id, :now FROM target WHERE status NOT IN {_BLOCKED} ON CONFLICT DO NOTHING",
+    _START_SET,
+)
+PG_FINISH_RUN = _pg_run(
+    "DELETE FROM agent_runs USING target "
+    "WHERE agent_runs.agent_id = target.id AND agent_runs.run_id = :run_id",
+    _FINISH_SET.format(greatest="GREATEST"),
+    **_USAGE_TYPES,
+)
+SQLITE_ADD_RUN = _run_statement(
+    "INSERT INTO agent_runs (agent_id, run_id, started_at) "
+    f"SELECT agents.id, :run_id, :now {_VISIBLE_AGENT} AND agents.status NOT IN {_BLOCKED} "
+    "ON CONFLICT DO NOTHING",
+    result=False,
+)
+SQLITE_REMOVE_RUN = _run_statement(
+    "DELETE FROM agent_runs WHERE agent_runs.agent_id = :agent_id AND agent_runs.run_id = :run_id "
+    f"AND EXISTS (SELECT 1 {_VISIBLE_AGENT})",
+    result=False,
+)
+SQLITE_START_UPDATE = _run_statement(f"UPDATE agents SET {_START_SET} WHERE id = :agent_id", result=False)
+SQLITE_FINISH_UPDATE = _run_statement(
+    f"UPDATE agents SET {_FINISH_SET.format(greatest='MAX')} WHERE id = :agent_id",
+    result=False,
+    **_USAGE_TYPES,
+)
+SQLITE_VISIBLE_AGENT = _run_statement(
+    f"SELECT {_columns('agents.')}, :changed AS changed, {_SPEC_TIMES} {_VISIBLE_AGENT}",
+    changed=sa.Boolean,
+)
+
+
+def run_change(row: sa.Row[Any] | None) -> RunChange | None:
+    """The RunChange a start or finish statement returns, None when the agent was not visible."""
+    if row is None:
+        return None
+    values = row._mapping
+    return RunChange(
+        agent=from_columns(Agent, values),
+        changed=bool(values["changed"]),
+        project_updated_at=values["project_updated_at"],
+        type_updated_at=values["type_updated_at"],
+    )
+
+
+# --- ResolveAgent: once per run, so one text statement outside a transaction -------------------
+#
+# Project, agent and type in one round trip (and one snapshot): the project by slug, LEFT JOINed
+# to its agent of that name and that agent's type, so a missing agent still returns the project
+# (the caller tells "project not found" from "agent not found").
+
+_PROJECT_FIELDS = fields_of(Project)
+_TYPE_FIELDS = fields_of(AgentType)
+
+
+def _resolve_columns() -> list[sa.ColumnClause[Any]]:
+    def typed(table: type[Base], field: str) -> Any:
+        return table.__table__.c[field].type
+
+    return [
+        *(sa.column(f"p_{field}", typed(ProjectRow, field)) for field in _PROJECT_FIELDS),
+        *(sa.column(f"a_{field}", typed(AgentRow, field)) for field in _AGENT_FIELDS),
+        *(sa.column(f"t_{field}", typed(AgentTypeRow, field)) for field in _TYPE_FIELDS),
+    ]
+
+
+RESOLVE = (
+    sa.text(
+        f"SELECT {', '.join(f'projects.{field} AS p_{field}' for field in _PROJECT_FIELDS)}, "
+        f"{', '.join(f'agents.{field} AS a_{field}' for field in _AGENT_FIELDS)}, "
+        f"{', '.join(f'agent_types.{field} AS t_{field}' for field in _TYPE_FIELDS)} "
+        "FROM projects "
+        "LEFT JOIN agents ON agents.project_id = projects.id AND agents.name = :agent_name "
+        "LEFT JOIN agent_types ON agent_types.id = agents.agent_type_id "
+        "WHERE projects.slug = :project_slug"
+    )
+    .bindparams(sa.bindparam("project_slug", type_=sa.String), sa.bindparam("agent_name", type_=sa.String))
+    .columns(*_resolve_columns())
+)
+
+
+def resolved(row: sa.Row[Any] | None) -> tuple[Project | None, Agent | None, AgentType | None]:
+    """What RESOLVE returned: the project, its agent and the agent's type, each None if missing."""
+    if row is None:
+        return None, None, None
+    values = row._mapping
+    project = from_columns(Project, values, "p_")
+    if values["a_id"] is None:
+        return project, None, None
+    agent = from_columns(Agent, values, "a_")
+    if values["t_id"] is None:
+        return project, agent, None
+    return project, agent, from_columns(AgentType, values, "t_")

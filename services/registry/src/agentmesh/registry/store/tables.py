@@ -1,0 +1,154 @@
+"""The registry's tables, as SQLAlchemy ORM rows. The migrations build this schema; the
+SQL store is the only reader of these classes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class UtcDateTime(sa.TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend (SQLite keeps them as naive UTC text)."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class UserRow(Base):
+    __tablename__ = "users"
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    email: Mapped[str] = mapped_column(sa.String(320), unique=True)
+    password_hash: Mapped[str] = mapped_column(sa.String(255))
+    first_name: Mapped[str] = mapped_column(sa.String(100))
+    last_name: Mapped[str] = mapped_column(sa.String(100))
+    is_superuser: Mapped[bool] = mapped_column(sa.Boolean)
+    is_active: Mapped[bool] = mapped_column(sa.Boolean)
+    failed_login_count: Mapped[int] = mapped_column(sa.Integer)
+    last_failed_login_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    locked_until: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class RefreshTokenRow(Base):
+    __tablename__ = "refresh_tokens"
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    user_id: Mapped[str] = mapped_column(sa.ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    family_id: Mapped[str] = mapped_column(sa.String(36), index=True)
+    token_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    used_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class AgentTypeRow(Base):
+    __tablename__ = "agent_types"
+    __table_args__ = (sa.Index(None, "created_at", "id"),)
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(200))
+    slug: Mapped[str] = mapped_column(sa.String(63), unique=True)
+    description: Mapped[str] = mapped_column(sa.Text)
+    expertise: Mapped[list[str]] = mapped_column(sa.JSON)
+    personality_prompt: Mapped[str] = mapped_column(sa.Text)
+    primary_model: Mapped[str] = mapped_column(sa.String(200))
+    fallback_models: Mapped[list[str]] = mapped_column(sa.JSON)
+    model_params: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    tools: Mapped[list[str]] = mapped_column(sa.JSON)
+    mcp_servers: Mapped[list[dict[str, Any]]] = mapped_column(sa.JSON)
+    kind: Mapped[str] = mapped_column(sa.String(20))
+    sub_agents: Mapped[list[str]] = mapped_column(sa.JSON)
+    max_steps: Mapped[int] = mapped_column(sa.Integer)
+    max_iterations: Mapped[int] = mapped_column(sa.Integer)
+    is_active: Mapped[bool] = mapped_column(sa.Boolean)
+    request_id: Mapped[str | None] = mapped_column(sa.String(200), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class ProjectRow(Base):
+    __tablename__ = "projects"
+    __table_args__ = (
+        sa.UniqueConstraint("owner_id", "request_id"),
+        sa.Index(None, "created_at", "id"),
+        sa.Index(None, "owner_id", "created_at", "id"),
+    )
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(200))
+    slug: Mapped[str] = mapped_column(sa.String(63), unique=True)
+    description: Mapped[str] = mapped_column(sa.Text)
+    owner_id: Mapped[str] = mapped_column(sa.ForeignKey("users.id", ondelete="CASCADE"))
+    request_id: Mapped[str | None] = mapped_column(sa.String(200))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class AgentRow(Base):
+    __tablename__ = "agents"
+    __table_args__ = (
+        sa.UniqueConstraint("project_id", "name"),
+        sa.UniqueConstraint("project_id", "request_id"),
+        sa.Index(None, "project_id", "created_at", "id"),
+    )
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    project_id: Mapped[str] = mapped_column(sa.ForeignKey("projects.id", ondelete="CASCADE"))
+    agent_type_id: Mapped[str] = mapped_column(
+        sa.ForeignKey("agent_types.id", ondelete="RESTRICT"), index=True
+    )
+    name: Mapped[str] = mapped_column(sa.String(63))
+    status: Mapped[str] = mapped_column(sa.String(20))
+    config: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    tasks_completed: Mapped[int] = mapped_column(sa.BigInteger)
+    tokens_used: Mapped[int] = mapped_column(sa.BigInteger)
+    cost: Mapped[float] = mapped_column(sa.Float)
+    runs_in_flight: Mapped[int] = mapped_column(sa.Integer)
+    request_id: Mapped[str | None] = mapped_column(sa.String(200))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    last_activity_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class AgentRunRow(Base):
+    __tablename__ = "agent_runs"
+
+    agent_id: Mapped[str] = mapped_column(sa.ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True)
+    run_id: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class ExecutorRow(Base):
+    __tablename__ = "executors"
+
+    id: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
+    address: Mapped[str] = mapped_column(sa.String(300))
+    heartbeat_at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)

@@ -1,0 +1,307 @@
+"""The EventStore contract: one suite over every implementation (in memory, SQLite, PostgreSQL),
+asserting what the memory rules rely on."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from agentmesh.memory.app import MIGRATIONS, VERSION_TABLE
+from agentmesh.memory.in_memory_store import InMemoryEventStore
+from agentmesh.memory.models import Event, EventQuery, EventType, NewEvent, RetentionPolicy
+from agentmesh.memory.store import EventStore, IdempotencyKeyRace, SqlEventStore
+from agentmesh.runtime.database import create_engine, upgrade
+
+T0 = datetime(2026, 3, 4, 5, 6, 7, 890000, tzinfo=UTC)
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("in-memory", id="in-memory"),
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    ]
+)
+def store_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str | None:
+    """Each EventStore implementation's database in turn: none (in memory), SQLite, PostgreSQL."""
+    if request.param == "in-memory":
+        return None
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'memory.db'}"
+    return request.getfixturevalue("postgres_database")
+
+
+@pytest.fixture
+async def store(store_database_url: str | None) -> AsyncIterator[EventStore]:
+    if store_database_url is None:
+        yield InMemoryEventStore()
+        return
+    engine = create_engine(store_database_url)
+    try:
+        await upgrade(engine, MIGRATIONS, version_table=VERSION_TABLE)
+        yield SqlEventStore(engine)
+    finally:
+        await engine.dispose()
+
+
+class Refused(Exception):
+    """What the test's admit raises to refuse an append."""
+
+
+def admit_all(_project_id: str, _last_seq: int) -> None:
+    return None
+
+
+def admit_as(project_id: str, *, expected_last_seq: int | None = None):
+    """An admit as the rules make it: the session must be the project's, and at the expected seq."""
+
+    def admit(session_project: str, last_seq: int) -> None:
+        if session_project and session_project != project_id:
+            raise Refused("another project's session")
+        if expected_last_seq is not None and last_seq != expected_last_seq:
+            raise Refused(f"at {last_seq}, not {expected_last_seq}")
+
+    return admit
+
+
+def new(content: str = "x", agent: str = "worker", **fields: object) -> NewEvent:
+    return NewEvent(agent=agent, event_type=EventType.AGENT_RESPONSE, content=content, **fields)
+
+
+async def append(
+    store: EventStore,
+    session_id: str,
+    batch: list[NewEvent],
+    *,
+    project_id: str = "p-1",
+    now: datetime = T0,
+    expected_last_seq: int | None = None,
+) -> tuple[list[Event], int]:
+    return await store.append(
+        session_id,
+        project_id,
+        batch,
+        now=now,
+        admit=admit_as(project_id, expected_last_seq=expected_last_seq),
+        expected_last_seq=expected_last_seq,
+    )
+
+
+async def everything(store: EventStore, session_id: str) -> list[Event]:
+    return await store.list_events(EventQuery(session_id=session_id), after=None, limit=1000)
+
+
+# --- appending ----------------------------------------------------------------------------------
+
+
+async def test_appends_number_events_gap_free_and_store_every_field(store: EventStore) -> None:
+    first, last_seq = await append(store, "s-1", [new("a"), new("b", agent="helper")])
+    full = new(
+        "c",
+        metadata={"tokens": 3, "nested": {"ok": True}},
+        run_id="run-1",
+        parent_event_id="e-0",
+        delegation_id="d-1",
+        trace_id="0" * 32,
+        span_id="1" * 16,
+        idempotency_key="key-1",
+    )
+    second, last_after = await append(store, "s-1", [full], now=T0 + timedelta(seconds=1))
+
+    assert ([e.seq for e in first], last_seq, [e.seq for e in second], last_after) == ([1, 2], 2, [3], 3)
+    stored = await everything(store, "s-1")
+    assert stored == first + second
+    assert stored[2].model_dump(include=set(NewEvent.model_fields)) == full.model_dump()
+    assert (stored[2].session_id, stored[2].created_at) == ("s-1", T0 + timedelta(seconds=1))
+    assert len({e.id for e in stored}) == 3
+    session = await store.get_session("s-1")
+    assert session is not None
+    assert (session.project_id, session.agent, session.first_seq, session.last_seq) == ("p-1", "worker", 1, 3)
+    assert (session.created_at, session.updated_at) == (T0, T0 + timedelta(seconds=1))
+    assert await store.get_session("s-2") is None
+
+
+async def test_concurrent_appends_to_one_session_leave_no_gap(store: EventStore) -> None:
+    await append(store, "s-1", [new("first")])
+    results = await asyncio.gather(*(append(store, "s-1", [new(f"{n}a"), new(f"{n}b")]) for n in range(8)))
+    seqs = sorted(seq for events, _ in results for seq in (e.seq for e in events))
+    assert seqs == list(range(2, 18))
+    for events, last_seq in results:
+        assert [e.seq for e in events] == [last_seq - 1, last_seq]
+    assert [e.seq for e in await everything(store, "s-1")] == list(range(1, 18))
+
+
+async def test_a_refused_append_writes_nothing(store: EventStore) -> None:
+    with pytest.raises(Refused):
+        await append(store, "new", [new()], expected_last_seq=4)
+    assert await store.get_session("new") is None
+
+    await append(store, "s-1", [new("one")])
+    with pytest.raises(Refused):
+        await append(store, "s-1", [new("other project")], project_id="p-2")
+    with pytest.raises(Refused):
+        await append(store, "s-1", [new("stale")], expected_last_seq=0)
+    events, last_seq = await append(store, "s-1", [new("current")], expected_last_seq=1)
+
+    assert ([e.seq for e in events], last_seq) == ([2], 2)
+    assert [e.content for e in await everything(store, "s-1")] == ["one", "current"]
+    session = await store.get_session("s-1")
+    assert session is not None and (session.project_id, session.last_seq) == ("p-1", 2)
+
+
+async def test_admit_is_told_the_sessions_project_and_last_seq(store: EventStore) -> None:
+    told: list[tuple[str, int]] = []
+
+    def admit(project_id: str, last_seq: int) -> None:
+        told.append((project_id, last_seq))
+
+    await store.append("s-1", "p-1", [new(), new()], now=T0, admit=admit)
+    await store.append("s-1", "p-1", [new()], now=T0, admit=admit)
+    # A new session is the appending project's at seq 0.
+    assert told == [("p-1", 0), ("p-1", 2)]
+
+
+async def test_an_idempotency_key_is_stored_once_per_session(store: EventStore) -> None:
+    stored, _ = await append(store, "s-1", [new("first", idempotency_key="k-1"), new("plain")])
+    await append(store, "s-2", [new("elsewhere", idempotency_key="k-1")])  # another session: no clash
+
+    with pytest.raises(IdempotencyKeyRace):
+        await append(store, "s-1", [new("new", idempotency_key="k-2"), new("again", idempotency_key="k-1")])
+
+    assert await store.events_by_idempotency_key("s-1", ["k-1", "k-2", "k-3"]) == {"k-1": stored[0]}
+    assert [e.content for e in await everything(store, "s-1")] == ["first", "plain"]
+    session = await store.get_session("s-1")
+    assert session is not None and session.last_seq == 2
+    # Appends go on gap-free after the refused one.
+    events, _ = await append(store, "s-1", [new("next", idempotency_key="k-2")])
+    assert [e.seq for e in events] == [3]
+
+
+# --- reading ------------------------------------------------------------------------------------
+
+
+async def test_events_page_by_seq_either_way_with_filters(store: EventStore) -> None:
+    await append(
+        store,
+        "s-1",
+        [
+            new(str(n), agent="a" if n % 2 else "b", run_id=f"run-{n % 3}")
+            if n != 4
+            else NewEvent(agent="b", event_type=EventType.TOOL_CALL, content="4", run_id="run-1")
+            for n in range(1, 10)
+        ],
+    )
+    query = EventQuery(session_id="s-1")
+
+    assert [e.seq for e in await store.list_events(query, after=None, limit=4)] == [1, 2, 3, 4]
+    assert [e.seq for e in await store.list_events(query, after=(4,), limit=4)] == [5, 6, 7, 8]
+    newest = query.model_copy(update={"descending": True})
+    assert [e.seq for e in await store.list_events(newest, after=None, limit=3)] == [9, 8, 7]
+    assert [e.seq for e in await store.list_events(newest, after=(7,), limit=3)] == [6, 5, 4]
+
+    agent_a = EventQuery(session_id="s-1", agent="a")
+    assert [e.seq for e in await store.list_events(agent_a, after=None, limit=10)] == [1, 3, 5, 7, 9]
+    tool_calls = EventQuery(session_id="s-1", event_types=(EventType.TOOL_CALL,))
+    assert [e.seq for e in await store.list_events(tool_calls, after=None, limit=10)] == [4]
+    run_1 = EventQuery(session_id="s-1", run_id="run-1")
+    assert [e.seq for e in await store.list_events(run_1, after=None, limit=10)] == [1, 4, 7]
+    later = EventQuery(session_id="s-1", after_seq=6)
+    assert [e.seq for e in await store.list_events(later, after=None, limit=10)] == [7, 8, 9]
+    assert [await store.count_events(q) for q in (query, agent_a, tool_calls, run_1, later)] == [
+        9,
+        5,
+        1,
+        3,
+        3,
+    ]
+
+
+async def test_an_agents_events_across_a_project_are_in_time_order(store: EventStore) -> None:
+    await append(store, "s-b", [new("b1"), new("other", agent="helper")], now=T0)
+    await append(store, "s-a", [new("a1")], now=T0)
+    await append(store, "s-a", [new("a2")], now=T0 + timedelta(seconds=1))
+    await append(store, "s-c", [new("elsewhere")], project_id="p-2", now=T0)
+    query = EventQuery(project_id="p-1", agent="worker")
+
+    page = await store.list_events(query, after=None, limit=2)
+    assert [e.content for e in page] == ["a1", "b1"]  # same time: by session id, then seq
+    last = page[-1]
+    rest = await store.list_events(query, after=(last.created_at, last.session_id, last.seq), limit=2)
+    assert [e.content for e in rest] == ["a2"]
+    assert await store.count_events(query) == 3
+
+
+async def test_sessions_are_listed_most_recently_active_first(store: EventStore) -> None:
+    for n, session_id in enumerate(["s-1", "s-2", "s-3", "s-4"]):
+        await append(store, session_id, [new()], now=T0 + timedelta(seconds=n))
+    await append(store, "s-1", [new()], now=T0 + timedelta(seconds=10))  # active again
+    await append(store, "other", [new()], project_id="p-2", now=T0 + timedelta(seconds=20))
+
+    first = await store.list_sessions("p-1", after=None, limit=2)
+    assert [s.id for s in first] == ["s-1", "s-4"]
+    rest = await store.list_sessions("p-1", after=(first[-1].updated_at, first[-1].id), limit=5)
+    assert [s.id for s in rest] == ["s-3", "s-2"]
+    assert (await store.count_sessions("p-1"), await store.count_sessions("p-3")) == (4, 0)
+
+
+async def test_a_session_page_boundary_is_the_key_of_the_last_session_before_it(store: EventStore) -> None:
+    for n, session_id in enumerate(["s-1", "s-2", "s-3"]):
+        await append(store, session_id, [new()], now=T0 + timedelta(seconds=n))
+    assert await store.session_boundary("p-1", skip=2) == (T0 + timedelta(seconds=1), "s-2")
+    assert await store.session_boundary("p-1", skip=9) == (T0, "s-1")  # past the end: the last one
+    assert await store.session_boundary("p-2", skip=2) is None
+
+
+# --- retention ----------------------------------------------------------------------------------
+
+
+async def test_retention_policies_are_kept_per_project(store: EventStore) -> None:
+    assert await store.get_retention_policy("p-1") is None
+    await store.set_retention_policy(RetentionPolicy(project_id="p-2", max_age_seconds=60), now=T0)
+    await store.set_retention_policy(RetentionPolicy(project_id="p-1", max_events_per_session=5), now=T0)
+    await store.set_retention_policy(RetentionPolicy(project_id="p-3"), now=T0)  # unbounded
+    replaced = RetentionPolicy(project_id="p-1", max_events_per_session=9, max_age_seconds=30)
+    await store.set_retention_policy(replaced, now=T0)
+
+    assert await store.get_retention_policy("p-1") == replaced
+    assert [p.project_id for p in await store.bounded_retention_policies()] == ["p-1", "p-2"]
+
+
+async def test_sessions_are_trimmed_from_the_front(store: EventStore) -> None:
+    await append(store, "long", [new(str(n)) for n in range(10)], now=T0)
+    await append(store, "short", [new("1")], now=T0 + timedelta(hours=1))
+    await append(store, "young", [new(str(n)) for n in range(3)], now=T0 + timedelta(hours=2))
+
+    too_long = await store.sessions_to_trim(
+        "p-1", more_events_than=2, created_before=None, after_id="", limit=10
+    )
+    assert [s.id for s in too_long] == ["long", "young"]
+    too_old = await store.sessions_to_trim(
+        "p-1", more_events_than=None, created_before=T0 + timedelta(minutes=90), after_id="", limit=10
+    )
+    assert [s.id for s in too_old] == ["long", "short"]
+    assert [
+        s.id
+        for s in await store.sessions_to_trim(
+            "p-1", more_events_than=2, created_before=None, after_id="long", limit=1
+        )
+    ] == ["young"]
+
+    assert await store.expired_prefix_end("young", from_seq=1, cutoff=T0 + timedelta(hours=3), limit=2) == 3
+    assert await store.expired_prefix_end("young", from_seq=1, cutoff=T0, limit=10) == 1
+
+    assert await store.trim_session("long", first_seq=8) == 7
+    assert await store.trim_session("long", first_seq=5) == 0  # never backwards
+    assert await store.trim_session("long", first_seq=20) == 0  # never past the next seq
+    assert [e.seq for e in await everything(store, "long")] == [8, 9, 10]
+    session = await store.get_session("long")
+    assert session is not None and (session.first_seq, session.last_seq) == (8, 10)
+
+    assert await store.trim_session("short", first_seq=2) == 1  # everything, up to the next seq
+    events, _ = await append(store, "short", [new("after")])
+    assert [e.seq for e in events] == [2]
+    assert [e.content for e in await everything(store, "short")] == ["after"]
