@@ -327,3 +327,27 @@ async def test_unknown_ids_are_404(http: httpx.AsyncClient, api: Api) -> None:
         response = await http.get(path, headers=owner.headers)
         assert response.status_code == 404, (path, response.text)
         assert "detail" in response.json()
+
+
+async def test_sessions_page_by_number_newest_first(api: Api, http: httpx.AsyncClient) -> None:
+    agent = await api.agent(mock_responses=["ok"])
+    for session_id in ("s-first", "s-second", "s-third"):
+        response = await http.post(
+            f"{agent.base}/v1/chat/completions",
+            json={"model": agent.model, "messages": [{"role": "user", "content": "hi"}]},
+            headers={**agent.owner.headers, "X-Session-Id": session_id},
+        )
+        assert response.status_code == 200, response.text
+    url = f"/api/v1/projects/{agent.project_id}/sessions"
+
+    async def page(number: int) -> dict:
+        response = await http.get(url, params={"page": number, "page_size": 2}, headers=agent.owner.headers)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    first, second, past = await page(1), await page(2), await page(3)
+    assert [s["id"] for s in first["data"]] == ["s-third", "s-second"]
+    assert [s["id"] for s in second["data"]] == ["s-first"]
+    assert past["data"] == []
+    assert first["pagination"] == {"total": 3, "page": 1, "page_size": 2, "total_pages": 2}
+    assert second["pagination"]["page"] == 2

@@ -187,16 +187,15 @@ class AgentGateway:
     ) -> mem.ListSessionsResponse:
         """The project's sessions, most recently active first: the page after `page_token`, or
         without one the `page`-th page (1-based)."""
-        request = mem.ListSessionsRequest(project_id=project_id, page_size=page_size, page_token=page_token)
-        response = await unary(self._memory.stub.ListSessions, request, metadata=caller.metadata)
-        if not page_token:
-            # Page numbers walk the keyset pages from the start.
-            for _ in range(page - 1):
-                if not response.next_page_token:
-                    return mem.ListSessionsResponse(total_size=response.total_size)
-                request.page_token = response.next_page_token
-                response = await unary(self._memory.stub.ListSessions, request, metadata=caller.metadata)
-        return response
+        # Memory reaches page N by its keyset boundary in one call (a page token and a page
+        # number are exclusive).
+        return await self._memory.list_sessions(
+            project_id,
+            page_size=page_size,
+            page_token=page_token,
+            page=0 if page_token else page,
+            metadata=caller.metadata,
+        )
 
     async def session_events(
         self,
