@@ -15,6 +15,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     .map(|proto| format!("{root}/{proto}"));
     tonic_prost_build::configure()
         .build_server(false)
+        // google.rpc.Status (RunFailed.status) is tonic-types' own message.
+        .extern_path(".google.rpc.Status", "::tonic_types::Status")
         .compile_protos(&protos, &[root.to_string()])?;
     Ok(())
 }

@@ -7,6 +7,7 @@
 package commonv1
 
 import (
+	status "google.golang.org/genproto/googleapis/rpc/status"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	structpb "google.golang.org/protobuf/types/known/structpb"
@@ -1004,7 +1005,12 @@ type RunFailed struct {
 	// gRPC status code name, e.g. "CANCELLED", "DEADLINE_EXCEEDED", "FAILED_PRECONDITION".
 	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
 	// Human-readable reason.
-	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// Why the run failed, for programs: the numeric gRPC code, the message, and details — an
+	// google.rpc.ErrorInfo whose `reason` is the UPPER_SNAKE cause (domain "agentmesh.dev", with
+	// its metadata), and a google.rpc.BadRequest naming the fields where input was at fault.
+	// A client acts on it without parsing `message`.
+	Status        *status.Status `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1051,6 +1057,13 @@ func (x *RunFailed) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *RunFailed) GetStatus() *status.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
 }
 
 // RunError reports an error the run recovers from; the run goes on.
@@ -1112,7 +1125,7 @@ var File_agentmesh_common_v1_run_proto protoreflect.FileDescriptor
 
 const file_agentmesh_common_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x1dagentmesh/common/v1/run.proto\x12\x13agentmesh.common.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xa1\a\n" +
+	"\x1dagentmesh/common/v1/run.proto\x12\x13agentmesh.common.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17google/rpc/status.proto\"\xa1\a\n" +
 	"\bRunEvent\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1d\n" +
 	"\n" +
@@ -1181,10 +1194,11 @@ const file_agentmesh_common_v1_run_proto_rawDesc = "" +
 	"\x05usage\x18\x02 \x01(\v2\x1a.agentmesh.common.v1.UsageR\x05usage\x12*\n" +
 	"\x11max_steps_reached\x18\x03 \x01(\bR\x0fmaxStepsReached\x12\x14\n" +
 	"\x05steps\x18\x04 \x01(\x05R\x05steps\x12\x1c\n" +
-	"\tescalated\x18\x05 \x01(\bR\tescalated\"9\n" +
+	"\tescalated\x18\x05 \x01(\bR\tescalated\"e\n" +
 	"\tRunFailed\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"<\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12*\n" +
+	"\x06status\x18\x03 \x01(\v2\x12.google.rpc.StatusR\x06status\"<\n" +
 	"\bRunError\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage*\xda\x01\n" +
@@ -1227,6 +1241,7 @@ var file_agentmesh_common_v1_run_proto_goTypes = []any{
 	(*RunFailed)(nil),          // 12: agentmesh.common.v1.RunFailed
 	(*RunError)(nil),           // 13: agentmesh.common.v1.RunError
 	(*structpb.Struct)(nil),    // 14: google.protobuf.Struct
+	(*status.Status)(nil),      // 15: google.rpc.Status
 }
 var file_agentmesh_common_v1_run_proto_depIdxs = []int32{
 	2,  // 0: agentmesh.common.v1.RunEvent.run_started:type_name -> agentmesh.common.v1.RunStarted
@@ -1243,11 +1258,12 @@ var file_agentmesh_common_v1_run_proto_depIdxs = []int32{
 	14, // 11: agentmesh.common.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
 	0,  // 12: agentmesh.common.v1.DelegationResponse.outcome:type_name -> agentmesh.common.v1.DelegationOutcome
 	10, // 13: agentmesh.common.v1.RunCompleted.usage:type_name -> agentmesh.common.v1.Usage
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	15, // 14: agentmesh.common.v1.RunFailed.status:type_name -> google.rpc.Status
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_common_v1_run_proto_init() }

@@ -53,7 +53,8 @@ type MemoryServiceClient interface {
 	WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEventsResponse], error)
 	// Returns one session. NOT_FOUND.
 	GetSession(ctx context.Context, in *GetSessionRequest, opts ...grpc.CallOption) (*GetSessionResponse, error)
-	// Lists a project's sessions, most recently active first.
+	// Lists a project's sessions, most recently active first. INVALID_ARGUMENT for a negative
+	// page_size or page, both page and page_token, or a page token issued for another list.
 	ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error)
 	// Sets a project's retention policy.
 	SetRetentionPolicy(ctx context.Context, in *SetRetentionPolicyRequest, opts ...grpc.CallOption) (*SetRetentionPolicyResponse, error)
@@ -173,7 +174,8 @@ type MemoryServiceServer interface {
 	WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[WatchEventsResponse]) error
 	// Returns one session. NOT_FOUND.
 	GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error)
-	// Lists a project's sessions, most recently active first.
+	// Lists a project's sessions, most recently active first. INVALID_ARGUMENT for a negative
+	// page_size or page, both page and page_token, or a page token issued for another list.
 	ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error)
 	// Sets a project's retention policy.
 	SetRetentionPolicy(context.Context, *SetRetentionPolicyRequest) (*SetRetentionPolicyResponse, error)

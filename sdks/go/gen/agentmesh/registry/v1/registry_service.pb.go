@@ -573,6 +573,143 @@ func (x *GetCurrentUserResponse) GetUser() *User {
 	return nil
 }
 
+// CreateUserRequest is the input of CreateUser.
+type CreateUserRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// E-mail address (the user's sign-in name).
+	Email string `protobuf:"bytes,1,opt,name=email,proto3" json:"email,omitempty"`
+	// Password, at least 8 characters.
+	Password string `protobuf:"bytes,2,opt,name=password,proto3" json:"password,omitempty"`
+	// Given name.
+	FirstName string `protobuf:"bytes,3,opt,name=first_name,json=firstName,proto3" json:"first_name,omitempty"`
+	// Family name.
+	LastName string `protobuf:"bytes,4,opt,name=last_name,json=lastName,proto3" json:"last_name,omitempty"`
+	// Make a superuser (an existing user of that e-mail is promoted).
+	IsSuperuser   bool `protobuf:"varint,5,opt,name=is_superuser,json=isSuperuser,proto3" json:"is_superuser,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateUserRequest) Reset() {
+	*x = CreateUserRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateUserRequest) ProtoMessage() {}
+
+func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
+func (*CreateUserRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CreateUserRequest) GetEmail() string {
+	if x != nil {
+		return x.Email
+	}
+	return ""
+}
+
+func (x *CreateUserRequest) GetPassword() string {
+	if x != nil {
+		return x.Password
+	}
+	return ""
+}
+
+func (x *CreateUserRequest) GetFirstName() string {
+	if x != nil {
+		return x.FirstName
+	}
+	return ""
+}
+
+func (x *CreateUserRequest) GetLastName() string {
+	if x != nil {
+		return x.LastName
+	}
+	return ""
+}
+
+func (x *CreateUserRequest) GetIsSuperuser() bool {
+	if x != nil {
+		return x.IsSuperuser
+	}
+	return false
+}
+
+// CreateUserResponse is the output of CreateUser.
+type CreateUserResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The user, as it is now.
+	User *User `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	// True when an existing user was promoted to superuser rather than created.
+	Promoted      bool `protobuf:"varint,2,opt,name=promoted,proto3" json:"promoted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateUserResponse) Reset() {
+	*x = CreateUserResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateUserResponse) ProtoMessage() {}
+
+func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
+func (*CreateUserResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CreateUserResponse) GetUser() *User {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
+func (x *CreateUserResponse) GetPromoted() bool {
+	if x != nil {
+		return x.Promoted
+	}
+	return false
+}
+
 // CreateAgentTypeRequest is the input of CreateAgentType.
 type CreateAgentTypeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -586,7 +723,7 @@ type CreateAgentTypeRequest struct {
 
 func (x *CreateAgentTypeRequest) Reset() {
 	*x = CreateAgentTypeRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[11]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -598,7 +735,7 @@ func (x *CreateAgentTypeRequest) String() string {
 func (*CreateAgentTypeRequest) ProtoMessage() {}
 
 func (x *CreateAgentTypeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[11]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -611,7 +748,7 @@ func (x *CreateAgentTypeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAgentTypeRequest.ProtoReflect.Descriptor instead.
 func (*CreateAgentTypeRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{11}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreateAgentTypeRequest) GetAgentType() *AgentType {
@@ -639,7 +776,7 @@ type CreateAgentTypeResponse struct {
 
 func (x *CreateAgentTypeResponse) Reset() {
 	*x = CreateAgentTypeResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[12]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -651,7 +788,7 @@ func (x *CreateAgentTypeResponse) String() string {
 func (*CreateAgentTypeResponse) ProtoMessage() {}
 
 func (x *CreateAgentTypeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[12]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -664,7 +801,7 @@ func (x *CreateAgentTypeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAgentTypeResponse.ProtoReflect.Descriptor instead.
 func (*CreateAgentTypeResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{12}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateAgentTypeResponse) GetAgentType() *AgentType {
@@ -687,7 +824,7 @@ type GetAgentTypeRequest struct {
 
 func (x *GetAgentTypeRequest) Reset() {
 	*x = GetAgentTypeRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[13]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -699,7 +836,7 @@ func (x *GetAgentTypeRequest) String() string {
 func (*GetAgentTypeRequest) ProtoMessage() {}
 
 func (x *GetAgentTypeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[13]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -712,7 +849,7 @@ func (x *GetAgentTypeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentTypeRequest.ProtoReflect.Descriptor instead.
 func (*GetAgentTypeRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{13}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetAgentTypeRequest) GetId() string {
@@ -740,7 +877,7 @@ type GetAgentTypeResponse struct {
 
 func (x *GetAgentTypeResponse) Reset() {
 	*x = GetAgentTypeResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[14]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -752,7 +889,7 @@ func (x *GetAgentTypeResponse) String() string {
 func (*GetAgentTypeResponse) ProtoMessage() {}
 
 func (x *GetAgentTypeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[14]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -765,7 +902,7 @@ func (x *GetAgentTypeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentTypeResponse.ProtoReflect.Descriptor instead.
 func (*GetAgentTypeResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{14}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetAgentTypeResponse) GetAgentType() *AgentType {
@@ -790,7 +927,7 @@ type ListAgentTypesRequest struct {
 
 func (x *ListAgentTypesRequest) Reset() {
 	*x = ListAgentTypesRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[15]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -802,7 +939,7 @@ func (x *ListAgentTypesRequest) String() string {
 func (*ListAgentTypesRequest) ProtoMessage() {}
 
 func (x *ListAgentTypesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[15]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -815,7 +952,7 @@ func (x *ListAgentTypesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentTypesRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentTypesRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{15}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListAgentTypesRequest) GetPageSize() int32 {
@@ -854,7 +991,7 @@ type ListAgentTypesResponse struct {
 
 func (x *ListAgentTypesResponse) Reset() {
 	*x = ListAgentTypesResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[16]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +1003,7 @@ func (x *ListAgentTypesResponse) String() string {
 func (*ListAgentTypesResponse) ProtoMessage() {}
 
 func (x *ListAgentTypesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[16]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +1016,7 @@ func (x *ListAgentTypesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentTypesResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentTypesResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{16}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListAgentTypesResponse) GetAgentTypes() []*AgentType {
@@ -916,7 +1053,7 @@ type UpdateAgentTypeRequest struct {
 
 func (x *UpdateAgentTypeRequest) Reset() {
 	*x = UpdateAgentTypeRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[17]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1065,7 @@ func (x *UpdateAgentTypeRequest) String() string {
 func (*UpdateAgentTypeRequest) ProtoMessage() {}
 
 func (x *UpdateAgentTypeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[17]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1078,7 @@ func (x *UpdateAgentTypeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAgentTypeRequest.ProtoReflect.Descriptor instead.
 func (*UpdateAgentTypeRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{17}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UpdateAgentTypeRequest) GetAgentType() *AgentType {
@@ -969,7 +1106,7 @@ type UpdateAgentTypeResponse struct {
 
 func (x *UpdateAgentTypeResponse) Reset() {
 	*x = UpdateAgentTypeResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[18]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -981,7 +1118,7 @@ func (x *UpdateAgentTypeResponse) String() string {
 func (*UpdateAgentTypeResponse) ProtoMessage() {}
 
 func (x *UpdateAgentTypeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[18]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -994,7 +1131,7 @@ func (x *UpdateAgentTypeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAgentTypeResponse.ProtoReflect.Descriptor instead.
 func (*UpdateAgentTypeResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{18}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UpdateAgentTypeResponse) GetAgentType() *AgentType {
@@ -1015,7 +1152,7 @@ type DeleteAgentTypeRequest struct {
 
 func (x *DeleteAgentTypeRequest) Reset() {
 	*x = DeleteAgentTypeRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[19]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1164,7 @@ func (x *DeleteAgentTypeRequest) String() string {
 func (*DeleteAgentTypeRequest) ProtoMessage() {}
 
 func (x *DeleteAgentTypeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[19]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1177,7 @@ func (x *DeleteAgentTypeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAgentTypeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAgentTypeRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{19}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteAgentTypeRequest) GetId() string {
@@ -1059,7 +1196,7 @@ type DeleteAgentTypeResponse struct {
 
 func (x *DeleteAgentTypeResponse) Reset() {
 	*x = DeleteAgentTypeResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[20]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1071,7 +1208,7 @@ func (x *DeleteAgentTypeResponse) String() string {
 func (*DeleteAgentTypeResponse) ProtoMessage() {}
 
 func (x *DeleteAgentTypeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[20]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1084,7 +1221,7 @@ func (x *DeleteAgentTypeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAgentTypeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAgentTypeResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{20}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{22}
 }
 
 // CreateProjectRequest is the input of CreateProject.
@@ -1100,7 +1237,7 @@ type CreateProjectRequest struct {
 
 func (x *CreateProjectRequest) Reset() {
 	*x = CreateProjectRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[21]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1249,7 @@ func (x *CreateProjectRequest) String() string {
 func (*CreateProjectRequest) ProtoMessage() {}
 
 func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[21]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1262,7 @@ func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProjectRequest.ProtoReflect.Descriptor instead.
 func (*CreateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{21}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CreateProjectRequest) GetProject() *Project {
@@ -1153,7 +1290,7 @@ type CreateProjectResponse struct {
 
 func (x *CreateProjectResponse) Reset() {
 	*x = CreateProjectResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[22]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1302,7 @@ func (x *CreateProjectResponse) String() string {
 func (*CreateProjectResponse) ProtoMessage() {}
 
 func (x *CreateProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[22]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1315,7 @@ func (x *CreateProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProjectResponse.ProtoReflect.Descriptor instead.
 func (*CreateProjectResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{22}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CreateProjectResponse) GetProject() *Project {
@@ -1201,7 +1338,7 @@ type GetProjectRequest struct {
 
 func (x *GetProjectRequest) Reset() {
 	*x = GetProjectRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[23]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1213,7 +1350,7 @@ func (x *GetProjectRequest) String() string {
 func (*GetProjectRequest) ProtoMessage() {}
 
 func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[23]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1226,7 +1363,7 @@ func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectRequest.ProtoReflect.Descriptor instead.
 func (*GetProjectRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{23}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetProjectRequest) GetId() string {
@@ -1254,7 +1391,7 @@ type GetProjectResponse struct {
 
 func (x *GetProjectResponse) Reset() {
 	*x = GetProjectResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[24]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1403,7 @@ func (x *GetProjectResponse) String() string {
 func (*GetProjectResponse) ProtoMessage() {}
 
 func (x *GetProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[24]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1416,7 @@ func (x *GetProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectResponse.ProtoReflect.Descriptor instead.
 func (*GetProjectResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{24}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetProjectResponse) GetProject() *Project {
@@ -1304,7 +1441,7 @@ type ListProjectsRequest struct {
 
 func (x *ListProjectsRequest) Reset() {
 	*x = ListProjectsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[25]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1316,7 +1453,7 @@ func (x *ListProjectsRequest) String() string {
 func (*ListProjectsRequest) ProtoMessage() {}
 
 func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[25]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1329,7 +1466,7 @@ func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsRequest.ProtoReflect.Descriptor instead.
 func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{25}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListProjectsRequest) GetPageSize() int32 {
@@ -1368,7 +1505,7 @@ type ListProjectsResponse struct {
 
 func (x *ListProjectsResponse) Reset() {
 	*x = ListProjectsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[26]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1517,7 @@ func (x *ListProjectsResponse) String() string {
 func (*ListProjectsResponse) ProtoMessage() {}
 
 func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[26]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1530,7 @@ func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsResponse.ProtoReflect.Descriptor instead.
 func (*ListProjectsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{26}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListProjectsResponse) GetProjects() []*Project {
@@ -1430,7 +1567,7 @@ type UpdateProjectRequest struct {
 
 func (x *UpdateProjectRequest) Reset() {
 	*x = UpdateProjectRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[27]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1442,7 +1579,7 @@ func (x *UpdateProjectRequest) String() string {
 func (*UpdateProjectRequest) ProtoMessage() {}
 
 func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[27]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1455,7 +1592,7 @@ func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProjectRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{27}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *UpdateProjectRequest) GetProject() *Project {
@@ -1483,7 +1620,7 @@ type UpdateProjectResponse struct {
 
 func (x *UpdateProjectResponse) Reset() {
 	*x = UpdateProjectResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[28]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1495,7 +1632,7 @@ func (x *UpdateProjectResponse) String() string {
 func (*UpdateProjectResponse) ProtoMessage() {}
 
 func (x *UpdateProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[28]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1508,7 +1645,7 @@ func (x *UpdateProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProjectResponse.ProtoReflect.Descriptor instead.
 func (*UpdateProjectResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{28}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *UpdateProjectResponse) GetProject() *Project {
@@ -1529,7 +1666,7 @@ type DeleteProjectRequest struct {
 
 func (x *DeleteProjectRequest) Reset() {
 	*x = DeleteProjectRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[29]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1541,7 +1678,7 @@ func (x *DeleteProjectRequest) String() string {
 func (*DeleteProjectRequest) ProtoMessage() {}
 
 func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[29]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1554,7 +1691,7 @@ func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectRequest.ProtoReflect.Descriptor instead.
 func (*DeleteProjectRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{29}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeleteProjectRequest) GetId() string {
@@ -1573,7 +1710,7 @@ type DeleteProjectResponse struct {
 
 func (x *DeleteProjectResponse) Reset() {
 	*x = DeleteProjectResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[30]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1585,7 +1722,7 @@ func (x *DeleteProjectResponse) String() string {
 func (*DeleteProjectResponse) ProtoMessage() {}
 
 func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[30]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1598,7 +1735,7 @@ func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectResponse.ProtoReflect.Descriptor instead.
 func (*DeleteProjectResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{30}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{32}
 }
 
 // CreateAgentRequest is the input of CreateAgent.
@@ -1614,7 +1751,7 @@ type CreateAgentRequest struct {
 
 func (x *CreateAgentRequest) Reset() {
 	*x = CreateAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[31]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1763,7 @@ func (x *CreateAgentRequest) String() string {
 func (*CreateAgentRequest) ProtoMessage() {}
 
 func (x *CreateAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[31]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1776,7 @@ func (x *CreateAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAgentRequest.ProtoReflect.Descriptor instead.
 func (*CreateAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{31}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CreateAgentRequest) GetAgent() *Agent {
@@ -1667,7 +1804,7 @@ type CreateAgentResponse struct {
 
 func (x *CreateAgentResponse) Reset() {
 	*x = CreateAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[32]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1816,7 @@ func (x *CreateAgentResponse) String() string {
 func (*CreateAgentResponse) ProtoMessage() {}
 
 func (x *CreateAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[32]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1829,7 @@ func (x *CreateAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAgentResponse.ProtoReflect.Descriptor instead.
 func (*CreateAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{32}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CreateAgentResponse) GetAgent() *Agent {
@@ -1715,7 +1852,7 @@ type GetAgentRequest struct {
 
 func (x *GetAgentRequest) Reset() {
 	*x = GetAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[33]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1727,7 +1864,7 @@ func (x *GetAgentRequest) String() string {
 func (*GetAgentRequest) ProtoMessage() {}
 
 func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[33]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1740,7 +1877,7 @@ func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentRequest.ProtoReflect.Descriptor instead.
 func (*GetAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{33}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetAgentRequest) GetProjectId() string {
@@ -1768,7 +1905,7 @@ type GetAgentResponse struct {
 
 func (x *GetAgentResponse) Reset() {
 	*x = GetAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[34]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1780,7 +1917,7 @@ func (x *GetAgentResponse) String() string {
 func (*GetAgentResponse) ProtoMessage() {}
 
 func (x *GetAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[34]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1793,7 +1930,7 @@ func (x *GetAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentResponse.ProtoReflect.Descriptor instead.
 func (*GetAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{34}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetAgentResponse) GetAgent() *Agent {
@@ -1820,7 +1957,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[35]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +1969,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[35]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +1982,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{35}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListAgentsRequest) GetProjectId() string {
@@ -1891,7 +2028,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[36]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1903,7 +2040,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[36]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1916,7 +2053,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{36}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*Agent {
@@ -1953,7 +2090,7 @@ type UpdateAgentRequest struct {
 
 func (x *UpdateAgentRequest) Reset() {
 	*x = UpdateAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[37]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1965,7 +2102,7 @@ func (x *UpdateAgentRequest) String() string {
 func (*UpdateAgentRequest) ProtoMessage() {}
 
 func (x *UpdateAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[37]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1978,7 +2115,7 @@ func (x *UpdateAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAgentRequest.ProtoReflect.Descriptor instead.
 func (*UpdateAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{37}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *UpdateAgentRequest) GetAgent() *Agent {
@@ -2006,7 +2143,7 @@ type UpdateAgentResponse struct {
 
 func (x *UpdateAgentResponse) Reset() {
 	*x = UpdateAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[38]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2155,7 @@ func (x *UpdateAgentResponse) String() string {
 func (*UpdateAgentResponse) ProtoMessage() {}
 
 func (x *UpdateAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[38]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2168,7 @@ func (x *UpdateAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAgentResponse.ProtoReflect.Descriptor instead.
 func (*UpdateAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{38}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *UpdateAgentResponse) GetAgent() *Agent {
@@ -2054,7 +2191,7 @@ type PauseAgentRequest struct {
 
 func (x *PauseAgentRequest) Reset() {
 	*x = PauseAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[39]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2066,7 +2203,7 @@ func (x *PauseAgentRequest) String() string {
 func (*PauseAgentRequest) ProtoMessage() {}
 
 func (x *PauseAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[39]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2079,7 +2216,7 @@ func (x *PauseAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseAgentRequest.ProtoReflect.Descriptor instead.
 func (*PauseAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{39}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PauseAgentRequest) GetProjectId() string {
@@ -2107,7 +2244,7 @@ type PauseAgentResponse struct {
 
 func (x *PauseAgentResponse) Reset() {
 	*x = PauseAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[40]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2119,7 +2256,7 @@ func (x *PauseAgentResponse) String() string {
 func (*PauseAgentResponse) ProtoMessage() {}
 
 func (x *PauseAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[40]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2132,7 +2269,7 @@ func (x *PauseAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseAgentResponse.ProtoReflect.Descriptor instead.
 func (*PauseAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{40}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PauseAgentResponse) GetAgent() *Agent {
@@ -2155,7 +2292,7 @@ type ResumeAgentRequest struct {
 
 func (x *ResumeAgentRequest) Reset() {
 	*x = ResumeAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[41]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2167,7 +2304,7 @@ func (x *ResumeAgentRequest) String() string {
 func (*ResumeAgentRequest) ProtoMessage() {}
 
 func (x *ResumeAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[41]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2180,7 +2317,7 @@ func (x *ResumeAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeAgentRequest.ProtoReflect.Descriptor instead.
 func (*ResumeAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{41}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ResumeAgentRequest) GetProjectId() string {
@@ -2208,7 +2345,7 @@ type ResumeAgentResponse struct {
 
 func (x *ResumeAgentResponse) Reset() {
 	*x = ResumeAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[42]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2220,7 +2357,7 @@ func (x *ResumeAgentResponse) String() string {
 func (*ResumeAgentResponse) ProtoMessage() {}
 
 func (x *ResumeAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[42]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2233,7 +2370,7 @@ func (x *ResumeAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeAgentResponse.ProtoReflect.Descriptor instead.
 func (*ResumeAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{42}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ResumeAgentResponse) GetAgent() *Agent {
@@ -2256,7 +2393,7 @@ type DeleteAgentRequest struct {
 
 func (x *DeleteAgentRequest) Reset() {
 	*x = DeleteAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[43]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2405,7 @@ func (x *DeleteAgentRequest) String() string {
 func (*DeleteAgentRequest) ProtoMessage() {}
 
 func (x *DeleteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[43]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2418,7 @@ func (x *DeleteAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAgentRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{43}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DeleteAgentRequest) GetProjectId() string {
@@ -2309,7 +2446,7 @@ type DeleteAgentResponse struct {
 
 func (x *DeleteAgentResponse) Reset() {
 	*x = DeleteAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[44]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2321,7 +2458,7 @@ func (x *DeleteAgentResponse) String() string {
 func (*DeleteAgentResponse) ProtoMessage() {}
 
 func (x *DeleteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[44]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2334,7 +2471,7 @@ func (x *DeleteAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAgentResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{44}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DeleteAgentResponse) GetMessage() string {
@@ -2357,7 +2494,7 @@ type GetAgentMetricsRequest struct {
 
 func (x *GetAgentMetricsRequest) Reset() {
 	*x = GetAgentMetricsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[45]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2369,7 +2506,7 @@ func (x *GetAgentMetricsRequest) String() string {
 func (*GetAgentMetricsRequest) ProtoMessage() {}
 
 func (x *GetAgentMetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[45]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2382,7 +2519,7 @@ func (x *GetAgentMetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentMetricsRequest.ProtoReflect.Descriptor instead.
 func (*GetAgentMetricsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{45}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetAgentMetricsRequest) GetProjectId() string {
@@ -2420,7 +2557,7 @@ type GetAgentMetricsResponse struct {
 
 func (x *GetAgentMetricsResponse) Reset() {
 	*x = GetAgentMetricsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[46]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2432,7 +2569,7 @@ func (x *GetAgentMetricsResponse) String() string {
 func (*GetAgentMetricsResponse) ProtoMessage() {}
 
 func (x *GetAgentMetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[46]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2445,7 +2582,7 @@ func (x *GetAgentMetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentMetricsResponse.ProtoReflect.Descriptor instead.
 func (*GetAgentMetricsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{46}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetAgentMetricsResponse) GetTotalInstances() int64 {
@@ -2503,7 +2640,7 @@ type ResolveAgentRequest struct {
 
 func (x *ResolveAgentRequest) Reset() {
 	*x = ResolveAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[47]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2515,7 +2652,7 @@ func (x *ResolveAgentRequest) String() string {
 func (*ResolveAgentRequest) ProtoMessage() {}
 
 func (x *ResolveAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[47]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2528,7 +2665,7 @@ func (x *ResolveAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveAgentRequest.ProtoReflect.Descriptor instead.
 func (*ResolveAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{47}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ResolveAgentRequest) GetProjectSlug() string {
@@ -2556,7 +2693,7 @@ type ResolveAgentResponse struct {
 
 func (x *ResolveAgentResponse) Reset() {
 	*x = ResolveAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[48]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2568,7 +2705,7 @@ func (x *ResolveAgentResponse) String() string {
 func (*ResolveAgentResponse) ProtoMessage() {}
 
 func (x *ResolveAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[48]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2581,7 +2718,7 @@ func (x *ResolveAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveAgentResponse.ProtoReflect.Descriptor instead.
 func (*ResolveAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{48}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ResolveAgentResponse) GetSpec() *AgentSpec {
@@ -2604,7 +2741,7 @@ type StartAgentRunRequest struct {
 
 func (x *StartAgentRunRequest) Reset() {
 	*x = StartAgentRunRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[49]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2616,7 +2753,7 @@ func (x *StartAgentRunRequest) String() string {
 func (*StartAgentRunRequest) ProtoMessage() {}
 
 func (x *StartAgentRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[49]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2629,7 +2766,7 @@ func (x *StartAgentRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartAgentRunRequest.ProtoReflect.Descriptor instead.
 func (*StartAgentRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{49}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *StartAgentRunRequest) GetAgentId() string {
@@ -2659,7 +2796,7 @@ type StartAgentRunResponse struct {
 
 func (x *StartAgentRunResponse) Reset() {
 	*x = StartAgentRunResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[50]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2671,7 +2808,7 @@ func (x *StartAgentRunResponse) String() string {
 func (*StartAgentRunResponse) ProtoMessage() {}
 
 func (x *StartAgentRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[50]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2684,7 +2821,7 @@ func (x *StartAgentRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartAgentRunResponse.ProtoReflect.Descriptor instead.
 func (*StartAgentRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{50}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *StartAgentRunResponse) GetAgent() *Agent {
@@ -2720,7 +2857,7 @@ type FinishAgentRunRequest struct {
 
 func (x *FinishAgentRunRequest) Reset() {
 	*x = FinishAgentRunRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[51]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2732,7 +2869,7 @@ func (x *FinishAgentRunRequest) String() string {
 func (*FinishAgentRunRequest) ProtoMessage() {}
 
 func (x *FinishAgentRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[51]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2745,7 +2882,7 @@ func (x *FinishAgentRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishAgentRunRequest.ProtoReflect.Descriptor instead.
 func (*FinishAgentRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{51}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *FinishAgentRunRequest) GetAgentId() string {
@@ -2794,7 +2931,7 @@ type FinishAgentRunResponse struct {
 
 func (x *FinishAgentRunResponse) Reset() {
 	*x = FinishAgentRunResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[52]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2806,7 +2943,7 @@ func (x *FinishAgentRunResponse) String() string {
 func (*FinishAgentRunResponse) ProtoMessage() {}
 
 func (x *FinishAgentRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[52]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2819,7 +2956,7 @@ func (x *FinishAgentRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishAgentRunResponse.ProtoReflect.Descriptor instead.
 func (*FinishAgentRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{52}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *FinishAgentRunResponse) GetAgent() *Agent {
@@ -2840,7 +2977,7 @@ type FinishAgentRunsRequest struct {
 
 func (x *FinishAgentRunsRequest) Reset() {
 	*x = FinishAgentRunsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[53]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2852,7 +2989,7 @@ func (x *FinishAgentRunsRequest) String() string {
 func (*FinishAgentRunsRequest) ProtoMessage() {}
 
 func (x *FinishAgentRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[53]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2865,7 +3002,7 @@ func (x *FinishAgentRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishAgentRunsRequest.ProtoReflect.Descriptor instead.
 func (*FinishAgentRunsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{53}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *FinishAgentRunsRequest) GetRuns() []*FinishAgentRunRequest {
@@ -2886,7 +3023,7 @@ type FinishAgentRunsResponse struct {
 
 func (x *FinishAgentRunsResponse) Reset() {
 	*x = FinishAgentRunsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[54]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2898,7 +3035,7 @@ func (x *FinishAgentRunsResponse) String() string {
 func (*FinishAgentRunsResponse) ProtoMessage() {}
 
 func (x *FinishAgentRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[54]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2911,7 +3048,7 @@ func (x *FinishAgentRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishAgentRunsResponse.ProtoReflect.Descriptor instead.
 func (*FinishAgentRunsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{54}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *FinishAgentRunsResponse) GetResults() []*FinishedAgentRun {
@@ -2939,7 +3076,7 @@ type FinishedAgentRun struct {
 
 func (x *FinishedAgentRun) Reset() {
 	*x = FinishedAgentRun{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[55]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2951,7 +3088,7 @@ func (x *FinishedAgentRun) String() string {
 func (*FinishedAgentRun) ProtoMessage() {}
 
 func (x *FinishedAgentRun) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[55]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2964,7 +3101,7 @@ func (x *FinishedAgentRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishedAgentRun.ProtoReflect.Descriptor instead.
 func (*FinishedAgentRun) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{55}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *FinishedAgentRun) GetAgent() *Agent {
@@ -3006,7 +3143,7 @@ type RegisterExecutorRequest struct {
 
 func (x *RegisterExecutorRequest) Reset() {
 	*x = RegisterExecutorRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[56]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3018,7 +3155,7 @@ func (x *RegisterExecutorRequest) String() string {
 func (*RegisterExecutorRequest) ProtoMessage() {}
 
 func (x *RegisterExecutorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[56]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3031,7 +3168,7 @@ func (x *RegisterExecutorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterExecutorRequest.ProtoReflect.Descriptor instead.
 func (*RegisterExecutorRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{56}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RegisterExecutorRequest) GetExecutor() *Executor {
@@ -3052,7 +3189,7 @@ type RegisterExecutorResponse struct {
 
 func (x *RegisterExecutorResponse) Reset() {
 	*x = RegisterExecutorResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[57]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3064,7 +3201,7 @@ func (x *RegisterExecutorResponse) String() string {
 func (*RegisterExecutorResponse) ProtoMessage() {}
 
 func (x *RegisterExecutorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[57]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3077,7 +3214,7 @@ func (x *RegisterExecutorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterExecutorResponse.ProtoReflect.Descriptor instead.
 func (*RegisterExecutorResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{57}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RegisterExecutorResponse) GetExecutor() *Executor {
@@ -3096,7 +3233,7 @@ type ListExecutorsRequest struct {
 
 func (x *ListExecutorsRequest) Reset() {
 	*x = ListExecutorsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3108,7 +3245,7 @@ func (x *ListExecutorsRequest) String() string {
 func (*ListExecutorsRequest) ProtoMessage() {}
 
 func (x *ListExecutorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3121,7 +3258,7 @@ func (x *ListExecutorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutorsRequest.ProtoReflect.Descriptor instead.
 func (*ListExecutorsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{58}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{60}
 }
 
 // ListExecutorsResponse is the output of ListExecutors.
@@ -3135,7 +3272,7 @@ type ListExecutorsResponse struct {
 
 func (x *ListExecutorsResponse) Reset() {
 	*x = ListExecutorsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3147,7 +3284,7 @@ func (x *ListExecutorsResponse) String() string {
 func (*ListExecutorsResponse) ProtoMessage() {}
 
 func (x *ListExecutorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3160,7 +3297,7 @@ func (x *ListExecutorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutorsResponse.ProtoReflect.Descriptor instead.
 func (*ListExecutorsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{59}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListExecutorsResponse) GetExecutors() []*Executor {
@@ -3204,7 +3341,17 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x1aRevokeRefreshTokenResponse\"\x17\n" +
 	"\x15GetCurrentUserRequest\"I\n" +
 	"\x16GetCurrentUserResponse\x12/\n" +
-	"\x04user\x18\x01 \x01(\v2\x1b.agentmesh.registry.v1.UserR\x04user\"x\n" +
+	"\x04user\x18\x01 \x01(\v2\x1b.agentmesh.registry.v1.UserR\x04user\"\xa4\x01\n" +
+	"\x11CreateUserRequest\x12\x14\n" +
+	"\x05email\x18\x01 \x01(\tR\x05email\x12\x1a\n" +
+	"\bpassword\x18\x02 \x01(\tR\bpassword\x12\x1d\n" +
+	"\n" +
+	"first_name\x18\x03 \x01(\tR\tfirstName\x12\x1b\n" +
+	"\tlast_name\x18\x04 \x01(\tR\blastName\x12!\n" +
+	"\fis_superuser\x18\x05 \x01(\bR\visSuperuser\"a\n" +
+	"\x12CreateUserResponse\x12/\n" +
+	"\x04user\x18\x01 \x01(\v2\x1b.agentmesh.registry.v1.UserR\x04user\x12\x1a\n" +
+	"\bpromoted\x18\x02 \x01(\bR\bpromoted\"x\n" +
 	"\x16CreateAgentTypeRequest\x12?\n" +
 	"\n" +
 	"agent_type\x18\x01 \x01(\v2 .agentmesh.registry.v1.AgentTypeR\tagentType\x12\x1d\n" +
@@ -3367,13 +3514,15 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\bexecutor\x18\x01 \x01(\v2\x1f.agentmesh.registry.v1.ExecutorR\bexecutor\"\x16\n" +
 	"\x14ListExecutorsRequest\"V\n" +
 	"\x15ListExecutorsResponse\x12=\n" +
-	"\texecutors\x18\x01 \x03(\v2\x1f.agentmesh.registry.v1.ExecutorR\texecutors2\xa6\x18\n" +
+	"\texecutors\x18\x01 \x03(\v2\x1f.agentmesh.registry.v1.ExecutorR\texecutors2\x89\x19\n" +
 	"\x0fRegistryService\x12g\n" +
 	"\fRegisterUser\x12*.agentmesh.registry.v1.RegisterUserRequest\x1a+.agentmesh.registry.v1.RegisterUserResponse\x12R\n" +
 	"\x05Login\x12#.agentmesh.registry.v1.LoginRequest\x1a$.agentmesh.registry.v1.LoginResponse\x12j\n" +
 	"\rRefreshTokens\x12+.agentmesh.registry.v1.RefreshTokensRequest\x1a,.agentmesh.registry.v1.RefreshTokensResponse\x12y\n" +
 	"\x12RevokeRefreshToken\x120.agentmesh.registry.v1.RevokeRefreshTokenRequest\x1a1.agentmesh.registry.v1.RevokeRefreshTokenResponse\x12m\n" +
-	"\x0eGetCurrentUser\x12,.agentmesh.registry.v1.GetCurrentUserRequest\x1a-.agentmesh.registry.v1.GetCurrentUserResponse\x12p\n" +
+	"\x0eGetCurrentUser\x12,.agentmesh.registry.v1.GetCurrentUserRequest\x1a-.agentmesh.registry.v1.GetCurrentUserResponse\x12a\n" +
+	"\n" +
+	"CreateUser\x12(.agentmesh.registry.v1.CreateUserRequest\x1a).agentmesh.registry.v1.CreateUserResponse\x12p\n" +
 	"\x0fCreateAgentType\x12-.agentmesh.registry.v1.CreateAgentTypeRequest\x1a..agentmesh.registry.v1.CreateAgentTypeResponse\x12g\n" +
 	"\fGetAgentType\x12*.agentmesh.registry.v1.GetAgentTypeRequest\x1a+.agentmesh.registry.v1.GetAgentTypeResponse\x12m\n" +
 	"\x0eListAgentTypes\x12,.agentmesh.registry.v1.ListAgentTypesRequest\x1a-.agentmesh.registry.v1.ListAgentTypesResponse\x12p\n" +
@@ -3415,7 +3564,7 @@ func file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_registry_v1_registry_service_proto_rawDescData
 }
 
-var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
+var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*RegisterUserRequest)(nil),        // 0: agentmesh.registry.v1.RegisterUserRequest
 	(*RegisterUserResponse)(nil),       // 1: agentmesh.registry.v1.RegisterUserResponse
@@ -3428,163 +3577,168 @@ var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*RevokeRefreshTokenResponse)(nil), // 8: agentmesh.registry.v1.RevokeRefreshTokenResponse
 	(*GetCurrentUserRequest)(nil),      // 9: agentmesh.registry.v1.GetCurrentUserRequest
 	(*GetCurrentUserResponse)(nil),     // 10: agentmesh.registry.v1.GetCurrentUserResponse
-	(*CreateAgentTypeRequest)(nil),     // 11: agentmesh.registry.v1.CreateAgentTypeRequest
-	(*CreateAgentTypeResponse)(nil),    // 12: agentmesh.registry.v1.CreateAgentTypeResponse
-	(*GetAgentTypeRequest)(nil),        // 13: agentmesh.registry.v1.GetAgentTypeRequest
-	(*GetAgentTypeResponse)(nil),       // 14: agentmesh.registry.v1.GetAgentTypeResponse
-	(*ListAgentTypesRequest)(nil),      // 15: agentmesh.registry.v1.ListAgentTypesRequest
-	(*ListAgentTypesResponse)(nil),     // 16: agentmesh.registry.v1.ListAgentTypesResponse
-	(*UpdateAgentTypeRequest)(nil),     // 17: agentmesh.registry.v1.UpdateAgentTypeRequest
-	(*UpdateAgentTypeResponse)(nil),    // 18: agentmesh.registry.v1.UpdateAgentTypeResponse
-	(*DeleteAgentTypeRequest)(nil),     // 19: agentmesh.registry.v1.DeleteAgentTypeRequest
-	(*DeleteAgentTypeResponse)(nil),    // 20: agentmesh.registry.v1.DeleteAgentTypeResponse
-	(*CreateProjectRequest)(nil),       // 21: agentmesh.registry.v1.CreateProjectRequest
-	(*CreateProjectResponse)(nil),      // 22: agentmesh.registry.v1.CreateProjectResponse
-	(*GetProjectRequest)(nil),          // 23: agentmesh.registry.v1.GetProjectRequest
-	(*GetProjectResponse)(nil),         // 24: agentmesh.registry.v1.GetProjectResponse
-	(*ListProjectsRequest)(nil),        // 25: agentmesh.registry.v1.ListProjectsRequest
-	(*ListProjectsResponse)(nil),       // 26: agentmesh.registry.v1.ListProjectsResponse
-	(*UpdateProjectRequest)(nil),       // 27: agentmesh.registry.v1.UpdateProjectRequest
-	(*UpdateProjectResponse)(nil),      // 28: agentmesh.registry.v1.UpdateProjectResponse
-	(*DeleteProjectRequest)(nil),       // 29: agentmesh.registry.v1.DeleteProjectRequest
-	(*DeleteProjectResponse)(nil),      // 30: agentmesh.registry.v1.DeleteProjectResponse
-	(*CreateAgentRequest)(nil),         // 31: agentmesh.registry.v1.CreateAgentRequest
-	(*CreateAgentResponse)(nil),        // 32: agentmesh.registry.v1.CreateAgentResponse
-	(*GetAgentRequest)(nil),            // 33: agentmesh.registry.v1.GetAgentRequest
-	(*GetAgentResponse)(nil),           // 34: agentmesh.registry.v1.GetAgentResponse
-	(*ListAgentsRequest)(nil),          // 35: agentmesh.registry.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),         // 36: agentmesh.registry.v1.ListAgentsResponse
-	(*UpdateAgentRequest)(nil),         // 37: agentmesh.registry.v1.UpdateAgentRequest
-	(*UpdateAgentResponse)(nil),        // 38: agentmesh.registry.v1.UpdateAgentResponse
-	(*PauseAgentRequest)(nil),          // 39: agentmesh.registry.v1.PauseAgentRequest
-	(*PauseAgentResponse)(nil),         // 40: agentmesh.registry.v1.PauseAgentResponse
-	(*ResumeAgentRequest)(nil),         // 41: agentmesh.registry.v1.ResumeAgentRequest
-	(*ResumeAgentResponse)(nil),        // 42: agentmesh.registry.v1.ResumeAgentResponse
-	(*DeleteAgentRequest)(nil),         // 43: agentmesh.registry.v1.DeleteAgentRequest
-	(*DeleteAgentResponse)(nil),        // 44: agentmesh.registry.v1.DeleteAgentResponse
-	(*GetAgentMetricsRequest)(nil),     // 45: agentmesh.registry.v1.GetAgentMetricsRequest
-	(*GetAgentMetricsResponse)(nil),    // 46: agentmesh.registry.v1.GetAgentMetricsResponse
-	(*ResolveAgentRequest)(nil),        // 47: agentmesh.registry.v1.ResolveAgentRequest
-	(*ResolveAgentResponse)(nil),       // 48: agentmesh.registry.v1.ResolveAgentResponse
-	(*StartAgentRunRequest)(nil),       // 49: agentmesh.registry.v1.StartAgentRunRequest
-	(*StartAgentRunResponse)(nil),      // 50: agentmesh.registry.v1.StartAgentRunResponse
-	(*FinishAgentRunRequest)(nil),      // 51: agentmesh.registry.v1.FinishAgentRunRequest
-	(*FinishAgentRunResponse)(nil),     // 52: agentmesh.registry.v1.FinishAgentRunResponse
-	(*FinishAgentRunsRequest)(nil),     // 53: agentmesh.registry.v1.FinishAgentRunsRequest
-	(*FinishAgentRunsResponse)(nil),    // 54: agentmesh.registry.v1.FinishAgentRunsResponse
-	(*FinishedAgentRun)(nil),           // 55: agentmesh.registry.v1.FinishedAgentRun
-	(*RegisterExecutorRequest)(nil),    // 56: agentmesh.registry.v1.RegisterExecutorRequest
-	(*RegisterExecutorResponse)(nil),   // 57: agentmesh.registry.v1.RegisterExecutorResponse
-	(*ListExecutorsRequest)(nil),       // 58: agentmesh.registry.v1.ListExecutorsRequest
-	(*ListExecutorsResponse)(nil),      // 59: agentmesh.registry.v1.ListExecutorsResponse
-	(*User)(nil),                       // 60: agentmesh.registry.v1.User
-	(*AgentType)(nil),                  // 61: agentmesh.registry.v1.AgentType
-	(*fieldmaskpb.FieldMask)(nil),      // 62: google.protobuf.FieldMask
-	(*Project)(nil),                    // 63: agentmesh.registry.v1.Project
-	(*Agent)(nil),                      // 64: agentmesh.registry.v1.Agent
-	(*AgentSpec)(nil),                  // 65: agentmesh.registry.v1.AgentSpec
-	(*Executor)(nil),                   // 66: agentmesh.registry.v1.Executor
+	(*CreateUserRequest)(nil),          // 11: agentmesh.registry.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),         // 12: agentmesh.registry.v1.CreateUserResponse
+	(*CreateAgentTypeRequest)(nil),     // 13: agentmesh.registry.v1.CreateAgentTypeRequest
+	(*CreateAgentTypeResponse)(nil),    // 14: agentmesh.registry.v1.CreateAgentTypeResponse
+	(*GetAgentTypeRequest)(nil),        // 15: agentmesh.registry.v1.GetAgentTypeRequest
+	(*GetAgentTypeResponse)(nil),       // 16: agentmesh.registry.v1.GetAgentTypeResponse
+	(*ListAgentTypesRequest)(nil),      // 17: agentmesh.registry.v1.ListAgentTypesRequest
+	(*ListAgentTypesResponse)(nil),     // 18: agentmesh.registry.v1.ListAgentTypesResponse
+	(*UpdateAgentTypeRequest)(nil),     // 19: agentmesh.registry.v1.UpdateAgentTypeRequest
+	(*UpdateAgentTypeResponse)(nil),    // 20: agentmesh.registry.v1.UpdateAgentTypeResponse
+	(*DeleteAgentTypeRequest)(nil),     // 21: agentmesh.registry.v1.DeleteAgentTypeRequest
+	(*DeleteAgentTypeResponse)(nil),    // 22: agentmesh.registry.v1.DeleteAgentTypeResponse
+	(*CreateProjectRequest)(nil),       // 23: agentmesh.registry.v1.CreateProjectRequest
+	(*CreateProjectResponse)(nil),      // 24: agentmesh.registry.v1.CreateProjectResponse
+	(*GetProjectRequest)(nil),          // 25: agentmesh.registry.v1.GetProjectRequest
+	(*GetProjectResponse)(nil),         // 26: agentmesh.registry.v1.GetProjectResponse
+	(*ListProjectsRequest)(nil),        // 27: agentmesh.registry.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),       // 28: agentmesh.registry.v1.ListProjectsResponse
+	(*UpdateProjectRequest)(nil),       // 29: agentmesh.registry.v1.UpdateProjectRequest
+	(*UpdateProjectResponse)(nil),      // 30: agentmesh.registry.v1.UpdateProjectResponse
+	(*DeleteProjectRequest)(nil),       // 31: agentmesh.registry.v1.DeleteProjectRequest
+	(*DeleteProjectResponse)(nil),      // 32: agentmesh.registry.v1.DeleteProjectResponse
+	(*CreateAgentRequest)(nil),         // 33: agentmesh.registry.v1.CreateAgentRequest
+	(*CreateAgentResponse)(nil),        // 34: agentmesh.registry.v1.CreateAgentResponse
+	(*GetAgentRequest)(nil),            // 35: agentmesh.registry.v1.GetAgentRequest
+	(*GetAgentResponse)(nil),           // 36: agentmesh.registry.v1.GetAgentResponse
+	(*ListAgentsRequest)(nil),          // 37: agentmesh.registry.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),         // 38: agentmesh.registry.v1.ListAgentsResponse
+	(*UpdateAgentRequest)(nil),         // 39: agentmesh.registry.v1.UpdateAgentRequest
+	(*UpdateAgentResponse)(nil),        // 40: agentmesh.registry.v1.UpdateAgentResponse
+	(*PauseAgentRequest)(nil),          // 41: agentmesh.registry.v1.PauseAgentRequest
+	(*PauseAgentResponse)(nil),         // 42: agentmesh.registry.v1.PauseAgentResponse
+	(*ResumeAgentRequest)(nil),         // 43: agentmesh.registry.v1.ResumeAgentRequest
+	(*ResumeAgentResponse)(nil),        // 44: agentmesh.registry.v1.ResumeAgentResponse
+	(*DeleteAgentRequest)(nil),         // 45: agentmesh.registry.v1.DeleteAgentRequest
+	(*DeleteAgentResponse)(nil),        // 46: agentmesh.registry.v1.DeleteAgentResponse
+	(*GetAgentMetricsRequest)(nil),     // 47: agentmesh.registry.v1.GetAgentMetricsRequest
+	(*GetAgentMetricsResponse)(nil),    // 48: agentmesh.registry.v1.GetAgentMetricsResponse
+	(*ResolveAgentRequest)(nil),        // 49: agentmesh.registry.v1.ResolveAgentRequest
+	(*ResolveAgentResponse)(nil),       // 50: agentmesh.registry.v1.ResolveAgentResponse
+	(*StartAgentRunRequest)(nil),       // 51: agentmesh.registry.v1.StartAgentRunRequest
+	(*StartAgentRunResponse)(nil),      // 52: agentmesh.registry.v1.StartAgentRunResponse
+	(*FinishAgentRunRequest)(nil),      // 53: agentmesh.registry.v1.FinishAgentRunRequest
+	(*FinishAgentRunResponse)(nil),     // 54: agentmesh.registry.v1.FinishAgentRunResponse
+	(*FinishAgentRunsRequest)(nil),     // 55: agentmesh.registry.v1.FinishAgentRunsRequest
+	(*FinishAgentRunsResponse)(nil),    // 56: agentmesh.registry.v1.FinishAgentRunsResponse
+	(*FinishedAgentRun)(nil),           // 57: agentmesh.registry.v1.FinishedAgentRun
+	(*RegisterExecutorRequest)(nil),    // 58: agentmesh.registry.v1.RegisterExecutorRequest
+	(*RegisterExecutorResponse)(nil),   // 59: agentmesh.registry.v1.RegisterExecutorResponse
+	(*ListExecutorsRequest)(nil),       // 60: agentmesh.registry.v1.ListExecutorsRequest
+	(*ListExecutorsResponse)(nil),      // 61: agentmesh.registry.v1.ListExecutorsResponse
+	(*User)(nil),                       // 62: agentmesh.registry.v1.User
+	(*AgentType)(nil),                  // 63: agentmesh.registry.v1.AgentType
+	(*fieldmaskpb.FieldMask)(nil),      // 64: google.protobuf.FieldMask
+	(*Project)(nil),                    // 65: agentmesh.registry.v1.Project
+	(*Agent)(nil),                      // 66: agentmesh.registry.v1.Agent
+	(*AgentSpec)(nil),                  // 67: agentmesh.registry.v1.AgentSpec
+	(*Executor)(nil),                   // 68: agentmesh.registry.v1.Executor
 }
 var file_agentmesh_registry_v1_registry_service_proto_depIdxs = []int32{
-	60, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
+	62, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
 	3,  // 1: agentmesh.registry.v1.LoginResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
 	3,  // 2: agentmesh.registry.v1.RefreshTokensResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
-	60, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
-	61, // 4: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	61, // 5: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	61, // 6: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	61, // 7: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
-	61, // 8: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	62, // 9: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
-	61, // 10: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	63, // 11: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	63, // 12: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	63, // 13: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	63, // 14: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
-	63, // 15: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	62, // 16: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	63, // 17: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	64, // 18: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	64, // 19: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	64, // 20: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	64, // 21: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
-	64, // 22: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	62, // 23: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	64, // 24: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	64, // 25: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	64, // 26: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	65, // 27: agentmesh.registry.v1.ResolveAgentResponse.spec:type_name -> agentmesh.registry.v1.AgentSpec
-	64, // 28: agentmesh.registry.v1.StartAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	64, // 29: agentmesh.registry.v1.FinishAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	51, // 30: agentmesh.registry.v1.FinishAgentRunsRequest.runs:type_name -> agentmesh.registry.v1.FinishAgentRunRequest
-	55, // 31: agentmesh.registry.v1.FinishAgentRunsResponse.results:type_name -> agentmesh.registry.v1.FinishedAgentRun
-	64, // 32: agentmesh.registry.v1.FinishedAgentRun.agent:type_name -> agentmesh.registry.v1.Agent
-	66, // 33: agentmesh.registry.v1.RegisterExecutorRequest.executor:type_name -> agentmesh.registry.v1.Executor
-	66, // 34: agentmesh.registry.v1.RegisterExecutorResponse.executor:type_name -> agentmesh.registry.v1.Executor
-	66, // 35: agentmesh.registry.v1.ListExecutorsResponse.executors:type_name -> agentmesh.registry.v1.Executor
-	0,  // 36: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
-	2,  // 37: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
-	5,  // 38: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
-	7,  // 39: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
-	9,  // 40: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
-	11, // 41: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
-	13, // 42: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
-	15, // 43: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
-	17, // 44: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
-	19, // 45: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
-	21, // 46: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
-	23, // 47: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
-	25, // 48: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
-	27, // 49: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
-	29, // 50: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
-	31, // 51: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
-	33, // 52: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
-	35, // 53: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
-	37, // 54: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
-	39, // 55: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
-	41, // 56: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
-	43, // 57: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
-	45, // 58: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
-	47, // 59: agentmesh.registry.v1.RegistryService.ResolveAgent:input_type -> agentmesh.registry.v1.ResolveAgentRequest
-	49, // 60: agentmesh.registry.v1.RegistryService.StartAgentRun:input_type -> agentmesh.registry.v1.StartAgentRunRequest
-	51, // 61: agentmesh.registry.v1.RegistryService.FinishAgentRun:input_type -> agentmesh.registry.v1.FinishAgentRunRequest
-	53, // 62: agentmesh.registry.v1.RegistryService.FinishAgentRuns:input_type -> agentmesh.registry.v1.FinishAgentRunsRequest
-	56, // 63: agentmesh.registry.v1.RegistryService.RegisterExecutor:input_type -> agentmesh.registry.v1.RegisterExecutorRequest
-	58, // 64: agentmesh.registry.v1.RegistryService.ListExecutors:input_type -> agentmesh.registry.v1.ListExecutorsRequest
-	1,  // 65: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
-	4,  // 66: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
-	6,  // 67: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
-	8,  // 68: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
-	10, // 69: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
-	12, // 70: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
-	14, // 71: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
-	16, // 72: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
-	18, // 73: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
-	20, // 74: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
-	22, // 75: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
-	24, // 76: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
-	26, // 77: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
-	28, // 78: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
-	30, // 79: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
-	32, // 80: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
-	34, // 81: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
-	36, // 82: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
-	38, // 83: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
-	40, // 84: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
-	42, // 85: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
-	44, // 86: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
-	46, // 87: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
-	48, // 88: agentmesh.registry.v1.RegistryService.ResolveAgent:output_type -> agentmesh.registry.v1.ResolveAgentResponse
-	50, // 89: agentmesh.registry.v1.RegistryService.StartAgentRun:output_type -> agentmesh.registry.v1.StartAgentRunResponse
-	52, // 90: agentmesh.registry.v1.RegistryService.FinishAgentRun:output_type -> agentmesh.registry.v1.FinishAgentRunResponse
-	54, // 91: agentmesh.registry.v1.RegistryService.FinishAgentRuns:output_type -> agentmesh.registry.v1.FinishAgentRunsResponse
-	57, // 92: agentmesh.registry.v1.RegistryService.RegisterExecutor:output_type -> agentmesh.registry.v1.RegisterExecutorResponse
-	59, // 93: agentmesh.registry.v1.RegistryService.ListExecutors:output_type -> agentmesh.registry.v1.ListExecutorsResponse
-	65, // [65:94] is the sub-list for method output_type
-	36, // [36:65] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	62, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
+	62, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	63, // 5: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	63, // 6: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	63, // 7: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	63, // 8: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
+	63, // 9: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	64, // 10: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
+	63, // 11: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	65, // 12: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	65, // 13: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	65, // 14: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	65, // 15: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
+	65, // 16: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	64, // 17: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	65, // 18: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	66, // 19: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	66, // 20: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	66, // 21: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	66, // 22: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
+	66, // 23: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	64, // 24: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	66, // 25: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	66, // 26: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	66, // 27: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	67, // 28: agentmesh.registry.v1.ResolveAgentResponse.spec:type_name -> agentmesh.registry.v1.AgentSpec
+	66, // 29: agentmesh.registry.v1.StartAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	66, // 30: agentmesh.registry.v1.FinishAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	53, // 31: agentmesh.registry.v1.FinishAgentRunsRequest.runs:type_name -> agentmesh.registry.v1.FinishAgentRunRequest
+	57, // 32: agentmesh.registry.v1.FinishAgentRunsResponse.results:type_name -> agentmesh.registry.v1.FinishedAgentRun
+	66, // 33: agentmesh.registry.v1.FinishedAgentRun.agent:type_name -> agentmesh.registry.v1.Agent
+	68, // 34: agentmesh.registry.v1.RegisterExecutorRequest.executor:type_name -> agentmesh.registry.v1.Executor
+	68, // 35: agentmesh.registry.v1.RegisterExecutorResponse.executor:type_name -> agentmesh.registry.v1.Executor
+	68, // 36: agentmesh.registry.v1.ListExecutorsResponse.executors:type_name -> agentmesh.registry.v1.Executor
+	0,  // 37: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
+	2,  // 38: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
+	5,  // 39: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
+	7,  // 40: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
+	9,  // 41: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
+	11, // 42: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
+	13, // 43: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
+	15, // 44: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
+	17, // 45: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
+	19, // 46: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
+	21, // 47: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
+	23, // 48: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
+	25, // 49: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
+	27, // 50: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
+	29, // 51: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
+	31, // 52: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
+	33, // 53: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
+	35, // 54: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
+	37, // 55: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
+	39, // 56: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
+	41, // 57: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
+	43, // 58: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
+	45, // 59: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
+	47, // 60: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
+	49, // 61: agentmesh.registry.v1.RegistryService.ResolveAgent:input_type -> agentmesh.registry.v1.ResolveAgentRequest
+	51, // 62: agentmesh.registry.v1.RegistryService.StartAgentRun:input_type -> agentmesh.registry.v1.StartAgentRunRequest
+	53, // 63: agentmesh.registry.v1.RegistryService.FinishAgentRun:input_type -> agentmesh.registry.v1.FinishAgentRunRequest
+	55, // 64: agentmesh.registry.v1.RegistryService.FinishAgentRuns:input_type -> agentmesh.registry.v1.FinishAgentRunsRequest
+	58, // 65: agentmesh.registry.v1.RegistryService.RegisterExecutor:input_type -> agentmesh.registry.v1.RegisterExecutorRequest
+	60, // 66: agentmesh.registry.v1.RegistryService.ListExecutors:input_type -> agentmesh.registry.v1.ListExecutorsRequest
+	1,  // 67: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
+	4,  // 68: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
+	6,  // 69: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
+	8,  // 70: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
+	10, // 71: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
+	12, // 72: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
+	14, // 73: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
+	16, // 74: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
+	18, // 75: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
+	20, // 76: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
+	22, // 77: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
+	24, // 78: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
+	26, // 79: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
+	28, // 80: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
+	30, // 81: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
+	32, // 82: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
+	34, // 83: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
+	36, // 84: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
+	38, // 85: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
+	40, // 86: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
+	42, // 87: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
+	44, // 88: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
+	46, // 89: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
+	48, // 90: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
+	50, // 91: agentmesh.registry.v1.RegistryService.ResolveAgent:output_type -> agentmesh.registry.v1.ResolveAgentResponse
+	52, // 92: agentmesh.registry.v1.RegistryService.StartAgentRun:output_type -> agentmesh.registry.v1.StartAgentRunResponse
+	54, // 93: agentmesh.registry.v1.RegistryService.FinishAgentRun:output_type -> agentmesh.registry.v1.FinishAgentRunResponse
+	56, // 94: agentmesh.registry.v1.RegistryService.FinishAgentRuns:output_type -> agentmesh.registry.v1.FinishAgentRunsResponse
+	59, // 95: agentmesh.registry.v1.RegistryService.RegisterExecutor:output_type -> agentmesh.registry.v1.RegisterExecutorResponse
+	61, // 96: agentmesh.registry.v1.RegistryService.ListExecutors:output_type -> agentmesh.registry.v1.ListExecutorsResponse
+	67, // [67:97] is the sub-list for method output_type
+	37, // [37:67] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_registry_service_proto_init() }
@@ -3599,7 +3753,7 @@ func file_agentmesh_registry_v1_registry_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_registry_service_proto_rawDesc), len(file_agentmesh_registry_v1_registry_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   60,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,7 @@ const (
 	RegistryService_RefreshTokens_FullMethodName      = "/agentmesh.registry.v1.RegistryService/RefreshTokens"
 	RegistryService_RevokeRefreshToken_FullMethodName = "/agentmesh.registry.v1.RegistryService/RevokeRefreshToken"
 	RegistryService_GetCurrentUser_FullMethodName     = "/agentmesh.registry.v1.RegistryService/GetCurrentUser"
+	RegistryService_CreateUser_FullMethodName         = "/agentmesh.registry.v1.RegistryService/CreateUser"
 	RegistryService_CreateAgentType_FullMethodName    = "/agentmesh.registry.v1.RegistryService/CreateAgentType"
 	RegistryService_GetAgentType_FullMethodName       = "/agentmesh.registry.v1.RegistryService/GetAgentType"
 	RegistryService_ListAgentTypes_FullMethodName     = "/agentmesh.registry.v1.RegistryService/ListAgentTypes"
@@ -77,6 +78,11 @@ type RegistryServiceClient interface {
 	RevokeRefreshToken(ctx context.Context, in *RevokeRefreshTokenRequest, opts ...grpc.CallOption) (*RevokeRefreshTokenResponse, error)
 	// Returns the calling user.
 	GetCurrentUser(ctx context.Context, in *GetCurrentUserRequest, opts ...grpc.CallOption) (*GetCurrentUserResponse, error)
+	// Creates a user in the running mesh (superusers): how operators add users and superusers.
+	// With is_superuser, an existing user of that e-mail is promoted instead (reactivated, its
+	// password set), as the superuser bootstrap at start does, so asking again is harmless.
+	// ALREADY_EXISTS when a plain user is asked for and the e-mail is taken.
+	CreateUser(ctx context.Context, in *CreateUserRequest, opts ...grpc.CallOption) (*CreateUserResponse, error)
 	// Creates an agent type (superusers). ALREADY_EXISTS when the slug is taken.
 	CreateAgentType(ctx context.Context, in *CreateAgentTypeRequest, opts ...grpc.CallOption) (*CreateAgentTypeResponse, error)
 	// Returns one agent type by id or slug. NOT_FOUND.
@@ -187,6 +193,16 @@ func (c *registryServiceClient) GetCurrentUser(ctx context.Context, in *GetCurre
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetCurrentUserResponse)
 	err := c.cc.Invoke(ctx, RegistryService_GetCurrentUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) CreateUser(ctx context.Context, in *CreateUserRequest, opts ...grpc.CallOption) (*CreateUserResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateUserResponse)
+	err := c.cc.Invoke(ctx, RegistryService_CreateUser_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -460,6 +476,11 @@ type RegistryServiceServer interface {
 	RevokeRefreshToken(context.Context, *RevokeRefreshTokenRequest) (*RevokeRefreshTokenResponse, error)
 	// Returns the calling user.
 	GetCurrentUser(context.Context, *GetCurrentUserRequest) (*GetCurrentUserResponse, error)
+	// Creates a user in the running mesh (superusers): how operators add users and superusers.
+	// With is_superuser, an existing user of that e-mail is promoted instead (reactivated, its
+	// password set), as the superuser bootstrap at start does, so asking again is harmless.
+	// ALREADY_EXISTS when a plain user is asked for and the e-mail is taken.
+	CreateUser(context.Context, *CreateUserRequest) (*CreateUserResponse, error)
 	// Creates an agent type (superusers). ALREADY_EXISTS when the slug is taken.
 	CreateAgentType(context.Context, *CreateAgentTypeRequest) (*CreateAgentTypeResponse, error)
 	// Returns one agent type by id or slug. NOT_FOUND.
@@ -540,6 +561,9 @@ func (UnimplementedRegistryServiceServer) RevokeRefreshToken(context.Context, *R
 }
 func (UnimplementedRegistryServiceServer) GetCurrentUser(context.Context, *GetCurrentUserRequest) (*GetCurrentUserResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetCurrentUser not implemented")
+}
+func (UnimplementedRegistryServiceServer) CreateUser(context.Context, *CreateUserRequest) (*CreateUserResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateUser not implemented")
 }
 func (UnimplementedRegistryServiceServer) CreateAgentType(context.Context, *CreateAgentTypeRequest) (*CreateAgentTypeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateAgentType not implemented")
@@ -720,6 +744,24 @@ func _RegistryService_GetCurrentUser_Handler(srv interface{}, ctx context.Contex
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RegistryServiceServer).GetCurrentUser(ctx, req.(*GetCurrentUserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_CreateUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateUserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).CreateUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_CreateUser_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).CreateUser(ctx, req.(*CreateUserRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1182,6 +1224,10 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetCurrentUser",
 			Handler:    _RegistryService_GetCurrentUser_Handler,
+		},
+		{
+			MethodName: "CreateUser",
+			Handler:    _RegistryService_CreateUser_Handler,
 		},
 		{
 			MethodName: "CreateAgentType",
