@@ -101,12 +101,13 @@ async def test_errors_raise_the_matching_openai_exceptions(mesh: Mesh, api: Api,
     with pytest.raises(openai.NotFoundError):
         await root_client(mesh, agent.owner.token).models.retrieve(f"{agent.project_slug}/nobody")
 
+    # A paused agent refuses chats as an invalid state (DESIGN §3: 400 or 422, never 409).
     await api.http.post(f"{agent.path}/pause", headers=agent.owner.headers)
-    with pytest.raises(openai.ConflictError):
+    with pytest.raises(openai.BadRequestError):
         await root_client(mesh, agent.owner.token).chat.completions.create(
             model=agent.model, messages=messages
         )
-    with pytest.raises(openai.ConflictError):  # streamed: refused before the stream starts
+    with pytest.raises(openai.BadRequestError):  # streamed: refused before the stream starts
         await root_client(mesh, agent.owner.token).chat.completions.create(
             model=agent.model, messages=messages, stream=True
         )

@@ -96,7 +96,7 @@ async def test_the_openai_face_names_the_reason(api: Api, http: httpx.AsyncClien
         json={"model": pipeline.model, "messages": [{"role": "user", "content": "go"}]},
         headers=pipeline.owner.headers,
     )
-    assert response.status_code == 409, response.text
+    assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert error["code"] == REASON.lower()
     assert "sleeper" in error["message"]

@@ -73,7 +73,7 @@ async def test_terminating_over_rest_cancels_the_run_in_flight(
         json={"model": agent.model, "messages": [{"role": "user", "content": "hello?"}]},
         headers=agent.owner.headers,
     )
-    assert again.status_code == 409, again.text
+    assert again.status_code in (400, 422), again.text  # DESIGN §3: an invalid transition
 
 
 async def test_terminating_over_public_grpc_cancels_the_run_in_flight(mesh, api: Api) -> None:

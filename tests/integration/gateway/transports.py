@@ -31,7 +31,7 @@ class Failure(enum.Enum):
     """What a refusal means, the same over every face (gRPC code ↔ HTTP status)."""
 
     NOT_FOUND = "not found"  # NOT_FOUND ↔ 404
-    # FAILED_PRECONDITION ↔ 409 today; DESIGN §3 asks 400 or 422 for a dead agent (issue 13)
+    # FAILED_PRECONDITION ↔ 400 (or 422): an invalid transition, a paused or terminated agent
     INVALID_STATE = "invalid state"
     FORBIDDEN = "forbidden"  # PERMISSION_DENIED ↔ 403
     OTHER = "other"
@@ -45,7 +45,6 @@ _BY_CODE = {
 _BY_STATUS = {
     404: Failure.NOT_FOUND,
     400: Failure.INVALID_STATE,
-    409: Failure.INVALID_STATE,
     422: Failure.INVALID_STATE,
     403: Failure.FORBIDDEN,
 }

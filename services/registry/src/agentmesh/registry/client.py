@@ -16,6 +16,7 @@ from agentmesh.registry.errors import (
     AgentPaused,
     AgentTerminated,
     AgentTypeInactive,
+    AgentTypeInUse,
     InvalidTransition,
     ProjectNotFound,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "AgentNotFound",
     "AgentPaused",
     "AgentTerminated",
+    "AgentTypeInUse",
     "AgentTypeInactive",
     "InvalidTransition",
     "ProjectNotFound",

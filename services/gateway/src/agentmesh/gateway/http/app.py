@@ -29,11 +29,12 @@ logger = logging.getLogger(__name__)
 _ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorOut, "description": description}
     for status, description in {
-        400: "Malformed request",
+        400: "Malformed request, or an invalid state: a lifecycle transition that is not allowed, a "
+        "paused or terminated agent",
         401: "Missing, invalid or expired bearer token",
         403: "Not allowed for this user",
         404: "Not found (also for projects the caller may not see)",
-        409: "Conflict: taken name, invalid lifecycle transition",
+        409: "Conflict: a taken name or slug, a type still in use, a concurrent update",
         413: "Request too large",
         422: "Invalid field; the message names it",
         429: "Rate limited; see Retry-After",

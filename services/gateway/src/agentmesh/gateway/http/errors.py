@@ -25,17 +25,20 @@ from agentmesh.gateway.errors import (
     TooManyMessages,
 )
 from agentmesh.memory.client import EventTooLarge, HistoryTrimmed, TooManyEvents
-from agentmesh.registry.client import AgentTypeInactive
+from agentmesh.registry.client import AgentTypeInactive, AgentTypeInUse
 from agentmesh.runtime import telemetry
 from agentmesh.runtime.errors import DomainError
 
 logger = logging.getLogger(__name__)
 
+# Google's HTTP mapping of gRPC codes (AIP-193): an invalid state transition or a refusal to run
+# (a paused or terminated agent) is FAILED_PRECONDITION → 400; 409 is for conflicts only
+# (ALREADY_EXISTS, ABORTED, and the reasons below).
 _STATUS_BY_CODE: dict[grpc.StatusCode, int] = {
     grpc.StatusCode.INVALID_ARGUMENT: 422,
     grpc.StatusCode.NOT_FOUND: 404,
     grpc.StatusCode.ALREADY_EXISTS: 409,
-    grpc.StatusCode.FAILED_PRECONDITION: 409,
+    grpc.StatusCode.FAILED_PRECONDITION: 400,
     grpc.StatusCode.ABORTED: 409,
     grpc.StatusCode.OUT_OF_RANGE: 400,
     grpc.StatusCode.PERMISSION_DENIED: 403,
@@ -50,6 +53,7 @@ _STATUS_BY_CODE: dict[grpc.StatusCode, int] = {
 # Reasons whose HTTP status differs from their gRPC code's.
 _STATUS_BY_REASON: dict[str, int] = {
     AgentTypeInactive.default_reason: 422,  # DESIGN §6: spawning from an inactive type is a 422
+    AgentTypeInUse.default_reason: 409,  # agents still use the type: a conflict with their state
     RequestTooLarge.default_reason: 413,
     MessageTooLarge.default_reason: 413,
     TooManyMessages.default_reason: 413,

@@ -240,13 +240,13 @@ def rest_router() -> APIRouter:
 
     @router.post("/projects/{project_id}/agents/{agent_id}/pause", tags=["agents"])
     async def pause_agent(project_id: str, agent_id: str, ctx: Ctx, caller: Auth) -> schemas.AgentOut:
-        """Pauses an idle or working agent. 409 from any other state."""
+        """Pauses an idle or working agent. 400 from any other state (an invalid transition)."""
         request = reg.PauseAgentRequest(project_id=project_id, id=agent_id)
         return convert.agent((await ctx.call(ctx.registry.stub.PauseAgent, request, caller)).agent)
 
     @router.post("/projects/{project_id}/agents/{agent_id}/resume", tags=["agents"])
     async def resume_agent(project_id: str, agent_id: str, ctx: Ctx, caller: Auth) -> schemas.AgentOut:
-        """Resumes a paused agent. 409 from any other state."""
+        """Resumes a paused agent. 400 from any other state (an invalid transition)."""
         request = reg.ResumeAgentRequest(project_id=project_id, id=agent_id)
         return convert.agent((await ctx.call(ctx.registry.stub.ResumeAgent, request, caller)).agent)
 
