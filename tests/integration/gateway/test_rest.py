@@ -351,3 +351,16 @@ async def test_sessions_page_by_number_newest_first(api: Api, http: httpx.AsyncC
     assert past["data"] == []
     assert first["pagination"] == {"total": 3, "page": 1, "page_size": 2, "total_pages": 2}
     assert second["pagination"]["page"] == 2
+
+
+async def test_head_answers_like_get_without_a_body(api: Api, http: httpx.AsyncClient) -> None:
+    agent = await api.agent(mock_responses=["ok"])
+    for path in ("/healthz", agent.path, f"/api/v1/projects/{agent.project_id}/agents"):
+        get = await http.get(path, headers=agent.owner.headers)
+        head = await http.head(path, headers=agent.owner.headers)
+        assert get.status_code == 200 and head.status_code == 200, (path, head.status_code)
+        assert head.content == b""
+        assert head.headers["content-type"] == get.headers["content-type"]
+    # The same access checks as GET: no token, no answer; POST-only routes still refuse HEAD.
+    assert (await http.head(agent.path)).status_code == 401
+    assert (await http.head("/api/v1/auth/login")).status_code == 405

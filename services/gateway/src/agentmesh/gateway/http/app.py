@@ -16,6 +16,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from agentmesh.gateway.http.agents import agent_router
 from agentmesh.gateway.http.context import HttpContext, authorize
 from agentmesh.gateway.http.errors import install_error_handlers
+from agentmesh.gateway.http.head import HeadAsGet
 from agentmesh.gateway.http.limits import BodySizeLimit
 from agentmesh.gateway.http.openai import openai_router
 from agentmesh.gateway.http.rest import rest_router
@@ -77,6 +78,7 @@ def create_http_app(context: HttpContext, *, max_request_body_bytes: int) -> Fas
     app.include_router(openai_router())
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=max_request_body_bytes)
+    app.add_middleware(HeadAsGet)
     _document_security(app)
     missing = unpoliced_routes(app)
     if missing:
