@@ -58,19 +58,37 @@ def main(
     """agentmesh runs AI agents as a mesh of gRPC microservices."""
 
 
+# `agentmesh up`'s ports: each flag, the variable that sets it, and what listens there.
+_UP_PORTS = {
+    "http_port": ("--http-port", "AGENTMESH_GATEWAY_HTTP_PORT", "the gateway's HTTP"),
+    "grpc_port": ("--grpc-port", "AGENTMESH_GATEWAY_PORT", "the gateway's gRPC"),
+}
+
+
 @app.command()
 def up(
-    http_port: Annotated[int, typer.Option(help="Gateway HTTP port (REST, OpenAI-compatible).")] = 8080,
-    grpc_port: Annotated[int, typer.Option(help="Gateway public gRPC port.")] = 50050,
-    data_dir: Annotated[Path, typer.Option(help="Where the embedded SQLite databases live.")] = Path(
-        ".agentmesh"
-    ),
-    host: Annotated[str, typer.Option(help="Interface every service binds.")] = "127.0.0.1",
+    http_port: Annotated[
+        int,
+        typer.Option(
+            help="Gateway HTTP port (REST, OpenAI-compatible).", envvar="AGENTMESH_GATEWAY_HTTP_PORT"
+        ),
+    ] = 8080,
+    grpc_port: Annotated[
+        int, typer.Option(help="Gateway public gRPC port.", envvar="AGENTMESH_GATEWAY_PORT")
+    ] = 50050,
+    data_dir: Annotated[
+        Path, typer.Option(help="Where the embedded SQLite databases live.", envvar="AGENTMESH_DATA_DIR")
+    ] = Path(".agentmesh"),
+    host: Annotated[
+        str, typer.Option(help="Interface every service binds.", envvar="AGENTMESH_HOST")
+    ] = "127.0.0.1",
 ) -> None:
-    """Start all four services on this host (SQLite unless AGENTMESH_DATABASE_URL is set)."""
+    """Start all four services on this host (SQLite unless AGENTMESH_DATABASE_URL is set).
+
+    Flags override the environment, which overrides the defaults."""
     from agentmesh.cli.mesh import start_mesh
     from agentmesh.runtime.logging import configure_logging
-    from agentmesh.runtime.server import wait_for_shutdown_signal
+    from agentmesh.runtime.server import AddressInUse, wait_for_shutdown_signal
     from agentmesh.runtime.service import process_telemetry
 
     configure_logging()
@@ -89,7 +107,14 @@ def up(
             typer.echo("stopping…")
             await mesh.stop()
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except AddressInUse as error:
+        ports = {"http_port": http_port, "grpc_port": grpc_port}
+        named = [_UP_PORTS[key] for key, port in ports.items() if port == error.port and port != 0]
+        hint = f" ({named[0][2]}); choose another with {named[0][0]} or {named[0][1]}" if named else ""
+        typer.echo(f"agentmesh up: {error.host}:{error.port} is already in use{hint}", err=True)
+        raise typer.Exit(1) from None
 
 
 @app.command(name="serve")

@@ -76,6 +76,15 @@ class GrpcServer:
         await self.server.wait_for_termination()
 
 
+class AddressInUse(OSError):
+    """A server could not bind `host:port` (another process listens there, or it is not ours)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        super().__init__(f"cannot listen on {host}:{port}: the address is in use or not available")
+        self.host = host
+        self.port = port
+
+
 def bind_server(
     *,
     host: str = "127.0.0.1",
@@ -92,9 +101,12 @@ def bind_server(
             ("grpc.so_reuseport", 0),
         ],
     )
-    bound = server.add_insecure_port(f"{host}:{port}")
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError as error:  # grpcio's way of saying the address is taken
+        raise AddressInUse(host, port) from error
     if bound == 0:
-        raise OSError(f"cannot bind gRPC server to {host}:{port}")
+        raise AddressInUse(host, port)
     return GrpcServer(server, bound, host)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from typing import Any
 
 import grpc
@@ -23,6 +24,7 @@ from agentmesh.gateway.http.rest import rest_router
 from agentmesh.gateway.http.schemas import ErrorOut, HealthOut, ReadinessOut
 from agentmesh.gateway.policy import Access, route_rule
 from agentmesh.gateway.version import VERSION
+from agentmesh.runtime.server import AddressInUse
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +137,21 @@ async def _serving(channel: grpc.aio.Channel) -> bool:
     return reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port (0 = a free port), as uvicorn would open it."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+    except OSError as error:
+        listener.close()
+        raise AddressInUse(host, port) from error
+    listener.listen(2048)
+    listener.setblocking(False)
+    return listener
+
+
 class HttpServer:
     """uvicorn serving an ASGI app inside the running event loop."""
 
@@ -155,14 +172,15 @@ class HttpServer:
         self.port = port
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._server.serve())
+        # The socket is bound here, not by uvicorn, which exits the process when it cannot bind.
+        listener = _listen(self.host, self.port)
+        self.port = listener.getsockname()[1]
+        self._task = asyncio.create_task(self._server.serve(sockets=[listener]))
         while not self._server.started:
             if self._task.done():
                 await self._task
                 raise OSError(f"HTTP server could not start on {self.host}:{self.port}")
             await asyncio.sleep(0.01)
-        sockets = [s for server in self._server.servers for s in server.sockets]
-        self.port = sockets[0].getsockname()[1]
 
     @property
     def url(self) -> str:
