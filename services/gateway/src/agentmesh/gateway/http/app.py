@@ -12,6 +12,7 @@ import uvicorn
 from fastapi import Depends, FastAPI
 from fastapi.responses import JSONResponse
 from fastapi.routing import iter_route_contexts
+from fastapi_offline import FastAPIOffline
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentmesh.gateway.http.agents import agent_router
@@ -48,7 +49,8 @@ _ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 def create_http_app(context: HttpContext, *, max_request_body_bytes: int) -> FastAPI:
     """The gateway's HTTP face. Every route passes the policy table first (`authorize`)."""
-    app = FastAPI(
+    # /docs and /redoc load their scripts from this package (fastapi-offline), not from a CDN.
+    app = FastAPIOffline(
         title="agentmesh gateway",
         version=VERSION,
         description="REST/JSON API, agent endpoints and the OpenAI-compatible API of agentmesh.",
