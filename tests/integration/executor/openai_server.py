@@ -30,6 +30,7 @@ class Reply:
     retry_after: str | None = None
     usage: tuple[int, int] = (11, 7)
     raw_arguments: str | None = None  # sent instead of the JSON of the first call's arguments
+    echo_key: bool = False  # the error's message quotes the request's Authorization header
 
 
 @dataclass
@@ -64,8 +65,11 @@ class FakeOpenAI:
         reply = queue.pop(0) if len(queue) > 1 else queue[0]
         if reply.status != 200:
             headers = {"retry-after": reply.retry_after} if reply.retry_after else {}
+            message = f"scripted {reply.status}"
+            if reply.echo_key:
+                message = f"Incorrect API key provided: {request.headers.get('authorization', '')}"
             return JSONResponse(
-                {"error": {"message": f"scripted {reply.status}", "type": "test", "code": None}},
+                {"error": {"message": message, "type": "test", "code": None}},
                 status_code=reply.status,
                 headers=headers,
             )

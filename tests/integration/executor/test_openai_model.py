@@ -9,6 +9,7 @@ import logging
 import pytest
 from pydantic import SecretStr
 
+from agentmesh.executor.errors import ModelUnavailable
 from agentmesh.executor.models.base import Message, ModelError, ToolSpec, Usage
 from agentmesh.executor.models.factory import ModelFactory
 from agentmesh.executor.settings import ExecutorSettings, ModelPrice
@@ -125,3 +126,31 @@ async def test_an_unreachable_endpoint_is_retryable_and_the_key_is_never_logged(
     assert raised.value.retryable
     assert API_KEY not in caplog.text
     assert API_KEY not in str(raised.value)
+
+
+@pytest.mark.parametrize("status", [401, 400])
+async def test_an_endpoint_that_echoes_the_key_never_gets_it_out(server: FakeOpenAI, status: int) -> None:
+    server.script("gpt-test", Reply(status=status, echo_key=True))
+    with pytest.raises(ModelError) as raised:
+        await collect(await model_for(factory(server), "openai/gpt-test"))
+    assert API_KEY not in str(raised.value)
+    assert server.for_model("gpt-test")  # the endpoint did see (and echo) the key
+    if status == 401:
+        # The operator learns what to fix, in settings' terms.
+        assert "AGENTMESH_OPENAI_API_KEY" in str(raised.value)
+    else:
+        assert "[redacted]" in str(raised.value)
+
+
+async def test_a_missing_key_for_openai_is_a_clear_error_before_any_request() -> None:
+    models = ModelFactory(ExecutorSettings(openai_base_url="https://api.openai.com/v1"))
+    with pytest.raises(ModelUnavailable, match="set AGENTMESH_OPENAI_API_KEY"):
+        await model_for(models, "openai/gpt-4o-mini")
+
+
+async def test_a_keyless_compatible_endpoint_needs_no_key(server: FakeOpenAI) -> None:
+    server.script("llama", Reply(text="hi"))
+    models = ModelFactory(ExecutorSettings(openai_base_url=server.base_url))
+    text, _ = await collect(await model_for(models, "openai/llama"))
+    assert text == "hi"
+    assert server.for_model("llama")[0].headers["authorization"] == "Bearer unused"

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from google.protobuf import json_format
 
@@ -32,6 +33,9 @@ logger = logging.getLogger(__name__)
 
 MOCK = "mock"
 DEFAULT_PROVIDER = "openai"
+# Endpoints that never answer without a key: a missing one is a configuration error, said at once
+# (keyless OpenAI-compatible servers such as Ollama are fine without).
+_KEYED_HOSTS = {"api.openai.com"}
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,9 @@ class ModelTarget:
     model: str
     base_url: str
     api_key: str = field(repr=False)
+    # Where an operator sets the key (a setting's name or a file's path, never the key itself):
+    # what errors name when the endpoint refuses it.
+    key_setting: str = ""
 
     @property
     def name(self) -> str:
@@ -169,6 +176,8 @@ class ModelFactory:
                         max_backoff_seconds=self._settings.model_retry_max_backoff_seconds,
                     ),
                     timeout_seconds=self._settings.model_timeout_seconds,
+                    secret=target.api_key,
+                    key_setting=target.key_setting,
                     price=Price(price.input_per_million_tokens, price.output_per_million_tokens)
                     if price
                     else None,
@@ -195,9 +204,21 @@ class ModelFactory:
                 metadata={"model": name},
             )
         api_key = settings.api_key.get_secret_value()
+        key_setting = (
+            "AGENTMESH_OPENAI_API_KEY"
+            if provider == DEFAULT_PROVIDER
+            else f"AGENTMESH_EXECUTOR_PROVIDERS[{provider!r}].api_key"
+        )
         if settings.api_key_file is not None:
             api_key = await asyncio.to_thread(_read_secret, settings.api_key_file)
-        return ModelTarget(provider, model, settings.base_url.rstrip("/"), api_key)
+            key_setting = f"the key file {settings.api_key_file}"
+        base_url = settings.base_url.rstrip("/")
+        if not api_key and urlsplit(base_url).hostname in _KEYED_HOSTS:
+            raise ModelUnavailable(
+                f"model {name!r} needs an API key and none is configured: set {key_setting}",
+                metadata={"model": name},
+            )
+        return ModelTarget(provider, model, base_url, api_key, key_setting)
 
     def _client(self, target: ModelTarget) -> openai.AsyncOpenAI:
         key = (target.base_url, target.api_key_sha256)

@@ -95,6 +95,8 @@ class OpenAIChatModel:
         retry: RetryPolicy | None = None,
         timeout_seconds: float = 120.0,
         price: Price | None = None,
+        secret: str = "",
+        key_setting: str = "",
     ) -> None:
         self._client = client
         self._model = model
@@ -103,6 +105,10 @@ class OpenAIChatModel:
         self._retry = retry or RetryPolicy()
         self._timeout_seconds = timeout_seconds
         self._price = price or Price()
+        # The API key never leaves the executor: every error text is scrubbed of it (an endpoint
+        # may echo it back), and a refused key is reported by where it is configured.
+        self._secret = secret
+        self._key_setting = key_setting or "the provider's api_key"
 
     async def stream(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec]
@@ -184,13 +190,15 @@ class OpenAIChatModel:
                         if delta.content:
                             yield ModelChunk(text=delta.content)
         except openai.APIStatusError as error:
-            raise _status_error(error) from None
+            raise self._scrubbed(_status_error(error, self._key_setting)) from None
         except openai.APITimeoutError:
             raise ModelError(f"model {self.name} timed out", retryable=True) from None
         except openai.APIConnectionError as error:
-            raise ModelError(f"cannot reach model {self.name}: {error}", retryable=True) from None
+            raise self._scrubbed(
+                ModelError(f"cannot reach model {self.name}: {error}", retryable=True)
+            ) from None
         except openai.OpenAIError as error:
-            raise ModelError(f"model {self.name} failed: {error}") from None
+            raise self._scrubbed(ModelError(f"model {self.name} failed: {error}")) from None
         if usage is not None:
             usage = Usage(
                 usage.input_tokens,
@@ -204,6 +212,14 @@ class OpenAIChatModel:
             finish_reason=finish_reason,
         )
 
+    def _scrubbed(self, error: ModelError) -> ModelError:
+        """`error` with every occurrence of the API key in its text replaced."""
+        text = str(error)
+        if not self._secret or self._secret not in text:
+            return error
+        error.args = (text.replace(self._secret, "[redacted]"), *error.args[1:])
+        return error
+
 
 class _RetryableStatus(ModelError):
     def __init__(self, message: str, retry_after: float | None) -> None:
@@ -211,8 +227,11 @@ class _RetryableStatus(ModelError):
         self.retry_after = retry_after
 
 
-def _status_error(error: openai.APIStatusError) -> ModelError:
+def _status_error(error: openai.APIStatusError, key_setting: str) -> ModelError:
     status = error.status_code
+    if status == 401:
+        # What the operator must fix, not the endpoint's words (which may quote the key).
+        return ModelError(f"the model endpoint refused the API key configured as {key_setting} (HTTP 401)")
     # The message names the status only: a body may echo request details.
     if status == 429 or status >= 500 or status == 408:
         return _RetryableStatus(f"model endpoint answered HTTP {status}", _retry_after(error))
