@@ -100,7 +100,7 @@ async def _show_trace(console: Console, address: str, session_id: str, metadata)
         events = await events_from_memory(session_id, address, token=token or None)
     except TraceError as error:
         console.print(f"[yellow]could not read the session's events ({escape(str(error))});[/]")
-        console.print(f"try: agentmesh trace {session_id} --memory HOST:PORT")
+        console.print(f"try: agentmesh trace {session_id} --memory HOST:PORT --token TOKEN")
         return
     console.print(session_tree(session_id, events))
 
