@@ -55,6 +55,23 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return request.getfixturevalue("postgres_database")
 
 
+@pytest.fixture(
+    params=[
+        pytest.param("in-memory", id="in-memory"),
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    ]
+)
+def store_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str | None:
+    """For store contract suites: each implementation's database in turn — none (the in-memory
+    store), a SQLite file, then PostgreSQL."""
+    if request.param == "in-memory":
+        return None
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'store.db'}"
+    return request.getfixturevalue("postgres_database")
+
+
 @pytest.fixture(scope="session")
 def _span_exporter():
     """One in-memory exporter for the test process (a tracer provider can be installed once)."""

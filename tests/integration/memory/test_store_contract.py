@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -17,22 +16,6 @@ from agentmesh.memory.store import EventStore, IdempotencyKeyRace, SqlEventStore
 from agentmesh.runtime.database import create_engine, upgrade
 
 T0 = datetime(2026, 3, 4, 5, 6, 7, 890000, tzinfo=UTC)
-
-
-@pytest.fixture(
-    params=[
-        pytest.param("in-memory", id="in-memory"),
-        pytest.param("sqlite", id="sqlite"),
-        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-    ]
-)
-def store_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str | None:
-    """Each EventStore implementation's database in turn: none (in memory), SQLite, PostgreSQL."""
-    if request.param == "in-memory":
-        return None
-    if request.param == "sqlite":
-        return f"sqlite+aiosqlite:///{tmp_path / 'memory.db'}"
-    return request.getfixturevalue("postgres_database")
 
 
 @pytest.fixture

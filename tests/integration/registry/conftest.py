@@ -4,7 +4,6 @@ stub and the RegistryClient."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import grpc
 import pytest
@@ -56,22 +55,6 @@ def codec() -> TokenCodec:
 @pytest.fixture
 def api(stub: pb_grpc.RegistryServiceStub) -> Api:
     return Api(stub)
-
-
-@pytest.fixture(
-    params=[
-        pytest.param("in-memory", id="in-memory"),
-        pytest.param("sqlite", id="sqlite"),
-        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-    ]
-)
-def store_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str | None:
-    """Each RegistryStore implementation's database in turn: none (in memory), SQLite, PostgreSQL."""
-    if request.param == "in-memory":
-        return None
-    if request.param == "sqlite":
-        return f"sqlite+aiosqlite:///{tmp_path / 'registry.db'}"
-    return request.getfixturevalue("postgres_database")
 
 
 @pytest.fixture
