@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from agentmesh.runtime.errors import (
+    Cancelled,
     FieldViolation,
     InvalidArgument,
     NotFound,
@@ -24,6 +25,7 @@ RETRY_AFTER_SECONDS = "retry_after_seconds"
 
 __all__ = [
     "RETRY_AFTER_SECONDS",
+    "ClientDisconnected",
     "ExecutorsBusy",
     "InvalidRequest",
     "MessageTooLarge",
@@ -34,6 +36,15 @@ __all__ = [
     "RequestTooLarge",
     "TooManyMessages",
 ]
+
+
+class ClientDisconnected(Cancelled):
+    """The HTTP client went away before the answer: the work below it is cancelled."""
+
+    default_reason = "CLIENT_DISCONNECTED"
+
+    def __init__(self) -> None:
+        super().__init__("the client disconnected")
 
 
 class InvalidRequest(InvalidArgument):

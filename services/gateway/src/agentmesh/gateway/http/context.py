@@ -11,14 +11,13 @@ import grpc
 from fastapi import Request
 
 from agentmesh.gateway.access import AccessGuard
-from agentmesh.gateway.errors import NoPolicy
+from agentmesh.gateway.errors import ClientDisconnected, NoPolicy
 from agentmesh.gateway.gateway import AgentGateway
 from agentmesh.gateway.models import Caller
 from agentmesh.gateway.policy import Rule, route_rule
 from agentmesh.memory.client import MemoryClient
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime.client import unary
-from agentmesh.runtime.errors import Cancelled
 from agentmesh.runtime.identity import current_principal, current_token
 
 R = TypeVar("R")
@@ -88,7 +87,7 @@ async def until_disconnected(request: Request, work: Awaitable[R]) -> R:
             return task.result()
         task.cancel()
         await asyncio.wait({task})
-        raise Cancelled("the client disconnected", reason="CLIENT_DISCONNECTED")
+        raise ClientDisconnected()
     finally:
         watcher.cancel()
         task.cancel()
