@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Generate every SDK under sdks/ from protos/ (the public packages; executor.v1 is internal).
 #
-#   scripts/gen_sdks.sh           regenerate sdks/go/gen/ (committed), build sdks/typescript/ and
-#                                 sdks/rust/ (their generated code is a build output, not committed)
+#   scripts/gen_sdks.sh           regenerate sdks/go/gen/ (committed), build sdks/typescript/,
+#                                 sdks/rust/ and sdks/java/ (their generated code is a build output,
+#                                 not committed)
 #   scripts/gen_sdks.sh --check   regenerate the Go SDK's code into a temporary directory and fail
 #                                 when it differs from the committed sdks/go/gen/
 #
 # Generation runs buf (pinned in package-lock.json files) with local plugins only: the TypeScript
 # plugin from sdks/typescript/node_modules, the Go plugins as sdks/go's go.mod `tool`s. The Rust SDK
-# generates in its build.rs (tonic-prost-build, vendored protoc). Needs node and npm, Go 1.25+ and
-# cargo; npm ci, the Go module proxy and crates.io are the only downloads.
+# generates in its build.rs (tonic-prost-build, vendored protoc), the Java SDK in its Maven build
+# (protoc and protoc-gen-grpc-java as pinned Maven Central artifacts). Needs node and npm, Go 1.25+,
+# cargo, Maven 3.8+ and a JDK 17+; npm ci, the Go module proxy, crates.io and Maven Central are the
+# only downloads.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -49,3 +52,5 @@ echo "gen_sdks: TypeScript (sdks/typescript/dist/)"
 (cd "$ts" && npm run --silent build)
 echo "gen_sdks: Rust (sdks/rust/target/)"
 (cd sdks/rust && cargo build --locked --quiet)
+echo "gen_sdks: Java (sdks/java/target/)"
+(cd sdks/java && mvn --quiet --batch-mode -DskipTests package)

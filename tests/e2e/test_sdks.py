@@ -1,14 +1,16 @@
 """The SDKs under sdks/ against a live mesh: `agentmesh up` as a process on free ports, with
 examples/coordinator-worker.yaml applied by `agentmesh apply`, then each SDK's own test suite with
-its own runner (`node --test` for TypeScript, `go test` for Go, `cargo test` for Rust). The
+its own runner (`node --test` for TypeScript, `go test` for Go, `cargo test` for Rust, Maven
+Surefire for Java). The
 suites stream a delegating chat, ask for an unknown agent and page through a session
 (sdks/*/README.md); they find the mesh through AGENTMESH_ADDRESS, AGENTMESH_EMAIL and
 AGENTMESH_PASSWORD.
 
 Also checks that the Go SDK's committed generated code matches protos/ (scripts/gen_sdks.sh).
 
-Without node/npm, Go or cargo the tests skip, except under CI=true, where they fail. Cold caches download
-npm packages, Go modules and crates (from their registries and the module proxy), hence the long timeouts.
+Without node/npm, Go, cargo or Maven and a JDK the tests skip, except under CI=true, where they fail.
+Cold caches download npm packages, Go modules, crates and Maven artifacts (from their registries and
+the module proxy), hence the long timeouts.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TYPESCRIPT = ROOT / "sdks" / "typescript"
 GO = ROOT / "sdks" / "go"
 RUST = ROOT / "sdks" / "rust"
+JAVA = ROOT / "sdks" / "java"
 UP_READY = re.compile(r"^agentmesh is up", re.MULTILINE)
 # Generous: a cold npm ci or Go module download, then the build, on a loaded machine.
 TOOL_TIMEOUT = 480
@@ -152,6 +155,12 @@ def rust_sdk() -> Path:
     return RUST
 
 
+@pytest.fixture(scope="module")
+def java_sdk() -> Path:
+    require("mvn", "javac")
+    return JAVA
+
+
 @pytest.mark.timeout(TOOL_TIMEOUT * 2)
 @pytest.mark.asyncio(loop_scope="module")
 async def test_the_typescript_sdk_passes_its_suite_against_a_live_mesh(
@@ -185,6 +194,23 @@ async def test_the_rust_sdk_passes_its_suite_against_a_live_mesh(
     assert code == 0, output[-6000:]
     assert re.search(r"^test result: ok\. [1-9]\d* passed", output, re.MULTILINE), output[-3000:]
     assert "SKIPPED" not in output, output[-3000:]
+
+
+@pytest.mark.timeout(TOOL_TIMEOUT * 2)
+@pytest.mark.asyncio(loop_scope="module")
+async def test_the_java_sdk_passes_its_suite_against_a_live_mesh(
+    java_sdk: Path, mesh_environment: dict[str, str]
+) -> None:
+    code, output = await run(
+        "mvn", "--batch-mode", "--no-transfer-progress", "verify", cwd=java_sdk, env=mesh_environment
+    )
+    assert code == 0, output[-6000:]
+    summary = re.search(
+        r"Tests run: (\d+), Failures: (\d+), Errors: (\d+), Skipped: (\d+)\s*$", output, re.MULTILINE
+    )
+    assert summary is not None, output[-3000:]
+    run_count, *failed = (int(group) for group in summary.groups())
+    assert run_count >= 5 and failed == [0, 0, 0], output[-3000:]
 
 
 @pytest.mark.timeout(TOOL_TIMEOUT)
