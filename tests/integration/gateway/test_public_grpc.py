@@ -78,6 +78,28 @@ async def test_every_served_rpc_has_a_policy(channel: grpc.aio.Channel, once: No
     assert missing == []
 
 
+async def test_reflection_v1_is_served_beside_v1alpha(channel: grpc.aio.Channel) -> None:
+    """grpcurl and buf curl ask for grpc.reflection.v1 first; its messages are v1alpha's on the wire."""
+    info = channel.stream_stream(
+        "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+        request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+        response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+    )
+    requests = [
+        reflection_pb2.ServerReflectionRequest(list_services=""),
+        reflection_pb2.ServerReflectionRequest(file_containing_symbol="agentmesh.gateway.v1.GatewayService"),
+    ]
+    listed, described = [response async for response in info(iter(requests))]
+    names = {service.name for service in listed.list_services_response.service}
+    assert {"grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"} <= names
+    assert "agentmesh.gateway.v1.GatewayService" in names
+    files = [
+        descriptor_pb2.FileDescriptorProto.FromString(raw)
+        for raw in described.file_descriptor_response.file_descriptor_proto
+    ]
+    assert any(service.name == "GatewayService" for file in files for service in file.service)
+
+
 async def test_registry_rpcs_through_the_gateway(channel: grpc.aio.Channel) -> None:
     registry = reg_grpc.RegistryServiceStub(channel)
     email = f"grpc-{suffix()}@example.com"

@@ -20,6 +20,7 @@ from grpc_reflection.v1alpha import reflection_pb2
 
 from agentmesh.gateway.models import AgentRef
 from agentmesh.runtime.identity import Access
+from agentmesh.runtime.server import REFLECTION_V1
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,7 @@ RPC_POLICY: Mapping[str, Rule] = {
     # Infrastructure every gRPC server has.
     **_whole_service(health_pb2.DESCRIPTOR.services_by_name["Health"], PUBLIC),
     **_whole_service(reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"], PUBLIC),
+    f"/{REFLECTION_V1}/ServerReflectionInfo": PUBLIC,  # v1: v1alpha's one method, renamed
 }
 
 _OWNER_BY_ID = owner(_path_project_id)

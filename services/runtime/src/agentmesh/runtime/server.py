@@ -3,9 +3,9 @@
 `bind_server` builds a `grpc.aio` server with the shared interceptors and binds it (port 0 picks a
 free one), so a composition root knows its port before it builds what depends on it (an executor
 advertises its address); `GrpcServer.start` adds the services, the standard health service and
-server reflection, and starts it. `start_server` does both at once. `GrpcServer.stop` drains:
-health turns NOT_SERVING first, so balancers stop sending new work, then in-flight calls get the
-grace period to finish.
+server reflection (`grpc.reflection.v1` and `v1alpha`), and starts it. `start_server` does both at
+once. `GrpcServer.stop` drains: health turns NOT_SERVING first, so balancers stop sending new work,
+then in-flight calls get the grace period to finish.
 """
 
 from __future__ import annotations
@@ -18,11 +18,29 @@ from dataclasses import dataclass
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2
+from grpc_reflection.v1alpha._async import ReflectionServicer
 
 from agentmesh.runtime.interceptors import ServerInterceptor
 
 logger = logging.getLogger(__name__)
+
+# grpcio-reflection serves only v1alpha; grpcurl, buf curl and Postman ask for v1 first. The two
+# versions' messages are the same on the wire (v1 is v1alpha renamed), so v1 is the same servicer
+# under the v1 service name, with v1alpha's (de)serializers.
+REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
+
+
+def _add_reflection_v1(service_names: Sequence[str], server: grpc.aio.Server) -> None:
+    servicer = ReflectionServicer(service_names)
+    handler = grpc.stream_stream_rpc_method_handler(
+        servicer.ServerReflectionInfo,
+        request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
+        response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
+    )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(REFLECTION_V1, {"ServerReflectionInfo": handler}),)
+    )
 
 
 @dataclass(frozen=True)
@@ -53,9 +71,9 @@ class GrpcServer:
             service.add_to_server(self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self.server)
         self._service_names = tuple(service.name for service in services)
-        reflection.enable_server_reflection(
-            [*self._service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server
-        )
+        reflected = [*self._service_names, health.SERVICE_NAME, REFLECTION_V1, reflection.SERVICE_NAME]
+        reflection.enable_server_reflection(reflected, self.server)
+        _add_reflection_v1(reflected, self.server)
         await self.server.start()
         await self.set_serving(True)
         logger.info("serving %s on %s", ", ".join(self._service_names), self.address)
