@@ -91,15 +91,29 @@ func (DelegationOutcome) EnumDescriptor() ([]byte, []int) {
 // RunEvent is one step of an agent run as it streams: from an executor's Run to the gateway, and
 // from the gateway's StreamChat to the client. A delegated worker's events travel up through its
 // caller's stream with `delegation_path` naming the chain of agents below the addressed one.
+//
+// Every run of the tree ends with its own `run_completed` or `run_failed`, so a delegated
+// worker's final event arrives mid-stream (with a non-empty `delegation_path`); the stream's last
+// event is the addressed run's final event (empty `delegation_path`, the `run_id` of the stream's
+// first event).
+//
+// Agents are named by their name within their project (`worker`), not "{project}/{agent}": a
+// delegation never leaves its project. JSON, stated once for every package: the gateway's REST and
+// SSE write an event's kind as the oneof field's name (`run_completed`) and every enum value in
+// lower case without its type prefix (`EVENT_TYPE_RUN_COMPLETED` is `run_completed`,
+// `AGENT_STATUS_IDLE` is `idle`); the canonical proto3 JSON mapping (`buf curl`, grpc-gateway
+// style tools) keeps the full names.
 type RunEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The run this event belongs to.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// The session the run works on.
 	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// The agent that produced this event.
+	// The agent that produced this event: its name within the project.
 	Agent string `protobuf:"bytes,3,opt,name=agent,proto3" json:"agent,omitempty"`
-	// Agents between the addressed agent and `agent`, outermost first; empty for the addressed agent.
+	// The agents that delegated down to `agent`, outermost first, starting with the addressed agent
+	// (a worker called by the addressed coordinator has ["coordinator"]); empty for the addressed
+	// agent's own events.
 	DelegationPath []string `protobuf:"bytes,4,rep,name=delegation_path,json=delegationPath,proto3" json:"delegation_path,omitempty"`
 	// Memory `seq` of the event this step recorded, 0 when it recorded none.
 	Seq int64 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`

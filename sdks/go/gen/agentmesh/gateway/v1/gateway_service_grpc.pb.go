@@ -35,7 +35,13 @@ type GatewayServiceClient interface {
 	// agent or a project the caller may not see), FAILED_PRECONDITION (paused or terminated agent),
 	// INVALID_ARGUMENT, RESOURCE_EXHAUSTED (message too large or rate limited).
 	Chat(ctx context.Context, in *ChatRequest, opts ...grpc.CallOption) (*ChatResponse, error)
-	// As Chat, streaming every step of the run, the sub-agents' included.
+	// As Chat, streaming every step of the run, the sub-agents' included. Delegated agents' events
+	// arrive in between with a non-empty `delegation_path`, their own `run_completed` or
+	// `run_failed` among them; the stream ends after the addressed run's `run_completed` or
+	// `run_failed` (empty `delegation_path`). A run that fails after it started ends the stream with
+	// `run_failed` (whose `status` is the google.rpc.Status of the failure), not with an RPC error;
+	// errors before the run starts are the RPC's status, as for Chat, with a google.rpc.ErrorInfo
+	// detail whose `reason` (AGENT_NOT_FOUND, AGENT_PAUSED, ...) programs can switch on.
 	StreamChat(ctx context.Context, in *StreamChatRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamChatResponse], error)
 }
 
@@ -88,7 +94,13 @@ type GatewayServiceServer interface {
 	// agent or a project the caller may not see), FAILED_PRECONDITION (paused or terminated agent),
 	// INVALID_ARGUMENT, RESOURCE_EXHAUSTED (message too large or rate limited).
 	Chat(context.Context, *ChatRequest) (*ChatResponse, error)
-	// As Chat, streaming every step of the run, the sub-agents' included.
+	// As Chat, streaming every step of the run, the sub-agents' included. Delegated agents' events
+	// arrive in between with a non-empty `delegation_path`, their own `run_completed` or
+	// `run_failed` among them; the stream ends after the addressed run's `run_completed` or
+	// `run_failed` (empty `delegation_path`). A run that fails after it started ends the stream with
+	// `run_failed` (whose `status` is the google.rpc.Status of the failure), not with an RPC error;
+	// errors before the run starts are the RPC's status, as for Chat, with a google.rpc.ErrorInfo
+	// detail whose `reason` (AGENT_NOT_FOUND, AGENT_PAUSED, ...) programs can switch on.
 	StreamChat(*StreamChatRequest, grpc.ServerStreamingServer[StreamChatResponse]) error
 	mustEmbedUnimplementedGatewayServiceServer()
 }

@@ -65,7 +65,13 @@ class GatewayServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def StreamChat(self, request, context):
-        """As Chat, streaming every step of the run, the sub-agents' included.
+        """As Chat, streaming every step of the run, the sub-agents' included. Delegated agents' events
+        arrive in between with a non-empty `delegation_path`, their own `run_completed` or
+        `run_failed` among them; the stream ends after the addressed run's `run_completed` or
+        `run_failed` (empty `delegation_path`). A run that fails after it started ends the stream with
+        `run_failed` (whose `status` is the google.rpc.Status of the failure), not with an RPC error;
+        errors before the run starts are the RPC's status, as for Chat, with a google.rpc.ErrorInfo
+        detail whose `reason` (AGENT_NOT_FOUND, AGENT_PAUSED, ...) programs can switch on.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -42,7 +42,14 @@ class GatewayServiceStub:
     INVALID_ARGUMENT, RESOURCE_EXHAUSTED (message too large or rate limited).
     """
     StreamChat: _grpc.UnaryStreamMultiCallable[_gateway_service_pb2.StreamChatRequest, _gateway_service_pb2.StreamChatResponse]
-    """As Chat, streaming every step of the run, the sub-agents' included."""
+    """As Chat, streaming every step of the run, the sub-agents' included. Delegated agents' events
+    arrive in between with a non-empty `delegation_path`, their own `run_completed` or
+    `run_failed` among them; the stream ends after the addressed run's `run_completed` or
+    `run_failed` (empty `delegation_path`). A run that fails after it started ends the stream with
+    `run_failed` (whose `status` is the google.rpc.Status of the failure), not with an RPC error;
+    errors before the run starts are the RPC's status, as for Chat, with a google.rpc.ErrorInfo
+    detail whose `reason` (AGENT_NOT_FOUND, AGENT_PAUSED, ...) programs can switch on.
+    """
 
 @_typing.type_check_only
 class GatewayServiceAsyncStub(GatewayServiceStub):
@@ -58,7 +65,14 @@ class GatewayServiceAsyncStub(GatewayServiceStub):
     INVALID_ARGUMENT, RESOURCE_EXHAUSTED (message too large or rate limited).
     """
     StreamChat: _aio.UnaryStreamMultiCallable[_gateway_service_pb2.StreamChatRequest, _gateway_service_pb2.StreamChatResponse]  # type: ignore[assignment]
-    """As Chat, streaming every step of the run, the sub-agents' included."""
+    """As Chat, streaming every step of the run, the sub-agents' included. Delegated agents' events
+    arrive in between with a non-empty `delegation_path`, their own `run_completed` or
+    `run_failed` among them; the stream ends after the addressed run's `run_completed` or
+    `run_failed` (empty `delegation_path`). A run that fails after it started ends the stream with
+    `run_failed` (whose `status` is the google.rpc.Status of the failure), not with an RPC error;
+    errors before the run starts are the RPC's status, as for Chat, with a google.rpc.ErrorInfo
+    detail whose `reason` (AGENT_NOT_FOUND, AGENT_PAUSED, ...) programs can switch on.
+    """
 
 class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
     """GatewayService is the public chat API. Clients send `authorization: Bearer <token>` metadata.
@@ -83,6 +97,13 @@ class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _gateway_service_pb2.StreamChatRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_gateway_service_pb2.StreamChatResponse], _abc.AsyncIterator[_gateway_service_pb2.StreamChatResponse]]:
-        """As Chat, streaming every step of the run, the sub-agents' included."""
+        """As Chat, streaming every step of the run, the sub-agents' included. Delegated agents' events
+        arrive in between with a non-empty `delegation_path`, their own `run_completed` or
+        `run_failed` among them; the stream ends after the addressed run's `run_completed` or
+        `run_failed` (empty `delegation_path`). A run that fails after it started ends the stream with
+        `run_failed` (whose `status` is the google.rpc.Status of the failure), not with an RPC error;
+        errors before the run starts are the RPC's status, as for Chat, with a google.rpc.ErrorInfo
+        detail whose `reason` (AGENT_NOT_FOUND, AGENT_PAUSED, ...) programs can switch on.
+        """
 
 def add_GatewayServiceServicer_to_server(servicer: GatewayServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

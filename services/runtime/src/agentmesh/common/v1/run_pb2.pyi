@@ -62,6 +62,18 @@ class RunEvent(_message.Message):
     """RunEvent is one step of an agent run as it streams: from an executor's Run to the gateway, and
     from the gateway's StreamChat to the client. A delegated worker's events travel up through its
     caller's stream with `delegation_path` naming the chain of agents below the addressed one.
+
+    Every run of the tree ends with its own `run_completed` or `run_failed`, so a delegated
+    worker's final event arrives mid-stream (with a non-empty `delegation_path`); the stream's last
+    event is the addressed run's final event (empty `delegation_path`, the `run_id` of the stream's
+    first event).
+
+    Agents are named by their name within their project (`worker`), not "{project}/{agent}": a
+    delegation never leaves its project. JSON, stated once for every package: the gateway's REST and
+    SSE write an event's kind as the oneof field's name (`run_completed`) and every enum value in
+    lower case without its type prefix (`EVENT_TYPE_RUN_COMPLETED` is `run_completed`,
+    `AGENT_STATUS_IDLE` is `idle`); the canonical proto3 JSON mapping (`buf curl`, grpc-gateway
+    style tools) keeps the full names.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -87,12 +99,15 @@ class RunEvent(_message.Message):
     session_id: _builtins.str
     """The session the run works on."""
     agent: _builtins.str
-    """The agent that produced this event."""
+    """The agent that produced this event: its name within the project."""
     seq: _builtins.int
     """Memory `seq` of the event this step recorded, 0 when it recorded none."""
     @_builtins.property
     def delegation_path(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Agents between the addressed agent and `agent`, outermost first; empty for the addressed agent."""
+        """The agents that delegated down to `agent`, outermost first, starting with the addressed agent
+        (a worker called by the addressed coordinator has ["coordinator"]); empty for the addressed
+        agent's own events.
+        """
 
     @_builtins.property
     def run_started(self) -> Global___RunStarted:
