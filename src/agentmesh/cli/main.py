@@ -11,8 +11,11 @@ from typing import Annotated
 
 import typer
 
+from agentmesh.cli.help import hide_flag_types
 from agentmesh.cli.lazy import LazyCommand, lazy_group
 from agentmesh.cli.mesh import SERVICES
+
+hide_flag_types()
 
 COMMANDS = {
     "trace": LazyCommand(
