@@ -76,6 +76,9 @@ async def test_up_serves_every_service_and_answers_stream_chat_from_buf_curl(tmp
         printed = dict(ADDRESS.findall(up.output(tail_lines=50)))
         assert set(printed) == {"registry", "memory", "executor", "gateway"}
         assert printed["gateway"] == f"127.0.0.1:{grpc_port}"
+        started = up.output()
+        assert '"logger": "alembic' not in started  # no migration chatter: one line per migrated database
+        assert started.count("migrated alembic_version_") == 2, started
         for name, address in printed.items():
             code, out, _ = await run(sys.executable, "-m", "agentmesh.cli.main", "healthcheck", address)
             assert (code, out.strip()) == (0, "SERVING"), name

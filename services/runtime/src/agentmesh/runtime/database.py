@@ -6,14 +6,18 @@ table, so registry and memory can share one PostgreSQL database or use separate 
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+logger = logging.getLogger(__name__)
 
 
 def normalize_url(url: str) -> str:
@@ -47,7 +51,13 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 async def upgrade(engine: AsyncEngine, migrations: Path, *, version_table: str) -> None:
-    """Applies a service's migrations up to head, inside one connection."""
+    """Applies a service's migrations up to head, inside one connection. Alembic's own INFO lines
+    are silenced (`runtime.logging`); one line says what changed, when something did."""
+
+    def revision(connection: Connection) -> str | None:
+        return MigrationContext.configure(
+            connection, opts={"version_table": version_table}
+        ).get_current_revision()
 
     def run(connection: Connection) -> None:
         if connection.dialect.name == "postgresql":
@@ -57,7 +67,11 @@ async def upgrade(engine: AsyncEngine, migrations: Path, *, version_table: str) 
         config.set_main_option("script_location", str(migrations))
         config.attributes["connection"] = connection
         config.attributes["version_table"] = version_table
+        before = revision(connection)
         command.upgrade(config, "head")
+        after = revision(connection)
+        if after != before:
+            logger.info("migrated %s from %s to %s", version_table, before or "an empty database", after)
 
     async with engine.begin() as connection:
         await connection.run_sync(run)

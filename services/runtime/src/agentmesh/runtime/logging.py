@@ -69,3 +69,6 @@ def configure_logging(
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # Alembic narrates every start (plugin setup, "Context impl", "Will assume…"); what matters is
+    # said once by runtime.database when a migration actually ran.
+    logging.getLogger("alembic").setLevel(max(logging.WARNING, root.level))
