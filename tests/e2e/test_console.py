@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
+import shutil
 import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -85,9 +87,12 @@ def chromium() -> tuple[str, str]:
 
 
 @pytest.fixture(scope="module")
-def artifacts(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Path]:
-    """Where screenshots go: a pytest temp folder (pytest keeps the last few runs'), printed."""
-    folder = tmp_path_factory.mktemp("console-screenshots", numbered=True)
+def artifacts(request: pytest.FixtureRequest) -> Iterator[Path]:
+    """Where screenshots go: `test-artifacts/console/` in the repository (ignored by git), or
+    the folder AGENTMESH_TEST_ARTIFACTS names; emptied first, printed at the end."""
+    folder = Path(os.environ.get("AGENTMESH_TEST_ARTIFACTS") or ROOT / "test-artifacts") / "console"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
     yield folder
     if any(folder.iterdir()):
         # Past output capturing, so that the path shows whether the tests passed or not.

@@ -80,6 +80,8 @@ export async function chatView(api, projectId, agentId, sessionId) {
     } finally {
       reply.element.classList.remove("streaming");
       running = null;
+      // The agent's status settles just after the answer: look again soon, not in two seconds.
+      lastPoll = Date.now() - POLL_IDLE_MS + 500;
       send.disabled = false;
       stop.hidden = true;
       await panel.poll();

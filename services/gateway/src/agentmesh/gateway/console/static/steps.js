@@ -25,7 +25,6 @@ function renderRun(run, origin) {
       h("strong", { class: "run-agent" }, run.agent),
       h("span", { class: "muted mono" }, `run ${run.id.startsWith("event:") ? "—" : shortId(run.id)}`),
       h("span", { class: "spacer" }),
-      state === "running" ? h("span", { class: "spinner", title: "running" }) : null,
       badge(state),
       h("span", { class: "muted" }, duration(span.end - span.start)),
     ),
