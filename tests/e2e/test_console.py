@@ -30,10 +30,12 @@ pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "coordinator-worker.yaml"
 STATIC = ROOT / "services" / "gateway" / "src" / "agentmesh" / "gateway" / "console" / "static"
+TOKENS_KEY = "agentmesh.console.tokens"  # where the console keeps its tokens (sessionStorage)
 UP_READY = re.compile(r"^agentmesh is up", re.MULTILINE)
 # The worker thinks this long after its tool call, so that the console is seen mid-run.
-WORKER_THINKS_SECONDS = 3.0
+WORKER_THINKS_SECONDS = 1.5
 ANSWER = "Done: the worker processed task 42"
+MARKUP = '<b>Process task 42</b><img src="x" onerror="window.injected = 1">'
 DELEGATION_KINDS = [
     "user_message",
     "delegation_request",
@@ -283,7 +285,7 @@ async def test_sign_in_chat_and_watch_every_step_of_the_delegation_live(
 
 async def test_browse_sessions_and_continue_one_in_chat(console: ConsolePage, mesh: Mesh) -> None:
     # A session begun elsewhere, through the OpenAI-compatible API.
-    chat = {"model": "demo/coordinator", "messages": [{"role": "user", "content": "Process task 42"}]}
+    chat = {"model": "demo/coordinator", "messages": [{"role": "user", "content": MARKUP}]}
     reply = await mesh.http.post("/v1/chat/completions", json=chat, headers={"X-Session-Id": "from-the-api"})
     assert reply.status_code == 200, reply.text
 
@@ -292,6 +294,10 @@ async def test_browse_sessions_and_continue_one_in_chat(console: ConsolePage, me
     console.click('tr[data-session="from-the-api"]', "the session in the list")
     worker = '.session-panel .run[data-agent="coordinator"] .nested .run[data-agent="worker"]'
     assert console.text(f"{worker} .tool-name") == "get_current_time"
+    # What users and agents write is shown as text, never run as markup.
+    assert console.text(".session-panel .step-user_message .step-body") == MARKUP
+    assert console.all(".session-panel img, .session-panel b") == []
+    assert console.driver.execute_script("return window.injected === undefined")
     console.shot("session")
     console.click('[data-tab="waterfall"]')
     assert len(console.all('.wf-row[data-kind="run"]')) == 2
@@ -299,7 +305,7 @@ async def test_browse_sessions_and_continue_one_in_chat(console: ConsolePage, me
 
     console.click("a.button.primary", "continue in chat")
     console.find(".message-user", "the earlier conversation")
-    assert console.texts(".message-user .bubble-text") == ["Process task 42"]
+    assert console.texts(".message-user .bubble-text") == [MARKUP]
     assert ANSWER in console.texts(".message-assistant .bubble-text")[0]
     assert console.text(".session-id a") == "session from-the-api"
     console.shot("continued")
@@ -347,10 +353,39 @@ async def test_pause_resume_and_terminate_agents_with_live_status(console: Conso
     console.shot("terminated")
 
 
-async def test_signing_out_returns_to_the_sign_in_page(console: ConsolePage) -> None:
+async def test_an_expired_token_is_refreshed_and_signing_out_returns_to_the_sign_in_page(
+    console: ConsolePage,
+) -> None:
     await signed_in(console)
+    # An access token that no longer works: the console refreshes it and carries on.
+    console.driver.execute_script(
+        "const tokens = JSON.parse(sessionStorage.getItem(arguments[0]));"
+        "tokens.access_token = 'expired';"
+        "sessionStorage.setItem(arguments[0], JSON.stringify(tokens));",
+        TOKENS_KEY,
+    )
+    console.driver.refresh()
+    console.find(".project-card", "the projects after refreshing the token")
+    assert console.driver.execute_script(
+        "return JSON.parse(sessionStorage.getItem(arguments[0])).access_token !== 'expired'", TOKENS_KEY
+    )
     assert SUPERUSER_EMAIL in console.text(".user")
     console.click('[data-action="sign-out"]')
     console.find("input[name=email]", "the sign-in form")
     console.open("#/projects")
     console.find("input[name=email]", "the sign-in form after a reload")
+
+
+# --- without a browser --------------------------------------------------------------------------
+
+
+async def test_without_chromium_the_browser_tests_skip_and_under_ci_they_fail(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(shutil, "which", lambda _: None)
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="chromium-driver"):
+        browser_binaries()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="required under CI=true"):
+        browser_binaries()
