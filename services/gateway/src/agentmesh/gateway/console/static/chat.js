@@ -14,7 +14,7 @@ export async function chatView(api, projectId, agentId, sessionId) {
   const project = await api.get(`/api/v1/projects/${enc(projectId)}`);
   const agent = await api.get(`/api/v1/projects/${enc(projectId)}/agents/${enc(agentId)}`);
   const model = `${project.slug}/${agent.slug ?? agent.name}`;
-  const panel = new SessionPanel(api, projectId, sessionId);
+  const panel = new SessionPanel(api, projectId, sessionId, { compact: true });
   const status = h("span", { class: "agent-status" }, badge(agent.status));
   const sessionLabel = h("span", { class: "mono muted session-id" });
   const messages = h("div", { class: "messages", "aria-live": "polite" });

@@ -13,8 +13,10 @@ const TABS = [
 ];
 
 export class SessionPanel {
-  constructor(api, projectId, sessionId = null) {
+  /** `compact`: a narrow panel (beside a chat), with fewer columns in the event log. */
+  constructor(api, projectId, sessionId = null, { compact = false } = {}) {
     this.api = api;
+    this.compact = compact;
     this.projectId = projectId;
     this.tab = "steps";
     this.opened = new Set();
@@ -72,7 +74,7 @@ export class SessionPanel {
     const view = {
       steps: () => renderSteps(this.events),
       waterfall: () => renderWaterfall(this.events),
-      events: () => renderEventLog(this.events, this.opened),
+      events: () => renderEventLog(this.events, this.opened, { compact: this.compact }),
     }[this.tab];
     fill(this.body, this.sessionId ? view() : h("p", { class: "empty" }, "Send a message to start a session."));
     this.body.dataset.lastSeq = String(this.lastSeq);
