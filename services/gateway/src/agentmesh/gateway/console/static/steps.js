@@ -51,7 +51,7 @@ function renderEvent(event, run, origin) {
       h("span", { class: `kind kind-${kind}` }, KIND_LABELS[kind] ?? kind),
       h("span", { class: "offset mono muted" }, `+${duration(millis(event.created_at) - origin)}`),
     ),
-    body(event, answer),
+    body(event),
     children.length ? h("div", { class: "nested" }, children.map((child) => renderRun(child, origin))) : null,
     answer ? renderAnswer(event, answer) : pending(event),
     answerChildren.length ? h("div", { class: "nested" }, answerChildren.map((child) => renderRun(child, origin))) : null,
