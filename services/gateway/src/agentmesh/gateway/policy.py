@@ -181,6 +181,9 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     ("GET", "/docs"): PUBLIC,
     ("GET", "/docs/oauth2-redirect"): PUBLIC,
     ("GET", "/redoc"): PUBLIC,
+    # The web console's page and assets; what it shows it fetches with the signed-in user's token.
+    ("GET", "/"): PUBLIC,
+    ("GET", "/console/{asset}"): PUBLIC,
     ("POST", "/api/v1/auth/register"): PUBLIC,
     ("POST", "/api/v1/auth/login"): PUBLIC,
     # The refresh token in the body is the credential.
