@@ -96,6 +96,14 @@ class RegistryClient:
         request = pb.FinishAgentRunsRequest(runs=list(runs))
         return list((await unary(self.stub.FinishAgentRuns, request, metadata=metadata)).results)
 
+    async def resolve_mcp_servers(
+        self, agent_id: str, *, metadata: Metadata | None = None
+    ) -> pb.ResolveMcpServersResponse:
+        """The agent's MCP servers with their secrets, and the names no registered server has
+        (the system principal only)."""
+        request = pb.ResolveMcpServersRequest(agent_id=agent_id)
+        return await unary(self.stub.ResolveMcpServers, request, metadata=metadata)
+
     async def register_executor(
         self, executor_id: str, address: str, *, metadata: Metadata | None = None
     ) -> resources_pb2.Executor:
