@@ -76,7 +76,8 @@ def servers_with_kept_secrets(new: Iterable[McpServer], old: Iterable[McpServer]
     return [with_kept_secrets(server, by_name.get(server.name)) for server in new]
 
 
-def _check(server: McpServer, prefix: str) -> list[FieldViolation]:
+def check_registered(server: McpServer, prefix: str) -> list[FieldViolation]:
+    """A server to register: its definition, and a name that is a DNS label."""
     violations = check_mcp_server(server, prefix=prefix)
     if server.name and not is_dns_label(server.name):
         violations.append(FieldViolation(f"{prefix}.name", DNS_LABEL_RULE))
@@ -100,7 +101,7 @@ class McpServerRegistry:
     async def create(
         self, server: McpServer, *, project_id: str, request_id: str = ""
     ) -> RegisteredMcpServer:
-        _raise_if(_check(server, "mcp_server"))
+        _raise_if(check_registered(server, "mcp_server"))
         now = self._now()
         record = RegisteredMcpServer(
             **server.model_dump(), id=str(uuid.uuid4()), project_id=project_id, created_at=now, updated_at=now
@@ -163,7 +164,7 @@ class McpServerRegistry:
             changed = with_kept_secrets(server, current)
             values = {path: getattr(changed, path) for path in paths}
             updated = current.model_copy(update={**values, "updated_at": self._now()})
-            _raise_if(_check(updated, "mcp_server"))
+            _raise_if(check_registered(updated, "mcp_server"))
             return masked(await tx.update_mcp_server(updated))
 
     async def delete(self, server_id: str) -> None:
