@@ -76,7 +76,8 @@ async def test_servers_are_created_then_left_alone_then_updated_by_field(
     # The secrets cannot be read back, yet a second run sees nothing to do.
     recording.writes.clear()
     again = await apply_text(MESH_YAML, recording, admin)
-    assert {c.action for c in again} == {Action.UNCHANGED} and recording.writes == []
+    assert {c.action for c in again} == {Action.UNCHANGED}, again
+    assert recording.writes == []
 
     # A changed field is written alone; the secrets it does not touch stay.
     changed = MESH_YAML.replace("url: http://kb:8000/mcp", "url: http://kb:9000/mcp").replace(

@@ -396,7 +396,7 @@ def masked_mcp_server(server: resources_pb2.McpServer) -> resources_pb2.McpServe
     shown = resources_pb2.McpServer()
     shown.CopyFrom(server)
     for values in (shown.env, shown.headers):
-        for key in values:
+        for key in list(values):  # not while iterating the map itself
             values[key] = mcp_servers.MASK
     return shown
 
