@@ -963,7 +963,8 @@ type AgentSpec struct {
 	ModelParams *structpb.Struct `protobuf:"bytes,7,opt,name=model_params,json=modelParams,proto3" json:"model_params,omitempty"`
 	// Effective tools.
 	Tools []string `protobuf:"bytes,8,rep,name=tools,proto3" json:"tools,omitempty"`
-	// MCP servers.
+	// MCP servers, as the type lists them (names of registered servers, inline definitions), env
+	// and header values masked: executors get the servers themselves from ResolveMcpServers.
 	McpServers []*McpServer `protobuf:"bytes,9,rep,name=mcp_servers,json=mcpServers,proto3" json:"mcp_servers,omitempty"`
 	// Effective sub-agents.
 	SubAgents []string `protobuf:"bytes,10,rep,name=sub_agents,json=subAgents,proto3" json:"sub_agents,omitempty"`

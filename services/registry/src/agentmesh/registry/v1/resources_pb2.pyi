@@ -622,7 +622,9 @@ class AgentSpec(_message.Message):
 
     @_builtins.property
     def mcp_servers(self) -> _containers.RepeatedCompositeFieldContainer[Global___McpServer]:
-        """MCP servers."""
+        """MCP servers, as the type lists them (names of registered servers, inline definitions), env
+        and header values masked: executors get the servers themselves from ResolveMcpServers.
+        """
 
     @_builtins.property
     def sub_agents(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
