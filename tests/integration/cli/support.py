@@ -28,6 +28,9 @@ WRITES = (
     "pause_agent",
     "resume_agent",
     "delete_agent",
+    "create_mcp_server",
+    "update_mcp_server",
+    "delete_mcp_server",
 )
 
 

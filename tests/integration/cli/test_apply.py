@@ -113,9 +113,14 @@ async def test_apply_creates_every_declared_object(recording: RecordingRegistry,
     assert coordinator["modelParams"] == {"temperature": 0.2, "max_tokens": 500.0}
     assert coordinator["tools"] == ["exit_loop"]
     assert coordinator["mcpServers"] == [
-        {"name": "files", "transport": "stdio", "command": "python", "args": ["-m", "files_server"],
-         "env": {"ROOT": "/data"}}
-    ]  # fmt: skip
+        {
+            "name": "files",
+            "transport": "stdio",
+            "command": "python",
+            "args": ["-m", "files_server"],
+            "env": {"ROOT": "********"},
+        }
+    ]  # fmt: skip  (env values are write-only: the registry shows them masked)
     assert coordinator["kind"] == "AGENT_KIND_LLM"
     assert coordinator["maxSteps"] == 5
     assert coordinator["isActive"] is True

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("agentmesh-test-tools")
@@ -35,6 +35,12 @@ async def wait(seconds: float) -> str:
 def fail(message: str) -> str:
     """Always fails with the message (a deliberate tool error, which reaches the client)."""
     raise ToolError(message)
+
+
+@server.tool()
+def header(name: str, ctx: Context) -> str:
+    """The value of one HTTP header of the request (empty over stdio or when it was not sent)."""
+    return (ctx.headers or {}).get(name.lower(), "")
 
 
 if __name__ == "__main__":

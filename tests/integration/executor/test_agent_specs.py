@@ -17,7 +17,6 @@ from agentmesh.common.v1 import types_pb2
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import DomainError, FailedPrecondition
-from tests.integration.executor.mcp_http import serve_http
 from tests.integration.executor.openai_server import FakeOpenAI, Reply
 from tests.integration.executor.support import SEQUENTIAL, Stack, event_type, final
 
@@ -92,19 +91,21 @@ async def test_a_remembered_agent_that_was_stopped_since_refuses_to_run(stack: S
 
 async def test_an_agent_that_cannot_be_set_up_records_why_after_the_input(stack: Stack) -> None:
     project = await stack.project()
-    async with serve_http() as url:
-        server = resources_pb2.McpServer(name="tools", transport="streamable_http", url=url)
-        agent = await stack.agent(project, "fragile", mcp_servers=[server], mock_responses=["fine"])
-        assert final(await stack.run(agent, "warm up")).run_completed.content == "fine"
+    # A function tool this executor does not have: the agent cannot be built. (An MCP server that
+    # is gone no longer stops a run: it goes on without its tools, see test_mcp_servers_by_name.)
+    agent = await stack.agent(project, "fragile", tools=["no_such_tool"], mock_responses=["fine"])
+    with pytest.raises(DomainError) as first:
+        await stack.run(agent, "warm up")
+    assert first.value.reason == "UNKNOWN_TOOL"
 
-    # The MCP server is gone: a new session cannot build the agent. The executor remembered the
-    # agent, so the input was recorded while the run was starting; the failure follows it.
+    # The executor remembered the agent, so the input was recorded while the run was starting;
+    # the failure follows it.
     session = f"unbuildable-{uuid.uuid4().hex[:8]}"
     with pytest.raises(DomainError) as failed:
         await stack.run(agent, "still there?", session_id=session)
     stored = await stack.events(session)
     assert [event_type(e) for e in stored] == ["user_message", "error"]
-    assert stored[1].metadata["reason"] == failed.value.reason
+    assert stored[1].metadata["reason"] == failed.value.reason == "UNKNOWN_TOOL"
     assert stored[1].parent_event_id == stored[0].id
     await stack.settled(agent)
 

@@ -40,7 +40,7 @@ class _Entry(BaseModel):
 
 
 class McpServerEntry(_Entry):
-    """An MCP server an agent type takes tools from."""
+    """An MCP server an agent type takes tools from, defined inline."""
 
     name: str
     transport: Literal["stdio", "streamable_http"]
@@ -48,6 +48,24 @@ class McpServerEntry(_Entry):
     args: list[str] = []
     url: str = ""
     env: dict[str, str] = {}
+    headers: dict[str, str] = {}
+
+
+class RegisteredMcpServerEntry(_Entry):
+    """An MCP server registered in the registry (kind McpServer): global, or one project's;
+    found by `project` and `name`. Env and header values are write-only secrets."""
+
+    name: str
+    project: str = ""
+    transport: Literal["stdio", "streamable_http"]
+    command: str = ""
+    args: list[str] = []
+    url: str = ""
+    env: dict[str, str] = {}
+    headers: dict[str, str] = {}
+
+
+MCP_SERVER_FIELDS = ("transport", "command", "args", "url", "env", "headers")
 
 
 class AgentTypeEntry(_Entry):
@@ -62,7 +80,7 @@ class AgentTypeEntry(_Entry):
     fallback_models: list[str] = []
     model_params: dict[str, JsonValue] = {}
     tools: list[str] = []
-    mcp_servers: list[McpServerEntry] = []
+    mcp_servers: list[str | McpServerEntry] = []  # a registered server's name, or one inline
     kind: Literal["llm", "loop", "sequential", "parallel"] = "llm"
     sub_agents: list[str] = []
     max_steps: Int32 = 0
@@ -107,6 +125,7 @@ class ApplyDocument(_Entry):
     version: Literal[1] = FORMAT_VERSION
     agent_types: list[AgentTypeEntry] = []
     projects: list[ProjectEntry] = []
+    mcp_servers: list[RegisteredMcpServerEntry] = []
 
 
 # --- Loaded declarations ---------------------------------------------------------------------------
@@ -152,15 +171,30 @@ class DeclaredProject:
 
 
 @dataclass(frozen=True)
+class DeclaredMcpServer:
+    """A registered MCP server of the file: global, or of the project with slug `project_slug`."""
+
+    path: str
+    project_slug: str
+    message: resources_pb2.McpServer
+    declared: tuple[str, ...]
+
+    @property
+    def ref(self) -> str:
+        return f"{self.project_slug}/{self.message.name}" if self.project_slug else self.message.name
+
+
+@dataclass(frozen=True)
 class Manifest:
     """Everything an apply file declares, validated as far as it can be without a registry."""
 
     agent_types: tuple[DeclaredAgentType, ...] = ()
     projects: tuple[DeclaredProject, ...] = ()
+    mcp_servers: tuple[DeclaredMcpServer, ...] = ()
 
     @property
     def is_empty(self) -> bool:
-        return not self.agent_types and not self.projects
+        return not self.agent_types and not self.projects and not self.mcp_servers
 
 
 class ApplyError(Exception):
@@ -230,7 +264,8 @@ def load_manifest(text: str) -> Manifest:
         if not isinstance(raw, dict):
             problems.append(
                 FieldViolation(
-                    prefix.rstrip(": "), "a document must be a mapping with agent_types and/or projects"
+                    prefix.rstrip(": "),
+                    "a document must be a mapping with agent_types, projects and/or mcp_servers",
                 )
             )
             continue
@@ -254,6 +289,11 @@ def load_manifest(text: str) -> Manifest:
             for prefix, document in parsed
             for index, entry in enumerate(document.projects)
         ),
+        mcp_servers=tuple(
+            _declared_mcp_server(f"{prefix}mcp_servers[{index}]", entry)
+            for prefix, document in parsed
+            for index, entry in enumerate(document.mcp_servers)
+        ),
     )
     problems = _duplicates(manifest) + _names(manifest)
     if problems:
@@ -272,7 +312,12 @@ def _declared_type(path: str, entry: AgentTypeEntry) -> DeclaredAgentType:
         fallback_models=entry.fallback_models,
         model_params=struct(entry.model_params),
         tools=entry.tools,
-        mcp_servers=[resources_pb2.McpServer(**server.model_dump()) for server in entry.mcp_servers],
+        mcp_servers=[
+            resources_pb2.McpServer(name=server)
+            if isinstance(server, str)
+            else resources_pb2.McpServer(**server.model_dump())
+            for server in entry.mcp_servers
+        ],
         kind=resources_pb2.AgentKind.Value(f"AGENT_KIND_{entry.kind.upper()}"),
         sub_agents=entry.sub_agents,
         max_steps=entry.max_steps,
@@ -281,6 +326,15 @@ def _declared_type(path: str, entry: AgentTypeEntry) -> DeclaredAgentType:
     )
     declared = tuple(name for name in AgentTypeEntry.model_fields if name in entry.model_fields_set)
     return DeclaredAgentType(path=path, message=normalized_agent_type(message), declared=declared)
+
+
+def _declared_mcp_server(path: str, entry: RegisteredMcpServerEntry) -> DeclaredMcpServer:
+    message = resources_pb2.McpServer(**entry.model_dump(exclude={"project"}))
+    message.name = message.name.strip()
+    declared = tuple(name for name in MCP_SERVER_FIELDS if name in entry.model_fields_set)
+    return DeclaredMcpServer(
+        path=path, project_slug=entry.project.strip(), message=message, declared=declared
+    )
 
 
 def _declared_project(path: str, entry: ProjectEntry) -> DeclaredProject:
@@ -340,6 +394,7 @@ def _duplicates(manifest: Manifest) -> list[FieldViolation]:
         ((t.slug, t.path, key_field("slug" in t.declared)) for t in manifest.agent_types),
     )
     check("project", ((p.slug, p.path, key_field("slug" in p.declared)) for p in manifest.projects))
+    check("MCP server", ((s.ref, s.path, "name") for s in manifest.mcp_servers))
     for project in manifest.projects:
         check("agent", ((a.name, a.path, "name") for a in project.agents))
     return problems
@@ -349,6 +404,8 @@ def _names(manifest: Manifest) -> list[FieldViolation]:
     problems: list[FieldViolation] = []
     for entry in (*manifest.agent_types, *manifest.projects):
         problems += check_slug(entry.slug, field=f"{entry.path}.slug")
+    for server in manifest.mcp_servers:
+        problems += check_slug(server.message.name, field=f"{server.path}.name")
     for project in manifest.projects:
         for agent in project.agents:
             problems += check_agent_name(agent.name, field=f"{agent.path}.name")

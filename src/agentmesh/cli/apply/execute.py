@@ -65,6 +65,19 @@ class _Executor:
                     await self._registry.update_project(
                         project_step.message, project_step.change.fields, metadata=self._metadata
                     )
+        for server_step in plan.mcp_servers:
+            async with self._writing(server_step.path, server_step.change):
+                if server_step.change.action is Action.CREATE:
+                    server = resources_pb2.McpServer()
+                    server.CopyFrom(server_step.message)
+                    server.project_id = project_ids.get(server_step.project_slug, "")
+                    await self._registry.create_mcp_server(
+                        server, request_id=_request_id(), metadata=self._metadata
+                    )
+                elif server_step.change.action is Action.UPDATE:
+                    await self._registry.update_mcp_server(
+                        server_step.message, server_step.change.fields, metadata=self._metadata
+                    )
         await self._agents(plan, type_ids, project_ids)
 
     async def _agents(self, plan: Plan, type_ids: dict[str, str], project_ids: dict[str, str]) -> None:
@@ -137,7 +150,7 @@ class _Executor:
 def _file_path(entry_path: str, request_field: str) -> str:
     """A registry field path (`agent_type.max_steps`, `agent.config.tools`) as a file path."""
     head, _, rest = request_field.partition(".")
-    if head in ("agent_type", "project", "agent") and rest:
+    if head in ("agent_type", "project", "agent", "mcp_server") and rest:
         return f"{entry_path}.{rest}"
     return f"{entry_path} ({request_field})"
 

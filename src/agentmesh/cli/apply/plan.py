@@ -14,6 +14,7 @@ from agentmesh.cli.apply.document import (
     ApplyError,
     DeclaredAgent,
     DeclaredAgentType,
+    DeclaredMcpServer,
     DeclaredProject,
     Manifest,
 )
@@ -22,7 +23,9 @@ from agentmesh.registry.client import (
     RegistryClient,
     check_agent_config,
     check_agent_type,
+    check_mcp_server,
     check_project,
+    masked_mcp_server,
 )
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import FieldViolation, NotFound
@@ -43,7 +46,7 @@ class Change:
     """One declared object and what apply does (or, in a dry run, would do) to it; `fields` names
     the fields an update changes."""
 
-    kind: Literal["agent type", "project", "agent"]
+    kind: Literal["agent type", "project", "MCP server", "agent"]
     ref: str
     action: Action
     fields: tuple[str, ...] = ()
@@ -68,6 +71,17 @@ class ProjectStep:
 
 
 @dataclass
+class McpServerStep:
+    """A registered MCP server to write: `message` is the whole state to write (with its id when
+    it exists); a project's server is created in the project with slug `project_slug`."""
+
+    change: Change
+    path: str
+    project_slug: str
+    message: resources_pb2.McpServer
+
+
+@dataclass
 class AgentStep:
     """An agent to write; `config` is the full config, `id` is set once it exists."""
 
@@ -86,13 +100,14 @@ class Plan:
 
     agent_types: list[TypeStep] = field(default_factory=list)
     projects: list[ProjectStep] = field(default_factory=list)
+    mcp_servers: list[McpServerStep] = field(default_factory=list)
     agents: list[AgentStep] = field(default_factory=list)
     type_ids: dict[str, str] = field(default_factory=dict)  # slug → id of existing types
     agent_names: dict[str, set[str]] = field(default_factory=dict)  # project slug → existing agents
 
     @property
     def changes(self) -> list[Change]:
-        return [step.change for step in (*self.agent_types, *self.projects, *self.agents)]
+        return [step.change for step in (*self.agent_types, *self.projects, *self.mcp_servers, *self.agents)]
 
 
 async def plan_manifest(manifest: Manifest, registry: RegistryClient, *, metadata: Metadata) -> Plan:
@@ -125,6 +140,7 @@ class _Planner:
                 agent_step = await self._agent_step(project, agent, existing, known, planned_types)
                 if agent_step is not None:
                     plan.agents.append(agent_step)
+        await self._mcp_server_steps(manifest, plan)
         plan.type_ids = {slug: m.id for slug, m in self._types_by_slug.items() if m is not None}
         if self.problems:
             raise ApplyError(self.problems)
@@ -136,7 +152,12 @@ class _Planner:
             wanted, action, changed = declared.message, Action.CREATE, ()
         else:
             wanted = overlay(current, declared.message, declared.declared)
-            changed = differing(declared.declared, wanted, current)
+            # Inline servers' env and header values are write-only: compared as the registry shows them.
+            shown = resources_pb2.AgentType()
+            shown.CopyFrom(wanted)
+            shown.ClearField("mcp_servers")
+            shown.mcp_servers.extend(masked_mcp_server(server) for server in wanted.mcp_servers)
+            changed = differing(declared.declared, shown, current)
             action = Action.UPDATE if changed else Action.UNCHANGED
         if action is not Action.UNCHANGED:
             self.problems += check_agent_type(wanted, field=declared.path)
@@ -154,6 +175,62 @@ class _Planner:
                     f"agent types are managed by superusers; signed in as {user.email}, who is not one",
                 )
             )
+
+    async def _mcp_server_steps(self, manifest: Manifest, plan: Plan) -> None:
+        """Registered MCP servers: superusers only (even reading them), compared field by field;
+        env and header values are write-only, so only their keys can be compared."""
+        if not manifest.mcp_servers:
+            return
+        user = await self._registry.get_current_user(metadata=self._metadata)
+        if not user.is_superuser:
+            self.problems.append(
+                FieldViolation(
+                    manifest.mcp_servers[0].path,
+                    f"MCP servers are managed by superusers; signed in as {user.email}, who is not one",
+                )
+            )
+            return
+        planned_projects = {step.message.slug: step.message.id for step in plan.projects}
+        for declared in manifest.mcp_servers:
+            project_id = ""
+            if declared.project_slug:
+                if declared.project_slug in planned_projects:
+                    project_id = planned_projects[declared.project_slug]
+                else:
+                    try:
+                        found = await self._registry.get_project(
+                            slug=declared.project_slug, metadata=self._metadata
+                        )
+                    except NotFound:
+                        self.problems.append(
+                            FieldViolation(
+                                f"{declared.path}.project",
+                                f"no project {declared.project_slug!r} in this file or the registry",
+                            )
+                        )
+                        continue
+                    project_id = found.id
+            plan.mcp_servers.append(await self._mcp_server_step(declared, project_id))
+
+    async def _mcp_server_step(self, declared: DeclaredMcpServer, project_id: str) -> McpServerStep:
+        current = None
+        if project_id or not declared.project_slug:  # a project still to be created has none
+            try:
+                current = await self._registry.get_mcp_server(
+                    name=declared.message.name, project_id=project_id, metadata=self._metadata
+                )
+            except NotFound:
+                current = None
+        if current is None:
+            wanted, action, changed = declared.message, Action.CREATE, ()
+        else:
+            wanted = overlay(current, declared.message, declared.declared)
+            changed = differing(declared.declared, masked_mcp_server(wanted), current)
+            action = Action.UPDATE if changed else Action.UNCHANGED
+        if action is not Action.UNCHANGED:
+            self.problems += check_mcp_server(wanted, field=declared.path)
+        change = Change("MCP server", declared.ref, action, changed)
+        return McpServerStep(change, declared.path, declared.project_slug, wanted)
 
     async def _project_step(
         self, declared: DeclaredProject
@@ -280,7 +357,9 @@ def overlay(current: M, declared: M, names: Iterable[str]) -> M:
         wanted.ClearField(name)
         descriptor = declared.DESCRIPTOR.fields_by_name[name]
         value = getattr(declared, name)
-        if descriptor.is_repeated:
+        if descriptor.message_type is not None and descriptor.message_type.GetOptions().map_entry:
+            getattr(wanted, name).update(value)
+        elif descriptor.is_repeated:
             getattr(wanted, name).extend(value)
         elif descriptor.has_presence and not declared.HasField(name):
             continue

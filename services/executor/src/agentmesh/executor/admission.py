@@ -19,6 +19,7 @@ from agentmesh.executor.agent import kind_name
 from agentmesh.executor.errors import DelegationDepthExceeded, NoSubAgents
 from agentmesh.executor.finisher import RunFinisher
 from agentmesh.executor.recorder import EventType, Recorder
+from agentmesh.executor.secrets import Secrets
 from agentmesh.executor.specs import AgentSpecs, SpecKey
 from agentmesh.executor.v1 import executor_service_pb2
 from agentmesh.memory.client import MemoryClient
@@ -94,7 +95,9 @@ class RunAdmission:
         specs: AgentSpecs,
         finisher: RunFinisher,
         max_delegation_depth: int,
+        secrets: Secrets | None = None,
     ) -> None:
+        self._secrets = secrets
         self._registry = registry
         self._memory = memory
         self._specs = specs
@@ -122,6 +125,7 @@ class RunAdmission:
             agent=agent.spec.agent.name,
             run_id=run_id,
             delegation_id=request.delegation_id,
+            secrets=self._secrets,
         )
         run = AdmittedRun(request, agent.spec, recorder)
         # An agent that was not runnable when last seen, or is new here, is started first, so a

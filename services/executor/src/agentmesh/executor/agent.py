@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentmesh.executor.cache import SessionScope
-from agentmesh.executor.errors import McpServerUnavailable, UnknownTool
+from agentmesh.executor.errors import UnknownTool
 from agentmesh.executor.models.base import ToolSpec
 from agentmesh.executor.models.factory import ModelBinding, ModelFactory, ModelPlan
 from agentmesh.executor.tools.base import Tool, ToolError
 from agentmesh.executor.tools.builtin import EXIT_LOOP, ExitLoop, builtin_tools
 from agentmesh.executor.tools.mcp import McpConnection, server_signature
+from agentmesh.executor.tools.mcp_resolution import McpServerResolver, UnavailableServer
 from agentmesh.executor.tools.toolset import ToolSet
 from agentmesh.registry.v1 import resources_pb2
 
@@ -65,6 +66,8 @@ class AgentRuntime:
     models: ModelBinding | None
     tools: ToolSet
     sub_agent_tools: ToolSet
+    # MCP servers it goes without (not registered, unreachable, …): every run says so.
+    unavailable_servers: tuple[UnavailableServer, ...] = ()
 
     @property
     def function_calling(self) -> bool:
@@ -87,11 +90,19 @@ class AgentBuilder:
         models: ModelFactory,
         *,
         function_tools: Mapping[str, Callable[[], Tool]] | None = None,
+        mcp_servers: McpServerResolver | None = None,
         mcp_connect_timeout_seconds: float = 30.0,
     ) -> None:
         self._models = models
         self._function_tools = {**builtin_tools(), **(function_tools or {})}
+        self.secrets = models.secrets
+        self._mcp_servers = mcp_servers or McpServerResolver(
+            None, system_metadata=lambda: None, environment={}, secrets=self.secrets
+        )
         self._mcp_connect_timeout_seconds = mcp_connect_timeout_seconds
+        # Builds of an agent that went without an MCP server: part of its signature, so the next
+        # run builds it again and tries to connect again, rather than lacking the tools for good.
+        self._degraded_builds: dict[str, int] = {}
 
     async def plan(self, spec: resources_pb2.AgentSpec) -> tuple[str, ModelPlan | None]:
         """The agent's signature and its model plan (None for workflow kinds)."""
@@ -110,6 +121,7 @@ class AgentBuilder:
             "sub_agents": list(spec.sub_agents),
             "max_steps": spec.max_steps,
             "max_iterations": spec.max_iterations,
+            "degraded_builds": self._degraded_builds.get(spec.agent.id, 0),
         }
         digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
         return digest, plan
@@ -126,17 +138,24 @@ class AgentBuilder:
                     metadata={"tool": name},
                 )
             tools.append(factory())
-        for server in spec.mcp_servers:
+        resolved = await self._mcp_servers.resolve(spec)
+        unavailable = list(resolved.unavailable)
+        for server in resolved.servers:
             try:
                 connection = await scope.get_or_open(
                     server_signature(server),
                     lambda server=server: McpConnection(
-                        server, connect_timeout_seconds=self._mcp_connect_timeout_seconds
+                        server,
+                        connect_timeout_seconds=self._mcp_connect_timeout_seconds,
+                        scrub=self.secrets.scrub,
                     ).open(),
                 )
             except (ToolError, ValueError) as error:
-                raise McpServerUnavailable(str(error), metadata={"server": server.name}) from None
+                unavailable.append(UnavailableServer(server.name, self.secrets.scrub(str(error))))
+                continue
             tools.extend(connection.tools)
+        if unavailable:
+            self._degraded_builds[spec.agent.id] = self._degraded_builds.get(spec.agent.id, 0) + 1
         tool_set = ToolSet(tools)
         sub_agent_tools = tool_set if EXIT_LOOP in tool_set else ToolSet([*tools, ExitLoop()])
         return AgentRuntime(
@@ -145,4 +164,5 @@ class AgentBuilder:
             models=self._models.bind(plan) if plan is not None else None,
             tools=tool_set,
             sub_agent_tools=sub_agent_tools,
+            unavailable_servers=tuple(unavailable),
         )

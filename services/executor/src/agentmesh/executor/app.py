@@ -18,8 +18,10 @@ from agentmesh.executor.delegation import RemoteRuns
 from agentmesh.executor.finisher import RunFinisher
 from agentmesh.executor.models.factory import ModelFactory
 from agentmesh.executor.runner import RunExecutor
+from agentmesh.executor.secrets import Secrets
 from agentmesh.executor.servicer import ExecutorServicer
-from agentmesh.executor.settings import ExecutorSettings
+from agentmesh.executor.settings import ExecutorSettings, process_environment
+from agentmesh.executor.tools.mcp_resolution import McpServerResolver
 from agentmesh.executor.v1 import executor_service_pb2, executor_service_pb2_grpc
 from agentmesh.memory.client import MemoryClient
 from agentmesh.registry.client import RegistryClient
@@ -60,7 +62,8 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
     memory_channel = create_channel(settings.memory_address, max_message_bytes=settings.max_message_bytes)
     registry = RegistryClient(registry_channel)
     memory = MemoryClient(memory_channel)
-    models = ModelFactory(settings)
+    secrets = Secrets()
+    models = ModelFactory(settings, secrets=secrets)
     cache: AgentCache[AgentRuntime] = AgentCache(
         max_entries=settings.cache_max_entries, idle_ttl_seconds=settings.cache_idle_ttl_seconds
     )
@@ -85,7 +88,15 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         settings=settings,
         registry=registry,
         memory=memory,
-        builder=AgentBuilder(models),
+        builder=AgentBuilder(
+            models,
+            mcp_servers=McpServerResolver(
+                registry,
+                system_metadata=system_metadata,
+                environment=process_environment(),
+                secrets=secrets,
+            ),
+        ),
         cache=cache,
         remote=RemoteRuns(router),
         executor_id=executor_id,

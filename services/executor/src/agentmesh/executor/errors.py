@@ -18,18 +18,17 @@ from agentmesh.runtime.errors import (
     FailedPrecondition,
     FieldViolation,
     ResourceExhausted,
-    Unavailable,
     rich_status,
 )
 
 __all__ = [
     "DELEGATION_NOT_ALLOWED",
     "INVALID_BLOCK",
+    "MCP_SERVER_UNAVAILABLE",
     "MODEL_FAILED",
     "SUB_AGENT_FAILED",
     "DelegationDepthExceeded",
     "ExecutorBusy",
-    "McpServerUnavailable",
     "ModelUnavailable",
     "NoSubAgents",
     "UnknownTool",
@@ -44,6 +43,9 @@ SUB_AGENT_FAILED = "SUB_AGENT_FAILED"
 DELEGATION_NOT_ALLOWED = "DELEGATION_NOT_ALLOWED"
 # A fenced ```delegate / ```tool_call block that does not parse: an `error` event, the run goes on.
 INVALID_BLOCK = "INVALID_BLOCK"
+# An agent's MCP server is not registered or cannot be reached: an `error` event naming it, and the
+# run goes on without its tools.
+MCP_SERVER_UNAVAILABLE = "MCP_SERVER_UNAVAILABLE"
 
 
 class ExecutorBusy(ResourceExhausted):
@@ -74,12 +76,6 @@ class UnknownTool(FailedPrecondition):
     """The agent names a function tool this executor does not have."""
 
     default_reason = "UNKNOWN_TOOL"
-
-
-class McpServerUnavailable(Unavailable):
-    """One of the agent's MCP servers could not be opened."""
-
-    default_reason = "MCP_SERVER_UNAVAILABLE"
 
 
 def run_failed(

@@ -10,6 +10,7 @@ from typing import Any
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.models.base import Usage
+from agentmesh.executor.secrets import Secrets
 
 
 @dataclass(frozen=True)
@@ -53,16 +54,20 @@ class EventSink:
     sub-agents) `emit`; the caller's stream `drain`s. Bounded, so a slow reader slows the run
     instead of buffering without limit."""
 
-    def __init__(self, maxsize: int) -> None:
+    def __init__(self, maxsize: int, *, secrets: Secrets | None = None) -> None:
         self._queue: asyncio.Queue[object] = asyncio.Queue()
         self._slots = asyncio.Semaphore(maxsize)
+        # Every event leaves scrubbed of the executor's secrets (issue 14 item 2).
+        self._secrets = secrets or Secrets()
 
     async def emit(self, event: run_pb2.RunEvent) -> None:
+        self._secrets.scrub_message(event)
         await self._slots.acquire()
         self._queue.put_nowait((event, True))
 
     def emit_last(self, event: run_pb2.RunEvent) -> None:
         """Queues a run's last event without waiting (a cancelled run cannot wait for room)."""
+        self._secrets.scrub_message(event)
         self._queue.put_nowait((event, False))
 
     def close(self) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentmesh.executor.secrets import Secrets
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2, resources_pb2
 from agentmesh.runtime.protos import struct
@@ -43,8 +44,11 @@ class Recorder:
         agent: str,
         run_id: str,
         delegation_id: str = "",
+        secrets: Secrets | None = None,
     ) -> None:
         self._memory = memory
+        # Every event is recorded scrubbed of the executor's secrets (issue 14 item 2).
+        self._secrets = secrets or Secrets()
         self.session_id = session_id
         self.project_id = project_id
         self.agent = agent
@@ -73,10 +77,11 @@ class Recorder:
         trace_id, span_id = current_trace_ids()
         batch = []
         for event in events:
+            content = self._secrets.scrub_value(event.content)
             new = memory_service_pb2.NewEvent(
                 agent=self.agent,
                 event_type=event.event_type,
-                content=event.content if isinstance(event.content, str) else json.dumps(event.content),
+                content=content if isinstance(content, str) else json.dumps(content),
                 run_id=self.run_id,
                 parent_event_id=event.parent_event_id,
                 delegation_id=self.delegation_id if event.delegation_id is None else event.delegation_id,
@@ -85,7 +90,7 @@ class Recorder:
                 idempotency_key=f"{self.run_id}:{next(self._positions)}",
             )
             if event.metadata:
-                new.metadata.CopyFrom(struct(event.metadata))
+                new.metadata.CopyFrom(struct(self._secrets.scrub_value(event.metadata)))
             batch.append(new)
         response = await self._memory.append_events(self.session_id, self.project_id, batch)
         return list(response.events)

@@ -29,7 +29,7 @@ from agentmesh.executor.agent import AgentBuilder, AgentRuntime, kind_name
 from agentmesh.executor.cache import AgentCache
 from agentmesh.executor.delegation import Delegator, RemoteRuns
 from agentmesh.executor.detached import run_detached
-from agentmesh.executor.errors import ExecutorBusy, run_failed
+from agentmesh.executor.errors import MCP_SERVER_UNAVAILABLE, ExecutorBusy, run_failed
 from agentmesh.executor.events import EventSink, RunContext, usage_proto
 from agentmesh.executor.finisher import RunFinisher
 from agentmesh.executor.llm import LlmLoop, read_history
@@ -74,6 +74,7 @@ class RunExecutor:
             specs=AgentSpecs(registry, capacity=settings.agent_spec_cache_size),
             finisher=finisher,
             max_delegation_depth=settings.max_delegation_depth,
+            secrets=builder.secrets,
         )
         self._builder = builder
         self._cache = cache
@@ -100,7 +101,7 @@ class RunExecutor:
         if self._slots.locked():
             raise ExecutorBusy(f"executor is running {self._settings.max_concurrent_runs} runs; try another")
         await self._slots.acquire()
-        sink = EventSink(self._settings.event_buffer_size)
+        sink = EventSink(self._settings.event_buffer_size, secrets=self._builder.secrets)
         task = asyncio.create_task(self._execute(request, sink), name=f"run {request.agent_name}")
         self._runs.add(task)
 
@@ -234,6 +235,13 @@ class RunExecutor:
             # new session has no history, and is not asked for it (memory answers NOT_FOUND).
             received = await run.record_input()
             scope.input_event_id = received.id
+            for server in runtime.unavailable_servers:
+                await scope.error(
+                    MCP_SERVER_UNAVAILABLE,
+                    f"MCP server {server.name!r} is unavailable, so the run goes on without its tools: "
+                    f"{server.reason}",
+                    metadata={"server": server.name},
+                )
             history = (
                 await read_history(
                     self._memory, scope, window=self._settings.history_window_events, exclude_run_id=run_id

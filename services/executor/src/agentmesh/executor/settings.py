@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, model_validator
@@ -109,3 +111,9 @@ class ExecutorSettings(ServiceSettings):
             "openai", ProviderSettings(base_url=self.openai_base_url, api_key=self.openai_api_key)
         )
         return self
+
+
+def process_environment() -> Mapping[str, str]:
+    """The executor's own environment, live: where MCP servers' `${env:NAME}` values are read from
+    when an agent is built, so operators can keep those secrets out of the registry."""
+    return os.environ

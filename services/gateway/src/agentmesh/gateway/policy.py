@@ -130,6 +130,12 @@ RPC_POLICY: Mapping[str, Rule] = {
     _REGISTRY + "ListAgentTypes": AUTHENTICATED,
     _REGISTRY + "UpdateAgentType": SUPERUSER,
     _REGISTRY + "DeleteAgentType": SUPERUSER,
+    # Registered MCP servers: superusers only (their secrets are never shown to anyone).
+    _REGISTRY + "CreateMcpServer": SUPERUSER,
+    _REGISTRY + "GetMcpServer": SUPERUSER,
+    _REGISTRY + "ListMcpServers": SUPERUSER,
+    _REGISTRY + "UpdateMcpServer": SUPERUSER,
+    _REGISTRY + "DeleteMcpServer": SUPERUSER,
     # Projects and everything in them: their owner (the registry lists only visible projects).
     _REGISTRY + "CreateProject": AUTHENTICATED,
     _REGISTRY + "GetProject": owner(lambda r: ProjectTarget(id=r.id, slug=r.slug)),
@@ -150,6 +156,7 @@ RPC_POLICY: Mapping[str, Rule] = {
     _REGISTRY + "StartAgentRun": SYSTEM,
     _REGISTRY + "FinishAgentRun": SYSTEM,
     _REGISTRY + "FinishAgentRuns": SYSTEM,
+    _REGISTRY + "ResolveMcpServers": SYSTEM,  # the one answer with MCP servers' secrets
     _REGISTRY + "RegisterExecutor": SYSTEM,
     _REGISTRY + "ListExecutors": SUPERUSER,
     # Memory: the memory service knows no owners, so the gateway resolves the project itself.
@@ -196,6 +203,11 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     ("GET", "/api/v1/agent-types/slug/{slug}"): AUTHENTICATED,
     ("PATCH", "/api/v1/agent-types/{agent_type_id}"): SUPERUSER,
     ("DELETE", "/api/v1/agent-types/{agent_type_id}"): SUPERUSER,
+    ("POST", "/api/v1/mcp-servers"): SUPERUSER,
+    ("GET", "/api/v1/mcp-servers"): SUPERUSER,
+    ("GET", "/api/v1/mcp-servers/{mcp_server_id}"): SUPERUSER,
+    ("PATCH", "/api/v1/mcp-servers/{mcp_server_id}"): SUPERUSER,
+    ("DELETE", "/api/v1/mcp-servers/{mcp_server_id}"): SUPERUSER,
     ("POST", "/api/v1/projects"): AUTHENTICATED,
     ("GET", "/api/v1/projects"): AUTHENTICATED,
     ("GET", "/api/v1/projects/{project_id}"): _OWNER_BY_ID,

@@ -14,9 +14,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentmesh.registry.auth import Accounts, LoginThrottle, Passwords, RefreshTokenCodec
 from agentmesh.registry.errors import ValidationFailed
+from agentmesh.registry.mcp_servers import McpServerRegistry
 from agentmesh.registry.pagination import PageTokens
 from agentmesh.registry.policy import POLICY, SERVICE
-from agentmesh.registry.registry import AgentRegistry
+from agentmesh.registry.registry import AgentRegistry, utc_now
 from agentmesh.registry.servicer import RegistryServicer
 from agentmesh.registry.settings import RegistrySettings
 from agentmesh.registry.store import SqlRegistryStore
@@ -41,6 +42,7 @@ class Components:
     tokens: TokenCodec
     accounts: Accounts
     registry: AgentRegistry
+    mcp_servers: McpServerRegistry
 
 
 async def open_components(settings: RegistrySettings) -> Components:
@@ -78,7 +80,10 @@ async def open_components(settings: RegistrySettings) -> Components:
         page_tokens=PageTokens(secret),
         executor_ttl_seconds=settings.executor_heartbeat_ttl_seconds,
     )
-    return Components(engine=engine, tokens=tokens, accounts=accounts, registry=registry)
+    mcp_servers = McpServerRegistry(store, page_tokens=PageTokens(secret), clock=utc_now)
+    return Components(
+        engine=engine, tokens=tokens, accounts=accounts, registry=registry, mcp_servers=mcp_servers
+    )
 
 
 async def start(settings: RegistrySettings) -> RunningService:
@@ -86,7 +91,7 @@ async def start(settings: RegistrySettings) -> RunningService:
     try:
         if settings.superuser_email:
             await _bootstrap_superuser(components.accounts, settings)
-        servicer = RegistryServicer(components.accounts, components.registry)
+        servicer = RegistryServicer(components.accounts, components.registry, components.mcp_servers)
         server = await start_server(
             [
                 ServiceBinding(

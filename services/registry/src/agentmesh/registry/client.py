@@ -10,7 +10,7 @@ from collections.abc import Iterable
 import grpc
 from google.protobuf import field_mask_pb2
 
-from agentmesh.registry import convert, validation
+from agentmesh.registry import convert, mcp_servers, validation
 from agentmesh.registry.errors import (
     AgentNotFound,
     AgentPaused,
@@ -95,6 +95,14 @@ class RegistryClient:
         """Finishes several runs in one call; a refused run says why in its result."""
         request = pb.FinishAgentRunsRequest(runs=list(runs))
         return list((await unary(self.stub.FinishAgentRuns, request, metadata=metadata)).results)
+
+    async def resolve_mcp_servers(
+        self, agent_id: str, *, metadata: Metadata | None = None
+    ) -> pb.ResolveMcpServersResponse:
+        """The agent's MCP servers with their secrets, and the names no registered server has
+        (the system principal only)."""
+        request = pb.ResolveMcpServersRequest(agent_id=agent_id)
+        return await unary(self.stub.ResolveMcpServers, request, metadata=metadata)
 
     async def register_executor(
         self, executor_id: str, address: str, *, metadata: Metadata | None = None
@@ -265,6 +273,49 @@ class RegistryClient:
         request = pb.GetAgentMetricsRequest(project_id=project_id, id=agent_id)
         return await unary(self.stub.GetAgentMetrics, request, metadata=metadata)
 
+    # --- MCP servers (superusers) -----------------------------------------------------------
+
+    async def create_mcp_server(
+        self, server: resources_pb2.McpServer, *, request_id: str = "", metadata: Metadata | None = None
+    ) -> resources_pb2.McpServer:
+        request = pb.CreateMcpServerRequest(mcp_server=server, request_id=request_id)
+        return (await unary(self.stub.CreateMcpServer, request, metadata=metadata)).mcp_server
+
+    async def get_mcp_server(
+        self,
+        *,
+        mcp_server_id: str = "",
+        name: str = "",
+        project_id: str = "",
+        metadata: Metadata | None = None,
+    ) -> resources_pb2.McpServer:
+        """By id, or by name and project (none for a global server)."""
+        request = pb.GetMcpServerRequest(id=mcp_server_id, name=name, project_id=project_id)
+        return (await unary(self.stub.GetMcpServer, request, metadata=metadata)).mcp_server
+
+    async def list_mcp_servers(
+        self,
+        *,
+        project_id: str = "",
+        page_size: int = 0,
+        page_token: str = "",
+        page: int = 0,
+        metadata: Metadata | None = None,
+    ) -> pb.ListMcpServersResponse:
+        request = pb.ListMcpServersRequest(
+            project_id=project_id, page_size=page_size, page_token=page_token, page=page
+        )
+        return await unary(self.stub.ListMcpServers, request, metadata=metadata)
+
+    async def update_mcp_server(
+        self, server: resources_pb2.McpServer, paths: Iterable[str], *, metadata: Metadata | None = None
+    ) -> resources_pb2.McpServer:
+        request = pb.UpdateMcpServerRequest(mcp_server=server, update_mask=_mask(paths))
+        return (await unary(self.stub.UpdateMcpServer, request, metadata=metadata)).mcp_server
+
+    async def delete_mcp_server(self, mcp_server_id: str, *, metadata: Metadata | None = None) -> None:
+        await unary(self.stub.DeleteMcpServer, pb.DeleteMcpServerRequest(id=mcp_server_id), metadata=metadata)
+
 
 # --- Checking before writing ---------------------------------------------------------------------
 # A tool that writes several objects (`agentmesh apply`) checks them all before its first write,
@@ -337,3 +388,19 @@ def check_agent_config(
     return validation.check_agent_config(
         convert.agent_config(config), agent_name=agent_name, project_agents=project_agents, prefix=field
     )
+
+
+def masked_mcp_server(server: resources_pb2.McpServer) -> resources_pb2.McpServer:
+    """The server as the registry shows it: env and header values masked (so a declared server
+    compares equal to what a read returns when only the values are unknown)."""
+    shown = resources_pb2.McpServer()
+    shown.CopyFrom(server)
+    for values in (shown.env, shown.headers):
+        for key in list(values):  # not while iterating the map itself
+            values[key] = mcp_servers.MASK
+    return shown
+
+
+def check_mcp_server(server: resources_pb2.McpServer, *, field: str = "mcp_server") -> list[FieldViolation]:
+    """A server to register, as CreateMcpServer checks it."""
+    return mcp_servers.check_registered(convert.mcp_server(server), field)

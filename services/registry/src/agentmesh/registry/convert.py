@@ -8,6 +8,7 @@ from google.protobuf import json_format, struct_pb2
 
 from agentmesh.common.v1 import types_pb2
 from agentmesh.registry.errors import ValidationFailed
+from agentmesh.registry.mcp_servers import masked
 from agentmesh.registry.models import (
     AGENT_CONFIG_FIELDS,
     Agent,
@@ -24,6 +25,7 @@ from agentmesh.registry.models import (
     NewAgent,
     Project,
     ProjectFields,
+    RegisteredMcpServer,
     User,
 )
 from agentmesh.registry.v1 import registry_service_pb2 as service_pb2
@@ -64,22 +66,25 @@ def agent_type_fields(message: pb.AgentType) -> AgentTypeFields:
         fallback_models=list(message.fallback_models),
         model_params=struct_to_dict(message.model_params),
         tools=list(message.tools),
-        mcp_servers=[
-            McpServer(
-                name=server.name,
-                transport=server.transport,
-                command=server.command,
-                args=list(server.args),
-                url=server.url,
-                env=dict(server.env),
-            )
-            for server in message.mcp_servers
-        ],
+        mcp_servers=[mcp_server(server) for server in message.mcp_servers],
         kind=_KIND_FROM_PROTO[message.kind],
         sub_agents=list(message.sub_agents),
         max_steps=message.max_steps,
         max_iterations=message.max_iterations,
         is_active=message.is_active,
+    )
+
+
+def mcp_server(message: pb.McpServer) -> McpServer:
+    """The server's definition (a registered server's id, project and times are not part of it)."""
+    return McpServer(
+        name=message.name.strip(),
+        transport=message.transport,
+        command=message.command,
+        args=list(message.args),
+        url=message.url,
+        env=dict(message.env),
+        headers=dict(message.headers),
     )
 
 
@@ -162,15 +167,25 @@ def tokens_message(tokens: IssuedTokens) -> service_pb2.Tokens:
     )
 
 
-def mcp_server_message(server: McpServer) -> pb.McpServer:
-    return pb.McpServer(
-        name=server.name,
-        transport=server.transport,
-        command=server.command,
-        args=server.args,
-        url=server.url,
-        env=server.env,
+def mcp_server_message(server: McpServer, *, secrets: bool = False) -> pb.McpServer:
+    """The server as answers show it: env and header values masked unless `secrets` (only
+    ResolveMcpServers, for executors, asks for them)."""
+    shown = server if secrets else masked(server)
+    message = pb.McpServer(
+        name=shown.name,
+        transport=shown.transport,
+        command=shown.command,
+        args=shown.args,
+        url=shown.url,
+        env=shown.env,
+        headers=shown.headers,
     )
+    if isinstance(shown, RegisteredMcpServer):
+        message.id = shown.id
+        message.project_id = shown.project_id
+        message.created_at.CopyFrom(timestamp(shown.created_at))
+        message.updated_at.CopyFrom(timestamp(shown.updated_at))
+    return message
 
 
 def agent_type_message(agent_type: AgentType) -> pb.AgentType:

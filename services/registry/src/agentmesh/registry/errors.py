@@ -33,6 +33,8 @@ __all__ = [
     "InvalidCredentials",
     "InvalidTransition",
     "LoginThrottled",
+    "McpServerNameTaken",
+    "McpServerNotFound",
     "ProjectNotFound",
     "RefreshTokenInvalid",
     "RefreshTokenReused",
@@ -127,3 +129,13 @@ class AgentPaused(FailedPrecondition):
 
 class AgentTerminated(FailedPrecondition):
     default_reason = "AGENT_TERMINATED"
+
+
+class McpServerNotFound(NotFound):
+    default_reason = "MCP_SERVER_NOT_FOUND"
+
+
+class McpServerNameTaken(AlreadyExists):
+    """A registered MCP server of that name exists in the same scope (the project, or global)."""
+
+    default_reason = "MCP_SERVER_NAME_TAKEN"

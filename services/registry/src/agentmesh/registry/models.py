@@ -89,14 +89,34 @@ class AgentKind(enum.StrEnum):
 
 
 class McpServer(_Model):
-    """A Model Context Protocol server an agent takes tools from."""
+    """A Model Context Protocol server an agent takes tools from. In an agent type, one with a
+    name and nothing else (no transport) refers to the registered server of that name. `env` and
+    `headers` values are secrets (see `mcp_servers.py`)."""
 
     name: str
-    transport: str
+    transport: str = ""
     command: str = ""
     args: list[str] = Field(default_factory=list)
     url: str = ""
     env: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def is_reference(self) -> bool:
+        return self == McpServer(name=self.name)
+
+
+MCP_SERVER_FIELDS: tuple[str, ...] = tuple(McpServer.model_fields)
+
+
+class RegisteredMcpServer(McpServer):
+    """An MCP server registered in the registry (superusers): global when `project_id` is empty,
+    else usable by that project's agents only, where it hides a global one of the same name."""
+
+    id: str
+    project_id: str = ""
+    created_at: datetime
+    updated_at: datetime
 
 
 class AgentTypeFields(_Model):

@@ -47,6 +47,13 @@ POLICY: Mapping[str, Access] = {
     "StartAgentRun": Access.AUTHENTICATED,
     "FinishAgentRun": Access.AUTHENTICATED,
     "FinishAgentRuns": Access.AUTHENTICATED,
+    "CreateMcpServer": Access.SUPERUSER,
+    "GetMcpServer": Access.SUPERUSER,
+    "ListMcpServers": Access.SUPERUSER,
+    "UpdateMcpServer": Access.SUPERUSER,
+    "DeleteMcpServer": Access.SUPERUSER,
+    # The one answer with MCP servers' secrets: executors only, never a user's token.
+    "ResolveMcpServers": Access.SYSTEM,
     "RegisterExecutor": Access.SYSTEM,
     "ListExecutors": Access.SUPERUSER,
 }

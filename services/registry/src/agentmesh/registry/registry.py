@@ -24,6 +24,7 @@ from agentmesh.registry.errors import (
     ValidationFailed,
 )
 from agentmesh.registry.lifecycle import paused, resolve, resumed, run_started, spec_revision, terminated
+from agentmesh.registry.mcp_servers import servers_with_kept_secrets
 from agentmesh.registry.models import (
     AGENT_CONFIG_FIELDS,
     AGENT_TYPE_FIELDS,
@@ -128,6 +129,8 @@ class AgentRegistry:
                 await tx.get_agent_type(type_id=type_id, for_update=True), AgentTypeNotFound, "agent type"
             )
             changes = {path: getattr(fields, path) for path in paths}
+            if "mcp_servers" in changes:  # a masked secret sent back keeps its value
+                changes["mcp_servers"] = servers_with_kept_secrets(fields.mcp_servers, current.mcp_servers)
             updated = AgentType.model_validate(
                 {**current.model_dump(), **_normalized_type_changes(changes), "updated_at": self._now()}
             )

@@ -8,6 +8,8 @@ import grpc
 
 from agentmesh.registry import convert
 from agentmesh.registry.auth import Accounts
+from agentmesh.registry.mcp_servers import McpServerRegistry
+from agentmesh.registry.mcp_servicer import McpServerRpcs
 from agentmesh.registry.models import FinishedRun
 from agentmesh.registry.registry import AgentRegistry
 from agentmesh.registry.v1 import registry_service_pb2 as pb
@@ -25,12 +27,13 @@ def _caller() -> Principal:
     return principal
 
 
-class RegistryServicer(pb_grpc.RegistryServiceServicer):
-    """Adapts RegistryService RPCs to the registry's rules."""
+class RegistryServicer(McpServerRpcs, pb_grpc.RegistryServiceServicer):
+    """Adapts RegistryService RPCs to the registry's rules (the MCP server RPCs in `McpServerRpcs`)."""
 
-    def __init__(self, accounts: Accounts, registry: AgentRegistry) -> None:
+    def __init__(self, accounts: Accounts, registry: AgentRegistry, mcp_servers: McpServerRegistry) -> None:
         self._accounts = accounts
         self._registry = registry
+        self._mcp_servers = mcp_servers
 
     # Users.
 

@@ -182,18 +182,42 @@ def _mcp_servers(field: str, servers: list[McpServer]) -> list[FieldViolation]:
     names = [server.name for server in servers]
     if len(set(names)) != len(names):
         violations.append(FieldViolation(field, "names must be unique"))
+    if len(servers) > MAX_LIST_ITEMS:
+        violations.append(FieldViolation(field, f"must have at most {MAX_LIST_ITEMS} items"))
     for index, server in enumerate(servers):
         path = f"{field}[{index}]"
-        if not server.name.strip():
-            violations.append(FieldViolation(f"{path}.name", "is required"))
-        if server.transport not in MCP_TRANSPORTS:
+        if server.is_reference:
+            # A registered server's name: it need not exist yet, but must be one it could have.
+            if not is_dns_label(server.name):
+                violations.append(
+                    FieldViolation(f"{path}.name", f"names a registered server: {DNS_LABEL_RULE}")
+                )
+        else:
+            violations += check_mcp_server(server, prefix=path)
+    return violations
+
+
+def check_mcp_server(server: McpServer, *, prefix: str) -> list[FieldViolation]:
+    """One server's definition: a name, a known transport and what that transport needs."""
+    violations = []
+    if not server.name.strip():
+        violations.append(FieldViolation(f"{prefix}.name", "is required"))
+    violations += _max_length(f"{prefix}.name", server.name, MAX_DISPLAY_NAME)
+    if server.transport not in MCP_TRANSPORTS:
+        violations.append(
+            FieldViolation(f"{prefix}.transport", f"must be one of {', '.join(MCP_TRANSPORTS)}")
+        )
+    elif server.transport == "stdio" and not server.command.strip():
+        violations.append(FieldViolation(f"{prefix}.command", "is required for transport stdio"))
+    elif server.transport == "streamable_http" and not server.url.startswith(("http://", "https://")):
+        violations.append(
+            FieldViolation(f"{prefix}.url", "must be an http(s) URL for transport streamable_http")
+        )
+    for name, values in (("env", server.env), ("headers", server.headers)):
+        if len(values) > MAX_LIST_ITEMS:
             violations.append(
-                FieldViolation(f"{path}.transport", f"must be one of {', '.join(MCP_TRANSPORTS)}")
+                FieldViolation(f"{prefix}.{name}", f"must have at most {MAX_LIST_ITEMS} entries")
             )
-        elif server.transport == "stdio" and not server.command.strip():
-            violations.append(FieldViolation(f"{path}.command", "is required for transport stdio"))
-        elif server.transport == "streamable_http" and not server.url.startswith(("http://", "https://")):
-            violations.append(
-                FieldViolation(f"{path}.url", "must be an http(s) URL for transport streamable_http")
-            )
+        if any(not key.strip() for key in values):
+            violations.append(FieldViolation(f"{prefix}.{name}", "keys must not be empty"))
     return violations

@@ -3307,6 +3307,641 @@ func (x *ListExecutorsResponse) GetExecutors() []*Executor {
 	return nil
 }
 
+// CreateMcpServerRequest is the input of CreateMcpServer.
+type CreateMcpServerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server: name, transport, command/args or url, env, headers, and project_id for a
+	// project's server; id and timestamps are ignored.
+	McpServer *McpServer `protobuf:"bytes,1,opt,name=mcp_server,json=mcpServer,proto3" json:"mcp_server,omitempty"`
+	// Optional idempotency key: a retry with the same key returns the first result.
+	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateMcpServerRequest) Reset() {
+	*x = CreateMcpServerRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateMcpServerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateMcpServerRequest) ProtoMessage() {}
+
+func (x *CreateMcpServerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateMcpServerRequest.ProtoReflect.Descriptor instead.
+func (*CreateMcpServerRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *CreateMcpServerRequest) GetMcpServer() *McpServer {
+	if x != nil {
+		return x.McpServer
+	}
+	return nil
+}
+
+func (x *CreateMcpServerRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// CreateMcpServerResponse is the output of CreateMcpServer.
+type CreateMcpServerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new server, values masked.
+	McpServer     *McpServer `protobuf:"bytes,1,opt,name=mcp_server,json=mcpServer,proto3" json:"mcp_server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateMcpServerResponse) Reset() {
+	*x = CreateMcpServerResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateMcpServerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateMcpServerResponse) ProtoMessage() {}
+
+func (x *CreateMcpServerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateMcpServerResponse.ProtoReflect.Descriptor instead.
+func (*CreateMcpServerResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *CreateMcpServerResponse) GetMcpServer() *McpServer {
+	if x != nil {
+		return x.McpServer
+	}
+	return nil
+}
+
+// GetMcpServerRequest is the input of GetMcpServer: an id, or a name (with the project_id of a
+// project's server, none for a global one).
+type GetMcpServerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Identifier.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// With name: the project; empty for a global server.
+	ProjectId     string `protobuf:"bytes,3,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMcpServerRequest) Reset() {
+	*x = GetMcpServerRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMcpServerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMcpServerRequest) ProtoMessage() {}
+
+func (x *GetMcpServerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMcpServerRequest.ProtoReflect.Descriptor instead.
+func (*GetMcpServerRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *GetMcpServerRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *GetMcpServerRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetMcpServerRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+// GetMcpServerResponse is the output of GetMcpServer.
+type GetMcpServerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server, values masked.
+	McpServer     *McpServer `protobuf:"bytes,1,opt,name=mcp_server,json=mcpServer,proto3" json:"mcp_server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMcpServerResponse) Reset() {
+	*x = GetMcpServerResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMcpServerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMcpServerResponse) ProtoMessage() {}
+
+func (x *GetMcpServerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMcpServerResponse.ProtoReflect.Descriptor instead.
+func (*GetMcpServerResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *GetMcpServerResponse) GetMcpServer() *McpServer {
+	if x != nil {
+		return x.McpServer
+	}
+	return nil
+}
+
+// ListMcpServersRequest is the input of ListMcpServers.
+type ListMcpServersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many (default 50, at most 1000).
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Token from a previous response.
+	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Page number (1-based), an alternative to page_token for REST-style paging.
+	Page int32 `protobuf:"varint,3,opt,name=page,proto3" json:"page,omitempty"`
+	// Only this project's servers; empty for all.
+	ProjectId     string `protobuf:"bytes,4,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMcpServersRequest) Reset() {
+	*x = ListMcpServersRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMcpServersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMcpServersRequest) ProtoMessage() {}
+
+func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMcpServersRequest.ProtoReflect.Descriptor instead.
+func (*ListMcpServersRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *ListMcpServersRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListMcpServersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListMcpServersRequest) GetPage() int32 {
+	if x != nil {
+		return x.Page
+	}
+	return 0
+}
+
+func (x *ListMcpServersRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+// ListMcpServersResponse is the output of ListMcpServers.
+type ListMcpServersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The page, values masked.
+	McpServers []*McpServer `protobuf:"bytes,1,rep,name=mcp_servers,json=mcpServers,proto3" json:"mcp_servers,omitempty"`
+	// Token for the next page; empty on the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// How many there are in all.
+	TotalSize     int32 `protobuf:"varint,3,opt,name=total_size,json=totalSize,proto3" json:"total_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMcpServersResponse) Reset() {
+	*x = ListMcpServersResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMcpServersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMcpServersResponse) ProtoMessage() {}
+
+func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMcpServersResponse.ProtoReflect.Descriptor instead.
+func (*ListMcpServersResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *ListMcpServersResponse) GetMcpServers() []*McpServer {
+	if x != nil {
+		return x.McpServers
+	}
+	return nil
+}
+
+func (x *ListMcpServersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *ListMcpServersResponse) GetTotalSize() int32 {
+	if x != nil {
+		return x.TotalSize
+	}
+	return 0
+}
+
+// UpdateMcpServerRequest is the input of UpdateMcpServer.
+type UpdateMcpServerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server with its id and the new values.
+	McpServer *McpServer `protobuf:"bytes,1,opt,name=mcp_server,json=mcpServer,proto3" json:"mcp_server,omitempty"`
+	// Fields to change: name, transport, command, args, url, env, headers (project_id cannot).
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateMcpServerRequest) Reset() {
+	*x = UpdateMcpServerRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateMcpServerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateMcpServerRequest) ProtoMessage() {}
+
+func (x *UpdateMcpServerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateMcpServerRequest.ProtoReflect.Descriptor instead.
+func (*UpdateMcpServerRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *UpdateMcpServerRequest) GetMcpServer() *McpServer {
+	if x != nil {
+		return x.McpServer
+	}
+	return nil
+}
+
+func (x *UpdateMcpServerRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+// UpdateMcpServerResponse is the output of UpdateMcpServer.
+type UpdateMcpServerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server after the change, values masked.
+	McpServer     *McpServer `protobuf:"bytes,1,opt,name=mcp_server,json=mcpServer,proto3" json:"mcp_server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateMcpServerResponse) Reset() {
+	*x = UpdateMcpServerResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateMcpServerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateMcpServerResponse) ProtoMessage() {}
+
+func (x *UpdateMcpServerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateMcpServerResponse.ProtoReflect.Descriptor instead.
+func (*UpdateMcpServerResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *UpdateMcpServerResponse) GetMcpServer() *McpServer {
+	if x != nil {
+		return x.McpServer
+	}
+	return nil
+}
+
+// DeleteMcpServerRequest is the input of DeleteMcpServer.
+type DeleteMcpServerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Identifier.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteMcpServerRequest) Reset() {
+	*x = DeleteMcpServerRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteMcpServerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteMcpServerRequest) ProtoMessage() {}
+
+func (x *DeleteMcpServerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteMcpServerRequest.ProtoReflect.Descriptor instead.
+func (*DeleteMcpServerRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *DeleteMcpServerRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// DeleteMcpServerResponse is the output of DeleteMcpServer.
+type DeleteMcpServerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteMcpServerResponse) Reset() {
+	*x = DeleteMcpServerResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteMcpServerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteMcpServerResponse) ProtoMessage() {}
+
+func (x *DeleteMcpServerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteMcpServerResponse.ProtoReflect.Descriptor instead.
+func (*DeleteMcpServerResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{71}
+}
+
+// ResolveMcpServersRequest is the input of ResolveMcpServers.
+type ResolveMcpServersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent.
+	AgentId       string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveMcpServersRequest) Reset() {
+	*x = ResolveMcpServersRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveMcpServersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveMcpServersRequest) ProtoMessage() {}
+
+func (x *ResolveMcpServersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveMcpServersRequest.ProtoReflect.Descriptor instead.
+func (*ResolveMcpServersRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *ResolveMcpServersRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+// ResolveMcpServersResponse is the output of ResolveMcpServers.
+type ResolveMcpServersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The servers that could be resolved, in the order the agent's type lists them, values in full.
+	Servers []*McpServer `protobuf:"bytes,1,rep,name=servers,proto3" json:"servers,omitempty"`
+	// The names the type refers to that no registered server has (in the project or globally).
+	Missing       []string `protobuf:"bytes,2,rep,name=missing,proto3" json:"missing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveMcpServersResponse) Reset() {
+	*x = ResolveMcpServersResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveMcpServersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveMcpServersResponse) ProtoMessage() {}
+
+func (x *ResolveMcpServersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveMcpServersResponse.ProtoReflect.Descriptor instead.
+func (*ResolveMcpServersResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *ResolveMcpServersResponse) GetServers() []*McpServer {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
+}
+
+func (x *ResolveMcpServersResponse) GetMissing() []string {
+	if x != nil {
+		return x.Missing
+	}
+	return nil
+}
+
 var File_agentmesh_registry_v1_registry_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
@@ -3514,7 +4149,52 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\bexecutor\x18\x01 \x01(\v2\x1f.agentmesh.registry.v1.ExecutorR\bexecutor\"\x16\n" +
 	"\x14ListExecutorsRequest\"V\n" +
 	"\x15ListExecutorsResponse\x12=\n" +
-	"\texecutors\x18\x01 \x03(\v2\x1f.agentmesh.registry.v1.ExecutorR\texecutors2\x89\x19\n" +
+	"\texecutors\x18\x01 \x03(\v2\x1f.agentmesh.registry.v1.ExecutorR\texecutors\"x\n" +
+	"\x16CreateMcpServerRequest\x12?\n" +
+	"\n" +
+	"mcp_server\x18\x01 \x01(\v2 .agentmesh.registry.v1.McpServerR\tmcpServer\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"Z\n" +
+	"\x17CreateMcpServerResponse\x12?\n" +
+	"\n" +
+	"mcp_server\x18\x01 \x01(\v2 .agentmesh.registry.v1.McpServerR\tmcpServer\"X\n" +
+	"\x13GetMcpServerRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x03 \x01(\tR\tprojectId\"W\n" +
+	"\x14GetMcpServerResponse\x12?\n" +
+	"\n" +
+	"mcp_server\x18\x01 \x01(\v2 .agentmesh.registry.v1.McpServerR\tmcpServer\"\x86\x01\n" +
+	"\x15ListMcpServersRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\x12\x12\n" +
+	"\x04page\x18\x03 \x01(\x05R\x04page\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x04 \x01(\tR\tprojectId\"\xa2\x01\n" +
+	"\x16ListMcpServersResponse\x12A\n" +
+	"\vmcp_servers\x18\x01 \x03(\v2 .agentmesh.registry.v1.McpServerR\n" +
+	"mcpServers\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x1d\n" +
+	"\n" +
+	"total_size\x18\x03 \x01(\x05R\ttotalSize\"\x96\x01\n" +
+	"\x16UpdateMcpServerRequest\x12?\n" +
+	"\n" +
+	"mcp_server\x18\x01 \x01(\v2 .agentmesh.registry.v1.McpServerR\tmcpServer\x12;\n" +
+	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\"Z\n" +
+	"\x17UpdateMcpServerResponse\x12?\n" +
+	"\n" +
+	"mcp_server\x18\x01 \x01(\v2 .agentmesh.registry.v1.McpServerR\tmcpServer\"(\n" +
+	"\x16DeleteMcpServerRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x19\n" +
+	"\x17DeleteMcpServerResponse\"5\n" +
+	"\x18ResolveMcpServersRequest\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\"q\n" +
+	"\x19ResolveMcpServersResponse\x12:\n" +
+	"\aservers\x18\x01 \x03(\v2 .agentmesh.registry.v1.McpServerR\aservers\x12\x18\n" +
+	"\amissing\x18\x02 \x03(\tR\amissing2\xaf\x1e\n" +
 	"\x0fRegistryService\x12g\n" +
 	"\fRegisterUser\x12*.agentmesh.registry.v1.RegisterUserRequest\x1a+.agentmesh.registry.v1.RegisterUserResponse\x12R\n" +
 	"\x05Login\x12#.agentmesh.registry.v1.LoginRequest\x1a$.agentmesh.registry.v1.LoginResponse\x12j\n" +
@@ -3547,7 +4227,13 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\fResolveAgent\x12*.agentmesh.registry.v1.ResolveAgentRequest\x1a+.agentmesh.registry.v1.ResolveAgentResponse\x12j\n" +
 	"\rStartAgentRun\x12+.agentmesh.registry.v1.StartAgentRunRequest\x1a,.agentmesh.registry.v1.StartAgentRunResponse\x12m\n" +
 	"\x0eFinishAgentRun\x12,.agentmesh.registry.v1.FinishAgentRunRequest\x1a-.agentmesh.registry.v1.FinishAgentRunResponse\x12p\n" +
-	"\x0fFinishAgentRuns\x12-.agentmesh.registry.v1.FinishAgentRunsRequest\x1a..agentmesh.registry.v1.FinishAgentRunsResponse\x12s\n" +
+	"\x0fFinishAgentRuns\x12-.agentmesh.registry.v1.FinishAgentRunsRequest\x1a..agentmesh.registry.v1.FinishAgentRunsResponse\x12p\n" +
+	"\x0fCreateMcpServer\x12-.agentmesh.registry.v1.CreateMcpServerRequest\x1a..agentmesh.registry.v1.CreateMcpServerResponse\x12g\n" +
+	"\fGetMcpServer\x12*.agentmesh.registry.v1.GetMcpServerRequest\x1a+.agentmesh.registry.v1.GetMcpServerResponse\x12m\n" +
+	"\x0eListMcpServers\x12,.agentmesh.registry.v1.ListMcpServersRequest\x1a-.agentmesh.registry.v1.ListMcpServersResponse\x12p\n" +
+	"\x0fUpdateMcpServer\x12-.agentmesh.registry.v1.UpdateMcpServerRequest\x1a..agentmesh.registry.v1.UpdateMcpServerResponse\x12p\n" +
+	"\x0fDeleteMcpServer\x12-.agentmesh.registry.v1.DeleteMcpServerRequest\x1a..agentmesh.registry.v1.DeleteMcpServerResponse\x12v\n" +
+	"\x11ResolveMcpServers\x12/.agentmesh.registry.v1.ResolveMcpServersRequest\x1a0.agentmesh.registry.v1.ResolveMcpServersResponse\x12s\n" +
 	"\x10RegisterExecutor\x12..agentmesh.registry.v1.RegisterExecutorRequest\x1a/.agentmesh.registry.v1.RegisterExecutorResponse\x12j\n" +
 	"\rListExecutors\x12+.agentmesh.registry.v1.ListExecutorsRequest\x1a,.agentmesh.registry.v1.ListExecutorsResponseB\xf4\x01\n" +
 	"\x19com.agentmesh.registry.v1B\x14RegistryServiceProtoP\x01ZKgithub.com/agentmesh/agentmesh/sdks/go/gen/agentmesh/registry/v1;registryv1\xa2\x02\x03ARX\xaa\x02\x15Agentmesh.Registry.V1\xca\x02\x15Agentmesh\\Registry\\V1\xe2\x02!Agentmesh\\Registry\\V1\\GPBMetadata\xea\x02\x17Agentmesh::Registry::V1b\x06proto3"
@@ -3564,7 +4250,7 @@ func file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_registry_v1_registry_service_proto_rawDescData
 }
 
-var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
 var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*RegisterUserRequest)(nil),        // 0: agentmesh.registry.v1.RegisterUserRequest
 	(*RegisterUserResponse)(nil),       // 1: agentmesh.registry.v1.RegisterUserResponse
@@ -3628,117 +4314,150 @@ var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*RegisterExecutorResponse)(nil),   // 59: agentmesh.registry.v1.RegisterExecutorResponse
 	(*ListExecutorsRequest)(nil),       // 60: agentmesh.registry.v1.ListExecutorsRequest
 	(*ListExecutorsResponse)(nil),      // 61: agentmesh.registry.v1.ListExecutorsResponse
-	(*User)(nil),                       // 62: agentmesh.registry.v1.User
-	(*AgentType)(nil),                  // 63: agentmesh.registry.v1.AgentType
-	(*fieldmaskpb.FieldMask)(nil),      // 64: google.protobuf.FieldMask
-	(*Project)(nil),                    // 65: agentmesh.registry.v1.Project
-	(*Agent)(nil),                      // 66: agentmesh.registry.v1.Agent
-	(*AgentSpec)(nil),                  // 67: agentmesh.registry.v1.AgentSpec
-	(*Executor)(nil),                   // 68: agentmesh.registry.v1.Executor
+	(*CreateMcpServerRequest)(nil),     // 62: agentmesh.registry.v1.CreateMcpServerRequest
+	(*CreateMcpServerResponse)(nil),    // 63: agentmesh.registry.v1.CreateMcpServerResponse
+	(*GetMcpServerRequest)(nil),        // 64: agentmesh.registry.v1.GetMcpServerRequest
+	(*GetMcpServerResponse)(nil),       // 65: agentmesh.registry.v1.GetMcpServerResponse
+	(*ListMcpServersRequest)(nil),      // 66: agentmesh.registry.v1.ListMcpServersRequest
+	(*ListMcpServersResponse)(nil),     // 67: agentmesh.registry.v1.ListMcpServersResponse
+	(*UpdateMcpServerRequest)(nil),     // 68: agentmesh.registry.v1.UpdateMcpServerRequest
+	(*UpdateMcpServerResponse)(nil),    // 69: agentmesh.registry.v1.UpdateMcpServerResponse
+	(*DeleteMcpServerRequest)(nil),     // 70: agentmesh.registry.v1.DeleteMcpServerRequest
+	(*DeleteMcpServerResponse)(nil),    // 71: agentmesh.registry.v1.DeleteMcpServerResponse
+	(*ResolveMcpServersRequest)(nil),   // 72: agentmesh.registry.v1.ResolveMcpServersRequest
+	(*ResolveMcpServersResponse)(nil),  // 73: agentmesh.registry.v1.ResolveMcpServersResponse
+	(*User)(nil),                       // 74: agentmesh.registry.v1.User
+	(*AgentType)(nil),                  // 75: agentmesh.registry.v1.AgentType
+	(*fieldmaskpb.FieldMask)(nil),      // 76: google.protobuf.FieldMask
+	(*Project)(nil),                    // 77: agentmesh.registry.v1.Project
+	(*Agent)(nil),                      // 78: agentmesh.registry.v1.Agent
+	(*AgentSpec)(nil),                  // 79: agentmesh.registry.v1.AgentSpec
+	(*Executor)(nil),                   // 80: agentmesh.registry.v1.Executor
+	(*McpServer)(nil),                  // 81: agentmesh.registry.v1.McpServer
 }
 var file_agentmesh_registry_v1_registry_service_proto_depIdxs = []int32{
-	62, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
+	74, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
 	3,  // 1: agentmesh.registry.v1.LoginResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
 	3,  // 2: agentmesh.registry.v1.RefreshTokensResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
-	62, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
-	62, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	63, // 5: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	63, // 6: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	63, // 7: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	63, // 8: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
-	63, // 9: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	64, // 10: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
-	63, // 11: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	65, // 12: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	65, // 13: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	65, // 14: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	65, // 15: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
-	65, // 16: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	64, // 17: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	65, // 18: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	66, // 19: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	66, // 20: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	66, // 21: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	66, // 22: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
-	66, // 23: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	64, // 24: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	66, // 25: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	66, // 26: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	66, // 27: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	67, // 28: agentmesh.registry.v1.ResolveAgentResponse.spec:type_name -> agentmesh.registry.v1.AgentSpec
-	66, // 29: agentmesh.registry.v1.StartAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	66, // 30: agentmesh.registry.v1.FinishAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	74, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
+	74, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	75, // 5: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	75, // 6: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	75, // 7: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	75, // 8: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
+	75, // 9: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	76, // 10: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
+	75, // 11: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	77, // 12: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	77, // 13: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	77, // 14: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	77, // 15: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
+	77, // 16: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	76, // 17: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	77, // 18: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	78, // 19: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	78, // 20: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	78, // 21: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	78, // 22: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
+	78, // 23: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	76, // 24: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	78, // 25: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	78, // 26: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	78, // 27: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	79, // 28: agentmesh.registry.v1.ResolveAgentResponse.spec:type_name -> agentmesh.registry.v1.AgentSpec
+	78, // 29: agentmesh.registry.v1.StartAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	78, // 30: agentmesh.registry.v1.FinishAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
 	53, // 31: agentmesh.registry.v1.FinishAgentRunsRequest.runs:type_name -> agentmesh.registry.v1.FinishAgentRunRequest
 	57, // 32: agentmesh.registry.v1.FinishAgentRunsResponse.results:type_name -> agentmesh.registry.v1.FinishedAgentRun
-	66, // 33: agentmesh.registry.v1.FinishedAgentRun.agent:type_name -> agentmesh.registry.v1.Agent
-	68, // 34: agentmesh.registry.v1.RegisterExecutorRequest.executor:type_name -> agentmesh.registry.v1.Executor
-	68, // 35: agentmesh.registry.v1.RegisterExecutorResponse.executor:type_name -> agentmesh.registry.v1.Executor
-	68, // 36: agentmesh.registry.v1.ListExecutorsResponse.executors:type_name -> agentmesh.registry.v1.Executor
-	0,  // 37: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
-	2,  // 38: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
-	5,  // 39: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
-	7,  // 40: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
-	9,  // 41: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
-	11, // 42: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
-	13, // 43: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
-	15, // 44: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
-	17, // 45: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
-	19, // 46: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
-	21, // 47: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
-	23, // 48: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
-	25, // 49: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
-	27, // 50: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
-	29, // 51: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
-	31, // 52: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
-	33, // 53: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
-	35, // 54: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
-	37, // 55: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
-	39, // 56: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
-	41, // 57: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
-	43, // 58: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
-	45, // 59: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
-	47, // 60: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
-	49, // 61: agentmesh.registry.v1.RegistryService.ResolveAgent:input_type -> agentmesh.registry.v1.ResolveAgentRequest
-	51, // 62: agentmesh.registry.v1.RegistryService.StartAgentRun:input_type -> agentmesh.registry.v1.StartAgentRunRequest
-	53, // 63: agentmesh.registry.v1.RegistryService.FinishAgentRun:input_type -> agentmesh.registry.v1.FinishAgentRunRequest
-	55, // 64: agentmesh.registry.v1.RegistryService.FinishAgentRuns:input_type -> agentmesh.registry.v1.FinishAgentRunsRequest
-	58, // 65: agentmesh.registry.v1.RegistryService.RegisterExecutor:input_type -> agentmesh.registry.v1.RegisterExecutorRequest
-	60, // 66: agentmesh.registry.v1.RegistryService.ListExecutors:input_type -> agentmesh.registry.v1.ListExecutorsRequest
-	1,  // 67: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
-	4,  // 68: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
-	6,  // 69: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
-	8,  // 70: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
-	10, // 71: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
-	12, // 72: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
-	14, // 73: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
-	16, // 74: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
-	18, // 75: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
-	20, // 76: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
-	22, // 77: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
-	24, // 78: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
-	26, // 79: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
-	28, // 80: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
-	30, // 81: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
-	32, // 82: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
-	34, // 83: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
-	36, // 84: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
-	38, // 85: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
-	40, // 86: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
-	42, // 87: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
-	44, // 88: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
-	46, // 89: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
-	48, // 90: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
-	50, // 91: agentmesh.registry.v1.RegistryService.ResolveAgent:output_type -> agentmesh.registry.v1.ResolveAgentResponse
-	52, // 92: agentmesh.registry.v1.RegistryService.StartAgentRun:output_type -> agentmesh.registry.v1.StartAgentRunResponse
-	54, // 93: agentmesh.registry.v1.RegistryService.FinishAgentRun:output_type -> agentmesh.registry.v1.FinishAgentRunResponse
-	56, // 94: agentmesh.registry.v1.RegistryService.FinishAgentRuns:output_type -> agentmesh.registry.v1.FinishAgentRunsResponse
-	59, // 95: agentmesh.registry.v1.RegistryService.RegisterExecutor:output_type -> agentmesh.registry.v1.RegisterExecutorResponse
-	61, // 96: agentmesh.registry.v1.RegistryService.ListExecutors:output_type -> agentmesh.registry.v1.ListExecutorsResponse
-	67, // [67:97] is the sub-list for method output_type
-	37, // [37:67] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	78, // 33: agentmesh.registry.v1.FinishedAgentRun.agent:type_name -> agentmesh.registry.v1.Agent
+	80, // 34: agentmesh.registry.v1.RegisterExecutorRequest.executor:type_name -> agentmesh.registry.v1.Executor
+	80, // 35: agentmesh.registry.v1.RegisterExecutorResponse.executor:type_name -> agentmesh.registry.v1.Executor
+	80, // 36: agentmesh.registry.v1.ListExecutorsResponse.executors:type_name -> agentmesh.registry.v1.Executor
+	81, // 37: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	81, // 38: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	81, // 39: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	81, // 40: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	81, // 41: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	76, // 42: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
+	81, // 43: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	81, // 44: agentmesh.registry.v1.ResolveMcpServersResponse.servers:type_name -> agentmesh.registry.v1.McpServer
+	0,  // 45: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
+	2,  // 46: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
+	5,  // 47: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
+	7,  // 48: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
+	9,  // 49: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
+	11, // 50: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
+	13, // 51: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
+	15, // 52: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
+	17, // 53: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
+	19, // 54: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
+	21, // 55: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
+	23, // 56: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
+	25, // 57: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
+	27, // 58: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
+	29, // 59: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
+	31, // 60: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
+	33, // 61: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
+	35, // 62: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
+	37, // 63: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
+	39, // 64: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
+	41, // 65: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
+	43, // 66: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
+	45, // 67: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
+	47, // 68: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
+	49, // 69: agentmesh.registry.v1.RegistryService.ResolveAgent:input_type -> agentmesh.registry.v1.ResolveAgentRequest
+	51, // 70: agentmesh.registry.v1.RegistryService.StartAgentRun:input_type -> agentmesh.registry.v1.StartAgentRunRequest
+	53, // 71: agentmesh.registry.v1.RegistryService.FinishAgentRun:input_type -> agentmesh.registry.v1.FinishAgentRunRequest
+	55, // 72: agentmesh.registry.v1.RegistryService.FinishAgentRuns:input_type -> agentmesh.registry.v1.FinishAgentRunsRequest
+	62, // 73: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
+	64, // 74: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
+	66, // 75: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
+	68, // 76: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
+	70, // 77: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
+	72, // 78: agentmesh.registry.v1.RegistryService.ResolveMcpServers:input_type -> agentmesh.registry.v1.ResolveMcpServersRequest
+	58, // 79: agentmesh.registry.v1.RegistryService.RegisterExecutor:input_type -> agentmesh.registry.v1.RegisterExecutorRequest
+	60, // 80: agentmesh.registry.v1.RegistryService.ListExecutors:input_type -> agentmesh.registry.v1.ListExecutorsRequest
+	1,  // 81: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
+	4,  // 82: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
+	6,  // 83: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
+	8,  // 84: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
+	10, // 85: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
+	12, // 86: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
+	14, // 87: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
+	16, // 88: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
+	18, // 89: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
+	20, // 90: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
+	22, // 91: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
+	24, // 92: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
+	26, // 93: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
+	28, // 94: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
+	30, // 95: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
+	32, // 96: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
+	34, // 97: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
+	36, // 98: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
+	38, // 99: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
+	40, // 100: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
+	42, // 101: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
+	44, // 102: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
+	46, // 103: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
+	48, // 104: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
+	50, // 105: agentmesh.registry.v1.RegistryService.ResolveAgent:output_type -> agentmesh.registry.v1.ResolveAgentResponse
+	52, // 106: agentmesh.registry.v1.RegistryService.StartAgentRun:output_type -> agentmesh.registry.v1.StartAgentRunResponse
+	54, // 107: agentmesh.registry.v1.RegistryService.FinishAgentRun:output_type -> agentmesh.registry.v1.FinishAgentRunResponse
+	56, // 108: agentmesh.registry.v1.RegistryService.FinishAgentRuns:output_type -> agentmesh.registry.v1.FinishAgentRunsResponse
+	63, // 109: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
+	65, // 110: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
+	67, // 111: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
+	69, // 112: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
+	71, // 113: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
+	73, // 114: agentmesh.registry.v1.RegistryService.ResolveMcpServers:output_type -> agentmesh.registry.v1.ResolveMcpServersResponse
+	59, // 115: agentmesh.registry.v1.RegistryService.RegisterExecutor:output_type -> agentmesh.registry.v1.RegisterExecutorResponse
+	61, // 116: agentmesh.registry.v1.RegistryService.ListExecutors:output_type -> agentmesh.registry.v1.ListExecutorsResponse
+	81, // [81:117] is the sub-list for method output_type
+	45, // [45:81] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_registry_service_proto_init() }
@@ -3753,7 +4472,7 @@ func file_agentmesh_registry_v1_registry_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_registry_service_proto_rawDesc), len(file_agentmesh_registry_v1_registry_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   62,
+			NumMessages:   74,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

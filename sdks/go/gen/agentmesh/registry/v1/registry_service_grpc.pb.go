@@ -47,6 +47,12 @@ const (
 	RegistryService_StartAgentRun_FullMethodName      = "/agentmesh.registry.v1.RegistryService/StartAgentRun"
 	RegistryService_FinishAgentRun_FullMethodName     = "/agentmesh.registry.v1.RegistryService/FinishAgentRun"
 	RegistryService_FinishAgentRuns_FullMethodName    = "/agentmesh.registry.v1.RegistryService/FinishAgentRuns"
+	RegistryService_CreateMcpServer_FullMethodName    = "/agentmesh.registry.v1.RegistryService/CreateMcpServer"
+	RegistryService_GetMcpServer_FullMethodName       = "/agentmesh.registry.v1.RegistryService/GetMcpServer"
+	RegistryService_ListMcpServers_FullMethodName     = "/agentmesh.registry.v1.RegistryService/ListMcpServers"
+	RegistryService_UpdateMcpServer_FullMethodName    = "/agentmesh.registry.v1.RegistryService/UpdateMcpServer"
+	RegistryService_DeleteMcpServer_FullMethodName    = "/agentmesh.registry.v1.RegistryService/DeleteMcpServer"
+	RegistryService_ResolveMcpServers_FullMethodName  = "/agentmesh.registry.v1.RegistryService/ResolveMcpServers"
 	RegistryService_RegisterExecutor_FullMethodName   = "/agentmesh.registry.v1.RegistryService/RegisterExecutor"
 	RegistryService_ListExecutors_FullMethodName      = "/agentmesh.registry.v1.RegistryService/ListExecutors"
 )
@@ -135,6 +141,24 @@ type RegistryServiceClient interface {
 	// of the others (one refused does not fail the rest): how executors report their runs' ends
 	// under load. At most 1,000 runs per call.
 	FinishAgentRuns(ctx context.Context, in *FinishAgentRunsRequest, opts ...grpc.CallOption) (*FinishAgentRunsResponse, error)
+	// Registers an MCP server (superusers): global, or one project's when project_id is set.
+	// ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
+	// for an unknown project.
+	CreateMcpServer(ctx context.Context, in *CreateMcpServerRequest, opts ...grpc.CallOption) (*CreateMcpServerResponse, error)
+	// Returns one MCP server, by id or by name and project (superusers); env and header values
+	// masked. NOT_FOUND.
+	GetMcpServer(ctx context.Context, in *GetMcpServerRequest, opts ...grpc.CallOption) (*GetMcpServerResponse, error)
+	// Lists MCP servers (superusers), oldest first; env and header values masked.
+	ListMcpServers(ctx context.Context, in *ListMcpServersRequest, opts ...grpc.CallOption) (*ListMcpServersResponse, error)
+	// Updates the fields named in the update mask (superusers). A map value given as "********"
+	// (what reads show) keeps the stored value of its key. NOT_FOUND, ALREADY_EXISTS.
+	UpdateMcpServer(ctx context.Context, in *UpdateMcpServerRequest, opts ...grpc.CallOption) (*UpdateMcpServerResponse, error)
+	// Deletes an MCP server (superusers); agent types naming it run without its tools. NOT_FOUND.
+	DeleteMcpServer(ctx context.Context, in *DeleteMcpServerRequest, opts ...grpc.CallOption) (*DeleteMcpServerResponse, error)
+	// Resolves an agent's MCP servers for running it: its type's inline definitions and the
+	// registered servers it names (the project's of that name, else the global one), env and
+	// header values in full. The system principal only (executors). NOT_FOUND.
+	ResolveMcpServers(ctx context.Context, in *ResolveMcpServersRequest, opts ...grpc.CallOption) (*ResolveMcpServersResponse, error)
 	// Registers or refreshes an executor in the pool (system principal only).
 	RegisterExecutor(ctx context.Context, in *RegisterExecutorRequest, opts ...grpc.CallOption) (*RegisterExecutorResponse, error)
 	// Lists executors that reported in recently (superusers and the system principal).
@@ -429,6 +453,66 @@ func (c *registryServiceClient) FinishAgentRuns(ctx context.Context, in *FinishA
 	return out, nil
 }
 
+func (c *registryServiceClient) CreateMcpServer(ctx context.Context, in *CreateMcpServerRequest, opts ...grpc.CallOption) (*CreateMcpServerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateMcpServerResponse)
+	err := c.cc.Invoke(ctx, RegistryService_CreateMcpServer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) GetMcpServer(ctx context.Context, in *GetMcpServerRequest, opts ...grpc.CallOption) (*GetMcpServerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetMcpServerResponse)
+	err := c.cc.Invoke(ctx, RegistryService_GetMcpServer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) ListMcpServers(ctx context.Context, in *ListMcpServersRequest, opts ...grpc.CallOption) (*ListMcpServersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListMcpServersResponse)
+	err := c.cc.Invoke(ctx, RegistryService_ListMcpServers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) UpdateMcpServer(ctx context.Context, in *UpdateMcpServerRequest, opts ...grpc.CallOption) (*UpdateMcpServerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateMcpServerResponse)
+	err := c.cc.Invoke(ctx, RegistryService_UpdateMcpServer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) DeleteMcpServer(ctx context.Context, in *DeleteMcpServerRequest, opts ...grpc.CallOption) (*DeleteMcpServerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteMcpServerResponse)
+	err := c.cc.Invoke(ctx, RegistryService_DeleteMcpServer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) ResolveMcpServers(ctx context.Context, in *ResolveMcpServersRequest, opts ...grpc.CallOption) (*ResolveMcpServersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResolveMcpServersResponse)
+	err := c.cc.Invoke(ctx, RegistryService_ResolveMcpServers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *registryServiceClient) RegisterExecutor(ctx context.Context, in *RegisterExecutorRequest, opts ...grpc.CallOption) (*RegisterExecutorResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RegisterExecutorResponse)
@@ -533,6 +617,24 @@ type RegistryServiceServer interface {
 	// of the others (one refused does not fail the rest): how executors report their runs' ends
 	// under load. At most 1,000 runs per call.
 	FinishAgentRuns(context.Context, *FinishAgentRunsRequest) (*FinishAgentRunsResponse, error)
+	// Registers an MCP server (superusers): global, or one project's when project_id is set.
+	// ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
+	// for an unknown project.
+	CreateMcpServer(context.Context, *CreateMcpServerRequest) (*CreateMcpServerResponse, error)
+	// Returns one MCP server, by id or by name and project (superusers); env and header values
+	// masked. NOT_FOUND.
+	GetMcpServer(context.Context, *GetMcpServerRequest) (*GetMcpServerResponse, error)
+	// Lists MCP servers (superusers), oldest first; env and header values masked.
+	ListMcpServers(context.Context, *ListMcpServersRequest) (*ListMcpServersResponse, error)
+	// Updates the fields named in the update mask (superusers). A map value given as "********"
+	// (what reads show) keeps the stored value of its key. NOT_FOUND, ALREADY_EXISTS.
+	UpdateMcpServer(context.Context, *UpdateMcpServerRequest) (*UpdateMcpServerResponse, error)
+	// Deletes an MCP server (superusers); agent types naming it run without its tools. NOT_FOUND.
+	DeleteMcpServer(context.Context, *DeleteMcpServerRequest) (*DeleteMcpServerResponse, error)
+	// Resolves an agent's MCP servers for running it: its type's inline definitions and the
+	// registered servers it names (the project's of that name, else the global one), env and
+	// header values in full. The system principal only (executors). NOT_FOUND.
+	ResolveMcpServers(context.Context, *ResolveMcpServersRequest) (*ResolveMcpServersResponse, error)
 	// Registers or refreshes an executor in the pool (system principal only).
 	RegisterExecutor(context.Context, *RegisterExecutorRequest) (*RegisterExecutorResponse, error)
 	// Lists executors that reported in recently (superusers and the system principal).
@@ -630,6 +732,24 @@ func (UnimplementedRegistryServiceServer) FinishAgentRun(context.Context, *Finis
 }
 func (UnimplementedRegistryServiceServer) FinishAgentRuns(context.Context, *FinishAgentRunsRequest) (*FinishAgentRunsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FinishAgentRuns not implemented")
+}
+func (UnimplementedRegistryServiceServer) CreateMcpServer(context.Context, *CreateMcpServerRequest) (*CreateMcpServerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateMcpServer not implemented")
+}
+func (UnimplementedRegistryServiceServer) GetMcpServer(context.Context, *GetMcpServerRequest) (*GetMcpServerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetMcpServer not implemented")
+}
+func (UnimplementedRegistryServiceServer) ListMcpServers(context.Context, *ListMcpServersRequest) (*ListMcpServersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListMcpServers not implemented")
+}
+func (UnimplementedRegistryServiceServer) UpdateMcpServer(context.Context, *UpdateMcpServerRequest) (*UpdateMcpServerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateMcpServer not implemented")
+}
+func (UnimplementedRegistryServiceServer) DeleteMcpServer(context.Context, *DeleteMcpServerRequest) (*DeleteMcpServerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteMcpServer not implemented")
+}
+func (UnimplementedRegistryServiceServer) ResolveMcpServers(context.Context, *ResolveMcpServersRequest) (*ResolveMcpServersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResolveMcpServers not implemented")
 }
 func (UnimplementedRegistryServiceServer) RegisterExecutor(context.Context, *RegisterExecutorRequest) (*RegisterExecutorResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RegisterExecutor not implemented")
@@ -1162,6 +1282,114 @@ func _RegistryService_FinishAgentRuns_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RegistryService_CreateMcpServer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateMcpServerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).CreateMcpServer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_CreateMcpServer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).CreateMcpServer(ctx, req.(*CreateMcpServerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_GetMcpServer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetMcpServerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).GetMcpServer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_GetMcpServer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).GetMcpServer(ctx, req.(*GetMcpServerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_ListMcpServers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListMcpServersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).ListMcpServers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_ListMcpServers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).ListMcpServers(ctx, req.(*ListMcpServersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_UpdateMcpServer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateMcpServerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).UpdateMcpServer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_UpdateMcpServer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).UpdateMcpServer(ctx, req.(*UpdateMcpServerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_DeleteMcpServer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteMcpServerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).DeleteMcpServer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_DeleteMcpServer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).DeleteMcpServer(ctx, req.(*DeleteMcpServerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_ResolveMcpServers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResolveMcpServersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).ResolveMcpServers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_ResolveMcpServers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).ResolveMcpServers(ctx, req.(*ResolveMcpServersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RegistryService_RegisterExecutor_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RegisterExecutorRequest)
 	if err := dec(in); err != nil {
@@ -1316,6 +1544,30 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FinishAgentRuns",
 			Handler:    _RegistryService_FinishAgentRuns_Handler,
+		},
+		{
+			MethodName: "CreateMcpServer",
+			Handler:    _RegistryService_CreateMcpServer_Handler,
+		},
+		{
+			MethodName: "GetMcpServer",
+			Handler:    _RegistryService_GetMcpServer_Handler,
+		},
+		{
+			MethodName: "ListMcpServers",
+			Handler:    _RegistryService_ListMcpServers_Handler,
+		},
+		{
+			MethodName: "UpdateMcpServer",
+			Handler:    _RegistryService_UpdateMcpServer_Handler,
+		},
+		{
+			MethodName: "DeleteMcpServer",
+			Handler:    _RegistryService_DeleteMcpServer_Handler,
+		},
+		{
+			MethodName: "ResolveMcpServers",
+			Handler:    _RegistryService_ResolveMcpServers_Handler,
 		},
 		{
 			MethodName: "RegisterExecutor",

@@ -246,10 +246,17 @@ func (x *User) GetCreatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
-// McpServer is a Model Context Protocol server an agent takes tools from.
+// McpServer is a Model Context Protocol server an agent takes tools from: defined inline in an
+// agent type, or registered in the registry (superusers; global, or for one project) and named by
+// agent types. In an agent type, a server with a name and nothing else (no transport) refers to
+// the registered server of that name: the agent's project's, else the global one. Env and header
+// values are secrets, written but never read back: every response shows them as "********"
+// (ResolveMcpServers, which only executors may call, excepted). A value may reference the
+// executor's environment, `${env:NAME}`, resolved only inside the executor.
 type McpServer struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Name, unique within the agent type; prefixes nothing, for display only.
+	// Name, unique within the agent type (and, registered, within its project or among the global
+	// servers: a DNS label); prefixes nothing, for display only.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// "stdio" or "streamable_http".
 	Transport string `protobuf:"bytes,2,opt,name=transport,proto3" json:"transport,omitempty"`
@@ -259,8 +266,19 @@ type McpServer struct {
 	Args []string `protobuf:"bytes,4,rep,name=args,proto3" json:"args,omitempty"`
 	// streamable_http: the endpoint URL.
 	Url string `protobuf:"bytes,5,opt,name=url,proto3" json:"url,omitempty"`
-	// stdio: extra environment variables.
-	Env           map[string]string `protobuf:"bytes,6,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// stdio: extra environment variables (values are secrets).
+	Env map[string]string `protobuf:"bytes,6,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// streamable_http: extra HTTP headers sent with every request, e.g. Authorization (values are
+	// secrets).
+	Headers map[string]string `protobuf:"bytes,7,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// A registered server's identifier; empty inline.
+	Id string `protobuf:"bytes,8,opt,name=id,proto3" json:"id,omitempty"`
+	// A registered server's project; empty for a global server (and inline).
+	ProjectId string `protobuf:"bytes,9,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// When registered.
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// When last changed.
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -337,6 +355,41 @@ func (x *McpServer) GetEnv() map[string]string {
 	return nil
 }
 
+func (x *McpServer) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *McpServer) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *McpServer) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *McpServer) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *McpServer) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
 // AgentType is a template that agents are spawned from. Superusers manage them.
 type AgentType struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -360,7 +413,8 @@ type AgentType struct {
 	ModelParams *structpb.Struct `protobuf:"bytes,9,opt,name=model_params,json=modelParams,proto3" json:"model_params,omitempty"`
 	// Names of function tools the agent may call.
 	Tools []string `protobuf:"bytes,10,rep,name=tools,proto3" json:"tools,omitempty"`
-	// MCP servers the agent takes tools from.
+	// MCP servers the agent takes tools from: inline definitions, and names of registered servers
+	// (which need not exist yet: a run without them goes on without their tools).
 	McpServers []*McpServer `protobuf:"bytes,11,rep,name=mcp_servers,json=mcpServers,proto3" json:"mcp_servers,omitempty"`
 	// How the agent runs.
 	Kind AgentKind `protobuf:"varint,12,opt,name=kind,proto3,enum=agentmesh.registry.v1.AgentKind" json:"kind,omitempty"`
@@ -909,7 +963,8 @@ type AgentSpec struct {
 	ModelParams *structpb.Struct `protobuf:"bytes,7,opt,name=model_params,json=modelParams,proto3" json:"model_params,omitempty"`
 	// Effective tools.
 	Tools []string `protobuf:"bytes,8,rep,name=tools,proto3" json:"tools,omitempty"`
-	// MCP servers.
+	// MCP servers, as the type lists them (names of registered servers, inline definitions), env
+	// and header values masked: executors get the servers themselves from ResolveMcpServers.
 	McpServers []*McpServer `protobuf:"bytes,9,rep,name=mcp_servers,json=mcpServers,proto3" json:"mcp_servers,omitempty"`
 	// Effective sub-agents.
 	SubAgents []string `protobuf:"bytes,10,rep,name=sub_agents,json=subAgents,proto3" json:"sub_agents,omitempty"`
@@ -1160,15 +1215,27 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\fis_superuser\x18\x05 \x01(\bR\visSuperuser\x12\x1b\n" +
 	"\tis_active\x18\x06 \x01(\bR\bisActive\x129\n" +
 	"\n" +
-	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xf2\x01\n" +
+	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x9c\x04\n" +
 	"\tMcpServer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\ttransport\x18\x02 \x01(\tR\ttransport\x12\x18\n" +
 	"\acommand\x18\x03 \x01(\tR\acommand\x12\x12\n" +
 	"\x04args\x18\x04 \x03(\tR\x04args\x12\x10\n" +
 	"\x03url\x18\x05 \x01(\tR\x03url\x12;\n" +
-	"\x03env\x18\x06 \x03(\v2).agentmesh.registry.v1.McpServer.EnvEntryR\x03env\x1a6\n" +
+	"\x03env\x18\x06 \x03(\v2).agentmesh.registry.v1.McpServer.EnvEntryR\x03env\x12G\n" +
+	"\aheaders\x18\a \x03(\v2-.agentmesh.registry.v1.McpServer.HeadersEntryR\aheaders\x12\x0e\n" +
+	"\x02id\x18\b \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\t \x01(\tR\tprojectId\x129\n" +
+	"\n" +
+	"created_at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"updated_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc1\x05\n" +
 	"\tAgentType\x12\x0e\n" +
@@ -1289,7 +1356,7 @@ func file_agentmesh_registry_v1_resources_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_registry_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(AgentKind)(0),                // 0: agentmesh.registry.v1.AgentKind
 	(AgentStatus)(0),              // 1: agentmesh.registry.v1.AgentStatus
@@ -1302,41 +1369,45 @@ var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(*AgentSpec)(nil),             // 8: agentmesh.registry.v1.AgentSpec
 	(*Executor)(nil),              // 9: agentmesh.registry.v1.Executor
 	nil,                           // 10: agentmesh.registry.v1.McpServer.EnvEntry
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 12: google.protobuf.Struct
-	(*v1.StringList)(nil),         // 13: agentmesh.common.v1.StringList
-	(*structpb.ListValue)(nil),    // 14: google.protobuf.ListValue
+	nil,                           // 11: agentmesh.registry.v1.McpServer.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 13: google.protobuf.Struct
+	(*v1.StringList)(nil),         // 14: agentmesh.common.v1.StringList
+	(*structpb.ListValue)(nil),    // 15: google.protobuf.ListValue
 }
 var file_agentmesh_registry_v1_resources_proto_depIdxs = []int32{
-	11, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	12, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
 	10, // 1: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
-	12, // 2: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
-	3,  // 3: agentmesh.registry.v1.AgentType.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	0,  // 4: agentmesh.registry.v1.AgentType.kind:type_name -> agentmesh.registry.v1.AgentKind
-	11, // 5: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
-	11, // 6: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
-	11, // 7: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
-	11, // 8: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
-	12, // 9: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
-	13, // 10: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
-	13, // 11: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
-	13, // 12: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
-	14, // 13: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
-	1,  // 14: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
-	6,  // 15: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
-	11, // 16: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
-	11, // 17: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
-	7,  // 18: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
-	0,  // 19: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
-	12, // 20: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
-	3,  // 21: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	14, // 22: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
-	11, // 23: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	11, // 2: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
+	12, // 3: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
+	12, // 4: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
+	13, // 5: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
+	3,  // 6: agentmesh.registry.v1.AgentType.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	0,  // 7: agentmesh.registry.v1.AgentType.kind:type_name -> agentmesh.registry.v1.AgentKind
+	12, // 8: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
+	12, // 9: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
+	12, // 10: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
+	12, // 11: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
+	13, // 12: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
+	14, // 13: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
+	14, // 14: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
+	14, // 15: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
+	15, // 16: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
+	1,  // 17: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
+	6,  // 18: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
+	12, // 19: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
+	12, // 20: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
+	7,  // 21: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
+	0,  // 22: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
+	13, // 23: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
+	3,  // 24: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	15, // 25: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
+	12, // 26: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_resources_proto_init() }
@@ -1351,7 +1422,7 @@ func file_agentmesh_registry_v1_resources_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_resources_proto_rawDesc), len(file_agentmesh_registry_v1_resources_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

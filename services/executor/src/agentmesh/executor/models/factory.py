@@ -23,6 +23,7 @@ from google.protobuf import json_format
 from agentmesh.executor.errors import ModelUnavailable
 from agentmesh.executor.models.base import ChatModel, Message, ModelChunk, ModelError, ToolSpec
 from agentmesh.executor.models.mock import MockModel
+from agentmesh.executor.secrets import Secrets
 from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.registry.v1 import resources_pb2
 
@@ -143,8 +144,10 @@ class FallbackModel:
 class ModelFactory:
     """Plans and builds agents' models from their specs and the executor's provider settings."""
 
-    def __init__(self, settings: ExecutorSettings) -> None:
+    def __init__(self, settings: ExecutorSettings, *, secrets: Secrets | None = None) -> None:
         self._settings = settings
+        # The keys it reads join the executor's secrets, scrubbed from every error and event.
+        self.secrets = secrets or Secrets()
         self._clients: dict[tuple[str, str], openai.AsyncOpenAI] = {}
 
     async def plan(self, spec: resources_pb2.AgentSpec) -> ModelPlan:
@@ -176,7 +179,7 @@ class ModelFactory:
                         max_backoff_seconds=self._settings.model_retry_max_backoff_seconds,
                     ),
                     timeout_seconds=self._settings.model_timeout_seconds,
-                    secret=target.api_key,
+                    secrets=self.secrets,
                     key_setting=target.key_setting,
                     price=Price(price.input_per_million_tokens, price.output_per_million_tokens)
                     if price
@@ -218,6 +221,7 @@ class ModelFactory:
                 f"model {name!r} needs an API key and none is configured: set {key_setting}",
                 metadata={"model": name},
             )
+        self.secrets.add(api_key)
         return ModelTarget(provider, model, base_url, api_key, key_setting)
 
     def _client(self, target: ModelTarget) -> openai.AsyncOpenAI:

@@ -21,6 +21,7 @@ from typing import Any
 import openai
 
 from agentmesh.executor.models.base import Message, ModelChunk, ModelError, ToolCallRequest, ToolSpec, Usage
+from agentmesh.executor.secrets import Secrets
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ class OpenAIChatModel:
         retry: RetryPolicy | None = None,
         timeout_seconds: float = 120.0,
         price: Price | None = None,
-        secret: str = "",
+        secrets: Secrets | None = None,
         key_setting: str = "",
     ) -> None:
         self._client = client
@@ -105,9 +106,10 @@ class OpenAIChatModel:
         self._retry = retry or RetryPolicy()
         self._timeout_seconds = timeout_seconds
         self._price = price or Price()
-        # The API key never leaves the executor: every error text is scrubbed of it (an endpoint
-        # may echo it back), and a refused key is reported by where it is configured.
-        self._secret = secret
+        # The API key never leaves the executor: every error text is scrubbed of it and of every
+        # other secret the executor knows (an endpoint may echo it back), and a refused key is
+        # reported by where it is configured.
+        self._secrets = secrets or Secrets()
         self._key_setting = key_setting or "the provider's api_key"
 
     async def stream(
@@ -213,11 +215,8 @@ class OpenAIChatModel:
         )
 
     def _scrubbed(self, error: ModelError) -> ModelError:
-        """`error` with every occurrence of the API key in its text replaced."""
-        text = str(error)
-        if not self._secret or self._secret not in text:
-            return error
-        error.args = (text.replace(self._secret, "[redacted]"), *error.args[1:])
+        """`error` with every secret the executor knows (the API key among them) replaced."""
+        self._secrets.scrubbed_error(error)
         return error
 
 

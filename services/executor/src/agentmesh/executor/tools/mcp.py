@@ -14,6 +14,8 @@ import contextvars
 import hashlib
 import json
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentmesh.executor.models.base import ToolSpec
@@ -38,11 +40,20 @@ def server_signature(server: resources_pb2.McpServer) -> str:
         "args": list(server.args),
         "url": server.url,
         "env": dict(sorted(server.env.items())),
+        "headers": dict(sorted(server.headers.items())),
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-def _target(server: resources_pb2.McpServer) -> mcp.StdioServerParameters | str:
+@dataclass(frozen=True)
+class _HttpTarget:
+    """A streamable HTTP endpoint and the headers every request to it carries."""
+
+    url: str
+    headers: dict[str, str] = field(repr=False)
+
+
+def _target(server: resources_pb2.McpServer) -> mcp.StdioServerParameters | _HttpTarget:
     transport = server.transport.lower().replace("-", "_")
     if transport == STDIO:
         if not server.command:
@@ -55,15 +66,23 @@ def _target(server: resources_pb2.McpServer) -> mcp.StdioServerParameters | str:
     if transport in (STREAMABLE_HTTP, "http"):
         if not server.url:
             raise ValueError(f"MCP server {server.name!r}: streamable_http needs a url")
-        return server.url
+        return _HttpTarget(server.url, dict(server.headers))
     raise ValueError(f"MCP server {server.name!r}: unknown transport {server.transport!r}")
 
 
 class McpConnection:
     """One open MCP server connection and the tools it offers."""
 
-    def __init__(self, server: resources_pb2.McpServer, *, connect_timeout_seconds: float = 30.0) -> None:
+    def __init__(
+        self,
+        server: resources_pb2.McpServer,
+        *,
+        connect_timeout_seconds: float = 30.0,
+        scrub: Callable[[str], str] = str,
+    ) -> None:
         self.name = server.name
+        # Its errors and log lines may quote what it was given (a URL, a header): scrubbed.
+        self._scrub = scrub
         self._target = _target(server)
         self._connect_timeout_seconds = connect_timeout_seconds
         self._client: mcp.Client | None = None
@@ -102,14 +121,17 @@ class McpConnection:
             raise
         if not self._ready.is_set():
             error = self._error or RuntimeError("connection closed")
-            raise ToolError(f"cannot connect to MCP server {self.name!r}: {_describe(error)}") from error
+            raise ToolError(
+                self._scrub(f"cannot connect to MCP server {self.name!r}: {_describe(error)}")
+            ) from None
         return self
 
     async def _own(self) -> None:
         import mcp
 
         try:
-            async with mcp.Client(self._target, cache=None) as client:
+            async with contextlib.AsyncExitStack() as stack:
+                client = await stack.enter_async_context(mcp.Client(await self._transport(stack), cache=None))
                 self._client = client
                 self._tools = [McpTool(self, tool) for tool in await _list_tools(client)]
                 self._ready.set()
@@ -117,9 +139,21 @@ class McpConnection:
         except Exception as error:
             self._error = error
             if self._ready.is_set():
-                logger.warning("MCP server %r connection ended: %s", self.name, _describe(error))
+                logger.warning("MCP server %r connection ended: %s", self.name, self._scrub(_describe(error)))
         finally:
             self._client = None
+
+    async def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
+        """What `mcp.Client` connects through: stdio parameters, or a streamable HTTP transport
+        on an HTTP client of its own that sends the server's headers."""
+        target = self._target
+        if not isinstance(target, _HttpTarget):
+            return target
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        http = await stack.enter_async_context(create_mcp_http_client(headers=target.headers or None))
+        return streamable_http_client(target.url, http_client=http)
 
     async def call(
         self, name: str, arguments: dict[str, Any], *, timeout_seconds: float | None = None
@@ -132,7 +166,7 @@ class McpConnection:
         try:
             result = await client.call_tool(name, arguments, read_timeout_seconds=timeout_seconds)
         except mcp.MCPError as error:
-            raise ToolError(f"MCP server {self.name!r}: {error}") from None
+            raise ToolError(self._scrub(f"MCP server {self.name!r}: {error}")) from None
         return ToolOutput(_result_text(result), is_error=bool(result.is_error))
 
     async def aclose(self) -> None:

@@ -21,6 +21,7 @@ from agentmesh.gateway.http.context import HttpContext, authorize
 from agentmesh.gateway.http.errors import install_error_handlers
 from agentmesh.gateway.http.head import HeadAsGet
 from agentmesh.gateway.http.limits import BodySizeLimit
+from agentmesh.gateway.http.mcp_servers import mcp_server_router
 from agentmesh.gateway.http.openai import openai_router
 from agentmesh.gateway.http.rest import rest_router
 from agentmesh.gateway.http.schemas import ErrorOut, HealthOut, ReadinessOut
@@ -79,6 +80,7 @@ def create_http_app(context: HttpContext, *, max_request_body_bytes: int) -> Fas
         return body
 
     app.include_router(rest_router(), responses=_ERROR_RESPONSES)
+    app.include_router(mcp_server_router(), responses=_ERROR_RESPONSES)
     app.include_router(agent_router(), responses=_ERROR_RESPONSES)
     app.include_router(openai_router())
     app.include_router(console_router())

@@ -74,8 +74,26 @@ def tokens(value: registry_pb2.Tokens) -> schemas.TokensOut:
 # Agent types.
 
 
-def _mcp_server_proto(value: schemas.McpServerBody) -> registry_resources.McpServer:
-    return registry_resources.McpServer(**value.model_dump())
+def _mcp_server_proto(value: str | dict[str, Any]) -> registry_resources.McpServer:
+    """A server given by name (a registered one) or inline."""
+    if isinstance(value, str):
+        return registry_resources.McpServer(name=value)
+    return registry_resources.McpServer(**schemas.McpServerBody(**value).model_dump())
+
+
+def mcp_server(value: registry_resources.McpServer) -> str | schemas.McpServerOut:
+    """An agent type's server: a registered one's name, or the inline definition (masked)."""
+    if not value.transport:
+        return value.name
+    return schemas.McpServerOut(
+        name=value.name,
+        transport=value.transport,
+        command=value.command,
+        args=list(value.args),
+        url=value.url,
+        env=dict(value.env),
+        headers=dict(value.headers),
+    )
 
 
 _AGENT_KIND = "AGENT_KIND_"
@@ -88,7 +106,7 @@ def agent_type_proto(fields: dict[str, Any], *, id: str = "") -> registry_resour
         if name == "model_params":
             proto.model_params.CopyFrom(struct(value))
         elif name == "mcp_servers":
-            proto.mcp_servers.extend(_mcp_server_proto(schemas.McpServerBody(**s)) for s in value)
+            proto.mcp_servers.extend(_mcp_server_proto(s) for s in value)
         elif name == "kind":
             proto.kind = enum_value(value, registry_resources.AgentKind, _AGENT_KIND)
         elif isinstance(value, list):
@@ -111,17 +129,7 @@ def agent_type(value: registry_resources.AgentType) -> schemas.AgentTypeOut:
         fallback_models=list(value.fallback_models),
         model_params=struct_to_dict(value.model_params),
         tools=list(value.tools),
-        mcp_servers=[
-            schemas.McpServerOut(
-                name=s.name,
-                transport=s.transport,
-                command=s.command,
-                args=list(s.args),
-                url=s.url,
-                env=dict(s.env),
-            )
-            for s in value.mcp_servers
-        ],
+        mcp_servers=[mcp_server(s) for s in value.mcp_servers],
         kind=enum_name(kind, registry_resources.AgentKind, _AGENT_KIND),  # type: ignore[arg-type]
         sub_agents=list(value.sub_agents),
         max_steps=value.max_steps,

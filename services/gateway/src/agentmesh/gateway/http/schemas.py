@@ -106,12 +106,17 @@ class UserOut(BaseModel):
 
 
 class McpServerBody(RequestBody):
+    """An MCP server defined inline. `env` and `headers` values are secrets: written, never shown
+    (answers show "********"; sending that back keeps the value). A value may be `${env:NAME}`,
+    read from the executor's environment."""
+
     name: str
     transport: str = Field(description='"stdio" or "streamable_http"')
     command: str = ""
     args: list[str] = Field(default_factory=list)
     url: str = ""
     env: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict)
 
 
 class McpServerOut(BaseModel):
@@ -120,7 +125,12 @@ class McpServerOut(BaseModel):
     command: str
     args: list[str]
     url: str
-    env: dict[str, str]
+    env: dict[str, str] = Field(description='values masked: "********"')
+    headers: dict[str, str] = Field(description='values masked: "********"')
+
+
+# An agent type's MCP server: the name of a registered one, or an inline definition.
+McpServerRef = Annotated[str, Field(min_length=1, description="the name of a registered MCP server")]
 
 
 class AgentTypeCreate(RequestBody):
@@ -133,7 +143,7 @@ class AgentTypeCreate(RequestBody):
     fallback_models: list[str] = Field(default_factory=list)
     model_params: dict[str, Any] = Field(default_factory=dict)
     tools: list[str] = Field(default_factory=list)
-    mcp_servers: list[McpServerBody] = Field(default_factory=list)
+    mcp_servers: list[McpServerRef | McpServerBody] = Field(default_factory=list)
     kind: AgentKindName = "llm"
     sub_agents: list[str] = Field(default_factory=list)
     max_steps: Count = 0
@@ -153,7 +163,7 @@ class AgentTypeUpdate(RequestBody):
     fallback_models: list[str] = _unchanged()
     model_params: dict[str, Any] = _unchanged()
     tools: list[str] = _unchanged()
-    mcp_servers: list[McpServerBody] = _unchanged()
+    mcp_servers: list[McpServerRef | McpServerBody] = _unchanged()
     kind: AgentKindName = _unchanged()
     sub_agents: list[str] = _unchanged()
     max_steps: Count = _unchanged()
@@ -172,7 +182,7 @@ class AgentTypeOut(BaseModel):
     fallback_models: list[str]
     model_params: dict[str, Any]
     tools: list[str]
-    mcp_servers: list[McpServerOut]
+    mcp_servers: list[str | McpServerOut]
     kind: AgentKindName
     sub_agents: list[str]
     max_steps: int

@@ -28,6 +28,7 @@ from agentmesh.registry.models import (
     PageRequest,
     Project,
     RefreshToken,
+    RegisteredMcpServer,
     Slice,
     User,
 )
@@ -38,6 +39,7 @@ from agentmesh.registry.store.interface import (
     StoreTransaction,
     Visibility,
 )
+from agentmesh.registry.store.mcp_servers import InMemoryMcpServers
 
 T = TypeVar("T", AgentType, Project, Agent)
 V = TypeVar("V")
@@ -60,6 +62,7 @@ class _State:
     agents: dict[str, _Stored[Agent]] = field(default_factory=dict)
     runs: set[tuple[str, str]] = field(default_factory=set)
     executors: dict[str, Executor] = field(default_factory=dict)
+    mcp_servers: dict[str, tuple[RegisteredMcpServer, str | None]] = field(default_factory=dict)
 
 
 class InMemoryRegistryStore(RegistryStore):
@@ -163,7 +166,7 @@ class InMemoryRegistryStore(RegistryStore):
             )
 
 
-class InMemoryTransaction(StoreTransaction):
+class InMemoryTransaction(InMemoryMcpServers, StoreTransaction):
     """The operations of one transaction, on the state it was given."""
 
     def __init__(self, state: _State) -> None:
@@ -321,6 +324,7 @@ class InMemoryTransaction(StoreTransaction):
         self._state.runs = {run for run in self._state.runs if run[0] not in gone}
         for agent_id in gone:
             del self._state.agents[agent_id]
+        await self.delete_project_mcp_servers(project_id)
         self._state.projects.pop(project_id, None)
 
     # Agents.

@@ -29,6 +29,7 @@ from agentmesh.registry.models import (
     Slice,
     User,
 )
+from agentmesh.registry.store.mcp_servers import McpServerTransaction
 
 
 class DuplicateRequest(Exception):
@@ -54,8 +55,9 @@ class RunChange:
     type_updated_at: datetime
 
 
-class StoreTransaction(abc.ABC):
-    """The operations of one transaction. Reads return None for what does not exist."""
+class StoreTransaction(McpServerTransaction):
+    """The operations of one transaction (registered MCP servers' in `mcp_servers`). Reads return
+    None for what does not exist."""
 
     # Users.
     @abc.abstractmethod

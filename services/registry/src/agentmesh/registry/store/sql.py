@@ -43,6 +43,7 @@ from agentmesh.registry.store.interface import (
     Visibility,
 )
 from agentmesh.registry.store.mappers import agent_type_values, agent_values, from_row
+from agentmesh.registry.store.mcp_servers import SqlMcpServers
 from agentmesh.registry.store.statements import (
     PG_FINISH_RUN,
     PG_START_RUN,
@@ -153,7 +154,7 @@ def _take_over_sqlite_transactions(engine: AsyncEngine) -> None:
         connection.exec_driver_sql(connection.get_execution_options().get(_SQLITE_BEGIN, "BEGIN"))
 
 
-class SqlStoreTransaction(StoreTransaction):
+class SqlStoreTransaction(SqlMcpServers, StoreTransaction):
     """One AsyncSession transaction."""
 
     def __init__(self, session: AsyncSession) -> None:
@@ -337,6 +338,7 @@ class SqlStoreTransaction(StoreTransaction):
         agents = sa.select(AgentRow.id).where(AgentRow.project_id == project_id)
         await self._session.execute(sa.delete(AgentRunRow).where(AgentRunRow.agent_id.in_(agents)))
         await self._session.execute(sa.delete(AgentRow).where(AgentRow.project_id == project_id))
+        await self.delete_project_mcp_servers(project_id)
         await self._session.execute(sa.delete(ProjectRow).where(ProjectRow.id == project_id))
 
     # Agents.

@@ -152,3 +152,28 @@ class ExecutorRow(Base):
     id: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
     address: Mapped[str] = mapped_column(sa.String(300))
     heartbeat_at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
+
+
+class McpServerRow(Base):
+    """A registered MCP server; `project_id` is '' for a global one. Deleted with its project by
+    the store (no foreign key: '' names no project)."""
+
+    __tablename__ = "mcp_servers"
+    __table_args__ = (
+        sa.UniqueConstraint("project_id", "name"),
+        sa.Index(None, "created_at", "id"),
+        sa.Index(None, "project_id", "created_at", "id"),
+    )
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    project_id: Mapped[str] = mapped_column(sa.String(36))
+    name: Mapped[str] = mapped_column(sa.String(63))
+    transport: Mapped[str] = mapped_column(sa.String(20))
+    command: Mapped[str] = mapped_column(sa.Text)
+    args: Mapped[list[str]] = mapped_column(sa.JSON)
+    url: Mapped[str] = mapped_column(sa.Text)
+    env: Mapped[dict[str, str]] = mapped_column(sa.JSON)
+    headers: Mapped[dict[str, str]] = mapped_column(sa.JSON)
+    request_id: Mapped[str | None] = mapped_column(sa.String(200), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)

@@ -1646,3 +1646,324 @@ class ListExecutorsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListExecutorsResponse: _TypeAlias = ListExecutorsResponse  # noqa: Y015
+
+@_typing.final
+class CreateMcpServerRequest(_message.Message):
+    """CreateMcpServerRequest is the input of CreateMcpServer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MCP_SERVER_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """Optional idempotency key: a retry with the same key returns the first result."""
+    @_builtins.property
+    def mcp_server(self) -> _resources_pb2.McpServer:
+        """The server: name, transport, command/args or url, env, headers, and project_id for a
+        project's server; id and timestamps are ignored.
+        """
+
+    def __init__(
+        self,
+        *,
+        mcp_server: _resources_pb2.McpServer | None = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["mcp_server", b"mcp_server"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["mcp_server", b"mcp_server", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateMcpServerRequest: _TypeAlias = CreateMcpServerRequest  # noqa: Y015
+
+@_typing.final
+class CreateMcpServerResponse(_message.Message):
+    """CreateMcpServerResponse is the output of CreateMcpServer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MCP_SERVER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def mcp_server(self) -> _resources_pb2.McpServer:
+        """The new server, values masked."""
+
+    def __init__(
+        self,
+        *,
+        mcp_server: _resources_pb2.McpServer | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["mcp_server", b"mcp_server"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["mcp_server", b"mcp_server"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateMcpServerResponse: _TypeAlias = CreateMcpServerResponse  # noqa: Y015
+
+@_typing.final
+class GetMcpServerRequest(_message.Message):
+    """GetMcpServerRequest is the input of GetMcpServer: an id, or a name (with the project_id of a
+    project's server, none for a global one).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Identifier."""
+    name: _builtins.str
+    """Name."""
+    project_id: _builtins.str
+    """With name: the project; empty for a global server."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        name: _builtins.str = ...,
+        project_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "name", b"name", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetMcpServerRequest: _TypeAlias = GetMcpServerRequest  # noqa: Y015
+
+@_typing.final
+class GetMcpServerResponse(_message.Message):
+    """GetMcpServerResponse is the output of GetMcpServer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MCP_SERVER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def mcp_server(self) -> _resources_pb2.McpServer:
+        """The server, values masked."""
+
+    def __init__(
+        self,
+        *,
+        mcp_server: _resources_pb2.McpServer | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["mcp_server", b"mcp_server"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["mcp_server", b"mcp_server"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetMcpServerResponse: _TypeAlias = GetMcpServerResponse  # noqa: Y015
+
+@_typing.final
+class ListMcpServersRequest(_message.Message):
+    """ListMcpServersRequest is the input of ListMcpServers."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    PAGE_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    page_size: _builtins.int
+    """At most this many (default 50, at most 1000)."""
+    page_token: _builtins.str
+    """Token from a previous response."""
+    page: _builtins.int
+    """Page number (1-based), an alternative to page_token for REST-style paging."""
+    project_id: _builtins.str
+    """Only this project's servers; empty for all."""
+    def __init__(
+        self,
+        *,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        page: _builtins.int = ...,
+        project_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page", b"page", "page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMcpServersRequest: _TypeAlias = ListMcpServersRequest  # noqa: Y015
+
+@_typing.final
+class ListMcpServersResponse(_message.Message):
+    """ListMcpServersResponse is the output of ListMcpServers."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MCP_SERVERS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    TOTAL_SIZE_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Token for the next page; empty on the last."""
+    total_size: _builtins.int
+    """How many there are in all."""
+    @_builtins.property
+    def mcp_servers(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.McpServer]:
+        """The page, values masked."""
+
+    def __init__(
+        self,
+        *,
+        mcp_servers: _abc.Iterable[_resources_pb2.McpServer] | None = ...,
+        next_page_token: _builtins.str = ...,
+        total_size: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["mcp_servers", b"mcp_servers", "next_page_token", b"next_page_token", "total_size", b"total_size"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMcpServersResponse: _TypeAlias = ListMcpServersResponse  # noqa: Y015
+
+@_typing.final
+class UpdateMcpServerRequest(_message.Message):
+    """UpdateMcpServerRequest is the input of UpdateMcpServer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MCP_SERVER_FIELD_NUMBER: _builtins.int
+    UPDATE_MASK_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def mcp_server(self) -> _resources_pb2.McpServer:
+        """The server with its id and the new values."""
+
+    @_builtins.property
+    def update_mask(self) -> _field_mask_pb2.FieldMask:
+        """Fields to change: name, transport, command, args, url, env, headers (project_id cannot)."""
+
+    def __init__(
+        self,
+        *,
+        mcp_server: _resources_pb2.McpServer | None = ...,
+        update_mask: _field_mask_pb2.FieldMask | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["mcp_server", b"mcp_server", "update_mask", b"update_mask"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["mcp_server", b"mcp_server", "update_mask", b"update_mask"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateMcpServerRequest: _TypeAlias = UpdateMcpServerRequest  # noqa: Y015
+
+@_typing.final
+class UpdateMcpServerResponse(_message.Message):
+    """UpdateMcpServerResponse is the output of UpdateMcpServer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MCP_SERVER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def mcp_server(self) -> _resources_pb2.McpServer:
+        """The server after the change, values masked."""
+
+    def __init__(
+        self,
+        *,
+        mcp_server: _resources_pb2.McpServer | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["mcp_server", b"mcp_server"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["mcp_server", b"mcp_server"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateMcpServerResponse: _TypeAlias = UpdateMcpServerResponse  # noqa: Y015
+
+@_typing.final
+class DeleteMcpServerRequest(_message.Message):
+    """DeleteMcpServerRequest is the input of DeleteMcpServer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Identifier."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteMcpServerRequest: _TypeAlias = DeleteMcpServerRequest  # noqa: Y015
+
+@_typing.final
+class DeleteMcpServerResponse(_message.Message):
+    """DeleteMcpServerResponse is the output of DeleteMcpServer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteMcpServerResponse: _TypeAlias = DeleteMcpServerResponse  # noqa: Y015
+
+@_typing.final
+class ResolveMcpServersRequest(_message.Message):
+    """ResolveMcpServersRequest is the input of ResolveMcpServers."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The agent."""
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolveMcpServersRequest: _TypeAlias = ResolveMcpServersRequest  # noqa: Y015
+
+@_typing.final
+class ResolveMcpServersResponse(_message.Message):
+    """ResolveMcpServersResponse is the output of ResolveMcpServers."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SERVERS_FIELD_NUMBER: _builtins.int
+    MISSING_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def servers(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.McpServer]:
+        """The servers that could be resolved, in the order the agent's type lists them, values in full."""
+
+    @_builtins.property
+    def missing(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The names the type refers to that no registered server has (in the project or globally)."""
+
+    def __init__(
+        self,
+        *,
+        servers: _abc.Iterable[_resources_pb2.McpServer] | None = ...,
+        missing: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["missing", b"missing", "servers", b"servers"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolveMcpServersResponse: _TypeAlias = ResolveMcpServersResponse  # noqa: Y015

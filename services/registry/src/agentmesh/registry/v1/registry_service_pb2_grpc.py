@@ -181,6 +181,36 @@ class RegistryServiceStub:
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsResponse.FromString,
                 _registered_method=True)
+        self.CreateMcpServer = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/CreateMcpServer',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateMcpServerRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateMcpServerResponse.FromString,
+                _registered_method=True)
+        self.GetMcpServer = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/GetMcpServer',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetMcpServerRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetMcpServerResponse.FromString,
+                _registered_method=True)
+        self.ListMcpServers = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/ListMcpServers',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListMcpServersRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListMcpServersResponse.FromString,
+                _registered_method=True)
+        self.UpdateMcpServer = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/UpdateMcpServer',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateMcpServerRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateMcpServerResponse.FromString,
+                _registered_method=True)
+        self.DeleteMcpServer = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/DeleteMcpServer',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteMcpServerRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteMcpServerResponse.FromString,
+                _registered_method=True)
+        self.ResolveMcpServers = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/ResolveMcpServers',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveMcpServersRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveMcpServersResponse.FromString,
+                _registered_method=True)
         self.RegisterExecutor = channel.unary_unary(
                 '/agentmesh.registry.v1.RegistryService/RegisterExecutor',
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RegisterExecutorRequest.SerializeToString,
@@ -415,6 +445,54 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateMcpServer(self, request, context):
+        """Registers an MCP server (superusers): global, or one project's when project_id is set.
+        ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
+        for an unknown project.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetMcpServer(self, request, context):
+        """Returns one MCP server, by id or by name and project (superusers); env and header values
+        masked. NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListMcpServers(self, request, context):
+        """Lists MCP servers (superusers), oldest first; env and header values masked.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateMcpServer(self, request, context):
+        """Updates the fields named in the update mask (superusers). A map value given as "********"
+        (what reads show) keeps the stored value of its key. NOT_FOUND, ALREADY_EXISTS.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteMcpServer(self, request, context):
+        """Deletes an MCP server (superusers); agent types naming it run without its tools. NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResolveMcpServers(self, request, context):
+        """Resolves an agent's MCP servers for running it: its type's inline definitions and the
+        registered servers it names (the project's of that name, else the global one), env and
+        header values in full. The system principal only (executors). NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def RegisterExecutor(self, request, context):
         """Registers or refreshes an executor in the pool (system principal only).
         """
@@ -571,6 +649,36 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.FinishAgentRuns,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsResponse.SerializeToString,
+            ),
+            'CreateMcpServer': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateMcpServer,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateMcpServerRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateMcpServerResponse.SerializeToString,
+            ),
+            'GetMcpServer': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMcpServer,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetMcpServerRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetMcpServerResponse.SerializeToString,
+            ),
+            'ListMcpServers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMcpServers,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListMcpServersRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListMcpServersResponse.SerializeToString,
+            ),
+            'UpdateMcpServer': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateMcpServer,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateMcpServerRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateMcpServerResponse.SerializeToString,
+            ),
+            'DeleteMcpServer': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteMcpServer,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteMcpServerRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteMcpServerResponse.SerializeToString,
+            ),
+            'ResolveMcpServers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveMcpServers,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveMcpServersRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveMcpServersResponse.SerializeToString,
             ),
             'RegisterExecutor': grpc.unary_unary_rpc_method_handler(
                     servicer.RegisterExecutor,
@@ -1346,6 +1454,168 @@ class RegistryService:
             '/agentmesh.registry.v1.RegistryService/FinishAgentRuns',
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsRequest.SerializeToString,
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateMcpServer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/CreateMcpServer',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateMcpServerRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateMcpServerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetMcpServer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/GetMcpServer',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetMcpServerRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetMcpServerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMcpServers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/ListMcpServers',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListMcpServersRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListMcpServersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateMcpServer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/UpdateMcpServer',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateMcpServerRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateMcpServerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteMcpServer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/DeleteMcpServer',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteMcpServerRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteMcpServerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveMcpServers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/ResolveMcpServers',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveMcpServersRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveMcpServersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -122,6 +122,28 @@ class RegistryServiceStub:
     of the others (one refused does not fail the rest): how executors report their runs' ends
     under load. At most 1,000 runs per call.
     """
+    CreateMcpServer: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CreateMcpServerRequest, _registry_service_pb2.CreateMcpServerResponse]
+    """Registers an MCP server (superusers): global, or one project's when project_id is set.
+    ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
+    for an unknown project.
+    """
+    GetMcpServer: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.GetMcpServerRequest, _registry_service_pb2.GetMcpServerResponse]
+    """Returns one MCP server, by id or by name and project (superusers); env and header values
+    masked. NOT_FOUND.
+    """
+    ListMcpServers: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ListMcpServersRequest, _registry_service_pb2.ListMcpServersResponse]
+    """Lists MCP servers (superusers), oldest first; env and header values masked."""
+    UpdateMcpServer: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.UpdateMcpServerRequest, _registry_service_pb2.UpdateMcpServerResponse]
+    """Updates the fields named in the update mask (superusers). A map value given as "********"
+    (what reads show) keeps the stored value of its key. NOT_FOUND, ALREADY_EXISTS.
+    """
+    DeleteMcpServer: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteMcpServerRequest, _registry_service_pb2.DeleteMcpServerResponse]
+    """Deletes an MCP server (superusers); agent types naming it run without its tools. NOT_FOUND."""
+    ResolveMcpServers: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ResolveMcpServersRequest, _registry_service_pb2.ResolveMcpServersResponse]
+    """Resolves an agent's MCP servers for running it: its type's inline definitions and the
+    registered servers it names (the project's of that name, else the global one), env and
+    header values in full. The system principal only (executors). NOT_FOUND.
+    """
     RegisterExecutor: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RegisterExecutorRequest, _registry_service_pb2.RegisterExecutorResponse]
     """Registers or refreshes an executor in the pool (system principal only)."""
     ListExecutors: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ListExecutorsRequest, _registry_service_pb2.ListExecutorsResponse]
@@ -220,6 +242,28 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     """Finishes several runs in one call, each exactly as FinishAgentRun would and independently
     of the others (one refused does not fail the rest): how executors report their runs' ends
     under load. At most 1,000 runs per call.
+    """
+    CreateMcpServer: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CreateMcpServerRequest, _registry_service_pb2.CreateMcpServerResponse]  # type: ignore[assignment]
+    """Registers an MCP server (superusers): global, or one project's when project_id is set.
+    ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
+    for an unknown project.
+    """
+    GetMcpServer: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.GetMcpServerRequest, _registry_service_pb2.GetMcpServerResponse]  # type: ignore[assignment]
+    """Returns one MCP server, by id or by name and project (superusers); env and header values
+    masked. NOT_FOUND.
+    """
+    ListMcpServers: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ListMcpServersRequest, _registry_service_pb2.ListMcpServersResponse]  # type: ignore[assignment]
+    """Lists MCP servers (superusers), oldest first; env and header values masked."""
+    UpdateMcpServer: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.UpdateMcpServerRequest, _registry_service_pb2.UpdateMcpServerResponse]  # type: ignore[assignment]
+    """Updates the fields named in the update mask (superusers). A map value given as "********"
+    (what reads show) keeps the stored value of its key. NOT_FOUND, ALREADY_EXISTS.
+    """
+    DeleteMcpServer: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteMcpServerRequest, _registry_service_pb2.DeleteMcpServerResponse]  # type: ignore[assignment]
+    """Deletes an MCP server (superusers); agent types naming it run without its tools. NOT_FOUND."""
+    ResolveMcpServers: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ResolveMcpServersRequest, _registry_service_pb2.ResolveMcpServersResponse]  # type: ignore[assignment]
+    """Resolves an agent's MCP servers for running it: its type's inline definitions and the
+    registered servers it names (the project's of that name, else the global one), env and
+    header values in full. The system principal only (executors). NOT_FOUND.
     """
     RegisterExecutor: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RegisterExecutorRequest, _registry_service_pb2.RegisterExecutorResponse]  # type: ignore[assignment]
     """Registers or refreshes an executor in the pool (system principal only)."""
@@ -484,6 +528,64 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         """Finishes several runs in one call, each exactly as FinishAgentRun would and independently
         of the others (one refused does not fail the rest): how executors report their runs' ends
         under load. At most 1,000 runs per call.
+        """
+
+    @_abc_1.abstractmethod
+    def CreateMcpServer(
+        self,
+        request: _registry_service_pb2.CreateMcpServerRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.CreateMcpServerResponse, _abc.Awaitable[_registry_service_pb2.CreateMcpServerResponse]]:
+        """Registers an MCP server (superusers): global, or one project's when project_id is set.
+        ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
+        for an unknown project.
+        """
+
+    @_abc_1.abstractmethod
+    def GetMcpServer(
+        self,
+        request: _registry_service_pb2.GetMcpServerRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.GetMcpServerResponse, _abc.Awaitable[_registry_service_pb2.GetMcpServerResponse]]:
+        """Returns one MCP server, by id or by name and project (superusers); env and header values
+        masked. NOT_FOUND.
+        """
+
+    @_abc_1.abstractmethod
+    def ListMcpServers(
+        self,
+        request: _registry_service_pb2.ListMcpServersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.ListMcpServersResponse, _abc.Awaitable[_registry_service_pb2.ListMcpServersResponse]]:
+        """Lists MCP servers (superusers), oldest first; env and header values masked."""
+
+    @_abc_1.abstractmethod
+    def UpdateMcpServer(
+        self,
+        request: _registry_service_pb2.UpdateMcpServerRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.UpdateMcpServerResponse, _abc.Awaitable[_registry_service_pb2.UpdateMcpServerResponse]]:
+        """Updates the fields named in the update mask (superusers). A map value given as "********"
+        (what reads show) keeps the stored value of its key. NOT_FOUND, ALREADY_EXISTS.
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteMcpServer(
+        self,
+        request: _registry_service_pb2.DeleteMcpServerRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.DeleteMcpServerResponse, _abc.Awaitable[_registry_service_pb2.DeleteMcpServerResponse]]:
+        """Deletes an MCP server (superusers); agent types naming it run without its tools. NOT_FOUND."""
+
+    @_abc_1.abstractmethod
+    def ResolveMcpServers(
+        self,
+        request: _registry_service_pb2.ResolveMcpServersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.ResolveMcpServersResponse, _abc.Awaitable[_registry_service_pb2.ResolveMcpServersResponse]]:
+        """Resolves an agent's MCP servers for running it: its type's inline definitions and the
+        registered servers it names (the project's of that name, else the global one), env and
+        header values in full. The system principal only (executors). NOT_FOUND.
         """
 
     @_abc_1.abstractmethod

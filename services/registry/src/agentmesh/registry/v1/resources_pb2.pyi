@@ -136,12 +136,39 @@ Global___User: _TypeAlias = User  # noqa: Y015
 
 @_typing.final
 class McpServer(_message.Message):
-    """McpServer is a Model Context Protocol server an agent takes tools from."""
+    """McpServer is a Model Context Protocol server an agent takes tools from: defined inline in an
+    agent type, or registered in the registry (superusers; global, or for one project) and named by
+    agent types. In an agent type, a server with a name and nothing else (no transport) refers to
+    the registered server of that name: the agent's project's, else the global one. Env and header
+    values are secrets, written but never read back: every response shows them as "********"
+    (ResolveMcpServers, which only executors may call, excepted). A value may reference the
+    executor's environment, `${env:NAME}`, resolved only inside the executor.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     @_typing.final
     class EnvEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class HeadersEntry(_message.Message):
         DESCRIPTOR: _descriptor.Descriptor
 
         KEY_FIELD_NUMBER: _builtins.int
@@ -166,21 +193,46 @@ class McpServer(_message.Message):
     ARGS_FIELD_NUMBER: _builtins.int
     URL_FIELD_NUMBER: _builtins.int
     ENV_FIELD_NUMBER: _builtins.int
+    HEADERS_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    UPDATED_AT_FIELD_NUMBER: _builtins.int
     name: _builtins.str
-    """Name, unique within the agent type; prefixes nothing, for display only."""
+    """Name, unique within the agent type (and, registered, within its project or among the global
+    servers: a DNS label); prefixes nothing, for display only.
+    """
     transport: _builtins.str
     """"stdio" or "streamable_http"."""
     command: _builtins.str
     """stdio: the program to start."""
     url: _builtins.str
     """streamable_http: the endpoint URL."""
+    id: _builtins.str
+    """A registered server's identifier; empty inline."""
+    project_id: _builtins.str
+    """A registered server's project; empty for a global server (and inline)."""
     @_builtins.property
     def args(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """stdio: its arguments."""
 
     @_builtins.property
     def env(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
-        """stdio: extra environment variables."""
+        """stdio: extra environment variables (values are secrets)."""
+
+    @_builtins.property
+    def headers(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """streamable_http: extra HTTP headers sent with every request, e.g. Authorization (values are
+        secrets).
+        """
+
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When registered."""
+
+    @_builtins.property
+    def updated_at(self) -> _timestamp_pb2.Timestamp:
+        """When last changed."""
 
     def __init__(
         self,
@@ -191,10 +243,15 @@ class McpServer(_message.Message):
         args: _abc.Iterable[_builtins.str] | None = ...,
         url: _builtins.str = ...,
         env: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        headers: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        id: _builtins.str = ...,
+        project_id: _builtins.str = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        updated_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["args", b"args", "command", b"command", "env", b"env", "name", b"name", "transport", b"transport", "url", b"url"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["args", b"args", "command", b"command", "created_at", b"created_at", "env", b"env", "headers", b"headers", "id", b"id", "name", b"name", "project_id", b"project_id", "transport", b"transport", "updated_at", b"updated_at", "url", b"url"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -262,7 +319,9 @@ class AgentType(_message.Message):
 
     @_builtins.property
     def mcp_servers(self) -> _containers.RepeatedCompositeFieldContainer[Global___McpServer]:
-        """MCP servers the agent takes tools from."""
+        """MCP servers the agent takes tools from: inline definitions, and names of registered servers
+        (which need not exist yet: a run without them goes on without their tools).
+        """
 
     @_builtins.property
     def sub_agents(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -563,7 +622,9 @@ class AgentSpec(_message.Message):
 
     @_builtins.property
     def mcp_servers(self) -> _containers.RepeatedCompositeFieldContainer[Global___McpServer]:
-        """MCP servers."""
+        """MCP servers, as the type lists them (names of registered servers, inline definitions), env
+        and header values masked: executors get the servers themselves from ResolveMcpServers.
+        """
 
     @_builtins.property
     def sub_agents(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:

@@ -1,0 +1,181 @@
+"""Runs with MCP servers named by their agent's type (issue 13 item 3), and their secrets (issue 14
+item 2): a registered server's tools are used; one that is not registered or cannot be reached
+costs the run its tools, not the run, with an `error` event naming it and saying why; and no env or
+header value — literal, or read from the executor's environment through `${env:NAME}` — appears in
+any answer, event or log line of the mesh."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agentmesh.registry.v1 import registry_service_pb2 as reg
+from agentmesh.registry.v1 import resources_pb2
+from tests.integration.executor.mcp_http import serve_http
+from tests.integration.executor.support import Stack, calls, event_type, final, kind
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+MCP_SCRIPT = Path(__file__).with_name("mcp_server.py")
+
+
+def stdio(name: str, **env: str) -> resources_pb2.McpServer:
+    return resources_pb2.McpServer(
+        name=name, transport="stdio", command=sys.executable, args=[str(MCP_SCRIPT)], env=env
+    )
+
+
+async def register(stack: Stack, server: resources_pb2.McpServer) -> resources_pb2.McpServer:
+    request = reg.CreateMcpServerRequest(mcp_server=server)
+    return (await stack.client.registry.CreateMcpServer(request, metadata=stack.metadata)).mcp_server
+
+
+def by_name(name: str) -> resources_pb2.McpServer:
+    return resources_pb2.McpServer(name=name)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.mark.parametrize("transport", ["stdio", "streamable_http"])
+async def test_a_registered_server_is_used_by_name(stack: Stack, transport: str) -> None:
+    project = await stack.project()
+    name = unique("calc")
+    async with serve_http() as url:
+        if transport == "stdio":
+            await register(stack, stdio(name))
+        else:
+            server = resources_pb2.McpServer(name=name, transport="streamable_http", url=url)
+            await register(stack, server)
+        agent = await stack.agent(
+            project, "calculator", mcp_servers=[by_name(name)], mock_responses=[calls("add", a=2, b=3), "5"]
+        )
+        events = await stack.chat(agent, "add 2 and 3")
+
+    results = [e.tool_result for e in events if kind(e) == "tool_result"]
+    assert [(r.name, r.output, r.is_error) for r in results] == [("add", "5", False)]
+    assert final(events).run_completed.content == "5"
+
+
+async def test_a_missing_or_unreachable_server_costs_the_run_its_tools_not_the_run(stack: Stack) -> None:
+    project = await stack.project()
+    missing, unreachable = unique("later"), unique("gone")
+    await register(
+        stack,
+        resources_pb2.McpServer(name=unreachable, transport="streamable_http", url="http://127.0.0.1:9/mcp"),
+    )
+    agent = await stack.agent(
+        project,
+        "resilient",
+        mcp_servers=[by_name(missing), by_name(unreachable)],
+        mock_responses=[calls("add", a=1, b=1), "went on"],
+    )
+    session = unique("session")
+    events = await stack.chat(agent, "try", session_id=session)
+
+    assert final(events).run_completed.content == "went on"
+    streamed = {e.error.message for e in events if kind(e) == "error"}
+    stored = [e for e in await stack.events(session) if event_type(e) == "error"]
+    assert {e.content for e in stored} == streamed and len(stored) == 2
+    why = {e.metadata["server"]: e.content for e in stored}
+    assert {e.metadata["reason"] for e in stored} == {"MCP_SERVER_UNAVAILABLE"}
+    assert "is not registered" in why[missing] or "no MCP server of that name" in why[missing]
+    assert "cannot connect" in why[unreachable]
+    # Without the server, the model's call of its tool is answered as an unknown tool.
+    result = next(e.tool_result for e in events if kind(e) == "tool_result")
+    assert result.is_error and "unknown tool 'add'" in result.output
+
+    # Registered now: the session's next run builds the agent again and has the tools.
+    await register(stack, stdio(missing))
+    await stack.settled(agent)
+    again = await stack.chat(agent, "try again", session_id=session)
+    results = [e.tool_result for e in again if kind(e) == "tool_result"]
+    assert [(r.output, r.is_error) for r in results] == [("2", False)]
+    assert {e.error.message for e in again if kind(e) == "error"} == {why[unreachable]}
+
+
+async def test_no_secret_leaves_the_executor(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)  # the services log at INFO (a driver's DEBUG lines echo SQL values)
+    env_secret = f"env-secret-{uuid.uuid4().hex}"  # only in the executor's environment
+    literal_secret = f"literal-secret-{uuid.uuid4().hex}"  # stored in the registry
+    header_secret = f"header-secret-{uuid.uuid4().hex}"
+    variable = f"AGENTMESH_TEST_{uuid.uuid4().hex[:8].upper()}"
+    monkeypatch.setenv(variable, env_secret)
+    secrets = (env_secret, literal_secret, header_secret)
+    project = await stack.project()
+    from_env, literal, remote, unset = (
+        unique("from-env"),
+        unique("literal"),
+        unique("remote"),
+        unique("unset"),
+    )
+    async with serve_http() as url:
+        answers = [
+            await register(stack, stdio(from_env, TEST_GREETING=f"${{env:{variable}}}")),
+            await register(stack, stdio(literal, TEST_GREETING=literal_secret)),
+            await register(
+                stack,
+                resources_pb2.McpServer(
+                    name=remote, transport="streamable_http", url=url, headers={"X-Api-Key": header_secret}
+                ),
+            ),
+            await register(stack, stdio(unset, TEST_GREETING="${env:AGENTMESH_TEST_NEVER_SET}")),
+        ]
+        agents = [
+            # A literal value, and a server whose variable is not set (a run without its tools).
+            await stack.agent(
+                project,
+                "literal",
+                mcp_servers=[by_name(literal), by_name(unset)],
+                mock_responses=[calls("whoami"), f"the greeting was {literal_secret}"],  # repeated!
+            ),
+            # A header: the tool answers what the HTTP server received.
+            await stack.agent(
+                project,
+                "remote",
+                mcp_servers=[by_name(remote)],
+                mock_responses=[
+                    {"content": "", "tool_calls": [{"name": "header", "arguments": {"name": "X-Api-Key"}}]},
+                    "done",
+                ],
+            ),
+            # A value read from the executor's environment.
+            await stack.agent(
+                project, "from-env", mcp_servers=[by_name(from_env)], mock_responses=[calls("whoami"), "done"]
+            ),
+        ]
+        session = unique("leak")
+        events = []
+        for agent in agents:
+            events += await stack.chat(agent, "tell me", session_id=session)
+
+    results = [e.tool_result for e in events if kind(e) == "tool_result"]
+    # The servers got the values (the tools echo them), and the echoes left scrubbed.
+    assert results[0].output.endswith("[redacted]") and results[1].output == "[redacted]"
+    assert results[2].output.endswith("[redacted]")
+    unset_error = next(e.error.message for e in events if kind(e) == "error")
+    assert "AGENTMESH_TEST_NEVER_SET" in unset_error and "not set" in unset_error
+
+    stored = await stack.events(session)
+    gateway = stack.mesh.gateway.http.url
+    headers = {"Authorization": f"Bearer {stack.token}"}
+    async with httpx.AsyncClient(base_url=gateway, headers=headers) as http:
+        rest = [
+            await http.get(
+                f"/api/v1/projects/{project.id}/sessions/{session}/events", params={"page_size": 1000}
+            ),
+            await http.get("/api/v1/mcp-servers", params={"page_size": 1000}),
+            await http.get(f"/api/v1/mcp-servers/{answers[1].id}"),
+        ]
+    assert all(response.status_code == 200 for response in rest)
+    seen = [str(answers), str(events), str(stored), *(r.text for r in rest), caplog.text]
+    for secret in secrets:
+        assert not any(secret in text for text in seen), secret
