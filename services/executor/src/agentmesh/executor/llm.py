@@ -11,7 +11,6 @@ model. Text streams in chunks, with ```delegate / ```tool_call blocks taken out 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -26,7 +25,7 @@ from agentmesh.executor.models.base import ChatModel, Message, ModelError, ToolC
 from agentmesh.executor.recorder import EventType, NewEvent
 from agentmesh.executor.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
-from agentmesh.executor.text import DELEGATE, TOOL_CALL, FencedBlock, FencedBlockFilter, TextChunker
+from agentmesh.executor.text import DELEGATE, FencedBlock, FencedBlockFilter, TextChunker
 from agentmesh.executor.tools.base import ToolOutput
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2
@@ -41,12 +40,6 @@ _HISTORY_ROLES = {
     EventType.EVENT_TYPE_AGENT_RESPONSE: "assistant",
 }
 TOOL, DELEGATION, INVALID = "tool", "delegation", "invalid"
-DELEGATE_EXAMPLE = '{"agent": "<name>", "task": "<task>"}'
-TOOL_CALL_EXAMPLE = '{"name": "<tool>", "arguments": {}}'
-
-
-def _fenced(kind: str, body: str) -> str:
-    return f"```{kind}\n{body}\n```"
 
 
 @dataclass
@@ -94,7 +87,7 @@ class LlmLoop:
         assert self._runtime.models is not None
         model = self._runtime.models.for_run()
         messages: list[Message] = [
-            Message("system", self._system_prompt()),
+            Message("system", self._runtime.system_prompt(as_sub_agent=scope.request.as_sub_agent)),
             *history,
             Message("user", scope.request.input),
         ]
@@ -137,27 +130,6 @@ class LlmLoop:
         if self._targets:
             specs.append(delegate_tool_spec(self._targets))
         return specs
-
-    def _system_prompt(self) -> str:
-        parts = [self._scope.spec.instructions.strip()]
-        if self._targets:
-            parts.append(
-                "You may delegate a task to these agents of your project: " + ", ".join(self._targets) + "."
-            )
-        if not self._runtime.function_calling:
-            if self._targets:
-                parts.append("To delegate, write a fenced block:\n" + _fenced(DELEGATE, DELEGATE_EXAMPLE))
-            specs = self._tools.specs()
-            if specs:
-                described = "\n".join(
-                    f"- {spec.name}: {spec.description} Arguments: {json.dumps(spec.parameters)}"
-                    for spec in specs
-                )
-                parts.append(
-                    f"You can call these tools:\n{described}\n"
-                    f"To call one, write a fenced block:\n{_fenced(TOOL_CALL, TOOL_CALL_EXAMPLE)}"
-                )
-        return "\n\n".join(part for part in parts if part)
 
     # -- model ------------------------------------------------------------------------------------
 

@@ -65,8 +65,7 @@ class ChatStream:
                 raise run_failure(event.run_failed)
         if completed is None:
             raise Internal("the run ended without an answer")
-        rest = answer.finish(completed.content)
-        if rest:
+        for rest in answer.finish(completed.content):
             yield rest
         self.result.content = completed.content
         self.result.usage = completed.usage
@@ -225,13 +224,17 @@ def run_failure(failed: run_pb2.RunFailed) -> DomainError:
 
 
 class AnswerStream:
-    """Picks the addressed agent's answer text out of a run's events as they stream.
+    """Picks the addressed agent's answer text out of a run's events as they stream: what is
+    streamed adds up to the plain reply (RunCompleted's content).
 
     Only the addressed run's text counts (never a sub-agent's or a delegated worker's), and
     fenced ```delegate / ```tool_call blocks — step markers for models without function calling —
-    are held back and dropped. Text streams as it comes; `finish` returns what is still missing
-    of the final answer (all of it for workflow agents, whose answer arrives only with
-    RunCompleted).
+    are held back and dropped. An agent that cannot act (no tools, no delegation: `may_act` off)
+    answers with its first step, whose text streams as it comes. One that may act answers with
+    the step that ends without acting, so each step's text is held until the run completes with
+    it (a step that calls a tool or delegates is dropped: the coordinator's "let me ask the
+    worker" is not the answer). `finish` returns what is still missing of the final answer (all
+    of it for workflow agents, whose answer arrives only with RunCompleted).
     """
 
     _MARKERS = ("delegate", "tool_call")
@@ -241,7 +244,9 @@ class AnswerStream:
     def __init__(self) -> None:
         self.run_id = ""
         self.sent = ""  # everything released so far
+        self._live = True  # text streams as it comes (the agent cannot act)
         self._step_sent = ""  # released during the current model step
+        self._held: list[str] = []  # the current step's text, held until it is the answer
         self._pending = ""  # text of the current step not yet released
 
     def feed(self, event: run_pb2.RunEvent) -> str:
@@ -250,23 +255,43 @@ class AnswerStream:
             self.run_id = event.run_id
         if event.run_id != self.run_id:
             return ""
-        if event.HasField("step_started"):
+        if event.HasField("run_started"):
+            self._live = not event.run_started.may_act
+        if (
+            event.HasField("step_started")
+            or event.HasField("tool_call")
+            or event.HasField("delegation_request")
+        ):
+            # A new step, or the step acts: what it said so far is not the answer.
             self._pending = ""
             self._step_sent = ""
+            self._held = []
             return ""
         if not event.HasField("text_delta"):
             return ""
         self._pending += event.text_delta.text
-        return self._emit(self._release())
+        released = self._release()
+        if self._live:
+            return self._emit(released)
+        if released:
+            self._held.append(released)
+        return ""
 
-    def finish(self, content: str) -> str:
-        """The rest of the final answer `content` that the caller has not seen yet. The answer
-        may differ from the streamed text by surrounding whitespace only."""
+    def finish(self, content: str) -> list[str]:
+        """The rest of the final answer `content` that the caller has not seen yet, in pieces.
+        The answer may differ from the streamed text by surrounding whitespace only."""
+        if not self._live:
+            # Held pieces go out as they came (so the answer still arrives in chunks), exactly.
+            said = "".join(self._held)
+            pieces = [*self._held, content[len(said) :]] if content.startswith(said) else [content]
+            return [self._emit(piece) for piece in pieces if piece]
         said, answer = self._step_sent.strip(), content.strip()
         if answer.startswith(said):
-            return self._emit(answer[len(said) :])
-        self._step_sent = ""  # the answer is not what this step streamed: send it whole
-        return self._emit(answer)
+            rest = self._emit(answer[len(said) :])
+        else:
+            self._step_sent = ""  # the answer is not what this step streamed: send it whole
+            rest = self._emit(answer)
+        return [rest] if rest else []
 
     def _emit(self, text: str) -> str:
         if not text:

@@ -179,22 +179,28 @@ class RunStarted(_message.Message):
     AGENT_KIND_FIELD_NUMBER: _builtins.int
     MODEL_FIELD_NUMBER: _builtins.int
     EXECUTOR_ID_FIELD_NUMBER: _builtins.int
+    MAY_ACT_FIELD_NUMBER: _builtins.int
     agent_kind: _builtins.str
     """Agent kind: llm, loop, sequential or parallel."""
     model: _builtins.str
     """Model the run starts with; empty for workflow kinds."""
     executor_id: _builtins.str
     """The executor that runs it (its configured id)."""
+    may_act: _builtins.bool
+    """The agent may call tools or delegate: a model step's text is its answer only when the step
+    ends without doing either (faces that show only the answer hold each step back until then).
+    """
     def __init__(
         self,
         *,
         agent_kind: _builtins.str = ...,
         model: _builtins.str = ...,
         executor_id: _builtins.str = ...,
+        may_act: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_kind", b"agent_kind", "executor_id", b"executor_id", "model", b"model"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_kind", b"agent_kind", "executor_id", b"executor_id", "may_act", b"may_act", "model", b"model"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
