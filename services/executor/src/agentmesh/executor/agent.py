@@ -89,6 +89,10 @@ class AgentRuntime:
     def tool_set(self, *, as_sub_agent: bool) -> ToolSet:
         return self.sub_agent_tools if as_sub_agent else self.tools
 
+    def mark_stale(self) -> None:
+        """A fallback model took over: the cache evicts this runtime once its runs end."""
+        self.stale = True
+
     def may_act(self, *, as_sub_agent: bool) -> bool:
         """Whether a run may call tools or delegate (else its first model step is its answer)."""
         return bool(self.spec.network_access) or bool(self.tool_set(as_sub_agent=as_sub_agent).specs())

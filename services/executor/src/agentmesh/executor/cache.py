@@ -7,6 +7,8 @@ rebuild it (nor reconnect its MCP servers).
 - Bounded by an LRU cap and an idle TTL. An entry that is mid-run is never evicted: the cache may
   sit over its cap (with a warning) until the run ends, and then settles back to the cap.
 - Two requests racing for the same missing entry share one build.
+- A runtime that turns `stale` (a fallback model took over one of its runs) is evicted when that
+  run ends, so the next message builds afresh and tries the primary model again.
 - Eviction releases softly: the runtime is dropped, but what belongs to the session (its MCP
   connections, in its `SessionScope`) stays for the session's next build. Ending a session (or the
   session staying idle past the TTL) tears everything of it down.
@@ -240,6 +242,10 @@ class AgentCache(Generic[T]):
         if pinned:
             entry.active -= 1
         entry.last_used = entry.session.last_used = self._clock()
+        if getattr(entry.value, "stale", False) and self._entries.get(entry.key) is entry:
+            # The runtime asked to be rebuilt (a fallback model took over a run): the session's
+            # next message builds afresh.
+            self._evict(entry.key)
         if entry.active == 0 and entry.retired:
             entry.session.pinned_retired -= 1
             self._close(entry)

@@ -22,6 +22,7 @@ from agentmesh.executor.agent import DELEGATE_TOOL, AgentRuntime, delegate_tool_
 from agentmesh.executor.delegation import Delegator
 from agentmesh.executor.errors import INVALID_BLOCK, MODEL_FAILED
 from agentmesh.executor.models.base import ChatModel, Message, ModelError, ToolCallRequest, ToolSpec, Usage
+from agentmesh.executor.models.factory import message_params
 from agentmesh.executor.recorder import EventType, NewEvent
 from agentmesh.executor.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
@@ -85,7 +86,9 @@ class LlmLoop:
     async def run(self, history: Sequence[Message]) -> RunResult:
         scope, result = self._scope, self._result
         assert self._runtime.models is not None
-        model = self._runtime.models.for_run()
+        model = self._runtime.models.for_run(
+            message_params(scope.request.model_settings), on_fallback=self._runtime.mark_stale
+        )
         messages: list[Message] = [
             Message("system", self._runtime.system_prompt(as_sub_agent=scope.request.as_sub_agent)),
             *history,

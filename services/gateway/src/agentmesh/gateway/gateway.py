@@ -25,6 +25,20 @@ from agentmesh.runtime.client import unary
 from agentmesh.runtime.errors import DomainError, Internal, NotFound, error_for_code, from_status_proto
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
+
+
+def check_model_settings(settings: run_pb2.ModelSettings, *, prefix: str = "model_settings.") -> None:
+    """Per-message model settings within their ranges; the error names the field (`prefix` is
+    how the face spells where they sit: `model_settings.` on gRPC, nothing on OpenAI's API)."""
+    if settings.HasField("temperature") and not 0 <= settings.temperature <= 2:
+        raise InvalidRequest.field(prefix + "temperature", "must be between 0 and 2")
+    if settings.HasField("max_tokens") and settings.max_tokens < 1:
+        raise InvalidRequest.field(prefix + "max_tokens", "must be at least 1")
+    if settings.reasoning_effort and settings.reasoning_effort not in REASONING_EFFORTS:
+        raise InvalidRequest.field(
+            prefix + "reasoning_effort", f"must be one of {', '.join(REASONING_EFFORTS)}"
+        )
 
 
 class ChatStream:
@@ -119,10 +133,19 @@ class AgentGateway:
         if len(message.encode()) > self._max_message_bytes:
             raise MessageTooLarge(field, self._max_message_bytes)
 
-    async def start_chat(self, caller: Caller, agent: AgentRef, message: str, session_id: str) -> ChatStream:
+    async def start_chat(
+        self,
+        caller: Caller,
+        agent: AgentRef,
+        message: str,
+        session_id: str,
+        *,
+        model_settings: run_pb2.ModelSettings | None = None,
+    ) -> ChatStream:
         """Starts a chat and returns it once its run has started, so a chat that cannot start
-        raises its DomainError before a face has sent anything."""
-        events = self._events(caller, agent, message, session_id)
+        raises its DomainError before a face has sent anything. `model_settings` apply to this
+        message's run only."""
+        events = self._events(caller, agent, message, session_id, model_settings)
         try:
             first = await anext(events, None)
         except BaseException:
@@ -132,20 +155,39 @@ class AgentGateway:
             raise Internal("the run ended before it started")
         return ChatStream(session_id, first, events)
 
-    async def chat(self, caller: Caller, agent: AgentRef, message: str, session_id: str) -> ChatResult:
+    async def chat(
+        self,
+        caller: Caller,
+        agent: AgentRef,
+        message: str,
+        session_id: str,
+        *,
+        model_settings: run_pb2.ModelSettings | None = None,
+    ) -> ChatResult:
         """Runs a chat to its end and returns the addressed agent's answer."""
-        stream = await self.start_chat(caller, agent, message, session_id)
+        stream = await self.start_chat(caller, agent, message, session_id, model_settings=model_settings)
         async with contextlib.aclosing(stream):
             async for _ in stream.answer():
                 pass
         return stream.result
 
     async def _events(
-        self, caller: Caller, agent: AgentRef, message: str, session_id: str
+        self,
+        caller: Caller,
+        agent: AgentRef,
+        message: str,
+        session_id: str,
+        model_settings: run_pb2.ModelSettings | None,
     ) -> AsyncIterator[run_pb2.RunEvent]:
         self.check_message(message)
+        if model_settings is not None:
+            check_model_settings(model_settings)
         request = executor_service_pb2.RunRequest(
-            project_slug=agent.project_slug, agent_name=agent.agent_name, session_id=session_id, input=message
+            project_slug=agent.project_slug,
+            agent_name=agent.agent_name,
+            session_id=session_id,
+            input=message,
+            model_settings=model_settings,
         )
         run = self._router.run(request, timeout=self._timeout_seconds, metadata=caller.metadata)
         try:
@@ -180,6 +222,13 @@ class AgentGateway:
             raise SessionNotFound(session_id) from None
         if session.project_id != project_id:
             raise SessionNotFound(session_id)
+
+    async def reset_session(self, caller: Caller, project_id: str, session_id: str) -> int:
+        """Resets the project's session: every executor drops what it keeps for the session's
+        agents (built runtimes, frozen system prompts, MCP connections), so its next message
+        builds them afresh. How many cached agents were released."""
+        await self.check_session(caller, project_id, session_id)
+        return await self._router.end_session(session_id, metadata=caller.metadata)
 
     async def list_sessions(
         self, caller: Caller, project_id: str, *, page_size: int, page_token: str = "", page: int = 1

@@ -43,6 +43,12 @@ class GatewayServiceStub:
     """
     StreamChat: _grpc.UnaryStreamMultiCallable[_gateway_service_pb2.StreamChatRequest, _gateway_service_pb2.StreamChatResponse]
     """As Chat, streaming every step of the run, the sub-agents' included."""
+    ResetSession: _grpc.UnaryUnaryMultiCallable[_gateway_service_pb2.ResetSessionRequest, _gateway_service_pb2.ResetSessionResponse]
+    """Resets a session of the project: every executor drops what it keeps for the session's agents
+    (their built runtimes with their frozen system prompts, the session's MCP connections), so
+    the next message builds them afresh. The events recorded in memory stay. NOT_FOUND when the
+    session is not one of the project's.
+    """
 
 @_typing.type_check_only
 class GatewayServiceAsyncStub(GatewayServiceStub):
@@ -59,6 +65,12 @@ class GatewayServiceAsyncStub(GatewayServiceStub):
     """
     StreamChat: _aio.UnaryStreamMultiCallable[_gateway_service_pb2.StreamChatRequest, _gateway_service_pb2.StreamChatResponse]  # type: ignore[assignment]
     """As Chat, streaming every step of the run, the sub-agents' included."""
+    ResetSession: _aio.UnaryUnaryMultiCallable[_gateway_service_pb2.ResetSessionRequest, _gateway_service_pb2.ResetSessionResponse]  # type: ignore[assignment]
+    """Resets a session of the project: every executor drops what it keeps for the session's agents
+    (their built runtimes with their frozen system prompts, the session's MCP connections), so
+    the next message builds them afresh. The events recorded in memory stay. NOT_FOUND when the
+    session is not one of the project's.
+    """
 
 class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
     """GatewayService is the public chat API. Clients send `authorization: Bearer <token>` metadata.
@@ -84,5 +96,17 @@ class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_gateway_service_pb2.StreamChatResponse], _abc.AsyncIterator[_gateway_service_pb2.StreamChatResponse]]:
         """As Chat, streaming every step of the run, the sub-agents' included."""
+
+    @_abc_1.abstractmethod
+    def ResetSession(
+        self,
+        request: _gateway_service_pb2.ResetSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_service_pb2.ResetSessionResponse, _abc.Awaitable[_gateway_service_pb2.ResetSessionResponse]]:
+        """Resets a session of the project: every executor drops what it keeps for the session's agents
+        (their built runtimes with their frozen system prompts, the session's MCP connections), so
+        the next message builds them afresh. The events recorded in memory stay. NOT_FOUND when the
+        session is not one of the project's.
+        """
 
 def add_GatewayServiceServicer_to_server(servicer: GatewayServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
