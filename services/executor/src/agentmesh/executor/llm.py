@@ -104,9 +104,11 @@ class LlmLoop:
             with telemetry.step_span(step=step, agent=scope.agent):
                 reply = await self._call_model(model, messages, tool_specs, step)
                 best = reply.visible or best
-                calls = self._plan(reply)
+                # The summing-up step after an escalation answers; it calls nothing more.
+                calls = [] if result.escalated else self._plan(reply)
                 if not calls:
-                    result.content = reply.visible
+                    if reply.visible or not result.escalated:
+                        result.content = reply.visible
                     return result
                 messages.append(Message("assistant", reply.raw, tool_calls=reply.native_calls))
                 outputs = await self._run_calls(calls)
@@ -115,7 +117,9 @@ class LlmLoop:
             if escalations:
                 result.escalated = True
                 result.content = reply.visible or escalations[0].text
-                return result
+                if not any(output.summarize for output in escalations) or step == max_steps:
+                    return result
+                tool_specs = []  # one more model step, to sum up: nothing more to call
         result.max_steps_reached = True
         note = f"(Stopped at the limit of {max_steps} steps; this is the best answer so far.)"
         result.content = f"{best}\n\n{note}" if best else note
