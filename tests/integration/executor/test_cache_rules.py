@@ -71,15 +71,6 @@ def model_name() -> str:
     return f"m-{uuid.uuid4().hex[:8]}"
 
 
-async def delta(stack: Stack, before) -> tuple[int, int, int]:
-    after = await stack.stats()
-    return (
-        after.cache_hits - before.cache_hits,
-        after.cache_misses - before.cache_misses,
-        after.cache_evictions - before.cache_evictions,
-    )
-
-
 async def answered(stack: Stack, agent: Agent, message: str, session_id: str, **settings: Any) -> str:
     """A chat through the gateway (with per-message model settings when given); its answer."""
     request = gateway_service_pb2.StreamChatRequest(agent=agent.ref, message=message, session_id=session_id)
@@ -113,7 +104,7 @@ async def test_the_same_config_reuses_the_runtime_across_a_sessions_messages(
         "two",
         "three",
     ]
-    assert await delta(stack, before) == (2, 1, 0), "built once, then hit by the session's next messages"
+    assert await stack.cache_delta(before) == (2, 1, 0), "built once, then hit by the session's next messages"
     assert len(openai_server.for_model(model)) == 3
 
 
@@ -149,10 +140,10 @@ async def test_a_behaviour_change_rebuilds(
     await stack.update_config(agent, path, config(model))
     before = await stack.stats()
     await answered(stack, agent, "after the change", session)
-    assert await delta(stack, before) == (0, 1, 0), f"a changed {path} rebuilds"
+    assert await stack.cache_delta(before) == (0, 1, 0), f"a changed {path} rebuilds"
     before = await stack.stats()
     await answered(stack, agent, "again", session)
-    assert await delta(stack, before) == (1, 0, 0), "and the rebuilt runtime is reused"
+    assert await stack.cache_delta(before) == (1, 0, 0), "and the rebuilt runtime is reused"
 
 
 async def test_a_changed_api_key_rebuilds_even_when_it_shares_a_prefix(
@@ -167,13 +158,13 @@ async def test_a_changed_api_key_rebuilds_even_when_it_shares_a_prefix(
 
     before = await stack.stats()
     await answered(stack, agent, "same key", session)
-    assert await delta(stack, before) == (1, 0, 0)
+    assert await stack.cache_delta(before) == (1, 0, 0)
 
     # The same first 27 characters, another key.
     await asyncio.to_thread(key_file.write_text, SHARED_PREFIX + "b")
     before = await stack.stats()
     await answered(stack, agent, "new key", session)
-    assert await delta(stack, before) == (0, 1, 0), "another key (same prefix) rebuilds"
+    assert await stack.cache_delta(before) == (0, 1, 0), "another key (same prefix) rebuilds"
     sent = [r.headers["authorization"] for r in openai_server.for_model(model)]
     assert sent == [f"Bearer {SHARED_PREFIX}a"] * 2 + [f"Bearer {SHARED_PREFIX}b"]
 
@@ -201,7 +192,7 @@ async def test_per_message_settings_apply_without_a_rebuild(stack: Stack, openai
         extra_headers={"X-Session-Id": session},
     )
     assert completion.choices[0].message.content == "tuned"
-    assert await delta(stack, before) == (2, 1, 0), "per-message settings never rebuild"
+    assert await stack.cache_delta(before) == (2, 1, 0), "per-message settings never rebuild"
 
     bodies = [r.body for r in openai_server.for_model(model)]
     assert bodies[0]["temperature"] == 0.9 and "max_tokens" not in bodies[0], "the agent's own params"
@@ -246,10 +237,10 @@ async def test_resetting_a_session_evicts_its_runtimes_and_leaves_other_sessions
     assert response.released_agents == 1
     before = await stack.stats()
     await answered(stack, agent, "after the reset", reset)
-    assert await delta(stack, before) == (0, 1, 0), "the reset session builds afresh"
+    assert await stack.cache_delta(before) == (0, 1, 0), "the reset session builds afresh"
     before = await stack.stats()
     await answered(stack, agent, "untouched", kept)
-    assert await delta(stack, before) == (1, 0, 0), "another session keeps its runtime"
+    assert await stack.cache_delta(before) == (1, 0, 0), "another session keeps its runtime"
 
     await settled(stack)
     async with httpx.AsyncClient(base_url=stack.mesh.gateway.http.url) as http:
@@ -284,11 +275,11 @@ async def test_a_fallback_model_taking_over_evicts_the_runtime(
     before = await stack.stats()
     assert await answered(stack, agent, "first", session) == "fallback"
     await settled(stack)
-    assert await delta(stack, before) == (0, 1, 1), "the fallback's runtime is evicted after its run"
+    assert await stack.cache_delta(before) == (0, 1, 1), "the fallback's runtime is evicted after its run"
 
     before = await stack.stats()
     assert await answered(stack, agent, "second", session) == "primary", "the primary is tried afresh"
-    assert await delta(stack, before) == (0, 1, 0)
+    assert await stack.cache_delta(before) == (0, 1, 0)
 
 
 async def test_the_system_prompt_is_frozen_per_session_until_a_rebuild(
@@ -324,4 +315,4 @@ async def test_concurrent_messages_of_one_session_build_once(stack: Stack, opena
     before = await stack.stats()
     answers = await asyncio.gather(*(answered(stack, agent, f"m{n}", session) for n in range(5)))
     assert answers == ["together"] * 5
-    assert await delta(stack, before) == (4, 1, 0), "one build, shared by every racing message"
+    assert await stack.cache_delta(before) == (4, 1, 0), "one build, shared by every racing message"

@@ -15,8 +15,7 @@ import pytest
 import pytest_asyncio
 
 from tests.integration.executor.support import Stack
-from tests.mesh import MeshClient
-from tests.seeds.running import BACKENDS, running_mesh
+from tests.mesh import BACKENDS, MeshClient, running_mesh
 
 # A loop without a bound stops here; the unbounded test leaves long before.
 SAFETY_CAP = 50
@@ -31,5 +30,7 @@ async def stack(
     ) as mesh:
         client = MeshClient(mesh.services["registry"].address, mesh.gateway.address)
         stack = Stack(mesh, client, await client.login())
-        yield stack
-        await stack.close()
+        try:
+            yield stack
+        finally:
+            await stack.close()

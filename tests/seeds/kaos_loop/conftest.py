@@ -24,9 +24,8 @@ import pytest
 import pytest_asyncio
 
 from agentmesh.cli.mesh import Mesh
-from tests.mesh import SUPERUSER_EMAIL, SUPERUSER_PASSWORD
+from tests.mesh import BACKENDS, SUPERUSER_EMAIL, SUPERUSER_PASSWORD, running_mesh
 from tests.polling import eventually
-from tests.seeds.running import BACKENDS, running_mesh
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,12 @@ import grpc
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.access import current_caller
+from agentmesh.gateway.errors import InvalidRequest
 from agentmesh.gateway.gateway import AgentGateway
 from agentmesh.gateway.models import AgentRef
 from agentmesh.gateway.v1 import gateway_service_pb2 as pb
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
 from agentmesh.registry.v1 import registry_service_pb2 as reg
-from agentmesh.runtime.errors import FieldViolation, InvalidArgument
 
 SESSION_ID_HEADER = "x-session-id"
 
@@ -53,15 +53,9 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
     async def ResetSession(
         self, request: pb.ResetSessionRequest, context: grpc.aio.ServicerContext
     ) -> pb.ResetSessionResponse:
-        violations = [
-            FieldViolation(name, "is required")
-            for name, value in (("project_id", request.project_id), ("session_id", request.session_id))
-            if not value
-        ]
-        if violations:
-            raise InvalidArgument(
-                "; ".join(f"{v.field} {v.description}" for v in violations), violations=violations
-            )
+        for name in ("project_id", "session_id"):
+            if not getattr(request, name):
+                raise InvalidRequest.field(name, "is required")
         released = await self._gateway.reset_session(current_caller(), request.project_id, request.session_id)
         return pb.ResetSessionResponse(released_agents=released)
 
