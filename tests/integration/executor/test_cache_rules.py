@@ -216,6 +216,11 @@ async def test_per_message_settings_apply_without_a_rebuild(stack: Stack, openai
             model=agent.ref, messages=[{"role": "user", "content": "x"}], reasoning_effort="extreme"
         )
     assert "reasoning_effort" in str(bad.value)
+    with pytest.raises(openai.UnprocessableEntityError) as bad:
+        await client.chat.completions.create(
+            model=agent.ref, messages=[{"role": "user", "content": "x"}], max_completion_tokens=0
+        )
+    assert "max_completion_tokens" in str(bad.value)
     await client.close()
 
 

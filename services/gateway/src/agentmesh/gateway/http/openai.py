@@ -82,10 +82,14 @@ class ChatCompletionRequest(_OpenAIModel):
         settings = run_pb2.ModelSettings(reasoning_effort=self.reasoning_effort or "")
         if self.temperature is not None:
             settings.temperature = self.temperature
-        max_tokens = self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
+        field, max_tokens = (
+            ("max_completion_tokens", self.max_completion_tokens)
+            if self.max_completion_tokens is not None
+            else ("max_tokens", self.max_tokens)
+        )
         if max_tokens is not None:
             if not 1 <= max_tokens <= 2**31 - 1:
-                raise InvalidRequest.field("max_tokens", "must be at least 1")
+                raise InvalidRequest.field(field, f"must be between 1 and {2**31 - 1}")
             settings.max_tokens = max_tokens
         check_model_settings(settings, prefix="")
         return settings if settings.ListFields() else None
