@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 from google.protobuf import struct_pb2
 
+from agentmesh.cli.mesh import Mesh, start_mesh
 from agentmesh.common.v1 import types_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2, gateway_service_pb2_grpc
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import registry_service_pb2_grpc as reg_grpc
 from agentmesh.registry.v1 import resources_pb2
+from tests.postgres import fresh_database
 
 JWT_SECRET = "test-secret-" + "x" * 40
 SUPERUSER_EMAIL = "admin@example.com"
@@ -133,3 +138,42 @@ def _list_value(items: Sequence[Any]) -> struct_pb2.ListValue:
     value = struct_pb2.ListValue()
     value.extend(list(items))
     return value
+
+
+# A whole mesh in this process, on the backend a fixture's param names.
+BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
+
+
+@contextlib.asynccontextmanager
+async def running_mesh(
+    request: pytest.FixtureRequest, data_dir: Path, *, executor: dict[str, Any] | None = None
+) -> AsyncIterator[Mesh]:
+    """The mesh on the backend `request.param` names, stopped on the way out."""
+    async with contextlib.AsyncExitStack() as stack:
+        if request.param == "sqlite":
+            database_url = f"sqlite+aiosqlite:///{data_dir / 'mesh.db'}"
+        else:
+            server_url = request.getfixturevalue("postgres_url")
+            database_url = await stack.enter_async_context(fresh_database(server_url))
+        mesh = await start_mesh(
+            data_dir=data_dir,
+            grpc_port=0,
+            http_port=0,
+            database_url=database_url,
+            jwt_secret=JWT_SECRET,
+            extra={
+                "registry": {
+                    "superuser_email": SUPERUSER_EMAIL,
+                    "superuser_password": SUPERUSER_PASSWORD,
+                    "password_hash_time_cost": 1,
+                    "password_hash_memory_kib": 64,
+                },
+                "gateway": {"executor_health_interval_seconds": 0.2},
+                "executor": {"cleanup_timeout_seconds": 5.0, **(executor or {})},
+            },
+        )
+        stack.push_async_callback(mesh.stop, 1)
+        yield mesh

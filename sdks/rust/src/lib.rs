@@ -189,6 +189,7 @@ impl Client {
             agent: agent.into(),
             message: message.into(),
             session_id: session_id.into(),
+            ..Default::default()
         })?;
         let stream = self
             .gateway
@@ -213,6 +214,7 @@ impl Client {
             agent: agent.into(),
             message: message.into(),
             session_id: session_id.into(),
+            ..Default::default()
         })?;
         Ok(self.gateway.clone().chat(request).await?.into_inner())
     }

@@ -209,6 +209,15 @@ class Stack:
     async def stats(self) -> executor_service_pb2.GetStatsResponse:
         return await self.executor.get_stats(metadata=self.metadata)
 
+    async def cache_delta(self, before: executor_service_pb2.GetStatsResponse) -> tuple[int, int, int]:
+        """The agent cache's (hits, misses, evictions) since `before`."""
+        after = await self.stats()
+        return (
+            after.cache_hits - before.cache_hits,
+            after.cache_misses - before.cache_misses,
+            after.cache_evictions - before.cache_evictions,
+        )
+
     # -- reading ----------------------------------------------------------------------------------
 
     async def events(self, session_id: str, agent: str = "") -> list[Event]:

@@ -20,15 +20,6 @@ def executor_settings() -> dict[str, Any]:
     return {"cache_max_entries": 2}
 
 
-async def delta(stack: Stack, before) -> tuple[int, int, int]:
-    after = await stack.stats()
-    return (
-        after.cache_hits - before.cache_hits,
-        after.cache_misses - before.cache_misses,
-        after.cache_evictions - before.cache_evictions,
-    )
-
-
 async def test_get_stats_shows_hits_rebuilds_evictions_and_session_ends(stack: Stack) -> None:
     project = await stack.project()
     agent = await stack.agent(project, "cached", mock_responses=["hi"])
@@ -36,23 +27,23 @@ async def test_get_stats_shows_hits_rebuilds_evictions_and_session_ends(stack: S
     before = await stack.stats()
     first = await stack.run(agent, "one", session_id="cache-s1")
     await stack.run(agent, "two", session_id="cache-s1")
-    assert await delta(stack, before) == (1, 1, 0), "the second message of a session hits"
+    assert await stack.cache_delta(before) == (1, 1, 0), "the second message of a session hits"
 
     before = await stack.stats()
     await stack.run(agent, "one", session_id="cache-s2")
-    assert await delta(stack, before) == (0, 1, 0), "another session builds its own"
+    assert await stack.cache_delta(before) == (0, 1, 0), "another session builds its own"
 
     before = await stack.stats()
     config = resources_pb2.AgentConfig(instructions="Answer in French.")
     await stack.update_config(agent, "config.instructions", config)
     changed = await stack.run(agent, "three", session_id="cache-s1")
-    assert await delta(stack, before) == (0, 1, 0), "a changed config rebuilds"
+    assert await stack.cache_delta(before) == (0, 1, 0), "a changed config rebuilds"
     assert final(changed).run_completed.content == final(first).run_completed.content == "hi"
 
     before = await stack.stats()
     await stack.run(agent, "one", session_id="cache-s3")
     await stack.run(agent, "four", session_id="cache-s1")
-    assert await delta(stack, before) == (1, 1, 1), "a third session evicts the least recently used"
+    assert await stack.cache_delta(before) == (1, 1, 1), "a third session evicts the least recently used"
 
     async def runs_done() -> bool:
         return (await stack.stats()).active_runs == 0

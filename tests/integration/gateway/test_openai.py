@@ -197,3 +197,33 @@ async def test_fifty_concurrent_chats_all_answer(mesh: Mesh, api: Api) -> None:
 
     answers = await asyncio.gather(*(chat(i) for i in range(50)))
     assert answers == [f"message {i}" for i in range(50)]
+
+
+async def test_the_stream_says_exactly_the_plain_reply_not_the_coordinators_words_before_delegating(
+    mesh: Mesh, api: Api, once: None
+) -> None:
+    """Issue 18 item 3: a coordinator's text before it delegated is not its answer, streamed or not."""
+    worker = await api.agent(name="worker", mock_responses=["Forty-two, says the worker."])
+    owner, project = worker.owner, {"id": worker.project_id, "slug": worker.project_slug}
+    delegating = 'I will ask the worker.\n```delegate\n{"agent": "worker", "task": "the answer"}\n```'
+    answer = "The worker has answered: forty-two, in several words of text."
+    coordinator = await api.agent(
+        owner,
+        name="coordinator",
+        project=project,
+        mock_responses=[delegating, answer],
+        network_access=["worker"],
+    )
+    client = root_client(mesh, owner.token)
+    messages = [{"role": "user", "content": "What is the answer?"}]
+
+    completion = await client.chat.completions.create(model=coordinator.model, messages=messages)
+    plain = completion.choices[0].message.content
+    assert plain == answer
+
+    stream = await client.chat.completions.create(model=coordinator.model, messages=messages, stream=True)
+    chunks = [chunk async for chunk in stream]
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == plain
+    assert "ask the worker" not in streamed and "says the worker" not in streamed
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"

@@ -122,12 +122,15 @@ async def test_an_entry_mid_run_is_never_evicted(caplog: pytest.LogCaptureFixtur
         async with cache.use("B", "a", "s1", builder("B")) as b:
             assert cache.stats().size == 2, "over the cap while both run"
             assert "over its cap" in caplog.text
-        # B's run ended: the cache settles back to its cap, evicting the idle B, not the busy A.
+        # B's run ended: the excess is A, still busy, and the newer B is not evicted in its place.
         await cache.drain()
-        assert b.closed and not a.closed
-        assert cache.stats().size == 1
-    assert not a.closed
-    assert await use(cache, builder, "A") is a
+        assert not b.closed and not a.closed
+        assert cache.stats().size == 2
+    # A's run ended: the least recently used entry, idle now, goes; the cache is back at its cap.
+    await cache.drain()
+    assert a.closed and not b.closed
+    assert cache.stats().size == 1
+    assert await use(cache, builder, "B") is b
 
 
 async def test_concurrent_inserts_settle_at_the_cap() -> None:
@@ -244,11 +247,18 @@ async def test_ending_a_session_mid_run_waits_for_the_run() -> None:
     assert builder.log == ["release S", "teardown S"]
 
 
-async def test_an_idle_session_is_torn_down_with_its_last_entry() -> None:
+async def test_an_idle_session_is_torn_down_the_sweep_after_its_last_entry() -> None:
     clock = Clock()
     cache, builder = make_cache(ttl=100, clock=clock), Builder(with_resource=True)
     await use(cache, builder, "S")
     clock.now = 150
+    cache.sweep()
+    await cache.drain()
+    assert builder.log == ["release S/a/s1"], (
+        "the runtime goes softly: a comeback finds the session's connections"
+    )
+    assert cache.stats().sessions == 1
+    clock.now = 160
     cache.sweep()
     await cache.drain()
     assert builder.log == ["release S/a/s1", "teardown S"]

@@ -11,13 +11,14 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentmesh.executor.cache import SessionScope
 from agentmesh.executor.errors import UnknownTool
 from agentmesh.executor.models.base import ToolSpec
 from agentmesh.executor.models.factory import ModelBinding, ModelFactory, ModelPlan
+from agentmesh.executor.text import DELEGATE, TOOL_CALL
 from agentmesh.executor.tools.base import Tool, ToolError
 from agentmesh.executor.tools.builtin import EXIT_LOOP, ExitLoop, builtin_tools
 from agentmesh.executor.tools.mcp import McpConnection, server_signature
@@ -28,6 +29,12 @@ from agentmesh.registry.v1 import resources_pb2
 logger = logging.getLogger(__name__)
 
 DELEGATE_TOOL = "delegate"
+DELEGATE_EXAMPLE = '{"agent": "<name>", "task": "<task>"}'
+TOOL_CALL_EXAMPLE = '{"name": "<tool>", "arguments": {}}'
+
+
+def fenced(kind: str, body: str) -> str:
+    return f"```{kind}\n{body}\n```"
 
 
 def kind_name(kind: resources_pb2.AgentKind.ValueType) -> str:
@@ -59,7 +66,11 @@ def delegate_tool_spec(targets: list[str]) -> ToolSpec:
 class AgentRuntime:
     """An agent ready to run: its spec, its models and its tools (with and without the escalation
     tool a sub-agent gets). Holds no session state of its own — a session's MCP connections live
-    in the session's scope — so releasing it is dropping it."""
+    in the session's scope — so releasing it is dropping it.
+
+    Its system prompt is frozen: built once per runtime (per session, since the cache keeps one
+    per session), so every turn sends the same bytes and providers' prompt caching works, until a
+    changed signature rebuilds the runtime."""
 
     spec: resources_pb2.AgentSpec
     signature: str
@@ -68,6 +79,10 @@ class AgentRuntime:
     sub_agent_tools: ToolSet
     # MCP servers it goes without (not registered, unreachable, …): every run says so.
     unavailable_servers: tuple[UnavailableServer, ...] = ()
+    _system_prompts: dict[bool, str] = field(default_factory=dict, repr=False)
+    # Set when a fallback model took over a run: the next message builds afresh (and tries the
+    # primary model again), so the cache evicts the runtime when its run ends.
+    stale: bool = False
 
     @property
     def function_calling(self) -> bool:
@@ -76,6 +91,44 @@ class AgentRuntime:
 
     def tool_set(self, *, as_sub_agent: bool) -> ToolSet:
         return self.sub_agent_tools if as_sub_agent else self.tools
+
+    def mark_stale(self) -> None:
+        """A fallback model took over: the cache evicts this runtime once its runs end."""
+        self.stale = True
+
+    def may_act(self, *, as_sub_agent: bool) -> bool:
+        """Whether a run may call tools or delegate (else its first model step is its answer)."""
+        return bool(self.spec.network_access) or bool(self.tool_set(as_sub_agent=as_sub_agent).specs())
+
+    def system_prompt(self, *, as_sub_agent: bool) -> str:
+        """The instructions, the agents it may delegate to and — for models without function
+        calling — how to call tools and delegate in fenced blocks. Built on first use, then frozen."""
+        prompt = self._system_prompts.get(as_sub_agent)
+        if prompt is None:
+            prompt = self._system_prompts[as_sub_agent] = self._build_system_prompt(as_sub_agent)
+        return prompt
+
+    def _build_system_prompt(self, as_sub_agent: bool) -> str:
+        targets = list(self.spec.network_access)
+        parts = [self.spec.instructions.strip()]
+        if targets:
+            parts.append(
+                "You may delegate a task to these agents of your project: " + ", ".join(targets) + "."
+            )
+        if not self.function_calling:
+            if targets:
+                parts.append("To delegate, write a fenced block:\n" + fenced(DELEGATE, DELEGATE_EXAMPLE))
+            specs = self.tool_set(as_sub_agent=as_sub_agent).specs()
+            if specs:
+                described = "\n".join(
+                    f"- {spec.name}: {spec.description} Arguments: {json.dumps(spec.parameters)}"
+                    for spec in specs
+                )
+                parts.append(
+                    f"You can call these tools:\n{described}\n"
+                    f"To call one, write a fenced block:\n{fenced(TOOL_CALL, TOOL_CALL_EXAMPLE)}"
+                )
+        return "\n\n".join(part for part in parts if part)
 
     async def aclose(self) -> None:
         """Soft release: shared model clients stay pooled, the session's MCP connections stay in

@@ -4,12 +4,16 @@ rebuild it (nor reconnect its MCP servers).
 
 - Entries are keyed by (session, agent) and carry a signature of everything that changes the
   agent's behaviour; a different signature rebuilds.
-- Bounded by an LRU cap and an idle TTL. An entry that is mid-run is never evicted: the cache may
-  sit over its cap (with a warning) until the run ends, and then settles back to the cap.
+- Bounded by an LRU cap and an idle TTL. Only the least recently used entries beyond the cap are
+  evicted, and an entry that is mid-run never is: the cache may sit over its cap (with a warning)
+  rather than evict a newer entry in its place, and settles back once the run has ended.
 - Two requests racing for the same missing entry share one build.
+- A runtime that turns `stale` (a fallback model took over one of its runs) is evicted when that
+  run ends, so the next message builds afresh and tries the primary model again.
 - Eviction releases softly: the runtime is dropped, but what belongs to the session (its MCP
   connections, in its `SessionScope`) stays for the session's next build. Ending a session (or the
-  session staying idle past the TTL) tears everything of it down.
+  session staying idle past the TTL with no runtime left, at the sweep after its last runtime
+  went) tears everything of it down.
 """
 
 from __future__ import annotations
@@ -240,6 +244,10 @@ class AgentCache(Generic[T]):
         if pinned:
             entry.active -= 1
         entry.last_used = entry.session.last_used = self._clock()
+        if getattr(entry.value, "stale", False) and self._entries.get(entry.key) is entry:
+            # The runtime asked to be rebuilt (a fallback model took over a run): the session's
+            # next message builds afresh.
+            self._evict(entry.key)
         if entry.active == 0 and entry.retired:
             entry.session.pinned_retired -= 1
             self._close(entry)
@@ -248,21 +256,26 @@ class AgentCache(Generic[T]):
     # -- eviction ---------------------------------------------------------------------------------
 
     def _settle(self) -> None:
-        """Evicts least recently used idle entries down to the cap."""
+        """Evicts the least recently used entries beyond the cap — those of them that are idle.
+        One mid-run is skipped, and no newer entry is evicted in its place (that would punish the
+        most recent session to protect a busy one): the cache stays over its cap until the next
+        insert or release looks again."""
         over = len(self._entries) - self.max_entries
         if over <= 0:
             return
-        for key, entry in list(self._entries.items()):
-            if over <= 0:
-                break
+        excess = list(self._entries.items())[:over]
+        busy = 0
+        for key, entry in excess:
             if entry.active == 0:
                 self._evict(key)
-                over -= 1
-        if over > 0:
+            else:
+                busy += 1
+        if busy:
             logger.warning(
-                "agent cache holds %d agents, %d over its cap of %d: they are mid-run and stay until it ends",
+                "agent cache holds %d agents, %d over its cap of %d: the oldest are mid-turn "
+                "(a run in flight) and stay until their runs end",
                 len(self._entries),
-                over,
+                busy,
                 self.max_entries,
             )
 
@@ -288,6 +301,14 @@ class AgentCache(Generic[T]):
         """Evicts idle entries older than the TTL, and ends sessions idle that long. Returns how
         many entries it evicted."""
         now = self._clock()
+        # Sessions idle that long that had no runtime left end. One whose last runtime goes in
+        # this sweep keeps its connections until the next: eviction is soft, so a session coming
+        # back right after finds its MCP connections as it left them.
+        ending = [
+            session
+            for session in self._sessions.values()
+            if not session.entries and now - session.last_used >= self.idle_ttl_seconds
+        ]
         expired = [
             key
             for key, entry in self._entries.items()
@@ -295,10 +316,9 @@ class AgentCache(Generic[T]):
         ]
         for key in expired:
             self._evict(key)
-        for session in list(self._sessions.values()):
-            if not session.entries and now - session.last_used >= self.idle_ttl_seconds:
-                session.ending = True
-                self._maybe_end(session)
+        for session in ending:
+            session.ending = True
+            self._maybe_end(session)
         return len(expired)
 
     def end_session(self, session_id: str) -> int:
@@ -338,6 +358,13 @@ class AgentCache(Generic[T]):
         task.add_done_callback(self._tasks.discard)
 
     # -- lifecycle --------------------------------------------------------------------------------
+
+    def keys(self) -> list[CacheKey]:
+        """The cached (session, agent) pairs, least recently used first."""
+        return list(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
 
     def stats(self) -> CacheStats:
         return CacheStats(

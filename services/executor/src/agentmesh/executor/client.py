@@ -287,17 +287,27 @@ class RunRouter:
         """Cancels the agent's runs in flight on every executor of the pool; how many were
         cancelled. Best effort: an executor that cannot be reached is logged and skipped — its
         runs cannot be in flight on a dead executor."""
+        return await self._on_every(
+            f"cancel runs of agent {agent_id}",
+            lambda client: client.cancel_runs(project_id, agent_id, reason=reason, metadata=metadata),
+        )
 
-        async def cancel(address: str, client: ExecutorClient) -> int:
+    async def end_session(self, session_id: str, *, metadata: Metadata | None = None) -> int:
+        """Ends the session on every executor of the pool (its cached agents released); how many
+        agents were released. Best effort, as `cancel_runs`: a dead executor keeps nothing."""
+        return await self._on_every(
+            f"end session {session_id}", lambda client: client.end_session(session_id, metadata=metadata)
+        )
+
+    async def _on_every(self, what: str, call: Callable[[ExecutorClient], Awaitable[int]]) -> int:
+        async def one(address: str, client: ExecutorClient) -> int:
             try:
-                return await client.cancel_runs(project_id, agent_id, reason=reason, metadata=metadata)
+                return await call(client)
             except DomainError as error:
-                logger.warning(
-                    "could not cancel runs of agent %s on %s: %s", agent_id, address, error.message
-                )
+                logger.warning("could not %s on %s: %s", what, address, error.message)
                 return 0
 
-        counts = await asyncio.gather(*(cancel(address, client) for address, client in self.clients()))
+        counts = await asyncio.gather(*(one(address, client) for address, client in self.clients()))
         return sum(counts)
 
     def clients(self) -> list[tuple[str, ExecutorClient]]:

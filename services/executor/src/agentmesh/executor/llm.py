@@ -11,7 +11,6 @@ model. Text streams in chunks, with ```delegate / ```tool_call blocks taken out 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -23,10 +22,11 @@ from agentmesh.executor.agent import DELEGATE_TOOL, AgentRuntime, delegate_tool_
 from agentmesh.executor.delegation import Delegator
 from agentmesh.executor.errors import INVALID_BLOCK, MODEL_FAILED
 from agentmesh.executor.models.base import ChatModel, Message, ModelError, ToolCallRequest, ToolSpec, Usage
+from agentmesh.executor.models.factory import message_params
 from agentmesh.executor.recorder import EventType, NewEvent
 from agentmesh.executor.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
-from agentmesh.executor.text import DELEGATE, TOOL_CALL, FencedBlock, FencedBlockFilter, TextChunker
+from agentmesh.executor.text import DELEGATE, FencedBlock, FencedBlockFilter, TextChunker
 from agentmesh.executor.tools.base import ToolOutput
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2
@@ -41,12 +41,6 @@ _HISTORY_ROLES = {
     EventType.EVENT_TYPE_AGENT_RESPONSE: "assistant",
 }
 TOOL, DELEGATION, INVALID = "tool", "delegation", "invalid"
-DELEGATE_EXAMPLE = '{"agent": "<name>", "task": "<task>"}'
-TOOL_CALL_EXAMPLE = '{"name": "<tool>", "arguments": {}}'
-
-
-def _fenced(kind: str, body: str) -> str:
-    return f"```{kind}\n{body}\n```"
 
 
 @dataclass
@@ -92,9 +86,11 @@ class LlmLoop:
     async def run(self, history: Sequence[Message]) -> RunResult:
         scope, result = self._scope, self._result
         assert self._runtime.models is not None
-        model = self._runtime.models.for_run()
+        model = self._runtime.models.for_run(
+            message_params(scope.request.model_settings), on_fallback=self._runtime.mark_stale
+        )
         messages: list[Message] = [
-            Message("system", self._system_prompt()),
+            Message("system", self._runtime.system_prompt(as_sub_agent=scope.request.as_sub_agent)),
             *history,
             Message("user", scope.request.input),
         ]
@@ -108,9 +104,11 @@ class LlmLoop:
             with telemetry.step_span(step=step, agent=scope.agent):
                 reply = await self._call_model(model, messages, tool_specs, step)
                 best = reply.visible or best
-                calls = self._plan(reply)
+                # The summing-up step after an escalation answers; it calls nothing more.
+                calls = [] if result.escalated else self._plan(reply)
                 if not calls:
-                    result.content = reply.visible
+                    if reply.visible or not result.escalated:
+                        result.content = reply.visible
                     return result
                 messages.append(Message("assistant", reply.raw, tool_calls=reply.native_calls))
                 outputs = await self._run_calls(calls)
@@ -119,7 +117,9 @@ class LlmLoop:
             if escalations:
                 result.escalated = True
                 result.content = reply.visible or escalations[0].text
-                return result
+                if not any(output.summarize for output in escalations) or step == max_steps:
+                    return result
+                tool_specs = []  # one more model step, to sum up: nothing more to call
         result.max_steps_reached = True
         note = f"(Stopped at the limit of {max_steps} steps; this is the best answer so far.)"
         result.content = f"{best}\n\n{note}" if best else note
@@ -137,27 +137,6 @@ class LlmLoop:
         if self._targets:
             specs.append(delegate_tool_spec(self._targets))
         return specs
-
-    def _system_prompt(self) -> str:
-        parts = [self._scope.spec.instructions.strip()]
-        if self._targets:
-            parts.append(
-                "You may delegate a task to these agents of your project: " + ", ".join(self._targets) + "."
-            )
-        if not self._runtime.function_calling:
-            if self._targets:
-                parts.append("To delegate, write a fenced block:\n" + _fenced(DELEGATE, DELEGATE_EXAMPLE))
-            specs = self._tools.specs()
-            if specs:
-                described = "\n".join(
-                    f"- {spec.name}: {spec.description} Arguments: {json.dumps(spec.parameters)}"
-                    for spec in specs
-                )
-                parts.append(
-                    f"You can call these tools:\n{described}\n"
-                    f"To call one, write a fenced block:\n{_fenced(TOOL_CALL, TOOL_CALL_EXAMPLE)}"
-                )
-        return "\n\n".join(part for part in parts if part)
 
     # -- model ------------------------------------------------------------------------------------
 

@@ -227,7 +227,12 @@ class RunExecutor:
         model = runtime.models.plan.name if runtime.models else ""
         await sink.emit(
             context.event(
-                run_started=run_pb2.RunStarted(agent_kind=kind, model=model, executor_id=self._executor_id)
+                run_started=run_pb2.RunStarted(
+                    agent_kind=kind,
+                    model=model,
+                    executor_id=self._executor_id,
+                    may_act=kind == "llm" and runtime.may_act(as_sub_agent=request.as_sub_agent),
+                )
             )
         )
         try:

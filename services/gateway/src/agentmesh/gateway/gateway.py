@@ -25,6 +25,20 @@ from agentmesh.runtime.client import unary
 from agentmesh.runtime.errors import DomainError, Internal, NotFound, error_for_code, from_status_proto
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
+
+
+def check_model_settings(settings: run_pb2.ModelSettings, *, prefix: str = "model_settings.") -> None:
+    """Per-message model settings within their ranges; the error names the field (`prefix` is
+    how the face spells where they sit: `model_settings.` on gRPC, nothing on OpenAI's API)."""
+    if settings.HasField("temperature") and not 0 <= settings.temperature <= 2:
+        raise InvalidRequest.field(prefix + "temperature", "must be between 0 and 2")
+    if settings.HasField("max_tokens") and settings.max_tokens < 1:
+        raise InvalidRequest.field(prefix + "max_tokens", "must be at least 1")
+    if settings.reasoning_effort and settings.reasoning_effort not in REASONING_EFFORTS:
+        raise InvalidRequest.field(
+            prefix + "reasoning_effort", f"must be one of {', '.join(REASONING_EFFORTS)}"
+        )
 
 
 class ChatStream:
@@ -65,8 +79,7 @@ class ChatStream:
                 raise run_failure(event.run_failed)
         if completed is None:
             raise Internal("the run ended without an answer")
-        rest = answer.finish(completed.content)
-        if rest:
+        for rest in answer.finish(completed.content):
             yield rest
         self.result.content = completed.content
         self.result.usage = completed.usage
@@ -120,10 +133,19 @@ class AgentGateway:
         if len(message.encode()) > self._max_message_bytes:
             raise MessageTooLarge(field, self._max_message_bytes)
 
-    async def start_chat(self, caller: Caller, agent: AgentRef, message: str, session_id: str) -> ChatStream:
+    async def start_chat(
+        self,
+        caller: Caller,
+        agent: AgentRef,
+        message: str,
+        session_id: str,
+        *,
+        model_settings: run_pb2.ModelSettings | None = None,
+    ) -> ChatStream:
         """Starts a chat and returns it once its run has started, so a chat that cannot start
-        raises its DomainError before a face has sent anything."""
-        events = self._events(caller, agent, message, session_id)
+        raises its DomainError before a face has sent anything. `model_settings` apply to this
+        message's run only."""
+        events = self._events(caller, agent, message, session_id, model_settings)
         try:
             first = await anext(events, None)
         except BaseException:
@@ -133,20 +155,39 @@ class AgentGateway:
             raise Internal("the run ended before it started")
         return ChatStream(session_id, first, events)
 
-    async def chat(self, caller: Caller, agent: AgentRef, message: str, session_id: str) -> ChatResult:
+    async def chat(
+        self,
+        caller: Caller,
+        agent: AgentRef,
+        message: str,
+        session_id: str,
+        *,
+        model_settings: run_pb2.ModelSettings | None = None,
+    ) -> ChatResult:
         """Runs a chat to its end and returns the addressed agent's answer."""
-        stream = await self.start_chat(caller, agent, message, session_id)
+        stream = await self.start_chat(caller, agent, message, session_id, model_settings=model_settings)
         async with contextlib.aclosing(stream):
             async for _ in stream.answer():
                 pass
         return stream.result
 
     async def _events(
-        self, caller: Caller, agent: AgentRef, message: str, session_id: str
+        self,
+        caller: Caller,
+        agent: AgentRef,
+        message: str,
+        session_id: str,
+        model_settings: run_pb2.ModelSettings | None,
     ) -> AsyncIterator[run_pb2.RunEvent]:
         self.check_message(message)
+        if model_settings is not None:
+            check_model_settings(model_settings)
         request = executor_service_pb2.RunRequest(
-            project_slug=agent.project_slug, agent_name=agent.agent_name, session_id=session_id, input=message
+            project_slug=agent.project_slug,
+            agent_name=agent.agent_name,
+            session_id=session_id,
+            input=message,
+            model_settings=model_settings,
         )
         run = self._router.run(request, timeout=self._timeout_seconds, metadata=caller.metadata)
         try:
@@ -181,6 +222,13 @@ class AgentGateway:
             raise SessionNotFound(session_id) from None
         if session.project_id != project_id:
             raise SessionNotFound(session_id)
+
+    async def reset_session(self, caller: Caller, project_id: str, session_id: str) -> int:
+        """Resets the project's session: every executor drops what it keeps for the session's
+        agents (built runtimes, frozen system prompts, MCP connections), so its next message
+        builds them afresh. How many cached agents were released."""
+        await self.check_session(caller, project_id, session_id)
+        return await self._router.end_session(session_id, metadata=caller.metadata)
 
     async def list_sessions(
         self, caller: Caller, project_id: str, *, page_size: int, page_token: str = "", page: int = 1
@@ -225,13 +273,17 @@ def run_failure(failed: run_pb2.RunFailed) -> DomainError:
 
 
 class AnswerStream:
-    """Picks the addressed agent's answer text out of a run's events as they stream.
+    """Picks the addressed agent's answer text out of a run's events as they stream: what is
+    streamed adds up to the plain reply (RunCompleted's content).
 
     Only the addressed run's text counts (never a sub-agent's or a delegated worker's), and
     fenced ```delegate / ```tool_call blocks — step markers for models without function calling —
-    are held back and dropped. Text streams as it comes; `finish` returns what is still missing
-    of the final answer (all of it for workflow agents, whose answer arrives only with
-    RunCompleted).
+    are held back and dropped. An agent that cannot act (no tools, no delegation: `may_act` off)
+    answers with its first step, whose text streams as it comes. One that may act answers with
+    the step that ends without acting, so each step's text is held until the run completes with
+    it (a step that calls a tool or delegates is dropped: the coordinator's "let me ask the
+    worker" is not the answer). `finish` returns what is still missing of the final answer (all
+    of it for workflow agents, whose answer arrives only with RunCompleted).
     """
 
     _MARKERS = ("delegate", "tool_call")
@@ -241,7 +293,9 @@ class AnswerStream:
     def __init__(self) -> None:
         self.run_id = ""
         self.sent = ""  # everything released so far
+        self._live = True  # text streams as it comes (the agent cannot act)
         self._step_sent = ""  # released during the current model step
+        self._held: list[str] = []  # the current step's text, held until it is the answer
         self._pending = ""  # text of the current step not yet released
 
     def feed(self, event: run_pb2.RunEvent) -> str:
@@ -250,23 +304,43 @@ class AnswerStream:
             self.run_id = event.run_id
         if event.run_id != self.run_id:
             return ""
-        if event.HasField("step_started"):
+        if event.HasField("run_started"):
+            self._live = not event.run_started.may_act
+        if (
+            event.HasField("step_started")
+            or event.HasField("tool_call")
+            or event.HasField("delegation_request")
+        ):
+            # A new step, or the step acts: what it said so far is not the answer.
             self._pending = ""
             self._step_sent = ""
+            self._held = []
             return ""
         if not event.HasField("text_delta"):
             return ""
         self._pending += event.text_delta.text
-        return self._emit(self._release())
+        released = self._release()
+        if self._live:
+            return self._emit(released)
+        if released:
+            self._held.append(released)
+        return ""
 
-    def finish(self, content: str) -> str:
-        """The rest of the final answer `content` that the caller has not seen yet. The answer
-        may differ from the streamed text by surrounding whitespace only."""
+    def finish(self, content: str) -> list[str]:
+        """The rest of the final answer `content` that the caller has not seen yet, in pieces.
+        The answer may differ from the streamed text by surrounding whitespace only."""
+        if not self._live:
+            # Held pieces go out as they came (so the answer still arrives in chunks), exactly.
+            said = "".join(self._held)
+            pieces = [*self._held, content[len(said) :]] if content.startswith(said) else [content]
+            return [self._emit(piece) for piece in pieces if piece]
         said, answer = self._step_sent.strip(), content.strip()
         if answer.startswith(said):
-            return self._emit(answer[len(said) :])
-        self._step_sent = ""  # the answer is not what this step streamed: send it whole
-        return self._emit(answer)
+            rest = self._emit(answer[len(said) :])
+        else:
+            self._step_sent = ""  # the answer is not what this step streamed: send it whole
+            rest = self._emit(answer)
+        return [rest] if rest else []
 
     def _emit(self, text: str) -> str:
         if not text:

@@ -170,6 +170,7 @@ RPC_POLICY: Mapping[str, Rule] = {
     # Chat: the owner of the addressed agent's project.
     _GATEWAY + "Chat": owner(_project_of_agent_ref),
     _GATEWAY + "StreamChat": owner(_project_of_agent_ref),
+    _GATEWAY + "ResetSession": owner(_project_id("project_id")),
     # Infrastructure every gRPC server has.
     **_whole_service(health_pb2.DESCRIPTOR.services_by_name["Health"], PUBLIC),
     **_whole_service(reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"], PUBLIC),
@@ -223,6 +224,7 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     ("GET", "/api/v1/projects/{project_id}/agents/{agent_id}/metrics"): _OWNER_BY_ID,
     ("GET", "/api/v1/projects/{project_id}/sessions"): _OWNER_BY_ID,
     ("GET", "/api/v1/projects/{project_id}/sessions/{session_id}/events"): _OWNER_BY_ID,
+    ("POST", "/api/v1/projects/{project_id}/sessions/{session_id}/reset"): _OWNER_BY_ID,
     ("GET", _AGENT + "/health"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/.well-known/agent"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/.well-known/agent-card.json"): _OWNER_BY_SLUG,

@@ -8,7 +8,9 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.access import current_caller
+from agentmesh.gateway.errors import InvalidRequest
 from agentmesh.gateway.gateway import AgentGateway
 from agentmesh.gateway.models import AgentRef
 from agentmesh.gateway.v1 import gateway_service_pb2 as pb
@@ -19,7 +21,7 @@ SESSION_ID_HEADER = "x-session-id"
 
 
 class GatewayServicer(pb_grpc.GatewayServiceServicer):
-    """Chat and StreamChat."""
+    """Chat, StreamChat and ResetSession."""
 
     def __init__(self, gateway: AgentGateway) -> None:
         self._gateway = gateway
@@ -27,7 +29,9 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
     async def Chat(self, request: pb.ChatRequest, context: grpc.aio.ServicerContext) -> pb.ChatResponse:
         agent = AgentRef.parse(request.agent)
         session_id = self._gateway.session_id(request.session_id)
-        result = await self._gateway.chat(current_caller(), agent, request.message, session_id)
+        result = await self._gateway.chat(
+            current_caller(), agent, request.message, session_id, model_settings=_settings(request)
+        )
         return pb.ChatResponse(
             session_id=result.session_id, run_id=result.run_id, content=result.content, usage=result.usage
         )
@@ -38,11 +42,26 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
         agent = AgentRef.parse(request.agent)
         session_id = self._gateway.session_id(request.session_id)
         # Nothing is sent before the run has started, so a refused chat ends with its own status.
-        chat = await self._gateway.start_chat(current_caller(), agent, request.message, session_id)
+        chat = await self._gateway.start_chat(
+            current_caller(), agent, request.message, session_id, model_settings=_settings(request)
+        )
         async with contextlib.aclosing(chat):
             await context.send_initial_metadata(((SESSION_ID_HEADER, session_id),))
             async for event in chat.events():
                 yield pb.StreamChatResponse(event=event)
+
+    async def ResetSession(
+        self, request: pb.ResetSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ResetSessionResponse:
+        for name in ("project_id", "session_id"):
+            if not getattr(request, name):
+                raise InvalidRequest.field(name, "is required")
+        released = await self._gateway.reset_session(current_caller(), request.project_id, request.session_id)
+        return pb.ResetSessionResponse(released_agents=released)
+
+
+def _settings(request: pb.ChatRequest | pb.StreamChatRequest) -> run_pb2.ModelSettings | None:
+    return request.model_settings if request.HasField("model_settings") else None
 
 
 class RegistryOverrides:

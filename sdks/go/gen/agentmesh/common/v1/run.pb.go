@@ -398,7 +398,10 @@ type RunStarted struct {
 	// Model the run starts with; empty for workflow kinds.
 	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
 	// The executor that runs it (its configured id).
-	ExecutorId    string `protobuf:"bytes,3,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	ExecutorId string `protobuf:"bytes,3,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	// The agent may call tools or delegate: a model step's text is its answer only when the step
+	// ends without doing either (faces that show only the answer hold each step back until then).
+	MayAct        bool `protobuf:"varint,4,opt,name=may_act,json=mayAct,proto3" json:"may_act,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -452,6 +455,13 @@ func (x *RunStarted) GetExecutorId() string {
 		return x.ExecutorId
 	}
 	return ""
+}
+
+func (x *RunStarted) GetMayAct() bool {
+	if x != nil {
+		return x.MayAct
+	}
+	return false
 }
 
 // StepStarted opens one model step of an LLM loop.
@@ -866,6 +876,72 @@ func (x *Escalation) GetReason() string {
 	return ""
 }
 
+// ModelSettings are per-message model settings sent with a chat: they apply to that message's
+// run (not to the runs it delegates to) without rebuilding the agent. Unset fields keep the
+// agent's own model params.
+type ModelSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sampling temperature, 0 to 2.
+	Temperature *float64 `protobuf:"fixed64,1,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
+	// Most tokens a model reply may have, at least 1.
+	MaxTokens *int32 `protobuf:"varint,2,opt,name=max_tokens,json=maxTokens,proto3,oneof" json:"max_tokens,omitempty"`
+	// Reasoning effort for models that reason: none, minimal, low, medium or high.
+	ReasoningEffort string `protobuf:"bytes,3,opt,name=reasoning_effort,json=reasoningEffort,proto3" json:"reasoning_effort,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ModelSettings) Reset() {
+	*x = ModelSettings{}
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelSettings) ProtoMessage() {}
+
+func (x *ModelSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelSettings.ProtoReflect.Descriptor instead.
+func (*ModelSettings) Descriptor() ([]byte, []int) {
+	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ModelSettings) GetTemperature() float64 {
+	if x != nil && x.Temperature != nil {
+		return *x.Temperature
+	}
+	return 0
+}
+
+func (x *ModelSettings) GetMaxTokens() int32 {
+	if x != nil && x.MaxTokens != nil {
+		return *x.MaxTokens
+	}
+	return 0
+}
+
+func (x *ModelSettings) GetReasoningEffort() string {
+	if x != nil {
+		return x.ReasoningEffort
+	}
+	return ""
+}
+
 // Usage counts tokens and cost.
 type Usage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -881,7 +957,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_agentmesh_common_v1_run_proto_msgTypes[9]
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -893,7 +969,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_common_v1_run_proto_msgTypes[9]
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -906,7 +982,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{9}
+	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Usage) GetInputTokens() int64 {
@@ -950,7 +1026,7 @@ type RunCompleted struct {
 
 func (x *RunCompleted) Reset() {
 	*x = RunCompleted{}
-	mi := &file_agentmesh_common_v1_run_proto_msgTypes[10]
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1038,7 @@ func (x *RunCompleted) String() string {
 func (*RunCompleted) ProtoMessage() {}
 
 func (x *RunCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_common_v1_run_proto_msgTypes[10]
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1051,7 @@ func (x *RunCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCompleted.ProtoReflect.Descriptor instead.
 func (*RunCompleted) Descriptor() ([]byte, []int) {
-	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{10}
+	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RunCompleted) GetContent() string {
@@ -1031,7 +1107,7 @@ type RunFailed struct {
 
 func (x *RunFailed) Reset() {
 	*x = RunFailed{}
-	mi := &file_agentmesh_common_v1_run_proto_msgTypes[11]
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1119,7 @@ func (x *RunFailed) String() string {
 func (*RunFailed) ProtoMessage() {}
 
 func (x *RunFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_common_v1_run_proto_msgTypes[11]
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1132,7 @@ func (x *RunFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunFailed.ProtoReflect.Descriptor instead.
 func (*RunFailed) Descriptor() ([]byte, []int) {
-	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{11}
+	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RunFailed) GetCode() string {
@@ -1093,7 +1169,7 @@ type RunError struct {
 
 func (x *RunError) Reset() {
 	*x = RunError{}
-	mi := &file_agentmesh_common_v1_run_proto_msgTypes[12]
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1105,7 +1181,7 @@ func (x *RunError) String() string {
 func (*RunError) ProtoMessage() {}
 
 func (x *RunError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_common_v1_run_proto_msgTypes[12]
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1118,7 +1194,7 @@ func (x *RunError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunError.ProtoReflect.Descriptor instead.
 func (*RunError) Descriptor() ([]byte, []int) {
-	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{12}
+	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RunError) GetReason() string {
@@ -1165,14 +1241,15 @@ const file_agentmesh_common_v1_run_proto_rawDesc = "" +
 	"\n" +
 	"run_failed\x18\x13 \x01(\v2\x1e.agentmesh.common.v1.RunFailedH\x00R\trunFailed\x125\n" +
 	"\x05error\x18\x14 \x01(\v2\x1d.agentmesh.common.v1.RunErrorH\x00R\x05errorB\x06\n" +
-	"\x04kind\"b\n" +
+	"\x04kind\"{\n" +
 	"\n" +
 	"RunStarted\x12\x1d\n" +
 	"\n" +
 	"agent_kind\x18\x01 \x01(\tR\tagentKind\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1f\n" +
 	"\vexecutor_id\x18\x03 \x01(\tR\n" +
-	"executorId\"!\n" +
+	"executorId\x12\x17\n" +
+	"\amay_act\x18\x04 \x01(\bR\x06mayAct\"!\n" +
 	"\vStepStarted\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\x05R\x04step\"\x1f\n" +
 	"\tTextDelta\x12\x12\n" +
@@ -1198,7 +1275,14 @@ const file_agentmesh_common_v1_run_proto_rawDesc = "" +
 	"\acontent\x18\x04 \x01(\tR\acontent\"$\n" +
 	"\n" +
 	"Escalation\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"c\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xa4\x01\n" +
+	"\rModelSettings\x12%\n" +
+	"\vtemperature\x18\x01 \x01(\x01H\x00R\vtemperature\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"max_tokens\x18\x02 \x01(\x05H\x01R\tmaxTokens\x88\x01\x01\x12)\n" +
+	"\x10reasoning_effort\x18\x03 \x01(\tR\x0freasoningEffortB\x0e\n" +
+	"\f_temperatureB\r\n" +
+	"\v_max_tokens\"c\n" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x03R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\x12\x12\n" +
@@ -1238,7 +1322,7 @@ func file_agentmesh_common_v1_run_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_common_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentmesh_common_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_agentmesh_common_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_agentmesh_common_v1_run_proto_goTypes = []any{
 	(DelegationOutcome)(0),     // 0: agentmesh.common.v1.DelegationOutcome
 	(*RunEvent)(nil),           // 1: agentmesh.common.v1.RunEvent
@@ -1250,12 +1334,13 @@ var file_agentmesh_common_v1_run_proto_goTypes = []any{
 	(*DelegationRequest)(nil),  // 7: agentmesh.common.v1.DelegationRequest
 	(*DelegationResponse)(nil), // 8: agentmesh.common.v1.DelegationResponse
 	(*Escalation)(nil),         // 9: agentmesh.common.v1.Escalation
-	(*Usage)(nil),              // 10: agentmesh.common.v1.Usage
-	(*RunCompleted)(nil),       // 11: agentmesh.common.v1.RunCompleted
-	(*RunFailed)(nil),          // 12: agentmesh.common.v1.RunFailed
-	(*RunError)(nil),           // 13: agentmesh.common.v1.RunError
-	(*structpb.Struct)(nil),    // 14: google.protobuf.Struct
-	(*status.Status)(nil),      // 15: google.rpc.Status
+	(*ModelSettings)(nil),      // 10: agentmesh.common.v1.ModelSettings
+	(*Usage)(nil),              // 11: agentmesh.common.v1.Usage
+	(*RunCompleted)(nil),       // 12: agentmesh.common.v1.RunCompleted
+	(*RunFailed)(nil),          // 13: agentmesh.common.v1.RunFailed
+	(*RunError)(nil),           // 14: agentmesh.common.v1.RunError
+	(*structpb.Struct)(nil),    // 15: google.protobuf.Struct
+	(*status.Status)(nil),      // 16: google.rpc.Status
 }
 var file_agentmesh_common_v1_run_proto_depIdxs = []int32{
 	2,  // 0: agentmesh.common.v1.RunEvent.run_started:type_name -> agentmesh.common.v1.RunStarted
@@ -1266,13 +1351,13 @@ var file_agentmesh_common_v1_run_proto_depIdxs = []int32{
 	7,  // 5: agentmesh.common.v1.RunEvent.delegation_request:type_name -> agentmesh.common.v1.DelegationRequest
 	8,  // 6: agentmesh.common.v1.RunEvent.delegation_response:type_name -> agentmesh.common.v1.DelegationResponse
 	9,  // 7: agentmesh.common.v1.RunEvent.escalation:type_name -> agentmesh.common.v1.Escalation
-	11, // 8: agentmesh.common.v1.RunEvent.run_completed:type_name -> agentmesh.common.v1.RunCompleted
-	12, // 9: agentmesh.common.v1.RunEvent.run_failed:type_name -> agentmesh.common.v1.RunFailed
-	13, // 10: agentmesh.common.v1.RunEvent.error:type_name -> agentmesh.common.v1.RunError
-	14, // 11: agentmesh.common.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
+	12, // 8: agentmesh.common.v1.RunEvent.run_completed:type_name -> agentmesh.common.v1.RunCompleted
+	13, // 9: agentmesh.common.v1.RunEvent.run_failed:type_name -> agentmesh.common.v1.RunFailed
+	14, // 10: agentmesh.common.v1.RunEvent.error:type_name -> agentmesh.common.v1.RunError
+	15, // 11: agentmesh.common.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
 	0,  // 12: agentmesh.common.v1.DelegationResponse.outcome:type_name -> agentmesh.common.v1.DelegationOutcome
-	10, // 13: agentmesh.common.v1.RunCompleted.usage:type_name -> agentmesh.common.v1.Usage
-	15, // 14: agentmesh.common.v1.RunFailed.status:type_name -> google.rpc.Status
+	11, // 13: agentmesh.common.v1.RunCompleted.usage:type_name -> agentmesh.common.v1.Usage
+	16, // 14: agentmesh.common.v1.RunFailed.status:type_name -> google.rpc.Status
 	15, // [15:15] is the sub-list for method output_type
 	15, // [15:15] is the sub-list for method input_type
 	15, // [15:15] is the sub-list for extension type_name
@@ -1298,13 +1383,14 @@ func file_agentmesh_common_v1_run_proto_init() {
 		(*RunEvent_RunFailed)(nil),
 		(*RunEvent_Error)(nil),
 	}
+	file_agentmesh_common_v1_run_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_common_v1_run_proto_rawDesc), len(file_agentmesh_common_v1_run_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

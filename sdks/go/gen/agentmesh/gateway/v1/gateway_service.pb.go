@@ -30,7 +30,9 @@ type ChatRequest struct {
 	// The user's message.
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// Session to continue; a new one is created when empty.
-	SessionId     string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionId string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Model settings for this message only (temperature, max tokens, reasoning effort).
+	ModelSettings *v1.ModelSettings `protobuf:"bytes,4,opt,name=model_settings,json=modelSettings,proto3" json:"model_settings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -84,6 +86,13 @@ func (x *ChatRequest) GetSessionId() string {
 		return x.SessionId
 	}
 	return ""
+}
+
+func (x *ChatRequest) GetModelSettings() *v1.ModelSettings {
+	if x != nil {
+		return x.ModelSettings
+	}
+	return nil
 }
 
 // ChatResponse is the output of Chat.
@@ -167,7 +176,9 @@ type StreamChatRequest struct {
 	// The user's message.
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// Session to continue; a new one is created when empty.
-	SessionId     string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionId string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Model settings for this message only (temperature, max tokens, reasoning effort).
+	ModelSettings *v1.ModelSettings `protobuf:"bytes,4,opt,name=model_settings,json=modelSettings,proto3" json:"model_settings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -223,6 +234,13 @@ func (x *StreamChatRequest) GetSessionId() string {
 	return ""
 }
 
+func (x *StreamChatRequest) GetModelSettings() *v1.ModelSettings {
+	if x != nil {
+		return x.ModelSettings
+	}
+	return nil
+}
+
 // StreamChatResponse is one streamed step of StreamChat.
 type StreamChatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -269,33 +287,144 @@ func (x *StreamChatResponse) GetEvent() *v1.RunEvent {
 	return nil
 }
 
+// ResetSessionRequest is the input of ResetSession.
+type ResetSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project the session belongs to.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The session to reset.
+	SessionId     string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetSessionRequest) Reset() {
+	*x = ResetSessionRequest{}
+	mi := &file_agentmesh_gateway_v1_gateway_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetSessionRequest) ProtoMessage() {}
+
+func (x *ResetSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_gateway_v1_gateway_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetSessionRequest.ProtoReflect.Descriptor instead.
+func (*ResetSessionRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_gateway_v1_gateway_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ResetSessionRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *ResetSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// ResetSessionResponse is the output of ResetSession.
+type ResetSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many cached agents the executors released.
+	ReleasedAgents int64 `protobuf:"varint,1,opt,name=released_agents,json=releasedAgents,proto3" json:"released_agents,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ResetSessionResponse) Reset() {
+	*x = ResetSessionResponse{}
+	mi := &file_agentmesh_gateway_v1_gateway_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetSessionResponse) ProtoMessage() {}
+
+func (x *ResetSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_gateway_v1_gateway_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetSessionResponse.ProtoReflect.Descriptor instead.
+func (*ResetSessionResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_gateway_v1_gateway_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ResetSessionResponse) GetReleasedAgents() int64 {
+	if x != nil {
+		return x.ReleasedAgents
+	}
+	return 0
+}
+
 var File_agentmesh_gateway_v1_gateway_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_gateway_v1_gateway_service_proto_rawDesc = "" +
 	"\n" +
-	"*agentmesh/gateway/v1/gateway_service.proto\x12\x14agentmesh.gateway.v1\x1a\x1dagentmesh/common/v1/run.proto\"\\\n" +
+	"*agentmesh/gateway/v1/gateway_service.proto\x12\x14agentmesh.gateway.v1\x1a\x1dagentmesh/common/v1/run.proto\"\xa7\x01\n" +
 	"\vChatRequest\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x03 \x01(\tR\tsessionId\"\x90\x01\n" +
+	"session_id\x18\x03 \x01(\tR\tsessionId\x12I\n" +
+	"\x0emodel_settings\x18\x04 \x01(\v2\".agentmesh.common.v1.ModelSettingsR\rmodelSettings\"\x90\x01\n" +
 	"\fChatResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x18\n" +
 	"\acontent\x18\x03 \x01(\tR\acontent\x120\n" +
-	"\x05usage\x18\x04 \x01(\v2\x1a.agentmesh.common.v1.UsageR\x05usage\"b\n" +
+	"\x05usage\x18\x04 \x01(\v2\x1a.agentmesh.common.v1.UsageR\x05usage\"\xad\x01\n" +
 	"\x11StreamChatRequest\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x03 \x01(\tR\tsessionId\"I\n" +
+	"session_id\x18\x03 \x01(\tR\tsessionId\x12I\n" +
+	"\x0emodel_settings\x18\x04 \x01(\v2\".agentmesh.common.v1.ModelSettingsR\rmodelSettings\"I\n" +
 	"\x12StreamChatResponse\x123\n" +
-	"\x05event\x18\x01 \x01(\v2\x1d.agentmesh.common.v1.RunEventR\x05event2\xc2\x01\n" +
+	"\x05event\x18\x01 \x01(\v2\x1d.agentmesh.common.v1.RunEventR\x05event\"S\n" +
+	"\x13ResetSessionRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\"?\n" +
+	"\x14ResetSessionResponse\x12'\n" +
+	"\x0freleased_agents\x18\x01 \x01(\x03R\x0ereleasedAgents2\xa9\x02\n" +
 	"\x0eGatewayService\x12M\n" +
 	"\x04Chat\x12!.agentmesh.gateway.v1.ChatRequest\x1a\".agentmesh.gateway.v1.ChatResponse\x12a\n" +
 	"\n" +
-	"StreamChat\x12'.agentmesh.gateway.v1.StreamChatRequest\x1a(.agentmesh.gateway.v1.StreamChatResponse0\x01B\xec\x01\n" +
+	"StreamChat\x12'.agentmesh.gateway.v1.StreamChatRequest\x1a(.agentmesh.gateway.v1.StreamChatResponse0\x01\x12e\n" +
+	"\fResetSession\x12).agentmesh.gateway.v1.ResetSessionRequest\x1a*.agentmesh.gateway.v1.ResetSessionResponseB\xec\x01\n" +
 	"\x18com.agentmesh.gateway.v1B\x13GatewayServiceProtoP\x01ZIgithub.com/agentmesh/agentmesh/sdks/go/gen/agentmesh/gateway/v1;gatewayv1\xa2\x02\x03AGX\xaa\x02\x14Agentmesh.Gateway.V1\xca\x02\x14Agentmesh\\Gateway\\V1\xe2\x02 Agentmesh\\Gateway\\V1\\GPBMetadata\xea\x02\x16Agentmesh::Gateway::V1b\x06proto3"
 
 var (
@@ -310,27 +439,34 @@ func file_agentmesh_gateway_v1_gateway_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_gateway_v1_gateway_service_proto_rawDescData
 }
 
-var file_agentmesh_gateway_v1_gateway_service_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_agentmesh_gateway_v1_gateway_service_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_agentmesh_gateway_v1_gateway_service_proto_goTypes = []any{
-	(*ChatRequest)(nil),        // 0: agentmesh.gateway.v1.ChatRequest
-	(*ChatResponse)(nil),       // 1: agentmesh.gateway.v1.ChatResponse
-	(*StreamChatRequest)(nil),  // 2: agentmesh.gateway.v1.StreamChatRequest
-	(*StreamChatResponse)(nil), // 3: agentmesh.gateway.v1.StreamChatResponse
-	(*v1.Usage)(nil),           // 4: agentmesh.common.v1.Usage
-	(*v1.RunEvent)(nil),        // 5: agentmesh.common.v1.RunEvent
+	(*ChatRequest)(nil),          // 0: agentmesh.gateway.v1.ChatRequest
+	(*ChatResponse)(nil),         // 1: agentmesh.gateway.v1.ChatResponse
+	(*StreamChatRequest)(nil),    // 2: agentmesh.gateway.v1.StreamChatRequest
+	(*StreamChatResponse)(nil),   // 3: agentmesh.gateway.v1.StreamChatResponse
+	(*ResetSessionRequest)(nil),  // 4: agentmesh.gateway.v1.ResetSessionRequest
+	(*ResetSessionResponse)(nil), // 5: agentmesh.gateway.v1.ResetSessionResponse
+	(*v1.ModelSettings)(nil),     // 6: agentmesh.common.v1.ModelSettings
+	(*v1.Usage)(nil),             // 7: agentmesh.common.v1.Usage
+	(*v1.RunEvent)(nil),          // 8: agentmesh.common.v1.RunEvent
 }
 var file_agentmesh_gateway_v1_gateway_service_proto_depIdxs = []int32{
-	4, // 0: agentmesh.gateway.v1.ChatResponse.usage:type_name -> agentmesh.common.v1.Usage
-	5, // 1: agentmesh.gateway.v1.StreamChatResponse.event:type_name -> agentmesh.common.v1.RunEvent
-	0, // 2: agentmesh.gateway.v1.GatewayService.Chat:input_type -> agentmesh.gateway.v1.ChatRequest
-	2, // 3: agentmesh.gateway.v1.GatewayService.StreamChat:input_type -> agentmesh.gateway.v1.StreamChatRequest
-	1, // 4: agentmesh.gateway.v1.GatewayService.Chat:output_type -> agentmesh.gateway.v1.ChatResponse
-	3, // 5: agentmesh.gateway.v1.GatewayService.StreamChat:output_type -> agentmesh.gateway.v1.StreamChatResponse
-	4, // [4:6] is the sub-list for method output_type
-	2, // [2:4] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	6, // 0: agentmesh.gateway.v1.ChatRequest.model_settings:type_name -> agentmesh.common.v1.ModelSettings
+	7, // 1: agentmesh.gateway.v1.ChatResponse.usage:type_name -> agentmesh.common.v1.Usage
+	6, // 2: agentmesh.gateway.v1.StreamChatRequest.model_settings:type_name -> agentmesh.common.v1.ModelSettings
+	8, // 3: agentmesh.gateway.v1.StreamChatResponse.event:type_name -> agentmesh.common.v1.RunEvent
+	0, // 4: agentmesh.gateway.v1.GatewayService.Chat:input_type -> agentmesh.gateway.v1.ChatRequest
+	2, // 5: agentmesh.gateway.v1.GatewayService.StreamChat:input_type -> agentmesh.gateway.v1.StreamChatRequest
+	4, // 6: agentmesh.gateway.v1.GatewayService.ResetSession:input_type -> agentmesh.gateway.v1.ResetSessionRequest
+	1, // 7: agentmesh.gateway.v1.GatewayService.Chat:output_type -> agentmesh.gateway.v1.ChatResponse
+	3, // 8: agentmesh.gateway.v1.GatewayService.StreamChat:output_type -> agentmesh.gateway.v1.StreamChatResponse
+	5, // 9: agentmesh.gateway.v1.GatewayService.ResetSession:output_type -> agentmesh.gateway.v1.ResetSessionResponse
+	7, // [7:10] is the sub-list for method output_type
+	4, // [4:7] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_gateway_v1_gateway_service_proto_init() }
@@ -344,7 +480,7 @@ func file_agentmesh_gateway_v1_gateway_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_gateway_v1_gateway_service_proto_rawDesc), len(file_agentmesh_gateway_v1_gateway_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,8 +19,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	GatewayService_Chat_FullMethodName       = "/agentmesh.gateway.v1.GatewayService/Chat"
-	GatewayService_StreamChat_FullMethodName = "/agentmesh.gateway.v1.GatewayService/StreamChat"
+	GatewayService_Chat_FullMethodName         = "/agentmesh.gateway.v1.GatewayService/Chat"
+	GatewayService_StreamChat_FullMethodName   = "/agentmesh.gateway.v1.GatewayService/StreamChat"
+	GatewayService_ResetSession_FullMethodName = "/agentmesh.gateway.v1.GatewayService/ResetSession"
 )
 
 // GatewayServiceClient is the client API for GatewayService service.
@@ -43,6 +44,11 @@ type GatewayServiceClient interface {
 	// errors before the run starts are the RPC's status, as for Chat, with a google.rpc.ErrorInfo
 	// detail whose `reason` (AGENT_NOT_FOUND, AGENT_PAUSED, ...) programs can switch on.
 	StreamChat(ctx context.Context, in *StreamChatRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamChatResponse], error)
+	// Resets a session of the project: every executor drops what it keeps for the session's agents
+	// (their built runtimes with their frozen system prompts, the session's MCP connections), so
+	// the next message builds them afresh. The events recorded in memory stay. NOT_FOUND when the
+	// session is not one of the project's.
+	ResetSession(ctx context.Context, in *ResetSessionRequest, opts ...grpc.CallOption) (*ResetSessionResponse, error)
 }
 
 type gatewayServiceClient struct {
@@ -82,6 +88,16 @@ func (c *gatewayServiceClient) StreamChat(ctx context.Context, in *StreamChatReq
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type GatewayService_StreamChatClient = grpc.ServerStreamingClient[StreamChatResponse]
 
+func (c *gatewayServiceClient) ResetSession(ctx context.Context, in *ResetSessionRequest, opts ...grpc.CallOption) (*ResetSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResetSessionResponse)
+	err := c.cc.Invoke(ctx, GatewayService_ResetSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GatewayServiceServer is the server API for GatewayService service.
 // All implementations must embed UnimplementedGatewayServiceServer
 // for forward compatibility.
@@ -102,6 +118,11 @@ type GatewayServiceServer interface {
 	// errors before the run starts are the RPC's status, as for Chat, with a google.rpc.ErrorInfo
 	// detail whose `reason` (AGENT_NOT_FOUND, AGENT_PAUSED, ...) programs can switch on.
 	StreamChat(*StreamChatRequest, grpc.ServerStreamingServer[StreamChatResponse]) error
+	// Resets a session of the project: every executor drops what it keeps for the session's agents
+	// (their built runtimes with their frozen system prompts, the session's MCP connections), so
+	// the next message builds them afresh. The events recorded in memory stay. NOT_FOUND when the
+	// session is not one of the project's.
+	ResetSession(context.Context, *ResetSessionRequest) (*ResetSessionResponse, error)
 	mustEmbedUnimplementedGatewayServiceServer()
 }
 
@@ -117,6 +138,9 @@ func (UnimplementedGatewayServiceServer) Chat(context.Context, *ChatRequest) (*C
 }
 func (UnimplementedGatewayServiceServer) StreamChat(*StreamChatRequest, grpc.ServerStreamingServer[StreamChatResponse]) error {
 	return status.Error(codes.Unimplemented, "method StreamChat not implemented")
+}
+func (UnimplementedGatewayServiceServer) ResetSession(context.Context, *ResetSessionRequest) (*ResetSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResetSession not implemented")
 }
 func (UnimplementedGatewayServiceServer) mustEmbedUnimplementedGatewayServiceServer() {}
 func (UnimplementedGatewayServiceServer) testEmbeddedByValue()                        {}
@@ -168,6 +192,24 @@ func _GatewayService_StreamChat_Handler(srv interface{}, stream grpc.ServerStrea
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type GatewayService_StreamChatServer = grpc.ServerStreamingServer[StreamChatResponse]
 
+func _GatewayService_ResetSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).ResetSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_ResetSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).ResetSession(ctx, req.(*ResetSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // GatewayService_ServiceDesc is the grpc.ServiceDesc for GatewayService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -178,6 +220,10 @@ var GatewayService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Chat",
 			Handler:    _GatewayService_Chat_Handler,
+		},
+		{
+			MethodName: "ResetSession",
+			Handler:    _GatewayService_ResetSession_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from google.protobuf import json_format
 
+from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.errors import ModelUnavailable
 from agentmesh.executor.models.base import ChatModel, Message, ModelChunk, ModelError, ToolSpec
 from agentmesh.executor.models.mock import MockModel
@@ -100,23 +101,46 @@ class ModelBinding:
         self._models = list(models)
         self._chunk_chars = chunk_chars
 
-    def for_run(self) -> ChatModel:
+    def for_run(
+        self, params: Mapping[str, Any] | None = None, *, on_fallback: Callable[[], None] | None = None
+    ) -> ChatModel:
+        """The model one run uses, with that run's per-message `params` on top of the agent's;
+        `on_fallback` is called when a fallback model takes over from the primary."""
         if self.plan.is_mock:
             # The script restarts with every run (the i-th call of a run answers item i).
             return MockModel(
                 self.plan.mock_responses or [], name=self.plan.name, chunk_chars=self._chunk_chars
             )
-        if len(self._models) == 1:
-            return self._models[0]
-        return FallbackModel(self._models)
+        models = [_with_params(model, params or {}) for model in self._models]
+        if len(models) == 1:
+            return models[0]
+        return FallbackModel(models, on_fallback=on_fallback)
+
+
+def _with_params(model: ChatModel, params: Mapping[str, Any]) -> ChatModel:
+    with_params = getattr(model, "with_params", None)
+    return with_params(params) if with_params is not None else model
+
+
+def message_params(settings: run_pb2.ModelSettings) -> dict[str, Any]:
+    """The model params of a chat's per-message settings (those it sets)."""
+    params: dict[str, Any] = {}
+    if settings.HasField("temperature"):
+        params["temperature"] = settings.temperature
+    if settings.HasField("max_tokens"):
+        params["max_tokens"] = settings.max_tokens
+    if settings.reasoning_effort:
+        params["reasoning_effort"] = settings.reasoning_effort
+    return params
 
 
 class FallbackModel:
     """Tries models in order: the next one when the previous failed with a retryable error
     (after its own retries) before streaming anything."""
 
-    def __init__(self, models: Sequence[ChatModel]) -> None:
+    def __init__(self, models: Sequence[ChatModel], *, on_fallback: Callable[[], None] | None = None) -> None:
         self._models = list(models)
+        self._on_fallback = on_fallback
         self.system = self._models[0].system
         self.name = self._models[0].name
 
@@ -139,6 +163,8 @@ class FallbackModel:
                     error,
                     self._models[index + 1].name,
                 )
+                if self._on_fallback is not None:
+                    self._on_fallback()
 
 
 class ModelFactory:

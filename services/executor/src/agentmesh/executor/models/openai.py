@@ -11,6 +11,7 @@ The API key lives only inside the SDK client: it is never logged, traced or reco
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
 import random
@@ -111,6 +112,15 @@ class OpenAIChatModel:
         # reported by where it is configured.
         self._secrets = secrets or Secrets()
         self._key_setting = key_setting or "the provider's api_key"
+
+    def with_params(self, overrides: Mapping[str, Any]) -> OpenAIChatModel:
+        """This model with `overrides` on top of the agent's params, for one run (per-message
+        settings): same client, nothing rebuilt."""
+        if not overrides:
+            return self
+        model = copy.copy(self)
+        model._params = {**self._params, **overrides}
+        return model
 
     async def stream(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec]

@@ -16,6 +16,9 @@ class ToolOutput:
     text: str
     is_error: bool = False
     escalate: bool = False
+    # With `escalate`: the model answers once more (summing up the step's results) before the run
+    # ends, rather than the run ending on the escalating step (ADK's skip_summarization=False).
+    summarize: bool = False
     # For metrics: "timeout" or "refused" (unknown tool, invalid arguments) when the call said
     # why it failed; otherwise `is_error` alone decides between "ok" and "error".
     outcome: str = ""

@@ -23,18 +23,26 @@ class ExitLoop:
         name=EXIT_LOOP,
         description=(
             "Call this when the task is done and the enclosing loop should stop iterating. "
-            "Optionally give the reason."
+            "Optionally give the reason, and whether you will answer once more after it."
         ),
         parameters={
             "type": "object",
-            "properties": {"reason": {"type": "string", "description": "Why the loop can stop."}},
+            "properties": {
+                "reason": {"type": "string", "description": "Why the loop can stop."},
+                "summarize": {
+                    "type": "boolean",
+                    "description": "Answer once more (summing up) before stopping; default false.",
+                },
+            },
             "additionalProperties": False,
         },
     )
 
     async def call(self, arguments: dict[str, Any]) -> ToolOutput:
         reason = str(arguments.get("reason") or "done")
-        return ToolOutput(f"Exiting the loop: {reason}", escalate=True)
+        return ToolOutput(
+            f"Exiting the loop: {reason}", escalate=True, summarize=arguments.get("summarize") is True
+        )
 
 
 class GetCurrentTime:

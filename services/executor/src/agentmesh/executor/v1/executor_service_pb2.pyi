@@ -34,6 +34,7 @@ class RunRequest(_message.Message):
     DELEGATION_PATH_FIELD_NUMBER: _builtins.int
     PARENT_EVENT_ID_FIELD_NUMBER: _builtins.int
     AS_SUB_AGENT_FIELD_NUMBER: _builtins.int
+    MODEL_SETTINGS_FIELD_NUMBER: _builtins.int
     project_slug: _builtins.str
     """The project's slug."""
     agent_name: _builtins.str
@@ -54,6 +55,10 @@ class RunRequest(_message.Message):
     def delegation_path(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Agents from the addressed agent down to the caller of this run (empty for a user's chat)."""
 
+    @_builtins.property
+    def model_settings(self) -> _run_pb2.ModelSettings:
+        """Per-message model settings of the chat this run answers (the addressed run only)."""
+
     def __init__(
         self,
         *,
@@ -66,10 +71,11 @@ class RunRequest(_message.Message):
         delegation_path: _abc.Iterable[_builtins.str] | None = ...,
         parent_event_id: _builtins.str = ...,
         as_sub_agent: _builtins.bool = ...,
+        model_settings: _run_pb2.ModelSettings | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["model_settings", b"model_settings"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_name", b"agent_name", "as_sub_agent", b"as_sub_agent", "delegation_depth", b"delegation_depth", "delegation_id", b"delegation_id", "delegation_path", b"delegation_path", "input", b"input", "parent_event_id", b"parent_event_id", "project_slug", b"project_slug", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_name", b"agent_name", "as_sub_agent", b"as_sub_agent", "delegation_depth", b"delegation_depth", "delegation_id", b"delegation_id", "delegation_path", b"delegation_path", "input", b"input", "model_settings", b"model_settings", "parent_event_id", b"parent_event_id", "project_slug", b"project_slug", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

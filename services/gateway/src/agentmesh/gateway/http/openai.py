@@ -5,7 +5,9 @@ What an OpenAI client sees is exactly what OpenAI sends: `chat.completion` objec
 `chat.completion.chunk` server-sent events (role first, text deltas, `finish_reason`, a usage
 chunk when `stream_options.include_usage`, then `data: [DONE]`), and OpenAI's error objects. The
 content is the addressed agent's answer only; sub-agents' steps travel on gRPC StreamChat and in
-memory events. Fields of OpenAI's request that agents do not use are accepted and ignored.
+memory events. `temperature`, `max_tokens` (or `max_completion_tokens`) and `reasoning_effort`
+apply to the chat's run only, without rebuilding the agent. Fields of OpenAI's request that
+agents do not use are accepted and ignored.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from sse_starlette import EventSourceResponse
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.errors import InvalidRequest, ModelNotFound, TooManyMessages
-from agentmesh.gateway.gateway import ChatStream
+from agentmesh.gateway.gateway import ChatStream, check_model_settings
 from agentmesh.gateway.http.agents import AGENT_BASE, resolve_agent
 from agentmesh.gateway.http.context import HttpContext, authorize, authorize_body, context, until_disconnected
 from agentmesh.gateway.http.convert import timestamp
@@ -67,6 +69,30 @@ class ChatCompletionRequest(_OpenAIModel):
     session_id: str | None = Field(
         default=None, description=f"session to continue (or header {SESSION_HEADER})"
     )
+    # Per-message model settings: they apply to this chat's run without rebuilding the agent.
+    temperature: float | None = Field(default=None, description="0 to 2, for this message only")
+    max_tokens: int | None = Field(default=None, description="at least 1, for this message only")
+    max_completion_tokens: int | None = Field(default=None, description="as max_tokens")
+    reasoning_effort: str | None = Field(
+        default=None, description="none, minimal, low, medium or high, for this message only"
+    )
+
+    def model_settings(self) -> run_pb2.ModelSettings | None:
+        """The request's per-message model settings (None when it sets none)."""
+        settings = run_pb2.ModelSettings(reasoning_effort=self.reasoning_effort or "")
+        if self.temperature is not None:
+            settings.temperature = self.temperature
+        field, max_tokens = (
+            ("max_completion_tokens", self.max_completion_tokens)
+            if self.max_completion_tokens is not None
+            else ("max_tokens", self.max_tokens)
+        )
+        if max_tokens is not None:
+            if not 1 <= max_tokens <= 2**31 - 1:
+                raise InvalidRequest.field(field, f"must be between 1 and {2**31 - 1}")
+            settings.max_tokens = max_tokens
+        check_model_settings(settings, prefix="")
+        return settings if settings.ListFields() else None
 
     @model_validator(mode="after")
     def _storable(self) -> ChatCompletionRequest:
@@ -291,13 +317,16 @@ async def _complete(
     header_session: str | None,
 ) -> Response:
     text = _input(ctx, body)
+    model_settings = body.model_settings()
     session_id = ctx.gateway.session_id(header_session or body.session_id)
     headers = {SESSION_HEADER: session_id}
     created = int(time.time())
     model = str(ref)
     try:
         if not body.stream:
-            result = await until_disconnected(request, ctx.gateway.chat(caller, ref, text, session_id))
+            result = await until_disconnected(
+                request, ctx.gateway.chat(caller, ref, text, session_id, model_settings=model_settings)
+            )
             completion = ChatCompletion(
                 id=f"chatcmpl-{result.run_id}",
                 created=created,
@@ -313,7 +342,9 @@ async def _complete(
             )
             return JSONResponse(completion.model_dump(mode="json"), headers=headers)
         # The run must start before the response does: a refused chat gets its own status.
-        chat = await until_disconnected(request, ctx.gateway.start_chat(caller, ref, text, session_id))
+        chat = await until_disconnected(
+            request, ctx.gateway.start_chat(caller, ref, text, session_id, model_settings=model_settings)
+        )
     except NotFound as error:
         raise ModelNotFound(model) from error
     include_usage = bool(body.stream_options and body.stream_options.include_usage)

@@ -298,4 +298,13 @@ def rest_router() -> APIRouter:
             events=[convert.event(e) for e in response.events], next_page_token=response.next_page_token
         )
 
+    @router.post("/projects/{project_id}/sessions/{session_id}/reset", tags=["sessions"])
+    async def reset_session(
+        project_id: str, session_id: str, ctx: Ctx, caller: Auth
+    ) -> schemas.SessionResetOut:
+        """Resets the session: its agents are built afresh for its next message (new runtime,
+        new frozen system prompt, new MCP connections). Its events stay."""
+        released = await ctx.gateway.reset_session(caller, project_id, session_id)
+        return schemas.SessionResetOut(session_id=session_id, released_agents=released)
+
     return router

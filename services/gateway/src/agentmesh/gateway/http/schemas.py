@@ -343,6 +343,11 @@ class SessionEventsOut(BaseModel):
     next_page_token: str = Field(description="token for the next page; empty on the last")
 
 
+class SessionResetOut(BaseModel):
+    session_id: str
+    released_agents: int = Field(description="cached agents the executors released")
+
+
 class AgentEventsOut(BaseModel):
     total: int
     events: list[EventOut]

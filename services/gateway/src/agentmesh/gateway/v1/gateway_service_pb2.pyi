@@ -26,22 +26,28 @@ class ChatRequest(_message.Message):
     AGENT_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     SESSION_ID_FIELD_NUMBER: _builtins.int
+    MODEL_SETTINGS_FIELD_NUMBER: _builtins.int
     agent: _builtins.str
     """"{project_slug}/{agent_name}"."""
     message: _builtins.str
     """The user's message."""
     session_id: _builtins.str
     """Session to continue; a new one is created when empty."""
+    @_builtins.property
+    def model_settings(self) -> _run_pb2.ModelSettings:
+        """Model settings for this message only (temperature, max tokens, reasoning effort)."""
+
     def __init__(
         self,
         *,
         agent: _builtins.str = ...,
         message: _builtins.str = ...,
         session_id: _builtins.str = ...,
+        model_settings: _run_pb2.ModelSettings | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["model_settings", b"model_settings"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "message", b"message", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "message", b"message", "model_settings", b"model_settings", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -92,22 +98,28 @@ class StreamChatRequest(_message.Message):
     AGENT_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     SESSION_ID_FIELD_NUMBER: _builtins.int
+    MODEL_SETTINGS_FIELD_NUMBER: _builtins.int
     agent: _builtins.str
     """"{project_slug}/{agent_name}"."""
     message: _builtins.str
     """The user's message."""
     session_id: _builtins.str
     """Session to continue; a new one is created when empty."""
+    @_builtins.property
+    def model_settings(self) -> _run_pb2.ModelSettings:
+        """Model settings for this message only (temperature, max tokens, reasoning effort)."""
+
     def __init__(
         self,
         *,
         agent: _builtins.str = ...,
         message: _builtins.str = ...,
         session_id: _builtins.str = ...,
+        model_settings: _run_pb2.ModelSettings | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["model_settings", b"model_settings"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "message", b"message", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "message", b"message", "model_settings", b"model_settings", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -136,3 +148,51 @@ class StreamChatResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___StreamChatResponse: _TypeAlias = StreamChatResponse  # noqa: Y015
+
+@_typing.final
+class ResetSessionRequest(_message.Message):
+    """ResetSessionRequest is the input of ResetSession."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project the session belongs to."""
+    session_id: _builtins.str
+    """The session to reset."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        session_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["project_id", b"project_id", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResetSessionRequest: _TypeAlias = ResetSessionRequest  # noqa: Y015
+
+@_typing.final
+class ResetSessionResponse(_message.Message):
+    """ResetSessionResponse is the output of ResetSession."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RELEASED_AGENTS_FIELD_NUMBER: _builtins.int
+    released_agents: _builtins.int
+    """How many cached agents the executors released."""
+    def __init__(
+        self,
+        *,
+        released_agents: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["released_agents", b"released_agents"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResetSessionResponse: _TypeAlias = ResetSessionResponse  # noqa: Y015

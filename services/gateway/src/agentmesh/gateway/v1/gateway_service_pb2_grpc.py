@@ -47,6 +47,11 @@ class GatewayServiceStub:
                 request_serializer=agentmesh_dot_gateway_dot_v1_dot_gateway__service__pb2.StreamChatRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_gateway_dot_v1_dot_gateway__service__pb2.StreamChatResponse.FromString,
                 _registered_method=True)
+        self.ResetSession = channel.unary_unary(
+                '/agentmesh.gateway.v1.GatewayService/ResetSession',
+                request_serializer=agentmesh_dot_gateway_dot_v1_dot_gateway__service__pb2.ResetSessionRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_gateway_dot_v1_dot_gateway__service__pb2.ResetSessionResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServiceServicer:
@@ -77,6 +82,16 @@ class GatewayServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResetSession(self, request, context):
+        """Resets a session of the project: every executor drops what it keeps for the session's agents
+        (their built runtimes with their frozen system prompts, the session's MCP connections), so
+        the next message builds them afresh. The events recorded in memory stay. NOT_FOUND when the
+        session is not one of the project's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -89,6 +104,11 @@ def add_GatewayServiceServicer_to_server(servicer, server):
                     servicer.StreamChat,
                     request_deserializer=agentmesh_dot_gateway_dot_v1_dot_gateway__service__pb2.StreamChatRequest.FromString,
                     response_serializer=agentmesh_dot_gateway_dot_v1_dot_gateway__service__pb2.StreamChatResponse.SerializeToString,
+            ),
+            'ResetSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetSession,
+                    request_deserializer=agentmesh_dot_gateway_dot_v1_dot_gateway__service__pb2.ResetSessionRequest.FromString,
+                    response_serializer=agentmesh_dot_gateway_dot_v1_dot_gateway__service__pb2.ResetSessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -148,6 +168,33 @@ class GatewayService:
             '/agentmesh.gateway.v1.GatewayService/StreamChat',
             agentmesh_dot_gateway_dot_v1_dot_gateway__service__pb2.StreamChatRequest.SerializeToString,
             agentmesh_dot_gateway_dot_v1_dot_gateway__service__pb2.StreamChatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.gateway.v1.GatewayService/ResetSession',
+            agentmesh_dot_gateway_dot_v1_dot_gateway__service__pb2.ResetSessionRequest.SerializeToString,
+            agentmesh_dot_gateway_dot_v1_dot_gateway__service__pb2.ResetSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -50,6 +50,12 @@ class GatewayServiceStub:
     errors before the run starts are the RPC's status, as for Chat, with a google.rpc.ErrorInfo
     detail whose `reason` (AGENT_NOT_FOUND, AGENT_PAUSED, ...) programs can switch on.
     """
+    ResetSession: _grpc.UnaryUnaryMultiCallable[_gateway_service_pb2.ResetSessionRequest, _gateway_service_pb2.ResetSessionResponse]
+    """Resets a session of the project: every executor drops what it keeps for the session's agents
+    (their built runtimes with their frozen system prompts, the session's MCP connections), so
+    the next message builds them afresh. The events recorded in memory stay. NOT_FOUND when the
+    session is not one of the project's.
+    """
 
 @_typing.type_check_only
 class GatewayServiceAsyncStub(GatewayServiceStub):
@@ -72,6 +78,12 @@ class GatewayServiceAsyncStub(GatewayServiceStub):
     `run_failed` (whose `status` is the google.rpc.Status of the failure), not with an RPC error;
     errors before the run starts are the RPC's status, as for Chat, with a google.rpc.ErrorInfo
     detail whose `reason` (AGENT_NOT_FOUND, AGENT_PAUSED, ...) programs can switch on.
+    """
+    ResetSession: _aio.UnaryUnaryMultiCallable[_gateway_service_pb2.ResetSessionRequest, _gateway_service_pb2.ResetSessionResponse]  # type: ignore[assignment]
+    """Resets a session of the project: every executor drops what it keeps for the session's agents
+    (their built runtimes with their frozen system prompts, the session's MCP connections), so
+    the next message builds them afresh. The events recorded in memory stay. NOT_FOUND when the
+    session is not one of the project's.
     """
 
 class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -104,6 +116,18 @@ class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
         `run_failed` (whose `status` is the google.rpc.Status of the failure), not with an RPC error;
         errors before the run starts are the RPC's status, as for Chat, with a google.rpc.ErrorInfo
         detail whose `reason` (AGENT_NOT_FOUND, AGENT_PAUSED, ...) programs can switch on.
+        """
+
+    @_abc_1.abstractmethod
+    def ResetSession(
+        self,
+        request: _gateway_service_pb2.ResetSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_service_pb2.ResetSessionResponse, _abc.Awaitable[_gateway_service_pb2.ResetSessionResponse]]:
+        """Resets a session of the project: every executor drops what it keeps for the session's agents
+        (their built runtimes with their frozen system prompts, the session's MCP connections), so
+        the next message builds them afresh. The events recorded in memory stay. NOT_FOUND when the
+        session is not one of the project's.
         """
 
 def add_GatewayServiceServicer_to_server(servicer: GatewayServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -26,39 +26,41 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.rpc import status_pb2 as google_dot_rpc_dot_status__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x61gentmesh/common/v1/run.proto\x12\x13\x61gentmesh.common.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17google/rpc/status.proto\"\xe6\x05\n\x08RunEvent\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\r\n\x05\x61gent\x18\x03 \x01(\t\x12\x17\n\x0f\x64\x65legation_path\x18\x04 \x03(\t\x12\x0b\n\x03seq\x18\x05 \x01(\x03\x12\x36\n\x0brun_started\x18\n \x01(\x0b\x32\x1f.agentmesh.common.v1.RunStartedH\x00\x12\x38\n\x0cstep_started\x18\x0b \x01(\x0b\x32 .agentmesh.common.v1.StepStartedH\x00\x12\x34\n\ntext_delta\x18\x0c \x01(\x0b\x32\x1e.agentmesh.common.v1.TextDeltaH\x00\x12\x32\n\ttool_call\x18\r \x01(\x0b\x32\x1d.agentmesh.common.v1.ToolCallH\x00\x12\x36\n\x0btool_result\x18\x0e \x01(\x0b\x32\x1f.agentmesh.common.v1.ToolResultH\x00\x12\x44\n\x12\x64\x65legation_request\x18\x0f \x01(\x0b\x32&.agentmesh.common.v1.DelegationRequestH\x00\x12\x46\n\x13\x64\x65legation_response\x18\x10 \x01(\x0b\x32\'.agentmesh.common.v1.DelegationResponseH\x00\x12\x35\n\nescalation\x18\x11 \x01(\x0b\x32\x1f.agentmesh.common.v1.EscalationH\x00\x12:\n\rrun_completed\x18\x12 \x01(\x0b\x32!.agentmesh.common.v1.RunCompletedH\x00\x12\x34\n\nrun_failed\x18\x13 \x01(\x0b\x32\x1e.agentmesh.common.v1.RunFailedH\x00\x12.\n\x05\x65rror\x18\x14 \x01(\x0b\x32\x1d.agentmesh.common.v1.RunErrorH\x00\x42\x06\n\x04kind\"D\n\nRunStarted\x12\x12\n\nagent_kind\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x13\n\x0b\x65xecutor_id\x18\x03 \x01(\t\"\x1b\n\x0bStepStarted\x12\x0c\n\x04step\x18\x01 \x01(\x05\"\x19\n\tTextDelta\x12\x0c\n\x04text\x18\x01 \x01(\t\"U\n\x08ToolCall\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12*\n\targuments\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"M\n\nToolResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06output\x18\x03 \x01(\t\x12\x10\n\x08is_error\x18\x04 \x01(\x08\"N\n\x11\x44\x65legationRequest\x12\x15\n\rdelegation_id\x18\x01 \x01(\t\x12\x14\n\x0ctarget_agent\x18\x02 \x01(\t\x12\x0c\n\x04task\x18\x03 \x01(\t\"\x8b\x01\n\x12\x44\x65legationResponse\x12\x15\n\rdelegation_id\x18\x01 \x01(\t\x12\x14\n\x0ctarget_agent\x18\x02 \x01(\t\x12\x37\n\x07outcome\x18\x03 \x01(\x0e\x32&.agentmesh.common.v1.DelegationOutcome\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\t\"\x1c\n\nEscalation\x12\x0e\n\x06reason\x18\x01 \x01(\t\"B\n\x05Usage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x03\x12\x15\n\routput_tokens\x18\x02 \x01(\x03\x12\x0c\n\x04\x63ost\x18\x03 \x01(\x01\"\x87\x01\n\x0cRunCompleted\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12)\n\x05usage\x18\x02 \x01(\x0b\x32\x1a.agentmesh.common.v1.Usage\x12\x19\n\x11max_steps_reached\x18\x03 \x01(\x08\x12\r\n\x05steps\x18\x04 \x01(\x05\x12\x11\n\tescalated\x18\x05 \x01(\x08\"N\n\tRunFailed\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\"\n\x06status\x18\x03 \x01(\x0b\x32\x12.google.rpc.Status\"+\n\x08RunError\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t*\xda\x01\n\x11\x44\x65legationOutcome\x12\"\n\x1e\x44\x45LEGATION_OUTCOME_UNSPECIFIED\x10\x00\x12 \n\x1c\x44\x45LEGATION_OUTCOME_COMPLETED\x10\x01\x12\x1e\n\x1a\x44\x45LEGATION_OUTCOME_REFUSED\x10\x02\x12\x1e\n\x1a\x44\x45LEGATION_OUTCOME_TIMEOUT\x10\x03\x12 \n\x1c\x44\x45LEGATION_OUTCOME_CANCELLED\x10\x04\x12\x1d\n\x19\x44\x45LEGATION_OUTCOME_FAILED\x10\x05\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x61gentmesh/common/v1/run.proto\x12\x13\x61gentmesh.common.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17google/rpc/status.proto\"\xe6\x05\n\x08RunEvent\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\r\n\x05\x61gent\x18\x03 \x01(\t\x12\x17\n\x0f\x64\x65legation_path\x18\x04 \x03(\t\x12\x0b\n\x03seq\x18\x05 \x01(\x03\x12\x36\n\x0brun_started\x18\n \x01(\x0b\x32\x1f.agentmesh.common.v1.RunStartedH\x00\x12\x38\n\x0cstep_started\x18\x0b \x01(\x0b\x32 .agentmesh.common.v1.StepStartedH\x00\x12\x34\n\ntext_delta\x18\x0c \x01(\x0b\x32\x1e.agentmesh.common.v1.TextDeltaH\x00\x12\x32\n\ttool_call\x18\r \x01(\x0b\x32\x1d.agentmesh.common.v1.ToolCallH\x00\x12\x36\n\x0btool_result\x18\x0e \x01(\x0b\x32\x1f.agentmesh.common.v1.ToolResultH\x00\x12\x44\n\x12\x64\x65legation_request\x18\x0f \x01(\x0b\x32&.agentmesh.common.v1.DelegationRequestH\x00\x12\x46\n\x13\x64\x65legation_response\x18\x10 \x01(\x0b\x32\'.agentmesh.common.v1.DelegationResponseH\x00\x12\x35\n\nescalation\x18\x11 \x01(\x0b\x32\x1f.agentmesh.common.v1.EscalationH\x00\x12:\n\rrun_completed\x18\x12 \x01(\x0b\x32!.agentmesh.common.v1.RunCompletedH\x00\x12\x34\n\nrun_failed\x18\x13 \x01(\x0b\x32\x1e.agentmesh.common.v1.RunFailedH\x00\x12.\n\x05\x65rror\x18\x14 \x01(\x0b\x32\x1d.agentmesh.common.v1.RunErrorH\x00\x42\x06\n\x04kind\"U\n\nRunStarted\x12\x12\n\nagent_kind\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x13\n\x0b\x65xecutor_id\x18\x03 \x01(\t\x12\x0f\n\x07may_act\x18\x04 \x01(\x08\"\x1b\n\x0bStepStarted\x12\x0c\n\x04step\x18\x01 \x01(\x05\"\x19\n\tTextDelta\x12\x0c\n\x04text\x18\x01 \x01(\t\"U\n\x08ToolCall\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12*\n\targuments\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"M\n\nToolResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06output\x18\x03 \x01(\t\x12\x10\n\x08is_error\x18\x04 \x01(\x08\"N\n\x11\x44\x65legationRequest\x12\x15\n\rdelegation_id\x18\x01 \x01(\t\x12\x14\n\x0ctarget_agent\x18\x02 \x01(\t\x12\x0c\n\x04task\x18\x03 \x01(\t\"\x8b\x01\n\x12\x44\x65legationResponse\x12\x15\n\rdelegation_id\x18\x01 \x01(\t\x12\x14\n\x0ctarget_agent\x18\x02 \x01(\t\x12\x37\n\x07outcome\x18\x03 \x01(\x0e\x32&.agentmesh.common.v1.DelegationOutcome\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\t\"\x1c\n\nEscalation\x12\x0e\n\x06reason\x18\x01 \x01(\t\"{\n\rModelSettings\x12\x18\n\x0btemperature\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x17\n\nmax_tokens\x18\x02 \x01(\x05H\x01\x88\x01\x01\x12\x18\n\x10reasoning_effort\x18\x03 \x01(\tB\x0e\n\x0c_temperatureB\r\n\x0b_max_tokens\"B\n\x05Usage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x03\x12\x15\n\routput_tokens\x18\x02 \x01(\x03\x12\x0c\n\x04\x63ost\x18\x03 \x01(\x01\"\x87\x01\n\x0cRunCompleted\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12)\n\x05usage\x18\x02 \x01(\x0b\x32\x1a.agentmesh.common.v1.Usage\x12\x19\n\x11max_steps_reached\x18\x03 \x01(\x08\x12\r\n\x05steps\x18\x04 \x01(\x05\x12\x11\n\tescalated\x18\x05 \x01(\x08\"N\n\tRunFailed\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\"\n\x06status\x18\x03 \x01(\x0b\x32\x12.google.rpc.Status\"+\n\x08RunError\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t*\xda\x01\n\x11\x44\x65legationOutcome\x12\"\n\x1e\x44\x45LEGATION_OUTCOME_UNSPECIFIED\x10\x00\x12 \n\x1c\x44\x45LEGATION_OUTCOME_COMPLETED\x10\x01\x12\x1e\n\x1a\x44\x45LEGATION_OUTCOME_REFUSED\x10\x02\x12\x1e\n\x1a\x44\x45LEGATION_OUTCOME_TIMEOUT\x10\x03\x12 \n\x1c\x44\x45LEGATION_OUTCOME_CANCELLED\x10\x04\x12\x1d\n\x19\x44\x45LEGATION_OUTCOME_FAILED\x10\x05\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentmesh.common.v1.run_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DELEGATIONOUTCOME']._serialized_start=1730
-  _globals['_DELEGATIONOUTCOME']._serialized_end=1948
+  _globals['_DELEGATIONOUTCOME']._serialized_start=1872
+  _globals['_DELEGATIONOUTCOME']._serialized_end=2090
   _globals['_RUNEVENT']._serialized_start=110
   _globals['_RUNEVENT']._serialized_end=852
   _globals['_RUNSTARTED']._serialized_start=854
-  _globals['_RUNSTARTED']._serialized_end=922
-  _globals['_STEPSTARTED']._serialized_start=924
-  _globals['_STEPSTARTED']._serialized_end=951
-  _globals['_TEXTDELTA']._serialized_start=953
-  _globals['_TEXTDELTA']._serialized_end=978
-  _globals['_TOOLCALL']._serialized_start=980
-  _globals['_TOOLCALL']._serialized_end=1065
-  _globals['_TOOLRESULT']._serialized_start=1067
-  _globals['_TOOLRESULT']._serialized_end=1144
-  _globals['_DELEGATIONREQUEST']._serialized_start=1146
-  _globals['_DELEGATIONREQUEST']._serialized_end=1224
-  _globals['_DELEGATIONRESPONSE']._serialized_start=1227
-  _globals['_DELEGATIONRESPONSE']._serialized_end=1366
-  _globals['_ESCALATION']._serialized_start=1368
-  _globals['_ESCALATION']._serialized_end=1396
-  _globals['_USAGE']._serialized_start=1398
-  _globals['_USAGE']._serialized_end=1464
-  _globals['_RUNCOMPLETED']._serialized_start=1467
-  _globals['_RUNCOMPLETED']._serialized_end=1602
-  _globals['_RUNFAILED']._serialized_start=1604
-  _globals['_RUNFAILED']._serialized_end=1682
-  _globals['_RUNERROR']._serialized_start=1684
-  _globals['_RUNERROR']._serialized_end=1727
+  _globals['_RUNSTARTED']._serialized_end=939
+  _globals['_STEPSTARTED']._serialized_start=941
+  _globals['_STEPSTARTED']._serialized_end=968
+  _globals['_TEXTDELTA']._serialized_start=970
+  _globals['_TEXTDELTA']._serialized_end=995
+  _globals['_TOOLCALL']._serialized_start=997
+  _globals['_TOOLCALL']._serialized_end=1082
+  _globals['_TOOLRESULT']._serialized_start=1084
+  _globals['_TOOLRESULT']._serialized_end=1161
+  _globals['_DELEGATIONREQUEST']._serialized_start=1163
+  _globals['_DELEGATIONREQUEST']._serialized_end=1241
+  _globals['_DELEGATIONRESPONSE']._serialized_start=1244
+  _globals['_DELEGATIONRESPONSE']._serialized_end=1383
+  _globals['_ESCALATION']._serialized_start=1385
+  _globals['_ESCALATION']._serialized_end=1413
+  _globals['_MODELSETTINGS']._serialized_start=1415
+  _globals['_MODELSETTINGS']._serialized_end=1538
+  _globals['_USAGE']._serialized_start=1540
+  _globals['_USAGE']._serialized_end=1606
+  _globals['_RUNCOMPLETED']._serialized_start=1609
+  _globals['_RUNCOMPLETED']._serialized_end=1744
+  _globals['_RUNFAILED']._serialized_start=1746
+  _globals['_RUNFAILED']._serialized_end=1824
+  _globals['_RUNERROR']._serialized_start=1826
+  _globals['_RUNERROR']._serialized_end=1869
 # @@protoc_insertion_point(module_scope)

@@ -194,22 +194,28 @@ class RunStarted(_message.Message):
     AGENT_KIND_FIELD_NUMBER: _builtins.int
     MODEL_FIELD_NUMBER: _builtins.int
     EXECUTOR_ID_FIELD_NUMBER: _builtins.int
+    MAY_ACT_FIELD_NUMBER: _builtins.int
     agent_kind: _builtins.str
     """Agent kind: llm, loop, sequential or parallel."""
     model: _builtins.str
     """Model the run starts with; empty for workflow kinds."""
     executor_id: _builtins.str
     """The executor that runs it (its configured id)."""
+    may_act: _builtins.bool
+    """The agent may call tools or delegate: a model step's text is its answer only when the step
+    ends without doing either (faces that show only the answer hold each step back until then).
+    """
     def __init__(
         self,
         *,
         agent_kind: _builtins.str = ...,
         model: _builtins.str = ...,
         executor_id: _builtins.str = ...,
+        may_act: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_kind", b"agent_kind", "executor_id", b"executor_id", "model", b"model"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_kind", b"agent_kind", "executor_id", b"executor_id", "may_act", b"may_act", "model", b"model"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -410,6 +416,46 @@ class Escalation(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Escalation: _TypeAlias = Escalation  # noqa: Y015
+
+@_typing.final
+class ModelSettings(_message.Message):
+    """ModelSettings are per-message model settings sent with a chat: they apply to that message's
+    run (not to the runs it delegates to) without rebuilding the agent. Unset fields keep the
+    agent's own model params.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TEMPERATURE_FIELD_NUMBER: _builtins.int
+    MAX_TOKENS_FIELD_NUMBER: _builtins.int
+    REASONING_EFFORT_FIELD_NUMBER: _builtins.int
+    temperature: _builtins.float
+    """Sampling temperature, 0 to 2."""
+    max_tokens: _builtins.int
+    """Most tokens a model reply may have, at least 1."""
+    reasoning_effort: _builtins.str
+    """Reasoning effort for models that reason: none, minimal, low, medium or high."""
+    def __init__(
+        self,
+        *,
+        temperature: _builtins.float | None = ...,
+        max_tokens: _builtins.int | None = ...,
+        reasoning_effort: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens", "_temperature", b"_temperature", "max_tokens", b"max_tokens", "temperature", b"temperature"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens", "_temperature", b"_temperature", "max_tokens", b"max_tokens", "reasoning_effort", b"reasoning_effort", "temperature", b"temperature"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__max_tokens: _TypeAlias = _typing.Literal["max_tokens"]  # noqa: Y015
+    _WhichOneofArgType__max_tokens: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens"]  # noqa: Y015
+    _WhichOneofReturnType__temperature: _TypeAlias = _typing.Literal["temperature"]  # noqa: Y015
+    _WhichOneofArgType__temperature: _TypeAlias = _typing.Literal["_temperature", b"_temperature"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_tokens) -> _WhichOneofReturnType__max_tokens | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__temperature) -> _WhichOneofReturnType__temperature | None: ...
+
+Global___ModelSettings: _TypeAlias = ModelSettings  # noqa: Y015
 
 @_typing.final
 class Usage(_message.Message):
