@@ -119,7 +119,8 @@ class RunAdmission:
             self._memory,
             session_id=request.session_id,
             project_id=agent.spec.agent.project_id,
-            agent=agent.spec.agent.name,
+            agent=agent.spec.agent.slug or agent.spec.agent.name,
+            agent_name=agent.spec.agent.name,
             run_id=run_id,
             delegation_id=request.delegation_id,
         )

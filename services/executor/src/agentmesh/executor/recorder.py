@@ -30,8 +30,10 @@ class NewEvent:
 class Recorder:
     """Appends one agent's events for one run to its session.
 
-    Every event carries an idempotency key made of the run id and its position in the run, so an
-    append retried after a lost answer stores it once.
+    Events name their agent by slug (`agent`); each also carries the agent's display name as
+    `agent_name` in its metadata, so a reader sees both. Every event carries an idempotency key
+    made of the run id and its position in the run, so an append retried after a lost answer
+    stores it once.
     """
 
     def __init__(
@@ -43,11 +45,13 @@ class Recorder:
         agent: str,
         run_id: str,
         delegation_id: str = "",
+        agent_name: str = "",
     ) -> None:
         self._memory = memory
         self.session_id = session_id
         self.project_id = project_id
         self.agent = agent
+        self.agent_name = agent_name or agent
         self.run_id = run_id
         self.delegation_id = delegation_id
         self._positions = itertools.count(1)
@@ -84,8 +88,7 @@ class Recorder:
                 span_id=span_id,
                 idempotency_key=f"{self.run_id}:{next(self._positions)}",
             )
-            if event.metadata:
-                new.metadata.CopyFrom(struct(event.metadata))
+            new.metadata.CopyFrom(struct({"agent_name": self.agent_name, **(event.metadata or {})}))
             batch.append(new)
         response = await self._memory.append_events(self.session_id, self.project_id, batch)
         return list(response.events)
