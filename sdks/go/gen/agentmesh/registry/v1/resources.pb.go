@@ -759,7 +759,8 @@ type Agent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Opaque identifier.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	// DNS-label name, unique in the project.
+	// Display name as people write it ("My PO Agent"): 1-100 characters, no control characters,
+	// unique in the project. Addresses the agent, as the slug does.
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// The project it lives in.
 	ProjectId string `protobuf:"bytes,3,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
@@ -779,8 +780,11 @@ type Agent struct {
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// When it last started or finished a run, or changed state.
 	LastActivityAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=last_activity_at,json=lastActivityAt,proto3" json:"last_activity_at,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// DNS label unique in the project ("my-po-agent"), made from the name when not given at
+	// creation; addresses the agent in URLs and model ids. Never changes.
+	Slug          string `protobuf:"bytes,12,opt,name=slug,proto3" json:"slug,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Agent) Reset() {
@@ -890,6 +894,13 @@ func (x *Agent) GetLastActivityAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Agent) GetSlug() string {
+	if x != nil {
+		return x.Slug
+	}
+	return ""
+}
+
 // AgentSpec is an agent with its type's settings and its overrides resolved: what an executor runs.
 type AgentSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -911,9 +922,9 @@ type AgentSpec struct {
 	Tools []string `protobuf:"bytes,8,rep,name=tools,proto3" json:"tools,omitempty"`
 	// MCP servers.
 	McpServers []*McpServer `protobuf:"bytes,9,rep,name=mcp_servers,json=mcpServers,proto3" json:"mcp_servers,omitempty"`
-	// Effective sub-agents.
+	// Effective sub-agents, by slug where they name an agent of the project.
 	SubAgents []string `protobuf:"bytes,10,rep,name=sub_agents,json=subAgents,proto3" json:"sub_agents,omitempty"`
-	// Agents it may delegate to.
+	// Agents it may delegate to, by slug where they name an agent of the project.
 	NetworkAccess []string `protobuf:"bytes,11,rep,name=network_access,json=networkAccess,proto3" json:"network_access,omitempty"`
 	// Effective step bound.
 	MaxSteps int32 `protobuf:"varint,12,opt,name=max_steps,json=maxSteps,proto3" json:"max_steps,omitempty"`
@@ -928,7 +939,10 @@ type AgentSpec struct {
 	// Changes whenever anything above may (the agent's overrides, its type, its project); not with
 	// the agent's status or usage. StartAgentRun returns the current one, so an executor may
 	// cache a spec and resolve again only when the revision moved.
-	Revision      string `protobuf:"bytes,17,opt,name=revision,proto3" json:"revision,omitempty"`
+	Revision string `protobuf:"bytes,17,opt,name=revision,proto3" json:"revision,omitempty"`
+	// Names of the agents that sub_agents and network_access name, by slug (so a delegation may
+	// name its target by either).
+	AgentNames    map[string]string `protobuf:"bytes,18,rep,name=agent_names,json=agentNames,proto3" json:"agent_names,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1082,6 +1096,13 @@ func (x *AgentSpec) GetRevision() string {
 	return ""
 }
 
+func (x *AgentSpec) GetAgentNames() map[string]string {
+	if x != nil {
+		return x.AgentNames
+	}
+	return nil
+}
+
 // Executor is a member of the executor pool.
 type Executor struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1220,7 +1241,7 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x0e_primary_modelB\f\n" +
 	"\n" +
 	"_max_stepsB\x11\n" +
-	"\x0f_max_iterations\"\xc5\x03\n" +
+	"\x0f_max_iterations\"\xd9\x03\n" +
 	"\x05Agent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
@@ -1236,7 +1257,8 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12D\n" +
-	"\x10last_activity_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x0elastActivityAt\"\xc8\x05\n" +
+	"\x10last_activity_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x0elastActivityAt\x12\x12\n" +
+	"\x04slug\x18\f \x01(\tR\x04slug\"\xda\x06\n" +
 	"\tAgentSpec\x122\n" +
 	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12!\n" +
 	"\fproject_slug\x18\x02 \x01(\tR\vprojectSlug\x124\n" +
@@ -1257,7 +1279,12 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x0emock_responses\x18\x0e \x01(\v2\x1a.google.protobuf.ListValueR\rmockResponses\x12 \n" +
 	"\vdescription\x18\x0f \x01(\tR\vdescription\x12\x1c\n" +
 	"\texpertise\x18\x10 \x03(\tR\texpertise\x12\x1a\n" +
-	"\brevision\x18\x11 \x01(\tR\brevision\"s\n" +
+	"\brevision\x18\x11 \x01(\tR\brevision\x12Q\n" +
+	"\vagent_names\x18\x12 \x03(\v20.agentmesh.registry.v1.AgentSpec.AgentNamesEntryR\n" +
+	"agentNames\x1a=\n" +
+	"\x0fAgentNamesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"s\n" +
 	"\bExecutor\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12=\n" +
@@ -1289,7 +1316,7 @@ func file_agentmesh_registry_v1_resources_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_registry_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(AgentKind)(0),                // 0: agentmesh.registry.v1.AgentKind
 	(AgentStatus)(0),              // 1: agentmesh.registry.v1.AgentStatus
@@ -1302,41 +1329,43 @@ var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(*AgentSpec)(nil),             // 8: agentmesh.registry.v1.AgentSpec
 	(*Executor)(nil),              // 9: agentmesh.registry.v1.Executor
 	nil,                           // 10: agentmesh.registry.v1.McpServer.EnvEntry
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 12: google.protobuf.Struct
-	(*v1.StringList)(nil),         // 13: agentmesh.common.v1.StringList
-	(*structpb.ListValue)(nil),    // 14: google.protobuf.ListValue
+	nil,                           // 11: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 13: google.protobuf.Struct
+	(*v1.StringList)(nil),         // 14: agentmesh.common.v1.StringList
+	(*structpb.ListValue)(nil),    // 15: google.protobuf.ListValue
 }
 var file_agentmesh_registry_v1_resources_proto_depIdxs = []int32{
-	11, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	12, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
 	10, // 1: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
-	12, // 2: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
+	13, // 2: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
 	3,  // 3: agentmesh.registry.v1.AgentType.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
 	0,  // 4: agentmesh.registry.v1.AgentType.kind:type_name -> agentmesh.registry.v1.AgentKind
-	11, // 5: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
-	11, // 6: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
-	11, // 7: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
-	11, // 8: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
-	12, // 9: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
-	13, // 10: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
-	13, // 11: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
-	13, // 12: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
-	14, // 13: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
+	12, // 5: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
+	12, // 6: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
+	12, // 7: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
+	12, // 8: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
+	13, // 9: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
+	14, // 10: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
+	14, // 11: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
+	14, // 12: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
+	15, // 13: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
 	1,  // 14: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
 	6,  // 15: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
-	11, // 16: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
-	11, // 17: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
+	12, // 16: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
+	12, // 17: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
 	7,  // 18: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
 	0,  // 19: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
-	12, // 20: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
+	13, // 20: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
 	3,  // 21: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	14, // 22: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
-	11, // 23: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	15, // 22: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
+	11, // 23: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	12, // 24: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_resources_proto_init() }
@@ -1351,7 +1380,7 @@ func file_agentmesh_registry_v1_resources_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_resources_proto_rawDesc), len(file_agentmesh_registry_v1_resources_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
