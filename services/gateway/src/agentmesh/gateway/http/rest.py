@@ -210,7 +210,7 @@ def rest_router() -> APIRouter:
 
     @router.get("/projects/{project_id}/agents/{agent_id}", tags=["agents"])
     async def get_agent(project_id: str, agent_id: str, ctx: Ctx, caller: Auth) -> schemas.AgentOut:
-        """One agent."""
+        """One agent, by its id, slug or exact name."""
         request = reg.GetAgentRequest(project_id=project_id, id=agent_id)
         return convert.agent((await ctx.call(ctx.registry.stub.GetAgent, request, caller)).agent)
 
