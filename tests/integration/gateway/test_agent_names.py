@@ -26,9 +26,7 @@ async def _spawn(
     return response.json()
 
 
-async def test_rest_routes_take_the_id_the_slug_or_the_exact_name(
-    http: httpx.AsyncClient, api: Api, once: None
-) -> None:
+async def test_rest_routes_take_the_id_the_slug_or_the_exact_name(http: httpx.AsyncClient, api: Api) -> None:
     owner = await api.user()
     project = await api.project(owner)
     agent = await _spawn(http, api, owner, project, "My PO Agent")
