@@ -194,7 +194,7 @@ async def run_chat(
 
 
 def chat(
-    agent: Annotated[str, typer.Argument(help="The agent: project_slug/agent_name.")],
+    agent: Annotated[str, typer.Argument(help="The agent: project_slug/agent (its slug or name).")],
     message: Annotated[
         str | None, typer.Argument(help="What to say; without it, one message per line of input.")
     ] = None,

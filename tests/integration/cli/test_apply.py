@@ -269,6 +269,42 @@ async def test_several_documents_apply_as_one(recording: RecordingRegistry, admi
     assert [c.action for c in await apply_text(text, recording, admin)] == [Action.UNCHANGED] * 7
 
 
+async def test_agents_may_have_names_as_people_write_them(
+    recording: RecordingRegistry, admin: Connection
+) -> None:
+    types, _, _ = MESH_YAML.partition("projects:\n")
+    text = types + textwrap.dedent(
+        """\
+        projects:
+          - name: Named
+            agents:
+              - name: My PO Agent
+                type: coordinator
+                config: {network_access: [Report Writer]}
+              - name: Report Writer
+                slug: writer
+                type: worker
+                config: {network_access: [my-po-agent]}
+        """
+    )
+    assert actions(await apply_text(text, recording, admin))["named/my-po-agent"] == (Action.CREATE, ())
+    state = await snapshot(recording, admin.metadata)
+    agents = state["projects"]["named"]["agents"]
+    assert (agents["My PO Agent"]["slug"], agents["Report Writer"]["slug"]) == ("my-po-agent", "writer")
+    assert agents["My PO Agent"]["config"]["networkAccess"] == {"values": ["Report Writer"]}
+    recording.writes.clear()
+    again = await apply_text(text, recording, admin)
+    assert {change.ref: change.action for change in again if change.kind == "agent"} == {
+        "named/my-po-agent": Action.UNCHANGED,
+        "named/writer": Action.UNCHANGED,
+    }
+    assert recording.writes == []
+    renamed = text.replace("slug: writer", "slug: report-writer")
+    with pytest.raises(ApplyError) as raised:
+        await apply_text(renamed, recording, admin)
+    assert "cannot change" in str(raised.value)
+
+
 # --- Bad files: a clear error naming the place, and nothing written --------------------------------
 
 AGENT = "projects[0].agents[1]"
@@ -290,10 +326,19 @@ AGENT = "projects[0].agents[1]"
             id="wrong-type",
         ),
         pytest.param(
-            ("- name: worker\n        type: worker", "- name: Worker_1\n        type: worker"),
+            ("- name: worker\n        type: worker", '- name: "Worker\\t1"\n        type: worker'),
             f"{AGENT}.name",
-            "DNS label",
+            "must not contain control characters",
             id="bad-agent-name",
+        ),
+        pytest.param(
+            (
+                "- name: worker\n        type: worker",
+                "- name: worker\n        slug: Worker_1\n        type: worker",
+            ),
+            f"{AGENT}.slug",
+            "DNS label",
+            id="bad-agent-slug",
         ),
         pytest.param(
             ("- name: pipeline\n        type: pipeline", "- name: worker\n        type: pipeline"),

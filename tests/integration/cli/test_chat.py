@@ -46,3 +46,14 @@ async def test_chat_with_an_unknown_agent_fails_with_a_clear_message(mesh: Mesh,
     )
     assert result.exit_code == 1
     assert "the chat failed" in result.output
+
+
+async def test_chat_names_the_agent_by_its_slug_or_its_name(mesh: Mesh, client: MeshClient) -> None:
+    token = await client.login()
+    seeded = await client.seed_agent(token, name="Greeter Bot", mock_responses=["hello, people"])
+    assert seeded.agent_name == "Greeter Bot"
+
+    for agent in (f"{seeded.project_slug}/Greeter Bot", f"{seeded.project_slug}/greeter-bot"):
+        result = await invoke(app, ["chat", agent, "hi", "--gateway", mesh.gateway.address, "--token", token])
+        assert result.exit_code == 0, result.output
+        assert f"{agent}: hello, people" in result.output

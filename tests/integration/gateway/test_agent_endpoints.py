@@ -10,7 +10,7 @@ from tests.integration.gateway.support import Api
 async def test_health_follows_the_lifecycle(http: httpx.AsyncClient, api: Api) -> None:
     agent = await api.agent()
     health = await http.get(f"{agent.base}/health", headers=agent.owner.headers)
-    assert health.json() == {"status": "healthy", "name": agent.name}
+    assert health.json() == {"status": "healthy", "name": agent.name, "slug": agent.name}
     await http.post(f"{agent.path}/pause", headers=agent.owner.headers)
     assert (await http.get(f"{agent.base}/health", headers=agent.owner.headers)).json()["status"] == "paused"
     assert (await http.get(f"{agent.base}/health")).status_code == 401
@@ -31,7 +31,7 @@ async def test_cards_claim_task_delegation_exactly_when_the_agent_may_delegate(
     )
 
     card = (await http.get(f"{worker.base}/.well-known/agent", headers=owner.headers)).json()
-    assert set(card) == {"name", "description", "url", "version", "capabilities", "skills"}
+    assert set(card) == {"name", "slug", "description", "url", "version", "capabilities", "skills"}
     assert card["name"] == "worker"
     assert card["url"].endswith(worker.base)
     assert card["capabilities"] == ["streaming"]

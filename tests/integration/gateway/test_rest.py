@@ -30,6 +30,7 @@ AGENT_TYPE_FIELDS = {
 AGENT_FIELDS = {
     "id",
     "name",
+    "slug",
     "project_id",
     "agent_type_id",
     "status",
@@ -245,9 +246,21 @@ async def test_spawn_errors(http: httpx.AsyncClient, api: Api) -> None:
     assert "project_id" in mismatch.json()["detail"]
 
     bad_name = await http.post(
-        project, json={"agent_type_id": active["id"], "name": "Not A DNS Label!"}, headers=owner.headers
+        project, json={"agent_type_id": active["id"], "name": "bell\u0007name"}, headers=owner.headers
     )
     assert bad_name.status_code == 422
+    assert "agent.name" in bad_name.json()["detail"]
+    bad_slug = await http.post(
+        project,
+        json={"agent_type_id": active["id"], "name": "Fine Name", "slug": "Not A Label"},
+        headers=owner.headers,
+    )
+    assert bad_slug.status_code == 422
+    assert "agent.slug" in bad_slug.json()["detail"]
+    same_slug = await http.post(
+        project, json={"agent_type_id": active["id"], "name": agent.name.upper()}, headers=owner.headers
+    )
+    assert same_slug.status_code == 409, same_slug.text
 
 
 async def test_another_user_probing_a_project_learns_nothing(http: httpx.AsyncClient, api: Api) -> None:

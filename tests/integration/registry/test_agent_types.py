@@ -103,7 +103,7 @@ async def test_create_validates_and_names_fields(stub: pb_grpc.RegistryServiceSt
         slug="Not_A_Label-",
         primary_model="",
         tools=["a", "a"],
-        sub_agents=["UPPER"],
+        sub_agents=["no\x00control"],
         max_steps=-1,
         max_iterations=-2,
         mcp_servers=[res.McpServer(name="m", transport="carrier-pigeon")],

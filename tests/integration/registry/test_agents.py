@@ -97,10 +97,16 @@ async def test_spawn_rejects_bad_input(stub: pb_grpc.RegistryServiceStub, api: A
             stub.CreateAgent(pb.CreateAgentRequest(agent=res.Agent(**values)), metadata=owner.metadata)
         )
 
-    for name in ("", "UPPER", "-lead", "trail-", "under_score", "a" * 64, "dot.ted", "spa ce"):
+    for name in ("", "   ", "a" * 101, "tab\there", "line\nbreak", "nul\x00", "bidi\u202eflip"):
         error = await spawn(name=name)
         assert (error.code, error.reason) == (GRPC.INVALID_ARGUMENT, "INVALID_ARGUMENT"), name
         assert violation_fields(error) == {"agent.name"}, name
+    for slug in ("UPPER", "-lead", "trail-", "under_score", "a" * 64, "dot.ted", "spa ce"):
+        error = await spawn(slug=slug)
+        assert (error.code, error.reason) == (GRPC.INVALID_ARGUMENT, "INVALID_ARGUMENT"), slug
+        assert violation_fields(error) == {"agent.slug"}, slug
+    # A name no slug can be made from needs one given.
+    assert violation_fields(await spawn(name="日本語")) == {"agent.slug"}
     assert violation_fields(await spawn(agent_type_id="", project_id="")) == {
         "agent.project_id",
         "agent.agent_type_id",
@@ -155,6 +161,71 @@ async def test_names_are_unique_per_project(stub: pb_grpc.RegistryServiceStub, a
     error = await rpc_error(api.agent(owner, project, "worker", agent_type=agent_type))
     assert (error.code, error.reason) == (GRPC.ALREADY_EXISTS, "AGENT_NAME_TAKEN")
     await api.agent(owner, other_project, "worker", agent_type=agent_type)  # another project: fine
+
+
+async def test_names_are_display_text_and_slugs_address_agents_too(
+    stub: pb_grpc.RegistryServiceStub, api: Api
+) -> None:
+    owner = await api.sign_up()
+    project = await api.project(owner)
+    agent_type = await api.agent_type()
+    po = await api.agent(owner, project, "  My PO Agent ", agent_type=agent_type)
+    assert (po.name, po.slug) == ("My PO Agent", "my-po-agent")  # trimmed; slug made from it
+    given = await stub.CreateAgent(
+        pb.CreateAgentRequest(
+            agent=res.Agent(project_id=project.id, agent_type_id=agent_type.id, name="Ünï Agent", slug="uni")
+        ),
+        metadata=owner.metadata,
+    )
+    assert (given.agent.name, given.agent.slug) == ("Ünï Agent", "uni")
+    # Another name whose slug collides: 409 (ALREADY_EXISTS), nothing stored.
+    collision = await rpc_error(api.agent(owner, project, "my po agent", agent_type=agent_type))
+    assert (collision.code, collision.reason) == (GRPC.ALREADY_EXISTS, "AGENT_NAME_TAKEN")
+    assert "my-po-agent" in collision.message
+    # Everything that takes an agent takes its id, its slug or its exact name.
+    for ref in (po.id, "my-po-agent", "My PO Agent"):
+        got = await stub.GetAgent(pb.GetAgentRequest(project_id=project.id, id=ref), metadata=owner.metadata)
+        assert got.agent == po, ref
+        spec = await stub.ResolveAgent(
+            pb.ResolveAgentRequest(project_slug=project.slug, agent_name=ref), metadata=owner.metadata
+        )
+        assert spec.spec.agent.id == po.id, ref
+    missing = await rpc_error(
+        stub.GetAgent(pb.GetAgentRequest(project_id=project.id, id="my po agent"), metadata=owner.metadata)
+    )
+    assert (missing.code, missing.reason) == (GRPC.NOT_FOUND, "AGENT_NOT_FOUND")
+    paused = await stub.PauseAgent(
+        pb.PauseAgentRequest(project_id=project.id, id="My PO Agent"), metadata=owner.metadata
+    )
+    assert paused.agent.status == PAUSED
+    resumed = await stub.ResumeAgent(
+        pb.ResumeAgentRequest(project_id=project.id, id="my-po-agent"), metadata=owner.metadata
+    )
+    assert resumed.agent.status == IDLE
+    # References to other agents take slugs and names; the spec names them by slug.
+    boss = await api.agent(
+        owner,
+        project,
+        "The Boss",
+        agent_type=agent_type,
+        config=res.AgentConfig(network_access=strings("My PO Agent", "uni")),
+    )
+    resolved = await stub.ResolveAgent(
+        pb.ResolveAgentRequest(project_slug=project.slug, agent_name="The Boss"), metadata=owner.metadata
+    )
+    assert list(resolved.spec.network_access) == ["my-po-agent", "uni"]
+    assert dict(resolved.spec.agent_names) == {"my-po-agent": "My PO Agent", "uni": "Ünï Agent"}
+    assert list(boss.config.network_access.values) == ["My PO Agent", "uni"]  # stored as written
+    ghost = await rpc_error(
+        api.agent(
+            owner,
+            project,
+            "Ghost",
+            agent_type=agent_type,
+            config=res.AgentConfig(sub_agents=strings("my po agent")),
+        )
+    )
+    assert violation_fields(ghost) == {"agent.config.sub_agents"}
 
 
 async def test_concurrent_spawns_of_one_name_exactly_one_wins(

@@ -49,10 +49,13 @@ def _project(owner_id: str, slug: str = "books", at: datetime = T0) -> Project:
     return Project(id=_id(), name=slug.title(), slug=slug, owner_id=owner_id, created_at=at, updated_at=at)
 
 
-def _agent(project: Project, agent_type: AgentType, name: str = "worker", at: datetime = T0) -> Agent:
+def _agent(
+    project: Project, agent_type: AgentType, name: str = "worker", at: datetime = T0, slug: str = ""
+) -> Agent:
     return Agent(
         id=_id(),
         name=name,
+        slug=slug or name,
         project_id=project.id,
         agent_type_id=agent_type.id,
         status=AgentStatus.IDLE,
@@ -254,9 +257,41 @@ async def test_agent_names_and_requests_are_unique_within_a_project(registry_sto
             await tx.insert_agent(_agent(other, agent_type, "fresh"), request_id="req-1")
     async with registry_store.read() as tx:
         assert await tx.get_agent(agent_id=twin.id) == twin
-        assert await tx.get_agent(project_name=(project.id, "worker")) == agent
+        assert await tx.get_agent(project_ref=(project.id, "worker")) == agent
         assert await tx.get_agent(project_request=(other.id, "req-1")) == twin
-        assert await tx.agent_names(project.id) == ["worker"]
+        assert await tx.agent_slugs(project.id) == {"worker": "worker"}
+
+
+async def test_agent_slugs_are_unique_within_a_project_and_address_it(registry_store: RegistryStore) -> None:
+    _, agent_type, project, worker = await _world(registry_store)
+    named = _agent(project, agent_type, "My PO Agent", slug="my-po-agent")
+    async with registry_store.write() as tx:
+        await tx.insert_agent(named, request_id=None)
+    with pytest.raises(AgentNameTaken):  # another name, the same slug
+        async with registry_store.write() as tx:
+            await tx.insert_agent(
+                _agent(project, agent_type, "My  PO Agent", slug="my-po-agent"), request_id=None
+            )
+    # A name that is another agent's slug: the slug wins, as an id wins over both.
+    shadow = _agent(project, agent_type, "worker-two", slug="shadow").model_copy(
+        update={"name": "my-po-agent"}
+    )
+    async with registry_store.write() as tx:
+        await tx.insert_agent(shadow, request_id=None)
+    async with registry_store.read() as tx:
+        for ref in ("my-po-agent", "My PO Agent", named.id):
+            assert await tx.get_agent(project_ref=(project.id, ref)) == named, ref
+        assert await tx.get_agent(project_ref=(project.id, "shadow")) == shadow
+        assert await tx.get_agent(project_ref=(project.id, "my po agent")) is None
+        assert await tx.get_agent(project_ref=(project.id, worker.id)) == worker
+        assert await tx.agent_slugs(project.id) == {
+            "worker": "worker",
+            "my-po-agent": "My PO Agent",
+            "shadow": "my-po-agent",
+        }
+    assert await registry_store.resolve("books", "My PO Agent") == (project, named, agent_type)
+    assert await registry_store.resolve("books", "my-po-agent") == (project, named, agent_type)
+    assert await registry_store.resolve("books", "shadow") == (project, shadow, agent_type)
 
 
 async def test_an_agent_update_is_stored_whole(registry_store: RegistryStore) -> None:

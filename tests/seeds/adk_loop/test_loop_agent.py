@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import grpc
 import pytest
 
 from agentmesh.gateway.v1 import gateway_service_pb2
@@ -170,11 +169,6 @@ async def test_new_loop_agent_escalation_skipping_summarization_ends_the_loop(st
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=grpc.aio.AioRpcError,
-    reason="issue 13 item 1: agent names as people write them ('test_agent' is not a DNS label yet)",
-)
 async def test_new_loop_agent_named_as_in_the_example(stack: Stack) -> None:
     """The document's example usage, with its agent named exactly `test_agent`."""
     project = await stack.project()

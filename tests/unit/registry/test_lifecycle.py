@@ -19,6 +19,7 @@ def agent(status: AgentStatus = AgentStatus.IDLE, runs: int = 0, **fields: objec
     values: dict[str, object] = {
         "id": "a1",
         "name": "worker",
+        "slug": "worker",
         "project_id": "p1",
         "agent_type_id": "t1",
         "status": status,
@@ -101,7 +102,7 @@ def test_resolve_applies_overrides_over_the_type() -> None:
         updated_at=T0,
     )
     project = Project(id="p1", name="P", slug="p", owner_id="u1", created_at=T0, updated_at=T0)
-    plain = resolve(agent(), agent_type, project)
+    plain = resolve(agent(), agent_type, project, {})
     assert (plain.instructions, plain.primary_model, plain.tools, plain.sub_agents) == (
         "type prompt",
         "openai/x",
@@ -117,7 +118,7 @@ def test_resolve_applies_overrides_over_the_type() -> None:
     config = AgentConfig(
         instructions="mine", tools=[], network_access=["w"], mock_responses=["hi"], max_iterations=0
     )
-    spec = resolve(agent(config=config), agent_type, project)
+    spec = resolve(agent(config=config), agent_type, project, {})
     assert (spec.instructions, spec.tools, spec.network_access, spec.mock_responses) == (
         "mine",
         [],
@@ -125,3 +126,23 @@ def test_resolve_applies_overrides_over_the_type() -> None:
         ["hi"],
     )
     assert (spec.max_steps, spec.max_iterations, spec.model_params) == (4, 0, {"temperature": 0.1})
+
+
+def test_resolve_names_sub_agents_and_network_by_slug_with_their_names_beside() -> None:
+    agent_type = AgentType(
+        id="t1",
+        name="T",
+        slug="t",
+        kind=AgentKind.SEQUENTIAL,
+        sub_agents=["My Writer", "ghost"],
+        created_at=T0,
+        updated_at=T0,
+    )
+    project = Project(id="p1", name="P", slug="p", owner_id="u1", created_at=T0, updated_at=T0)
+    siblings = {"my-writer": "My Writer", "reviewer": "Reviewer", "shadow": "reviewer"}
+    config = AgentConfig(network_access=["Reviewer", "my-writer"])
+    spec = resolve(agent(config=config), agent_type, project, siblings)
+    # Unknown references stay as written; a slug wins over another agent's equal name.
+    assert spec.sub_agents == ["my-writer", "ghost"]
+    assert spec.network_access == ["reviewer", "my-writer"]
+    assert spec.agent_names == {"my-writer": "My Writer", "reviewer": "Reviewer"}

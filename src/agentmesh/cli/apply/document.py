@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from agentmesh.registry.client import (
+    agent_slug,
     check_agent_name,
     check_slug,
     normalized_agent_config,
@@ -103,9 +104,11 @@ class AgentConfigEntry(_Entry):
 
 
 class AgentEntry(_Entry):
-    """An agent of a project, spawned from the agent type with slug `type`; found by `name`."""
+    """An agent of a project, spawned from the agent type with slug `type`; found by `name` (or
+    `slug`, made from the name when left out)."""
 
     name: str
+    slug: str = ""
     type: str
     config: AgentConfigEntry = AgentConfigEntry()
 
@@ -151,9 +154,11 @@ class DeclaredAgent:
 
     path: str
     name: str
+    slug: str
     type_slug: str
     config: resources_pb2.AgentConfig
     declared: tuple[str, ...]
+    slug_declared: bool = False
 
 
 @dataclass(frozen=True)
@@ -364,7 +369,9 @@ def _declared_agent(path: str, entry: AgentEntry) -> DeclaredAgent:
             setattr(config, name, value)
     return DeclaredAgent(
         path=path,
-        name=entry.name,
+        name=entry.name.strip(),
+        slug=agent_slug(entry.name, entry.slug),
+        slug_declared="slug" in entry.model_fields_set,
         type_slug=entry.type.strip(),
         config=normalized_agent_config(config),
         declared=declared,
@@ -397,6 +404,7 @@ def _duplicates(manifest: Manifest) -> list[FieldViolation]:
     check("MCP server", ((s.ref, s.path, "name") for s in manifest.mcp_servers))
     for project in manifest.projects:
         check("agent", ((a.name, a.path, "name") for a in project.agents))
+        check("agent slug", ((a.slug, a.path, key_field(a.slug_declared)) for a in project.agents))
     return problems
 
 
@@ -409,6 +417,7 @@ def _names(manifest: Manifest) -> list[FieldViolation]:
     for project in manifest.projects:
         for agent in project.agents:
             problems += check_agent_name(agent.name, field=f"{agent.path}.name")
+            problems += check_slug(agent.slug, field=f"{agent.path}.slug")
             if not agent.type_slug:
                 problems.append(FieldViolation(f"{agent.path}.type", "is required (an agent type's slug)"))
     return problems

@@ -102,13 +102,14 @@ class _Executor:
                         project_id=project_ids[step.project_slug],
                         agent_type_id=type_ids[step.type_slug],
                         name=step.name,
+                        slug=step.slug,
                         config=config,
                     ),
                     request_id=_request_id(),
                     metadata=self._metadata,
                 )
             step.id = created.id
-            known[step.project_slug].add(step.name)
+            known[step.project_slug].update((step.name, step.slug))
             if late:
                 deferred.append((step, late))
         for step in plan.agents:

@@ -89,6 +89,7 @@ class AgentStep:
     path: str
     project_slug: str
     name: str
+    slug: str
     type_slug: str
     config: resources_pb2.AgentConfig
     id: str = ""
@@ -103,7 +104,8 @@ class Plan:
     mcp_servers: list[McpServerStep] = field(default_factory=list)
     agents: list[AgentStep] = field(default_factory=list)
     type_ids: dict[str, str] = field(default_factory=dict)  # slug → id of existing types
-    agent_names: dict[str, set[str]] = field(default_factory=dict)  # project slug → existing agents
+    # Project slug → the slugs and names of its existing agents.
+    agent_names: dict[str, set[str]] = field(default_factory=dict)
 
     @property
     def changes(self) -> list[Change]:
@@ -135,7 +137,7 @@ class _Planner:
             step, existing = await self._project_step(project)
             plan.projects.append(step)
             plan.agent_names[project.slug] = set(existing)
-            known = set(existing) | {agent.name for agent in project.agents}
+            known = set(existing) | {ref for agent in project.agents for ref in (agent.name, agent.slug)}
             for agent in project.agents:
                 agent_step = await self._agent_step(project, agent, existing, known, planned_types)
                 if agent_step is not None:
@@ -245,7 +247,9 @@ class _Planner:
             wanted = overlay(current, declared.message, declared.declared)
             changed = differing(declared.declared, wanted, current)
             action = Action.UPDATE if changed else Action.UNCHANGED
-            existing = {agent.name: agent for agent in await self._agents(current.id)}
+            # Found by name or slug, as the registry finds them.
+            agents = await self._agents(current.id)
+            existing = {ref: agent for agent in agents for ref in (agent.slug, agent.name)}
         if action is not Action.UNCHANGED:
             self.problems += check_project(wanted, field=declared.path)
         change = Change("project", declared.slug, action, changed)
@@ -259,8 +263,8 @@ class _Planner:
         known: set[str],
         planned_types: dict[str, TypeStep],
     ) -> AgentStep | None:
-        ref = f"{project.slug}/{declared.name}"
-        current = existing.get(declared.name)
+        ref = f"{project.slug}/{declared.slug}"
+        current = existing.get(declared.name) or existing.get(declared.slug)
         type_active = await self._type_active(declared.type_slug, planned_types)
         if type_active is None:
             self.problems.append(
@@ -280,6 +284,14 @@ class _Planner:
                     )
                 )
         else:
+            if (current.name, current.slug) != (declared.name, declared.slug):
+                self.problems.append(
+                    FieldViolation(
+                        declared.path,
+                        f"agent {ref!r} exists as {current.name!r} (slug {current.slug!r}); an agent's "
+                        "name and slug cannot change",
+                    )
+                )
             current_type = await self._type_slug(current.agent_type_id)
             if current_type != declared.type_slug:
                 self.problems.append(
@@ -298,7 +310,11 @@ class _Planner:
                 )
         if action is not Action.UNCHANGED:
             self.problems += check_agent_config(
-                config, agent_name=declared.name, project_agents=known, field=f"{declared.path}.config"
+                config,
+                agent_name=declared.name,
+                agent_slug=declared.slug,
+                project_agents=known,
+                field=f"{declared.path}.config",
             )
         change = Change("agent", ref, action, tuple(f"config.{name}" for name in changed))
         return AgentStep(
@@ -306,6 +322,7 @@ class _Planner:
             declared.path,
             project.slug,
             declared.name,
+            declared.slug,
             declared.type_slug,
             config,
             current.id if current else "",

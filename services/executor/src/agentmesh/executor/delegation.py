@@ -151,7 +151,8 @@ class Delegator:
         self._cleanup_timeout_seconds = cleanup_timeout_seconds
 
     def refusal(self, scope: RunScope, target: str) -> tuple[str, str] | None:
-        """Why `scope`'s agent may not delegate to `target` (reason, message), or None."""
+        """Why `scope`'s agent may not delegate to `target` (reason, message), or None. `target`
+        is a slug (see `target_slug`)."""
         allowed = list(scope.spec.network_access)
         if target not in allowed:
             return (
@@ -168,6 +169,8 @@ class Delegator:
         return None
 
     async def delegate(self, scope: RunScope, target: str, task: str) -> DelegationResult:
+        """Delegates `task` to the agent `target` names, by its slug or its exact name."""
+        target = target_slug(scope, target)
         delegation_id = uuid.uuid4().hex
         started = time.monotonic()
         with telemetry.delegation_span(
@@ -260,6 +263,14 @@ class Delegator:
             logger.exception("could not record the response of delegation %s", delegation_id)
             return 0
         return event.seq
+
+
+def target_slug(scope: RunScope, target: str) -> str:
+    """The slug of the agent a delegation names: a model may write an agent of the network by its
+    slug or by its exact name (the registry resolved which agents those are, `agent_names`)."""
+    if target in scope.spec.network_access:
+        return target
+    return next((slug for slug, name in scope.spec.agent_names.items() if name == target), target)
 
 
 def _metric_outcome(outcome: Outcome.ValueType) -> metrics.DelegationOutcome:

@@ -31,8 +31,10 @@ class NewEvent:
 class Recorder:
     """Appends one agent's events for one run to its session.
 
-    Every event carries an idempotency key made of the run id and its position in the run, so an
-    append retried after a lost answer stores it once.
+    Events name their agent by slug (`agent`); each also carries the agent's display name as
+    `agent_name` in its metadata, so a reader sees both. Every event carries an idempotency key
+    made of the run id and its position in the run, so an append retried after a lost answer
+    stores it once.
     """
 
     def __init__(
@@ -44,6 +46,7 @@ class Recorder:
         agent: str,
         run_id: str,
         delegation_id: str = "",
+        agent_name: str = "",
         secrets: Secrets | None = None,
     ) -> None:
         self._memory = memory
@@ -52,6 +55,7 @@ class Recorder:
         self.session_id = session_id
         self.project_id = project_id
         self.agent = agent
+        self.agent_name = agent_name or agent
         self.run_id = run_id
         self.delegation_id = delegation_id
         self._positions = itertools.count(1)
@@ -89,8 +93,8 @@ class Recorder:
                 span_id=span_id,
                 idempotency_key=f"{self.run_id}:{next(self._positions)}",
             )
-            if event.metadata:
-                new.metadata.CopyFrom(struct(self._secrets.scrub_value(event.metadata)))
+            metadata = {"agent_name": self.agent_name, **(event.metadata or {})}
+            new.metadata.CopyFrom(struct(self._secrets.scrub_value(metadata)))
             batch.append(new)
         response = await self._memory.append_events(self.session_id, self.project_id, batch)
         return list(response.events)

@@ -221,7 +221,9 @@ class RunExecutor:
         The stream ends with the answer (or the failure); the run's bookkeeping goes on after."""
         request, spec, recorder = run.request, run.spec, run.recorder
         run_id = run.run_id
-        context = RunContext(run_id, request.session_id, spec.agent.name, tuple(request.delegation_path))
+        context = RunContext(
+            run_id, request.session_id, spec.agent.slug or spec.agent.name, tuple(request.delegation_path)
+        )
         scope = RunScope(request, spec, context, recorder, sink)
         kind = kind_name(spec.kind)
         model = runtime.models.plan.name if runtime.models else ""

@@ -51,7 +51,8 @@ class RunScope:
 
     @property
     def agent(self) -> str:
-        return self.spec.agent.name
+        """The agent's slug: how events and delegations name it (its name may be any text)."""
+        return self.spec.agent.slug or self.spec.agent.name
 
     @property
     def session_id(self) -> str:

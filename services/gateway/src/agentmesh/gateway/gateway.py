@@ -201,10 +201,11 @@ class AgentGateway:
 
     # Agents.
 
-    async def terminate_agent(self, caller: Caller, project_id: str, agent_id: str) -> str:
-        """Terminates an agent and stops its runs in flight; the registry's message about it.
-        Terminated first, so no new run can start; then the runs in flight stop (the runs below
-        them too) on every executor."""
+    async def terminate_agent(self, caller: Caller, project_id: str, agent: str) -> str:
+        """Terminates an agent (named by id, slug or exact name) and stops its runs in flight;
+        the registry's message about it. Terminated first, so no new run can start; then the runs
+        in flight stop (the runs below them too) on every executor, which know it by id."""
+        agent_id = (await self._registry.get_agent(project_id, agent, metadata=caller.metadata)).id
         message = await self._registry.delete_agent(project_id, agent_id, metadata=caller.metadata)
         await self._router.cancel_runs(
             project_id, agent_id, reason="agent terminated", metadata=caller.metadata

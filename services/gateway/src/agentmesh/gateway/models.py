@@ -32,7 +32,8 @@ class Caller:
 
 @dataclass(frozen=True)
 class AgentRef:
-    """An agent as clients name it: `{project_slug}/{agent_name}`."""
+    """An agent as clients name it: `{project_slug}/{agent}`, the agent by its slug or its exact
+    name (which may hold a '/': project slugs never do)."""
 
     project_slug: str
     agent_name: str
@@ -40,7 +41,7 @@ class AgentRef:
     @classmethod
     def parse(cls, text: str, *, field: str = "agent") -> AgentRef:
         project, slash, agent = text.partition("/")
-        if not slash or not project or not agent or "/" in agent:
+        if not slash or not project or not agent:
             raise InvalidArgument(
                 f"{field} must be 'project_slug/agent_name', got {text!r}",
                 violations=[FieldViolation(field, "must be 'project_slug/agent_name'")],

@@ -380,13 +380,18 @@ def check_agent_config(
     config: resources_pb2.AgentConfig,
     *,
     agent_name: str,
+    agent_slug: str = "",
     project_agents: Iterable[str],
     field: str = "agent.config",
 ) -> list[FieldViolation]:
     """The overrides' own shape, and that `network_access` and `sub_agents` name other agents of
-    the project (`project_agents`: every agent it has, or will have)."""
+    the project, by slug or name (`project_agents`: every slug and name it has, or will have)."""
     return validation.check_agent_config(
-        convert.agent_config(config), agent_name=agent_name, project_agents=project_agents, prefix=field
+        convert.agent_config(config),
+        agent_name=agent_name,
+        agent_slug=agent_slug,
+        project_agents=project_agents,
+        prefix=field,
     )
 
 
@@ -404,3 +409,9 @@ def masked_mcp_server(server: resources_pb2.McpServer) -> resources_pb2.McpServe
 def check_mcp_server(server: resources_pb2.McpServer, *, field: str = "mcp_server") -> list[FieldViolation]:
     """A server to register, as CreateMcpServer checks it."""
     return mcp_servers.check_registered(convert.mcp_server(server), field)
+
+
+def agent_slug(name: str, slug: str = "") -> str:
+    """The slug an agent of that name gets when created with that slug (made from the name when
+    empty), as the registry makes it."""
+    return slug.strip() or validation.slugify(name.strip())

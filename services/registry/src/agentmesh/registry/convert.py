@@ -99,6 +99,7 @@ def new_agent(message: pb.Agent) -> NewAgent:
         project_id=message.project_id,
         agent_type_id=message.agent_type_id,
         name=message.name,
+        slug=message.slug,
         config=agent_config(message.config),
     )
 
@@ -245,6 +246,7 @@ def agent_message(agent: Agent) -> pb.Agent:
     return pb.Agent(
         id=agent.id,
         name=agent.name,
+        slug=agent.slug,
         project_id=agent.project_id,
         agent_type_id=agent.agent_type_id,
         status=_STATUS_TO_PROTO[agent.status],
@@ -280,6 +282,7 @@ def agent_spec_message(spec: AgentSpec) -> pb.AgentSpec:
         description=spec.description,
         expertise=spec.expertise,
         revision=spec.revision,
+        agent_names=spec.agent_names,
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TypeVar
 
@@ -84,12 +85,20 @@ def spec_revision(agent: Agent, project_updated_at: datetime, type_updated_at: d
     return hashlib.blake2b(source.encode(), digest_size=8).hexdigest()
 
 
-def resolve(agent: Agent, agent_type: AgentType, project: Project) -> AgentSpec:
-    """The agent's type with its config overrides applied: what an executor runs."""
+def resolve(
+    agent: Agent, agent_type: AgentType, project: Project, project_agents: Mapping[str, str]
+) -> AgentSpec:
+    """The agent's type with its config overrides applied: what an executor runs. Sub-agents and
+    network access may name agents by slug or by exact name; the spec names them by slug
+    (`project_agents` maps the project's slugs to names) and carries their names beside."""
     config = agent.config
 
     def pick(override: T | None, default: T) -> T:
         return default if override is None else override
+
+    slug_of = {name: slug for slug, name in project_agents.items()} | {slug: slug for slug in project_agents}
+    sub_agents = [slug_of.get(ref, ref) for ref in pick(config.sub_agents, agent_type.sub_agents)]
+    network_access = [slug_of.get(ref, ref) for ref in pick(config.network_access, [])]
 
     return AgentSpec(
         agent=agent,
@@ -101,12 +110,15 @@ def resolve(agent: Agent, agent_type: AgentType, project: Project) -> AgentSpec:
         model_params=pick(config.model_params, agent_type.model_params),
         tools=pick(config.tools, agent_type.tools),
         mcp_servers=list(agent_type.mcp_servers),
-        sub_agents=pick(config.sub_agents, agent_type.sub_agents),
-        network_access=pick(config.network_access, []),
+        sub_agents=sub_agents,
+        network_access=network_access,
         max_steps=pick(config.max_steps, agent_type.max_steps or DEFAULT_MAX_STEPS),
         max_iterations=pick(config.max_iterations, agent_type.max_iterations),
         mock_responses=pick(config.mock_responses, []),
         description=agent_type.description,
         expertise=list(agent_type.expertise),
         revision=spec_revision(agent, project.updated_at, agent_type.updated_at),
+        agent_names={
+            slug: project_agents[slug] for slug in (*sub_agents, *network_access) if slug in project_agents
+        },
     )

@@ -195,21 +195,24 @@ AGENT_CONFIG_FIELDS: tuple[str, ...] = tuple(AgentConfig.model_fields)
 
 
 class NewAgent(_Model):
-    """What spawning an agent needs."""
+    """What spawning an agent needs. `slug` is made from the name when empty."""
 
     project_id: str
     agent_type_id: str
     name: str
+    slug: str = ""
     config: AgentConfig = AgentConfig()
 
 
 class Agent(_Model):
-    """An instance spawned from an agent type into a project. `runs_in_flight` is how many runs
-    have started and not finished; the status is `working` exactly while it is above zero,
-    unless the agent is paused or terminated."""
+    """An instance spawned from an agent type into a project. `name` is display text as people
+    write it ("My PO Agent"), `slug` a DNS label unique in the project (`my-po-agent`); either
+    addresses the agent. `runs_in_flight` is how many runs have started and not finished; the
+    status is `working` exactly while it is above zero, unless the agent is paused or terminated."""
 
     id: str
     name: str
+    slug: str
     project_id: str
     agent_type_id: str
     status: AgentStatus
@@ -234,7 +237,9 @@ class AgentMetrics(_Model):
 
 
 class AgentSpec(_Model):
-    """An agent with its type's settings and its overrides resolved: what an executor runs."""
+    """An agent with its type's settings and its overrides resolved: what an executor runs.
+    `sub_agents` and `network_access` hold slugs where they name an agent of the project (they
+    may be written with names); `agent_names` maps those slugs to the agents' names."""
 
     agent: Agent
     project_slug: str
@@ -253,6 +258,7 @@ class AgentSpec(_Model):
     description: str
     expertise: list[str]
     revision: str
+    agent_names: dict[str, str] = Field(default_factory=dict)
 
 
 class FinishedRun(_Model):

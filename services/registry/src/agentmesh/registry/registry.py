@@ -50,6 +50,7 @@ from agentmesh.registry.validation import (
     DEFAULT_MAX_STEPS,
     check_agent_config,
     check_agent_name,
+    check_agent_slug,
     check_agent_type,
     check_project,
     slugify,
@@ -211,10 +212,13 @@ class AgentRegistry:
     # --- Agents ------------------------------------------------------------------------------
 
     async def create_agent(self, principal: Principal, new: NewAgent, *, request_id: str = "") -> Agent:
+        name = new.name.strip()
+        slug = new.slug.strip() or slugify(name)
         _raise_if(
             _required("agent.project_id", new.project_id)
             + _required("agent.agent_type_id", new.agent_type_id)
-            + check_agent_name(new.name)
+            + check_agent_name(name)
+            + (check_agent_slug(slug) if name else [])
         )
         project_request = (new.project_id, request_id)
         now = self._now()
@@ -230,11 +234,16 @@ class AgentRegistry:
                     raise AgentTypeInactive(
                         f"agent type {agent_type.slug!r} is inactive; agents cannot be spawned"
                     )
-                names = await tx.agent_names(new.project_id)
-                _raise_if(check_agent_config(new.config, agent_name=new.name, project_agents=names))
+                siblings = await tx.agent_slugs(new.project_id)
+                _raise_if(
+                    check_agent_config(
+                        new.config, agent_name=name, agent_slug=slug, project_agents=_refs(siblings)
+                    )
+                )
                 agent = Agent(
                     id=str(uuid.uuid4()),
-                    name=new.name,
+                    name=name,
+                    slug=slug,
                     project_id=new.project_id,
                     agent_type_id=agent_type.id,
                     status=AgentStatus.IDLE,
@@ -279,8 +288,12 @@ class AgentRegistry:
             if agent.status is AgentStatus.TERMINATED:
                 raise AgentTerminated("a terminated agent cannot be changed")
             merged = agent.config.model_copy(update={field: getattr(config, field) for field in fields})
-            names = await tx.agent_names(project_id)
-            _raise_if(check_agent_config(merged, agent_name=agent.name, project_agents=names))
+            siblings = await tx.agent_slugs(project_id)
+            _raise_if(
+                check_agent_config(
+                    merged, agent_name=agent.name, agent_slug=agent.slug, project_agents=_refs(siblings)
+                )
+            )
             return await tx.update_agent(agent.model_copy(update={"config": merged}))
 
     async def pause_agent(self, principal: Principal, project_id: str, agent_id: str) -> Agent:
@@ -306,12 +319,19 @@ class AgentRegistry:
     # --- What executors call -----------------------------------------------------------------
 
     async def resolve_agent(self, principal: Principal, project_slug: str, agent_name: str) -> AgentSpec:
+        """The agent of the project that has `agent_name` as its slug or, failing that, as its
+        exact name, resolved for running."""
         _raise_if(_required("project_slug", project_slug) + _required("agent_name", agent_name))
         found_project, found_agent, agent_type = await self._store.resolve(project_slug, agent_name)
         project = _visible(principal, found_project)
         agent = _found(found_agent, AgentNotFound, f"agent {agent_name!r}")
         assert agent_type is not None  # agents.agent_type_id is a RESTRICT foreign key
-        return resolve(agent, agent_type, project)
+        siblings: dict[str, str] = {}
+        if agent.config.sub_agents or agent.config.network_access or agent_type.sub_agents:
+            # Only agents that name others need the project's names (to turn them into slugs).
+            async with self._store.read() as tx:
+                siblings = await tx.agent_slugs(project.id)
+        return resolve(agent, agent_type, project, siblings)
 
     async def start_run(self, principal: Principal, agent_id: str, run_id: str) -> tuple[Agent, str]:
         """An executor starts a run: the agent becomes working. Starting the same run twice (a
@@ -417,10 +437,11 @@ class AgentRegistry:
         *,
         for_update: bool = False,
     ) -> Agent:
+        """The project's agent whose id, slug or exact name is `agent_id` (in that order)."""
         _raise_if(_required("project_id", project_id) + _required("id", agent_id))
         await self._project(tx, principal, project_id)
-        agent = await tx.get_agent(agent_id=agent_id, for_update=for_update)
-        if agent is None or agent.project_id != project_id:
+        agent = await tx.get_agent(project_ref=(project_id, agent_id), for_update=for_update)
+        if agent is None:
             raise AgentNotFound("agent not found")
         return agent
 
@@ -496,6 +517,11 @@ def _normalized_type_changes(changes: dict[str, object]) -> dict[str, object]:
     if changes.get("max_steps") == 0:
         return {**changes, "max_steps": DEFAULT_MAX_STEPS}
     return changes
+
+
+def _refs(agents: dict[str, str]) -> list[str]:
+    """Every way to name the agents of a slug → name map."""
+    return [*agents, *agents.values()]
 
 
 def _key_of_agent_type(agent_type: AgentType) -> tuple[datetime, str]:

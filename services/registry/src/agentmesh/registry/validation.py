@@ -4,6 +4,7 @@ request field path (`agent.config.network_access`), so one INVALID_ARGUMENT list
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 
 from agentmesh.registry.models import AgentConfig, AgentKind, AgentTypeFields, McpServer, ProjectFields
@@ -17,6 +18,7 @@ MAX_EMAIL = 320
 MIN_PASSWORD = 8
 MAX_PASSWORD = 1024
 MAX_PERSON_NAME = 100
+MAX_AGENT_NAME = 100
 MAX_DISPLAY_NAME = 200
 MAX_DESCRIPTION = 10_000
 MAX_PROMPT = 100_000
@@ -68,7 +70,7 @@ def check_agent_type(fields: AgentTypeFields, *, prefix: str = "agent_type") -> 
     violations += _strings(f"{prefix}.fallback_models", fields.fallback_models, max_length=MAX_MODEL_NAME)
     violations += _strings(f"{prefix}.tools", fields.tools, max_length=MAX_DISPLAY_NAME, unique=True)
     violations += _mcp_servers(f"{prefix}.mcp_servers", fields.mcp_servers)
-    violations += _labels(f"{prefix}.sub_agents", fields.sub_agents)
+    violations += _agent_refs(f"{prefix}.sub_agents", fields.sub_agents)
     violations += _range(f"{prefix}.max_steps", fields.max_steps, 0, MAX_MAX_STEPS)
     violations += _range(f"{prefix}.max_iterations", fields.max_iterations, 0, MAX_MAX_ITERATIONS)
     return violations
@@ -81,18 +83,44 @@ def check_project(fields: ProjectFields, *, prefix: str = "project") -> list[Fie
 
 
 def check_agent_name(name: str, *, field: str = "agent.name") -> list[FieldViolation]:
-    if not name:
+    """An agent's name is display text as people write it ("My PO Agent"): 1-100 characters, no
+    control characters, no surrounding whitespace (callers trim it first)."""
+    if not name.strip():
         return [FieldViolation(field, "is required")]
-    if not is_dns_label(name):
+    if len(name) > MAX_AGENT_NAME:
+        return [FieldViolation(field, f"must be at most {MAX_AGENT_NAME} characters")]
+    if has_control_characters(name):
+        return [FieldViolation(field, "must not contain control characters")]
+    if name != name.strip():
+        return [FieldViolation(field, "must not begin or end with whitespace")]
+    return []
+
+
+def check_agent_slug(slug: str, *, field: str = "agent.slug") -> list[FieldViolation]:
+    """An agent's slug addresses it in URLs and model ids: a DNS label, unique in its project."""
+    if not slug:
+        return [FieldViolation(field, "is required (none can be made from the name)")]
+    if not is_dns_label(slug):
         return [FieldViolation(field, DNS_LABEL_RULE)]
     return []
 
 
+def has_control_characters(text: str) -> bool:
+    # Unicode category C*: control, format, unassigned, private use and surrogates.
+    return any(unicodedata.category(char).startswith("C") for char in text)
+
+
 def check_agent_config(
-    config: AgentConfig, *, agent_name: str, project_agents: Iterable[str], prefix: str = "agent.config"
+    config: AgentConfig,
+    *,
+    agent_name: str,
+    agent_slug: str = "",
+    project_agents: Iterable[str],
+    prefix: str = "agent.config",
 ) -> list[FieldViolation]:
     """The config's own shape, and that `network_access` and `sub_agents` name other agents of
-    the same project."""
+    the same project, each by its slug or its exact name (`project_agents`: every slug and name
+    in the project)."""
     violations: list[FieldViolation] = []
     if config.instructions is not None:
         violations += _max_length(f"{prefix}.instructions", config.instructions, MAX_PROMPT)
@@ -106,18 +134,19 @@ def check_agent_config(
         violations += _range(f"{prefix}.max_iterations", config.max_iterations, 0, MAX_MAX_ITERATIONS)
     if config.tools is not None:
         violations += _strings(f"{prefix}.tools", config.tools, max_length=MAX_DISPLAY_NAME, unique=True)
+    itself = {agent_name, agent_slug} - {""}
     known = set(project_agents)
     for field, names in (("network_access", config.network_access), ("sub_agents", config.sub_agents)):
         if names is None:
             continue
         path = f"{prefix}.{field}"
-        shape = _labels(path, names)
+        shape = _agent_refs(path, names)
         violations += shape
         if shape:
             continue
-        if agent_name in names:
+        if itself & set(names):
             violations.append(FieldViolation(path, f"an agent cannot name itself ({agent_name!r})"))
-        unknown = [name for name in dict.fromkeys(names) if name not in known and name != agent_name]
+        unknown = [name for name in dict.fromkeys(names) if name not in known and name not in itself]
         if unknown:
             violations.append(
                 FieldViolation(path, f"no agent named {', '.join(map(repr, unknown))} in this project")
@@ -168,12 +197,15 @@ def _strings(field: str, values: list[str], *, max_length: int, unique: bool = F
     return []
 
 
-def _labels(field: str, values: list[str]) -> list[FieldViolation]:
+def _agent_refs(field: str, values: list[str]) -> list[FieldViolation]:
+    """Agents named by their slug or their exact name."""
     if len(values) > MAX_LIST_ITEMS:
         return [FieldViolation(field, f"must have at most {MAX_LIST_ITEMS} items")]
-    bad = [value for value in values if not is_dns_label(value)]
-    if bad:
-        return [FieldViolation(field, f"{bad[0]!r} is not an agent name: {DNS_LABEL_RULE}")]
+    for value in values:
+        problems = check_agent_name(value, field=field)
+        if problems:
+            why = problems[0].description
+            return [FieldViolation(field, f"{value!r} is not an agent's slug or name: {why}")]
     return []
 
 

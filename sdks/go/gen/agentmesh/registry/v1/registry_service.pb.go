@@ -1741,7 +1741,8 @@ func (*DeleteProjectResponse) Descriptor() ([]byte, []int) {
 // CreateAgentRequest is the input of CreateAgent.
 type CreateAgentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The agent: project_id, agent_type_id, name and optional config.
+	// The agent: project_id, agent_type_id, name, and optional slug (made from the name when
+	// empty) and config.
 	Agent *Agent `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
 	// Optional idempotency key.
 	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
@@ -1844,7 +1845,7 @@ type GetAgentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The project.
 	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
-	// The agent's id.
+	// The agent's id, slug or exact name.
 	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2183,7 +2184,7 @@ type PauseAgentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The project.
 	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
-	// The agent's id.
+	// The agent's id, slug or exact name.
 	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2284,7 +2285,7 @@ type ResumeAgentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The project.
 	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
-	// The agent's id.
+	// The agent's id, slug or exact name.
 	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2385,7 +2386,7 @@ type DeleteAgentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The project.
 	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
-	// The agent's id.
+	// The agent's id, slug or exact name.
 	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2486,7 +2487,7 @@ type GetAgentMetricsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The project.
 	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
-	// The agent's id.
+	// The agent's id, slug or exact name.
 	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2632,7 +2633,7 @@ type ResolveAgentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The project's slug.
 	ProjectSlug string `protobuf:"bytes,1,opt,name=project_slug,json=projectSlug,proto3" json:"project_slug,omitempty"`
-	// The agent's name.
+	// The agent's slug or exact name.
 	AgentName     string `protobuf:"bytes,2,opt,name=agent_name,json=agentName,proto3" json:"agent_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -109,7 +109,7 @@ type RegistryServiceClient interface {
 	UpdateProject(ctx context.Context, in *UpdateProjectRequest, opts ...grpc.CallOption) (*UpdateProjectResponse, error)
 	// Deletes a project and its agents. NOT_FOUND.
 	DeleteProject(ctx context.Context, in *DeleteProjectRequest, opts ...grpc.CallOption) (*DeleteProjectResponse, error)
-	// Spawns an agent from an active type. NOT_FOUND, ALREADY_EXISTS (name taken in the project),
+	// Spawns an agent from an active type. NOT_FOUND, ALREADY_EXISTS (name or slug taken in the project),
 	// FAILED_PRECONDITION (inactive type, reason AGENT_TYPE_INACTIVE).
 	CreateAgent(ctx context.Context, in *CreateAgentRequest, opts ...grpc.CallOption) (*CreateAgentResponse, error)
 	// Returns one agent. NOT_FOUND.
@@ -128,7 +128,7 @@ type RegistryServiceClient interface {
 	DeleteAgent(ctx context.Context, in *DeleteAgentRequest, opts ...grpc.CallOption) (*DeleteAgentResponse, error)
 	// Returns usage figures of an agent. NOT_FOUND.
 	GetAgentMetrics(ctx context.Context, in *GetAgentMetricsRequest, opts ...grpc.CallOption) (*GetAgentMetricsResponse, error)
-	// Resolves an agent by project slug and name into what an executor runs. NOT_FOUND.
+	// Resolves an agent by project slug and agent slug or name into what an executor runs. NOT_FOUND.
 	ResolveAgent(ctx context.Context, in *ResolveAgentRequest, opts ...grpc.CallOption) (*ResolveAgentResponse, error)
 	// Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
 	// paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
@@ -585,7 +585,7 @@ type RegistryServiceServer interface {
 	UpdateProject(context.Context, *UpdateProjectRequest) (*UpdateProjectResponse, error)
 	// Deletes a project and its agents. NOT_FOUND.
 	DeleteProject(context.Context, *DeleteProjectRequest) (*DeleteProjectResponse, error)
-	// Spawns an agent from an active type. NOT_FOUND, ALREADY_EXISTS (name taken in the project),
+	// Spawns an agent from an active type. NOT_FOUND, ALREADY_EXISTS (name or slug taken in the project),
 	// FAILED_PRECONDITION (inactive type, reason AGENT_TYPE_INACTIVE).
 	CreateAgent(context.Context, *CreateAgentRequest) (*CreateAgentResponse, error)
 	// Returns one agent. NOT_FOUND.
@@ -604,7 +604,7 @@ type RegistryServiceServer interface {
 	DeleteAgent(context.Context, *DeleteAgentRequest) (*DeleteAgentResponse, error)
 	// Returns usage figures of an agent. NOT_FOUND.
 	GetAgentMetrics(context.Context, *GetAgentMetricsRequest) (*GetAgentMetricsResponse, error)
-	// Resolves an agent by project slug and name into what an executor runs. NOT_FOUND.
+	// Resolves an agent by project slug and agent slug or name into what an executor runs. NOT_FOUND.
 	ResolveAgent(context.Context, *ResolveAgentRequest) (*ResolveAgentResponse, error)
 	// Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
 	// paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same

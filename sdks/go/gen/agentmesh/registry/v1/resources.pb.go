@@ -813,7 +813,8 @@ type Agent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Opaque identifier.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	// DNS-label name, unique in the project.
+	// Display name as people write it ("My PO Agent"): 1-100 characters, no control characters,
+	// unique in the project. Addresses the agent, as the slug does.
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// The project it lives in.
 	ProjectId string `protobuf:"bytes,3,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
@@ -833,8 +834,11 @@ type Agent struct {
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// When it last started or finished a run, or changed state.
 	LastActivityAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=last_activity_at,json=lastActivityAt,proto3" json:"last_activity_at,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// DNS label unique in the project ("my-po-agent"), made from the name when not given at
+	// creation; addresses the agent in URLs and model ids. Never changes.
+	Slug          string `protobuf:"bytes,12,opt,name=slug,proto3" json:"slug,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Agent) Reset() {
@@ -944,6 +948,13 @@ func (x *Agent) GetLastActivityAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Agent) GetSlug() string {
+	if x != nil {
+		return x.Slug
+	}
+	return ""
+}
+
 // AgentSpec is an agent with its type's settings and its overrides resolved: what an executor runs.
 type AgentSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -966,9 +977,9 @@ type AgentSpec struct {
 	// MCP servers, as the type lists them (names of registered servers, inline definitions), env
 	// and header values masked: executors get the servers themselves from ResolveMcpServers.
 	McpServers []*McpServer `protobuf:"bytes,9,rep,name=mcp_servers,json=mcpServers,proto3" json:"mcp_servers,omitempty"`
-	// Effective sub-agents.
+	// Effective sub-agents, by slug where they name an agent of the project.
 	SubAgents []string `protobuf:"bytes,10,rep,name=sub_agents,json=subAgents,proto3" json:"sub_agents,omitempty"`
-	// Agents it may delegate to.
+	// Agents it may delegate to, by slug where they name an agent of the project.
 	NetworkAccess []string `protobuf:"bytes,11,rep,name=network_access,json=networkAccess,proto3" json:"network_access,omitempty"`
 	// Effective step bound.
 	MaxSteps int32 `protobuf:"varint,12,opt,name=max_steps,json=maxSteps,proto3" json:"max_steps,omitempty"`
@@ -983,7 +994,10 @@ type AgentSpec struct {
 	// Changes whenever anything above may (the agent's overrides, its type, its project); not with
 	// the agent's status or usage. StartAgentRun returns the current one, so an executor may
 	// cache a spec and resolve again only when the revision moved.
-	Revision      string `protobuf:"bytes,17,opt,name=revision,proto3" json:"revision,omitempty"`
+	Revision string `protobuf:"bytes,17,opt,name=revision,proto3" json:"revision,omitempty"`
+	// Names of the agents that sub_agents and network_access name, by slug (so a delegation may
+	// name its target by either).
+	AgentNames    map[string]string `protobuf:"bytes,18,rep,name=agent_names,json=agentNames,proto3" json:"agent_names,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1137,6 +1151,13 @@ func (x *AgentSpec) GetRevision() string {
 	return ""
 }
 
+func (x *AgentSpec) GetAgentNames() map[string]string {
+	if x != nil {
+		return x.AgentNames
+	}
+	return nil
+}
+
 // Executor is a member of the executor pool.
 type Executor struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1287,7 +1308,7 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x0e_primary_modelB\f\n" +
 	"\n" +
 	"_max_stepsB\x11\n" +
-	"\x0f_max_iterations\"\xc5\x03\n" +
+	"\x0f_max_iterations\"\xd9\x03\n" +
 	"\x05Agent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
@@ -1303,7 +1324,8 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12D\n" +
-	"\x10last_activity_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x0elastActivityAt\"\xc8\x05\n" +
+	"\x10last_activity_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x0elastActivityAt\x12\x12\n" +
+	"\x04slug\x18\f \x01(\tR\x04slug\"\xda\x06\n" +
 	"\tAgentSpec\x122\n" +
 	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12!\n" +
 	"\fproject_slug\x18\x02 \x01(\tR\vprojectSlug\x124\n" +
@@ -1324,7 +1346,12 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x0emock_responses\x18\x0e \x01(\v2\x1a.google.protobuf.ListValueR\rmockResponses\x12 \n" +
 	"\vdescription\x18\x0f \x01(\tR\vdescription\x12\x1c\n" +
 	"\texpertise\x18\x10 \x03(\tR\texpertise\x12\x1a\n" +
-	"\brevision\x18\x11 \x01(\tR\brevision\"s\n" +
+	"\brevision\x18\x11 \x01(\tR\brevision\x12Q\n" +
+	"\vagent_names\x18\x12 \x03(\v20.agentmesh.registry.v1.AgentSpec.AgentNamesEntryR\n" +
+	"agentNames\x1a=\n" +
+	"\x0fAgentNamesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"s\n" +
 	"\bExecutor\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12=\n" +
@@ -1356,7 +1383,7 @@ func file_agentmesh_registry_v1_resources_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_registry_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(AgentKind)(0),                // 0: agentmesh.registry.v1.AgentKind
 	(AgentStatus)(0),              // 1: agentmesh.registry.v1.AgentStatus
@@ -1370,44 +1397,46 @@ var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(*Executor)(nil),              // 9: agentmesh.registry.v1.Executor
 	nil,                           // 10: agentmesh.registry.v1.McpServer.EnvEntry
 	nil,                           // 11: agentmesh.registry.v1.McpServer.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 13: google.protobuf.Struct
-	(*v1.StringList)(nil),         // 14: agentmesh.common.v1.StringList
-	(*structpb.ListValue)(nil),    // 15: google.protobuf.ListValue
+	nil,                           // 12: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 14: google.protobuf.Struct
+	(*v1.StringList)(nil),         // 15: agentmesh.common.v1.StringList
+	(*structpb.ListValue)(nil),    // 16: google.protobuf.ListValue
 }
 var file_agentmesh_registry_v1_resources_proto_depIdxs = []int32{
-	12, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	13, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
 	10, // 1: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
 	11, // 2: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
-	12, // 3: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
-	12, // 4: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
-	13, // 5: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
+	13, // 3: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
+	13, // 4: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
+	14, // 5: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
 	3,  // 6: agentmesh.registry.v1.AgentType.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
 	0,  // 7: agentmesh.registry.v1.AgentType.kind:type_name -> agentmesh.registry.v1.AgentKind
-	12, // 8: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
-	12, // 9: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
-	12, // 10: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
-	12, // 11: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
-	13, // 12: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
-	14, // 13: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
-	14, // 14: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
-	14, // 15: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
-	15, // 16: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
+	13, // 8: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
+	13, // 9: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
+	13, // 10: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
+	13, // 11: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
+	14, // 12: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
+	15, // 13: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
+	15, // 14: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
+	15, // 15: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
+	16, // 16: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
 	1,  // 17: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
 	6,  // 18: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
-	12, // 19: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
-	12, // 20: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
+	13, // 19: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
+	13, // 20: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
 	7,  // 21: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
 	0,  // 22: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
-	13, // 23: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
+	14, // 23: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
 	3,  // 24: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	15, // 25: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
-	12, // 26: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	16, // 25: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
+	12, // 26: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	13, // 27: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_resources_proto_init() }
@@ -1422,7 +1451,7 @@ func file_agentmesh_registry_v1_resources_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_resources_proto_rawDesc), len(file_agentmesh_registry_v1_resources_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

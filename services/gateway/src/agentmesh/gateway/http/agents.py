@@ -1,5 +1,6 @@
-"""Agent runtime endpoints (DESIGN §6), base `/agents/{project_slug}/{agent_name}`: health, agent
-cards and the agent's memory. Its OpenAI-compatible endpoints live in `openai.py`."""
+"""Agent runtime endpoints (DESIGN §6), base `/agents/{project_slug}/{agent_name}` where the agent
+is named by its slug or its exact name: health, agent cards and the agent's memory. Its
+OpenAI-compatible endpoints live in `openai.py`."""
 
 from __future__ import annotations
 
@@ -63,7 +64,11 @@ def agent_router() -> APIRouter:
         """Whether the agent takes work: `healthy` (idle or working), `paused` or `terminated`."""
         spec = await resolve_agent(ctx, caller, project_slug, agent_name)
         status = _HEALTH.get(spec.agent.status, "unknown")
-        return schemas.AgentHealthOut(status=status, name=spec.agent.name)  # type: ignore[arg-type]
+        return schemas.AgentHealthOut(
+            status=status,  # type: ignore[arg-type]
+            name=spec.agent.name,
+            slug=spec.agent.slug,
+        )
 
     @router.get("/.well-known/agent")
     async def agent_card(
@@ -73,8 +78,9 @@ def agent_router() -> APIRouter:
         spec = await resolve_agent(ctx, caller, project_slug, agent_name)
         return schemas.AgentCardOut(
             name=spec.agent.name,
+            slug=spec.agent.slug,
             description=spec.description,
-            url=f"{base_url(ctx, request)}/agents/{spec.project_slug}/{spec.agent.name}",
+            url=f"{base_url(ctx, request)}/agents/{spec.project_slug}/{spec.agent.slug}",
             version=VERSION,
             capabilities=capabilities(spec),  # type: ignore[arg-type]
             skills=list(spec.expertise),
@@ -88,7 +94,7 @@ def agent_router() -> APIRouter:
         through its OpenAI-compatible endpoint at `url`."""
         spec = await resolve_agent(ctx, caller, project_slug, agent_name)
         base = base_url(ctx, request)
-        url = f"{base}/agents/{spec.project_slug}/{spec.agent.name}"
+        url = f"{base}/agents/{spec.project_slug}/{spec.agent.slug}"
         skills = [
             schemas.A2ASkill(id=_skill_id(topic), name=topic, description=topic, tags=[topic])
             for topic in spec.expertise
@@ -141,7 +147,8 @@ def agent_router() -> APIRouter:
             session_id=session_id,
             # Across sessions the memory service needs the project; within one, the session says it.
             project_id="" if session_id else spec.agent.project_id,
-            agent=spec.agent.name,
+            # Events name their agent by slug.
+            agent=spec.agent.slug,
             event_types=[event_type_from_name(name) for name in event_type or ()],
             page_size=page_size,
             page_token=page_token,

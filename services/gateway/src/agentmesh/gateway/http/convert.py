@@ -209,6 +209,7 @@ def agent(value: registry_resources.Agent) -> schemas.AgentOut:
     return schemas.AgentOut(
         id=value.id,
         name=value.name,
+        slug=value.slug,
         project_id=value.project_id,
         agent_type_id=value.agent_type_id,
         status=agent_status(value.status),  # type: ignore[arg-type]

@@ -264,7 +264,7 @@ def _model(spec: resources_pb2.AgentSpec) -> ModelOut:
 def _model_of(project_slug: str, agent: resources_pb2.Agent) -> ModelOut:
     created = timestamp(agent.created_at)
     return ModelOut(
-        id=f"{project_slug}/{agent.name}",
+        id=f"{project_slug}/{agent.slug or agent.name}",
         created=int(created.timestamp()) if created else 0,
         owned_by=project_slug,
     )

@@ -182,7 +182,7 @@ def rest_router() -> APIRouter:
         project_id: str, body: schemas.AgentCreate, ctx: Ctx, caller: Auth
     ) -> schemas.AgentOut:
         """Spawns an agent from an active type; it starts idle. 422 when the type is inactive,
-        409 when the name is taken in the project."""
+        409 when the name or slug is taken in the project."""
         if body.project_id is not None and body.project_id != project_id:
             raise InvalidRequest.field("project_id", "must be the project in the path")
         agent = reg.CreateAgentRequest(
@@ -190,6 +190,7 @@ def rest_router() -> APIRouter:
                 project_id=project_id,
                 agent_type_id=body.agent_type_id,
                 name=body.name,
+                slug=body.slug,
                 config=convert.agent_config_proto(body.config.model_dump()),
             )
         )
@@ -209,7 +210,7 @@ def rest_router() -> APIRouter:
 
     @router.get("/projects/{project_id}/agents/{agent_id}", tags=["agents"])
     async def get_agent(project_id: str, agent_id: str, ctx: Ctx, caller: Auth) -> schemas.AgentOut:
-        """One agent."""
+        """One agent, by its id, slug or exact name."""
         request = reg.GetAgentRequest(project_id=project_id, id=agent_id)
         return convert.agent((await ctx.call(ctx.registry.stub.GetAgent, request, caller)).agent)
 

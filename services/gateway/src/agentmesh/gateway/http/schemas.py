@@ -250,7 +250,10 @@ AgentConfigOut = _agent_config_shape(
 class AgentCreate(RequestBody):
     agent_type_id: str
     project_id: str | None = Field(default=None, description="defaults to the project in the path")
-    name: str
+    name: str = Field(description='display name, 1-100 characters ("My PO Agent")')
+    slug: str = Field(
+        default="", description="DNS label unique in the project; made from the name when empty"
+    )
     config: AgentConfigBody = Field(default_factory=AgentConfigBody)
 
 
@@ -263,6 +266,7 @@ class AgentUpdate(RequestBody):
 class AgentOut(BaseModel):
     id: str
     name: str
+    slug: str
     project_id: str
     agent_type_id: str
     status: AgentStatusName
@@ -360,10 +364,12 @@ class AgentEventsOut(BaseModel):
 class AgentHealthOut(BaseModel):
     status: Literal["healthy", "paused", "terminated", "unknown"]
     name: str
+    slug: str
 
 
 class AgentCardOut(BaseModel):
     name: str
+    slug: str
     description: str
     url: str
     version: str

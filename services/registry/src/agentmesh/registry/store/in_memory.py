@@ -335,6 +335,8 @@ class InMemoryTransaction(InMemoryMcpServers, StoreTransaction):
             raise DuplicateRequest()
         if any(s.value.name == agent.name for s in siblings):
             raise AgentNameTaken(f"an agent named {agent.name!r} exists in this project")
+        if any(s.value.slug == agent.slug for s in siblings):
+            raise AgentNameTaken(f"an agent with the slug {agent.slug!r} exists in this project")
         self._state.agents[agent.id] = _Stored(agent, request_id)
         return agent
 
@@ -342,25 +344,34 @@ class InMemoryTransaction(InMemoryMcpServers, StoreTransaction):
         self,
         *,
         agent_id: str | None = None,
-        project_name: tuple[str, str] | None = None,
+        project_ref: tuple[str, str] | None = None,
         project_request: tuple[str, str] | None = None,
         for_update: bool = False,
     ) -> Agent | None:
-        return _first(
-            self._state.agents.values(),
-            lambda s: (
-                (agent_id is None or s.value.id == agent_id)
-                and (project_name is None or (s.value.project_id, s.value.name) == project_name)
-                and (project_request is None or (s.value.project_id, s.request_id) == project_request)
-            ),
-        )
+        found = [
+            s.value
+            for s in self._state.agents.values()
+            if (agent_id is None or s.value.id == agent_id)
+            and (project_request is None or (s.value.project_id, s.request_id) == project_request)
+        ]
+        if project_ref is not None:
+            project_id, ref = project_ref
+            in_project = [agent for agent in found if agent.project_id == project_id]
+            found = [
+                agent
+                for field in ("id", "slug", "name")
+                for agent in in_project
+                if getattr(agent, field) == ref
+            ]
+        return found[0] if found else None
 
     async def list_agents(self, project_id: str, page: PageRequest) -> Slice[Agent]:
         agents = [s.value for s in self._state.agents.values()]
         return _slice([agent for agent in agents if agent.project_id == project_id], page)
 
-    async def agent_names(self, project_id: str) -> list[str]:
-        return [s.value.name for s in self._state.agents.values() if s.value.project_id == project_id]
+    async def agent_slugs(self, project_id: str) -> dict[str, str]:
+        agents = [s.value for s in self._state.agents.values() if s.value.project_id == project_id]
+        return {agent.slug: agent.name for agent in agents}
 
     async def update_agent(self, agent: Agent) -> Agent:
         stored = self._state.agents.get(agent.id)

@@ -3,7 +3,7 @@
 The rules open a transaction — `store.read()` or `store.write()` — and call its methods;
 everything done inside one `write()` commits together or not at all. Methods take and return the
 domain models of `models.py`; reads return None for what does not exist. Uniqueness (e-mail, slugs,
-agent names per project, request ids) is the store's to enforce, so concurrent writers cannot both
+agent names and slugs per project, request ids) is the store's to enforce, so concurrent writers cannot both
 win: a violation raises the matching registry error (`EmailTaken`, `SlugTaken`, `AgentNameTaken`)
 or `DuplicateRequest`. Implementations: `sql.SqlRegistryStore`, `in_memory.InMemoryRegistryStore`;
 one contract suite (tests/integration/registry/test_store_contract.py) holds both to it.
@@ -153,16 +153,19 @@ class StoreTransaction(McpServerTransaction):
         self,
         *,
         agent_id: str | None = None,
-        project_name: tuple[str, str] | None = None,
+        project_ref: tuple[str, str] | None = None,
         project_request: tuple[str, str] | None = None,
         for_update: bool = False,
-    ) -> Agent | None: ...
+    ) -> Agent | None:
+        """By id; or `project_ref` = (project id, reference): the project's agent whose id, slug
+        or exact name is the reference, in that order of precedence; or by create request id."""
 
     @abc.abstractmethod
     async def list_agents(self, project_id: str, page: PageRequest) -> Slice[Agent]: ...
 
     @abc.abstractmethod
-    async def agent_names(self, project_id: str) -> list[str]: ...
+    async def agent_slugs(self, project_id: str) -> dict[str, str]:
+        """The project's agents: slug → name."""
 
     @abc.abstractmethod
     async def update_agent(self, agent: Agent) -> Agent: ...
@@ -187,15 +190,16 @@ class RegistryStore(abc.ABC):
         """A transaction that commits on success and rolls back on any exception."""
 
     async def resolve(
-        self, project_slug: str, agent_name: str
+        self, project_slug: str, agent_ref: str
     ) -> tuple[Project | None, Agent | None, AgentType | None]:
-        """The project of that slug, its agent of that name and the agent's type, each None when
-        missing (the agent and type also when the project is): what ResolveAgent reads."""
+        """The project of that slug, its agent of that reference (id, slug or exact name, as in
+        `get_agent`) and the agent's type, each None when missing (the agent and type also when
+        the project is): what ResolveAgent reads."""
         async with self.read() as tx:
             project = await tx.get_project(slug=project_slug)
             if project is None:
                 return None, None, None
-            agent = await tx.get_agent(project_name=(project.id, agent_name))
+            agent = await tx.get_agent(project_ref=(project.id, agent_ref))
             if agent is None:
                 return project, None, None
             return project, agent, await tx.get_agent_type(type_id=agent.agent_type_id)

@@ -349,6 +349,7 @@ class SqlStoreTransaction(SqlMcpServers, StoreTransaction):
             row,
             {
                 "name": AgentNameTaken(f"an agent named {agent.name!r} exists in this project"),
+                "slug": AgentNameTaken(f"an agent with the slug {agent.slug!r} exists in this project"),
                 "request_id": DuplicateRequest(),
             },
         )
@@ -358,17 +359,19 @@ class SqlStoreTransaction(SqlMcpServers, StoreTransaction):
         self,
         *,
         agent_id: str | None = None,
-        project_name: tuple[str, str] | None = None,
+        project_ref: tuple[str, str] | None = None,
         project_request: tuple[str, str] | None = None,
         for_update: bool = False,
     ) -> Agent | None:
         statement = sa.select(AgentRow)
         if agent_id is not None:
             statement = statement.where(AgentRow.id == agent_id)
-        if project_name is not None:
+        if project_ref is not None:
+            project_id, ref = project_ref
             statement = statement.where(
-                AgentRow.project_id == project_name[0], AgentRow.name == project_name[1]
-            )
+                AgentRow.project_id == project_id,
+                sa.or_(AgentRow.id == ref, AgentRow.slug == ref, AgentRow.name == ref),
+            ).order_by(sa.case((AgentRow.id == ref, 0), (AgentRow.slug == ref, 1), else_=2))
         if project_request is not None:
             statement = statement.where(
                 AgentRow.project_id == project_request[0], AgentRow.request_id == project_request[1]
@@ -379,11 +382,11 @@ class SqlStoreTransaction(SqlMcpServers, StoreTransaction):
     async def list_agents(self, project_id: str, page: PageRequest) -> Slice[Agent]:
         return await self._slice(AgentRow, [AgentRow.project_id == project_id], page, Agent)
 
-    async def agent_names(self, project_id: str) -> list[str]:
+    async def agent_slugs(self, project_id: str) -> dict[str, str]:
         result = await self._session.execute(
-            sa.select(AgentRow.name).where(AgentRow.project_id == project_id)
+            sa.select(AgentRow.slug, AgentRow.name).where(AgentRow.project_id == project_id)
         )
-        return list(result.scalars())
+        return {slug: name for slug, name in result.tuples()}
 
     async def update_agent(self, agent: Agent) -> Agent:
         await self._update(AgentRow, agent.id, agent_values(agent), {})

@@ -151,7 +151,7 @@ def run_change(row: sa.Row[Any] | None) -> RunChange | None:
 # --- ResolveAgent: once per run, so one text statement outside a transaction -------------------
 #
 # Project, agent and type in one round trip (and one snapshot): the project by slug, LEFT JOINed
-# to its agent of that name and that agent's type, so a missing agent still returns the project
+# to its agent of that id, slug or name and that agent's type, so a missing agent still returns the project
 # (the caller tells "project not found" from "agent not found").
 
 _PROJECT_FIELDS = fields_of(Project)
@@ -175,9 +175,13 @@ RESOLVE = (
         f"{', '.join(f'agents.{field} AS a_{field}' for field in _AGENT_FIELDS)}, "
         f"{', '.join(f'agent_types.{field} AS t_{field}' for field in _TYPE_FIELDS)} "
         "FROM projects "
-        "LEFT JOIN agents ON agents.project_id = projects.id AND agents.name = :agent_name "
+        "LEFT JOIN agents ON agents.project_id = projects.id "
+        "AND (agents.id = :agent_name OR agents.slug = :agent_name OR agents.name = :agent_name) "
         "LEFT JOIN agent_types ON agent_types.id = agents.agent_type_id "
-        "WHERE projects.slug = :project_slug"
+        "WHERE projects.slug = :project_slug "
+        # Id, then slug, then exact name: what `get_agent(project_ref=…)` prefers.
+        "ORDER BY CASE WHEN agents.id = :agent_name THEN 0 WHEN agents.slug = :agent_name THEN 1 "
+        "ELSE 2 END LIMIT 1"
     )
     .bindparams(sa.bindparam("project_slug", type_=sa.String), sa.bindparam("agent_name", type_=sa.String))
     .columns(*_resolve_columns())

@@ -117,6 +117,7 @@ class AgentRow(Base):
     __tablename__ = "agents"
     __table_args__ = (
         sa.UniqueConstraint("project_id", "name"),
+        sa.UniqueConstraint("project_id", "slug"),
         sa.UniqueConstraint("project_id", "request_id"),
         sa.Index(None, "project_id", "created_at", "id"),
     )
@@ -126,7 +127,8 @@ class AgentRow(Base):
     agent_type_id: Mapped[str] = mapped_column(
         sa.ForeignKey("agent_types.id", ondelete="RESTRICT"), index=True
     )
-    name: Mapped[str] = mapped_column(sa.String(63))
+    name: Mapped[str] = mapped_column(sa.String(100))
+    slug: Mapped[str] = mapped_column(sa.String(63))
     status: Mapped[str] = mapped_column(sa.String(20))
     config: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
     tasks_completed: Mapped[int] = mapped_column(sa.BigInteger)

@@ -880,7 +880,9 @@ class CreateAgentRequest(_message.Message):
     """Optional idempotency key."""
     @_builtins.property
     def agent(self) -> _resources_pb2.Agent:
-        """The agent: project_id, agent_type_id, name and optional config."""
+        """The agent: project_id, agent_type_id, name, and optional slug (made from the name when
+        empty) and config.
+        """
 
     def __init__(
         self,
@@ -931,7 +933,7 @@ class GetAgentRequest(_message.Message):
     project_id: _builtins.str
     """The project."""
     id: _builtins.str
-    """The agent's id."""
+    """The agent's id, slug or exact name."""
     def __init__(
         self,
         *,
@@ -1101,7 +1103,7 @@ class PauseAgentRequest(_message.Message):
     project_id: _builtins.str
     """The project."""
     id: _builtins.str
-    """The agent's id."""
+    """The agent's id, slug or exact name."""
     def __init__(
         self,
         *,
@@ -1151,7 +1153,7 @@ class ResumeAgentRequest(_message.Message):
     project_id: _builtins.str
     """The project."""
     id: _builtins.str
-    """The agent's id."""
+    """The agent's id, slug or exact name."""
     def __init__(
         self,
         *,
@@ -1201,7 +1203,7 @@ class DeleteAgentRequest(_message.Message):
     project_id: _builtins.str
     """The project."""
     id: _builtins.str
-    """The agent's id."""
+    """The agent's id, slug or exact name."""
     def __init__(
         self,
         *,
@@ -1249,7 +1251,7 @@ class GetAgentMetricsRequest(_message.Message):
     project_id: _builtins.str
     """The project."""
     id: _builtins.str
-    """The agent's id."""
+    """The agent's id, slug or exact name."""
     def __init__(
         self,
         *,
@@ -1317,7 +1319,7 @@ class ResolveAgentRequest(_message.Message):
     project_slug: _builtins.str
     """The project's slug."""
     agent_name: _builtins.str
-    """The agent's name."""
+    """The agent's slug or exact name."""
     def __init__(
         self,
         *,

@@ -354,7 +354,7 @@ class RegistryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CreateAgent(self, request, context):
-        """Spawns an agent from an active type. NOT_FOUND, ALREADY_EXISTS (name taken in the project),
+        """Spawns an agent from an active type. NOT_FOUND, ALREADY_EXISTS (name or slug taken in the project),
         FAILED_PRECONDITION (inactive type, reason AGENT_TYPE_INACTIVE).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -413,7 +413,7 @@ class RegistryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ResolveAgent(self, request, context):
-        """Resolves an agent by project slug and name into what an executor runs. NOT_FOUND.
+        """Resolves an agent by project slug and agent slug or name into what an executor runs. NOT_FOUND.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

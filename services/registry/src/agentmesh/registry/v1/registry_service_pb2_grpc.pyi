@@ -85,7 +85,7 @@ class RegistryServiceStub:
     DeleteProject: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteProjectRequest, _registry_service_pb2.DeleteProjectResponse]
     """Deletes a project and its agents. NOT_FOUND."""
     CreateAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CreateAgentRequest, _registry_service_pb2.CreateAgentResponse]
-    """Spawns an agent from an active type. NOT_FOUND, ALREADY_EXISTS (name taken in the project),
+    """Spawns an agent from an active type. NOT_FOUND, ALREADY_EXISTS (name or slug taken in the project),
     FAILED_PRECONDITION (inactive type, reason AGENT_TYPE_INACTIVE).
     """
     GetAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.GetAgentRequest, _registry_service_pb2.GetAgentResponse]
@@ -107,7 +107,7 @@ class RegistryServiceStub:
     GetAgentMetrics: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.GetAgentMetricsRequest, _registry_service_pb2.GetAgentMetricsResponse]
     """Returns usage figures of an agent. NOT_FOUND."""
     ResolveAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ResolveAgentRequest, _registry_service_pb2.ResolveAgentResponse]
-    """Resolves an agent by project slug and name into what an executor runs. NOT_FOUND."""
+    """Resolves an agent by project slug and agent slug or name into what an executor runs. NOT_FOUND."""
     StartAgentRun: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.StartAgentRunRequest, _registry_service_pb2.StartAgentRunResponse]
     """Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
     paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
@@ -206,7 +206,7 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     DeleteProject: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteProjectRequest, _registry_service_pb2.DeleteProjectResponse]  # type: ignore[assignment]
     """Deletes a project and its agents. NOT_FOUND."""
     CreateAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CreateAgentRequest, _registry_service_pb2.CreateAgentResponse]  # type: ignore[assignment]
-    """Spawns an agent from an active type. NOT_FOUND, ALREADY_EXISTS (name taken in the project),
+    """Spawns an agent from an active type. NOT_FOUND, ALREADY_EXISTS (name or slug taken in the project),
     FAILED_PRECONDITION (inactive type, reason AGENT_TYPE_INACTIVE).
     """
     GetAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.GetAgentRequest, _registry_service_pb2.GetAgentResponse]  # type: ignore[assignment]
@@ -228,7 +228,7 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     GetAgentMetrics: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.GetAgentMetricsRequest, _registry_service_pb2.GetAgentMetricsResponse]  # type: ignore[assignment]
     """Returns usage figures of an agent. NOT_FOUND."""
     ResolveAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ResolveAgentRequest, _registry_service_pb2.ResolveAgentResponse]  # type: ignore[assignment]
-    """Resolves an agent by project slug and name into what an executor runs. NOT_FOUND."""
+    """Resolves an agent by project slug and agent slug or name into what an executor runs. NOT_FOUND."""
     StartAgentRun: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.StartAgentRunRequest, _registry_service_pb2.StartAgentRunResponse]  # type: ignore[assignment]
     """Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
     paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
@@ -426,7 +426,7 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _registry_service_pb2.CreateAgentRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.CreateAgentResponse, _abc.Awaitable[_registry_service_pb2.CreateAgentResponse]]:
-        """Spawns an agent from an active type. NOT_FOUND, ALREADY_EXISTS (name taken in the project),
+        """Spawns an agent from an active type. NOT_FOUND, ALREADY_EXISTS (name or slug taken in the project),
         FAILED_PRECONDITION (inactive type, reason AGENT_TYPE_INACTIVE).
         """
 
@@ -496,7 +496,7 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _registry_service_pb2.ResolveAgentRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.ResolveAgentResponse, _abc.Awaitable[_registry_service_pb2.ResolveAgentResponse]]:
-        """Resolves an agent by project slug and name into what an executor runs. NOT_FOUND."""
+        """Resolves an agent by project slug and agent slug or name into what an executor runs. NOT_FOUND."""
 
     @_abc_1.abstractmethod
     def StartAgentRun(

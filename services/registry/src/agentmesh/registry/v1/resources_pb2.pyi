@@ -511,10 +511,13 @@ class Agent(_message.Message):
     COST_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
     LAST_ACTIVITY_AT_FIELD_NUMBER: _builtins.int
+    SLUG_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Opaque identifier."""
     name: _builtins.str
-    """DNS-label name, unique in the project."""
+    """Display name as people write it ("My PO Agent"): 1-100 characters, no control characters,
+    unique in the project. Addresses the agent, as the slug does.
+    """
     project_id: _builtins.str
     """The project it lives in."""
     agent_type_id: _builtins.str
@@ -527,6 +530,10 @@ class Agent(_message.Message):
     """Tokens used, input and output."""
     cost: _builtins.float
     """Cost incurred, in US dollars."""
+    slug: _builtins.str
+    """DNS label unique in the project ("my-po-agent"), made from the name when not given at
+    creation; addresses the agent in URLs and model ids. Never changes.
+    """
     @_builtins.property
     def config(self) -> Global___AgentConfig:
         """Overrides of the type."""
@@ -553,10 +560,11 @@ class Agent(_message.Message):
         cost: _builtins.float = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
         last_activity_at: _timestamp_pb2.Timestamp | None = ...,
+        slug: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "created_at", b"created_at", "last_activity_at", b"last_activity_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_type_id", b"agent_type_id", "config", b"config", "cost", b"cost", "created_at", b"created_at", "id", b"id", "last_activity_at", b"last_activity_at", "name", b"name", "project_id", b"project_id", "status", b"status", "tasks_completed", b"tasks_completed", "tokens_used", b"tokens_used"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_type_id", b"agent_type_id", "config", b"config", "cost", b"cost", "created_at", b"created_at", "id", b"id", "last_activity_at", b"last_activity_at", "name", b"name", "project_id", b"project_id", "slug", b"slug", "status", b"status", "tasks_completed", b"tasks_completed", "tokens_used", b"tokens_used"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -567,6 +575,26 @@ class AgentSpec(_message.Message):
     """AgentSpec is an agent with its type's settings and its overrides resolved: what an executor runs."""
 
     DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class AgentNamesEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
 
     AGENT_FIELD_NUMBER: _builtins.int
     PROJECT_SLUG_FIELD_NUMBER: _builtins.int
@@ -585,6 +613,7 @@ class AgentSpec(_message.Message):
     DESCRIPTION_FIELD_NUMBER: _builtins.int
     EXPERTISE_FIELD_NUMBER: _builtins.int
     REVISION_FIELD_NUMBER: _builtins.int
+    AGENT_NAMES_FIELD_NUMBER: _builtins.int
     project_slug: _builtins.str
     """The project's slug."""
     kind: Global___AgentKind.ValueType
@@ -628,11 +657,11 @@ class AgentSpec(_message.Message):
 
     @_builtins.property
     def sub_agents(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Effective sub-agents."""
+        """Effective sub-agents, by slug where they name an agent of the project."""
 
     @_builtins.property
     def network_access(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Agents it may delegate to."""
+        """Agents it may delegate to, by slug where they name an agent of the project."""
 
     @_builtins.property
     def mock_responses(self) -> _struct_pb2.ListValue:
@@ -641,6 +670,12 @@ class AgentSpec(_message.Message):
     @_builtins.property
     def expertise(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The type's expertise."""
+
+    @_builtins.property
+    def agent_names(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Names of the agents that sub_agents and network_access name, by slug (so a delegation may
+        name its target by either).
+        """
 
     def __init__(
         self,
@@ -662,10 +697,11 @@ class AgentSpec(_message.Message):
         description: _builtins.str = ...,
         expertise: _abc.Iterable[_builtins.str] | None = ...,
         revision: _builtins.str = ...,
+        agent_names: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "mock_responses", b"mock_responses", "model_params", b"model_params"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "description", b"description", "expertise", b"expertise", "fallback_models", b"fallback_models", "instructions", b"instructions", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "project_slug", b"project_slug", "revision", b"revision", "sub_agents", b"sub_agents", "tools", b"tools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "agent_names", b"agent_names", "description", b"description", "expertise", b"expertise", "fallback_models", b"fallback_models", "instructions", b"instructions", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "project_slug", b"project_slug", "revision", b"revision", "sub_agents", b"sub_agents", "tools", b"tools"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,7 +1,7 @@
 """Registered MCP servers: global (project_id '') or one project's, unique by name in that scope.
 
 Revision ID: 0003_mcp_servers
-Revises: 0001
+Revises: 0002_agent_slugs
 Create Date: 2026-11-23
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0003_mcp_servers"
-down_revision: str | None = "0001"
+down_revision: str | None = "0002_agent_slugs"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
