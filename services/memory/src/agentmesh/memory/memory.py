@@ -2,8 +2,12 @@
 
 `EventLog` validates requests, makes appends idempotent and optimistic-concurrency safe, pages
 reads with tokens bound to their filters, follows sessions live and reports history removed by
-retention instead of skipping it. `RetentionSweeper` enforces the projects' retention policies in
-small batches, in the background. Neither knows protobuf or SQL.
+retention instead of skipping it, and erases a deleted project's sessions (closing their watches).
+A session is its project's: (project_id, session_id) names it, so two projects may use one id. A
+caller that does not name the project finds a session only while its id is unique; when several
+projects use it, it is not found (which says nothing of the other projects' sessions).
+`RetentionSweeper` enforces the projects' retention policies in small batches, in the background,
+and erases what appends racing a project's deletion left behind. Neither knows protobuf or SQL.
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ from agentmesh.memory.errors import (
     FieldViolation,
     HistoryTrimmed,
     IdempotencyKeyReused,
-    SessionInOtherProject,
     SessionNotFound,
     TooManyEvents,
     ValidationFailed,
@@ -146,6 +149,13 @@ class EventLog:
         first use. Events whose idempotency key is already stored are not stored again: the
         result holds the stored ones in their place."""
         self._validate_append(session_id, project_id, events, expected_last_seq)
+        if not project_id:
+            existing = await self._find(session_id, "")
+            if existing is None:
+                raise ValidationFailed.of(
+                    [FieldViolation("project_id", f"is required: session {session_id!r} is new")]
+                )
+            project_id = existing.project_id
         keys = [event.idempotency_key for event in events if event.idempotency_key]
         # Optimistic: the first attempt writes without looking the keys up (a retry is rare, and
         # the unique index on the keys catches it: nothing is written then). Only an attempt after
@@ -153,13 +163,12 @@ class EventLog:
         # must not see — looks them up and answers with the stored events.
         look_up = False
         for _ in range(_APPEND_ATTEMPTS + 1):
-            known = await self._store.events_by_idempotency_key(session_id, keys) if look_up else {}
+            known = (
+                await self._store.events_by_idempotency_key(session_id, project_id, keys) if look_up else {}
+            )
             session: Session | None = None
             if known:
-                # Repeated keys: the session exists. Whose is it, before saying anything of its events?
-                session = await self._store.get_session(session_id)
-                if session is not None and project_id and session.project_id != project_id:
-                    raise SessionInOtherProject(session_id, project_id)
+                session = await self._store.get_session(session_id, project_id)
             for index, event in enumerate(events):
                 original = known.get(event.idempotency_key) if event.idempotency_key else None
                 if original is not None and not event.same_payload(original):
@@ -176,13 +185,6 @@ class EventLog:
                 )
 
             def admit(session_project: str, last_seq: int) -> None:
-                if not session_project:
-                    # The upsert just created the session, and nobody said for which project.
-                    raise ValidationFailed.of(
-                        [FieldViolation("project_id", f"is required: session {session_id!r} is new")]
-                    )
-                if project_id and session_project != project_id:
-                    raise SessionInOtherProject(session_id, project_id)
                 if expected_last_seq is not None and last_seq != expected_last_seq:
                     raise ExpectedLastSeqMismatch(session_id, expected_last_seq, last_seq)
 
@@ -213,7 +215,7 @@ class EventLog:
                 )
                 raise
             metrics.record_memory_append(seconds=time.perf_counter() - started, events=len(stored))
-            self._signals.notify(session_id)
+            self._signals.notify((project_id, session_id))
             new = iter(stored)
             in_order = [known[e.idempotency_key] if e.idempotency_key in known else next(new) for e in events]
             return AppendResult(events=in_order, last_seq=last_seq)
@@ -265,15 +267,24 @@ class EventLog:
 
     # --- reading -----------------------------------------------------------------------------
 
-    async def get_session(self, session_id: str) -> Session:
+    async def get_session(self, session_id: str, project_id: str = "") -> Session:
         violations: list[FieldViolation] = []
         _check_id(session_id, "session_id", violations, required=True)
+        _check_id(project_id, "project_id", violations, required=False)
         if violations:
             raise ValidationFailed.of(violations)
-        session = await self._store.get_session(session_id)
+        session = await self._find(session_id, project_id)
         if session is None:
             raise SessionNotFound(session_id)
         return session
+
+    async def _find(self, session_id: str, project_id: str) -> Session | None:
+        """The project's session; without a project, the one session of any project with that
+        id (none when several projects use it)."""
+        if project_id:
+            return await self._store.get_session(session_id, project_id)
+        found = await self._store.sessions_with_id(session_id, limit=2)
+        return found[0] if len(found) == 1 else None
 
     async def list_events(
         self, query: EventQuery, *, page_size: int = 0, page_token: str = "", include_total_size: bool = False
@@ -284,6 +295,11 @@ class EventLog:
         limit = _page_size(page_size, DEFAULT_EVENT_PAGE)
         scope = query.model_dump(mode="json")
         after = self._event_cursor(query, page_token, scope)
+        if query.session_id and not query.project_id:
+            named = await self._find(query.session_id, "")
+            if named is None:
+                raise SessionNotFound(query.session_id)
+            query = query.model_copy(update={"project_id": named.project_id})
         found = await self._store.list_events(query, after=after, limit=limit + 1)
         more = len(found) > limit
         found = found[:limit]
@@ -291,8 +307,8 @@ class EventLog:
         if query.session_id:
             # Read after the events: retention only ever raises first_seq, so a first_seq that
             # still admits the cursor now admitted it while the events were read.
-            session = await self._store.get_session(query.session_id)
-            if session is None or (query.project_id and session.project_id != query.project_id):
+            session = await self._store.get_session(query.session_id, query.project_id)
+            if session is None:
                 raise SessionNotFound(query.session_id)
             position = after[0] if after is not None and not query.descending else query.after_seq
             if position and position < session.first_seq - 1:
@@ -377,21 +393,24 @@ class EventLog:
 
     # --- following ---------------------------------------------------------------------------
 
-    async def watch(self, session_id: str, after_seq: int = 0) -> AsyncIterator[Event]:
+    async def watch(self, session_id: str, after_seq: int = 0, project_id: str = "") -> AsyncIterator[Event]:
         """The session's events after `after_seq` (0: from the oldest kept), then each new one as
-        it is committed: every event once, in seq order, until the caller stops listening."""
+        it is committed: every event once, in seq order, until the caller stops listening or
+        the session is erased with its project (NOT_FOUND then)."""
         if after_seq < 0:
             raise ValidationFailed.of([FieldViolation("after_seq", "must not be negative")])
-        session = await self.get_session(session_id)
+        session = await self.get_session(session_id, project_id)
+        project_id = session.project_id
+        key = (project_id, session_id)
         if after_seq and after_seq < session.first_seq - 1:
             raise HistoryTrimmed(session_id, after_seq, session.first_seq)
         if after_seq > session.last_seq:
             raise AfterSeqAhead(session_id, after_seq, session.last_seq)
         sent = after_seq or session.first_seq - 1
-        query = EventQuery(session_id=session_id)
+        query = EventQuery(session_id=session_id, project_id=project_id)
         while True:
             # Take the signal before reading, so a commit between the read and the wait wakes us.
-            signal = self._signals.signal(session_id)
+            signal = self._signals.signal(key)
             if self._signals.closing:
                 raise Unavailable(
                     f"the memory service is stopping; resume with after_seq={sent}",
@@ -409,10 +428,27 @@ class EventLog:
             if len(batch) == self._watch_batch_events:
                 continue
             if not batch:
-                current = await self._store.get_session(session_id)
-                if current is not None and sent < current.first_seq - 1:
+                current = await self._store.get_session(session_id, project_id)
+                if current is None:
+                    raise SessionNotFound(session_id)  # erased with its project
+                if sent < current.first_seq - 1:
                     raise HistoryTrimmed(session_id, sent, current.first_seq)
             await self._signals.wait(signal, self._watch_poll_seconds)
+
+    # --- deletion ----------------------------------------------------------------------------
+
+    async def delete_project(self, project_id: str) -> int:
+        """Erases the project's sessions and events now, refuses appends to it from now on, and
+        ends its watch streams (here at once, on other replicas within their poll interval).
+        Returns how many sessions were erased; deleting again erases nothing and succeeds."""
+        violations: list[FieldViolation] = []
+        _check_id(project_id, "project_id", violations, required=True)
+        if violations:
+            raise ValidationFailed.of(violations)
+        removed = await self._store.delete_project(project_id, now=self._clock())
+        self._signals.notify_project(project_id)
+        logger.info("project %s deleted: erased %d sessions", project_id, removed)
+        return removed
 
     # --- retention ---------------------------------------------------------------------------
 
@@ -477,7 +513,11 @@ class RetentionSweeper:
                     logger.info("retention removed %d events", removed)
 
     async def sweep(self) -> int:
-        """One pass over every bounded policy. Returns how many events it removed."""
+        """One pass over every bounded policy, and over what appends racing a project's
+        deletion left behind. Returns how many events it removed by policy."""
+        erased = await self._store.erase_deleted_projects()
+        if erased:
+            logger.info("erased %d sessions of deleted projects", erased)
         removed = 0
         for policy in await self._store.bounded_retention_policies():
             removed += await self._sweep_project(policy)
@@ -511,12 +551,16 @@ class RetentionSweeper:
                 target = max(target, min(session.last_seq - max_events + 1, first_seq + self._batch_events))
             if cutoff is not None:
                 aged = await self._store.expired_prefix_end(
-                    session.id, from_seq=first_seq, cutoff=cutoff, limit=self._batch_events
+                    session.id,
+                    session.project_id,
+                    from_seq=first_seq,
+                    cutoff=cutoff,
+                    limit=self._batch_events,
                 )
                 target = max(target, aged)
             if target <= first_seq:
                 return removed
-            removed += await self._store.trim_session(session.id, first_seq=target)
+            removed += await self._store.trim_session(session.id, session.project_id, first_seq=target)
             first_seq = target
             # Let appends and reads in between the batches.
             await asyncio.sleep(0)

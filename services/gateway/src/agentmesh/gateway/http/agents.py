@@ -139,8 +139,7 @@ def agent_router() -> APIRouter:
             await ctx.gateway.check_session(caller, spec.agent.project_id, session_id)
         request = mem.ListEventsRequest(
             session_id=session_id,
-            # Across sessions the memory service needs the project; within one, the session says it.
-            project_id="" if session_id else spec.agent.project_id,
+            project_id=spec.agent.project_id,
             agent=spec.agent.name,
             event_types=[event_type_from_name(name) for name in event_type or ()],
             page_size=page_size,
