@@ -10,8 +10,9 @@ import pytest
 
 from agentmesh.memory.errors import HistoryTrimmed
 from agentmesh.memory.in_memory_store import InMemoryEventStore
-from agentmesh.memory.memory import EventLog, RetentionSweeper
+from agentmesh.memory.memory import EventLog
 from agentmesh.memory.models import EventQuery, EventType, NewEvent, RetentionPolicy
+from agentmesh.memory.retention import RetentionSweeper
 from agentmesh.memory.store import IdempotencyKeyRace
 from agentmesh.memory.watch import SessionSignals
 from agentmesh.runtime.errors import Unavailable

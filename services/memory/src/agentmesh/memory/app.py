@@ -9,7 +9,8 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from agentmesh.memory.memory import EventLog, RetentionSweeper
+from agentmesh.memory.memory import EventLog
+from agentmesh.memory.retention import RetentionSweeper
 from agentmesh.memory.servicer import MemoryServicer
 from agentmesh.memory.settings import MemorySettings
 from agentmesh.memory.store import SqlEventStore
