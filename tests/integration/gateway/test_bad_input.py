@@ -45,12 +45,22 @@ async def _still_serving(api: Api) -> None:
     assert response.status_code == 200
 
 
-@pytest.mark.parametrize("field", ["email", "password", "first_name", "last_name"])
-async def test_a_lone_surrogate_in_registration_is_422_naming_the_field(
-    api: Api, field: str, once: None
+@pytest.mark.parametrize(
+    ("field", "bad"),
+    [
+        ("email", LONE_SURROGATE),
+        ("password", LONE_SURROGATE),
+        ("first_name", LONE_SURROGATE),
+        ("last_name", LONE_SURROGATE),
+        ("first_name", "\x1b[2J"),
+        ("last_name", "\x07"),
+    ],
+)
+async def test_a_lone_surrogate_or_a_control_character_in_registration_is_422_naming_the_field(
+    api: Api, field: str, bad: str, once: None
 ) -> None:
     body = {"email": f"u-{suffix()}@example.com", "password": "a-long-password-1", "first_name": "A"}
-    body[field] = f"x{LONE_SURROGATE}y"
+    body[field] = f"x{bad}y"
     response = await _post(api, "/api/v1/auth/register", body)
     _assert_names(response, 422, field)
     await _still_serving(api)
