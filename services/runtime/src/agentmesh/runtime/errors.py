@@ -117,6 +117,13 @@ class ValidationFailed(InvalidArgument):
         return cls(f"invalid {fields} ({details})", violations=violations)
 
 
+class MalformedRequest(InvalidArgument):
+    """The request's bytes are not a message of the method's request type (a corrupt wire
+    format, invalid UTF-8 in a string, nesting past protobuf's depth limit)."""
+
+    default_reason = "MALFORMED_REQUEST"
+
+
 class NotFound(DomainError):
     code = grpc.StatusCode.NOT_FOUND
     default_reason = "NOT_FOUND"

@@ -2,7 +2,8 @@
 
 Server side, one interceptor per call: refuses a request that does not decode (a corrupt wire
 format, invalid UTF-8 in a string, nesting past protobuf's depth limit) with INVALID_ARGUMENT
-rather than the UNKNOWN grpc answers by itself, continues the caller's W3C trace context in a SERVER span,
+rather than the UNKNOWN grpc answers by itself, continues the caller's W3C trace context in a
+SERVER span,
 remembers the caller's deadline and token for outgoing calls, turns a `DomainError` into a rich
 status (anything else into INTERNAL with a generic message, logged with the trace id), and records
 the call's duration and status code (`rpc.server.call.duration`). A call the client cancelled is
@@ -37,7 +38,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from agentmesh.runtime import metrics, telemetry
-from agentmesh.runtime.errors import DomainError, InvalidArgument
+from agentmesh.runtime.errors import DomainError, MalformedRequest
 from agentmesh.runtime.identity import AUTHORIZATION, current_token
 
 logger = logging.getLogger(__name__)
@@ -93,12 +94,6 @@ class _Method:
     def __init__(self, full_method: str) -> None:
         self.span_name = full_method.lstrip("/")
         self.service, self.method = _split_method(full_method)
-
-
-class MalformedRequest(InvalidArgument):
-    """The request's bytes are not a message of the method's request type."""
-
-    default_reason = "MALFORMED_REQUEST"
 
 
 class _Undecodable:
