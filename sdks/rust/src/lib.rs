@@ -250,6 +250,7 @@ impl Client {
         let request = self.request(WatchEventsRequest {
             session_id: session_id.into(),
             after_seq,
+            ..Default::default()
         })?;
         let stream = self
             .memory

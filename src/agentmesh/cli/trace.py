@@ -52,9 +52,10 @@ class TraceError(Exception):
 
 
 async def events_from_memory(
-    session_id: str, address: str, *, token: str | None = None, page_size: int = 1000
+    session_id: str, address: str, *, token: str | None = None, project_id: str = "", page_size: int = 1000
 ) -> list[dict[str, Any]]:
-    """Every event of the session, from the memory service's ListEvents, in `seq` order."""
+    """Every event of the session, from the memory service's ListEvents, in `seq` order. Without
+    `project_id` the session id must be unique across projects."""
     from agentmesh.memory.client import MemoryClient, event_to_dict
     from agentmesh.memory.v1 import memory_service_pb2
     from agentmesh.runtime.interceptors import client_interceptors
@@ -62,7 +63,9 @@ async def events_from_memory(
     metadata = (("authorization", f"Bearer {token}"),) if token else None
     async with grpc.aio.insecure_channel(address, interceptors=client_interceptors()) as channel:
         client = MemoryClient(channel)
-        request = memory_service_pb2.ListEventsRequest(session_id=session_id, page_size=page_size)
+        request = memory_service_pb2.ListEventsRequest(
+            session_id=session_id, project_id=project_id, page_size=page_size
+        )
         try:
             return [event_to_dict(event) async for event in client.iter_events(request, metadata=metadata)]
         except DomainError as error:
@@ -327,7 +330,12 @@ def trace(
     gateway: Annotated[
         str | None, typer.Option(help="Gateway base URL (REST), instead of --memory; needs --project.")
     ] = None,
-    project: Annotated[str | None, typer.Option(help="Project id of the session (with --gateway).")] = None,
+    project: Annotated[
+        str | None,
+        typer.Option(
+            help="Project id of the session (needed with --gateway; with --memory, when several use its id)."
+        ),
+    ] = None,
     token: Annotated[
         str | None, typer.Option(help="Bearer access token.", envvar="AGENTMESH_TOKEN", show_default=False)
     ] = None,
@@ -341,7 +349,9 @@ def trace(
                 raise typer.BadParameter("--gateway needs --project and --token (or AGENTMESH_TOKEN)")
             events = asyncio.run(events_from_gateway(session_id, gateway, project_id=project, token=token))
         elif memory:
-            events = asyncio.run(events_from_memory(session_id, memory, token=token))
+            events = asyncio.run(
+                events_from_memory(session_id, memory, token=token, project_id=project or "")
+            )
         else:
             raise typer.BadParameter(
                 "give --memory HOST:PORT (or AGENTMESH_MEMORY_ADDRESS), or --gateway URL"

@@ -13,7 +13,6 @@ from agentmesh.memory.v1 import memory_service_pb2 as pb
 from agentmesh.runtime.errors import (
     Aborted,
     AlreadyExists,
-    FailedPrecondition,
     InvalidArgument,
     NotFound,
     ResourceExhausted,
@@ -271,17 +270,23 @@ async def test_a_new_session_without_project_id_is_invalid_and_names_the_field(m
     assert (await memory.append_events("s-1", "", [new_event()])).last_seq == 2
 
 
-async def test_appending_to_another_projects_session_is_failed_precondition(memory: MemoryClient) -> None:
-    await memory.append_events("s-1", "p-1", [new_event("mine")])
+async def test_two_projects_use_one_session_id_without_meeting(memory: MemoryClient) -> None:
+    await memory.append_events("s-1", "p-1", [new_event("mine"), new_event("keyed", idempotency_key="k")])
 
-    with pytest.raises(FailedPrecondition) as caught:
-        await memory.append_events("s-1", "p-2", [new_event("theirs")])
-    assert caught.value.reason == "SESSION_IN_OTHER_PROJECT"
-    # Even an idempotent repeat does not reveal another project's events.
-    await memory.append_events("s-1", "p-1", [new_event("keyed", idempotency_key="k")])
-    with pytest.raises(FailedPrecondition):
-        await memory.append_events("s-1", "p-2", [new_event("keyed", idempotency_key="k")])
-    assert [event.content for event in await all_events(memory, "s-1")] == ["mine", "keyed"]
+    theirs = await memory.append_events("s-1", "p-2", [new_event("theirs", idempotency_key="k")])
+
+    # Their own session from seq 1, their own idempotency keys: nothing of p-1's shows.
+    assert ([e.seq for e in theirs.events], theirs.events[0].content) == ([1], "theirs")
+    mine = pb.ListEventsRequest(session_id="s-1", project_id="p-1", page_size=1000)
+    assert [e.content async for e in memory.iter_events(mine)] == ["mine", "keyed"]
+    other = pb.ListEventsRequest(session_id="s-1", project_id="p-2", page_size=1000)
+    assert [e.content async for e in memory.iter_events(other)] == ["theirs"]
+    assert (await memory.get_session("s-1", project_id="p-2")).last_seq == 1
+    # Without a project, an id two projects use names neither.
+    with pytest.raises(NotFound):
+        await memory.get_session("s-1")
+    with pytest.raises(NotFound):
+        await all_events(memory, "s-1")
 
 
 @pytest.mark.parametrize(

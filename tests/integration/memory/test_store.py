@@ -64,9 +64,10 @@ async def test_migrations_build_the_schema_once_with_their_own_version_table(eng
         tables, indexes = await connection.run_sync(inspect)
         version = (await connection.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}"))).scalar_one()
     assert {"memory_sessions", "memory_events", "memory_retention_policies", VERSION_TABLE} <= tables
-    assert version == "0001"
+    assert version == "0002_project_sessions"
+    assert "memory_deleted_projects" in tables
     # The executor's context window: an agent's newest events in a session, found by index.
-    assert indexes["ix_memory_events_session_agent_seq"] == ["session_id", "agent", "seq"]
+    assert indexes["ix_memory_events_session_agent_seq"] == ["project_id", "session_id", "agent", "seq"]
 
 
 async def test_an_append_sends_the_same_statements_to_a_big_session_as_to_an_empty_one(
@@ -106,7 +107,7 @@ async def test_an_agents_window_reads_one_page_and_counts_nothing(engine: AsyncE
     )
     await log.append("s-1", "p-1", [event(str(n), agent="a" if n % 2 else "b") for n in range(1000)])
     statements = StatementLog(engine)
-    query = EventQuery(session_id="s-1", agent="a", descending=True)
+    query = EventQuery(project_id="p-1", session_id="s-1", agent="a", descending=True)
 
     async def window():
         page = await log.list_events(query, page_size=20)
@@ -122,9 +123,9 @@ async def test_times_come_back_in_utc(engine: AsyncEngine) -> None:
     store = SqlEventStore(engine)
     now = datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
     stored, _ = await store.append("s-1", "p-1", [event("x")], now=now, admit=lambda project, last: None)
-    [read] = await store.list_events(EventQuery(session_id="s-1"), after=None, limit=10)
+    [read] = await store.list_events(EventQuery(project_id="p-1", session_id="s-1"), after=None, limit=10)
     assert read.created_at == stored[0].created_at == now
-    session = await store.get_session("s-1")
+    session = await store.get_session("s-1", "p-1")
     assert session is not None and session.created_at == now
 
 
@@ -137,9 +138,9 @@ async def test_an_idempotency_key_stored_before_is_a_race_and_writes_nothing(eng
     with pytest.raises(IdempotencyKeyRace):
         await store.append("s-1", "p-1", [event("fresh"), keyed], now=now, admit=lambda project, last: None)
 
-    session = await store.get_session("s-1")
+    session = await store.get_session("s-1", "p-1")
     assert session is not None and session.last_seq == 1
-    stored = await store.list_events(EventQuery(session_id="s-1"), after=None, limit=10)
+    stored = await store.list_events(EventQuery(project_id="p-1", session_id="s-1"), after=None, limit=10)
     assert [e.content for e in stored] == ["x"]
 
 
@@ -158,5 +159,60 @@ async def test_an_append_refused_by_a_session_that_then_changes_is_decided_again
 
     assert (last_seq, [e.seq for e in stored]) == (2, [2])
     assert admitted and set(admitted) == {("p-1", 1)}
-    read = await store.list_events(EventQuery(session_id="s-1"), after=None, limit=10)
+    read = await store.list_events(EventQuery(project_id="p-1", session_id="s-1"), after=None, limit=10)
     assert [(e.seq, e.content) for e in read] == [(1, "one"), (2, "two")]
+
+
+async def test_sessions_stored_before_project_scoping_keep_their_events(database_url: str) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    def migrate(connection, revision: str) -> None:
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        config.attributes["connection"] = connection
+        config.attributes["version_table"] = VERSION_TABLE
+        command.upgrade(config, revision)
+
+    engine = create_engine(database_url)
+    try:
+        async with engine.begin() as connection:
+            await connection.run_sync(migrate, "0001")
+            at = datetime(2026, 1, 2, tzinfo=UTC)
+            await connection.execute(
+                sa.text(
+                    "INSERT INTO memory_sessions (id, project_id, agent, created_at, updated_at, last_seq, "
+                    "first_seq) VALUES ('old', 'p-1', 'worker', :at, :at, 2, 1)"
+                ),
+                {"at": at},
+            )
+            for seq in (1, 2):
+                await connection.execute(
+                    sa.text(
+                        "INSERT INTO memory_events (session_id, seq, id, project_id, agent, event_type, "
+                        "content, metadata, run_id, parent_event_id, delegation_id, trace_id, span_id, "
+                        "idempotency_key, created_at) VALUES ('old', :seq, :id, 'p-1', 'worker', "
+                        "'agent_response', :content, '{}', '', '', '', '', '', :key, :at)"
+                    ),
+                    {"seq": seq, "id": f"e-{seq}", "content": f"before {seq}", "key": f"k-{seq}", "at": at},
+                )
+        await upgrade(engine, MIGRATIONS, version_table=VERSION_TABLE)
+        log = EventLog(
+            SqlEventStore(engine),
+            SessionSignals(),
+            page_tokens=PageTokenCodec(),
+            max_event_bytes=10_000,
+            max_batch_events=10,
+        )
+        # Found by its id alone (it is the only one), and appended to in its own project.
+        assert (await log.get_session("old")).last_seq == 2
+        result = await log.append(
+            "old", "p-1", [event("after"), event("before 1").model_copy(update={"idempotency_key": "k-1"})]
+        )
+        assert [e.seq for e in result.events] == [3, 1]
+        page = await log.list_events(EventQuery(session_id="old", project_id="p-1"))
+        assert [e.content for e in page.events] == ["before 1", "before 2", "after"]
+        # Another project may now use the same id.
+        assert (await log.append("old", "p-2", [event("theirs")])).last_seq == 1
+    finally:
+        await engine.dispose()

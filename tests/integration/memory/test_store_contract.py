@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from agentmesh.memory.app import MIGRATIONS, VERSION_TABLE
+from agentmesh.memory.errors import ProjectDeleted
 from agentmesh.memory.in_memory_store import InMemoryEventStore
 from agentmesh.memory.models import Event, EventQuery, EventType, NewEvent, RetentionPolicy
 from agentmesh.memory.store import EventStore, IdempotencyKeyRace, SqlEventStore
@@ -74,8 +75,9 @@ async def append(
     )
 
 
-async def everything(store: EventStore, session_id: str) -> list[Event]:
-    return await store.list_events(EventQuery(session_id=session_id), after=None, limit=1000)
+async def everything(store: EventStore, session_id: str, project_id: str = "p-1") -> list[Event]:
+    query = EventQuery(session_id=session_id, project_id=project_id)
+    return await store.list_events(query, after=None, limit=1000)
 
 
 # --- appending ----------------------------------------------------------------------------------
@@ -101,11 +103,11 @@ async def test_appends_number_events_gap_free_and_store_every_field(store: Event
     assert stored[2].model_dump(include=set(NewEvent.model_fields)) == full.model_dump()
     assert (stored[2].session_id, stored[2].created_at) == ("s-1", T0 + timedelta(seconds=1))
     assert len({e.id for e in stored}) == 3
-    session = await store.get_session("s-1")
+    session = await store.get_session("s-1", "p-1")
     assert session is not None
     assert (session.project_id, session.agent, session.first_seq, session.last_seq) == ("p-1", "worker", 1, 3)
     assert (session.created_at, session.updated_at) == (T0, T0 + timedelta(seconds=1))
-    assert await store.get_session("s-2") is None
+    assert await store.get_session("s-2", "p-1") is None
 
 
 async def test_concurrent_appends_to_one_session_leave_no_gap(store: EventStore) -> None:
@@ -121,18 +123,16 @@ async def test_concurrent_appends_to_one_session_leave_no_gap(store: EventStore)
 async def test_a_refused_append_writes_nothing(store: EventStore) -> None:
     with pytest.raises(Refused):
         await append(store, "new", [new()], expected_last_seq=4)
-    assert await store.get_session("new") is None
+    assert await store.get_session("new", "p-1") is None
 
     await append(store, "s-1", [new("one")])
-    with pytest.raises(Refused):
-        await append(store, "s-1", [new("other project")], project_id="p-2")
     with pytest.raises(Refused):
         await append(store, "s-1", [new("stale")], expected_last_seq=0)
     events, last_seq = await append(store, "s-1", [new("current")], expected_last_seq=1)
 
     assert ([e.seq for e in events], last_seq) == ([2], 2)
     assert [e.content for e in await everything(store, "s-1")] == ["one", "current"]
-    session = await store.get_session("s-1")
+    session = await store.get_session("s-1", "p-1")
     assert session is not None and (session.project_id, session.last_seq) == ("p-1", 2)
 
 
@@ -155,13 +155,50 @@ async def test_an_idempotency_key_is_stored_once_per_session(store: EventStore) 
     with pytest.raises(IdempotencyKeyRace):
         await append(store, "s-1", [new("new", idempotency_key="k-2"), new("again", idempotency_key="k-1")])
 
-    assert await store.events_by_idempotency_key("s-1", ["k-1", "k-2", "k-3"]) == {"k-1": stored[0]}
+    assert await store.events_by_idempotency_key("s-1", "p-1", ["k-1", "k-2", "k-3"]) == {"k-1": stored[0]}
     assert [e.content for e in await everything(store, "s-1")] == ["first", "plain"]
-    session = await store.get_session("s-1")
+    session = await store.get_session("s-1", "p-1")
     assert session is not None and session.last_seq == 2
     # Appends go on gap-free after the refused one.
     events, _ = await append(store, "s-1", [new("next", idempotency_key="k-2")])
     assert [e.seq for e in events] == [3]
+
+
+async def test_two_projects_may_use_one_session_id_without_meeting(store: EventStore) -> None:
+    mine, _ = await append(store, "shared", [new("mine", idempotency_key="k")])
+    theirs, last_seq = await append(store, "shared", [new("theirs", idempotency_key="k")], project_id="p-2")
+
+    assert ([e.seq for e in mine], [e.seq for e in theirs], last_seq) == ([1], [1], 1)
+    assert [e.content for e in await everything(store, "shared")] == ["mine"]
+    assert [e.content for e in await everything(store, "shared", "p-2")] == ["theirs"]
+    assert await store.events_by_idempotency_key("shared", "p-2", ["k"]) == {"k": theirs[0]}
+    assert [s.project_id for s in await store.sessions_with_id("shared", limit=5)] == ["p-1", "p-2"]
+    assert await store.get_session("shared", "p-3") is None
+
+
+# --- deletion -----------------------------------------------------------------------------------
+
+
+async def test_a_deleted_project_loses_its_sessions_and_takes_no_more(store: EventStore) -> None:
+    await append(store, "s-1", [new("one"), new("two")])
+    await append(store, "s-2", [new("three")])
+    await append(store, "s-1", [new("kept")], project_id="p-2")
+    await store.set_retention_policy(RetentionPolicy(project_id="p-1", max_age_seconds=60), now=T0)
+
+    assert await store.delete_project("p-1", now=T0) == 2
+    assert await store.delete_project("p-1", now=T0) == 0  # again: nothing left, no error
+
+    assert await store.get_session("s-1", "p-1") is None
+    assert await everything(store, "s-1") == []
+    assert await store.count_sessions("p-1") == 0
+    assert await store.get_retention_policy("p-1") is None
+    with pytest.raises(ProjectDeleted):
+        await append(store, "s-3", [new("late")])
+    with pytest.raises(ProjectDeleted):
+        await append(store, "s-1", [new("late")])
+    assert await store.get_session("s-3", "p-1") is None
+    assert await store.erase_deleted_projects() == 0
+    assert [e.content for e in await everything(store, "s-1", "p-2")] == ["kept"]
 
 
 # --- reading ------------------------------------------------------------------------------------
@@ -178,7 +215,7 @@ async def test_events_page_by_seq_either_way_with_filters(store: EventStore) -> 
             for n in range(1, 10)
         ],
     )
-    query = EventQuery(session_id="s-1")
+    query = EventQuery(project_id="p-1", session_id="s-1")
 
     assert [e.seq for e in await store.list_events(query, after=None, limit=4)] == [1, 2, 3, 4]
     assert [e.seq for e in await store.list_events(query, after=(4,), limit=4)] == [5, 6, 7, 8]
@@ -186,13 +223,13 @@ async def test_events_page_by_seq_either_way_with_filters(store: EventStore) -> 
     assert [e.seq for e in await store.list_events(newest, after=None, limit=3)] == [9, 8, 7]
     assert [e.seq for e in await store.list_events(newest, after=(7,), limit=3)] == [6, 5, 4]
 
-    agent_a = EventQuery(session_id="s-1", agent="a")
+    agent_a = EventQuery(project_id="p-1", session_id="s-1", agent="a")
     assert [e.seq for e in await store.list_events(agent_a, after=None, limit=10)] == [1, 3, 5, 7, 9]
-    tool_calls = EventQuery(session_id="s-1", event_types=(EventType.TOOL_CALL,))
+    tool_calls = EventQuery(project_id="p-1", session_id="s-1", event_types=(EventType.TOOL_CALL,))
     assert [e.seq for e in await store.list_events(tool_calls, after=None, limit=10)] == [4]
-    run_1 = EventQuery(session_id="s-1", run_id="run-1")
+    run_1 = EventQuery(project_id="p-1", session_id="s-1", run_id="run-1")
     assert [e.seq for e in await store.list_events(run_1, after=None, limit=10)] == [1, 4, 7]
-    later = EventQuery(session_id="s-1", after_seq=6)
+    later = EventQuery(project_id="p-1", session_id="s-1", after_seq=6)
     assert [e.seq for e in await store.list_events(later, after=None, limit=10)] == [7, 8, 9]
     assert [await store.count_events(q) for q in (query, agent_a, tool_calls, run_1, later)] == [
         9,
@@ -274,17 +311,20 @@ async def test_sessions_are_trimmed_from_the_front(store: EventStore) -> None:
         )
     ] == ["young"]
 
-    assert await store.expired_prefix_end("young", from_seq=1, cutoff=T0 + timedelta(hours=3), limit=2) == 3
-    assert await store.expired_prefix_end("young", from_seq=1, cutoff=T0, limit=10) == 1
+    assert (
+        await store.expired_prefix_end("young", "p-1", from_seq=1, cutoff=T0 + timedelta(hours=3), limit=2)
+        == 3
+    )
+    assert await store.expired_prefix_end("young", "p-1", from_seq=1, cutoff=T0, limit=10) == 1
 
-    assert await store.trim_session("long", first_seq=8) == 7
-    assert await store.trim_session("long", first_seq=5) == 0  # never backwards
-    assert await store.trim_session("long", first_seq=20) == 0  # never past the next seq
+    assert await store.trim_session("long", "p-1", first_seq=8) == 7
+    assert await store.trim_session("long", "p-1", first_seq=5) == 0  # never backwards
+    assert await store.trim_session("long", "p-1", first_seq=20) == 0  # never past the next seq
     assert [e.seq for e in await everything(store, "long")] == [8, 9, 10]
-    session = await store.get_session("long")
+    session = await store.get_session("long", "p-1")
     assert session is not None and (session.first_seq, session.last_seq) == (8, 10)
 
-    assert await store.trim_session("short", first_seq=2) == 1  # everything, up to the next seq
+    assert await store.trim_session("short", "p-1", first_seq=2) == 1  # everything, up to the next seq
     events, _ = await append(store, "short", [new("after")])
     assert [e.seq for e in events] == [2]
     assert [e.content for e in await everything(store, "short")] == ["after"]

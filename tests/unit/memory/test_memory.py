@@ -10,8 +10,9 @@ import pytest
 
 from agentmesh.memory.errors import HistoryTrimmed
 from agentmesh.memory.in_memory_store import InMemoryEventStore
-from agentmesh.memory.memory import EventLog, RetentionSweeper
+from agentmesh.memory.memory import EventLog
 from agentmesh.memory.models import EventQuery, EventType, NewEvent, RetentionPolicy
+from agentmesh.memory.retention import RetentionSweeper
 from agentmesh.memory.store import IdempotencyKeyRace
 from agentmesh.memory.watch import SessionSignals
 from agentmesh.runtime.errors import Unavailable
@@ -49,12 +50,13 @@ class ObservedEventStore(InMemoryEventStore):
             session_id, project_id, batch, now=now, admit=admit, expected_last_seq=expected_last_seq
         )
 
-    async def trim_session(self, session_id: str, *, first_seq: int) -> int:
+    async def trim_session(self, session_id: str, project_id: str, *, first_seq: int) -> int:
         self.trims.append((session_id, first_seq))
-        return await super().trim_session(session_id, first_seq=first_seq)
+        return await super().trim_session(session_id, project_id, first_seq=first_seq)
 
-    async def contents(self, session_id: str) -> list[str]:
-        events = await self.list_events(EventQuery(session_id=session_id), after=None, limit=1000)
+    async def contents(self, session_id: str, project_id: str = "p-1") -> list[str]:
+        query = EventQuery(session_id=session_id, project_id=project_id)
+        events = await self.list_events(query, after=None, limit=1000)
         return [e.content for e in events]
 
 
@@ -119,7 +121,7 @@ async def test_a_watch_reports_a_gap_left_by_retention(log: EventLog, store: Obs
     await log.append("s-1", "p-1", [event(str(n)) for n in range(20)])
     stream = log.watch("s-1", after_seq=0)
     seen = [(await anext(stream)).seq for _ in range(4)]  # one batch of four
-    await store.trim_session("s-1", first_seq=11)
+    await store.trim_session("s-1", "p-1", first_seq=11)
 
     with pytest.raises(HistoryTrimmed) as caught:
         await anext(stream)

@@ -26,7 +26,7 @@ from agentmesh.executor.v1 import executor_service_pb2_grpc as pb_grpc
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime.channels import create_channel
 from agentmesh.runtime.client import Metadata, stream, unary
-from agentmesh.runtime.errors import DomainError, Unavailable
+from agentmesh.runtime.errors import PEER_SERVICE, PEER_UNAVAILABLE, DomainError, Unavailable
 from agentmesh.runtime.identity import AUTHORIZATION, TokenCodec
 from agentmesh.runtime.telemetry import untraced
 
@@ -49,16 +49,23 @@ def may_fail_over(error: DomainError, *, started: bool) -> bool:
     at its cap) or could not be reached (UNAVAILABLE, whatever the reason). Once an event was
     passed on, running it again elsewhere would repeat what the caller already saw; a started
     run is resumed from the session's events, not retried. Any other error (not found, paused,
-    permission denied, …) would be the same on every executor.
+    permission denied, …) would be the same on every executor — and so would an executor's
+    report that the registry or the memory service, which every executor shares, is down.
     """
-    if started:
+    if started or is_dependency_outage(error):
         return False
     return error.code == grpc.StatusCode.UNAVAILABLE or error.reason == EXECUTOR_BUSY
 
 
 def is_unreachable(error: DomainError) -> bool:
     """Whether `error` says the executor itself is down (so it is tried last until it serves)."""
-    return error.code == grpc.StatusCode.UNAVAILABLE
+    return error.code == grpc.StatusCode.UNAVAILABLE and not is_dependency_outage(error)
+
+
+def is_dependency_outage(error: DomainError) -> bool:
+    """Whether `error` is an executor saying that a service it depends on could not be reached:
+    the executor answered, so it is not the one to blame."""
+    return error.reason == PEER_UNAVAILABLE and error.metadata.get(PEER_SERVICE, "executor") != "executor"
 
 
 class RunNotPlaced(Unavailable):
@@ -72,11 +79,14 @@ class RunNotPlaced(Unavailable):
 
     def __init__(self, refusals: Sequence[DomainError] = ()) -> None:
         self.refusals = tuple(refusals)
-        message = (
-            f"no executor could take the run: {self.refusals[-1].message}"
-            if self.refusals
-            else "no executor is available"
-        )
+        # In the caller's terms: what each executor answered (with gRPC core's addresses in it)
+        # is logged where it happens, never passed on.
+        if not self.refusals:
+            message = "no executor is available"
+        elif self.busy:
+            message = "no executor could take the run: every executor is at its concurrency cap"
+        else:
+            message = "no executor could take the run: no executor could be reached"
         super().__init__(message)
 
     @property
@@ -272,7 +282,12 @@ class RunRouter:
             except DomainError as error:
                 if not may_fail_over(error, started=started):
                     raise
-                logger.warning("executor %s refused a run (%s); trying the next", address, error.reason)
+                logger.warning(
+                    "executor %s refused a run (%s: %s); trying the next",
+                    address,
+                    error.reason,
+                    error.message,
+                )
                 if is_unreachable(error):
                     self._mark(address, healthy=False)
                 refusals.append(error)

@@ -336,6 +336,7 @@ async def read_history(
     run's input is recorded before: the page holds one more event, the input, left out here."""
     request = memory_service_pb2.ListEventsRequest(
         session_id=scope.session_id,
+        project_id=scope.spec.agent.project_id,  # a session id is unique only within its project
         agent=scope.agent,
         event_types=list(_HISTORY_ROLES),
         page_size=window + 1,

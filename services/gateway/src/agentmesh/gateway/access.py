@@ -101,12 +101,13 @@ class AccessGuard:
     async def _check_session(self, caller: Caller, target: SessionTarget) -> None:
         if not target.session_id:
             raise InvalidRequest.field("session_id", "is required")
+        if target.project_id:
+            # The memory service finds the session within this project, or none.
+            await self._check_project(caller, ProjectTarget(id=target.project_id))
+            return
         try:
             session = await self._memory.get_session(target.session_id, metadata=caller.metadata)
         except NotFound:
-            if target.project_id:  # a session about to be created in the project the request names
-                await self._check_project(caller, ProjectTarget(id=target.project_id))
-                return
             raise SessionNotFound(target.session_id) from None
         try:
             await self._check_project(caller, ProjectTarget(id=session.project_id))

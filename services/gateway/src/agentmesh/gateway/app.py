@@ -113,7 +113,10 @@ async def start(settings: GatewaySettings) -> GatewayService:
                         forwarding_handler(
                             REGISTRY_SERVICE,
                             registry_channel,
-                            overrides={"DeleteAgent": overrides.DeleteAgent},
+                            overrides={
+                                "DeleteAgent": overrides.DeleteAgent,
+                                "DeleteProject": overrides.DeleteProject,
+                            },
                         ),
                     )
                 ),

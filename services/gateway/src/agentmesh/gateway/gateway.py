@@ -1,7 +1,8 @@
 """The gateway's core: what its faces (public gRPC, REST/JSON, OpenAI-compatible HTTP) do with
 agents, written once — chatting (streamed or whole), terminating an agent with its runs in
-flight, and paging a project's sessions and their events. Domain and proto messages in, domain
-and proto messages out; no transport: the faces are thin adapters over `AgentGateway`.
+flight, deleting a project with its sessions, and paging a project's sessions and their events.
+Domain and proto messages in, domain and proto messages out; no transport: the faces are thin
+adapters over `AgentGateway`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from agentmesh.gateway.models import AgentRef, Caller, ChatResult
 from agentmesh.memory.client import MemoryClient, SessionNotFound
 from agentmesh.memory.v1 import memory_service_pb2 as mem
 from agentmesh.registry.client import RegistryClient
+from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.runtime.client import unary
 from agentmesh.runtime.errors import DomainError, Internal, NotFound, error_for_code, from_status_proto
 
@@ -212,17 +214,27 @@ class AgentGateway:
         )
         return message
 
+    # Projects.
+
+    async def delete_project(self, caller: Caller, project_id: str) -> reg.DeleteProjectResponse:
+        """Deletes the project in the registry (as the caller: its owner or a superuser), then
+        has the memory service erase its sessions and events, end the watch streams on them and
+        refuse appends to it — so its former owner reads and writes nothing of it from then on,
+        through any gateway replica. The erasure is the mesh's own act, with the system token."""
+        request = reg.DeleteProjectRequest(id=project_id)
+        deleted = await unary(self._registry.stub.DeleteProject, request, metadata=caller.metadata)
+        await self._memory.delete_project_sessions(project_id, metadata=self._router.system_metadata())
+        return deleted
+
     # Sessions.
 
     async def check_session(self, caller: Caller, project_id: str, session_id: str) -> None:
-        """Raises SessionNotFound unless the session exists in the project (one of another
-        project is not found either: nothing reveals another project's sessions)."""
+        """Raises SessionNotFound unless the session exists in the project (sessions are their
+        project's: another project's session of the same id is a different one)."""
         try:
-            session = await self._memory.get_session(session_id, metadata=caller.metadata)
+            await self._memory.get_session(session_id, project_id=project_id, metadata=caller.metadata)
         except NotFound:
             raise SessionNotFound(session_id) from None
-        if session.project_id != project_id:
-            raise SessionNotFound(session_id)
 
     async def reset_session(self, caller: Caller, project_id: str, session_id: str) -> int:
         """Resets the project's session: every executor drops what it keeps for the session's
@@ -259,7 +271,11 @@ class AgentGateway:
         """A page of every event of the project's session, all agents', in `seq` order."""
         await self.check_session(caller, project_id, session_id)
         request = mem.ListEventsRequest(
-            session_id=session_id, page_size=page_size, page_token=page_token, after_seq=after_seq
+            session_id=session_id,
+            project_id=project_id,
+            page_size=page_size,
+            page_token=page_token,
+            after_seq=after_seq,
         )
         return await unary(self._memory.stub.ListEvents, request, metadata=caller.metadata)
 

@@ -33,8 +33,9 @@ class ProjectTarget:
 
 @dataclass(frozen=True)
 class SessionTarget:
-    """The session a request concerns; `project_id` is the project the request names for it
-    (appends create sessions), checked when the session does not exist yet."""
+    """The session a request concerns; `project_id` is the project the request names for it.
+    Sessions are their project's, so a named project is what is checked; without one, the
+    session's id must name one session, whose project is checked."""
 
     session_id: str
     project_id: str = ""
@@ -85,12 +86,12 @@ def _project_of_agent_ref(request: Any) -> Target:
 
 
 def _session(request: Any) -> Target:
-    return SessionTarget(request.session_id)
+    return SessionTarget(request.session_id, request.project_id)
 
 
 def _events_target(request: Any) -> Target:
     if request.session_id:
-        return SessionTarget(request.session_id)
+        return SessionTarget(request.session_id, request.project_id)
     return ProjectTarget(id=request.project_id)
 
 
@@ -167,6 +168,8 @@ RPC_POLICY: Mapping[str, Rule] = {
     _MEMORY + "ListSessions": owner(_project_id("project_id")),
     _MEMORY + "SetRetentionPolicy": owner(_project_id("policy.project_id")),
     _MEMORY + "GetRetentionPolicy": owner(_project_id("project_id")),
+    # Erasing a deleted project's sessions: the gateway's own act when a project is deleted.
+    _MEMORY + "DeleteProjectSessions": SYSTEM,
     # Chat: the owner of the addressed agent's project.
     _GATEWAY + "Chat": owner(_project_of_agent_ref),
     _GATEWAY + "StreamChat": owner(_project_of_agent_ref),

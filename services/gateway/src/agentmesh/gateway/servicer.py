@@ -71,6 +71,10 @@ class RegistryOverrides:
     def __init__(self, gateway: AgentGateway) -> None:
         self._gateway = gateway
 
+    async def DeleteProject(self, request: reg.DeleteProjectRequest) -> reg.DeleteProjectResponse:
+        """Deleting a project also erases its sessions and events."""
+        return await self._gateway.delete_project(current_caller(), request.id)
+
     async def DeleteAgent(self, request: reg.DeleteAgentRequest) -> reg.DeleteAgentResponse:
         """Terminating an agent also stops its runs in flight."""
         message = await self._gateway.terminate_agent(current_caller(), request.project_id, request.id)

@@ -9,14 +9,15 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from agentmesh.memory.memory import EventLog, RetentionSweeper
+from agentmesh.memory.memory import EventLog
+from agentmesh.memory.retention import RetentionSweeper
 from agentmesh.memory.servicer import MemoryServicer
 from agentmesh.memory.settings import MemorySettings
 from agentmesh.memory.store import SqlEventStore
 from agentmesh.memory.v1 import memory_service_pb2, memory_service_pb2_grpc
 from agentmesh.memory.watch import SessionSignals
 from agentmesh.runtime.database import create_engine, normalize_url, upgrade
-from agentmesh.runtime.identity import AuthenticationInterceptor, TokenCodec
+from agentmesh.runtime.identity import Access, AuthenticationInterceptor, TokenCodec
 from agentmesh.runtime.pagination import PageTokenCodec
 from agentmesh.runtime.server import ServiceBinding, start_server
 from agentmesh.runtime.service import RunningService
@@ -26,6 +27,12 @@ SERVICE_NAME = SERVICE.full_name
 MIGRATIONS = Path(__file__).parent / "migrations"
 VERSION_TABLE = "alembic_version_memory"
 PAGE_TOKEN_PURPOSE = "agentmesh.memory.page-token"
+# Any valid token reads and writes; erasing a project's sessions is the gateway's, acting for the
+# mesh once the registry deleted the project.
+ACCESS = {
+    **{method.name: Access.AUTHENTICATED for method in SERVICE.methods},
+    "DeleteProjectSessions": Access.SYSTEM,
+}
 
 
 @dataclass(kw_only=True)
@@ -72,7 +79,7 @@ async def start(settings: MemorySettings) -> RunningService:
             host=settings.host,
             port=settings.port,
             max_message_bytes=settings.max_message_bytes,
-            interceptors=[AuthenticationInterceptor(tokens, SERVICE)],
+            interceptors=[AuthenticationInterceptor(tokens, SERVICE, ACCESS)],
         )
     except BaseException:
         await engine.dispose()

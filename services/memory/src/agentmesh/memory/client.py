@@ -25,7 +25,7 @@ from agentmesh.memory.errors import (
     ExpectedLastSeqMismatch,
     HistoryTrimmed,
     IdempotencyKeyReused,
-    SessionInOtherProject,
+    ProjectDeleted,
     SessionNotFound,
     TooManyEvents,
 )
@@ -41,7 +41,7 @@ __all__ = [
     "HistoryTrimmed",
     "IdempotencyKeyReused",
     "MemoryClient",
-    "SessionInOtherProject",
+    "ProjectDeleted",
     "SessionNotFound",
     "TooManyEvents",
     "event_to_dict",
@@ -92,16 +92,16 @@ class MemoryClient:
             page.page_token = response.next_page_token
 
     async def watch_events(
-        self, session_id: str, after_seq: int = 0, *, metadata: Metadata | None = None
+        self, session_id: str, after_seq: int = 0, *, project_id: str = "", metadata: Metadata | None = None
     ) -> AsyncIterator[resources_pb2.Event]:
-        request = pb.WatchEventsRequest(session_id=session_id, after_seq=after_seq)
+        request = pb.WatchEventsRequest(session_id=session_id, after_seq=after_seq, project_id=project_id)
         async for response in stream(self.stub.WatchEvents, request, metadata=metadata):
             yield response.event
 
     async def get_session(
-        self, session_id: str, *, metadata: Metadata | None = None
+        self, session_id: str, *, project_id: str = "", metadata: Metadata | None = None
     ) -> resources_pb2.Session:
-        request = pb.GetSessionRequest(session_id=session_id)
+        request = pb.GetSessionRequest(session_id=session_id, project_id=project_id)
         return (await unary(self.stub.GetSession, request, metadata=metadata)).session
 
     async def list_sessions(
@@ -139,3 +139,8 @@ class MemoryClient:
     ) -> resources_pb2.RetentionPolicy:
         request = pb.GetRetentionPolicyRequest(project_id=project_id)
         return (await unary(self.stub.GetRetentionPolicy, request, metadata=metadata)).policy
+
+    async def delete_project_sessions(self, project_id: str, *, metadata: Metadata | None = None) -> int:
+        """Erases a deleted project's sessions (the mesh's own services only); how many."""
+        request = pb.DeleteProjectSessionsRequest(project_id=project_id)
+        return (await unary(self.stub.DeleteProjectSessions, request, metadata=metadata)).deleted_sessions

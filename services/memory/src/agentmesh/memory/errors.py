@@ -10,7 +10,6 @@ from __future__ import annotations
 from agentmesh.runtime.errors import (
     Aborted,
     AlreadyExists,
-    FailedPrecondition,
     FieldViolation,
     NotFound,
     OutOfRange,
@@ -25,7 +24,7 @@ __all__ = [
     "FieldViolation",
     "HistoryTrimmed",
     "IdempotencyKeyReused",
-    "SessionInOtherProject",
+    "ProjectDeleted",
     "SessionNotFound",
     "TooManyEvents",
     "ValidationFailed",
@@ -41,16 +40,13 @@ class SessionNotFound(NotFound):
         super().__init__(f"session {session_id!r} not found", metadata={"session_id": session_id})
 
 
-class SessionInOtherProject(FailedPrecondition):
-    """An append named a project other than the one the session belongs to."""
+class ProjectDeleted(NotFound):
+    """An append for a project the registry deleted: its sessions are erased, none is created."""
 
-    default_reason = "SESSION_IN_OTHER_PROJECT"
+    default_reason = "PROJECT_DELETED"
 
-    def __init__(self, session_id: str, project_id: str) -> None:
-        super().__init__(
-            f"session {session_id!r} belongs to another project than {project_id!r}",
-            metadata={"session_id": session_id, "project_id": project_id},
-        )
+    def __init__(self, project_id: str) -> None:
+        super().__init__(f"project {project_id!r} was deleted", metadata={"project_id": project_id})
 
 
 class ExpectedLastSeqMismatch(Aborted):

@@ -12,17 +12,23 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
+from agentmesh.memory.errors import ProjectDeleted
 from agentmesh.memory.models import Event, EventQuery, NewEvent, RetentionPolicy, Session
 from agentmesh.memory.store import AdmitAppend, EventCursor, IdempotencyKeyRace, SessionCursor
 
+# A session's key: its project and its id.
+Key = tuple[str, str]
+
 
 class InMemoryEventStore:
-    """EventStore in dicts: sessions, each session's events in seq order, retention policies."""
+    """EventStore in dicts: sessions, each session's events in seq order, retention policies,
+    deleted projects."""
 
     def __init__(self) -> None:
-        self._sessions: dict[str, Session] = {}
-        self._events: dict[str, list[Event]] = {}
+        self._sessions: dict[Key, Session] = {}
+        self._events: dict[Key, list[Event]] = {}
         self._policies: dict[str, RetentionPolicy] = {}
+        self._deleted: set[str] = set()
 
     # --- appending ---------------------------------------------------------------------------
 
@@ -37,7 +43,10 @@ class InMemoryEventStore:
         expected_last_seq: int | None = None,
     ) -> tuple[list[Event], int]:
         # `admit` checks expected_last_seq here; the SQL store may check it in the database first.
-        session = self._sessions.get(session_id)
+        if project_id in self._deleted:
+            raise ProjectDeleted(project_id)
+        key = (project_id, session_id)
+        session = self._sessions.get(key)
         if session is None:
             admit(project_id, 0)
             session = Session(
@@ -51,7 +60,7 @@ class InMemoryEventStore:
             )
         else:
             admit(session.project_id, session.last_seq)
-        stored_keys = {event.idempotency_key for event in self._events.get(session_id, [])}
+        stored_keys = {event.idempotency_key for event in self._events.get(key, [])}
         keys = [event.idempotency_key for event in batch if event.idempotency_key]
         if stored_keys.intersection(keys) or len(set(keys)) < len(keys):
             raise IdempotencyKeyRace(session_id)
@@ -66,18 +75,25 @@ class InMemoryEventStore:
             for index, event in enumerate(batch)
         ]
         last_seq = session.last_seq + len(batch)
-        self._sessions[session_id] = session.model_copy(update={"last_seq": last_seq, "updated_at": now})
-        self._events.setdefault(session_id, []).extend(stored)
+        self._sessions[key] = session.model_copy(update={"last_seq": last_seq, "updated_at": now})
+        self._events.setdefault(key, []).extend(stored)
         return stored, last_seq
 
-    async def events_by_idempotency_key(self, session_id: str, keys: Sequence[str]) -> dict[str, Event]:
+    async def events_by_idempotency_key(
+        self, session_id: str, project_id: str, keys: Sequence[str]
+    ) -> dict[str, Event]:
         wanted = set(keys)
-        return {e.idempotency_key: e for e in self._events.get(session_id, []) if e.idempotency_key in wanted}
+        events = self._events.get((project_id, session_id), [])
+        return {e.idempotency_key: e for e in events if e.idempotency_key in wanted}
 
     # --- reading -----------------------------------------------------------------------------
 
-    async def get_session(self, session_id: str) -> Session | None:
-        return self._sessions.get(session_id)
+    async def get_session(self, session_id: str, project_id: str) -> Session | None:
+        return self._sessions.get((project_id, session_id))
+
+    async def sessions_with_id(self, session_id: str, *, limit: int) -> list[Session]:
+        found = sorted((s for s in self._sessions.values() if s.id == session_id), key=lambda s: s.project_id)
+        return found[:limit]
 
     async def list_events(self, query: EventQuery, *, after: EventCursor | None, limit: int) -> list[Event]:
         found = self._matching(query)
@@ -98,13 +114,13 @@ class InMemoryEventStore:
         """The query's events in its ascending order: seq within a session; (created_at,
         session_id, seq) across a project's sessions."""
         if query.session_id:
-            found = list(self._events.get(query.session_id, []))
+            found = list(self._events.get((query.project_id, query.session_id), []))
         else:
             found = [
                 event
-                for session in self._sessions.values()
+                for key, session in self._sessions.items()
                 if session.project_id == query.project_id
-                for event in self._events.get(session.id, [])
+                for event in self._events.get(key, [])
             ]
             found.sort(key=lambda e: (e.created_at, e.session_id, e.seq))
         return [
@@ -172,22 +188,38 @@ class InMemoryEventStore:
         return sorted(candidates, key=lambda s: s.id)[:limit]
 
     async def expired_prefix_end(
-        self, session_id: str, *, from_seq: int, cutoff: datetime, limit: int
+        self, session_id: str, project_id: str, *, from_seq: int, cutoff: datetime, limit: int
     ) -> int:
         end = from_seq
-        for event in [e for e in self._events.get(session_id, []) if e.seq >= from_seq][:limit]:
+        events = self._events.get((project_id, session_id), [])
+        for event in [e for e in events if e.seq >= from_seq][:limit]:
             if event.created_at >= cutoff:
                 break
             end = event.seq + 1
         return end
 
-    async def trim_session(self, session_id: str, *, first_seq: int) -> int:
-        session = self._sessions.get(session_id)
+    async def trim_session(self, session_id: str, project_id: str, *, first_seq: int) -> int:
+        key = (project_id, session_id)
+        session = self._sessions.get(key)
         # As in SQL: only forward, and never past the seq the next append takes.
         if session is None or session.first_seq >= first_seq or session.last_seq + 1 < first_seq:
             return 0
-        self._sessions[session_id] = session.model_copy(update={"first_seq": first_seq})
-        events = self._events.get(session_id, [])
+        self._sessions[key] = session.model_copy(update={"first_seq": first_seq})
+        events = self._events.get(key, [])
         kept = [e for e in events if e.seq >= first_seq]
-        self._events[session_id] = kept
+        self._events[key] = kept
         return len(events) - len(kept)
+
+    # --- deletion ----------------------------------------------------------------------------
+
+    async def delete_project(self, project_id: str, *, now: datetime) -> int:
+        self._deleted.add(project_id)
+        self._policies.pop(project_id, None)
+        return await self.erase_deleted_projects()
+
+    async def erase_deleted_projects(self) -> int:
+        gone = [key for key in self._sessions if key[0] in self._deleted]
+        for key in gone:
+            del self._sessions[key]
+            self._events.pop(key, None)
+        return len(gone)

@@ -2,20 +2,21 @@
 
 `EventLog` validates requests, makes appends idempotent and optimistic-concurrency safe, pages
 reads with tokens bound to their filters, follows sessions live and reports history removed by
-retention instead of skipping it. `RetentionSweeper` enforces the projects' retention policies in
-small batches, in the background. Neither knows protobuf or SQL.
+retention instead of skipping it, and erases a deleted project's sessions (closing their watches).
+A session is its project's: (project_id, session_id) names it, so two projects may use one id. A
+caller that does not name the project finds a session only while its id is unique; when several
+projects use it, it is not found (which says nothing of the other projects' sessions).
+It knows neither protobuf nor SQL; `retention.RetentionSweeper` does the background trimming.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from agentmesh.memory.errors import (
@@ -25,7 +26,6 @@ from agentmesh.memory.errors import (
     FieldViolation,
     HistoryTrimmed,
     IdempotencyKeyReused,
-    SessionInOtherProject,
     SessionNotFound,
     TooManyEvents,
     ValidationFailed,
@@ -146,6 +146,13 @@ class EventLog:
         first use. Events whose idempotency key is already stored are not stored again: the
         result holds the stored ones in their place."""
         self._validate_append(session_id, project_id, events, expected_last_seq)
+        if not project_id:
+            existing = await self._find(session_id, "")
+            if existing is None:
+                raise ValidationFailed.of(
+                    [FieldViolation("project_id", f"is required: session {session_id!r} is new")]
+                )
+            project_id = existing.project_id
         keys = [event.idempotency_key for event in events if event.idempotency_key]
         # Optimistic: the first attempt writes without looking the keys up (a retry is rare, and
         # the unique index on the keys catches it: nothing is written then). Only an attempt after
@@ -153,13 +160,12 @@ class EventLog:
         # must not see — looks them up and answers with the stored events.
         look_up = False
         for _ in range(_APPEND_ATTEMPTS + 1):
-            known = await self._store.events_by_idempotency_key(session_id, keys) if look_up else {}
+            known = (
+                await self._store.events_by_idempotency_key(session_id, project_id, keys) if look_up else {}
+            )
             session: Session | None = None
             if known:
-                # Repeated keys: the session exists. Whose is it, before saying anything of its events?
-                session = await self._store.get_session(session_id)
-                if session is not None and project_id and session.project_id != project_id:
-                    raise SessionInOtherProject(session_id, project_id)
+                session = await self._store.get_session(session_id, project_id)
             for index, event in enumerate(events):
                 original = known.get(event.idempotency_key) if event.idempotency_key else None
                 if original is not None and not event.same_payload(original):
@@ -176,13 +182,6 @@ class EventLog:
                 )
 
             def admit(session_project: str, last_seq: int) -> None:
-                if not session_project:
-                    # The upsert just created the session, and nobody said for which project.
-                    raise ValidationFailed.of(
-                        [FieldViolation("project_id", f"is required: session {session_id!r} is new")]
-                    )
-                if project_id and session_project != project_id:
-                    raise SessionInOtherProject(session_id, project_id)
                 if expected_last_seq is not None and last_seq != expected_last_seq:
                     raise ExpectedLastSeqMismatch(session_id, expected_last_seq, last_seq)
 
@@ -213,7 +212,7 @@ class EventLog:
                 )
                 raise
             metrics.record_memory_append(seconds=time.perf_counter() - started, events=len(stored))
-            self._signals.notify(session_id)
+            self._signals.notify((project_id, session_id))
             new = iter(stored)
             in_order = [known[e.idempotency_key] if e.idempotency_key in known else next(new) for e in events]
             return AppendResult(events=in_order, last_seq=last_seq)
@@ -265,15 +264,24 @@ class EventLog:
 
     # --- reading -----------------------------------------------------------------------------
 
-    async def get_session(self, session_id: str) -> Session:
+    async def get_session(self, session_id: str, project_id: str = "") -> Session:
         violations: list[FieldViolation] = []
         _check_id(session_id, "session_id", violations, required=True)
+        _check_id(project_id, "project_id", violations, required=False)
         if violations:
             raise ValidationFailed.of(violations)
-        session = await self._store.get_session(session_id)
+        session = await self._find(session_id, project_id)
         if session is None:
             raise SessionNotFound(session_id)
         return session
+
+    async def _find(self, session_id: str, project_id: str) -> Session | None:
+        """The project's session; without a project, the one session of any project with that
+        id (none when several projects use it)."""
+        if project_id:
+            return await self._store.get_session(session_id, project_id)
+        found = await self._store.sessions_with_id(session_id, limit=2)
+        return found[0] if len(found) == 1 else None
 
     async def list_events(
         self, query: EventQuery, *, page_size: int = 0, page_token: str = "", include_total_size: bool = False
@@ -284,6 +292,11 @@ class EventLog:
         limit = _page_size(page_size, DEFAULT_EVENT_PAGE)
         scope = query.model_dump(mode="json")
         after = self._event_cursor(query, page_token, scope)
+        if query.session_id and not query.project_id:
+            named = await self._find(query.session_id, "")
+            if named is None:
+                raise SessionNotFound(query.session_id)
+            query = query.model_copy(update={"project_id": named.project_id})
         found = await self._store.list_events(query, after=after, limit=limit + 1)
         more = len(found) > limit
         found = found[:limit]
@@ -291,8 +304,8 @@ class EventLog:
         if query.session_id:
             # Read after the events: retention only ever raises first_seq, so a first_seq that
             # still admits the cursor now admitted it while the events were read.
-            session = await self._store.get_session(query.session_id)
-            if session is None or (query.project_id and session.project_id != query.project_id):
+            session = await self._store.get_session(query.session_id, query.project_id)
+            if session is None:
                 raise SessionNotFound(query.session_id)
             position = after[0] if after is not None and not query.descending else query.after_seq
             if position and position < session.first_seq - 1:
@@ -377,21 +390,24 @@ class EventLog:
 
     # --- following ---------------------------------------------------------------------------
 
-    async def watch(self, session_id: str, after_seq: int = 0) -> AsyncIterator[Event]:
+    async def watch(self, session_id: str, after_seq: int = 0, project_id: str = "") -> AsyncIterator[Event]:
         """The session's events after `after_seq` (0: from the oldest kept), then each new one as
-        it is committed: every event once, in seq order, until the caller stops listening."""
+        it is committed: every event once, in seq order, until the caller stops listening or
+        the session is erased with its project (NOT_FOUND then)."""
         if after_seq < 0:
             raise ValidationFailed.of([FieldViolation("after_seq", "must not be negative")])
-        session = await self.get_session(session_id)
+        session = await self.get_session(session_id, project_id)
+        project_id = session.project_id
+        key = (project_id, session_id)
         if after_seq and after_seq < session.first_seq - 1:
             raise HistoryTrimmed(session_id, after_seq, session.first_seq)
         if after_seq > session.last_seq:
             raise AfterSeqAhead(session_id, after_seq, session.last_seq)
         sent = after_seq or session.first_seq - 1
-        query = EventQuery(session_id=session_id)
+        query = EventQuery(session_id=session_id, project_id=project_id)
         while True:
             # Take the signal before reading, so a commit between the read and the wait wakes us.
-            signal = self._signals.signal(session_id)
+            signal = self._signals.signal(key)
             if self._signals.closing:
                 raise Unavailable(
                     f"the memory service is stopping; resume with after_seq={sent}",
@@ -409,10 +425,27 @@ class EventLog:
             if len(batch) == self._watch_batch_events:
                 continue
             if not batch:
-                current = await self._store.get_session(session_id)
-                if current is not None and sent < current.first_seq - 1:
+                current = await self._store.get_session(session_id, project_id)
+                if current is None:
+                    raise SessionNotFound(session_id)  # erased with its project
+                if sent < current.first_seq - 1:
                     raise HistoryTrimmed(session_id, sent, current.first_seq)
             await self._signals.wait(signal, self._watch_poll_seconds)
+
+    # --- deletion ----------------------------------------------------------------------------
+
+    async def delete_project(self, project_id: str) -> int:
+        """Erases the project's sessions and events now, refuses appends to it from now on, and
+        ends its watch streams (here at once, on other replicas within their poll interval).
+        Returns how many sessions were erased; deleting again erases nothing and succeeds."""
+        violations: list[FieldViolation] = []
+        _check_id(project_id, "project_id", violations, required=True)
+        if violations:
+            raise ValidationFailed.of(violations)
+        removed = await self._store.delete_project(project_id, now=self._clock())
+        self._signals.notify_project(project_id)
+        logger.info("project %s deleted: erased %d sessions", project_id, removed)
+        return removed
 
     # --- retention ---------------------------------------------------------------------------
 
@@ -434,89 +467,3 @@ class EventLog:
             raise ValidationFailed.of(violations)
         policy = await self._store.get_retention_policy(project_id)
         return policy or RetentionPolicy(project_id=project_id)
-
-
-class RetentionSweeper:
-    """Removes what the projects' retention policies no longer keep, oldest events first, in
-    small transactions so appends never wait long behind it."""
-
-    def __init__(
-        self,
-        store: EventStore,
-        *,
-        interval_seconds: float,
-        batch_events: int = 500,
-        clock: Clock = utc_now,
-    ) -> None:
-        self._store = store
-        self._interval_seconds = interval_seconds
-        self._batch_events = batch_events
-        self._clock = clock
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="memory-retention-sweeper")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self._interval_seconds)
-            try:
-                removed = await self.sweep()
-            except Exception:
-                logger.exception("retention sweep failed; trying again in %.1fs", self._interval_seconds)
-            else:
-                if removed:
-                    logger.info("retention removed %d events", removed)
-
-    async def sweep(self) -> int:
-        """One pass over every bounded policy. Returns how many events it removed."""
-        removed = 0
-        for policy in await self._store.bounded_retention_policies():
-            removed += await self._sweep_project(policy)
-        return removed
-
-    async def _sweep_project(self, policy: RetentionPolicy) -> int:
-        removed = 0
-        max_events = policy.max_events_per_session or None
-        cutoff = self._clock() - timedelta(seconds=policy.max_age_seconds) if policy.max_age_seconds else None
-        after_id = ""
-        while True:
-            page = await self._store.sessions_to_trim(
-                policy.project_id,
-                more_events_than=max_events,
-                created_before=cutoff,
-                after_id=after_id,
-                limit=100,
-            )
-            for session in page:
-                removed += await self._trim(session, max_events, cutoff)
-            if len(page) < 100:
-                return removed
-            after_id = page[-1].id
-
-    async def _trim(self, session: Session, max_events: int | None, cutoff: datetime | None) -> int:
-        removed = 0
-        first_seq = session.first_seq
-        while True:
-            target = first_seq
-            if max_events is not None:
-                target = max(target, min(session.last_seq - max_events + 1, first_seq + self._batch_events))
-            if cutoff is not None:
-                aged = await self._store.expired_prefix_end(
-                    session.id, from_seq=first_seq, cutoff=cutoff, limit=self._batch_events
-                )
-                target = max(target, aged)
-            if target <= first_seq:
-                return removed
-            removed += await self._store.trim_session(session.id, first_seq=target)
-            first_seq = target
-            # Let appends and reads in between the batches.
-            await asyncio.sleep(0)

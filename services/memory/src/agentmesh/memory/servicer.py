@@ -50,13 +50,13 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def WatchEvents(
         self, request: pb.WatchEventsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.WatchEventsResponse]:
-        async for event in self._log.watch(request.session_id, request.after_seq):
+        async for event in self._log.watch(request.session_id, request.after_seq, request.project_id):
             yield pb.WatchEventsResponse(event=convert.event_to_proto(event))
 
     async def GetSession(
         self, request: pb.GetSessionRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetSessionResponse:
-        session = await self._log.get_session(request.session_id)
+        session = await self._log.get_session(request.session_id, request.project_id)
         return pb.GetSessionResponse(session=convert.session_to_proto(session))
 
     async def ListSessions(
@@ -82,3 +82,9 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     ) -> pb.GetRetentionPolicyResponse:
         policy = await self._log.get_retention_policy(request.project_id)
         return pb.GetRetentionPolicyResponse(policy=convert.retention_policy_to_proto(policy))
+
+    async def DeleteProjectSessions(
+        self, request: pb.DeleteProjectSessionsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteProjectSessionsResponse:
+        deleted = await self._log.delete_project(request.project_id)
+        return pb.DeleteProjectSessionsResponse(deleted_sessions=deleted)

@@ -9,6 +9,10 @@ there and commit in `seq` order; in SQLite the first statement being a write tak
 write lock, and an in-process lock queues this process's writers in front of it. No append reads
 `count(*)` or `max(seq)`: its cost does not grow with the session.
 
+A session is its project's: it is identified by (project_id, session_id), so two projects may use
+the same client-chosen id. An append for a project recorded as deleted is refused in the same
+statement or transaction that would write it.
+
 In PostgreSQL an append naming its project is one statement run outside an explicit transaction
 (one round trip, not BEGIN, upsert, insert and COMMIT): the upsert and the insert are data-modifying
 CTEs of one statement, which is atomic by itself. The checks `admit` makes inside the transaction
@@ -33,6 +37,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from agentmesh.memory.errors import ProjectDeleted
 from agentmesh.memory.models import Event, EventQuery, EventType, NewEvent, RetentionPolicy, Session
 from agentmesh.memory.tables import (
     APPEND_IN_ONE_STATEMENT,
@@ -42,6 +47,7 @@ from agentmesh.memory.tables import (
     ID,
     SESSION_COLUMNS,
     TIME,
+    deleted_project_table,
     event_table,
     retention_table,
     session_table,
@@ -82,9 +88,16 @@ class EventStore(Protocol):
         the database, before writing, instead of in a transaction around the write."""
         ...
 
-    async def events_by_idempotency_key(self, session_id: str, keys: Sequence[str]) -> dict[str, Event]: ...
+    async def events_by_idempotency_key(
+        self, session_id: str, project_id: str, keys: Sequence[str]
+    ) -> dict[str, Event]: ...
 
-    async def get_session(self, session_id: str) -> Session | None: ...
+    async def get_session(self, session_id: str, project_id: str) -> Session | None: ...
+
+    async def sessions_with_id(self, session_id: str, *, limit: int) -> list[Session]:
+        """Sessions of any project with this id (at most `limit`): how a caller that does not
+        name the project finds its session, when the id is unambiguous."""
+        ...
 
     async def list_events(
         self, query: EventQuery, *, after: EventCursor | None, limit: int
@@ -120,10 +133,19 @@ class EventStore(Protocol):
     ) -> list[Session]: ...
 
     async def expired_prefix_end(
-        self, session_id: str, *, from_seq: int, cutoff: datetime, limit: int
+        self, session_id: str, project_id: str, *, from_seq: int, cutoff: datetime, limit: int
     ) -> int: ...
 
-    async def trim_session(self, session_id: str, *, first_seq: int) -> int: ...
+    async def trim_session(self, session_id: str, project_id: str, *, first_seq: int) -> int: ...
+
+    async def delete_project(self, project_id: str, *, now: datetime) -> int:
+        """Records the project as deleted (no append creates a session in it again) and erases
+        its sessions, their events and its retention policy. Returns how many sessions went."""
+        ...
+
+    async def erase_deleted_projects(self) -> int:
+        """Erases what appends racing a project's deletion left behind; how many sessions went."""
+        ...
 
 
 def _utc(moment: datetime) -> datetime:
@@ -156,9 +178,9 @@ def _session(row: Sequence[Any]) -> Session:
 
 def _event_conditions(query: EventQuery) -> list[sa.ColumnElement[bool]]:
     c = event_table.c
-    conditions = (
-        [c.session_id == query.session_id] if query.session_id else [c.project_id == query.project_id]
-    )
+    conditions = [c.project_id == query.project_id]
+    if query.session_id:
+        conditions.append(c.session_id == query.session_id)
     if query.agent:
         conditions.append(c.agent == query.agent)
     if query.event_types:
@@ -256,7 +278,9 @@ class SqlEventStore:
         if row is None:
             # Refused, nothing written: let admit say why. A session that is not there is one the
             # append would create, at seq 0.
-            session = await self.get_session(session_id)
+            if await self._deleted(project_id):
+                raise ProjectDeleted(project_id)
+            session = await self.get_session(session_id, project_id)
             if session is None:
                 admit(project_id, 0)
             else:
@@ -294,7 +318,10 @@ class SqlEventStore:
             "count": count,
         }
         async with self._write() as connection:
-            session_project, last_seq = (await connection.execute(BUMP_LAST_SEQ, parameters)).one()
+            bumped = (await connection.execute(BUMP_LAST_SEQ, parameters)).first()
+            if bumped is None:
+                raise ProjectDeleted(project_id)
+            session_project, last_seq = bumped
             admit(session_project, last_seq - count)
             stored = [
                 Event.model_construct(
@@ -334,9 +361,20 @@ class SqlEventStore:
                 raise
         return stored, last_seq
 
-    async def events_by_idempotency_key(self, session_id: str, keys: Sequence[str]) -> dict[str, Event]:
+    async def _deleted(self, project_id: str) -> bool:
+        statement = sa.select(deleted_project_table.c.project_id).where(
+            deleted_project_table.c.project_id == project_id
+        )
+        async with self._reader.connect() as reader:
+            return (await reader.execute(statement)).first() is not None
+
+    async def events_by_idempotency_key(
+        self, session_id: str, project_id: str, keys: Sequence[str]
+    ) -> dict[str, Event]:
         query = sa.select(*EVENT_COLUMNS).where(
-            event_table.c.session_id == session_id, event_table.c.idempotency_key.in_(list(keys))
+            event_table.c.project_id == project_id,
+            event_table.c.session_id == session_id,
+            event_table.c.idempotency_key.in_(list(keys)),
         )
         async with self._reader.connect() as connection:
             rows = (await connection.execute(query)).all()
@@ -345,11 +383,24 @@ class SqlEventStore:
 
     # --- reading -----------------------------------------------------------------------------
 
-    async def get_session(self, session_id: str) -> Session | None:
-        query = sa.select(*SESSION_COLUMNS).where(session_table.c.id == session_id)
+    async def get_session(self, session_id: str, project_id: str) -> Session | None:
+        query = sa.select(*SESSION_COLUMNS).where(
+            session_table.c.project_id == project_id, session_table.c.id == session_id
+        )
         async with self._reader.connect() as connection:
             row = (await connection.execute(query)).first()
         return _session(row) if row is not None else None
+
+    async def sessions_with_id(self, session_id: str, *, limit: int) -> list[Session]:
+        query = (
+            sa.select(*SESSION_COLUMNS)
+            .where(session_table.c.id == session_id)
+            .order_by(session_table.c.project_id)
+            .limit(limit)
+        )
+        async with self._reader.connect() as connection:
+            rows = (await connection.execute(query)).all()
+        return [_session(row) for row in rows]
 
     async def list_events(self, query: EventQuery, *, after: EventCursor | None, limit: int) -> list[Event]:
         c = event_table.c
@@ -484,13 +535,17 @@ class SqlEventStore:
         return [_session(row) for row in rows]
 
     async def expired_prefix_end(
-        self, session_id: str, *, from_seq: int, cutoff: datetime, limit: int
+        self, session_id: str, project_id: str, *, from_seq: int, cutoff: datetime, limit: int
     ) -> int:
         """The seq after the longest run of events older than `cutoff`, starting at `from_seq` and
         looking at no more than `limit` events (`from_seq` itself when the first is not old)."""
         statement = (
             sa.select(event_table.c.seq, event_table.c.created_at)
-            .where(event_table.c.session_id == session_id, event_table.c.seq >= from_seq)
+            .where(
+                event_table.c.project_id == project_id,
+                event_table.c.session_id == session_id,
+                event_table.c.seq >= from_seq,
+            )
             .order_by(event_table.c.seq)
             .limit(limit)
         )
@@ -503,7 +558,7 @@ class SqlEventStore:
             end = seq + 1
         return end
 
-    async def trim_session(self, session_id: str, *, first_seq: int) -> int:
+    async def trim_session(self, session_id: str, project_id: str, *, first_seq: int) -> int:
         """Removes the session's events below `first_seq` and records that they are gone, in one
         transaction. Returns how many events were removed."""
         c = session_table.c
@@ -511,13 +566,48 @@ class SqlEventStore:
         # opposite orders.
         advance = (
             sa.update(session_table)
-            .where(c.id == session_id, c.first_seq < first_seq, c.last_seq + 1 >= first_seq)
+            .where(
+                c.project_id == project_id,
+                c.id == session_id,
+                c.first_seq < first_seq,
+                c.last_seq + 1 >= first_seq,
+            )
             .values(first_seq=first_seq)
         )
         delete = sa.delete(event_table).where(
-            event_table.c.session_id == session_id, event_table.c.seq < first_seq
+            event_table.c.project_id == project_id,
+            event_table.c.session_id == session_id,
+            event_table.c.seq < first_seq,
         )
         async with self._write() as connection:
             if (await connection.execute(advance)).rowcount == 0:
                 return 0
             return (await connection.execute(delete)).rowcount
+
+    # --- deletion ----------------------------------------------------------------------------
+
+    async def delete_project(self, project_id: str, *, now: datetime) -> int:
+        record = (
+            self._upsert(deleted_project_table)
+            .values(project_id=project_id, deleted_at=now)
+            .on_conflict_do_nothing(index_elements=[deleted_project_table.c.project_id])
+        )
+        async with self._write() as connection:
+            # The record first: an append that commits after this transaction finds it.
+            await connection.execute(record)
+            await connection.execute(sa.delete(event_table).where(event_table.c.project_id == project_id))
+            removed = await connection.execute(
+                sa.delete(session_table).where(session_table.c.project_id == project_id)
+            )
+            policy = sa.delete(retention_table).where(retention_table.c.project_id == project_id)
+            await connection.execute(policy)
+        return removed.rowcount
+
+    async def erase_deleted_projects(self) -> int:
+        deleted = sa.select(deleted_project_table.c.project_id)
+        async with self._write() as connection:
+            await connection.execute(sa.delete(event_table).where(event_table.c.project_id.in_(deleted)))
+            removed = await connection.execute(
+                sa.delete(session_table).where(session_table.c.project_id.in_(deleted))
+            )
+        return removed.rowcount

@@ -13,24 +13,28 @@ JSON = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 ID = sa.String(255)
 TIME = sa.DateTime(timezone=True)
 
+# A session is its project's: its id is the client's and unique only within the project, so two
+# projects never collide on one (migration 0002_project_sessions).
 session_table = sa.Table(
     "memory_sessions",
     metadata,
-    sa.Column("id", ID, primary_key=True),
+    sa.Column("id", ID, nullable=False),
     sa.Column("project_id", ID, nullable=False),
     sa.Column("agent", ID, nullable=False),
     sa.Column("created_at", TIME, nullable=False),
     sa.Column("updated_at", TIME, nullable=False),
     sa.Column("last_seq", sa.BigInteger, nullable=False),
     sa.Column("first_seq", sa.BigInteger, nullable=False),
+    sa.PrimaryKeyConstraint("project_id", "id", name="pk_memory_sessions"),
     sa.Index("ix_memory_sessions_project_activity", "project_id", "updated_at", "id"),
+    sa.Index("ix_memory_sessions_id", "id"),
 )
 
 event_table = sa.Table(
     "memory_events",
     metadata,
-    sa.Column("session_id", ID, sa.ForeignKey("memory_sessions.id", ondelete="CASCADE"), primary_key=True),
-    sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("session_id", ID, nullable=False),
+    sa.Column("seq", sa.BigInteger, nullable=False, autoincrement=False),
     sa.Column("id", sa.String(36), nullable=False),
     sa.Column("project_id", ID, nullable=False),
     sa.Column("agent", ID, nullable=False),
@@ -44,11 +48,20 @@ event_table = sa.Table(
     sa.Column("span_id", sa.String(16), nullable=False),
     sa.Column("idempotency_key", ID, nullable=True),
     sa.Column("created_at", TIME, nullable=False),
+    sa.PrimaryKeyConstraint("project_id", "session_id", "seq", name="pk_memory_events"),
+    sa.ForeignKeyConstraint(
+        ["project_id", "session_id"],
+        ["memory_sessions.project_id", "memory_sessions.id"],
+        name="fk_memory_events_session",
+        ondelete="CASCADE",
+    ),
     sa.UniqueConstraint("id", name="uq_memory_events_id"),
     # NULL keys (no key given) never collide, in both databases.
-    sa.UniqueConstraint("session_id", "idempotency_key", name="uq_memory_events_idempotency_key"),
+    sa.UniqueConstraint(
+        "project_id", "session_id", "idempotency_key", name="uq_memory_events_idempotency_key"
+    ),
     # An agent's window in a session (the executor's context): newest N by seq, no full scan.
-    sa.Index("ix_memory_events_session_agent_seq", "session_id", "agent", "seq"),
+    sa.Index("ix_memory_events_session_agent_seq", "project_id", "session_id", "agent", "seq"),
     # One agent's events across a project's sessions, in time order.
     sa.Index("ix_memory_events_project_agent_time", "project_id", "agent", "created_at", "session_id", "seq"),
 )
@@ -60,6 +73,15 @@ retention_table = sa.Table(
     sa.Column("max_age_seconds", sa.BigInteger, nullable=False),
     sa.Column("max_events_per_session", sa.BigInteger, nullable=False),
     sa.Column("updated_at", TIME, nullable=False),
+)
+
+# Projects deleted in the registry: their sessions are erased and no append may create one again
+# (an executor's run in flight, a gateway's remembered grant). Project ids are never reused.
+deleted_project_table = sa.Table(
+    "memory_deleted_projects",
+    metadata,
+    sa.Column("project_id", ID, primary_key=True),
+    sa.Column("deleted_at", TIME, nullable=False),
 )
 
 EVENT_COLUMNS = (
@@ -89,14 +111,18 @@ SESSION_COLUMNS = (
     session_table.c.first_seq,
 )
 
-# Creates the session or moves its last_seq on by :count, returning the new value; in PostgreSQL it
-# also locks the session row until commit. Text, because SQLAlchemy 2.0 does not cache the
-# compiled form of the dialects' INSERT … ON CONFLICT constructs, and this runs on every append.
+# Creates the session or moves its last_seq on by :count, returning the new value (no row for a
+# deleted project); in PostgreSQL it also locks the session row until commit. Text, because
+# SQLAlchemy 2.0 does not cache the compiled form of the dialects' INSERT … ON CONFLICT
+# constructs, and this runs on every append.
 BUMP_LAST_SEQ = (
     sa.text(
         "INSERT INTO memory_sessions (id, project_id, agent, created_at, updated_at, last_seq, first_seq) "
-        "VALUES (:id, :project_id, :agent, :now, :now, :count, 1) "
-        "ON CONFLICT (id) DO UPDATE SET last_seq = memory_sessions.last_seq + :count, updated_at = :now "
+        "SELECT :id, :project_id, :agent, :now, :now, :count, 1 "
+        "WHERE NOT EXISTS (SELECT 1 FROM memory_deleted_projects WHERE project_id = :project_id) "
+        "ON CONFLICT (project_id, id) DO UPDATE "
+        "SET last_seq = memory_sessions.last_seq + :count, updated_at = :now "
+        "WHERE NOT EXISTS (SELECT 1 FROM memory_deleted_projects WHERE project_id = :project_id) "
         "RETURNING project_id, last_seq"
     )
     .bindparams(
@@ -128,20 +154,23 @@ EVENT_ARRAYS = (
 # :expected; its row lock serializes the writers of a session as in the transaction. A session not
 # yet there cannot be at a positive :expected, so it is not created then (a session the snapshot
 # misses but a concurrent append creates conflicts, and is checked, as any other). `stored` numbers
-# the batch below the new last_seq. No row back: `bump` refused, and nothing was written.
+# the batch below the new last_seq. Neither happens for a deleted project. No row back: `bump`
+# refused, and nothing was written.
 APPEND_IN_ONE_STATEMENT = (
     sa.text(
         "WITH bump AS ("
         "INSERT INTO memory_sessions (id, project_id, agent, created_at, updated_at, last_seq, first_seq) "
         "SELECT CAST(:session_id AS TEXT), CAST(:project_id AS TEXT), CAST(:agent AS TEXT), "
         "CAST(:now AS TIMESTAMPTZ), CAST(:now AS TIMESTAMPTZ), CAST(:count AS BIGINT), 1 "
-        "WHERE CAST(:expected AS BIGINT) IS NULL OR CAST(:expected AS BIGINT) = 0 "
-        "OR EXISTS (SELECT FROM memory_sessions WHERE id = CAST(:session_id AS TEXT)) "
-        "ON CONFLICT (id) DO UPDATE "
+        "WHERE (CAST(:expected AS BIGINT) IS NULL OR CAST(:expected AS BIGINT) = 0 "
+        "OR EXISTS (SELECT FROM memory_sessions WHERE project_id = CAST(:project_id AS TEXT) "
+        "AND id = CAST(:session_id AS TEXT))) "
+        "AND NOT EXISTS (SELECT FROM memory_deleted_projects WHERE project_id = CAST(:project_id AS TEXT)) "
+        "ON CONFLICT (project_id, id) DO UPDATE "
         "SET last_seq = memory_sessions.last_seq + CAST(:count AS BIGINT), "
         "updated_at = CAST(:now AS TIMESTAMPTZ) "
-        "WHERE memory_sessions.project_id = CAST(:project_id AS TEXT) AND (CAST(:expected AS BIGINT) IS NULL "
-        "OR memory_sessions.last_seq = CAST(:expected AS BIGINT)) "
+        "WHERE (CAST(:expected AS BIGINT) IS NULL OR memory_sessions.last_seq = CAST(:expected AS BIGINT)) "
+        "AND NOT EXISTS (SELECT FROM memory_deleted_projects WHERE project_id = CAST(:project_id AS TEXT)) "
         "RETURNING project_id, last_seq"
         "), stored AS ("
         "INSERT INTO memory_events (session_id, seq, id, project_id, agent, event_type, content, metadata, "

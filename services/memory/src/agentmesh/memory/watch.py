@@ -12,34 +12,42 @@ from __future__ import annotations
 import asyncio
 import weakref
 
+# A session: its project and its id.
+SessionKey = tuple[str, str]
+
 
 class SessionSignals:
     """One wake-up signal per watched session, replaced each time it fires."""
 
     def __init__(self) -> None:
         # Weak values: a session nobody watches any more holds no memory here.
-        self._signals: weakref.WeakValueDictionary[str, asyncio.Event] = weakref.WeakValueDictionary()
+        self._signals: weakref.WeakValueDictionary[SessionKey, asyncio.Event] = weakref.WeakValueDictionary()
         self._closing = asyncio.Event()
 
     @property
     def closing(self) -> bool:
         return self._closing.is_set()
 
-    def signal(self, session_id: str) -> asyncio.Event:
-        """The event the next commit to `session_id` (or closing) will set."""
-        signal = self._signals.get(session_id)
+    def signal(self, session: SessionKey) -> asyncio.Event:
+        """The event the next commit to `session` (or closing) will set."""
+        signal = self._signals.get(session)
         if signal is None:
             signal = asyncio.Event()
             if self._closing.is_set():
                 signal.set()
-            self._signals[session_id] = signal
+            self._signals[session] = signal
         return signal
 
-    def notify(self, session_id: str) -> None:
-        """Called after a commit to `session_id`: wakes its watchers."""
-        signal = self._signals.pop(session_id, None)
+    def notify(self, session: SessionKey) -> None:
+        """Called after a commit to `session`: wakes its watchers."""
+        signal = self._signals.pop(session, None)
         if signal is not None:
             signal.set()
+
+    def notify_project(self, project_id: str) -> None:
+        """Called after the project's sessions were erased: wakes every watcher of one of them."""
+        for session in [key for key in list(self._signals.keys()) if key[0] == project_id]:
+            self.notify(session)
 
     def close(self) -> None:
         """Wakes every watcher for good (the service is stopping)."""

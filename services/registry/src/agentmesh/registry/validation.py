@@ -9,6 +9,7 @@ from collections.abc import Iterable
 
 from agentmesh.registry.models import AgentConfig, AgentKind, AgentTypeFields, McpServer, ProjectFields
 from agentmesh.runtime.errors import FieldViolation
+from agentmesh.runtime.limits import MAX_JSON_DEPTH, json_depth
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 DNS_LABEL_RULE = "must be a DNS label: 1-63 characters a-z, 0-9 and '-', not starting or ending with '-'"
@@ -54,8 +55,9 @@ def check_registration(email: str, password: str, first_name: str, last_name: st
         violations.append(FieldViolation("password", f"must be at least {MIN_PASSWORD} characters"))
     elif len(password) > MAX_PASSWORD:
         violations.append(FieldViolation("password", f"must be at most {MAX_PASSWORD} characters"))
-    violations += _max_length("first_name", first_name, MAX_PERSON_NAME)
-    violations += _max_length("last_name", last_name, MAX_PERSON_NAME)
+    for field, value in (("first_name", first_name), ("last_name", last_name)):
+        violations += _max_length(field, value, MAX_PERSON_NAME)
+        violations += _printable(field, value)
     return violations
 
 
@@ -73,6 +75,7 @@ def check_agent_type(fields: AgentTypeFields, *, prefix: str = "agent_type") -> 
     violations += _agent_refs(f"{prefix}.sub_agents", fields.sub_agents)
     violations += _range(f"{prefix}.max_steps", fields.max_steps, 0, MAX_MAX_STEPS)
     violations += _range(f"{prefix}.max_iterations", fields.max_iterations, 0, MAX_MAX_ITERATIONS)
+    violations += _shallow(f"{prefix}.model_params", fields.model_params)
     return violations
 
 
@@ -152,6 +155,7 @@ def check_agent_config(
                 FieldViolation(path, f"no agent named {', '.join(map(repr, unknown))} in this project")
             )
     if config.mock_responses is not None:
+        violations += _shallow(f"{prefix}.mock_responses", config.mock_responses)
         for index, item in enumerate(config.mock_responses):
             if not isinstance(item, str | dict):
                 violations.append(
@@ -165,6 +169,7 @@ def _name_and_slug(prefix: str, name: str, slug: str) -> list[FieldViolation]:
     if not name.strip():
         violations.append(FieldViolation(f"{prefix}.name", "is required"))
     violations += _max_length(f"{prefix}.name", name, MAX_DISPLAY_NAME)
+    violations += _printable(f"{prefix}.name", name)
     if not slug:
         violations.append(FieldViolation(f"{prefix}.slug", "is required (none can be made from the name)"))
     elif not is_dns_label(slug):
@@ -175,6 +180,22 @@ def _name_and_slug(prefix: str, name: str, slug: str) -> list[FieldViolation]:
 def _max_length(field: str, value: str, limit: int) -> list[FieldViolation]:
     if len(value) > limit:
         return [FieldViolation(field, f"must be at most {limit} characters")]
+    return []
+
+
+def _printable(field: str, value: str) -> list[FieldViolation]:
+    # Control characters (ESC, BEL, newlines) in a name rewrite the terminal or log line that
+    # shows it; a surrogate cannot be stored.
+    if not value.isprintable():
+        return [FieldViolation(field, "must not contain control characters")]
+    return []
+
+
+def _shallow(field: str, value: object) -> list[FieldViolation]:
+    if json_depth(value) > MAX_JSON_DEPTH:
+        return [
+            FieldViolation(field, f"must not nest objects and arrays more than {MAX_JSON_DEPTH} levels deep")
+        ]
     return []
 
 

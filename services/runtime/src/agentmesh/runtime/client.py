@@ -20,7 +20,7 @@ async def unary(
     try:
         return await method(request, timeout=timeout, metadata=metadata)
     except grpc.aio.AioRpcError as error:
-        raise from_rpc_error(error) from None
+        raise from_rpc_error(error, method=_method_name(method)) from None
 
 
 async def stream(
@@ -33,6 +33,13 @@ async def stream(
         async for response in call:
             yield response
     except grpc.aio.AioRpcError as error:
-        raise from_rpc_error(error) from None
+        raise from_rpc_error(error, method=_method_name(method)) from None
     finally:
         call.cancel()
+
+
+def _method_name(method: Any) -> str:
+    """The full method name of a stub's multi-callable (grpc.aio keeps it as bytes), to say which
+    service a transport failure concerns; "" when it cannot be read."""
+    name = getattr(method, "_method", b"")
+    return name.decode() if isinstance(name, bytes) else str(name or "")

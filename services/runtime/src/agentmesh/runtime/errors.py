@@ -7,6 +7,8 @@ given); `from_rpc_error` turns such a status back into the same typed exception 
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -15,7 +17,18 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+logger = logging.getLogger(__name__)
+
 ERROR_DOMAIN = "agentmesh.dev"
+# The reason of a call that failed in transport (the peer could not be reached, the connection
+# broke): gRPC itself ended it, not the peer's code. Its metadata names the peer service.
+PEER_UNAVAILABLE = "PEER_UNAVAILABLE"
+# ErrorInfo metadata: which service a transport failure concerns ("registry", "memory", …).
+PEER_SERVICE = "service"
+# Addresses as gRPC core writes them into its messages (ipv4:127.0.0.1:38154, [::1]:50051, …).
+_ADDRESS = re.compile(
+    r"\b(?:ipv4|ipv6|unix|dns):[^\s,;)]+|\[[0-9a-fA-F:]+\]:\d+|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?"
+)
 
 
 @dataclass(frozen=True)
@@ -102,6 +115,13 @@ class ValidationFailed(InvalidArgument):
         fields = ", ".join(dict.fromkeys(v.field for v in violations))
         details = "; ".join(f"{v.field}: {v.description}" for v in violations)
         return cls(f"invalid {fields} ({details})", violations=violations)
+
+
+class MalformedRequest(InvalidArgument):
+    """The request's bytes are not a message of the method's request type (a corrupt wire
+    format, invalid UTF-8 in a string, nesting past protobuf's depth limit)."""
+
+    default_reason = "MALFORMED_REQUEST"
 
 
 class NotFound(DomainError):
@@ -201,14 +221,51 @@ def error_for_code(code: grpc.StatusCode) -> type[DomainError]:
     return _BY_CODE.get(code, Internal)
 
 
-def from_rpc_error(error: grpc.RpcError) -> DomainError:
-    """Maps a failed call back to the typed error the server raised, reason and violations kept."""
+def from_rpc_error(error: grpc.RpcError, *, method: str = "") -> DomainError:
+    """Maps a failed call back to the typed error the server raised, reason and violations kept.
+
+    A failure without a rich status was not raised by the peer's code: gRPC ended the call (the
+    peer could not be reached, the connection broke, the deadline passed). Its text is gRPC
+    core's, with the peer's address in it, so it is logged for operators and replaced, for
+    callers, by what failed in their terms: which service (from `method`, the full method name)."""
     code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
     message = (error.details() if hasattr(error, "details") else None) or code.name
     status = rpc_status.from_call(error) if hasattr(error, "trailing_metadata") else None
     if status is None:
-        return error_for_code(code)(message, reason=code.name)
+        return _transport_error(code, message, method)
     return from_status_proto(status)
+
+
+def peer_service(method: str) -> str:
+    """The service a full method name belongs to: "registry" for
+    /agentmesh.registry.v1.RegistryService/Login, else the service's own name."""
+    service = method.lstrip("/").partition("/")[0]
+    parts = service.split(".")
+    if len(parts) >= 3 and parts[0] == "agentmesh":
+        return parts[1]
+    return parts[-1] or "peer"
+
+
+def _transport_error(code: grpc.StatusCode, details: str, method: str) -> DomainError:
+    service = peer_service(method) if method else "peer"
+    logger.warning("call %s failed in transport: %s: %s", method or "?", code.name, details)
+    metadata = {PEER_SERVICE: service}
+    if code is grpc.StatusCode.UNAVAILABLE:
+        return Unavailable(
+            f"the {service} service is unavailable", reason=PEER_UNAVAILABLE, metadata=metadata
+        )
+    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+        return DeadlineExceeded(f"the {service} service did not answer in time", metadata=metadata)
+    return error_for_code(code)(
+        f"the call to the {service} service failed: {scrub_addresses(details)}",
+        reason=code.name,
+        metadata=metadata,
+    )
+
+
+def scrub_addresses(text: str) -> str:
+    """`text` with network addresses replaced by "<address>"."""
+    return _ADDRESS.sub("<address>", text)
 
 
 def from_status_proto(status: status_pb2.Status) -> DomainError:

@@ -1,6 +1,9 @@
 """gRPC interceptors shared by every service.
 
-Server side, one interceptor per call: continues the caller's W3C trace context in a SERVER span,
+Server side, one interceptor per call: refuses a request that does not decode (a corrupt wire
+format, invalid UTF-8 in a string, nesting past protobuf's depth limit) with INVALID_ARGUMENT
+rather than the UNKNOWN grpc answers by itself, continues the caller's W3C trace context in a
+SERVER span,
 remembers the caller's deadline and token for outgoing calls, turns a `DomainError` into a rich
 status (anything else into INTERNAL with a generic message, logged with the trace id), and records
 the call's duration and status code (`rpc.server.call.duration`). A call the client cancelled is
@@ -35,7 +38,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from agentmesh.runtime import metrics, telemetry
-from agentmesh.runtime.errors import DomainError
+from agentmesh.runtime.errors import DomainError, MalformedRequest
 from agentmesh.runtime.identity import AUTHORIZATION, current_token
 
 logger = logging.getLogger(__name__)
@@ -93,11 +96,43 @@ class _Method:
         self.service, self.method = _split_method(full_method)
 
 
+class _Undecodable:
+    """What the wrapped deserializer hands on for bytes that do not decode: grpc would end the
+    call with UNKNOWN on its own, so the behaviour refuses it, as any bad input, with its own
+    status."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def _decoding(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserializer is None:
+        return None
+
+    def decode(raw: bytes) -> Any:
+        try:
+            return deserializer(raw)
+        except Exception as error:  # DecodeError, and whatever a custom deserializer raises
+            return _Undecodable(error)
+
+    return decode
+
+
+def _check_decoded(request: Any, method: _Method) -> None:
+    if isinstance(request, _Undecodable):
+        raise MalformedRequest(
+            f"the request is not a valid {method.method} request message: {request.error}",
+            metadata={"method": method.span_name},
+        )
+
+
 def _wrap_handler(handler: grpc.RpcMethodHandler, method: _Method) -> grpc.RpcMethodHandler:
     if handler.unary_unary:
         return grpc.unary_unary_rpc_method_handler(
             _wrap_unary(handler.unary_unary, method),
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=_decoding(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )
     if handler.unary_stream:
@@ -107,7 +142,7 @@ def _wrap_handler(handler: grpc.RpcMethodHandler, method: _Method) -> grpc.RpcMe
         wrap = _wrap_unary if inspect.iscoroutinefunction(handler.unary_stream) else _wrap_stream
         return grpc.unary_stream_rpc_method_handler(
             wrap(handler.unary_stream, method),
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=_decoding(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )
     return handler  # client- and bidi-streaming methods (reflection): not in agentmesh's API
@@ -200,6 +235,7 @@ def _wrap_unary(behavior: Callable[..., Awaitable[Any]], method: _Method):
         token = otel_context.attach(trace.set_span_in_context(call.span))
         code = grpc.StatusCode.OK
         try:
+            _check_decoded(request, method)
             response = await behavior(request, context)
             code = _context_code(context, grpc.StatusCode.OK)
             return response
@@ -225,6 +261,7 @@ def _wrap_stream(behavior: Callable[..., AsyncIterator[Any]], method: _Method):
         token = otel_context.attach(trace.set_span_in_context(call.span))
         code = grpc.StatusCode.OK
         try:
+            _check_decoded(request, method)
             async for response in behavior(request, context):
                 yield response
             code = _context_code(context, grpc.StatusCode.OK)

@@ -475,7 +475,9 @@ type WatchEventsRequest struct {
 	// The session.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Replay from the event after this seq (0 = from the oldest event retention kept).
-	AfterSeq      int64 `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	AfterSeq int64 `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	// The session's project; without it the session id must be unique across projects.
+	ProjectId     string `protobuf:"bytes,3,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -522,6 +524,13 @@ func (x *WatchEventsRequest) GetAfterSeq() int64 {
 		return x.AfterSeq
 	}
 	return 0
+}
+
+func (x *WatchEventsRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
 }
 
 // WatchEventsResponse is one item of WatchEvents.
@@ -574,7 +583,9 @@ func (x *WatchEventsResponse) GetEvent() *Event {
 type GetSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The session.
-	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The session's project; without it the session id must be unique across projects.
+	ProjectId     string `protobuf:"bytes,2,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -612,6 +623,13 @@ func (*GetSessionRequest) Descriptor() ([]byte, []int) {
 func (x *GetSessionRequest) GetSessionId() string {
 	if x != nil {
 		return x.SessionId
+	}
+	return ""
+}
+
+func (x *GetSessionRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
 	}
 	return ""
 }
@@ -983,6 +1001,98 @@ func (x *GetRetentionPolicyResponse) GetPolicy() *RetentionPolicy {
 	return nil
 }
 
+// DeleteProjectSessionsRequest is the input of DeleteProjectSessions.
+type DeleteProjectSessionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The deleted project.
+	ProjectId     string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteProjectSessionsRequest) Reset() {
+	*x = DeleteProjectSessionsRequest{}
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteProjectSessionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteProjectSessionsRequest) ProtoMessage() {}
+
+func (x *DeleteProjectSessionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteProjectSessionsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteProjectSessionsRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *DeleteProjectSessionsRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+// DeleteProjectSessionsResponse is the output of DeleteProjectSessions.
+type DeleteProjectSessionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many sessions were erased.
+	DeletedSessions int64 `protobuf:"varint,1,opt,name=deleted_sessions,json=deletedSessions,proto3" json:"deleted_sessions,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DeleteProjectSessionsResponse) Reset() {
+	*x = DeleteProjectSessionsResponse{}
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteProjectSessionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteProjectSessionsResponse) ProtoMessage() {}
+
+func (x *DeleteProjectSessionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteProjectSessionsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteProjectSessionsResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DeleteProjectSessionsResponse) GetDeletedSessions() int64 {
+	if x != nil {
+		return x.DeletedSessions
+	}
+	return 0
+}
+
 var File_agentmesh_memory_v1_memory_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
@@ -1034,16 +1144,20 @@ const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
 	"\x06events\x18\x01 \x03(\v2\x1a.agentmesh.memory.v1.EventR\x06events\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x1d\n" +
 	"\n" +
-	"total_size\x18\x03 \x01(\x03R\ttotalSize\"P\n" +
+	"total_size\x18\x03 \x01(\x03R\ttotalSize\"o\n" +
 	"\x12WatchEventsRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
-	"\tafter_seq\x18\x02 \x01(\x03R\bafterSeq\"G\n" +
+	"\tafter_seq\x18\x02 \x01(\x03R\bafterSeq\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x03 \x01(\tR\tprojectId\"G\n" +
 	"\x13WatchEventsResponse\x120\n" +
-	"\x05event\x18\x01 \x01(\v2\x1a.agentmesh.memory.v1.EventR\x05event\"2\n" +
+	"\x05event\x18\x01 \x01(\v2\x1a.agentmesh.memory.v1.EventR\x05event\"Q\n" +
 	"\x11GetSessionRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"L\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x02 \x01(\tR\tprojectId\"L\n" +
 	"\x12GetSessionResponse\x126\n" +
 	"\asession\x18\x01 \x01(\v2\x1c.agentmesh.memory.v1.SessionR\asession\"\x84\x01\n" +
 	"\x13ListSessionsRequest\x12\x1d\n" +
@@ -1066,7 +1180,12 @@ const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
 	"\n" +
 	"project_id\x18\x01 \x01(\tR\tprojectId\"Z\n" +
 	"\x1aGetRetentionPolicyResponse\x12<\n" +
-	"\x06policy\x18\x01 \x01(\v2$.agentmesh.memory.v1.RetentionPolicyR\x06policy2\xe9\x05\n" +
+	"\x06policy\x18\x01 \x01(\v2$.agentmesh.memory.v1.RetentionPolicyR\x06policy\"=\n" +
+	"\x1cDeleteProjectSessionsRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\"J\n" +
+	"\x1dDeleteProjectSessionsResponse\x12)\n" +
+	"\x10deleted_sessions\x18\x01 \x01(\x03R\x0fdeletedSessions2\xe9\x06\n" +
 	"\rMemoryService\x12c\n" +
 	"\fAppendEvents\x12(.agentmesh.memory.v1.AppendEventsRequest\x1a).agentmesh.memory.v1.AppendEventsResponse\x12]\n" +
 	"\n" +
@@ -1076,7 +1195,8 @@ const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
 	"GetSession\x12&.agentmesh.memory.v1.GetSessionRequest\x1a'.agentmesh.memory.v1.GetSessionResponse\x12c\n" +
 	"\fListSessions\x12(.agentmesh.memory.v1.ListSessionsRequest\x1a).agentmesh.memory.v1.ListSessionsResponse\x12u\n" +
 	"\x12SetRetentionPolicy\x12..agentmesh.memory.v1.SetRetentionPolicyRequest\x1a/.agentmesh.memory.v1.SetRetentionPolicyResponse\x12u\n" +
-	"\x12GetRetentionPolicy\x12..agentmesh.memory.v1.GetRetentionPolicyRequest\x1a/.agentmesh.memory.v1.GetRetentionPolicyResponseB\xe4\x01\n" +
+	"\x12GetRetentionPolicy\x12..agentmesh.memory.v1.GetRetentionPolicyRequest\x1a/.agentmesh.memory.v1.GetRetentionPolicyResponse\x12~\n" +
+	"\x15DeleteProjectSessions\x121.agentmesh.memory.v1.DeleteProjectSessionsRequest\x1a2.agentmesh.memory.v1.DeleteProjectSessionsResponseB\xe4\x01\n" +
 	"\x17com.agentmesh.memory.v1B\x12MemoryServiceProtoP\x01ZGgithub.com/agentmesh/agentmesh/sdks/go/gen/agentmesh/memory/v1;memoryv1\xa2\x02\x03AMX\xaa\x02\x13Agentmesh.Memory.V1\xca\x02\x13Agentmesh\\Memory\\V1\xe2\x02\x1fAgentmesh\\Memory\\V1\\GPBMetadata\xea\x02\x15Agentmesh::Memory::V1b\x06proto3"
 
 var (
@@ -1091,42 +1211,44 @@ func file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_memory_v1_memory_service_proto_rawDescData
 }
 
-var file_agentmesh_memory_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_agentmesh_memory_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_agentmesh_memory_v1_memory_service_proto_goTypes = []any{
-	(*NewEvent)(nil),                   // 0: agentmesh.memory.v1.NewEvent
-	(*AppendEventsRequest)(nil),        // 1: agentmesh.memory.v1.AppendEventsRequest
-	(*AppendEventsResponse)(nil),       // 2: agentmesh.memory.v1.AppendEventsResponse
-	(*ListEventsRequest)(nil),          // 3: agentmesh.memory.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),         // 4: agentmesh.memory.v1.ListEventsResponse
-	(*WatchEventsRequest)(nil),         // 5: agentmesh.memory.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),        // 6: agentmesh.memory.v1.WatchEventsResponse
-	(*GetSessionRequest)(nil),          // 7: agentmesh.memory.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),         // 8: agentmesh.memory.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),        // 9: agentmesh.memory.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),       // 10: agentmesh.memory.v1.ListSessionsResponse
-	(*SetRetentionPolicyRequest)(nil),  // 11: agentmesh.memory.v1.SetRetentionPolicyRequest
-	(*SetRetentionPolicyResponse)(nil), // 12: agentmesh.memory.v1.SetRetentionPolicyResponse
-	(*GetRetentionPolicyRequest)(nil),  // 13: agentmesh.memory.v1.GetRetentionPolicyRequest
-	(*GetRetentionPolicyResponse)(nil), // 14: agentmesh.memory.v1.GetRetentionPolicyResponse
-	(EventType)(0),                     // 15: agentmesh.memory.v1.EventType
-	(*structpb.Struct)(nil),            // 16: google.protobuf.Struct
-	(*Event)(nil),                      // 17: agentmesh.memory.v1.Event
-	(*Session)(nil),                    // 18: agentmesh.memory.v1.Session
-	(*RetentionPolicy)(nil),            // 19: agentmesh.memory.v1.RetentionPolicy
+	(*NewEvent)(nil),                      // 0: agentmesh.memory.v1.NewEvent
+	(*AppendEventsRequest)(nil),           // 1: agentmesh.memory.v1.AppendEventsRequest
+	(*AppendEventsResponse)(nil),          // 2: agentmesh.memory.v1.AppendEventsResponse
+	(*ListEventsRequest)(nil),             // 3: agentmesh.memory.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),            // 4: agentmesh.memory.v1.ListEventsResponse
+	(*WatchEventsRequest)(nil),            // 5: agentmesh.memory.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),           // 6: agentmesh.memory.v1.WatchEventsResponse
+	(*GetSessionRequest)(nil),             // 7: agentmesh.memory.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),            // 8: agentmesh.memory.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),           // 9: agentmesh.memory.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),          // 10: agentmesh.memory.v1.ListSessionsResponse
+	(*SetRetentionPolicyRequest)(nil),     // 11: agentmesh.memory.v1.SetRetentionPolicyRequest
+	(*SetRetentionPolicyResponse)(nil),    // 12: agentmesh.memory.v1.SetRetentionPolicyResponse
+	(*GetRetentionPolicyRequest)(nil),     // 13: agentmesh.memory.v1.GetRetentionPolicyRequest
+	(*GetRetentionPolicyResponse)(nil),    // 14: agentmesh.memory.v1.GetRetentionPolicyResponse
+	(*DeleteProjectSessionsRequest)(nil),  // 15: agentmesh.memory.v1.DeleteProjectSessionsRequest
+	(*DeleteProjectSessionsResponse)(nil), // 16: agentmesh.memory.v1.DeleteProjectSessionsResponse
+	(EventType)(0),                        // 17: agentmesh.memory.v1.EventType
+	(*structpb.Struct)(nil),               // 18: google.protobuf.Struct
+	(*Event)(nil),                         // 19: agentmesh.memory.v1.Event
+	(*Session)(nil),                       // 20: agentmesh.memory.v1.Session
+	(*RetentionPolicy)(nil),               // 21: agentmesh.memory.v1.RetentionPolicy
 }
 var file_agentmesh_memory_v1_memory_service_proto_depIdxs = []int32{
-	15, // 0: agentmesh.memory.v1.NewEvent.event_type:type_name -> agentmesh.memory.v1.EventType
-	16, // 1: agentmesh.memory.v1.NewEvent.metadata:type_name -> google.protobuf.Struct
+	17, // 0: agentmesh.memory.v1.NewEvent.event_type:type_name -> agentmesh.memory.v1.EventType
+	18, // 1: agentmesh.memory.v1.NewEvent.metadata:type_name -> google.protobuf.Struct
 	0,  // 2: agentmesh.memory.v1.AppendEventsRequest.events:type_name -> agentmesh.memory.v1.NewEvent
-	17, // 3: agentmesh.memory.v1.AppendEventsResponse.events:type_name -> agentmesh.memory.v1.Event
-	15, // 4: agentmesh.memory.v1.ListEventsRequest.event_types:type_name -> agentmesh.memory.v1.EventType
-	17, // 5: agentmesh.memory.v1.ListEventsResponse.events:type_name -> agentmesh.memory.v1.Event
-	17, // 6: agentmesh.memory.v1.WatchEventsResponse.event:type_name -> agentmesh.memory.v1.Event
-	18, // 7: agentmesh.memory.v1.GetSessionResponse.session:type_name -> agentmesh.memory.v1.Session
-	18, // 8: agentmesh.memory.v1.ListSessionsResponse.sessions:type_name -> agentmesh.memory.v1.Session
-	19, // 9: agentmesh.memory.v1.SetRetentionPolicyRequest.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
-	19, // 10: agentmesh.memory.v1.SetRetentionPolicyResponse.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
-	19, // 11: agentmesh.memory.v1.GetRetentionPolicyResponse.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
+	19, // 3: agentmesh.memory.v1.AppendEventsResponse.events:type_name -> agentmesh.memory.v1.Event
+	17, // 4: agentmesh.memory.v1.ListEventsRequest.event_types:type_name -> agentmesh.memory.v1.EventType
+	19, // 5: agentmesh.memory.v1.ListEventsResponse.events:type_name -> agentmesh.memory.v1.Event
+	19, // 6: agentmesh.memory.v1.WatchEventsResponse.event:type_name -> agentmesh.memory.v1.Event
+	20, // 7: agentmesh.memory.v1.GetSessionResponse.session:type_name -> agentmesh.memory.v1.Session
+	20, // 8: agentmesh.memory.v1.ListSessionsResponse.sessions:type_name -> agentmesh.memory.v1.Session
+	21, // 9: agentmesh.memory.v1.SetRetentionPolicyRequest.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
+	21, // 10: agentmesh.memory.v1.SetRetentionPolicyResponse.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
+	21, // 11: agentmesh.memory.v1.GetRetentionPolicyResponse.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
 	1,  // 12: agentmesh.memory.v1.MemoryService.AppendEvents:input_type -> agentmesh.memory.v1.AppendEventsRequest
 	3,  // 13: agentmesh.memory.v1.MemoryService.ListEvents:input_type -> agentmesh.memory.v1.ListEventsRequest
 	5,  // 14: agentmesh.memory.v1.MemoryService.WatchEvents:input_type -> agentmesh.memory.v1.WatchEventsRequest
@@ -1134,15 +1256,17 @@ var file_agentmesh_memory_v1_memory_service_proto_depIdxs = []int32{
 	9,  // 16: agentmesh.memory.v1.MemoryService.ListSessions:input_type -> agentmesh.memory.v1.ListSessionsRequest
 	11, // 17: agentmesh.memory.v1.MemoryService.SetRetentionPolicy:input_type -> agentmesh.memory.v1.SetRetentionPolicyRequest
 	13, // 18: agentmesh.memory.v1.MemoryService.GetRetentionPolicy:input_type -> agentmesh.memory.v1.GetRetentionPolicyRequest
-	2,  // 19: agentmesh.memory.v1.MemoryService.AppendEvents:output_type -> agentmesh.memory.v1.AppendEventsResponse
-	4,  // 20: agentmesh.memory.v1.MemoryService.ListEvents:output_type -> agentmesh.memory.v1.ListEventsResponse
-	6,  // 21: agentmesh.memory.v1.MemoryService.WatchEvents:output_type -> agentmesh.memory.v1.WatchEventsResponse
-	8,  // 22: agentmesh.memory.v1.MemoryService.GetSession:output_type -> agentmesh.memory.v1.GetSessionResponse
-	10, // 23: agentmesh.memory.v1.MemoryService.ListSessions:output_type -> agentmesh.memory.v1.ListSessionsResponse
-	12, // 24: agentmesh.memory.v1.MemoryService.SetRetentionPolicy:output_type -> agentmesh.memory.v1.SetRetentionPolicyResponse
-	14, // 25: agentmesh.memory.v1.MemoryService.GetRetentionPolicy:output_type -> agentmesh.memory.v1.GetRetentionPolicyResponse
-	19, // [19:26] is the sub-list for method output_type
-	12, // [12:19] is the sub-list for method input_type
+	15, // 19: agentmesh.memory.v1.MemoryService.DeleteProjectSessions:input_type -> agentmesh.memory.v1.DeleteProjectSessionsRequest
+	2,  // 20: agentmesh.memory.v1.MemoryService.AppendEvents:output_type -> agentmesh.memory.v1.AppendEventsResponse
+	4,  // 21: agentmesh.memory.v1.MemoryService.ListEvents:output_type -> agentmesh.memory.v1.ListEventsResponse
+	6,  // 22: agentmesh.memory.v1.MemoryService.WatchEvents:output_type -> agentmesh.memory.v1.WatchEventsResponse
+	8,  // 23: agentmesh.memory.v1.MemoryService.GetSession:output_type -> agentmesh.memory.v1.GetSessionResponse
+	10, // 24: agentmesh.memory.v1.MemoryService.ListSessions:output_type -> agentmesh.memory.v1.ListSessionsResponse
+	12, // 25: agentmesh.memory.v1.MemoryService.SetRetentionPolicy:output_type -> agentmesh.memory.v1.SetRetentionPolicyResponse
+	14, // 26: agentmesh.memory.v1.MemoryService.GetRetentionPolicy:output_type -> agentmesh.memory.v1.GetRetentionPolicyResponse
+	16, // 27: agentmesh.memory.v1.MemoryService.DeleteProjectSessions:output_type -> agentmesh.memory.v1.DeleteProjectSessionsResponse
+	20, // [20:28] is the sub-list for method output_type
+	12, // [12:20] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
 	12, // [12:12] is the sub-list for extension extendee
 	0,  // [0:12] is the sub-list for field type_name
@@ -1161,7 +1285,7 @@ func file_agentmesh_memory_v1_memory_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_memory_v1_memory_service_proto_rawDesc), len(file_agentmesh_memory_v1_memory_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

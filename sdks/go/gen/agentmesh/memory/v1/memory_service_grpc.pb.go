@@ -19,13 +19,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	MemoryService_AppendEvents_FullMethodName       = "/agentmesh.memory.v1.MemoryService/AppendEvents"
-	MemoryService_ListEvents_FullMethodName         = "/agentmesh.memory.v1.MemoryService/ListEvents"
-	MemoryService_WatchEvents_FullMethodName        = "/agentmesh.memory.v1.MemoryService/WatchEvents"
-	MemoryService_GetSession_FullMethodName         = "/agentmesh.memory.v1.MemoryService/GetSession"
-	MemoryService_ListSessions_FullMethodName       = "/agentmesh.memory.v1.MemoryService/ListSessions"
-	MemoryService_SetRetentionPolicy_FullMethodName = "/agentmesh.memory.v1.MemoryService/SetRetentionPolicy"
-	MemoryService_GetRetentionPolicy_FullMethodName = "/agentmesh.memory.v1.MemoryService/GetRetentionPolicy"
+	MemoryService_AppendEvents_FullMethodName          = "/agentmesh.memory.v1.MemoryService/AppendEvents"
+	MemoryService_ListEvents_FullMethodName            = "/agentmesh.memory.v1.MemoryService/ListEvents"
+	MemoryService_WatchEvents_FullMethodName           = "/agentmesh.memory.v1.MemoryService/WatchEvents"
+	MemoryService_GetSession_FullMethodName            = "/agentmesh.memory.v1.MemoryService/GetSession"
+	MemoryService_ListSessions_FullMethodName          = "/agentmesh.memory.v1.MemoryService/ListSessions"
+	MemoryService_SetRetentionPolicy_FullMethodName    = "/agentmesh.memory.v1.MemoryService/SetRetentionPolicy"
+	MemoryService_GetRetentionPolicy_FullMethodName    = "/agentmesh.memory.v1.MemoryService/GetRetentionPolicy"
+	MemoryService_DeleteProjectSessions_FullMethodName = "/agentmesh.memory.v1.MemoryService/DeleteProjectSessions"
 )
 
 // MemoryServiceClient is the client API for MemoryService service.
@@ -35,13 +36,14 @@ const (
 // MemoryService stores every step of every session as ordered, append-only events.
 // Every RPC may return INVALID_ARGUMENT besides the codes listed on it.
 type MemoryServiceClient interface {
-	// Appends a batch of events atomically, creating the session on first use. ABORTED when
-	// expected_last_seq is stale; ALREADY_EXISTS when an idempotency key is reused with other
-	// content; RESOURCE_EXHAUSTED when an event is too large; FAILED_PRECONDITION when the session
-	// belongs to another project.
+	// Appends a batch of events atomically, creating the session on first use. A session is its
+	// project's: (project_id, session_id) names it, so two projects may use the same session id.
+	// ABORTED when expected_last_seq is stale; ALREADY_EXISTS when an idempotency key is reused
+	// with other content; RESOURCE_EXHAUSTED when an event is too large; NOT_FOUND (reason
+	// PROJECT_DELETED) when the project was deleted.
 	AppendEvents(ctx context.Context, in *AppendEventsRequest, opts ...grpc.CallOption) (*AppendEventsResponse, error)
-	// Lists events of a session or of an agent, in seq order. NOT_FOUND for an unknown session (or
-	// one of another project than project_id, when both are set); OUT_OF_RANGE (reason
+	// Lists events of a session or of an agent, in seq order. NOT_FOUND for an unknown session
+	// (without project_id, also for an id that several projects use); OUT_OF_RANGE (reason
 	// HISTORY_TRIMMED, metadata first_seq) when after_seq or the page token points into history
 	// removed by retention; INVALID_ARGUMENT (reason INVALID_PAGE_TOKEN) for a page token issued
 	// for other filters.
@@ -51,7 +53,7 @@ type MemoryServiceClient interface {
 	// retention overtakes a slow reader) or ahead of the session (AFTER_SEQ_AHEAD); UNAVAILABLE
 	// when the service stops (metadata after_seq: where to resume).
 	WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEventsResponse], error)
-	// Returns one session. NOT_FOUND.
+	// Returns one session. NOT_FOUND as ListEvents.
 	GetSession(ctx context.Context, in *GetSessionRequest, opts ...grpc.CallOption) (*GetSessionResponse, error)
 	// Lists a project's sessions, most recently active first. INVALID_ARGUMENT for a negative
 	// page_size or page, both page and page_token, or a page token issued for another list.
@@ -60,6 +62,10 @@ type MemoryServiceClient interface {
 	SetRetentionPolicy(ctx context.Context, in *SetRetentionPolicyRequest, opts ...grpc.CallOption) (*SetRetentionPolicyResponse, error)
 	// Returns a project's retention policy (zeros when none is set).
 	GetRetentionPolicy(ctx context.Context, in *GetRetentionPolicyRequest, opts ...grpc.CallOption) (*GetRetentionPolicyResponse, error)
+	// Erases a deleted project's sessions and events and its retention policy, ends the watch
+	// streams on its sessions, and refuses appends to it from then on. Only the mesh's own
+	// services may call it (PERMISSION_DENIED otherwise). Deleting again succeeds.
+	DeleteProjectSessions(ctx context.Context, in *DeleteProjectSessionsRequest, opts ...grpc.CallOption) (*DeleteProjectSessionsResponse, error)
 }
 
 type memoryServiceClient struct {
@@ -149,6 +155,16 @@ func (c *memoryServiceClient) GetRetentionPolicy(ctx context.Context, in *GetRet
 	return out, nil
 }
 
+func (c *memoryServiceClient) DeleteProjectSessions(ctx context.Context, in *DeleteProjectSessionsRequest, opts ...grpc.CallOption) (*DeleteProjectSessionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteProjectSessionsResponse)
+	err := c.cc.Invoke(ctx, MemoryService_DeleteProjectSessions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MemoryServiceServer is the server API for MemoryService service.
 // All implementations must embed UnimplementedMemoryServiceServer
 // for forward compatibility.
@@ -156,13 +172,14 @@ func (c *memoryServiceClient) GetRetentionPolicy(ctx context.Context, in *GetRet
 // MemoryService stores every step of every session as ordered, append-only events.
 // Every RPC may return INVALID_ARGUMENT besides the codes listed on it.
 type MemoryServiceServer interface {
-	// Appends a batch of events atomically, creating the session on first use. ABORTED when
-	// expected_last_seq is stale; ALREADY_EXISTS when an idempotency key is reused with other
-	// content; RESOURCE_EXHAUSTED when an event is too large; FAILED_PRECONDITION when the session
-	// belongs to another project.
+	// Appends a batch of events atomically, creating the session on first use. A session is its
+	// project's: (project_id, session_id) names it, so two projects may use the same session id.
+	// ABORTED when expected_last_seq is stale; ALREADY_EXISTS when an idempotency key is reused
+	// with other content; RESOURCE_EXHAUSTED when an event is too large; NOT_FOUND (reason
+	// PROJECT_DELETED) when the project was deleted.
 	AppendEvents(context.Context, *AppendEventsRequest) (*AppendEventsResponse, error)
-	// Lists events of a session or of an agent, in seq order. NOT_FOUND for an unknown session (or
-	// one of another project than project_id, when both are set); OUT_OF_RANGE (reason
+	// Lists events of a session or of an agent, in seq order. NOT_FOUND for an unknown session
+	// (without project_id, also for an id that several projects use); OUT_OF_RANGE (reason
 	// HISTORY_TRIMMED, metadata first_seq) when after_seq or the page token points into history
 	// removed by retention; INVALID_ARGUMENT (reason INVALID_PAGE_TOKEN) for a page token issued
 	// for other filters.
@@ -172,7 +189,7 @@ type MemoryServiceServer interface {
 	// retention overtakes a slow reader) or ahead of the session (AFTER_SEQ_AHEAD); UNAVAILABLE
 	// when the service stops (metadata after_seq: where to resume).
 	WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[WatchEventsResponse]) error
-	// Returns one session. NOT_FOUND.
+	// Returns one session. NOT_FOUND as ListEvents.
 	GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error)
 	// Lists a project's sessions, most recently active first. INVALID_ARGUMENT for a negative
 	// page_size or page, both page and page_token, or a page token issued for another list.
@@ -181,6 +198,10 @@ type MemoryServiceServer interface {
 	SetRetentionPolicy(context.Context, *SetRetentionPolicyRequest) (*SetRetentionPolicyResponse, error)
 	// Returns a project's retention policy (zeros when none is set).
 	GetRetentionPolicy(context.Context, *GetRetentionPolicyRequest) (*GetRetentionPolicyResponse, error)
+	// Erases a deleted project's sessions and events and its retention policy, ends the watch
+	// streams on its sessions, and refuses appends to it from then on. Only the mesh's own
+	// services may call it (PERMISSION_DENIED otherwise). Deleting again succeeds.
+	DeleteProjectSessions(context.Context, *DeleteProjectSessionsRequest) (*DeleteProjectSessionsResponse, error)
 	mustEmbedUnimplementedMemoryServiceServer()
 }
 
@@ -211,6 +232,9 @@ func (UnimplementedMemoryServiceServer) SetRetentionPolicy(context.Context, *Set
 }
 func (UnimplementedMemoryServiceServer) GetRetentionPolicy(context.Context, *GetRetentionPolicyRequest) (*GetRetentionPolicyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetRetentionPolicy not implemented")
+}
+func (UnimplementedMemoryServiceServer) DeleteProjectSessions(context.Context, *DeleteProjectSessionsRequest) (*DeleteProjectSessionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteProjectSessions not implemented")
 }
 func (UnimplementedMemoryServiceServer) mustEmbedUnimplementedMemoryServiceServer() {}
 func (UnimplementedMemoryServiceServer) testEmbeddedByValue()                       {}
@@ -352,6 +376,24 @@ func _MemoryService_GetRetentionPolicy_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MemoryService_DeleteProjectSessions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteProjectSessionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).DeleteProjectSessions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_DeleteProjectSessions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).DeleteProjectSessions(ctx, req.(*DeleteProjectSessionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MemoryService_ServiceDesc is the grpc.ServiceDesc for MemoryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -382,6 +424,10 @@ var MemoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetRetentionPolicy",
 			Handler:    _MemoryService_GetRetentionPolicy_Handler,
+		},
+		{
+			MethodName: "DeleteProjectSessions",
+			Handler:    _MemoryService_DeleteProjectSessions_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -145,8 +145,8 @@ def agent_router() -> APIRouter:
             await ctx.gateway.check_session(caller, spec.agent.project_id, session_id)
         request = mem.ListEventsRequest(
             session_id=session_id,
-            # Across sessions the memory service needs the project; within one, the session says it.
-            project_id="" if session_id else spec.agent.project_id,
+            # Sessions are named within their project (issue 14 item 5).
+            project_id=spec.agent.project_id,
             # Events name their agent by slug.
             agent=spec.agent.slug,
             event_types=[event_type_from_name(name) for name in event_type or ()],

@@ -171,8 +171,8 @@ def rest_router() -> APIRouter:
 
     @router.delete("/projects/{project_id}", tags=["projects"])
     async def delete_project(project_id: str, ctx: Ctx, caller: Auth) -> schemas.MessageOut:
-        """Deletes a project and its agents."""
-        await ctx.call(ctx.registry.stub.DeleteProject, reg.DeleteProjectRequest(id=project_id), caller)
+        """Deletes a project, its agents, and its sessions with their events."""
+        await ctx.gateway.delete_project(caller, project_id)
         return schemas.MessageOut(message=f"project {project_id} deleted")
 
     # Agents.

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from agentmesh.memory.client import event_type_names
 from agentmesh.registry.client import AgentConfig
+from agentmesh.runtime.limits import MAX_JSON_DEPTH, has_lone_surrogate
 
 T = TypeVar("T")
 INT32_MAX = 2**31 - 1
@@ -26,21 +27,32 @@ AgentStatusName = Literal["idle", "working", "paused", "terminated"]
 EventTypeName = Literal[tuple(event_type_names())]  # type: ignore[valid-type]
 
 
-def check_storable(value: Any, path: str) -> None:
-    """Raises ValueError naming `path` when a JSON value holds what no proto field can store."""
+def check_storable(value: Any, path: str, *, depth: int = 0, within: str = "") -> None:
+    """Raises ValueError naming `path` when a JSON value holds what no proto field can store:
+    NUL characters, lone surrogates, non-finite numbers, or objects and arrays nested deeper than
+    `MAX_JSON_DEPTH` (named by the field they sit in, `within`: the first two levels of `path`)."""
+    if depth <= 2:
+        within = path
     if isinstance(value, str):
         if "\x00" in value:
             raise ValueError(f"{path}: must not contain NUL characters")
+        if has_lone_surrogate(value):
+            raise ValueError(f"{path}: must be valid Unicode text (it holds a lone surrogate)")
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError(f"{path}: must be a finite number")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            check_storable(key, path)
-            check_storable(item, f"{path}.{key}")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            check_storable(item, f"{path}[{index}]")
+    elif isinstance(value, dict | list):
+        if depth >= MAX_JSON_DEPTH:
+            raise ValueError(
+                f"{within}: must not nest objects and arrays more than {MAX_JSON_DEPTH} levels deep"
+            )
+        if isinstance(value, dict):
+            for key, item in value.items():
+                check_storable(key, path, depth=depth, within=within)
+                check_storable(item, f"{path}.{key}", depth=depth + 1, within=within)
+        else:
+            for index, item in enumerate(value):
+                check_storable(item, f"{path}[{index}]", depth=depth + 1, within=within)
 
 
 class RequestBody(BaseModel):

@@ -248,19 +248,23 @@ class WatchEventsRequest(_message.Message):
 
     SESSION_ID_FIELD_NUMBER: _builtins.int
     AFTER_SEQ_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session."""
     after_seq: _builtins.int
     """Replay from the event after this seq (0 = from the oldest event retention kept)."""
+    project_id: _builtins.str
+    """The session's project; without it the session id must be unique across projects."""
     def __init__(
         self,
         *,
         session_id: _builtins.str = ...,
         after_seq: _builtins.int = ...,
+        project_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_seq", b"after_seq", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_seq", b"after_seq", "project_id", b"project_id", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -297,16 +301,20 @@ class GetSessionRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     SESSION_ID_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session."""
+    project_id: _builtins.str
+    """The session's project; without it the session id must be unique across projects."""
     def __init__(
         self,
         *,
         session_id: _builtins.str = ...,
+        project_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["project_id", b"project_id", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -495,3 +503,47 @@ class GetRetentionPolicyResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetRetentionPolicyResponse: _TypeAlias = GetRetentionPolicyResponse  # noqa: Y015
+
+@_typing.final
+class DeleteProjectSessionsRequest(_message.Message):
+    """DeleteProjectSessionsRequest is the input of DeleteProjectSessions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The deleted project."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteProjectSessionsRequest: _TypeAlias = DeleteProjectSessionsRequest  # noqa: Y015
+
+@_typing.final
+class DeleteProjectSessionsResponse(_message.Message):
+    """DeleteProjectSessionsResponse is the output of DeleteProjectSessions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DELETED_SESSIONS_FIELD_NUMBER: _builtins.int
+    deleted_sessions: _builtins.int
+    """How many sessions were erased."""
+    def __init__(
+        self,
+        *,
+        deleted_sessions: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted_sessions", b"deleted_sessions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteProjectSessionsResponse: _TypeAlias = DeleteProjectSessionsResponse  # noqa: Y015

@@ -71,6 +71,11 @@ class MemoryServiceStub:
                 request_serializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.GetRetentionPolicyRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.GetRetentionPolicyResponse.FromString,
                 _registered_method=True)
+        self.DeleteProjectSessions = channel.unary_unary(
+                '/agentmesh.memory.v1.MemoryService/DeleteProjectSessions',
+                request_serializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.DeleteProjectSessionsRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.DeleteProjectSessionsResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -79,18 +84,19 @@ class MemoryServiceServicer:
     """
 
     def AppendEvents(self, request, context):
-        """Appends a batch of events atomically, creating the session on first use. ABORTED when
-        expected_last_seq is stale; ALREADY_EXISTS when an idempotency key is reused with other
-        content; RESOURCE_EXHAUSTED when an event is too large; FAILED_PRECONDITION when the session
-        belongs to another project.
+        """Appends a batch of events atomically, creating the session on first use. A session is its
+        project's: (project_id, session_id) names it, so two projects may use the same session id.
+        ABORTED when expected_last_seq is stale; ALREADY_EXISTS when an idempotency key is reused
+        with other content; RESOURCE_EXHAUSTED when an event is too large; NOT_FOUND (reason
+        PROJECT_DELETED) when the project was deleted.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListEvents(self, request, context):
-        """Lists events of a session or of an agent, in seq order. NOT_FOUND for an unknown session (or
-        one of another project than project_id, when both are set); OUT_OF_RANGE (reason
+        """Lists events of a session or of an agent, in seq order. NOT_FOUND for an unknown session
+        (without project_id, also for an id that several projects use); OUT_OF_RANGE (reason
         HISTORY_TRIMMED, metadata first_seq) when after_seq or the page token points into history
         removed by retention; INVALID_ARGUMENT (reason INVALID_PAGE_TOKEN) for a page token issued
         for other filters.
@@ -110,7 +116,7 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetSession(self, request, context):
-        """Returns one session. NOT_FOUND.
+        """Returns one session. NOT_FOUND as ListEvents.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -133,6 +139,15 @@ class MemoryServiceServicer:
 
     def GetRetentionPolicy(self, request, context):
         """Returns a project's retention policy (zeros when none is set).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteProjectSessions(self, request, context):
+        """Erases a deleted project's sessions and events and its retention policy, ends the watch
+        streams on its sessions, and refuses appends to it from then on. Only the mesh's own
+        services may call it (PERMISSION_DENIED otherwise). Deleting again succeeds.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -175,6 +190,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.GetRetentionPolicy,
                     request_deserializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.GetRetentionPolicyRequest.FromString,
                     response_serializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.GetRetentionPolicyResponse.SerializeToString,
+            ),
+            'DeleteProjectSessions': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteProjectSessions,
+                    request_deserializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.DeleteProjectSessionsRequest.FromString,
+                    response_serializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.DeleteProjectSessionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -368,6 +388,33 @@ class MemoryService:
             '/agentmesh.memory.v1.MemoryService/GetRetentionPolicy',
             agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.GetRetentionPolicyRequest.SerializeToString,
             agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.GetRetentionPolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteProjectSessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.memory.v1.MemoryService/DeleteProjectSessions',
+            agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.DeleteProjectSessionsRequest.SerializeToString,
+            agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.DeleteProjectSessionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

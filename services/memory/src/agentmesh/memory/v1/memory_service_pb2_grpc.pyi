@@ -36,14 +36,15 @@ class MemoryServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> MemoryServiceAsyncStub: ...
     AppendEvents: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.AppendEventsRequest, _memory_service_pb2.AppendEventsResponse]
-    """Appends a batch of events atomically, creating the session on first use. ABORTED when
-    expected_last_seq is stale; ALREADY_EXISTS when an idempotency key is reused with other
-    content; RESOURCE_EXHAUSTED when an event is too large; FAILED_PRECONDITION when the session
-    belongs to another project.
+    """Appends a batch of events atomically, creating the session on first use. A session is its
+    project's: (project_id, session_id) names it, so two projects may use the same session id.
+    ABORTED when expected_last_seq is stale; ALREADY_EXISTS when an idempotency key is reused
+    with other content; RESOURCE_EXHAUSTED when an event is too large; NOT_FOUND (reason
+    PROJECT_DELETED) when the project was deleted.
     """
     ListEvents: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListEventsRequest, _memory_service_pb2.ListEventsResponse]
-    """Lists events of a session or of an agent, in seq order. NOT_FOUND for an unknown session (or
-    one of another project than project_id, when both are set); OUT_OF_RANGE (reason
+    """Lists events of a session or of an agent, in seq order. NOT_FOUND for an unknown session
+    (without project_id, also for an id that several projects use); OUT_OF_RANGE (reason
     HISTORY_TRIMMED, metadata first_seq) when after_seq or the page token points into history
     removed by retention; INVALID_ARGUMENT (reason INVALID_PAGE_TOKEN) for a page token issued
     for other filters.
@@ -55,7 +56,7 @@ class MemoryServiceStub:
     when the service stops (metadata after_seq: where to resume).
     """
     GetSession: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetSessionRequest, _memory_service_pb2.GetSessionResponse]
-    """Returns one session. NOT_FOUND."""
+    """Returns one session. NOT_FOUND as ListEvents."""
     ListSessions: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListSessionsRequest, _memory_service_pb2.ListSessionsResponse]
     """Lists a project's sessions, most recently active first. INVALID_ARGUMENT for a negative
     page_size or page, both page and page_token, or a page token issued for another list.
@@ -64,6 +65,11 @@ class MemoryServiceStub:
     """Sets a project's retention policy."""
     GetRetentionPolicy: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetRetentionPolicyRequest, _memory_service_pb2.GetRetentionPolicyResponse]
     """Returns a project's retention policy (zeros when none is set)."""
+    DeleteProjectSessions: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteProjectSessionsRequest, _memory_service_pb2.DeleteProjectSessionsResponse]
+    """Erases a deleted project's sessions and events and its retention policy, ends the watch
+    streams on its sessions, and refuses appends to it from then on. Only the mesh's own
+    services may call it (PERMISSION_DENIED otherwise). Deleting again succeeds.
+    """
 
 @_typing.type_check_only
 class MemoryServiceAsyncStub(MemoryServiceStub):
@@ -73,14 +79,15 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     AppendEvents: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.AppendEventsRequest, _memory_service_pb2.AppendEventsResponse]  # type: ignore[assignment]
-    """Appends a batch of events atomically, creating the session on first use. ABORTED when
-    expected_last_seq is stale; ALREADY_EXISTS when an idempotency key is reused with other
-    content; RESOURCE_EXHAUSTED when an event is too large; FAILED_PRECONDITION when the session
-    belongs to another project.
+    """Appends a batch of events atomically, creating the session on first use. A session is its
+    project's: (project_id, session_id) names it, so two projects may use the same session id.
+    ABORTED when expected_last_seq is stale; ALREADY_EXISTS when an idempotency key is reused
+    with other content; RESOURCE_EXHAUSTED when an event is too large; NOT_FOUND (reason
+    PROJECT_DELETED) when the project was deleted.
     """
     ListEvents: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListEventsRequest, _memory_service_pb2.ListEventsResponse]  # type: ignore[assignment]
-    """Lists events of a session or of an agent, in seq order. NOT_FOUND for an unknown session (or
-    one of another project than project_id, when both are set); OUT_OF_RANGE (reason
+    """Lists events of a session or of an agent, in seq order. NOT_FOUND for an unknown session
+    (without project_id, also for an id that several projects use); OUT_OF_RANGE (reason
     HISTORY_TRIMMED, metadata first_seq) when after_seq or the page token points into history
     removed by retention; INVALID_ARGUMENT (reason INVALID_PAGE_TOKEN) for a page token issued
     for other filters.
@@ -92,7 +99,7 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     when the service stops (metadata after_seq: where to resume).
     """
     GetSession: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetSessionRequest, _memory_service_pb2.GetSessionResponse]  # type: ignore[assignment]
-    """Returns one session. NOT_FOUND."""
+    """Returns one session. NOT_FOUND as ListEvents."""
     ListSessions: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListSessionsRequest, _memory_service_pb2.ListSessionsResponse]  # type: ignore[assignment]
     """Lists a project's sessions, most recently active first. INVALID_ARGUMENT for a negative
     page_size or page, both page and page_token, or a page token issued for another list.
@@ -101,6 +108,11 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """Sets a project's retention policy."""
     GetRetentionPolicy: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetRetentionPolicyRequest, _memory_service_pb2.GetRetentionPolicyResponse]  # type: ignore[assignment]
     """Returns a project's retention policy (zeros when none is set)."""
+    DeleteProjectSessions: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteProjectSessionsRequest, _memory_service_pb2.DeleteProjectSessionsResponse]  # type: ignore[assignment]
+    """Erases a deleted project's sessions and events and its retention policy, ends the watch
+    streams on its sessions, and refuses appends to it from then on. Only the mesh's own
+    services may call it (PERMISSION_DENIED otherwise). Deleting again succeeds.
+    """
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     """MemoryService stores every step of every session as ordered, append-only events.
@@ -113,10 +125,11 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _memory_service_pb2.AppendEventsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.AppendEventsResponse, _abc.Awaitable[_memory_service_pb2.AppendEventsResponse]]:
-        """Appends a batch of events atomically, creating the session on first use. ABORTED when
-        expected_last_seq is stale; ALREADY_EXISTS when an idempotency key is reused with other
-        content; RESOURCE_EXHAUSTED when an event is too large; FAILED_PRECONDITION when the session
-        belongs to another project.
+        """Appends a batch of events atomically, creating the session on first use. A session is its
+        project's: (project_id, session_id) names it, so two projects may use the same session id.
+        ABORTED when expected_last_seq is stale; ALREADY_EXISTS when an idempotency key is reused
+        with other content; RESOURCE_EXHAUSTED when an event is too large; NOT_FOUND (reason
+        PROJECT_DELETED) when the project was deleted.
         """
 
     @_abc_1.abstractmethod
@@ -125,8 +138,8 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _memory_service_pb2.ListEventsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.ListEventsResponse, _abc.Awaitable[_memory_service_pb2.ListEventsResponse]]:
-        """Lists events of a session or of an agent, in seq order. NOT_FOUND for an unknown session (or
-        one of another project than project_id, when both are set); OUT_OF_RANGE (reason
+        """Lists events of a session or of an agent, in seq order. NOT_FOUND for an unknown session
+        (without project_id, also for an id that several projects use); OUT_OF_RANGE (reason
         HISTORY_TRIMMED, metadata first_seq) when after_seq or the page token points into history
         removed by retention; INVALID_ARGUMENT (reason INVALID_PAGE_TOKEN) for a page token issued
         for other filters.
@@ -150,7 +163,7 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _memory_service_pb2.GetSessionRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.GetSessionResponse, _abc.Awaitable[_memory_service_pb2.GetSessionResponse]]:
-        """Returns one session. NOT_FOUND."""
+        """Returns one session. NOT_FOUND as ListEvents."""
 
     @_abc_1.abstractmethod
     def ListSessions(
@@ -177,5 +190,16 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.GetRetentionPolicyResponse, _abc.Awaitable[_memory_service_pb2.GetRetentionPolicyResponse]]:
         """Returns a project's retention policy (zeros when none is set)."""
+
+    @_abc_1.abstractmethod
+    def DeleteProjectSessions(
+        self,
+        request: _memory_service_pb2.DeleteProjectSessionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.DeleteProjectSessionsResponse, _abc.Awaitable[_memory_service_pb2.DeleteProjectSessionsResponse]]:
+        """Erases a deleted project's sessions and events and its retention policy, ends the watch
+        streams on its sessions, and refuses appends to it from then on. Only the mesh's own
+        services may call it (PERMISSION_DENIED otherwise). Deleting again succeeds.
+        """
 
 def add_MemoryServiceServicer_to_server(servicer: MemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
