@@ -14,9 +14,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentmesh.registry.auth import Accounts, LoginThrottle, Passwords, RefreshTokenCodec
 from agentmesh.registry.errors import ValidationFailed
+from agentmesh.registry.leases import RunLeases
 from agentmesh.registry.pagination import PageTokens
 from agentmesh.registry.policy import POLICY, SERVICE
-from agentmesh.registry.registry import AgentRegistry
+from agentmesh.registry.registry import AgentRegistry, utc_now
 from agentmesh.registry.servicer import RegistryServicer
 from agentmesh.registry.settings import RegistrySettings
 from agentmesh.registry.store import SqlRegistryStore
@@ -41,6 +42,7 @@ class Components:
     tokens: TokenCodec
     accounts: Accounts
     registry: AgentRegistry
+    leases: RunLeases
 
 
 async def open_components(settings: RegistrySettings) -> Components:
@@ -78,7 +80,8 @@ async def open_components(settings: RegistrySettings) -> Components:
         page_tokens=PageTokens(secret),
         executor_ttl_seconds=settings.executor_heartbeat_ttl_seconds,
     )
-    return Components(engine=engine, tokens=tokens, accounts=accounts, registry=registry)
+    leases = RunLeases(store.leases, lease_seconds=settings.run_lease_seconds, clock=utc_now)
+    return Components(engine=engine, tokens=tokens, accounts=accounts, registry=registry, leases=leases)
 
 
 async def start(settings: RegistrySettings) -> RunningService:
@@ -86,7 +89,7 @@ async def start(settings: RegistrySettings) -> RunningService:
     try:
         if settings.superuser_email:
             await _bootstrap_superuser(components.accounts, settings)
-        servicer = RegistryServicer(components.accounts, components.registry)
+        servicer = RegistryServicer(components.accounts, components.registry, components.leases)
         server = await start_server(
             [
                 ServiceBinding(
@@ -102,7 +105,8 @@ async def start(settings: RegistrySettings) -> RunningService:
     except BaseException:
         await components.engine.dispose()
         raise
-    return RunningService("registry", server, closers=[components.engine.dispose])
+    components.leases.start_sweeper(settings.run_lease_sweep_seconds)
+    return RunningService("registry", server, closers=[components.leases.stop, components.engine.dispose])
 
 
 async def _bootstrap_superuser(accounts: Accounts, settings: RegistrySettings) -> None:

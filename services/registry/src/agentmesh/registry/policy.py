@@ -47,6 +47,7 @@ POLICY: Mapping[str, Access] = {
     "StartAgentRun": Access.AUTHENTICATED,
     "FinishAgentRun": Access.AUTHENTICATED,
     "FinishAgentRuns": Access.AUTHENTICATED,
+    "RenewRunLeases": Access.SYSTEM,
     "RegisterExecutor": Access.SYSTEM,
     "ListExecutors": Access.SUPERUSER,
 }
