@@ -16,6 +16,7 @@ from agentmesh.executor.cache import AgentCache
 from agentmesh.executor.client import RunRouter, SystemToken
 from agentmesh.executor.delegation import RemoteRuns
 from agentmesh.executor.finisher import RunFinisher
+from agentmesh.executor.leases import LeaseKeeper, OrphanCloser
 from agentmesh.executor.models.factory import ModelFactory
 from agentmesh.executor.runner import RunExecutor
 from agentmesh.executor.servicer import ExecutorServicer
@@ -92,6 +93,16 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         finisher=finisher,
     )
     servicer = ExecutorServicer(runner, cache, tokens)
+    leases = LeaseKeeper(
+        registry,
+        OrphanCloser(memory, system_metadata=system_metadata),
+        executor_id=executor_id,
+        held=lambda: [*runner.leased_runs(), *finisher.pending_runs()],
+        lose=runner.lose,
+        system_metadata=system_metadata,
+        interval_seconds=settings.lease_renew_interval_seconds,
+        max_orphans=settings.lease_max_orphans,
+    )
     heartbeat = _Heartbeat(
         registry,
         executor_id=executor_id,
@@ -113,6 +124,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
     cache.start_sweeper(settings.cache_sweep_seconds)
     finisher.start()
     heartbeat.start()
+    leases.start()
     unobserve_cache = metrics.observe_agent_cache(cache.stats)
     unobserve_runs = metrics.observe_active_runs(lambda: runner.active_runs)
 
@@ -132,6 +144,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
             models.aclose,
             cache.aclose,
             heartbeat.stop,
+            leases.stop,
             finisher.stop,
             lambda: runner.drain(settings.cleanup_timeout_seconds),
         ],

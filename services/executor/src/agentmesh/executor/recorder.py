@@ -16,6 +16,19 @@ from agentmesh.runtime.telemetry import current_trace_ids
 EventType = resources_pb2.EventType
 
 
+def end_key(run_id: str) -> str:
+    """The idempotency key of a run's one final event (`agent_response`, or the `error` it failed
+    or was cancelled with). Whoever records it — the run, its cancellation, the executor that took
+    the run over — uses this key, so the session holds exactly one: a second, different end is
+    refused by the memory service (IDEMPOTENCY_KEY_REUSED) and the first stands."""
+    return f"{run_id}:end"
+
+
+def response_key(delegation_id: str) -> str:
+    """The idempotency key of a delegation's one `delegation_response` (as `end_key`)."""
+    return f"{delegation_id}:response"
+
+
 @dataclass(frozen=True)
 class NewEvent:
     """An event to record: what, its content, and how it links to others."""
@@ -25,6 +38,7 @@ class NewEvent:
     metadata: dict[str, Any] | None = None
     parent_event_id: str = ""
     delegation_id: str | None = None
+    idempotency_key: str | None = None  # else one made of the run id and the event's position
 
 
 class Recorder:
@@ -60,9 +74,10 @@ class Recorder:
         metadata: dict[str, Any] | None = None,
         parent_event_id: str = "",
         delegation_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> resources_pb2.Event:
         (event,) = await self.record_many(
-            [NewEvent(event_type, content, metadata, parent_event_id, delegation_id)]
+            [NewEvent(event_type, content, metadata, parent_event_id, delegation_id, idempotency_key)]
         )
         return event
 
@@ -82,7 +97,7 @@ class Recorder:
                 delegation_id=self.delegation_id if event.delegation_id is None else event.delegation_id,
                 trace_id=trace_id,
                 span_id=span_id,
-                idempotency_key=f"{self.run_id}:{next(self._positions)}",
+                idempotency_key=event.idempotency_key or f"{self.run_id}:{next(self._positions)}",
             )
             if event.metadata:
                 new.metadata.CopyFrom(struct(event.metadata))

@@ -33,7 +33,7 @@ from agentmesh.executor.errors import ExecutorBusy, run_failed
 from agentmesh.executor.events import EventSink, RunContext, usage_proto
 from agentmesh.executor.finisher import RunFinisher
 from agentmesh.executor.llm import LlmLoop, read_history
-from agentmesh.executor.recorder import EventType
+from agentmesh.executor.recorder import EventType, end_key
 from agentmesh.executor.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.executor.specs import AgentSpecs
@@ -74,6 +74,8 @@ class RunExecutor:
             specs=AgentSpecs(registry, capacity=settings.agent_spec_cache_size),
             finisher=finisher,
             max_delegation_depth=settings.max_delegation_depth,
+            executor_id=executor_id,
+            cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
         )
         self._builder = builder
         self._cache = cache
@@ -90,6 +92,9 @@ class RunExecutor:
         self._runs: set[asyncio.Task[None]] = set()
         self._runs_by_agent: dict[str, set[asyncio.Task[Any]]] = {}
         self._cancel_reasons: dict[asyncio.Task[Any], str] = {}
+        # Runs started at the registry and not yet finished here, by run id: what this
+        # executor holds leases on (leases.py).
+        self._leased: dict[str, tuple[str, asyncio.Task[Any]]] = {}
 
     @property
     def active_runs(self) -> int:
@@ -130,6 +135,20 @@ class RunExecutor:
             task.cancel()
         return len(tasks)
 
+    def leased_runs(self) -> list[tuple[str, str]]:
+        """(agent id, run id) of every run this executor holds a lease on."""
+        return [(agent_id, run_id) for run_id, (agent_id, _) in self._leased.items()]
+
+    def lose(self, run_id: str) -> None:
+        """The run's lease expired (this executor was cut off from the registry for longer than
+        the lease time) and the run was taken over: it stops here. Its end here is refused by
+        the memory service if the run's taker recorded one first (recorder.end_key)."""
+        leased = self._leased.get(run_id)
+        if leased is not None:
+            _, task = leased
+            self._cancel_reasons[task] = "this executor lost the run's lease"
+            task.cancel()
+
     async def drain(self, timeout_seconds: float) -> None:
         """Waits for runs in flight (at shutdown), cancelling those still going after the timeout."""
         if not self._runs:
@@ -164,6 +183,7 @@ class RunExecutor:
         """An admitted run's life: its agent from the cache, its loop, and, whatever happens, its
         bookkeeping (metrics, the runs in flight here, its end handed to the finisher)."""
         task = self._track(run.spec.agent.id)
+        self._leased[run.run_id] = (run.spec.agent.id, task)
         result: RunResult | None = None
         outcome: metrics.RunOutcome = "failed"
         try:
@@ -173,6 +193,9 @@ class RunExecutor:
                 outcome = "max_steps" if result.max_steps_reached else "completed"
         except asyncio.CancelledError:
             outcome = "cancelled"
+            if not run.loop_started:
+                # Cancelled while its agent was being set up: the loop records no end for it.
+                await run.record_cancelled(timeout_seconds=self._settings.cleanup_timeout_seconds)
             raise
         except DomainError as error:
             # The agent could not be set up (a model or tool): the run never started, and
@@ -187,6 +210,7 @@ class RunExecutor:
                 delegated=bool(run.request.delegation_id),
             )
             self._untrack(run.spec.agent.id, task)
+            self._leased.pop(run.run_id, None)
             self._finish(run, result)
 
     async def _run_agent(self, run: AdmittedRun, sink: EventSink) -> RunResult | None:
@@ -224,6 +248,7 @@ class RunExecutor:
         scope = RunScope(request, spec, context, recorder, sink)
         kind = kind_name(spec.kind)
         model = runtime.models.plan.name if runtime.models else ""
+        run.loop_started = True
         await sink.emit(
             context.event(
                 run_started=run_pb2.RunStarted(agent_kind=kind, model=model, executor_id=self._executor_id)
@@ -251,6 +276,7 @@ class RunExecutor:
                 result.content,
                 parent_event_id=received.id,
                 metadata=_result_metadata(result),
+                idempotency_key=end_key(run_id),
             )
         except asyncio.CancelledError:
             reason = self._cancel_reasons.get(asyncio.current_task())  # type: ignore[arg-type]
@@ -312,6 +338,7 @@ class RunExecutor:
                 message,
                 metadata={"reason": reason, "code": code},
                 parent_event_id=scope.input_event_id,
+                idempotency_key=end_key(scope.context.run_id),
             )
             seq = event.seq
         except DomainError as error:
@@ -340,6 +367,7 @@ class RunExecutor:
                         **({"reason": reason} if reason else {}),
                     },
                     parent_event_id=scope.input_event_id,
+                    idempotency_key=end_key(scope.context.run_id),
                 ),
                 timeout_seconds=self._settings.cleanup_timeout_seconds,
             )

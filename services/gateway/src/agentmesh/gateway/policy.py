@@ -149,6 +149,7 @@ RPC_POLICY: Mapping[str, Rule] = {
     _REGISTRY + "StartAgentRun": SYSTEM,
     _REGISTRY + "FinishAgentRun": SYSTEM,
     _REGISTRY + "FinishAgentRuns": SYSTEM,
+    _REGISTRY + "RenewRunLeases": SYSTEM,
     _REGISTRY + "RegisterExecutor": SYSTEM,
     _REGISTRY + "ListExecutors": SUPERUSER,
     # Memory: the memory service knows no owners, so the gateway resolves the project itself.
