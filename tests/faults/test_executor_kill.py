@@ -1,0 +1,216 @@
+"""SIGKILL the executor running a delegating chat (issue 15): the services run as separate
+processes on PostgreSQL, with two executors. After every kill, within the lease time plus a few
+renewals: no agent stays `working`, every run in the session has exactly one final event (the
+surviving executor closes the dead one's runs: `EXECUTOR_LOST`, as long as resuming from the log
+is not built), every `delegation_request` has exactly one `delegation_response`, and `seq` has no
+gaps. The killed executor comes back before the next chat.
+
+Bounded in time: up to KILLS kills, stopping early once TIME_BUDGET_SECONDS passed (each kill
+costs a lease expiry and an executor restart); it asserts at least MIN_KILLS and prints how many.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import httpx
+import pytest
+import pytest_asyncio
+
+from agentmesh.gateway.v1 import gateway_service_pb2 as gw
+from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
+from tests.e2e.harness import ServiceProcess, free_loopback_ports
+from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient, Seeded, bearer
+from tests.polling import eventually
+from tests.run_log import log_problems
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(300)]
+
+KILLS = 20
+MIN_KILLS = 5
+TIME_BUDGET_SECONDS = 75.0
+LEASE_SECONDS = 2.0
+# The worker answers in a few dozen chunks, so kills land before, during and after delegating.
+WORKER = {"content": "part " * 60, "delay_seconds": 0.01}
+DELEGATE = {
+    "content": "",
+    "tool_calls": [{"name": "delegate", "arguments": {"agent": "worker", "task": "work"}}],
+}
+
+
+class Processes:
+    """The mesh as processes: registry, memory, two executors (by executor id), gateway."""
+
+    def __init__(self, database_url: str, log_dir: Path) -> None:
+        registry, memory, gateway, http, *executors = free_loopback_ports(6)
+        self.executor_addresses = [f"127.0.0.1:{port}" for port in executors]
+        common = {
+            "AGENTMESH_JWT_SECRET": JWT_SECRET,
+            "AGENTMESH_REGISTRY_ADDRESS": f"127.0.0.1:{registry}",
+            "AGENTMESH_MEMORY_ADDRESS": f"127.0.0.1:{memory}",
+            "AGENTMESH_DATABASE_URL": database_url,
+        }
+        pool = json.dumps(self.executor_addresses)
+
+        def serve(service: str, name: str, env: dict[str, str]) -> ServiceProcess:
+            return ServiceProcess.serve(service, name=name, env={**common, **env}, log_dir=log_dir)
+
+        self.registry = serve(
+            "registry",
+            "registry",
+            {
+                "AGENTMESH_REGISTRY_PORT": str(registry),
+                "AGENTMESH_SUPERUSER_EMAIL": SUPERUSER_EMAIL,
+                "AGENTMESH_SUPERUSER_PASSWORD": SUPERUSER_PASSWORD,
+                "AGENTMESH_REGISTRY_PASSWORD_HASH_TIME_COST": "1",
+                "AGENTMESH_REGISTRY_PASSWORD_HASH_MEMORY_KIB": "64",
+                "AGENTMESH_REGISTRY_RUN_LEASE_SECONDS": str(LEASE_SECONDS),
+                "AGENTMESH_REGISTRY_RUN_LEASE_SWEEP_SECONDS": "0.2",
+            },
+        )
+        self.memory = serve("memory", "memory", {"AGENTMESH_MEMORY_PORT": str(memory)})
+        self.executors = {
+            f"executor-{n}": serve(
+                "executor",
+                f"executor-{n}",
+                {
+                    "AGENTMESH_EXECUTOR_PORT": str(port),
+                    "AGENTMESH_EXECUTOR_ADVERTISE_ADDRESS": f"127.0.0.1:{port}",
+                    "AGENTMESH_EXECUTOR_EXECUTOR_ID": f"executor-{n}",
+                    "AGENTMESH_EXECUTOR_EXECUTOR_ADDRESSES": pool,
+                    "AGENTMESH_EXECUTOR_EXECUTOR_HEALTH_INTERVAL_SECONDS": "0.2",
+                    "AGENTMESH_EXECUTOR_LEASE_RENEW_INTERVAL_SECONDS": "0.5",
+                },
+            )
+            for n, port in enumerate(executors)
+        }
+        self.gateway = serve(
+            "gateway",
+            "gateway",
+            {
+                "AGENTMESH_GATEWAY_PORT": str(gateway),
+                "AGENTMESH_GATEWAY_HTTP_PORT": str(http),
+                "AGENTMESH_GATEWAY_EXECUTOR_ADDRESSES": pool,
+                "AGENTMESH_GATEWAY_EXECUTOR_HEALTH_INTERVAL_SECONDS": "0.2",
+            },
+        )
+
+    async def start(self) -> None:
+        await asyncio.gather(self.registry.start(), self.memory.start())
+        await asyncio.gather(*(executor.start() for executor in self.executors.values()))
+        await self.gateway.start()
+
+    async def stop(self) -> None:
+        for process in (self.gateway, *self.executors.values(), self.memory, self.registry):
+            await process.stop()
+
+
+@pytest_asyncio.fixture
+async def processes(postgres_database: str, tmp_path: Path) -> AsyncIterator[Processes]:
+    mesh = Processes(postgres_database, tmp_path)
+    try:
+        await mesh.start()
+        yield mesh
+    finally:
+        await mesh.stop()
+
+
+async def _chat_until_kill(
+    gateway: gw_grpc.GatewayServiceStub,
+    coordinator: Seeded,
+    session_id: str,
+    kill_after: int,
+    mesh: Processes,
+) -> tuple[str, bool]:
+    """Chats, and SIGKILLs the executor of the coordinator's run after `kill_after` events. The
+    killed executor's id, and whether the chat was still going when it died."""
+    call = gateway.StreamChat(
+        gw.StreamChatRequest(agent=coordinator.ref, message="go", session_id=session_id),
+        metadata=bearer(coordinator.token),
+    )
+    executor_id, received, ended = "", 0, False
+    with contextlib.suppress(grpc.aio.AioRpcError):
+        async for response in call:
+            event = response.event
+            received += 1
+            if event.HasField("run_started") and not executor_id:
+                executor_id = event.run_started.executor_id
+            if not event.delegation_path and (
+                event.HasField("run_completed") or event.HasField("run_failed")
+            ):
+                ended = True
+            if received >= kill_after or ended:
+                break
+    assert executor_id in mesh.executors, executor_id
+    await mesh.executors[executor_id].kill()
+    call.cancel()
+    return executor_id, not ended
+
+
+async def test_sigkilled_executors_leave_no_working_agent_and_one_end_per_run(processes: Processes) -> None:
+    mesh = processes
+    client = MeshClient(mesh.registry.grpc_address, mesh.gateway.grpc_address)
+    try:
+        token = await client.login()
+        worker = await client.seed_agent(token, name="worker", mock_responses=[WORKER])
+        coordinator = await client.seed_agent(
+            token,
+            name="coordinator",
+            project=worker,
+            network_access=["worker"],
+            mock_responses=[DELEGATE, "done"],
+        )
+        gateway = gw_grpc.GatewayServiceStub(client._gateway_channel)
+        headers = {"Authorization": f"Bearer {token}"}
+        rng = random.Random(15)
+        started = time.monotonic()
+        kills = mid_run = 0
+        async with httpx.AsyncClient(base_url=mesh.gateway.http_url, headers=headers, timeout=10) as http:
+
+            async def status(agent: Seeded) -> str:
+                response = await http.get(f"/api/v1/projects/{agent.project_id}/agents/{agent.agent_id}")
+                return response.json()["status"]
+
+            async def session_log(session_id: str) -> list[dict[str, object]]:
+                response = await http.get(
+                    f"/api/v1/projects/{worker.project_id}/sessions/{session_id}/events",
+                    params={"page_size": 1000},
+                )
+                return response.json()["events"] if response.status_code == 200 else []
+
+            while kills < KILLS and time.monotonic() - started < TIME_BUDGET_SECONDS:
+                session_id = f"kill-{kills}"
+                killed, during = await _chat_until_kill(
+                    gateway, coordinator, session_id, rng.randint(1, 25), mesh
+                )
+                kills += 1
+                mid_run += during
+                restart = asyncio.create_task(mesh.executors[killed].start())
+
+                async def settled(session_id: str = session_id) -> bool:
+                    if {await status(worker), await status(coordinator)} != {"idle"}:
+                        return False
+                    return log_problems(await session_log(session_id)) == []
+
+                try:
+                    await eventually(settled, timeout=LEASE_SECONDS * 10, what=f"{session_id} settles")
+                except AssertionError:
+                    events = await session_log(session_id)
+                    raise AssertionError(
+                        f"after kill {kills}: worker {await status(worker)}, coordinator "
+                        f"{await status(coordinator)}; {log_problems(events)}"
+                    ) from None
+                await restart
+                await mesh.executors[killed].wait_serving()
+    finally:
+        await client.close()
+    print(f"{kills} SIGKILLs ({mid_run} mid-chat) in {time.monotonic() - started:.0f}s")
+    assert kills >= MIN_KILLS
+    assert mid_run >= kills // 2
