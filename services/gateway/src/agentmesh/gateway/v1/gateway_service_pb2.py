@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from agentmesh.common.v1 import run_pb2 as agentmesh_dot_common_dot_v1_dot_run__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*agentmesh/gateway/v1/gateway_service.proto\x12\x14\x61gentmesh.gateway.v1\x1a\x1d\x61gentmesh/common/v1/run.proto\"A\n\x0b\x43hatRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\"n\n\x0c\x43hatResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12)\n\x05usage\x18\x04 \x01(\x0b\x32\x1a.agentmesh.common.v1.Usage\"G\n\x11StreamChatRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\"B\n\x12StreamChatResponse\x12,\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1d.agentmesh.common.v1.RunEvent2\xc2\x01\n\x0eGatewayService\x12M\n\x04\x43hat\x12!.agentmesh.gateway.v1.ChatRequest\x1a\".agentmesh.gateway.v1.ChatResponse\x12\x61\n\nStreamChat\x12\'.agentmesh.gateway.v1.StreamChatRequest\x1a(.agentmesh.gateway.v1.StreamChatResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*agentmesh/gateway/v1/gateway_service.proto\x12\x14\x61gentmesh.gateway.v1\x1a\x1d\x61gentmesh/common/v1/run.proto\"A\n\x0b\x43hatRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\"n\n\x0c\x43hatResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12)\n\x05usage\x18\x04 \x01(\x0b\x32\x1a.agentmesh.common.v1.Usage\"x\n\x11StreamChatRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x18\n\x10resume_after_seq\x18\x04 \x01(\x03\x12\x15\n\rresume_run_id\x18\x05 \x01(\t\"B\n\x12StreamChatResponse\x12,\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1d.agentmesh.common.v1.RunEvent2\xc2\x01\n\x0eGatewayService\x12M\n\x04\x43hat\x12!.agentmesh.gateway.v1.ChatRequest\x1a\".agentmesh.gateway.v1.ChatResponse\x12\x61\n\nStreamChat\x12\'.agentmesh.gateway.v1.StreamChatRequest\x1a(.agentmesh.gateway.v1.StreamChatResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,9 +37,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CHATRESPONSE']._serialized_start=166
   _globals['_CHATRESPONSE']._serialized_end=276
   _globals['_STREAMCHATREQUEST']._serialized_start=278
-  _globals['_STREAMCHATREQUEST']._serialized_end=349
-  _globals['_STREAMCHATRESPONSE']._serialized_start=351
-  _globals['_STREAMCHATRESPONSE']._serialized_end=417
-  _globals['_GATEWAYSERVICE']._serialized_start=420
-  _globals['_GATEWAYSERVICE']._serialized_end=614
+  _globals['_STREAMCHATREQUEST']._serialized_end=398
+  _globals['_STREAMCHATRESPONSE']._serialized_start=400
+  _globals['_STREAMCHATRESPONSE']._serialized_end=466
+  _globals['_GATEWAYSERVICE']._serialized_start=469
+  _globals['_GATEWAYSERVICE']._serialized_end=663
 # @@protoc_insertion_point(module_scope)

@@ -4,15 +4,18 @@
 # source: agentmesh/registry/v1/registry_service.proto
 # Protobuf Python Version: 7.35.1
 """Generated protocol buffer code."""
-
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import descriptor_pool as _descriptor_pool
 from google.protobuf import runtime_version as _runtime_version
 from google.protobuf import symbol_database as _symbol_database
 from google.protobuf.internal import builder as _builder
-
 _runtime_version.ValidateProtobufRuntimeVersion(
-    _runtime_version.Domain.PUBLIC, 7, 35, 1, "", "agentmesh/registry/v1/registry_service.proto"
+    _runtime_version.Domain.PUBLIC,
+    7,
+    35,
+    1,
+    '',
+    'agentmesh/registry/v1/registry_service.proto'
 )
 # @@protoc_insertion_point(imports)
 
@@ -23,147 +26,145 @@ from agentmesh.registry.v1 import resources_pb2 as agentmesh_dot_registry_dot_v1
 from google.protobuf import field_mask_pb2 as google_dot_protobuf_dot_field__mask__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
-    b'\n,agentmesh/registry/v1/registry_service.proto\x12\x15\x61gentmesh.registry.v1\x1a%agentmesh/registry/v1/resources.proto\x1a google/protobuf/field_mask.proto"]\n\x13RegisterUserRequest\x12\r\n\x05\x65mail\x18\x01 \x01(\t\x12\x10\n\x08password\x18\x02 \x01(\t\x12\x12\n\nfirst_name\x18\x03 \x01(\t\x12\x11\n\tlast_name\x18\x04 \x01(\t"A\n\x14RegisterUserResponse\x12)\n\x04user\x18\x01 \x01(\x0b\x32\x1b.agentmesh.registry.v1.User"/\n\x0cLoginRequest\x12\r\n\x05\x65mail\x18\x01 \x01(\t\x12\x10\n\x08password\x18\x02 \x01(\t"]\n\x06Tokens\x12\x14\n\x0c\x61\x63\x63\x65ss_token\x18\x01 \x01(\t\x12\x15\n\rrefresh_token\x18\x02 \x01(\t\x12\x12\n\ntoken_type\x18\x03 \x01(\t\x12\x12\n\nexpires_in\x18\x04 \x01(\x03">\n\rLoginResponse\x12-\n\x06tokens\x18\x01 \x01(\x0b\x32\x1d.agentmesh.registry.v1.Tokens"-\n\x14RefreshTokensRequest\x12\x15\n\rrefresh_token\x18\x01 \x01(\t"F\n\x15RefreshTokensResponse\x12-\n\x06tokens\x18\x01 \x01(\x0b\x32\x1d.agentmesh.registry.v1.Tokens"2\n\x19RevokeRefreshTokenRequest\x12\x15\n\rrefresh_token\x18\x01 \x01(\t"\x1c\n\x1aRevokeRefreshTokenResponse"\x17\n\x15GetCurrentUserRequest"C\n\x16GetCurrentUserResponse\x12)\n\x04user\x18\x01 \x01(\x0b\x32\x1b.agentmesh.registry.v1.User"q\n\x11\x43reateUserRequest\x12\r\n\x05\x65mail\x18\x01 \x01(\t\x12\x10\n\x08password\x18\x02 \x01(\t\x12\x12\n\nfirst_name\x18\x03 \x01(\t\x12\x11\n\tlast_name\x18\x04 \x01(\t\x12\x14\n\x0cis_superuser\x18\x05 \x01(\x08"Q\n\x12\x43reateUserResponse\x12)\n\x04user\x18\x01 \x01(\x0b\x32\x1b.agentmesh.registry.v1.User\x12\x10\n\x08promoted\x18\x02 \x01(\x08"b\n\x16\x43reateAgentTypeRequest\x12\x34\n\nagent_type\x18\x01 \x01(\x0b\x32 .agentmesh.registry.v1.AgentType\x12\x12\n\nrequest_id\x18\x02 \x01(\t"O\n\x17\x43reateAgentTypeResponse\x12\x34\n\nagent_type\x18\x01 \x01(\x0b\x32 .agentmesh.registry.v1.AgentType"/\n\x13GetAgentTypeRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04slug\x18\x02 \x01(\t"L\n\x14GetAgentTypeResponse\x12\x34\n\nagent_type\x18\x01 \x01(\x0b\x32 .agentmesh.registry.v1.AgentType"L\n\x15ListAgentTypesRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x0c\n\x04page\x18\x03 \x01(\x05"|\n\x16ListAgentTypesResponse\x12\x35\n\x0b\x61gent_types\x18\x01 \x03(\x0b\x32 .agentmesh.registry.v1.AgentType\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x12\n\ntotal_size\x18\x03 \x01(\x05"\x7f\n\x16UpdateAgentTypeRequest\x12\x34\n\nagent_type\x18\x01 \x01(\x0b\x32 .agentmesh.registry.v1.AgentType\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask"O\n\x17UpdateAgentTypeResponse\x12\x34\n\nagent_type\x18\x01 \x01(\x0b\x32 .agentmesh.registry.v1.AgentType"$\n\x16\x44\x65leteAgentTypeRequest\x12\n\n\x02id\x18\x01 \x01(\t"\x19\n\x17\x44\x65leteAgentTypeResponse"[\n\x14\x43reateProjectRequest\x12/\n\x07project\x18\x01 \x01(\x0b\x32\x1e.agentmesh.registry.v1.Project\x12\x12\n\nrequest_id\x18\x02 \x01(\t"H\n\x15\x43reateProjectResponse\x12/\n\x07project\x18\x01 \x01(\x0b\x32\x1e.agentmesh.registry.v1.Project"-\n\x11GetProjectRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04slug\x18\x02 \x01(\t"E\n\x12GetProjectResponse\x12/\n\x07project\x18\x01 \x01(\x0b\x32\x1e.agentmesh.registry.v1.Project"J\n\x13ListProjectsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x0c\n\x04page\x18\x03 \x01(\x05"u\n\x14ListProjectsResponse\x12\x30\n\x08projects\x18\x01 \x03(\x0b\x32\x1e.agentmesh.registry.v1.Project\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x12\n\ntotal_size\x18\x03 \x01(\x05"x\n\x14UpdateProjectRequest\x12/\n\x07project\x18\x01 \x01(\x0b\x32\x1e.agentmesh.registry.v1.Project\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask"H\n\x15UpdateProjectResponse\x12/\n\x07project\x18\x01 \x01(\x0b\x32\x1e.agentmesh.registry.v1.Project""\n\x14\x44\x65leteProjectRequest\x12\n\n\x02id\x18\x01 \x01(\t"\x17\n\x15\x44\x65leteProjectResponse"U\n\x12\x43reateAgentRequest\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent\x12\x12\n\nrequest_id\x18\x02 \x01(\t"B\n\x13\x43reateAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent"1\n\x0fGetAgentRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t"?\n\x10GetAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent"\\\n\x11ListAgentsRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x0c\n\x04page\x18\x04 \x01(\x05"o\n\x12ListAgentsResponse\x12,\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x1c.agentmesh.registry.v1.Agent\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x12\n\ntotal_size\x18\x03 \x01(\x05"r\n\x12UpdateAgentRequest\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask"B\n\x13UpdateAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent"3\n\x11PauseAgentRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t"A\n\x12PauseAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent"4\n\x12ResumeAgentRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t"B\n\x13ResumeAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent"4\n\x12\x44\x65leteAgentRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t"&\n\x13\x44\x65leteAgentResponse\x12\x0f\n\x07message\x18\x01 \x01(\t"8\n\x16GetAgentMetricsRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t"\xbb\x01\n\x17GetAgentMetricsResponse\x12\x17\n\x0ftotal_instances\x18\x01 \x01(\x03\x12\x18\n\x10\x61\x63tive_instances\x18\x02 \x01(\x03\x12\x16\n\x0eidle_instances\x18\x03 \x01(\x03\x12\x1d\n\x15total_tasks_completed\x18\x04 \x01(\x03\x12\x19\n\x11total_tokens_used\x18\x05 \x01(\x03\x12\x1b\n\x13total_cost_incurred\x18\x06 \x01(\x01"?\n\x13ResolveAgentRequest\x12\x14\n\x0cproject_slug\x18\x01 \x01(\t\x12\x12\n\nagent_name\x18\x02 \x01(\t"F\n\x14ResolveAgentResponse\x12.\n\x04spec\x18\x01 \x01(\x0b\x32 .agentmesh.registry.v1.AgentSpec"a\n\x14StartAgentRunRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x13\n\x0b\x65xecutor_id\x18\x04 \x01(\t"[\n\x15StartAgentRunResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent\x12\x15\n\rspec_revision\x18\x02 \x01(\t"o\n\x15\x46inishAgentRunRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x11\n\tcompleted\x18\x03 \x01(\x08\x12\x13\n\x0btokens_used\x18\x04 \x01(\x03\x12\x0c\n\x04\x63ost\x18\x05 \x01(\x01"E\n\x16\x46inishAgentRunResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent"T\n\x16\x46inishAgentRunsRequest\x12:\n\x04runs\x18\x01 \x03(\x0b\x32,.agentmesh.registry.v1.FinishAgentRunRequest"S\n\x17\x46inishAgentRunsResponse\x12\x38\n\x07results\x18\x01 \x03(\x0b\x32\'.agentmesh.registry.v1.FinishedAgentRun"\x80\x01\n\x10\x46inishedAgentRun\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent\x12\x12\n\nerror_code\x18\x02 \x01(\t\x12\x14\n\x0c\x65rror_reason\x18\x03 \x01(\t\x12\x15\n\rerror_message\x18\x04 \x01(\t"\xa3\x01\n\x15RenewRunLeasesRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12.\n\x04runs\x18\x02 \x03(\x0b\x32 .agentmesh.registry.v1.LeasedRun\x12\x30\n\x06\x63losed\x18\x03 \x03(\x0b\x32 .agentmesh.registry.v1.LeasedRun\x12\x13\n\x0bmax_orphans\x18\x04 \x01(\x05"\x94\x01\n\x16RenewRunLeasesResponse\x12.\n\x04lost\x18\x01 \x03(\x0b\x32 .agentmesh.registry.v1.LeasedRun\x12\x33\n\x07orphans\x18\x02 \x03(\x0b\x32".agentmesh.registry.v1.OrphanedRun\x12\x15\n\rlease_seconds\x18\x03 \x01(\x01"-\n\tLeasedRun\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t"k\n\x0bOrphanedRun\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x12\n\nproject_id\x18\x04 \x01(\t\x12\x12\n\nagent_name\x18\x05 \x01(\t"L\n\x17RegisterExecutorRequest\x12\x31\n\x08\x65xecutor\x18\x01 \x01(\x0b\x32\x1f.agentmesh.registry.v1.Executor"M\n\x18RegisterExecutorResponse\x12\x31\n\x08\x65xecutor\x18\x01 \x01(\x0b\x32\x1f.agentmesh.registry.v1.Executor"\x16\n\x14ListExecutorsRequest"K\n\x15ListExecutorsResponse\x12\x32\n\texecutors\x18\x01 \x03(\x0b\x32\x1f.agentmesh.registry.v1.Executor2\xf8\x19\n\x0fRegistryService\x12g\n\x0cRegisterUser\x12*.agentmesh.registry.v1.RegisterUserRequest\x1a+.agentmesh.registry.v1.RegisterUserResponse\x12R\n\x05Login\x12#.agentmesh.registry.v1.LoginRequest\x1a$.agentmesh.registry.v1.LoginResponse\x12j\n\rRefreshTokens\x12+.agentmesh.registry.v1.RefreshTokensRequest\x1a,.agentmesh.registry.v1.RefreshTokensResponse\x12y\n\x12RevokeRefreshToken\x12\x30.agentmesh.registry.v1.RevokeRefreshTokenRequest\x1a\x31.agentmesh.registry.v1.RevokeRefreshTokenResponse\x12m\n\x0eGetCurrentUser\x12,.agentmesh.registry.v1.GetCurrentUserRequest\x1a-.agentmesh.registry.v1.GetCurrentUserResponse\x12\x61\n\nCreateUser\x12(.agentmesh.registry.v1.CreateUserRequest\x1a).agentmesh.registry.v1.CreateUserResponse\x12p\n\x0f\x43reateAgentType\x12-.agentmesh.registry.v1.CreateAgentTypeRequest\x1a..agentmesh.registry.v1.CreateAgentTypeResponse\x12g\n\x0cGetAgentType\x12*.agentmesh.registry.v1.GetAgentTypeRequest\x1a+.agentmesh.registry.v1.GetAgentTypeResponse\x12m\n\x0eListAgentTypes\x12,.agentmesh.registry.v1.ListAgentTypesRequest\x1a-.agentmesh.registry.v1.ListAgentTypesResponse\x12p\n\x0fUpdateAgentType\x12-.agentmesh.registry.v1.UpdateAgentTypeRequest\x1a..agentmesh.registry.v1.UpdateAgentTypeResponse\x12p\n\x0f\x44\x65leteAgentType\x12-.agentmesh.registry.v1.DeleteAgentTypeRequest\x1a..agentmesh.registry.v1.DeleteAgentTypeResponse\x12j\n\rCreateProject\x12+.agentmesh.registry.v1.CreateProjectRequest\x1a,.agentmesh.registry.v1.CreateProjectResponse\x12\x61\n\nGetProject\x12(.agentmesh.registry.v1.GetProjectRequest\x1a).agentmesh.registry.v1.GetProjectResponse\x12g\n\x0cListProjects\x12*.agentmesh.registry.v1.ListProjectsRequest\x1a+.agentmesh.registry.v1.ListProjectsResponse\x12j\n\rUpdateProject\x12+.agentmesh.registry.v1.UpdateProjectRequest\x1a,.agentmesh.registry.v1.UpdateProjectResponse\x12j\n\rDeleteProject\x12+.agentmesh.registry.v1.DeleteProjectRequest\x1a,.agentmesh.registry.v1.DeleteProjectResponse\x12\x64\n\x0b\x43reateAgent\x12).agentmesh.registry.v1.CreateAgentRequest\x1a*.agentmesh.registry.v1.CreateAgentResponse\x12[\n\x08GetAgent\x12&.agentmesh.registry.v1.GetAgentRequest\x1a\'.agentmesh.registry.v1.GetAgentResponse\x12\x61\n\nListAgents\x12(.agentmesh.registry.v1.ListAgentsRequest\x1a).agentmesh.registry.v1.ListAgentsResponse\x12\x64\n\x0bUpdateAgent\x12).agentmesh.registry.v1.UpdateAgentRequest\x1a*.agentmesh.registry.v1.UpdateAgentResponse\x12\x61\n\nPauseAgent\x12(.agentmesh.registry.v1.PauseAgentRequest\x1a).agentmesh.registry.v1.PauseAgentResponse\x12\x64\n\x0bResumeAgent\x12).agentmesh.registry.v1.ResumeAgentRequest\x1a*.agentmesh.registry.v1.ResumeAgentResponse\x12\x64\n\x0b\x44\x65leteAgent\x12).agentmesh.registry.v1.DeleteAgentRequest\x1a*.agentmesh.registry.v1.DeleteAgentResponse\x12p\n\x0fGetAgentMetrics\x12-.agentmesh.registry.v1.GetAgentMetricsRequest\x1a..agentmesh.registry.v1.GetAgentMetricsResponse\x12g\n\x0cResolveAgent\x12*.agentmesh.registry.v1.ResolveAgentRequest\x1a+.agentmesh.registry.v1.ResolveAgentResponse\x12j\n\rStartAgentRun\x12+.agentmesh.registry.v1.StartAgentRunRequest\x1a,.agentmesh.registry.v1.StartAgentRunResponse\x12m\n\x0e\x46inishAgentRun\x12,.agentmesh.registry.v1.FinishAgentRunRequest\x1a-.agentmesh.registry.v1.FinishAgentRunResponse\x12p\n\x0f\x46inishAgentRuns\x12-.agentmesh.registry.v1.FinishAgentRunsRequest\x1a..agentmesh.registry.v1.FinishAgentRunsResponse\x12m\n\x0eRenewRunLeases\x12,.agentmesh.registry.v1.RenewRunLeasesRequest\x1a-.agentmesh.registry.v1.RenewRunLeasesResponse\x12s\n\x10RegisterExecutor\x12..agentmesh.registry.v1.RegisterExecutorRequest\x1a/.agentmesh.registry.v1.RegisterExecutorResponse\x12j\n\rListExecutors\x12+.agentmesh.registry.v1.ListExecutorsRequest\x1a,.agentmesh.registry.v1.ListExecutorsResponseb\x06proto3'
-)
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n,agentmesh/registry/v1/registry_service.proto\x12\x15\x61gentmesh.registry.v1\x1a%agentmesh/registry/v1/resources.proto\x1a google/protobuf/field_mask.proto\"]\n\x13RegisterUserRequest\x12\r\n\x05\x65mail\x18\x01 \x01(\t\x12\x10\n\x08password\x18\x02 \x01(\t\x12\x12\n\nfirst_name\x18\x03 \x01(\t\x12\x11\n\tlast_name\x18\x04 \x01(\t\"A\n\x14RegisterUserResponse\x12)\n\x04user\x18\x01 \x01(\x0b\x32\x1b.agentmesh.registry.v1.User\"/\n\x0cLoginRequest\x12\r\n\x05\x65mail\x18\x01 \x01(\t\x12\x10\n\x08password\x18\x02 \x01(\t\"]\n\x06Tokens\x12\x14\n\x0c\x61\x63\x63\x65ss_token\x18\x01 \x01(\t\x12\x15\n\rrefresh_token\x18\x02 \x01(\t\x12\x12\n\ntoken_type\x18\x03 \x01(\t\x12\x12\n\nexpires_in\x18\x04 \x01(\x03\">\n\rLoginResponse\x12-\n\x06tokens\x18\x01 \x01(\x0b\x32\x1d.agentmesh.registry.v1.Tokens\"-\n\x14RefreshTokensRequest\x12\x15\n\rrefresh_token\x18\x01 \x01(\t\"F\n\x15RefreshTokensResponse\x12-\n\x06tokens\x18\x01 \x01(\x0b\x32\x1d.agentmesh.registry.v1.Tokens\"2\n\x19RevokeRefreshTokenRequest\x12\x15\n\rrefresh_token\x18\x01 \x01(\t\"\x1c\n\x1aRevokeRefreshTokenResponse\"\x17\n\x15GetCurrentUserRequest\"C\n\x16GetCurrentUserResponse\x12)\n\x04user\x18\x01 \x01(\x0b\x32\x1b.agentmesh.registry.v1.User\"q\n\x11\x43reateUserRequest\x12\r\n\x05\x65mail\x18\x01 \x01(\t\x12\x10\n\x08password\x18\x02 \x01(\t\x12\x12\n\nfirst_name\x18\x03 \x01(\t\x12\x11\n\tlast_name\x18\x04 \x01(\t\x12\x14\n\x0cis_superuser\x18\x05 \x01(\x08\"Q\n\x12\x43reateUserResponse\x12)\n\x04user\x18\x01 \x01(\x0b\x32\x1b.agentmesh.registry.v1.User\x12\x10\n\x08promoted\x18\x02 \x01(\x08\"b\n\x16\x43reateAgentTypeRequest\x12\x34\n\nagent_type\x18\x01 \x01(\x0b\x32 .agentmesh.registry.v1.AgentType\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"O\n\x17\x43reateAgentTypeResponse\x12\x34\n\nagent_type\x18\x01 \x01(\x0b\x32 .agentmesh.registry.v1.AgentType\"/\n\x13GetAgentTypeRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04slug\x18\x02 \x01(\t\"L\n\x14GetAgentTypeResponse\x12\x34\n\nagent_type\x18\x01 \x01(\x0b\x32 .agentmesh.registry.v1.AgentType\"L\n\x15ListAgentTypesRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x0c\n\x04page\x18\x03 \x01(\x05\"|\n\x16ListAgentTypesResponse\x12\x35\n\x0b\x61gent_types\x18\x01 \x03(\x0b\x32 .agentmesh.registry.v1.AgentType\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x12\n\ntotal_size\x18\x03 \x01(\x05\"\x7f\n\x16UpdateAgentTypeRequest\x12\x34\n\nagent_type\x18\x01 \x01(\x0b\x32 .agentmesh.registry.v1.AgentType\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"O\n\x17UpdateAgentTypeResponse\x12\x34\n\nagent_type\x18\x01 \x01(\x0b\x32 .agentmesh.registry.v1.AgentType\"$\n\x16\x44\x65leteAgentTypeRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\x19\n\x17\x44\x65leteAgentTypeResponse\"[\n\x14\x43reateProjectRequest\x12/\n\x07project\x18\x01 \x01(\x0b\x32\x1e.agentmesh.registry.v1.Project\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"H\n\x15\x43reateProjectResponse\x12/\n\x07project\x18\x01 \x01(\x0b\x32\x1e.agentmesh.registry.v1.Project\"-\n\x11GetProjectRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04slug\x18\x02 \x01(\t\"E\n\x12GetProjectResponse\x12/\n\x07project\x18\x01 \x01(\x0b\x32\x1e.agentmesh.registry.v1.Project\"J\n\x13ListProjectsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x0c\n\x04page\x18\x03 \x01(\x05\"u\n\x14ListProjectsResponse\x12\x30\n\x08projects\x18\x01 \x03(\x0b\x32\x1e.agentmesh.registry.v1.Project\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x12\n\ntotal_size\x18\x03 \x01(\x05\"x\n\x14UpdateProjectRequest\x12/\n\x07project\x18\x01 \x01(\x0b\x32\x1e.agentmesh.registry.v1.Project\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"H\n\x15UpdateProjectResponse\x12/\n\x07project\x18\x01 \x01(\x0b\x32\x1e.agentmesh.registry.v1.Project\"\"\n\x14\x44\x65leteProjectRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\x17\n\x15\x44\x65leteProjectResponse\"U\n\x12\x43reateAgentRequest\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"B\n\x13\x43reateAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent\"1\n\x0fGetAgentRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"?\n\x10GetAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent\"\\\n\x11ListAgentsRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x0c\n\x04page\x18\x04 \x01(\x05\"o\n\x12ListAgentsResponse\x12,\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x1c.agentmesh.registry.v1.Agent\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x12\n\ntotal_size\x18\x03 \x01(\x05\"r\n\x12UpdateAgentRequest\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"B\n\x13UpdateAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent\"3\n\x11PauseAgentRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"A\n\x12PauseAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent\"4\n\x12ResumeAgentRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"B\n\x13ResumeAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent\"4\n\x12\x44\x65leteAgentRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"&\n\x13\x44\x65leteAgentResponse\x12\x0f\n\x07message\x18\x01 \x01(\t\"8\n\x16GetAgentMetricsRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"\xbb\x01\n\x17GetAgentMetricsResponse\x12\x17\n\x0ftotal_instances\x18\x01 \x01(\x03\x12\x18\n\x10\x61\x63tive_instances\x18\x02 \x01(\x03\x12\x16\n\x0eidle_instances\x18\x03 \x01(\x03\x12\x1d\n\x15total_tasks_completed\x18\x04 \x01(\x03\x12\x19\n\x11total_tokens_used\x18\x05 \x01(\x03\x12\x1b\n\x13total_cost_incurred\x18\x06 \x01(\x01\"?\n\x13ResolveAgentRequest\x12\x14\n\x0cproject_slug\x18\x01 \x01(\t\x12\x12\n\nagent_name\x18\x02 \x01(\t\"F\n\x14ResolveAgentResponse\x12.\n\x04spec\x18\x01 \x01(\x0b\x32 .agentmesh.registry.v1.AgentSpec\"a\n\x14StartAgentRunRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x13\n\x0b\x65xecutor_id\x18\x04 \x01(\t\"[\n\x15StartAgentRunResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent\x12\x15\n\rspec_revision\x18\x02 \x01(\t\"o\n\x15\x46inishAgentRunRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x11\n\tcompleted\x18\x03 \x01(\x08\x12\x13\n\x0btokens_used\x18\x04 \x01(\x03\x12\x0c\n\x04\x63ost\x18\x05 \x01(\x01\"E\n\x16\x46inishAgentRunResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent\"T\n\x16\x46inishAgentRunsRequest\x12:\n\x04runs\x18\x01 \x03(\x0b\x32,.agentmesh.registry.v1.FinishAgentRunRequest\"S\n\x17\x46inishAgentRunsResponse\x12\x38\n\x07results\x18\x01 \x03(\x0b\x32\'.agentmesh.registry.v1.FinishedAgentRun\"\x80\x01\n\x10\x46inishedAgentRun\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent\x12\x12\n\nerror_code\x18\x02 \x01(\t\x12\x14\n\x0c\x65rror_reason\x18\x03 \x01(\t\x12\x15\n\rerror_message\x18\x04 \x01(\t\"\xa3\x01\n\x15RenewRunLeasesRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12.\n\x04runs\x18\x02 \x03(\x0b\x32 .agentmesh.registry.v1.LeasedRun\x12\x30\n\x06\x63losed\x18\x03 \x03(\x0b\x32 .agentmesh.registry.v1.LeasedRun\x12\x13\n\x0bmax_orphans\x18\x04 \x01(\x05\"\x94\x01\n\x16RenewRunLeasesResponse\x12.\n\x04lost\x18\x01 \x03(\x0b\x32 .agentmesh.registry.v1.LeasedRun\x12\x33\n\x07orphans\x18\x02 \x03(\x0b\x32\".agentmesh.registry.v1.OrphanedRun\x12\x15\n\rlease_seconds\x18\x03 \x01(\x01\"-\n\tLeasedRun\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"k\n\x0bOrphanedRun\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x12\n\nproject_id\x18\x04 \x01(\t\x12\x12\n\nagent_name\x18\x05 \x01(\t\"L\n\x17RegisterExecutorRequest\x12\x31\n\x08\x65xecutor\x18\x01 \x01(\x0b\x32\x1f.agentmesh.registry.v1.Executor\"M\n\x18RegisterExecutorResponse\x12\x31\n\x08\x65xecutor\x18\x01 \x01(\x0b\x32\x1f.agentmesh.registry.v1.Executor\"\x16\n\x14ListExecutorsRequest\"K\n\x15ListExecutorsResponse\x12\x32\n\texecutors\x18\x01 \x03(\x0b\x32\x1f.agentmesh.registry.v1.Executor2\xf8\x19\n\x0fRegistryService\x12g\n\x0cRegisterUser\x12*.agentmesh.registry.v1.RegisterUserRequest\x1a+.agentmesh.registry.v1.RegisterUserResponse\x12R\n\x05Login\x12#.agentmesh.registry.v1.LoginRequest\x1a$.agentmesh.registry.v1.LoginResponse\x12j\n\rRefreshTokens\x12+.agentmesh.registry.v1.RefreshTokensRequest\x1a,.agentmesh.registry.v1.RefreshTokensResponse\x12y\n\x12RevokeRefreshToken\x12\x30.agentmesh.registry.v1.RevokeRefreshTokenRequest\x1a\x31.agentmesh.registry.v1.RevokeRefreshTokenResponse\x12m\n\x0eGetCurrentUser\x12,.agentmesh.registry.v1.GetCurrentUserRequest\x1a-.agentmesh.registry.v1.GetCurrentUserResponse\x12\x61\n\nCreateUser\x12(.agentmesh.registry.v1.CreateUserRequest\x1a).agentmesh.registry.v1.CreateUserResponse\x12p\n\x0f\x43reateAgentType\x12-.agentmesh.registry.v1.CreateAgentTypeRequest\x1a..agentmesh.registry.v1.CreateAgentTypeResponse\x12g\n\x0cGetAgentType\x12*.agentmesh.registry.v1.GetAgentTypeRequest\x1a+.agentmesh.registry.v1.GetAgentTypeResponse\x12m\n\x0eListAgentTypes\x12,.agentmesh.registry.v1.ListAgentTypesRequest\x1a-.agentmesh.registry.v1.ListAgentTypesResponse\x12p\n\x0fUpdateAgentType\x12-.agentmesh.registry.v1.UpdateAgentTypeRequest\x1a..agentmesh.registry.v1.UpdateAgentTypeResponse\x12p\n\x0f\x44\x65leteAgentType\x12-.agentmesh.registry.v1.DeleteAgentTypeRequest\x1a..agentmesh.registry.v1.DeleteAgentTypeResponse\x12j\n\rCreateProject\x12+.agentmesh.registry.v1.CreateProjectRequest\x1a,.agentmesh.registry.v1.CreateProjectResponse\x12\x61\n\nGetProject\x12(.agentmesh.registry.v1.GetProjectRequest\x1a).agentmesh.registry.v1.GetProjectResponse\x12g\n\x0cListProjects\x12*.agentmesh.registry.v1.ListProjectsRequest\x1a+.agentmesh.registry.v1.ListProjectsResponse\x12j\n\rUpdateProject\x12+.agentmesh.registry.v1.UpdateProjectRequest\x1a,.agentmesh.registry.v1.UpdateProjectResponse\x12j\n\rDeleteProject\x12+.agentmesh.registry.v1.DeleteProjectRequest\x1a,.agentmesh.registry.v1.DeleteProjectResponse\x12\x64\n\x0b\x43reateAgent\x12).agentmesh.registry.v1.CreateAgentRequest\x1a*.agentmesh.registry.v1.CreateAgentResponse\x12[\n\x08GetAgent\x12&.agentmesh.registry.v1.GetAgentRequest\x1a\'.agentmesh.registry.v1.GetAgentResponse\x12\x61\n\nListAgents\x12(.agentmesh.registry.v1.ListAgentsRequest\x1a).agentmesh.registry.v1.ListAgentsResponse\x12\x64\n\x0bUpdateAgent\x12).agentmesh.registry.v1.UpdateAgentRequest\x1a*.agentmesh.registry.v1.UpdateAgentResponse\x12\x61\n\nPauseAgent\x12(.agentmesh.registry.v1.PauseAgentRequest\x1a).agentmesh.registry.v1.PauseAgentResponse\x12\x64\n\x0bResumeAgent\x12).agentmesh.registry.v1.ResumeAgentRequest\x1a*.agentmesh.registry.v1.ResumeAgentResponse\x12\x64\n\x0b\x44\x65leteAgent\x12).agentmesh.registry.v1.DeleteAgentRequest\x1a*.agentmesh.registry.v1.DeleteAgentResponse\x12p\n\x0fGetAgentMetrics\x12-.agentmesh.registry.v1.GetAgentMetricsRequest\x1a..agentmesh.registry.v1.GetAgentMetricsResponse\x12g\n\x0cResolveAgent\x12*.agentmesh.registry.v1.ResolveAgentRequest\x1a+.agentmesh.registry.v1.ResolveAgentResponse\x12j\n\rStartAgentRun\x12+.agentmesh.registry.v1.StartAgentRunRequest\x1a,.agentmesh.registry.v1.StartAgentRunResponse\x12m\n\x0e\x46inishAgentRun\x12,.agentmesh.registry.v1.FinishAgentRunRequest\x1a-.agentmesh.registry.v1.FinishAgentRunResponse\x12p\n\x0f\x46inishAgentRuns\x12-.agentmesh.registry.v1.FinishAgentRunsRequest\x1a..agentmesh.registry.v1.FinishAgentRunsResponse\x12m\n\x0eRenewRunLeases\x12,.agentmesh.registry.v1.RenewRunLeasesRequest\x1a-.agentmesh.registry.v1.RenewRunLeasesResponse\x12s\n\x10RegisterExecutor\x12..agentmesh.registry.v1.RegisterExecutorRequest\x1a/.agentmesh.registry.v1.RegisterExecutorResponse\x12j\n\rListExecutors\x12+.agentmesh.registry.v1.ListExecutorsRequest\x1a,.agentmesh.registry.v1.ListExecutorsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, "agentmesh.registry.v1.registry_service_pb2", _globals)
+_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentmesh.registry.v1.registry_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-    DESCRIPTOR._loaded_options = None
-    _globals["_REGISTERUSERREQUEST"]._serialized_start = 144
-    _globals["_REGISTERUSERREQUEST"]._serialized_end = 237
-    _globals["_REGISTERUSERRESPONSE"]._serialized_start = 239
-    _globals["_REGISTERUSERRESPONSE"]._serialized_end = 304
-    _globals["_LOGINREQUEST"]._serialized_start = 306
-    _globals["_LOGINREQUEST"]._serialized_end = 353
-    _globals["_TOKENS"]._serialized_start = 355
-    _globals["_TOKENS"]._serialized_end = 448
-    _globals["_LOGINRESPONSE"]._serialized_start = 450
-    _globals["_LOGINRESPONSE"]._serialized_end = 512
-    _globals["_REFRESHTOKENSREQUEST"]._serialized_start = 514
-    _globals["_REFRESHTOKENSREQUEST"]._serialized_end = 559
-    _globals["_REFRESHTOKENSRESPONSE"]._serialized_start = 561
-    _globals["_REFRESHTOKENSRESPONSE"]._serialized_end = 631
-    _globals["_REVOKEREFRESHTOKENREQUEST"]._serialized_start = 633
-    _globals["_REVOKEREFRESHTOKENREQUEST"]._serialized_end = 683
-    _globals["_REVOKEREFRESHTOKENRESPONSE"]._serialized_start = 685
-    _globals["_REVOKEREFRESHTOKENRESPONSE"]._serialized_end = 713
-    _globals["_GETCURRENTUSERREQUEST"]._serialized_start = 715
-    _globals["_GETCURRENTUSERREQUEST"]._serialized_end = 738
-    _globals["_GETCURRENTUSERRESPONSE"]._serialized_start = 740
-    _globals["_GETCURRENTUSERRESPONSE"]._serialized_end = 807
-    _globals["_CREATEUSERREQUEST"]._serialized_start = 809
-    _globals["_CREATEUSERREQUEST"]._serialized_end = 922
-    _globals["_CREATEUSERRESPONSE"]._serialized_start = 924
-    _globals["_CREATEUSERRESPONSE"]._serialized_end = 1005
-    _globals["_CREATEAGENTTYPEREQUEST"]._serialized_start = 1007
-    _globals["_CREATEAGENTTYPEREQUEST"]._serialized_end = 1105
-    _globals["_CREATEAGENTTYPERESPONSE"]._serialized_start = 1107
-    _globals["_CREATEAGENTTYPERESPONSE"]._serialized_end = 1186
-    _globals["_GETAGENTTYPEREQUEST"]._serialized_start = 1188
-    _globals["_GETAGENTTYPEREQUEST"]._serialized_end = 1235
-    _globals["_GETAGENTTYPERESPONSE"]._serialized_start = 1237
-    _globals["_GETAGENTTYPERESPONSE"]._serialized_end = 1313
-    _globals["_LISTAGENTTYPESREQUEST"]._serialized_start = 1315
-    _globals["_LISTAGENTTYPESREQUEST"]._serialized_end = 1391
-    _globals["_LISTAGENTTYPESRESPONSE"]._serialized_start = 1393
-    _globals["_LISTAGENTTYPESRESPONSE"]._serialized_end = 1517
-    _globals["_UPDATEAGENTTYPEREQUEST"]._serialized_start = 1519
-    _globals["_UPDATEAGENTTYPEREQUEST"]._serialized_end = 1646
-    _globals["_UPDATEAGENTTYPERESPONSE"]._serialized_start = 1648
-    _globals["_UPDATEAGENTTYPERESPONSE"]._serialized_end = 1727
-    _globals["_DELETEAGENTTYPEREQUEST"]._serialized_start = 1729
-    _globals["_DELETEAGENTTYPEREQUEST"]._serialized_end = 1765
-    _globals["_DELETEAGENTTYPERESPONSE"]._serialized_start = 1767
-    _globals["_DELETEAGENTTYPERESPONSE"]._serialized_end = 1792
-    _globals["_CREATEPROJECTREQUEST"]._serialized_start = 1794
-    _globals["_CREATEPROJECTREQUEST"]._serialized_end = 1885
-    _globals["_CREATEPROJECTRESPONSE"]._serialized_start = 1887
-    _globals["_CREATEPROJECTRESPONSE"]._serialized_end = 1959
-    _globals["_GETPROJECTREQUEST"]._serialized_start = 1961
-    _globals["_GETPROJECTREQUEST"]._serialized_end = 2006
-    _globals["_GETPROJECTRESPONSE"]._serialized_start = 2008
-    _globals["_GETPROJECTRESPONSE"]._serialized_end = 2077
-    _globals["_LISTPROJECTSREQUEST"]._serialized_start = 2079
-    _globals["_LISTPROJECTSREQUEST"]._serialized_end = 2153
-    _globals["_LISTPROJECTSRESPONSE"]._serialized_start = 2155
-    _globals["_LISTPROJECTSRESPONSE"]._serialized_end = 2272
-    _globals["_UPDATEPROJECTREQUEST"]._serialized_start = 2274
-    _globals["_UPDATEPROJECTREQUEST"]._serialized_end = 2394
-    _globals["_UPDATEPROJECTRESPONSE"]._serialized_start = 2396
-    _globals["_UPDATEPROJECTRESPONSE"]._serialized_end = 2468
-    _globals["_DELETEPROJECTREQUEST"]._serialized_start = 2470
-    _globals["_DELETEPROJECTREQUEST"]._serialized_end = 2504
-    _globals["_DELETEPROJECTRESPONSE"]._serialized_start = 2506
-    _globals["_DELETEPROJECTRESPONSE"]._serialized_end = 2529
-    _globals["_CREATEAGENTREQUEST"]._serialized_start = 2531
-    _globals["_CREATEAGENTREQUEST"]._serialized_end = 2616
-    _globals["_CREATEAGENTRESPONSE"]._serialized_start = 2618
-    _globals["_CREATEAGENTRESPONSE"]._serialized_end = 2684
-    _globals["_GETAGENTREQUEST"]._serialized_start = 2686
-    _globals["_GETAGENTREQUEST"]._serialized_end = 2735
-    _globals["_GETAGENTRESPONSE"]._serialized_start = 2737
-    _globals["_GETAGENTRESPONSE"]._serialized_end = 2800
-    _globals["_LISTAGENTSREQUEST"]._serialized_start = 2802
-    _globals["_LISTAGENTSREQUEST"]._serialized_end = 2894
-    _globals["_LISTAGENTSRESPONSE"]._serialized_start = 2896
-    _globals["_LISTAGENTSRESPONSE"]._serialized_end = 3007
-    _globals["_UPDATEAGENTREQUEST"]._serialized_start = 3009
-    _globals["_UPDATEAGENTREQUEST"]._serialized_end = 3123
-    _globals["_UPDATEAGENTRESPONSE"]._serialized_start = 3125
-    _globals["_UPDATEAGENTRESPONSE"]._serialized_end = 3191
-    _globals["_PAUSEAGENTREQUEST"]._serialized_start = 3193
-    _globals["_PAUSEAGENTREQUEST"]._serialized_end = 3244
-    _globals["_PAUSEAGENTRESPONSE"]._serialized_start = 3246
-    _globals["_PAUSEAGENTRESPONSE"]._serialized_end = 3311
-    _globals["_RESUMEAGENTREQUEST"]._serialized_start = 3313
-    _globals["_RESUMEAGENTREQUEST"]._serialized_end = 3365
-    _globals["_RESUMEAGENTRESPONSE"]._serialized_start = 3367
-    _globals["_RESUMEAGENTRESPONSE"]._serialized_end = 3433
-    _globals["_DELETEAGENTREQUEST"]._serialized_start = 3435
-    _globals["_DELETEAGENTREQUEST"]._serialized_end = 3487
-    _globals["_DELETEAGENTRESPONSE"]._serialized_start = 3489
-    _globals["_DELETEAGENTRESPONSE"]._serialized_end = 3527
-    _globals["_GETAGENTMETRICSREQUEST"]._serialized_start = 3529
-    _globals["_GETAGENTMETRICSREQUEST"]._serialized_end = 3585
-    _globals["_GETAGENTMETRICSRESPONSE"]._serialized_start = 3588
-    _globals["_GETAGENTMETRICSRESPONSE"]._serialized_end = 3775
-    _globals["_RESOLVEAGENTREQUEST"]._serialized_start = 3777
-    _globals["_RESOLVEAGENTREQUEST"]._serialized_end = 3840
-    _globals["_RESOLVEAGENTRESPONSE"]._serialized_start = 3842
-    _globals["_RESOLVEAGENTRESPONSE"]._serialized_end = 3912
-    _globals["_STARTAGENTRUNREQUEST"]._serialized_start = 3914
-    _globals["_STARTAGENTRUNREQUEST"]._serialized_end = 4011
-    _globals["_STARTAGENTRUNRESPONSE"]._serialized_start = 4013
-    _globals["_STARTAGENTRUNRESPONSE"]._serialized_end = 4104
-    _globals["_FINISHAGENTRUNREQUEST"]._serialized_start = 4106
-    _globals["_FINISHAGENTRUNREQUEST"]._serialized_end = 4217
-    _globals["_FINISHAGENTRUNRESPONSE"]._serialized_start = 4219
-    _globals["_FINISHAGENTRUNRESPONSE"]._serialized_end = 4288
-    _globals["_FINISHAGENTRUNSREQUEST"]._serialized_start = 4290
-    _globals["_FINISHAGENTRUNSREQUEST"]._serialized_end = 4374
-    _globals["_FINISHAGENTRUNSRESPONSE"]._serialized_start = 4376
-    _globals["_FINISHAGENTRUNSRESPONSE"]._serialized_end = 4459
-    _globals["_FINISHEDAGENTRUN"]._serialized_start = 4462
-    _globals["_FINISHEDAGENTRUN"]._serialized_end = 4590
-    _globals["_RENEWRUNLEASESREQUEST"]._serialized_start = 4593
-    _globals["_RENEWRUNLEASESREQUEST"]._serialized_end = 4756
-    _globals["_RENEWRUNLEASESRESPONSE"]._serialized_start = 4759
-    _globals["_RENEWRUNLEASESRESPONSE"]._serialized_end = 4907
-    _globals["_LEASEDRUN"]._serialized_start = 4909
-    _globals["_LEASEDRUN"]._serialized_end = 4954
-    _globals["_ORPHANEDRUN"]._serialized_start = 4956
-    _globals["_ORPHANEDRUN"]._serialized_end = 5063
-    _globals["_REGISTEREXECUTORREQUEST"]._serialized_start = 5065
-    _globals["_REGISTEREXECUTORREQUEST"]._serialized_end = 5141
-    _globals["_REGISTEREXECUTORRESPONSE"]._serialized_start = 5143
-    _globals["_REGISTEREXECUTORRESPONSE"]._serialized_end = 5220
-    _globals["_LISTEXECUTORSREQUEST"]._serialized_start = 5222
-    _globals["_LISTEXECUTORSREQUEST"]._serialized_end = 5244
-    _globals["_LISTEXECUTORSRESPONSE"]._serialized_start = 5246
-    _globals["_LISTEXECUTORSRESPONSE"]._serialized_end = 5321
-    _globals["_REGISTRYSERVICE"]._serialized_start = 5324
-    _globals["_REGISTRYSERVICE"]._serialized_end = 8644
+  DESCRIPTOR._loaded_options = None
+  _globals['_REGISTERUSERREQUEST']._serialized_start=144
+  _globals['_REGISTERUSERREQUEST']._serialized_end=237
+  _globals['_REGISTERUSERRESPONSE']._serialized_start=239
+  _globals['_REGISTERUSERRESPONSE']._serialized_end=304
+  _globals['_LOGINREQUEST']._serialized_start=306
+  _globals['_LOGINREQUEST']._serialized_end=353
+  _globals['_TOKENS']._serialized_start=355
+  _globals['_TOKENS']._serialized_end=448
+  _globals['_LOGINRESPONSE']._serialized_start=450
+  _globals['_LOGINRESPONSE']._serialized_end=512
+  _globals['_REFRESHTOKENSREQUEST']._serialized_start=514
+  _globals['_REFRESHTOKENSREQUEST']._serialized_end=559
+  _globals['_REFRESHTOKENSRESPONSE']._serialized_start=561
+  _globals['_REFRESHTOKENSRESPONSE']._serialized_end=631
+  _globals['_REVOKEREFRESHTOKENREQUEST']._serialized_start=633
+  _globals['_REVOKEREFRESHTOKENREQUEST']._serialized_end=683
+  _globals['_REVOKEREFRESHTOKENRESPONSE']._serialized_start=685
+  _globals['_REVOKEREFRESHTOKENRESPONSE']._serialized_end=713
+  _globals['_GETCURRENTUSERREQUEST']._serialized_start=715
+  _globals['_GETCURRENTUSERREQUEST']._serialized_end=738
+  _globals['_GETCURRENTUSERRESPONSE']._serialized_start=740
+  _globals['_GETCURRENTUSERRESPONSE']._serialized_end=807
+  _globals['_CREATEUSERREQUEST']._serialized_start=809
+  _globals['_CREATEUSERREQUEST']._serialized_end=922
+  _globals['_CREATEUSERRESPONSE']._serialized_start=924
+  _globals['_CREATEUSERRESPONSE']._serialized_end=1005
+  _globals['_CREATEAGENTTYPEREQUEST']._serialized_start=1007
+  _globals['_CREATEAGENTTYPEREQUEST']._serialized_end=1105
+  _globals['_CREATEAGENTTYPERESPONSE']._serialized_start=1107
+  _globals['_CREATEAGENTTYPERESPONSE']._serialized_end=1186
+  _globals['_GETAGENTTYPEREQUEST']._serialized_start=1188
+  _globals['_GETAGENTTYPEREQUEST']._serialized_end=1235
+  _globals['_GETAGENTTYPERESPONSE']._serialized_start=1237
+  _globals['_GETAGENTTYPERESPONSE']._serialized_end=1313
+  _globals['_LISTAGENTTYPESREQUEST']._serialized_start=1315
+  _globals['_LISTAGENTTYPESREQUEST']._serialized_end=1391
+  _globals['_LISTAGENTTYPESRESPONSE']._serialized_start=1393
+  _globals['_LISTAGENTTYPESRESPONSE']._serialized_end=1517
+  _globals['_UPDATEAGENTTYPEREQUEST']._serialized_start=1519
+  _globals['_UPDATEAGENTTYPEREQUEST']._serialized_end=1646
+  _globals['_UPDATEAGENTTYPERESPONSE']._serialized_start=1648
+  _globals['_UPDATEAGENTTYPERESPONSE']._serialized_end=1727
+  _globals['_DELETEAGENTTYPEREQUEST']._serialized_start=1729
+  _globals['_DELETEAGENTTYPEREQUEST']._serialized_end=1765
+  _globals['_DELETEAGENTTYPERESPONSE']._serialized_start=1767
+  _globals['_DELETEAGENTTYPERESPONSE']._serialized_end=1792
+  _globals['_CREATEPROJECTREQUEST']._serialized_start=1794
+  _globals['_CREATEPROJECTREQUEST']._serialized_end=1885
+  _globals['_CREATEPROJECTRESPONSE']._serialized_start=1887
+  _globals['_CREATEPROJECTRESPONSE']._serialized_end=1959
+  _globals['_GETPROJECTREQUEST']._serialized_start=1961
+  _globals['_GETPROJECTREQUEST']._serialized_end=2006
+  _globals['_GETPROJECTRESPONSE']._serialized_start=2008
+  _globals['_GETPROJECTRESPONSE']._serialized_end=2077
+  _globals['_LISTPROJECTSREQUEST']._serialized_start=2079
+  _globals['_LISTPROJECTSREQUEST']._serialized_end=2153
+  _globals['_LISTPROJECTSRESPONSE']._serialized_start=2155
+  _globals['_LISTPROJECTSRESPONSE']._serialized_end=2272
+  _globals['_UPDATEPROJECTREQUEST']._serialized_start=2274
+  _globals['_UPDATEPROJECTREQUEST']._serialized_end=2394
+  _globals['_UPDATEPROJECTRESPONSE']._serialized_start=2396
+  _globals['_UPDATEPROJECTRESPONSE']._serialized_end=2468
+  _globals['_DELETEPROJECTREQUEST']._serialized_start=2470
+  _globals['_DELETEPROJECTREQUEST']._serialized_end=2504
+  _globals['_DELETEPROJECTRESPONSE']._serialized_start=2506
+  _globals['_DELETEPROJECTRESPONSE']._serialized_end=2529
+  _globals['_CREATEAGENTREQUEST']._serialized_start=2531
+  _globals['_CREATEAGENTREQUEST']._serialized_end=2616
+  _globals['_CREATEAGENTRESPONSE']._serialized_start=2618
+  _globals['_CREATEAGENTRESPONSE']._serialized_end=2684
+  _globals['_GETAGENTREQUEST']._serialized_start=2686
+  _globals['_GETAGENTREQUEST']._serialized_end=2735
+  _globals['_GETAGENTRESPONSE']._serialized_start=2737
+  _globals['_GETAGENTRESPONSE']._serialized_end=2800
+  _globals['_LISTAGENTSREQUEST']._serialized_start=2802
+  _globals['_LISTAGENTSREQUEST']._serialized_end=2894
+  _globals['_LISTAGENTSRESPONSE']._serialized_start=2896
+  _globals['_LISTAGENTSRESPONSE']._serialized_end=3007
+  _globals['_UPDATEAGENTREQUEST']._serialized_start=3009
+  _globals['_UPDATEAGENTREQUEST']._serialized_end=3123
+  _globals['_UPDATEAGENTRESPONSE']._serialized_start=3125
+  _globals['_UPDATEAGENTRESPONSE']._serialized_end=3191
+  _globals['_PAUSEAGENTREQUEST']._serialized_start=3193
+  _globals['_PAUSEAGENTREQUEST']._serialized_end=3244
+  _globals['_PAUSEAGENTRESPONSE']._serialized_start=3246
+  _globals['_PAUSEAGENTRESPONSE']._serialized_end=3311
+  _globals['_RESUMEAGENTREQUEST']._serialized_start=3313
+  _globals['_RESUMEAGENTREQUEST']._serialized_end=3365
+  _globals['_RESUMEAGENTRESPONSE']._serialized_start=3367
+  _globals['_RESUMEAGENTRESPONSE']._serialized_end=3433
+  _globals['_DELETEAGENTREQUEST']._serialized_start=3435
+  _globals['_DELETEAGENTREQUEST']._serialized_end=3487
+  _globals['_DELETEAGENTRESPONSE']._serialized_start=3489
+  _globals['_DELETEAGENTRESPONSE']._serialized_end=3527
+  _globals['_GETAGENTMETRICSREQUEST']._serialized_start=3529
+  _globals['_GETAGENTMETRICSREQUEST']._serialized_end=3585
+  _globals['_GETAGENTMETRICSRESPONSE']._serialized_start=3588
+  _globals['_GETAGENTMETRICSRESPONSE']._serialized_end=3775
+  _globals['_RESOLVEAGENTREQUEST']._serialized_start=3777
+  _globals['_RESOLVEAGENTREQUEST']._serialized_end=3840
+  _globals['_RESOLVEAGENTRESPONSE']._serialized_start=3842
+  _globals['_RESOLVEAGENTRESPONSE']._serialized_end=3912
+  _globals['_STARTAGENTRUNREQUEST']._serialized_start=3914
+  _globals['_STARTAGENTRUNREQUEST']._serialized_end=4011
+  _globals['_STARTAGENTRUNRESPONSE']._serialized_start=4013
+  _globals['_STARTAGENTRUNRESPONSE']._serialized_end=4104
+  _globals['_FINISHAGENTRUNREQUEST']._serialized_start=4106
+  _globals['_FINISHAGENTRUNREQUEST']._serialized_end=4217
+  _globals['_FINISHAGENTRUNRESPONSE']._serialized_start=4219
+  _globals['_FINISHAGENTRUNRESPONSE']._serialized_end=4288
+  _globals['_FINISHAGENTRUNSREQUEST']._serialized_start=4290
+  _globals['_FINISHAGENTRUNSREQUEST']._serialized_end=4374
+  _globals['_FINISHAGENTRUNSRESPONSE']._serialized_start=4376
+  _globals['_FINISHAGENTRUNSRESPONSE']._serialized_end=4459
+  _globals['_FINISHEDAGENTRUN']._serialized_start=4462
+  _globals['_FINISHEDAGENTRUN']._serialized_end=4590
+  _globals['_RENEWRUNLEASESREQUEST']._serialized_start=4593
+  _globals['_RENEWRUNLEASESREQUEST']._serialized_end=4756
+  _globals['_RENEWRUNLEASESRESPONSE']._serialized_start=4759
+  _globals['_RENEWRUNLEASESRESPONSE']._serialized_end=4907
+  _globals['_LEASEDRUN']._serialized_start=4909
+  _globals['_LEASEDRUN']._serialized_end=4954
+  _globals['_ORPHANEDRUN']._serialized_start=4956
+  _globals['_ORPHANEDRUN']._serialized_end=5063
+  _globals['_REGISTEREXECUTORREQUEST']._serialized_start=5065
+  _globals['_REGISTEREXECUTORREQUEST']._serialized_end=5141
+  _globals['_REGISTEREXECUTORRESPONSE']._serialized_start=5143
+  _globals['_REGISTEREXECUTORRESPONSE']._serialized_end=5220
+  _globals['_LISTEXECUTORSREQUEST']._serialized_start=5222
+  _globals['_LISTEXECUTORSREQUEST']._serialized_end=5244
+  _globals['_LISTEXECUTORSRESPONSE']._serialized_start=5246
+  _globals['_LISTEXECUTORSRESPONSE']._serialized_end=5321
+  _globals['_REGISTRYSERVICE']._serialized_start=5324
+  _globals['_REGISTRYSERVICE']._serialized_end=8644
 # @@protoc_insertion_point(module_scope)
