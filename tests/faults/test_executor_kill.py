@@ -3,7 +3,8 @@ processes on PostgreSQL, with two executors. After every kill, within the lease 
 renewals: no agent stays `working`, every run in the session has exactly one final event (the
 surviving executor closes the dead one's runs: `EXECUTOR_LOST`, as long as resuming from the log
 is not built), every `delegation_request` has exactly one `delegation_response`, and `seq` has no
-gaps. The killed executor comes back before the next chat.
+gaps; and the client, resuming its broken stream by the last `seq` it saw, gets the rest of the
+run once each up to its final event. The killed executor comes back before the next chat.
 
 Bounded in time: up to KILLS kills, stopping early once TIME_BUDGET_SECONDS passed (each kill
 costs a lease expiry and an executor restart); it asserts at least MIN_KILLS and prints how many.
@@ -17,6 +18,7 @@ import json
 import random
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -24,6 +26,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
 from tests.e2e.harness import ServiceProcess, free_loopback_ports
@@ -122,36 +125,63 @@ async def processes(postgres_database: str, tmp_path: Path) -> AsyncIterator[Pro
         await mesh.stop()
 
 
+@dataclass
+class Chat:
+    """What the client of a chat saw before its executor was killed."""
+
+    executor_id: str = ""
+    run_id: str = ""
+    last_seq: int = 0
+    ended: bool = False
+
+
 async def _chat_until_kill(
     gateway: gw_grpc.GatewayServiceStub,
     coordinator: Seeded,
     session_id: str,
     kill_after: int,
     mesh: Processes,
-) -> tuple[str, bool]:
-    """Chats, and SIGKILLs the executor of the coordinator's run after `kill_after` events. The
-    killed executor's id, and whether the chat was still going when it died."""
+) -> Chat:
+    """Chats, and SIGKILLs the executor of the coordinator's run after `kill_after` events."""
     call = gateway.StreamChat(
         gw.StreamChatRequest(agent=coordinator.ref, message="go", session_id=session_id),
         metadata=bearer(coordinator.token),
     )
-    executor_id, received, ended = "", 0, False
+    chat, received = Chat(), 0
     with contextlib.suppress(grpc.aio.AioRpcError):
         async for response in call:
             event = response.event
             received += 1
-            if event.HasField("run_started") and not executor_id:
-                executor_id = event.run_started.executor_id
-            if not event.delegation_path and (
+            if event.HasField("run_started") and not chat.executor_id:
+                chat.executor_id, chat.run_id = event.run_started.executor_id, event.run_id
+            chat.last_seq = max(chat.last_seq, event.seq)
+            if event.run_id == chat.run_id and (
                 event.HasField("run_completed") or event.HasField("run_failed")
             ):
-                ended = True
-            if received >= kill_after or ended:
+                chat.ended = True
+            if received >= kill_after or chat.ended:
                 break
-    assert executor_id in mesh.executors, executor_id
-    await mesh.executors[executor_id].kill()
+    assert chat.executor_id in mesh.executors, chat.executor_id
+    await mesh.executors[chat.executor_id].kill()
     call.cancel()
-    return executor_id, not ended
+    return chat
+
+
+async def _resume(
+    gateway: gw_grpc.GatewayServiceStub, coordinator: Seeded, session_id: str, chat: Chat
+) -> list[run_pb2.RunEvent]:
+    """The rest of the chat, resumed by the last seq its client saw."""
+    call = gateway.StreamChat(
+        gw.StreamChatRequest(
+            agent=coordinator.ref,
+            session_id=session_id,
+            resume_after_seq=chat.last_seq,
+            resume_run_id=chat.run_id,
+        ),
+        metadata=bearer(coordinator.token),
+        timeout=LEASE_SECONDS * 10,
+    )
+    return [response.event async for response in call]
 
 
 async def test_sigkilled_executors_leave_no_working_agent_and_one_end_per_run(processes: Processes) -> None:
@@ -187,12 +217,21 @@ async def test_sigkilled_executors_leave_no_working_agent_and_one_end_per_run(pr
 
             while kills < KILLS and time.monotonic() - started < TIME_BUDGET_SECONDS:
                 session_id = f"kill-{kills}"
-                killed, during = await _chat_until_kill(
-                    gateway, coordinator, session_id, rng.randint(1, 25), mesh
-                )
+                chat = await _chat_until_kill(gateway, coordinator, session_id, rng.randint(1, 25), mesh)
                 kills += 1
-                mid_run += during
-                restart = asyncio.create_task(mesh.executors[killed].start())
+                mid_run += not chat.ended
+                restart = asyncio.create_task(mesh.executors[chat.executor_id].start())
+                # The client picks its stream up by the last seq it saw: the rest, once each,
+                # up to the run's one final event (its executor's death, told by the survivor).
+                rest = await _resume(gateway, coordinator, session_id, chat)
+                log = [e for e in await session_log(session_id) if e["seq"] > chat.last_seq]
+                if chat.ended:
+                    assert rest == []
+                else:
+                    final = rest[-1]
+                    assert final.run_id == chat.run_id, rest
+                    assert final.HasField("run_completed") or final.HasField("run_failed"), final
+                    assert [e.seq for e in rest] == [e["seq"] for e in log if e["seq"] <= final.seq]
 
                 async def settled(session_id: str = session_id) -> bool:
                     if {await status(worker), await status(coordinator)} != {"idle"}:
@@ -208,7 +247,7 @@ async def test_sigkilled_executors_leave_no_working_agent_and_one_end_per_run(pr
                         f"{await status(coordinator)}; {log_problems(events)}"
                     ) from None
                 await restart
-                await mesh.executors[killed].wait_serving()
+                await mesh.executors[chat.executor_id].wait_serving()
     finally:
         await client.close()
     print(f"{kills} SIGKILLs ({mid_run} mid-chat) in {time.monotonic() - started:.0f}s")
