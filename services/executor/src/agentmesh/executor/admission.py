@@ -19,6 +19,7 @@ from agentmesh.executor.agent import kind_name
 from agentmesh.executor.detached import run_detached
 from agentmesh.executor.errors import DelegationDepthExceeded, NoSubAgents
 from agentmesh.executor.finisher import RunFinisher
+from agentmesh.executor.outbox import EventOutbox
 from agentmesh.executor.recorder import EventType, Recorder, end_key
 from agentmesh.executor.specs import AgentSpecs, SpecKey
 from agentmesh.executor.v1 import executor_service_pb2
@@ -52,6 +53,7 @@ class AdmittedRun:
     spec: resources_pb2.AgentSpec
     recorder: Recorder
     early_input: asyncio.Future[memory_resources_pb2.Event] | None = None
+    cleanup_timeout_seconds: float = 5.0
     loop_started: bool = False  # from then on the run's loop records its end
 
     @property
@@ -88,12 +90,13 @@ class AdmittedRun:
             return
         try:
             received = await self.early_input
-            await self.recorder.record(
+            await self.recorder.record_end(
                 EventType.EVENT_TYPE_ERROR,
                 message,
                 metadata=metadata,
                 parent_event_id=received.id,
                 idempotency_key=end_key(self.run_id),
+                timeout_seconds=self.cleanup_timeout_seconds,
             )
         except Exception:
             logger.warning("could not record the end of refused run %s", self.run_id, exc_info=True)
@@ -112,7 +115,9 @@ class RunAdmission:
         max_delegation_depth: int,
         executor_id: str,
         cleanup_timeout_seconds: float,
+        outbox: EventOutbox | None = None,
     ) -> None:
+        self._outbox = outbox
         self._executor_id = executor_id
         self._cleanup_timeout_seconds = cleanup_timeout_seconds
         self._registry = registry
@@ -142,8 +147,12 @@ class RunAdmission:
             agent=agent.spec.agent.name,
             run_id=run_id,
             delegation_id=request.delegation_id,
+            agent_id=agent.spec.agent.id,
+            outbox=self._outbox,
         )
-        run = AdmittedRun(request, agent.spec, recorder)
+        run = AdmittedRun(
+            request, agent.spec, recorder, cleanup_timeout_seconds=self._cleanup_timeout_seconds
+        )
         # An agent that was not runnable when last seen, or is new here, is started first, so a
         # refusal leaves nothing behind.
         if agent.remembered and agent.spec.agent.status not in _BLOCKED:

@@ -18,6 +18,7 @@ from agentmesh.executor.delegation import RemoteRuns
 from agentmesh.executor.finisher import RunFinisher
 from agentmesh.executor.leases import LeaseKeeper, OrphanCloser
 from agentmesh.executor.models.factory import ModelFactory
+from agentmesh.executor.outbox import EventOutbox
 from agentmesh.executor.runner import RunExecutor
 from agentmesh.executor.servicer import ExecutorServicer
 from agentmesh.executor.settings import ExecutorSettings
@@ -82,6 +83,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         max_batch=settings.finish_batch_max_runs,
         timeout_seconds=settings.cleanup_timeout_seconds,
     )
+    outbox = EventOutbox(memory, system_metadata=system_metadata)
     runner = RunExecutor(
         settings=settings,
         registry=registry,
@@ -91,13 +93,14 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         remote=RemoteRuns(router),
         executor_id=executor_id,
         finisher=finisher,
+        outbox=outbox,
     )
     servicer = ExecutorServicer(runner, cache, tokens)
     leases = LeaseKeeper(
         registry,
         OrphanCloser(memory, system_metadata=system_metadata),
         executor_id=executor_id,
-        held=lambda: [*runner.leased_runs(), *finisher.pending_runs()],
+        held=lambda: [*runner.leased_runs(), *finisher.pending_runs(), *outbox.pending_runs()],
         lose=runner.lose,
         system_metadata=system_metadata,
         interval_seconds=settings.lease_renew_interval_seconds,
@@ -123,6 +126,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
     await router.start(fallback_address=advertise_address)
     cache.start_sweeper(settings.cache_sweep_seconds)
     finisher.start()
+    outbox.start()
     heartbeat.start()
     leases.start()
     unobserve_cache = metrics.observe_agent_cache(cache.stats)
@@ -146,6 +150,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
             heartbeat.stop,
             leases.stop,
             finisher.stop,
+            lambda: outbox.stop(settings.cleanup_timeout_seconds),
             lambda: runner.drain(settings.cleanup_timeout_seconds),
         ],
         runner=runner,

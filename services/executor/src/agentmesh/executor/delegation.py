@@ -23,7 +23,6 @@ from agentmesh.executor.models.base import Usage
 from agentmesh.executor.recorder import EventType, response_key
 from agentmesh.executor.scope import RunScope
 from agentmesh.executor.v1 import executor_service_pb2
-from agentmesh.memory.client import IdempotencyKeyReused
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.errors import DomainError
@@ -261,24 +260,20 @@ class Delegator:
     ) -> int:
         outcome = outcome_name(result.outcome)
         try:
-            event = await run_detached(
-                lambda: scope.recorder.record(
-                    EventType.EVENT_TYPE_DELEGATION_RESPONSE,
-                    {"agent": target, "outcome": outcome, "content": result.text},
-                    parent_event_id=request_event_id,
-                    delegation_id=delegation_id,
-                    metadata={"target_agent": target, "outcome": outcome},
-                    idempotency_key=response_key(delegation_id),
-                ),
+            event = await scope.recorder.record_end(
+                EventType.EVENT_TYPE_DELEGATION_RESPONSE,
+                {"agent": target, "outcome": outcome, "content": result.text},
+                parent_event_id=request_event_id,
+                delegation_id=delegation_id,
+                metadata={"target_agent": target, "outcome": outcome},
+                idempotency_key=response_key(delegation_id),
                 timeout_seconds=self._cleanup_timeout_seconds,
             )
-        except IdempotencyKeyReused:
-            # The executor that took this run over answered it first (executor leases.py).
-            return 0
         except Exception:
             logger.exception("could not record the response of delegation %s", delegation_id)
             return 0
-        return event.seq
+        # None: kept in the outbox, or answered first by the executor that took the run over.
+        return event.seq if event else 0
 
 
 async def _settled(recording: asyncio.Future[memory_pb2.Event]) -> memory_pb2.Event | None:

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentmesh.memory.client import MemoryClient
+from agentmesh.executor.detached import run_detached
+from agentmesh.executor.outbox import EventOutbox, is_transient
+from agentmesh.memory.client import IdempotencyKeyReused, MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2, resources_pb2
 from agentmesh.runtime.protos import struct
 from agentmesh.runtime.telemetry import current_trace_ids
@@ -57,8 +59,12 @@ class Recorder:
         agent: str,
         run_id: str,
         delegation_id: str = "",
+        agent_id: str = "",
+        outbox: EventOutbox | None = None,
     ) -> None:
         self._memory = memory
+        self._outbox = outbox
+        self.agent_id = agent_id
         self.session_id = session_id
         self.project_id = project_id
         self.agent = agent
@@ -81,10 +87,46 @@ class Recorder:
         )
         return event
 
+    async def record_end(
+        self,
+        event_type: EventType.ValueType,
+        content: str | dict[str, Any] | list[Any],
+        *,
+        idempotency_key: str,
+        timeout_seconds: float,
+        metadata: dict[str, Any] | None = None,
+        parent_event_id: str = "",
+        delegation_id: str | None = None,
+    ) -> resources_pb2.Event | None:
+        """Records an event that must be recorded whatever happens (a run's end, a delegation's
+        response): detached from the run's cancellation and deadline, and, when the memory service
+        does not take it, kept in the outbox to be appended again (None then). None too when
+        another event already holds the key (the first stands)."""
+        (new,) = self._protos(
+            [NewEvent(event_type, content, metadata, parent_event_id, delegation_id, idempotency_key)]
+        )
+        try:
+            response = await run_detached(
+                lambda: self._memory.append_events(self.session_id, self.project_id, [new]),
+                timeout_seconds=timeout_seconds,
+            )
+        except IdempotencyKeyReused:
+            return None
+        except Exception as error:
+            if self._outbox is None or not is_transient(error):
+                raise
+            self._outbox.keep(self.session_id, self.project_id, new, run=(self.agent_id, self.run_id))
+            return None
+        return response.events[0]
+
     async def record_many(self, events: Sequence[NewEvent]) -> list[resources_pb2.Event]:
         """Appends events in one batch (atomically, in this order)."""
         if not events:
             return []
+        response = await self._memory.append_events(self.session_id, self.project_id, self._protos(events))
+        return list(response.events)
+
+    def _protos(self, events: Sequence[NewEvent]) -> list[memory_service_pb2.NewEvent]:
         trace_id, span_id = current_trace_ids()
         batch = []
         for event in events:
@@ -102,5 +144,4 @@ class Recorder:
             if event.metadata:
                 new.metadata.CopyFrom(struct(event.metadata))
             batch.append(new)
-        response = await self._memory.append_events(self.session_id, self.project_id, batch)
-        return list(response.events)
+        return batch

@@ -28,11 +28,11 @@ from agentmesh.executor.admission import AdmittedRun, RunAdmission
 from agentmesh.executor.agent import AgentBuilder, AgentRuntime, kind_name
 from agentmesh.executor.cache import AgentCache
 from agentmesh.executor.delegation import Delegator, RemoteRuns
-from agentmesh.executor.detached import run_detached
 from agentmesh.executor.errors import ExecutorBusy, run_failed
 from agentmesh.executor.events import EventSink, RunContext, usage_proto
 from agentmesh.executor.finisher import RunFinisher
 from agentmesh.executor.llm import LlmLoop, read_history
+from agentmesh.executor.outbox import EventOutbox
 from agentmesh.executor.recorder import EventType, end_key
 from agentmesh.executor.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
@@ -64,6 +64,7 @@ class RunExecutor:
         remote: RemoteRuns,
         executor_id: str,
         finisher: RunFinisher,
+        outbox: EventOutbox | None = None,
     ) -> None:
         self._settings = settings
         self._registry = registry
@@ -76,6 +77,7 @@ class RunExecutor:
             max_delegation_depth=settings.max_delegation_depth,
             executor_id=executor_id,
             cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
+            outbox=outbox,
         )
         self._builder = builder
         self._cache = cache
@@ -333,14 +335,15 @@ class RunExecutor:
     ) -> None:
         seq = 0
         try:
-            event = await scope.recorder.record(
+            event = await scope.recorder.record_end(
                 EventType.EVENT_TYPE_ERROR,
                 message,
                 metadata={"reason": reason, "code": code},
                 parent_event_id=scope.input_event_id,
                 idempotency_key=end_key(scope.context.run_id),
+                timeout_seconds=self._settings.cleanup_timeout_seconds,
             )
-            seq = event.seq
+            seq = event.seq if event else 0
         except DomainError as error:
             logger.warning("could not record the failure of run %s: %s", scope.context.run_id, error)
         await scope.sink.emit(
@@ -356,19 +359,17 @@ class RunExecutor:
         # gRPC's clock fires the deadline, ours reads it: allow them a little disagreement.
         timed_out = deadline is not None and time.monotonic() >= deadline - _DEADLINE_SLACK_SECONDS
         try:
-            await run_detached(
-                lambda: scope.recorder.record(
-                    EventType.EVENT_TYPE_ERROR,
-                    "the run was cancelled"
-                    + (f": {reason}" if reason else " (deadline exceeded)" if timed_out else ""),
-                    metadata={
-                        "cancelled": True,
-                        "code": "DEADLINE_EXCEEDED" if timed_out and not reason else "CANCELLED",
-                        **({"reason": reason} if reason else {}),
-                    },
-                    parent_event_id=scope.input_event_id,
-                    idempotency_key=end_key(scope.context.run_id),
-                ),
+            await scope.recorder.record_end(
+                EventType.EVENT_TYPE_ERROR,
+                "the run was cancelled"
+                + (f": {reason}" if reason else " (deadline exceeded)" if timed_out else ""),
+                metadata={
+                    "cancelled": True,
+                    "code": "DEADLINE_EXCEEDED" if timed_out and not reason else "CANCELLED",
+                    **({"reason": reason} if reason else {}),
+                },
+                parent_event_id=scope.input_event_id,
+                idempotency_key=end_key(scope.context.run_id),
                 timeout_seconds=self._settings.cleanup_timeout_seconds,
             )
         except Exception:
