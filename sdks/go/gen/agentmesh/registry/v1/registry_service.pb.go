@@ -2734,7 +2734,11 @@ type StartAgentRunRequest struct {
 	// The agent's id.
 	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
 	// The run.
-	RunId         string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The session the run records its events in (who takes the run over finds them there).
+	SessionId string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The executor that runs it, which holds the run's lease from now on (RenewRunLeases).
+	ExecutorId    string `protobuf:"bytes,4,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2779,6 +2783,20 @@ func (x *StartAgentRunRequest) GetAgentId() string {
 func (x *StartAgentRunRequest) GetRunId() string {
 	if x != nil {
 		return x.RunId
+	}
+	return ""
+}
+
+func (x *StartAgentRunRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *StartAgentRunRequest) GetExecutorId() string {
+	if x != nil {
+		return x.ExecutorId
 	}
 	return ""
 }
@@ -3132,6 +3150,280 @@ func (x *FinishedAgentRun) GetErrorMessage() string {
 	return ""
 }
 
+// RenewRunLeasesRequest is the input of RenewRunLeases.
+type RenewRunLeasesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The executor renewing.
+	ExecutorId string `protobuf:"bytes,1,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	// The runs it holds and renews.
+	Runs []*LeasedRun `protobuf:"bytes,2,rep,name=runs,proto3" json:"runs,omitempty"`
+	// Orphaned runs handed to it earlier that it has closed: forgotten now.
+	Closed []*LeasedRun `protobuf:"bytes,3,rep,name=closed,proto3" json:"closed,omitempty"`
+	// How many orphaned runs it takes over in this call (0: none).
+	MaxOrphans    int32 `protobuf:"varint,4,opt,name=max_orphans,json=maxOrphans,proto3" json:"max_orphans,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewRunLeasesRequest) Reset() {
+	*x = RenewRunLeasesRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewRunLeasesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewRunLeasesRequest) ProtoMessage() {}
+
+func (x *RenewRunLeasesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewRunLeasesRequest.ProtoReflect.Descriptor instead.
+func (*RenewRunLeasesRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *RenewRunLeasesRequest) GetExecutorId() string {
+	if x != nil {
+		return x.ExecutorId
+	}
+	return ""
+}
+
+func (x *RenewRunLeasesRequest) GetRuns() []*LeasedRun {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
+func (x *RenewRunLeasesRequest) GetClosed() []*LeasedRun {
+	if x != nil {
+		return x.Closed
+	}
+	return nil
+}
+
+func (x *RenewRunLeasesRequest) GetMaxOrphans() int32 {
+	if x != nil {
+		return x.MaxOrphans
+	}
+	return 0
+}
+
+// RenewRunLeasesResponse is the output of RenewRunLeases.
+type RenewRunLeasesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Runs of the request this executor no longer holds (their lease expired): stop them.
+	Lost []*LeasedRun `protobuf:"bytes,1,rep,name=lost,proto3" json:"lost,omitempty"`
+	// Orphaned runs this executor now holds, to close in their session's log.
+	Orphans []*OrphanedRun `protobuf:"bytes,2,rep,name=orphans,proto3" json:"orphans,omitempty"`
+	// How long a lease lasts without renewal, in seconds (renew well within it).
+	LeaseSeconds  float64 `protobuf:"fixed64,3,opt,name=lease_seconds,json=leaseSeconds,proto3" json:"lease_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewRunLeasesResponse) Reset() {
+	*x = RenewRunLeasesResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewRunLeasesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewRunLeasesResponse) ProtoMessage() {}
+
+func (x *RenewRunLeasesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewRunLeasesResponse.ProtoReflect.Descriptor instead.
+func (*RenewRunLeasesResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *RenewRunLeasesResponse) GetLost() []*LeasedRun {
+	if x != nil {
+		return x.Lost
+	}
+	return nil
+}
+
+func (x *RenewRunLeasesResponse) GetOrphans() []*OrphanedRun {
+	if x != nil {
+		return x.Orphans
+	}
+	return nil
+}
+
+func (x *RenewRunLeasesResponse) GetLeaseSeconds() float64 {
+	if x != nil {
+		return x.LeaseSeconds
+	}
+	return 0
+}
+
+// LeasedRun names one run of one agent.
+type LeasedRun struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent's id.
+	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The run.
+	RunId         string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeasedRun) Reset() {
+	*x = LeasedRun{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeasedRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeasedRun) ProtoMessage() {}
+
+func (x *LeasedRun) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeasedRun.ProtoReflect.Descriptor instead.
+func (*LeasedRun) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *LeasedRun) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *LeasedRun) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+// OrphanedRun is a run whose executor stopped renewing its lease.
+type OrphanedRun struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent's id.
+	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The run.
+	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The session it records its events in.
+	SessionId string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The agent's project.
+	ProjectId string `protobuf:"bytes,4,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The agent's name (what its events are tagged with).
+	AgentName     string `protobuf:"bytes,5,opt,name=agent_name,json=agentName,proto3" json:"agent_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OrphanedRun) Reset() {
+	*x = OrphanedRun{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OrphanedRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OrphanedRun) ProtoMessage() {}
+
+func (x *OrphanedRun) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OrphanedRun.ProtoReflect.Descriptor instead.
+func (*OrphanedRun) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *OrphanedRun) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *OrphanedRun) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *OrphanedRun) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *OrphanedRun) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *OrphanedRun) GetAgentName() string {
+	if x != nil {
+		return x.AgentName
+	}
+	return ""
+}
+
 // RegisterExecutorRequest is the input of RegisterExecutor.
 type RegisterExecutorRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3143,7 +3435,7 @@ type RegisterExecutorRequest struct {
 
 func (x *RegisterExecutorRequest) Reset() {
 	*x = RegisterExecutorRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3155,7 +3447,7 @@ func (x *RegisterExecutorRequest) String() string {
 func (*RegisterExecutorRequest) ProtoMessage() {}
 
 func (x *RegisterExecutorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3168,7 +3460,7 @@ func (x *RegisterExecutorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterExecutorRequest.ProtoReflect.Descriptor instead.
 func (*RegisterExecutorRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{58}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RegisterExecutorRequest) GetExecutor() *Executor {
@@ -3189,7 +3481,7 @@ type RegisterExecutorResponse struct {
 
 func (x *RegisterExecutorResponse) Reset() {
 	*x = RegisterExecutorResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3201,7 +3493,7 @@ func (x *RegisterExecutorResponse) String() string {
 func (*RegisterExecutorResponse) ProtoMessage() {}
 
 func (x *RegisterExecutorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3214,7 +3506,7 @@ func (x *RegisterExecutorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterExecutorResponse.ProtoReflect.Descriptor instead.
 func (*RegisterExecutorResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{59}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RegisterExecutorResponse) GetExecutor() *Executor {
@@ -3233,7 +3525,7 @@ type ListExecutorsRequest struct {
 
 func (x *ListExecutorsRequest) Reset() {
 	*x = ListExecutorsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[60]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3245,7 +3537,7 @@ func (x *ListExecutorsRequest) String() string {
 func (*ListExecutorsRequest) ProtoMessage() {}
 
 func (x *ListExecutorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[60]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3258,7 +3550,7 @@ func (x *ListExecutorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutorsRequest.ProtoReflect.Descriptor instead.
 func (*ListExecutorsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{60}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{64}
 }
 
 // ListExecutorsResponse is the output of ListExecutors.
@@ -3272,7 +3564,7 @@ type ListExecutorsResponse struct {
 
 func (x *ListExecutorsResponse) Reset() {
 	*x = ListExecutorsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[61]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3284,7 +3576,7 @@ func (x *ListExecutorsResponse) String() string {
 func (*ListExecutorsResponse) ProtoMessage() {}
 
 func (x *ListExecutorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[61]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3297,7 +3589,7 @@ func (x *ListExecutorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutorsResponse.ProtoReflect.Descriptor instead.
 func (*ListExecutorsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{61}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ListExecutorsResponse) GetExecutors() []*Executor {
@@ -3482,10 +3774,14 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\n" +
 	"agent_name\x18\x02 \x01(\tR\tagentName\"L\n" +
 	"\x14ResolveAgentResponse\x124\n" +
-	"\x04spec\x18\x01 \x01(\v2 .agentmesh.registry.v1.AgentSpecR\x04spec\"H\n" +
+	"\x04spec\x18\x01 \x01(\v2 .agentmesh.registry.v1.AgentSpecR\x04spec\"\x88\x01\n" +
 	"\x14StartAgentRunRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x15\n" +
-	"\x06run_id\x18\x02 \x01(\tR\x05runId\"p\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x1f\n" +
+	"\vexecutor_id\x18\x04 \x01(\tR\n" +
+	"executorId\"p\n" +
 	"\x15StartAgentRunResponse\x122\n" +
 	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12#\n" +
 	"\rspec_revision\x18\x02 \x01(\tR\fspecRevision\"\x9c\x01\n" +
@@ -3507,14 +3803,37 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x02 \x01(\tR\terrorCode\x12!\n" +
 	"\ferror_reason\x18\x03 \x01(\tR\verrorReason\x12#\n" +
-	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"V\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\xc9\x01\n" +
+	"\x15RenewRunLeasesRequest\x12\x1f\n" +
+	"\vexecutor_id\x18\x01 \x01(\tR\n" +
+	"executorId\x124\n" +
+	"\x04runs\x18\x02 \x03(\v2 .agentmesh.registry.v1.LeasedRunR\x04runs\x128\n" +
+	"\x06closed\x18\x03 \x03(\v2 .agentmesh.registry.v1.LeasedRunR\x06closed\x12\x1f\n" +
+	"\vmax_orphans\x18\x04 \x01(\x05R\n" +
+	"maxOrphans\"\xb1\x01\n" +
+	"\x16RenewRunLeasesResponse\x124\n" +
+	"\x04lost\x18\x01 \x03(\v2 .agentmesh.registry.v1.LeasedRunR\x04lost\x12<\n" +
+	"\aorphans\x18\x02 \x03(\v2\".agentmesh.registry.v1.OrphanedRunR\aorphans\x12#\n" +
+	"\rlease_seconds\x18\x03 \x01(\x01R\fleaseSeconds\"=\n" +
+	"\tLeasedRun\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\"\x9c\x01\n" +
+	"\vOrphanedRun\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x04 \x01(\tR\tprojectId\x12\x1d\n" +
+	"\n" +
+	"agent_name\x18\x05 \x01(\tR\tagentName\"V\n" +
 	"\x17RegisterExecutorRequest\x12;\n" +
 	"\bexecutor\x18\x01 \x01(\v2\x1f.agentmesh.registry.v1.ExecutorR\bexecutor\"W\n" +
 	"\x18RegisterExecutorResponse\x12;\n" +
 	"\bexecutor\x18\x01 \x01(\v2\x1f.agentmesh.registry.v1.ExecutorR\bexecutor\"\x16\n" +
 	"\x14ListExecutorsRequest\"V\n" +
 	"\x15ListExecutorsResponse\x12=\n" +
-	"\texecutors\x18\x01 \x03(\v2\x1f.agentmesh.registry.v1.ExecutorR\texecutors2\x89\x19\n" +
+	"\texecutors\x18\x01 \x03(\v2\x1f.agentmesh.registry.v1.ExecutorR\texecutors2\xf8\x19\n" +
 	"\x0fRegistryService\x12g\n" +
 	"\fRegisterUser\x12*.agentmesh.registry.v1.RegisterUserRequest\x1a+.agentmesh.registry.v1.RegisterUserResponse\x12R\n" +
 	"\x05Login\x12#.agentmesh.registry.v1.LoginRequest\x1a$.agentmesh.registry.v1.LoginResponse\x12j\n" +
@@ -3547,7 +3866,8 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\fResolveAgent\x12*.agentmesh.registry.v1.ResolveAgentRequest\x1a+.agentmesh.registry.v1.ResolveAgentResponse\x12j\n" +
 	"\rStartAgentRun\x12+.agentmesh.registry.v1.StartAgentRunRequest\x1a,.agentmesh.registry.v1.StartAgentRunResponse\x12m\n" +
 	"\x0eFinishAgentRun\x12,.agentmesh.registry.v1.FinishAgentRunRequest\x1a-.agentmesh.registry.v1.FinishAgentRunResponse\x12p\n" +
-	"\x0fFinishAgentRuns\x12-.agentmesh.registry.v1.FinishAgentRunsRequest\x1a..agentmesh.registry.v1.FinishAgentRunsResponse\x12s\n" +
+	"\x0fFinishAgentRuns\x12-.agentmesh.registry.v1.FinishAgentRunsRequest\x1a..agentmesh.registry.v1.FinishAgentRunsResponse\x12m\n" +
+	"\x0eRenewRunLeases\x12,.agentmesh.registry.v1.RenewRunLeasesRequest\x1a-.agentmesh.registry.v1.RenewRunLeasesResponse\x12s\n" +
 	"\x10RegisterExecutor\x12..agentmesh.registry.v1.RegisterExecutorRequest\x1a/.agentmesh.registry.v1.RegisterExecutorResponse\x12j\n" +
 	"\rListExecutors\x12+.agentmesh.registry.v1.ListExecutorsRequest\x1a,.agentmesh.registry.v1.ListExecutorsResponseB\xf4\x01\n" +
 	"\x19com.agentmesh.registry.v1B\x14RegistryServiceProtoP\x01ZKgithub.com/agentmesh/agentmesh/sdks/go/gen/agentmesh/registry/v1;registryv1\xa2\x02\x03ARX\xaa\x02\x15Agentmesh.Registry.V1\xca\x02\x15Agentmesh\\Registry\\V1\xe2\x02!Agentmesh\\Registry\\V1\\GPBMetadata\xea\x02\x17Agentmesh::Registry::V1b\x06proto3"
@@ -3564,7 +3884,7 @@ func file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_registry_v1_registry_service_proto_rawDescData
 }
 
-var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*RegisterUserRequest)(nil),        // 0: agentmesh.registry.v1.RegisterUserRequest
 	(*RegisterUserResponse)(nil),       // 1: agentmesh.registry.v1.RegisterUserResponse
@@ -3624,121 +3944,131 @@ var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*FinishAgentRunsRequest)(nil),     // 55: agentmesh.registry.v1.FinishAgentRunsRequest
 	(*FinishAgentRunsResponse)(nil),    // 56: agentmesh.registry.v1.FinishAgentRunsResponse
 	(*FinishedAgentRun)(nil),           // 57: agentmesh.registry.v1.FinishedAgentRun
-	(*RegisterExecutorRequest)(nil),    // 58: agentmesh.registry.v1.RegisterExecutorRequest
-	(*RegisterExecutorResponse)(nil),   // 59: agentmesh.registry.v1.RegisterExecutorResponse
-	(*ListExecutorsRequest)(nil),       // 60: agentmesh.registry.v1.ListExecutorsRequest
-	(*ListExecutorsResponse)(nil),      // 61: agentmesh.registry.v1.ListExecutorsResponse
-	(*User)(nil),                       // 62: agentmesh.registry.v1.User
-	(*AgentType)(nil),                  // 63: agentmesh.registry.v1.AgentType
-	(*fieldmaskpb.FieldMask)(nil),      // 64: google.protobuf.FieldMask
-	(*Project)(nil),                    // 65: agentmesh.registry.v1.Project
-	(*Agent)(nil),                      // 66: agentmesh.registry.v1.Agent
-	(*AgentSpec)(nil),                  // 67: agentmesh.registry.v1.AgentSpec
-	(*Executor)(nil),                   // 68: agentmesh.registry.v1.Executor
+	(*RenewRunLeasesRequest)(nil),      // 58: agentmesh.registry.v1.RenewRunLeasesRequest
+	(*RenewRunLeasesResponse)(nil),     // 59: agentmesh.registry.v1.RenewRunLeasesResponse
+	(*LeasedRun)(nil),                  // 60: agentmesh.registry.v1.LeasedRun
+	(*OrphanedRun)(nil),                // 61: agentmesh.registry.v1.OrphanedRun
+	(*RegisterExecutorRequest)(nil),    // 62: agentmesh.registry.v1.RegisterExecutorRequest
+	(*RegisterExecutorResponse)(nil),   // 63: agentmesh.registry.v1.RegisterExecutorResponse
+	(*ListExecutorsRequest)(nil),       // 64: agentmesh.registry.v1.ListExecutorsRequest
+	(*ListExecutorsResponse)(nil),      // 65: agentmesh.registry.v1.ListExecutorsResponse
+	(*User)(nil),                       // 66: agentmesh.registry.v1.User
+	(*AgentType)(nil),                  // 67: agentmesh.registry.v1.AgentType
+	(*fieldmaskpb.FieldMask)(nil),      // 68: google.protobuf.FieldMask
+	(*Project)(nil),                    // 69: agentmesh.registry.v1.Project
+	(*Agent)(nil),                      // 70: agentmesh.registry.v1.Agent
+	(*AgentSpec)(nil),                  // 71: agentmesh.registry.v1.AgentSpec
+	(*Executor)(nil),                   // 72: agentmesh.registry.v1.Executor
 }
 var file_agentmesh_registry_v1_registry_service_proto_depIdxs = []int32{
-	62, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
+	66, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
 	3,  // 1: agentmesh.registry.v1.LoginResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
 	3,  // 2: agentmesh.registry.v1.RefreshTokensResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
-	62, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
-	62, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	63, // 5: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	63, // 6: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	63, // 7: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	63, // 8: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
-	63, // 9: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	64, // 10: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
-	63, // 11: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	65, // 12: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	65, // 13: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	65, // 14: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	65, // 15: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
-	65, // 16: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	64, // 17: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	65, // 18: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	66, // 19: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	66, // 20: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	66, // 21: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	66, // 22: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
-	66, // 23: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	64, // 24: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	66, // 25: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	66, // 26: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	66, // 27: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	67, // 28: agentmesh.registry.v1.ResolveAgentResponse.spec:type_name -> agentmesh.registry.v1.AgentSpec
-	66, // 29: agentmesh.registry.v1.StartAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	66, // 30: agentmesh.registry.v1.FinishAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	66, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
+	66, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	67, // 5: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	67, // 6: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	67, // 7: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	67, // 8: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
+	67, // 9: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	68, // 10: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
+	67, // 11: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	69, // 12: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	69, // 13: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	69, // 14: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	69, // 15: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
+	69, // 16: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	68, // 17: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	69, // 18: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	70, // 19: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	70, // 20: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	70, // 21: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	70, // 22: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
+	70, // 23: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	68, // 24: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	70, // 25: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	70, // 26: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	70, // 27: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	71, // 28: agentmesh.registry.v1.ResolveAgentResponse.spec:type_name -> agentmesh.registry.v1.AgentSpec
+	70, // 29: agentmesh.registry.v1.StartAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	70, // 30: agentmesh.registry.v1.FinishAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
 	53, // 31: agentmesh.registry.v1.FinishAgentRunsRequest.runs:type_name -> agentmesh.registry.v1.FinishAgentRunRequest
 	57, // 32: agentmesh.registry.v1.FinishAgentRunsResponse.results:type_name -> agentmesh.registry.v1.FinishedAgentRun
-	66, // 33: agentmesh.registry.v1.FinishedAgentRun.agent:type_name -> agentmesh.registry.v1.Agent
-	68, // 34: agentmesh.registry.v1.RegisterExecutorRequest.executor:type_name -> agentmesh.registry.v1.Executor
-	68, // 35: agentmesh.registry.v1.RegisterExecutorResponse.executor:type_name -> agentmesh.registry.v1.Executor
-	68, // 36: agentmesh.registry.v1.ListExecutorsResponse.executors:type_name -> agentmesh.registry.v1.Executor
-	0,  // 37: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
-	2,  // 38: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
-	5,  // 39: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
-	7,  // 40: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
-	9,  // 41: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
-	11, // 42: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
-	13, // 43: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
-	15, // 44: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
-	17, // 45: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
-	19, // 46: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
-	21, // 47: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
-	23, // 48: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
-	25, // 49: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
-	27, // 50: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
-	29, // 51: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
-	31, // 52: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
-	33, // 53: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
-	35, // 54: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
-	37, // 55: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
-	39, // 56: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
-	41, // 57: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
-	43, // 58: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
-	45, // 59: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
-	47, // 60: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
-	49, // 61: agentmesh.registry.v1.RegistryService.ResolveAgent:input_type -> agentmesh.registry.v1.ResolveAgentRequest
-	51, // 62: agentmesh.registry.v1.RegistryService.StartAgentRun:input_type -> agentmesh.registry.v1.StartAgentRunRequest
-	53, // 63: agentmesh.registry.v1.RegistryService.FinishAgentRun:input_type -> agentmesh.registry.v1.FinishAgentRunRequest
-	55, // 64: agentmesh.registry.v1.RegistryService.FinishAgentRuns:input_type -> agentmesh.registry.v1.FinishAgentRunsRequest
-	58, // 65: agentmesh.registry.v1.RegistryService.RegisterExecutor:input_type -> agentmesh.registry.v1.RegisterExecutorRequest
-	60, // 66: agentmesh.registry.v1.RegistryService.ListExecutors:input_type -> agentmesh.registry.v1.ListExecutorsRequest
-	1,  // 67: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
-	4,  // 68: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
-	6,  // 69: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
-	8,  // 70: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
-	10, // 71: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
-	12, // 72: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
-	14, // 73: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
-	16, // 74: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
-	18, // 75: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
-	20, // 76: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
-	22, // 77: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
-	24, // 78: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
-	26, // 79: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
-	28, // 80: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
-	30, // 81: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
-	32, // 82: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
-	34, // 83: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
-	36, // 84: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
-	38, // 85: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
-	40, // 86: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
-	42, // 87: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
-	44, // 88: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
-	46, // 89: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
-	48, // 90: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
-	50, // 91: agentmesh.registry.v1.RegistryService.ResolveAgent:output_type -> agentmesh.registry.v1.ResolveAgentResponse
-	52, // 92: agentmesh.registry.v1.RegistryService.StartAgentRun:output_type -> agentmesh.registry.v1.StartAgentRunResponse
-	54, // 93: agentmesh.registry.v1.RegistryService.FinishAgentRun:output_type -> agentmesh.registry.v1.FinishAgentRunResponse
-	56, // 94: agentmesh.registry.v1.RegistryService.FinishAgentRuns:output_type -> agentmesh.registry.v1.FinishAgentRunsResponse
-	59, // 95: agentmesh.registry.v1.RegistryService.RegisterExecutor:output_type -> agentmesh.registry.v1.RegisterExecutorResponse
-	61, // 96: agentmesh.registry.v1.RegistryService.ListExecutors:output_type -> agentmesh.registry.v1.ListExecutorsResponse
-	67, // [67:97] is the sub-list for method output_type
-	37, // [37:67] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	70, // 33: agentmesh.registry.v1.FinishedAgentRun.agent:type_name -> agentmesh.registry.v1.Agent
+	60, // 34: agentmesh.registry.v1.RenewRunLeasesRequest.runs:type_name -> agentmesh.registry.v1.LeasedRun
+	60, // 35: agentmesh.registry.v1.RenewRunLeasesRequest.closed:type_name -> agentmesh.registry.v1.LeasedRun
+	60, // 36: agentmesh.registry.v1.RenewRunLeasesResponse.lost:type_name -> agentmesh.registry.v1.LeasedRun
+	61, // 37: agentmesh.registry.v1.RenewRunLeasesResponse.orphans:type_name -> agentmesh.registry.v1.OrphanedRun
+	72, // 38: agentmesh.registry.v1.RegisterExecutorRequest.executor:type_name -> agentmesh.registry.v1.Executor
+	72, // 39: agentmesh.registry.v1.RegisterExecutorResponse.executor:type_name -> agentmesh.registry.v1.Executor
+	72, // 40: agentmesh.registry.v1.ListExecutorsResponse.executors:type_name -> agentmesh.registry.v1.Executor
+	0,  // 41: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
+	2,  // 42: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
+	5,  // 43: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
+	7,  // 44: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
+	9,  // 45: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
+	11, // 46: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
+	13, // 47: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
+	15, // 48: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
+	17, // 49: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
+	19, // 50: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
+	21, // 51: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
+	23, // 52: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
+	25, // 53: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
+	27, // 54: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
+	29, // 55: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
+	31, // 56: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
+	33, // 57: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
+	35, // 58: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
+	37, // 59: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
+	39, // 60: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
+	41, // 61: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
+	43, // 62: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
+	45, // 63: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
+	47, // 64: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
+	49, // 65: agentmesh.registry.v1.RegistryService.ResolveAgent:input_type -> agentmesh.registry.v1.ResolveAgentRequest
+	51, // 66: agentmesh.registry.v1.RegistryService.StartAgentRun:input_type -> agentmesh.registry.v1.StartAgentRunRequest
+	53, // 67: agentmesh.registry.v1.RegistryService.FinishAgentRun:input_type -> agentmesh.registry.v1.FinishAgentRunRequest
+	55, // 68: agentmesh.registry.v1.RegistryService.FinishAgentRuns:input_type -> agentmesh.registry.v1.FinishAgentRunsRequest
+	58, // 69: agentmesh.registry.v1.RegistryService.RenewRunLeases:input_type -> agentmesh.registry.v1.RenewRunLeasesRequest
+	62, // 70: agentmesh.registry.v1.RegistryService.RegisterExecutor:input_type -> agentmesh.registry.v1.RegisterExecutorRequest
+	64, // 71: agentmesh.registry.v1.RegistryService.ListExecutors:input_type -> agentmesh.registry.v1.ListExecutorsRequest
+	1,  // 72: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
+	4,  // 73: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
+	6,  // 74: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
+	8,  // 75: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
+	10, // 76: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
+	12, // 77: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
+	14, // 78: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
+	16, // 79: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
+	18, // 80: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
+	20, // 81: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
+	22, // 82: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
+	24, // 83: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
+	26, // 84: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
+	28, // 85: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
+	30, // 86: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
+	32, // 87: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
+	34, // 88: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
+	36, // 89: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
+	38, // 90: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
+	40, // 91: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
+	42, // 92: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
+	44, // 93: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
+	46, // 94: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
+	48, // 95: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
+	50, // 96: agentmesh.registry.v1.RegistryService.ResolveAgent:output_type -> agentmesh.registry.v1.ResolveAgentResponse
+	52, // 97: agentmesh.registry.v1.RegistryService.StartAgentRun:output_type -> agentmesh.registry.v1.StartAgentRunResponse
+	54, // 98: agentmesh.registry.v1.RegistryService.FinishAgentRun:output_type -> agentmesh.registry.v1.FinishAgentRunResponse
+	56, // 99: agentmesh.registry.v1.RegistryService.FinishAgentRuns:output_type -> agentmesh.registry.v1.FinishAgentRunsResponse
+	59, // 100: agentmesh.registry.v1.RegistryService.RenewRunLeases:output_type -> agentmesh.registry.v1.RenewRunLeasesResponse
+	63, // 101: agentmesh.registry.v1.RegistryService.RegisterExecutor:output_type -> agentmesh.registry.v1.RegisterExecutorResponse
+	65, // 102: agentmesh.registry.v1.RegistryService.ListExecutors:output_type -> agentmesh.registry.v1.ListExecutorsResponse
+	72, // [72:103] is the sub-list for method output_type
+	41, // [41:72] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_registry_service_proto_init() }
@@ -3753,7 +4083,7 @@ func file_agentmesh_registry_v1_registry_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_registry_service_proto_rawDesc), len(file_agentmesh_registry_v1_registry_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   62,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -47,6 +47,7 @@ const (
 	RegistryService_StartAgentRun_FullMethodName      = "/agentmesh.registry.v1.RegistryService/StartAgentRun"
 	RegistryService_FinishAgentRun_FullMethodName     = "/agentmesh.registry.v1.RegistryService/FinishAgentRun"
 	RegistryService_FinishAgentRuns_FullMethodName    = "/agentmesh.registry.v1.RegistryService/FinishAgentRuns"
+	RegistryService_RenewRunLeases_FullMethodName     = "/agentmesh.registry.v1.RegistryService/RenewRunLeases"
 	RegistryService_RegisterExecutor_FullMethodName   = "/agentmesh.registry.v1.RegistryService/RegisterExecutor"
 	RegistryService_ListExecutors_FullMethodName      = "/agentmesh.registry.v1.RegistryService/ListExecutors"
 )
@@ -135,6 +136,12 @@ type RegistryServiceClient interface {
 	// of the others (one refused does not fail the rest): how executors report their runs' ends
 	// under load. At most 1,000 runs per call.
 	FinishAgentRuns(ctx context.Context, in *FinishAgentRunsRequest, opts ...grpc.CallOption) (*FinishAgentRunsResponse, error)
+	// Renews the leases an executor holds on its runs, in one call for all of them (system
+	// principal only). A run whose lease is not renewed within the registry's lease time is
+	// orphaned: it stops counting as in flight (the agent goes idle when it was the last) and is
+	// handed, through this call's answer, to a live executor that closes it in the session's log.
+	// Runs in `runs` that this executor no longer holds come back in `lost`. INVALID_ARGUMENT.
+	RenewRunLeases(ctx context.Context, in *RenewRunLeasesRequest, opts ...grpc.CallOption) (*RenewRunLeasesResponse, error)
 	// Registers or refreshes an executor in the pool (system principal only).
 	RegisterExecutor(ctx context.Context, in *RegisterExecutorRequest, opts ...grpc.CallOption) (*RegisterExecutorResponse, error)
 	// Lists executors that reported in recently (superusers and the system principal).
@@ -429,6 +436,16 @@ func (c *registryServiceClient) FinishAgentRuns(ctx context.Context, in *FinishA
 	return out, nil
 }
 
+func (c *registryServiceClient) RenewRunLeases(ctx context.Context, in *RenewRunLeasesRequest, opts ...grpc.CallOption) (*RenewRunLeasesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenewRunLeasesResponse)
+	err := c.cc.Invoke(ctx, RegistryService_RenewRunLeases_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *registryServiceClient) RegisterExecutor(ctx context.Context, in *RegisterExecutorRequest, opts ...grpc.CallOption) (*RegisterExecutorResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RegisterExecutorResponse)
@@ -533,6 +550,12 @@ type RegistryServiceServer interface {
 	// of the others (one refused does not fail the rest): how executors report their runs' ends
 	// under load. At most 1,000 runs per call.
 	FinishAgentRuns(context.Context, *FinishAgentRunsRequest) (*FinishAgentRunsResponse, error)
+	// Renews the leases an executor holds on its runs, in one call for all of them (system
+	// principal only). A run whose lease is not renewed within the registry's lease time is
+	// orphaned: it stops counting as in flight (the agent goes idle when it was the last) and is
+	// handed, through this call's answer, to a live executor that closes it in the session's log.
+	// Runs in `runs` that this executor no longer holds come back in `lost`. INVALID_ARGUMENT.
+	RenewRunLeases(context.Context, *RenewRunLeasesRequest) (*RenewRunLeasesResponse, error)
 	// Registers or refreshes an executor in the pool (system principal only).
 	RegisterExecutor(context.Context, *RegisterExecutorRequest) (*RegisterExecutorResponse, error)
 	// Lists executors that reported in recently (superusers and the system principal).
@@ -630,6 +653,9 @@ func (UnimplementedRegistryServiceServer) FinishAgentRun(context.Context, *Finis
 }
 func (UnimplementedRegistryServiceServer) FinishAgentRuns(context.Context, *FinishAgentRunsRequest) (*FinishAgentRunsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FinishAgentRuns not implemented")
+}
+func (UnimplementedRegistryServiceServer) RenewRunLeases(context.Context, *RenewRunLeasesRequest) (*RenewRunLeasesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RenewRunLeases not implemented")
 }
 func (UnimplementedRegistryServiceServer) RegisterExecutor(context.Context, *RegisterExecutorRequest) (*RegisterExecutorResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RegisterExecutor not implemented")
@@ -1162,6 +1188,24 @@ func _RegistryService_FinishAgentRuns_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RegistryService_RenewRunLeases_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenewRunLeasesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).RenewRunLeases(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_RenewRunLeases_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).RenewRunLeases(ctx, req.(*RenewRunLeasesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RegistryService_RegisterExecutor_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RegisterExecutorRequest)
 	if err := dec(in); err != nil {
@@ -1316,6 +1360,10 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FinishAgentRuns",
 			Handler:    _RegistryService_FinishAgentRuns_Handler,
+		},
+		{
+			MethodName: "RenewRunLeases",
+			Handler:    _RegistryService_RenewRunLeases_Handler,
 		},
 		{
 			MethodName: "RegisterExecutor",
