@@ -189,6 +189,7 @@ impl Client {
             agent: agent.into(),
             message: message.into(),
             session_id: session_id.into(),
+            ..Default::default()
         })?;
         let stream = self
             .gateway

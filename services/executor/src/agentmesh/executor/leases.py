@@ -23,8 +23,9 @@ import json
 import logging
 from collections.abc import Callable
 
+from agentmesh.executor.outbox import is_taken
 from agentmesh.executor.recorder import EventType, end_key, response_key
-from agentmesh.memory.client import IdempotencyKeyReused, MemoryClient
+from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2, resources_pb2
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import registry_service_pb2
@@ -91,10 +92,13 @@ class OrphanCloser:
         )
         # One at a time: a key the run itself recorded already is refused alone.
         for event in new:
-            with contextlib.suppress(IdempotencyKeyReused):
+            try:
                 await self._memory.append_events(
                     orphan.session_id, orphan.project_id, [event], metadata=metadata
                 )
+            except DomainError as error:
+                if not is_taken(error):
+                    raise
 
 
 _LOST = "the executor running this run stopped before it finished (its lease expired)"

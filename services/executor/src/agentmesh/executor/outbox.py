@@ -38,6 +38,12 @@ TRANSIENT = {
 }
 
 
+def is_taken(error: BaseException) -> bool:
+    """Whether an append was refused because another event holds its idempotency key (the first
+    end stands). The client maps the refusal to AlreadyExists with this reason."""
+    return isinstance(error, DomainError) and error.reason == IdempotencyKeyReused.default_reason
+
+
 def is_transient(error: BaseException) -> bool:
     """Whether a failed append may succeed when tried again."""
     return isinstance(error, TimeoutError) or (isinstance(error, DomainError) and error.code in TRANSIENT)
@@ -110,13 +116,14 @@ class EventOutbox:
                 await self._memory.append_events(
                     kept.session_id, kept.project_id, [kept.event], metadata=kept.metadata
                 )
-            except IdempotencyKeyReused:
-                pass  # another end was recorded first (the run's taker): it stands
             except Exception as error:
-                if is_transient(error):
+                if is_taken(error):
+                    pass  # another end was recorded first (the run's taker): it stands
+                elif is_transient(error):
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, _MAX_RETRY_SECONDS)
                     continue
-                logger.error("could not record event %s: %s", kept.event.idempotency_key, error)
+                else:
+                    logger.error("could not record event %s: %s", kept.event.idempotency_key, error)
             self._kept.popleft()
             backoff = _RETRY_SECONDS

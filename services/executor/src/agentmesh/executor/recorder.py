@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentmesh.executor.detached import run_detached
-from agentmesh.executor.outbox import EventOutbox, is_transient
-from agentmesh.memory.client import IdempotencyKeyReused, MemoryClient
+from agentmesh.executor.outbox import EventOutbox, is_taken, is_transient
+from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2, resources_pb2
 from agentmesh.runtime.protos import struct
 from agentmesh.runtime.telemetry import current_trace_ids
@@ -110,9 +110,9 @@ class Recorder:
                 lambda: self._memory.append_events(self.session_id, self.project_id, [new]),
                 timeout_seconds=timeout_seconds,
             )
-        except IdempotencyKeyReused:
-            return None
         except Exception as error:
+            if is_taken(error):
+                return None
             if self._outbox is None or not is_transient(error):
                 raise
             self._outbox.keep(self.session_id, self.project_id, new, run=(self.agent_id, self.run_id))

@@ -80,7 +80,12 @@ async def open_components(settings: RegistrySettings) -> Components:
         page_tokens=PageTokens(secret),
         executor_ttl_seconds=settings.executor_heartbeat_ttl_seconds,
     )
-    leases = RunLeases(store.leases, lease_seconds=settings.run_lease_seconds, clock=utc_now)
+    leases = RunLeases(
+        store.leases,
+        lease_seconds=settings.run_lease_seconds,
+        startup_grace_seconds=settings.run_lease_startup_grace_seconds,
+        clock=utc_now,
+    )
     return Components(engine=engine, tokens=tokens, accounts=accounts, registry=registry, leases=leases)
 
 

@@ -5,8 +5,10 @@ agent goes idle when it was its last run — and a live executor takes it over t
 renewal's answer, to close it in the session's log (executor `leases.py`). So an agent is never
 left `working` by a dead executor for longer than the lease time plus one sweep.
 
-After the registry itself (re)starts, nothing expires for one lease time: executors that kept
-running through a registry outage renew first.
+After the registry itself (re)starts, the runs of an executor expire only once that executor has
+renewed something through it (then it renews all it holds), or once `startup_grace_seconds`
+passed: executors that kept running through a registry outage may take a while to reconnect
+(gRPC's reconnect backoff), and their runs must not be taken from them meanwhile.
 """
 
 from __future__ import annotations
@@ -46,9 +48,12 @@ class RunLeases:
         store: RunLeaseStore,
         *,
         lease_seconds: float,
+        startup_grace_seconds: float,
         clock: Callable[[], datetime],
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        self._startup_grace = startup_grace_seconds
+        self._heard: set[str] = set()  # executors that renewed since this registry started
         self._store = store
         self._lease = timedelta(seconds=lease_seconds)
         self.lease_seconds = lease_seconds
@@ -88,6 +93,7 @@ class RunLeases:
                 "; ".join(f"{v.field} {v.description}" for v in violations), violations=violations
             )
         now = self._now()
+        self._heard.add(executor_id)
         if closed:
             await self._store.close(executor_id, closed)
         lost = await self._store.renew(executor_id, runs, now + self._lease)
@@ -97,12 +103,14 @@ class RunLeases:
         return Renewal(lost=lost, orphans=orphans, lease_seconds=self.lease_seconds)
 
     async def expire(self) -> int:
-        """Orphans the runs whose lease expired (none during the first lease time after start)."""
-        if self._monotonic() - self._started < self.lease_seconds:
-            return 0
+        """Orphans the runs whose lease expired: during the startup grace, only those of executors
+        that renewed since the start (see the module's docstring)."""
+        if self._monotonic() - self._started < self._startup_grace:
+            return await self._store.expire(self._now(), executor_ids=set(self._heard))
         return await self._store.expire(self._now())
 
     def start_sweeper(self, interval_seconds: float) -> None:
+        self._started = self._monotonic()  # the grace counts from serving, not from building
         self._task = asyncio.create_task(self._sweep(interval_seconds), name="run lease sweeper")
 
     async def stop(self) -> None:

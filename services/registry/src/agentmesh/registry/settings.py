@@ -23,6 +23,11 @@ class RegistrySettings(ServiceSettings):
     run_lease_seconds: float = Field(
         default=10.0, gt=0, description="a run whose executor has not renewed its lease this long is orphaned"
     )
+    run_lease_startup_grace_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        description="after a start, an executor's runs expire only once it renewed (or after this)",
+    )
     run_lease_sweep_seconds: float = Field(
         default=1.0, gt=0, description="how often expired leases are looked for"
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -220,9 +220,15 @@ class InMemoryRunLeaseStore(RunLeaseStore):
                     state.leases[key] = _replace(lease, expires_at=expires_at)
         return lost
 
-    async def expire(self, now: datetime) -> int:
+    async def expire(self, now: datetime, *, executor_ids: Collection[str] | None = None) -> int:
         async with self._store._draft() as state:
-            expired = [k for k, v in state.leases.items() if not v.orphaned and v.expires_at < now]
+            expired = [
+                k
+                for k, v in state.leases.items()
+                if not v.orphaned
+                and v.expires_at < now
+                and (executor_ids is None or v.executor_id in executor_ids)
+            ]
             for key in expired:
                 state.leases[key] = _replace(state.leases[key], orphaned=True, executor_id="", expires_at=now)
                 state.runs.discard(key)

@@ -12,7 +12,7 @@ one contract suite (tests/integration/registry/test_store_contract.py) holds bot
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -88,10 +88,10 @@ class RunLeaseStore(abc.ABC):
         """Extends the leases `executor_id` holds on `runs`; the runs it does not hold (any more)."""
 
     @abc.abstractmethod
-    async def expire(self, now: datetime) -> int:
-        """Orphans every run whose lease expired before `now`, atomically with its agent's
-        bookkeeping (as a failed finish: one run fewer in flight, idle when it was the last).
-        How many it orphaned."""
+    async def expire(self, now: datetime, *, executor_ids: Collection[str] | None = None) -> int:
+        """Orphans every run whose lease expired before `now` (of those executors only, when
+        given), atomically with its agent's bookkeeping (as a failed finish: one run fewer in
+        flight, idle when it was the last). How many it orphaned."""
 
     @abc.abstractmethod
     async def claim(

@@ -5,7 +5,7 @@ SQLite every write transaction begins with `BEGIN IMMEDIATE`, which serializes t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 
 import sqlalchemy as sa
@@ -38,10 +38,14 @@ class SqlRunLeaseStore(RunLeaseStore):
                 await connection.execute(sa.update(_RUNS).where(held).values(lease_expires_at=expires_at))
         return [run for run in runs if run not in found]
 
-    async def expire(self, now: datetime) -> int:
+    async def expire(self, now: datetime, *, executor_ids: Collection[str] | None = None) -> int:
         expired = sa.select(_RUNS.c.agent_id, _RUNS.c.run_id).where(
             sa.not_(_RUNS.c.orphaned), _RUNS.c.lease_expires_at < now
         )
+        if executor_ids is not None:
+            if not executor_ids:
+                return 0
+            expired = expired.where(_RUNS.c.executor_id.in_(list(executor_ids)))
         async with self._engine.begin() as connection:
             rows = list(await connection.execute(self._locked(expired)))
             finish = FINISH_UPDATE[self._engine.dialect.name]
