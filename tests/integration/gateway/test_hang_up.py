@@ -14,18 +14,13 @@ import pytest_asyncio
 from agentmesh.cli.mesh import Mesh
 from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
+from tests.integration.gateway.delegating import delegating_agents
 from tests.integration.gateway.support import Agent, Api, suffix
 from tests.mesh import bearer
 from tests.polling import eventually
 from tests.run_log import is_final, log_problems
 
 CHATS = 80
-# The worker answers in a few chunks, so hang-ups land before, during and after the delegation.
-WORKER = {"content": "part " * 40, "delay_seconds": 0.005}
-DELEGATE = {
-    "content": "",
-    "tool_calls": [{"name": "delegate", "arguments": {"agent": "worker", "task": "work"}}],
-}
 
 
 @pytest_asyncio.fixture(loop_scope="package")
@@ -70,16 +65,8 @@ async def _hang_up(
 async def test_hanging_up_at_any_point_leaves_one_end_per_run_and_one_response_per_delegation(
     channel: grpc.aio.Channel, api: Api
 ) -> None:
-    owner = await api.user()
-    worker = await api.agent(owner, name="worker", mock_responses=[WORKER])
-    project = {"id": worker.project_id, "slug": worker.project_slug}
-    coordinator = await api.agent(
-        owner,
-        name="coordinator",
-        project=project,
-        network_access=["worker"],
-        mock_responses=[DELEGATE, "done"],
-    )
+    worker, coordinator = await delegating_agents(api)
+    owner = coordinator.owner
     gateway = gw_grpc.GatewayServiceStub(channel)
     sessions = [f"hang-up-{n}-{suffix()}" for n in range(CHATS)]
 

@@ -12,14 +12,9 @@ import pytest_asyncio
 from agentmesh.cli.mesh import Mesh
 from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
+from tests.integration.gateway.delegating import delegating_agents
 from tests.integration.gateway.support import Api, suffix
 from tests.mesh import bearer
-
-WORKER = {"content": "part " * 40, "delay_seconds": 0.01}
-DELEGATE = {
-    "content": "",
-    "tool_calls": [{"name": "delegate", "arguments": {"agent": "worker", "task": "work"}}],
-}
 
 
 @pytest_asyncio.fixture(loop_scope="package")
@@ -31,16 +26,10 @@ async def channel(mesh: Mesh) -> AsyncIterator[grpc.aio.Channel]:
 async def test_a_second_stream_resumes_after_the_last_seq_and_ends_with_the_run(
     channel: grpc.aio.Channel, api: Api
 ) -> None:
-    owner = await api.user()
-    worker = await api.agent(owner, name="worker", mock_responses=[WORKER])
-    project = {"id": worker.project_id, "slug": worker.project_slug}
-    coordinator = await api.agent(
-        owner,
-        name="coordinator",
-        project=project,
-        network_access=["worker"],
-        mock_responses=[DELEGATE, "done"],
+    _, coordinator = await delegating_agents(
+        api, worker_answer={"content": "part " * 40, "delay_seconds": 0.01}
     )
+    owner = coordinator.owner
     gateway = gw_grpc.GatewayServiceStub(channel)
     session_id = f"resume-{suffix()}"
     chat = gateway.StreamChat(
