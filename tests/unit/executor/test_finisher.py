@@ -11,6 +11,7 @@ from agentmesh.executor.finisher import RunFinisher
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.runtime.errors import Unavailable
 from agentmesh.runtime.identity import current_token
+from tests.polling import eventually
 
 SYSTEM = (("authorization", "Bearer system"),)
 
@@ -117,3 +118,27 @@ async def test_stopping_sends_what_is_pending_at_once() -> None:
     end(runs, "r1")
     await asyncio.wait_for(runs.stop(), timeout=1.0)
     assert registry.calls == [(["r1"], SYSTEM)]
+
+
+async def test_an_end_is_kept_until_the_registry_takes_it_however_long_it_is_away() -> None:
+    # Away for longer than the finisher's timeout: the end is kept (and its run's lease with it).
+    registry = Registry(unavailable=4)
+    runs = RunFinisher(
+        registry,  # type: ignore[arg-type]
+        system_metadata=lambda: SYSTEM,
+        window_seconds=0.0,
+        max_batch=100,
+        timeout_seconds=0.1,
+    )
+    runs.start()
+    end(runs, "r1")
+    await asyncio.sleep(0.05)
+    assert runs.pending_runs() == [("agent", "r1")]
+
+    async def delivered() -> bool:
+        return bool(registry.calls)
+
+    await eventually(delivered, what="the end reached the registry")
+    assert registry.calls == [(["r1"], SYSTEM)]
+    assert runs.pending_runs() == []
+    await runs.stop()

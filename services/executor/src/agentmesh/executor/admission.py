@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentmesh.executor.agent import kind_name
+from agentmesh.executor.detached import run_detached
 from agentmesh.executor.errors import DelegationDepthExceeded, NoSubAgents
 from agentmesh.executor.finisher import RunFinisher
-from agentmesh.executor.recorder import EventType, Recorder
+from agentmesh.executor.outbox import EventOutbox
+from agentmesh.executor.recorder import EventType, Recorder, end_key
 from agentmesh.executor.secrets import Secrets
 from agentmesh.executor.specs import AgentSpecs, SpecKey
 from agentmesh.executor.v1 import executor_service_pb2
@@ -52,6 +54,8 @@ class AdmittedRun:
     spec: resources_pb2.AgentSpec
     recorder: Recorder
     early_input: asyncio.Future[memory_resources_pb2.Event] | None = None
+    cleanup_timeout_seconds: float = 5.0
+    loop_started: bool = False  # from then on the run's loop records its end
 
     @property
     def run_id(self) -> str:
@@ -69,19 +73,34 @@ class AdmittedRun:
     async def record_refusal(self, error: DomainError) -> None:
         """When the input was recorded alongside the start and the run was then refused (the
         registry would not start it: the agent was paused or terminated since; or the agent
-        cannot be set up), records the refusal after it."""
+        cannot be set up), records the refusal after it, as the run's end."""
+        await self._end_early(error.message, {"reason": error.reason, "code": error.code.name})
+
+    async def record_cancelled(self, *, timeout_seconds: float) -> None:
+        """When the input was recorded alongside the start and the run was cancelled before its
+        loop began (which records its own end), records the cancellation as the run's end —
+        detached from the cancellation, as every end is."""
+        if self.early_input is not None:
+            await run_detached(
+                lambda: self._end_early("the run was cancelled", {"cancelled": True, "code": "CANCELLED"}),
+                timeout_seconds=timeout_seconds,
+            )
+
+    async def _end_early(self, message: str, metadata: dict[str, Any]) -> None:
         if self.early_input is None:
             return
         try:
             received = await self.early_input
-            await self.recorder.record(
+            await self.recorder.record_end(
                 EventType.EVENT_TYPE_ERROR,
-                error.message,
-                metadata={"reason": error.reason, "code": error.code.name},
+                message,
+                metadata=metadata,
                 parent_event_id=received.id,
+                idempotency_key=end_key(self.run_id),
+                timeout_seconds=self.cleanup_timeout_seconds,
             )
         except Exception:
-            logger.warning("could not record that run %s was refused", self.run_id, exc_info=True)
+            logger.warning("could not record the end of refused run %s", self.run_id, exc_info=True)
 
 
 class RunAdmission:
@@ -95,9 +114,15 @@ class RunAdmission:
         specs: AgentSpecs,
         finisher: RunFinisher,
         max_delegation_depth: int,
+        executor_id: str,
+        cleanup_timeout_seconds: float,
+        outbox: EventOutbox | None = None,
         secrets: Secrets | None = None,
     ) -> None:
         self._secrets = secrets
+        self._outbox = outbox
+        self._executor_id = executor_id
+        self._cleanup_timeout_seconds = cleanup_timeout_seconds
         self._registry = registry
         self._memory = memory
         self._specs = specs
@@ -127,8 +152,12 @@ class RunAdmission:
             run_id=run_id,
             delegation_id=request.delegation_id,
             secrets=self._secrets,
+            agent_id=agent.spec.agent.id,
+            outbox=self._outbox,
         )
-        run = AdmittedRun(request, agent.spec, recorder)
+        run = AdmittedRun(
+            request, agent.spec, recorder, cleanup_timeout_seconds=self._cleanup_timeout_seconds
+        )
         # An agent that was not runnable when last seen, or is new here, is started first, so a
         # refusal leaves nothing behind.
         if agent.remembered and agent.spec.agent.status not in _BLOCKED:
@@ -140,11 +169,17 @@ class RunAdmission:
 
     async def _start(self, run: AdmittedRun, key: SpecKey) -> registry_service_pb2.StartAgentRunResponse:
         try:
-            return await self._registry.start_agent_run(run.spec.agent.id, run.run_id)
+            return await self._registry.start_agent_run(
+                run.spec.agent.id,
+                run.run_id,
+                session_id=run.request.session_id,
+                executor_id=self._executor_id,
+            )
         except asyncio.CancelledError:
-            run.abandon_input()
-            # The registry may have started it before the answer was lost: finish it.
+            # The input may be stored already: it gets its end. And the registry may have
+            # started the run before the answer was lost: finish it.
             self._finish_unanswered(run)
+            await run.record_cancelled(timeout_seconds=self._cleanup_timeout_seconds)
             raise
         except DomainError as error:
             self._specs.forget(key)
@@ -162,6 +197,10 @@ class RunAdmission:
         except DomainError as error:
             await run.record_refusal(error)
             self._finish_unanswered(run)
+            raise
+        except asyncio.CancelledError:
+            self._finish_unanswered(run)
+            await run.record_cancelled(timeout_seconds=self._cleanup_timeout_seconds)
             raise
         except BaseException:
             run.abandon_input()

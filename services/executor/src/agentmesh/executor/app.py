@@ -16,7 +16,9 @@ from agentmesh.executor.cache import AgentCache
 from agentmesh.executor.client import RunRouter, SystemToken
 from agentmesh.executor.delegation import RemoteRuns
 from agentmesh.executor.finisher import RunFinisher
+from agentmesh.executor.leases import LeaseKeeper, OrphanCloser
 from agentmesh.executor.models.factory import ModelFactory
+from agentmesh.executor.outbox import EventOutbox
 from agentmesh.executor.runner import RunExecutor
 from agentmesh.executor.secrets import Secrets
 from agentmesh.executor.servicer import ExecutorServicer
@@ -84,6 +86,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         max_batch=settings.finish_batch_max_runs,
         timeout_seconds=settings.cleanup_timeout_seconds,
     )
+    outbox = EventOutbox(memory, system_metadata=system_metadata)
     runner = RunExecutor(
         settings=settings,
         registry=registry,
@@ -101,8 +104,19 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         remote=RemoteRuns(router),
         executor_id=executor_id,
         finisher=finisher,
+        outbox=outbox,
     )
     servicer = ExecutorServicer(runner, cache, tokens)
+    leases = LeaseKeeper(
+        registry,
+        OrphanCloser(memory, system_metadata=system_metadata),
+        executor_id=executor_id,
+        held=lambda: [*runner.leased_runs(), *finisher.pending_runs(), *outbox.pending_runs()],
+        lose=runner.lose,
+        system_metadata=system_metadata,
+        interval_seconds=settings.lease_renew_interval_seconds,
+        max_orphans=settings.lease_max_orphans,
+    )
     heartbeat = _Heartbeat(
         registry,
         executor_id=executor_id,
@@ -123,7 +137,9 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
     await router.start(fallback_address=advertise_address)
     cache.start_sweeper(settings.cache_sweep_seconds)
     finisher.start()
+    outbox.start()
     heartbeat.start()
+    leases.start()
     unobserve_cache = metrics.observe_agent_cache(cache.stats)
     unobserve_runs = metrics.observe_active_runs(lambda: runner.active_runs)
 
@@ -143,7 +159,9 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
             models.aclose,
             cache.aclose,
             heartbeat.stop,
+            leases.stop,
             finisher.stop,
+            lambda: outbox.stop(settings.cleanup_timeout_seconds),
             lambda: runner.drain(settings.cleanup_timeout_seconds),
         ],
         runner=runner,

@@ -7,6 +7,7 @@ context. Cancelling the caller cancels the call, which cancels the run on the ot
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -19,9 +20,10 @@ from agentmesh.executor.detached import run_detached
 from agentmesh.executor.errors import DELEGATION_NOT_ALLOWED, DelegationDepthExceeded
 from agentmesh.executor.events import EventSink, usage_from_proto
 from agentmesh.executor.models.base import Usage
-from agentmesh.executor.recorder import EventType
+from agentmesh.executor.recorder import EventType, response_key
 from agentmesh.executor.scope import RunScope
 from agentmesh.executor.v1 import executor_service_pb2
+from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.errors import DomainError
 
@@ -185,23 +187,33 @@ class Delegator:
                 )
                 await scope.error(reason, message, metadata={"target_agent": target, "task": task})
                 return DelegationResult(Outcome.DELEGATION_OUTCOME_REFUSED, message)
-            request_event = await scope.recorder.record(
-                EventType.EVENT_TYPE_DELEGATION_REQUEST,
-                {"agent": target, "task": task},
-                parent_event_id=scope.input_event_id,
-                delegation_id=delegation_id,
-                metadata={"target_agent": target, "depth": scope.depth + 1},
-            )
-            await scope.sink.emit(
-                scope.context.event(
-                    seq=request_event.seq,
-                    delegation_request=run_pb2.DelegationRequest(
-                        delegation_id=delegation_id, target_agent=target, task=task
+            # The request is recorded detached from this run's cancellation, so that once it is
+            # stored the response below is recorded too, whenever the cancel comes: exactly one
+            # response per request (a cancel while the append is in flight waits for it).
+            recording = asyncio.ensure_future(
+                run_detached(
+                    lambda: scope.recorder.record(
+                        EventType.EVENT_TYPE_DELEGATION_REQUEST,
+                        {"agent": target, "task": task},
+                        parent_event_id=scope.input_event_id,
+                        delegation_id=delegation_id,
+                        metadata={"target_agent": target, "depth": scope.depth + 1},
                     ),
+                    timeout_seconds=self._cleanup_timeout_seconds,
                 )
             )
+            request_event: memory_pb2.Event | None = None
             child = ChildOutcome(code="CANCELLED", message="the delegating run was cancelled")
             try:
+                request_event = await asyncio.shield(recording)
+                await scope.sink.emit(
+                    scope.context.event(
+                        seq=request_event.seq,
+                        delegation_request=run_pb2.DelegationRequest(
+                            delegation_id=delegation_id, target_agent=target, task=task
+                        ),
+                    )
+                )
                 child = await self._remote.run(
                     executor_service_pb2.RunRequest(
                         project_slug=scope.spec.project_slug,
@@ -217,7 +229,7 @@ class Delegator:
                     timeout_seconds=self._timeout_seconds,
                 )
             finally:
-                # Exactly one response per request, also when this run is being cancelled.
+                request_event = request_event or await _settled(recording)
                 result = _result(target, child)
                 span.set_attribute(telemetry.DELEGATION_OUTCOME, outcome_name(result.outcome))
                 metrics.record_delegation(
@@ -225,7 +237,9 @@ class Delegator:
                     depth=scope.depth + 1,
                     seconds=time.monotonic() - started,
                 )
-                seq = await self._respond(scope, target, delegation_id, request_event.id, result)
+                seq = 0
+                if request_event is not None:
+                    seq = await self._respond(scope, target, delegation_id, request_event.id, result)
             await scope.sink.emit(
                 scope.context.event(
                     seq=seq,
@@ -249,20 +263,34 @@ class Delegator:
     ) -> int:
         outcome = outcome_name(result.outcome)
         try:
-            event = await run_detached(
-                lambda: scope.recorder.record(
-                    EventType.EVENT_TYPE_DELEGATION_RESPONSE,
-                    {"agent": target, "outcome": outcome, "content": result.text},
-                    parent_event_id=request_event_id,
-                    delegation_id=delegation_id,
-                    metadata={"target_agent": target, "outcome": outcome},
-                ),
+            event = await scope.recorder.record_end(
+                EventType.EVENT_TYPE_DELEGATION_RESPONSE,
+                {"agent": target, "outcome": outcome, "content": result.text},
+                parent_event_id=request_event_id,
+                delegation_id=delegation_id,
+                metadata={"target_agent": target, "outcome": outcome},
+                idempotency_key=response_key(delegation_id),
                 timeout_seconds=self._cleanup_timeout_seconds,
             )
         except Exception:
             logger.exception("could not record the response of delegation %s", delegation_id)
             return 0
-        return event.seq
+        # None: kept in the outbox, or answered first by the executor that took the run over.
+        return event.seq if event else 0
+
+
+async def _settled(recording: asyncio.Future[memory_pb2.Event]) -> memory_pb2.Event | None:
+    """The delegation request's event once its append has settled (cancelled callers wait for it
+    here, shielded); None when it was not stored."""
+    try:
+        return await asyncio.shield(recording)
+    except asyncio.CancelledError:
+        # Cancelled again while waiting: the append goes on, detached; wait for it once more.
+        with contextlib.suppress(BaseException):
+            return await recording
+        return None
+    except Exception:
+        return None
 
 
 def target_slug(scope: RunScope, target: str) -> str:

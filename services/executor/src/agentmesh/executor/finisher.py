@@ -10,7 +10,13 @@ one each; at rest it delays an agent's `idle` by the window.
 The executor's own system token is used when it has one (the caller's may have expired by the
 time a run ends); without one, each run's end goes with its caller's token, and runs of different
 callers go in different calls. Finishing is idempotent in the registry, so a call whose answer
-was lost is simply sent again, up to `timeout_seconds` after it was first tried.
+was lost is simply sent again.
+
+It is an outbox: an end the registry did not take (unreachable, restarting, failing) is kept and
+sent again, with backoff, until it is taken — never dropped after some seconds of retries, which
+used to leave agents `working`. The run's lease is renewed meanwhile (`pending_runs`), so nobody
+takes the run over. Only at shutdown is sending bounded (`timeout_seconds`); what is left then
+is settled by the leases: the runs expire and another executor closes them.
 """
 
 from __future__ import annotations
@@ -23,12 +29,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import grpc
 from opentelemetry import trace
 
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import registry_service_pb2
 from agentmesh.runtime.client import Metadata
-from agentmesh.runtime.errors import Unavailable
+from agentmesh.runtime.errors import DomainError
 from agentmesh.runtime.identity import AUTHORIZATION, current_token
 from agentmesh.runtime.telemetry import (
     FINISH_RUNS_SPAN,
@@ -41,6 +48,15 @@ from agentmesh.runtime.telemetry import (
 logger = logging.getLogger(__name__)
 
 _RETRY_SECONDS = 0.2
+_MAX_RETRY_SECONDS = 2.0
+# What a registry that is down, restarting or losing its database answers: worth sending again.
+_TRANSIENT = {
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.UNKNOWN,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+}
 
 
 @dataclass(frozen=True)
@@ -68,6 +84,7 @@ class RunFinisher:
         self._max_batch = max_batch
         self._timeout = timeout_seconds
         self._ends: collections.deque[_End] = collections.deque()
+        self._sending: list[_End] = []
         self._arrived = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
@@ -92,6 +109,10 @@ class RunFinisher:
         """Ends not sent yet."""
         return len(self._ends)
 
+    def pending_runs(self) -> list[tuple[str, str]]:
+        """(agent id, run id) of every end not taken by the registry yet: their leases stay."""
+        return [(end.run.agent_id, end.run.run_id) for end in (*self._sending, *self._ends)]
+
     async def stop(self) -> None:
         """Sends every end handed over so far, then stops."""
         if self._task is None:
@@ -114,7 +135,9 @@ class RunFinisher:
                 for _ in range(min(len(self._ends), self._max_batch)):
                     end = self._ends.popleft()
                     batch.setdefault(tuple(end.metadata or ()), []).append(end)
+                self._sending = [end for ends in batch.values() for end in ends]
                 await asyncio.gather(*(self._send(ends, metadata) for metadata, ends in batch.items()))
+                self._sending = []
 
     async def _send(self, ends: list[_End], metadata: tuple[tuple[str, str], ...]) -> None:
         # The call belongs to every run it reports: a trace of its own, linked to each run's.
@@ -125,17 +148,26 @@ class RunFinisher:
     async def _send_runs(
         self, runs: list[registry_service_pb2.FinishAgentRunRequest], metadata: tuple[tuple[str, str], ...]
     ) -> None:
-        deadline = time.monotonic() + self._timeout
+        deadline: float | None = None
+        backoff = _RETRY_SECONDS
         while True:
+            if deadline is None and self._stopping.is_set():
+                deadline = time.monotonic() + self._timeout
             try:
-                async with asyncio.timeout(max(deadline - time.monotonic(), 0.001)):
+                async with asyncio.timeout(self._timeout):
                     results = await self._registry.finish_agent_runs(runs, metadata=metadata or None)
                 break
-            except (Unavailable, TimeoutError) as error:
-                if time.monotonic() + _RETRY_SECONDS >= deadline:
+            except (DomainError, TimeoutError) as error:
+                transient = isinstance(error, TimeoutError) or error.code in _TRANSIENT
+                if not transient or (deadline is not None and time.monotonic() + backoff >= deadline):
                     logger.error("could not report the end of %d runs to the registry: %s", len(runs), error)
                     return
-                await asyncio.sleep(_RETRY_SECONDS)
+                if backoff == _RETRY_SECONDS:
+                    logger.warning(
+                        "the registry did not take the end of %d runs (%s); kept", len(runs), error
+                    )
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, _MAX_RETRY_SECONDS)
             except Exception as error:  # the finisher must outlive any one failed call
                 logger.error("could not report the end of %d runs to the registry: %s", len(runs), error)
                 return

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentmesh.executor.detached import run_detached
+from agentmesh.executor.outbox import EventOutbox, is_taken, is_transient
 from agentmesh.executor.secrets import Secrets
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2, resources_pb2
@@ -15,6 +17,19 @@ from agentmesh.runtime.protos import struct
 from agentmesh.runtime.telemetry import current_trace_ids
 
 EventType = resources_pb2.EventType
+
+
+def end_key(run_id: str) -> str:
+    """The idempotency key of a run's one final event (`agent_response`, or the `error` it failed
+    or was cancelled with). Whoever records it — the run, its cancellation, the executor that took
+    the run over — uses this key, so the session holds exactly one: a second, different end is
+    refused by the memory service (IDEMPOTENCY_KEY_REUSED) and the first stands."""
+    return f"{run_id}:end"
+
+
+def response_key(delegation_id: str) -> str:
+    """The idempotency key of a delegation's one `delegation_response` (as `end_key`)."""
+    return f"{delegation_id}:response"
 
 
 @dataclass(frozen=True)
@@ -26,6 +41,7 @@ class NewEvent:
     metadata: dict[str, Any] | None = None
     parent_event_id: str = ""
     delegation_id: str | None = None
+    idempotency_key: str | None = None  # else one made of the run id and the event's position
 
 
 class Recorder:
@@ -48,10 +64,14 @@ class Recorder:
         delegation_id: str = "",
         agent_name: str = "",
         secrets: Secrets | None = None,
+        agent_id: str = "",
+        outbox: EventOutbox | None = None,
     ) -> None:
         self._memory = memory
         # Every event is recorded scrubbed of the executor's secrets (issue 14 item 2).
         self._secrets = secrets or Secrets()
+        self._outbox = outbox
+        self.agent_id = agent_id
         self.session_id = session_id
         self.project_id = project_id
         self.agent = agent
@@ -68,16 +88,53 @@ class Recorder:
         metadata: dict[str, Any] | None = None,
         parent_event_id: str = "",
         delegation_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> resources_pb2.Event:
         (event,) = await self.record_many(
-            [NewEvent(event_type, content, metadata, parent_event_id, delegation_id)]
+            [NewEvent(event_type, content, metadata, parent_event_id, delegation_id, idempotency_key)]
         )
         return event
+
+    async def record_end(
+        self,
+        event_type: EventType.ValueType,
+        content: str | dict[str, Any] | list[Any],
+        *,
+        idempotency_key: str,
+        timeout_seconds: float,
+        metadata: dict[str, Any] | None = None,
+        parent_event_id: str = "",
+        delegation_id: str | None = None,
+    ) -> resources_pb2.Event | None:
+        """Records an event that must be recorded whatever happens (a run's end, a delegation's
+        response): detached from the run's cancellation and deadline, and, when the memory service
+        does not take it, kept in the outbox to be appended again (None then). None too when
+        another event already holds the key (the first stands)."""
+        (new,) = self._protos(
+            [NewEvent(event_type, content, metadata, parent_event_id, delegation_id, idempotency_key)]
+        )
+        try:
+            response = await run_detached(
+                lambda: self._memory.append_events(self.session_id, self.project_id, [new]),
+                timeout_seconds=timeout_seconds,
+            )
+        except Exception as error:
+            if is_taken(error):
+                return None
+            if self._outbox is None or not is_transient(error):
+                raise
+            self._outbox.keep(self.session_id, self.project_id, new, run=(self.agent_id, self.run_id))
+            return None
+        return response.events[0]
 
     async def record_many(self, events: Sequence[NewEvent]) -> list[resources_pb2.Event]:
         """Appends events in one batch (atomically, in this order)."""
         if not events:
             return []
+        response = await self._memory.append_events(self.session_id, self.project_id, self._protos(events))
+        return list(response.events)
+
+    def _protos(self, events: Sequence[NewEvent]) -> list[memory_service_pb2.NewEvent]:
         trace_id, span_id = current_trace_ids()
         batch = []
         for event in events:
@@ -91,10 +148,9 @@ class Recorder:
                 delegation_id=self.delegation_id if event.delegation_id is None else event.delegation_id,
                 trace_id=trace_id,
                 span_id=span_id,
-                idempotency_key=f"{self.run_id}:{next(self._positions)}",
+                idempotency_key=event.idempotency_key or f"{self.run_id}:{next(self._positions)}",
             )
             metadata = {"agent_name": self.agent_name, **(event.metadata or {})}
             new.metadata.CopyFrom(struct(self._secrets.scrub_value(metadata)))
             batch.append(new)
-        response = await self._memory.append_events(self.session_id, self.project_id, batch)
-        return list(response.events)
+        return batch

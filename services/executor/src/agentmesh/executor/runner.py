@@ -28,12 +28,12 @@ from agentmesh.executor.admission import AdmittedRun, RunAdmission
 from agentmesh.executor.agent import AgentBuilder, AgentRuntime, kind_name
 from agentmesh.executor.cache import AgentCache
 from agentmesh.executor.delegation import Delegator, RemoteRuns
-from agentmesh.executor.detached import run_detached
 from agentmesh.executor.errors import MCP_SERVER_UNAVAILABLE, ExecutorBusy, run_failed
 from agentmesh.executor.events import EventSink, RunContext, usage_proto
 from agentmesh.executor.finisher import RunFinisher
 from agentmesh.executor.llm import LlmLoop, read_history
-from agentmesh.executor.recorder import EventType
+from agentmesh.executor.outbox import EventOutbox
+from agentmesh.executor.recorder import EventType, end_key
 from agentmesh.executor.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.executor.specs import AgentSpecs
@@ -64,6 +64,7 @@ class RunExecutor:
         remote: RemoteRuns,
         executor_id: str,
         finisher: RunFinisher,
+        outbox: EventOutbox | None = None,
     ) -> None:
         self._settings = settings
         self._registry = registry
@@ -74,6 +75,9 @@ class RunExecutor:
             specs=AgentSpecs(registry, capacity=settings.agent_spec_cache_size),
             finisher=finisher,
             max_delegation_depth=settings.max_delegation_depth,
+            executor_id=executor_id,
+            cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
+            outbox=outbox,
             secrets=builder.secrets,
         )
         self._builder = builder
@@ -91,6 +95,9 @@ class RunExecutor:
         self._runs: set[asyncio.Task[None]] = set()
         self._runs_by_agent: dict[str, set[asyncio.Task[Any]]] = {}
         self._cancel_reasons: dict[asyncio.Task[Any], str] = {}
+        # Runs started at the registry and not yet finished here, by run id: what this
+        # executor holds leases on (leases.py).
+        self._leased: dict[str, tuple[str, asyncio.Task[Any]]] = {}
 
     @property
     def active_runs(self) -> int:
@@ -131,6 +138,20 @@ class RunExecutor:
             task.cancel()
         return len(tasks)
 
+    def leased_runs(self) -> list[tuple[str, str]]:
+        """(agent id, run id) of every run this executor holds a lease on."""
+        return [(agent_id, run_id) for run_id, (agent_id, _) in self._leased.items()]
+
+    def lose(self, run_id: str) -> None:
+        """The run's lease expired (this executor was cut off from the registry for longer than
+        the lease time) and the run was taken over: it stops here. Its end here is refused by
+        the memory service if the run's taker recorded one first (recorder.end_key)."""
+        leased = self._leased.get(run_id)
+        if leased is not None:
+            _, task = leased
+            self._cancel_reasons[task] = "this executor lost the run's lease"
+            task.cancel()
+
     async def drain(self, timeout_seconds: float) -> None:
         """Waits for runs in flight (at shutdown), cancelling those still going after the timeout."""
         if not self._runs:
@@ -165,6 +186,7 @@ class RunExecutor:
         """An admitted run's life: its agent from the cache, its loop, and, whatever happens, its
         bookkeeping (metrics, the runs in flight here, its end handed to the finisher)."""
         task = self._track(run.spec.agent.id)
+        self._leased[run.run_id] = (run.spec.agent.id, task)
         result: RunResult | None = None
         outcome: metrics.RunOutcome = "failed"
         try:
@@ -174,6 +196,9 @@ class RunExecutor:
                 outcome = "max_steps" if result.max_steps_reached else "completed"
         except asyncio.CancelledError:
             outcome = "cancelled"
+            if not run.loop_started:
+                # Cancelled while its agent was being set up: the loop records no end for it.
+                await run.record_cancelled(timeout_seconds=self._settings.cleanup_timeout_seconds)
             raise
         except DomainError as error:
             # The agent could not be set up (a model or tool): the run never started, and
@@ -188,6 +213,7 @@ class RunExecutor:
                 delegated=bool(run.request.delegation_id),
             )
             self._untrack(run.spec.agent.id, task)
+            self._leased.pop(run.run_id, None)
             self._finish(run, result)
 
     async def _run_agent(self, run: AdmittedRun, sink: EventSink) -> RunResult | None:
@@ -227,6 +253,7 @@ class RunExecutor:
         scope = RunScope(request, spec, context, recorder, sink)
         kind = kind_name(spec.kind)
         model = runtime.models.plan.name if runtime.models else ""
+        run.loop_started = True
         await sink.emit(
             context.event(
                 run_started=run_pb2.RunStarted(
@@ -266,6 +293,7 @@ class RunExecutor:
                 result.content,
                 parent_event_id=received.id,
                 metadata=_result_metadata(result),
+                idempotency_key=end_key(run_id),
             )
         except asyncio.CancelledError:
             reason = self._cancel_reasons.get(asyncio.current_task())  # type: ignore[arg-type]
@@ -322,13 +350,15 @@ class RunExecutor:
     ) -> None:
         seq = 0
         try:
-            event = await scope.recorder.record(
+            event = await scope.recorder.record_end(
                 EventType.EVENT_TYPE_ERROR,
                 message,
                 metadata={"reason": reason, "code": code},
                 parent_event_id=scope.input_event_id,
+                idempotency_key=end_key(scope.context.run_id),
+                timeout_seconds=self._settings.cleanup_timeout_seconds,
             )
-            seq = event.seq
+            seq = event.seq if event else 0
         except DomainError as error:
             logger.warning("could not record the failure of run %s: %s", scope.context.run_id, error)
         await scope.sink.emit(
@@ -344,18 +374,17 @@ class RunExecutor:
         # gRPC's clock fires the deadline, ours reads it: allow them a little disagreement.
         timed_out = deadline is not None and time.monotonic() >= deadline - _DEADLINE_SLACK_SECONDS
         try:
-            await run_detached(
-                lambda: scope.recorder.record(
-                    EventType.EVENT_TYPE_ERROR,
-                    "the run was cancelled"
-                    + (f": {reason}" if reason else " (deadline exceeded)" if timed_out else ""),
-                    metadata={
-                        "cancelled": True,
-                        "code": "DEADLINE_EXCEEDED" if timed_out and not reason else "CANCELLED",
-                        **({"reason": reason} if reason else {}),
-                    },
-                    parent_event_id=scope.input_event_id,
-                ),
+            await scope.recorder.record_end(
+                EventType.EVENT_TYPE_ERROR,
+                "the run was cancelled"
+                + (f": {reason}" if reason else " (deadline exceeded)" if timed_out else ""),
+                metadata={
+                    "cancelled": True,
+                    "code": "DEADLINE_EXCEEDED" if timed_out and not reason else "CANCELLED",
+                    **({"reason": reason} if reason else {}),
+                },
+                parent_event_id=scope.input_event_id,
+                idempotency_key=end_key(scope.context.run_id),
                 timeout_seconds=self._settings.cleanup_timeout_seconds,
             )
         except Exception:

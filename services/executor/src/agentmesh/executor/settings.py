@@ -61,6 +61,14 @@ class ExecutorSettings(ServiceSettings):
     )
     executor_health_interval_seconds: float = Field(default=2.0, gt=0, description="peer health checks")
     heartbeat_interval_seconds: float = Field(default=10.0, gt=0)
+    lease_renew_interval_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        description="longest between renewals of this executor's run leases (at most a third of the lease)",
+    )
+    lease_max_orphans: int = Field(
+        default=16, ge=0, description="runs of dead executors taken over per renewal (0: none)"
+    )
     # host:port other services dial to reach this executor (defaults to the bound address).
     advertise_address: str = ""
     executor_id: str = ""

@@ -19,6 +19,7 @@ from agentmesh.executor.client import RunNotPlaced, RunRouter
 from agentmesh.executor.v1 import executor_service_pb2
 from agentmesh.gateway.errors import ExecutorsBusy, InvalidRequest, MessageTooLarge, NoExecutor
 from agentmesh.gateway.models import AgentRef, Caller, ChatResult
+from agentmesh.gateway.resume import follow_run
 from agentmesh.memory.client import MemoryClient, SessionNotFound
 from agentmesh.memory.v1 import memory_service_pb2 as mem
 from agentmesh.registry.client import RegistryClient
@@ -172,6 +173,24 @@ class AgentGateway:
             async for _ in stream.answer():
                 pass
         return stream.result
+
+    async def resume_chat(
+        self, caller: Caller, agent: AgentRef, session_id: str, *, after_seq: int, run_id: str = ""
+    ) -> AsyncIterator[run_pb2.RunEvent]:
+        """The rest of a chat whose stream broke, from the session's log (resume.py): what was
+        recorded after `after_seq`, until the run's final event. The session must be one of the
+        agent's project (else not found, as for any session the caller may not see)."""
+        if after_seq < 0:
+            raise InvalidRequest.field("resume_after_seq", "must not be negative")
+        if not session_id:
+            raise InvalidRequest.field("session_id", "is required to resume a chat")
+        spec = await self._registry.resolve_agent(
+            agent.project_slug, agent.agent_name, metadata=caller.metadata
+        )
+        await self.check_session(caller, spec.agent.project_id, session_id)
+        return follow_run(
+            self._memory, session_id, after_seq=after_seq, run_id=run_id, metadata=caller.metadata
+        )
 
     async def _events(
         self,

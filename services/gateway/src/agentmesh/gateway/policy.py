@@ -158,6 +158,7 @@ RPC_POLICY: Mapping[str, Rule] = {
     _REGISTRY + "FinishAgentRun": SYSTEM,
     _REGISTRY + "FinishAgentRuns": SYSTEM,
     _REGISTRY + "ResolveMcpServers": SYSTEM,  # the one answer with MCP servers' secrets
+    _REGISTRY + "RenewRunLeases": SYSTEM,
     _REGISTRY + "RegisterExecutor": SYSTEM,
     _REGISTRY + "ListExecutors": SUPERUSER,
     # Memory: the memory service knows no owners, so the gateway resolves the project itself.

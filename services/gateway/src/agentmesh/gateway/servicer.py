@@ -40,6 +40,18 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
         self, request: pb.StreamChatRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.StreamChatResponse]:
         agent = AgentRef.parse(request.agent)
+        if request.resume_after_seq or request.resume_run_id:
+            rest = await self._gateway.resume_chat(
+                current_caller(),
+                agent,
+                request.session_id,
+                after_seq=request.resume_after_seq,
+                run_id=request.resume_run_id,
+            )
+            await context.send_initial_metadata(((SESSION_ID_HEADER, request.session_id),))
+            async for event in rest:
+                yield pb.StreamChatResponse(event=event)
+            return
         session_id = self._gateway.session_id(request.session_id)
         # Nothing is sent before the run has started, so a refused chat ends with its own status.
         chat = await self._gateway.start_chat(

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentmesh.registry.auth import Accounts, LoginThrottle, Passwords, RefreshTokenCodec
 from agentmesh.registry.errors import ValidationFailed
+from agentmesh.registry.leases import RunLeases
 from agentmesh.registry.mcp_servers import McpServerRegistry
 from agentmesh.registry.pagination import PageTokens
 from agentmesh.registry.policy import POLICY, SERVICE
@@ -43,6 +44,7 @@ class Components:
     accounts: Accounts
     registry: AgentRegistry
     mcp_servers: McpServerRegistry
+    leases: RunLeases
 
 
 async def open_components(settings: RegistrySettings) -> Components:
@@ -81,8 +83,19 @@ async def open_components(settings: RegistrySettings) -> Components:
         executor_ttl_seconds=settings.executor_heartbeat_ttl_seconds,
     )
     mcp_servers = McpServerRegistry(store, page_tokens=PageTokens(secret), clock=utc_now)
+    leases = RunLeases(
+        store.leases,
+        lease_seconds=settings.run_lease_seconds,
+        startup_grace_seconds=settings.run_lease_startup_grace_seconds,
+        clock=utc_now,
+    )
     return Components(
-        engine=engine, tokens=tokens, accounts=accounts, registry=registry, mcp_servers=mcp_servers
+        engine=engine,
+        tokens=tokens,
+        accounts=accounts,
+        registry=registry,
+        mcp_servers=mcp_servers,
+        leases=leases,
     )
 
 
@@ -91,7 +104,9 @@ async def start(settings: RegistrySettings) -> RunningService:
     try:
         if settings.superuser_email:
             await _bootstrap_superuser(components.accounts, settings)
-        servicer = RegistryServicer(components.accounts, components.registry, components.mcp_servers)
+        servicer = RegistryServicer(
+            components.accounts, components.registry, components.mcp_servers, components.leases
+        )
         server = await start_server(
             [
                 ServiceBinding(
@@ -107,7 +122,8 @@ async def start(settings: RegistrySettings) -> RunningService:
     except BaseException:
         await components.engine.dispose()
         raise
-    return RunningService("registry", server, closers=[components.engine.dispose])
+    components.leases.start_sweeper(settings.run_lease_sweep_seconds)
+    return RunningService("registry", server, closers=[components.leases.stop, components.engine.dispose])
 
 
 async def _bootstrap_superuser(accounts: Accounts, settings: RegistrySettings) -> None:

@@ -68,10 +68,18 @@ class RegistryClient:
         return response.spec
 
     async def start_agent_run(
-        self, agent_id: str, run_id: str, *, metadata: Metadata | None = None
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        session_id: str = "",
+        executor_id: str = "",
+        metadata: Metadata | None = None,
     ) -> pb.StartAgentRunResponse:
-        """The agent, working, and its spec's revision now."""
-        request = pb.StartAgentRunRequest(agent_id=agent_id, run_id=run_id)
+        """The agent, working, and its spec's revision now; `executor_id` holds the run's lease."""
+        request = pb.StartAgentRunRequest(
+            agent_id=agent_id, run_id=run_id, session_id=session_id, executor_id=executor_id
+        )
         return await unary(self.stub.StartAgentRun, request, metadata=metadata)
 
     async def finish_agent_run(
@@ -103,6 +111,12 @@ class RegistryClient:
         (the system principal only)."""
         request = pb.ResolveMcpServersRequest(agent_id=agent_id)
         return await unary(self.stub.ResolveMcpServers, request, metadata=metadata)
+
+    async def renew_run_leases(
+        self, request: pb.RenewRunLeasesRequest, *, metadata: Metadata | None = None
+    ) -> pb.RenewRunLeasesResponse:
+        """Renews an executor's run leases, forgets the orphans it closed, hands it new ones."""
+        return await unary(self.stub.RenewRunLeases, request, metadata=metadata)
 
     async def register_executor(
         self, executor_id: str, address: str, *, metadata: Metadata | None = None

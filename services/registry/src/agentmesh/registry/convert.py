@@ -8,6 +8,7 @@ from google.protobuf import json_format, struct_pb2
 
 from agentmesh.common.v1 import types_pb2
 from agentmesh.registry.errors import ValidationFailed
+from agentmesh.registry.leases import Renewal
 from agentmesh.registry.mcp_servers import masked
 from agentmesh.registry.models import (
     AGENT_CONFIG_FIELDS,
@@ -297,4 +298,21 @@ def finished_run_message(result: Agent | DomainError) -> service_pb2.FinishedAge
 def executor_message(executor: Executor) -> pb.Executor:
     return pb.Executor(
         id=executor.id, address=executor.address, heartbeat_at=timestamp(executor.heartbeat_at)
+    )
+
+
+def renewal_message(renewal: Renewal) -> service_pb2.RenewRunLeasesResponse:
+    return service_pb2.RenewRunLeasesResponse(
+        lost=[service_pb2.LeasedRun(agent_id=agent_id, run_id=run_id) for agent_id, run_id in renewal.lost],
+        orphans=[
+            service_pb2.OrphanedRun(
+                agent_id=orphan.agent_id,
+                run_id=orphan.run_id,
+                session_id=orphan.session_id,
+                project_id=orphan.project_id,
+                agent_name=orphan.agent_name,
+            )
+            for orphan in renewal.orphans
+        ],
+        lease_seconds=renewal.lease_seconds,
     )

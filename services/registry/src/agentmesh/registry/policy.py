@@ -54,6 +54,7 @@ POLICY: Mapping[str, Access] = {
     "DeleteMcpServer": Access.SUPERUSER,
     # The one answer with MCP servers' secrets: executors only, never a user's token.
     "ResolveMcpServers": Access.SYSTEM,
+    "RenewRunLeases": Access.SYSTEM,
     "RegisterExecutor": Access.SYSTEM,
     "ListExecutors": Access.SUPERUSER,
 }

@@ -45,7 +45,7 @@ from agentmesh.registry.models import (
     Slice,
 )
 from agentmesh.registry.pagination import PageTokens
-from agentmesh.registry.store import DuplicateRequest, RegistryStore, StoreTransaction, Visibility
+from agentmesh.registry.store import DuplicateRequest, RegistryStore, RunLease, StoreTransaction, Visibility
 from agentmesh.registry.validation import (
     DEFAULT_MAX_STEPS,
     check_agent_config,
@@ -333,13 +333,15 @@ class AgentRegistry:
                 siblings = await tx.agent_slugs(project.id)
         return resolve(agent, agent_type, project, siblings)
 
-    async def start_run(self, principal: Principal, agent_id: str, run_id: str) -> tuple[Agent, str]:
-        """An executor starts a run: the agent becomes working. Starting the same run twice (a
-        retried call) counts it once. With the agent, its spec's revision now (an executor
-        holding a spec of another revision resolves it again)."""
+    async def start_run(
+        self, principal: Principal, agent_id: str, run_id: str, *, lease: RunLease | None = None
+    ) -> tuple[Agent, str]:
+        """An executor starts a run (holding `lease` on it): the agent becomes working. Starting
+        the same run twice (a retried call) counts it once. With the agent, its spec's revision
+        now (an executor holding a spec of another revision resolves it again)."""
         _raise_if(_required("agent_id", agent_id) + _required("run_id", run_id))
         now = self._now()
-        change = await self._store.start_run(_visibility(principal), agent_id, run_id, now)
+        change = await self._store.start_run(_visibility(principal), agent_id, run_id, now, lease=lease)
         if change is None:
             raise AgentNotFound("agent not found")
         if not change.changed:

@@ -8,6 +8,7 @@ import grpc
 
 from agentmesh.registry import convert
 from agentmesh.registry.auth import Accounts
+from agentmesh.registry.leases import RunLeases
 from agentmesh.registry.mcp_servers import McpServerRegistry
 from agentmesh.registry.mcp_servicer import McpServerRpcs
 from agentmesh.registry.models import FinishedRun
@@ -30,10 +31,13 @@ def _caller() -> Principal:
 class RegistryServicer(McpServerRpcs, pb_grpc.RegistryServiceServicer):
     """Adapts RegistryService RPCs to the registry's rules (the MCP server RPCs in `McpServerRpcs`)."""
 
-    def __init__(self, accounts: Accounts, registry: AgentRegistry, mcp_servers: McpServerRegistry) -> None:
+    def __init__(
+        self, accounts: Accounts, registry: AgentRegistry, mcp_servers: McpServerRegistry, leases: RunLeases
+    ) -> None:
         self._accounts = accounts
         self._registry = registry
         self._mcp_servers = mcp_servers
+        self._leases = leases
 
     # Users.
 
@@ -229,7 +233,10 @@ class RegistryServicer(McpServerRpcs, pb_grpc.RegistryServiceServicer):
     async def StartAgentRun(
         self, request: pb.StartAgentRunRequest, context: Context
     ) -> pb.StartAgentRunResponse:
-        agent, revision = await self._registry.start_run(_caller(), request.agent_id, request.run_id)
+        lease = self._leases.grant(request.session_id, request.executor_id)
+        agent, revision = await self._registry.start_run(
+            _caller(), request.agent_id, request.run_id, lease=lease
+        )
         return pb.StartAgentRunResponse(agent=convert.agent_message(agent), spec_revision=revision)
 
     async def FinishAgentRun(
@@ -260,6 +267,17 @@ class RegistryServicer(McpServerRpcs, pb_grpc.RegistryServiceServicer):
         ]
         results = await self._registry.finish_runs(_caller(), runs)
         return pb.FinishAgentRunsResponse(results=[convert.finished_run_message(r) for r in results])
+
+    async def RenewRunLeases(
+        self, request: pb.RenewRunLeasesRequest, context: Context
+    ) -> pb.RenewRunLeasesResponse:
+        renewal = await self._leases.renew(
+            request.executor_id,
+            [(run.agent_id, run.run_id) for run in request.runs],
+            closed=[(run.agent_id, run.run_id) for run in request.closed],
+            max_orphans=request.max_orphans,
+        )
+        return convert.renewal_message(renewal)
 
     async def RegisterExecutor(
         self, request: pb.RegisterExecutorRequest, context: Context

@@ -20,6 +20,17 @@ class RegistrySettings(ServiceSettings):
     superuser_email: str = shared("", "superuser_email", service="registry")
     superuser_password: SecretStr = shared(SecretStr(""), "superuser_password", service="registry")
     executor_heartbeat_ttl_seconds: float = Field(default=30.0, gt=0)
+    run_lease_seconds: float = Field(
+        default=10.0, gt=0, description="a run whose executor has not renewed its lease this long is orphaned"
+    )
+    run_lease_startup_grace_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        description="after a start, an executor's runs expire only once it renewed (or after this)",
+    )
+    run_lease_sweep_seconds: float = Field(
+        default=1.0, gt=0, description="how often expired leases are looked for"
+    )
 
     # argon2id cost; the defaults are OWASP's recommendation (m=19456 KiB, t=2, p=1). Lower them
     # only for tests.

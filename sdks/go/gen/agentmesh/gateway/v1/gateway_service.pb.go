@@ -179,6 +179,13 @@ type StreamChatRequest struct {
 	SessionId string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Model settings for this message only (temperature, max tokens, reasoning effort).
 	ModelSettings *v1.ModelSettings `protobuf:"bytes,4,opt,name=model_settings,json=modelSettings,proto3" json:"model_settings,omitempty"`
+	// Resumes a stream that broke instead of starting a run (message then empty, session_id
+	// required): streams the session's recorded events after this seq — the last one the client
+	// saw — until the final event of resume_run_id (or of the session's latest chat), each once.
+	// Text deltas are not replayed; the answer arrives whole in run_completed.
+	ResumeAfterSeq int64 `protobuf:"varint,5,opt,name=resume_after_seq,json=resumeAfterSeq,proto3" json:"resume_after_seq,omitempty"`
+	// The run to follow when resuming (the run_id of the broken stream's events).
+	ResumeRunId   string `protobuf:"bytes,6,opt,name=resume_run_id,json=resumeRunId,proto3" json:"resume_run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -239,6 +246,20 @@ func (x *StreamChatRequest) GetModelSettings() *v1.ModelSettings {
 		return x.ModelSettings
 	}
 	return nil
+}
+
+func (x *StreamChatRequest) GetResumeAfterSeq() int64 {
+	if x != nil {
+		return x.ResumeAfterSeq
+	}
+	return 0
+}
+
+func (x *StreamChatRequest) GetResumeRunId() string {
+	if x != nil {
+		return x.ResumeRunId
+	}
+	return ""
 }
 
 // StreamChatResponse is one streamed step of StreamChat.
@@ -404,13 +425,15 @@ const file_agentmesh_gateway_v1_gateway_service_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x18\n" +
 	"\acontent\x18\x03 \x01(\tR\acontent\x120\n" +
-	"\x05usage\x18\x04 \x01(\v2\x1a.agentmesh.common.v1.UsageR\x05usage\"\xad\x01\n" +
+	"\x05usage\x18\x04 \x01(\v2\x1a.agentmesh.common.v1.UsageR\x05usage\"\xfb\x01\n" +
 	"\x11StreamChatRequest\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x03 \x01(\tR\tsessionId\x12I\n" +
-	"\x0emodel_settings\x18\x04 \x01(\v2\".agentmesh.common.v1.ModelSettingsR\rmodelSettings\"I\n" +
+	"\x0emodel_settings\x18\x04 \x01(\v2\".agentmesh.common.v1.ModelSettingsR\rmodelSettings\x12(\n" +
+	"\x10resume_after_seq\x18\x05 \x01(\x03R\x0eresumeAfterSeq\x12\"\n" +
+	"\rresume_run_id\x18\x06 \x01(\tR\vresumeRunId\"I\n" +
 	"\x12StreamChatResponse\x123\n" +
 	"\x05event\x18\x01 \x01(\v2\x1d.agentmesh.common.v1.RunEventR\x05event\"S\n" +
 	"\x13ResetSessionRequest\x12\x1d\n" +

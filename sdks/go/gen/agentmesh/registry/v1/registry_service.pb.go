@@ -2735,7 +2735,11 @@ type StartAgentRunRequest struct {
 	// The agent's id.
 	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
 	// The run.
-	RunId         string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The session the run records its events in (who takes the run over finds them there).
+	SessionId string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The executor that runs it, which holds the run's lease from now on (RenewRunLeases).
+	ExecutorId    string `protobuf:"bytes,4,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2780,6 +2784,20 @@ func (x *StartAgentRunRequest) GetAgentId() string {
 func (x *StartAgentRunRequest) GetRunId() string {
 	if x != nil {
 		return x.RunId
+	}
+	return ""
+}
+
+func (x *StartAgentRunRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *StartAgentRunRequest) GetExecutorId() string {
+	if x != nil {
+		return x.ExecutorId
 	}
 	return ""
 }
@@ -3133,6 +3151,280 @@ func (x *FinishedAgentRun) GetErrorMessage() string {
 	return ""
 }
 
+// RenewRunLeasesRequest is the input of RenewRunLeases.
+type RenewRunLeasesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The executor renewing.
+	ExecutorId string `protobuf:"bytes,1,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	// The runs it holds and renews.
+	Runs []*LeasedRun `protobuf:"bytes,2,rep,name=runs,proto3" json:"runs,omitempty"`
+	// Orphaned runs handed to it earlier that it has closed: forgotten now.
+	Closed []*LeasedRun `protobuf:"bytes,3,rep,name=closed,proto3" json:"closed,omitempty"`
+	// How many orphaned runs it takes over in this call (0: none).
+	MaxOrphans    int32 `protobuf:"varint,4,opt,name=max_orphans,json=maxOrphans,proto3" json:"max_orphans,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewRunLeasesRequest) Reset() {
+	*x = RenewRunLeasesRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewRunLeasesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewRunLeasesRequest) ProtoMessage() {}
+
+func (x *RenewRunLeasesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewRunLeasesRequest.ProtoReflect.Descriptor instead.
+func (*RenewRunLeasesRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *RenewRunLeasesRequest) GetExecutorId() string {
+	if x != nil {
+		return x.ExecutorId
+	}
+	return ""
+}
+
+func (x *RenewRunLeasesRequest) GetRuns() []*LeasedRun {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
+func (x *RenewRunLeasesRequest) GetClosed() []*LeasedRun {
+	if x != nil {
+		return x.Closed
+	}
+	return nil
+}
+
+func (x *RenewRunLeasesRequest) GetMaxOrphans() int32 {
+	if x != nil {
+		return x.MaxOrphans
+	}
+	return 0
+}
+
+// RenewRunLeasesResponse is the output of RenewRunLeases.
+type RenewRunLeasesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Runs of the request this executor no longer holds (their lease expired): stop them.
+	Lost []*LeasedRun `protobuf:"bytes,1,rep,name=lost,proto3" json:"lost,omitempty"`
+	// Orphaned runs this executor now holds, to close in their session's log.
+	Orphans []*OrphanedRun `protobuf:"bytes,2,rep,name=orphans,proto3" json:"orphans,omitempty"`
+	// How long a lease lasts without renewal, in seconds (renew well within it).
+	LeaseSeconds  float64 `protobuf:"fixed64,3,opt,name=lease_seconds,json=leaseSeconds,proto3" json:"lease_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewRunLeasesResponse) Reset() {
+	*x = RenewRunLeasesResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewRunLeasesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewRunLeasesResponse) ProtoMessage() {}
+
+func (x *RenewRunLeasesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewRunLeasesResponse.ProtoReflect.Descriptor instead.
+func (*RenewRunLeasesResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *RenewRunLeasesResponse) GetLost() []*LeasedRun {
+	if x != nil {
+		return x.Lost
+	}
+	return nil
+}
+
+func (x *RenewRunLeasesResponse) GetOrphans() []*OrphanedRun {
+	if x != nil {
+		return x.Orphans
+	}
+	return nil
+}
+
+func (x *RenewRunLeasesResponse) GetLeaseSeconds() float64 {
+	if x != nil {
+		return x.LeaseSeconds
+	}
+	return 0
+}
+
+// LeasedRun names one run of one agent.
+type LeasedRun struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent's id.
+	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The run.
+	RunId         string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeasedRun) Reset() {
+	*x = LeasedRun{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeasedRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeasedRun) ProtoMessage() {}
+
+func (x *LeasedRun) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeasedRun.ProtoReflect.Descriptor instead.
+func (*LeasedRun) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *LeasedRun) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *LeasedRun) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+// OrphanedRun is a run whose executor stopped renewing its lease.
+type OrphanedRun struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent's id.
+	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The run.
+	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The session it records its events in.
+	SessionId string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The agent's project.
+	ProjectId string `protobuf:"bytes,4,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The agent's name (what its events are tagged with).
+	AgentName     string `protobuf:"bytes,5,opt,name=agent_name,json=agentName,proto3" json:"agent_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OrphanedRun) Reset() {
+	*x = OrphanedRun{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OrphanedRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OrphanedRun) ProtoMessage() {}
+
+func (x *OrphanedRun) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OrphanedRun.ProtoReflect.Descriptor instead.
+func (*OrphanedRun) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *OrphanedRun) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *OrphanedRun) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *OrphanedRun) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *OrphanedRun) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *OrphanedRun) GetAgentName() string {
+	if x != nil {
+		return x.AgentName
+	}
+	return ""
+}
+
 // RegisterExecutorRequest is the input of RegisterExecutor.
 type RegisterExecutorRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3144,7 +3436,7 @@ type RegisterExecutorRequest struct {
 
 func (x *RegisterExecutorRequest) Reset() {
 	*x = RegisterExecutorRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3156,7 +3448,7 @@ func (x *RegisterExecutorRequest) String() string {
 func (*RegisterExecutorRequest) ProtoMessage() {}
 
 func (x *RegisterExecutorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3169,7 +3461,7 @@ func (x *RegisterExecutorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterExecutorRequest.ProtoReflect.Descriptor instead.
 func (*RegisterExecutorRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{58}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RegisterExecutorRequest) GetExecutor() *Executor {
@@ -3190,7 +3482,7 @@ type RegisterExecutorResponse struct {
 
 func (x *RegisterExecutorResponse) Reset() {
 	*x = RegisterExecutorResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3202,7 +3494,7 @@ func (x *RegisterExecutorResponse) String() string {
 func (*RegisterExecutorResponse) ProtoMessage() {}
 
 func (x *RegisterExecutorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3215,7 +3507,7 @@ func (x *RegisterExecutorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterExecutorResponse.ProtoReflect.Descriptor instead.
 func (*RegisterExecutorResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{59}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RegisterExecutorResponse) GetExecutor() *Executor {
@@ -3234,7 +3526,7 @@ type ListExecutorsRequest struct {
 
 func (x *ListExecutorsRequest) Reset() {
 	*x = ListExecutorsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[60]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3246,7 +3538,7 @@ func (x *ListExecutorsRequest) String() string {
 func (*ListExecutorsRequest) ProtoMessage() {}
 
 func (x *ListExecutorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[60]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3259,7 +3551,7 @@ func (x *ListExecutorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutorsRequest.ProtoReflect.Descriptor instead.
 func (*ListExecutorsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{60}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{64}
 }
 
 // ListExecutorsResponse is the output of ListExecutors.
@@ -3273,7 +3565,7 @@ type ListExecutorsResponse struct {
 
 func (x *ListExecutorsResponse) Reset() {
 	*x = ListExecutorsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[61]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3285,7 +3577,7 @@ func (x *ListExecutorsResponse) String() string {
 func (*ListExecutorsResponse) ProtoMessage() {}
 
 func (x *ListExecutorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[61]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3298,7 +3590,7 @@ func (x *ListExecutorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutorsResponse.ProtoReflect.Descriptor instead.
 func (*ListExecutorsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{61}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ListExecutorsResponse) GetExecutors() []*Executor {
@@ -3322,7 +3614,7 @@ type CreateMcpServerRequest struct {
 
 func (x *CreateMcpServerRequest) Reset() {
 	*x = CreateMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[62]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3334,7 +3626,7 @@ func (x *CreateMcpServerRequest) String() string {
 func (*CreateMcpServerRequest) ProtoMessage() {}
 
 func (x *CreateMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[62]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3347,7 +3639,7 @@ func (x *CreateMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*CreateMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{62}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *CreateMcpServerRequest) GetMcpServer() *McpServer {
@@ -3375,7 +3667,7 @@ type CreateMcpServerResponse struct {
 
 func (x *CreateMcpServerResponse) Reset() {
 	*x = CreateMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[63]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3387,7 +3679,7 @@ func (x *CreateMcpServerResponse) String() string {
 func (*CreateMcpServerResponse) ProtoMessage() {}
 
 func (x *CreateMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[63]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3400,7 +3692,7 @@ func (x *CreateMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*CreateMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{63}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *CreateMcpServerResponse) GetMcpServer() *McpServer {
@@ -3426,7 +3718,7 @@ type GetMcpServerRequest struct {
 
 func (x *GetMcpServerRequest) Reset() {
 	*x = GetMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[64]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3438,7 +3730,7 @@ func (x *GetMcpServerRequest) String() string {
 func (*GetMcpServerRequest) ProtoMessage() {}
 
 func (x *GetMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[64]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3451,7 +3743,7 @@ func (x *GetMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*GetMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{64}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GetMcpServerRequest) GetId() string {
@@ -3486,7 +3778,7 @@ type GetMcpServerResponse struct {
 
 func (x *GetMcpServerResponse) Reset() {
 	*x = GetMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3498,7 +3790,7 @@ func (x *GetMcpServerResponse) String() string {
 func (*GetMcpServerResponse) ProtoMessage() {}
 
 func (x *GetMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3511,7 +3803,7 @@ func (x *GetMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*GetMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{65}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GetMcpServerResponse) GetMcpServer() *McpServer {
@@ -3538,7 +3830,7 @@ type ListMcpServersRequest struct {
 
 func (x *ListMcpServersRequest) Reset() {
 	*x = ListMcpServersRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[66]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3550,7 +3842,7 @@ func (x *ListMcpServersRequest) String() string {
 func (*ListMcpServersRequest) ProtoMessage() {}
 
 func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[66]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3563,7 +3855,7 @@ func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersRequest.ProtoReflect.Descriptor instead.
 func (*ListMcpServersRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{66}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListMcpServersRequest) GetPageSize() int32 {
@@ -3609,7 +3901,7 @@ type ListMcpServersResponse struct {
 
 func (x *ListMcpServersResponse) Reset() {
 	*x = ListMcpServersResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[67]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3621,7 +3913,7 @@ func (x *ListMcpServersResponse) String() string {
 func (*ListMcpServersResponse) ProtoMessage() {}
 
 func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[67]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3634,7 +3926,7 @@ func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersResponse.ProtoReflect.Descriptor instead.
 func (*ListMcpServersResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{67}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ListMcpServersResponse) GetMcpServers() []*McpServer {
@@ -3671,7 +3963,7 @@ type UpdateMcpServerRequest struct {
 
 func (x *UpdateMcpServerRequest) Reset() {
 	*x = UpdateMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3683,7 +3975,7 @@ func (x *UpdateMcpServerRequest) String() string {
 func (*UpdateMcpServerRequest) ProtoMessage() {}
 
 func (x *UpdateMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3696,7 +3988,7 @@ func (x *UpdateMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{68}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *UpdateMcpServerRequest) GetMcpServer() *McpServer {
@@ -3724,7 +4016,7 @@ type UpdateMcpServerResponse struct {
 
 func (x *UpdateMcpServerResponse) Reset() {
 	*x = UpdateMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3736,7 +4028,7 @@ func (x *UpdateMcpServerResponse) String() string {
 func (*UpdateMcpServerResponse) ProtoMessage() {}
 
 func (x *UpdateMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3749,7 +4041,7 @@ func (x *UpdateMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{69}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *UpdateMcpServerResponse) GetMcpServer() *McpServer {
@@ -3770,7 +4062,7 @@ type DeleteMcpServerRequest struct {
 
 func (x *DeleteMcpServerRequest) Reset() {
 	*x = DeleteMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3782,7 +4074,7 @@ func (x *DeleteMcpServerRequest) String() string {
 func (*DeleteMcpServerRequest) ProtoMessage() {}
 
 func (x *DeleteMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3795,7 +4087,7 @@ func (x *DeleteMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{70}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *DeleteMcpServerRequest) GetId() string {
@@ -3814,7 +4106,7 @@ type DeleteMcpServerResponse struct {
 
 func (x *DeleteMcpServerResponse) Reset() {
 	*x = DeleteMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3826,7 +4118,7 @@ func (x *DeleteMcpServerResponse) String() string {
 func (*DeleteMcpServerResponse) ProtoMessage() {}
 
 func (x *DeleteMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3839,7 +4131,7 @@ func (x *DeleteMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{71}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{75}
 }
 
 // ResolveMcpServersRequest is the input of ResolveMcpServers.
@@ -3853,7 +4145,7 @@ type ResolveMcpServersRequest struct {
 
 func (x *ResolveMcpServersRequest) Reset() {
 	*x = ResolveMcpServersRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3865,7 +4157,7 @@ func (x *ResolveMcpServersRequest) String() string {
 func (*ResolveMcpServersRequest) ProtoMessage() {}
 
 func (x *ResolveMcpServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3878,7 +4170,7 @@ func (x *ResolveMcpServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveMcpServersRequest.ProtoReflect.Descriptor instead.
 func (*ResolveMcpServersRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{72}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ResolveMcpServersRequest) GetAgentId() string {
@@ -3901,7 +4193,7 @@ type ResolveMcpServersResponse struct {
 
 func (x *ResolveMcpServersResponse) Reset() {
 	*x = ResolveMcpServersResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3913,7 +4205,7 @@ func (x *ResolveMcpServersResponse) String() string {
 func (*ResolveMcpServersResponse) ProtoMessage() {}
 
 func (x *ResolveMcpServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3926,7 +4218,7 @@ func (x *ResolveMcpServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveMcpServersResponse.ProtoReflect.Descriptor instead.
 func (*ResolveMcpServersResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{73}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ResolveMcpServersResponse) GetServers() []*McpServer {
@@ -4118,10 +4410,14 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\n" +
 	"agent_name\x18\x02 \x01(\tR\tagentName\"L\n" +
 	"\x14ResolveAgentResponse\x124\n" +
-	"\x04spec\x18\x01 \x01(\v2 .agentmesh.registry.v1.AgentSpecR\x04spec\"H\n" +
+	"\x04spec\x18\x01 \x01(\v2 .agentmesh.registry.v1.AgentSpecR\x04spec\"\x88\x01\n" +
 	"\x14StartAgentRunRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x15\n" +
-	"\x06run_id\x18\x02 \x01(\tR\x05runId\"p\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x1f\n" +
+	"\vexecutor_id\x18\x04 \x01(\tR\n" +
+	"executorId\"p\n" +
 	"\x15StartAgentRunResponse\x122\n" +
 	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12#\n" +
 	"\rspec_revision\x18\x02 \x01(\tR\fspecRevision\"\x9c\x01\n" +
@@ -4143,7 +4439,30 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x02 \x01(\tR\terrorCode\x12!\n" +
 	"\ferror_reason\x18\x03 \x01(\tR\verrorReason\x12#\n" +
-	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"V\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\xc9\x01\n" +
+	"\x15RenewRunLeasesRequest\x12\x1f\n" +
+	"\vexecutor_id\x18\x01 \x01(\tR\n" +
+	"executorId\x124\n" +
+	"\x04runs\x18\x02 \x03(\v2 .agentmesh.registry.v1.LeasedRunR\x04runs\x128\n" +
+	"\x06closed\x18\x03 \x03(\v2 .agentmesh.registry.v1.LeasedRunR\x06closed\x12\x1f\n" +
+	"\vmax_orphans\x18\x04 \x01(\x05R\n" +
+	"maxOrphans\"\xb1\x01\n" +
+	"\x16RenewRunLeasesResponse\x124\n" +
+	"\x04lost\x18\x01 \x03(\v2 .agentmesh.registry.v1.LeasedRunR\x04lost\x12<\n" +
+	"\aorphans\x18\x02 \x03(\v2\".agentmesh.registry.v1.OrphanedRunR\aorphans\x12#\n" +
+	"\rlease_seconds\x18\x03 \x01(\x01R\fleaseSeconds\"=\n" +
+	"\tLeasedRun\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\"\x9c\x01\n" +
+	"\vOrphanedRun\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x04 \x01(\tR\tprojectId\x12\x1d\n" +
+	"\n" +
+	"agent_name\x18\x05 \x01(\tR\tagentName\"V\n" +
 	"\x17RegisterExecutorRequest\x12;\n" +
 	"\bexecutor\x18\x01 \x01(\v2\x1f.agentmesh.registry.v1.ExecutorR\bexecutor\"W\n" +
 	"\x18RegisterExecutorResponse\x12;\n" +
@@ -4195,7 +4514,7 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\"q\n" +
 	"\x19ResolveMcpServersResponse\x12:\n" +
 	"\aservers\x18\x01 \x03(\v2 .agentmesh.registry.v1.McpServerR\aservers\x12\x18\n" +
-	"\amissing\x18\x02 \x03(\tR\amissing2\xaf\x1e\n" +
+	"\amissing\x18\x02 \x03(\tR\amissing2\x9e\x1f\n" +
 	"\x0fRegistryService\x12g\n" +
 	"\fRegisterUser\x12*.agentmesh.registry.v1.RegisterUserRequest\x1a+.agentmesh.registry.v1.RegisterUserResponse\x12R\n" +
 	"\x05Login\x12#.agentmesh.registry.v1.LoginRequest\x1a$.agentmesh.registry.v1.LoginResponse\x12j\n" +
@@ -4228,7 +4547,8 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\fResolveAgent\x12*.agentmesh.registry.v1.ResolveAgentRequest\x1a+.agentmesh.registry.v1.ResolveAgentResponse\x12j\n" +
 	"\rStartAgentRun\x12+.agentmesh.registry.v1.StartAgentRunRequest\x1a,.agentmesh.registry.v1.StartAgentRunResponse\x12m\n" +
 	"\x0eFinishAgentRun\x12,.agentmesh.registry.v1.FinishAgentRunRequest\x1a-.agentmesh.registry.v1.FinishAgentRunResponse\x12p\n" +
-	"\x0fFinishAgentRuns\x12-.agentmesh.registry.v1.FinishAgentRunsRequest\x1a..agentmesh.registry.v1.FinishAgentRunsResponse\x12p\n" +
+	"\x0fFinishAgentRuns\x12-.agentmesh.registry.v1.FinishAgentRunsRequest\x1a..agentmesh.registry.v1.FinishAgentRunsResponse\x12m\n" +
+	"\x0eRenewRunLeases\x12,.agentmesh.registry.v1.RenewRunLeasesRequest\x1a-.agentmesh.registry.v1.RenewRunLeasesResponse\x12p\n" +
 	"\x0fCreateMcpServer\x12-.agentmesh.registry.v1.CreateMcpServerRequest\x1a..agentmesh.registry.v1.CreateMcpServerResponse\x12g\n" +
 	"\fGetMcpServer\x12*.agentmesh.registry.v1.GetMcpServerRequest\x1a+.agentmesh.registry.v1.GetMcpServerResponse\x12m\n" +
 	"\x0eListMcpServers\x12,.agentmesh.registry.v1.ListMcpServersRequest\x1a-.agentmesh.registry.v1.ListMcpServersResponse\x12p\n" +
@@ -4251,7 +4571,7 @@ func file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_registry_v1_registry_service_proto_rawDescData
 }
 
-var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
+var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
 var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*RegisterUserRequest)(nil),        // 0: agentmesh.registry.v1.RegisterUserRequest
 	(*RegisterUserResponse)(nil),       // 1: agentmesh.registry.v1.RegisterUserResponse
@@ -4311,154 +4631,164 @@ var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*FinishAgentRunsRequest)(nil),     // 55: agentmesh.registry.v1.FinishAgentRunsRequest
 	(*FinishAgentRunsResponse)(nil),    // 56: agentmesh.registry.v1.FinishAgentRunsResponse
 	(*FinishedAgentRun)(nil),           // 57: agentmesh.registry.v1.FinishedAgentRun
-	(*RegisterExecutorRequest)(nil),    // 58: agentmesh.registry.v1.RegisterExecutorRequest
-	(*RegisterExecutorResponse)(nil),   // 59: agentmesh.registry.v1.RegisterExecutorResponse
-	(*ListExecutorsRequest)(nil),       // 60: agentmesh.registry.v1.ListExecutorsRequest
-	(*ListExecutorsResponse)(nil),      // 61: agentmesh.registry.v1.ListExecutorsResponse
-	(*CreateMcpServerRequest)(nil),     // 62: agentmesh.registry.v1.CreateMcpServerRequest
-	(*CreateMcpServerResponse)(nil),    // 63: agentmesh.registry.v1.CreateMcpServerResponse
-	(*GetMcpServerRequest)(nil),        // 64: agentmesh.registry.v1.GetMcpServerRequest
-	(*GetMcpServerResponse)(nil),       // 65: agentmesh.registry.v1.GetMcpServerResponse
-	(*ListMcpServersRequest)(nil),      // 66: agentmesh.registry.v1.ListMcpServersRequest
-	(*ListMcpServersResponse)(nil),     // 67: agentmesh.registry.v1.ListMcpServersResponse
-	(*UpdateMcpServerRequest)(nil),     // 68: agentmesh.registry.v1.UpdateMcpServerRequest
-	(*UpdateMcpServerResponse)(nil),    // 69: agentmesh.registry.v1.UpdateMcpServerResponse
-	(*DeleteMcpServerRequest)(nil),     // 70: agentmesh.registry.v1.DeleteMcpServerRequest
-	(*DeleteMcpServerResponse)(nil),    // 71: agentmesh.registry.v1.DeleteMcpServerResponse
-	(*ResolveMcpServersRequest)(nil),   // 72: agentmesh.registry.v1.ResolveMcpServersRequest
-	(*ResolveMcpServersResponse)(nil),  // 73: agentmesh.registry.v1.ResolveMcpServersResponse
-	(*User)(nil),                       // 74: agentmesh.registry.v1.User
-	(*AgentType)(nil),                  // 75: agentmesh.registry.v1.AgentType
-	(*fieldmaskpb.FieldMask)(nil),      // 76: google.protobuf.FieldMask
-	(*Project)(nil),                    // 77: agentmesh.registry.v1.Project
-	(*Agent)(nil),                      // 78: agentmesh.registry.v1.Agent
-	(*AgentSpec)(nil),                  // 79: agentmesh.registry.v1.AgentSpec
-	(*Executor)(nil),                   // 80: agentmesh.registry.v1.Executor
-	(*McpServer)(nil),                  // 81: agentmesh.registry.v1.McpServer
+	(*RenewRunLeasesRequest)(nil),      // 58: agentmesh.registry.v1.RenewRunLeasesRequest
+	(*RenewRunLeasesResponse)(nil),     // 59: agentmesh.registry.v1.RenewRunLeasesResponse
+	(*LeasedRun)(nil),                  // 60: agentmesh.registry.v1.LeasedRun
+	(*OrphanedRun)(nil),                // 61: agentmesh.registry.v1.OrphanedRun
+	(*RegisterExecutorRequest)(nil),    // 62: agentmesh.registry.v1.RegisterExecutorRequest
+	(*RegisterExecutorResponse)(nil),   // 63: agentmesh.registry.v1.RegisterExecutorResponse
+	(*ListExecutorsRequest)(nil),       // 64: agentmesh.registry.v1.ListExecutorsRequest
+	(*ListExecutorsResponse)(nil),      // 65: agentmesh.registry.v1.ListExecutorsResponse
+	(*CreateMcpServerRequest)(nil),     // 66: agentmesh.registry.v1.CreateMcpServerRequest
+	(*CreateMcpServerResponse)(nil),    // 67: agentmesh.registry.v1.CreateMcpServerResponse
+	(*GetMcpServerRequest)(nil),        // 68: agentmesh.registry.v1.GetMcpServerRequest
+	(*GetMcpServerResponse)(nil),       // 69: agentmesh.registry.v1.GetMcpServerResponse
+	(*ListMcpServersRequest)(nil),      // 70: agentmesh.registry.v1.ListMcpServersRequest
+	(*ListMcpServersResponse)(nil),     // 71: agentmesh.registry.v1.ListMcpServersResponse
+	(*UpdateMcpServerRequest)(nil),     // 72: agentmesh.registry.v1.UpdateMcpServerRequest
+	(*UpdateMcpServerResponse)(nil),    // 73: agentmesh.registry.v1.UpdateMcpServerResponse
+	(*DeleteMcpServerRequest)(nil),     // 74: agentmesh.registry.v1.DeleteMcpServerRequest
+	(*DeleteMcpServerResponse)(nil),    // 75: agentmesh.registry.v1.DeleteMcpServerResponse
+	(*ResolveMcpServersRequest)(nil),   // 76: agentmesh.registry.v1.ResolveMcpServersRequest
+	(*ResolveMcpServersResponse)(nil),  // 77: agentmesh.registry.v1.ResolveMcpServersResponse
+	(*User)(nil),                       // 78: agentmesh.registry.v1.User
+	(*AgentType)(nil),                  // 79: agentmesh.registry.v1.AgentType
+	(*fieldmaskpb.FieldMask)(nil),      // 80: google.protobuf.FieldMask
+	(*Project)(nil),                    // 81: agentmesh.registry.v1.Project
+	(*Agent)(nil),                      // 82: agentmesh.registry.v1.Agent
+	(*AgentSpec)(nil),                  // 83: agentmesh.registry.v1.AgentSpec
+	(*Executor)(nil),                   // 84: agentmesh.registry.v1.Executor
+	(*McpServer)(nil),                  // 85: agentmesh.registry.v1.McpServer
 }
 var file_agentmesh_registry_v1_registry_service_proto_depIdxs = []int32{
-	74, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
+	78, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
 	3,  // 1: agentmesh.registry.v1.LoginResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
 	3,  // 2: agentmesh.registry.v1.RefreshTokensResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
-	74, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
-	74, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	75, // 5: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	75, // 6: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	75, // 7: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	75, // 8: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
-	75, // 9: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	76, // 10: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
-	75, // 11: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	77, // 12: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	77, // 13: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	77, // 14: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	77, // 15: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
-	77, // 16: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	76, // 17: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	77, // 18: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	78, // 19: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	78, // 20: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	78, // 21: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	78, // 22: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
-	78, // 23: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	76, // 24: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	78, // 25: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	78, // 26: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	78, // 27: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	79, // 28: agentmesh.registry.v1.ResolveAgentResponse.spec:type_name -> agentmesh.registry.v1.AgentSpec
-	78, // 29: agentmesh.registry.v1.StartAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	78, // 30: agentmesh.registry.v1.FinishAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	78, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
+	78, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	79, // 5: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	79, // 6: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	79, // 7: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	79, // 8: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
+	79, // 9: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	80, // 10: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
+	79, // 11: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	81, // 12: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	81, // 13: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	81, // 14: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	81, // 15: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
+	81, // 16: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	80, // 17: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	81, // 18: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	82, // 19: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	82, // 20: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	82, // 21: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	82, // 22: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
+	82, // 23: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	80, // 24: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	82, // 25: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	82, // 26: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	82, // 27: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	83, // 28: agentmesh.registry.v1.ResolveAgentResponse.spec:type_name -> agentmesh.registry.v1.AgentSpec
+	82, // 29: agentmesh.registry.v1.StartAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	82, // 30: agentmesh.registry.v1.FinishAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
 	53, // 31: agentmesh.registry.v1.FinishAgentRunsRequest.runs:type_name -> agentmesh.registry.v1.FinishAgentRunRequest
 	57, // 32: agentmesh.registry.v1.FinishAgentRunsResponse.results:type_name -> agentmesh.registry.v1.FinishedAgentRun
-	78, // 33: agentmesh.registry.v1.FinishedAgentRun.agent:type_name -> agentmesh.registry.v1.Agent
-	80, // 34: agentmesh.registry.v1.RegisterExecutorRequest.executor:type_name -> agentmesh.registry.v1.Executor
-	80, // 35: agentmesh.registry.v1.RegisterExecutorResponse.executor:type_name -> agentmesh.registry.v1.Executor
-	80, // 36: agentmesh.registry.v1.ListExecutorsResponse.executors:type_name -> agentmesh.registry.v1.Executor
-	81, // 37: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	81, // 38: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	81, // 39: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	81, // 40: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	81, // 41: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	76, // 42: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
-	81, // 43: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	81, // 44: agentmesh.registry.v1.ResolveMcpServersResponse.servers:type_name -> agentmesh.registry.v1.McpServer
-	0,  // 45: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
-	2,  // 46: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
-	5,  // 47: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
-	7,  // 48: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
-	9,  // 49: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
-	11, // 50: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
-	13, // 51: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
-	15, // 52: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
-	17, // 53: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
-	19, // 54: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
-	21, // 55: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
-	23, // 56: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
-	25, // 57: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
-	27, // 58: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
-	29, // 59: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
-	31, // 60: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
-	33, // 61: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
-	35, // 62: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
-	37, // 63: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
-	39, // 64: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
-	41, // 65: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
-	43, // 66: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
-	45, // 67: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
-	47, // 68: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
-	49, // 69: agentmesh.registry.v1.RegistryService.ResolveAgent:input_type -> agentmesh.registry.v1.ResolveAgentRequest
-	51, // 70: agentmesh.registry.v1.RegistryService.StartAgentRun:input_type -> agentmesh.registry.v1.StartAgentRunRequest
-	53, // 71: agentmesh.registry.v1.RegistryService.FinishAgentRun:input_type -> agentmesh.registry.v1.FinishAgentRunRequest
-	55, // 72: agentmesh.registry.v1.RegistryService.FinishAgentRuns:input_type -> agentmesh.registry.v1.FinishAgentRunsRequest
-	62, // 73: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
-	64, // 74: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
-	66, // 75: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
-	68, // 76: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
-	70, // 77: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
-	72, // 78: agentmesh.registry.v1.RegistryService.ResolveMcpServers:input_type -> agentmesh.registry.v1.ResolveMcpServersRequest
-	58, // 79: agentmesh.registry.v1.RegistryService.RegisterExecutor:input_type -> agentmesh.registry.v1.RegisterExecutorRequest
-	60, // 80: agentmesh.registry.v1.RegistryService.ListExecutors:input_type -> agentmesh.registry.v1.ListExecutorsRequest
-	1,  // 81: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
-	4,  // 82: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
-	6,  // 83: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
-	8,  // 84: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
-	10, // 85: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
-	12, // 86: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
-	14, // 87: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
-	16, // 88: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
-	18, // 89: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
-	20, // 90: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
-	22, // 91: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
-	24, // 92: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
-	26, // 93: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
-	28, // 94: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
-	30, // 95: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
-	32, // 96: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
-	34, // 97: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
-	36, // 98: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
-	38, // 99: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
-	40, // 100: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
-	42, // 101: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
-	44, // 102: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
-	46, // 103: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
-	48, // 104: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
-	50, // 105: agentmesh.registry.v1.RegistryService.ResolveAgent:output_type -> agentmesh.registry.v1.ResolveAgentResponse
-	52, // 106: agentmesh.registry.v1.RegistryService.StartAgentRun:output_type -> agentmesh.registry.v1.StartAgentRunResponse
-	54, // 107: agentmesh.registry.v1.RegistryService.FinishAgentRun:output_type -> agentmesh.registry.v1.FinishAgentRunResponse
-	56, // 108: agentmesh.registry.v1.RegistryService.FinishAgentRuns:output_type -> agentmesh.registry.v1.FinishAgentRunsResponse
-	63, // 109: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
-	65, // 110: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
-	67, // 111: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
-	69, // 112: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
-	71, // 113: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
-	73, // 114: agentmesh.registry.v1.RegistryService.ResolveMcpServers:output_type -> agentmesh.registry.v1.ResolveMcpServersResponse
-	59, // 115: agentmesh.registry.v1.RegistryService.RegisterExecutor:output_type -> agentmesh.registry.v1.RegisterExecutorResponse
-	61, // 116: agentmesh.registry.v1.RegistryService.ListExecutors:output_type -> agentmesh.registry.v1.ListExecutorsResponse
-	81, // [81:117] is the sub-list for method output_type
-	45, // [45:81] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	82, // 33: agentmesh.registry.v1.FinishedAgentRun.agent:type_name -> agentmesh.registry.v1.Agent
+	60, // 34: agentmesh.registry.v1.RenewRunLeasesRequest.runs:type_name -> agentmesh.registry.v1.LeasedRun
+	60, // 35: agentmesh.registry.v1.RenewRunLeasesRequest.closed:type_name -> agentmesh.registry.v1.LeasedRun
+	60, // 36: agentmesh.registry.v1.RenewRunLeasesResponse.lost:type_name -> agentmesh.registry.v1.LeasedRun
+	61, // 37: agentmesh.registry.v1.RenewRunLeasesResponse.orphans:type_name -> agentmesh.registry.v1.OrphanedRun
+	84, // 38: agentmesh.registry.v1.RegisterExecutorRequest.executor:type_name -> agentmesh.registry.v1.Executor
+	84, // 39: agentmesh.registry.v1.RegisterExecutorResponse.executor:type_name -> agentmesh.registry.v1.Executor
+	84, // 40: agentmesh.registry.v1.ListExecutorsResponse.executors:type_name -> agentmesh.registry.v1.Executor
+	85, // 41: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	85, // 42: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	85, // 43: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	85, // 44: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	85, // 45: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	80, // 46: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
+	85, // 47: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	85, // 48: agentmesh.registry.v1.ResolveMcpServersResponse.servers:type_name -> agentmesh.registry.v1.McpServer
+	0,  // 49: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
+	2,  // 50: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
+	5,  // 51: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
+	7,  // 52: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
+	9,  // 53: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
+	11, // 54: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
+	13, // 55: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
+	15, // 56: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
+	17, // 57: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
+	19, // 58: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
+	21, // 59: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
+	23, // 60: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
+	25, // 61: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
+	27, // 62: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
+	29, // 63: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
+	31, // 64: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
+	33, // 65: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
+	35, // 66: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
+	37, // 67: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
+	39, // 68: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
+	41, // 69: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
+	43, // 70: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
+	45, // 71: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
+	47, // 72: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
+	49, // 73: agentmesh.registry.v1.RegistryService.ResolveAgent:input_type -> agentmesh.registry.v1.ResolveAgentRequest
+	51, // 74: agentmesh.registry.v1.RegistryService.StartAgentRun:input_type -> agentmesh.registry.v1.StartAgentRunRequest
+	53, // 75: agentmesh.registry.v1.RegistryService.FinishAgentRun:input_type -> agentmesh.registry.v1.FinishAgentRunRequest
+	55, // 76: agentmesh.registry.v1.RegistryService.FinishAgentRuns:input_type -> agentmesh.registry.v1.FinishAgentRunsRequest
+	58, // 77: agentmesh.registry.v1.RegistryService.RenewRunLeases:input_type -> agentmesh.registry.v1.RenewRunLeasesRequest
+	66, // 78: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
+	68, // 79: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
+	70, // 80: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
+	72, // 81: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
+	74, // 82: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
+	76, // 83: agentmesh.registry.v1.RegistryService.ResolveMcpServers:input_type -> agentmesh.registry.v1.ResolveMcpServersRequest
+	62, // 84: agentmesh.registry.v1.RegistryService.RegisterExecutor:input_type -> agentmesh.registry.v1.RegisterExecutorRequest
+	64, // 85: agentmesh.registry.v1.RegistryService.ListExecutors:input_type -> agentmesh.registry.v1.ListExecutorsRequest
+	1,  // 86: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
+	4,  // 87: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
+	6,  // 88: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
+	8,  // 89: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
+	10, // 90: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
+	12, // 91: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
+	14, // 92: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
+	16, // 93: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
+	18, // 94: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
+	20, // 95: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
+	22, // 96: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
+	24, // 97: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
+	26, // 98: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
+	28, // 99: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
+	30, // 100: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
+	32, // 101: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
+	34, // 102: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
+	36, // 103: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
+	38, // 104: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
+	40, // 105: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
+	42, // 106: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
+	44, // 107: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
+	46, // 108: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
+	48, // 109: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
+	50, // 110: agentmesh.registry.v1.RegistryService.ResolveAgent:output_type -> agentmesh.registry.v1.ResolveAgentResponse
+	52, // 111: agentmesh.registry.v1.RegistryService.StartAgentRun:output_type -> agentmesh.registry.v1.StartAgentRunResponse
+	54, // 112: agentmesh.registry.v1.RegistryService.FinishAgentRun:output_type -> agentmesh.registry.v1.FinishAgentRunResponse
+	56, // 113: agentmesh.registry.v1.RegistryService.FinishAgentRuns:output_type -> agentmesh.registry.v1.FinishAgentRunsResponse
+	59, // 114: agentmesh.registry.v1.RegistryService.RenewRunLeases:output_type -> agentmesh.registry.v1.RenewRunLeasesResponse
+	67, // 115: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
+	69, // 116: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
+	71, // 117: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
+	73, // 118: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
+	75, // 119: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
+	77, // 120: agentmesh.registry.v1.RegistryService.ResolveMcpServers:output_type -> agentmesh.registry.v1.ResolveMcpServersResponse
+	63, // 121: agentmesh.registry.v1.RegistryService.RegisterExecutor:output_type -> agentmesh.registry.v1.RegisterExecutorResponse
+	65, // 122: agentmesh.registry.v1.RegistryService.ListExecutors:output_type -> agentmesh.registry.v1.ListExecutorsResponse
+	86, // [86:123] is the sub-list for method output_type
+	49, // [49:86] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_registry_service_proto_init() }
@@ -4473,7 +4803,7 @@ func file_agentmesh_registry_v1_registry_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_registry_service_proto_rawDesc), len(file_agentmesh_registry_v1_registry_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   74,
+			NumMessages:   78,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -47,6 +47,7 @@ const (
 	RegistryService_StartAgentRun_FullMethodName      = "/agentmesh.registry.v1.RegistryService/StartAgentRun"
 	RegistryService_FinishAgentRun_FullMethodName     = "/agentmesh.registry.v1.RegistryService/FinishAgentRun"
 	RegistryService_FinishAgentRuns_FullMethodName    = "/agentmesh.registry.v1.RegistryService/FinishAgentRuns"
+	RegistryService_RenewRunLeases_FullMethodName     = "/agentmesh.registry.v1.RegistryService/RenewRunLeases"
 	RegistryService_CreateMcpServer_FullMethodName    = "/agentmesh.registry.v1.RegistryService/CreateMcpServer"
 	RegistryService_GetMcpServer_FullMethodName       = "/agentmesh.registry.v1.RegistryService/GetMcpServer"
 	RegistryService_ListMcpServers_FullMethodName     = "/agentmesh.registry.v1.RegistryService/ListMcpServers"
@@ -141,6 +142,12 @@ type RegistryServiceClient interface {
 	// of the others (one refused does not fail the rest): how executors report their runs' ends
 	// under load. At most 1,000 runs per call.
 	FinishAgentRuns(ctx context.Context, in *FinishAgentRunsRequest, opts ...grpc.CallOption) (*FinishAgentRunsResponse, error)
+	// Renews the leases an executor holds on its runs, in one call for all of them (system
+	// principal only). A run whose lease is not renewed within the registry's lease time is
+	// orphaned: it stops counting as in flight (the agent goes idle when it was the last) and is
+	// handed, through this call's answer, to a live executor that closes it in the session's log.
+	// Runs in `runs` that this executor no longer holds come back in `lost`. INVALID_ARGUMENT.
+	RenewRunLeases(ctx context.Context, in *RenewRunLeasesRequest, opts ...grpc.CallOption) (*RenewRunLeasesResponse, error)
 	// Registers an MCP server (superusers): global, or one project's when project_id is set.
 	// ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
 	// for an unknown project.
@@ -453,6 +460,16 @@ func (c *registryServiceClient) FinishAgentRuns(ctx context.Context, in *FinishA
 	return out, nil
 }
 
+func (c *registryServiceClient) RenewRunLeases(ctx context.Context, in *RenewRunLeasesRequest, opts ...grpc.CallOption) (*RenewRunLeasesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenewRunLeasesResponse)
+	err := c.cc.Invoke(ctx, RegistryService_RenewRunLeases_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *registryServiceClient) CreateMcpServer(ctx context.Context, in *CreateMcpServerRequest, opts ...grpc.CallOption) (*CreateMcpServerResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateMcpServerResponse)
@@ -617,6 +634,12 @@ type RegistryServiceServer interface {
 	// of the others (one refused does not fail the rest): how executors report their runs' ends
 	// under load. At most 1,000 runs per call.
 	FinishAgentRuns(context.Context, *FinishAgentRunsRequest) (*FinishAgentRunsResponse, error)
+	// Renews the leases an executor holds on its runs, in one call for all of them (system
+	// principal only). A run whose lease is not renewed within the registry's lease time is
+	// orphaned: it stops counting as in flight (the agent goes idle when it was the last) and is
+	// handed, through this call's answer, to a live executor that closes it in the session's log.
+	// Runs in `runs` that this executor no longer holds come back in `lost`. INVALID_ARGUMENT.
+	RenewRunLeases(context.Context, *RenewRunLeasesRequest) (*RenewRunLeasesResponse, error)
 	// Registers an MCP server (superusers): global, or one project's when project_id is set.
 	// ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
 	// for an unknown project.
@@ -732,6 +755,9 @@ func (UnimplementedRegistryServiceServer) FinishAgentRun(context.Context, *Finis
 }
 func (UnimplementedRegistryServiceServer) FinishAgentRuns(context.Context, *FinishAgentRunsRequest) (*FinishAgentRunsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FinishAgentRuns not implemented")
+}
+func (UnimplementedRegistryServiceServer) RenewRunLeases(context.Context, *RenewRunLeasesRequest) (*RenewRunLeasesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RenewRunLeases not implemented")
 }
 func (UnimplementedRegistryServiceServer) CreateMcpServer(context.Context, *CreateMcpServerRequest) (*CreateMcpServerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateMcpServer not implemented")
@@ -1282,6 +1308,24 @@ func _RegistryService_FinishAgentRuns_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RegistryService_RenewRunLeases_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenewRunLeasesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).RenewRunLeases(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_RenewRunLeases_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).RenewRunLeases(ctx, req.(*RenewRunLeasesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RegistryService_CreateMcpServer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateMcpServerRequest)
 	if err := dec(in); err != nil {
@@ -1544,6 +1588,10 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FinishAgentRuns",
 			Handler:    _RegistryService_FinishAgentRuns_Handler,
+		},
+		{
+			MethodName: "RenewRunLeases",
+			Handler:    _RegistryService_RenewRunLeases_Handler,
 		},
 		{
 			MethodName: "CreateMcpServer",

@@ -99,12 +99,22 @@ class StreamChatRequest(_message.Message):
     MESSAGE_FIELD_NUMBER: _builtins.int
     SESSION_ID_FIELD_NUMBER: _builtins.int
     MODEL_SETTINGS_FIELD_NUMBER: _builtins.int
+    RESUME_AFTER_SEQ_FIELD_NUMBER: _builtins.int
+    RESUME_RUN_ID_FIELD_NUMBER: _builtins.int
     agent: _builtins.str
     """"{project_slug}/{agent_name}"."""
     message: _builtins.str
     """The user's message."""
     session_id: _builtins.str
     """Session to continue; a new one is created when empty."""
+    resume_after_seq: _builtins.int
+    """Resumes a stream that broke instead of starting a run (message then empty, session_id
+    required): streams the session's recorded events after this seq — the last one the client
+    saw — until the final event of resume_run_id (or of the session's latest chat), each once.
+    Text deltas are not replayed; the answer arrives whole in run_completed.
+    """
+    resume_run_id: _builtins.str
+    """The run to follow when resuming (the run_id of the broken stream's events)."""
     @_builtins.property
     def model_settings(self) -> _run_pb2.ModelSettings:
         """Model settings for this message only (temperature, max tokens, reasoning effort)."""
@@ -116,10 +126,12 @@ class StreamChatRequest(_message.Message):
         message: _builtins.str = ...,
         session_id: _builtins.str = ...,
         model_settings: _run_pb2.ModelSettings | None = ...,
+        resume_after_seq: _builtins.int = ...,
+        resume_run_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["model_settings", b"model_settings"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "message", b"message", "model_settings", b"model_settings", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "message", b"message", "model_settings", b"model_settings", "resume_after_seq", b"resume_after_seq", "resume_run_id", b"resume_run_id", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

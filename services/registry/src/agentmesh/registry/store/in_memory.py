@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncIterator, Callable, Iterable
+import dataclasses
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -34,8 +35,12 @@ from agentmesh.registry.models import (
 )
 from agentmesh.registry.store.interface import (
     DuplicateRequest,
+    OrphanedRun,
     RegistryStore,
     RunChange,
+    RunKey,
+    RunLease,
+    RunLeaseStore,
     StoreTransaction,
     Visibility,
 )
@@ -63,6 +68,16 @@ class _State:
     runs: set[tuple[str, str]] = field(default_factory=set)
     executors: dict[str, Executor] = field(default_factory=dict)
     mcp_servers: dict[str, tuple[RegisteredMcpServer, str | None]] = field(default_factory=dict)
+    # Runs' leases, orphaned ones included (those are no longer in `runs`).
+    leases: dict[RunKey, _Lease] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Lease:
+    session_id: str
+    executor_id: str
+    expires_at: datetime
+    orphaned: bool = False
 
 
 class InMemoryRegistryStore(RegistryStore):
@@ -71,6 +86,12 @@ class InMemoryRegistryStore(RegistryStore):
     def __init__(self) -> None:
         self._state = _State()
         self._writer = asyncio.Lock()
+        self._drafting: _State | None = None
+        self._leases = InMemoryRunLeaseStore(self)
+
+    @property
+    def leases(self) -> RunLeaseStore:
+        return self._leases
 
     def read(self) -> AbstractAsyncContextManager[StoreTransaction]:
         return self._read()
@@ -93,16 +114,29 @@ class InMemoryRegistryStore(RegistryStore):
         async with self._writer:
             # Values are frozen models, so copying the containers copies the state.
             draft = _State(**{name: copy.copy(value) for name, value in vars(self._state).items()})
-            yield draft
+            self._drafting = draft
+            try:
+                yield draft
+            finally:
+                self._drafting = None
             self._state = draft
 
     async def start_run(
-        self, visibility: Visibility, agent_id: str, run_id: str, now: datetime
+        self,
+        visibility: Visibility,
+        agent_id: str,
+        run_id: str,
+        now: datetime,
+        *,
+        lease: RunLease | None = None,
     ) -> RunChange | None:
         def start(agent: Agent, runs: set[tuple[str, str]]) -> Agent | None:
-            if agent.status in (AgentStatus.PAUSED, AgentStatus.TERMINATED) or (agent_id, run_id) in runs:
+            key = (agent_id, run_id)
+            if agent.status in (AgentStatus.PAUSED, AgentStatus.TERMINATED) or key in runs:
                 return None
-            runs.add((agent_id, run_id))
+            runs.add(key)
+            if lease is not None:
+                self._state_leases()[key] = _Lease(lease.session_id, lease.executor_id, lease.expires_at)
             return agent.model_copy(
                 update={
                     "status": AgentStatus.WORKING,
@@ -128,6 +162,7 @@ class InMemoryRegistryStore(RegistryStore):
             if (agent_id, run_id) not in runs:
                 return None
             runs.discard((agent_id, run_id))
+            self._state_leases().pop((agent_id, run_id), None)
             last = agent.status == AgentStatus.WORKING and agent.runs_in_flight <= 1
             return agent.model_copy(
                 update={
@@ -141,6 +176,11 @@ class InMemoryRegistryStore(RegistryStore):
             )
 
         return await self._run_change(visibility, agent_id, finish)
+
+    def _state_leases(self) -> dict[RunKey, _Lease]:
+        # The draft of the write in progress (`_run_change` holds the writer).
+        assert self._drafting is not None
+        return self._drafting.leases
 
     async def _run_change(
         self,
@@ -164,6 +204,76 @@ class InMemoryRegistryStore(RegistryStore):
                 project_updated_at=project.updated_at,
                 type_updated_at=state.agent_types[stored.value.agent_type_id].value.updated_at,
             )
+
+
+class InMemoryRunLeaseStore(RunLeaseStore):
+    """RunLeaseStore on an InMemoryRegistryStore's state."""
+
+    def __init__(self, store: InMemoryRegistryStore) -> None:
+        self._store = store
+
+    async def renew(self, executor_id: str, runs: Sequence[RunKey], expires_at: datetime) -> list[RunKey]:
+        lost = []
+        async with self._store._draft() as state:
+            for key in runs:
+                lease = state.leases.get(key)
+                if lease is None or lease.executor_id != executor_id:
+                    lost.append(key)
+                else:
+                    state.leases[key] = _replace(lease, expires_at=expires_at)
+        return lost
+
+    async def expire(self, now: datetime, *, executor_ids: Collection[str] | None = None) -> int:
+        async with self._store._draft() as state:
+            expired = [
+                k
+                for k, v in state.leases.items()
+                if not v.orphaned
+                and v.expires_at < now
+                and (executor_ids is None or v.executor_id in executor_ids)
+            ]
+            for key in expired:
+                state.leases[key] = _replace(state.leases[key], orphaned=True, executor_id="", expires_at=now)
+                state.runs.discard(key)
+                stored = state.agents[key[0]]
+                agent = stored.value
+                last = agent.status == AgentStatus.WORKING and agent.runs_in_flight <= 1
+                state.agents[key[0]] = _Stored(
+                    agent.model_copy(
+                        update={
+                            "status": AgentStatus.IDLE if last else agent.status,
+                            "runs_in_flight": max(agent.runs_in_flight - 1, 0),
+                            "last_activity_at": now,
+                        }
+                    ),
+                    stored.request_id,
+                )
+        return len(expired)
+
+    async def claim(
+        self, executor_id: str, now: datetime, expires_at: datetime, limit: int
+    ) -> list[OrphanedRun]:
+        claimed = []
+        async with self._store._draft() as state:
+            free = [k for k, v in state.leases.items() if v.orphaned and v.expires_at <= now]
+            for key in sorted(free, key=lambda k: state.leases[k].expires_at)[: max(limit, 0)]:
+                lease = state.leases[key] = _replace(
+                    state.leases[key], executor_id=executor_id, expires_at=expires_at
+                )
+                agent = state.agents[key[0]].value
+                claimed.append(OrphanedRun(key[0], key[1], lease.session_id, agent.project_id, agent.name))
+        return claimed
+
+    async def close(self, executor_id: str, runs: Sequence[RunKey]) -> None:
+        async with self._store._draft() as state:
+            for key in runs:
+                lease = state.leases.get(key)
+                if lease is not None and lease.orphaned and lease.executor_id == executor_id:
+                    del state.leases[key]
+
+
+def _replace(lease: _Lease, **changes: object) -> _Lease:
+    return dataclasses.replace(lease, **changes)  # type: ignore[arg-type]
 
 
 class InMemoryTransaction(InMemoryMcpServers, StoreTransaction):

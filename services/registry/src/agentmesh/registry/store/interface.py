@@ -12,6 +12,7 @@ one contract suite (tests/integration/registry/test_store_contract.py) holds bot
 from __future__ import annotations
 
 import abc
+from collections.abc import Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -53,6 +54,56 @@ class RunChange:
     changed: bool
     project_updated_at: datetime
     type_updated_at: datetime
+
+
+@dataclass(frozen=True)
+class RunLease:
+    """Who holds a run, until when, and where it records its events (who takes it over finds
+    them there)."""
+
+    session_id: str
+    executor_id: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class OrphanedRun:
+    """A run whose lease expired: it no longer counts as in flight, and a live executor has to
+    close it in its session's log."""
+
+    agent_id: str
+    run_id: str
+    session_id: str
+    project_id: str
+    agent_name: str
+
+
+RunKey = tuple[str, str]  # (agent id, run id)
+
+
+class RunLeaseStore(abc.ABC):
+    """The leases executors hold on their runs (DESIGN §5 durability; rules in `leases.py`)."""
+
+    @abc.abstractmethod
+    async def renew(self, executor_id: str, runs: Sequence[RunKey], expires_at: datetime) -> list[RunKey]:
+        """Extends the leases `executor_id` holds on `runs`; the runs it does not hold (any more)."""
+
+    @abc.abstractmethod
+    async def expire(self, now: datetime, *, executor_ids: Collection[str] | None = None) -> int:
+        """Orphans every run whose lease expired before `now` (of those executors only, when
+        given), atomically with its agent's bookkeeping (as a failed finish: one run fewer in
+        flight, idle when it was the last). How many it orphaned."""
+
+    @abc.abstractmethod
+    async def claim(
+        self, executor_id: str, now: datetime, expires_at: datetime, limit: int
+    ) -> list[OrphanedRun]:
+        """Hands up to `limit` orphaned runs nobody holds (or whose holder's lease expired too) to
+        `executor_id`, leased until `expires_at`."""
+
+    @abc.abstractmethod
+    async def close(self, executor_id: str, runs: Sequence[RunKey]) -> None:
+        """Forgets orphaned runs `executor_id` holds and has closed."""
 
 
 class StoreTransaction(McpServerTransaction):
@@ -204,13 +255,24 @@ class RegistryStore(abc.ABC):
                 return project, None, None
             return project, agent, await tx.get_agent_type(type_id=agent.agent_type_id)
 
+    @property
+    @abc.abstractmethod
+    def leases(self) -> RunLeaseStore:
+        """The runs' leases."""
+
     @abc.abstractmethod
     async def start_run(
-        self, visibility: Visibility, agent_id: str, run_id: str, now: datetime
+        self,
+        visibility: Visibility,
+        agent_id: str,
+        run_id: str,
+        now: datetime,
+        *,
+        lease: RunLease | None = None,
     ) -> RunChange | None:
-        """Records the run as in flight and makes the agent working, atomically, unless the agent
-        is paused or terminated or the run already is in flight (a retried start). None when the
-        agent does not exist or is not visible."""
+        """Records the run as in flight (with its lease, when given) and makes the agent working,
+        atomically, unless the agent is paused or terminated or the run already is in flight (a
+        retried start). None when the agent does not exist or is not visible."""
 
     @abc.abstractmethod
     async def finish_run(

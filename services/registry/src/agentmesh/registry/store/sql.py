@@ -39,9 +39,12 @@ from agentmesh.registry.store.interface import (
     DuplicateRequest,
     RegistryStore,
     RunChange,
+    RunLease,
+    RunLeaseStore,
     StoreTransaction,
     Visibility,
 )
+from agentmesh.registry.store.leases import SqlRunLeaseStore
 from agentmesh.registry.store.mappers import agent_type_values, agent_values, from_row
 from agentmesh.registry.store.mcp_servers import SqlMcpServers
 from agentmesh.registry.store.statements import (
@@ -82,6 +85,11 @@ class SqlRegistryStore(RegistryStore):
         if self._sqlite:
             _take_over_sqlite_transactions(engine)
             self._write_engine = engine.execution_options(**{_SQLITE_BEGIN: "BEGIN IMMEDIATE"})
+        self._leases = SqlRunLeaseStore(self._write_engine)
+
+    @property
+    def leases(self) -> RunLeaseStore:
+        return self._leases
 
     def read(self) -> AbstractAsyncContextManager[StoreTransaction]:
         return self._transaction(self._engine)
@@ -96,9 +104,20 @@ class SqlRegistryStore(RegistryStore):
             return resolved((await connection.execute(RESOLVE, params)).first())
 
     async def start_run(
-        self, visibility: Visibility, agent_id: str, run_id: str, now: datetime
+        self,
+        visibility: Visibility,
+        agent_id: str,
+        run_id: str,
+        now: datetime,
+        *,
+        lease: RunLease | None = None,
     ) -> RunChange | None:
         params = _run_parameters(visibility, agent_id, run_id, now)
+        params.update(
+            session_id=lease.session_id if lease else "",
+            executor_id=lease.executor_id if lease else "",
+            lease_expires_at=lease.expires_at if lease else None,
+        )
         if self._sqlite:
             return await self._sqlite_run(SQLITE_ADD_RUN, SQLITE_START_UPDATE, params)
         async with self._autocommit.connect() as connection:

@@ -101,26 +101,37 @@ def _pg_run(modify: str, set_clause: str, **types: Any) -> sa.TextClause:
 
 _USAGE_TYPES: dict[str, Any] = {"completed": sa.Integer, "tokens_used": sa.BigInteger, "cost": sa.Float}
 
+_LEASE_TYPES: dict[str, Any] = {
+    "session_id": sa.String,
+    "executor_id": sa.String,
+    "lease_expires_at": UtcDateTime,
+}
+_RUN_COLUMNS = "agent_id, run_id, started_at, session_id, executor_id, lease_expires_at"
+_RUN_VALUES = ":run_id, :now, :session_id, :executor_id, :lease_expires_at"
+
 PG_START_RUN = _pg_run(
-    "INSERT INTO agent_runs (agent_id, run_id, started_at) "
-    f"SELECT id, :run_id, :now FROM target WHERE status NOT IN {_BLOCKED} ON CONFLICT DO NOTHING",
+    f"INSERT INTO agent_runs ({_RUN_COLUMNS}) "
+    f"SELECT id, {_RUN_VALUES} FROM target WHERE status NOT IN {_BLOCKED} ON CONFLICT DO NOTHING",
     _START_SET,
+    **_LEASE_TYPES,
 )
 PG_FINISH_RUN = _pg_run(
     "DELETE FROM agent_runs USING target "
-    "WHERE agent_runs.agent_id = target.id AND agent_runs.run_id = :run_id",
+    # An orphaned run already stopped counting when its lease expired (leases.py).
+    "WHERE agent_runs.agent_id = target.id AND agent_runs.run_id = :run_id AND NOT agent_runs.orphaned",
     _FINISH_SET.format(greatest="GREATEST"),
     **_USAGE_TYPES,
 )
 SQLITE_ADD_RUN = _run_statement(
-    "INSERT INTO agent_runs (agent_id, run_id, started_at) "
-    f"SELECT agents.id, :run_id, :now {_VISIBLE_AGENT} AND agents.status NOT IN {_BLOCKED} "
+    f"INSERT INTO agent_runs ({_RUN_COLUMNS}) "
+    f"SELECT agents.id, {_RUN_VALUES} {_VISIBLE_AGENT} AND agents.status NOT IN {_BLOCKED} "
     "ON CONFLICT DO NOTHING",
     result=False,
+    **_LEASE_TYPES,
 )
 SQLITE_REMOVE_RUN = _run_statement(
     "DELETE FROM agent_runs WHERE agent_runs.agent_id = :agent_id AND agent_runs.run_id = :run_id "
-    f"AND EXISTS (SELECT 1 {_VISIBLE_AGENT})",
+    f"AND NOT agent_runs.orphaned AND EXISTS (SELECT 1 {_VISIBLE_AGENT})",
     result=False,
 )
 SQLITE_START_UPDATE = _run_statement(f"UPDATE agents SET {_START_SET} WHERE id = :agent_id", result=False)
@@ -129,6 +140,15 @@ SQLITE_FINISH_UPDATE = _run_statement(
     result=False,
     **_USAGE_TYPES,
 )
+# A run orphaned by its expired lease leaves its agent as a failed finish would (leases.py).
+FINISH_UPDATE = {
+    "postgresql": _run_statement(
+        f"UPDATE agents SET {_FINISH_SET.format(greatest='GREATEST')} WHERE id = :agent_id",
+        result=False,
+        **_USAGE_TYPES,
+    ),
+    "sqlite": SQLITE_FINISH_UPDATE,
+}
 SQLITE_VISIBLE_AGENT = _run_statement(
     f"SELECT {_columns('agents.')}, :changed AS changed, {_SPEC_TIMES} {_VISIBLE_AGENT}",
     changed=sa.Boolean,

@@ -146,6 +146,11 @@ class AgentRunRow(Base):
     agent_id: Mapped[str] = mapped_column(sa.ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True)
     run_id: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
     started_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    # The lease (migration 0005): who runs it, until when, and where its events go.
+    session_id: Mapped[str] = mapped_column(sa.String(200), server_default="")
+    executor_id: Mapped[str] = mapped_column(sa.String(200), server_default="")
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True, index=True)
+    orphaned: Mapped[bool] = mapped_column(sa.Boolean, server_default=sa.false())
 
 
 class ExecutorRow(Base):

@@ -1366,19 +1366,27 @@ class StartAgentRunRequest(_message.Message):
 
     AGENT_ID_FIELD_NUMBER: _builtins.int
     RUN_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    EXECUTOR_ID_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """The agent's id."""
     run_id: _builtins.str
     """The run."""
+    session_id: _builtins.str
+    """The session the run records its events in (who takes the run over finds them there)."""
+    executor_id: _builtins.str
+    """The executor that runs it, which holds the run's lease from now on (RenewRunLeases)."""
     def __init__(
         self,
         *,
         agent_id: _builtins.str = ...,
         run_id: _builtins.str = ...,
+        session_id: _builtins.str = ...,
+        executor_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "run_id", b"run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "executor_id", b"executor_id", "run_id", b"run_id", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1559,6 +1567,142 @@ class FinishedAgentRun(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___FinishedAgentRun: _TypeAlias = FinishedAgentRun  # noqa: Y015
+
+@_typing.final
+class RenewRunLeasesRequest(_message.Message):
+    """RenewRunLeasesRequest is the input of RenewRunLeases."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTOR_ID_FIELD_NUMBER: _builtins.int
+    RUNS_FIELD_NUMBER: _builtins.int
+    CLOSED_FIELD_NUMBER: _builtins.int
+    MAX_ORPHANS_FIELD_NUMBER: _builtins.int
+    executor_id: _builtins.str
+    """The executor renewing."""
+    max_orphans: _builtins.int
+    """How many orphaned runs it takes over in this call (0: none)."""
+    @_builtins.property
+    def runs(self) -> _containers.RepeatedCompositeFieldContainer[Global___LeasedRun]:
+        """The runs it holds and renews."""
+
+    @_builtins.property
+    def closed(self) -> _containers.RepeatedCompositeFieldContainer[Global___LeasedRun]:
+        """Orphaned runs handed to it earlier that it has closed: forgotten now."""
+
+    def __init__(
+        self,
+        *,
+        executor_id: _builtins.str = ...,
+        runs: _abc.Iterable[Global___LeasedRun] | None = ...,
+        closed: _abc.Iterable[Global___LeasedRun] | None = ...,
+        max_orphans: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["closed", b"closed", "executor_id", b"executor_id", "max_orphans", b"max_orphans", "runs", b"runs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RenewRunLeasesRequest: _TypeAlias = RenewRunLeasesRequest  # noqa: Y015
+
+@_typing.final
+class RenewRunLeasesResponse(_message.Message):
+    """RenewRunLeasesResponse is the output of RenewRunLeases."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LOST_FIELD_NUMBER: _builtins.int
+    ORPHANS_FIELD_NUMBER: _builtins.int
+    LEASE_SECONDS_FIELD_NUMBER: _builtins.int
+    lease_seconds: _builtins.float
+    """How long a lease lasts without renewal, in seconds (renew well within it)."""
+    @_builtins.property
+    def lost(self) -> _containers.RepeatedCompositeFieldContainer[Global___LeasedRun]:
+        """Runs of the request this executor no longer holds (their lease expired): stop them."""
+
+    @_builtins.property
+    def orphans(self) -> _containers.RepeatedCompositeFieldContainer[Global___OrphanedRun]:
+        """Orphaned runs this executor now holds, to close in their session's log."""
+
+    def __init__(
+        self,
+        *,
+        lost: _abc.Iterable[Global___LeasedRun] | None = ...,
+        orphans: _abc.Iterable[Global___OrphanedRun] | None = ...,
+        lease_seconds: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lease_seconds", b"lease_seconds", "lost", b"lost", "orphans", b"orphans"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RenewRunLeasesResponse: _TypeAlias = RenewRunLeasesResponse  # noqa: Y015
+
+@_typing.final
+class LeasedRun(_message.Message):
+    """LeasedRun names one run of one agent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The agent's id."""
+    run_id: _builtins.str
+    """The run."""
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LeasedRun: _TypeAlias = LeasedRun  # noqa: Y015
+
+@_typing.final
+class OrphanedRun(_message.Message):
+    """OrphanedRun is a run whose executor stopped renewing its lease."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    AGENT_NAME_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The agent's id."""
+    run_id: _builtins.str
+    """The run."""
+    session_id: _builtins.str
+    """The session it records its events in."""
+    project_id: _builtins.str
+    """The agent's project."""
+    agent_name: _builtins.str
+    """The agent's name (what its events are tagged with)."""
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+        session_id: _builtins.str = ...,
+        project_id: _builtins.str = ...,
+        agent_name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "agent_name", b"agent_name", "project_id", b"project_id", "run_id", b"run_id", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OrphanedRun: _TypeAlias = OrphanedRun  # noqa: Y015
 
 @_typing.final
 class RegisterExecutorRequest(_message.Message):

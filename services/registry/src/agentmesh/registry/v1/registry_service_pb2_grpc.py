@@ -181,6 +181,11 @@ class RegistryServiceStub:
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsResponse.FromString,
                 _registered_method=True)
+        self.RenewRunLeases = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/RenewRunLeases',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RenewRunLeasesRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RenewRunLeasesResponse.FromString,
+                _registered_method=True)
         self.CreateMcpServer = channel.unary_unary(
                 '/agentmesh.registry.v1.RegistryService/CreateMcpServer',
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateMcpServerRequest.SerializeToString,
@@ -445,6 +450,17 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RenewRunLeases(self, request, context):
+        """Renews the leases an executor holds on its runs, in one call for all of them (system
+        principal only). A run whose lease is not renewed within the registry's lease time is
+        orphaned: it stops counting as in flight (the agent goes idle when it was the last) and is
+        handed, through this call's answer, to a live executor that closes it in the session's log.
+        Runs in `runs` that this executor no longer holds come back in `lost`. INVALID_ARGUMENT.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateMcpServer(self, request, context):
         """Registers an MCP server (superusers): global, or one project's when project_id is set.
         ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
@@ -649,6 +665,11 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.FinishAgentRuns,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsResponse.SerializeToString,
+            ),
+            'RenewRunLeases': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenewRunLeases,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RenewRunLeasesRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RenewRunLeasesResponse.SerializeToString,
             ),
             'CreateMcpServer': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateMcpServer,
@@ -1454,6 +1475,33 @@ class RegistryService:
             '/agentmesh.registry.v1.RegistryService/FinishAgentRuns',
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsRequest.SerializeToString,
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenewRunLeases(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/RenewRunLeases',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RenewRunLeasesRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RenewRunLeasesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -122,6 +122,13 @@ class RegistryServiceStub:
     of the others (one refused does not fail the rest): how executors report their runs' ends
     under load. At most 1,000 runs per call.
     """
+    RenewRunLeases: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RenewRunLeasesRequest, _registry_service_pb2.RenewRunLeasesResponse]
+    """Renews the leases an executor holds on its runs, in one call for all of them (system
+    principal only). A run whose lease is not renewed within the registry's lease time is
+    orphaned: it stops counting as in flight (the agent goes idle when it was the last) and is
+    handed, through this call's answer, to a live executor that closes it in the session's log.
+    Runs in `runs` that this executor no longer holds come back in `lost`. INVALID_ARGUMENT.
+    """
     CreateMcpServer: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CreateMcpServerRequest, _registry_service_pb2.CreateMcpServerResponse]
     """Registers an MCP server (superusers): global, or one project's when project_id is set.
     ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
@@ -242,6 +249,13 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     """Finishes several runs in one call, each exactly as FinishAgentRun would and independently
     of the others (one refused does not fail the rest): how executors report their runs' ends
     under load. At most 1,000 runs per call.
+    """
+    RenewRunLeases: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RenewRunLeasesRequest, _registry_service_pb2.RenewRunLeasesResponse]  # type: ignore[assignment]
+    """Renews the leases an executor holds on its runs, in one call for all of them (system
+    principal only). A run whose lease is not renewed within the registry's lease time is
+    orphaned: it stops counting as in flight (the agent goes idle when it was the last) and is
+    handed, through this call's answer, to a live executor that closes it in the session's log.
+    Runs in `runs` that this executor no longer holds come back in `lost`. INVALID_ARGUMENT.
     """
     CreateMcpServer: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CreateMcpServerRequest, _registry_service_pb2.CreateMcpServerResponse]  # type: ignore[assignment]
     """Registers an MCP server (superusers): global, or one project's when project_id is set.
@@ -528,6 +542,19 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         """Finishes several runs in one call, each exactly as FinishAgentRun would and independently
         of the others (one refused does not fail the rest): how executors report their runs' ends
         under load. At most 1,000 runs per call.
+        """
+
+    @_abc_1.abstractmethod
+    def RenewRunLeases(
+        self,
+        request: _registry_service_pb2.RenewRunLeasesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.RenewRunLeasesResponse, _abc.Awaitable[_registry_service_pb2.RenewRunLeasesResponse]]:
+        """Renews the leases an executor holds on its runs, in one call for all of them (system
+        principal only). A run whose lease is not renewed within the registry's lease time is
+        orphaned: it stops counting as in flight (the agent goes idle when it was the last) and is
+        handed, through this call's answer, to a live executor that closes it in the session's log.
+        Runs in `runs` that this executor no longer holds come back in `lost`. INVALID_ARGUMENT.
         """
 
     @_abc_1.abstractmethod

@@ -1,0 +1,224 @@
+"""This executor's side of run leases (DESIGN §5, durability; the registry's side is registry
+`leases.py`).
+
+`LeaseKeeper` renews, in one `RenewRunLeases` call every few seconds, the lease of every run this
+executor holds: runs in flight, runs whose end the finisher has not delivered yet, and orphans it
+is closing. The registry's answer names runs it lost (it was cut off longer than the lease time
+and the runs were taken over: they stop here) and orphans it now holds: runs of executors that
+died, which `OrphanCloser` closes in their session's log.
+
+Closing an orphan, until resuming one from the log is built (docs/durability.md): every
+`delegation_request` it recorded gets its `delegation_response` (outcome `failed`) and the run its
+one final `error` (reason `EXECUTOR_LOST`), both under the same idempotency keys the run itself
+would have used (recorder.end_key, response_key), so whatever the dead executor recorded first
+stands and nothing is recorded twice. A run with no event in the log (it died before recording
+its input) needs nothing. Then the orphan is reported closed on the next renewal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable
+
+from agentmesh.executor.outbox import is_taken
+from agentmesh.executor.recorder import EventType, end_key, response_key
+from agentmesh.memory.client import MemoryClient
+from agentmesh.memory.v1 import memory_service_pb2, resources_pb2
+from agentmesh.registry.client import RegistryClient
+from agentmesh.registry.v1 import registry_service_pb2
+from agentmesh.runtime.client import Metadata
+from agentmesh.runtime.errors import DomainError
+from agentmesh.runtime.protos import struct
+from agentmesh.runtime.telemetry import untraced
+
+logger = logging.getLogger(__name__)
+
+RunKey = tuple[str, str]  # (agent id, run id)
+EXECUTOR_LOST = "EXECUTOR_LOST"
+_INPUT_TYPES = (EventType.EVENT_TYPE_USER_MESSAGE, EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED)
+
+
+class OrphanCloser:
+    """Closes a run whose executor died: see the module's docstring."""
+
+    def __init__(self, memory: MemoryClient, *, system_metadata: Callable[[], Metadata | None]) -> None:
+        self._memory = memory
+        self._system_metadata = system_metadata
+
+    async def close(self, orphan: registry_service_pb2.OrphanedRun) -> None:
+        metadata = self._system_metadata()
+        request = memory_service_pb2.ListEventsRequest(session_id=orphan.session_id, run_id=orphan.run_id)
+        try:
+            events = [event async for event in self._memory.iter_events(request, metadata=metadata)]
+        except DomainError as error:
+            if error.code.name == "NOT_FOUND":  # no session yet: the run recorded nothing
+                return
+            raise
+        if not events:
+            return
+        responded = {
+            e.delegation_id for e in events if e.event_type == EventType.EVENT_TYPE_DELEGATION_RESPONSE
+        }
+        first = events[0]
+        new = [
+            _event(
+                orphan,
+                EventType.EVENT_TYPE_DELEGATION_RESPONSE,
+                {"agent": target, "outcome": "failed", "content": f"{target} failed: {_LOST}"},
+                metadata={"target_agent": target, "outcome": "failed"},
+                parent_event_id=event.id,
+                delegation_id=event.delegation_id,
+                idempotency_key=response_key(event.delegation_id),
+            )
+            for event in events
+            if event.event_type == EventType.EVENT_TYPE_DELEGATION_REQUEST
+            and event.delegation_id not in responded
+            for target in [_target(event)]
+        ]
+        input_event = next((e for e in events if e.event_type in _INPUT_TYPES), first)
+        new.append(
+            _event(
+                orphan,
+                EventType.EVENT_TYPE_ERROR,
+                _LOST,
+                metadata={"reason": EXECUTOR_LOST, "code": "UNAVAILABLE"},
+                parent_event_id=input_event.id,
+                delegation_id=input_event.delegation_id,
+                idempotency_key=end_key(orphan.run_id),
+            )
+        )
+        # One at a time: a key the run itself recorded already is refused alone.
+        for event in new:
+            try:
+                await self._memory.append_events(
+                    orphan.session_id, orphan.project_id, [event], metadata=metadata
+                )
+            except DomainError as error:
+                if not is_taken(error):
+                    raise
+
+
+_LOST = "the executor running this run stopped before it finished (its lease expired)"
+
+
+def _target(event: resources_pb2.Event) -> str:
+    try:
+        return str(json.loads(event.content).get("agent", ""))
+    except (ValueError, AttributeError):
+        return ""
+
+
+def _event(
+    orphan: registry_service_pb2.OrphanedRun,
+    event_type: EventType.ValueType,
+    content: str | dict[str, str],
+    *,
+    metadata: dict[str, str],
+    parent_event_id: str,
+    delegation_id: str,
+    idempotency_key: str,
+) -> memory_service_pb2.NewEvent:
+    new = memory_service_pb2.NewEvent(
+        agent=orphan.agent_name,
+        event_type=event_type,
+        content=content if isinstance(content, str) else json.dumps(content),
+        run_id=orphan.run_id,
+        parent_event_id=parent_event_id,
+        delegation_id=delegation_id,
+        idempotency_key=idempotency_key,
+    )
+    new.metadata.CopyFrom(struct({**metadata, "taken_over": True}))
+    return new
+
+
+class LeaseKeeper:
+    """Renews this executor's run leases and closes the orphans it is handed, in a background
+    task from `start` to `stop`."""
+
+    def __init__(
+        self,
+        registry: RegistryClient,
+        closer: OrphanCloser,
+        *,
+        executor_id: str,
+        held: Callable[[], list[RunKey]],
+        lose: Callable[[str], None],
+        system_metadata: Callable[[], Metadata | None],
+        interval_seconds: float,
+        max_orphans: int,
+    ) -> None:
+        self._registry = registry
+        self._closer = closer
+        self._executor_id = executor_id
+        self._held = held
+        self._lose = lose
+        self._system_metadata = system_metadata
+        self._interval = interval_seconds
+        self._max_orphans = max_orphans
+        self._closing: dict[RunKey, asyncio.Task[None]] = {}
+        self._closed: list[RunKey] = []
+        self._task: asyncio.Task[None] | None = None
+        self.taking_over = True  # off while draining: a stopping executor takes on nothing
+
+    def start(self) -> None:
+        with untraced():
+            self._task = asyncio.create_task(self._keep(), name="run lease keeper")
+
+    async def stop(self) -> None:
+        tasks = [task for task in (self._task, *self._closing.values()) if task is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._task = None
+
+    async def renew(self) -> float:
+        """One renewal: how long the registry's leases last (0 when it could not be asked)."""
+        closed, self._closed = self._closed, []
+        request = registry_service_pb2.RenewRunLeasesRequest(
+            executor_id=self._executor_id,
+            runs=[
+                registry_service_pb2.LeasedRun(agent_id=agent_id, run_id=run_id)
+                for agent_id, run_id in {*self._held(), *self._closing}
+            ],
+            closed=[registry_service_pb2.LeasedRun(agent_id=a, run_id=r) for a, r in closed],
+            max_orphans=self._max_orphans if self.taking_over else 0,
+        )
+        try:
+            response = await self._registry.renew_run_leases(request, metadata=self._system_metadata())
+        except DomainError as error:
+            self._closed.extend(closed)
+            logger.warning("could not renew the leases of executor %s: %s", self._executor_id, error)
+            return 0.0
+        for lost in response.lost:
+            if (lost.agent_id, lost.run_id) not in self._closing:
+                logger.warning("run %s was taken over (lease lost): stopping it here", lost.run_id)
+                self._lose(lost.run_id)
+        for orphan in response.orphans:
+            key = (orphan.agent_id, orphan.run_id)
+            if key not in self._closing:
+                self._closing[key] = asyncio.create_task(
+                    self._close(key, orphan), name=f"close {orphan.run_id}"
+                )
+        return response.lease_seconds
+
+    async def _keep(self) -> None:
+        while True:
+            lease_seconds = await self.renew()
+            interval = min(self._interval, lease_seconds / 3) if lease_seconds else min(self._interval, 1.0)
+            await asyncio.sleep(interval)
+
+    async def _close(self, key: RunKey, orphan: registry_service_pb2.OrphanedRun) -> None:
+        try:
+            await self._closer.close(orphan)
+        except Exception as error:  # memory down: the orphan's lease lapses and it is handed out again
+            logger.warning("could not close orphaned run %s: %s", orphan.run_id, error)
+        else:
+            logger.info("closed orphaned run %s of %s", orphan.run_id, orphan.agent_name)
+            self._closed.append(key)
+        finally:
+            self._closing.pop(key, None)

@@ -1,0 +1,131 @@
+"""Run leases (DESIGN §5, durability): an executor holds a lease on each run it executes and
+renews them all in one call every few seconds (`RenewRunLeases`). A lease not renewed within
+`run_lease_seconds` expires: the sweeper orphans the run — it stops counting as in flight, so the
+agent goes idle when it was its last run — and a live executor takes it over through its next
+renewal's answer, to close it in the session's log (executor `leases.py`). So an agent is never
+left `working` by a dead executor for longer than the lease time plus one sweep.
+
+After the registry itself (re)starts, the runs of an executor expire only once that executor has
+renewed something through it (then it renews all it holds), or once `startup_grace_seconds`
+passed: executors that kept running through a registry outage may take a while to reconnect
+(gRPC's reconnect backoff), and their runs must not be taken from them meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from agentmesh.registry.store import OrphanedRun, RunKey, RunLease, RunLeaseStore
+from agentmesh.runtime.errors import FieldViolation, InvalidArgument
+
+logger = logging.getLogger(__name__)
+
+# Orphans one renewal may take over, and runs one renewal may name (as FinishAgentRuns).
+MAX_ORPHANS_PER_CALL = 100
+MAX_LEASED_RUNS = 1000
+
+
+@dataclass(frozen=True)
+class Renewal:
+    """What a renewal gives back: the runs the executor lost, the orphans it now holds."""
+
+    lost: list[RunKey]
+    orphans: list[OrphanedRun]
+    lease_seconds: float
+
+
+class RunLeases:
+    """Grants, renews and expires runs' leases, and hands orphaned runs to live executors."""
+
+    def __init__(
+        self,
+        store: RunLeaseStore,
+        *,
+        lease_seconds: float,
+        startup_grace_seconds: float,
+        clock: Callable[[], datetime],
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._startup_grace = startup_grace_seconds
+        self._heard: set[str] = set()  # executors that renewed since this registry started
+        self._store = store
+        self._lease = timedelta(seconds=lease_seconds)
+        self.lease_seconds = lease_seconds
+        self._now = clock
+        self._monotonic = monotonic
+        self._started = monotonic()
+        self._task: asyncio.Task[None] | None = None
+
+    def grant(self, session_id: str, executor_id: str) -> RunLease | None:
+        """The lease a run starting now gets; None for a caller that names no executor (it then
+        holds no lease, as before leases existed, and nothing expires it)."""
+        if not executor_id:
+            return None
+        return RunLease(session_id=session_id, executor_id=executor_id, expires_at=self._now() + self._lease)
+
+    async def renew(
+        self,
+        executor_id: str,
+        runs: Sequence[RunKey],
+        *,
+        closed: Sequence[RunKey] = (),
+        max_orphans: int = 0,
+    ) -> Renewal:
+        violations = []
+        if not executor_id:
+            violations.append(FieldViolation("executor_id", "is required"))
+        for name, keys in (("runs", runs), ("closed", closed)):
+            if len(keys) > MAX_LEASED_RUNS:
+                violations.append(FieldViolation(name, f"must hold at most {MAX_LEASED_RUNS} runs"))
+            for index, (agent_id, run_id) in enumerate(keys):
+                if not agent_id or not run_id:
+                    violations.append(FieldViolation(f"{name}[{index}]", "needs agent_id and run_id"))
+        if max_orphans < 0:
+            violations.append(FieldViolation("max_orphans", "must not be negative"))
+        if violations:
+            raise InvalidArgument(
+                "; ".join(f"{v.field} {v.description}" for v in violations), violations=violations
+            )
+        now = self._now()
+        self._heard.add(executor_id)
+        if closed:
+            await self._store.close(executor_id, closed)
+        lost = await self._store.renew(executor_id, runs, now + self._lease)
+        orphans = await self._store.claim(
+            executor_id, now, now + self._lease, min(max_orphans, MAX_ORPHANS_PER_CALL)
+        )
+        return Renewal(lost=lost, orphans=orphans, lease_seconds=self.lease_seconds)
+
+    async def expire(self) -> int:
+        """Orphans the runs whose lease expired: during the startup grace, only those of executors
+        that renewed since the start (see the module's docstring)."""
+        if self._monotonic() - self._started < self._startup_grace:
+            return await self._store.expire(self._now(), executor_ids=set(self._heard))
+        return await self._store.expire(self._now())
+
+    def start_sweeper(self, interval_seconds: float) -> None:
+        self._started = self._monotonic()  # the grace counts from serving, not from building
+        self._task = asyncio.create_task(self._sweep(interval_seconds), name="run lease sweeper")
+
+    async def stop(self) -> None:
+        if self._task is None:
+            return
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._task = None
+
+    async def _sweep(self, interval_seconds: float) -> None:
+        while True:
+            try:
+                if expired := await self.expire():
+                    logger.warning("%d runs lost their executor (lease expired): orphaned", expired)
+            except Exception:  # the sweeper outlives a database hiccup; the next sweep retries
+                logger.exception("could not expire runs' leases")
+            await asyncio.sleep(interval_seconds)

@@ -1,0 +1,116 @@
+"""Run leases on the SQL store (the interface is `RunLeaseStore`). Off the chat path: renewals
+come batched per executor, expiry and claims from one background sweep, so the ORM's core is
+plenty. On PostgreSQL, expiry and claims skip rows another registry replica has locked; on
+SQLite every write transaction begins with `BEGIN IMMEDIATE`, which serializes them."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from agentmesh.registry.store.interface import OrphanedRun, RunKey, RunLeaseStore
+from agentmesh.registry.store.statements import FINISH_UPDATE
+from agentmesh.registry.store.tables import AgentRow, AgentRunRow
+
+_RUNS = AgentRunRow.__table__
+_AGENTS = AgentRow.__table__
+
+
+class SqlRunLeaseStore(RunLeaseStore):
+    """RunLeaseStore on the registry's SQL engine (`write_engine` begins write transactions)."""
+
+    def __init__(self, write_engine: AsyncEngine) -> None:
+        self._engine = write_engine
+        self._postgres = write_engine.dialect.name == "postgresql"
+
+    async def renew(self, executor_id: str, runs: Sequence[RunKey], expires_at: datetime) -> list[RunKey]:
+        if not runs:
+            return []
+        run_ids = [run_id for _, run_id in runs]
+        held = sa.and_(_RUNS.c.executor_id == executor_id, _RUNS.c.run_id.in_(run_ids))
+        async with self._engine.begin() as connection:
+            rows = await connection.execute(sa.select(_RUNS.c.agent_id, _RUNS.c.run_id).where(held))
+            found = {(row.agent_id, row.run_id) for row in rows}
+            if found:
+                await connection.execute(sa.update(_RUNS).where(held).values(lease_expires_at=expires_at))
+        return [run for run in runs if run not in found]
+
+    async def expire(self, now: datetime, *, executor_ids: Collection[str] | None = None) -> int:
+        expired = sa.select(_RUNS.c.agent_id, _RUNS.c.run_id).where(
+            sa.not_(_RUNS.c.orphaned), _RUNS.c.lease_expires_at < now
+        )
+        if executor_ids is not None:
+            if not executor_ids:
+                return 0
+            expired = expired.where(_RUNS.c.executor_id.in_(list(executor_ids)))
+        async with self._engine.begin() as connection:
+            rows = list(await connection.execute(self._locked(expired)))
+            finish = FINISH_UPDATE[self._engine.dialect.name]
+            for row in rows:
+                await connection.execute(
+                    sa.update(_RUNS)
+                    .where(_RUNS.c.agent_id == row.agent_id, _RUNS.c.run_id == row.run_id)
+                    .values(orphaned=True, executor_id="", lease_expires_at=now)
+                )
+                await connection.execute(
+                    finish,
+                    {"agent_id": row.agent_id, "now": now, "completed": 0, "tokens_used": 0, "cost": 0.0},
+                )
+        return len(rows)
+
+    async def claim(
+        self, executor_id: str, now: datetime, expires_at: datetime, limit: int
+    ) -> list[OrphanedRun]:
+        if limit <= 0:
+            return []
+        free = (
+            sa.select(_RUNS.c.agent_id, _RUNS.c.run_id, _RUNS.c.session_id)
+            .where(_RUNS.c.orphaned, _RUNS.c.lease_expires_at <= now)
+            .order_by(_RUNS.c.lease_expires_at)
+            .limit(limit)
+        )
+        async with self._engine.begin() as connection:
+            rows = list(await connection.execute(self._locked(free)))
+            claimed = []
+            for row in rows:
+                await connection.execute(
+                    sa.update(_RUNS)
+                    .where(_RUNS.c.agent_id == row.agent_id, _RUNS.c.run_id == row.run_id)
+                    .values(executor_id=executor_id, lease_expires_at=expires_at)
+                )
+                claimed.append(await _orphan(connection, row.agent_id, row.run_id, row.session_id))
+        return claimed
+
+    async def close(self, executor_id: str, runs: Sequence[RunKey]) -> None:
+        async with self._engine.begin() as connection:
+            for agent_id, run_id in runs:
+                await connection.execute(
+                    sa.delete(_RUNS).where(
+                        _RUNS.c.agent_id == agent_id,
+                        _RUNS.c.run_id == run_id,
+                        _RUNS.c.executor_id == executor_id,
+                        _RUNS.c.orphaned,
+                    )
+                )
+
+    def _locked(self, select: sa.Select[tuple[str, ...]]) -> sa.Select[tuple[str, ...]]:
+        # Another registry replica sweeping at the same moment takes other rows.
+        return select.with_for_update(skip_locked=True) if self._postgres else select
+
+
+async def _orphan(connection: AsyncConnection, agent_id: str, run_id: str, session_id: str) -> OrphanedRun:
+    agent = (
+        await connection.execute(
+            sa.select(_AGENTS.c.project_id, _AGENTS.c.name).where(_AGENTS.c.id == agent_id)
+        )
+    ).one()
+    return OrphanedRun(
+        agent_id=agent_id,
+        run_id=run_id,
+        session_id=session_id,
+        project_id=agent.project_id,
+        agent_name=agent.name,
+    )

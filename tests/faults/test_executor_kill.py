@@ -1,0 +1,173 @@
+"""SIGKILL the executor running a delegating chat (issue 15): the services run as separate
+processes on PostgreSQL, with two executors. After every kill, within the lease time plus a few
+renewals: no agent stays `working`, every run in the session has exactly one final event (the
+surviving executor closes the dead one's runs: `EXECUTOR_LOST`, as long as resuming from the log
+is not built), every `delegation_request` has exactly one `delegation_response`, and `seq` has no
+gaps; and the client, resuming its broken stream by the last `seq` it saw, gets the rest of the
+run once each up to its final event. The killed executor comes back before the next chat.
+
+Bounded in time: up to KILLS kills, stopping early once TIME_BUDGET_SECONDS passed (each kill
+costs a lease expiry and an executor restart); it asserts at least MIN_KILLS and prints how many.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from dataclasses import dataclass
+
+import grpc
+import httpx
+import pytest
+
+from agentmesh.common.v1 import run_pb2
+from agentmesh.gateway.v1 import gateway_service_pb2 as gw
+from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
+from tests.faults.processes import LEASE_SECONDS, Processes
+from tests.mesh import MeshClient, Seeded, bearer
+from tests.polling import eventually
+from tests.run_log import log_problems
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(300)]
+
+KILLS = 20
+MIN_KILLS = 5
+TIME_BUDGET_SECONDS = 75.0
+# The worker answers in a few dozen chunks, so kills land before, during and after delegating.
+WORKER = {"content": "part " * 60, "delay_seconds": 0.01}
+DELEGATE = {
+    "content": "",
+    "tool_calls": [{"name": "delegate", "arguments": {"agent": "worker", "task": "work"}}],
+}
+
+
+@dataclass
+class Chat:
+    """What the client of a chat saw before its executor was killed."""
+
+    executor_id: str = ""
+    run_id: str = ""
+    last_seq: int = 0
+    ended: bool = False
+
+
+async def _chat_until_kill(
+    gateway: gw_grpc.GatewayServiceStub,
+    coordinator: Seeded,
+    session_id: str,
+    kill_after: int,
+    mesh: Processes,
+) -> Chat:
+    """Chats, and SIGKILLs the executor of the coordinator's run after `kill_after` events."""
+    call = gateway.StreamChat(
+        gw.StreamChatRequest(agent=coordinator.ref, message="go", session_id=session_id),
+        metadata=bearer(coordinator.token),
+    )
+    chat, received = Chat(), 0
+    with contextlib.suppress(grpc.aio.AioRpcError):
+        async for response in call:
+            event = response.event
+            received += 1
+            if event.HasField("run_started") and not chat.executor_id:
+                chat.executor_id, chat.run_id = event.run_started.executor_id, event.run_id
+            chat.last_seq = max(chat.last_seq, event.seq)
+            if event.run_id == chat.run_id and (
+                event.HasField("run_completed") or event.HasField("run_failed")
+            ):
+                chat.ended = True
+            if received >= kill_after or chat.ended:
+                break
+    assert chat.executor_id in mesh.executors, chat.executor_id
+    await mesh.executors[chat.executor_id].kill()
+    call.cancel()
+    return chat
+
+
+async def _resume(
+    gateway: gw_grpc.GatewayServiceStub, coordinator: Seeded, session_id: str, chat: Chat
+) -> list[run_pb2.RunEvent]:
+    """The rest of the chat, resumed by the last seq its client saw."""
+    call = gateway.StreamChat(
+        gw.StreamChatRequest(
+            agent=coordinator.ref,
+            session_id=session_id,
+            resume_after_seq=chat.last_seq,
+            resume_run_id=chat.run_id,
+        ),
+        metadata=bearer(coordinator.token),
+        timeout=LEASE_SECONDS * 10,
+    )
+    return [response.event async for response in call]
+
+
+async def test_sigkilled_executors_leave_no_working_agent_and_one_end_per_run(processes: Processes) -> None:
+    mesh = processes
+    client = MeshClient(mesh.registry.grpc_address, mesh.gateway.grpc_address)
+    try:
+        token = await client.login()
+        worker = await client.seed_agent(token, name="worker", mock_responses=[WORKER])
+        coordinator = await client.seed_agent(
+            token,
+            name="coordinator",
+            project=worker,
+            network_access=["worker"],
+            mock_responses=[DELEGATE, "done"],
+        )
+        gateway = gw_grpc.GatewayServiceStub(client._gateway_channel)
+        headers = {"Authorization": f"Bearer {token}"}
+        rng = random.Random(15)
+        started = time.monotonic()
+        kills = mid_run = 0
+        async with httpx.AsyncClient(base_url=mesh.gateway.http_url, headers=headers, timeout=10) as http:
+
+            async def status(agent: Seeded) -> str:
+                response = await http.get(f"/api/v1/projects/{agent.project_id}/agents/{agent.agent_id}")
+                return response.json()["status"]
+
+            async def session_log(session_id: str) -> list[dict[str, object]]:
+                response = await http.get(
+                    f"/api/v1/projects/{worker.project_id}/sessions/{session_id}/events",
+                    params={"page_size": 1000},
+                )
+                return response.json()["events"] if response.status_code == 200 else []
+
+            while kills < KILLS and time.monotonic() - started < TIME_BUDGET_SECONDS:
+                session_id = f"kill-{kills}"
+                chat = await _chat_until_kill(gateway, coordinator, session_id, rng.randint(1, 25), mesh)
+                kills += 1
+                mid_run += not chat.ended
+                restart = asyncio.create_task(mesh.executors[chat.executor_id].start())
+                # The client picks its stream up by the last seq it saw: the rest, once each,
+                # up to the run's one final event (its executor's death, told by the survivor).
+                rest = await _resume(gateway, coordinator, session_id, chat)
+                log = [e for e in await session_log(session_id) if e["seq"] > chat.last_seq]
+                if chat.ended:
+                    assert rest == []
+                else:
+                    final = rest[-1]
+                    assert final.run_id == chat.run_id, rest
+                    assert final.HasField("run_completed") or final.HasField("run_failed"), final
+                    assert [e.seq for e in rest] == [e["seq"] for e in log if e["seq"] <= final.seq]
+
+                async def settled(session_id: str = session_id) -> bool:
+                    if {await status(worker), await status(coordinator)} != {"idle"}:
+                        return False
+                    return log_problems(await session_log(session_id)) == []
+
+                try:
+                    await eventually(settled, timeout=LEASE_SECONDS * 10, what=f"{session_id} settles")
+                except AssertionError:
+                    events = await session_log(session_id)
+                    raise AssertionError(
+                        f"after kill {kills}: worker {await status(worker)}, coordinator "
+                        f"{await status(coordinator)}; {log_problems(events)}"
+                    ) from None
+                await restart
+                await mesh.executors[chat.executor_id].wait_serving()
+    finally:
+        await client.close()
+    print(f"{kills} SIGKILLs ({mid_run} mid-chat) in {time.monotonic() - started:.0f}s")
+    assert kills >= MIN_KILLS
+    assert mid_run >= kills // 2

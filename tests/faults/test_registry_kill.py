@@ -1,0 +1,81 @@
+"""SIGKILL the registry while chats run (issue 15): runs keep going (the executors need the
+registry only to start and end them), their ends wait in the executors' outbox for longer than
+the old 5 s of retries, and once the registry is back every run is counted exactly once and no
+agent stays `working`."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import httpx
+import pytest
+
+from agentmesh.gateway.v1 import gateway_service_pb2 as gw
+from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
+from tests.faults.processes import LEASE_SECONDS, Processes
+from tests.mesh import MeshClient, Seeded, bearer
+from tests.polling import eventually
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(240)]
+
+CHATS = 6
+# Each chat takes a few seconds: the registry dies while they run and stays away while they end.
+SLOW = {"content": "slowly " * 30, "delay_seconds": 0.1}
+AWAY_SECONDS = 8.0  # longer than the 5 s after which run ends used to be dropped
+
+
+async def _chat(gateway: gw_grpc.GatewayServiceStub, agent: Seeded, n: int) -> str:
+    call = gateway.StreamChat(
+        gw.StreamChatRequest(agent=agent.ref, message="go", session_id=f"registry-away-{n}"),
+        metadata=bearer(agent.token),
+    )
+    last = None
+    async for response in call:
+        last = response.event
+    assert last is not None and last.HasField("run_completed"), last
+    return last.run_completed.content
+
+
+async def test_run_ends_wait_for_a_killed_registry_and_count_once(processes: Processes) -> None:
+    mesh = processes
+    client = MeshClient(mesh.registry.grpc_address, mesh.gateway.grpc_address)
+    try:
+        token = await client.login()
+        agent = await client.seed_agent(token, name="slow", mock_responses=[SLOW])
+        gateway = gw_grpc.GatewayServiceStub(client._gateway_channel)
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(base_url=mesh.gateway.http_url, headers=headers, timeout=10) as http:
+
+            async def record() -> dict[str, object]:
+                response = await http.get(f"/api/v1/projects/{agent.project_id}/agents/{agent.agent_id}")
+                return response.json()
+
+            chats = [asyncio.create_task(_chat(gateway, agent, n)) for n in range(CHATS)]
+
+            async def all_working() -> bool:
+                return (await record()).get("status") == "working"
+
+            await eventually(all_working, timeout=30, what="the chats run")
+            await mesh.registry.kill()
+            answers = await asyncio.gather(*chats)  # they finish without the registry
+            assert answers == [SLOW["content"]] * CHATS
+            await asyncio.sleep(AWAY_SECONDS)
+            await mesh.registry.start()
+
+            async def settled() -> bool:
+                try:
+                    body = await record()
+                except (httpx.HTTPError, grpc.aio.AioRpcError):
+                    return False
+                return body.get("status") == "idle" and body.get("tasks_completed") == CHATS
+
+            try:
+                await eventually(settled, timeout=LEASE_SECONDS * 15, what="every run counted once")
+            except AssertionError:
+                logs = "\n".join(e.output() for e in mesh.executors.values())
+                raise AssertionError(f"{await record()}\n{logs}\n{mesh.registry.output()}") from None
+            body = await record()
+            assert (body["status"], body["tasks_completed"]) == ("idle", CHATS), body
+    finally:
+        await client.close()

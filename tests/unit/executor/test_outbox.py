@@ -1,0 +1,47 @@
+"""The event outbox: an end the memory service did not take is appended again until it is, once;
+an end another event already holds is dropped (the first stands)."""
+
+from __future__ import annotations
+
+from agentmesh.executor.outbox import EventOutbox
+from agentmesh.memory.client import IdempotencyKeyReused
+from agentmesh.memory.v1 import memory_service_pb2 as pb
+from agentmesh.runtime.errors import Unavailable
+from tests.polling import eventually
+
+SYSTEM = (("authorization", "Bearer system"),)
+
+
+class Memory:
+    """Fails the first `unavailable` appends, refuses keys in `taken`, records the rest."""
+
+    def __init__(self, *, unavailable: int = 0, taken: tuple[str, ...] = ()) -> None:
+        self.stored: list[tuple[str, str, object]] = []
+        self._unavailable = unavailable
+        self._taken = taken
+
+    async def append_events(self, session_id, project_id, events, *, metadata=None):
+        if self._unavailable:
+            self._unavailable -= 1
+            raise Unavailable("memory restarting")
+        (event,) = events
+        if event.idempotency_key in self._taken:
+            raise IdempotencyKeyReused(0, event.idempotency_key, "e1")
+        self.stored.append((session_id, event.idempotency_key, metadata))
+        return pb.AppendEventsResponse()
+
+
+async def test_kept_events_are_appended_once_the_memory_service_is_back() -> None:
+    memory = Memory(unavailable=3, taken=("r2:end",))
+    outbox = EventOutbox(memory, system_metadata=lambda: SYSTEM)  # type: ignore[arg-type]
+    outbox.start()
+    outbox.keep("s1", "p1", pb.NewEvent(idempotency_key="r1:end"), run=("agent", "r1"))
+    outbox.keep("s1", "p1", pb.NewEvent(idempotency_key="r2:end"), run=("agent", "r2"))
+    assert outbox.pending_runs() == [("agent", "r1"), ("agent", "r2")]
+
+    async def delivered() -> bool:
+        return outbox.pending_runs() == []
+
+    await eventually(delivered, what="the outbox is empty")
+    assert memory.stored == [("s1", "r1:end", SYSTEM)]
+    await outbox.stop(0.1)
