@@ -50,7 +50,9 @@ class OrphanCloser:
 
     async def close(self, orphan: registry_service_pb2.OrphanedRun) -> None:
         metadata = self._system_metadata()
-        request = memory_service_pb2.ListEventsRequest(session_id=orphan.session_id, run_id=orphan.run_id)
+        request = memory_service_pb2.ListEventsRequest(
+            session_id=orphan.session_id, project_id=orphan.project_id, run_id=orphan.run_id
+        )
         try:
             events = [event async for event in self._memory.iter_events(request, metadata=metadata)]
         except DomainError as error:

@@ -189,7 +189,12 @@ class AgentGateway:
         )
         await self.check_session(caller, spec.agent.project_id, session_id)
         return follow_run(
-            self._memory, session_id, after_seq=after_seq, run_id=run_id, metadata=caller.metadata
+            self._memory,
+            session_id,
+            project_id=spec.agent.project_id,
+            after_seq=after_seq,
+            run_id=run_id,
+            metadata=caller.metadata,
         )
 
     async def _events(

@@ -40,17 +40,19 @@ async def follow_run(
     memory: MemoryClient,
     session_id: str,
     *,
+    project_id: str,
     after_seq: int,
     run_id: str,
     metadata: Metadata,
 ) -> AsyncIterator[run_pb2.RunEvent]:
     """The session's events after `after_seq` as RunEvents, until `run_id`'s final event (the
-    session's latest chat's run when empty)."""
+    session's latest chat's run when empty). Sessions are named within their project."""
     inputs = [
         event
         async for event in memory.iter_events(
             mem.ListEventsRequest(
                 session_id=session_id,
+                project_id=project_id,
                 event_types=[
                     EventType.EVENT_TYPE_USER_MESSAGE,
                     EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED,
@@ -68,14 +70,17 @@ async def follow_run(
     ended = [
         event
         async for event in memory.iter_events(
-            mem.ListEventsRequest(session_id=session_id, run_id=run_id, page_size=1000), metadata=metadata
+            mem.ListEventsRequest(
+                session_id=session_id, project_id=project_id, run_id=run_id, page_size=1000
+            ),
+            metadata=metadata,
         )
         if is_final(event) and event.seq <= after_seq
     ]
     if ended:
         return  # the client saw the end already
     paths = {event.run_id: _path(event) for event in inputs}
-    async for event in memory.watch_events(session_id, after_seq, metadata=metadata):
+    async for event in memory.watch_events(session_id, after_seq, project_id=project_id, metadata=metadata):
         if event.event_type == EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED:
             paths[event.run_id] = _path(event)
         converted = run_event(event, paths.get(event.run_id, []))
