@@ -25,13 +25,15 @@ SLOW = {"content": "slowly " * 30, "delay_seconds": 0.1}
 AWAY_SECONDS = 8.0  # longer than the 5 s after which run ends used to be dropped
 
 
-async def _chat(gateway: gw_grpc.GatewayServiceStub, agent: Seeded, n: int) -> str:
+async def _chat(gateway: gw_grpc.GatewayServiceStub, agent: Seeded, n: int, started: asyncio.Event) -> str:
+    """One chat; `started` is set once its run started (the registry counted it)."""
     call = gateway.StreamChat(
         gw.StreamChatRequest(agent=agent.ref, message="go", session_id=f"registry-away-{n}"),
         metadata=bearer(agent.token),
     )
     last = None
     async for response in call:
+        started.set()
         last = response.event
     assert last is not None and last.HasField("run_completed"), last
     return last.run_completed.content
@@ -51,12 +53,16 @@ async def test_run_ends_wait_for_a_killed_registry_and_count_once(processes: Pro
                 response = await http.get(f"/api/v1/projects/{agent.project_id}/agents/{agent.agent_id}")
                 return response.json()
 
-            chats = [asyncio.create_task(_chat(gateway, agent, n)) for n in range(CHATS)]
+            started = [asyncio.Event() for _ in range(CHATS)]
+            chats = [asyncio.create_task(_chat(gateway, agent, n, started[n])) for n in range(CHATS)]
 
-            async def all_working() -> bool:
-                return (await record()).get("status") == "working"
+            async def all_running() -> bool:
+                # Every run started (a chat not started yet needs the registry to start).
+                return (
+                    all(event.is_set() for event in started) and (await record()).get("status") == "working"
+                )
 
-            await eventually(all_working, timeout=30, what="the chats run")
+            await eventually(all_running, timeout=60, what="the chats run")
             await mesh.registry.kill()
             answers = await asyncio.gather(*chats)  # they finish without the registry
             assert answers == [SLOW["content"]] * CHATS

@@ -27,6 +27,7 @@ import pytest_asyncio
 
 from agentmesh.common.v1 import run_pb2, types_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2
+from agentmesh.memory.v1 import resources_pb2 as memory_resources
 from agentmesh.registry.v1 import resources_pb2
 from tests.integration.executor.openai_server import FakeOpenAI, Reply
 from tests.integration.executor.support import Agent, Stack, final
@@ -80,6 +81,12 @@ async def answered(stack: Stack, agent: Agent, message: str, session_id: str, **
     completed = final(events)
     assert completed.HasField("run_completed"), completed
     return completed.run_completed.content
+
+
+def _says(body: dict[str, Any], text: str) -> bool:
+    """Whether a chat-completions request's last user message is `text`."""
+    users = [m for m in body["messages"] if m["role"] == "user"]
+    return bool(users) and users[-1]["content"] == text
 
 
 async def settled(stack: Stack) -> None:
@@ -243,6 +250,16 @@ async def test_resetting_a_session_evicts_its_runtimes_and_leaves_other_sessions
     before = await stack.stats()
     await answered(stack, agent, "after the reset", reset)
     assert await stack.cache_delta(before) == (0, 1, 0), "the reset session builds afresh"
+    # ... and its context too: the model is not shown the turns before the reset, while the
+    # session that was not reset still carries its history.
+    await answered(stack, agent, "second", kept)
+    after_reset = next(r.body for r in openai_server.for_model(model) if _says(r.body, "after the reset"))
+    assert [m["content"] for m in after_reset["messages"] if m["role"] != "system"] == ["after the reset"]
+    kept_second = next(r.body for r in openai_server.for_model(model) if _says(r.body, "second"))
+    assert [m["content"] for m in kept_second["messages"] if m["role"] != "system"][:1] == ["first"]
+    events = await stack.events(reset)  # the log keeps everything
+    user = memory_resources.EventType.EVENT_TYPE_USER_MESSAGE
+    assert [e.content for e in events if e.event_type == user] == ["first", "after the reset"]
     before = await stack.stats()
     await answered(stack, agent, "untouched", kept)
     assert await stack.cache_delta(before) == (1, 0, 0), "another session keeps its runtime"

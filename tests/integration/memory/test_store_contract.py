@@ -110,6 +110,20 @@ async def test_appends_number_events_gap_free_and_store_every_field(store: Event
     assert await store.get_session("s-2", "p-1") is None
 
 
+async def test_a_reset_context_starts_at_the_last_seq_and_keeps_every_event(store: EventStore) -> None:
+    await append(store, "s-1", [new("a"), new("b")])
+    assert (await store.get_session("s-1", "p-1")).context_start_seq == 0  # type: ignore[union-attr]
+
+    reset = await store.reset_context("s-1", "p-1")
+    assert reset is not None and reset.context_start_seq == reset.last_seq == 2
+    await append(store, "s-1", [new("c")])
+    session = await store.get_session("s-1", "p-1")
+    assert session is not None and (session.context_start_seq, session.last_seq) == (2, 3)
+    assert [e.seq for e in await everything(store, "s-1")] == [1, 2, 3]  # the log keeps everything
+    assert await store.reset_context("s-1", "another-project") is None
+    assert await store.reset_context("no-such-session", "p-1") is None
+
+
 async def test_concurrent_appends_to_one_session_leave_no_gap(store: EventStore) -> None:
     await append(store, "s-1", [new("first")])
     results = await asyncio.gather(*(append(store, "s-1", [new(f"{n}a"), new(f"{n}b")]) for n in range(8)))

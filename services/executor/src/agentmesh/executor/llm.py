@@ -341,6 +341,7 @@ async def read_history(
         event_types=list(_HISTORY_ROLES),
         page_size=window + 1,
         descending=True,
+        from_context_start=True,  # a reset session starts afresh (ResetSession)
     )
     try:
         response = await memory.list_events(request)

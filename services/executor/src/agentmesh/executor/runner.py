@@ -254,21 +254,23 @@ class RunExecutor:
         kind = kind_name(spec.kind)
         model = runtime.models.plan.name if runtime.models else ""
         run.loop_started = True
-        await sink.emit(
-            context.event(
-                run_started=run_pb2.RunStarted(
-                    agent_kind=kind,
-                    model=model,
-                    executor_id=self._executor_id,
-                    may_act=kind == "llm" and runtime.may_act(as_sub_agent=request.as_sub_agent),
-                )
+        started = context.event(
+            run_started=run_pb2.RunStarted(
+                agent_kind=kind,
+                model=model,
+                executor_id=self._executor_id,
+                may_act=kind == "llm" and runtime.may_act(as_sub_agent=request.as_sub_agent),
             )
         )
         try:
             # The input first: its seq tells whether the session had events before this run. A
             # new session has no history, and is not asked for it (memory answers NOT_FOUND).
+            # And only then run_started: a client that saw the run start finds it in the log, so
+            # it can resume the stream from there whatever dies next (recorded early, this waits
+            # little).
             received = await run.record_input()
             scope.input_event_id = received.id
+            await sink.emit(started)
             for server in runtime.unavailable_servers:
                 await scope.error(
                     MCP_SERVER_UNAVAILABLE,

@@ -261,10 +261,12 @@ class AgentGateway:
             raise SessionNotFound(session_id) from None
 
     async def reset_session(self, caller: Caller, project_id: str, session_id: str) -> int:
-        """Resets the project's session: every executor drops what it keeps for the session's
-        agents (built runtimes, frozen system prompts, MCP connections), so its next message
-        builds them afresh. How many cached agents were released."""
+        """Resets the project's session: its agents' context starts afresh (their history reads
+        only what comes next; the events stay), and every executor drops what it keeps for the
+        session's agents (built runtimes, frozen system prompts, MCP connections), so its next
+        message builds them afresh. How many cached agents were released."""
         await self.check_session(caller, project_id, session_id)
+        await self._memory.reset_session_context(session_id, project_id=project_id, metadata=caller.metadata)
         return await self._router.end_session(session_id, metadata=caller.metadata)
 
     async def list_sessions(

@@ -171,6 +171,7 @@ RPC_POLICY: Mapping[str, Rule] = {
     _MEMORY + "GetRetentionPolicy": owner(_project_id("project_id")),
     # Erasing a deleted project's sessions: the gateway's own act when a project is deleted.
     _MEMORY + "DeleteProjectSessions": SYSTEM,
+    _MEMORY + "ResetSessionContext": owner(lambda r: SessionTarget(r.session_id, r.project_id)),
     # Chat: the owner of the addressed agent's project.
     _GATEWAY + "Chat": owner(_project_of_agent_ref),
     _GATEWAY + "StreamChat": owner(_project_of_agent_ref),

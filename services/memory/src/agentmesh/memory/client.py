@@ -104,6 +104,13 @@ class MemoryClient:
         request = pb.GetSessionRequest(session_id=session_id, project_id=project_id)
         return (await unary(self.stub.GetSession, request, metadata=metadata)).session
 
+    async def reset_session_context(
+        self, session_id: str, *, project_id: str, metadata: Metadata | None = None
+    ) -> resources_pb2.Session:
+        """Starts the session's context afresh (its events stay)."""
+        request = pb.ResetSessionContextRequest(session_id=session_id, project_id=project_id)
+        return (await unary(self.stub.ResetSessionContext, request, metadata=metadata)).session
+
     async def list_sessions(
         self,
         project_id: str,

@@ -136,6 +136,7 @@ def event_query_from_proto(request: pb.ListEventsRequest) -> models.EventQuery:
         run_id=request.run_id,
         after_seq=request.after_seq,
         descending=request.descending,
+        from_context_start=request.from_context_start,
     )
 
 
@@ -182,6 +183,7 @@ def session_to_proto(session: models.Session) -> resources_pb2.Session:
         updated_at=timestamp(session.updated_at),
         last_seq=session.last_seq,
         first_seq=session.first_seq,
+        context_start_seq=session.context_start_seq,
     )
 
 
@@ -230,4 +232,5 @@ def session_to_dict(session: resources_pb2.Session) -> dict[str, Any]:
         "updated_at": _iso(session.updated_at),
         "last_seq": session.last_seq,
         "first_seq": session.first_seq,
+        "context_start_seq": session.context_start_seq,
     }

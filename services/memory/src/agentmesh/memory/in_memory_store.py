@@ -198,6 +198,14 @@ class InMemoryEventStore:
             end = event.seq + 1
         return end
 
+    async def reset_context(self, session_id: str, project_id: str) -> Session | None:
+        key = (project_id, session_id)
+        session = self._sessions.get(key)
+        if session is None:
+            return None
+        self._sessions[key] = session.model_copy(update={"context_start_seq": session.last_seq})
+        return self._sessions[key]
+
     async def trim_session(self, session_id: str, project_id: str, *, first_seq: int) -> int:
         key = (project_id, session_id)
         session = self._sessions.get(key)

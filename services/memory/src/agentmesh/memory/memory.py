@@ -297,6 +297,8 @@ class EventLog:
             if named is None:
                 raise SessionNotFound(query.session_id)
             query = query.model_copy(update={"project_id": named.project_id})
+        if query.from_context_start:
+            query = await self._from_context_start(query)
         found = await self._store.list_events(query, after=after, limit=limit + 1)
         more = len(found) > limit
         found = found[:limit]
@@ -323,6 +325,28 @@ class EventLog:
             total = await self._count(query, session)
         return EventPage(events=found, next_page_token=token, total_size=total)
 
+    async def _from_context_start(self, query: EventQuery) -> EventQuery:
+        """The query starting after the session's context start (and never before what retention
+        kept, which is no reason to fail a history read)."""
+        session = await self._store.get_session(query.session_id, query.project_id)
+        if session is None:
+            raise SessionNotFound(query.session_id)
+        start = max(query.after_seq, session.context_start_seq, session.first_seq - 1)
+        return query.model_copy(update={"after_seq": start, "from_context_start": False})
+
+    async def reset_context(self, session_id: str, project_id: str) -> Session:
+        """Starts the session's context afresh (its agents' history readers see only what comes
+        next); its events stay."""
+        violations: list[FieldViolation] = []
+        _check_id(session_id, "session_id", violations, required=True)
+        _check_id(project_id, "project_id", violations, required=True)
+        if violations:
+            raise ValidationFailed.of(violations)
+        session = await self._store.reset_context(session_id, project_id)
+        if session is None:
+            raise SessionNotFound(session_id)
+        return session
+
     async def _count(self, query: EventQuery, session: Session | None) -> int:
         if session is not None and not (query.agent or query.event_types or query.run_id):
             # A session's kept events are exactly first_seq..last_seq.
@@ -345,6 +369,10 @@ class EventLog:
                 violations.append(FieldViolation("agent", "is required when session_id is not set"))
             if query.after_seq:
                 violations.append(FieldViolation("after_seq", "applies within a session: set session_id"))
+            if query.from_context_start:
+                violations.append(
+                    FieldViolation("from_context_start", "applies within a session: set session_id")
+                )
         if violations:
             raise ValidationFailed.of(violations)
 

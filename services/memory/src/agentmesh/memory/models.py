@@ -82,6 +82,8 @@ class Session(_Value):
     updated_at: datetime
     last_seq: int
     first_seq: int
+    # Its agents' history starts after this seq (ResetSessionContext); 0 = from the start.
+    context_start_seq: int = 0
 
 
 class RetentionPolicy(_Value):
@@ -113,6 +115,8 @@ class EventQuery(_Value):
     run_id: str = ""
     after_seq: int = 0
     descending: bool = False
+    # Only events after the session's context start (what an agent's history reads).
+    from_context_start: bool = False
 
 
 class EventPage(_Value):

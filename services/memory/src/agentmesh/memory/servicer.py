@@ -83,6 +83,12 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         policy = await self._log.get_retention_policy(request.project_id)
         return pb.GetRetentionPolicyResponse(policy=convert.retention_policy_to_proto(policy))
 
+    async def ResetSessionContext(
+        self, request: pb.ResetSessionContextRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ResetSessionContextResponse:
+        session = await self._log.reset_context(request.session_id, request.project_id)
+        return pb.ResetSessionContextResponse(session=convert.session_to_proto(session))
+
     async def DeleteProjectSessions(
         self, request: pb.DeleteProjectSessionsRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteProjectSessionsResponse:

@@ -138,6 +138,10 @@ class EventStore(Protocol):
 
     async def trim_session(self, session_id: str, project_id: str, *, first_seq: int) -> int: ...
 
+    async def reset_context(self, session_id: str, project_id: str) -> Session | None:
+        """Moves the session's context start to its last seq; the session, None when unknown."""
+        ...
+
     async def delete_project(self, project_id: str, *, now: datetime) -> int:
         """Records the project as deleted (no append creates a session in it again) and erases
         its sessions, their events and its retention policy. Returns how many sessions went."""
@@ -164,7 +168,7 @@ def _event(row: Sequence[Any]) -> Event:
 
 
 def _session(row: Sequence[Any]) -> Session:
-    id_, project_id, agent, created, updated, last_seq, first_seq = row
+    id_, project_id, agent, created, updated, last_seq, first_seq, context_start_seq = row
     return Session.model_construct(
         id=id_,
         project_id=project_id,
@@ -173,6 +177,7 @@ def _session(row: Sequence[Any]) -> Session:
         updated_at=_utc(updated),
         last_seq=last_seq,
         first_seq=first_seq,
+        context_start_seq=context_start_seq,
     )
 
 
@@ -557,6 +562,17 @@ class SqlEventStore:
                 break
             end = seq + 1
         return end
+
+    async def reset_context(self, session_id: str, project_id: str) -> Session | None:
+        c = session_table.c
+        statement = (
+            sa.update(session_table)
+            .where(c.project_id == project_id, c.id == session_id)
+            .values(context_start_seq=c.last_seq)
+        )
+        async with self._write() as connection:
+            await connection.execute(statement)
+        return await self.get_session(session_id, project_id)
 
     async def trim_session(self, session_id: str, project_id: str, *, first_seq: int) -> int:
         """Removes the session's events below `first_seq` and records that they are gone, in one

@@ -25,6 +25,8 @@ session_table = sa.Table(
     sa.Column("updated_at", TIME, nullable=False),
     sa.Column("last_seq", sa.BigInteger, nullable=False),
     sa.Column("first_seq", sa.BigInteger, nullable=False),
+    # Where its agents' context starts (ResetSessionContext; migration 0003_session_context).
+    sa.Column("context_start_seq", sa.BigInteger, nullable=False, server_default="0"),
     sa.PrimaryKeyConstraint("project_id", "id", name="pk_memory_sessions"),
     sa.Index("ix_memory_sessions_project_activity", "project_id", "updated_at", "id"),
     sa.Index("ix_memory_sessions_id", "id"),
@@ -109,6 +111,7 @@ SESSION_COLUMNS = (
     session_table.c.updated_at,
     session_table.c.last_seq,
     session_table.c.first_seq,
+    session_table.c.context_start_seq,
 )
 
 # Creates the session or moves its last_seq on by :count, returning the new value (no row for a

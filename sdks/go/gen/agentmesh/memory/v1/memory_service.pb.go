@@ -301,6 +301,9 @@ type ListEventsRequest struct {
 	// Also count every matching event into total_size. Counting reads every match, so readers on
 	// the hot path (an agent's context window) leave it off.
 	IncludeTotalSize bool `protobuf:"varint,10,opt,name=include_total_size,json=includeTotalSize,proto3" json:"include_total_size,omitempty"`
+	// Only events after the session's context start (Session.context_start_seq): what an agent's
+	// context window reads, so a reset session starts afresh. Within a session only.
+	FromContextStart bool `protobuf:"varint,11,opt,name=from_context_start,json=fromContextStart,proto3" json:"from_context_start,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -401,6 +404,13 @@ func (x *ListEventsRequest) GetDescending() bool {
 func (x *ListEventsRequest) GetIncludeTotalSize() bool {
 	if x != nil {
 		return x.IncludeTotalSize
+	}
+	return false
+}
+
+func (x *ListEventsRequest) GetFromContextStart() bool {
+	if x != nil {
+		return x.FromContextStart
 	}
 	return false
 }
@@ -1093,6 +1103,107 @@ func (x *DeleteProjectSessionsResponse) GetDeletedSessions() int64 {
 	return 0
 }
 
+// ResetSessionContextRequest is the input of ResetSessionContext.
+type ResetSessionContextRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Its project (a session id is unique only within its project).
+	ProjectId     string `protobuf:"bytes,2,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetSessionContextRequest) Reset() {
+	*x = ResetSessionContextRequest{}
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetSessionContextRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetSessionContextRequest) ProtoMessage() {}
+
+func (x *ResetSessionContextRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetSessionContextRequest.ProtoReflect.Descriptor instead.
+func (*ResetSessionContextRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ResetSessionContextRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ResetSessionContextRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+// ResetSessionContextResponse is the output of ResetSessionContext.
+type ResetSessionContextResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session, with its new context start.
+	Session       *Session `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetSessionContextResponse) Reset() {
+	*x = ResetSessionContextResponse{}
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetSessionContextResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetSessionContextResponse) ProtoMessage() {}
+
+func (x *ResetSessionContextResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetSessionContextResponse.ProtoReflect.Descriptor instead.
+func (*ResetSessionContextResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ResetSessionContextResponse) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
 var File_agentmesh_memory_v1_memory_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
@@ -1121,7 +1232,7 @@ const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
 	"\x12_expected_last_seq\"e\n" +
 	"\x14AppendEventsResponse\x122\n" +
 	"\x06events\x18\x01 \x03(\v2\x1a.agentmesh.memory.v1.EventR\x06events\x12\x19\n" +
-	"\blast_seq\x18\x02 \x01(\x03R\alastSeq\"\xe6\x02\n" +
+	"\blast_seq\x18\x02 \x01(\x03R\alastSeq\"\x94\x03\n" +
 	"\x11ListEventsRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
@@ -1139,7 +1250,8 @@ const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
 	"descending\x18\t \x01(\bR\n" +
 	"descending\x12,\n" +
 	"\x12include_total_size\x18\n" +
-	" \x01(\bR\x10includeTotalSize\"\x8f\x01\n" +
+	" \x01(\bR\x10includeTotalSize\x12,\n" +
+	"\x12from_context_start\x18\v \x01(\bR\x10fromContextStart\"\x8f\x01\n" +
 	"\x12ListEventsResponse\x122\n" +
 	"\x06events\x18\x01 \x03(\v2\x1a.agentmesh.memory.v1.EventR\x06events\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x1d\n" +
@@ -1185,7 +1297,14 @@ const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
 	"\n" +
 	"project_id\x18\x01 \x01(\tR\tprojectId\"J\n" +
 	"\x1dDeleteProjectSessionsResponse\x12)\n" +
-	"\x10deleted_sessions\x18\x01 \x01(\x03R\x0fdeletedSessions2\xe9\x06\n" +
+	"\x10deleted_sessions\x18\x01 \x01(\x03R\x0fdeletedSessions\"Z\n" +
+	"\x1aResetSessionContextRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x02 \x01(\tR\tprojectId\"U\n" +
+	"\x1bResetSessionContextResponse\x126\n" +
+	"\asession\x18\x01 \x01(\v2\x1c.agentmesh.memory.v1.SessionR\asession2\xe3\a\n" +
 	"\rMemoryService\x12c\n" +
 	"\fAppendEvents\x12(.agentmesh.memory.v1.AppendEventsRequest\x1a).agentmesh.memory.v1.AppendEventsResponse\x12]\n" +
 	"\n" +
@@ -1196,7 +1315,8 @@ const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
 	"\fListSessions\x12(.agentmesh.memory.v1.ListSessionsRequest\x1a).agentmesh.memory.v1.ListSessionsResponse\x12u\n" +
 	"\x12SetRetentionPolicy\x12..agentmesh.memory.v1.SetRetentionPolicyRequest\x1a/.agentmesh.memory.v1.SetRetentionPolicyResponse\x12u\n" +
 	"\x12GetRetentionPolicy\x12..agentmesh.memory.v1.GetRetentionPolicyRequest\x1a/.agentmesh.memory.v1.GetRetentionPolicyResponse\x12~\n" +
-	"\x15DeleteProjectSessions\x121.agentmesh.memory.v1.DeleteProjectSessionsRequest\x1a2.agentmesh.memory.v1.DeleteProjectSessionsResponseB\xe4\x01\n" +
+	"\x15DeleteProjectSessions\x121.agentmesh.memory.v1.DeleteProjectSessionsRequest\x1a2.agentmesh.memory.v1.DeleteProjectSessionsResponse\x12x\n" +
+	"\x13ResetSessionContext\x12/.agentmesh.memory.v1.ResetSessionContextRequest\x1a0.agentmesh.memory.v1.ResetSessionContextResponseB\xe4\x01\n" +
 	"\x17com.agentmesh.memory.v1B\x12MemoryServiceProtoP\x01ZGgithub.com/agentmesh/agentmesh/sdks/go/gen/agentmesh/memory/v1;memoryv1\xa2\x02\x03AMX\xaa\x02\x13Agentmesh.Memory.V1\xca\x02\x13Agentmesh\\Memory\\V1\xe2\x02\x1fAgentmesh\\Memory\\V1\\GPBMetadata\xea\x02\x15Agentmesh::Memory::V1b\x06proto3"
 
 var (
@@ -1211,7 +1331,7 @@ func file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_memory_v1_memory_service_proto_rawDescData
 }
 
-var file_agentmesh_memory_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_agentmesh_memory_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_agentmesh_memory_v1_memory_service_proto_goTypes = []any{
 	(*NewEvent)(nil),                      // 0: agentmesh.memory.v1.NewEvent
 	(*AppendEventsRequest)(nil),           // 1: agentmesh.memory.v1.AppendEventsRequest
@@ -1230,46 +1350,51 @@ var file_agentmesh_memory_v1_memory_service_proto_goTypes = []any{
 	(*GetRetentionPolicyResponse)(nil),    // 14: agentmesh.memory.v1.GetRetentionPolicyResponse
 	(*DeleteProjectSessionsRequest)(nil),  // 15: agentmesh.memory.v1.DeleteProjectSessionsRequest
 	(*DeleteProjectSessionsResponse)(nil), // 16: agentmesh.memory.v1.DeleteProjectSessionsResponse
-	(EventType)(0),                        // 17: agentmesh.memory.v1.EventType
-	(*structpb.Struct)(nil),               // 18: google.protobuf.Struct
-	(*Event)(nil),                         // 19: agentmesh.memory.v1.Event
-	(*Session)(nil),                       // 20: agentmesh.memory.v1.Session
-	(*RetentionPolicy)(nil),               // 21: agentmesh.memory.v1.RetentionPolicy
+	(*ResetSessionContextRequest)(nil),    // 17: agentmesh.memory.v1.ResetSessionContextRequest
+	(*ResetSessionContextResponse)(nil),   // 18: agentmesh.memory.v1.ResetSessionContextResponse
+	(EventType)(0),                        // 19: agentmesh.memory.v1.EventType
+	(*structpb.Struct)(nil),               // 20: google.protobuf.Struct
+	(*Event)(nil),                         // 21: agentmesh.memory.v1.Event
+	(*Session)(nil),                       // 22: agentmesh.memory.v1.Session
+	(*RetentionPolicy)(nil),               // 23: agentmesh.memory.v1.RetentionPolicy
 }
 var file_agentmesh_memory_v1_memory_service_proto_depIdxs = []int32{
-	17, // 0: agentmesh.memory.v1.NewEvent.event_type:type_name -> agentmesh.memory.v1.EventType
-	18, // 1: agentmesh.memory.v1.NewEvent.metadata:type_name -> google.protobuf.Struct
+	19, // 0: agentmesh.memory.v1.NewEvent.event_type:type_name -> agentmesh.memory.v1.EventType
+	20, // 1: agentmesh.memory.v1.NewEvent.metadata:type_name -> google.protobuf.Struct
 	0,  // 2: agentmesh.memory.v1.AppendEventsRequest.events:type_name -> agentmesh.memory.v1.NewEvent
-	19, // 3: agentmesh.memory.v1.AppendEventsResponse.events:type_name -> agentmesh.memory.v1.Event
-	17, // 4: agentmesh.memory.v1.ListEventsRequest.event_types:type_name -> agentmesh.memory.v1.EventType
-	19, // 5: agentmesh.memory.v1.ListEventsResponse.events:type_name -> agentmesh.memory.v1.Event
-	19, // 6: agentmesh.memory.v1.WatchEventsResponse.event:type_name -> agentmesh.memory.v1.Event
-	20, // 7: agentmesh.memory.v1.GetSessionResponse.session:type_name -> agentmesh.memory.v1.Session
-	20, // 8: agentmesh.memory.v1.ListSessionsResponse.sessions:type_name -> agentmesh.memory.v1.Session
-	21, // 9: agentmesh.memory.v1.SetRetentionPolicyRequest.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
-	21, // 10: agentmesh.memory.v1.SetRetentionPolicyResponse.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
-	21, // 11: agentmesh.memory.v1.GetRetentionPolicyResponse.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
-	1,  // 12: agentmesh.memory.v1.MemoryService.AppendEvents:input_type -> agentmesh.memory.v1.AppendEventsRequest
-	3,  // 13: agentmesh.memory.v1.MemoryService.ListEvents:input_type -> agentmesh.memory.v1.ListEventsRequest
-	5,  // 14: agentmesh.memory.v1.MemoryService.WatchEvents:input_type -> agentmesh.memory.v1.WatchEventsRequest
-	7,  // 15: agentmesh.memory.v1.MemoryService.GetSession:input_type -> agentmesh.memory.v1.GetSessionRequest
-	9,  // 16: agentmesh.memory.v1.MemoryService.ListSessions:input_type -> agentmesh.memory.v1.ListSessionsRequest
-	11, // 17: agentmesh.memory.v1.MemoryService.SetRetentionPolicy:input_type -> agentmesh.memory.v1.SetRetentionPolicyRequest
-	13, // 18: agentmesh.memory.v1.MemoryService.GetRetentionPolicy:input_type -> agentmesh.memory.v1.GetRetentionPolicyRequest
-	15, // 19: agentmesh.memory.v1.MemoryService.DeleteProjectSessions:input_type -> agentmesh.memory.v1.DeleteProjectSessionsRequest
-	2,  // 20: agentmesh.memory.v1.MemoryService.AppendEvents:output_type -> agentmesh.memory.v1.AppendEventsResponse
-	4,  // 21: agentmesh.memory.v1.MemoryService.ListEvents:output_type -> agentmesh.memory.v1.ListEventsResponse
-	6,  // 22: agentmesh.memory.v1.MemoryService.WatchEvents:output_type -> agentmesh.memory.v1.WatchEventsResponse
-	8,  // 23: agentmesh.memory.v1.MemoryService.GetSession:output_type -> agentmesh.memory.v1.GetSessionResponse
-	10, // 24: agentmesh.memory.v1.MemoryService.ListSessions:output_type -> agentmesh.memory.v1.ListSessionsResponse
-	12, // 25: agentmesh.memory.v1.MemoryService.SetRetentionPolicy:output_type -> agentmesh.memory.v1.SetRetentionPolicyResponse
-	14, // 26: agentmesh.memory.v1.MemoryService.GetRetentionPolicy:output_type -> agentmesh.memory.v1.GetRetentionPolicyResponse
-	16, // 27: agentmesh.memory.v1.MemoryService.DeleteProjectSessions:output_type -> agentmesh.memory.v1.DeleteProjectSessionsResponse
-	20, // [20:28] is the sub-list for method output_type
-	12, // [12:20] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	21, // 3: agentmesh.memory.v1.AppendEventsResponse.events:type_name -> agentmesh.memory.v1.Event
+	19, // 4: agentmesh.memory.v1.ListEventsRequest.event_types:type_name -> agentmesh.memory.v1.EventType
+	21, // 5: agentmesh.memory.v1.ListEventsResponse.events:type_name -> agentmesh.memory.v1.Event
+	21, // 6: agentmesh.memory.v1.WatchEventsResponse.event:type_name -> agentmesh.memory.v1.Event
+	22, // 7: agentmesh.memory.v1.GetSessionResponse.session:type_name -> agentmesh.memory.v1.Session
+	22, // 8: agentmesh.memory.v1.ListSessionsResponse.sessions:type_name -> agentmesh.memory.v1.Session
+	23, // 9: agentmesh.memory.v1.SetRetentionPolicyRequest.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
+	23, // 10: agentmesh.memory.v1.SetRetentionPolicyResponse.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
+	23, // 11: agentmesh.memory.v1.GetRetentionPolicyResponse.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
+	22, // 12: agentmesh.memory.v1.ResetSessionContextResponse.session:type_name -> agentmesh.memory.v1.Session
+	1,  // 13: agentmesh.memory.v1.MemoryService.AppendEvents:input_type -> agentmesh.memory.v1.AppendEventsRequest
+	3,  // 14: agentmesh.memory.v1.MemoryService.ListEvents:input_type -> agentmesh.memory.v1.ListEventsRequest
+	5,  // 15: agentmesh.memory.v1.MemoryService.WatchEvents:input_type -> agentmesh.memory.v1.WatchEventsRequest
+	7,  // 16: agentmesh.memory.v1.MemoryService.GetSession:input_type -> agentmesh.memory.v1.GetSessionRequest
+	9,  // 17: agentmesh.memory.v1.MemoryService.ListSessions:input_type -> agentmesh.memory.v1.ListSessionsRequest
+	11, // 18: agentmesh.memory.v1.MemoryService.SetRetentionPolicy:input_type -> agentmesh.memory.v1.SetRetentionPolicyRequest
+	13, // 19: agentmesh.memory.v1.MemoryService.GetRetentionPolicy:input_type -> agentmesh.memory.v1.GetRetentionPolicyRequest
+	15, // 20: agentmesh.memory.v1.MemoryService.DeleteProjectSessions:input_type -> agentmesh.memory.v1.DeleteProjectSessionsRequest
+	17, // 21: agentmesh.memory.v1.MemoryService.ResetSessionContext:input_type -> agentmesh.memory.v1.ResetSessionContextRequest
+	2,  // 22: agentmesh.memory.v1.MemoryService.AppendEvents:output_type -> agentmesh.memory.v1.AppendEventsResponse
+	4,  // 23: agentmesh.memory.v1.MemoryService.ListEvents:output_type -> agentmesh.memory.v1.ListEventsResponse
+	6,  // 24: agentmesh.memory.v1.MemoryService.WatchEvents:output_type -> agentmesh.memory.v1.WatchEventsResponse
+	8,  // 25: agentmesh.memory.v1.MemoryService.GetSession:output_type -> agentmesh.memory.v1.GetSessionResponse
+	10, // 26: agentmesh.memory.v1.MemoryService.ListSessions:output_type -> agentmesh.memory.v1.ListSessionsResponse
+	12, // 27: agentmesh.memory.v1.MemoryService.SetRetentionPolicy:output_type -> agentmesh.memory.v1.SetRetentionPolicyResponse
+	14, // 28: agentmesh.memory.v1.MemoryService.GetRetentionPolicy:output_type -> agentmesh.memory.v1.GetRetentionPolicyResponse
+	16, // 29: agentmesh.memory.v1.MemoryService.DeleteProjectSessions:output_type -> agentmesh.memory.v1.DeleteProjectSessionsResponse
+	18, // 30: agentmesh.memory.v1.MemoryService.ResetSessionContext:output_type -> agentmesh.memory.v1.ResetSessionContextResponse
+	22, // [22:31] is the sub-list for method output_type
+	13, // [13:22] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_memory_v1_memory_service_proto_init() }
@@ -1285,7 +1410,7 @@ func file_agentmesh_memory_v1_memory_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_memory_v1_memory_service_proto_rawDesc), len(file_agentmesh_memory_v1_memory_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

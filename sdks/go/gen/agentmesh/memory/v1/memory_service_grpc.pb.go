@@ -27,6 +27,7 @@ const (
 	MemoryService_SetRetentionPolicy_FullMethodName    = "/agentmesh.memory.v1.MemoryService/SetRetentionPolicy"
 	MemoryService_GetRetentionPolicy_FullMethodName    = "/agentmesh.memory.v1.MemoryService/GetRetentionPolicy"
 	MemoryService_DeleteProjectSessions_FullMethodName = "/agentmesh.memory.v1.MemoryService/DeleteProjectSessions"
+	MemoryService_ResetSessionContext_FullMethodName   = "/agentmesh.memory.v1.MemoryService/ResetSessionContext"
 )
 
 // MemoryServiceClient is the client API for MemoryService service.
@@ -66,6 +67,10 @@ type MemoryServiceClient interface {
 	// streams on its sessions, and refuses appends to it from then on. Only the mesh's own
 	// services may call it (PERMISSION_DENIED otherwise). Deleting again succeeds.
 	DeleteProjectSessions(ctx context.Context, in *DeleteProjectSessionsRequest, opts ...grpc.CallOption) (*DeleteProjectSessionsResponse, error)
+	// Starts the session's context afresh: its agents' history readers see only what is recorded
+	// from now on (Session.context_start_seq becomes its last_seq). Its events stay. NOT_FOUND as
+	// GetSession.
+	ResetSessionContext(ctx context.Context, in *ResetSessionContextRequest, opts ...grpc.CallOption) (*ResetSessionContextResponse, error)
 }
 
 type memoryServiceClient struct {
@@ -165,6 +170,16 @@ func (c *memoryServiceClient) DeleteProjectSessions(ctx context.Context, in *Del
 	return out, nil
 }
 
+func (c *memoryServiceClient) ResetSessionContext(ctx context.Context, in *ResetSessionContextRequest, opts ...grpc.CallOption) (*ResetSessionContextResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResetSessionContextResponse)
+	err := c.cc.Invoke(ctx, MemoryService_ResetSessionContext_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MemoryServiceServer is the server API for MemoryService service.
 // All implementations must embed UnimplementedMemoryServiceServer
 // for forward compatibility.
@@ -202,6 +217,10 @@ type MemoryServiceServer interface {
 	// streams on its sessions, and refuses appends to it from then on. Only the mesh's own
 	// services may call it (PERMISSION_DENIED otherwise). Deleting again succeeds.
 	DeleteProjectSessions(context.Context, *DeleteProjectSessionsRequest) (*DeleteProjectSessionsResponse, error)
+	// Starts the session's context afresh: its agents' history readers see only what is recorded
+	// from now on (Session.context_start_seq becomes its last_seq). Its events stay. NOT_FOUND as
+	// GetSession.
+	ResetSessionContext(context.Context, *ResetSessionContextRequest) (*ResetSessionContextResponse, error)
 	mustEmbedUnimplementedMemoryServiceServer()
 }
 
@@ -235,6 +254,9 @@ func (UnimplementedMemoryServiceServer) GetRetentionPolicy(context.Context, *Get
 }
 func (UnimplementedMemoryServiceServer) DeleteProjectSessions(context.Context, *DeleteProjectSessionsRequest) (*DeleteProjectSessionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteProjectSessions not implemented")
+}
+func (UnimplementedMemoryServiceServer) ResetSessionContext(context.Context, *ResetSessionContextRequest) (*ResetSessionContextResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResetSessionContext not implemented")
 }
 func (UnimplementedMemoryServiceServer) mustEmbedUnimplementedMemoryServiceServer() {}
 func (UnimplementedMemoryServiceServer) testEmbeddedByValue()                       {}
@@ -394,6 +416,24 @@ func _MemoryService_DeleteProjectSessions_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MemoryService_ResetSessionContext_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetSessionContextRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).ResetSessionContext(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_ResetSessionContext_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).ResetSessionContext(ctx, req.(*ResetSessionContextRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MemoryService_ServiceDesc is the grpc.ServiceDesc for MemoryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -428,6 +468,10 @@ var MemoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteProjectSessions",
 			Handler:    _MemoryService_DeleteProjectSessions_Handler,
+		},
+		{
+			MethodName: "ResetSessionContext",
+			Handler:    _MemoryService_ResetSessionContext_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

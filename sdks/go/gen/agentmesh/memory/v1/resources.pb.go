@@ -284,9 +284,12 @@ type Session struct {
 	// The highest seq stored so far (0 when empty).
 	LastSeq int64 `protobuf:"varint,6,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
 	// The lowest seq still kept; lower ones were removed by retention.
-	FirstSeq      int64 `protobuf:"varint,7,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	FirstSeq int64 `protobuf:"varint,7,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
+	// Where its agents' context starts: history readers (ListEventsRequest.from_context_start) see
+	// only later events. Set by ResetSessionContext; 0 = from the start. The log keeps everything.
+	ContextStartSeq int64 `protobuf:"varint,8,opt,name=context_start_seq,json=contextStartSeq,proto3" json:"context_start_seq,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -364,6 +367,13 @@ func (x *Session) GetLastSeq() int64 {
 func (x *Session) GetFirstSeq() int64 {
 	if x != nil {
 		return x.FirstSeq
+	}
+	return 0
+}
+
+func (x *Session) GetContextStartSeq() int64 {
+	if x != nil {
+		return x.ContextStartSeq
 	}
 	return 0
 }
@@ -455,7 +465,7 @@ const file_agentmesh_memory_v1_resources_proto_rawDesc = "" +
 	"\aspan_id\x18\f \x01(\tR\x06spanId\x129\n" +
 	"\n" +
 	"created_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12'\n" +
-	"\x0fidempotency_key\x18\x0e \x01(\tR\x0eidempotencyKey\"\xfc\x01\n" +
+	"\x0fidempotency_key\x18\x0e \x01(\tR\x0eidempotencyKey\"\xa8\x02\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -466,7 +476,8 @@ const file_agentmesh_memory_v1_resources_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x19\n" +
 	"\blast_seq\x18\x06 \x01(\x03R\alastSeq\x12\x1b\n" +
-	"\tfirst_seq\x18\a \x01(\x03R\bfirstSeq\"\x8d\x01\n" +
+	"\tfirst_seq\x18\a \x01(\x03R\bfirstSeq\x12*\n" +
+	"\x11context_start_seq\x18\b \x01(\x03R\x0fcontextStartSeq\"\x8d\x01\n" +
 	"\x0fRetentionPolicy\x12\x1d\n" +
 	"\n" +
 	"project_id\x18\x01 \x01(\tR\tprojectId\x12&\n" +

@@ -162,6 +162,7 @@ class ListEventsRequest(_message.Message):
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     DESCENDING_FIELD_NUMBER: _builtins.int
     INCLUDE_TOTAL_SIZE_FIELD_NUMBER: _builtins.int
+    FROM_CONTEXT_START_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Only this session's events."""
     project_id: _builtins.str
@@ -182,6 +183,10 @@ class ListEventsRequest(_message.Message):
     """Also count every matching event into total_size. Counting reads every match, so readers on
     the hot path (an agent's context window) leave it off.
     """
+    from_context_start: _builtins.bool
+    """Only events after the session's context start (Session.context_start_seq): what an agent's
+    context window reads, so a reset session starts afresh. Within a session only.
+    """
     @_builtins.property
     def event_types(self) -> _containers.RepeatedScalarFieldContainer[_resources_pb2.EventType.ValueType]:
         """Only these event types."""
@@ -199,10 +204,11 @@ class ListEventsRequest(_message.Message):
         page_token: _builtins.str = ...,
         descending: _builtins.bool = ...,
         include_total_size: _builtins.bool = ...,
+        from_context_start: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_seq", b"after_seq", "agent", b"agent", "descending", b"descending", "event_types", b"event_types", "include_total_size", b"include_total_size", "page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id", "run_id", b"run_id", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_seq", b"after_seq", "agent", b"agent", "descending", b"descending", "event_types", b"event_types", "from_context_start", b"from_context_start", "include_total_size", b"include_total_size", "page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id", "run_id", b"run_id", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -547,3 +553,53 @@ class DeleteProjectSessionsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeleteProjectSessionsResponse: _TypeAlias = DeleteProjectSessionsResponse  # noqa: Y015
+
+@_typing.final
+class ResetSessionContextRequest(_message.Message):
+    """ResetSessionContextRequest is the input of ResetSessionContext."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """The session."""
+    project_id: _builtins.str
+    """Its project (a session id is unique only within its project)."""
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        project_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["project_id", b"project_id", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResetSessionContextRequest: _TypeAlias = ResetSessionContextRequest  # noqa: Y015
+
+@_typing.final
+class ResetSessionContextResponse(_message.Message):
+    """ResetSessionContextResponse is the output of ResetSessionContext."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def session(self) -> _resources_pb2.Session:
+        """The session, with its new context start."""
+
+    def __init__(
+        self,
+        *,
+        session: _resources_pb2.Session | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["session", b"session"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["session", b"session"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResetSessionContextResponse: _TypeAlias = ResetSessionContextResponse  # noqa: Y015

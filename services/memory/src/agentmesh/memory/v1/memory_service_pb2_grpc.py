@@ -76,6 +76,11 @@ class MemoryServiceStub:
                 request_serializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.DeleteProjectSessionsRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.DeleteProjectSessionsResponse.FromString,
                 _registered_method=True)
+        self.ResetSessionContext = channel.unary_unary(
+                '/agentmesh.memory.v1.MemoryService/ResetSessionContext',
+                request_serializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.ResetSessionContextRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.ResetSessionContextResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -153,6 +158,15 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResetSessionContext(self, request, context):
+        """Starts the session's context afresh: its agents' history readers see only what is recorded
+        from now on (Session.context_start_seq becomes its last_seq). Its events stay. NOT_FOUND as
+        GetSession.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -195,6 +209,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.DeleteProjectSessions,
                     request_deserializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.DeleteProjectSessionsRequest.FromString,
                     response_serializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.DeleteProjectSessionsResponse.SerializeToString,
+            ),
+            'ResetSessionContext': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetSessionContext,
+                    request_deserializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.ResetSessionContextRequest.FromString,
+                    response_serializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.ResetSessionContextResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -415,6 +434,33 @@ class MemoryService:
             '/agentmesh.memory.v1.MemoryService/DeleteProjectSessions',
             agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.DeleteProjectSessionsRequest.SerializeToString,
             agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.DeleteProjectSessionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetSessionContext(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.memory.v1.MemoryService/ResetSessionContext',
+            agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.ResetSessionContextRequest.SerializeToString,
+            agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.ResetSessionContextResponse.FromString,
             options,
             channel_credentials,
             insecure,

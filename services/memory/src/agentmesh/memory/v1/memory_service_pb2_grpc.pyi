@@ -70,6 +70,11 @@ class MemoryServiceStub:
     streams on its sessions, and refuses appends to it from then on. Only the mesh's own
     services may call it (PERMISSION_DENIED otherwise). Deleting again succeeds.
     """
+    ResetSessionContext: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ResetSessionContextRequest, _memory_service_pb2.ResetSessionContextResponse]
+    """Starts the session's context afresh: its agents' history readers see only what is recorded
+    from now on (Session.context_start_seq becomes its last_seq). Its events stay. NOT_FOUND as
+    GetSession.
+    """
 
 @_typing.type_check_only
 class MemoryServiceAsyncStub(MemoryServiceStub):
@@ -112,6 +117,11 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """Erases a deleted project's sessions and events and its retention policy, ends the watch
     streams on its sessions, and refuses appends to it from then on. Only the mesh's own
     services may call it (PERMISSION_DENIED otherwise). Deleting again succeeds.
+    """
+    ResetSessionContext: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ResetSessionContextRequest, _memory_service_pb2.ResetSessionContextResponse]  # type: ignore[assignment]
+    """Starts the session's context afresh: its agents' history readers see only what is recorded
+    from now on (Session.context_start_seq becomes its last_seq). Its events stay. NOT_FOUND as
+    GetSession.
     """
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -200,6 +210,17 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         """Erases a deleted project's sessions and events and its retention policy, ends the watch
         streams on its sessions, and refuses appends to it from then on. Only the mesh's own
         services may call it (PERMISSION_DENIED otherwise). Deleting again succeeds.
+        """
+
+    @_abc_1.abstractmethod
+    def ResetSessionContext(
+        self,
+        request: _memory_service_pb2.ResetSessionContextRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ResetSessionContextResponse, _abc.Awaitable[_memory_service_pb2.ResetSessionContextResponse]]:
+        """Starts the session's context afresh: its agents' history readers see only what is recorded
+        from now on (Session.context_start_seq becomes its last_seq). Its events stay. NOT_FOUND as
+        GetSession.
         """
 
 def add_MemoryServiceServicer_to_server(servicer: MemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -164,6 +164,7 @@ class Session(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _builtins.int
     LAST_SEQ_FIELD_NUMBER: _builtins.int
     FIRST_SEQ_FIELD_NUMBER: _builtins.int
+    CONTEXT_START_SEQ_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Client-chosen or generated identifier."""
     project_id: _builtins.str
@@ -174,6 +175,10 @@ class Session(_message.Message):
     """The highest seq stored so far (0 when empty)."""
     first_seq: _builtins.int
     """The lowest seq still kept; lower ones were removed by retention."""
+    context_start_seq: _builtins.int
+    """Where its agents' context starts: history readers (ListEventsRequest.from_context_start) see
+    only later events. Set by ResetSessionContext; 0 = from the start. The log keeps everything.
+    """
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp:
         """When it began."""
@@ -192,10 +197,11 @@ class Session(_message.Message):
         updated_at: _timestamp_pb2.Timestamp | None = ...,
         last_seq: _builtins.int = ...,
         first_seq: _builtins.int = ...,
+        context_start_seq: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "created_at", b"created_at", "first_seq", b"first_seq", "id", b"id", "last_seq", b"last_seq", "project_id", b"project_id", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "context_start_seq", b"context_start_seq", "created_at", b"created_at", "first_seq", b"first_seq", "id", b"id", "last_seq", b"last_seq", "project_id", b"project_id", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

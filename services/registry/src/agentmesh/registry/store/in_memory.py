@@ -261,7 +261,7 @@ class InMemoryRunLeaseStore(RunLeaseStore):
                     state.leases[key], executor_id=executor_id, expires_at=expires_at
                 )
                 agent = state.agents[key[0]].value
-                claimed.append(OrphanedRun(key[0], key[1], lease.session_id, agent.project_id, agent.name))
+                claimed.append(OrphanedRun(key[0], key[1], lease.session_id, agent.project_id, agent.slug))
         return claimed
 
     async def close(self, executor_id: str, runs: Sequence[RunKey]) -> None:

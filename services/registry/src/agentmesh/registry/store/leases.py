@@ -104,7 +104,7 @@ class SqlRunLeaseStore(RunLeaseStore):
 async def _orphan(connection: AsyncConnection, agent_id: str, run_id: str, session_id: str) -> OrphanedRun:
     agent = (
         await connection.execute(
-            sa.select(_AGENTS.c.project_id, _AGENTS.c.name).where(_AGENTS.c.id == agent_id)
+            sa.select(_AGENTS.c.project_id, _AGENTS.c.slug).where(_AGENTS.c.id == agent_id)
         )
     ).one()
     return OrphanedRun(
@@ -112,5 +112,5 @@ async def _orphan(connection: AsyncConnection, agent_id: str, run_id: str, sessi
         run_id=run_id,
         session_id=session_id,
         project_id=agent.project_id,
-        agent_name=agent.name,
+        agent_name=agent.slug,  # what its events are tagged with
     )

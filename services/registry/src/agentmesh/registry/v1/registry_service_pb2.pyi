@@ -1686,7 +1686,7 @@ class OrphanedRun(_message.Message):
     project_id: _builtins.str
     """The agent's project."""
     agent_name: _builtins.str
-    """The agent's name (what its events are tagged with)."""
+    """The agent's slug (what its events are tagged with)."""
     def __init__(
         self,
         *,
