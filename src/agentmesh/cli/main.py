@@ -33,6 +33,13 @@ COMMANDS = {
     ),
     "chat": LazyCommand("agentmesh.cli.chat:chat", "Chat with an agent, streaming every step live."),
     "users": LazyCommand("agentmesh.cli.users:users", "Manage users."),
+    "login": LazyCommand(
+        "agentmesh.cli.login:login",
+        "Sign in once and keep the CLI signed in (a refresh token in the user's config directory).",
+    ),
+    "logout": LazyCommand(
+        "agentmesh.cli.login:logout", "Forget the kept login, revoking its refresh token in the mesh."
+    ),
 }
 
 app = typer.Typer(
