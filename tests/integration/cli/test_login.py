@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import stat
-import sys
 from pathlib import Path
 
 import grpc
@@ -16,21 +15,8 @@ import pytest
 
 from agentmesh.cli.mesh import Mesh
 from agentmesh.registry.v1 import registry_service_pb2 as reg
-from tests.e2e.harness import process_environment
+from tests.integration.cli.support import cli
 from tests.mesh import SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient
-
-
-async def cli(*args: str, config: Path, env: dict[str, str] | None = None) -> tuple[int, str]:
-    """Runs `agentmesh ARGS` as a process (the mesh keeps serving in this event loop meanwhile)."""
-    process = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "agentmesh.cli.main", *args),
-        env=process_environment({"AGENTMESH_CONFIG_DIR": str(config), "COLUMNS": "200", **(env or {})}),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    output, _ = await asyncio.wait_for(process.communicate(), timeout=120)
-    return process.returncode or 0, output.decode()
 
 
 @pytest.fixture
