@@ -189,7 +189,10 @@ async def run_chat(
             if outcome.completed:
                 console.print(f"[bold]{escape(agent)}:[/] {escape(outcome.answer)}")
     if session_id:
-        console.print(f"[dim]session {session_id} — agentmesh trace {session_id}[/]")
+        project = agent.partition("/")[0]
+        console.print(
+            f"[dim]session {session_id} — agentmesh trace {session_id} --project {escape(project)}[/]"
+        )
     return outcomes
 
 

@@ -5,7 +5,8 @@ The registry's API is served by the registry itself and, publicly, by the gatewa
 one address serves both. Without `--registry` (or `AGENTMESH_REGISTRY_ADDRESS`) commands dial the
 gateway that `agentmesh up` starts, `127.0.0.1:50050`. Credentials come from flags or the
 environment, flags first: a bearer token (`AGENTMESH_TOKEN`), else an e-mail and password
-(`AGENTMESH_EMAIL` / `AGENTMESH_PASSWORD`); a missing password is asked for on a terminal.
+(`AGENTMESH_EMAIL` / `AGENTMESH_PASSWORD`; a missing password is asked for on a terminal), else
+the login `agentmesh login` kept (`cli/login.py`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from agentmesh.cli.login import StoredLogin, exclusively
 from agentmesh.cli.options import DEFAULT_ADDRESS
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime.channels import create_channel
@@ -34,23 +36,35 @@ class CliError(Exception):
 
 @dataclass(frozen=True)
 class Credentials:
-    """Who the command acts as: a bearer token, or an e-mail and password to sign in with."""
+    """Who the command acts as: a bearer token, an e-mail and password to sign in with, or the
+    login `agentmesh login` kept."""
 
     email: str = ""
     password: str = ""
     token: str = ""
+    stored: StoredLogin | None = None
 
     @classmethod
     def from_options(
-        cls, *, email: str | None, password: str | None, token: str | None, prompt: bool = True
+        cls,
+        *,
+        email: str | None,
+        password: str | None,
+        token: str | None,
+        prompt: bool = True,
+        stored: bool = True,
     ) -> Credentials:
-        """From the command's options; asks for a missing password on a terminal."""
+        """From the command's options, else the kept login; asks for a missing password on a
+        terminal."""
         if token:
             return cls(token=token)
         if not email:
+            kept = StoredLogin.load() if stored else None
+            if kept is not None:
+                return cls(email=kept.email, stored=kept)
             raise CliError(
                 "sign in with --email and --password (or AGENTMESH_EMAIL / AGENTMESH_PASSWORD), "
-                "or pass a token with --token (AGENTMESH_TOKEN)"
+                "pass a token with --token (AGENTMESH_TOKEN), or run `agentmesh login` once"
             )
         if not password:
             if not (prompt and sys.stdin.isatty()):
@@ -89,6 +103,8 @@ async def connect(address: str, credentials: Credentials) -> AsyncIterator[Conne
     channel = create_channel(address)
     try:
         token = credentials.token
+        if not token and credentials.stored is not None:
+            token = await _refresh(RegistryClient(channel), credentials.stored, address)
         if not token:
             try:
                 tokens = await RegistryClient(channel).login(credentials.email, credentials.password)
@@ -100,6 +116,25 @@ async def connect(address: str, credentials: Credentials) -> AsyncIterator[Conne
         yield Connection(address=address, channel=channel, metadata=bearer(token))
     finally:
         await channel.close()
+
+
+async def _refresh(registry: RegistryClient, stored: StoredLogin, address: str) -> str:
+    """An access token for the kept login; the rotated refresh token is kept in its place (under
+    the login's lock, re-read there: another command may have rotated it meanwhile)."""
+    try:
+        with exclusively():
+            stored = StoredLogin.load() or stored
+            tokens = await registry.refresh_tokens(stored.refresh_token)
+            if tokens.refresh_token and tokens.refresh_token != stored.refresh_token:
+                StoredLogin(stored.address, stored.email, tokens.refresh_token).save()
+    except Unauthenticated:
+        raise CliError(
+            f"the login kept for {stored.email} at {stored.address} is no longer valid: "
+            "run `agentmesh login` again"
+        ) from None
+    except Unavailable as error:
+        raise CliError(f"cannot reach the mesh at {address}: {error.message}") from None
+    return tokens.access_token
 
 
 def describe(error: DomainError) -> str:

@@ -88,11 +88,11 @@ async def run_demo(
 
     if show_trace:
         console.rule("[bold]3. the session, as memory recorded it")
-        await _show_trace(console, gateway_grpc, result.session_id, metadata)
+        await _show_trace(console, gateway_grpc, result.session_id, metadata, project=agent.partition("/")[0])
     return result
 
 
-async def _show_trace(console: Console, address: str, session_id: str, metadata) -> None:
+async def _show_trace(console: Console, address: str, session_id: str, metadata, *, project: str) -> None:
     from agentmesh.cli.trace import TraceError, events_from_memory, session_tree
 
     token = dict(metadata).get("authorization", "").partition(" ")[2]
@@ -100,7 +100,7 @@ async def _show_trace(console: Console, address: str, session_id: str, metadata)
         events = await events_from_memory(session_id, address, token=token or None)
     except TraceError as error:
         console.print(f"[yellow]could not read the session's events ({escape(str(error))});[/]")
-        console.print(f"try: agentmesh trace {session_id} --memory HOST:PORT --token TOKEN")
+        console.print(f"try: agentmesh trace {session_id} --project {escape(project)}")
         return
     console.print(session_tree(session_id, events))
 

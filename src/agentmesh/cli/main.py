@@ -33,6 +33,24 @@ COMMANDS = {
     ),
     "chat": LazyCommand("agentmesh.cli.chat:chat", "Chat with an agent, streaming every step live."),
     "users": LazyCommand("agentmesh.cli.users:users", "Manage users."),
+    "get": LazyCommand(
+        "agentmesh.cli.resources:get",
+        "List agent types, projects, agents, sessions or MCP servers (or one), as a table, JSON or YAML.",
+    ),
+    "describe": LazyCommand(
+        "agentmesh.cli.resources:describe_command",
+        "Show every field of one agent type, project, agent, session or MCP server (secrets masked).",
+    ),
+    "delete": LazyCommand(
+        "agentmesh.cli.resources:delete", "Delete one agent type, project, agent or MCP server."
+    ),
+    "login": LazyCommand(
+        "agentmesh.cli.login:login",
+        "Sign in once and keep the CLI signed in (a refresh token in the user's config directory).",
+    ),
+    "logout": LazyCommand(
+        "agentmesh.cli.login:logout", "Forget the kept login, revoking its refresh token in the mesh."
+    ),
 }
 
 app = typer.Typer(

@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import grpc
 import httpx
@@ -26,7 +26,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.tree import Tree
 
+from agentmesh.cli.options import DEFAULT_ADDRESS, EmailOption, PasswordOption, TokenOption
 from agentmesh.runtime.errors import DomainError
+
+if TYPE_CHECKING:
+    from agentmesh.cli.client import Credentials
 
 Event = Mapping[str, Any]
 
@@ -56,20 +60,70 @@ async def events_from_memory(
 ) -> list[dict[str, Any]]:
     """Every event of the session, from the memory service's ListEvents, in `seq` order. Without
     `project_id` the session id must be unique across projects."""
-    from agentmesh.memory.client import MemoryClient, event_to_dict
-    from agentmesh.memory.v1 import memory_service_pb2
     from agentmesh.runtime.interceptors import client_interceptors
 
     metadata = (("authorization", f"Bearer {token}"),) if token else None
     async with grpc.aio.insecure_channel(address, interceptors=client_interceptors()) as channel:
-        client = MemoryClient(channel)
-        request = memory_service_pb2.ListEventsRequest(
-            session_id=session_id, project_id=project_id, page_size=page_size
-        )
         try:
-            return [event_to_dict(event) async for event in client.iter_events(request, metadata=metadata)]
+            return await _list_events(channel, session_id, project_id, metadata, page_size)
         except DomainError as error:
             raise TraceError(f"memory service at {address}: {error.message}") from None
+
+
+async def events_through_gateway(
+    session_id: str, address: str, credentials: Credentials, *, project: str = "", page_size: int = 1000
+) -> list[dict[str, Any]]:
+    """Every event of the session through the gateway's gRPC port (which serves the memory API
+    under the owner's rules), signed in like every command. `project` is the session's project,
+    by slug or id (sessions are named within their project)."""
+    from agentmesh.cli.client import CliError, connect
+    from agentmesh.runtime.errors import NotFound
+
+    try:
+        async with connect(address, credentials) as connection:
+            project_id = ""
+            if project:
+                try:
+                    found = await _project(connection.registry, project, connection.metadata)
+                except NotFound:
+                    raise TraceError(f"no project {project!r} that you may see") from None
+                project_id = found.id
+            try:
+                return await _list_events(
+                    connection.channel, session_id, project_id, connection.metadata, page_size
+                )
+            except NotFound:
+                where = f" in project {project!r}" if project else ""
+                hint = "" if project else " (name its project with --project if several use that id)"
+                raise TraceError(f"no session {session_id!r}{where} that you may see{hint}") from None
+            except DomainError as error:
+                raise TraceError(f"the gateway at {address}: {error.message}") from None
+    except CliError as error:
+        raise TraceError(str(error)) from None
+
+
+async def _project(registry: Any, project: str, metadata: Any) -> Any:
+    """The project named by slug, else by id."""
+    from agentmesh.runtime.errors import InvalidArgument, NotFound
+
+    try:
+        return await registry.get_project(slug=project, metadata=metadata)
+    except (NotFound, InvalidArgument):
+        return await registry.get_project(project_id=project, metadata=metadata)
+
+
+async def _list_events(
+    channel: grpc.aio.Channel, session_id: str, project_id: str, metadata: Any, page_size: int
+) -> list[dict[str, Any]]:
+    from agentmesh.memory.client import MemoryClient, event_to_dict
+    from agentmesh.memory.v1 import memory_service_pb2
+
+    request = memory_service_pb2.ListEventsRequest(
+        session_id=session_id, project_id=project_id, page_size=page_size
+    )
+    return [
+        event_to_dict(event) async for event in MemoryClient(channel).iter_events(request, metadata=metadata)
+    ]
 
 
 async def events_from_gateway(
@@ -323,40 +377,54 @@ def _offset(origin: datetime | None, moment: datetime | None) -> str:
 
 def trace(
     session_id: Annotated[str, typer.Argument(help="The session to show.")],
-    memory: Annotated[
-        str | None,
-        typer.Option(help="host:port of the memory service (gRPC).", envvar="AGENTMESH_MEMORY_ADDRESS"),
-    ] = None,
-    gateway: Annotated[
-        str | None, typer.Option(help="Gateway base URL (REST), instead of --memory; needs --project.")
-    ] = None,
     project: Annotated[
         str | None,
+        typer.Option(help="The session's project, by slug or id (needed when several projects use its id)."),
+    ] = None,
+    gateway: Annotated[
+        str | None,
         typer.Option(
-            help="Project id of the session (needed with --gateway; with --memory, when several use its id)."
+            help=f"The gateway: gRPC host:port (default {DEFAULT_ADDRESS}), or its HTTP base URL "
+            "(REST; then --project is the project's id).",
+            envvar="AGENTMESH_GATEWAY_ADDRESS",
+            show_envvar=True,
         ),
     ] = None,
-    token: Annotated[
-        str | None, typer.Option(help="Bearer access token.", envvar="AGENTMESH_TOKEN", show_default=False)
+    memory: Annotated[
+        str | None,
+        typer.Option(
+            help="host:port of the memory service (gRPC), instead of the gateway (operators; needs a token).",
+            envvar="AGENTMESH_MEMORY_ADDRESS",
+        ),
     ] = None,
+    email: EmailOption = None,
+    password: PasswordOption = None,
+    token: TokenOption = None,
     width: Annotated[int | None, typer.Option(help="Terminal width to render for.")] = None,
 ) -> None:
     """Show a session as a tree: agents, runs, steps, tool calls and delegations, with timings."""
+    from agentmesh.cli.client import CliError, Credentials
+
     console = Console(width=width)
     try:
-        if gateway:
-            if not project or not token:
-                raise typer.BadParameter("--gateway needs --project and --token (or AGENTMESH_TOKEN)")
-            events = asyncio.run(events_from_gateway(session_id, gateway, project_id=project, token=token))
-        elif memory:
+        if memory:
             events = asyncio.run(
                 events_from_memory(session_id, memory, token=token, project_id=project or "")
             )
+        elif gateway and gateway.startswith(("http://", "https://")):
+            if not project or not token:
+                raise typer.BadParameter(
+                    "a REST --gateway URL needs --project ID and --token (or AGENTMESH_TOKEN)"
+                )
+            events = asyncio.run(events_from_gateway(session_id, gateway, project_id=project, token=token))
         else:
-            raise typer.BadParameter(
-                "give --memory HOST:PORT (or AGENTMESH_MEMORY_ADDRESS), or --gateway URL"
+            credentials = Credentials.from_options(email=email, password=password, token=token)
+            events = asyncio.run(
+                events_through_gateway(
+                    session_id, gateway or DEFAULT_ADDRESS, credentials, project=project or ""
+                )
             )
-    except TraceError as error:
+    except (TraceError, CliError) as error:
         typer.echo(f"agentmesh trace: {error}", err=True)
         raise typer.Exit(1) from None
     console.print(session_tree(session_id, events))

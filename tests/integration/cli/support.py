@@ -7,6 +7,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -15,6 +16,7 @@ from typer.testing import CliRunner, Result
 
 from agentmesh.cli.client import Metadata
 from agentmesh.registry.client import RegistryClient
+from tests.e2e.harness import process_environment
 
 WRITES = (
     "create_agent_type",
@@ -98,3 +100,16 @@ async def run_agentmesh(*args: str, env: dict[str, str], timeout: float = 60) ->
     out, err = await asyncio.wait_for(process.communicate(), timeout=timeout)
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
+
+
+async def cli(*args: str, config: Path, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Runs `agentmesh ARGS` as a process (the mesh keeps serving in this event loop meanwhile)."""
+    process = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "agentmesh.cli.main", *args),
+        env=process_environment({"AGENTMESH_CONFIG_DIR": str(config), "COLUMNS": "200", **(env or {})}),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await asyncio.wait_for(process.communicate(), timeout=120)
+    return process.returncode or 0, output.decode()

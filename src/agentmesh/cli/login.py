@@ -1,0 +1,158 @@
+"""`agentmesh login` / `agentmesh logout`: keep the CLI signed in to a mesh.
+
+`login` signs in once and keeps the mesh's address, the e-mail and the refresh token (never the
+password) in `credentials.json` in the user's config directory (`$AGENTMESH_CONFIG_DIR`, else
+`$XDG_CONFIG_HOME/agentmesh`, else `~/.config/agentmesh`), readable by the user only. Commands
+given no token and no e-mail use it: the refresh token buys a fresh access token, and the rotated
+refresh token is written back. `logout` revokes the refresh token and removes the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from agentmesh.cli.options import EmailOption, GatewayOption, PasswordOption
+
+CREDENTIALS_FILE = "credentials.json"
+
+
+def config_dir() -> Path:
+    """Where the CLI keeps its state."""
+    if explicit := os.environ.get("AGENTMESH_CONFIG_DIR"):
+        return Path(explicit)
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "agentmesh"
+
+
+@dataclass(frozen=True)
+class StoredLogin:
+    """What `agentmesh login` keeps: where, as whom, and the refresh token."""
+
+    address: str
+    email: str
+    refresh_token: str
+
+    @classmethod
+    def load(cls) -> StoredLogin | None:
+        """The kept login, or None when there is none (or it is unreadable)."""
+        path = config_dir() / CREDENTIALS_FILE
+        try:
+            data = json.loads(path.read_text())
+            return cls(address=data["address"], email=data["email"], refresh_token=data["refresh_token"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def save(self) -> Path:
+        """Writes the file with owner-only permissions (created so, never widened)."""
+        directory = config_dir()
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = directory / CREDENTIALS_FILE
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            json.dump(asdict(self), file)
+        os.chmod(path, 0o600)  # an older file may have been created with wider permissions
+        return path
+
+    @staticmethod
+    def forget() -> bool:
+        """Removes the file; whether there was one."""
+        try:
+            (config_dir() / CREDENTIALS_FILE).unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+
+@contextmanager
+def exclusively() -> Iterator[None]:
+    """Holds the kept login for one process at a time. Refresh tokens rotate, and the registry
+    takes a refresh token used twice for a stolen one (it revokes the whole sign-in), so two
+    commands running at once must not both spend the same token: the second waits, then reads
+    the token the first one wrote."""
+    directory = config_dir()
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(directory / f"{CREDENTIALS_FILE}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def login(
+    gateway: GatewayOption = None,
+    email: EmailOption = None,
+    password: PasswordOption = None,
+) -> None:
+    """Sign in once and keep the CLI signed in (a refresh token in the user's config directory)."""
+    from agentmesh.cli.client import CliError, Credentials, address_of, fail
+    from agentmesh.registry.client import RegistryClient
+    from agentmesh.runtime.channels import create_channel
+    from agentmesh.runtime.errors import Unauthenticated, Unavailable
+
+    address = address_of(gateway)
+    if not email:
+        email = typer.prompt("e-mail")
+    try:
+        credentials = Credentials.from_options(email=email, password=password, token=None, stored=False)
+    except CliError as error:
+        raise fail(str(error)) from None
+
+    async def sign_in() -> str:
+        channel = create_channel(address)
+        try:
+            return (
+                await RegistryClient(channel).login(credentials.email, credentials.password)
+            ).refresh_token
+        finally:
+            await channel.close()
+
+    try:
+        refresh_token = asyncio.run(sign_in())
+    except Unauthenticated as error:
+        raise fail(f"sign-in as {email} failed: {error.message}") from None
+    except Unavailable as error:
+        raise fail(f"cannot reach the mesh at {address}: {error.message}") from None
+    path = StoredLogin(address=address, email=credentials.email, refresh_token=refresh_token).save()
+    typer.echo(f"signed in to {address} as {credentials.email} (kept in {path})")
+
+
+def logout(
+    keep_session: Annotated[
+        bool, typer.Option("--keep-session", help="Only forget the login here; do not revoke it.")
+    ] = False,
+) -> None:
+    """Forget the kept login, revoking its refresh token in the mesh."""
+    from agentmesh.registry.client import RegistryClient
+    from agentmesh.runtime.channels import create_channel
+    from agentmesh.runtime.errors import DomainError
+
+    stored = StoredLogin.load()
+    if stored is None:
+        typer.echo("not signed in")
+        return
+    if not keep_session:
+
+        async def revoke() -> None:
+            channel = create_channel(stored.address)
+            try:
+                await RegistryClient(channel).revoke_refresh_token(stored.refresh_token)
+            finally:
+                await channel.close()
+
+        try:
+            asyncio.run(revoke())
+        except DomainError as error:  # the file goes anyway: the login is useless to us now
+            typer.echo(f"could not revoke the login at {stored.address}: {error.message}", err=True)
+    StoredLogin.forget()
+    typer.echo(f"signed out of {stored.address} ({stored.email})")
