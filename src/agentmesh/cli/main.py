@@ -42,7 +42,9 @@ COMMANDS = {
         "Show every field of one agent type, project, agent, session or MCP server (secrets masked).",
     ),
     "delete": LazyCommand(
-        "agentmesh.cli.resources:delete", "Delete one agent type, project, agent or MCP server."
+        "agentmesh.cli.resources:delete",
+        "Delete one agent type, project, agent or MCP server (an agent is terminated: final, and kept "
+        "with its history).",
     ),
     "login": LazyCommand(
         "agentmesh.cli.login:login",

@@ -88,7 +88,9 @@ def test_event_to_dict_has_exactly_the_design_fields() -> None:
 
 
 def test_session_to_dict() -> None:
-    session = resources_pb2.Session(id="s-1", project_id="p-1", agent="a", last_seq=9, first_seq=3)
+    session = resources_pb2.Session(
+        id="s-1", project_id="p-1", agent="a", last_seq=9, first_seq=3, context_start_seq=7
+    )
     assert session_to_dict(session) == {
         "id": "s-1",
         "project_id": "p-1",
@@ -97,6 +99,7 @@ def test_session_to_dict() -> None:
         "updated_at": None,
         "last_seq": 9,
         "first_seq": 3,
+        "context_start_seq": 7,
     }
 
 
