@@ -11,9 +11,10 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentmesh.memory.app import MIGRATIONS, VERSION_TABLE
+from agentmesh.memory.event_store import IdempotencyKeyRace
 from agentmesh.memory.memory import EventLog
 from agentmesh.memory.models import EventQuery, EventType, NewEvent
-from agentmesh.memory.store import IdempotencyKeyRace, SqlEventStore
+from agentmesh.memory.store import SqlEventStore
 from agentmesh.memory.watch import SessionSignals
 from agentmesh.runtime.database import create_engine, upgrade
 from agentmesh.runtime.pagination import PageTokenCodec

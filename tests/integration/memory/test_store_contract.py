@@ -11,9 +11,10 @@ import pytest
 
 from agentmesh.memory.app import MIGRATIONS, VERSION_TABLE
 from agentmesh.memory.errors import ProjectDeleted
+from agentmesh.memory.event_store import EventStore, IdempotencyKeyRace
 from agentmesh.memory.in_memory_store import InMemoryEventStore
 from agentmesh.memory.models import Event, EventQuery, EventType, NewEvent, RetentionPolicy
-from agentmesh.memory.store import EventStore, IdempotencyKeyRace, SqlEventStore
+from agentmesh.memory.store import SqlEventStore
 from agentmesh.runtime.database import create_engine, upgrade
 
 T0 = datetime(2026, 3, 4, 5, 6, 7, 890000, tzinfo=UTC)

@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from agentmesh.memory.errors import HistoryTrimmed
+from agentmesh.memory.event_store import IdempotencyKeyRace
 from agentmesh.memory.in_memory_store import InMemoryEventStore
 from agentmesh.memory.memory import EventLog
 from agentmesh.memory.models import EventQuery, EventType, NewEvent, RetentionPolicy
 from agentmesh.memory.retention import RetentionSweeper
-from agentmesh.memory.store import IdempotencyKeyRace
 from agentmesh.memory.watch import SessionSignals
 from agentmesh.runtime.errors import Unavailable
 from agentmesh.runtime.pagination import PageTokenCodec

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from agentmesh.memory.errors import ProjectDeleted
+from agentmesh.memory.event_store import AdmitAppend, EventCursor, IdempotencyKeyRace, SessionCursor
 from agentmesh.memory.models import Event, EventQuery, NewEvent, RetentionPolicy, Session
-from agentmesh.memory.store import AdmitAppend, EventCursor, IdempotencyKeyRace, SessionCursor
 
 # A session's key: its project and its id.
 Key = tuple[str, str]

@@ -30,6 +30,7 @@ from agentmesh.memory.errors import (
     TooManyEvents,
     ValidationFailed,
 )
+from agentmesh.memory.event_store import EventCursor, EventStore, IdempotencyKeyRace, SessionCursor
 from agentmesh.memory.models import (
     AppendResult,
     Event,
@@ -40,7 +41,6 @@ from agentmesh.memory.models import (
     Session,
     SessionPage,
 )
-from agentmesh.memory.store import EventCursor, EventStore, IdempotencyKeyRace, SessionCursor
 from agentmesh.memory.watch import SessionSignals
 from agentmesh.runtime import metrics
 from agentmesh.runtime.errors import Aborted, Unavailable

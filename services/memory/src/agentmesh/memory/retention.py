@@ -9,9 +9,9 @@ import contextlib
 import logging
 from datetime import datetime, timedelta
 
+from agentmesh.memory.event_store import EventStore
 from agentmesh.memory.memory import Clock, utc_now
 from agentmesh.memory.models import RetentionPolicy, Session
-from agentmesh.memory.store import EventStore
 
 logger = logging.getLogger(__name__)
 

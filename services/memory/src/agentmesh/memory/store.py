@@ -1,5 +1,5 @@
-"""Storage of sessions, their events and retention policies: the interface the rules depend on,
-and its SQLAlchemy Core implementation for PostgreSQL and SQLite.
+"""Storage of sessions, their events and retention policies: the SQLAlchemy Core implementation, for
+PostgreSQL and SQLite, of the interface the rules depend on (`event_store.py`).
 
 How `seq` stays gap-free under concurrent writers: each session row holds `last_seq`. An append
 first bumps it (`INSERT … ON CONFLICT DO UPDATE SET last_seq = last_seq + n … RETURNING`, which
@@ -28,9 +28,9 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -38,6 +38,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agentmesh.memory.errors import ProjectDeleted
+from agentmesh.memory.event_store import AdmitAppend, EventCursor, IdempotencyKeyRace, SessionCursor
 from agentmesh.memory.models import Event, EventQuery, EventType, NewEvent, RetentionPolicy, Session
 from agentmesh.memory.tables import (
     APPEND_IN_ONE_STATEMENT,
@@ -53,103 +54,6 @@ from agentmesh.memory.tables import (
     session_table,
 )
 from agentmesh.memory.tables import metadata as metadata  # the migrations read it here
-
-# The sort key a page of events resumes after: (seq,) within a session; (created_at, session_id,
-# seq) for an agent across sessions. Sessions resume after (updated_at, id).
-EventCursor = tuple[Any, ...]
-SessionCursor = tuple[datetime, str]
-# Says whether an append may go ahead, given the session's project ("" when the append creates it)
-# and its last seq before the append, by raising the error that refuses it. Called inside the
-# append's transaction (raising rolls the whole append back), or after a one-statement append
-# whose conflict WHERE refused it, to raise the error that says why.
-AdmitAppend = Callable[[str, int], None]
-
-
-class IdempotencyKeyRace(Exception):
-    """A concurrent append stored one of the batch's idempotency keys first; nothing was written."""
-
-
-class EventStore(Protocol):
-    """What the memory rules need from storage."""
-
-    async def append(
-        self,
-        session_id: str,
-        project_id: str,
-        batch: Sequence[NewEvent],
-        *,
-        now: datetime,
-        admit: AdmitAppend,
-        expected_last_seq: int | None = None,
-    ) -> tuple[list[Event], int]:
-        """Stores the batch after the session's last event and returns it with the new last seq.
-
-        `admit` decides; `expected_last_seq` (the one `admit` checks) lets the store check it in
-        the database, before writing, instead of in a transaction around the write."""
-        ...
-
-    async def events_by_idempotency_key(
-        self, session_id: str, project_id: str, keys: Sequence[str]
-    ) -> dict[str, Event]: ...
-
-    async def get_session(self, session_id: str, project_id: str) -> Session | None: ...
-
-    async def sessions_with_id(self, session_id: str, *, limit: int) -> list[Session]:
-        """Sessions of any project with this id (at most `limit`): how a caller that does not
-        name the project finds its session, when the id is unambiguous."""
-        ...
-
-    async def list_events(
-        self, query: EventQuery, *, after: EventCursor | None, limit: int
-    ) -> list[Event]: ...
-
-    async def count_events(self, query: EventQuery) -> int: ...
-
-    async def list_sessions(
-        self, project_id: str, *, after: SessionCursor | None, limit: int
-    ) -> list[Session]: ...
-
-    async def count_sessions(self, project_id: str) -> int: ...
-
-    async def session_boundary(self, project_id: str, *, skip: int) -> SessionCursor | None:
-        """The cursor of the `skip`-th session in list order (the last one when there are fewer),
-        None when the project has none: where page N starts, found without OFFSET."""
-        ...
-
-    async def get_retention_policy(self, project_id: str) -> RetentionPolicy | None: ...
-
-    async def set_retention_policy(self, policy: RetentionPolicy, *, now: datetime) -> RetentionPolicy: ...
-
-    async def bounded_retention_policies(self) -> list[RetentionPolicy]: ...
-
-    async def sessions_to_trim(
-        self,
-        project_id: str,
-        *,
-        more_events_than: int | None,
-        created_before: datetime | None,
-        after_id: str,
-        limit: int,
-    ) -> list[Session]: ...
-
-    async def expired_prefix_end(
-        self, session_id: str, project_id: str, *, from_seq: int, cutoff: datetime, limit: int
-    ) -> int: ...
-
-    async def trim_session(self, session_id: str, project_id: str, *, first_seq: int) -> int: ...
-
-    async def reset_context(self, session_id: str, project_id: str) -> Session | None:
-        """Moves the session's context start to its last seq; the session, None when unknown."""
-        ...
-
-    async def delete_project(self, project_id: str, *, now: datetime) -> int:
-        """Records the project as deleted (no append creates a session in it again) and erases
-        its sessions, their events and its retention policy. Returns how many sessions went."""
-        ...
-
-    async def erase_deleted_projects(self) -> int:
-        """Erases what appends racing a project's deletion left behind; how many sessions went."""
-        ...
 
 
 def _utc(moment: datetime) -> datetime:
