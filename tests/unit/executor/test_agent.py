@@ -115,3 +115,31 @@ async def test_unknown_providers_and_tools_are_clear_errors() -> None:
     with pytest.raises(FailedPrecondition, match="no_such_tool") as raised:
         await builder.build(bad, digest, plan, SessionScope("s"))
     assert raised.value.reason == "UNKNOWN_TOOL"
+
+
+def test_providers_say_what_keeps_them_from_answering(tmp_path) -> None:
+    """What an executor reports to the registry, so declared agents are checked against it."""
+    readable = tmp_path / "key"
+    readable.write_text(KEY)
+    executor = ExecutorSettings(
+        openai_api_key=SecretStr(""),
+        providers={
+            "ollama": ProviderSettings(base_url="http://127.0.0.1:11434/v1"),
+            "vllm": ProviderSettings(base_url="http://127.0.0.1:8000/v1", api_key_file=readable),
+            "gone": ProviderSettings(base_url="https://api.openai.com/v1", api_key_file=tmp_path / "missing"),
+        },
+    )
+    statuses = dict(ModelFactory(executor).providers())
+    assert statuses == {
+        "mock": "",
+        "gone": "the executors cannot read the key file of provider 'gone'",
+        "ollama": "",  # keyless servers answer without a key
+        "openai": "the executors have no API key for provider 'openai': set AGENTMESH_OPENAI_API_KEY on them",
+        "vllm": "",
+    }
+    assert KEY not in str(statuses)
+    assert dict(ModelFactory(settings()).providers())["openai"] == ""
+
+
+def test_the_builder_names_its_function_tools() -> None:
+    assert {"get_current_time", "exit_loop"} <= set(AgentBuilder(ModelFactory(settings())).tool_names)

@@ -12,7 +12,7 @@ from rich.markup import escape
 from agentmesh.cli.apply.document import ApplyError, Manifest, read_manifest
 from agentmesh.cli.apply.execute import apply_manifest
 from agentmesh.cli.apply.plan import Change
-from agentmesh.cli.apply.render import render_changes, render_problems
+from agentmesh.cli.apply.render import render_changes, render_problems, render_warnings
 from agentmesh.cli.client import (
     CliError,
     Credentials,
@@ -61,11 +61,13 @@ def apply_command(
     except ApplyError as error:
         if error.applied:
             render_changes(out, error.applied)
+            render_warnings(err, error.applied)
             render_problems(err, "applying stopped; the objects above were applied", error.problems)
         else:
             render_problems(err, "nothing was applied", error.problems)
         raise typer.Exit(1) from None
     render_changes(out, changes, dry_run=dry_run)
+    render_warnings(err, changes)
 
 
 async def _apply(

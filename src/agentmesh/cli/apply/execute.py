@@ -45,12 +45,18 @@ class _Executor:
             async with self._writing(step.path, step.change):
                 if step.change.action is Action.CREATE:
                     created = await self._registry.create_agent_type(
-                        step.message, request_id=_request_id(), metadata=self._metadata
+                        step.message,
+                        request_id=_request_id(),
+                        metadata=self._metadata,
+                        warnings=step.change.warnings,
                     )
                     type_ids[created.slug] = created.id
                 elif step.change.action is Action.UPDATE:
                     await self._registry.update_agent_type(
-                        step.message, step.change.fields, metadata=self._metadata
+                        step.message,
+                        step.change.fields,
+                        metadata=self._metadata,
+                        warnings=step.change.warnings,
                     )
         project_ids: dict[str, str] = {}
         for project_step in plan.projects:
@@ -107,6 +113,7 @@ class _Executor:
                     ),
                     request_id=_request_id(),
                     metadata=self._metadata,
+                    warnings=step.change.warnings,
                 )
             step.id = created.id
             known[step.project_slug].update((step.name, step.slug))
@@ -129,6 +136,7 @@ class _Executor:
                 ),
                 paths,
                 metadata=self._metadata,
+                warnings=step.change.warnings,
             )
 
     @asynccontextmanager

@@ -44,12 +44,14 @@ class Action(enum.StrEnum):
 @dataclass(frozen=True)
 class Change:
     """One declared object and what apply does (or, in a dry run, would do) to it; `fields` names
-    the fields an update changes."""
+    the fields an update changes, `warnings` what the registry said about the object written
+    (a model or tool no running executor can serve)."""
 
     kind: Literal["agent type", "project", "MCP server", "agent"]
     ref: str
     action: Action
     fields: tuple[str, ...] = ()
+    warnings: list[str] = field(default_factory=list, compare=False)
 
 
 @dataclass

@@ -36,6 +36,17 @@ def render_changes(console: Console, changes: Sequence[Change], *, dry_run: bool
     console.print(f"{'dry run, nothing changed: ' if dry_run else ''}{totals}", soft_wrap=True)
 
 
+def render_warnings(console: Console, changes: Sequence[Change]) -> None:
+    """What the registry warned about the objects written, one line each under their name."""
+    for change in changes:
+        for warning in dict.fromkeys(change.warnings):
+            console.print(
+                f"[bold yellow]warning:[/] {change.kind} {escape(change.ref)}: {escape(warning)}",
+                soft_wrap=True,
+                highlight=False,
+            )
+
+
 def render_problems(console: Console, title: str, problems: Sequence[FieldViolation]) -> None:
     """An error title, then one line per problem with its place in the file."""
     console.print(f"[bold red]error:[/] {escape(title)}", soft_wrap=True)

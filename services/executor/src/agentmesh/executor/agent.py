@@ -157,6 +157,11 @@ class AgentBuilder:
         # run builds it again and tries to connect again, rather than lacking the tools for good.
         self._degraded_builds: dict[str, int] = {}
 
+    @property
+    def tool_names(self) -> list[str]:
+        """The function tools an agent's `tools` may name here."""
+        return sorted(self._function_tools)
+
     async def plan(self, spec: resources_pb2.AgentSpec) -> tuple[str, ModelPlan | None]:
         """The agent's signature and its model plan (None for workflow kinds)."""
         is_llm = kind_name(spec.kind) == "llm"

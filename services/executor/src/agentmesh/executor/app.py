@@ -8,7 +8,7 @@ import contextlib
 import logging
 import random
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agentmesh.executor.agent import AgentBuilder, AgentRuntime
@@ -87,19 +87,20 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         timeout_seconds=settings.cleanup_timeout_seconds,
     )
     outbox = EventOutbox(memory, system_metadata=system_metadata)
+    builder = AgentBuilder(
+        models,
+        mcp_servers=McpServerResolver(
+            registry,
+            system_metadata=system_metadata,
+            environment=process_environment(),
+            secrets=secrets,
+        ),
+    )
     runner = RunExecutor(
         settings=settings,
         registry=registry,
         memory=memory,
-        builder=AgentBuilder(
-            models,
-            mcp_servers=McpServerResolver(
-                registry,
-                system_metadata=system_metadata,
-                environment=process_environment(),
-                secrets=secrets,
-            ),
-        ),
+        builder=builder,
         cache=cache,
         remote=RemoteRuns(router),
         executor_id=executor_id,
@@ -121,6 +122,8 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         registry,
         executor_id=executor_id,
         address=advertise_address,
+        tools=builder.tool_names,
+        model_providers=models.providers,
         interval_seconds=settings.heartbeat_interval_seconds,
         system_metadata=system_metadata,
     )
@@ -187,12 +190,17 @@ class _Heartbeat:
         *,
         executor_id: str,
         address: str,
+        tools: Sequence[str],
+        model_providers: Callable[[], Sequence[tuple[str, str]]],
         interval_seconds: float,
         system_metadata: Callable[[], Metadata | None],
     ) -> None:
         self._registry = registry
         self._executor_id = executor_id
         self._address = address
+        # What it offers agents, reported with every beat (a key file may appear or go).
+        self._tools = list(tools)
+        self._model_providers = model_providers
         self._interval_seconds = interval_seconds
         self._system_metadata = system_metadata
         self._task: asyncio.Task[None] | None = None
@@ -215,7 +223,13 @@ class _Heartbeat:
             if metadata is None:
                 return
             try:
-                await self._registry.register_executor(self._executor_id, self._address, metadata=metadata)
+                await self._registry.register_executor(
+                    self._executor_id,
+                    self._address,
+                    tools=self._tools,
+                    model_providers=self._model_providers(),
+                    metadata=metadata,
+                )
             except DomainError as error:
                 logger.warning(
                     "could not register executor %s with the registry: %s", self._executor_id, error

@@ -5,7 +5,7 @@ Besides `RegistryClient`, it offers the registry's errors that callers act on by
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import grpc
 from google.protobuf import field_mask_pb2
@@ -119,9 +119,23 @@ class RegistryClient:
         return await unary(self.stub.RenewRunLeases, request, metadata=metadata)
 
     async def register_executor(
-        self, executor_id: str, address: str, *, metadata: Metadata | None = None
+        self,
+        executor_id: str,
+        address: str,
+        *,
+        tools: Sequence[str] = (),
+        model_providers: Sequence[tuple[str, str]] = (),
+        metadata: Metadata | None = None,
     ) -> resources_pb2.Executor:
-        request = pb.RegisterExecutorRequest(executor=resources_pb2.Executor(id=executor_id, address=address))
+        """Reports an executor in (its heartbeat) with its function tools and its model providers,
+        each as (name, what keeps it from answering or "")."""
+        executor = resources_pb2.Executor(
+            id=executor_id,
+            address=address,
+            tools=tools,
+            model_providers=[resources_pb2.ModelProvider(name=n, problem=p) for n, p in model_providers],
+        )
+        request = pb.RegisterExecutorRequest(executor=executor)
         return (await unary(self.stub.RegisterExecutor, request, metadata=metadata)).executor
 
     async def list_executors(self, *, metadata: Metadata | None = None) -> list[resources_pb2.Executor]:
@@ -174,10 +188,18 @@ class RegistryClient:
     # --- Agent types -------------------------------------------------------------------------
 
     async def create_agent_type(
-        self, agent_type: resources_pb2.AgentType, *, request_id: str = "", metadata: Metadata | None = None
+        self,
+        agent_type: resources_pb2.AgentType,
+        *,
+        request_id: str = "",
+        metadata: Metadata | None = None,
+        warnings: list[str] | None = None,
     ) -> resources_pb2.AgentType:
+        """Creates a type; the registry's warnings about it are added to `warnings`."""
         request = pb.CreateAgentTypeRequest(agent_type=agent_type, request_id=request_id)
-        return (await unary(self.stub.CreateAgentType, request, metadata=metadata)).agent_type
+        response = await unary(self.stub.CreateAgentType, request, metadata=metadata)
+        _collect(response.warnings, warnings)
+        return response.agent_type
 
     async def get_agent_type(
         self, *, agent_type_id: str = "", slug: str = "", metadata: Metadata | None = None
@@ -192,10 +214,18 @@ class RegistryClient:
         return await unary(self.stub.ListAgentTypes, request, metadata=metadata)
 
     async def update_agent_type(
-        self, agent_type: resources_pb2.AgentType, paths: Iterable[str], *, metadata: Metadata | None = None
+        self,
+        agent_type: resources_pb2.AgentType,
+        paths: Iterable[str],
+        *,
+        metadata: Metadata | None = None,
+        warnings: list[str] | None = None,
     ) -> resources_pb2.AgentType:
+        """Changes a type; the registry's warnings about it are added to `warnings`."""
         request = pb.UpdateAgentTypeRequest(agent_type=agent_type, update_mask=_mask(paths))
-        return (await unary(self.stub.UpdateAgentType, request, metadata=metadata)).agent_type
+        response = await unary(self.stub.UpdateAgentType, request, metadata=metadata)
+        _collect(response.warnings, warnings)
+        return response.agent_type
 
     async def delete_agent_type(self, agent_type_id: str, *, metadata: Metadata | None = None) -> None:
         await unary(self.stub.DeleteAgentType, pb.DeleteAgentTypeRequest(id=agent_type_id), metadata=metadata)
@@ -232,10 +262,18 @@ class RegistryClient:
     # --- Agents ------------------------------------------------------------------------------
 
     async def create_agent(
-        self, agent: resources_pb2.Agent, *, request_id: str = "", metadata: Metadata | None = None
+        self,
+        agent: resources_pb2.Agent,
+        *,
+        request_id: str = "",
+        metadata: Metadata | None = None,
+        warnings: list[str] | None = None,
     ) -> resources_pb2.Agent:
+        """Spawns an agent; the registry's warnings about it are added to `warnings`."""
         request = pb.CreateAgentRequest(agent=agent, request_id=request_id)
-        return (await unary(self.stub.CreateAgent, request, metadata=metadata)).agent
+        response = await unary(self.stub.CreateAgent, request, metadata=metadata)
+        _collect(response.warnings, warnings)
+        return response.agent
 
     async def get_agent(
         self, project_id: str, agent_id: str, *, metadata: Metadata | None = None
@@ -258,11 +296,19 @@ class RegistryClient:
         return await unary(self.stub.ListAgents, request, metadata=metadata)
 
     async def update_agent(
-        self, agent: resources_pb2.Agent, paths: Iterable[str], *, metadata: Metadata | None = None
+        self,
+        agent: resources_pb2.Agent,
+        paths: Iterable[str],
+        *,
+        metadata: Metadata | None = None,
+        warnings: list[str] | None = None,
     ) -> resources_pb2.Agent:
-        """Changes config overrides: paths `config` or `config.<field>`; agent carries project_id and id."""
+        """Changes config overrides: paths `config` or `config.<field>`; agent carries project_id and
+        id. The registry's warnings about the result are added to `warnings`."""
         request = pb.UpdateAgentRequest(agent=agent, update_mask=_mask(paths))
-        return (await unary(self.stub.UpdateAgent, request, metadata=metadata)).agent
+        response = await unary(self.stub.UpdateAgent, request, metadata=metadata)
+        _collect(response.warnings, warnings)
+        return response.agent
 
     async def pause_agent(
         self, project_id: str, agent_id: str, *, metadata: Metadata | None = None
@@ -429,3 +475,8 @@ def agent_slug(name: str, slug: str = "") -> str:
     """The slug an agent of that name gets when created with that slug (made from the name when
     empty), as the registry makes it."""
     return slug.strip() or validation.slugify(name.strip())
+
+
+def _collect(found: Iterable[str], into: list[str] | None) -> None:
+    if into is not None:
+        into.extend(found)

@@ -23,6 +23,7 @@ from agentmesh.registry.models import (
     Executor,
     IssuedTokens,
     McpServer,
+    ModelProvider,
     NewAgent,
     Project,
     ProjectFields,
@@ -297,8 +298,16 @@ def finished_run_message(result: Agent | DomainError) -> service_pb2.FinishedAge
 
 def executor_message(executor: Executor) -> pb.Executor:
     return pb.Executor(
-        id=executor.id, address=executor.address, heartbeat_at=timestamp(executor.heartbeat_at)
+        id=executor.id,
+        address=executor.address,
+        heartbeat_at=timestamp(executor.heartbeat_at),
+        tools=executor.tools,
+        model_providers=[pb.ModelProvider(name=p.name, problem=p.problem) for p in executor.model_providers],
     )
+
+
+def model_providers(message: pb.Executor) -> list[ModelProvider]:
+    return [ModelProvider(name=p.name, problem=p.problem) for p in message.model_providers]
 
 
 def renewal_message(renewal: Renewal) -> service_pb2.RenewRunLeasesResponse:

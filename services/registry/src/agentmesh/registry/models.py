@@ -271,12 +271,23 @@ class FinishedRun(_Model):
     cost: float
 
 
+class ModelProvider(_Model):
+    """A model provider as one executor has it: `problem` says what keeps it from answering
+    (with the setting that fixes it), empty when it is ready."""
+
+    name: str
+    problem: str = ""
+
+
 class Executor(_Model):
-    """A member of the executor pool."""
+    """A member of the executor pool, with what it offers agents: function tools and model
+    providers (reported with every heartbeat)."""
 
     id: str
     address: str
     heartbeat_at: datetime
+    tools: list[str] = []
+    model_providers: list[ModelProvider] = []
 
 
 class PageRequest(_Model):

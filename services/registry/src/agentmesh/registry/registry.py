@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
+from agentmesh.registry.capabilities import declaration_warnings
 from agentmesh.registry.errors import (
     AgentNotFound,
     AgentTerminated,
@@ -38,6 +39,7 @@ from agentmesh.registry.models import (
     AgentTypeFields,
     Executor,
     FinishedRun,
+    ModelProvider,
     NewAgent,
     Page,
     Project,
@@ -404,15 +406,55 @@ class AgentRegistry:
                 results.append(agent)
         return results
 
-    async def register_executor(self, executor_id: str, address: str) -> Executor:
+    async def register_executor(
+        self,
+        executor_id: str,
+        address: str,
+        *,
+        tools: Sequence[str] = (),
+        model_providers: Sequence[ModelProvider] = (),
+    ) -> Executor:
+        """An executor reports in (its heartbeat), with what it offers agents."""
         _raise_if(_required("executor.id", executor_id) + _required("executor.address", address))
-        executor = Executor(id=executor_id, address=address, heartbeat_at=self._now())
+        executor = Executor(
+            id=executor_id,
+            address=address,
+            heartbeat_at=self._now(),
+            tools=list(tools),
+            model_providers=list(model_providers),
+        )
         async with self._store.write() as tx:
             return await tx.upsert_executor(executor)
 
     async def list_executors(self) -> list[Executor]:
         async with self._store.read() as tx:
             return await tx.list_executors(self._now() - self._executor_ttl)
+
+    async def agent_type_warnings(self, agent_type: AgentType) -> list[str]:
+        """What would keep agents of this type from running on today's executors."""
+        return declaration_warnings(
+            models=[agent_type.primary_model, *agent_type.fallback_models],
+            tools=agent_type.tools,
+            scripted=False,
+            executors=await self.list_executors(),
+        )
+
+    async def agent_warnings(self, agent: Agent) -> list[str]:
+        """What would keep this agent (its type with its overrides) from running on today's
+        executors."""
+        async with self._store.read() as tx:
+            agent_type = await tx.get_agent_type(type_id=agent.agent_type_id)
+            executors = await tx.list_executors(self._now() - self._executor_ttl)
+        if agent_type is None:
+            return []
+        config = agent.config
+        primary = agent_type.primary_model if config.primary_model is None else config.primary_model
+        return declaration_warnings(
+            models=[primary, *agent_type.fallback_models],
+            tools=agent_type.tools if config.tools is None else config.tools,
+            scripted=bool(config.mock_responses),
+            executors=executors,
+        )
 
     # --- Helpers -----------------------------------------------------------------------------
 

@@ -92,7 +92,10 @@ class RegistryServicer(McpServerRpcs, pb_grpc.RegistryServiceServicer):
         agent_type = await self._registry.create_agent_type(
             convert.agent_type_fields(request.agent_type), request_id=request.request_id
         )
-        return pb.CreateAgentTypeResponse(agent_type=convert.agent_type_message(agent_type))
+        return pb.CreateAgentTypeResponse(
+            agent_type=convert.agent_type_message(agent_type),
+            warnings=await self._registry.agent_type_warnings(agent_type),
+        )
 
     async def GetAgentType(
         self, request: pb.GetAgentTypeRequest, context: Context
@@ -120,7 +123,10 @@ class RegistryServicer(McpServerRpcs, pb_grpc.RegistryServiceServicer):
             convert.agent_type_fields(request.agent_type),
             request.update_mask.paths,
         )
-        return pb.UpdateAgentTypeResponse(agent_type=convert.agent_type_message(agent_type))
+        return pb.UpdateAgentTypeResponse(
+            agent_type=convert.agent_type_message(agent_type),
+            warnings=await self._registry.agent_type_warnings(agent_type),
+        )
 
     async def DeleteAgentType(
         self, request: pb.DeleteAgentTypeRequest, context: Context
@@ -174,7 +180,9 @@ class RegistryServicer(McpServerRpcs, pb_grpc.RegistryServiceServicer):
         agent = await self._registry.create_agent(
             _caller(), convert.new_agent(request.agent), request_id=request.request_id
         )
-        return pb.CreateAgentResponse(agent=convert.agent_message(agent))
+        return pb.CreateAgentResponse(
+            agent=convert.agent_message(agent), warnings=await self._registry.agent_warnings(agent)
+        )
 
     async def GetAgent(self, request: pb.GetAgentRequest, context: Context) -> pb.GetAgentResponse:
         agent = await self._registry.get_agent(_caller(), request.project_id, request.id)
@@ -202,7 +210,9 @@ class RegistryServicer(McpServerRpcs, pb_grpc.RegistryServiceServicer):
             convert.agent_config(request.agent.config),
             request.update_mask.paths,
         )
-        return pb.UpdateAgentResponse(agent=convert.agent_message(agent))
+        return pb.UpdateAgentResponse(
+            agent=convert.agent_message(agent), warnings=await self._registry.agent_warnings(agent)
+        )
 
     async def PauseAgent(self, request: pb.PauseAgentRequest, context: Context) -> pb.PauseAgentResponse:
         agent = await self._registry.pause_agent(_caller(), request.project_id, request.id)
@@ -282,7 +292,12 @@ class RegistryServicer(McpServerRpcs, pb_grpc.RegistryServiceServicer):
     async def RegisterExecutor(
         self, request: pb.RegisterExecutorRequest, context: Context
     ) -> pb.RegisterExecutorResponse:
-        executor = await self._registry.register_executor(request.executor.id, request.executor.address)
+        executor = await self._registry.register_executor(
+            request.executor.id,
+            request.executor.address,
+            tools=request.executor.tools,
+            model_providers=convert.model_providers(request.executor),
+        )
         return pb.RegisterExecutorResponse(executor=convert.executor_message(executor))
 
     async def ListExecutors(

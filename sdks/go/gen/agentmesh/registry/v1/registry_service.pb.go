@@ -769,7 +769,10 @@ func (x *CreateAgentTypeRequest) GetRequestId() string {
 type CreateAgentTypeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The new type.
-	AgentType     *AgentType `protobuf:"bytes,1,opt,name=agent_type,json=agentType,proto3" json:"agent_type,omitempty"`
+	AgentType *AgentType `protobuf:"bytes,1,opt,name=agent_type,json=agentType,proto3" json:"agent_type,omitempty"`
+	// What the registry noticed about the declaration without refusing it: a model whose provider
+	// no running executor has or cannot use, a tool no running executor offers. Each names the fix.
+	Warnings      []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -807,6 +810,13 @@ func (*CreateAgentTypeResponse) Descriptor() ([]byte, []int) {
 func (x *CreateAgentTypeResponse) GetAgentType() *AgentType {
 	if x != nil {
 		return x.AgentType
+	}
+	return nil
+}
+
+func (x *CreateAgentTypeResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -1099,7 +1109,10 @@ func (x *UpdateAgentTypeRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
 type UpdateAgentTypeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The type after the change.
-	AgentType     *AgentType `protobuf:"bytes,1,opt,name=agent_type,json=agentType,proto3" json:"agent_type,omitempty"`
+	AgentType *AgentType `protobuf:"bytes,1,opt,name=agent_type,json=agentType,proto3" json:"agent_type,omitempty"`
+	// What the registry noticed about the declaration without refusing it: a model whose provider
+	// no running executor has or cannot use, a tool no running executor offers. Each names the fix.
+	Warnings      []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1137,6 +1150,13 @@ func (*UpdateAgentTypeResponse) Descriptor() ([]byte, []int) {
 func (x *UpdateAgentTypeResponse) GetAgentType() *AgentType {
 	if x != nil {
 		return x.AgentType
+	}
+	return nil
+}
+
+func (x *UpdateAgentTypeResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -1798,7 +1818,10 @@ func (x *CreateAgentRequest) GetRequestId() string {
 type CreateAgentResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The new agent, idle.
-	Agent         *Agent `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	Agent *Agent `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	// What the registry noticed about the declaration without refusing it: a model whose provider
+	// no running executor has or cannot use, a tool no running executor offers. Each names the fix.
+	Warnings      []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1836,6 +1859,13 @@ func (*CreateAgentResponse) Descriptor() ([]byte, []int) {
 func (x *CreateAgentResponse) GetAgent() *Agent {
 	if x != nil {
 		return x.Agent
+	}
+	return nil
+}
+
+func (x *CreateAgentResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -2137,7 +2167,10 @@ func (x *UpdateAgentRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
 type UpdateAgentResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The agent after the change.
-	Agent         *Agent `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	Agent *Agent `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	// What the registry noticed about the declaration without refusing it: a model whose provider
+	// no running executor has or cannot use, a tool no running executor offers. Each names the fix.
+	Warnings      []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2175,6 +2208,13 @@ func (*UpdateAgentResponse) Descriptor() ([]byte, []int) {
 func (x *UpdateAgentResponse) GetAgent() *Agent {
 	if x != nil {
 		return x.Agent
+	}
+	return nil
+}
+
+func (x *UpdateAgentResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -4284,10 +4324,11 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\n" +
 	"agent_type\x18\x01 \x01(\v2 .agentmesh.registry.v1.AgentTypeR\tagentType\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\tR\trequestId\"Z\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"v\n" +
 	"\x17CreateAgentTypeResponse\x12?\n" +
 	"\n" +
-	"agent_type\x18\x01 \x01(\v2 .agentmesh.registry.v1.AgentTypeR\tagentType\"9\n" +
+	"agent_type\x18\x01 \x01(\v2 .agentmesh.registry.v1.AgentTypeR\tagentType\x12\x1a\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"9\n" +
 	"\x13GetAgentTypeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04slug\x18\x02 \x01(\tR\x04slug\"W\n" +
@@ -4309,10 +4350,11 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\n" +
 	"agent_type\x18\x01 \x01(\v2 .agentmesh.registry.v1.AgentTypeR\tagentType\x12;\n" +
 	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
-	"updateMask\"Z\n" +
+	"updateMask\"v\n" +
 	"\x17UpdateAgentTypeResponse\x12?\n" +
 	"\n" +
-	"agent_type\x18\x01 \x01(\v2 .agentmesh.registry.v1.AgentTypeR\tagentType\"(\n" +
+	"agent_type\x18\x01 \x01(\v2 .agentmesh.registry.v1.AgentTypeR\tagentType\x12\x1a\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"(\n" +
 	"\x16DeleteAgentTypeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x19\n" +
 	"\x17DeleteAgentTypeResponse\"o\n" +
@@ -4349,9 +4391,10 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x12CreateAgentRequest\x122\n" +
 	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\tR\trequestId\"I\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"e\n" +
 	"\x13CreateAgentResponse\x122\n" +
-	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\"@\n" +
+	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12\x1a\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"@\n" +
 	"\x0fGetAgentRequest\x12\x1d\n" +
 	"\n" +
 	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x0e\n" +
@@ -4373,9 +4416,10 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x12UpdateAgentRequest\x122\n" +
 	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12;\n" +
 	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
-	"updateMask\"I\n" +
+	"updateMask\"e\n" +
 	"\x13UpdateAgentResponse\x122\n" +
-	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\"B\n" +
+	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12\x1a\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"B\n" +
 	"\x11PauseAgentRequest\x12\x1d\n" +
 	"\n" +
 	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x0e\n" +

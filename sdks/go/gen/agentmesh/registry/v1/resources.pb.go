@@ -1166,9 +1166,14 @@ type Executor struct {
 	// host:port that gateways and other executors dial.
 	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
 	// When it last reported in.
-	HeartbeatAt   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=heartbeat_at,json=heartbeatAt,proto3" json:"heartbeat_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HeartbeatAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=heartbeat_at,json=heartbeatAt,proto3" json:"heartbeat_at,omitempty"`
+	// The function tools it offers agents (`get_current_time`, `exit_loop`, …): what an agent's
+	// `tools` may name.
+	Tools []string `protobuf:"bytes,4,rep,name=tools,proto3" json:"tools,omitempty"`
+	// The model providers it is configured with (`mock` is always there).
+	ModelProviders []*ModelProvider `protobuf:"bytes,5,rep,name=model_providers,json=modelProviders,proto3" json:"model_providers,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Executor) Reset() {
@@ -1220,6 +1225,77 @@ func (x *Executor) GetHeartbeatAt() *timestamppb.Timestamp {
 		return x.HeartbeatAt
 	}
 	return nil
+}
+
+func (x *Executor) GetTools() []string {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *Executor) GetModelProviders() []*ModelProvider {
+	if x != nil {
+		return x.ModelProviders
+	}
+	return nil
+}
+
+// ModelProvider is a model provider as one executor has it configured: the part of a model name
+// before the slash (`openai/gpt-4o-mini`).
+type ModelProvider struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The provider's name: `mock`, `openai`, or one named in the executor's settings.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// What keeps its models from answering, with the setting that fixes it ("needs an API key:
+	// set AGENTMESH_OPENAI_API_KEY"); empty when it is ready.
+	Problem       string `protobuf:"bytes,2,opt,name=problem,proto3" json:"problem,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelProvider) Reset() {
+	*x = ModelProvider{}
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelProvider) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelProvider) ProtoMessage() {}
+
+func (x *ModelProvider) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelProvider.ProtoReflect.Descriptor instead.
+func (*ModelProvider) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ModelProvider) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ModelProvider) GetProblem() string {
+	if x != nil {
+		return x.Problem
+	}
+	return ""
 }
 
 var File_agentmesh_registry_v1_resources_proto protoreflect.FileDescriptor
@@ -1351,11 +1427,16 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"agentNames\x1a=\n" +
 	"\x0fAgentNamesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"s\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd8\x01\n" +
 	"\bExecutor\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12=\n" +
-	"\fheartbeat_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt*\x84\x01\n" +
+	"\fheartbeat_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\x12\x14\n" +
+	"\x05tools\x18\x04 \x03(\tR\x05tools\x12M\n" +
+	"\x0fmodel_providers\x18\x05 \x03(\v2$.agentmesh.registry.v1.ModelProviderR\x0emodelProviders\"=\n" +
+	"\rModelProvider\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aproblem\x18\x02 \x01(\tR\aproblem*\x84\x01\n" +
 	"\tAgentKind\x12\x1a\n" +
 	"\x16AGENT_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eAGENT_KIND_LLM\x10\x01\x12\x13\n" +
@@ -1383,7 +1464,7 @@ func file_agentmesh_registry_v1_resources_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_registry_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(AgentKind)(0),                // 0: agentmesh.registry.v1.AgentKind
 	(AgentStatus)(0),              // 1: agentmesh.registry.v1.AgentStatus
@@ -1395,48 +1476,50 @@ var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(*Agent)(nil),                 // 7: agentmesh.registry.v1.Agent
 	(*AgentSpec)(nil),             // 8: agentmesh.registry.v1.AgentSpec
 	(*Executor)(nil),              // 9: agentmesh.registry.v1.Executor
-	nil,                           // 10: agentmesh.registry.v1.McpServer.EnvEntry
-	nil,                           // 11: agentmesh.registry.v1.McpServer.HeadersEntry
-	nil,                           // 12: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 14: google.protobuf.Struct
-	(*v1.StringList)(nil),         // 15: agentmesh.common.v1.StringList
-	(*structpb.ListValue)(nil),    // 16: google.protobuf.ListValue
+	(*ModelProvider)(nil),         // 10: agentmesh.registry.v1.ModelProvider
+	nil,                           // 11: agentmesh.registry.v1.McpServer.EnvEntry
+	nil,                           // 12: agentmesh.registry.v1.McpServer.HeadersEntry
+	nil,                           // 13: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 15: google.protobuf.Struct
+	(*v1.StringList)(nil),         // 16: agentmesh.common.v1.StringList
+	(*structpb.ListValue)(nil),    // 17: google.protobuf.ListValue
 }
 var file_agentmesh_registry_v1_resources_proto_depIdxs = []int32{
-	13, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	10, // 1: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
-	11, // 2: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
-	13, // 3: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
-	13, // 4: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
-	14, // 5: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
+	14, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	11, // 1: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
+	12, // 2: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
+	14, // 3: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
+	14, // 4: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
+	15, // 5: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
 	3,  // 6: agentmesh.registry.v1.AgentType.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
 	0,  // 7: agentmesh.registry.v1.AgentType.kind:type_name -> agentmesh.registry.v1.AgentKind
-	13, // 8: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
-	13, // 9: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
-	13, // 10: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
-	13, // 11: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
-	14, // 12: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
-	15, // 13: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
-	15, // 14: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
-	15, // 15: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
-	16, // 16: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
+	14, // 8: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
+	14, // 9: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
+	14, // 10: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
+	14, // 11: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
+	15, // 12: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
+	16, // 13: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
+	16, // 14: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
+	16, // 15: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
+	17, // 16: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
 	1,  // 17: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
 	6,  // 18: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
-	13, // 19: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
-	13, // 20: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
+	14, // 19: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
+	14, // 20: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
 	7,  // 21: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
 	0,  // 22: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
-	14, // 23: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
+	15, // 23: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
 	3,  // 24: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	16, // 25: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
-	12, // 26: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	13, // 27: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	17, // 25: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
+	13, // 26: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	14, // 27: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
+	10, // 28: agentmesh.registry.v1.Executor.model_providers:type_name -> agentmesh.registry.v1.ModelProvider
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_resources_proto_init() }
@@ -1451,7 +1534,7 @@ func file_agentmesh_registry_v1_resources_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_resources_proto_rawDesc), len(file_agentmesh_registry_v1_resources_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

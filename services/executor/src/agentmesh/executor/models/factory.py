@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from agentmesh.executor.errors import ModelUnavailable
 from agentmesh.executor.models.base import ChatModel, Message, ModelChunk, ModelError, ToolSpec
 from agentmesh.executor.models.mock import MockModel
 from agentmesh.executor.secrets import Secrets
-from agentmesh.executor.settings import ExecutorSettings
+from agentmesh.executor.settings import ExecutorSettings, ProviderSettings
 from agentmesh.registry.v1 import resources_pb2
 
 if TYPE_CHECKING:  # the SDK is imported when an OpenAI model is built: it is slow to import
@@ -233,22 +234,35 @@ class ModelFactory:
                 metadata={"model": name},
             )
         api_key = settings.api_key.get_secret_value()
-        key_setting = (
-            "AGENTMESH_OPENAI_API_KEY"
-            if provider == DEFAULT_PROVIDER
-            else f"AGENTMESH_EXECUTOR_PROVIDERS[{provider!r}].api_key"
-        )
+        key_setting = _key_setting(provider, settings)
         if settings.api_key_file is not None:
             api_key = await asyncio.to_thread(_read_secret, settings.api_key_file)
-            key_setting = f"the key file {settings.api_key_file}"
         base_url = settings.base_url.rstrip("/")
-        if not api_key and urlsplit(base_url).hostname in _KEYED_HOSTS:
+        if not api_key and _needs_key(base_url):
             raise ModelUnavailable(
                 f"model {name!r} needs an API key and none is configured: set {key_setting}",
                 metadata={"model": name},
             )
         self.secrets.add(api_key)
         return ModelTarget(provider, model, base_url, api_key, key_setting)
+
+    def providers(self) -> list[tuple[str, str]]:
+        """Each model provider this executor has, with what keeps it from answering that can be
+        told without calling it (empty when nothing does): what the executor tells the registry,
+        so a declared agent is checked against it."""
+        statuses = [(MOCK, "")]
+        for provider, settings in sorted(self._settings.providers.items()):
+            problem = ""
+            if settings.api_key_file is not None:
+                if not os.access(settings.api_key_file, os.R_OK):
+                    problem = f"the executors cannot read the key file of provider {provider!r}"
+            elif not settings.api_key.get_secret_value() and _needs_key(settings.base_url):
+                problem = (
+                    f"the executors have no API key for provider {provider!r}: "
+                    f"set {_key_setting(provider, settings)} on them"
+                )
+            statuses.append((provider, problem))
+        return statuses
 
     def _client(self, target: ModelTarget) -> openai.AsyncOpenAI:
         key = (target.base_url, target.api_key_sha256)
@@ -266,6 +280,19 @@ class ModelFactory:
             )
             self._clients[key] = client
         return client
+
+
+def _key_setting(provider: str, settings: ProviderSettings) -> str:
+    """Where an operator sets a provider's key: a setting's name or a file's path, never the key."""
+    if settings.api_key_file is not None:
+        return f"the key file {settings.api_key_file}"
+    if provider == DEFAULT_PROVIDER:
+        return "AGENTMESH_OPENAI_API_KEY"
+    return f"AGENTMESH_EXECUTOR_PROVIDERS[{provider!r}].api_key"
+
+
+def _needs_key(base_url: str) -> bool:
+    return urlsplit(base_url.rstrip("/")).hostname in _KEYED_HOSTS
 
 
 def _read_secret(path: Path) -> str:

@@ -4,9 +4,10 @@ table before a handler runs; the services check again as the caller."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Sequence
+from typing import Annotated, Protocol, TypeVar
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Response
 from google.protobuf import field_mask_pb2
 
 from agentmesh.gateway.errors import InvalidRequest
@@ -67,13 +68,13 @@ def rest_router() -> APIRouter:
 
     @router.post("/agent-types", status_code=201, tags=["agent types"])
     async def create_agent_type(
-        body: schemas.AgentTypeCreate, ctx: Ctx, caller: Auth
+        body: schemas.AgentTypeCreate, ctx: Ctx, caller: Auth, response: Response
     ) -> schemas.AgentTypeOut:
-        """Creates an agent type (superusers). 409 when the slug is taken."""
+        """Creates an agent type (superusers). 409 when the slug is taken. A model or tool no
+        running executor can serve comes back as a `Warning` header."""
         request = reg.CreateAgentTypeRequest(agent_type=convert.agent_type_proto(body.model_dump()))
-        return convert.agent_type(
-            (await ctx.call(ctx.registry.stub.CreateAgentType, request, caller)).agent_type
-        )
+        created = await ctx.call(ctx.registry.stub.CreateAgentType, request, caller)
+        return convert.agent_type(_warned(response, created).agent_type)
 
     @router.get("/agent-types", tags=["agent types"])
     async def list_agent_types(
@@ -105,7 +106,7 @@ def rest_router() -> APIRouter:
 
     @router.patch("/agent-types/{agent_type_id}", tags=["agent types"])
     async def update_agent_type(
-        agent_type_id: str, body: schemas.AgentTypeUpdate, ctx: Ctx, caller: Auth
+        agent_type_id: str, body: schemas.AgentTypeUpdate, ctx: Ctx, caller: Auth, response: Response
     ) -> schemas.AgentTypeOut:
         """Changes the fields present in the body (superusers); the others stay as they are."""
         fields = body.model_dump(include=body.model_fields_set)
@@ -117,9 +118,8 @@ def rest_router() -> APIRouter:
         update = reg.UpdateAgentTypeRequest(
             agent_type=convert.agent_type_proto(fields, id=agent_type_id), update_mask=_mask(set(fields))
         )
-        return convert.agent_type(
-            (await ctx.call(ctx.registry.stub.UpdateAgentType, update, caller)).agent_type
-        )
+        updated = await ctx.call(ctx.registry.stub.UpdateAgentType, update, caller)
+        return convert.agent_type(_warned(response, updated).agent_type)
 
     @router.delete("/agent-types/{agent_type_id}", tags=["agent types"])
     async def delete_agent_type(agent_type_id: str, ctx: Ctx, caller: Auth) -> schemas.MessageOut:
@@ -179,10 +179,11 @@ def rest_router() -> APIRouter:
 
     @router.post("/projects/{project_id}/agents", status_code=201, tags=["agents"])
     async def spawn_agent(
-        project_id: str, body: schemas.AgentCreate, ctx: Ctx, caller: Auth
+        project_id: str, body: schemas.AgentCreate, ctx: Ctx, caller: Auth, response: Response
     ) -> schemas.AgentOut:
         """Spawns an agent from an active type; it starts idle. 422 when the type is inactive,
-        409 when the name or slug is taken in the project."""
+        409 when the name or slug is taken in the project. A model or tool no running executor
+        can serve comes back as a `Warning` header."""
         if body.project_id is not None and body.project_id != project_id:
             raise InvalidRequest.field("project_id", "must be the project in the path")
         agent = reg.CreateAgentRequest(
@@ -194,7 +195,8 @@ def rest_router() -> APIRouter:
                 config=convert.agent_config_proto(body.config.model_dump()),
             )
         )
-        return convert.agent((await ctx.call(ctx.registry.stub.CreateAgent, agent, caller)).agent)
+        created = await ctx.call(ctx.registry.stub.CreateAgent, agent, caller)
+        return convert.agent(_warned(response, created).agent)
 
     @router.get("/projects/{project_id}/agents", tags=["agents"])
     async def list_agents(
@@ -216,7 +218,7 @@ def rest_router() -> APIRouter:
 
     @router.patch("/projects/{project_id}/agents/{agent_id}", tags=["agents"])
     async def update_agent(
-        project_id: str, agent_id: str, body: schemas.AgentUpdate, ctx: Ctx, caller: Auth
+        project_id: str, agent_id: str, body: schemas.AgentUpdate, ctx: Ctx, caller: Auth, response: Response
     ) -> schemas.AgentOut:
         """Changes the config overrides present in the body; null drops an override."""
         overrides = body.config.model_fields_set
@@ -231,7 +233,8 @@ def rest_router() -> APIRouter:
             ),
             update_mask=_mask(overrides, "config."),
         )
-        return convert.agent((await ctx.call(ctx.registry.stub.UpdateAgent, update, caller)).agent)
+        updated = await ctx.call(ctx.registry.stub.UpdateAgent, update, caller)
+        return convert.agent(_warned(response, updated).agent)
 
     @router.delete("/projects/{project_id}/agents/{agent_id}", tags=["agents"])
     async def terminate_agent(project_id: str, agent_id: str, ctx: Ctx, caller: Auth) -> schemas.MessageOut:
@@ -309,3 +312,24 @@ def rest_router() -> APIRouter:
         return schemas.SessionResetOut(session_id=session_id, released_agents=released)
 
     return router
+
+
+class _Declaration(Protocol):
+    """A Create/Update response of the registry: the object, and what the registry noticed."""
+
+    @property
+    def warnings(self) -> Sequence[str]: ...
+
+
+D = TypeVar("D", bound=_Declaration)
+
+
+def _warned(response: Response, declared: D) -> D:
+    """Passes a declaration's result through, its registry warnings added to the HTTP response as
+    `Warning: 299 - "..."` headers — how the Kubernetes API server sends warnings (kubectl prints
+    them). Header values are Latin-1: other characters become '?'."""
+    for warning in declared.warnings:
+        text = warning.replace("\\", "\\\\").replace('"', '\\"')
+        text = text.encode("latin-1", "replace").decode("latin-1")
+        response.headers.append("Warning", f'299 - "{text}"')
+    return declared

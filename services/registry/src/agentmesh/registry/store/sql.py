@@ -418,7 +418,10 @@ class SqlStoreTransaction(SqlMcpServers, StoreTransaction):
         await self._session.execute(
             insert.on_conflict_do_update(
                 index_elements=[ExecutorRow.id],
-                set_={"address": insert.excluded.address, "heartbeat_at": insert.excluded.heartbeat_at},
+                set_={
+                    column: getattr(insert.excluded, column)
+                    for column in ("address", "heartbeat_at", "tools", "model_providers")
+                },
             )
         )
         return executor

@@ -159,6 +159,8 @@ class ExecutorRow(Base):
     id: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
     address: Mapped[str] = mapped_column(sa.String(300))
     heartbeat_at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
+    tools: Mapped[list[str]] = mapped_column(sa.JSON, default=list)
+    model_providers: Mapped[list[dict[str, Any]]] = mapped_column(sa.JSON, default=list)
 
 
 class McpServerRow(Base):

@@ -389,18 +389,26 @@ class CreateAgentTypeResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     AGENT_TYPE_FIELD_NUMBER: _builtins.int
+    WARNINGS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def agent_type(self) -> _resources_pb2.AgentType:
         """The new type."""
+
+    @_builtins.property
+    def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """What the registry noticed about the declaration without refusing it: a model whose provider
+        no running executor has or cannot use, a tool no running executor offers. Each names the fix.
+        """
 
     def __init__(
         self,
         *,
         agent_type: _resources_pb2.AgentType | None = ...,
+        warnings: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["agent_type", b"agent_type"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_type", b"agent_type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_type", b"agent_type", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -555,18 +563,26 @@ class UpdateAgentTypeResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     AGENT_TYPE_FIELD_NUMBER: _builtins.int
+    WARNINGS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def agent_type(self) -> _resources_pb2.AgentType:
         """The type after the change."""
+
+    @_builtins.property
+    def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """What the registry noticed about the declaration without refusing it: a model whose provider
+        no running executor has or cannot use, a tool no running executor offers. Each names the fix.
+        """
 
     def __init__(
         self,
         *,
         agent_type: _resources_pb2.AgentType | None = ...,
+        warnings: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["agent_type", b"agent_type"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_type", b"agent_type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_type", b"agent_type", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -905,18 +921,26 @@ class CreateAgentResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     AGENT_FIELD_NUMBER: _builtins.int
+    WARNINGS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def agent(self) -> _resources_pb2.Agent:
         """The new agent, idle."""
+
+    @_builtins.property
+    def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """What the registry noticed about the declaration without refusing it: a model whose provider
+        no running executor has or cannot use, a tool no running executor offers. Each names the fix.
+        """
 
     def __init__(
         self,
         *,
         agent: _resources_pb2.Agent | None = ...,
+        warnings: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1075,18 +1099,26 @@ class UpdateAgentResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     AGENT_FIELD_NUMBER: _builtins.int
+    WARNINGS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def agent(self) -> _resources_pb2.Agent:
         """The agent after the change."""
+
+    @_builtins.property
+    def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """What the registry noticed about the declaration without refusing it: a model whose provider
+        no running executor has or cannot use, a tool no running executor offers. Each names the fix.
+        """
 
     def __init__(
         self,
         *,
         agent: _resources_pb2.Agent | None = ...,
+        warnings: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -716,6 +716,8 @@ class Executor(_message.Message):
     ID_FIELD_NUMBER: _builtins.int
     ADDRESS_FIELD_NUMBER: _builtins.int
     HEARTBEAT_AT_FIELD_NUMBER: _builtins.int
+    TOOLS_FIELD_NUMBER: _builtins.int
+    MODEL_PROVIDERS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Stable identifier chosen by the executor."""
     address: _builtins.str
@@ -724,17 +726,59 @@ class Executor(_message.Message):
     def heartbeat_at(self) -> _timestamp_pb2.Timestamp:
         """When it last reported in."""
 
+    @_builtins.property
+    def tools(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The function tools it offers agents (`get_current_time`, `exit_loop`, …): what an agent's
+        `tools` may name.
+        """
+
+    @_builtins.property
+    def model_providers(self) -> _containers.RepeatedCompositeFieldContainer[Global___ModelProvider]:
+        """The model providers it is configured with (`mock` is always there)."""
+
     def __init__(
         self,
         *,
         id: _builtins.str = ...,
         address: _builtins.str = ...,
         heartbeat_at: _timestamp_pb2.Timestamp | None = ...,
+        tools: _abc.Iterable[_builtins.str] | None = ...,
+        model_providers: _abc.Iterable[Global___ModelProvider] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat_at", b"heartbeat_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "heartbeat_at", b"heartbeat_at", "id", b"id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "heartbeat_at", b"heartbeat_at", "id", b"id", "model_providers", b"model_providers", "tools", b"tools"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Executor: _TypeAlias = Executor  # noqa: Y015
+
+@_typing.final
+class ModelProvider(_message.Message):
+    """ModelProvider is a model provider as one executor has it configured: the part of a model name
+    before the slash (`openai/gpt-4o-mini`).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    PROBLEM_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The provider's name: `mock`, `openai`, or one named in the executor's settings."""
+    problem: _builtins.str
+    """What keeps its models from answering, with the setting that fixes it ("needs an API key:
+    set AGENTMESH_OPENAI_API_KEY"); empty when it is ready.
+    """
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        problem: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "problem", b"problem"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ModelProvider: _TypeAlias = ModelProvider  # noqa: Y015
