@@ -1,7 +1,9 @@
 """`agentmesh chat PROJECT/AGENT [MESSAGE]`: talk to an agent through the gateway's StreamChat,
 showing every step live as it streams — tool calls, delegations and the workers' own steps too.
 
-Without MESSAGE it reads one message per line until end of input, all in one session.
+Without MESSAGE, on a terminal, it prompts (`you> `, with line editing and a history kept across
+runs) until Ctrl-D or `/exit`; Ctrl-C stops the answer being streamed and goes back to the
+prompt. Piped, it reads one message per line until end of input. Either way, all in one session.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from google.protobuf import json_format
 from rich.console import Console, Group
 from rich.live import Live
 from rich.markup import escape
+from rich.spinner import Spinner
 from rich.text import Text
 
 from agentmesh.cli.client import (
@@ -55,13 +58,17 @@ class ChatOutcome:
 
 class StepView:
     """The chat as it streams: one line per step, the text of each run growing on its own line,
-    indented by how deep below the addressed agent it runs."""
+    indented by how deep below the addressed agent it runs. Until the first step, a spinner
+    (given one) says what it waits for."""
 
-    def __init__(self) -> None:
+    def __init__(self, waiting: Spinner | None = None) -> None:
         self._lines: list[Text] = []
         self._text_line: dict[str, Text] = {}  # run → the line its streaming text goes on
+        self._waiting = waiting
 
     def render(self) -> Group:
+        if not self._lines and self._waiting is not None:
+            return Group(self._waiting)
         return Group(*self._lines)
 
     def _line(self, event: run_pb2.RunEvent, markup: str) -> Text:
@@ -135,7 +142,8 @@ async def stream_live(
 ) -> ChatOutcome:
     """Streams one chat, drawing each step as it arrives. Raises CliError when the chat fails."""
     result = ChatOutcome(session_id=session_id)
-    view = StepView()
+    waiting = f"[dim]waiting for {escape(agent)}…[/]"
+    view = StepView(Spinner("dots", text=Text.from_markup(waiting)) if console.is_terminal else None)
     channel = create_channel(gateway_grpc)
     try:
         stub = gateway_service_pb2_grpc.GatewayServiceStub(channel)
@@ -162,6 +170,39 @@ async def stream_live(
     return result
 
 
+@dataclass
+class ChatSession:
+    """One conversation with an agent: each message streams in the session the first one opened."""
+
+    gateway_grpc: str
+    agent: str
+    metadata: Metadata
+    console: Console
+    session_id: str = ""
+
+    async def send(self, message: str) -> ChatOutcome:
+        outcome = await stream_live(
+            self.gateway_grpc,
+            agent=self.agent,
+            message=message,
+            session_id=self.session_id,
+            metadata=self.metadata,
+            console=self.console,
+        )
+        self.session_id = outcome.session_id
+        if outcome.completed:
+            self.console.print(f"[bold]{escape(self.agent)}:[/] {escape(outcome.answer)}")
+        return outcome
+
+    def print_trace_hint(self) -> None:
+        if self.session_id:
+            project = self.agent.partition("/")[0]
+            self.console.print(
+                f"[dim]session {self.session_id} — agentmesh trace {self.session_id} "
+                f"--project {escape(project)}[/]"
+            )
+
+
 async def run_chat(
     gateway_grpc: str,
     credentials: Credentials,
@@ -174,25 +215,11 @@ async def run_chat(
     """Sends each message in turn, in one session; returns how each chat ended."""
     outcomes: list[ChatOutcome] = []
     async with connect(gateway_grpc, credentials) as connection:
+        chat = ChatSession(gateway_grpc, agent, connection.metadata, console, session_id)
         for message in messages:
             console.print(f"[bold]you:[/] {escape(message)}")
-            outcome = await stream_live(
-                gateway_grpc,
-                agent=agent,
-                message=message,
-                session_id=session_id,
-                metadata=connection.metadata,
-                console=console,
-            )
-            session_id = outcome.session_id
-            outcomes.append(outcome)
-            if outcome.completed:
-                console.print(f"[bold]{escape(agent)}:[/] {escape(outcome.answer)}")
-    if session_id:
-        project = agent.partition("/")[0]
-        console.print(
-            f"[dim]session {session_id} — agentmesh trace {session_id} --project {escape(project)}[/]"
-        )
+            outcomes.append(await chat.send(message))
+    chat.print_trace_hint()
     return outcomes
 
 
@@ -207,8 +234,17 @@ def chat(
     password: PasswordOption = None,
     token: TokenOption = None,
 ) -> None:
-    """Chat with an agent, streaming every step live."""
+    """Chat with an agent, streaming every step live (without MESSAGE on a terminal: a prompt)."""
     console = Console()
+    if message is None and sys.stdin.isatty():
+        try:
+            credentials = Credentials.from_options(email=email, password=password, token=token)
+        except CliError as error:
+            raise fail(str(error)) from None
+        from agentmesh.cli.prompt import chat_prompt
+
+        chat_prompt(address_of(gateway_grpc), credentials, agent=agent, session_id=session, console=console)
+        return
     messages = [message] if message is not None else [line.strip() for line in sys.stdin if line.strip()]
     if not messages:
         raise fail("nothing to say: give a MESSAGE or lines on standard input")

@@ -22,6 +22,7 @@ from typing import Annotated
 import typer
 
 from agentmesh.cli.options import EmailOption, GatewayOption, PasswordOption
+from agentmesh.cli.spinner import run_waiting
 
 CREDENTIALS_FILE = "credentials.json"
 
@@ -118,7 +119,7 @@ def login(
             await channel.close()
 
     try:
-        refresh_token = asyncio.run(sign_in())
+        refresh_token = run_waiting(sign_in(), f"signing in to {address}")
     except Unauthenticated as error:
         raise fail(f"sign-in as {email} failed: {error.message}") from None
     except Unavailable as error:

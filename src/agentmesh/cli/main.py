@@ -31,7 +31,10 @@ COMMANDS = {
         "Run a scripted coordinator/worker delegation end to end against a running mesh, showing each "
         "step live, then the session's trace.",
     ),
-    "chat": LazyCommand("agentmesh.cli.chat:chat", "Chat with an agent, streaming every step live."),
+    "chat": LazyCommand(
+        "agentmesh.cli.chat:chat",
+        "Chat with an agent, streaming every step live (without MESSAGE on a terminal: a prompt).",
+    ),
     "users": LazyCommand("agentmesh.cli.users:users", "Manage users."),
     "get": LazyCommand(
         "agentmesh.cli.resources:get",

@@ -10,7 +10,6 @@ and enum values written as REST writes them (`idle`, `llm`).
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from agentmesh.cli.options import EmailOption, GatewayOption, PasswordOption, TokenOption
+from agentmesh.cli.spinner import run_waiting
 
 Message = Any  # a generated protobuf message
 
@@ -291,7 +291,7 @@ def _run(
             return await work(kind, Scope(connection, project_id))
 
     try:
-        text = asyncio.run(main())
+        text = run_waiting(main())
     except CliError as error:
         raise fail(str(error)) from None
     except DomainError as error:

@@ -12,7 +12,6 @@ under `step N` when their metadata names a step; a `tool_result` hangs below its
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from rich.markup import escape
 from rich.tree import Tree
 
 from agentmesh.cli.options import DEFAULT_ADDRESS, EmailOption, PasswordOption, TokenOption
+from agentmesh.cli.spinner import run_waiting
 from agentmesh.runtime.errors import DomainError
 
 if TYPE_CHECKING:
@@ -408,7 +408,7 @@ def trace(
     console = Console(width=width)
     try:
         if memory:
-            events = asyncio.run(
+            events = run_waiting(
                 events_from_memory(session_id, memory, token=token, project_id=project or "")
             )
         elif gateway and gateway.startswith(("http://", "https://")):
@@ -416,10 +416,10 @@ def trace(
                 raise typer.BadParameter(
                     "a REST --gateway URL needs --project ID and --token (or AGENTMESH_TOKEN)"
                 )
-            events = asyncio.run(events_from_gateway(session_id, gateway, project_id=project, token=token))
+            events = run_waiting(events_from_gateway(session_id, gateway, project_id=project, token=token))
         else:
             credentials = Credentials.from_options(email=email, password=password, token=token)
-            events = asyncio.run(
+            events = run_waiting(
                 events_through_gateway(
                     session_id, gateway or DEFAULT_ADDRESS, credentials, project=project or ""
                 )

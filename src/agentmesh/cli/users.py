@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from agentmesh.cli.options import RegistryOption, TokenOption
+from agentmesh.cli.spinner import run_waiting
 
 if TYPE_CHECKING:
     from agentmesh.cli.client import Credentials
@@ -67,7 +68,6 @@ def create_command(
     token: TokenOption = None,
 ) -> None:
     """Create a user in the running mesh, signed in as a superuser."""
-    import asyncio
 
     from agentmesh.cli.client import CliError, Credentials, address_of, fail
 
@@ -82,7 +82,7 @@ def create_command(
         password = typer.prompt(f"password for {email}", hide_input=True, confirmation_prompt=True)
     try:
         credentials = Credentials.from_options(email=admin_email, password=admin_password, token=token)
-        message = asyncio.run(
+        message = run_waiting(
             _create(
                 address_of(registry),
                 credentials,

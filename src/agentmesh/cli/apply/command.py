@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 import typer
@@ -22,6 +21,7 @@ from agentmesh.cli.client import (
     fail,
 )
 from agentmesh.cli.options import EmailOption, PasswordOption, RegistryOption, TokenOption
+from agentmesh.cli.spinner import run_waiting
 from agentmesh.runtime.errors import DomainError
 
 
@@ -55,7 +55,7 @@ def apply_command(
         return
     try:
         credentials = Credentials.from_options(email=email, password=password, token=token)
-        changes = asyncio.run(_apply(manifest, address_of(registry), credentials, dry_run=dry_run))
+        changes = run_waiting(_apply(manifest, address_of(registry), credentials, dry_run=dry_run))
     except CliError as error:
         raise fail(str(error)) from None
     except ApplyError as error:
