@@ -33,6 +33,7 @@ COMMANDS = {
     ),
     "chat": LazyCommand("agentmesh.cli.chat:chat", "Chat with an agent, streaming every step live."),
     "users": LazyCommand("agentmesh.cli.users:users", "Manage users."),
+    "api-keys": LazyCommand("agentmesh.cli.api_keys:api_keys", "Manage your API keys."),
     "get": LazyCommand(
         "agentmesh.cli.resources:get",
         "List agent types, projects, agents, sessions or MCP servers (or one), as a table, JSON or YAML.",
