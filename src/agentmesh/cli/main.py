@@ -36,6 +36,7 @@ COMMANDS = {
         "Chat with an agent, streaming every step live (without MESSAGE on a terminal: a prompt).",
     ),
     "users": LazyCommand("agentmesh.cli.users:users", "Manage users."),
+    "api-keys": LazyCommand("agentmesh.cli.api_keys:api_keys", "Manage your API keys."),
     "get": LazyCommand(
         "agentmesh.cli.resources:get",
         "List agent types, projects, agents, sessions or MCP servers (or one), as a table, JSON or YAML.",

@@ -54,8 +54,10 @@ TokenOption = Annotated[
     str | None,
     typer.Option(
         "--token",
-        envvar="AGENTMESH_TOKEN",
+        # An API key is a bearer credential like an access token; programs keep one in
+        # AGENTMESH_API_KEY (the gateway accepts it, the registry's own port does not).
+        envvar=["AGENTMESH_TOKEN", "AGENTMESH_API_KEY"],
         show_envvar=True,
-        help="An access token to use instead of signing in.",
+        help="An access token or API key (amk_…) to use instead of signing in.",
     ),
 ]

@@ -216,6 +216,13 @@ def _enum_prefix(enum: Any) -> str:
 
 def render(kind: Kind, items: Sequence[Message], output: Output, *, one: bool) -> str | None:
     """JSON or YAML text (one object, or a list), or None after printing a table."""
+    return render_columns(kind.columns, items, output, one=one)
+
+
+def render_columns(
+    columns: Sequence[str], items: Sequence[Message], output: Output, *, one: bool
+) -> str | None:
+    """As `render`, the table showing `columns`."""
     rows = [as_dict(item) for item in items]
     data: Any = rows[0] if one else rows
     if output is Output.json:
@@ -228,10 +235,10 @@ def render(kind: Kind, items: Sequence[Message], output: Output, *, one: bool) -
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in kind.columns:
+    for column in columns:
         table.add_column(column.upper().replace("_", " "))
     for row in rows:
-        table.add_row(*(_cell(row.get(column)) for column in kind.columns))
+        table.add_row(*(_cell(row.get(column)) for column in columns))
     Console().print(table)
     return None
 

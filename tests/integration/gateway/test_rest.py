@@ -100,7 +100,7 @@ async def test_bad_sign_ins_and_tokens_are_401(http: httpx.AsyncClient, api: Api
     for headers in ({}, {"Authorization": "Bearer forged.token.here"}, {"Authorization": "Basic abc"}):
         response = await http.get("/api/v1/users/me", headers=headers)
         assert response.status_code == 401, headers
-        assert response.headers["WWW-Authenticate"] == "Bearer"
+        assert response.headers["WWW-Authenticate"].startswith("Bearer")
         assert "detail" in response.json()
 
 

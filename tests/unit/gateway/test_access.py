@@ -10,8 +10,10 @@ import pytest
 from google.protobuf import wrappers_pb2
 
 from agentmesh.gateway.access import AccessGuard, AuthorizationInterceptor, current_caller
+from agentmesh.gateway.credentials import CredentialVerifier
 from agentmesh.gateway.policy import AUTHENTICATED, PUBLIC, SUPERUSER, SYSTEM
 from agentmesh.gateway.ratelimit import RateLimiter
+from agentmesh.registry.v1 import registry_service_pb2
 from agentmesh.runtime.identity import Principal, TokenCodec
 from agentmesh.runtime.server import ServiceBinding, start_server
 
@@ -41,10 +43,25 @@ def handlers() -> grpc.GenericRpcHandler:
     return grpc.method_handlers_generic_handler(SERVICE, dict.fromkeys(names, handler))
 
 
+class EveryoneActive:
+    """A registry fake for the revocation check: every user exists, is active, at version 0."""
+
+    class stub:  # noqa: N801  (mirrors RegistryClient.stub)
+        @staticmethod
+        async def GetUserStatus(request, **kwargs):  # noqa: N802
+            return registry_service_pb2.GetUserStatusResponse(exists=True, is_active=True)
+
+
 @pytest.fixture
 async def channel() -> AsyncIterator[grpc.aio.Channel]:
+    tokens = TokenCodec(SECRET)
     guard = AccessGuard(
-        tokens=TokenCodec(SECRET),
+        credentials=CredentialVerifier(
+            tokens=tokens,
+            registry=EveryoneActive(),  # type: ignore[arg-type]
+            system_metadata=lambda: None,
+            failed_keys=RateLimiter(rate_per_second=1, burst=5),
+        ),
         registry=None,  # type: ignore[arg-type]  # no project rules in this policy
         memory=None,  # type: ignore[arg-type]
         limiter=RateLimiter(rate_per_second=0.001, burst=5),

@@ -12,7 +12,8 @@ from typing import Any
 
 import grpc
 
-from agentmesh.gateway.errors import InvalidRequest, NoPolicy
+from agentmesh.gateway.credentials import CredentialVerifier
+from agentmesh.gateway.errors import ApiKeyOutOfScope, InvalidRequest, NoPolicy
 from agentmesh.gateway.models import Caller
 from agentmesh.gateway.policy import RPC_POLICY, Access, ProjectTarget, Rule, SessionTarget, Target
 from agentmesh.gateway.ratelimit import RateLimiter
@@ -20,10 +21,8 @@ from agentmesh.memory.client import MemoryClient, SessionNotFound
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import registry_service_pb2
 from agentmesh.runtime.client import unary
-from agentmesh.runtime.errors import NotFound, Unauthenticated
+from agentmesh.runtime.errors import NotFound
 from agentmesh.runtime.identity import (
-    TOKEN_MISSING,
-    TokenCodec,
     bearer_token,
     current_principal,
     current_token,
@@ -47,31 +46,29 @@ class AccessGuard:
     def __init__(
         self,
         *,
-        tokens: TokenCodec,
+        credentials: CredentialVerifier,
         registry: RegistryClient,
         memory: MemoryClient,
         limiter: RateLimiter,
         grant_ttl_seconds: float = 5.0,
     ) -> None:
-        self._tokens = tokens
+        self._credentials = credentials
         self._registry = registry
         self._memory = memory
         self._limiter = limiter
         self._grants = GrantCache(ttl_seconds=grant_ttl_seconds)
 
-    def authenticate(self, token: str | None) -> Caller:
-        if not token:
-            raise Unauthenticated("missing bearer token", reason=TOKEN_MISSING)
-        return Caller(self._tokens.verify(token), token)
-
-    async def authorize(self, rule: Rule, token: str | None, subject: Any) -> Caller:
+    async def authorize(self, rule: Rule, token: str | None, subject: Any, *, peer: str = "") -> Caller:
         """The caller, when `rule` lets it perform the operation on `subject` (the gRPC request,
         or an HTTP route's path parameters); else raises the DomainError that says why not.
-        Public operations act as nobody: a token sent along is neither checked nor forwarded."""
+        Public operations act as nobody: a token sent along is neither checked nor forwarded.
+        `peer` is the client's address, which failed API keys are counted against."""
         if rule.access is Access.PUBLIC:
             return Caller()
-        caller = self.authenticate(token)
+        caller = await self._credentials.authenticate(token, peer=peer)
         self._limiter.acquire(caller.user_id)
+        if caller.project_scope and rule.access is not Access.PROJECT_OWNER and not rule.scoped_keys:
+            raise ApiKeyOutOfScope("this API key is scoped to one project and may only act within it")
         require_access(rule.access, caller.principal)  # SUPERUSER and SYSTEM
         if rule.access is Access.PROJECT_OWNER and not rule.target_in_body:
             assert rule.target is not None
@@ -79,8 +76,9 @@ class AccessGuard:
         return caller
 
     async def check_target(self, caller: Caller, target: Target) -> None:
-        """Raises NOT_FOUND unless the caller may see the project (or the session's project)."""
-        if caller.is_superuser:
+        """Raises NOT_FOUND unless the caller may see the project (or the session's project), and,
+        with a scoped API key, unless it is the key's project."""
+        if caller.is_superuser and not caller.project_scope:
             return
         if isinstance(target, ProjectTarget):
             await self._check_project(caller, target)
@@ -90,12 +88,16 @@ class AccessGuard:
     async def _check_project(self, caller: Caller, target: ProjectTarget) -> None:
         if not target.id and not target.slug:
             raise InvalidRequest.field("project_id", "is required")
+        if caller.project_scope and target.id and target.id != caller.project_scope:
+            raise _project_not_found()
         grant = (caller.token, target.id, target.slug)
         if self._grants.holds(grant):
             return
         # The registry, acting as the caller, answers NOT_FOUND for projects it may not see.
         request = registry_service_pb2.GetProjectRequest(id=target.id, slug=target.slug)
-        await unary(self._registry.stub.GetProject, request, metadata=caller.metadata)
+        found = await unary(self._registry.stub.GetProject, request, metadata=caller.metadata)
+        if caller.project_scope and found.project.id != caller.project_scope:
+            raise _project_not_found()  # named by slug: known only now
         self._grants.add(grant)
 
     async def _check_session(self, caller: Caller, target: SessionTarget) -> None:
@@ -114,6 +116,11 @@ class AccessGuard:
         except NotFound:
             # Foreign sessions look exactly like unknown ones.
             raise SessionNotFound(target.session_id) from None
+
+
+def _project_not_found() -> NotFound:
+    # A scoped key sees other projects exactly as it would unknown ones.
+    return NotFound("project not found", reason="PROJECT_NOT_FOUND")
 
 
 class GrantCache:
@@ -193,11 +200,11 @@ class AuthorizationInterceptor(grpc.aio.ServerInterceptor):
 
     def _authorizer(
         self, method: str, rule: Rule | None, token: str | None
-    ) -> Callable[[Any], Awaitable[None]]:
-        async def authorize(request: Any) -> None:
+    ) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]:
+        async def authorize(request: Any, context: grpc.aio.ServicerContext) -> None:
             if rule is None:
                 raise NoPolicy(f"{method} has no access policy and is not served")
-            caller = await self._guard.authorize(rule, token, request)
+            caller = await self._guard.authorize(rule, token, request, peer=context.peer() or "")
             _current_caller.set(caller)
             current_principal.set(caller.principal)
             # Calls made on the caller's behalf carry its token, and only that (none when public).
@@ -206,17 +213,20 @@ class AuthorizationInterceptor(grpc.aio.ServerInterceptor):
         return authorize
 
 
-def _unary(behavior: Behavior, authorize: Callable[[Any], Awaitable[None]]) -> Behavior:
+Authorize = Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]
+
+
+def _unary(behavior: Behavior, authorize: Authorize) -> Behavior:
     async def unary_call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await authorize(request)
+        await authorize(request, context)
         return await behavior(request, context)
 
     return unary_call
 
 
-def _stream(behavior: Behavior, authorize: Callable[[Any], Awaitable[None]]) -> Behavior:
+def _stream(behavior: Behavior, authorize: Authorize) -> Behavior:
     async def stream_call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        await authorize(request)
+        await authorize(request, context)
         async for response in behavior(request, context):
             yield response
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from agentmesh.executor.client import RunRouter, SystemToken
 from agentmesh.gateway.access import AccessGuard, AuthorizationInterceptor
+from agentmesh.gateway.credentials import CredentialVerifier
 from agentmesh.gateway.forwarding import forwarding_handler
 from agentmesh.gateway.gateway import AgentGateway
 from agentmesh.gateway.http.app import HttpServer, create_http_app
@@ -67,8 +68,17 @@ async def start(settings: GatewaySettings) -> GatewayService:
         health_interval_seconds=settings.executor_health_interval_seconds,
         max_message_bytes=settings.max_message_bytes,
     )
-    guard = AccessGuard(
+    credentials = CredentialVerifier(
         tokens=tokens,
+        registry=registry,
+        system_metadata=SystemToken(tokens).metadata,
+        failed_keys=RateLimiter(
+            rate_per_second=settings.failed_api_key_rate_per_second, burst=settings.failed_api_key_burst
+        ),
+        check_interval_seconds=settings.credential_check_interval_seconds,
+    )
+    guard = AccessGuard(
+        credentials=credentials,
         registry=registry,
         memory=memory,
         limiter=RateLimiter(rate_per_second=settings.rate_limit_per_second, burst=settings.rate_limit_burst),

@@ -18,6 +18,7 @@ from agentmesh.runtime.errors import (
     NotFound,
     PermissionDenied,
     ResourceExhausted,
+    Unauthenticated,
     Unavailable,
 )
 
@@ -25,6 +26,9 @@ RETRY_AFTER_SECONDS = "retry_after_seconds"
 
 __all__ = [
     "RETRY_AFTER_SECONDS",
+    "ApiKeyOutOfScope",
+    "InvalidApiKey",
+    "TokenRevoked",
     "ClientDisconnected",
     "ExecutorsBusy",
     "InvalidRequest",
@@ -130,3 +134,23 @@ class NoPolicy(PermissionDenied):
     """An operation without an entry in the policy table: refused, never served by default."""
 
     default_reason = "NO_POLICY"
+
+
+class TokenRevoked(Unauthenticated):
+    """A well-signed access token that no longer stands for anything: its user signed out, was
+    deactivated, deleted, or changed role since it was issued. Signing in again gives a new one."""
+
+    default_reason = "TOKEN_REVOKED"
+
+
+class InvalidApiKey(Unauthenticated):
+    """An API key the gateway refuses before asking the registry (it has not a key's shape). The
+    message never repeats the key."""
+
+    default_reason = "API_KEY_INVALID"
+
+
+class ApiKeyOutOfScope(PermissionDenied):
+    """A project-scoped API key used for something outside its project."""
+
+    default_reason = "API_KEY_OUT_OF_SCOPE"

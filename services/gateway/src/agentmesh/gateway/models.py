@@ -16,6 +16,10 @@ class Caller:
 
     principal: Principal | None = None
     token: str | None = None
+    # Set when the caller signed in with an API key scoped to one project: the only project it
+    # may touch. `token` is then a short-lived access token the gateway made for the key's user;
+    # the key itself never goes past the gateway.
+    project_scope: str = ""
 
     @property
     def metadata(self) -> tuple[tuple[str, str], ...]:

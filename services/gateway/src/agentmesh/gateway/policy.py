@@ -53,6 +53,9 @@ class Rule:
     access: Access
     target: Callable[[Any], Target] | None = None
     target_in_body: bool = False
+    # Whether a project-scoped API key may perform it although it names no project: reads of
+    # what is not any project's (the caller itself, agent types).
+    scoped_keys: bool = False
 
     def __post_init__(self) -> None:
         if self.access is Access.PROJECT_OWNER and self.target is None:
@@ -61,6 +64,8 @@ class Rule:
 
 PUBLIC = Rule(Access.PUBLIC)
 AUTHENTICATED = Rule(Access.AUTHENTICATED)
+# Any signed-in caller, scoped API keys included.
+ANY_CALLER = Rule(Access.AUTHENTICATED, scoped_keys=True)
 SUPERUSER = Rule(Access.SUPERUSER)
 SYSTEM = Rule(Access.SYSTEM)
 
@@ -123,12 +128,19 @@ RPC_POLICY: Mapping[str, Rule] = {
     _REGISTRY + "Login": PUBLIC,
     _REGISTRY + "RefreshTokens": PUBLIC,
     _REGISTRY + "RevokeRefreshToken": PUBLIC,  # the refresh token is the credential
-    _REGISTRY + "GetCurrentUser": AUTHENTICATED,
+    _REGISTRY + "GetCurrentUser": ANY_CALLER,
     _REGISTRY + "CreateUser": SUPERUSER,  # operators add users to a running mesh
+    _REGISTRY + "UpdateUser": SUPERUSER,  # deactivate, promote, demote
+    _REGISTRY + "GetUserStatus": SYSTEM,  # internal: the gateways' own revocation check
+    # API keys: a user's own (a scoped key may not make or list keys).
+    _REGISTRY + "CreateApiKey": AUTHENTICATED,
+    _REGISTRY + "ListApiKeys": AUTHENTICATED,
+    _REGISTRY + "RevokeApiKey": AUTHENTICATED,
+    _REGISTRY + "AuthenticateApiKey": SYSTEM,  # internal: how the gateways check keys
     # Agent types: superusers manage them, every signed-in user reads them.
     _REGISTRY + "CreateAgentType": SUPERUSER,
-    _REGISTRY + "GetAgentType": AUTHENTICATED,
-    _REGISTRY + "ListAgentTypes": AUTHENTICATED,
+    _REGISTRY + "GetAgentType": ANY_CALLER,
+    _REGISTRY + "ListAgentTypes": ANY_CALLER,
     _REGISTRY + "UpdateAgentType": SUPERUSER,
     _REGISTRY + "DeleteAgentType": SUPERUSER,
     # Registered MCP servers: superusers only (their secrets are never shown to anyone).
@@ -202,11 +214,15 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     # The refresh token in the body is the credential.
     ("POST", "/api/v1/auth/refresh"): PUBLIC,
     ("POST", "/api/v1/auth/logout"): PUBLIC,
-    ("GET", "/api/v1/users/me"): AUTHENTICATED,
+    ("GET", "/api/v1/users/me"): ANY_CALLER,
+    ("PATCH", "/api/v1/users/{user_id}"): SUPERUSER,
+    ("POST", "/api/v1/api-keys"): AUTHENTICATED,
+    ("GET", "/api/v1/api-keys"): AUTHENTICATED,
+    ("DELETE", "/api/v1/api-keys/{api_key_id}"): AUTHENTICATED,
     ("POST", "/api/v1/agent-types"): SUPERUSER,
-    ("GET", "/api/v1/agent-types"): AUTHENTICATED,
-    ("GET", "/api/v1/agent-types/{agent_type_id}"): AUTHENTICATED,
-    ("GET", "/api/v1/agent-types/slug/{slug}"): AUTHENTICATED,
+    ("GET", "/api/v1/agent-types"): ANY_CALLER,
+    ("GET", "/api/v1/agent-types/{agent_type_id}"): ANY_CALLER,
+    ("GET", "/api/v1/agent-types/slug/{slug}"): ANY_CALLER,
     ("PATCH", "/api/v1/agent-types/{agent_type_id}"): SUPERUSER,
     ("DELETE", "/api/v1/agent-types/{agent_type_id}"): SUPERUSER,
     ("POST", "/api/v1/mcp-servers"): SUPERUSER,

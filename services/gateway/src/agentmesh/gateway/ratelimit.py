@@ -62,6 +62,14 @@ class RateLimiter:
             return 0.0
         return (1 - bucket.tokens) / self._rate
 
+    def wait_seconds(self, key: str) -> float:
+        """The seconds until `key` could take a token (0 when it could now), taking none."""
+        bucket = self._buckets.get(key)
+        if not self.enabled or bucket is None:
+            return 0.0
+        tokens = min(self._burst, bucket.tokens + (self._clock() - bucket.updated) * self._rate)
+        return 0.0 if tokens >= 1 else (1 - tokens) / self._rate
+
     def acquire(self, key: str) -> None:
         """Takes one token for `key`, or raises RateLimited with the time to wait."""
         wait = self.try_acquire(key)

@@ -42,6 +42,14 @@ class GatewaySettings(ServiceSettings):
         "the services behind the gateway check again regardless",
     )
 
+    # Revocation: how long a user's token version and an API key's validity are reused per
+    # gateway before the registry is asked again (at most 1 s: revocation takes effect within it).
+    credential_check_interval_seconds: float = Field(default=1.0, gt=0, le=1.0)
+    # Failed API keys per client address: a bucket of `failed_api_key_burst` refilled at
+    # `failed_api_key_rate_per_second`; an address out of it gets 429 without a lookup.
+    failed_api_key_rate_per_second: float = Field(default=1.0, ge=0)
+    failed_api_key_burst: int = Field(default=10, gt=0)
+
     executor_health_interval_seconds: float = Field(default=2.0, gt=0)
     executor_refresh_interval_seconds: float = Field(default=5.0, gt=0)
     chat_timeout_seconds: float = Field(default=600.0, gt=0)

@@ -12,6 +12,7 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from agentmesh.registry.api_keys import ApiKeys
 from agentmesh.registry.auth import Accounts, LoginThrottle, Passwords, RefreshTokenCodec
 from agentmesh.registry.errors import ValidationFailed
 from agentmesh.registry.leases import RunLeases
@@ -45,6 +46,7 @@ class Components:
     registry: AgentRegistry
     mcp_servers: McpServerRegistry
     leases: RunLeases
+    api_keys: ApiKeys
 
 
 async def open_components(settings: RegistrySettings) -> Components:
@@ -89,8 +91,10 @@ async def open_components(settings: RegistrySettings) -> Components:
         startup_grace_seconds=settings.run_lease_startup_grace_seconds,
         clock=utc_now,
     )
+    api_keys = ApiKeys(store, registry=registry, page_tokens=PageTokens(secret), clock=utc_now)
     return Components(
         engine=engine,
+        api_keys=api_keys,
         tokens=tokens,
         accounts=accounts,
         registry=registry,
@@ -105,7 +109,11 @@ async def start(settings: RegistrySettings) -> RunningService:
         if settings.superuser_email:
             await _bootstrap_superuser(components.accounts, settings)
         servicer = RegistryServicer(
-            components.accounts, components.registry, components.mcp_servers, components.leases
+            components.accounts,
+            components.registry,
+            components.mcp_servers,
+            components.leases,
+            components.api_keys,
         )
         server = await start_server(
             [

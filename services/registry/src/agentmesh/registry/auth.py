@@ -6,6 +6,9 @@
 - Refresh tokens are random; only their HMAC-SHA-256 is stored. Each is single-use: exchanging
   one marks it used and issues the next of its family (one sign-in). Presenting a used token again
   means it leaked, so the whole family is revoked.
+- Access tokens carry the user's token version (claim `ver`). It moves on at logout, refresh-token
+  reuse, deactivation and role changes; gateways compare it (`user_status`) at most once a
+  second per user and refuse older tokens, so revocation takes effect within a second.
 - Repeated failed sign-ins lock the account for a while (doubling up to a cap); while locked,
   sign-in fails with RESOURCE_EXHAUSTED and `retry_after_seconds`.
 """
@@ -27,6 +30,7 @@ from argon2 import PasswordHasher, Type
 from argon2.exceptions import InvalidHashError, VerificationError
 
 from agentmesh.registry.errors import (
+    CannotChangeSelf,
     EmailTaken,
     InvalidCredentials,
     LoginThrottled,
@@ -36,7 +40,15 @@ from agentmesh.registry.errors import (
     UserNotFound,
     ValidationFailed,
 )
-from agentmesh.registry.models import Credentials, IssuedTokens, LoginState, NewUser, RefreshToken, User
+from agentmesh.registry.models import (
+    Credentials,
+    IssuedTokens,
+    LoginState,
+    NewUser,
+    RefreshToken,
+    User,
+    UserStatus,
+)
 from agentmesh.registry.store import RegistryStore, StoreTransaction
 from agentmesh.registry.validation import check_registration, normalize_email
 from agentmesh.runtime.errors import FieldViolation
@@ -240,6 +252,7 @@ class Accounts:
             if stored.used_at is not None:
                 logger.warning("refresh token reused; revoking its sign-in (user %s)", stored.user_id)
                 await tx.revoke_refresh_family(stored.family_id, now)
+                await tx.bump_token_version(stored.user_id)  # a leak: its access tokens go too
                 reused = True
             else:
                 user = await tx.get_user(stored.user_id)
@@ -252,14 +265,17 @@ class Accounts:
         return self._issued(user, token)
 
     async def revoke(self, refresh_token: str) -> None:
-        """Ends the sign-in a refresh token belongs to. Unknown tokens are ignored, so revoking
-        is idempotent and tells nothing about which tokens exist."""
+        """Ends the sign-in a refresh token belongs to, and the user's access tokens with it (its
+        token version moves on: access tokens carry no sign-in, so every one of them goes).
+        Unknown tokens are ignored, so revoking is idempotent and tells nothing about which
+        tokens exist."""
         if not refresh_token:
             raise ValidationFailed.of([FieldViolation("refresh_token", "is required")])
         async with self._store.write() as tx:
             stored = await tx.get_refresh_token(self._refresh_tokens.digest(refresh_token), for_update=True)
             if stored is not None:
                 await tx.revoke_refresh_family(stored.family_id, self._now())
+                await tx.bump_token_version(stored.user_id)
 
     async def current_user(self, principal: Principal) -> User:
         if principal.is_system:
@@ -269,6 +285,55 @@ class Accounts:
         if user is None or not user.is_active:
             raise UserInactive("this account no longer exists or is deactivated")
         return user
+
+    async def update_user(
+        self, principal: Principal, user_id: str, *, mask: list[str], is_active: bool, is_superuser: bool
+    ) -> User:
+        """Changes the fields in `mask` (is_active, is_superuser); any change revokes the user's
+        access tokens. A superuser may not deactivate or demote itself."""
+        violations = [] if user_id else [FieldViolation("user.id", "is required")]
+        paths = list(dict.fromkeys(mask))
+        unknown = [path for path in paths if path not in ("is_active", "is_superuser")]
+        if not paths or unknown:
+            problem = "name the fields to change: is_active, is_superuser"
+            if unknown:
+                problem = f"unknown or read-only field {', '.join(map(repr, unknown))}"
+            violations.append(FieldViolation("update_mask", problem))
+        if violations:
+            raise ValidationFailed.of(violations)
+        async with self._store.write() as tx:
+            user = await tx.get_user(user_id)
+            if user is None:
+                raise UserNotFound(f"user {user_id!r} not found")
+            changed = user.model_copy(
+                update={
+                    "is_active": is_active if "is_active" in paths else user.is_active,
+                    "is_superuser": is_superuser if "is_superuser" in paths else user.is_superuser,
+                }
+            )
+            if changed == user:
+                return user
+            if user.id == principal.user_id:
+                raise CannotChangeSelf("you may not deactivate or demote yourself")
+            await tx.set_user_flags(user.id, is_superuser=changed.is_superuser, is_active=changed.is_active)
+            await tx.bump_token_version(user.id)
+        logger.info("user %s changed: active=%s superuser=%s", user.id, changed.is_active, changed.is_superuser)
+        return changed.model_copy(update={"token_version": user.token_version + 1})
+
+    async def user_status(self, user_id: str) -> UserStatus:
+        """What a gateway checks a user's tokens against; `exists` False for a deleted user."""
+        if not user_id:
+            raise ValidationFailed.of([FieldViolation("user_id", "is required")])
+        async with self._store.read() as tx:
+            user = await tx.get_user(user_id)
+        if user is None:
+            return UserStatus(exists=False)
+        return UserStatus(
+            exists=True,
+            is_active=user.is_active,
+            is_superuser=user.is_superuser,
+            token_version=user.token_version,
+        )
 
     async def ensure_superuser(self, *, email: str, password: str, reset_password: bool = False) -> User:
         """Makes sure a superuser with this e-mail exists (idempotent): creates it, or promotes and
@@ -296,10 +361,15 @@ class Accounts:
             return user
         async with self._store.write() as tx:
             await tx.set_user_flags(user.id, is_superuser=True, is_active=True)
+            if not (user.is_superuser and user.is_active):
+                await tx.bump_token_version(user.id)  # a role change, as in update_user
             if new_hash is not None:
                 await tx.set_password_hash(user.id, new_hash)
         logger.info("ensured superuser %s", email)
-        return user.model_copy(update={"is_superuser": True, "is_active": True})
+        bumped = 0 if user.is_superuser and user.is_active else 1
+        return user.model_copy(
+            update={"is_superuser": True, "is_active": True, "token_version": user.token_version + bumped}
+        )
 
     async def _record_failure(self, email: str) -> None:
         async with self._store.write() as tx:
@@ -343,7 +413,9 @@ class Accounts:
         return token
 
     def _issued(self, user: User, refresh_token: str) -> IssuedTokens:
-        principal = Principal(user_id=user.id, is_superuser=user.is_superuser, email=user.email)
+        principal = Principal(
+            user_id=user.id, is_superuser=user.is_superuser, email=user.email, token_version=user.token_version
+        )
         return IssuedTokens(
             access_token=self._tokens.issue(principal),
             refresh_token=refresh_token,

@@ -6,6 +6,7 @@ Besides `RegistryClient`, it offers the registry's errors that callers act on by
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 
 import grpc
 from google.protobuf import field_mask_pb2
@@ -181,6 +182,34 @@ class RegistryClient:
 
     async def revoke_refresh_token(self, refresh_token: str) -> None:
         await unary(self.stub.RevokeRefreshToken, pb.RevokeRefreshTokenRequest(refresh_token=refresh_token))
+
+    async def create_api_key(
+        self,
+        name: str,
+        *,
+        project_id: str = "",
+        expires_at: datetime | None = None,
+        metadata: Metadata | None = None,
+    ) -> pb.CreateApiKeyResponse:
+        """The new key's description and its secret (shown this once)."""
+        request = pb.CreateApiKeyRequest(name=name, project_id=project_id)
+        if expires_at is not None:
+            request.expires_at.FromDatetime(expires_at)
+        return await unary(self.stub.CreateApiKey, request, metadata=metadata)  # type: ignore[no-any-return]
+
+    async def list_api_keys(self, *, metadata: Metadata | None = None) -> list[resources_pb2.ApiKey]:
+        """All the caller's keys, page after page."""
+        keys: list[resources_pb2.ApiKey] = []
+        request = pb.ListApiKeysRequest(page_size=1000)
+        while True:
+            page = await unary(self.stub.ListApiKeys, request, metadata=metadata)
+            keys.extend(page.api_keys)
+            if not page.next_page_token:
+                return keys
+            request.page_token = page.next_page_token
+
+    async def revoke_api_key(self, key_id: str, *, metadata: Metadata | None = None) -> None:
+        await unary(self.stub.RevokeApiKey, pb.RevokeApiKeyRequest(id=key_id), metadata=metadata)
 
     async def get_current_user(self, *, metadata: Metadata | None = None) -> resources_pb2.User:
         return (await unary(self.stub.GetCurrentUser, pb.GetCurrentUserRequest(), metadata=metadata)).user

@@ -20,6 +20,7 @@ from agentmesh.registry.models import (
     AgentStatus,
     AgentType,
     AgentTypeFields,
+    ApiKey,
     Executor,
     IssuedTokens,
     McpServer,
@@ -159,6 +160,23 @@ def user_message(user: User) -> pb.User:
         is_active=user.is_active,
         created_at=timestamp(user.created_at),
     )
+
+
+def api_key_message(key: ApiKey) -> pb.ApiKey:
+    """A key's description; the secret and its hash never leave the registry."""
+    message = pb.ApiKey(
+        id=key.id,
+        user_id=key.user_id,
+        name=key.name,
+        prefix=key.prefix,
+        project_id=key.project_id or "",
+        created_at=timestamp(key.created_at),
+    )
+    if key.expires_at is not None:
+        message.expires_at.CopyFrom(timestamp(key.expires_at))
+    if key.revoked_at is not None:
+        message.revoked_at.CopyFrom(timestamp(key.revoked_at))
+    return message
 
 
 def tokens_message(tokens: IssuedTokens) -> service_pb2.Tokens:

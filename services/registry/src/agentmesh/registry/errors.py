@@ -28,6 +28,9 @@ __all__ = [
     "AgentTypeInUse",
     "AgentTypeInactive",
     "AgentTypeNotFound",
+    "ApiKeyInvalid",
+    "ApiKeyNotFound",
+    "CannotChangeSelf",
     "EmailTaken",
     "FieldViolation",
     "InvalidCredentials",
@@ -139,3 +142,20 @@ class McpServerNameTaken(AlreadyExists):
     """A registered MCP server of that name exists in the same scope (the project, or global)."""
 
     default_reason = "MCP_SERVER_NAME_TAKEN"
+
+
+class ApiKeyInvalid(Unauthenticated):
+    """A malformed, unknown, revoked or expired API key, or one whose user is deactivated. The
+    message never repeats the key."""
+
+    default_reason = "API_KEY_INVALID"
+
+
+class ApiKeyNotFound(NotFound):
+    default_reason = "API_KEY_NOT_FOUND"
+
+
+class CannotChangeSelf(FailedPrecondition):
+    """A superuser may not deactivate or demote itself: the mesh could be left with none."""
+
+    default_reason = "CANNOT_CHANGE_SELF"

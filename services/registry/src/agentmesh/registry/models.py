@@ -31,6 +31,8 @@ class User(_Model):
     is_superuser: bool = False
     is_active: bool = True
     created_at: datetime
+    # Moves on whenever the user's access tokens must stop working (see `auth.Accounts`).
+    token_version: int = 0
 
 
 class NewUser(_Model):
@@ -70,6 +72,31 @@ class RefreshToken(_Model):
     expires_at: datetime
     used_at: datetime | None = None
     revoked_at: datetime | None = None
+
+
+class ApiKey(_Model):
+    """A long-lived credential for programs, acting as its user (within one project when
+    `project_id` is set). Only the SHA-256 of the secret is kept, as `key_hash`."""
+
+    id: str
+    user_id: str
+    name: str
+    prefix: str
+    key_hash: str
+    project_id: str | None = None
+    created_at: datetime
+    expires_at: datetime | None = None
+    revoked_at: datetime | None = None
+
+
+class UserStatus(_Model):
+    """What a gateway needs to know of a user to honour its tokens: whether it still exists and
+    is active, its role, and its current token version."""
+
+    exists: bool
+    is_active: bool = False
+    is_superuser: bool = False
+    token_version: int = 0
 
 
 class IssuedTokens(_Model):

@@ -24,6 +24,14 @@ POLICY: Mapping[str, Access] = {
     "RevokeRefreshToken": Access.PUBLIC,
     "GetCurrentUser": Access.AUTHENTICATED,
     "CreateUser": Access.SUPERUSER,
+    "UpdateUser": Access.SUPERUSER,
+    # Internal: the gateways' revocation check, never a user's to call.
+    "GetUserStatus": Access.SYSTEM,
+    # A user's own keys; AuthenticateApiKey turns a key into its user for the gateways only.
+    "CreateApiKey": Access.AUTHENTICATED,
+    "ListApiKeys": Access.AUTHENTICATED,
+    "RevokeApiKey": Access.AUTHENTICATED,
+    "AuthenticateApiKey": Access.SYSTEM,
     "CreateAgentType": Access.SUPERUSER,
     "GetAgentType": Access.AUTHENTICATED,
     "ListAgentTypes": Access.AUTHENTICATED,

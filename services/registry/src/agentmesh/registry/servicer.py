@@ -7,6 +7,8 @@ from __future__ import annotations
 import grpc
 
 from agentmesh.registry import convert
+from agentmesh.registry.api_key_servicer import ApiKeyRpcs
+from agentmesh.registry.api_keys import ApiKeys
 from agentmesh.registry.auth import Accounts
 from agentmesh.registry.leases import RunLeases
 from agentmesh.registry.mcp_servers import McpServerRegistry
@@ -28,13 +30,20 @@ def _caller() -> Principal:
     return principal
 
 
-class RegistryServicer(McpServerRpcs, pb_grpc.RegistryServiceServicer):
-    """Adapts RegistryService RPCs to the registry's rules (the MCP server RPCs in `McpServerRpcs`)."""
+class RegistryServicer(McpServerRpcs, ApiKeyRpcs, pb_grpc.RegistryServiceServicer):
+    """Adapts RegistryService RPCs to the registry's rules (the MCP server RPCs in `McpServerRpcs`,
+    the API key RPCs in `ApiKeyRpcs`)."""
 
     def __init__(
-        self, accounts: Accounts, registry: AgentRegistry, mcp_servers: McpServerRegistry, leases: RunLeases
+        self,
+        accounts: Accounts,
+        registry: AgentRegistry,
+        mcp_servers: McpServerRegistry,
+        leases: RunLeases,
+        api_keys: ApiKeys,
     ) -> None:
         self._accounts = accounts
+        self._api_keys = api_keys
         self._registry = registry
         self._mcp_servers = mcp_servers
         self._leases = leases
@@ -83,6 +92,22 @@ class RegistryServicer(McpServerRpcs, pb_grpc.RegistryServiceServicer):
             is_superuser=request.is_superuser,
         )
         return pb.CreateUserResponse(user=convert.user_message(created.user), promoted=created.promoted)
+
+    async def UpdateUser(self, request: pb.UpdateUserRequest, context: Context) -> pb.UpdateUserResponse:
+        user = await self._accounts.update_user(
+            _caller(),
+            request.user.id,
+            mask=list(request.update_mask.paths),
+            is_active=request.user.is_active,
+            is_superuser=request.user.is_superuser,
+        )
+        return pb.UpdateUserResponse(user=convert.user_message(user))
+
+    async def GetUserStatus(
+        self, request: pb.GetUserStatusRequest, context: Context
+    ) -> pb.GetUserStatusResponse:
+        status = await self._accounts.user_status(request.user_id)
+        return pb.GetUserStatusResponse(**status.model_dump())
 
     # Agent types.
 

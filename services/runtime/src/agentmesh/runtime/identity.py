@@ -35,6 +35,8 @@ VERIFIED_CACHE_SIZE = 1024
 TOKEN_MISSING = "TOKEN_MISSING"
 TOKEN_INVALID = "TOKEN_INVALID"
 TOKEN_EXPIRED = "TOKEN_EXPIRED"
+# The token was valid, but what it stood for changed: logout, deactivation, a role change.
+TOKEN_REVOKED = "TOKEN_REVOKED"
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,9 @@ class Principal:
     user_id: str
     is_superuser: bool = False
     email: str = ""
+    # The user's token version when the token was issued (claim `ver`): the registry moves it on
+    # at logout, deactivation and role changes, and gateways refuse tokens of an older one.
+    token_version: int = 0
 
     @property
     def is_system(self) -> bool:
@@ -77,6 +82,7 @@ class TokenCodec:
             "sub": principal.user_id,
             "su": principal.is_superuser,
             "email": principal.email,
+            "ver": principal.token_version,
             "iss": self._issuer,
             "iat": now,
             "exp": now + (ttl_seconds or self.access_ttl_seconds),
@@ -118,8 +124,12 @@ class TokenCodec:
             raise Unauthenticated("invalid access token", reason=TOKEN_INVALID) from error
         if claims.get("typ") != "access":
             raise Unauthenticated("not an access token", reason=TOKEN_INVALID)
+        version = claims.get("ver", 0)
         principal = Principal(
-            user_id=claims["sub"], is_superuser=bool(claims.get("su")), email=claims.get("email", "")
+            user_id=claims["sub"],
+            is_superuser=bool(claims.get("su")),
+            email=claims.get("email", ""),
+            token_version=version if isinstance(version, int) else -1,
         )
         return principal, float(claims["exp"])
 

@@ -10,6 +10,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -710,6 +711,667 @@ func (x *CreateUserResponse) GetPromoted() bool {
 	return false
 }
 
+// UpdateUserRequest is the input of UpdateUser.
+type UpdateUserRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The user with its id and the new values.
+	User *User `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	// Fields to change: is_active, is_superuser.
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateUserRequest) Reset() {
+	*x = UpdateUserRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateUserRequest) ProtoMessage() {}
+
+func (x *UpdateUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateUserRequest.ProtoReflect.Descriptor instead.
+func (*UpdateUserRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *UpdateUserRequest) GetUser() *User {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
+func (x *UpdateUserRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+// UpdateUserResponse is the output of UpdateUser.
+type UpdateUserResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The user after the change.
+	User          *User `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateUserResponse) Reset() {
+	*x = UpdateUserResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateUserResponse) ProtoMessage() {}
+
+func (x *UpdateUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateUserResponse.ProtoReflect.Descriptor instead.
+func (*UpdateUserResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *UpdateUserResponse) GetUser() *User {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
+// GetUserStatusRequest is the input of GetUserStatus.
+type GetUserStatusRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The user.
+	UserId        string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUserStatusRequest) Reset() {
+	*x = GetUserStatusRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUserStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUserStatusRequest) ProtoMessage() {}
+
+func (x *GetUserStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUserStatusRequest.ProtoReflect.Descriptor instead.
+func (*GetUserStatusRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GetUserStatusRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+// GetUserStatusResponse is the output of GetUserStatus.
+type GetUserStatusResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False when no such user exists (deleted): its tokens are void.
+	Exists bool `protobuf:"varint,1,opt,name=exists,proto3" json:"exists,omitempty"`
+	// Inactive users' tokens and API keys are void.
+	IsActive bool `protobuf:"varint,2,opt,name=is_active,json=isActive,proto3" json:"is_active,omitempty"`
+	// Whether the user is a superuser now.
+	IsSuperuser bool `protobuf:"varint,3,opt,name=is_superuser,json=isSuperuser,proto3" json:"is_superuser,omitempty"`
+	// Access tokens carrying another version (claim `ver`) are revoked.
+	TokenVersion  int64 `protobuf:"varint,4,opt,name=token_version,json=tokenVersion,proto3" json:"token_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUserStatusResponse) Reset() {
+	*x = GetUserStatusResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUserStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUserStatusResponse) ProtoMessage() {}
+
+func (x *GetUserStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUserStatusResponse.ProtoReflect.Descriptor instead.
+func (*GetUserStatusResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GetUserStatusResponse) GetExists() bool {
+	if x != nil {
+		return x.Exists
+	}
+	return false
+}
+
+func (x *GetUserStatusResponse) GetIsActive() bool {
+	if x != nil {
+		return x.IsActive
+	}
+	return false
+}
+
+func (x *GetUserStatusResponse) GetIsSuperuser() bool {
+	if x != nil {
+		return x.IsSuperuser
+	}
+	return false
+}
+
+func (x *GetUserStatusResponse) GetTokenVersion() int64 {
+	if x != nil {
+		return x.TokenVersion
+	}
+	return 0
+}
+
+// CreateApiKeyRequest is the input of CreateApiKey.
+type CreateApiKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the key is for (1 to 100 characters). There is no request_id: a retried create cannot
+	// return the first key's secret, which is never stored.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Scope the key to this project (one of the caller's); empty for all the caller may do.
+	ProjectId string `protobuf:"bytes,2,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// When the key stops working; unset for never. Must be in the future.
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateApiKeyRequest) Reset() {
+	*x = CreateApiKeyRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateApiKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateApiKeyRequest) ProtoMessage() {}
+
+func (x *CreateApiKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateApiKeyRequest.ProtoReflect.Descriptor instead.
+func (*CreateApiKeyRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *CreateApiKeyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateApiKeyRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *CreateApiKeyRequest) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+// CreateApiKeyResponse is the output of CreateApiKey.
+type CreateApiKeyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key's description.
+	ApiKey *ApiKey `protobuf:"bytes,1,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
+	// The key itself, `amk_` and 43 URL-safe characters: shown this once, never again.
+	Secret        string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateApiKeyResponse) Reset() {
+	*x = CreateApiKeyResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateApiKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateApiKeyResponse) ProtoMessage() {}
+
+func (x *CreateApiKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateApiKeyResponse.ProtoReflect.Descriptor instead.
+func (*CreateApiKeyResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *CreateApiKeyResponse) GetApiKey() *ApiKey {
+	if x != nil {
+		return x.ApiKey
+	}
+	return nil
+}
+
+func (x *CreateApiKeyResponse) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+// ListApiKeysRequest is the input of ListApiKeys.
+type ListApiKeysRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many (default 50, at most 1000).
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Token from a previous response.
+	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Page number (1-based), an alternative to page_token for REST-style paging.
+	Page          int32 `protobuf:"varint,3,opt,name=page,proto3" json:"page,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListApiKeysRequest) Reset() {
+	*x = ListApiKeysRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListApiKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListApiKeysRequest) ProtoMessage() {}
+
+func (x *ListApiKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListApiKeysRequest.ProtoReflect.Descriptor instead.
+func (*ListApiKeysRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ListApiKeysRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListApiKeysRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListApiKeysRequest) GetPage() int32 {
+	if x != nil {
+		return x.Page
+	}
+	return 0
+}
+
+// ListApiKeysResponse is the output of ListApiKeys.
+type ListApiKeysResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The page, without secrets.
+	ApiKeys []*ApiKey `protobuf:"bytes,1,rep,name=api_keys,json=apiKeys,proto3" json:"api_keys,omitempty"`
+	// Token for the next page; empty on the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// How many there are in all.
+	TotalSize     int32 `protobuf:"varint,3,opt,name=total_size,json=totalSize,proto3" json:"total_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListApiKeysResponse) Reset() {
+	*x = ListApiKeysResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListApiKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListApiKeysResponse) ProtoMessage() {}
+
+func (x *ListApiKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListApiKeysResponse.ProtoReflect.Descriptor instead.
+func (*ListApiKeysResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListApiKeysResponse) GetApiKeys() []*ApiKey {
+	if x != nil {
+		return x.ApiKeys
+	}
+	return nil
+}
+
+func (x *ListApiKeysResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *ListApiKeysResponse) GetTotalSize() int32 {
+	if x != nil {
+		return x.TotalSize
+	}
+	return 0
+}
+
+// RevokeApiKeyRequest is the input of RevokeApiKey.
+type RevokeApiKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Identifier.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeApiKeyRequest) Reset() {
+	*x = RevokeApiKeyRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeApiKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeApiKeyRequest) ProtoMessage() {}
+
+func (x *RevokeApiKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeApiKeyRequest.ProtoReflect.Descriptor instead.
+func (*RevokeApiKeyRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RevokeApiKeyRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// RevokeApiKeyResponse is the output of RevokeApiKey.
+type RevokeApiKeyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeApiKeyResponse) Reset() {
+	*x = RevokeApiKeyResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeApiKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeApiKeyResponse) ProtoMessage() {}
+
+func (x *RevokeApiKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeApiKeyResponse.ProtoReflect.Descriptor instead.
+func (*RevokeApiKeyResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{22}
+}
+
+// AuthenticateApiKeyRequest is the input of AuthenticateApiKey.
+type AuthenticateApiKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key as presented.
+	Secret        string `protobuf:"bytes,1,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthenticateApiKeyRequest) Reset() {
+	*x = AuthenticateApiKeyRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthenticateApiKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthenticateApiKeyRequest) ProtoMessage() {}
+
+func (x *AuthenticateApiKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthenticateApiKeyRequest.ProtoReflect.Descriptor instead.
+func (*AuthenticateApiKeyRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *AuthenticateApiKeyRequest) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+// AuthenticateApiKeyResponse is the output of AuthenticateApiKey.
+type AuthenticateApiKeyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key's description (its project_id is its scope).
+	ApiKey *ApiKey `protobuf:"bytes,1,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
+	// The key's user.
+	User *User `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	// The user's current token version.
+	TokenVersion  int64 `protobuf:"varint,3,opt,name=token_version,json=tokenVersion,proto3" json:"token_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthenticateApiKeyResponse) Reset() {
+	*x = AuthenticateApiKeyResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthenticateApiKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthenticateApiKeyResponse) ProtoMessage() {}
+
+func (x *AuthenticateApiKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthenticateApiKeyResponse.ProtoReflect.Descriptor instead.
+func (*AuthenticateApiKeyResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *AuthenticateApiKeyResponse) GetApiKey() *ApiKey {
+	if x != nil {
+		return x.ApiKey
+	}
+	return nil
+}
+
+func (x *AuthenticateApiKeyResponse) GetUser() *User {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
+func (x *AuthenticateApiKeyResponse) GetTokenVersion() int64 {
+	if x != nil {
+		return x.TokenVersion
+	}
+	return 0
+}
+
 // CreateAgentTypeRequest is the input of CreateAgentType.
 type CreateAgentTypeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -723,7 +1385,7 @@ type CreateAgentTypeRequest struct {
 
 func (x *CreateAgentTypeRequest) Reset() {
 	*x = CreateAgentTypeRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[13]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +1397,7 @@ func (x *CreateAgentTypeRequest) String() string {
 func (*CreateAgentTypeRequest) ProtoMessage() {}
 
 func (x *CreateAgentTypeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[13]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +1410,7 @@ func (x *CreateAgentTypeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAgentTypeRequest.ProtoReflect.Descriptor instead.
 func (*CreateAgentTypeRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{13}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateAgentTypeRequest) GetAgentType() *AgentType {
@@ -779,7 +1441,7 @@ type CreateAgentTypeResponse struct {
 
 func (x *CreateAgentTypeResponse) Reset() {
 	*x = CreateAgentTypeResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[14]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +1453,7 @@ func (x *CreateAgentTypeResponse) String() string {
 func (*CreateAgentTypeResponse) ProtoMessage() {}
 
 func (x *CreateAgentTypeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[14]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +1466,7 @@ func (x *CreateAgentTypeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAgentTypeResponse.ProtoReflect.Descriptor instead.
 func (*CreateAgentTypeResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{14}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateAgentTypeResponse) GetAgentType() *AgentType {
@@ -834,7 +1496,7 @@ type GetAgentTypeRequest struct {
 
 func (x *GetAgentTypeRequest) Reset() {
 	*x = GetAgentTypeRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[15]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +1508,7 @@ func (x *GetAgentTypeRequest) String() string {
 func (*GetAgentTypeRequest) ProtoMessage() {}
 
 func (x *GetAgentTypeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[15]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +1521,7 @@ func (x *GetAgentTypeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentTypeRequest.ProtoReflect.Descriptor instead.
 func (*GetAgentTypeRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{15}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetAgentTypeRequest) GetId() string {
@@ -887,7 +1549,7 @@ type GetAgentTypeResponse struct {
 
 func (x *GetAgentTypeResponse) Reset() {
 	*x = GetAgentTypeResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[16]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +1561,7 @@ func (x *GetAgentTypeResponse) String() string {
 func (*GetAgentTypeResponse) ProtoMessage() {}
 
 func (x *GetAgentTypeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[16]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +1574,7 @@ func (x *GetAgentTypeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentTypeResponse.ProtoReflect.Descriptor instead.
 func (*GetAgentTypeResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{16}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetAgentTypeResponse) GetAgentType() *AgentType {
@@ -937,7 +1599,7 @@ type ListAgentTypesRequest struct {
 
 func (x *ListAgentTypesRequest) Reset() {
 	*x = ListAgentTypesRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[17]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1611,7 @@ func (x *ListAgentTypesRequest) String() string {
 func (*ListAgentTypesRequest) ProtoMessage() {}
 
 func (x *ListAgentTypesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[17]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1624,7 @@ func (x *ListAgentTypesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentTypesRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentTypesRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{17}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListAgentTypesRequest) GetPageSize() int32 {
@@ -1001,7 +1663,7 @@ type ListAgentTypesResponse struct {
 
 func (x *ListAgentTypesResponse) Reset() {
 	*x = ListAgentTypesResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[18]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1675,7 @@ func (x *ListAgentTypesResponse) String() string {
 func (*ListAgentTypesResponse) ProtoMessage() {}
 
 func (x *ListAgentTypesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[18]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1688,7 @@ func (x *ListAgentTypesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentTypesResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentTypesResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{18}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListAgentTypesResponse) GetAgentTypes() []*AgentType {
@@ -1063,7 +1725,7 @@ type UpdateAgentTypeRequest struct {
 
 func (x *UpdateAgentTypeRequest) Reset() {
 	*x = UpdateAgentTypeRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[19]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1075,7 +1737,7 @@ func (x *UpdateAgentTypeRequest) String() string {
 func (*UpdateAgentTypeRequest) ProtoMessage() {}
 
 func (x *UpdateAgentTypeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[19]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1088,7 +1750,7 @@ func (x *UpdateAgentTypeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAgentTypeRequest.ProtoReflect.Descriptor instead.
 func (*UpdateAgentTypeRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{19}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UpdateAgentTypeRequest) GetAgentType() *AgentType {
@@ -1119,7 +1781,7 @@ type UpdateAgentTypeResponse struct {
 
 func (x *UpdateAgentTypeResponse) Reset() {
 	*x = UpdateAgentTypeResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[20]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1793,7 @@ func (x *UpdateAgentTypeResponse) String() string {
 func (*UpdateAgentTypeResponse) ProtoMessage() {}
 
 func (x *UpdateAgentTypeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[20]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,7 +1806,7 @@ func (x *UpdateAgentTypeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAgentTypeResponse.ProtoReflect.Descriptor instead.
 func (*UpdateAgentTypeResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{20}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *UpdateAgentTypeResponse) GetAgentType() *AgentType {
@@ -1172,7 +1834,7 @@ type DeleteAgentTypeRequest struct {
 
 func (x *DeleteAgentTypeRequest) Reset() {
 	*x = DeleteAgentTypeRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[21]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1846,7 @@ func (x *DeleteAgentTypeRequest) String() string {
 func (*DeleteAgentTypeRequest) ProtoMessage() {}
 
 func (x *DeleteAgentTypeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[21]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1859,7 @@ func (x *DeleteAgentTypeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAgentTypeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAgentTypeRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{21}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeleteAgentTypeRequest) GetId() string {
@@ -1216,7 +1878,7 @@ type DeleteAgentTypeResponse struct {
 
 func (x *DeleteAgentTypeResponse) Reset() {
 	*x = DeleteAgentTypeResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[22]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1890,7 @@ func (x *DeleteAgentTypeResponse) String() string {
 func (*DeleteAgentTypeResponse) ProtoMessage() {}
 
 func (x *DeleteAgentTypeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[22]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1903,7 @@ func (x *DeleteAgentTypeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAgentTypeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAgentTypeResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{22}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{34}
 }
 
 // CreateProjectRequest is the input of CreateProject.
@@ -1257,7 +1919,7 @@ type CreateProjectRequest struct {
 
 func (x *CreateProjectRequest) Reset() {
 	*x = CreateProjectRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[23]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1931,7 @@ func (x *CreateProjectRequest) String() string {
 func (*CreateProjectRequest) ProtoMessage() {}
 
 func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[23]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1944,7 @@ func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProjectRequest.ProtoReflect.Descriptor instead.
 func (*CreateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{23}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CreateProjectRequest) GetProject() *Project {
@@ -1310,7 +1972,7 @@ type CreateProjectResponse struct {
 
 func (x *CreateProjectResponse) Reset() {
 	*x = CreateProjectResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[24]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1984,7 @@ func (x *CreateProjectResponse) String() string {
 func (*CreateProjectResponse) ProtoMessage() {}
 
 func (x *CreateProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[24]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1997,7 @@ func (x *CreateProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProjectResponse.ProtoReflect.Descriptor instead.
 func (*CreateProjectResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{24}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CreateProjectResponse) GetProject() *Project {
@@ -1358,7 +2020,7 @@ type GetProjectRequest struct {
 
 func (x *GetProjectRequest) Reset() {
 	*x = GetProjectRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[25]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1370,7 +2032,7 @@ func (x *GetProjectRequest) String() string {
 func (*GetProjectRequest) ProtoMessage() {}
 
 func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[25]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1383,7 +2045,7 @@ func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectRequest.ProtoReflect.Descriptor instead.
 func (*GetProjectRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{25}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetProjectRequest) GetId() string {
@@ -1411,7 +2073,7 @@ type GetProjectResponse struct {
 
 func (x *GetProjectResponse) Reset() {
 	*x = GetProjectResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[26]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1423,7 +2085,7 @@ func (x *GetProjectResponse) String() string {
 func (*GetProjectResponse) ProtoMessage() {}
 
 func (x *GetProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[26]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1436,7 +2098,7 @@ func (x *GetProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectResponse.ProtoReflect.Descriptor instead.
 func (*GetProjectResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{26}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetProjectResponse) GetProject() *Project {
@@ -1461,7 +2123,7 @@ type ListProjectsRequest struct {
 
 func (x *ListProjectsRequest) Reset() {
 	*x = ListProjectsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[27]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1473,7 +2135,7 @@ func (x *ListProjectsRequest) String() string {
 func (*ListProjectsRequest) ProtoMessage() {}
 
 func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[27]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1486,7 +2148,7 @@ func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsRequest.ProtoReflect.Descriptor instead.
 func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{27}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListProjectsRequest) GetPageSize() int32 {
@@ -1525,7 +2187,7 @@ type ListProjectsResponse struct {
 
 func (x *ListProjectsResponse) Reset() {
 	*x = ListProjectsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[28]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1537,7 +2199,7 @@ func (x *ListProjectsResponse) String() string {
 func (*ListProjectsResponse) ProtoMessage() {}
 
 func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[28]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1550,7 +2212,7 @@ func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsResponse.ProtoReflect.Descriptor instead.
 func (*ListProjectsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{28}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListProjectsResponse) GetProjects() []*Project {
@@ -1587,7 +2249,7 @@ type UpdateProjectRequest struct {
 
 func (x *UpdateProjectRequest) Reset() {
 	*x = UpdateProjectRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[29]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1599,7 +2261,7 @@ func (x *UpdateProjectRequest) String() string {
 func (*UpdateProjectRequest) ProtoMessage() {}
 
 func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[29]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1612,7 +2274,7 @@ func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProjectRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{29}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UpdateProjectRequest) GetProject() *Project {
@@ -1640,7 +2302,7 @@ type UpdateProjectResponse struct {
 
 func (x *UpdateProjectResponse) Reset() {
 	*x = UpdateProjectResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[30]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1652,7 +2314,7 @@ func (x *UpdateProjectResponse) String() string {
 func (*UpdateProjectResponse) ProtoMessage() {}
 
 func (x *UpdateProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[30]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1665,7 +2327,7 @@ func (x *UpdateProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProjectResponse.ProtoReflect.Descriptor instead.
 func (*UpdateProjectResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{30}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UpdateProjectResponse) GetProject() *Project {
@@ -1686,7 +2348,7 @@ type DeleteProjectRequest struct {
 
 func (x *DeleteProjectRequest) Reset() {
 	*x = DeleteProjectRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[31]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1698,7 +2360,7 @@ func (x *DeleteProjectRequest) String() string {
 func (*DeleteProjectRequest) ProtoMessage() {}
 
 func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[31]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +2373,7 @@ func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectRequest.ProtoReflect.Descriptor instead.
 func (*DeleteProjectRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{31}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DeleteProjectRequest) GetId() string {
@@ -1730,7 +2392,7 @@ type DeleteProjectResponse struct {
 
 func (x *DeleteProjectResponse) Reset() {
 	*x = DeleteProjectResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[32]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1742,7 +2404,7 @@ func (x *DeleteProjectResponse) String() string {
 func (*DeleteProjectResponse) ProtoMessage() {}
 
 func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[32]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1755,7 +2417,7 @@ func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectResponse.ProtoReflect.Descriptor instead.
 func (*DeleteProjectResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{32}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{44}
 }
 
 // CreateAgentRequest is the input of CreateAgent.
@@ -1772,7 +2434,7 @@ type CreateAgentRequest struct {
 
 func (x *CreateAgentRequest) Reset() {
 	*x = CreateAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[33]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1784,7 +2446,7 @@ func (x *CreateAgentRequest) String() string {
 func (*CreateAgentRequest) ProtoMessage() {}
 
 func (x *CreateAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[33]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1797,7 +2459,7 @@ func (x *CreateAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAgentRequest.ProtoReflect.Descriptor instead.
 func (*CreateAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{33}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CreateAgentRequest) GetAgent() *Agent {
@@ -1828,7 +2490,7 @@ type CreateAgentResponse struct {
 
 func (x *CreateAgentResponse) Reset() {
 	*x = CreateAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[34]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +2502,7 @@ func (x *CreateAgentResponse) String() string {
 func (*CreateAgentResponse) ProtoMessage() {}
 
 func (x *CreateAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[34]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +2515,7 @@ func (x *CreateAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAgentResponse.ProtoReflect.Descriptor instead.
 func (*CreateAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{34}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CreateAgentResponse) GetAgent() *Agent {
@@ -1883,7 +2545,7 @@ type GetAgentRequest struct {
 
 func (x *GetAgentRequest) Reset() {
 	*x = GetAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[35]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1895,7 +2557,7 @@ func (x *GetAgentRequest) String() string {
 func (*GetAgentRequest) ProtoMessage() {}
 
 func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[35]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1908,7 +2570,7 @@ func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentRequest.ProtoReflect.Descriptor instead.
 func (*GetAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{35}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetAgentRequest) GetProjectId() string {
@@ -1936,7 +2598,7 @@ type GetAgentResponse struct {
 
 func (x *GetAgentResponse) Reset() {
 	*x = GetAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[36]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1948,7 +2610,7 @@ func (x *GetAgentResponse) String() string {
 func (*GetAgentResponse) ProtoMessage() {}
 
 func (x *GetAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[36]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1961,7 +2623,7 @@ func (x *GetAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentResponse.ProtoReflect.Descriptor instead.
 func (*GetAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{36}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetAgentResponse) GetAgent() *Agent {
@@ -1988,7 +2650,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[37]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2000,7 +2662,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[37]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2013,7 +2675,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{37}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListAgentsRequest) GetProjectId() string {
@@ -2059,7 +2721,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[38]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2071,7 +2733,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[38]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2084,7 +2746,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{38}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*Agent {
@@ -2121,7 +2783,7 @@ type UpdateAgentRequest struct {
 
 func (x *UpdateAgentRequest) Reset() {
 	*x = UpdateAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[39]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2133,7 +2795,7 @@ func (x *UpdateAgentRequest) String() string {
 func (*UpdateAgentRequest) ProtoMessage() {}
 
 func (x *UpdateAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[39]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2146,7 +2808,7 @@ func (x *UpdateAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAgentRequest.ProtoReflect.Descriptor instead.
 func (*UpdateAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{39}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *UpdateAgentRequest) GetAgent() *Agent {
@@ -2177,7 +2839,7 @@ type UpdateAgentResponse struct {
 
 func (x *UpdateAgentResponse) Reset() {
 	*x = UpdateAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[40]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2189,7 +2851,7 @@ func (x *UpdateAgentResponse) String() string {
 func (*UpdateAgentResponse) ProtoMessage() {}
 
 func (x *UpdateAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[40]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2202,7 +2864,7 @@ func (x *UpdateAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAgentResponse.ProtoReflect.Descriptor instead.
 func (*UpdateAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{40}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *UpdateAgentResponse) GetAgent() *Agent {
@@ -2232,7 +2894,7 @@ type PauseAgentRequest struct {
 
 func (x *PauseAgentRequest) Reset() {
 	*x = PauseAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[41]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2244,7 +2906,7 @@ func (x *PauseAgentRequest) String() string {
 func (*PauseAgentRequest) ProtoMessage() {}
 
 func (x *PauseAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[41]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2257,7 +2919,7 @@ func (x *PauseAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseAgentRequest.ProtoReflect.Descriptor instead.
 func (*PauseAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{41}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PauseAgentRequest) GetProjectId() string {
@@ -2285,7 +2947,7 @@ type PauseAgentResponse struct {
 
 func (x *PauseAgentResponse) Reset() {
 	*x = PauseAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[42]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2297,7 +2959,7 @@ func (x *PauseAgentResponse) String() string {
 func (*PauseAgentResponse) ProtoMessage() {}
 
 func (x *PauseAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[42]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2310,7 +2972,7 @@ func (x *PauseAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseAgentResponse.ProtoReflect.Descriptor instead.
 func (*PauseAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{42}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PauseAgentResponse) GetAgent() *Agent {
@@ -2333,7 +2995,7 @@ type ResumeAgentRequest struct {
 
 func (x *ResumeAgentRequest) Reset() {
 	*x = ResumeAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[43]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2345,7 +3007,7 @@ func (x *ResumeAgentRequest) String() string {
 func (*ResumeAgentRequest) ProtoMessage() {}
 
 func (x *ResumeAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[43]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2358,7 +3020,7 @@ func (x *ResumeAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeAgentRequest.ProtoReflect.Descriptor instead.
 func (*ResumeAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{43}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ResumeAgentRequest) GetProjectId() string {
@@ -2386,7 +3048,7 @@ type ResumeAgentResponse struct {
 
 func (x *ResumeAgentResponse) Reset() {
 	*x = ResumeAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[44]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2398,7 +3060,7 @@ func (x *ResumeAgentResponse) String() string {
 func (*ResumeAgentResponse) ProtoMessage() {}
 
 func (x *ResumeAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[44]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2411,7 +3073,7 @@ func (x *ResumeAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeAgentResponse.ProtoReflect.Descriptor instead.
 func (*ResumeAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{44}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ResumeAgentResponse) GetAgent() *Agent {
@@ -2434,7 +3096,7 @@ type DeleteAgentRequest struct {
 
 func (x *DeleteAgentRequest) Reset() {
 	*x = DeleteAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[45]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2446,7 +3108,7 @@ func (x *DeleteAgentRequest) String() string {
 func (*DeleteAgentRequest) ProtoMessage() {}
 
 func (x *DeleteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[45]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2459,7 +3121,7 @@ func (x *DeleteAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAgentRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{45}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *DeleteAgentRequest) GetProjectId() string {
@@ -2487,7 +3149,7 @@ type DeleteAgentResponse struct {
 
 func (x *DeleteAgentResponse) Reset() {
 	*x = DeleteAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[46]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2499,7 +3161,7 @@ func (x *DeleteAgentResponse) String() string {
 func (*DeleteAgentResponse) ProtoMessage() {}
 
 func (x *DeleteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[46]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2512,7 +3174,7 @@ func (x *DeleteAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAgentResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{46}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *DeleteAgentResponse) GetMessage() string {
@@ -2535,7 +3197,7 @@ type GetAgentMetricsRequest struct {
 
 func (x *GetAgentMetricsRequest) Reset() {
 	*x = GetAgentMetricsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[47]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2547,7 +3209,7 @@ func (x *GetAgentMetricsRequest) String() string {
 func (*GetAgentMetricsRequest) ProtoMessage() {}
 
 func (x *GetAgentMetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[47]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2560,7 +3222,7 @@ func (x *GetAgentMetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentMetricsRequest.ProtoReflect.Descriptor instead.
 func (*GetAgentMetricsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{47}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetAgentMetricsRequest) GetProjectId() string {
@@ -2598,7 +3260,7 @@ type GetAgentMetricsResponse struct {
 
 func (x *GetAgentMetricsResponse) Reset() {
 	*x = GetAgentMetricsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[48]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2610,7 +3272,7 @@ func (x *GetAgentMetricsResponse) String() string {
 func (*GetAgentMetricsResponse) ProtoMessage() {}
 
 func (x *GetAgentMetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[48]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2623,7 +3285,7 @@ func (x *GetAgentMetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentMetricsResponse.ProtoReflect.Descriptor instead.
 func (*GetAgentMetricsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{48}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetAgentMetricsResponse) GetTotalInstances() int64 {
@@ -2681,7 +3343,7 @@ type ResolveAgentRequest struct {
 
 func (x *ResolveAgentRequest) Reset() {
 	*x = ResolveAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[49]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2693,7 +3355,7 @@ func (x *ResolveAgentRequest) String() string {
 func (*ResolveAgentRequest) ProtoMessage() {}
 
 func (x *ResolveAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[49]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2706,7 +3368,7 @@ func (x *ResolveAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveAgentRequest.ProtoReflect.Descriptor instead.
 func (*ResolveAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{49}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ResolveAgentRequest) GetProjectSlug() string {
@@ -2734,7 +3396,7 @@ type ResolveAgentResponse struct {
 
 func (x *ResolveAgentResponse) Reset() {
 	*x = ResolveAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[50]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2746,7 +3408,7 @@ func (x *ResolveAgentResponse) String() string {
 func (*ResolveAgentResponse) ProtoMessage() {}
 
 func (x *ResolveAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[50]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2759,7 +3421,7 @@ func (x *ResolveAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveAgentResponse.ProtoReflect.Descriptor instead.
 func (*ResolveAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{50}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ResolveAgentResponse) GetSpec() *AgentSpec {
@@ -2786,7 +3448,7 @@ type StartAgentRunRequest struct {
 
 func (x *StartAgentRunRequest) Reset() {
 	*x = StartAgentRunRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[51]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2798,7 +3460,7 @@ func (x *StartAgentRunRequest) String() string {
 func (*StartAgentRunRequest) ProtoMessage() {}
 
 func (x *StartAgentRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[51]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2811,7 +3473,7 @@ func (x *StartAgentRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartAgentRunRequest.ProtoReflect.Descriptor instead.
 func (*StartAgentRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{51}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *StartAgentRunRequest) GetAgentId() string {
@@ -2855,7 +3517,7 @@ type StartAgentRunResponse struct {
 
 func (x *StartAgentRunResponse) Reset() {
 	*x = StartAgentRunResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[52]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2867,7 +3529,7 @@ func (x *StartAgentRunResponse) String() string {
 func (*StartAgentRunResponse) ProtoMessage() {}
 
 func (x *StartAgentRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[52]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2880,7 +3542,7 @@ func (x *StartAgentRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartAgentRunResponse.ProtoReflect.Descriptor instead.
 func (*StartAgentRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{52}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *StartAgentRunResponse) GetAgent() *Agent {
@@ -2916,7 +3578,7 @@ type FinishAgentRunRequest struct {
 
 func (x *FinishAgentRunRequest) Reset() {
 	*x = FinishAgentRunRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[53]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2928,7 +3590,7 @@ func (x *FinishAgentRunRequest) String() string {
 func (*FinishAgentRunRequest) ProtoMessage() {}
 
 func (x *FinishAgentRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[53]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2941,7 +3603,7 @@ func (x *FinishAgentRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishAgentRunRequest.ProtoReflect.Descriptor instead.
 func (*FinishAgentRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{53}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *FinishAgentRunRequest) GetAgentId() string {
@@ -2990,7 +3652,7 @@ type FinishAgentRunResponse struct {
 
 func (x *FinishAgentRunResponse) Reset() {
 	*x = FinishAgentRunResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[54]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3002,7 +3664,7 @@ func (x *FinishAgentRunResponse) String() string {
 func (*FinishAgentRunResponse) ProtoMessage() {}
 
 func (x *FinishAgentRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[54]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3015,7 +3677,7 @@ func (x *FinishAgentRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishAgentRunResponse.ProtoReflect.Descriptor instead.
 func (*FinishAgentRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{54}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *FinishAgentRunResponse) GetAgent() *Agent {
@@ -3036,7 +3698,7 @@ type FinishAgentRunsRequest struct {
 
 func (x *FinishAgentRunsRequest) Reset() {
 	*x = FinishAgentRunsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[55]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3048,7 +3710,7 @@ func (x *FinishAgentRunsRequest) String() string {
 func (*FinishAgentRunsRequest) ProtoMessage() {}
 
 func (x *FinishAgentRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[55]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3061,7 +3723,7 @@ func (x *FinishAgentRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishAgentRunsRequest.ProtoReflect.Descriptor instead.
 func (*FinishAgentRunsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{55}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *FinishAgentRunsRequest) GetRuns() []*FinishAgentRunRequest {
@@ -3082,7 +3744,7 @@ type FinishAgentRunsResponse struct {
 
 func (x *FinishAgentRunsResponse) Reset() {
 	*x = FinishAgentRunsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[56]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3094,7 +3756,7 @@ func (x *FinishAgentRunsResponse) String() string {
 func (*FinishAgentRunsResponse) ProtoMessage() {}
 
 func (x *FinishAgentRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[56]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3107,7 +3769,7 @@ func (x *FinishAgentRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishAgentRunsResponse.ProtoReflect.Descriptor instead.
 func (*FinishAgentRunsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{56}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *FinishAgentRunsResponse) GetResults() []*FinishedAgentRun {
@@ -3135,7 +3797,7 @@ type FinishedAgentRun struct {
 
 func (x *FinishedAgentRun) Reset() {
 	*x = FinishedAgentRun{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[57]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3147,7 +3809,7 @@ func (x *FinishedAgentRun) String() string {
 func (*FinishedAgentRun) ProtoMessage() {}
 
 func (x *FinishedAgentRun) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[57]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3160,7 +3822,7 @@ func (x *FinishedAgentRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishedAgentRun.ProtoReflect.Descriptor instead.
 func (*FinishedAgentRun) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{57}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *FinishedAgentRun) GetAgent() *Agent {
@@ -3208,7 +3870,7 @@ type RenewRunLeasesRequest struct {
 
 func (x *RenewRunLeasesRequest) Reset() {
 	*x = RenewRunLeasesRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3220,7 +3882,7 @@ func (x *RenewRunLeasesRequest) String() string {
 func (*RenewRunLeasesRequest) ProtoMessage() {}
 
 func (x *RenewRunLeasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3233,7 +3895,7 @@ func (x *RenewRunLeasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRunLeasesRequest.ProtoReflect.Descriptor instead.
 func (*RenewRunLeasesRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{58}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *RenewRunLeasesRequest) GetExecutorId() string {
@@ -3279,7 +3941,7 @@ type RenewRunLeasesResponse struct {
 
 func (x *RenewRunLeasesResponse) Reset() {
 	*x = RenewRunLeasesResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3291,7 +3953,7 @@ func (x *RenewRunLeasesResponse) String() string {
 func (*RenewRunLeasesResponse) ProtoMessage() {}
 
 func (x *RenewRunLeasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3304,7 +3966,7 @@ func (x *RenewRunLeasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRunLeasesResponse.ProtoReflect.Descriptor instead.
 func (*RenewRunLeasesResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{59}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *RenewRunLeasesResponse) GetLost() []*LeasedRun {
@@ -3341,7 +4003,7 @@ type LeasedRun struct {
 
 func (x *LeasedRun) Reset() {
 	*x = LeasedRun{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[60]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3353,7 +4015,7 @@ func (x *LeasedRun) String() string {
 func (*LeasedRun) ProtoMessage() {}
 
 func (x *LeasedRun) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[60]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3366,7 +4028,7 @@ func (x *LeasedRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeasedRun.ProtoReflect.Descriptor instead.
 func (*LeasedRun) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{60}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *LeasedRun) GetAgentId() string {
@@ -3402,7 +4064,7 @@ type OrphanedRun struct {
 
 func (x *OrphanedRun) Reset() {
 	*x = OrphanedRun{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[61]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3414,7 +4076,7 @@ func (x *OrphanedRun) String() string {
 func (*OrphanedRun) ProtoMessage() {}
 
 func (x *OrphanedRun) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[61]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3427,7 +4089,7 @@ func (x *OrphanedRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrphanedRun.ProtoReflect.Descriptor instead.
 func (*OrphanedRun) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{61}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *OrphanedRun) GetAgentId() string {
@@ -3476,7 +4138,7 @@ type RegisterExecutorRequest struct {
 
 func (x *RegisterExecutorRequest) Reset() {
 	*x = RegisterExecutorRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[62]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3488,7 +4150,7 @@ func (x *RegisterExecutorRequest) String() string {
 func (*RegisterExecutorRequest) ProtoMessage() {}
 
 func (x *RegisterExecutorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[62]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3501,7 +4163,7 @@ func (x *RegisterExecutorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterExecutorRequest.ProtoReflect.Descriptor instead.
 func (*RegisterExecutorRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{62}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *RegisterExecutorRequest) GetExecutor() *Executor {
@@ -3522,7 +4184,7 @@ type RegisterExecutorResponse struct {
 
 func (x *RegisterExecutorResponse) Reset() {
 	*x = RegisterExecutorResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[63]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3534,7 +4196,7 @@ func (x *RegisterExecutorResponse) String() string {
 func (*RegisterExecutorResponse) ProtoMessage() {}
 
 func (x *RegisterExecutorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[63]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3547,7 +4209,7 @@ func (x *RegisterExecutorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterExecutorResponse.ProtoReflect.Descriptor instead.
 func (*RegisterExecutorResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{63}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *RegisterExecutorResponse) GetExecutor() *Executor {
@@ -3566,7 +4228,7 @@ type ListExecutorsRequest struct {
 
 func (x *ListExecutorsRequest) Reset() {
 	*x = ListExecutorsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[64]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3578,7 +4240,7 @@ func (x *ListExecutorsRequest) String() string {
 func (*ListExecutorsRequest) ProtoMessage() {}
 
 func (x *ListExecutorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[64]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3591,7 +4253,7 @@ func (x *ListExecutorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutorsRequest.ProtoReflect.Descriptor instead.
 func (*ListExecutorsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{64}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{76}
 }
 
 // ListExecutorsResponse is the output of ListExecutors.
@@ -3605,7 +4267,7 @@ type ListExecutorsResponse struct {
 
 func (x *ListExecutorsResponse) Reset() {
 	*x = ListExecutorsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3617,7 +4279,7 @@ func (x *ListExecutorsResponse) String() string {
 func (*ListExecutorsResponse) ProtoMessage() {}
 
 func (x *ListExecutorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3630,7 +4292,7 @@ func (x *ListExecutorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutorsResponse.ProtoReflect.Descriptor instead.
 func (*ListExecutorsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{65}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListExecutorsResponse) GetExecutors() []*Executor {
@@ -3654,7 +4316,7 @@ type CreateMcpServerRequest struct {
 
 func (x *CreateMcpServerRequest) Reset() {
 	*x = CreateMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[66]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3666,7 +4328,7 @@ func (x *CreateMcpServerRequest) String() string {
 func (*CreateMcpServerRequest) ProtoMessage() {}
 
 func (x *CreateMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[66]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3679,7 +4341,7 @@ func (x *CreateMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*CreateMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{66}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *CreateMcpServerRequest) GetMcpServer() *McpServer {
@@ -3707,7 +4369,7 @@ type CreateMcpServerResponse struct {
 
 func (x *CreateMcpServerResponse) Reset() {
 	*x = CreateMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[67]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3719,7 +4381,7 @@ func (x *CreateMcpServerResponse) String() string {
 func (*CreateMcpServerResponse) ProtoMessage() {}
 
 func (x *CreateMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[67]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3732,7 +4394,7 @@ func (x *CreateMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*CreateMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{67}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *CreateMcpServerResponse) GetMcpServer() *McpServer {
@@ -3758,7 +4420,7 @@ type GetMcpServerRequest struct {
 
 func (x *GetMcpServerRequest) Reset() {
 	*x = GetMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3770,7 +4432,7 @@ func (x *GetMcpServerRequest) String() string {
 func (*GetMcpServerRequest) ProtoMessage() {}
 
 func (x *GetMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3783,7 +4445,7 @@ func (x *GetMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*GetMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{68}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *GetMcpServerRequest) GetId() string {
@@ -3818,7 +4480,7 @@ type GetMcpServerResponse struct {
 
 func (x *GetMcpServerResponse) Reset() {
 	*x = GetMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3830,7 +4492,7 @@ func (x *GetMcpServerResponse) String() string {
 func (*GetMcpServerResponse) ProtoMessage() {}
 
 func (x *GetMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3843,7 +4505,7 @@ func (x *GetMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*GetMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{69}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *GetMcpServerResponse) GetMcpServer() *McpServer {
@@ -3870,7 +4532,7 @@ type ListMcpServersRequest struct {
 
 func (x *ListMcpServersRequest) Reset() {
 	*x = ListMcpServersRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3882,7 +4544,7 @@ func (x *ListMcpServersRequest) String() string {
 func (*ListMcpServersRequest) ProtoMessage() {}
 
 func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3895,7 +4557,7 @@ func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersRequest.ProtoReflect.Descriptor instead.
 func (*ListMcpServersRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{70}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ListMcpServersRequest) GetPageSize() int32 {
@@ -3941,7 +4603,7 @@ type ListMcpServersResponse struct {
 
 func (x *ListMcpServersResponse) Reset() {
 	*x = ListMcpServersResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3953,7 +4615,7 @@ func (x *ListMcpServersResponse) String() string {
 func (*ListMcpServersResponse) ProtoMessage() {}
 
 func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3966,7 +4628,7 @@ func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersResponse.ProtoReflect.Descriptor instead.
 func (*ListMcpServersResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{71}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ListMcpServersResponse) GetMcpServers() []*McpServer {
@@ -4003,7 +4665,7 @@ type UpdateMcpServerRequest struct {
 
 func (x *UpdateMcpServerRequest) Reset() {
 	*x = UpdateMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4015,7 +4677,7 @@ func (x *UpdateMcpServerRequest) String() string {
 func (*UpdateMcpServerRequest) ProtoMessage() {}
 
 func (x *UpdateMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4028,7 +4690,7 @@ func (x *UpdateMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{72}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *UpdateMcpServerRequest) GetMcpServer() *McpServer {
@@ -4056,7 +4718,7 @@ type UpdateMcpServerResponse struct {
 
 func (x *UpdateMcpServerResponse) Reset() {
 	*x = UpdateMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4068,7 +4730,7 @@ func (x *UpdateMcpServerResponse) String() string {
 func (*UpdateMcpServerResponse) ProtoMessage() {}
 
 func (x *UpdateMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4081,7 +4743,7 @@ func (x *UpdateMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{73}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *UpdateMcpServerResponse) GetMcpServer() *McpServer {
@@ -4102,7 +4764,7 @@ type DeleteMcpServerRequest struct {
 
 func (x *DeleteMcpServerRequest) Reset() {
 	*x = DeleteMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4114,7 +4776,7 @@ func (x *DeleteMcpServerRequest) String() string {
 func (*DeleteMcpServerRequest) ProtoMessage() {}
 
 func (x *DeleteMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4127,7 +4789,7 @@ func (x *DeleteMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{74}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *DeleteMcpServerRequest) GetId() string {
@@ -4146,7 +4808,7 @@ type DeleteMcpServerResponse struct {
 
 func (x *DeleteMcpServerResponse) Reset() {
 	*x = DeleteMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4158,7 +4820,7 @@ func (x *DeleteMcpServerResponse) String() string {
 func (*DeleteMcpServerResponse) ProtoMessage() {}
 
 func (x *DeleteMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4171,7 +4833,7 @@ func (x *DeleteMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{75}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{87}
 }
 
 // ResolveMcpServersRequest is the input of ResolveMcpServers.
@@ -4185,7 +4847,7 @@ type ResolveMcpServersRequest struct {
 
 func (x *ResolveMcpServersRequest) Reset() {
 	*x = ResolveMcpServersRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4197,7 +4859,7 @@ func (x *ResolveMcpServersRequest) String() string {
 func (*ResolveMcpServersRequest) ProtoMessage() {}
 
 func (x *ResolveMcpServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4210,7 +4872,7 @@ func (x *ResolveMcpServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveMcpServersRequest.ProtoReflect.Descriptor instead.
 func (*ResolveMcpServersRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{76}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *ResolveMcpServersRequest) GetAgentId() string {
@@ -4233,7 +4895,7 @@ type ResolveMcpServersResponse struct {
 
 func (x *ResolveMcpServersResponse) Reset() {
 	*x = ResolveMcpServersResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4245,7 +4907,7 @@ func (x *ResolveMcpServersResponse) String() string {
 func (*ResolveMcpServersResponse) ProtoMessage() {}
 
 func (x *ResolveMcpServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4258,7 +4920,7 @@ func (x *ResolveMcpServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveMcpServersResponse.ProtoReflect.Descriptor instead.
 func (*ResolveMcpServersResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{77}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *ResolveMcpServersResponse) GetServers() []*McpServer {
@@ -4279,7 +4941,7 @@ var File_agentmesh_registry_v1_registry_service_proto protoreflect.FileDescripto
 
 const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\n" +
-	",agentmesh/registry/v1/registry_service.proto\x12\x15agentmesh.registry.v1\x1a%agentmesh/registry/v1/resources.proto\x1a google/protobuf/field_mask.proto\"\x83\x01\n" +
+	",agentmesh/registry/v1/registry_service.proto\x12\x15agentmesh.registry.v1\x1a%agentmesh/registry/v1/resources.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\x01\n" +
 	"\x13RegisterUserRequest\x12\x14\n" +
 	"\x05email\x18\x01 \x01(\tR\x05email\x12\x1a\n" +
 	"\bpassword\x18\x02 \x01(\tR\bpassword\x12\x1d\n" +
@@ -4319,7 +4981,48 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\fis_superuser\x18\x05 \x01(\bR\visSuperuser\"a\n" +
 	"\x12CreateUserResponse\x12/\n" +
 	"\x04user\x18\x01 \x01(\v2\x1b.agentmesh.registry.v1.UserR\x04user\x12\x1a\n" +
-	"\bpromoted\x18\x02 \x01(\bR\bpromoted\"x\n" +
+	"\bpromoted\x18\x02 \x01(\bR\bpromoted\"\x81\x01\n" +
+	"\x11UpdateUserRequest\x12/\n" +
+	"\x04user\x18\x01 \x01(\v2\x1b.agentmesh.registry.v1.UserR\x04user\x12;\n" +
+	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\"E\n" +
+	"\x12UpdateUserResponse\x12/\n" +
+	"\x04user\x18\x01 \x01(\v2\x1b.agentmesh.registry.v1.UserR\x04user\"/\n" +
+	"\x14GetUserStatusRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\"\x94\x01\n" +
+	"\x15GetUserStatusResponse\x12\x16\n" +
+	"\x06exists\x18\x01 \x01(\bR\x06exists\x12\x1b\n" +
+	"\tis_active\x18\x02 \x01(\bR\bisActive\x12!\n" +
+	"\fis_superuser\x18\x03 \x01(\bR\visSuperuser\x12#\n" +
+	"\rtoken_version\x18\x04 \x01(\x03R\ftokenVersion\"\x83\x01\n" +
+	"\x13CreateApiKeyRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x02 \x01(\tR\tprojectId\x129\n" +
+	"\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"f\n" +
+	"\x14CreateApiKeyResponse\x126\n" +
+	"\aapi_key\x18\x01 \x01(\v2\x1d.agentmesh.registry.v1.ApiKeyR\x06apiKey\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"d\n" +
+	"\x12ListApiKeysRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\x12\x12\n" +
+	"\x04page\x18\x03 \x01(\x05R\x04page\"\x96\x01\n" +
+	"\x13ListApiKeysResponse\x128\n" +
+	"\bapi_keys\x18\x01 \x03(\v2\x1d.agentmesh.registry.v1.ApiKeyR\aapiKeys\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x1d\n" +
+	"\n" +
+	"total_size\x18\x03 \x01(\x05R\ttotalSize\"%\n" +
+	"\x13RevokeApiKeyRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
+	"\x14RevokeApiKeyResponse\"3\n" +
+	"\x19AuthenticateApiKeyRequest\x12\x16\n" +
+	"\x06secret\x18\x01 \x01(\tR\x06secret\"\xaa\x01\n" +
+	"\x1aAuthenticateApiKeyResponse\x126\n" +
+	"\aapi_key\x18\x01 \x01(\v2\x1d.agentmesh.registry.v1.ApiKeyR\x06apiKey\x12/\n" +
+	"\x04user\x18\x02 \x01(\v2\x1b.agentmesh.registry.v1.UserR\x04user\x12#\n" +
+	"\rtoken_version\x18\x03 \x01(\x03R\ftokenVersion\"x\n" +
 	"\x16CreateAgentTypeRequest\x12?\n" +
 	"\n" +
 	"agent_type\x18\x01 \x01(\v2 .agentmesh.registry.v1.AgentTypeR\tagentType\x12\x1d\n" +
@@ -4558,7 +5261,7 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\"q\n" +
 	"\x19ResolveMcpServersResponse\x12:\n" +
 	"\aservers\x18\x01 \x03(\v2 .agentmesh.registry.v1.McpServerR\aservers\x12\x18\n" +
-	"\amissing\x18\x02 \x03(\tR\amissing2\x9e\x1f\n" +
+	"\amissing\x18\x02 \x03(\tR\amissing2\xa0$\n" +
 	"\x0fRegistryService\x12g\n" +
 	"\fRegisterUser\x12*.agentmesh.registry.v1.RegisterUserRequest\x1a+.agentmesh.registry.v1.RegisterUserResponse\x12R\n" +
 	"\x05Login\x12#.agentmesh.registry.v1.LoginRequest\x1a$.agentmesh.registry.v1.LoginResponse\x12j\n" +
@@ -4566,7 +5269,14 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x12RevokeRefreshToken\x120.agentmesh.registry.v1.RevokeRefreshTokenRequest\x1a1.agentmesh.registry.v1.RevokeRefreshTokenResponse\x12m\n" +
 	"\x0eGetCurrentUser\x12,.agentmesh.registry.v1.GetCurrentUserRequest\x1a-.agentmesh.registry.v1.GetCurrentUserResponse\x12a\n" +
 	"\n" +
-	"CreateUser\x12(.agentmesh.registry.v1.CreateUserRequest\x1a).agentmesh.registry.v1.CreateUserResponse\x12p\n" +
+	"CreateUser\x12(.agentmesh.registry.v1.CreateUserRequest\x1a).agentmesh.registry.v1.CreateUserResponse\x12a\n" +
+	"\n" +
+	"UpdateUser\x12(.agentmesh.registry.v1.UpdateUserRequest\x1a).agentmesh.registry.v1.UpdateUserResponse\x12j\n" +
+	"\rGetUserStatus\x12+.agentmesh.registry.v1.GetUserStatusRequest\x1a,.agentmesh.registry.v1.GetUserStatusResponse\x12g\n" +
+	"\fCreateApiKey\x12*.agentmesh.registry.v1.CreateApiKeyRequest\x1a+.agentmesh.registry.v1.CreateApiKeyResponse\x12d\n" +
+	"\vListApiKeys\x12).agentmesh.registry.v1.ListApiKeysRequest\x1a*.agentmesh.registry.v1.ListApiKeysResponse\x12g\n" +
+	"\fRevokeApiKey\x12*.agentmesh.registry.v1.RevokeApiKeyRequest\x1a+.agentmesh.registry.v1.RevokeApiKeyResponse\x12y\n" +
+	"\x12AuthenticateApiKey\x120.agentmesh.registry.v1.AuthenticateApiKeyRequest\x1a1.agentmesh.registry.v1.AuthenticateApiKeyResponse\x12p\n" +
 	"\x0fCreateAgentType\x12-.agentmesh.registry.v1.CreateAgentTypeRequest\x1a..agentmesh.registry.v1.CreateAgentTypeResponse\x12g\n" +
 	"\fGetAgentType\x12*.agentmesh.registry.v1.GetAgentTypeRequest\x1a+.agentmesh.registry.v1.GetAgentTypeResponse\x12m\n" +
 	"\x0eListAgentTypes\x12,.agentmesh.registry.v1.ListAgentTypesRequest\x1a-.agentmesh.registry.v1.ListAgentTypesResponse\x12p\n" +
@@ -4615,7 +5325,7 @@ func file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_registry_v1_registry_service_proto_rawDescData
 }
 
-var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
+var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 90)
 var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*RegisterUserRequest)(nil),        // 0: agentmesh.registry.v1.RegisterUserRequest
 	(*RegisterUserResponse)(nil),       // 1: agentmesh.registry.v1.RegisterUserResponse
@@ -4630,209 +5340,243 @@ var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*GetCurrentUserResponse)(nil),     // 10: agentmesh.registry.v1.GetCurrentUserResponse
 	(*CreateUserRequest)(nil),          // 11: agentmesh.registry.v1.CreateUserRequest
 	(*CreateUserResponse)(nil),         // 12: agentmesh.registry.v1.CreateUserResponse
-	(*CreateAgentTypeRequest)(nil),     // 13: agentmesh.registry.v1.CreateAgentTypeRequest
-	(*CreateAgentTypeResponse)(nil),    // 14: agentmesh.registry.v1.CreateAgentTypeResponse
-	(*GetAgentTypeRequest)(nil),        // 15: agentmesh.registry.v1.GetAgentTypeRequest
-	(*GetAgentTypeResponse)(nil),       // 16: agentmesh.registry.v1.GetAgentTypeResponse
-	(*ListAgentTypesRequest)(nil),      // 17: agentmesh.registry.v1.ListAgentTypesRequest
-	(*ListAgentTypesResponse)(nil),     // 18: agentmesh.registry.v1.ListAgentTypesResponse
-	(*UpdateAgentTypeRequest)(nil),     // 19: agentmesh.registry.v1.UpdateAgentTypeRequest
-	(*UpdateAgentTypeResponse)(nil),    // 20: agentmesh.registry.v1.UpdateAgentTypeResponse
-	(*DeleteAgentTypeRequest)(nil),     // 21: agentmesh.registry.v1.DeleteAgentTypeRequest
-	(*DeleteAgentTypeResponse)(nil),    // 22: agentmesh.registry.v1.DeleteAgentTypeResponse
-	(*CreateProjectRequest)(nil),       // 23: agentmesh.registry.v1.CreateProjectRequest
-	(*CreateProjectResponse)(nil),      // 24: agentmesh.registry.v1.CreateProjectResponse
-	(*GetProjectRequest)(nil),          // 25: agentmesh.registry.v1.GetProjectRequest
-	(*GetProjectResponse)(nil),         // 26: agentmesh.registry.v1.GetProjectResponse
-	(*ListProjectsRequest)(nil),        // 27: agentmesh.registry.v1.ListProjectsRequest
-	(*ListProjectsResponse)(nil),       // 28: agentmesh.registry.v1.ListProjectsResponse
-	(*UpdateProjectRequest)(nil),       // 29: agentmesh.registry.v1.UpdateProjectRequest
-	(*UpdateProjectResponse)(nil),      // 30: agentmesh.registry.v1.UpdateProjectResponse
-	(*DeleteProjectRequest)(nil),       // 31: agentmesh.registry.v1.DeleteProjectRequest
-	(*DeleteProjectResponse)(nil),      // 32: agentmesh.registry.v1.DeleteProjectResponse
-	(*CreateAgentRequest)(nil),         // 33: agentmesh.registry.v1.CreateAgentRequest
-	(*CreateAgentResponse)(nil),        // 34: agentmesh.registry.v1.CreateAgentResponse
-	(*GetAgentRequest)(nil),            // 35: agentmesh.registry.v1.GetAgentRequest
-	(*GetAgentResponse)(nil),           // 36: agentmesh.registry.v1.GetAgentResponse
-	(*ListAgentsRequest)(nil),          // 37: agentmesh.registry.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),         // 38: agentmesh.registry.v1.ListAgentsResponse
-	(*UpdateAgentRequest)(nil),         // 39: agentmesh.registry.v1.UpdateAgentRequest
-	(*UpdateAgentResponse)(nil),        // 40: agentmesh.registry.v1.UpdateAgentResponse
-	(*PauseAgentRequest)(nil),          // 41: agentmesh.registry.v1.PauseAgentRequest
-	(*PauseAgentResponse)(nil),         // 42: agentmesh.registry.v1.PauseAgentResponse
-	(*ResumeAgentRequest)(nil),         // 43: agentmesh.registry.v1.ResumeAgentRequest
-	(*ResumeAgentResponse)(nil),        // 44: agentmesh.registry.v1.ResumeAgentResponse
-	(*DeleteAgentRequest)(nil),         // 45: agentmesh.registry.v1.DeleteAgentRequest
-	(*DeleteAgentResponse)(nil),        // 46: agentmesh.registry.v1.DeleteAgentResponse
-	(*GetAgentMetricsRequest)(nil),     // 47: agentmesh.registry.v1.GetAgentMetricsRequest
-	(*GetAgentMetricsResponse)(nil),    // 48: agentmesh.registry.v1.GetAgentMetricsResponse
-	(*ResolveAgentRequest)(nil),        // 49: agentmesh.registry.v1.ResolveAgentRequest
-	(*ResolveAgentResponse)(nil),       // 50: agentmesh.registry.v1.ResolveAgentResponse
-	(*StartAgentRunRequest)(nil),       // 51: agentmesh.registry.v1.StartAgentRunRequest
-	(*StartAgentRunResponse)(nil),      // 52: agentmesh.registry.v1.StartAgentRunResponse
-	(*FinishAgentRunRequest)(nil),      // 53: agentmesh.registry.v1.FinishAgentRunRequest
-	(*FinishAgentRunResponse)(nil),     // 54: agentmesh.registry.v1.FinishAgentRunResponse
-	(*FinishAgentRunsRequest)(nil),     // 55: agentmesh.registry.v1.FinishAgentRunsRequest
-	(*FinishAgentRunsResponse)(nil),    // 56: agentmesh.registry.v1.FinishAgentRunsResponse
-	(*FinishedAgentRun)(nil),           // 57: agentmesh.registry.v1.FinishedAgentRun
-	(*RenewRunLeasesRequest)(nil),      // 58: agentmesh.registry.v1.RenewRunLeasesRequest
-	(*RenewRunLeasesResponse)(nil),     // 59: agentmesh.registry.v1.RenewRunLeasesResponse
-	(*LeasedRun)(nil),                  // 60: agentmesh.registry.v1.LeasedRun
-	(*OrphanedRun)(nil),                // 61: agentmesh.registry.v1.OrphanedRun
-	(*RegisterExecutorRequest)(nil),    // 62: agentmesh.registry.v1.RegisterExecutorRequest
-	(*RegisterExecutorResponse)(nil),   // 63: agentmesh.registry.v1.RegisterExecutorResponse
-	(*ListExecutorsRequest)(nil),       // 64: agentmesh.registry.v1.ListExecutorsRequest
-	(*ListExecutorsResponse)(nil),      // 65: agentmesh.registry.v1.ListExecutorsResponse
-	(*CreateMcpServerRequest)(nil),     // 66: agentmesh.registry.v1.CreateMcpServerRequest
-	(*CreateMcpServerResponse)(nil),    // 67: agentmesh.registry.v1.CreateMcpServerResponse
-	(*GetMcpServerRequest)(nil),        // 68: agentmesh.registry.v1.GetMcpServerRequest
-	(*GetMcpServerResponse)(nil),       // 69: agentmesh.registry.v1.GetMcpServerResponse
-	(*ListMcpServersRequest)(nil),      // 70: agentmesh.registry.v1.ListMcpServersRequest
-	(*ListMcpServersResponse)(nil),     // 71: agentmesh.registry.v1.ListMcpServersResponse
-	(*UpdateMcpServerRequest)(nil),     // 72: agentmesh.registry.v1.UpdateMcpServerRequest
-	(*UpdateMcpServerResponse)(nil),    // 73: agentmesh.registry.v1.UpdateMcpServerResponse
-	(*DeleteMcpServerRequest)(nil),     // 74: agentmesh.registry.v1.DeleteMcpServerRequest
-	(*DeleteMcpServerResponse)(nil),    // 75: agentmesh.registry.v1.DeleteMcpServerResponse
-	(*ResolveMcpServersRequest)(nil),   // 76: agentmesh.registry.v1.ResolveMcpServersRequest
-	(*ResolveMcpServersResponse)(nil),  // 77: agentmesh.registry.v1.ResolveMcpServersResponse
-	(*User)(nil),                       // 78: agentmesh.registry.v1.User
-	(*AgentType)(nil),                  // 79: agentmesh.registry.v1.AgentType
-	(*fieldmaskpb.FieldMask)(nil),      // 80: google.protobuf.FieldMask
-	(*Project)(nil),                    // 81: agentmesh.registry.v1.Project
-	(*Agent)(nil),                      // 82: agentmesh.registry.v1.Agent
-	(*AgentSpec)(nil),                  // 83: agentmesh.registry.v1.AgentSpec
-	(*Executor)(nil),                   // 84: agentmesh.registry.v1.Executor
-	(*McpServer)(nil),                  // 85: agentmesh.registry.v1.McpServer
+	(*UpdateUserRequest)(nil),          // 13: agentmesh.registry.v1.UpdateUserRequest
+	(*UpdateUserResponse)(nil),         // 14: agentmesh.registry.v1.UpdateUserResponse
+	(*GetUserStatusRequest)(nil),       // 15: agentmesh.registry.v1.GetUserStatusRequest
+	(*GetUserStatusResponse)(nil),      // 16: agentmesh.registry.v1.GetUserStatusResponse
+	(*CreateApiKeyRequest)(nil),        // 17: agentmesh.registry.v1.CreateApiKeyRequest
+	(*CreateApiKeyResponse)(nil),       // 18: agentmesh.registry.v1.CreateApiKeyResponse
+	(*ListApiKeysRequest)(nil),         // 19: agentmesh.registry.v1.ListApiKeysRequest
+	(*ListApiKeysResponse)(nil),        // 20: agentmesh.registry.v1.ListApiKeysResponse
+	(*RevokeApiKeyRequest)(nil),        // 21: agentmesh.registry.v1.RevokeApiKeyRequest
+	(*RevokeApiKeyResponse)(nil),       // 22: agentmesh.registry.v1.RevokeApiKeyResponse
+	(*AuthenticateApiKeyRequest)(nil),  // 23: agentmesh.registry.v1.AuthenticateApiKeyRequest
+	(*AuthenticateApiKeyResponse)(nil), // 24: agentmesh.registry.v1.AuthenticateApiKeyResponse
+	(*CreateAgentTypeRequest)(nil),     // 25: agentmesh.registry.v1.CreateAgentTypeRequest
+	(*CreateAgentTypeResponse)(nil),    // 26: agentmesh.registry.v1.CreateAgentTypeResponse
+	(*GetAgentTypeRequest)(nil),        // 27: agentmesh.registry.v1.GetAgentTypeRequest
+	(*GetAgentTypeResponse)(nil),       // 28: agentmesh.registry.v1.GetAgentTypeResponse
+	(*ListAgentTypesRequest)(nil),      // 29: agentmesh.registry.v1.ListAgentTypesRequest
+	(*ListAgentTypesResponse)(nil),     // 30: agentmesh.registry.v1.ListAgentTypesResponse
+	(*UpdateAgentTypeRequest)(nil),     // 31: agentmesh.registry.v1.UpdateAgentTypeRequest
+	(*UpdateAgentTypeResponse)(nil),    // 32: agentmesh.registry.v1.UpdateAgentTypeResponse
+	(*DeleteAgentTypeRequest)(nil),     // 33: agentmesh.registry.v1.DeleteAgentTypeRequest
+	(*DeleteAgentTypeResponse)(nil),    // 34: agentmesh.registry.v1.DeleteAgentTypeResponse
+	(*CreateProjectRequest)(nil),       // 35: agentmesh.registry.v1.CreateProjectRequest
+	(*CreateProjectResponse)(nil),      // 36: agentmesh.registry.v1.CreateProjectResponse
+	(*GetProjectRequest)(nil),          // 37: agentmesh.registry.v1.GetProjectRequest
+	(*GetProjectResponse)(nil),         // 38: agentmesh.registry.v1.GetProjectResponse
+	(*ListProjectsRequest)(nil),        // 39: agentmesh.registry.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),       // 40: agentmesh.registry.v1.ListProjectsResponse
+	(*UpdateProjectRequest)(nil),       // 41: agentmesh.registry.v1.UpdateProjectRequest
+	(*UpdateProjectResponse)(nil),      // 42: agentmesh.registry.v1.UpdateProjectResponse
+	(*DeleteProjectRequest)(nil),       // 43: agentmesh.registry.v1.DeleteProjectRequest
+	(*DeleteProjectResponse)(nil),      // 44: agentmesh.registry.v1.DeleteProjectResponse
+	(*CreateAgentRequest)(nil),         // 45: agentmesh.registry.v1.CreateAgentRequest
+	(*CreateAgentResponse)(nil),        // 46: agentmesh.registry.v1.CreateAgentResponse
+	(*GetAgentRequest)(nil),            // 47: agentmesh.registry.v1.GetAgentRequest
+	(*GetAgentResponse)(nil),           // 48: agentmesh.registry.v1.GetAgentResponse
+	(*ListAgentsRequest)(nil),          // 49: agentmesh.registry.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),         // 50: agentmesh.registry.v1.ListAgentsResponse
+	(*UpdateAgentRequest)(nil),         // 51: agentmesh.registry.v1.UpdateAgentRequest
+	(*UpdateAgentResponse)(nil),        // 52: agentmesh.registry.v1.UpdateAgentResponse
+	(*PauseAgentRequest)(nil),          // 53: agentmesh.registry.v1.PauseAgentRequest
+	(*PauseAgentResponse)(nil),         // 54: agentmesh.registry.v1.PauseAgentResponse
+	(*ResumeAgentRequest)(nil),         // 55: agentmesh.registry.v1.ResumeAgentRequest
+	(*ResumeAgentResponse)(nil),        // 56: agentmesh.registry.v1.ResumeAgentResponse
+	(*DeleteAgentRequest)(nil),         // 57: agentmesh.registry.v1.DeleteAgentRequest
+	(*DeleteAgentResponse)(nil),        // 58: agentmesh.registry.v1.DeleteAgentResponse
+	(*GetAgentMetricsRequest)(nil),     // 59: agentmesh.registry.v1.GetAgentMetricsRequest
+	(*GetAgentMetricsResponse)(nil),    // 60: agentmesh.registry.v1.GetAgentMetricsResponse
+	(*ResolveAgentRequest)(nil),        // 61: agentmesh.registry.v1.ResolveAgentRequest
+	(*ResolveAgentResponse)(nil),       // 62: agentmesh.registry.v1.ResolveAgentResponse
+	(*StartAgentRunRequest)(nil),       // 63: agentmesh.registry.v1.StartAgentRunRequest
+	(*StartAgentRunResponse)(nil),      // 64: agentmesh.registry.v1.StartAgentRunResponse
+	(*FinishAgentRunRequest)(nil),      // 65: agentmesh.registry.v1.FinishAgentRunRequest
+	(*FinishAgentRunResponse)(nil),     // 66: agentmesh.registry.v1.FinishAgentRunResponse
+	(*FinishAgentRunsRequest)(nil),     // 67: agentmesh.registry.v1.FinishAgentRunsRequest
+	(*FinishAgentRunsResponse)(nil),    // 68: agentmesh.registry.v1.FinishAgentRunsResponse
+	(*FinishedAgentRun)(nil),           // 69: agentmesh.registry.v1.FinishedAgentRun
+	(*RenewRunLeasesRequest)(nil),      // 70: agentmesh.registry.v1.RenewRunLeasesRequest
+	(*RenewRunLeasesResponse)(nil),     // 71: agentmesh.registry.v1.RenewRunLeasesResponse
+	(*LeasedRun)(nil),                  // 72: agentmesh.registry.v1.LeasedRun
+	(*OrphanedRun)(nil),                // 73: agentmesh.registry.v1.OrphanedRun
+	(*RegisterExecutorRequest)(nil),    // 74: agentmesh.registry.v1.RegisterExecutorRequest
+	(*RegisterExecutorResponse)(nil),   // 75: agentmesh.registry.v1.RegisterExecutorResponse
+	(*ListExecutorsRequest)(nil),       // 76: agentmesh.registry.v1.ListExecutorsRequest
+	(*ListExecutorsResponse)(nil),      // 77: agentmesh.registry.v1.ListExecutorsResponse
+	(*CreateMcpServerRequest)(nil),     // 78: agentmesh.registry.v1.CreateMcpServerRequest
+	(*CreateMcpServerResponse)(nil),    // 79: agentmesh.registry.v1.CreateMcpServerResponse
+	(*GetMcpServerRequest)(nil),        // 80: agentmesh.registry.v1.GetMcpServerRequest
+	(*GetMcpServerResponse)(nil),       // 81: agentmesh.registry.v1.GetMcpServerResponse
+	(*ListMcpServersRequest)(nil),      // 82: agentmesh.registry.v1.ListMcpServersRequest
+	(*ListMcpServersResponse)(nil),     // 83: agentmesh.registry.v1.ListMcpServersResponse
+	(*UpdateMcpServerRequest)(nil),     // 84: agentmesh.registry.v1.UpdateMcpServerRequest
+	(*UpdateMcpServerResponse)(nil),    // 85: agentmesh.registry.v1.UpdateMcpServerResponse
+	(*DeleteMcpServerRequest)(nil),     // 86: agentmesh.registry.v1.DeleteMcpServerRequest
+	(*DeleteMcpServerResponse)(nil),    // 87: agentmesh.registry.v1.DeleteMcpServerResponse
+	(*ResolveMcpServersRequest)(nil),   // 88: agentmesh.registry.v1.ResolveMcpServersRequest
+	(*ResolveMcpServersResponse)(nil),  // 89: agentmesh.registry.v1.ResolveMcpServersResponse
+	(*User)(nil),                       // 90: agentmesh.registry.v1.User
+	(*fieldmaskpb.FieldMask)(nil),      // 91: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),      // 92: google.protobuf.Timestamp
+	(*ApiKey)(nil),                     // 93: agentmesh.registry.v1.ApiKey
+	(*AgentType)(nil),                  // 94: agentmesh.registry.v1.AgentType
+	(*Project)(nil),                    // 95: agentmesh.registry.v1.Project
+	(*Agent)(nil),                      // 96: agentmesh.registry.v1.Agent
+	(*AgentSpec)(nil),                  // 97: agentmesh.registry.v1.AgentSpec
+	(*Executor)(nil),                   // 98: agentmesh.registry.v1.Executor
+	(*McpServer)(nil),                  // 99: agentmesh.registry.v1.McpServer
 }
 var file_agentmesh_registry_v1_registry_service_proto_depIdxs = []int32{
-	78, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
-	3,  // 1: agentmesh.registry.v1.LoginResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
-	3,  // 2: agentmesh.registry.v1.RefreshTokensResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
-	78, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
-	78, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	79, // 5: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	79, // 6: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	79, // 7: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	79, // 8: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
-	79, // 9: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	80, // 10: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
-	79, // 11: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	81, // 12: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	81, // 13: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	81, // 14: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	81, // 15: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
-	81, // 16: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	80, // 17: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	81, // 18: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	82, // 19: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	82, // 20: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	82, // 21: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	82, // 22: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
-	82, // 23: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	80, // 24: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	82, // 25: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	82, // 26: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	82, // 27: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	83, // 28: agentmesh.registry.v1.ResolveAgentResponse.spec:type_name -> agentmesh.registry.v1.AgentSpec
-	82, // 29: agentmesh.registry.v1.StartAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	82, // 30: agentmesh.registry.v1.FinishAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	53, // 31: agentmesh.registry.v1.FinishAgentRunsRequest.runs:type_name -> agentmesh.registry.v1.FinishAgentRunRequest
-	57, // 32: agentmesh.registry.v1.FinishAgentRunsResponse.results:type_name -> agentmesh.registry.v1.FinishedAgentRun
-	82, // 33: agentmesh.registry.v1.FinishedAgentRun.agent:type_name -> agentmesh.registry.v1.Agent
-	60, // 34: agentmesh.registry.v1.RenewRunLeasesRequest.runs:type_name -> agentmesh.registry.v1.LeasedRun
-	60, // 35: agentmesh.registry.v1.RenewRunLeasesRequest.closed:type_name -> agentmesh.registry.v1.LeasedRun
-	60, // 36: agentmesh.registry.v1.RenewRunLeasesResponse.lost:type_name -> agentmesh.registry.v1.LeasedRun
-	61, // 37: agentmesh.registry.v1.RenewRunLeasesResponse.orphans:type_name -> agentmesh.registry.v1.OrphanedRun
-	84, // 38: agentmesh.registry.v1.RegisterExecutorRequest.executor:type_name -> agentmesh.registry.v1.Executor
-	84, // 39: agentmesh.registry.v1.RegisterExecutorResponse.executor:type_name -> agentmesh.registry.v1.Executor
-	84, // 40: agentmesh.registry.v1.ListExecutorsResponse.executors:type_name -> agentmesh.registry.v1.Executor
-	85, // 41: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	85, // 42: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	85, // 43: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	85, // 44: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	85, // 45: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	80, // 46: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
-	85, // 47: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	85, // 48: agentmesh.registry.v1.ResolveMcpServersResponse.servers:type_name -> agentmesh.registry.v1.McpServer
-	0,  // 49: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
-	2,  // 50: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
-	5,  // 51: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
-	7,  // 52: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
-	9,  // 53: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
-	11, // 54: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
-	13, // 55: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
-	15, // 56: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
-	17, // 57: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
-	19, // 58: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
-	21, // 59: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
-	23, // 60: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
-	25, // 61: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
-	27, // 62: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
-	29, // 63: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
-	31, // 64: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
-	33, // 65: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
-	35, // 66: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
-	37, // 67: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
-	39, // 68: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
-	41, // 69: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
-	43, // 70: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
-	45, // 71: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
-	47, // 72: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
-	49, // 73: agentmesh.registry.v1.RegistryService.ResolveAgent:input_type -> agentmesh.registry.v1.ResolveAgentRequest
-	51, // 74: agentmesh.registry.v1.RegistryService.StartAgentRun:input_type -> agentmesh.registry.v1.StartAgentRunRequest
-	53, // 75: agentmesh.registry.v1.RegistryService.FinishAgentRun:input_type -> agentmesh.registry.v1.FinishAgentRunRequest
-	55, // 76: agentmesh.registry.v1.RegistryService.FinishAgentRuns:input_type -> agentmesh.registry.v1.FinishAgentRunsRequest
-	58, // 77: agentmesh.registry.v1.RegistryService.RenewRunLeases:input_type -> agentmesh.registry.v1.RenewRunLeasesRequest
-	66, // 78: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
-	68, // 79: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
-	70, // 80: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
-	72, // 81: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
-	74, // 82: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
-	76, // 83: agentmesh.registry.v1.RegistryService.ResolveMcpServers:input_type -> agentmesh.registry.v1.ResolveMcpServersRequest
-	62, // 84: agentmesh.registry.v1.RegistryService.RegisterExecutor:input_type -> agentmesh.registry.v1.RegisterExecutorRequest
-	64, // 85: agentmesh.registry.v1.RegistryService.ListExecutors:input_type -> agentmesh.registry.v1.ListExecutorsRequest
-	1,  // 86: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
-	4,  // 87: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
-	6,  // 88: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
-	8,  // 89: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
-	10, // 90: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
-	12, // 91: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
-	14, // 92: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
-	16, // 93: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
-	18, // 94: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
-	20, // 95: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
-	22, // 96: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
-	24, // 97: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
-	26, // 98: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
-	28, // 99: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
-	30, // 100: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
-	32, // 101: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
-	34, // 102: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
-	36, // 103: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
-	38, // 104: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
-	40, // 105: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
-	42, // 106: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
-	44, // 107: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
-	46, // 108: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
-	48, // 109: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
-	50, // 110: agentmesh.registry.v1.RegistryService.ResolveAgent:output_type -> agentmesh.registry.v1.ResolveAgentResponse
-	52, // 111: agentmesh.registry.v1.RegistryService.StartAgentRun:output_type -> agentmesh.registry.v1.StartAgentRunResponse
-	54, // 112: agentmesh.registry.v1.RegistryService.FinishAgentRun:output_type -> agentmesh.registry.v1.FinishAgentRunResponse
-	56, // 113: agentmesh.registry.v1.RegistryService.FinishAgentRuns:output_type -> agentmesh.registry.v1.FinishAgentRunsResponse
-	59, // 114: agentmesh.registry.v1.RegistryService.RenewRunLeases:output_type -> agentmesh.registry.v1.RenewRunLeasesResponse
-	67, // 115: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
-	69, // 116: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
-	71, // 117: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
-	73, // 118: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
-	75, // 119: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
-	77, // 120: agentmesh.registry.v1.RegistryService.ResolveMcpServers:output_type -> agentmesh.registry.v1.ResolveMcpServersResponse
-	63, // 121: agentmesh.registry.v1.RegistryService.RegisterExecutor:output_type -> agentmesh.registry.v1.RegisterExecutorResponse
-	65, // 122: agentmesh.registry.v1.RegistryService.ListExecutors:output_type -> agentmesh.registry.v1.ListExecutorsResponse
-	86, // [86:123] is the sub-list for method output_type
-	49, // [49:86] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	90,  // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
+	3,   // 1: agentmesh.registry.v1.LoginResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
+	3,   // 2: agentmesh.registry.v1.RefreshTokensResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
+	90,  // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
+	90,  // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	90,  // 5: agentmesh.registry.v1.UpdateUserRequest.user:type_name -> agentmesh.registry.v1.User
+	91,  // 6: agentmesh.registry.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
+	90,  // 7: agentmesh.registry.v1.UpdateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	92,  // 8: agentmesh.registry.v1.CreateApiKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	93,  // 9: agentmesh.registry.v1.CreateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
+	93,  // 10: agentmesh.registry.v1.ListApiKeysResponse.api_keys:type_name -> agentmesh.registry.v1.ApiKey
+	93,  // 11: agentmesh.registry.v1.AuthenticateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
+	90,  // 12: agentmesh.registry.v1.AuthenticateApiKeyResponse.user:type_name -> agentmesh.registry.v1.User
+	94,  // 13: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	94,  // 14: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	94,  // 15: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	94,  // 16: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
+	94,  // 17: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	91,  // 18: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
+	94,  // 19: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	95,  // 20: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	95,  // 21: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	95,  // 22: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	95,  // 23: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
+	95,  // 24: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	91,  // 25: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	95,  // 26: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	96,  // 27: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	96,  // 28: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	96,  // 29: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	96,  // 30: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
+	96,  // 31: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	91,  // 32: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	96,  // 33: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	96,  // 34: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	96,  // 35: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	97,  // 36: agentmesh.registry.v1.ResolveAgentResponse.spec:type_name -> agentmesh.registry.v1.AgentSpec
+	96,  // 37: agentmesh.registry.v1.StartAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	96,  // 38: agentmesh.registry.v1.FinishAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	65,  // 39: agentmesh.registry.v1.FinishAgentRunsRequest.runs:type_name -> agentmesh.registry.v1.FinishAgentRunRequest
+	69,  // 40: agentmesh.registry.v1.FinishAgentRunsResponse.results:type_name -> agentmesh.registry.v1.FinishedAgentRun
+	96,  // 41: agentmesh.registry.v1.FinishedAgentRun.agent:type_name -> agentmesh.registry.v1.Agent
+	72,  // 42: agentmesh.registry.v1.RenewRunLeasesRequest.runs:type_name -> agentmesh.registry.v1.LeasedRun
+	72,  // 43: agentmesh.registry.v1.RenewRunLeasesRequest.closed:type_name -> agentmesh.registry.v1.LeasedRun
+	72,  // 44: agentmesh.registry.v1.RenewRunLeasesResponse.lost:type_name -> agentmesh.registry.v1.LeasedRun
+	73,  // 45: agentmesh.registry.v1.RenewRunLeasesResponse.orphans:type_name -> agentmesh.registry.v1.OrphanedRun
+	98,  // 46: agentmesh.registry.v1.RegisterExecutorRequest.executor:type_name -> agentmesh.registry.v1.Executor
+	98,  // 47: agentmesh.registry.v1.RegisterExecutorResponse.executor:type_name -> agentmesh.registry.v1.Executor
+	98,  // 48: agentmesh.registry.v1.ListExecutorsResponse.executors:type_name -> agentmesh.registry.v1.Executor
+	99,  // 49: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	99,  // 50: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	99,  // 51: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	99,  // 52: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	99,  // 53: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	91,  // 54: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
+	99,  // 55: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	99,  // 56: agentmesh.registry.v1.ResolveMcpServersResponse.servers:type_name -> agentmesh.registry.v1.McpServer
+	0,   // 57: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
+	2,   // 58: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
+	5,   // 59: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
+	7,   // 60: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
+	9,   // 61: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
+	11,  // 62: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
+	13,  // 63: agentmesh.registry.v1.RegistryService.UpdateUser:input_type -> agentmesh.registry.v1.UpdateUserRequest
+	15,  // 64: agentmesh.registry.v1.RegistryService.GetUserStatus:input_type -> agentmesh.registry.v1.GetUserStatusRequest
+	17,  // 65: agentmesh.registry.v1.RegistryService.CreateApiKey:input_type -> agentmesh.registry.v1.CreateApiKeyRequest
+	19,  // 66: agentmesh.registry.v1.RegistryService.ListApiKeys:input_type -> agentmesh.registry.v1.ListApiKeysRequest
+	21,  // 67: agentmesh.registry.v1.RegistryService.RevokeApiKey:input_type -> agentmesh.registry.v1.RevokeApiKeyRequest
+	23,  // 68: agentmesh.registry.v1.RegistryService.AuthenticateApiKey:input_type -> agentmesh.registry.v1.AuthenticateApiKeyRequest
+	25,  // 69: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
+	27,  // 70: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
+	29,  // 71: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
+	31,  // 72: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
+	33,  // 73: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
+	35,  // 74: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
+	37,  // 75: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
+	39,  // 76: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
+	41,  // 77: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
+	43,  // 78: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
+	45,  // 79: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
+	47,  // 80: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
+	49,  // 81: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
+	51,  // 82: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
+	53,  // 83: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
+	55,  // 84: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
+	57,  // 85: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
+	59,  // 86: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
+	61,  // 87: agentmesh.registry.v1.RegistryService.ResolveAgent:input_type -> agentmesh.registry.v1.ResolveAgentRequest
+	63,  // 88: agentmesh.registry.v1.RegistryService.StartAgentRun:input_type -> agentmesh.registry.v1.StartAgentRunRequest
+	65,  // 89: agentmesh.registry.v1.RegistryService.FinishAgentRun:input_type -> agentmesh.registry.v1.FinishAgentRunRequest
+	67,  // 90: agentmesh.registry.v1.RegistryService.FinishAgentRuns:input_type -> agentmesh.registry.v1.FinishAgentRunsRequest
+	70,  // 91: agentmesh.registry.v1.RegistryService.RenewRunLeases:input_type -> agentmesh.registry.v1.RenewRunLeasesRequest
+	78,  // 92: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
+	80,  // 93: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
+	82,  // 94: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
+	84,  // 95: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
+	86,  // 96: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
+	88,  // 97: agentmesh.registry.v1.RegistryService.ResolveMcpServers:input_type -> agentmesh.registry.v1.ResolveMcpServersRequest
+	74,  // 98: agentmesh.registry.v1.RegistryService.RegisterExecutor:input_type -> agentmesh.registry.v1.RegisterExecutorRequest
+	76,  // 99: agentmesh.registry.v1.RegistryService.ListExecutors:input_type -> agentmesh.registry.v1.ListExecutorsRequest
+	1,   // 100: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
+	4,   // 101: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
+	6,   // 102: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
+	8,   // 103: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
+	10,  // 104: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
+	12,  // 105: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
+	14,  // 106: agentmesh.registry.v1.RegistryService.UpdateUser:output_type -> agentmesh.registry.v1.UpdateUserResponse
+	16,  // 107: agentmesh.registry.v1.RegistryService.GetUserStatus:output_type -> agentmesh.registry.v1.GetUserStatusResponse
+	18,  // 108: agentmesh.registry.v1.RegistryService.CreateApiKey:output_type -> agentmesh.registry.v1.CreateApiKeyResponse
+	20,  // 109: agentmesh.registry.v1.RegistryService.ListApiKeys:output_type -> agentmesh.registry.v1.ListApiKeysResponse
+	22,  // 110: agentmesh.registry.v1.RegistryService.RevokeApiKey:output_type -> agentmesh.registry.v1.RevokeApiKeyResponse
+	24,  // 111: agentmesh.registry.v1.RegistryService.AuthenticateApiKey:output_type -> agentmesh.registry.v1.AuthenticateApiKeyResponse
+	26,  // 112: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
+	28,  // 113: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
+	30,  // 114: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
+	32,  // 115: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
+	34,  // 116: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
+	36,  // 117: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
+	38,  // 118: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
+	40,  // 119: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
+	42,  // 120: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
+	44,  // 121: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
+	46,  // 122: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
+	48,  // 123: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
+	50,  // 124: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
+	52,  // 125: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
+	54,  // 126: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
+	56,  // 127: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
+	58,  // 128: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
+	60,  // 129: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
+	62,  // 130: agentmesh.registry.v1.RegistryService.ResolveAgent:output_type -> agentmesh.registry.v1.ResolveAgentResponse
+	64,  // 131: agentmesh.registry.v1.RegistryService.StartAgentRun:output_type -> agentmesh.registry.v1.StartAgentRunResponse
+	66,  // 132: agentmesh.registry.v1.RegistryService.FinishAgentRun:output_type -> agentmesh.registry.v1.FinishAgentRunResponse
+	68,  // 133: agentmesh.registry.v1.RegistryService.FinishAgentRuns:output_type -> agentmesh.registry.v1.FinishAgentRunsResponse
+	71,  // 134: agentmesh.registry.v1.RegistryService.RenewRunLeases:output_type -> agentmesh.registry.v1.RenewRunLeasesResponse
+	79,  // 135: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
+	81,  // 136: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
+	83,  // 137: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
+	85,  // 138: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
+	87,  // 139: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
+	89,  // 140: agentmesh.registry.v1.RegistryService.ResolveMcpServers:output_type -> agentmesh.registry.v1.ResolveMcpServersResponse
+	75,  // 141: agentmesh.registry.v1.RegistryService.RegisterExecutor:output_type -> agentmesh.registry.v1.RegisterExecutorResponse
+	77,  // 142: agentmesh.registry.v1.RegistryService.ListExecutors:output_type -> agentmesh.registry.v1.ListExecutorsResponse
+	100, // [100:143] is the sub-list for method output_type
+	57,  // [57:100] is the sub-list for method input_type
+	57,  // [57:57] is the sub-list for extension type_name
+	57,  // [57:57] is the sub-list for extension extendee
+	0,   // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_registry_service_proto_init() }
@@ -4847,7 +5591,7 @@ func file_agentmesh_registry_v1_registry_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_registry_service_proto_rawDesc), len(file_agentmesh_registry_v1_registry_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   78,
+			NumMessages:   90,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

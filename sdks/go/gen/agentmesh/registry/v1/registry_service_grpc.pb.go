@@ -25,6 +25,12 @@ const (
 	RegistryService_RevokeRefreshToken_FullMethodName = "/agentmesh.registry.v1.RegistryService/RevokeRefreshToken"
 	RegistryService_GetCurrentUser_FullMethodName     = "/agentmesh.registry.v1.RegistryService/GetCurrentUser"
 	RegistryService_CreateUser_FullMethodName         = "/agentmesh.registry.v1.RegistryService/CreateUser"
+	RegistryService_UpdateUser_FullMethodName         = "/agentmesh.registry.v1.RegistryService/UpdateUser"
+	RegistryService_GetUserStatus_FullMethodName      = "/agentmesh.registry.v1.RegistryService/GetUserStatus"
+	RegistryService_CreateApiKey_FullMethodName       = "/agentmesh.registry.v1.RegistryService/CreateApiKey"
+	RegistryService_ListApiKeys_FullMethodName        = "/agentmesh.registry.v1.RegistryService/ListApiKeys"
+	RegistryService_RevokeApiKey_FullMethodName       = "/agentmesh.registry.v1.RegistryService/RevokeApiKey"
+	RegistryService_AuthenticateApiKey_FullMethodName = "/agentmesh.registry.v1.RegistryService/AuthenticateApiKey"
 	RegistryService_CreateAgentType_FullMethodName    = "/agentmesh.registry.v1.RegistryService/CreateAgentType"
 	RegistryService_GetAgentType_FullMethodName       = "/agentmesh.registry.v1.RegistryService/GetAgentType"
 	RegistryService_ListAgentTypes_FullMethodName     = "/agentmesh.registry.v1.RegistryService/ListAgentTypes"
@@ -90,6 +96,28 @@ type RegistryServiceClient interface {
 	// password set), as the superuser bootstrap at start does, so asking again is harmless.
 	// ALREADY_EXISTS when a plain user is asked for and the e-mail is taken.
 	CreateUser(ctx context.Context, in *CreateUserRequest, opts ...grpc.CallOption) (*CreateUserResponse, error)
+	// Changes a user's is_active and is_superuser, the fields named in the update mask
+	// (superusers). Either change revokes the user's access tokens at once (its token version
+	// moves on). NOT_FOUND; FAILED_PRECONDITION when a superuser would demote or deactivate itself
+	// (reason CANNOT_CHANGE_SELF).
+	UpdateUser(ctx context.Context, in *UpdateUserRequest, opts ...grpc.CallOption) (*UpdateUserResponse, error)
+	// Internal (system principal only; moves to the internal package): a user's current state,
+	// which gateways compare with the access tokens they are shown (claim `ver`) at most once a
+	// second per user, so logout, deactivation and role changes take effect within a second.
+	GetUserStatus(ctx context.Context, in *GetUserStatusRequest, opts ...grpc.CallOption) (*GetUserStatusResponse, error)
+	// Creates an API key for the caller: a long-lived credential for programs, optionally scoped to
+	// one of the caller's projects and with an expiry. The answer carries the secret, the only time
+	// it is ever shown (only its SHA-256 is stored). NOT_FOUND for a project the caller may not see.
+	CreateApiKey(ctx context.Context, in *CreateApiKeyRequest, opts ...grpc.CallOption) (*CreateApiKeyResponse, error)
+	// Lists the caller's API keys, oldest first, without their secrets.
+	ListApiKeys(ctx context.Context, in *ListApiKeysRequest, opts ...grpc.CallOption) (*ListApiKeysResponse, error)
+	// Revokes one of the caller's API keys; it stops working within a second. NOT_FOUND for a key
+	// that is not the caller's. Revoking a revoked key changes nothing.
+	RevokeApiKey(ctx context.Context, in *RevokeApiKeyRequest, opts ...grpc.CallOption) (*RevokeApiKeyResponse, error)
+	// Internal (system principal only; moves to the internal package): the user and scope an API
+	// key stands for. UNAUTHENTICATED (reason API_KEY_INVALID) for a malformed, unknown, revoked or
+	// expired key, or one whose user is deactivated; the answer never names the key.
+	AuthenticateApiKey(ctx context.Context, in *AuthenticateApiKeyRequest, opts ...grpc.CallOption) (*AuthenticateApiKeyResponse, error)
 	// Creates an agent type (superusers). ALREADY_EXISTS when the slug is taken.
 	CreateAgentType(ctx context.Context, in *CreateAgentTypeRequest, opts ...grpc.CallOption) (*CreateAgentTypeResponse, error)
 	// Returns one agent type by id or slug. NOT_FOUND.
@@ -234,6 +262,66 @@ func (c *registryServiceClient) CreateUser(ctx context.Context, in *CreateUserRe
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateUserResponse)
 	err := c.cc.Invoke(ctx, RegistryService_CreateUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) UpdateUser(ctx context.Context, in *UpdateUserRequest, opts ...grpc.CallOption) (*UpdateUserResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateUserResponse)
+	err := c.cc.Invoke(ctx, RegistryService_UpdateUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) GetUserStatus(ctx context.Context, in *GetUserStatusRequest, opts ...grpc.CallOption) (*GetUserStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetUserStatusResponse)
+	err := c.cc.Invoke(ctx, RegistryService_GetUserStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) CreateApiKey(ctx context.Context, in *CreateApiKeyRequest, opts ...grpc.CallOption) (*CreateApiKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateApiKeyResponse)
+	err := c.cc.Invoke(ctx, RegistryService_CreateApiKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) ListApiKeys(ctx context.Context, in *ListApiKeysRequest, opts ...grpc.CallOption) (*ListApiKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListApiKeysResponse)
+	err := c.cc.Invoke(ctx, RegistryService_ListApiKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) RevokeApiKey(ctx context.Context, in *RevokeApiKeyRequest, opts ...grpc.CallOption) (*RevokeApiKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeApiKeyResponse)
+	err := c.cc.Invoke(ctx, RegistryService_RevokeApiKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) AuthenticateApiKey(ctx context.Context, in *AuthenticateApiKeyRequest, opts ...grpc.CallOption) (*AuthenticateApiKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AuthenticateApiKeyResponse)
+	err := c.cc.Invoke(ctx, RegistryService_AuthenticateApiKey_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -582,6 +670,28 @@ type RegistryServiceServer interface {
 	// password set), as the superuser bootstrap at start does, so asking again is harmless.
 	// ALREADY_EXISTS when a plain user is asked for and the e-mail is taken.
 	CreateUser(context.Context, *CreateUserRequest) (*CreateUserResponse, error)
+	// Changes a user's is_active and is_superuser, the fields named in the update mask
+	// (superusers). Either change revokes the user's access tokens at once (its token version
+	// moves on). NOT_FOUND; FAILED_PRECONDITION when a superuser would demote or deactivate itself
+	// (reason CANNOT_CHANGE_SELF).
+	UpdateUser(context.Context, *UpdateUserRequest) (*UpdateUserResponse, error)
+	// Internal (system principal only; moves to the internal package): a user's current state,
+	// which gateways compare with the access tokens they are shown (claim `ver`) at most once a
+	// second per user, so logout, deactivation and role changes take effect within a second.
+	GetUserStatus(context.Context, *GetUserStatusRequest) (*GetUserStatusResponse, error)
+	// Creates an API key for the caller: a long-lived credential for programs, optionally scoped to
+	// one of the caller's projects and with an expiry. The answer carries the secret, the only time
+	// it is ever shown (only its SHA-256 is stored). NOT_FOUND for a project the caller may not see.
+	CreateApiKey(context.Context, *CreateApiKeyRequest) (*CreateApiKeyResponse, error)
+	// Lists the caller's API keys, oldest first, without their secrets.
+	ListApiKeys(context.Context, *ListApiKeysRequest) (*ListApiKeysResponse, error)
+	// Revokes one of the caller's API keys; it stops working within a second. NOT_FOUND for a key
+	// that is not the caller's. Revoking a revoked key changes nothing.
+	RevokeApiKey(context.Context, *RevokeApiKeyRequest) (*RevokeApiKeyResponse, error)
+	// Internal (system principal only; moves to the internal package): the user and scope an API
+	// key stands for. UNAUTHENTICATED (reason API_KEY_INVALID) for a malformed, unknown, revoked or
+	// expired key, or one whose user is deactivated; the answer never names the key.
+	AuthenticateApiKey(context.Context, *AuthenticateApiKeyRequest) (*AuthenticateApiKeyResponse, error)
 	// Creates an agent type (superusers). ALREADY_EXISTS when the slug is taken.
 	CreateAgentType(context.Context, *CreateAgentTypeRequest) (*CreateAgentTypeResponse, error)
 	// Returns one agent type by id or slug. NOT_FOUND.
@@ -689,6 +799,24 @@ func (UnimplementedRegistryServiceServer) GetCurrentUser(context.Context, *GetCu
 }
 func (UnimplementedRegistryServiceServer) CreateUser(context.Context, *CreateUserRequest) (*CreateUserResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateUser not implemented")
+}
+func (UnimplementedRegistryServiceServer) UpdateUser(context.Context, *UpdateUserRequest) (*UpdateUserResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateUser not implemented")
+}
+func (UnimplementedRegistryServiceServer) GetUserStatus(context.Context, *GetUserStatusRequest) (*GetUserStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetUserStatus not implemented")
+}
+func (UnimplementedRegistryServiceServer) CreateApiKey(context.Context, *CreateApiKeyRequest) (*CreateApiKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateApiKey not implemented")
+}
+func (UnimplementedRegistryServiceServer) ListApiKeys(context.Context, *ListApiKeysRequest) (*ListApiKeysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListApiKeys not implemented")
+}
+func (UnimplementedRegistryServiceServer) RevokeApiKey(context.Context, *RevokeApiKeyRequest) (*RevokeApiKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeApiKey not implemented")
+}
+func (UnimplementedRegistryServiceServer) AuthenticateApiKey(context.Context, *AuthenticateApiKeyRequest) (*AuthenticateApiKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AuthenticateApiKey not implemented")
 }
 func (UnimplementedRegistryServiceServer) CreateAgentType(context.Context, *CreateAgentTypeRequest) (*CreateAgentTypeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateAgentType not implemented")
@@ -908,6 +1036,114 @@ func _RegistryService_CreateUser_Handler(srv interface{}, ctx context.Context, d
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RegistryServiceServer).CreateUser(ctx, req.(*CreateUserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_UpdateUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateUserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).UpdateUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_UpdateUser_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).UpdateUser(ctx, req.(*UpdateUserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_GetUserStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetUserStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).GetUserStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_GetUserStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).GetUserStatus(ctx, req.(*GetUserStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_CreateApiKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateApiKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).CreateApiKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_CreateApiKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).CreateApiKey(ctx, req.(*CreateApiKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_ListApiKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListApiKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).ListApiKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_ListApiKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).ListApiKeys(ctx, req.(*ListApiKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_RevokeApiKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeApiKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).RevokeApiKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_RevokeApiKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).RevokeApiKey(ctx, req.(*RevokeApiKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_AuthenticateApiKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AuthenticateApiKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).AuthenticateApiKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_AuthenticateApiKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).AuthenticateApiKey(ctx, req.(*AuthenticateApiKeyRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1500,6 +1736,30 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreateUser",
 			Handler:    _RegistryService_CreateUser_Handler,
+		},
+		{
+			MethodName: "UpdateUser",
+			Handler:    _RegistryService_UpdateUser_Handler,
+		},
+		{
+			MethodName: "GetUserStatus",
+			Handler:    _RegistryService_GetUserStatus_Handler,
+		},
+		{
+			MethodName: "CreateApiKey",
+			Handler:    _RegistryService_CreateApiKey_Handler,
+		},
+		{
+			MethodName: "ListApiKeys",
+			Handler:    _RegistryService_ListApiKeys_Handler,
+		},
+		{
+			MethodName: "RevokeApiKey",
+			Handler:    _RegistryService_RevokeApiKey_Handler,
+		},
+		{
+			MethodName: "AuthenticateApiKey",
+			Handler:    _RegistryService_AuthenticateApiKey_Handler,
 		},
 		{
 			MethodName: "CreateAgentType",

@@ -246,6 +246,115 @@ func (x *User) GetCreatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// ApiKey describes a long-lived credential for programs; the secret itself is never part of it.
+type ApiKey struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Opaque identifier.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// What the key is for.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The key's first 12 characters (`amk_` and 8 more), to recognise it by.
+	Prefix string `protobuf:"bytes,3,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// The one project the key may touch; empty for all its user may.
+	ProjectId string `protobuf:"bytes,4,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// When the key was made.
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// When it stops working; unset for never.
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// When it was revoked; unset while it is not.
+	RevokedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
+	// The user the key acts as.
+	UserId        string `protobuf:"bytes,8,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApiKey) Reset() {
+	*x = ApiKey{}
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApiKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApiKey) ProtoMessage() {}
+
+func (x *ApiKey) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApiKey.ProtoReflect.Descriptor instead.
+func (*ApiKey) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ApiKey) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ApiKey) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ApiKey) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *ApiKey) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *ApiKey) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *ApiKey) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *ApiKey) GetRevokedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RevokedAt
+	}
+	return nil
+}
+
+func (x *ApiKey) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
 // McpServer is a Model Context Protocol server an agent takes tools from: defined inline in an
 // agent type, or registered in the registry (superusers; global, or for one project) and named by
 // agent types. In an agent type, a server with a name and nothing else (no transport) refers to
@@ -285,7 +394,7 @@ type McpServer struct {
 
 func (x *McpServer) Reset() {
 	*x = McpServer{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[1]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -297,7 +406,7 @@ func (x *McpServer) String() string {
 func (*McpServer) ProtoMessage() {}
 
 func (x *McpServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[1]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -310,7 +419,7 @@ func (x *McpServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServer.ProtoReflect.Descriptor instead.
 func (*McpServer) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{1}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *McpServer) GetName() string {
@@ -436,7 +545,7 @@ type AgentType struct {
 
 func (x *AgentType) Reset() {
 	*x = AgentType{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[2]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -448,7 +557,7 @@ func (x *AgentType) String() string {
 func (*AgentType) ProtoMessage() {}
 
 func (x *AgentType) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[2]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -461,7 +570,7 @@ func (x *AgentType) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentType.ProtoReflect.Descriptor instead.
 func (*AgentType) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{2}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AgentType) GetId() string {
@@ -613,7 +722,7 @@ type Project struct {
 
 func (x *Project) Reset() {
 	*x = Project{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[3]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +734,7 @@ func (x *Project) String() string {
 func (*Project) ProtoMessage() {}
 
 func (x *Project) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[3]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +747,7 @@ func (x *Project) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Project.ProtoReflect.Descriptor instead.
 func (*Project) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{3}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Project) GetId() string {
@@ -717,7 +826,7 @@ type AgentConfig struct {
 
 func (x *AgentConfig) Reset() {
 	*x = AgentConfig{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[4]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -729,7 +838,7 @@ func (x *AgentConfig) String() string {
 func (*AgentConfig) ProtoMessage() {}
 
 func (x *AgentConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[4]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -742,7 +851,7 @@ func (x *AgentConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentConfig.ProtoReflect.Descriptor instead.
 func (*AgentConfig) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{4}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AgentConfig) GetInstructions() string {
@@ -843,7 +952,7 @@ type Agent struct {
 
 func (x *Agent) Reset() {
 	*x = Agent{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[5]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -855,7 +964,7 @@ func (x *Agent) String() string {
 func (*Agent) ProtoMessage() {}
 
 func (x *Agent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[5]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -868,7 +977,7 @@ func (x *Agent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Agent.ProtoReflect.Descriptor instead.
 func (*Agent) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{5}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Agent) GetId() string {
@@ -1004,7 +1113,7 @@ type AgentSpec struct {
 
 func (x *AgentSpec) Reset() {
 	*x = AgentSpec{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[6]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1125,7 @@ func (x *AgentSpec) String() string {
 func (*AgentSpec) ProtoMessage() {}
 
 func (x *AgentSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[6]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1138,7 @@ func (x *AgentSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSpec.ProtoReflect.Descriptor instead.
 func (*AgentSpec) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{6}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AgentSpec) GetAgent() *Agent {
@@ -1178,7 +1287,7 @@ type Executor struct {
 
 func (x *Executor) Reset() {
 	*x = Executor{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[7]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1190,7 +1299,7 @@ func (x *Executor) String() string {
 func (*Executor) ProtoMessage() {}
 
 func (x *Executor) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[7]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1203,7 +1312,7 @@ func (x *Executor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Executor.ProtoReflect.Descriptor instead.
 func (*Executor) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{7}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Executor) GetId() string {
@@ -1256,7 +1365,7 @@ type ModelProvider struct {
 
 func (x *ModelProvider) Reset() {
 	*x = ModelProvider{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1377,7 @@ func (x *ModelProvider) String() string {
 func (*ModelProvider) ProtoMessage() {}
 
 func (x *ModelProvider) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1390,7 @@ func (x *ModelProvider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelProvider.ProtoReflect.Descriptor instead.
 func (*ModelProvider) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{8}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ModelProvider) GetName() string {
@@ -1312,7 +1421,20 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\fis_superuser\x18\x05 \x01(\bR\visSuperuser\x12\x1b\n" +
 	"\tis_active\x18\x06 \x01(\bR\bisActive\x129\n" +
 	"\n" +
-	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x9c\x04\n" +
+	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xad\x02\n" +
+	"\x06ApiKey\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06prefix\x18\x03 \x01(\tR\x06prefix\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x04 \x01(\tR\tprojectId\x129\n" +
+	"\n" +
+	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"expires_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x129\n" +
+	"\n" +
+	"revoked_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x12\x17\n" +
+	"\auser_id\x18\b \x01(\tR\x06userId\"\x9c\x04\n" +
 	"\tMcpServer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\ttransport\x18\x02 \x01(\tR\ttransport\x12\x18\n" +
@@ -1464,62 +1586,66 @@ func file_agentmesh_registry_v1_resources_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_registry_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(AgentKind)(0),                // 0: agentmesh.registry.v1.AgentKind
 	(AgentStatus)(0),              // 1: agentmesh.registry.v1.AgentStatus
 	(*User)(nil),                  // 2: agentmesh.registry.v1.User
-	(*McpServer)(nil),             // 3: agentmesh.registry.v1.McpServer
-	(*AgentType)(nil),             // 4: agentmesh.registry.v1.AgentType
-	(*Project)(nil),               // 5: agentmesh.registry.v1.Project
-	(*AgentConfig)(nil),           // 6: agentmesh.registry.v1.AgentConfig
-	(*Agent)(nil),                 // 7: agentmesh.registry.v1.Agent
-	(*AgentSpec)(nil),             // 8: agentmesh.registry.v1.AgentSpec
-	(*Executor)(nil),              // 9: agentmesh.registry.v1.Executor
-	(*ModelProvider)(nil),         // 10: agentmesh.registry.v1.ModelProvider
-	nil,                           // 11: agentmesh.registry.v1.McpServer.EnvEntry
-	nil,                           // 12: agentmesh.registry.v1.McpServer.HeadersEntry
-	nil,                           // 13: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 15: google.protobuf.Struct
-	(*v1.StringList)(nil),         // 16: agentmesh.common.v1.StringList
-	(*structpb.ListValue)(nil),    // 17: google.protobuf.ListValue
+	(*ApiKey)(nil),                // 3: agentmesh.registry.v1.ApiKey
+	(*McpServer)(nil),             // 4: agentmesh.registry.v1.McpServer
+	(*AgentType)(nil),             // 5: agentmesh.registry.v1.AgentType
+	(*Project)(nil),               // 6: agentmesh.registry.v1.Project
+	(*AgentConfig)(nil),           // 7: agentmesh.registry.v1.AgentConfig
+	(*Agent)(nil),                 // 8: agentmesh.registry.v1.Agent
+	(*AgentSpec)(nil),             // 9: agentmesh.registry.v1.AgentSpec
+	(*Executor)(nil),              // 10: agentmesh.registry.v1.Executor
+	(*ModelProvider)(nil),         // 11: agentmesh.registry.v1.ModelProvider
+	nil,                           // 12: agentmesh.registry.v1.McpServer.EnvEntry
+	nil,                           // 13: agentmesh.registry.v1.McpServer.HeadersEntry
+	nil,                           // 14: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 16: google.protobuf.Struct
+	(*v1.StringList)(nil),         // 17: agentmesh.common.v1.StringList
+	(*structpb.ListValue)(nil),    // 18: google.protobuf.ListValue
 }
 var file_agentmesh_registry_v1_resources_proto_depIdxs = []int32{
-	14, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	11, // 1: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
-	12, // 2: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
-	14, // 3: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
-	14, // 4: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
-	15, // 5: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
-	3,  // 6: agentmesh.registry.v1.AgentType.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	0,  // 7: agentmesh.registry.v1.AgentType.kind:type_name -> agentmesh.registry.v1.AgentKind
-	14, // 8: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
-	14, // 9: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
-	14, // 10: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
-	14, // 11: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
-	15, // 12: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
-	16, // 13: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
-	16, // 14: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
-	16, // 15: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
-	17, // 16: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
-	1,  // 17: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
-	6,  // 18: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
-	14, // 19: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
-	14, // 20: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
-	7,  // 21: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
-	0,  // 22: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
-	15, // 23: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
-	3,  // 24: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	17, // 25: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
-	13, // 26: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	14, // 27: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
-	10, // 28: agentmesh.registry.v1.Executor.model_providers:type_name -> agentmesh.registry.v1.ModelProvider
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	15, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	15, // 1: agentmesh.registry.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	15, // 2: agentmesh.registry.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 3: agentmesh.registry.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
+	12, // 4: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
+	13, // 5: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
+	15, // 6: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
+	15, // 7: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
+	16, // 8: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
+	4,  // 9: agentmesh.registry.v1.AgentType.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	0,  // 10: agentmesh.registry.v1.AgentType.kind:type_name -> agentmesh.registry.v1.AgentKind
+	15, // 11: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
+	15, // 12: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
+	15, // 13: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
+	15, // 14: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
+	16, // 15: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
+	17, // 16: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
+	17, // 17: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
+	17, // 18: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
+	18, // 19: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
+	1,  // 20: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
+	7,  // 21: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
+	15, // 22: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
+	15, // 23: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
+	8,  // 24: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
+	0,  // 25: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
+	16, // 26: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
+	4,  // 27: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	18, // 28: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
+	14, // 29: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	15, // 30: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
+	11, // 31: agentmesh.registry.v1.Executor.model_providers:type_name -> agentmesh.registry.v1.ModelProvider
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_resources_proto_init() }
@@ -1527,14 +1653,14 @@ func file_agentmesh_registry_v1_resources_proto_init() {
 	if File_agentmesh_registry_v1_resources_proto != nil {
 		return
 	}
-	file_agentmesh_registry_v1_resources_proto_msgTypes[4].OneofWrappers = []any{}
+	file_agentmesh_registry_v1_resources_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_resources_proto_rawDesc), len(file_agentmesh_registry_v1_resources_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

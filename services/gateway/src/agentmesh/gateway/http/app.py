@@ -17,6 +17,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentmesh.gateway.console.router import console_router
 from agentmesh.gateway.http.agents import agent_router
+from agentmesh.gateway.http.api_keys import api_key_router
 from agentmesh.gateway.http.context import HttpContext, authorize
 from agentmesh.gateway.http.errors import install_error_handlers
 from agentmesh.gateway.http.head import HeadAsGet
@@ -81,6 +82,7 @@ def create_http_app(context: HttpContext, *, max_request_body_bytes: int) -> Fas
 
     app.include_router(rest_router(), responses=_ERROR_RESPONSES)
     app.include_router(mcp_server_router(), responses=_ERROR_RESPONSES)
+    app.include_router(api_key_router(), responses=_ERROR_RESPONSES)
     app.include_router(agent_router(), responses=_ERROR_RESPONSES)
     app.include_router(openai_router())
     app.include_router(console_router())

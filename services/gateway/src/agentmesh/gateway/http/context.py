@@ -57,7 +57,10 @@ async def authorize(request: Request) -> Caller:
     """Every route's first dependency: the route's policy rule, applied to the bearer token and
     the path parameters. Routes whose project is named in the body finish the check with
     `authorize_body` once it is parsed."""
-    caller = await context(request).guard.authorize(rule_of(request), _bearer(request), request.path_params)
+    peer = request.client.host if request.client else ""
+    caller = await context(request).guard.authorize(
+        rule_of(request), _bearer(request), request.path_params, peer=peer
+    )
     current_principal.set(caller.principal)
     current_token.set(caller.token)
     return caller

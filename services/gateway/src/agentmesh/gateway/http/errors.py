@@ -72,7 +72,12 @@ def http_status(error: DomainError) -> int:
 def error_headers(error: DomainError, status: int) -> dict[str, str]:
     headers: dict[str, str] = {}
     if status == 401:
-        headers["WWW-Authenticate"] = "Bearer"
+        # RFC 6750's challenge; `reason` (an auth-param extension) is the ErrorInfo reason gRPC
+        # clients get, e.g. TOKEN_REVOKED, so programs can tell "sign in again" from a typo.
+        challenge = "Bearer"
+        if error.reason and error.reason != "TOKEN_MISSING":
+            challenge = f'Bearer error="invalid_token", reason="{error.reason}"'
+        headers["WWW-Authenticate"] = challenge
     retry_after = error.metadata.get(RETRY_AFTER_SECONDS)
     if retry_after:
         headers["Retry-After"] = retry_after

@@ -64,6 +64,20 @@ def rest_router() -> APIRouter:
         response = await ctx.call(ctx.registry.stub.GetCurrentUser, reg.GetCurrentUserRequest(), caller)
         return convert.user(response.user)
 
+    @router.patch("/users/{user_id}", tags=["auth"])
+    async def update_user(
+        user_id: str, body: schemas.UserUpdate, ctx: Ctx, caller: Auth
+    ) -> schemas.UserOut:
+        """Deactivates, reactivates, promotes or demotes a user (superusers). The user's access
+        tokens stop working at once (within a second on every gateway)."""
+        fields = body.model_dump(include=body.model_fields_set)
+        if not fields:
+            raise InvalidRequest.field("body", "name is_active or is_superuser to change")
+        request = reg.UpdateUserRequest(
+            user=resources_pb2.User(id=user_id, **fields), update_mask=_mask(set(fields))
+        )
+        return convert.user((await ctx.call(ctx.registry.stub.UpdateUser, request, caller)).user)
+
     # Agent types.
 
     @router.post("/agent-types", status_code=201, tags=["agent types"])

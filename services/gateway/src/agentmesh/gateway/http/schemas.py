@@ -114,6 +114,13 @@ class UserOut(BaseModel):
     created_at: datetime | None
 
 
+class UserUpdate(RequestBody):
+    """Only the fields present change."""
+
+    is_active: bool = _unchanged()
+    is_superuser: bool = _unchanged()
+
+
 # Agent types.
 
 

@@ -30,6 +30,7 @@ from agentmesh.registry.models import (
     Slice,
     User,
 )
+from agentmesh.registry.store.api_keys import ApiKeyTransaction
 from agentmesh.registry.store.mcp_servers import McpServerTransaction
 
 
@@ -106,7 +107,7 @@ class RunLeaseStore(abc.ABC):
         """Forgets orphaned runs `executor_id` holds and has closed."""
 
 
-class StoreTransaction(McpServerTransaction):
+class StoreTransaction(McpServerTransaction, ApiKeyTransaction):
     """The operations of one transaction (registered MCP servers' in `mcp_servers`). Reads return
     None for what does not exist."""
 

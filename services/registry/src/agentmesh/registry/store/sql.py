@@ -46,6 +46,7 @@ from agentmesh.registry.store.interface import (
 )
 from agentmesh.registry.store.leases import SqlRunLeaseStore
 from agentmesh.registry.store.mappers import agent_type_values, agent_values, from_row
+from agentmesh.registry.store.api_keys import SqlApiKeys
 from agentmesh.registry.store.mcp_servers import SqlMcpServers
 from agentmesh.registry.store.statements import (
     PG_FINISH_RUN,
@@ -173,7 +174,7 @@ def _take_over_sqlite_transactions(engine: AsyncEngine) -> None:
         connection.exec_driver_sql(connection.get_execution_options().get(_SQLITE_BEGIN, "BEGIN"))
 
 
-class SqlStoreTransaction(SqlMcpServers, StoreTransaction):
+class SqlStoreTransaction(SqlMcpServers, SqlApiKeys, StoreTransaction):
     """One AsyncSession transaction."""
 
     def __init__(self, session: AsyncSession) -> None:
@@ -192,6 +193,7 @@ class SqlStoreTransaction(SqlMcpServers, StoreTransaction):
             is_active=True,
             failed_login_count=0,
             created_at=now,
+            token_version=0,
         )
         await self._insert(row, {"email": EmailTaken(f"e-mail {user.email!r} is already registered")})
         return from_row(User, row)

@@ -55,6 +55,7 @@ class UserRow(Base):
     last_failed_login_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     locked_until: Mapped[datetime | None] = mapped_column(UtcDateTime)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    token_version: Mapped[int] = mapped_column(sa.Integer, default=0, server_default="0")
 
 
 class RefreshTokenRow(Base):
@@ -186,3 +187,21 @@ class McpServerRow(Base):
     request_id: Mapped[str | None] = mapped_column(sa.String(200), unique=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class ApiKeyRow(Base):
+    """An API key: only the SHA-256 of its secret is stored. Goes with its user, and with the
+    project it is scoped to."""
+
+    __tablename__ = "api_keys"
+    __table_args__ = (sa.Index(None, "user_id", "created_at", "id"),)
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    user_id: Mapped[str] = mapped_column(sa.ForeignKey("users.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(sa.String(100))
+    prefix: Mapped[str] = mapped_column(sa.String(12))
+    key_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    project_id: Mapped[str | None] = mapped_column(sa.ForeignKey("projects.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

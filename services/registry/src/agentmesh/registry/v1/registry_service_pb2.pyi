@@ -8,6 +8,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import message as _message
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 import builtins as _builtins
 import sys
@@ -353,6 +354,335 @@ class CreateUserResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CreateUserResponse: _TypeAlias = CreateUserResponse  # noqa: Y015
+
+@_typing.final
+class UpdateUserRequest(_message.Message):
+    """UpdateUserRequest is the input of UpdateUser."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_FIELD_NUMBER: _builtins.int
+    UPDATE_MASK_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def user(self) -> _resources_pb2.User:
+        """The user with its id and the new values."""
+
+    @_builtins.property
+    def update_mask(self) -> _field_mask_pb2.FieldMask:
+        """Fields to change: is_active, is_superuser."""
+
+    def __init__(
+        self,
+        *,
+        user: _resources_pb2.User | None = ...,
+        update_mask: _field_mask_pb2.FieldMask | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["update_mask", b"update_mask", "user", b"user"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["update_mask", b"update_mask", "user", b"user"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateUserRequest: _TypeAlias = UpdateUserRequest  # noqa: Y015
+
+@_typing.final
+class UpdateUserResponse(_message.Message):
+    """UpdateUserResponse is the output of UpdateUser."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def user(self) -> _resources_pb2.User:
+        """The user after the change."""
+
+    def __init__(
+        self,
+        *,
+        user: _resources_pb2.User | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["user", b"user"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["user", b"user"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateUserResponse: _TypeAlias = UpdateUserResponse  # noqa: Y015
+
+@_typing.final
+class GetUserStatusRequest(_message.Message):
+    """GetUserStatusRequest is the input of GetUserStatus."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.str
+    """The user."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetUserStatusRequest: _TypeAlias = GetUserStatusRequest  # noqa: Y015
+
+@_typing.final
+class GetUserStatusResponse(_message.Message):
+    """GetUserStatusResponse is the output of GetUserStatus."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXISTS_FIELD_NUMBER: _builtins.int
+    IS_ACTIVE_FIELD_NUMBER: _builtins.int
+    IS_SUPERUSER_FIELD_NUMBER: _builtins.int
+    TOKEN_VERSION_FIELD_NUMBER: _builtins.int
+    exists: _builtins.bool
+    """False when no such user exists (deleted): its tokens are void."""
+    is_active: _builtins.bool
+    """Inactive users' tokens and API keys are void."""
+    is_superuser: _builtins.bool
+    """Whether the user is a superuser now."""
+    token_version: _builtins.int
+    """Access tokens carrying another version (claim `ver`) are revoked."""
+    def __init__(
+        self,
+        *,
+        exists: _builtins.bool = ...,
+        is_active: _builtins.bool = ...,
+        is_superuser: _builtins.bool = ...,
+        token_version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["exists", b"exists", "is_active", b"is_active", "is_superuser", b"is_superuser", "token_version", b"token_version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetUserStatusResponse: _TypeAlias = GetUserStatusResponse  # noqa: Y015
+
+@_typing.final
+class CreateApiKeyRequest(_message.Message):
+    """CreateApiKeyRequest is the input of CreateApiKey."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """What the key is for (1 to 100 characters). There is no request_id: a retried create cannot
+    return the first key's secret, which is never stored.
+    """
+    project_id: _builtins.str
+    """Scope the key to this project (one of the caller's); empty for all the caller may do."""
+    @_builtins.property
+    def expires_at(self) -> _timestamp_pb2.Timestamp:
+        """When the key stops working; unset for never. Must be in the future."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        project_id: _builtins.str = ...,
+        expires_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "name", b"name", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateApiKeyRequest: _TypeAlias = CreateApiKeyRequest  # noqa: Y015
+
+@_typing.final
+class CreateApiKeyResponse(_message.Message):
+    """CreateApiKeyResponse is the output of CreateApiKey."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    API_KEY_FIELD_NUMBER: _builtins.int
+    SECRET_FIELD_NUMBER: _builtins.int
+    secret: _builtins.str
+    """The key itself, `amk_` and 43 URL-safe characters: shown this once, never again."""
+    @_builtins.property
+    def api_key(self) -> _resources_pb2.ApiKey:
+        """The key's description."""
+
+    def __init__(
+        self,
+        *,
+        api_key: _resources_pb2.ApiKey | None = ...,
+        secret: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["api_key", b"api_key"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["api_key", b"api_key", "secret", b"secret"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateApiKeyResponse: _TypeAlias = CreateApiKeyResponse  # noqa: Y015
+
+@_typing.final
+class ListApiKeysRequest(_message.Message):
+    """ListApiKeysRequest is the input of ListApiKeys."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    PAGE_FIELD_NUMBER: _builtins.int
+    page_size: _builtins.int
+    """At most this many (default 50, at most 1000)."""
+    page_token: _builtins.str
+    """Token from a previous response."""
+    page: _builtins.int
+    """Page number (1-based), an alternative to page_token for REST-style paging."""
+    def __init__(
+        self,
+        *,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        page: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page", b"page", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListApiKeysRequest: _TypeAlias = ListApiKeysRequest  # noqa: Y015
+
+@_typing.final
+class ListApiKeysResponse(_message.Message):
+    """ListApiKeysResponse is the output of ListApiKeys."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    API_KEYS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    TOTAL_SIZE_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Token for the next page; empty on the last."""
+    total_size: _builtins.int
+    """How many there are in all."""
+    @_builtins.property
+    def api_keys(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.ApiKey]:
+        """The page, without secrets."""
+
+    def __init__(
+        self,
+        *,
+        api_keys: _abc.Iterable[_resources_pb2.ApiKey] | None = ...,
+        next_page_token: _builtins.str = ...,
+        total_size: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["api_keys", b"api_keys", "next_page_token", b"next_page_token", "total_size", b"total_size"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListApiKeysResponse: _TypeAlias = ListApiKeysResponse  # noqa: Y015
+
+@_typing.final
+class RevokeApiKeyRequest(_message.Message):
+    """RevokeApiKeyRequest is the input of RevokeApiKey."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Identifier."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RevokeApiKeyRequest: _TypeAlias = RevokeApiKeyRequest  # noqa: Y015
+
+@_typing.final
+class RevokeApiKeyResponse(_message.Message):
+    """RevokeApiKeyResponse is the output of RevokeApiKey."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RevokeApiKeyResponse: _TypeAlias = RevokeApiKeyResponse  # noqa: Y015
+
+@_typing.final
+class AuthenticateApiKeyRequest(_message.Message):
+    """AuthenticateApiKeyRequest is the input of AuthenticateApiKey."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SECRET_FIELD_NUMBER: _builtins.int
+    secret: _builtins.str
+    """The key as presented."""
+    def __init__(
+        self,
+        *,
+        secret: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["secret", b"secret"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AuthenticateApiKeyRequest: _TypeAlias = AuthenticateApiKeyRequest  # noqa: Y015
+
+@_typing.final
+class AuthenticateApiKeyResponse(_message.Message):
+    """AuthenticateApiKeyResponse is the output of AuthenticateApiKey."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    API_KEY_FIELD_NUMBER: _builtins.int
+    USER_FIELD_NUMBER: _builtins.int
+    TOKEN_VERSION_FIELD_NUMBER: _builtins.int
+    token_version: _builtins.int
+    """The user's current token version."""
+    @_builtins.property
+    def api_key(self) -> _resources_pb2.ApiKey:
+        """The key's description (its project_id is its scope)."""
+
+    @_builtins.property
+    def user(self) -> _resources_pb2.User:
+        """The key's user."""
+
+    def __init__(
+        self,
+        *,
+        api_key: _resources_pb2.ApiKey | None = ...,
+        user: _resources_pb2.User | None = ...,
+        token_version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["api_key", b"api_key", "user", b"user"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["api_key", b"api_key", "token_version", b"token_version", "user", b"user"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AuthenticateApiKeyResponse: _TypeAlias = AuthenticateApiKeyResponse  # noqa: Y015
 
 @_typing.final
 class CreateAgentTypeRequest(_message.Message):

@@ -71,6 +71,36 @@ class RegistryServiceStub:
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateUserRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateUserResponse.FromString,
                 _registered_method=True)
+        self.UpdateUser = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/UpdateUser',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateUserRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateUserResponse.FromString,
+                _registered_method=True)
+        self.GetUserStatus = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/GetUserStatus',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetUserStatusRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetUserStatusResponse.FromString,
+                _registered_method=True)
+        self.CreateApiKey = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/CreateApiKey',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateApiKeyRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateApiKeyResponse.FromString,
+                _registered_method=True)
+        self.ListApiKeys = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/ListApiKeys',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListApiKeysRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListApiKeysResponse.FromString,
+                _registered_method=True)
+        self.RevokeApiKey = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/RevokeApiKey',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeApiKeyRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeApiKeyResponse.FromString,
+                _registered_method=True)
+        self.AuthenticateApiKey = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/AuthenticateApiKey',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.AuthenticateApiKeyRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.AuthenticateApiKeyResponse.FromString,
+                _registered_method=True)
         self.CreateAgentType = channel.unary_unary(
                 '/agentmesh.registry.v1.RegistryService/CreateAgentType',
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateAgentTypeRequest.SerializeToString,
@@ -283,6 +313,58 @@ class RegistryServiceServicer:
         With is_superuser, an existing user of that e-mail is promoted instead (reactivated, its
         password set), as the superuser bootstrap at start does, so asking again is harmless.
         ALREADY_EXISTS when a plain user is asked for and the e-mail is taken.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateUser(self, request, context):
+        """Changes a user's is_active and is_superuser, the fields named in the update mask
+        (superusers). Either change revokes the user's access tokens at once (its token version
+        moves on). NOT_FOUND; FAILED_PRECONDITION when a superuser would demote or deactivate itself
+        (reason CANNOT_CHANGE_SELF).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetUserStatus(self, request, context):
+        """Internal (system principal only; moves to the internal package): a user's current state,
+        which gateways compare with the access tokens they are shown (claim `ver`) at most once a
+        second per user, so logout, deactivation and role changes take effect within a second.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateApiKey(self, request, context):
+        """Creates an API key for the caller: a long-lived credential for programs, optionally scoped to
+        one of the caller's projects and with an expiry. The answer carries the secret, the only time
+        it is ever shown (only its SHA-256 is stored). NOT_FOUND for a project the caller may not see.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListApiKeys(self, request, context):
+        """Lists the caller's API keys, oldest first, without their secrets.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeApiKey(self, request, context):
+        """Revokes one of the caller's API keys; it stops working within a second. NOT_FOUND for a key
+        that is not the caller's. Revoking a revoked key changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AuthenticateApiKey(self, request, context):
+        """Internal (system principal only; moves to the internal package): the user and scope an API
+        key stands for. UNAUTHENTICATED (reason API_KEY_INVALID) for a malformed, unknown, revoked or
+        expired key, or one whose user is deactivated; the answer never names the key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -555,6 +637,36 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.CreateUser,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateUserRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateUserResponse.SerializeToString,
+            ),
+            'UpdateUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateUser,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateUserRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateUserResponse.SerializeToString,
+            ),
+            'GetUserStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetUserStatus,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetUserStatusRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetUserStatusResponse.SerializeToString,
+            ),
+            'CreateApiKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateApiKey,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateApiKeyRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateApiKeyResponse.SerializeToString,
+            ),
+            'ListApiKeys': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListApiKeys,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListApiKeysRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListApiKeysResponse.SerializeToString,
+            ),
+            'RevokeApiKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeApiKey,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeApiKeyRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeApiKeyResponse.SerializeToString,
+            ),
+            'AuthenticateApiKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.AuthenticateApiKey,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.AuthenticateApiKeyRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.AuthenticateApiKeyResponse.SerializeToString,
             ),
             'CreateAgentType': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateAgentType,
@@ -881,6 +993,168 @@ class RegistryService:
             '/agentmesh.registry.v1.RegistryService/CreateUser',
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateUserRequest.SerializeToString,
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/UpdateUser',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateUserRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetUserStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/GetUserStatus',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetUserStatusRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetUserStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateApiKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/CreateApiKey',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateApiKeyRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateApiKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListApiKeys(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/ListApiKeys',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListApiKeysRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListApiKeysResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeApiKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/RevokeApiKey',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeApiKeyRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeApiKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AuthenticateApiKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/AuthenticateApiKey',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.AuthenticateApiKeyRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.AuthenticateApiKeyResponse.FromString,
             options,
             channel_credentials,
             insecure,

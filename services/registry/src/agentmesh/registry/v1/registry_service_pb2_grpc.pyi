@@ -64,6 +64,33 @@ class RegistryServiceStub:
     password set), as the superuser bootstrap at start does, so asking again is harmless.
     ALREADY_EXISTS when a plain user is asked for and the e-mail is taken.
     """
+    UpdateUser: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.UpdateUserRequest, _registry_service_pb2.UpdateUserResponse]
+    """Changes a user's is_active and is_superuser, the fields named in the update mask
+    (superusers). Either change revokes the user's access tokens at once (its token version
+    moves on). NOT_FOUND; FAILED_PRECONDITION when a superuser would demote or deactivate itself
+    (reason CANNOT_CHANGE_SELF).
+    """
+    GetUserStatus: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.GetUserStatusRequest, _registry_service_pb2.GetUserStatusResponse]
+    """Internal (system principal only; moves to the internal package): a user's current state,
+    which gateways compare with the access tokens they are shown (claim `ver`) at most once a
+    second per user, so logout, deactivation and role changes take effect within a second.
+    """
+    CreateApiKey: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CreateApiKeyRequest, _registry_service_pb2.CreateApiKeyResponse]
+    """Creates an API key for the caller: a long-lived credential for programs, optionally scoped to
+    one of the caller's projects and with an expiry. The answer carries the secret, the only time
+    it is ever shown (only its SHA-256 is stored). NOT_FOUND for a project the caller may not see.
+    """
+    ListApiKeys: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ListApiKeysRequest, _registry_service_pb2.ListApiKeysResponse]
+    """Lists the caller's API keys, oldest first, without their secrets."""
+    RevokeApiKey: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RevokeApiKeyRequest, _registry_service_pb2.RevokeApiKeyResponse]
+    """Revokes one of the caller's API keys; it stops working within a second. NOT_FOUND for a key
+    that is not the caller's. Revoking a revoked key changes nothing.
+    """
+    AuthenticateApiKey: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.AuthenticateApiKeyRequest, _registry_service_pb2.AuthenticateApiKeyResponse]
+    """Internal (system principal only; moves to the internal package): the user and scope an API
+    key stands for. UNAUTHENTICATED (reason API_KEY_INVALID) for a malformed, unknown, revoked or
+    expired key, or one whose user is deactivated; the answer never names the key.
+    """
     CreateAgentType: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CreateAgentTypeRequest, _registry_service_pb2.CreateAgentTypeResponse]
     """Creates an agent type (superusers). ALREADY_EXISTS when the slug is taken."""
     GetAgentType: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.GetAgentTypeRequest, _registry_service_pb2.GetAgentTypeResponse]
@@ -191,6 +218,33 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     With is_superuser, an existing user of that e-mail is promoted instead (reactivated, its
     password set), as the superuser bootstrap at start does, so asking again is harmless.
     ALREADY_EXISTS when a plain user is asked for and the e-mail is taken.
+    """
+    UpdateUser: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.UpdateUserRequest, _registry_service_pb2.UpdateUserResponse]  # type: ignore[assignment]
+    """Changes a user's is_active and is_superuser, the fields named in the update mask
+    (superusers). Either change revokes the user's access tokens at once (its token version
+    moves on). NOT_FOUND; FAILED_PRECONDITION when a superuser would demote or deactivate itself
+    (reason CANNOT_CHANGE_SELF).
+    """
+    GetUserStatus: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.GetUserStatusRequest, _registry_service_pb2.GetUserStatusResponse]  # type: ignore[assignment]
+    """Internal (system principal only; moves to the internal package): a user's current state,
+    which gateways compare with the access tokens they are shown (claim `ver`) at most once a
+    second per user, so logout, deactivation and role changes take effect within a second.
+    """
+    CreateApiKey: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CreateApiKeyRequest, _registry_service_pb2.CreateApiKeyResponse]  # type: ignore[assignment]
+    """Creates an API key for the caller: a long-lived credential for programs, optionally scoped to
+    one of the caller's projects and with an expiry. The answer carries the secret, the only time
+    it is ever shown (only its SHA-256 is stored). NOT_FOUND for a project the caller may not see.
+    """
+    ListApiKeys: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ListApiKeysRequest, _registry_service_pb2.ListApiKeysResponse]  # type: ignore[assignment]
+    """Lists the caller's API keys, oldest first, without their secrets."""
+    RevokeApiKey: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RevokeApiKeyRequest, _registry_service_pb2.RevokeApiKeyResponse]  # type: ignore[assignment]
+    """Revokes one of the caller's API keys; it stops working within a second. NOT_FOUND for a key
+    that is not the caller's. Revoking a revoked key changes nothing.
+    """
+    AuthenticateApiKey: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.AuthenticateApiKeyRequest, _registry_service_pb2.AuthenticateApiKeyResponse]  # type: ignore[assignment]
+    """Internal (system principal only; moves to the internal package): the user and scope an API
+    key stands for. UNAUTHENTICATED (reason API_KEY_INVALID) for a malformed, unknown, revoked or
+    expired key, or one whose user is deactivated; the answer never names the key.
     """
     CreateAgentType: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CreateAgentTypeRequest, _registry_service_pb2.CreateAgentTypeResponse]  # type: ignore[assignment]
     """Creates an agent type (superusers). ALREADY_EXISTS when the slug is taken."""
@@ -352,6 +406,69 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         With is_superuser, an existing user of that e-mail is promoted instead (reactivated, its
         password set), as the superuser bootstrap at start does, so asking again is harmless.
         ALREADY_EXISTS when a plain user is asked for and the e-mail is taken.
+        """
+
+    @_abc_1.abstractmethod
+    def UpdateUser(
+        self,
+        request: _registry_service_pb2.UpdateUserRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.UpdateUserResponse, _abc.Awaitable[_registry_service_pb2.UpdateUserResponse]]:
+        """Changes a user's is_active and is_superuser, the fields named in the update mask
+        (superusers). Either change revokes the user's access tokens at once (its token version
+        moves on). NOT_FOUND; FAILED_PRECONDITION when a superuser would demote or deactivate itself
+        (reason CANNOT_CHANGE_SELF).
+        """
+
+    @_abc_1.abstractmethod
+    def GetUserStatus(
+        self,
+        request: _registry_service_pb2.GetUserStatusRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.GetUserStatusResponse, _abc.Awaitable[_registry_service_pb2.GetUserStatusResponse]]:
+        """Internal (system principal only; moves to the internal package): a user's current state,
+        which gateways compare with the access tokens they are shown (claim `ver`) at most once a
+        second per user, so logout, deactivation and role changes take effect within a second.
+        """
+
+    @_abc_1.abstractmethod
+    def CreateApiKey(
+        self,
+        request: _registry_service_pb2.CreateApiKeyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.CreateApiKeyResponse, _abc.Awaitable[_registry_service_pb2.CreateApiKeyResponse]]:
+        """Creates an API key for the caller: a long-lived credential for programs, optionally scoped to
+        one of the caller's projects and with an expiry. The answer carries the secret, the only time
+        it is ever shown (only its SHA-256 is stored). NOT_FOUND for a project the caller may not see.
+        """
+
+    @_abc_1.abstractmethod
+    def ListApiKeys(
+        self,
+        request: _registry_service_pb2.ListApiKeysRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.ListApiKeysResponse, _abc.Awaitable[_registry_service_pb2.ListApiKeysResponse]]:
+        """Lists the caller's API keys, oldest first, without their secrets."""
+
+    @_abc_1.abstractmethod
+    def RevokeApiKey(
+        self,
+        request: _registry_service_pb2.RevokeApiKeyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.RevokeApiKeyResponse, _abc.Awaitable[_registry_service_pb2.RevokeApiKeyResponse]]:
+        """Revokes one of the caller's API keys; it stops working within a second. NOT_FOUND for a key
+        that is not the caller's. Revoking a revoked key changes nothing.
+        """
+
+    @_abc_1.abstractmethod
+    def AuthenticateApiKey(
+        self,
+        request: _registry_service_pb2.AuthenticateApiKeyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.AuthenticateApiKeyResponse, _abc.Awaitable[_registry_service_pb2.AuthenticateApiKeyResponse]]:
+        """Internal (system principal only; moves to the internal package): the user and scope an API
+        key stands for. UNAUTHENTICATED (reason API_KEY_INVALID) for a malformed, unknown, revoked or
+        expired key, or one whose user is deactivated; the answer never names the key.
         """
 
     @_abc_1.abstractmethod

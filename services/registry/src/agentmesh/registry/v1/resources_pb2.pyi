@@ -135,6 +135,62 @@ class User(_message.Message):
 Global___User: _TypeAlias = User  # noqa: Y015
 
 @_typing.final
+class ApiKey(_message.Message):
+    """ApiKey describes a long-lived credential for programs; the secret itself is never part of it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    PREFIX_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    REVOKED_AT_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Opaque identifier."""
+    name: _builtins.str
+    """What the key is for."""
+    prefix: _builtins.str
+    """The key's first 12 characters (`amk_` and 8 more), to recognise it by."""
+    project_id: _builtins.str
+    """The one project the key may touch; empty for all its user may."""
+    user_id: _builtins.str
+    """The user the key acts as."""
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When the key was made."""
+
+    @_builtins.property
+    def expires_at(self) -> _timestamp_pb2.Timestamp:
+        """When it stops working; unset for never."""
+
+    @_builtins.property
+    def revoked_at(self) -> _timestamp_pb2.Timestamp:
+        """When it was revoked; unset while it is not."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        name: _builtins.str = ...,
+        prefix: _builtins.str = ...,
+        project_id: _builtins.str = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        expires_at: _timestamp_pb2.Timestamp | None = ...,
+        revoked_at: _timestamp_pb2.Timestamp | None = ...,
+        user_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "expires_at", b"expires_at", "revoked_at", b"revoked_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "expires_at", b"expires_at", "id", b"id", "name", b"name", "prefix", b"prefix", "project_id", b"project_id", "revoked_at", b"revoked_at", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ApiKey: _TypeAlias = ApiKey  # noqa: Y015
+
+@_typing.final
 class McpServer(_message.Message):
     """McpServer is a Model Context Protocol server an agent takes tools from: defined inline in an
     agent type, or registered in the registry (superusers; global, or for one project) and named by

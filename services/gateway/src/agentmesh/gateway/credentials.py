@@ -1,0 +1,192 @@
+"""Turning the bearer credential of a request into its caller: an access token (JWT) or an API key
+(`amk_…`), on every face (REST, SSE, the OpenAI API and gRPC metadata alike).
+
+- Access tokens are verified locally, then their `ver` claim is compared with the user's current
+  token version, asked of the registry (GetUserStatus) at most once per `check_interval_seconds`
+  per user and gateway. Logout, deactivation, deletion and role changes move the version on, so
+  every replica refuses the old token (TOKEN_REVOKED) within that interval.
+- API keys are validated by the registry (AuthenticateApiKey) at most once per interval per key,
+  so a revoked key stops working within it. A valid key's caller carries a short-lived access
+  token the gateway signs for the key's user: that, never the key, goes to the services behind.
+- Failed key lookups are counted per client address: past the limit, that address's unknown keys
+  are refused without asking the registry, so guessing costs the guesser, not the mesh.
+
+Only successes are remembered, and only for the interval; nothing here logs a credential.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from agentmesh.gateway.errors import InvalidApiKey, RateLimited, TokenRevoked
+from agentmesh.gateway.models import Caller
+from agentmesh.gateway.ratelimit import RateLimiter
+from agentmesh.registry.client import RegistryClient
+from agentmesh.registry.v1 import registry_service_pb2
+from agentmesh.runtime.client import Metadata, unary
+from agentmesh.runtime.errors import Unauthenticated
+from agentmesh.runtime.identity import TOKEN_MISSING, Principal, TokenCodec
+
+API_KEY_PREFIX = "amk_"
+_API_KEY_SHAPE = re.compile(r"^amk_[A-Za-z0-9_-]{43}$")
+# Tokens signed for API key callers: renewed well before they expire, at a re-validation.
+KEY_TOKEN_TTL_SECONDS = 300
+_KEY_TOKEN_RENEW_SECONDS = 60
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def is_api_key(credential: str) -> bool:
+    """Whether a bearer credential is meant as an API key (its prefix), valid or not."""
+    return credential.startswith(API_KEY_PREFIX)
+
+
+def check_api_key_shape(credential: str) -> None:
+    """Raises InvalidApiKey, without the key, unless it is `amk_` and 43 URL-safe characters."""
+    if not _API_KEY_SHAPE.match(credential):
+        raise InvalidApiKey("malformed API key: expected 'amk_' followed by 43 URL-safe characters")
+
+
+def client_address(peer: str) -> str:
+    """A client's address without its port: gRPC's `ipv4:1.2.3.4:5678` → `ipv4:1.2.3.4`, so every
+    connection of one client counts as one."""
+    host, colon, port = peer.rpartition(":")
+    return host if colon and port.isdigit() else peer
+
+
+class RecentAnswers(Generic[K, V]):
+    """Answers of the registry remembered for at most `ttl_seconds`, with concurrent asks for one
+    key sharing one call. Failures are not remembered. Bounded: the oldest go first."""
+
+    def __init__(
+        self, *, ttl_seconds: float, capacity: int = 10_000, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._ttl = ttl_seconds
+        self._capacity = capacity
+        self._clock = clock
+        self._answers: OrderedDict[K, tuple[V, float]] = OrderedDict()
+        self._pending: dict[K, asyncio.Future[V]] = {}
+
+    async def get(self, key: K, ask: Callable[[], Awaitable[V]]) -> V:
+        hit = self._answers.get(key)
+        if hit is not None and self._clock() - hit[1] < self._ttl:
+            return hit[0]
+        pending = self._pending.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[V] = asyncio.get_running_loop().create_future()
+        self._pending[key] = future
+        try:
+            answer = await ask()
+        except BaseException as error:
+            future.set_exception(error)
+            future.exception()  # retrieved: nobody else may be waiting
+            raise
+        finally:
+            self._pending.pop(key, None)
+        future.set_result(answer)
+        self._answers[key] = (answer, self._clock())
+        self._answers.move_to_end(key)
+        while len(self._answers) > self._capacity:
+            self._answers.popitem(last=False)
+        return answer
+
+
+@dataclass(frozen=True)
+class _KeyCaller:
+    """What an API key stood for at its last validation."""
+
+    principal: Principal
+    project_scope: str
+
+
+class CredentialVerifier:
+    """Authenticates bearer credentials for `AccessGuard` (see the module's docstring)."""
+
+    def __init__(
+        self,
+        *,
+        tokens: TokenCodec,
+        registry: RegistryClient,
+        system_metadata: Callable[[], Metadata | None],
+        failed_keys: RateLimiter,
+        check_interval_seconds: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._tokens = tokens
+        self._registry = registry
+        self._system_metadata = system_metadata
+        self._failed_keys = failed_keys
+        self._clock = clock
+        self._statuses: RecentAnswers[str, registry_service_pb2.GetUserStatusResponse] = RecentAnswers(
+            ttl_seconds=check_interval_seconds, clock=clock
+        )
+        self._keys: RecentAnswers[str, _KeyCaller] = RecentAnswers(ttl_seconds=check_interval_seconds, clock=clock)
+        # Key digest → (principal, signed token, when to sign anew).
+        self._key_tokens: dict[str, tuple[Principal, str, float]] = {}
+
+    async def authenticate(self, credential: str | None, *, peer: str = "") -> Caller:
+        if not credential:
+            raise Unauthenticated("missing bearer token", reason=TOKEN_MISSING)
+        if is_api_key(credential):
+            return await self._api_key_caller(credential, client_address(peer))
+        principal = self._tokens.verify(credential)
+        if not principal.is_system:
+            await self._check_not_revoked(principal)
+        return Caller(principal, credential)
+
+    async def _check_not_revoked(self, principal: Principal) -> None:
+        status = await self._statuses.get(principal.user_id, lambda: self._user_status(principal.user_id))
+        if not status.exists or not status.is_active:
+            raise TokenRevoked("access token revoked: the account no longer exists or is deactivated")
+        if status.token_version != principal.token_version:
+            raise TokenRevoked("access token revoked (signed out, or the account changed); sign in again")
+
+    async def _user_status(self, user_id: str) -> registry_service_pb2.GetUserStatusResponse:
+        request = registry_service_pb2.GetUserStatusRequest(user_id=user_id)
+        return await unary(self._registry.stub.GetUserStatus, request, metadata=self._system_metadata())  # type: ignore[no-any-return]
+
+    async def _api_key_caller(self, key: str, address: str) -> Caller:
+        wait = self._failed_keys.wait_seconds(address)
+        if wait > 0:
+            raise RateLimited(wait)
+        digest = hashlib.sha256(key.encode()).hexdigest()
+        try:
+            check_api_key_shape(key)
+            found = await self._keys.get(digest, lambda: self._validate_key(key))
+        except Unauthenticated:
+            self._failed_keys.try_acquire(address)
+            raise
+        return Caller(found.principal, self._key_token(digest, found.principal), project_scope=found.project_scope)
+
+    async def _validate_key(self, key: str) -> _KeyCaller:
+        request = registry_service_pb2.AuthenticateApiKeyRequest(secret=key)
+        answer = await unary(self._registry.stub.AuthenticateApiKey, request, metadata=self._system_metadata())
+        principal = Principal(
+            user_id=answer.user.id,
+            is_superuser=answer.user.is_superuser,
+            email=answer.user.email,
+            token_version=answer.token_version,
+        )
+        return _KeyCaller(principal, answer.api_key.project_id)
+
+    def _key_token(self, digest: str, principal: Principal) -> str:
+        """The access token an API key's calls carry behind the gateway: reused while the key's
+        user is unchanged, so the services' verification caches keep working."""
+        now = self._clock()
+        held = self._key_tokens.get(digest)
+        if held is not None and held[0] == principal and now < held[2]:
+            return held[1]
+        token = self._tokens.issue(principal, ttl_seconds=KEY_TOKEN_TTL_SECONDS)
+        if len(self._key_tokens) >= 10_000:
+            self._key_tokens.clear()
+        self._key_tokens[digest] = (principal, token, now + KEY_TOKEN_TTL_SECONDS - _KEY_TOKEN_RENEW_SECONDS)
+        return token

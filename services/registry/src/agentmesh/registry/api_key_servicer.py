@@ -1,0 +1,65 @@
+"""The API key RPCs of RegistryService: proto in, proto out, mixed into `RegistryServicer`.
+No answer but CreateApiKey's carries a secret, and that one only the key's new owner gets.
+AuthenticateApiKey is internal (the policy table grants it to the system principal only)."""
+
+from __future__ import annotations
+
+from datetime import UTC
+
+import grpc
+
+from agentmesh.registry import convert
+from agentmesh.registry.api_keys import ApiKeys
+from agentmesh.registry.v1 import registry_service_pb2 as pb
+from agentmesh.runtime.errors import Unauthenticated
+from agentmesh.runtime.identity import Principal, current_principal
+
+Context = grpc.aio.ServicerContext
+
+
+def _signed_in() -> Principal:
+    principal = current_principal.get()
+    if principal is None:  # only if the policy table marked these RPCs public
+        raise Unauthenticated("missing bearer token", reason="TOKEN_MISSING")
+    return principal
+
+
+class ApiKeyRpcs:
+    """Adapts the API key RPCs to `ApiKeys`."""
+
+    _api_keys: ApiKeys
+
+    async def CreateApiKey(
+        self, request: pb.CreateApiKeyRequest, context: Context
+    ) -> pb.CreateApiKeyResponse:
+        expires_at = request.expires_at.ToDatetime(tzinfo=UTC) if request.HasField("expires_at") else None
+        key, secret = await self._api_keys.create(
+            _signed_in(), name=request.name, project_id=request.project_id, expires_at=expires_at
+        )
+        return pb.CreateApiKeyResponse(api_key=convert.api_key_message(key), secret=secret)
+
+    async def ListApiKeys(self, request: pb.ListApiKeysRequest, context: Context) -> pb.ListApiKeysResponse:
+        page = await self._api_keys.list(
+            _signed_in(), page_size=request.page_size, page_token=request.page_token, page=request.page
+        )
+        return pb.ListApiKeysResponse(
+            api_keys=[convert.api_key_message(key) for key in page.items],
+            next_page_token=page.next_page_token,
+            total_size=page.total_size,
+        )
+
+    async def RevokeApiKey(
+        self, request: pb.RevokeApiKeyRequest, context: Context
+    ) -> pb.RevokeApiKeyResponse:
+        await self._api_keys.revoke(_signed_in(), request.id)
+        return pb.RevokeApiKeyResponse()
+
+    async def AuthenticateApiKey(
+        self, request: pb.AuthenticateApiKeyRequest, context: Context
+    ) -> pb.AuthenticateApiKeyResponse:
+        key, user = await self._api_keys.authenticate(request.secret)
+        return pb.AuthenticateApiKeyResponse(
+            api_key=convert.api_key_message(key),
+            user=convert.user_message(user),
+            token_version=user.token_version,
+        )
