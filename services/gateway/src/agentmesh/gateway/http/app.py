@@ -16,6 +16,7 @@ from fastapi_offline import FastAPIOffline
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentmesh.gateway.console.router import console_router
+from agentmesh.gateway.http.a2a import a2a_router
 from agentmesh.gateway.http.agents import agent_router
 from agentmesh.gateway.http.context import HttpContext, authorize
 from agentmesh.gateway.http.errors import install_error_handlers
@@ -82,6 +83,7 @@ def create_http_app(context: HttpContext, *, max_request_body_bytes: int) -> Fas
     app.include_router(rest_router(), responses=_ERROR_RESPONSES)
     app.include_router(mcp_server_router(), responses=_ERROR_RESPONSES)
     app.include_router(agent_router(), responses=_ERROR_RESPONSES)
+    app.include_router(a2a_router(), responses=_ERROR_RESPONSES)
     app.include_router(openai_router())
     app.include_router(console_router())
     install_error_handlers(app)
