@@ -167,6 +167,12 @@ RPC_POLICY: Mapping[str, Rule] = {
     _REGISTRY + "FinishAgentRuns": SYSTEM,
     _REGISTRY + "ResolveMcpServers": SYSTEM,  # the one answer with MCP servers' secrets
     _REGISTRY + "RenewRunLeases": SYSTEM,
+    # Remote A2A agents: the project's owner; their credentials reach executors only.
+    _REGISTRY + "CreateRemoteAgent": owner(_project_id("remote_agent.project_id")),
+    _REGISTRY + "GetRemoteAgent": owner(_project_id("project_id")),
+    _REGISTRY + "ListRemoteAgents": owner(_project_id("project_id")),
+    _REGISTRY + "DeleteRemoteAgent": owner(_project_id("project_id")),
+    _REGISTRY + "ResolveRemoteAgent": SYSTEM,
     _REGISTRY + "RegisterExecutor": SYSTEM,
     _REGISTRY + "ListExecutors": SUPERUSER,
     # Memory: the memory service knows no owners, so the gateway resolves the project itself.

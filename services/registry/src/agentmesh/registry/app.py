@@ -19,6 +19,7 @@ from agentmesh.registry.mcp_servers import McpServerRegistry
 from agentmesh.registry.pagination import PageTokens
 from agentmesh.registry.policy import POLICY, SERVICE
 from agentmesh.registry.registry import AgentRegistry, utc_now
+from agentmesh.registry.remote_agents import RemoteAgentRegistry
 from agentmesh.registry.servicer import RegistryServicer
 from agentmesh.registry.settings import RegistrySettings
 from agentmesh.registry.store import SqlRegistryStore
@@ -44,6 +45,7 @@ class Components:
     accounts: Accounts
     registry: AgentRegistry
     mcp_servers: McpServerRegistry
+    remote_agents: RemoteAgentRegistry
     leases: RunLeases
 
 
@@ -96,6 +98,7 @@ async def open_components(settings: RegistrySettings) -> Components:
         registry=registry,
         mcp_servers=mcp_servers,
         leases=leases,
+        remote_agents=RemoteAgentRegistry(store, clock=utc_now),
     )
 
 
@@ -105,7 +108,11 @@ async def start(settings: RegistrySettings) -> RunningService:
         if settings.superuser_email:
             await _bootstrap_superuser(components.accounts, settings)
         servicer = RegistryServicer(
-            components.accounts, components.registry, components.mcp_servers, components.leases
+            components.accounts,
+            components.registry,
+            components.mcp_servers,
+            components.leases,
+            components.remote_agents,
         )
         server = await start_server(
             [

@@ -38,6 +38,8 @@ __all__ = [
     "ProjectNotFound",
     "RefreshTokenInvalid",
     "RefreshTokenReused",
+    "RemoteAgentNameTaken",
+    "RemoteAgentNotFound",
     "SlugTaken",
     "SuperuserRequired",
     "SystemRequired",
@@ -139,3 +141,13 @@ class McpServerNameTaken(AlreadyExists):
     """A registered MCP server of that name exists in the same scope (the project, or global)."""
 
     default_reason = "MCP_SERVER_NAME_TAKEN"
+
+
+class RemoteAgentNotFound(NotFound):
+    default_reason = "REMOTE_AGENT_NOT_FOUND"
+
+
+class RemoteAgentNameTaken(AlreadyExists):
+    """An agent or a remote agent of the project has that name already."""
+
+    default_reason = "REMOTE_AGENT_NAME_TAKEN"

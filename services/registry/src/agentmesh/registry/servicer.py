@@ -13,6 +13,8 @@ from agentmesh.registry.mcp_servers import McpServerRegistry
 from agentmesh.registry.mcp_servicer import McpServerRpcs
 from agentmesh.registry.models import FinishedRun
 from agentmesh.registry.registry import AgentRegistry
+from agentmesh.registry.remote_agents import RemoteAgentRegistry
+from agentmesh.registry.remote_servicer import RemoteAgentRpcs
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
 from agentmesh.runtime.errors import Unauthenticated
@@ -28,16 +30,22 @@ def _caller() -> Principal:
     return principal
 
 
-class RegistryServicer(McpServerRpcs, pb_grpc.RegistryServiceServicer):
+class RegistryServicer(McpServerRpcs, RemoteAgentRpcs, pb_grpc.RegistryServiceServicer):
     """Adapts RegistryService RPCs to the registry's rules (the MCP server RPCs in `McpServerRpcs`)."""
 
     def __init__(
-        self, accounts: Accounts, registry: AgentRegistry, mcp_servers: McpServerRegistry, leases: RunLeases
+        self,
+        accounts: Accounts,
+        registry: AgentRegistry,
+        mcp_servers: McpServerRegistry,
+        leases: RunLeases,
+        remote_agents: RemoteAgentRegistry,
     ) -> None:
         self._accounts = accounts
         self._registry = registry
         self._mcp_servers = mcp_servers
         self._leases = leases
+        self._remote_agents = remote_agents
 
     # Users.
 

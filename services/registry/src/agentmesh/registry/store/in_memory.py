@@ -30,6 +30,7 @@ from agentmesh.registry.models import (
     Project,
     RefreshToken,
     RegisteredMcpServer,
+    RemoteAgent,
     Slice,
     User,
 )
@@ -45,6 +46,7 @@ from agentmesh.registry.store.interface import (
     Visibility,
 )
 from agentmesh.registry.store.mcp_servers import InMemoryMcpServers
+from agentmesh.registry.store.remote_agents import InMemoryRemoteAgents
 
 T = TypeVar("T", AgentType, Project, Agent)
 V = TypeVar("V")
@@ -68,6 +70,7 @@ class _State:
     runs: set[tuple[str, str]] = field(default_factory=set)
     executors: dict[str, Executor] = field(default_factory=dict)
     mcp_servers: dict[str, tuple[RegisteredMcpServer, str | None]] = field(default_factory=dict)
+    remote_agents: dict[str, RemoteAgent] = field(default_factory=dict)
     # Runs' leases, orphaned ones included (those are no longer in `runs`).
     leases: dict[RunKey, _Lease] = field(default_factory=dict)
 
@@ -276,7 +279,7 @@ def _replace(lease: _Lease, **changes: object) -> _Lease:
     return dataclasses.replace(lease, **changes)  # type: ignore[arg-type]
 
 
-class InMemoryTransaction(InMemoryMcpServers, StoreTransaction):
+class InMemoryTransaction(InMemoryMcpServers, InMemoryRemoteAgents, StoreTransaction):
     """The operations of one transaction, on the state it was given."""
 
     def __init__(self, state: _State) -> None:
@@ -435,6 +438,7 @@ class InMemoryTransaction(InMemoryMcpServers, StoreTransaction):
         for agent_id in gone:
             del self._state.agents[agent_id]
         await self.delete_project_mcp_servers(project_id)
+        await self.delete_project_remote_agents(project_id)
         self._state.projects.pop(project_id, None)
 
     # Agents.

@@ -31,6 +31,7 @@ from agentmesh.registry.models import (
     User,
 )
 from agentmesh.registry.store.mcp_servers import McpServerTransaction
+from agentmesh.registry.store.remote_agents import RemoteAgentTransaction
 
 
 class DuplicateRequest(Exception):
@@ -106,8 +107,9 @@ class RunLeaseStore(abc.ABC):
         """Forgets orphaned runs `executor_id` holds and has closed."""
 
 
-class StoreTransaction(McpServerTransaction):
-    """The operations of one transaction (registered MCP servers' in `mcp_servers`). Reads return
+class StoreTransaction(McpServerTransaction, RemoteAgentTransaction):
+    """The operations of one transaction (registered MCP servers' in `mcp_servers`, remote A2A
+    agents' in `remote_agents`). Reads return
     None for what does not exist."""
 
     # Users.
