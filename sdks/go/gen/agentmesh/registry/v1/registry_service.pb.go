@@ -4134,6 +4134,484 @@ func (*DeleteMcpServerResponse) Descriptor() ([]byte, []int) {
 	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{75}
 }
 
+// CreateRemoteAgentRequest is the input of CreateRemoteAgent.
+type CreateRemoteAgentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The remote agent: project_id, name, card_url, and optionally credential and description.
+	RemoteAgent   *RemoteAgent `protobuf:"bytes,1,opt,name=remote_agent,json=remoteAgent,proto3" json:"remote_agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateRemoteAgentRequest) Reset() {
+	*x = CreateRemoteAgentRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateRemoteAgentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateRemoteAgentRequest) ProtoMessage() {}
+
+func (x *CreateRemoteAgentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateRemoteAgentRequest.ProtoReflect.Descriptor instead.
+func (*CreateRemoteAgentRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *CreateRemoteAgentRequest) GetRemoteAgent() *RemoteAgent {
+	if x != nil {
+		return x.RemoteAgent
+	}
+	return nil
+}
+
+// CreateRemoteAgentResponse is the output of CreateRemoteAgent.
+type CreateRemoteAgentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The remote agent, credential masked.
+	RemoteAgent   *RemoteAgent `protobuf:"bytes,1,opt,name=remote_agent,json=remoteAgent,proto3" json:"remote_agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateRemoteAgentResponse) Reset() {
+	*x = CreateRemoteAgentResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateRemoteAgentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateRemoteAgentResponse) ProtoMessage() {}
+
+func (x *CreateRemoteAgentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateRemoteAgentResponse.ProtoReflect.Descriptor instead.
+func (*CreateRemoteAgentResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *CreateRemoteAgentResponse) GetRemoteAgent() *RemoteAgent {
+	if x != nil {
+		return x.RemoteAgent
+	}
+	return nil
+}
+
+// GetRemoteAgentRequest is the input of GetRemoteAgent.
+type GetRemoteAgentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// Identifier.
+	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRemoteAgentRequest) Reset() {
+	*x = GetRemoteAgentRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRemoteAgentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRemoteAgentRequest) ProtoMessage() {}
+
+func (x *GetRemoteAgentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRemoteAgentRequest.ProtoReflect.Descriptor instead.
+func (*GetRemoteAgentRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *GetRemoteAgentRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *GetRemoteAgentRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// GetRemoteAgentResponse is the output of GetRemoteAgent.
+type GetRemoteAgentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The remote agent, credential masked.
+	RemoteAgent   *RemoteAgent `protobuf:"bytes,1,opt,name=remote_agent,json=remoteAgent,proto3" json:"remote_agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRemoteAgentResponse) Reset() {
+	*x = GetRemoteAgentResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRemoteAgentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRemoteAgentResponse) ProtoMessage() {}
+
+func (x *GetRemoteAgentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRemoteAgentResponse.ProtoReflect.Descriptor instead.
+func (*GetRemoteAgentResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *GetRemoteAgentResponse) GetRemoteAgent() *RemoteAgent {
+	if x != nil {
+		return x.RemoteAgent
+	}
+	return nil
+}
+
+// ListRemoteAgentsRequest is the input of ListRemoteAgents.
+type ListRemoteAgentsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId     string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRemoteAgentsRequest) Reset() {
+	*x = ListRemoteAgentsRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRemoteAgentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRemoteAgentsRequest) ProtoMessage() {}
+
+func (x *ListRemoteAgentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRemoteAgentsRequest.ProtoReflect.Descriptor instead.
+func (*ListRemoteAgentsRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *ListRemoteAgentsRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+// ListRemoteAgentsResponse is the output of ListRemoteAgents.
+type ListRemoteAgentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project's remote agents, credentials masked.
+	RemoteAgents  []*RemoteAgent `protobuf:"bytes,1,rep,name=remote_agents,json=remoteAgents,proto3" json:"remote_agents,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRemoteAgentsResponse) Reset() {
+	*x = ListRemoteAgentsResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRemoteAgentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRemoteAgentsResponse) ProtoMessage() {}
+
+func (x *ListRemoteAgentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRemoteAgentsResponse.ProtoReflect.Descriptor instead.
+func (*ListRemoteAgentsResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *ListRemoteAgentsResponse) GetRemoteAgents() []*RemoteAgent {
+	if x != nil {
+		return x.RemoteAgents
+	}
+	return nil
+}
+
+// DeleteRemoteAgentRequest is the input of DeleteRemoteAgent.
+type DeleteRemoteAgentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// Identifier.
+	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRemoteAgentRequest) Reset() {
+	*x = DeleteRemoteAgentRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRemoteAgentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRemoteAgentRequest) ProtoMessage() {}
+
+func (x *DeleteRemoteAgentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRemoteAgentRequest.ProtoReflect.Descriptor instead.
+func (*DeleteRemoteAgentRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *DeleteRemoteAgentRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *DeleteRemoteAgentRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// DeleteRemoteAgentResponse is the output of DeleteRemoteAgent.
+type DeleteRemoteAgentResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRemoteAgentResponse) Reset() {
+	*x = DeleteRemoteAgentResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRemoteAgentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRemoteAgentResponse) ProtoMessage() {}
+
+func (x *DeleteRemoteAgentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRemoteAgentResponse.ProtoReflect.Descriptor instead.
+func (*DeleteRemoteAgentResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{83}
+}
+
+// ResolveRemoteAgentRequest is the input of ResolveRemoteAgent.
+type ResolveRemoteAgentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The remote agent's name.
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveRemoteAgentRequest) Reset() {
+	*x = ResolveRemoteAgentRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveRemoteAgentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveRemoteAgentRequest) ProtoMessage() {}
+
+func (x *ResolveRemoteAgentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveRemoteAgentRequest.ProtoReflect.Descriptor instead.
+func (*ResolveRemoteAgentRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *ResolveRemoteAgentRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *ResolveRemoteAgentRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// ResolveRemoteAgentResponse is the output of ResolveRemoteAgent.
+type ResolveRemoteAgentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The remote agent, credential in full.
+	RemoteAgent   *RemoteAgent `protobuf:"bytes,1,opt,name=remote_agent,json=remoteAgent,proto3" json:"remote_agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveRemoteAgentResponse) Reset() {
+	*x = ResolveRemoteAgentResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveRemoteAgentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveRemoteAgentResponse) ProtoMessage() {}
+
+func (x *ResolveRemoteAgentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveRemoteAgentResponse.ProtoReflect.Descriptor instead.
+func (*ResolveRemoteAgentResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *ResolveRemoteAgentResponse) GetRemoteAgent() *RemoteAgent {
+	if x != nil {
+		return x.RemoteAgent
+	}
+	return nil
+}
+
 // ResolveMcpServersRequest is the input of ResolveMcpServers.
 type ResolveMcpServersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4145,7 +4623,7 @@ type ResolveMcpServersRequest struct {
 
 func (x *ResolveMcpServersRequest) Reset() {
 	*x = ResolveMcpServersRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4157,7 +4635,7 @@ func (x *ResolveMcpServersRequest) String() string {
 func (*ResolveMcpServersRequest) ProtoMessage() {}
 
 func (x *ResolveMcpServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4170,7 +4648,7 @@ func (x *ResolveMcpServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveMcpServersRequest.ProtoReflect.Descriptor instead.
 func (*ResolveMcpServersRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{76}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ResolveMcpServersRequest) GetAgentId() string {
@@ -4193,7 +4671,7 @@ type ResolveMcpServersResponse struct {
 
 func (x *ResolveMcpServersResponse) Reset() {
 	*x = ResolveMcpServersResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4205,7 +4683,7 @@ func (x *ResolveMcpServersResponse) String() string {
 func (*ResolveMcpServersResponse) ProtoMessage() {}
 
 func (x *ResolveMcpServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4218,7 +4696,7 @@ func (x *ResolveMcpServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveMcpServersResponse.ProtoReflect.Descriptor instead.
 func (*ResolveMcpServersResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{77}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *ResolveMcpServersResponse) GetServers() []*McpServer {
@@ -4509,12 +4987,38 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"mcp_server\x18\x01 \x01(\v2 .agentmesh.registry.v1.McpServerR\tmcpServer\"(\n" +
 	"\x16DeleteMcpServerRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x19\n" +
-	"\x17DeleteMcpServerResponse\"5\n" +
+	"\x17DeleteMcpServerResponse\"a\n" +
+	"\x18CreateRemoteAgentRequest\x12E\n" +
+	"\fremote_agent\x18\x01 \x01(\v2\".agentmesh.registry.v1.RemoteAgentR\vremoteAgent\"b\n" +
+	"\x19CreateRemoteAgentResponse\x12E\n" +
+	"\fremote_agent\x18\x01 \x01(\v2\".agentmesh.registry.v1.RemoteAgentR\vremoteAgent\"F\n" +
+	"\x15GetRemoteAgentRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"_\n" +
+	"\x16GetRemoteAgentResponse\x12E\n" +
+	"\fremote_agent\x18\x01 \x01(\v2\".agentmesh.registry.v1.RemoteAgentR\vremoteAgent\"8\n" +
+	"\x17ListRemoteAgentsRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\"c\n" +
+	"\x18ListRemoteAgentsResponse\x12G\n" +
+	"\rremote_agents\x18\x01 \x03(\v2\".agentmesh.registry.v1.RemoteAgentR\fremoteAgents\"I\n" +
+	"\x18DeleteRemoteAgentRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\x1b\n" +
+	"\x19DeleteRemoteAgentResponse\"N\n" +
+	"\x19ResolveRemoteAgentRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"c\n" +
+	"\x1aResolveRemoteAgentResponse\x12E\n" +
+	"\fremote_agent\x18\x01 \x01(\v2\".agentmesh.registry.v1.RemoteAgentR\vremoteAgent\"5\n" +
 	"\x18ResolveMcpServersRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\"q\n" +
 	"\x19ResolveMcpServersResponse\x12:\n" +
 	"\aservers\x18\x01 \x03(\v2 .agentmesh.registry.v1.McpServerR\aservers\x12\x18\n" +
-	"\amissing\x18\x02 \x03(\tR\amissing2\x9e\x1f\n" +
+	"\amissing\x18\x02 \x03(\tR\amissing2\xed#\n" +
 	"\x0fRegistryService\x12g\n" +
 	"\fRegisterUser\x12*.agentmesh.registry.v1.RegisterUserRequest\x1a+.agentmesh.registry.v1.RegisterUserResponse\x12R\n" +
 	"\x05Login\x12#.agentmesh.registry.v1.LoginRequest\x1a$.agentmesh.registry.v1.LoginResponse\x12j\n" +
@@ -4554,7 +5058,12 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x0eListMcpServers\x12,.agentmesh.registry.v1.ListMcpServersRequest\x1a-.agentmesh.registry.v1.ListMcpServersResponse\x12p\n" +
 	"\x0fUpdateMcpServer\x12-.agentmesh.registry.v1.UpdateMcpServerRequest\x1a..agentmesh.registry.v1.UpdateMcpServerResponse\x12p\n" +
 	"\x0fDeleteMcpServer\x12-.agentmesh.registry.v1.DeleteMcpServerRequest\x1a..agentmesh.registry.v1.DeleteMcpServerResponse\x12v\n" +
-	"\x11ResolveMcpServers\x12/.agentmesh.registry.v1.ResolveMcpServersRequest\x1a0.agentmesh.registry.v1.ResolveMcpServersResponse\x12s\n" +
+	"\x11ResolveMcpServers\x12/.agentmesh.registry.v1.ResolveMcpServersRequest\x1a0.agentmesh.registry.v1.ResolveMcpServersResponse\x12v\n" +
+	"\x11CreateRemoteAgent\x12/.agentmesh.registry.v1.CreateRemoteAgentRequest\x1a0.agentmesh.registry.v1.CreateRemoteAgentResponse\x12m\n" +
+	"\x0eGetRemoteAgent\x12,.agentmesh.registry.v1.GetRemoteAgentRequest\x1a-.agentmesh.registry.v1.GetRemoteAgentResponse\x12s\n" +
+	"\x10ListRemoteAgents\x12..agentmesh.registry.v1.ListRemoteAgentsRequest\x1a/.agentmesh.registry.v1.ListRemoteAgentsResponse\x12v\n" +
+	"\x11DeleteRemoteAgent\x12/.agentmesh.registry.v1.DeleteRemoteAgentRequest\x1a0.agentmesh.registry.v1.DeleteRemoteAgentResponse\x12y\n" +
+	"\x12ResolveRemoteAgent\x120.agentmesh.registry.v1.ResolveRemoteAgentRequest\x1a1.agentmesh.registry.v1.ResolveRemoteAgentResponse\x12s\n" +
 	"\x10RegisterExecutor\x12..agentmesh.registry.v1.RegisterExecutorRequest\x1a/.agentmesh.registry.v1.RegisterExecutorResponse\x12j\n" +
 	"\rListExecutors\x12+.agentmesh.registry.v1.ListExecutorsRequest\x1a,.agentmesh.registry.v1.ListExecutorsResponseB\xf4\x01\n" +
 	"\x19com.agentmesh.registry.v1B\x14RegistryServiceProtoP\x01ZKgithub.com/agentmesh/agentmesh/sdks/go/gen/agentmesh/registry/v1;registryv1\xa2\x02\x03ARX\xaa\x02\x15Agentmesh.Registry.V1\xca\x02\x15Agentmesh\\Registry\\V1\xe2\x02!Agentmesh\\Registry\\V1\\GPBMetadata\xea\x02\x17Agentmesh::Registry::V1b\x06proto3"
@@ -4571,7 +5080,7 @@ func file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_registry_v1_registry_service_proto_rawDescData
 }
 
-var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
+var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
 var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*RegisterUserRequest)(nil),        // 0: agentmesh.registry.v1.RegisterUserRequest
 	(*RegisterUserResponse)(nil),       // 1: agentmesh.registry.v1.RegisterUserResponse
@@ -4649,146 +5158,172 @@ var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*UpdateMcpServerResponse)(nil),    // 73: agentmesh.registry.v1.UpdateMcpServerResponse
 	(*DeleteMcpServerRequest)(nil),     // 74: agentmesh.registry.v1.DeleteMcpServerRequest
 	(*DeleteMcpServerResponse)(nil),    // 75: agentmesh.registry.v1.DeleteMcpServerResponse
-	(*ResolveMcpServersRequest)(nil),   // 76: agentmesh.registry.v1.ResolveMcpServersRequest
-	(*ResolveMcpServersResponse)(nil),  // 77: agentmesh.registry.v1.ResolveMcpServersResponse
-	(*User)(nil),                       // 78: agentmesh.registry.v1.User
-	(*AgentType)(nil),                  // 79: agentmesh.registry.v1.AgentType
-	(*fieldmaskpb.FieldMask)(nil),      // 80: google.protobuf.FieldMask
-	(*Project)(nil),                    // 81: agentmesh.registry.v1.Project
-	(*Agent)(nil),                      // 82: agentmesh.registry.v1.Agent
-	(*AgentSpec)(nil),                  // 83: agentmesh.registry.v1.AgentSpec
-	(*Executor)(nil),                   // 84: agentmesh.registry.v1.Executor
-	(*McpServer)(nil),                  // 85: agentmesh.registry.v1.McpServer
+	(*CreateRemoteAgentRequest)(nil),   // 76: agentmesh.registry.v1.CreateRemoteAgentRequest
+	(*CreateRemoteAgentResponse)(nil),  // 77: agentmesh.registry.v1.CreateRemoteAgentResponse
+	(*GetRemoteAgentRequest)(nil),      // 78: agentmesh.registry.v1.GetRemoteAgentRequest
+	(*GetRemoteAgentResponse)(nil),     // 79: agentmesh.registry.v1.GetRemoteAgentResponse
+	(*ListRemoteAgentsRequest)(nil),    // 80: agentmesh.registry.v1.ListRemoteAgentsRequest
+	(*ListRemoteAgentsResponse)(nil),   // 81: agentmesh.registry.v1.ListRemoteAgentsResponse
+	(*DeleteRemoteAgentRequest)(nil),   // 82: agentmesh.registry.v1.DeleteRemoteAgentRequest
+	(*DeleteRemoteAgentResponse)(nil),  // 83: agentmesh.registry.v1.DeleteRemoteAgentResponse
+	(*ResolveRemoteAgentRequest)(nil),  // 84: agentmesh.registry.v1.ResolveRemoteAgentRequest
+	(*ResolveRemoteAgentResponse)(nil), // 85: agentmesh.registry.v1.ResolveRemoteAgentResponse
+	(*ResolveMcpServersRequest)(nil),   // 86: agentmesh.registry.v1.ResolveMcpServersRequest
+	(*ResolveMcpServersResponse)(nil),  // 87: agentmesh.registry.v1.ResolveMcpServersResponse
+	(*User)(nil),                       // 88: agentmesh.registry.v1.User
+	(*AgentType)(nil),                  // 89: agentmesh.registry.v1.AgentType
+	(*fieldmaskpb.FieldMask)(nil),      // 90: google.protobuf.FieldMask
+	(*Project)(nil),                    // 91: agentmesh.registry.v1.Project
+	(*Agent)(nil),                      // 92: agentmesh.registry.v1.Agent
+	(*AgentSpec)(nil),                  // 93: agentmesh.registry.v1.AgentSpec
+	(*Executor)(nil),                   // 94: agentmesh.registry.v1.Executor
+	(*McpServer)(nil),                  // 95: agentmesh.registry.v1.McpServer
+	(*RemoteAgent)(nil),                // 96: agentmesh.registry.v1.RemoteAgent
 }
 var file_agentmesh_registry_v1_registry_service_proto_depIdxs = []int32{
-	78, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
+	88, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
 	3,  // 1: agentmesh.registry.v1.LoginResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
 	3,  // 2: agentmesh.registry.v1.RefreshTokensResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
-	78, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
-	78, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	79, // 5: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	79, // 6: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	79, // 7: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	79, // 8: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
-	79, // 9: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	80, // 10: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
-	79, // 11: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	81, // 12: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	81, // 13: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	81, // 14: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	81, // 15: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
-	81, // 16: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	80, // 17: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	81, // 18: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	82, // 19: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	82, // 20: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	82, // 21: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	82, // 22: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
-	82, // 23: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	80, // 24: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	82, // 25: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	82, // 26: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	82, // 27: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	83, // 28: agentmesh.registry.v1.ResolveAgentResponse.spec:type_name -> agentmesh.registry.v1.AgentSpec
-	82, // 29: agentmesh.registry.v1.StartAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	82, // 30: agentmesh.registry.v1.FinishAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	88, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
+	88, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	89, // 5: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	89, // 6: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	89, // 7: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	89, // 8: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
+	89, // 9: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	90, // 10: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
+	89, // 11: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	91, // 12: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	91, // 13: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	91, // 14: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	91, // 15: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
+	91, // 16: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	90, // 17: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	91, // 18: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	92, // 19: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	92, // 20: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	92, // 21: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	92, // 22: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
+	92, // 23: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	90, // 24: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	92, // 25: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	92, // 26: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	92, // 27: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	93, // 28: agentmesh.registry.v1.ResolveAgentResponse.spec:type_name -> agentmesh.registry.v1.AgentSpec
+	92, // 29: agentmesh.registry.v1.StartAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	92, // 30: agentmesh.registry.v1.FinishAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
 	53, // 31: agentmesh.registry.v1.FinishAgentRunsRequest.runs:type_name -> agentmesh.registry.v1.FinishAgentRunRequest
 	57, // 32: agentmesh.registry.v1.FinishAgentRunsResponse.results:type_name -> agentmesh.registry.v1.FinishedAgentRun
-	82, // 33: agentmesh.registry.v1.FinishedAgentRun.agent:type_name -> agentmesh.registry.v1.Agent
+	92, // 33: agentmesh.registry.v1.FinishedAgentRun.agent:type_name -> agentmesh.registry.v1.Agent
 	60, // 34: agentmesh.registry.v1.RenewRunLeasesRequest.runs:type_name -> agentmesh.registry.v1.LeasedRun
 	60, // 35: agentmesh.registry.v1.RenewRunLeasesRequest.closed:type_name -> agentmesh.registry.v1.LeasedRun
 	60, // 36: agentmesh.registry.v1.RenewRunLeasesResponse.lost:type_name -> agentmesh.registry.v1.LeasedRun
 	61, // 37: agentmesh.registry.v1.RenewRunLeasesResponse.orphans:type_name -> agentmesh.registry.v1.OrphanedRun
-	84, // 38: agentmesh.registry.v1.RegisterExecutorRequest.executor:type_name -> agentmesh.registry.v1.Executor
-	84, // 39: agentmesh.registry.v1.RegisterExecutorResponse.executor:type_name -> agentmesh.registry.v1.Executor
-	84, // 40: agentmesh.registry.v1.ListExecutorsResponse.executors:type_name -> agentmesh.registry.v1.Executor
-	85, // 41: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	85, // 42: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	85, // 43: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	85, // 44: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	85, // 45: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	80, // 46: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
-	85, // 47: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	85, // 48: agentmesh.registry.v1.ResolveMcpServersResponse.servers:type_name -> agentmesh.registry.v1.McpServer
-	0,  // 49: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
-	2,  // 50: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
-	5,  // 51: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
-	7,  // 52: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
-	9,  // 53: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
-	11, // 54: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
-	13, // 55: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
-	15, // 56: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
-	17, // 57: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
-	19, // 58: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
-	21, // 59: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
-	23, // 60: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
-	25, // 61: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
-	27, // 62: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
-	29, // 63: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
-	31, // 64: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
-	33, // 65: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
-	35, // 66: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
-	37, // 67: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
-	39, // 68: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
-	41, // 69: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
-	43, // 70: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
-	45, // 71: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
-	47, // 72: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
-	49, // 73: agentmesh.registry.v1.RegistryService.ResolveAgent:input_type -> agentmesh.registry.v1.ResolveAgentRequest
-	51, // 74: agentmesh.registry.v1.RegistryService.StartAgentRun:input_type -> agentmesh.registry.v1.StartAgentRunRequest
-	53, // 75: agentmesh.registry.v1.RegistryService.FinishAgentRun:input_type -> agentmesh.registry.v1.FinishAgentRunRequest
-	55, // 76: agentmesh.registry.v1.RegistryService.FinishAgentRuns:input_type -> agentmesh.registry.v1.FinishAgentRunsRequest
-	58, // 77: agentmesh.registry.v1.RegistryService.RenewRunLeases:input_type -> agentmesh.registry.v1.RenewRunLeasesRequest
-	66, // 78: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
-	68, // 79: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
-	70, // 80: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
-	72, // 81: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
-	74, // 82: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
-	76, // 83: agentmesh.registry.v1.RegistryService.ResolveMcpServers:input_type -> agentmesh.registry.v1.ResolveMcpServersRequest
-	62, // 84: agentmesh.registry.v1.RegistryService.RegisterExecutor:input_type -> agentmesh.registry.v1.RegisterExecutorRequest
-	64, // 85: agentmesh.registry.v1.RegistryService.ListExecutors:input_type -> agentmesh.registry.v1.ListExecutorsRequest
-	1,  // 86: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
-	4,  // 87: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
-	6,  // 88: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
-	8,  // 89: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
-	10, // 90: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
-	12, // 91: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
-	14, // 92: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
-	16, // 93: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
-	18, // 94: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
-	20, // 95: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
-	22, // 96: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
-	24, // 97: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
-	26, // 98: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
-	28, // 99: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
-	30, // 100: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
-	32, // 101: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
-	34, // 102: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
-	36, // 103: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
-	38, // 104: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
-	40, // 105: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
-	42, // 106: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
-	44, // 107: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
-	46, // 108: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
-	48, // 109: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
-	50, // 110: agentmesh.registry.v1.RegistryService.ResolveAgent:output_type -> agentmesh.registry.v1.ResolveAgentResponse
-	52, // 111: agentmesh.registry.v1.RegistryService.StartAgentRun:output_type -> agentmesh.registry.v1.StartAgentRunResponse
-	54, // 112: agentmesh.registry.v1.RegistryService.FinishAgentRun:output_type -> agentmesh.registry.v1.FinishAgentRunResponse
-	56, // 113: agentmesh.registry.v1.RegistryService.FinishAgentRuns:output_type -> agentmesh.registry.v1.FinishAgentRunsResponse
-	59, // 114: agentmesh.registry.v1.RegistryService.RenewRunLeases:output_type -> agentmesh.registry.v1.RenewRunLeasesResponse
-	67, // 115: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
-	69, // 116: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
-	71, // 117: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
-	73, // 118: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
-	75, // 119: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
-	77, // 120: agentmesh.registry.v1.RegistryService.ResolveMcpServers:output_type -> agentmesh.registry.v1.ResolveMcpServersResponse
-	63, // 121: agentmesh.registry.v1.RegistryService.RegisterExecutor:output_type -> agentmesh.registry.v1.RegisterExecutorResponse
-	65, // 122: agentmesh.registry.v1.RegistryService.ListExecutors:output_type -> agentmesh.registry.v1.ListExecutorsResponse
-	86, // [86:123] is the sub-list for method output_type
-	49, // [49:86] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	94, // 38: agentmesh.registry.v1.RegisterExecutorRequest.executor:type_name -> agentmesh.registry.v1.Executor
+	94, // 39: agentmesh.registry.v1.RegisterExecutorResponse.executor:type_name -> agentmesh.registry.v1.Executor
+	94, // 40: agentmesh.registry.v1.ListExecutorsResponse.executors:type_name -> agentmesh.registry.v1.Executor
+	95, // 41: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	95, // 42: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	95, // 43: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	95, // 44: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	95, // 45: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	90, // 46: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
+	95, // 47: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	96, // 48: agentmesh.registry.v1.CreateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	96, // 49: agentmesh.registry.v1.CreateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	96, // 50: agentmesh.registry.v1.GetRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	96, // 51: agentmesh.registry.v1.ListRemoteAgentsResponse.remote_agents:type_name -> agentmesh.registry.v1.RemoteAgent
+	96, // 52: agentmesh.registry.v1.ResolveRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	95, // 53: agentmesh.registry.v1.ResolveMcpServersResponse.servers:type_name -> agentmesh.registry.v1.McpServer
+	0,  // 54: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
+	2,  // 55: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
+	5,  // 56: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
+	7,  // 57: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
+	9,  // 58: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
+	11, // 59: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
+	13, // 60: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
+	15, // 61: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
+	17, // 62: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
+	19, // 63: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
+	21, // 64: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
+	23, // 65: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
+	25, // 66: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
+	27, // 67: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
+	29, // 68: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
+	31, // 69: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
+	33, // 70: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
+	35, // 71: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
+	37, // 72: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
+	39, // 73: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
+	41, // 74: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
+	43, // 75: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
+	45, // 76: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
+	47, // 77: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
+	49, // 78: agentmesh.registry.v1.RegistryService.ResolveAgent:input_type -> agentmesh.registry.v1.ResolveAgentRequest
+	51, // 79: agentmesh.registry.v1.RegistryService.StartAgentRun:input_type -> agentmesh.registry.v1.StartAgentRunRequest
+	53, // 80: agentmesh.registry.v1.RegistryService.FinishAgentRun:input_type -> agentmesh.registry.v1.FinishAgentRunRequest
+	55, // 81: agentmesh.registry.v1.RegistryService.FinishAgentRuns:input_type -> agentmesh.registry.v1.FinishAgentRunsRequest
+	58, // 82: agentmesh.registry.v1.RegistryService.RenewRunLeases:input_type -> agentmesh.registry.v1.RenewRunLeasesRequest
+	66, // 83: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
+	68, // 84: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
+	70, // 85: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
+	72, // 86: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
+	74, // 87: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
+	86, // 88: agentmesh.registry.v1.RegistryService.ResolveMcpServers:input_type -> agentmesh.registry.v1.ResolveMcpServersRequest
+	76, // 89: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:input_type -> agentmesh.registry.v1.CreateRemoteAgentRequest
+	78, // 90: agentmesh.registry.v1.RegistryService.GetRemoteAgent:input_type -> agentmesh.registry.v1.GetRemoteAgentRequest
+	80, // 91: agentmesh.registry.v1.RegistryService.ListRemoteAgents:input_type -> agentmesh.registry.v1.ListRemoteAgentsRequest
+	82, // 92: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:input_type -> agentmesh.registry.v1.DeleteRemoteAgentRequest
+	84, // 93: agentmesh.registry.v1.RegistryService.ResolveRemoteAgent:input_type -> agentmesh.registry.v1.ResolveRemoteAgentRequest
+	62, // 94: agentmesh.registry.v1.RegistryService.RegisterExecutor:input_type -> agentmesh.registry.v1.RegisterExecutorRequest
+	64, // 95: agentmesh.registry.v1.RegistryService.ListExecutors:input_type -> agentmesh.registry.v1.ListExecutorsRequest
+	1,  // 96: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
+	4,  // 97: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
+	6,  // 98: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
+	8,  // 99: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
+	10, // 100: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
+	12, // 101: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
+	14, // 102: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
+	16, // 103: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
+	18, // 104: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
+	20, // 105: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
+	22, // 106: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
+	24, // 107: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
+	26, // 108: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
+	28, // 109: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
+	30, // 110: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
+	32, // 111: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
+	34, // 112: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
+	36, // 113: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
+	38, // 114: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
+	40, // 115: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
+	42, // 116: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
+	44, // 117: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
+	46, // 118: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
+	48, // 119: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
+	50, // 120: agentmesh.registry.v1.RegistryService.ResolveAgent:output_type -> agentmesh.registry.v1.ResolveAgentResponse
+	52, // 121: agentmesh.registry.v1.RegistryService.StartAgentRun:output_type -> agentmesh.registry.v1.StartAgentRunResponse
+	54, // 122: agentmesh.registry.v1.RegistryService.FinishAgentRun:output_type -> agentmesh.registry.v1.FinishAgentRunResponse
+	56, // 123: agentmesh.registry.v1.RegistryService.FinishAgentRuns:output_type -> agentmesh.registry.v1.FinishAgentRunsResponse
+	59, // 124: agentmesh.registry.v1.RegistryService.RenewRunLeases:output_type -> agentmesh.registry.v1.RenewRunLeasesResponse
+	67, // 125: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
+	69, // 126: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
+	71, // 127: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
+	73, // 128: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
+	75, // 129: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
+	87, // 130: agentmesh.registry.v1.RegistryService.ResolveMcpServers:output_type -> agentmesh.registry.v1.ResolveMcpServersResponse
+	77, // 131: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:output_type -> agentmesh.registry.v1.CreateRemoteAgentResponse
+	79, // 132: agentmesh.registry.v1.RegistryService.GetRemoteAgent:output_type -> agentmesh.registry.v1.GetRemoteAgentResponse
+	81, // 133: agentmesh.registry.v1.RegistryService.ListRemoteAgents:output_type -> agentmesh.registry.v1.ListRemoteAgentsResponse
+	83, // 134: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:output_type -> agentmesh.registry.v1.DeleteRemoteAgentResponse
+	85, // 135: agentmesh.registry.v1.RegistryService.ResolveRemoteAgent:output_type -> agentmesh.registry.v1.ResolveRemoteAgentResponse
+	63, // 136: agentmesh.registry.v1.RegistryService.RegisterExecutor:output_type -> agentmesh.registry.v1.RegisterExecutorResponse
+	65, // 137: agentmesh.registry.v1.RegistryService.ListExecutors:output_type -> agentmesh.registry.v1.ListExecutorsResponse
+	96, // [96:138] is the sub-list for method output_type
+	54, // [54:96] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_registry_service_proto_init() }
@@ -4803,7 +5338,7 @@ func file_agentmesh_registry_v1_registry_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_registry_service_proto_rawDesc), len(file_agentmesh_registry_v1_registry_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   78,
+			NumMessages:   88,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

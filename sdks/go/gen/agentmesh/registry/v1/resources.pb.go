@@ -1222,6 +1222,108 @@ func (x *Executor) GetHeartbeatAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// RemoteAgent is an A2A agent outside the mesh that a project's agents may delegate to (named in
+// their network access): reached through its agent card. Its credential is write-only.
+type RemoteAgent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Opaque identifier.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The project it is registered in.
+	ProjectId string `protobuf:"bytes,2,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// Name, a DNS label unique among the project's agents and remote agents: what network access
+	// lists and delegations name.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// URL of its A2A agent card (http or https).
+	CardUrl string `protobuf:"bytes,4,opt,name=card_url,json=cardUrl,proto3" json:"card_url,omitempty"`
+	// Bearer token sent to it (a secret: never returned; reads show "********" when one is set).
+	Credential string `protobuf:"bytes,5,opt,name=credential,proto3" json:"credential,omitempty"`
+	// What it does, for the delegating agent's model.
+	Description string `protobuf:"bytes,6,opt,name=description,proto3" json:"description,omitempty"`
+	// When registered.
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoteAgent) Reset() {
+	*x = RemoteAgent{}
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoteAgent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoteAgent) ProtoMessage() {}
+
+func (x *RemoteAgent) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoteAgent.ProtoReflect.Descriptor instead.
+func (*RemoteAgent) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RemoteAgent) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RemoteAgent) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *RemoteAgent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RemoteAgent) GetCardUrl() string {
+	if x != nil {
+		return x.CardUrl
+	}
+	return ""
+}
+
+func (x *RemoteAgent) GetCredential() string {
+	if x != nil {
+		return x.Credential
+	}
+	return ""
+}
+
+func (x *RemoteAgent) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *RemoteAgent) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
 var File_agentmesh_registry_v1_resources_proto protoreflect.FileDescriptor
 
 const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
@@ -1355,7 +1457,19 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\bExecutor\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12=\n" +
-	"\fheartbeat_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt*\x84\x01\n" +
+	"\fheartbeat_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\"\xe8\x01\n" +
+	"\vRemoteAgent\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x02 \x01(\tR\tprojectId\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x19\n" +
+	"\bcard_url\x18\x04 \x01(\tR\acardUrl\x12\x1e\n" +
+	"\n" +
+	"credential\x18\x05 \x01(\tR\n" +
+	"credential\x12 \n" +
+	"\vdescription\x18\x06 \x01(\tR\vdescription\x129\n" +
+	"\n" +
+	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt*\x84\x01\n" +
 	"\tAgentKind\x12\x1a\n" +
 	"\x16AGENT_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eAGENT_KIND_LLM\x10\x01\x12\x13\n" +
@@ -1383,7 +1497,7 @@ func file_agentmesh_registry_v1_resources_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_registry_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(AgentKind)(0),                // 0: agentmesh.registry.v1.AgentKind
 	(AgentStatus)(0),              // 1: agentmesh.registry.v1.AgentStatus
@@ -1395,48 +1509,50 @@ var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(*Agent)(nil),                 // 7: agentmesh.registry.v1.Agent
 	(*AgentSpec)(nil),             // 8: agentmesh.registry.v1.AgentSpec
 	(*Executor)(nil),              // 9: agentmesh.registry.v1.Executor
-	nil,                           // 10: agentmesh.registry.v1.McpServer.EnvEntry
-	nil,                           // 11: agentmesh.registry.v1.McpServer.HeadersEntry
-	nil,                           // 12: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 14: google.protobuf.Struct
-	(*v1.StringList)(nil),         // 15: agentmesh.common.v1.StringList
-	(*structpb.ListValue)(nil),    // 16: google.protobuf.ListValue
+	(*RemoteAgent)(nil),           // 10: agentmesh.registry.v1.RemoteAgent
+	nil,                           // 11: agentmesh.registry.v1.McpServer.EnvEntry
+	nil,                           // 12: agentmesh.registry.v1.McpServer.HeadersEntry
+	nil,                           // 13: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 15: google.protobuf.Struct
+	(*v1.StringList)(nil),         // 16: agentmesh.common.v1.StringList
+	(*structpb.ListValue)(nil),    // 17: google.protobuf.ListValue
 }
 var file_agentmesh_registry_v1_resources_proto_depIdxs = []int32{
-	13, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	10, // 1: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
-	11, // 2: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
-	13, // 3: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
-	13, // 4: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
-	14, // 5: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
+	14, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	11, // 1: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
+	12, // 2: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
+	14, // 3: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
+	14, // 4: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
+	15, // 5: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
 	3,  // 6: agentmesh.registry.v1.AgentType.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
 	0,  // 7: agentmesh.registry.v1.AgentType.kind:type_name -> agentmesh.registry.v1.AgentKind
-	13, // 8: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
-	13, // 9: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
-	13, // 10: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
-	13, // 11: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
-	14, // 12: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
-	15, // 13: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
-	15, // 14: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
-	15, // 15: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
-	16, // 16: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
+	14, // 8: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
+	14, // 9: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
+	14, // 10: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
+	14, // 11: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
+	15, // 12: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
+	16, // 13: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
+	16, // 14: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
+	16, // 15: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
+	17, // 16: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
 	1,  // 17: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
 	6,  // 18: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
-	13, // 19: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
-	13, // 20: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
+	14, // 19: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
+	14, // 20: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
 	7,  // 21: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
 	0,  // 22: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
-	14, // 23: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
+	15, // 23: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
 	3,  // 24: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	16, // 25: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
-	12, // 26: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	13, // 27: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	17, // 25: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
+	13, // 26: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	14, // 27: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
+	14, // 28: agentmesh.registry.v1.RemoteAgent.created_at:type_name -> google.protobuf.Timestamp
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_resources_proto_init() }
@@ -1451,7 +1567,7 @@ func file_agentmesh_registry_v1_resources_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_resources_proto_rawDesc), len(file_agentmesh_registry_v1_resources_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
