@@ -9,7 +9,14 @@ from typing import Any
 
 import grpc
 import httpx
-from a2a.client import AuthInterceptor, Client, ClientCallContext, ClientConfig, ClientFactory, CredentialService
+from a2a.client import (
+    AuthInterceptor,
+    Client,
+    ClientCallContext,
+    ClientConfig,
+    ClientFactory,
+    CredentialService,
+)
 from a2a.types import a2a_pb2
 from google.protobuf.json_format import ParseDict
 
@@ -24,12 +31,16 @@ class BearerToken(CredentialService):
     def __init__(self, token: str) -> None:
         self._token = token
 
-    async def get_credentials(self, security_scheme_name: str, context: ClientCallContext | None) -> str | None:
+    async def get_credentials(
+        self, security_scheme_name: str, context: ClientCallContext | None
+    ) -> str | None:
         return self._token
 
 
 async def fetch_card(http: httpx.AsyncClient, agent: Agent, *, base_url: str = "") -> a2a_pb2.AgentCard:
-    response = await http.get(f"{base_url}{agent.base}/.well-known/agent-card.json", headers=agent.owner.headers)
+    response = await http.get(
+        f"{base_url}{agent.base}/.well-known/agent-card.json", headers=agent.owner.headers
+    )
     assert response.status_code == 200, response.text
     return ParseDict(response.json(), a2a_pb2.AgentCard(), ignore_unknown_fields=True)
 

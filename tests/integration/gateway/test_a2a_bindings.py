@@ -7,8 +7,8 @@ from __future__ import annotations
 import httpx
 import pytest
 from a2a.client import A2AClientError
-from a2a.utils import errors as a2a_errors
 from a2a.types import a2a_pb2
+from a2a.utils import errors as a2a_errors
 
 from agentmesh.cli.mesh import Mesh
 from tests.integration.gateway.a2a_client import BINDINGS, a2a_client, fetch_card, send_request
@@ -67,7 +67,9 @@ async def test_streaming_a_delegating_chat_shows_the_delegation_and_the_answer(
     assert any(text.startswith("coordinator delegates to worker: work") for text in said)
     assert any(text.startswith("worker answered coordinator (completed)") for text in said), said
     assert steps[-1].status.state == State.TASK_STATE_COMPLETED
-    answer = "".join(r.artifact_update.artifact.parts[0].text for r in responses if r.HasField("artifact_update"))
+    answer = "".join(
+        r.artifact_update.artifact.parts[0].text for r in responses if r.HasField("artifact_update")
+    )
     assert answer == "done"
 
 
@@ -80,7 +82,9 @@ async def test_bad_requests_get_the_specs_errors(binding: str, api: Api, http: h
         with pytest.raises(a2a_errors.TaskNotFoundError, match="not found"):
             await client.get_task(a2a_pb2.GetTaskRequest(id="not-a-task-id"))
         no_text = a2a_pb2.SendMessageRequest(
-            message=a2a_pb2.Message(message_id="m", role=a2a_pb2.Role.ROLE_USER, parts=[a2a_pb2.Part(raw=b"x")])
+            message=a2a_pb2.Message(
+                message_id="m", role=a2a_pb2.Role.ROLE_USER, parts=[a2a_pb2.Part(raw=b"x")]
+            )
         )
         with pytest.raises(a2a_errors.InvalidParamsError, match=r"message.parts\[0\]"):
             [r async for r in client.send_message(no_text)]
@@ -88,7 +92,7 @@ async def test_bad_requests_get_the_specs_errors(binding: str, api: Api, http: h
             await client.get_task_push_notification_config(
                 a2a_pb2.GetTaskPushNotificationConfigRequest(task_id="t", id="p")
             )
-        done = [r async for r in client.send_message(send_request("hi"))][0].task
+        done = (await anext(client.send_message(send_request("hi")))).task
         with pytest.raises(a2a_errors.TaskNotCancelableError, match="already ended"):
             await client.cancel_task(a2a_pb2.CancelTaskRequest(id=done.id))
 
@@ -114,7 +118,9 @@ async def test_cancel_mid_run_stops_the_worker(binding: str, api: Api, http: htt
 
         await eventually(worker_is_idle)
         events = await api.session_events(coordinator, task.context_id)
-        worker_end = [e for e in events if e["agent"] == "worker" and e["event_type"] in ("agent_response", "error")]
+        worker_end = [
+            e for e in events if e["agent"] == "worker" and e["event_type"] in ("agent_response", "error")
+        ]
         assert worker_end and worker_end[-1]["event_type"] == "error"  # stopped, did not answer
         got = await client.get_task(a2a_pb2.GetTaskRequest(id=task.id))
         assert got.status.state == State.TASK_STATE_CANCELED

@@ -79,7 +79,9 @@ async def remote() -> AsyncIterator[SampleServer]:
         version="1",
         supported_interfaces=[
             a2a_pb2.AgentInterface(
-                url=url + "/rpc", protocol_binding=TransportProtocol.JSONRPC, protocol_version=PROTOCOL_VERSION_CURRENT
+                url=url + "/rpc",
+                protocol_binding=TransportProtocol.JSONRPC,
+                protocol_version=PROTOCOL_VERSION_CURRENT,
             )
         ],
         capabilities=a2a_pb2.AgentCapabilities(streaming=True),
@@ -178,7 +180,10 @@ async def test_remote_agents_are_checked_and_their_names_are_the_projects(
             return error.code()
         return grpc.StatusCode.OK
 
-    assert await create(name="Not A Label", card_url="http://127.0.0.1:1/card") == grpc.StatusCode.INVALID_ARGUMENT
+    assert (
+        await create(name="Not A Label", card_url="http://127.0.0.1:1/card")
+        == grpc.StatusCode.INVALID_ARGUMENT
+    )
     assert await create(name="ok", card_url="ftp://example.invalid/card") == grpc.StatusCode.INVALID_ARGUMENT
     assert await create(name=taken.name, card_url="http://127.0.0.1:1/card") == grpc.StatusCode.ALREADY_EXISTS
     assert await create(name="far", card_url="http://127.0.0.1:1/card") == grpc.StatusCode.OK

@@ -44,7 +44,9 @@ async def test_a_task_streamed_from_one_gateway_is_followed_to_its_end_through_a
             resumed = [r async for r in client.subscribe(a2a_pb2.SubscribeToTaskRequest(id=task.id))]
             assert resumed[0].WhichOneof("payload") == "task"
             assert resumed[0].task.id == task.id
-            said = [r.status_update.status.message.parts[0].text for r in resumed if r.HasField("status_update")]
+            said = [
+                r.status_update.status.message.parts[0].text for r in resumed if r.HasField("status_update")
+            ]
             assert any(text.startswith("worker answered coordinator (completed)") for text in said), said
             last = resumed[-1].status_update
             assert last.status.state == State.TASK_STATE_COMPLETED

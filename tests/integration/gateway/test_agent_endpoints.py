@@ -49,9 +49,13 @@ async def test_cards_claim_task_delegation_exactly_when_the_agent_may_delegate(
     assert interfaces["HTTP+JSON"]["url"].endswith(f"{coordinator.base}/a2a/rest")
     assert interfaces["GRPC"]["tenant"] == coordinator.model
     assert {i["protocolVersion"] for i in interfaces.values()} == {"1.0"}
-    assert {"defaultInputModes", "defaultOutputModes", "skills", "securitySchemes", "securityRequirements"} <= set(
-        a2a
-    )
+    assert {
+        "defaultInputModes",
+        "defaultOutputModes",
+        "skills",
+        "securitySchemes",
+        "securityRequirements",
+    } <= set(a2a)
     assert a2a["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
     assert "task_delegation" in [skill["id"] for skill in a2a["skills"]]
 
