@@ -15,7 +15,9 @@ from tests.mesh import bearer
 GET_TASK = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "no-run~no-session"}}
 
 
-async def test_http_bindings_refuse_another_major_version(api: Api, http: httpx.AsyncClient, once: None) -> None:
+async def test_http_bindings_refuse_another_major_version(
+    api: Api, http: httpx.AsyncClient, once: None
+) -> None:
     agent = await api.agent(mock_responses=["hi"])
     rpc = f"{agent.base}/a2a/jsonrpc"
 
@@ -32,15 +34,22 @@ async def test_http_bindings_refuse_another_major_version(api: Api, http: httpx.
     # No token, no A2A: the gateway's authorization comes first.
     assert (await http.post(rpc, json=GET_TASK, headers={"A2A-Version": "1.0"})).status_code == 401
     stranger = await api.user()
-    assert (await http.post(rpc, json=GET_TASK, headers={**stranger.headers, "A2A-Version": "1.0"})).status_code == 404
+    assert (
+        await http.post(rpc, json=GET_TASK, headers={**stranger.headers, "A2A-Version": "1.0"})
+    ).status_code == 404
 
 
-async def test_grpc_refuses_another_major_version_and_an_unnamed_agent(api: Api, mesh: Mesh, once: None) -> None:
+async def test_grpc_refuses_another_major_version_and_an_unnamed_agent(
+    api: Api, mesh: Mesh, once: None
+) -> None:
     agent = await api.agent(mock_responses=["hi"])
     async with grpc.aio.insecure_channel(mesh.gateway.address) as channel:
         stub = a2a_pb2_grpc.A2AServiceStub(channel)
         request = a2a_pb2.GetTaskRequest(tenant=agent.model, id="no-run~no-session")
-        for version, code in (("1.0", grpc.StatusCode.NOT_FOUND), ("2.0", grpc.StatusCode.FAILED_PRECONDITION)):
+        for version, code in (
+            ("1.0", grpc.StatusCode.NOT_FOUND),
+            ("2.0", grpc.StatusCode.FAILED_PRECONDITION),
+        ):
             try:
                 await stub.GetTask(request, metadata=(*bearer(agent.owner.token), ("a2a-version", version)))
             except grpc.aio.AioRpcError as error:
