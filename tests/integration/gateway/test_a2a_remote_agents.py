@@ -118,19 +118,17 @@ async def test_an_agent_delegates_to_a_registered_remote_a2a_agent(
 ) -> None:
     owner = await api.user()
     project = await api.project(owner)
-    created = await registry.CreateRemoteAgent(
-        reg.CreateRemoteAgentRequest(
-            remote_agent=resources_pb2.RemoteAgent(
-                project_id=project["id"], name="translator", card_url=remote.url, credential=SECRET
-            )
-        ),
-        metadata=bearer(owner.token),
-    )
-    assert created.remote_agent.credential == "********"
+    remotes = f"/api/v1/projects/{project['id']}/remote-agents"
+    body = {"name": "translator", "card_url": remote.url, "credential": SECRET}
+    created = await http.post(remotes, json=body, headers=owner.headers)
+    assert created.status_code == 201, created.text
+    assert created.json()["credential"] == "********"
     listed = await registry.ListRemoteAgents(
         reg.ListRemoteAgentsRequest(project_id=project["id"]), metadata=bearer(owner.token)
     )
     assert [(r.name, r.credential) for r in listed.remote_agents] == [("translator", "********")]
+    got = await http.get(f"{remotes}/{created.json()['id']}", headers=owner.headers)
+    assert got.json()["card_url"] == remote.url and SECRET not in got.text
 
     coordinator = await api.agent(
         owner,
@@ -200,3 +198,27 @@ async def test_remote_agents_are_checked_and_their_names_are_the_projects(
             reg.ResolveRemoteAgentRequest(project_id=project["id"], name="far"), metadata=bearer(owner.token)
         )
     assert system_only.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+async def test_remote_agents_over_rest(api: Api, http: httpx.AsyncClient) -> None:
+    owner = await api.user()
+    project = await api.project(owner)
+    remotes = f"/api/v1/projects/{project['id']}/remote-agents"
+    bad = await http.post(
+        remotes, json={"name": "x", "card_url": "file:///etc/passwd"}, headers=owner.headers
+    )
+    assert bad.status_code in (400, 422) and "card_url" in bad.text
+    made = await http.post(
+        remotes, json={"name": "x", "card_url": "https://example.invalid/card"}, headers=owner.headers
+    )
+    assert made.status_code == 201 and made.json()["credential"] == ""
+    again = await http.post(
+        remotes, json={"name": "x", "card_url": "https://example.invalid/c"}, headers=owner.headers
+    )
+    assert again.status_code == 409
+    stranger = await api.user()
+    assert (await http.get(remotes, headers=stranger.headers)).status_code in (403, 404)
+    gone = await http.delete(f"{remotes}/{made.json()['id']}", headers=owner.headers)
+    assert gone.status_code == 200
+    assert (await http.get(f"{remotes}/{made.json()['id']}", headers=owner.headers)).status_code == 404
+    assert (await http.get(remotes, headers=owner.headers)).json() == []
