@@ -222,3 +222,46 @@ async def test_remote_agents_over_rest(api: Api, http: httpx.AsyncClient) -> Non
     assert gone.status_code == 200
     assert (await http.get(f"{remotes}/{made.json()['id']}", headers=owner.headers)).status_code == 404
     assert (await http.get(remotes, headers=owner.headers)).json() == []
+
+
+async def test_an_agent_delegates_to_another_meshs_agent_over_a2a(
+    api: Api, http: httpx.AsyncClient, mesh: Mesh
+) -> None:
+    """The remote is an agentmesh agent reached through its A2A card (here the same gateway,
+    another owner's project): outbound and inbound A2A meet."""
+    far_owner = await api.user()
+    far = await api.agent(far_owner, name="far-worker", mock_responses=["from far away"])
+    owner = await api.user()
+    project = await api.project(owner)
+    card_url = f"{mesh.gateway.http.url}{far.base}/.well-known/agent-card.json"  # type: ignore[attr-defined]
+    body = {"name": "far", "card_url": card_url, "credential": far_owner.token}
+    created = await http.post(
+        f"/api/v1/projects/{project['id']}/remote-agents", json=body, headers=owner.headers
+    )
+    assert created.status_code == 201, created.text
+    delegate = {
+        "content": "",
+        "tool_calls": [{"name": "delegate", "arguments": {"agent": "far", "task": "ping"}}],
+    }
+    coordinator = await api.agent(
+        owner,
+        name="coordinator",
+        project={"id": project["id"], "slug": project["slug"]},
+        network_access=["far"],
+        mock_responses=[delegate, "done"],
+    )
+    response = await http.post(
+        f"{coordinator.base}/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "go"}]},
+        headers={**owner.headers, "X-Session-Id": "to-far"},
+    )
+    assert response.status_code == 200, response.text
+    events = await api.session_events(coordinator, "to-far")
+    answer = next(e for e in events if e["event_type"] == "delegation_response")
+    assert answer["metadata"]["outcome"] == "completed", answer
+    assert "from far away" in answer["content"]
+    # On the far side it is an A2A task of the far agent, in its own project's log.
+    listed = await http.get(f"{far.base}/a2a/rest/tasks", headers={**far_owner.headers, "A2A-Version": "1.0"})
+    assert listed.status_code == 200, listed.text
+    [task] = listed.json()["tasks"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
