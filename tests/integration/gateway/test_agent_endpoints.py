@@ -43,10 +43,20 @@ async def test_cards_claim_task_delegation_exactly_when_the_agent_may_delegate(
     a2a = (await http.get(f"{coordinator.base}/.well-known/agent-card.json", headers=owner.headers)).json()
     assert a2a["name"] == "coordinator"
     assert a2a["capabilities"]["streaming"] is True
-    assert a2a["url"].endswith(f"{coordinator.base}/v1")
-    assert {"protocolVersion", "defaultInputModes", "defaultOutputModes", "skills", "securitySchemes"} <= set(
-        a2a
-    )
+    # A2A v1.0: each binding's URL in supportedInterfaces (test_a2a_bindings.py talks to them).
+    interfaces = {i["protocolBinding"]: i for i in a2a["supportedInterfaces"]}
+    assert interfaces["JSONRPC"]["url"].endswith(f"{coordinator.base}/a2a/jsonrpc")
+    assert interfaces["HTTP+JSON"]["url"].endswith(f"{coordinator.base}/a2a/rest")
+    assert interfaces["GRPC"]["tenant"] == coordinator.model
+    assert {i["protocolVersion"] for i in interfaces.values()} == {"1.0"}
+    assert {
+        "defaultInputModes",
+        "defaultOutputModes",
+        "skills",
+        "securitySchemes",
+        "securityRequirements",
+    } <= set(a2a)
+    assert a2a["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
     assert "task_delegation" in [skill["id"] for skill in a2a["skills"]]
 
 

@@ -11,6 +11,7 @@ import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from agentmesh.executor.a2a_delegation import RemoteA2AAgents
 from agentmesh.executor.agent import AgentBuilder, AgentRuntime
 from agentmesh.executor.cache import AgentCache
 from agentmesh.executor.client import RunRouter, SystemToken
@@ -102,7 +103,14 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         memory=memory,
         builder=builder,
         cache=cache,
-        remote=RemoteRuns(router),
+        remote=RemoteRuns(
+            router,
+            a2a=RemoteA2AAgents(
+                registry,
+                system_metadata=system_metadata,
+                cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
+            ),
+        ),
         executor_id=executor_id,
         finisher=finisher,
         outbox=outbox,

@@ -125,10 +125,17 @@ class ExecutorClient:
         return (await unary(self.stub.EndSession, request, metadata=metadata)).released_agents
 
     async def cancel_runs(
-        self, project_id: str, agent_id: str, *, reason: str = "", metadata: Metadata | None = None
+        self,
+        project_id: str,
+        agent_id: str,
+        *,
+        reason: str = "",
+        run_id: str = "",
+        metadata: Metadata | None = None,
     ) -> int:
-        """Cancels the agent's runs in flight on this executor; how many it cancelled."""
-        request = pb.CancelRunsRequest(project_id=project_id, agent_id=agent_id, reason=reason)
+        """Cancels the agent's runs in flight on this executor (only `run_id` when given); how
+        many it cancelled."""
+        request = pb.CancelRunsRequest(project_id=project_id, agent_id=agent_id, reason=reason, run_id=run_id)
         return (await unary(self.stub.CancelRuns, request, metadata=metadata)).cancelled_runs
 
     async def serving(self, *, timeout: float) -> bool:
@@ -297,14 +304,22 @@ class RunRouter:
         raise RunNotPlaced(refusals)
 
     async def cancel_runs(
-        self, project_id: str, agent_id: str, *, reason: str, metadata: Metadata | None = None
+        self,
+        project_id: str,
+        agent_id: str,
+        *,
+        reason: str,
+        run_id: str = "",
+        metadata: Metadata | None = None,
     ) -> int:
-        """Cancels the agent's runs in flight on every executor of the pool; how many were
-        cancelled. Best effort: an executor that cannot be reached is logged and skipped — its
-        runs cannot be in flight on a dead executor."""
+        """Cancels the agent's runs in flight (only `run_id` when given) on every executor of the
+        pool; how many were cancelled. Best effort: an executor that cannot be reached is logged
+        and skipped — its runs cannot be in flight on a dead executor."""
         return await self._on_every(
             f"cancel runs of agent {agent_id}",
-            lambda client: client.cancel_runs(project_id, agent_id, reason=reason, metadata=metadata),
+            lambda client: client.cancel_runs(
+                project_id, agent_id, reason=reason, run_id=run_id, metadata=metadata
+            ),
         )
 
     async def end_session(self, session_id: str, *, metadata: Metadata | None = None) -> int:

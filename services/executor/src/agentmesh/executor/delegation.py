@@ -13,6 +13,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.client import RunNotPlaced, RunRouter
@@ -26,6 +27,9 @@ from agentmesh.executor.v1 import executor_service_pb2
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.errors import DomainError
+
+if TYPE_CHECKING:
+    from agentmesh.executor.a2a_delegation import RemoteA2AAgents
 
 logger = logging.getLogger(__name__)
 
@@ -74,8 +78,10 @@ class RemoteRuns:
     same router the gateway sends chats with); this turns the run's events into how it ended.
     """
 
-    def __init__(self, router: RunRouter) -> None:
+    def __init__(self, router: RunRouter, *, a2a: RemoteA2AAgents | None = None) -> None:
         self._router = router
+        # Remote A2A agents of the project (a2a_delegation.py); None where none are reachable.
+        self.a2a = a2a
 
     async def run(
         self,
@@ -214,20 +220,7 @@ class Delegator:
                         ),
                     )
                 )
-                child = await self._remote.run(
-                    executor_service_pb2.RunRequest(
-                        project_slug=scope.spec.project_slug,
-                        agent_name=target,
-                        session_id=scope.session_id,
-                        input=task,
-                        delegation_id=delegation_id,
-                        delegation_depth=scope.depth + 1,
-                        delegation_path=scope.context.child_path,
-                        parent_event_id=request_event.id,
-                    ),
-                    scope.sink,
-                    timeout_seconds=self._timeout_seconds,
-                )
+                child = await self._run(scope, target, task, delegation_id, request_event)
             finally:
                 request_event = request_event or await _settled(recording)
                 result = _result(target, child)
@@ -252,6 +245,39 @@ class Delegator:
                 )
             )
             return result
+
+    async def _run(
+        self,
+        scope: RunScope,
+        target: str,
+        task: str,
+        delegation_id: str,
+        request_event: memory_pb2.Event,
+    ) -> ChildOutcome:
+        """The delegated run: on an executor of the pool for an agent of the project, over A2A
+        for a remote agent the network names (one that is not an agent of the project)."""
+        if target not in scope.spec.agent_names and self._remote.a2a is not None:
+            return await self._remote.a2a.run(
+                project_id=scope.spec.agent.project_id,
+                name=target,
+                task=task,
+                context_id=scope.session_id,
+                timeout_seconds=self._timeout_seconds,
+            )
+        return await self._remote.run(
+            executor_service_pb2.RunRequest(
+                project_slug=scope.spec.project_slug,
+                agent_name=target,
+                session_id=scope.session_id,
+                input=task,
+                delegation_id=delegation_id,
+                delegation_depth=scope.depth + 1,
+                delegation_path=scope.context.child_path,
+                parent_event_id=request_event.id,
+            ),
+            scope.sink,
+            timeout_seconds=self._timeout_seconds,
+        )
 
     async def _respond(
         self,

@@ -128,11 +128,15 @@ class RunExecutor:
                 # end on its own; it is tracked until then.
                 task.cancel()
 
-    async def cancel_runs(self, project_id: str, agent_id: str, reason: str) -> int:
-        """Cancels the agent's runs in flight here (after the caller proved it may see the
-        agent); each records why and ends with RunFailed CANCELLED. How many it cancelled."""
+    async def cancel_runs(self, project_id: str, agent_id: str, reason: str, run_id: str = "") -> int:
+        """Cancels the agent's runs in flight here, or only its run `run_id` (after the caller
+        proved it may see the agent); each records why and ends with RunFailed CANCELLED. How
+        many it cancelled."""
         await self._registry.get_agent(project_id, agent_id)
         tasks = list(self._runs_by_agent.get(agent_id, ()))
+        if run_id:
+            leased = self._leased.get(run_id)
+            tasks = [leased[1]] if leased is not None and leased[1] in tasks else []
         for task in tasks:
             self._cancel_reasons[task] = reason or "cancelled"
             task.cancel()

@@ -72,5 +72,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):
             raise InvalidArgument(
                 "; ".join(f"{v.field} {v.description}" for v in violations), violations=violations
             )
-        cancelled = await self._runner.cancel_runs(request.project_id, request.agent_id, request.reason)
+        cancelled = await self._runner.cancel_runs(
+            request.project_id, request.agent_id, request.reason, request.run_id
+        )
         return pb.CancelRunsResponse(cancelled_runs=cancelled)

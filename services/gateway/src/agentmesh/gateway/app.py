@@ -6,14 +6,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from a2a.server.request_handlers import GrpcHandler
+from a2a.types import a2a_pb2_grpc
+
 from agentmesh.executor.client import RunRouter, SystemToken
+from agentmesh.gateway.a2a.card import A2AEndpoints
+from agentmesh.gateway.a2a.handler import MeshRequestHandler
+from agentmesh.gateway.a2a.tasks import A2ATasks, LiveRuns
 from agentmesh.gateway.access import AccessGuard, AuthorizationInterceptor
 from agentmesh.gateway.credentials import CredentialVerifier
 from agentmesh.gateway.forwarding import forwarding_handler
 from agentmesh.gateway.gateway import AgentGateway
+from agentmesh.gateway.http.a2a import A2AFace
 from agentmesh.gateway.http.app import HttpServer, create_http_app
 from agentmesh.gateway.http.context import HttpContext
-from agentmesh.gateway.policy import RPC_POLICY
+from agentmesh.gateway.policy import A2A_SERVICE, RPC_POLICY
 from agentmesh.gateway.ratelimit import RateLimiter
 from agentmesh.gateway.servicer import GatewayServicer, RegistryOverrides
 from agentmesh.gateway.settings import GatewaySettings
@@ -44,7 +51,7 @@ class GatewayService(RunningService):
 def _check_policy() -> None:
     served = [
         f"/{service.full_name}/{method.name}"
-        for service in (GATEWAY_SERVICE, REGISTRY_SERVICE, MEMORY_SERVICE)
+        for service in (GATEWAY_SERVICE, REGISTRY_SERVICE, MEMORY_SERVICE, A2A_SERVICE)
         for method in service.methods
     ]
     missing = [method for method in served if method not in RPC_POLICY]
@@ -92,6 +99,18 @@ async def start(settings: GatewaySettings) -> GatewayService:
         timeout_seconds=settings.chat_timeout_seconds,
     )
     servicer = GatewayServicer(gateway)
+    # A2A: one request handler over the task core, behind the HTTP bindings and gRPC's.
+    live_runs = LiveRuns()
+    a2a_tasks = A2ATasks(
+        gateway=gateway,
+        registry=registry,
+        memory=memory,
+        router=router,
+        live=live_runs,
+        cancel_wait_seconds=settings.a2a_cancel_wait_seconds,
+    )
+    endpoints = A2AEndpoints(http_base_url=settings.public_url, grpc_address=settings.public_grpc_address)
+    a2a_handler = MeshRequestHandler(a2a_tasks, endpoints)
     # Terminating an agent over gRPC stops its runs in flight too, as over REST.
     overrides = RegistryOverrides(gateway)
     context = HttpContext(
@@ -102,6 +121,7 @@ async def start(settings: GatewaySettings) -> GatewayService:
         max_chat_messages=settings.max_chat_messages,
         public_url=settings.public_url,
         dependencies=(("registry", registry_channel), ("memory", memory_channel)),
+        a2a=A2AFace(a2a_tasks, a2a_handler, endpoints),
     )
     http = HttpServer(
         create_http_app(context, max_request_body_bytes=settings.max_request_body_bytes),
@@ -132,6 +152,10 @@ async def start(settings: GatewaySettings) -> GatewayService:
                 ),
             ),
             ServiceBinding(
+                A2A_SERVICE.full_name,
+                lambda s: a2a_pb2_grpc.add_A2AServiceServicer_to_server(GrpcHandler(a2a_handler), s),
+            ),
+            ServiceBinding(
                 MEMORY_SERVICE.full_name,
                 lambda s: s.add_generic_rpc_handlers((forwarding_handler(MEMORY_SERVICE, memory_channel),)),
             ),
@@ -141,10 +165,12 @@ async def start(settings: GatewaySettings) -> GatewayService:
         max_message_bytes=settings.max_message_bytes,
         interceptors=[AuthorizationInterceptor(guard)],
     )
-    closers = [registry_channel.close, memory_channel.close, router.stop]
+    closers = [registry_channel.close, memory_channel.close, router.stop, live_runs.stop]
+    endpoints.grpc_address = endpoints.grpc_address or server.address
     try:
         await router.start()
         await http.start()
+        endpoints.http_base_url = endpoints.http_base_url or http.url
     except BaseException:
         await server.stop(0)
         for close in closers:

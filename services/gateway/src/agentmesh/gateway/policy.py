@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from a2a.types import a2a_pb2
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2
 
@@ -90,6 +91,11 @@ def _project_of_agent_ref(request: Any) -> Target:
     return ProjectTarget(slug=AgentRef.parse(request.agent).project_slug)
 
 
+def _project_of_tenant(request: Any) -> Target:
+    """A2A over gRPC: the request's tenant names the agent, `{project_slug}/{agent}`."""
+    return ProjectTarget(slug=AgentRef.parse(request.tenant, field="tenant").project_slug)
+
+
 def _session(request: Any) -> Target:
     return SessionTarget(request.session_id, request.project_id)
 
@@ -122,6 +128,8 @@ def _whole_service(descriptor: Any, rule: Rule) -> dict[str, Rule]:
 
 
 # Every RPC the gateway's gRPC port serves, by full method name.
+A2A_SERVICE = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
+
 RPC_POLICY: Mapping[str, Rule] = {
     # Identity.
     _REGISTRY + "RegisterUser": PUBLIC,
@@ -171,6 +179,12 @@ RPC_POLICY: Mapping[str, Rule] = {
     _REGISTRY + "FinishAgentRuns": SYSTEM,
     _REGISTRY + "ResolveMcpServers": SYSTEM,  # the one answer with MCP servers' secrets
     _REGISTRY + "RenewRunLeases": SYSTEM,
+    # Remote A2A agents: the project's owner; their credentials reach executors only.
+    _REGISTRY + "CreateRemoteAgent": owner(_project_id("remote_agent.project_id")),
+    _REGISTRY + "GetRemoteAgent": owner(_project_id("project_id")),
+    _REGISTRY + "ListRemoteAgents": owner(_project_id("project_id")),
+    _REGISTRY + "DeleteRemoteAgent": owner(_project_id("project_id")),
+    _REGISTRY + "ResolveRemoteAgent": SYSTEM,
     _REGISTRY + "RegisterExecutor": SYSTEM,
     _REGISTRY + "ListExecutors": SUPERUSER,
     # Memory: the memory service knows no owners, so the gateway resolves the project itself.
@@ -188,6 +202,8 @@ RPC_POLICY: Mapping[str, Rule] = {
     _GATEWAY + "Chat": owner(_project_of_agent_ref),
     _GATEWAY + "StreamChat": owner(_project_of_agent_ref),
     _GATEWAY + "ResetSession": owner(_project_id("project_id")),
+    # A2A (lf.a2a.v1): the owner of the project of the agent the tenant names.
+    **_whole_service(A2A_SERVICE, owner(_project_of_tenant)),
     # Infrastructure every gRPC server has.
     **_whole_service(health_pb2.DESCRIPTOR.services_by_name["Health"], PUBLIC),
     **_whole_service(reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"], PUBLIC),
@@ -197,6 +213,22 @@ RPC_POLICY: Mapping[str, Rule] = {
 _OWNER_BY_ID = owner(_path_project_id)
 _OWNER_BY_SLUG = owner(_path_project_slug)
 _AGENT = "/agents/{project_slug}/{agent_name}"
+_A2A_REST = "/a2a/rest"
+_A2A_ROUTES = [
+    ("POST", "/a2a/jsonrpc"),
+    ("POST", _A2A_REST + "/message:send"),
+    ("POST", _A2A_REST + "/message:stream"),
+    ("POST", _A2A_REST + "/tasks/{id}:cancel"),
+    ("GET", _A2A_REST + "/tasks/{id}:subscribe"),
+    ("POST", _A2A_REST + "/tasks/{id}:subscribe"),
+    ("GET", _A2A_REST + "/tasks/{id}"),
+    ("GET", _A2A_REST + "/tasks/{id}/pushNotificationConfigs/{push_id}"),
+    ("DELETE", _A2A_REST + "/tasks/{id}/pushNotificationConfigs/{push_id}"),
+    ("POST", _A2A_REST + "/tasks/{id}/pushNotificationConfigs"),
+    ("GET", _A2A_REST + "/tasks/{id}/pushNotificationConfigs"),
+    ("GET", _A2A_REST + "/tasks"),
+    ("GET", _A2A_REST + "/extendedAgentCard"),
+]
 
 # Every HTTP route, by (method, path template). HEAD is treated as GET.
 ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
@@ -225,6 +257,10 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     ("GET", "/api/v1/agent-types/slug/{slug}"): ANY_CALLER,
     ("PATCH", "/api/v1/agent-types/{agent_type_id}"): SUPERUSER,
     ("DELETE", "/api/v1/agent-types/{agent_type_id}"): SUPERUSER,
+    ("POST", "/api/v1/projects/{project_id}/remote-agents"): _OWNER_BY_ID,
+    ("GET", "/api/v1/projects/{project_id}/remote-agents"): _OWNER_BY_ID,
+    ("GET", "/api/v1/projects/{project_id}/remote-agents/{remote_agent_id}"): _OWNER_BY_ID,
+    ("DELETE", "/api/v1/projects/{project_id}/remote-agents/{remote_agent_id}"): _OWNER_BY_ID,
     ("POST", "/api/v1/mcp-servers"): SUPERUSER,
     ("GET", "/api/v1/mcp-servers"): SUPERUSER,
     ("GET", "/api/v1/mcp-servers/{mcp_server_id}"): SUPERUSER,
@@ -252,6 +288,8 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     ("POST", _AGENT + "/v1/chat/completions"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/v1/models"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/memory/events"): _OWNER_BY_SLUG,
+    # The agent's A2A bindings (http/a2a.py): JSON-RPC, and a2a-sdk's HTTP+JSON route table.
+    **{(method, _AGENT + path): _OWNER_BY_SLUG for method, path in _A2A_ROUTES},
     # OpenAI-compatible root: the model names the project.
     ("POST", "/v1/chat/completions"): owner(_body_model, in_body=True),
     ("GET", "/v1/models"): AUTHENTICATED,

@@ -16,6 +16,11 @@ class GatewaySettings(ServiceSettings):
     http_port: int = Field(default=8080, ge=0, le=65535)
     # The URL clients reach the HTTP face at (agent cards name it); defaults to the bound address.
     public_url: str = ""
+    # The `host:port` clients reach the public gRPC port at (A2A cards name it for the gRPC
+    # binding); defaults to the bound address.
+    public_grpc_address: str = ""
+    # How long CancelTask (A2A) waits for the cancelled run's end to be recorded.
+    a2a_cancel_wait_seconds: float = Field(default=30.0, gt=0)
     registry_address: str = shared("127.0.0.1:50051", "registry_address", service="gateway")
     memory_address: str = shared("127.0.0.1:50052", "memory_address", service="gateway")
     # Static executors; with discovery on, the registry's pool membership (ListExecutors) is

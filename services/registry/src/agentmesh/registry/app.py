@@ -20,6 +20,7 @@ from agentmesh.registry.mcp_servers import McpServerRegistry
 from agentmesh.registry.pagination import PageTokens
 from agentmesh.registry.policy import POLICY, SERVICE
 from agentmesh.registry.registry import AgentRegistry, utc_now
+from agentmesh.registry.remote_agents import RemoteAgentRegistry
 from agentmesh.registry.servicer import RegistryServicer
 from agentmesh.registry.settings import RegistrySettings
 from agentmesh.registry.store import SqlRegistryStore
@@ -45,6 +46,7 @@ class Components:
     accounts: Accounts
     registry: AgentRegistry
     mcp_servers: McpServerRegistry
+    remote_agents: RemoteAgentRegistry
     leases: RunLeases
     api_keys: ApiKeys
 
@@ -100,6 +102,7 @@ async def open_components(settings: RegistrySettings) -> Components:
         registry=registry,
         mcp_servers=mcp_servers,
         leases=leases,
+        remote_agents=RemoteAgentRegistry(store, clock=utc_now),
     )
 
 
@@ -114,6 +117,7 @@ async def start(settings: RegistrySettings) -> RunningService:
             components.mcp_servers,
             components.leases,
             components.api_keys,
+            components.remote_agents,
         )
         server = await start_server(
             [

@@ -68,6 +68,13 @@ class RegistryClient:
         response = await unary(self.stub.ResolveAgent, request, metadata=metadata)
         return response.spec
 
+    async def resolve_remote_agent(
+        self, project_id: str, name: str, *, metadata: Metadata | None = None
+    ) -> resources_pb2.RemoteAgent:
+        """A project's remote A2A agent with its credential (the system principal only)."""
+        request = pb.ResolveRemoteAgentRequest(project_id=project_id, name=name)
+        return (await unary(self.stub.ResolveRemoteAgent, request, metadata=metadata)).remote_agent
+
     async def start_agent_run(
         self,
         agent_id: str,

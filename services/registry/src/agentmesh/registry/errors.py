@@ -41,6 +41,8 @@ __all__ = [
     "ProjectNotFound",
     "RefreshTokenInvalid",
     "RefreshTokenReused",
+    "RemoteAgentNameTaken",
+    "RemoteAgentNotFound",
     "SlugTaken",
     "SuperuserRequired",
     "SystemRequired",
@@ -159,3 +161,11 @@ class CannotChangeSelf(FailedPrecondition):
     """A superuser may not deactivate or demote itself: the mesh could be left with none."""
 
     default_reason = "CANNOT_CHANGE_SELF"
+class RemoteAgentNotFound(NotFound):
+    default_reason = "REMOTE_AGENT_NOT_FOUND"
+
+
+class RemoteAgentNameTaken(AlreadyExists):
+    """An agent or a remote agent of the project has that name already."""
+
+    default_reason = "REMOTE_AGENT_NAME_TAKEN"

@@ -340,3 +340,16 @@ class Page(_Model, Generic[T]):
     items: list[T]
     next_page_token: str = ""
     total_size: int = 0
+
+
+class RemoteAgent(_Model):
+    """A remote A2A agent registered in a project: its agents may name it in their network access
+    and delegate to it over A2A. `credential` (a bearer token) is write-only: answers mask it."""
+
+    id: str
+    project_id: str
+    name: str
+    card_url: str
+    credential: str = ""
+    description: str = ""
+    created_at: datetime

@@ -62,6 +62,13 @@ POLICY: Mapping[str, Access] = {
     "DeleteMcpServer": Access.SUPERUSER,
     # The one answer with MCP servers' secrets: executors only, never a user's token.
     "ResolveMcpServers": Access.SYSTEM,
+    # Remote A2A agents: the project's owner (the rules check it) or superusers.
+    "CreateRemoteAgent": Access.AUTHENTICATED,
+    "GetRemoteAgent": Access.AUTHENTICATED,
+    "ListRemoteAgents": Access.AUTHENTICATED,
+    "DeleteRemoteAgent": Access.AUTHENTICATED,
+    # The one answer with a remote agent's credential: executors only.
+    "ResolveRemoteAgent": Access.SYSTEM,
     "RenewRunLeases": Access.SYSTEM,
     "RegisterExecutor": Access.SYSTEM,
     "ListExecutors": Access.SUPERUSER,

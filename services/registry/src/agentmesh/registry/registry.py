@@ -237,9 +237,13 @@ class AgentRegistry:
                         f"agent type {agent_type.slug!r} is inactive; agents cannot be spawned"
                     )
                 siblings = await tx.agent_slugs(new.project_id)
+                remotes = [r.name for r in await tx.list_remote_agents(new.project_id)]
                 _raise_if(
                     check_agent_config(
-                        new.config, agent_name=name, agent_slug=slug, project_agents=_refs(siblings)
+                        new.config,
+                        agent_name=name,
+                        agent_slug=slug,
+                        project_agents=[*_refs(siblings), *remotes],
                     )
                 )
                 agent = Agent(
@@ -291,9 +295,13 @@ class AgentRegistry:
                 raise AgentTerminated("a terminated agent cannot be changed")
             merged = agent.config.model_copy(update={field: getattr(config, field) for field in fields})
             siblings = await tx.agent_slugs(project_id)
+            remotes = [r.name for r in await tx.list_remote_agents(project_id)]
             _raise_if(
                 check_agent_config(
-                    merged, agent_name=agent.name, agent_slug=agent.slug, project_agents=_refs(siblings)
+                    merged,
+                    agent_name=agent.name,
+                    agent_slug=agent.slug,
+                    project_agents=[*_refs(siblings), *remotes],
                 )
             )
             return await tx.update_agent(agent.model_copy(update={"config": merged}))

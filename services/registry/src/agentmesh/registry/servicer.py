@@ -15,6 +15,8 @@ from agentmesh.registry.mcp_servers import McpServerRegistry
 from agentmesh.registry.mcp_servicer import McpServerRpcs
 from agentmesh.registry.models import FinishedRun
 from agentmesh.registry.registry import AgentRegistry
+from agentmesh.registry.remote_agents import RemoteAgentRegistry
+from agentmesh.registry.remote_servicer import RemoteAgentRpcs
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
 from agentmesh.runtime.errors import Unauthenticated
@@ -30,9 +32,9 @@ def _caller() -> Principal:
     return principal
 
 
-class RegistryServicer(McpServerRpcs, ApiKeyRpcs, pb_grpc.RegistryServiceServicer):
+class RegistryServicer(McpServerRpcs, ApiKeyRpcs, RemoteAgentRpcs, pb_grpc.RegistryServiceServicer):
     """Adapts RegistryService RPCs to the registry's rules (the MCP server RPCs in `McpServerRpcs`,
-    the API key RPCs in `ApiKeyRpcs`)."""
+    the API key RPCs in `ApiKeyRpcs`, the remote agent RPCs in `RemoteAgentRpcs`)."""
 
     def __init__(
         self,
@@ -41,12 +43,14 @@ class RegistryServicer(McpServerRpcs, ApiKeyRpcs, pb_grpc.RegistryServiceService
         mcp_servers: McpServerRegistry,
         leases: RunLeases,
         api_keys: ApiKeys,
+        remote_agents: RemoteAgentRegistry,
     ) -> None:
         self._accounts = accounts
         self._api_keys = api_keys
         self._registry = registry
         self._mcp_servers = mcp_servers
         self._leases = leases
+        self._remote_agents = remote_agents
 
     # Users.
 

@@ -4836,6 +4836,484 @@ func (*DeleteMcpServerResponse) Descriptor() ([]byte, []int) {
 	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{87}
 }
 
+// CreateRemoteAgentRequest is the input of CreateRemoteAgent.
+type CreateRemoteAgentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The remote agent: project_id, name, card_url, and optionally credential and description.
+	RemoteAgent   *RemoteAgent `protobuf:"bytes,1,opt,name=remote_agent,json=remoteAgent,proto3" json:"remote_agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateRemoteAgentRequest) Reset() {
+	*x = CreateRemoteAgentRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateRemoteAgentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateRemoteAgentRequest) ProtoMessage() {}
+
+func (x *CreateRemoteAgentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateRemoteAgentRequest.ProtoReflect.Descriptor instead.
+func (*CreateRemoteAgentRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *CreateRemoteAgentRequest) GetRemoteAgent() *RemoteAgent {
+	if x != nil {
+		return x.RemoteAgent
+	}
+	return nil
+}
+
+// CreateRemoteAgentResponse is the output of CreateRemoteAgent.
+type CreateRemoteAgentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The remote agent, credential masked.
+	RemoteAgent   *RemoteAgent `protobuf:"bytes,1,opt,name=remote_agent,json=remoteAgent,proto3" json:"remote_agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateRemoteAgentResponse) Reset() {
+	*x = CreateRemoteAgentResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateRemoteAgentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateRemoteAgentResponse) ProtoMessage() {}
+
+func (x *CreateRemoteAgentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateRemoteAgentResponse.ProtoReflect.Descriptor instead.
+func (*CreateRemoteAgentResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *CreateRemoteAgentResponse) GetRemoteAgent() *RemoteAgent {
+	if x != nil {
+		return x.RemoteAgent
+	}
+	return nil
+}
+
+// GetRemoteAgentRequest is the input of GetRemoteAgent.
+type GetRemoteAgentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// Identifier.
+	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRemoteAgentRequest) Reset() {
+	*x = GetRemoteAgentRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRemoteAgentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRemoteAgentRequest) ProtoMessage() {}
+
+func (x *GetRemoteAgentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRemoteAgentRequest.ProtoReflect.Descriptor instead.
+func (*GetRemoteAgentRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *GetRemoteAgentRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *GetRemoteAgentRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// GetRemoteAgentResponse is the output of GetRemoteAgent.
+type GetRemoteAgentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The remote agent, credential masked.
+	RemoteAgent   *RemoteAgent `protobuf:"bytes,1,opt,name=remote_agent,json=remoteAgent,proto3" json:"remote_agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRemoteAgentResponse) Reset() {
+	*x = GetRemoteAgentResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRemoteAgentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRemoteAgentResponse) ProtoMessage() {}
+
+func (x *GetRemoteAgentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRemoteAgentResponse.ProtoReflect.Descriptor instead.
+func (*GetRemoteAgentResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *GetRemoteAgentResponse) GetRemoteAgent() *RemoteAgent {
+	if x != nil {
+		return x.RemoteAgent
+	}
+	return nil
+}
+
+// ListRemoteAgentsRequest is the input of ListRemoteAgents.
+type ListRemoteAgentsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId     string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRemoteAgentsRequest) Reset() {
+	*x = ListRemoteAgentsRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRemoteAgentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRemoteAgentsRequest) ProtoMessage() {}
+
+func (x *ListRemoteAgentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRemoteAgentsRequest.ProtoReflect.Descriptor instead.
+func (*ListRemoteAgentsRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *ListRemoteAgentsRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+// ListRemoteAgentsResponse is the output of ListRemoteAgents.
+type ListRemoteAgentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project's remote agents, credentials masked.
+	RemoteAgents  []*RemoteAgent `protobuf:"bytes,1,rep,name=remote_agents,json=remoteAgents,proto3" json:"remote_agents,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRemoteAgentsResponse) Reset() {
+	*x = ListRemoteAgentsResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRemoteAgentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRemoteAgentsResponse) ProtoMessage() {}
+
+func (x *ListRemoteAgentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRemoteAgentsResponse.ProtoReflect.Descriptor instead.
+func (*ListRemoteAgentsResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *ListRemoteAgentsResponse) GetRemoteAgents() []*RemoteAgent {
+	if x != nil {
+		return x.RemoteAgents
+	}
+	return nil
+}
+
+// DeleteRemoteAgentRequest is the input of DeleteRemoteAgent.
+type DeleteRemoteAgentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// Identifier.
+	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRemoteAgentRequest) Reset() {
+	*x = DeleteRemoteAgentRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRemoteAgentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRemoteAgentRequest) ProtoMessage() {}
+
+func (x *DeleteRemoteAgentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRemoteAgentRequest.ProtoReflect.Descriptor instead.
+func (*DeleteRemoteAgentRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *DeleteRemoteAgentRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *DeleteRemoteAgentRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// DeleteRemoteAgentResponse is the output of DeleteRemoteAgent.
+type DeleteRemoteAgentResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRemoteAgentResponse) Reset() {
+	*x = DeleteRemoteAgentResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[95]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRemoteAgentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRemoteAgentResponse) ProtoMessage() {}
+
+func (x *DeleteRemoteAgentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[95]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRemoteAgentResponse.ProtoReflect.Descriptor instead.
+func (*DeleteRemoteAgentResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{95}
+}
+
+// ResolveRemoteAgentRequest is the input of ResolveRemoteAgent.
+type ResolveRemoteAgentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The remote agent's name.
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveRemoteAgentRequest) Reset() {
+	*x = ResolveRemoteAgentRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[96]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveRemoteAgentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveRemoteAgentRequest) ProtoMessage() {}
+
+func (x *ResolveRemoteAgentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[96]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveRemoteAgentRequest.ProtoReflect.Descriptor instead.
+func (*ResolveRemoteAgentRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{96}
+}
+
+func (x *ResolveRemoteAgentRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *ResolveRemoteAgentRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// ResolveRemoteAgentResponse is the output of ResolveRemoteAgent.
+type ResolveRemoteAgentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The remote agent, credential in full.
+	RemoteAgent   *RemoteAgent `protobuf:"bytes,1,opt,name=remote_agent,json=remoteAgent,proto3" json:"remote_agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveRemoteAgentResponse) Reset() {
+	*x = ResolveRemoteAgentResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[97]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveRemoteAgentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveRemoteAgentResponse) ProtoMessage() {}
+
+func (x *ResolveRemoteAgentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[97]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveRemoteAgentResponse.ProtoReflect.Descriptor instead.
+func (*ResolveRemoteAgentResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{97}
+}
+
+func (x *ResolveRemoteAgentResponse) GetRemoteAgent() *RemoteAgent {
+	if x != nil {
+		return x.RemoteAgent
+	}
+	return nil
+}
+
 // ResolveMcpServersRequest is the input of ResolveMcpServers.
 type ResolveMcpServersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4847,7 +5325,7 @@ type ResolveMcpServersRequest struct {
 
 func (x *ResolveMcpServersRequest) Reset() {
 	*x = ResolveMcpServersRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[88]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4859,7 +5337,7 @@ func (x *ResolveMcpServersRequest) String() string {
 func (*ResolveMcpServersRequest) ProtoMessage() {}
 
 func (x *ResolveMcpServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[88]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4872,7 +5350,7 @@ func (x *ResolveMcpServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveMcpServersRequest.ProtoReflect.Descriptor instead.
 func (*ResolveMcpServersRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{88}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *ResolveMcpServersRequest) GetAgentId() string {
@@ -4895,7 +5373,7 @@ type ResolveMcpServersResponse struct {
 
 func (x *ResolveMcpServersResponse) Reset() {
 	*x = ResolveMcpServersResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[89]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4907,7 +5385,7 @@ func (x *ResolveMcpServersResponse) String() string {
 func (*ResolveMcpServersResponse) ProtoMessage() {}
 
 func (x *ResolveMcpServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[89]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4920,7 +5398,7 @@ func (x *ResolveMcpServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveMcpServersResponse.ProtoReflect.Descriptor instead.
 func (*ResolveMcpServersResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{89}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *ResolveMcpServersResponse) GetServers() []*McpServer {
@@ -5256,12 +5734,38 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"mcp_server\x18\x01 \x01(\v2 .agentmesh.registry.v1.McpServerR\tmcpServer\"(\n" +
 	"\x16DeleteMcpServerRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x19\n" +
-	"\x17DeleteMcpServerResponse\"5\n" +
+	"\x17DeleteMcpServerResponse\"a\n" +
+	"\x18CreateRemoteAgentRequest\x12E\n" +
+	"\fremote_agent\x18\x01 \x01(\v2\".agentmesh.registry.v1.RemoteAgentR\vremoteAgent\"b\n" +
+	"\x19CreateRemoteAgentResponse\x12E\n" +
+	"\fremote_agent\x18\x01 \x01(\v2\".agentmesh.registry.v1.RemoteAgentR\vremoteAgent\"F\n" +
+	"\x15GetRemoteAgentRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"_\n" +
+	"\x16GetRemoteAgentResponse\x12E\n" +
+	"\fremote_agent\x18\x01 \x01(\v2\".agentmesh.registry.v1.RemoteAgentR\vremoteAgent\"8\n" +
+	"\x17ListRemoteAgentsRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\"c\n" +
+	"\x18ListRemoteAgentsResponse\x12G\n" +
+	"\rremote_agents\x18\x01 \x03(\v2\".agentmesh.registry.v1.RemoteAgentR\fremoteAgents\"I\n" +
+	"\x18DeleteRemoteAgentRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\x1b\n" +
+	"\x19DeleteRemoteAgentResponse\"N\n" +
+	"\x19ResolveRemoteAgentRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"c\n" +
+	"\x1aResolveRemoteAgentResponse\x12E\n" +
+	"\fremote_agent\x18\x01 \x01(\v2\".agentmesh.registry.v1.RemoteAgentR\vremoteAgent\"5\n" +
 	"\x18ResolveMcpServersRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\"q\n" +
 	"\x19ResolveMcpServersResponse\x12:\n" +
 	"\aservers\x18\x01 \x03(\v2 .agentmesh.registry.v1.McpServerR\aservers\x12\x18\n" +
-	"\amissing\x18\x02 \x03(\tR\amissing2\xa0$\n" +
+	"\amissing\x18\x02 \x03(\tR\amissing2\xef(\n" +
 	"\x0fRegistryService\x12g\n" +
 	"\fRegisterUser\x12*.agentmesh.registry.v1.RegisterUserRequest\x1a+.agentmesh.registry.v1.RegisterUserResponse\x12R\n" +
 	"\x05Login\x12#.agentmesh.registry.v1.LoginRequest\x1a$.agentmesh.registry.v1.LoginResponse\x12j\n" +
@@ -5308,7 +5812,12 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x0eListMcpServers\x12,.agentmesh.registry.v1.ListMcpServersRequest\x1a-.agentmesh.registry.v1.ListMcpServersResponse\x12p\n" +
 	"\x0fUpdateMcpServer\x12-.agentmesh.registry.v1.UpdateMcpServerRequest\x1a..agentmesh.registry.v1.UpdateMcpServerResponse\x12p\n" +
 	"\x0fDeleteMcpServer\x12-.agentmesh.registry.v1.DeleteMcpServerRequest\x1a..agentmesh.registry.v1.DeleteMcpServerResponse\x12v\n" +
-	"\x11ResolveMcpServers\x12/.agentmesh.registry.v1.ResolveMcpServersRequest\x1a0.agentmesh.registry.v1.ResolveMcpServersResponse\x12s\n" +
+	"\x11ResolveMcpServers\x12/.agentmesh.registry.v1.ResolveMcpServersRequest\x1a0.agentmesh.registry.v1.ResolveMcpServersResponse\x12v\n" +
+	"\x11CreateRemoteAgent\x12/.agentmesh.registry.v1.CreateRemoteAgentRequest\x1a0.agentmesh.registry.v1.CreateRemoteAgentResponse\x12m\n" +
+	"\x0eGetRemoteAgent\x12,.agentmesh.registry.v1.GetRemoteAgentRequest\x1a-.agentmesh.registry.v1.GetRemoteAgentResponse\x12s\n" +
+	"\x10ListRemoteAgents\x12..agentmesh.registry.v1.ListRemoteAgentsRequest\x1a/.agentmesh.registry.v1.ListRemoteAgentsResponse\x12v\n" +
+	"\x11DeleteRemoteAgent\x12/.agentmesh.registry.v1.DeleteRemoteAgentRequest\x1a0.agentmesh.registry.v1.DeleteRemoteAgentResponse\x12y\n" +
+	"\x12ResolveRemoteAgent\x120.agentmesh.registry.v1.ResolveRemoteAgentRequest\x1a1.agentmesh.registry.v1.ResolveRemoteAgentResponse\x12s\n" +
 	"\x10RegisterExecutor\x12..agentmesh.registry.v1.RegisterExecutorRequest\x1a/.agentmesh.registry.v1.RegisterExecutorResponse\x12j\n" +
 	"\rListExecutors\x12+.agentmesh.registry.v1.ListExecutorsRequest\x1a,.agentmesh.registry.v1.ListExecutorsResponseB\xf4\x01\n" +
 	"\x19com.agentmesh.registry.v1B\x14RegistryServiceProtoP\x01ZKgithub.com/agentmesh/agentmesh/sdks/go/gen/agentmesh/registry/v1;registryv1\xa2\x02\x03ARX\xaa\x02\x15Agentmesh.Registry.V1\xca\x02\x15Agentmesh\\Registry\\V1\xe2\x02!Agentmesh\\Registry\\V1\\GPBMetadata\xea\x02\x17Agentmesh::Registry::V1b\x06proto3"
@@ -5325,7 +5834,7 @@ func file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_registry_v1_registry_service_proto_rawDescData
 }
 
-var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 90)
+var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 100)
 var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*RegisterUserRequest)(nil),        // 0: agentmesh.registry.v1.RegisterUserRequest
 	(*RegisterUserResponse)(nil),       // 1: agentmesh.registry.v1.RegisterUserResponse
@@ -5415,168 +5924,194 @@ var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*UpdateMcpServerResponse)(nil),    // 85: agentmesh.registry.v1.UpdateMcpServerResponse
 	(*DeleteMcpServerRequest)(nil),     // 86: agentmesh.registry.v1.DeleteMcpServerRequest
 	(*DeleteMcpServerResponse)(nil),    // 87: agentmesh.registry.v1.DeleteMcpServerResponse
-	(*ResolveMcpServersRequest)(nil),   // 88: agentmesh.registry.v1.ResolveMcpServersRequest
-	(*ResolveMcpServersResponse)(nil),  // 89: agentmesh.registry.v1.ResolveMcpServersResponse
-	(*User)(nil),                       // 90: agentmesh.registry.v1.User
-	(*fieldmaskpb.FieldMask)(nil),      // 91: google.protobuf.FieldMask
-	(*timestamppb.Timestamp)(nil),      // 92: google.protobuf.Timestamp
-	(*ApiKey)(nil),                     // 93: agentmesh.registry.v1.ApiKey
-	(*AgentType)(nil),                  // 94: agentmesh.registry.v1.AgentType
-	(*Project)(nil),                    // 95: agentmesh.registry.v1.Project
-	(*Agent)(nil),                      // 96: agentmesh.registry.v1.Agent
-	(*AgentSpec)(nil),                  // 97: agentmesh.registry.v1.AgentSpec
-	(*Executor)(nil),                   // 98: agentmesh.registry.v1.Executor
-	(*McpServer)(nil),                  // 99: agentmesh.registry.v1.McpServer
+	(*CreateRemoteAgentRequest)(nil),   // 88: agentmesh.registry.v1.CreateRemoteAgentRequest
+	(*CreateRemoteAgentResponse)(nil),  // 89: agentmesh.registry.v1.CreateRemoteAgentResponse
+	(*GetRemoteAgentRequest)(nil),      // 90: agentmesh.registry.v1.GetRemoteAgentRequest
+	(*GetRemoteAgentResponse)(nil),     // 91: agentmesh.registry.v1.GetRemoteAgentResponse
+	(*ListRemoteAgentsRequest)(nil),    // 92: agentmesh.registry.v1.ListRemoteAgentsRequest
+	(*ListRemoteAgentsResponse)(nil),   // 93: agentmesh.registry.v1.ListRemoteAgentsResponse
+	(*DeleteRemoteAgentRequest)(nil),   // 94: agentmesh.registry.v1.DeleteRemoteAgentRequest
+	(*DeleteRemoteAgentResponse)(nil),  // 95: agentmesh.registry.v1.DeleteRemoteAgentResponse
+	(*ResolveRemoteAgentRequest)(nil),  // 96: agentmesh.registry.v1.ResolveRemoteAgentRequest
+	(*ResolveRemoteAgentResponse)(nil), // 97: agentmesh.registry.v1.ResolveRemoteAgentResponse
+	(*ResolveMcpServersRequest)(nil),   // 98: agentmesh.registry.v1.ResolveMcpServersRequest
+	(*ResolveMcpServersResponse)(nil),  // 99: agentmesh.registry.v1.ResolveMcpServersResponse
+	(*User)(nil),                       // 100: agentmesh.registry.v1.User
+	(*fieldmaskpb.FieldMask)(nil),      // 101: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),      // 102: google.protobuf.Timestamp
+	(*ApiKey)(nil),                     // 103: agentmesh.registry.v1.ApiKey
+	(*AgentType)(nil),                  // 104: agentmesh.registry.v1.AgentType
+	(*Project)(nil),                    // 105: agentmesh.registry.v1.Project
+	(*Agent)(nil),                      // 106: agentmesh.registry.v1.Agent
+	(*AgentSpec)(nil),                  // 107: agentmesh.registry.v1.AgentSpec
+	(*Executor)(nil),                   // 108: agentmesh.registry.v1.Executor
+	(*McpServer)(nil),                  // 109: agentmesh.registry.v1.McpServer
+	(*RemoteAgent)(nil),                // 110: agentmesh.registry.v1.RemoteAgent
 }
 var file_agentmesh_registry_v1_registry_service_proto_depIdxs = []int32{
-	90,  // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
+	100, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
 	3,   // 1: agentmesh.registry.v1.LoginResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
 	3,   // 2: agentmesh.registry.v1.RefreshTokensResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
-	90,  // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
-	90,  // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	90,  // 5: agentmesh.registry.v1.UpdateUserRequest.user:type_name -> agentmesh.registry.v1.User
-	91,  // 6: agentmesh.registry.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
-	90,  // 7: agentmesh.registry.v1.UpdateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	92,  // 8: agentmesh.registry.v1.CreateApiKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	93,  // 9: agentmesh.registry.v1.CreateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
-	93,  // 10: agentmesh.registry.v1.ListApiKeysResponse.api_keys:type_name -> agentmesh.registry.v1.ApiKey
-	93,  // 11: agentmesh.registry.v1.AuthenticateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
-	90,  // 12: agentmesh.registry.v1.AuthenticateApiKeyResponse.user:type_name -> agentmesh.registry.v1.User
-	94,  // 13: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	94,  // 14: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	94,  // 15: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	94,  // 16: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
-	94,  // 17: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	91,  // 18: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
-	94,  // 19: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	95,  // 20: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	95,  // 21: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	95,  // 22: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	95,  // 23: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
-	95,  // 24: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	91,  // 25: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	95,  // 26: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	96,  // 27: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	96,  // 28: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	96,  // 29: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	96,  // 30: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
-	96,  // 31: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	91,  // 32: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	96,  // 33: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	96,  // 34: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	96,  // 35: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	97,  // 36: agentmesh.registry.v1.ResolveAgentResponse.spec:type_name -> agentmesh.registry.v1.AgentSpec
-	96,  // 37: agentmesh.registry.v1.StartAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	96,  // 38: agentmesh.registry.v1.FinishAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	100, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
+	100, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	100, // 5: agentmesh.registry.v1.UpdateUserRequest.user:type_name -> agentmesh.registry.v1.User
+	101, // 6: agentmesh.registry.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
+	100, // 7: agentmesh.registry.v1.UpdateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	102, // 8: agentmesh.registry.v1.CreateApiKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	103, // 9: agentmesh.registry.v1.CreateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
+	103, // 10: agentmesh.registry.v1.ListApiKeysResponse.api_keys:type_name -> agentmesh.registry.v1.ApiKey
+	103, // 11: agentmesh.registry.v1.AuthenticateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
+	100, // 12: agentmesh.registry.v1.AuthenticateApiKeyResponse.user:type_name -> agentmesh.registry.v1.User
+	104, // 13: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	104, // 14: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	104, // 15: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	104, // 16: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
+	104, // 17: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	101, // 18: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
+	104, // 19: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	105, // 20: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	105, // 21: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	105, // 22: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	105, // 23: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
+	105, // 24: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	101, // 25: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	105, // 26: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	106, // 27: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	106, // 28: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	106, // 29: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	106, // 30: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
+	106, // 31: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	101, // 32: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	106, // 33: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	106, // 34: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	106, // 35: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	107, // 36: agentmesh.registry.v1.ResolveAgentResponse.spec:type_name -> agentmesh.registry.v1.AgentSpec
+	106, // 37: agentmesh.registry.v1.StartAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	106, // 38: agentmesh.registry.v1.FinishAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
 	65,  // 39: agentmesh.registry.v1.FinishAgentRunsRequest.runs:type_name -> agentmesh.registry.v1.FinishAgentRunRequest
 	69,  // 40: agentmesh.registry.v1.FinishAgentRunsResponse.results:type_name -> agentmesh.registry.v1.FinishedAgentRun
-	96,  // 41: agentmesh.registry.v1.FinishedAgentRun.agent:type_name -> agentmesh.registry.v1.Agent
+	106, // 41: agentmesh.registry.v1.FinishedAgentRun.agent:type_name -> agentmesh.registry.v1.Agent
 	72,  // 42: agentmesh.registry.v1.RenewRunLeasesRequest.runs:type_name -> agentmesh.registry.v1.LeasedRun
 	72,  // 43: agentmesh.registry.v1.RenewRunLeasesRequest.closed:type_name -> agentmesh.registry.v1.LeasedRun
 	72,  // 44: agentmesh.registry.v1.RenewRunLeasesResponse.lost:type_name -> agentmesh.registry.v1.LeasedRun
 	73,  // 45: agentmesh.registry.v1.RenewRunLeasesResponse.orphans:type_name -> agentmesh.registry.v1.OrphanedRun
-	98,  // 46: agentmesh.registry.v1.RegisterExecutorRequest.executor:type_name -> agentmesh.registry.v1.Executor
-	98,  // 47: agentmesh.registry.v1.RegisterExecutorResponse.executor:type_name -> agentmesh.registry.v1.Executor
-	98,  // 48: agentmesh.registry.v1.ListExecutorsResponse.executors:type_name -> agentmesh.registry.v1.Executor
-	99,  // 49: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	99,  // 50: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	99,  // 51: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	99,  // 52: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	99,  // 53: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	91,  // 54: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
-	99,  // 55: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	99,  // 56: agentmesh.registry.v1.ResolveMcpServersResponse.servers:type_name -> agentmesh.registry.v1.McpServer
-	0,   // 57: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
-	2,   // 58: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
-	5,   // 59: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
-	7,   // 60: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
-	9,   // 61: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
-	11,  // 62: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
-	13,  // 63: agentmesh.registry.v1.RegistryService.UpdateUser:input_type -> agentmesh.registry.v1.UpdateUserRequest
-	15,  // 64: agentmesh.registry.v1.RegistryService.GetUserStatus:input_type -> agentmesh.registry.v1.GetUserStatusRequest
-	17,  // 65: agentmesh.registry.v1.RegistryService.CreateApiKey:input_type -> agentmesh.registry.v1.CreateApiKeyRequest
-	19,  // 66: agentmesh.registry.v1.RegistryService.ListApiKeys:input_type -> agentmesh.registry.v1.ListApiKeysRequest
-	21,  // 67: agentmesh.registry.v1.RegistryService.RevokeApiKey:input_type -> agentmesh.registry.v1.RevokeApiKeyRequest
-	23,  // 68: agentmesh.registry.v1.RegistryService.AuthenticateApiKey:input_type -> agentmesh.registry.v1.AuthenticateApiKeyRequest
-	25,  // 69: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
-	27,  // 70: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
-	29,  // 71: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
-	31,  // 72: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
-	33,  // 73: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
-	35,  // 74: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
-	37,  // 75: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
-	39,  // 76: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
-	41,  // 77: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
-	43,  // 78: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
-	45,  // 79: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
-	47,  // 80: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
-	49,  // 81: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
-	51,  // 82: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
-	53,  // 83: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
-	55,  // 84: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
-	57,  // 85: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
-	59,  // 86: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
-	61,  // 87: agentmesh.registry.v1.RegistryService.ResolveAgent:input_type -> agentmesh.registry.v1.ResolveAgentRequest
-	63,  // 88: agentmesh.registry.v1.RegistryService.StartAgentRun:input_type -> agentmesh.registry.v1.StartAgentRunRequest
-	65,  // 89: agentmesh.registry.v1.RegistryService.FinishAgentRun:input_type -> agentmesh.registry.v1.FinishAgentRunRequest
-	67,  // 90: agentmesh.registry.v1.RegistryService.FinishAgentRuns:input_type -> agentmesh.registry.v1.FinishAgentRunsRequest
-	70,  // 91: agentmesh.registry.v1.RegistryService.RenewRunLeases:input_type -> agentmesh.registry.v1.RenewRunLeasesRequest
-	78,  // 92: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
-	80,  // 93: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
-	82,  // 94: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
-	84,  // 95: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
-	86,  // 96: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
-	88,  // 97: agentmesh.registry.v1.RegistryService.ResolveMcpServers:input_type -> agentmesh.registry.v1.ResolveMcpServersRequest
-	74,  // 98: agentmesh.registry.v1.RegistryService.RegisterExecutor:input_type -> agentmesh.registry.v1.RegisterExecutorRequest
-	76,  // 99: agentmesh.registry.v1.RegistryService.ListExecutors:input_type -> agentmesh.registry.v1.ListExecutorsRequest
-	1,   // 100: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
-	4,   // 101: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
-	6,   // 102: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
-	8,   // 103: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
-	10,  // 104: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
-	12,  // 105: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
-	14,  // 106: agentmesh.registry.v1.RegistryService.UpdateUser:output_type -> agentmesh.registry.v1.UpdateUserResponse
-	16,  // 107: agentmesh.registry.v1.RegistryService.GetUserStatus:output_type -> agentmesh.registry.v1.GetUserStatusResponse
-	18,  // 108: agentmesh.registry.v1.RegistryService.CreateApiKey:output_type -> agentmesh.registry.v1.CreateApiKeyResponse
-	20,  // 109: agentmesh.registry.v1.RegistryService.ListApiKeys:output_type -> agentmesh.registry.v1.ListApiKeysResponse
-	22,  // 110: agentmesh.registry.v1.RegistryService.RevokeApiKey:output_type -> agentmesh.registry.v1.RevokeApiKeyResponse
-	24,  // 111: agentmesh.registry.v1.RegistryService.AuthenticateApiKey:output_type -> agentmesh.registry.v1.AuthenticateApiKeyResponse
-	26,  // 112: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
-	28,  // 113: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
-	30,  // 114: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
-	32,  // 115: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
-	34,  // 116: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
-	36,  // 117: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
-	38,  // 118: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
-	40,  // 119: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
-	42,  // 120: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
-	44,  // 121: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
-	46,  // 122: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
-	48,  // 123: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
-	50,  // 124: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
-	52,  // 125: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
-	54,  // 126: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
-	56,  // 127: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
-	58,  // 128: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
-	60,  // 129: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
-	62,  // 130: agentmesh.registry.v1.RegistryService.ResolveAgent:output_type -> agentmesh.registry.v1.ResolveAgentResponse
-	64,  // 131: agentmesh.registry.v1.RegistryService.StartAgentRun:output_type -> agentmesh.registry.v1.StartAgentRunResponse
-	66,  // 132: agentmesh.registry.v1.RegistryService.FinishAgentRun:output_type -> agentmesh.registry.v1.FinishAgentRunResponse
-	68,  // 133: agentmesh.registry.v1.RegistryService.FinishAgentRuns:output_type -> agentmesh.registry.v1.FinishAgentRunsResponse
-	71,  // 134: agentmesh.registry.v1.RegistryService.RenewRunLeases:output_type -> agentmesh.registry.v1.RenewRunLeasesResponse
-	79,  // 135: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
-	81,  // 136: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
-	83,  // 137: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
-	85,  // 138: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
-	87,  // 139: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
-	89,  // 140: agentmesh.registry.v1.RegistryService.ResolveMcpServers:output_type -> agentmesh.registry.v1.ResolveMcpServersResponse
-	75,  // 141: agentmesh.registry.v1.RegistryService.RegisterExecutor:output_type -> agentmesh.registry.v1.RegisterExecutorResponse
-	77,  // 142: agentmesh.registry.v1.RegistryService.ListExecutors:output_type -> agentmesh.registry.v1.ListExecutorsResponse
-	100, // [100:143] is the sub-list for method output_type
-	57,  // [57:100] is the sub-list for method input_type
-	57,  // [57:57] is the sub-list for extension type_name
-	57,  // [57:57] is the sub-list for extension extendee
-	0,   // [0:57] is the sub-list for field type_name
+	108, // 46: agentmesh.registry.v1.RegisterExecutorRequest.executor:type_name -> agentmesh.registry.v1.Executor
+	108, // 47: agentmesh.registry.v1.RegisterExecutorResponse.executor:type_name -> agentmesh.registry.v1.Executor
+	108, // 48: agentmesh.registry.v1.ListExecutorsResponse.executors:type_name -> agentmesh.registry.v1.Executor
+	109, // 49: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	109, // 50: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	109, // 51: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	109, // 52: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	109, // 53: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	101, // 54: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
+	109, // 55: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	110, // 56: agentmesh.registry.v1.CreateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	110, // 57: agentmesh.registry.v1.CreateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	110, // 58: agentmesh.registry.v1.GetRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	110, // 59: agentmesh.registry.v1.ListRemoteAgentsResponse.remote_agents:type_name -> agentmesh.registry.v1.RemoteAgent
+	110, // 60: agentmesh.registry.v1.ResolveRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	109, // 61: agentmesh.registry.v1.ResolveMcpServersResponse.servers:type_name -> agentmesh.registry.v1.McpServer
+	0,   // 62: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
+	2,   // 63: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
+	5,   // 64: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
+	7,   // 65: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
+	9,   // 66: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
+	11,  // 67: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
+	13,  // 68: agentmesh.registry.v1.RegistryService.UpdateUser:input_type -> agentmesh.registry.v1.UpdateUserRequest
+	15,  // 69: agentmesh.registry.v1.RegistryService.GetUserStatus:input_type -> agentmesh.registry.v1.GetUserStatusRequest
+	17,  // 70: agentmesh.registry.v1.RegistryService.CreateApiKey:input_type -> agentmesh.registry.v1.CreateApiKeyRequest
+	19,  // 71: agentmesh.registry.v1.RegistryService.ListApiKeys:input_type -> agentmesh.registry.v1.ListApiKeysRequest
+	21,  // 72: agentmesh.registry.v1.RegistryService.RevokeApiKey:input_type -> agentmesh.registry.v1.RevokeApiKeyRequest
+	23,  // 73: agentmesh.registry.v1.RegistryService.AuthenticateApiKey:input_type -> agentmesh.registry.v1.AuthenticateApiKeyRequest
+	25,  // 74: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
+	27,  // 75: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
+	29,  // 76: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
+	31,  // 77: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
+	33,  // 78: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
+	35,  // 79: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
+	37,  // 80: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
+	39,  // 81: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
+	41,  // 82: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
+	43,  // 83: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
+	45,  // 84: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
+	47,  // 85: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
+	49,  // 86: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
+	51,  // 87: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
+	53,  // 88: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
+	55,  // 89: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
+	57,  // 90: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
+	59,  // 91: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
+	61,  // 92: agentmesh.registry.v1.RegistryService.ResolveAgent:input_type -> agentmesh.registry.v1.ResolveAgentRequest
+	63,  // 93: agentmesh.registry.v1.RegistryService.StartAgentRun:input_type -> agentmesh.registry.v1.StartAgentRunRequest
+	65,  // 94: agentmesh.registry.v1.RegistryService.FinishAgentRun:input_type -> agentmesh.registry.v1.FinishAgentRunRequest
+	67,  // 95: agentmesh.registry.v1.RegistryService.FinishAgentRuns:input_type -> agentmesh.registry.v1.FinishAgentRunsRequest
+	70,  // 96: agentmesh.registry.v1.RegistryService.RenewRunLeases:input_type -> agentmesh.registry.v1.RenewRunLeasesRequest
+	78,  // 97: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
+	80,  // 98: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
+	82,  // 99: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
+	84,  // 100: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
+	86,  // 101: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
+	98,  // 102: agentmesh.registry.v1.RegistryService.ResolveMcpServers:input_type -> agentmesh.registry.v1.ResolveMcpServersRequest
+	88,  // 103: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:input_type -> agentmesh.registry.v1.CreateRemoteAgentRequest
+	90,  // 104: agentmesh.registry.v1.RegistryService.GetRemoteAgent:input_type -> agentmesh.registry.v1.GetRemoteAgentRequest
+	92,  // 105: agentmesh.registry.v1.RegistryService.ListRemoteAgents:input_type -> agentmesh.registry.v1.ListRemoteAgentsRequest
+	94,  // 106: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:input_type -> agentmesh.registry.v1.DeleteRemoteAgentRequest
+	96,  // 107: agentmesh.registry.v1.RegistryService.ResolveRemoteAgent:input_type -> agentmesh.registry.v1.ResolveRemoteAgentRequest
+	74,  // 108: agentmesh.registry.v1.RegistryService.RegisterExecutor:input_type -> agentmesh.registry.v1.RegisterExecutorRequest
+	76,  // 109: agentmesh.registry.v1.RegistryService.ListExecutors:input_type -> agentmesh.registry.v1.ListExecutorsRequest
+	1,   // 110: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
+	4,   // 111: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
+	6,   // 112: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
+	8,   // 113: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
+	10,  // 114: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
+	12,  // 115: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
+	14,  // 116: agentmesh.registry.v1.RegistryService.UpdateUser:output_type -> agentmesh.registry.v1.UpdateUserResponse
+	16,  // 117: agentmesh.registry.v1.RegistryService.GetUserStatus:output_type -> agentmesh.registry.v1.GetUserStatusResponse
+	18,  // 118: agentmesh.registry.v1.RegistryService.CreateApiKey:output_type -> agentmesh.registry.v1.CreateApiKeyResponse
+	20,  // 119: agentmesh.registry.v1.RegistryService.ListApiKeys:output_type -> agentmesh.registry.v1.ListApiKeysResponse
+	22,  // 120: agentmesh.registry.v1.RegistryService.RevokeApiKey:output_type -> agentmesh.registry.v1.RevokeApiKeyResponse
+	24,  // 121: agentmesh.registry.v1.RegistryService.AuthenticateApiKey:output_type -> agentmesh.registry.v1.AuthenticateApiKeyResponse
+	26,  // 122: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
+	28,  // 123: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
+	30,  // 124: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
+	32,  // 125: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
+	34,  // 126: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
+	36,  // 127: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
+	38,  // 128: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
+	40,  // 129: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
+	42,  // 130: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
+	44,  // 131: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
+	46,  // 132: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
+	48,  // 133: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
+	50,  // 134: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
+	52,  // 135: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
+	54,  // 136: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
+	56,  // 137: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
+	58,  // 138: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
+	60,  // 139: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
+	62,  // 140: agentmesh.registry.v1.RegistryService.ResolveAgent:output_type -> agentmesh.registry.v1.ResolveAgentResponse
+	64,  // 141: agentmesh.registry.v1.RegistryService.StartAgentRun:output_type -> agentmesh.registry.v1.StartAgentRunResponse
+	66,  // 142: agentmesh.registry.v1.RegistryService.FinishAgentRun:output_type -> agentmesh.registry.v1.FinishAgentRunResponse
+	68,  // 143: agentmesh.registry.v1.RegistryService.FinishAgentRuns:output_type -> agentmesh.registry.v1.FinishAgentRunsResponse
+	71,  // 144: agentmesh.registry.v1.RegistryService.RenewRunLeases:output_type -> agentmesh.registry.v1.RenewRunLeasesResponse
+	79,  // 145: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
+	81,  // 146: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
+	83,  // 147: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
+	85,  // 148: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
+	87,  // 149: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
+	99,  // 150: agentmesh.registry.v1.RegistryService.ResolveMcpServers:output_type -> agentmesh.registry.v1.ResolveMcpServersResponse
+	89,  // 151: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:output_type -> agentmesh.registry.v1.CreateRemoteAgentResponse
+	91,  // 152: agentmesh.registry.v1.RegistryService.GetRemoteAgent:output_type -> agentmesh.registry.v1.GetRemoteAgentResponse
+	93,  // 153: agentmesh.registry.v1.RegistryService.ListRemoteAgents:output_type -> agentmesh.registry.v1.ListRemoteAgentsResponse
+	95,  // 154: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:output_type -> agentmesh.registry.v1.DeleteRemoteAgentResponse
+	97,  // 155: agentmesh.registry.v1.RegistryService.ResolveRemoteAgent:output_type -> agentmesh.registry.v1.ResolveRemoteAgentResponse
+	75,  // 156: agentmesh.registry.v1.RegistryService.RegisterExecutor:output_type -> agentmesh.registry.v1.RegisterExecutorResponse
+	77,  // 157: agentmesh.registry.v1.RegistryService.ListExecutors:output_type -> agentmesh.registry.v1.ListExecutorsResponse
+	110, // [110:158] is the sub-list for method output_type
+	62,  // [62:110] is the sub-list for method input_type
+	62,  // [62:62] is the sub-list for extension type_name
+	62,  // [62:62] is the sub-list for extension extendee
+	0,   // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_registry_service_proto_init() }
@@ -5591,7 +6126,7 @@ func file_agentmesh_registry_v1_registry_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_registry_service_proto_rawDesc), len(file_agentmesh_registry_v1_registry_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   90,
+			NumMessages:   100,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

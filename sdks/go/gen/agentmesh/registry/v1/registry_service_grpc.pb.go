@@ -60,6 +60,11 @@ const (
 	RegistryService_UpdateMcpServer_FullMethodName    = "/agentmesh.registry.v1.RegistryService/UpdateMcpServer"
 	RegistryService_DeleteMcpServer_FullMethodName    = "/agentmesh.registry.v1.RegistryService/DeleteMcpServer"
 	RegistryService_ResolveMcpServers_FullMethodName  = "/agentmesh.registry.v1.RegistryService/ResolveMcpServers"
+	RegistryService_CreateRemoteAgent_FullMethodName  = "/agentmesh.registry.v1.RegistryService/CreateRemoteAgent"
+	RegistryService_GetRemoteAgent_FullMethodName     = "/agentmesh.registry.v1.RegistryService/GetRemoteAgent"
+	RegistryService_ListRemoteAgents_FullMethodName   = "/agentmesh.registry.v1.RegistryService/ListRemoteAgents"
+	RegistryService_DeleteRemoteAgent_FullMethodName  = "/agentmesh.registry.v1.RegistryService/DeleteRemoteAgent"
+	RegistryService_ResolveRemoteAgent_FullMethodName = "/agentmesh.registry.v1.RegistryService/ResolveRemoteAgent"
 	RegistryService_RegisterExecutor_FullMethodName   = "/agentmesh.registry.v1.RegistryService/RegisterExecutor"
 	RegistryService_ListExecutors_FullMethodName      = "/agentmesh.registry.v1.RegistryService/ListExecutors"
 )
@@ -194,6 +199,19 @@ type RegistryServiceClient interface {
 	// registered servers it names (the project's of that name, else the global one), env and
 	// header values in full. The system principal only (executors). NOT_FOUND.
 	ResolveMcpServers(ctx context.Context, in *ResolveMcpServersRequest, opts ...grpc.CallOption) (*ResolveMcpServersResponse, error)
+	// Registers a remote A2A agent in a project (its owner or superusers). ALREADY_EXISTS when an
+	// agent or remote agent of the project has the name (reason REMOTE_AGENT_NAME_TAKEN);
+	// INVALID_ARGUMENT; NOT_FOUND for a project the caller may not see.
+	CreateRemoteAgent(ctx context.Context, in *CreateRemoteAgentRequest, opts ...grpc.CallOption) (*CreateRemoteAgentResponse, error)
+	// Returns one remote agent, its credential masked. NOT_FOUND.
+	GetRemoteAgent(ctx context.Context, in *GetRemoteAgentRequest, opts ...grpc.CallOption) (*GetRemoteAgentResponse, error)
+	// Lists a project's remote agents, oldest first, credentials masked.
+	ListRemoteAgents(ctx context.Context, in *ListRemoteAgentsRequest, opts ...grpc.CallOption) (*ListRemoteAgentsResponse, error)
+	// Deletes a remote agent; agents naming it get a refused delegation. NOT_FOUND.
+	DeleteRemoteAgent(ctx context.Context, in *DeleteRemoteAgentRequest, opts ...grpc.CallOption) (*DeleteRemoteAgentResponse, error)
+	// Resolves a project's remote agent by name for delegating to it, credential in full. The
+	// system principal only (executors). NOT_FOUND.
+	ResolveRemoteAgent(ctx context.Context, in *ResolveRemoteAgentRequest, opts ...grpc.CallOption) (*ResolveRemoteAgentResponse, error)
 	// Registers or refreshes an executor in the pool (system principal only).
 	RegisterExecutor(ctx context.Context, in *RegisterExecutorRequest, opts ...grpc.CallOption) (*RegisterExecutorResponse, error)
 	// Lists executors that reported in recently (superusers and the system principal).
@@ -618,6 +636,56 @@ func (c *registryServiceClient) ResolveMcpServers(ctx context.Context, in *Resol
 	return out, nil
 }
 
+func (c *registryServiceClient) CreateRemoteAgent(ctx context.Context, in *CreateRemoteAgentRequest, opts ...grpc.CallOption) (*CreateRemoteAgentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateRemoteAgentResponse)
+	err := c.cc.Invoke(ctx, RegistryService_CreateRemoteAgent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) GetRemoteAgent(ctx context.Context, in *GetRemoteAgentRequest, opts ...grpc.CallOption) (*GetRemoteAgentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRemoteAgentResponse)
+	err := c.cc.Invoke(ctx, RegistryService_GetRemoteAgent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) ListRemoteAgents(ctx context.Context, in *ListRemoteAgentsRequest, opts ...grpc.CallOption) (*ListRemoteAgentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRemoteAgentsResponse)
+	err := c.cc.Invoke(ctx, RegistryService_ListRemoteAgents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) DeleteRemoteAgent(ctx context.Context, in *DeleteRemoteAgentRequest, opts ...grpc.CallOption) (*DeleteRemoteAgentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteRemoteAgentResponse)
+	err := c.cc.Invoke(ctx, RegistryService_DeleteRemoteAgent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) ResolveRemoteAgent(ctx context.Context, in *ResolveRemoteAgentRequest, opts ...grpc.CallOption) (*ResolveRemoteAgentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResolveRemoteAgentResponse)
+	err := c.cc.Invoke(ctx, RegistryService_ResolveRemoteAgent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *registryServiceClient) RegisterExecutor(ctx context.Context, in *RegisterExecutorRequest, opts ...grpc.CallOption) (*RegisterExecutorResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RegisterExecutorResponse)
@@ -768,6 +836,19 @@ type RegistryServiceServer interface {
 	// registered servers it names (the project's of that name, else the global one), env and
 	// header values in full. The system principal only (executors). NOT_FOUND.
 	ResolveMcpServers(context.Context, *ResolveMcpServersRequest) (*ResolveMcpServersResponse, error)
+	// Registers a remote A2A agent in a project (its owner or superusers). ALREADY_EXISTS when an
+	// agent or remote agent of the project has the name (reason REMOTE_AGENT_NAME_TAKEN);
+	// INVALID_ARGUMENT; NOT_FOUND for a project the caller may not see.
+	CreateRemoteAgent(context.Context, *CreateRemoteAgentRequest) (*CreateRemoteAgentResponse, error)
+	// Returns one remote agent, its credential masked. NOT_FOUND.
+	GetRemoteAgent(context.Context, *GetRemoteAgentRequest) (*GetRemoteAgentResponse, error)
+	// Lists a project's remote agents, oldest first, credentials masked.
+	ListRemoteAgents(context.Context, *ListRemoteAgentsRequest) (*ListRemoteAgentsResponse, error)
+	// Deletes a remote agent; agents naming it get a refused delegation. NOT_FOUND.
+	DeleteRemoteAgent(context.Context, *DeleteRemoteAgentRequest) (*DeleteRemoteAgentResponse, error)
+	// Resolves a project's remote agent by name for delegating to it, credential in full. The
+	// system principal only (executors). NOT_FOUND.
+	ResolveRemoteAgent(context.Context, *ResolveRemoteAgentRequest) (*ResolveRemoteAgentResponse, error)
 	// Registers or refreshes an executor in the pool (system principal only).
 	RegisterExecutor(context.Context, *RegisterExecutorRequest) (*RegisterExecutorResponse, error)
 	// Lists executors that reported in recently (superusers and the system principal).
@@ -904,6 +985,21 @@ func (UnimplementedRegistryServiceServer) DeleteMcpServer(context.Context, *Dele
 }
 func (UnimplementedRegistryServiceServer) ResolveMcpServers(context.Context, *ResolveMcpServersRequest) (*ResolveMcpServersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResolveMcpServers not implemented")
+}
+func (UnimplementedRegistryServiceServer) CreateRemoteAgent(context.Context, *CreateRemoteAgentRequest) (*CreateRemoteAgentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateRemoteAgent not implemented")
+}
+func (UnimplementedRegistryServiceServer) GetRemoteAgent(context.Context, *GetRemoteAgentRequest) (*GetRemoteAgentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRemoteAgent not implemented")
+}
+func (UnimplementedRegistryServiceServer) ListRemoteAgents(context.Context, *ListRemoteAgentsRequest) (*ListRemoteAgentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRemoteAgents not implemented")
+}
+func (UnimplementedRegistryServiceServer) DeleteRemoteAgent(context.Context, *DeleteRemoteAgentRequest) (*DeleteRemoteAgentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteRemoteAgent not implemented")
+}
+func (UnimplementedRegistryServiceServer) ResolveRemoteAgent(context.Context, *ResolveRemoteAgentRequest) (*ResolveRemoteAgentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResolveRemoteAgent not implemented")
 }
 func (UnimplementedRegistryServiceServer) RegisterExecutor(context.Context, *RegisterExecutorRequest) (*RegisterExecutorResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RegisterExecutor not implemented")
@@ -1670,6 +1766,96 @@ func _RegistryService_ResolveMcpServers_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RegistryService_CreateRemoteAgent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateRemoteAgentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).CreateRemoteAgent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_CreateRemoteAgent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).CreateRemoteAgent(ctx, req.(*CreateRemoteAgentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_GetRemoteAgent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRemoteAgentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).GetRemoteAgent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_GetRemoteAgent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).GetRemoteAgent(ctx, req.(*GetRemoteAgentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_ListRemoteAgents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRemoteAgentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).ListRemoteAgents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_ListRemoteAgents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).ListRemoteAgents(ctx, req.(*ListRemoteAgentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_DeleteRemoteAgent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteRemoteAgentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).DeleteRemoteAgent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_DeleteRemoteAgent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).DeleteRemoteAgent(ctx, req.(*DeleteRemoteAgentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_ResolveRemoteAgent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResolveRemoteAgentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).ResolveRemoteAgent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_ResolveRemoteAgent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).ResolveRemoteAgent(ctx, req.(*ResolveRemoteAgentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RegistryService_RegisterExecutor_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RegisterExecutorRequest)
 	if err := dec(in); err != nil {
@@ -1876,6 +2062,26 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResolveMcpServers",
 			Handler:    _RegistryService_ResolveMcpServers_Handler,
+		},
+		{
+			MethodName: "CreateRemoteAgent",
+			Handler:    _RegistryService_CreateRemoteAgent_Handler,
+		},
+		{
+			MethodName: "GetRemoteAgent",
+			Handler:    _RegistryService_GetRemoteAgent_Handler,
+		},
+		{
+			MethodName: "ListRemoteAgents",
+			Handler:    _RegistryService_ListRemoteAgents_Handler,
+		},
+		{
+			MethodName: "DeleteRemoteAgent",
+			Handler:    _RegistryService_DeleteRemoteAgent_Handler,
+		},
+		{
+			MethodName: "ResolveRemoteAgent",
+			Handler:    _RegistryService_ResolveRemoteAgent_Handler,
 		},
 		{
 			MethodName: "RegisterExecutor",

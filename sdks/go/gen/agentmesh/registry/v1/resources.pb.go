@@ -1407,6 +1407,108 @@ func (x *ModelProvider) GetProblem() string {
 	return ""
 }
 
+// RemoteAgent is an A2A agent outside the mesh that a project's agents may delegate to (named in
+// their network access): reached through its agent card. Its credential is write-only.
+type RemoteAgent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Opaque identifier.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The project it is registered in.
+	ProjectId string `protobuf:"bytes,2,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// Name, a DNS label unique among the project's agents and remote agents: what network access
+	// lists and delegations name.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// URL of its A2A agent card (http or https).
+	CardUrl string `protobuf:"bytes,4,opt,name=card_url,json=cardUrl,proto3" json:"card_url,omitempty"`
+	// Bearer token sent to it (a secret: never returned; reads show "********" when one is set).
+	Credential string `protobuf:"bytes,5,opt,name=credential,proto3" json:"credential,omitempty"`
+	// What it does, for the delegating agent's model.
+	Description string `protobuf:"bytes,6,opt,name=description,proto3" json:"description,omitempty"`
+	// When registered.
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoteAgent) Reset() {
+	*x = RemoteAgent{}
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoteAgent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoteAgent) ProtoMessage() {}
+
+func (x *RemoteAgent) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoteAgent.ProtoReflect.Descriptor instead.
+func (*RemoteAgent) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RemoteAgent) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RemoteAgent) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *RemoteAgent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RemoteAgent) GetCardUrl() string {
+	if x != nil {
+		return x.CardUrl
+	}
+	return ""
+}
+
+func (x *RemoteAgent) GetCredential() string {
+	if x != nil {
+		return x.Credential
+	}
+	return ""
+}
+
+func (x *RemoteAgent) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *RemoteAgent) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
 var File_agentmesh_registry_v1_resources_proto protoreflect.FileDescriptor
 
 const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
@@ -1558,7 +1660,19 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x0fmodel_providers\x18\x05 \x03(\v2$.agentmesh.registry.v1.ModelProviderR\x0emodelProviders\"=\n" +
 	"\rModelProvider\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
-	"\aproblem\x18\x02 \x01(\tR\aproblem*\x84\x01\n" +
+	"\aproblem\x18\x02 \x01(\tR\aproblem\"\xe8\x01\n" +
+	"\vRemoteAgent\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x02 \x01(\tR\tprojectId\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x19\n" +
+	"\bcard_url\x18\x04 \x01(\tR\acardUrl\x12\x1e\n" +
+	"\n" +
+	"credential\x18\x05 \x01(\tR\n" +
+	"credential\x12 \n" +
+	"\vdescription\x18\x06 \x01(\tR\vdescription\x129\n" +
+	"\n" +
+	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt*\x84\x01\n" +
 	"\tAgentKind\x12\x1a\n" +
 	"\x16AGENT_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eAGENT_KIND_LLM\x10\x01\x12\x13\n" +
@@ -1586,7 +1700,7 @@ func file_agentmesh_registry_v1_resources_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_registry_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(AgentKind)(0),                // 0: agentmesh.registry.v1.AgentKind
 	(AgentStatus)(0),              // 1: agentmesh.registry.v1.AgentStatus
@@ -1600,52 +1714,54 @@ var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(*AgentSpec)(nil),             // 9: agentmesh.registry.v1.AgentSpec
 	(*Executor)(nil),              // 10: agentmesh.registry.v1.Executor
 	(*ModelProvider)(nil),         // 11: agentmesh.registry.v1.ModelProvider
-	nil,                           // 12: agentmesh.registry.v1.McpServer.EnvEntry
-	nil,                           // 13: agentmesh.registry.v1.McpServer.HeadersEntry
-	nil,                           // 14: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 16: google.protobuf.Struct
-	(*v1.StringList)(nil),         // 17: agentmesh.common.v1.StringList
-	(*structpb.ListValue)(nil),    // 18: google.protobuf.ListValue
+	(*RemoteAgent)(nil),           // 12: agentmesh.registry.v1.RemoteAgent
+	nil,                           // 13: agentmesh.registry.v1.McpServer.EnvEntry
+	nil,                           // 14: agentmesh.registry.v1.McpServer.HeadersEntry
+	nil,                           // 15: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 17: google.protobuf.Struct
+	(*v1.StringList)(nil),         // 18: agentmesh.common.v1.StringList
+	(*structpb.ListValue)(nil),    // 19: google.protobuf.ListValue
 }
 var file_agentmesh_registry_v1_resources_proto_depIdxs = []int32{
-	15, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	15, // 1: agentmesh.registry.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	15, // 2: agentmesh.registry.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
-	15, // 3: agentmesh.registry.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
-	12, // 4: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
-	13, // 5: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
-	15, // 6: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
-	15, // 7: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
-	16, // 8: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
+	16, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	16, // 1: agentmesh.registry.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	16, // 2: agentmesh.registry.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
+	16, // 3: agentmesh.registry.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
+	13, // 4: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
+	14, // 5: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
+	16, // 6: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
+	16, // 7: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
+	17, // 8: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
 	4,  // 9: agentmesh.registry.v1.AgentType.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
 	0,  // 10: agentmesh.registry.v1.AgentType.kind:type_name -> agentmesh.registry.v1.AgentKind
-	15, // 11: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
-	15, // 12: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
-	15, // 13: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
-	15, // 14: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
-	16, // 15: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
-	17, // 16: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
-	17, // 17: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
-	17, // 18: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
-	18, // 19: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
+	16, // 11: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
+	16, // 12: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
+	16, // 13: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
+	16, // 14: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
+	17, // 15: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
+	18, // 16: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
+	18, // 17: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
+	18, // 18: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
+	19, // 19: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
 	1,  // 20: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
 	7,  // 21: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
-	15, // 22: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
-	15, // 23: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
+	16, // 22: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
+	16, // 23: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
 	8,  // 24: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
 	0,  // 25: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
-	16, // 26: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
+	17, // 26: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
 	4,  // 27: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	18, // 28: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
-	14, // 29: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	15, // 30: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
+	19, // 28: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
+	15, // 29: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	16, // 30: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
 	11, // 31: agentmesh.registry.v1.Executor.model_providers:type_name -> agentmesh.registry.v1.ModelProvider
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	16, // 32: agentmesh.registry.v1.RemoteAgent.created_at:type_name -> google.protobuf.Timestamp
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_resources_proto_init() }
@@ -1660,7 +1776,7 @@ func file_agentmesh_registry_v1_resources_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_resources_proto_rawDesc), len(file_agentmesh_registry_v1_resources_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

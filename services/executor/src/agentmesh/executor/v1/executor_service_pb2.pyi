@@ -213,22 +213,28 @@ class CancelRunsRequest(_message.Message):
     PROJECT_ID_FIELD_NUMBER: _builtins.int
     AGENT_ID_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
     project_id: _builtins.str
     """The agent's project."""
     agent_id: _builtins.str
     """The agent."""
     reason: _builtins.str
     """Why, recorded with each cancelled run (e.g. "agent terminated")."""
+    run_id: _builtins.str
+    """Only this run of the agent (and, through it, the runs below it): what cancelling an A2A
+    task does. Empty cancels every run of the agent.
+    """
     def __init__(
         self,
         *,
         project_id: _builtins.str = ...,
         agent_id: _builtins.str = ...,
         reason: _builtins.str = ...,
+        run_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "project_id", b"project_id", "reason", b"reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "project_id", b"project_id", "reason", b"reason", "run_id", b"run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

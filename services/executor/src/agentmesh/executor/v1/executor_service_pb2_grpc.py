@@ -91,7 +91,8 @@ class ExecutorServiceServicer:
     def CancelRuns(self, request, context):
         """Cancels an agent's runs in flight on this executor — what terminating the agent does to them
         and, through them, to every run below them. Each ends with RunFailed CANCELLED and is
-        recorded as cancelled. NOT_FOUND when the caller may not see the agent.
+        recorded as cancelled; with run_id, only that run. NOT_FOUND when the caller may not see the
+        agent.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

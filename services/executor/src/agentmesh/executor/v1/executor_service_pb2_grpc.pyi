@@ -50,7 +50,8 @@ class ExecutorServiceStub:
     CancelRuns: _grpc.UnaryUnaryMultiCallable[_executor_service_pb2.CancelRunsRequest, _executor_service_pb2.CancelRunsResponse]
     """Cancels an agent's runs in flight on this executor — what terminating the agent does to them
     and, through them, to every run below them. Each ends with RunFailed CANCELLED and is
-    recorded as cancelled. NOT_FOUND when the caller may not see the agent.
+    recorded as cancelled; with run_id, only that run. NOT_FOUND when the caller may not see the
+    agent.
     """
 
 @_typing.type_check_only
@@ -75,7 +76,8 @@ class ExecutorServiceAsyncStub(ExecutorServiceStub):
     CancelRuns: _aio.UnaryUnaryMultiCallable[_executor_service_pb2.CancelRunsRequest, _executor_service_pb2.CancelRunsResponse]  # type: ignore[assignment]
     """Cancels an agent's runs in flight on this executor — what terminating the agent does to them
     and, through them, to every run below them. Each ends with RunFailed CANCELLED and is
-    recorded as cancelled. NOT_FOUND when the caller may not see the agent.
+    recorded as cancelled; with run_id, only that run. NOT_FOUND when the caller may not see the
+    agent.
     """
 
 class ExecutorServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -121,7 +123,8 @@ class ExecutorServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_executor_service_pb2.CancelRunsResponse, _abc.Awaitable[_executor_service_pb2.CancelRunsResponse]]:
         """Cancels an agent's runs in flight on this executor — what terminating the agent does to them
         and, through them, to every run below them. Each ends with RunFailed CANCELLED and is
-        recorded as cancelled. NOT_FOUND when the caller may not see the agent.
+        recorded as cancelled; with run_id, only that run. NOT_FOUND when the caller may not see the
+        agent.
         """
 
 def add_ExecutorServiceServicer_to_server(servicer: ExecutorServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

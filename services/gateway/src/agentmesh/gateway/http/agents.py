@@ -4,7 +4,6 @@ OpenAI-compatible endpoints live in `openai.py`."""
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -86,46 +85,6 @@ def agent_router() -> APIRouter:
             skills=list(spec.expertise),
         )
 
-    @router.get("/.well-known/agent-card.json")
-    async def a2a_agent_card(
-        project_slug: str, agent_name: str, request: Request, ctx: Ctx, caller: Auth
-    ) -> schemas.A2AAgentCard:
-        """The agent card in the shape of the A2A protocol's AgentCard. The agent is reached
-        through its OpenAI-compatible endpoint at `url`."""
-        spec = await resolve_agent(ctx, caller, project_slug, agent_name)
-        base = base_url(ctx, request)
-        url = f"{base}/agents/{spec.project_slug}/{spec.agent.slug}"
-        skills = [
-            schemas.A2ASkill(id=_skill_id(topic), name=topic, description=topic, tags=[topic])
-            for topic in spec.expertise
-        ]
-        if spec.network_access:
-            skills.append(
-                schemas.A2ASkill(
-                    id="task_delegation",
-                    name="task delegation",
-                    description="hands sub-tasks to: " + ", ".join(spec.network_access),
-                    tags=["task_delegation"],
-                )
-            )
-        return schemas.A2AAgentCard(
-            protocol_version="0.3.0",
-            name=spec.agent.name,
-            description=spec.description or f"agent {spec.agent.name} of project {spec.project_slug}",
-            url=f"{url}/v1",
-            preferred_transport="HTTP+JSON",
-            version=VERSION,
-            provider=schemas.A2AProvider(organization="agentmesh", url=base),
-            capabilities=schemas.A2ACapabilities(
-                streaming=True, push_notifications=False, state_transition_history=True
-            ),
-            security_schemes={"bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}},
-            security=[{"bearer": []}],
-            default_input_modes=["text/plain"],
-            default_output_modes=["text/plain"],
-            skills=skills,
-        )
-
     @router.get("/memory/events")
     async def agent_events(
         project_slug: str,
@@ -162,7 +121,3 @@ def agent_router() -> APIRouter:
         )
 
     return router
-
-
-def _skill_id(topic: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", topic.lower()).strip("-") or "skill"

@@ -16,6 +16,7 @@ from fastapi_offline import FastAPIOffline
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentmesh.gateway.console.router import console_router
+from agentmesh.gateway.http.a2a import a2a_router
 from agentmesh.gateway.http.agents import agent_router
 from agentmesh.gateway.http.api_keys import api_key_router
 from agentmesh.gateway.http.context import HttpContext, authorize
@@ -24,6 +25,7 @@ from agentmesh.gateway.http.head import HeadAsGet
 from agentmesh.gateway.http.limits import BodySizeLimit
 from agentmesh.gateway.http.mcp_servers import mcp_server_router
 from agentmesh.gateway.http.openai import openai_router
+from agentmesh.gateway.http.remote_agents import remote_agent_router
 from agentmesh.gateway.http.rest import rest_router
 from agentmesh.gateway.http.schemas import ErrorOut, HealthOut, ReadinessOut
 from agentmesh.gateway.policy import Access, route_rule
@@ -83,7 +85,9 @@ def create_http_app(context: HttpContext, *, max_request_body_bytes: int) -> Fas
     app.include_router(rest_router(), responses=_ERROR_RESPONSES)
     app.include_router(mcp_server_router(), responses=_ERROR_RESPONSES)
     app.include_router(api_key_router(), responses=_ERROR_RESPONSES)
+    app.include_router(remote_agent_router(), responses=_ERROR_RESPONSES)
     app.include_router(agent_router(), responses=_ERROR_RESPONSES)
+    app.include_router(a2a_router(), responses=_ERROR_RESPONSES)
     app.include_router(openai_router())
     app.include_router(console_router())
     install_error_handlers(app)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 from fastapi import Request
@@ -19,6 +19,9 @@ from agentmesh.memory.client import MemoryClient
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime.client import unary
 from agentmesh.runtime.identity import current_principal, current_token
+
+if TYPE_CHECKING:
+    from agentmesh.gateway.http.a2a import A2AFace
 
 R = TypeVar("R")
 
@@ -35,6 +38,8 @@ class HttpContext:
     public_url: str = ""
     # Peers /readyz checks: (name, channel).
     dependencies: Sequence[tuple[str, grpc.aio.Channel]] = ()
+    # The A2A bindings (http/a2a.py); None where a test builds the app without them.
+    a2a: A2AFace | None = None
 
     async def call(self, method: Any, request: Any, caller: Caller) -> Any:
         """A unary call to a peer as the caller; failures raise the peer's DomainError."""

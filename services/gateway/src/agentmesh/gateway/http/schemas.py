@@ -396,46 +396,6 @@ class AgentCardOut(BaseModel):
     skills: list[str]
 
 
-class _Camel(BaseModel):
-    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
-
-
-class A2ACapabilities(_Camel):
-    streaming: bool
-    push_notifications: bool = Field(alias="pushNotifications")
-    state_transition_history: bool = Field(alias="stateTransitionHistory")
-
-
-class A2ASkill(_Camel):
-    id: str
-    name: str
-    description: str
-    tags: list[str]
-
-
-class A2AProvider(_Camel):
-    organization: str
-    url: str
-
-
-class A2AAgentCard(_Camel):
-    """An agent card in the shape of the A2A protocol's AgentCard."""
-
-    protocol_version: str = Field(alias="protocolVersion")
-    name: str
-    description: str
-    url: str
-    preferred_transport: str = Field(alias="preferredTransport")
-    version: str
-    provider: A2AProvider
-    capabilities: A2ACapabilities
-    security_schemes: dict[str, dict[str, str]] = Field(alias="securitySchemes")
-    security: list[dict[str, list[str]]]
-    default_input_modes: list[str] = Field(alias="defaultInputModes")
-    default_output_modes: list[str] = Field(alias="defaultOutputModes")
-    skills: list[A2ASkill]
-
-
 class HealthOut(BaseModel):
     status: str
 

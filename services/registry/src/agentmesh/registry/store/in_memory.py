@@ -31,6 +31,7 @@ from agentmesh.registry.models import (
     Project,
     RefreshToken,
     RegisteredMcpServer,
+    RemoteAgent,
     Slice,
     User,
 )
@@ -47,6 +48,7 @@ from agentmesh.registry.store.interface import (
 )
 from agentmesh.registry.store.api_keys import InMemoryApiKeys
 from agentmesh.registry.store.mcp_servers import InMemoryMcpServers
+from agentmesh.registry.store.remote_agents import InMemoryRemoteAgents
 
 T = TypeVar("T", AgentType, Project, Agent)
 V = TypeVar("V")
@@ -71,6 +73,7 @@ class _State:
     executors: dict[str, Executor] = field(default_factory=dict)
     mcp_servers: dict[str, tuple[RegisteredMcpServer, str | None]] = field(default_factory=dict)
     api_keys: dict[str, ApiKey] = field(default_factory=dict)
+    remote_agents: dict[str, RemoteAgent] = field(default_factory=dict)
     # Runs' leases, orphaned ones included (those are no longer in `runs`).
     leases: dict[RunKey, _Lease] = field(default_factory=dict)
 
@@ -279,7 +282,7 @@ def _replace(lease: _Lease, **changes: object) -> _Lease:
     return dataclasses.replace(lease, **changes)  # type: ignore[arg-type]
 
 
-class InMemoryTransaction(InMemoryMcpServers, InMemoryApiKeys, StoreTransaction):
+class InMemoryTransaction(InMemoryMcpServers, InMemoryApiKeys, InMemoryRemoteAgents, StoreTransaction):
     """The operations of one transaction, on the state it was given."""
 
     def __init__(self, state: _State) -> None:
@@ -439,6 +442,7 @@ class InMemoryTransaction(InMemoryMcpServers, InMemoryApiKeys, StoreTransaction)
             del self._state.agents[agent_id]
         await self.delete_project_mcp_servers(project_id)
         await self.delete_project_api_keys(project_id)
+        await self.delete_project_remote_agents(project_id)
         self._state.projects.pop(project_id, None)
 
     # Agents.

@@ -32,6 +32,7 @@ from agentmesh.registry.models import (
 )
 from agentmesh.registry.store.api_keys import ApiKeyTransaction
 from agentmesh.registry.store.mcp_servers import McpServerTransaction
+from agentmesh.registry.store.remote_agents import RemoteAgentTransaction
 
 
 class DuplicateRequest(Exception):
@@ -107,8 +108,9 @@ class RunLeaseStore(abc.ABC):
         """Forgets orphaned runs `executor_id` holds and has closed."""
 
 
-class StoreTransaction(McpServerTransaction, ApiKeyTransaction):
-    """The operations of one transaction (registered MCP servers' in `mcp_servers`). Reads return
+class StoreTransaction(McpServerTransaction, ApiKeyTransaction, RemoteAgentTransaction):
+    """The operations of one transaction (registered MCP servers' in `mcp_servers`, API keys' in
+    `api_keys`, remote A2A agents' in `remote_agents`). Reads return
     None for what does not exist."""
 
     # Users.

@@ -48,6 +48,7 @@ from agentmesh.registry.store.leases import SqlRunLeaseStore
 from agentmesh.registry.store.mappers import agent_type_values, agent_values, from_row
 from agentmesh.registry.store.api_keys import SqlApiKeys
 from agentmesh.registry.store.mcp_servers import SqlMcpServers
+from agentmesh.registry.store.remote_agents import SqlRemoteAgents
 from agentmesh.registry.store.statements import (
     PG_FINISH_RUN,
     PG_START_RUN,
@@ -174,7 +175,7 @@ def _take_over_sqlite_transactions(engine: AsyncEngine) -> None:
         connection.exec_driver_sql(connection.get_execution_options().get(_SQLITE_BEGIN, "BEGIN"))
 
 
-class SqlStoreTransaction(SqlMcpServers, SqlApiKeys, StoreTransaction):
+class SqlStoreTransaction(SqlMcpServers, SqlApiKeys, SqlRemoteAgents, StoreTransaction):
     """One AsyncSession transaction."""
 
     def __init__(self, session: AsyncSession) -> None:
@@ -360,6 +361,7 @@ class SqlStoreTransaction(SqlMcpServers, SqlApiKeys, StoreTransaction):
         await self._session.execute(sa.delete(AgentRunRow).where(AgentRunRow.agent_id.in_(agents)))
         await self._session.execute(sa.delete(AgentRow).where(AgentRow.project_id == project_id))
         await self.delete_project_mcp_servers(project_id)
+        await self.delete_project_remote_agents(project_id)
         await self._session.execute(sa.delete(ProjectRow).where(ProjectRow.id == project_id))
 
     # Agents.

@@ -205,3 +205,19 @@ class ApiKeyRow(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+class RemoteAgentRow(Base):
+    """A remote A2A agent of a project; deleted with its project by the store."""
+
+    __tablename__ = "remote_agents"
+    __table_args__ = (
+        sa.UniqueConstraint("project_id", "name"),
+        sa.Index(None, "project_id", "created_at", "id"),
+    )
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    project_id: Mapped[str] = mapped_column(sa.String(36))
+    name: Mapped[str] = mapped_column(sa.String(63))
+    card_url: Mapped[str] = mapped_column(sa.Text)
+    credential: Mapped[str] = mapped_column(sa.Text)
+    description: Mapped[str] = mapped_column(sa.Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)

@@ -2425,6 +2425,243 @@ class DeleteMcpServerResponse(_message.Message):
 Global___DeleteMcpServerResponse: _TypeAlias = DeleteMcpServerResponse  # noqa: Y015
 
 @_typing.final
+class CreateRemoteAgentRequest(_message.Message):
+    """CreateRemoteAgentRequest is the input of CreateRemoteAgent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REMOTE_AGENT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def remote_agent(self) -> _resources_pb2.RemoteAgent:
+        """The remote agent: project_id, name, card_url, and optionally credential and description."""
+
+    def __init__(
+        self,
+        *,
+        remote_agent: _resources_pb2.RemoteAgent | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["remote_agent", b"remote_agent"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["remote_agent", b"remote_agent"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateRemoteAgentRequest: _TypeAlias = CreateRemoteAgentRequest  # noqa: Y015
+
+@_typing.final
+class CreateRemoteAgentResponse(_message.Message):
+    """CreateRemoteAgentResponse is the output of CreateRemoteAgent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REMOTE_AGENT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def remote_agent(self) -> _resources_pb2.RemoteAgent:
+        """The remote agent, credential masked."""
+
+    def __init__(
+        self,
+        *,
+        remote_agent: _resources_pb2.RemoteAgent | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["remote_agent", b"remote_agent"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["remote_agent", b"remote_agent"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateRemoteAgentResponse: _TypeAlias = CreateRemoteAgentResponse  # noqa: Y015
+
+@_typing.final
+class GetRemoteAgentRequest(_message.Message):
+    """GetRemoteAgentRequest is the input of GetRemoteAgent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    id: _builtins.str
+    """Identifier."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetRemoteAgentRequest: _TypeAlias = GetRemoteAgentRequest  # noqa: Y015
+
+@_typing.final
+class GetRemoteAgentResponse(_message.Message):
+    """GetRemoteAgentResponse is the output of GetRemoteAgent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REMOTE_AGENT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def remote_agent(self) -> _resources_pb2.RemoteAgent:
+        """The remote agent, credential masked."""
+
+    def __init__(
+        self,
+        *,
+        remote_agent: _resources_pb2.RemoteAgent | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["remote_agent", b"remote_agent"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["remote_agent", b"remote_agent"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetRemoteAgentResponse: _TypeAlias = GetRemoteAgentResponse  # noqa: Y015
+
+@_typing.final
+class ListRemoteAgentsRequest(_message.Message):
+    """ListRemoteAgentsRequest is the input of ListRemoteAgents."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListRemoteAgentsRequest: _TypeAlias = ListRemoteAgentsRequest  # noqa: Y015
+
+@_typing.final
+class ListRemoteAgentsResponse(_message.Message):
+    """ListRemoteAgentsResponse is the output of ListRemoteAgents."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REMOTE_AGENTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def remote_agents(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.RemoteAgent]:
+        """The project's remote agents, credentials masked."""
+
+    def __init__(
+        self,
+        *,
+        remote_agents: _abc.Iterable[_resources_pb2.RemoteAgent] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["remote_agents", b"remote_agents"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListRemoteAgentsResponse: _TypeAlias = ListRemoteAgentsResponse  # noqa: Y015
+
+@_typing.final
+class DeleteRemoteAgentRequest(_message.Message):
+    """DeleteRemoteAgentRequest is the input of DeleteRemoteAgent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    id: _builtins.str
+    """Identifier."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteRemoteAgentRequest: _TypeAlias = DeleteRemoteAgentRequest  # noqa: Y015
+
+@_typing.final
+class DeleteRemoteAgentResponse(_message.Message):
+    """DeleteRemoteAgentResponse is the output of DeleteRemoteAgent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteRemoteAgentResponse: _TypeAlias = DeleteRemoteAgentResponse  # noqa: Y015
+
+@_typing.final
+class ResolveRemoteAgentRequest(_message.Message):
+    """ResolveRemoteAgentRequest is the input of ResolveRemoteAgent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    name: _builtins.str
+    """The remote agent's name."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolveRemoteAgentRequest: _TypeAlias = ResolveRemoteAgentRequest  # noqa: Y015
+
+@_typing.final
+class ResolveRemoteAgentResponse(_message.Message):
+    """ResolveRemoteAgentResponse is the output of ResolveRemoteAgent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REMOTE_AGENT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def remote_agent(self) -> _resources_pb2.RemoteAgent:
+        """The remote agent, credential in full."""
+
+    def __init__(
+        self,
+        *,
+        remote_agent: _resources_pb2.RemoteAgent | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["remote_agent", b"remote_agent"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["remote_agent", b"remote_agent"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolveRemoteAgentResponse: _TypeAlias = ResolveRemoteAgentResponse  # noqa: Y015
+
+@_typing.final
 class ResolveMcpServersRequest(_message.Message):
     """ResolveMcpServersRequest is the input of ResolveMcpServers."""
 

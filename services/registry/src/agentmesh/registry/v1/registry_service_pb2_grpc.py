@@ -246,6 +246,31 @@ class RegistryServiceStub:
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveMcpServersRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveMcpServersResponse.FromString,
                 _registered_method=True)
+        self.CreateRemoteAgent = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/CreateRemoteAgent',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateRemoteAgentRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateRemoteAgentResponse.FromString,
+                _registered_method=True)
+        self.GetRemoteAgent = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/GetRemoteAgent',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetRemoteAgentRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetRemoteAgentResponse.FromString,
+                _registered_method=True)
+        self.ListRemoteAgents = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/ListRemoteAgents',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListRemoteAgentsRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListRemoteAgentsResponse.FromString,
+                _registered_method=True)
+        self.DeleteRemoteAgent = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/DeleteRemoteAgent',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteRemoteAgentRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteRemoteAgentResponse.FromString,
+                _registered_method=True)
+        self.ResolveRemoteAgent = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/ResolveRemoteAgent',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveRemoteAgentRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveRemoteAgentResponse.FromString,
+                _registered_method=True)
         self.RegisterExecutor = channel.unary_unary(
                 '/agentmesh.registry.v1.RegistryService/RegisterExecutor',
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RegisterExecutorRequest.SerializeToString,
@@ -591,6 +616,44 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateRemoteAgent(self, request, context):
+        """Registers a remote A2A agent in a project (its owner or superusers). ALREADY_EXISTS when an
+        agent or remote agent of the project has the name (reason REMOTE_AGENT_NAME_TAKEN);
+        INVALID_ARGUMENT; NOT_FOUND for a project the caller may not see.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRemoteAgent(self, request, context):
+        """Returns one remote agent, its credential masked. NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListRemoteAgents(self, request, context):
+        """Lists a project's remote agents, oldest first, credentials masked.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteRemoteAgent(self, request, context):
+        """Deletes a remote agent; agents naming it get a refused delegation. NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResolveRemoteAgent(self, request, context):
+        """Resolves a project's remote agent by name for delegating to it, credential in full. The
+        system principal only (executors). NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def RegisterExecutor(self, request, context):
         """Registers or refreshes an executor in the pool (system principal only).
         """
@@ -812,6 +875,31 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.ResolveMcpServers,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveMcpServersRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveMcpServersResponse.SerializeToString,
+            ),
+            'CreateRemoteAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateRemoteAgent,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateRemoteAgentRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateRemoteAgentResponse.SerializeToString,
+            ),
+            'GetRemoteAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRemoteAgent,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetRemoteAgentRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetRemoteAgentResponse.SerializeToString,
+            ),
+            'ListRemoteAgents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRemoteAgents,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListRemoteAgentsRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListRemoteAgentsResponse.SerializeToString,
+            ),
+            'DeleteRemoteAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteRemoteAgent,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteRemoteAgentRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteRemoteAgentResponse.SerializeToString,
+            ),
+            'ResolveRemoteAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveRemoteAgent,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveRemoteAgentRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveRemoteAgentResponse.SerializeToString,
             ),
             'RegisterExecutor': grpc.unary_unary_rpc_method_handler(
                     servicer.RegisterExecutor,
@@ -1938,6 +2026,141 @@ class RegistryService:
             '/agentmesh.registry.v1.RegistryService/ResolveMcpServers',
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveMcpServersRequest.SerializeToString,
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveMcpServersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateRemoteAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/CreateRemoteAgent',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateRemoteAgentRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateRemoteAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRemoteAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/GetRemoteAgent',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetRemoteAgentRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetRemoteAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRemoteAgents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/ListRemoteAgents',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListRemoteAgentsRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListRemoteAgentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteRemoteAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/DeleteRemoteAgent',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteRemoteAgentRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteRemoteAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveRemoteAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/ResolveRemoteAgent',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveRemoteAgentRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveRemoteAgentResponse.FromString,
             options,
             channel_credentials,
             insecure,

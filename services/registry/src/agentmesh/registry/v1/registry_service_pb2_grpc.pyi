@@ -178,6 +178,21 @@ class RegistryServiceStub:
     registered servers it names (the project's of that name, else the global one), env and
     header values in full. The system principal only (executors). NOT_FOUND.
     """
+    CreateRemoteAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CreateRemoteAgentRequest, _registry_service_pb2.CreateRemoteAgentResponse]
+    """Registers a remote A2A agent in a project (its owner or superusers). ALREADY_EXISTS when an
+    agent or remote agent of the project has the name (reason REMOTE_AGENT_NAME_TAKEN);
+    INVALID_ARGUMENT; NOT_FOUND for a project the caller may not see.
+    """
+    GetRemoteAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.GetRemoteAgentRequest, _registry_service_pb2.GetRemoteAgentResponse]
+    """Returns one remote agent, its credential masked. NOT_FOUND."""
+    ListRemoteAgents: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ListRemoteAgentsRequest, _registry_service_pb2.ListRemoteAgentsResponse]
+    """Lists a project's remote agents, oldest first, credentials masked."""
+    DeleteRemoteAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteRemoteAgentRequest, _registry_service_pb2.DeleteRemoteAgentResponse]
+    """Deletes a remote agent; agents naming it get a refused delegation. NOT_FOUND."""
+    ResolveRemoteAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ResolveRemoteAgentRequest, _registry_service_pb2.ResolveRemoteAgentResponse]
+    """Resolves a project's remote agent by name for delegating to it, credential in full. The
+    system principal only (executors). NOT_FOUND.
+    """
     RegisterExecutor: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RegisterExecutorRequest, _registry_service_pb2.RegisterExecutorResponse]
     """Registers or refreshes an executor in the pool (system principal only)."""
     ListExecutors: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ListExecutorsRequest, _registry_service_pb2.ListExecutorsResponse]
@@ -332,6 +347,21 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     """Resolves an agent's MCP servers for running it: its type's inline definitions and the
     registered servers it names (the project's of that name, else the global one), env and
     header values in full. The system principal only (executors). NOT_FOUND.
+    """
+    CreateRemoteAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CreateRemoteAgentRequest, _registry_service_pb2.CreateRemoteAgentResponse]  # type: ignore[assignment]
+    """Registers a remote A2A agent in a project (its owner or superusers). ALREADY_EXISTS when an
+    agent or remote agent of the project has the name (reason REMOTE_AGENT_NAME_TAKEN);
+    INVALID_ARGUMENT; NOT_FOUND for a project the caller may not see.
+    """
+    GetRemoteAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.GetRemoteAgentRequest, _registry_service_pb2.GetRemoteAgentResponse]  # type: ignore[assignment]
+    """Returns one remote agent, its credential masked. NOT_FOUND."""
+    ListRemoteAgents: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ListRemoteAgentsRequest, _registry_service_pb2.ListRemoteAgentsResponse]  # type: ignore[assignment]
+    """Lists a project's remote agents, oldest first, credentials masked."""
+    DeleteRemoteAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteRemoteAgentRequest, _registry_service_pb2.DeleteRemoteAgentResponse]  # type: ignore[assignment]
+    """Deletes a remote agent; agents naming it get a refused delegation. NOT_FOUND."""
+    ResolveRemoteAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ResolveRemoteAgentRequest, _registry_service_pb2.ResolveRemoteAgentResponse]  # type: ignore[assignment]
+    """Resolves a project's remote agent by name for delegating to it, credential in full. The
+    system principal only (executors). NOT_FOUND.
     """
     RegisterExecutor: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RegisterExecutorRequest, _registry_service_pb2.RegisterExecutorResponse]  # type: ignore[assignment]
     """Registers or refreshes an executor in the pool (system principal only)."""
@@ -730,6 +760,51 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         """Resolves an agent's MCP servers for running it: its type's inline definitions and the
         registered servers it names (the project's of that name, else the global one), env and
         header values in full. The system principal only (executors). NOT_FOUND.
+        """
+
+    @_abc_1.abstractmethod
+    def CreateRemoteAgent(
+        self,
+        request: _registry_service_pb2.CreateRemoteAgentRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.CreateRemoteAgentResponse, _abc.Awaitable[_registry_service_pb2.CreateRemoteAgentResponse]]:
+        """Registers a remote A2A agent in a project (its owner or superusers). ALREADY_EXISTS when an
+        agent or remote agent of the project has the name (reason REMOTE_AGENT_NAME_TAKEN);
+        INVALID_ARGUMENT; NOT_FOUND for a project the caller may not see.
+        """
+
+    @_abc_1.abstractmethod
+    def GetRemoteAgent(
+        self,
+        request: _registry_service_pb2.GetRemoteAgentRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.GetRemoteAgentResponse, _abc.Awaitable[_registry_service_pb2.GetRemoteAgentResponse]]:
+        """Returns one remote agent, its credential masked. NOT_FOUND."""
+
+    @_abc_1.abstractmethod
+    def ListRemoteAgents(
+        self,
+        request: _registry_service_pb2.ListRemoteAgentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.ListRemoteAgentsResponse, _abc.Awaitable[_registry_service_pb2.ListRemoteAgentsResponse]]:
+        """Lists a project's remote agents, oldest first, credentials masked."""
+
+    @_abc_1.abstractmethod
+    def DeleteRemoteAgent(
+        self,
+        request: _registry_service_pb2.DeleteRemoteAgentRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.DeleteRemoteAgentResponse, _abc.Awaitable[_registry_service_pb2.DeleteRemoteAgentResponse]]:
+        """Deletes a remote agent; agents naming it get a refused delegation. NOT_FOUND."""
+
+    @_abc_1.abstractmethod
+    def ResolveRemoteAgent(
+        self,
+        request: _registry_service_pb2.ResolveRemoteAgentRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.ResolveRemoteAgentResponse, _abc.Awaitable[_registry_service_pb2.ResolveRemoteAgentResponse]]:
+        """Resolves a project's remote agent by name for delegating to it, credential in full. The
+        system principal only (executors). NOT_FOUND.
         """
 
     @_abc_1.abstractmethod

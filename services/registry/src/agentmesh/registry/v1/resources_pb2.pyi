@@ -838,3 +838,55 @@ class ModelProvider(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ModelProvider: _TypeAlias = ModelProvider  # noqa: Y015
+
+@_typing.final
+class RemoteAgent(_message.Message):
+    """RemoteAgent is an A2A agent outside the mesh that a project's agents may delegate to (named in
+    their network access): reached through its agent card. Its credential is write-only.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    CARD_URL_FIELD_NUMBER: _builtins.int
+    CREDENTIAL_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Opaque identifier."""
+    project_id: _builtins.str
+    """The project it is registered in."""
+    name: _builtins.str
+    """Name, a DNS label unique among the project's agents and remote agents: what network access
+    lists and delegations name.
+    """
+    card_url: _builtins.str
+    """URL of its A2A agent card (http or https)."""
+    credential: _builtins.str
+    """Bearer token sent to it (a secret: never returned; reads show "********" when one is set)."""
+    description: _builtins.str
+    """What it does, for the delegating agent's model."""
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When registered."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        project_id: _builtins.str = ...,
+        name: _builtins.str = ...,
+        card_url: _builtins.str = ...,
+        credential: _builtins.str = ...,
+        description: _builtins.str = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["card_url", b"card_url", "created_at", b"created_at", "credential", b"credential", "description", b"description", "id", b"id", "name", b"name", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoteAgent: _TypeAlias = RemoteAgent  # noqa: Y015

@@ -1,0 +1,117 @@
+"""An agent's A2A v1.0 agent card: what it is, its skills, and where each binding reaches it.
+
+The HTTP bindings live under the agent's base URL (`a2a_paths`); the gRPC binding is the
+gateway's public gRPC port, where the interface's `tenant` (`{project_slug}/{agent_slug}`) names
+the agent in every request.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from a2a.types import a2a_pb2
+from a2a.utils.constants import PROTOCOL_VERSION_CURRENT, TransportProtocol
+
+from agentmesh.gateway.version import VERSION
+from agentmesh.registry.v1 import resources_pb2
+
+JSONRPC_PATH = "/a2a/jsonrpc"
+REST_PATH = "/a2a/rest"
+BEARER = "bearer"
+
+
+@dataclass
+class A2AEndpoints:
+    """Where the gateway is reached from outside: its public HTTP base URL (empty: the one a
+    request came in on) and its gRPC address (`host:port`), known once the servers listen."""
+
+    http_base_url: str = ""
+    grpc_address: str = ""
+
+
+def agent_card(
+    spec: resources_pb2.AgentSpec, *, base_url: str, grpc_address: str, extended: bool = False
+) -> a2a_pb2.AgentCard:
+    """The card of `spec`'s agent. The extended card (for an authenticated caller, which every
+    A2A caller here is) adds what the agent is set up with: its model, tools and network."""
+    agent_url = f"{base_url.rstrip('/')}/agents/{spec.project_slug}/{spec.agent.slug}"
+    tenant = f"{spec.project_slug}/{spec.agent.slug}"
+    interfaces = [
+        a2a_pb2.AgentInterface(
+            url=agent_url + JSONRPC_PATH,
+            protocol_binding=TransportProtocol.JSONRPC,
+            protocol_version=PROTOCOL_VERSION_CURRENT,
+        ),
+        a2a_pb2.AgentInterface(
+            url=agent_url + REST_PATH,
+            protocol_binding=TransportProtocol.HTTP_JSON,
+            protocol_version=PROTOCOL_VERSION_CURRENT,
+        ),
+    ]
+    if grpc_address:
+        interfaces.append(
+            a2a_pb2.AgentInterface(
+                url=grpc_address,
+                protocol_binding=TransportProtocol.GRPC,
+                protocol_version=PROTOCOL_VERSION_CURRENT,
+                tenant=tenant,
+            )
+        )
+    card = a2a_pb2.AgentCard(
+        name=spec.agent.name,
+        description=spec.description or f"agent {spec.agent.name} of project {spec.project_slug}",
+        supported_interfaces=interfaces,
+        provider=a2a_pb2.AgentProvider(organization="agentmesh", url=base_url),
+        version=VERSION,
+        capabilities=a2a_pb2.AgentCapabilities(
+            streaming=True, push_notifications=False, extended_agent_card=True
+        ),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=_skills(spec, extended=extended),
+    )
+    card.security_schemes[BEARER].http_auth_security_scheme.CopyFrom(
+        a2a_pb2.HTTPAuthSecurityScheme(
+            scheme="Bearer",
+            bearer_format="JWT",
+            description="an agentmesh access token (POST /api/v1/auth/login)",
+        )
+    )
+    card.security_requirements.append(a2a_pb2.SecurityRequirement(schemes={BEARER: a2a_pb2.StringList()}))
+    return card
+
+
+def _skills(spec: resources_pb2.AgentSpec, *, extended: bool) -> list[a2a_pb2.AgentSkill]:
+    skills = [
+        a2a_pb2.AgentSkill(id=_skill_id(topic), name=topic, description=topic, tags=[topic])
+        for topic in spec.expertise
+    ]
+    if spec.network_access:
+        skills.append(
+            a2a_pb2.AgentSkill(
+                id="task_delegation",
+                name="task delegation",
+                description="hands sub-tasks to: " + ", ".join(spec.network_access),
+                tags=["task_delegation"],
+            )
+        )
+    if extended and (spec.tools or spec.mcp_servers):
+        tools = [*spec.tools, *(server.name for server in spec.mcp_servers)]
+        skills.append(
+            a2a_pb2.AgentSkill(
+                id="tool_calling",
+                name="tool calling",
+                description="calls tools: " + ", ".join(tools),
+                tags=["tool_calling"],
+            )
+        )
+    if not skills:
+        skills.append(
+            a2a_pb2.AgentSkill(id="chat", name="chat", description="answers messages", tags=["chat"])
+        )
+    return skills
+
+
+def _skill_id(topic: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", topic.lower()).strip("-") or "skill"

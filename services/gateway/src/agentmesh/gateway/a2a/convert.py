@@ -1,0 +1,218 @@
+"""Pure conversions between agentmesh's runs and A2A v1.0 tasks (a2a.types protos).
+
+An A2A task is one agentmesh run: the run a user message started in a session (the task's
+context). Its id names both, `{run_id}~{session_id}` (`~` never occurs in either), so any gateway
+replica finds the task in the memory service's event log from the id alone. A task's state,
+history and answer artifact are read from the run's recorded events (`task_from_events`); a
+stream of the run's steps — live from the executor, or replayed from the log — becomes A2A
+stream events through `TaskEventStream`, the same way for both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from a2a.types import a2a_pb2
+
+from agentmesh.common.v1 import run_pb2
+from agentmesh.gateway.errors import InvalidRequest
+from agentmesh.gateway.gateway import AnswerStream
+from agentmesh.gateway.resume import is_final
+from agentmesh.memory.v1 import resources_pb2
+
+EventType = resources_pb2.EventType
+TaskState = a2a_pb2.TaskState
+
+ANSWER_ARTIFACT = "answer"
+TERMINAL_STATES = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
+_SEPARATOR = "~"
+
+Update = a2a_pb2.TaskStatusUpdateEvent | a2a_pb2.TaskArtifactUpdateEvent
+
+
+@dataclass(frozen=True)
+class TaskId:
+    """Where a task lives: its run and the session (A2A context) the run worked in."""
+
+    run_id: str
+    session_id: str
+
+    @classmethod
+    def parse(cls, text: str) -> TaskId | None:
+        run_id, separator, session_id = text.partition(_SEPARATOR)
+        if not separator or not run_id or not session_id:
+            return None
+        return cls(run_id, session_id)
+
+    def __str__(self) -> str:
+        return f"{self.run_id}{_SEPARATOR}{self.session_id}"
+
+
+def message_text(message: a2a_pb2.Message) -> str:
+    """The text of an incoming message: its text parts, joined. Agents take text; other parts
+    (files, raw bytes, data) are refused with the field named, rather than silently dropped."""
+    texts: list[str] = []
+    for index, part in enumerate(message.parts):
+        if part.WhichOneof("content") != "text":
+            raise InvalidRequest.field(f"message.parts[{index}]", "agents take text parts only")
+        texts.append(part.text)
+    return "\n".join(texts)
+
+
+def agent_message(text: str, *, task: TaskId, message_id: str) -> a2a_pb2.Message:
+    return a2a_pb2.Message(
+        message_id=message_id,
+        context_id=task.session_id,
+        task_id=str(task),
+        role=a2a_pb2.Role.ROLE_AGENT,
+        parts=[a2a_pb2.Part(text=text)],
+    )
+
+
+def user_message(text: str, *, task: TaskId, message_id: str) -> a2a_pb2.Message:
+    message = agent_message(text, task=task, message_id=message_id)
+    message.role = a2a_pb2.Role.ROLE_USER
+    return message
+
+
+def answer_artifact(text: str) -> a2a_pb2.Artifact:
+    return a2a_pb2.Artifact(
+        artifact_id=ANSWER_ARTIFACT, name=ANSWER_ARTIFACT, parts=[a2a_pb2.Part(text=text)]
+    )
+
+
+def failed_state(code: str) -> a2a_pb2.TaskState.ValueType:
+    return TaskState.TASK_STATE_CANCELED if code == "CANCELLED" else TaskState.TASK_STATE_FAILED
+
+
+@dataclass
+class TaskSnapshot:
+    """A task as its recorded events tell it, and the last `seq` they reached (where a
+    subscriber follows on from)."""
+
+    task: a2a_pb2.Task
+    last_seq: int
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.task.status.state in TERMINAL_STATES
+
+
+def task_from_events(
+    task_id: TaskId, events: Sequence[resources_pb2.Event], *, history_length: int | None = None
+) -> TaskSnapshot:
+    """The task of a run from its own recorded events in `seq` order (the user message first)."""
+    task = a2a_pb2.Task(id=str(task_id), context_id=task_id.session_id)
+    task.status.state = TaskState.TASK_STATE_WORKING
+    history: list[a2a_pb2.Message] = []
+    last_seq = 0
+    for event in events:
+        last_seq = max(last_seq, event.seq)
+        task.status.timestamp.CopyFrom(event.created_at)
+        if event.event_type == EventType.EVENT_TYPE_USER_MESSAGE:
+            history.append(user_message(event.content, task=task_id, message_id=event.id))
+        elif is_final(event):
+            reply = agent_message(event.content, task=task_id, message_id=event.id)
+            history.append(reply)
+            task.status.message.CopyFrom(reply)
+            if event.event_type == EventType.EVENT_TYPE_AGENT_RESPONSE:
+                task.status.state = TaskState.TASK_STATE_COMPLETED
+                task.artifacts.append(answer_artifact(event.content))
+            else:
+                task.status.state = failed_state(str(event.metadata.fields["code"].string_value))
+    if history_length is not None:
+        history = history[-history_length:] if history_length > 0 else []
+    task.history.extend(history)
+    return TaskSnapshot(task, last_seq)
+
+
+class TaskEventStream:
+    """Turns a run's RunEvents (live or replayed from the log) into A2A stream events: the
+    addressed agent's answer as `answer` artifact chunks, each step of the run and of the runs
+    below it (tool calls, delegations) as a `working` status update whose message says what
+    happened, and the end as the final status update. `task` holds what the stream has told."""
+
+    def __init__(self, task_id: TaskId, run_id: str) -> None:
+        self.task_id = task_id
+        self._run_id = run_id
+        self._answer = AnswerStream()
+        self._chunks = 0
+        self._steps = 0
+        self.task = a2a_pb2.Task(id=str(task_id), context_id=task_id.session_id)
+        self.task.status.state = TaskState.TASK_STATE_WORKING
+
+    @property
+    def done(self) -> bool:
+        return self.task.status.state in TERMINAL_STATES
+
+    def feed(self, event: run_pb2.RunEvent) -> list[Update]:
+        out = [self._chunk(text) for text in [self._answer.feed(event)] if text]
+        kind = event.WhichOneof("kind")
+        if event.run_id == self._run_id and kind == "run_completed":
+            out.extend(self._chunk(text) for text in self._answer.finish(event.run_completed.content))
+            self.task.artifacts.append(answer_artifact(event.run_completed.content))
+            out.append(self._status(TaskState.TASK_STATE_COMPLETED, event.run_completed.content))
+        elif event.run_id == self._run_id and kind == "run_failed":
+            failed = event.run_failed
+            out.append(self._status(failed_state(failed.code), failed.message or failed.code))
+        elif kind in ("tool_call", "tool_result", "delegation_request", "delegation_response", "error"):
+            out.append(self._step(event, kind))
+        return out
+
+    def fail(self, message: str) -> a2a_pb2.TaskStatusUpdateEvent:
+        """The end of a stream that broke off (the executor went away): the task failed."""
+        return self._status(TaskState.TASK_STATE_FAILED, message)
+
+    def _chunk(self, text: str) -> a2a_pb2.TaskArtifactUpdateEvent:
+        self._chunks += 1
+        return a2a_pb2.TaskArtifactUpdateEvent(
+            task_id=str(self.task_id),
+            context_id=self.task_id.session_id,
+            artifact=answer_artifact(text),
+            append=self._chunks > 1,
+        )
+
+    def _status(self, state: a2a_pb2.TaskState.ValueType, text: str) -> a2a_pb2.TaskStatusUpdateEvent:
+        self._steps += 1
+        self.task.status.state = state
+        message = agent_message(text, task=self.task_id, message_id=f"{self._run_id}-{self._steps}")
+        self.task.status.message.CopyFrom(message)
+        self.task.status.timestamp.GetCurrentTime()
+        return a2a_pb2.TaskStatusUpdateEvent(
+            task_id=str(self.task_id), context_id=self.task_id.session_id, status=self.task.status
+        )
+
+    def _step(self, event: run_pb2.RunEvent, kind: str) -> a2a_pb2.TaskStatusUpdateEvent:
+        update = self._status(TaskState.TASK_STATE_WORKING, _describe(event, kind))
+        step = {
+            "event": kind,
+            "agent": event.agent,
+            "delegation_path": list(event.delegation_path),
+            "seq": event.seq,
+        }
+        update.metadata.update({"agentmesh": step})
+        return update
+
+
+def _describe(event: run_pb2.RunEvent, kind: str) -> str:
+    """A step in words, for a status update's message."""
+    if kind == "delegation_request":
+        request = event.delegation_request
+        return f"{event.agent} delegates to {request.target_agent}: {request.task}"
+    if kind == "delegation_response":
+        response = event.delegation_response
+        outcome = run_pb2.DelegationOutcome.Name(response.outcome).removeprefix("DELEGATION_OUTCOME_").lower()
+        return f"{response.target_agent} answered {event.agent} ({outcome}): {response.content}"
+    if kind == "tool_call":
+        return f"{event.agent} calls tool {event.tool_call.name}"
+    if kind == "tool_result":
+        return f"tool {event.tool_result.name} returned to {event.agent}"
+    return f"{event.agent}: {event.error.message}"

@@ -1,0 +1,247 @@
+"""The A2A request handler every binding calls (a2a-sdk's JSON-RPC and REST dispatchers on the
+HTTP face, its GrpcHandler on the public gRPC port): A2A requests in, `A2ATasks` operations,
+A2A responses out.
+
+Who calls and which agent is addressed come with the call context: the HTTP face authorized the
+caller and put both in its state (`CALLER`, `AGENT`); on gRPC the policy interceptor authorized
+the caller against the request's `tenant` (`{project_slug}/{agent}`), which names the agent.
+Errors leave as A2A errors (`TaskNotFoundError`, `InvalidParamsError`, …) on the HTTP bindings;
+on gRPC, the gateway's own errors keep their status codes (NOT_FOUND, FAILED_PRECONDITION,
+RESOURCE_EXHAUSTED, …) through the server's error interceptor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers.request_handler import RequestHandler
+from a2a.types import a2a_pb2
+from a2a.utils import errors as a2a_errors
+from a2a.utils.constants import VERSION_HEADER
+from packaging.version import InvalidVersion, Version
+
+from agentmesh.common.v1 import run_pb2
+from agentmesh.gateway.a2a.card import A2AEndpoints, agent_card
+from agentmesh.gateway.a2a.convert import TaskEventStream, message_text
+from agentmesh.gateway.a2a.tasks import DEFAULT_PAGE_SIZE, A2ATasks, Agent, TaskNotFound
+from agentmesh.gateway.access import current_caller
+from agentmesh.gateway.models import AgentRef, Caller
+from agentmesh.runtime.errors import DomainError, FailedPrecondition, InvalidArgument
+
+CALLER = "agentmesh.caller"
+AGENT = "agentmesh.agent"
+BASE_URL = "agentmesh.base_url"
+
+
+class MeshRequestHandler(RequestHandler):
+    """A2A's operations on agentmesh agents (see the module docstring)."""
+
+    def __init__(self, tasks: A2ATasks, endpoints: A2AEndpoints) -> None:
+        self._tasks = tasks
+        self._endpoints = endpoints
+
+    # Messages.
+
+    async def on_message_send(
+        self, params: a2a_pb2.SendMessageRequest, context: ServerCallContext
+    ) -> a2a_pb2.Task | a2a_pb2.Message:
+        return await _a2a_errors(context, self._send(params, context))
+
+    async def _send(self, params: a2a_pb2.SendMessageRequest, context: ServerCallContext) -> a2a_pb2.Task:
+        caller, agent = await self._addressed(context)
+        stream, task, events = await self._start(caller, agent, params)
+        if params.configuration.return_immediately:
+            return task  # the run goes on (LiveRuns); GetTask / SubscribeToTask follow it
+        await _spend(stream, events)
+        task.status.CopyFrom(stream.task.status)
+        task.artifacts.extend(stream.task.artifacts)
+        if stream.task.status.HasField("message"):
+            task.history.append(stream.task.status.message)
+        if params.configuration.HasField("history_length"):
+            _trim(task, params.configuration.history_length)
+        return task
+
+    async def on_message_send_stream(
+        self, params: a2a_pb2.SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Any]:
+        caller, agent = await _a2a_errors(context, self._addressed(context))
+        stream, task, events = await _a2a_errors(context, self._start(caller, agent, params))
+        yield task
+        async with contextlib.aclosing(events):  # leaving early leaves the run going (LiveRuns)
+            async for item in events:
+                for update in _updates(stream, item):
+                    yield update
+
+    async def _start(
+        self, caller: Caller, agent: Agent, params: a2a_pb2.SendMessageRequest
+    ) -> tuple[TaskEventStream, a2a_pb2.Task, AsyncIterator[run_pb2.RunEvent | DomainError]]:
+        if params.configuration.HasField("task_push_notification_config"):
+            raise a2a_errors.PushNotificationNotSupportedError()
+        text = message_text(params.message)
+        return await self._tasks.send(caller, agent, params.message, text)
+
+    # Tasks.
+
+    async def on_get_task(
+        self, params: a2a_pb2.GetTaskRequest, context: ServerCallContext
+    ) -> a2a_pb2.Task | None:
+        async def get() -> a2a_pb2.Task:
+            caller, agent = await self._addressed(context)
+            history = params.history_length if params.HasField("history_length") else None
+            return (await self._tasks.get(caller, agent, params.id, history_length=history)).task
+
+        return await _a2a_errors(context, get())
+
+    async def on_list_tasks(
+        self, params: a2a_pb2.ListTasksRequest, context: ServerCallContext
+    ) -> a2a_pb2.ListTasksResponse:
+        async def listed() -> a2a_pb2.ListTasksResponse:
+            caller, agent = await self._addressed(context)
+            page = await self._tasks.list(
+                caller,
+                agent,
+                context_id=params.context_id,
+                page_size=params.page_size if params.HasField("page_size") else DEFAULT_PAGE_SIZE,
+                page_token=params.page_token,
+                history_length=params.history_length if params.HasField("history_length") else None,
+            )
+            if params.status:
+                kept = [task for task in page.tasks if task.status.state == params.status]
+                del page.tasks[:]
+                page.tasks.extend(kept)
+            if not params.include_artifacts:
+                for task in page.tasks:
+                    del task.artifacts[:]
+            return page
+
+        return await _a2a_errors(context, listed())
+
+    async def on_cancel_task(
+        self, params: a2a_pb2.CancelTaskRequest, context: ServerCallContext
+    ) -> a2a_pb2.Task | None:
+        async def cancel() -> a2a_pb2.Task:
+            caller, agent = await self._addressed(context)
+            snapshot = await self._tasks.get(caller, agent, params.id)
+            if snapshot.is_terminal:
+                raise a2a_errors.TaskNotCancelableError(f"task {params.id!r} has already ended")
+            return (await self._tasks.cancel(caller, agent, snapshot)).task
+
+        return await _a2a_errors(context, cancel())
+
+    async def on_subscribe_to_task(
+        self, params: a2a_pb2.SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Any]:
+        caller, agent = await _a2a_errors(context, self._addressed(context))
+        snapshot = await _a2a_errors(context, self._tasks.get(caller, agent, params.id))
+        if snapshot.is_terminal:
+            raise a2a_errors.UnsupportedOperationError(f"task {params.id!r} has already ended")
+        yield snapshot.task
+        rest = self._tasks.subscribe(caller, agent, snapshot)
+        async with contextlib.aclosing(rest):
+            async for update in rest:
+                yield update
+
+    async def on_get_extended_agent_card(
+        self, params: a2a_pb2.GetExtendedAgentCardRequest, context: ServerCallContext
+    ) -> a2a_pb2.AgentCard:
+        async def card() -> a2a_pb2.AgentCard:
+            _, agent = await self._addressed(context)
+            base_url = context.state.get(BASE_URL) or self._endpoints.http_base_url
+            return agent_card(
+                agent.spec, base_url=base_url, grpc_address=self._endpoints.grpc_address, extended=True
+            )
+
+        return await _a2a_errors(context, card())
+
+    # Push notifications: not offered (the card says so); refused with the spec's error.
+
+    async def on_create_task_push_notification_config(
+        self, params: a2a_pb2.TaskPushNotificationConfig, context: ServerCallContext
+    ) -> a2a_pb2.TaskPushNotificationConfig:
+        raise a2a_errors.PushNotificationNotSupportedError()
+
+    async def on_get_task_push_notification_config(
+        self, params: a2a_pb2.GetTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> a2a_pb2.TaskPushNotificationConfig:
+        raise a2a_errors.PushNotificationNotSupportedError()
+
+    async def on_list_task_push_notification_configs(
+        self, params: a2a_pb2.ListTaskPushNotificationConfigsRequest, context: ServerCallContext
+    ) -> a2a_pb2.ListTaskPushNotificationConfigsResponse:
+        raise a2a_errors.PushNotificationNotSupportedError()
+
+    async def on_delete_task_push_notification_config(
+        self, params: a2a_pb2.DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> None:
+        raise a2a_errors.PushNotificationNotSupportedError()
+
+    # The call's caller and agent.
+
+    async def _addressed(self, context: ServerCallContext) -> tuple[Caller, Agent]:
+        agent = context.state.get(AGENT)
+        caller = context.state.get(CALLER)
+        if isinstance(agent, Agent) and isinstance(caller, Caller):
+            return caller, agent
+        # gRPC: the policy interceptor authorized the caller for the tenant's project.
+        _check_version(context)
+        caller = current_caller()
+        agent = await self._tasks.agent(caller, AgentRef.parse(context.tenant, field="tenant"))
+        context.state[CALLER], context.state[AGENT] = caller, agent
+        return caller, agent
+
+
+def _updates(stream: TaskEventStream, item: run_pb2.RunEvent | DomainError) -> list[Any]:
+    if isinstance(item, DomainError):
+        return [] if stream.done else [stream.fail(item.message)]
+    return list(stream.feed(item))
+
+
+async def _spend(stream: TaskEventStream, events: AsyncIterator[run_pb2.RunEvent | DomainError]) -> None:
+    async with contextlib.aclosing(events):  # type: ignore[type-var]
+        async for item in events:
+            _updates(stream, item)
+
+
+def _trim(task: a2a_pb2.Task, history_length: int) -> None:
+    kept = list(task.history)[-history_length:] if history_length > 0 else []
+    del task.history[:]
+    task.history.extend(kept)
+
+
+def _check_version(context: ServerCallContext) -> None:
+    """gRPC calls: an `a2a-version` metadata entry must name a 1.x protocol (the HTTP
+    dispatchers check their `A2A-Version` header themselves)."""
+    grpc_context = context.state.get("grpc_context")
+    metadata = grpc_context.invocation_metadata() if grpc_context is not None else None
+    for key, value in metadata or ():
+        if key.lower() != VERSION_HEADER.lower():
+            continue
+        text = value if isinstance(value, str) else value.decode()
+        try:
+            major = Version(text).major
+        except InvalidVersion:
+            major = -1
+        if major != 1:
+            raise a2a_errors.VersionNotSupportedError(
+                f"A2A version {text!r} is not supported; this server speaks 1.0"
+            )
+
+
+async def _a2a_errors(context: ServerCallContext, work: Any) -> Any:
+    """Awaits `work`, turning the gateway's errors into A2A errors where the binding needs them
+    (see the module docstring)."""
+    try:
+        return await work
+    except TaskNotFound as error:
+        raise a2a_errors.TaskNotFoundError(error.message) from None
+    except InvalidArgument as error:
+        raise a2a_errors.InvalidParamsError(error.message) from None
+    except DomainError as error:
+        if "grpc_context" in context.state:
+            raise  # the server's error interceptor gives it its own status code
+        if isinstance(error, FailedPrecondition):  # e.g. a paused or terminated agent
+            raise a2a_errors.InvalidRequestError(error.message) from None
+        raise a2a_errors.InternalError(error.message) from None

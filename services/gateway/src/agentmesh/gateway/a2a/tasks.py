@@ -1,0 +1,267 @@
+"""The A2A task operations, transport-free (the bindings are thin adapters: handler.py).
+
+A task is a run started by a user message; its truth is the memory service's event log, never
+this process: `get`, `list`, `cancel` and `subscribe` read the log, so they work from any gateway
+replica and after the run moved executors. Sending goes through the gateway's one chat path
+(`AgentGateway.start_chat`); the run's stream is then drained by `LiveRuns`, detached from the
+client's request, because an A2A task outlives its client's connection: a client that hangs up
+resubscribes (here or on another replica) instead of cancelling the work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from a2a.types import a2a_pb2
+
+from agentmesh.common.v1 import run_pb2
+from agentmesh.executor.client import RunRouter
+from agentmesh.gateway.a2a.convert import (
+    TaskEventStream,
+    TaskId,
+    TaskSnapshot,
+    Update,
+    task_from_events,
+    user_message,
+)
+from agentmesh.gateway.errors import InvalidRequest
+from agentmesh.gateway.gateway import AgentGateway, ChatStream
+from agentmesh.gateway.models import AgentRef, Caller
+from agentmesh.gateway.resume import follow_run
+from agentmesh.memory.client import MemoryClient
+from agentmesh.memory.v1 import memory_service_pb2 as mem
+from agentmesh.memory.v1 import resources_pb2
+from agentmesh.registry.client import RegistryClient
+from agentmesh.registry.v1 import resources_pb2 as reg_resources
+from agentmesh.runtime.errors import DomainError, NotFound
+
+logger = logging.getLogger(__name__)
+
+EventType = resources_pb2.EventType
+MAX_PAGE_SIZE = 100
+DEFAULT_PAGE_SIZE = 50
+
+
+class TaskNotFound(NotFound):
+    """No task of this id for this agent (or one the caller may not see)."""
+
+    default_reason = "TASK_NOT_FOUND"
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"task {task_id!r} not found")
+
+
+class LiveRuns:
+    """Runs this gateway started over A2A, each drained to its end by a task of its own, so the
+    run goes on when the client that started it hangs up. At shutdown the drains are cancelled,
+    which cancels their runs (their tasks end `canceled` in the log)."""
+
+    def __init__(self) -> None:
+        self._drains: set[asyncio.Task[None]] = set()
+
+    def follow(self, chat: ChatStream) -> AsyncIterator[run_pb2.RunEvent | DomainError]:
+        """The run's events as they come; a DomainError item is how the run's stream broke."""
+        queue: asyncio.Queue[run_pb2.RunEvent | DomainError | None] = asyncio.Queue()
+
+        async def drain() -> None:
+            try:
+                async with contextlib.aclosing(chat):
+                    async for event in chat.events():
+                        queue.put_nowait(event)
+            except DomainError as error:
+                queue.put_nowait(error)
+            finally:
+                queue.put_nowait(None)
+
+        task = asyncio.create_task(drain(), name=f"a2a run {chat.run_id}")
+        self._drains.add(task)
+        task.add_done_callback(self._drains.discard)
+        return _read(queue)
+
+    async def stop(self) -> None:
+        for task in list(self._drains):
+            task.cancel()
+        await asyncio.gather(*self._drains, return_exceptions=True)
+
+
+async def _read(
+    queue: asyncio.Queue[run_pb2.RunEvent | DomainError | None],
+) -> AsyncIterator[run_pb2.RunEvent | DomainError]:
+    while (item := await queue.get()) is not None:
+        yield item
+
+
+@dataclass(frozen=True)
+class Agent:
+    """The agent an A2A call addresses, resolved as the caller may see it."""
+
+    ref: AgentRef
+    spec: reg_resources.AgentSpec
+
+    @property
+    def project_id(self) -> str:
+        return self.spec.agent.project_id
+
+    @property
+    def slug(self) -> str:
+        return self.spec.agent.slug
+
+
+class A2ATasks:
+    """SendMessage, GetTask, ListTasks, CancelTask and SubscribeToTask for every agent."""
+
+    def __init__(
+        self,
+        *,
+        gateway: AgentGateway,
+        registry: RegistryClient,
+        memory: MemoryClient,
+        router: RunRouter,
+        live: LiveRuns,
+        cancel_wait_seconds: float = 30.0,
+    ) -> None:
+        self._gateway = gateway
+        self._registry = registry
+        self._memory = memory
+        self._router = router
+        self._live = live
+        self._cancel_wait_seconds = cancel_wait_seconds
+
+    async def agent(self, caller: Caller, ref: AgentRef) -> Agent:
+        spec = await self._registry.resolve_agent(ref.project_slug, ref.agent_name, metadata=caller.metadata)
+        return Agent(ref, spec)
+
+    # Sending.
+
+    async def send(
+        self, caller: Caller, agent: Agent, message: a2a_pb2.Message, text: str
+    ) -> tuple[TaskEventStream, a2a_pb2.Task, AsyncIterator[run_pb2.RunEvent | DomainError]]:
+        """Starts the task a message asks for and returns its stream converter, the task as it
+        starts (working, the user's message in its history) and the run's events. The message's
+        context is the session (a new one when it names none); a message naming a task continues
+        that task's context."""
+        session_id = await self._session_for(caller, agent, message)
+        chat = await self._gateway.start_chat(caller, agent.ref, text, session_id)
+        task_id = TaskId(chat.run_id, session_id)
+        stream = TaskEventStream(task_id, chat.run_id)
+        started = a2a_pb2.Task()
+        started.CopyFrom(stream.task)
+        started.status.timestamp.GetCurrentTime()
+        started.history.append(
+            user_message(text, task=task_id, message_id=message.message_id or uuid.uuid4().hex)
+        )
+        return stream, started, self._live.follow(chat)
+
+    async def _session_for(self, caller: Caller, agent: Agent, message: a2a_pb2.Message) -> str:
+        if message.task_id:
+            snapshot = await self.get(caller, agent, message.task_id)
+            if message.context_id and message.context_id != snapshot.task.context_id:
+                raise InvalidRequest.field("message.context_id", "is not the context of message.task_id")
+            return snapshot.task.context_id
+        return self._gateway.session_id(message.context_id or None)
+
+    # Reading.
+
+    async def get(
+        self, caller: Caller, agent: Agent, task_id: str, *, history_length: int | None = None
+    ) -> TaskSnapshot:
+        """The task as the log tells it; TaskNotFound unless it is a run this agent started for
+        a user message, in a session of its project."""
+        parsed = TaskId.parse(task_id)
+        if parsed is None:
+            raise TaskNotFound(task_id)
+        request = mem.ListEventsRequest(
+            session_id=parsed.session_id, project_id=agent.project_id, run_id=parsed.run_id, page_size=1000
+        )
+        try:
+            events = [event async for event in self._memory.iter_events(request, metadata=caller.metadata)]
+        except NotFound:
+            raise TaskNotFound(task_id) from None
+        if (
+            not events
+            or events[0].event_type != EventType.EVENT_TYPE_USER_MESSAGE
+            or events[0].agent != agent.slug
+        ):
+            raise TaskNotFound(task_id)
+        return task_from_events(parsed, events, history_length=history_length)
+
+    async def list(
+        self,
+        caller: Caller,
+        agent: Agent,
+        *,
+        context_id: str = "",
+        page_size: int = DEFAULT_PAGE_SIZE,
+        page_token: str = "",
+        history_length: int | None = None,
+    ) -> a2a_pb2.ListTasksResponse:
+        """A page of the agent's tasks (the runs its users' messages started), newest first."""
+        page_size = min(max(page_size, 1), MAX_PAGE_SIZE)
+        request = mem.ListEventsRequest(
+            session_id=context_id,
+            project_id=agent.project_id,
+            agent=agent.slug,
+            event_types=[EventType.EVENT_TYPE_USER_MESSAGE],
+            page_size=page_size,
+            page_token=page_token,
+            descending=True,
+            include_total_size=True,
+        )
+        page = await self._memory.list_events(request, metadata=caller.metadata)
+        tasks = [
+            (
+                await self.get(
+                    caller, agent, str(TaskId(e.run_id, e.session_id)), history_length=history_length
+                )
+            ).task
+            for e in page.events
+        ]
+        return a2a_pb2.ListTasksResponse(
+            tasks=tasks, next_page_token=page.next_page_token, page_size=page_size, total_size=page.total_size
+        )
+
+    # Following and cancelling.
+
+    async def subscribe(self, caller: Caller, agent: Agent, snapshot: TaskSnapshot) -> AsyncIterator[Update]:
+        """The task's events after `snapshot`, from the log, until the task ends."""
+        parsed = TaskId.parse(snapshot.task.id)
+        assert parsed is not None
+        stream = TaskEventStream(parsed, parsed.run_id)
+        rest = follow_run(
+            self._memory,
+            parsed.session_id,
+            project_id=agent.project_id,
+            after_seq=snapshot.last_seq,
+            run_id=parsed.run_id,
+            metadata=caller.metadata,
+        )
+        async with contextlib.aclosing(rest):
+            async for event in rest:
+                for update in stream.feed(event):
+                    yield update
+                if stream.done:
+                    return
+
+    async def cancel(self, caller: Caller, agent: Agent, snapshot: TaskSnapshot) -> TaskSnapshot:
+        """Cancels the task's run on whichever executor holds it (the runs below it stop with
+        it) and returns the task once its end is recorded (or as it stands after a bounded
+        wait, when the run's executor cannot be reached)."""
+        parsed = TaskId.parse(snapshot.task.id)
+        assert parsed is not None
+        await self._router.cancel_runs(
+            agent.project_id,
+            agent.spec.agent.id,
+            reason="the task was cancelled over A2A",
+            run_id=parsed.run_id,
+            metadata=caller.metadata,
+        )
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._cancel_wait_seconds):
+                async for _ in self.subscribe(caller, agent, snapshot):
+                    pass
+        return await self.get(caller, agent, snapshot.task.id)

@@ -1,0 +1,127 @@
+"""The A2A v1.0 HTTP face of every agent (docs/a2a.md): the agent card, JSON-RPC at
+`/agents/{project_slug}/{agent_name}/a2a/jsonrpc` and HTTP+JSON under `…/a2a/rest`.
+
+a2a-sdk's own dispatchers parse, validate (the `A2A-Version` header included), serialize and
+stream; each route here only applies the gateway's policy (owner or superuser, as every agent
+route), resolves the addressed agent (404 before anything A2A) and hands both to the dispatcher
+through the call context. The HTTP+JSON routes are the SDK's own table, under the agent's base
+path; its `/{tenant}` mount is left out (the path names the agent already).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+from a2a.server.context import ServerCallContext
+from a2a.server.routes import DefaultServerCallContextBuilder, create_rest_routes
+from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+from a2a.server.routes.rest_dispatcher import RestDispatcher
+from fastapi import APIRouter, Depends, Request
+from google.protobuf.json_format import MessageToDict
+from starlette.responses import Response
+from starlette.routing import Route
+
+from agentmesh.gateway.a2a.card import JSONRPC_PATH, REST_PATH, A2AEndpoints, agent_card
+from agentmesh.gateway.a2a.handler import AGENT, BASE_URL, CALLER, MeshRequestHandler
+from agentmesh.gateway.a2a.tasks import A2ATasks
+from agentmesh.gateway.http.agents import AGENT_BASE, base_url
+from agentmesh.gateway.http.context import HttpContext, authorize, context
+from agentmesh.gateway.models import AgentRef, Caller
+from agentmesh.runtime.errors import Unavailable
+
+Ctx = Annotated[HttpContext, Depends(context)]
+Auth = Annotated[Caller, Depends(authorize)]
+
+
+class _AgentCallContext(DefaultServerCallContextBuilder):
+    """The SDK's call context (headers, extensions) plus the caller and agent the route resolved."""
+
+    def build(self, request: Request) -> ServerCallContext:
+        built = super().build(request)
+        built.state[CALLER] = request.state.a2a_caller
+        built.state[AGENT] = request.state.a2a_agent
+        built.state[BASE_URL] = request.state.a2a_base_url
+        return built
+
+
+class A2AFace:
+    """What the A2A HTTP routes work with: the task core, the request handler, the public
+    endpoints, and the SDK's dispatchers over the handler. Built by the composition root."""
+
+    def __init__(self, tasks: A2ATasks, handler: MeshRequestHandler, endpoints: A2AEndpoints) -> None:
+        self.tasks = tasks
+        self.handler = handler
+        self.endpoints = endpoints
+        builder = _AgentCallContext()
+        self.jsonrpc = JsonRpcDispatcher(request_handler=handler, context_builder=builder)
+        self.rest = RestDispatcher(request_handler=handler, context_builder=builder)
+
+
+def _rest_table() -> list[tuple[str, list[str], str]]:
+    """The SDK's HTTP+JSON routes as (path, methods, RestDispatcher method name)."""
+    routes = create_rest_routes(MeshRequestHandler.__new__(MeshRequestHandler))
+    return [
+        (route.path, sorted(route.methods - {"HEAD"}), route.endpoint.__name__)
+        for route in routes
+        if isinstance(route, Route) and route.methods
+    ]
+
+
+REST_ROUTES = _rest_table()
+
+
+def a2a_paths() -> list[tuple[str, str]]:
+    """(method, path under the agent's base) of every A2A binding route (for the policy table)."""
+    rest = [(method, REST_PATH + path) for path, methods, _ in REST_ROUTES for method in methods]
+    return [("POST", JSONRPC_PATH), *rest]
+
+
+def a2a_router() -> APIRouter:
+    router = APIRouter(prefix=AGENT_BASE, tags=["A2A"])
+
+    @router.get("/.well-known/agent-card.json")
+    async def a2a_agent_card(
+        project_slug: str, agent_name: str, request: Request, ctx: Ctx, caller: Auth
+    ) -> dict[str, Any]:
+        """The agent's A2A v1.0 agent card: its skills, and the URL of each binding (JSON-RPC,
+        HTTP+JSON, gRPC) in `supportedInterfaces`."""
+        face = _face(ctx)
+        agent = await face.tasks.agent(caller, AgentRef(project_slug, agent_name))
+        card = agent_card(
+            agent.spec, base_url=base_url(ctx, request), grpc_address=face.endpoints.grpc_address
+        )
+        return MessageToDict(card)
+
+    def agent_route(dispatch: Callable[[A2AFace, Request], Awaitable[Response]]) -> Callable[..., Any]:
+        async def route(
+            project_slug: str, agent_name: str, request: Request, ctx: Ctx, caller: Auth
+        ) -> Response:
+            face = _face(ctx)
+            request.state.a2a_caller = caller
+            request.state.a2a_agent = await face.tasks.agent(caller, AgentRef(project_slug, agent_name))
+            request.state.a2a_base_url = base_url(ctx, request)
+            return await dispatch(face, request)
+
+        return route
+
+    router.add_api_route(
+        JSONRPC_PATH,
+        agent_route(lambda face, request: face.jsonrpc.handle_requests(request)),
+        methods=["POST"],
+        include_in_schema=False,
+    )
+    for path, methods, name in REST_ROUTES:
+        router.add_api_route(
+            REST_PATH + path,
+            agent_route(lambda face, request, name=name: getattr(face.rest, name)(request)),
+            methods=methods,
+            include_in_schema=False,
+        )
+    return router
+
+
+def _face(ctx: HttpContext) -> A2AFace:
+    if ctx.a2a is None:
+        raise Unavailable("A2A is not set up on this gateway")
+    return ctx.a2a

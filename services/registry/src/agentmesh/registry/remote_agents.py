@@ -1,0 +1,134 @@
+"""Remote A2A agents as a registry resource (issue 19): a project's owner registers an agent
+outside the mesh by its agent card's URL, with a bearer credential; the project's agents may then
+name it in their network access and delegate to it over A2A.
+
+The credential is write-only: every answer shows MASK when one is set. The one answer with it is
+`resolve`, which only the system principal (executors) may call (see `policy.py`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from urllib.parse import urlparse
+
+from agentmesh.registry.errors import ProjectNotFound, RemoteAgentNotFound, ValidationFailed
+from agentmesh.registry.models import RemoteAgent
+from agentmesh.registry.registry import may_see
+from agentmesh.registry.store import RegistryStore
+from agentmesh.registry.store.remote_agents import name_taken
+from agentmesh.registry.validation import DNS_LABEL_RULE, is_dns_label
+from agentmesh.runtime.errors import FieldViolation
+from agentmesh.runtime.identity import Principal
+
+MASK = "********"
+MAX_DESCRIPTION = 2000
+MAX_URL = 2000
+MAX_CREDENTIAL = 8000
+
+Clock = Callable[[], datetime]
+
+
+def masked(remote: RemoteAgent) -> RemoteAgent:
+    """The remote agent as answers show it: its credential, when set, as MASK."""
+    return remote.model_copy(update={"credential": MASK}) if remote.credential else remote
+
+
+class RemoteAgentRegistry:
+    """Registers, reads and deletes a project's remote agents (its owner or superusers)."""
+
+    def __init__(self, store: RegistryStore, *, clock: Clock) -> None:
+        self._store = store
+        self._clock = clock
+
+    async def create(
+        self,
+        principal: Principal,
+        *,
+        project_id: str,
+        name: str,
+        card_url: str,
+        credential: str,
+        description: str,
+    ) -> RemoteAgent:
+        _check(
+            project_id=project_id,
+            name=name,
+            card_url=card_url,
+            credential=credential,
+            description=description,
+        )
+        async with self._store.write() as tx:
+            await self._project(tx, principal, project_id)
+            if name in await tx.agent_slugs(project_id):
+                raise name_taken(name)
+            remote = RemoteAgent(
+                id=str(uuid.uuid4()),
+                project_id=project_id,
+                name=name,
+                card_url=card_url,
+                credential=credential,
+                description=description,
+                created_at=self._clock(),
+            )
+            return await tx.insert_remote_agent(remote)
+
+    async def get(self, principal: Principal, project_id: str, remote_id: str) -> RemoteAgent:
+        async with self._store.read() as tx:
+            await self._project(tx, principal, project_id)
+            remote = await tx.get_remote_agent(project_id, remote_id=remote_id)
+        if remote is None:
+            raise RemoteAgentNotFound("remote agent not found")
+        return remote
+
+    async def list(self, principal: Principal, project_id: str) -> list[RemoteAgent]:
+        async with self._store.read() as tx:
+            await self._project(tx, principal, project_id)
+            return await tx.list_remote_agents(project_id)
+
+    async def delete(self, principal: Principal, project_id: str, remote_id: str) -> None:
+        async with self._store.write() as tx:
+            await self._project(tx, principal, project_id)
+            if await tx.get_remote_agent(project_id, remote_id=remote_id) is None:
+                raise RemoteAgentNotFound("remote agent not found")
+            await tx.delete_remote_agent(remote_id)
+
+    async def resolve(self, project_id: str, name: str) -> RemoteAgent:
+        """The project's remote agent of that name, credential included (executors only)."""
+        async with self._store.read() as tx:
+            remote = await tx.get_remote_agent(project_id, name=name)
+        if remote is None:
+            raise RemoteAgentNotFound(f"no remote agent named {name!r} in this project")
+        return remote
+
+    async def _project(self, tx: object, principal: Principal, project_id: str) -> None:
+        if not project_id:
+            raise ValidationFailed.of([FieldViolation("project_id", "is required")])
+        project = await tx.get_project(project_id=project_id)  # type: ignore[attr-defined]
+        if project is None or not may_see(principal, project):
+            raise ProjectNotFound("project not found")
+
+
+def _check(*, project_id: str, name: str, card_url: str, credential: str, description: str) -> None:
+    prefix = "remote_agent"
+    violations: list[FieldViolation] = []
+    if not project_id:
+        violations.append(FieldViolation(f"{prefix}.project_id", "is required"))
+    if not is_dns_label(name):
+        violations.append(FieldViolation(f"{prefix}.name", DNS_LABEL_RULE))
+    url = urlparse(card_url)
+    if url.scheme not in ("http", "https") or not url.netloc or len(card_url) > MAX_URL:
+        violations.append(
+            FieldViolation(
+                f"{prefix}.card_url", f"must be an http or https URL of at most {MAX_URL} characters"
+            )
+        )
+    if len(credential) > MAX_CREDENTIAL or any(ch in credential for ch in "\r\n"):
+        violations.append(
+            FieldViolation(f"{prefix}.credential", f"one line of at most {MAX_CREDENTIAL} characters")
+        )
+    if len(description) > MAX_DESCRIPTION:
+        violations.append(FieldViolation(f"{prefix}.description", f"at most {MAX_DESCRIPTION} characters"))
+    if violations:
+        raise ValidationFailed.of(violations)

@@ -1,0 +1,81 @@
+"""The remote A2A agent RPCs of RegistryService: proto in, proto out, mixed into
+`RegistryServicer`. Answers mask the credential; ResolveRemoteAgent alone, which the policy table
+grants the system principal only, carries it."""
+
+from __future__ import annotations
+
+import grpc
+
+from agentmesh.registry.models import RemoteAgent
+from agentmesh.registry.remote_agents import RemoteAgentRegistry, masked
+from agentmesh.registry.v1 import registry_service_pb2 as pb
+from agentmesh.registry.v1 import resources_pb2
+from agentmesh.runtime.errors import Unauthenticated
+from agentmesh.runtime.identity import Principal, current_principal
+
+Context = grpc.aio.ServicerContext
+
+
+def remote_agent_message(remote: RemoteAgent, *, secrets: bool = False) -> resources_pb2.RemoteAgent:
+    shown = remote if secrets else masked(remote)
+    message = resources_pb2.RemoteAgent(
+        id=shown.id,
+        project_id=shown.project_id,
+        name=shown.name,
+        card_url=shown.card_url,
+        credential=shown.credential,
+        description=shown.description,
+    )
+    message.created_at.FromDatetime(shown.created_at)
+    return message
+
+
+class RemoteAgentRpcs:
+    """Adapts the remote agent RPCs to `RemoteAgentRegistry`."""
+
+    _remote_agents: RemoteAgentRegistry
+
+    async def CreateRemoteAgent(
+        self, request: pb.CreateRemoteAgentRequest, context: Context
+    ) -> pb.CreateRemoteAgentResponse:
+        given = request.remote_agent
+        remote = await self._remote_agents.create(
+            _principal(),
+            project_id=given.project_id,
+            name=given.name,
+            card_url=given.card_url,
+            credential=given.credential,
+            description=given.description,
+        )
+        return pb.CreateRemoteAgentResponse(remote_agent=remote_agent_message(remote))
+
+    async def GetRemoteAgent(
+        self, request: pb.GetRemoteAgentRequest, context: Context
+    ) -> pb.GetRemoteAgentResponse:
+        remote = await self._remote_agents.get(_principal(), request.project_id, request.id)
+        return pb.GetRemoteAgentResponse(remote_agent=remote_agent_message(remote))
+
+    async def ListRemoteAgents(
+        self, request: pb.ListRemoteAgentsRequest, context: Context
+    ) -> pb.ListRemoteAgentsResponse:
+        remotes = await self._remote_agents.list(_principal(), request.project_id)
+        return pb.ListRemoteAgentsResponse(remote_agents=[remote_agent_message(r) for r in remotes])
+
+    async def DeleteRemoteAgent(
+        self, request: pb.DeleteRemoteAgentRequest, context: Context
+    ) -> pb.DeleteRemoteAgentResponse:
+        await self._remote_agents.delete(_principal(), request.project_id, request.id)
+        return pb.DeleteRemoteAgentResponse()
+
+    async def ResolveRemoteAgent(
+        self, request: pb.ResolveRemoteAgentRequest, context: Context
+    ) -> pb.ResolveRemoteAgentResponse:
+        remote = await self._remote_agents.resolve(request.project_id, request.name)
+        return pb.ResolveRemoteAgentResponse(remote_agent=remote_agent_message(remote, secrets=True))
+
+
+def _principal() -> Principal:
+    principal = current_principal.get()
+    if principal is None:  # only if the policy table marked these RPCs public
+        raise Unauthenticated("missing bearer token", reason="TOKEN_MISSING")
+    return principal
