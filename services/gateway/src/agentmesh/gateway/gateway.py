@@ -29,6 +29,14 @@ from agentmesh.runtime.errors import DomainError, Internal, NotFound, error_for_
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
+# What a message for a session whose run is in flight does (the executor and registry apply it).
+DOUBLE_TEXTING_POLICIES = ("reject", "enqueue", "interrupt")
+
+
+def check_double_texting(policy: str | None) -> None:
+    """A per-message double-texting policy is one of DOUBLE_TEXTING_POLICIES (or unset)."""
+    if policy and policy not in DOUBLE_TEXTING_POLICIES:
+        raise InvalidRequest.field("double_texting", f"must be one of {', '.join(DOUBLE_TEXTING_POLICIES)}")
 
 
 def check_model_settings(settings: run_pb2.ModelSettings, *, prefix: str = "model_settings.") -> None:
@@ -144,11 +152,15 @@ class AgentGateway:
         session_id: str,
         *,
         model_settings: run_pb2.ModelSettings | None = None,
+        double_texting: str = "",
     ) -> ChatStream:
         """Starts a chat and returns it once its run has started, so a chat that cannot start
         raises its DomainError before a face has sent anything. `model_settings` apply to this
-        message's run only."""
-        events = self._events(caller, agent, message, session_id, model_settings)
+        message's run only, `double_texting` (when set) overrides the agent's policy for it: a
+        session's earlier message still running makes it wait (enqueue), cancels that run
+        (interrupt), or refuses it with ABORTED SESSION_BUSY (reject)."""
+        check_double_texting(double_texting)
+        events = self._events(caller, agent, message, session_id, model_settings, double_texting)
         try:
             first = await anext(events, None)
         except BaseException:
@@ -166,9 +178,12 @@ class AgentGateway:
         session_id: str,
         *,
         model_settings: run_pb2.ModelSettings | None = None,
+        double_texting: str = "",
     ) -> ChatResult:
         """Runs a chat to its end and returns the addressed agent's answer."""
-        stream = await self.start_chat(caller, agent, message, session_id, model_settings=model_settings)
+        stream = await self.start_chat(
+            caller, agent, message, session_id, model_settings=model_settings, double_texting=double_texting
+        )
         async with contextlib.aclosing(stream):
             async for _ in stream.answer():
                 pass
@@ -204,6 +219,7 @@ class AgentGateway:
         message: str,
         session_id: str,
         model_settings: run_pb2.ModelSettings | None,
+        double_texting: str,
     ) -> AsyncIterator[run_pb2.RunEvent]:
         self.check_message(message)
         if model_settings is not None:
@@ -214,6 +230,7 @@ class AgentGateway:
             session_id=session_id,
             input=message,
             model_settings=model_settings,
+            double_texting=double_texting,
         )
         run = self._router.run(request, timeout=self._timeout_seconds, metadata=caller.metadata)
         try:

@@ -22,6 +22,7 @@ from agentmesh.registry.registry import AgentRegistry, utc_now
 from agentmesh.registry.servicer import RegistryServicer
 from agentmesh.registry.settings import RegistrySettings
 from agentmesh.registry.store import SqlRegistryStore
+from agentmesh.registry.turns import SessionTurns
 from agentmesh.registry.v1 import registry_service_pb2_grpc
 from agentmesh.runtime.database import create_engine, normalize_url, upgrade
 from agentmesh.runtime.identity import AuthenticationInterceptor, TokenCodec
@@ -45,6 +46,7 @@ class Components:
     registry: AgentRegistry
     mcp_servers: McpServerRegistry
     leases: RunLeases
+    turns: SessionTurns
 
 
 async def open_components(settings: RegistrySettings) -> Components:
@@ -96,6 +98,7 @@ async def open_components(settings: RegistrySettings) -> Components:
         registry=registry,
         mcp_servers=mcp_servers,
         leases=leases,
+        turns=SessionTurns(registry, store.leases),
     )
 
 
@@ -105,7 +108,11 @@ async def start(settings: RegistrySettings) -> RunningService:
         if settings.superuser_email:
             await _bootstrap_superuser(components.accounts, settings)
         servicer = RegistryServicer(
-            components.accounts, components.registry, components.mcp_servers, components.leases
+            components.accounts,
+            components.registry,
+            components.mcp_servers,
+            components.leases,
+            components.turns,
         )
         server = await start_server(
             [

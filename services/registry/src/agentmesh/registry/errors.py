@@ -9,6 +9,7 @@ service, and listed here so the registry's catalogue is complete in one place.
 from __future__ import annotations
 
 from agentmesh.runtime.errors import (
+    Aborted,
     AlreadyExists,
     FailedPrecondition,
     FieldViolation,
@@ -38,6 +39,7 @@ __all__ = [
     "ProjectNotFound",
     "RefreshTokenInvalid",
     "RefreshTokenReused",
+    "SessionBusy",
     "SlugTaken",
     "SuperuserRequired",
     "SystemRequired",
@@ -139,3 +141,17 @@ class McpServerNameTaken(AlreadyExists):
     """A registered MCP server of that name exists in the same scope (the project, or global)."""
 
     default_reason = "MCP_SERVER_NAME_TAKEN"
+
+
+class SessionBusy(Aborted):
+    """A message for a session whose previous run is still in flight, under the double-texting
+    policy `reject`; ErrorInfo metadata `run_id` names the run in flight."""
+
+    default_reason = "SESSION_BUSY"
+
+    def __init__(self, session_id: str, run_id: str) -> None:
+        super().__init__(
+            f"session {session_id!r} is busy: run {run_id} is still in flight "
+            "(double-texting policy reject; retry when it ended, or send with enqueue or interrupt)",
+            metadata={"run_id": run_id, "session_id": session_id},
+        )

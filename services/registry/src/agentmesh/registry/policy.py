@@ -55,6 +55,7 @@ POLICY: Mapping[str, Access] = {
     # The one answer with MCP servers' secrets: executors only, never a user's token.
     "ResolveMcpServers": Access.SYSTEM,
     "RenewRunLeases": Access.SYSTEM,
+    "AwaitSessionTurn": Access.SYSTEM,
     "RegisterExecutor": Access.SYSTEM,
     "ListExecutors": Access.SUPERUSER,
 }

@@ -13,6 +13,7 @@ from agentmesh.registry.mcp_servers import McpServerRegistry
 from agentmesh.registry.mcp_servicer import McpServerRpcs
 from agentmesh.registry.models import FinishedRun
 from agentmesh.registry.registry import AgentRegistry
+from agentmesh.registry.turns import SessionTurns
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
 from agentmesh.runtime.errors import Unauthenticated
@@ -32,8 +33,14 @@ class RegistryServicer(McpServerRpcs, pb_grpc.RegistryServiceServicer):
     """Adapts RegistryService RPCs to the registry's rules (the MCP server RPCs in `McpServerRpcs`)."""
 
     def __init__(
-        self, accounts: Accounts, registry: AgentRegistry, mcp_servers: McpServerRegistry, leases: RunLeases
+        self,
+        accounts: Accounts,
+        registry: AgentRegistry,
+        mcp_servers: McpServerRegistry,
+        leases: RunLeases,
+        turns: SessionTurns,
     ) -> None:
+        self._turns = turns
         self._accounts = accounts
         self._registry = registry
         self._mcp_servers = mcp_servers
@@ -234,10 +241,32 @@ class RegistryServicer(McpServerRpcs, pb_grpc.RegistryServiceServicer):
         self, request: pb.StartAgentRunRequest, context: Context
     ) -> pb.StartAgentRunResponse:
         lease = self._leases.grant(request.session_id, request.executor_id)
-        agent, revision = await self._registry.start_run(
-            _caller(), request.agent_id, request.run_id, lease=lease
+        if not request.double_texting:
+            agent, revision = await self._registry.start_run(
+                _caller(), request.agent_id, request.run_id, lease=lease
+            )
+            return pb.StartAgentRunResponse(agent=convert.agent_message(agent), spec_revision=revision)
+        agent, revision, ahead = await self._turns.start_run(
+            _caller(),
+            request.agent_id,
+            request.run_id,
+            session_id=request.session_id,
+            policy=request.double_texting,
+            lease=lease,
         )
-        return pb.StartAgentRunResponse(agent=convert.agent_message(agent), spec_revision=revision)
+        return pb.StartAgentRunResponse(
+            agent=convert.agent_message(agent), spec_revision=revision, runs_ahead=ahead
+        )
+
+    async def AwaitSessionTurn(
+        self, request: pb.AwaitSessionTurnRequest, context: Context
+    ) -> pb.AwaitSessionTurnResponse:
+        remaining = context.time_remaining()
+        wait = (
+            request.wait_seconds if remaining is None else min(request.wait_seconds, max(remaining - 0.5, 0))
+        )
+        ahead = await self._turns.await_turn(request.agent_id, request.run_id, wait_seconds=wait)
+        return pb.AwaitSessionTurnResponse(runs_ahead=ahead)
 
     async def FinishAgentRun(
         self, request: pb.FinishAgentRunRequest, context: Context

@@ -24,7 +24,7 @@ from sse_starlette import EventSourceResponse
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.errors import InvalidRequest, ModelNotFound, TooManyMessages
-from agentmesh.gateway.gateway import ChatStream, check_model_settings
+from agentmesh.gateway.gateway import ChatStream, check_double_texting, check_model_settings
 from agentmesh.gateway.http.agents import AGENT_BASE, resolve_agent
 from agentmesh.gateway.http.context import HttpContext, authorize, authorize_body, context, until_disconnected
 from agentmesh.gateway.http.convert import timestamp
@@ -75,6 +75,11 @@ class ChatCompletionRequest(_OpenAIModel):
     max_completion_tokens: int | None = Field(default=None, description="as max_tokens")
     reasoning_effort: str | None = Field(
         default=None, description="none, minimal, low, medium or high, for this message only"
+    )
+    double_texting: str | None = Field(
+        default=None,
+        description="when the session's previous message is still running: reject (409), enqueue "
+        "(run after it) or interrupt (cancel it, then run); default: the agent's policy",
     )
 
     def model_settings(self) -> run_pb2.ModelSettings | None:
@@ -318,6 +323,8 @@ async def _complete(
 ) -> Response:
     text = _input(ctx, body)
     model_settings = body.model_settings()
+    policy = body.double_texting or ""
+    check_double_texting(policy)
     session_id = ctx.gateway.session_id(header_session or body.session_id)
     headers = {SESSION_HEADER: session_id}
     created = int(time.time())
@@ -325,7 +332,10 @@ async def _complete(
     try:
         if not body.stream:
             result = await until_disconnected(
-                request, ctx.gateway.chat(caller, ref, text, session_id, model_settings=model_settings)
+                request,
+                ctx.gateway.chat(
+                    caller, ref, text, session_id, model_settings=model_settings, double_texting=policy
+                ),
             )
             completion = ChatCompletion(
                 id=f"chatcmpl-{result.run_id}",
@@ -343,7 +353,10 @@ async def _complete(
             return JSONResponse(completion.model_dump(mode="json"), headers=headers)
         # The run must start before the response does: a refused chat gets its own status.
         chat = await until_disconnected(
-            request, ctx.gateway.start_chat(caller, ref, text, session_id, model_settings=model_settings)
+            request,
+            ctx.gateway.start_chat(
+                caller, ref, text, session_id, model_settings=model_settings, double_texting=policy
+            ),
         )
     except NotFound as error:
         raise ModelNotFound(model) from error
