@@ -14,7 +14,9 @@ from tests.integration.registry.test_store_contract import T0, _world
 LEASE = timedelta(seconds=5)
 
 
-async def _start(store: RegistryStore, visible: Visibility, agent_id: str, run_id: str, executor: str) -> None:
+async def _start(
+    store: RegistryStore, visible: Visibility, agent_id: str, run_id: str, executor: str
+) -> None:
     change = await store.start_run(
         visible, agent_id, run_id, T0, lease=RunLease("session-1", executor, T0 + LEASE)
     )
@@ -54,7 +56,9 @@ async def test_turns_queue_in_order_and_count_only_while_their_run_is_in_flight(
     assert await turns.turns_ahead((agent.id, "unknown")) == []
 
 
-async def test_reject_queues_nothing_and_interrupt_marks_the_turns_ahead(registry_store: RegistryStore) -> None:
+async def test_reject_queues_nothing_and_interrupt_marks_the_turns_ahead(
+    registry_store: RegistryStore,
+) -> None:
     owner, _, _, agent = await _world(registry_store)
     visible = Visibility(owner, everything=False)
     turns = registry_store.leases

@@ -25,6 +25,7 @@ from agentmesh.executor.scope import RunScope
 from agentmesh.executor.v1 import executor_service_pb2
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.runtime import metrics, telemetry
+from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import DomainError
 
 logger = logging.getLogger(__name__)
@@ -76,6 +77,10 @@ class RemoteRuns:
 
     def __init__(self, router: RunRouter) -> None:
         self._router = router
+
+    def system_metadata(self) -> Metadata | None:
+        """The mesh's own credentials (for the executor's calls made as itself)."""
+        return self._router.system_metadata()
 
     async def run(
         self,

@@ -286,6 +286,7 @@ class RunExecutor:
                 policy=run.double_texting,
                 runs_ahead=run.runs_ahead,
                 interrupt=self.interrupt,
+                metadata=self._remote.system_metadata(),
             )
             await sink.emit(started)
             for server in runtime.unavailable_servers:

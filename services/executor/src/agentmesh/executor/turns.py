@@ -16,6 +16,7 @@ from collections.abc import Callable
 from agentmesh.executor.v1 import executor_service_pb2
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import resources_pb2
+from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import DomainError, FieldViolation
 
 logger = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ async def await_turn(
     policy: str,
     runs_ahead: tuple[str, ...],
     interrupt: Callable[[str], None],
+    metadata: Metadata | None,
 ) -> None:
     """Returns once none of the session's earlier turns is in flight: under `interrupt`, after
     cancelling those this executor holds. The registry is asked again through its outages (the
@@ -62,7 +64,9 @@ async def await_turn(
     ahead = list(runs_ahead)
     while ahead:
         try:
-            ahead = await registry.await_session_turn(agent_id, run_id, wait_seconds=_WAIT_SECONDS)
+            ahead = await registry.await_session_turn(
+                agent_id, run_id, wait_seconds=_WAIT_SECONDS, metadata=metadata
+            )
         except DomainError as error:
             if error.code.name not in _RETRIED:
                 raise

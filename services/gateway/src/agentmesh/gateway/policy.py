@@ -159,6 +159,7 @@ RPC_POLICY: Mapping[str, Rule] = {
     _REGISTRY + "FinishAgentRuns": SYSTEM,
     _REGISTRY + "ResolveMcpServers": SYSTEM,  # the one answer with MCP servers' secrets
     _REGISTRY + "RenewRunLeases": SYSTEM,
+    _REGISTRY + "AwaitSessionTurn": SYSTEM,
     _REGISTRY + "RegisterExecutor": SYSTEM,
     _REGISTRY + "ListExecutors": SUPERUSER,
     # Memory: the memory service knows no owners, so the gateway resolves the project itself.
