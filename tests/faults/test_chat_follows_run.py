@@ -12,8 +12,8 @@ import pytest
 
 from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
-from agentmesh.registry.v1 import registry_service_pb2 as reg
-from agentmesh.registry.v1 import resources_pb2 as res
+from agentmesh.memory.v1 import memory_service_pb2 as mem
+from agentmesh.memory.v1 import memory_service_pb2_grpc as mem_grpc
 from tests.faults.processes import LEASE_SECONDS, Processes
 from tests.faults.test_executor_kill import DELEGATE
 from tests.mesh import MeshClient, bearer
@@ -64,39 +64,41 @@ async def test_a_stream_whose_executor_dies_goes_on_to_the_runs_final_event(proc
 
 
 async def test_unary_chat_survives_its_executors_death(processes: Processes) -> None:
-    """Both executors serve the chat at some point (the coordinator's on one, perhaps the
-    worker's on the other); whichever is killed, Chat answers with the run's outcome."""
+    """Chat answers with the run's outcome — its end recorded by the executor that took the run
+    over — when the executor running it dies after the run started."""
     mesh = processes
     client = MeshClient(mesh.registry.grpc_address, mesh.gateway.grpc_address)
     try:
         token = await client.login()
         agent = await client.seed_agent(token, name="slow", mock_responses=[SLOW_WORKER])
         gateway = gw_grpc.GatewayServiceStub(client._gateway_channel)
-        stream = gateway.StreamChat(
-            gw.StreamChatRequest(agent=agent.ref, message="where", session_id="unary-probe"),
-            metadata=bearer(agent.token),
-        )
-        # The gateway's affinity sends a session's messages to one executor: find it.
-        executor_id = (await anext(aiter(stream))).event.run_started.executor_id
-        stream.cancel()
+        memory = mem_grpc.MemoryServiceStub(client._gateway_channel)
+
+        async def recorded(message: str) -> bool:
+            request = mem.ListEventsRequest(session_id="unary", project_id=agent.project_id)
+            try:
+                events = (await memory.ListEvents(request, metadata=bearer(agent.token))).events
+            except grpc.aio.AioRpcError:  # no session yet
+                return False
+            return any(event.content == message for event in events)
+
         chat = gateway.Chat(
-            gw.ChatRequest(agent=agent.ref, message="go", session_id="unary-probe"),
+            gw.ChatRequest(agent=agent.ref, message="go", session_id="unary"),
             metadata=bearer(agent.token),
             timeout=LEASE_SECONDS * 20,
         )
         answer = asyncio.ensure_future(chat)
-
-        async def working() -> bool:
-            request = reg.GetAgentRequest(project_id=agent.project_id, id=agent.agent_id)
-            found = await client.registry.GetAgent(request, metadata=bearer(agent.token))
-            return found.agent.status == res.AGENT_STATUS_WORKING
-
-        await eventually(working, what="the chat's run started")
-        await mesh.executors[executor_id].kill()
+        # Its input recorded, its run has started streaming to the gateway (no failover now).
+        await eventually(lambda: recorded("go"), what="the chat's run started")
+        # Every executor dies (whichever ran the chat), and comes back to close its runs.
+        for executor in mesh.executors.values():
+            await executor.kill()
+        await asyncio.gather(*(executor.start() for executor in mesh.executors.values()))
         with pytest.raises(grpc.aio.AioRpcError) as failed:
             await answer
         # The run's own end, told by the executor that closed it — not the broken connection.
         assert "Socket closed" not in (failed.value.details() or "")
         assert "executor running this run stopped" in (failed.value.details() or ""), failed.value.details()
+        assert failed.value.code() == grpc.StatusCode.UNAVAILABLE  # the end's code: EXECUTOR_LOST
     finally:
         await client.close()
