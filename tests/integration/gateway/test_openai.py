@@ -148,7 +148,9 @@ async def test_openai_error_shape_and_sse_wire_format(http: httpx.AsyncClient, a
     assert session_id
     events = [block for block in raw.split("\n\n") if block.strip()]
     assert events[-1] == "data: [DONE]"
-    payloads = [json.loads(e.removeprefix("data: ")) for e in events[:-1]]
+    # Each chunk: its SSE id (a position to resume from, Last-Event-ID), then its data.
+    assert all(e.startswith("id: ") for e in events[:-1])
+    payloads = [json.loads(e.split("\ndata: ", 1)[1]) for e in events[:-1]]
     assert payloads[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert payloads[-1]["choices"][0]["finish_reason"] == "stop"
     assert all(p["object"] == "chat.completion.chunk" and p["model"] == agent.model for p in payloads)

@@ -23,6 +23,7 @@ from agentmesh.executor.outbox import EventOutbox
 from agentmesh.executor.recorder import EventType, Recorder, end_key
 from agentmesh.executor.secrets import Secrets
 from agentmesh.executor.specs import AgentSpecs, SpecKey
+from agentmesh.executor.turns import turn_policy
 from agentmesh.executor.v1 import executor_service_pb2
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import resources_pb2 as memory_resources_pb2
@@ -56,6 +57,10 @@ class AdmittedRun:
     early_input: asyncio.Future[memory_resources_pb2.Event] | None = None
     cleanup_timeout_seconds: float = 5.0
     loop_started: bool = False  # from then on the run's loop records its end
+    # A user's message is its session's next turn under this double-texting policy ("" for a
+    # delegated or sub-agent run), behind these runs still in flight (turns.py).
+    double_texting: str = ""
+    runs_ahead: tuple[str, ...] = ()
 
     @property
     def run_id(self) -> str:
@@ -156,13 +161,18 @@ class RunAdmission:
             outbox=self._outbox,
         )
         run = AdmittedRun(
-            request, agent.spec, recorder, cleanup_timeout_seconds=self._cleanup_timeout_seconds
+            request,
+            agent.spec,
+            recorder,
+            cleanup_timeout_seconds=self._cleanup_timeout_seconds,
+            double_texting=turn_policy(request, agent.spec),
         )
         # An agent that was not runnable when last seen, or is new here, is started first, so a
-        # refusal leaves nothing behind.
-        if agent.remembered and agent.spec.agent.status not in _BLOCKED:
+        # refusal leaves nothing behind; so is a message its session may reject.
+        if agent.remembered and agent.spec.agent.status not in _BLOCKED and run.double_texting != "reject":
             run.early_input = asyncio.ensure_future(_record_input(recorder, request))
         start = await self._start(run, agent.key)
+        run.runs_ahead = tuple(start.runs_ahead)
         if start.spec_revision != run.spec.revision:
             await self._refresh(run, agent.key)
         return run
@@ -174,6 +184,7 @@ class RunAdmission:
                 run.run_id,
                 session_id=run.request.session_id,
                 executor_id=self._executor_id,
+                double_texting=run.double_texting,
             )
         except asyncio.CancelledError:
             # The input may be stored already: it gets its end. And the registry may have

@@ -122,6 +122,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         executor_id=executor_id,
         held=lambda: [*runner.leased_runs(), *finisher.pending_runs(), *outbox.pending_runs()],
         lose=runner.lose,
+        interrupt=runner.interrupt,
         system_metadata=system_metadata,
         interval_seconds=settings.lease_renew_interval_seconds,
         max_orphans=settings.lease_max_orphans,

@@ -26,6 +26,7 @@ from agentmesh.executor.scope import RunScope
 from agentmesh.executor.v1 import executor_service_pb2
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.runtime import metrics, telemetry
+from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import DomainError
 
 if TYPE_CHECKING:
@@ -82,6 +83,10 @@ class RemoteRuns:
         self._router = router
         # Remote A2A agents of the project (a2a_delegation.py); None where none are reachable.
         self.a2a = a2a
+
+    def system_metadata(self) -> Metadata | None:
+        """The mesh's own credentials (for the executor's calls made as itself)."""
+        return self._router.system_metadata()
 
     async def run(
         self,

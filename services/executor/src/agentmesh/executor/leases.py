@@ -5,7 +5,8 @@
 executor holds: runs in flight, runs whose end the finisher has not delivered yet, and orphans it
 is closing. The registry's answer names runs it lost (it was cut off longer than the lease time
 and the runs were taken over: they stop here) and orphans it now holds: runs of executors that
-died, which `OrphanCloser` closes in their session's log.
+died, which `OrphanCloser` closes in their session's log; and runs a newer message of their
+session interrupts (double texting, registry `turns.py`), which stop here.
 
 Closing an orphan, until resuming one from the log is built (docs/durability.md): every
 `delegation_request` it recorded gets its `delegation_response` (outcome `failed`) and the run its
@@ -148,6 +149,7 @@ class LeaseKeeper:
         executor_id: str,
         held: Callable[[], list[RunKey]],
         lose: Callable[[str], None],
+        interrupt: Callable[[str], None],
         system_metadata: Callable[[], Metadata | None],
         interval_seconds: float,
         max_orphans: int,
@@ -157,6 +159,7 @@ class LeaseKeeper:
         self._executor_id = executor_id
         self._held = held
         self._lose = lose
+        self._interrupt = interrupt
         self._system_metadata = system_metadata
         self._interval = interval_seconds
         self._max_orphans = max_orphans
@@ -200,6 +203,8 @@ class LeaseKeeper:
             if (lost.agent_id, lost.run_id) not in self._closing:
                 logger.warning("run %s was taken over (lease lost): stopping it here", lost.run_id)
                 self._lose(lost.run_id)
+        for interrupted in response.interrupted:
+            self._interrupt(interrupted.run_id)
         for orphan in response.orphans:
             key = (orphan.agent_id, orphan.run_id)
             if key not in self._closing:

@@ -37,6 +37,7 @@ from agentmesh.executor.recorder import EventType, end_key
 from agentmesh.executor.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.executor.specs import AgentSpecs
+from agentmesh.executor.turns import INTERRUPTED, await_turn, policy_violations
 from agentmesh.executor.v1 import executor_service_pb2
 from agentmesh.executor.workflow import WorkflowRun
 from agentmesh.memory.client import MemoryClient
@@ -146,14 +147,22 @@ class RunExecutor:
         """(agent id, run id) of every run this executor holds a lease on."""
         return [(agent_id, run_id) for run_id, (agent_id, _) in self._leased.items()]
 
+    def interrupt(self, run_id: str) -> None:
+        """A newer message of the run's session interrupts it (double texting, turns.py): it
+        stops here, recorded as cancelled with why."""
+        self._stop(run_id, INTERRUPTED)
+
     def lose(self, run_id: str) -> None:
         """The run's lease expired (this executor was cut off from the registry for longer than
         the lease time) and the run was taken over: it stops here. Its end here is refused by
         the memory service if the run's taker recorded one first (recorder.end_key)."""
+        self._stop(run_id, "this executor lost the run's lease")
+
+    def _stop(self, run_id: str, reason: str) -> None:
         leased = self._leased.get(run_id)
         if leased is not None:
             _, task = leased
-            self._cancel_reasons[task] = "this executor lost the run's lease"
+            self._cancel_reasons[task] = reason
             task.cancel()
 
     async def drain(self, timeout_seconds: float) -> None:
@@ -274,6 +283,15 @@ class RunExecutor:
             # little).
             received = await run.record_input()
             scope.input_event_id = received.id
+            await await_turn(
+                self._registry,
+                spec.agent.id,
+                run_id,
+                policy=run.double_texting,
+                runs_ahead=run.runs_ahead,
+                interrupt=self.interrupt,
+                metadata=self._remote.system_metadata(),
+            )
             await sink.emit(started)
             for server in runtime.unavailable_servers:
                 await scope.error(
@@ -433,6 +451,7 @@ def _validate(request: executor_service_pb2.RunRequest) -> None:
     ]
     if request.delegation_depth < 0:
         violations.append(FieldViolation("delegation_depth", "must not be negative"))
+    violations += policy_violations(request)
     if violations:
         raise InvalidArgument(
             "; ".join(f"{v.field} {v.description}" for v in violations), violations=violations

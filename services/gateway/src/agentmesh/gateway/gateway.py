@@ -8,9 +8,10 @@ adapters over `AgentGateway`.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 
@@ -27,8 +28,18 @@ from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.runtime.client import unary
 from agentmesh.runtime.errors import DomainError, Internal, NotFound, error_for_code, from_status_proto
 
+logger = logging.getLogger(__name__)
+
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
+# What a message for a session whose run is in flight does (the executor and registry apply it).
+DOUBLE_TEXTING_POLICIES = ("reject", "enqueue", "interrupt")
+
+
+def check_double_texting(policy: str | None) -> None:
+    """A per-message double-texting policy is one of DOUBLE_TEXTING_POLICIES (or unset)."""
+    if policy and policy not in DOUBLE_TEXTING_POLICIES:
+        raise InvalidRequest.field("double_texting", f"must be one of {', '.join(DOUBLE_TEXTING_POLICIES)}")
 
 
 def check_model_settings(settings: run_pb2.ModelSettings, *, prefix: str = "model_settings.") -> None:
@@ -44,25 +55,64 @@ def check_model_settings(settings: run_pb2.ModelSettings, *, prefix: str = "mode
         )
 
 
+Resume = Callable[[int], Awaitable[AsyncIterator[run_pb2.RunEvent]]]
+
+
 class ChatStream:
     """A chat whose run has started: its events as they come (the sub-agents' included), or
-    just the addressed agent's answer. Leaving early (`aclose`) cancels the run below at once."""
+    just the addressed agent's answer. Leaving early (`aclose`) cancels the run below at once.
+
+    When the executor's stream breaks (UNAVAILABLE: the executor died or was cut off) the chat
+    goes on from the session's log (`resume`, resume.py) after the last recorded `seq` it
+    carried, up to the run's one final event — wherever the run ends, a whole answer (unary
+    Chat) or the rest of the stream arrives, not the broken connection's error."""
 
     def __init__(
-        self, session_id: str, first: run_pb2.RunEvent, rest: AsyncIterator[run_pb2.RunEvent]
+        self,
+        session_id: str,
+        first: run_pb2.RunEvent,
+        rest: AsyncIterator[run_pb2.RunEvent],
+        *,
+        resume: Resume | None = None,
     ) -> None:
         self.session_id = session_id
         self.run_id = first.run_id  # the first event opens the addressed agent's run
         self._first: run_pb2.RunEvent | None = first
         self._rest = rest
+        self._resume = resume
+        self.last_seq = 0  # the highest recorded seq carried so far
         self.result = ChatResult(session_id=session_id, run_id=self.run_id)
 
     async def events(self) -> AsyncIterator[run_pb2.RunEvent]:
         """Every event of the run, the first one included."""
         if self._first is not None:
             first, self._first = self._first, None
+            self.last_seq = max(self.last_seq, first.seq)
             yield first
-        async for event in self._rest:
+        try:
+            async for event in self._rest:
+                self.last_seq = max(self.last_seq, event.seq)
+                yield event
+            return
+        except DomainError as error:
+            if self._resume is None or error.code != grpc.StatusCode.UNAVAILABLE:
+                raise
+            logger.warning("the stream of run %s broke (%s): following it in the log", self.run_id, error)
+        async for event in self._from_log():
+            yield event
+
+    async def _from_log(self) -> AsyncIterator[run_pb2.RunEvent]:
+        assert self._resume is not None
+        after_seq = self.last_seq
+        rest = await self._resume(after_seq)
+        # Nothing recorded reached the caller yet: the log is followed from the run's input on
+        # (earlier runs of the session are not this chat's), which the caller saw as run_started.
+        seen_input = after_seq > 0
+        async for event in rest:
+            if not seen_input:
+                seen_input = event.run_id == self.run_id and event.HasField("run_started")
+                continue
+            self.last_seq = max(self.last_seq, event.seq)
             yield event
 
     async def answer(self) -> AsyncIterator[str]:
@@ -144,11 +194,15 @@ class AgentGateway:
         session_id: str,
         *,
         model_settings: run_pb2.ModelSettings | None = None,
+        double_texting: str = "",
     ) -> ChatStream:
         """Starts a chat and returns it once its run has started, so a chat that cannot start
         raises its DomainError before a face has sent anything. `model_settings` apply to this
-        message's run only."""
-        events = self._events(caller, agent, message, session_id, model_settings)
+        message's run only, `double_texting` (when set) overrides the agent's policy for it: a
+        session's earlier message still running makes it wait (enqueue), cancels that run
+        (interrupt), or refuses it with ABORTED SESSION_BUSY (reject)."""
+        check_double_texting(double_texting)
+        events = self._events(caller, agent, message, session_id, model_settings, double_texting)
         try:
             first = await anext(events, None)
         except BaseException:
@@ -156,7 +210,11 @@ class AgentGateway:
             raise
         if first is None:
             raise Internal("the run ended before it started")
-        return ChatStream(session_id, first, events)
+
+        def resume(after_seq: int) -> Awaitable[AsyncIterator[run_pb2.RunEvent]]:
+            return self.resume_chat(caller, agent, session_id, after_seq=after_seq, run_id=first.run_id)
+
+        return ChatStream(session_id, first, events, resume=resume)
 
     async def chat(
         self,
@@ -166,9 +224,12 @@ class AgentGateway:
         session_id: str,
         *,
         model_settings: run_pb2.ModelSettings | None = None,
+        double_texting: str = "",
     ) -> ChatResult:
         """Runs a chat to its end and returns the addressed agent's answer."""
-        stream = await self.start_chat(caller, agent, message, session_id, model_settings=model_settings)
+        stream = await self.start_chat(
+            caller, agent, message, session_id, model_settings=model_settings, double_texting=double_texting
+        )
         async with contextlib.aclosing(stream):
             async for _ in stream.answer():
                 pass
@@ -204,6 +265,7 @@ class AgentGateway:
         message: str,
         session_id: str,
         model_settings: run_pb2.ModelSettings | None,
+        double_texting: str,
     ) -> AsyncIterator[run_pb2.RunEvent]:
         self.check_message(message)
         if model_settings is not None:
@@ -214,6 +276,7 @@ class AgentGateway:
             session_id=session_id,
             input=message,
             model_settings=model_settings,
+            double_texting=double_texting,
         )
         run = self._router.run(request, timeout=self._timeout_seconds, metadata=caller.metadata)
         try:

@@ -185,6 +185,7 @@ RPC_POLICY: Mapping[str, Rule] = {
     _REGISTRY + "ListRemoteAgents": owner(_project_id("project_id")),
     _REGISTRY + "DeleteRemoteAgent": owner(_project_id("project_id")),
     _REGISTRY + "ResolveRemoteAgent": SYSTEM,
+    _REGISTRY + "AwaitSessionTurn": SYSTEM,
     _REGISTRY + "RegisterExecutor": SYSTEM,
     _REGISTRY + "ListExecutors": SUPERUSER,
     # Memory: the memory service knows no owners, so the gateway resolves the project itself.

@@ -30,7 +30,12 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
         agent = AgentRef.parse(request.agent)
         session_id = self._gateway.session_id(request.session_id)
         result = await self._gateway.chat(
-            current_caller(), agent, request.message, session_id, model_settings=_settings(request)
+            current_caller(),
+            agent,
+            request.message,
+            session_id,
+            model_settings=_settings(request),
+            double_texting=request.double_texting,
         )
         return pb.ChatResponse(
             session_id=result.session_id, run_id=result.run_id, content=result.content, usage=result.usage
@@ -55,7 +60,12 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
         session_id = self._gateway.session_id(request.session_id)
         # Nothing is sent before the run has started, so a refused chat ends with its own status.
         chat = await self._gateway.start_chat(
-            current_caller(), agent, request.message, session_id, model_settings=_settings(request)
+            current_caller(),
+            agent,
+            request.message,
+            session_id,
+            model_settings=_settings(request),
+            double_texting=request.double_texting,
         )
         async with contextlib.aclosing(chat):
             await context.send_initial_metadata(((SESSION_ID_HEADER, session_id),))

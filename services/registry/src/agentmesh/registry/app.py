@@ -24,6 +24,7 @@ from agentmesh.registry.remote_agents import RemoteAgentRegistry
 from agentmesh.registry.servicer import RegistryServicer
 from agentmesh.registry.settings import RegistrySettings
 from agentmesh.registry.store import SqlRegistryStore
+from agentmesh.registry.turns import SessionTurns
 from agentmesh.registry.v1 import registry_service_pb2_grpc
 from agentmesh.runtime.database import create_engine, normalize_url, upgrade
 from agentmesh.runtime.identity import AuthenticationInterceptor, TokenCodec
@@ -49,6 +50,7 @@ class Components:
     remote_agents: RemoteAgentRegistry
     leases: RunLeases
     api_keys: ApiKeys
+    turns: SessionTurns
 
 
 async def open_components(settings: RegistrySettings) -> Components:
@@ -103,6 +105,7 @@ async def open_components(settings: RegistrySettings) -> Components:
         mcp_servers=mcp_servers,
         leases=leases,
         remote_agents=RemoteAgentRegistry(store, clock=utc_now),
+        turns=SessionTurns(registry, store.leases),
     )
 
 
@@ -118,6 +121,7 @@ async def start(settings: RegistrySettings) -> RunningService:
             components.leases,
             components.api_keys,
             components.remote_agents,
+            components.turns,
         )
         server = await start_server(
             [

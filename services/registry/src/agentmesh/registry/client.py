@@ -82,13 +82,31 @@ class RegistryClient:
         *,
         session_id: str = "",
         executor_id: str = "",
+        double_texting: str = "",
         metadata: Metadata | None = None,
     ) -> pb.StartAgentRunResponse:
-        """The agent, working, and its spec's revision now; `executor_id` holds the run's lease."""
+        """The agent, working, and its spec's revision now; `executor_id` holds the run's lease.
+        With `double_texting` the run is its session's next turn (`runs_ahead`: the turns it
+        waits for); under reject, Aborted (SESSION_BUSY) when a turn is in flight."""
         request = pb.StartAgentRunRequest(
-            agent_id=agent_id, run_id=run_id, session_id=session_id, executor_id=executor_id
+            agent_id=agent_id,
+            run_id=run_id,
+            session_id=session_id,
+            executor_id=executor_id,
+            double_texting=double_texting,
         )
         return await unary(self.stub.StartAgentRun, request, metadata=metadata)
+
+    async def await_session_turn(
+        self, agent_id: str, run_id: str, *, wait_seconds: float, metadata: Metadata | None = None
+    ) -> list[str]:
+        """The session's turns still in flight before the run, once none is left or after
+        `wait_seconds` (the call's deadline is a little longer)."""
+        request = pb.AwaitSessionTurnRequest(agent_id=agent_id, run_id=run_id, wait_seconds=wait_seconds)
+        response = await unary(
+            self.stub.AwaitSessionTurn, request, metadata=metadata, timeout=wait_seconds + 5.0
+        )
+        return list(response.runs_ahead)
 
     async def finish_agent_run(
         self,

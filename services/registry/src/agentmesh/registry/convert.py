@@ -303,6 +303,7 @@ def agent_spec_message(spec: AgentSpec) -> pb.AgentSpec:
         expertise=spec.expertise,
         revision=spec.revision,
         agent_names=spec.agent_names,
+        double_texting=spec.double_texting,
     )
 
 
@@ -342,4 +343,8 @@ def renewal_message(renewal: Renewal) -> service_pb2.RenewRunLeasesResponse:
             for orphan in renewal.orphans
         ],
         lease_seconds=renewal.lease_seconds,
+        interrupted=[
+            service_pb2.LeasedRun(agent_id=agent_id, run_id=run_id)
+            for agent_id, run_id in renewal.interrupted
+        ],
     )

@@ -9,6 +9,7 @@ service, and listed here so the registry's catalogue is complete in one place.
 from __future__ import annotations
 
 from agentmesh.runtime.errors import (
+    Aborted,
     AlreadyExists,
     FailedPrecondition,
     FieldViolation,
@@ -43,6 +44,7 @@ __all__ = [
     "RefreshTokenReused",
     "RemoteAgentNameTaken",
     "RemoteAgentNotFound",
+    "SessionBusy",
     "SlugTaken",
     "SuperuserRequired",
     "SystemRequired",
@@ -161,6 +163,8 @@ class CannotChangeSelf(FailedPrecondition):
     """A superuser may not deactivate or demote itself: the mesh could be left with none."""
 
     default_reason = "CANNOT_CHANGE_SELF"
+
+
 class RemoteAgentNotFound(NotFound):
     default_reason = "REMOTE_AGENT_NOT_FOUND"
 
@@ -169,3 +173,17 @@ class RemoteAgentNameTaken(AlreadyExists):
     """An agent or a remote agent of the project has that name already."""
 
     default_reason = "REMOTE_AGENT_NAME_TAKEN"
+
+
+class SessionBusy(Aborted):
+    """A message for a session whose previous run is still in flight, under the double-texting
+    policy `reject`; ErrorInfo metadata `run_id` names the run in flight."""
+
+    default_reason = "SESSION_BUSY"
+
+    def __init__(self, session_id: str, run_id: str) -> None:
+        super().__init__(
+            f"session {session_id!r} is busy: run {run_id} is still in flight "
+            "(double-texting policy reject; retry when it ended, or send with enqueue or interrupt)",
+            metadata={"run_id": run_id, "session_id": session_id},
+        )

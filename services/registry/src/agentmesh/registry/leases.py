@@ -18,7 +18,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from agentmesh.registry.store import OrphanedRun, RunKey, RunLease, RunLeaseStore
@@ -33,11 +33,13 @@ MAX_LEASED_RUNS = 1000
 
 @dataclass(frozen=True)
 class Renewal:
-    """What a renewal gives back: the runs the executor lost, the orphans it now holds."""
+    """What a renewal gives back: the runs the executor lost, the orphans it now holds, and its
+    runs a newer message of their session interrupts (double texting, `turns.py`)."""
 
     lost: list[RunKey]
     orphans: list[OrphanedRun]
     lease_seconds: float
+    interrupted: list[RunKey] = field(default_factory=list)
 
 
 class RunLeases:
@@ -100,7 +102,8 @@ class RunLeases:
         orphans = await self._store.claim(
             executor_id, now, now + self._lease, min(max_orphans, MAX_ORPHANS_PER_CALL)
         )
-        return Renewal(lost=lost, orphans=orphans, lease_seconds=self.lease_seconds)
+        interrupted = await self._store.interrupted(executor_id) if runs else []
+        return Renewal(lost=lost, orphans=orphans, lease_seconds=self.lease_seconds, interrupted=interrupted)
 
     async def expire(self) -> int:
         """Orphans the runs whose lease expired: during the startup grace, only those of executors

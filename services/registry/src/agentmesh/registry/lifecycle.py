@@ -12,7 +12,14 @@ from datetime import datetime
 from typing import TypeVar
 
 from agentmesh.registry.errors import AgentPaused, AgentTerminated, InvalidTransition
-from agentmesh.registry.models import Agent, AgentSpec, AgentStatus, AgentType, Project
+from agentmesh.registry.models import (
+    DEFAULT_DOUBLE_TEXTING,
+    Agent,
+    AgentSpec,
+    AgentStatus,
+    AgentType,
+    Project,
+)
 from agentmesh.registry.validation import DEFAULT_MAX_STEPS
 
 T = TypeVar("T")
@@ -115,6 +122,7 @@ def resolve(
         max_steps=pick(config.max_steps, agent_type.max_steps or DEFAULT_MAX_STEPS),
         max_iterations=pick(config.max_iterations, agent_type.max_iterations),
         mock_responses=pick(config.mock_responses, []),
+        double_texting=pick(config.double_texting, DEFAULT_DOUBLE_TEXTING),
         description=agent_type.description,
         expertise=list(agent_type.expertise),
         revision=spec_revision(agent, project.updated_at, agent_type.updated_at),

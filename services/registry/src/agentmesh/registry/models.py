@@ -204,8 +204,14 @@ class AgentStatus(enum.StrEnum):
     TERMINATED = "terminated"
 
 
+# What a message for a session whose run is in flight does (double texting, `turns.py`).
+DOUBLE_TEXTING_POLICIES = ("reject", "enqueue", "interrupt")
+DEFAULT_DOUBLE_TEXTING = "enqueue"
+
+
 class AgentConfig(_Model):
-    """Per-agent overrides of its type; None keeps the type's value."""
+    """Per-agent overrides of its type; None keeps the type's value (`double_texting`: None is
+    the default policy, enqueue)."""
 
     instructions: str | None = None
     primary_model: str | None = None
@@ -216,6 +222,7 @@ class AgentConfig(_Model):
     sub_agents: list[str] | None = None
     network_access: list[str] | None = None
     mock_responses: list[JsonValue] | None = None
+    double_texting: str | None = None
 
 
 AGENT_CONFIG_FIELDS: tuple[str, ...] = tuple(AgentConfig.model_fields)
@@ -286,6 +293,7 @@ class AgentSpec(_Model):
     expertise: list[str]
     revision: str
     agent_names: dict[str, str] = Field(default_factory=dict)
+    double_texting: str = DEFAULT_DOUBLE_TEXTING
 
 
 class FinishedRun(_Model):

@@ -70,6 +70,7 @@ POLICY: Mapping[str, Access] = {
     # The one answer with a remote agent's credential: executors only.
     "ResolveRemoteAgent": Access.SYSTEM,
     "RenewRunLeases": Access.SYSTEM,
+    "AwaitSessionTurn": Access.SYSTEM,
     "RegisterExecutor": Access.SYSTEM,
     "ListExecutors": Access.SUPERUSER,
 }

@@ -17,6 +17,7 @@ from agentmesh.registry.models import FinishedRun
 from agentmesh.registry.registry import AgentRegistry
 from agentmesh.registry.remote_agents import RemoteAgentRegistry
 from agentmesh.registry.remote_servicer import RemoteAgentRpcs
+from agentmesh.registry.turns import SessionTurns
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
 from agentmesh.runtime.errors import Unauthenticated
@@ -44,7 +45,9 @@ class RegistryServicer(McpServerRpcs, ApiKeyRpcs, RemoteAgentRpcs, pb_grpc.Regis
         leases: RunLeases,
         api_keys: ApiKeys,
         remote_agents: RemoteAgentRegistry,
+        turns: SessionTurns,
     ) -> None:
+        self._turns = turns
         self._accounts = accounts
         self._api_keys = api_keys
         self._registry = registry
@@ -273,10 +276,32 @@ class RegistryServicer(McpServerRpcs, ApiKeyRpcs, RemoteAgentRpcs, pb_grpc.Regis
         self, request: pb.StartAgentRunRequest, context: Context
     ) -> pb.StartAgentRunResponse:
         lease = self._leases.grant(request.session_id, request.executor_id)
-        agent, revision = await self._registry.start_run(
-            _caller(), request.agent_id, request.run_id, lease=lease
+        if not request.double_texting:
+            agent, revision = await self._registry.start_run(
+                _caller(), request.agent_id, request.run_id, lease=lease
+            )
+            return pb.StartAgentRunResponse(agent=convert.agent_message(agent), spec_revision=revision)
+        agent, revision, ahead = await self._turns.start_run(
+            _caller(),
+            request.agent_id,
+            request.run_id,
+            session_id=request.session_id,
+            policy=request.double_texting,
+            lease=lease,
         )
-        return pb.StartAgentRunResponse(agent=convert.agent_message(agent), spec_revision=revision)
+        return pb.StartAgentRunResponse(
+            agent=convert.agent_message(agent), spec_revision=revision, runs_ahead=ahead
+        )
+
+    async def AwaitSessionTurn(
+        self, request: pb.AwaitSessionTurnRequest, context: Context
+    ) -> pb.AwaitSessionTurnResponse:
+        remaining = context.time_remaining()
+        wait = (
+            request.wait_seconds if remaining is None else min(request.wait_seconds, max(remaining - 0.5, 0))
+        )
+        ahead = await self._turns.await_turn(request.agent_id, request.run_id, wait_seconds=wait)
+        return pb.AwaitSessionTurnResponse(runs_ahead=ahead)
 
     async def FinishAgentRun(
         self, request: pb.FinishAgentRunRequest, context: Context

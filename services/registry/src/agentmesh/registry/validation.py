@@ -7,7 +7,14 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-from agentmesh.registry.models import AgentConfig, AgentKind, AgentTypeFields, McpServer, ProjectFields
+from agentmesh.registry.models import (
+    DOUBLE_TEXTING_POLICIES,
+    AgentConfig,
+    AgentKind,
+    AgentTypeFields,
+    McpServer,
+    ProjectFields,
+)
 from agentmesh.runtime.errors import FieldViolation
 from agentmesh.runtime.limits import MAX_JSON_DEPTH, json_depth
 
@@ -154,6 +161,10 @@ def check_agent_config(
             violations.append(
                 FieldViolation(path, f"no agent named {', '.join(map(repr, unknown))} in this project")
             )
+    if config.double_texting is not None and config.double_texting not in DOUBLE_TEXTING_POLICIES:
+        violations.append(
+            FieldViolation(f"{prefix}.double_texting", f"must be one of {', '.join(DOUBLE_TEXTING_POLICIES)}")
+        )
     if config.mock_responses is not None:
         violations += _shallow(f"{prefix}.mock_responses", config.mock_responses)
         for index, item in enumerate(config.mock_responses):

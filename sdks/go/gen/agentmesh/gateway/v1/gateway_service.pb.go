@@ -33,6 +33,10 @@ type ChatRequest struct {
 	SessionId string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Model settings for this message only (temperature, max tokens, reasoning effort).
 	ModelSettings *v1.ModelSettings `protobuf:"bytes,4,opt,name=model_settings,json=modelSettings,proto3" json:"model_settings,omitempty"`
+	// What happens when the session's previous run is still in flight, overriding the agent's
+	// policy: "reject" (ABORTED, reason SESSION_BUSY, naming the run), "enqueue" (run after it)
+	// or "interrupt" (cancel it, then run). Empty: the agent's policy (default enqueue).
+	DoubleTexting string `protobuf:"bytes,5,opt,name=double_texting,json=doubleTexting,proto3" json:"double_texting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -93,6 +97,13 @@ func (x *ChatRequest) GetModelSettings() *v1.ModelSettings {
 		return x.ModelSettings
 	}
 	return nil
+}
+
+func (x *ChatRequest) GetDoubleTexting() string {
+	if x != nil {
+		return x.DoubleTexting
+	}
+	return ""
 }
 
 // ChatResponse is the output of Chat.
@@ -185,7 +196,9 @@ type StreamChatRequest struct {
 	// Text deltas are not replayed; the answer arrives whole in run_completed.
 	ResumeAfterSeq int64 `protobuf:"varint,5,opt,name=resume_after_seq,json=resumeAfterSeq,proto3" json:"resume_after_seq,omitempty"`
 	// The run to follow when resuming (the run_id of the broken stream's events).
-	ResumeRunId   string `protobuf:"bytes,6,opt,name=resume_run_id,json=resumeRunId,proto3" json:"resume_run_id,omitempty"`
+	ResumeRunId string `protobuf:"bytes,6,opt,name=resume_run_id,json=resumeRunId,proto3" json:"resume_run_id,omitempty"`
+	// As ChatRequest.double_texting.
+	DoubleTexting string `protobuf:"bytes,7,opt,name=double_texting,json=doubleTexting,proto3" json:"double_texting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -258,6 +271,13 @@ func (x *StreamChatRequest) GetResumeAfterSeq() int64 {
 func (x *StreamChatRequest) GetResumeRunId() string {
 	if x != nil {
 		return x.ResumeRunId
+	}
+	return ""
+}
+
+func (x *StreamChatRequest) GetDoubleTexting() string {
+	if x != nil {
+		return x.DoubleTexting
 	}
 	return ""
 }
@@ -413,19 +433,20 @@ var File_agentmesh_gateway_v1_gateway_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_gateway_v1_gateway_service_proto_rawDesc = "" +
 	"\n" +
-	"*agentmesh/gateway/v1/gateway_service.proto\x12\x14agentmesh.gateway.v1\x1a\x1dagentmesh/common/v1/run.proto\"\xa7\x01\n" +
+	"*agentmesh/gateway/v1/gateway_service.proto\x12\x14agentmesh.gateway.v1\x1a\x1dagentmesh/common/v1/run.proto\"\xce\x01\n" +
 	"\vChatRequest\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x03 \x01(\tR\tsessionId\x12I\n" +
-	"\x0emodel_settings\x18\x04 \x01(\v2\".agentmesh.common.v1.ModelSettingsR\rmodelSettings\"\x90\x01\n" +
+	"\x0emodel_settings\x18\x04 \x01(\v2\".agentmesh.common.v1.ModelSettingsR\rmodelSettings\x12%\n" +
+	"\x0edouble_texting\x18\x05 \x01(\tR\rdoubleTexting\"\x90\x01\n" +
 	"\fChatResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x18\n" +
 	"\acontent\x18\x03 \x01(\tR\acontent\x120\n" +
-	"\x05usage\x18\x04 \x01(\v2\x1a.agentmesh.common.v1.UsageR\x05usage\"\xfb\x01\n" +
+	"\x05usage\x18\x04 \x01(\v2\x1a.agentmesh.common.v1.UsageR\x05usage\"\xa2\x02\n" +
 	"\x11StreamChatRequest\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
@@ -433,7 +454,8 @@ const file_agentmesh_gateway_v1_gateway_service_proto_rawDesc = "" +
 	"session_id\x18\x03 \x01(\tR\tsessionId\x12I\n" +
 	"\x0emodel_settings\x18\x04 \x01(\v2\".agentmesh.common.v1.ModelSettingsR\rmodelSettings\x12(\n" +
 	"\x10resume_after_seq\x18\x05 \x01(\x03R\x0eresumeAfterSeq\x12\"\n" +
-	"\rresume_run_id\x18\x06 \x01(\tR\vresumeRunId\"I\n" +
+	"\rresume_run_id\x18\x06 \x01(\tR\vresumeRunId\x12%\n" +
+	"\x0edouble_texting\x18\a \x01(\tR\rdoubleTexting\"I\n" +
 	"\x12StreamChatResponse\x123\n" +
 	"\x05event\x18\x01 \x01(\v2\x1d.agentmesh.common.v1.RunEventR\x05event\"S\n" +
 	"\x13ResetSessionRequest\x12\x1d\n" +

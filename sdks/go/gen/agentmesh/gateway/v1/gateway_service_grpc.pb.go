@@ -34,7 +34,8 @@ const (
 type GatewayServiceClient interface {
 	// Sends one message to an agent and returns its answer. UNAUTHENTICATED, NOT_FOUND (unknown
 	// agent or a project the caller may not see), FAILED_PRECONDITION (paused or terminated agent),
-	// INVALID_ARGUMENT, RESOURCE_EXHAUSTED (message too large or rate limited).
+	// INVALID_ARGUMENT, RESOURCE_EXHAUSTED (message too large or rate limited), ABORTED (reason
+	// SESSION_BUSY: the session's previous run is in flight and the double-texting policy rejects).
 	Chat(ctx context.Context, in *ChatRequest, opts ...grpc.CallOption) (*ChatResponse, error)
 	// As Chat, streaming every step of the run, the sub-agents' included. Delegated agents' events
 	// arrive in between with a non-empty `delegation_path`, their own `run_completed` or
@@ -108,7 +109,8 @@ func (c *gatewayServiceClient) ResetSession(ctx context.Context, in *ResetSessio
 type GatewayServiceServer interface {
 	// Sends one message to an agent and returns its answer. UNAUTHENTICATED, NOT_FOUND (unknown
 	// agent or a project the caller may not see), FAILED_PRECONDITION (paused or terminated agent),
-	// INVALID_ARGUMENT, RESOURCE_EXHAUSTED (message too large or rate limited).
+	// INVALID_ARGUMENT, RESOURCE_EXHAUSTED (message too large or rate limited), ABORTED (reason
+	// SESSION_BUSY: the session's previous run is in flight and the double-texting policy rejects).
 	Chat(context.Context, *ChatRequest) (*ChatResponse, error)
 	// As Chat, streaming every step of the run, the sub-agents' included. Delegated agents' events
 	// arrive in between with a non-empty `delegation_path`, their own `run_completed` or

@@ -3441,7 +3441,11 @@ type StartAgentRunRequest struct {
 	// The session the run records its events in (who takes the run over finds them there).
 	SessionId string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// The executor that runs it, which holds the run's lease from now on (RenewRunLeases).
-	ExecutorId    string `protobuf:"bytes,4,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	ExecutorId string `protobuf:"bytes,4,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	// Set for a user's message (not a delegated or sub-agent run): the run is a turn of its
+	// session, and this is what happens when an earlier turn is still in flight — "reject",
+	// "enqueue" (run after the earlier turns, in order) or "interrupt" (cancel them, then run).
+	DoubleTexting string `protobuf:"bytes,5,opt,name=double_texting,json=doubleTexting,proto3" json:"double_texting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3504,13 +3508,23 @@ func (x *StartAgentRunRequest) GetExecutorId() string {
 	return ""
 }
 
+func (x *StartAgentRunRequest) GetDoubleTexting() string {
+	if x != nil {
+		return x.DoubleTexting
+	}
+	return ""
+}
+
 // StartAgentRunResponse is the output of StartAgentRun.
 type StartAgentRunResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The agent, working.
 	Agent *Agent `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
 	// The revision its AgentSpec has now (see AgentSpec.revision).
-	SpecRevision  string `protobuf:"bytes,2,opt,name=spec_revision,json=specRevision,proto3" json:"spec_revision,omitempty"`
+	SpecRevision string `protobuf:"bytes,2,opt,name=spec_revision,json=specRevision,proto3" json:"spec_revision,omitempty"`
+	// The session's earlier turns still in flight, oldest first (double_texting set): the run
+	// waits for them (AwaitSessionTurn). Under "interrupt" they are being cancelled.
+	RunsAhead     []string `protobuf:"bytes,3,rep,name=runs_ahead,json=runsAhead,proto3" json:"runs_ahead,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3559,6 +3573,123 @@ func (x *StartAgentRunResponse) GetSpecRevision() string {
 	return ""
 }
 
+func (x *StartAgentRunResponse) GetRunsAhead() []string {
+	if x != nil {
+		return x.RunsAhead
+	}
+	return nil
+}
+
+// AwaitSessionTurnRequest is the input of AwaitSessionTurn.
+type AwaitSessionTurnRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent's id.
+	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The waiting run (started with double_texting).
+	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// How long to wait at most, in seconds (0: answer at once; capped at 30).
+	WaitSeconds   float64 `protobuf:"fixed64,3,opt,name=wait_seconds,json=waitSeconds,proto3" json:"wait_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AwaitSessionTurnRequest) Reset() {
+	*x = AwaitSessionTurnRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AwaitSessionTurnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AwaitSessionTurnRequest) ProtoMessage() {}
+
+func (x *AwaitSessionTurnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AwaitSessionTurnRequest.ProtoReflect.Descriptor instead.
+func (*AwaitSessionTurnRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *AwaitSessionTurnRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *AwaitSessionTurnRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *AwaitSessionTurnRequest) GetWaitSeconds() float64 {
+	if x != nil {
+		return x.WaitSeconds
+	}
+	return 0
+}
+
+// AwaitSessionTurnResponse is the output of AwaitSessionTurn.
+type AwaitSessionTurnResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's earlier turns still in flight, oldest first; empty when the run may go.
+	RunsAhead     []string `protobuf:"bytes,1,rep,name=runs_ahead,json=runsAhead,proto3" json:"runs_ahead,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AwaitSessionTurnResponse) Reset() {
+	*x = AwaitSessionTurnResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AwaitSessionTurnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AwaitSessionTurnResponse) ProtoMessage() {}
+
+func (x *AwaitSessionTurnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AwaitSessionTurnResponse.ProtoReflect.Descriptor instead.
+func (*AwaitSessionTurnResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *AwaitSessionTurnResponse) GetRunsAhead() []string {
+	if x != nil {
+		return x.RunsAhead
+	}
+	return nil
+}
+
 // FinishAgentRunRequest is the input of FinishAgentRun.
 type FinishAgentRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3578,7 +3709,7 @@ type FinishAgentRunRequest struct {
 
 func (x *FinishAgentRunRequest) Reset() {
 	*x = FinishAgentRunRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3590,7 +3721,7 @@ func (x *FinishAgentRunRequest) String() string {
 func (*FinishAgentRunRequest) ProtoMessage() {}
 
 func (x *FinishAgentRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3603,7 +3734,7 @@ func (x *FinishAgentRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishAgentRunRequest.ProtoReflect.Descriptor instead.
 func (*FinishAgentRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{65}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *FinishAgentRunRequest) GetAgentId() string {
@@ -3652,7 +3783,7 @@ type FinishAgentRunResponse struct {
 
 func (x *FinishAgentRunResponse) Reset() {
 	*x = FinishAgentRunResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[66]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3664,7 +3795,7 @@ func (x *FinishAgentRunResponse) String() string {
 func (*FinishAgentRunResponse) ProtoMessage() {}
 
 func (x *FinishAgentRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[66]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3677,7 +3808,7 @@ func (x *FinishAgentRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishAgentRunResponse.ProtoReflect.Descriptor instead.
 func (*FinishAgentRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{66}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *FinishAgentRunResponse) GetAgent() *Agent {
@@ -3698,7 +3829,7 @@ type FinishAgentRunsRequest struct {
 
 func (x *FinishAgentRunsRequest) Reset() {
 	*x = FinishAgentRunsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[67]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3710,7 +3841,7 @@ func (x *FinishAgentRunsRequest) String() string {
 func (*FinishAgentRunsRequest) ProtoMessage() {}
 
 func (x *FinishAgentRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[67]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3723,7 +3854,7 @@ func (x *FinishAgentRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishAgentRunsRequest.ProtoReflect.Descriptor instead.
 func (*FinishAgentRunsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{67}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *FinishAgentRunsRequest) GetRuns() []*FinishAgentRunRequest {
@@ -3744,7 +3875,7 @@ type FinishAgentRunsResponse struct {
 
 func (x *FinishAgentRunsResponse) Reset() {
 	*x = FinishAgentRunsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3756,7 +3887,7 @@ func (x *FinishAgentRunsResponse) String() string {
 func (*FinishAgentRunsResponse) ProtoMessage() {}
 
 func (x *FinishAgentRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3769,7 +3900,7 @@ func (x *FinishAgentRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishAgentRunsResponse.ProtoReflect.Descriptor instead.
 func (*FinishAgentRunsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{68}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *FinishAgentRunsResponse) GetResults() []*FinishedAgentRun {
@@ -3797,7 +3928,7 @@ type FinishedAgentRun struct {
 
 func (x *FinishedAgentRun) Reset() {
 	*x = FinishedAgentRun{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3809,7 +3940,7 @@ func (x *FinishedAgentRun) String() string {
 func (*FinishedAgentRun) ProtoMessage() {}
 
 func (x *FinishedAgentRun) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3822,7 +3953,7 @@ func (x *FinishedAgentRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishedAgentRun.ProtoReflect.Descriptor instead.
 func (*FinishedAgentRun) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{69}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *FinishedAgentRun) GetAgent() *Agent {
@@ -3870,7 +4001,7 @@ type RenewRunLeasesRequest struct {
 
 func (x *RenewRunLeasesRequest) Reset() {
 	*x = RenewRunLeasesRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3882,7 +4013,7 @@ func (x *RenewRunLeasesRequest) String() string {
 func (*RenewRunLeasesRequest) ProtoMessage() {}
 
 func (x *RenewRunLeasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3895,7 +4026,7 @@ func (x *RenewRunLeasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRunLeasesRequest.ProtoReflect.Descriptor instead.
 func (*RenewRunLeasesRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{70}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *RenewRunLeasesRequest) GetExecutorId() string {
@@ -3934,14 +4065,17 @@ type RenewRunLeasesResponse struct {
 	// Orphaned runs this executor now holds, to close in their session's log.
 	Orphans []*OrphanedRun `protobuf:"bytes,2,rep,name=orphans,proto3" json:"orphans,omitempty"`
 	// How long a lease lasts without renewal, in seconds (renew well within it).
-	LeaseSeconds  float64 `protobuf:"fixed64,3,opt,name=lease_seconds,json=leaseSeconds,proto3" json:"lease_seconds,omitempty"`
+	LeaseSeconds float64 `protobuf:"fixed64,3,opt,name=lease_seconds,json=leaseSeconds,proto3" json:"lease_seconds,omitempty"`
+	// Runs this executor holds that a newer message of their session interrupts (double texting
+	// "interrupt"): cancel them.
+	Interrupted   []*LeasedRun `protobuf:"bytes,4,rep,name=interrupted,proto3" json:"interrupted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RenewRunLeasesResponse) Reset() {
 	*x = RenewRunLeasesResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3953,7 +4087,7 @@ func (x *RenewRunLeasesResponse) String() string {
 func (*RenewRunLeasesResponse) ProtoMessage() {}
 
 func (x *RenewRunLeasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3966,7 +4100,7 @@ func (x *RenewRunLeasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRunLeasesResponse.ProtoReflect.Descriptor instead.
 func (*RenewRunLeasesResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{71}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *RenewRunLeasesResponse) GetLost() []*LeasedRun {
@@ -3990,6 +4124,13 @@ func (x *RenewRunLeasesResponse) GetLeaseSeconds() float64 {
 	return 0
 }
 
+func (x *RenewRunLeasesResponse) GetInterrupted() []*LeasedRun {
+	if x != nil {
+		return x.Interrupted
+	}
+	return nil
+}
+
 // LeasedRun names one run of one agent.
 type LeasedRun struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4003,7 +4144,7 @@ type LeasedRun struct {
 
 func (x *LeasedRun) Reset() {
 	*x = LeasedRun{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4015,7 +4156,7 @@ func (x *LeasedRun) String() string {
 func (*LeasedRun) ProtoMessage() {}
 
 func (x *LeasedRun) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4028,7 +4169,7 @@ func (x *LeasedRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeasedRun.ProtoReflect.Descriptor instead.
 func (*LeasedRun) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{72}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *LeasedRun) GetAgentId() string {
@@ -4064,7 +4205,7 @@ type OrphanedRun struct {
 
 func (x *OrphanedRun) Reset() {
 	*x = OrphanedRun{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4076,7 +4217,7 @@ func (x *OrphanedRun) String() string {
 func (*OrphanedRun) ProtoMessage() {}
 
 func (x *OrphanedRun) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4089,7 +4230,7 @@ func (x *OrphanedRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrphanedRun.ProtoReflect.Descriptor instead.
 func (*OrphanedRun) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{73}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *OrphanedRun) GetAgentId() string {
@@ -4138,7 +4279,7 @@ type RegisterExecutorRequest struct {
 
 func (x *RegisterExecutorRequest) Reset() {
 	*x = RegisterExecutorRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4150,7 +4291,7 @@ func (x *RegisterExecutorRequest) String() string {
 func (*RegisterExecutorRequest) ProtoMessage() {}
 
 func (x *RegisterExecutorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4163,7 +4304,7 @@ func (x *RegisterExecutorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterExecutorRequest.ProtoReflect.Descriptor instead.
 func (*RegisterExecutorRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{74}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *RegisterExecutorRequest) GetExecutor() *Executor {
@@ -4184,7 +4325,7 @@ type RegisterExecutorResponse struct {
 
 func (x *RegisterExecutorResponse) Reset() {
 	*x = RegisterExecutorResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4196,7 +4337,7 @@ func (x *RegisterExecutorResponse) String() string {
 func (*RegisterExecutorResponse) ProtoMessage() {}
 
 func (x *RegisterExecutorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4209,7 +4350,7 @@ func (x *RegisterExecutorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterExecutorResponse.ProtoReflect.Descriptor instead.
 func (*RegisterExecutorResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{75}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *RegisterExecutorResponse) GetExecutor() *Executor {
@@ -4228,7 +4369,7 @@ type ListExecutorsRequest struct {
 
 func (x *ListExecutorsRequest) Reset() {
 	*x = ListExecutorsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4240,7 +4381,7 @@ func (x *ListExecutorsRequest) String() string {
 func (*ListExecutorsRequest) ProtoMessage() {}
 
 func (x *ListExecutorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4253,7 +4394,7 @@ func (x *ListExecutorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutorsRequest.ProtoReflect.Descriptor instead.
 func (*ListExecutorsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{76}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{78}
 }
 
 // ListExecutorsResponse is the output of ListExecutors.
@@ -4267,7 +4408,7 @@ type ListExecutorsResponse struct {
 
 func (x *ListExecutorsResponse) Reset() {
 	*x = ListExecutorsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4279,7 +4420,7 @@ func (x *ListExecutorsResponse) String() string {
 func (*ListExecutorsResponse) ProtoMessage() {}
 
 func (x *ListExecutorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4292,7 +4433,7 @@ func (x *ListExecutorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutorsResponse.ProtoReflect.Descriptor instead.
 func (*ListExecutorsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{77}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ListExecutorsResponse) GetExecutors() []*Executor {
@@ -4316,7 +4457,7 @@ type CreateMcpServerRequest struct {
 
 func (x *CreateMcpServerRequest) Reset() {
 	*x = CreateMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[78]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4328,7 +4469,7 @@ func (x *CreateMcpServerRequest) String() string {
 func (*CreateMcpServerRequest) ProtoMessage() {}
 
 func (x *CreateMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[78]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4341,7 +4482,7 @@ func (x *CreateMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*CreateMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{78}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *CreateMcpServerRequest) GetMcpServer() *McpServer {
@@ -4369,7 +4510,7 @@ type CreateMcpServerResponse struct {
 
 func (x *CreateMcpServerResponse) Reset() {
 	*x = CreateMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[79]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4381,7 +4522,7 @@ func (x *CreateMcpServerResponse) String() string {
 func (*CreateMcpServerResponse) ProtoMessage() {}
 
 func (x *CreateMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[79]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4394,7 +4535,7 @@ func (x *CreateMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*CreateMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{79}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *CreateMcpServerResponse) GetMcpServer() *McpServer {
@@ -4420,7 +4561,7 @@ type GetMcpServerRequest struct {
 
 func (x *GetMcpServerRequest) Reset() {
 	*x = GetMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[80]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4432,7 +4573,7 @@ func (x *GetMcpServerRequest) String() string {
 func (*GetMcpServerRequest) ProtoMessage() {}
 
 func (x *GetMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[80]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4445,7 +4586,7 @@ func (x *GetMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*GetMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{80}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *GetMcpServerRequest) GetId() string {
@@ -4480,7 +4621,7 @@ type GetMcpServerResponse struct {
 
 func (x *GetMcpServerResponse) Reset() {
 	*x = GetMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[81]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4492,7 +4633,7 @@ func (x *GetMcpServerResponse) String() string {
 func (*GetMcpServerResponse) ProtoMessage() {}
 
 func (x *GetMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[81]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4505,7 +4646,7 @@ func (x *GetMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*GetMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{81}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *GetMcpServerResponse) GetMcpServer() *McpServer {
@@ -4532,7 +4673,7 @@ type ListMcpServersRequest struct {
 
 func (x *ListMcpServersRequest) Reset() {
 	*x = ListMcpServersRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[82]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4544,7 +4685,7 @@ func (x *ListMcpServersRequest) String() string {
 func (*ListMcpServersRequest) ProtoMessage() {}
 
 func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[82]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4557,7 +4698,7 @@ func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersRequest.ProtoReflect.Descriptor instead.
 func (*ListMcpServersRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{82}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ListMcpServersRequest) GetPageSize() int32 {
@@ -4603,7 +4744,7 @@ type ListMcpServersResponse struct {
 
 func (x *ListMcpServersResponse) Reset() {
 	*x = ListMcpServersResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[83]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4615,7 +4756,7 @@ func (x *ListMcpServersResponse) String() string {
 func (*ListMcpServersResponse) ProtoMessage() {}
 
 func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[83]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4628,7 +4769,7 @@ func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersResponse.ProtoReflect.Descriptor instead.
 func (*ListMcpServersResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{83}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ListMcpServersResponse) GetMcpServers() []*McpServer {
@@ -4665,7 +4806,7 @@ type UpdateMcpServerRequest struct {
 
 func (x *UpdateMcpServerRequest) Reset() {
 	*x = UpdateMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[84]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4677,7 +4818,7 @@ func (x *UpdateMcpServerRequest) String() string {
 func (*UpdateMcpServerRequest) ProtoMessage() {}
 
 func (x *UpdateMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[84]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4690,7 +4831,7 @@ func (x *UpdateMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{84}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *UpdateMcpServerRequest) GetMcpServer() *McpServer {
@@ -4718,7 +4859,7 @@ type UpdateMcpServerResponse struct {
 
 func (x *UpdateMcpServerResponse) Reset() {
 	*x = UpdateMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[85]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4730,7 +4871,7 @@ func (x *UpdateMcpServerResponse) String() string {
 func (*UpdateMcpServerResponse) ProtoMessage() {}
 
 func (x *UpdateMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[85]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4743,7 +4884,7 @@ func (x *UpdateMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{85}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *UpdateMcpServerResponse) GetMcpServer() *McpServer {
@@ -4764,7 +4905,7 @@ type DeleteMcpServerRequest struct {
 
 func (x *DeleteMcpServerRequest) Reset() {
 	*x = DeleteMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[86]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4776,7 +4917,7 @@ func (x *DeleteMcpServerRequest) String() string {
 func (*DeleteMcpServerRequest) ProtoMessage() {}
 
 func (x *DeleteMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[86]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4789,7 +4930,7 @@ func (x *DeleteMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{86}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *DeleteMcpServerRequest) GetId() string {
@@ -4808,7 +4949,7 @@ type DeleteMcpServerResponse struct {
 
 func (x *DeleteMcpServerResponse) Reset() {
 	*x = DeleteMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[87]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4820,7 +4961,7 @@ func (x *DeleteMcpServerResponse) String() string {
 func (*DeleteMcpServerResponse) ProtoMessage() {}
 
 func (x *DeleteMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[87]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4833,7 +4974,7 @@ func (x *DeleteMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{87}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{89}
 }
 
 // CreateRemoteAgentRequest is the input of CreateRemoteAgent.
@@ -4847,7 +4988,7 @@ type CreateRemoteAgentRequest struct {
 
 func (x *CreateRemoteAgentRequest) Reset() {
 	*x = CreateRemoteAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[88]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4859,7 +5000,7 @@ func (x *CreateRemoteAgentRequest) String() string {
 func (*CreateRemoteAgentRequest) ProtoMessage() {}
 
 func (x *CreateRemoteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[88]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4872,7 +5013,7 @@ func (x *CreateRemoteAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRemoteAgentRequest.ProtoReflect.Descriptor instead.
 func (*CreateRemoteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{88}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *CreateRemoteAgentRequest) GetRemoteAgent() *RemoteAgent {
@@ -4893,7 +5034,7 @@ type CreateRemoteAgentResponse struct {
 
 func (x *CreateRemoteAgentResponse) Reset() {
 	*x = CreateRemoteAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[89]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4905,7 +5046,7 @@ func (x *CreateRemoteAgentResponse) String() string {
 func (*CreateRemoteAgentResponse) ProtoMessage() {}
 
 func (x *CreateRemoteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[89]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4918,7 +5059,7 @@ func (x *CreateRemoteAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRemoteAgentResponse.ProtoReflect.Descriptor instead.
 func (*CreateRemoteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{89}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *CreateRemoteAgentResponse) GetRemoteAgent() *RemoteAgent {
@@ -4941,7 +5082,7 @@ type GetRemoteAgentRequest struct {
 
 func (x *GetRemoteAgentRequest) Reset() {
 	*x = GetRemoteAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[90]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4953,7 +5094,7 @@ func (x *GetRemoteAgentRequest) String() string {
 func (*GetRemoteAgentRequest) ProtoMessage() {}
 
 func (x *GetRemoteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[90]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4966,7 +5107,7 @@ func (x *GetRemoteAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRemoteAgentRequest.ProtoReflect.Descriptor instead.
 func (*GetRemoteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{90}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *GetRemoteAgentRequest) GetProjectId() string {
@@ -4994,7 +5135,7 @@ type GetRemoteAgentResponse struct {
 
 func (x *GetRemoteAgentResponse) Reset() {
 	*x = GetRemoteAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[91]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5006,7 +5147,7 @@ func (x *GetRemoteAgentResponse) String() string {
 func (*GetRemoteAgentResponse) ProtoMessage() {}
 
 func (x *GetRemoteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[91]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5019,7 +5160,7 @@ func (x *GetRemoteAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRemoteAgentResponse.ProtoReflect.Descriptor instead.
 func (*GetRemoteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{91}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *GetRemoteAgentResponse) GetRemoteAgent() *RemoteAgent {
@@ -5040,7 +5181,7 @@ type ListRemoteAgentsRequest struct {
 
 func (x *ListRemoteAgentsRequest) Reset() {
 	*x = ListRemoteAgentsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[92]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5052,7 +5193,7 @@ func (x *ListRemoteAgentsRequest) String() string {
 func (*ListRemoteAgentsRequest) ProtoMessage() {}
 
 func (x *ListRemoteAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[92]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5065,7 +5206,7 @@ func (x *ListRemoteAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRemoteAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListRemoteAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{92}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *ListRemoteAgentsRequest) GetProjectId() string {
@@ -5086,7 +5227,7 @@ type ListRemoteAgentsResponse struct {
 
 func (x *ListRemoteAgentsResponse) Reset() {
 	*x = ListRemoteAgentsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[93]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5098,7 +5239,7 @@ func (x *ListRemoteAgentsResponse) String() string {
 func (*ListRemoteAgentsResponse) ProtoMessage() {}
 
 func (x *ListRemoteAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[93]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5111,7 +5252,7 @@ func (x *ListRemoteAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRemoteAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListRemoteAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{93}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *ListRemoteAgentsResponse) GetRemoteAgents() []*RemoteAgent {
@@ -5134,7 +5275,7 @@ type DeleteRemoteAgentRequest struct {
 
 func (x *DeleteRemoteAgentRequest) Reset() {
 	*x = DeleteRemoteAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[94]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5146,7 +5287,7 @@ func (x *DeleteRemoteAgentRequest) String() string {
 func (*DeleteRemoteAgentRequest) ProtoMessage() {}
 
 func (x *DeleteRemoteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[94]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5159,7 +5300,7 @@ func (x *DeleteRemoteAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRemoteAgentRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRemoteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{94}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *DeleteRemoteAgentRequest) GetProjectId() string {
@@ -5185,7 +5326,7 @@ type DeleteRemoteAgentResponse struct {
 
 func (x *DeleteRemoteAgentResponse) Reset() {
 	*x = DeleteRemoteAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[95]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5197,7 +5338,7 @@ func (x *DeleteRemoteAgentResponse) String() string {
 func (*DeleteRemoteAgentResponse) ProtoMessage() {}
 
 func (x *DeleteRemoteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[95]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5210,7 +5351,7 @@ func (x *DeleteRemoteAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRemoteAgentResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRemoteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{95}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{97}
 }
 
 // ResolveRemoteAgentRequest is the input of ResolveRemoteAgent.
@@ -5226,7 +5367,7 @@ type ResolveRemoteAgentRequest struct {
 
 func (x *ResolveRemoteAgentRequest) Reset() {
 	*x = ResolveRemoteAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[96]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5238,7 +5379,7 @@ func (x *ResolveRemoteAgentRequest) String() string {
 func (*ResolveRemoteAgentRequest) ProtoMessage() {}
 
 func (x *ResolveRemoteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[96]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5251,7 +5392,7 @@ func (x *ResolveRemoteAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveRemoteAgentRequest.ProtoReflect.Descriptor instead.
 func (*ResolveRemoteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{96}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *ResolveRemoteAgentRequest) GetProjectId() string {
@@ -5279,7 +5420,7 @@ type ResolveRemoteAgentResponse struct {
 
 func (x *ResolveRemoteAgentResponse) Reset() {
 	*x = ResolveRemoteAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[97]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5291,7 +5432,7 @@ func (x *ResolveRemoteAgentResponse) String() string {
 func (*ResolveRemoteAgentResponse) ProtoMessage() {}
 
 func (x *ResolveRemoteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[97]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5304,7 +5445,7 @@ func (x *ResolveRemoteAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveRemoteAgentResponse.ProtoReflect.Descriptor instead.
 func (*ResolveRemoteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{97}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *ResolveRemoteAgentResponse) GetRemoteAgent() *RemoteAgent {
@@ -5325,7 +5466,7 @@ type ResolveMcpServersRequest struct {
 
 func (x *ResolveMcpServersRequest) Reset() {
 	*x = ResolveMcpServersRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[98]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5337,7 +5478,7 @@ func (x *ResolveMcpServersRequest) String() string {
 func (*ResolveMcpServersRequest) ProtoMessage() {}
 
 func (x *ResolveMcpServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[98]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5350,7 +5491,7 @@ func (x *ResolveMcpServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveMcpServersRequest.ProtoReflect.Descriptor instead.
 func (*ResolveMcpServersRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{98}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *ResolveMcpServersRequest) GetAgentId() string {
@@ -5373,7 +5514,7 @@ type ResolveMcpServersResponse struct {
 
 func (x *ResolveMcpServersResponse) Reset() {
 	*x = ResolveMcpServersResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[99]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5385,7 +5526,7 @@ func (x *ResolveMcpServersResponse) String() string {
 func (*ResolveMcpServersResponse) ProtoMessage() {}
 
 func (x *ResolveMcpServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[99]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5398,7 +5539,7 @@ func (x *ResolveMcpServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveMcpServersResponse.ProtoReflect.Descriptor instead.
 func (*ResolveMcpServersResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{99}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *ResolveMcpServersResponse) GetServers() []*McpServer {
@@ -5635,17 +5776,27 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\n" +
 	"agent_name\x18\x02 \x01(\tR\tagentName\"L\n" +
 	"\x14ResolveAgentResponse\x124\n" +
-	"\x04spec\x18\x01 \x01(\v2 .agentmesh.registry.v1.AgentSpecR\x04spec\"\x88\x01\n" +
+	"\x04spec\x18\x01 \x01(\v2 .agentmesh.registry.v1.AgentSpecR\x04spec\"\xaf\x01\n" +
 	"\x14StartAgentRunRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x1f\n" +
 	"\vexecutor_id\x18\x04 \x01(\tR\n" +
-	"executorId\"p\n" +
+	"executorId\x12%\n" +
+	"\x0edouble_texting\x18\x05 \x01(\tR\rdoubleTexting\"\x8f\x01\n" +
 	"\x15StartAgentRunResponse\x122\n" +
 	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12#\n" +
-	"\rspec_revision\x18\x02 \x01(\tR\fspecRevision\"\x9c\x01\n" +
+	"\rspec_revision\x18\x02 \x01(\tR\fspecRevision\x12\x1d\n" +
+	"\n" +
+	"runs_ahead\x18\x03 \x03(\tR\trunsAhead\"n\n" +
+	"\x17AwaitSessionTurnRequest\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12!\n" +
+	"\fwait_seconds\x18\x03 \x01(\x01R\vwaitSeconds\"9\n" +
+	"\x18AwaitSessionTurnResponse\x12\x1d\n" +
+	"\n" +
+	"runs_ahead\x18\x01 \x03(\tR\trunsAhead\"\x9c\x01\n" +
 	"\x15FinishAgentRunRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1c\n" +
@@ -5671,11 +5822,12 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x04runs\x18\x02 \x03(\v2 .agentmesh.registry.v1.LeasedRunR\x04runs\x128\n" +
 	"\x06closed\x18\x03 \x03(\v2 .agentmesh.registry.v1.LeasedRunR\x06closed\x12\x1f\n" +
 	"\vmax_orphans\x18\x04 \x01(\x05R\n" +
-	"maxOrphans\"\xb1\x01\n" +
+	"maxOrphans\"\xf5\x01\n" +
 	"\x16RenewRunLeasesResponse\x124\n" +
 	"\x04lost\x18\x01 \x03(\v2 .agentmesh.registry.v1.LeasedRunR\x04lost\x12<\n" +
 	"\aorphans\x18\x02 \x03(\v2\".agentmesh.registry.v1.OrphanedRunR\aorphans\x12#\n" +
-	"\rlease_seconds\x18\x03 \x01(\x01R\fleaseSeconds\"=\n" +
+	"\rlease_seconds\x18\x03 \x01(\x01R\fleaseSeconds\x12B\n" +
+	"\vinterrupted\x18\x04 \x03(\v2 .agentmesh.registry.v1.LeasedRunR\vinterrupted\"=\n" +
 	"\tLeasedRun\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\"\x9c\x01\n" +
@@ -5765,7 +5917,7 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\"q\n" +
 	"\x19ResolveMcpServersResponse\x12:\n" +
 	"\aservers\x18\x01 \x03(\v2 .agentmesh.registry.v1.McpServerR\aservers\x12\x18\n" +
-	"\amissing\x18\x02 \x03(\tR\amissing2\xef(\n" +
+	"\amissing\x18\x02 \x03(\tR\amissing2\xe4)\n" +
 	"\x0fRegistryService\x12g\n" +
 	"\fRegisterUser\x12*.agentmesh.registry.v1.RegisterUserRequest\x1a+.agentmesh.registry.v1.RegisterUserResponse\x12R\n" +
 	"\x05Login\x12#.agentmesh.registry.v1.LoginRequest\x1a$.agentmesh.registry.v1.LoginResponse\x12j\n" +
@@ -5803,7 +5955,8 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\vDeleteAgent\x12).agentmesh.registry.v1.DeleteAgentRequest\x1a*.agentmesh.registry.v1.DeleteAgentResponse\x12p\n" +
 	"\x0fGetAgentMetrics\x12-.agentmesh.registry.v1.GetAgentMetricsRequest\x1a..agentmesh.registry.v1.GetAgentMetricsResponse\x12g\n" +
 	"\fResolveAgent\x12*.agentmesh.registry.v1.ResolveAgentRequest\x1a+.agentmesh.registry.v1.ResolveAgentResponse\x12j\n" +
-	"\rStartAgentRun\x12+.agentmesh.registry.v1.StartAgentRunRequest\x1a,.agentmesh.registry.v1.StartAgentRunResponse\x12m\n" +
+	"\rStartAgentRun\x12+.agentmesh.registry.v1.StartAgentRunRequest\x1a,.agentmesh.registry.v1.StartAgentRunResponse\x12s\n" +
+	"\x10AwaitSessionTurn\x12..agentmesh.registry.v1.AwaitSessionTurnRequest\x1a/.agentmesh.registry.v1.AwaitSessionTurnResponse\x12m\n" +
 	"\x0eFinishAgentRun\x12,.agentmesh.registry.v1.FinishAgentRunRequest\x1a-.agentmesh.registry.v1.FinishAgentRunResponse\x12p\n" +
 	"\x0fFinishAgentRuns\x12-.agentmesh.registry.v1.FinishAgentRunsRequest\x1a..agentmesh.registry.v1.FinishAgentRunsResponse\x12m\n" +
 	"\x0eRenewRunLeases\x12,.agentmesh.registry.v1.RenewRunLeasesRequest\x1a-.agentmesh.registry.v1.RenewRunLeasesResponse\x12p\n" +
@@ -5834,7 +5987,7 @@ func file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_registry_v1_registry_service_proto_rawDescData
 }
 
-var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 100)
+var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 102)
 var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*RegisterUserRequest)(nil),        // 0: agentmesh.registry.v1.RegisterUserRequest
 	(*RegisterUserResponse)(nil),       // 1: agentmesh.registry.v1.RegisterUserResponse
@@ -5901,217 +6054,222 @@ var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*ResolveAgentResponse)(nil),       // 62: agentmesh.registry.v1.ResolveAgentResponse
 	(*StartAgentRunRequest)(nil),       // 63: agentmesh.registry.v1.StartAgentRunRequest
 	(*StartAgentRunResponse)(nil),      // 64: agentmesh.registry.v1.StartAgentRunResponse
-	(*FinishAgentRunRequest)(nil),      // 65: agentmesh.registry.v1.FinishAgentRunRequest
-	(*FinishAgentRunResponse)(nil),     // 66: agentmesh.registry.v1.FinishAgentRunResponse
-	(*FinishAgentRunsRequest)(nil),     // 67: agentmesh.registry.v1.FinishAgentRunsRequest
-	(*FinishAgentRunsResponse)(nil),    // 68: agentmesh.registry.v1.FinishAgentRunsResponse
-	(*FinishedAgentRun)(nil),           // 69: agentmesh.registry.v1.FinishedAgentRun
-	(*RenewRunLeasesRequest)(nil),      // 70: agentmesh.registry.v1.RenewRunLeasesRequest
-	(*RenewRunLeasesResponse)(nil),     // 71: agentmesh.registry.v1.RenewRunLeasesResponse
-	(*LeasedRun)(nil),                  // 72: agentmesh.registry.v1.LeasedRun
-	(*OrphanedRun)(nil),                // 73: agentmesh.registry.v1.OrphanedRun
-	(*RegisterExecutorRequest)(nil),    // 74: agentmesh.registry.v1.RegisterExecutorRequest
-	(*RegisterExecutorResponse)(nil),   // 75: agentmesh.registry.v1.RegisterExecutorResponse
-	(*ListExecutorsRequest)(nil),       // 76: agentmesh.registry.v1.ListExecutorsRequest
-	(*ListExecutorsResponse)(nil),      // 77: agentmesh.registry.v1.ListExecutorsResponse
-	(*CreateMcpServerRequest)(nil),     // 78: agentmesh.registry.v1.CreateMcpServerRequest
-	(*CreateMcpServerResponse)(nil),    // 79: agentmesh.registry.v1.CreateMcpServerResponse
-	(*GetMcpServerRequest)(nil),        // 80: agentmesh.registry.v1.GetMcpServerRequest
-	(*GetMcpServerResponse)(nil),       // 81: agentmesh.registry.v1.GetMcpServerResponse
-	(*ListMcpServersRequest)(nil),      // 82: agentmesh.registry.v1.ListMcpServersRequest
-	(*ListMcpServersResponse)(nil),     // 83: agentmesh.registry.v1.ListMcpServersResponse
-	(*UpdateMcpServerRequest)(nil),     // 84: agentmesh.registry.v1.UpdateMcpServerRequest
-	(*UpdateMcpServerResponse)(nil),    // 85: agentmesh.registry.v1.UpdateMcpServerResponse
-	(*DeleteMcpServerRequest)(nil),     // 86: agentmesh.registry.v1.DeleteMcpServerRequest
-	(*DeleteMcpServerResponse)(nil),    // 87: agentmesh.registry.v1.DeleteMcpServerResponse
-	(*CreateRemoteAgentRequest)(nil),   // 88: agentmesh.registry.v1.CreateRemoteAgentRequest
-	(*CreateRemoteAgentResponse)(nil),  // 89: agentmesh.registry.v1.CreateRemoteAgentResponse
-	(*GetRemoteAgentRequest)(nil),      // 90: agentmesh.registry.v1.GetRemoteAgentRequest
-	(*GetRemoteAgentResponse)(nil),     // 91: agentmesh.registry.v1.GetRemoteAgentResponse
-	(*ListRemoteAgentsRequest)(nil),    // 92: agentmesh.registry.v1.ListRemoteAgentsRequest
-	(*ListRemoteAgentsResponse)(nil),   // 93: agentmesh.registry.v1.ListRemoteAgentsResponse
-	(*DeleteRemoteAgentRequest)(nil),   // 94: agentmesh.registry.v1.DeleteRemoteAgentRequest
-	(*DeleteRemoteAgentResponse)(nil),  // 95: agentmesh.registry.v1.DeleteRemoteAgentResponse
-	(*ResolveRemoteAgentRequest)(nil),  // 96: agentmesh.registry.v1.ResolveRemoteAgentRequest
-	(*ResolveRemoteAgentResponse)(nil), // 97: agentmesh.registry.v1.ResolveRemoteAgentResponse
-	(*ResolveMcpServersRequest)(nil),   // 98: agentmesh.registry.v1.ResolveMcpServersRequest
-	(*ResolveMcpServersResponse)(nil),  // 99: agentmesh.registry.v1.ResolveMcpServersResponse
-	(*User)(nil),                       // 100: agentmesh.registry.v1.User
-	(*fieldmaskpb.FieldMask)(nil),      // 101: google.protobuf.FieldMask
-	(*timestamppb.Timestamp)(nil),      // 102: google.protobuf.Timestamp
-	(*ApiKey)(nil),                     // 103: agentmesh.registry.v1.ApiKey
-	(*AgentType)(nil),                  // 104: agentmesh.registry.v1.AgentType
-	(*Project)(nil),                    // 105: agentmesh.registry.v1.Project
-	(*Agent)(nil),                      // 106: agentmesh.registry.v1.Agent
-	(*AgentSpec)(nil),                  // 107: agentmesh.registry.v1.AgentSpec
-	(*Executor)(nil),                   // 108: agentmesh.registry.v1.Executor
-	(*McpServer)(nil),                  // 109: agentmesh.registry.v1.McpServer
-	(*RemoteAgent)(nil),                // 110: agentmesh.registry.v1.RemoteAgent
+	(*AwaitSessionTurnRequest)(nil),    // 65: agentmesh.registry.v1.AwaitSessionTurnRequest
+	(*AwaitSessionTurnResponse)(nil),   // 66: agentmesh.registry.v1.AwaitSessionTurnResponse
+	(*FinishAgentRunRequest)(nil),      // 67: agentmesh.registry.v1.FinishAgentRunRequest
+	(*FinishAgentRunResponse)(nil),     // 68: agentmesh.registry.v1.FinishAgentRunResponse
+	(*FinishAgentRunsRequest)(nil),     // 69: agentmesh.registry.v1.FinishAgentRunsRequest
+	(*FinishAgentRunsResponse)(nil),    // 70: agentmesh.registry.v1.FinishAgentRunsResponse
+	(*FinishedAgentRun)(nil),           // 71: agentmesh.registry.v1.FinishedAgentRun
+	(*RenewRunLeasesRequest)(nil),      // 72: agentmesh.registry.v1.RenewRunLeasesRequest
+	(*RenewRunLeasesResponse)(nil),     // 73: agentmesh.registry.v1.RenewRunLeasesResponse
+	(*LeasedRun)(nil),                  // 74: agentmesh.registry.v1.LeasedRun
+	(*OrphanedRun)(nil),                // 75: agentmesh.registry.v1.OrphanedRun
+	(*RegisterExecutorRequest)(nil),    // 76: agentmesh.registry.v1.RegisterExecutorRequest
+	(*RegisterExecutorResponse)(nil),   // 77: agentmesh.registry.v1.RegisterExecutorResponse
+	(*ListExecutorsRequest)(nil),       // 78: agentmesh.registry.v1.ListExecutorsRequest
+	(*ListExecutorsResponse)(nil),      // 79: agentmesh.registry.v1.ListExecutorsResponse
+	(*CreateMcpServerRequest)(nil),     // 80: agentmesh.registry.v1.CreateMcpServerRequest
+	(*CreateMcpServerResponse)(nil),    // 81: agentmesh.registry.v1.CreateMcpServerResponse
+	(*GetMcpServerRequest)(nil),        // 82: agentmesh.registry.v1.GetMcpServerRequest
+	(*GetMcpServerResponse)(nil),       // 83: agentmesh.registry.v1.GetMcpServerResponse
+	(*ListMcpServersRequest)(nil),      // 84: agentmesh.registry.v1.ListMcpServersRequest
+	(*ListMcpServersResponse)(nil),     // 85: agentmesh.registry.v1.ListMcpServersResponse
+	(*UpdateMcpServerRequest)(nil),     // 86: agentmesh.registry.v1.UpdateMcpServerRequest
+	(*UpdateMcpServerResponse)(nil),    // 87: agentmesh.registry.v1.UpdateMcpServerResponse
+	(*DeleteMcpServerRequest)(nil),     // 88: agentmesh.registry.v1.DeleteMcpServerRequest
+	(*DeleteMcpServerResponse)(nil),    // 89: agentmesh.registry.v1.DeleteMcpServerResponse
+	(*CreateRemoteAgentRequest)(nil),   // 90: agentmesh.registry.v1.CreateRemoteAgentRequest
+	(*CreateRemoteAgentResponse)(nil),  // 91: agentmesh.registry.v1.CreateRemoteAgentResponse
+	(*GetRemoteAgentRequest)(nil),      // 92: agentmesh.registry.v1.GetRemoteAgentRequest
+	(*GetRemoteAgentResponse)(nil),     // 93: agentmesh.registry.v1.GetRemoteAgentResponse
+	(*ListRemoteAgentsRequest)(nil),    // 94: agentmesh.registry.v1.ListRemoteAgentsRequest
+	(*ListRemoteAgentsResponse)(nil),   // 95: agentmesh.registry.v1.ListRemoteAgentsResponse
+	(*DeleteRemoteAgentRequest)(nil),   // 96: agentmesh.registry.v1.DeleteRemoteAgentRequest
+	(*DeleteRemoteAgentResponse)(nil),  // 97: agentmesh.registry.v1.DeleteRemoteAgentResponse
+	(*ResolveRemoteAgentRequest)(nil),  // 98: agentmesh.registry.v1.ResolveRemoteAgentRequest
+	(*ResolveRemoteAgentResponse)(nil), // 99: agentmesh.registry.v1.ResolveRemoteAgentResponse
+	(*ResolveMcpServersRequest)(nil),   // 100: agentmesh.registry.v1.ResolveMcpServersRequest
+	(*ResolveMcpServersResponse)(nil),  // 101: agentmesh.registry.v1.ResolveMcpServersResponse
+	(*User)(nil),                       // 102: agentmesh.registry.v1.User
+	(*fieldmaskpb.FieldMask)(nil),      // 103: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),      // 104: google.protobuf.Timestamp
+	(*ApiKey)(nil),                     // 105: agentmesh.registry.v1.ApiKey
+	(*AgentType)(nil),                  // 106: agentmesh.registry.v1.AgentType
+	(*Project)(nil),                    // 107: agentmesh.registry.v1.Project
+	(*Agent)(nil),                      // 108: agentmesh.registry.v1.Agent
+	(*AgentSpec)(nil),                  // 109: agentmesh.registry.v1.AgentSpec
+	(*Executor)(nil),                   // 110: agentmesh.registry.v1.Executor
+	(*McpServer)(nil),                  // 111: agentmesh.registry.v1.McpServer
+	(*RemoteAgent)(nil),                // 112: agentmesh.registry.v1.RemoteAgent
 }
 var file_agentmesh_registry_v1_registry_service_proto_depIdxs = []int32{
-	100, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
+	102, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
 	3,   // 1: agentmesh.registry.v1.LoginResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
 	3,   // 2: agentmesh.registry.v1.RefreshTokensResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
-	100, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
-	100, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	100, // 5: agentmesh.registry.v1.UpdateUserRequest.user:type_name -> agentmesh.registry.v1.User
-	101, // 6: agentmesh.registry.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
-	100, // 7: agentmesh.registry.v1.UpdateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	102, // 8: agentmesh.registry.v1.CreateApiKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	103, // 9: agentmesh.registry.v1.CreateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
-	103, // 10: agentmesh.registry.v1.ListApiKeysResponse.api_keys:type_name -> agentmesh.registry.v1.ApiKey
-	103, // 11: agentmesh.registry.v1.AuthenticateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
-	100, // 12: agentmesh.registry.v1.AuthenticateApiKeyResponse.user:type_name -> agentmesh.registry.v1.User
-	104, // 13: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	104, // 14: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	104, // 15: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	104, // 16: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
-	104, // 17: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	101, // 18: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
-	104, // 19: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	105, // 20: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	105, // 21: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	105, // 22: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	105, // 23: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
-	105, // 24: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	101, // 25: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	105, // 26: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	106, // 27: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	106, // 28: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	106, // 29: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	106, // 30: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
-	106, // 31: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	101, // 32: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	106, // 33: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	106, // 34: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	106, // 35: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	107, // 36: agentmesh.registry.v1.ResolveAgentResponse.spec:type_name -> agentmesh.registry.v1.AgentSpec
-	106, // 37: agentmesh.registry.v1.StartAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	106, // 38: agentmesh.registry.v1.FinishAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	65,  // 39: agentmesh.registry.v1.FinishAgentRunsRequest.runs:type_name -> agentmesh.registry.v1.FinishAgentRunRequest
-	69,  // 40: agentmesh.registry.v1.FinishAgentRunsResponse.results:type_name -> agentmesh.registry.v1.FinishedAgentRun
-	106, // 41: agentmesh.registry.v1.FinishedAgentRun.agent:type_name -> agentmesh.registry.v1.Agent
-	72,  // 42: agentmesh.registry.v1.RenewRunLeasesRequest.runs:type_name -> agentmesh.registry.v1.LeasedRun
-	72,  // 43: agentmesh.registry.v1.RenewRunLeasesRequest.closed:type_name -> agentmesh.registry.v1.LeasedRun
-	72,  // 44: agentmesh.registry.v1.RenewRunLeasesResponse.lost:type_name -> agentmesh.registry.v1.LeasedRun
-	73,  // 45: agentmesh.registry.v1.RenewRunLeasesResponse.orphans:type_name -> agentmesh.registry.v1.OrphanedRun
-	108, // 46: agentmesh.registry.v1.RegisterExecutorRequest.executor:type_name -> agentmesh.registry.v1.Executor
-	108, // 47: agentmesh.registry.v1.RegisterExecutorResponse.executor:type_name -> agentmesh.registry.v1.Executor
-	108, // 48: agentmesh.registry.v1.ListExecutorsResponse.executors:type_name -> agentmesh.registry.v1.Executor
-	109, // 49: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	109, // 50: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	109, // 51: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	109, // 52: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	109, // 53: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	101, // 54: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
-	109, // 55: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	110, // 56: agentmesh.registry.v1.CreateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	110, // 57: agentmesh.registry.v1.CreateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	110, // 58: agentmesh.registry.v1.GetRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	110, // 59: agentmesh.registry.v1.ListRemoteAgentsResponse.remote_agents:type_name -> agentmesh.registry.v1.RemoteAgent
-	110, // 60: agentmesh.registry.v1.ResolveRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	109, // 61: agentmesh.registry.v1.ResolveMcpServersResponse.servers:type_name -> agentmesh.registry.v1.McpServer
-	0,   // 62: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
-	2,   // 63: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
-	5,   // 64: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
-	7,   // 65: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
-	9,   // 66: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
-	11,  // 67: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
-	13,  // 68: agentmesh.registry.v1.RegistryService.UpdateUser:input_type -> agentmesh.registry.v1.UpdateUserRequest
-	15,  // 69: agentmesh.registry.v1.RegistryService.GetUserStatus:input_type -> agentmesh.registry.v1.GetUserStatusRequest
-	17,  // 70: agentmesh.registry.v1.RegistryService.CreateApiKey:input_type -> agentmesh.registry.v1.CreateApiKeyRequest
-	19,  // 71: agentmesh.registry.v1.RegistryService.ListApiKeys:input_type -> agentmesh.registry.v1.ListApiKeysRequest
-	21,  // 72: agentmesh.registry.v1.RegistryService.RevokeApiKey:input_type -> agentmesh.registry.v1.RevokeApiKeyRequest
-	23,  // 73: agentmesh.registry.v1.RegistryService.AuthenticateApiKey:input_type -> agentmesh.registry.v1.AuthenticateApiKeyRequest
-	25,  // 74: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
-	27,  // 75: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
-	29,  // 76: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
-	31,  // 77: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
-	33,  // 78: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
-	35,  // 79: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
-	37,  // 80: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
-	39,  // 81: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
-	41,  // 82: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
-	43,  // 83: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
-	45,  // 84: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
-	47,  // 85: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
-	49,  // 86: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
-	51,  // 87: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
-	53,  // 88: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
-	55,  // 89: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
-	57,  // 90: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
-	59,  // 91: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
-	61,  // 92: agentmesh.registry.v1.RegistryService.ResolveAgent:input_type -> agentmesh.registry.v1.ResolveAgentRequest
-	63,  // 93: agentmesh.registry.v1.RegistryService.StartAgentRun:input_type -> agentmesh.registry.v1.StartAgentRunRequest
-	65,  // 94: agentmesh.registry.v1.RegistryService.FinishAgentRun:input_type -> agentmesh.registry.v1.FinishAgentRunRequest
-	67,  // 95: agentmesh.registry.v1.RegistryService.FinishAgentRuns:input_type -> agentmesh.registry.v1.FinishAgentRunsRequest
-	70,  // 96: agentmesh.registry.v1.RegistryService.RenewRunLeases:input_type -> agentmesh.registry.v1.RenewRunLeasesRequest
-	78,  // 97: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
-	80,  // 98: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
-	82,  // 99: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
-	84,  // 100: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
-	86,  // 101: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
-	98,  // 102: agentmesh.registry.v1.RegistryService.ResolveMcpServers:input_type -> agentmesh.registry.v1.ResolveMcpServersRequest
-	88,  // 103: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:input_type -> agentmesh.registry.v1.CreateRemoteAgentRequest
-	90,  // 104: agentmesh.registry.v1.RegistryService.GetRemoteAgent:input_type -> agentmesh.registry.v1.GetRemoteAgentRequest
-	92,  // 105: agentmesh.registry.v1.RegistryService.ListRemoteAgents:input_type -> agentmesh.registry.v1.ListRemoteAgentsRequest
-	94,  // 106: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:input_type -> agentmesh.registry.v1.DeleteRemoteAgentRequest
-	96,  // 107: agentmesh.registry.v1.RegistryService.ResolveRemoteAgent:input_type -> agentmesh.registry.v1.ResolveRemoteAgentRequest
-	74,  // 108: agentmesh.registry.v1.RegistryService.RegisterExecutor:input_type -> agentmesh.registry.v1.RegisterExecutorRequest
-	76,  // 109: agentmesh.registry.v1.RegistryService.ListExecutors:input_type -> agentmesh.registry.v1.ListExecutorsRequest
-	1,   // 110: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
-	4,   // 111: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
-	6,   // 112: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
-	8,   // 113: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
-	10,  // 114: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
-	12,  // 115: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
-	14,  // 116: agentmesh.registry.v1.RegistryService.UpdateUser:output_type -> agentmesh.registry.v1.UpdateUserResponse
-	16,  // 117: agentmesh.registry.v1.RegistryService.GetUserStatus:output_type -> agentmesh.registry.v1.GetUserStatusResponse
-	18,  // 118: agentmesh.registry.v1.RegistryService.CreateApiKey:output_type -> agentmesh.registry.v1.CreateApiKeyResponse
-	20,  // 119: agentmesh.registry.v1.RegistryService.ListApiKeys:output_type -> agentmesh.registry.v1.ListApiKeysResponse
-	22,  // 120: agentmesh.registry.v1.RegistryService.RevokeApiKey:output_type -> agentmesh.registry.v1.RevokeApiKeyResponse
-	24,  // 121: agentmesh.registry.v1.RegistryService.AuthenticateApiKey:output_type -> agentmesh.registry.v1.AuthenticateApiKeyResponse
-	26,  // 122: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
-	28,  // 123: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
-	30,  // 124: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
-	32,  // 125: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
-	34,  // 126: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
-	36,  // 127: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
-	38,  // 128: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
-	40,  // 129: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
-	42,  // 130: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
-	44,  // 131: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
-	46,  // 132: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
-	48,  // 133: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
-	50,  // 134: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
-	52,  // 135: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
-	54,  // 136: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
-	56,  // 137: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
-	58,  // 138: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
-	60,  // 139: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
-	62,  // 140: agentmesh.registry.v1.RegistryService.ResolveAgent:output_type -> agentmesh.registry.v1.ResolveAgentResponse
-	64,  // 141: agentmesh.registry.v1.RegistryService.StartAgentRun:output_type -> agentmesh.registry.v1.StartAgentRunResponse
-	66,  // 142: agentmesh.registry.v1.RegistryService.FinishAgentRun:output_type -> agentmesh.registry.v1.FinishAgentRunResponse
-	68,  // 143: agentmesh.registry.v1.RegistryService.FinishAgentRuns:output_type -> agentmesh.registry.v1.FinishAgentRunsResponse
-	71,  // 144: agentmesh.registry.v1.RegistryService.RenewRunLeases:output_type -> agentmesh.registry.v1.RenewRunLeasesResponse
-	79,  // 145: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
-	81,  // 146: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
-	83,  // 147: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
-	85,  // 148: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
-	87,  // 149: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
-	99,  // 150: agentmesh.registry.v1.RegistryService.ResolveMcpServers:output_type -> agentmesh.registry.v1.ResolveMcpServersResponse
-	89,  // 151: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:output_type -> agentmesh.registry.v1.CreateRemoteAgentResponse
-	91,  // 152: agentmesh.registry.v1.RegistryService.GetRemoteAgent:output_type -> agentmesh.registry.v1.GetRemoteAgentResponse
-	93,  // 153: agentmesh.registry.v1.RegistryService.ListRemoteAgents:output_type -> agentmesh.registry.v1.ListRemoteAgentsResponse
-	95,  // 154: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:output_type -> agentmesh.registry.v1.DeleteRemoteAgentResponse
-	97,  // 155: agentmesh.registry.v1.RegistryService.ResolveRemoteAgent:output_type -> agentmesh.registry.v1.ResolveRemoteAgentResponse
-	75,  // 156: agentmesh.registry.v1.RegistryService.RegisterExecutor:output_type -> agentmesh.registry.v1.RegisterExecutorResponse
-	77,  // 157: agentmesh.registry.v1.RegistryService.ListExecutors:output_type -> agentmesh.registry.v1.ListExecutorsResponse
-	110, // [110:158] is the sub-list for method output_type
-	62,  // [62:110] is the sub-list for method input_type
-	62,  // [62:62] is the sub-list for extension type_name
-	62,  // [62:62] is the sub-list for extension extendee
-	0,   // [0:62] is the sub-list for field type_name
+	102, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
+	102, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	102, // 5: agentmesh.registry.v1.UpdateUserRequest.user:type_name -> agentmesh.registry.v1.User
+	103, // 6: agentmesh.registry.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
+	102, // 7: agentmesh.registry.v1.UpdateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	104, // 8: agentmesh.registry.v1.CreateApiKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	105, // 9: agentmesh.registry.v1.CreateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
+	105, // 10: agentmesh.registry.v1.ListApiKeysResponse.api_keys:type_name -> agentmesh.registry.v1.ApiKey
+	105, // 11: agentmesh.registry.v1.AuthenticateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
+	102, // 12: agentmesh.registry.v1.AuthenticateApiKeyResponse.user:type_name -> agentmesh.registry.v1.User
+	106, // 13: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	106, // 14: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	106, // 15: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	106, // 16: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
+	106, // 17: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	103, // 18: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
+	106, // 19: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	107, // 20: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	107, // 21: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	107, // 22: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	107, // 23: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
+	107, // 24: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	103, // 25: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	107, // 26: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	108, // 27: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	108, // 28: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	108, // 29: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	108, // 30: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
+	108, // 31: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	103, // 32: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	108, // 33: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	108, // 34: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	108, // 35: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	109, // 36: agentmesh.registry.v1.ResolveAgentResponse.spec:type_name -> agentmesh.registry.v1.AgentSpec
+	108, // 37: agentmesh.registry.v1.StartAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	108, // 38: agentmesh.registry.v1.FinishAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	67,  // 39: agentmesh.registry.v1.FinishAgentRunsRequest.runs:type_name -> agentmesh.registry.v1.FinishAgentRunRequest
+	71,  // 40: agentmesh.registry.v1.FinishAgentRunsResponse.results:type_name -> agentmesh.registry.v1.FinishedAgentRun
+	108, // 41: agentmesh.registry.v1.FinishedAgentRun.agent:type_name -> agentmesh.registry.v1.Agent
+	74,  // 42: agentmesh.registry.v1.RenewRunLeasesRequest.runs:type_name -> agentmesh.registry.v1.LeasedRun
+	74,  // 43: agentmesh.registry.v1.RenewRunLeasesRequest.closed:type_name -> agentmesh.registry.v1.LeasedRun
+	74,  // 44: agentmesh.registry.v1.RenewRunLeasesResponse.lost:type_name -> agentmesh.registry.v1.LeasedRun
+	75,  // 45: agentmesh.registry.v1.RenewRunLeasesResponse.orphans:type_name -> agentmesh.registry.v1.OrphanedRun
+	74,  // 46: agentmesh.registry.v1.RenewRunLeasesResponse.interrupted:type_name -> agentmesh.registry.v1.LeasedRun
+	110, // 47: agentmesh.registry.v1.RegisterExecutorRequest.executor:type_name -> agentmesh.registry.v1.Executor
+	110, // 48: agentmesh.registry.v1.RegisterExecutorResponse.executor:type_name -> agentmesh.registry.v1.Executor
+	110, // 49: agentmesh.registry.v1.ListExecutorsResponse.executors:type_name -> agentmesh.registry.v1.Executor
+	111, // 50: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	111, // 51: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	111, // 52: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	111, // 53: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	111, // 54: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	103, // 55: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
+	111, // 56: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	112, // 57: agentmesh.registry.v1.CreateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	112, // 58: agentmesh.registry.v1.CreateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	112, // 59: agentmesh.registry.v1.GetRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	112, // 60: agentmesh.registry.v1.ListRemoteAgentsResponse.remote_agents:type_name -> agentmesh.registry.v1.RemoteAgent
+	112, // 61: agentmesh.registry.v1.ResolveRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	111, // 62: agentmesh.registry.v1.ResolveMcpServersResponse.servers:type_name -> agentmesh.registry.v1.McpServer
+	0,   // 63: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
+	2,   // 64: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
+	5,   // 65: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
+	7,   // 66: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
+	9,   // 67: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
+	11,  // 68: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
+	13,  // 69: agentmesh.registry.v1.RegistryService.UpdateUser:input_type -> agentmesh.registry.v1.UpdateUserRequest
+	15,  // 70: agentmesh.registry.v1.RegistryService.GetUserStatus:input_type -> agentmesh.registry.v1.GetUserStatusRequest
+	17,  // 71: agentmesh.registry.v1.RegistryService.CreateApiKey:input_type -> agentmesh.registry.v1.CreateApiKeyRequest
+	19,  // 72: agentmesh.registry.v1.RegistryService.ListApiKeys:input_type -> agentmesh.registry.v1.ListApiKeysRequest
+	21,  // 73: agentmesh.registry.v1.RegistryService.RevokeApiKey:input_type -> agentmesh.registry.v1.RevokeApiKeyRequest
+	23,  // 74: agentmesh.registry.v1.RegistryService.AuthenticateApiKey:input_type -> agentmesh.registry.v1.AuthenticateApiKeyRequest
+	25,  // 75: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
+	27,  // 76: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
+	29,  // 77: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
+	31,  // 78: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
+	33,  // 79: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
+	35,  // 80: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
+	37,  // 81: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
+	39,  // 82: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
+	41,  // 83: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
+	43,  // 84: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
+	45,  // 85: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
+	47,  // 86: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
+	49,  // 87: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
+	51,  // 88: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
+	53,  // 89: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
+	55,  // 90: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
+	57,  // 91: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
+	59,  // 92: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
+	61,  // 93: agentmesh.registry.v1.RegistryService.ResolveAgent:input_type -> agentmesh.registry.v1.ResolveAgentRequest
+	63,  // 94: agentmesh.registry.v1.RegistryService.StartAgentRun:input_type -> agentmesh.registry.v1.StartAgentRunRequest
+	65,  // 95: agentmesh.registry.v1.RegistryService.AwaitSessionTurn:input_type -> agentmesh.registry.v1.AwaitSessionTurnRequest
+	67,  // 96: agentmesh.registry.v1.RegistryService.FinishAgentRun:input_type -> agentmesh.registry.v1.FinishAgentRunRequest
+	69,  // 97: agentmesh.registry.v1.RegistryService.FinishAgentRuns:input_type -> agentmesh.registry.v1.FinishAgentRunsRequest
+	72,  // 98: agentmesh.registry.v1.RegistryService.RenewRunLeases:input_type -> agentmesh.registry.v1.RenewRunLeasesRequest
+	80,  // 99: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
+	82,  // 100: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
+	84,  // 101: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
+	86,  // 102: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
+	88,  // 103: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
+	100, // 104: agentmesh.registry.v1.RegistryService.ResolveMcpServers:input_type -> agentmesh.registry.v1.ResolveMcpServersRequest
+	90,  // 105: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:input_type -> agentmesh.registry.v1.CreateRemoteAgentRequest
+	92,  // 106: agentmesh.registry.v1.RegistryService.GetRemoteAgent:input_type -> agentmesh.registry.v1.GetRemoteAgentRequest
+	94,  // 107: agentmesh.registry.v1.RegistryService.ListRemoteAgents:input_type -> agentmesh.registry.v1.ListRemoteAgentsRequest
+	96,  // 108: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:input_type -> agentmesh.registry.v1.DeleteRemoteAgentRequest
+	98,  // 109: agentmesh.registry.v1.RegistryService.ResolveRemoteAgent:input_type -> agentmesh.registry.v1.ResolveRemoteAgentRequest
+	76,  // 110: agentmesh.registry.v1.RegistryService.RegisterExecutor:input_type -> agentmesh.registry.v1.RegisterExecutorRequest
+	78,  // 111: agentmesh.registry.v1.RegistryService.ListExecutors:input_type -> agentmesh.registry.v1.ListExecutorsRequest
+	1,   // 112: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
+	4,   // 113: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
+	6,   // 114: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
+	8,   // 115: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
+	10,  // 116: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
+	12,  // 117: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
+	14,  // 118: agentmesh.registry.v1.RegistryService.UpdateUser:output_type -> agentmesh.registry.v1.UpdateUserResponse
+	16,  // 119: agentmesh.registry.v1.RegistryService.GetUserStatus:output_type -> agentmesh.registry.v1.GetUserStatusResponse
+	18,  // 120: agentmesh.registry.v1.RegistryService.CreateApiKey:output_type -> agentmesh.registry.v1.CreateApiKeyResponse
+	20,  // 121: agentmesh.registry.v1.RegistryService.ListApiKeys:output_type -> agentmesh.registry.v1.ListApiKeysResponse
+	22,  // 122: agentmesh.registry.v1.RegistryService.RevokeApiKey:output_type -> agentmesh.registry.v1.RevokeApiKeyResponse
+	24,  // 123: agentmesh.registry.v1.RegistryService.AuthenticateApiKey:output_type -> agentmesh.registry.v1.AuthenticateApiKeyResponse
+	26,  // 124: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
+	28,  // 125: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
+	30,  // 126: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
+	32,  // 127: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
+	34,  // 128: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
+	36,  // 129: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
+	38,  // 130: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
+	40,  // 131: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
+	42,  // 132: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
+	44,  // 133: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
+	46,  // 134: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
+	48,  // 135: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
+	50,  // 136: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
+	52,  // 137: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
+	54,  // 138: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
+	56,  // 139: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
+	58,  // 140: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
+	60,  // 141: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
+	62,  // 142: agentmesh.registry.v1.RegistryService.ResolveAgent:output_type -> agentmesh.registry.v1.ResolveAgentResponse
+	64,  // 143: agentmesh.registry.v1.RegistryService.StartAgentRun:output_type -> agentmesh.registry.v1.StartAgentRunResponse
+	66,  // 144: agentmesh.registry.v1.RegistryService.AwaitSessionTurn:output_type -> agentmesh.registry.v1.AwaitSessionTurnResponse
+	68,  // 145: agentmesh.registry.v1.RegistryService.FinishAgentRun:output_type -> agentmesh.registry.v1.FinishAgentRunResponse
+	70,  // 146: agentmesh.registry.v1.RegistryService.FinishAgentRuns:output_type -> agentmesh.registry.v1.FinishAgentRunsResponse
+	73,  // 147: agentmesh.registry.v1.RegistryService.RenewRunLeases:output_type -> agentmesh.registry.v1.RenewRunLeasesResponse
+	81,  // 148: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
+	83,  // 149: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
+	85,  // 150: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
+	87,  // 151: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
+	89,  // 152: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
+	101, // 153: agentmesh.registry.v1.RegistryService.ResolveMcpServers:output_type -> agentmesh.registry.v1.ResolveMcpServersResponse
+	91,  // 154: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:output_type -> agentmesh.registry.v1.CreateRemoteAgentResponse
+	93,  // 155: agentmesh.registry.v1.RegistryService.GetRemoteAgent:output_type -> agentmesh.registry.v1.GetRemoteAgentResponse
+	95,  // 156: agentmesh.registry.v1.RegistryService.ListRemoteAgents:output_type -> agentmesh.registry.v1.ListRemoteAgentsResponse
+	97,  // 157: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:output_type -> agentmesh.registry.v1.DeleteRemoteAgentResponse
+	99,  // 158: agentmesh.registry.v1.RegistryService.ResolveRemoteAgent:output_type -> agentmesh.registry.v1.ResolveRemoteAgentResponse
+	77,  // 159: agentmesh.registry.v1.RegistryService.RegisterExecutor:output_type -> agentmesh.registry.v1.RegisterExecutorResponse
+	79,  // 160: agentmesh.registry.v1.RegistryService.ListExecutors:output_type -> agentmesh.registry.v1.ListExecutorsResponse
+	112, // [112:161] is the sub-list for method output_type
+	63,  // [63:112] is the sub-list for method input_type
+	63,  // [63:63] is the sub-list for extension type_name
+	63,  // [63:63] is the sub-list for extension extendee
+	0,   // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_registry_service_proto_init() }
@@ -6126,7 +6284,7 @@ func file_agentmesh_registry_v1_registry_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_registry_service_proto_rawDesc), len(file_agentmesh_registry_v1_registry_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   100,
+			NumMessages:   102,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -51,6 +51,7 @@ const (
 	RegistryService_GetAgentMetrics_FullMethodName    = "/agentmesh.registry.v1.RegistryService/GetAgentMetrics"
 	RegistryService_ResolveAgent_FullMethodName       = "/agentmesh.registry.v1.RegistryService/ResolveAgent"
 	RegistryService_StartAgentRun_FullMethodName      = "/agentmesh.registry.v1.RegistryService/StartAgentRun"
+	RegistryService_AwaitSessionTurn_FullMethodName   = "/agentmesh.registry.v1.RegistryService/AwaitSessionTurn"
 	RegistryService_FinishAgentRun_FullMethodName     = "/agentmesh.registry.v1.RegistryService/FinishAgentRun"
 	RegistryService_FinishAgentRuns_FullMethodName    = "/agentmesh.registry.v1.RegistryService/FinishAgentRuns"
 	RegistryService_RenewRunLeases_FullMethodName     = "/agentmesh.registry.v1.RegistryService/RenewRunLeases"
@@ -166,8 +167,14 @@ type RegistryServiceClient interface {
 	ResolveAgent(ctx context.Context, in *ResolveAgentRequest, opts ...grpc.CallOption) (*ResolveAgentResponse, error)
 	// Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
 	// paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
-	// run_id twice counts it once.
+	// run_id twice counts it once. With `double_texting` set, the run is its session's next turn:
+	// ABORTED (reason SESSION_BUSY, naming the run in flight) when the policy is reject and a turn
+	// is in flight; nothing is started then.
 	StartAgentRun(ctx context.Context, in *StartAgentRunRequest, opts ...grpc.CallOption) (*StartAgentRunResponse, error)
+	// Waits (at most `wait_seconds`, bounded by the call's deadline) until no earlier turn of the
+	// run's session is in flight, and returns those still in flight (none: the run's turn has
+	// come). System principal only. INVALID_ARGUMENT.
+	AwaitSessionTurn(ctx context.Context, in *AwaitSessionTurnRequest, opts ...grpc.CallOption) (*AwaitSessionTurnResponse, error)
 	// Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
 	// Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
 	FinishAgentRun(ctx context.Context, in *FinishAgentRunRequest, opts ...grpc.CallOption) (*FinishAgentRunResponse, error)
@@ -546,6 +553,16 @@ func (c *registryServiceClient) StartAgentRun(ctx context.Context, in *StartAgen
 	return out, nil
 }
 
+func (c *registryServiceClient) AwaitSessionTurn(ctx context.Context, in *AwaitSessionTurnRequest, opts ...grpc.CallOption) (*AwaitSessionTurnResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AwaitSessionTurnResponse)
+	err := c.cc.Invoke(ctx, RegistryService_AwaitSessionTurn_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *registryServiceClient) FinishAgentRun(ctx context.Context, in *FinishAgentRunRequest, opts ...grpc.CallOption) (*FinishAgentRunResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(FinishAgentRunResponse)
@@ -803,8 +820,14 @@ type RegistryServiceServer interface {
 	ResolveAgent(context.Context, *ResolveAgentRequest) (*ResolveAgentResponse, error)
 	// Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
 	// paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
-	// run_id twice counts it once.
+	// run_id twice counts it once. With `double_texting` set, the run is its session's next turn:
+	// ABORTED (reason SESSION_BUSY, naming the run in flight) when the policy is reject and a turn
+	// is in flight; nothing is started then.
 	StartAgentRun(context.Context, *StartAgentRunRequest) (*StartAgentRunResponse, error)
+	// Waits (at most `wait_seconds`, bounded by the call's deadline) until no earlier turn of the
+	// run's session is in flight, and returns those still in flight (none: the run's turn has
+	// come). System principal only. INVALID_ARGUMENT.
+	AwaitSessionTurn(context.Context, *AwaitSessionTurnRequest) (*AwaitSessionTurnResponse, error)
 	// Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
 	// Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
 	FinishAgentRun(context.Context, *FinishAgentRunRequest) (*FinishAgentRunResponse, error)
@@ -958,6 +981,9 @@ func (UnimplementedRegistryServiceServer) ResolveAgent(context.Context, *Resolve
 }
 func (UnimplementedRegistryServiceServer) StartAgentRun(context.Context, *StartAgentRunRequest) (*StartAgentRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method StartAgentRun not implemented")
+}
+func (UnimplementedRegistryServiceServer) AwaitSessionTurn(context.Context, *AwaitSessionTurnRequest) (*AwaitSessionTurnResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AwaitSessionTurn not implemented")
 }
 func (UnimplementedRegistryServiceServer) FinishAgentRun(context.Context, *FinishAgentRunRequest) (*FinishAgentRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FinishAgentRun not implemented")
@@ -1604,6 +1630,24 @@ func _RegistryService_StartAgentRun_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RegistryService_AwaitSessionTurn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AwaitSessionTurnRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).AwaitSessionTurn(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_AwaitSessionTurn_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).AwaitSessionTurn(ctx, req.(*AwaitSessionTurnRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RegistryService_FinishAgentRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(FinishAgentRunRequest)
 	if err := dec(in); err != nil {
@@ -2026,6 +2070,10 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "StartAgentRun",
 			Handler:    _RegistryService_StartAgentRun_Handler,
+		},
+		{
+			MethodName: "AwaitSessionTurn",
+			Handler:    _RegistryService_AwaitSessionTurn_Handler,
 		},
 		{
 			MethodName: "FinishAgentRun",

@@ -820,6 +820,9 @@ type AgentConfig struct {
 	NetworkAccess *v1.StringList `protobuf:"bytes,8,opt,name=network_access,json=networkAccess,proto3" json:"network_access,omitempty"`
 	// Scripted model answers (strings or {content, tool_calls} objects); selects the mock model.
 	MockResponses *structpb.ListValue `protobuf:"bytes,9,opt,name=mock_responses,json=mockResponses,proto3" json:"mock_responses,omitempty"`
+	// What a message for a session whose run is still in flight does: "reject", "enqueue"
+	// (default) or "interrupt". A chat request may override it.
+	DoubleTexting *string `protobuf:"bytes,10,opt,name=double_texting,json=doubleTexting,proto3,oneof" json:"double_texting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -915,6 +918,13 @@ func (x *AgentConfig) GetMockResponses() *structpb.ListValue {
 		return x.MockResponses
 	}
 	return nil
+}
+
+func (x *AgentConfig) GetDoubleTexting() string {
+	if x != nil && x.DoubleTexting != nil {
+		return *x.DoubleTexting
+	}
+	return ""
 }
 
 // Agent is an instance spawned from an agent type into a project.
@@ -1106,7 +1116,9 @@ type AgentSpec struct {
 	Revision string `protobuf:"bytes,17,opt,name=revision,proto3" json:"revision,omitempty"`
 	// Names of the agents that sub_agents and network_access name, by slug (so a delegation may
 	// name its target by either).
-	AgentNames    map[string]string `protobuf:"bytes,18,rep,name=agent_names,json=agentNames,proto3" json:"agent_names,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	AgentNames map[string]string `protobuf:"bytes,18,rep,name=agent_names,json=agentNames,proto3" json:"agent_names,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Effective double-texting policy ("reject", "enqueue" or "interrupt").
+	DoubleTexting string `protobuf:"bytes,19,opt,name=double_texting,json=doubleTexting,proto3" json:"double_texting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1265,6 +1277,13 @@ func (x *AgentSpec) GetAgentNames() map[string]string {
 		return x.AgentNames
 	}
 	return nil
+}
+
+func (x *AgentSpec) GetDoubleTexting() string {
+	if x != nil {
+		return x.DoubleTexting
+	}
+	return ""
 }
 
 // Executor is a member of the executor pool.
@@ -1592,7 +1611,7 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xb0\x04\n" +
+	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xef\x04\n" +
 	"\vAgentConfig\x12'\n" +
 	"\finstructions\x18\x01 \x01(\tH\x00R\finstructions\x88\x01\x01\x12(\n" +
 	"\rprimary_model\x18\x02 \x01(\tH\x01R\fprimaryModel\x88\x01\x01\x12:\n" +
@@ -1603,12 +1622,15 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\n" +
 	"sub_agents\x18\a \x01(\v2\x1f.agentmesh.common.v1.StringListR\tsubAgents\x12F\n" +
 	"\x0enetwork_access\x18\b \x01(\v2\x1f.agentmesh.common.v1.StringListR\rnetworkAccess\x12A\n" +
-	"\x0emock_responses\x18\t \x01(\v2\x1a.google.protobuf.ListValueR\rmockResponsesB\x0f\n" +
+	"\x0emock_responses\x18\t \x01(\v2\x1a.google.protobuf.ListValueR\rmockResponses\x12*\n" +
+	"\x0edouble_texting\x18\n" +
+	" \x01(\tH\x04R\rdoubleTexting\x88\x01\x01B\x0f\n" +
 	"\r_instructionsB\x10\n" +
 	"\x0e_primary_modelB\f\n" +
 	"\n" +
 	"_max_stepsB\x11\n" +
-	"\x0f_max_iterations\"\xd9\x03\n" +
+	"\x0f_max_iterationsB\x11\n" +
+	"\x0f_double_texting\"\xd9\x03\n" +
 	"\x05Agent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
@@ -1625,7 +1647,7 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"created_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12D\n" +
 	"\x10last_activity_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x0elastActivityAt\x12\x12\n" +
-	"\x04slug\x18\f \x01(\tR\x04slug\"\xda\x06\n" +
+	"\x04slug\x18\f \x01(\tR\x04slug\"\x81\a\n" +
 	"\tAgentSpec\x122\n" +
 	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12!\n" +
 	"\fproject_slug\x18\x02 \x01(\tR\vprojectSlug\x124\n" +
@@ -1648,7 +1670,8 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\texpertise\x18\x10 \x03(\tR\texpertise\x12\x1a\n" +
 	"\brevision\x18\x11 \x01(\tR\brevision\x12Q\n" +
 	"\vagent_names\x18\x12 \x03(\v20.agentmesh.registry.v1.AgentSpec.AgentNamesEntryR\n" +
-	"agentNames\x1a=\n" +
+	"agentNames\x12%\n" +
+	"\x0edouble_texting\x18\x13 \x01(\tR\rdoubleTexting\x1a=\n" +
 	"\x0fAgentNamesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd8\x01\n" +

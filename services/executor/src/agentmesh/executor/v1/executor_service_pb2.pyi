@@ -35,6 +35,7 @@ class RunRequest(_message.Message):
     PARENT_EVENT_ID_FIELD_NUMBER: _builtins.int
     AS_SUB_AGENT_FIELD_NUMBER: _builtins.int
     MODEL_SETTINGS_FIELD_NUMBER: _builtins.int
+    DOUBLE_TEXTING_FIELD_NUMBER: _builtins.int
     project_slug: _builtins.str
     """The project's slug."""
     agent_name: _builtins.str
@@ -51,6 +52,10 @@ class RunRequest(_message.Message):
     """The caller's event this run follows from."""
     as_sub_agent: _builtins.bool
     """Set when a workflow agent runs this agent as a sub-agent rather than delegating to it."""
+    double_texting: _builtins.str
+    """Double-texting policy for this message, overriding the agent's ("reject", "enqueue",
+    "interrupt"; empty: the agent's). A user's chat only.
+    """
     @_builtins.property
     def delegation_path(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Agents from the addressed agent down to the caller of this run (empty for a user's chat)."""
@@ -72,10 +77,11 @@ class RunRequest(_message.Message):
         parent_event_id: _builtins.str = ...,
         as_sub_agent: _builtins.bool = ...,
         model_settings: _run_pb2.ModelSettings | None = ...,
+        double_texting: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["model_settings", b"model_settings"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_name", b"agent_name", "as_sub_agent", b"as_sub_agent", "delegation_depth", b"delegation_depth", "delegation_id", b"delegation_id", "delegation_path", b"delegation_path", "input", b"input", "model_settings", b"model_settings", "parent_event_id", b"parent_event_id", "project_slug", b"project_slug", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_name", b"agent_name", "as_sub_agent", b"as_sub_agent", "delegation_depth", b"delegation_depth", "delegation_id", b"delegation_id", "delegation_path", b"delegation_path", "double_texting", b"double_texting", "input", b"input", "model_settings", b"model_settings", "parent_event_id", b"parent_event_id", "project_slug", b"project_slug", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -183,7 +183,7 @@ def agent_config_proto(fields: dict[str, Any]) -> registry_resources.AgentConfig
 
 def agent_config(value: registry_resources.AgentConfig) -> schemas.AgentConfigOut:
     out: dict[str, Any] = {}
-    for name in ("instructions", "primary_model", "max_steps", "max_iterations"):
+    for name in ("instructions", "primary_model", "max_steps", "max_iterations", "double_texting"):
         if value.HasField(name):
             out[name] = getattr(value, name)
     if value.HasField("model_params"):

@@ -6,13 +6,13 @@ What an OpenAI client sees is exactly what OpenAI sends: `chat.completion` objec
 chunk when `stream_options.include_usage`, then `data: [DONE]`), and OpenAI's error objects. The
 content is the addressed agent's answer only; sub-agents' steps travel on gRPC StreamChat and in
 memory events. `temperature`, `max_tokens` (or `max_completion_tokens`) and `reasoning_effort`
-apply to the chat's run only, without rebuilding the agent. Fields of OpenAI's request that
-agents do not use are accepted and ignored.
+apply to the chat's run only, without rebuilding the agent; `double_texting` says what happens
+when the session's previous message still runs. Fields of OpenAI's request that agents do not use
+are accepted and ignored. A broken stream is picked up by `Last-Event-ID` (sse.py).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
@@ -24,16 +24,23 @@ from sse_starlette import EventSourceResponse
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.errors import InvalidRequest, ModelNotFound, TooManyMessages
-from agentmesh.gateway.gateway import ChatStream, check_model_settings
+from agentmesh.gateway.gateway import check_double_texting, check_model_settings
 from agentmesh.gateway.http.agents import AGENT_BASE, resolve_agent
 from agentmesh.gateway.http.context import HttpContext, authorize, authorize_body, context, until_disconnected
 from agentmesh.gateway.http.convert import timestamp
-from agentmesh.gateway.http.errors import openai_error_body
 from agentmesh.gateway.http.schemas import check_storable
+from agentmesh.gateway.http.sse import (
+    LAST_EVENT_ID,
+    ChunkShape,
+    StreamPosition,
+    live_chunks,
+    resumed_chunks,
+    usage_body,
+)
 from agentmesh.gateway.models import AgentRef, Caller
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2
-from agentmesh.runtime.errors import DomainError, InvalidArgument, NotFound
+from agentmesh.runtime.errors import InvalidArgument, NotFound
 
 SESSION_HEADER = "X-Session-Id"
 
@@ -75,6 +82,11 @@ class ChatCompletionRequest(_OpenAIModel):
     max_completion_tokens: int | None = Field(default=None, description="as max_tokens")
     reasoning_effort: str | None = Field(
         default=None, description="none, minimal, low, medium or high, for this message only"
+    )
+    double_texting: str | None = Field(
+        default=None,
+        description="when the session's previous message is still running: reject (409), enqueue "
+        "(run after it) or interrupt (cancel it, then run); default: the agent's policy",
     )
 
     def model_settings(self) -> run_pb2.ModelSettings | None:
@@ -316,8 +328,13 @@ async def _complete(
     body: ChatCompletionRequest,
     header_session: str | None,
 ) -> Response:
+    if last_event_id := request.headers.get(LAST_EVENT_ID):
+        session_id = header_session or body.session_id
+        return await _resume(request, ctx, caller, ref, body, session_id, last_event_id)
     text = _input(ctx, body)
     model_settings = body.model_settings()
+    policy = body.double_texting or ""
+    check_double_texting(policy)
     session_id = ctx.gateway.session_id(header_session or body.session_id)
     headers = {SESSION_HEADER: session_id}
     created = int(time.time())
@@ -325,7 +342,10 @@ async def _complete(
     try:
         if not body.stream:
             result = await until_disconnected(
-                request, ctx.gateway.chat(caller, ref, text, session_id, model_settings=model_settings)
+                request,
+                ctx.gateway.chat(
+                    caller, ref, text, session_id, model_settings=model_settings, double_texting=policy
+                ),
             )
             completion = ChatCompletion(
                 id=f"chatcmpl-{result.run_id}",
@@ -343,51 +363,48 @@ async def _complete(
             return JSONResponse(completion.model_dump(mode="json"), headers=headers)
         # The run must start before the response does: a refused chat gets its own status.
         chat = await until_disconnected(
-            request, ctx.gateway.start_chat(caller, ref, text, session_id, model_settings=model_settings)
+            request,
+            ctx.gateway.start_chat(
+                caller, ref, text, session_id, model_settings=model_settings, double_texting=policy
+            ),
         )
     except NotFound as error:
         raise ModelNotFound(model) from error
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    chunks = _chunks(chat, f"chatcmpl-{chat.run_id}", created, model, include_usage)
-    return EventSourceResponse(chunks, headers=headers, sep="\n")
+    shape = ChunkShape(f"chatcmpl-{chat.run_id}", created, model, include_usage)
+    return EventSourceResponse(live_chunks(chat, shape), headers=headers, sep="\n")
 
 
-def _usage(usage: run_pb2.Usage) -> CompletionUsage:
-    return CompletionUsage(
-        prompt_tokens=usage.input_tokens,
-        completion_tokens=usage.output_tokens,
-        total_tokens=usage.input_tokens + usage.output_tokens,
+async def _resume(
+    request: Request,
+    ctx: HttpContext,
+    caller: Caller,
+    ref: AgentRef,
+    body: ChatCompletionRequest,
+    session_id: str | None,
+    last_event_id: str,
+) -> Response:
+    """A streamed completion picked up by `Last-Event-ID` (sse.py): the rest, from the log."""
+    position = StreamPosition.parse(last_event_id)
+    if not session_id:
+        raise InvalidRequest.field(
+            "session_id", f"is required with {LAST_EVENT_ID} (or header {SESSION_HEADER})"
+        )
+    if not body.stream:
+        raise InvalidRequest.field("stream", f"must be true with {LAST_EVENT_ID}")
+    try:
+        events = await until_disconnected(
+            request,
+            ctx.gateway.resume_chat(caller, ref, session_id, after_seq=position.seq, run_id=position.run_id),
+        )
+    except NotFound as error:
+        raise ModelNotFound(str(ref)) from error
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+    shape = ChunkShape(f"chatcmpl-{position.run_id}", int(time.time()), str(ref), include_usage)
+    return EventSourceResponse(
+        resumed_chunks(events, position, shape), headers={SESSION_HEADER: session_id}, sep="\n"
     )
 
 
-async def _chunks(
-    chat: ChatStream, completion_id: str, created: int, model: str, include_usage: bool
-) -> AsyncIterator[dict[str, str]]:
-    """The SSE events of a streamed completion. Leaving early (the client went away) closes the
-    run's stream, which cancels the run below."""
-    head = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model}
-
-    def chunk(delta: dict[str, str], finish_reason: str | None = None) -> dict[str, str]:
-        data: dict[str, Any] = {
-            **head,
-            "system_fingerprint": None,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
-        }
-        if include_usage:
-            data["usage"] = None
-        return {"data": json.dumps(data)}
-
-    try:
-        yield chunk({"role": "assistant", "content": ""})
-        async for text in chat.answer():
-            yield chunk({"content": text})
-        result = chat.result
-        yield chunk({}, "length" if result.max_steps_reached else "stop")
-        if include_usage:
-            usage = _usage(result.usage or run_pb2.Usage()).model_dump()
-            yield {"data": json.dumps({**head, "system_fingerprint": None, "choices": [], "usage": usage})}
-        yield {"data": "[DONE]"}
-    except DomainError as error:
-        yield {"data": json.dumps(openai_error_body(error))}
-    finally:
-        await chat.aclose()
+def _usage(usage: run_pb2.Usage) -> CompletionUsage:
+    return CompletionUsage(**usage_body(usage))

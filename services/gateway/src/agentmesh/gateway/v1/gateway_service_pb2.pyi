@@ -27,12 +27,18 @@ class ChatRequest(_message.Message):
     MESSAGE_FIELD_NUMBER: _builtins.int
     SESSION_ID_FIELD_NUMBER: _builtins.int
     MODEL_SETTINGS_FIELD_NUMBER: _builtins.int
+    DOUBLE_TEXTING_FIELD_NUMBER: _builtins.int
     agent: _builtins.str
     """"{project_slug}/{agent_name}"."""
     message: _builtins.str
     """The user's message."""
     session_id: _builtins.str
     """Session to continue; a new one is created when empty."""
+    double_texting: _builtins.str
+    """What happens when the session's previous run is still in flight, overriding the agent's
+    policy: "reject" (ABORTED, reason SESSION_BUSY, naming the run), "enqueue" (run after it)
+    or "interrupt" (cancel it, then run). Empty: the agent's policy (default enqueue).
+    """
     @_builtins.property
     def model_settings(self) -> _run_pb2.ModelSettings:
         """Model settings for this message only (temperature, max tokens, reasoning effort)."""
@@ -44,10 +50,11 @@ class ChatRequest(_message.Message):
         message: _builtins.str = ...,
         session_id: _builtins.str = ...,
         model_settings: _run_pb2.ModelSettings | None = ...,
+        double_texting: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["model_settings", b"model_settings"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "message", b"message", "model_settings", b"model_settings", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "double_texting", b"double_texting", "message", b"message", "model_settings", b"model_settings", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -101,6 +108,7 @@ class StreamChatRequest(_message.Message):
     MODEL_SETTINGS_FIELD_NUMBER: _builtins.int
     RESUME_AFTER_SEQ_FIELD_NUMBER: _builtins.int
     RESUME_RUN_ID_FIELD_NUMBER: _builtins.int
+    DOUBLE_TEXTING_FIELD_NUMBER: _builtins.int
     agent: _builtins.str
     """"{project_slug}/{agent_name}"."""
     message: _builtins.str
@@ -115,6 +123,8 @@ class StreamChatRequest(_message.Message):
     """
     resume_run_id: _builtins.str
     """The run to follow when resuming (the run_id of the broken stream's events)."""
+    double_texting: _builtins.str
+    """As ChatRequest.double_texting."""
     @_builtins.property
     def model_settings(self) -> _run_pb2.ModelSettings:
         """Model settings for this message only (temperature, max tokens, reasoning effort)."""
@@ -128,10 +138,11 @@ class StreamChatRequest(_message.Message):
         model_settings: _run_pb2.ModelSettings | None = ...,
         resume_after_seq: _builtins.int = ...,
         resume_run_id: _builtins.str = ...,
+        double_texting: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["model_settings", b"model_settings"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "message", b"message", "model_settings", b"model_settings", "resume_after_seq", b"resume_after_seq", "resume_run_id", b"resume_run_id", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "double_texting", b"double_texting", "message", b"message", "model_settings", b"model_settings", "resume_after_seq", b"resume_after_seq", "resume_run_id", b"resume_run_id", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

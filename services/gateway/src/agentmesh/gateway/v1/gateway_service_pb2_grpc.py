@@ -63,7 +63,8 @@ class GatewayServiceServicer:
     def Chat(self, request, context):
         """Sends one message to an agent and returns its answer. UNAUTHENTICATED, NOT_FOUND (unknown
         agent or a project the caller may not see), FAILED_PRECONDITION (paused or terminated agent),
-        INVALID_ARGUMENT, RESOURCE_EXHAUSTED (message too large or rate limited).
+        INVALID_ARGUMENT, RESOURCE_EXHAUSTED (message too large or rate limited), ABORTED (reason
+        SESSION_BUSY: the session's previous run is in flight and the double-texting policy rejects).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -39,7 +39,8 @@ class GatewayServiceStub:
     Chat: _grpc.UnaryUnaryMultiCallable[_gateway_service_pb2.ChatRequest, _gateway_service_pb2.ChatResponse]
     """Sends one message to an agent and returns its answer. UNAUTHENTICATED, NOT_FOUND (unknown
     agent or a project the caller may not see), FAILED_PRECONDITION (paused or terminated agent),
-    INVALID_ARGUMENT, RESOURCE_EXHAUSTED (message too large or rate limited).
+    INVALID_ARGUMENT, RESOURCE_EXHAUSTED (message too large or rate limited), ABORTED (reason
+    SESSION_BUSY: the session's previous run is in flight and the double-texting policy rejects).
     """
     StreamChat: _grpc.UnaryStreamMultiCallable[_gateway_service_pb2.StreamChatRequest, _gateway_service_pb2.StreamChatResponse]
     """As Chat, streaming every step of the run, the sub-agents' included. Delegated agents' events
@@ -68,7 +69,8 @@ class GatewayServiceAsyncStub(GatewayServiceStub):
     Chat: _aio.UnaryUnaryMultiCallable[_gateway_service_pb2.ChatRequest, _gateway_service_pb2.ChatResponse]  # type: ignore[assignment]
     """Sends one message to an agent and returns its answer. UNAUTHENTICATED, NOT_FOUND (unknown
     agent or a project the caller may not see), FAILED_PRECONDITION (paused or terminated agent),
-    INVALID_ARGUMENT, RESOURCE_EXHAUSTED (message too large or rate limited).
+    INVALID_ARGUMENT, RESOURCE_EXHAUSTED (message too large or rate limited), ABORTED (reason
+    SESSION_BUSY: the session's previous run is in flight and the double-texting policy rejects).
     """
     StreamChat: _aio.UnaryStreamMultiCallable[_gateway_service_pb2.StreamChatRequest, _gateway_service_pb2.StreamChatResponse]  # type: ignore[assignment]
     """As Chat, streaming every step of the run, the sub-agents' included. Delegated agents' events
@@ -100,7 +102,8 @@ class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_gateway_service_pb2.ChatResponse, _abc.Awaitable[_gateway_service_pb2.ChatResponse]]:
         """Sends one message to an agent and returns its answer. UNAUTHENTICATED, NOT_FOUND (unknown
         agent or a project the caller may not see), FAILED_PRECONDITION (paused or terminated agent),
-        INVALID_ARGUMENT, RESOURCE_EXHAUSTED (message too large or rate limited).
+        INVALID_ARGUMENT, RESOURCE_EXHAUSTED (message too large or rate limited), ABORTED (reason
+        SESSION_BUSY: the session's previous run is in flight and the double-texting policy rejects).
         """
 
     @_abc_1.abstractmethod

@@ -76,6 +76,11 @@ class _State:
     remote_agents: dict[str, RemoteAgent] = field(default_factory=dict)
     # Runs' leases, orphaned ones included (those are no longer in `runs`).
     leases: dict[RunKey, _Lease] = field(default_factory=dict)
+    # Session turns in the order they were taken (double texting).
+    turns: list[_Turn] = field(default_factory=list)
+
+    def in_flight(self, run: RunKey) -> bool:
+        return run in self.runs or run in self.leases
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,13 @@ class _Lease:
     executor_id: str
     expires_at: datetime
     orphaned: bool = False
+
+
+@dataclass(frozen=True)
+class _Turn:
+    session_id: str
+    run: RunKey
+    interrupted: bool = False
 
 
 class InMemoryRegistryStore(RegistryStore):
@@ -276,6 +288,46 @@ class InMemoryRunLeaseStore(RunLeaseStore):
                 lease = state.leases.get(key)
                 if lease is not None and lease.orphaned and lease.executor_id == executor_id:
                     del state.leases[key]
+
+    async def take_turn(
+        self, session_id: str, run: RunKey, *, reject: bool = False, interrupt: bool = False
+    ) -> list[RunKey]:
+        async with self._store._draft() as state:
+            mine = next((turn for turn in state.turns if turn.run == run), None)
+            if mine is None:
+                state.turns = [t for t in state.turns if t.session_id != session_id or state.in_flight(t.run)]
+            ahead = _turns_ahead(state, session_id, mine)
+            if mine is None:
+                if reject and ahead:
+                    return ahead
+                state.turns.append(_Turn(session_id, run))
+            if interrupt:
+                state.turns = [
+                    dataclasses.replace(turn, interrupted=True) if turn.run in ahead else turn
+                    for turn in state.turns
+                ]
+        return ahead
+
+    async def turns_ahead(self, run: RunKey) -> list[RunKey]:
+        state = self._store._state
+        mine = next((turn for turn in state.turns if turn.run == run), None)
+        return [] if mine is None else _turns_ahead(state, mine.session_id, mine)
+
+    async def interrupted(self, executor_id: str) -> list[RunKey]:
+        state = self._store._state
+        return [
+            turn.run
+            for turn in state.turns
+            if turn.interrupted
+            and state.in_flight(turn.run)
+            and (lease := state.leases.get(turn.run)) is not None
+            and lease.executor_id == executor_id
+        ]
+
+
+def _turns_ahead(state: _State, session_id: str, mine: _Turn | None) -> list[RunKey]:
+    turns = state.turns[: state.turns.index(mine)] if mine is not None else state.turns
+    return [t.run for t in turns if t.session_id == session_id and state.in_flight(t.run)]
 
 
 def _replace(lease: _Lease, **changes: object) -> _Lease:

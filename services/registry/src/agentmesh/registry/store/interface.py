@@ -107,6 +107,27 @@ class RunLeaseStore(abc.ABC):
     async def close(self, executor_id: str, runs: Sequence[RunKey]) -> None:
         """Forgets orphaned runs `executor_id` holds and has closed."""
 
+    # Session turns (double texting): a user's message's run is a turn of its session. A turn is
+    # in flight while its run is (started and not finished, orphaned included): so the order
+    # needs no cleanup when a run ends, and a run that vanished blocks nobody.
+
+    @abc.abstractmethod
+    async def take_turn(
+        self, session_id: str, run: RunKey, *, reject: bool = False, interrupt: bool = False
+    ) -> list[RunKey]:
+        """Queues the started run as its session's next turn, atomically with reading the turns
+        in flight before it (oldest first), which it returns. With `reject`, when there are any,
+        the run is not queued; with `interrupt`, they are marked interrupted. Taking the same
+        run's turn again (a retry) keeps its place."""
+
+    @abc.abstractmethod
+    async def turns_ahead(self, run: RunKey) -> list[RunKey]:
+        """The turns of the run's session still in flight before it, oldest first."""
+
+    @abc.abstractmethod
+    async def interrupted(self, executor_id: str) -> list[RunKey]:
+        """Runs `executor_id` holds whose turn a newer message interrupted."""
+
 
 class StoreTransaction(McpServerTransaction, ApiKeyTransaction, RemoteAgentTransaction):
     """The operations of one transaction (registered MCP servers' in `mcp_servers`, API keys' in

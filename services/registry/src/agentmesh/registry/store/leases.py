@@ -14,13 +14,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from agentmesh.registry.store.interface import OrphanedRun, RunKey, RunLeaseStore
 from agentmesh.registry.store.statements import FINISH_UPDATE
 from agentmesh.registry.store.tables import AgentRow, AgentRunRow
+from agentmesh.registry.store.turns import SqlSessionTurns
 
 _RUNS = AgentRunRow.__table__
 _AGENTS = AgentRow.__table__
 
 
-class SqlRunLeaseStore(RunLeaseStore):
-    """RunLeaseStore on the registry's SQL engine (`write_engine` begins write transactions)."""
+class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
+    """RunLeaseStore on the registry's SQL engine (`write_engine` begins write transactions);
+    session turns in `turns.py`."""
 
     def __init__(self, write_engine: AsyncEngine) -> None:
         self._engine = write_engine

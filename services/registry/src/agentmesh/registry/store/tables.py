@@ -154,6 +154,21 @@ class AgentRunRow(Base):
     orphaned: Mapped[bool] = mapped_column(sa.Boolean, server_default=sa.false())
 
 
+class SessionTurnRow(Base):
+    """A user's message's run as a turn of its session (migration 0008, double texting): turns
+    go in `position` order; one is in flight while its `agent_runs` row exists."""
+
+    __tablename__ = "session_turns"
+
+    position: Mapped[int] = mapped_column(
+        sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True, autoincrement=True
+    )
+    session_id: Mapped[str] = mapped_column(sa.String(200), index=True)
+    agent_id: Mapped[str] = mapped_column(sa.String(200))
+    run_id: Mapped[str] = mapped_column(sa.String(200), unique=True)
+    interrupted: Mapped[bool] = mapped_column(sa.Boolean, server_default=sa.false())
+
+
 class ExecutorRow(Base):
     __tablename__ = "executors"
 

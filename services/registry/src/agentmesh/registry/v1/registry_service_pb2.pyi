@@ -1730,6 +1730,7 @@ class StartAgentRunRequest(_message.Message):
     RUN_ID_FIELD_NUMBER: _builtins.int
     SESSION_ID_FIELD_NUMBER: _builtins.int
     EXECUTOR_ID_FIELD_NUMBER: _builtins.int
+    DOUBLE_TEXTING_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """The agent's id."""
     run_id: _builtins.str
@@ -1738,6 +1739,11 @@ class StartAgentRunRequest(_message.Message):
     """The session the run records its events in (who takes the run over finds them there)."""
     executor_id: _builtins.str
     """The executor that runs it, which holds the run's lease from now on (RenewRunLeases)."""
+    double_texting: _builtins.str
+    """Set for a user's message (not a delegated or sub-agent run): the run is a turn of its
+    session, and this is what happens when an earlier turn is still in flight — "reject",
+    "enqueue" (run after the earlier turns, in order) or "interrupt" (cancel them, then run).
+    """
     def __init__(
         self,
         *,
@@ -1745,10 +1751,11 @@ class StartAgentRunRequest(_message.Message):
         run_id: _builtins.str = ...,
         session_id: _builtins.str = ...,
         executor_id: _builtins.str = ...,
+        double_texting: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "executor_id", b"executor_id", "run_id", b"run_id", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "double_texting", b"double_texting", "executor_id", b"executor_id", "run_id", b"run_id", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1762,25 +1769,87 @@ class StartAgentRunResponse(_message.Message):
 
     AGENT_FIELD_NUMBER: _builtins.int
     SPEC_REVISION_FIELD_NUMBER: _builtins.int
+    RUNS_AHEAD_FIELD_NUMBER: _builtins.int
     spec_revision: _builtins.str
     """The revision its AgentSpec has now (see AgentSpec.revision)."""
     @_builtins.property
     def agent(self) -> _resources_pb2.Agent:
         """The agent, working."""
 
+    @_builtins.property
+    def runs_ahead(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The session's earlier turns still in flight, oldest first (double_texting set): the run
+        waits for them (AwaitSessionTurn). Under "interrupt" they are being cancelled.
+        """
+
     def __init__(
         self,
         *,
         agent: _resources_pb2.Agent | None = ...,
         spec_revision: _builtins.str = ...,
+        runs_ahead: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "spec_revision", b"spec_revision"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "runs_ahead", b"runs_ahead", "spec_revision", b"spec_revision"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___StartAgentRunResponse: _TypeAlias = StartAgentRunResponse  # noqa: Y015
+
+@_typing.final
+class AwaitSessionTurnRequest(_message.Message):
+    """AwaitSessionTurnRequest is the input of AwaitSessionTurn."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    WAIT_SECONDS_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The agent's id."""
+    run_id: _builtins.str
+    """The waiting run (started with double_texting)."""
+    wait_seconds: _builtins.float
+    """How long to wait at most, in seconds (0: answer at once; capped at 30)."""
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+        wait_seconds: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "run_id", b"run_id", "wait_seconds", b"wait_seconds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AwaitSessionTurnRequest: _TypeAlias = AwaitSessionTurnRequest  # noqa: Y015
+
+@_typing.final
+class AwaitSessionTurnResponse(_message.Message):
+    """AwaitSessionTurnResponse is the output of AwaitSessionTurn."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUNS_AHEAD_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def runs_ahead(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The session's earlier turns still in flight, oldest first; empty when the run may go."""
+
+    def __init__(
+        self,
+        *,
+        runs_ahead: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["runs_ahead", b"runs_ahead"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AwaitSessionTurnResponse: _TypeAlias = AwaitSessionTurnResponse  # noqa: Y015
 
 @_typing.final
 class FinishAgentRunRequest(_message.Message):
@@ -1977,6 +2046,7 @@ class RenewRunLeasesResponse(_message.Message):
     LOST_FIELD_NUMBER: _builtins.int
     ORPHANS_FIELD_NUMBER: _builtins.int
     LEASE_SECONDS_FIELD_NUMBER: _builtins.int
+    INTERRUPTED_FIELD_NUMBER: _builtins.int
     lease_seconds: _builtins.float
     """How long a lease lasts without renewal, in seconds (renew well within it)."""
     @_builtins.property
@@ -1987,16 +2057,23 @@ class RenewRunLeasesResponse(_message.Message):
     def orphans(self) -> _containers.RepeatedCompositeFieldContainer[Global___OrphanedRun]:
         """Orphaned runs this executor now holds, to close in their session's log."""
 
+    @_builtins.property
+    def interrupted(self) -> _containers.RepeatedCompositeFieldContainer[Global___LeasedRun]:
+        """Runs this executor holds that a newer message of their session interrupts (double texting
+        "interrupt"): cancel them.
+        """
+
     def __init__(
         self,
         *,
         lost: _abc.Iterable[Global___LeasedRun] | None = ...,
         orphans: _abc.Iterable[Global___OrphanedRun] | None = ...,
         lease_seconds: _builtins.float = ...,
+        interrupted: _abc.Iterable[Global___LeasedRun] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["lease_seconds", b"lease_seconds", "lost", b"lost", "orphans", b"orphans"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["interrupted", b"interrupted", "lease_seconds", b"lease_seconds", "lost", b"lost", "orphans", b"orphans"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

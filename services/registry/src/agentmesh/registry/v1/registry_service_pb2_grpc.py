@@ -201,6 +201,11 @@ class RegistryServiceStub:
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.StartAgentRunRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.StartAgentRunResponse.FromString,
                 _registered_method=True)
+        self.AwaitSessionTurn = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/AwaitSessionTurn',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.AwaitSessionTurnRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.AwaitSessionTurnResponse.FromString,
+                _registered_method=True)
         self.FinishAgentRun = channel.unary_unary(
                 '/agentmesh.registry.v1.RegistryService/FinishAgentRun',
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunRequest.SerializeToString,
@@ -534,7 +539,18 @@ class RegistryServiceServicer:
     def StartAgentRun(self, request, context):
         """Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
         paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
-        run_id twice counts it once.
+        run_id twice counts it once. With `double_texting` set, the run is its session's next turn:
+        ABORTED (reason SESSION_BUSY, naming the run in flight) when the policy is reject and a turn
+        is in flight; nothing is started then.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AwaitSessionTurn(self, request, context):
+        """Waits (at most `wait_seconds`, bounded by the call's deadline) until no earlier turn of the
+        run's session is in flight, and returns those still in flight (none: the run's turn has
+        come). System principal only. INVALID_ARGUMENT.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -830,6 +846,11 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.StartAgentRun,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.StartAgentRunRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.StartAgentRunResponse.SerializeToString,
+            ),
+            'AwaitSessionTurn': grpc.unary_unary_rpc_method_handler(
+                    servicer.AwaitSessionTurn,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.AwaitSessionTurnRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.AwaitSessionTurnResponse.SerializeToString,
             ),
             'FinishAgentRun': grpc.unary_unary_rpc_method_handler(
                     servicer.FinishAgentRun,
@@ -1783,6 +1804,33 @@ class RegistryService:
             '/agentmesh.registry.v1.RegistryService/StartAgentRun',
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.StartAgentRunRequest.SerializeToString,
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.StartAgentRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AwaitSessionTurn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/AwaitSessionTurn',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.AwaitSessionTurnRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.AwaitSessionTurnResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -138,7 +138,14 @@ class RegistryServiceStub:
     StartAgentRun: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.StartAgentRunRequest, _registry_service_pb2.StartAgentRunResponse]
     """Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
     paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
-    run_id twice counts it once.
+    run_id twice counts it once. With `double_texting` set, the run is its session's next turn:
+    ABORTED (reason SESSION_BUSY, naming the run in flight) when the policy is reject and a turn
+    is in flight; nothing is started then.
+    """
+    AwaitSessionTurn: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.AwaitSessionTurnRequest, _registry_service_pb2.AwaitSessionTurnResponse]
+    """Waits (at most `wait_seconds`, bounded by the call's deadline) until no earlier turn of the
+    run's session is in flight, and returns those still in flight (none: the run's turn has
+    come). System principal only. INVALID_ARGUMENT.
     """
     FinishAgentRun: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.FinishAgentRunRequest, _registry_service_pb2.FinishAgentRunResponse]
     """Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
@@ -308,7 +315,14 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     StartAgentRun: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.StartAgentRunRequest, _registry_service_pb2.StartAgentRunResponse]  # type: ignore[assignment]
     """Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
     paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
-    run_id twice counts it once.
+    run_id twice counts it once. With `double_texting` set, the run is its session's next turn:
+    ABORTED (reason SESSION_BUSY, naming the run in flight) when the policy is reject and a turn
+    is in flight; nothing is started then.
+    """
+    AwaitSessionTurn: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.AwaitSessionTurnRequest, _registry_service_pb2.AwaitSessionTurnResponse]  # type: ignore[assignment]
+    """Waits (at most `wait_seconds`, bounded by the call's deadline) until no earlier turn of the
+    run's session is in flight, and returns those still in flight (none: the run's turn has
+    come). System principal only. INVALID_ARGUMENT.
     """
     FinishAgentRun: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.FinishAgentRunRequest, _registry_service_pb2.FinishAgentRunResponse]  # type: ignore[assignment]
     """Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
@@ -667,7 +681,20 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_registry_service_pb2.StartAgentRunResponse, _abc.Awaitable[_registry_service_pb2.StartAgentRunResponse]]:
         """Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
         paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
-        run_id twice counts it once.
+        run_id twice counts it once. With `double_texting` set, the run is its session's next turn:
+        ABORTED (reason SESSION_BUSY, naming the run in flight) when the policy is reject and a turn
+        is in flight; nothing is started then.
+        """
+
+    @_abc_1.abstractmethod
+    def AwaitSessionTurn(
+        self,
+        request: _registry_service_pb2.AwaitSessionTurnRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.AwaitSessionTurnResponse, _abc.Awaitable[_registry_service_pb2.AwaitSessionTurnResponse]]:
+        """Waits (at most `wait_seconds`, bounded by the call's deadline) until no earlier turn of the
+        run's session is in flight, and returns those still in flight (none: the run's turn has
+        come). System principal only. INVALID_ARGUMENT.
         """
 
     @_abc_1.abstractmethod

@@ -486,6 +486,7 @@ class AgentConfig(_message.Message):
     SUB_AGENTS_FIELD_NUMBER: _builtins.int
     NETWORK_ACCESS_FIELD_NUMBER: _builtins.int
     MOCK_RESPONSES_FIELD_NUMBER: _builtins.int
+    DOUBLE_TEXTING_FIELD_NUMBER: _builtins.int
     instructions: _builtins.str
     """Instructions replacing the type's personality prompt."""
     primary_model: _builtins.str
@@ -494,6 +495,10 @@ class AgentConfig(_message.Message):
     """Step bound replacing the type's."""
     max_iterations: _builtins.int
     """Iteration bound replacing the type's."""
+    double_texting: _builtins.str
+    """What a message for a session whose run is still in flight does: "reject", "enqueue"
+    (default) or "interrupt". A chat request may override it.
+    """
     @_builtins.property
     def model_params(self) -> _struct_pb2.Struct:
         """Parameters replacing the type's model params."""
@@ -526,11 +531,14 @@ class AgentConfig(_message.Message):
         sub_agents: _types_pb2.StringList | None = ...,
         network_access: _types_pb2.StringList | None = ...,
         mock_responses: _struct_pb2.ListValue | None = ...,
+        double_texting: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_instructions", b"_instructions", "_max_iterations", b"_max_iterations", "_max_steps", b"_max_steps", "_primary_model", b"_primary_model", "instructions", b"instructions", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "sub_agents", b"sub_agents", "tools", b"tools"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_double_texting", b"_double_texting", "_instructions", b"_instructions", "_max_iterations", b"_max_iterations", "_max_steps", b"_max_steps", "_primary_model", b"_primary_model", "double_texting", b"double_texting", "instructions", b"instructions", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "sub_agents", b"sub_agents", "tools", b"tools"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_instructions", b"_instructions", "_max_iterations", b"_max_iterations", "_max_steps", b"_max_steps", "_primary_model", b"_primary_model", "instructions", b"instructions", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "sub_agents", b"sub_agents", "tools", b"tools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_double_texting", b"_double_texting", "_instructions", b"_instructions", "_max_iterations", b"_max_iterations", "_max_steps", b"_max_steps", "_primary_model", b"_primary_model", "double_texting", b"double_texting", "instructions", b"instructions", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "sub_agents", b"sub_agents", "tools", b"tools"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__double_texting: _TypeAlias = _typing.Literal["double_texting"]  # noqa: Y015
+    _WhichOneofArgType__double_texting: _TypeAlias = _typing.Literal["_double_texting", b"_double_texting"]  # noqa: Y015
     _WhichOneofReturnType__instructions: _TypeAlias = _typing.Literal["instructions"]  # noqa: Y015
     _WhichOneofArgType__instructions: _TypeAlias = _typing.Literal["_instructions", b"_instructions"]  # noqa: Y015
     _WhichOneofReturnType__max_iterations: _TypeAlias = _typing.Literal["max_iterations"]  # noqa: Y015
@@ -539,6 +547,8 @@ class AgentConfig(_message.Message):
     _WhichOneofArgType__max_steps: _TypeAlias = _typing.Literal["_max_steps", b"_max_steps"]  # noqa: Y015
     _WhichOneofReturnType__primary_model: _TypeAlias = _typing.Literal["primary_model"]  # noqa: Y015
     _WhichOneofArgType__primary_model: _TypeAlias = _typing.Literal["_primary_model", b"_primary_model"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__double_texting) -> _WhichOneofReturnType__double_texting | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__instructions) -> _WhichOneofReturnType__instructions | None: ...
     @_typing.overload
@@ -670,6 +680,7 @@ class AgentSpec(_message.Message):
     EXPERTISE_FIELD_NUMBER: _builtins.int
     REVISION_FIELD_NUMBER: _builtins.int
     AGENT_NAMES_FIELD_NUMBER: _builtins.int
+    DOUBLE_TEXTING_FIELD_NUMBER: _builtins.int
     project_slug: _builtins.str
     """The project's slug."""
     kind: Global___AgentKind.ValueType
@@ -689,6 +700,8 @@ class AgentSpec(_message.Message):
     the agent's status or usage. StartAgentRun returns the current one, so an executor may
     cache a spec and resolve again only when the revision moved.
     """
+    double_texting: _builtins.str
+    """Effective double-texting policy ("reject", "enqueue" or "interrupt")."""
     @_builtins.property
     def agent(self) -> Global___Agent:
         """The agent."""
@@ -754,10 +767,11 @@ class AgentSpec(_message.Message):
         expertise: _abc.Iterable[_builtins.str] | None = ...,
         revision: _builtins.str = ...,
         agent_names: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        double_texting: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "mock_responses", b"mock_responses", "model_params", b"model_params"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "agent_names", b"agent_names", "description", b"description", "expertise", b"expertise", "fallback_models", b"fallback_models", "instructions", b"instructions", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "project_slug", b"project_slug", "revision", b"revision", "sub_agents", b"sub_agents", "tools", b"tools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "agent_names", b"agent_names", "description", b"description", "double_texting", b"double_texting", "expertise", b"expertise", "fallback_models", b"fallback_models", "instructions", b"instructions", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "project_slug", b"project_slug", "revision", b"revision", "sub_agents", b"sub_agents", "tools", b"tools"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,138 @@
+"""The OpenAI-compatible SSE stream of a chat completion, and picking it up again by
+`Last-Event-ID` (DESIGN §5; docs/durability.md).
+
+Every chunk carries an SSE `id`: `<run_id>:<seq>:<sent>` — the addressed run, the highest
+recorded `seq` the stream had carried, and how many characters of the answer it had sent. A
+client whose connection broke sends the same request again with that id in `Last-Event-ID` (as
+EventSource does by itself): the gateway follows the run in the session's log from that `seq`
+(resume.py) and sends what is missing of the answer — the final answer less the characters
+already sent — then the finish chunk and `[DONE]`; or the run's failure as an error chunk.
+Nothing is sent twice, nothing is lost, whichever executor ends the run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from agentmesh.common.v1 import run_pb2
+from agentmesh.gateway.errors import InvalidRequest
+from agentmesh.gateway.gateway import ChatStream, run_failure
+from agentmesh.gateway.http.errors import openai_error_body
+from agentmesh.runtime.errors import DomainError
+
+LAST_EVENT_ID = "Last-Event-ID"
+
+
+@dataclass(frozen=True)
+class StreamPosition:
+    """Where a completion's stream was: its run, the last recorded seq, the answer sent."""
+
+    run_id: str
+    seq: int = 0
+    sent: int = 0
+
+    def event_id(self) -> str:
+        return f"{self.run_id}:{self.seq}:{self.sent}"
+
+    @classmethod
+    def parse(cls, value: str) -> StreamPosition:
+        run_id, _, rest = value.partition(":")
+        seq, _, sent = rest.partition(":")
+        if not run_id or not seq.isdigit() or not sent.isdigit():
+            raise InvalidRequest.field(
+                LAST_EVENT_ID, "must be an id this stream sent: '<run_id>:<seq>:<characters sent>'"
+            )
+        return cls(run_id, int(seq), int(sent))
+
+
+@dataclass(frozen=True)
+class ChunkShape:
+    """What every chunk of one completion carries besides its delta."""
+
+    completion_id: str
+    created: int
+    model: str
+    include_usage: bool
+
+    def chunk(
+        self, position: StreamPosition, delta: dict[str, str], finish: str | None = None
+    ) -> dict[str, str]:
+        data: dict[str, Any] = {
+            **self._head(),
+            "system_fingerprint": None,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        }
+        if self.include_usage:
+            data["usage"] = None
+        return {"id": position.event_id(), "data": json.dumps(data)}
+
+    def usage(self, position: StreamPosition, usage: dict[str, int]) -> dict[str, str]:
+        data = {**self._head(), "system_fingerprint": None, "choices": [], "usage": usage}
+        return {"id": position.event_id(), "data": json.dumps(data)}
+
+    def _head(self) -> dict[str, Any]:
+        return {
+            "id": self.completion_id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+        }
+
+
+def usage_body(usage: run_pb2.Usage) -> dict[str, int]:
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+    }
+
+
+async def live_chunks(chat: ChatStream, shape: ChunkShape) -> AsyncIterator[dict[str, str]]:
+    """The SSE events of a streamed completion. Leaving early (the client went away) closes the
+    run's stream, which cancels the run below."""
+    sent = 0
+
+    def here() -> StreamPosition:
+        return StreamPosition(chat.run_id, chat.last_seq, sent)
+
+    try:
+        yield shape.chunk(here(), {"role": "assistant", "content": ""})
+        async for text in chat.answer():
+            sent += len(text)
+            yield shape.chunk(here(), {"content": text})
+        result = chat.result
+        yield shape.chunk(here(), {}, "length" if result.max_steps_reached else "stop")
+        if shape.include_usage:
+            yield shape.usage(here(), usage_body(result.usage or run_pb2.Usage()))
+        yield {"data": "[DONE]"}
+    except DomainError as error:
+        yield {"data": json.dumps(openai_error_body(error))}
+    finally:
+        await chat.aclose()
+
+
+async def resumed_chunks(
+    events: AsyncIterator[run_pb2.RunEvent], position: StreamPosition, shape: ChunkShape
+) -> AsyncIterator[dict[str, str]]:
+    """The rest of a completion's stream after `position`, from the session's log."""
+    async for event in events:
+        if event.run_id != position.run_id:
+            continue  # a sub-agent's or delegated worker's step: not part of the answer
+        position = StreamPosition(position.run_id, max(position.seq, event.seq), position.sent)
+        if event.HasField("run_failed"):
+            yield {"data": json.dumps(openai_error_body(run_failure(event.run_failed)))}
+            return
+        if event.HasField("run_completed"):
+            completed = event.run_completed
+            rest = completed.content[position.sent :]
+            position = StreamPosition(position.run_id, position.seq, position.sent + len(rest))
+            if rest:
+                yield shape.chunk(position, {"content": rest})
+            yield shape.chunk(position, {}, "length" if completed.max_steps_reached else "stop")
+            if shape.include_usage:
+                yield shape.usage(position, usage_body(completed.usage))
+            break
+    yield {"data": "[DONE]"}

@@ -1,0 +1,90 @@
+"""Session turns (double texting) on the SQL store, part of `SqlRunLeaseStore`. A turn is in
+flight while its run's `agent_runs` row exists, so nothing has to forget a turn when its run
+ends; rows of ended turns are swept when their session takes its next turn. Taking a turn is
+serialized per session: on PostgreSQL by a transaction-scoped advisory lock on the session (two
+registry replicas may take turns of one session at the same moment), on SQLite by `BEGIN
+IMMEDIATE`."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from agentmesh.registry.store.interface import RunKey
+from agentmesh.registry.store.tables import AgentRunRow, SessionTurnRow
+
+_RUNS = AgentRunRow.__table__
+_TURNS = SessionTurnRow.__table__
+_IN_FLIGHT = sa.exists().where(_RUNS.c.agent_id == _TURNS.c.agent_id, _RUNS.c.run_id == _TURNS.c.run_id)
+
+
+class SqlSessionTurns:
+    """The session-turn half of `RunLeaseStore` on the registry's SQL engine."""
+
+    _engine: AsyncEngine
+    _postgres: bool
+
+    async def take_turn(
+        self, session_id: str, run: RunKey, *, reject: bool = False, interrupt: bool = False
+    ) -> list[RunKey]:
+        agent_id, run_id = run
+        async with self._engine.begin() as connection:
+            if self._postgres:
+                await connection.execute(
+                    sa.select(sa.func.pg_advisory_xact_lock(sa.func.hashtext("turns:" + session_id)))
+                )
+            position = await _position(connection, run_id)
+            if position is None:
+                await connection.execute(
+                    sa.delete(_TURNS).where(_TURNS.c.session_id == session_id, sa.not_(_IN_FLIGHT))
+                )
+            ahead = await _ahead(connection, session_id, position)
+            if position is None:
+                if reject and ahead:
+                    return ahead
+                await connection.execute(
+                    sa.insert(_TURNS).values(session_id=session_id, agent_id=agent_id, run_id=run_id)
+                )
+            if interrupt and ahead:
+                await connection.execute(
+                    sa.update(_TURNS)
+                    .where(_TURNS.c.run_id.in_([key[1] for key in ahead]))
+                    .values(interrupted=True)
+                )
+        return ahead
+
+    async def turns_ahead(self, run: RunKey) -> list[RunKey]:
+        async with self._engine.connect() as connection:
+            mine = (
+                await connection.execute(
+                    sa.select(_TURNS.c.session_id, _TURNS.c.position).where(_TURNS.c.run_id == run[1])
+                )
+            ).first()
+            if mine is None:
+                return []
+            return await _ahead(connection, mine.session_id, mine.position)
+
+    async def interrupted(self, executor_id: str) -> list[RunKey]:
+        held = sa.exists().where(
+            _RUNS.c.agent_id == _TURNS.c.agent_id,
+            _RUNS.c.run_id == _TURNS.c.run_id,
+            _RUNS.c.executor_id == executor_id,
+        )
+        async with self._engine.connect() as connection:
+            rows = await connection.execute(
+                sa.select(_TURNS.c.agent_id, _TURNS.c.run_id).where(_TURNS.c.interrupted, held)
+            )
+            return [(row.agent_id, row.run_id) for row in rows]
+
+
+async def _position(connection: AsyncConnection, run_id: str) -> int | None:
+    return (await connection.execute(sa.select(_TURNS.c.position).where(_TURNS.c.run_id == run_id))).scalar()
+
+
+async def _ahead(connection: AsyncConnection, session_id: str, before: int | None) -> list[RunKey]:
+    """The session's turns in flight, oldest first (those before `before`, when given)."""
+    query = sa.select(_TURNS.c.agent_id, _TURNS.c.run_id).where(_TURNS.c.session_id == session_id, _IN_FLIGHT)
+    if before is not None:
+        query = query.where(_TURNS.c.position < before)
+    rows = await connection.execute(query.order_by(_TURNS.c.position))
+    return [(row.agent_id, row.run_id) for row in rows]
