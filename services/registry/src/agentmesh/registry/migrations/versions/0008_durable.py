@@ -2,7 +2,7 @@
 `position` order; `interrupted` marks a turn a newer message cancels.
 
 Revision ID: 0008_durable
-Revises: 0005_run_leases
+Revises: 0007_remote_agents
 Create Date: 2026-11-25
 """
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0008_durable"
-down_revision: str | None = "0005_run_leases"
+down_revision: str | None = "0007_remote_agents"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

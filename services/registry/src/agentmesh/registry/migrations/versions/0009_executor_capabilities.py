@@ -2,7 +2,7 @@
 provider from answering), so declaring an agent can be checked against the running pool.
 
 Revision ID: 0009_executor_capabilities
-Revises: 0007_remote_agents
+Revises: 0008_durable
 Create Date: 2026-11-25
 """
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0009_executor_capabilities"
-down_revision: str | None = "0007_remote_agents"
+down_revision: str | None = "0008_durable"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
