@@ -28,6 +28,7 @@ import asyncpg
 import grpc
 from sqlalchemy.engine import make_url
 
+from agentmesh.runtime.message_counts import COUNT_DIR_ENV
 from bench import echo, otlp_sink
 from bench.cpu import cpu_per_call
 from bench.mesh import (
@@ -42,6 +43,7 @@ from bench.mesh import (
     start_mesh,
     wait_quiet,
 )
+from bench.messages import messages_per_call
 from bench.rawdb import BATCH_EVENTS, RawEventWriter, event_json
 from bench.report import REPO, Results, describe_error, machine_info
 from bench.stats import latency_rounds, same_call, throughput, throughput_rounds, warm_up
@@ -151,7 +153,7 @@ async def run(plan: Plan, *, log_dir: Path, only: frozenset[str] = frozenset()) 
         # Both meshes start together (most of a smoke run's time is starting processes); the
         # traced one is stopped as soon as the tracing section is done with it.
         mesh, traced = await asyncio.gather(
-            start_mesh("mesh", database_url=mesh_url, log_dir=log_dir),
+            start_mesh("mesh", database_url=mesh_url, log_dir=log_dir, extra_env=_counting_env(log_dir)),
             start_mesh("traced", database_url=traced_url, log_dir=log_dir, extra_env=_exporter_env(sink)),
             return_exceptions=True,
         )
@@ -266,7 +268,7 @@ async def _chat_vs_chain(
         results.set("chat_p99_ratio", chats.p99_ms / hops.p99_ms)
         # Where the time goes: CPU per call by process (a busy machine stretches latency; it does
         # not change how much work a chat is).
-        results.details["cpu_ms_per_call"] = {
+        cpu = {
             "chain": await cpu_per_call(chain.chain, plan.latency_calls, chain.pids()),
             "chat": await cpu_per_call(
                 chat,
@@ -275,6 +277,16 @@ async def _chat_vs_chain(
                 postgres_port=postgres_port,
             ),
         }
+        results.details["cpu_ms_per_call"] = cpu
+        # How many gRPC messages a chat makes, and what each costs: the chain makes 6 (three
+        # calls of one request and one response).
+        messages = await _messages(mesh, chat, plan.latency_calls)
+        results.details["messages_per_chat"] = messages
+        results.details["cpu_ms_per_message"] = {
+            "chat": round(cpu["chat"]["total"] / messages["total"], 3),
+            "chain": round(cpu["chain"]["total"] / 6, 3),
+        }
+        results.set("messages_per_chat", messages["total"], digits=2)
 
 
 async def _chat_throughput(plan: Plan, results: Results, chain: RawChain, chat: GrpcChat) -> None:
@@ -348,6 +360,13 @@ async def _delegation(
             str(depth): await cpu_per_call(by_depth[str(depth)], plan.delegation_calls, services)
             for depth in (0, DELEGATION_DEPTH)
         }
+        messages = {
+            str(depth): await _messages(mesh, by_depth[str(depth)], plan.delegation_calls)
+            for depth in (0, DELEGATION_DEPTH)
+        }
+        results.details["delegation"]["messages_per_chat_by_depth"] = messages
+        per_level = (messages[str(DELEGATION_DEPTH)]["total"] - messages["0"]["total"]) / DELEGATION_DEPTH
+        results.set("messages_per_delegation_level", per_level, digits=2)
         results.checks["delegation_linear"] = linear
         if not per_hop or per_hop <= 0:
             raise RuntimeError(f"no usable raw per-hop increment ({per_hop!r}) from the chat latency section")
@@ -441,6 +460,19 @@ async def _appends(plan: Plan, results: Results, mesh: Mesh, raw_url: str, proje
             }
         results.set("append_single_ratio", single["mesh"].per_second / single["raw"].per_second)
         results.set("append_concurrent_ratio", concurrent["mesh"].per_second / concurrent["raw"].per_second)
+
+
+def _counting_env(log_dir: Path) -> dict[str, str]:
+    """The measured mesh counts its gRPC messages (bench/messages.py) into the log directory."""
+    directory = log_dir / "message-counts"
+    directory.mkdir(parents=True, exist_ok=True)
+    return {COUNT_DIR_ENV: str(directory)}
+
+
+async def _messages(mesh: Mesh, call: Any, count: int) -> dict[str, Any]:
+    directory = Path(mesh.processes["gateway"].env[COUNT_DIR_ENV])
+    pids = {service: mesh.pid(service) for service in SERVICES}
+    return await messages_per_call(call, count, pids, directory)
 
 
 def _exporter_env(sink: ServiceProcess) -> dict[str, str]:
