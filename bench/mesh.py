@@ -287,8 +287,9 @@ class MemoryAppender:
             agent=agent, event_type=resources_pb2.EVENT_TYPE_AGENT_RESPONSE, content=content
         )
 
-    def session(self, session_id: str | None = None) -> _SessionAppend:
-        return _SessionAppend(self, session_id or uuid.uuid4().hex)
+    def session(self, session_id: str | None = None, *, events: int = 1) -> _SessionAppend:
+        """Appends of `events` events per call to one session (a new one unless named)."""
+        return _SessionAppend(self, session_id or uuid.uuid4().hex, events=events)
 
     async def fill(self, session_id: str, *, agent: str, events: int, batch: int = 1000) -> None:
         """Appends `events` alternating user/agent events of `agent` to a session, in batches."""
@@ -311,11 +312,11 @@ class MemoryAppender:
 
 
 class _SessionAppend:
-    def __init__(self, appender: MemoryAppender, session_id: str) -> None:
+    def __init__(self, appender: MemoryAppender, session_id: str, *, events: int = 1) -> None:
         self._stub = appender._stub
         self._metadata = appender.metadata
         self._request = memory_service_pb2.AppendEventsRequest(
-            session_id=session_id, project_id=appender._project_id, events=[appender._event]
+            session_id=session_id, project_id=appender._project_id, events=[appender._event] * events
         )
 
     async def __call__(self) -> None:
