@@ -2,6 +2,8 @@
 process (`python -m bench.echo server|proxy`), and the client calls the harness makes to them.
 
 No protobuf, no interceptors, no database: bytes in, the same bytes out, through plain `grpc.aio`.
+The `insert` role is the raw append (issue 16): a plain `grpc.aio` unary call whose handler
+inserts the payload as one row with asyncpg — what one AppendEvents call is compared with.
 This is the physical limit a mesh hop is compared with. A process prints
 "echo serving gRPC on HOST:PORT" once it serves, the line `tests.e2e.harness.ServiceProcess`
 waits for.
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+import uuid
 
 import grpc
 
@@ -22,10 +25,24 @@ def _identity(data: bytes) -> bytes:
     return data
 
 
-async def _serve(role: str, port: int, upstream: str | None) -> None:
+async def _serve(role: str, port: int, upstream: str | None, dsn: str | None = None) -> None:
     server = grpc.aio.server()
     channel: grpc.aio.Channel | None = None
-    if upstream:
+    pool = None
+    if dsn:
+        # The raw append: each call's payload becomes one row, one autocommitted INSERT (the
+        # rawdb baseline's table), over a pool as wide as the bench's writers.
+        import asyncpg
+
+        from bench.rawdb import INSERT_ONE
+
+        pool = await asyncpg.create_pool(dsn, min_size=16, max_size=16)
+
+        async def handle(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+            await pool.execute(INSERT_ONE, uuid.uuid4().hex, 1, "bench", "agent_response", request.decode())
+            return b""
+
+    elif upstream:
         channel = grpc.aio.insecure_channel(upstream)
         forward = channel.unary_unary(METHOD, request_serializer=_identity, response_deserializer=_identity)
 
@@ -54,6 +71,8 @@ async def _serve(role: str, port: int, upstream: str | None) -> None:
     await server.stop(0.5)
     if channel is not None:
         await channel.close()
+    if pool is not None:
+        await pool.close()
 
 
 def echo_call(channel: grpc.aio.Channel) -> grpc.aio.UnaryUnaryMultiCallable:
@@ -63,13 +82,17 @@ def echo_call(channel: grpc.aio.Channel) -> grpc.aio.UnaryUnaryMultiCallable:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("role", choices=["server", "proxy"])
+    parser.add_argument("role", choices=["server", "proxy", "insert"])
+    parser.add_argument("--dsn", help="the PostgreSQL an insert server writes to")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--upstream", help="host:port the proxy forwards to")
     args = parser.parse_args()
     if args.role == "proxy" and not args.upstream:
         parser.error("a proxy needs --upstream")
-    asyncio.run(_serve(args.role, args.port, args.upstream if args.role == "proxy" else None))
+    if args.role == "insert" and not args.dsn:
+        parser.error("an insert server needs --dsn")
+    upstream = args.upstream if args.role == "proxy" else None
+    asyncio.run(_serve(args.role, args.port, upstream, args.dsn if args.role == "insert" else None))
 
 
 if __name__ == "__main__":

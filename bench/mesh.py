@@ -192,8 +192,9 @@ class GrpcChat:
 
     async def __call__(self, session_id: str = "") -> None:
         call = self._stub.StreamChat(
+            # As a client that reads batches does (issue 16): several events per message.
             gateway_service_pb2.StreamChatRequest(
-                agent=self._seeded.ref, message=self._message, session_id=session_id
+                agent=self._seeded.ref, message=self._message, session_id=session_id, batch_events=True
             ),
             metadata=self._metadata,
         )
@@ -201,16 +202,17 @@ class GrpcChat:
         last: Any = None
         delegated = 0
         async for response in call:
-            event = response.event
-            if first is None:
-                first = event
-            last = event
-            if event.HasField("delegation_response"):
-                outcome = event.delegation_response
-                if outcome.outcome != run_pb2.DELEGATION_OUTCOME_COMPLETED:
-                    name = run_pb2.DelegationOutcome.Name(outcome.outcome)
-                    raise ChatFailed(f"delegation to {outcome.target_agent}: {name}: {outcome.content[:200]}")
-                delegated += 1
+            for event in response.events:
+                if first is None:
+                    first = event
+                last = event
+                if event.HasField("delegation_response"):
+                    outcome = event.delegation_response
+                    if outcome.outcome != run_pb2.DELEGATION_OUTCOME_COMPLETED:
+                        name = run_pb2.DelegationOutcome.Name(outcome.outcome)
+                        content = outcome.content[:200]
+                        raise ChatFailed(f"delegation to {outcome.target_agent}: {name}: {content}")
+                    delegated += 1
         if last is None or not last.HasField("run_completed") or last.run_id != first.run_id:
             raise ChatFailed(f"chat with {self._seeded.ref} ended with {last}")
         if delegated != self._delegations:
@@ -285,8 +287,9 @@ class MemoryAppender:
             agent=agent, event_type=resources_pb2.EVENT_TYPE_AGENT_RESPONSE, content=content
         )
 
-    def session(self, session_id: str | None = None) -> _SessionAppend:
-        return _SessionAppend(self, session_id or uuid.uuid4().hex)
+    def session(self, session_id: str | None = None, *, events: int = 1) -> _SessionAppend:
+        """Appends of `events` events per call to one session (a new one unless named)."""
+        return _SessionAppend(self, session_id or uuid.uuid4().hex, events=events)
 
     async def fill(self, session_id: str, *, agent: str, events: int, batch: int = 1000) -> None:
         """Appends `events` alternating user/agent events of `agent` to a session, in batches."""
@@ -309,11 +312,11 @@ class MemoryAppender:
 
 
 class _SessionAppend:
-    def __init__(self, appender: MemoryAppender, session_id: str) -> None:
+    def __init__(self, appender: MemoryAppender, session_id: str, *, events: int = 1) -> None:
         self._stub = appender._stub
         self._metadata = appender.metadata
         self._request = memory_service_pb2.AppendEventsRequest(
-            session_id=session_id, project_id=appender._project_id, events=[appender._event]
+            session_id=session_id, project_id=appender._project_id, events=[appender._event] * events
         )
 
     async def __call__(self) -> None:

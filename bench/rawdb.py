@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
     PRIMARY KEY (session_id, seq)
 )
 """
-_INSERT = f"INSERT INTO {TABLE} (session_id, seq, agent, event_type, content) VALUES ($1, $2, $3, $4, $5)"
+INSERT_ONE = f"INSERT INTO {TABLE} (session_id, seq, agent, event_type, content) VALUES ($1, $2, $3, $4, $5)"
 
 
 def event_json(size: int = 300) -> str:
@@ -68,7 +68,7 @@ class RawEventWriter:
         session, seqs = self._next_keys()
 
         async def insert() -> None:
-            await connection.execute(_INSERT, session, next(seqs), "bench", "agent_response", self.content)
+            await connection.execute(INSERT_ONE, session, next(seqs), "bench", "agent_response", self.content)
 
         return insert
 
@@ -81,7 +81,7 @@ class RawEventWriter:
 
             async def insert() -> None:
                 await connection.execute(
-                    _INSERT, session, next(seqs), "bench", "agent_response", self.content
+                    INSERT_ONE, session, next(seqs), "bench", "agent_response", self.content
                 )
 
             return insert
@@ -98,6 +98,6 @@ class RawEventWriter:
                 (session, next(seqs), "bench", "agent_response", self.content) for _ in range(BATCH_EVENTS)
             ]
             async with connection.transaction():
-                await connection.executemany(_INSERT, rows)
+                await connection.executemany(INSERT_ONE, rows)
 
         return insert_batch

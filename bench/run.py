@@ -28,6 +28,7 @@ import asyncpg
 import grpc
 from sqlalchemy.engine import make_url
 
+from agentmesh.runtime.message_counts import COUNT_DIR_ENV
 from bench import echo, otlp_sink
 from bench.cpu import cpu_per_call
 from bench.mesh import (
@@ -42,9 +43,10 @@ from bench.mesh import (
     start_mesh,
     wait_quiet,
 )
+from bench.messages import messages_per_call
 from bench.rawdb import BATCH_EVENTS, RawEventWriter, event_json
 from bench.report import REPO, Results, describe_error, machine_info
-from bench.stats import latency_rounds, same_call, throughput, throughput_rounds, warm_up
+from bench.stats import latency_rounds, same_call, throughput_rounds, warm_up
 from tests.e2e.harness import ServiceProcess
 from tests.mesh import MeshClient, Seeded
 from tests.postgres import fresh_database, libpq_dsn, postgres_server_url
@@ -55,6 +57,7 @@ PAYLOAD = b"x" * 100  # the raw echo's message
 QPS_IN_FLIGHT = 64
 APPEND_WRITERS = 16
 DELEGATION_DEPTH = 4
+BATCHED_EVENTS = 10_000  # append_batched_ratio: one writer's events, in calls of BATCH_EVENTS
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,7 @@ async def run(plan: Plan, *, log_dir: Path, only: frozenset[str] = frozenset()) 
         # Both meshes start together (most of a smoke run's time is starting processes); the
         # traced one is stopped as soon as the tracing section is done with it.
         mesh, traced = await asyncio.gather(
-            start_mesh("mesh", database_url=mesh_url, log_dir=log_dir),
+            start_mesh("mesh", database_url=mesh_url, log_dir=log_dir, extra_env=_counting_env(log_dir)),
             start_mesh("traced", database_url=traced_url, log_dir=log_dir, extra_env=_exporter_env(sink)),
             return_exceptions=True,
         )
@@ -181,7 +184,7 @@ async def run(plan: Plan, *, log_dir: Path, only: frozenset[str] = frozenset()) 
         if wanted("history"):
             await _history(plan, results, mesh, client, token, assistant)
         if wanted("appends"):
-            await _appends(plan, results, mesh, raw_url, assistant)
+            await _appends(plan, results, mesh, raw_url, assistant, log_dir)
         if wanted("streams"):
             await _streams(plan, results, mesh, client, token, assistant)
 
@@ -266,7 +269,7 @@ async def _chat_vs_chain(
         results.set("chat_p99_ratio", chats.p99_ms / hops.p99_ms)
         # Where the time goes: CPU per call by process (a busy machine stretches latency; it does
         # not change how much work a chat is).
-        results.details["cpu_ms_per_call"] = {
+        cpu = {
             "chain": await cpu_per_call(chain.chain, plan.latency_calls, chain.pids()),
             "chat": await cpu_per_call(
                 chat,
@@ -275,6 +278,16 @@ async def _chat_vs_chain(
                 postgres_port=postgres_port,
             ),
         }
+        results.details["cpu_ms_per_call"] = cpu
+        # How many gRPC messages a chat makes, and what each costs: the chain makes 6 (three
+        # calls of one request and one response).
+        messages = await _messages(mesh, chat, plan.latency_calls)
+        results.details["messages_per_chat"] = messages
+        results.details["cpu_ms_per_message"] = {
+            "chat": round(cpu["chat"]["total"] / messages["total"], 3),
+            "chain": round(cpu["chain"]["total"] / 6, 3),
+        }
+        results.set("messages_per_chat", messages["total"], digits=2)
 
 
 async def _chat_throughput(plan: Plan, results: Results, chain: RawChain, chat: GrpcChat) -> None:
@@ -348,6 +361,13 @@ async def _delegation(
             str(depth): await cpu_per_call(by_depth[str(depth)], plan.delegation_calls, services)
             for depth in (0, DELEGATION_DEPTH)
         }
+        messages = {
+            str(depth): await _messages(mesh, by_depth[str(depth)], plan.delegation_calls)
+            for depth in (0, DELEGATION_DEPTH)
+        }
+        results.details["delegation"]["messages_per_chat_by_depth"] = messages
+        per_level = (messages[str(DELEGATION_DEPTH)]["total"] - messages["0"]["total"]) / DELEGATION_DEPTH
+        results.set("messages_per_delegation_level", per_level, digits=2)
         results.checks["delegation_linear"] = linear
         if not per_hop or per_hop <= 0:
             raise RuntimeError(f"no usable raw per-hop increment ({per_hop!r}) from the chat latency section")
@@ -384,63 +404,113 @@ async def _history(
         results.set("history_ratio", long.p50_ms / short.p50_ms)
 
 
-async def _appends(plan: Plan, results: Results, mesh: Mesh, raw_url: str, project: Seeded) -> None:
-    with results.section("appends", ("append_single_ratio", "append_concurrent_ratio")):
+async def _appends(
+    plan: Plan, results: Results, mesh: Mesh, raw_url: str, project: Seeded, log_dir: Path
+) -> None:
+    keys = ("append_single_ratio", "append_batched_ratio", "append_concurrent_ratio")
+    with results.section("appends", keys):
         raw = await RawEventWriter.connect(libpq_dsn(raw_url), connections=APPEND_WRITERS)
+        # Issue 16's baseline: a raw gRPC unary call whose server inserts one row with asyncpg —
+        # like with like (the old figures compared a gRPC call with an in-process insert).
+        inserter = ServiceProcess(
+            "raw-insert",
+            [sys.executable, "-m", "bench.echo", "insert", "--dsn", libpq_dsn(raw_url)],
+            env={},
+            log_dir=log_dir,
+            cwd=REPO,
+        )
+        await inserter.start(timeout=30)
+        insert_channel = grpc.aio.insecure_channel(inserter.grpc_address)
         try:
+            insert = echo.echo_call(insert_channel)
+            payload = raw.content.encode()
+
+            async def raw_grpc() -> None:
+                await insert(payload, timeout=10)
+
             channel = mesh.channel(mesh.memory_address)
             appender = MemoryAppender(channel, project_id=project.project_id, content=raw.content)
             # Each writer its own session, created by its first append (not timed).
             mesh_sessions = [appender.session() for _ in range(APPEND_WRITERS)]
             for append in mesh_sessions:
                 await append()
+            mesh_batches = appender.session(events=BATCH_EVENTS)
+            await warm_up(raw_grpc, plan.warmup_calls)
             single = await throughput_rounds(
-                {"raw": same_call(raw.single()), "mesh": same_call(mesh_sessions[0])},
+                {
+                    "raw": same_call(raw.single()),
+                    "raw_grpc": same_call(raw_grpc),
+                    "mesh": same_call(mesh_sessions[0]),
+                },
                 rounds=plan.rounds,
                 in_flight=1,
                 seconds=plan.burst_seconds,
                 max_calls=plan.burst_max_calls,
             )
             concurrent = await throughput_rounds(
-                {"raw": raw.concurrent(), "mesh": lambda worker: mesh_sessions[worker]},
+                {
+                    "raw": raw.concurrent(),
+                    "raw_grpc": same_call(raw_grpc),
+                    "mesh": lambda worker: mesh_sessions[worker],
+                },
                 rounds=plan.rounds,
                 in_flight=APPEND_WRITERS,
                 seconds=plan.burst_seconds,
                 max_calls=plan.burst_max_calls,
             )
-            batched = await throughput(
-                same_call(raw.batched()),
+            # One writer, 10,000 events (at most) in calls of BATCH_EVENTS: AppendEvents batches
+            # against asyncpg's executemany in one transaction.
+            batched = await throughput_rounds(
+                {"raw": same_call(raw.batched()), "mesh": same_call(mesh_batches)},
+                rounds=plan.rounds,
                 in_flight=1,
                 seconds=plan.burst_seconds,
-                max_calls=max(1, plan.burst_max_calls // BATCH_EVENTS),
+                max_calls=max(1, BATCHED_EVENTS // BATCH_EVENTS),
             )
         finally:
+            await insert_channel.close()
+            await inserter.stop()
             await raw.close()
-        for measured in (single, concurrent):
+        for measured in (single, concurrent, batched):
             if measured["mesh"].errors:
                 raise RuntimeError(
                     f"{measured['mesh'].errors} appends failed: {measured['mesh'].first_error}"
                 )
         results.baselines.update(
             asyncpg_single_events_per_s=round(single["raw"].per_second, 1),
+            grpc_asyncpg_single_events_per_s=round(single["raw_grpc"].per_second, 1),
             asyncpg_16_connections_events_per_s=round(concurrent["raw"].per_second, 1),
-            asyncpg_batched_100_events_per_s=round(batched.per_second * BATCH_EVENTS, 1),
+            grpc_asyncpg_16_in_flight_events_per_s=round(concurrent["raw_grpc"].per_second, 1),
+            asyncpg_batched_100_events_per_s=round(batched["raw"].per_second * BATCH_EVENTS, 1),
         )
         results.details["appends"] = {
             "single": {name: m.summary() for name, m in single.items()},
             "concurrent_16": {name: m.summary() for name, m in concurrent.items()},
+            "batched_100": {name: m.summary() for name, m in batched.items()},
+            # The definitions before issue 16 (against asyncpg in process), for continuity.
+            "old_append_single_ratio": round(single["mesh"].per_second / single["raw"].per_second, 3),
+            "old_append_concurrent_ratio": round(
+                concurrent["mesh"].per_second / concurrent["raw"].per_second, 3
+            ),
         }
-        # What one gRPC call per event allows at best: the raw insert plus one unary round trip
-        # (sequential), or the raw gRPC unary rate (concurrent) — against the raw inserts.
-        unary_ms, unary_qps = results.baselines.get("unary_p50_ms"), results.baselines.get("unary_qps_64")
-        if unary_ms and unary_qps:
-            raw_single_ms = 1000 / single["raw"].per_second
-            results.details["appends"]["ceiling_with_one_grpc_call_per_event"] = {
-                "append_single_ratio": round(raw_single_ms / (raw_single_ms + unary_ms), 3),
-                "append_concurrent_ratio": round(min(1.0, unary_qps / concurrent["raw"].per_second), 3),
-            }
-        results.set("append_single_ratio", single["mesh"].per_second / single["raw"].per_second)
-        results.set("append_concurrent_ratio", concurrent["mesh"].per_second / concurrent["raw"].per_second)
+        results.set("append_single_ratio", single["mesh"].per_second / single["raw_grpc"].per_second)
+        results.set("append_batched_ratio", batched["mesh"].per_second / batched["raw"].per_second)
+        results.set(
+            "append_concurrent_ratio", concurrent["mesh"].per_second / concurrent["raw_grpc"].per_second
+        )
+
+
+def _counting_env(log_dir: Path) -> dict[str, str]:
+    """The measured mesh counts its gRPC messages (bench/messages.py) into the log directory."""
+    directory = log_dir / "message-counts"
+    directory.mkdir(parents=True, exist_ok=True)
+    return {COUNT_DIR_ENV: str(directory)}
+
+
+async def _messages(mesh: Mesh, call: Any, count: int) -> dict[str, Any]:
+    directory = Path(mesh.processes["gateway"].env[COUNT_DIR_ENV])
+    pids = {service: mesh.pid(service) for service in SERVICES}
+    return await messages_per_call(call, count, pids, directory)
 
 
 def _exporter_env(sink: ServiceProcess) -> dict[str, str]:

@@ -114,6 +114,7 @@ def up(
 
     Flags override the environment, which overrides the defaults."""
     from agentmesh.cli.mesh import start_mesh
+    from agentmesh.runtime import eventloop
     from agentmesh.runtime.logging import configure_logging
     from agentmesh.runtime.server import AddressInUse, wait_for_shutdown_signal
     from agentmesh.runtime.service import process_telemetry
@@ -135,7 +136,7 @@ def up(
             await mesh.stop()
 
     try:
-        asyncio.run(main())
+        eventloop.run(main())  # uvloop when installed, as every service process
     except AddressInUse as error:
         ports = {"http_port": http_port, "grpc_port": grpc_port}
         named = [_UP_PORTS[key] for key, port in ports.items() if port == error.port and port != 0]

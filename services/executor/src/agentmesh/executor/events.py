@@ -11,6 +11,7 @@ from typing import Any
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.models.base import Usage
 from agentmesh.executor.secrets import Secrets
+from agentmesh.runtime.batching import next_batch
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ _DONE = object()
 
 class EventSink:
     """A bounded queue of a run's events: producers (the run, its tool calls, delegations and
-    sub-agents) `emit`; the caller's stream `drain`s. Bounded, so a slow reader slows the run
+    sub-agents) `emit`; the caller's stream drains. Bounded, so a slow reader slows the run
     instead of buffering without limit."""
 
     def __init__(self, maxsize: int, *, secrets: Secrets | None = None) -> None:
@@ -75,17 +76,22 @@ class EventSink:
         still does (bookkeeping) is none of the caller's business."""
         self._queue.put_nowait(_DONE)
 
-    async def drain(self, producer: asyncio.Task[Any]) -> AsyncIterator[run_pb2.RunEvent]:
-        """The events until the sink is closed or `producer` ends; then the producer's exception,
-        if it raised one."""
+    async def drain_batches(self, producer: asyncio.Task[Any]) -> AsyncIterator[list[run_pb2.RunEvent]]:
+        """The events until the sink is closed or `producer` ends, then the producer's exception
+        if it raised one; in batches: each batch is every event queued by the time the reader asks
+        for more — the first event as soon as it is emitted, then what was emitted while the
+        reader was busy sending the batch before (the fewer, fuller messages of issue 16; one
+        message carrying several events costs a fraction of one message per event)."""
         producer.add_done_callback(lambda _: self._queue.put_nowait(_DONE))
-        while True:
-            item = await self._queue.get()
-            if item is _DONE:
-                break
-            event, took_slot = item  # type: ignore[misc]
-            if took_slot:
-                self._slots.release()
-            yield event
+        done = False
+        while not done:
+            items, done = await next_batch(self._queue, _DONE)
+            batch: list[run_pb2.RunEvent] = []
+            for event, took_slot in items:
+                if took_slot:
+                    self._slots.release()
+                batch.append(event)
+            if batch:
+                yield batch
         if producer.done() and not producer.cancelled() and producer.exception() is not None:
             raise producer.exception()  # type: ignore[misc]

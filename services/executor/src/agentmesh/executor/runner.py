@@ -104,7 +104,11 @@ class RunExecutor:
     def active_runs(self) -> int:
         return len(self._runs)
 
-    async def run(self, request: executor_service_pb2.RunRequest) -> AsyncIterator[run_pb2.RunEvent]:
+    async def run_batches(
+        self, request: executor_service_pb2.RunRequest
+    ) -> AsyncIterator[list[run_pb2.RunEvent]]:
+        """Runs `request`: its events, in the batches they queued up in while the caller was busy
+        sending the batch before (`EventSink.drain_batches`)."""
         _validate(request)
         if self._slots.locked():
             raise ExecutorBusy(f"executor is running {self._settings.max_concurrent_runs} runs; try another")
@@ -120,8 +124,8 @@ class RunExecutor:
         task.add_done_callback(finished)
         answered = False
         try:
-            async for event in sink.drain(task):
-                yield event
+            async for batch in sink.drain_batches(task):
+                yield batch
             answered = True
         finally:
             if not answered:

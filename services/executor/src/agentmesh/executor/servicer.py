@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 
 import grpc
@@ -33,8 +34,13 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):
         self, request: pb.RunRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.RunResponse]:
         self._authenticate(context)
-        async for event in self._runner.run(request):
-            yield pb.RunResponse(event=event)
+        async with contextlib.aclosing(self._runner.run_batches(request)) as batches:
+            async for batch in batches:
+                if request.batch_events:  # the caller reads several events per message
+                    yield pb.RunResponse(events=batch)
+                else:
+                    for event in batch:
+                        yield pb.RunResponse(event=event)
 
     async def GetStats(
         self, request: pb.GetStatsRequest, context: grpc.aio.ServicerContext

@@ -16,6 +16,7 @@ from agentmesh.gateway.models import AgentRef
 from agentmesh.gateway.v1 import gateway_service_pb2 as pb
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
 from agentmesh.registry.v1 import registry_service_pb2 as reg
+from agentmesh.runtime.batching import batched
 
 SESSION_ID_HEADER = "x-session-id"
 
@@ -54,8 +55,8 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
                 run_id=request.resume_run_id,
             )
             await context.send_initial_metadata(((SESSION_ID_HEADER, request.session_id),))
-            async for event in rest:
-                yield pb.StreamChatResponse(event=event)
+            async for response in _responses(rest, batch=request.batch_events):
+                yield response
             return
         session_id = self._gateway.session_id(request.session_id)
         # Nothing is sent before the run has started, so a refused chat ends with its own status.
@@ -69,8 +70,8 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
         )
         async with contextlib.aclosing(chat):
             await context.send_initial_metadata(((SESSION_ID_HEADER, session_id),))
-            async for event in chat.events():
-                yield pb.StreamChatResponse(event=event)
+            async for response in _responses(chat.events(), batch=request.batch_events):
+                yield response
 
     async def ResetSession(
         self, request: pb.ResetSessionRequest, context: grpc.aio.ServicerContext
@@ -80,6 +81,19 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
                 raise InvalidRequest.field(name, "is required")
         released = await self._gateway.reset_session(current_caller(), request.project_id, request.session_id)
         return pb.ResetSessionResponse(released_agents=released)
+
+
+async def _responses(
+    events: AsyncIterator[run_pb2.RunEvent], *, batch: bool
+) -> AsyncIterator[pb.StreamChatResponse]:
+    """One event per message, or for a client that opted in, what was ready together."""
+    if not batch:
+        async for event in events:
+            yield pb.StreamChatResponse(event=event)
+        return
+    async with contextlib.aclosing(batched(events)) as batches:
+        async for events_ready in batches:
+            yield pb.StreamChatResponse(events=events_ready)
 
 
 def _settings(request: pb.ChatRequest | pb.StreamChatRequest) -> run_pb2.ModelSettings | None:

@@ -22,6 +22,7 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2
 from grpc_reflection.v1alpha._async import ReflectionServicer
 
 from agentmesh.runtime.interceptors import ServerInterceptor
+from agentmesh.runtime.message_counts import message_counter
 
 logger = logging.getLogger(__name__)
 
@@ -111,8 +112,9 @@ def bind_server(
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
 ) -> GrpcServer:
     """A server bound to `host:port` (0 = a free port), not started yet."""
+    counter = message_counter()  # the benchmark's message count; None unless asked for
     server = grpc.aio.server(
-        interceptors=[ServerInterceptor(), *interceptors],
+        interceptors=[ServerInterceptor(), *interceptors, *([counter] if counter else [])],
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),

@@ -4,13 +4,13 @@ life of a service's process (`run_service`, what every service's `__main__` call
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from agentmesh.runtime import eventloop
 from agentmesh.runtime.logging import configure_logging
 from agentmesh.runtime.metrics import Metrics, configure_metrics
 from agentmesh.runtime.server import GrpcServer, wait_for_shutdown_signal
@@ -81,4 +81,4 @@ def run_service(
 ) -> None:
     """A service's `__main__`: logging, settings from the environment, then `serve`."""
     configure_logging()
-    asyncio.run(serve(name, settings_type(), start))
+    eventloop.run(serve(name, settings_type(), start))

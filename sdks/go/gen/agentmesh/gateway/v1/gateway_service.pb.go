@@ -199,6 +199,11 @@ type StreamChatRequest struct {
 	ResumeRunId string `protobuf:"bytes,6,opt,name=resume_run_id,json=resumeRunId,proto3" json:"resume_run_id,omitempty"`
 	// As ChatRequest.double_texting.
 	DoubleTexting string `protobuf:"bytes,7,opt,name=double_texting,json=doubleTexting,proto3" json:"double_texting,omitempty"`
+	// Opt-in: the client reads StreamChatResponse.events, and the gateway may send several events
+	// in one message (the first leaves at once; what arrived while a message was being sent goes
+	// in the next). Fewer, fuller messages cost less on both ends. Without it every message
+	// carries exactly one event in StreamChatResponse.event.
+	BatchEvents   bool `protobuf:"varint,8,opt,name=batch_events,json=batchEvents,proto3" json:"batch_events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -282,11 +287,22 @@ func (x *StreamChatRequest) GetDoubleTexting() string {
 	return ""
 }
 
-// StreamChatResponse is one streamed step of StreamChat.
+func (x *StreamChatRequest) GetBatchEvents() bool {
+	if x != nil {
+		return x.BatchEvents
+	}
+	return false
+}
+
+// StreamChatResponse is one streamed message of StreamChat: one step, or with
+// StreamChatRequest.batch_events the steps that were ready together.
 type StreamChatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The step.
-	Event         *v1.RunEvent `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	// The step (unset when the request asked for batches).
+	Event *v1.RunEvent `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	// With StreamChatRequest.batch_events: the steps of this message, in order, each exactly as
+	// it would have come on its own.
+	Events        []*v1.RunEvent `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -324,6 +340,13 @@ func (*StreamChatResponse) Descriptor() ([]byte, []int) {
 func (x *StreamChatResponse) GetEvent() *v1.RunEvent {
 	if x != nil {
 		return x.Event
+	}
+	return nil
+}
+
+func (x *StreamChatResponse) GetEvents() []*v1.RunEvent {
+	if x != nil {
+		return x.Events
 	}
 	return nil
 }
@@ -446,7 +469,7 @@ const file_agentmesh_gateway_v1_gateway_service_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x18\n" +
 	"\acontent\x18\x03 \x01(\tR\acontent\x120\n" +
-	"\x05usage\x18\x04 \x01(\v2\x1a.agentmesh.common.v1.UsageR\x05usage\"\xa2\x02\n" +
+	"\x05usage\x18\x04 \x01(\v2\x1a.agentmesh.common.v1.UsageR\x05usage\"\xc5\x02\n" +
 	"\x11StreamChatRequest\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
@@ -455,9 +478,11 @@ const file_agentmesh_gateway_v1_gateway_service_proto_rawDesc = "" +
 	"\x0emodel_settings\x18\x04 \x01(\v2\".agentmesh.common.v1.ModelSettingsR\rmodelSettings\x12(\n" +
 	"\x10resume_after_seq\x18\x05 \x01(\x03R\x0eresumeAfterSeq\x12\"\n" +
 	"\rresume_run_id\x18\x06 \x01(\tR\vresumeRunId\x12%\n" +
-	"\x0edouble_texting\x18\a \x01(\tR\rdoubleTexting\"I\n" +
+	"\x0edouble_texting\x18\a \x01(\tR\rdoubleTexting\x12!\n" +
+	"\fbatch_events\x18\b \x01(\bR\vbatchEvents\"\x80\x01\n" +
 	"\x12StreamChatResponse\x123\n" +
-	"\x05event\x18\x01 \x01(\v2\x1d.agentmesh.common.v1.RunEventR\x05event\"S\n" +
+	"\x05event\x18\x01 \x01(\v2\x1d.agentmesh.common.v1.RunEventR\x05event\x125\n" +
+	"\x06events\x18\x02 \x03(\v2\x1d.agentmesh.common.v1.RunEventR\x06events\"S\n" +
 	"\x13ResetSessionRequest\x12\x1d\n" +
 	"\n" +
 	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x1d\n" +
@@ -501,17 +526,18 @@ var file_agentmesh_gateway_v1_gateway_service_proto_depIdxs = []int32{
 	7, // 1: agentmesh.gateway.v1.ChatResponse.usage:type_name -> agentmesh.common.v1.Usage
 	6, // 2: agentmesh.gateway.v1.StreamChatRequest.model_settings:type_name -> agentmesh.common.v1.ModelSettings
 	8, // 3: agentmesh.gateway.v1.StreamChatResponse.event:type_name -> agentmesh.common.v1.RunEvent
-	0, // 4: agentmesh.gateway.v1.GatewayService.Chat:input_type -> agentmesh.gateway.v1.ChatRequest
-	2, // 5: agentmesh.gateway.v1.GatewayService.StreamChat:input_type -> agentmesh.gateway.v1.StreamChatRequest
-	4, // 6: agentmesh.gateway.v1.GatewayService.ResetSession:input_type -> agentmesh.gateway.v1.ResetSessionRequest
-	1, // 7: agentmesh.gateway.v1.GatewayService.Chat:output_type -> agentmesh.gateway.v1.ChatResponse
-	3, // 8: agentmesh.gateway.v1.GatewayService.StreamChat:output_type -> agentmesh.gateway.v1.StreamChatResponse
-	5, // 9: agentmesh.gateway.v1.GatewayService.ResetSession:output_type -> agentmesh.gateway.v1.ResetSessionResponse
-	7, // [7:10] is the sub-list for method output_type
-	4, // [4:7] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	8, // 4: agentmesh.gateway.v1.StreamChatResponse.events:type_name -> agentmesh.common.v1.RunEvent
+	0, // 5: agentmesh.gateway.v1.GatewayService.Chat:input_type -> agentmesh.gateway.v1.ChatRequest
+	2, // 6: agentmesh.gateway.v1.GatewayService.StreamChat:input_type -> agentmesh.gateway.v1.StreamChatRequest
+	4, // 7: agentmesh.gateway.v1.GatewayService.ResetSession:input_type -> agentmesh.gateway.v1.ResetSessionRequest
+	1, // 8: agentmesh.gateway.v1.GatewayService.Chat:output_type -> agentmesh.gateway.v1.ChatResponse
+	3, // 9: agentmesh.gateway.v1.GatewayService.StreamChat:output_type -> agentmesh.gateway.v1.StreamChatResponse
+	5, // 10: agentmesh.gateway.v1.GatewayService.ResetSession:output_type -> agentmesh.gateway.v1.ResetSessionResponse
+	8, // [8:11] is the sub-list for method output_type
+	5, // [5:8] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_gateway_v1_gateway_service_proto_init() }

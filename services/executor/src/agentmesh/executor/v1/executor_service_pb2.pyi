@@ -36,6 +36,7 @@ class RunRequest(_message.Message):
     AS_SUB_AGENT_FIELD_NUMBER: _builtins.int
     MODEL_SETTINGS_FIELD_NUMBER: _builtins.int
     DOUBLE_TEXTING_FIELD_NUMBER: _builtins.int
+    BATCH_EVENTS_FIELD_NUMBER: _builtins.int
     project_slug: _builtins.str
     """The project's slug."""
     agent_name: _builtins.str
@@ -55,6 +56,11 @@ class RunRequest(_message.Message):
     double_texting: _builtins.str
     """Double-texting policy for this message, overriding the agent's ("reject", "enqueue",
     "interrupt"; empty: the agent's). A user's chat only.
+    """
+    batch_events: _builtins.bool
+    """The caller reads RunResponse.events: the executor may send several events in one message
+    (the first event of the run leaves at once; what queued up while a message was being sent
+    goes in the next). Without it every message carries one event in RunResponse.event.
     """
     @_builtins.property
     def delegation_path(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -78,10 +84,11 @@ class RunRequest(_message.Message):
         as_sub_agent: _builtins.bool = ...,
         model_settings: _run_pb2.ModelSettings | None = ...,
         double_texting: _builtins.str = ...,
+        batch_events: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["model_settings", b"model_settings"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_name", b"agent_name", "as_sub_agent", b"as_sub_agent", "delegation_depth", b"delegation_depth", "delegation_id", b"delegation_id", "delegation_path", b"delegation_path", "double_texting", b"double_texting", "input", b"input", "model_settings", b"model_settings", "parent_event_id", b"parent_event_id", "project_slug", b"project_slug", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_name", b"agent_name", "as_sub_agent", b"as_sub_agent", "batch_events", b"batch_events", "delegation_depth", b"delegation_depth", "delegation_id", b"delegation_id", "delegation_path", b"delegation_path", "double_texting", b"double_texting", "input", b"input", "model_settings", b"model_settings", "parent_event_id", b"parent_event_id", "project_slug", b"project_slug", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -89,23 +96,33 @@ Global___RunRequest: _TypeAlias = RunRequest  # noqa: Y015
 
 @_typing.final
 class RunResponse(_message.Message):
-    """RunResponse is one streamed step of Run."""
+    """RunResponse is one streamed message of Run: one step, or with RunRequest.batch_events the
+    steps that were ready together.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     EVENT_FIELD_NUMBER: _builtins.int
+    EVENTS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def event(self) -> _run_pb2.RunEvent:
-        """The step."""
+        """The step (unset when the request asked for batches)."""
+
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[_run_pb2.RunEvent]:
+        """With RunRequest.batch_events: the steps of this message, in the order they happened (each
+        with its own run_id, delegation_path and seq, exactly as they would have come one by one).
+        """
 
     def __init__(
         self,
         *,
         event: _run_pb2.RunEvent | None = ...,
+        events: _abc.Iterable[_run_pb2.RunEvent] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "events", b"events"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from agentmesh.common.v1 import run_pb2 as agentmesh_dot_common_dot_v1_dot_run__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*agentmesh/gateway/v1/gateway_service.proto\x12\x14\x61gentmesh.gateway.v1\x1a\x1d\x61gentmesh/common/v1/run.proto\"\x95\x01\n\x0b\x43hatRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12:\n\x0emodel_settings\x18\x04 \x01(\x0b\x32\".agentmesh.common.v1.ModelSettings\x12\x16\n\x0e\x64ouble_texting\x18\x05 \x01(\t\"n\n\x0c\x43hatResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12)\n\x05usage\x18\x04 \x01(\x0b\x32\x1a.agentmesh.common.v1.Usage\"\xcc\x01\n\x11StreamChatRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12:\n\x0emodel_settings\x18\x04 \x01(\x0b\x32\".agentmesh.common.v1.ModelSettings\x12\x18\n\x10resume_after_seq\x18\x05 \x01(\x03\x12\x15\n\rresume_run_id\x18\x06 \x01(\t\x12\x16\n\x0e\x64ouble_texting\x18\x07 \x01(\t\"B\n\x12StreamChatResponse\x12,\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1d.agentmesh.common.v1.RunEvent\"=\n\x13ResetSessionRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\"/\n\x14ResetSessionResponse\x12\x17\n\x0freleased_agents\x18\x01 \x01(\x03\x32\xa9\x02\n\x0eGatewayService\x12M\n\x04\x43hat\x12!.agentmesh.gateway.v1.ChatRequest\x1a\".agentmesh.gateway.v1.ChatResponse\x12\x61\n\nStreamChat\x12\'.agentmesh.gateway.v1.StreamChatRequest\x1a(.agentmesh.gateway.v1.StreamChatResponse0\x01\x12\x65\n\x0cResetSession\x12).agentmesh.gateway.v1.ResetSessionRequest\x1a*.agentmesh.gateway.v1.ResetSessionResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*agentmesh/gateway/v1/gateway_service.proto\x12\x14\x61gentmesh.gateway.v1\x1a\x1d\x61gentmesh/common/v1/run.proto\"\x95\x01\n\x0b\x43hatRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12:\n\x0emodel_settings\x18\x04 \x01(\x0b\x32\".agentmesh.common.v1.ModelSettings\x12\x16\n\x0e\x64ouble_texting\x18\x05 \x01(\t\"n\n\x0c\x43hatResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12)\n\x05usage\x18\x04 \x01(\x0b\x32\x1a.agentmesh.common.v1.Usage\"\xe2\x01\n\x11StreamChatRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12:\n\x0emodel_settings\x18\x04 \x01(\x0b\x32\".agentmesh.common.v1.ModelSettings\x12\x18\n\x10resume_after_seq\x18\x05 \x01(\x03\x12\x15\n\rresume_run_id\x18\x06 \x01(\t\x12\x16\n\x0e\x64ouble_texting\x18\x07 \x01(\t\x12\x14\n\x0c\x62\x61tch_events\x18\x08 \x01(\x08\"q\n\x12StreamChatResponse\x12,\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1d.agentmesh.common.v1.RunEvent\x12-\n\x06\x65vents\x18\x02 \x03(\x0b\x32\x1d.agentmesh.common.v1.RunEvent\"=\n\x13ResetSessionRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\"/\n\x14ResetSessionResponse\x12\x17\n\x0freleased_agents\x18\x01 \x01(\x03\x32\xa9\x02\n\x0eGatewayService\x12M\n\x04\x43hat\x12!.agentmesh.gateway.v1.ChatRequest\x1a\".agentmesh.gateway.v1.ChatResponse\x12\x61\n\nStreamChat\x12\'.agentmesh.gateway.v1.StreamChatRequest\x1a(.agentmesh.gateway.v1.StreamChatResponse0\x01\x12\x65\n\x0cResetSession\x12).agentmesh.gateway.v1.ResetSessionRequest\x1a*.agentmesh.gateway.v1.ResetSessionResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,13 +37,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CHATRESPONSE']._serialized_start=251
   _globals['_CHATRESPONSE']._serialized_end=361
   _globals['_STREAMCHATREQUEST']._serialized_start=364
-  _globals['_STREAMCHATREQUEST']._serialized_end=568
-  _globals['_STREAMCHATRESPONSE']._serialized_start=570
-  _globals['_STREAMCHATRESPONSE']._serialized_end=636
-  _globals['_RESETSESSIONREQUEST']._serialized_start=638
-  _globals['_RESETSESSIONREQUEST']._serialized_end=699
-  _globals['_RESETSESSIONRESPONSE']._serialized_start=701
-  _globals['_RESETSESSIONRESPONSE']._serialized_end=748
-  _globals['_GATEWAYSERVICE']._serialized_start=751
-  _globals['_GATEWAYSERVICE']._serialized_end=1048
+  _globals['_STREAMCHATREQUEST']._serialized_end=590
+  _globals['_STREAMCHATRESPONSE']._serialized_start=592
+  _globals['_STREAMCHATRESPONSE']._serialized_end=705
+  _globals['_RESETSESSIONREQUEST']._serialized_start=707
+  _globals['_RESETSESSIONREQUEST']._serialized_end=768
+  _globals['_RESETSESSIONRESPONSE']._serialized_start=770
+  _globals['_RESETSESSIONRESPONSE']._serialized_end=817
+  _globals['_GATEWAYSERVICE']._serialized_start=820
+  _globals['_GATEWAYSERVICE']._serialized_end=1117
 # @@protoc_insertion_point(module_scope)

@@ -4,8 +4,10 @@ isort:skip_file
 """
 
 from agentmesh.common.v1 import run_pb2 as _run_pb2
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf.internal import containers as _containers
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -109,6 +111,7 @@ class StreamChatRequest(_message.Message):
     RESUME_AFTER_SEQ_FIELD_NUMBER: _builtins.int
     RESUME_RUN_ID_FIELD_NUMBER: _builtins.int
     DOUBLE_TEXTING_FIELD_NUMBER: _builtins.int
+    BATCH_EVENTS_FIELD_NUMBER: _builtins.int
     agent: _builtins.str
     """"{project_slug}/{agent_name}"."""
     message: _builtins.str
@@ -125,6 +128,12 @@ class StreamChatRequest(_message.Message):
     """The run to follow when resuming (the run_id of the broken stream's events)."""
     double_texting: _builtins.str
     """As ChatRequest.double_texting."""
+    batch_events: _builtins.bool
+    """Opt-in: the client reads StreamChatResponse.events, and the gateway may send several events
+    in one message (the first leaves at once; what arrived while a message was being sent goes
+    in the next). Fewer, fuller messages cost less on both ends. Without it every message
+    carries exactly one event in StreamChatResponse.event.
+    """
     @_builtins.property
     def model_settings(self) -> _run_pb2.ModelSettings:
         """Model settings for this message only (temperature, max tokens, reasoning effort)."""
@@ -139,10 +148,11 @@ class StreamChatRequest(_message.Message):
         resume_after_seq: _builtins.int = ...,
         resume_run_id: _builtins.str = ...,
         double_texting: _builtins.str = ...,
+        batch_events: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["model_settings", b"model_settings"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "double_texting", b"double_texting", "message", b"message", "model_settings", b"model_settings", "resume_after_seq", b"resume_after_seq", "resume_run_id", b"resume_run_id", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "batch_events", b"batch_events", "double_texting", b"double_texting", "message", b"message", "model_settings", b"model_settings", "resume_after_seq", b"resume_after_seq", "resume_run_id", b"resume_run_id", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -150,23 +160,33 @@ Global___StreamChatRequest: _TypeAlias = StreamChatRequest  # noqa: Y015
 
 @_typing.final
 class StreamChatResponse(_message.Message):
-    """StreamChatResponse is one streamed step of StreamChat."""
+    """StreamChatResponse is one streamed message of StreamChat: one step, or with
+    StreamChatRequest.batch_events the steps that were ready together.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     EVENT_FIELD_NUMBER: _builtins.int
+    EVENTS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def event(self) -> _run_pb2.RunEvent:
-        """The step."""
+        """The step (unset when the request asked for batches)."""
+
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[_run_pb2.RunEvent]:
+        """With StreamChatRequest.batch_events: the steps of this message, in order, each exactly as
+        it would have come on its own.
+        """
 
     def __init__(
         self,
         *,
         event: _run_pb2.RunEvent | None = ...,
+        events: _abc.Iterable[_run_pb2.RunEvent] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "events", b"events"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
