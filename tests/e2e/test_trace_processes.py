@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
 import httpx
 import pytest
 import pytest_asyncio
@@ -23,7 +22,7 @@ from rich.console import Console
 from agentmesh.cli.trace import events_from_gateway, session_tree
 from agentmesh.memory.client import MemoryClient, event_to_dict
 from agentmesh.memory.v1 import memory_service_pb2
-from tests.bearer import system_metadata
+from tests.bearer import service_channel, system_metadata
 from tests.e2e.harness import ServiceProcess, free_loopback_ports, process_environment
 from tests.e2e.otlp_receiver import OtlpReceiver, ReceivedSpan, span_tree
 from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, MeshClient, Seeded
@@ -421,7 +420,7 @@ async def _chat_trace(receiver: OtlpReceiver, session_id: str, *, runs: int = 1)
 
 
 async def _session_events(mesh: TracedMesh, session_id: str) -> list[dict]:
-    async with grpc.aio.insecure_channel(mesh.processes["memory"].grpc_address) as channel:
+    async with service_channel(mesh.processes["memory"].grpc_address) as channel:
         request = memory_service_pb2.ListEventsRequest(session_id=session_id, page_size=1000)
         return [
             event_to_dict(e)

@@ -151,16 +151,6 @@ RPC_POLICY: Mapping[str, Rule] = {
     _REGISTRY + "ResumeAgent": owner(_project_id("project_id")),
     _REGISTRY + "DeleteAgent": owner(_project_id("project_id")),
     _REGISTRY + "GetAgentMetrics": owner(_project_id("project_id")),
-    # What executors use to run agents and to join the pool (executors call the registry
-    # directly; through the gateway only the mesh's own services may).
-    _REGISTRY + "ResolveAgent": SYSTEM,
-    _REGISTRY + "StartAgentRun": SYSTEM,
-    _REGISTRY + "FinishAgentRun": SYSTEM,
-    _REGISTRY + "FinishAgentRuns": SYSTEM,
-    _REGISTRY + "ResolveMcpServers": SYSTEM,  # the one answer with MCP servers' secrets
-    _REGISTRY + "RenewRunLeases": SYSTEM,
-    _REGISTRY + "RegisterExecutor": SYSTEM,
-    _REGISTRY + "ListExecutors": SUPERUSER,
     # Memory: the memory service knows no owners, so the gateway resolves the project itself.
     _MEMORY + "AppendEvents": owner(lambda r: SessionTarget(r.session_id, r.project_id)),
     _MEMORY + "ListEvents": owner(_events_target),
@@ -169,8 +159,6 @@ RPC_POLICY: Mapping[str, Rule] = {
     _MEMORY + "ListSessions": owner(_project_id("project_id")),
     _MEMORY + "SetRetentionPolicy": owner(_project_id("policy.project_id")),
     _MEMORY + "GetRetentionPolicy": owner(_project_id("project_id")),
-    # Erasing a deleted project's sessions: the gateway's own act when a project is deleted.
-    _MEMORY + "DeleteProjectSessions": SYSTEM,
     _MEMORY + "ResetSessionContext": owner(lambda r: SessionTarget(r.session_id, r.project_id)),
     # Chat: the owner of the addressed agent's project.
     _GATEWAY + "Chat": owner(_project_of_agent_ref),

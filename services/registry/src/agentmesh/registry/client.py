@@ -10,6 +10,8 @@ from collections.abc import Iterable
 import grpc
 from google.protobuf import field_mask_pb2
 
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as internal_pb
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc as internal_pb_grpc
 from agentmesh.registry import convert, mcp_servers, validation
 from agentmesh.registry.errors import (
     AgentNotFound,
@@ -52,19 +54,21 @@ class RegistryClient:
     """Typed calls to the registry; failures raise the DomainError the registry raised.
 
     Every call takes `metadata` (the caller's `authorization: Bearer …`); inside a service, the
-    shared client interceptor forwards the current caller's token when none is given.
+    shared client interceptor forwards the current caller's token when none is given. The internal
+    calls need the channel to carry this service's credential (`runtime.channels.PeerSecurity`).
     """
 
     def __init__(self, channel: grpc.aio.Channel) -> None:
         self.stub = pb_grpc.RegistryServiceStub(channel)
+        self.internal_stub = internal_pb_grpc.RegistryInternalServiceStub(channel)
 
-    # --- What executors call ---------------------------------------------------------------
+    # --- What executors and gateways call (RegistryInternalService) ------------------------
 
     async def resolve_agent(
         self, project_slug: str, agent_name: str, *, metadata: Metadata | None = None
     ) -> resources_pb2.AgentSpec:
-        request = pb.ResolveAgentRequest(project_slug=project_slug, agent_name=agent_name)
-        response = await unary(self.stub.ResolveAgent, request, metadata=metadata)
+        request = internal_pb.ResolveAgentRequest(project_slug=project_slug, agent_name=agent_name)
+        response = await unary(self.internal_stub.ResolveAgent, request, metadata=metadata)
         return response.spec
 
     async def start_agent_run(
@@ -75,12 +79,12 @@ class RegistryClient:
         session_id: str = "",
         executor_id: str = "",
         metadata: Metadata | None = None,
-    ) -> pb.StartAgentRunResponse:
+    ) -> internal_pb.StartAgentRunResponse:
         """The agent, working, and its spec's revision now; `executor_id` holds the run's lease."""
-        request = pb.StartAgentRunRequest(
+        request = internal_pb.StartAgentRunRequest(
             agent_id=agent_id, run_id=run_id, session_id=session_id, executor_id=executor_id
         )
-        return await unary(self.stub.StartAgentRun, request, metadata=metadata)
+        return await unary(self.internal_stub.StartAgentRun, request, metadata=metadata)
 
     async def finish_agent_run(
         self,
@@ -92,40 +96,44 @@ class RegistryClient:
         cost: float = 0.0,
         metadata: Metadata | None = None,
     ) -> resources_pb2.Agent:
-        request = pb.FinishAgentRunRequest(
+        request = internal_pb.FinishAgentRunRequest(
             agent_id=agent_id, run_id=run_id, completed=completed, tokens_used=tokens_used, cost=cost
         )
-        return (await unary(self.stub.FinishAgentRun, request, metadata=metadata)).agent
+        return (await unary(self.internal_stub.FinishAgentRun, request, metadata=metadata)).agent
 
     async def finish_agent_runs(
-        self, runs: Iterable[pb.FinishAgentRunRequest], *, metadata: Metadata | None = None
-    ) -> list[pb.FinishedAgentRun]:
+        self, runs: Iterable[internal_pb.FinishAgentRunRequest], *, metadata: Metadata | None = None
+    ) -> list[internal_pb.FinishedAgentRun]:
         """Finishes several runs in one call; a refused run says why in its result."""
-        request = pb.FinishAgentRunsRequest(runs=list(runs))
-        return list((await unary(self.stub.FinishAgentRuns, request, metadata=metadata)).results)
+        request = internal_pb.FinishAgentRunsRequest(runs=list(runs))
+        return list((await unary(self.internal_stub.FinishAgentRuns, request, metadata=metadata)).results)
 
     async def resolve_mcp_servers(
         self, agent_id: str, *, metadata: Metadata | None = None
-    ) -> pb.ResolveMcpServersResponse:
+    ) -> internal_pb.ResolveMcpServersResponse:
         """The agent's MCP servers with their secrets, and the names no registered server has
         (the system principal only)."""
-        request = pb.ResolveMcpServersRequest(agent_id=agent_id)
-        return await unary(self.stub.ResolveMcpServers, request, metadata=metadata)
+        request = internal_pb.ResolveMcpServersRequest(agent_id=agent_id)
+        return await unary(self.internal_stub.ResolveMcpServers, request, metadata=metadata)
 
     async def renew_run_leases(
-        self, request: pb.RenewRunLeasesRequest, *, metadata: Metadata | None = None
-    ) -> pb.RenewRunLeasesResponse:
+        self, request: internal_pb.RenewRunLeasesRequest, *, metadata: Metadata | None = None
+    ) -> internal_pb.RenewRunLeasesResponse:
         """Renews an executor's run leases, forgets the orphans it closed, hands it new ones."""
-        return await unary(self.stub.RenewRunLeases, request, metadata=metadata)
+        return await unary(self.internal_stub.RenewRunLeases, request, metadata=metadata)
 
     async def register_executor(
         self, executor_id: str, address: str, *, metadata: Metadata | None = None
     ) -> resources_pb2.Executor:
-        request = pb.RegisterExecutorRequest(executor=resources_pb2.Executor(id=executor_id, address=address))
-        return (await unary(self.stub.RegisterExecutor, request, metadata=metadata)).executor
+        request = internal_pb.RegisterExecutorRequest(
+            executor=resources_pb2.Executor(id=executor_id, address=address)
+        )
+        return (await unary(self.internal_stub.RegisterExecutor, request, metadata=metadata)).executor
 
     async def list_executors(self, *, metadata: Metadata | None = None) -> list[resources_pb2.Executor]:
-        response = await unary(self.stub.ListExecutors, pb.ListExecutorsRequest(), metadata=metadata)
+        response = await unary(
+            self.internal_stub.ListExecutors, internal_pb.ListExecutorsRequest(), metadata=metadata
+        )
         return list(response.executors)
 
     # --- Users -------------------------------------------------------------------------------

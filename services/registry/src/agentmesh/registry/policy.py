@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.registry.v1 import registry_service_pb2
 from agentmesh.runtime.identity import Access
 
 SERVICE = registry_service_pb2.DESCRIPTOR.services_by_name["RegistryService"]
+INTERNAL_SERVICE = registry_internal_service_pb2.DESCRIPTOR.services_by_name["RegistryInternalService"]
 
 POLICY: Mapping[str, Access] = {
     "RegisterUser": Access.PUBLIC,
@@ -42,19 +44,25 @@ POLICY: Mapping[str, Access] = {
     "ResumeAgent": Access.AUTHENTICATED,
     "DeleteAgent": Access.AUTHENTICATED,
     "GetAgentMetrics": Access.AUTHENTICATED,
-    # Executors call these with the end user's token forwarded, so ownership applies.
-    "ResolveAgent": Access.AUTHENTICATED,
-    "StartAgentRun": Access.AUTHENTICATED,
-    "FinishAgentRun": Access.AUTHENTICATED,
-    "FinishAgentRuns": Access.AUTHENTICATED,
     "CreateMcpServer": Access.SUPERUSER,
     "GetMcpServer": Access.SUPERUSER,
     "ListMcpServers": Access.SUPERUSER,
     "UpdateMcpServer": Access.SUPERUSER,
     "DeleteMcpServer": Access.SUPERUSER,
+}
+
+# RegistryInternalService: only the mesh's services reach it (their service credential is checked
+# first, for every RPC); this table says on whose behalf they may call.
+INTERNAL_POLICY: Mapping[str, Access] = {
+    # Executors call these with the end user's token forwarded, so ownership applies.
+    "ResolveAgent": Access.AUTHENTICATED,
+    "StartAgentRun": Access.AUTHENTICATED,
+    "FinishAgentRun": Access.AUTHENTICATED,
+    "FinishAgentRuns": Access.AUTHENTICATED,
     # The one answer with MCP servers' secrets: executors only, never a user's token.
     "ResolveMcpServers": Access.SYSTEM,
     "RenewRunLeases": Access.SYSTEM,
     "RegisterExecutor": Access.SYSTEM,
+    # Gateways and executors discover the pool as the system principal; superusers may look.
     "ListExecutors": Access.SUPERUSER,
 }

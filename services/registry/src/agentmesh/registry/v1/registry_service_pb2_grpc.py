@@ -161,31 +161,6 @@ class RegistryServiceStub:
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentMetricsRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentMetricsResponse.FromString,
                 _registered_method=True)
-        self.ResolveAgent = channel.unary_unary(
-                '/agentmesh.registry.v1.RegistryService/ResolveAgent',
-                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveAgentRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveAgentResponse.FromString,
-                _registered_method=True)
-        self.StartAgentRun = channel.unary_unary(
-                '/agentmesh.registry.v1.RegistryService/StartAgentRun',
-                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.StartAgentRunRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.StartAgentRunResponse.FromString,
-                _registered_method=True)
-        self.FinishAgentRun = channel.unary_unary(
-                '/agentmesh.registry.v1.RegistryService/FinishAgentRun',
-                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunResponse.FromString,
-                _registered_method=True)
-        self.FinishAgentRuns = channel.unary_unary(
-                '/agentmesh.registry.v1.RegistryService/FinishAgentRuns',
-                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsResponse.FromString,
-                _registered_method=True)
-        self.RenewRunLeases = channel.unary_unary(
-                '/agentmesh.registry.v1.RegistryService/RenewRunLeases',
-                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RenewRunLeasesRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RenewRunLeasesResponse.FromString,
-                _registered_method=True)
         self.CreateMcpServer = channel.unary_unary(
                 '/agentmesh.registry.v1.RegistryService/CreateMcpServer',
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateMcpServerRequest.SerializeToString,
@@ -210,21 +185,6 @@ class RegistryServiceStub:
                 '/agentmesh.registry.v1.RegistryService/DeleteMcpServer',
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteMcpServerRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteMcpServerResponse.FromString,
-                _registered_method=True)
-        self.ResolveMcpServers = channel.unary_unary(
-                '/agentmesh.registry.v1.RegistryService/ResolveMcpServers',
-                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveMcpServersRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveMcpServersResponse.FromString,
-                _registered_method=True)
-        self.RegisterExecutor = channel.unary_unary(
-                '/agentmesh.registry.v1.RegistryService/RegisterExecutor',
-                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RegisterExecutorRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RegisterExecutorResponse.FromString,
-                _registered_method=True)
-        self.ListExecutors = channel.unary_unary(
-                '/agentmesh.registry.v1.RegistryService/ListExecutors',
-                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListExecutorsRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListExecutorsResponse.FromString,
                 _registered_method=True)
 
 
@@ -417,50 +377,6 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def ResolveAgent(self, request, context):
-        """Resolves an agent by project slug and agent slug or name into what an executor runs. NOT_FOUND.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def StartAgentRun(self, request, context):
-        """Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
-        paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
-        run_id twice counts it once.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def FinishAgentRun(self, request, context):
-        """Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
-        Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def FinishAgentRuns(self, request, context):
-        """Finishes several runs in one call, each exactly as FinishAgentRun would and independently
-        of the others (one refused does not fail the rest): how executors report their runs' ends
-        under load. At most 1,000 runs per call.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def RenewRunLeases(self, request, context):
-        """Renews the leases an executor holds on its runs, in one call for all of them (system
-        principal only). A run whose lease is not renewed within the registry's lease time is
-        orphaned: it stops counting as in flight (the agent goes idle when it was the last) and is
-        handed, through this call's answer, to a live executor that closes it in the session's log.
-        Runs in `runs` that this executor no longer holds come back in `lost`. INVALID_ARGUMENT.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def CreateMcpServer(self, request, context):
         """Registers an MCP server (superusers): global, or one project's when project_id is set.
         ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
@@ -495,29 +411,6 @@ class RegistryServiceServicer:
 
     def DeleteMcpServer(self, request, context):
         """Deletes an MCP server (superusers); agent types naming it run without its tools. NOT_FOUND.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ResolveMcpServers(self, request, context):
-        """Resolves an agent's MCP servers for running it: its type's inline definitions and the
-        registered servers it names (the project's of that name, else the global one), env and
-        header values in full. The system principal only (executors). NOT_FOUND.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def RegisterExecutor(self, request, context):
-        """Registers or refreshes an executor in the pool (system principal only).
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ListExecutors(self, request, context):
-        """Lists executors that reported in recently (superusers and the system principal).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -646,31 +539,6 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentMetricsRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentMetricsResponse.SerializeToString,
             ),
-            'ResolveAgent': grpc.unary_unary_rpc_method_handler(
-                    servicer.ResolveAgent,
-                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveAgentRequest.FromString,
-                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveAgentResponse.SerializeToString,
-            ),
-            'StartAgentRun': grpc.unary_unary_rpc_method_handler(
-                    servicer.StartAgentRun,
-                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.StartAgentRunRequest.FromString,
-                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.StartAgentRunResponse.SerializeToString,
-            ),
-            'FinishAgentRun': grpc.unary_unary_rpc_method_handler(
-                    servicer.FinishAgentRun,
-                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunRequest.FromString,
-                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunResponse.SerializeToString,
-            ),
-            'FinishAgentRuns': grpc.unary_unary_rpc_method_handler(
-                    servicer.FinishAgentRuns,
-                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsRequest.FromString,
-                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsResponse.SerializeToString,
-            ),
-            'RenewRunLeases': grpc.unary_unary_rpc_method_handler(
-                    servicer.RenewRunLeases,
-                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RenewRunLeasesRequest.FromString,
-                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RenewRunLeasesResponse.SerializeToString,
-            ),
             'CreateMcpServer': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateMcpServer,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateMcpServerRequest.FromString,
@@ -695,21 +563,6 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.DeleteMcpServer,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteMcpServerRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteMcpServerResponse.SerializeToString,
-            ),
-            'ResolveMcpServers': grpc.unary_unary_rpc_method_handler(
-                    servicer.ResolveMcpServers,
-                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveMcpServersRequest.FromString,
-                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveMcpServersResponse.SerializeToString,
-            ),
-            'RegisterExecutor': grpc.unary_unary_rpc_method_handler(
-                    servicer.RegisterExecutor,
-                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RegisterExecutorRequest.FromString,
-                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RegisterExecutorResponse.SerializeToString,
-            ),
-            'ListExecutors': grpc.unary_unary_rpc_method_handler(
-                    servicer.ListExecutors,
-                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListExecutorsRequest.FromString,
-                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListExecutorsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1378,141 +1231,6 @@ class RegistryService:
             _registered_method=True)
 
     @staticmethod
-    def ResolveAgent(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/agentmesh.registry.v1.RegistryService/ResolveAgent',
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveAgentRequest.SerializeToString,
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveAgentResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def StartAgentRun(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/agentmesh.registry.v1.RegistryService/StartAgentRun',
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.StartAgentRunRequest.SerializeToString,
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.StartAgentRunResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def FinishAgentRun(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/agentmesh.registry.v1.RegistryService/FinishAgentRun',
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunRequest.SerializeToString,
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def FinishAgentRuns(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/agentmesh.registry.v1.RegistryService/FinishAgentRuns',
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsRequest.SerializeToString,
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def RenewRunLeases(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/agentmesh.registry.v1.RegistryService/RenewRunLeases',
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RenewRunLeasesRequest.SerializeToString,
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RenewRunLeasesResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
     def CreateMcpServer(request,
             target,
             options=(),
@@ -1637,87 +1355,6 @@ class RegistryService:
             '/agentmesh.registry.v1.RegistryService/DeleteMcpServer',
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteMcpServerRequest.SerializeToString,
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteMcpServerResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ResolveMcpServers(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/agentmesh.registry.v1.RegistryService/ResolveMcpServers',
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveMcpServersRequest.SerializeToString,
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveMcpServersResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def RegisterExecutor(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/agentmesh.registry.v1.RegistryService/RegisterExecutor',
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RegisterExecutorRequest.SerializeToString,
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RegisterExecutorResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ListExecutors(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/agentmesh.registry.v1.RegistryService/ListExecutors',
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListExecutorsRequest.SerializeToString,
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListExecutorsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -106,29 +106,6 @@ class RegistryServiceStub:
     """Terminates an agent (final; terminating it again changes nothing). NOT_FOUND."""
     GetAgentMetrics: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.GetAgentMetricsRequest, _registry_service_pb2.GetAgentMetricsResponse]
     """Returns usage figures of an agent. NOT_FOUND."""
-    ResolveAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ResolveAgentRequest, _registry_service_pb2.ResolveAgentResponse]
-    """Resolves an agent by project slug and agent slug or name into what an executor runs. NOT_FOUND."""
-    StartAgentRun: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.StartAgentRunRequest, _registry_service_pb2.StartAgentRunResponse]
-    """Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
-    paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
-    run_id twice counts it once.
-    """
-    FinishAgentRun: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.FinishAgentRunRequest, _registry_service_pb2.FinishAgentRunResponse]
-    """Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
-    Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
-    """
-    FinishAgentRuns: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.FinishAgentRunsRequest, _registry_service_pb2.FinishAgentRunsResponse]
-    """Finishes several runs in one call, each exactly as FinishAgentRun would and independently
-    of the others (one refused does not fail the rest): how executors report their runs' ends
-    under load. At most 1,000 runs per call.
-    """
-    RenewRunLeases: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RenewRunLeasesRequest, _registry_service_pb2.RenewRunLeasesResponse]
-    """Renews the leases an executor holds on its runs, in one call for all of them (system
-    principal only). A run whose lease is not renewed within the registry's lease time is
-    orphaned: it stops counting as in flight (the agent goes idle when it was the last) and is
-    handed, through this call's answer, to a live executor that closes it in the session's log.
-    Runs in `runs` that this executor no longer holds come back in `lost`. INVALID_ARGUMENT.
-    """
     CreateMcpServer: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CreateMcpServerRequest, _registry_service_pb2.CreateMcpServerResponse]
     """Registers an MCP server (superusers): global, or one project's when project_id is set.
     ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
@@ -146,15 +123,6 @@ class RegistryServiceStub:
     """
     DeleteMcpServer: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteMcpServerRequest, _registry_service_pb2.DeleteMcpServerResponse]
     """Deletes an MCP server (superusers); agent types naming it run without its tools. NOT_FOUND."""
-    ResolveMcpServers: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ResolveMcpServersRequest, _registry_service_pb2.ResolveMcpServersResponse]
-    """Resolves an agent's MCP servers for running it: its type's inline definitions and the
-    registered servers it names (the project's of that name, else the global one), env and
-    header values in full. The system principal only (executors). NOT_FOUND.
-    """
-    RegisterExecutor: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RegisterExecutorRequest, _registry_service_pb2.RegisterExecutorResponse]
-    """Registers or refreshes an executor in the pool (system principal only)."""
-    ListExecutors: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ListExecutorsRequest, _registry_service_pb2.ListExecutorsResponse]
-    """Lists executors that reported in recently (superusers and the system principal)."""
 
 @_typing.type_check_only
 class RegistryServiceAsyncStub(RegistryServiceStub):
@@ -234,29 +202,6 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     """Terminates an agent (final; terminating it again changes nothing). NOT_FOUND."""
     GetAgentMetrics: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.GetAgentMetricsRequest, _registry_service_pb2.GetAgentMetricsResponse]  # type: ignore[assignment]
     """Returns usage figures of an agent. NOT_FOUND."""
-    ResolveAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ResolveAgentRequest, _registry_service_pb2.ResolveAgentResponse]  # type: ignore[assignment]
-    """Resolves an agent by project slug and agent slug or name into what an executor runs. NOT_FOUND."""
-    StartAgentRun: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.StartAgentRunRequest, _registry_service_pb2.StartAgentRunResponse]  # type: ignore[assignment]
-    """Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
-    paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
-    run_id twice counts it once.
-    """
-    FinishAgentRun: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.FinishAgentRunRequest, _registry_service_pb2.FinishAgentRunResponse]  # type: ignore[assignment]
-    """Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
-    Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
-    """
-    FinishAgentRuns: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.FinishAgentRunsRequest, _registry_service_pb2.FinishAgentRunsResponse]  # type: ignore[assignment]
-    """Finishes several runs in one call, each exactly as FinishAgentRun would and independently
-    of the others (one refused does not fail the rest): how executors report their runs' ends
-    under load. At most 1,000 runs per call.
-    """
-    RenewRunLeases: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RenewRunLeasesRequest, _registry_service_pb2.RenewRunLeasesResponse]  # type: ignore[assignment]
-    """Renews the leases an executor holds on its runs, in one call for all of them (system
-    principal only). A run whose lease is not renewed within the registry's lease time is
-    orphaned: it stops counting as in flight (the agent goes idle when it was the last) and is
-    handed, through this call's answer, to a live executor that closes it in the session's log.
-    Runs in `runs` that this executor no longer holds come back in `lost`. INVALID_ARGUMENT.
-    """
     CreateMcpServer: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CreateMcpServerRequest, _registry_service_pb2.CreateMcpServerResponse]  # type: ignore[assignment]
     """Registers an MCP server (superusers): global, or one project's when project_id is set.
     ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
@@ -274,15 +219,6 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     """
     DeleteMcpServer: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteMcpServerRequest, _registry_service_pb2.DeleteMcpServerResponse]  # type: ignore[assignment]
     """Deletes an MCP server (superusers); agent types naming it run without its tools. NOT_FOUND."""
-    ResolveMcpServers: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ResolveMcpServersRequest, _registry_service_pb2.ResolveMcpServersResponse]  # type: ignore[assignment]
-    """Resolves an agent's MCP servers for running it: its type's inline definitions and the
-    registered servers it names (the project's of that name, else the global one), env and
-    header values in full. The system principal only (executors). NOT_FOUND.
-    """
-    RegisterExecutor: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RegisterExecutorRequest, _registry_service_pb2.RegisterExecutorResponse]  # type: ignore[assignment]
-    """Registers or refreshes an executor in the pool (system principal only)."""
-    ListExecutors: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ListExecutorsRequest, _registry_service_pb2.ListExecutorsResponse]  # type: ignore[assignment]
-    """Lists executors that reported in recently (superusers and the system principal)."""
 
 class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
     """RegistryService owns users, projects, agent types, agents and their lifecycle, and executor
@@ -505,59 +441,6 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         """Returns usage figures of an agent. NOT_FOUND."""
 
     @_abc_1.abstractmethod
-    def ResolveAgent(
-        self,
-        request: _registry_service_pb2.ResolveAgentRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_registry_service_pb2.ResolveAgentResponse, _abc.Awaitable[_registry_service_pb2.ResolveAgentResponse]]:
-        """Resolves an agent by project slug and agent slug or name into what an executor runs. NOT_FOUND."""
-
-    @_abc_1.abstractmethod
-    def StartAgentRun(
-        self,
-        request: _registry_service_pb2.StartAgentRunRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_registry_service_pb2.StartAgentRunResponse, _abc.Awaitable[_registry_service_pb2.StartAgentRunResponse]]:
-        """Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
-        paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
-        run_id twice counts it once.
-        """
-
-    @_abc_1.abstractmethod
-    def FinishAgentRun(
-        self,
-        request: _registry_service_pb2.FinishAgentRunRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_registry_service_pb2.FinishAgentRunResponse, _abc.Awaitable[_registry_service_pb2.FinishAgentRunResponse]]:
-        """Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
-        Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
-        """
-
-    @_abc_1.abstractmethod
-    def FinishAgentRuns(
-        self,
-        request: _registry_service_pb2.FinishAgentRunsRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_registry_service_pb2.FinishAgentRunsResponse, _abc.Awaitable[_registry_service_pb2.FinishAgentRunsResponse]]:
-        """Finishes several runs in one call, each exactly as FinishAgentRun would and independently
-        of the others (one refused does not fail the rest): how executors report their runs' ends
-        under load. At most 1,000 runs per call.
-        """
-
-    @_abc_1.abstractmethod
-    def RenewRunLeases(
-        self,
-        request: _registry_service_pb2.RenewRunLeasesRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_registry_service_pb2.RenewRunLeasesResponse, _abc.Awaitable[_registry_service_pb2.RenewRunLeasesResponse]]:
-        """Renews the leases an executor holds on its runs, in one call for all of them (system
-        principal only). A run whose lease is not renewed within the registry's lease time is
-        orphaned: it stops counting as in flight (the agent goes idle when it was the last) and is
-        handed, through this call's answer, to a live executor that closes it in the session's log.
-        Runs in `runs` that this executor no longer holds come back in `lost`. INVALID_ARGUMENT.
-        """
-
-    @_abc_1.abstractmethod
     def CreateMcpServer(
         self,
         request: _registry_service_pb2.CreateMcpServerRequest,
@@ -603,32 +486,5 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.DeleteMcpServerResponse, _abc.Awaitable[_registry_service_pb2.DeleteMcpServerResponse]]:
         """Deletes an MCP server (superusers); agent types naming it run without its tools. NOT_FOUND."""
-
-    @_abc_1.abstractmethod
-    def ResolveMcpServers(
-        self,
-        request: _registry_service_pb2.ResolveMcpServersRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_registry_service_pb2.ResolveMcpServersResponse, _abc.Awaitable[_registry_service_pb2.ResolveMcpServersResponse]]:
-        """Resolves an agent's MCP servers for running it: its type's inline definitions and the
-        registered servers it names (the project's of that name, else the global one), env and
-        header values in full. The system principal only (executors). NOT_FOUND.
-        """
-
-    @_abc_1.abstractmethod
-    def RegisterExecutor(
-        self,
-        request: _registry_service_pb2.RegisterExecutorRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_registry_service_pb2.RegisterExecutorResponse, _abc.Awaitable[_registry_service_pb2.RegisterExecutorResponse]]:
-        """Registers or refreshes an executor in the pool (system principal only)."""
-
-    @_abc_1.abstractmethod
-    def ListExecutors(
-        self,
-        request: _registry_service_pb2.ListExecutorsRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_registry_service_pb2.ListExecutorsResponse, _abc.Awaitable[_registry_service_pb2.ListExecutorsResponse]]:
-        """Lists executors that reported in recently (superusers and the system principal)."""
 
 def add_RegistryServiceServicer_to_server(servicer: RegistryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
