@@ -58,6 +58,8 @@ def test_other_transport_failures_keep_their_text_less_the_addresses(address: st
     ("method", "service"),
     [
         ("/agentmesh.gateway.v1.GatewayService/Chat", "gateway"),
+        ("/agentmesh.internal.registry.v1.RegistryInternalService/ResolveAgent", "registry"),
+        ("/agentmesh.internal.executor.v1.ExecutorService/Run", "executor"),
         ("/grpc.health.v1.Health/Check", "Health"),
         ("", "peer"),
     ],
