@@ -70,10 +70,10 @@ def authorized_channel(address: str, token: str | None = None) -> grpc.aio.Chann
     )
 
 
-def service_channel(address: str) -> grpc.aio.Channel:
-    """A channel to an internal service whose calls carry a service credential (as a mesh
-    service's do) and whatever `authorization` each call names, plus the shared client
-    interceptors."""
+def service_channel(address: str, secret: str = JWT_SECRET) -> grpc.aio.Channel:
+    """A channel to an internal service whose calls carry a service credential of the mesh whose
+    secret is `secret` (as a mesh service's do) and whatever `authorization` each call names, plus
+    the shared client interceptors."""
     return grpc.aio.insecure_channel(
-        address, interceptors=[*credential_interceptors(service_credentials()), *client_interceptors()]
+        address, interceptors=[*credential_interceptors(service_credentials(secret)), *client_interceptors()]
     )

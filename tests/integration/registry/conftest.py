@@ -36,7 +36,7 @@ async def registry_service(registry_settings: RegistrySettings) -> AsyncIterator
 @pytest.fixture
 async def channel(registry_service: RunningService) -> AsyncIterator[grpc.aio.Channel]:
     # As the mesh's services call: with a service credential (which the public service ignores).
-    async with service_channel(registry_service.address) as channel:
+    async with service_channel(registry_service.address, JWT_SECRET) as channel:
         yield channel
 
 
