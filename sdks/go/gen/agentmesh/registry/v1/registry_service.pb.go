@@ -2628,978 +2628,6 @@ func (x *GetAgentMetricsResponse) GetTotalCostIncurred() float64 {
 	return 0
 }
 
-// ResolveAgentRequest is the input of ResolveAgent.
-type ResolveAgentRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The project's slug.
-	ProjectSlug string `protobuf:"bytes,1,opt,name=project_slug,json=projectSlug,proto3" json:"project_slug,omitempty"`
-	// The agent's slug or exact name.
-	AgentName     string `protobuf:"bytes,2,opt,name=agent_name,json=agentName,proto3" json:"agent_name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ResolveAgentRequest) Reset() {
-	*x = ResolveAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[49]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ResolveAgentRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ResolveAgentRequest) ProtoMessage() {}
-
-func (x *ResolveAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[49]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ResolveAgentRequest.ProtoReflect.Descriptor instead.
-func (*ResolveAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{49}
-}
-
-func (x *ResolveAgentRequest) GetProjectSlug() string {
-	if x != nil {
-		return x.ProjectSlug
-	}
-	return ""
-}
-
-func (x *ResolveAgentRequest) GetAgentName() string {
-	if x != nil {
-		return x.AgentName
-	}
-	return ""
-}
-
-// ResolveAgentResponse is the output of ResolveAgent.
-type ResolveAgentResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The resolved agent.
-	Spec          *AgentSpec `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ResolveAgentResponse) Reset() {
-	*x = ResolveAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[50]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ResolveAgentResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ResolveAgentResponse) ProtoMessage() {}
-
-func (x *ResolveAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[50]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ResolveAgentResponse.ProtoReflect.Descriptor instead.
-func (*ResolveAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{50}
-}
-
-func (x *ResolveAgentResponse) GetSpec() *AgentSpec {
-	if x != nil {
-		return x.Spec
-	}
-	return nil
-}
-
-// StartAgentRunRequest is the input of StartAgentRun.
-type StartAgentRunRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The agent's id.
-	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	// The run.
-	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	// The session the run records its events in (who takes the run over finds them there).
-	SessionId string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// The executor that runs it, which holds the run's lease from now on (RenewRunLeases).
-	ExecutorId    string `protobuf:"bytes,4,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *StartAgentRunRequest) Reset() {
-	*x = StartAgentRunRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[51]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *StartAgentRunRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*StartAgentRunRequest) ProtoMessage() {}
-
-func (x *StartAgentRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[51]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use StartAgentRunRequest.ProtoReflect.Descriptor instead.
-func (*StartAgentRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{51}
-}
-
-func (x *StartAgentRunRequest) GetAgentId() string {
-	if x != nil {
-		return x.AgentId
-	}
-	return ""
-}
-
-func (x *StartAgentRunRequest) GetRunId() string {
-	if x != nil {
-		return x.RunId
-	}
-	return ""
-}
-
-func (x *StartAgentRunRequest) GetSessionId() string {
-	if x != nil {
-		return x.SessionId
-	}
-	return ""
-}
-
-func (x *StartAgentRunRequest) GetExecutorId() string {
-	if x != nil {
-		return x.ExecutorId
-	}
-	return ""
-}
-
-// StartAgentRunResponse is the output of StartAgentRun.
-type StartAgentRunResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The agent, working.
-	Agent *Agent `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
-	// The revision its AgentSpec has now (see AgentSpec.revision).
-	SpecRevision  string `protobuf:"bytes,2,opt,name=spec_revision,json=specRevision,proto3" json:"spec_revision,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *StartAgentRunResponse) Reset() {
-	*x = StartAgentRunResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[52]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *StartAgentRunResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*StartAgentRunResponse) ProtoMessage() {}
-
-func (x *StartAgentRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[52]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use StartAgentRunResponse.ProtoReflect.Descriptor instead.
-func (*StartAgentRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{52}
-}
-
-func (x *StartAgentRunResponse) GetAgent() *Agent {
-	if x != nil {
-		return x.Agent
-	}
-	return nil
-}
-
-func (x *StartAgentRunResponse) GetSpecRevision() string {
-	if x != nil {
-		return x.SpecRevision
-	}
-	return ""
-}
-
-// FinishAgentRunRequest is the input of FinishAgentRun.
-type FinishAgentRunRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The agent's id.
-	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	// The run.
-	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	// True when the run produced an answer (counts as a completed task).
-	Completed bool `protobuf:"varint,3,opt,name=completed,proto3" json:"completed,omitempty"`
-	// Tokens the run used.
-	TokensUsed int64 `protobuf:"varint,4,opt,name=tokens_used,json=tokensUsed,proto3" json:"tokens_used,omitempty"`
-	// Cost the run incurred.
-	Cost          float64 `protobuf:"fixed64,5,opt,name=cost,proto3" json:"cost,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *FinishAgentRunRequest) Reset() {
-	*x = FinishAgentRunRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[53]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *FinishAgentRunRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*FinishAgentRunRequest) ProtoMessage() {}
-
-func (x *FinishAgentRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[53]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use FinishAgentRunRequest.ProtoReflect.Descriptor instead.
-func (*FinishAgentRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{53}
-}
-
-func (x *FinishAgentRunRequest) GetAgentId() string {
-	if x != nil {
-		return x.AgentId
-	}
-	return ""
-}
-
-func (x *FinishAgentRunRequest) GetRunId() string {
-	if x != nil {
-		return x.RunId
-	}
-	return ""
-}
-
-func (x *FinishAgentRunRequest) GetCompleted() bool {
-	if x != nil {
-		return x.Completed
-	}
-	return false
-}
-
-func (x *FinishAgentRunRequest) GetTokensUsed() int64 {
-	if x != nil {
-		return x.TokensUsed
-	}
-	return 0
-}
-
-func (x *FinishAgentRunRequest) GetCost() float64 {
-	if x != nil {
-		return x.Cost
-	}
-	return 0
-}
-
-// FinishAgentRunResponse is the output of FinishAgentRun.
-type FinishAgentRunResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The agent after the run.
-	Agent         *Agent `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *FinishAgentRunResponse) Reset() {
-	*x = FinishAgentRunResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[54]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *FinishAgentRunResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*FinishAgentRunResponse) ProtoMessage() {}
-
-func (x *FinishAgentRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[54]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use FinishAgentRunResponse.ProtoReflect.Descriptor instead.
-func (*FinishAgentRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{54}
-}
-
-func (x *FinishAgentRunResponse) GetAgent() *Agent {
-	if x != nil {
-		return x.Agent
-	}
-	return nil
-}
-
-// FinishAgentRunsRequest is the input of FinishAgentRuns.
-type FinishAgentRunsRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The runs, each as FinishAgentRun takes it.
-	Runs          []*FinishAgentRunRequest `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *FinishAgentRunsRequest) Reset() {
-	*x = FinishAgentRunsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[55]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *FinishAgentRunsRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*FinishAgentRunsRequest) ProtoMessage() {}
-
-func (x *FinishAgentRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[55]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use FinishAgentRunsRequest.ProtoReflect.Descriptor instead.
-func (*FinishAgentRunsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{55}
-}
-
-func (x *FinishAgentRunsRequest) GetRuns() []*FinishAgentRunRequest {
-	if x != nil {
-		return x.Runs
-	}
-	return nil
-}
-
-// FinishAgentRunsResponse is the output of FinishAgentRuns.
-type FinishAgentRunsResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// One per run of the request, in its order.
-	Results       []*FinishedAgentRun `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *FinishAgentRunsResponse) Reset() {
-	*x = FinishAgentRunsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[56]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *FinishAgentRunsResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*FinishAgentRunsResponse) ProtoMessage() {}
-
-func (x *FinishAgentRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[56]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use FinishAgentRunsResponse.ProtoReflect.Descriptor instead.
-func (*FinishAgentRunsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{56}
-}
-
-func (x *FinishAgentRunsResponse) GetResults() []*FinishedAgentRun {
-	if x != nil {
-		return x.Results
-	}
-	return nil
-}
-
-// FinishedAgentRun is what became of one run of a FinishAgentRuns call.
-type FinishedAgentRun struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The agent after the run; unset when the run was refused.
-	Agent *Agent `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
-	// Why the run was refused, as FinishAgentRun would have said it (google.rpc.Code name, e.g.
-	// NOT_FOUND); empty when it was finished.
-	ErrorCode string `protobuf:"bytes,2,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
-	// The error's reason (UPPER_SNAKE_CASE), when refused.
-	ErrorReason string `protobuf:"bytes,3,opt,name=error_reason,json=errorReason,proto3" json:"error_reason,omitempty"`
-	// The error's message, when refused.
-	ErrorMessage  string `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *FinishedAgentRun) Reset() {
-	*x = FinishedAgentRun{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[57]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *FinishedAgentRun) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*FinishedAgentRun) ProtoMessage() {}
-
-func (x *FinishedAgentRun) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[57]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use FinishedAgentRun.ProtoReflect.Descriptor instead.
-func (*FinishedAgentRun) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{57}
-}
-
-func (x *FinishedAgentRun) GetAgent() *Agent {
-	if x != nil {
-		return x.Agent
-	}
-	return nil
-}
-
-func (x *FinishedAgentRun) GetErrorCode() string {
-	if x != nil {
-		return x.ErrorCode
-	}
-	return ""
-}
-
-func (x *FinishedAgentRun) GetErrorReason() string {
-	if x != nil {
-		return x.ErrorReason
-	}
-	return ""
-}
-
-func (x *FinishedAgentRun) GetErrorMessage() string {
-	if x != nil {
-		return x.ErrorMessage
-	}
-	return ""
-}
-
-// RenewRunLeasesRequest is the input of RenewRunLeases.
-type RenewRunLeasesRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The executor renewing.
-	ExecutorId string `protobuf:"bytes,1,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
-	// The runs it holds and renews.
-	Runs []*LeasedRun `protobuf:"bytes,2,rep,name=runs,proto3" json:"runs,omitempty"`
-	// Orphaned runs handed to it earlier that it has closed: forgotten now.
-	Closed []*LeasedRun `protobuf:"bytes,3,rep,name=closed,proto3" json:"closed,omitempty"`
-	// How many orphaned runs it takes over in this call (0: none).
-	MaxOrphans    int32 `protobuf:"varint,4,opt,name=max_orphans,json=maxOrphans,proto3" json:"max_orphans,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *RenewRunLeasesRequest) Reset() {
-	*x = RenewRunLeasesRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *RenewRunLeasesRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*RenewRunLeasesRequest) ProtoMessage() {}
-
-func (x *RenewRunLeasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use RenewRunLeasesRequest.ProtoReflect.Descriptor instead.
-func (*RenewRunLeasesRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{58}
-}
-
-func (x *RenewRunLeasesRequest) GetExecutorId() string {
-	if x != nil {
-		return x.ExecutorId
-	}
-	return ""
-}
-
-func (x *RenewRunLeasesRequest) GetRuns() []*LeasedRun {
-	if x != nil {
-		return x.Runs
-	}
-	return nil
-}
-
-func (x *RenewRunLeasesRequest) GetClosed() []*LeasedRun {
-	if x != nil {
-		return x.Closed
-	}
-	return nil
-}
-
-func (x *RenewRunLeasesRequest) GetMaxOrphans() int32 {
-	if x != nil {
-		return x.MaxOrphans
-	}
-	return 0
-}
-
-// RenewRunLeasesResponse is the output of RenewRunLeases.
-type RenewRunLeasesResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Runs of the request this executor no longer holds (their lease expired): stop them.
-	Lost []*LeasedRun `protobuf:"bytes,1,rep,name=lost,proto3" json:"lost,omitempty"`
-	// Orphaned runs this executor now holds, to close in their session's log.
-	Orphans []*OrphanedRun `protobuf:"bytes,2,rep,name=orphans,proto3" json:"orphans,omitempty"`
-	// How long a lease lasts without renewal, in seconds (renew well within it).
-	LeaseSeconds  float64 `protobuf:"fixed64,3,opt,name=lease_seconds,json=leaseSeconds,proto3" json:"lease_seconds,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *RenewRunLeasesResponse) Reset() {
-	*x = RenewRunLeasesResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *RenewRunLeasesResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*RenewRunLeasesResponse) ProtoMessage() {}
-
-func (x *RenewRunLeasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use RenewRunLeasesResponse.ProtoReflect.Descriptor instead.
-func (*RenewRunLeasesResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{59}
-}
-
-func (x *RenewRunLeasesResponse) GetLost() []*LeasedRun {
-	if x != nil {
-		return x.Lost
-	}
-	return nil
-}
-
-func (x *RenewRunLeasesResponse) GetOrphans() []*OrphanedRun {
-	if x != nil {
-		return x.Orphans
-	}
-	return nil
-}
-
-func (x *RenewRunLeasesResponse) GetLeaseSeconds() float64 {
-	if x != nil {
-		return x.LeaseSeconds
-	}
-	return 0
-}
-
-// LeasedRun names one run of one agent.
-type LeasedRun struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The agent's id.
-	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	// The run.
-	RunId         string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *LeasedRun) Reset() {
-	*x = LeasedRun{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[60]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *LeasedRun) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*LeasedRun) ProtoMessage() {}
-
-func (x *LeasedRun) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[60]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use LeasedRun.ProtoReflect.Descriptor instead.
-func (*LeasedRun) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{60}
-}
-
-func (x *LeasedRun) GetAgentId() string {
-	if x != nil {
-		return x.AgentId
-	}
-	return ""
-}
-
-func (x *LeasedRun) GetRunId() string {
-	if x != nil {
-		return x.RunId
-	}
-	return ""
-}
-
-// OrphanedRun is a run whose executor stopped renewing its lease.
-type OrphanedRun struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The agent's id.
-	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	// The run.
-	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	// The session it records its events in.
-	SessionId string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// The agent's project.
-	ProjectId string `protobuf:"bytes,4,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
-	// The agent's slug (what its events are tagged with).
-	AgentName     string `protobuf:"bytes,5,opt,name=agent_name,json=agentName,proto3" json:"agent_name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *OrphanedRun) Reset() {
-	*x = OrphanedRun{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[61]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *OrphanedRun) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*OrphanedRun) ProtoMessage() {}
-
-func (x *OrphanedRun) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[61]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use OrphanedRun.ProtoReflect.Descriptor instead.
-func (*OrphanedRun) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{61}
-}
-
-func (x *OrphanedRun) GetAgentId() string {
-	if x != nil {
-		return x.AgentId
-	}
-	return ""
-}
-
-func (x *OrphanedRun) GetRunId() string {
-	if x != nil {
-		return x.RunId
-	}
-	return ""
-}
-
-func (x *OrphanedRun) GetSessionId() string {
-	if x != nil {
-		return x.SessionId
-	}
-	return ""
-}
-
-func (x *OrphanedRun) GetProjectId() string {
-	if x != nil {
-		return x.ProjectId
-	}
-	return ""
-}
-
-func (x *OrphanedRun) GetAgentName() string {
-	if x != nil {
-		return x.AgentName
-	}
-	return ""
-}
-
-// RegisterExecutorRequest is the input of RegisterExecutor.
-type RegisterExecutorRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The executor.
-	Executor      *Executor `protobuf:"bytes,1,opt,name=executor,proto3" json:"executor,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *RegisterExecutorRequest) Reset() {
-	*x = RegisterExecutorRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[62]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *RegisterExecutorRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*RegisterExecutorRequest) ProtoMessage() {}
-
-func (x *RegisterExecutorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[62]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use RegisterExecutorRequest.ProtoReflect.Descriptor instead.
-func (*RegisterExecutorRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{62}
-}
-
-func (x *RegisterExecutorRequest) GetExecutor() *Executor {
-	if x != nil {
-		return x.Executor
-	}
-	return nil
-}
-
-// RegisterExecutorResponse is the output of RegisterExecutor.
-type RegisterExecutorResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The executor as recorded.
-	Executor      *Executor `protobuf:"bytes,1,opt,name=executor,proto3" json:"executor,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *RegisterExecutorResponse) Reset() {
-	*x = RegisterExecutorResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[63]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *RegisterExecutorResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*RegisterExecutorResponse) ProtoMessage() {}
-
-func (x *RegisterExecutorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[63]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use RegisterExecutorResponse.ProtoReflect.Descriptor instead.
-func (*RegisterExecutorResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{63}
-}
-
-func (x *RegisterExecutorResponse) GetExecutor() *Executor {
-	if x != nil {
-		return x.Executor
-	}
-	return nil
-}
-
-// ListExecutorsRequest is the input of ListExecutors.
-type ListExecutorsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ListExecutorsRequest) Reset() {
-	*x = ListExecutorsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[64]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ListExecutorsRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ListExecutorsRequest) ProtoMessage() {}
-
-func (x *ListExecutorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[64]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ListExecutorsRequest.ProtoReflect.Descriptor instead.
-func (*ListExecutorsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{64}
-}
-
-// ListExecutorsResponse is the output of ListExecutors.
-type ListExecutorsResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Executors that reported in recently.
-	Executors     []*Executor `protobuf:"bytes,1,rep,name=executors,proto3" json:"executors,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ListExecutorsResponse) Reset() {
-	*x = ListExecutorsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ListExecutorsResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ListExecutorsResponse) ProtoMessage() {}
-
-func (x *ListExecutorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ListExecutorsResponse.ProtoReflect.Descriptor instead.
-func (*ListExecutorsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{65}
-}
-
-func (x *ListExecutorsResponse) GetExecutors() []*Executor {
-	if x != nil {
-		return x.Executors
-	}
-	return nil
-}
-
 // CreateMcpServerRequest is the input of CreateMcpServer.
 type CreateMcpServerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3614,7 +2642,7 @@ type CreateMcpServerRequest struct {
 
 func (x *CreateMcpServerRequest) Reset() {
 	*x = CreateMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[66]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3626,7 +2654,7 @@ func (x *CreateMcpServerRequest) String() string {
 func (*CreateMcpServerRequest) ProtoMessage() {}
 
 func (x *CreateMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[66]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3639,7 +2667,7 @@ func (x *CreateMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*CreateMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{66}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CreateMcpServerRequest) GetMcpServer() *McpServer {
@@ -3667,7 +2695,7 @@ type CreateMcpServerResponse struct {
 
 func (x *CreateMcpServerResponse) Reset() {
 	*x = CreateMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[67]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3679,7 +2707,7 @@ func (x *CreateMcpServerResponse) String() string {
 func (*CreateMcpServerResponse) ProtoMessage() {}
 
 func (x *CreateMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[67]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3692,7 +2720,7 @@ func (x *CreateMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*CreateMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{67}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CreateMcpServerResponse) GetMcpServer() *McpServer {
@@ -3718,7 +2746,7 @@ type GetMcpServerRequest struct {
 
 func (x *GetMcpServerRequest) Reset() {
 	*x = GetMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3730,7 +2758,7 @@ func (x *GetMcpServerRequest) String() string {
 func (*GetMcpServerRequest) ProtoMessage() {}
 
 func (x *GetMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3743,7 +2771,7 @@ func (x *GetMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*GetMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{68}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetMcpServerRequest) GetId() string {
@@ -3778,7 +2806,7 @@ type GetMcpServerResponse struct {
 
 func (x *GetMcpServerResponse) Reset() {
 	*x = GetMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3790,7 +2818,7 @@ func (x *GetMcpServerResponse) String() string {
 func (*GetMcpServerResponse) ProtoMessage() {}
 
 func (x *GetMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3803,7 +2831,7 @@ func (x *GetMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*GetMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{69}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetMcpServerResponse) GetMcpServer() *McpServer {
@@ -3830,7 +2858,7 @@ type ListMcpServersRequest struct {
 
 func (x *ListMcpServersRequest) Reset() {
 	*x = ListMcpServersRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3842,7 +2870,7 @@ func (x *ListMcpServersRequest) String() string {
 func (*ListMcpServersRequest) ProtoMessage() {}
 
 func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3855,7 +2883,7 @@ func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersRequest.ProtoReflect.Descriptor instead.
 func (*ListMcpServersRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{70}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListMcpServersRequest) GetPageSize() int32 {
@@ -3901,7 +2929,7 @@ type ListMcpServersResponse struct {
 
 func (x *ListMcpServersResponse) Reset() {
 	*x = ListMcpServersResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3913,7 +2941,7 @@ func (x *ListMcpServersResponse) String() string {
 func (*ListMcpServersResponse) ProtoMessage() {}
 
 func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3926,7 +2954,7 @@ func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersResponse.ProtoReflect.Descriptor instead.
 func (*ListMcpServersResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{71}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListMcpServersResponse) GetMcpServers() []*McpServer {
@@ -3963,7 +2991,7 @@ type UpdateMcpServerRequest struct {
 
 func (x *UpdateMcpServerRequest) Reset() {
 	*x = UpdateMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3975,7 +3003,7 @@ func (x *UpdateMcpServerRequest) String() string {
 func (*UpdateMcpServerRequest) ProtoMessage() {}
 
 func (x *UpdateMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3988,7 +3016,7 @@ func (x *UpdateMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{72}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *UpdateMcpServerRequest) GetMcpServer() *McpServer {
@@ -4016,7 +3044,7 @@ type UpdateMcpServerResponse struct {
 
 func (x *UpdateMcpServerResponse) Reset() {
 	*x = UpdateMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4028,7 +3056,7 @@ func (x *UpdateMcpServerResponse) String() string {
 func (*UpdateMcpServerResponse) ProtoMessage() {}
 
 func (x *UpdateMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4041,7 +3069,7 @@ func (x *UpdateMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{73}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *UpdateMcpServerResponse) GetMcpServer() *McpServer {
@@ -4062,7 +3090,7 @@ type DeleteMcpServerRequest struct {
 
 func (x *DeleteMcpServerRequest) Reset() {
 	*x = DeleteMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4074,7 +3102,7 @@ func (x *DeleteMcpServerRequest) String() string {
 func (*DeleteMcpServerRequest) ProtoMessage() {}
 
 func (x *DeleteMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4087,7 +3115,7 @@ func (x *DeleteMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{74}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *DeleteMcpServerRequest) GetId() string {
@@ -4106,7 +3134,7 @@ type DeleteMcpServerResponse struct {
 
 func (x *DeleteMcpServerResponse) Reset() {
 	*x = DeleteMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4118,7 +3146,7 @@ func (x *DeleteMcpServerResponse) String() string {
 func (*DeleteMcpServerResponse) ProtoMessage() {}
 
 func (x *DeleteMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4131,108 +3159,7 @@ func (x *DeleteMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{75}
-}
-
-// ResolveMcpServersRequest is the input of ResolveMcpServers.
-type ResolveMcpServersRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The agent.
-	AgentId       string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ResolveMcpServersRequest) Reset() {
-	*x = ResolveMcpServersRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ResolveMcpServersRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ResolveMcpServersRequest) ProtoMessage() {}
-
-func (x *ResolveMcpServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ResolveMcpServersRequest.ProtoReflect.Descriptor instead.
-func (*ResolveMcpServersRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{76}
-}
-
-func (x *ResolveMcpServersRequest) GetAgentId() string {
-	if x != nil {
-		return x.AgentId
-	}
-	return ""
-}
-
-// ResolveMcpServersResponse is the output of ResolveMcpServers.
-type ResolveMcpServersResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The servers that could be resolved, in the order the agent's type lists them, values in full.
-	Servers []*McpServer `protobuf:"bytes,1,rep,name=servers,proto3" json:"servers,omitempty"`
-	// The names the type refers to that no registered server has (in the project or globally).
-	Missing       []string `protobuf:"bytes,2,rep,name=missing,proto3" json:"missing,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ResolveMcpServersResponse) Reset() {
-	*x = ResolveMcpServersResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ResolveMcpServersResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ResolveMcpServersResponse) ProtoMessage() {}
-
-func (x *ResolveMcpServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ResolveMcpServersResponse.ProtoReflect.Descriptor instead.
-func (*ResolveMcpServersResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{77}
-}
-
-func (x *ResolveMcpServersResponse) GetServers() []*McpServer {
-	if x != nil {
-		return x.Servers
-	}
-	return nil
-}
-
-func (x *ResolveMcpServersResponse) GetMissing() []string {
-	if x != nil {
-		return x.Missing
-	}
-	return nil
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{58}
 }
 
 var File_agentmesh_registry_v1_registry_service_proto protoreflect.FileDescriptor
@@ -4404,72 +3331,7 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x0eidle_instances\x18\x03 \x01(\x03R\ridleInstances\x122\n" +
 	"\x15total_tasks_completed\x18\x04 \x01(\x03R\x13totalTasksCompleted\x12*\n" +
 	"\x11total_tokens_used\x18\x05 \x01(\x03R\x0ftotalTokensUsed\x12.\n" +
-	"\x13total_cost_incurred\x18\x06 \x01(\x01R\x11totalCostIncurred\"W\n" +
-	"\x13ResolveAgentRequest\x12!\n" +
-	"\fproject_slug\x18\x01 \x01(\tR\vprojectSlug\x12\x1d\n" +
-	"\n" +
-	"agent_name\x18\x02 \x01(\tR\tagentName\"L\n" +
-	"\x14ResolveAgentResponse\x124\n" +
-	"\x04spec\x18\x01 \x01(\v2 .agentmesh.registry.v1.AgentSpecR\x04spec\"\x88\x01\n" +
-	"\x14StartAgentRunRequest\x12\x19\n" +
-	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x15\n" +
-	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1d\n" +
-	"\n" +
-	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x1f\n" +
-	"\vexecutor_id\x18\x04 \x01(\tR\n" +
-	"executorId\"p\n" +
-	"\x15StartAgentRunResponse\x122\n" +
-	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12#\n" +
-	"\rspec_revision\x18\x02 \x01(\tR\fspecRevision\"\x9c\x01\n" +
-	"\x15FinishAgentRunRequest\x12\x19\n" +
-	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x15\n" +
-	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1c\n" +
-	"\tcompleted\x18\x03 \x01(\bR\tcompleted\x12\x1f\n" +
-	"\vtokens_used\x18\x04 \x01(\x03R\n" +
-	"tokensUsed\x12\x12\n" +
-	"\x04cost\x18\x05 \x01(\x01R\x04cost\"L\n" +
-	"\x16FinishAgentRunResponse\x122\n" +
-	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\"Z\n" +
-	"\x16FinishAgentRunsRequest\x12@\n" +
-	"\x04runs\x18\x01 \x03(\v2,.agentmesh.registry.v1.FinishAgentRunRequestR\x04runs\"\\\n" +
-	"\x17FinishAgentRunsResponse\x12A\n" +
-	"\aresults\x18\x01 \x03(\v2'.agentmesh.registry.v1.FinishedAgentRunR\aresults\"\xad\x01\n" +
-	"\x10FinishedAgentRun\x122\n" +
-	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12\x1d\n" +
-	"\n" +
-	"error_code\x18\x02 \x01(\tR\terrorCode\x12!\n" +
-	"\ferror_reason\x18\x03 \x01(\tR\verrorReason\x12#\n" +
-	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\xc9\x01\n" +
-	"\x15RenewRunLeasesRequest\x12\x1f\n" +
-	"\vexecutor_id\x18\x01 \x01(\tR\n" +
-	"executorId\x124\n" +
-	"\x04runs\x18\x02 \x03(\v2 .agentmesh.registry.v1.LeasedRunR\x04runs\x128\n" +
-	"\x06closed\x18\x03 \x03(\v2 .agentmesh.registry.v1.LeasedRunR\x06closed\x12\x1f\n" +
-	"\vmax_orphans\x18\x04 \x01(\x05R\n" +
-	"maxOrphans\"\xb1\x01\n" +
-	"\x16RenewRunLeasesResponse\x124\n" +
-	"\x04lost\x18\x01 \x03(\v2 .agentmesh.registry.v1.LeasedRunR\x04lost\x12<\n" +
-	"\aorphans\x18\x02 \x03(\v2\".agentmesh.registry.v1.OrphanedRunR\aorphans\x12#\n" +
-	"\rlease_seconds\x18\x03 \x01(\x01R\fleaseSeconds\"=\n" +
-	"\tLeasedRun\x12\x19\n" +
-	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x15\n" +
-	"\x06run_id\x18\x02 \x01(\tR\x05runId\"\x9c\x01\n" +
-	"\vOrphanedRun\x12\x19\n" +
-	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x15\n" +
-	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1d\n" +
-	"\n" +
-	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x1d\n" +
-	"\n" +
-	"project_id\x18\x04 \x01(\tR\tprojectId\x12\x1d\n" +
-	"\n" +
-	"agent_name\x18\x05 \x01(\tR\tagentName\"V\n" +
-	"\x17RegisterExecutorRequest\x12;\n" +
-	"\bexecutor\x18\x01 \x01(\v2\x1f.agentmesh.registry.v1.ExecutorR\bexecutor\"W\n" +
-	"\x18RegisterExecutorResponse\x12;\n" +
-	"\bexecutor\x18\x01 \x01(\v2\x1f.agentmesh.registry.v1.ExecutorR\bexecutor\"\x16\n" +
-	"\x14ListExecutorsRequest\"V\n" +
-	"\x15ListExecutorsResponse\x12=\n" +
-	"\texecutors\x18\x01 \x03(\v2\x1f.agentmesh.registry.v1.ExecutorR\texecutors\"x\n" +
+	"\x13total_cost_incurred\x18\x06 \x01(\x01R\x11totalCostIncurred\"x\n" +
 	"\x16CreateMcpServerRequest\x12?\n" +
 	"\n" +
 	"mcp_server\x18\x01 \x01(\v2 .agentmesh.registry.v1.McpServerR\tmcpServer\x12\x1d\n" +
@@ -4509,12 +3371,7 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"mcp_server\x18\x01 \x01(\v2 .agentmesh.registry.v1.McpServerR\tmcpServer\"(\n" +
 	"\x16DeleteMcpServerRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x19\n" +
-	"\x17DeleteMcpServerResponse\"5\n" +
-	"\x18ResolveMcpServersRequest\x12\x19\n" +
-	"\bagent_id\x18\x01 \x01(\tR\aagentId\"q\n" +
-	"\x19ResolveMcpServersResponse\x12:\n" +
-	"\aservers\x18\x01 \x03(\v2 .agentmesh.registry.v1.McpServerR\aservers\x12\x18\n" +
-	"\amissing\x18\x02 \x03(\tR\amissing2\x9e\x1f\n" +
+	"\x17DeleteMcpServerResponse2\xa0\x18\n" +
 	"\x0fRegistryService\x12g\n" +
 	"\fRegisterUser\x12*.agentmesh.registry.v1.RegisterUserRequest\x1a+.agentmesh.registry.v1.RegisterUserResponse\x12R\n" +
 	"\x05Login\x12#.agentmesh.registry.v1.LoginRequest\x1a$.agentmesh.registry.v1.LoginResponse\x12j\n" +
@@ -4543,20 +3400,12 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"PauseAgent\x12(.agentmesh.registry.v1.PauseAgentRequest\x1a).agentmesh.registry.v1.PauseAgentResponse\x12d\n" +
 	"\vResumeAgent\x12).agentmesh.registry.v1.ResumeAgentRequest\x1a*.agentmesh.registry.v1.ResumeAgentResponse\x12d\n" +
 	"\vDeleteAgent\x12).agentmesh.registry.v1.DeleteAgentRequest\x1a*.agentmesh.registry.v1.DeleteAgentResponse\x12p\n" +
-	"\x0fGetAgentMetrics\x12-.agentmesh.registry.v1.GetAgentMetricsRequest\x1a..agentmesh.registry.v1.GetAgentMetricsResponse\x12g\n" +
-	"\fResolveAgent\x12*.agentmesh.registry.v1.ResolveAgentRequest\x1a+.agentmesh.registry.v1.ResolveAgentResponse\x12j\n" +
-	"\rStartAgentRun\x12+.agentmesh.registry.v1.StartAgentRunRequest\x1a,.agentmesh.registry.v1.StartAgentRunResponse\x12m\n" +
-	"\x0eFinishAgentRun\x12,.agentmesh.registry.v1.FinishAgentRunRequest\x1a-.agentmesh.registry.v1.FinishAgentRunResponse\x12p\n" +
-	"\x0fFinishAgentRuns\x12-.agentmesh.registry.v1.FinishAgentRunsRequest\x1a..agentmesh.registry.v1.FinishAgentRunsResponse\x12m\n" +
-	"\x0eRenewRunLeases\x12,.agentmesh.registry.v1.RenewRunLeasesRequest\x1a-.agentmesh.registry.v1.RenewRunLeasesResponse\x12p\n" +
+	"\x0fGetAgentMetrics\x12-.agentmesh.registry.v1.GetAgentMetricsRequest\x1a..agentmesh.registry.v1.GetAgentMetricsResponse\x12p\n" +
 	"\x0fCreateMcpServer\x12-.agentmesh.registry.v1.CreateMcpServerRequest\x1a..agentmesh.registry.v1.CreateMcpServerResponse\x12g\n" +
 	"\fGetMcpServer\x12*.agentmesh.registry.v1.GetMcpServerRequest\x1a+.agentmesh.registry.v1.GetMcpServerResponse\x12m\n" +
 	"\x0eListMcpServers\x12,.agentmesh.registry.v1.ListMcpServersRequest\x1a-.agentmesh.registry.v1.ListMcpServersResponse\x12p\n" +
 	"\x0fUpdateMcpServer\x12-.agentmesh.registry.v1.UpdateMcpServerRequest\x1a..agentmesh.registry.v1.UpdateMcpServerResponse\x12p\n" +
-	"\x0fDeleteMcpServer\x12-.agentmesh.registry.v1.DeleteMcpServerRequest\x1a..agentmesh.registry.v1.DeleteMcpServerResponse\x12v\n" +
-	"\x11ResolveMcpServers\x12/.agentmesh.registry.v1.ResolveMcpServersRequest\x1a0.agentmesh.registry.v1.ResolveMcpServersResponse\x12s\n" +
-	"\x10RegisterExecutor\x12..agentmesh.registry.v1.RegisterExecutorRequest\x1a/.agentmesh.registry.v1.RegisterExecutorResponse\x12j\n" +
-	"\rListExecutors\x12+.agentmesh.registry.v1.ListExecutorsRequest\x1a,.agentmesh.registry.v1.ListExecutorsResponseB\xf4\x01\n" +
+	"\x0fDeleteMcpServer\x12-.agentmesh.registry.v1.DeleteMcpServerRequest\x1a..agentmesh.registry.v1.DeleteMcpServerResponseB\xf4\x01\n" +
 	"\x19com.agentmesh.registry.v1B\x14RegistryServiceProtoP\x01ZKgithub.com/agentmesh/agentmesh/sdks/go/gen/agentmesh/registry/v1;registryv1\xa2\x02\x03ARX\xaa\x02\x15Agentmesh.Registry.V1\xca\x02\x15Agentmesh\\Registry\\V1\xe2\x02!Agentmesh\\Registry\\V1\\GPBMetadata\xea\x02\x17Agentmesh::Registry::V1b\x06proto3"
 
 var (
@@ -4571,7 +3420,7 @@ func file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_registry_v1_registry_service_proto_rawDescData
 }
 
-var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
+var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*RegisterUserRequest)(nil),        // 0: agentmesh.registry.v1.RegisterUserRequest
 	(*RegisterUserResponse)(nil),       // 1: agentmesh.registry.v1.RegisterUserResponse
@@ -4622,173 +3471,122 @@ var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*DeleteAgentResponse)(nil),        // 46: agentmesh.registry.v1.DeleteAgentResponse
 	(*GetAgentMetricsRequest)(nil),     // 47: agentmesh.registry.v1.GetAgentMetricsRequest
 	(*GetAgentMetricsResponse)(nil),    // 48: agentmesh.registry.v1.GetAgentMetricsResponse
-	(*ResolveAgentRequest)(nil),        // 49: agentmesh.registry.v1.ResolveAgentRequest
-	(*ResolveAgentResponse)(nil),       // 50: agentmesh.registry.v1.ResolveAgentResponse
-	(*StartAgentRunRequest)(nil),       // 51: agentmesh.registry.v1.StartAgentRunRequest
-	(*StartAgentRunResponse)(nil),      // 52: agentmesh.registry.v1.StartAgentRunResponse
-	(*FinishAgentRunRequest)(nil),      // 53: agentmesh.registry.v1.FinishAgentRunRequest
-	(*FinishAgentRunResponse)(nil),     // 54: agentmesh.registry.v1.FinishAgentRunResponse
-	(*FinishAgentRunsRequest)(nil),     // 55: agentmesh.registry.v1.FinishAgentRunsRequest
-	(*FinishAgentRunsResponse)(nil),    // 56: agentmesh.registry.v1.FinishAgentRunsResponse
-	(*FinishedAgentRun)(nil),           // 57: agentmesh.registry.v1.FinishedAgentRun
-	(*RenewRunLeasesRequest)(nil),      // 58: agentmesh.registry.v1.RenewRunLeasesRequest
-	(*RenewRunLeasesResponse)(nil),     // 59: agentmesh.registry.v1.RenewRunLeasesResponse
-	(*LeasedRun)(nil),                  // 60: agentmesh.registry.v1.LeasedRun
-	(*OrphanedRun)(nil),                // 61: agentmesh.registry.v1.OrphanedRun
-	(*RegisterExecutorRequest)(nil),    // 62: agentmesh.registry.v1.RegisterExecutorRequest
-	(*RegisterExecutorResponse)(nil),   // 63: agentmesh.registry.v1.RegisterExecutorResponse
-	(*ListExecutorsRequest)(nil),       // 64: agentmesh.registry.v1.ListExecutorsRequest
-	(*ListExecutorsResponse)(nil),      // 65: agentmesh.registry.v1.ListExecutorsResponse
-	(*CreateMcpServerRequest)(nil),     // 66: agentmesh.registry.v1.CreateMcpServerRequest
-	(*CreateMcpServerResponse)(nil),    // 67: agentmesh.registry.v1.CreateMcpServerResponse
-	(*GetMcpServerRequest)(nil),        // 68: agentmesh.registry.v1.GetMcpServerRequest
-	(*GetMcpServerResponse)(nil),       // 69: agentmesh.registry.v1.GetMcpServerResponse
-	(*ListMcpServersRequest)(nil),      // 70: agentmesh.registry.v1.ListMcpServersRequest
-	(*ListMcpServersResponse)(nil),     // 71: agentmesh.registry.v1.ListMcpServersResponse
-	(*UpdateMcpServerRequest)(nil),     // 72: agentmesh.registry.v1.UpdateMcpServerRequest
-	(*UpdateMcpServerResponse)(nil),    // 73: agentmesh.registry.v1.UpdateMcpServerResponse
-	(*DeleteMcpServerRequest)(nil),     // 74: agentmesh.registry.v1.DeleteMcpServerRequest
-	(*DeleteMcpServerResponse)(nil),    // 75: agentmesh.registry.v1.DeleteMcpServerResponse
-	(*ResolveMcpServersRequest)(nil),   // 76: agentmesh.registry.v1.ResolveMcpServersRequest
-	(*ResolveMcpServersResponse)(nil),  // 77: agentmesh.registry.v1.ResolveMcpServersResponse
-	(*User)(nil),                       // 78: agentmesh.registry.v1.User
-	(*AgentType)(nil),                  // 79: agentmesh.registry.v1.AgentType
-	(*fieldmaskpb.FieldMask)(nil),      // 80: google.protobuf.FieldMask
-	(*Project)(nil),                    // 81: agentmesh.registry.v1.Project
-	(*Agent)(nil),                      // 82: agentmesh.registry.v1.Agent
-	(*AgentSpec)(nil),                  // 83: agentmesh.registry.v1.AgentSpec
-	(*Executor)(nil),                   // 84: agentmesh.registry.v1.Executor
-	(*McpServer)(nil),                  // 85: agentmesh.registry.v1.McpServer
+	(*CreateMcpServerRequest)(nil),     // 49: agentmesh.registry.v1.CreateMcpServerRequest
+	(*CreateMcpServerResponse)(nil),    // 50: agentmesh.registry.v1.CreateMcpServerResponse
+	(*GetMcpServerRequest)(nil),        // 51: agentmesh.registry.v1.GetMcpServerRequest
+	(*GetMcpServerResponse)(nil),       // 52: agentmesh.registry.v1.GetMcpServerResponse
+	(*ListMcpServersRequest)(nil),      // 53: agentmesh.registry.v1.ListMcpServersRequest
+	(*ListMcpServersResponse)(nil),     // 54: agentmesh.registry.v1.ListMcpServersResponse
+	(*UpdateMcpServerRequest)(nil),     // 55: agentmesh.registry.v1.UpdateMcpServerRequest
+	(*UpdateMcpServerResponse)(nil),    // 56: agentmesh.registry.v1.UpdateMcpServerResponse
+	(*DeleteMcpServerRequest)(nil),     // 57: agentmesh.registry.v1.DeleteMcpServerRequest
+	(*DeleteMcpServerResponse)(nil),    // 58: agentmesh.registry.v1.DeleteMcpServerResponse
+	(*User)(nil),                       // 59: agentmesh.registry.v1.User
+	(*AgentType)(nil),                  // 60: agentmesh.registry.v1.AgentType
+	(*fieldmaskpb.FieldMask)(nil),      // 61: google.protobuf.FieldMask
+	(*Project)(nil),                    // 62: agentmesh.registry.v1.Project
+	(*Agent)(nil),                      // 63: agentmesh.registry.v1.Agent
+	(*McpServer)(nil),                  // 64: agentmesh.registry.v1.McpServer
 }
 var file_agentmesh_registry_v1_registry_service_proto_depIdxs = []int32{
-	78, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
+	59, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
 	3,  // 1: agentmesh.registry.v1.LoginResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
 	3,  // 2: agentmesh.registry.v1.RefreshTokensResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
-	78, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
-	78, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	79, // 5: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	79, // 6: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	79, // 7: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	79, // 8: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
-	79, // 9: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	80, // 10: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
-	79, // 11: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	81, // 12: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	81, // 13: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	81, // 14: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	81, // 15: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
-	81, // 16: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	80, // 17: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	81, // 18: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	82, // 19: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	82, // 20: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	82, // 21: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	82, // 22: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
-	82, // 23: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	80, // 24: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	82, // 25: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	82, // 26: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	82, // 27: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	83, // 28: agentmesh.registry.v1.ResolveAgentResponse.spec:type_name -> agentmesh.registry.v1.AgentSpec
-	82, // 29: agentmesh.registry.v1.StartAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	82, // 30: agentmesh.registry.v1.FinishAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	53, // 31: agentmesh.registry.v1.FinishAgentRunsRequest.runs:type_name -> agentmesh.registry.v1.FinishAgentRunRequest
-	57, // 32: agentmesh.registry.v1.FinishAgentRunsResponse.results:type_name -> agentmesh.registry.v1.FinishedAgentRun
-	82, // 33: agentmesh.registry.v1.FinishedAgentRun.agent:type_name -> agentmesh.registry.v1.Agent
-	60, // 34: agentmesh.registry.v1.RenewRunLeasesRequest.runs:type_name -> agentmesh.registry.v1.LeasedRun
-	60, // 35: agentmesh.registry.v1.RenewRunLeasesRequest.closed:type_name -> agentmesh.registry.v1.LeasedRun
-	60, // 36: agentmesh.registry.v1.RenewRunLeasesResponse.lost:type_name -> agentmesh.registry.v1.LeasedRun
-	61, // 37: agentmesh.registry.v1.RenewRunLeasesResponse.orphans:type_name -> agentmesh.registry.v1.OrphanedRun
-	84, // 38: agentmesh.registry.v1.RegisterExecutorRequest.executor:type_name -> agentmesh.registry.v1.Executor
-	84, // 39: agentmesh.registry.v1.RegisterExecutorResponse.executor:type_name -> agentmesh.registry.v1.Executor
-	84, // 40: agentmesh.registry.v1.ListExecutorsResponse.executors:type_name -> agentmesh.registry.v1.Executor
-	85, // 41: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	85, // 42: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	85, // 43: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	85, // 44: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	85, // 45: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	80, // 46: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
-	85, // 47: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	85, // 48: agentmesh.registry.v1.ResolveMcpServersResponse.servers:type_name -> agentmesh.registry.v1.McpServer
-	0,  // 49: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
-	2,  // 50: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
-	5,  // 51: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
-	7,  // 52: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
-	9,  // 53: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
-	11, // 54: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
-	13, // 55: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
-	15, // 56: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
-	17, // 57: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
-	19, // 58: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
-	21, // 59: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
-	23, // 60: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
-	25, // 61: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
-	27, // 62: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
-	29, // 63: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
-	31, // 64: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
-	33, // 65: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
-	35, // 66: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
-	37, // 67: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
-	39, // 68: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
-	41, // 69: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
-	43, // 70: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
-	45, // 71: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
-	47, // 72: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
-	49, // 73: agentmesh.registry.v1.RegistryService.ResolveAgent:input_type -> agentmesh.registry.v1.ResolveAgentRequest
-	51, // 74: agentmesh.registry.v1.RegistryService.StartAgentRun:input_type -> agentmesh.registry.v1.StartAgentRunRequest
-	53, // 75: agentmesh.registry.v1.RegistryService.FinishAgentRun:input_type -> agentmesh.registry.v1.FinishAgentRunRequest
-	55, // 76: agentmesh.registry.v1.RegistryService.FinishAgentRuns:input_type -> agentmesh.registry.v1.FinishAgentRunsRequest
-	58, // 77: agentmesh.registry.v1.RegistryService.RenewRunLeases:input_type -> agentmesh.registry.v1.RenewRunLeasesRequest
-	66, // 78: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
-	68, // 79: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
-	70, // 80: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
-	72, // 81: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
-	74, // 82: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
-	76, // 83: agentmesh.registry.v1.RegistryService.ResolveMcpServers:input_type -> agentmesh.registry.v1.ResolveMcpServersRequest
-	62, // 84: agentmesh.registry.v1.RegistryService.RegisterExecutor:input_type -> agentmesh.registry.v1.RegisterExecutorRequest
-	64, // 85: agentmesh.registry.v1.RegistryService.ListExecutors:input_type -> agentmesh.registry.v1.ListExecutorsRequest
-	1,  // 86: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
-	4,  // 87: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
-	6,  // 88: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
-	8,  // 89: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
-	10, // 90: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
-	12, // 91: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
-	14, // 92: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
-	16, // 93: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
-	18, // 94: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
-	20, // 95: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
-	22, // 96: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
-	24, // 97: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
-	26, // 98: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
-	28, // 99: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
-	30, // 100: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
-	32, // 101: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
-	34, // 102: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
-	36, // 103: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
-	38, // 104: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
-	40, // 105: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
-	42, // 106: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
-	44, // 107: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
-	46, // 108: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
-	48, // 109: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
-	50, // 110: agentmesh.registry.v1.RegistryService.ResolveAgent:output_type -> agentmesh.registry.v1.ResolveAgentResponse
-	52, // 111: agentmesh.registry.v1.RegistryService.StartAgentRun:output_type -> agentmesh.registry.v1.StartAgentRunResponse
-	54, // 112: agentmesh.registry.v1.RegistryService.FinishAgentRun:output_type -> agentmesh.registry.v1.FinishAgentRunResponse
-	56, // 113: agentmesh.registry.v1.RegistryService.FinishAgentRuns:output_type -> agentmesh.registry.v1.FinishAgentRunsResponse
-	59, // 114: agentmesh.registry.v1.RegistryService.RenewRunLeases:output_type -> agentmesh.registry.v1.RenewRunLeasesResponse
-	67, // 115: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
-	69, // 116: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
-	71, // 117: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
-	73, // 118: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
-	75, // 119: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
-	77, // 120: agentmesh.registry.v1.RegistryService.ResolveMcpServers:output_type -> agentmesh.registry.v1.ResolveMcpServersResponse
-	63, // 121: agentmesh.registry.v1.RegistryService.RegisterExecutor:output_type -> agentmesh.registry.v1.RegisterExecutorResponse
-	65, // 122: agentmesh.registry.v1.RegistryService.ListExecutors:output_type -> agentmesh.registry.v1.ListExecutorsResponse
-	86, // [86:123] is the sub-list for method output_type
-	49, // [49:86] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	59, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
+	59, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	60, // 5: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	60, // 6: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	60, // 7: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	60, // 8: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
+	60, // 9: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	61, // 10: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
+	60, // 11: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	62, // 12: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	62, // 13: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	62, // 14: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	62, // 15: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
+	62, // 16: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	61, // 17: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	62, // 18: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	63, // 19: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	63, // 20: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	63, // 21: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	63, // 22: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
+	63, // 23: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	61, // 24: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	63, // 25: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	63, // 26: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	63, // 27: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	64, // 28: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	64, // 29: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	64, // 30: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	64, // 31: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	64, // 32: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	61, // 33: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
+	64, // 34: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	0,  // 35: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
+	2,  // 36: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
+	5,  // 37: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
+	7,  // 38: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
+	9,  // 39: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
+	11, // 40: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
+	13, // 41: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
+	15, // 42: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
+	17, // 43: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
+	19, // 44: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
+	21, // 45: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
+	23, // 46: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
+	25, // 47: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
+	27, // 48: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
+	29, // 49: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
+	31, // 50: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
+	33, // 51: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
+	35, // 52: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
+	37, // 53: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
+	39, // 54: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
+	41, // 55: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
+	43, // 56: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
+	45, // 57: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
+	47, // 58: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
+	49, // 59: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
+	51, // 60: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
+	53, // 61: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
+	55, // 62: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
+	57, // 63: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
+	1,  // 64: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
+	4,  // 65: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
+	6,  // 66: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
+	8,  // 67: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
+	10, // 68: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
+	12, // 69: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
+	14, // 70: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
+	16, // 71: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
+	18, // 72: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
+	20, // 73: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
+	22, // 74: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
+	24, // 75: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
+	26, // 76: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
+	28, // 77: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
+	30, // 78: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
+	32, // 79: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
+	34, // 80: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
+	36, // 81: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
+	38, // 82: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
+	40, // 83: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
+	42, // 84: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
+	44, // 85: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
+	46, // 86: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
+	48, // 87: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
+	50, // 88: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
+	52, // 89: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
+	54, // 90: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
+	56, // 91: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
+	58, // 92: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
+	64, // [64:93] is the sub-list for method output_type
+	35, // [35:64] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_registry_service_proto_init() }
@@ -4803,7 +3601,7 @@ func file_agentmesh_registry_v1_registry_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_registry_service_proto_rawDesc), len(file_agentmesh_registry_v1_registry_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   78,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -43,19 +43,11 @@ const (
 	RegistryService_ResumeAgent_FullMethodName        = "/agentmesh.registry.v1.RegistryService/ResumeAgent"
 	RegistryService_DeleteAgent_FullMethodName        = "/agentmesh.registry.v1.RegistryService/DeleteAgent"
 	RegistryService_GetAgentMetrics_FullMethodName    = "/agentmesh.registry.v1.RegistryService/GetAgentMetrics"
-	RegistryService_ResolveAgent_FullMethodName       = "/agentmesh.registry.v1.RegistryService/ResolveAgent"
-	RegistryService_StartAgentRun_FullMethodName      = "/agentmesh.registry.v1.RegistryService/StartAgentRun"
-	RegistryService_FinishAgentRun_FullMethodName     = "/agentmesh.registry.v1.RegistryService/FinishAgentRun"
-	RegistryService_FinishAgentRuns_FullMethodName    = "/agentmesh.registry.v1.RegistryService/FinishAgentRuns"
-	RegistryService_RenewRunLeases_FullMethodName     = "/agentmesh.registry.v1.RegistryService/RenewRunLeases"
 	RegistryService_CreateMcpServer_FullMethodName    = "/agentmesh.registry.v1.RegistryService/CreateMcpServer"
 	RegistryService_GetMcpServer_FullMethodName       = "/agentmesh.registry.v1.RegistryService/GetMcpServer"
 	RegistryService_ListMcpServers_FullMethodName     = "/agentmesh.registry.v1.RegistryService/ListMcpServers"
 	RegistryService_UpdateMcpServer_FullMethodName    = "/agentmesh.registry.v1.RegistryService/UpdateMcpServer"
 	RegistryService_DeleteMcpServer_FullMethodName    = "/agentmesh.registry.v1.RegistryService/DeleteMcpServer"
-	RegistryService_ResolveMcpServers_FullMethodName  = "/agentmesh.registry.v1.RegistryService/ResolveMcpServers"
-	RegistryService_RegisterExecutor_FullMethodName   = "/agentmesh.registry.v1.RegistryService/RegisterExecutor"
-	RegistryService_ListExecutors_FullMethodName      = "/agentmesh.registry.v1.RegistryService/ListExecutors"
 )
 
 // RegistryServiceClient is the client API for RegistryService service.
@@ -129,25 +121,6 @@ type RegistryServiceClient interface {
 	DeleteAgent(ctx context.Context, in *DeleteAgentRequest, opts ...grpc.CallOption) (*DeleteAgentResponse, error)
 	// Returns usage figures of an agent. NOT_FOUND.
 	GetAgentMetrics(ctx context.Context, in *GetAgentMetricsRequest, opts ...grpc.CallOption) (*GetAgentMetricsResponse, error)
-	// Resolves an agent by project slug and agent slug or name into what an executor runs. NOT_FOUND.
-	ResolveAgent(ctx context.Context, in *ResolveAgentRequest, opts ...grpc.CallOption) (*ResolveAgentResponse, error)
-	// Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
-	// paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
-	// run_id twice counts it once.
-	StartAgentRun(ctx context.Context, in *StartAgentRunRequest, opts ...grpc.CallOption) (*StartAgentRunResponse, error)
-	// Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
-	// Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
-	FinishAgentRun(ctx context.Context, in *FinishAgentRunRequest, opts ...grpc.CallOption) (*FinishAgentRunResponse, error)
-	// Finishes several runs in one call, each exactly as FinishAgentRun would and independently
-	// of the others (one refused does not fail the rest): how executors report their runs' ends
-	// under load. At most 1,000 runs per call.
-	FinishAgentRuns(ctx context.Context, in *FinishAgentRunsRequest, opts ...grpc.CallOption) (*FinishAgentRunsResponse, error)
-	// Renews the leases an executor holds on its runs, in one call for all of them (system
-	// principal only). A run whose lease is not renewed within the registry's lease time is
-	// orphaned: it stops counting as in flight (the agent goes idle when it was the last) and is
-	// handed, through this call's answer, to a live executor that closes it in the session's log.
-	// Runs in `runs` that this executor no longer holds come back in `lost`. INVALID_ARGUMENT.
-	RenewRunLeases(ctx context.Context, in *RenewRunLeasesRequest, opts ...grpc.CallOption) (*RenewRunLeasesResponse, error)
 	// Registers an MCP server (superusers): global, or one project's when project_id is set.
 	// ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
 	// for an unknown project.
@@ -162,14 +135,6 @@ type RegistryServiceClient interface {
 	UpdateMcpServer(ctx context.Context, in *UpdateMcpServerRequest, opts ...grpc.CallOption) (*UpdateMcpServerResponse, error)
 	// Deletes an MCP server (superusers); agent types naming it run without its tools. NOT_FOUND.
 	DeleteMcpServer(ctx context.Context, in *DeleteMcpServerRequest, opts ...grpc.CallOption) (*DeleteMcpServerResponse, error)
-	// Resolves an agent's MCP servers for running it: its type's inline definitions and the
-	// registered servers it names (the project's of that name, else the global one), env and
-	// header values in full. The system principal only (executors). NOT_FOUND.
-	ResolveMcpServers(ctx context.Context, in *ResolveMcpServersRequest, opts ...grpc.CallOption) (*ResolveMcpServersResponse, error)
-	// Registers or refreshes an executor in the pool (system principal only).
-	RegisterExecutor(ctx context.Context, in *RegisterExecutorRequest, opts ...grpc.CallOption) (*RegisterExecutorResponse, error)
-	// Lists executors that reported in recently (superusers and the system principal).
-	ListExecutors(ctx context.Context, in *ListExecutorsRequest, opts ...grpc.CallOption) (*ListExecutorsResponse, error)
 }
 
 type registryServiceClient struct {
@@ -420,56 +385,6 @@ func (c *registryServiceClient) GetAgentMetrics(ctx context.Context, in *GetAgen
 	return out, nil
 }
 
-func (c *registryServiceClient) ResolveAgent(ctx context.Context, in *ResolveAgentRequest, opts ...grpc.CallOption) (*ResolveAgentResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ResolveAgentResponse)
-	err := c.cc.Invoke(ctx, RegistryService_ResolveAgent_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *registryServiceClient) StartAgentRun(ctx context.Context, in *StartAgentRunRequest, opts ...grpc.CallOption) (*StartAgentRunResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(StartAgentRunResponse)
-	err := c.cc.Invoke(ctx, RegistryService_StartAgentRun_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *registryServiceClient) FinishAgentRun(ctx context.Context, in *FinishAgentRunRequest, opts ...grpc.CallOption) (*FinishAgentRunResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(FinishAgentRunResponse)
-	err := c.cc.Invoke(ctx, RegistryService_FinishAgentRun_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *registryServiceClient) FinishAgentRuns(ctx context.Context, in *FinishAgentRunsRequest, opts ...grpc.CallOption) (*FinishAgentRunsResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(FinishAgentRunsResponse)
-	err := c.cc.Invoke(ctx, RegistryService_FinishAgentRuns_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *registryServiceClient) RenewRunLeases(ctx context.Context, in *RenewRunLeasesRequest, opts ...grpc.CallOption) (*RenewRunLeasesResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(RenewRunLeasesResponse)
-	err := c.cc.Invoke(ctx, RegistryService_RenewRunLeases_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 func (c *registryServiceClient) CreateMcpServer(ctx context.Context, in *CreateMcpServerRequest, opts ...grpc.CallOption) (*CreateMcpServerResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateMcpServerResponse)
@@ -514,36 +429,6 @@ func (c *registryServiceClient) DeleteMcpServer(ctx context.Context, in *DeleteM
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteMcpServerResponse)
 	err := c.cc.Invoke(ctx, RegistryService_DeleteMcpServer_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *registryServiceClient) ResolveMcpServers(ctx context.Context, in *ResolveMcpServersRequest, opts ...grpc.CallOption) (*ResolveMcpServersResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ResolveMcpServersResponse)
-	err := c.cc.Invoke(ctx, RegistryService_ResolveMcpServers_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *registryServiceClient) RegisterExecutor(ctx context.Context, in *RegisterExecutorRequest, opts ...grpc.CallOption) (*RegisterExecutorResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(RegisterExecutorResponse)
-	err := c.cc.Invoke(ctx, RegistryService_RegisterExecutor_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *registryServiceClient) ListExecutors(ctx context.Context, in *ListExecutorsRequest, opts ...grpc.CallOption) (*ListExecutorsResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ListExecutorsResponse)
-	err := c.cc.Invoke(ctx, RegistryService_ListExecutors_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -621,25 +506,6 @@ type RegistryServiceServer interface {
 	DeleteAgent(context.Context, *DeleteAgentRequest) (*DeleteAgentResponse, error)
 	// Returns usage figures of an agent. NOT_FOUND.
 	GetAgentMetrics(context.Context, *GetAgentMetricsRequest) (*GetAgentMetricsResponse, error)
-	// Resolves an agent by project slug and agent slug or name into what an executor runs. NOT_FOUND.
-	ResolveAgent(context.Context, *ResolveAgentRequest) (*ResolveAgentResponse, error)
-	// Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
-	// paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
-	// run_id twice counts it once.
-	StartAgentRun(context.Context, *StartAgentRunRequest) (*StartAgentRunResponse, error)
-	// Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
-	// Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
-	FinishAgentRun(context.Context, *FinishAgentRunRequest) (*FinishAgentRunResponse, error)
-	// Finishes several runs in one call, each exactly as FinishAgentRun would and independently
-	// of the others (one refused does not fail the rest): how executors report their runs' ends
-	// under load. At most 1,000 runs per call.
-	FinishAgentRuns(context.Context, *FinishAgentRunsRequest) (*FinishAgentRunsResponse, error)
-	// Renews the leases an executor holds on its runs, in one call for all of them (system
-	// principal only). A run whose lease is not renewed within the registry's lease time is
-	// orphaned: it stops counting as in flight (the agent goes idle when it was the last) and is
-	// handed, through this call's answer, to a live executor that closes it in the session's log.
-	// Runs in `runs` that this executor no longer holds come back in `lost`. INVALID_ARGUMENT.
-	RenewRunLeases(context.Context, *RenewRunLeasesRequest) (*RenewRunLeasesResponse, error)
 	// Registers an MCP server (superusers): global, or one project's when project_id is set.
 	// ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
 	// for an unknown project.
@@ -654,14 +520,6 @@ type RegistryServiceServer interface {
 	UpdateMcpServer(context.Context, *UpdateMcpServerRequest) (*UpdateMcpServerResponse, error)
 	// Deletes an MCP server (superusers); agent types naming it run without its tools. NOT_FOUND.
 	DeleteMcpServer(context.Context, *DeleteMcpServerRequest) (*DeleteMcpServerResponse, error)
-	// Resolves an agent's MCP servers for running it: its type's inline definitions and the
-	// registered servers it names (the project's of that name, else the global one), env and
-	// header values in full. The system principal only (executors). NOT_FOUND.
-	ResolveMcpServers(context.Context, *ResolveMcpServersRequest) (*ResolveMcpServersResponse, error)
-	// Registers or refreshes an executor in the pool (system principal only).
-	RegisterExecutor(context.Context, *RegisterExecutorRequest) (*RegisterExecutorResponse, error)
-	// Lists executors that reported in recently (superusers and the system principal).
-	ListExecutors(context.Context, *ListExecutorsRequest) (*ListExecutorsResponse, error)
 	mustEmbedUnimplementedRegistryServiceServer()
 }
 
@@ -744,21 +602,6 @@ func (UnimplementedRegistryServiceServer) DeleteAgent(context.Context, *DeleteAg
 func (UnimplementedRegistryServiceServer) GetAgentMetrics(context.Context, *GetAgentMetricsRequest) (*GetAgentMetricsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetAgentMetrics not implemented")
 }
-func (UnimplementedRegistryServiceServer) ResolveAgent(context.Context, *ResolveAgentRequest) (*ResolveAgentResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method ResolveAgent not implemented")
-}
-func (UnimplementedRegistryServiceServer) StartAgentRun(context.Context, *StartAgentRunRequest) (*StartAgentRunResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method StartAgentRun not implemented")
-}
-func (UnimplementedRegistryServiceServer) FinishAgentRun(context.Context, *FinishAgentRunRequest) (*FinishAgentRunResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method FinishAgentRun not implemented")
-}
-func (UnimplementedRegistryServiceServer) FinishAgentRuns(context.Context, *FinishAgentRunsRequest) (*FinishAgentRunsResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method FinishAgentRuns not implemented")
-}
-func (UnimplementedRegistryServiceServer) RenewRunLeases(context.Context, *RenewRunLeasesRequest) (*RenewRunLeasesResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method RenewRunLeases not implemented")
-}
 func (UnimplementedRegistryServiceServer) CreateMcpServer(context.Context, *CreateMcpServerRequest) (*CreateMcpServerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateMcpServer not implemented")
 }
@@ -773,15 +616,6 @@ func (UnimplementedRegistryServiceServer) UpdateMcpServer(context.Context, *Upda
 }
 func (UnimplementedRegistryServiceServer) DeleteMcpServer(context.Context, *DeleteMcpServerRequest) (*DeleteMcpServerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteMcpServer not implemented")
-}
-func (UnimplementedRegistryServiceServer) ResolveMcpServers(context.Context, *ResolveMcpServersRequest) (*ResolveMcpServersResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method ResolveMcpServers not implemented")
-}
-func (UnimplementedRegistryServiceServer) RegisterExecutor(context.Context, *RegisterExecutorRequest) (*RegisterExecutorResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method RegisterExecutor not implemented")
-}
-func (UnimplementedRegistryServiceServer) ListExecutors(context.Context, *ListExecutorsRequest) (*ListExecutorsResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method ListExecutors not implemented")
 }
 func (UnimplementedRegistryServiceServer) mustEmbedUnimplementedRegistryServiceServer() {}
 func (UnimplementedRegistryServiceServer) testEmbeddedByValue()                         {}
@@ -1236,96 +1070,6 @@ func _RegistryService_GetAgentMetrics_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
-func _RegistryService_ResolveAgent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ResolveAgentRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RegistryServiceServer).ResolveAgent(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RegistryService_ResolveAgent_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RegistryServiceServer).ResolveAgent(ctx, req.(*ResolveAgentRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RegistryService_StartAgentRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(StartAgentRunRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RegistryServiceServer).StartAgentRun(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RegistryService_StartAgentRun_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RegistryServiceServer).StartAgentRun(ctx, req.(*StartAgentRunRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RegistryService_FinishAgentRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(FinishAgentRunRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RegistryServiceServer).FinishAgentRun(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RegistryService_FinishAgentRun_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RegistryServiceServer).FinishAgentRun(ctx, req.(*FinishAgentRunRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RegistryService_FinishAgentRuns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(FinishAgentRunsRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RegistryServiceServer).FinishAgentRuns(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RegistryService_FinishAgentRuns_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RegistryServiceServer).FinishAgentRuns(ctx, req.(*FinishAgentRunsRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RegistryService_RenewRunLeases_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(RenewRunLeasesRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RegistryServiceServer).RenewRunLeases(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RegistryService_RenewRunLeases_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RegistryServiceServer).RenewRunLeases(ctx, req.(*RenewRunLeasesRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
 func _RegistryService_CreateMcpServer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateMcpServerRequest)
 	if err := dec(in); err != nil {
@@ -1412,60 +1156,6 @@ func _RegistryService_DeleteMcpServer_Handler(srv interface{}, ctx context.Conte
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RegistryServiceServer).DeleteMcpServer(ctx, req.(*DeleteMcpServerRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RegistryService_ResolveMcpServers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ResolveMcpServersRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RegistryServiceServer).ResolveMcpServers(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RegistryService_ResolveMcpServers_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RegistryServiceServer).ResolveMcpServers(ctx, req.(*ResolveMcpServersRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RegistryService_RegisterExecutor_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(RegisterExecutorRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RegistryServiceServer).RegisterExecutor(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RegistryService_RegisterExecutor_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RegistryServiceServer).RegisterExecutor(ctx, req.(*RegisterExecutorRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RegistryService_ListExecutors_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ListExecutorsRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RegistryServiceServer).ListExecutors(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RegistryService_ListExecutors_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RegistryServiceServer).ListExecutors(ctx, req.(*ListExecutorsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1574,26 +1264,6 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _RegistryService_GetAgentMetrics_Handler,
 		},
 		{
-			MethodName: "ResolveAgent",
-			Handler:    _RegistryService_ResolveAgent_Handler,
-		},
-		{
-			MethodName: "StartAgentRun",
-			Handler:    _RegistryService_StartAgentRun_Handler,
-		},
-		{
-			MethodName: "FinishAgentRun",
-			Handler:    _RegistryService_FinishAgentRun_Handler,
-		},
-		{
-			MethodName: "FinishAgentRuns",
-			Handler:    _RegistryService_FinishAgentRuns_Handler,
-		},
-		{
-			MethodName: "RenewRunLeases",
-			Handler:    _RegistryService_RenewRunLeases_Handler,
-		},
-		{
 			MethodName: "CreateMcpServer",
 			Handler:    _RegistryService_CreateMcpServer_Handler,
 		},
@@ -1612,18 +1282,6 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteMcpServer",
 			Handler:    _RegistryService_DeleteMcpServer_Handler,
-		},
-		{
-			MethodName: "ResolveMcpServers",
-			Handler:    _RegistryService_ResolveMcpServers_Handler,
-		},
-		{
-			MethodName: "RegisterExecutor",
-			Handler:    _RegistryService_RegisterExecutor_Handler,
-		},
-		{
-			MethodName: "ListExecutors",
-			Handler:    _RegistryService_ListExecutors_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
