@@ -34,8 +34,8 @@ CANARY_PASSWORD = "canary-Passw0rd-7f3a9c2e"
 CANARY_API_KEY = "sk-canary-4b7e2d9a0c1f6e8d3b5a"
 
 STREAM_CHAT = "agentmesh.gateway.v1.GatewayService/StreamChat"
-RUN = "agentmesh.executor.v1.ExecutorService/Run"
-RESOLVE = "agentmesh.registry.v1.RegistryService/ResolveAgent"
+RUN = "agentmesh.internal.executor.v1.ExecutorService/Run"
+RESOLVE = "agentmesh.internal.registry.v1.RegistryInternalService/ResolveAgent"
 APPEND = "agentmesh.memory.v1.MemoryService/AppendEvents"
 SERVICES = ("registry", "memory", "executor", "gateway")
 
@@ -194,7 +194,7 @@ async def test_one_chat_is_one_trace_across_four_processes_and_leaks_no_secret(
     scraped = await _scrape_all(traced_mesh.metrics_urls)
     for name, service in (
         ("gateway", "agentmesh.gateway.v1.GatewayService"),
-        ("executor", "agentmesh.executor.v1.ExecutorService"),
+        ("executor", "agentmesh.internal.executor.v1.ExecutorService"),
         ("registry", "agentmesh.registry.v1.RegistryService"),
         ("memory", "agentmesh.memory.v1.MemoryService"),
     ):
