@@ -49,5 +49,18 @@ if git diff --quiet "$base" -- protos && [[ -z $(git ls-files --others --exclude
 fi
 
 # subdir=protos makes the base's module root match this one's even when the base predates buf.yaml.
+# A breaking change made on purpose (a new major contract version, noted in the README changelog) is
+# listed, message for message, in buf.breaking-accepted.txt; anything else breaking fails.
 echo "buf.sh: buf breaking against $base_name (${base:0:12})"
-"$buf" breaking protos --against ".git#ref=$base,subdir=protos"
+if ! found=$("$buf" breaking protos --against ".git#ref=$base,subdir=protos" --error-format json); then
+    node -e '
+        const fs = require("fs");
+        const accepted = new Set(fs.readFileSync("buf.breaking-accepted.txt", "utf8").split("\n")
+            .filter((line) => line && !line.startsWith("#")));
+        const found = fs.readFileSync(0, "utf8").split("\n").filter(Boolean).map((line) => JSON.parse(line));
+        const refused = found.filter((f) => !accepted.has(`${f.type}\t${f.message}`));
+        for (const f of refused) console.error(`${f.path ?? "<input>"}:${f.start_line}:${f.start_column}:${f.message} (${f.type})`);
+        console.log(`buf.sh: ${found.length - refused.length} breaking change(s) accepted in buf.breaking-accepted.txt`);
+        process.exit(refused.length ? 1 : 0);
+    ' <<<"$found"
+fi

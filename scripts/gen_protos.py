@@ -1,6 +1,7 @@
 """Generates the Python stubs from protos/ into the workspace member that owns each package:
-`agentmesh.<service>.v1` into services/<service>/src/, `agentmesh.common.v1` into
-services/runtime/src/.
+`agentmesh.<service>.v1` (public) and `agentmesh.internal.<service>.v1` (internal) into
+services/<service>/src/, `agentmesh.common.v1` into services/runtime/src/. `agentmesh.internal` is,
+like `agentmesh`, a PEP 420 namespace shared by the members: no __init__.py there.
 
 Usage: python scripts/gen_protos.py [--check]
 
@@ -30,8 +31,9 @@ GENERATED_SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi")
 
 
 def member_src(package: Path) -> Path:
-    """Where the stubs of `agentmesh/<name>/v1` go: the owning member's src/."""
-    name = package.parts[1]
+    """Where the stubs of `agentmesh/<name>/v1` or `agentmesh/internal/<name>/v1` go: the owning
+    member's src/."""
+    name = package.parts[2] if package.parts[1] == "internal" else package.parts[1]
     return SERVICES / OWNER.get(name, name) / "src"
 
 

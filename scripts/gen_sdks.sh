@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Generate every SDK under sdks/ from protos/ (the public packages; executor.v1 is internal).
+# Generate every SDK under sdks/ from protos/ (the public packages; agentmesh/internal/ is not).
 #
 #   scripts/gen_sdks.sh           regenerate sdks/go/gen/ (committed), build sdks/typescript/,
 #                                 sdks/rust/ and sdks/java/ (their generated code is a build output,

@@ -48,9 +48,12 @@ class Seeded:
 class MeshClient:
     """Registry and gateway stubs over real channels, for driving a mesh in tests."""
 
-    def __init__(self, registry_address: str, gateway_address: str) -> None:
-        self._registry_channel = grpc.aio.insecure_channel(registry_address)
-        self._gateway_channel = grpc.aio.insecure_channel(gateway_address)
+    def __init__(
+        self, registry_address: str, gateway_address: str, *, tls: grpc.ChannelCredentials | None = None
+    ) -> None:
+        """Plaintext channels, or TLS ones with `tls` (a mesh serving TLS)."""
+        self._registry_channel = _channel(registry_address, tls)
+        self._gateway_channel = _channel(gateway_address, tls)
         self.registry = reg_grpc.RegistryServiceStub(self._registry_channel)
         self.gateway = gateway_service_pb2_grpc.GatewayServiceStub(self._gateway_channel)
 
@@ -132,6 +135,10 @@ class MeshClient:
             metadata=bearer(seeded.token),
         )
         return [response async for response in call]
+
+
+def _channel(address: str, tls: grpc.ChannelCredentials | None) -> grpc.aio.Channel:
+    return grpc.aio.insecure_channel(address) if tls is None else grpc.aio.secure_channel(address, tls)
 
 
 def _list_value(items: Sequence[Any]) -> struct_pb2.ListValue:

@@ -1,5 +1,6 @@
-//! Generates the gRPC clients from the public protos (protos/ less the internal executor.v1) with
-//! tonic-prost-build, using the protoc that protoc-bin-vendored ships (no system protoc needed).
+//! Generates the gRPC clients from the public protos (protos/ less the internal packages under
+//! agentmesh/internal/) with tonic-prost-build, using the protoc that protoc-bin-vendored ships (no
+//! system protoc needed).
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::env::set_var("PROTOC", protoc_bin_vendored::protoc_bin_path()?);
     let root = "../../protos";

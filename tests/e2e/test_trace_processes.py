@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
 import httpx
 import pytest
 import pytest_asyncio
@@ -23,7 +22,7 @@ from rich.console import Console
 from agentmesh.cli.trace import events_from_gateway, session_tree
 from agentmesh.memory.client import MemoryClient, event_to_dict
 from agentmesh.memory.v1 import memory_service_pb2
-from tests.bearer import system_metadata
+from tests.bearer import service_channel, system_metadata
 from tests.e2e.harness import ServiceProcess, free_loopback_ports, process_environment
 from tests.e2e.otlp_receiver import OtlpReceiver, ReceivedSpan, span_tree
 from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, MeshClient, Seeded
@@ -35,8 +34,8 @@ CANARY_PASSWORD = "canary-Passw0rd-7f3a9c2e"
 CANARY_API_KEY = "sk-canary-4b7e2d9a0c1f6e8d3b5a"
 
 STREAM_CHAT = "agentmesh.gateway.v1.GatewayService/StreamChat"
-RUN = "agentmesh.executor.v1.ExecutorService/Run"
-RESOLVE = "agentmesh.registry.v1.RegistryService/ResolveAgent"
+RUN = "agentmesh.internal.executor.v1.ExecutorService/Run"
+RESOLVE = "agentmesh.internal.registry.v1.RegistryInternalService/ResolveAgent"
 APPEND = "agentmesh.memory.v1.MemoryService/AppendEvents"
 SERVICES = ("registry", "memory", "executor", "gateway")
 
@@ -195,7 +194,7 @@ async def test_one_chat_is_one_trace_across_four_processes_and_leaks_no_secret(
     scraped = await _scrape_all(traced_mesh.metrics_urls)
     for name, service in (
         ("gateway", "agentmesh.gateway.v1.GatewayService"),
-        ("executor", "agentmesh.executor.v1.ExecutorService"),
+        ("executor", "agentmesh.internal.executor.v1.ExecutorService"),
         ("registry", "agentmesh.registry.v1.RegistryService"),
         ("memory", "agentmesh.memory.v1.MemoryService"),
     ):
@@ -421,7 +420,7 @@ async def _chat_trace(receiver: OtlpReceiver, session_id: str, *, runs: int = 1)
 
 
 async def _session_events(mesh: TracedMesh, session_id: str) -> list[dict]:
-    async with grpc.aio.insecure_channel(mesh.processes["memory"].grpc_address) as channel:
+    async with service_channel(mesh.processes["memory"].grpc_address) as channel:
         request = memory_service_pb2.ListEventsRequest(session_id=session_id, page_size=1000)
         return [
             event_to_dict(e)

@@ -8,6 +8,7 @@ import pytest
 
 from agentmesh.gateway.v1 import gateway_service_pb2
 from agentmesh.memory.v1 import memory_service_pb2, memory_service_pb2_grpc, resources_pb2
+from tests.bearer import service_channel
 from tests.mesh import MeshClient, bearer
 
 LONG_ANSWER = "The answer streams back in chunks, " * 8
@@ -30,7 +31,7 @@ async def test_stream_chat_answers_in_chunks_and_records_the_session(mesh, clien
     session_id = events[-1].session_id
     assert session_id
 
-    async with grpc.aio.insecure_channel(mesh.services["memory"].address) as channel:
+    async with service_channel(mesh.services["memory"].address) as channel:
         memory = memory_service_pb2_grpc.MemoryServiceStub(channel)
         listed = await memory.ListEvents(
             memory_service_pb2.ListEventsRequest(session_id=session_id), metadata=bearer(token)

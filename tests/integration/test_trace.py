@@ -9,9 +9,9 @@ from tests.mesh import MeshClient
 from tests.polling import eventually
 
 GATEWAY = "agentmesh.gateway.v1.GatewayService/StreamChat"
-RUN = "agentmesh.executor.v1.ExecutorService/Run"
-FINISH = "agentmesh.registry.v1.RegistryService/FinishAgentRuns"
-RESOLVE = "agentmesh.registry.v1.RegistryService/ResolveAgent"
+RUN = "agentmesh.internal.executor.v1.ExecutorService/Run"
+FINISH = "agentmesh.internal.registry.v1.RegistryInternalService/FinishAgentRuns"
+RESOLVE = "agentmesh.internal.registry.v1.RegistryInternalService/ResolveAgent"
 APPEND = "agentmesh.memory.v1.MemoryService/AppendEvents"
 
 

@@ -164,11 +164,25 @@ def healthcheck(
     address: Annotated[str, typer.Argument(help="host:port of a gRPC service.")],
     service: Annotated[str, typer.Option(help="Service name to ask about; empty = the whole server.")] = "",
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the answer.")] = 2.0,
+    tls_ca_file: Annotated[
+        Path | None,
+        typer.Option(envvar="AGENTMESH_TLS_CA_FILE", help="CA to verify a TLS server with (TLS when set)."),
+    ] = None,
+    tls_cert_file: Annotated[
+        Path | None,
+        typer.Option(envvar="AGENTMESH_TLS_CERT_FILE", help="Client certificate, for a mutual-TLS server."),
+    ] = None,
+    tls_key_file: Annotated[
+        Path | None, typer.Option(envvar="AGENTMESH_TLS_KEY_FILE", help="The client certificate's key.")
+    ] = None,
 ) -> None:
-    """Ask a service's gRPC health endpoint; exit 0 when it reports SERVING (container healthchecks)."""
+    """Ask a service's gRPC health endpoint; exit 0 when it reports SERVING (container healthchecks).
+    Over TLS when a CA is given (as the service's own AGENTMESH_TLS_* settings do in its container)."""
     from agentmesh.runtime.health import check_health
+    from agentmesh.runtime.tls import TlsFiles
 
-    status = asyncio.run(check_health(address, service=service, timeout=timeout))
+    tls = TlsFiles(cert_file=tls_cert_file, key_file=tls_key_file, ca_file=tls_ca_file)
+    status = asyncio.run(check_health(address, service=service, timeout=timeout, tls=tls))
     typer.echo(status)
     raise typer.Exit(0 if status == "SERVING" else 1)
 

@@ -12,8 +12,9 @@ from agentmesh.cli.apply.document import ApplyError, load_manifest
 from agentmesh.cli.apply.execute import apply_manifest
 from agentmesh.cli.apply.plan import Action, Change
 from agentmesh.cli.client import Connection, Credentials, connect
-from agentmesh.registry.v1 import registry_service_pb2 as reg
+from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime.identity import TokenCodec
+from tests.bearer import service_channel
 from tests.integration.cli.support import RecordingRegistry
 from tests.mesh import JWT_SECRET, bearer
 
@@ -56,7 +57,7 @@ async def apply_text(text: str, registry: RecordingRegistry, caller: Connection)
 
 
 async def test_servers_are_created_then_left_alone_then_updated_by_field(
-    recording: RecordingRegistry, admin: Connection
+    recording: RecordingRegistry, admin: Connection, registry_address: str
 ) -> None:
     changes = await apply_text(MESH_YAML, recording, admin)
     assert [(c.kind, c.ref, c.action) for c in changes] == [
@@ -94,9 +95,8 @@ async def test_servers_are_created_then_left_alone_then_updated_by_field(
     system = bearer(TokenCodec(JWT_SECRET).system_token())
     project = await recording.get_project(slug="docs", metadata=admin.metadata)
     agents = await recording.list_agents(project.id, metadata=admin.metadata)
-    resolved = await recording.stub.ResolveMcpServers(
-        reg.ResolveMcpServersRequest(agent_id=agents.agents[0].id), metadata=system
-    )
+    async with service_channel(registry_address) as channel:
+        resolved = await RegistryClient(channel).resolve_mcp_servers(agents.agents[0].id, metadata=system)
     assert [(s.name, dict(s.env)) for s in resolved.servers] == [
         ("knowledge-base", {"KB_TOKEN": SECRET, "MORE": "x"}),
         ("files", {"ROOT": "/data", "TOKEN": SECRET}),

@@ -10,18 +10,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
 from google.protobuf import field_mask_pb2, struct_pb2
 
 from agentmesh.cli.mesh import Mesh
 from agentmesh.common.v1 import run_pb2, types_pb2
 from agentmesh.executor.client import ExecutorClient
-from agentmesh.executor.v1 import executor_service_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2
+from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.memory.v1 import memory_service_pb2, memory_service_pb2_grpc
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2
+from tests.bearer import service_channel
 from tests.mesh import MeshClient, bearer
 
 LLM = resources_pb2.AGENT_KIND_LLM
@@ -65,9 +65,9 @@ class Stack:
         self.client = client
         self.token = token
         self.metadata = bearer(token)
-        self._memory_channel = grpc.aio.insecure_channel(mesh.services["memory"].address)
+        self._memory_channel = service_channel(mesh.services["memory"].address)
         self.memory = memory_service_pb2_grpc.MemoryServiceStub(self._memory_channel)
-        self._executor_channel = grpc.aio.insecure_channel(mesh.services["executor"].address)
+        self._executor_channel = service_channel(mesh.services["executor"].address)
         self.executor = ExecutorClient(self._executor_channel)
 
     async def close(self) -> None:

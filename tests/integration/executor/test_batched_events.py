@@ -11,8 +11,8 @@ import grpc
 import pytest
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.v1 import executor_service_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2
+from agentmesh.internal.executor.v1 import executor_service_pb2
 from tests.integration.executor.support import Agent, Stack, delegate, kind
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

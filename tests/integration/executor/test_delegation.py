@@ -101,8 +101,8 @@ async def test_a_coordinator_delegates_to_a_worker(stack: Stack, spans) -> None:
         span = finished[span.parent.span_id]
         ancestors.append(span.name)
     assert ancestors[: ancestors.index("delegate worker") + 2] == [
-        "agentmesh.executor.v1.ExecutorService/Run",
-        "agentmesh.executor.v1.ExecutorService/Run",
+        "agentmesh.internal.executor.v1.ExecutorService/Run",
+        "agentmesh.internal.executor.v1.ExecutorService/Run",
         "delegate worker",
         "step 1",
     ]

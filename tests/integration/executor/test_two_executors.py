@@ -11,11 +11,11 @@ import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import grpc
 import pytest
 import pytest_asyncio
 
 from agentmesh.memory.v1 import memory_service_pb2, memory_service_pb2_grpc
+from tests.bearer import service_channel
 from tests.e2e.harness import ServiceProcess, free_loopback_ports
 from tests.integration.executor.support import delegate, event_type, kind
 from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient, bearer
@@ -131,7 +131,7 @@ async def test_a_delegation_crosses_from_one_executor_process_to_another(
     )
     assert worker_text == "Task 42 is processed."
 
-    async with grpc.aio.insecure_channel(processes["memory"].grpc_address) as channel:
+    async with service_channel(processes["memory"].grpc_address) as channel:
         memory = memory_service_pb2_grpc.MemoryServiceStub(channel)
         stored = (
             await memory.ListEvents(

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc as internal_pb_grpc
 from agentmesh.registry.app import MIGRATIONS, VERSION_TABLE, start
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.settings import RegistrySettings
@@ -16,6 +17,7 @@ from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
 from agentmesh.runtime.database import create_engine, upgrade
 from agentmesh.runtime.identity import TokenCodec
 from agentmesh.runtime.service import RunningService
+from tests.bearer import service_channel
 from tests.integration.registry.support import JWT_SECRET, Api, make_settings
 
 
@@ -33,13 +35,19 @@ async def registry_service(registry_settings: RegistrySettings) -> AsyncIterator
 
 @pytest.fixture
 async def channel(registry_service: RunningService) -> AsyncIterator[grpc.aio.Channel]:
-    async with grpc.aio.insecure_channel(registry_service.address) as channel:
+    # As the mesh's services call: with a service credential (which the public service ignores).
+    async with service_channel(registry_service.address, JWT_SECRET) as channel:
         yield channel
 
 
 @pytest.fixture
 def stub(channel: grpc.aio.Channel) -> pb_grpc.RegistryServiceStub:
     return pb_grpc.RegistryServiceStub(channel)
+
+
+@pytest.fixture
+def internal_stub(channel: grpc.aio.Channel) -> internal_pb_grpc.RegistryInternalServiceStub:
+    return internal_pb_grpc.RegistryInternalServiceStub(channel)
 
 
 @pytest.fixture

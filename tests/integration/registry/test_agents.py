@@ -8,6 +8,7 @@ import asyncio
 import grpc
 from google.protobuf import field_mask_pb2, json_format, struct_pb2
 
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as ipb
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
@@ -164,7 +165,7 @@ async def test_names_are_unique_per_project(stub: pb_grpc.RegistryServiceStub, a
 
 
 async def test_names_are_display_text_and_slugs_address_agents_too(
-    stub: pb_grpc.RegistryServiceStub, api: Api
+    stub: pb_grpc.RegistryServiceStub, api: Api, internal_stub
 ) -> None:
     owner = await api.sign_up()
     project = await api.project(owner)
@@ -186,8 +187,8 @@ async def test_names_are_display_text_and_slugs_address_agents_too(
     for ref in (po.id, "my-po-agent", "My PO Agent"):
         got = await stub.GetAgent(pb.GetAgentRequest(project_id=project.id, id=ref), metadata=owner.metadata)
         assert got.agent == po, ref
-        spec = await stub.ResolveAgent(
-            pb.ResolveAgentRequest(project_slug=project.slug, agent_name=ref), metadata=owner.metadata
+        spec = await internal_stub.ResolveAgent(
+            ipb.ResolveAgentRequest(project_slug=project.slug, agent_name=ref), metadata=owner.metadata
         )
         assert spec.spec.agent.id == po.id, ref
     missing = await rpc_error(
@@ -210,8 +211,8 @@ async def test_names_are_display_text_and_slugs_address_agents_too(
         agent_type=agent_type,
         config=res.AgentConfig(network_access=strings("My PO Agent", "uni")),
     )
-    resolved = await stub.ResolveAgent(
-        pb.ResolveAgentRequest(project_slug=project.slug, agent_name="The Boss"), metadata=owner.metadata
+    resolved = await internal_stub.ResolveAgent(
+        ipb.ResolveAgentRequest(project_slug=project.slug, agent_name="The Boss"), metadata=owner.metadata
     )
     assert list(resolved.spec.network_access) == ["my-po-agent", "uni"]
     assert dict(resolved.spec.agent_names) == {"my-po-agent": "My PO Agent", "uni": "Ünï Agent"}
@@ -421,17 +422,19 @@ async def test_runs_count_usage_and_overlap(
 
 
 async def test_run_calls_validate(
-    api: Api, stub: pb_grpc.RegistryServiceStub, client: RegistryClient
+    api: Api, stub: pb_grpc.RegistryServiceStub, client: RegistryClient, internal_stub
 ) -> None:
     owner = await api.sign_up()
     project = await api.project(owner)
     agent = await api.agent(owner, project, "worker")
     md = owner.metadata
-    error = await rpc_error(stub.StartAgentRun(pb.StartAgentRunRequest(agent_id=agent.id), metadata=md))
+    error = await rpc_error(
+        internal_stub.StartAgentRun(ipb.StartAgentRunRequest(agent_id=agent.id), metadata=md)
+    )
     assert violation_fields(error) == {"run_id"}
     error = await rpc_error(
-        stub.FinishAgentRun(
-            pb.FinishAgentRunRequest(agent_id=agent.id, run_id="r", tokens_used=-1, cost=-0.1), metadata=md
+        internal_stub.FinishAgentRun(
+            ipb.FinishAgentRunRequest(agent_id=agent.id, run_id="r", tokens_used=-1, cost=-0.1), metadata=md
         )
     )
     assert violation_fields(error) == {"tokens_used", "cost"}
@@ -683,7 +686,7 @@ async def test_the_spec_revision_moves_only_when_the_spec_may_change(
 
 
 async def test_finish_agent_runs_finishes_each_run_on_its_own(
-    stub: pb_grpc.RegistryServiceStub, api: Api, client: RegistryClient
+    stub: pb_grpc.RegistryServiceStub, api: Api, client: RegistryClient, internal_stub
 ) -> None:
     owner: Caller = await api.sign_up()
     project = await api.project(owner)
@@ -693,8 +696,8 @@ async def test_finish_agent_runs_finishes_each_run_on_its_own(
     for agent, run in ((first, "a"), (first, "b"), (second, "c")):
         await client.start_agent_run(agent.id, run, metadata=md)
 
-    def run(agent_id: str, run_id: str, **usage: object) -> pb.FinishAgentRunRequest:
-        return pb.FinishAgentRunRequest(agent_id=agent_id, run_id=run_id, completed=True, **usage)
+    def run(agent_id: str, run_id: str, **usage: object) -> ipb.FinishAgentRunRequest:
+        return ipb.FinishAgentRunRequest(agent_id=agent_id, run_id=run_id, completed=True, **usage)
 
     batch = [
         run(first.id, "a", tokens_used=10, cost=0.5),
@@ -727,6 +730,6 @@ async def test_finish_agent_runs_finishes_each_run_on_its_own(
     (hidden,) = await client.finish_agent_runs([run(first.id, "z")], metadata=stranger.metadata)
     assert hidden.error_code == "NOT_FOUND"
 
-    too_many = pb.FinishAgentRunsRequest(runs=[run(first.id, f"r{i}") for i in range(1001)])
-    error = await rpc_error(stub.FinishAgentRuns(too_many, metadata=md))
+    too_many = ipb.FinishAgentRunsRequest(runs=[run(first.id, f"r{i}") for i in range(1001)])
+    error = await rpc_error(internal_stub.FinishAgentRuns(too_many, metadata=md))
     assert error.code == GRPC.INVALID_ARGUMENT and violation_fields(error) == {"runs"}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import grpc
 from google.protobuf import field_mask_pb2
 
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as ipb
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
@@ -145,7 +146,7 @@ async def test_bad_input_names_the_field(stub: pb_grpc.RegistryServiceStub, api:
 
 
 async def test_only_superusers_manage_them_and_only_the_system_reads_secrets(
-    stub: pb_grpc.RegistryServiceStub, api: Api, client: RegistryClient, codec: TokenCodec
+    stub: pb_grpc.RegistryServiceStub, api: Api, client: RegistryClient, codec: TokenCodec, internal_stub
 ) -> None:
     user = await api.sign_up()
     created = await create(stub, api, knowledge_base())
@@ -177,14 +178,14 @@ async def test_only_superusers_manage_them_and_only_the_system_reads_secrets(
         "inline",
     ]
 
-    request = pb.ResolveMcpServersRequest(agent_id=agent.id)
-    error = await rpc_error(stub.ResolveMcpServers(request, metadata=user.metadata))
+    request = ipb.ResolveMcpServersRequest(agent_id=agent.id)
+    error = await rpc_error(internal_stub.ResolveMcpServers(request, metadata=user.metadata))
     assert error.code == GRPC.PERMISSION_DENIED
     root = await api.root()
     assert (
-        await rpc_error(stub.ResolveMcpServers(request, metadata=root.metadata))
+        await rpc_error(internal_stub.ResolveMcpServers(request, metadata=root.metadata))
     ).code == GRPC.PERMISSION_DENIED
-    resolved = await stub.ResolveMcpServers(request, metadata=bearer(codec.system_token()))
+    resolved = await internal_stub.ResolveMcpServers(request, metadata=bearer(codec.system_token()))
     assert [s.name for s in resolved.servers] == ["knowledge-base", "inline"]
     assert list(resolved.missing) == ["not-yet"]
     assert resolved.servers[0].headers["Authorization"] == f"Bearer {TOKEN}"
@@ -192,12 +193,12 @@ async def test_only_superusers_manage_them_and_only_the_system_reads_secrets(
 
     # The project's own server of a name hides the global one.
     await create(stub, api, knowledge_base(project_id=project.id, url="https://own.example.com/mcp"))
-    resolved = await stub.ResolveMcpServers(request, metadata=bearer(codec.system_token()))
+    resolved = await internal_stub.ResolveMcpServers(request, metadata=bearer(codec.system_token()))
     assert resolved.servers[0].url == "https://own.example.com/mcp"
 
 
 async def test_an_agent_type_keeps_inline_secrets_sent_back_masked(
-    stub: pb_grpc.RegistryServiceStub, api: Api, codec: TokenCodec
+    stub: pb_grpc.RegistryServiceStub, api: Api, codec: TokenCodec, internal_stub
 ) -> None:
     root = await api.root()
     inline = res.McpServer(name="inline", transport="stdio", command="srv", env={"SECRET": TOKEN})
@@ -216,13 +217,13 @@ async def test_an_agent_type_keeps_inline_secrets_sent_back_masked(
     )
     project = await api.project(root)
     agent = await api.agent(root, project, "keeper", agent_type=agent_type)
-    resolved = await stub.ResolveMcpServers(
-        pb.ResolveMcpServersRequest(agent_id=agent.id), metadata=bearer(codec.system_token())
+    resolved = await internal_stub.ResolveMcpServers(
+        ipb.ResolveMcpServersRequest(agent_id=agent.id), metadata=bearer(codec.system_token())
     )
     assert (resolved.servers[0].command, resolved.servers[0].env["SECRET"]) == ("srv2", TOKEN)
     error = await rpc_error(
-        stub.ResolveMcpServers(
-            pb.ResolveMcpServersRequest(agent_id="nope"), metadata=bearer(codec.system_token())
+        internal_stub.ResolveMcpServers(
+            ipb.ResolveMcpServersRequest(agent_id="nope"), metadata=bearer(codec.system_token())
         )
     )
     assert (error.code, error.reason) == (GRPC.NOT_FOUND, "AGENT_NOT_FOUND")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import grpc
 from google.protobuf import field_mask_pb2
 
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as ipb
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
 from agentmesh.registry.v1 import resources_pb2 as res
@@ -114,7 +115,7 @@ async def test_each_user_lists_only_their_projects_and_superusers_all(
 
 
 async def test_another_user_probing_a_project_learns_nothing(
-    stub: pb_grpc.RegistryServiceStub, api: Api
+    stub: pb_grpc.RegistryServiceStub, api: Api, internal_stub
 ) -> None:
     alice, mallory = await api.sign_up(), await api.sign_up()
     project = await api.project(alice)
@@ -165,15 +166,15 @@ async def test_another_user_probing_a_project_learns_nothing(
         "GetAgentMetrics": stub.GetAgentMetrics(
             pb.GetAgentMetricsRequest(project_id=project.id, id=agent.id), metadata=mallory.metadata
         ),
-        "ResolveAgent": stub.ResolveAgent(
-            pb.ResolveAgentRequest(project_slug=project.slug, agent_name=agent.name),
+        "ResolveAgent": internal_stub.ResolveAgent(
+            ipb.ResolveAgentRequest(project_slug=project.slug, agent_name=agent.name),
             metadata=mallory.metadata,
         ),
-        "StartAgentRun": stub.StartAgentRun(
-            pb.StartAgentRunRequest(agent_id=agent.id, run_id="r1"), metadata=mallory.metadata
+        "StartAgentRun": internal_stub.StartAgentRun(
+            ipb.StartAgentRunRequest(agent_id=agent.id, run_id="r1"), metadata=mallory.metadata
         ),
-        "FinishAgentRun": stub.FinishAgentRun(
-            pb.FinishAgentRunRequest(agent_id=agent.id, run_id="r1", completed=True, tokens_used=99),
+        "FinishAgentRun": internal_stub.FinishAgentRun(
+            ipb.FinishAgentRunRequest(agent_id=agent.id, run_id="r1", completed=True, tokens_used=99),
             metadata=mallory.metadata,
         ),
     }

@@ -10,8 +10,8 @@ import pytest_asyncio
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.client import RunRouter, SystemToken
-from agentmesh.executor.v1 import executor_service_pb2 as pb
-from agentmesh.executor.v1 import executor_service_pb2_grpc as pb_grpc
+from agentmesh.internal.executor.v1 import executor_service_pb2 as pb
+from agentmesh.internal.executor.v1 import executor_service_pb2_grpc as pb_grpc
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import DomainError
 from agentmesh.runtime.identity import TokenCodec

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from agentmesh.executor.finisher import RunFinisher
-from agentmesh.registry.v1 import registry_service_pb2 as pb
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as pb
 from agentmesh.runtime.errors import Unavailable
 from agentmesh.runtime.identity import current_token
 from tests.polling import eventually

@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from agentmesh.executor.client import EXECUTOR_BUSY, RunNotPlaced, RunRouter, SystemToken, may_fail_over
-from agentmesh.executor.v1 import executor_service_pb2 as pb
+from agentmesh.internal.executor.v1 import executor_service_pb2 as pb
 from agentmesh.runtime.errors import (
     FailedPrecondition,
     NotFound,

@@ -61,8 +61,12 @@ def test_project_rules_find_the_project_in_the_request() -> None:
     ) == ProjectTarget(slug="proj")
 
 
-def test_executor_rpcs_are_internal_and_owner_rules_need_a_target() -> None:
-    for name in ("ResolveAgent", "StartAgentRun", "FinishAgentRun", "RegisterExecutor"):
-        assert RPC_POLICY[f"/agentmesh.registry.v1.RegistryService/{name}"].access is Access.SYSTEM
+def test_internal_rpcs_are_not_the_gateways_to_serve_and_owner_rules_need_a_target() -> None:
+    # The RPCs only the mesh's services call live in agentmesh.internal.* packages: the public
+    # RegistryService has none of them, and the gateway's policy names none.
+    public = {method.name for method in reg.DESCRIPTOR.services_by_name["RegistryService"].methods}
+    for name in ("ResolveAgent", "StartAgentRun", "FinishAgentRun", "RegisterExecutor", "ListExecutors"):
+        assert name not in public
+    assert not [method for method in RPC_POLICY if "internal" in method or "DeleteProjectSessions" in method]
     with pytest.raises(ValueError):
         Rule(Access.PROJECT_OWNER)

@@ -28,7 +28,7 @@ def _core_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
 def test_an_unreachable_peer_is_named_without_its_address() -> None:
     error = from_rpc_error(
         _core_error(grpc.StatusCode.UNAVAILABLE, CORE_MESSAGE),
-        method="/agentmesh.registry.v1.RegistryService/ResolveAgent",
+        method="/agentmesh.internal.registry.v1.RegistryInternalService/ResolveAgent",
     )
     assert isinstance(error, Unavailable)
     assert error.message == "the registry service is unavailable"
@@ -48,7 +48,7 @@ def test_a_deadline_names_the_peer() -> None:
 def test_other_transport_failures_keep_their_text_less_the_addresses(address: str) -> None:
     error = from_rpc_error(
         _core_error(grpc.StatusCode.INTERNAL, f"Received RST_STREAM from {address}"),
-        method="/agentmesh.executor.v1.ExecutorService/Run",
+        method="/agentmesh.internal.executor.v1.ExecutorService/Run",
     )
     assert "10.1.2.3" not in error.message and "::1" not in error.message
     assert error.message.startswith("the call to the executor service failed")
@@ -58,6 +58,8 @@ def test_other_transport_failures_keep_their_text_less_the_addresses(address: st
     ("method", "service"),
     [
         ("/agentmesh.gateway.v1.GatewayService/Chat", "gateway"),
+        ("/agentmesh.internal.registry.v1.RegistryInternalService/ResolveAgent", "registry"),
+        ("/agentmesh.internal.executor.v1.ExecutorService/Run", "executor"),
         ("/grpc.health.v1.Health/Check", "Health"),
         ("", "peer"),
     ],

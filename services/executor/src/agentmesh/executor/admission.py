@@ -24,11 +24,12 @@ from agentmesh.executor.recorder import EventType, Recorder, end_key
 from agentmesh.executor.secrets import Secrets
 from agentmesh.executor.specs import AgentSpecs, SpecKey
 from agentmesh.executor.turns import turn_policy
-from agentmesh.executor.v1 import executor_service_pb2
+from agentmesh.internal.executor.v1 import executor_service_pb2
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import resources_pb2 as memory_resources_pb2
 from agentmesh.registry.client import RegistryClient
-from agentmesh.registry.v1 import registry_service_pb2, resources_pb2
+from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import DomainError
 
 logger = logging.getLogger(__name__)
@@ -177,7 +178,9 @@ class RunAdmission:
             await self._refresh(run, agent.key)
         return run
 
-    async def _start(self, run: AdmittedRun, key: SpecKey) -> registry_service_pb2.StartAgentRunResponse:
+    async def _start(
+        self, run: AdmittedRun, key: SpecKey
+    ) -> registry_internal_service_pb2.StartAgentRunResponse:
         try:
             return await self._registry.start_agent_run(
                 run.spec.agent.id,

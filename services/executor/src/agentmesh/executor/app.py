@@ -25,21 +25,23 @@ from agentmesh.executor.secrets import Secrets
 from agentmesh.executor.servicer import ExecutorServicer
 from agentmesh.executor.settings import ExecutorSettings, process_environment
 from agentmesh.executor.tools.mcp_resolution import McpServerResolver
-from agentmesh.executor.v1 import executor_service_pb2, executor_service_pb2_grpc
+from agentmesh.internal.executor.v1 import executor_service_pb2, executor_service_pb2_grpc
 from agentmesh.memory.client import MemoryClient
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime import metrics
-from agentmesh.runtime.channels import create_channel
+from agentmesh.runtime.channels import PeerSecurity, create_channel
 from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import DomainError
 from agentmesh.runtime.identity import TokenCodec
 from agentmesh.runtime.server import ServiceBinding, bind_server
 from agentmesh.runtime.service import RunningService
+from agentmesh.runtime.service_identity import ServiceCredentials, ServiceIdentityInterceptor
 from agentmesh.runtime.telemetry import untraced
 
 logger = logging.getLogger(__name__)
 
-SERVICE_NAME = executor_service_pb2.DESCRIPTOR.services_by_name["ExecutorService"].full_name
+EXECUTOR_SERVICE = executor_service_pb2.DESCRIPTOR.services_by_name["ExecutorService"]
+SERVICE_NAME = EXECUTOR_SERVICE.full_name
 
 
 @dataclass(kw_only=True)
@@ -56,13 +58,29 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
     """Binds the server first (the advertised address holds its port, and delegation needs it),
     builds everything in dependency order, then starts serving and joins the registry's pool."""
     secret = settings.jwt_secret.get_secret_value()
-    tokens = TokenCodec(secret) if secret else None
-    server = bind_server(host=settings.host, port=settings.port, max_message_bytes=settings.max_message_bytes)
+    if not secret:
+        # Without it the executor could neither prove it is a mesh service nor check its callers.
+        raise ValueError("the executor needs the mesh's JWT secret: set AGENTMESH_JWT_SECRET")
+    tokens = TokenCodec(secret)
+    credentials = ServiceCredentials(secret, service="executor")
+    tls = settings.tls()
+    peers = PeerSecurity(credentials, tls)
+    server = bind_server(
+        host=settings.host,
+        port=settings.port,
+        max_message_bytes=settings.max_message_bytes,
+        interceptors=[ServiceIdentityInterceptor(credentials, [EXECUTOR_SERVICE])],
+        tls=tls,
+    )
     advertise_address = settings.advertise_address or _advertise(settings.host, server.port)
     executor_id = settings.executor_id or f"{socket.gethostname()}-{random.getrandbits(32):08x}"
 
-    registry_channel = create_channel(settings.registry_address, max_message_bytes=settings.max_message_bytes)
-    memory_channel = create_channel(settings.memory_address, max_message_bytes=settings.max_message_bytes)
+    registry_channel = create_channel(
+        settings.registry_address, max_message_bytes=settings.max_message_bytes, security=peers
+    )
+    memory_channel = create_channel(
+        settings.memory_address, max_message_bytes=settings.max_message_bytes, security=peers
+    )
     registry = RegistryClient(registry_channel)
     memory = MemoryClient(memory_channel)
     secrets = Secrets()
@@ -78,6 +96,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         refresh_interval_seconds=settings.executor_refresh_interval_seconds,
         health_interval_seconds=settings.executor_health_interval_seconds,
         max_message_bytes=settings.max_message_bytes,
+        security=peers,
     )
     system_metadata = router.system_metadata
     finisher = RunFinisher(

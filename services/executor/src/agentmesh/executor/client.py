@@ -21,10 +21,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.errors import ExecutorBusy
-from agentmesh.executor.v1 import executor_service_pb2 as pb
-from agentmesh.executor.v1 import executor_service_pb2_grpc as pb_grpc
+from agentmesh.internal.executor.v1 import executor_service_pb2 as pb
+from agentmesh.internal.executor.v1 import executor_service_pb2_grpc as pb_grpc
 from agentmesh.registry.client import RegistryClient
-from agentmesh.runtime.channels import create_channel
+from agentmesh.runtime.channels import NO_PEER_SECURITY, PeerSecurity, create_channel
 from agentmesh.runtime.client import Metadata, stream, unary
 from agentmesh.runtime.errors import PEER_SERVICE, PEER_UNAVAILABLE, DomainError, Unavailable
 from agentmesh.runtime.identity import AUTHORIZATION, TokenCodec
@@ -201,8 +201,10 @@ class RunRouter:
         health_interval_seconds: float,
         health_timeout_seconds: float = 1.0,
         max_message_bytes: int = 4 * 1024 * 1024,
+        security: PeerSecurity = NO_PEER_SECURITY,
     ) -> None:
         self._registry = registry
+        self._security = security
         self._system_token = system_token
         self._discovery = discovery
         self._refresh_interval = refresh_interval_seconds
@@ -353,7 +355,9 @@ class RunRouter:
 
     def _add(self, address: str) -> None:
         if address not in self._clients:
-            channel = create_channel(address, max_message_bytes=self._max_message_bytes)
+            channel = create_channel(
+                address, max_message_bytes=self._max_message_bytes, security=self._security
+            )
             self._channels[address] = channel
             self._clients[address] = ExecutorClient(channel)
 

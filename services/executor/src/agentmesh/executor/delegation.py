@@ -23,7 +23,7 @@ from agentmesh.executor.events import EventSink, usage_from_proto
 from agentmesh.executor.models.base import Usage
 from agentmesh.executor.recorder import EventType, response_key
 from agentmesh.executor.scope import RunScope
-from agentmesh.executor.v1 import executor_service_pb2
+from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.client import Metadata

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import grpc
 from opentelemetry import trace
 
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.registry.client import RegistryClient
-from agentmesh.registry.v1 import registry_service_pb2
 from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import DomainError
 from agentmesh.runtime.identity import AUTHORIZATION, current_token
@@ -61,7 +61,7 @@ _TRANSIENT = {
 
 @dataclass(frozen=True)
 class _End:
-    run: registry_service_pb2.FinishAgentRunRequest
+    run: registry_internal_service_pb2.FinishAgentRunRequest
     metadata: Metadata | None
     span: trace.SpanContext | None  # the run's, to link the batch's span to
 
@@ -95,7 +95,7 @@ class RunFinisher:
 
     def finish(self, agent_id: str, run_id: str, *, completed: bool, tokens_used: int, cost: float) -> None:
         """Hands a run's end over; the registry hears of it shortly."""
-        run = registry_service_pb2.FinishAgentRunRequest(
+        run = registry_internal_service_pb2.FinishAgentRunRequest(
             agent_id=agent_id, run_id=run_id, completed=completed, tokens_used=tokens_used, cost=cost
         )
         metadata = self._system_metadata()
@@ -146,7 +146,9 @@ class RunFinisher:
             await self._send_runs([end.run for end in ends], metadata)
 
     async def _send_runs(
-        self, runs: list[registry_service_pb2.FinishAgentRunRequest], metadata: tuple[tuple[str, str], ...]
+        self,
+        runs: list[registry_internal_service_pb2.FinishAgentRunRequest],
+        metadata: tuple[tuple[str, str], ...],
     ) -> None:
         deadline: float | None = None
         backoff = _RETRY_SECONDS

@@ -26,10 +26,10 @@ from collections.abc import Callable
 
 from agentmesh.executor.outbox import is_taken
 from agentmesh.executor.recorder import EventType, end_key, response_key
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2, resources_pb2
 from agentmesh.registry.client import RegistryClient
-from agentmesh.registry.v1 import registry_service_pb2
 from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import DomainError
 from agentmesh.runtime.protos import struct
@@ -49,7 +49,7 @@ class OrphanCloser:
         self._memory = memory
         self._system_metadata = system_metadata
 
-    async def close(self, orphan: registry_service_pb2.OrphanedRun) -> None:
+    async def close(self, orphan: registry_internal_service_pb2.OrphanedRun) -> None:
         metadata = self._system_metadata()
         request = memory_service_pb2.ListEventsRequest(
             session_id=orphan.session_id, project_id=orphan.project_id, run_id=orphan.run_id
@@ -115,7 +115,7 @@ def _target(event: resources_pb2.Event) -> str:
 
 
 def _event(
-    orphan: registry_service_pb2.OrphanedRun,
+    orphan: registry_internal_service_pb2.OrphanedRun,
     event_type: EventType.ValueType,
     content: str | dict[str, str],
     *,
@@ -184,13 +184,13 @@ class LeaseKeeper:
     async def renew(self) -> float:
         """One renewal: how long the registry's leases last (0 when it could not be asked)."""
         closed, self._closed = self._closed, []
-        request = registry_service_pb2.RenewRunLeasesRequest(
+        request = registry_internal_service_pb2.RenewRunLeasesRequest(
             executor_id=self._executor_id,
             runs=[
-                registry_service_pb2.LeasedRun(agent_id=agent_id, run_id=run_id)
+                registry_internal_service_pb2.LeasedRun(agent_id=agent_id, run_id=run_id)
                 for agent_id, run_id in {*self._held(), *self._closing}
             ],
-            closed=[registry_service_pb2.LeasedRun(agent_id=a, run_id=r) for a, r in closed],
+            closed=[registry_internal_service_pb2.LeasedRun(agent_id=a, run_id=r) for a, r in closed],
             max_orphans=self._max_orphans if self.taking_over else 0,
         )
         try:
@@ -219,7 +219,7 @@ class LeaseKeeper:
             interval = min(self._interval, lease_seconds / 3) if lease_seconds else min(self._interval, 1.0)
             await asyncio.sleep(interval)
 
-    async def _close(self, key: RunKey, orphan: registry_service_pb2.OrphanedRun) -> None:
+    async def _close(self, key: RunKey, orphan: registry_internal_service_pb2.OrphanedRun) -> None:
         try:
             await self._closer.close(orphan)
         except Exception as error:  # memory down: the orphan's lease lapses and it is handed out again

@@ -38,8 +38,8 @@ from agentmesh.executor.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.executor.specs import AgentSpecs
 from agentmesh.executor.turns import INTERRUPTED, await_turn, policy_violations
-from agentmesh.executor.v1 import executor_service_pb2
 from agentmesh.executor.workflow import WorkflowRun
+from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.memory.client import MemoryClient
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime import metrics, telemetry

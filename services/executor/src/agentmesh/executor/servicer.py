@@ -10,8 +10,8 @@ import grpc
 from agentmesh.executor.agent import AgentRuntime
 from agentmesh.executor.cache import AgentCache
 from agentmesh.executor.runner import RunExecutor
-from agentmesh.executor.v1 import executor_service_pb2 as pb
-from agentmesh.executor.v1 import executor_service_pb2_grpc as pb_grpc
+from agentmesh.internal.executor.v1 import executor_service_pb2 as pb
+from agentmesh.internal.executor.v1 import executor_service_pb2_grpc as pb_grpc
 from agentmesh.runtime.errors import FieldViolation, InvalidArgument
 from agentmesh.runtime.identity import TokenCodec, authenticate
 

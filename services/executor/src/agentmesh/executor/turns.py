@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from agentmesh.executor.v1 import executor_service_pb2
+from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.client import Metadata

@@ -23,7 +23,7 @@ from agentmesh.executor.errors import SUB_AGENT_FAILED, DelegationDepthExceeded
 from agentmesh.executor.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.executor.telemetry import sub_agent_span
-from agentmesh.executor.v1 import executor_service_pb2
+from agentmesh.internal.executor.v1 import executor_service_pb2
 
 logger = logging.getLogger(__name__)
 

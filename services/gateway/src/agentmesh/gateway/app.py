@@ -29,10 +29,11 @@ from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import registry_service_pb2
-from agentmesh.runtime.channels import create_channel
+from agentmesh.runtime.channels import PeerSecurity, create_channel
 from agentmesh.runtime.identity import TokenCodec
 from agentmesh.runtime.server import ServiceBinding, start_server
 from agentmesh.runtime.service import RunningService
+from agentmesh.runtime.service_identity import ServiceCredentials
 
 GATEWAY_SERVICE = gateway_service_pb2.DESCRIPTOR.services_by_name["GatewayService"]
 REGISTRY_SERVICE = registry_service_pb2.DESCRIPTOR.services_by_name["RegistryService"]
@@ -62,8 +63,16 @@ def _check_policy() -> None:
 async def start(settings: GatewaySettings) -> GatewayService:
     _check_policy()
     tokens = TokenCodec(settings.jwt_secret.get_secret_value())
-    registry_channel = create_channel(settings.registry_address, max_message_bytes=settings.max_message_bytes)
-    memory_channel = create_channel(settings.memory_address, max_message_bytes=settings.max_message_bytes)
+    tls = settings.tls()
+    # What the gateway's calls to the mesh's services carry: its service credential, over TLS when
+    # configured. Its own ports are public: clients authenticate with their tokens.
+    peers = PeerSecurity(ServiceCredentials(settings.jwt_secret.get_secret_value(), service="gateway"), tls)
+    registry_channel = create_channel(
+        settings.registry_address, max_message_bytes=settings.max_message_bytes, security=peers
+    )
+    memory_channel = create_channel(
+        settings.memory_address, max_message_bytes=settings.max_message_bytes, security=peers
+    )
     registry = RegistryClient(registry_channel)
     memory = MemoryClient(memory_channel)
     router = RunRouter(
@@ -74,6 +83,7 @@ async def start(settings: GatewaySettings) -> GatewayService:
         refresh_interval_seconds=settings.executor_refresh_interval_seconds,
         health_interval_seconds=settings.executor_health_interval_seconds,
         max_message_bytes=settings.max_message_bytes,
+        security=peers,
     )
     credentials = CredentialVerifier(
         tokens=tokens,
@@ -128,6 +138,7 @@ async def start(settings: GatewaySettings) -> GatewayService:
         host=settings.http_host,
         port=settings.http_port,
         shutdown_grace_seconds=settings.http_shutdown_grace_seconds,
+        tls=tls,
     )
     # Constructed; from here on things run.
     server = await start_server(
@@ -164,6 +175,7 @@ async def start(settings: GatewaySettings) -> GatewayService:
         port=settings.port,
         max_message_bytes=settings.max_message_bytes,
         interceptors=[AuthorizationInterceptor(guard)],
+        tls=tls,
     )
     closers = [registry_channel.close, memory_channel.close, router.stop, live_runs.stop]
     endpoints.grpc_address = endpoints.grpc_address or server.address

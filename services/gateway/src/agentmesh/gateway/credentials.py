@@ -28,8 +28,8 @@ from typing import Generic, TypeVar
 from agentmesh.gateway.errors import InvalidApiKey, RateLimited, TokenRevoked
 from agentmesh.gateway.models import Caller
 from agentmesh.gateway.ratelimit import RateLimiter
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.registry.client import RegistryClient
-from agentmesh.registry.v1 import registry_service_pb2
 from agentmesh.runtime.client import Metadata, unary
 from agentmesh.runtime.errors import Unauthenticated
 from agentmesh.runtime.identity import TOKEN_MISSING, Principal, TokenCodec
@@ -126,10 +126,12 @@ class CredentialVerifier:
         self._system_metadata = system_metadata
         self._failed_keys = failed_keys
         self._clock = clock
-        self._statuses: RecentAnswers[str, registry_service_pb2.GetUserStatusResponse] = RecentAnswers(
+        self._statuses: RecentAnswers[str, registry_internal_service_pb2.GetUserStatusResponse] = (
+            RecentAnswers(ttl_seconds=check_interval_seconds, clock=clock)
+        )
+        self._keys: RecentAnswers[str, _KeyCaller] = RecentAnswers(
             ttl_seconds=check_interval_seconds, clock=clock
         )
-        self._keys: RecentAnswers[str, _KeyCaller] = RecentAnswers(ttl_seconds=check_interval_seconds, clock=clock)
         # Key digest → (principal, signed token, when to sign anew).
         self._key_tokens: dict[str, tuple[Principal, str, float]] = {}
 
@@ -150,9 +152,11 @@ class CredentialVerifier:
         if status.token_version != principal.token_version:
             raise TokenRevoked("access token revoked (signed out, or the account changed); sign in again")
 
-    async def _user_status(self, user_id: str) -> registry_service_pb2.GetUserStatusResponse:
-        request = registry_service_pb2.GetUserStatusRequest(user_id=user_id)
-        return await unary(self._registry.stub.GetUserStatus, request, metadata=self._system_metadata())  # type: ignore[no-any-return]
+    async def _user_status(self, user_id: str) -> registry_internal_service_pb2.GetUserStatusResponse:
+        request = registry_internal_service_pb2.GetUserStatusRequest(user_id=user_id)
+        return await unary(
+            self._registry.internal_stub.GetUserStatus, request, metadata=self._system_metadata()
+        )  # type: ignore[no-any-return]
 
     async def _api_key_caller(self, key: str, address: str) -> Caller:
         wait = self._failed_keys.wait_seconds(address)
@@ -165,11 +169,15 @@ class CredentialVerifier:
         except Unauthenticated:
             self._failed_keys.try_acquire(address)
             raise
-        return Caller(found.principal, self._key_token(digest, found.principal), project_scope=found.project_scope)
+        return Caller(
+            found.principal, self._key_token(digest, found.principal), project_scope=found.project_scope
+        )
 
     async def _validate_key(self, key: str) -> _KeyCaller:
-        request = registry_service_pb2.AuthenticateApiKeyRequest(secret=key)
-        answer = await unary(self._registry.stub.AuthenticateApiKey, request, metadata=self._system_metadata())
+        request = registry_internal_service_pb2.AuthenticateApiKeyRequest(secret=key)
+        answer = await unary(
+            self._registry.internal_stub.AuthenticateApiKey, request, metadata=self._system_metadata()
+        )
         principal = Principal(
             user_id=answer.user.id,
             is_superuser=answer.user.is_superuser,

@@ -17,10 +17,10 @@ import grpc
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.client import RunNotPlaced, RunRouter
-from agentmesh.executor.v1 import executor_service_pb2
 from agentmesh.gateway.errors import ExecutorsBusy, InvalidRequest, MessageTooLarge, NoExecutor
 from agentmesh.gateway.models import AgentRef, Caller, ChatResult
 from agentmesh.gateway.resume import follow_run
+from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.memory.client import MemoryClient, SessionNotFound
 from agentmesh.memory.v1 import memory_service_pb2 as mem
 from agentmesh.registry.client import RegistryClient

@@ -139,12 +139,10 @@ RPC_POLICY: Mapping[str, Rule] = {
     _REGISTRY + "GetCurrentUser": ANY_CALLER,
     _REGISTRY + "CreateUser": SUPERUSER,  # operators add users to a running mesh
     _REGISTRY + "UpdateUser": SUPERUSER,  # deactivate, promote, demote
-    _REGISTRY + "GetUserStatus": SYSTEM,  # internal: the gateways' own revocation check
     # API keys: a user's own (a scoped key may not make or list keys).
     _REGISTRY + "CreateApiKey": AUTHENTICATED,
     _REGISTRY + "ListApiKeys": AUTHENTICATED,
     _REGISTRY + "RevokeApiKey": AUTHENTICATED,
-    _REGISTRY + "AuthenticateApiKey": SYSTEM,  # internal: how the gateways check keys
     # Agent types: superusers manage them, every signed-in user reads them.
     _REGISTRY + "CreateAgentType": SUPERUSER,
     _REGISTRY + "GetAgentType": ANY_CALLER,
@@ -171,23 +169,11 @@ RPC_POLICY: Mapping[str, Rule] = {
     _REGISTRY + "ResumeAgent": owner(_project_id("project_id")),
     _REGISTRY + "DeleteAgent": owner(_project_id("project_id")),
     _REGISTRY + "GetAgentMetrics": owner(_project_id("project_id")),
-    # What executors use to run agents and to join the pool (executors call the registry
-    # directly; through the gateway only the mesh's own services may).
-    _REGISTRY + "ResolveAgent": SYSTEM,
-    _REGISTRY + "StartAgentRun": SYSTEM,
-    _REGISTRY + "FinishAgentRun": SYSTEM,
-    _REGISTRY + "FinishAgentRuns": SYSTEM,
-    _REGISTRY + "ResolveMcpServers": SYSTEM,  # the one answer with MCP servers' secrets
-    _REGISTRY + "RenewRunLeases": SYSTEM,
     # Remote A2A agents: the project's owner; their credentials reach executors only.
     _REGISTRY + "CreateRemoteAgent": owner(_project_id("remote_agent.project_id")),
     _REGISTRY + "GetRemoteAgent": owner(_project_id("project_id")),
     _REGISTRY + "ListRemoteAgents": owner(_project_id("project_id")),
     _REGISTRY + "DeleteRemoteAgent": owner(_project_id("project_id")),
-    _REGISTRY + "ResolveRemoteAgent": SYSTEM,
-    _REGISTRY + "AwaitSessionTurn": SYSTEM,
-    _REGISTRY + "RegisterExecutor": SYSTEM,
-    _REGISTRY + "ListExecutors": SUPERUSER,
     # Memory: the memory service knows no owners, so the gateway resolves the project itself.
     _MEMORY + "AppendEvents": owner(lambda r: SessionTarget(r.session_id, r.project_id)),
     _MEMORY + "ListEvents": owner(_events_target),
@@ -196,8 +182,6 @@ RPC_POLICY: Mapping[str, Rule] = {
     _MEMORY + "ListSessions": owner(_project_id("project_id")),
     _MEMORY + "SetRetentionPolicy": owner(_project_id("policy.project_id")),
     _MEMORY + "GetRetentionPolicy": owner(_project_id("project_id")),
-    # Erasing a deleted project's sessions: the gateway's own act when a project is deleted.
-    _MEMORY + "DeleteProjectSessions": SYSTEM,
     _MEMORY + "ResetSessionContext": owner(lambda r: SessionTarget(r.session_id, r.project_id)),
     # Chat: the owner of the addressed agent's project.
     _GATEWAY + "Chat": owner(_project_of_agent_ref),

@@ -1,5 +1,7 @@
 """The memory service's composition root: settings → engine → migrations → store → rules →
-servicer → server, plus the retention sweeper running beside it."""
+servicers → server, plus the retention sweeper running beside it. Only the mesh's services reach
+its port (the service identity interceptor guards both services): clients read and write memory
+through the gateway, which checks who owns what."""
 
 from __future__ import annotations
 
@@ -9,9 +11,10 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
+from agentmesh.internal.memory.v1 import memory_internal_service_pb2, memory_internal_service_pb2_grpc
 from agentmesh.memory.memory import EventLog
 from agentmesh.memory.retention import RetentionSweeper
-from agentmesh.memory.servicer import MemoryServicer
+from agentmesh.memory.servicer import MemoryInternalServicer, MemoryServicer
 from agentmesh.memory.settings import MemorySettings
 from agentmesh.memory.store import SqlEventStore
 from agentmesh.memory.v1 import memory_service_pb2, memory_service_pb2_grpc
@@ -21,18 +24,18 @@ from agentmesh.runtime.identity import Access, AuthenticationInterceptor, TokenC
 from agentmesh.runtime.pagination import PageTokenCodec
 from agentmesh.runtime.server import ServiceBinding, start_server
 from agentmesh.runtime.service import RunningService
+from agentmesh.runtime.service_identity import ServiceCredentials, ServiceIdentityInterceptor
 
 SERVICE = memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"]
 SERVICE_NAME = SERVICE.full_name
+INTERNAL_SERVICE = memory_internal_service_pb2.DESCRIPTOR.services_by_name["MemoryInternalService"]
 MIGRATIONS = Path(__file__).parent / "migrations"
 VERSION_TABLE = "alembic_version_memory"
 PAGE_TOKEN_PURPOSE = "agentmesh.memory.page-token"
-# Any valid token reads and writes; erasing a project's sessions is the gateway's, acting for the
-# mesh once the registry deleted the project.
-ACCESS = {
-    **{method.name: Access.AUTHENTICATED for method in SERVICE.methods},
-    "DeleteProjectSessions": Access.SYSTEM,
-}
+# Any valid token reads and writes (the caller is a mesh service: its credential is checked first);
+# erasing a project's sessions is the gateway's, acting for the mesh once the registry deleted it.
+ACCESS = {method.name: Access.AUTHENTICATED for method in SERVICE.methods}
+INTERNAL_ACCESS = {"DeleteProjectSessions": Access.SYSTEM}
 
 
 @dataclass(kw_only=True)
@@ -69,17 +72,30 @@ async def start(settings: MemorySettings) -> RunningService:
             watch_batch_events=settings.watch_batch_events,
         )
         servicer = MemoryServicer(log)
+        internal = MemoryInternalServicer(log)
+        credentials = ServiceCredentials(settings.jwt_secret.get_secret_value(), service="memory")
         server = await start_server(
             [
                 ServiceBinding(
                     SERVICE_NAME,
                     lambda s: memory_service_pb2_grpc.add_MemoryServiceServicer_to_server(servicer, s),
-                )
+                ),
+                ServiceBinding(
+                    INTERNAL_SERVICE.full_name,
+                    lambda s: memory_internal_service_pb2_grpc.add_MemoryInternalServiceServicer_to_server(
+                        internal, s
+                    ),
+                ),
             ],
             host=settings.host,
             port=settings.port,
             max_message_bytes=settings.max_message_bytes,
-            interceptors=[AuthenticationInterceptor(tokens, SERVICE, ACCESS)],
+            interceptors=[
+                ServiceIdentityInterceptor(credentials, [SERVICE, INTERNAL_SERVICE]),
+                AuthenticationInterceptor(tokens, SERVICE, ACCESS),
+                AuthenticationInterceptor(tokens, INTERNAL_SERVICE, INTERNAL_ACCESS),
+            ],
+            tls=settings.tls(),
         )
     except BaseException:
         await engine.dispose()

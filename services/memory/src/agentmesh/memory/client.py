@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator, Sequence
 
 import grpc
 
+from agentmesh.internal.memory.v1 import memory_internal_service_pb2 as internal_pb
+from agentmesh.internal.memory.v1 import memory_internal_service_pb2_grpc as internal_pb_grpc
 from agentmesh.memory.convert import (
     event_to_dict,
     event_type_from_name,
@@ -57,6 +59,7 @@ class MemoryClient:
 
     def __init__(self, channel: grpc.aio.Channel) -> None:
         self.stub = pb_grpc.MemoryServiceStub(channel)
+        self.internal_stub = internal_pb_grpc.MemoryInternalServiceStub(channel)
 
     async def append_events(
         self,
@@ -149,5 +152,7 @@ class MemoryClient:
 
     async def delete_project_sessions(self, project_id: str, *, metadata: Metadata | None = None) -> int:
         """Erases a deleted project's sessions (the mesh's own services only); how many."""
-        request = pb.DeleteProjectSessionsRequest(project_id=project_id)
-        return (await unary(self.stub.DeleteProjectSessions, request, metadata=metadata)).deleted_sessions
+        request = internal_pb.DeleteProjectSessionsRequest(project_id=project_id)
+        return (
+            await unary(self.internal_stub.DeleteProjectSessions, request, metadata=metadata)
+        ).deleted_sessions

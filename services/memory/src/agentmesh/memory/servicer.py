@@ -1,5 +1,6 @@
-"""The MemoryService gRPC adapter: protobuf in, protobuf out. Rules live in `memory.py`; errors
-leave as DomainErrors, which the shared interceptor turns into rich statuses."""
+"""The MemoryService and MemoryInternalService gRPC adapters: protobuf in, protobuf out. Rules live
+in `memory.py`; errors leave as DomainErrors, which the shared interceptor turns into rich
+statuses."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from agentmesh.internal.memory.v1 import memory_internal_service_pb2 as internal_pb
+from agentmesh.internal.memory.v1 import memory_internal_service_pb2_grpc as internal_pb_grpc
 from agentmesh.memory import convert
 from agentmesh.memory.memory import EventLog
 from agentmesh.memory.v1 import memory_service_pb2 as pb
@@ -89,8 +92,15 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         session = await self._log.reset_context(request.session_id, request.project_id)
         return pb.ResetSessionContextResponse(session=convert.session_to_proto(session))
 
+
+class MemoryInternalServicer(internal_pb_grpc.MemoryInternalServiceServicer):
+    """Serves what only the mesh's services ask of an EventLog."""
+
+    def __init__(self, log: EventLog) -> None:
+        self._log = log
+
     async def DeleteProjectSessions(
-        self, request: pb.DeleteProjectSessionsRequest, context: grpc.aio.ServicerContext
-    ) -> pb.DeleteProjectSessionsResponse:
+        self, request: internal_pb.DeleteProjectSessionsRequest, context: grpc.aio.ServicerContext
+    ) -> internal_pb.DeleteProjectSessionsResponse:
         deleted = await self._log.delete_project(request.project_id)
-        return pb.DeleteProjectSessionsResponse(deleted_sessions=deleted)
+        return internal_pb.DeleteProjectSessionsResponse(deleted_sessions=deleted)

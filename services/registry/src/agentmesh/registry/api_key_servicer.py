@@ -1,6 +1,6 @@
 """The API key RPCs of RegistryService: proto in, proto out, mixed into `RegistryServicer`.
 No answer but CreateApiKey's carries a secret, and that one only the key's new owner gets.
-AuthenticateApiKey is internal (the policy table grants it to the system principal only)."""
+AuthenticateApiKey is internal (`internal_servicer.py`)."""
 
 from __future__ import annotations
 
@@ -53,13 +53,3 @@ class ApiKeyRpcs:
     ) -> pb.RevokeApiKeyResponse:
         await self._api_keys.revoke(_signed_in(), request.id)
         return pb.RevokeApiKeyResponse()
-
-    async def AuthenticateApiKey(
-        self, request: pb.AuthenticateApiKeyRequest, context: Context
-    ) -> pb.AuthenticateApiKeyResponse:
-        key, user = await self._api_keys.authenticate(request.secret)
-        return pb.AuthenticateApiKeyResponse(
-            api_key=convert.api_key_message(key),
-            user=convert.user_message(user),
-            token_version=user.token_version,
-        )

@@ -1,5 +1,6 @@
 """The registry's composition root: settings → engine → migrations → store → accounts and
-registry rules → servicer → server (with the authorization interceptor). The only place that
+registry rules → servicers (public and internal) → server (with the service identity interceptor
+guarding the internal service, and the authorization interceptor). The only place that
 wires concrete pieces together."""
 
 from __future__ import annotations
@@ -12,13 +13,15 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc
 from agentmesh.registry.api_keys import ApiKeys
 from agentmesh.registry.auth import Accounts, LoginThrottle, Passwords, RefreshTokenCodec
 from agentmesh.registry.errors import ValidationFailed
+from agentmesh.registry.internal_servicer import RegistryInternalServicer
 from agentmesh.registry.leases import RunLeases
 from agentmesh.registry.mcp_servers import McpServerRegistry
 from agentmesh.registry.pagination import PageTokens
-from agentmesh.registry.policy import POLICY, SERVICE
+from agentmesh.registry.policy import INTERNAL_POLICY, INTERNAL_SERVICE, POLICY, SERVICE
 from agentmesh.registry.registry import AgentRegistry, utc_now
 from agentmesh.registry.remote_agents import RemoteAgentRegistry
 from agentmesh.registry.servicer import RegistryServicer
@@ -30,6 +33,7 @@ from agentmesh.runtime.database import create_engine, normalize_url, upgrade
 from agentmesh.runtime.identity import AuthenticationInterceptor, TokenCodec
 from agentmesh.runtime.server import ServiceBinding, start_server
 from agentmesh.runtime.service import RunningService
+from agentmesh.runtime.service_identity import ServiceCredentials, ServiceIdentityInterceptor
 
 logger = logging.getLogger(__name__)
 
@@ -118,22 +122,43 @@ async def start(settings: RegistrySettings) -> RunningService:
             components.accounts,
             components.registry,
             components.mcp_servers,
-            components.leases,
             components.api_keys,
             components.remote_agents,
-            components.turns,
         )
+        internal = RegistryInternalServicer(
+            components.registry,
+            components.mcp_servers,
+            components.leases,
+            turns=components.turns,
+            accounts=components.accounts,
+            api_keys=components.api_keys,
+            remote_agents=components.remote_agents,
+        )
+        credentials = ServiceCredentials(settings.jwt_secret.get_secret_value(), service="registry")
         server = await start_server(
             [
                 ServiceBinding(
                     SERVICE_NAME,
                     lambda s: registry_service_pb2_grpc.add_RegistryServiceServicer_to_server(servicer, s),
-                )
+                ),
+                ServiceBinding(
+                    INTERNAL_SERVICE.full_name,
+                    lambda s: (
+                        registry_internal_service_pb2_grpc.add_RegistryInternalServiceServicer_to_server(
+                            internal, s
+                        )
+                    ),
+                ),
             ],
             host=settings.host,
             port=settings.port,
             max_message_bytes=settings.max_message_bytes,
-            interceptors=[AuthenticationInterceptor(components.tokens, SERVICE, POLICY)],
+            interceptors=[
+                ServiceIdentityInterceptor(credentials, [INTERNAL_SERVICE]),
+                AuthenticationInterceptor(components.tokens, SERVICE, POLICY),
+                AuthenticationInterceptor(components.tokens, INTERNAL_SERVICE, INTERNAL_POLICY),
+            ],
+            tls=settings.tls(),
         )
     except BaseException:
         await components.engine.dispose()

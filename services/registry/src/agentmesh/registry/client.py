@@ -11,6 +11,8 @@ from datetime import datetime
 import grpc
 from google.protobuf import field_mask_pb2
 
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as internal_pb
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc as internal_pb_grpc
 from agentmesh.registry import convert, mcp_servers, validation
 from agentmesh.registry.errors import (
     AgentNotFound,
@@ -53,27 +55,29 @@ class RegistryClient:
     """Typed calls to the registry; failures raise the DomainError the registry raised.
 
     Every call takes `metadata` (the caller's `authorization: Bearer …`); inside a service, the
-    shared client interceptor forwards the current caller's token when none is given.
+    shared client interceptor forwards the current caller's token when none is given. The internal
+    calls need the channel to carry this service's credential (`runtime.channels.PeerSecurity`).
     """
 
     def __init__(self, channel: grpc.aio.Channel) -> None:
         self.stub = pb_grpc.RegistryServiceStub(channel)
+        self.internal_stub = internal_pb_grpc.RegistryInternalServiceStub(channel)
 
-    # --- What executors call ---------------------------------------------------------------
+    # --- What executors and gateways call (RegistryInternalService) ------------------------
 
     async def resolve_agent(
         self, project_slug: str, agent_name: str, *, metadata: Metadata | None = None
     ) -> resources_pb2.AgentSpec:
-        request = pb.ResolveAgentRequest(project_slug=project_slug, agent_name=agent_name)
-        response = await unary(self.stub.ResolveAgent, request, metadata=metadata)
+        request = internal_pb.ResolveAgentRequest(project_slug=project_slug, agent_name=agent_name)
+        response = await unary(self.internal_stub.ResolveAgent, request, metadata=metadata)
         return response.spec
 
     async def resolve_remote_agent(
         self, project_id: str, name: str, *, metadata: Metadata | None = None
     ) -> resources_pb2.RemoteAgent:
         """A project's remote A2A agent with its credential (the system principal only)."""
-        request = pb.ResolveRemoteAgentRequest(project_id=project_id, name=name)
-        return (await unary(self.stub.ResolveRemoteAgent, request, metadata=metadata)).remote_agent
+        request = internal_pb.ResolveRemoteAgentRequest(project_id=project_id, name=name)
+        return (await unary(self.internal_stub.ResolveRemoteAgent, request, metadata=metadata)).remote_agent
 
     async def start_agent_run(
         self,
@@ -84,27 +88,29 @@ class RegistryClient:
         executor_id: str = "",
         double_texting: str = "",
         metadata: Metadata | None = None,
-    ) -> pb.StartAgentRunResponse:
+    ) -> internal_pb.StartAgentRunResponse:
         """The agent, working, and its spec's revision now; `executor_id` holds the run's lease.
         With `double_texting` the run is its session's next turn (`runs_ahead`: the turns it
         waits for); under reject, Aborted (SESSION_BUSY) when a turn is in flight."""
-        request = pb.StartAgentRunRequest(
+        request = internal_pb.StartAgentRunRequest(
             agent_id=agent_id,
             run_id=run_id,
             session_id=session_id,
             executor_id=executor_id,
             double_texting=double_texting,
         )
-        return await unary(self.stub.StartAgentRun, request, metadata=metadata)
+        return await unary(self.internal_stub.StartAgentRun, request, metadata=metadata)
 
     async def await_session_turn(
         self, agent_id: str, run_id: str, *, wait_seconds: float, metadata: Metadata | None = None
     ) -> list[str]:
         """The session's turns still in flight before the run, once none is left or after
         `wait_seconds` (the call's deadline is a little longer)."""
-        request = pb.AwaitSessionTurnRequest(agent_id=agent_id, run_id=run_id, wait_seconds=wait_seconds)
+        request = internal_pb.AwaitSessionTurnRequest(
+            agent_id=agent_id, run_id=run_id, wait_seconds=wait_seconds
+        )
         response = await unary(
-            self.stub.AwaitSessionTurn, request, metadata=metadata, timeout=wait_seconds + 5.0
+            self.internal_stub.AwaitSessionTurn, request, metadata=metadata, timeout=wait_seconds + 5.0
         )
         return list(response.runs_ahead)
 
@@ -118,31 +124,31 @@ class RegistryClient:
         cost: float = 0.0,
         metadata: Metadata | None = None,
     ) -> resources_pb2.Agent:
-        request = pb.FinishAgentRunRequest(
+        request = internal_pb.FinishAgentRunRequest(
             agent_id=agent_id, run_id=run_id, completed=completed, tokens_used=tokens_used, cost=cost
         )
-        return (await unary(self.stub.FinishAgentRun, request, metadata=metadata)).agent
+        return (await unary(self.internal_stub.FinishAgentRun, request, metadata=metadata)).agent
 
     async def finish_agent_runs(
-        self, runs: Iterable[pb.FinishAgentRunRequest], *, metadata: Metadata | None = None
-    ) -> list[pb.FinishedAgentRun]:
+        self, runs: Iterable[internal_pb.FinishAgentRunRequest], *, metadata: Metadata | None = None
+    ) -> list[internal_pb.FinishedAgentRun]:
         """Finishes several runs in one call; a refused run says why in its result."""
-        request = pb.FinishAgentRunsRequest(runs=list(runs))
-        return list((await unary(self.stub.FinishAgentRuns, request, metadata=metadata)).results)
+        request = internal_pb.FinishAgentRunsRequest(runs=list(runs))
+        return list((await unary(self.internal_stub.FinishAgentRuns, request, metadata=metadata)).results)
 
     async def resolve_mcp_servers(
         self, agent_id: str, *, metadata: Metadata | None = None
-    ) -> pb.ResolveMcpServersResponse:
+    ) -> internal_pb.ResolveMcpServersResponse:
         """The agent's MCP servers with their secrets, and the names no registered server has
         (the system principal only)."""
-        request = pb.ResolveMcpServersRequest(agent_id=agent_id)
-        return await unary(self.stub.ResolveMcpServers, request, metadata=metadata)
+        request = internal_pb.ResolveMcpServersRequest(agent_id=agent_id)
+        return await unary(self.internal_stub.ResolveMcpServers, request, metadata=metadata)
 
     async def renew_run_leases(
-        self, request: pb.RenewRunLeasesRequest, *, metadata: Metadata | None = None
-    ) -> pb.RenewRunLeasesResponse:
+        self, request: internal_pb.RenewRunLeasesRequest, *, metadata: Metadata | None = None
+    ) -> internal_pb.RenewRunLeasesResponse:
         """Renews an executor's run leases, forgets the orphans it closed, hands it new ones."""
-        return await unary(self.stub.RenewRunLeases, request, metadata=metadata)
+        return await unary(self.internal_stub.RenewRunLeases, request, metadata=metadata)
 
     async def register_executor(
         self,
@@ -161,11 +167,13 @@ class RegistryClient:
             tools=tools,
             model_providers=[resources_pb2.ModelProvider(name=n, problem=p) for n, p in model_providers],
         )
-        request = pb.RegisterExecutorRequest(executor=executor)
-        return (await unary(self.stub.RegisterExecutor, request, metadata=metadata)).executor
+        request = internal_pb.RegisterExecutorRequest(executor=executor)
+        return (await unary(self.internal_stub.RegisterExecutor, request, metadata=metadata)).executor
 
     async def list_executors(self, *, metadata: Metadata | None = None) -> list[resources_pb2.Executor]:
-        response = await unary(self.stub.ListExecutors, pb.ListExecutorsRequest(), metadata=metadata)
+        response = await unary(
+            self.internal_stub.ListExecutors, internal_pb.ListExecutorsRequest(), metadata=metadata
+        )
         return list(response.executors)
 
     # --- Users -------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2
 
 from agentmesh.common.v1 import types_pb2
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as internal_pb2
 from agentmesh.registry.errors import ValidationFailed
 from agentmesh.registry.leases import Renewal
 from agentmesh.registry.mcp_servers import masked
@@ -307,12 +308,12 @@ def agent_spec_message(spec: AgentSpec) -> pb.AgentSpec:
     )
 
 
-def finished_run_message(result: Agent | DomainError) -> service_pb2.FinishedAgentRun:
+def finished_run_message(result: Agent | DomainError) -> internal_pb2.FinishedAgentRun:
     if isinstance(result, DomainError):
-        return service_pb2.FinishedAgentRun(
+        return internal_pb2.FinishedAgentRun(
             error_code=result.code.name, error_reason=result.reason, error_message=result.message
         )
-    return service_pb2.FinishedAgentRun(agent=agent_message(result))
+    return internal_pb2.FinishedAgentRun(agent=agent_message(result))
 
 
 def executor_message(executor: Executor) -> pb.Executor:
@@ -329,11 +330,11 @@ def model_providers(message: pb.Executor) -> list[ModelProvider]:
     return [ModelProvider(name=p.name, problem=p.problem) for p in message.model_providers]
 
 
-def renewal_message(renewal: Renewal) -> service_pb2.RenewRunLeasesResponse:
-    return service_pb2.RenewRunLeasesResponse(
-        lost=[service_pb2.LeasedRun(agent_id=agent_id, run_id=run_id) for agent_id, run_id in renewal.lost],
+def renewal_message(renewal: Renewal) -> internal_pb2.RenewRunLeasesResponse:
+    return internal_pb2.RenewRunLeasesResponse(
+        lost=[internal_pb2.LeasedRun(agent_id=agent_id, run_id=run_id) for agent_id, run_id in renewal.lost],
         orphans=[
-            service_pb2.OrphanedRun(
+            internal_pb2.OrphanedRun(
                 agent_id=orphan.agent_id,
                 run_id=orphan.run_id,
                 session_id=orphan.session_id,
@@ -344,7 +345,7 @@ def renewal_message(renewal: Renewal) -> service_pb2.RenewRunLeasesResponse:
         ],
         lease_seconds=renewal.lease_seconds,
         interrupted=[
-            service_pb2.LeasedRun(agent_id=agent_id, run_id=run_id)
+            internal_pb2.LeasedRun(agent_id=agent_id, run_id=run_id)
             for agent_id, run_id in renewal.interrupted
         ],
     )

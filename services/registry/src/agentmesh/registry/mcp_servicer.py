@@ -1,6 +1,6 @@
 """The MCP server RPCs of RegistryService: proto in, proto out, mixed into `RegistryServicer`.
-Answers mask env and header values (`convert.mcp_server_message`); ResolveMcpServers alone, which
-the policy table grants the system principal only, carries them."""
+Answers mask env and header values (`convert.mcp_server_message`); only the internal
+ResolveMcpServers (`internal_servicer.py`), for executors, carries them."""
 
 from __future__ import annotations
 
@@ -64,11 +64,3 @@ class McpServerRpcs:
     ) -> pb.DeleteMcpServerResponse:
         await self._mcp_servers.delete(request.id)
         return pb.DeleteMcpServerResponse()
-
-    async def ResolveMcpServers(
-        self, request: pb.ResolveMcpServersRequest, context: Context
-    ) -> pb.ResolveMcpServersResponse:
-        servers, missing = await self._mcp_servers.resolve_agent_servers(request.agent_id)
-        return pb.ResolveMcpServersResponse(
-            servers=[convert.mcp_server_message(server, secrets=True) for server in servers], missing=missing
-        )

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.registry.v1 import registry_service_pb2
 from agentmesh.runtime.identity import Access
 
 SERVICE = registry_service_pb2.DESCRIPTOR.services_by_name["RegistryService"]
+INTERNAL_SERVICE = registry_internal_service_pb2.DESCRIPTOR.services_by_name["RegistryInternalService"]
 
 POLICY: Mapping[str, Access] = {
     "RegisterUser": Access.PUBLIC,
@@ -25,13 +27,10 @@ POLICY: Mapping[str, Access] = {
     "GetCurrentUser": Access.AUTHENTICATED,
     "CreateUser": Access.SUPERUSER,
     "UpdateUser": Access.SUPERUSER,
-    # Internal: the gateways' revocation check, never a user's to call.
-    "GetUserStatus": Access.SYSTEM,
-    # A user's own keys; AuthenticateApiKey turns a key into its user for the gateways only.
+    # A user's own keys.
     "CreateApiKey": Access.AUTHENTICATED,
     "ListApiKeys": Access.AUTHENTICATED,
     "RevokeApiKey": Access.AUTHENTICATED,
-    "AuthenticateApiKey": Access.SYSTEM,
     "CreateAgentType": Access.SUPERUSER,
     "GetAgentType": Access.AUTHENTICATED,
     "ListAgentTypes": Access.AUTHENTICATED,
@@ -50,27 +49,36 @@ POLICY: Mapping[str, Access] = {
     "ResumeAgent": Access.AUTHENTICATED,
     "DeleteAgent": Access.AUTHENTICATED,
     "GetAgentMetrics": Access.AUTHENTICATED,
-    # Executors call these with the end user's token forwarded, so ownership applies.
-    "ResolveAgent": Access.AUTHENTICATED,
-    "StartAgentRun": Access.AUTHENTICATED,
-    "FinishAgentRun": Access.AUTHENTICATED,
-    "FinishAgentRuns": Access.AUTHENTICATED,
     "CreateMcpServer": Access.SUPERUSER,
     "GetMcpServer": Access.SUPERUSER,
     "ListMcpServers": Access.SUPERUSER,
     "UpdateMcpServer": Access.SUPERUSER,
     "DeleteMcpServer": Access.SUPERUSER,
-    # The one answer with MCP servers' secrets: executors only, never a user's token.
-    "ResolveMcpServers": Access.SYSTEM,
     # Remote A2A agents: the project's owner (the rules check it) or superusers.
     "CreateRemoteAgent": Access.AUTHENTICATED,
     "GetRemoteAgent": Access.AUTHENTICATED,
     "ListRemoteAgents": Access.AUTHENTICATED,
     "DeleteRemoteAgent": Access.AUTHENTICATED,
+}
+
+# RegistryInternalService: only the mesh's services reach it (their service credential is checked
+# first, for every RPC); this table says on whose behalf they may call.
+INTERNAL_POLICY: Mapping[str, Access] = {
+    # Executors call these with the end user's token forwarded, so ownership applies.
+    "ResolveAgent": Access.AUTHENTICATED,
+    "StartAgentRun": Access.AUTHENTICATED,
+    "FinishAgentRun": Access.AUTHENTICATED,
+    "FinishAgentRuns": Access.AUTHENTICATED,
+    # The one answer with MCP servers' secrets: executors only, never a user's token.
+    "ResolveMcpServers": Access.SYSTEM,
     # The one answer with a remote agent's credential: executors only.
     "ResolveRemoteAgent": Access.SYSTEM,
     "RenewRunLeases": Access.SYSTEM,
     "AwaitSessionTurn": Access.SYSTEM,
     "RegisterExecutor": Access.SYSTEM,
+    # Gateways and executors discover the pool as the system principal; superusers may look.
     "ListExecutors": Access.SUPERUSER,
+    # The gateways' revocation check and how they turn an API key into its user.
+    "GetUserStatus": Access.SYSTEM,
+    "AuthenticateApiKey": Access.SYSTEM,
 }

@@ -67,12 +67,6 @@ class RemoteAgentRpcs:
         await self._remote_agents.delete(_principal(), request.project_id, request.id)
         return pb.DeleteRemoteAgentResponse()
 
-    async def ResolveRemoteAgent(
-        self, request: pb.ResolveRemoteAgentRequest, context: Context
-    ) -> pb.ResolveRemoteAgentResponse:
-        remote = await self._remote_agents.resolve(request.project_id, request.name)
-        return pb.ResolveRemoteAgentResponse(remote_agent=remote_agent_message(remote, secrets=True))
-
 
 def _principal() -> Principal:
     principal = current_principal.get()

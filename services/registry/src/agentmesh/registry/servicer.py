@@ -10,14 +10,11 @@ from agentmesh.registry import convert
 from agentmesh.registry.api_key_servicer import ApiKeyRpcs
 from agentmesh.registry.api_keys import ApiKeys
 from agentmesh.registry.auth import Accounts
-from agentmesh.registry.leases import RunLeases
 from agentmesh.registry.mcp_servers import McpServerRegistry
 from agentmesh.registry.mcp_servicer import McpServerRpcs
-from agentmesh.registry.models import FinishedRun
 from agentmesh.registry.registry import AgentRegistry
 from agentmesh.registry.remote_agents import RemoteAgentRegistry
 from agentmesh.registry.remote_servicer import RemoteAgentRpcs
-from agentmesh.registry.turns import SessionTurns
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
 from agentmesh.runtime.errors import Unauthenticated
@@ -26,7 +23,8 @@ from agentmesh.runtime.identity import Principal, current_principal
 Context = grpc.aio.ServicerContext
 
 
-def _caller() -> Principal:
+def caller() -> Principal:
+    """The authenticated caller of this RPC (set by the authentication interceptor)."""
     principal = current_principal.get()
     if principal is None:  # only if the policy table marked a protected RPC public
         raise Unauthenticated("missing bearer token", reason="TOKEN_MISSING")
@@ -42,17 +40,13 @@ class RegistryServicer(McpServerRpcs, ApiKeyRpcs, RemoteAgentRpcs, pb_grpc.Regis
         accounts: Accounts,
         registry: AgentRegistry,
         mcp_servers: McpServerRegistry,
-        leases: RunLeases,
         api_keys: ApiKeys,
         remote_agents: RemoteAgentRegistry,
-        turns: SessionTurns,
     ) -> None:
-        self._turns = turns
         self._accounts = accounts
         self._api_keys = api_keys
         self._registry = registry
         self._mcp_servers = mcp_servers
-        self._leases = leases
         self._remote_agents = remote_agents
 
     # Users.
@@ -87,7 +81,7 @@ class RegistryServicer(McpServerRpcs, ApiKeyRpcs, RemoteAgentRpcs, pb_grpc.Regis
     async def GetCurrentUser(
         self, request: pb.GetCurrentUserRequest, context: Context
     ) -> pb.GetCurrentUserResponse:
-        user = await self._accounts.current_user(_caller())
+        user = await self._accounts.current_user(caller())
         return pb.GetCurrentUserResponse(user=convert.user_message(user))
 
     async def CreateUser(self, request: pb.CreateUserRequest, context: Context) -> pb.CreateUserResponse:
@@ -102,19 +96,13 @@ class RegistryServicer(McpServerRpcs, ApiKeyRpcs, RemoteAgentRpcs, pb_grpc.Regis
 
     async def UpdateUser(self, request: pb.UpdateUserRequest, context: Context) -> pb.UpdateUserResponse:
         user = await self._accounts.update_user(
-            _caller(),
+            caller(),
             request.user.id,
             mask=list(request.update_mask.paths),
             is_active=request.user.is_active,
             is_superuser=request.user.is_superuser,
         )
         return pb.UpdateUserResponse(user=convert.user_message(user))
-
-    async def GetUserStatus(
-        self, request: pb.GetUserStatusRequest, context: Context
-    ) -> pb.GetUserStatusResponse:
-        status = await self._accounts.user_status(request.user_id)
-        return pb.GetUserStatusResponse(**status.model_dump())
 
     # Agent types.
 
@@ -172,19 +160,19 @@ class RegistryServicer(McpServerRpcs, ApiKeyRpcs, RemoteAgentRpcs, pb_grpc.Regis
         self, request: pb.CreateProjectRequest, context: Context
     ) -> pb.CreateProjectResponse:
         project = await self._registry.create_project(
-            _caller(), convert.project_fields(request.project), request_id=request.request_id
+            caller(), convert.project_fields(request.project), request_id=request.request_id
         )
         return pb.CreateProjectResponse(project=convert.project_message(project))
 
     async def GetProject(self, request: pb.GetProjectRequest, context: Context) -> pb.GetProjectResponse:
-        project = await self._registry.get_project(_caller(), project_id=request.id, slug=request.slug)
+        project = await self._registry.get_project(caller(), project_id=request.id, slug=request.slug)
         return pb.GetProjectResponse(project=convert.project_message(project))
 
     async def ListProjects(
         self, request: pb.ListProjectsRequest, context: Context
     ) -> pb.ListProjectsResponse:
         page = await self._registry.list_projects(
-            _caller(), page_size=request.page_size, page_token=request.page_token, page=request.page
+            caller(), page_size=request.page_size, page_token=request.page_token, page=request.page
         )
         return pb.ListProjectsResponse(
             projects=[convert.project_message(item) for item in page.items],
@@ -196,33 +184,33 @@ class RegistryServicer(McpServerRpcs, ApiKeyRpcs, RemoteAgentRpcs, pb_grpc.Regis
         self, request: pb.UpdateProjectRequest, context: Context
     ) -> pb.UpdateProjectResponse:
         project = await self._registry.update_project(
-            _caller(), request.project.id, convert.project_fields(request.project), request.update_mask.paths
+            caller(), request.project.id, convert.project_fields(request.project), request.update_mask.paths
         )
         return pb.UpdateProjectResponse(project=convert.project_message(project))
 
     async def DeleteProject(
         self, request: pb.DeleteProjectRequest, context: Context
     ) -> pb.DeleteProjectResponse:
-        await self._registry.delete_project(_caller(), request.id)
+        await self._registry.delete_project(caller(), request.id)
         return pb.DeleteProjectResponse()
 
     # Agents.
 
     async def CreateAgent(self, request: pb.CreateAgentRequest, context: Context) -> pb.CreateAgentResponse:
         agent = await self._registry.create_agent(
-            _caller(), convert.new_agent(request.agent), request_id=request.request_id
+            caller(), convert.new_agent(request.agent), request_id=request.request_id
         )
         return pb.CreateAgentResponse(
             agent=convert.agent_message(agent), warnings=await self._registry.agent_warnings(agent)
         )
 
     async def GetAgent(self, request: pb.GetAgentRequest, context: Context) -> pb.GetAgentResponse:
-        agent = await self._registry.get_agent(_caller(), request.project_id, request.id)
+        agent = await self._registry.get_agent(caller(), request.project_id, request.id)
         return pb.GetAgentResponse(agent=convert.agent_message(agent))
 
     async def ListAgents(self, request: pb.ListAgentsRequest, context: Context) -> pb.ListAgentsResponse:
         page = await self._registry.list_agents(
-            _caller(),
+            caller(),
             request.project_id,
             page_size=request.page_size,
             page_token=request.page_token,
@@ -236,7 +224,7 @@ class RegistryServicer(McpServerRpcs, ApiKeyRpcs, RemoteAgentRpcs, pb_grpc.Regis
 
     async def UpdateAgent(self, request: pb.UpdateAgentRequest, context: Context) -> pb.UpdateAgentResponse:
         agent = await self._registry.update_agent(
-            _caller(),
+            caller(),
             request.agent.project_id,
             request.agent.id,
             convert.agent_config(request.agent.config),
@@ -247,115 +235,19 @@ class RegistryServicer(McpServerRpcs, ApiKeyRpcs, RemoteAgentRpcs, pb_grpc.Regis
         )
 
     async def PauseAgent(self, request: pb.PauseAgentRequest, context: Context) -> pb.PauseAgentResponse:
-        agent = await self._registry.pause_agent(_caller(), request.project_id, request.id)
+        agent = await self._registry.pause_agent(caller(), request.project_id, request.id)
         return pb.PauseAgentResponse(agent=convert.agent_message(agent))
 
     async def ResumeAgent(self, request: pb.ResumeAgentRequest, context: Context) -> pb.ResumeAgentResponse:
-        agent = await self._registry.resume_agent(_caller(), request.project_id, request.id)
+        agent = await self._registry.resume_agent(caller(), request.project_id, request.id)
         return pb.ResumeAgentResponse(agent=convert.agent_message(agent))
 
     async def DeleteAgent(self, request: pb.DeleteAgentRequest, context: Context) -> pb.DeleteAgentResponse:
-        agent = await self._registry.terminate_agent(_caller(), request.project_id, request.id)
+        agent = await self._registry.terminate_agent(caller(), request.project_id, request.id)
         return pb.DeleteAgentResponse(message=f"agent {agent.name!r} terminated")
 
     async def GetAgentMetrics(
         self, request: pb.GetAgentMetricsRequest, context: Context
     ) -> pb.GetAgentMetricsResponse:
-        metrics = await self._registry.agent_metrics(_caller(), request.project_id, request.id)
+        metrics = await self._registry.agent_metrics(caller(), request.project_id, request.id)
         return convert.metrics_response(metrics)
-
-    # What executors call.
-
-    async def ResolveAgent(
-        self, request: pb.ResolveAgentRequest, context: Context
-    ) -> pb.ResolveAgentResponse:
-        spec = await self._registry.resolve_agent(_caller(), request.project_slug, request.agent_name)
-        return pb.ResolveAgentResponse(spec=convert.agent_spec_message(spec))
-
-    async def StartAgentRun(
-        self, request: pb.StartAgentRunRequest, context: Context
-    ) -> pb.StartAgentRunResponse:
-        lease = self._leases.grant(request.session_id, request.executor_id)
-        if not request.double_texting:
-            agent, revision = await self._registry.start_run(
-                _caller(), request.agent_id, request.run_id, lease=lease
-            )
-            return pb.StartAgentRunResponse(agent=convert.agent_message(agent), spec_revision=revision)
-        agent, revision, ahead = await self._turns.start_run(
-            _caller(),
-            request.agent_id,
-            request.run_id,
-            session_id=request.session_id,
-            policy=request.double_texting,
-            lease=lease,
-        )
-        return pb.StartAgentRunResponse(
-            agent=convert.agent_message(agent), spec_revision=revision, runs_ahead=ahead
-        )
-
-    async def AwaitSessionTurn(
-        self, request: pb.AwaitSessionTurnRequest, context: Context
-    ) -> pb.AwaitSessionTurnResponse:
-        remaining = context.time_remaining()
-        wait = (
-            request.wait_seconds if remaining is None else min(request.wait_seconds, max(remaining - 0.5, 0))
-        )
-        ahead = await self._turns.await_turn(request.agent_id, request.run_id, wait_seconds=wait)
-        return pb.AwaitSessionTurnResponse(runs_ahead=ahead)
-
-    async def FinishAgentRun(
-        self, request: pb.FinishAgentRunRequest, context: Context
-    ) -> pb.FinishAgentRunResponse:
-        agent = await self._registry.finish_run(
-            _caller(),
-            request.agent_id,
-            request.run_id,
-            completed=request.completed,
-            tokens_used=request.tokens_used,
-            cost=request.cost,
-        )
-        return pb.FinishAgentRunResponse(agent=convert.agent_message(agent))
-
-    async def FinishAgentRuns(
-        self, request: pb.FinishAgentRunsRequest, context: Context
-    ) -> pb.FinishAgentRunsResponse:
-        runs = [
-            FinishedRun(
-                agent_id=run.agent_id,
-                run_id=run.run_id,
-                completed=run.completed,
-                tokens_used=run.tokens_used,
-                cost=run.cost,
-            )
-            for run in request.runs
-        ]
-        results = await self._registry.finish_runs(_caller(), runs)
-        return pb.FinishAgentRunsResponse(results=[convert.finished_run_message(r) for r in results])
-
-    async def RenewRunLeases(
-        self, request: pb.RenewRunLeasesRequest, context: Context
-    ) -> pb.RenewRunLeasesResponse:
-        renewal = await self._leases.renew(
-            request.executor_id,
-            [(run.agent_id, run.run_id) for run in request.runs],
-            closed=[(run.agent_id, run.run_id) for run in request.closed],
-            max_orphans=request.max_orphans,
-        )
-        return convert.renewal_message(renewal)
-
-    async def RegisterExecutor(
-        self, request: pb.RegisterExecutorRequest, context: Context
-    ) -> pb.RegisterExecutorResponse:
-        executor = await self._registry.register_executor(
-            request.executor.id,
-            request.executor.address,
-            tools=request.executor.tools,
-            model_providers=convert.model_providers(request.executor),
-        )
-        return pb.RegisterExecutorResponse(executor=convert.executor_message(executor))
-
-    async def ListExecutors(
-        self, request: pb.ListExecutorsRequest, context: Context
-    ) -> pb.ListExecutorsResponse:
-        executors = await self._registry.list_executors()
-        return pb.ListExecutorsResponse(executors=[convert.executor_message(item) for item in executors])

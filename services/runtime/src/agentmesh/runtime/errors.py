@@ -238,9 +238,13 @@ def from_rpc_error(error: grpc.RpcError, *, method: str = "") -> DomainError:
 
 def peer_service(method: str) -> str:
     """The service a full method name belongs to: "registry" for
-    /agentmesh.registry.v1.RegistryService/Login, else the service's own name."""
+    /agentmesh.registry.v1.RegistryService/Login and for
+    /agentmesh.internal.registry.v1.RegistryInternalService/ResolveAgent, else the service's own
+    name."""
     service = method.lstrip("/").partition("/")[0]
     parts = service.split(".")
+    if len(parts) >= 4 and parts[:2] == ["agentmesh", "internal"]:
+        return parts[2]
     if len(parts) >= 3 and parts[0] == "agentmesh":
         return parts[1]
     return parts[-1] or "peer"

@@ -8,11 +8,21 @@ from __future__ import annotations
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from agentmesh.runtime.tls import PLAINTEXT, TlsFiles
 
-async def check_health(address: str, *, service: str = "", timeout: float = 2.0) -> str:
+
+async def check_health(
+    address: str, *, service: str = "", timeout: float = 2.0, tls: TlsFiles = PLAINTEXT
+) -> str:
     """The health status name the server at `address` reports for `service` ("" = the server),
-    or the gRPC status code's name when it does not answer."""
-    async with grpc.aio.insecure_channel(address) as channel:
+    or the gRPC status code's name when it does not answer. Over TLS when `tls` has a CA."""
+    credentials = tls.channel_credentials()
+    channel = (
+        grpc.aio.insecure_channel(address)
+        if credentials is None
+        else grpc.aio.secure_channel(address, credentials)
+    )
+    async with channel:
         try:
             reply = await health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=service), timeout=timeout

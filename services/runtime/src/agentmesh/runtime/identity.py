@@ -220,22 +220,30 @@ class AuthenticationInterceptor(grpc.aio.ServerInterceptor):
             authorize(access, principal)
             current_principal.set(principal)
 
-        if handler.unary_unary:
-            return grpc.unary_unary_rpc_method_handler(
-                _admitted_unary(handler.unary_unary, admit),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.unary_stream:
-            # A coroutine function writes its responses with `context.write`; anything else
-            # returns an async iterator of them (see the shared server interceptor).
-            wrap = _admitted_unary if inspect.iscoroutinefunction(handler.unary_stream) else _admitted_stream
-            return grpc.unary_stream_rpc_method_handler(
-                wrap(handler.unary_stream, admit),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        raise ValueError(f"{full_method} streams requests, which no agentmesh service does")
+        return admitted_handler(handler, admit, full_method)
+
+
+def admitted_handler(
+    handler: grpc.RpcMethodHandler, admit: Callable[[], None], full_method: str
+) -> grpc.RpcMethodHandler:
+    """`handler` with `admit` run first in each call: what it raises (a DomainError) fails the call
+    through the shared server interceptor's status mapping, before the servicer runs."""
+    if handler.unary_unary:
+        return grpc.unary_unary_rpc_method_handler(
+            _admitted_unary(handler.unary_unary, admit),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+    if handler.unary_stream:
+        # A coroutine function writes its responses with `context.write`; anything else
+        # returns an async iterator of them (see the shared server interceptor).
+        wrap = _admitted_unary if inspect.iscoroutinefunction(handler.unary_stream) else _admitted_stream
+        return grpc.unary_stream_rpc_method_handler(
+            wrap(handler.unary_stream, admit),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+    raise ValueError(f"{full_method} streams requests, which no agentmesh service does")
 
 
 # Each call runs in its own context, so the principal set by `admit` is the call's alone.

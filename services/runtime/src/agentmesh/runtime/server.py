@@ -23,6 +23,7 @@ from grpc_reflection.v1alpha._async import ReflectionServicer
 
 from agentmesh.runtime.interceptors import ServerInterceptor
 from agentmesh.runtime.message_counts import message_counter
+from agentmesh.runtime.tls import PLAINTEXT, TlsFiles
 
 logger = logging.getLogger(__name__)
 
@@ -110,8 +111,10 @@ def bind_server(
     port: int = 0,
     max_message_bytes: int = 4 * 1024 * 1024,
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    tls: TlsFiles = PLAINTEXT,
 ) -> GrpcServer:
-    """A server bound to `host:port` (0 = a free port), not started yet."""
+    """A server bound to `host:port` (0 = a free port), not started yet; over TLS (or mutual TLS)
+    when `tls` says so."""
     counter = message_counter()  # the benchmark's message count; None unless asked for
     server = grpc.aio.server(
         interceptors=[ServerInterceptor(), *interceptors, *([counter] if counter else [])],
@@ -122,7 +125,11 @@ def bind_server(
         ],
     )
     try:
-        bound = server.add_insecure_port(f"{host}:{port}")
+        credentials = tls.server_credentials()
+        if credentials is None:
+            bound = server.add_insecure_port(f"{host}:{port}")
+        else:
+            bound = server.add_secure_port(f"{host}:{port}", credentials)
     except RuntimeError as error:  # grpcio's way of saying the address is taken
         raise AddressInUse(host, port) from error
     if bound == 0:
@@ -137,9 +144,12 @@ async def start_server(
     port: int = 0,
     max_message_bytes: int = 4 * 1024 * 1024,
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    tls: TlsFiles = PLAINTEXT,
 ) -> GrpcServer:
     """A server bound and started with `services`."""
-    server = bind_server(host=host, port=port, max_message_bytes=max_message_bytes, interceptors=interceptors)
+    server = bind_server(
+        host=host, port=port, max_message_bytes=max_message_bytes, interceptors=interceptors, tls=tls
+    )
     await server.start(services)
     return server
 

@@ -1011,98 +1011,6 @@ func (x *GetRetentionPolicyResponse) GetPolicy() *RetentionPolicy {
 	return nil
 }
 
-// DeleteProjectSessionsRequest is the input of DeleteProjectSessions.
-type DeleteProjectSessionsRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The deleted project.
-	ProjectId     string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *DeleteProjectSessionsRequest) Reset() {
-	*x = DeleteProjectSessionsRequest{}
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[15]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *DeleteProjectSessionsRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*DeleteProjectSessionsRequest) ProtoMessage() {}
-
-func (x *DeleteProjectSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[15]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use DeleteProjectSessionsRequest.ProtoReflect.Descriptor instead.
-func (*DeleteProjectSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{15}
-}
-
-func (x *DeleteProjectSessionsRequest) GetProjectId() string {
-	if x != nil {
-		return x.ProjectId
-	}
-	return ""
-}
-
-// DeleteProjectSessionsResponse is the output of DeleteProjectSessions.
-type DeleteProjectSessionsResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// How many sessions were erased.
-	DeletedSessions int64 `protobuf:"varint,1,opt,name=deleted_sessions,json=deletedSessions,proto3" json:"deleted_sessions,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
-}
-
-func (x *DeleteProjectSessionsResponse) Reset() {
-	*x = DeleteProjectSessionsResponse{}
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[16]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *DeleteProjectSessionsResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*DeleteProjectSessionsResponse) ProtoMessage() {}
-
-func (x *DeleteProjectSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[16]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use DeleteProjectSessionsResponse.ProtoReflect.Descriptor instead.
-func (*DeleteProjectSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{16}
-}
-
-func (x *DeleteProjectSessionsResponse) GetDeletedSessions() int64 {
-	if x != nil {
-		return x.DeletedSessions
-	}
-	return 0
-}
-
 // ResetSessionContextRequest is the input of ResetSessionContext.
 type ResetSessionContextRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1116,7 +1024,7 @@ type ResetSessionContextRequest struct {
 
 func (x *ResetSessionContextRequest) Reset() {
 	*x = ResetSessionContextRequest{}
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[17]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1036,7 @@ func (x *ResetSessionContextRequest) String() string {
 func (*ResetSessionContextRequest) ProtoMessage() {}
 
 func (x *ResetSessionContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[17]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1049,7 @@ func (x *ResetSessionContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSessionContextRequest.ProtoReflect.Descriptor instead.
 func (*ResetSessionContextRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{17}
+	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ResetSessionContextRequest) GetSessionId() string {
@@ -1169,7 +1077,7 @@ type ResetSessionContextResponse struct {
 
 func (x *ResetSessionContextResponse) Reset() {
 	*x = ResetSessionContextResponse{}
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[18]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +1089,7 @@ func (x *ResetSessionContextResponse) String() string {
 func (*ResetSessionContextResponse) ProtoMessage() {}
 
 func (x *ResetSessionContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[18]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +1102,7 @@ func (x *ResetSessionContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSessionContextResponse.ProtoReflect.Descriptor instead.
 func (*ResetSessionContextResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{18}
+	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ResetSessionContextResponse) GetSession() *Session {
@@ -1292,19 +1200,14 @@ const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
 	"\n" +
 	"project_id\x18\x01 \x01(\tR\tprojectId\"Z\n" +
 	"\x1aGetRetentionPolicyResponse\x12<\n" +
-	"\x06policy\x18\x01 \x01(\v2$.agentmesh.memory.v1.RetentionPolicyR\x06policy\"=\n" +
-	"\x1cDeleteProjectSessionsRequest\x12\x1d\n" +
-	"\n" +
-	"project_id\x18\x01 \x01(\tR\tprojectId\"J\n" +
-	"\x1dDeleteProjectSessionsResponse\x12)\n" +
-	"\x10deleted_sessions\x18\x01 \x01(\x03R\x0fdeletedSessions\"Z\n" +
+	"\x06policy\x18\x01 \x01(\v2$.agentmesh.memory.v1.RetentionPolicyR\x06policy\"Z\n" +
 	"\x1aResetSessionContextRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
 	"\n" +
 	"project_id\x18\x02 \x01(\tR\tprojectId\"U\n" +
 	"\x1bResetSessionContextResponse\x126\n" +
-	"\asession\x18\x01 \x01(\v2\x1c.agentmesh.memory.v1.SessionR\asession2\xe3\a\n" +
+	"\asession\x18\x01 \x01(\v2\x1c.agentmesh.memory.v1.SessionR\asession2\xe3\x06\n" +
 	"\rMemoryService\x12c\n" +
 	"\fAppendEvents\x12(.agentmesh.memory.v1.AppendEventsRequest\x1a).agentmesh.memory.v1.AppendEventsResponse\x12]\n" +
 	"\n" +
@@ -1314,8 +1217,7 @@ const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
 	"GetSession\x12&.agentmesh.memory.v1.GetSessionRequest\x1a'.agentmesh.memory.v1.GetSessionResponse\x12c\n" +
 	"\fListSessions\x12(.agentmesh.memory.v1.ListSessionsRequest\x1a).agentmesh.memory.v1.ListSessionsResponse\x12u\n" +
 	"\x12SetRetentionPolicy\x12..agentmesh.memory.v1.SetRetentionPolicyRequest\x1a/.agentmesh.memory.v1.SetRetentionPolicyResponse\x12u\n" +
-	"\x12GetRetentionPolicy\x12..agentmesh.memory.v1.GetRetentionPolicyRequest\x1a/.agentmesh.memory.v1.GetRetentionPolicyResponse\x12~\n" +
-	"\x15DeleteProjectSessions\x121.agentmesh.memory.v1.DeleteProjectSessionsRequest\x1a2.agentmesh.memory.v1.DeleteProjectSessionsResponse\x12x\n" +
+	"\x12GetRetentionPolicy\x12..agentmesh.memory.v1.GetRetentionPolicyRequest\x1a/.agentmesh.memory.v1.GetRetentionPolicyResponse\x12x\n" +
 	"\x13ResetSessionContext\x12/.agentmesh.memory.v1.ResetSessionContextRequest\x1a0.agentmesh.memory.v1.ResetSessionContextResponseB\xe4\x01\n" +
 	"\x17com.agentmesh.memory.v1B\x12MemoryServiceProtoP\x01ZGgithub.com/agentmesh/agentmesh/sdks/go/gen/agentmesh/memory/v1;memoryv1\xa2\x02\x03AMX\xaa\x02\x13Agentmesh.Memory.V1\xca\x02\x13Agentmesh\\Memory\\V1\xe2\x02\x1fAgentmesh\\Memory\\V1\\GPBMetadata\xea\x02\x15Agentmesh::Memory::V1b\x06proto3"
 
@@ -1331,47 +1233,45 @@ func file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_memory_v1_memory_service_proto_rawDescData
 }
 
-var file_agentmesh_memory_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_agentmesh_memory_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_agentmesh_memory_v1_memory_service_proto_goTypes = []any{
-	(*NewEvent)(nil),                      // 0: agentmesh.memory.v1.NewEvent
-	(*AppendEventsRequest)(nil),           // 1: agentmesh.memory.v1.AppendEventsRequest
-	(*AppendEventsResponse)(nil),          // 2: agentmesh.memory.v1.AppendEventsResponse
-	(*ListEventsRequest)(nil),             // 3: agentmesh.memory.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),            // 4: agentmesh.memory.v1.ListEventsResponse
-	(*WatchEventsRequest)(nil),            // 5: agentmesh.memory.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),           // 6: agentmesh.memory.v1.WatchEventsResponse
-	(*GetSessionRequest)(nil),             // 7: agentmesh.memory.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),            // 8: agentmesh.memory.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),           // 9: agentmesh.memory.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),          // 10: agentmesh.memory.v1.ListSessionsResponse
-	(*SetRetentionPolicyRequest)(nil),     // 11: agentmesh.memory.v1.SetRetentionPolicyRequest
-	(*SetRetentionPolicyResponse)(nil),    // 12: agentmesh.memory.v1.SetRetentionPolicyResponse
-	(*GetRetentionPolicyRequest)(nil),     // 13: agentmesh.memory.v1.GetRetentionPolicyRequest
-	(*GetRetentionPolicyResponse)(nil),    // 14: agentmesh.memory.v1.GetRetentionPolicyResponse
-	(*DeleteProjectSessionsRequest)(nil),  // 15: agentmesh.memory.v1.DeleteProjectSessionsRequest
-	(*DeleteProjectSessionsResponse)(nil), // 16: agentmesh.memory.v1.DeleteProjectSessionsResponse
-	(*ResetSessionContextRequest)(nil),    // 17: agentmesh.memory.v1.ResetSessionContextRequest
-	(*ResetSessionContextResponse)(nil),   // 18: agentmesh.memory.v1.ResetSessionContextResponse
-	(EventType)(0),                        // 19: agentmesh.memory.v1.EventType
-	(*structpb.Struct)(nil),               // 20: google.protobuf.Struct
-	(*Event)(nil),                         // 21: agentmesh.memory.v1.Event
-	(*Session)(nil),                       // 22: agentmesh.memory.v1.Session
-	(*RetentionPolicy)(nil),               // 23: agentmesh.memory.v1.RetentionPolicy
+	(*NewEvent)(nil),                    // 0: agentmesh.memory.v1.NewEvent
+	(*AppendEventsRequest)(nil),         // 1: agentmesh.memory.v1.AppendEventsRequest
+	(*AppendEventsResponse)(nil),        // 2: agentmesh.memory.v1.AppendEventsResponse
+	(*ListEventsRequest)(nil),           // 3: agentmesh.memory.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),          // 4: agentmesh.memory.v1.ListEventsResponse
+	(*WatchEventsRequest)(nil),          // 5: agentmesh.memory.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),         // 6: agentmesh.memory.v1.WatchEventsResponse
+	(*GetSessionRequest)(nil),           // 7: agentmesh.memory.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),          // 8: agentmesh.memory.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),         // 9: agentmesh.memory.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),        // 10: agentmesh.memory.v1.ListSessionsResponse
+	(*SetRetentionPolicyRequest)(nil),   // 11: agentmesh.memory.v1.SetRetentionPolicyRequest
+	(*SetRetentionPolicyResponse)(nil),  // 12: agentmesh.memory.v1.SetRetentionPolicyResponse
+	(*GetRetentionPolicyRequest)(nil),   // 13: agentmesh.memory.v1.GetRetentionPolicyRequest
+	(*GetRetentionPolicyResponse)(nil),  // 14: agentmesh.memory.v1.GetRetentionPolicyResponse
+	(*ResetSessionContextRequest)(nil),  // 15: agentmesh.memory.v1.ResetSessionContextRequest
+	(*ResetSessionContextResponse)(nil), // 16: agentmesh.memory.v1.ResetSessionContextResponse
+	(EventType)(0),                      // 17: agentmesh.memory.v1.EventType
+	(*structpb.Struct)(nil),             // 18: google.protobuf.Struct
+	(*Event)(nil),                       // 19: agentmesh.memory.v1.Event
+	(*Session)(nil),                     // 20: agentmesh.memory.v1.Session
+	(*RetentionPolicy)(nil),             // 21: agentmesh.memory.v1.RetentionPolicy
 }
 var file_agentmesh_memory_v1_memory_service_proto_depIdxs = []int32{
-	19, // 0: agentmesh.memory.v1.NewEvent.event_type:type_name -> agentmesh.memory.v1.EventType
-	20, // 1: agentmesh.memory.v1.NewEvent.metadata:type_name -> google.protobuf.Struct
+	17, // 0: agentmesh.memory.v1.NewEvent.event_type:type_name -> agentmesh.memory.v1.EventType
+	18, // 1: agentmesh.memory.v1.NewEvent.metadata:type_name -> google.protobuf.Struct
 	0,  // 2: agentmesh.memory.v1.AppendEventsRequest.events:type_name -> agentmesh.memory.v1.NewEvent
-	21, // 3: agentmesh.memory.v1.AppendEventsResponse.events:type_name -> agentmesh.memory.v1.Event
-	19, // 4: agentmesh.memory.v1.ListEventsRequest.event_types:type_name -> agentmesh.memory.v1.EventType
-	21, // 5: agentmesh.memory.v1.ListEventsResponse.events:type_name -> agentmesh.memory.v1.Event
-	21, // 6: agentmesh.memory.v1.WatchEventsResponse.event:type_name -> agentmesh.memory.v1.Event
-	22, // 7: agentmesh.memory.v1.GetSessionResponse.session:type_name -> agentmesh.memory.v1.Session
-	22, // 8: agentmesh.memory.v1.ListSessionsResponse.sessions:type_name -> agentmesh.memory.v1.Session
-	23, // 9: agentmesh.memory.v1.SetRetentionPolicyRequest.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
-	23, // 10: agentmesh.memory.v1.SetRetentionPolicyResponse.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
-	23, // 11: agentmesh.memory.v1.GetRetentionPolicyResponse.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
-	22, // 12: agentmesh.memory.v1.ResetSessionContextResponse.session:type_name -> agentmesh.memory.v1.Session
+	19, // 3: agentmesh.memory.v1.AppendEventsResponse.events:type_name -> agentmesh.memory.v1.Event
+	17, // 4: agentmesh.memory.v1.ListEventsRequest.event_types:type_name -> agentmesh.memory.v1.EventType
+	19, // 5: agentmesh.memory.v1.ListEventsResponse.events:type_name -> agentmesh.memory.v1.Event
+	19, // 6: agentmesh.memory.v1.WatchEventsResponse.event:type_name -> agentmesh.memory.v1.Event
+	20, // 7: agentmesh.memory.v1.GetSessionResponse.session:type_name -> agentmesh.memory.v1.Session
+	20, // 8: agentmesh.memory.v1.ListSessionsResponse.sessions:type_name -> agentmesh.memory.v1.Session
+	21, // 9: agentmesh.memory.v1.SetRetentionPolicyRequest.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
+	21, // 10: agentmesh.memory.v1.SetRetentionPolicyResponse.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
+	21, // 11: agentmesh.memory.v1.GetRetentionPolicyResponse.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
+	20, // 12: agentmesh.memory.v1.ResetSessionContextResponse.session:type_name -> agentmesh.memory.v1.Session
 	1,  // 13: agentmesh.memory.v1.MemoryService.AppendEvents:input_type -> agentmesh.memory.v1.AppendEventsRequest
 	3,  // 14: agentmesh.memory.v1.MemoryService.ListEvents:input_type -> agentmesh.memory.v1.ListEventsRequest
 	5,  // 15: agentmesh.memory.v1.MemoryService.WatchEvents:input_type -> agentmesh.memory.v1.WatchEventsRequest
@@ -1379,19 +1279,17 @@ var file_agentmesh_memory_v1_memory_service_proto_depIdxs = []int32{
 	9,  // 17: agentmesh.memory.v1.MemoryService.ListSessions:input_type -> agentmesh.memory.v1.ListSessionsRequest
 	11, // 18: agentmesh.memory.v1.MemoryService.SetRetentionPolicy:input_type -> agentmesh.memory.v1.SetRetentionPolicyRequest
 	13, // 19: agentmesh.memory.v1.MemoryService.GetRetentionPolicy:input_type -> agentmesh.memory.v1.GetRetentionPolicyRequest
-	15, // 20: agentmesh.memory.v1.MemoryService.DeleteProjectSessions:input_type -> agentmesh.memory.v1.DeleteProjectSessionsRequest
-	17, // 21: agentmesh.memory.v1.MemoryService.ResetSessionContext:input_type -> agentmesh.memory.v1.ResetSessionContextRequest
-	2,  // 22: agentmesh.memory.v1.MemoryService.AppendEvents:output_type -> agentmesh.memory.v1.AppendEventsResponse
-	4,  // 23: agentmesh.memory.v1.MemoryService.ListEvents:output_type -> agentmesh.memory.v1.ListEventsResponse
-	6,  // 24: agentmesh.memory.v1.MemoryService.WatchEvents:output_type -> agentmesh.memory.v1.WatchEventsResponse
-	8,  // 25: agentmesh.memory.v1.MemoryService.GetSession:output_type -> agentmesh.memory.v1.GetSessionResponse
-	10, // 26: agentmesh.memory.v1.MemoryService.ListSessions:output_type -> agentmesh.memory.v1.ListSessionsResponse
-	12, // 27: agentmesh.memory.v1.MemoryService.SetRetentionPolicy:output_type -> agentmesh.memory.v1.SetRetentionPolicyResponse
-	14, // 28: agentmesh.memory.v1.MemoryService.GetRetentionPolicy:output_type -> agentmesh.memory.v1.GetRetentionPolicyResponse
-	16, // 29: agentmesh.memory.v1.MemoryService.DeleteProjectSessions:output_type -> agentmesh.memory.v1.DeleteProjectSessionsResponse
-	18, // 30: agentmesh.memory.v1.MemoryService.ResetSessionContext:output_type -> agentmesh.memory.v1.ResetSessionContextResponse
-	22, // [22:31] is the sub-list for method output_type
-	13, // [13:22] is the sub-list for method input_type
+	15, // 20: agentmesh.memory.v1.MemoryService.ResetSessionContext:input_type -> agentmesh.memory.v1.ResetSessionContextRequest
+	2,  // 21: agentmesh.memory.v1.MemoryService.AppendEvents:output_type -> agentmesh.memory.v1.AppendEventsResponse
+	4,  // 22: agentmesh.memory.v1.MemoryService.ListEvents:output_type -> agentmesh.memory.v1.ListEventsResponse
+	6,  // 23: agentmesh.memory.v1.MemoryService.WatchEvents:output_type -> agentmesh.memory.v1.WatchEventsResponse
+	8,  // 24: agentmesh.memory.v1.MemoryService.GetSession:output_type -> agentmesh.memory.v1.GetSessionResponse
+	10, // 25: agentmesh.memory.v1.MemoryService.ListSessions:output_type -> agentmesh.memory.v1.ListSessionsResponse
+	12, // 26: agentmesh.memory.v1.MemoryService.SetRetentionPolicy:output_type -> agentmesh.memory.v1.SetRetentionPolicyResponse
+	14, // 27: agentmesh.memory.v1.MemoryService.GetRetentionPolicy:output_type -> agentmesh.memory.v1.GetRetentionPolicyResponse
+	16, // 28: agentmesh.memory.v1.MemoryService.ResetSessionContext:output_type -> agentmesh.memory.v1.ResetSessionContextResponse
+	21, // [21:29] is the sub-list for method output_type
+	13, // [13:21] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
 	13, // [13:13] is the sub-list for extension extendee
 	0,  // [0:13] is the sub-list for field type_name
@@ -1410,7 +1308,7 @@ func file_agentmesh_memory_v1_memory_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_memory_v1_memory_service_proto_rawDesc), len(file_agentmesh_memory_v1_memory_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

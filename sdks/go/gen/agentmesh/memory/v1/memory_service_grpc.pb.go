@@ -19,15 +19,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	MemoryService_AppendEvents_FullMethodName          = "/agentmesh.memory.v1.MemoryService/AppendEvents"
-	MemoryService_ListEvents_FullMethodName            = "/agentmesh.memory.v1.MemoryService/ListEvents"
-	MemoryService_WatchEvents_FullMethodName           = "/agentmesh.memory.v1.MemoryService/WatchEvents"
-	MemoryService_GetSession_FullMethodName            = "/agentmesh.memory.v1.MemoryService/GetSession"
-	MemoryService_ListSessions_FullMethodName          = "/agentmesh.memory.v1.MemoryService/ListSessions"
-	MemoryService_SetRetentionPolicy_FullMethodName    = "/agentmesh.memory.v1.MemoryService/SetRetentionPolicy"
-	MemoryService_GetRetentionPolicy_FullMethodName    = "/agentmesh.memory.v1.MemoryService/GetRetentionPolicy"
-	MemoryService_DeleteProjectSessions_FullMethodName = "/agentmesh.memory.v1.MemoryService/DeleteProjectSessions"
-	MemoryService_ResetSessionContext_FullMethodName   = "/agentmesh.memory.v1.MemoryService/ResetSessionContext"
+	MemoryService_AppendEvents_FullMethodName        = "/agentmesh.memory.v1.MemoryService/AppendEvents"
+	MemoryService_ListEvents_FullMethodName          = "/agentmesh.memory.v1.MemoryService/ListEvents"
+	MemoryService_WatchEvents_FullMethodName         = "/agentmesh.memory.v1.MemoryService/WatchEvents"
+	MemoryService_GetSession_FullMethodName          = "/agentmesh.memory.v1.MemoryService/GetSession"
+	MemoryService_ListSessions_FullMethodName        = "/agentmesh.memory.v1.MemoryService/ListSessions"
+	MemoryService_SetRetentionPolicy_FullMethodName  = "/agentmesh.memory.v1.MemoryService/SetRetentionPolicy"
+	MemoryService_GetRetentionPolicy_FullMethodName  = "/agentmesh.memory.v1.MemoryService/GetRetentionPolicy"
+	MemoryService_ResetSessionContext_FullMethodName = "/agentmesh.memory.v1.MemoryService/ResetSessionContext"
 )
 
 // MemoryServiceClient is the client API for MemoryService service.
@@ -63,10 +62,6 @@ type MemoryServiceClient interface {
 	SetRetentionPolicy(ctx context.Context, in *SetRetentionPolicyRequest, opts ...grpc.CallOption) (*SetRetentionPolicyResponse, error)
 	// Returns a project's retention policy (zeros when none is set).
 	GetRetentionPolicy(ctx context.Context, in *GetRetentionPolicyRequest, opts ...grpc.CallOption) (*GetRetentionPolicyResponse, error)
-	// Erases a deleted project's sessions and events and its retention policy, ends the watch
-	// streams on its sessions, and refuses appends to it from then on. Only the mesh's own
-	// services may call it (PERMISSION_DENIED otherwise). Deleting again succeeds.
-	DeleteProjectSessions(ctx context.Context, in *DeleteProjectSessionsRequest, opts ...grpc.CallOption) (*DeleteProjectSessionsResponse, error)
 	// Starts the session's context afresh: its agents' history readers see only what is recorded
 	// from now on (Session.context_start_seq becomes its last_seq). Its events stay. NOT_FOUND as
 	// GetSession.
@@ -160,16 +155,6 @@ func (c *memoryServiceClient) GetRetentionPolicy(ctx context.Context, in *GetRet
 	return out, nil
 }
 
-func (c *memoryServiceClient) DeleteProjectSessions(ctx context.Context, in *DeleteProjectSessionsRequest, opts ...grpc.CallOption) (*DeleteProjectSessionsResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(DeleteProjectSessionsResponse)
-	err := c.cc.Invoke(ctx, MemoryService_DeleteProjectSessions_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 func (c *memoryServiceClient) ResetSessionContext(ctx context.Context, in *ResetSessionContextRequest, opts ...grpc.CallOption) (*ResetSessionContextResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ResetSessionContextResponse)
@@ -213,10 +198,6 @@ type MemoryServiceServer interface {
 	SetRetentionPolicy(context.Context, *SetRetentionPolicyRequest) (*SetRetentionPolicyResponse, error)
 	// Returns a project's retention policy (zeros when none is set).
 	GetRetentionPolicy(context.Context, *GetRetentionPolicyRequest) (*GetRetentionPolicyResponse, error)
-	// Erases a deleted project's sessions and events and its retention policy, ends the watch
-	// streams on its sessions, and refuses appends to it from then on. Only the mesh's own
-	// services may call it (PERMISSION_DENIED otherwise). Deleting again succeeds.
-	DeleteProjectSessions(context.Context, *DeleteProjectSessionsRequest) (*DeleteProjectSessionsResponse, error)
 	// Starts the session's context afresh: its agents' history readers see only what is recorded
 	// from now on (Session.context_start_seq becomes its last_seq). Its events stay. NOT_FOUND as
 	// GetSession.
@@ -251,9 +232,6 @@ func (UnimplementedMemoryServiceServer) SetRetentionPolicy(context.Context, *Set
 }
 func (UnimplementedMemoryServiceServer) GetRetentionPolicy(context.Context, *GetRetentionPolicyRequest) (*GetRetentionPolicyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetRetentionPolicy not implemented")
-}
-func (UnimplementedMemoryServiceServer) DeleteProjectSessions(context.Context, *DeleteProjectSessionsRequest) (*DeleteProjectSessionsResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method DeleteProjectSessions not implemented")
 }
 func (UnimplementedMemoryServiceServer) ResetSessionContext(context.Context, *ResetSessionContextRequest) (*ResetSessionContextResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResetSessionContext not implemented")
@@ -398,24 +376,6 @@ func _MemoryService_GetRetentionPolicy_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
-func _MemoryService_DeleteProjectSessions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(DeleteProjectSessionsRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(MemoryServiceServer).DeleteProjectSessions(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: MemoryService_DeleteProjectSessions_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(MemoryServiceServer).DeleteProjectSessions(ctx, req.(*DeleteProjectSessionsRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
 func _MemoryService_ResetSessionContext_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ResetSessionContextRequest)
 	if err := dec(in); err != nil {
@@ -464,10 +424,6 @@ var MemoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetRetentionPolicy",
 			Handler:    _MemoryService_GetRetentionPolicy_Handler,
-		},
-		{
-			MethodName: "DeleteProjectSessions",
-			Handler:    _MemoryService_DeleteProjectSessions_Handler,
 		},
 		{
 			MethodName: "ResetSessionContext",

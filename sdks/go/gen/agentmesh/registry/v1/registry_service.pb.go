@@ -812,125 +812,6 @@ func (x *UpdateUserResponse) GetUser() *User {
 	return nil
 }
 
-// GetUserStatusRequest is the input of GetUserStatus.
-type GetUserStatusRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The user.
-	UserId        string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *GetUserStatusRequest) Reset() {
-	*x = GetUserStatusRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[15]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *GetUserStatusRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*GetUserStatusRequest) ProtoMessage() {}
-
-func (x *GetUserStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[15]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use GetUserStatusRequest.ProtoReflect.Descriptor instead.
-func (*GetUserStatusRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{15}
-}
-
-func (x *GetUserStatusRequest) GetUserId() string {
-	if x != nil {
-		return x.UserId
-	}
-	return ""
-}
-
-// GetUserStatusResponse is the output of GetUserStatus.
-type GetUserStatusResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// False when no such user exists (deleted): its tokens are void.
-	Exists bool `protobuf:"varint,1,opt,name=exists,proto3" json:"exists,omitempty"`
-	// Inactive users' tokens and API keys are void.
-	IsActive bool `protobuf:"varint,2,opt,name=is_active,json=isActive,proto3" json:"is_active,omitempty"`
-	// Whether the user is a superuser now.
-	IsSuperuser bool `protobuf:"varint,3,opt,name=is_superuser,json=isSuperuser,proto3" json:"is_superuser,omitempty"`
-	// Access tokens carrying another version (claim `ver`) are revoked.
-	TokenVersion  int64 `protobuf:"varint,4,opt,name=token_version,json=tokenVersion,proto3" json:"token_version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *GetUserStatusResponse) Reset() {
-	*x = GetUserStatusResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[16]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *GetUserStatusResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*GetUserStatusResponse) ProtoMessage() {}
-
-func (x *GetUserStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[16]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use GetUserStatusResponse.ProtoReflect.Descriptor instead.
-func (*GetUserStatusResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{16}
-}
-
-func (x *GetUserStatusResponse) GetExists() bool {
-	if x != nil {
-		return x.Exists
-	}
-	return false
-}
-
-func (x *GetUserStatusResponse) GetIsActive() bool {
-	if x != nil {
-		return x.IsActive
-	}
-	return false
-}
-
-func (x *GetUserStatusResponse) GetIsSuperuser() bool {
-	if x != nil {
-		return x.IsSuperuser
-	}
-	return false
-}
-
-func (x *GetUserStatusResponse) GetTokenVersion() int64 {
-	if x != nil {
-		return x.TokenVersion
-	}
-	return 0
-}
-
 // CreateApiKeyRequest is the input of CreateApiKey.
 type CreateApiKeyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -947,7 +828,7 @@ type CreateApiKeyRequest struct {
 
 func (x *CreateApiKeyRequest) Reset() {
 	*x = CreateApiKeyRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[17]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -959,7 +840,7 @@ func (x *CreateApiKeyRequest) String() string {
 func (*CreateApiKeyRequest) ProtoMessage() {}
 
 func (x *CreateApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[17]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -972,7 +853,7 @@ func (x *CreateApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{17}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateApiKeyRequest) GetName() string {
@@ -1009,7 +890,7 @@ type CreateApiKeyResponse struct {
 
 func (x *CreateApiKeyResponse) Reset() {
 	*x = CreateApiKeyResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[18]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +902,7 @@ func (x *CreateApiKeyResponse) String() string {
 func (*CreateApiKeyResponse) ProtoMessage() {}
 
 func (x *CreateApiKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[18]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +915,7 @@ func (x *CreateApiKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateApiKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateApiKeyResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{18}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreateApiKeyResponse) GetApiKey() *ApiKey {
@@ -1066,7 +947,7 @@ type ListApiKeysRequest struct {
 
 func (x *ListApiKeysRequest) Reset() {
 	*x = ListApiKeysRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[19]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1078,7 +959,7 @@ func (x *ListApiKeysRequest) String() string {
 func (*ListApiKeysRequest) ProtoMessage() {}
 
 func (x *ListApiKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[19]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1091,7 +972,7 @@ func (x *ListApiKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApiKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListApiKeysRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{19}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListApiKeysRequest) GetPageSize() int32 {
@@ -1130,7 +1011,7 @@ type ListApiKeysResponse struct {
 
 func (x *ListApiKeysResponse) Reset() {
 	*x = ListApiKeysResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[20]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1023,7 @@ func (x *ListApiKeysResponse) String() string {
 func (*ListApiKeysResponse) ProtoMessage() {}
 
 func (x *ListApiKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[20]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1036,7 @@ func (x *ListApiKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApiKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListApiKeysResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{20}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListApiKeysResponse) GetApiKeys() []*ApiKey {
@@ -1190,7 +1071,7 @@ type RevokeApiKeyRequest struct {
 
 func (x *RevokeApiKeyRequest) Reset() {
 	*x = RevokeApiKeyRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[21]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1083,7 @@ func (x *RevokeApiKeyRequest) String() string {
 func (*RevokeApiKeyRequest) ProtoMessage() {}
 
 func (x *RevokeApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[21]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1096,7 @@ func (x *RevokeApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{21}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RevokeApiKeyRequest) GetId() string {
@@ -1234,7 +1115,7 @@ type RevokeApiKeyResponse struct {
 
 func (x *RevokeApiKeyResponse) Reset() {
 	*x = RevokeApiKeyResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[22]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1127,7 @@ func (x *RevokeApiKeyResponse) String() string {
 func (*RevokeApiKeyResponse) ProtoMessage() {}
 
 func (x *RevokeApiKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[22]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,117 +1140,7 @@ func (x *RevokeApiKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeApiKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeApiKeyResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{22}
-}
-
-// AuthenticateApiKeyRequest is the input of AuthenticateApiKey.
-type AuthenticateApiKeyRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The key as presented.
-	Secret        string `protobuf:"bytes,1,opt,name=secret,proto3" json:"secret,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *AuthenticateApiKeyRequest) Reset() {
-	*x = AuthenticateApiKeyRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[23]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *AuthenticateApiKeyRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*AuthenticateApiKeyRequest) ProtoMessage() {}
-
-func (x *AuthenticateApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[23]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use AuthenticateApiKeyRequest.ProtoReflect.Descriptor instead.
-func (*AuthenticateApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{23}
-}
-
-func (x *AuthenticateApiKeyRequest) GetSecret() string {
-	if x != nil {
-		return x.Secret
-	}
-	return ""
-}
-
-// AuthenticateApiKeyResponse is the output of AuthenticateApiKey.
-type AuthenticateApiKeyResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The key's description (its project_id is its scope).
-	ApiKey *ApiKey `protobuf:"bytes,1,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
-	// The key's user.
-	User *User `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
-	// The user's current token version.
-	TokenVersion  int64 `protobuf:"varint,3,opt,name=token_version,json=tokenVersion,proto3" json:"token_version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *AuthenticateApiKeyResponse) Reset() {
-	*x = AuthenticateApiKeyResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[24]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *AuthenticateApiKeyResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*AuthenticateApiKeyResponse) ProtoMessage() {}
-
-func (x *AuthenticateApiKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[24]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use AuthenticateApiKeyResponse.ProtoReflect.Descriptor instead.
-func (*AuthenticateApiKeyResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{24}
-}
-
-func (x *AuthenticateApiKeyResponse) GetApiKey() *ApiKey {
-	if x != nil {
-		return x.ApiKey
-	}
-	return nil
-}
-
-func (x *AuthenticateApiKeyResponse) GetUser() *User {
-	if x != nil {
-		return x.User
-	}
-	return nil
-}
-
-func (x *AuthenticateApiKeyResponse) GetTokenVersion() int64 {
-	if x != nil {
-		return x.TokenVersion
-	}
-	return 0
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{20}
 }
 
 // CreateAgentTypeRequest is the input of CreateAgentType.
@@ -1385,7 +1156,7 @@ type CreateAgentTypeRequest struct {
 
 func (x *CreateAgentTypeRequest) Reset() {
 	*x = CreateAgentTypeRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[25]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1168,7 @@ func (x *CreateAgentTypeRequest) String() string {
 func (*CreateAgentTypeRequest) ProtoMessage() {}
 
 func (x *CreateAgentTypeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[25]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1181,7 @@ func (x *CreateAgentTypeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAgentTypeRequest.ProtoReflect.Descriptor instead.
 func (*CreateAgentTypeRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{25}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CreateAgentTypeRequest) GetAgentType() *AgentType {
@@ -1441,7 +1212,7 @@ type CreateAgentTypeResponse struct {
 
 func (x *CreateAgentTypeResponse) Reset() {
 	*x = CreateAgentTypeResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[26]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1224,7 @@ func (x *CreateAgentTypeResponse) String() string {
 func (*CreateAgentTypeResponse) ProtoMessage() {}
 
 func (x *CreateAgentTypeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[26]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1237,7 @@ func (x *CreateAgentTypeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAgentTypeResponse.ProtoReflect.Descriptor instead.
 func (*CreateAgentTypeResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{26}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CreateAgentTypeResponse) GetAgentType() *AgentType {
@@ -1496,7 +1267,7 @@ type GetAgentTypeRequest struct {
 
 func (x *GetAgentTypeRequest) Reset() {
 	*x = GetAgentTypeRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[27]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1279,7 @@ func (x *GetAgentTypeRequest) String() string {
 func (*GetAgentTypeRequest) ProtoMessage() {}
 
 func (x *GetAgentTypeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[27]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1292,7 @@ func (x *GetAgentTypeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentTypeRequest.ProtoReflect.Descriptor instead.
 func (*GetAgentTypeRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{27}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetAgentTypeRequest) GetId() string {
@@ -1549,7 +1320,7 @@ type GetAgentTypeResponse struct {
 
 func (x *GetAgentTypeResponse) Reset() {
 	*x = GetAgentTypeResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[28]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1561,7 +1332,7 @@ func (x *GetAgentTypeResponse) String() string {
 func (*GetAgentTypeResponse) ProtoMessage() {}
 
 func (x *GetAgentTypeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[28]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1574,7 +1345,7 @@ func (x *GetAgentTypeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentTypeResponse.ProtoReflect.Descriptor instead.
 func (*GetAgentTypeResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{28}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetAgentTypeResponse) GetAgentType() *AgentType {
@@ -1599,7 +1370,7 @@ type ListAgentTypesRequest struct {
 
 func (x *ListAgentTypesRequest) Reset() {
 	*x = ListAgentTypesRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[29]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1611,7 +1382,7 @@ func (x *ListAgentTypesRequest) String() string {
 func (*ListAgentTypesRequest) ProtoMessage() {}
 
 func (x *ListAgentTypesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[29]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1624,7 +1395,7 @@ func (x *ListAgentTypesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentTypesRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentTypesRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{29}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListAgentTypesRequest) GetPageSize() int32 {
@@ -1663,7 +1434,7 @@ type ListAgentTypesResponse struct {
 
 func (x *ListAgentTypesResponse) Reset() {
 	*x = ListAgentTypesResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[30]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1675,7 +1446,7 @@ func (x *ListAgentTypesResponse) String() string {
 func (*ListAgentTypesResponse) ProtoMessage() {}
 
 func (x *ListAgentTypesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[30]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1688,7 +1459,7 @@ func (x *ListAgentTypesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentTypesResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentTypesResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{30}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListAgentTypesResponse) GetAgentTypes() []*AgentType {
@@ -1725,7 +1496,7 @@ type UpdateAgentTypeRequest struct {
 
 func (x *UpdateAgentTypeRequest) Reset() {
 	*x = UpdateAgentTypeRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[31]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1737,7 +1508,7 @@ func (x *UpdateAgentTypeRequest) String() string {
 func (*UpdateAgentTypeRequest) ProtoMessage() {}
 
 func (x *UpdateAgentTypeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[31]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1750,7 +1521,7 @@ func (x *UpdateAgentTypeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAgentTypeRequest.ProtoReflect.Descriptor instead.
 func (*UpdateAgentTypeRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{31}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *UpdateAgentTypeRequest) GetAgentType() *AgentType {
@@ -1781,7 +1552,7 @@ type UpdateAgentTypeResponse struct {
 
 func (x *UpdateAgentTypeResponse) Reset() {
 	*x = UpdateAgentTypeResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[32]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1793,7 +1564,7 @@ func (x *UpdateAgentTypeResponse) String() string {
 func (*UpdateAgentTypeResponse) ProtoMessage() {}
 
 func (x *UpdateAgentTypeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[32]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1806,7 +1577,7 @@ func (x *UpdateAgentTypeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAgentTypeResponse.ProtoReflect.Descriptor instead.
 func (*UpdateAgentTypeResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{32}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UpdateAgentTypeResponse) GetAgentType() *AgentType {
@@ -1834,7 +1605,7 @@ type DeleteAgentTypeRequest struct {
 
 func (x *DeleteAgentTypeRequest) Reset() {
 	*x = DeleteAgentTypeRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[33]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1846,7 +1617,7 @@ func (x *DeleteAgentTypeRequest) String() string {
 func (*DeleteAgentTypeRequest) ProtoMessage() {}
 
 func (x *DeleteAgentTypeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[33]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,7 +1630,7 @@ func (x *DeleteAgentTypeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAgentTypeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAgentTypeRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{33}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeleteAgentTypeRequest) GetId() string {
@@ -1878,7 +1649,7 @@ type DeleteAgentTypeResponse struct {
 
 func (x *DeleteAgentTypeResponse) Reset() {
 	*x = DeleteAgentTypeResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[34]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +1661,7 @@ func (x *DeleteAgentTypeResponse) String() string {
 func (*DeleteAgentTypeResponse) ProtoMessage() {}
 
 func (x *DeleteAgentTypeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[34]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +1674,7 @@ func (x *DeleteAgentTypeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAgentTypeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAgentTypeResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{34}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{30}
 }
 
 // CreateProjectRequest is the input of CreateProject.
@@ -1919,7 +1690,7 @@ type CreateProjectRequest struct {
 
 func (x *CreateProjectRequest) Reset() {
 	*x = CreateProjectRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[35]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1931,7 +1702,7 @@ func (x *CreateProjectRequest) String() string {
 func (*CreateProjectRequest) ProtoMessage() {}
 
 func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[35]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1944,7 +1715,7 @@ func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProjectRequest.ProtoReflect.Descriptor instead.
 func (*CreateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{35}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CreateProjectRequest) GetProject() *Project {
@@ -1972,7 +1743,7 @@ type CreateProjectResponse struct {
 
 func (x *CreateProjectResponse) Reset() {
 	*x = CreateProjectResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[36]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1984,7 +1755,7 @@ func (x *CreateProjectResponse) String() string {
 func (*CreateProjectResponse) ProtoMessage() {}
 
 func (x *CreateProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[36]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1997,7 +1768,7 @@ func (x *CreateProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProjectResponse.ProtoReflect.Descriptor instead.
 func (*CreateProjectResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{36}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CreateProjectResponse) GetProject() *Project {
@@ -2020,7 +1791,7 @@ type GetProjectRequest struct {
 
 func (x *GetProjectRequest) Reset() {
 	*x = GetProjectRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[37]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2032,7 +1803,7 @@ func (x *GetProjectRequest) String() string {
 func (*GetProjectRequest) ProtoMessage() {}
 
 func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[37]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2045,7 +1816,7 @@ func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectRequest.ProtoReflect.Descriptor instead.
 func (*GetProjectRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{37}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetProjectRequest) GetId() string {
@@ -2073,7 +1844,7 @@ type GetProjectResponse struct {
 
 func (x *GetProjectResponse) Reset() {
 	*x = GetProjectResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[38]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2085,7 +1856,7 @@ func (x *GetProjectResponse) String() string {
 func (*GetProjectResponse) ProtoMessage() {}
 
 func (x *GetProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[38]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2098,7 +1869,7 @@ func (x *GetProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectResponse.ProtoReflect.Descriptor instead.
 func (*GetProjectResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{38}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetProjectResponse) GetProject() *Project {
@@ -2123,7 +1894,7 @@ type ListProjectsRequest struct {
 
 func (x *ListProjectsRequest) Reset() {
 	*x = ListProjectsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[39]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2135,7 +1906,7 @@ func (x *ListProjectsRequest) String() string {
 func (*ListProjectsRequest) ProtoMessage() {}
 
 func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[39]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2148,7 +1919,7 @@ func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsRequest.ProtoReflect.Descriptor instead.
 func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{39}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListProjectsRequest) GetPageSize() int32 {
@@ -2187,7 +1958,7 @@ type ListProjectsResponse struct {
 
 func (x *ListProjectsResponse) Reset() {
 	*x = ListProjectsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[40]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2199,7 +1970,7 @@ func (x *ListProjectsResponse) String() string {
 func (*ListProjectsResponse) ProtoMessage() {}
 
 func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[40]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2212,7 +1983,7 @@ func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsResponse.ProtoReflect.Descriptor instead.
 func (*ListProjectsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{40}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListProjectsResponse) GetProjects() []*Project {
@@ -2249,7 +2020,7 @@ type UpdateProjectRequest struct {
 
 func (x *UpdateProjectRequest) Reset() {
 	*x = UpdateProjectRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[41]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2032,7 @@ func (x *UpdateProjectRequest) String() string {
 func (*UpdateProjectRequest) ProtoMessage() {}
 
 func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[41]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2045,7 @@ func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProjectRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{41}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *UpdateProjectRequest) GetProject() *Project {
@@ -2302,7 +2073,7 @@ type UpdateProjectResponse struct {
 
 func (x *UpdateProjectResponse) Reset() {
 	*x = UpdateProjectResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[42]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2314,7 +2085,7 @@ func (x *UpdateProjectResponse) String() string {
 func (*UpdateProjectResponse) ProtoMessage() {}
 
 func (x *UpdateProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[42]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2327,7 +2098,7 @@ func (x *UpdateProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProjectResponse.ProtoReflect.Descriptor instead.
 func (*UpdateProjectResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{42}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *UpdateProjectResponse) GetProject() *Project {
@@ -2348,7 +2119,7 @@ type DeleteProjectRequest struct {
 
 func (x *DeleteProjectRequest) Reset() {
 	*x = DeleteProjectRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[43]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2360,7 +2131,7 @@ func (x *DeleteProjectRequest) String() string {
 func (*DeleteProjectRequest) ProtoMessage() {}
 
 func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[43]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2373,7 +2144,7 @@ func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectRequest.ProtoReflect.Descriptor instead.
 func (*DeleteProjectRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{43}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DeleteProjectRequest) GetId() string {
@@ -2392,7 +2163,7 @@ type DeleteProjectResponse struct {
 
 func (x *DeleteProjectResponse) Reset() {
 	*x = DeleteProjectResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[44]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2404,7 +2175,7 @@ func (x *DeleteProjectResponse) String() string {
 func (*DeleteProjectResponse) ProtoMessage() {}
 
 func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[44]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2417,7 +2188,7 @@ func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectResponse.ProtoReflect.Descriptor instead.
 func (*DeleteProjectResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{44}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{40}
 }
 
 // CreateAgentRequest is the input of CreateAgent.
@@ -2434,7 +2205,7 @@ type CreateAgentRequest struct {
 
 func (x *CreateAgentRequest) Reset() {
 	*x = CreateAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[45]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2446,7 +2217,7 @@ func (x *CreateAgentRequest) String() string {
 func (*CreateAgentRequest) ProtoMessage() {}
 
 func (x *CreateAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[45]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2459,7 +2230,7 @@ func (x *CreateAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAgentRequest.ProtoReflect.Descriptor instead.
 func (*CreateAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{45}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CreateAgentRequest) GetAgent() *Agent {
@@ -2490,7 +2261,7 @@ type CreateAgentResponse struct {
 
 func (x *CreateAgentResponse) Reset() {
 	*x = CreateAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[46]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2502,7 +2273,7 @@ func (x *CreateAgentResponse) String() string {
 func (*CreateAgentResponse) ProtoMessage() {}
 
 func (x *CreateAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[46]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2515,7 +2286,7 @@ func (x *CreateAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAgentResponse.ProtoReflect.Descriptor instead.
 func (*CreateAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{46}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CreateAgentResponse) GetAgent() *Agent {
@@ -2545,7 +2316,7 @@ type GetAgentRequest struct {
 
 func (x *GetAgentRequest) Reset() {
 	*x = GetAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[47]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2557,7 +2328,7 @@ func (x *GetAgentRequest) String() string {
 func (*GetAgentRequest) ProtoMessage() {}
 
 func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[47]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2570,7 +2341,7 @@ func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentRequest.ProtoReflect.Descriptor instead.
 func (*GetAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{47}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetAgentRequest) GetProjectId() string {
@@ -2598,7 +2369,7 @@ type GetAgentResponse struct {
 
 func (x *GetAgentResponse) Reset() {
 	*x = GetAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[48]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2610,7 +2381,7 @@ func (x *GetAgentResponse) String() string {
 func (*GetAgentResponse) ProtoMessage() {}
 
 func (x *GetAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[48]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2623,7 +2394,7 @@ func (x *GetAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentResponse.ProtoReflect.Descriptor instead.
 func (*GetAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{48}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetAgentResponse) GetAgent() *Agent {
@@ -2650,7 +2421,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[49]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2662,7 +2433,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[49]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2675,7 +2446,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{49}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListAgentsRequest) GetProjectId() string {
@@ -2721,7 +2492,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[50]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2733,7 +2504,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[50]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2746,7 +2517,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{50}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*Agent {
@@ -2783,7 +2554,7 @@ type UpdateAgentRequest struct {
 
 func (x *UpdateAgentRequest) Reset() {
 	*x = UpdateAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[51]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2795,7 +2566,7 @@ func (x *UpdateAgentRequest) String() string {
 func (*UpdateAgentRequest) ProtoMessage() {}
 
 func (x *UpdateAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[51]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2808,7 +2579,7 @@ func (x *UpdateAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAgentRequest.ProtoReflect.Descriptor instead.
 func (*UpdateAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{51}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *UpdateAgentRequest) GetAgent() *Agent {
@@ -2839,7 +2610,7 @@ type UpdateAgentResponse struct {
 
 func (x *UpdateAgentResponse) Reset() {
 	*x = UpdateAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[52]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2851,7 +2622,7 @@ func (x *UpdateAgentResponse) String() string {
 func (*UpdateAgentResponse) ProtoMessage() {}
 
 func (x *UpdateAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[52]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2864,7 +2635,7 @@ func (x *UpdateAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAgentResponse.ProtoReflect.Descriptor instead.
 func (*UpdateAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{52}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *UpdateAgentResponse) GetAgent() *Agent {
@@ -2894,7 +2665,7 @@ type PauseAgentRequest struct {
 
 func (x *PauseAgentRequest) Reset() {
 	*x = PauseAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[53]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2906,7 +2677,7 @@ func (x *PauseAgentRequest) String() string {
 func (*PauseAgentRequest) ProtoMessage() {}
 
 func (x *PauseAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[53]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2919,7 +2690,7 @@ func (x *PauseAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseAgentRequest.ProtoReflect.Descriptor instead.
 func (*PauseAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{53}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PauseAgentRequest) GetProjectId() string {
@@ -2947,7 +2718,7 @@ type PauseAgentResponse struct {
 
 func (x *PauseAgentResponse) Reset() {
 	*x = PauseAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[54]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2959,7 +2730,7 @@ func (x *PauseAgentResponse) String() string {
 func (*PauseAgentResponse) ProtoMessage() {}
 
 func (x *PauseAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[54]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2972,7 +2743,7 @@ func (x *PauseAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseAgentResponse.ProtoReflect.Descriptor instead.
 func (*PauseAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{54}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PauseAgentResponse) GetAgent() *Agent {
@@ -2995,7 +2766,7 @@ type ResumeAgentRequest struct {
 
 func (x *ResumeAgentRequest) Reset() {
 	*x = ResumeAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[55]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3007,7 +2778,7 @@ func (x *ResumeAgentRequest) String() string {
 func (*ResumeAgentRequest) ProtoMessage() {}
 
 func (x *ResumeAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[55]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3020,7 +2791,7 @@ func (x *ResumeAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeAgentRequest.ProtoReflect.Descriptor instead.
 func (*ResumeAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{55}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ResumeAgentRequest) GetProjectId() string {
@@ -3048,7 +2819,7 @@ type ResumeAgentResponse struct {
 
 func (x *ResumeAgentResponse) Reset() {
 	*x = ResumeAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[56]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3060,7 +2831,7 @@ func (x *ResumeAgentResponse) String() string {
 func (*ResumeAgentResponse) ProtoMessage() {}
 
 func (x *ResumeAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[56]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3073,7 +2844,7 @@ func (x *ResumeAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeAgentResponse.ProtoReflect.Descriptor instead.
 func (*ResumeAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{56}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ResumeAgentResponse) GetAgent() *Agent {
@@ -3096,7 +2867,7 @@ type DeleteAgentRequest struct {
 
 func (x *DeleteAgentRequest) Reset() {
 	*x = DeleteAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[57]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3108,7 +2879,7 @@ func (x *DeleteAgentRequest) String() string {
 func (*DeleteAgentRequest) ProtoMessage() {}
 
 func (x *DeleteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[57]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3121,7 +2892,7 @@ func (x *DeleteAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAgentRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{57}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DeleteAgentRequest) GetProjectId() string {
@@ -3149,7 +2920,7 @@ type DeleteAgentResponse struct {
 
 func (x *DeleteAgentResponse) Reset() {
 	*x = DeleteAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3161,7 +2932,7 @@ func (x *DeleteAgentResponse) String() string {
 func (*DeleteAgentResponse) ProtoMessage() {}
 
 func (x *DeleteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3174,7 +2945,7 @@ func (x *DeleteAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAgentResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{58}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DeleteAgentResponse) GetMessage() string {
@@ -3197,7 +2968,7 @@ type GetAgentMetricsRequest struct {
 
 func (x *GetAgentMetricsRequest) Reset() {
 	*x = GetAgentMetricsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3209,7 +2980,7 @@ func (x *GetAgentMetricsRequest) String() string {
 func (*GetAgentMetricsRequest) ProtoMessage() {}
 
 func (x *GetAgentMetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3222,7 +2993,7 @@ func (x *GetAgentMetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentMetricsRequest.ProtoReflect.Descriptor instead.
 func (*GetAgentMetricsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{59}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetAgentMetricsRequest) GetProjectId() string {
@@ -3260,7 +3031,7 @@ type GetAgentMetricsResponse struct {
 
 func (x *GetAgentMetricsResponse) Reset() {
 	*x = GetAgentMetricsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[60]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3272,7 +3043,7 @@ func (x *GetAgentMetricsResponse) String() string {
 func (*GetAgentMetricsResponse) ProtoMessage() {}
 
 func (x *GetAgentMetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[60]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3285,7 +3056,7 @@ func (x *GetAgentMetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentMetricsResponse.ProtoReflect.Descriptor instead.
 func (*GetAgentMetricsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{60}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetAgentMetricsResponse) GetTotalInstances() int64 {
@@ -3330,1119 +3101,6 @@ func (x *GetAgentMetricsResponse) GetTotalCostIncurred() float64 {
 	return 0
 }
 
-// ResolveAgentRequest is the input of ResolveAgent.
-type ResolveAgentRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The project's slug.
-	ProjectSlug string `protobuf:"bytes,1,opt,name=project_slug,json=projectSlug,proto3" json:"project_slug,omitempty"`
-	// The agent's slug or exact name.
-	AgentName     string `protobuf:"bytes,2,opt,name=agent_name,json=agentName,proto3" json:"agent_name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ResolveAgentRequest) Reset() {
-	*x = ResolveAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[61]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ResolveAgentRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ResolveAgentRequest) ProtoMessage() {}
-
-func (x *ResolveAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[61]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ResolveAgentRequest.ProtoReflect.Descriptor instead.
-func (*ResolveAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{61}
-}
-
-func (x *ResolveAgentRequest) GetProjectSlug() string {
-	if x != nil {
-		return x.ProjectSlug
-	}
-	return ""
-}
-
-func (x *ResolveAgentRequest) GetAgentName() string {
-	if x != nil {
-		return x.AgentName
-	}
-	return ""
-}
-
-// ResolveAgentResponse is the output of ResolveAgent.
-type ResolveAgentResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The resolved agent.
-	Spec          *AgentSpec `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ResolveAgentResponse) Reset() {
-	*x = ResolveAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[62]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ResolveAgentResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ResolveAgentResponse) ProtoMessage() {}
-
-func (x *ResolveAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[62]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ResolveAgentResponse.ProtoReflect.Descriptor instead.
-func (*ResolveAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{62}
-}
-
-func (x *ResolveAgentResponse) GetSpec() *AgentSpec {
-	if x != nil {
-		return x.Spec
-	}
-	return nil
-}
-
-// StartAgentRunRequest is the input of StartAgentRun.
-type StartAgentRunRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The agent's id.
-	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	// The run.
-	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	// The session the run records its events in (who takes the run over finds them there).
-	SessionId string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// The executor that runs it, which holds the run's lease from now on (RenewRunLeases).
-	ExecutorId string `protobuf:"bytes,4,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
-	// Set for a user's message (not a delegated or sub-agent run): the run is a turn of its
-	// session, and this is what happens when an earlier turn is still in flight — "reject",
-	// "enqueue" (run after the earlier turns, in order) or "interrupt" (cancel them, then run).
-	DoubleTexting string `protobuf:"bytes,5,opt,name=double_texting,json=doubleTexting,proto3" json:"double_texting,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *StartAgentRunRequest) Reset() {
-	*x = StartAgentRunRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[63]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *StartAgentRunRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*StartAgentRunRequest) ProtoMessage() {}
-
-func (x *StartAgentRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[63]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use StartAgentRunRequest.ProtoReflect.Descriptor instead.
-func (*StartAgentRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{63}
-}
-
-func (x *StartAgentRunRequest) GetAgentId() string {
-	if x != nil {
-		return x.AgentId
-	}
-	return ""
-}
-
-func (x *StartAgentRunRequest) GetRunId() string {
-	if x != nil {
-		return x.RunId
-	}
-	return ""
-}
-
-func (x *StartAgentRunRequest) GetSessionId() string {
-	if x != nil {
-		return x.SessionId
-	}
-	return ""
-}
-
-func (x *StartAgentRunRequest) GetExecutorId() string {
-	if x != nil {
-		return x.ExecutorId
-	}
-	return ""
-}
-
-func (x *StartAgentRunRequest) GetDoubleTexting() string {
-	if x != nil {
-		return x.DoubleTexting
-	}
-	return ""
-}
-
-// StartAgentRunResponse is the output of StartAgentRun.
-type StartAgentRunResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The agent, working.
-	Agent *Agent `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
-	// The revision its AgentSpec has now (see AgentSpec.revision).
-	SpecRevision string `protobuf:"bytes,2,opt,name=spec_revision,json=specRevision,proto3" json:"spec_revision,omitempty"`
-	// The session's earlier turns still in flight, oldest first (double_texting set): the run
-	// waits for them (AwaitSessionTurn). Under "interrupt" they are being cancelled.
-	RunsAhead     []string `protobuf:"bytes,3,rep,name=runs_ahead,json=runsAhead,proto3" json:"runs_ahead,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *StartAgentRunResponse) Reset() {
-	*x = StartAgentRunResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[64]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *StartAgentRunResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*StartAgentRunResponse) ProtoMessage() {}
-
-func (x *StartAgentRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[64]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use StartAgentRunResponse.ProtoReflect.Descriptor instead.
-func (*StartAgentRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{64}
-}
-
-func (x *StartAgentRunResponse) GetAgent() *Agent {
-	if x != nil {
-		return x.Agent
-	}
-	return nil
-}
-
-func (x *StartAgentRunResponse) GetSpecRevision() string {
-	if x != nil {
-		return x.SpecRevision
-	}
-	return ""
-}
-
-func (x *StartAgentRunResponse) GetRunsAhead() []string {
-	if x != nil {
-		return x.RunsAhead
-	}
-	return nil
-}
-
-// AwaitSessionTurnRequest is the input of AwaitSessionTurn.
-type AwaitSessionTurnRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The agent's id.
-	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	// The waiting run (started with double_texting).
-	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	// How long to wait at most, in seconds (0: answer at once; capped at 30).
-	WaitSeconds   float64 `protobuf:"fixed64,3,opt,name=wait_seconds,json=waitSeconds,proto3" json:"wait_seconds,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *AwaitSessionTurnRequest) Reset() {
-	*x = AwaitSessionTurnRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *AwaitSessionTurnRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*AwaitSessionTurnRequest) ProtoMessage() {}
-
-func (x *AwaitSessionTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use AwaitSessionTurnRequest.ProtoReflect.Descriptor instead.
-func (*AwaitSessionTurnRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{65}
-}
-
-func (x *AwaitSessionTurnRequest) GetAgentId() string {
-	if x != nil {
-		return x.AgentId
-	}
-	return ""
-}
-
-func (x *AwaitSessionTurnRequest) GetRunId() string {
-	if x != nil {
-		return x.RunId
-	}
-	return ""
-}
-
-func (x *AwaitSessionTurnRequest) GetWaitSeconds() float64 {
-	if x != nil {
-		return x.WaitSeconds
-	}
-	return 0
-}
-
-// AwaitSessionTurnResponse is the output of AwaitSessionTurn.
-type AwaitSessionTurnResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The session's earlier turns still in flight, oldest first; empty when the run may go.
-	RunsAhead     []string `protobuf:"bytes,1,rep,name=runs_ahead,json=runsAhead,proto3" json:"runs_ahead,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *AwaitSessionTurnResponse) Reset() {
-	*x = AwaitSessionTurnResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[66]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *AwaitSessionTurnResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*AwaitSessionTurnResponse) ProtoMessage() {}
-
-func (x *AwaitSessionTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[66]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use AwaitSessionTurnResponse.ProtoReflect.Descriptor instead.
-func (*AwaitSessionTurnResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{66}
-}
-
-func (x *AwaitSessionTurnResponse) GetRunsAhead() []string {
-	if x != nil {
-		return x.RunsAhead
-	}
-	return nil
-}
-
-// FinishAgentRunRequest is the input of FinishAgentRun.
-type FinishAgentRunRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The agent's id.
-	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	// The run.
-	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	// True when the run produced an answer (counts as a completed task).
-	Completed bool `protobuf:"varint,3,opt,name=completed,proto3" json:"completed,omitempty"`
-	// Tokens the run used.
-	TokensUsed int64 `protobuf:"varint,4,opt,name=tokens_used,json=tokensUsed,proto3" json:"tokens_used,omitempty"`
-	// Cost the run incurred.
-	Cost          float64 `protobuf:"fixed64,5,opt,name=cost,proto3" json:"cost,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *FinishAgentRunRequest) Reset() {
-	*x = FinishAgentRunRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[67]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *FinishAgentRunRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*FinishAgentRunRequest) ProtoMessage() {}
-
-func (x *FinishAgentRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[67]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use FinishAgentRunRequest.ProtoReflect.Descriptor instead.
-func (*FinishAgentRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{67}
-}
-
-func (x *FinishAgentRunRequest) GetAgentId() string {
-	if x != nil {
-		return x.AgentId
-	}
-	return ""
-}
-
-func (x *FinishAgentRunRequest) GetRunId() string {
-	if x != nil {
-		return x.RunId
-	}
-	return ""
-}
-
-func (x *FinishAgentRunRequest) GetCompleted() bool {
-	if x != nil {
-		return x.Completed
-	}
-	return false
-}
-
-func (x *FinishAgentRunRequest) GetTokensUsed() int64 {
-	if x != nil {
-		return x.TokensUsed
-	}
-	return 0
-}
-
-func (x *FinishAgentRunRequest) GetCost() float64 {
-	if x != nil {
-		return x.Cost
-	}
-	return 0
-}
-
-// FinishAgentRunResponse is the output of FinishAgentRun.
-type FinishAgentRunResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The agent after the run.
-	Agent         *Agent `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *FinishAgentRunResponse) Reset() {
-	*x = FinishAgentRunResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *FinishAgentRunResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*FinishAgentRunResponse) ProtoMessage() {}
-
-func (x *FinishAgentRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use FinishAgentRunResponse.ProtoReflect.Descriptor instead.
-func (*FinishAgentRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{68}
-}
-
-func (x *FinishAgentRunResponse) GetAgent() *Agent {
-	if x != nil {
-		return x.Agent
-	}
-	return nil
-}
-
-// FinishAgentRunsRequest is the input of FinishAgentRuns.
-type FinishAgentRunsRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The runs, each as FinishAgentRun takes it.
-	Runs          []*FinishAgentRunRequest `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *FinishAgentRunsRequest) Reset() {
-	*x = FinishAgentRunsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *FinishAgentRunsRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*FinishAgentRunsRequest) ProtoMessage() {}
-
-func (x *FinishAgentRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use FinishAgentRunsRequest.ProtoReflect.Descriptor instead.
-func (*FinishAgentRunsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{69}
-}
-
-func (x *FinishAgentRunsRequest) GetRuns() []*FinishAgentRunRequest {
-	if x != nil {
-		return x.Runs
-	}
-	return nil
-}
-
-// FinishAgentRunsResponse is the output of FinishAgentRuns.
-type FinishAgentRunsResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// One per run of the request, in its order.
-	Results       []*FinishedAgentRun `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *FinishAgentRunsResponse) Reset() {
-	*x = FinishAgentRunsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *FinishAgentRunsResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*FinishAgentRunsResponse) ProtoMessage() {}
-
-func (x *FinishAgentRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use FinishAgentRunsResponse.ProtoReflect.Descriptor instead.
-func (*FinishAgentRunsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{70}
-}
-
-func (x *FinishAgentRunsResponse) GetResults() []*FinishedAgentRun {
-	if x != nil {
-		return x.Results
-	}
-	return nil
-}
-
-// FinishedAgentRun is what became of one run of a FinishAgentRuns call.
-type FinishedAgentRun struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The agent after the run; unset when the run was refused.
-	Agent *Agent `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
-	// Why the run was refused, as FinishAgentRun would have said it (google.rpc.Code name, e.g.
-	// NOT_FOUND); empty when it was finished.
-	ErrorCode string `protobuf:"bytes,2,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
-	// The error's reason (UPPER_SNAKE_CASE), when refused.
-	ErrorReason string `protobuf:"bytes,3,opt,name=error_reason,json=errorReason,proto3" json:"error_reason,omitempty"`
-	// The error's message, when refused.
-	ErrorMessage  string `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *FinishedAgentRun) Reset() {
-	*x = FinishedAgentRun{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *FinishedAgentRun) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*FinishedAgentRun) ProtoMessage() {}
-
-func (x *FinishedAgentRun) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use FinishedAgentRun.ProtoReflect.Descriptor instead.
-func (*FinishedAgentRun) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{71}
-}
-
-func (x *FinishedAgentRun) GetAgent() *Agent {
-	if x != nil {
-		return x.Agent
-	}
-	return nil
-}
-
-func (x *FinishedAgentRun) GetErrorCode() string {
-	if x != nil {
-		return x.ErrorCode
-	}
-	return ""
-}
-
-func (x *FinishedAgentRun) GetErrorReason() string {
-	if x != nil {
-		return x.ErrorReason
-	}
-	return ""
-}
-
-func (x *FinishedAgentRun) GetErrorMessage() string {
-	if x != nil {
-		return x.ErrorMessage
-	}
-	return ""
-}
-
-// RenewRunLeasesRequest is the input of RenewRunLeases.
-type RenewRunLeasesRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The executor renewing.
-	ExecutorId string `protobuf:"bytes,1,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
-	// The runs it holds and renews.
-	Runs []*LeasedRun `protobuf:"bytes,2,rep,name=runs,proto3" json:"runs,omitempty"`
-	// Orphaned runs handed to it earlier that it has closed: forgotten now.
-	Closed []*LeasedRun `protobuf:"bytes,3,rep,name=closed,proto3" json:"closed,omitempty"`
-	// How many orphaned runs it takes over in this call (0: none).
-	MaxOrphans    int32 `protobuf:"varint,4,opt,name=max_orphans,json=maxOrphans,proto3" json:"max_orphans,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *RenewRunLeasesRequest) Reset() {
-	*x = RenewRunLeasesRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *RenewRunLeasesRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*RenewRunLeasesRequest) ProtoMessage() {}
-
-func (x *RenewRunLeasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use RenewRunLeasesRequest.ProtoReflect.Descriptor instead.
-func (*RenewRunLeasesRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{72}
-}
-
-func (x *RenewRunLeasesRequest) GetExecutorId() string {
-	if x != nil {
-		return x.ExecutorId
-	}
-	return ""
-}
-
-func (x *RenewRunLeasesRequest) GetRuns() []*LeasedRun {
-	if x != nil {
-		return x.Runs
-	}
-	return nil
-}
-
-func (x *RenewRunLeasesRequest) GetClosed() []*LeasedRun {
-	if x != nil {
-		return x.Closed
-	}
-	return nil
-}
-
-func (x *RenewRunLeasesRequest) GetMaxOrphans() int32 {
-	if x != nil {
-		return x.MaxOrphans
-	}
-	return 0
-}
-
-// RenewRunLeasesResponse is the output of RenewRunLeases.
-type RenewRunLeasesResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Runs of the request this executor no longer holds (their lease expired): stop them.
-	Lost []*LeasedRun `protobuf:"bytes,1,rep,name=lost,proto3" json:"lost,omitempty"`
-	// Orphaned runs this executor now holds, to close in their session's log.
-	Orphans []*OrphanedRun `protobuf:"bytes,2,rep,name=orphans,proto3" json:"orphans,omitempty"`
-	// How long a lease lasts without renewal, in seconds (renew well within it).
-	LeaseSeconds float64 `protobuf:"fixed64,3,opt,name=lease_seconds,json=leaseSeconds,proto3" json:"lease_seconds,omitempty"`
-	// Runs this executor holds that a newer message of their session interrupts (double texting
-	// "interrupt"): cancel them.
-	Interrupted   []*LeasedRun `protobuf:"bytes,4,rep,name=interrupted,proto3" json:"interrupted,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *RenewRunLeasesResponse) Reset() {
-	*x = RenewRunLeasesResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *RenewRunLeasesResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*RenewRunLeasesResponse) ProtoMessage() {}
-
-func (x *RenewRunLeasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use RenewRunLeasesResponse.ProtoReflect.Descriptor instead.
-func (*RenewRunLeasesResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{73}
-}
-
-func (x *RenewRunLeasesResponse) GetLost() []*LeasedRun {
-	if x != nil {
-		return x.Lost
-	}
-	return nil
-}
-
-func (x *RenewRunLeasesResponse) GetOrphans() []*OrphanedRun {
-	if x != nil {
-		return x.Orphans
-	}
-	return nil
-}
-
-func (x *RenewRunLeasesResponse) GetLeaseSeconds() float64 {
-	if x != nil {
-		return x.LeaseSeconds
-	}
-	return 0
-}
-
-func (x *RenewRunLeasesResponse) GetInterrupted() []*LeasedRun {
-	if x != nil {
-		return x.Interrupted
-	}
-	return nil
-}
-
-// LeasedRun names one run of one agent.
-type LeasedRun struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The agent's id.
-	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	// The run.
-	RunId         string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *LeasedRun) Reset() {
-	*x = LeasedRun{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *LeasedRun) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*LeasedRun) ProtoMessage() {}
-
-func (x *LeasedRun) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use LeasedRun.ProtoReflect.Descriptor instead.
-func (*LeasedRun) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{74}
-}
-
-func (x *LeasedRun) GetAgentId() string {
-	if x != nil {
-		return x.AgentId
-	}
-	return ""
-}
-
-func (x *LeasedRun) GetRunId() string {
-	if x != nil {
-		return x.RunId
-	}
-	return ""
-}
-
-// OrphanedRun is a run whose executor stopped renewing its lease.
-type OrphanedRun struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The agent's id.
-	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	// The run.
-	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	// The session it records its events in.
-	SessionId string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// The agent's project.
-	ProjectId string `protobuf:"bytes,4,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
-	// The agent's slug (what its events are tagged with).
-	AgentName     string `protobuf:"bytes,5,opt,name=agent_name,json=agentName,proto3" json:"agent_name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *OrphanedRun) Reset() {
-	*x = OrphanedRun{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *OrphanedRun) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*OrphanedRun) ProtoMessage() {}
-
-func (x *OrphanedRun) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use OrphanedRun.ProtoReflect.Descriptor instead.
-func (*OrphanedRun) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{75}
-}
-
-func (x *OrphanedRun) GetAgentId() string {
-	if x != nil {
-		return x.AgentId
-	}
-	return ""
-}
-
-func (x *OrphanedRun) GetRunId() string {
-	if x != nil {
-		return x.RunId
-	}
-	return ""
-}
-
-func (x *OrphanedRun) GetSessionId() string {
-	if x != nil {
-		return x.SessionId
-	}
-	return ""
-}
-
-func (x *OrphanedRun) GetProjectId() string {
-	if x != nil {
-		return x.ProjectId
-	}
-	return ""
-}
-
-func (x *OrphanedRun) GetAgentName() string {
-	if x != nil {
-		return x.AgentName
-	}
-	return ""
-}
-
-// RegisterExecutorRequest is the input of RegisterExecutor.
-type RegisterExecutorRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The executor.
-	Executor      *Executor `protobuf:"bytes,1,opt,name=executor,proto3" json:"executor,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *RegisterExecutorRequest) Reset() {
-	*x = RegisterExecutorRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *RegisterExecutorRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*RegisterExecutorRequest) ProtoMessage() {}
-
-func (x *RegisterExecutorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use RegisterExecutorRequest.ProtoReflect.Descriptor instead.
-func (*RegisterExecutorRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{76}
-}
-
-func (x *RegisterExecutorRequest) GetExecutor() *Executor {
-	if x != nil {
-		return x.Executor
-	}
-	return nil
-}
-
-// RegisterExecutorResponse is the output of RegisterExecutor.
-type RegisterExecutorResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The executor as recorded.
-	Executor      *Executor `protobuf:"bytes,1,opt,name=executor,proto3" json:"executor,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *RegisterExecutorResponse) Reset() {
-	*x = RegisterExecutorResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *RegisterExecutorResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*RegisterExecutorResponse) ProtoMessage() {}
-
-func (x *RegisterExecutorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use RegisterExecutorResponse.ProtoReflect.Descriptor instead.
-func (*RegisterExecutorResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{77}
-}
-
-func (x *RegisterExecutorResponse) GetExecutor() *Executor {
-	if x != nil {
-		return x.Executor
-	}
-	return nil
-}
-
-// ListExecutorsRequest is the input of ListExecutors.
-type ListExecutorsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ListExecutorsRequest) Reset() {
-	*x = ListExecutorsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[78]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ListExecutorsRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ListExecutorsRequest) ProtoMessage() {}
-
-func (x *ListExecutorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[78]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ListExecutorsRequest.ProtoReflect.Descriptor instead.
-func (*ListExecutorsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{78}
-}
-
-// ListExecutorsResponse is the output of ListExecutors.
-type ListExecutorsResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Executors that reported in recently.
-	Executors     []*Executor `protobuf:"bytes,1,rep,name=executors,proto3" json:"executors,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ListExecutorsResponse) Reset() {
-	*x = ListExecutorsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[79]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ListExecutorsResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ListExecutorsResponse) ProtoMessage() {}
-
-func (x *ListExecutorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[79]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ListExecutorsResponse.ProtoReflect.Descriptor instead.
-func (*ListExecutorsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{79}
-}
-
-func (x *ListExecutorsResponse) GetExecutors() []*Executor {
-	if x != nil {
-		return x.Executors
-	}
-	return nil
-}
-
 // CreateMcpServerRequest is the input of CreateMcpServer.
 type CreateMcpServerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4457,7 +3115,7 @@ type CreateMcpServerRequest struct {
 
 func (x *CreateMcpServerRequest) Reset() {
 	*x = CreateMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[80]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4469,7 +3127,7 @@ func (x *CreateMcpServerRequest) String() string {
 func (*CreateMcpServerRequest) ProtoMessage() {}
 
 func (x *CreateMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[80]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4482,7 +3140,7 @@ func (x *CreateMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*CreateMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{80}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CreateMcpServerRequest) GetMcpServer() *McpServer {
@@ -4510,7 +3168,7 @@ type CreateMcpServerResponse struct {
 
 func (x *CreateMcpServerResponse) Reset() {
 	*x = CreateMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[81]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4522,7 +3180,7 @@ func (x *CreateMcpServerResponse) String() string {
 func (*CreateMcpServerResponse) ProtoMessage() {}
 
 func (x *CreateMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[81]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4535,7 +3193,7 @@ func (x *CreateMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*CreateMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{81}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CreateMcpServerResponse) GetMcpServer() *McpServer {
@@ -4561,7 +3219,7 @@ type GetMcpServerRequest struct {
 
 func (x *GetMcpServerRequest) Reset() {
 	*x = GetMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[82]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4573,7 +3231,7 @@ func (x *GetMcpServerRequest) String() string {
 func (*GetMcpServerRequest) ProtoMessage() {}
 
 func (x *GetMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[82]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4586,7 +3244,7 @@ func (x *GetMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*GetMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{82}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetMcpServerRequest) GetId() string {
@@ -4621,7 +3279,7 @@ type GetMcpServerResponse struct {
 
 func (x *GetMcpServerResponse) Reset() {
 	*x = GetMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[83]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4633,7 +3291,7 @@ func (x *GetMcpServerResponse) String() string {
 func (*GetMcpServerResponse) ProtoMessage() {}
 
 func (x *GetMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[83]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4646,7 +3304,7 @@ func (x *GetMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*GetMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{83}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetMcpServerResponse) GetMcpServer() *McpServer {
@@ -4673,7 +3331,7 @@ type ListMcpServersRequest struct {
 
 func (x *ListMcpServersRequest) Reset() {
 	*x = ListMcpServersRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[84]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4685,7 +3343,7 @@ func (x *ListMcpServersRequest) String() string {
 func (*ListMcpServersRequest) ProtoMessage() {}
 
 func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[84]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4698,7 +3356,7 @@ func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersRequest.ProtoReflect.Descriptor instead.
 func (*ListMcpServersRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{84}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListMcpServersRequest) GetPageSize() int32 {
@@ -4744,7 +3402,7 @@ type ListMcpServersResponse struct {
 
 func (x *ListMcpServersResponse) Reset() {
 	*x = ListMcpServersResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[85]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4756,7 +3414,7 @@ func (x *ListMcpServersResponse) String() string {
 func (*ListMcpServersResponse) ProtoMessage() {}
 
 func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[85]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4769,7 +3427,7 @@ func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersResponse.ProtoReflect.Descriptor instead.
 func (*ListMcpServersResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{85}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListMcpServersResponse) GetMcpServers() []*McpServer {
@@ -4806,7 +3464,7 @@ type UpdateMcpServerRequest struct {
 
 func (x *UpdateMcpServerRequest) Reset() {
 	*x = UpdateMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[86]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4818,7 +3476,7 @@ func (x *UpdateMcpServerRequest) String() string {
 func (*UpdateMcpServerRequest) ProtoMessage() {}
 
 func (x *UpdateMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[86]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4831,7 +3489,7 @@ func (x *UpdateMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{86}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *UpdateMcpServerRequest) GetMcpServer() *McpServer {
@@ -4859,7 +3517,7 @@ type UpdateMcpServerResponse struct {
 
 func (x *UpdateMcpServerResponse) Reset() {
 	*x = UpdateMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[87]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4871,7 +3529,7 @@ func (x *UpdateMcpServerResponse) String() string {
 func (*UpdateMcpServerResponse) ProtoMessage() {}
 
 func (x *UpdateMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[87]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4884,7 +3542,7 @@ func (x *UpdateMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{87}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *UpdateMcpServerResponse) GetMcpServer() *McpServer {
@@ -4905,7 +3563,7 @@ type DeleteMcpServerRequest struct {
 
 func (x *DeleteMcpServerRequest) Reset() {
 	*x = DeleteMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[88]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4917,7 +3575,7 @@ func (x *DeleteMcpServerRequest) String() string {
 func (*DeleteMcpServerRequest) ProtoMessage() {}
 
 func (x *DeleteMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[88]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4930,7 +3588,7 @@ func (x *DeleteMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{88}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *DeleteMcpServerRequest) GetId() string {
@@ -4949,7 +3607,7 @@ type DeleteMcpServerResponse struct {
 
 func (x *DeleteMcpServerResponse) Reset() {
 	*x = DeleteMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[89]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4961,7 +3619,7 @@ func (x *DeleteMcpServerResponse) String() string {
 func (*DeleteMcpServerResponse) ProtoMessage() {}
 
 func (x *DeleteMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[89]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4974,7 +3632,7 @@ func (x *DeleteMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{89}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{66}
 }
 
 // CreateRemoteAgentRequest is the input of CreateRemoteAgent.
@@ -4988,7 +3646,7 @@ type CreateRemoteAgentRequest struct {
 
 func (x *CreateRemoteAgentRequest) Reset() {
 	*x = CreateRemoteAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[90]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5000,7 +3658,7 @@ func (x *CreateRemoteAgentRequest) String() string {
 func (*CreateRemoteAgentRequest) ProtoMessage() {}
 
 func (x *CreateRemoteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[90]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5013,7 +3671,7 @@ func (x *CreateRemoteAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRemoteAgentRequest.ProtoReflect.Descriptor instead.
 func (*CreateRemoteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{90}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *CreateRemoteAgentRequest) GetRemoteAgent() *RemoteAgent {
@@ -5034,7 +3692,7 @@ type CreateRemoteAgentResponse struct {
 
 func (x *CreateRemoteAgentResponse) Reset() {
 	*x = CreateRemoteAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[91]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5046,7 +3704,7 @@ func (x *CreateRemoteAgentResponse) String() string {
 func (*CreateRemoteAgentResponse) ProtoMessage() {}
 
 func (x *CreateRemoteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[91]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5059,7 +3717,7 @@ func (x *CreateRemoteAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRemoteAgentResponse.ProtoReflect.Descriptor instead.
 func (*CreateRemoteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{91}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CreateRemoteAgentResponse) GetRemoteAgent() *RemoteAgent {
@@ -5082,7 +3740,7 @@ type GetRemoteAgentRequest struct {
 
 func (x *GetRemoteAgentRequest) Reset() {
 	*x = GetRemoteAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[92]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5094,7 +3752,7 @@ func (x *GetRemoteAgentRequest) String() string {
 func (*GetRemoteAgentRequest) ProtoMessage() {}
 
 func (x *GetRemoteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[92]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5107,7 +3765,7 @@ func (x *GetRemoteAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRemoteAgentRequest.ProtoReflect.Descriptor instead.
 func (*GetRemoteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{92}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GetRemoteAgentRequest) GetProjectId() string {
@@ -5135,7 +3793,7 @@ type GetRemoteAgentResponse struct {
 
 func (x *GetRemoteAgentResponse) Reset() {
 	*x = GetRemoteAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[93]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5147,7 +3805,7 @@ func (x *GetRemoteAgentResponse) String() string {
 func (*GetRemoteAgentResponse) ProtoMessage() {}
 
 func (x *GetRemoteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[93]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5160,7 +3818,7 @@ func (x *GetRemoteAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRemoteAgentResponse.ProtoReflect.Descriptor instead.
 func (*GetRemoteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{93}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *GetRemoteAgentResponse) GetRemoteAgent() *RemoteAgent {
@@ -5181,7 +3839,7 @@ type ListRemoteAgentsRequest struct {
 
 func (x *ListRemoteAgentsRequest) Reset() {
 	*x = ListRemoteAgentsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[94]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5193,7 +3851,7 @@ func (x *ListRemoteAgentsRequest) String() string {
 func (*ListRemoteAgentsRequest) ProtoMessage() {}
 
 func (x *ListRemoteAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[94]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5206,7 +3864,7 @@ func (x *ListRemoteAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRemoteAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListRemoteAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{94}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ListRemoteAgentsRequest) GetProjectId() string {
@@ -5227,7 +3885,7 @@ type ListRemoteAgentsResponse struct {
 
 func (x *ListRemoteAgentsResponse) Reset() {
 	*x = ListRemoteAgentsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[95]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5239,7 +3897,7 @@ func (x *ListRemoteAgentsResponse) String() string {
 func (*ListRemoteAgentsResponse) ProtoMessage() {}
 
 func (x *ListRemoteAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[95]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5252,7 +3910,7 @@ func (x *ListRemoteAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRemoteAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListRemoteAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{95}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ListRemoteAgentsResponse) GetRemoteAgents() []*RemoteAgent {
@@ -5275,7 +3933,7 @@ type DeleteRemoteAgentRequest struct {
 
 func (x *DeleteRemoteAgentRequest) Reset() {
 	*x = DeleteRemoteAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[96]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5287,7 +3945,7 @@ func (x *DeleteRemoteAgentRequest) String() string {
 func (*DeleteRemoteAgentRequest) ProtoMessage() {}
 
 func (x *DeleteRemoteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[96]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5300,7 +3958,7 @@ func (x *DeleteRemoteAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRemoteAgentRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRemoteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{96}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *DeleteRemoteAgentRequest) GetProjectId() string {
@@ -5326,7 +3984,7 @@ type DeleteRemoteAgentResponse struct {
 
 func (x *DeleteRemoteAgentResponse) Reset() {
 	*x = DeleteRemoteAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[97]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5338,7 +3996,7 @@ func (x *DeleteRemoteAgentResponse) String() string {
 func (*DeleteRemoteAgentResponse) ProtoMessage() {}
 
 func (x *DeleteRemoteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[97]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5351,209 +4009,7 @@ func (x *DeleteRemoteAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRemoteAgentResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRemoteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{97}
-}
-
-// ResolveRemoteAgentRequest is the input of ResolveRemoteAgent.
-type ResolveRemoteAgentRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The project.
-	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
-	// The remote agent's name.
-	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ResolveRemoteAgentRequest) Reset() {
-	*x = ResolveRemoteAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[98]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ResolveRemoteAgentRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ResolveRemoteAgentRequest) ProtoMessage() {}
-
-func (x *ResolveRemoteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[98]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ResolveRemoteAgentRequest.ProtoReflect.Descriptor instead.
-func (*ResolveRemoteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{98}
-}
-
-func (x *ResolveRemoteAgentRequest) GetProjectId() string {
-	if x != nil {
-		return x.ProjectId
-	}
-	return ""
-}
-
-func (x *ResolveRemoteAgentRequest) GetName() string {
-	if x != nil {
-		return x.Name
-	}
-	return ""
-}
-
-// ResolveRemoteAgentResponse is the output of ResolveRemoteAgent.
-type ResolveRemoteAgentResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The remote agent, credential in full.
-	RemoteAgent   *RemoteAgent `protobuf:"bytes,1,opt,name=remote_agent,json=remoteAgent,proto3" json:"remote_agent,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ResolveRemoteAgentResponse) Reset() {
-	*x = ResolveRemoteAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[99]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ResolveRemoteAgentResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ResolveRemoteAgentResponse) ProtoMessage() {}
-
-func (x *ResolveRemoteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[99]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ResolveRemoteAgentResponse.ProtoReflect.Descriptor instead.
-func (*ResolveRemoteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{99}
-}
-
-func (x *ResolveRemoteAgentResponse) GetRemoteAgent() *RemoteAgent {
-	if x != nil {
-		return x.RemoteAgent
-	}
-	return nil
-}
-
-// ResolveMcpServersRequest is the input of ResolveMcpServers.
-type ResolveMcpServersRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The agent.
-	AgentId       string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ResolveMcpServersRequest) Reset() {
-	*x = ResolveMcpServersRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[100]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ResolveMcpServersRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ResolveMcpServersRequest) ProtoMessage() {}
-
-func (x *ResolveMcpServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[100]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ResolveMcpServersRequest.ProtoReflect.Descriptor instead.
-func (*ResolveMcpServersRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{100}
-}
-
-func (x *ResolveMcpServersRequest) GetAgentId() string {
-	if x != nil {
-		return x.AgentId
-	}
-	return ""
-}
-
-// ResolveMcpServersResponse is the output of ResolveMcpServers.
-type ResolveMcpServersResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The servers that could be resolved, in the order the agent's type lists them, values in full.
-	Servers []*McpServer `protobuf:"bytes,1,rep,name=servers,proto3" json:"servers,omitempty"`
-	// The names the type refers to that no registered server has (in the project or globally).
-	Missing       []string `protobuf:"bytes,2,rep,name=missing,proto3" json:"missing,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ResolveMcpServersResponse) Reset() {
-	*x = ResolveMcpServersResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[101]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ResolveMcpServersResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ResolveMcpServersResponse) ProtoMessage() {}
-
-func (x *ResolveMcpServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[101]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ResolveMcpServersResponse.ProtoReflect.Descriptor instead.
-func (*ResolveMcpServersResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{101}
-}
-
-func (x *ResolveMcpServersResponse) GetServers() []*McpServer {
-	if x != nil {
-		return x.Servers
-	}
-	return nil
-}
-
-func (x *ResolveMcpServersResponse) GetMissing() []string {
-	if x != nil {
-		return x.Missing
-	}
-	return nil
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{74}
 }
 
 var File_agentmesh_registry_v1_registry_service_proto protoreflect.FileDescriptor
@@ -5606,14 +4062,7 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
 	"updateMask\"E\n" +
 	"\x12UpdateUserResponse\x12/\n" +
-	"\x04user\x18\x01 \x01(\v2\x1b.agentmesh.registry.v1.UserR\x04user\"/\n" +
-	"\x14GetUserStatusRequest\x12\x17\n" +
-	"\auser_id\x18\x01 \x01(\tR\x06userId\"\x94\x01\n" +
-	"\x15GetUserStatusResponse\x12\x16\n" +
-	"\x06exists\x18\x01 \x01(\bR\x06exists\x12\x1b\n" +
-	"\tis_active\x18\x02 \x01(\bR\bisActive\x12!\n" +
-	"\fis_superuser\x18\x03 \x01(\bR\visSuperuser\x12#\n" +
-	"\rtoken_version\x18\x04 \x01(\x03R\ftokenVersion\"\x83\x01\n" +
+	"\x04user\x18\x01 \x01(\v2\x1b.agentmesh.registry.v1.UserR\x04user\"\x83\x01\n" +
 	"\x13CreateApiKeyRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -5635,13 +4084,7 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"total_size\x18\x03 \x01(\x05R\ttotalSize\"%\n" +
 	"\x13RevokeApiKeyRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
-	"\x14RevokeApiKeyResponse\"3\n" +
-	"\x19AuthenticateApiKeyRequest\x12\x16\n" +
-	"\x06secret\x18\x01 \x01(\tR\x06secret\"\xaa\x01\n" +
-	"\x1aAuthenticateApiKeyResponse\x126\n" +
-	"\aapi_key\x18\x01 \x01(\v2\x1d.agentmesh.registry.v1.ApiKeyR\x06apiKey\x12/\n" +
-	"\x04user\x18\x02 \x01(\v2\x1b.agentmesh.registry.v1.UserR\x04user\x12#\n" +
-	"\rtoken_version\x18\x03 \x01(\x03R\ftokenVersion\"x\n" +
+	"\x14RevokeApiKeyResponse\"x\n" +
 	"\x16CreateAgentTypeRequest\x12?\n" +
 	"\n" +
 	"agent_type\x18\x01 \x01(\v2 .agentmesh.registry.v1.AgentTypeR\tagentType\x12\x1d\n" +
@@ -5770,83 +4213,7 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x0eidle_instances\x18\x03 \x01(\x03R\ridleInstances\x122\n" +
 	"\x15total_tasks_completed\x18\x04 \x01(\x03R\x13totalTasksCompleted\x12*\n" +
 	"\x11total_tokens_used\x18\x05 \x01(\x03R\x0ftotalTokensUsed\x12.\n" +
-	"\x13total_cost_incurred\x18\x06 \x01(\x01R\x11totalCostIncurred\"W\n" +
-	"\x13ResolveAgentRequest\x12!\n" +
-	"\fproject_slug\x18\x01 \x01(\tR\vprojectSlug\x12\x1d\n" +
-	"\n" +
-	"agent_name\x18\x02 \x01(\tR\tagentName\"L\n" +
-	"\x14ResolveAgentResponse\x124\n" +
-	"\x04spec\x18\x01 \x01(\v2 .agentmesh.registry.v1.AgentSpecR\x04spec\"\xaf\x01\n" +
-	"\x14StartAgentRunRequest\x12\x19\n" +
-	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x15\n" +
-	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1d\n" +
-	"\n" +
-	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x1f\n" +
-	"\vexecutor_id\x18\x04 \x01(\tR\n" +
-	"executorId\x12%\n" +
-	"\x0edouble_texting\x18\x05 \x01(\tR\rdoubleTexting\"\x8f\x01\n" +
-	"\x15StartAgentRunResponse\x122\n" +
-	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12#\n" +
-	"\rspec_revision\x18\x02 \x01(\tR\fspecRevision\x12\x1d\n" +
-	"\n" +
-	"runs_ahead\x18\x03 \x03(\tR\trunsAhead\"n\n" +
-	"\x17AwaitSessionTurnRequest\x12\x19\n" +
-	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x15\n" +
-	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12!\n" +
-	"\fwait_seconds\x18\x03 \x01(\x01R\vwaitSeconds\"9\n" +
-	"\x18AwaitSessionTurnResponse\x12\x1d\n" +
-	"\n" +
-	"runs_ahead\x18\x01 \x03(\tR\trunsAhead\"\x9c\x01\n" +
-	"\x15FinishAgentRunRequest\x12\x19\n" +
-	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x15\n" +
-	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1c\n" +
-	"\tcompleted\x18\x03 \x01(\bR\tcompleted\x12\x1f\n" +
-	"\vtokens_used\x18\x04 \x01(\x03R\n" +
-	"tokensUsed\x12\x12\n" +
-	"\x04cost\x18\x05 \x01(\x01R\x04cost\"L\n" +
-	"\x16FinishAgentRunResponse\x122\n" +
-	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\"Z\n" +
-	"\x16FinishAgentRunsRequest\x12@\n" +
-	"\x04runs\x18\x01 \x03(\v2,.agentmesh.registry.v1.FinishAgentRunRequestR\x04runs\"\\\n" +
-	"\x17FinishAgentRunsResponse\x12A\n" +
-	"\aresults\x18\x01 \x03(\v2'.agentmesh.registry.v1.FinishedAgentRunR\aresults\"\xad\x01\n" +
-	"\x10FinishedAgentRun\x122\n" +
-	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12\x1d\n" +
-	"\n" +
-	"error_code\x18\x02 \x01(\tR\terrorCode\x12!\n" +
-	"\ferror_reason\x18\x03 \x01(\tR\verrorReason\x12#\n" +
-	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\xc9\x01\n" +
-	"\x15RenewRunLeasesRequest\x12\x1f\n" +
-	"\vexecutor_id\x18\x01 \x01(\tR\n" +
-	"executorId\x124\n" +
-	"\x04runs\x18\x02 \x03(\v2 .agentmesh.registry.v1.LeasedRunR\x04runs\x128\n" +
-	"\x06closed\x18\x03 \x03(\v2 .agentmesh.registry.v1.LeasedRunR\x06closed\x12\x1f\n" +
-	"\vmax_orphans\x18\x04 \x01(\x05R\n" +
-	"maxOrphans\"\xf5\x01\n" +
-	"\x16RenewRunLeasesResponse\x124\n" +
-	"\x04lost\x18\x01 \x03(\v2 .agentmesh.registry.v1.LeasedRunR\x04lost\x12<\n" +
-	"\aorphans\x18\x02 \x03(\v2\".agentmesh.registry.v1.OrphanedRunR\aorphans\x12#\n" +
-	"\rlease_seconds\x18\x03 \x01(\x01R\fleaseSeconds\x12B\n" +
-	"\vinterrupted\x18\x04 \x03(\v2 .agentmesh.registry.v1.LeasedRunR\vinterrupted\"=\n" +
-	"\tLeasedRun\x12\x19\n" +
-	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x15\n" +
-	"\x06run_id\x18\x02 \x01(\tR\x05runId\"\x9c\x01\n" +
-	"\vOrphanedRun\x12\x19\n" +
-	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x15\n" +
-	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1d\n" +
-	"\n" +
-	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x1d\n" +
-	"\n" +
-	"project_id\x18\x04 \x01(\tR\tprojectId\x12\x1d\n" +
-	"\n" +
-	"agent_name\x18\x05 \x01(\tR\tagentName\"V\n" +
-	"\x17RegisterExecutorRequest\x12;\n" +
-	"\bexecutor\x18\x01 \x01(\v2\x1f.agentmesh.registry.v1.ExecutorR\bexecutor\"W\n" +
-	"\x18RegisterExecutorResponse\x12;\n" +
-	"\bexecutor\x18\x01 \x01(\v2\x1f.agentmesh.registry.v1.ExecutorR\bexecutor\"\x16\n" +
-	"\x14ListExecutorsRequest\"V\n" +
-	"\x15ListExecutorsResponse\x12=\n" +
-	"\texecutors\x18\x01 \x03(\v2\x1f.agentmesh.registry.v1.ExecutorR\texecutors\"x\n" +
+	"\x13total_cost_incurred\x18\x06 \x01(\x01R\x11totalCostIncurred\"x\n" +
 	"\x16CreateMcpServerRequest\x12?\n" +
 	"\n" +
 	"mcp_server\x18\x01 \x01(\v2 .agentmesh.registry.v1.McpServerR\tmcpServer\x12\x1d\n" +
@@ -5906,18 +4273,7 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\n" +
 	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\"\x1b\n" +
-	"\x19DeleteRemoteAgentResponse\"N\n" +
-	"\x19ResolveRemoteAgentRequest\x12\x1d\n" +
-	"\n" +
-	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"c\n" +
-	"\x1aResolveRemoteAgentResponse\x12E\n" +
-	"\fremote_agent\x18\x01 \x01(\v2\".agentmesh.registry.v1.RemoteAgentR\vremoteAgent\"5\n" +
-	"\x18ResolveMcpServersRequest\x12\x19\n" +
-	"\bagent_id\x18\x01 \x01(\tR\aagentId\"q\n" +
-	"\x19ResolveMcpServersResponse\x12:\n" +
-	"\aservers\x18\x01 \x03(\v2 .agentmesh.registry.v1.McpServerR\aservers\x12\x18\n" +
-	"\amissing\x18\x02 \x03(\tR\amissing2\xe4)\n" +
+	"\x19DeleteRemoteAgentResponse2\x8f\x1f\n" +
 	"\x0fRegistryService\x12g\n" +
 	"\fRegisterUser\x12*.agentmesh.registry.v1.RegisterUserRequest\x1a+.agentmesh.registry.v1.RegisterUserResponse\x12R\n" +
 	"\x05Login\x12#.agentmesh.registry.v1.LoginRequest\x1a$.agentmesh.registry.v1.LoginResponse\x12j\n" +
@@ -5927,12 +4283,10 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\n" +
 	"CreateUser\x12(.agentmesh.registry.v1.CreateUserRequest\x1a).agentmesh.registry.v1.CreateUserResponse\x12a\n" +
 	"\n" +
-	"UpdateUser\x12(.agentmesh.registry.v1.UpdateUserRequest\x1a).agentmesh.registry.v1.UpdateUserResponse\x12j\n" +
-	"\rGetUserStatus\x12+.agentmesh.registry.v1.GetUserStatusRequest\x1a,.agentmesh.registry.v1.GetUserStatusResponse\x12g\n" +
+	"UpdateUser\x12(.agentmesh.registry.v1.UpdateUserRequest\x1a).agentmesh.registry.v1.UpdateUserResponse\x12g\n" +
 	"\fCreateApiKey\x12*.agentmesh.registry.v1.CreateApiKeyRequest\x1a+.agentmesh.registry.v1.CreateApiKeyResponse\x12d\n" +
 	"\vListApiKeys\x12).agentmesh.registry.v1.ListApiKeysRequest\x1a*.agentmesh.registry.v1.ListApiKeysResponse\x12g\n" +
-	"\fRevokeApiKey\x12*.agentmesh.registry.v1.RevokeApiKeyRequest\x1a+.agentmesh.registry.v1.RevokeApiKeyResponse\x12y\n" +
-	"\x12AuthenticateApiKey\x120.agentmesh.registry.v1.AuthenticateApiKeyRequest\x1a1.agentmesh.registry.v1.AuthenticateApiKeyResponse\x12p\n" +
+	"\fRevokeApiKey\x12*.agentmesh.registry.v1.RevokeApiKeyRequest\x1a+.agentmesh.registry.v1.RevokeApiKeyResponse\x12p\n" +
 	"\x0fCreateAgentType\x12-.agentmesh.registry.v1.CreateAgentTypeRequest\x1a..agentmesh.registry.v1.CreateAgentTypeResponse\x12g\n" +
 	"\fGetAgentType\x12*.agentmesh.registry.v1.GetAgentTypeRequest\x1a+.agentmesh.registry.v1.GetAgentTypeResponse\x12m\n" +
 	"\x0eListAgentTypes\x12,.agentmesh.registry.v1.ListAgentTypesRequest\x1a-.agentmesh.registry.v1.ListAgentTypesResponse\x12p\n" +
@@ -5953,26 +4307,16 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"PauseAgent\x12(.agentmesh.registry.v1.PauseAgentRequest\x1a).agentmesh.registry.v1.PauseAgentResponse\x12d\n" +
 	"\vResumeAgent\x12).agentmesh.registry.v1.ResumeAgentRequest\x1a*.agentmesh.registry.v1.ResumeAgentResponse\x12d\n" +
 	"\vDeleteAgent\x12).agentmesh.registry.v1.DeleteAgentRequest\x1a*.agentmesh.registry.v1.DeleteAgentResponse\x12p\n" +
-	"\x0fGetAgentMetrics\x12-.agentmesh.registry.v1.GetAgentMetricsRequest\x1a..agentmesh.registry.v1.GetAgentMetricsResponse\x12g\n" +
-	"\fResolveAgent\x12*.agentmesh.registry.v1.ResolveAgentRequest\x1a+.agentmesh.registry.v1.ResolveAgentResponse\x12j\n" +
-	"\rStartAgentRun\x12+.agentmesh.registry.v1.StartAgentRunRequest\x1a,.agentmesh.registry.v1.StartAgentRunResponse\x12s\n" +
-	"\x10AwaitSessionTurn\x12..agentmesh.registry.v1.AwaitSessionTurnRequest\x1a/.agentmesh.registry.v1.AwaitSessionTurnResponse\x12m\n" +
-	"\x0eFinishAgentRun\x12,.agentmesh.registry.v1.FinishAgentRunRequest\x1a-.agentmesh.registry.v1.FinishAgentRunResponse\x12p\n" +
-	"\x0fFinishAgentRuns\x12-.agentmesh.registry.v1.FinishAgentRunsRequest\x1a..agentmesh.registry.v1.FinishAgentRunsResponse\x12m\n" +
-	"\x0eRenewRunLeases\x12,.agentmesh.registry.v1.RenewRunLeasesRequest\x1a-.agentmesh.registry.v1.RenewRunLeasesResponse\x12p\n" +
+	"\x0fGetAgentMetrics\x12-.agentmesh.registry.v1.GetAgentMetricsRequest\x1a..agentmesh.registry.v1.GetAgentMetricsResponse\x12p\n" +
 	"\x0fCreateMcpServer\x12-.agentmesh.registry.v1.CreateMcpServerRequest\x1a..agentmesh.registry.v1.CreateMcpServerResponse\x12g\n" +
 	"\fGetMcpServer\x12*.agentmesh.registry.v1.GetMcpServerRequest\x1a+.agentmesh.registry.v1.GetMcpServerResponse\x12m\n" +
 	"\x0eListMcpServers\x12,.agentmesh.registry.v1.ListMcpServersRequest\x1a-.agentmesh.registry.v1.ListMcpServersResponse\x12p\n" +
 	"\x0fUpdateMcpServer\x12-.agentmesh.registry.v1.UpdateMcpServerRequest\x1a..agentmesh.registry.v1.UpdateMcpServerResponse\x12p\n" +
 	"\x0fDeleteMcpServer\x12-.agentmesh.registry.v1.DeleteMcpServerRequest\x1a..agentmesh.registry.v1.DeleteMcpServerResponse\x12v\n" +
-	"\x11ResolveMcpServers\x12/.agentmesh.registry.v1.ResolveMcpServersRequest\x1a0.agentmesh.registry.v1.ResolveMcpServersResponse\x12v\n" +
 	"\x11CreateRemoteAgent\x12/.agentmesh.registry.v1.CreateRemoteAgentRequest\x1a0.agentmesh.registry.v1.CreateRemoteAgentResponse\x12m\n" +
 	"\x0eGetRemoteAgent\x12,.agentmesh.registry.v1.GetRemoteAgentRequest\x1a-.agentmesh.registry.v1.GetRemoteAgentResponse\x12s\n" +
 	"\x10ListRemoteAgents\x12..agentmesh.registry.v1.ListRemoteAgentsRequest\x1a/.agentmesh.registry.v1.ListRemoteAgentsResponse\x12v\n" +
-	"\x11DeleteRemoteAgent\x12/.agentmesh.registry.v1.DeleteRemoteAgentRequest\x1a0.agentmesh.registry.v1.DeleteRemoteAgentResponse\x12y\n" +
-	"\x12ResolveRemoteAgent\x120.agentmesh.registry.v1.ResolveRemoteAgentRequest\x1a1.agentmesh.registry.v1.ResolveRemoteAgentResponse\x12s\n" +
-	"\x10RegisterExecutor\x12..agentmesh.registry.v1.RegisterExecutorRequest\x1a/.agentmesh.registry.v1.RegisterExecutorResponse\x12j\n" +
-	"\rListExecutors\x12+.agentmesh.registry.v1.ListExecutorsRequest\x1a,.agentmesh.registry.v1.ListExecutorsResponseB\xf4\x01\n" +
+	"\x11DeleteRemoteAgent\x12/.agentmesh.registry.v1.DeleteRemoteAgentRequest\x1a0.agentmesh.registry.v1.DeleteRemoteAgentResponseB\xf4\x01\n" +
 	"\x19com.agentmesh.registry.v1B\x14RegistryServiceProtoP\x01ZKgithub.com/agentmesh/agentmesh/sdks/go/gen/agentmesh/registry/v1;registryv1\xa2\x02\x03ARX\xaa\x02\x15Agentmesh.Registry.V1\xca\x02\x15Agentmesh\\Registry\\V1\xe2\x02!Agentmesh\\Registry\\V1\\GPBMetadata\xea\x02\x17Agentmesh::Registry::V1b\x06proto3"
 
 var (
@@ -5987,7 +4331,7 @@ func file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_registry_v1_registry_service_proto_rawDescData
 }
 
-var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 102)
+var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*RegisterUserRequest)(nil),        // 0: agentmesh.registry.v1.RegisterUserRequest
 	(*RegisterUserResponse)(nil),       // 1: agentmesh.registry.v1.RegisterUserResponse
@@ -6004,272 +4348,201 @@ var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*CreateUserResponse)(nil),         // 12: agentmesh.registry.v1.CreateUserResponse
 	(*UpdateUserRequest)(nil),          // 13: agentmesh.registry.v1.UpdateUserRequest
 	(*UpdateUserResponse)(nil),         // 14: agentmesh.registry.v1.UpdateUserResponse
-	(*GetUserStatusRequest)(nil),       // 15: agentmesh.registry.v1.GetUserStatusRequest
-	(*GetUserStatusResponse)(nil),      // 16: agentmesh.registry.v1.GetUserStatusResponse
-	(*CreateApiKeyRequest)(nil),        // 17: agentmesh.registry.v1.CreateApiKeyRequest
-	(*CreateApiKeyResponse)(nil),       // 18: agentmesh.registry.v1.CreateApiKeyResponse
-	(*ListApiKeysRequest)(nil),         // 19: agentmesh.registry.v1.ListApiKeysRequest
-	(*ListApiKeysResponse)(nil),        // 20: agentmesh.registry.v1.ListApiKeysResponse
-	(*RevokeApiKeyRequest)(nil),        // 21: agentmesh.registry.v1.RevokeApiKeyRequest
-	(*RevokeApiKeyResponse)(nil),       // 22: agentmesh.registry.v1.RevokeApiKeyResponse
-	(*AuthenticateApiKeyRequest)(nil),  // 23: agentmesh.registry.v1.AuthenticateApiKeyRequest
-	(*AuthenticateApiKeyResponse)(nil), // 24: agentmesh.registry.v1.AuthenticateApiKeyResponse
-	(*CreateAgentTypeRequest)(nil),     // 25: agentmesh.registry.v1.CreateAgentTypeRequest
-	(*CreateAgentTypeResponse)(nil),    // 26: agentmesh.registry.v1.CreateAgentTypeResponse
-	(*GetAgentTypeRequest)(nil),        // 27: agentmesh.registry.v1.GetAgentTypeRequest
-	(*GetAgentTypeResponse)(nil),       // 28: agentmesh.registry.v1.GetAgentTypeResponse
-	(*ListAgentTypesRequest)(nil),      // 29: agentmesh.registry.v1.ListAgentTypesRequest
-	(*ListAgentTypesResponse)(nil),     // 30: agentmesh.registry.v1.ListAgentTypesResponse
-	(*UpdateAgentTypeRequest)(nil),     // 31: agentmesh.registry.v1.UpdateAgentTypeRequest
-	(*UpdateAgentTypeResponse)(nil),    // 32: agentmesh.registry.v1.UpdateAgentTypeResponse
-	(*DeleteAgentTypeRequest)(nil),     // 33: agentmesh.registry.v1.DeleteAgentTypeRequest
-	(*DeleteAgentTypeResponse)(nil),    // 34: agentmesh.registry.v1.DeleteAgentTypeResponse
-	(*CreateProjectRequest)(nil),       // 35: agentmesh.registry.v1.CreateProjectRequest
-	(*CreateProjectResponse)(nil),      // 36: agentmesh.registry.v1.CreateProjectResponse
-	(*GetProjectRequest)(nil),          // 37: agentmesh.registry.v1.GetProjectRequest
-	(*GetProjectResponse)(nil),         // 38: agentmesh.registry.v1.GetProjectResponse
-	(*ListProjectsRequest)(nil),        // 39: agentmesh.registry.v1.ListProjectsRequest
-	(*ListProjectsResponse)(nil),       // 40: agentmesh.registry.v1.ListProjectsResponse
-	(*UpdateProjectRequest)(nil),       // 41: agentmesh.registry.v1.UpdateProjectRequest
-	(*UpdateProjectResponse)(nil),      // 42: agentmesh.registry.v1.UpdateProjectResponse
-	(*DeleteProjectRequest)(nil),       // 43: agentmesh.registry.v1.DeleteProjectRequest
-	(*DeleteProjectResponse)(nil),      // 44: agentmesh.registry.v1.DeleteProjectResponse
-	(*CreateAgentRequest)(nil),         // 45: agentmesh.registry.v1.CreateAgentRequest
-	(*CreateAgentResponse)(nil),        // 46: agentmesh.registry.v1.CreateAgentResponse
-	(*GetAgentRequest)(nil),            // 47: agentmesh.registry.v1.GetAgentRequest
-	(*GetAgentResponse)(nil),           // 48: agentmesh.registry.v1.GetAgentResponse
-	(*ListAgentsRequest)(nil),          // 49: agentmesh.registry.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),         // 50: agentmesh.registry.v1.ListAgentsResponse
-	(*UpdateAgentRequest)(nil),         // 51: agentmesh.registry.v1.UpdateAgentRequest
-	(*UpdateAgentResponse)(nil),        // 52: agentmesh.registry.v1.UpdateAgentResponse
-	(*PauseAgentRequest)(nil),          // 53: agentmesh.registry.v1.PauseAgentRequest
-	(*PauseAgentResponse)(nil),         // 54: agentmesh.registry.v1.PauseAgentResponse
-	(*ResumeAgentRequest)(nil),         // 55: agentmesh.registry.v1.ResumeAgentRequest
-	(*ResumeAgentResponse)(nil),        // 56: agentmesh.registry.v1.ResumeAgentResponse
-	(*DeleteAgentRequest)(nil),         // 57: agentmesh.registry.v1.DeleteAgentRequest
-	(*DeleteAgentResponse)(nil),        // 58: agentmesh.registry.v1.DeleteAgentResponse
-	(*GetAgentMetricsRequest)(nil),     // 59: agentmesh.registry.v1.GetAgentMetricsRequest
-	(*GetAgentMetricsResponse)(nil),    // 60: agentmesh.registry.v1.GetAgentMetricsResponse
-	(*ResolveAgentRequest)(nil),        // 61: agentmesh.registry.v1.ResolveAgentRequest
-	(*ResolveAgentResponse)(nil),       // 62: agentmesh.registry.v1.ResolveAgentResponse
-	(*StartAgentRunRequest)(nil),       // 63: agentmesh.registry.v1.StartAgentRunRequest
-	(*StartAgentRunResponse)(nil),      // 64: agentmesh.registry.v1.StartAgentRunResponse
-	(*AwaitSessionTurnRequest)(nil),    // 65: agentmesh.registry.v1.AwaitSessionTurnRequest
-	(*AwaitSessionTurnResponse)(nil),   // 66: agentmesh.registry.v1.AwaitSessionTurnResponse
-	(*FinishAgentRunRequest)(nil),      // 67: agentmesh.registry.v1.FinishAgentRunRequest
-	(*FinishAgentRunResponse)(nil),     // 68: agentmesh.registry.v1.FinishAgentRunResponse
-	(*FinishAgentRunsRequest)(nil),     // 69: agentmesh.registry.v1.FinishAgentRunsRequest
-	(*FinishAgentRunsResponse)(nil),    // 70: agentmesh.registry.v1.FinishAgentRunsResponse
-	(*FinishedAgentRun)(nil),           // 71: agentmesh.registry.v1.FinishedAgentRun
-	(*RenewRunLeasesRequest)(nil),      // 72: agentmesh.registry.v1.RenewRunLeasesRequest
-	(*RenewRunLeasesResponse)(nil),     // 73: agentmesh.registry.v1.RenewRunLeasesResponse
-	(*LeasedRun)(nil),                  // 74: agentmesh.registry.v1.LeasedRun
-	(*OrphanedRun)(nil),                // 75: agentmesh.registry.v1.OrphanedRun
-	(*RegisterExecutorRequest)(nil),    // 76: agentmesh.registry.v1.RegisterExecutorRequest
-	(*RegisterExecutorResponse)(nil),   // 77: agentmesh.registry.v1.RegisterExecutorResponse
-	(*ListExecutorsRequest)(nil),       // 78: agentmesh.registry.v1.ListExecutorsRequest
-	(*ListExecutorsResponse)(nil),      // 79: agentmesh.registry.v1.ListExecutorsResponse
-	(*CreateMcpServerRequest)(nil),     // 80: agentmesh.registry.v1.CreateMcpServerRequest
-	(*CreateMcpServerResponse)(nil),    // 81: agentmesh.registry.v1.CreateMcpServerResponse
-	(*GetMcpServerRequest)(nil),        // 82: agentmesh.registry.v1.GetMcpServerRequest
-	(*GetMcpServerResponse)(nil),       // 83: agentmesh.registry.v1.GetMcpServerResponse
-	(*ListMcpServersRequest)(nil),      // 84: agentmesh.registry.v1.ListMcpServersRequest
-	(*ListMcpServersResponse)(nil),     // 85: agentmesh.registry.v1.ListMcpServersResponse
-	(*UpdateMcpServerRequest)(nil),     // 86: agentmesh.registry.v1.UpdateMcpServerRequest
-	(*UpdateMcpServerResponse)(nil),    // 87: agentmesh.registry.v1.UpdateMcpServerResponse
-	(*DeleteMcpServerRequest)(nil),     // 88: agentmesh.registry.v1.DeleteMcpServerRequest
-	(*DeleteMcpServerResponse)(nil),    // 89: agentmesh.registry.v1.DeleteMcpServerResponse
-	(*CreateRemoteAgentRequest)(nil),   // 90: agentmesh.registry.v1.CreateRemoteAgentRequest
-	(*CreateRemoteAgentResponse)(nil),  // 91: agentmesh.registry.v1.CreateRemoteAgentResponse
-	(*GetRemoteAgentRequest)(nil),      // 92: agentmesh.registry.v1.GetRemoteAgentRequest
-	(*GetRemoteAgentResponse)(nil),     // 93: agentmesh.registry.v1.GetRemoteAgentResponse
-	(*ListRemoteAgentsRequest)(nil),    // 94: agentmesh.registry.v1.ListRemoteAgentsRequest
-	(*ListRemoteAgentsResponse)(nil),   // 95: agentmesh.registry.v1.ListRemoteAgentsResponse
-	(*DeleteRemoteAgentRequest)(nil),   // 96: agentmesh.registry.v1.DeleteRemoteAgentRequest
-	(*DeleteRemoteAgentResponse)(nil),  // 97: agentmesh.registry.v1.DeleteRemoteAgentResponse
-	(*ResolveRemoteAgentRequest)(nil),  // 98: agentmesh.registry.v1.ResolveRemoteAgentRequest
-	(*ResolveRemoteAgentResponse)(nil), // 99: agentmesh.registry.v1.ResolveRemoteAgentResponse
-	(*ResolveMcpServersRequest)(nil),   // 100: agentmesh.registry.v1.ResolveMcpServersRequest
-	(*ResolveMcpServersResponse)(nil),  // 101: agentmesh.registry.v1.ResolveMcpServersResponse
-	(*User)(nil),                       // 102: agentmesh.registry.v1.User
-	(*fieldmaskpb.FieldMask)(nil),      // 103: google.protobuf.FieldMask
-	(*timestamppb.Timestamp)(nil),      // 104: google.protobuf.Timestamp
-	(*ApiKey)(nil),                     // 105: agentmesh.registry.v1.ApiKey
-	(*AgentType)(nil),                  // 106: agentmesh.registry.v1.AgentType
-	(*Project)(nil),                    // 107: agentmesh.registry.v1.Project
-	(*Agent)(nil),                      // 108: agentmesh.registry.v1.Agent
-	(*AgentSpec)(nil),                  // 109: agentmesh.registry.v1.AgentSpec
-	(*Executor)(nil),                   // 110: agentmesh.registry.v1.Executor
-	(*McpServer)(nil),                  // 111: agentmesh.registry.v1.McpServer
-	(*RemoteAgent)(nil),                // 112: agentmesh.registry.v1.RemoteAgent
+	(*CreateApiKeyRequest)(nil),        // 15: agentmesh.registry.v1.CreateApiKeyRequest
+	(*CreateApiKeyResponse)(nil),       // 16: agentmesh.registry.v1.CreateApiKeyResponse
+	(*ListApiKeysRequest)(nil),         // 17: agentmesh.registry.v1.ListApiKeysRequest
+	(*ListApiKeysResponse)(nil),        // 18: agentmesh.registry.v1.ListApiKeysResponse
+	(*RevokeApiKeyRequest)(nil),        // 19: agentmesh.registry.v1.RevokeApiKeyRequest
+	(*RevokeApiKeyResponse)(nil),       // 20: agentmesh.registry.v1.RevokeApiKeyResponse
+	(*CreateAgentTypeRequest)(nil),     // 21: agentmesh.registry.v1.CreateAgentTypeRequest
+	(*CreateAgentTypeResponse)(nil),    // 22: agentmesh.registry.v1.CreateAgentTypeResponse
+	(*GetAgentTypeRequest)(nil),        // 23: agentmesh.registry.v1.GetAgentTypeRequest
+	(*GetAgentTypeResponse)(nil),       // 24: agentmesh.registry.v1.GetAgentTypeResponse
+	(*ListAgentTypesRequest)(nil),      // 25: agentmesh.registry.v1.ListAgentTypesRequest
+	(*ListAgentTypesResponse)(nil),     // 26: agentmesh.registry.v1.ListAgentTypesResponse
+	(*UpdateAgentTypeRequest)(nil),     // 27: agentmesh.registry.v1.UpdateAgentTypeRequest
+	(*UpdateAgentTypeResponse)(nil),    // 28: agentmesh.registry.v1.UpdateAgentTypeResponse
+	(*DeleteAgentTypeRequest)(nil),     // 29: agentmesh.registry.v1.DeleteAgentTypeRequest
+	(*DeleteAgentTypeResponse)(nil),    // 30: agentmesh.registry.v1.DeleteAgentTypeResponse
+	(*CreateProjectRequest)(nil),       // 31: agentmesh.registry.v1.CreateProjectRequest
+	(*CreateProjectResponse)(nil),      // 32: agentmesh.registry.v1.CreateProjectResponse
+	(*GetProjectRequest)(nil),          // 33: agentmesh.registry.v1.GetProjectRequest
+	(*GetProjectResponse)(nil),         // 34: agentmesh.registry.v1.GetProjectResponse
+	(*ListProjectsRequest)(nil),        // 35: agentmesh.registry.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),       // 36: agentmesh.registry.v1.ListProjectsResponse
+	(*UpdateProjectRequest)(nil),       // 37: agentmesh.registry.v1.UpdateProjectRequest
+	(*UpdateProjectResponse)(nil),      // 38: agentmesh.registry.v1.UpdateProjectResponse
+	(*DeleteProjectRequest)(nil),       // 39: agentmesh.registry.v1.DeleteProjectRequest
+	(*DeleteProjectResponse)(nil),      // 40: agentmesh.registry.v1.DeleteProjectResponse
+	(*CreateAgentRequest)(nil),         // 41: agentmesh.registry.v1.CreateAgentRequest
+	(*CreateAgentResponse)(nil),        // 42: agentmesh.registry.v1.CreateAgentResponse
+	(*GetAgentRequest)(nil),            // 43: agentmesh.registry.v1.GetAgentRequest
+	(*GetAgentResponse)(nil),           // 44: agentmesh.registry.v1.GetAgentResponse
+	(*ListAgentsRequest)(nil),          // 45: agentmesh.registry.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),         // 46: agentmesh.registry.v1.ListAgentsResponse
+	(*UpdateAgentRequest)(nil),         // 47: agentmesh.registry.v1.UpdateAgentRequest
+	(*UpdateAgentResponse)(nil),        // 48: agentmesh.registry.v1.UpdateAgentResponse
+	(*PauseAgentRequest)(nil),          // 49: agentmesh.registry.v1.PauseAgentRequest
+	(*PauseAgentResponse)(nil),         // 50: agentmesh.registry.v1.PauseAgentResponse
+	(*ResumeAgentRequest)(nil),         // 51: agentmesh.registry.v1.ResumeAgentRequest
+	(*ResumeAgentResponse)(nil),        // 52: agentmesh.registry.v1.ResumeAgentResponse
+	(*DeleteAgentRequest)(nil),         // 53: agentmesh.registry.v1.DeleteAgentRequest
+	(*DeleteAgentResponse)(nil),        // 54: agentmesh.registry.v1.DeleteAgentResponse
+	(*GetAgentMetricsRequest)(nil),     // 55: agentmesh.registry.v1.GetAgentMetricsRequest
+	(*GetAgentMetricsResponse)(nil),    // 56: agentmesh.registry.v1.GetAgentMetricsResponse
+	(*CreateMcpServerRequest)(nil),     // 57: agentmesh.registry.v1.CreateMcpServerRequest
+	(*CreateMcpServerResponse)(nil),    // 58: agentmesh.registry.v1.CreateMcpServerResponse
+	(*GetMcpServerRequest)(nil),        // 59: agentmesh.registry.v1.GetMcpServerRequest
+	(*GetMcpServerResponse)(nil),       // 60: agentmesh.registry.v1.GetMcpServerResponse
+	(*ListMcpServersRequest)(nil),      // 61: agentmesh.registry.v1.ListMcpServersRequest
+	(*ListMcpServersResponse)(nil),     // 62: agentmesh.registry.v1.ListMcpServersResponse
+	(*UpdateMcpServerRequest)(nil),     // 63: agentmesh.registry.v1.UpdateMcpServerRequest
+	(*UpdateMcpServerResponse)(nil),    // 64: agentmesh.registry.v1.UpdateMcpServerResponse
+	(*DeleteMcpServerRequest)(nil),     // 65: agentmesh.registry.v1.DeleteMcpServerRequest
+	(*DeleteMcpServerResponse)(nil),    // 66: agentmesh.registry.v1.DeleteMcpServerResponse
+	(*CreateRemoteAgentRequest)(nil),   // 67: agentmesh.registry.v1.CreateRemoteAgentRequest
+	(*CreateRemoteAgentResponse)(nil),  // 68: agentmesh.registry.v1.CreateRemoteAgentResponse
+	(*GetRemoteAgentRequest)(nil),      // 69: agentmesh.registry.v1.GetRemoteAgentRequest
+	(*GetRemoteAgentResponse)(nil),     // 70: agentmesh.registry.v1.GetRemoteAgentResponse
+	(*ListRemoteAgentsRequest)(nil),    // 71: agentmesh.registry.v1.ListRemoteAgentsRequest
+	(*ListRemoteAgentsResponse)(nil),   // 72: agentmesh.registry.v1.ListRemoteAgentsResponse
+	(*DeleteRemoteAgentRequest)(nil),   // 73: agentmesh.registry.v1.DeleteRemoteAgentRequest
+	(*DeleteRemoteAgentResponse)(nil),  // 74: agentmesh.registry.v1.DeleteRemoteAgentResponse
+	(*User)(nil),                       // 75: agentmesh.registry.v1.User
+	(*fieldmaskpb.FieldMask)(nil),      // 76: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),      // 77: google.protobuf.Timestamp
+	(*ApiKey)(nil),                     // 78: agentmesh.registry.v1.ApiKey
+	(*AgentType)(nil),                  // 79: agentmesh.registry.v1.AgentType
+	(*Project)(nil),                    // 80: agentmesh.registry.v1.Project
+	(*Agent)(nil),                      // 81: agentmesh.registry.v1.Agent
+	(*McpServer)(nil),                  // 82: agentmesh.registry.v1.McpServer
+	(*RemoteAgent)(nil),                // 83: agentmesh.registry.v1.RemoteAgent
 }
 var file_agentmesh_registry_v1_registry_service_proto_depIdxs = []int32{
-	102, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
-	3,   // 1: agentmesh.registry.v1.LoginResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
-	3,   // 2: agentmesh.registry.v1.RefreshTokensResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
-	102, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
-	102, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	102, // 5: agentmesh.registry.v1.UpdateUserRequest.user:type_name -> agentmesh.registry.v1.User
-	103, // 6: agentmesh.registry.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
-	102, // 7: agentmesh.registry.v1.UpdateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	104, // 8: agentmesh.registry.v1.CreateApiKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	105, // 9: agentmesh.registry.v1.CreateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
-	105, // 10: agentmesh.registry.v1.ListApiKeysResponse.api_keys:type_name -> agentmesh.registry.v1.ApiKey
-	105, // 11: agentmesh.registry.v1.AuthenticateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
-	102, // 12: agentmesh.registry.v1.AuthenticateApiKeyResponse.user:type_name -> agentmesh.registry.v1.User
-	106, // 13: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	106, // 14: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	106, // 15: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	106, // 16: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
-	106, // 17: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	103, // 18: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
-	106, // 19: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	107, // 20: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	107, // 21: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	107, // 22: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	107, // 23: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
-	107, // 24: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	103, // 25: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	107, // 26: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	108, // 27: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	108, // 28: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	108, // 29: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	108, // 30: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
-	108, // 31: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	103, // 32: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	108, // 33: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	108, // 34: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	108, // 35: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	109, // 36: agentmesh.registry.v1.ResolveAgentResponse.spec:type_name -> agentmesh.registry.v1.AgentSpec
-	108, // 37: agentmesh.registry.v1.StartAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	108, // 38: agentmesh.registry.v1.FinishAgentRunResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	67,  // 39: agentmesh.registry.v1.FinishAgentRunsRequest.runs:type_name -> agentmesh.registry.v1.FinishAgentRunRequest
-	71,  // 40: agentmesh.registry.v1.FinishAgentRunsResponse.results:type_name -> agentmesh.registry.v1.FinishedAgentRun
-	108, // 41: agentmesh.registry.v1.FinishedAgentRun.agent:type_name -> agentmesh.registry.v1.Agent
-	74,  // 42: agentmesh.registry.v1.RenewRunLeasesRequest.runs:type_name -> agentmesh.registry.v1.LeasedRun
-	74,  // 43: agentmesh.registry.v1.RenewRunLeasesRequest.closed:type_name -> agentmesh.registry.v1.LeasedRun
-	74,  // 44: agentmesh.registry.v1.RenewRunLeasesResponse.lost:type_name -> agentmesh.registry.v1.LeasedRun
-	75,  // 45: agentmesh.registry.v1.RenewRunLeasesResponse.orphans:type_name -> agentmesh.registry.v1.OrphanedRun
-	74,  // 46: agentmesh.registry.v1.RenewRunLeasesResponse.interrupted:type_name -> agentmesh.registry.v1.LeasedRun
-	110, // 47: agentmesh.registry.v1.RegisterExecutorRequest.executor:type_name -> agentmesh.registry.v1.Executor
-	110, // 48: agentmesh.registry.v1.RegisterExecutorResponse.executor:type_name -> agentmesh.registry.v1.Executor
-	110, // 49: agentmesh.registry.v1.ListExecutorsResponse.executors:type_name -> agentmesh.registry.v1.Executor
-	111, // 50: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	111, // 51: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	111, // 52: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	111, // 53: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	111, // 54: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	103, // 55: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
-	111, // 56: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	112, // 57: agentmesh.registry.v1.CreateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	112, // 58: agentmesh.registry.v1.CreateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	112, // 59: agentmesh.registry.v1.GetRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	112, // 60: agentmesh.registry.v1.ListRemoteAgentsResponse.remote_agents:type_name -> agentmesh.registry.v1.RemoteAgent
-	112, // 61: agentmesh.registry.v1.ResolveRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	111, // 62: agentmesh.registry.v1.ResolveMcpServersResponse.servers:type_name -> agentmesh.registry.v1.McpServer
-	0,   // 63: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
-	2,   // 64: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
-	5,   // 65: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
-	7,   // 66: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
-	9,   // 67: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
-	11,  // 68: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
-	13,  // 69: agentmesh.registry.v1.RegistryService.UpdateUser:input_type -> agentmesh.registry.v1.UpdateUserRequest
-	15,  // 70: agentmesh.registry.v1.RegistryService.GetUserStatus:input_type -> agentmesh.registry.v1.GetUserStatusRequest
-	17,  // 71: agentmesh.registry.v1.RegistryService.CreateApiKey:input_type -> agentmesh.registry.v1.CreateApiKeyRequest
-	19,  // 72: agentmesh.registry.v1.RegistryService.ListApiKeys:input_type -> agentmesh.registry.v1.ListApiKeysRequest
-	21,  // 73: agentmesh.registry.v1.RegistryService.RevokeApiKey:input_type -> agentmesh.registry.v1.RevokeApiKeyRequest
-	23,  // 74: agentmesh.registry.v1.RegistryService.AuthenticateApiKey:input_type -> agentmesh.registry.v1.AuthenticateApiKeyRequest
-	25,  // 75: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
-	27,  // 76: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
-	29,  // 77: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
-	31,  // 78: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
-	33,  // 79: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
-	35,  // 80: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
-	37,  // 81: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
-	39,  // 82: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
-	41,  // 83: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
-	43,  // 84: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
-	45,  // 85: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
-	47,  // 86: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
-	49,  // 87: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
-	51,  // 88: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
-	53,  // 89: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
-	55,  // 90: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
-	57,  // 91: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
-	59,  // 92: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
-	61,  // 93: agentmesh.registry.v1.RegistryService.ResolveAgent:input_type -> agentmesh.registry.v1.ResolveAgentRequest
-	63,  // 94: agentmesh.registry.v1.RegistryService.StartAgentRun:input_type -> agentmesh.registry.v1.StartAgentRunRequest
-	65,  // 95: agentmesh.registry.v1.RegistryService.AwaitSessionTurn:input_type -> agentmesh.registry.v1.AwaitSessionTurnRequest
-	67,  // 96: agentmesh.registry.v1.RegistryService.FinishAgentRun:input_type -> agentmesh.registry.v1.FinishAgentRunRequest
-	69,  // 97: agentmesh.registry.v1.RegistryService.FinishAgentRuns:input_type -> agentmesh.registry.v1.FinishAgentRunsRequest
-	72,  // 98: agentmesh.registry.v1.RegistryService.RenewRunLeases:input_type -> agentmesh.registry.v1.RenewRunLeasesRequest
-	80,  // 99: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
-	82,  // 100: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
-	84,  // 101: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
-	86,  // 102: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
-	88,  // 103: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
-	100, // 104: agentmesh.registry.v1.RegistryService.ResolveMcpServers:input_type -> agentmesh.registry.v1.ResolveMcpServersRequest
-	90,  // 105: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:input_type -> agentmesh.registry.v1.CreateRemoteAgentRequest
-	92,  // 106: agentmesh.registry.v1.RegistryService.GetRemoteAgent:input_type -> agentmesh.registry.v1.GetRemoteAgentRequest
-	94,  // 107: agentmesh.registry.v1.RegistryService.ListRemoteAgents:input_type -> agentmesh.registry.v1.ListRemoteAgentsRequest
-	96,  // 108: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:input_type -> agentmesh.registry.v1.DeleteRemoteAgentRequest
-	98,  // 109: agentmesh.registry.v1.RegistryService.ResolveRemoteAgent:input_type -> agentmesh.registry.v1.ResolveRemoteAgentRequest
-	76,  // 110: agentmesh.registry.v1.RegistryService.RegisterExecutor:input_type -> agentmesh.registry.v1.RegisterExecutorRequest
-	78,  // 111: agentmesh.registry.v1.RegistryService.ListExecutors:input_type -> agentmesh.registry.v1.ListExecutorsRequest
-	1,   // 112: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
-	4,   // 113: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
-	6,   // 114: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
-	8,   // 115: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
-	10,  // 116: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
-	12,  // 117: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
-	14,  // 118: agentmesh.registry.v1.RegistryService.UpdateUser:output_type -> agentmesh.registry.v1.UpdateUserResponse
-	16,  // 119: agentmesh.registry.v1.RegistryService.GetUserStatus:output_type -> agentmesh.registry.v1.GetUserStatusResponse
-	18,  // 120: agentmesh.registry.v1.RegistryService.CreateApiKey:output_type -> agentmesh.registry.v1.CreateApiKeyResponse
-	20,  // 121: agentmesh.registry.v1.RegistryService.ListApiKeys:output_type -> agentmesh.registry.v1.ListApiKeysResponse
-	22,  // 122: agentmesh.registry.v1.RegistryService.RevokeApiKey:output_type -> agentmesh.registry.v1.RevokeApiKeyResponse
-	24,  // 123: agentmesh.registry.v1.RegistryService.AuthenticateApiKey:output_type -> agentmesh.registry.v1.AuthenticateApiKeyResponse
-	26,  // 124: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
-	28,  // 125: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
-	30,  // 126: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
-	32,  // 127: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
-	34,  // 128: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
-	36,  // 129: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
-	38,  // 130: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
-	40,  // 131: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
-	42,  // 132: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
-	44,  // 133: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
-	46,  // 134: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
-	48,  // 135: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
-	50,  // 136: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
-	52,  // 137: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
-	54,  // 138: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
-	56,  // 139: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
-	58,  // 140: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
-	60,  // 141: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
-	62,  // 142: agentmesh.registry.v1.RegistryService.ResolveAgent:output_type -> agentmesh.registry.v1.ResolveAgentResponse
-	64,  // 143: agentmesh.registry.v1.RegistryService.StartAgentRun:output_type -> agentmesh.registry.v1.StartAgentRunResponse
-	66,  // 144: agentmesh.registry.v1.RegistryService.AwaitSessionTurn:output_type -> agentmesh.registry.v1.AwaitSessionTurnResponse
-	68,  // 145: agentmesh.registry.v1.RegistryService.FinishAgentRun:output_type -> agentmesh.registry.v1.FinishAgentRunResponse
-	70,  // 146: agentmesh.registry.v1.RegistryService.FinishAgentRuns:output_type -> agentmesh.registry.v1.FinishAgentRunsResponse
-	73,  // 147: agentmesh.registry.v1.RegistryService.RenewRunLeases:output_type -> agentmesh.registry.v1.RenewRunLeasesResponse
-	81,  // 148: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
-	83,  // 149: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
-	85,  // 150: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
-	87,  // 151: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
-	89,  // 152: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
-	101, // 153: agentmesh.registry.v1.RegistryService.ResolveMcpServers:output_type -> agentmesh.registry.v1.ResolveMcpServersResponse
-	91,  // 154: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:output_type -> agentmesh.registry.v1.CreateRemoteAgentResponse
-	93,  // 155: agentmesh.registry.v1.RegistryService.GetRemoteAgent:output_type -> agentmesh.registry.v1.GetRemoteAgentResponse
-	95,  // 156: agentmesh.registry.v1.RegistryService.ListRemoteAgents:output_type -> agentmesh.registry.v1.ListRemoteAgentsResponse
-	97,  // 157: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:output_type -> agentmesh.registry.v1.DeleteRemoteAgentResponse
-	99,  // 158: agentmesh.registry.v1.RegistryService.ResolveRemoteAgent:output_type -> agentmesh.registry.v1.ResolveRemoteAgentResponse
-	77,  // 159: agentmesh.registry.v1.RegistryService.RegisterExecutor:output_type -> agentmesh.registry.v1.RegisterExecutorResponse
-	79,  // 160: agentmesh.registry.v1.RegistryService.ListExecutors:output_type -> agentmesh.registry.v1.ListExecutorsResponse
-	112, // [112:161] is the sub-list for method output_type
-	63,  // [63:112] is the sub-list for method input_type
-	63,  // [63:63] is the sub-list for extension type_name
-	63,  // [63:63] is the sub-list for extension extendee
-	0,   // [0:63] is the sub-list for field type_name
+	75, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
+	3,  // 1: agentmesh.registry.v1.LoginResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
+	3,  // 2: agentmesh.registry.v1.RefreshTokensResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
+	75, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
+	75, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	75, // 5: agentmesh.registry.v1.UpdateUserRequest.user:type_name -> agentmesh.registry.v1.User
+	76, // 6: agentmesh.registry.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
+	75, // 7: agentmesh.registry.v1.UpdateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	77, // 8: agentmesh.registry.v1.CreateApiKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	78, // 9: agentmesh.registry.v1.CreateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
+	78, // 10: agentmesh.registry.v1.ListApiKeysResponse.api_keys:type_name -> agentmesh.registry.v1.ApiKey
+	79, // 11: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	79, // 12: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	79, // 13: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	79, // 14: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
+	79, // 15: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	76, // 16: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
+	79, // 17: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	80, // 18: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	80, // 19: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	80, // 20: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	80, // 21: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
+	80, // 22: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	76, // 23: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	80, // 24: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	81, // 25: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	81, // 26: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	81, // 27: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	81, // 28: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
+	81, // 29: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	76, // 30: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	81, // 31: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	81, // 32: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	81, // 33: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	82, // 34: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	82, // 35: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	82, // 36: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	82, // 37: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	82, // 38: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	76, // 39: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
+	82, // 40: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	83, // 41: agentmesh.registry.v1.CreateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	83, // 42: agentmesh.registry.v1.CreateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	83, // 43: agentmesh.registry.v1.GetRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	83, // 44: agentmesh.registry.v1.ListRemoteAgentsResponse.remote_agents:type_name -> agentmesh.registry.v1.RemoteAgent
+	0,  // 45: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
+	2,  // 46: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
+	5,  // 47: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
+	7,  // 48: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
+	9,  // 49: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
+	11, // 50: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
+	13, // 51: agentmesh.registry.v1.RegistryService.UpdateUser:input_type -> agentmesh.registry.v1.UpdateUserRequest
+	15, // 52: agentmesh.registry.v1.RegistryService.CreateApiKey:input_type -> agentmesh.registry.v1.CreateApiKeyRequest
+	17, // 53: agentmesh.registry.v1.RegistryService.ListApiKeys:input_type -> agentmesh.registry.v1.ListApiKeysRequest
+	19, // 54: agentmesh.registry.v1.RegistryService.RevokeApiKey:input_type -> agentmesh.registry.v1.RevokeApiKeyRequest
+	21, // 55: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
+	23, // 56: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
+	25, // 57: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
+	27, // 58: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
+	29, // 59: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
+	31, // 60: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
+	33, // 61: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
+	35, // 62: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
+	37, // 63: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
+	39, // 64: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
+	41, // 65: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
+	43, // 66: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
+	45, // 67: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
+	47, // 68: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
+	49, // 69: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
+	51, // 70: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
+	53, // 71: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
+	55, // 72: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
+	57, // 73: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
+	59, // 74: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
+	61, // 75: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
+	63, // 76: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
+	65, // 77: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
+	67, // 78: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:input_type -> agentmesh.registry.v1.CreateRemoteAgentRequest
+	69, // 79: agentmesh.registry.v1.RegistryService.GetRemoteAgent:input_type -> agentmesh.registry.v1.GetRemoteAgentRequest
+	71, // 80: agentmesh.registry.v1.RegistryService.ListRemoteAgents:input_type -> agentmesh.registry.v1.ListRemoteAgentsRequest
+	73, // 81: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:input_type -> agentmesh.registry.v1.DeleteRemoteAgentRequest
+	1,  // 82: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
+	4,  // 83: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
+	6,  // 84: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
+	8,  // 85: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
+	10, // 86: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
+	12, // 87: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
+	14, // 88: agentmesh.registry.v1.RegistryService.UpdateUser:output_type -> agentmesh.registry.v1.UpdateUserResponse
+	16, // 89: agentmesh.registry.v1.RegistryService.CreateApiKey:output_type -> agentmesh.registry.v1.CreateApiKeyResponse
+	18, // 90: agentmesh.registry.v1.RegistryService.ListApiKeys:output_type -> agentmesh.registry.v1.ListApiKeysResponse
+	20, // 91: agentmesh.registry.v1.RegistryService.RevokeApiKey:output_type -> agentmesh.registry.v1.RevokeApiKeyResponse
+	22, // 92: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
+	24, // 93: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
+	26, // 94: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
+	28, // 95: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
+	30, // 96: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
+	32, // 97: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
+	34, // 98: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
+	36, // 99: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
+	38, // 100: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
+	40, // 101: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
+	42, // 102: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
+	44, // 103: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
+	46, // 104: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
+	48, // 105: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
+	50, // 106: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
+	52, // 107: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
+	54, // 108: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
+	56, // 109: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
+	58, // 110: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
+	60, // 111: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
+	62, // 112: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
+	64, // 113: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
+	66, // 114: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
+	68, // 115: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:output_type -> agentmesh.registry.v1.CreateRemoteAgentResponse
+	70, // 116: agentmesh.registry.v1.RegistryService.GetRemoteAgent:output_type -> agentmesh.registry.v1.GetRemoteAgentResponse
+	72, // 117: agentmesh.registry.v1.RegistryService.ListRemoteAgents:output_type -> agentmesh.registry.v1.ListRemoteAgentsResponse
+	74, // 118: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:output_type -> agentmesh.registry.v1.DeleteRemoteAgentResponse
+	82, // [82:119] is the sub-list for method output_type
+	45, // [45:82] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_registry_service_proto_init() }
@@ -6284,7 +4557,7 @@ func file_agentmesh_registry_v1_registry_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_registry_service_proto_rawDesc), len(file_agentmesh_registry_v1_registry_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   102,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

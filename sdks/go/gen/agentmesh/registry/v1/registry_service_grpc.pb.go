@@ -26,11 +26,9 @@ const (
 	RegistryService_GetCurrentUser_FullMethodName     = "/agentmesh.registry.v1.RegistryService/GetCurrentUser"
 	RegistryService_CreateUser_FullMethodName         = "/agentmesh.registry.v1.RegistryService/CreateUser"
 	RegistryService_UpdateUser_FullMethodName         = "/agentmesh.registry.v1.RegistryService/UpdateUser"
-	RegistryService_GetUserStatus_FullMethodName      = "/agentmesh.registry.v1.RegistryService/GetUserStatus"
 	RegistryService_CreateApiKey_FullMethodName       = "/agentmesh.registry.v1.RegistryService/CreateApiKey"
 	RegistryService_ListApiKeys_FullMethodName        = "/agentmesh.registry.v1.RegistryService/ListApiKeys"
 	RegistryService_RevokeApiKey_FullMethodName       = "/agentmesh.registry.v1.RegistryService/RevokeApiKey"
-	RegistryService_AuthenticateApiKey_FullMethodName = "/agentmesh.registry.v1.RegistryService/AuthenticateApiKey"
 	RegistryService_CreateAgentType_FullMethodName    = "/agentmesh.registry.v1.RegistryService/CreateAgentType"
 	RegistryService_GetAgentType_FullMethodName       = "/agentmesh.registry.v1.RegistryService/GetAgentType"
 	RegistryService_ListAgentTypes_FullMethodName     = "/agentmesh.registry.v1.RegistryService/ListAgentTypes"
@@ -49,25 +47,15 @@ const (
 	RegistryService_ResumeAgent_FullMethodName        = "/agentmesh.registry.v1.RegistryService/ResumeAgent"
 	RegistryService_DeleteAgent_FullMethodName        = "/agentmesh.registry.v1.RegistryService/DeleteAgent"
 	RegistryService_GetAgentMetrics_FullMethodName    = "/agentmesh.registry.v1.RegistryService/GetAgentMetrics"
-	RegistryService_ResolveAgent_FullMethodName       = "/agentmesh.registry.v1.RegistryService/ResolveAgent"
-	RegistryService_StartAgentRun_FullMethodName      = "/agentmesh.registry.v1.RegistryService/StartAgentRun"
-	RegistryService_AwaitSessionTurn_FullMethodName   = "/agentmesh.registry.v1.RegistryService/AwaitSessionTurn"
-	RegistryService_FinishAgentRun_FullMethodName     = "/agentmesh.registry.v1.RegistryService/FinishAgentRun"
-	RegistryService_FinishAgentRuns_FullMethodName    = "/agentmesh.registry.v1.RegistryService/FinishAgentRuns"
-	RegistryService_RenewRunLeases_FullMethodName     = "/agentmesh.registry.v1.RegistryService/RenewRunLeases"
 	RegistryService_CreateMcpServer_FullMethodName    = "/agentmesh.registry.v1.RegistryService/CreateMcpServer"
 	RegistryService_GetMcpServer_FullMethodName       = "/agentmesh.registry.v1.RegistryService/GetMcpServer"
 	RegistryService_ListMcpServers_FullMethodName     = "/agentmesh.registry.v1.RegistryService/ListMcpServers"
 	RegistryService_UpdateMcpServer_FullMethodName    = "/agentmesh.registry.v1.RegistryService/UpdateMcpServer"
 	RegistryService_DeleteMcpServer_FullMethodName    = "/agentmesh.registry.v1.RegistryService/DeleteMcpServer"
-	RegistryService_ResolveMcpServers_FullMethodName  = "/agentmesh.registry.v1.RegistryService/ResolveMcpServers"
 	RegistryService_CreateRemoteAgent_FullMethodName  = "/agentmesh.registry.v1.RegistryService/CreateRemoteAgent"
 	RegistryService_GetRemoteAgent_FullMethodName     = "/agentmesh.registry.v1.RegistryService/GetRemoteAgent"
 	RegistryService_ListRemoteAgents_FullMethodName   = "/agentmesh.registry.v1.RegistryService/ListRemoteAgents"
 	RegistryService_DeleteRemoteAgent_FullMethodName  = "/agentmesh.registry.v1.RegistryService/DeleteRemoteAgent"
-	RegistryService_ResolveRemoteAgent_FullMethodName = "/agentmesh.registry.v1.RegistryService/ResolveRemoteAgent"
-	RegistryService_RegisterExecutor_FullMethodName   = "/agentmesh.registry.v1.RegistryService/RegisterExecutor"
-	RegistryService_ListExecutors_FullMethodName      = "/agentmesh.registry.v1.RegistryService/ListExecutors"
 )
 
 // RegistryServiceClient is the client API for RegistryService service.
@@ -107,10 +95,6 @@ type RegistryServiceClient interface {
 	// moves on). NOT_FOUND; FAILED_PRECONDITION when a superuser would demote or deactivate itself
 	// (reason CANNOT_CHANGE_SELF).
 	UpdateUser(ctx context.Context, in *UpdateUserRequest, opts ...grpc.CallOption) (*UpdateUserResponse, error)
-	// Internal (system principal only; moves to the internal package): a user's current state,
-	// which gateways compare with the access tokens they are shown (claim `ver`) at most once a
-	// second per user, so logout, deactivation and role changes take effect within a second.
-	GetUserStatus(ctx context.Context, in *GetUserStatusRequest, opts ...grpc.CallOption) (*GetUserStatusResponse, error)
 	// Creates an API key for the caller: a long-lived credential for programs, optionally scoped to
 	// one of the caller's projects and with an expiry. The answer carries the secret, the only time
 	// it is ever shown (only its SHA-256 is stored). NOT_FOUND for a project the caller may not see.
@@ -120,10 +104,6 @@ type RegistryServiceClient interface {
 	// Revokes one of the caller's API keys; it stops working within a second. NOT_FOUND for a key
 	// that is not the caller's. Revoking a revoked key changes nothing.
 	RevokeApiKey(ctx context.Context, in *RevokeApiKeyRequest, opts ...grpc.CallOption) (*RevokeApiKeyResponse, error)
-	// Internal (system principal only; moves to the internal package): the user and scope an API
-	// key stands for. UNAUTHENTICATED (reason API_KEY_INVALID) for a malformed, unknown, revoked or
-	// expired key, or one whose user is deactivated; the answer never names the key.
-	AuthenticateApiKey(ctx context.Context, in *AuthenticateApiKeyRequest, opts ...grpc.CallOption) (*AuthenticateApiKeyResponse, error)
 	// Creates an agent type (superusers). ALREADY_EXISTS when the slug is taken.
 	CreateAgentType(ctx context.Context, in *CreateAgentTypeRequest, opts ...grpc.CallOption) (*CreateAgentTypeResponse, error)
 	// Returns one agent type by id or slug. NOT_FOUND.
@@ -163,31 +143,6 @@ type RegistryServiceClient interface {
 	DeleteAgent(ctx context.Context, in *DeleteAgentRequest, opts ...grpc.CallOption) (*DeleteAgentResponse, error)
 	// Returns usage figures of an agent. NOT_FOUND.
 	GetAgentMetrics(ctx context.Context, in *GetAgentMetricsRequest, opts ...grpc.CallOption) (*GetAgentMetricsResponse, error)
-	// Resolves an agent by project slug and agent slug or name into what an executor runs. NOT_FOUND.
-	ResolveAgent(ctx context.Context, in *ResolveAgentRequest, opts ...grpc.CallOption) (*ResolveAgentResponse, error)
-	// Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
-	// paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
-	// run_id twice counts it once. With `double_texting` set, the run is its session's next turn:
-	// ABORTED (reason SESSION_BUSY, naming the run in flight) when the policy is reject and a turn
-	// is in flight; nothing is started then.
-	StartAgentRun(ctx context.Context, in *StartAgentRunRequest, opts ...grpc.CallOption) (*StartAgentRunResponse, error)
-	// Waits (at most `wait_seconds`, bounded by the call's deadline) until no earlier turn of the
-	// run's session is in flight, and returns those still in flight (none: the run's turn has
-	// come). System principal only. INVALID_ARGUMENT.
-	AwaitSessionTurn(ctx context.Context, in *AwaitSessionTurnRequest, opts ...grpc.CallOption) (*AwaitSessionTurnResponse, error)
-	// Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
-	// Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
-	FinishAgentRun(ctx context.Context, in *FinishAgentRunRequest, opts ...grpc.CallOption) (*FinishAgentRunResponse, error)
-	// Finishes several runs in one call, each exactly as FinishAgentRun would and independently
-	// of the others (one refused does not fail the rest): how executors report their runs' ends
-	// under load. At most 1,000 runs per call.
-	FinishAgentRuns(ctx context.Context, in *FinishAgentRunsRequest, opts ...grpc.CallOption) (*FinishAgentRunsResponse, error)
-	// Renews the leases an executor holds on its runs, in one call for all of them (system
-	// principal only). A run whose lease is not renewed within the registry's lease time is
-	// orphaned: it stops counting as in flight (the agent goes idle when it was the last) and is
-	// handed, through this call's answer, to a live executor that closes it in the session's log.
-	// Runs in `runs` that this executor no longer holds come back in `lost`. INVALID_ARGUMENT.
-	RenewRunLeases(ctx context.Context, in *RenewRunLeasesRequest, opts ...grpc.CallOption) (*RenewRunLeasesResponse, error)
 	// Registers an MCP server (superusers): global, or one project's when project_id is set.
 	// ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
 	// for an unknown project.
@@ -202,10 +157,6 @@ type RegistryServiceClient interface {
 	UpdateMcpServer(ctx context.Context, in *UpdateMcpServerRequest, opts ...grpc.CallOption) (*UpdateMcpServerResponse, error)
 	// Deletes an MCP server (superusers); agent types naming it run without its tools. NOT_FOUND.
 	DeleteMcpServer(ctx context.Context, in *DeleteMcpServerRequest, opts ...grpc.CallOption) (*DeleteMcpServerResponse, error)
-	// Resolves an agent's MCP servers for running it: its type's inline definitions and the
-	// registered servers it names (the project's of that name, else the global one), env and
-	// header values in full. The system principal only (executors). NOT_FOUND.
-	ResolveMcpServers(ctx context.Context, in *ResolveMcpServersRequest, opts ...grpc.CallOption) (*ResolveMcpServersResponse, error)
 	// Registers a remote A2A agent in a project (its owner or superusers). ALREADY_EXISTS when an
 	// agent or remote agent of the project has the name (reason REMOTE_AGENT_NAME_TAKEN);
 	// INVALID_ARGUMENT; NOT_FOUND for a project the caller may not see.
@@ -216,13 +167,6 @@ type RegistryServiceClient interface {
 	ListRemoteAgents(ctx context.Context, in *ListRemoteAgentsRequest, opts ...grpc.CallOption) (*ListRemoteAgentsResponse, error)
 	// Deletes a remote agent; agents naming it get a refused delegation. NOT_FOUND.
 	DeleteRemoteAgent(ctx context.Context, in *DeleteRemoteAgentRequest, opts ...grpc.CallOption) (*DeleteRemoteAgentResponse, error)
-	// Resolves a project's remote agent by name for delegating to it, credential in full. The
-	// system principal only (executors). NOT_FOUND.
-	ResolveRemoteAgent(ctx context.Context, in *ResolveRemoteAgentRequest, opts ...grpc.CallOption) (*ResolveRemoteAgentResponse, error)
-	// Registers or refreshes an executor in the pool (system principal only).
-	RegisterExecutor(ctx context.Context, in *RegisterExecutorRequest, opts ...grpc.CallOption) (*RegisterExecutorResponse, error)
-	// Lists executors that reported in recently (superusers and the system principal).
-	ListExecutors(ctx context.Context, in *ListExecutorsRequest, opts ...grpc.CallOption) (*ListExecutorsResponse, error)
 }
 
 type registryServiceClient struct {
@@ -303,16 +247,6 @@ func (c *registryServiceClient) UpdateUser(ctx context.Context, in *UpdateUserRe
 	return out, nil
 }
 
-func (c *registryServiceClient) GetUserStatus(ctx context.Context, in *GetUserStatusRequest, opts ...grpc.CallOption) (*GetUserStatusResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(GetUserStatusResponse)
-	err := c.cc.Invoke(ctx, RegistryService_GetUserStatus_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 func (c *registryServiceClient) CreateApiKey(ctx context.Context, in *CreateApiKeyRequest, opts ...grpc.CallOption) (*CreateApiKeyResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateApiKeyResponse)
@@ -337,16 +271,6 @@ func (c *registryServiceClient) RevokeApiKey(ctx context.Context, in *RevokeApiK
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RevokeApiKeyResponse)
 	err := c.cc.Invoke(ctx, RegistryService_RevokeApiKey_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *registryServiceClient) AuthenticateApiKey(ctx context.Context, in *AuthenticateApiKeyRequest, opts ...grpc.CallOption) (*AuthenticateApiKeyResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(AuthenticateApiKeyResponse)
-	err := c.cc.Invoke(ctx, RegistryService_AuthenticateApiKey_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -533,66 +457,6 @@ func (c *registryServiceClient) GetAgentMetrics(ctx context.Context, in *GetAgen
 	return out, nil
 }
 
-func (c *registryServiceClient) ResolveAgent(ctx context.Context, in *ResolveAgentRequest, opts ...grpc.CallOption) (*ResolveAgentResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ResolveAgentResponse)
-	err := c.cc.Invoke(ctx, RegistryService_ResolveAgent_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *registryServiceClient) StartAgentRun(ctx context.Context, in *StartAgentRunRequest, opts ...grpc.CallOption) (*StartAgentRunResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(StartAgentRunResponse)
-	err := c.cc.Invoke(ctx, RegistryService_StartAgentRun_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *registryServiceClient) AwaitSessionTurn(ctx context.Context, in *AwaitSessionTurnRequest, opts ...grpc.CallOption) (*AwaitSessionTurnResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(AwaitSessionTurnResponse)
-	err := c.cc.Invoke(ctx, RegistryService_AwaitSessionTurn_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *registryServiceClient) FinishAgentRun(ctx context.Context, in *FinishAgentRunRequest, opts ...grpc.CallOption) (*FinishAgentRunResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(FinishAgentRunResponse)
-	err := c.cc.Invoke(ctx, RegistryService_FinishAgentRun_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *registryServiceClient) FinishAgentRuns(ctx context.Context, in *FinishAgentRunsRequest, opts ...grpc.CallOption) (*FinishAgentRunsResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(FinishAgentRunsResponse)
-	err := c.cc.Invoke(ctx, RegistryService_FinishAgentRuns_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *registryServiceClient) RenewRunLeases(ctx context.Context, in *RenewRunLeasesRequest, opts ...grpc.CallOption) (*RenewRunLeasesResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(RenewRunLeasesResponse)
-	err := c.cc.Invoke(ctx, RegistryService_RenewRunLeases_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 func (c *registryServiceClient) CreateMcpServer(ctx context.Context, in *CreateMcpServerRequest, opts ...grpc.CallOption) (*CreateMcpServerResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateMcpServerResponse)
@@ -643,16 +507,6 @@ func (c *registryServiceClient) DeleteMcpServer(ctx context.Context, in *DeleteM
 	return out, nil
 }
 
-func (c *registryServiceClient) ResolveMcpServers(ctx context.Context, in *ResolveMcpServersRequest, opts ...grpc.CallOption) (*ResolveMcpServersResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ResolveMcpServersResponse)
-	err := c.cc.Invoke(ctx, RegistryService_ResolveMcpServers_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 func (c *registryServiceClient) CreateRemoteAgent(ctx context.Context, in *CreateRemoteAgentRequest, opts ...grpc.CallOption) (*CreateRemoteAgentResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateRemoteAgentResponse)
@@ -687,36 +541,6 @@ func (c *registryServiceClient) DeleteRemoteAgent(ctx context.Context, in *Delet
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteRemoteAgentResponse)
 	err := c.cc.Invoke(ctx, RegistryService_DeleteRemoteAgent_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *registryServiceClient) ResolveRemoteAgent(ctx context.Context, in *ResolveRemoteAgentRequest, opts ...grpc.CallOption) (*ResolveRemoteAgentResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ResolveRemoteAgentResponse)
-	err := c.cc.Invoke(ctx, RegistryService_ResolveRemoteAgent_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *registryServiceClient) RegisterExecutor(ctx context.Context, in *RegisterExecutorRequest, opts ...grpc.CallOption) (*RegisterExecutorResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(RegisterExecutorResponse)
-	err := c.cc.Invoke(ctx, RegistryService_RegisterExecutor_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *registryServiceClient) ListExecutors(ctx context.Context, in *ListExecutorsRequest, opts ...grpc.CallOption) (*ListExecutorsResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ListExecutorsResponse)
-	err := c.cc.Invoke(ctx, RegistryService_ListExecutors_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -760,10 +584,6 @@ type RegistryServiceServer interface {
 	// moves on). NOT_FOUND; FAILED_PRECONDITION when a superuser would demote or deactivate itself
 	// (reason CANNOT_CHANGE_SELF).
 	UpdateUser(context.Context, *UpdateUserRequest) (*UpdateUserResponse, error)
-	// Internal (system principal only; moves to the internal package): a user's current state,
-	// which gateways compare with the access tokens they are shown (claim `ver`) at most once a
-	// second per user, so logout, deactivation and role changes take effect within a second.
-	GetUserStatus(context.Context, *GetUserStatusRequest) (*GetUserStatusResponse, error)
 	// Creates an API key for the caller: a long-lived credential for programs, optionally scoped to
 	// one of the caller's projects and with an expiry. The answer carries the secret, the only time
 	// it is ever shown (only its SHA-256 is stored). NOT_FOUND for a project the caller may not see.
@@ -773,10 +593,6 @@ type RegistryServiceServer interface {
 	// Revokes one of the caller's API keys; it stops working within a second. NOT_FOUND for a key
 	// that is not the caller's. Revoking a revoked key changes nothing.
 	RevokeApiKey(context.Context, *RevokeApiKeyRequest) (*RevokeApiKeyResponse, error)
-	// Internal (system principal only; moves to the internal package): the user and scope an API
-	// key stands for. UNAUTHENTICATED (reason API_KEY_INVALID) for a malformed, unknown, revoked or
-	// expired key, or one whose user is deactivated; the answer never names the key.
-	AuthenticateApiKey(context.Context, *AuthenticateApiKeyRequest) (*AuthenticateApiKeyResponse, error)
 	// Creates an agent type (superusers). ALREADY_EXISTS when the slug is taken.
 	CreateAgentType(context.Context, *CreateAgentTypeRequest) (*CreateAgentTypeResponse, error)
 	// Returns one agent type by id or slug. NOT_FOUND.
@@ -816,31 +632,6 @@ type RegistryServiceServer interface {
 	DeleteAgent(context.Context, *DeleteAgentRequest) (*DeleteAgentResponse, error)
 	// Returns usage figures of an agent. NOT_FOUND.
 	GetAgentMetrics(context.Context, *GetAgentMetricsRequest) (*GetAgentMetricsResponse, error)
-	// Resolves an agent by project slug and agent slug or name into what an executor runs. NOT_FOUND.
-	ResolveAgent(context.Context, *ResolveAgentRequest) (*ResolveAgentResponse, error)
-	// Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
-	// paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
-	// run_id twice counts it once. With `double_texting` set, the run is its session's next turn:
-	// ABORTED (reason SESSION_BUSY, naming the run in flight) when the policy is reject and a turn
-	// is in flight; nothing is started then.
-	StartAgentRun(context.Context, *StartAgentRunRequest) (*StartAgentRunResponse, error)
-	// Waits (at most `wait_seconds`, bounded by the call's deadline) until no earlier turn of the
-	// run's session is in flight, and returns those still in flight (none: the run's turn has
-	// come). System principal only. INVALID_ARGUMENT.
-	AwaitSessionTurn(context.Context, *AwaitSessionTurnRequest) (*AwaitSessionTurnResponse, error)
-	// Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
-	// Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
-	FinishAgentRun(context.Context, *FinishAgentRunRequest) (*FinishAgentRunResponse, error)
-	// Finishes several runs in one call, each exactly as FinishAgentRun would and independently
-	// of the others (one refused does not fail the rest): how executors report their runs' ends
-	// under load. At most 1,000 runs per call.
-	FinishAgentRuns(context.Context, *FinishAgentRunsRequest) (*FinishAgentRunsResponse, error)
-	// Renews the leases an executor holds on its runs, in one call for all of them (system
-	// principal only). A run whose lease is not renewed within the registry's lease time is
-	// orphaned: it stops counting as in flight (the agent goes idle when it was the last) and is
-	// handed, through this call's answer, to a live executor that closes it in the session's log.
-	// Runs in `runs` that this executor no longer holds come back in `lost`. INVALID_ARGUMENT.
-	RenewRunLeases(context.Context, *RenewRunLeasesRequest) (*RenewRunLeasesResponse, error)
 	// Registers an MCP server (superusers): global, or one project's when project_id is set.
 	// ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
 	// for an unknown project.
@@ -855,10 +646,6 @@ type RegistryServiceServer interface {
 	UpdateMcpServer(context.Context, *UpdateMcpServerRequest) (*UpdateMcpServerResponse, error)
 	// Deletes an MCP server (superusers); agent types naming it run without its tools. NOT_FOUND.
 	DeleteMcpServer(context.Context, *DeleteMcpServerRequest) (*DeleteMcpServerResponse, error)
-	// Resolves an agent's MCP servers for running it: its type's inline definitions and the
-	// registered servers it names (the project's of that name, else the global one), env and
-	// header values in full. The system principal only (executors). NOT_FOUND.
-	ResolveMcpServers(context.Context, *ResolveMcpServersRequest) (*ResolveMcpServersResponse, error)
 	// Registers a remote A2A agent in a project (its owner or superusers). ALREADY_EXISTS when an
 	// agent or remote agent of the project has the name (reason REMOTE_AGENT_NAME_TAKEN);
 	// INVALID_ARGUMENT; NOT_FOUND for a project the caller may not see.
@@ -869,13 +656,6 @@ type RegistryServiceServer interface {
 	ListRemoteAgents(context.Context, *ListRemoteAgentsRequest) (*ListRemoteAgentsResponse, error)
 	// Deletes a remote agent; agents naming it get a refused delegation. NOT_FOUND.
 	DeleteRemoteAgent(context.Context, *DeleteRemoteAgentRequest) (*DeleteRemoteAgentResponse, error)
-	// Resolves a project's remote agent by name for delegating to it, credential in full. The
-	// system principal only (executors). NOT_FOUND.
-	ResolveRemoteAgent(context.Context, *ResolveRemoteAgentRequest) (*ResolveRemoteAgentResponse, error)
-	// Registers or refreshes an executor in the pool (system principal only).
-	RegisterExecutor(context.Context, *RegisterExecutorRequest) (*RegisterExecutorResponse, error)
-	// Lists executors that reported in recently (superusers and the system principal).
-	ListExecutors(context.Context, *ListExecutorsRequest) (*ListExecutorsResponse, error)
 	mustEmbedUnimplementedRegistryServiceServer()
 }
 
@@ -907,9 +687,6 @@ func (UnimplementedRegistryServiceServer) CreateUser(context.Context, *CreateUse
 func (UnimplementedRegistryServiceServer) UpdateUser(context.Context, *UpdateUserRequest) (*UpdateUserResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateUser not implemented")
 }
-func (UnimplementedRegistryServiceServer) GetUserStatus(context.Context, *GetUserStatusRequest) (*GetUserStatusResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method GetUserStatus not implemented")
-}
 func (UnimplementedRegistryServiceServer) CreateApiKey(context.Context, *CreateApiKeyRequest) (*CreateApiKeyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateApiKey not implemented")
 }
@@ -918,9 +695,6 @@ func (UnimplementedRegistryServiceServer) ListApiKeys(context.Context, *ListApiK
 }
 func (UnimplementedRegistryServiceServer) RevokeApiKey(context.Context, *RevokeApiKeyRequest) (*RevokeApiKeyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeApiKey not implemented")
-}
-func (UnimplementedRegistryServiceServer) AuthenticateApiKey(context.Context, *AuthenticateApiKeyRequest) (*AuthenticateApiKeyResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method AuthenticateApiKey not implemented")
 }
 func (UnimplementedRegistryServiceServer) CreateAgentType(context.Context, *CreateAgentTypeRequest) (*CreateAgentTypeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateAgentType not implemented")
@@ -976,24 +750,6 @@ func (UnimplementedRegistryServiceServer) DeleteAgent(context.Context, *DeleteAg
 func (UnimplementedRegistryServiceServer) GetAgentMetrics(context.Context, *GetAgentMetricsRequest) (*GetAgentMetricsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetAgentMetrics not implemented")
 }
-func (UnimplementedRegistryServiceServer) ResolveAgent(context.Context, *ResolveAgentRequest) (*ResolveAgentResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method ResolveAgent not implemented")
-}
-func (UnimplementedRegistryServiceServer) StartAgentRun(context.Context, *StartAgentRunRequest) (*StartAgentRunResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method StartAgentRun not implemented")
-}
-func (UnimplementedRegistryServiceServer) AwaitSessionTurn(context.Context, *AwaitSessionTurnRequest) (*AwaitSessionTurnResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method AwaitSessionTurn not implemented")
-}
-func (UnimplementedRegistryServiceServer) FinishAgentRun(context.Context, *FinishAgentRunRequest) (*FinishAgentRunResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method FinishAgentRun not implemented")
-}
-func (UnimplementedRegistryServiceServer) FinishAgentRuns(context.Context, *FinishAgentRunsRequest) (*FinishAgentRunsResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method FinishAgentRuns not implemented")
-}
-func (UnimplementedRegistryServiceServer) RenewRunLeases(context.Context, *RenewRunLeasesRequest) (*RenewRunLeasesResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method RenewRunLeases not implemented")
-}
 func (UnimplementedRegistryServiceServer) CreateMcpServer(context.Context, *CreateMcpServerRequest) (*CreateMcpServerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateMcpServer not implemented")
 }
@@ -1009,9 +765,6 @@ func (UnimplementedRegistryServiceServer) UpdateMcpServer(context.Context, *Upda
 func (UnimplementedRegistryServiceServer) DeleteMcpServer(context.Context, *DeleteMcpServerRequest) (*DeleteMcpServerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteMcpServer not implemented")
 }
-func (UnimplementedRegistryServiceServer) ResolveMcpServers(context.Context, *ResolveMcpServersRequest) (*ResolveMcpServersResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method ResolveMcpServers not implemented")
-}
 func (UnimplementedRegistryServiceServer) CreateRemoteAgent(context.Context, *CreateRemoteAgentRequest) (*CreateRemoteAgentResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateRemoteAgent not implemented")
 }
@@ -1023,15 +776,6 @@ func (UnimplementedRegistryServiceServer) ListRemoteAgents(context.Context, *Lis
 }
 func (UnimplementedRegistryServiceServer) DeleteRemoteAgent(context.Context, *DeleteRemoteAgentRequest) (*DeleteRemoteAgentResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteRemoteAgent not implemented")
-}
-func (UnimplementedRegistryServiceServer) ResolveRemoteAgent(context.Context, *ResolveRemoteAgentRequest) (*ResolveRemoteAgentResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method ResolveRemoteAgent not implemented")
-}
-func (UnimplementedRegistryServiceServer) RegisterExecutor(context.Context, *RegisterExecutorRequest) (*RegisterExecutorResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method RegisterExecutor not implemented")
-}
-func (UnimplementedRegistryServiceServer) ListExecutors(context.Context, *ListExecutorsRequest) (*ListExecutorsResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method ListExecutors not implemented")
 }
 func (UnimplementedRegistryServiceServer) mustEmbedUnimplementedRegistryServiceServer() {}
 func (UnimplementedRegistryServiceServer) testEmbeddedByValue()                         {}
@@ -1180,24 +924,6 @@ func _RegistryService_UpdateUser_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
-func _RegistryService_GetUserStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(GetUserStatusRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RegistryServiceServer).GetUserStatus(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RegistryService_GetUserStatus_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RegistryServiceServer).GetUserStatus(ctx, req.(*GetUserStatusRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
 func _RegistryService_CreateApiKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateApiKeyRequest)
 	if err := dec(in); err != nil {
@@ -1248,24 +974,6 @@ func _RegistryService_RevokeApiKey_Handler(srv interface{}, ctx context.Context,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RegistryServiceServer).RevokeApiKey(ctx, req.(*RevokeApiKeyRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RegistryService_AuthenticateApiKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(AuthenticateApiKeyRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RegistryServiceServer).AuthenticateApiKey(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RegistryService_AuthenticateApiKey_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RegistryServiceServer).AuthenticateApiKey(ctx, req.(*AuthenticateApiKeyRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1594,114 +1302,6 @@ func _RegistryService_GetAgentMetrics_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
-func _RegistryService_ResolveAgent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ResolveAgentRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RegistryServiceServer).ResolveAgent(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RegistryService_ResolveAgent_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RegistryServiceServer).ResolveAgent(ctx, req.(*ResolveAgentRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RegistryService_StartAgentRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(StartAgentRunRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RegistryServiceServer).StartAgentRun(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RegistryService_StartAgentRun_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RegistryServiceServer).StartAgentRun(ctx, req.(*StartAgentRunRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RegistryService_AwaitSessionTurn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(AwaitSessionTurnRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RegistryServiceServer).AwaitSessionTurn(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RegistryService_AwaitSessionTurn_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RegistryServiceServer).AwaitSessionTurn(ctx, req.(*AwaitSessionTurnRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RegistryService_FinishAgentRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(FinishAgentRunRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RegistryServiceServer).FinishAgentRun(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RegistryService_FinishAgentRun_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RegistryServiceServer).FinishAgentRun(ctx, req.(*FinishAgentRunRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RegistryService_FinishAgentRuns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(FinishAgentRunsRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RegistryServiceServer).FinishAgentRuns(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RegistryService_FinishAgentRuns_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RegistryServiceServer).FinishAgentRuns(ctx, req.(*FinishAgentRunsRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RegistryService_RenewRunLeases_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(RenewRunLeasesRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RegistryServiceServer).RenewRunLeases(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RegistryService_RenewRunLeases_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RegistryServiceServer).RenewRunLeases(ctx, req.(*RenewRunLeasesRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
 func _RegistryService_CreateMcpServer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateMcpServerRequest)
 	if err := dec(in); err != nil {
@@ -1792,24 +1392,6 @@ func _RegistryService_DeleteMcpServer_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
-func _RegistryService_ResolveMcpServers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ResolveMcpServersRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RegistryServiceServer).ResolveMcpServers(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RegistryService_ResolveMcpServers_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RegistryServiceServer).ResolveMcpServers(ctx, req.(*ResolveMcpServersRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
 func _RegistryService_CreateRemoteAgent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateRemoteAgentRequest)
 	if err := dec(in); err != nil {
@@ -1882,60 +1464,6 @@ func _RegistryService_DeleteRemoteAgent_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
-func _RegistryService_ResolveRemoteAgent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ResolveRemoteAgentRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RegistryServiceServer).ResolveRemoteAgent(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RegistryService_ResolveRemoteAgent_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RegistryServiceServer).ResolveRemoteAgent(ctx, req.(*ResolveRemoteAgentRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RegistryService_RegisterExecutor_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(RegisterExecutorRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RegistryServiceServer).RegisterExecutor(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RegistryService_RegisterExecutor_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RegistryServiceServer).RegisterExecutor(ctx, req.(*RegisterExecutorRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _RegistryService_ListExecutors_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ListExecutorsRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RegistryServiceServer).ListExecutors(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: RegistryService_ListExecutors_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RegistryServiceServer).ListExecutors(ctx, req.(*ListExecutorsRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
 // RegistryService_ServiceDesc is the grpc.ServiceDesc for RegistryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1972,10 +1500,6 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _RegistryService_UpdateUser_Handler,
 		},
 		{
-			MethodName: "GetUserStatus",
-			Handler:    _RegistryService_GetUserStatus_Handler,
-		},
-		{
 			MethodName: "CreateApiKey",
 			Handler:    _RegistryService_CreateApiKey_Handler,
 		},
@@ -1986,10 +1510,6 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeApiKey",
 			Handler:    _RegistryService_RevokeApiKey_Handler,
-		},
-		{
-			MethodName: "AuthenticateApiKey",
-			Handler:    _RegistryService_AuthenticateApiKey_Handler,
 		},
 		{
 			MethodName: "CreateAgentType",
@@ -2064,30 +1584,6 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _RegistryService_GetAgentMetrics_Handler,
 		},
 		{
-			MethodName: "ResolveAgent",
-			Handler:    _RegistryService_ResolveAgent_Handler,
-		},
-		{
-			MethodName: "StartAgentRun",
-			Handler:    _RegistryService_StartAgentRun_Handler,
-		},
-		{
-			MethodName: "AwaitSessionTurn",
-			Handler:    _RegistryService_AwaitSessionTurn_Handler,
-		},
-		{
-			MethodName: "FinishAgentRun",
-			Handler:    _RegistryService_FinishAgentRun_Handler,
-		},
-		{
-			MethodName: "FinishAgentRuns",
-			Handler:    _RegistryService_FinishAgentRuns_Handler,
-		},
-		{
-			MethodName: "RenewRunLeases",
-			Handler:    _RegistryService_RenewRunLeases_Handler,
-		},
-		{
 			MethodName: "CreateMcpServer",
 			Handler:    _RegistryService_CreateMcpServer_Handler,
 		},
@@ -2108,10 +1604,6 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _RegistryService_DeleteMcpServer_Handler,
 		},
 		{
-			MethodName: "ResolveMcpServers",
-			Handler:    _RegistryService_ResolveMcpServers_Handler,
-		},
-		{
 			MethodName: "CreateRemoteAgent",
 			Handler:    _RegistryService_CreateRemoteAgent_Handler,
 		},
@@ -2126,18 +1618,6 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteRemoteAgent",
 			Handler:    _RegistryService_DeleteRemoteAgent_Handler,
-		},
-		{
-			MethodName: "ResolveRemoteAgent",
-			Handler:    _RegistryService_ResolveRemoteAgent_Handler,
-		},
-		{
-			MethodName: "RegisterExecutor",
-			Handler:    _RegistryService_RegisterExecutor_Handler,
-		},
-		{
-			MethodName: "ListExecutors",
-			Handler:    _RegistryService_ListExecutors_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -12,9 +12,9 @@ from agentmesh.gateway.http import convert, schemas
 from agentmesh.gateway.http.context import HttpContext, authorize, context
 from agentmesh.gateway.models import Caller
 from agentmesh.gateway.version import VERSION
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as internal_reg
 from agentmesh.memory.client import event_type_from_name
 from agentmesh.memory.v1 import memory_service_pb2 as mem
-from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2
 
 AGENT_BASE = "/agents/{project_slug}/{agent_name}"
@@ -34,8 +34,8 @@ async def resolve_agent(
     ctx: HttpContext, caller: Caller, project_slug: str, agent_name: str
 ) -> resources_pb2.AgentSpec:
     """The agent with its type's settings resolved, as the caller may see it (404 otherwise)."""
-    request = reg.ResolveAgentRequest(project_slug=project_slug, agent_name=agent_name)
-    return (await ctx.call(ctx.registry.stub.ResolveAgent, request, caller)).spec
+    request = internal_reg.ResolveAgentRequest(project_slug=project_slug, agent_name=agent_name)
+    return (await ctx.call(ctx.registry.internal_stub.ResolveAgent, request, caller)).spec
 
 
 def capabilities(spec: resources_pb2.AgentSpec) -> list[str]:

@@ -31,6 +31,7 @@ from agentmesh.gateway.http.schemas import ErrorOut, HealthOut, ReadinessOut
 from agentmesh.gateway.policy import Access, route_rule
 from agentmesh.gateway.version import VERSION
 from agentmesh.runtime.server import AddressInUse
+from agentmesh.runtime.tls import PLAINTEXT, TlsFiles
 
 logger = logging.getLogger(__name__)
 
@@ -165,9 +166,19 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 class HttpServer:
-    """uvicorn serving an ASGI app inside the running event loop."""
+    """uvicorn serving an ASGI app inside the running event loop, over TLS (or mutual TLS) when
+    `tls` says so."""
 
-    def __init__(self, app: FastAPI, *, host: str, port: int, shutdown_grace_seconds: float = 5.0) -> None:
+    def __init__(
+        self,
+        app: FastAPI,
+        *,
+        host: str,
+        port: int,
+        shutdown_grace_seconds: float = 5.0,
+        tls: TlsFiles = PLAINTEXT,
+    ) -> None:
+        self._scheme = "https" if tls.serves_tls else "http"
         config = uvicorn.Config(
             app,
             host=host,
@@ -176,6 +187,7 @@ class HttpServer:
             lifespan="off",
             access_log=False,
             timeout_graceful_shutdown=max(shutdown_grace_seconds, 0.1),
+            **tls.uvicorn_options(),  # type: ignore[arg-type]
         )
         self._server = uvicorn.Server(config)
         self._server.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # the process owns signals
@@ -196,7 +208,7 @@ class HttpServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{self._scheme}://{self.host}:{self.port}"
 
     async def stop(self) -> None:
         self._server.should_exit = True

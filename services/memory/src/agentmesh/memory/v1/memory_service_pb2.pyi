@@ -511,50 +511,6 @@ class GetRetentionPolicyResponse(_message.Message):
 Global___GetRetentionPolicyResponse: _TypeAlias = GetRetentionPolicyResponse  # noqa: Y015
 
 @_typing.final
-class DeleteProjectSessionsRequest(_message.Message):
-    """DeleteProjectSessionsRequest is the input of DeleteProjectSessions."""
-
-    DESCRIPTOR: _descriptor.Descriptor
-
-    PROJECT_ID_FIELD_NUMBER: _builtins.int
-    project_id: _builtins.str
-    """The deleted project."""
-    def __init__(
-        self,
-        *,
-        project_id: _builtins.str = ...,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["project_id", b"project_id"]  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___DeleteProjectSessionsRequest: _TypeAlias = DeleteProjectSessionsRequest  # noqa: Y015
-
-@_typing.final
-class DeleteProjectSessionsResponse(_message.Message):
-    """DeleteProjectSessionsResponse is the output of DeleteProjectSessions."""
-
-    DESCRIPTOR: _descriptor.Descriptor
-
-    DELETED_SESSIONS_FIELD_NUMBER: _builtins.int
-    deleted_sessions: _builtins.int
-    """How many sessions were erased."""
-    def __init__(
-        self,
-        *,
-        deleted_sessions: _builtins.int = ...,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted_sessions", b"deleted_sessions"]  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___DeleteProjectSessionsResponse: _TypeAlias = DeleteProjectSessionsResponse  # noqa: Y015
-
-@_typing.final
 class ResetSessionContextRequest(_message.Message):
     """ResetSessionContextRequest is the input of ResetSessionContext."""
 

@@ -71,11 +71,6 @@ class MemoryServiceStub:
                 request_serializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.GetRetentionPolicyRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.GetRetentionPolicyResponse.FromString,
                 _registered_method=True)
-        self.DeleteProjectSessions = channel.unary_unary(
-                '/agentmesh.memory.v1.MemoryService/DeleteProjectSessions',
-                request_serializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.DeleteProjectSessionsRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.DeleteProjectSessionsResponse.FromString,
-                _registered_method=True)
         self.ResetSessionContext = channel.unary_unary(
                 '/agentmesh.memory.v1.MemoryService/ResetSessionContext',
                 request_serializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.ResetSessionContextRequest.SerializeToString,
@@ -149,15 +144,6 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def DeleteProjectSessions(self, request, context):
-        """Erases a deleted project's sessions and events and its retention policy, ends the watch
-        streams on its sessions, and refuses appends to it from then on. Only the mesh's own
-        services may call it (PERMISSION_DENIED otherwise). Deleting again succeeds.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def ResetSessionContext(self, request, context):
         """Starts the session's context afresh: its agents' history readers see only what is recorded
         from now on (Session.context_start_seq becomes its last_seq). Its events stay. NOT_FOUND as
@@ -204,11 +190,6 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.GetRetentionPolicy,
                     request_deserializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.GetRetentionPolicyRequest.FromString,
                     response_serializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.GetRetentionPolicyResponse.SerializeToString,
-            ),
-            'DeleteProjectSessions': grpc.unary_unary_rpc_method_handler(
-                    servicer.DeleteProjectSessions,
-                    request_deserializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.DeleteProjectSessionsRequest.FromString,
-                    response_serializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.DeleteProjectSessionsResponse.SerializeToString,
             ),
             'ResetSessionContext': grpc.unary_unary_rpc_method_handler(
                     servicer.ResetSessionContext,
@@ -407,33 +388,6 @@ class MemoryService:
             '/agentmesh.memory.v1.MemoryService/GetRetentionPolicy',
             agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.GetRetentionPolicyRequest.SerializeToString,
             agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.GetRetentionPolicyResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def DeleteProjectSessions(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/agentmesh.memory.v1.MemoryService/DeleteProjectSessions',
-            agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.DeleteProjectSessionsRequest.SerializeToString,
-            agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.DeleteProjectSessionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -65,11 +65,6 @@ class MemoryServiceStub:
     """Sets a project's retention policy."""
     GetRetentionPolicy: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetRetentionPolicyRequest, _memory_service_pb2.GetRetentionPolicyResponse]
     """Returns a project's retention policy (zeros when none is set)."""
-    DeleteProjectSessions: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteProjectSessionsRequest, _memory_service_pb2.DeleteProjectSessionsResponse]
-    """Erases a deleted project's sessions and events and its retention policy, ends the watch
-    streams on its sessions, and refuses appends to it from then on. Only the mesh's own
-    services may call it (PERMISSION_DENIED otherwise). Deleting again succeeds.
-    """
     ResetSessionContext: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ResetSessionContextRequest, _memory_service_pb2.ResetSessionContextResponse]
     """Starts the session's context afresh: its agents' history readers see only what is recorded
     from now on (Session.context_start_seq becomes its last_seq). Its events stay. NOT_FOUND as
@@ -113,11 +108,6 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """Sets a project's retention policy."""
     GetRetentionPolicy: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetRetentionPolicyRequest, _memory_service_pb2.GetRetentionPolicyResponse]  # type: ignore[assignment]
     """Returns a project's retention policy (zeros when none is set)."""
-    DeleteProjectSessions: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteProjectSessionsRequest, _memory_service_pb2.DeleteProjectSessionsResponse]  # type: ignore[assignment]
-    """Erases a deleted project's sessions and events and its retention policy, ends the watch
-    streams on its sessions, and refuses appends to it from then on. Only the mesh's own
-    services may call it (PERMISSION_DENIED otherwise). Deleting again succeeds.
-    """
     ResetSessionContext: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ResetSessionContextRequest, _memory_service_pb2.ResetSessionContextResponse]  # type: ignore[assignment]
     """Starts the session's context afresh: its agents' history readers see only what is recorded
     from now on (Session.context_start_seq becomes its last_seq). Its events stay. NOT_FOUND as
@@ -200,17 +190,6 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.GetRetentionPolicyResponse, _abc.Awaitable[_memory_service_pb2.GetRetentionPolicyResponse]]:
         """Returns a project's retention policy (zeros when none is set)."""
-
-    @_abc_1.abstractmethod
-    def DeleteProjectSessions(
-        self,
-        request: _memory_service_pb2.DeleteProjectSessionsRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_memory_service_pb2.DeleteProjectSessionsResponse, _abc.Awaitable[_memory_service_pb2.DeleteProjectSessionsResponse]]:
-        """Erases a deleted project's sessions and events and its retention policy, ends the watch
-        streams on its sessions, and refuses appends to it from then on. Only the mesh's own
-        services may call it (PERMISSION_DENIED otherwise). Deleting again succeeds.
-        """
 
     @_abc_1.abstractmethod
     def ResetSessionContext(

@@ -76,11 +76,6 @@ class RegistryServiceStub:
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateUserRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateUserResponse.FromString,
                 _registered_method=True)
-        self.GetUserStatus = channel.unary_unary(
-                '/agentmesh.registry.v1.RegistryService/GetUserStatus',
-                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetUserStatusRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetUserStatusResponse.FromString,
-                _registered_method=True)
         self.CreateApiKey = channel.unary_unary(
                 '/agentmesh.registry.v1.RegistryService/CreateApiKey',
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateApiKeyRequest.SerializeToString,
@@ -95,11 +90,6 @@ class RegistryServiceStub:
                 '/agentmesh.registry.v1.RegistryService/RevokeApiKey',
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeApiKeyRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeApiKeyResponse.FromString,
-                _registered_method=True)
-        self.AuthenticateApiKey = channel.unary_unary(
-                '/agentmesh.registry.v1.RegistryService/AuthenticateApiKey',
-                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.AuthenticateApiKeyRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.AuthenticateApiKeyResponse.FromString,
                 _registered_method=True)
         self.CreateAgentType = channel.unary_unary(
                 '/agentmesh.registry.v1.RegistryService/CreateAgentType',
@@ -191,36 +181,6 @@ class RegistryServiceStub:
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentMetricsRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentMetricsResponse.FromString,
                 _registered_method=True)
-        self.ResolveAgent = channel.unary_unary(
-                '/agentmesh.registry.v1.RegistryService/ResolveAgent',
-                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveAgentRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveAgentResponse.FromString,
-                _registered_method=True)
-        self.StartAgentRun = channel.unary_unary(
-                '/agentmesh.registry.v1.RegistryService/StartAgentRun',
-                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.StartAgentRunRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.StartAgentRunResponse.FromString,
-                _registered_method=True)
-        self.AwaitSessionTurn = channel.unary_unary(
-                '/agentmesh.registry.v1.RegistryService/AwaitSessionTurn',
-                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.AwaitSessionTurnRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.AwaitSessionTurnResponse.FromString,
-                _registered_method=True)
-        self.FinishAgentRun = channel.unary_unary(
-                '/agentmesh.registry.v1.RegistryService/FinishAgentRun',
-                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunResponse.FromString,
-                _registered_method=True)
-        self.FinishAgentRuns = channel.unary_unary(
-                '/agentmesh.registry.v1.RegistryService/FinishAgentRuns',
-                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsResponse.FromString,
-                _registered_method=True)
-        self.RenewRunLeases = channel.unary_unary(
-                '/agentmesh.registry.v1.RegistryService/RenewRunLeases',
-                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RenewRunLeasesRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RenewRunLeasesResponse.FromString,
-                _registered_method=True)
         self.CreateMcpServer = channel.unary_unary(
                 '/agentmesh.registry.v1.RegistryService/CreateMcpServer',
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateMcpServerRequest.SerializeToString,
@@ -246,11 +206,6 @@ class RegistryServiceStub:
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteMcpServerRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteMcpServerResponse.FromString,
                 _registered_method=True)
-        self.ResolveMcpServers = channel.unary_unary(
-                '/agentmesh.registry.v1.RegistryService/ResolveMcpServers',
-                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveMcpServersRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveMcpServersResponse.FromString,
-                _registered_method=True)
         self.CreateRemoteAgent = channel.unary_unary(
                 '/agentmesh.registry.v1.RegistryService/CreateRemoteAgent',
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateRemoteAgentRequest.SerializeToString,
@@ -270,21 +225,6 @@ class RegistryServiceStub:
                 '/agentmesh.registry.v1.RegistryService/DeleteRemoteAgent',
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteRemoteAgentRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteRemoteAgentResponse.FromString,
-                _registered_method=True)
-        self.ResolveRemoteAgent = channel.unary_unary(
-                '/agentmesh.registry.v1.RegistryService/ResolveRemoteAgent',
-                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveRemoteAgentRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveRemoteAgentResponse.FromString,
-                _registered_method=True)
-        self.RegisterExecutor = channel.unary_unary(
-                '/agentmesh.registry.v1.RegistryService/RegisterExecutor',
-                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RegisterExecutorRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RegisterExecutorResponse.FromString,
-                _registered_method=True)
-        self.ListExecutors = channel.unary_unary(
-                '/agentmesh.registry.v1.RegistryService/ListExecutors',
-                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListExecutorsRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListExecutorsResponse.FromString,
                 _registered_method=True)
 
 
@@ -358,15 +298,6 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def GetUserStatus(self, request, context):
-        """Internal (system principal only; moves to the internal package): a user's current state,
-        which gateways compare with the access tokens they are shown (claim `ver`) at most once a
-        second per user, so logout, deactivation and role changes take effect within a second.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def CreateApiKey(self, request, context):
         """Creates an API key for the caller: a long-lived credential for programs, optionally scoped to
         one of the caller's projects and with an expiry. The answer carries the secret, the only time
@@ -386,15 +317,6 @@ class RegistryServiceServicer:
     def RevokeApiKey(self, request, context):
         """Revokes one of the caller's API keys; it stops working within a second. NOT_FOUND for a key
         that is not the caller's. Revoking a revoked key changes nothing.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def AuthenticateApiKey(self, request, context):
-        """Internal (system principal only; moves to the internal package): the user and scope an API
-        key stands for. UNAUTHENTICATED (reason API_KEY_INVALID) for a malformed, unknown, revoked or
-        expired key, or one whose user is deactivated; the answer never names the key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -529,61 +451,6 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def ResolveAgent(self, request, context):
-        """Resolves an agent by project slug and agent slug or name into what an executor runs. NOT_FOUND.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def StartAgentRun(self, request, context):
-        """Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
-        paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
-        run_id twice counts it once. With `double_texting` set, the run is its session's next turn:
-        ABORTED (reason SESSION_BUSY, naming the run in flight) when the policy is reject and a turn
-        is in flight; nothing is started then.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def AwaitSessionTurn(self, request, context):
-        """Waits (at most `wait_seconds`, bounded by the call's deadline) until no earlier turn of the
-        run's session is in flight, and returns those still in flight (none: the run's turn has
-        come). System principal only. INVALID_ARGUMENT.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def FinishAgentRun(self, request, context):
-        """Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
-        Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def FinishAgentRuns(self, request, context):
-        """Finishes several runs in one call, each exactly as FinishAgentRun would and independently
-        of the others (one refused does not fail the rest): how executors report their runs' ends
-        under load. At most 1,000 runs per call.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def RenewRunLeases(self, request, context):
-        """Renews the leases an executor holds on its runs, in one call for all of them (system
-        principal only). A run whose lease is not renewed within the registry's lease time is
-        orphaned: it stops counting as in flight (the agent goes idle when it was the last) and is
-        handed, through this call's answer, to a live executor that closes it in the session's log.
-        Runs in `runs` that this executor no longer holds come back in `lost`. INVALID_ARGUMENT.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def CreateMcpServer(self, request, context):
         """Registers an MCP server (superusers): global, or one project's when project_id is set.
         ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
@@ -623,15 +490,6 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def ResolveMcpServers(self, request, context):
-        """Resolves an agent's MCP servers for running it: its type's inline definitions and the
-        registered servers it names (the project's of that name, else the global one), env and
-        header values in full. The system principal only (executors). NOT_FOUND.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def CreateRemoteAgent(self, request, context):
         """Registers a remote A2A agent in a project (its owner or superusers). ALREADY_EXISTS when an
         agent or remote agent of the project has the name (reason REMOTE_AGENT_NAME_TAKEN);
@@ -657,28 +515,6 @@ class RegistryServiceServicer:
 
     def DeleteRemoteAgent(self, request, context):
         """Deletes a remote agent; agents naming it get a refused delegation. NOT_FOUND.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ResolveRemoteAgent(self, request, context):
-        """Resolves a project's remote agent by name for delegating to it, credential in full. The
-        system principal only (executors). NOT_FOUND.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def RegisterExecutor(self, request, context):
-        """Registers or refreshes an executor in the pool (system principal only).
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ListExecutors(self, request, context):
-        """Lists executors that reported in recently (superusers and the system principal).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -722,11 +558,6 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateUserRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateUserResponse.SerializeToString,
             ),
-            'GetUserStatus': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetUserStatus,
-                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetUserStatusRequest.FromString,
-                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetUserStatusResponse.SerializeToString,
-            ),
             'CreateApiKey': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateApiKey,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateApiKeyRequest.FromString,
@@ -741,11 +572,6 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.RevokeApiKey,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeApiKeyRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeApiKeyResponse.SerializeToString,
-            ),
-            'AuthenticateApiKey': grpc.unary_unary_rpc_method_handler(
-                    servicer.AuthenticateApiKey,
-                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.AuthenticateApiKeyRequest.FromString,
-                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.AuthenticateApiKeyResponse.SerializeToString,
             ),
             'CreateAgentType': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateAgentType,
@@ -837,36 +663,6 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentMetricsRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentMetricsResponse.SerializeToString,
             ),
-            'ResolveAgent': grpc.unary_unary_rpc_method_handler(
-                    servicer.ResolveAgent,
-                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveAgentRequest.FromString,
-                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveAgentResponse.SerializeToString,
-            ),
-            'StartAgentRun': grpc.unary_unary_rpc_method_handler(
-                    servicer.StartAgentRun,
-                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.StartAgentRunRequest.FromString,
-                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.StartAgentRunResponse.SerializeToString,
-            ),
-            'AwaitSessionTurn': grpc.unary_unary_rpc_method_handler(
-                    servicer.AwaitSessionTurn,
-                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.AwaitSessionTurnRequest.FromString,
-                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.AwaitSessionTurnResponse.SerializeToString,
-            ),
-            'FinishAgentRun': grpc.unary_unary_rpc_method_handler(
-                    servicer.FinishAgentRun,
-                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunRequest.FromString,
-                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunResponse.SerializeToString,
-            ),
-            'FinishAgentRuns': grpc.unary_unary_rpc_method_handler(
-                    servicer.FinishAgentRuns,
-                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsRequest.FromString,
-                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsResponse.SerializeToString,
-            ),
-            'RenewRunLeases': grpc.unary_unary_rpc_method_handler(
-                    servicer.RenewRunLeases,
-                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RenewRunLeasesRequest.FromString,
-                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RenewRunLeasesResponse.SerializeToString,
-            ),
             'CreateMcpServer': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateMcpServer,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateMcpServerRequest.FromString,
@@ -892,11 +688,6 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteMcpServerRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteMcpServerResponse.SerializeToString,
             ),
-            'ResolveMcpServers': grpc.unary_unary_rpc_method_handler(
-                    servicer.ResolveMcpServers,
-                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveMcpServersRequest.FromString,
-                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveMcpServersResponse.SerializeToString,
-            ),
             'CreateRemoteAgent': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateRemoteAgent,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateRemoteAgentRequest.FromString,
@@ -916,21 +707,6 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.DeleteRemoteAgent,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteRemoteAgentRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteRemoteAgentResponse.SerializeToString,
-            ),
-            'ResolveRemoteAgent': grpc.unary_unary_rpc_method_handler(
-                    servicer.ResolveRemoteAgent,
-                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveRemoteAgentRequest.FromString,
-                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveRemoteAgentResponse.SerializeToString,
-            ),
-            'RegisterExecutor': grpc.unary_unary_rpc_method_handler(
-                    servicer.RegisterExecutor,
-                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RegisterExecutorRequest.FromString,
-                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RegisterExecutorResponse.SerializeToString,
-            ),
-            'ListExecutors': grpc.unary_unary_rpc_method_handler(
-                    servicer.ListExecutors,
-                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListExecutorsRequest.FromString,
-                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListExecutorsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1140,33 +916,6 @@ class RegistryService:
             _registered_method=True)
 
     @staticmethod
-    def GetUserStatus(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/agentmesh.registry.v1.RegistryService/GetUserStatus',
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetUserStatusRequest.SerializeToString,
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetUserStatusResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
     def CreateApiKey(request,
             target,
             options=(),
@@ -1237,33 +986,6 @@ class RegistryService:
             '/agentmesh.registry.v1.RegistryService/RevokeApiKey',
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeApiKeyRequest.SerializeToString,
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeApiKeyResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def AuthenticateApiKey(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/agentmesh.registry.v1.RegistryService/AuthenticateApiKey',
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.AuthenticateApiKeyRequest.SerializeToString,
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.AuthenticateApiKeyResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -1761,168 +1483,6 @@ class RegistryService:
             _registered_method=True)
 
     @staticmethod
-    def ResolveAgent(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/agentmesh.registry.v1.RegistryService/ResolveAgent',
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveAgentRequest.SerializeToString,
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveAgentResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def StartAgentRun(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/agentmesh.registry.v1.RegistryService/StartAgentRun',
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.StartAgentRunRequest.SerializeToString,
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.StartAgentRunResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def AwaitSessionTurn(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/agentmesh.registry.v1.RegistryService/AwaitSessionTurn',
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.AwaitSessionTurnRequest.SerializeToString,
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.AwaitSessionTurnResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def FinishAgentRun(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/agentmesh.registry.v1.RegistryService/FinishAgentRun',
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunRequest.SerializeToString,
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def FinishAgentRuns(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/agentmesh.registry.v1.RegistryService/FinishAgentRuns',
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsRequest.SerializeToString,
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.FinishAgentRunsResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def RenewRunLeases(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/agentmesh.registry.v1.RegistryService/RenewRunLeases',
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RenewRunLeasesRequest.SerializeToString,
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RenewRunLeasesResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
     def CreateMcpServer(request,
             target,
             options=(),
@@ -2058,33 +1618,6 @@ class RegistryService:
             _registered_method=True)
 
     @staticmethod
-    def ResolveMcpServers(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/agentmesh.registry.v1.RegistryService/ResolveMcpServers',
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveMcpServersRequest.SerializeToString,
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveMcpServersResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
     def CreateRemoteAgent(request,
             target,
             options=(),
@@ -2182,87 +1715,6 @@ class RegistryService:
             '/agentmesh.registry.v1.RegistryService/DeleteRemoteAgent',
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteRemoteAgentRequest.SerializeToString,
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteRemoteAgentResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ResolveRemoteAgent(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/agentmesh.registry.v1.RegistryService/ResolveRemoteAgent',
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveRemoteAgentRequest.SerializeToString,
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ResolveRemoteAgentResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def RegisterExecutor(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/agentmesh.registry.v1.RegistryService/RegisterExecutor',
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RegisterExecutorRequest.SerializeToString,
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RegisterExecutorResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ListExecutors(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/agentmesh.registry.v1.RegistryService/ListExecutors',
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListExecutorsRequest.SerializeToString,
-            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListExecutorsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -70,11 +70,6 @@ class RegistryServiceStub:
     moves on). NOT_FOUND; FAILED_PRECONDITION when a superuser would demote or deactivate itself
     (reason CANNOT_CHANGE_SELF).
     """
-    GetUserStatus: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.GetUserStatusRequest, _registry_service_pb2.GetUserStatusResponse]
-    """Internal (system principal only; moves to the internal package): a user's current state,
-    which gateways compare with the access tokens they are shown (claim `ver`) at most once a
-    second per user, so logout, deactivation and role changes take effect within a second.
-    """
     CreateApiKey: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CreateApiKeyRequest, _registry_service_pb2.CreateApiKeyResponse]
     """Creates an API key for the caller: a long-lived credential for programs, optionally scoped to
     one of the caller's projects and with an expiry. The answer carries the secret, the only time
@@ -85,11 +80,6 @@ class RegistryServiceStub:
     RevokeApiKey: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RevokeApiKeyRequest, _registry_service_pb2.RevokeApiKeyResponse]
     """Revokes one of the caller's API keys; it stops working within a second. NOT_FOUND for a key
     that is not the caller's. Revoking a revoked key changes nothing.
-    """
-    AuthenticateApiKey: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.AuthenticateApiKeyRequest, _registry_service_pb2.AuthenticateApiKeyResponse]
-    """Internal (system principal only; moves to the internal package): the user and scope an API
-    key stands for. UNAUTHENTICATED (reason API_KEY_INVALID) for a malformed, unknown, revoked or
-    expired key, or one whose user is deactivated; the answer never names the key.
     """
     CreateAgentType: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CreateAgentTypeRequest, _registry_service_pb2.CreateAgentTypeResponse]
     """Creates an agent type (superusers). ALREADY_EXISTS when the slug is taken."""
@@ -133,36 +123,6 @@ class RegistryServiceStub:
     """Terminates an agent (final; terminating it again changes nothing). NOT_FOUND."""
     GetAgentMetrics: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.GetAgentMetricsRequest, _registry_service_pb2.GetAgentMetricsResponse]
     """Returns usage figures of an agent. NOT_FOUND."""
-    ResolveAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ResolveAgentRequest, _registry_service_pb2.ResolveAgentResponse]
-    """Resolves an agent by project slug and agent slug or name into what an executor runs. NOT_FOUND."""
-    StartAgentRun: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.StartAgentRunRequest, _registry_service_pb2.StartAgentRunResponse]
-    """Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
-    paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
-    run_id twice counts it once. With `double_texting` set, the run is its session's next turn:
-    ABORTED (reason SESSION_BUSY, naming the run in flight) when the policy is reject and a turn
-    is in flight; nothing is started then.
-    """
-    AwaitSessionTurn: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.AwaitSessionTurnRequest, _registry_service_pb2.AwaitSessionTurnResponse]
-    """Waits (at most `wait_seconds`, bounded by the call's deadline) until no earlier turn of the
-    run's session is in flight, and returns those still in flight (none: the run's turn has
-    come). System principal only. INVALID_ARGUMENT.
-    """
-    FinishAgentRun: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.FinishAgentRunRequest, _registry_service_pb2.FinishAgentRunResponse]
-    """Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
-    Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
-    """
-    FinishAgentRuns: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.FinishAgentRunsRequest, _registry_service_pb2.FinishAgentRunsResponse]
-    """Finishes several runs in one call, each exactly as FinishAgentRun would and independently
-    of the others (one refused does not fail the rest): how executors report their runs' ends
-    under load. At most 1,000 runs per call.
-    """
-    RenewRunLeases: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RenewRunLeasesRequest, _registry_service_pb2.RenewRunLeasesResponse]
-    """Renews the leases an executor holds on its runs, in one call for all of them (system
-    principal only). A run whose lease is not renewed within the registry's lease time is
-    orphaned: it stops counting as in flight (the agent goes idle when it was the last) and is
-    handed, through this call's answer, to a live executor that closes it in the session's log.
-    Runs in `runs` that this executor no longer holds come back in `lost`. INVALID_ARGUMENT.
-    """
     CreateMcpServer: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CreateMcpServerRequest, _registry_service_pb2.CreateMcpServerResponse]
     """Registers an MCP server (superusers): global, or one project's when project_id is set.
     ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
@@ -180,11 +140,6 @@ class RegistryServiceStub:
     """
     DeleteMcpServer: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteMcpServerRequest, _registry_service_pb2.DeleteMcpServerResponse]
     """Deletes an MCP server (superusers); agent types naming it run without its tools. NOT_FOUND."""
-    ResolveMcpServers: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ResolveMcpServersRequest, _registry_service_pb2.ResolveMcpServersResponse]
-    """Resolves an agent's MCP servers for running it: its type's inline definitions and the
-    registered servers it names (the project's of that name, else the global one), env and
-    header values in full. The system principal only (executors). NOT_FOUND.
-    """
     CreateRemoteAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CreateRemoteAgentRequest, _registry_service_pb2.CreateRemoteAgentResponse]
     """Registers a remote A2A agent in a project (its owner or superusers). ALREADY_EXISTS when an
     agent or remote agent of the project has the name (reason REMOTE_AGENT_NAME_TAKEN);
@@ -196,14 +151,6 @@ class RegistryServiceStub:
     """Lists a project's remote agents, oldest first, credentials masked."""
     DeleteRemoteAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteRemoteAgentRequest, _registry_service_pb2.DeleteRemoteAgentResponse]
     """Deletes a remote agent; agents naming it get a refused delegation. NOT_FOUND."""
-    ResolveRemoteAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ResolveRemoteAgentRequest, _registry_service_pb2.ResolveRemoteAgentResponse]
-    """Resolves a project's remote agent by name for delegating to it, credential in full. The
-    system principal only (executors). NOT_FOUND.
-    """
-    RegisterExecutor: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RegisterExecutorRequest, _registry_service_pb2.RegisterExecutorResponse]
-    """Registers or refreshes an executor in the pool (system principal only)."""
-    ListExecutors: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ListExecutorsRequest, _registry_service_pb2.ListExecutorsResponse]
-    """Lists executors that reported in recently (superusers and the system principal)."""
 
 @_typing.type_check_only
 class RegistryServiceAsyncStub(RegistryServiceStub):
@@ -247,11 +194,6 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     moves on). NOT_FOUND; FAILED_PRECONDITION when a superuser would demote or deactivate itself
     (reason CANNOT_CHANGE_SELF).
     """
-    GetUserStatus: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.GetUserStatusRequest, _registry_service_pb2.GetUserStatusResponse]  # type: ignore[assignment]
-    """Internal (system principal only; moves to the internal package): a user's current state,
-    which gateways compare with the access tokens they are shown (claim `ver`) at most once a
-    second per user, so logout, deactivation and role changes take effect within a second.
-    """
     CreateApiKey: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CreateApiKeyRequest, _registry_service_pb2.CreateApiKeyResponse]  # type: ignore[assignment]
     """Creates an API key for the caller: a long-lived credential for programs, optionally scoped to
     one of the caller's projects and with an expiry. The answer carries the secret, the only time
@@ -262,11 +204,6 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     RevokeApiKey: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RevokeApiKeyRequest, _registry_service_pb2.RevokeApiKeyResponse]  # type: ignore[assignment]
     """Revokes one of the caller's API keys; it stops working within a second. NOT_FOUND for a key
     that is not the caller's. Revoking a revoked key changes nothing.
-    """
-    AuthenticateApiKey: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.AuthenticateApiKeyRequest, _registry_service_pb2.AuthenticateApiKeyResponse]  # type: ignore[assignment]
-    """Internal (system principal only; moves to the internal package): the user and scope an API
-    key stands for. UNAUTHENTICATED (reason API_KEY_INVALID) for a malformed, unknown, revoked or
-    expired key, or one whose user is deactivated; the answer never names the key.
     """
     CreateAgentType: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CreateAgentTypeRequest, _registry_service_pb2.CreateAgentTypeResponse]  # type: ignore[assignment]
     """Creates an agent type (superusers). ALREADY_EXISTS when the slug is taken."""
@@ -310,36 +247,6 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     """Terminates an agent (final; terminating it again changes nothing). NOT_FOUND."""
     GetAgentMetrics: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.GetAgentMetricsRequest, _registry_service_pb2.GetAgentMetricsResponse]  # type: ignore[assignment]
     """Returns usage figures of an agent. NOT_FOUND."""
-    ResolveAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ResolveAgentRequest, _registry_service_pb2.ResolveAgentResponse]  # type: ignore[assignment]
-    """Resolves an agent by project slug and agent slug or name into what an executor runs. NOT_FOUND."""
-    StartAgentRun: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.StartAgentRunRequest, _registry_service_pb2.StartAgentRunResponse]  # type: ignore[assignment]
-    """Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
-    paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
-    run_id twice counts it once. With `double_texting` set, the run is its session's next turn:
-    ABORTED (reason SESSION_BUSY, naming the run in flight) when the policy is reject and a turn
-    is in flight; nothing is started then.
-    """
-    AwaitSessionTurn: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.AwaitSessionTurnRequest, _registry_service_pb2.AwaitSessionTurnResponse]  # type: ignore[assignment]
-    """Waits (at most `wait_seconds`, bounded by the call's deadline) until no earlier turn of the
-    run's session is in flight, and returns those still in flight (none: the run's turn has
-    come). System principal only. INVALID_ARGUMENT.
-    """
-    FinishAgentRun: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.FinishAgentRunRequest, _registry_service_pb2.FinishAgentRunResponse]  # type: ignore[assignment]
-    """Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
-    Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
-    """
-    FinishAgentRuns: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.FinishAgentRunsRequest, _registry_service_pb2.FinishAgentRunsResponse]  # type: ignore[assignment]
-    """Finishes several runs in one call, each exactly as FinishAgentRun would and independently
-    of the others (one refused does not fail the rest): how executors report their runs' ends
-    under load. At most 1,000 runs per call.
-    """
-    RenewRunLeases: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RenewRunLeasesRequest, _registry_service_pb2.RenewRunLeasesResponse]  # type: ignore[assignment]
-    """Renews the leases an executor holds on its runs, in one call for all of them (system
-    principal only). A run whose lease is not renewed within the registry's lease time is
-    orphaned: it stops counting as in flight (the agent goes idle when it was the last) and is
-    handed, through this call's answer, to a live executor that closes it in the session's log.
-    Runs in `runs` that this executor no longer holds come back in `lost`. INVALID_ARGUMENT.
-    """
     CreateMcpServer: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CreateMcpServerRequest, _registry_service_pb2.CreateMcpServerResponse]  # type: ignore[assignment]
     """Registers an MCP server (superusers): global, or one project's when project_id is set.
     ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
@@ -357,11 +264,6 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     """
     DeleteMcpServer: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteMcpServerRequest, _registry_service_pb2.DeleteMcpServerResponse]  # type: ignore[assignment]
     """Deletes an MCP server (superusers); agent types naming it run without its tools. NOT_FOUND."""
-    ResolveMcpServers: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ResolveMcpServersRequest, _registry_service_pb2.ResolveMcpServersResponse]  # type: ignore[assignment]
-    """Resolves an agent's MCP servers for running it: its type's inline definitions and the
-    registered servers it names (the project's of that name, else the global one), env and
-    header values in full. The system principal only (executors). NOT_FOUND.
-    """
     CreateRemoteAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CreateRemoteAgentRequest, _registry_service_pb2.CreateRemoteAgentResponse]  # type: ignore[assignment]
     """Registers a remote A2A agent in a project (its owner or superusers). ALREADY_EXISTS when an
     agent or remote agent of the project has the name (reason REMOTE_AGENT_NAME_TAKEN);
@@ -373,14 +275,6 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     """Lists a project's remote agents, oldest first, credentials masked."""
     DeleteRemoteAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteRemoteAgentRequest, _registry_service_pb2.DeleteRemoteAgentResponse]  # type: ignore[assignment]
     """Deletes a remote agent; agents naming it get a refused delegation. NOT_FOUND."""
-    ResolveRemoteAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ResolveRemoteAgentRequest, _registry_service_pb2.ResolveRemoteAgentResponse]  # type: ignore[assignment]
-    """Resolves a project's remote agent by name for delegating to it, credential in full. The
-    system principal only (executors). NOT_FOUND.
-    """
-    RegisterExecutor: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RegisterExecutorRequest, _registry_service_pb2.RegisterExecutorResponse]  # type: ignore[assignment]
-    """Registers or refreshes an executor in the pool (system principal only)."""
-    ListExecutors: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ListExecutorsRequest, _registry_service_pb2.ListExecutorsResponse]  # type: ignore[assignment]
-    """Lists executors that reported in recently (superusers and the system principal)."""
 
 class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
     """RegistryService owns users, projects, agent types, agents and their lifecycle, and executor
@@ -465,17 +359,6 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         """
 
     @_abc_1.abstractmethod
-    def GetUserStatus(
-        self,
-        request: _registry_service_pb2.GetUserStatusRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_registry_service_pb2.GetUserStatusResponse, _abc.Awaitable[_registry_service_pb2.GetUserStatusResponse]]:
-        """Internal (system principal only; moves to the internal package): a user's current state,
-        which gateways compare with the access tokens they are shown (claim `ver`) at most once a
-        second per user, so logout, deactivation and role changes take effect within a second.
-        """
-
-    @_abc_1.abstractmethod
     def CreateApiKey(
         self,
         request: _registry_service_pb2.CreateApiKeyRequest,
@@ -502,17 +385,6 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_registry_service_pb2.RevokeApiKeyResponse, _abc.Awaitable[_registry_service_pb2.RevokeApiKeyResponse]]:
         """Revokes one of the caller's API keys; it stops working within a second. NOT_FOUND for a key
         that is not the caller's. Revoking a revoked key changes nothing.
-        """
-
-    @_abc_1.abstractmethod
-    def AuthenticateApiKey(
-        self,
-        request: _registry_service_pb2.AuthenticateApiKeyRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_registry_service_pb2.AuthenticateApiKeyResponse, _abc.Awaitable[_registry_service_pb2.AuthenticateApiKeyResponse]]:
-        """Internal (system principal only; moves to the internal package): the user and scope an API
-        key stands for. UNAUTHENTICATED (reason API_KEY_INVALID) for a malformed, unknown, revoked or
-        expired key, or one whose user is deactivated; the answer never names the key.
         """
 
     @_abc_1.abstractmethod
@@ -666,72 +538,6 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         """Returns usage figures of an agent. NOT_FOUND."""
 
     @_abc_1.abstractmethod
-    def ResolveAgent(
-        self,
-        request: _registry_service_pb2.ResolveAgentRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_registry_service_pb2.ResolveAgentResponse, _abc.Awaitable[_registry_service_pb2.ResolveAgentResponse]]:
-        """Resolves an agent by project slug and agent slug or name into what an executor runs. NOT_FOUND."""
-
-    @_abc_1.abstractmethod
-    def StartAgentRun(
-        self,
-        request: _registry_service_pb2.StartAgentRunRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_registry_service_pb2.StartAgentRunResponse, _abc.Awaitable[_registry_service_pb2.StartAgentRunResponse]]:
-        """Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
-        paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
-        run_id twice counts it once. With `double_texting` set, the run is its session's next turn:
-        ABORTED (reason SESSION_BUSY, naming the run in flight) when the policy is reject and a turn
-        is in flight; nothing is started then.
-        """
-
-    @_abc_1.abstractmethod
-    def AwaitSessionTurn(
-        self,
-        request: _registry_service_pb2.AwaitSessionTurnRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_registry_service_pb2.AwaitSessionTurnResponse, _abc.Awaitable[_registry_service_pb2.AwaitSessionTurnResponse]]:
-        """Waits (at most `wait_seconds`, bounded by the call's deadline) until no earlier turn of the
-        run's session is in flight, and returns those still in flight (none: the run's turn has
-        come). System principal only. INVALID_ARGUMENT.
-        """
-
-    @_abc_1.abstractmethod
-    def FinishAgentRun(
-        self,
-        request: _registry_service_pb2.FinishAgentRunRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_registry_service_pb2.FinishAgentRunResponse, _abc.Awaitable[_registry_service_pb2.FinishAgentRunResponse]]:
-        """Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
-        Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
-        """
-
-    @_abc_1.abstractmethod
-    def FinishAgentRuns(
-        self,
-        request: _registry_service_pb2.FinishAgentRunsRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_registry_service_pb2.FinishAgentRunsResponse, _abc.Awaitable[_registry_service_pb2.FinishAgentRunsResponse]]:
-        """Finishes several runs in one call, each exactly as FinishAgentRun would and independently
-        of the others (one refused does not fail the rest): how executors report their runs' ends
-        under load. At most 1,000 runs per call.
-        """
-
-    @_abc_1.abstractmethod
-    def RenewRunLeases(
-        self,
-        request: _registry_service_pb2.RenewRunLeasesRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_registry_service_pb2.RenewRunLeasesResponse, _abc.Awaitable[_registry_service_pb2.RenewRunLeasesResponse]]:
-        """Renews the leases an executor holds on its runs, in one call for all of them (system
-        principal only). A run whose lease is not renewed within the registry's lease time is
-        orphaned: it stops counting as in flight (the agent goes idle when it was the last) and is
-        handed, through this call's answer, to a live executor that closes it in the session's log.
-        Runs in `runs` that this executor no longer holds come back in `lost`. INVALID_ARGUMENT.
-        """
-
-    @_abc_1.abstractmethod
     def CreateMcpServer(
         self,
         request: _registry_service_pb2.CreateMcpServerRequest,
@@ -779,17 +585,6 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         """Deletes an MCP server (superusers); agent types naming it run without its tools. NOT_FOUND."""
 
     @_abc_1.abstractmethod
-    def ResolveMcpServers(
-        self,
-        request: _registry_service_pb2.ResolveMcpServersRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_registry_service_pb2.ResolveMcpServersResponse, _abc.Awaitable[_registry_service_pb2.ResolveMcpServersResponse]]:
-        """Resolves an agent's MCP servers for running it: its type's inline definitions and the
-        registered servers it names (the project's of that name, else the global one), env and
-        header values in full. The system principal only (executors). NOT_FOUND.
-        """
-
-    @_abc_1.abstractmethod
     def CreateRemoteAgent(
         self,
         request: _registry_service_pb2.CreateRemoteAgentRequest,
@@ -823,31 +618,5 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.DeleteRemoteAgentResponse, _abc.Awaitable[_registry_service_pb2.DeleteRemoteAgentResponse]]:
         """Deletes a remote agent; agents naming it get a refused delegation. NOT_FOUND."""
-
-    @_abc_1.abstractmethod
-    def ResolveRemoteAgent(
-        self,
-        request: _registry_service_pb2.ResolveRemoteAgentRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_registry_service_pb2.ResolveRemoteAgentResponse, _abc.Awaitable[_registry_service_pb2.ResolveRemoteAgentResponse]]:
-        """Resolves a project's remote agent by name for delegating to it, credential in full. The
-        system principal only (executors). NOT_FOUND.
-        """
-
-    @_abc_1.abstractmethod
-    def RegisterExecutor(
-        self,
-        request: _registry_service_pb2.RegisterExecutorRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_registry_service_pb2.RegisterExecutorResponse, _abc.Awaitable[_registry_service_pb2.RegisterExecutorResponse]]:
-        """Registers or refreshes an executor in the pool (system principal only)."""
-
-    @_abc_1.abstractmethod
-    def ListExecutors(
-        self,
-        request: _registry_service_pb2.ListExecutorsRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_registry_service_pb2.ListExecutorsResponse, _abc.Awaitable[_registry_service_pb2.ListExecutorsResponse]]:
-        """Lists executors that reported in recently (superusers and the system principal)."""
 
 def add_RegistryServiceServicer_to_server(servicer: RegistryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -3,7 +3,7 @@
 isort:skip_file
 """
 
-from agentmesh.executor.v1 import executor_service_pb2 as _executor_service_pb2
+from agentmesh.internal.executor.v1 import executor_service_pb2 as _executor_service_pb2
 from collections import abc as _abc
 from grpc import aio as _aio
 import abc as _abc_1
@@ -28,7 +28,11 @@ GRPC_VERSION: str
 
 class ExecutorServiceStub:
     """ExecutorService runs agent loops. It keeps nothing durable: every step is recorded in the
-    memory service, every agent is resolved through the registry.
+    memory service, every agent is resolved through the registry. Internal: only the gateway and other
+    executors (delegation) call it, never a client; SDKs do not generate it. Every call carries the
+    calling service's credential (`x-agentmesh-service` metadata, docs/security.md) and the user's
+    `authorization: Bearer <access token>`; without a valid service credential every RPC answers
+    UNAUTHENTICATED.
     """
 
     @_typing.overload
@@ -57,7 +61,11 @@ class ExecutorServiceStub:
 @_typing.type_check_only
 class ExecutorServiceAsyncStub(ExecutorServiceStub):
     """ExecutorService runs agent loops. It keeps nothing durable: every step is recorded in the
-    memory service, every agent is resolved through the registry.
+    memory service, every agent is resolved through the registry. Internal: only the gateway and other
+    executors (delegation) call it, never a client; SDKs do not generate it. Every call carries the
+    calling service's credential (`x-agentmesh-service` metadata, docs/security.md) and the user's
+    `authorization: Bearer <access token>`; without a valid service credential every RPC answers
+    UNAUTHENTICATED.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -82,7 +90,11 @@ class ExecutorServiceAsyncStub(ExecutorServiceStub):
 
 class ExecutorServiceServicer(metaclass=_abc_1.ABCMeta):
     """ExecutorService runs agent loops. It keeps nothing durable: every step is recorded in the
-    memory service, every agent is resolved through the registry.
+    memory service, every agent is resolved through the registry. Internal: only the gateway and other
+    executors (delegation) call it, never a client; SDKs do not generate it. Every call carries the
+    calling service's credential (`x-agentmesh-service` metadata, docs/security.md) and the user's
+    `authorization: Bearer <access token>`; without a valid service credential every RPC answers
+    UNAUTHENTICATED.
     """
 
     @_abc_1.abstractmethod

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from agentmesh.executor.v1 import executor_service_pb2 as agentmesh_dot_executor_dot_v1_dot_executor__service__pb2
+from agentmesh.internal.executor.v1 import executor_service_pb2 as agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in agentmesh/executor/v1/executor_service_pb2_grpc.py depends on'
+        + ' but the generated code in agentmesh/internal/executor/v1/executor_service_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -27,7 +27,11 @@ if _version_not_supported:
 
 class ExecutorServiceStub:
     """ExecutorService runs agent loops. It keeps nothing durable: every step is recorded in the
-    memory service, every agent is resolved through the registry.
+    memory service, every agent is resolved through the registry. Internal: only the gateway and other
+    executors (delegation) call it, never a client; SDKs do not generate it. Every call carries the
+    calling service's credential (`x-agentmesh-service` metadata, docs/security.md) and the user's
+    `authorization: Bearer <access token>`; without a valid service credential every RPC answers
+    UNAUTHENTICATED.
     """
 
     def __init__(self, channel):
@@ -37,30 +41,34 @@ class ExecutorServiceStub:
             channel: A grpc.Channel.
         """
         self.Run = channel.unary_stream(
-                '/agentmesh.executor.v1.ExecutorService/Run',
-                request_serializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.RunRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.RunResponse.FromString,
+                '/agentmesh.internal.executor.v1.ExecutorService/Run',
+                request_serializer=agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2.RunRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2.RunResponse.FromString,
                 _registered_method=True)
         self.GetStats = channel.unary_unary(
-                '/agentmesh.executor.v1.ExecutorService/GetStats',
-                request_serializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.GetStatsRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.GetStatsResponse.FromString,
+                '/agentmesh.internal.executor.v1.ExecutorService/GetStats',
+                request_serializer=agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2.GetStatsRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2.GetStatsResponse.FromString,
                 _registered_method=True)
         self.EndSession = channel.unary_unary(
-                '/agentmesh.executor.v1.ExecutorService/EndSession',
-                request_serializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.EndSessionRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.EndSessionResponse.FromString,
+                '/agentmesh.internal.executor.v1.ExecutorService/EndSession',
+                request_serializer=agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2.EndSessionRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2.EndSessionResponse.FromString,
                 _registered_method=True)
         self.CancelRuns = channel.unary_unary(
-                '/agentmesh.executor.v1.ExecutorService/CancelRuns',
-                request_serializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.CancelRunsRequest.SerializeToString,
-                response_deserializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.CancelRunsResponse.FromString,
+                '/agentmesh.internal.executor.v1.ExecutorService/CancelRuns',
+                request_serializer=agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2.CancelRunsRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2.CancelRunsResponse.FromString,
                 _registered_method=True)
 
 
 class ExecutorServiceServicer:
     """ExecutorService runs agent loops. It keeps nothing durable: every step is recorded in the
-    memory service, every agent is resolved through the registry.
+    memory service, every agent is resolved through the registry. Internal: only the gateway and other
+    executors (delegation) call it, never a client; SDKs do not generate it. Every call carries the
+    calling service's credential (`x-agentmesh-service` metadata, docs/security.md) and the user's
+    `authorization: Bearer <access token>`; without a valid service credential every RPC answers
+    UNAUTHENTICATED.
     """
 
     def Run(self, request, context):
@@ -103,35 +111,39 @@ def add_ExecutorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Run': grpc.unary_stream_rpc_method_handler(
                     servicer.Run,
-                    request_deserializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.RunRequest.FromString,
-                    response_serializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.RunResponse.SerializeToString,
+                    request_deserializer=agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2.RunRequest.FromString,
+                    response_serializer=agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2.RunResponse.SerializeToString,
             ),
             'GetStats': grpc.unary_unary_rpc_method_handler(
                     servicer.GetStats,
-                    request_deserializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.GetStatsRequest.FromString,
-                    response_serializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.GetStatsResponse.SerializeToString,
+                    request_deserializer=agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2.GetStatsRequest.FromString,
+                    response_serializer=agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2.GetStatsResponse.SerializeToString,
             ),
             'EndSession': grpc.unary_unary_rpc_method_handler(
                     servicer.EndSession,
-                    request_deserializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.EndSessionRequest.FromString,
-                    response_serializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.EndSessionResponse.SerializeToString,
+                    request_deserializer=agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2.EndSessionRequest.FromString,
+                    response_serializer=agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2.EndSessionResponse.SerializeToString,
             ),
             'CancelRuns': grpc.unary_unary_rpc_method_handler(
                     servicer.CancelRuns,
-                    request_deserializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.CancelRunsRequest.FromString,
-                    response_serializer=agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.CancelRunsResponse.SerializeToString,
+                    request_deserializer=agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2.CancelRunsRequest.FromString,
+                    response_serializer=agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2.CancelRunsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
-            'agentmesh.executor.v1.ExecutorService', rpc_method_handlers)
+            'agentmesh.internal.executor.v1.ExecutorService', rpc_method_handlers)
     server.add_generic_rpc_handlers((generic_handler,))
-    server.add_registered_method_handlers('agentmesh.executor.v1.ExecutorService', rpc_method_handlers)
+    server.add_registered_method_handlers('agentmesh.internal.executor.v1.ExecutorService', rpc_method_handlers)
 
 
  # This class is part of an EXPERIMENTAL API.
 class ExecutorService:
     """ExecutorService runs agent loops. It keeps nothing durable: every step is recorded in the
-    memory service, every agent is resolved through the registry.
+    memory service, every agent is resolved through the registry. Internal: only the gateway and other
+    executors (delegation) call it, never a client; SDKs do not generate it. Every call carries the
+    calling service's credential (`x-agentmesh-service` metadata, docs/security.md) and the user's
+    `authorization: Bearer <access token>`; without a valid service credential every RPC answers
+    UNAUTHENTICATED.
     """
 
     @staticmethod
@@ -148,9 +160,9 @@ class ExecutorService:
         return grpc.experimental.unary_stream(
             request,
             target,
-            '/agentmesh.executor.v1.ExecutorService/Run',
-            agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.RunRequest.SerializeToString,
-            agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.RunResponse.FromString,
+            '/agentmesh.internal.executor.v1.ExecutorService/Run',
+            agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2.RunRequest.SerializeToString,
+            agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2.RunResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -175,9 +187,9 @@ class ExecutorService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/agentmesh.executor.v1.ExecutorService/GetStats',
-            agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.GetStatsRequest.SerializeToString,
-            agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.GetStatsResponse.FromString,
+            '/agentmesh.internal.executor.v1.ExecutorService/GetStats',
+            agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2.GetStatsRequest.SerializeToString,
+            agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2.GetStatsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -202,9 +214,9 @@ class ExecutorService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/agentmesh.executor.v1.ExecutorService/EndSession',
-            agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.EndSessionRequest.SerializeToString,
-            agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.EndSessionResponse.FromString,
+            '/agentmesh.internal.executor.v1.ExecutorService/EndSession',
+            agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2.EndSessionRequest.SerializeToString,
+            agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2.EndSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -229,9 +241,9 @@ class ExecutorService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/agentmesh.executor.v1.ExecutorService/CancelRuns',
-            agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.CancelRunsRequest.SerializeToString,
-            agentmesh_dot_executor_dot_v1_dot_executor__service__pb2.CancelRunsResponse.FromString,
+            '/agentmesh.internal.executor.v1.ExecutorService/CancelRuns',
+            agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2.CancelRunsRequest.SerializeToString,
+            agentmesh_dot_internal_dot_executor_dot_v1_dot_executor__service__pb2.CancelRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,171 @@
+"""RegistryInternalService over gRPC: what the mesh's own services ask of the registry (resolving
+agents, run starts and ends, leases, MCP servers' secrets, executor pool membership). Proto in,
+proto out, like `servicer.py`; only mesh services reach it (the service identity interceptor,
+`app.py`), acting for the user whose token they carry or as the system principal."""
+
+from __future__ import annotations
+
+import grpc
+
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as pb
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc as pb_grpc
+from agentmesh.registry import convert
+from agentmesh.registry.api_keys import ApiKeys
+from agentmesh.registry.auth import Accounts
+from agentmesh.registry.leases import RunLeases
+from agentmesh.registry.mcp_servers import McpServerRegistry
+from agentmesh.registry.models import FinishedRun
+from agentmesh.registry.registry import AgentRegistry
+from agentmesh.registry.remote_agents import RemoteAgentRegistry
+from agentmesh.registry.remote_servicer import remote_agent_message
+from agentmesh.registry.servicer import caller
+from agentmesh.registry.turns import SessionTurns
+
+Context = grpc.aio.ServicerContext
+
+
+class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
+    """Adapts RegistryInternalService RPCs to the registry's rules and run leases."""
+
+    def __init__(
+        self,
+        registry: AgentRegistry,
+        mcp_servers: McpServerRegistry,
+        leases: RunLeases,
+        *,
+        turns: SessionTurns,
+        accounts: Accounts,
+        api_keys: ApiKeys,
+        remote_agents: RemoteAgentRegistry,
+    ) -> None:
+        self._registry = registry
+        self._mcp_servers = mcp_servers
+        self._leases = leases
+        self._turns = turns
+        self._accounts = accounts
+        self._api_keys = api_keys
+        self._remote_agents = remote_agents
+
+    async def ResolveAgent(
+        self, request: pb.ResolveAgentRequest, context: Context
+    ) -> pb.ResolveAgentResponse:
+        spec = await self._registry.resolve_agent(caller(), request.project_slug, request.agent_name)
+        return pb.ResolveAgentResponse(spec=convert.agent_spec_message(spec))
+
+    async def StartAgentRun(
+        self, request: pb.StartAgentRunRequest, context: Context
+    ) -> pb.StartAgentRunResponse:
+        lease = self._leases.grant(request.session_id, request.executor_id)
+        if not request.double_texting:
+            agent, revision = await self._registry.start_run(
+                caller(), request.agent_id, request.run_id, lease=lease
+            )
+            return pb.StartAgentRunResponse(agent=convert.agent_message(agent), spec_revision=revision)
+        agent, revision, ahead = await self._turns.start_run(
+            caller(),
+            request.agent_id,
+            request.run_id,
+            session_id=request.session_id,
+            policy=request.double_texting,
+            lease=lease,
+        )
+        return pb.StartAgentRunResponse(
+            agent=convert.agent_message(agent), spec_revision=revision, runs_ahead=ahead
+        )
+
+    async def AwaitSessionTurn(
+        self, request: pb.AwaitSessionTurnRequest, context: Context
+    ) -> pb.AwaitSessionTurnResponse:
+        remaining = context.time_remaining()
+        wait = (
+            request.wait_seconds if remaining is None else min(request.wait_seconds, max(remaining - 0.5, 0))
+        )
+        ahead = await self._turns.await_turn(request.agent_id, request.run_id, wait_seconds=wait)
+        return pb.AwaitSessionTurnResponse(runs_ahead=ahead)
+
+    async def FinishAgentRun(
+        self, request: pb.FinishAgentRunRequest, context: Context
+    ) -> pb.FinishAgentRunResponse:
+        agent = await self._registry.finish_run(
+            caller(),
+            request.agent_id,
+            request.run_id,
+            completed=request.completed,
+            tokens_used=request.tokens_used,
+            cost=request.cost,
+        )
+        return pb.FinishAgentRunResponse(agent=convert.agent_message(agent))
+
+    async def FinishAgentRuns(
+        self, request: pb.FinishAgentRunsRequest, context: Context
+    ) -> pb.FinishAgentRunsResponse:
+        runs = [
+            FinishedRun(
+                agent_id=run.agent_id,
+                run_id=run.run_id,
+                completed=run.completed,
+                tokens_used=run.tokens_used,
+                cost=run.cost,
+            )
+            for run in request.runs
+        ]
+        results = await self._registry.finish_runs(caller(), runs)
+        return pb.FinishAgentRunsResponse(results=[convert.finished_run_message(r) for r in results])
+
+    async def RenewRunLeases(
+        self, request: pb.RenewRunLeasesRequest, context: Context
+    ) -> pb.RenewRunLeasesResponse:
+        renewal = await self._leases.renew(
+            request.executor_id,
+            [(run.agent_id, run.run_id) for run in request.runs],
+            closed=[(run.agent_id, run.run_id) for run in request.closed],
+            max_orphans=request.max_orphans,
+        )
+        return convert.renewal_message(renewal)
+
+    async def RegisterExecutor(
+        self, request: pb.RegisterExecutorRequest, context: Context
+    ) -> pb.RegisterExecutorResponse:
+        executor = await self._registry.register_executor(
+            request.executor.id,
+            request.executor.address,
+            tools=request.executor.tools,
+            model_providers=convert.model_providers(request.executor),
+        )
+        return pb.RegisterExecutorResponse(executor=convert.executor_message(executor))
+
+    async def ListExecutors(
+        self, request: pb.ListExecutorsRequest, context: Context
+    ) -> pb.ListExecutorsResponse:
+        executors = await self._registry.list_executors()
+        return pb.ListExecutorsResponse(executors=[convert.executor_message(item) for item in executors])
+
+    async def ResolveMcpServers(
+        self, request: pb.ResolveMcpServersRequest, context: Context
+    ) -> pb.ResolveMcpServersResponse:
+        servers, missing = await self._mcp_servers.resolve_agent_servers(request.agent_id)
+        return pb.ResolveMcpServersResponse(
+            servers=[convert.mcp_server_message(server, secrets=True) for server in servers], missing=missing
+        )
+
+    async def ResolveRemoteAgent(
+        self, request: pb.ResolveRemoteAgentRequest, context: Context
+    ) -> pb.ResolveRemoteAgentResponse:
+        remote = await self._remote_agents.resolve(request.project_id, request.name)
+        return pb.ResolveRemoteAgentResponse(remote_agent=remote_agent_message(remote, secrets=True))
+
+    async def GetUserStatus(
+        self, request: pb.GetUserStatusRequest, context: Context
+    ) -> pb.GetUserStatusResponse:
+        status = await self._accounts.user_status(request.user_id)
+        return pb.GetUserStatusResponse(**status.model_dump())
+
+    async def AuthenticateApiKey(
+        self, request: pb.AuthenticateApiKeyRequest, context: Context
+    ) -> pb.AuthenticateApiKeyResponse:
+        key, user = await self._api_keys.authenticate(request.secret)
+        return pb.AuthenticateApiKeyResponse(
+            api_key=convert.api_key_message(key),
+            user=convert.user_message(user),
+            token_version=user.token_version,
+        )
