@@ -26,6 +26,8 @@ from a2a.utils.constants import PROTOCOL_VERSION_CURRENT, TransportProtocol
 from starlette.applications import Starlette
 
 from agentmesh.cli.mesh import Mesh
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as internal_pb
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc as internal_grpc
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import registry_service_pb2_grpc as reg_grpc
 from agentmesh.registry.v1 import resources_pb2
@@ -161,7 +163,7 @@ async def test_an_agent_delegates_to_a_registered_remote_a2a_agent(
 
 
 async def test_remote_agents_are_checked_and_their_names_are_the_projects(
-    api: Api, registry: reg_grpc.RegistryServiceStub
+    api: Api, registry: reg_grpc.RegistryServiceStub, mesh: Mesh
 ) -> None:
     owner = await api.user()
     project = await api.project(owner)
@@ -193,11 +195,15 @@ async def test_remote_agents_are_checked_and_their_names_are_the_projects(
             reg.ListRemoteAgentsRequest(project_id=project["id"]), metadata=bearer(stranger.token)
         )
     assert refused.value.code() == grpc.StatusCode.NOT_FOUND
-    with pytest.raises(grpc.aio.AioRpcError) as system_only:
-        await registry.ResolveRemoteAgent(
-            reg.ResolveRemoteAgentRequest(project_id=project["id"], name="far"), metadata=bearer(owner.token)
-        )
-    assert system_only.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    # The one answer with the credential is internal: the gateway does not serve it at all.
+    async with grpc.aio.insecure_channel(mesh.gateway.address) as channel:
+        internal = internal_grpc.RegistryInternalServiceStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as not_served:
+            await internal.ResolveRemoteAgent(
+                internal_pb.ResolveRemoteAgentRequest(project_id=project["id"], name="far"),
+                metadata=bearer(owner.token),
+            )
+    assert not_served.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
 
 async def test_remote_agents_over_rest(api: Api, http: httpx.AsyncClient) -> None:

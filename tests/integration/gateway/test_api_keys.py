@@ -16,6 +16,8 @@ from openai import AsyncOpenAI
 from agentmesh.cli.mesh import Mesh
 from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as internal_pb
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc as internal_grpc
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import registry_service_pb2_grpc as reg_grpc
 from tests.integration.gateway.conftest import start_gateway
@@ -99,13 +101,15 @@ async def test_keys_are_made_over_grpc_and_are_each_users_own(
                 reg.RevokeApiKeyRequest(id=created.api_key.id), metadata=bearer(other.token)
             )
         assert raised.value.code() is grpc.StatusCode.NOT_FOUND
-        # The internal RPC is not a user's to call, with a token or with the key itself.
+        # The internal RPC is not a user's to call, with a token or with the key itself: the
+        # gateway does not serve it.
+        internal = internal_grpc.RegistryInternalServiceStub(channel)
         for credential in (owner.token, created.secret):
             with pytest.raises(grpc.aio.AioRpcError) as raised:
-                await registry.AuthenticateApiKey(
-                    reg.AuthenticateApiKeyRequest(secret=created.secret), metadata=bearer(credential)
+                await internal.AuthenticateApiKey(
+                    internal_pb.AuthenticateApiKeyRequest(secret=created.secret), metadata=bearer(credential)
                 )
-            assert raised.value.code() is grpc.StatusCode.PERMISSION_DENIED
+            assert raised.value.code() is grpc.StatusCode.UNIMPLEMENTED
     me = await http.get("/api/v1/users/me", headers=key_headers(created.secret))
     assert me.json()["email"] == owner.email
 

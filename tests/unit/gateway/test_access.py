@@ -13,7 +13,7 @@ from agentmesh.gateway.access import AccessGuard, AuthorizationInterceptor, curr
 from agentmesh.gateway.credentials import CredentialVerifier
 from agentmesh.gateway.policy import AUTHENTICATED, PUBLIC, SUPERUSER, SYSTEM
 from agentmesh.gateway.ratelimit import RateLimiter
-from agentmesh.registry.v1 import registry_service_pb2
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.runtime.identity import Principal, TokenCodec
 from agentmesh.runtime.server import ServiceBinding, start_server
 
@@ -46,10 +46,10 @@ def handlers() -> grpc.GenericRpcHandler:
 class EveryoneActive:
     """A registry fake for the revocation check: every user exists, is active, at version 0."""
 
-    class stub:
+    class internal_stub:
         @staticmethod
         async def GetUserStatus(request, **kwargs):
-            return registry_service_pb2.GetUserStatusResponse(exists=True, is_active=True)
+            return registry_internal_service_pb2.GetUserStatusResponse(exists=True, is_active=True)
 
 
 @pytest.fixture
