@@ -10,8 +10,8 @@ import asyncio
 
 import grpc
 
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as pb
 from agentmesh.registry.client import RegistryClient
-from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import resources_pb2 as res
 from agentmesh.runtime.identity import TokenCodec
 from tests.integration.registry.support import Api, bearer, rpc_error, violation_fields

@@ -64,8 +64,12 @@ class SessionTurns:
                 violations=[FieldViolation("session_id", "is required with double_texting")],
             )
         agent, revision = await self._registry.start_run(principal, agent_id, run_id, lease=lease)
+        # Session ids are their project's (two projects may use one): turns are per project too.
         ahead = await self._store.take_turn(
-            session_id, (agent_id, run_id), reject=policy == "reject", interrupt=policy == "interrupt"
+            f"{agent.project_id}/{session_id}",
+            (agent_id, run_id),
+            reject=policy == "reject",
+            interrupt=policy == "interrupt",
         )
         if ahead and policy == "reject":
             agent = await self._registry.finish_run(
