@@ -76,6 +76,7 @@ MESH_YAML = textwrap.dedent(
             config:
               sub_agents: [worker]
               max_iterations: 2
+              double_texting: reject
     """
 )
 
@@ -156,7 +157,11 @@ async def test_apply_creates_every_declared_object(recording: RecordingRegistry,
         "networkAccess": {"values": ["coordinator"]},
         "mockResponses": ["Task 42 processed."],
     }
-    assert agents["pipeline"]["config"] == {"subAgents": {"values": ["worker"]}, "maxIterations": 2}
+    assert agents["pipeline"]["config"] == {
+        "subAgents": {"values": ["worker"]},
+        "maxIterations": 2,
+        "doubleTexting": "reject",
+    }
     assert all(agent["status"] == "AGENT_STATUS_IDLE" for agent in agents.values())
 
     # The coordinator and the worker name each other: one was created first without the reference,

@@ -101,6 +101,8 @@ class AgentConfigEntry(_Entry):
     sub_agents: list[str] | None = None
     network_access: list[str] | None = None
     mock_responses: list[JsonValue] | None = None
+    # A message for a session whose run is in flight (docs/durability.md): default enqueue.
+    double_texting: Literal["reject", "enqueue", "interrupt"] | None = None
 
 
 class AgentEntry(_Entry):
