@@ -23,23 +23,25 @@ State = a2a_pb2.TaskState
 async def test_a_task_streamed_from_one_gateway_is_followed_to_its_end_through_another(
     binding: str, api: Api, http: httpx.AsyncClient, mesh: Mesh
 ) -> None:
-    slow_worker = {"content": "part " * 60, "delay_seconds": 0.02}
+    slow_worker = {"content": "part " * 100, "delay_seconds": 0.05}
     _, coordinator = await delegating_agents(api, worker_answer=slow_worker)
     token = coordinator.owner.token
     first_card = await fetch_card(http, coordinator)
-    async with a2a_client(first_card, binding, token) as client:
-        stream = client.send_message(send_request("go"))
-        task = (await anext(stream)).task
-        async for response in stream:
-            if response.HasField("status_update") and "delegates to worker" in (
-                response.status_update.status.message.parts[0].text
-            ):
-                break  # hang up mid-delegation: the task goes on without this client
-        await stream.aclose()
-
+    # Up before the task starts, so the rest of the task is still to come when the client
+    # switches over (the worker takes some seconds after the hang-up).
     second = await start_gateway(mesh)
     try:
         second_card = await fetch_card(http, coordinator, base_url=second.http.url)  # type: ignore[attr-defined]
+        async with a2a_client(first_card, binding, token) as client:
+            stream = client.send_message(send_request("go"))
+            task = (await anext(stream)).task
+            async for response in stream:
+                if response.HasField("status_update") and "delegates to worker" in (
+                    response.status_update.status.message.parts[0].text
+                ):
+                    break  # hang up mid-delegation: the task goes on without this client
+            await stream.aclose()
+
         async with a2a_client(second_card, binding, token) as client:
             resumed = [r async for r in client.subscribe(a2a_pb2.SubscribeToTaskRequest(id=task.id))]
             assert resumed[0].WhichOneof("payload") == "task"
