@@ -79,7 +79,9 @@ def create(
         created = await connection.registry.create_api_key(
             name, project_id=project_id, expires_at=expires_at, metadata=connection.metadata
         )
-        typer.echo(f"API key {created.api_key.id} ({name}) created; store it now, it is not shown again:", err=True)
+        typer.echo(
+            f"API key {created.api_key.id} ({name}) created; store it now, it is not shown again:", err=True
+        )
         return str(created.secret)
 
     _run((email, password, token), gateway, work)

@@ -50,11 +50,20 @@ async def test_a_scoped_key_works_in_its_project_only(mesh: Mesh, client: MeshCl
     gateway = ("--gateway", mesh.gateway.address)
     seeded = await client.seed_agent(await client.login(), name="Keyed")
     code, output = await cli(
-        "api-keys", "create", "bot", "--project", seeded.project_slug, *gateway, config=tmp_path, env=SIGNED_IN
+        "api-keys",
+        "create",
+        "bot",
+        "--project",
+        seeded.project_slug,
+        *gateway,
+        config=tmp_path,
+        env=SIGNED_IN,
     )
     assert code == 0, output
     scoped = {"AGENTMESH_API_KEY": KEY.findall(output)[0]}
-    code, output = await cli("get", "agents", "-p", seeded.project_slug, *gateway, config=tmp_path, env=scoped)
+    code, output = await cli(
+        "get", "agents", "-p", seeded.project_slug, *gateway, config=tmp_path, env=scoped
+    )
     assert code == 0 and "Keyed" in output, output
     code, output = await cli("get", "projects", *gateway, config=tmp_path, env=scoped)
     assert code == 1 and "scoped to one project" in output, output
@@ -62,7 +71,13 @@ async def test_a_scoped_key_works_in_its_project_only(mesh: Mesh, client: MeshCl
 
 async def test_revoking_an_unknown_key_says_so(mesh: Mesh, tmp_path: Path) -> None:
     code, output = await cli(
-        "api-keys", "revoke", "amk_nothing1", "--gateway", mesh.gateway.address, config=tmp_path, env=SIGNED_IN
+        "api-keys",
+        "revoke",
+        "amk_nothing1",
+        "--gateway",
+        mesh.gateway.address,
+        config=tmp_path,
+        env=SIGNED_IN,
     )
     assert code == 1
     assert "no API key of yours has the id or prefix 'amk_nothing1'" in output

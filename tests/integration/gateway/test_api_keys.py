@@ -64,7 +64,9 @@ async def test_a_key_is_shown_once_listed_without_its_secret_and_works_on_every_
     stream = await openai.chat.completions.create(
         model=agent.model, messages=[{"role": "user", "content": "again"}], stream=True
     )
-    assert "".join([c.choices[0].delta.content or "" async for c in stream if c.choices]) == "hello from a key"
+    assert (
+        "".join([c.choices[0].delta.content or "" async for c in stream if c.choices]) == "hello from a key"
+    )
     # gRPC metadata.
     async with grpc.aio.insecure_channel(mesh.gateway.address) as channel:
         registry = reg_grpc.RegistryServiceStub(channel)
@@ -86,12 +88,16 @@ async def test_keys_are_made_over_grpc_and_are_each_users_own(
     owner, other = await api.user(), await api.user()
     async with grpc.aio.insecure_channel(mesh.gateway.address) as channel:
         registry = reg_grpc.RegistryServiceStub(channel)
-        created = await registry.CreateApiKey(reg.CreateApiKeyRequest(name="grpc"), metadata=bearer(owner.token))
+        created = await registry.CreateApiKey(
+            reg.CreateApiKeyRequest(name="grpc"), metadata=bearer(owner.token)
+        )
         assert KEY_SHAPE.match(created.secret) and created.api_key.prefix == created.secret[:12]
         listed = await registry.ListApiKeys(reg.ListApiKeysRequest(), metadata=bearer(other.token))
         assert list(listed.api_keys) == []
         with pytest.raises(grpc.aio.AioRpcError) as raised:
-            await registry.RevokeApiKey(reg.RevokeApiKeyRequest(id=created.api_key.id), metadata=bearer(other.token))
+            await registry.RevokeApiKey(
+                reg.RevokeApiKeyRequest(id=created.api_key.id), metadata=bearer(other.token)
+            )
         assert raised.value.code() is grpc.StatusCode.NOT_FOUND
         # The internal RPC is not a user's to call, with a token or with the key itself.
         for credential in (owner.token, created.secret):
@@ -143,7 +149,9 @@ async def test_a_scoped_key_touches_its_project_only(http: httpx.AsyncClient, ap
     assert elsewhere.status_code == 404
     # What concerns no project (or every project) is refused, making keys included.
     for method, path in (("GET", "/api/v1/projects"), ("POST", "/api/v1/api-keys")):
-        refused = await http.request(method, path, json={"name": "x"} if method == "POST" else None, headers=headers)
+        refused = await http.request(
+            method, path, json={"name": "x"} if method == "POST" else None, headers=headers
+        )
         assert refused.status_code == 403, (path, refused.text)
         assert "scoped to one project" in refused.json()["detail"]
     assert (await http.get("/api/v1/users/me", headers=headers)).status_code == 200
@@ -160,12 +168,15 @@ async def test_bad_keys_get_a_clear_401_that_never_echoes_them(
         assert answer.status_code == 401
         assert message in answer.json()["detail"] and key not in answer.text
     past = (datetime.now(UTC) - timedelta(days=1)).isoformat()
-    expired = await http.post("/api/v1/api-keys", json={"name": "old", "expires_at": past}, headers=owner.headers)
+    expired = await http.post(
+        "/api/v1/api-keys", json={"name": "old", "expires_at": past}, headers=owner.headers
+    )
     assert expired.status_code == 422 and "expires_at" in expired.text
     nameless = await http.post("/api/v1/api-keys", json={"name": " "}, headers=owner.headers)
     assert nameless.status_code == 422 and "name" in nameless.text
     foreign = await http.post(
-        "/api/v1/api-keys", json={"name": "x", "project_id": (await api.project(await api.user()))["id"]},
+        "/api/v1/api-keys",
+        json={"name": "x", "project_id": (await api.project(await api.user()))["id"]},
         headers=owner.headers,
     )
     assert foreign.status_code == 404

@@ -34,7 +34,9 @@ async def other(mesh: Mesh) -> AsyncIterator[httpx.AsyncClient]:
     await gateway.stop(grace_seconds=0)
 
 
-async def refused_within_bound(http: httpx.AsyncClient, headers: dict[str, str], path: str = "/api/v1/users/me") -> httpx.Response:
+async def refused_within_bound(
+    http: httpx.AsyncClient, headers: dict[str, str], path: str = "/api/v1/users/me"
+) -> httpx.Response:
     async def refused() -> bool:
         return (await http.get(path, headers=headers)).status_code == 401
 
@@ -89,7 +91,9 @@ async def test_a_deactivated_user_loses_tokens_and_api_keys(
     me = (await other.get("/api/v1/users/me", headers=user.headers)).json()
     assert (await other.get("/api/v1/users/me", headers=key_headers)).status_code == 200
 
-    deactivated = await http.patch(f"/api/v1/users/{me['id']}", json={"is_active": False}, headers=admin.headers)
+    deactivated = await http.patch(
+        f"/api/v1/users/{me['id']}", json={"is_active": False}, headers=admin.headers
+    )
     assert deactivated.status_code == 200 and deactivated.json()["is_active"] is False
 
     await refused_within_bound(other, user.headers)
@@ -98,7 +102,9 @@ async def test_a_deactivated_user_loses_tokens_and_api_keys(
     login = await other.post("/api/v1/auth/login", json={"email": user.email, "password": PASSWORD})
     assert login.status_code == 401
 
-    reactivated = await http.patch(f"/api/v1/users/{me['id']}", json={"is_active": True}, headers=admin.headers)
+    reactivated = await http.patch(
+        f"/api/v1/users/{me['id']}", json={"is_active": True}, headers=admin.headers
+    )
     assert reactivated.status_code == 200
 
     async def key_works_again() -> bool:
@@ -116,12 +122,16 @@ async def test_a_demoted_superuser_loses_superuser_powers(
     admin = await api.admin()
     user = await api.user()
     user_id = (await http.get("/api/v1/users/me", headers=user.headers)).json()["id"]
-    promoted = await http.patch(f"/api/v1/users/{user_id}", json={"is_superuser": True}, headers=admin.headers)
+    promoted = await http.patch(
+        f"/api/v1/users/{user_id}", json={"is_superuser": True}, headers=admin.headers
+    )
     assert promoted.status_code == 200 and promoted.json()["is_superuser"] is True
     power = await api.login(user.email, PASSWORD)
     assert (await other.get("/api/v1/mcp-servers", headers=power.headers)).status_code == 200
 
-    demoted = await http.patch(f"/api/v1/users/{user_id}", json={"is_superuser": False}, headers=admin.headers)
+    demoted = await http.patch(
+        f"/api/v1/users/{user_id}", json={"is_superuser": False}, headers=admin.headers
+    )
     assert demoted.status_code == 200
     await refused_within_bound(other, power.headers, "/api/v1/mcp-servers")
     plain = await api.login(user.email, PASSWORD)
@@ -136,9 +146,13 @@ async def test_updating_users_is_for_superusers_and_never_oneself(
     user_id = (await http.get("/api/v1/users/me", headers=user.headers)).json()["id"]
     admin_id = (await http.get("/api/v1/users/me", headers=admin.headers)).json()["id"]
 
-    forbidden = await http.patch(f"/api/v1/users/{user_id}", json={"is_superuser": True}, headers=user.headers)
+    forbidden = await http.patch(
+        f"/api/v1/users/{user_id}", json={"is_superuser": True}, headers=user.headers
+    )
     assert forbidden.status_code == 403
-    yourself = await http.patch(f"/api/v1/users/{admin_id}", json={"is_superuser": False}, headers=admin.headers)
+    yourself = await http.patch(
+        f"/api/v1/users/{admin_id}", json={"is_superuser": False}, headers=admin.headers
+    )
     assert yourself.status_code == 400 and "yourself" in yourself.json()["detail"]
     assert (await http.get("/api/v1/users/me", headers=admin.headers)).status_code == 200
     unknown = await http.patch(

@@ -46,9 +46,9 @@ def handlers() -> grpc.GenericRpcHandler:
 class EveryoneActive:
     """A registry fake for the revocation check: every user exists, is active, at version 0."""
 
-    class stub:  # noqa: N801  (mirrors RegistryClient.stub)
+    class stub:
         @staticmethod
-        async def GetUserStatus(request, **kwargs):  # noqa: N802
+        async def GetUserStatus(request, **kwargs):
             return registry_service_pb2.GetUserStatusResponse(exists=True, is_active=True)
 
 

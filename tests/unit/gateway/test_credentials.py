@@ -41,7 +41,8 @@ def test_api_keys_are_told_from_tokens_by_their_prefix() -> None:
 
 
 @pytest.mark.parametrize(
-    "key", ["amk_short", "amk_" + "a" * 44, "amk_" + "a" * 42 + "!", "amk_" + "a" * 42 + " ", "amk_" + "é" * 43]
+    "key",
+    ["amk_short", "amk_" + "a" * 44, "amk_" + "a" * 42 + "!", "amk_" + "a" * 42 + " ", "amk_" + "é" * 43],
 )
 def test_a_malformed_key_is_refused_without_being_repeated(key: str) -> None:
     with pytest.raises(InvalidApiKey) as raised:
@@ -118,15 +119,19 @@ class FakeRegistry:
     def stub(self) -> FakeRegistry:
         return self
 
-    async def GetUserStatus(self, request: reg.GetUserStatusRequest, **_: object) -> reg.GetUserStatusResponse:  # noqa: N802
+    async def GetUserStatus(
+        self, request: reg.GetUserStatusRequest, **_: object
+    ) -> reg.GetUserStatusResponse:
         self.calls += 1
         if request.user_id not in self.versions:
             return reg.GetUserStatusResponse(exists=False)
         return reg.GetUserStatusResponse(
-            exists=True, is_active=request.user_id not in self.inactive, token_version=self.versions[request.user_id]
+            exists=True,
+            is_active=request.user_id not in self.inactive,
+            token_version=self.versions[request.user_id],
         )
 
-    async def AuthenticateApiKey(  # noqa: N802
+    async def AuthenticateApiKey(
         self, request: reg.AuthenticateApiKeyRequest, **_: object
     ) -> reg.AuthenticateApiKeyResponse:
         self.calls += 1
@@ -183,7 +188,9 @@ async def test_a_key_becomes_its_user_with_a_signed_token_reused_across_checks()
     first = await credentials.authenticate(GOOD_KEY, peer="ipv4:10.0.0.1:1")
     assert first.user_id == "ada" and first.project_scope == "p1"
     assert first.token and first.token != GOOD_KEY
-    assert TokenCodec(SECRET).verify(first.token) == Principal("ada", email="ada@example.com", token_version=3)
+    assert TokenCodec(SECRET).verify(first.token) == Principal(
+        "ada", email="ada@example.com", token_version=3
+    )
     clock.now += 1.5  # checked again, same user: same token
     again = await credentials.authenticate(GOOD_KEY, peer="ipv4:10.0.0.1:2")
     assert again.token == first.token and registry.calls == 2

@@ -23,12 +23,12 @@ from agentmesh.registry.v1 import registry_service_pb2
 from agentmesh.runtime.client import unary
 from agentmesh.runtime.errors import NotFound
 from agentmesh.runtime.identity import (
+    authorize as require_access,
+)
+from agentmesh.runtime.identity import (
     bearer_token,
     current_principal,
     current_token,
-)
-from agentmesh.runtime.identity import (
-    authorize as require_access,
 )
 
 # The caller of the gRPC call being served, once the policy let it through.

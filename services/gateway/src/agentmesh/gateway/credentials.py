@@ -129,7 +129,9 @@ class CredentialVerifier:
         self._statuses: RecentAnswers[str, registry_service_pb2.GetUserStatusResponse] = RecentAnswers(
             ttl_seconds=check_interval_seconds, clock=clock
         )
-        self._keys: RecentAnswers[str, _KeyCaller] = RecentAnswers(ttl_seconds=check_interval_seconds, clock=clock)
+        self._keys: RecentAnswers[str, _KeyCaller] = RecentAnswers(
+            ttl_seconds=check_interval_seconds, clock=clock
+        )
         # Key digest → (principal, signed token, when to sign anew).
         self._key_tokens: dict[str, tuple[Principal, str, float]] = {}
 
@@ -165,11 +167,15 @@ class CredentialVerifier:
         except Unauthenticated:
             self._failed_keys.try_acquire(address)
             raise
-        return Caller(found.principal, self._key_token(digest, found.principal), project_scope=found.project_scope)
+        return Caller(
+            found.principal, self._key_token(digest, found.principal), project_scope=found.project_scope
+        )
 
     async def _validate_key(self, key: str) -> _KeyCaller:
         request = registry_service_pb2.AuthenticateApiKeyRequest(secret=key)
-        answer = await unary(self._registry.stub.AuthenticateApiKey, request, metadata=self._system_metadata())
+        answer = await unary(
+            self._registry.stub.AuthenticateApiKey, request, metadata=self._system_metadata()
+        )
         principal = Principal(
             user_id=answer.user.id,
             is_superuser=answer.user.is_superuser,

@@ -27,10 +27,9 @@ RETRY_AFTER_SECONDS = "retry_after_seconds"
 __all__ = [
     "RETRY_AFTER_SECONDS",
     "ApiKeyOutOfScope",
-    "InvalidApiKey",
-    "TokenRevoked",
     "ClientDisconnected",
     "ExecutorsBusy",
+    "InvalidApiKey",
     "InvalidRequest",
     "MessageTooLarge",
     "ModelNotFound",
@@ -38,6 +37,7 @@ __all__ = [
     "NoPolicy",
     "RateLimited",
     "RequestTooLarge",
+    "TokenRevoked",
     "TooManyMessages",
 ]
 

@@ -317,7 +317,9 @@ class Accounts:
                 raise CannotChangeSelf("you may not deactivate or demote yourself")
             await tx.set_user_flags(user.id, is_superuser=changed.is_superuser, is_active=changed.is_active)
             await tx.bump_token_version(user.id)
-        logger.info("user %s changed: active=%s superuser=%s", user.id, changed.is_active, changed.is_superuser)
+        logger.info(
+            "user %s changed: active=%s superuser=%s", user.id, changed.is_active, changed.is_superuser
+        )
         return changed.model_copy(update={"token_version": user.token_version + 1})
 
     async def user_status(self, user_id: str) -> UserStatus:
@@ -414,7 +416,10 @@ class Accounts:
 
     def _issued(self, user: User, refresh_token: str) -> IssuedTokens:
         principal = Principal(
-            user_id=user.id, is_superuser=user.is_superuser, email=user.email, token_version=user.token_version
+            user_id=user.id,
+            is_superuser=user.is_superuser,
+            email=user.email,
+            token_version=user.token_version,
         )
         return IssuedTokens(
             access_token=self._tokens.issue(principal),

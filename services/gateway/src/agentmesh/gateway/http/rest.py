@@ -64,9 +64,7 @@ def rest_router() -> APIRouter:
         return convert.user(response.user)
 
     @router.patch("/users/{user_id}", tags=["auth"])
-    async def update_user(
-        user_id: str, body: schemas.UserUpdate, ctx: Ctx, caller: Auth
-    ) -> schemas.UserOut:
+    async def update_user(user_id: str, body: schemas.UserUpdate, ctx: Ctx, caller: Auth) -> schemas.UserOut:
         """Deactivates, reactivates, promotes or demotes a user (superusers). The user's access
         tokens stop working at once (within a second on every gateway)."""
         fields = body.model_dump(include=body.model_fields_set)

@@ -20,9 +20,9 @@ from typing import Generic, TypeVar
 from agentmesh.registry.errors import AgentNameTaken, EmailTaken, SlugTaken
 from agentmesh.registry.models import (
     Agent,
-    ApiKey,
     AgentStatus,
     AgentType,
+    ApiKey,
     Credentials,
     Executor,
     LoginState,
@@ -34,6 +34,7 @@ from agentmesh.registry.models import (
     Slice,
     User,
 )
+from agentmesh.registry.store.api_keys import InMemoryApiKeys
 from agentmesh.registry.store.interface import (
     DuplicateRequest,
     OrphanedRun,
@@ -45,7 +46,6 @@ from agentmesh.registry.store.interface import (
     StoreTransaction,
     Visibility,
 )
-from agentmesh.registry.store.api_keys import InMemoryApiKeys
 from agentmesh.registry.store.mcp_servers import InMemoryMcpServers
 
 T = TypeVar("T", AgentType, Project, Agent)

@@ -35,6 +35,7 @@ from agentmesh.registry.models import (
     Slice,
     User,
 )
+from agentmesh.registry.store.api_keys import SqlApiKeys
 from agentmesh.registry.store.interface import (
     DuplicateRequest,
     RegistryStore,
@@ -46,7 +47,6 @@ from agentmesh.registry.store.interface import (
 )
 from agentmesh.registry.store.leases import SqlRunLeaseStore
 from agentmesh.registry.store.mappers import agent_type_values, agent_values, from_row
-from agentmesh.registry.store.api_keys import SqlApiKeys
 from agentmesh.registry.store.mcp_servers import SqlMcpServers
 from agentmesh.registry.store.statements import (
     PG_FINISH_RUN,

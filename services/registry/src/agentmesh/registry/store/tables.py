@@ -199,7 +199,9 @@ class ApiKeyRow(Base):
     name: Mapped[str] = mapped_column(sa.String(100))
     prefix: Mapped[str] = mapped_column(sa.String(12))
     key_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
-    project_id: Mapped[str | None] = mapped_column(sa.ForeignKey("projects.id", ondelete="CASCADE"), index=True)
+    project_id: Mapped[str | None] = mapped_column(
+        sa.ForeignKey("projects.id", ondelete="CASCADE"), index=True
+    )
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
