@@ -11,8 +11,9 @@ the login `agentmesh login` kept (`cli/login.py`).
 
 from __future__ import annotations
 
+import asyncio
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -143,6 +144,19 @@ def describe(error: DomainError) -> str:
         return f"the mesh is unavailable: {error.message}"
     details = "; ".join(f"{violation.field}: {violation.description}" for violation in error.violations)
     return f"{error.message} ({details})" if details else error.message
+
+
+def run_and_print(work: Coroutine[object, object, str | None]) -> None:
+    """Runs a command's work and prints the text it returns; a CliError or the mesh's refusal
+    becomes one clear line on stderr and exit status 1."""
+    try:
+        text = asyncio.run(work)
+    except CliError as error:
+        raise fail(str(error)) from None
+    except DomainError as error:
+        raise fail(describe(error)) from None
+    if text is not None:
+        typer.echo(text)
 
 
 def fail(message: str) -> typer.Exit:
