@@ -210,3 +210,20 @@ async def test_failed_keys_are_throttled_per_address() -> None:
         await credentials.authenticate(f"amk_{9:043d}", peer="ipv4:10.0.0.9:4001")
     assert registry.calls == calls  # refused without asking the registry
     assert (await credentials.authenticate(GOOD_KEY, peer="ipv4:10.0.0.10:1")).user_id == "ada"
+
+
+async def test_an_asker_going_away_cancels_nobody_elses_answer() -> None:
+    answers: RecentAnswers[str, int] = RecentAnswers(ttl_seconds=1.0, clock=Clock())
+    release = asyncio.Event()
+
+    async def ask() -> int:
+        await release.wait()
+        return 42
+
+    leaving = asyncio.ensure_future(answers.get("ada", ask))
+    staying = asyncio.ensure_future(answers.get("ada", ask))
+    await asyncio.sleep(0)
+    leaving.cancel()
+    release.set()
+    assert await staying == 42
+    assert leaving.cancelled()
