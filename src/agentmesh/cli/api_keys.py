@@ -24,10 +24,7 @@ def _run(
     work: Callable[[Any], Awaitable[str | None]],
 ) -> None:
     """Signs in, runs `work(connection)` and prints what it returns; one clear line on failure."""
-    import asyncio
-
-    from agentmesh.cli.client import CliError, Credentials, address_of, connect, describe, fail
-    from agentmesh.runtime.errors import DomainError
+    from agentmesh.cli.client import Credentials, address_of, connect, run_and_print
 
     email, password, token = credentials
 
@@ -36,14 +33,7 @@ def _run(
         async with connect(address_of(gateway), signed_in) as connection:
             return await work(connection)
 
-    try:
-        text = asyncio.run(main())
-    except CliError as error:
-        raise fail(str(error)) from None
-    except DomainError as error:
-        raise fail(describe(error)) from None
-    if text is not None:
-        typer.echo(text)
+    run_and_print(main())
 
 
 @api_keys.command("create")

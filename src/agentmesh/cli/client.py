@@ -12,7 +12,7 @@ the login `agentmesh login` kept (`cli/login.py`).
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -23,6 +23,7 @@ from rich.markup import escape
 
 from agentmesh.cli.login import StoredLogin, exclusively
 from agentmesh.cli.options import DEFAULT_ADDRESS
+from agentmesh.cli.spinner import run_waiting
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime.channels import create_channel
 from agentmesh.runtime.errors import DomainError, Unauthenticated, Unavailable
@@ -143,6 +144,19 @@ def describe(error: DomainError) -> str:
         return f"the mesh is unavailable: {error.message}"
     details = "; ".join(f"{violation.field}: {violation.description}" for violation in error.violations)
     return f"{error.message} ({details})" if details else error.message
+
+
+def run_and_print(work: Coroutine[object, object, str | None]) -> None:
+    """Runs a command's work and prints the text it returns; a CliError or the mesh's refusal
+    becomes one clear line on stderr and exit status 1."""
+    try:
+        text = run_waiting(work)
+    except CliError as error:
+        raise fail(str(error)) from None
+    except DomainError as error:
+        raise fail(describe(error)) from None
+    if text is not None:
+        typer.echo(text)
 
 
 def fail(message: str) -> typer.Exit:

@@ -19,7 +19,6 @@ from typing import Annotated, Any
 import typer
 
 from agentmesh.cli.options import EmailOption, GatewayOption, PasswordOption, TokenOption
-from agentmesh.cli.spinner import run_waiting
 
 Message = Any  # a generated protobuf message
 
@@ -273,8 +272,8 @@ def _run(
     gateway: str | None,
     work: Callable[[Kind, Scope], Awaitable[str | None]],
 ) -> None:
-    from agentmesh.cli.client import CliError, Credentials, address_of, connect, describe, fail
-    from agentmesh.runtime.errors import DomainError, NotFound
+    from agentmesh.cli.client import CliError, Credentials, address_of, connect, fail, run_and_print
+    from agentmesh.runtime.errors import NotFound
 
     kinds = _kinds()
     kind = kinds.get(kind_name.lower())
@@ -297,14 +296,7 @@ def _run(
                     raise CliError(f"no project {project!r} that you may see") from None
             return await work(kind, Scope(connection, project_id))
 
-    try:
-        text = run_waiting(main())
-    except CliError as error:
-        raise fail(str(error)) from None
-    except DomainError as error:
-        raise fail(describe(error)) from None
-    if text is not None:
-        typer.echo(text)
+    run_and_print(main())
 
 
 def get(

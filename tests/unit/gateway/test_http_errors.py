@@ -12,6 +12,7 @@ from agentmesh.gateway.errors import (
     ModelNotFound,
     RateLimited,
     RequestTooLarge,
+    TokenRevoked,
 )
 from agentmesh.gateway.http.errors import error_response, http_status, is_openai_path
 from agentmesh.runtime.errors import (
@@ -61,6 +62,8 @@ def test_rest_errors_are_detail_with_retry_after() -> None:
     busy = error_response("/api/v1/projects", ExecutorsBusy())
     assert busy.headers["Retry-After"] == "1"
     assert error_response("/api/v1/users/me", Unauthenticated("no")).headers["WWW-Authenticate"] == "Bearer"
+    revoked = error_response("/api/v1/users/me", TokenRevoked("access token revoked"))
+    assert revoked.headers["WWW-Authenticate"] == 'Bearer error="invalid_token", reason="TOKEN_REVOKED"'
 
 
 def test_openai_routes_get_openai_error_objects() -> None:

@@ -53,3 +53,12 @@ def test_tokens_of_another_secret_or_none_algorithm_are_rejected() -> None:
     for token in (other, unsigned):
         with pytest.raises(Unauthenticated):
             codec.verify(token)
+
+
+def test_tokens_carry_the_users_token_version() -> None:
+    codec = TokenCodec(SECRET)
+    assert codec.verify(codec.issue(Principal("ada", token_version=4))).token_version == 4
+    claims = jwt.decode(codec.issue(Principal("ada")), SECRET, algorithms=["HS256"], issuer="agentmesh")
+    del claims["ver"]
+    older = jwt.encode(claims, SECRET, algorithm="HS256")  # issued before versions existed
+    assert codec.verify(older).token_version == 0

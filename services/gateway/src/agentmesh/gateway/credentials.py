@@ -64,7 +64,9 @@ def client_address(peer: str) -> str:
 
 class RecentAnswers(Generic[K, V]):
     """Answers of the registry remembered for at most `ttl_seconds`, with concurrent asks for one
-    key sharing one call. Failures are not remembered. Bounded: the oldest go first."""
+    key sharing one call. The call runs as its own task, so a caller that goes away (a client
+    hanging up) cancels neither it nor the others waiting on it. Failures are not remembered.
+    Bounded: the oldest go first."""
 
     def __init__(
         self, *, ttl_seconds: float, capacity: int = 10_000, clock: Callable[[], float] = time.monotonic
@@ -73,31 +75,32 @@ class RecentAnswers(Generic[K, V]):
         self._capacity = capacity
         self._clock = clock
         self._answers: OrderedDict[K, tuple[V, float]] = OrderedDict()
-        self._pending: dict[K, asyncio.Future[V]] = {}
+        self._pending: dict[K, asyncio.Task[V]] = {}
 
     async def get(self, key: K, ask: Callable[[], Awaitable[V]]) -> V:
         hit = self._answers.get(key)
         if hit is not None and self._clock() - hit[1] < self._ttl:
             return hit[0]
-        pending = self._pending.get(key)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        future: asyncio.Future[V] = asyncio.get_running_loop().create_future()
-        self._pending[key] = future
-        try:
-            answer = await ask()
-        except BaseException as error:
-            future.set_exception(error)
-            future.exception()  # retrieved: nobody else may be waiting
-            raise
-        finally:
-            self._pending.pop(key, None)
-        future.set_result(answer)
+        task = self._pending.get(key)
+        if task is None:
+            task = asyncio.ensure_future(self._remembered(key, ask))
+            self._pending[key] = task
+            task.add_done_callback(lambda done: self._settled(key, done))
+        return await asyncio.shield(task)
+
+    async def _remembered(self, key: K, ask: Callable[[], Awaitable[V]]) -> V:
+        answer = await ask()
         self._answers[key] = (answer, self._clock())
         self._answers.move_to_end(key)
         while len(self._answers) > self._capacity:
             self._answers.popitem(last=False)
         return answer
+
+    def _settled(self, key: K, task: asyncio.Task[V]) -> None:
+        if self._pending.get(key) is task:
+            del self._pending[key]
+        if not task.cancelled():
+            task.exception()  # retrieved, even when every asker has gone
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,7 @@ def error_headers(error: DomainError, status: int) -> dict[str, str]:
         # RFC 6750's challenge; `reason` (an auth-param extension) is the ErrorInfo reason gRPC
         # clients get, e.g. TOKEN_REVOKED, so programs can tell "sign in again" from a typo.
         challenge = "Bearer"
-        if error.reason and error.reason != "TOKEN_MISSING":
+        if error.reason not in ("", "TOKEN_MISSING", "UNAUTHENTICATED"):
             challenge = f'Bearer error="invalid_token", reason="{error.reason}"'
         headers["WWW-Authenticate"] = challenge
     retry_after = error.metadata.get(RETRY_AFTER_SECONDS)
