@@ -11,7 +11,7 @@ import httpx
 
 from agentmesh.cli.mesh import Mesh
 from agentmesh.registry.client import RegistryClient
-from agentmesh.runtime.channels import create_channel
+from tests.bearer import authorized_channel
 from tests.integration.cli.support import run_agentmesh
 from tests.mesh import SUPERUSER_EMAIL, SUPERUSER_PASSWORD
 from tests.polling import eventually
@@ -38,20 +38,15 @@ TYPO_YAML = textwrap.dedent(
 
 
 async def _executor_reported_in(mesh: Mesh) -> None:
-    """The in-process executor's first heartbeat (with what it offers) has reached the registry."""
-    channel = create_channel(mesh.services["registry"].address)
-    try:
+    """The in-process executor's first heartbeat (with what it offers) has reached the registry
+    (asked as a mesh service asks: ListExecutors is internal)."""
+    async with authorized_channel(mesh.services["registry"].address) as channel:
         registry = RegistryClient(channel)
-        tokens = await registry.login(SUPERUSER_EMAIL, SUPERUSER_PASSWORD)
-        metadata = (("authorization", f"Bearer {tokens.access_token}"),)
 
         async def offered() -> bool:
-            executors = await registry.list_executors(metadata=metadata)
-            return any("get_current_time" in e.tools for e in executors)
+            return any("get_current_time" in e.tools for e in await registry.list_executors())
 
         await eventually(offered, timeout=30, what="the executor reports its tools")
-    finally:
-        await channel.close()
 
 
 async def test_apply_warns_with_the_fix_and_still_applies(tmp_path: Path, mesh: Mesh) -> None:
