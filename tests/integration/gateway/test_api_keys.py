@@ -20,6 +20,7 @@ from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as inte
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc as internal_grpc
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import registry_service_pb2_grpc as reg_grpc
+from tests.integration.gateway.a2a_client import a2a_client, fetch_card, send_request
 from tests.integration.gateway.conftest import start_gateway
 from tests.integration.gateway.support import Api, User
 from tests.mesh import bearer
@@ -78,6 +79,12 @@ async def test_a_key_is_shown_once_listed_without_its_secret_and_works_on_every_
             gw.ChatRequest(agent=agent.model, message="hi"), metadata=bearer(key)
         )
         assert chat.content == "hello from a key"
+    # A2A, with the official client: the card offers the key as a scheme of its own.
+    card = await fetch_card(http, agent)
+    assert set(card.security_schemes) == {"bearer", "apiKey"}
+    async with a2a_client(card, "JSONRPC", key, streaming=False) as client:
+        [response] = [r async for r in client.send_message(send_request("hi"))]
+        assert response.task.artifacts[0].parts[0].text == "hello from a key"
         keys = await registry.ListApiKeys(reg.ListApiKeysRequest(), metadata=bearer(agent.owner.token))
         assert [k.prefix for k in keys.api_keys] == [key[:12]]
 

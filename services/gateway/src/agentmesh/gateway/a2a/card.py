@@ -19,6 +19,7 @@ from agentmesh.registry.v1 import resources_pb2
 JSONRPC_PATH = "/a2a/jsonrpc"
 REST_PATH = "/a2a/rest"
 BEARER = "bearer"
+API_KEY = "apiKey"
 
 
 @dataclass
@@ -78,7 +79,16 @@ def agent_card(
             description="an agentmesh access token (POST /api/v1/auth/login)",
         )
     )
-    card.security_requirements.append(a2a_pb2.SecurityRequirement(schemes={BEARER: a2a_pb2.StringList()}))
+    # An API key (long-lived, revocable, scoped) goes in the same header; either scheme will do.
+    card.security_schemes[API_KEY].http_auth_security_scheme.CopyFrom(
+        a2a_pb2.HTTPAuthSecurityScheme(
+            scheme="Bearer",
+            bearer_format="amk_",
+            description="an agentmesh API key (POST /api/v1/api-keys), sent as the bearer token",
+        )
+    )
+    for scheme in (BEARER, API_KEY):
+        card.security_requirements.append(a2a_pb2.SecurityRequirement(schemes={scheme: a2a_pb2.StringList()}))
     return card
 
 
