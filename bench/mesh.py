@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -189,8 +190,12 @@ class GrpcChat:
         self._metadata = bearer(seeded.token)
         self._message = message
         self._delegations = delegations
+        # Seconds from the request to the first text_delta of each chat (first_token_ratio).
+        self.first_token_seconds: list[float] = []
 
     async def __call__(self, session_id: str = "") -> None:
+        started = time.perf_counter()
+        first_token = True
         call = self._stub.StreamChat(
             # As a client that reads batches does (issue 16): several events per message.
             gateway_service_pb2.StreamChatRequest(
@@ -206,6 +211,9 @@ class GrpcChat:
                 if first is None:
                     first = event
                 last = event
+                if first_token and event.HasField("text_delta"):
+                    first_token = False
+                    self.first_token_seconds.append(time.perf_counter() - started)
                 if event.HasField("delegation_response"):
                     outcome = event.delegation_response
                     if outcome.outcome != run_pb2.DELEGATION_OUTCOME_COMPLETED:

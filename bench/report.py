@@ -50,6 +50,7 @@ TARGETS: dict[str, Target] = {
     "chat_p50_ratio": Target("StreamChat p50 / raw 3-hop chain p50", "<=", 2.0),
     "chat_p99_ratio": Target("StreamChat p99 / raw 3-hop chain p99", "<=", 3.0),
     "chat_qps_ratio": Target("chats/s / raw chain calls/s, 64 in flight", ">=", 0.5),
+    "first_token_ratio": Target("request -> first text delta p50 / raw 2-hop chain p50", "<=", 2.0),
     "tracing_overhead": Target("chat p50 tracing on (OTLP batch) / off", "<=", 1.3),
     "http_vs_grpc": Target("OpenAI HTTP stream p50 / gRPC StreamChat p50", "<=", 1.5),
     "delegation_hop_ratio": Target("added p50 per delegation level / raw per-hop p50", "<=", 2.0),

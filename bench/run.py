@@ -46,7 +46,7 @@ from bench.mesh import (
 from bench.messages import messages_per_call
 from bench.rawdb import BATCH_EVENTS, RawEventWriter, event_json
 from bench.report import REPO, Results, describe_error, machine_info
-from bench.stats import latency_rounds, same_call, throughput_rounds, warm_up
+from bench.stats import Latency, latency_rounds, same_call, throughput_rounds, warm_up
 from tests.e2e.harness import ServiceProcess
 from tests.mesh import MeshClient, Seeded
 from tests.postgres import fresh_database, libpq_dsn, postgres_server_url
@@ -207,8 +207,10 @@ class RawChain:
             grpc.aio.insecure_channel(server.grpc_address),
             grpc.aio.insecure_channel(front.grpc_address),
         ]
+        self._channels.append(grpc.aio.insecure_channel(processes[1].grpc_address))
         self._unary = echo.echo_call(self._channels[0])
         self._chain = echo.echo_call(self._channels[1])
+        self._two_hops = echo.echo_call(self._channels[2])
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -240,6 +242,10 @@ class RawChain:
     async def chain(self) -> None:
         await self._chain(PAYLOAD, timeout=10)
 
+    async def two_hops(self) -> None:
+        """client -> proxy -> echo."""
+        await self._two_hops(PAYLOAD, timeout=10)
+
 
 # --- sections ----------------------------------------------------------------------------------
 
@@ -247,15 +253,23 @@ class RawChain:
 async def _chat_vs_chain(
     plan: Plan, results: Results, chain: RawChain, mesh: Mesh, chat: GrpcChat, postgres_port: int
 ) -> None:
-    with results.section("chat latency", ("chat_p50_ratio", "chat_p99_ratio", "delegation_hop_ratio")):
+    keys = ("chat_p50_ratio", "chat_p99_ratio", "first_token_ratio", "delegation_hop_ratio")
+    with results.section("chat latency", keys):
         await warm_up(chain.unary, plan.warmup_calls)
         await warm_up(chain.chain, plan.warmup_calls)
+        await warm_up(chain.two_hops, plan.warmup_calls)
+        chat.first_token_seconds.clear()
         measured = await latency_rounds(
-            {"unary": chain.unary, "chain": chain.chain, "chat": chat},
+            {"unary": chain.unary, "chain": chain.chain, "chain_2_hops": chain.two_hops, "chat": chat},
             rounds=plan.rounds,
             per_round=plan.latency_calls,
         )
         unary, hops, chats = measured["unary"], measured["chain"], measured["chat"]
+        # Request -> first text delta at the client, against the raw 2-hop chain (client ->
+        # proxy -> echo: as a chat's text goes executor -> gateway -> client).
+        first_tokens = Latency(samples=list(chat.first_token_seconds))
+        results.details["first_token"] = first_tokens.summary()
+        results.set("first_token_ratio", first_tokens.p50_ms / measured["chain_2_hops"].p50_ms)
         results.baselines.update(
             unary_p50_ms=round(unary.p50_ms, 3),
             unary_p99_ms=round(unary.p99_ms, 3),
