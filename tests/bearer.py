@@ -9,7 +9,7 @@ import grpc
 
 from agentmesh.runtime.identity import AUTHORIZATION, TokenCodec
 from agentmesh.runtime.interceptors import client_interceptors
-from agentmesh.runtime.service_identity import ServiceCredentials, credential_interceptors
+from agentmesh.runtime.service_identity import ServiceCredentials, credential_interceptors, with_metadata
 from tests.mesh import JWT_SECRET, bearer
 
 
@@ -22,16 +22,7 @@ def system_metadata(secret: str = JWT_SECRET) -> tuple[tuple[str, str], ...]:
 
 
 def _with_token(details: grpc.aio.ClientCallDetails, token: str) -> grpc.aio.ClientCallDetails:
-    metadata = grpc.aio.Metadata(*(details.metadata or ()))
-    if AUTHORIZATION not in metadata:
-        metadata.add(AUTHORIZATION, f"Bearer {token}")
-    return grpc.aio.ClientCallDetails(
-        method=details.method,
-        timeout=details.timeout,
-        metadata=metadata,
-        credentials=details.credentials,
-        wait_for_ready=details.wait_for_ready,
-    )
+    return with_metadata(details, AUTHORIZATION, f"Bearer {token}", replace=False)
 
 
 class _UnaryBearer(grpc.aio.UnaryUnaryClientInterceptor):

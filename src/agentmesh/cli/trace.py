@@ -56,14 +56,24 @@ class TraceError(Exception):
 
 
 async def events_from_memory(
-    session_id: str, address: str, *, token: str | None = None, project_id: str = "", page_size: int = 1000
+    session_id: str,
+    address: str,
+    *,
+    token: str | None = None,
+    project_id: str = "",
+    page_size: int = 1000,
+    jwt_secret: str | None = None,
 ) -> list[dict[str, Any]]:
     """Every event of the session, from the memory service's ListEvents, in `seq` order. Without
-    `project_id` the session id must be unique across projects."""
-    from agentmesh.runtime.interceptors import client_interceptors
+    `project_id` the session id must be unique across projects. The memory service's own port
+    answers the mesh's services only: with `jwt_secret` (an operator's) the calls carry a service
+    credential; without it, `address` must be a gateway (which serves the same RPCs)."""
+    from agentmesh.runtime.channels import PeerSecurity, create_channel
+    from agentmesh.runtime.service_identity import ServiceCredentials
 
     metadata = (("authorization", f"Bearer {token}"),) if token else None
-    async with grpc.aio.insecure_channel(address, interceptors=client_interceptors()) as channel:
+    security = PeerSecurity(ServiceCredentials(jwt_secret, service="cli") if jwt_secret else None)
+    async with create_channel(address, security=security) as channel:
         try:
             return await _list_events(channel, session_id, project_id, metadata, page_size)
         except DomainError as error:
@@ -400,6 +410,14 @@ def trace(
     email: EmailOption = None,
     password: PasswordOption = None,
     token: TokenOption = None,
+    jwt_secret: Annotated[
+        str | None,
+        typer.Option(
+            help="The mesh's secret, with --memory: the memory service answers the mesh's services only.",
+            envvar="AGENTMESH_JWT_SECRET",
+            show_default=False,
+        ),
+    ] = None,
     width: Annotated[int | None, typer.Option(help="Terminal width to render for.")] = None,
 ) -> None:
     """Show a session as a tree: agents, runs, steps, tool calls and delegations, with timings."""
@@ -409,7 +427,9 @@ def trace(
     try:
         if memory:
             events = run_waiting(
-                events_from_memory(session_id, memory, token=token, project_id=project or "")
+                events_from_memory(
+                    session_id, memory, token=token, project_id=project or "", jwt_secret=jwt_secret
+                )
             )
         elif gateway and gateway.startswith(("http://", "https://")):
             if not project or not token:

@@ -193,7 +193,9 @@ async def test_a_two_level_delegation_is_a_tree_of_runs_with_timings(memory_serv
     async with authorized_channel(memory_service.address) as channel:
         await _two_level_delegation(MemoryClient(channel), session_id)
 
-    events = await events_from_memory(session_id, memory_service.address, token=system_token())
+    events = await events_from_memory(
+        session_id, memory_service.address, token=system_token(), jwt_secret=JWT_SECRET
+    )
     lines = _render(session_id, events)
 
     header = lines[0]
@@ -261,7 +263,16 @@ async def test_the_command_prints_the_tree_and_fails_clearly_without_memory(memo
         await _two_level_delegation(MemoryClient(channel), session_id)
 
     ok = await _agentmesh(
-        "trace", session_id, "--memory", memory_service.address, "--token", system_token(), "--width", "200"
+        "trace",
+        session_id,
+        "--memory",
+        memory_service.address,
+        "--jwt-secret",
+        JWT_SECRET,
+        "--token",
+        system_token(),
+        "--width",
+        "200",
     )
     unreachable = await _agentmesh("trace", session_id, "--memory", "127.0.0.1:1")
 

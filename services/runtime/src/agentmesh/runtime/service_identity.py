@@ -144,11 +144,15 @@ class ServiceIdentityInterceptor(grpc.aio.ServerInterceptor):
         return admitted_handler(handler, admit, handler_call_details.method)
 
 
-def _with_credential(details: grpc.aio.ClientCallDetails, credential: str) -> grpc.aio.ClientCallDetails:
-    # Whatever credential the call had (say, one a client sent the gateway, which forwards its
-    # metadata) is replaced: a call leaves with this service's own credential only.
-    metadata = grpc.aio.Metadata(*((k, v) for k, v in (details.metadata or ()) if k != SERVICE_CREDENTIAL))
-    metadata.add(SERVICE_CREDENTIAL, credential)
+def with_metadata(
+    details: grpc.aio.ClientCallDetails, key: str, value: str, *, replace: bool
+) -> grpc.aio.ClientCallDetails:
+    """The call's details with `key: value` in its metadata: instead of any entry of that key when
+    `replace`, else only when the call names none."""
+    metadata = grpc.aio.Metadata(*(details.metadata or ()))
+    if replace or key not in metadata:
+        metadata = grpc.aio.Metadata(*((k, v) for k, v in metadata if k != key))
+        metadata.add(key, value)
     return grpc.aio.ClientCallDetails(
         method=details.method,
         timeout=details.timeout,
@@ -156,6 +160,12 @@ def _with_credential(details: grpc.aio.ClientCallDetails, credential: str) -> gr
         credentials=details.credentials,
         wait_for_ready=details.wait_for_ready,
     )
+
+
+def _with_credential(details: grpc.aio.ClientCallDetails, credential: str) -> grpc.aio.ClientCallDetails:
+    # Whatever credential the call had (say, one a client sent the gateway, which forwards its
+    # metadata) is replaced: a call leaves with this service's own credential only.
+    return with_metadata(details, SERVICE_CREDENTIAL, credential, replace=True)
 
 
 class _UnaryCredential(grpc.aio.UnaryUnaryClientInterceptor):
