@@ -33,6 +33,9 @@ class Processes:
         def serve(service: str, name: str, env: dict[str, str]) -> ServiceProcess:
             return ServiceProcess.serve(service, name=name, env={**common, **env}, log_dir=log_dir)
 
+        self._serve = serve
+        self._pool = pool
+
         self.registry = serve(
             "registry",
             "registry",
@@ -62,16 +65,30 @@ class Processes:
             )
             for n, port in enumerate(executors)
         }
-        self.gateway = serve(
+        self.gateway = self.new_gateway("gateway", grpc_port=gateway, http_port=http)
+        self.extra: list[ServiceProcess] = []
+
+    def new_gateway(self, name: str, *, grpc_port: int = 0, http_port: int = 0) -> ServiceProcess:
+        """A gateway process over the same services (not started); free ports unless given."""
+        if not grpc_port:
+            grpc_port, http_port = free_loopback_ports(2)
+        return self._serve(
             "gateway",
-            "gateway",
+            name,
             {
-                "AGENTMESH_GATEWAY_PORT": str(gateway),
-                "AGENTMESH_GATEWAY_HTTP_PORT": str(http),
-                "AGENTMESH_GATEWAY_EXECUTOR_ADDRESSES": pool,
+                "AGENTMESH_GATEWAY_PORT": str(grpc_port),
+                "AGENTMESH_GATEWAY_HTTP_PORT": str(http_port),
+                "AGENTMESH_GATEWAY_EXECUTOR_ADDRESSES": self._pool,
                 "AGENTMESH_GATEWAY_EXECUTOR_HEALTH_INTERVAL_SECONDS": "0.2",
             },
         )
+
+    async def add_gateway(self, name: str) -> ServiceProcess:
+        """Starts one more gateway process, stopped with the mesh."""
+        gateway = self.new_gateway(name)
+        self.extra.append(gateway)
+        await gateway.start()
+        return gateway
 
     async def start(self) -> None:
         await asyncio.gather(self.registry.start(), self.memory.start())
@@ -79,7 +96,7 @@ class Processes:
         await self.gateway.start()
 
     async def stop(self) -> None:
-        for process in (self.gateway, *self.executors.values(), self.memory, self.registry):
+        for process in (*self.extra, self.gateway, *self.executors.values(), self.memory, self.registry):
             await process.stop()
 
 
