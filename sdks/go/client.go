@@ -23,7 +23,7 @@ import (
 )
 
 // Version is the SDK's version, which follows the contract's.
-const Version = "0.2.0"
+const Version = "0.3.0"
 
 // Client talks to one gateway. It keeps the access token (from SignIn or WithToken) and sends
 // it as "authorization: Bearer <token>" with every call. Safe for concurrent use.

@@ -42,7 +42,7 @@ import java.util.function.Supplier;
  */
 public final class AgentMesh implements AutoCloseable {
   /** The contract version this SDK follows. */
-  public static final String VERSION = "0.2.0";
+  public static final String VERSION = "0.3.0";
 
   private static final Metadata.Key<String> AUTHORIZATION =
       Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
