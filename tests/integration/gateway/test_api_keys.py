@@ -79,14 +79,14 @@ async def test_a_key_is_shown_once_listed_without_its_secret_and_works_on_every_
             gw.ChatRequest(agent=agent.model, message="hi"), metadata=bearer(key)
         )
         assert chat.content == "hello from a key"
+        keys = await registry.ListApiKeys(reg.ListApiKeysRequest(), metadata=bearer(agent.owner.token))
+        assert [k.prefix for k in keys.api_keys] == [key[:12]]
     # A2A, with the official client: the card offers the key as a scheme of its own.
     card = await fetch_card(http, agent)
     assert set(card.security_schemes) == {"bearer", "apiKey"}
     async with a2a_client(card, "JSONRPC", key, streaming=False) as client:
         [response] = [r async for r in client.send_message(send_request("hi"))]
         assert response.task.artifacts[0].parts[0].text == "hello from a key"
-        keys = await registry.ListApiKeys(reg.ListApiKeysRequest(), metadata=bearer(agent.owner.token))
-        assert [k.prefix for k in keys.api_keys] == [key[:12]]
 
     assert key not in caplog.text
 

@@ -51,6 +51,7 @@ CONFIG_FIELDS = {
     "sub_agents",
     "network_access",
     "mock_responses",
+    "double_texting",
 }
 
 
