@@ -18,7 +18,7 @@ from agentmesh.gateway.credentials import (
 )
 from agentmesh.gateway.errors import InvalidApiKey, RateLimited, TokenRevoked
 from agentmesh.gateway.ratelimit import RateLimiter
-from agentmesh.registry.v1 import registry_service_pb2 as reg
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import Unauthenticated
 from agentmesh.runtime.identity import SYSTEM, Principal, TokenCodec
@@ -116,7 +116,7 @@ class FakeRegistry:
     calls: int = 0
 
     @property
-    def stub(self) -> FakeRegistry:
+    def internal_stub(self) -> FakeRegistry:
         return self
 
     async def GetUserStatus(
