@@ -23,6 +23,7 @@ from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2, gateway_service_pb2_grpc
 from agentmesh.memory.v1 import memory_service_pb2, memory_service_pb2_grpc, resources_pb2
 from agentmesh.runtime.identity import SYSTEM, TokenCodec
+from agentmesh.runtime.service_identity import ServiceCredentials, credential_interceptors
 from tests.e2e.harness import ServiceProcess, free_loopback_ports
 from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient, Seeded, bearer
 
@@ -63,8 +64,14 @@ class Mesh:
         return MeshClient(self.processes["registry"].grpc_address, self.gateway_address)
 
     def channel(self, address: str) -> grpc.aio.Channel:
-        """A new client channel (closed with the mesh): one TCP connection of its own."""
-        channel = grpc.aio.insecure_channel(address)
+        """A new client channel (closed with the mesh): one TCP connection of its own. To memory's
+        port, which answers the mesh's services only, it carries a service credential as theirs do."""
+        interceptors = (
+            credential_interceptors(ServiceCredentials(JWT_SECRET, service="bench"))
+            if address == self.memory_address
+            else None
+        )
+        channel = grpc.aio.insecure_channel(address, interceptors=interceptors)
         self._channels.append(channel)
         return channel
 
