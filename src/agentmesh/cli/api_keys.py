@@ -24,16 +24,9 @@ def _run(
     work: Callable[[Any], Awaitable[str | None]],
 ) -> None:
     """Signs in, runs `work(connection)` and prints what it returns; one clear line on failure."""
-    from agentmesh.cli.client import Credentials, address_of, connect, run_and_print
+    from agentmesh.cli.client import run_signed_in
 
-    email, password, token = credentials
-
-    async def main() -> str | None:
-        signed_in = Credentials.from_options(email=email, password=password, token=token)
-        async with connect(address_of(gateway), signed_in) as connection:
-            return await work(connection)
-
-    run_and_print(main())
+    run_signed_in(gateway, credentials, work)
 
 
 @api_keys.command("create")
@@ -55,16 +48,9 @@ def create(
     async def work(connection: Any) -> str | None:
         from datetime import UTC, datetime, timedelta
 
-        from agentmesh.cli.client import CliError
-        from agentmesh.cli.resources import _find_project
-        from agentmesh.runtime.errors import NotFound
+        from agentmesh.cli.resources import project_id_of
 
-        project_id = ""
-        if project:
-            try:
-                project_id = (await _find_project(connection.registry, project, connection.metadata)).id
-            except NotFound:
-                raise CliError(f"no project {project!r} that you may see") from None
+        project_id = await project_id_of(connection, project) if project else ""
         expires_at = datetime.now(UTC) + timedelta(days=expires_in_days) if expires_in_days else None
         created = await connection.registry.create_api_key(
             name, project_id=project_id, expires_at=expires_at, metadata=connection.metadata

@@ -12,7 +12,7 @@ the login `agentmesh login` kept (`cli/login.py`).
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -157,6 +157,24 @@ def run_and_print(work: Coroutine[object, object, str | None]) -> None:
         raise fail(describe(error)) from None
     if text is not None:
         typer.echo(text)
+
+
+def run_signed_in(
+    gateway: str | None,
+    credentials: tuple[str | None, str | None, str | None],
+    work: Callable[[Connection], Awaitable[str | None]],
+) -> None:
+    """Signs in with the command's `(email, password, token)` options (or what they fall back
+    to), runs `work(connection)` against the gateway and prints what it returns, as
+    `run_and_print` does."""
+    email, password, token = credentials
+
+    async def main() -> str | None:
+        signed_in = Credentials.from_options(email=email, password=password, token=token)
+        async with connect(address_of(gateway), signed_in) as connection:
+            return await work(connection)
+
+    run_and_print(main())
 
 
 def fail(message: str) -> typer.Exit:

@@ -179,6 +179,17 @@ async def _find_project(registry: Any, name: str, metadata: Any) -> Message:
     )
 
 
+async def project_id_of(connection: Any, project: str) -> str:
+    """The id of the project `project` (a slug or an id) names, among those the caller may see."""
+    from agentmesh.cli.client import CliError
+    from agentmesh.runtime.errors import NotFound
+
+    try:
+        return (await _find_project(connection.registry, project, connection.metadata)).id
+    except NotFound:
+        raise CliError(f"no project {project!r} that you may see") from None
+
+
 # --- output ------------------------------------------------------------------------------------
 
 
@@ -272,8 +283,7 @@ def _run(
     gateway: str | None,
     work: Callable[[Kind, Scope], Awaitable[str | None]],
 ) -> None:
-    from agentmesh.cli.client import CliError, Credentials, address_of, connect, fail, run_and_print
-    from agentmesh.runtime.errors import NotFound
+    from agentmesh.cli.client import fail, run_signed_in
 
     kinds = _kinds()
     kind = kinds.get(kind_name.lower())
@@ -283,20 +293,11 @@ def _run(
     if kind.in_project and not project:
         raise fail(f"{kind.name} belong to a project: name it with --project SLUG")
 
-    async def main() -> str | None:
-        email, password, token = credentials
-        async with connect(
-            address_of(gateway), Credentials.from_options(email=email, password=password, token=token)
-        ) as connection:
-            project_id = ""
-            if project:
-                try:
-                    project_id = (await _find_project(connection.registry, project, connection.metadata)).id
-                except NotFound:
-                    raise CliError(f"no project {project!r} that you may see") from None
-            return await work(kind, Scope(connection, project_id))
+    async def main(connection: Any) -> str | None:
+        project_id = await project_id_of(connection, project) if project else ""
+        return await work(kind, Scope(connection, project_id))
 
-    run_and_print(main())
+    run_signed_in(gateway, credentials, main)
 
 
 def get(

@@ -60,11 +60,9 @@ def _metadata_getter(metadata: Any) -> dict[str, str]:
     return {key: value for key, value in (metadata or ()) if isinstance(value, str)}
 
 
-class ServerInterceptor(grpc.aio.ServerInterceptor):
-    """Tracing, metrics, deadline and token capture, and DomainError → status, for every call.
-
-    Each method's handler is wrapped once and reused: the wrapper reads the call's metadata from
-    its context, so nothing is built per call but the span."""
+class HandlerWrappingInterceptor(grpc.aio.ServerInterceptor):
+    """A server interceptor that wraps each method's handler once and reuses the wrapper while the
+    server hands it the same handler: nothing is built per call. Subclasses say how to wrap."""
 
     def __init__(self) -> None:
         self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
@@ -81,9 +79,22 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
         cached = self._wrapped.get(method)
         if cached is not None and cached[0] is handler:
             return cached[1]
-        wrapped = _wrap_handler(handler, _Method(method))
+        wrapped = self.wrap(handler, method)
         self._wrapped[method] = (handler, wrapped)
         return wrapped
+
+    def wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+        raise NotImplementedError
+
+
+class ServerInterceptor(HandlerWrappingInterceptor):
+    """Tracing, metrics, deadline and token capture, and DomainError → status, for every call.
+
+    The wrapper reads the call's metadata from its context, so nothing is built per call but the
+    span."""
+
+    def wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+        return _wrap_handler(handler, _Method(method))
 
 
 class _Method:

@@ -16,38 +16,26 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import grpc
 
+from agentmesh.runtime.interceptors import HandlerWrappingInterceptor
+
 COUNT_DIR_ENV = "AGENTMESH_COUNT_MESSAGES_DIR"
 
 
-class MessageCounter(grpc.aio.ServerInterceptor):
+class MessageCounter(HandlerWrappingInterceptor):
     """Counts received and sent messages per method; one per process, shared by its servers."""
 
     def __init__(self, directory: Path) -> None:
+        super().__init__()
         self._directory = directory
         self.counts: dict[str, list[int]] = {}
-        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
-        method = handler_call_details.method
-        cached = self._wrapped.get(method)
-        if cached is not None and cached[0] is handler:
-            return cached[1]
-        wrapped = self._wrap(handler, self.counts.setdefault(method, [0, 0]))
-        self._wrapped[method] = (handler, wrapped)
-        return wrapped
+    def wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+        return self._counting(handler, self.counts.setdefault(method, [0, 0]))
 
     def dump(self) -> Path:
         """Writes the counts so far to `<dir>/<pid>.json` (atomically: write, then rename)."""
@@ -58,7 +46,7 @@ class MessageCounter(grpc.aio.ServerInterceptor):
         return target
 
     @staticmethod
-    def _wrap(handler: grpc.RpcMethodHandler, counts: list[int]) -> grpc.RpcMethodHandler:
+    def _counting(handler: grpc.RpcMethodHandler, counts: list[int]) -> grpc.RpcMethodHandler:
         def received(raw: bytes) -> Any:
             counts[0] += 1
             return handler.request_deserializer(raw) if handler.request_deserializer else raw
