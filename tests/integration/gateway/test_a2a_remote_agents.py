@@ -158,7 +158,7 @@ async def test_remote_agents_over_rest(api: Api, http: httpx.AsyncClient) -> Non
     gone = await http.delete(f"{remotes}/{made.json()['id']}", headers=owner.headers)
     assert gone.status_code == 200
     assert (await http.get(f"{remotes}/{made.json()['id']}", headers=owner.headers)).status_code == 404
-    assert (await http.get(remotes, headers=owner.headers)).json() == []
+    assert (await http.get(remotes, headers=owner.headers)).json()["data"] == []
 
 
 async def test_an_agent_delegates_to_another_meshs_agent_over_a2a(
