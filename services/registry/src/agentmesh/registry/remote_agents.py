@@ -167,7 +167,24 @@ class RemoteAgentRegistry:
 
 
 def _check(*, project_id: str, name: str, card_url: str, credential: str, description: str) -> None:
-    prefix = "remote_agent"
+    violations = remote_agent_violations(
+        project_id=project_id, name=name, card_url=card_url, credential=credential, description=description
+    )
+    if violations:
+        raise ValidationFailed.of(violations)
+
+
+def remote_agent_violations(
+    *,
+    project_id: str,
+    name: str,
+    card_url: str,
+    credential: str,
+    description: str,
+    prefix: str = "remote_agent",
+) -> list[FieldViolation]:
+    """What is wrong with a remote agent's fields (also checked by `agentmesh apply` before it
+    writes, through the client's `check_remote_agent`)."""
     violations: list[FieldViolation] = []
     if not project_id:
         violations.append(FieldViolation(f"{prefix}.project_id", "is required"))
@@ -186,5 +203,4 @@ def _check(*, project_id: str, name: str, card_url: str, credential: str, descri
         )
     if len(description) > MAX_DESCRIPTION:
         violations.append(FieldViolation(f"{prefix}.description", f"at most {MAX_DESCRIPTION} characters"))
-    if violations:
-        raise ValidationFailed.of(violations)
+    return violations
