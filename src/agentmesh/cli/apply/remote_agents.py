@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from agentmesh.cli.apply.document import DeclaredProject
 from agentmesh.cli.apply.plan import Action, Change, differing, overlay
 from agentmesh.cli.client import Metadata
-from agentmesh.registry.client import RegistryClient
-from agentmesh.registry.remote_agents import MASK, remote_agent_violations
+from agentmesh.registry.client import RegistryClient, check_remote_agent, masked_remote_agent
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.client import unary
@@ -54,17 +53,10 @@ async def plan_remote_agents(
             wanted, action, changed = declared.message, Action.CREATE, ()
         else:
             wanted = overlay(existing, declared.message, declared.declared)
-            changed = differing(declared.declared, _masked(wanted), existing)
+            changed = differing(declared.declared, masked_remote_agent(wanted), existing)
             action = Action.UPDATE if changed else Action.UNCHANGED
         if action is not Action.UNCHANGED:
-            problems += remote_agent_violations(
-                project_id=project_id or "(the new project)",
-                name=wanted.name,
-                card_url=wanted.card_url,
-                credential=wanted.credential,
-                description=wanted.description,
-                prefix=declared.path,
-            )
+            problems += check_remote_agent(wanted, field=declared.path)
         change = Change("remote agent", f"{project.slug}/{declared.message.name}", action, changed)
         steps.append(RemoteAgentStep(change, declared.path, project.slug, wanted))
     return steps, set(current) | {declared.message.name for declared in project.remote_agents}
@@ -104,12 +96,3 @@ async def _registered(
         token = page.next_page_token
         if not token:
             return found
-
-
-def _masked(remote: resources_pb2.RemoteAgent) -> resources_pb2.RemoteAgent:
-    """As the registry shows it: the credential, when set, as the mask."""
-    shown = resources_pb2.RemoteAgent()
-    shown.CopyFrom(remote)
-    if shown.credential:
-        shown.credential = MASK
-    return shown
