@@ -34,7 +34,8 @@ class ScriptedAgent(AgentExecutor):
     - `STREAM`: a task that says it is working, sends the answer in two artifact chunks and
       waits after the first until the test sets `release` (so the test sees the first chunk in
       the delegating run's stream before the remote has finished), then completes;
-    - `ASK`: a task that stops in `input-required` with a question;
+    - `ASK`: a task that stops in `input-required` with a question; a message that continues it
+      (its task id) completes it with thanks naming the answer;
     - `HOLD`: a task that works until it is cancelled (`cancelled` records the task ids);
     - anything else: a direct message answer (no task), echoing the task.
 
@@ -47,6 +48,12 @@ class ScriptedAgent(AgentExecutor):
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         self.seen_headers.append(dict(context.call_context.state.get("headers", {})))
         text = context.get_user_input()
+        current = context.current_task
+        if current is not None and current.status.state == a2a_pb2.TaskState.TASK_STATE_INPUT_REQUIRED:
+            # The answer to the question: the same task goes on and completes.
+            updater = TaskUpdater(event_queue, current.id, current.context_id)
+            await updater.complete(self._message(context, f"thanks, in the dialect of {text}"))
+            return
         if text not in (STREAM, ASK, HOLD):
             await event_queue.enqueue_event(self._message(context, f"remote says: bonjour ({text})"))
             return

@@ -30,10 +30,10 @@ async def gateway(mesh: Mesh) -> AsyncIterator[gw_grpc.GatewayServiceStub]:
 
 
 async def coordinator_of(
-    api: Api, http: httpx.AsyncClient, card_url: str, task: str, *, credential: str = ""
+    api: Api, http: httpx.AsyncClient, card_url: str, *tasks: str, credential: str = ""
 ) -> tuple[User, Agent]:
     """A project with the remote agent `translator` registered and a coordinator that delegates
-    `task` to it, then answers "done"."""
+    each of `tasks` to it in turn, then answers "done"."""
     owner = await api.user()
     project = await api.project(owner)
     body = {"name": "translator", "card_url": card_url, "credential": credential}
@@ -41,16 +41,19 @@ async def coordinator_of(
         f"/api/v1/projects/{project['id']}/remote-agents", json=body, headers=owner.headers
     )
     assert created.status_code == 201, created.text
-    delegate = {
-        "content": "",
-        "tool_calls": [{"name": "delegate", "arguments": {"agent": "translator", "task": task}}],
-    }
+    delegations = [
+        {
+            "content": "",
+            "tool_calls": [{"name": "delegate", "arguments": {"agent": "translator", "task": task}}],
+        }
+        for task in tasks
+    ]
     coordinator = await api.agent(
         owner,
         name="coordinator",
         project={"id": project["id"], "slug": project["slug"]},
         network_access=["translator"],
-        mock_responses=[delegate, "done"],
+        mock_responses=[*delegations, "done"],
     )
     return owner, coordinator
 
@@ -126,20 +129,28 @@ async def test_a_remote_that_asks_for_input_ends_the_delegation_with_its_questio
 ) -> None:
     # A card that does not stream: the delegation falls back to a send, which returns the task.
     async with sample_server(streaming=False) as remote:
-        owner, coordinator = await coordinator_of(api, http, remote.url, ASK)
+        owner, coordinator = await coordinator_of(api, http, remote.url, ASK, "Quebec")
         call = gateway.StreamChat(
             gw.StreamChatRequest(agent=coordinator.model, message="go"), metadata=bearer(owner.token)
         )
         events = [response.event async for response in call]
-    response = next(e.delegation_response for e in events if kind(e) == "delegation_response")
-    assert response.outcome == Outcome.DELEGATION_OUTCOME_INPUT_REQUIRED
-    assert "Which dialect of French?" in response.content
-    below = [e for e in events if e.agent == "translator"]
-    assert kind(below[0]) == "run_started" and kind(below[-1]) == "run_failed"
+    asked, answered = [e.delegation_response for e in events if kind(e) == "delegation_response"]
+    assert asked.outcome == Outcome.DELEGATION_OUTCOME_INPUT_REQUIRED
+    assert "Which dialect of French?" in asked.content
+    # The next delegation to it in the session answers the question: the same remote task goes on.
+    assert answered.outcome == Outcome.DELEGATION_OUTCOME_COMPLETED
+    assert answered.content == "thanks, in the dialect of Quebec"
+    below = [kind(e) for e in events if e.agent == "translator"]
+    assert [k for k in below if k.startswith("run_")] == [
+        "run_started",
+        "run_failed",
+        "run_started",
+        "run_completed",
+    ]
     assert events[-1].run_completed.content == "done"  # the delegating model went on
     stored = await api.session_events(coordinator, events[-1].session_id)
-    [answer] = [e for e in stored if e["event_type"] == "delegation_response"]
-    assert answer["metadata"]["outcome"] == "input_required"
+    outcomes = [e["metadata"]["outcome"] for e in stored if e["event_type"] == "delegation_response"]
+    assert outcomes == ["input_required", "completed"]
 
 
 async def test_another_meshs_agent_streams_its_answer_up(

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 
 import httpx
@@ -25,7 +26,7 @@ from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import A2AError
 from opentelemetry import propagate
 
-from agentmesh.executor.a2a_events import RemoteTaskStream
+from agentmesh.executor.a2a_events import INTERRUPTED, RemoteTaskStream
 from agentmesh.executor.delegation import ChildOutcome
 from agentmesh.executor.detached import run_detached
 from agentmesh.executor.events import EventSink, RunContext
@@ -34,6 +35,8 @@ from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import DomainError
 
 logger = logging.getLogger(__name__)
+
+_MAX_WAITING = 10_000  # remote tasks remembered as waiting for an answer (the oldest go first)
 
 
 class RemoteA2AAgents:
@@ -49,6 +52,10 @@ class RemoteA2AAgents:
         self._registry = registry
         self._system_metadata = system_metadata
         self._cleanup_timeout_seconds = cleanup_timeout_seconds
+        # (project, session, remote) → the remote task that stopped to ask: the next delegation to
+        # that remote in that session answers it (continues the task by its id). In this process
+        # only: a run that moved executors starts a new task in the same context instead.
+        self._waiting: OrderedDict[tuple[str, str, str], str] = OrderedDict()
 
     async def run(
         self,
@@ -64,6 +71,7 @@ class RemoteA2AAgents:
         for the task's end (within `timeout_seconds`), streaming its steps into `sink` as a
         worker's events in `context` (see a2a_events.py)."""
         stream = RemoteTaskStream(context)
+        waiting = (project_id, context.session_id, name)
         await sink.emit(stream.started())
         outcome = await self._send(
             project_id=project_id,
@@ -72,7 +80,12 @@ class RemoteA2AAgents:
             stream=stream,
             sink=sink,
             timeout_seconds=timeout_seconds,
+            continues=self._waiting.pop(waiting, ""),
         )
+        if outcome.code in INTERRUPTED.values() and stream.task_id:
+            self._waiting[waiting] = stream.task_id
+            while len(self._waiting) > _MAX_WAITING:
+                self._waiting.popitem(last=False)
         await sink.emit(stream.finished(outcome))
         return outcome
 
@@ -85,6 +98,7 @@ class RemoteA2AAgents:
         stream: RemoteTaskStream,
         sink: EventSink,
         timeout_seconds: float,
+        continues: str,
     ) -> ChildOutcome:
         try:
             remote = await self._registry.resolve_remote_agent(
@@ -111,6 +125,7 @@ class RemoteA2AAgents:
                     message=a2a_pb2.Message(
                         message_id=uuid.uuid4().hex,
                         context_id=stream.context.session_id,
+                        task_id=continues,  # the answer to a remote task that asked, else a new task
                         role=a2a_pb2.Role.ROLE_USER,
                         parts=[a2a_pb2.Part(text=task)],
                     )
