@@ -130,5 +130,5 @@ def parts_text(parts: object) -> str:
         if kind == "text":
             texts.append(part.text)
         elif kind == "data":
-            texts.append(json.dumps(MessageToDict(part.data), ensure_ascii=False))
+            texts.append(json.dumps(MessageToDict(part.data), ensure_ascii=False, sort_keys=True))
     return "".join(texts)

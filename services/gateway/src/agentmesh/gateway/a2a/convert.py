@@ -70,7 +70,11 @@ def message_text(message: a2a_pb2.Message) -> str:
         if kind == "text":
             texts.append(part.text)
         elif kind == "data":
-            texts.append(json.dumps(MessageToDict(part.data), ensure_ascii=False, separators=(",", ":")))
+            texts.append(
+                json.dumps(
+                    MessageToDict(part.data), ensure_ascii=False, separators=(",", ":"), sort_keys=True
+                )
+            )
         else:
             raise a2a_errors.ContentTypeNotSupportedError(
                 f"message.parts[{index}]: agents take text and data parts, not files ({kind or 'empty'})"
