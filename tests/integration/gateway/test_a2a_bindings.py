@@ -9,6 +9,7 @@ import pytest
 from a2a.client import A2AClientError
 from a2a.types import a2a_pb2
 from a2a.utils import errors as a2a_errors
+from google.protobuf.struct_pb2 import Struct, Value
 
 from agentmesh.cli.mesh import Mesh
 from tests.integration.gateway.a2a_client import BINDINGS, a2a_client, fetch_card, send_request
@@ -73,6 +74,24 @@ async def test_streaming_a_delegating_chat_shows_the_delegation_and_the_answer(
     assert answer == "done"
 
 
+async def test_data_parts_reach_the_model_as_json(binding: str, api: Api, http: httpx.AsyncClient) -> None:
+    agent = await api.agent(mock_responses=["got it"])
+    card = await fetch_card(http, agent)
+    data = Struct()
+    data.update({"order": 42, "items": ["tea"]})
+    message = a2a_pb2.Message(
+        message_id="m-data",
+        role=a2a_pb2.Role.ROLE_USER,
+        parts=[a2a_pb2.Part(text="the order:"), a2a_pb2.Part(data=Value(struct_value=data))],
+    )
+    async with a2a_client(card, binding, agent.owner.token, streaming=False) as client:
+        [response] = [r async for r in client.send_message(a2a_pb2.SendMessageRequest(message=message))]
+    assert response.task.status.state == State.TASK_STATE_COMPLETED
+    events = await api.session_events(agent, response.task.context_id)
+    user = next(e for e in events if e["event_type"] == "user_message")
+    assert user["content"] == 'the order:\n{"items":["tea"],"order":42.0}'  # keys sorted: stable text
+
+
 async def test_bad_requests_get_the_specs_errors(binding: str, api: Api, http: httpx.AsyncClient) -> None:
     agent = await api.agent(mock_responses=["hi"])
     card = await fetch_card(http, agent)
@@ -86,7 +105,7 @@ async def test_bad_requests_get_the_specs_errors(binding: str, api: Api, http: h
                 message_id="m", role=a2a_pb2.Role.ROLE_USER, parts=[a2a_pb2.Part(raw=b"x")]
             )
         )
-        with pytest.raises(a2a_errors.InvalidParamsError, match=r"message.parts\[0\]"):
+        with pytest.raises(a2a_errors.ContentTypeNotSupportedError, match=r"message.parts\[0\]"):
             [r async for r in client.send_message(no_text)]
         with pytest.raises(a2a_errors.PushNotificationNotSupportedError):
             await client.get_task_push_notification_config(

@@ -6,24 +6,12 @@ context propagated."""
 
 from __future__ import annotations
 
-import asyncio
-import socket
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 
 import grpc
 import httpx
 import pytest
 import pytest_asyncio
-import uvicorn
-from a2a.server.agent_execution import AgentExecutor, RequestContext
-from a2a.server.events import EventQueue
-from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore
-from a2a.types import a2a_pb2
-from a2a.utils.constants import PROTOCOL_VERSION_CURRENT, TransportProtocol
-from starlette.applications import Starlette
 
 from agentmesh.cli.mesh import Mesh
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as internal_pb
@@ -31,9 +19,9 @@ from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc as
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import registry_service_pb2_grpc as reg_grpc
 from agentmesh.registry.v1 import resources_pb2
+from tests.integration.gateway.a2a_sample import SampleServer, sample_server
 from tests.integration.gateway.support import Api
 from tests.mesh import bearer
-from tests.polling import eventually
 
 SECRET = "remote-secret-token-1234"
 DELEGATE_REMOTE = {
@@ -42,67 +30,10 @@ DELEGATE_REMOTE = {
 }
 
 
-@dataclass
-class EchoAgent(AgentExecutor):
-    """The sample remote agent: answers every message at once, and keeps the headers it got."""
-
-    seen_headers: list[dict[str, str]] = field(default_factory=list)
-
-    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        self.seen_headers.append(dict(context.call_context.state.get("headers", {})))
-        await event_queue.enqueue_event(
-            a2a_pb2.Message(
-                message_id="answer",
-                context_id=context.context_id or "",
-                role=a2a_pb2.Role.ROLE_AGENT,
-                parts=[a2a_pb2.Part(text=f"remote says: bonjour ({context.get_user_input()})")],
-            )
-        )
-
-    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        return None
-
-
-@dataclass
-class SampleServer:
-    url: str
-    agent: EchoAgent
-
-
 @pytest_asyncio.fixture(loop_scope="package")
 async def remote() -> AsyncIterator[SampleServer]:
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
-    url = f"http://127.0.0.1:{port}"
-    card = a2a_pb2.AgentCard(
-        name="translator",
-        description="translates",
-        version="1",
-        supported_interfaces=[
-            a2a_pb2.AgentInterface(
-                url=url + "/rpc",
-                protocol_binding=TransportProtocol.JSONRPC,
-                protocol_version=PROTOCOL_VERSION_CURRENT,
-            )
-        ],
-        capabilities=a2a_pb2.AgentCapabilities(streaming=True),
-        default_input_modes=["text/plain"],
-        default_output_modes=["text/plain"],
-    )
-    agent = EchoAgent()
-    handler = DefaultRequestHandler(agent_executor=agent, task_store=InMemoryTaskStore(), agent_card=card)
-    app = Starlette(routes=[*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/rpc")])
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    serving = asyncio.create_task(server.serve(sockets=[listener]))
-    await eventually(lambda: _started(server), what="the sample A2A server to start")
-    yield SampleServer(url + "/.well-known/agent-card.json", agent)
-    server.should_exit = True
-    await serving
-
-
-async def _started(server: uvicorn.Server) -> bool:
-    return server.started
+    async with sample_server() as server:
+        yield server
 
 
 @pytest_asyncio.fixture(loop_scope="package")
@@ -227,7 +158,7 @@ async def test_remote_agents_over_rest(api: Api, http: httpx.AsyncClient) -> Non
     gone = await http.delete(f"{remotes}/{made.json()['id']}", headers=owner.headers)
     assert gone.status_code == 200
     assert (await http.get(f"{remotes}/{made.json()['id']}", headers=owner.headers)).status_code == 404
-    assert (await http.get(remotes, headers=owner.headers)).json() == []
+    assert (await http.get(remotes, headers=owner.headers)).json()["data"] == []
 
 
 async def test_an_agent_delegates_to_another_meshs_agent_over_a2a(

@@ -115,12 +115,24 @@ class AgentEntry(_Entry):
     config: AgentConfigEntry = AgentConfigEntry()
 
 
+class RemoteAgentEntry(_Entry):
+    """A remote A2A agent of the project (kind RemoteAgent), found by `name`: the project's agents
+    may name it in `network_access`. The credential is write-only (compared by presence only)."""
+
+    name: str
+    card_url: str
+    credential: str = ""
+    description: str = ""
+
+
 class ProjectEntry(_Entry):
-    """A project and its agents; found by `slug` (made from `name` when left out)."""
+    """A project, its remote A2A agents and its agents; found by `slug` (made from `name` when
+    left out)."""
 
     name: str
     slug: str = ""
     description: str = ""
+    remote_agents: list[RemoteAgentEntry] = []
     agents: list[AgentEntry] = []
 
 
@@ -164,13 +176,23 @@ class DeclaredAgent:
 
 
 @dataclass(frozen=True)
+class DeclaredRemoteAgent:
+    """A remote A2A agent of a project; `declared` names the fields the file gives."""
+
+    path: str
+    message: resources_pb2.RemoteAgent
+    declared: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class DeclaredProject:
-    """A project of the file and its agents."""
+    """A project of the file, its remote agents and its agents."""
 
     path: str
     message: resources_pb2.Project
     declared: tuple[str, ...]
     agents: tuple[DeclaredAgent, ...]
+    remote_agents: tuple[DeclaredRemoteAgent, ...] = ()
 
     @property
     def slug(self) -> str:
@@ -350,7 +372,21 @@ def _declared_project(path: str, entry: ProjectEntry) -> DeclaredProject:
     agents = tuple(
         _declared_agent(f"{path}.agents[{index}]", agent) for index, agent in enumerate(entry.agents)
     )
-    return DeclaredProject(path=path, message=normalized_project(message), declared=declared, agents=agents)
+    remotes = tuple(
+        DeclaredRemoteAgent(
+            path=f"{path}.remote_agents[{index}]",
+            message=resources_pb2.RemoteAgent(**remote.model_dump()),
+            declared=tuple(name for name in RemoteAgentEntry.model_fields if name in remote.model_fields_set),
+        )
+        for index, remote in enumerate(entry.remote_agents)
+    )
+    return DeclaredProject(
+        path=path,
+        message=normalized_project(message),
+        declared=declared,
+        agents=agents,
+        remote_agents=remotes,
+    )
 
 
 def _declared_agent(path: str, entry: AgentEntry) -> DeclaredAgent:
@@ -407,6 +443,14 @@ def _duplicates(manifest: Manifest) -> list[FieldViolation]:
     for project in manifest.projects:
         check("agent", ((a.name, a.path, "name") for a in project.agents))
         check("agent slug", ((a.slug, a.path, key_field(a.slug_declared)) for a in project.agents))
+        # A remote agent's name is unique among the project's agents and remote agents.
+        check("remote agent", ((r.message.name, r.path, "name") for r in project.remote_agents))
+        agent_refs = {ref for a in project.agents for ref in (a.name, a.slug)}
+        problems += [
+            FieldViolation(f"{r.path}.name", f"an agent of this project is named {r.message.name!r}")
+            for r in project.remote_agents
+            if r.message.name in agent_refs
+        ]
     return problems
 
 
@@ -417,6 +461,8 @@ def _names(manifest: Manifest) -> list[FieldViolation]:
     for server in manifest.mcp_servers:
         problems += check_slug(server.message.name, field=f"{server.path}.name")
     for project in manifest.projects:
+        for remote in project.remote_agents:
+            problems += check_slug(remote.message.name, field=f"{remote.path}.name")
         for agent in project.agents:
             problems += check_agent_name(agent.name, field=f"{agent.path}.name")
             problems += check_slug(agent.slug, field=f"{agent.path}.slug")

@@ -1,6 +1,6 @@
-"""Execution: a plan's writes, in order — agent types, projects, then agents, with the references
-between new agents set once they all exist. The registry checks every write itself; a refused
-write stops applying and names the entry, with what was applied before it."""
+"""Execution: a plan's writes, in order — agent types, projects, remote agents, MCP servers, then
+agents, with the references between new agents set once they all exist. The registry checks every
+write itself; a refused write stops applying and names the entry, with what was applied before it."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 
 from agentmesh.cli.apply.document import ApplyError, Manifest
 from agentmesh.cli.apply.plan import Action, AgentStep, Change, Plan, plan_manifest
+from agentmesh.cli.apply.remote_agents import write_remote_agent
 from agentmesh.cli.client import Metadata, describe
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import resources_pb2
@@ -71,6 +72,14 @@ class _Executor:
                     await self._registry.update_project(
                         project_step.message, project_step.change.fields, metadata=self._metadata
                     )
+        for remote_step in plan.remote_agents:
+            async with self._writing(remote_step.path, remote_step.change):
+                await write_remote_agent(
+                    self._registry,
+                    remote_step,
+                    project_ids[remote_step.project_slug],
+                    metadata=self._metadata,
+                )
         for server_step in plan.mcp_servers:
             async with self._writing(server_step.path, server_step.change):
                 if server_step.change.action is Action.CREATE:
@@ -159,7 +168,7 @@ class _Executor:
 def _file_path(entry_path: str, request_field: str) -> str:
     """A registry field path (`agent_type.max_steps`, `agent.config.tools`) as a file path."""
     head, _, rest = request_field.partition(".")
-    if head in ("agent_type", "project", "agent", "mcp_server") and rest:
+    if head in ("agent_type", "project", "agent", "mcp_server", "remote_agent") and rest:
         return f"{entry_path}.{rest}"
     return f"{entry_path} ({request_field})"
 

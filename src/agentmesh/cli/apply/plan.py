@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from google.protobuf.message import Message
 
@@ -30,6 +30,9 @@ from agentmesh.registry.client import (
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import FieldViolation, NotFound
 
+if TYPE_CHECKING:
+    from agentmesh.cli.apply.remote_agents import RemoteAgentStep
+
 _LIST_PAGE_SIZE = 100
 
 M = TypeVar("M", bound=Message)
@@ -47,7 +50,7 @@ class Change:
     the fields an update changes, `warnings` what the registry said about the object written
     (a model or tool no running executor can serve)."""
 
-    kind: Literal["agent type", "project", "MCP server", "agent"]
+    kind: Literal["agent type", "project", "remote agent", "MCP server", "agent"]
     ref: str
     action: Action
     fields: tuple[str, ...] = ()
@@ -103,6 +106,7 @@ class Plan:
 
     agent_types: list[TypeStep] = field(default_factory=list)
     projects: list[ProjectStep] = field(default_factory=list)
+    remote_agents: list[RemoteAgentStep] = field(default_factory=list)
     mcp_servers: list[McpServerStep] = field(default_factory=list)
     agents: list[AgentStep] = field(default_factory=list)
     type_ids: dict[str, str] = field(default_factory=dict)  # slug → id of existing types
@@ -111,7 +115,8 @@ class Plan:
 
     @property
     def changes(self) -> list[Change]:
-        return [step.change for step in (*self.agent_types, *self.projects, *self.mcp_servers, *self.agents)]
+        steps = (*self.agent_types, *self.projects, *self.remote_agents, *self.mcp_servers, *self.agents)
+        return [step.change for step in steps]
 
 
 async def plan_manifest(manifest: Manifest, registry: RegistryClient, *, metadata: Metadata) -> Plan:
@@ -130,6 +135,8 @@ class _Planner:
         self.problems: list[FieldViolation] = []
 
     async def plan(self, manifest: Manifest) -> Plan:
+        from agentmesh.cli.apply.remote_agents import plan_remote_agents  # it builds on this module
+
         plan = Plan()
         for declared in manifest.agent_types:
             plan.agent_types.append(await self._type_step(declared))
@@ -138,8 +145,15 @@ class _Planner:
         for project in manifest.projects:
             step, existing = await self._project_step(project)
             plan.projects.append(step)
-            plan.agent_names[project.slug] = set(existing)
-            known = set(existing) | {ref for agent in project.agents for ref in (agent.name, agent.slug)}
+            remote_steps, remote_names = await plan_remote_agents(
+                self._registry, project, step.message.id, self.problems, metadata=self._metadata
+            )
+            plan.remote_agents += remote_steps
+            # Remote agents are written before agents: network_access may name them at once.
+            plan.agent_names[project.slug] = set(existing) | remote_names
+            known = plan.agent_names[project.slug] | {
+                ref for agent in project.agents for ref in (agent.name, agent.slug)
+            }
             for agent in project.agents:
                 agent_step = await self._agent_step(project, agent, existing, known, planned_types)
                 if agent_step is not None:

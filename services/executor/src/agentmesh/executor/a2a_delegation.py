@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 
 import httpx
@@ -25,22 +26,17 @@ from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import A2AError
 from opentelemetry import propagate
 
+from agentmesh.executor.a2a_events import INTERRUPTED, RemoteTaskStream
 from agentmesh.executor.delegation import ChildOutcome
 from agentmesh.executor.detached import run_detached
+from agentmesh.executor.events import EventSink, RunContext
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import DomainError
 
 logger = logging.getLogger(__name__)
 
-State = a2a_pb2.TaskState
-_FAILED = {
-    State.TASK_STATE_FAILED: "INTERNAL",
-    State.TASK_STATE_CANCELED: "CANCELLED",
-    State.TASK_STATE_REJECTED: "FAILED_PRECONDITION",
-    State.TASK_STATE_AUTH_REQUIRED: "UNAUTHENTICATED",
-    State.TASK_STATE_INPUT_REQUIRED: "FAILED_PRECONDITION",
-}
+_MAX_WAITING = 10_000  # remote tasks remembered as waiting for an answer (the oldest go first)
 
 
 class RemoteA2AAgents:
@@ -56,12 +52,54 @@ class RemoteA2AAgents:
         self._registry = registry
         self._system_metadata = system_metadata
         self._cleanup_timeout_seconds = cleanup_timeout_seconds
+        # (project, session, remote) → the remote task that stopped to ask: the next delegation to
+        # that remote in that session answers it (continues the task by its id). In this process
+        # only: a run that moved executors starts a new task in the same context instead.
+        self._waiting: OrderedDict[tuple[str, str, str], str] = OrderedDict()
 
     async def run(
-        self, *, project_id: str, name: str, task: str, context_id: str, timeout_seconds: float
+        self,
+        *,
+        project_id: str,
+        name: str,
+        task: str,
+        context: RunContext,
+        sink: EventSink,
+        timeout_seconds: float,
     ) -> ChildOutcome:
-        """Sends `task` to the remote agent `name` in the A2A context `context_id` and waits
-        for the task's end (within `timeout_seconds`)."""
+        """Sends `task` to the remote agent `name` in the A2A context of the session and waits
+        for the task's end (within `timeout_seconds`), streaming its steps into `sink` as a
+        worker's events in `context` (see a2a_events.py)."""
+        stream = RemoteTaskStream(context)
+        waiting = (project_id, context.session_id, name)
+        await sink.emit(stream.started())
+        outcome = await self._send(
+            project_id=project_id,
+            name=name,
+            task=task,
+            stream=stream,
+            sink=sink,
+            timeout_seconds=timeout_seconds,
+            continues=self._waiting.pop(waiting, ""),
+        )
+        if outcome.code in INTERRUPTED.values() and stream.task_id:
+            self._waiting[waiting] = stream.task_id
+            while len(self._waiting) > _MAX_WAITING:
+                self._waiting.popitem(last=False)
+        await sink.emit(stream.finished(outcome))
+        return outcome
+
+    async def _send(
+        self,
+        *,
+        project_id: str,
+        name: str,
+        task: str,
+        stream: RemoteTaskStream,
+        sink: EventSink,
+        timeout_seconds: float,
+        continues: str,
+    ) -> ChildOutcome:
         try:
             remote = await self._registry.resolve_remote_agent(
                 project_id, name, metadata=self._system_metadata()
@@ -69,7 +107,6 @@ class RemoteA2AAgents:
         except DomainError as error:
             return ChildOutcome(code=error.code.name, message=error.message)
         headers = {"Authorization": f"Bearer {remote.credential}"} if remote.credential else {}
-        task_id = ""
         try:
             async with (
                 asyncio.timeout(timeout_seconds),
@@ -87,20 +124,22 @@ class RemoteA2AAgents:
                 request = a2a_pb2.SendMessageRequest(
                     message=a2a_pb2.Message(
                         message_id=uuid.uuid4().hex,
-                        context_id=context_id,
+                        context_id=stream.context.session_id,
+                        task_id=continues,  # the answer to a remote task that asked, else a new task
                         role=a2a_pb2.Role.ROLE_USER,
                         parts=[a2a_pb2.Part(text=task)],
                     )
                 )
-                outcome = _Collected()
                 try:
                     async for response in client.send_message(request):
-                        task_id = outcome.feed(response) or task_id
+                        for event in stream.feed(response):
+                            await sink.emit(event)
                 except asyncio.CancelledError:
-                    if task_id:
-                        await self._cancel_detached(client, task_id)
+                    # Cancelled, or past the deadline: the remote task stops too.
+                    if stream.task_id:
+                        await self._cancel_detached(client, stream.task_id)
                     raise
-                return outcome.result()
+                return stream.outcome()
         except TimeoutError:
             return ChildOutcome(
                 code="DEADLINE_EXCEEDED", message=f"{name} did not answer within {timeout_seconds:g}s"
@@ -117,51 +156,6 @@ class RemoteA2AAgents:
 
         with contextlib.suppress(BaseException):
             await run_detached(cancel, timeout_seconds=self._cleanup_timeout_seconds)
-
-
-class _Collected:
-    """What a remote task's responses add up to: its latest state and its answer text."""
-
-    def __init__(self) -> None:
-        self.state: a2a_pb2.TaskState.ValueType = State.TASK_STATE_SUBMITTED
-        self.artifacts: dict[str, str] = {}
-        self.message = ""
-
-    def feed(self, response: a2a_pb2.StreamResponse) -> str:
-        """Takes one response; the task's id when it tells one."""
-        if response.HasField("message"):  # an answer without a task
-            self.state = State.TASK_STATE_COMPLETED
-            self.message = _text(response.message.parts)
-            return ""
-        if response.HasField("task"):
-            task = response.task
-            self.state = task.status.state
-            for artifact in task.artifacts:
-                self.artifacts[artifact.artifact_id] = _text(artifact.parts)
-            self.message = _text(task.status.message.parts) or self.message
-            return task.id
-        if response.HasField("artifact_update"):
-            update = response.artifact_update
-            before = self.artifacts.get(update.artifact.artifact_id, "") if update.append else ""
-            self.artifacts[update.artifact.artifact_id] = before + _text(update.artifact.parts)
-            return update.task_id
-        if response.HasField("status_update"):
-            update = response.status_update
-            self.state = update.status.state
-            self.message = _text(update.status.message.parts) or self.message
-            return update.task_id
-        return ""
-
-    def result(self) -> ChildOutcome:
-        answer = "\n".join(text for text in self.artifacts.values() if text) or self.message
-        if self.state == State.TASK_STATE_COMPLETED:
-            return ChildOutcome(completed=True, content=answer)
-        code = _FAILED.get(self.state, "INTERNAL")
-        return ChildOutcome(code=code, message=self.message or State.Name(self.state))
-
-
-def _text(parts: object) -> str:
-    return "".join(part.text for part in parts if part.WhichOneof("content") == "text")  # type: ignore[attr-defined]
 
 
 async def _trace(request: httpx.Request) -> None:

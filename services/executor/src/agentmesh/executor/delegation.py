@@ -19,7 +19,7 @@ from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.client import RunNotPlaced, RunRouter
 from agentmesh.executor.detached import run_detached
 from agentmesh.executor.errors import DELEGATION_NOT_ALLOWED, DelegationDepthExceeded
-from agentmesh.executor.events import EventSink, usage_from_proto
+from agentmesh.executor.events import EventSink, RunContext, usage_from_proto
 from agentmesh.executor.models.base import Usage
 from agentmesh.executor.recorder import EventType, response_key
 from agentmesh.executor.scope import RunScope
@@ -42,6 +42,11 @@ _REFUSED_CODES = {
     "INVALID_ARGUMENT",
     "UNAUTHENTICATED",
 }
+# A remote A2A task that stopped waiting for its caller (a2a_events.py) says so in its outcome.
+_STOPPED_CODES = {
+    "INPUT_REQUIRED": Outcome.DELEGATION_OUTCOME_INPUT_REQUIRED,
+    "AUTH_REQUIRED": Outcome.DELEGATION_OUTCOME_AUTH_REQUIRED,
+}
 
 
 @dataclass
@@ -59,6 +64,8 @@ class ChildOutcome:
     def delegation_outcome(self) -> Outcome.ValueType:
         if self.completed:
             return Outcome.DELEGATION_OUTCOME_COMPLETED
+        if self.code in _STOPPED_CODES:
+            return _STOPPED_CODES[self.code]
         if self.code in _REFUSED_CODES:
             return Outcome.DELEGATION_OUTCOME_REFUSED
         if self.code == "DEADLINE_EXCEEDED":
@@ -142,7 +149,11 @@ class DelegationResult:
 
     @property
     def is_error(self) -> bool:
-        return self.outcome != Outcome.DELEGATION_OUTCOME_COMPLETED
+        # A remote's question is an answer the model acts on, not an error.
+        return self.outcome not in (
+            Outcome.DELEGATION_OUTCOME_COMPLETED,
+            Outcome.DELEGATION_OUTCOME_INPUT_REQUIRED,
+        )
 
 
 class Delegator:
@@ -266,7 +277,13 @@ class Delegator:
                 project_id=scope.spec.agent.project_id,
                 name=target,
                 task=task,
-                context_id=scope.session_id,
+                context=RunContext(
+                    run_id=f"a2a-{delegation_id}",
+                    session_id=scope.session_id,
+                    agent=target,
+                    delegation_path=scope.context.child_path,
+                ),
+                sink=scope.sink,
                 timeout_seconds=self._timeout_seconds,
             )
         return await self._remote.run(
@@ -338,6 +355,8 @@ def _metric_outcome(outcome: Outcome.ValueType) -> metrics.DelegationOutcome:
         Outcome.DELEGATION_OUTCOME_REFUSED: "refused",
         Outcome.DELEGATION_OUTCOME_TIMEOUT: "timeout",
         Outcome.DELEGATION_OUTCOME_CANCELLED: "cancelled",
+        Outcome.DELEGATION_OUTCOME_INPUT_REQUIRED: "input_required",
+        Outcome.DELEGATION_OUTCOME_AUTH_REQUIRED: "input_required",
     }.get(outcome, "failed")
 
 
@@ -349,5 +368,7 @@ def _result(target: str, child: ChildOutcome) -> DelegationResult:
         Outcome.DELEGATION_OUTCOME_REFUSED: f"{target} refused the task: {child.message}",
         Outcome.DELEGATION_OUTCOME_TIMEOUT: f"{target} did not answer in time: {child.message}",
         Outcome.DELEGATION_OUTCOME_CANCELLED: f"the delegation to {target} was cancelled",
+        Outcome.DELEGATION_OUTCOME_INPUT_REQUIRED: f"{target} asks for more input: {child.message}",
+        Outcome.DELEGATION_OUTCOME_AUTH_REQUIRED: f"{target} asks for authorization: {child.message}",
     }
     return DelegationResult(outcome, messages.get(outcome, f"{target} failed: {child.message}"), child.usage)

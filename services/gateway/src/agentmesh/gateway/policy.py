@@ -173,6 +173,7 @@ RPC_POLICY: Mapping[str, Rule] = {
     _REGISTRY + "CreateRemoteAgent": owner(_project_id("remote_agent.project_id")),
     _REGISTRY + "GetRemoteAgent": owner(_project_id("project_id")),
     _REGISTRY + "ListRemoteAgents": owner(_project_id("project_id")),
+    _REGISTRY + "UpdateRemoteAgent": owner(_project_id("remote_agent.project_id")),
     _REGISTRY + "DeleteRemoteAgent": owner(_project_id("project_id")),
     # Memory: the memory service knows no owners, so the gateway resolves the project itself.
     _MEMORY + "AppendEvents": owner(lambda r: SessionTarget(r.session_id, r.project_id)),
@@ -245,6 +246,7 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     ("POST", "/api/v1/projects/{project_id}/remote-agents"): _OWNER_BY_ID,
     ("GET", "/api/v1/projects/{project_id}/remote-agents"): _OWNER_BY_ID,
     ("GET", "/api/v1/projects/{project_id}/remote-agents/{remote_agent_id}"): _OWNER_BY_ID,
+    ("PATCH", "/api/v1/projects/{project_id}/remote-agents/{remote_agent_id}"): _OWNER_BY_ID,
     ("DELETE", "/api/v1/projects/{project_id}/remote-agents/{remote_agent_id}"): _OWNER_BY_ID,
     ("POST", "/api/v1/mcp-servers"): SUPERUSER,
     ("GET", "/api/v1/mcp-servers"): SUPERUSER,

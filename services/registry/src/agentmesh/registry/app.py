@@ -108,7 +108,7 @@ async def open_components(settings: RegistrySettings) -> Components:
         registry=registry,
         mcp_servers=mcp_servers,
         leases=leases,
-        remote_agents=RemoteAgentRegistry(store, clock=utc_now),
+        remote_agents=RemoteAgentRegistry(store, page_tokens=PageTokens(secret), clock=utc_now),
         turns=SessionTurns(registry, store.leases),
     )
 

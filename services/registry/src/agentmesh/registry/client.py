@@ -13,7 +13,7 @@ from google.protobuf import field_mask_pb2
 
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as internal_pb
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc as internal_pb_grpc
-from agentmesh.registry import convert, mcp_servers, validation
+from agentmesh.registry import convert, mcp_servers, remote_agents, validation
 from agentmesh.registry.errors import (
     AgentNotFound,
     AgentPaused,
@@ -531,6 +531,22 @@ def masked_mcp_server(server: resources_pb2.McpServer) -> resources_pb2.McpServe
 def check_mcp_server(server: resources_pb2.McpServer, *, field: str = "mcp_server") -> list[FieldViolation]:
     """A server to register, as CreateMcpServer checks it."""
     return mcp_servers.check_registered(convert.mcp_server(server), field)
+
+
+def masked_remote_agent(remote: resources_pb2.RemoteAgent) -> resources_pb2.RemoteAgent:
+    """The remote agent as the registry shows it: its credential, when set, masked."""
+    shown = resources_pb2.RemoteAgent()
+    shown.CopyFrom(remote)
+    shown.credential = remote_agents.MASK if remote.credential else ""
+    return shown
+
+
+def check_remote_agent(
+    remote: resources_pb2.RemoteAgent, *, field: str = "remote_agent"
+) -> list[FieldViolation]:
+    """A remote agent to write, as Create/UpdateRemoteAgent check it (its project aside)."""
+    fields = {name: getattr(remote, name) for name in ("name", "card_url", "credential", "description")}
+    return remote_agents.remote_agent_violations(project_id="-", prefix=field, **fields)
 
 
 def agent_slug(name: str, slug: str = "") -> str:

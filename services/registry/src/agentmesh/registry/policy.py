@@ -58,6 +58,7 @@ POLICY: Mapping[str, Access] = {
     "CreateRemoteAgent": Access.AUTHENTICATED,
     "GetRemoteAgent": Access.AUTHENTICATED,
     "ListRemoteAgents": Access.AUTHENTICATED,
+    "UpdateRemoteAgent": Access.AUTHENTICATED,
     "DeleteRemoteAgent": Access.AUTHENTICATED,
 }
 

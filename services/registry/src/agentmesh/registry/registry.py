@@ -237,7 +237,7 @@ class AgentRegistry:
                         f"agent type {agent_type.slug!r} is inactive; agents cannot be spawned"
                     )
                 siblings = await tx.agent_slugs(new.project_id)
-                remotes = [r.name for r in await tx.list_remote_agents(new.project_id)]
+                remotes = await tx.remote_agent_names(new.project_id)
                 _raise_if(
                     check_agent_config(
                         new.config,
@@ -295,7 +295,7 @@ class AgentRegistry:
                 raise AgentTerminated("a terminated agent cannot be changed")
             merged = agent.config.model_copy(update={field: getattr(config, field) for field in fields})
             siblings = await tx.agent_slugs(project_id)
-            remotes = [r.name for r in await tx.list_remote_agents(project_id)]
+            remotes = await tx.remote_agent_names(project_id)
             _raise_if(
                 check_agent_config(
                     merged,

@@ -2,19 +2,22 @@
 outside the mesh by its agent card's URL, with a bearer credential; the project's agents may then
 name it in their network access and delegate to it over A2A.
 
-The credential is write-only: every answer shows MASK when one is set. The one answer with it is
-`resolve`, which only the system principal (executors) may call (see `policy.py`).
+The credential is write-only: every answer shows MASK when one is set, and an update that sends
+MASK back keeps the stored one (so a read-modify-write, e.g. `agentmesh apply`, never erases it).
+The one answer with it is `resolve`, which only the system principal (executors) may call (see
+`policy.py`).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from urllib.parse import urlparse
 
 from agentmesh.registry.errors import ProjectNotFound, RemoteAgentNotFound, ValidationFailed
-from agentmesh.registry.models import RemoteAgent
+from agentmesh.registry.models import Page, RemoteAgent
+from agentmesh.registry.pagination import PageTokens
 from agentmesh.registry.registry import may_see
 from agentmesh.registry.store import RegistryStore
 from agentmesh.registry.store.remote_agents import name_taken
@@ -26,6 +29,8 @@ MASK = "********"
 MAX_DESCRIPTION = 2000
 MAX_URL = 2000
 MAX_CREDENTIAL = 8000
+# What UpdateRemoteAgent may change (the id, project and creation time are fixed).
+UPDATABLE = ("name", "card_url", "credential", "description")
 
 Clock = Callable[[], datetime]
 
@@ -36,10 +41,11 @@ def masked(remote: RemoteAgent) -> RemoteAgent:
 
 
 class RemoteAgentRegistry:
-    """Registers, reads and deletes a project's remote agents (its owner or superusers)."""
+    """Registers, reads, updates and deletes a project's remote agents (its owner or superusers)."""
 
-    def __init__(self, store: RegistryStore, *, clock: Clock) -> None:
+    def __init__(self, store: RegistryStore, *, page_tokens: PageTokens, clock: Clock) -> None:
         self._store = store
+        self._pages = page_tokens
         self._clock = clock
 
     async def create(
@@ -82,10 +88,60 @@ class RemoteAgentRegistry:
             raise RemoteAgentNotFound("remote agent not found")
         return remote
 
-    async def list(self, principal: Principal, project_id: str) -> list[RemoteAgent]:
+    async def list(
+        self,
+        principal: Principal,
+        project_id: str,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        page: int = 0,
+    ) -> Page[RemoteAgent]:
+        """One page of the project's remote agents, oldest first (the registry's paging)."""
+        scope = f"remote_agents:{project_id}"
+        request = self._pages.request(page_size=page_size, page_token=page_token, page=page, scope=scope)
         async with self._store.read() as tx:
             await self._project(tx, principal, project_id)
-            return await tx.list_remote_agents(project_id)
+            found = await tx.list_remote_agents(project_id, request)
+        token = ""
+        if found.has_more and found.items:
+            token = self._pages.token((found.items[-1].created_at, found.items[-1].id), scope=scope)
+        return Page(items=found.items, next_page_token=token, total_size=found.total)
+
+    async def update(self, principal: Principal, given: RemoteAgent, mask: Iterable[str]) -> RemoteAgent:
+        """Changes the fields `mask` names to `given`'s values; a credential given as MASK keeps
+        the stored one. The name stays unique among the project's agents and remote agents."""
+        paths = list(dict.fromkeys(mask))
+        if "*" in paths:
+            paths = list(UPDATABLE)
+        unknown = [path for path in paths if path not in UPDATABLE]
+        if not given.id or not paths or unknown:
+            violations = [] if given.id else [FieldViolation("remote_agent.id", "is required")]
+            if not paths or unknown:
+                problem = f"name the fields to change, of {', '.join(UPDATABLE)}"
+                if unknown:
+                    problem = f"unknown or read-only field {', '.join(map(repr, unknown))}"
+                violations.append(FieldViolation("update_mask", problem))
+            raise ValidationFailed.of(violations)
+        async with self._store.write() as tx:
+            await self._project(tx, principal, given.project_id)
+            current = await tx.get_remote_agent(given.project_id, remote_id=given.id)
+            if current is None:
+                raise RemoteAgentNotFound("remote agent not found")
+            values = {path: getattr(given, path) for path in paths}
+            if values.get("credential") == MASK:
+                values["credential"] = current.credential
+            updated = current.model_copy(update=values)
+            _check(
+                project_id=updated.project_id,
+                name=updated.name,
+                card_url=updated.card_url,
+                credential=updated.credential,
+                description=updated.description,
+            )
+            if updated.name != current.name and updated.name in await tx.agent_slugs(updated.project_id):
+                raise name_taken(updated.name)
+            return await tx.update_remote_agent(updated)
 
     async def delete(self, principal: Principal, project_id: str, remote_id: str) -> None:
         async with self._store.write() as tx:
@@ -111,7 +167,24 @@ class RemoteAgentRegistry:
 
 
 def _check(*, project_id: str, name: str, card_url: str, credential: str, description: str) -> None:
-    prefix = "remote_agent"
+    violations = remote_agent_violations(
+        project_id=project_id, name=name, card_url=card_url, credential=credential, description=description
+    )
+    if violations:
+        raise ValidationFailed.of(violations)
+
+
+def remote_agent_violations(
+    *,
+    project_id: str,
+    name: str,
+    card_url: str,
+    credential: str,
+    description: str,
+    prefix: str = "remote_agent",
+) -> list[FieldViolation]:
+    """What is wrong with a remote agent's fields (also checked by `agentmesh apply` before it
+    writes, through the client's `check_remote_agent`)."""
     violations: list[FieldViolation] = []
     if not project_id:
         violations.append(FieldViolation(f"{prefix}.project_id", "is required"))
@@ -130,5 +203,4 @@ def _check(*, project_id: str, name: str, card_url: str, credential: str, descri
         )
     if len(description) > MAX_DESCRIPTION:
         violations.append(FieldViolation(f"{prefix}.description", f"at most {MAX_DESCRIPTION} characters"))
-    if violations:
-        raise ValidationFailed.of(violations)
+    return violations

@@ -58,8 +58,37 @@ class RemoteAgentRpcs:
     async def ListRemoteAgents(
         self, request: pb.ListRemoteAgentsRequest, context: Context
     ) -> pb.ListRemoteAgentsResponse:
-        remotes = await self._remote_agents.list(_principal(), request.project_id)
-        return pb.ListRemoteAgentsResponse(remote_agents=[remote_agent_message(r) for r in remotes])
+        found = await self._remote_agents.list(
+            _principal(),
+            request.project_id,
+            page_size=request.page_size,
+            page_token=request.page_token,
+            page=request.page,
+        )
+        return pb.ListRemoteAgentsResponse(
+            remote_agents=[remote_agent_message(r) for r in found.items],
+            next_page_token=found.next_page_token,
+            total_size=found.total_size,
+        )
+
+    async def UpdateRemoteAgent(
+        self, request: pb.UpdateRemoteAgentRequest, context: Context
+    ) -> pb.UpdateRemoteAgentResponse:
+        given = request.remote_agent
+        remote = await self._remote_agents.update(
+            _principal(),
+            RemoteAgent(
+                id=given.id,
+                project_id=given.project_id,
+                name=given.name,
+                card_url=given.card_url,
+                credential=given.credential,
+                description=given.description,
+                created_at=given.created_at.ToDatetime(),
+            ),
+            request.update_mask.paths,
+        )
+        return pb.UpdateRemoteAgentResponse(remote_agent=remote_agent_message(remote))
 
     async def DeleteRemoteAgent(
         self, request: pb.DeleteRemoteAgentRequest, context: Context

@@ -52,7 +52,7 @@ ERROR_TYPE = "error.type"
 
 RunOutcome = Literal["completed", "max_steps", "failed", "cancelled"]
 ToolOutcome = Literal["ok", "error", "timeout", "cancelled", "refused"]
-DelegationOutcome = Literal["ok", "refused", "timeout", "cancelled", "failed"]
+DelegationOutcome = Literal["ok", "refused", "timeout", "cancelled", "failed", "input_required"]
 AppendOutcome = Literal["ok", "error"]
 
 # Seconds: from a sub-millisecond loopback RPC up to a long model call or run.

@@ -39,6 +39,10 @@ const (
 	DelegationOutcome_DELEGATION_OUTCOME_CANCELLED DelegationOutcome = 4
 	// The target's run failed.
 	DelegationOutcome_DELEGATION_OUTCOME_FAILED DelegationOutcome = 5
+	// A remote A2A agent stopped its task in `input-required`: it asks a question (the content).
+	DelegationOutcome_DELEGATION_OUTCOME_INPUT_REQUIRED DelegationOutcome = 6
+	// A remote A2A agent stopped its task in `auth-required` (the content says what it needs).
+	DelegationOutcome_DELEGATION_OUTCOME_AUTH_REQUIRED DelegationOutcome = 7
 )
 
 // Enum value maps for DelegationOutcome.
@@ -50,14 +54,18 @@ var (
 		3: "DELEGATION_OUTCOME_TIMEOUT",
 		4: "DELEGATION_OUTCOME_CANCELLED",
 		5: "DELEGATION_OUTCOME_FAILED",
+		6: "DELEGATION_OUTCOME_INPUT_REQUIRED",
+		7: "DELEGATION_OUTCOME_AUTH_REQUIRED",
 	}
 	DelegationOutcome_value = map[string]int32{
-		"DELEGATION_OUTCOME_UNSPECIFIED": 0,
-		"DELEGATION_OUTCOME_COMPLETED":   1,
-		"DELEGATION_OUTCOME_REFUSED":     2,
-		"DELEGATION_OUTCOME_TIMEOUT":     3,
-		"DELEGATION_OUTCOME_CANCELLED":   4,
-		"DELEGATION_OUTCOME_FAILED":      5,
+		"DELEGATION_OUTCOME_UNSPECIFIED":    0,
+		"DELEGATION_OUTCOME_COMPLETED":      1,
+		"DELEGATION_OUTCOME_REFUSED":        2,
+		"DELEGATION_OUTCOME_TIMEOUT":        3,
+		"DELEGATION_OUTCOME_CANCELLED":      4,
+		"DELEGATION_OUTCOME_FAILED":         5,
+		"DELEGATION_OUTCOME_INPUT_REQUIRED": 6,
+		"DELEGATION_OUTCOME_AUTH_REQUIRED":  7,
 	}
 )
 
@@ -1299,14 +1307,16 @@ const file_agentmesh_common_v1_run_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\v2\x12.google.rpc.StatusR\x06status\"<\n" +
 	"\bRunError\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage*\xda\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage*\xa7\x02\n" +
 	"\x11DelegationOutcome\x12\"\n" +
 	"\x1eDELEGATION_OUTCOME_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cDELEGATION_OUTCOME_COMPLETED\x10\x01\x12\x1e\n" +
 	"\x1aDELEGATION_OUTCOME_REFUSED\x10\x02\x12\x1e\n" +
 	"\x1aDELEGATION_OUTCOME_TIMEOUT\x10\x03\x12 \n" +
 	"\x1cDELEGATION_OUTCOME_CANCELLED\x10\x04\x12\x1d\n" +
-	"\x19DELEGATION_OUTCOME_FAILED\x10\x05B\xda\x01\n" +
+	"\x19DELEGATION_OUTCOME_FAILED\x10\x05\x12%\n" +
+	"!DELEGATION_OUTCOME_INPUT_REQUIRED\x10\x06\x12$\n" +
+	" DELEGATION_OUTCOME_AUTH_REQUIRED\x10\aB\xda\x01\n" +
 	"\x17com.agentmesh.common.v1B\bRunProtoP\x01ZGgithub.com/agentmesh/agentmesh/sdks/go/gen/agentmesh/common/v1;commonv1\xa2\x02\x03ACX\xaa\x02\x13Agentmesh.Common.V1\xca\x02\x13Agentmesh\\Common\\V1\xe2\x02\x1fAgentmesh\\Common\\V1\\GPBMetadata\xea\x02\x15Agentmesh::Common::V1b\x06proto3"
 
 var (

@@ -55,6 +55,7 @@ const (
 	RegistryService_CreateRemoteAgent_FullMethodName  = "/agentmesh.registry.v1.RegistryService/CreateRemoteAgent"
 	RegistryService_GetRemoteAgent_FullMethodName     = "/agentmesh.registry.v1.RegistryService/GetRemoteAgent"
 	RegistryService_ListRemoteAgents_FullMethodName   = "/agentmesh.registry.v1.RegistryService/ListRemoteAgents"
+	RegistryService_UpdateRemoteAgent_FullMethodName  = "/agentmesh.registry.v1.RegistryService/UpdateRemoteAgent"
 	RegistryService_DeleteRemoteAgent_FullMethodName  = "/agentmesh.registry.v1.RegistryService/DeleteRemoteAgent"
 )
 
@@ -163,8 +164,12 @@ type RegistryServiceClient interface {
 	CreateRemoteAgent(ctx context.Context, in *CreateRemoteAgentRequest, opts ...grpc.CallOption) (*CreateRemoteAgentResponse, error)
 	// Returns one remote agent, its credential masked. NOT_FOUND.
 	GetRemoteAgent(ctx context.Context, in *GetRemoteAgentRequest, opts ...grpc.CallOption) (*GetRemoteAgentResponse, error)
-	// Lists a project's remote agents, oldest first, credentials masked.
+	// Lists a project's remote agents, oldest first, credentials masked, paged like every list.
 	ListRemoteAgents(ctx context.Context, in *ListRemoteAgentsRequest, opts ...grpc.CallOption) (*ListRemoteAgentsResponse, error)
+	// Updates the fields named in the update mask (name, card_url, credential, description). A
+	// credential given as "********" (what reads show) keeps the stored one; "" removes it.
+	// NOT_FOUND; ALREADY_EXISTS for a name taken in the project; INVALID_ARGUMENT.
+	UpdateRemoteAgent(ctx context.Context, in *UpdateRemoteAgentRequest, opts ...grpc.CallOption) (*UpdateRemoteAgentResponse, error)
 	// Deletes a remote agent; agents naming it get a refused delegation. NOT_FOUND.
 	DeleteRemoteAgent(ctx context.Context, in *DeleteRemoteAgentRequest, opts ...grpc.CallOption) (*DeleteRemoteAgentResponse, error)
 }
@@ -537,6 +542,16 @@ func (c *registryServiceClient) ListRemoteAgents(ctx context.Context, in *ListRe
 	return out, nil
 }
 
+func (c *registryServiceClient) UpdateRemoteAgent(ctx context.Context, in *UpdateRemoteAgentRequest, opts ...grpc.CallOption) (*UpdateRemoteAgentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateRemoteAgentResponse)
+	err := c.cc.Invoke(ctx, RegistryService_UpdateRemoteAgent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *registryServiceClient) DeleteRemoteAgent(ctx context.Context, in *DeleteRemoteAgentRequest, opts ...grpc.CallOption) (*DeleteRemoteAgentResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteRemoteAgentResponse)
@@ -652,8 +667,12 @@ type RegistryServiceServer interface {
 	CreateRemoteAgent(context.Context, *CreateRemoteAgentRequest) (*CreateRemoteAgentResponse, error)
 	// Returns one remote agent, its credential masked. NOT_FOUND.
 	GetRemoteAgent(context.Context, *GetRemoteAgentRequest) (*GetRemoteAgentResponse, error)
-	// Lists a project's remote agents, oldest first, credentials masked.
+	// Lists a project's remote agents, oldest first, credentials masked, paged like every list.
 	ListRemoteAgents(context.Context, *ListRemoteAgentsRequest) (*ListRemoteAgentsResponse, error)
+	// Updates the fields named in the update mask (name, card_url, credential, description). A
+	// credential given as "********" (what reads show) keeps the stored one; "" removes it.
+	// NOT_FOUND; ALREADY_EXISTS for a name taken in the project; INVALID_ARGUMENT.
+	UpdateRemoteAgent(context.Context, *UpdateRemoteAgentRequest) (*UpdateRemoteAgentResponse, error)
 	// Deletes a remote agent; agents naming it get a refused delegation. NOT_FOUND.
 	DeleteRemoteAgent(context.Context, *DeleteRemoteAgentRequest) (*DeleteRemoteAgentResponse, error)
 	mustEmbedUnimplementedRegistryServiceServer()
@@ -773,6 +792,9 @@ func (UnimplementedRegistryServiceServer) GetRemoteAgent(context.Context, *GetRe
 }
 func (UnimplementedRegistryServiceServer) ListRemoteAgents(context.Context, *ListRemoteAgentsRequest) (*ListRemoteAgentsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListRemoteAgents not implemented")
+}
+func (UnimplementedRegistryServiceServer) UpdateRemoteAgent(context.Context, *UpdateRemoteAgentRequest) (*UpdateRemoteAgentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateRemoteAgent not implemented")
 }
 func (UnimplementedRegistryServiceServer) DeleteRemoteAgent(context.Context, *DeleteRemoteAgentRequest) (*DeleteRemoteAgentResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteRemoteAgent not implemented")
@@ -1446,6 +1468,24 @@ func _RegistryService_ListRemoteAgents_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RegistryService_UpdateRemoteAgent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateRemoteAgentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).UpdateRemoteAgent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_UpdateRemoteAgent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).UpdateRemoteAgent(ctx, req.(*UpdateRemoteAgentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RegistryService_DeleteRemoteAgent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DeleteRemoteAgentRequest)
 	if err := dec(in); err != nil {
@@ -1614,6 +1654,10 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListRemoteAgents",
 			Handler:    _RegistryService_ListRemoteAgents_Handler,
+		},
+		{
+			MethodName: "UpdateRemoteAgent",
+			Handler:    _RegistryService_UpdateRemoteAgent_Handler,
 		},
 		{
 			MethodName: "DeleteRemoteAgent",

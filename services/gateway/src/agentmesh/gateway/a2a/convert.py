@@ -10,10 +10,13 @@ stream events through `TaskEventStream`, the same way for both.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from a2a.types import a2a_pb2
+from a2a.utils import errors as a2a_errors
+from google.protobuf.json_format import MessageToDict
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.errors import InvalidRequest
@@ -57,13 +60,27 @@ class TaskId:
 
 
 def message_text(message: a2a_pb2.Message) -> str:
-    """The text of an incoming message: its text parts, joined. Agents take text; other parts
-    (files, raw bytes, data) are refused with the field named, rather than silently dropped."""
+    """The text of an incoming message, as the agent's model reads it: text parts as they are,
+    data parts as their JSON (compact, one line), joined by new lines. File parts (raw bytes or
+    a URL) are refused with the spec's ContentTypeNotSupportedError naming the part, rather than
+    silently dropped: a model cannot open them."""
     texts: list[str] = []
     for index, part in enumerate(message.parts):
-        if part.WhichOneof("content") != "text":
-            raise InvalidRequest.field(f"message.parts[{index}]", "agents take text parts only")
-        texts.append(part.text)
+        kind = part.WhichOneof("content")
+        if kind == "text":
+            texts.append(part.text)
+        elif kind == "data":
+            texts.append(
+                json.dumps(
+                    MessageToDict(part.data), ensure_ascii=False, separators=(",", ":"), sort_keys=True
+                )
+            )
+        else:
+            raise a2a_errors.ContentTypeNotSupportedError(
+                f"message.parts[{index}]: agents take text and data parts, not files ({kind or 'empty'})"
+            )
+    if not texts:
+        raise InvalidRequest.field("message.parts", "a message needs at least one text or data part")
     return "\n".join(texts)
 
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
+from google.protobuf import field_mask_pb2
 from pydantic import BaseModel, Field
 
 from agentmesh.gateway.http import convert, schemas
 from agentmesh.gateway.http.context import HttpContext, authorize, context
-from agentmesh.gateway.http.schemas import RequestBody
+from agentmesh.gateway.http.schemas import RequestBody, _unchanged
 from agentmesh.gateway.models import Caller
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2
@@ -29,6 +30,16 @@ class RemoteAgentCreate(RequestBody):
     card_url: str = Field(description="URL of its A2A agent card (http or https)")
     credential: str = Field(default="", description="bearer token sent to it; write-only")
     description: str = ""
+
+
+class RemoteAgentUpdate(RequestBody):
+    """Only the fields present change. A credential of "********" (what reads show) keeps the
+    stored one; "" removes it."""
+
+    name: str = _unchanged()
+    card_url: str = _unchanged()
+    credential: str = _unchanged()
+    description: str = _unchanged()
 
 
 class RemoteAgentOut(BaseModel):
@@ -66,11 +77,20 @@ def remote_agent_router() -> APIRouter:
         return _out((await ctx.call(ctx.registry.stub.CreateRemoteAgent, request, caller)).remote_agent)
 
     @router.get("")
-    async def list_remote_agents(project_id: str, ctx: Ctx, caller: Auth) -> list[RemoteAgentOut]:
-        """The project's remote A2A agents, oldest first."""
-        request = reg.ListRemoteAgentsRequest(project_id=project_id)
+    async def list_remote_agents(
+        project_id: str,
+        ctx: Ctx,
+        caller: Auth,
+        page: Annotated[int, Query(ge=1, le=2**31 - 1, description="1-based page number")] = 1,
+        page_size: Annotated[int, Query(ge=1, le=1000, description="items per page, at most 1000")] = 50,
+    ) -> schemas.Page[RemoteAgentOut]:
+        """The project's remote A2A agents, oldest first, paged."""
+        request = reg.ListRemoteAgentsRequest(project_id=project_id, page=page, page_size=page_size)
         response = await ctx.call(ctx.registry.stub.ListRemoteAgents, request, caller)
-        return [_out(remote) for remote in response.remote_agents]
+        return schemas.Page[RemoteAgentOut](
+            data=[_out(remote) for remote in response.remote_agents],
+            pagination=convert.pagination(response.total_size, page, page_size),
+        )
 
     @router.get("/{remote_agent_id}")
     async def get_remote_agent(
@@ -79,6 +99,20 @@ def remote_agent_router() -> APIRouter:
         """One remote A2A agent of the project."""
         request = reg.GetRemoteAgentRequest(project_id=project_id, id=remote_agent_id)
         return _out((await ctx.call(ctx.registry.stub.GetRemoteAgent, request, caller)).remote_agent)
+
+    @router.patch("/{remote_agent_id}")
+    async def update_remote_agent(
+        project_id: str, remote_agent_id: str, body: RemoteAgentUpdate, ctx: Ctx, caller: Auth
+    ) -> RemoteAgentOut:
+        """Changes the fields present in the body. 409 when the new name is taken."""
+        fields = body.model_dump(include=body.model_fields_set)
+        if not fields:
+            return await get_remote_agent(project_id, remote_agent_id, ctx, caller)
+        request = reg.UpdateRemoteAgentRequest(
+            remote_agent=resources_pb2.RemoteAgent(project_id=project_id, id=remote_agent_id, **fields),
+            update_mask=field_mask_pb2.FieldMask(paths=sorted(fields)),
+        )
+        return _out((await ctx.call(ctx.registry.stub.UpdateRemoteAgent, request, caller)).remote_agent)
 
     @router.delete("/{remote_agent_id}")
     async def delete_remote_agent(

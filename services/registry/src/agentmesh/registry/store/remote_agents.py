@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from agentmesh.registry.errors import RemoteAgentNameTaken
-from agentmesh.registry.models import RemoteAgent
+from agentmesh.registry.models import PageRequest, RemoteAgent, Slice
 from agentmesh.registry.store.tables import RemoteAgentRow
 
 if TYPE_CHECKING:
@@ -30,8 +30,15 @@ class RemoteAgentTransaction(abc.ABC):
     ) -> RemoteAgent | None: ...
 
     @abc.abstractmethod
-    async def list_remote_agents(self, project_id: str) -> list[RemoteAgent]:
-        """The project's remote agents in (`created_at`, `id`) order."""
+    async def list_remote_agents(self, project_id: str, page: PageRequest) -> Slice[RemoteAgent]:
+        """One page of the project's remote agents in (`created_at`, `id`) order."""
+
+    @abc.abstractmethod
+    async def remote_agent_names(self, project_id: str) -> list[str]:
+        """The names of all the project's remote agents (what network access may name)."""
+
+    @abc.abstractmethod
+    async def update_remote_agent(self, remote: RemoteAgent) -> RemoteAgent: ...
 
     @abc.abstractmethod
     async def delete_remote_agent(self, remote_id: str) -> None: ...
@@ -61,13 +68,19 @@ class SqlRemoteAgents(RemoteAgentTransaction):
         row = await self._one(statement, False)  # type: ignore[attr-defined]
         return RemoteAgent.model_validate(row, from_attributes=True) if row else None
 
-    async def list_remote_agents(self, project_id: str) -> list[RemoteAgent]:
+    async def list_remote_agents(self, project_id: str, page: PageRequest) -> Slice[RemoteAgent]:
+        conditions = [RemoteAgentRow.project_id == project_id]
+        return await self._slice(RemoteAgentRow, conditions, page, RemoteAgent)  # type: ignore[attr-defined,no-any-return]
+
+    async def remote_agent_names(self, project_id: str) -> list[str]:
         result = await self._session.execute(
-            sa.select(RemoteAgentRow)
-            .where(RemoteAgentRow.project_id == project_id)
-            .order_by(RemoteAgentRow.created_at, RemoteAgentRow.id)
+            sa.select(RemoteAgentRow.name).where(RemoteAgentRow.project_id == project_id)
         )
-        return [RemoteAgent.model_validate(row, from_attributes=True) for row in result.scalars()]
+        return list(result.scalars())
+
+    async def update_remote_agent(self, remote: RemoteAgent) -> RemoteAgent:
+        await self._update(RemoteAgentRow, remote.id, remote.model_dump(), {"name": name_taken(remote.name)})  # type: ignore[attr-defined]
+        return remote
 
     async def delete_remote_agent(self, remote_id: str) -> None:
         await self._session.execute(sa.delete(RemoteAgentRow).where(RemoteAgentRow.id == remote_id))
@@ -105,9 +118,22 @@ class InMemoryRemoteAgents(RemoteAgentTransaction):
                 return remote
         return None
 
-    async def list_remote_agents(self, project_id: str) -> list[RemoteAgent]:
-        found = [r for r in self._remotes.values() if r.project_id == project_id]
-        return sorted(found, key=lambda r: (r.created_at, r.id))
+    async def list_remote_agents(self, project_id: str, page: PageRequest) -> Slice[RemoteAgent]:
+        from agentmesh.registry.store.in_memory import _slice
+
+        return _slice([r for r in self._remotes.values() if r.project_id == project_id], page)
+
+    async def remote_agent_names(self, project_id: str) -> list[str]:
+        return [r.name for r in self._remotes.values() if r.project_id == project_id]
+
+    async def update_remote_agent(self, remote: RemoteAgent) -> RemoteAgent:
+        if any(
+            (r.project_id, r.name) == (remote.project_id, remote.name) and r.id != remote.id
+            for r in self._remotes.values()
+        ):
+            raise name_taken(remote.name)
+        self._remotes[remote.id] = remote
+        return remote
 
     async def delete_remote_agent(self, remote_id: str) -> None:
         self._remotes.pop(remote_id, None)

@@ -1932,16 +1932,28 @@ class ListRemoteAgentsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     PROJECT_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    PAGE_FIELD_NUMBER: _builtins.int
     project_id: _builtins.str
     """The project."""
+    page_size: _builtins.int
+    """At most this many (default 50, at most 1000)."""
+    page_token: _builtins.str
+    """Token from a previous response."""
+    page: _builtins.int
+    """Page number (1-based), an alternative to page_token for REST-style paging."""
     def __init__(
         self,
         *,
         project_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        page: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["project_id", b"project_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page", b"page", "page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1954,22 +1966,84 @@ class ListRemoteAgentsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     REMOTE_AGENTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    TOTAL_SIZE_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Token for the next page; empty on the last."""
+    total_size: _builtins.int
+    """How many the project has in all."""
     @_builtins.property
     def remote_agents(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.RemoteAgent]:
-        """The project's remote agents, credentials masked."""
+        """The page of the project's remote agents, credentials masked."""
 
     def __init__(
         self,
         *,
         remote_agents: _abc.Iterable[_resources_pb2.RemoteAgent] | None = ...,
+        next_page_token: _builtins.str = ...,
+        total_size: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["remote_agents", b"remote_agents"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "remote_agents", b"remote_agents", "total_size", b"total_size"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListRemoteAgentsResponse: _TypeAlias = ListRemoteAgentsResponse  # noqa: Y015
+
+@_typing.final
+class UpdateRemoteAgentRequest(_message.Message):
+    """UpdateRemoteAgentRequest is the input of UpdateRemoteAgent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REMOTE_AGENT_FIELD_NUMBER: _builtins.int
+    UPDATE_MASK_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def remote_agent(self) -> _resources_pb2.RemoteAgent:
+        """The remote agent with its project_id, id and the new values."""
+
+    @_builtins.property
+    def update_mask(self) -> _field_mask_pb2.FieldMask:
+        """Fields to change: name, card_url, credential, description ("*" for all of them)."""
+
+    def __init__(
+        self,
+        *,
+        remote_agent: _resources_pb2.RemoteAgent | None = ...,
+        update_mask: _field_mask_pb2.FieldMask | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["remote_agent", b"remote_agent", "update_mask", b"update_mask"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["remote_agent", b"remote_agent", "update_mask", b"update_mask"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateRemoteAgentRequest: _TypeAlias = UpdateRemoteAgentRequest  # noqa: Y015
+
+@_typing.final
+class UpdateRemoteAgentResponse(_message.Message):
+    """UpdateRemoteAgentResponse is the output of UpdateRemoteAgent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REMOTE_AGENT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def remote_agent(self) -> _resources_pb2.RemoteAgent:
+        """The remote agent after the change, credential masked."""
+
+    def __init__(
+        self,
+        *,
+        remote_agent: _resources_pb2.RemoteAgent | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["remote_agent", b"remote_agent"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["remote_agent", b"remote_agent"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateRemoteAgentResponse: _TypeAlias = UpdateRemoteAgentResponse  # noqa: Y015
 
 @_typing.final
 class DeleteRemoteAgentRequest(_message.Message):

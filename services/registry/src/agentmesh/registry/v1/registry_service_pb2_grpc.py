@@ -221,6 +221,11 @@ class RegistryServiceStub:
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListRemoteAgentsRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListRemoteAgentsResponse.FromString,
                 _registered_method=True)
+        self.UpdateRemoteAgent = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/UpdateRemoteAgent',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateRemoteAgentRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateRemoteAgentResponse.FromString,
+                _registered_method=True)
         self.DeleteRemoteAgent = channel.unary_unary(
                 '/agentmesh.registry.v1.RegistryService/DeleteRemoteAgent',
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteRemoteAgentRequest.SerializeToString,
@@ -507,7 +512,16 @@ class RegistryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListRemoteAgents(self, request, context):
-        """Lists a project's remote agents, oldest first, credentials masked.
+        """Lists a project's remote agents, oldest first, credentials masked, paged like every list.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateRemoteAgent(self, request, context):
+        """Updates the fields named in the update mask (name, card_url, credential, description). A
+        credential given as "********" (what reads show) keeps the stored one; "" removes it.
+        NOT_FOUND; ALREADY_EXISTS for a name taken in the project; INVALID_ARGUMENT.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -702,6 +716,11 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.ListRemoteAgents,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListRemoteAgentsRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListRemoteAgentsResponse.SerializeToString,
+            ),
+            'UpdateRemoteAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateRemoteAgent,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateRemoteAgentRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateRemoteAgentResponse.SerializeToString,
             ),
             'DeleteRemoteAgent': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteRemoteAgent,
@@ -1688,6 +1707,33 @@ class RegistryService:
             '/agentmesh.registry.v1.RegistryService/ListRemoteAgents',
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListRemoteAgentsRequest.SerializeToString,
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListRemoteAgentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateRemoteAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/UpdateRemoteAgent',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateRemoteAgentRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateRemoteAgentResponse.FromString,
             options,
             channel_credentials,
             insecure,

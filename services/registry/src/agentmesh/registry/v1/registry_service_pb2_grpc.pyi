@@ -148,7 +148,12 @@ class RegistryServiceStub:
     GetRemoteAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.GetRemoteAgentRequest, _registry_service_pb2.GetRemoteAgentResponse]
     """Returns one remote agent, its credential masked. NOT_FOUND."""
     ListRemoteAgents: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ListRemoteAgentsRequest, _registry_service_pb2.ListRemoteAgentsResponse]
-    """Lists a project's remote agents, oldest first, credentials masked."""
+    """Lists a project's remote agents, oldest first, credentials masked, paged like every list."""
+    UpdateRemoteAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.UpdateRemoteAgentRequest, _registry_service_pb2.UpdateRemoteAgentResponse]
+    """Updates the fields named in the update mask (name, card_url, credential, description). A
+    credential given as "********" (what reads show) keeps the stored one; "" removes it.
+    NOT_FOUND; ALREADY_EXISTS for a name taken in the project; INVALID_ARGUMENT.
+    """
     DeleteRemoteAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteRemoteAgentRequest, _registry_service_pb2.DeleteRemoteAgentResponse]
     """Deletes a remote agent; agents naming it get a refused delegation. NOT_FOUND."""
 
@@ -272,7 +277,12 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     GetRemoteAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.GetRemoteAgentRequest, _registry_service_pb2.GetRemoteAgentResponse]  # type: ignore[assignment]
     """Returns one remote agent, its credential masked. NOT_FOUND."""
     ListRemoteAgents: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ListRemoteAgentsRequest, _registry_service_pb2.ListRemoteAgentsResponse]  # type: ignore[assignment]
-    """Lists a project's remote agents, oldest first, credentials masked."""
+    """Lists a project's remote agents, oldest first, credentials masked, paged like every list."""
+    UpdateRemoteAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.UpdateRemoteAgentRequest, _registry_service_pb2.UpdateRemoteAgentResponse]  # type: ignore[assignment]
+    """Updates the fields named in the update mask (name, card_url, credential, description). A
+    credential given as "********" (what reads show) keeps the stored one; "" removes it.
+    NOT_FOUND; ALREADY_EXISTS for a name taken in the project; INVALID_ARGUMENT.
+    """
     DeleteRemoteAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteRemoteAgentRequest, _registry_service_pb2.DeleteRemoteAgentResponse]  # type: ignore[assignment]
     """Deletes a remote agent; agents naming it get a refused delegation. NOT_FOUND."""
 
@@ -609,7 +619,18 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _registry_service_pb2.ListRemoteAgentsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.ListRemoteAgentsResponse, _abc.Awaitable[_registry_service_pb2.ListRemoteAgentsResponse]]:
-        """Lists a project's remote agents, oldest first, credentials masked."""
+        """Lists a project's remote agents, oldest first, credentials masked, paged like every list."""
+
+    @_abc_1.abstractmethod
+    def UpdateRemoteAgent(
+        self,
+        request: _registry_service_pb2.UpdateRemoteAgentRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.UpdateRemoteAgentResponse, _abc.Awaitable[_registry_service_pb2.UpdateRemoteAgentResponse]]:
+        """Updates the fields named in the update mask (name, card_url, credential, description). A
+        credential given as "********" (what reads show) keeps the stored one; "" removes it.
+        NOT_FOUND; ALREADY_EXISTS for a name taken in the project; INVALID_ARGUMENT.
+        """
 
     @_abc_1.abstractmethod
     def DeleteRemoteAgent(

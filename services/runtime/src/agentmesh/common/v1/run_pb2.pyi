@@ -39,6 +39,10 @@ class _DelegationOutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Del
     """The caller cancelled."""
     DELEGATION_OUTCOME_FAILED: _DelegationOutcome.ValueType  # 5
     """The target's run failed."""
+    DELEGATION_OUTCOME_INPUT_REQUIRED: _DelegationOutcome.ValueType  # 6
+    """A remote A2A agent stopped its task in `input-required`: it asks a question (the content)."""
+    DELEGATION_OUTCOME_AUTH_REQUIRED: _DelegationOutcome.ValueType  # 7
+    """A remote A2A agent stopped its task in `auth-required` (the content says what it needs)."""
 
 class DelegationOutcome(_DelegationOutcome, metaclass=_DelegationOutcomeEnumTypeWrapper):
     """DelegationOutcome says how a delegation ended."""
@@ -55,6 +59,10 @@ DELEGATION_OUTCOME_CANCELLED: DelegationOutcome.ValueType  # 4
 """The caller cancelled."""
 DELEGATION_OUTCOME_FAILED: DelegationOutcome.ValueType  # 5
 """The target's run failed."""
+DELEGATION_OUTCOME_INPUT_REQUIRED: DelegationOutcome.ValueType  # 6
+"""A remote A2A agent stopped its task in `input-required`: it asks a question (the content)."""
+DELEGATION_OUTCOME_AUTH_REQUIRED: DelegationOutcome.ValueType  # 7
+"""A remote A2A agent stopped its task in `auth-required` (the content says what it needs)."""
 Global___DelegationOutcome: _TypeAlias = DelegationOutcome  # noqa: Y015
 
 @_typing.final

@@ -1,0 +1,173 @@
+"""Outbound A2A behaves as a local delegation does (issue 19): the remote agent's updates stream up
+into the delegating run's stream as a worker's steps while it works, cancelling the delegating run
+cancels the remote task, and a remote task that stops in input-required ends the delegation with
+its question. The remote is an a2a-sdk sample server (a2a_sample.py) or another mesh's agent."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+import httpx
+import pytest_asyncio
+
+from agentmesh.cli.mesh import Mesh
+from agentmesh.common.v1 import run_pb2
+from agentmesh.gateway.v1 import gateway_service_pb2 as gw
+from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
+from tests.integration.gateway.a2a_sample import ASK, HOLD, STREAM, sample_server
+from tests.integration.gateway.support import Agent, Api, User, suffix
+from tests.mesh import bearer
+from tests.polling import eventually
+
+Outcome = run_pb2.DelegationOutcome
+
+
+@pytest_asyncio.fixture(loop_scope="package")
+async def gateway(mesh: Mesh) -> AsyncIterator[gw_grpc.GatewayServiceStub]:
+    async with grpc.aio.insecure_channel(mesh.gateway.address) as channel:
+        yield gw_grpc.GatewayServiceStub(channel)
+
+
+async def coordinator_of(
+    api: Api, http: httpx.AsyncClient, card_url: str, *tasks: str, credential: str = ""
+) -> tuple[User, Agent]:
+    """A project with the remote agent `translator` registered and a coordinator that delegates
+    each of `tasks` to it in turn, then answers "done"."""
+    owner = await api.user()
+    project = await api.project(owner)
+    body = {"name": "translator", "card_url": card_url, "credential": credential}
+    created = await http.post(
+        f"/api/v1/projects/{project['id']}/remote-agents", json=body, headers=owner.headers
+    )
+    assert created.status_code == 201, created.text
+    delegations = [
+        {
+            "content": "",
+            "tool_calls": [{"name": "delegate", "arguments": {"agent": "translator", "task": task}}],
+        }
+        for task in tasks
+    ]
+    coordinator = await api.agent(
+        owner,
+        name="coordinator",
+        project={"id": project["id"], "slug": project["slug"]},
+        network_access=["translator"],
+        mock_responses=[*delegations, "done"],
+    )
+    return owner, coordinator
+
+
+def kind(event: run_pb2.RunEvent) -> str:
+    return event.WhichOneof("kind") or ""
+
+
+async def test_a_remote_agents_updates_stream_up_as_a_workers_steps(
+    api: Api, http: httpx.AsyncClient, gateway: gw_grpc.GatewayServiceStub
+) -> None:
+    async with sample_server() as remote:
+        owner, coordinator = await coordinator_of(api, http, remote.url, STREAM)
+        call = gateway.StreamChat(
+            gw.StreamChatRequest(agent=coordinator.model, message="go"), metadata=bearer(owner.token)
+        )
+        events: list[run_pb2.RunEvent] = []
+        async for response in call:
+            events.append(response.event)
+            if response.event.agent == "translator" and response.event.text_delta.text == "bon":
+                # The first chunk arrived while the remote still holds the second back: it streams.
+                assert not remote.agent.release.is_set()
+                remote.agent.release.set()
+    below = [e for e in events if e.agent == "translator"]
+    assert {tuple(e.delegation_path) for e in below} == {("coordinator",)}
+    assert [kind(e) for e in below] == [
+        "run_started",
+        "step_started",
+        "text_delta",  # "looking it up" (the remote's working status)
+        "text_delta",
+        "text_delta",
+        "run_completed",
+    ]
+    assert [e.text_delta.text for e in below if kind(e) == "text_delta"] == ["looking it up", "bon", "jour"]
+    assert below[0].run_started.agent_kind == "a2a" and below[-1].run_completed.content == "bonjour"
+    response = next(e.delegation_response for e in events if kind(e) == "delegation_response")
+    assert (response.outcome, response.content) == (Outcome.DELEGATION_OUTCOME_COMPLETED, "bonjour")
+    assert events[-1].run_completed.content == "done"
+
+
+async def test_cancelling_the_delegating_run_cancels_the_remote_task(
+    api: Api, http: httpx.AsyncClient, gateway: gw_grpc.GatewayServiceStub
+) -> None:
+    async with sample_server() as remote:
+        owner, coordinator = await coordinator_of(api, http, remote.url, HOLD)
+        session_id = f"hold-{suffix()}"
+        call = gateway.StreamChat(
+            gw.StreamChatRequest(agent=coordinator.model, message="go", session_id=session_id),
+            metadata=bearer(owner.token),
+        )
+        async for response in call:
+            if response.event.agent == "translator" and kind(response.event) == "text_delta":
+                break  # the remote task is working
+        call.cancel()
+
+        async def remote_cancelled() -> bool:
+            return len(remote.agent.cancelled) == 1
+
+        await eventually(remote_cancelled, timeout=30, what="the remote task is cancelled")
+
+        async def responded() -> bool:
+            events = await api.session_events(coordinator, session_id)
+            return any(e["event_type"] == "delegation_response" for e in events)
+
+        await eventually(responded, timeout=30, what="the delegation's response is recorded")
+    events = await api.session_events(coordinator, session_id)
+    [answer] = [e for e in events if e["event_type"] == "delegation_response"]
+    assert answer["metadata"]["outcome"] == "cancelled"
+
+
+async def test_a_remote_that_asks_for_input_ends_the_delegation_with_its_question(
+    api: Api, http: httpx.AsyncClient, gateway: gw_grpc.GatewayServiceStub
+) -> None:
+    # A card that does not stream: the delegation falls back to a send, which returns the task.
+    async with sample_server(streaming=False) as remote:
+        owner, coordinator = await coordinator_of(api, http, remote.url, ASK, "Quebec")
+        call = gateway.StreamChat(
+            gw.StreamChatRequest(agent=coordinator.model, message="go"), metadata=bearer(owner.token)
+        )
+        events = [response.event async for response in call]
+    asked, answered = [e.delegation_response for e in events if kind(e) == "delegation_response"]
+    assert asked.outcome == Outcome.DELEGATION_OUTCOME_INPUT_REQUIRED
+    assert "Which dialect of French?" in asked.content
+    # The next delegation to it in the session answers the question: the same remote task goes on.
+    assert answered.outcome == Outcome.DELEGATION_OUTCOME_COMPLETED
+    assert answered.content == "thanks, in the dialect of Quebec"
+    below = [kind(e) for e in events if e.agent == "translator"]
+    assert [k for k in below if k.startswith("run_")] == [
+        "run_started",
+        "run_failed",
+        "run_started",
+        "run_completed",
+    ]
+    assert events[-1].run_completed.content == "done"  # the delegating model went on
+    stored = await api.session_events(coordinator, events[-1].session_id)
+    outcomes = [e["metadata"]["outcome"] for e in stored if e["event_type"] == "delegation_response"]
+    assert outcomes == ["input_required", "completed"]
+
+
+async def test_another_meshs_agent_streams_its_answer_up(
+    api: Api, http: httpx.AsyncClient, mesh: Mesh, gateway: gw_grpc.GatewayServiceStub
+) -> None:
+    """The remote is an agentmesh agent reached through its card: its A2A stream (artifact chunks
+    of its answer) arrives as the worker's text deltas."""
+    far_owner = await api.user()
+    far = await api.agent(far_owner, name="far-worker", mock_responses=["from far away, slowly"])
+    card_url = f"{mesh.gateway.http.url}{far.base}/.well-known/agent-card.json"  # type: ignore[attr-defined]
+    owner, coordinator = await coordinator_of(api, http, card_url, "ping", credential=far_owner.token)
+    call = gateway.StreamChat(
+        gw.StreamChatRequest(agent=coordinator.model, message="go"), metadata=bearer(owner.token)
+    )
+    events = [response.event async for response in call]
+    below = [e for e in events if e.agent == "translator"]
+    assert kind(below[0]) == "run_started" and below[-1].run_completed.content == "from far away, slowly"
+    assert "".join(e.text_delta.text for e in below if kind(e) == "text_delta") == "from far away, slowly"
+    response = next(e.delegation_response for e in events if kind(e) == "delegation_response")
+    assert response.outcome == Outcome.DELEGATION_OUTCOME_COMPLETED
