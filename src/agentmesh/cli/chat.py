@@ -29,12 +29,12 @@ from agentmesh.cli.client import (
     address_of,
     connect,
     describe,
+    dial,
     fail,
 )
 from agentmesh.cli.options import EmailOption, GatewayOption, PasswordOption, TokenOption
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2, gateway_service_pb2_grpc
-from agentmesh.runtime.channels import create_channel
 from agentmesh.runtime.errors import from_rpc_error
 
 _OUTCOMES = {
@@ -144,7 +144,7 @@ async def stream_live(
     result = ChatOutcome(session_id=session_id)
     waiting = f"[dim]waiting for {escape(agent)}…[/]"
     view = StepView(Spinner("dots", text=Text.from_markup(waiting)) if console.is_terminal else None)
-    channel = create_channel(gateway_grpc)
+    channel = dial(gateway_grpc)
     try:
         stub = gateway_service_pb2_grpc.GatewayServiceStub(channel)
         call = stub.StreamChat(

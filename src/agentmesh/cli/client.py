@@ -21,11 +21,11 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from agentmesh.cli.channel import ChannelError, open_channel
 from agentmesh.cli.login import StoredLogin, exclusively
 from agentmesh.cli.options import DEFAULT_ADDRESS
 from agentmesh.cli.spinner import run_waiting
 from agentmesh.registry.client import RegistryClient
-from agentmesh.runtime.channels import create_channel
 from agentmesh.runtime.errors import DomainError, Unauthenticated, Unavailable
 
 Metadata = tuple[tuple[str, str], ...]
@@ -97,11 +97,20 @@ def bearer(token: str) -> Metadata:
     return (("authorization", f"Bearer {token}"),)
 
 
+def dial(address: str) -> grpc.aio.Channel:
+    """A channel to the gateway at `address` (TLS per cli/channel.py); CliError when the address
+    or the CA file is unusable."""
+    try:
+        return open_channel(address)
+    except ChannelError as error:
+        raise CliError(str(error)) from None
+
+
 @asynccontextmanager
 async def connect(address: str, credentials: Credentials) -> AsyncIterator[Connection]:
     """Opens a channel to `address` and signs in (unless given a token); closes it on exit.
     Raises CliError when the mesh cannot be reached or the sign-in fails."""
-    channel = create_channel(address)
+    channel = dial(address)
     try:
         token = credentials.token
         if not token and credentials.stored is not None:

@@ -96,9 +96,8 @@ def login(
     password: PasswordOption = None,
 ) -> None:
     """Sign in once and keep the CLI signed in (a refresh token in the user's config directory)."""
-    from agentmesh.cli.client import CliError, Credentials, address_of, fail
+    from agentmesh.cli.client import CliError, Credentials, address_of, dial, fail
     from agentmesh.registry.client import RegistryClient
-    from agentmesh.runtime.channels import create_channel
     from agentmesh.runtime.errors import Unauthenticated, Unavailable
 
     address = address_of(gateway)
@@ -110,7 +109,7 @@ def login(
         raise fail(str(error)) from None
 
     async def sign_in() -> str:
-        channel = create_channel(address)
+        channel = dial(address)
         try:
             return (
                 await RegistryClient(channel).login(credentials.email, credentials.password)
@@ -120,6 +119,8 @@ def login(
 
     try:
         refresh_token = run_waiting(sign_in(), f"signing in to {address}")
+    except CliError as error:
+        raise fail(str(error)) from None
     except Unauthenticated as error:
         raise fail(f"sign-in as {email} failed: {error.message}") from None
     except Unavailable as error:
@@ -134,8 +135,8 @@ def logout(
     ] = False,
 ) -> None:
     """Forget the kept login, revoking its refresh token in the mesh."""
+    from agentmesh.cli.client import CliError, dial
     from agentmesh.registry.client import RegistryClient
-    from agentmesh.runtime.channels import create_channel
     from agentmesh.runtime.errors import DomainError
 
     stored = StoredLogin.load()
@@ -145,7 +146,7 @@ def logout(
     if not keep_session:
 
         async def revoke() -> None:
-            channel = create_channel(stored.address)
+            channel = dial(stored.address)
             try:
                 await RegistryClient(channel).revoke_refresh_token(stored.refresh_token)
             finally:
@@ -155,5 +156,7 @@ def logout(
             asyncio.run(revoke())
         except DomainError as error:  # the file goes anyway: the login is useless to us now
             typer.echo(f"could not revoke the login at {stored.address}: {error.message}", err=True)
+        except CliError as error:
+            typer.echo(f"could not revoke the login at {stored.address}: {error}", err=True)
     StoredLogin.forget()
     typer.echo(f"signed out of {stored.address} ({stored.email})")

@@ -81,8 +81,21 @@ def main(
         bool,
         typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
     ] = False,
+    ca_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--ca-file",
+            envvar="AGENTMESH_TLS_CA_FILE",
+            show_envvar=True,
+            help="A private CA to check a TLS gateway's certificate with (an https:// gateway address, "
+            "or any address once this is set). Default: the system's CAs.",
+        ),
+    ] = None,
 ) -> None:
     """agentmesh runs AI agents as a mesh of gRPC microservices."""
+    from agentmesh.cli import options
+
+    options.ca_file_override = str(ca_file) if ca_file else None
 
 
 # `agentmesh up`'s ports: each flag, the variable that sets it, and what listens there.

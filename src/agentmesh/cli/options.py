@@ -13,6 +13,10 @@ import typer
 
 DEFAULT_ADDRESS = "127.0.0.1:50050"
 
+# `agentmesh --ca-file PATH …` (cli/main.py): the private CA a TLS gateway's certificate is
+# checked against (cli/channel.py), over AGENTMESH_TLS_CA_FILE.
+ca_file_override: str | None = None
+
 RegistryOption = Annotated[
     str | None,
     typer.Option(
@@ -29,7 +33,8 @@ GatewayOption = Annotated[
         "--gateway",
         envvar="AGENTMESH_GATEWAY_ADDRESS",
         show_envvar=True,
-        help=f"gRPC host:port of the gateway. Default: {DEFAULT_ADDRESS}.",
+        help=f"The gateway's gRPC address: host:port, or https://host[:port] for a gateway serving TLS. "
+        f"Default: {DEFAULT_ADDRESS}.",
     ),
 ]
 EmailOption = Annotated[

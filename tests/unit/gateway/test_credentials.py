@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from agentmesh.gateway.client_address import peer_host
 from agentmesh.gateway.credentials import (
     CredentialVerifier,
     RecentAnswers,
     check_api_key_shape,
-    client_address,
     is_api_key,
 )
 from agentmesh.gateway.errors import InvalidApiKey, RateLimited, TokenRevoked
@@ -59,15 +59,16 @@ def test_a_well_formed_key_passes_the_shape_check() -> None:
 @pytest.mark.parametrize(
     ("peer", "address"),
     [
-        ("ipv4:127.0.0.1:50123", "ipv4:127.0.0.1"),
-        ("ipv6:[::1]:50123", "ipv6:[::1]"),
+        ("ipv4:127.0.0.1:50123", "127.0.0.1"),
+        ("ipv6:[::1]:50123", "::1"),
+        ("::1", "::1"),
         ("127.0.0.1", "127.0.0.1"),
         ("unix:/tmp/agentmesh.sock", "unix:/tmp/agentmesh.sock"),
         ("", ""),
     ],
 )
 def test_failures_count_per_client_address_not_per_connection(peer: str, address: str) -> None:
-    assert client_address(peer) == address
+    assert peer_host(peer) == address
 
 
 async def test_answers_are_remembered_for_the_ttl_only_and_shared_while_pending() -> None:

@@ -9,7 +9,7 @@ import jwt
 import pytest
 
 from agentmesh.runtime.errors import Unauthenticated
-from agentmesh.runtime.identity import Principal, TokenCodec
+from agentmesh.runtime.identity import Principal, TokenCodec, caller, current_principal
 
 SECRET = "s" * 40
 
@@ -62,3 +62,15 @@ def test_tokens_carry_the_users_token_version() -> None:
     del claims["ver"]
     older = jwt.encode(claims, SECRET, algorithm="HS256")  # issued before versions existed
     assert codec.verify(older).token_version == 0
+
+
+def test_caller_is_the_authenticated_principal_and_refuses_a_call_without_one() -> None:
+    alice = Principal(user_id="alice")
+    token = current_principal.set(alice)
+    try:
+        assert caller() == alice
+    finally:
+        current_principal.reset(token)
+    with pytest.raises(Unauthenticated) as refused:
+        caller()
+    assert refused.value.reason == "TOKEN_MISSING"

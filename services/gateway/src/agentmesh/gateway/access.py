@@ -12,6 +12,7 @@ from typing import Any
 
 import grpc
 
+from agentmesh.gateway.client_address import FORWARDED_FOR, ClientAddresses
 from agentmesh.gateway.credentials import CredentialVerifier
 from agentmesh.gateway.errors import ApiKeyOutOfScope, InvalidRequest, NoPolicy
 from agentmesh.gateway.models import Caller
@@ -51,21 +52,27 @@ class AccessGuard:
         memory: MemoryClient,
         limiter: RateLimiter,
         grant_ttl_seconds: float = 5.0,
+        client_addresses: ClientAddresses | None = None,
     ) -> None:
         self._credentials = credentials
+        self._client_addresses = client_addresses or ClientAddresses()
         self._registry = registry
         self._memory = memory
         self._limiter = limiter
         self._grants = GrantCache(ttl_seconds=grant_ttl_seconds)
 
-    async def authorize(self, rule: Rule, token: str | None, subject: Any, *, peer: str = "") -> Caller:
+    async def authorize(
+        self, rule: Rule, token: str | None, subject: Any, *, peer: str = "", forwarded_for: str | None = None
+    ) -> Caller:
         """The caller, when `rule` lets it perform the operation on `subject` (the gRPC request,
         or an HTTP route's path parameters); else raises the DomainError that says why not.
         Public operations act as nobody: a token sent along is neither checked nor forwarded.
-        `peer` is the client's address, which failed API keys are counted against."""
+        Failed API keys are counted against the client's address: `peer`, or the client a trusted
+        proxy names in `forwarded_for` (X-Forwarded-For; gateway/client_address.py)."""
         if rule.access is Access.PUBLIC:
             return Caller()
-        caller = await self._credentials.authenticate(token, peer=peer)
+        client = self._client_addresses.of(peer, forwarded_for)
+        caller = await self._credentials.authenticate(token, peer=client)
         self._limiter.acquire(caller.user_id)
         if caller.project_scope and rule.access is not Access.PROJECT_OWNER and not rule.scoped_keys:
             raise ApiKeyOutOfScope("this API key is scoped to one project and may only act within it")
@@ -177,8 +184,9 @@ class AuthorizationInterceptor(grpc.aio.ServerInterceptor):
         rule = self._policy.get(method)
         if rule is not None and rule.access is Access.PUBLIC and handler.request_streaming:
             return handler  # server reflection: public, and a bidi stream there is nothing to check in
-        token = bearer_token(handler_call_details.invocation_metadata)
-        authorize = self._authorizer(method, rule, token)
+        metadata = handler_call_details.invocation_metadata
+        forwarded_for = next((str(value) for key, value in metadata or () if key == FORWARDED_FOR), None)
+        authorize = self._authorizer(method, rule, bearer_token(metadata), forwarded_for)
         if handler.unary_unary:
             return grpc.unary_unary_rpc_method_handler(
                 _unary(handler.unary_unary, authorize),
@@ -199,12 +207,14 @@ class AuthorizationInterceptor(grpc.aio.ServerInterceptor):
         )
 
     def _authorizer(
-        self, method: str, rule: Rule | None, token: str | None
+        self, method: str, rule: Rule | None, token: str | None, forwarded_for: str | None
     ) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]:
         async def authorize(request: Any, context: grpc.aio.ServicerContext) -> None:
             if rule is None:
                 raise NoPolicy(f"{method} has no access policy and is not served")
-            caller = await self._guard.authorize(rule, token, request, peer=context.peer() or "")
+            caller = await self._guard.authorize(
+                rule, token, request, peer=context.peer() or "", forwarded_for=forwarded_for
+            )
             _current_caller.set(caller)
             current_principal.set(caller.principal)
             # Calls made on the caller's behalf carry its token, and only that (none when public).

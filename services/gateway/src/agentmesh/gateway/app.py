@@ -14,6 +14,7 @@ from agentmesh.gateway.a2a.card import A2AEndpoints
 from agentmesh.gateway.a2a.handler import MeshRequestHandler
 from agentmesh.gateway.a2a.tasks import A2ATasks, LiveRuns
 from agentmesh.gateway.access import AccessGuard, AuthorizationInterceptor
+from agentmesh.gateway.client_address import ClientAddresses
 from agentmesh.gateway.credentials import CredentialVerifier
 from agentmesh.gateway.forwarding import forwarding_handler
 from agentmesh.gateway.gateway import AgentGateway
@@ -100,6 +101,7 @@ async def start(settings: GatewaySettings) -> GatewayService:
         memory=memory,
         limiter=RateLimiter(rate_per_second=settings.rate_limit_per_second, burst=settings.rate_limit_burst),
         grant_ttl_seconds=settings.access_grant_ttl_seconds,
+        client_addresses=ClientAddresses(settings.trusted_proxies),
     )
     gateway = AgentGateway(
         router=router,

@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from agentmesh.gateway.client_address import peer_host
 from agentmesh.gateway.errors import InvalidApiKey, RateLimited, TokenRevoked
 from agentmesh.gateway.models import Caller
 from agentmesh.gateway.ratelimit import RateLimiter
@@ -53,13 +54,6 @@ def check_api_key_shape(credential: str) -> None:
     """Raises InvalidApiKey, without the key, unless it is `amk_` and 43 URL-safe characters."""
     if not _API_KEY_SHAPE.match(credential):
         raise InvalidApiKey("malformed API key: expected 'amk_' followed by 43 URL-safe characters")
-
-
-def client_address(peer: str) -> str:
-    """A client's address without its port: gRPC's `ipv4:1.2.3.4:5678` → `ipv4:1.2.3.4`, so every
-    connection of one client counts as one."""
-    host, colon, port = peer.rpartition(":")
-    return host if colon and port.isdigit() else peer
 
 
 class RecentAnswers(Generic[K, V]):
@@ -142,7 +136,7 @@ class CredentialVerifier:
         if not credential:
             raise Unauthenticated("missing bearer token", reason=TOKEN_MISSING)
         if is_api_key(credential):
-            return await self._api_key_caller(credential, client_address(peer))
+            return await self._api_key_caller(credential, peer_host(peer))
         principal = self._tokens.verify(credential)
         if not principal.is_system:
             await self._check_not_revoked(principal)

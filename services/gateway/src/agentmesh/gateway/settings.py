@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr
-from pydantic_settings import SettingsConfigDict
+import json
+from typing import Annotated
 
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
+
+from agentmesh.gateway.client_address import parse_networks
 from agentmesh.runtime.settings import MiB, ServiceSettings, shared
 
 
@@ -54,6 +58,20 @@ class GatewaySettings(ServiceSettings):
     # `failed_api_key_rate_per_second`; an address out of it gets 429 without a lookup.
     failed_api_key_rate_per_second: float = Field(default=1.0, ge=0)
     failed_api_key_burst: int = Field(default=10, gt=0)
+    # Proxies (CIDRs or addresses) whose X-Forwarded-For names the client: behind a reverse proxy
+    # the client's address, not the proxy's, is what failed API keys are counted against. A JSON
+    # list or comma-separated. Empty: X-Forwarded-For is never read (any client can send it).
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _cidrs(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = json.loads(value) if value.lstrip().startswith("[") else value.split(",")
+        if isinstance(value, list):
+            value = [str(cidr).strip() for cidr in value if str(cidr).strip()]
+            parse_networks(value)  # a bad CIDR stops the gateway at start, named
+        return value
 
     executor_health_interval_seconds: float = Field(default=2.0, gt=0)
     executor_refresh_interval_seconds: float = Field(default=5.0, gt=0)

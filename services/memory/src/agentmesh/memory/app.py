@@ -13,6 +13,7 @@ from sqlalchemy.engine import make_url
 
 from agentmesh.internal.memory.v1 import memory_internal_service_pb2, memory_internal_service_pb2_grpc
 from agentmesh.memory.memory import EventLog
+from agentmesh.memory.ownership import ProjectOwners
 from agentmesh.memory.retention import RetentionSweeper
 from agentmesh.memory.servicer import MemoryInternalServicer, MemoryServicer
 from agentmesh.memory.settings import MemorySettings
@@ -32,7 +33,8 @@ INTERNAL_SERVICE = memory_internal_service_pb2.DESCRIPTOR.services_by_name["Memo
 MIGRATIONS = Path(__file__).parent / "migrations"
 VERSION_TABLE = "alembic_version_memory"
 PAGE_TOKEN_PURPOSE = "agentmesh.memory.page-token"
-# Any valid token reads and writes (the caller is a mesh service: its credential is checked first);
+# Any valid token reads and writes (the caller is a mesh service: its credential is checked first),
+# in projects its user owns (memory/ownership.py; superusers and the system in any);
 # erasing a project's sessions is the gateway's, acting for the mesh once the registry deleted it.
 ACCESS = {method.name: Access.AUTHENTICATED for method in SERVICE.methods}
 INTERNAL_ACCESS = {"DeleteProjectSessions": Access.SYSTEM}
@@ -71,7 +73,7 @@ async def start(settings: MemorySettings) -> RunningService:
             watch_poll_seconds=settings.watch_poll_seconds,
             watch_batch_events=settings.watch_batch_events,
         )
-        servicer = MemoryServicer(log)
+        servicer = MemoryServicer(log, ProjectOwners(engine))
         internal = MemoryInternalServicer(log)
         credentials = ServiceCredentials(settings.jwt_secret.get_secret_value(), service="memory")
         server = await start_server(

@@ -12,19 +12,41 @@ from agentmesh.internal.memory.v1 import memory_internal_service_pb2 as internal
 from agentmesh.internal.memory.v1 import memory_internal_service_pb2_grpc as internal_pb_grpc
 from agentmesh.memory import convert
 from agentmesh.memory.memory import EventLog
+from agentmesh.memory.ownership import ProjectOwners
 from agentmesh.memory.v1 import memory_service_pb2 as pb
 from agentmesh.memory.v1 import memory_service_pb2_grpc as pb_grpc
+from agentmesh.runtime.errors import NotFound
+from agentmesh.runtime.identity import current_principal
 
 
 class MemoryServicer(pb_grpc.MemoryServiceServicer):
-    """Serves an EventLog over gRPC."""
+    """Serves an EventLog over gRPC. Each call made for a user is first checked against the
+    project's owner (`ProjectOwners`): a service forwarding the wrong user's token is refused."""
 
-    def __init__(self, log: EventLog) -> None:
+    def __init__(self, log: EventLog, owners: ProjectOwners) -> None:
         self._log = log
+        self._owners = owners
+
+    async def _check_project(self, project_id: str) -> None:
+        await self._owners.check_project(current_principal.get(), project_id)
+
+    async def _check_session(self, session_id: str, project_id: str) -> None:
+        """The session's project is the request's, or — when it names none — the one the log
+        finds the session in; a session the log cannot find is left for the call to answer."""
+        principal = current_principal.get()
+        if principal is not None and principal.is_superuser:
+            return
+        if not project_id:
+            try:
+                project_id = (await self._log.get_session(session_id)).project_id
+            except NotFound:
+                return
+        await self._owners.check_session(principal, session_id, project_id)
 
     async def AppendEvents(
         self, request: pb.AppendEventsRequest, context: grpc.aio.ServicerContext
     ) -> pb.AppendEventsResponse:
+        await self._check_session(request.session_id, request.project_id)
         result = await self._log.append(
             request.session_id,
             request.project_id,
@@ -38,6 +60,10 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def ListEvents(
         self, request: pb.ListEventsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListEventsResponse:
+        if request.session_id:
+            await self._check_session(request.session_id, request.project_id)
+        else:
+            await self._check_project(request.project_id)
         page = await self._log.list_events(
             convert.event_query_from_proto(request),
             page_size=request.page_size,
@@ -53,18 +79,21 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def WatchEvents(
         self, request: pb.WatchEventsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.WatchEventsResponse]:
+        await self._check_session(request.session_id, request.project_id)
         async for event in self._log.watch(request.session_id, request.after_seq, request.project_id):
             yield pb.WatchEventsResponse(event=convert.event_to_proto(event))
 
     async def GetSession(
         self, request: pb.GetSessionRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetSessionResponse:
+        await self._check_session(request.session_id, request.project_id)
         session = await self._log.get_session(request.session_id, request.project_id)
         return pb.GetSessionResponse(session=convert.session_to_proto(session))
 
     async def ListSessions(
         self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListSessionsResponse:
+        await self._check_project(request.project_id)
         page = await self._log.list_sessions(
             request.project_id, page_size=request.page_size, page_token=request.page_token, page=request.page
         )
@@ -77,18 +106,21 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def SetRetentionPolicy(
         self, request: pb.SetRetentionPolicyRequest, context: grpc.aio.ServicerContext
     ) -> pb.SetRetentionPolicyResponse:
+        await self._check_project(request.policy.project_id)
         policy = await self._log.set_retention_policy(convert.retention_policy_from_proto(request.policy))
         return pb.SetRetentionPolicyResponse(policy=convert.retention_policy_to_proto(policy))
 
     async def GetRetentionPolicy(
         self, request: pb.GetRetentionPolicyRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetRetentionPolicyResponse:
+        await self._check_project(request.project_id)
         policy = await self._log.get_retention_policy(request.project_id)
         return pb.GetRetentionPolicyResponse(policy=convert.retention_policy_to_proto(policy))
 
     async def ResetSessionContext(
         self, request: pb.ResetSessionContextRequest, context: grpc.aio.ServicerContext
     ) -> pb.ResetSessionContextResponse:
+        await self._check_session(request.session_id, request.project_id)
         session = await self._log.reset_context(request.session_id, request.project_id)
         return pb.ResetSessionContextResponse(session=convert.session_to_proto(session))
 

@@ -86,6 +86,15 @@ deleted_project_table = sa.Table(
     sa.Column("deleted_at", TIME, nullable=False),
 )
 
+# Each project's owner, as memory learned it (memory/ownership.py, migration 0004_ownership).
+project_owner_table = sa.Table(
+    "memory_project_owners",
+    metadata,
+    sa.Column("project_id", ID, primary_key=True),
+    sa.Column("owner_id", ID, nullable=False),
+    sa.Column("recorded_at", TIME, nullable=False),
+)
+
 EVENT_COLUMNS = (
     event_table.c.id,
     event_table.c.session_id,

@@ -11,17 +11,9 @@ import grpc
 from agentmesh.registry import convert
 from agentmesh.registry.api_keys import ApiKeys
 from agentmesh.registry.v1 import registry_service_pb2 as pb
-from agentmesh.runtime.errors import Unauthenticated
-from agentmesh.runtime.identity import Principal, current_principal
+from agentmesh.runtime.identity import caller
 
 Context = grpc.aio.ServicerContext
-
-
-def _signed_in() -> Principal:
-    principal = current_principal.get()
-    if principal is None:  # only if the policy table marked these RPCs public
-        raise Unauthenticated("missing bearer token", reason="TOKEN_MISSING")
-    return principal
 
 
 class ApiKeyRpcs:
@@ -34,13 +26,13 @@ class ApiKeyRpcs:
     ) -> pb.CreateApiKeyResponse:
         expires_at = request.expires_at.ToDatetime(tzinfo=UTC) if request.HasField("expires_at") else None
         key, secret = await self._api_keys.create(
-            _signed_in(), name=request.name, project_id=request.project_id, expires_at=expires_at
+            caller(), name=request.name, project_id=request.project_id, expires_at=expires_at
         )
         return pb.CreateApiKeyResponse(api_key=convert.api_key_message(key), secret=secret)
 
     async def ListApiKeys(self, request: pb.ListApiKeysRequest, context: Context) -> pb.ListApiKeysResponse:
         page = await self._api_keys.list(
-            _signed_in(), page_size=request.page_size, page_token=request.page_token, page=request.page
+            caller(), page_size=request.page_size, page_token=request.page_token, page=request.page
         )
         return pb.ListApiKeysResponse(
             api_keys=[convert.api_key_message(key) for key in page.items],
@@ -51,5 +43,5 @@ class ApiKeyRpcs:
     async def RevokeApiKey(
         self, request: pb.RevokeApiKeyRequest, context: Context
     ) -> pb.RevokeApiKeyResponse:
-        await self._api_keys.revoke(_signed_in(), request.id)
+        await self._api_keys.revoke(caller(), request.id)
         return pb.RevokeApiKeyResponse()

@@ -18,8 +18,8 @@ from agentmesh.registry.models import FinishedRun
 from agentmesh.registry.registry import AgentRegistry
 from agentmesh.registry.remote_agents import RemoteAgentRegistry
 from agentmesh.registry.remote_servicer import remote_agent_message
-from agentmesh.registry.servicer import caller
 from agentmesh.registry.turns import SessionTurns
+from agentmesh.runtime.identity import caller
 
 Context = grpc.aio.ServicerContext
 

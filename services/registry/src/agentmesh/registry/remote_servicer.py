@@ -10,8 +10,7 @@ from agentmesh.registry.models import RemoteAgent
 from agentmesh.registry.remote_agents import RemoteAgentRegistry, masked
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import resources_pb2
-from agentmesh.runtime.errors import Unauthenticated
-from agentmesh.runtime.identity import Principal, current_principal
+from agentmesh.runtime.identity import caller
 
 Context = grpc.aio.ServicerContext
 
@@ -40,7 +39,7 @@ class RemoteAgentRpcs:
     ) -> pb.CreateRemoteAgentResponse:
         given = request.remote_agent
         remote = await self._remote_agents.create(
-            _principal(),
+            caller(),
             project_id=given.project_id,
             name=given.name,
             card_url=given.card_url,
@@ -52,14 +51,14 @@ class RemoteAgentRpcs:
     async def GetRemoteAgent(
         self, request: pb.GetRemoteAgentRequest, context: Context
     ) -> pb.GetRemoteAgentResponse:
-        remote = await self._remote_agents.get(_principal(), request.project_id, request.id)
+        remote = await self._remote_agents.get(caller(), request.project_id, request.id)
         return pb.GetRemoteAgentResponse(remote_agent=remote_agent_message(remote))
 
     async def ListRemoteAgents(
         self, request: pb.ListRemoteAgentsRequest, context: Context
     ) -> pb.ListRemoteAgentsResponse:
         found = await self._remote_agents.list(
-            _principal(),
+            caller(),
             request.project_id,
             page_size=request.page_size,
             page_token=request.page_token,
@@ -76,7 +75,7 @@ class RemoteAgentRpcs:
     ) -> pb.UpdateRemoteAgentResponse:
         given = request.remote_agent
         remote = await self._remote_agents.update(
-            _principal(),
+            caller(),
             RemoteAgent(
                 id=given.id,
                 project_id=given.project_id,
@@ -93,12 +92,5 @@ class RemoteAgentRpcs:
     async def DeleteRemoteAgent(
         self, request: pb.DeleteRemoteAgentRequest, context: Context
     ) -> pb.DeleteRemoteAgentResponse:
-        await self._remote_agents.delete(_principal(), request.project_id, request.id)
+        await self._remote_agents.delete(caller(), request.project_id, request.id)
         return pb.DeleteRemoteAgentResponse()
-
-
-def _principal() -> Principal:
-    principal = current_principal.get()
-    if principal is None:  # only if the policy table marked these RPCs public
-        raise Unauthenticated("missing bearer token", reason="TOKEN_MISSING")
-    return principal

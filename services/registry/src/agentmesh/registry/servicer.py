@@ -17,18 +17,9 @@ from agentmesh.registry.remote_agents import RemoteAgentRegistry
 from agentmesh.registry.remote_servicer import RemoteAgentRpcs
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
-from agentmesh.runtime.errors import Unauthenticated
-from agentmesh.runtime.identity import Principal, current_principal
+from agentmesh.runtime.identity import caller
 
 Context = grpc.aio.ServicerContext
-
-
-def caller() -> Principal:
-    """The authenticated caller of this RPC (set by the authentication interceptor)."""
-    principal = current_principal.get()
-    if principal is None:  # only if the policy table marked a protected RPC public
-        raise Unauthenticated("missing bearer token", reason="TOKEN_MISSING")
-    return principal
 
 
 class RegistryServicer(McpServerRpcs, ApiKeyRpcs, RemoteAgentRpcs, pb_grpc.RegistryServiceServicer):

@@ -52,8 +52,14 @@ NO_PEER_SECURITY = PeerSecurity()
 
 
 def create_channel(
-    address: str, *, max_message_bytes: int = 4 * 1024 * 1024, security: PeerSecurity = NO_PEER_SECURITY
+    address: str,
+    *,
+    max_message_bytes: int = 4 * 1024 * 1024,
+    security: PeerSecurity = NO_PEER_SECURITY,
+    tls: grpc.ChannelCredentials | None = None,
 ) -> grpc.aio.Channel:
+    """A channel to `address`: over TLS per `security.tls`, or per `tls` — credentials a client
+    outside the mesh (the CLI) builds itself, e.g. trusting the system's CAs."""
     interceptors = [
         *(credential_interceptors(security.credentials) if security.credentials else ()),
         *client_interceptors(),
@@ -67,7 +73,7 @@ def create_channel(
         ("grpc.initial_reconnect_backoff_ms", RECONNECT_BACKOFF_MS // 10),
         ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS),
     ]
-    tls = security.tls.channel_credentials()
+    tls = tls or security.tls.channel_credentials()
     if tls is None:
         return grpc.aio.insecure_channel(address, interceptors=interceptors, options=options)
     return grpc.aio.secure_channel(address, tls, interceptors=interceptors, options=options)

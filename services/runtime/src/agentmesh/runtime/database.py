@@ -20,6 +20,18 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 logger = logging.getLogger(__name__)
 
 
+def _drop_driver_call_records(record: logging.LogRecord) -> bool:
+    """aiosqlite logs every call it runs at DEBUG with its arguments — a statement's bound
+    parameters, hence any secret being stored. Its records below INFO are dropped whatever level
+    an operator sets (a filter on its logger, so a later `setLevel` cannot bring them back)."""
+    return record.levelno >= logging.INFO
+
+
+_aiosqlite_logger = logging.getLogger("aiosqlite")
+_aiosqlite_logger.setLevel(logging.INFO)
+_aiosqlite_logger.addFilter(_drop_driver_call_records)
+
+
 def normalize_url(url: str) -> str:
     """Accepts `postgresql://` and `sqlite://` URLs and picks the async drivers."""
     parsed = make_url(url)
@@ -31,14 +43,18 @@ def normalize_url(url: str) -> str:
 
 
 def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
+    """An engine that never renders bound parameters, in its statement log (should an operator
+    enable `sqlalchemy.engine`) or in the text of a database error: they may be secrets."""
     url = normalize_url(url)
     if make_url(url).get_backend_name() == "sqlite":
-        engine = create_async_engine(url)
+        engine = create_async_engine(url, hide_parameters=True)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
     # No pre-ping: it costs a round trip on every checkout (every append); connections are
     # recycled instead, and a connection broken by a server restart fails one call, not all.
-    return create_async_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800)
+    return create_async_engine(
+        url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800, hide_parameters=True
+    )
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

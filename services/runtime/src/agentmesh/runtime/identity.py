@@ -61,6 +61,16 @@ current_principal: ContextVar[Principal | None] = ContextVar("agentmesh_principa
 current_token: ContextVar[str | None] = ContextVar("agentmesh_token", default=None)
 
 
+def caller() -> Principal:
+    """The authenticated caller of this RPC (set by the authentication interceptor). A handler
+    that needs one calls this rather than reading `current_principal`, so an RPC a policy table
+    wrongly marked public is refused (UNAUTHENTICATED) instead of running with no caller."""
+    principal = current_principal.get()
+    if principal is None:
+        raise Unauthenticated("missing bearer token", reason=TOKEN_MISSING)
+    return principal
+
+
 class TokenCodec:
     """Issues and verifies access tokens with one secret. Rejects `alg=none`, bad signatures,
     expired tokens and tokens of another type."""

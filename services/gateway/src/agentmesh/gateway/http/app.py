@@ -186,6 +186,10 @@ class HttpServer:
             log_level="warning",
             lifespan="off",
             access_log=False,
+            # uvicorn would take X-Forwarded-For from any loopback peer (FORWARDED_ALLOW_IPS) and
+            # present it as the client; the gateway reads it itself, from trusted proxies only
+            # (AGENTMESH_GATEWAY_TRUSTED_PROXIES, gateway/client_address.py).
+            proxy_headers=False,
             timeout_graceful_shutdown=max(shutdown_grace_seconds, 0.1),
             **tls.uvicorn_options(),  # type: ignore[arg-type]
         )

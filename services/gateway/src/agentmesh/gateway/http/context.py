@@ -64,7 +64,11 @@ async def authorize(request: Request) -> Caller:
     `authorize_body` once it is parsed."""
     peer = request.client.host if request.client else ""
     caller = await context(request).guard.authorize(
-        rule_of(request), _bearer(request), request.path_params, peer=peer
+        rule_of(request),
+        _bearer(request),
+        request.path_params,
+        peer=peer,
+        forwarded_for=request.headers.get("x-forwarded-for"),
     )
     current_principal.set(caller.principal)
     current_token.set(caller.token)
