@@ -142,3 +142,48 @@ async def test_an_end_is_kept_until_the_registry_takes_it_however_long_it_is_awa
     assert registry.calls == [(["r1"], SYSTEM)]
     assert runs.pending_runs() == []
     await runs.stop()
+
+
+async def test_an_end_whose_final_event_is_not_recorded_yet_waits_for_it() -> None:
+    """The registry deletes a finished run's lease: an end sent before its final event reached
+    memory would leave the run with no end if this executor died then (the memory-kill test)."""
+    registry = Registry()
+    unrecorded = {"r1"}
+    runs = RunFinisher(
+        registry,  # type: ignore[arg-type]
+        system_metadata=lambda: SYSTEM,
+        window_seconds=0.0,
+        max_batch=100,
+        timeout_seconds=1.0,
+        held_back=lambda: set(unrecorded),
+    )
+    runs.start()
+    end(runs, "r1")
+    end(runs, "r2")
+
+    async def sent(run_ids: list[str]) -> bool:
+        return [run_id for ids, _ in registry.calls for run_id in ids] == run_ids
+
+    await eventually(lambda: sent(["r2"]), what="the end whose event is recorded went")
+    assert ("agent", "r1") in runs.pending_runs()  # its lease is still renewed
+    unrecorded.clear()
+    runs.wake()
+    await eventually(lambda: sent(["r2", "r1"]), what="the held end went once its event was recorded")
+    await runs.stop()
+
+
+async def test_ends_still_held_back_at_shutdown_are_left_to_their_leases() -> None:
+    registry = Registry()
+    runs = RunFinisher(
+        registry,  # type: ignore[arg-type]
+        system_metadata=lambda: SYSTEM,
+        window_seconds=0.0,
+        max_batch=100,
+        timeout_seconds=1.0,
+        held_back=lambda: {"r1"},
+    )
+    runs.start()
+    end(runs, "r1")
+    await asyncio.wait_for(runs.stop(), timeout=5.0)
+    assert registry.calls == []
+    assert runs.pending_runs() == []
