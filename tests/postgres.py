@@ -208,7 +208,13 @@ class PostgresServer:
             # A fresh process drops to the user: Python's own switch (setuid between fork and exec)
             # crashed the child with SIGSEGV once the test process ran gRPC's threads (the
             # PostgreSQL restart fault test).
-            command = [setpriv, f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", *command]
+            command = [
+                setpriv,
+                f"--reuid={user.pw_uid}",
+                f"--regid={user.pw_gid}",
+                "--clear-groups",
+                *command,
+            ]
         elif user:
             switch = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
         result = subprocess.run(

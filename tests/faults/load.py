@@ -48,7 +48,9 @@ class ChatLoad:
     """Starts chats — streamed ones to a delegating coordinator, unary ones to its worker — each in
     a session of its own, and keeps what each client saw."""
 
-    def __init__(self, gateway: gw_grpc.GatewayServiceStub, worker: Seeded, coordinator: Seeded, name: str) -> None:
+    def __init__(
+        self, gateway: gw_grpc.GatewayServiceStub, worker: Seeded, coordinator: Seeded, name: str
+    ) -> None:
         self._gateway = gateway
         self._worker = worker
         self._coordinator = coordinator
@@ -93,7 +95,9 @@ class ChatLoad:
 
     async def _stream(self, outcome: Outcome) -> None:
         call = self._gateway.StreamChat(
-            gw.StreamChatRequest(agent=self._coordinator.ref, message=outcome.message, session_id=outcome.session_id),
+            gw.StreamChatRequest(
+                agent=self._coordinator.ref, message=outcome.message, session_id=outcome.session_id
+            ),
             metadata=bearer(self._coordinator.token),
             timeout=LEASE_SECONDS * 25,
         )
@@ -128,7 +132,9 @@ class ChatLoad:
             outcome.started.set()
 
 
-async def problems(mesh: Processes, http: httpx.AsyncClient, project_id: str, outcomes: list[Outcome]) -> list[str]:
+async def problems(
+    mesh: Processes, http: httpx.AsyncClient, project_id: str, outcomes: list[Outcome]
+) -> list[str]:
     """Everything that breaks the invariants now (empty when they hold)."""
     found = []
     for outcome in outcomes:
@@ -158,17 +164,21 @@ async def assert_settles(
         await eventually(holds, timeout=timeout, what="the mesh settles")
     except AssertionError:
         found = await problems(mesh, http, project_id, outcomes)
-        logs = "\n".join(process.output() for process in (*mesh.executors.values(), mesh.memory, mesh.registry))
+        logs = "\n".join(
+            process.output() for process in (*mesh.executors.values(), mesh.memory, mesh.registry)
+        )
         raise AssertionError("\n".join(found) + "\n" + logs) from None
 
 
-def assert_no_internal_errors(outcomes: list[Outcome], *internal_addresses: str) -> None:
-    """A client may be told a part is away, clearly; never INTERNAL, never a service's address."""
+def assert_told_clearly(outcomes: list[Outcome], part: str, *internal_addresses: str) -> None:
+    """A client may be told that a part is away — `part` named in the message — never INTERNAL,
+    never a service's address."""
     for outcome in outcomes:
         error = outcome.error
         if error is None:
             continue
         details = error.details() or ""
         assert error.code() in OUTAGE_CODES, f"{outcome.session_id}: {error.code()} {details!r}"
+        assert part in details, f"{outcome.session_id}: {details!r} does not name the {part}"
         for address in internal_addresses:
             assert address not in details, f"{outcome.session_id}: {details!r} names {address}"

@@ -121,7 +121,11 @@ async def seed_delegating_pair(
     scripted answers (by default the coordinator delegates once, then says "done")."""
     seeded_worker = await client.seed_agent(token, name="worker", mock_responses=worker)
     seeded_coordinator = await client.seed_agent(
-        token, name="coordinator", project=seeded_worker, network_access=["worker"], mock_responses=coordinator
+        token,
+        name="coordinator",
+        project=seeded_worker,
+        network_access=["worker"],
+        mock_responses=coordinator,
     )
     return seeded_worker, seeded_coordinator
 

@@ -16,7 +16,7 @@ import pytest_asyncio
 from sqlalchemy.engine import make_url
 
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
-from tests.faults.load import ChatLoad, assert_no_internal_errors, assert_settles
+from tests.faults.load import ChatLoad, assert_settles, assert_told_clearly
 from tests.faults.processes import LEASE_SECONDS, Processes, seed_delegating_pair
 from tests.mesh import MeshClient
 from tests.postgres import PostgresServer, PostgresUnavailable, find_bin_dir, skip_or_fail
@@ -34,7 +34,9 @@ def postgres_server() -> Iterator[PostgresServer]:
     """A PostgreSQL server of this test's own, since the test restarts it."""
     bin_dir = find_bin_dir()
     if bin_dir is None:
-        skip_or_fail(str(PostgresUnavailable("PostgreSQL binaries not found: this test restarts its own server")))
+        skip_or_fail(
+            str(PostgresUnavailable("no PostgreSQL binaries: this test restarts a server of its own"))
+        )
     server = PostgresServer(bin_dir)
     server.start()
     try:
@@ -87,14 +89,14 @@ async def test_a_postgres_restart_under_load_loses_no_acknowledged_input_and_lea
             assert [o.final for o in after] == ["run_completed"] * len(after), [o.error for o in after]
             await assert_settles(mesh, http, worker.project_id, load.outcomes, timeout=LEASE_SECONDS * 15)
             database = make_url(postgres_server.url)
-            assert_no_internal_errors(
+            assert_told_clearly(
                 load.outcomes,
+                "database",
                 f"{database.host}:{database.port}",
                 mesh.registry.grpc_address,
                 mesh.memory.grpc_address,
             )
             # Both stateful services lived through it (they reconnected; nothing restarted them).
             assert mesh.registry.running and mesh.memory.running
-            print({o.session_id: (o.acknowledged, o.final, o.error and o.error.code()) for o in load.outcomes})
     finally:
         await client.close()

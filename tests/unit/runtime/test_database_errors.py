@@ -23,7 +23,12 @@ def _raised_from(cause: BaseException) -> BaseException:
 @pytest.mark.parametrize(
     "error",
     [
-        DBAPIError("SELECT 1", {}, asyncpg.exceptions.ConnectionDoesNotExistError("closed"), connection_invalidated=True),
+        DBAPIError(
+            "SELECT 1",
+            {},
+            asyncpg.exceptions.ConnectionDoesNotExistError("closed"),
+            connection_invalidated=True,
+        ),
         _raised_from(ConnectionRefusedError(111, "Connection refused")),
         _raised_from(asyncpg.exceptions.CannotConnectNowError("the database system is starting up")),
         DBAPIError("SELECT 1", {}, asyncpg.exceptions.AdminShutdownError("terminating connection")),
