@@ -9,16 +9,26 @@ got the answer of a unary `Chat`: from then on the message must be in the sessio
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 import httpx
 
 from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
-from tests.faults.processes import LEASE_SECONDS, Processes, RunBookkeeping, run_bookkeeping, session_log
-from tests.mesh import Seeded, bearer
+from tests.faults.processes import (
+    LEASE_SECONDS,
+    Processes,
+    RunBookkeeping,
+    run_bookkeeping,
+    seed_delegating_pair,
+    session_log,
+)
+from tests.mesh import MeshClient, Seeded, bearer
 from tests.polling import eventually
 from tests.run_log import log_problems
 
@@ -44,14 +54,38 @@ class Outcome:
     started: asyncio.Event = field(default_factory=asyncio.Event)
 
 
+@contextlib.asynccontextmanager
+async def chat_load(mesh: Processes, name: str, *, worker: Sequence[Any]) -> AsyncIterator[ChatLoad]:
+    """A `ChatLoad` on a new worker (these scripted answers) and coordinator pair of `mesh`."""
+    client = MeshClient(mesh.registry.grpc_address, mesh.gateway.grpc_address)
+    try:
+        token = await client.login()
+        seeded_worker, coordinator = await seed_delegating_pair(client, token, worker=worker)
+        gateway = gw_grpc.GatewayServiceStub(client._gateway_channel)
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(base_url=mesh.gateway.http_url, headers=headers, timeout=10) as http:
+            yield ChatLoad(gateway, seeded_worker, coordinator, name, mesh=mesh, http=http)
+    finally:
+        await client.close()
+
+
 class ChatLoad:
     """Starts chats — streamed ones to a delegating coordinator, unary ones to its worker — each in
     a session of its own, and keeps what each client saw."""
 
     def __init__(
-        self, gateway: gw_grpc.GatewayServiceStub, worker: Seeded, coordinator: Seeded, name: str
+        self,
+        gateway: gw_grpc.GatewayServiceStub,
+        worker: Seeded,
+        coordinator: Seeded,
+        name: str,
+        *,
+        mesh: Processes,
+        http: httpx.AsyncClient,
     ) -> None:
         self._gateway = gateway
+        self.mesh = mesh
+        self.http = http
         self._worker = worker
         self._coordinator = coordinator
         self._name = name
@@ -88,6 +122,16 @@ class ChatLoad:
             return outcome.final == "run_completed"
 
         await eventually(answered, timeout=timeout, what="a chat is answered again")
+
+    async def assert_answered(self, count: int) -> None:
+        """`count` more chats, each answered (the mesh is whole again)."""
+        after = self.start(count)
+        await self.finish()
+        assert [o.final for o in after] == ["run_completed"] * count, [o.error for o in after]
+
+    async def assert_settles(self, *, timeout: float = LEASE_SECONDS * 15) -> None:
+        """Waits until the invariants hold for every chat; fails naming what still breaks them."""
+        await assert_settles(self.mesh, self.http, self._worker.project_id, self.outcomes, timeout=timeout)
 
     async def finish(self, *, timeout: float = LEASE_SECONDS * 30) -> None:
         """Until every chat's call ended (answered, failed, or broken)."""

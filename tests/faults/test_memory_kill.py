@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import asyncio
 
-import httpx
 import pytest
 
-from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
-from tests.faults.load import ChatLoad, assert_settles, assert_told_clearly
-from tests.faults.processes import LEASE_SECONDS, Processes, seed_delegating_pair
-from tests.mesh import MeshClient
+from tests.faults.load import assert_told_clearly, chat_load
+from tests.faults.processes import Processes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(300)]
 
@@ -29,27 +26,15 @@ async def test_a_killed_memory_service_loses_no_acknowledged_input_and_leaves_on
     processes: Processes,
 ) -> None:
     mesh = processes
-    client = MeshClient(mesh.registry.grpc_address, mesh.gateway.grpc_address)
-    try:
-        token = await client.login()
-        worker, coordinator = await seed_delegating_pair(client, token, worker=[WORKER])
-        gateway = gw_grpc.GatewayServiceStub(client._gateway_channel)
-        load = ChatLoad(gateway, worker, coordinator, "memory-away")
-        async with httpx.AsyncClient(
-            base_url=mesh.gateway.http_url, headers={"Authorization": f"Bearer {token}"}, timeout=10
-        ) as http:
-            await load.wait_started(load.start(CHATS))
-            await asyncio.sleep(0.5)  # the worker is answering
-            await mesh.memory.kill()
-            load.start(CHATS // 2)  # refused while memory is away, or waiting for it
-            await asyncio.sleep(AWAY_SECONDS)
-            await mesh.memory.start()
-            await load.until_answered()
-            await load.finish()
-            after = load.start(CHATS // 2)
-            await load.finish()
-            assert [o.final for o in after] == ["run_completed"] * len(after), [o.error for o in after]
-            await assert_settles(mesh, http, worker.project_id, load.outcomes, timeout=LEASE_SECONDS * 15)
-            assert_told_clearly(load.outcomes, "memory", mesh.memory.grpc_address)
-    finally:
-        await client.close()
+    async with chat_load(mesh, "memory-away", worker=[WORKER]) as load:
+        await load.wait_started(load.start(CHATS))
+        await asyncio.sleep(0.5)  # the worker is answering
+        await mesh.memory.kill()
+        load.start(CHATS // 2)  # refused while memory is away, or waiting for it
+        await asyncio.sleep(AWAY_SECONDS)
+        await mesh.memory.start()
+        await load.until_answered()
+        await load.finish()
+        await load.assert_answered(CHATS // 2)
+        await load.assert_settles()
+        assert_told_clearly(load.outcomes, "memory", mesh.memory.grpc_address)

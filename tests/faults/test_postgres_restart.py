@@ -10,15 +10,12 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 import pytest_asyncio
 from sqlalchemy.engine import make_url
 
-from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
-from tests.faults.load import ChatLoad, assert_settles, assert_told_clearly
-from tests.faults.processes import LEASE_SECONDS, Processes, seed_delegating_pair
-from tests.mesh import MeshClient
+from tests.faults.load import assert_told_clearly, chat_load
+from tests.faults.processes import Processes
 from tests.postgres import PostgresServer, PostgresUnavailable, find_bin_dir, skip_or_fail
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(300)]
@@ -58,45 +55,33 @@ async def mesh(postgres_server: PostgresServer, tmp_path: Path) -> AsyncIterator
 async def test_a_postgres_restart_under_load_loses_no_acknowledged_input_and_leaves_one_end_per_run(
     postgres_server: PostgresServer, mesh: Processes
 ) -> None:
-    client = MeshClient(mesh.registry.grpc_address, mesh.gateway.grpc_address)
-    try:
-        token = await client.login()
-        worker, coordinator = await seed_delegating_pair(client, token, worker=[WORKER])
-        gateway = gw_grpc.GatewayServiceStub(client._gateway_channel)
-        load = ChatLoad(gateway, worker, coordinator, "postgres-restart")
-        async with httpx.AsyncClient(
-            base_url=mesh.gateway.http_url, headers={"Authorization": f"Bearer {token}"}, timeout=10
-        ) as http:
-            # pg_ctl runs in this thread: forked from another one, next to gRPC's threads, it
-            # crashed. The restart blocks this test's loop for its second or so; the chats in
-            # flight in the services go on meanwhile.
-            for outage in ("restart", "stop and start"):
-                await load.wait_started(load.start(CHATS))
-                await asyncio.sleep(0.5)  # the worker is answering
-                load.start(CHATS // 2)
-                await asyncio.sleep(0.1)  # their requests reach the gateway
-                if outage == "restart":
-                    postgres_server.restart()
-                else:
-                    postgres_server.crash()
-                    load.start(CHATS // 2)  # while the database is away
-                    await asyncio.sleep(DOWN_SECONDS)
-                    postgres_server.start_again()
-                await load.until_answered()
-                await load.finish()
-            after = load.start(CHATS // 2)
+    async with chat_load(mesh, "postgres-restart", worker=[WORKER]) as load:
+        # pg_ctl runs in this thread: forked from another one, next to gRPC's threads, it
+        # crashed. The restart blocks this test's loop for its second or so; the chats in
+        # flight in the services go on meanwhile.
+        for outage in ("restart", "stop and start"):
+            await load.wait_started(load.start(CHATS))
+            await asyncio.sleep(0.5)  # the worker is answering
+            load.start(CHATS // 2)
+            await asyncio.sleep(0.1)  # their requests reach the gateway
+            if outage == "restart":
+                postgres_server.restart()
+            else:
+                postgres_server.crash()
+                load.start(CHATS // 2)  # while the database is away
+                await asyncio.sleep(DOWN_SECONDS)
+                postgres_server.start_again()
+            await load.until_answered()
             await load.finish()
-            assert [o.final for o in after] == ["run_completed"] * len(after), [o.error for o in after]
-            await assert_settles(mesh, http, worker.project_id, load.outcomes, timeout=LEASE_SECONDS * 15)
-            database = make_url(postgres_server.url)
-            assert_told_clearly(
-                load.outcomes,
-                "database",
-                f"{database.host}:{database.port}",
-                mesh.registry.grpc_address,
-                mesh.memory.grpc_address,
-            )
-            # Both stateful services lived through it (they reconnected; nothing restarted them).
-            assert mesh.registry.running and mesh.memory.running
-    finally:
-        await client.close()
+        await load.assert_answered(CHATS // 2)
+        await load.assert_settles()
+        database = make_url(postgres_server.url)
+        assert_told_clearly(
+            load.outcomes,
+            "database",
+            f"{database.host}:{database.port}",
+            mesh.registry.grpc_address,
+            mesh.memory.grpc_address,
+        )
+        # Both stateful services lived through it (they reconnected; nothing restarted them).
+        assert mesh.registry.running and mesh.memory.running

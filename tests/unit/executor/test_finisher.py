@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 import pytest
 
@@ -38,13 +39,21 @@ class Registry:
         ]
 
 
-def finisher(registry: Registry, *, system: bool = True, window: float = 0.02, max_batch: int = 100):
+def finisher(
+    registry: Registry,
+    *,
+    system: bool = True,
+    window: float = 0.02,
+    max_batch: int = 100,
+    held_back: Callable[[], set[str]] = set,
+) -> RunFinisher:
     return RunFinisher(
         registry,  # type: ignore[arg-type]
         system_metadata=lambda: SYSTEM if system else None,
         window_seconds=window,
         max_batch=max_batch,
         timeout_seconds=2.0,
+        held_back=held_back,
     )
 
 
@@ -149,14 +158,7 @@ async def test_an_end_whose_final_event_is_not_recorded_yet_waits_for_it() -> No
     memory would leave the run with no end if this executor died then (the memory-kill test)."""
     registry = Registry()
     unrecorded = {"r1"}
-    runs = RunFinisher(
-        registry,  # type: ignore[arg-type]
-        system_metadata=lambda: SYSTEM,
-        window_seconds=0.0,
-        max_batch=100,
-        timeout_seconds=1.0,
-        held_back=lambda: set(unrecorded),
-    )
+    runs = finisher(registry, window=0.0, held_back=lambda: set(unrecorded))
     runs.start()
     end(runs, "r1")
     end(runs, "r2")
@@ -174,14 +176,7 @@ async def test_an_end_whose_final_event_is_not_recorded_yet_waits_for_it() -> No
 
 async def test_ends_still_held_back_at_shutdown_are_left_to_their_leases() -> None:
     registry = Registry()
-    runs = RunFinisher(
-        registry,  # type: ignore[arg-type]
-        system_metadata=lambda: SYSTEM,
-        window_seconds=0.0,
-        max_batch=100,
-        timeout_seconds=1.0,
-        held_back=lambda: {"r1"},
-    )
+    runs = finisher(registry, window=0.0, held_back=lambda: {"r1"})
     runs.start()
     end(runs, "r1")
     await asyncio.wait_for(runs.stop(), timeout=5.0)
