@@ -145,7 +145,8 @@ class EventLog:
     ) -> AppendResult:
         """Stores the batch atomically after the session's last event, creating the session on
         first use. Events whose idempotency key is already stored are not stored again: the
-        result holds the stored ones in their place."""
+        result holds the stored ones in their place. A step of a run that has ended is refused
+        (fence.py)."""
         self._validate_append(session_id, project_id, events, expected_last_seq)
         if not project_id:
             existing = await self._find(session_id, "")
