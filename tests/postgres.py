@@ -33,6 +33,8 @@ SERVER_OPTIONS = (
     "-c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
     "-c full_page_writes=off -c max_connections=200"
 )
+# What `durable=True` adds: a server that is crashed on purpose must keep what it acknowledged.
+DURABLE_OPTIONS = "-c fsync=on -c synchronous_commit=on -c full_page_writes=on"
 START_TIMEOUT_SECONDS = 60
 START_ATTEMPTS = 3
 
@@ -77,8 +79,11 @@ class PostgresServer:
     Owns the directory and the server process: `start()` creates both, `stop()` removes both.
     """
 
-    def __init__(self, bin_dir: Path) -> None:
+    def __init__(self, bin_dir: Path, *, durable: bool = False) -> None:
+        """`durable`: commits are flushed as in production (the suite's server trades that for
+        speed, and would lose acknowledged commits when crashed: `restart`, `crash`)."""
         self._bin_dir = bin_dir
+        self._durable = durable
         self._run_as = _unprivileged_user() if os.geteuid() == 0 else None
         self._root: Path | None = None
         self.port: int | None = None
@@ -169,6 +174,8 @@ class PostgresServer:
 
     def _start_server(self) -> None:
         options = f"-p {self.port} -k {self._socket_dir} {SERVER_OPTIONS}"
+        if self._durable:
+            options += f" {DURABLE_OPTIONS}"  # the later setting wins
         try:
             self._run(
                 "pg_ctl",

@@ -34,7 +34,8 @@ def postgres_server() -> Iterator[PostgresServer]:
         skip_or_fail(
             str(PostgresUnavailable("no PostgreSQL binaries: this test restarts a server of its own"))
         )
-    server = PostgresServer(bin_dir)
+    # Durable: the suite's server does not flush commits, and a crash would lose acknowledged ones.
+    server = PostgresServer(bin_dir, durable=True)
     server.start()
     try:
         yield server
