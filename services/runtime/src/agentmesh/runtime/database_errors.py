@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sqlalchemy.exc import DBAPIError
-
 from agentmesh.runtime.errors import Unavailable
 
 DATABASE_UNAVAILABLE = "DATABASE_UNAVAILABLE"
@@ -35,7 +33,8 @@ def database_unavailable(error: BaseException, service: str) -> Unavailable | No
 
 
 def _is_connection_loss(error: BaseException) -> bool:
-    if isinstance(error, DBAPIError) and error.connection_invalidated:
+    # SQLAlchemy's DBAPIError, by duck typing: the gateway and executor do not import SQLAlchemy.
+    if getattr(error, "connection_invalidated", False) is True:
         return True
     if isinstance(error, ConnectionError):  # refused, reset, aborted
         return True
