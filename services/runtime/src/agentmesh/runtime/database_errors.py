@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from agentmesh.runtime.errors import Unavailable
+from agentmesh.runtime.errors import PEER_SERVICE, Unavailable
 
 DATABASE_UNAVAILABLE = "DATABASE_UNAVAILABLE"
 # SQLSTATE classes of a server that is gone or not ready: 08 connection exception, 57P01-03
@@ -28,7 +28,7 @@ def database_unavailable(error: BaseException, service: str) -> Unavailable | No
     return Unavailable(
         f"the {service} service's database is unavailable (restarting or unreachable); try again",
         reason=DATABASE_UNAVAILABLE,
-        metadata={"service": service},
+        metadata={PEER_SERVICE: service},
     )
 
 
