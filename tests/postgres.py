@@ -33,6 +33,8 @@ SERVER_OPTIONS = (
     "-c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
     "-c full_page_writes=off -c max_connections=200"
 )
+# What `durable=True` adds: a server that is crashed on purpose must keep what it acknowledged.
+DURABLE_OPTIONS = "-c fsync=on -c synchronous_commit=on -c full_page_writes=on"
 START_TIMEOUT_SECONDS = 60
 START_ATTEMPTS = 3
 
@@ -77,8 +79,11 @@ class PostgresServer:
     Owns the directory and the server process: `start()` creates both, `stop()` removes both.
     """
 
-    def __init__(self, bin_dir: Path) -> None:
+    def __init__(self, bin_dir: Path, *, durable: bool = False) -> None:
+        """`durable`: commits are flushed as in production (the suite's server trades that for
+        speed, and would lose acknowledged commits when crashed: `restart`, `crash`)."""
         self._bin_dir = bin_dir
+        self._durable = durable
         self._run_as = _unprivileged_user() if os.geteuid() == 0 else None
         self._root: Path | None = None
         self.port: int | None = None
@@ -125,6 +130,33 @@ class PostgresServer:
             shutil.rmtree(self._root, ignore_errors=True)
             self._root = None
 
+    def restart(self) -> None:
+        """`pg_ctl restart -m immediate`: every connection is cut at once, the server recovers
+        from its WAL as after a crash, and listens again on the same port (fault tests)."""
+        try:
+            self._run(
+                "pg_ctl",
+                "restart",
+                "--pgdata",
+                str(self._data_dir),
+                "--mode=immediate",
+                "--log",
+                str(self._log_file),
+                "--wait",
+                f"--timeout={START_TIMEOUT_SECONDS}",
+            )
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}\nserver log:\n{self._log_tail()}") from exc
+        self._wait_ready()
+
+    def crash(self) -> None:
+        """`pg_ctl stop -m immediate`, keeping the data: `start_again` recovers it as after a crash."""
+        self._run("pg_ctl", "stop", "--pgdata", str(self._data_dir), "--mode=immediate", "--wait")
+
+    def start_again(self) -> None:
+        """Starts the server stopped by `crash` on the same port."""
+        self._start_server()
+
     @property
     def _data_dir(self) -> Path:
         assert self._root is not None
@@ -142,6 +174,8 @@ class PostgresServer:
 
     def _start_server(self) -> None:
         options = f"-p {self.port} -k {self._socket_dir} {SERVER_OPTIONS}"
+        if self._durable:
+            options += f" {DURABLE_OPTIONS}"  # the later setting wins
         try:
             self._run(
                 "pg_ctl",
@@ -175,13 +209,26 @@ class PostgresServer:
     def _run(self, tool: str, *args: str) -> None:
         command = [str(self._bin_dir / tool), *args]
         user = self._run_as
+        setpriv = shutil.which("setpriv") if user else None
+        switch: dict[str, object] = {}
+        if user and setpriv:
+            # A fresh process drops to the user: Python's own switch (setuid between fork and exec)
+            # crashed the child with SIGSEGV once the test process ran gRPC's threads (the
+            # PostgreSQL restart fault test).
+            command = [
+                setpriv,
+                f"--reuid={user.pw_uid}",
+                f"--regid={user.pw_gid}",
+                "--clear-groups",
+                *command,
+            ]
+        elif user:
+            switch = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
         result = subprocess.run(
             command,
             cwd=self._root,
             env=_server_env(),
-            user=user.pw_uid if user else None,
-            group=user.pw_gid if user else None,
-            extra_groups=[] if user else None,
+            **switch,  # type: ignore[arg-type]
             capture_output=True,
             text=True,
             check=False,

@@ -5,15 +5,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import asyncpg
+import httpx
 import pytest_asyncio
 
 from tests.e2e.harness import ServiceProcess, free_loopback_ports
-from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, SUPERUSER_PASSWORD
+from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient, Seeded
+from tests.postgres import libpq_dsn
 
 LEASE_SECONDS = 2.0
+DELEGATE = {
+    "content": "",
+    "tool_calls": [{"name": "delegate", "arguments": {"agent": "worker", "task": "work"}}],
+}
 
 
 class Processes:
@@ -29,6 +38,7 @@ class Processes:
             "AGENTMESH_DATABASE_URL": database_url,
         }
         pool = json.dumps(self.executor_addresses)
+        self.database_url = database_url
 
         def serve(service: str, name: str, env: dict[str, str]) -> ServiceProcess:
             return ServiceProcess.serve(service, name=name, env={**common, **env}, log_dir=log_dir)
@@ -98,6 +108,63 @@ class Processes:
     async def stop(self) -> None:
         for process in (*self.extra, self.gateway, *self.executors.values(), self.memory, self.registry):
             await process.stop()
+
+
+async def seed_delegating_pair(
+    client: MeshClient,
+    token: str,
+    *,
+    worker: Sequence[Any],
+    coordinator: Sequence[Any] = (DELEGATE, "done"),
+) -> tuple[Seeded, Seeded]:
+    """A `worker` agent and a `coordinator` in its project that may delegate to it, with these
+    scripted answers (by default the coordinator delegates once, then says "done")."""
+    seeded_worker = await client.seed_agent(token, name="worker", mock_responses=worker)
+    seeded_coordinator = await client.seed_agent(
+        token,
+        name="coordinator",
+        project=seeded_worker,
+        network_access=["worker"],
+        mock_responses=coordinator,
+    )
+    return seeded_worker, seeded_coordinator
+
+
+@dataclass(frozen=True)
+class RunBookkeeping:
+    """The registry's own record of runs, read from its database: what no API shows whole."""
+
+    runs_in_flight: dict[str, int]  # agent id -> its counter
+    working: list[str]  # ids of agents whose status is working
+    agent_runs: list[tuple[str, str, bool]]  # (run id, executor id, orphaned): runs not finished
+
+    @property
+    def settled(self) -> bool:
+        """No run left behind: nothing in flight, nobody working, no lease row."""
+        return not any(self.runs_in_flight.values()) and not self.working and not self.agent_runs
+
+
+async def run_bookkeeping(database_url: str) -> RunBookkeeping:
+    """The registry's run bookkeeping as its PostgreSQL database holds it now."""
+    connection = await asyncpg.connect(libpq_dsn(database_url))
+    try:
+        agents = await connection.fetch("SELECT id, status, runs_in_flight FROM agents")
+        runs = await connection.fetch("SELECT run_id, executor_id, orphaned FROM agent_runs")
+    finally:
+        await connection.close()
+    return RunBookkeeping(
+        runs_in_flight={row["id"]: row["runs_in_flight"] for row in agents},
+        working=[row["id"] for row in agents if row["status"] == "working"],
+        agent_runs=[(row["run_id"], row["executor_id"], row["orphaned"]) for row in runs],
+    )
+
+
+async def session_log(http: httpx.AsyncClient, project_id: str, session_id: str) -> list[dict[str, Any]]:
+    """A session's recorded events over the gateway's REST API (empty when there is no session)."""
+    response = await http.get(
+        f"/api/v1/projects/{project_id}/sessions/{session_id}/events", params={"page_size": 1000}
+    )
+    return response.json()["events"] if response.status_code == 200 else []
 
 
 @pytest_asyncio.fixture

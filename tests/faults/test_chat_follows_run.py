@@ -14,8 +14,7 @@ from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
 from agentmesh.memory.v1 import memory_service_pb2 as mem
 from agentmesh.memory.v1 import memory_service_pb2_grpc as mem_grpc
-from tests.faults.processes import LEASE_SECONDS, Processes
-from tests.faults.test_executor_kill import DELEGATE
+from tests.faults.processes import LEASE_SECONDS, Processes, seed_delegating_pair
 from tests.mesh import MeshClient, bearer
 from tests.polling import eventually
 
@@ -30,14 +29,7 @@ async def test_a_stream_whose_executor_dies_goes_on_to_the_runs_final_event(proc
     client = MeshClient(mesh.registry.grpc_address, mesh.gateway.grpc_address)
     try:
         token = await client.login()
-        worker = await client.seed_agent(token, name="worker", mock_responses=[SLOW_WORKER])
-        coordinator = await client.seed_agent(
-            token,
-            name="coordinator",
-            project=worker,
-            network_access=["worker"],
-            mock_responses=[DELEGATE, "done"],
-        )
+        _, coordinator = await seed_delegating_pair(client, token, worker=[SLOW_WORKER])
         gateway = gw_grpc.GatewayServiceStub(client._gateway_channel)
         for attempt in range(3):
             call = gateway.StreamChat(

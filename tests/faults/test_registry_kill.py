@@ -1,7 +1,8 @@
 """SIGKILL the registry while chats run (issue 15): runs keep going (the executors need the
 registry only to start and end them), their ends wait in the executors' outbox for longer than
 the old 5 s of retries, and once the registry is back every run is counted exactly once and no
-agent stays `working`."""
+agent stays `working`, no run is left in the registry's books (`agent_runs`, `runs_in_flight`),
+and every session's log holds exactly one end per run."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ import pytest
 
 from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
-from tests.faults.processes import LEASE_SECONDS, Processes
+from tests.faults.processes import LEASE_SECONDS, Processes, run_bookkeeping, session_log
 from tests.mesh import MeshClient, Seeded, bearer
 from tests.polling import eventually
+from tests.run_log import log_problems
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(240)]
 
@@ -83,5 +85,12 @@ async def test_run_ends_wait_for_a_killed_registry_and_count_once(processes: Pro
                 raise AssertionError(f"{await record()}\n{logs}\n{mesh.registry.output()}") from None
             body = await record()
             assert (body["status"], body["tasks_completed"]) == ("idle", CHATS), body
+            # No orphan: no lease row left behind, nothing in flight, once a lease time passed.
+            await asyncio.sleep(LEASE_SECONDS)
+            books = await run_bookkeeping(mesh.database_url)
+            assert books.settled, books
+            for n in range(CHATS):
+                events = await session_log(http, agent.project_id, f"registry-away-{n}")
+                assert events and log_problems(events) == [], (n, log_problems(events))
     finally:
         await client.close()

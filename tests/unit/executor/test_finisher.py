@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 import pytest
 
@@ -38,13 +39,21 @@ class Registry:
         ]
 
 
-def finisher(registry: Registry, *, system: bool = True, window: float = 0.02, max_batch: int = 100):
+def finisher(
+    registry: Registry,
+    *,
+    system: bool = True,
+    window: float = 0.02,
+    max_batch: int = 100,
+    held_back: Callable[[], set[str]] = set,
+) -> RunFinisher:
     return RunFinisher(
         registry,  # type: ignore[arg-type]
         system_metadata=lambda: SYSTEM if system else None,
         window_seconds=window,
         max_batch=max_batch,
         timeout_seconds=2.0,
+        held_back=held_back,
     )
 
 
@@ -142,3 +151,34 @@ async def test_an_end_is_kept_until_the_registry_takes_it_however_long_it_is_awa
     assert registry.calls == [(["r1"], SYSTEM)]
     assert runs.pending_runs() == []
     await runs.stop()
+
+
+async def test_an_end_whose_final_event_is_not_recorded_yet_waits_for_it() -> None:
+    """The registry deletes a finished run's lease: an end sent before its final event reached
+    memory would leave the run with no end if this executor died then (the memory-kill test)."""
+    registry = Registry()
+    unrecorded = {"r1"}
+    runs = finisher(registry, window=0.0, held_back=lambda: set(unrecorded))
+    runs.start()
+    end(runs, "r1")
+    end(runs, "r2")
+
+    async def sent(run_ids: list[str]) -> bool:
+        return [run_id for ids, _ in registry.calls for run_id in ids] == run_ids
+
+    await eventually(lambda: sent(["r2"]), what="the end whose event is recorded went")
+    assert ("agent", "r1") in runs.pending_runs()  # its lease is still renewed
+    unrecorded.clear()
+    runs.wake()
+    await eventually(lambda: sent(["r2", "r1"]), what="the held end went once its event was recorded")
+    await runs.stop()
+
+
+async def test_ends_still_held_back_at_shutdown_are_left_to_their_leases() -> None:
+    registry = Registry()
+    runs = finisher(registry, window=0.0, held_back=lambda: {"r1"})
+    runs.start()
+    end(runs, "r1")
+    await asyncio.wait_for(runs.stop(), timeout=5.0)
+    assert registry.calls == []
+    assert runs.pending_runs() == []

@@ -33,15 +33,22 @@ class Memory:
 
 async def test_kept_events_are_appended_once_the_memory_service_is_back() -> None:
     memory = Memory(unavailable=3, taken=("r2:end",))
-    outbox = EventOutbox(memory, system_metadata=lambda: SYSTEM)  # type: ignore[arg-type]
+    told: list[set[str]] = []
+    outbox = EventOutbox(
+        memory,  # type: ignore[arg-type]
+        system_metadata=lambda: SYSTEM,
+        delivered=lambda: told.append(outbox.pending_run_ids()),
+    )
     outbox.start()
     outbox.keep("s1", "p1", pb.NewEvent(idempotency_key="r1:end"), run=("agent", "r1"))
     outbox.keep("s1", "p1", pb.NewEvent(idempotency_key="r2:end"), run=("agent", "r2"))
     assert outbox.pending_runs() == [("agent", "r1"), ("agent", "r2")]
+    assert outbox.pending_run_ids() == {"r1", "r2"}
 
     async def delivered() -> bool:
         return outbox.pending_runs() == []
 
     await eventually(delivered, what="the outbox is empty")
     assert memory.stored == [("s1", "r1:end", SYSTEM)]
+    assert told == [{"r2"}, set()]  # the finisher is told as each event leaves
     await outbox.stop(0.1)

@@ -8,8 +8,16 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from agentmesh.executor.client import EXECUTOR_BUSY, RunNotPlaced, RunRouter, SystemToken, may_fail_over
+from agentmesh.executor.client import (
+    EXECUTOR_BUSY,
+    RunNotPlaced,
+    RunRouter,
+    SystemToken,
+    is_unreachable,
+    may_fail_over,
+)
 from agentmesh.internal.executor.v1 import executor_service_pb2 as pb
+from agentmesh.runtime.database_errors import DATABASE_UNAVAILABLE
 from agentmesh.runtime.errors import (
     FailedPrecondition,
     NotFound,
@@ -101,6 +109,10 @@ def test_failover_rules_in_one_place() -> None:
     assert not may_fail_over(ResourceExhausted("too big", reason="MESSAGE_TOO_LARGE"), started=False)
     assert not may_fail_over(NotFound("no agent"), started=False)
     assert not may_fail_over(Unavailable("died"), started=True)
+    # The registry's or memory's database away: every executor would say the same.
+    database = Unavailable("the registry service's database is unavailable", reason=DATABASE_UNAVAILABLE)
+    assert not may_fail_over(database, started=False)
+    assert not is_unreachable(database)
 
 
 async def test_a_session_sticks_to_its_executor_while_it_is_healthy(serve: Serve) -> None:

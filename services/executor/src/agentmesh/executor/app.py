@@ -105,8 +105,9 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         window_seconds=settings.finish_batch_window_seconds,
         max_batch=settings.finish_batch_max_runs,
         timeout_seconds=settings.cleanup_timeout_seconds,
+        held_back=lambda: outbox.pending_run_ids(),
     )
-    outbox = EventOutbox(memory, system_metadata=system_metadata)
+    outbox = EventOutbox(memory, system_metadata=system_metadata, delivered=finisher.wake)
     builder = AgentBuilder(
         models,
         mcp_servers=McpServerResolver(

@@ -17,6 +17,14 @@ sent again, with backoff, until it is taken — never dropped after some seconds
 used to leave agents `working`. The run's lease is renewed meanwhile (`pending_runs`), so nobody
 takes the run over. Only at shutdown is sending bounded (`timeout_seconds`); what is left then
 is settled by the leases: the runs expire and another executor closes them.
+
+A run's end waits while its final event is still kept by the event outbox (`held_back`): the
+registry deletes a finished run's lease, and a run whose lease is gone while its final event is
+not recorded would end nowhere if this executor died then — nobody would take it over. Held back,
+its lease is renewed until the event is recorded (the outbox then `wake`s the finisher), and if
+this executor dies first the run's taker records the end. (Found by the memory-kill fault test:
+ends reached the registry before their events reached memory, and the renewals of those runs then
+came back `lost` every half second.)
 """
 
 from __future__ import annotations
@@ -77,8 +85,10 @@ class RunFinisher:
         window_seconds: float,
         max_batch: int,
         timeout_seconds: float,
+        held_back: Callable[[], set[str]] = set,
     ) -> None:
         self._registry = registry
+        self._held_back = held_back
         self._system_metadata = system_metadata
         self._window = window_seconds
         self._max_batch = max_batch
@@ -102,6 +112,10 @@ class RunFinisher:
         if metadata is None and (token := current_token.get()):
             metadata = ((AUTHORIZATION, f"Bearer {token}"),)
         self._ends.append(_End(run, metadata, current_span_context()))
+        self._arrived.set()
+
+    def wake(self) -> None:
+        """Looks again at the ends held back (a run's final event was recorded)."""
         self._arrived.set()
 
     @property
@@ -130,14 +144,30 @@ class RunFinisher:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), self._window)
             self._arrived.clear()
-            while self._ends:
+            while ready := self._take_ready():
                 batch: dict[tuple[tuple[str, str], ...], list[_End]] = {}
-                for _ in range(min(len(self._ends), self._max_batch)):
-                    end = self._ends.popleft()
+                for end in ready:
                     batch.setdefault(tuple(end.metadata or ()), []).append(end)
-                self._sending = [end for ends in batch.values() for end in ends]
+                self._sending = ready
                 await asyncio.gather(*(self._send(ends, metadata) for metadata, ends in batch.items()))
                 self._sending = []
+            if self._stopping.is_set() and self._ends:
+                # Their final events were not recorded: their leases expire and their takers
+                # record the ends and count them out.
+                logger.warning("%d run ends held back at shutdown are left to their leases", len(self._ends))
+                self._ends.clear()
+
+    def _take_ready(self) -> list[_End]:
+        """Up to `max_batch` ends, oldest first, leaving those held back in place."""
+        held = self._held_back() if self._ends else set()
+        ready: list[_End] = []
+        kept: collections.deque[_End] = collections.deque()
+        while self._ends and len(ready) < self._max_batch:
+            end = self._ends.popleft()
+            (kept if end.run.run_id in held else ready).append(end)
+        kept.extend(self._ends)
+        self._ends = kept
+        return ready
 
     async def _send(self, ends: list[_End], metadata: tuple[tuple[str, str], ...]) -> None:
         # The call belongs to every run it reports: a trace of its own, linked to each run's.

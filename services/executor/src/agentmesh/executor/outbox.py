@@ -61,8 +61,15 @@ class _Kept:
 class EventOutbox:
     """Keeps undelivered events and delivers them in a background task, oldest first."""
 
-    def __init__(self, memory: MemoryClient, *, system_metadata: Callable[[], Metadata | None]) -> None:
+    def __init__(
+        self,
+        memory: MemoryClient,
+        *,
+        system_metadata: Callable[[], Metadata | None],
+        delivered: Callable[[], None] = lambda: None,
+    ) -> None:
         self._memory = memory
+        self._delivered = delivered  # told after each event leaves (the finisher holds ends back)
         self._system_metadata = system_metadata
         self._kept: collections.deque[_Kept] = collections.deque()
         self._arrived = asyncio.Event()
@@ -102,6 +109,10 @@ class EventOutbox:
     def pending_runs(self) -> list[tuple[str, str]]:
         return [kept.run for kept in self._kept]
 
+    def pending_run_ids(self) -> set[str]:
+        """Runs with an event still kept: their ends wait for the registry (finisher)."""
+        return {kept.run[1] for kept in self._kept}
+
     async def _deliver(self) -> None:
         backoff = _RETRY_SECONDS
         while True:
@@ -126,4 +137,5 @@ class EventOutbox:
                 else:
                     logger.error("could not record event %s: %s", kept.event.idempotency_key, error)
             self._kept.popleft()
+            self._delivered()
             backoff = _RETRY_SECONDS

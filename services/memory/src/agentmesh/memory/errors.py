@@ -10,6 +10,7 @@ from __future__ import annotations
 from agentmesh.runtime.errors import (
     Aborted,
     AlreadyExists,
+    FailedPrecondition,
     FieldViolation,
     NotFound,
     OutOfRange,
@@ -25,6 +26,7 @@ __all__ = [
     "HistoryTrimmed",
     "IdempotencyKeyReused",
     "ProjectDeleted",
+    "RunEnded",
     "SessionNotFound",
     "TooManyEvents",
     "ValidationFailed",
@@ -127,4 +129,21 @@ class AfterSeqAhead(OutOfRange):
             f"session {session_id!r} is at seq {last_seq}; after_seq {after_seq} is ahead of it",
             violations=[FieldViolation("after_seq", f"must be at most {last_seq}")],
             metadata={"session_id": session_id, "last_seq": str(last_seq)},
+        )
+
+
+class RunEnded(FailedPrecondition):
+    """A step of a run whose final event is recorded: the run is over (fencing, fence.py)."""
+
+    default_reason = "RUN_ENDED"
+
+    def __init__(self, index: int, run_id: str, end_event_id: str) -> None:
+        message = (
+            f"run {run_id!r} has ended (its final event is {end_event_id}): events[{index}] of it is "
+            "refused; nothing was written"
+        )
+        super().__init__(
+            message,
+            violations=[FieldViolation(f"events[{index}].run_id", message)],
+            metadata={"run_id": run_id, "end_event_id": end_event_id},
         )

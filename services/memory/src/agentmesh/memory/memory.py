@@ -31,6 +31,7 @@ from agentmesh.memory.errors import (
     ValidationFailed,
 )
 from agentmesh.memory.event_store import EventCursor, EventStore, IdempotencyKeyRace, SessionCursor
+from agentmesh.memory.fence import fenced
 from agentmesh.memory.models import (
     AppendResult,
     Event,
@@ -144,7 +145,8 @@ class EventLog:
     ) -> AppendResult:
         """Stores the batch atomically after the session's last event, creating the session on
         first use. Events whose idempotency key is already stored are not stored again: the
-        result holds the stored ones in their place."""
+        result holds the stored ones in their place. A step of a run that has ended is refused
+        (fence.py)."""
         self._validate_append(session_id, project_id, events, expected_last_seq)
         if not project_id:
             existing = await self._find(session_id, "")
@@ -180,6 +182,13 @@ class EventLog:
                     events=[known[event.idempotency_key] for event in events],
                     last_seq=session.last_seq if session is not None else 0,
                 )
+
+            refused = await fenced(self._store, session_id, project_id, events, stored=known.keys())
+            if refused is not None:
+                if keys and not look_up:
+                    look_up = True  # a retry of steps stored before the run's end is answered
+                    continue
+                raise refused
 
             def admit(session_project: str, last_seq: int) -> None:
                 if expected_last_seq is not None and last_seq != expected_last_seq:

@@ -38,7 +38,8 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from agentmesh.runtime import metrics, telemetry
-from agentmesh.runtime.errors import DomainError, MalformedRequest
+from agentmesh.runtime.database_errors import database_unavailable
+from agentmesh.runtime.errors import DomainError, MalformedRequest, peer_service
 from agentmesh.runtime.identity import AUTHORIZATION, current_token
 
 logger = logging.getLogger(__name__)
@@ -209,6 +210,17 @@ async def _fail(call: _ServerCall, error: Exception, context: grpc.aio.ServicerC
     await context.abort(grpc.StatusCode.INTERNAL, "internal error")
 
 
+def _known(error: Exception, method: _Method) -> Exception:
+    """`error`, or the UNAVAILABLE it stands for when the service's database is away."""
+    if isinstance(error, DomainError):
+        return error
+    unavailable = database_unavailable(error, peer_service(f"/{method.service}/{method.method}"))
+    if unavailable is None:
+        return error
+    logger.warning("%s failed: %s (%s)", method.span_name, unavailable, type(error).__name__)
+    return unavailable
+
+
 def _failure_code(error: Exception) -> grpc.StatusCode:
     return error.code if isinstance(error, DomainError) else grpc.StatusCode.INTERNAL
 
@@ -253,7 +265,8 @@ def _wrap_unary(behavior: Callable[..., Awaitable[Any]], method: _Method):
         except (grpc.aio.AbortError, grpc.RpcError):
             code = _context_code(context, grpc.StatusCode.UNKNOWN)
             raise
-        except Exception as error:  # every failure leaves as a status
+        except Exception as raised:  # every failure leaves as a status
+            error = _known(raised, method)
             code = _failure_code(error)
             await _fail(call, error, context)
         except BaseException:
@@ -279,7 +292,8 @@ def _wrap_stream(behavior: Callable[..., AsyncIterator[Any]], method: _Method):
         except (grpc.aio.AbortError, grpc.RpcError):
             code = _context_code(context, grpc.StatusCode.UNKNOWN)
             raise
-        except Exception as error:  # every failure leaves as a status
+        except Exception as raised:  # every failure leaves as a status
+            error = _known(raised, method)
             code = _failure_code(error)
             await _fail(call, error, context)
         except BaseException:  # CancelledError, or GeneratorExit when the stream is closed

@@ -1,0 +1,228 @@
+"""Chats under load while something dies (issue 15, "whatever dies"), and the invariants the mesh
+must hold once it is back: no lost acknowledged input, exactly one end per run and one response per
+delegation, `seq` gap-free, no run left in the registry's books, and no client told INTERNAL.
+
+A chat's input is *acknowledged* when its client saw the run start (`run_started` on a stream) or
+got the answer of a unary `Chat`: from then on the message must be in the session's log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import httpx
+
+from agentmesh.gateway.v1 import gateway_service_pb2 as gw
+from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
+from tests.faults.processes import (
+    LEASE_SECONDS,
+    Processes,
+    RunBookkeeping,
+    run_bookkeeping,
+    seed_delegating_pair,
+    session_log,
+)
+from tests.mesh import MeshClient, Seeded, bearer
+from tests.polling import eventually
+from tests.run_log import log_problems
+
+# What a chat's client may be told while a part of the mesh is away: never INTERNAL.
+OUTAGE_CODES = {
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.ABORTED,
+}
+
+
+@dataclass
+class Outcome:
+    """What one chat's client saw."""
+
+    session_id: str
+    message: str
+    streamed: bool
+    acknowledged: bool = False
+    final: str = ""  # "run_completed" or "run_failed": the last event of a stream, or a Chat's answer
+    error: grpc.aio.AioRpcError | None = None
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@contextlib.asynccontextmanager
+async def chat_load(mesh: Processes, name: str, *, worker: Sequence[Any]) -> AsyncIterator[ChatLoad]:
+    """A `ChatLoad` on a new worker (these scripted answers) and coordinator pair of `mesh`."""
+    client = MeshClient(mesh.registry.grpc_address, mesh.gateway.grpc_address)
+    try:
+        token = await client.login()
+        seeded_worker, coordinator = await seed_delegating_pair(client, token, worker=worker)
+        gateway = gw_grpc.GatewayServiceStub(client._gateway_channel)
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(base_url=mesh.gateway.http_url, headers=headers, timeout=10) as http:
+            yield ChatLoad(gateway, seeded_worker, coordinator, name, mesh=mesh, http=http)
+    finally:
+        await client.close()
+
+
+class ChatLoad:
+    """Starts chats — streamed ones to a delegating coordinator, unary ones to its worker — each in
+    a session of its own, and keeps what each client saw."""
+
+    def __init__(
+        self,
+        gateway: gw_grpc.GatewayServiceStub,
+        worker: Seeded,
+        coordinator: Seeded,
+        name: str,
+        *,
+        mesh: Processes,
+        http: httpx.AsyncClient,
+    ) -> None:
+        self._gateway = gateway
+        self.mesh = mesh
+        self.http = http
+        self._worker = worker
+        self._coordinator = coordinator
+        self._name = name
+        self._numbers = itertools.count()
+        self.outcomes: list[Outcome] = []
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self, count: int) -> list[Outcome]:
+        """Starts `count` chats, alternately streamed (delegating) and unary."""
+        started = []
+        for _ in range(count):
+            n = next(self._numbers)
+            outcome = Outcome(f"{self._name}-{n}", f"message {n} of {self._name}", streamed=n % 2 == 0)
+            chat = self._stream if outcome.streamed else self._unary
+            self._tasks.append(asyncio.create_task(chat(outcome)))
+            self.outcomes.append(outcome)
+            started.append(outcome)
+        return started
+
+    async def wait_started(self, outcomes: list[Outcome], *, timeout: float = 60) -> None:
+        """Until every streamed chat of `outcomes` saw its run start (a unary one has no sign)."""
+        streamed = [outcome.started.wait() for outcome in outcomes if outcome.streamed]
+        await asyncio.wait_for(asyncio.gather(*streamed), timeout)
+
+    async def until_answered(self, *, timeout: float = 30) -> None:
+        """Until a unary chat is answered again (the mesh reconnected to what came back): one
+        chat at a time, each in a session of its own and checked with the rest."""
+
+        async def answered() -> bool:
+            n = next(self._numbers)
+            outcome = Outcome(f"{self._name}-{n}", f"probe {n} of {self._name}", streamed=False)
+            self.outcomes.append(outcome)
+            await self._unary(outcome)
+            return outcome.final == "run_completed"
+
+        await eventually(answered, timeout=timeout, what="a chat is answered again")
+
+    async def assert_answered(self, count: int) -> None:
+        """`count` more chats, each answered (the mesh is whole again)."""
+        after = self.start(count)
+        await self.finish()
+        assert [o.final for o in after] == ["run_completed"] * count, [o.error for o in after]
+
+    async def assert_settles(self, *, timeout: float = LEASE_SECONDS * 15) -> None:
+        """Waits until the invariants hold for every chat; fails naming what still breaks them."""
+        await assert_settles(self.mesh, self.http, self._worker.project_id, self.outcomes, timeout=timeout)
+
+    async def finish(self, *, timeout: float = LEASE_SECONDS * 30) -> None:
+        """Until every chat's call ended (answered, failed, or broken)."""
+        await asyncio.wait_for(asyncio.gather(*self._tasks), timeout)
+
+    async def _stream(self, outcome: Outcome) -> None:
+        call = self._gateway.StreamChat(
+            gw.StreamChatRequest(
+                agent=self._coordinator.ref, message=outcome.message, session_id=outcome.session_id
+            ),
+            metadata=bearer(self._coordinator.token),
+            timeout=LEASE_SECONDS * 25,
+        )
+        try:
+            async for response in call:
+                event = response.event
+                if event.HasField("run_started"):
+                    outcome.acknowledged = True
+                    outcome.started.set()
+                for final in ("run_completed", "run_failed"):
+                    if event.HasField(final):
+                        outcome.final = final
+        except grpc.aio.AioRpcError as error:
+            outcome.error = error
+        finally:
+            outcome.started.set()
+
+    async def _unary(self, outcome: Outcome) -> None:
+        call = self._gateway.Chat(
+            gw.ChatRequest(agent=self._worker.ref, message=outcome.message, session_id=outcome.session_id),
+            metadata=bearer(self._worker.token),
+            timeout=LEASE_SECONDS * 25,
+        )
+        try:
+            await call
+        except grpc.aio.AioRpcError as error:
+            outcome.error = error
+        else:
+            outcome.acknowledged = True
+            outcome.final = "run_completed"
+        finally:
+            outcome.started.set()
+
+
+async def problems(
+    mesh: Processes, http: httpx.AsyncClient, project_id: str, outcomes: list[Outcome]
+) -> list[str]:
+    """Everything that breaks the invariants now (empty when they hold)."""
+    found = []
+    for outcome in outcomes:
+        events = await session_log(http, project_id, outcome.session_id)
+        found += [f"{outcome.session_id}: {problem}" for problem in log_problems(events)]
+        inputs = {e["content"] for e in events if e["event_type"] == "user_message"}
+        if outcome.acknowledged and outcome.message not in inputs:
+            found.append(f"{outcome.session_id}: acknowledged input {outcome.message!r} is not in the log")
+    books: RunBookkeeping = await run_bookkeeping(mesh.database_url)
+    if not books.settled:
+        found.append(f"registry books not settled: {books}")
+    return found
+
+
+async def assert_settles(
+    mesh: Processes, http: httpx.AsyncClient, project_id: str, outcomes: list[Outcome], *, timeout: float
+) -> None:
+    """Waits until the invariants hold for every chat; fails naming what still breaks them."""
+
+    async def holds() -> bool:
+        try:
+            return await problems(mesh, http, project_id, outcomes) == []
+        except (httpx.HTTPError, OSError):
+            return False
+
+    try:
+        await eventually(holds, timeout=timeout, what="the mesh settles")
+    except AssertionError:
+        found = await problems(mesh, http, project_id, outcomes)
+        logs = "\n".join(
+            process.output() for process in (*mesh.executors.values(), mesh.memory, mesh.registry)
+        )
+        raise AssertionError("\n".join(found) + "\n" + logs) from None
+
+
+def assert_told_clearly(outcomes: list[Outcome], part: str, *internal_addresses: str) -> None:
+    """A client may be told that a part is away — `part` named in the message — never INTERNAL,
+    never a service's address."""
+    for outcome in outcomes:
+        error = outcome.error
+        if error is None:
+            continue
+        details = error.details() or ""
+        assert error.code() in OUTAGE_CODES, f"{outcome.session_id}: {error.code()} {details!r}"
+        assert part in details, f"{outcome.session_id}: {details!r} does not name the {part}"
+        for address in internal_addresses:
+            assert address not in details, f"{outcome.session_id}: {details!r} names {address}"

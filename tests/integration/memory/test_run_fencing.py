@@ -1,0 +1,86 @@
+"""Fencing (docs/durability.md): once a run's final event (`<run_id>:end`) is stored, a step of
+that run is refused (FAILED_PRECONDITION, RUN_ENDED, naming the run and its end) and nothing is
+written — what an executor cut off past its lease would otherwise record after the run was closed.
+A retry of a step stored before the end, a delegation's response, and other runs are not fenced.
+On SQLite and PostgreSQL, over a real server."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentmesh.memory.client import MemoryClient
+from agentmesh.memory.v1 import memory_service_pb2 as pb
+from agentmesh.runtime.errors import AlreadyExists, FailedPrecondition
+from tests.integration.memory.builders import EventType, new_event
+
+
+async def _log(memory: MemoryClient, session_id: str) -> list[tuple[int, str, str]]:
+    request = pb.ListEventsRequest(session_id=session_id, page_size=1000)
+    return [(e.seq, e.run_id, e.idempotency_key) async for e in memory.iter_events(request)]
+
+
+def _step(run_id: str, n: int) -> pb.NewEvent:
+    return new_event(
+        "a step", event_type=EventType.EVENT_TYPE_TOOL_CALL, run_id=run_id, idempotency_key=f"{run_id}:{n}"
+    )
+
+
+def _end(run_id: str, content: str = "the answer") -> pb.NewEvent:
+    return new_event(
+        content,
+        event_type=EventType.EVENT_TYPE_AGENT_RESPONSE,
+        run_id=run_id,
+        idempotency_key=f"{run_id}:end",
+    )
+
+
+async def test_a_step_of_an_ended_run_is_refused_and_nothing_is_written(memory: MemoryClient) -> None:
+    await memory.append_events(
+        "s", "p", [new_event("go", run_id="r1", idempotency_key="r1:1"), _step("r1", 2)]
+    )
+    await memory.append_events("s", "p", [_end("r1")])
+
+    with pytest.raises(FailedPrecondition) as refused:
+        await memory.append_events("s", "p", [_step("r1", 3)])
+    assert refused.value.reason == "RUN_ENDED"
+    assert "run 'r1' has ended" in str(refused.value)
+    assert refused.value.metadata["run_id"] == "r1"
+
+    # A batch holding one fenced step is refused whole.
+    with pytest.raises(FailedPrecondition):
+        await memory.append_events("s", "p", [new_event("other", run_id="r2"), _step("r1", 4)])
+    assert await _log(memory, "s") == [(1, "r1", "r1:1"), (2, "r1", "r1:2"), (3, "r1", "r1:end")]
+
+
+async def test_retries_responses_and_other_runs_are_not_fenced(memory: MemoryClient) -> None:
+    await memory.append_events(
+        "s", "p", [new_event("go", run_id="r1", idempotency_key="r1:1"), _step("r1", 2)]
+    )
+    await memory.append_events("s", "p", [_end("r1")])
+
+    # A retry of a step stored before the end is answered with the stored event.
+    retried = await memory.append_events("s", "p", [_step("r1", 2)])
+    assert [event.seq for event in retried.events] == [2]
+    # The end again: the first stands (a different end is refused by its key, not the fence).
+    assert [e.seq for e in (await memory.append_events("s", "p", [_end("r1")])).events] == [3]
+    with pytest.raises(AlreadyExists):
+        await memory.append_events("s", "p", [_end("r1", "another answer")])
+    # A delegation's one response still lands after the run's end.
+    response = new_event(
+        "{}",
+        event_type=EventType.EVENT_TYPE_DELEGATION_RESPONSE,
+        run_id="r1",
+        delegation_id="d1",
+        idempotency_key="d1:response",
+    )
+    await memory.append_events("s", "p", [response])
+    # Another run of the session, and events with no run, go on.
+    await memory.append_events("s", "p", [_step("r2", 1), new_event("no run")])
+    assert [key for _, _, key in await _log(memory, "s")] == [
+        "r1:1",
+        "r1:2",
+        "r1:end",
+        "d1:response",
+        "r2:1",
+        "",
+    ]
