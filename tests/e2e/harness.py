@@ -198,7 +198,7 @@ class ServiceProcess:
 
     # -- lifecycle --------------------------------------------------------------------------------
 
-    async def start(self, *, timeout: float = 30.0) -> Self:
+    async def start(self, *, timeout: float = 90.0) -> Self:
         """Starts the process and waits until it printed every ready line."""
         if self.running:
             raise ServiceProcessError(f"{self.name} is already running (pid {self.pid})")
@@ -231,7 +231,7 @@ class ServiceProcess:
         return self
 
     async def wait_for_output(
-        self, pattern: re.Pattern[str] | str, *, timeout: float = 30.0
+        self, pattern: re.Pattern[str] | str, *, timeout: float = 90.0
     ) -> re.Match[str]:
         """The first match of `pattern` in what the process printed on stdout since it started."""
         if isinstance(pattern, str):
@@ -255,7 +255,7 @@ class ServiceProcess:
                 )
             await asyncio.sleep(POLL_SECONDS)
 
-    async def wait_serving(self, *, timeout: float = 10.0, address: str | None = None) -> None:
+    async def wait_serving(self, *, timeout: float = 30.0, address: str | None = None) -> None:
         """Waits until the gRPC health service at `address` (default: the printed one) reports
         SERVING for the whole server."""
 
