@@ -288,7 +288,8 @@ class HttpChat:
 
 
 class MemoryAppender:
-    """`AppendEvents` straight to the memory service: one ~300-byte event per call."""
+    """`AppendEvents` straight to the memory service: one ~300-byte event per call, answered with
+    receipts (`receipts_only`), as the executor asks."""
 
     def __init__(
         self, channel: grpc.aio.Channel, *, project_id: str, content: str, agent: str = "bench"
@@ -331,7 +332,10 @@ class _SessionAppend:
         self._stub = appender._stub
         self._metadata = appender.metadata
         self._request = memory_service_pb2.AppendEventsRequest(
-            session_id=session_id, project_id=appender._project_id, events=[appender._event] * events
+            session_id=session_id,
+            project_id=appender._project_id,
+            events=[appender._event] * events,
+            receipts_only=True,  # as the executor appends (issue 16: no echo)
         )
 
     async def __call__(self) -> None:

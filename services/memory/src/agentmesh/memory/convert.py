@@ -174,6 +174,17 @@ def events_to_proto(events: Iterable[models.Event]) -> list[resources_pb2.Event]
     return [event_to_proto(event) for event in events]
 
 
+def event_receipts_to_proto(events: Iterable[models.Event]) -> list[resources_pb2.Event]:
+    """What an append with `receipts_only` answers: each stored event's id, session, seq and time,
+    without echoing the content its writer sent (converting that back costs more than storing it)."""
+    return [
+        resources_pb2.Event(
+            id=event.id, session_id=event.session_id, seq=event.seq, created_at=timestamp(event.created_at)
+        )
+        for event in events
+    ]
+
+
 def session_to_proto(session: models.Session) -> resources_pb2.Session:
     return resources_pb2.Session(
         id=session.id,
