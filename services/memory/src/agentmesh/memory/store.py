@@ -20,6 +20,10 @@ are made there by the upsert's conflict `WHERE` (same project, expected last seq
 nothing is written and the store reads the session to let `admit` raise the error. SQLite cannot
 modify data in CTEs, and an append without a project must ask `admit` before anything is written:
 those take the transaction.
+
+PostgreSQL's one-statement appends of different sessions that queue while one is in flight are
+written together by one statement (`group_commit.py`, issue 16), each keeping its own refusal.
+SQLite's appends are serialized by the writer lock and stay one transaction each.
 """
 
 from __future__ import annotations
