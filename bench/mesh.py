@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -28,9 +29,9 @@ from tests.e2e.harness import ServiceProcess, free_loopback_ports
 from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient, Seeded, bearer
 
 SERVICES = ("registry", "memory", "executor", "gateway")
-# Runs one executor may hold at once; 1,000 open streams go through one executor in
-# `streams_1000`, so the default (256) is raised for every mesh of the run alike.
-MAX_CONCURRENT_RUNS = 1100
+# Runs one executor may hold at once; 5,000 open streams go through one executor in
+# `streams_5000`, so the default (256) is raised for every mesh of the run alike.
+MAX_CONCURRENT_RUNS = 5100
 
 
 class ChatFailed(RuntimeError):
@@ -118,7 +119,11 @@ async def start_mesh(
             "AGENTMESH_REGISTRY_PASSWORD_HASH_TIME_COST": "1",
             "AGENTMESH_REGISTRY_PASSWORD_HASH_MEMORY_KIB": "64",
         },
-        "memory": {"AGENTMESH_MEMORY_PORT": str(memory)},
+        "memory": {
+            "AGENTMESH_MEMORY_PORT": str(memory),
+            # BENCH_MEMORY_GROUP_COMMIT=false measures without group commit (issue 16's A/B).
+            "AGENTMESH_MEMORY_GROUP_COMMIT": os.environ.get("BENCH_MEMORY_GROUP_COMMIT", "true"),
+        },
         "executor": {
             "AGENTMESH_EXECUTOR_PORT": str(executor),
             "AGENTMESH_EXECUTOR_ADVERTISE_ADDRESS": f"127.0.0.1:{executor}",
@@ -288,7 +293,8 @@ class HttpChat:
 
 
 class MemoryAppender:
-    """`AppendEvents` straight to the memory service: one ~300-byte event per call."""
+    """`AppendEvents` straight to the memory service: one ~300-byte event per call, answered with
+    receipts (`receipts_only`), as the executor asks."""
 
     def __init__(
         self, channel: grpc.aio.Channel, *, project_id: str, content: str, agent: str = "bench"
@@ -331,7 +337,10 @@ class _SessionAppend:
         self._stub = appender._stub
         self._metadata = appender.metadata
         self._request = memory_service_pb2.AppendEventsRequest(
-            session_id=session_id, project_id=appender._project_id, events=[appender._event] * events
+            session_id=session_id,
+            project_id=appender._project_id,
+            events=[appender._event] * events,
+            receipts_only=True,  # as the executor appends (issue 16: no echo)
         )
 
     async def __call__(self) -> None:

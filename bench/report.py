@@ -60,14 +60,14 @@ TARGETS: dict[str, Target] = {
     "append_batched_ratio": Target("events/s, AppendEvents of 100 / raw asyncpg batches of 100", ">=", 0.5),
     "append_concurrent_ratio": Target("AppendEvents/s / raw gRPC -> asyncpg, 16 in flight", ">=", 0.7),
     "history_ratio": Target("chat p50 after 10,000 events / after 10", "<=", 1.2),
-    "streams_1000_errors": Target("failed streams of 1,000 concurrent", "==", 0),
-    "streams_1000_rss_mb": Target("gateway + executor peak RSS, MB", "<=", 1000),
+    "streams_5000_errors": Target("failed streams of 5,000 concurrent", "==", 0),
+    "streams_5000_rss_mb": Target("gateway + executor peak RSS, MB", "<=", 1500),
 }
 
 
-# Checks a figure's target also needs (issue 8: "≤ 2.0, and linear in depth"; 1,000 streams
+# Checks a figure's target also needs (issue 8: "≤ 2.0, and linear in depth"; 5,000 streams
 # open at the same time).
-_CONDITIONS = {"delegation_hop_ratio": "delegation_linear", "streams_1000_errors": "streams_all_open_at_once"}
+_CONDITIONS = {"delegation_hop_ratio": "delegation_linear", "streams_5000_errors": "streams_all_open_at_once"}
 
 
 @dataclass

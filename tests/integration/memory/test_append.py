@@ -100,6 +100,28 @@ async def test_append_stores_every_field_and_numbers_from_one(memory: MemoryClie
     )
 
 
+async def test_receipts_only_answers_ids_and_seqs_without_the_content(memory: MemoryClient) -> None:
+    await memory.append_events("s-1", "p-1", [new_event("before")])
+    events = [
+        new_event("first", metadata={"tool": "search"}, idempotency_key="r-1"),
+        new_event("second", run_id="run-1"),
+    ]
+
+    response = await memory.append_events("s-1", "p-1", events, receipts_only=True)
+
+    assert response.last_seq == 3
+    stored = await all_events(memory, "s-1")
+    for receipt, event in zip(response.events, stored[1:], strict=True):
+        assert (receipt.id, receipt.session_id, receipt.seq) == (event.id, "s-1", event.seq)
+        assert receipt.created_at == event.created_at
+        assert (receipt.content, receipt.agent, receipt.run_id, receipt.idempotency_key) == ("", "", "", "")
+        assert not receipt.HasField("metadata")
+    assert [event.content for event in stored] == ["before", "first", "second"]
+    # A retry with receipts gets the receipts of the events stored the first time.
+    retry = await memory.append_events("s-1", "p-1", events[:1], receipts_only=True)
+    assert (retry.events[0].id, retry.events[0].seq) == (stored[1].id, 2)
+
+
 async def test_ten_concurrent_writers_get_seq_1_to_1000_without_gaps(memory: MemoryClient) -> None:
     async def writer(name: str) -> list[int]:
         seqs = []

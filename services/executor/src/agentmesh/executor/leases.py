@@ -38,6 +38,8 @@ from agentmesh.runtime.telemetry import untraced
 logger = logging.getLogger(__name__)
 
 RunKey = tuple[str, str]  # (agent id, run id)
+# Runs (and closed runs) one RenewRunLeases call may name: the registry's MAX_LEASED_RUNS.
+MAX_RUNS_PER_RENEWAL = 1000
 EXECUTOR_LOST = "EXECUTOR_LOST"
 _INPUT_TYPES = (EventType.EVENT_TYPE_USER_MESSAGE, EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED)
 
@@ -182,23 +184,39 @@ class LeaseKeeper:
         self._task = None
 
     async def renew(self) -> float:
-        """One renewal: how long the registry's leases last (0 when it could not be asked)."""
+        """One renewal: how long the registry's leases last (0 when it could not be asked). More
+        runs than one `RenewRunLeases` may name (the registry takes at most
+        `MAX_RUNS_PER_RENEWAL`) go in several calls: an executor holding 5,000 runs renewed none
+        of them in one refused call (issue 16's 5,000-stream bench)."""
         closed, self._closed = self._closed, []
-        request = registry_internal_service_pb2.RenewRunLeasesRequest(
-            executor_id=self._executor_id,
-            runs=[
-                registry_internal_service_pb2.LeasedRun(agent_id=agent_id, run_id=run_id)
-                for agent_id, run_id in {*self._held(), *self._closing}
-            ],
-            closed=[registry_internal_service_pb2.LeasedRun(agent_id=a, run_id=r) for a, r in closed],
-            max_orphans=self._max_orphans if self.taking_over else 0,
-        )
-        try:
-            response = await self._registry.renew_run_leases(request, metadata=self._system_metadata())
-        except DomainError as error:
-            self._closed.extend(closed)
-            logger.warning("could not renew the leases of executor %s: %s", self._executor_id, error)
-            return 0.0
+        held = [
+            registry_internal_service_pb2.LeasedRun(agent_id=agent_id, run_id=run_id)
+            for agent_id, run_id in {*self._held(), *self._closing}
+        ]
+        closed_runs = [registry_internal_service_pb2.LeasedRun(agent_id=a, run_id=r) for a, r in closed]
+        chunks = range(0, max(len(held), len(closed_runs), 1), MAX_RUNS_PER_RENEWAL)
+        lease_seconds = 0.0
+        for index, start in enumerate(chunks):
+            end = start + MAX_RUNS_PER_RENEWAL
+            request = registry_internal_service_pb2.RenewRunLeasesRequest(
+                executor_id=self._executor_id,
+                runs=held[start:end],
+                closed=closed_runs[start:end],
+                # Orphans are taken over once per renewal, not once per call.
+                max_orphans=self._max_orphans if self.taking_over and index == 0 else 0,
+            )
+            try:
+                response = await self._registry.renew_run_leases(request, metadata=self._system_metadata())
+            except DomainError as error:
+                self._closed.extend(closed[start:end])
+                logger.warning("could not renew the leases of executor %s: %s", self._executor_id, error)
+                return 0.0
+            self._take(response)
+            lease_seconds = min(lease_seconds or response.lease_seconds, response.lease_seconds)
+        return lease_seconds
+
+    def _take(self, response: registry_internal_service_pb2.RenewRunLeasesResponse) -> None:
+        """What a renewal answered: runs lost or interrupted here, orphans to close."""
         for lost in response.lost:
             if (lost.agent_id, lost.run_id) not in self._closing:
                 logger.warning("run %s was taken over (lease lost): stopping it here", lost.run_id)
@@ -211,7 +229,6 @@ class LeaseKeeper:
                 self._closing[key] = asyncio.create_task(
                     self._close(key, orphan), name=f"close {orphan.run_id}"
                 )
-        return response.lease_seconds
 
     async def _keep(self) -> None:
         while True:

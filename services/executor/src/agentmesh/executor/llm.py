@@ -291,11 +291,29 @@ class LlmLoop:
             )
             span.set_attribute(telemetry.TOOL_OUTCOME, "error" if output.is_error else "ok")
             telemetry.set_content(span, telemetry.GEN_AI_TOOL_CALL_RESULT, output.text)
-            event = await scope.recorder.record(
-                EventType.EVENT_TYPE_TOOL_RESULT,
-                output.text,
-                metadata={"call_id": call.id, "tool": call.name, "is_error": output.is_error},
-                parent_event_id=call_event_id,
+            reason = str(call.arguments.get("reason") or "")
+            # The result and the escalation it makes are one append (issue 16: one per step).
+            event, *escalation = await scope.recorder.record_many(
+                [
+                    NewEvent(
+                        EventType.EVENT_TYPE_TOOL_RESULT,
+                        output.text,
+                        metadata={"call_id": call.id, "tool": call.name, "is_error": output.is_error},
+                        parent_event_id=call_event_id,
+                    ),
+                    *(
+                        [
+                            NewEvent(
+                                EventType.EVENT_TYPE_ESCALATION,
+                                reason or f"{scope.agent} ended the loop",
+                                metadata={"tool": call.name},
+                                parent_event_id=call_event_id,
+                            )
+                        ]
+                        if output.escalate
+                        else []
+                    ),
+                ]
             )
             await scope.sink.emit(
                 scope.context.event(
@@ -305,16 +323,9 @@ class LlmLoop:
                     ),
                 )
             )
-            if output.escalate:
-                reason = str(call.arguments.get("reason") or "")
-                escalation = await scope.recorder.record(
-                    EventType.EVENT_TYPE_ESCALATION,
-                    reason or f"{scope.agent} ended the loop",
-                    metadata={"tool": call.name},
-                    parent_event_id=call_event_id,
-                )
+            for escalated in escalation:
                 await scope.sink.emit(
-                    scope.context.event(seq=escalation.seq, escalation=run_pb2.Escalation(reason=reason))
+                    scope.context.event(seq=escalated.seq, escalation=run_pb2.Escalation(reason=reason))
                 )
         outputs[call.id] = output
 

@@ -109,13 +109,16 @@ class Recorder:
         """Records an event that must be recorded whatever happens (a run's end, a delegation's
         response): detached from the run's cancellation and deadline, and, when the memory service
         does not take it, kept in the outbox to be appended again (None then). None too when
-        another event already holds the key (the first stands)."""
+        another event already holds the key (the first stands). The event is a receipt, as
+        `record_many`'s."""
         (new,) = self._protos(
             [NewEvent(event_type, content, metadata, parent_event_id, delegation_id, idempotency_key)]
         )
         try:
             response = await run_detached(
-                lambda: self._memory.append_events(self.session_id, self.project_id, [new]),
+                lambda: self._memory.append_events(
+                    self.session_id, self.project_id, [new], receipts_only=True
+                ),
                 timeout_seconds=timeout_seconds,
             )
         except Exception as error:
@@ -128,10 +131,14 @@ class Recorder:
         return response.events[0]
 
     async def record_many(self, events: Sequence[NewEvent]) -> list[resources_pb2.Event]:
-        """Appends events in one batch (atomically, in this order)."""
+        """Appends events in one batch (atomically, in this order). The events returned are
+        receipts: their id, session, seq and time (the memory service does not echo the content
+        back: the run knows what it recorded)."""
         if not events:
             return []
-        response = await self._memory.append_events(self.session_id, self.project_id, self._protos(events))
+        response = await self._memory.append_events(
+            self.session_id, self.project_id, self._protos(events), receipts_only=True
+        )
         return list(response.events)
 
     def _protos(self, events: Sequence[NewEvent]) -> list[memory_service_pb2.NewEvent]:

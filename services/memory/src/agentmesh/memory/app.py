@@ -60,7 +60,7 @@ async def start(settings: MemorySettings) -> RunningService:
     engine = create_engine(settings.database_url)
     try:
         await upgrade(engine, MIGRATIONS, version_table=VERSION_TABLE)
-        store = SqlEventStore(engine)
+        store = SqlEventStore(engine, group_commit=settings.group_commit)
         signals = SessionSignals()
         log = EventLog(
             store,

@@ -68,10 +68,17 @@ class MemoryClient:
         events: Sequence[pb.NewEvent],
         *,
         expected_last_seq: int | None = None,
+        receipts_only: bool = False,
         metadata: Metadata | None = None,
     ) -> pb.AppendEventsResponse:
+        """Appends `events`; with `receipts_only` the answer's events carry only their id, session,
+        seq and time (the caller knows what it sent)."""
         request = pb.AppendEventsRequest(
-            session_id=session_id, project_id=project_id, events=events, expected_last_seq=expected_last_seq
+            session_id=session_id,
+            project_id=project_id,
+            events=events,
+            expected_last_seq=expected_last_seq,
+            receipts_only=receipts_only,
         )
         return await unary(self.stub.AppendEvents, request, metadata=metadata)
 

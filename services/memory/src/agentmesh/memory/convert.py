@@ -97,8 +97,10 @@ def new_events_from_proto(events: Sequence[pb.NewEvent]) -> list[models.NewEvent
         except ValueError:  # NaN or ±Infinity: not JSON
             violations.append(FieldViolation(f"events[{index}].metadata", "must hold JSON numbers only"))
             continue
+        # Built without pydantic's validation: protobuf typed every field already (issue 16: an
+        # AppendEvents of many events spent most of its time converting them).
         converted.append(
-            models.NewEvent(
+            models.NewEvent.model_construct(
                 agent=event.agent,
                 event_type=kind,
                 content=event.content,
@@ -172,6 +174,17 @@ def event_to_proto(event: models.Event) -> resources_pb2.Event:
 
 def events_to_proto(events: Iterable[models.Event]) -> list[resources_pb2.Event]:
     return [event_to_proto(event) for event in events]
+
+
+def event_receipts_to_proto(events: Iterable[models.Event]) -> list[resources_pb2.Event]:
+    """What an append with `receipts_only` answers: each stored event's id, session, seq and time,
+    without echoing the content its writer sent (converting that back costs more than storing it)."""
+    return [
+        resources_pb2.Event(
+            id=event.id, session_id=event.session_id, seq=event.seq, created_at=timestamp(event.created_at)
+        )
+        for event in events
+    ]
 
 
 def session_to_proto(session: models.Session) -> resources_pb2.Session:

@@ -53,9 +53,8 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             convert.new_events_from_proto(request.events),
             expected_last_seq=request.expected_last_seq if request.HasField("expected_last_seq") else None,
         )
-        return pb.AppendEventsResponse(
-            events=convert.events_to_proto(result.events), last_seq=result.last_seq
-        )
+        to_proto = convert.event_receipts_to_proto if request.receipts_only else convert.events_to_proto
+        return pb.AppendEventsResponse(events=to_proto(result.events), last_seq=result.last_seq)
 
     async def ListEvents(
         self, request: pb.ListEventsRequest, context: grpc.aio.ServicerContext

@@ -23,3 +23,7 @@ class MemorySettings(ServiceSettings):
         default=0.5, gt=0, description="how often a watcher re-reads, to see appends made by other replicas"
     )
     watch_batch_events: int = Field(default=500, gt=0, description="events a watcher reads per query")
+    group_commit: bool = Field(
+        default=True,
+        description="PostgreSQL: appends of different sessions that queue meanwhile go in one statement",
+    )

@@ -20,6 +20,10 @@ are made there by the upsert's conflict `WHERE` (same project, expected last seq
 nothing is written and the store reads the session to let `admit` raise the error. SQLite cannot
 modify data in CTEs, and an append without a project must ask `admit` before anything is written:
 those take the transaction.
+
+PostgreSQL's one-statement appends of different sessions that queue while one is in flight are
+written together by one statement (`group_commit.py`, issue 16), each keeping its own refusal.
+SQLite's appends are serialized by the writer lock and stay one transaction each.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agentmesh.memory.errors import ProjectDeleted
 from agentmesh.memory.event_store import AdmitAppend, EventCursor, IdempotencyKeyRace, SessionCursor
+from agentmesh.memory.group_commit import GroupCommit
 from agentmesh.memory.models import Event, EventQuery, EventType, NewEvent, RetentionPolicy, Session
 from agentmesh.memory.tables import (
     APPEND_IN_ONE_STATEMENT,
@@ -104,12 +109,14 @@ def _event_conditions(query: EventQuery) -> list[sa.ColumnElement[bool]]:
 class SqlEventStore:
     """EventStore on PostgreSQL (asyncpg) or SQLite (aiosqlite), through SQLAlchemy Core."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, *, group_commit: bool = True) -> None:
         self._engine = engine
         self._postgres = engine.dialect.name == "postgresql"
         # Every read here is one statement: run outside an explicit transaction, it spares the
         # BEGIN and ROLLBACK round trips (the statement is its own snapshot).
         self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")
+        # PostgreSQL's one-statement appends of different sessions, grouped (group_commit.py).
+        self._groups = GroupCommit(self._reader) if self._postgres and group_commit else None
         # SQLite has one writer per database. Queueing this process's writers here is free, and
         # spares them SQLite's busy-wait backoff (the busy timeout still covers other processes).
         self._sqlite_writer = None if self._postgres else asyncio.Lock()
@@ -178,8 +185,11 @@ class SqlEventStore:
             "idempotency_keys": [event.idempotency_key or None for event in batch],
         }
         try:
-            async with self._reader.connect() as connection:
-                row = (await connection.execute(APPEND_IN_ONE_STATEMENT, parameters)).first()
+            if self._groups is not None:
+                row = await self._groups.append(parameters)
+            else:
+                async with self._reader.connect() as connection:
+                    row = (await connection.execute(APPEND_IN_ONE_STATEMENT, parameters)).first()
         except IntegrityError as error:
             if "idempotency_key" in str(error.orig):
                 raise IdempotencyKeyRace(session_id) from error

@@ -159,7 +159,10 @@ type AppendEventsRequest struct {
 	// Optimistic concurrency: when set, the append happens only if the session's last seq equals it.
 	ExpectedLastSeq *int64 `protobuf:"varint,3,opt,name=expected_last_seq,json=expectedLastSeq,proto3,oneof" json:"expected_last_seq,omitempty"`
 	// The events, stored in this order.
-	Events        []*NewEvent `protobuf:"bytes,4,rep,name=events,proto3" json:"events,omitempty"`
+	Events []*NewEvent `protobuf:"bytes,4,rep,name=events,proto3" json:"events,omitempty"`
+	// When true, the response's events carry only what the stored events got (id, session_id, seq,
+	// created_at), not the content sent: a writer that knows what it sent spares the echo.
+	ReceiptsOnly  bool `protobuf:"varint,5,opt,name=receipts_only,json=receiptsOnly,proto3" json:"receipts_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -222,10 +225,18 @@ func (x *AppendEventsRequest) GetEvents() []*NewEvent {
 	return nil
 }
 
+func (x *AppendEventsRequest) GetReceiptsOnly() bool {
+	if x != nil {
+		return x.ReceiptsOnly
+	}
+	return false
+}
+
 // AppendEventsResponse is the output of AppendEvents.
 type AppendEventsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The stored events (for idempotent repeats, the events stored the first time).
+	// The stored events (for idempotent repeats, the events stored the first time); with
+	// receipts_only, only their id, session_id, seq and created_at.
 	Events []*Event `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
 	// The session's last seq after the append.
 	LastSeq       int64 `protobuf:"varint,2,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
@@ -1129,14 +1140,15 @@ const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
 	"\btrace_id\x18\b \x01(\tR\atraceId\x12\x17\n" +
 	"\aspan_id\x18\t \x01(\tR\x06spanId\x12'\n" +
 	"\x0fidempotency_key\x18\n" +
-	" \x01(\tR\x0eidempotencyKey\"\xd1\x01\n" +
+	" \x01(\tR\x0eidempotencyKey\"\xf6\x01\n" +
 	"\x13AppendEventsRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
 	"\n" +
 	"project_id\x18\x02 \x01(\tR\tprojectId\x12/\n" +
 	"\x11expected_last_seq\x18\x03 \x01(\x03H\x00R\x0fexpectedLastSeq\x88\x01\x01\x125\n" +
-	"\x06events\x18\x04 \x03(\v2\x1d.agentmesh.memory.v1.NewEventR\x06eventsB\x14\n" +
+	"\x06events\x18\x04 \x03(\v2\x1d.agentmesh.memory.v1.NewEventR\x06events\x12#\n" +
+	"\rreceipts_only\x18\x05 \x01(\bR\freceiptsOnlyB\x14\n" +
 	"\x12_expected_last_seq\"e\n" +
 	"\x14AppendEventsResponse\x122\n" +
 	"\x06events\x18\x01 \x03(\v2\x1a.agentmesh.memory.v1.EventR\x06events\x12\x19\n" +

@@ -90,12 +90,17 @@ class AppendEventsRequest(_message.Message):
     PROJECT_ID_FIELD_NUMBER: _builtins.int
     EXPECTED_LAST_SEQ_FIELD_NUMBER: _builtins.int
     EVENTS_FIELD_NUMBER: _builtins.int
+    RECEIPTS_ONLY_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session; created on first append."""
     project_id: _builtins.str
     """The project the session belongs to (required when the session is new)."""
     expected_last_seq: _builtins.int
     """Optimistic concurrency: when set, the append happens only if the session's last seq equals it."""
+    receipts_only: _builtins.bool
+    """When true, the response's events carry only what the stored events got (id, session_id, seq,
+    created_at), not the content sent: a writer that knows what it sent spares the echo.
+    """
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___NewEvent]:
         """The events, stored in this order."""
@@ -107,10 +112,11 @@ class AppendEventsRequest(_message.Message):
         project_id: _builtins.str = ...,
         expected_last_seq: _builtins.int | None = ...,
         events: _abc.Iterable[Global___NewEvent] | None = ...,
+        receipts_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_last_seq", b"_expected_last_seq", "expected_last_seq", b"expected_last_seq"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_last_seq", b"_expected_last_seq", "events", b"events", "expected_last_seq", b"expected_last_seq", "project_id", b"project_id", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_last_seq", b"_expected_last_seq", "events", b"events", "expected_last_seq", b"expected_last_seq", "project_id", b"project_id", "receipts_only", b"receipts_only", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_last_seq: _TypeAlias = _typing.Literal["expected_last_seq"]  # noqa: Y015
     _WhichOneofArgType__expected_last_seq: _TypeAlias = _typing.Literal["_expected_last_seq", b"_expected_last_seq"]  # noqa: Y015
@@ -130,7 +136,9 @@ class AppendEventsResponse(_message.Message):
     """The session's last seq after the append."""
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Event]:
-        """The stored events (for idempotent repeats, the events stored the first time)."""
+        """The stored events (for idempotent repeats, the events stored the first time); with
+        receipts_only, only their id, session_id, seq and created_at.
+        """
 
     def __init__(
         self,
