@@ -192,6 +192,10 @@ class McpTool:
             description=tool.description or tool.title or tool.name,
             parameters=dict(tool.input_schema or {"type": "object"}),
         )
+        # The server's word (MCP `annotations.idempotentHint`): a resumed run calls it again when
+        # its result was never recorded; by default (no hint) it does not.
+        annotations = getattr(tool, "annotations", None)
+        self.idempotent = bool(annotations is not None and getattr(annotations, "idempotent_hint", False))
 
     async def call(self, arguments: dict[str, Any]) -> ToolOutput:
         return await self._connection.call(self.spec.name, arguments)
