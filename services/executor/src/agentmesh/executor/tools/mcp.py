@@ -102,6 +102,10 @@ class McpConnection:
 
     async def open(self) -> McpConnection:
         """Connects and lists the tools; raises when the server cannot be reached in time."""
+        # The SDK takes seconds to import on a busy machine: in a thread, so the event loop goes
+        # on meanwhile (a loop blocked that long misses its lease renewals, and its runs are
+        # taken over — found by the executor-kill test with a 2 s lease).
+        await asyncio.to_thread(_import_sdk)
         # A context of its own: the connection outlives the run that opened it, and must not keep
         # that run's trace, token or deadline.
         self._task = asyncio.create_task(self._own(), name=f"mcp {self.name}", context=contextvars.Context())
@@ -199,6 +203,12 @@ class McpTool:
 
     async def call(self, arguments: dict[str, Any]) -> ToolOutput:
         return await self._connection.call(self.spec.name, arguments)
+
+
+def _import_sdk() -> None:
+    import mcp
+    import mcp.client.stdio
+    import mcp.client.streamable_http  # noqa: F401
 
 
 async def _list_tools(client: mcp.Client) -> list[mcp.Tool]:
