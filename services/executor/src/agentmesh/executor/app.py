@@ -25,6 +25,7 @@ from agentmesh.executor.runner import RunExecutor
 from agentmesh.executor.secrets import Secrets
 from agentmesh.executor.servicer import ExecutorServicer
 from agentmesh.executor.settings import ExecutorSettings, process_environment
+from agentmesh.executor.tools.mcp import preload_sdk
 from agentmesh.executor.tools.mcp_resolution import McpServerResolver
 from agentmesh.internal.executor.v1 import executor_service_pb2, executor_service_pb2_grpc
 from agentmesh.memory.client import MemoryClient
@@ -199,6 +200,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
     # With no other executor known, delegations go to this one, still over gRPC.
     await router.start(fallback_address=advertise_address)
     cache.start_sweeper(settings.cache_sweep_seconds)
+    mcp_sdk = preload_sdk()
     finisher.start()
     outbox.start()
     heartbeat.start()
@@ -216,6 +218,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         server=server,
         closers=[
             stop_observing,
+            lambda: asyncio.wait([mcp_sdk]),
             registry_channel.close,
             memory_channel.close,
             router.stop,

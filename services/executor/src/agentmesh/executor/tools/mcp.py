@@ -205,6 +205,12 @@ class McpTool:
         return await self._connection.call(self.spec.name, arguments)
 
 
+def preload_sdk() -> asyncio.Task[None]:
+    """Imports the SDK in a thread, in the background (the executor does at start): the first
+    run that connects an MCP server then does not wait for it, nor starve the event loop."""
+    return asyncio.create_task(asyncio.to_thread(_import_sdk), name="import the MCP SDK")
+
+
 def _import_sdk() -> None:
     import mcp
     import mcp.client.stdio
