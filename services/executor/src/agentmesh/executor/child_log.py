@@ -10,7 +10,6 @@ ends with exactly one final event in the session (recorder.end_key), found here 
 from __future__ import annotations
 
 import asyncio
-import json
 
 from agentmesh.executor.recorder import EventType
 from agentmesh.memory.client import MemoryClient
@@ -73,11 +72,3 @@ def end_outcome(event: resources_pb2.Event) -> tuple[bool, str, str]:
     code = event.metadata.fields["code"].string_value
     return False, event.content, code
 
-
-def request_target(event: resources_pb2.Event) -> tuple[str, str]:
-    """(target agent, task) of a `delegation_request` event."""
-    try:
-        content = json.loads(event.content)
-    except ValueError:
-        return "", ""
-    return str(content.get("agent", "")), str(content.get("task", ""))

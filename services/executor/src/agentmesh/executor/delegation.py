@@ -250,17 +250,7 @@ class Delegator:
                 seq = 0
                 if request_event is not None and not self._handing_over():
                     seq = await self._respond(scope, target, delegation_id, request_event.id, result)
-            await scope.sink.emit(
-                scope.context.event(
-                    seq=seq,
-                    delegation_response=run_pb2.DelegationResponse(
-                        delegation_id=delegation_id,
-                        target_agent=target,
-                        outcome=result.outcome,
-                        content=result.text,
-                    ),
-                )
-            )
+            await _emit_response(scope, target, delegation_id, result, seq)
             return result
 
     async def resume(
@@ -289,17 +279,7 @@ class Delegator:
             child = await self._run(scope, target, task, delegation_id, request_event)
         result = _result(target, child)
         seq = await self._respond(scope, target, delegation_id, request_event.id, result)
-        await scope.sink.emit(
-            scope.context.event(
-                seq=seq,
-                delegation_response=run_pb2.DelegationResponse(
-                    delegation_id=delegation_id,
-                    target_agent=target,
-                    outcome=result.outcome,
-                    content=result.text,
-                ),
-            )
-        )
+        await _emit_response(scope, target, delegation_id, result, seq)
         return result
 
     async def _run(
@@ -359,6 +339,19 @@ class Delegator:
             return 0
         # None: kept in the outbox, or answered first by the executor that took the run over.
         return event.seq if event else 0
+
+
+async def _emit_response(
+    scope: RunScope, target: str, delegation_id: str, result: DelegationResult, seq: int
+) -> None:
+    await scope.sink.emit(
+        scope.context.event(
+            seq=seq,
+            delegation_response=run_pb2.DelegationResponse(
+                delegation_id=delegation_id, target_agent=target, outcome=result.outcome, content=result.text
+            ),
+        )
+    )
 
 
 async def _settled(recording: asyncio.Future[memory_pb2.Event]) -> memory_pb2.Event | None:

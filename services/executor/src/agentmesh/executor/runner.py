@@ -18,7 +18,7 @@ import contextvars
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -36,6 +36,7 @@ from agentmesh.executor.llm import LlmLoop, read_history
 from agentmesh.executor.outbox import EventOutbox
 from agentmesh.executor.recorder import EventType, Recorder, end_key
 from agentmesh.executor.resumption import RUN_RESUMED, RunLog, resumed_request
+from agentmesh.executor.run_end import record_cancelled, record_failure, result_metadata
 from agentmesh.executor.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.executor.specs import AgentSpecs
@@ -49,11 +50,9 @@ from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.errors import DomainError, FieldViolation, InvalidArgument
 from agentmesh.runtime.identity import current_token
-from agentmesh.runtime.interceptors import current_deadline
 
 logger = logging.getLogger(__name__)
 
-_DEADLINE_SLACK_SECONDS = 0.05
 HANDED_OVER = "handed over: the executor is stopping"
 
 
@@ -393,6 +392,7 @@ class RunExecutor:
             run_id, request.session_id, spec.agent.slug or spec.agent.name, tuple(request.delegation_path)
         )
         scope = RunScope(request, spec, context, recorder, sink)
+        cleanup = self._settings.cleanup_timeout_seconds
         kind = kind_name(spec.kind)
         model = runtime.models.plan.name if runtime.models else ""
         run.loop_started = True
@@ -445,14 +445,14 @@ class RunExecutor:
                 EventType.EVENT_TYPE_AGENT_RESPONSE,
                 result.content,
                 parent_event_id=received.id,
-                metadata=_result_metadata(result),
+                metadata=result_metadata(result),
                 idempotency_key=end_key(run_id),
             )
         except asyncio.CancelledError:
             reason = self._cancel_reasons.get(asyncio.current_task())  # type: ignore[arg-type]
             if reason == HANDED_OVER:
                 raise  # no end: the executor that takes it over resumes it
-            await self._record_cancelled(scope, reason)
+            await record_cancelled(scope, reason, cleanup_timeout_seconds=cleanup)
             if reason:
                 # Cancelled from here (the agent was terminated), not by the caller: it still
                 # listens, and learns why.
@@ -461,22 +461,25 @@ class RunExecutor:
                 sink.emit_last(context.event(run_failed=run_failed(cancelled, message, cancelled)))
             raise
         except RunFailure as failure:
-            await self._fail(scope, failure.code, failure.message, failure.reason)
+            await record_failure(
+                scope, failure.code, failure.message, failure.reason, cleanup_timeout_seconds=cleanup
+            )
             return None
         except DomainError as error:
-            await self._fail(
+            await record_failure(
                 scope,
                 error.code.name,
                 error.message,
                 error.reason,
                 metadata=error.metadata,
                 violations=error.violations,
+                cleanup_timeout_seconds=cleanup,
             )
             return None
         except Exception:
             logger.exception("run %s of %s failed", run_id, spec.agent.name)
             internal = grpc.StatusCode.INTERNAL.name
-            await self._fail(scope, internal, "internal error", internal)
+            await record_failure(scope, internal, "internal error", internal, cleanup_timeout_seconds=cleanup)
             return None
         await sink.emit(
             context.event(
@@ -493,58 +496,6 @@ class RunExecutor:
         sink.close()
         return result
 
-    async def _fail(
-        self,
-        scope: RunScope,
-        code: str,
-        message: str,
-        reason: str,
-        *,
-        metadata: Mapping[str, str] | None = None,
-        violations: Sequence[FieldViolation] = (),
-    ) -> None:
-        seq = 0
-        try:
-            event = await scope.recorder.record_end(
-                EventType.EVENT_TYPE_ERROR,
-                message,
-                metadata={"reason": reason, "code": code},
-                parent_event_id=scope.input_event_id,
-                idempotency_key=end_key(scope.context.run_id),
-                timeout_seconds=self._settings.cleanup_timeout_seconds,
-            )
-            seq = event.seq if event else 0
-        except DomainError as error:
-            logger.warning("could not record the failure of run %s: %s", scope.context.run_id, error)
-        await scope.sink.emit(
-            scope.context.event(
-                seq=seq,
-                run_failed=run_failed(code, message, reason, metadata=metadata, violations=violations),
-            )
-        )
-        scope.sink.close()
-
-    async def _record_cancelled(self, scope: RunScope, reason: str | None) -> None:
-        deadline = current_deadline.get()
-        # gRPC's clock fires the deadline, ours reads it: allow them a little disagreement.
-        timed_out = deadline is not None and time.monotonic() >= deadline - _DEADLINE_SLACK_SECONDS
-        try:
-            await scope.recorder.record_end(
-                EventType.EVENT_TYPE_ERROR,
-                "the run was cancelled"
-                + (f": {reason}" if reason else " (deadline exceeded)" if timed_out else ""),
-                metadata={
-                    "cancelled": True,
-                    "code": "DEADLINE_EXCEEDED" if timed_out and not reason else "CANCELLED",
-                    **({"reason": reason} if reason else {}),
-                },
-                parent_event_id=scope.input_event_id,
-                idempotency_key=end_key(scope.context.run_id),
-                timeout_seconds=self._settings.cleanup_timeout_seconds,
-            )
-        except Exception:
-            logger.exception("could not record that run %s was cancelled", scope.context.run_id)
-
     def _finish(self, run: AdmittedRun, result: RunResult | None) -> None:
         usage = result.usage if result else None
         self._finisher.finish(
@@ -554,20 +505,6 @@ class RunExecutor:
             tokens_used=usage.total_tokens if usage else 0,
             cost=usage.cost if usage else 0.0,
         )
-
-
-def _result_metadata(result: RunResult) -> dict[str, Any]:
-    metadata: dict[str, Any] = {
-        "steps": result.steps,
-        "input_tokens": result.usage.input_tokens,
-        "output_tokens": result.usage.output_tokens,
-        **result.metadata,
-    }
-    if result.max_steps_reached:
-        metadata["max_steps_reached"] = True
-    if result.escalated:
-        metadata["escalated"] = True
-    return metadata
 
 
 def _validate(request: executor_service_pb2.RunRequest) -> None:
