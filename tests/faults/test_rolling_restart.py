@@ -28,8 +28,8 @@ from tests.run_log import log_problems
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(300)]
 
 CHATS = 6
-# The worker answers slowly (about 3 s), so SIGTERMs land while chats are in flight.
-WORKER = {"content": "part " * 60, "delay_seconds": 0.05}
+# The worker answers slowly (about 6 s), so SIGTERMs land while chats are in flight.
+WORKER = {"content": "part " * 60, "delay_seconds": 0.1}
 DELEGATE = {
     "content": "",
     "tool_calls": [{"name": "delegate", "arguments": {"agent": "worker", "task": "work"}}],
