@@ -42,7 +42,11 @@ def executor_settings() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def registry_settings() -> dict[str, Any]:
-    return {"run_lease_seconds": LEASE_SECONDS, "run_lease_sweep_seconds": 0.2, "run_lease_startup_grace_seconds": 0}
+    return {
+        "run_lease_seconds": LEASE_SECONDS,
+        "run_lease_sweep_seconds": 0.2,
+        "run_lease_startup_grace_seconds": 0,
+    }
 
 
 def _tools(count_file: Path) -> Any:

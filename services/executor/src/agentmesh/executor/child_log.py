@@ -71,4 +71,3 @@ def end_outcome(event: resources_pb2.Event) -> tuple[bool, str, str]:
         return True, event.content, ""
     code = event.metadata.fields["code"].string_value
     return False, event.content, code
-
