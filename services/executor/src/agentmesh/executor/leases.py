@@ -181,6 +181,7 @@ class LeaseKeeper:
         self._max_orphans = max_orphans
         self._closing: dict[RunKey, asyncio.Task[None]] = {}
         self._closed: list[RunKey] = []
+        self._released: set[RunKey] = set()
         self._task: asyncio.Task[None] | None = None
         self.taking_over = True  # off while draining: a stopping executor takes on nothing
 
@@ -202,6 +203,7 @@ class LeaseKeeper:
         them over and resumes them without waiting for them to expire."""
         if runs:
             self.taking_over = False
+            self._released.update(runs)  # never renewed again, whatever still holds them here
             await self.renew(released=runs)
 
     async def renew(self, *, released: Sequence[RunKey] = ()) -> float:
@@ -211,7 +213,7 @@ class LeaseKeeper:
             executor_id=self._executor_id,
             runs=[
                 registry_internal_service_pb2.LeasedRun(agent_id=agent_id, run_id=run_id)
-                for agent_id, run_id in {*self._held(), *self._closing} - set(released)
+                for agent_id, run_id in {*self._held(), *self._closing} - self._released
             ],
             closed=[registry_internal_service_pb2.LeasedRun(agent_id=a, run_id=r) for a, r in closed],
             max_orphans=self._max_orphans if self.taking_over else 0,

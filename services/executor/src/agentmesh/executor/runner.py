@@ -251,6 +251,9 @@ class RunExecutor:
         finally:
             if not task.done():
                 task.cancel()
+        if task in self._handed_over:
+            # Not closed: its taker must not report it so (the registry would forget it).
+            raise RunHandedOver(f"run {orphan.run_id} was handed over again before it ended")
 
     async def _resumed(self, run: AdmittedRun, sink: EventSink, log: RunLog, number: int) -> None:
         spec = run.spec
