@@ -109,7 +109,7 @@ class LlmLoop:
         model = self._runtime.models.for_run(
             message_params(scope.request.model_settings),
             on_fallback=self._runtime.mark_stale,
-            answered_steps=len(resumed.steps) if resumed else 0,
+            answered_steps=resumed.answered if resumed else 0,
         )
         messages: list[Message] = [
             Message("system", self._runtime.system_prompt(as_sub_agent=scope.request.as_sub_agent)),
@@ -132,8 +132,8 @@ class LlmLoop:
                 if exits:
                     result.steps, result.escalated, result.content = logged.number, True, exits[0].text
                     return result
-            first = len(resumed.steps) + 1
-            result.steps = len(resumed.steps)
+            first = resumed.answered + 1
+            result.steps = resumed.answered
         for step in range(first, max_steps + 1):
             result.steps = step
             metrics.record_step(kind="llm")
