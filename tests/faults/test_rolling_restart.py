@@ -28,8 +28,8 @@ from tests.run_log import log_problems
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(300)]
 
 CHATS = 6
-# The worker answers slowly (about 6 s), so SIGTERMs land while chats are in flight.
-WORKER = {"content": "part " * 60, "delay_seconds": 0.1}
+# The worker answers slowly (47 chunks 0.2 s apart: about 10 s), so SIGTERMs land mid-run.
+WORKER = {"content": "part " * 600, "delay_seconds": 0.2}
 DELEGATE = {
     "content": "",
     "tool_calls": [{"name": "delegate", "arguments": {"agent": "worker", "task": "work"}}],
@@ -49,14 +49,20 @@ async def processes(postgres_database: str, tmp_path: Path) -> AsyncIterator[Pro
 
 
 async def _chat(
-    gateway: gw_grpc.GatewayServiceStub, coordinator: Seeded, session_id: str
+    gateway: gw_grpc.GatewayServiceStub, coordinator: Seeded, session_id: str, delegating: asyncio.Semaphore
 ) -> list[run_pb2.RunEvent]:
+    """The chat's events; releases `delegating` once the chat delegated (its runs are in flight)."""
     call = gateway.StreamChat(
         gw.StreamChatRequest(agent=coordinator.ref, message="go", session_id=session_id),
         metadata=bearer(coordinator.token),
         timeout=120,
     )
-    return [response.event async for response in call]
+    events = []
+    async for response in call:
+        events.append(response.event)
+        if response.event.HasField("delegation_request"):
+            delegating.release()
+    return events
 
 
 async def test_a_rolling_restart_of_the_executors_loses_no_run(processes: Processes) -> None:
@@ -74,8 +80,10 @@ async def test_a_rolling_restart_of_the_executors_loses_no_run(processes: Proces
         )
         gateway = gw_grpc.GatewayServiceStub(client._gateway_channel)
         sessions = [f"rolling-{n}" for n in range(CHATS)]
-        chats = [asyncio.create_task(_chat(gateway, coordinator, session)) for session in sessions]
-        await asyncio.sleep(1.0)  # the chats are delegating by now
+        delegating = asyncio.Semaphore(0)
+        chats = [asyncio.create_task(_chat(gateway, coordinator, s, delegating)) for s in sessions]
+        for _ in sessions:  # every chat is delegating to its slow worker: runs in flight everywhere
+            await asyncio.wait_for(delegating.acquire(), timeout=60)
         for executor in mesh.executors.values():
             await executor.stop(timeout=30)  # SIGTERM: drain 0.5 s, then hand over
             await executor.start()
