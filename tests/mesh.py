@@ -76,6 +76,7 @@ class MeshClient:
         sub_agents: Sequence[str] = (),
         project: Seeded | None = None,
         model: str = "mock",
+        mcp_servers: Sequence[resources_pb2.McpServer] = (),
     ) -> Seeded:
         """Creates (or reuses) a project and spawns one agent of a fresh type into it."""
         suffix = uuid.uuid4().hex[:8]
@@ -91,6 +92,7 @@ class MeshClient:
                         kind=kind,
                         max_steps=5,
                         is_active=True,
+                        mcp_servers=mcp_servers,
                     )
                 ),
                 metadata=bearer(token),
@@ -156,7 +158,11 @@ BACKENDS = [
 
 @contextlib.asynccontextmanager
 async def running_mesh(
-    request: pytest.FixtureRequest, data_dir: Path, *, executor: dict[str, Any] | None = None
+    request: pytest.FixtureRequest,
+    data_dir: Path,
+    *,
+    executor: dict[str, Any] | None = None,
+    registry: dict[str, Any] | None = None,
 ) -> AsyncIterator[Mesh]:
     """The mesh on the backend `request.param` names, stopped on the way out."""
     async with contextlib.AsyncExitStack() as stack:
@@ -177,6 +183,7 @@ async def running_mesh(
                     "superuser_password": SUPERUSER_PASSWORD,
                     "password_hash_time_cost": 1,
                     "password_hash_memory_kib": 64,
+                    **(registry or {}),
                 },
                 "gateway": {"executor_health_interval_seconds": 0.2},
                 "executor": {"cleanup_timeout_seconds": 5.0, **(executor or {})},

@@ -72,10 +72,15 @@ def test_stateless_services_are_scaled_and_protected(name: str) -> None:
     assert budget["spec"]["minAvailable"] < autoscaler["spec"]["minReplicas"]
 
 
-def test_executors_get_longer_to_stop_than_their_drain() -> None:
+def test_executors_get_longer_to_stop_than_their_drain_and_handover() -> None:
     pod = by_kind("Deployment")["agentmesh-executor"]["spec"]["template"]["spec"]
     env = {item["name"]: item.get("value") for item in pod["containers"][0]["env"]}
-    assert pod["terminationGracePeriodSeconds"] > float(env["AGENTMESH_EXECUTOR_SHUTDOWN_GRACE_SECONDS"])
+    # Past the drain grace, runs are handed over (up to 5 s) and the outboxes get their cleanup
+    # time (5 s): a kill before that would leave runs to wait for their leases to expire.
+    handover_and_closing = 10
+    assert pod["terminationGracePeriodSeconds"] > (
+        float(env["AGENTMESH_EXECUTOR_SHUTDOWN_GRACE_SECONDS"]) + handover_and_closing
+    )
 
 
 def test_only_gateways_and_executors_reach_the_internal_services() -> None:

@@ -28,7 +28,9 @@ DELEGATE = {
 class Processes:
     """The mesh as processes: registry, memory, two executors (by executor id), gateway."""
 
-    def __init__(self, database_url: str, log_dir: Path) -> None:
+    def __init__(
+        self, database_url: str, log_dir: Path, *, executor_env: dict[str, str] | None = None
+    ) -> None:
         registry, memory, gateway, http, *executors = free_loopback_ports(6)
         self.executor_addresses = [f"127.0.0.1:{port}" for port in executors]
         common = {
@@ -71,6 +73,7 @@ class Processes:
                     "AGENTMESH_EXECUTOR_EXECUTOR_ADDRESSES": pool,
                     "AGENTMESH_EXECUTOR_EXECUTOR_HEALTH_INTERVAL_SECONDS": "0.2",
                     "AGENTMESH_EXECUTOR_LEASE_RENEW_INTERVAL_SECONDS": "0.5",
+                    **(executor_env or {}),
                 },
             )
             for n, port in enumerate(executors)

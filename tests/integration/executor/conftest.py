@@ -1,5 +1,5 @@
 """One in-process mesh per test module and database backend (see support.py); a module may
-override `executor_settings` to configure its executor."""
+override `executor_settings` (or `registry_settings`) to configure its executor (registry)."""
 
 from __future__ import annotations
 
@@ -18,13 +18,21 @@ def executor_settings() -> dict[str, Any]:
     return {}
 
 
+@pytest.fixture(scope="module")
+def registry_settings() -> dict[str, Any]:
+    return {}
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module", params=BACKENDS)
 async def stack(
     request: pytest.FixtureRequest,
     tmp_path_factory: pytest.TempPathFactory,
     executor_settings: dict[str, Any],
+    registry_settings: dict[str, Any],
 ) -> AsyncIterator[Stack]:
-    async with running_mesh(request, tmp_path_factory.mktemp("mesh"), executor=executor_settings) as mesh:
+    async with running_mesh(
+        request, tmp_path_factory.mktemp("mesh"), executor=executor_settings, registry=registry_settings
+    ) as mesh:
         client = MeshClient(mesh.services["registry"].address, mesh.gateway.address)
         stack = Stack(mesh, client, await client.login())
         try:

@@ -111,3 +111,20 @@ def test_specs_and_duplicates() -> None:
     broken = Misbehaving("broken", crash)
     broken.spec = ToolSpec(name="broken", description="", parameters={"type": "no-such-type"})
     assert ToolSet([broken]).validate("broken", {"anything": 1}) == "", "a broken schema is not enforced"
+
+
+class _Plain:
+    """A tool that declares nothing about idempotency."""
+
+    spec = ToolSpec(name="plain", description="d", parameters={"type": "object"})
+
+    async def call(self, arguments: dict[str, object]) -> ToolOutput:
+        return ToolOutput("ok")
+
+
+def test_only_declared_tools_are_idempotent() -> None:
+    # The built-ins are pure; a tool that says nothing is not; an unknown name is not.
+    tools = ToolSet([GetCurrentTime(), ExitLoop(), _Plain()])
+    assert tools.idempotent("get_current_time") and tools.idempotent("exit_loop")
+    assert not tools.idempotent("plain")
+    assert not tools.idempotent("missing")

@@ -20,10 +20,12 @@ from agentmesh.executor.finisher import RunFinisher
 from agentmesh.executor.leases import LeaseKeeper, OrphanCloser
 from agentmesh.executor.models.factory import ModelFactory
 from agentmesh.executor.outbox import EventOutbox
+from agentmesh.executor.resumption import RunResumer
 from agentmesh.executor.runner import RunExecutor
 from agentmesh.executor.secrets import Secrets
 from agentmesh.executor.servicer import ExecutorServicer
 from agentmesh.executor.settings import ExecutorSettings, process_environment
+from agentmesh.executor.tools.mcp import preload_sdk
 from agentmesh.executor.tools.mcp_resolution import McpServerResolver
 from agentmesh.internal.executor.v1 import executor_service_pb2, executor_service_pb2_grpc
 from agentmesh.memory.client import MemoryClient
@@ -40,6 +42,10 @@ from agentmesh.runtime.telemetry import untraced
 
 logger = logging.getLogger(__name__)
 
+# Past the drain grace: how long handing runs over (stopping them, releasing their leases) may
+# take before the server cancels what is left.
+_HANDOVER_SECONDS = 5.0
+
 EXECUTOR_SERVICE = executor_service_pb2.DESCRIPTOR.services_by_name["ExecutorService"]
 SERVICE_NAME = EXECUTOR_SERVICE.full_name
 
@@ -52,6 +58,26 @@ class ExecutorService(RunningService):
     cache: AgentCache[AgentRuntime]
     executor_id: str
     advertise_address: str
+    leases: LeaseKeeper | None = None
+
+    async def stop(self, grace_seconds: float = 5.0) -> None:
+        """Drains (issue 15 item 6): no new calls (health NOT_SERVING) and no orphans taken over;
+        the runs in flight get `grace_seconds` to end; those still going then are handed over —
+        stopped without an end, their leases released at once — and another executor resumes
+        them from the log. Their callers' streams end UNAVAILABLE, which the gateway follows
+        into the log. Then the resources close."""
+        if self.leases is not None:
+            self.leases.taking_over = False
+        stopping = asyncio.create_task(self.server.stop(grace_seconds + _HANDOVER_SECONDS))
+        if not await self.runner.wait_idle(grace_seconds) and self.leases is not None:
+            runs = await self.runner.hand_over()
+            try:
+                await self.leases.release(runs)
+            except Exception:  # their leases then expire, and they are taken over a lease time later
+                logger.exception("could not release the leases of %d runs handed over", len(runs))
+            logger.info("handed %d runs over to the other executors", len(runs))
+        await stopping
+        await self.close()
 
 
 async def start(settings: ExecutorSettings) -> ExecutorService:
@@ -138,7 +164,14 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
     servicer = ExecutorServicer(runner, cache, tokens)
     leases = LeaseKeeper(
         registry,
-        OrphanCloser(memory, system_metadata=system_metadata),
+        RunResumer(
+            memory,
+            registry,
+            OrphanCloser(memory, system_metadata=system_metadata),
+            resume=runner.resume,
+            system_metadata=system_metadata,
+            max_resumes=settings.resume_max_times,
+        ),
         executor_id=executor_id,
         held=lambda: [*runner.leased_runs(), *finisher.pending_runs(), *outbox.pending_runs()],
         lose=runner.lose,
@@ -168,6 +201,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
     # With no other executor known, delegations go to this one, still over gRPC.
     await router.start(fallback_address=advertise_address)
     cache.start_sweeper(settings.cache_sweep_seconds)
+    mcp_sdk = preload_sdk()
     finisher.start()
     outbox.start()
     heartbeat.start()
@@ -185,6 +219,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         server=server,
         closers=[
             stop_observing,
+            lambda: asyncio.wait([mcp_sdk]),
             registry_channel.close,
             memory_channel.close,
             router.stop,
@@ -200,6 +235,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         cache=cache,
         executor_id=executor_id,
         advertise_address=advertise_address,
+        leases=leases,
     )
 
 

@@ -12,10 +12,12 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentmesh.common.v1 import run_pb2
+from agentmesh.executor.child_log import ChildLog, end_outcome
 from agentmesh.executor.client import RunNotPlaced, RunRouter
 from agentmesh.executor.detached import run_detached
 from agentmesh.executor.errors import DELEGATION_NOT_ALLOWED, DelegationDepthExceeded
@@ -24,6 +26,7 @@ from agentmesh.executor.models.base import Usage
 from agentmesh.executor.recorder import EventType, response_key
 from agentmesh.executor.scope import RunScope
 from agentmesh.internal.executor.v1 import executor_service_pb2
+from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.client import Metadata
@@ -168,8 +171,14 @@ class Delegator:
         max_depth: int,
         timeout_seconds: float,
         cleanup_timeout_seconds: float,
+        memory: MemoryClient | None = None,
+        handing_over: Callable[[], bool] = lambda: False,
     ) -> None:
         self._remote = remote
+        self._memory = memory  # where a resumed run finds its open delegations' runs (`resume`)
+        # True while the executor hands its runs over (runner.hand_over): an open delegation is
+        # then left without a response, for the resumed run to answer from its delegated run.
+        self._handing_over = handing_over
         self._max_depth = max_depth
         self._timeout_seconds = timeout_seconds
         self._cleanup_timeout_seconds = cleanup_timeout_seconds
@@ -192,8 +201,11 @@ class Delegator:
             )
         return None
 
-    async def delegate(self, scope: RunScope, target: str, task: str) -> DelegationResult:
-        """Delegates `task` to the agent `target` names, by its slug or its exact name."""
+    async def delegate(
+        self, scope: RunScope, target: str, task: str, *, intent: dict[str, Any] | None = None
+    ) -> DelegationResult:
+        """Delegates `task` to the agent `target` names, by its slug or its exact name. `intent`:
+        what the request's event records of the model's call besides (llm.PlannedCall.intent)."""
         target = target_slug(scope, target)
         delegation_id = uuid.uuid4().hex
         started = time.monotonic()
@@ -219,7 +231,7 @@ class Delegator:
                         {"agent": target, "task": task},
                         parent_event_id=scope.input_event_id,
                         delegation_id=delegation_id,
-                        metadata={"target_agent": target, "depth": scope.depth + 1},
+                        metadata={**(intent or {}), "target_agent": target, "depth": scope.depth + 1},
                     ),
                     timeout_seconds=self._cleanup_timeout_seconds,
                 )
@@ -247,20 +259,39 @@ class Delegator:
                     seconds=time.monotonic() - started,
                 )
                 seq = 0
-                if request_event is not None:
+                if request_event is not None and not self._handing_over():
                     seq = await self._respond(scope, target, delegation_id, request_event.id, result)
-            await scope.sink.emit(
-                scope.context.event(
-                    seq=seq,
-                    delegation_response=run_pb2.DelegationResponse(
-                        delegation_id=delegation_id,
-                        target_agent=target,
-                        outcome=result.outcome,
-                        content=result.text,
-                    ),
-                )
-            )
+            await _emit_response(scope, target, delegation_id, result, seq)
             return result
+
+    async def resume(
+        self, scope: RunScope, target: str, task: str, request_event: memory_pb2.Event
+    ) -> DelegationResult:
+        """Answers a delegation a resumed run recorded with no response (its executor died with
+        it open): from the delegated run's one final event in the log, waited for — that run is
+        resumed by whoever takes it over, or was cancelled with its caller — or, when no run ever
+        received it, by sending it now under the same `delegation_id`. Records the one response."""
+        assert self._memory is not None, "a resumed run's delegator reads the log"
+        delegation_id = request_event.delegation_id
+        log = ChildLog(self._memory, session_id=scope.session_id, project_id=scope.spec.agent.project_id)
+        child_run = await log.child_run(delegation_id)
+        if child_run:
+            try:
+                async with asyncio.timeout(self._timeout_seconds):
+                    end = await log.wait_end(child_run)
+            except TimeoutError:
+                child = ChildOutcome(
+                    code="DEADLINE_EXCEEDED", message="its delegated run did not end in time"
+                )
+            else:
+                completed, text, code = end_outcome(end)
+                child = ChildOutcome(completed=completed, content=text, code=code, message=text)
+        else:
+            child = await self._run(scope, target, task, delegation_id, request_event)
+        result = _result(target, child)
+        seq = await self._respond(scope, target, delegation_id, request_event.id, result)
+        await _emit_response(scope, target, delegation_id, result, seq)
+        return result
 
     async def _run(
         self,
@@ -325,6 +356,19 @@ class Delegator:
             return 0
         # None: kept in the outbox, or answered first by the executor that took the run over.
         return event.seq if event else 0
+
+
+async def _emit_response(
+    scope: RunScope, target: str, delegation_id: str, result: DelegationResult, seq: int
+) -> None:
+    await scope.sink.emit(
+        scope.context.event(
+            seq=seq,
+            delegation_response=run_pb2.DelegationResponse(
+                delegation_id=delegation_id, target_agent=target, outcome=result.outcome, content=result.text
+            ),
+        )
+    )
 
 
 async def _settled(recording: asyncio.Future[memory_pb2.Event]) -> memory_pb2.Event | None:

@@ -18,6 +18,7 @@ from agentmesh.runtime.errors import (
     FailedPrecondition,
     FieldViolation,
     ResourceExhausted,
+    Unavailable,
     rich_status,
 )
 
@@ -31,6 +32,7 @@ __all__ = [
     "ExecutorBusy",
     "ModelUnavailable",
     "NoSubAgents",
+    "RunHandedOver",
     "UnknownTool",
     "run_failed",
 ]
@@ -46,6 +48,14 @@ INVALID_BLOCK = "INVALID_BLOCK"
 # An agent's MCP server is not registered or cannot be reached: an `error` event naming it, and the
 # run goes on without its tools.
 MCP_SERVER_UNAVAILABLE = "MCP_SERVER_UNAVAILABLE"
+
+
+class RunHandedOver(Unavailable):
+    """The executor is stopping and handed the run over (its lease released, no end recorded):
+    another executor resumes it from the log, and a caller follows it there (the gateway's
+    ChatStream does on UNAVAILABLE)."""
+
+    default_reason = "RUN_HANDED_OVER"
 
 
 class ExecutorBusy(ResourceExhausted):

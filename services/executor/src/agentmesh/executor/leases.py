@@ -8,7 +8,8 @@ and the runs were taken over: they stop here) and orphans it now holds: runs of 
 died, which `OrphanCloser` closes in their session's log; and runs a newer message of their
 session interrupts (double texting, registry `turns.py`), which stop here.
 
-Closing an orphan, until resuming one from the log is built (docs/durability.md): every
+An orphan is resumed from its log where it can be (resumption.py, `RunResumer`, which the keeper
+is given as its closer); otherwise it is closed (docs/durability.md). Closing an orphan: every
 `delegation_request` it recorded gets its `delegation_response` (outcome `failed`) and the run its
 one final `error` (reason `EXECUTOR_LOST`), both under the same idempotency keys the run itself
 would have used (recorder.end_key, response_key), so whatever the dead executor recorded first
@@ -22,7 +23,8 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 from agentmesh.executor.outbox import is_taken
 from agentmesh.executor.recorder import EventType, end_key, response_key
@@ -51,17 +53,27 @@ class OrphanCloser:
         self._memory = memory
         self._system_metadata = system_metadata
 
-    async def close(self, orphan: registry_internal_service_pb2.OrphanedRun) -> None:
+    async def close(
+        self,
+        orphan: registry_internal_service_pb2.OrphanedRun,
+        *,
+        events: list[resources_pb2.Event] | None = None,
+        reason: str = EXECUTOR_LOST,
+        message: str = "",
+    ) -> None:
+        """Closes the orphan with `reason` (its run's `events`, read here unless given)."""
         metadata = self._system_metadata()
-        request = memory_service_pb2.ListEventsRequest(
-            session_id=orphan.session_id, project_id=orphan.project_id, run_id=orphan.run_id
-        )
-        try:
-            events = [event async for event in self._memory.iter_events(request, metadata=metadata)]
-        except DomainError as error:
-            if error.code.name == "NOT_FOUND":  # no session yet: the run recorded nothing
-                return
-            raise
+        message = message or _LOST
+        if events is None:
+            request = memory_service_pb2.ListEventsRequest(
+                session_id=orphan.session_id, project_id=orphan.project_id, run_id=orphan.run_id
+            )
+            try:
+                events = [event async for event in self._memory.iter_events(request, metadata=metadata)]
+            except DomainError as error:
+                if error.code.name == "NOT_FOUND":  # no session yet: the run recorded nothing
+                    return
+                raise
         if not events:
             return
         responded = {
@@ -72,7 +84,7 @@ class OrphanCloser:
             _event(
                 orphan,
                 EventType.EVENT_TYPE_DELEGATION_RESPONSE,
-                {"agent": target, "outcome": "failed", "content": f"{target} failed: {_LOST}"},
+                {"agent": target, "outcome": "failed", "content": f"{target} failed: {message}"},
                 metadata={"target_agent": target, "outcome": "failed"},
                 parent_event_id=event.id,
                 delegation_id=event.delegation_id,
@@ -88,8 +100,8 @@ class OrphanCloser:
             _event(
                 orphan,
                 EventType.EVENT_TYPE_ERROR,
-                _LOST,
-                metadata={"reason": EXECUTOR_LOST, "code": "UNAVAILABLE"},
+                message,
+                metadata={"reason": reason, "code": "UNAVAILABLE"},
                 parent_event_id=input_event.id,
                 delegation_id=input_event.delegation_id,
                 idempotency_key=end_key(orphan.run_id),
@@ -139,14 +151,18 @@ def _event(
     return new
 
 
+class Closer(Protocol):
+    async def close(self, orphan: registry_internal_service_pb2.OrphanedRun) -> None: ...
+
+
 class LeaseKeeper:
-    """Renews this executor's run leases and closes the orphans it is handed, in a background
-    task from `start` to `stop`."""
+    """Renews this executor's run leases and closes (or resumes) the orphans it is handed, in a
+    background task from `start` to `stop`."""
 
     def __init__(
         self,
         registry: RegistryClient,
-        closer: OrphanCloser,
+        closer: Closer,
         *,
         executor_id: str,
         held: Callable[[], list[RunKey]],
@@ -167,6 +183,10 @@ class LeaseKeeper:
         self._max_orphans = max_orphans
         self._closing: dict[RunKey, asyncio.Task[None]] = {}
         self._closed: list[RunKey] = []
+        self._released: set[RunKey] = set()
+        # Runs the registry said this executor lost: not renewed (nor warned about) again while
+        # something here still holds them (the finisher delivering their end).
+        self._lost: set[RunKey] = set()
         self._task: asyncio.Task[None] | None = None
         self.taking_over = True  # off while draining: a stopping executor takes on nothing
 
@@ -183,20 +203,31 @@ class LeaseKeeper:
                 await task
         self._task = None
 
-    async def renew(self) -> float:
+    async def release(self, runs: Sequence[RunKey]) -> None:
+        """Hands runs over (graceful drain): their leases end now, so another executor takes
+        them over and resumes them without waiting for them to expire."""
+        if runs:
+            self.taking_over = False
+            self._released.update(runs)  # never renewed again, whatever still holds them here
+            await self.renew(released=runs)
+
+    async def renew(self, *, released: Sequence[RunKey] = ()) -> float:
         """One renewal: how long the registry's leases last (0 when it could not be asked). More
         runs than one `RenewRunLeases` may name (the registry takes at most
         `MAX_RUNS_PER_RENEWAL`) go in several calls: an executor holding 5,000 runs renewed none
         of them in one refused call (issue 16's 5,000-stream bench)."""
         closed, self._closed = self._closed, []
-        held = [
-            registry_internal_service_pb2.LeasedRun(agent_id=agent_id, run_id=run_id)
-            for agent_id, run_id in {*self._held(), *self._closing}
-        ]
-        closed_runs = [registry_internal_service_pb2.LeasedRun(agent_id=a, run_id=r) for a, r in closed]
-        chunks = range(0, max(len(held), len(closed_runs), 1), MAX_RUNS_PER_RENEWAL)
+
+        def leased(runs: Iterable[RunKey]) -> list[registry_internal_service_pb2.LeasedRun]:
+            return [registry_internal_service_pb2.LeasedRun(agent_id=a, run_id=r) for a, r in runs]
+
+        holding = {*self._held(), *self._closing}
+        self._lost &= holding
+        held = leased(holding - self._released - self._lost)
+        closed_runs, released_runs = leased(closed), leased(released)
+        longest = max(len(held), len(closed_runs), len(released_runs), 1)
         lease_seconds = 0.0
-        for index, start in enumerate(chunks):
+        for index, start in enumerate(range(0, longest, MAX_RUNS_PER_RENEWAL)):
             end = start + MAX_RUNS_PER_RENEWAL
             request = registry_internal_service_pb2.RenewRunLeasesRequest(
                 executor_id=self._executor_id,
@@ -204,11 +235,12 @@ class LeaseKeeper:
                 closed=closed_runs[start:end],
                 # Orphans are taken over once per renewal, not once per call.
                 max_orphans=self._max_orphans if self.taking_over and index == 0 else 0,
+                released=released_runs[start:end],
             )
             try:
                 response = await self._registry.renew_run_leases(request, metadata=self._system_metadata())
             except DomainError as error:
-                self._closed.extend(closed[start:end])
+                self._closed.extend(closed[start:])
                 logger.warning("could not renew the leases of executor %s: %s", self._executor_id, error)
                 return 0.0
             self._take(response)
@@ -218,7 +250,9 @@ class LeaseKeeper:
     def _take(self, response: registry_internal_service_pb2.RenewRunLeasesResponse) -> None:
         """What a renewal answered: runs lost or interrupted here, orphans to close."""
         for lost in response.lost:
-            if (lost.agent_id, lost.run_id) not in self._closing:
+            key = (lost.agent_id, lost.run_id)
+            if key not in self._closing and key not in self._lost:
+                self._lost.add(key)
                 logger.warning("run %s was taken over (lease lost): stopping it here", lost.run_id)
                 self._lose(lost.run_id)
         for interrupted in response.interrupted:

@@ -11,14 +11,15 @@ model. Text streams in chunks, with ```delegate / ```tool_call blocks taken out 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.agent import DELEGATE_TOOL, AgentRuntime, delegate_tool_spec
+from agentmesh.executor.agent import DELEGATE_TOOL, AgentRuntime, delegate_tool_spec, fenced
 from agentmesh.executor.delegation import Delegator
 from agentmesh.executor.errors import INVALID_BLOCK, MODEL_FAILED
 from agentmesh.executor.models.base import ChatModel, Message, ModelError, ToolCallRequest, ToolSpec, Usage
@@ -26,14 +27,23 @@ from agentmesh.executor.models.factory import message_params
 from agentmesh.executor.recorder import EventType, NewEvent
 from agentmesh.executor.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
-from agentmesh.executor.text import DELEGATE, FencedBlock, FencedBlockFilter, TextChunker
+from agentmesh.executor.text import DELEGATE, TOOL_CALL, FencedBlock, FencedBlockFilter, TextChunker
 from agentmesh.executor.tools.base import ToolOutput
+from agentmesh.executor.tools.builtin import EXIT_LOOP
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2
 from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.errors import NotFound
 
+if TYPE_CHECKING:
+    from agentmesh.executor.resumption import LoggedCall, LoggedStep, RunLog
+
 logger = logging.getLogger(__name__)
+
+IN_DOUBT = (
+    "the outcome of this call is unknown: the executor running it stopped before its result was "
+    "recorded, and the tool is not declared idempotent, so it was not run again"
+)
 
 _HISTORY_ROLES = {
     EventType.EVENT_TYPE_USER_MESSAGE: "user",
@@ -54,6 +64,13 @@ class PlannedCall:
     task: str = ""
     error: str = ""
     native: bool = True  # function calling (answered by a tool message) or a fenced block
+    step: int = 0  # the model step that asked for it
+    index: int = 0  # its place among the step's calls
+
+    def intent(self) -> dict[str, Any]:
+        """What its intent event (`tool_call`, `delegation_request`) records of it besides the
+        call itself, so a run resumed from the log rebuilds the step (resumption.py)."""
+        return {"call_id": self.id, "step": self.step, "index": self.index, "native": self.native}
 
 
 @dataclass
@@ -83,11 +100,16 @@ class LlmLoop:
         self._targets = list(scope.spec.network_access)
         self._result = RunResult()
 
-    async def run(self, history: Sequence[Message]) -> RunResult:
+    async def run(self, history: Sequence[Message], resumed: RunLog | None = None) -> RunResult:
+        """The loop from its first step, or — for a run `resumed` from the log on another
+        executor — from where its log stops: its logged steps are not asked again, and the calls
+        of its last step that have no recorded result are finished first (`_finish_step`)."""
         scope, result = self._scope, self._result
         assert self._runtime.models is not None
         model = self._runtime.models.for_run(
-            message_params(scope.request.model_settings), on_fallback=self._runtime.mark_stale
+            message_params(scope.request.model_settings),
+            on_fallback=self._runtime.mark_stale,
+            answered_steps=resumed.answered if resumed else 0,
         )
         messages: list[Message] = [
             Message("system", self._runtime.system_prompt(as_sub_agent=scope.request.as_sub_agent)),
@@ -97,7 +119,22 @@ class LlmLoop:
         tool_specs = self._offered_tools()
         max_steps = scope.spec.max_steps or self._settings.default_max_steps
         best = ""
-        for step in range(1, max_steps + 1):
+        first = 1
+        if resumed is not None:
+            for logged in resumed.steps:
+                calls = [call.call for call in logged.calls]
+                messages.append(assistant_turn(calls))
+                outputs = await self._finish_step(logged)
+                messages.extend(_result_messages(calls, outputs))
+                exits = [
+                    o for c, o in zip(calls, outputs, strict=True) if c.name == EXIT_LOOP and not o.is_error
+                ]
+                if exits:
+                    result.steps, result.escalated, result.content = logged.number, True, exits[0].text
+                    return result
+            first = resumed.answered + 1
+            result.steps = resumed.answered
+        for step in range(first, max_steps + 1):
             result.steps = step
             metrics.record_step(kind="llm")
             await scope.sink.emit(scope.context.event(step_started=run_pb2.StepStarted(step=step)))
@@ -105,7 +142,7 @@ class LlmLoop:
                 reply = await self._call_model(model, messages, tool_specs, step)
                 best = reply.visible or best
                 # The summing-up step after an escalation answers; it calls nothing more.
-                calls = [] if result.escalated else self._plan(reply)
+                calls = [] if result.escalated else self._plan(reply, step)
                 if not calls:
                     if reply.visible or not result.escalated:
                         result.content = reply.visible
@@ -207,7 +244,7 @@ class LlmLoop:
         # Only where blocks were cut out is there whitespace that the model did not mean.
         return ModelReply("".join(raw), text.strip() if fenced.blocks else text, native, fenced.blocks)
 
-    def _plan(self, reply: ModelReply) -> list[PlannedCall]:
+    def _plan(self, reply: ModelReply, step: int) -> list[PlannedCall]:
         calls: list[PlannedCall] = []
         for call in reply.native_calls:
             if call.name == DELEGATE_TOOL and DELEGATE_TOOL not in self._tools and not call.error:
@@ -233,6 +270,8 @@ class LlmLoop:
             else:
                 arguments = value.get("arguments") or {}
                 calls.append(PlannedCall(TOOL, call_id, value["name"], arguments, native=False))
+        for index, call in enumerate(calls):
+            call.step, call.index = step, index
         return calls
 
     # -- tools and delegations --------------------------------------------------------------------
@@ -246,7 +285,7 @@ class LlmLoop:
                 NewEvent(
                     EventType.EVENT_TYPE_TOOL_CALL,
                     {"name": call.name, "arguments": call.arguments},
-                    metadata={"call_id": call.id, "tool": call.name},
+                    metadata={**call.intent(), "tool": call.name},
                     parent_event_id=scope.input_event_id,
                 )
                 for call in tool_calls
@@ -330,7 +369,49 @@ class LlmLoop:
         outputs[call.id] = output
 
     async def _delegate(self, call: PlannedCall, outputs: dict[str, ToolOutput]) -> None:
-        result = await self._delegator.delegate(self._scope, call.name, call.task)
+        result = await self._delegator.delegate(self._scope, call.name, call.task, intent=call.intent())
+        self._result.total_usage += result.usage
+        outputs[call.id] = ToolOutput(result.text, is_error=result.is_error)
+
+    # -- resuming a run from the log (resumption.py) ------------------------------------------------
+
+    async def _finish_step(self, logged: LoggedStep) -> list[ToolOutput]:
+        """The outputs of a logged step's calls: recorded ones as recorded; the others finished
+        now — an in-doubt tool call run again only when its tool is idempotent (else the model is
+        told its outcome is unknown), an open delegation answered from its delegated run."""
+        outputs = {call.call.id: call.output for call in logged.calls if call.output is not None}
+        async with asyncio.TaskGroup() as group:
+            for open_call in (call for call in logged.calls if call.output is None):
+                call = open_call.call
+                if call.kind == DELEGATION:
+                    group.create_task(self._resume_delegation(open_call, outputs))
+                elif self._tools.idempotent(call.name):
+                    group.create_task(self._tool(call, open_call.event.id, outputs))
+                else:
+                    group.create_task(self._in_doubt(open_call, outputs))
+        return [outputs[call.call.id] for call in logged.calls]
+
+    async def _in_doubt(self, open_call: LoggedCall, outputs: dict[str, ToolOutput]) -> None:
+        """Answers a tool call whose outcome is unknown, saying so in its result (`in_doubt`)."""
+        scope, call = self._scope, open_call.call
+        text = f"{call.name}: {IN_DOUBT}"
+        event = await scope.recorder.record(
+            EventType.EVENT_TYPE_TOOL_RESULT,
+            text,
+            metadata={"call_id": call.id, "tool": call.name, "is_error": True, "in_doubt": True},
+            parent_event_id=open_call.event.id,
+        )
+        await scope.sink.emit(
+            scope.context.event(
+                seq=event.seq,
+                tool_result=run_pb2.ToolResult(call_id=call.id, name=call.name, output=text, is_error=True),
+            )
+        )
+        outputs[call.id] = ToolOutput(text, is_error=True)
+
+    async def _resume_delegation(self, open_call: LoggedCall, outputs: dict[str, ToolOutput]) -> None:
+        call = open_call.call
+        result = await self._delegator.resume(self._scope, call.name, call.task, open_call.event)
         self._result.total_usage += result.usage
         outputs[call.id] = ToolOutput(result.text, is_error=result.is_error)
 
@@ -364,6 +445,29 @@ async def read_history(
         if event.run_id != exclude_run_id
     ]
     return messages[-window:]
+
+
+def assistant_turn(calls: Sequence[PlannedCall]) -> Message:
+    """The model's turn that asked for `calls`, rebuilt from their intent events (a resumed run):
+    native calls as tool calls, fenced ones as the blocks it wrote (its other text of that step
+    was streamed, not recorded)."""
+    native = [
+        ToolCallRequest(
+            call.id,
+            DELEGATE_TOOL if call.kind == DELEGATION else call.name,
+            {"agent": call.name, "task": call.task} if call.kind == DELEGATION else call.arguments,
+        )
+        for call in calls
+        if call.native
+    ]
+    blocks = [
+        fenced(DELEGATE, json.dumps({"agent": call.name, "task": call.task}))
+        if call.kind == DELEGATION
+        else fenced(TOOL_CALL, json.dumps({"name": call.name, "arguments": call.arguments}))
+        for call in calls
+        if not call.native
+    ]
+    return Message("assistant", "\n".join(blocks), tool_calls=native)
 
 
 def _result_messages(calls: Sequence[PlannedCall], outputs: Sequence[ToolOutput]) -> list[Message]:

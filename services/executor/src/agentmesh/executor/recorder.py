@@ -66,8 +66,12 @@ class Recorder:
         secrets: Secrets | None = None,
         agent_id: str = "",
         outbox: EventOutbox | None = None,
+        key_prefix: str = "",
     ) -> None:
         self._memory = memory
+        # A run resumed on another executor records under a prefix of its own: its positions
+        # start again at 1, and must not meet the keys its first executor used.
+        self._key_prefix = key_prefix or run_id
         # Every event is recorded scrubbed of the executor's secrets (issue 14 item 2).
         self._secrets = secrets or Secrets()
         self._outbox = outbox
@@ -155,7 +159,7 @@ class Recorder:
                 delegation_id=self.delegation_id if event.delegation_id is None else event.delegation_id,
                 trace_id=trace_id,
                 span_id=span_id,
-                idempotency_key=event.idempotency_key or f"{self.run_id}:{next(self._positions)}",
+                idempotency_key=event.idempotency_key or f"{self._key_prefix}:{next(self._positions)}",
             )
             metadata = {"agent_name": self.agent_name, **(event.metadata or {})}
             new.metadata.CopyFrom(struct(self._secrets.scrub_value(metadata)))

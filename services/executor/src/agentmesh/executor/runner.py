@@ -14,10 +14,11 @@ cannot be set up) leave as the gRPC status; after `run_started`, a run ends with
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -28,27 +29,31 @@ from agentmesh.executor.admission import AdmittedRun, RunAdmission
 from agentmesh.executor.agent import AgentBuilder, AgentRuntime, kind_name
 from agentmesh.executor.cache import AgentCache
 from agentmesh.executor.delegation import Delegator, RemoteRuns
-from agentmesh.executor.errors import MCP_SERVER_UNAVAILABLE, ExecutorBusy, run_failed
+from agentmesh.executor.errors import MCP_SERVER_UNAVAILABLE, ExecutorBusy, RunHandedOver, run_failed
 from agentmesh.executor.events import EventSink, RunContext, usage_proto
 from agentmesh.executor.finisher import RunFinisher
 from agentmesh.executor.llm import LlmLoop, read_history
 from agentmesh.executor.outbox import EventOutbox
-from agentmesh.executor.recorder import EventType, end_key
+from agentmesh.executor.recorder import EventType, Recorder, end_key
+from agentmesh.executor.resumption import RUN_RESUMED, RunLog, resumed_request
+from agentmesh.executor.run_end import record_cancelled, record_failure, result_metadata
 from agentmesh.executor.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.executor.specs import AgentSpecs
 from agentmesh.executor.turns import INTERRUPTED, await_turn, policy_violations
 from agentmesh.executor.workflow import WorkflowRun
 from agentmesh.internal.executor.v1 import executor_service_pb2
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.memory.client import MemoryClient
 from agentmesh.registry.client import RegistryClient
+from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.errors import DomainError, FieldViolation, InvalidArgument
-from agentmesh.runtime.interceptors import current_deadline
+from agentmesh.runtime.identity import current_token
 
 logger = logging.getLogger(__name__)
 
-_DEADLINE_SLACK_SECONDS = 0.05
+HANDED_OVER = "handed over: the executor is stopping"
 
 
 class RunExecutor:
@@ -89,7 +94,10 @@ class RunExecutor:
             max_depth=settings.max_delegation_depth,
             timeout_seconds=settings.delegation_timeout_seconds,
             cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
+            memory=memory,
+            handing_over=lambda: self._handing_over,
         )
+        self._outbox = outbox
         self._executor_id = executor_id
         self._finisher = finisher
         self._slots = asyncio.Semaphore(settings.max_concurrent_runs)
@@ -99,6 +107,10 @@ class RunExecutor:
         # Runs started at the registry and not yet finished here, by run id: what this
         # executor holds leases on (leases.py).
         self._leased: dict[str, tuple[str, asyncio.Task[Any]]] = {}
+        # Graceful drain past its grace: runs stopped without an end, for another executor to
+        # resume (`hand_over`).
+        self._handing_over = False
+        self._handed_over: set[asyncio.Task[Any]] = set()
 
     @property
     def active_runs(self) -> int:
@@ -126,6 +138,11 @@ class RunExecutor:
         try:
             async for batch in sink.drain_batches(task):
                 yield batch
+            if task in self._handed_over:
+                raise RunHandedOver(
+                    "this executor is stopping and handed the run over: another executor resumes it "
+                    "from the session's log (follow it there by the last seq seen)"
+                )
             answered = True
         finally:
             if not answered:
@@ -169,6 +186,103 @@ class RunExecutor:
             self._cancel_reasons[task] = reason
             task.cancel()
 
+    async def hand_over(self) -> list[tuple[str, str]]:
+        """Stops every run here without recording its end (graceful drain past its grace, issue
+        15 item 6): (agent id, run id) of each, whose leases the caller releases so that another
+        executor resumes them at once. Their tool calls in flight are left in doubt, their open
+        delegations to be answered by the resumed run."""
+        self._handing_over = True
+        runs = self.leased_runs()
+        tasks = [task for _, task in self._leased.values()]
+        for task in tasks:
+            self._cancel_reasons[task] = HANDED_OVER
+            self._handed_over.add(task)
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=self._settings.cleanup_timeout_seconds)
+        return runs
+
+    async def resume(
+        self,
+        orphan: registry_internal_service_pb2.OrphanedRun,
+        spec: resources_pb2.AgentSpec,
+        log: RunLog,
+    ) -> None:
+        """Goes on with a run taken over from a dead executor, from where its log stops
+        (resumption.py), as the mesh itself (the system token), until its one end. Its events
+        go to the log (clients follow it there), its stream to no one."""
+        assert log.input is not None
+        number = log.resumes + 1
+        recorder = Recorder(
+            self._memory,
+            session_id=orphan.session_id,
+            project_id=spec.agent.project_id,
+            agent=spec.agent.slug or spec.agent.name,
+            agent_name=spec.agent.name,
+            run_id=orphan.run_id,
+            delegation_id=log.input.delegation_id,
+            secrets=self._builder.secrets,
+            agent_id=spec.agent.id,
+            outbox=self._outbox,
+            key_prefix=f"{orphan.run_id}:resume{number}",
+        )
+        request = resumed_request(orphan, spec, log.input)
+        received: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        received.set_result(log.input)
+        run = AdmittedRun(
+            request,
+            spec,
+            recorder,
+            early_input=received,
+            cleanup_timeout_seconds=self._settings.cleanup_timeout_seconds,
+        )
+        sink = EventSink(self._settings.event_buffer_size, secrets=self._builder.secrets)
+        context = contextvars.copy_context()
+        metadata = self._remote.system_metadata()
+        context.run(current_token.set, metadata[0][1].partition(" ")[2] if metadata else None)
+        task = asyncio.create_task(
+            self._resumed(run, sink, log, number), name=f"resume {orphan.run_id}", context=context
+        )
+        self._runs.add(task)
+        task.add_done_callback(self._runs.discard)
+        try:
+            async for _ in sink.drain_batches(task):
+                pass
+        finally:
+            if not task.done():
+                task.cancel()
+        if task in self._handed_over:
+            # Not closed: its taker must not report it so (the registry would forget it).
+            raise RunHandedOver(f"run {orphan.run_id} was handed over again before it ended")
+
+    async def _resumed(self, run: AdmittedRun, sink: EventSink, log: RunLog, number: int) -> None:
+        spec = run.spec
+        with telemetry.run_span(
+            agent=spec.agent.name,
+            project=spec.project_slug,
+            session_id=run.request.session_id,
+            run_id=run.run_id,
+            kind="llm",
+            delegation_id=run.request.delegation_id,
+            delegation_depth=run.request.delegation_depth,
+        ) as span:
+            assert log.input is not None
+            await run.recorder.record(
+                EventType.EVENT_TYPE_ERROR,
+                f"the run resumed on executor {self._executor_id} after its executor stopped "
+                f"(resume {number})",
+                metadata={"reason": RUN_RESUMED, "resume": number, "executor_id": self._executor_id},
+                parent_event_id=log.input.id,
+                idempotency_key=f"{run.run_id}:resumed:{number}",
+            )
+            await self._live(run, sink, span, kind="llm", started=time.monotonic(), resumed=log)
+
+    async def wait_idle(self, timeout_seconds: float) -> bool:
+        """Waits up to `timeout_seconds` for the runs in flight to end: whether none is left."""
+        if self._runs:
+            await asyncio.wait(set(self._runs), timeout=timeout_seconds)
+        return not self._runs
+
     async def drain(self, timeout_seconds: float) -> None:
         """Waits for runs in flight (at shutdown), cancelling those still going after the timeout."""
         if not self._runs:
@@ -198,22 +312,30 @@ class RunExecutor:
             await self._live(run, sink, span, kind=kind, started=started)
 
     async def _live(
-        self, run: AdmittedRun, sink: EventSink, span: Span, *, kind: str, started: float
+        self,
+        run: AdmittedRun,
+        sink: EventSink,
+        span: Span,
+        *,
+        kind: str,
+        started: float,
+        resumed: RunLog | None = None,
     ) -> None:
         """An admitted run's life: its agent from the cache, its loop, and, whatever happens, its
-        bookkeeping (metrics, the runs in flight here, its end handed to the finisher)."""
+        bookkeeping (metrics, the runs in flight here, its end handed to the finisher — not for
+        a run handed over, nor a resumed one: the registry counted it out when it was orphaned)."""
         task = self._track(run.spec.agent.id)
         self._leased[run.run_id] = (run.spec.agent.id, task)
         result: RunResult | None = None
         outcome: metrics.RunOutcome = "failed"
         try:
-            result = await self._run_agent(run, sink)
+            result = await self._run_agent(run, sink, resumed)
             span.set_attribute(telemetry.RUN_OUTCOME, "completed" if result else "failed")
             if result is not None:
                 outcome = "max_steps" if result.max_steps_reached else "completed"
         except asyncio.CancelledError:
             outcome = "cancelled"
-            if not run.loop_started:
+            if not run.loop_started and task not in self._handed_over:
                 # Cancelled while its agent was being set up: the loop records no end for it.
                 await run.record_cancelled(timeout_seconds=self._settings.cleanup_timeout_seconds)
             raise
@@ -231,9 +353,12 @@ class RunExecutor:
             )
             self._untrack(run.spec.agent.id, task)
             self._leased.pop(run.run_id, None)
-            self._finish(run, result)
+            if resumed is None and task not in self._handed_over:
+                self._finish(run, result)
 
-    async def _run_agent(self, run: AdmittedRun, sink: EventSink) -> RunResult | None:
+    async def _run_agent(
+        self, run: AdmittedRun, sink: EventSink, resumed: RunLog | None = None
+    ) -> RunResult | None:
         """The agent's runtime (cached per session) running the run."""
         spec = run.spec
         signature, plan = await self._builder.plan(spec)
@@ -243,7 +368,7 @@ class RunExecutor:
             signature,
             lambda scope: self._builder.build(spec, signature, plan, scope),
         ) as runtime:
-            return await self._run_loop(run, runtime, sink)
+            return await self._run_loop(run, runtime, sink, resumed)
 
     def _track(self, agent_id: str) -> asyncio.Task[Any]:
         """Notes the current task as a run of the agent here, so `cancel_runs` finds it."""
@@ -259,7 +384,9 @@ class RunExecutor:
             self._runs_by_agent.pop(agent_id, None)
         self._cancel_reasons.pop(task, None)
 
-    async def _run_loop(self, run: AdmittedRun, runtime: AgentRuntime, sink: EventSink) -> RunResult | None:
+    async def _run_loop(
+        self, run: AdmittedRun, runtime: AgentRuntime, sink: EventSink, resumed: RunLog | None = None
+    ) -> RunResult | None:
         """The run once its agent is ready: the answer, or None when it failed (and said so).
         The stream ends with the answer (or the failure); the run's bookkeeping goes on after."""
         request, spec, recorder = run.request, run.spec, run.recorder
@@ -268,6 +395,7 @@ class RunExecutor:
             run_id, request.session_id, spec.agent.slug or spec.agent.name, tuple(request.delegation_path)
         )
         scope = RunScope(request, spec, context, recorder, sink)
+        cleanup = self._settings.cleanup_timeout_seconds
         kind = kind_name(spec.kind)
         model = runtime.models.plan.name if runtime.models else ""
         run.loop_started = True
@@ -313,19 +441,21 @@ class RunExecutor:
             )
             if kind == "llm":
                 loop = LlmLoop(scope, runtime, settings=self._settings, delegator=self._delegator)
-                result = await loop.run(history)
+                result = await loop.run(history, resumed)
             else:
                 result = await WorkflowRun(scope, remote=self._remote, settings=self._settings).run()
             response = await recorder.record(
                 EventType.EVENT_TYPE_AGENT_RESPONSE,
                 result.content,
                 parent_event_id=received.id,
-                metadata=_result_metadata(result),
+                metadata=result_metadata(result),
                 idempotency_key=end_key(run_id),
             )
         except asyncio.CancelledError:
             reason = self._cancel_reasons.get(asyncio.current_task())  # type: ignore[arg-type]
-            await self._record_cancelled(scope, reason)
+            if reason == HANDED_OVER:
+                raise  # no end: the executor that takes it over resumes it
+            await record_cancelled(scope, reason, cleanup_timeout_seconds=cleanup)
             if reason:
                 # Cancelled from here (the agent was terminated), not by the caller: it still
                 # listens, and learns why.
@@ -334,22 +464,25 @@ class RunExecutor:
                 sink.emit_last(context.event(run_failed=run_failed(cancelled, message, cancelled)))
             raise
         except RunFailure as failure:
-            await self._fail(scope, failure.code, failure.message, failure.reason)
+            await record_failure(
+                scope, failure.code, failure.message, failure.reason, cleanup_timeout_seconds=cleanup
+            )
             return None
         except DomainError as error:
-            await self._fail(
+            await record_failure(
                 scope,
                 error.code.name,
                 error.message,
                 error.reason,
                 metadata=error.metadata,
                 violations=error.violations,
+                cleanup_timeout_seconds=cleanup,
             )
             return None
         except Exception:
             logger.exception("run %s of %s failed", run_id, spec.agent.name)
             internal = grpc.StatusCode.INTERNAL.name
-            await self._fail(scope, internal, "internal error", internal)
+            await record_failure(scope, internal, "internal error", internal, cleanup_timeout_seconds=cleanup)
             return None
         await sink.emit(
             context.event(
@@ -366,58 +499,6 @@ class RunExecutor:
         sink.close()
         return result
 
-    async def _fail(
-        self,
-        scope: RunScope,
-        code: str,
-        message: str,
-        reason: str,
-        *,
-        metadata: Mapping[str, str] | None = None,
-        violations: Sequence[FieldViolation] = (),
-    ) -> None:
-        seq = 0
-        try:
-            event = await scope.recorder.record_end(
-                EventType.EVENT_TYPE_ERROR,
-                message,
-                metadata={"reason": reason, "code": code},
-                parent_event_id=scope.input_event_id,
-                idempotency_key=end_key(scope.context.run_id),
-                timeout_seconds=self._settings.cleanup_timeout_seconds,
-            )
-            seq = event.seq if event else 0
-        except DomainError as error:
-            logger.warning("could not record the failure of run %s: %s", scope.context.run_id, error)
-        await scope.sink.emit(
-            scope.context.event(
-                seq=seq,
-                run_failed=run_failed(code, message, reason, metadata=metadata, violations=violations),
-            )
-        )
-        scope.sink.close()
-
-    async def _record_cancelled(self, scope: RunScope, reason: str | None) -> None:
-        deadline = current_deadline.get()
-        # gRPC's clock fires the deadline, ours reads it: allow them a little disagreement.
-        timed_out = deadline is not None and time.monotonic() >= deadline - _DEADLINE_SLACK_SECONDS
-        try:
-            await scope.recorder.record_end(
-                EventType.EVENT_TYPE_ERROR,
-                "the run was cancelled"
-                + (f": {reason}" if reason else " (deadline exceeded)" if timed_out else ""),
-                metadata={
-                    "cancelled": True,
-                    "code": "DEADLINE_EXCEEDED" if timed_out and not reason else "CANCELLED",
-                    **({"reason": reason} if reason else {}),
-                },
-                parent_event_id=scope.input_event_id,
-                idempotency_key=end_key(scope.context.run_id),
-                timeout_seconds=self._settings.cleanup_timeout_seconds,
-            )
-        except Exception:
-            logger.exception("could not record that run %s was cancelled", scope.context.run_id)
-
     def _finish(self, run: AdmittedRun, result: RunResult | None) -> None:
         usage = result.usage if result else None
         self._finisher.finish(
@@ -427,20 +508,6 @@ class RunExecutor:
             tokens_used=usage.total_tokens if usage else 0,
             cost=usage.cost if usage else 0.0,
         )
-
-
-def _result_metadata(result: RunResult) -> dict[str, Any]:
-    metadata: dict[str, Any] = {
-        "steps": result.steps,
-        "input_tokens": result.usage.input_tokens,
-        "output_tokens": result.usage.output_tokens,
-        **result.metadata,
-    }
-    if result.max_steps_reached:
-        metadata["max_steps_reached"] = True
-    if result.escalated:
-        metadata["escalated"] = True
-    return metadata
 
 
 def _validate(request: executor_service_pb2.RunRequest) -> None:

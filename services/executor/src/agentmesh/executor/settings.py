@@ -69,6 +69,11 @@ class ExecutorSettings(ServiceSettings):
     lease_max_orphans: int = Field(
         default=16, ge=0, description="runs of dead executors taken over per renewal (0: none)"
     )
+    resume_max_times: int = Field(
+        default=3,
+        ge=0,
+        description="a run taken over after this many resumes fails (RESUME_LIMIT); 0: never resume",
+    )
     # host:port other services dial to reach this executor (defaults to the bound address).
     advertise_address: str = ""
     executor_id: str = ""

@@ -120,6 +120,7 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
             [(run.agent_id, run.run_id) for run in request.runs],
             closed=[(run.agent_id, run.run_id) for run in request.closed],
             max_orphans=request.max_orphans,
+            released=[(run.agent_id, run.run_id) for run in request.released],
         )
         return convert.renewal_message(renewal)
 

@@ -78,11 +78,15 @@ class RunLeases:
         *,
         closed: Sequence[RunKey] = (),
         max_orphans: int = 0,
+        released: Sequence[RunKey] = (),
     ) -> Renewal:
+        """Renews `runs`, forgets `closed` orphans, ends the leases of `released` runs at once
+        (a draining executor hands them over: the next sweep orphans them), and hands out up to
+        `max_orphans` orphans."""
         violations = []
         if not executor_id:
             violations.append(FieldViolation("executor_id", "is required"))
-        for name, keys in (("runs", runs), ("closed", closed)):
+        for name, keys in (("runs", runs), ("closed", closed), ("released", released)):
             if len(keys) > MAX_LEASED_RUNS:
                 violations.append(FieldViolation(name, f"must hold at most {MAX_LEASED_RUNS} runs"))
             for index, (agent_id, run_id) in enumerate(keys):
@@ -98,6 +102,8 @@ class RunLeases:
         self._heard.add(executor_id)
         if closed:
             await self._store.close(executor_id, closed)
+        if released:
+            await self._store.renew(executor_id, released, now - self._lease)
         lost = await self._store.renew(executor_id, runs, now + self._lease)
         orphans = await self._store.claim(
             executor_id, now, now + self._lease, min(max_orphans, MAX_ORPHANS_PER_CALL)

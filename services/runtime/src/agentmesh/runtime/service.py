@@ -35,6 +35,10 @@ class RunningService:
 
     async def stop(self, grace_seconds: float = 5.0) -> None:
         await self.server.stop(grace_seconds)
+        await self.close()
+
+    async def close(self) -> None:
+        """Closes the service's resources, once its server stopped."""
         for close in reversed(self.closers):
             try:
                 await close()

@@ -103,14 +103,22 @@ class ModelBinding:
         self._chunk_chars = chunk_chars
 
     def for_run(
-        self, params: Mapping[str, Any] | None = None, *, on_fallback: Callable[[], None] | None = None
+        self,
+        params: Mapping[str, Any] | None = None,
+        *,
+        on_fallback: Callable[[], None] | None = None,
+        answered_steps: int = 0,
     ) -> ChatModel:
         """The model one run uses, with that run's per-message `params` on top of the agent's;
-        `on_fallback` is called when a fallback model takes over from the primary."""
+        `on_fallback` is called when a fallback model takes over from the primary.
+        `answered_steps`: steps of a resumed run answered before (only the script cares)."""
         if self.plan.is_mock:
             # The script restarts with every run (the i-th call of a run answers item i).
             return MockModel(
-                self.plan.mock_responses or [], name=self.plan.name, chunk_chars=self._chunk_chars
+                self.plan.mock_responses or [],
+                name=self.plan.name,
+                chunk_chars=self._chunk_chars,
+                answered=answered_steps,
             )
         models = [_with_params(model, params or {}) for model in self._models]
         if len(models) == 1:

@@ -35,9 +35,13 @@ class MockModel:
 
     system = "mock"
 
-    def __init__(self, responses: Sequence[Any], *, name: str = "mock", chunk_chars: int = 64) -> None:
+    def __init__(
+        self, responses: Sequence[Any], *, name: str = "mock", chunk_chars: int = 64, answered: int = 0
+    ) -> None:
         self._responses = list(responses)
-        self._calls = 0
+        # A run resumed from the log (executor resumption.py) had `answered` steps answered
+        # already: the script goes on after them, as a real model is asked only what is left.
+        self._calls = answered
         self.name = name
         self._chunk_chars = chunk_chars
 

@@ -37,9 +37,19 @@ class ToolError(Exception):
 
 
 class Tool(Protocol):
-    """A callable tool. Arguments arrive already validated against `spec.parameters`."""
+    """A callable tool. Arguments arrive already validated against `spec.parameters`.
+
+    A tool may declare itself `idempotent` (an attribute, False when absent): calling it twice
+    with the same arguments does no more than calling it once. A run resumed on another executor
+    runs such a call again when its result was never recorded; any other tool's call is then in
+    doubt and is not run again (docs/durability.md, `is_idempotent`)."""
 
     @property
     def spec(self) -> ToolSpec: ...
 
     async def call(self, arguments: dict[str, Any]) -> ToolOutput: ...
+
+
+def is_idempotent(tool: object) -> bool:
+    """Whether a tool declared itself idempotent (see `Tool`); undeclared means no."""
+    return getattr(tool, "idempotent", False) is True

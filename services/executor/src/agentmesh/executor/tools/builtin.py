@@ -19,6 +19,8 @@ class ExitLoop:
     """Ends the innermost enclosing loop agent once the calling agent's run has ended (ADK's
     `exit_loop`: it sets escalate)."""
 
+    idempotent = True  # it only says so: calling it again changes nothing
+
     spec = ToolSpec(
         name=EXIT_LOOP,
         description=(
@@ -47,6 +49,8 @@ class ExitLoop:
 
 class GetCurrentTime:
     """The current date and time, in UTC or an IANA time zone."""
+
+    idempotent = True  # it reads a clock, and changes nothing
 
     spec = ToolSpec(
         name=GET_CURRENT_TIME,

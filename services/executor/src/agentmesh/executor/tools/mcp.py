@@ -102,6 +102,10 @@ class McpConnection:
 
     async def open(self) -> McpConnection:
         """Connects and lists the tools; raises when the server cannot be reached in time."""
+        # The SDK takes seconds to import on a busy machine: in a thread, so the event loop goes
+        # on meanwhile (a loop blocked that long misses its lease renewals, and its runs are
+        # taken over — found by the executor-kill test with a 2 s lease).
+        await asyncio.to_thread(_import_sdk)
         # A context of its own: the connection outlives the run that opened it, and must not keep
         # that run's trace, token or deadline.
         self._task = asyncio.create_task(self._own(), name=f"mcp {self.name}", context=contextvars.Context())
@@ -192,9 +196,25 @@ class McpTool:
             description=tool.description or tool.title or tool.name,
             parameters=dict(tool.input_schema or {"type": "object"}),
         )
+        # The server's word (MCP `annotations.idempotentHint`): a resumed run calls it again when
+        # its result was never recorded; by default (no hint) it does not.
+        annotations = getattr(tool, "annotations", None)
+        self.idempotent = bool(annotations is not None and getattr(annotations, "idempotent_hint", False))
 
     async def call(self, arguments: dict[str, Any]) -> ToolOutput:
         return await self._connection.call(self.spec.name, arguments)
+
+
+def preload_sdk() -> asyncio.Task[None]:
+    """Imports the SDK in a thread, in the background (the executor does at start): the first
+    run that connects an MCP server then does not wait for it, nor starve the event loop."""
+    return asyncio.create_task(asyncio.to_thread(_import_sdk), name="import the MCP SDK")
+
+
+def _import_sdk() -> None:
+    import mcp
+    import mcp.client.stdio
+    import mcp.client.streamable_http  # noqa: F401
 
 
 async def _list_tools(client: mcp.Client) -> list[mcp.Tool]:

@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 
 from agentmesh.executor.models.base import ToolSpec
-from agentmesh.executor.tools.base import Tool, ToolError, ToolOutput
+from agentmesh.executor.tools.base import Tool, ToolError, ToolOutput, is_idempotent
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +66,11 @@ class ToolSet:
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
+
+    def idempotent(self, name: str) -> bool:
+        """Whether the named tool may be called again when a call's outcome is in doubt."""
+        tool = self._tools.get(name)
+        return tool is not None and is_idempotent(tool)
 
     @property
     def names(self) -> list[str]:

@@ -320,6 +320,7 @@ class RenewRunLeasesRequest(_message.Message):
     RUNS_FIELD_NUMBER: _builtins.int
     CLOSED_FIELD_NUMBER: _builtins.int
     MAX_ORPHANS_FIELD_NUMBER: _builtins.int
+    RELEASED_FIELD_NUMBER: _builtins.int
     executor_id: _builtins.str
     """The executor renewing."""
     max_orphans: _builtins.int
@@ -332,6 +333,12 @@ class RenewRunLeasesRequest(_message.Message):
     def closed(self) -> _containers.RepeatedCompositeFieldContainer[Global___LeasedRun]:
         """Orphaned runs handed to it earlier that it has closed: forgotten now."""
 
+    @_builtins.property
+    def released(self) -> _containers.RepeatedCompositeFieldContainer[Global___LeasedRun]:
+        """Runs it hands over (graceful drain: stopped here without an end): their leases end now, so
+        another executor takes them over and resumes them without waiting for expiry.
+        """
+
     def __init__(
         self,
         *,
@@ -339,10 +346,11 @@ class RenewRunLeasesRequest(_message.Message):
         runs: _abc.Iterable[Global___LeasedRun] | None = ...,
         closed: _abc.Iterable[Global___LeasedRun] | None = ...,
         max_orphans: _builtins.int = ...,
+        released: _abc.Iterable[Global___LeasedRun] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["closed", b"closed", "executor_id", b"executor_id", "max_orphans", b"max_orphans", "runs", b"runs"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["closed", b"closed", "executor_id", b"executor_id", "max_orphans", b"max_orphans", "released", b"released", "runs", b"runs"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

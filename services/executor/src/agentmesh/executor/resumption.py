@@ -1,0 +1,249 @@
+"""Resuming a run from the session's log on the executor that took it over (issue 15 item 2;
+docs/durability.md, "Resume from the log").
+
+A run's recorded events are its state. `read_run_log` turns them back into the steps the model
+answered: every step's calls from their intent events (`tool_call`, `delegation_request`, which
+record the model's call id, step and place before anything runs), each with its recorded result
+(`tool_result`, `delegation_response`) or none. `RunResumer.take_over` rebuilds the agent from its
+spec (ResolveAgent, as the mesh itself) and hands the run to the runner, which goes on from where
+the log stops (llm.LlmLoop): logged steps are not asked again, recorded results are reused, a
+tool call with no result is in doubt (run again only when the tool is idempotent), an open
+delegation is answered from its delegated run's end. A run that cannot be resumed — a workflow
+agent, an agent gone or not runnable, a log from before intent events carried their step, or
+one resumed `max_resumes` times already — is closed as before (`OrphanCloser`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from agentmesh.executor.agent import kind_name
+from agentmesh.executor.child_log import is_final
+from agentmesh.executor.llm import DELEGATION, TOOL, PlannedCall
+from agentmesh.executor.recorder import EventType
+from agentmesh.executor.tools.base import ToolOutput
+from agentmesh.internal.executor.v1 import executor_service_pb2
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2
+from agentmesh.memory.client import MemoryClient
+from agentmesh.memory.v1 import memory_service_pb2, resources_pb2
+from agentmesh.registry.client import RegistryClient
+from agentmesh.registry.v1 import resources_pb2 as registry_pb2
+from agentmesh.runtime.client import Metadata
+from agentmesh.runtime.errors import DomainError, NotFound
+
+if TYPE_CHECKING:
+    from agentmesh.executor.leases import OrphanCloser
+
+logger = logging.getLogger(__name__)
+
+RUN_RESUMED = "RUN_RESUMED"
+RESUME_LIMIT = "RESUME_LIMIT"
+_INPUT_TYPES = (EventType.EVENT_TYPE_USER_MESSAGE, EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED)
+
+Event = resources_pb2.Event
+
+
+@dataclass
+class LoggedCall:
+    """A call of a logged step: the call, its intent event, and its recorded output (None: the
+    log stops before it had one)."""
+
+    call: PlannedCall
+    event: Event
+    output: ToolOutput | None = None
+
+
+@dataclass
+class LoggedStep:
+    number: int
+    calls: list[LoggedCall] = field(default_factory=list)
+
+
+@dataclass
+class RunLog:
+    """What a run's events say about it (see the module's docstring)."""
+
+    input: Event | None = None
+    steps: list[LoggedStep] = field(default_factory=list)
+    resumes: int = 0  # times it was resumed before
+    ended: bool = False
+    problem: str = ""  # why it cannot be resumed ("" when it can)
+
+    @property
+    def answered(self) -> int:
+        """Model steps answered before (a step that asked for nothing loggable is counted too)."""
+        return max((step.number for step in self.steps), default=0)
+
+
+def read_run_log(events: list[Event]) -> RunLog:
+    """The run's state from its events (any order)."""
+    log = RunLog()
+    steps: dict[int, LoggedStep] = {}
+    by_event: dict[str, LoggedCall] = {}
+    by_delegation: dict[str, LoggedCall] = {}
+    for event in sorted(events, key=lambda e: e.seq):
+        meta = event.metadata.fields
+        kind = event.event_type
+        if kind in _INPUT_TYPES and log.input is None:
+            log.input = event
+        elif is_final(event):
+            log.ended = True
+        elif (
+            kind == EventType.EVENT_TYPE_ERROR
+            and meta.get("reason")
+            and meta["reason"].string_value == RUN_RESUMED
+        ):
+            log.resumes += 1
+        elif kind in (EventType.EVENT_TYPE_TOOL_CALL, EventType.EVENT_TYPE_DELEGATION_REQUEST):
+            if "step" not in meta:
+                log.problem = "its intent events were recorded without their step"
+                continue
+            logged = LoggedCall(_planned(event), event)
+            steps.setdefault(logged.call.step, LoggedStep(logged.call.step)).calls.append(logged)
+            by_event[event.id] = logged
+            if kind == EventType.EVENT_TYPE_DELEGATION_REQUEST:
+                by_delegation[event.delegation_id] = logged
+        elif kind == EventType.EVENT_TYPE_TOOL_RESULT and event.parent_event_id in by_event:
+            is_error = bool(meta["is_error"].bool_value) if "is_error" in meta else False
+            by_event[event.parent_event_id].output = ToolOutput(event.content, is_error=is_error)
+        elif kind == EventType.EVENT_TYPE_DELEGATION_RESPONSE and event.delegation_id in by_delegation:
+            response = _json(event.content)
+            by_delegation[event.delegation_id].output = ToolOutput(
+                str(response.get("content", "")), is_error=response.get("outcome") != "completed"
+            )
+    for step in steps.values():
+        step.calls.sort(key=lambda logged: logged.call.index)
+    log.steps = [steps[number] for number in sorted(steps)]
+    if log.input is None:
+        log.problem = log.problem or "its input is not in the log"
+    return log
+
+
+def _planned(event: Event) -> PlannedCall:
+    meta = event.metadata.fields
+    content = _json(event.content)
+    number = {name: int(meta[name].number_value) for name in ("step", "index") if name in meta}
+    native = meta["native"].bool_value if "native" in meta else True
+    call_id = meta["call_id"].string_value if "call_id" in meta else event.id
+    if event.event_type == EventType.EVENT_TYPE_DELEGATION_REQUEST:
+        target, task = str(content.get("agent", "")), str(content.get("task", ""))
+        return PlannedCall(
+            DELEGATION, call_id, target, {"agent": target, "task": task}, task=task, native=native, **number
+        )
+    arguments = content.get("arguments")
+    return PlannedCall(
+        TOOL,
+        call_id,
+        str(content.get("name", "")),
+        arguments if isinstance(arguments, dict) else {},
+        native=native,
+        **number,
+    )
+
+
+def _json(text: str) -> dict[str, object]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+Resume = Callable[
+    [registry_internal_service_pb2.OrphanedRun, registry_pb2.AgentSpec, RunLog], Awaitable[None]
+]
+
+
+class RunResumer:
+    """Takes an orphaned run over: resumes it from its log (`resume`, the runner's), or closes it
+    when it cannot be resumed (see the module's docstring)."""
+
+    def __init__(
+        self,
+        memory: MemoryClient,
+        registry: RegistryClient,
+        closer: OrphanCloser,
+        *,
+        resume: Resume,
+        system_metadata: Callable[[], Metadata | None],
+        max_resumes: int,
+    ) -> None:
+        self._memory = memory
+        self._registry = registry
+        self._closer = closer
+        self._resume = resume
+        self._system_metadata = system_metadata
+        self._max_resumes = max_resumes
+
+    async def close(self, orphan: registry_internal_service_pb2.OrphanedRun) -> None:
+        """What `LeaseKeeper` calls for each orphan it is handed."""
+        metadata = self._system_metadata()
+        request = memory_service_pb2.ListEventsRequest(
+            session_id=orphan.session_id, project_id=orphan.project_id, run_id=orphan.run_id
+        )
+        try:
+            events = [event async for event in self._memory.iter_events(request, metadata=metadata)]
+        except NotFound:  # no session yet: the run recorded nothing
+            return
+        log = read_run_log(events)
+        if not events or log.ended:
+            return
+        if log.resumes >= self._max_resumes:
+            await self._closer.close(
+                orphan,
+                events=events,
+                reason=RESUME_LIMIT,
+                message=f"the run was resumed {log.resumes} times and its executor stopped again; "
+                f"the limit is {self._max_resumes} (resume_max_times)",
+            )
+            return
+        spec = await self._spec(orphan) if not log.problem else None
+        if spec is None or kind_name(spec.kind) != "llm":
+            if log.problem:
+                logger.info("run %s cannot be resumed (%s): closing it", orphan.run_id, log.problem)
+            await self._closer.close(orphan, events=events)
+            return
+        await self._resume(orphan, spec, log)
+
+    async def _spec(self, orphan: registry_internal_service_pb2.OrphanedRun) -> registry_pb2.AgentSpec | None:
+        """The run's agent as it is now (None when it is gone or may not run)."""
+        metadata = self._system_metadata()
+        try:
+            project = await self._registry.get_project(project_id=orphan.project_id, metadata=metadata)
+            spec = await self._registry.resolve_agent(project.slug, orphan.agent_name, metadata=metadata)
+        except DomainError as error:
+            if error.code.name in ("NOT_FOUND", "PERMISSION_DENIED", "FAILED_PRECONDITION"):
+                logger.info("run %s cannot be resumed: %s", orphan.run_id, error)
+                return None
+            raise
+        if spec.agent.status in (registry_pb2.AGENT_STATUS_PAUSED, registry_pb2.AGENT_STATUS_TERMINATED):
+            return None
+        return spec
+
+
+def resumed_request(
+    orphan: registry_internal_service_pb2.OrphanedRun, spec: registry_pb2.AgentSpec, received: Event
+) -> executor_service_pb2.RunRequest:
+    """The request a resumed run goes on with, from its recorded input (the original request's
+    per-message model settings and double-texting policy are not in the log: its turn began)."""
+    meta = received.metadata.fields
+    path = (
+        [value.string_value for value in meta["delegation_path"].list_value.values]
+        if "delegation_path" in meta
+        else []
+    )
+    return executor_service_pb2.RunRequest(
+        project_slug=spec.project_slug,
+        agent_name=spec.agent.slug or spec.agent.name,
+        session_id=orphan.session_id,
+        input=received.content,
+        delegation_id=received.delegation_id,
+        delegation_depth=int(meta["depth"].number_value) if "depth" in meta else 0,
+        delegation_path=path,
+        parent_event_id=received.parent_event_id,
+        as_sub_agent=bool(meta["as_sub_agent"].bool_value) if "as_sub_agent" in meta else False,
+    )

@@ -1,0 +1,129 @@
+"""A rolling restart of the executors loses no run (issue 15 item 6): the services run as
+processes on PostgreSQL with two executors whose drain grace is short. While delegating chats run,
+each executor in turn gets SIGTERM and comes back. A run still going when its executor's grace
+ends is handed over — stopped without an end, its lease released at once — and the other executor
+resumes it from the log; its client's stream (which the gateway follows into the log when the
+executor's stream ends UNAVAILABLE) ends with the run's answer. Afterwards: every chat completed
+with its answer, no run was closed `EXECUTOR_LOST`, every session's log holds one end per run and
+one response per delegation, and both agents are idle."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from agentmesh.common.v1 import run_pb2
+from agentmesh.gateway.v1 import gateway_service_pb2 as gw
+from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
+from tests.faults.processes import LEASE_SECONDS, Processes
+from tests.mesh import MeshClient, Seeded, bearer
+from tests.polling import eventually
+from tests.run_log import log_problems
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(300)]
+
+CHATS = 6
+# The worker answers slowly (47 chunks 0.2 s apart: about 10 s), so SIGTERMs land mid-run.
+WORKER = {"content": "part " * 600, "delay_seconds": 0.2}
+DELEGATE = {
+    "content": "",
+    "tool_calls": [{"name": "delegate", "arguments": {"agent": "worker", "task": "work"}}],
+}
+
+
+@pytest_asyncio.fixture
+async def processes(postgres_database: str, tmp_path: Path) -> AsyncIterator[Processes]:
+    mesh = Processes(
+        postgres_database, tmp_path, executor_env={"AGENTMESH_EXECUTOR_SHUTDOWN_GRACE_SECONDS": "0.5"}
+    )
+    try:
+        await mesh.start()
+        yield mesh
+    finally:
+        await mesh.stop()
+
+
+async def _chat(
+    gateway: gw_grpc.GatewayServiceStub, coordinator: Seeded, session_id: str, delegating: asyncio.Semaphore
+) -> list[run_pb2.RunEvent]:
+    """The chat's events; releases `delegating` once the chat delegated (its runs are in flight)."""
+    call = gateway.StreamChat(
+        gw.StreamChatRequest(agent=coordinator.ref, message="go", session_id=session_id),
+        metadata=bearer(coordinator.token),
+        timeout=120,
+    )
+    events = []
+    async for response in call:
+        events.append(response.event)
+        if response.event.HasField("delegation_request"):
+            delegating.release()
+    return events
+
+
+async def test_a_rolling_restart_of_the_executors_loses_no_run(processes: Processes) -> None:
+    mesh = processes
+    client = MeshClient(mesh.registry.grpc_address, mesh.gateway.grpc_address)
+    try:
+        token = await client.login()
+        worker = await client.seed_agent(token, name="worker", mock_responses=[WORKER])
+        coordinator = await client.seed_agent(
+            token,
+            name="coordinator",
+            project=worker,
+            network_access=["worker"],
+            mock_responses=[DELEGATE, "done"],
+        )
+        gateway = gw_grpc.GatewayServiceStub(client._gateway_channel)
+        sessions = [f"rolling-{n}" for n in range(CHATS)]
+        delegating = asyncio.Semaphore(0)
+        chats = [asyncio.create_task(_chat(gateway, coordinator, s, delegating)) for s in sessions]
+        for _ in sessions:  # every chat is delegating to its slow worker: runs in flight everywhere
+            await asyncio.wait_for(delegating.acquire(), timeout=60)
+        for executor in mesh.executors.values():
+            await executor.stop(timeout=30)  # SIGTERM: drain 0.5 s, then hand over
+            await executor.start()
+            await executor.wait_serving()
+        streams = await asyncio.gather(*chats)
+
+        for session, events in zip(sessions, streams, strict=True):
+            (started,) = [e for e in events if e.HasField("run_started") and not e.delegation_path]
+            finals = [
+                e
+                for e in events
+                if e.run_id == started.run_id and (e.HasField("run_completed") or e.HasField("run_failed"))
+            ]
+            assert len(finals) == 1, (session, finals)
+            assert finals[0].HasField("run_completed"), (session, finals[0])
+            assert finals[0].run_completed.content == "done"
+
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(base_url=mesh.gateway.http_url, headers=headers, timeout=10) as http:
+
+            async def settled() -> bool:
+                for agent in (worker, coordinator):
+                    response = await http.get(f"/api/v1/projects/{agent.project_id}/agents/{agent.agent_id}")
+                    if response.json()["status"] != "idle":
+                        return False
+                return True
+
+            await eventually(settled, timeout=LEASE_SECONDS * 10, what="both agents idle")
+            resumed = 0
+            for session in sessions:
+                response = await http.get(
+                    f"/api/v1/projects/{worker.project_id}/sessions/{session}/events",
+                    params={"page_size": 1000},
+                )
+                events = response.json()["events"]
+                assert log_problems(events) == [], session
+                reasons = [(e.get("metadata") or {}).get("reason") for e in events]
+                assert "EXECUTOR_LOST" not in reasons, session
+                resumed += reasons.count("RUN_RESUMED")
+    finally:
+        await client.close()
+    print(f"{CHATS} chats through a rolling restart; {resumed} runs handed over and resumed")
+    assert resumed >= 1  # the restart did hand runs over (else it proved nothing)
