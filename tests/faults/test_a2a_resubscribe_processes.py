@@ -11,8 +11,7 @@ import pytest
 from a2a.types import a2a_pb2
 from google.protobuf import json_format
 
-from tests.faults.processes import Processes
-from tests.faults.test_executor_kill import DELEGATE
+from tests.faults.processes import Processes, seed_delegating_pair
 from tests.integration.gateway.a2a_client import a2a_client, send_request
 from tests.mesh import MeshClient, Seeded
 
@@ -37,14 +36,7 @@ async def test_a_task_is_followed_to_its_end_through_another_gateway_process(pro
     client = MeshClient(mesh.registry.grpc_address, mesh.gateway.grpc_address)
     try:
         token = await client.login()
-        worker = await client.seed_agent(token, name="worker", mock_responses=[SLOW_WORKER])
-        coordinator = await client.seed_agent(
-            token,
-            name="coordinator",
-            project=worker,
-            network_access=["worker"],
-            mock_responses=[DELEGATE, "done"],
-        )
+        _, coordinator = await seed_delegating_pair(client, token, worker=[SLOW_WORKER])
     finally:
         await client.close()
     second = await mesh.add_gateway("gateway-2")
