@@ -9,7 +9,10 @@ at the kill (one host):
   lease running out, the registry's sweep, and the survivor's next renewal taking the orphan;
 - `resume_overhead_seconds`: how much longer the resumed run took, from `RUN_RESUMED` to its
   answer, than the same step takes in a run nobody killed (its input to its answer; median of
-  the unkilled runs measured first) — rebuilding the agent and its conversation from the log.
+  the unkilled runs measured first). Resolving the agent and reading its conversation back from
+  the log happen before `RUN_RESUMED` is recorded, so they are counted in `takeover_seconds`;
+- `delay_seconds`: what the client feels — how much later the killed chat's answer came than a
+  chat nobody killed (input to answer, less the unkilled median).
 
 Writes `bench/results/takeover-<UTC time>.json` and prints p50/p99 of each."""
 
@@ -93,7 +96,7 @@ async def measure(kills: int, log_dir: Path) -> dict[str, Any]:
                         events = await session_log(http, agent.project_id, f"fresh-{number}")
                         fresh.append(_at(events[-1]) - _at(events[0]))
                     step_seconds = statistics.median(fresh)
-                    takeover, overhead = [], []
+                    takeover, overhead, delay = [], [], []
                     for number in range(kills):
                         session_id = f"killed-{number}"
                         killed_at = await _chat(gateway, agent, session_id, mesh)
@@ -103,6 +106,7 @@ async def measure(kills: int, log_dir: Path) -> dict[str, Any]:
                             continue  # the run ended before the kill landed
                         takeover.append(_at(resumed[0]) - killed_at)
                         overhead.append(_at(events[-1]) - _at(resumed[0]) - step_seconds)
+                        delay.append(_at(events[-1]) - _at(events[0]) - step_seconds)
                         print(
                             f"kill {number + 1}: takeover {takeover[-1]:.2f} s, overhead {overhead[-1]:.3f} s"
                         )
@@ -122,6 +126,7 @@ async def measure(kills: int, log_dir: Path) -> dict[str, Any]:
         "step_seconds": step_seconds,
         "takeover_seconds": summary(takeover),
         "resume_overhead_seconds": summary(overhead),
+        "delay_seconds": summary(delay),
     }
 
 
