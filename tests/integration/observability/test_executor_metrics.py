@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.executor.conftest import executor_settings, stack  # noqa: F401
+from tests.integration.executor.conftest import executor_settings, registry_settings, stack  # noqa: F401
 from tests.integration.executor.support import Stack, calls, delegate, final
 from tests.integration.observability.conftest import metric_points
 from tests.polling import eventually

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import socket
+
+import asyncpg
 import asyncpg.exceptions
 import grpc
 import pytest
@@ -20,6 +24,18 @@ def _raised_from(cause: BaseException) -> BaseException:
         return error
 
 
+def _refused_by_the_driver() -> BaseException:
+    """What asyncpg raises connecting to a port nobody listens on (a server that is down)."""
+    with socket.socket() as probe:  # a loopback port that was free a moment ago
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    try:
+        asyncio.run(asyncpg.connect(host="127.0.0.1", port=port, user="x", database="x", timeout=10))
+    except OSError as error:
+        return error
+    raise AssertionError("a connection to a closed port succeeded")
+
+
 @pytest.mark.parametrize(
     "error",
     [
@@ -29,7 +45,7 @@ def _raised_from(cause: BaseException) -> BaseException:
             asyncpg.exceptions.ConnectionDoesNotExistError("closed"),
             connection_invalidated=True,
         ),
-        _raised_from(ConnectionRefusedError(111, "Connection refused")),
+        _raised_from(_refused_by_the_driver()),
         _raised_from(asyncpg.exceptions.CannotConnectNowError("the database system is starting up")),
         DBAPIError("SELECT 1", {}, asyncpg.exceptions.AdminShutdownError("terminating connection")),
     ],
@@ -45,8 +61,13 @@ def test_a_lost_or_refused_connection_is_unavailable_naming_the_database(error: 
 
 @pytest.mark.parametrize(
     "error",
-    [ValueError("a bug"), IntegrityError("INSERT", {}, Exception("duplicate key")), TimeoutError()],
-    ids=["bug", "constraint", "timeout"],
+    [
+        ValueError("a bug"),
+        IntegrityError("INSERT", {}, Exception("duplicate key")),
+        TimeoutError(),
+        _raised_from(ConnectionResetError(104, "reset by a model endpoint, not the database")),
+    ],
+    ids=["bug", "constraint", "timeout", "another-peer"],
 )
 def test_other_errors_are_not_taken_for_an_outage(error: BaseException) -> None:
     assert database_unavailable(error, "memory") is None

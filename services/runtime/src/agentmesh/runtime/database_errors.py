@@ -6,7 +6,10 @@ SQLAlchemy marks the errors its dialect recognises as a lost connection (`connec
 and invalidates the pool with them, so the next checkout connects afresh: after a PostgreSQL
 restart each process fails the calls that held a connection at that moment, and no more. A
 connection that cannot be made while the server is down or recovering surfaces as the driver's
-error (refused, "not yet accepting connections"), found here along the exception's causes.
+error (refused, "not yet accepting connections"), found here along the exception's causes. A
+bare `ConnectionError` counts only when a database driver raised it (its traceback passes
+through the driver or SQLAlchemy): the same error from a model endpoint, an MCP server or a bug
+is not the database's, and must not be blamed on it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ DATABASE_UNAVAILABLE = "DATABASE_UNAVAILABLE"
 # SQLSTATE classes of a server that is gone or not ready: 08 connection exception, 57P01-03
 # admin/crash shutdown and "cannot connect now" (starting, recovering).
 _UNAVAILABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03")
+# Where database errors are raised: the drivers and SQLAlchemy.
+_DATABASE_MODULES = ("asyncpg", "aiosqlite", "sqlite3", "sqlalchemy")
 
 
 def database_unavailable(error: BaseException, service: str) -> Unavailable | None:
@@ -36,13 +41,23 @@ def _is_connection_loss(error: BaseException) -> bool:
     # SQLAlchemy's DBAPIError, by duck typing: the gateway and executor do not import SQLAlchemy.
     if getattr(error, "connection_invalidated", False) is True:
         return True
-    if isinstance(error, ConnectionError):  # refused, reset, aborted
-        return True
+    if isinstance(error, ConnectionError):  # refused, reset, aborted: by a driver only
+        return _raised_by_a_driver(error)
     sqlstate = getattr(error, "sqlstate", None)
     if isinstance(sqlstate, str) and sqlstate.startswith(_UNAVAILABLE_SQLSTATES):
         return True
     # asyncpg's InterfaceError for a connection it already knows is closed has no SQLSTATE.
     return type(error).__name__ == "InterfaceError" and "connection is closed" in str(error)
+
+
+def _raised_by_a_driver(error: BaseException) -> bool:
+    traceback = error.__traceback__
+    while traceback is not None:
+        module = traceback.tb_frame.f_globals.get("__name__", "")
+        if module.partition(".")[0] in _DATABASE_MODULES:
+            return True
+        traceback = traceback.tb_next
+    return False
 
 
 def _causes(error: BaseException) -> Iterator[BaseException]:
