@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
-from agentmesh.registry.client import (
+from agentmesh.registry.declarations import (
     agent_slug,
     check_agent_name,
     check_slug,

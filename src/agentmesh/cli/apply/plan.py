@@ -19,8 +19,8 @@ from agentmesh.cli.apply.document import (
     Manifest,
 )
 from agentmesh.cli.client import Metadata
-from agentmesh.registry.client import (
-    RegistryClient,
+from agentmesh.registry.client import RegistryClient
+from agentmesh.registry.declarations import (
     check_agent_config,
     check_agent_type,
     check_mcp_server,

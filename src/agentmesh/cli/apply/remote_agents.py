@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from agentmesh.cli.apply.document import DeclaredProject
 from agentmesh.cli.apply.plan import Action, Change, differing, overlay
 from agentmesh.cli.client import Metadata
-from agentmesh.registry.client import RegistryClient, check_remote_agent, masked_remote_agent
+from agentmesh.registry.client import RegistryClient
+from agentmesh.registry.declarations import check_remote_agent, masked_remote_agent
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.client import unary

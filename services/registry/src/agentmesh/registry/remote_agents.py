@@ -184,7 +184,7 @@ def remote_agent_violations(
     prefix: str = "remote_agent",
 ) -> list[FieldViolation]:
     """What is wrong with a remote agent's fields (also checked by `agentmesh apply` before it
-    writes, through the client's `check_remote_agent`)."""
+    writes, through `declarations.check_remote_agent`)."""
     violations: list[FieldViolation] = []
     if not project_id:
         violations.append(FieldViolation(f"{prefix}.project_id", "is required"))
