@@ -18,7 +18,7 @@ from agentmesh.runtime.database import create_engine, upgrade
 from agentmesh.runtime.identity import TokenCodec
 from agentmesh.runtime.service import RunningService
 from tests.bearer import service_channel
-from tests.integration.registry.support import JWT_SECRET, Api, make_settings
+from tests.integration.registry.support import JWT_SECRET, Api, Worker, bearer, make_settings
 
 
 @pytest.fixture
@@ -63,6 +63,15 @@ def codec() -> TokenCodec:
 @pytest.fixture
 def api(stub: pb_grpc.RegistryServiceStub) -> Api:
     return Api(stub)
+
+
+@pytest.fixture
+async def worker(api: Api, codec: TokenCodec) -> Worker:
+    """An owner's agent named "worker" in a project of its own, and the system principal's metadata."""
+    owner = await api.sign_up()
+    project = await api.project(owner)
+    agent = await api.agent(owner, project, "worker")
+    return Worker(owner, project, agent, bearer(codec.system_token()))
 
 
 @pytest.fixture

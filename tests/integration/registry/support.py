@@ -77,6 +77,16 @@ class Caller:
         return bearer(self.access_token)
 
 
+@dataclass(frozen=True)
+class Worker:
+    """An agent whose runs a test starts, leases and finishes as an executor does."""
+
+    owner: Caller
+    project: res.Project
+    agent: res.Agent
+    system: Metadata  # the system principal's metadata: executors call as it
+
+
 class Api:
     """Short ways to set up the state a test needs, through the public RPCs."""
 

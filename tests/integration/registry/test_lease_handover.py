@@ -9,17 +9,12 @@ import grpc
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as pb
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime.identity import TokenCodec
-from tests.integration.registry.support import Api, bearer, rpc_error, violation_fields
+from tests.integration.registry.support import Worker, bearer, rpc_error, violation_fields
 from tests.polling import eventually
 
 
-async def test_released_runs_are_taken_over_within_a_sweep(
-    client: RegistryClient, api: Api, codec: TokenCodec
-) -> None:
-    owner = await api.sign_up()
-    project = await api.project(owner)
-    agent = await api.agent(owner, project, "worker")
-    system = bearer(codec.system_token())
+async def test_released_runs_are_taken_over_within_a_sweep(client: RegistryClient, worker: Worker) -> None:
+    agent, system = worker.agent, worker.system
     await client.start_agent_run(agent.id, "handed", session_id="s-1", executor_id="exec-1", metadata=system)
     await client.start_agent_run(agent.id, "kept", session_id="s-2", executor_id="exec-1", metadata=system)
 

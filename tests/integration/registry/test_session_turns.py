@@ -13,15 +13,11 @@ import grpc
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as pb
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import resources_pb2 as res
-from agentmesh.runtime.identity import TokenCodec
-from tests.integration.registry.support import Api, bearer, rpc_error, violation_fields
+from tests.integration.registry.support import Worker, rpc_error, violation_fields
 
 
-async def test_turns_through_the_api(client: RegistryClient, api: Api, codec: TokenCodec) -> None:
-    owner = await api.sign_up()
-    project = await api.project(owner)
-    agent = await api.agent(owner, project, "worker")
-    system = bearer(codec.system_token())
+async def test_turns_through_the_api(client: RegistryClient, worker: Worker) -> None:
+    owner, project, agent, system = worker.owner, worker.project, worker.agent, worker.system
 
     async def start(run_id: str, policy: str, executor: str = "exec-1") -> pb.StartAgentRunResponse:
         return await client.start_agent_run(
@@ -55,13 +51,8 @@ async def test_turns_through_the_api(client: RegistryClient, api: Api, codec: To
     assert finished.status == res.AGENT_STATUS_IDLE and finished.tasks_completed == 1
 
 
-async def test_bad_turn_requests_are_refused_naming_the_field(
-    client: RegistryClient, api: Api, codec: TokenCodec
-) -> None:
-    owner = await api.sign_up()
-    project = await api.project(owner)
-    agent = await api.agent(owner, project, "worker")
-    system = bearer(codec.system_token())
+async def test_bad_turn_requests_are_refused_naming_the_field(client: RegistryClient, worker: Worker) -> None:
+    owner, project, agent, system = worker.owner, worker.project, worker.agent, worker.system
     bad = await rpc_error(
         client.start_agent_run(agent.id, "r", session_id="s", double_texting="later", metadata=system)
     )
