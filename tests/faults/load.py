@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,31 +187,60 @@ async def problems(
         inputs = {e["content"] for e in events if e["event_type"] == "user_message"}
         if outcome.acknowledged and outcome.message not in inputs:
             found.append(f"{outcome.session_id}: acknowledged input {outcome.message!r} is not in the log")
+    return found + await books_problems(mesh)
+
+
+async def resumed_sessions_problems(
+    mesh: Processes, http: httpx.AsyncClient, project_id: str, sessions: Iterable[str]
+) -> list[str]:
+    """What breaks the invariants in these sessions' logs and the registry's books, for runs that
+    had to be resumed: every run ended once, every delegation answered once, `seq` gap-free, no
+    run closed `EXECUTOR_LOST`, nothing left in flight."""
+    found = []
+    for session_id in sessions:
+        events = await session_log(http, project_id, session_id)
+        found += [f"{session_id}: {problem}" for problem in log_problems(events)]
+        if any((e.get("metadata") or {}).get("reason") == "EXECUTOR_LOST" for e in events):
+            found.append(f"{session_id}: a run was closed EXECUTOR_LOST instead of resumed")
+    return found + await books_problems(mesh)
+
+
+async def books_problems(mesh: Processes) -> list[str]:
+    """The registry's books, when a run is left in them."""
     books: RunBookkeeping = await run_bookkeeping(mesh.database_url)
-    if not books.settled:
-        found.append(f"registry books not settled: {books}")
-    return found
+    return [] if books.settled else [f"registry books not settled: {books}"]
 
 
 async def assert_settles(
     mesh: Processes, http: httpx.AsyncClient, project_id: str, outcomes: list[Outcome], *, timeout: float
 ) -> None:
     """Waits until the invariants hold for every chat; fails naming what still breaks them."""
+    await until_no_problems(mesh, lambda: problems(mesh, http, project_id, outcomes), timeout=timeout)
+
+
+async def until_no_problems(
+    mesh: Processes,
+    find: Callable[[], Awaitable[list[str]]],
+    *,
+    timeout: float,
+    what: str = "the mesh settles",
+) -> None:
+    """Polls `find` until it finds nothing; fails with what it still finds and the processes' logs."""
 
     async def holds() -> bool:
         try:
-            return await problems(mesh, http, project_id, outcomes) == []
+            return await find() == []
         except (httpx.HTTPError, OSError):
             return False
 
     try:
-        await eventually(holds, timeout=timeout, what="the mesh settles")
+        await eventually(holds, timeout=timeout, what=what)
     except AssertionError:
-        found = await problems(mesh, http, project_id, outcomes)
+        found = await find()
         logs = "\n".join(
             process.output() for process in (*mesh.executors.values(), mesh.memory, mesh.registry)
         )
-        raise AssertionError("\n".join(found) + "\n" + logs) from None
+        raise AssertionError(f"{what}: " + "\n".join(found) + "\n" + logs) from None
 
 
 def assert_told_clearly(outcomes: list[Outcome], part: str, *internal_addresses: str) -> None:

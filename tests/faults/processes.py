@@ -14,6 +14,7 @@ import asyncpg
 import httpx
 import pytest_asyncio
 
+from agentmesh.registry.v1 import resources_pb2
 from tests.e2e.harness import ServiceProcess, free_loopback_ports
 from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient, Seeded
 from tests.postgres import libpq_dsn
@@ -119,9 +120,11 @@ async def seed_delegating_pair(
     *,
     worker: Sequence[Any],
     coordinator: Sequence[Any] = (DELEGATE, "done"),
+    coordinator_mcp_servers: Sequence[resources_pb2.McpServer] = (),
 ) -> tuple[Seeded, Seeded]:
     """A `worker` agent and a `coordinator` in its project that may delegate to it, with these
-    scripted answers (by default the coordinator delegates once, then says "done")."""
+    scripted answers (by default the coordinator delegates once, then says "done") and, for the
+    coordinator, these MCP servers."""
     seeded_worker = await client.seed_agent(token, name="worker", mock_responses=worker)
     seeded_coordinator = await client.seed_agent(
         token,
@@ -129,6 +132,7 @@ async def seed_delegating_pair(
         project=seeded_worker,
         network_access=["worker"],
         mock_responses=coordinator,
+        mcp_servers=coordinator_mcp_servers,
     )
     return seeded_worker, seeded_coordinator
 

@@ -3,11 +3,11 @@ processes on PostgreSQL, with two executors. The coordinator's first step calls 
 MCP tool (`record`), an idempotent one (`lookup`) and delegates to a slow worker; its second step
 answers. After every kill, within the lease time plus a few renewals: the chat's run *completes*
 (the surviving executor resumed it from the log: `run_completed`, never `EXECUTOR_LOST`), no agent
-stays `working`, every run in the session has exactly one final event, every `delegation_request`
-exactly one `delegation_response`, `seq` has no gaps, `record` ran at most once for the chat (the
-tool counts its own calls in a file), and the client, resuming its broken stream by the last `seq`
-it saw, gets the rest of the run once each up to its one final event. The killed executor comes
-back before the next chat.
+stays `working` and no run is left in the registry's books, every run in the session has exactly
+one final event, every `delegation_request` exactly one `delegation_response`, `seq` has no gaps,
+`record` ran at most once for the chat (the tool counts its own calls in a file), and the client,
+resuming its broken stream by the last `seq` it saw, gets the rest of the run once each up to its
+one final event. The killed executor comes back before the next chat.
 
 Bounded in time: KILLS kills, stopping early once TIME_BUDGET_SECONDS passed (each kill costs a
 lease expiry, the resumed run and an executor restart); it asserts at least MIN_KILLS.
@@ -30,10 +30,9 @@ from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
 from agentmesh.registry.v1 import resources_pb2
-from tests.faults.processes import LEASE_SECONDS, Processes
+from tests.faults.load import resumed_sessions_problems, until_no_problems
+from tests.faults.processes import LEASE_SECONDS, Processes, seed_delegating_pair, session_log
 from tests.mesh import MeshClient, Seeded, bearer
-from tests.polling import eventually
-from tests.run_log import log_problems
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(900)]
 
@@ -135,14 +134,8 @@ async def test_sigkilled_executors_runs_resume_and_complete(processes: Processes
     )
     try:
         token = await client.login()
-        worker = await client.seed_agent(token, name="worker", mock_responses=[WORKER])
-        coordinator = await client.seed_agent(
-            token,
-            name="coordinator",
-            project=worker,
-            network_access=["worker"],
-            mock_responses=[ACT, "done"],
-            mcp_servers=[tools],
+        worker, coordinator = await seed_delegating_pair(
+            client, token, worker=[WORKER], coordinator=[ACT, "done"], coordinator_mcp_servers=[tools]
         )
         gateway = gw_grpc.GatewayServiceStub(client._gateway_channel)
         # Both executors connect the MCP server once before the kills (a first connection is
@@ -158,18 +151,6 @@ async def test_sigkilled_executors_runs_resume_and_complete(processes: Processes
         started = time.monotonic()
         kills = mid_run = 0
         async with httpx.AsyncClient(base_url=mesh.gateway.http_url, headers=headers, timeout=10) as http:
-
-            async def status(agent: Seeded) -> str:
-                response = await http.get(f"/api/v1/projects/{agent.project_id}/agents/{agent.agent_id}")
-                return response.json()["status"]
-
-            async def session_log(session_id: str) -> list[dict[str, object]]:
-                response = await http.get(
-                    f"/api/v1/projects/{worker.project_id}/sessions/{session_id}/events",
-                    params={"page_size": 1000},
-                )
-                return response.json()["events"] if response.status_code == 200 else []
-
             while kills < KILLS and time.monotonic() - started < TIME_BUDGET_SECONDS:
                 session_id = f"kill-{kills}"
                 records_before = _records(count_file)
@@ -180,7 +161,8 @@ async def test_sigkilled_executors_runs_resume_and_complete(processes: Processes
                 # The client picks its stream up by the last seq it saw: the rest, once each,
                 # up to the run's one final event (its executor's death, told by the survivor).
                 rest = await _resume(gateway, coordinator, session_id, chat)
-                log = [e for e in await session_log(session_id) if e["seq"] > chat.last_seq]
+                recorded = await session_log(http, worker.project_id, session_id)
+                log = [e for e in recorded if e["seq"] > chat.last_seq]
                 if chat.ended:
                     assert rest == []
                 else:
@@ -192,24 +174,19 @@ async def test_sigkilled_executors_runs_resume_and_complete(processes: Processes
                     assert sum(e.run_id == chat.run_id and e.HasField("run_completed") for e in rest) == 1
                     assert [e.seq for e in rest] == [e["seq"] for e in log if e["seq"] <= final.seq]
 
-                async def settled(session_id: str = session_id, run_id: str = chat.run_id) -> bool:
-                    if {await status(worker), await status(coordinator)} != {"idle"}:
-                        return False
-                    events = await session_log(session_id)
-                    lost = [e for e in events if (e.get("metadata") or {}).get("reason") == "EXECUTOR_LOST"]
-                    answered = [
-                        e for e in events if e["run_id"] == run_id and e["event_type"] == "agent_response"
+                async def kill_problems(session_id: str = session_id, run_id: str = chat.run_id) -> list[str]:
+                    found = await resumed_sessions_problems(mesh, http, worker.project_id, [session_id])
+                    answers = [
+                        e
+                        for e in await session_log(http, worker.project_id, session_id)
+                        if e["run_id"] == run_id and e["event_type"] == "agent_response"
                     ]
-                    return log_problems(events) == [] and not lost and len(answered) == 1
+                    if len(answers) != 1:
+                        found.append(f"{session_id}: run {run_id} answered {len(answers)} times")
+                    return found
 
-                try:
-                    await eventually(settled, timeout=LEASE_SECONDS * 10, what=f"{session_id} settles")
-                except AssertionError:
-                    events = await session_log(session_id)
-                    raise AssertionError(
-                        f"after kill {kills}: worker {await status(worker)}, coordinator "
-                        f"{await status(coordinator)}; {log_problems(events)}"
-                    ) from None
+                what = f"after kill {kills}, {session_id} settles"
+                await until_no_problems(mesh, kill_problems, timeout=LEASE_SECONDS * 10, what=what)
                 # The non-idempotent tool ran at most once for this chat, however it was resumed.
                 assert _records(count_file) - records_before <= 1, count_file.read_text()
                 await restart

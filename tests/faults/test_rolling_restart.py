@@ -5,7 +5,7 @@ ends is handed over — stopped without an end, its lease released at once — a
 resumes it from the log; its client's stream (which the gateway follows into the log when the
 executor's stream ends UNAVAILABLE) ends with the run's answer. Afterwards: every chat completed
 with its answer, no run was closed `EXECUTOR_LOST`, every session's log holds one end per run and
-one response per delegation, and both agents are idle."""
+one response per delegation, and no run is left in the registry's books (both agents are idle)."""
 
 from __future__ import annotations
 
@@ -20,20 +20,15 @@ import pytest_asyncio
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
-from tests.faults.processes import LEASE_SECONDS, Processes
+from tests.faults.load import resumed_sessions_problems, until_no_problems
+from tests.faults.processes import LEASE_SECONDS, Processes, seed_delegating_pair, session_log
 from tests.mesh import MeshClient, Seeded, bearer
-from tests.polling import eventually
-from tests.run_log import log_problems
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(300)]
 
 CHATS = 6
 # The worker answers slowly (47 chunks 0.2 s apart: about 10 s), so SIGTERMs land mid-run.
 WORKER = {"content": "part " * 600, "delay_seconds": 0.2}
-DELEGATE = {
-    "content": "",
-    "tool_calls": [{"name": "delegate", "arguments": {"agent": "worker", "task": "work"}}],
-}
 
 
 @pytest_asyncio.fixture
@@ -70,14 +65,7 @@ async def test_a_rolling_restart_of_the_executors_loses_no_run(processes: Proces
     client = MeshClient(mesh.registry.grpc_address, mesh.gateway.grpc_address)
     try:
         token = await client.login()
-        worker = await client.seed_agent(token, name="worker", mock_responses=[WORKER])
-        coordinator = await client.seed_agent(
-            token,
-            name="coordinator",
-            project=worker,
-            network_access=["worker"],
-            mock_responses=[DELEGATE, "done"],
-        )
+        worker, coordinator = await seed_delegating_pair(client, token, worker=[WORKER])
         gateway = gw_grpc.GatewayServiceStub(client._gateway_channel)
         sessions = [f"rolling-{n}" for n in range(CHATS)]
         delegating = asyncio.Semaphore(0)
@@ -103,26 +91,15 @@ async def test_a_rolling_restart_of_the_executors_loses_no_run(processes: Proces
 
         headers = {"Authorization": f"Bearer {token}"}
         async with httpx.AsyncClient(base_url=mesh.gateway.http_url, headers=headers, timeout=10) as http:
-
-            async def settled() -> bool:
-                for agent in (worker, coordinator):
-                    response = await http.get(f"/api/v1/projects/{agent.project_id}/agents/{agent.agent_id}")
-                    if response.json()["status"] != "idle":
-                        return False
-                return True
-
-            await eventually(settled, timeout=LEASE_SECONDS * 10, what="both agents idle")
+            await until_no_problems(
+                mesh,
+                lambda: resumed_sessions_problems(mesh, http, worker.project_id, sessions),
+                timeout=LEASE_SECONDS * 10,
+            )
             resumed = 0
             for session in sessions:
-                response = await http.get(
-                    f"/api/v1/projects/{worker.project_id}/sessions/{session}/events",
-                    params={"page_size": 1000},
-                )
-                events = response.json()["events"]
-                assert log_problems(events) == [], session
-                reasons = [(e.get("metadata") or {}).get("reason") for e in events]
-                assert "EXECUTOR_LOST" not in reasons, session
-                resumed += reasons.count("RUN_RESUMED")
+                events = await session_log(http, worker.project_id, session)
+                resumed += [(e.get("metadata") or {}).get("reason") for e in events].count("RUN_RESUMED")
     finally:
         await client.close()
     print(f"{CHATS} chats through a rolling restart; {resumed} runs handed over and resumed")
