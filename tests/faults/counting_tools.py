@@ -1,6 +1,10 @@
-"""An MCP server for the executor-kill test, served over stdio: every call of its tools appends
-a line to the file `COUNT_FILE` names, so the test counts how often each really ran. `record` is
-not idempotent (a resumed run must never run it twice); `lookup` declares `idempotentHint`."""
+"""An MCP server for the fault tests, served over stdio: every call of its tools appends a line to
+the file `COUNT_FILE` names, so the test counts how often each really ran. `record` is not
+idempotent (a resumed run must never run it twice); `lookup` declares `idempotentHint`.
+
+With `HOLD_FILE` set, it notes its start (`started <pid of the executor that spawned it>`) and
+answers nothing until that file exists: the executor's run waits in setting its agent up for as
+long as the test wants."""
 
 from __future__ import annotations
 
@@ -35,5 +39,14 @@ def lookup(key: str) -> str:
     return f"value of {key}"
 
 
+def _hold() -> None:
+    hold = os.environ.get("HOLD_FILE")
+    if hold:
+        _count(f"started {os.getppid()}")
+        while not os.path.exists(hold):
+            time.sleep(0.05)
+
+
 if __name__ == "__main__":
+    _hold()
     server.run("stdio")

@@ -6,6 +6,10 @@ up to the run's one final event: the answer of the run the survivor resumed from
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
 
 import grpc
 import pytest
@@ -14,14 +18,16 @@ from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
 from agentmesh.memory.v1 import memory_service_pb2 as mem
 from agentmesh.memory.v1 import memory_service_pb2_grpc as mem_grpc
-from tests.faults.processes import LEASE_SECONDS, Processes, seed_delegating_pair
-from tests.mesh import MeshClient, bearer
+from agentmesh.registry.v1 import resources_pb2
+from tests.faults.processes import LEASE_SECONDS, Processes, run_bookkeeping, seed_delegating_pair
+from tests.mesh import MeshClient, Seeded, bearer
 from tests.polling import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(180)]
 
 # About ten seconds: 47 chunks of 64 characters, 0.2 s apart.
 SLOW_WORKER = {"content": "part " * 600, "delay_seconds": 0.2}
+COUNTING_TOOLS = Path(__file__).with_name("counting_tools.py")
 
 
 async def test_a_stream_whose_executor_dies_goes_on_to_the_runs_final_event(processes: Processes) -> None:
@@ -94,3 +100,96 @@ async def test_unary_chat_survives_its_executors_death(processes: Processes) -> 
         assert reply.content == SLOW_WORKER["content"]
     finally:
         await client.close()
+
+
+@pytest.mark.parametrize("remembered", [True, False], ids=["input-recorded", "nothing-recorded"])
+async def test_a_chat_whose_run_is_taken_over_before_its_first_event_gets_the_answer(
+    processes: Processes, tmp_path: Path, remembered: bool
+) -> None:
+    """An executor stalls (SIGSTOP) while it sets up a run's agent — before any event of the run
+    reached the chat — for longer than the lease, and the run is taken over. When it comes back,
+    its renewal says the run was lost: it stops the run without an end and tells its caller so.
+    The chat still gets the answer, once: from the log when the input was recorded (the agent was
+    remembered, so its input went in beside the start) and the other executor resumed the run;
+    from the other executor when nothing of the run was recorded (sent again). Before, the chat
+    failed INTERNAL "the run ended before it started"."""
+    mesh = processes
+    count_file, hold = tmp_path / "calls.txt", tmp_path / "hold"
+    tools = resources_pb2.McpServer(
+        name="held",
+        transport="stdio",
+        command=sys.executable,
+        args=[str(COUNTING_TOOLS)],
+        env={"COUNT_FILE": str(count_file), "HOLD_FILE": str(hold)},
+    )
+    client = MeshClient(mesh.registry.grpc_address, mesh.gateway.grpc_address)
+    try:
+        token = await client.login()
+        agent = await client.seed_agent(token, name="held", mock_responses=["done"], mcp_servers=[tools])
+        if remembered:  # every executor runs the agent once, so it remembers its spec
+            hold.touch()
+            warmed: set[str] = set()
+            for attempt in range(12):
+                if warmed == set(mesh.executors):
+                    break
+                events = await client.stream_chat(agent, "warm up", session_id=f"warm-{attempt}")
+                warmed |= {e.event.run_started.executor_id for e in events if e.event.HasField("run_started")}
+            assert warmed == set(mesh.executors)
+            hold.unlink()
+        starts_before = _starts(count_file)
+        chat = asyncio.ensure_future(client.stream_chat(agent, "go", session_id="held"))
+
+        async def set_up() -> bool:
+            return len(_starts(count_file)) > len(starts_before)
+
+        await eventually(set_up, timeout=LEASE_SECONDS * 30, what="the run sets its agent up")
+        (stalled_pid,) = _starts(count_file)[len(starts_before) :]
+        (stalled,) = [e for e in mesh.executors.values() if e.pid == stalled_pid]
+        os.kill(stalled_pid, signal.SIGSTOP)
+        try:
+            if remembered:  # its input is in the log: the other executor resumes the run
+                await eventually(lambda: _resumed(client, agent), timeout=LEASE_SECONDS * 15, what="resumed")
+            else:  # nothing recorded: the registry orphans the run, and its taker finds nothing
+                await eventually(lambda: _orphaned(mesh), timeout=LEASE_SECONDS * 15, what="run orphaned")
+        finally:
+            os.kill(stalled_pid, signal.SIGCONT)
+
+        async def heard_lost() -> bool:
+            return "(lease lost)" in stalled.stderr_path.read_text(errors="replace")
+
+        await eventually(heard_lost, timeout=LEASE_SECONDS * 15, what="the stalled one hears it lost the run")
+        hold.touch()
+        events = [response.event for response in await chat]
+    finally:
+        hold.touch()
+        await client.close()
+    assert events[0].HasField("run_started")
+    finals = [e for e in events if e.HasField("run_completed") or e.HasField("run_failed")]
+    assert len(finals) == 1 and finals[0] is events[-1], finals
+    assert events[-1].run_completed.content == "done", events[-1]
+    recorded = [event.seq for event in events if event.seq]
+    assert recorded == sorted(set(recorded)), recorded
+
+
+def _starts(count_file: Path) -> list[int]:
+    """The pids of the executors that started the held MCP server, in order."""
+    if not count_file.exists():
+        return []
+    lines = count_file.read_text().splitlines()
+    return [int(line.split()[1]) for line in lines if line.startswith("started ")]
+
+
+async def _resumed(client: MeshClient, agent: Seeded) -> bool:
+    memory = mem_grpc.MemoryServiceStub(client._gateway_channel)
+    request = mem.ListEventsRequest(session_id="held", project_id=agent.project_id)
+    try:
+        events = (await memory.ListEvents(request, metadata=bearer(agent.token))).events
+    except grpc.aio.AioRpcError:  # no session yet
+        return False
+    return any("resumed on executor" in event.content for event in events)
+
+
+async def _orphaned(mesh: Processes) -> bool:
+    """No run is held by a live lease any more (the stalled executor's was orphaned)."""
+    books = await run_bookkeeping(mesh.database_url)
+    return all(orphaned for _, _, orphaned in books.agent_runs)

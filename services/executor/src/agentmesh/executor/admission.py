@@ -62,13 +62,21 @@ class AdmittedRun:
     # delegated or sub-agent run), behind these runs still in flight (turns.py).
     double_texting: str = ""
     runs_ahead: tuple[str, ...] = ()
+    _input_requested: bool = False
 
     @property
     def run_id(self) -> str:
         return self.recorder.run_id
 
+    @property
+    def input_requested(self) -> bool:
+        """Whether the input's append was sent (or may have been): from then on the run may be
+        in the log, where whoever takes it over finds it."""
+        return self.early_input is not None or self._input_requested
+
     def record_input(self) -> Awaitable[memory_resources_pb2.Event]:
         """The input's event: the one recorded alongside the start, else recorded now."""
+        self._input_requested = True
         return self.early_input or _record_input(self.recorder, self.request)
 
     def abandon_input(self) -> None:

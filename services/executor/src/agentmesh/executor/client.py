@@ -20,7 +20,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.errors import ExecutorBusy
+from agentmesh.executor.errors import FOLLOWED_IN_LOG, ExecutorBusy
 from agentmesh.internal.executor.v1 import executor_service_pb2 as pb
 from agentmesh.internal.executor.v1 import executor_service_pb2_grpc as pb_grpc
 from agentmesh.registry.client import RegistryClient
@@ -51,9 +51,11 @@ def may_fail_over(error: DomainError, *, started: bool) -> bool:
     passed on, running it again elsewhere would repeat what the caller already saw; a started
     run is resumed from the session's events, not retried. Any other error (not found, paused,
     permission denied, …) would be the same on every executor — and so would an executor's
-    report that the registry or the memory service, which every executor shares, is down.
+    report that the registry or the memory service, which every executor shares, is down. A run
+    handed over or taken over before its first event arrived is in the log already: it is
+    followed there (`FOLLOWED_IN_LOG`), not run twice.
     """
-    if started or is_dependency_outage(error):
+    if started or is_dependency_outage(error) or error.reason in FOLLOWED_IN_LOG:
         return False
     return error.code == grpc.StatusCode.UNAVAILABLE or error.reason == EXECUTOR_BUSY
 
@@ -105,7 +107,15 @@ class RunNotPlaced(Unavailable):
 
 
 # The executor's errors its callers act on (a busy executor: try another).
-__all__ = ["EXECUTOR_BUSY", "ExecutorBusy", "ExecutorClient", "RunNotPlaced", "RunRouter", "may_fail_over"]
+__all__ = [
+    "EXECUTOR_BUSY",
+    "FOLLOWED_IN_LOG",
+    "ExecutorBusy",
+    "ExecutorClient",
+    "RunNotPlaced",
+    "RunRouter",
+    "may_fail_over",
+]
 
 
 class ExecutorClient:

@@ -24,6 +24,7 @@ from agentmesh.runtime.errors import (
 
 __all__ = [
     "DELEGATION_NOT_ALLOWED",
+    "FOLLOWED_IN_LOG",
     "INVALID_BLOCK",
     "MCP_SERVER_UNAVAILABLE",
     "MODEL_FAILED",
@@ -33,6 +34,8 @@ __all__ = [
     "ModelUnavailable",
     "NoSubAgents",
     "RunHandedOver",
+    "RunLeaseLost",
+    "RunTakenOver",
     "UnknownTool",
     "run_failed",
 ]
@@ -53,9 +56,31 @@ MCP_SERVER_UNAVAILABLE = "MCP_SERVER_UNAVAILABLE"
 class RunHandedOver(Unavailable):
     """The executor is stopping and handed the run over (its lease released, no end recorded):
     another executor resumes it from the log, and a caller follows it there (the gateway's
-    ChatStream does on UNAVAILABLE)."""
+    ChatStream does on UNAVAILABLE; before any event of it arrived, by the `run_id` this
+    error's metadata names)."""
 
     default_reason = "RUN_HANDED_OVER"
+
+
+class RunTakenOver(Unavailable):
+    """The executor lost the run's lease (it was cut off from the registry, or stalled, for longer
+    than the lease) and another executor took the run over: it stopped here with no end recorded,
+    and goes on from the session's log, where a caller follows it (by the `run_id` this error's
+    metadata names)."""
+
+    default_reason = "RUN_TAKEN_OVER"
+
+
+class RunLeaseLost(Unavailable):
+    """The executor lost the run's lease before it recorded anything of it: nothing of the run
+    exists anywhere, so it may be sent again (to another executor)."""
+
+    default_reason = "RUN_LEASE_LOST"
+
+
+# A run stopped with one of these reasons goes on from the session's log: it is followed there,
+# never sent to another executor again (its input is recorded already).
+FOLLOWED_IN_LOG = frozenset({RunHandedOver.default_reason, RunTakenOver.default_reason})
 
 
 class ExecutorBusy(ResourceExhausted):

@@ -29,7 +29,14 @@ from agentmesh.executor.admission import AdmittedRun, RunAdmission
 from agentmesh.executor.agent import AgentBuilder, AgentRuntime, kind_name
 from agentmesh.executor.cache import AgentCache
 from agentmesh.executor.delegation import Delegator, RemoteRuns
-from agentmesh.executor.errors import MCP_SERVER_UNAVAILABLE, ExecutorBusy, RunHandedOver, run_failed
+from agentmesh.executor.errors import (
+    MCP_SERVER_UNAVAILABLE,
+    ExecutorBusy,
+    RunHandedOver,
+    RunLeaseLost,
+    RunTakenOver,
+    run_failed,
+)
 from agentmesh.executor.events import EventSink, RunContext, usage_proto
 from agentmesh.executor.finisher import RunFinisher
 from agentmesh.executor.llm import LlmLoop, read_history
@@ -54,6 +61,9 @@ from agentmesh.runtime.identity import current_token
 logger = logging.getLogger(__name__)
 
 HANDED_OVER = "handed over: the executor is stopping"
+LOST = "this executor lost the run's lease"
+# Runs stopped here without an end: their taker resumes them from the log.
+_GIVEN_UP = (HANDED_OVER, LOST)
 
 
 class RunExecutor:
@@ -111,6 +121,8 @@ class RunExecutor:
         # resume (`hand_over`).
         self._handing_over = False
         self._handed_over: set[asyncio.Task[Any]] = set()
+        # Runs whose lease was lost (`lose`): stopped without an end, their taker's now.
+        self._lost: set[asyncio.Task[Any]] = set()
 
     @property
     def active_runs(self) -> int:
@@ -136,13 +148,8 @@ class RunExecutor:
         task.add_done_callback(finished)
         answered = False
         try:
-            async for batch in sink.drain_batches(task):
+            async for batch in sink.drain_batches(task):  # raises a run given up here (`_given_up`)
                 yield batch
-            if task in self._handed_over:
-                raise RunHandedOver(
-                    "this executor is stopping and handed the run over: another executor resumes it "
-                    "from the session's log (follow it there by the last seq seen)"
-                )
             answered = True
         finally:
             if not answered:
@@ -174,10 +181,14 @@ class RunExecutor:
         self._stop(run_id, INTERRUPTED)
 
     def lose(self, run_id: str) -> None:
-        """The run's lease expired (this executor was cut off from the registry for longer than
-        the lease time) and the run was taken over: it stops here. Its end here is refused by
-        the memory service if the run's taker recorded one first (recorder.end_key)."""
-        self._stop(run_id, "this executor lost the run's lease")
+        """The run's lease expired (this executor was cut off from the registry, or stalled, for
+        longer than the lease time) and the run was taken over: it stops here without recording
+        an end — its taker resumes it from the log — and its caller is told where to follow it
+        (`_given_up`)."""
+        leased = self._leased.get(run_id)
+        if leased is not None:
+            self._lost.add(leased[1])
+        self._stop(run_id, LOST)
 
     def _stop(self, run_id: str, reason: str) -> None:
         leased = self._leased.get(run_id)
@@ -246,14 +257,13 @@ class RunExecutor:
         self._runs.add(task)
         task.add_done_callback(self._runs.discard)
         try:
+            # A run given up here again (handed over, or its lease lost) raises: not closed, so
+            # that its taker's registry row stays (reporting it closed would forget it).
             async for _ in sink.drain_batches(task):
                 pass
         finally:
             if not task.done():
                 task.cancel()
-        if task in self._handed_over:
-            # Not closed: its taker must not report it so (the registry would forget it).
-            raise RunHandedOver(f"run {orphan.run_id} was handed over again before it ended")
 
     async def _resumed(self, run: AdmittedRun, sink: EventSink, log: RunLog, number: int) -> None:
         spec = run.spec
@@ -323,11 +333,12 @@ class RunExecutor:
     ) -> None:
         """An admitted run's life: its agent from the cache, its loop, and, whatever happens, its
         bookkeeping (metrics, the runs in flight here, its end handed to the finisher — not for
-        a run handed over, nor a resumed one: the registry counted it out when it was orphaned)."""
+        a run given up here, nor a resumed one: the registry counted it out when it was orphaned)."""
         task = self._track(run.spec.agent.id)
         self._leased[run.run_id] = (run.spec.agent.id, task)
         result: RunResult | None = None
         outcome: metrics.RunOutcome = "failed"
+        given_up: DomainError | None = None
         try:
             result = await self._run_agent(run, sink, resumed)
             span.set_attribute(telemetry.RUN_OUTCOME, "completed" if result else "failed")
@@ -335,7 +346,10 @@ class RunExecutor:
                 outcome = "max_steps" if result.max_steps_reached else "completed"
         except asyncio.CancelledError:
             outcome = "cancelled"
-            if not run.loop_started and task not in self._handed_over:
+            given_up = self._given_up(task, run)
+            if given_up is not None:
+                raise given_up from None
+            if not run.loop_started:
                 # Cancelled while its agent was being set up: the loop records no end for it.
                 await run.record_cancelled(timeout_seconds=self._settings.cleanup_timeout_seconds)
             raise
@@ -353,8 +367,32 @@ class RunExecutor:
             )
             self._untrack(run.spec.agent.id, task)
             self._leased.pop(run.run_id, None)
-            if resumed is None and task not in self._handed_over:
+            self._lost.discard(task)
+            if resumed is None and given_up is None:
                 self._finish(run, result)
+
+    def _given_up(self, task: asyncio.Task[Any], run: AdmittedRun) -> DomainError | None:
+        """What a run stopped here without an end raises to its caller (None for any other
+        cancellation): where to follow it — its taker resumes it from the log — or, when nothing
+        of it was recorded yet, that it may be sent again."""
+        if task in self._handed_over:
+            return RunHandedOver(
+                f"this executor is stopping and handed run {run.run_id} over: another executor resumes "
+                "it from the session's log (follow it there by the last seq seen)",
+                metadata={"run_id": run.run_id},
+            )
+        if task not in self._lost:
+            return None
+        if not run.input_requested:
+            return RunLeaseLost(
+                "this executor lost the run's lease before recording anything of it (it missed its "
+                "lease renewals): nothing of the run exists, so it may be sent again"
+            )
+        return RunTakenOver(
+            f"this executor lost the lease of run {run.run_id} (it missed its lease renewals) and "
+            "another executor took it over: it goes on from the session's log",
+            metadata={"run_id": run.run_id},
+        )
 
     async def _run_agent(
         self, run: AdmittedRun, sink: EventSink, resumed: RunLog | None = None
@@ -453,7 +491,7 @@ class RunExecutor:
             )
         except asyncio.CancelledError:
             reason = self._cancel_reasons.get(asyncio.current_task())  # type: ignore[arg-type]
-            if reason == HANDED_OVER:
+            if reason in _GIVEN_UP:
                 raise  # no end: the executor that takes it over resumes it
             await record_cancelled(scope, reason, cleanup_timeout_seconds=cleanup)
             if reason:

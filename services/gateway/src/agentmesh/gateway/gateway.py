@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import grpc
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.client import RunNotPlaced, RunRouter
+from agentmesh.executor.client import FOLLOWED_IN_LOG, RunNotPlaced, RunRouter
 from agentmesh.gateway.errors import ExecutorsBusy, InvalidRequest, MessageTooLarge, NoExecutor
 from agentmesh.gateway.models import AgentRef, Caller, ChatResult
 from agentmesh.gateway.resume import follow_run
@@ -205,16 +205,40 @@ class AgentGateway:
         events = self._events(caller, agent, message, session_id, model_settings, double_texting)
         try:
             first = await anext(events, None)
+        except DomainError as error:
+            await events.aclose()
+            run_id = error.metadata.get("run_id", "")
+            if error.reason not in FOLLOWED_IN_LOG or not run_id:
+                raise
+            # Given up by its executor before any event of it arrived (handed over, or its lease
+            # lost): it goes on from the log, and so does the chat.
+            logger.warning("run %s moved before it started here (%s): following it in the log", run_id, error)
+            events = self._from_log_start(caller, agent, session_id, run_id)
+            first = await anext(events, None)
+            if first is None:
+                raise
         except BaseException:
             await events.aclose()
             raise
         if first is None:
             raise Internal("the run ended before it started")
+        run_id = first.run_id
 
         def resume(after_seq: int) -> Awaitable[AsyncIterator[run_pb2.RunEvent]]:
-            return self.resume_chat(caller, agent, session_id, after_seq=after_seq, run_id=first.run_id)
+            return self.resume_chat(caller, agent, session_id, after_seq=after_seq, run_id=run_id)
 
         return ChatStream(session_id, first, events, resume=resume)
+
+    async def _from_log_start(
+        self, caller: Caller, agent: AgentRef, session_id: str, run_id: str
+    ) -> AsyncIterator[run_pb2.RunEvent]:
+        """Run `run_id` from the session's log, from its start (`run_started`, made of its
+        recorded input) to its final event."""
+        started = False
+        async for event in await self.resume_chat(caller, agent, session_id, after_seq=0, run_id=run_id):
+            started = started or (event.run_id == run_id and event.HasField("run_started"))
+            if started:
+                yield event
 
     async def chat(
         self,
