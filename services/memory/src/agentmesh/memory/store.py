@@ -42,11 +42,16 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agentmesh.memory.errors import ProjectDeleted
-from agentmesh.memory.event_store import AdmitAppend, EventCursor, IdempotencyKeyRace, SessionCursor
+from agentmesh.memory.event_store import (
+    AdmitAppend,
+    EventCursor,
+    FenceRefused,
+    IdempotencyKeyRace,
+    SessionCursor,
+)
 from agentmesh.memory.group_commit import GroupCommit
 from agentmesh.memory.models import Event, EventQuery, EventType, NewEvent, RetentionPolicy, Session
 from agentmesh.memory.tables import (
-    APPEND_IN_ONE_STATEMENT,
     BUMP_LAST_SEQ,
     EVENT_COLUMNS,
     EVENT_FIELDS,
@@ -55,6 +60,7 @@ from agentmesh.memory.tables import (
     TIME,
     deleted_project_table,
     event_table,
+    one_statement_append,
     retention_table,
     session_table,
 )
@@ -142,14 +148,23 @@ class SqlEventStore:
         now: datetime,
         admit: AdmitAppend,
         expected_last_seq: int | None = None,
+        fence: Sequence[str] = (),
     ) -> tuple[list[Event], int]:
         if self._postgres and project_id:
             appended = await self._append_in_one_statement(
-                session_id, project_id, batch, now=now, admit=admit, expected_last_seq=expected_last_seq
+                session_id,
+                project_id,
+                batch,
+                now=now,
+                admit=admit,
+                expected_last_seq=expected_last_seq,
+                fence=fence,
             )
             if appended is not None:
                 return appended
-        return await self._append_in_transaction(session_id, project_id, batch, now=now, admit=admit)
+        return await self._append_in_transaction(
+            session_id, project_id, batch, now=now, admit=admit, fence=fence
+        )
 
     async def _append_in_one_statement(
         self,
@@ -160,6 +175,7 @@ class SqlEventStore:
         now: datetime,
         admit: AdmitAppend,
         expected_last_seq: int | None,
+        fence: Sequence[str],
     ) -> tuple[list[Event], int] | None:
         """The append as one autocommitted statement, or None when the session changed between
         the statement refusing it and the read saying why: the transaction then decides."""
@@ -172,6 +188,7 @@ class SqlEventStore:
             "now": now,
             "count": count,
             "expected": expected_last_seq,
+            "fence_keys": list(fence),
             "ids": ids,
             "agents": [event.agent for event in batch],
             "event_types": [event.event_type.value for event in batch],
@@ -189,7 +206,7 @@ class SqlEventStore:
                 row = await self._groups.append(parameters)
             else:
                 async with self._reader.connect() as connection:
-                    row = (await connection.execute(APPEND_IN_ONE_STATEMENT, parameters)).first()
+                    row = (await connection.execute(one_statement_append(parameters), parameters)).first()
         except IntegrityError as error:
             if "idempotency_key" in str(error.orig):
                 raise IdempotencyKeyRace(session_id) from error
@@ -204,7 +221,10 @@ class SqlEventStore:
                 admit(project_id, 0)
             else:
                 admit(session.project_id, session.last_seq)
-            return None
+            if fence:
+                async with self._reader.connect() as reader:
+                    await self._check_fence(reader, session_id, project_id, fence)
+            return None  # the session moved meanwhile: the transaction decides
         session_project, last_seq = row
         admit(session_project, last_seq - count)
         stored = [
@@ -227,6 +247,7 @@ class SqlEventStore:
         *,
         now: datetime,
         admit: AdmitAppend,
+        fence: Sequence[str],
     ) -> tuple[list[Event], int]:
         count = len(batch)
         parameters = {
@@ -242,6 +263,8 @@ class SqlEventStore:
                 raise ProjectDeleted(project_id)
             session_project, last_seq = bumped
             admit(session_project, last_seq - count)
+            if fence:  # after the bump: under the session's lock, reading what was before it
+                await self._check_fence(connection, session_id, session_project, fence)
             stored = [
                 Event.model_construct(
                     **dict(event),
@@ -280,6 +303,14 @@ class SqlEventStore:
                 raise
         return stored, last_seq
 
+    async def _check_fence(
+        self, connection: AsyncConnection, session_id: str, project_id: str, fence: Sequence[str]
+    ) -> None:
+        """Raises FenceRefused when one of the `fence` keys is stored in the session."""
+        ends = await self._events_by_key(connection, session_id, project_id, fence)
+        if ends:
+            raise FenceRefused(ends)
+
     async def _deleted(self, project_id: str) -> bool:
         statement = sa.select(deleted_project_table.c.project_id).where(
             deleted_project_table.c.project_id == project_id
@@ -290,15 +321,20 @@ class SqlEventStore:
     async def events_by_idempotency_key(
         self, session_id: str, project_id: str, keys: Sequence[str]
     ) -> dict[str, Event]:
+        async with self._reader.connect() as connection:
+            return await self._events_by_key(connection, session_id, project_id, keys)
+
+    @staticmethod
+    async def _events_by_key(
+        connection: AsyncConnection, session_id: str, project_id: str, keys: Sequence[str]
+    ) -> dict[str, Event]:
         query = sa.select(*EVENT_COLUMNS).where(
             event_table.c.project_id == project_id,
             event_table.c.session_id == session_id,
             event_table.c.idempotency_key.in_(list(keys)),
         )
-        async with self._reader.connect() as connection:
-            rows = (await connection.execute(query)).all()
-        found = [_event(row) for row in rows]
-        return {event.idempotency_key: event for event in found}
+        rows = (await connection.execute(query)).all()
+        return {event.idempotency_key: event for event in map(_event, rows)}
 
     # --- reading -----------------------------------------------------------------------------
 
