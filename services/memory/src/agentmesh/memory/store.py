@@ -57,6 +57,7 @@ from agentmesh.memory.tables import (
     EVENT_FIELDS,
     ID,
     SESSION_COLUMNS,
+    SQLITE_FENCED_BUMP_LAST_SEQ,
     TIME,
     deleted_project_table,
     event_table,
@@ -257,13 +258,22 @@ class SqlEventStore:
             "now": now,
             "count": count,
         }
+        # The fence (fence.py) under the session's lock: SQLite's bump checks it itself;
+        # PostgreSQL's look-up comes after the bump, whose row lock it then reads behind.
+        fenced_bump = bool(fence) and not self._postgres
         async with self._write() as connection:
-            bumped = (await connection.execute(BUMP_LAST_SEQ, parameters)).first()
+            if fenced_bump:
+                bump = (SQLITE_FENCED_BUMP_LAST_SEQ, {**parameters, "fence_keys": list(fence)})
+            else:
+                bump = (BUMP_LAST_SEQ, parameters)
+            bumped = (await connection.execute(*bump)).first()
             if bumped is None:
+                if fenced_bump:  # refused for a stored end, or for a deleted project
+                    await self._check_fence(connection, session_id, project_id, fence)
                 raise ProjectDeleted(project_id)
             session_project, last_seq = bumped
             admit(session_project, last_seq - count)
-            if fence:  # after the bump: under the session's lock, reading what was before it
+            if fence and not fenced_bump:
                 await self._check_fence(connection, session_id, session_project, fence)
             stored = [
                 Event.model_construct(

@@ -149,6 +149,33 @@ BUMP_LAST_SEQ = (
     .columns(project_id=ID, last_seq=sa.BigInteger)
 )
 
+# BUMP_LAST_SEQ that also refuses (no row) when one of :fence_keys (a run's end, fence.py) is in
+# the session. SQLite only: its write statement reads the newest data (one writer, and the write
+# lock taken for the statement), so the look-up and the bump are one atomic step. PostgreSQL's
+# subquery would read a snapshot from before the row lock; there the store looks up after it.
+SQLITE_FENCED_BUMP_LAST_SEQ = (
+    sa.text(
+        "INSERT INTO memory_sessions (id, project_id, agent, created_at, updated_at, last_seq, first_seq) "
+        "SELECT :id, :project_id, :agent, :now, :now, :count, 1 "
+        "WHERE NOT EXISTS (SELECT 1 FROM memory_deleted_projects WHERE project_id = :project_id) "
+        "ON CONFLICT (project_id, id) DO UPDATE "
+        "SET last_seq = memory_sessions.last_seq + :count, updated_at = :now "
+        "WHERE NOT EXISTS (SELECT 1 FROM memory_deleted_projects WHERE project_id = :project_id) "
+        "AND NOT EXISTS (SELECT 1 FROM memory_events WHERE project_id = :project_id "
+        "AND session_id = :id AND idempotency_key IN :fence_keys) "
+        "RETURNING project_id, last_seq"
+    )
+    .bindparams(
+        sa.bindparam("id", type_=ID),
+        sa.bindparam("project_id", type_=ID),
+        sa.bindparam("agent", type_=ID),
+        sa.bindparam("now", type_=TIME),
+        sa.bindparam("count", type_=sa.BigInteger),
+        sa.bindparam("fence_keys", type_=sa.Text, expanding=True),
+    )
+    .columns(project_id=ID, last_seq=sa.BigInteger)
+)
+
 # The event columns a one-statement append sends as arrays, one element per event.
 EVENT_ARRAYS = (
     "id",
