@@ -13,7 +13,6 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import grpc
 import httpx
@@ -25,28 +24,19 @@ from agentmesh.gateway.v1 import gateway_service_pb2
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2
 from tests.integration.executor.support import Agent, Event, EventType, Project, Stack
-from tests.integration.executor.test_resume_from_log import DeadRun, _as_dicts, _step
+from tests.integration.executor.test_resume_from_log import (  # the same mesh settings
+    LEASE_SECONDS,
+    DeadRun,
+    _as_dicts,
+    _step,
+    executor_settings,  # noqa: F401
+    registry_settings,  # noqa: F401
+)
 from tests.integration.gateway.a2a_sample import HOLD, STREAM, SampleServer, sample_server
 from tests.polling import eventually
 from tests.run_log import log_problems
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
-
-LEASE_SECONDS = 1.0
-
-
-@pytest.fixture(scope="module")
-def executor_settings() -> dict[str, Any]:
-    return {"lease_renew_interval_seconds": 0.3}
-
-
-@pytest.fixture(scope="module")
-def registry_settings() -> dict[str, Any]:
-    return {
-        "run_lease_seconds": LEASE_SECONDS,
-        "run_lease_sweep_seconds": 0.2,
-        "run_lease_startup_grace_seconds": 0,
-    }
 
 
 async def _delegator(stack: Stack, remote: SampleServer) -> tuple[Project, Agent]:

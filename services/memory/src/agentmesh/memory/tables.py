@@ -125,56 +125,48 @@ SESSION_COLUMNS = (
     session_table.c.context_start_seq,
 )
 
+
 # Creates the session or moves its last_seq on by :count, returning the new value (no row for a
 # deleted project); in PostgreSQL it also locks the session row until commit. Text, because
 # SQLAlchemy 2.0 does not cache the compiled form of the dialects' INSERT … ON CONFLICT
 # constructs, and this runs on every append.
-BUMP_LAST_SEQ = (
-    sa.text(
-        "INSERT INTO memory_sessions (id, project_id, agent, created_at, updated_at, last_seq, first_seq) "
-        "SELECT :id, :project_id, :agent, :now, :now, :count, 1 "
-        "WHERE NOT EXISTS (SELECT 1 FROM memory_deleted_projects WHERE project_id = :project_id) "
-        "ON CONFLICT (project_id, id) DO UPDATE "
-        "SET last_seq = memory_sessions.last_seq + :count, updated_at = :now "
-        "WHERE NOT EXISTS (SELECT 1 FROM memory_deleted_projects WHERE project_id = :project_id) "
-        "RETURNING project_id, last_seq"
+def _bump_last_seq(*, fenced: bool) -> Any:
+    """BUMP_LAST_SEQ, or SQLITE_FENCED_BUMP_LAST_SEQ (below)."""
+    return (
+        sa.text(
+            "INSERT INTO memory_sessions "
+            "(id, project_id, agent, created_at, updated_at, last_seq, first_seq) "
+            "SELECT :id, :project_id, :agent, :now, :now, :count, 1 "
+            "WHERE NOT EXISTS (SELECT 1 FROM memory_deleted_projects WHERE project_id = :project_id) "
+            "ON CONFLICT (project_id, id) DO UPDATE "
+            "SET last_seq = memory_sessions.last_seq + :count, updated_at = :now "
+            "WHERE NOT EXISTS (SELECT 1 FROM memory_deleted_projects WHERE project_id = :project_id) "
+            + (
+                "AND NOT EXISTS (SELECT 1 FROM memory_events WHERE project_id = :project_id "
+                "AND session_id = :id AND idempotency_key IN :fence_keys) "
+                if fenced
+                else ""
+            )
+            + "RETURNING project_id, last_seq"
+        )
+        .bindparams(
+            sa.bindparam("id", type_=ID),
+            sa.bindparam("project_id", type_=ID),
+            sa.bindparam("agent", type_=ID),
+            sa.bindparam("now", type_=TIME),
+            sa.bindparam("count", type_=sa.BigInteger),
+            *([sa.bindparam("fence_keys", type_=sa.Text, expanding=True)] if fenced else []),
+        )
+        .columns(project_id=ID, last_seq=sa.BigInteger)
     )
-    .bindparams(
-        sa.bindparam("id", type_=ID),
-        sa.bindparam("project_id", type_=ID),
-        sa.bindparam("agent", type_=ID),
-        sa.bindparam("now", type_=TIME),
-        sa.bindparam("count", type_=sa.BigInteger),
-    )
-    .columns(project_id=ID, last_seq=sa.BigInteger)
-)
 
+
+BUMP_LAST_SEQ = _bump_last_seq(fenced=False)
 # BUMP_LAST_SEQ that also refuses (no row) when one of :fence_keys (a run's end, fence.py) is in
 # the session. SQLite only: its write statement reads the newest data (one writer, and the write
 # lock taken for the statement), so the look-up and the bump are one atomic step. PostgreSQL's
 # subquery would read a snapshot from before the row lock; there the store looks up after it.
-SQLITE_FENCED_BUMP_LAST_SEQ = (
-    sa.text(
-        "INSERT INTO memory_sessions (id, project_id, agent, created_at, updated_at, last_seq, first_seq) "
-        "SELECT :id, :project_id, :agent, :now, :now, :count, 1 "
-        "WHERE NOT EXISTS (SELECT 1 FROM memory_deleted_projects WHERE project_id = :project_id) "
-        "ON CONFLICT (project_id, id) DO UPDATE "
-        "SET last_seq = memory_sessions.last_seq + :count, updated_at = :now "
-        "WHERE NOT EXISTS (SELECT 1 FROM memory_deleted_projects WHERE project_id = :project_id) "
-        "AND NOT EXISTS (SELECT 1 FROM memory_events WHERE project_id = :project_id "
-        "AND session_id = :id AND idempotency_key IN :fence_keys) "
-        "RETURNING project_id, last_seq"
-    )
-    .bindparams(
-        sa.bindparam("id", type_=ID),
-        sa.bindparam("project_id", type_=ID),
-        sa.bindparam("agent", type_=ID),
-        sa.bindparam("now", type_=TIME),
-        sa.bindparam("count", type_=sa.BigInteger),
-        sa.bindparam("fence_keys", type_=sa.Text, expanding=True),
-    )
-    .columns(project_id=ID, last_seq=sa.BigInteger)
-)
+SQLITE_FENCED_BUMP_LAST_SEQ = _bump_last_seq(fenced=True)
 
 # The event columns a one-statement append sends as arrays, one element per event.
 EVENT_ARRAYS = (
