@@ -21,6 +21,10 @@ nothing is written and the store reads the session to let `admit` raise the erro
 modify data in CTEs, and an append without a project must ask `admit` before anything is written:
 those take the transaction.
 
+The run fence (fence.py) is checked under the same lock, atomically with the write: in SQLite by
+the bump statement itself; in PostgreSQL by the one statement when no append went in between its
+snapshot and its row lock, else by a look-up in the transaction after the bump (tables.py).
+
 PostgreSQL's one-statement appends of different sessions that queue while one is in flight are
 written together by one statement (`group_commit.py`, issue 16), each keeping its own refusal.
 SQLite's appends are serialized by the writer lock and stay one transaction each.
@@ -122,7 +126,11 @@ class SqlEventStore:
         # Every read here is one statement: run outside an explicit transaction, it spares the
         # BEGIN and ROLLBACK round trips (the statement is its own snapshot).
         self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")
-        # PostgreSQL's one-statement appends of different sessions, grouped (group_commit.py).
+        # The run fence (fence.py) is checked under the same lock, atomically with the write: in SQLite by
+the bump statement itself; in PostgreSQL by the one statement when no append went in between its
+snapshot and its row lock, else by a look-up in the transaction after the bump (tables.py).
+
+PostgreSQL's one-statement appends of different sessions, grouped (group_commit.py).
         self._groups = GroupCommit(self._reader) if self._postgres and group_commit else None
         # SQLite has one writer per database. Queueing this process's writers here is free, and
         # spares them SQLite's busy-wait backoff (the busy timeout still covers other processes).
