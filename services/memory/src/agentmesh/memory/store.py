@@ -28,6 +28,10 @@ snapshot and its row lock, else by a look-up in the transaction after the bump (
 PostgreSQL's one-statement appends of different sessions that queue while one is in flight are
 written together by one statement (`group_commit.py`, issue 16), each keeping its own refusal.
 SQLite's appends are serialized by the writer lock and stay one transaction each.
+
+The run fence (fence.py) is checked under the same lock, atomically with the write: in SQLite by
+the bump statement itself; in PostgreSQL by the one statement when no append went in between its
+snapshot and its row lock, else by a look-up in the transaction after the bump (tables.py).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -54,11 +58,11 @@ from agentmesh.memory.event_store import (
     SessionCursor,
 )
 from agentmesh.memory.group_commit import GroupCommit
-from agentmesh.memory.models import Event, EventQuery, EventType, NewEvent, RetentionPolicy, Session
+from agentmesh.memory.models import Event, EventQuery, NewEvent, RetentionPolicy, Session
+from agentmesh.memory.rows import event_conditions, event_row, events_by_key, session_row, utc
 from agentmesh.memory.tables import (
     BUMP_LAST_SEQ,
     EVENT_COLUMNS,
-    EVENT_FIELDS,
     ID,
     SESSION_COLUMNS,
     SQLITE_FENCED_BUMP_LAST_SEQ,
@@ -72,51 +76,6 @@ from agentmesh.memory.tables import (
 from agentmesh.memory.tables import metadata as metadata  # the migrations read it here
 
 
-def _utc(moment: datetime) -> datetime:
-    # SQLite keeps no time zone; every time stored here is UTC.
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-def _event(row: Sequence[Any]) -> Event:
-    values = dict(zip(EVENT_FIELDS, row, strict=True))
-    values["event_type"] = EventType(values["event_type"])
-    values["metadata"] = values["metadata"] or {}
-    values["idempotency_key"] = values["idempotency_key"] or ""
-    values["created_at"] = _utc(values["created_at"])
-    # Rows were validated on the way in; skip validating them again on every read.
-    return Event.model_construct(**values)
-
-
-def _session(row: Sequence[Any]) -> Session:
-    id_, project_id, agent, created, updated, last_seq, first_seq, context_start_seq = row
-    return Session.model_construct(
-        id=id_,
-        project_id=project_id,
-        agent=agent,
-        created_at=_utc(created),
-        updated_at=_utc(updated),
-        last_seq=last_seq,
-        first_seq=first_seq,
-        context_start_seq=context_start_seq,
-    )
-
-
-def _event_conditions(query: EventQuery) -> list[sa.ColumnElement[bool]]:
-    c = event_table.c
-    conditions = [c.project_id == query.project_id]
-    if query.session_id:
-        conditions.append(c.session_id == query.session_id)
-    if query.agent:
-        conditions.append(c.agent == query.agent)
-    if query.event_types:
-        conditions.append(c.event_type.in_([kind.value for kind in query.event_types]))
-    if query.run_id:
-        conditions.append(c.run_id == query.run_id)
-    if query.after_seq:
-        conditions.append(c.seq > query.after_seq)
-    return conditions
-
-
 class SqlEventStore:
     """EventStore on PostgreSQL (asyncpg) or SQLite (aiosqlite), through SQLAlchemy Core."""
 
@@ -126,11 +85,7 @@ class SqlEventStore:
         # Every read here is one statement: run outside an explicit transaction, it spares the
         # BEGIN and ROLLBACK round trips (the statement is its own snapshot).
         self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")
-        # The run fence (fence.py) is checked under the same lock, atomically with the write: in SQLite by
-the bump statement itself; in PostgreSQL by the one statement when no append went in between its
-snapshot and its row lock, else by a look-up in the transaction after the bump (tables.py).
-
-PostgreSQL's one-statement appends of different sessions, grouped (group_commit.py).
+        # PostgreSQL's one-statement appends of different sessions, grouped (group_commit.py).
         self._groups = GroupCommit(self._reader) if self._postgres and group_commit else None
         # SQLite has one writer per database. Queueing this process's writers here is free, and
         # spares them SQLite's busy-wait backoff (the busy timeout still covers other processes).
@@ -325,7 +280,7 @@ PostgreSQL's one-statement appends of different sessions, grouped (group_commit.
         self, connection: AsyncConnection, session_id: str, project_id: str, fence: Sequence[str]
     ) -> None:
         """Raises FenceRefused when one of the `fence` keys is stored in the session."""
-        ends = await self._events_by_key(connection, session_id, project_id, fence)
+        ends = await events_by_key(connection, session_id, project_id, fence)
         if ends:
             raise FenceRefused(ends)
 
@@ -340,19 +295,7 @@ PostgreSQL's one-statement appends of different sessions, grouped (group_commit.
         self, session_id: str, project_id: str, keys: Sequence[str]
     ) -> dict[str, Event]:
         async with self._reader.connect() as connection:
-            return await self._events_by_key(connection, session_id, project_id, keys)
-
-    @staticmethod
-    async def _events_by_key(
-        connection: AsyncConnection, session_id: str, project_id: str, keys: Sequence[str]
-    ) -> dict[str, Event]:
-        query = sa.select(*EVENT_COLUMNS).where(
-            event_table.c.project_id == project_id,
-            event_table.c.session_id == session_id,
-            event_table.c.idempotency_key.in_(list(keys)),
-        )
-        rows = (await connection.execute(query)).all()
-        return {event.idempotency_key: event for event in map(_event, rows)}
+            return await events_by_key(connection, session_id, project_id, keys)
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -362,7 +305,7 @@ PostgreSQL's one-statement appends of different sessions, grouped (group_commit.
         )
         async with self._reader.connect() as connection:
             row = (await connection.execute(query)).first()
-        return _session(row) if row is not None else None
+        return session_row(row) if row is not None else None
 
     async def sessions_with_id(self, session_id: str, *, limit: int) -> list[Session]:
         query = (
@@ -373,12 +316,12 @@ PostgreSQL's one-statement appends of different sessions, grouped (group_commit.
         )
         async with self._reader.connect() as connection:
             rows = (await connection.execute(query)).all()
-        return [_session(row) for row in rows]
+        return [session_row(row) for row in rows]
 
     async def list_events(self, query: EventQuery, *, after: EventCursor | None, limit: int) -> list[Event]:
         c = event_table.c
         key = (c.seq,) if query.session_id else (c.created_at, c.session_id, c.seq)
-        conditions = _event_conditions(query)
+        conditions = event_conditions(query)
         if after is not None:
             position = key[0] if len(key) == 1 else sa.tuple_(*key)
             value = (
@@ -391,10 +334,10 @@ PostgreSQL's one-statement appends of different sessions, grouped (group_commit.
         statement = sa.select(*EVENT_COLUMNS).where(*conditions).order_by(*order).limit(limit)
         async with self._reader.connect() as connection:
             rows = (await connection.execute(statement)).all()
-        return [_event(row) for row in rows]
+        return [event_row(row) for row in rows]
 
     async def count_events(self, query: EventQuery) -> int:
-        statement = sa.select(sa.func.count()).select_from(event_table).where(*_event_conditions(query))
+        statement = sa.select(sa.func.count()).select_from(event_table).where(*event_conditions(query))
         async with self._reader.connect() as connection:
             return int((await connection.execute(statement)).scalar_one())
 
@@ -411,7 +354,7 @@ PostgreSQL's one-statement appends of different sessions, grouped (group_commit.
         statement = statement.order_by(c.updated_at.desc(), c.id.desc()).limit(limit)
         async with self._reader.connect() as connection:
             rows = (await connection.execute(statement)).all()
-        return [_session(row) for row in rows]
+        return [session_row(row) for row in rows]
 
     async def count_sessions(self, project_id: str) -> int:
         statement = (
@@ -436,7 +379,7 @@ PostgreSQL's one-statement appends of different sessions, grouped (group_commit.
         statement = sa.select(head.c.updated_at, head.c.id).order_by(head.c.updated_at, head.c.id).limit(1)
         async with self._reader.connect() as connection:
             row = (await connection.execute(statement)).first()
-        return None if row is None else (_utc(row[0]), row[1])
+        return None if row is None else (utc(row[0]), row[1])
 
     # --- retention ---------------------------------------------------------------------------
 
@@ -505,7 +448,7 @@ PostgreSQL's one-statement appends of different sessions, grouped (group_commit.
         )
         async with self._reader.connect() as connection:
             rows = (await connection.execute(statement)).all()
-        return [_session(row) for row in rows]
+        return [session_row(row) for row in rows]
 
     async def expired_prefix_end(
         self, session_id: str, project_id: str, *, from_seq: int, cutoff: datetime, limit: int
@@ -526,7 +469,7 @@ PostgreSQL's one-statement appends of different sessions, grouped (group_commit.
             rows = (await connection.execute(statement)).all()
         end = from_seq
         for seq, created_at in rows:
-            if _utc(created_at) >= cutoff:
+            if utc(created_at) >= cutoff:
                 break
             end = seq + 1
         return end
