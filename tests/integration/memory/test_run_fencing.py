@@ -2,9 +2,13 @@
 that run is refused (FAILED_PRECONDITION, RUN_ENDED, naming the run and its end) and nothing is
 written — what an executor cut off past its lease would otherwise record after the run was closed.
 A retry of a step stored before the end, a delegation's response, and other runs are not fenced.
-On SQLite and PostgreSQL, over a real server."""
+The check and the write are one atomic unit: a step racing its run's end lands before it or is
+refused, never after it (also inside PostgreSQL's group commit). On SQLite and PostgreSQL, over a
+real server."""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 
@@ -84,3 +88,45 @@ async def test_retries_responses_and_other_runs_are_not_fenced(memory: MemoryCli
         "r2:1",
         "",
     ]
+
+
+RACE_SESSIONS = 6
+RACE_ROUNDS = 15
+RACE_STEPS = 3
+
+
+async def test_a_step_racing_its_runs_end_lands_before_it_or_is_refused(memory: MemoryClient) -> None:
+    """Each round, in several sessions at once (so PostgreSQL groups their appends), a run's end
+    and three of its steps are appended concurrently. Every step is then either before the end in
+    the log or was refused RUN_ENDED — never after it."""
+    refusals = 0
+
+    async def race(session_id: str, run_id: str) -> None:
+        nonlocal refusals
+        start = new_event("go", run_id=run_id, idempotency_key=f"{run_id}:in")
+        await memory.append_events(session_id, "p", [start])
+        outcomes = await asyncio.gather(
+            memory.append_events(session_id, "p", [_end(run_id)]),
+            *(memory.append_events(session_id, "p", [_step(run_id, n)]) for n in range(RACE_STEPS)),
+            return_exceptions=True,
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                assert isinstance(outcome, FailedPrecondition), outcome
+                assert outcome.reason == "RUN_ENDED"
+                refusals += 1
+
+    for round_ in range(RACE_ROUNDS):
+        await asyncio.gather(*(race(f"s{session}", f"r{round_}") for session in range(RACE_SESSIONS)))
+
+    logged_steps = 0
+    for session in range(RACE_SESSIONS):
+        log = await _log(memory, f"s{session}")
+        assert [seq for seq, _, _ in log] == list(range(1, len(log) + 1))
+        ends = {run_id: seq for seq, run_id, key in log if key == f"{run_id}:end"}
+        assert len(ends) == RACE_ROUNDS
+        for seq, run_id, key in log:
+            assert seq <= ends[run_id], f"{key} landed after its run's end in session s{session}"
+        logged_steps += sum(1 for _, run_id, key in log if key not in (f"{run_id}:in", f"{run_id}:end"))
+    # Every step is accounted for: stored before its end, or refused.
+    assert logged_steps + refusals == RACE_SESSIONS * RACE_ROUNDS * RACE_STEPS

@@ -40,14 +40,20 @@ class ObservedEventStore(InMemoryEventStore):
         self.trims: list[tuple[str, int]] = []
         self.race_once_on: set[str] = set()
 
-    async def append(self, session_id, project_id, batch, *, now, admit, expected_last_seq=None):
+    async def append(self, session_id, project_id, batch, *, now, admit, expected_last_seq=None, fence=()):
         for new in batch:
             if new.idempotency_key in self.race_once_on:
                 self.race_once_on.discard(new.idempotency_key)
                 await super().append(session_id, project_id, [new], now=now, admit=lambda *_: None)
                 raise IdempotencyKeyRace(session_id)
         return await super().append(
-            session_id, project_id, batch, now=now, admit=admit, expected_last_seq=expected_last_seq
+            session_id,
+            project_id,
+            batch,
+            now=now,
+            admit=admit,
+            expected_last_seq=expected_last_seq,
+            fence=fence,
         )
 
     async def trim_session(self, session_id: str, project_id: str, *, first_seq: int) -> int:

@@ -49,6 +49,7 @@ class RemoteTaskStream:
     def __init__(self, context: RunContext) -> None:
         self.context = context
         self.task_id = ""
+        self.context_id = ""  # the remote's A2A context of the task
         self.state: a2a_pb2.TaskState.ValueType = State.TASK_STATE_SUBMITTED
         self.artifacts: dict[str, str] = {}
         self.message = ""
@@ -66,6 +67,7 @@ class RemoteTaskStream:
         if response.HasField("task"):
             task = response.task
             self.task_id = task.id or self.task_id
+            self.context_id = task.context_id or self.context_id
             self.state = task.status.state
             for artifact in task.artifacts:
                 self.artifacts[artifact.artifact_id] = parts_text(artifact.parts)
@@ -81,6 +83,7 @@ class RemoteTaskStream:
         if response.HasField("status_update"):
             update = response.status_update
             self.task_id = update.task_id or self.task_id
+            self.context_id = update.context_id or self.context_id
             self.state = update.status.state
             words = parts_text(update.status.message.parts)
             self.message = words or self.message
@@ -91,6 +94,11 @@ class RemoteTaskStream:
                     *self._text(words),
                 ]
         return []
+
+    @property
+    def working(self) -> bool:
+        """The task has not ended, nor stopped to ask its caller."""
+        return self.state in _WORKING
 
     @property
     def answer(self) -> str:

@@ -17,6 +17,15 @@ from agentmesh.memory.v1 import memory_service_pb2, resources_pb2
 from agentmesh.runtime.errors import NotFound
 
 _POLL_SECONDS = 0.25
+# The note a delegating run records the moment a remote A2A agent names the task it made of the
+# delegation (an `error` event with no code: the run goes on), so that a resumed run follows that
+# task instead of sending the delegation again (docs/durability.md, "Remote delegations").
+REMOTE_TASK_ACCEPTED = "REMOTE_TASK_ACCEPTED"
+
+
+def remote_task_key(delegation_id: str) -> str:
+    """The idempotency key of a delegation's one REMOTE_TASK_ACCEPTED note."""
+    return f"{delegation_id}:remote_task"
 
 
 def is_final(event: resources_pb2.Event) -> bool:
@@ -38,6 +47,19 @@ class ChildLog:
         """The run that received the delegation ("" when none recorded its input)."""
         events = await self._list(event_types=[EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED])
         return next((e.run_id for e in events if e.delegation_id == delegation_id), "")
+
+    async def remote_task(self, delegation_id: str) -> str:
+        """The id of the remote A2A task the delegation became ("" when none was recorded)."""
+        events = await self._list(event_types=[EventType.EVENT_TYPE_ERROR])
+        for event in events:
+            meta = event.metadata.fields
+            if (
+                event.delegation_id == delegation_id
+                and "reason" in meta
+                and meta["reason"].string_value == REMOTE_TASK_ACCEPTED
+            ):
+                return meta["remote_task_id"].string_value if "remote_task_id" in meta else ""
+        return ""
 
     async def end(self, run_id: str) -> resources_pb2.Event | None:
         events = await self._list(

@@ -26,7 +26,7 @@ from agentmesh.internal.executor.v1 import executor_service_pb2_grpc as pb_grpc
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime.channels import NO_PEER_SECURITY, PeerSecurity, create_channel
 from agentmesh.runtime.client import Metadata, stream, unary
-from agentmesh.runtime.database_errors import DATABASE_UNAVAILABLE
+from agentmesh.runtime.database_errors import DATABASE_POOL_EXHAUSTED, DATABASE_UNAVAILABLE
 from agentmesh.runtime.errors import PEER_SERVICE, PEER_UNAVAILABLE, DomainError, Unavailable
 from agentmesh.runtime.identity import AUTHORIZATION, TokenCodec
 from agentmesh.runtime.telemetry import untraced
@@ -70,7 +70,7 @@ def is_dependency_outage(error: DomainError) -> bool:
     or that service's database: the executor answered, so it is not the one to blame. (A
     registry's database restarting was taken for every executor down — "no executor could be
     reached" — before DATABASE_UNAVAILABLE counted here: the PostgreSQL restart fault test.)"""
-    if error.reason == DATABASE_UNAVAILABLE:
+    if error.reason in (DATABASE_UNAVAILABLE, DATABASE_POOL_EXHAUSTED):
         return True
     return error.reason == PEER_UNAVAILABLE and error.metadata.get(PEER_SERVICE, "executor") != "executor"
 

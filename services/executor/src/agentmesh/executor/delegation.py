@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.child_log import ChildLog, end_outcome
+from agentmesh.executor.child_log import REMOTE_TASK_ACCEPTED, ChildLog, end_outcome, remote_task_key
 from agentmesh.executor.client import RunNotPlaced, RunRouter
 from agentmesh.executor.detached import run_detached
 from agentmesh.executor.errors import DELEGATION_NOT_ALLOWED, DelegationDepthExceeded
@@ -62,6 +62,7 @@ class ChildOutcome:
     escalated: bool = False
     code: str = ""  # gRPC status code name when it did not complete
     message: str = ""
+    in_doubt: bool = False  # its outcome is unknown (a remote delegation's send, on resume)
 
     @property
     def delegation_outcome(self) -> Outcome.ValueType:
@@ -270,12 +271,15 @@ class Delegator:
         """Answers a delegation a resumed run recorded with no response (its executor died with
         it open): from the delegated run's one final event in the log, waited for — that run is
         resumed by whoever takes it over, or was cancelled with its caller — or, when no run ever
-        received it, by sending it now under the same `delegation_id`. Records the one response."""
+        received it, by sending it now under the same `delegation_id`. A remote A2A agent's task
+        is followed instead, or is in doubt (`_resume_remote`). Records the one response."""
         assert self._memory is not None, "a resumed run's delegator reads the log"
         delegation_id = request_event.delegation_id
         log = ChildLog(self._memory, session_id=scope.session_id, project_id=scope.spec.agent.project_id)
-        child_run = await log.child_run(delegation_id)
-        if child_run:
+        child_run = "" if self._is_remote(scope, target) else await log.child_run(delegation_id)
+        if self._is_remote(scope, target):
+            child = await self._resume_remote(scope, target, log, delegation_id)
+        elif child_run:
             try:
                 async with asyncio.timeout(self._timeout_seconds):
                     end = await log.wait_end(child_run)
@@ -289,9 +293,41 @@ class Delegator:
         else:
             child = await self._run(scope, target, task, delegation_id, request_event)
         result = _result(target, child)
-        seq = await self._respond(scope, target, delegation_id, request_event.id, result)
+        seq = await self._respond(
+            scope, target, delegation_id, request_event.id, result, in_doubt=child.in_doubt
+        )
         await _emit_response(scope, target, delegation_id, result, seq)
         return result
+
+    def _is_remote(self, scope: RunScope, target: str) -> bool:
+        """A remote A2A agent the network names (one that is not an agent of the project)."""
+        return target not in scope.spec.agent_names and self._remote.a2a is not None
+
+    async def _resume_remote(
+        self, scope: RunScope, target: str, log: ChildLog, delegation_id: str
+    ) -> ChildOutcome:
+        """An open delegation to a remote A2A agent: the task the remote made of it, followed to
+        its end, when its id was recorded; else the send is in doubt — the remote may or may not
+        have the task, and A2A has no idempotent send — so it is not sent again, and the model is
+        told the outcome is unknown (as for a non-idempotent tool call)."""
+        assert self._remote.a2a is not None
+        task_id = await log.remote_task(delegation_id)
+        if not task_id:
+            return ChildOutcome(
+                code="UNKNOWN",
+                in_doubt=True,
+                message="the outcome is unknown: this run's executor stopped while sending the task, "
+                f"before {target} named the task it made of it; it was not sent again (it may have "
+                "reached the remote agent)",
+            )
+        return await self._remote.a2a.follow(
+            project_id=scope.spec.agent.project_id,
+            name=target,
+            task_id=task_id,
+            context=_a2a_context(scope, target, delegation_id),
+            sink=scope.sink,
+            timeout_seconds=self._timeout_seconds,
+        )
 
     async def _run(
         self,
@@ -303,19 +339,20 @@ class Delegator:
     ) -> ChildOutcome:
         """The delegated run: on an executor of the pool for an agent of the project, over A2A
         for a remote agent the network names (one that is not an agent of the project)."""
-        if target not in scope.spec.agent_names and self._remote.a2a is not None:
+        if self._is_remote(scope, target):
+            assert self._remote.a2a is not None
+
+            async def accepted(task_id: str, context_id: str) -> None:
+                await _note_remote_task(scope, target, delegation_id, request_event.id, task_id, context_id)
+
             return await self._remote.a2a.run(
                 project_id=scope.spec.agent.project_id,
                 name=target,
                 task=task,
-                context=RunContext(
-                    run_id=f"a2a-{delegation_id}",
-                    session_id=scope.session_id,
-                    agent=target,
-                    delegation_path=scope.context.child_path,
-                ),
+                context=_a2a_context(scope, target, delegation_id),
                 sink=scope.sink,
                 timeout_seconds=self._timeout_seconds,
+                on_task=accepted,
             )
         return await self._remote.run(
             executor_service_pb2.RunRequest(
@@ -339,15 +376,18 @@ class Delegator:
         delegation_id: str,
         request_event_id: str,
         result: DelegationResult,
+        *,
+        in_doubt: bool = False,
     ) -> int:
         outcome = outcome_name(result.outcome)
+        marks = {"in_doubt": True} if in_doubt else {}
         try:
             event = await scope.recorder.record_end(
                 EventType.EVENT_TYPE_DELEGATION_RESPONSE,
                 {"agent": target, "outcome": outcome, "content": result.text},
                 parent_event_id=request_event_id,
                 delegation_id=delegation_id,
-                metadata={"target_agent": target, "outcome": outcome},
+                metadata={"target_agent": target, "outcome": outcome, **marks},
                 idempotency_key=response_key(delegation_id),
                 timeout_seconds=self._cleanup_timeout_seconds,
             )
@@ -356,6 +396,39 @@ class Delegator:
             return 0
         # None: kept in the outbox, or answered first by the executor that took the run over.
         return event.seq if event else 0
+
+
+def _a2a_context(scope: RunScope, target: str, delegation_id: str) -> RunContext:
+    """Where a remote A2A task's steps stream: as a worker's, below the delegating agent."""
+    return RunContext(
+        run_id=f"a2a-{delegation_id}",
+        session_id=scope.session_id,
+        agent=target,
+        delegation_path=scope.context.child_path,
+    )
+
+
+async def _note_remote_task(
+    scope: RunScope, target: str, delegation_id: str, request_event_id: str, task_id: str, context_id: str
+) -> None:
+    """Records which remote task the delegation became (child_log.REMOTE_TASK_ACCEPTED), for a
+    resumed run to follow. Not recorded (memory away): a resumed run finds the send in doubt."""
+    try:
+        await scope.recorder.record(
+            EventType.EVENT_TYPE_ERROR,
+            f"{target} accepted the delegation as its task {task_id}",
+            metadata={
+                "reason": REMOTE_TASK_ACCEPTED,
+                "target_agent": target,
+                "remote_task_id": task_id,
+                "remote_context_id": context_id,
+            },
+            parent_event_id=request_event_id,
+            delegation_id=delegation_id,
+            idempotency_key=remote_task_key(delegation_id),
+        )
+    except Exception:
+        logger.warning("could not record the remote task of delegation %s", delegation_id, exc_info=True)
 
 
 async def _emit_response(

@@ -25,6 +25,14 @@ class IdempotencyKeyRace(Exception):
     """A concurrent append stored one of the batch's idempotency keys first; nothing was written."""
 
 
+class FenceRefused(Exception):
+    """The append holds a step of a run whose end is stored (fence.py); nothing was written."""
+
+    def __init__(self, ends: dict[str, Event]) -> None:
+        super().__init__(f"run ends stored: {sorted(ends)}")
+        self.ends = ends  # the stored ends, by idempotency key
+
+
 class EventStore(Protocol):
     """What the memory rules need from storage."""
 
@@ -37,11 +45,14 @@ class EventStore(Protocol):
         now: datetime,
         admit: AdmitAppend,
         expected_last_seq: int | None = None,
+        fence: Sequence[str] = (),
     ) -> tuple[list[Event], int]:
         """Stores the batch after the session's last event and returns it with the new last seq.
 
         `admit` decides; `expected_last_seq` (the one `admit` checks) lets the store check it in
-        the database, before writing, instead of in a transaction around the write."""
+        the database, before writing, instead of in a transaction around the write. `fence`:
+        idempotency keys (run ends, fence.py) whose presence in the session refuses the append
+        with FenceRefused — checked atomically with the write, under the lock that assigns seq."""
         ...
 
     async def events_by_idempotency_key(

@@ -12,19 +12,18 @@ its new events belongs to a run whose `<run_id>:end` is stored — except:
 - an event that is already stored (a retry of an append that landed before the end): answered
   as stored, like any retry — the caller looks the keys up first (`EventLog.append`).
 
-One indexed look-up of the batch's runs' end keys per append that holds run steps. The check and
-the write are not one transaction: a step appended in the same instant as its run's end may still
-land after it (the executor's own end and steps are sequential; only a cut-off executor races a
-taker).
+The check is made by the store, atomically with the write (`EventStore.append`'s `fence`): under
+the session's lock that assigns `seq`, so an end and a step of its run appended in the same
+instant are ordered — the step lands before the end, or is refused. This module says which ends
+an append is fenced by, and turns the ends the store found into the refusal.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from agentmesh.memory.errors import RunEnded
-from agentmesh.memory.event_store import EventStore
-from agentmesh.memory.models import EventType, NewEvent
+from agentmesh.memory.models import Event, EventType, NewEvent
 
 _NOT_FENCED = (EventType.DELEGATION_RESPONSE,)
 
@@ -34,31 +33,29 @@ def end_key(run_id: str) -> str:
     return f"{run_id}:end"
 
 
-async def fenced(
-    store: EventStore,
-    session_id: str,
-    project_id: str,
-    events: Sequence[NewEvent],
-    *,
-    stored: Collection[str] = (),
-) -> RunEnded | None:
-    """Why this batch may not be appended (a step of an ended run), or None. Events whose keys
-    are in `stored` are retries of stored events, not new steps."""
-    steps = {
-        index: event
-        for index, event in enumerate(events)
-        if event.run_id
+def _is_step(event: NewEvent, stored: Collection[str]) -> bool:
+    return bool(
+        event.run_id
         and event.idempotency_key not in stored
         and event.event_type not in _NOT_FENCED
         and event.idempotency_key != end_key(event.run_id)
-    }
-    if not steps:
-        return None
-    ends = await store.events_by_idempotency_key(
-        session_id, project_id, sorted({end_key(event.run_id) for event in steps.values()})
     )
-    for index, event in steps.items():
-        end = ends.get(end_key(event.run_id))
-        if end is not None:
-            return RunEnded(index, event.run_id, end.id)
+
+
+def fence_keys(events: Sequence[NewEvent], *, stored: Collection[str] = ()) -> list[str]:
+    """The end keys whose presence in the session refuses this batch: those of the runs its steps
+    belong to. Events whose keys are in `stored` are retries of stored events, not new steps."""
+    return sorted({end_key(event.run_id) for event in events if _is_step(event, stored)})
+
+
+def refusal(
+    events: Sequence[NewEvent], ends: Mapping[str, Event], *, stored: Collection[str] = ()
+) -> RunEnded | None:
+    """The refusal of this batch given the stored `ends` (by key) the store found: the first step
+    of an ended run, or None."""
+    for index, event in enumerate(events):
+        if _is_step(event, stored):
+            end = ends.get(end_key(event.run_id))
+            if end is not None:
+                return RunEnded(index, event.run_id, end.id)
     return None

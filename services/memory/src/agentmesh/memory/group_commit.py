@@ -32,7 +32,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agentmesh.memory.tables import APPEND_IN_ONE_STATEMENT, EVENT_ARRAYS, ID, TIME
+from agentmesh.memory.tables import EVENT_ARRAYS, ID, TIME, one_statement_append
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +43,8 @@ AppendRow = tuple[str, int] | None
 # placement of each event, then APPEND_IN_ONE_STATEMENT's own event arrays).
 _REQUEST_ARRAYS = ("session_id", "project_id", "agent", "now", "count", "expected")
 _EVENT_PLACEMENT = ("event_session_id", "event_project_id", "position", "event_count", "event_now")
+# The fence (fence.py): one element per end key of an append's `fence_keys`.
+_FENCE_ARRAYS = ("fence_session_id", "fence_project_id", "fence_key")
 _SQL_TYPES = {"now": "TIMESTAMPTZ", "event_now": "TIMESTAMPTZ"} | dict.fromkeys(
     ("count", "expected", "position", "event_count"), "BIGINT"
 )
@@ -59,13 +61,17 @@ def _unnest(names: tuple[str, ...], prefix: str = "") -> str:
 
 
 # APPEND_IN_ONE_STATEMENT for several sessions: `request` is one row per append, `bump` its
-# session's upsert (refused, as alone, for another project's session, a deleted project or a
-# stale expected last seq; taken in (project, session) order, as every group takes them, so two
-# groups never wait on each other in a cycle), `stored` each event numbered below its session's
-# new last seq. Rows back: the sessions bumped.
+# session's upsert (refused, as alone, for another project's session, a deleted project, a
+# stale expected last seq, or a stored end among its `fence` keys — trusted, as alone, only when
+# the locked row is at the last_seq its snapshot `seen`; taken in (project, session) order, as
+# every group takes them, so two groups never wait on each other in a cycle), `stored` each event
+# numbered below its session's new last seq. Rows back: the sessions bumped.
 GROUPED_APPEND = (
     sa.text(
-        "WITH request AS (SELECT * FROM " + _unnest(_REQUEST_ARRAYS, "request_") + "), bump AS ("
+        "WITH request AS (SELECT x.*, (SELECT s.last_seq FROM memory_sessions s "
+        "WHERE s.project_id = x.project_id AND s.id = x.session_id) AS seen "
+        "FROM " + _unnest(_REQUEST_ARRAYS, "request_") + "), "
+        "fence AS (SELECT * FROM " + _unnest(_FENCE_ARRAYS) + "), bump AS ("
         "INSERT INTO memory_sessions (id, project_id, agent, created_at, updated_at, last_seq, first_seq) "
         "SELECT r.session_id, r.project_id, r.agent, r.now, r.now, r.count, 1 FROM request r "
         "WHERE (r.expected IS NULL OR r.expected = 0 OR EXISTS (SELECT FROM memory_sessions s "
@@ -78,6 +84,14 @@ GROUPED_APPEND = (
         "AND r.session_id = EXCLUDED.id AND r.expected IS NOT NULL "
         "AND r.expected <> memory_sessions.last_seq) "
         "AND NOT EXISTS (SELECT FROM memory_deleted_projects d WHERE d.project_id = EXCLUDED.project_id) "
+        "AND NOT EXISTS (SELECT FROM request r WHERE r.project_id = EXCLUDED.project_id "
+        "AND r.session_id = EXCLUDED.id "
+        "AND EXISTS (SELECT FROM fence f WHERE f.fence_project_id = r.project_id "
+        "AND f.fence_session_id = r.session_id) "
+        "AND (r.seen IS DISTINCT FROM memory_sessions.last_seq OR EXISTS (SELECT FROM fence f "
+        "JOIN memory_events e ON e.project_id = f.fence_project_id AND e.session_id = f.fence_session_id "
+        "AND e.idempotency_key = f.fence_key "
+        "WHERE f.fence_project_id = r.project_id AND f.fence_session_id = r.session_id))) "
         "RETURNING project_id, id, last_seq"
         "), stored AS ("
         "INSERT INTO memory_events (session_id, seq, id, project_id, agent, event_type, content, metadata, "
@@ -96,7 +110,11 @@ GROUPED_APPEND = (
             sa.bindparam(
                 _bind(name, prefix), type_=postgresql.ARRAY(_BIND_TYPES[_SQL_TYPES.get(name, "TEXT")])
             )
-            for names, prefix in ((_REQUEST_ARRAYS, "request_"), (_EVENT_PLACEMENT + EVENT_ARRAYS, ""))
+            for names, prefix in (
+                (_REQUEST_ARRAYS, "request_"),
+                (_EVENT_PLACEMENT + EVENT_ARRAYS, ""),
+                (_FENCE_ARRAYS, ""),
+            )
             for name in names
         )
     )
@@ -193,12 +211,12 @@ class GroupCommit:
 
     async def _alone(self, parameters: dict[str, Any]) -> AppendRow:
         async with self._engine.connect() as connection:
-            row = (await connection.execute(APPEND_IN_ONE_STATEMENT, parameters)).first()
+            row = (await connection.execute(one_statement_append(parameters), parameters)).first()
         return None if row is None else (row[0], row[1])
 
     async def _grouped(self, group: list[_Pending]) -> dict[tuple[str, str], AppendRow]:
         arrays: dict[str, list[Any]] = {_bind(name, "request_"): [] for name in _REQUEST_ARRAYS}
-        arrays |= {_bind(name, ""): [] for name in _EVENT_PLACEMENT + EVENT_ARRAYS}
+        arrays |= {_bind(name, ""): [] for name in _EVENT_PLACEMENT + EVENT_ARRAYS + _FENCE_ARRAYS}
         for pending in group:
             p = pending.parameters
             for name in _REQUEST_ARRAYS:
@@ -211,6 +229,10 @@ class GroupCommit:
             arrays["event_nows"] += [p["now"]] * count
             for name in EVENT_ARRAYS:
                 arrays[_bind(name, "")] += p[_bind(name, "")]
+            fence = p["fence_keys"]
+            arrays["fence_session_ids"] += [p["session_id"]] * len(fence)
+            arrays["fence_project_ids"] += [p["project_id"]] * len(fence)
+            arrays["fence_keys"] += fence
         async with self._engine.connect() as connection:
             result = await connection.execute(GROUPED_APPEND, arrays)
             logger.debug("%d appends in one statement", len(group))

@@ -13,7 +13,13 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from agentmesh.memory.errors import ProjectDeleted
-from agentmesh.memory.event_store import AdmitAppend, EventCursor, IdempotencyKeyRace, SessionCursor
+from agentmesh.memory.event_store import (
+    AdmitAppend,
+    EventCursor,
+    FenceRefused,
+    IdempotencyKeyRace,
+    SessionCursor,
+)
 from agentmesh.memory.models import Event, EventQuery, NewEvent, RetentionPolicy, Session
 
 # A session's key: its project and its id.
@@ -41,6 +47,7 @@ class InMemoryEventStore:
         now: datetime,
         admit: AdmitAppend,
         expected_last_seq: int | None = None,
+        fence: Sequence[str] = (),
     ) -> tuple[list[Event], int]:
         # `admit` checks expected_last_seq here; the SQL store may check it in the database first.
         if project_id in self._deleted:
@@ -60,6 +67,9 @@ class InMemoryEventStore:
             )
         else:
             admit(session.project_id, session.last_seq)
+        ends = {e.idempotency_key: e for e in self._events.get(key, []) if e.idempotency_key in fence}
+        if ends:
+            raise FenceRefused(ends)
         stored_keys = {event.idempotency_key for event in self._events.get(key, [])}
         keys = [event.idempotency_key for event in batch if event.idempotency_key]
         if stored_keys.intersection(keys) or len(set(keys)) < len(keys):

@@ -30,8 +30,14 @@ from agentmesh.memory.errors import (
     TooManyEvents,
     ValidationFailed,
 )
-from agentmesh.memory.event_store import EventCursor, EventStore, IdempotencyKeyRace, SessionCursor
-from agentmesh.memory.fence import fenced
+from agentmesh.memory.event_store import (
+    EventCursor,
+    EventStore,
+    FenceRefused,
+    IdempotencyKeyRace,
+    SessionCursor,
+)
+from agentmesh.memory.fence import fence_keys, refusal
 from agentmesh.memory.models import (
     AppendResult,
     Event,
@@ -183,13 +189,6 @@ class EventLog:
                     last_seq=session.last_seq if session is not None else 0,
                 )
 
-            refused = await fenced(self._store, session_id, project_id, events, stored=known.keys())
-            if refused is not None:
-                if keys and not look_up:
-                    look_up = True  # a retry of steps stored before the run's end is answered
-                    continue
-                raise refused
-
             def admit(session_project: str, last_seq: int) -> None:
                 if expected_last_seq is not None and last_seq != expected_last_seq:
                     raise ExpectedLastSeqMismatch(session_id, expected_last_seq, last_seq)
@@ -203,10 +202,22 @@ class EventLog:
                     now=self._clock(),
                     admit=admit,
                     expected_last_seq=expected_last_seq,
+                    fence=fence_keys(events, stored=known.keys()),
                 )
             except IdempotencyKeyRace:
                 look_up = True
                 continue
+            except FenceRefused as fenced:
+                if keys and not look_up:
+                    look_up = True  # a retry of steps stored before the run's end is answered
+                    continue
+                refused = refusal(events, fenced.ends, stored=known.keys())
+                metrics.record_memory_append(
+                    seconds=time.perf_counter() - started, events=len(fresh), outcome="error"
+                )
+                if refused is None:  # cannot be: the store found an end of one of these runs
+                    raise
+                raise refused from None
             except ExpectedLastSeqMismatch:
                 if keys and not look_up:
                     look_up = True

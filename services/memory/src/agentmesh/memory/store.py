@@ -21,9 +21,17 @@ nothing is written and the store reads the session to let `admit` raise the erro
 modify data in CTEs, and an append without a project must ask `admit` before anything is written:
 those take the transaction.
 
+The run fence (fence.py) is checked under the same lock, atomically with the write: in SQLite by
+the bump statement itself; in PostgreSQL by the one statement when no append went in between its
+snapshot and its row lock, else by a look-up in the transaction after the bump (tables.py).
+
 PostgreSQL's one-statement appends of different sessions that queue while one is in flight are
 written together by one statement (`group_commit.py`, issue 16), each keeping its own refusal.
 SQLite's appends are serialized by the writer lock and stay one transaction each.
+
+The run fence (fence.py) is checked under the same lock, atomically with the write: in SQLite by
+the bump statement itself; in PostgreSQL by the one statement when no append went in between its
+snapshot and its row lock, else by a look-up in the transaction after the bump (tables.py).
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -42,68 +50,30 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agentmesh.memory.errors import ProjectDeleted
-from agentmesh.memory.event_store import AdmitAppend, EventCursor, IdempotencyKeyRace, SessionCursor
+from agentmesh.memory.event_store import (
+    AdmitAppend,
+    EventCursor,
+    FenceRefused,
+    IdempotencyKeyRace,
+    SessionCursor,
+)
 from agentmesh.memory.group_commit import GroupCommit
-from agentmesh.memory.models import Event, EventQuery, EventType, NewEvent, RetentionPolicy, Session
+from agentmesh.memory.models import Event, EventQuery, NewEvent, RetentionPolicy, Session
+from agentmesh.memory.rows import event_conditions, event_row, events_by_key, session_row, utc
 from agentmesh.memory.tables import (
-    APPEND_IN_ONE_STATEMENT,
     BUMP_LAST_SEQ,
     EVENT_COLUMNS,
-    EVENT_FIELDS,
     ID,
     SESSION_COLUMNS,
+    SQLITE_FENCED_BUMP_LAST_SEQ,
     TIME,
     deleted_project_table,
     event_table,
+    one_statement_append,
     retention_table,
     session_table,
 )
 from agentmesh.memory.tables import metadata as metadata  # the migrations read it here
-
-
-def _utc(moment: datetime) -> datetime:
-    # SQLite keeps no time zone; every time stored here is UTC.
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-def _event(row: Sequence[Any]) -> Event:
-    values = dict(zip(EVENT_FIELDS, row, strict=True))
-    values["event_type"] = EventType(values["event_type"])
-    values["metadata"] = values["metadata"] or {}
-    values["idempotency_key"] = values["idempotency_key"] or ""
-    values["created_at"] = _utc(values["created_at"])
-    # Rows were validated on the way in; skip validating them again on every read.
-    return Event.model_construct(**values)
-
-
-def _session(row: Sequence[Any]) -> Session:
-    id_, project_id, agent, created, updated, last_seq, first_seq, context_start_seq = row
-    return Session.model_construct(
-        id=id_,
-        project_id=project_id,
-        agent=agent,
-        created_at=_utc(created),
-        updated_at=_utc(updated),
-        last_seq=last_seq,
-        first_seq=first_seq,
-        context_start_seq=context_start_seq,
-    )
-
-
-def _event_conditions(query: EventQuery) -> list[sa.ColumnElement[bool]]:
-    c = event_table.c
-    conditions = [c.project_id == query.project_id]
-    if query.session_id:
-        conditions.append(c.session_id == query.session_id)
-    if query.agent:
-        conditions.append(c.agent == query.agent)
-    if query.event_types:
-        conditions.append(c.event_type.in_([kind.value for kind in query.event_types]))
-    if query.run_id:
-        conditions.append(c.run_id == query.run_id)
-    if query.after_seq:
-        conditions.append(c.seq > query.after_seq)
-    return conditions
 
 
 class SqlEventStore:
@@ -142,14 +112,23 @@ class SqlEventStore:
         now: datetime,
         admit: AdmitAppend,
         expected_last_seq: int | None = None,
+        fence: Sequence[str] = (),
     ) -> tuple[list[Event], int]:
         if self._postgres and project_id:
             appended = await self._append_in_one_statement(
-                session_id, project_id, batch, now=now, admit=admit, expected_last_seq=expected_last_seq
+                session_id,
+                project_id,
+                batch,
+                now=now,
+                admit=admit,
+                expected_last_seq=expected_last_seq,
+                fence=fence,
             )
             if appended is not None:
                 return appended
-        return await self._append_in_transaction(session_id, project_id, batch, now=now, admit=admit)
+        return await self._append_in_transaction(
+            session_id, project_id, batch, now=now, admit=admit, fence=fence
+        )
 
     async def _append_in_one_statement(
         self,
@@ -160,6 +139,7 @@ class SqlEventStore:
         now: datetime,
         admit: AdmitAppend,
         expected_last_seq: int | None,
+        fence: Sequence[str],
     ) -> tuple[list[Event], int] | None:
         """The append as one autocommitted statement, or None when the session changed between
         the statement refusing it and the read saying why: the transaction then decides."""
@@ -172,6 +152,7 @@ class SqlEventStore:
             "now": now,
             "count": count,
             "expected": expected_last_seq,
+            "fence_keys": list(fence),
             "ids": ids,
             "agents": [event.agent for event in batch],
             "event_types": [event.event_type.value for event in batch],
@@ -189,7 +170,7 @@ class SqlEventStore:
                 row = await self._groups.append(parameters)
             else:
                 async with self._reader.connect() as connection:
-                    row = (await connection.execute(APPEND_IN_ONE_STATEMENT, parameters)).first()
+                    row = (await connection.execute(one_statement_append(parameters), parameters)).first()
         except IntegrityError as error:
             if "idempotency_key" in str(error.orig):
                 raise IdempotencyKeyRace(session_id) from error
@@ -204,7 +185,10 @@ class SqlEventStore:
                 admit(project_id, 0)
             else:
                 admit(session.project_id, session.last_seq)
-            return None
+            if fence:
+                async with self._reader.connect() as reader:
+                    await self._check_fence(reader, session_id, project_id, fence)
+            return None  # the session moved meanwhile: the transaction decides
         session_project, last_seq = row
         admit(session_project, last_seq - count)
         stored = [
@@ -227,6 +211,7 @@ class SqlEventStore:
         *,
         now: datetime,
         admit: AdmitAppend,
+        fence: Sequence[str],
     ) -> tuple[list[Event], int]:
         count = len(batch)
         parameters = {
@@ -236,12 +221,23 @@ class SqlEventStore:
             "now": now,
             "count": count,
         }
+        # The fence (fence.py) under the session's lock: SQLite's bump checks it itself;
+        # PostgreSQL's look-up comes after the bump, whose row lock it then reads behind.
+        fenced_bump = bool(fence) and not self._postgres
         async with self._write() as connection:
-            bumped = (await connection.execute(BUMP_LAST_SEQ, parameters)).first()
+            if fenced_bump:
+                bump = (SQLITE_FENCED_BUMP_LAST_SEQ, {**parameters, "fence_keys": list(fence)})
+            else:
+                bump = (BUMP_LAST_SEQ, parameters)
+            bumped = (await connection.execute(*bump)).first()
             if bumped is None:
+                if fenced_bump:  # refused for a stored end, or for a deleted project
+                    await self._check_fence(connection, session_id, project_id, fence)
                 raise ProjectDeleted(project_id)
             session_project, last_seq = bumped
             admit(session_project, last_seq - count)
+            if fence and not fenced_bump:
+                await self._check_fence(connection, session_id, session_project, fence)
             stored = [
                 Event.model_construct(
                     **dict(event),
@@ -280,6 +276,14 @@ class SqlEventStore:
                 raise
         return stored, last_seq
 
+    async def _check_fence(
+        self, connection: AsyncConnection, session_id: str, project_id: str, fence: Sequence[str]
+    ) -> None:
+        """Raises FenceRefused when one of the `fence` keys is stored in the session."""
+        ends = await events_by_key(connection, session_id, project_id, fence)
+        if ends:
+            raise FenceRefused(ends)
+
     async def _deleted(self, project_id: str) -> bool:
         statement = sa.select(deleted_project_table.c.project_id).where(
             deleted_project_table.c.project_id == project_id
@@ -290,15 +294,8 @@ class SqlEventStore:
     async def events_by_idempotency_key(
         self, session_id: str, project_id: str, keys: Sequence[str]
     ) -> dict[str, Event]:
-        query = sa.select(*EVENT_COLUMNS).where(
-            event_table.c.project_id == project_id,
-            event_table.c.session_id == session_id,
-            event_table.c.idempotency_key.in_(list(keys)),
-        )
         async with self._reader.connect() as connection:
-            rows = (await connection.execute(query)).all()
-        found = [_event(row) for row in rows]
-        return {event.idempotency_key: event for event in found}
+            return await events_by_key(connection, session_id, project_id, keys)
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -308,7 +305,7 @@ class SqlEventStore:
         )
         async with self._reader.connect() as connection:
             row = (await connection.execute(query)).first()
-        return _session(row) if row is not None else None
+        return session_row(row) if row is not None else None
 
     async def sessions_with_id(self, session_id: str, *, limit: int) -> list[Session]:
         query = (
@@ -319,12 +316,12 @@ class SqlEventStore:
         )
         async with self._reader.connect() as connection:
             rows = (await connection.execute(query)).all()
-        return [_session(row) for row in rows]
+        return [session_row(row) for row in rows]
 
     async def list_events(self, query: EventQuery, *, after: EventCursor | None, limit: int) -> list[Event]:
         c = event_table.c
         key = (c.seq,) if query.session_id else (c.created_at, c.session_id, c.seq)
-        conditions = _event_conditions(query)
+        conditions = event_conditions(query)
         if after is not None:
             position = key[0] if len(key) == 1 else sa.tuple_(*key)
             value = (
@@ -337,10 +334,10 @@ class SqlEventStore:
         statement = sa.select(*EVENT_COLUMNS).where(*conditions).order_by(*order).limit(limit)
         async with self._reader.connect() as connection:
             rows = (await connection.execute(statement)).all()
-        return [_event(row) for row in rows]
+        return [event_row(row) for row in rows]
 
     async def count_events(self, query: EventQuery) -> int:
-        statement = sa.select(sa.func.count()).select_from(event_table).where(*_event_conditions(query))
+        statement = sa.select(sa.func.count()).select_from(event_table).where(*event_conditions(query))
         async with self._reader.connect() as connection:
             return int((await connection.execute(statement)).scalar_one())
 
@@ -357,7 +354,7 @@ class SqlEventStore:
         statement = statement.order_by(c.updated_at.desc(), c.id.desc()).limit(limit)
         async with self._reader.connect() as connection:
             rows = (await connection.execute(statement)).all()
-        return [_session(row) for row in rows]
+        return [session_row(row) for row in rows]
 
     async def count_sessions(self, project_id: str) -> int:
         statement = (
@@ -382,7 +379,7 @@ class SqlEventStore:
         statement = sa.select(head.c.updated_at, head.c.id).order_by(head.c.updated_at, head.c.id).limit(1)
         async with self._reader.connect() as connection:
             row = (await connection.execute(statement)).first()
-        return None if row is None else (_utc(row[0]), row[1])
+        return None if row is None else (utc(row[0]), row[1])
 
     # --- retention ---------------------------------------------------------------------------
 
@@ -451,7 +448,7 @@ class SqlEventStore:
         )
         async with self._reader.connect() as connection:
             rows = (await connection.execute(statement)).all()
-        return [_session(row) for row in rows]
+        return [session_row(row) for row in rows]
 
     async def expired_prefix_end(
         self, session_id: str, project_id: str, *, from_seq: int, cutoff: datetime, limit: int
@@ -472,7 +469,7 @@ class SqlEventStore:
             rows = (await connection.execute(statement)).all()
         end = from_seq
         for seq, created_at in rows:
-            if _utc(created_at) >= cutoff:
+            if utc(created_at) >= cutoff:
                 break
             end = seq + 1
         return end

@@ -4,6 +4,8 @@ build this schema."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
@@ -123,29 +125,48 @@ SESSION_COLUMNS = (
     session_table.c.context_start_seq,
 )
 
+
 # Creates the session or moves its last_seq on by :count, returning the new value (no row for a
 # deleted project); in PostgreSQL it also locks the session row until commit. Text, because
 # SQLAlchemy 2.0 does not cache the compiled form of the dialects' INSERT … ON CONFLICT
 # constructs, and this runs on every append.
-BUMP_LAST_SEQ = (
-    sa.text(
-        "INSERT INTO memory_sessions (id, project_id, agent, created_at, updated_at, last_seq, first_seq) "
-        "SELECT :id, :project_id, :agent, :now, :now, :count, 1 "
-        "WHERE NOT EXISTS (SELECT 1 FROM memory_deleted_projects WHERE project_id = :project_id) "
-        "ON CONFLICT (project_id, id) DO UPDATE "
-        "SET last_seq = memory_sessions.last_seq + :count, updated_at = :now "
-        "WHERE NOT EXISTS (SELECT 1 FROM memory_deleted_projects WHERE project_id = :project_id) "
-        "RETURNING project_id, last_seq"
+def _bump_last_seq(*, fenced: bool) -> Any:
+    """BUMP_LAST_SEQ, or SQLITE_FENCED_BUMP_LAST_SEQ (below)."""
+    return (
+        sa.text(
+            "INSERT INTO memory_sessions "
+            "(id, project_id, agent, created_at, updated_at, last_seq, first_seq) "
+            "SELECT :id, :project_id, :agent, :now, :now, :count, 1 "
+            "WHERE NOT EXISTS (SELECT 1 FROM memory_deleted_projects WHERE project_id = :project_id) "
+            "ON CONFLICT (project_id, id) DO UPDATE "
+            "SET last_seq = memory_sessions.last_seq + :count, updated_at = :now "
+            "WHERE NOT EXISTS (SELECT 1 FROM memory_deleted_projects WHERE project_id = :project_id) "
+            + (
+                "AND NOT EXISTS (SELECT 1 FROM memory_events WHERE project_id = :project_id "
+                "AND session_id = :id AND idempotency_key IN :fence_keys) "
+                if fenced
+                else ""
+            )
+            + "RETURNING project_id, last_seq"
+        )
+        .bindparams(
+            sa.bindparam("id", type_=ID),
+            sa.bindparam("project_id", type_=ID),
+            sa.bindparam("agent", type_=ID),
+            sa.bindparam("now", type_=TIME),
+            sa.bindparam("count", type_=sa.BigInteger),
+            *([sa.bindparam("fence_keys", type_=sa.Text, expanding=True)] if fenced else []),
+        )
+        .columns(project_id=ID, last_seq=sa.BigInteger)
     )
-    .bindparams(
-        sa.bindparam("id", type_=ID),
-        sa.bindparam("project_id", type_=ID),
-        sa.bindparam("agent", type_=ID),
-        sa.bindparam("now", type_=TIME),
-        sa.bindparam("count", type_=sa.BigInteger),
-    )
-    .columns(project_id=ID, last_seq=sa.BigInteger)
-)
+
+
+BUMP_LAST_SEQ = _bump_last_seq(fenced=False)
+# BUMP_LAST_SEQ that also refuses (no row) when one of :fence_keys (a run's end, fence.py) is in
+# the session. SQLite only: its write statement reads the newest data (one writer, and the write
+# lock taken for the statement), so the look-up and the bump are one atomic step. PostgreSQL's
+# subquery would read a snapshot from before the row lock; there the store looks up after it.
+SQLITE_FENCED_BUMP_LAST_SEQ = _bump_last_seq(fenced=True)
 
 # The event columns a one-statement append sends as arrays, one element per event.
 EVENT_ARRAYS = (
@@ -168,45 +189,79 @@ EVENT_ARRAYS = (
 # misses but a concurrent append creates conflicts, and is checked, as any other). `stored` numbers
 # the batch below the new last_seq. Neither happens for a deleted project. No row back: `bump`
 # refused, and nothing was written.
-APPEND_IN_ONE_STATEMENT = (
-    sa.text(
-        "WITH bump AS ("
-        "INSERT INTO memory_sessions (id, project_id, agent, created_at, updated_at, last_seq, first_seq) "
-        "SELECT CAST(:session_id AS TEXT), CAST(:project_id AS TEXT), CAST(:agent AS TEXT), "
-        "CAST(:now AS TIMESTAMPTZ), CAST(:now AS TIMESTAMPTZ), CAST(:count AS BIGINT), 1 "
-        "WHERE (CAST(:expected AS BIGINT) IS NULL OR CAST(:expected AS BIGINT) = 0 "
-        "OR EXISTS (SELECT FROM memory_sessions WHERE project_id = CAST(:project_id AS TEXT) "
-        "AND id = CAST(:session_id AS TEXT))) "
-        "AND NOT EXISTS (SELECT FROM memory_deleted_projects WHERE project_id = CAST(:project_id AS TEXT)) "
-        "ON CONFLICT (project_id, id) DO UPDATE "
-        "SET last_seq = memory_sessions.last_seq + CAST(:count AS BIGINT), "
-        "updated_at = CAST(:now AS TIMESTAMPTZ) "
-        "WHERE (CAST(:expected AS BIGINT) IS NULL OR memory_sessions.last_seq = CAST(:expected AS BIGINT)) "
-        "AND NOT EXISTS (SELECT FROM memory_deleted_projects WHERE project_id = CAST(:project_id AS TEXT)) "
-        "RETURNING project_id, last_seq"
-        "), stored AS ("
-        "INSERT INTO memory_events (session_id, seq, id, project_id, agent, event_type, content, metadata, "
-        "run_id, parent_event_id, delegation_id, trace_id, span_id, idempotency_key, created_at) "
-        "SELECT CAST(:session_id AS TEXT), bump.last_seq - CAST(:count AS BIGINT) + e.position, e.id, "
-        "bump.project_id, e.agent, e.event_type, e.content, CAST(e.metadata AS JSONB), e.run_id, "
-        "e.parent_event_id, e.delegation_id, e.trace_id, e.span_id, e.idempotency_key, "
-        "CAST(:now AS TIMESTAMPTZ) "
-        "FROM bump, unnest("
-        + ", ".join(f"CAST(:{name}s AS TEXT[])" for name in EVENT_ARRAYS)
-        + ") WITH ORDINALITY AS e("
-        + ", ".join(EVENT_ARRAYS)
-        + ", position)"
-        ") "
-        "SELECT project_id, last_seq FROM bump"
-    )
-    .bindparams(
-        sa.bindparam("session_id", type_=sa.Text),
-        sa.bindparam("project_id", type_=sa.Text),
-        sa.bindparam("agent", type_=sa.Text),
-        sa.bindparam("now", type_=TIME),
-        sa.bindparam("count", type_=sa.BigInteger),
-        sa.bindparam("expected", type_=sa.BigInteger),
-        *(sa.bindparam(f"{name}s", type_=postgresql.ARRAY(sa.Text)) for name in EVENT_ARRAYS),
-    )
-    .columns(project_id=ID, last_seq=sa.BigInteger)
+#
+# The fence (fence.py): with :fence_keys, `bump` also refuses when one of those keys (a run's end)
+# is stored. Its subqueries read the statement's snapshot, taken before the row lock was granted:
+# an end appended by a writer the statement waited for is not in it. So the check counts only
+# when no append went in between — the locked row's last_seq (its newest version) is the one the
+# snapshot saw; otherwise it refuses too, and the store decides in a transaction whose reads come
+# after the lock (`EventLogStore._append_in_transaction`).
+_FENCE_CONDITION = (
+    "AND memory_sessions.last_seq = (SELECT s.last_seq FROM memory_sessions s "
+    "WHERE s.project_id = CAST(:project_id AS TEXT) AND s.id = CAST(:session_id AS TEXT)) "
+    "AND NOT EXISTS (SELECT FROM memory_events e WHERE e.project_id = CAST(:project_id AS TEXT) "
+    "AND e.session_id = CAST(:session_id AS TEXT) "
+    "AND e.idempotency_key = ANY(CAST(:fence_keys AS TEXT[]))) "
 )
+
+
+_BUMP = (
+    "WITH bump AS ("
+    "INSERT INTO memory_sessions (id, project_id, agent, created_at, updated_at, last_seq, first_seq) "
+    "SELECT CAST(:session_id AS TEXT), CAST(:project_id AS TEXT), CAST(:agent AS TEXT), "
+    "CAST(:now AS TIMESTAMPTZ), CAST(:now AS TIMESTAMPTZ), CAST(:count AS BIGINT), 1 "
+    "WHERE (CAST(:expected AS BIGINT) IS NULL OR CAST(:expected AS BIGINT) = 0 "
+    "OR EXISTS (SELECT FROM memory_sessions WHERE project_id = CAST(:project_id AS TEXT) "
+    "AND id = CAST(:session_id AS TEXT))) "
+    "AND NOT EXISTS (SELECT FROM memory_deleted_projects WHERE project_id = CAST(:project_id AS TEXT)) "
+    "ON CONFLICT (project_id, id) DO UPDATE "
+    "SET last_seq = memory_sessions.last_seq + CAST(:count AS BIGINT), "
+    "updated_at = CAST(:now AS TIMESTAMPTZ) "
+    "WHERE (CAST(:expected AS BIGINT) IS NULL OR memory_sessions.last_seq = CAST(:expected AS BIGINT)) "
+    "AND NOT EXISTS (SELECT FROM memory_deleted_projects WHERE project_id = CAST(:project_id AS TEXT)) "
+)
+_STORE = (
+    "RETURNING project_id, last_seq"
+    "), stored AS ("
+    "INSERT INTO memory_events (session_id, seq, id, project_id, agent, event_type, content, metadata, "
+    "run_id, parent_event_id, delegation_id, trace_id, span_id, idempotency_key, created_at) "
+    "SELECT CAST(:session_id AS TEXT), bump.last_seq - CAST(:count AS BIGINT) + e.position, e.id, "
+    "bump.project_id, e.agent, e.event_type, e.content, CAST(e.metadata AS JSONB), e.run_id, "
+    "e.parent_event_id, e.delegation_id, e.trace_id, e.span_id, e.idempotency_key, "
+    "CAST(:now AS TIMESTAMPTZ) "
+    "FROM bump, unnest("
+    + ", ".join(f"CAST(:{name}s AS TEXT[])" for name in EVENT_ARRAYS)
+    + ") WITH ORDINALITY AS e("
+    + ", ".join(EVENT_ARRAYS)
+    + ", position)"
+    ") "
+    "SELECT project_id, last_seq FROM bump"
+)
+
+
+def _append_in_one_statement(*, fenced: bool) -> Any:
+    """APPEND_IN_ONE_STATEMENT, with the fence's condition or without (an append holding no step
+    of a run reads no event)."""
+    return (
+        sa.text(_BUMP + (_FENCE_CONDITION if fenced else "") + _STORE)
+        .bindparams(
+            sa.bindparam("session_id", type_=sa.Text),
+            sa.bindparam("project_id", type_=sa.Text),
+            sa.bindparam("agent", type_=sa.Text),
+            sa.bindparam("now", type_=TIME),
+            sa.bindparam("count", type_=sa.BigInteger),
+            sa.bindparam("expected", type_=sa.BigInteger),
+            *([sa.bindparam("fence_keys", type_=postgresql.ARRAY(sa.Text))] if fenced else []),
+            *(sa.bindparam(f"{name}s", type_=postgresql.ARRAY(sa.Text)) for name in EVENT_ARRAYS),
+        )
+        .columns(project_id=ID, last_seq=sa.BigInteger)
+    )
+
+
+APPEND_IN_ONE_STATEMENT = _append_in_one_statement(fenced=False)
+FENCED_APPEND_IN_ONE_STATEMENT = _append_in_one_statement(fenced=True)
+
+
+def one_statement_append(parameters: dict[str, Any]) -> Any:
+    """The one-statement append for these parameters: fenced when they carry `fence_keys`."""
+    return FENCED_APPEND_IN_ONE_STATEMENT if parameters.get("fence_keys") else APPEND_IN_ONE_STATEMENT

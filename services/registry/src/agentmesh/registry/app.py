@@ -62,7 +62,11 @@ async def open_components(settings: RegistrySettings) -> Components:
     secret = settings.jwt_secret.get_secret_value()
     tokens = TokenCodec(secret, access_ttl_seconds=settings.access_token_ttl_seconds)
     await asyncio.to_thread(_create_sqlite_directory, settings.database_url)
-    engine = create_engine(settings.database_url)
+    engine = create_engine(
+        settings.database_url,
+        pool_size=settings.database_pool_size,
+        pool_timeout_seconds=settings.database_pool_timeout_seconds,
+    )
     try:
         # The store configures the engine's SQLite transactions, so it comes before any connection.
         store = SqlRegistryStore(engine)

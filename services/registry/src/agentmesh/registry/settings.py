@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
+from agentmesh.runtime.database import POOL_TIMEOUT_SECONDS
 from agentmesh.runtime.settings import ServiceSettings, shared
 
 
@@ -13,6 +14,14 @@ class RegistrySettings(ServiceSettings):
 
     database_url: str = shared(
         "sqlite+aiosqlite:///./.agentmesh/registry.db", "database_url", service="registry"
+    )
+    database_pool_size: int = Field(
+        default=10, gt=0, description="PostgreSQL connections kept (as many again under bursts)"
+    )
+    database_pool_timeout_seconds: float = Field(
+        default=POOL_TIMEOUT_SECONDS,
+        gt=0,
+        description="how long a call waits for a free connection before it fails UNAVAILABLE",
     )
     jwt_secret: SecretStr = shared(SecretStr(""), "jwt_secret", service="registry")
     access_token_ttl_seconds: int = Field(default=900, gt=0)

@@ -42,9 +42,17 @@ def normalize_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
+# How long a call waits for a pooled connection when all are in use (SQLAlchemy's default); past
+# it the call fails UNAVAILABLE, DATABASE_POOL_EXHAUSTED (database_errors.py).
+POOL_TIMEOUT_SECONDS = 30.0
+
+
+def create_engine(
+    url: str, *, pool_size: int = 10, pool_timeout_seconds: float = POOL_TIMEOUT_SECONDS
+) -> AsyncEngine:
     """An engine that never renders bound parameters, in its statement log (should an operator
-    enable `sqlalchemy.engine`) or in the text of a database error: they may be secrets."""
+    enable `sqlalchemy.engine`) or in the text of a database error: they may be secrets. On
+    PostgreSQL it holds up to `pool_size` connections, and as many again under bursts."""
     url = normalize_url(url)
     if make_url(url).get_backend_name() == "sqlite":
         engine = create_async_engine(url, hide_parameters=True)
@@ -53,7 +61,12 @@ def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
     # No pre-ping: it costs a round trip on every checkout (every append); connections are
     # recycled instead, and a connection broken by a server restart fails one call, not all.
     return create_async_engine(
-        url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800, hide_parameters=True
+        url,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_timeout=pool_timeout_seconds,
+        pool_recycle=1800,
+        hide_parameters=True,
     )
 
 

@@ -10,6 +10,10 @@ error (refused, "not yet accepting connections"), found here along the exception
 bare `ConnectionError` counts only when a database driver raised it (its traceback passes
 through the driver or SQLAlchemy): the same error from a model endpoint, an MCP server or a bug
 is not the database's, and must not be blamed on it.
+
+A call that waited the pool timeout (`database.POOL_TIMEOUT_SECONDS`, 30 s, unless the service
+sets its own) for a connection while every pooled one was in use leaves as UNAVAILABLE too, reason
+DATABASE_POOL_EXHAUSTED: the database is there but busy, and trying again later may succeed.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Iterator
 from agentmesh.runtime.errors import PEER_SERVICE, Unavailable
 
 DATABASE_UNAVAILABLE = "DATABASE_UNAVAILABLE"
+DATABASE_POOL_EXHAUSTED = "DATABASE_POOL_EXHAUSTED"
 # SQLSTATE classes of a server that is gone or not ready: 08 connection exception, 57P01-03
 # admin/crash shutdown and "cannot connect now" (starting, recovering).
 _UNAVAILABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03")
@@ -27,7 +32,15 @@ _DATABASE_MODULES = ("asyncpg", "aiosqlite", "sqlite3", "sqlalchemy")
 
 
 def database_unavailable(error: BaseException, service: str) -> Unavailable | None:
-    """The UNAVAILABLE `error` stands for when it means `service`'s database is away, else None."""
+    """The UNAVAILABLE `error` stands for when it means `service`'s database is away, or its
+    connection pool stayed exhausted for the pool's timeout, else None."""
+    if any(_is_pool_timeout(cause) for cause in _causes(error)):
+        return Unavailable(
+            f"the {service} service's database connections are all in use (no connection of its "
+            "pool came free within the pool timeout); try again",
+            reason=DATABASE_POOL_EXHAUSTED,
+            metadata={PEER_SERVICE: service},
+        )
     if not any(_is_connection_loss(cause) for cause in _causes(error)):
         return None
     return Unavailable(
@@ -35,6 +48,12 @@ def database_unavailable(error: BaseException, service: str) -> Unavailable | No
         reason=DATABASE_UNAVAILABLE,
         metadata={PEER_SERVICE: service},
     )
+
+
+def _is_pool_timeout(error: BaseException) -> bool:
+    # SQLAlchemy's own TimeoutError (QueuePool limit reached), by duck typing as above; not the
+    # builtin TimeoutError, which a call's own deadline raises.
+    return type(error).__name__ == "TimeoutError" and type(error).__module__.startswith("sqlalchemy")
 
 
 def _is_connection_loss(error: BaseException) -> bool:

@@ -1,0 +1,72 @@
+"""Rows of the memory tables as models, and the conditions and look-ups the SQL store shares
+(`store.py`): kept apart so that the store holds only what it does with them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from agentmesh.memory.models import Event, EventQuery, EventType, Session
+from agentmesh.memory.tables import EVENT_COLUMNS, EVENT_FIELDS, event_table
+
+
+def utc(moment: datetime) -> datetime:
+    # SQLite keeps no time zone; every time stored here is UTC.
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def event_row(row: Sequence[Any]) -> Event:
+    values = dict(zip(EVENT_FIELDS, row, strict=True))
+    values["event_type"] = EventType(values["event_type"])
+    values["metadata"] = values["metadata"] or {}
+    values["idempotency_key"] = values["idempotency_key"] or ""
+    values["created_at"] = utc(values["created_at"])
+    # Rows were validated on the way in; skip validating them again on every read.
+    return Event.model_construct(**values)
+
+
+def session_row(row: Sequence[Any]) -> Session:
+    id_, project_id, agent, created, updated, last_seq, first_seq, context_start_seq = row
+    return Session.model_construct(
+        id=id_,
+        project_id=project_id,
+        agent=agent,
+        created_at=utc(created),
+        updated_at=utc(updated),
+        last_seq=last_seq,
+        first_seq=first_seq,
+        context_start_seq=context_start_seq,
+    )
+
+
+def event_conditions(query: EventQuery) -> list[sa.ColumnElement[bool]]:
+    c = event_table.c
+    conditions = [c.project_id == query.project_id]
+    if query.session_id:
+        conditions.append(c.session_id == query.session_id)
+    if query.agent:
+        conditions.append(c.agent == query.agent)
+    if query.event_types:
+        conditions.append(c.event_type.in_([kind.value for kind in query.event_types]))
+    if query.run_id:
+        conditions.append(c.run_id == query.run_id)
+    if query.after_seq:
+        conditions.append(c.seq > query.after_seq)
+    return conditions
+
+
+async def events_by_key(
+    connection: AsyncConnection, session_id: str, project_id: str, keys: Sequence[str]
+) -> dict[str, Event]:
+    """The session's events holding these idempotency keys, by key."""
+    query = sa.select(*EVENT_COLUMNS).where(
+        event_table.c.project_id == project_id,
+        event_table.c.session_id == session_id,
+        event_table.c.idempotency_key.in_(list(keys)),
+    )
+    rows = (await connection.execute(query)).all()
+    return {event.idempotency_key: event for event in map(event_row, rows)}
