@@ -289,6 +289,35 @@ class InMemoryRunLeaseStore(RunLeaseStore):
                 if lease is not None and lease.orphaned and lease.executor_id == executor_id:
                     del state.leases[key]
 
+    async def resume(
+        self, executor_id: str, runs: Sequence[RunKey], now: datetime, expires_at: datetime
+    ) -> list[RunKey]:
+        lost = []
+        async with self._store._draft() as state:
+            for key in runs:
+                lease = state.leases.get(key)
+                if lease is None or lease.executor_id != executor_id:
+                    lost.append(key)
+                    continue
+                state.leases[key] = _replace(lease, orphaned=False, expires_at=expires_at)
+                if not lease.orphaned:
+                    continue  # resumed already (a retry)
+                state.runs.add(key)
+                stored = state.agents[key[0]]
+                agent = stored.value
+                blocked = agent.status in (AgentStatus.PAUSED, AgentStatus.TERMINATED)
+                state.agents[key[0]] = _Stored(
+                    agent.model_copy(
+                        update={
+                            "status": agent.status if blocked else AgentStatus.WORKING,
+                            "runs_in_flight": agent.runs_in_flight + 1,
+                            "last_activity_at": now,
+                        }
+                    ),
+                    stored.request_id,
+                )
+        return lost
+
     async def take_turn(
         self, session_id: str, run: RunKey, *, reject: bool = False, interrupt: bool = False
     ) -> list[RunKey]:
