@@ -335,3 +335,38 @@ async def test_a_run_resumed_too_often_fails_with_the_reason(stack: Stack) -> No
     assert end.event_type == EventType.EVENT_TYPE_ERROR
     assert end.metadata["reason"] == "RESUME_LIMIT"
     assert "resumed 3 times" in end.content
+
+
+async def test_a_resumed_run_is_counted_in_while_it_runs_and_its_usage_once(stack: Stack) -> None:
+    """Issue 15 item 1: the registry counted the run out when it orphaned it; the taker counts it
+    in again when it resumes it, so the agent is `working` while the resumed run goes on, and its
+    end adds its usage and completed task once (registry `RenewRunLeasesRequest.resumed`)."""
+    project = await stack.project()
+    slow = {"content": "done", "delay_seconds": 4, "usage": {"input_tokens": 30, "output_tokens": 12}}
+    agent = await stack.agent(project, "counted", mock_responses=[slow])
+    run = DeadRun(stack, agent)
+    await run.record(run.event(EventType.EVENT_TYPE_USER_MESSAGE, "go"))
+    await run.orphan()
+    before = await stack.get(agent)
+    assert (before.tasks_completed, before.tokens_used) == (0, 0)
+
+    async def resumed_and_working() -> bool:
+        events = await stack.events(run.session_id)
+        resumed = any(
+            e.metadata.fields.get("reason") and e.metadata["reason"] == "RUN_RESUMED" for e in events
+        )
+        return resumed and await stack.status(agent) == "working"
+
+    # The dead executor's lease expires (the agent is counted out: idle), the live one resumes
+    # the run: counted in again while the slow model answers.
+    await eventually(
+        resumed_and_working, timeout=LEASE_SECONDS * 20, what="the resumed run counts as working"
+    )
+    events = await run.ended()
+    assert not any(
+        e.run_id == run.run_id and _final(e) and e.event_type == EventType.EVENT_TYPE_ERROR for e in events
+    )
+    assert await stack.settled_status(agent) == "idle"
+    settled = await stack.get(agent)
+    assert (settled.tasks_completed, settled.tokens_used) == (1, 42)
+    assert log_problems(_as_dicts(events)) == []

@@ -247,6 +247,19 @@ class LeaseKeeper:
             lease_seconds = min(lease_seconds or response.lease_seconds, response.lease_seconds)
         return lease_seconds
 
+    async def count_in(self, orphan: registry_internal_service_pb2.OrphanedRun) -> bool:
+        """Tells the registry that this executor resumes `orphan` (it was handed it to close):
+        the run counts in flight again (its agent `working`) until its end, which the finisher
+        then delivers as any run's, usage and completed task counted once. False when this
+        executor does not hold it (any more): it must not resume it. Raises DomainError when
+        the registry cannot be asked: the orphan is then left to lapse and be handed out again."""
+        run = registry_internal_service_pb2.LeasedRun(agent_id=orphan.agent_id, run_id=orphan.run_id)
+        request = registry_internal_service_pb2.RenewRunLeasesRequest(
+            executor_id=self._executor_id, resumed=[run]
+        )
+        response = await self._registry.renew_run_leases(request, metadata=self._system_metadata())
+        return not any(lost.run_id == orphan.run_id for lost in response.lost)
+
     def _take(self, response: registry_internal_service_pb2.RenewRunLeasesResponse) -> None:
         """What a renewal answered: runs lost or interrupted here, orphans to close."""
         for lost in response.lost:

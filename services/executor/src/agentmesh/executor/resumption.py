@@ -10,7 +10,10 @@ the log stops (llm.LlmLoop): logged steps are not asked again, recorded results 
 tool call with no result is in doubt (run again only when the tool is idempotent), an open
 delegation is answered from its delegated run's end. A run that cannot be resumed — a workflow
 agent, an agent gone or not runnable, a log from before intent events carried their step, or
-one resumed `max_resumes` times already — is closed as before (`OrphanCloser`).
+one resumed `max_resumes` times already — is closed as before (`OrphanCloser`) and stays
+counted out in the registry's books. A run that is resumed is counted in again first
+(`count_in`: RenewRunLeases `resumed`), so its agent is `working` while it goes on and its end is
+delivered by the finisher like any run's, its usage and completed task counted once.
 """
 
 from __future__ import annotations
@@ -169,6 +172,7 @@ class RunResumer:
         closer: OrphanCloser,
         *,
         resume: Resume,
+        count_in: Callable[[registry_internal_service_pb2.OrphanedRun], Awaitable[bool]],
         system_metadata: Callable[[], Metadata | None],
         max_resumes: int,
     ) -> None:
@@ -176,6 +180,7 @@ class RunResumer:
         self._registry = registry
         self._closer = closer
         self._resume = resume
+        self._count_in = count_in
         self._system_metadata = system_metadata
         self._max_resumes = max_resumes
 
@@ -206,6 +211,11 @@ class RunResumer:
             if log.problem:
                 logger.info("run %s cannot be resumed (%s): closing it", orphan.run_id, log.problem)
             await self._closer.close(orphan, events=events)
+            return
+        # Counted in again before it goes on (the agent is `working` while it runs, and its end
+        # is a normal finish); closed runs above stay counted out.
+        if not await self._count_in(orphan):
+            logger.info("run %s was taken from this executor before it resumed: left alone", orphan.run_id)
             return
         await self._resume(orphan, spec, log)
 
