@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from agentmesh.executor.agent import kind_name
 from agentmesh.executor.child_log import is_final
 from agentmesh.executor.llm import DELEGATION, TOOL, PlannedCall
+from agentmesh.executor.models.factory import settings_from_record
 from agentmesh.executor.recorder import EventType
 from agentmesh.executor.tools.base import ToolOutput
 from agentmesh.internal.executor.v1 import executor_service_pb2
@@ -238,8 +239,9 @@ class RunResumer:
 def resumed_request(
     orphan: registry_internal_service_pb2.OrphanedRun, spec: registry_pb2.AgentSpec, received: Event
 ) -> executor_service_pb2.RunRequest:
-    """The request a resumed run goes on with, from its recorded input (the original request's
-    per-message model settings and double-texting policy are not in the log: its turn began)."""
+    """The request a resumed run goes on with, from its recorded input, per-message model
+    settings included (the double-texting policy is not needed: the runner has the run wait
+    for the turns still ahead of it, if any)."""
     meta = received.metadata.fields
     path = (
         [value.string_value for value in meta["delegation_path"].list_value.values]
@@ -256,4 +258,7 @@ def resumed_request(
         delegation_path=path,
         parent_event_id=received.parent_event_id,
         as_sub_agent=bool(meta["as_sub_agent"].bool_value) if "as_sub_agent" in meta else False,
+        model_settings=settings_from_record(meta["model_settings"].struct_value)
+        if "model_settings" in meta
+        else None,
     )
