@@ -5,8 +5,11 @@ once. Only the orphan's holder may resume it; an orphan closed instead stays cou
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 
+from agentmesh.executor.leases import LeaseKeeper
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as pb
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import resources_pb2 as res
@@ -94,3 +97,63 @@ async def test_a_resumed_run_without_ids_is_refused_naming_it(
     )
     assert bad.code == grpc.StatusCode.INVALID_ARGUMENT
     assert violation_fields(bad) == {"resumed[0]"}
+
+
+async def test_the_keeper_counts_a_resumed_orphan_in_and_stops_it_when_it_loses_it(
+    client: RegistryClient, api: Api, codec: TokenCodec
+) -> None:
+    """The executor's side (executor `leases.py`): `LeaseKeeper.count_in` tells the registry the
+    orphan it was handed is resumed, and a resumed run whose lease is lost later is stopped like
+    any run (the closer that resumes it still holds it)."""
+    owner = await api.sign_up()
+    project = await api.project(owner)
+    agent = await api.agent(owner, project, "worker")
+    system = bearer(codec.system_token())
+    await client.start_agent_run(agent.id, "r", session_id="s-1", executor_id="dead", metadata=system)
+    await client.renew_run_leases(
+        pb.RenewRunLeasesRequest(executor_id="dead", released=[pb.LeasedRun(agent_id=agent.id, run_id="r")]),
+        metadata=system,
+    )
+    counted_in: list[bool] = []
+    going_on = asyncio.Event()
+    lost: list[str] = []
+
+    class Resumer:
+        async def close(self, orphan: pb.OrphanedRun) -> None:
+            counted_in.append(await keeper.count_in(orphan))
+            await going_on.wait()  # the resumed run goes on until it is stopped
+
+    keeper = LeaseKeeper(
+        client,
+        Resumer(),
+        executor_id="taker",
+        held=lambda: [],
+        lose=lambda run_id: (lost.append(run_id), going_on.set()),
+        interrupt=lambda _run_id: None,
+        system_metadata=lambda: system,
+        interval_seconds=2.0,
+        max_orphans=16,
+    )
+
+    async def resumed() -> bool:
+        await keeper.renew()
+        return counted_in == [True]
+
+    await eventually(resumed, what="the orphan is taken over and counted in")
+    status = (await client.get_agent(project.id, agent.id, metadata=owner.metadata)).status
+    assert status == res.AGENT_STATUS_WORKING
+    # Its lease is ended behind the keeper's back (as if it had been cut off past the lease): the
+    # sweep orphans it, and the keeper's next renewal stops the resumed run.
+    await client.renew_run_leases(
+        pb.RenewRunLeasesRequest(executor_id="taker", released=[pb.LeasedRun(agent_id=agent.id, run_id="r")]),
+        metadata=system,
+    )
+
+    async def counted_out() -> bool:
+        agent_now = await client.get_agent(project.id, agent.id, metadata=owner.metadata)
+        return agent_now.status == res.AGENT_STATUS_IDLE
+
+    await eventually(counted_out, what="the sweep orphans the resumed run again")
+    await keeper.renew()
+    assert lost == ["r"]
+    await keeper.stop()

@@ -264,7 +264,9 @@ class LeaseKeeper:
         """What a renewal answered: runs lost or interrupted here, orphans to close."""
         for lost in response.lost:
             key = (lost.agent_id, lost.run_id)
-            if key not in self._closing and key not in self._lost:
+            # An orphan being resumed here is a run like any other (`_closing` holds it until
+            # its end): it stops too. One only being closed has nothing to stop.
+            if key not in self._lost:
                 self._lost.add(key)
                 logger.warning("run %s was taken over (lease lost): stopping it here", lost.run_id)
                 self._lose(lost.run_id)
