@@ -103,8 +103,8 @@ async def test_the_keeper_counts_a_resumed_orphan_in_and_stops_it_when_it_loses_
     client: RegistryClient, api: Api, codec: TokenCodec
 ) -> None:
     """The executor's side (executor `leases.py`): `LeaseKeeper.count_in` tells the registry the
-    orphan it was handed is resumed, and a resumed run whose lease is lost later is stopped like
-    any run (the closer that resumes it still holds it)."""
+    orphan it was handed is resumed, and a resumed run whose lease is lost later to another
+    executor is stopped like any run (the closer that resumes it still holds it)."""
     owner = await api.sign_up()
     project = await api.project(owner)
     agent = await api.agent(owner, project, "worker")
@@ -143,7 +143,8 @@ async def test_the_keeper_counts_a_resumed_orphan_in_and_stops_it_when_it_loses_
     status = (await client.get_agent(project.id, agent.id, metadata=owner.metadata)).status
     assert status == res.AGENT_STATUS_WORKING
     # Its lease is ended behind the keeper's back (as if it had been cut off past the lease): the
-    # sweep orphans it, and the keeper's next renewal stops the resumed run.
+    # sweep orphans it, another executor takes it, and the keeper's next renewal stops the
+    # resumed run.
     await client.renew_run_leases(
         pb.RenewRunLeasesRequest(executor_id="taker", released=[pb.LeasedRun(agent_id=agent.id, run_id="r")]),
         metadata=system,
@@ -154,6 +155,18 @@ async def test_the_keeper_counts_a_resumed_orphan_in_and_stops_it_when_it_loses_
         return agent_now.status == res.AGENT_STATUS_IDLE
 
     await eventually(counted_out, what="the sweep orphans the resumed run again")
+    # Handed straight back to the keeper by its next renewal: it goes on here.
+    await keeper.renew()
+    assert lost == []
+    # Taken by another executor: it stops here.
+    await client.renew_run_leases(
+        pb.RenewRunLeasesRequest(executor_id="taker", released=[pb.LeasedRun(agent_id=agent.id, run_id="r")]),
+        metadata=system,
+    )
+    taken = await client.renew_run_leases(
+        pb.RenewRunLeasesRequest(executor_id="next", max_orphans=16), metadata=system
+    )
+    assert [orphan.run_id for orphan in taken.orphans] == ["r"]
     await keeper.renew()
     assert lost == ["r"]
     await keeper.stop()

@@ -262,10 +262,15 @@ class LeaseKeeper:
 
     def _take(self, response: registry_internal_service_pb2.RenewRunLeasesResponse) -> None:
         """What a renewal answered: runs lost or interrupted here, orphans to close."""
+        # Orphans handed (back) to this executor by this very renewal.
+        reclaimed = {(orphan.agent_id, orphan.run_id) for orphan in response.orphans}
         for lost in response.lost:
             key = (lost.agent_id, lost.run_id)
-            # An orphan being resumed here is a run like any other (`_closing` holds it until
-            # its end): it stops too. One only being closed has nothing to stop.
+            if key in self._closing and key in reclaimed:
+                continue  # orphaned while it was resumed or closed here, and handed straight back
+            # An orphan being resumed here that went to another executor is a run like any other
+            # (`_closing` holds it until its end): it stops. One only being closed has nothing to
+            # stop.
             if key not in self._lost:
                 self._lost.add(key)
                 logger.warning("run %s was taken over (lease lost): stopping it here", lost.run_id)
