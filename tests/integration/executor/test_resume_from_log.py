@@ -13,17 +13,22 @@ from __future__ import annotations
 import json
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
+from google.protobuf.json_format import MessageToDict
 
+from agentmesh.common.v1 import run_pb2
+from agentmesh.gateway.v1 import gateway_service_pb2
 from agentmesh.memory.v1 import memory_service_pb2
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime.identity import TokenCodec
 from agentmesh.runtime.protos import struct
 from tests.bearer import service_channel
+from tests.integration.executor.openai_server import FakeOpenAI, Reply
 from tests.integration.executor.support import Agent, Event, EventType, Stack, event_type
 from tests.mesh import JWT_SECRET, bearer
 from tests.polling import eventually
@@ -35,9 +40,19 @@ LEASE_SECONDS = 1.0
 COUNTING_TOOLS = Path(__file__).parents[2] / "faults" / "counting_tools.py"
 
 
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def openai_server() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI() as server:
+        yield server
+
+
 @pytest.fixture(scope="module")
-def executor_settings() -> dict[str, Any]:
-    return {"lease_renew_interval_seconds": 0.3}
+def executor_settings(openai_server: FakeOpenAI) -> dict[str, Any]:
+    return {
+        "lease_renew_interval_seconds": 0.3,
+        "openai_base_url": openai_server.base_url,
+        "openai_api_key": "sk-resume-" + "r" * 30,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +151,6 @@ def _final(event: Event) -> bool:
 
 
 def _as_dicts(events: Sequence[Event]) -> list[dict[str, Any]]:
-    from google.protobuf.json_format import MessageToDict
 
     return [
         {
@@ -335,3 +349,82 @@ async def test_a_run_resumed_too_often_fails_with_the_reason(stack: Stack) -> No
     assert end.event_type == EventType.EVENT_TYPE_ERROR
     assert end.metadata["reason"] == "RESUME_LIMIT"
     assert "resumed 3 times" in end.content
+
+
+async def test_a_resumed_run_is_counted_in_while_it_runs_and_its_usage_once(stack: Stack) -> None:
+    """Issue 15 item 1: the registry counted the run out when it orphaned it; the taker counts it
+    in again when it resumes it, so the agent is `working` while the resumed run goes on, and its
+    end adds its usage and completed task once (registry `RenewRunLeasesRequest.resumed`)."""
+    project = await stack.project()
+    slow = {"content": "done", "delay_seconds": 4, "usage": {"input_tokens": 30, "output_tokens": 12}}
+    agent = await stack.agent(project, "counted", mock_responses=[slow])
+    run = DeadRun(stack, agent)
+    await run.record(run.event(EventType.EVENT_TYPE_USER_MESSAGE, "go"))
+    await run.orphan()
+    before = await stack.get(agent)
+    assert (before.tasks_completed, before.tokens_used) == (0, 0)
+
+    async def resumed_and_working() -> bool:
+        events = await stack.events(run.session_id)
+        resumed = any(
+            e.metadata.fields.get("reason") and e.metadata["reason"] == "RUN_RESUMED" for e in events
+        )
+        return resumed and await stack.status(agent) == "working"
+
+    # The dead executor's lease expires (the agent is counted out: idle), the live one resumes
+    # the run: counted in again while the slow model answers.
+    await eventually(
+        resumed_and_working, timeout=LEASE_SECONDS * 20, what="the resumed run counts as working"
+    )
+    events = await run.ended()
+    assert not any(
+        e.run_id == run.run_id and _final(e) and e.event_type == EventType.EVENT_TYPE_ERROR for e in events
+    )
+    assert await stack.settled_status(agent) == "idle"
+    settled = await stack.get(agent)
+    assert (settled.tasks_completed, settled.tokens_used) == (1, 42)
+    assert log_problems(_as_dicts(events)) == []
+
+
+async def test_a_resumed_run_goes_on_with_its_messages_model_settings(
+    stack: Stack, openai_server: FakeOpenAI
+) -> None:
+    """Issue 15 item 2: a chat's per-message model settings are recorded in its input event's
+    metadata, and the run resumed from that log asks the model with them."""
+    model = f"resume-{uuid.uuid4().hex[:8]}"
+    openai_server.script(model, Reply(text="answered"))
+    project = await stack.project()
+    agent = await stack.agent(project, "tuned", model=f"openai/{model}", model_params={"temperature": 0.1})
+    settings = run_pb2.ModelSettings(temperature=0.7, max_tokens=33, reasoning_effort="low")
+    call = stack.client.gateway.StreamChat(
+        gateway_service_pb2.StreamChatRequest(agent=agent.ref, message="hi", model_settings=settings),
+        metadata=stack.metadata,
+    )
+    chatted = [response.event async for response in call]
+    (recorded,) = [
+        e
+        for e in await stack.events(chatted[-1].session_id)
+        if e.event_type == EventType.EVENT_TYPE_USER_MESSAGE
+    ]
+    assert MessageToDict(recorded.metadata)["model_settings"] == {
+        "temperature": 0.7,
+        "max_tokens": 33,
+        "reasoning_effort": "low",
+    }
+    asked = len(openai_server.for_model(model))
+
+    # A dead executor's run of a message with those settings, its input recorded the same way.
+    run = DeadRun(stack, agent)
+    received = run.event(EventType.EVENT_TYPE_USER_MESSAGE, "go on")
+    received.metadata.CopyFrom(recorded.metadata)
+    await run.record(received)
+    await run.orphan()
+    events = await run.ended()
+
+    (answer,) = [
+        e for e in events if e.run_id == run.run_id and e.event_type == EventType.EVENT_TYPE_AGENT_RESPONSE
+    ]
+    assert answer.content == "answered"
+    (request,) = openai_server.for_model(model)[asked:]
+    assert (request.body["temperature"], request.body["max_tokens"]) == (0.7, 33)
+    assert request.body["reasoning_effort"] == "low"

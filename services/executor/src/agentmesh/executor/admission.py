@@ -19,6 +19,7 @@ from agentmesh.executor.agent import kind_name
 from agentmesh.executor.detached import run_detached
 from agentmesh.executor.errors import DelegationDepthExceeded, NoSubAgents
 from agentmesh.executor.finisher import RunFinisher
+from agentmesh.executor.models.factory import recorded_settings
 from agentmesh.executor.outbox import EventOutbox
 from agentmesh.executor.recorder import EventType, Recorder, end_key
 from agentmesh.executor.secrets import Secrets
@@ -265,4 +266,6 @@ def _input_metadata(request: executor_service_pb2.RunRequest) -> dict[str, Any]:
         metadata["depth"] = request.delegation_depth
     if request.as_sub_agent:
         metadata["as_sub_agent"] = True
+    if settings := recorded_settings(request.model_settings):
+        metadata["model_settings"] = settings  # for a resumed run (resumption.resumed_request)
     return metadata

@@ -169,6 +169,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
             registry,
             OrphanCloser(memory, system_metadata=system_metadata),
             resume=runner.resume,
+            count_in=lambda orphan: leases.count_in(orphan),  # this keeper's, once it runs
             system_metadata=system_metadata,
             max_resumes=settings.resume_max_times,
         ),

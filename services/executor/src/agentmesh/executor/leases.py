@@ -247,11 +247,31 @@ class LeaseKeeper:
             lease_seconds = min(lease_seconds or response.lease_seconds, response.lease_seconds)
         return lease_seconds
 
+    async def count_in(self, orphan: registry_internal_service_pb2.OrphanedRun) -> bool:
+        """Tells the registry that this executor resumes `orphan` (it was handed it to close):
+        the run counts in flight again (its agent `working`) until its end, which the finisher
+        then delivers as any run's, usage and completed task counted once. False when this
+        executor does not hold it (any more): it must not resume it. Raises DomainError when
+        the registry cannot be asked: the orphan is then left to lapse and be handed out again."""
+        run = registry_internal_service_pb2.LeasedRun(agent_id=orphan.agent_id, run_id=orphan.run_id)
+        request = registry_internal_service_pb2.RenewRunLeasesRequest(
+            executor_id=self._executor_id, resumed=[run]
+        )
+        response = await self._registry.renew_run_leases(request, metadata=self._system_metadata())
+        return not any(lost.run_id == orphan.run_id for lost in response.lost)
+
     def _take(self, response: registry_internal_service_pb2.RenewRunLeasesResponse) -> None:
         """What a renewal answered: runs lost or interrupted here, orphans to close."""
+        # Orphans handed (back) to this executor by this very renewal.
+        reclaimed = {(orphan.agent_id, orphan.run_id) for orphan in response.orphans}
         for lost in response.lost:
             key = (lost.agent_id, lost.run_id)
-            if key not in self._closing and key not in self._lost:
+            if key in self._closing and key in reclaimed:
+                continue  # orphaned while it was resumed or closed here, and handed straight back
+            # An orphan being resumed here that went to another executor is a run like any other
+            # (`_closing` holds it until its end): it stops. One only being closed has nothing to
+            # stop.
+            if key not in self._lost:
                 self._lost.add(key)
                 logger.warning("run %s was taken over (lease lost): stopping it here", lost.run_id)
                 self._lose(lost.run_id)

@@ -10,7 +10,10 @@ the log stops (llm.LlmLoop): logged steps are not asked again, recorded results 
 tool call with no result is in doubt (run again only when the tool is idempotent), an open
 delegation is answered from its delegated run's end. A run that cannot be resumed — a workflow
 agent, an agent gone or not runnable, a log from before intent events carried their step, or
-one resumed `max_resumes` times already — is closed as before (`OrphanCloser`).
+one resumed `max_resumes` times already — is closed as before (`OrphanCloser`) and stays
+counted out in the registry's books. A run that is resumed is counted in again first
+(`count_in`: RenewRunLeases `resumed`), so its agent is `working` while it goes on and its end is
+delivered by the finisher like any run's, its usage and completed task counted once.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import TYPE_CHECKING
 from agentmesh.executor.agent import kind_name
 from agentmesh.executor.child_log import is_final
 from agentmesh.executor.llm import DELEGATION, TOOL, PlannedCall
+from agentmesh.executor.models.factory import settings_from_record
 from agentmesh.executor.recorder import EventType
 from agentmesh.executor.tools.base import ToolOutput
 from agentmesh.internal.executor.v1 import executor_service_pb2
@@ -169,6 +173,7 @@ class RunResumer:
         closer: OrphanCloser,
         *,
         resume: Resume,
+        count_in: Callable[[registry_internal_service_pb2.OrphanedRun], Awaitable[bool]],
         system_metadata: Callable[[], Metadata | None],
         max_resumes: int,
     ) -> None:
@@ -176,6 +181,7 @@ class RunResumer:
         self._registry = registry
         self._closer = closer
         self._resume = resume
+        self._count_in = count_in
         self._system_metadata = system_metadata
         self._max_resumes = max_resumes
 
@@ -207,6 +213,11 @@ class RunResumer:
                 logger.info("run %s cannot be resumed (%s): closing it", orphan.run_id, log.problem)
             await self._closer.close(orphan, events=events)
             return
+        # Counted in again before it goes on (the agent is `working` while it runs, and its end
+        # is a normal finish); closed runs above stay counted out.
+        if not await self._count_in(orphan):
+            logger.info("run %s was taken from this executor before it resumed: left alone", orphan.run_id)
+            return
         await self._resume(orphan, spec, log)
 
     async def _spec(self, orphan: registry_internal_service_pb2.OrphanedRun) -> registry_pb2.AgentSpec | None:
@@ -228,8 +239,9 @@ class RunResumer:
 def resumed_request(
     orphan: registry_internal_service_pb2.OrphanedRun, spec: registry_pb2.AgentSpec, received: Event
 ) -> executor_service_pb2.RunRequest:
-    """The request a resumed run goes on with, from its recorded input (the original request's
-    per-message model settings and double-texting policy are not in the log: its turn began)."""
+    """The request a resumed run goes on with, from its recorded input, per-message model
+    settings included (the double-texting policy is not needed: the runner has the run wait
+    for the turns still ahead of it, if any)."""
     meta = received.metadata.fields
     path = (
         [value.string_value for value in meta["delegation_path"].list_value.values]
@@ -246,4 +258,7 @@ def resumed_request(
         delegation_path=path,
         parent_event_id=received.parent_event_id,
         as_sub_agent=bool(meta["as_sub_agent"].bool_value) if "as_sub_agent" in meta else False,
+        model_settings=settings_from_record(meta["model_settings"].struct_value)
+        if "model_settings" in meta
+        else None,
     )

@@ -47,7 +47,7 @@ from agentmesh.executor.run_end import record_cancelled, record_failure, result_
 from agentmesh.executor.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.executor.specs import AgentSpecs
-from agentmesh.executor.turns import INTERRUPTED, await_turn, policy_violations
+from agentmesh.executor.turns import INTERRUPTED, await_turn, policy_violations, turn_policy
 from agentmesh.executor.workflow import WorkflowRun
 from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2
@@ -277,6 +277,15 @@ class RunExecutor:
             delegation_depth=run.request.delegation_depth,
         ) as span:
             assert log.input is not None
+            if turn_policy(run.request, spec):
+                # Its executor may have died while the run waited for its session's turn: it
+                # waits for the turns still ahead of it again (none when its turn had come).
+                run.double_texting = "enqueue"
+                run.runs_ahead = tuple(
+                    await self._registry.await_session_turn(
+                        spec.agent.id, run.run_id, wait_seconds=0, metadata=self._remote.system_metadata()
+                    )
+                )
             await run.recorder.record(
                 EventType.EVENT_TYPE_ERROR,
                 f"the run resumed on executor {self._executor_id} after its executor stopped "
@@ -333,7 +342,8 @@ class RunExecutor:
     ) -> None:
         """An admitted run's life: its agent from the cache, its loop, and, whatever happens, its
         bookkeeping (metrics, the runs in flight here, its end handed to the finisher — not for
-        a run given up here, nor a resumed one: the registry counted it out when it was orphaned)."""
+        a run given up here, handed over or its lease lost: its taker resumes it. A resumed run
+        was counted in again when its taker took it back, resumption.py)."""
         task = self._track(run.spec.agent.id)
         self._leased[run.run_id] = (run.spec.agent.id, task)
         result: RunResult | None = None
@@ -368,7 +378,7 @@ class RunExecutor:
             self._untrack(run.spec.agent.id, task)
             self._leased.pop(run.run_id, None)
             self._lost.discard(task)
-            if resumed is None and given_up is None:
+            if given_up is None:
                 self._finish(run, result)
 
     def _given_up(self, task: asyncio.Task[Any], run: AdmittedRun) -> DomainError | None:

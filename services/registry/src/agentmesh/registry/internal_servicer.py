@@ -121,6 +121,7 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
             closed=[(run.agent_id, run.run_id) for run in request.closed],
             max_orphans=request.max_orphans,
             released=[(run.agent_id, run.run_id) for run in request.released],
+            resumed=[(run.agent_id, run.run_id) for run in request.resumed],
         )
         return convert.renewal_message(renewal)
 

@@ -2,8 +2,11 @@
 renews them all in one call every few seconds (`RenewRunLeases`). A lease not renewed within
 `run_lease_seconds` expires: the sweeper orphans the run — it stops counting as in flight, so the
 agent goes idle when it was its last run — and a live executor takes it over through its next
-renewal's answer, to close it in the session's log (executor `leases.py`). So an agent is never
-left `working` by a dead executor for longer than the lease time plus one sweep.
+renewal's answer, to resume it from the session's log or close it there (executor `leases.py`,
+`resumption.py`). So an agent is never left `working` by a dead executor for longer than the
+lease time plus one sweep. A taker that resumes the run says so (`resumed`): the run counts in
+flight again until its end, which is then a normal finish (its usage and completed task counted
+once); a run closed instead stays counted out.
 
 After the registry itself (re)starts, the runs of an executor expire only once that executor has
 renewed something through it (then it renews all it holds), or once `startup_grace_seconds`
@@ -79,14 +82,16 @@ class RunLeases:
         closed: Sequence[RunKey] = (),
         max_orphans: int = 0,
         released: Sequence[RunKey] = (),
+        resumed: Sequence[RunKey] = (),
     ) -> Renewal:
         """Renews `runs`, forgets `closed` orphans, ends the leases of `released` runs at once
-        (a draining executor hands them over: the next sweep orphans them), and hands out up to
-        `max_orphans` orphans."""
+        (a draining executor hands them over: the next sweep orphans them), counts the orphans it
+        `resumed` in flight again (their end is then a normal finish, usage counted), and hands
+        out up to `max_orphans` orphans. `resumed` runs it does not hold come back `lost`."""
         violations = []
         if not executor_id:
             violations.append(FieldViolation("executor_id", "is required"))
-        for name, keys in (("runs", runs), ("closed", closed), ("released", released)):
+        for name, keys in (("runs", runs), ("closed", closed), ("released", released), ("resumed", resumed)):
             if len(keys) > MAX_LEASED_RUNS:
                 violations.append(FieldViolation(name, f"must hold at most {MAX_LEASED_RUNS} runs"))
             for index, (agent_id, run_id) in enumerate(keys):
@@ -104,7 +109,10 @@ class RunLeases:
             await self._store.close(executor_id, closed)
         if released:
             await self._store.renew(executor_id, released, now - self._lease)
-        lost = await self._store.renew(executor_id, runs, now + self._lease)
+        lost = await self._store.resume(executor_id, resumed, now, now + self._lease) if resumed else []
+        lost += [
+            run for run in await self._store.renew(executor_id, runs, now + self._lease) if run not in lost
+        ]
         orphans = await self._store.claim(
             executor_id, now, now + self._lease, min(max_orphans, MAX_ORPHANS_PER_CALL)
         )

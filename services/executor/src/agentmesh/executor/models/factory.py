@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from google.protobuf import json_format
+from google.protobuf import json_format, struct_pb2
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.errors import ModelUnavailable
@@ -141,6 +141,26 @@ def message_params(settings: run_pb2.ModelSettings) -> dict[str, Any]:
     if settings.reasoning_effort:
         params["reasoning_effort"] = settings.reasoning_effort
     return params
+
+
+def recorded_settings(settings: run_pb2.ModelSettings) -> dict[str, Any]:
+    """A chat's per-message settings as its input event's metadata records them (those it sets,
+    by their proto names), so a run resumed on another executor goes on with them
+    (`settings_from_record`; docs/durability.md, "Resume from the log"). Empty when none is set."""
+    return json_format.MessageToDict(settings, preserving_proto_field_name=True)
+
+
+def settings_from_record(recorded: struct_pb2.Struct) -> run_pb2.ModelSettings:
+    """The per-message settings `recorded_settings` wrote (a Struct's numbers are doubles: the
+    integer fields parse back whole); fields this executor does not know are skipped, and a
+    record it cannot read leaves the run with the agent's own settings rather than stuck."""
+    try:
+        return json_format.ParseDict(
+            json_format.MessageToDict(recorded), run_pb2.ModelSettings(), ignore_unknown_fields=True
+        )
+    except json_format.ParseError as error:
+        logger.warning("the recorded per-message model settings cannot be read (%s): going without", error)
+        return run_pb2.ModelSettings()
 
 
 class FallbackModel:

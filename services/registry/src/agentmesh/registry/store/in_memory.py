@@ -231,14 +231,10 @@ class InMemoryRunLeaseStore(RunLeaseStore):
         self._store = store
 
     async def renew(self, executor_id: str, runs: Sequence[RunKey], expires_at: datetime) -> list[RunKey]:
-        lost = []
         async with self._store._draft() as state:
-            for key in runs:
-                lease = state.leases.get(key)
-                if lease is None or lease.executor_id != executor_id:
-                    lost.append(key)
-                else:
-                    state.leases[key] = _replace(lease, expires_at=expires_at)
+            held, lost = _holding(state, executor_id, runs)
+            for key in held:
+                state.leases[key] = _replace(state.leases[key], expires_at=expires_at)
         return lost
 
     async def expire(self, now: datetime, *, executor_ids: Collection[str] | None = None) -> int:
@@ -253,19 +249,7 @@ class InMemoryRunLeaseStore(RunLeaseStore):
             for key in expired:
                 state.leases[key] = _replace(state.leases[key], orphaned=True, executor_id="", expires_at=now)
                 state.runs.discard(key)
-                stored = state.agents[key[0]]
-                agent = stored.value
-                last = agent.status == AgentStatus.WORKING and agent.runs_in_flight <= 1
-                state.agents[key[0]] = _Stored(
-                    agent.model_copy(
-                        update={
-                            "status": AgentStatus.IDLE if last else agent.status,
-                            "runs_in_flight": max(agent.runs_in_flight - 1, 0),
-                            "last_activity_at": now,
-                        }
-                    ),
-                    stored.request_id,
-                )
+                _count_run(state, key[0], now, counted_in=False)
         return len(expired)
 
     async def claim(
@@ -288,6 +272,19 @@ class InMemoryRunLeaseStore(RunLeaseStore):
                 lease = state.leases.get(key)
                 if lease is not None and lease.orphaned and lease.executor_id == executor_id:
                     del state.leases[key]
+
+    async def resume(
+        self, executor_id: str, runs: Sequence[RunKey], now: datetime, expires_at: datetime
+    ) -> list[RunKey]:
+        async with self._store._draft() as state:
+            held, lost = _holding(state, executor_id, runs)
+            for key in held:
+                lease = state.leases[key]
+                state.leases[key] = _replace(lease, orphaned=False, expires_at=expires_at)
+                if lease.orphaned:  # else resumed already (a retry)
+                    state.runs.add(key)
+                    _count_run(state, key[0], now, counted_in=True)
+        return lost
 
     async def take_turn(
         self, session_id: str, run: RunKey, *, reject: bool = False, interrupt: bool = False
@@ -328,6 +325,31 @@ class InMemoryRunLeaseStore(RunLeaseStore):
 def _turns_ahead(state: _State, session_id: str, mine: _Turn | None) -> list[RunKey]:
     turns = state.turns[: state.turns.index(mine)] if mine is not None else state.turns
     return [t.run for t in turns if t.session_id == session_id and state.in_flight(t.run)]
+
+
+def _holding(state: _State, executor_id: str, runs: Sequence[RunKey]) -> tuple[list[RunKey], list[RunKey]]:
+    """The runs `executor_id` holds a lease on, and those it does not."""
+    held: list[RunKey] = []
+    lost: list[RunKey] = []
+    for key in runs:
+        lease = state.leases.get(key)
+        (held if lease is not None and lease.executor_id == executor_id else lost).append(key)
+    return held, lost
+
+
+def _count_run(state: _State, agent_id: str, now: datetime, *, counted_in: bool) -> None:
+    """The agent's bookkeeping for a run counted in (as a start: `working` unless paused or
+    terminated) or out (as a failed finish: `idle` when it was the last) by its lease."""
+    stored = state.agents[agent_id]
+    agent = stored.value
+    if counted_in:
+        blocked = agent.status in (AgentStatus.PAUSED, AgentStatus.TERMINATED)
+        status, runs = (agent.status if blocked else AgentStatus.WORKING), agent.runs_in_flight + 1
+    else:
+        last = agent.status == AgentStatus.WORKING and agent.runs_in_flight <= 1
+        status, runs = (AgentStatus.IDLE if last else agent.status), max(agent.runs_in_flight - 1, 0)
+    update = {"status": status, "runs_in_flight": runs, "last_activity_at": now}
+    state.agents[agent_id] = _Stored(agent.model_copy(update=update), stored.request_id)
 
 
 def _replace(lease: _Lease, **changes: object) -> _Lease:

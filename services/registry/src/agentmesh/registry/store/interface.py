@@ -107,6 +107,16 @@ class RunLeaseStore(abc.ABC):
     async def close(self, executor_id: str, runs: Sequence[RunKey]) -> None:
         """Forgets orphaned runs `executor_id` holds and has closed."""
 
+    @abc.abstractmethod
+    async def resume(
+        self, executor_id: str, runs: Sequence[RunKey], now: datetime, expires_at: datetime
+    ) -> list[RunKey]:
+        """Takes orphaned runs `executor_id` holds back into the books because it resumes them:
+        each is no longer orphaned, leased until `expires_at`, and counted in flight again as a
+        start counts it (atomically: one run more, the agent `working` unless it is paused or
+        terminated), so its end is a normal finish. A run it holds already resumed is left as it
+        is (a retry). The runs it does not hold (it must not resume them)."""
+
     # Session turns (double texting): a user's message's run is a turn of its session. A turn is
     # in flight while its run is (started and not finished, orphaned included): so the order
     # needs no cleanup when a run ends, and a run that vanished blocks nobody.

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agentmesh.registry.store.interface import OrphanedRun, RunKey, RunLeaseStore
-from agentmesh.registry.store.statements import FINISH_UPDATE
+from agentmesh.registry.store.statements import FINISH_UPDATE, RESUME_UPDATE
 from agentmesh.registry.store.tables import AgentRow, AgentRunRow
 from agentmesh.registry.store.turns import SqlSessionTurns
 
@@ -97,6 +97,28 @@ class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
                         _RUNS.c.orphaned,
                     )
                 )
+
+    async def resume(
+        self, executor_id: str, runs: Sequence[RunKey], now: datetime, expires_at: datetime
+    ) -> list[RunKey]:
+        if not runs:
+            return []
+        held = sa.and_(_RUNS.c.executor_id == executor_id, _RUNS.c.run_id.in_([run_id for _, run_id in runs]))
+        async with self._engine.begin() as connection:
+            select = sa.select(_RUNS.c.agent_id, _RUNS.c.run_id, _RUNS.c.orphaned).where(held)
+            rows = list(await connection.execute(select.with_for_update() if self._postgres else select))
+            found = {(row.agent_id, row.run_id): row.orphaned for row in rows}
+            for (agent_id, run_id), orphaned in found.items():
+                if (agent_id, run_id) not in runs:
+                    continue  # the same run id under another agent: not named
+                await connection.execute(
+                    sa.update(_RUNS)
+                    .where(_RUNS.c.agent_id == agent_id, _RUNS.c.run_id == run_id)
+                    .values(orphaned=False, lease_expires_at=expires_at)
+                )
+                if orphaned:  # not resumed already (a retry)
+                    await connection.execute(RESUME_UPDATE, {"agent_id": agent_id, "now": now})
+        return [run for run in runs if run not in found]
 
     def _locked(self, select: sa.Select[tuple[str, ...]]) -> sa.Select[tuple[str, ...]]:
         # Another registry replica sweeping at the same moment takes other rows.

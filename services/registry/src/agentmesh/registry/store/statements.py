@@ -149,6 +149,14 @@ FINISH_UPDATE = {
     ),
     "sqlite": SQLITE_FINISH_UPDATE,
 }
+# An orphan its taker resumes counts in flight again, as a start would (leases.py); a paused or
+# terminated agent keeps its status.
+RESUME_UPDATE = _run_statement(
+    f"UPDATE agents SET status = CASE WHEN agents.status IN {_BLOCKED} THEN agents.status "
+    f"ELSE '{AgentStatus.WORKING.value}' END, runs_in_flight = agents.runs_in_flight + 1, "
+    "last_activity_at = :now WHERE id = :agent_id",
+    result=False,
+)
 SQLITE_VISIBLE_AGENT = _run_statement(
     f"SELECT {_columns('agents.')}, :changed AS changed, {_SPEC_TIMES} {_VISIBLE_AGENT}",
     changed=sa.Boolean,

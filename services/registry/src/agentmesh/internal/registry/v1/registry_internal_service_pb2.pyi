@@ -321,6 +321,7 @@ class RenewRunLeasesRequest(_message.Message):
     CLOSED_FIELD_NUMBER: _builtins.int
     MAX_ORPHANS_FIELD_NUMBER: _builtins.int
     RELEASED_FIELD_NUMBER: _builtins.int
+    RESUMED_FIELD_NUMBER: _builtins.int
     executor_id: _builtins.str
     """The executor renewing."""
     max_orphans: _builtins.int
@@ -339,6 +340,13 @@ class RenewRunLeasesRequest(_message.Message):
         another executor takes them over and resumes them without waiting for expiry.
         """
 
+    @_builtins.property
+    def resumed(self) -> _containers.RepeatedCompositeFieldContainer[Global___LeasedRun]:
+        """Orphans handed to it earlier that it resumes (rather than closes): counted in flight again
+        (the agent `working`), so their end is a normal finish that counts their usage. A run it
+        does not hold comes back in `lost`: do not resume it.
+        """
+
     def __init__(
         self,
         *,
@@ -347,10 +355,11 @@ class RenewRunLeasesRequest(_message.Message):
         closed: _abc.Iterable[Global___LeasedRun] | None = ...,
         max_orphans: _builtins.int = ...,
         released: _abc.Iterable[Global___LeasedRun] | None = ...,
+        resumed: _abc.Iterable[Global___LeasedRun] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["closed", b"closed", "executor_id", b"executor_id", "max_orphans", b"max_orphans", "released", b"released", "runs", b"runs"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["closed", b"closed", "executor_id", b"executor_id", "max_orphans", b"max_orphans", "released", b"released", "resumed", b"resumed", "runs", b"runs"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
