@@ -257,4 +257,6 @@ def _input_metadata(request: executor_service_pb2.RunRequest) -> dict[str, Any]:
         metadata["depth"] = request.delegation_depth
     if request.as_sub_agent:
         metadata["as_sub_agent"] = True
+    if request.sub_agent_id:
+        metadata["sub_agent_id"] = request.sub_agent_id  # how a resumed workflow finds this run
     return metadata
