@@ -21,6 +21,7 @@ from typing import Any
 
 from agentmesh.executor.child_log import ChildLog
 from agentmesh.executor.events import EventSink
+from agentmesh.executor.run_end import deadline_passed
 from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.memory.client import MemoryClient
 from agentmesh.runtime.client import Metadata
@@ -63,9 +64,11 @@ class Outliving:
         cancel: Callable[[str], None],
     ) -> bool:
         """Whether `run`, whose stream broke, goes on (watched until its caller went on without
-        it): its request names its caller's run and it is past admission."""
+        it): its request names its caller's run, it is past admission and its deadline has not
+        passed."""
         project_id = self._projects.get(run)
-        if not request.caller_run_id or run.done() or project_id is None:
+        if not request.caller_run_id or run.done() or project_id is None or deadline_passed():
+            # A deadline that passed ends the run as it ends its caller's.
             return False
         watch = asyncio.create_task(
             outlive_caller(
