@@ -20,7 +20,7 @@ import pytest_asyncio
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
-from tests.faults.processes import LEASE_SECONDS, Processes
+from tests.faults.processes import LEASE_SECONDS, Processes, running
 from tests.mesh import MeshClient, Seeded, bearer
 from tests.polling import eventually
 from tests.run_log import log_problems
@@ -38,14 +38,8 @@ DELEGATE = {
 
 @pytest_asyncio.fixture
 async def processes(postgres_database: str, tmp_path: Path) -> AsyncIterator[Processes]:
-    mesh = Processes(
-        postgres_database, tmp_path, executor_env={"AGENTMESH_EXECUTOR_SHUTDOWN_GRACE_SECONDS": "0.5"}
-    )
-    try:
-        await mesh.start()
+    async with running(postgres_database, tmp_path, AGENTMESH_EXECUTOR_SHUTDOWN_GRACE_SECONDS="0.5") as mesh:
         yield mesh
-    finally:
-        await mesh.stop()
 
 
 async def _chat(

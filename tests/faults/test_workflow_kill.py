@@ -33,7 +33,7 @@ import pytest_asyncio
 
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
 from agentmesh.registry.v1 import resources_pb2
-from tests.faults.processes import DELEGATE, LEASE_SECONDS, Processes, session_log
+from tests.faults.processes import DELEGATE, LEASE_SECONDS, Processes, running, session_log
 from tests.faults.test_executor_kill import _chat_until_kill, _resume
 from tests.mesh import MeshClient, Seeded
 from tests.polling import eventually
@@ -55,14 +55,8 @@ def _step(name: str) -> dict[str, Any]:
 @pytest_asyncio.fixture
 async def one_run_each(postgres_database: str, tmp_path: Path) -> AsyncIterator[Processes]:
     """The mesh with two executors that take one run at a time."""
-    mesh = Processes(
-        postgres_database, tmp_path, executor_env={"AGENTMESH_EXECUTOR_MAX_CONCURRENT_RUNS": "1"}
-    )
-    try:
-        await mesh.start()
+    async with running(postgres_database, tmp_path, AGENTMESH_EXECUTOR_MAX_CONCURRENT_RUNS="1") as mesh:
         yield mesh
-    finally:
-        await mesh.stop()
 
 
 class Watcher:

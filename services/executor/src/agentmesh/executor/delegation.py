@@ -350,17 +350,7 @@ class Delegator:
                 timeout_seconds=self._timeout_seconds,
             )
         return await self._remote.run(
-            executor_service_pb2.RunRequest(
-                project_slug=scope.spec.project_slug,
-                agent_name=target,
-                session_id=scope.session_id,
-                input=task,
-                delegation_id=delegation_id,
-                delegation_depth=scope.depth + 1,
-                delegation_path=scope.context.child_path,
-                parent_event_id=request_event.id,
-                caller_run_id=scope.context.run_id,
-            ),
+            child_request(scope, target, task, delegation_id=delegation_id, parent_event_id=request_event.id),
             scope.sink,
             timeout_seconds=self._timeout_seconds,
             log=self._log(scope),
@@ -428,6 +418,21 @@ async def _settled(recording: asyncio.Future[memory_pb2.Event]) -> memory_pb2.Ev
         return None
     except Exception:
         return None
+
+
+def child_request(scope: RunScope, agent: str, text: str, **fields: Any) -> executor_service_pb2.RunRequest:
+    """The request of a run `scope`'s run starts on the pool (a delegated or sub-agent run): one
+    level deeper in the same session, naming its caller's run, which follows it in the log."""
+    return executor_service_pb2.RunRequest(
+        project_slug=scope.spec.project_slug,
+        agent_name=agent,
+        session_id=scope.session_id,
+        input=text,
+        delegation_depth=scope.depth + 1,
+        delegation_path=scope.context.child_path,
+        caller_run_id=scope.context.run_id,
+        **fields,
+    )
 
 
 def target_slug(scope: RunScope, target: str) -> str:

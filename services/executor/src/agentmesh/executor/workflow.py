@@ -29,12 +29,11 @@ import logging
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.agent import kind_name
 from agentmesh.executor.child_log import ChildLog
-from agentmesh.executor.delegation import ChildOutcome, RemoteRuns, follow
+from agentmesh.executor.delegation import ChildOutcome, RemoteRuns, child_request, follow
 from agentmesh.executor.errors import SUB_AGENT_FAILED, DelegationDepthExceeded
 from agentmesh.executor.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.executor.telemetry import sub_agent_span
-from agentmesh.internal.executor.v1 import executor_service_pb2
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +132,7 @@ class WorkflowRun:
                 # Started before the workflow was resumed: its end, recorded or to come.
                 child = await follow(self._log, logged, self._settings.delegation_timeout_seconds)
             else:
-                child = await self._start(name, text, depth, sub_agent_id)
+                child = await self._start(name, text, sub_agent_id)
         self._result.total_usage += child.usage
         if not child.completed:
             raise RunFailure(
@@ -143,20 +142,16 @@ class WorkflowRun:
             )
         return child
 
-    async def _start(self, name: str, text: str, depth: int, sub_agent_id: str) -> ChildOutcome:
+    async def _start(self, name: str, text: str, sub_agent_id: str) -> ChildOutcome:
         scope = self._scope
         return await self._remote.run(
-            executor_service_pb2.RunRequest(
-                project_slug=scope.spec.project_slug,
-                agent_name=name,
-                session_id=scope.session_id,
-                input=text,
-                delegation_depth=depth,
-                delegation_path=scope.context.child_path,
+            child_request(
+                scope,
+                name,
+                text,
                 parent_event_id=scope.input_event_id,
                 as_sub_agent=True,
                 sub_agent_id=sub_agent_id,
-                caller_run_id=scope.context.run_id,
             ),
             scope.sink,
             log=self._log,
