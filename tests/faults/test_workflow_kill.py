@@ -127,8 +127,13 @@ async def _settles(
         await eventually(settled, timeout=LEASE_SECONDS * 15, what=f"{session_id} settles")
     except AssertionError:
         events = await watcher.log(session_id)
+        summary = [
+            (e["seq"], e["run_id"][:6], e["agent"], e["event_type"], e["content"][:40], e.get("metadata"))
+            for e in events
+        ]
         raise AssertionError(
-            f"after kill {kill}: idle {await watcher.all_idle()}; {log_problems(events)}"
+            f"after kill {kill}: idle {await watcher.all_idle()}; {log_problems(events)}; "
+            f"run {run_id[:6]}:\n" + "\n".join(map(str, summary))
         ) from None
     events = await watcher.log(session_id)
     if steps:

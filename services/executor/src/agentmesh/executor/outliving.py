@@ -64,17 +64,22 @@ class Outliving:
         cancel: Callable[[str], None],
     ) -> bool:
         """Whether `run`, whose stream broke, goes on (watched until its caller went on without
-        it): its request names its caller's run, it is past admission and its deadline has not
-        passed."""
-        project_id = self._projects.get(run)
-        if not request.caller_run_id or run.done() or project_id is None or deadline_passed():
+        it): its request names its caller's run and its deadline has not passed. A run still in
+        admission goes on too (its caller's death must not cancel it there either); its
+        caller's log is watched once it is admitted (its project known)."""
+        if not request.caller_run_id or run.done() or deadline_passed():
             # A deadline that passed ends the run as it ends its caller's.
             return False
+
+        def log() -> ChildLog | None:
+            project_id = self._projects.get(run)
+            return None if project_id is None else self.log(request.session_id, project_id)
+
         watch = asyncio.create_task(
             outlive_caller(
                 run,
                 sink,
-                self.log(request.session_id, project_id),
+                log,
                 caller_run_id=request.caller_run_id,
                 delegation_id=request.delegation_id,
                 cancel=cancel,
@@ -89,7 +94,7 @@ class Outliving:
 async def outlive_caller(
     run: asyncio.Task[Any],
     sink: EventSink,
-    log: ChildLog,
+    log: Callable[[], ChildLog | None],
     *,
     caller_run_id: str,
     delegation_id: str,
@@ -103,8 +108,11 @@ async def outlive_caller(
             await asyncio.wait({run}, timeout=_POLL_SECONDS)
             if run.done():
                 break
+            caller = log()
+            if caller is None:  # still in admission
+                continue
             try:
-                abandoned = await log.abandoned(caller_run_id, delegation_id)
+                abandoned = await caller.abandoned(caller_run_id, delegation_id)
             except DomainError as error:  # memory away: look again
                 logger.warning("cannot read the log of run %s's caller: %s", caller_run_id, error)
                 continue
