@@ -48,7 +48,8 @@ TIME_BUDGET_SECONDS = 420.0
 
 
 def _step(name: str) -> dict[str, Any]:
-    """A sub-agent's scripted answer: a few dozen chunks, so kills land before, in and after it."""
+    """A sub-agent's scripted answer: three chunks (64 characters each), so a step streams about
+    six events and kills land before, in and after each."""
     return {"content": f"{name}: " + "word " * 30, "delay_seconds": 0.03}
 
 
@@ -184,7 +185,7 @@ async def test_sigkilled_workflows_resume_and_complete(one_run_each: Processes) 
                 agent, steps, answer = plans[n % len(plans)]
                 session_id = f"wf-kill-{n}"
                 run_id, mid = await _kill_and_follow(
-                    mesh, gateway, agent, session_id, rng.randint(1, 12 * steps), answer
+                    mesh, gateway, agent, session_id, rng.randint(1, 6 * steps), answer
                 )
                 kills += 1
                 mid_run += mid
