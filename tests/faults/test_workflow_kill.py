@@ -10,7 +10,9 @@ exactly one run (`sub_agent_id`: none run twice, whether it had ended or was sti
 run in the session has one final event and every delegation one response, `seq` has no gaps, and
 every agent is idle. The client, resuming its broken stream by the last `seq` it saw, gets the rest
 once up to the run's one final event. A delegated child whose caller was killed is not cancelled:
-it answers, and the resumed caller records that answer as the delegation's response.
+it answers, and the resumed caller records that answer as the delegation's response. And a child
+whose own executor is stopped (SIGTERM: handed over) is followed by its live caller in the log up
+to its resumed run's answer.
 
 Bounded in time: KILLS kills per workflow kind and DELEGATION_KILLS for the delegating pair,
 stopping early once TIME_BUDGET_SECONDS passed; at least MIN_KILLS in all.
@@ -31,11 +33,13 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from agentmesh.common.v1 import run_pb2
+from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
 from agentmesh.registry.v1 import resources_pb2
 from tests.faults.processes import DELEGATE, LEASE_SECONDS, Processes, running, session_log
 from tests.faults.test_executor_kill import _chat_until_kill, _resume
-from tests.mesh import MeshClient, Seeded
+from tests.mesh import MeshClient, Seeded, bearer
 from tests.polling import eventually
 from tests.run_log import log_problems
 
@@ -55,8 +59,14 @@ def _step(name: str) -> dict[str, Any]:
 
 @pytest_asyncio.fixture
 async def one_run_each(postgres_database: str, tmp_path: Path) -> AsyncIterator[Processes]:
-    """The mesh with two executors that take one run at a time."""
-    async with running(postgres_database, tmp_path, AGENTMESH_EXECUTOR_MAX_CONCURRENT_RUNS="1") as mesh:
+    """The mesh with two executors that take one run at a time (and hand over after 0.5 s of
+    drain on SIGTERM)."""
+    async with running(
+        postgres_database,
+        tmp_path,
+        AGENTMESH_EXECUTOR_MAX_CONCURRENT_RUNS="1",
+        AGENTMESH_EXECUTOR_SHUTDOWN_GRACE_SECONDS="0.5",
+    ) as mesh:
         yield mesh
 
 
@@ -248,3 +258,57 @@ async def test_a_child_outlives_its_killed_caller_and_answers_it(one_run_each: P
     finally:
         await client.close()
     print(f"{DELEGATION_KILLS} caller SIGKILLs in {time.monotonic() - started:.0f}s")
+
+
+async def test_a_caller_follows_its_handed_over_child_in_the_log(one_run_each: Processes) -> None:
+    """SIGTERM the worker's executor while it streams: the worker is handed over and resumed
+    elsewhere; its caller, alive on the other executor, follows it in the log (it used to record
+    the delegation failed with the handover's UNAVAILABLE) and gets its answer."""
+    mesh = one_run_each
+    client = MeshClient(mesh.registry.grpc_address, mesh.gateway.grpc_address)
+    worker_answer = "worked: " + "part " * 300  # 24 chunks 0.2 s apart
+    try:
+        token = await client.login()
+        worker = await client.seed_agent(
+            token, name="worker", mock_responses=[{"content": worker_answer, "delay_seconds": 0.2}]
+        )
+        coordinator = await client.seed_agent(
+            token,
+            name="coordinator",
+            project=worker,
+            network_access=["worker"],
+            mock_responses=[DELEGATE, "done"],
+        )
+        call = client.gateway.StreamChat(
+            gw.StreamChatRequest(agent=coordinator.ref, message="go", session_id="handover"),
+            metadata=bearer(coordinator.token),
+            timeout=120,
+        )
+        events, stopping = [], None
+        async for response in call:
+            event = response.event
+            events.append(event)
+            if event.agent == "worker" and event.HasField("text_delta") and stopping is None:
+                worker_executor = next(
+                    e.run_started.executor_id
+                    for e in events
+                    if e.agent == "worker" and e.HasField("run_started")
+                )
+                stopping = asyncio.create_task(mesh.executors[worker_executor].stop(timeout=30))
+        assert stopping is not None, events
+        await stopping
+        (response,) = [e for e in events if e.HasField("delegation_response")]
+        assert response.delegation_response.outcome == run_pb2.DELEGATION_OUTCOME_COMPLETED, response
+        assert response.delegation_response.content == worker_answer
+        assert events[-1].HasField("run_completed") and events[-1].run_completed.content == "done"
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(base_url=mesh.gateway.http_url, headers=headers, timeout=10) as http:
+            log = await session_log(http, worker.project_id, "handover")
+        assert log_problems(log) == []
+        assert sum(e["event_type"] == "task_delegation_received" for e in log) == 1
+        assert any(
+            (e.get("metadata") or {}).get("reason") == "RUN_RESUMED" for e in log if e["agent"] == "worker"
+        )
+        await mesh.executors[worker_executor].start()
+    finally:
+        await client.close()
