@@ -311,7 +311,8 @@ class Delegator:
     ) -> DelegationResult:
         """Answers a delegation a resumed run recorded with no response (its executor died with
         it open): from the delegated run's one final event in the log, waited for — that run is
-        resumed by whoever takes it over, or was cancelled with its caller — or, when no run ever
+        resumed by whoever takes it over, or goes on where it runs (it outlives its caller) — or,
+        when no run ever
         received it, by sending it now under the same `delegation_id`. Records the one response."""
         delegation_id = request_event.delegation_id
         log = self._log(scope)
