@@ -312,8 +312,8 @@ class Delegator:
         """Answers a delegation a resumed run recorded with no response (its executor died with
         it open): from the delegated run's one final event in the log, waited for — that run is
         resumed by whoever takes it over, or goes on where it runs (it outlives its caller) — or,
-        when no run ever
-        received it, by sending it now under the same `delegation_id`. Records the one response."""
+        when no run ever received it, by sending it now under the same `delegation_id`. Records
+        the one response."""
         delegation_id = request_event.delegation_id
         log = self._log(scope)
         child_run = await log.child_run(delegation_id) if log is not None else ""
