@@ -30,7 +30,10 @@ from agentmesh.runtime.errors import DomainError
 logger = logging.getLogger(__name__)
 
 CALLER_WENT_ON = "its caller's run went on without it (recorded its end or this delegation's response)"
-_POLL_SECONDS = 0.3
+# A cancelled caller records its end at once, so the first look usually finds it; a caller that
+# died is resumed a lease time later, and is looked at less and less often meanwhile.
+_FIRST_POLL_SECONDS = 0.3
+_MAX_POLL_SECONDS = 2.0
 
 
 class Outliving:
@@ -103,9 +106,11 @@ async def outlive_caller(
     """Keeps `run` going after its stream broke: drains its events to nowhere (the sink is
     bounded) and cancels it with `cancel` once its caller's run went on without it."""
     drained = asyncio.ensure_future(_discard(sink, run))
+    poll = _FIRST_POLL_SECONDS
     try:
         while not run.done():
-            await asyncio.wait({run}, timeout=_POLL_SECONDS)
+            await asyncio.wait({run}, timeout=poll)
+            poll = min(poll * 2, _MAX_POLL_SECONDS)
             if run.done():
                 break
             caller = log()
