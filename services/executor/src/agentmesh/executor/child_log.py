@@ -12,12 +12,16 @@ input's metadata (a workflow's sub-agent).
 from __future__ import annotations
 
 import asyncio
+import logging
 
+from agentmesh.executor.outbox import is_transient
 from agentmesh.executor.recorder import EventType
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2, resources_pb2
 from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import NotFound
+
+logger = logging.getLogger(__name__)
 
 _POLL_SECONDS = 0.25
 
@@ -92,9 +96,16 @@ class ChildLog:
         return next((e for e in events if is_final(e)), None)
 
     async def wait_end(self, run_id: str) -> resources_pb2.Event:
-        """The run's final event, once it is recorded (the caller bounds the wait)."""
+        """The run's final event, once it is recorded (the caller bounds the wait). A memory
+        service that is away meanwhile is asked again: the end is kept until it is back."""
         while True:
-            event = await self.end(run_id)
+            try:
+                event = await self.end(run_id)
+            except Exception as error:
+                if not is_transient(error):
+                    raise
+                logger.warning("cannot read the end of run %s yet: %s", run_id, error)
+                event = None
             if event is not None:
                 return event
             await asyncio.sleep(_POLL_SECONDS)
