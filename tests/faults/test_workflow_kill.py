@@ -37,7 +37,7 @@ from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
 from agentmesh.registry.v1 import resources_pb2
-from tests.faults.processes import DELEGATE, LEASE_SECONDS, Processes, running, session_log
+from tests.faults.processes import LEASE_SECONDS, Processes, running, seed_delegating_pair, session_log
 from tests.faults.test_executor_kill import _chat_until_kill, _resume
 from tests.mesh import MeshClient, Seeded, bearer
 from tests.polling import eventually
@@ -217,15 +217,8 @@ async def test_a_child_outlives_its_killed_caller_and_answers_it(one_run_each: P
     worker_answer = "worked: " + "part " * 40
     try:
         token = await client.login()
-        worker = await client.seed_agent(
-            token, name="worker", mock_responses=[{"content": worker_answer, "delay_seconds": 0.05}]
-        )
-        coordinator = await client.seed_agent(
-            token,
-            name="coordinator",
-            project=worker,
-            network_access=["worker"],
-            mock_responses=[DELEGATE, "done"],
+        worker, coordinator = await seed_delegating_pair(
+            client, token, worker=[{"content": worker_answer, "delay_seconds": 0.05}]
         )
         gateway = gw_grpc.GatewayServiceStub(client._gateway_channel)
         headers = {"Authorization": f"Bearer {token}"}
@@ -269,15 +262,8 @@ async def test_a_caller_follows_its_handed_over_child_in_the_log(one_run_each: P
     worker_answer = "worked: " + "part " * 300  # 24 chunks 0.2 s apart
     try:
         token = await client.login()
-        worker = await client.seed_agent(
-            token, name="worker", mock_responses=[{"content": worker_answer, "delay_seconds": 0.2}]
-        )
-        coordinator = await client.seed_agent(
-            token,
-            name="coordinator",
-            project=worker,
-            network_access=["worker"],
-            mock_responses=[DELEGATE, "done"],
+        worker, coordinator = await seed_delegating_pair(
+            client, token, worker=[{"content": worker_answer, "delay_seconds": 0.2}]
         )
         call = client.gateway.StreamChat(
             gw.StreamChatRequest(agent=coordinator.ref, message="go", session_id="handover"),
