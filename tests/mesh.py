@@ -77,6 +77,7 @@ class MeshClient:
         project: Seeded | None = None,
         model: str = "mock",
         mcp_servers: Sequence[resources_pb2.McpServer] = (),
+        max_iterations: int | None = None,
     ) -> Seeded:
         """Creates (or reuses) a project and spawns one agent of a fresh type into it."""
         suffix = uuid.uuid4().hex[:8]
@@ -117,6 +118,8 @@ class MeshClient:
             config.network_access.CopyFrom(types_pb2.StringList(values=network_access))
         if sub_agents:
             config.sub_agents.CopyFrom(types_pb2.StringList(values=sub_agents))
+        if max_iterations is not None:
+            config.max_iterations = max_iterations
         agent = (
             await self.registry.CreateAgent(
                 reg.CreateAgentRequest(

@@ -4,6 +4,7 @@ and a gateway, with short leases (`LEASE_SECONDS`) so a death is noticed within 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -174,11 +175,18 @@ async def session_log(http: httpx.AsyncClient, project_id: str, session_id: str)
     return response.json()["events"] if response.status_code == 200 else []
 
 
-@pytest_asyncio.fixture
-async def processes(postgres_database: str, tmp_path: Path) -> AsyncIterator[Processes]:
-    mesh = Processes(postgres_database, tmp_path)
+@contextlib.asynccontextmanager
+async def running(database_url: str, log_dir: Path, **executor_env: str) -> AsyncIterator[Processes]:
+    """The mesh's processes, started, with these executor settings; stopped after."""
+    mesh = Processes(database_url, log_dir, executor_env=executor_env)
     try:
         await mesh.start()
         yield mesh
     finally:
         await mesh.stop()
+
+
+@pytest_asyncio.fixture
+async def processes(postgres_database: str, tmp_path: Path) -> AsyncIterator[Processes]:
+    async with running(postgres_database, tmp_path) as mesh:
+        yield mesh

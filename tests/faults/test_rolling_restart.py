@@ -21,7 +21,7 @@ from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
 from tests.faults.load import resumed_sessions_problems, until_no_problems
-from tests.faults.processes import LEASE_SECONDS, Processes, seed_delegating_pair, session_log
+from tests.faults.processes import LEASE_SECONDS, Processes, running, seed_delegating_pair, session_log
 from tests.mesh import MeshClient, Seeded, bearer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(300)]
@@ -33,14 +33,8 @@ WORKER = {"content": "part " * 600, "delay_seconds": 0.2}
 
 @pytest_asyncio.fixture
 async def processes(postgres_database: str, tmp_path: Path) -> AsyncIterator[Processes]:
-    mesh = Processes(
-        postgres_database, tmp_path, executor_env={"AGENTMESH_EXECUTOR_SHUTDOWN_GRACE_SECONDS": "0.5"}
-    )
-    try:
-        await mesh.start()
+    async with running(postgres_database, tmp_path, AGENTMESH_EXECUTOR_SHUTDOWN_GRACE_SECONDS="0.5") as mesh:
         yield mesh
-    finally:
-        await mesh.stop()
 
 
 async def _chat(

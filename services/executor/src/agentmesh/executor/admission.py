@@ -268,4 +268,6 @@ def _input_metadata(request: executor_service_pb2.RunRequest) -> dict[str, Any]:
         metadata["as_sub_agent"] = True
     if settings := recorded_settings(request.model_settings):
         metadata["model_settings"] = settings  # for a resumed run (resumption.resumed_request)
+    if request.sub_agent_id:
+        metadata["sub_agent_id"] = request.sub_agent_id  # how a resumed workflow finds this run
     return metadata

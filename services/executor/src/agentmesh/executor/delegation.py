@@ -2,7 +2,12 @@
 sub-agents. Both are a gRPC `Run` on an executor of the pool — never a call inside this process,
 even when the target happens to be served here — carrying the session, a delegation id, the depth,
 and (through the shared client interceptor) the caller's token, remaining deadline and trace
-context. Cancelling the caller cancels the call, which cancels the run on the other side.
+context, and the caller's run id (`caller_run_id`): a caller that is cancelled records its end
+(or the delegation's response), which cancels the run on the other side; a caller whose stream
+merely broke (its executor died or handed it over) leaves the run going to its own end, which the
+resumed caller reads from the log. Likewise, when the other side's stream breaks after the run
+started (that executor died or handed it over), the caller follows the run in the log
+(`child_log.py`) instead of failing it.
 """
 
 from __future__ import annotations
@@ -105,9 +110,14 @@ class RemoteRuns:
         sink: EventSink,
         *,
         timeout_seconds: float | None = None,
+        log: ChildLog | None = None,
+        follow_timeout_seconds: float | None = None,
     ) -> ChildOutcome:
         """Runs `request` on an executor, forwarding every event it streams (its own and those
-        of the runs below it) to `sink`, and returns how the run ended."""
+        of the runs below it) to `sink`, and returns how the run ended. With `log`: when the
+        stream breaks after the run started, its end is read from the log once recorded (up to
+        `follow_timeout_seconds`, else `timeout_seconds`; the events it records meanwhile stay
+        in the log, they are not forwarded)."""
         own_path = tuple(request.delegation_path)
         own_run = ""
         outcome: ChildOutcome | None = None
@@ -139,8 +149,40 @@ class RemoteRuns:
         except RunNotPlaced as refused:
             return ChildOutcome(code=refused.last.code.name, message=refused.last.message)
         except DomainError as error:
+            if own_run and log is not None and error.code.name == "UNAVAILABLE":
+                return await follow(log, own_run, follow_timeout_seconds or timeout_seconds)
             return ChildOutcome(code=error.code.name, message=error.message)
+        if outcome is None and own_run and log is not None:
+            return await follow(log, own_run, follow_timeout_seconds or timeout_seconds)
         return outcome or ChildOutcome(code="INTERNAL", message="the run ended without an answer")
+
+
+async def follow(log: ChildLog, run_id: str, timeout_seconds: float | None) -> ChildOutcome:
+    """How the child run `run_id` ended, waited for in the log (its stream broke: it goes on, or
+    is resumed, elsewhere) up to `timeout_seconds`."""
+    try:
+        async with asyncio.timeout(timeout_seconds):
+            end = await log.wait_end(run_id)
+    except TimeoutError:
+        return ChildOutcome(code="DEADLINE_EXCEEDED", message="its run did not end in time")
+    return logged_outcome(end)
+
+
+def logged_outcome(end: memory_pb2.Event) -> ChildOutcome:
+    """A child run's outcome from its recorded final event (answer, escalation, tokens)."""
+    completed, text, code = end_outcome(end)
+    meta = end.metadata.fields
+    tokens = {
+        name: int(meta[name].number_value) for name in ("input_tokens", "output_tokens") if name in meta
+    }
+    return ChildOutcome(
+        completed=completed,
+        content=text,
+        code=code,
+        message=text,
+        usage=Usage(**tokens),
+        escalated="escalated" in meta and meta["escalated"].bool_value,
+    )
 
 
 @dataclass
@@ -270,26 +312,19 @@ class Delegator:
     ) -> DelegationResult:
         """Answers a delegation a resumed run recorded with no response (its executor died with
         it open): from the delegated run's one final event in the log, waited for — that run is
-        resumed by whoever takes it over, or was cancelled with its caller — or, when no run ever
-        received it, by sending it now under the same `delegation_id`. A remote A2A agent's task
-        is followed instead, or is in doubt (`_resume_remote`). Records the one response."""
-        assert self._memory is not None, "a resumed run's delegator reads the log"
+        resumed by whoever takes it over, or goes on where it runs (it outlives its caller) — or,
+        when no run ever received it, by sending it now under the same `delegation_id`. A remote
+        A2A agent's task is followed instead, or is in doubt (`_resume_remote`). Records the one
+        response."""
         delegation_id = request_event.delegation_id
-        log = ChildLog(self._memory, session_id=scope.session_id, project_id=scope.spec.agent.project_id)
-        child_run = "" if self._is_remote(scope, target) else await log.child_run(delegation_id)
-        if self._is_remote(scope, target):
+        log = self._log(scope)
+        remote = self._is_remote(scope, target)
+        child_run = await log.child_run(delegation_id) if log is not None and not remote else ""
+        if remote:
+            assert log is not None, "a resumed run's delegator reads the log"
             child = await self._resume_remote(scope, target, log, delegation_id)
-        elif child_run:
-            try:
-                async with asyncio.timeout(self._timeout_seconds):
-                    end = await log.wait_end(child_run)
-            except TimeoutError:
-                child = ChildOutcome(
-                    code="DEADLINE_EXCEEDED", message="its delegated run did not end in time"
-                )
-            else:
-                completed, text, code = end_outcome(end)
-                child = ChildOutcome(completed=completed, content=text, code=code, message=text)
+        elif log is not None and child_run:
+            child = await follow(log, child_run, self._timeout_seconds)
         else:
             child = await self._run(scope, target, task, delegation_id, request_event)
         result = _result(target, child)
@@ -355,18 +390,21 @@ class Delegator:
                 on_task=accepted,
             )
         return await self._remote.run(
-            executor_service_pb2.RunRequest(
-                project_slug=scope.spec.project_slug,
-                agent_name=target,
-                session_id=scope.session_id,
-                input=task,
-                delegation_id=delegation_id,
-                delegation_depth=scope.depth + 1,
-                delegation_path=scope.context.child_path,
-                parent_event_id=request_event.id,
-            ),
+            child_request(scope, target, task, delegation_id=delegation_id, parent_event_id=request_event.id),
             scope.sink,
             timeout_seconds=self._timeout_seconds,
+            log=self._log(scope),
+        )
+
+    def _log(self, scope: RunScope) -> ChildLog | None:
+        """Where this run's delegated runs are followed when their stream breaks."""
+        if self._memory is None:
+            return None
+        return ChildLog(
+            self._memory,
+            session_id=scope.session_id,
+            project_id=scope.spec.agent.project_id,
+            metadata=self._remote.system_metadata(),
         )
 
     async def _respond(
@@ -456,6 +494,21 @@ async def _settled(recording: asyncio.Future[memory_pb2.Event]) -> memory_pb2.Ev
         return None
     except Exception:
         return None
+
+
+def child_request(scope: RunScope, agent: str, text: str, **fields: Any) -> executor_service_pb2.RunRequest:
+    """The request of a run `scope`'s run starts on the pool (a delegated or sub-agent run): one
+    level deeper in the same session, naming its caller's run, which follows it in the log."""
+    return executor_service_pb2.RunRequest(
+        project_slug=scope.spec.project_slug,
+        agent_name=agent,
+        session_id=scope.session_id,
+        input=text,
+        delegation_depth=scope.depth + 1,
+        delegation_path=scope.context.child_path,
+        caller_run_id=scope.context.run_id,
+        **fields,
+    )
 
 
 def target_slug(scope: RunScope, target: str) -> str:

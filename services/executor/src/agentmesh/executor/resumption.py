@@ -8,12 +8,15 @@ record the model's call id, step and place before anything runs), each with its 
 spec (ResolveAgent, as the mesh itself) and hands the run to the runner, which goes on from where
 the log stops (llm.LlmLoop): logged steps are not asked again, recorded results are reused, a
 tool call with no result is in doubt (run again only when the tool is idempotent), an open
-delegation is answered from its delegated run's end. A run that cannot be resumed — a workflow
-agent, an agent gone or not runnable, a log from before intent events carried their step, or
-one resumed `max_resumes` times already — is closed as before (`OrphanCloser`) and stays
-counted out in the registry's books. A run that is resumed is counted in again first
-(`count_in`: RenewRunLeases `resumed`), so its agent is `working` while it goes on and its end is
-delivered by the finisher like any run's, its usage and completed task counted once.
+delegation is answered from its delegated run's end. A workflow agent's state is its sub-agent
+runs in the log (`ChildLog.sub_agent_runs`, by their `sub_agent_id`): it goes through its steps
+again, taking the ended ones' answers and waiting for those still going (workflow.py). A run
+that cannot be resumed — an agent gone or not runnable, a log from before intent events carried
+their step (or sub-agent runs their id), or one resumed `max_resumes` times already — is closed
+as before (`OrphanCloser`) and stays counted out in the registry's books. A run that is resumed
+is counted in again first (`count_in`: RenewRunLeases `resumed`), so its agent is `working`
+while it goes on and its end is delivered by the finisher like any run's, its usage and
+completed task counted once.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from agentmesh.executor.agent import kind_name
-from agentmesh.executor.child_log import is_final
+from agentmesh.executor.child_log import ChildLog, is_final
 from agentmesh.executor.llm import DELEGATION, TOOL, PlannedCall
 from agentmesh.executor.models.factory import settings_from_record
 from agentmesh.executor.recorder import EventType
@@ -75,6 +78,8 @@ class RunLog:
     steps: list[LoggedStep] = field(default_factory=list)
     resumes: int = 0  # times it was resumed before
     ended: bool = False
+    # A workflow's sub-agent runs in the log at takeover, by sub_agent_id (workflow.py).
+    sub_agent_runs: dict[str, str] = field(default_factory=dict)
     problem: str = ""  # why it cannot be resumed ("" when it can)
 
     @property
@@ -208,7 +213,9 @@ class RunResumer:
             )
             return
         spec = await self._spec(orphan) if not log.problem else None
-        if spec is None or kind_name(spec.kind) != "llm":
+        if spec is not None and kind_name(spec.kind) != "llm":
+            await self._read_sub_agent_runs(orphan, log)
+        if spec is None or log.problem:
             if log.problem:
                 logger.info("run %s cannot be resumed (%s): closing it", orphan.run_id, log.problem)
             await self._closer.close(orphan, events=events)
@@ -219,6 +226,23 @@ class RunResumer:
             logger.info("run %s was taken from this executor before it resumed: left alone", orphan.run_id)
             return
         await self._resume(orphan, spec, log)
+
+    async def _read_sub_agent_runs(
+        self, orphan: registry_internal_service_pb2.OrphanedRun, log: RunLog
+    ) -> None:
+        """A workflow's sub-agent runs, into `log` (or why they cannot be told apart)."""
+        assert log.input is not None
+        children = ChildLog(
+            self._memory,
+            session_id=orphan.session_id,
+            project_id=orphan.project_id,
+            metadata=self._system_metadata(),
+        )
+        runs = await children.sub_agent_runs(log.input)
+        if runs is None:
+            log.problem = "its sub-agent runs were recorded without their sub_agent_id"
+        else:
+            log.sub_agent_runs = runs
 
     async def _spec(self, orphan: registry_internal_service_pb2.OrphanedRun) -> registry_pb2.AgentSpec | None:
         """The run's agent as it is now (None when it is gone or may not run)."""

@@ -52,10 +52,15 @@ async def record_failure(
     scope.sink.close()
 
 
-async def record_cancelled(scope: RunScope, reason: str | None, *, cleanup_timeout_seconds: float) -> None:
+def deadline_passed() -> bool:
+    """Whether the current call's deadline has passed."""
     deadline = current_deadline.get()
     # gRPC's clock fires the deadline, ours reads it: allow them a little disagreement.
-    timed_out = deadline is not None and time.monotonic() >= deadline - _DEADLINE_SLACK_SECONDS
+    return deadline is not None and time.monotonic() >= deadline - _DEADLINE_SLACK_SECONDS
+
+
+async def record_cancelled(scope: RunScope, reason: str | None, *, cleanup_timeout_seconds: float) -> None:
+    timed_out = deadline_passed()
     try:
         await scope.recorder.record_end(
             EventType.EVENT_TYPE_ERROR,

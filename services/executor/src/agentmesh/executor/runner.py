@@ -2,7 +2,8 @@
 loop (LLM or workflow), records every step in memory and streams every step to the caller.
 
 A run is a task of its own that emits into a bounded sink the caller's stream drains. When the
-caller goes away (cancel, disconnect, deadline) the stream's end cancels the task, and with it
+caller goes away (cancel, disconnect, deadline) the stream's end cancels the task — unless the
+request names its caller's run, which then follows it in the log (outliving.py) — and with it
 everything below it: model calls, tools, and delegated or sub-agent runs on other executors
 (their gRPC calls are cancelled). Whatever happens, the run's end is recorded — an `error` event
 with `{"cancelled": true}` for a cancelled run — and the agent goes back to idle.
@@ -41,6 +42,7 @@ from agentmesh.executor.events import EventSink, RunContext, usage_proto
 from agentmesh.executor.finisher import RunFinisher
 from agentmesh.executor.llm import LlmLoop, read_history
 from agentmesh.executor.outbox import EventOutbox
+from agentmesh.executor.outliving import Outliving
 from agentmesh.executor.recorder import EventType, Recorder, end_key
 from agentmesh.executor.resumption import RUN_RESUMED, RunLog, resumed_request
 from agentmesh.executor.run_end import record_cancelled, record_failure, result_metadata
@@ -123,6 +125,8 @@ class RunExecutor:
         self._handed_over: set[asyncio.Task[Any]] = set()
         # Runs whose lease was lost (`lose`): stopped without an end, their taker's now.
         self._lost: set[asyncio.Task[Any]] = set()
+        # Runs that go on when their stream breaks (their caller follows them in the log).
+        self._outliving = Outliving(memory, system_metadata=remote.system_metadata)
 
     @property
     def active_runs(self) -> int:
@@ -152,10 +156,22 @@ class RunExecutor:
                 yield batch
             answered = True
         finally:
-            if not answered:
+            if not answered and not self._outlive(request, task, sink):
                 # The caller went away: nothing more may start below it. The task records its
                 # end on its own; it is tracked until then.
                 task.cancel()
+
+    def _outlive(
+        self, request: executor_service_pb2.RunRequest, task: asyncio.Task[None], sink: EventSink
+    ) -> bool:
+        """Whether the run goes on after its stream broke (outliving.py). Not while handing
+        over: the run stops here, and its caller's taker follows it to its taker."""
+
+        def cancel(reason: str) -> None:
+            self._cancel_reasons[task] = reason
+            task.cancel()
+
+        return not self._handing_over and self._outliving.keep(request, task, sink, cancel=cancel)
 
     async def cancel_runs(self, project_id: str, agent_id: str, reason: str, run_id: str = "") -> int:
         """Cancels the agent's runs in flight here, or only its run `run_id` (after the caller
@@ -267,12 +283,13 @@ class RunExecutor:
 
     async def _resumed(self, run: AdmittedRun, sink: EventSink, log: RunLog, number: int) -> None:
         spec = run.spec
+        kind = kind_name(spec.kind)
         with telemetry.run_span(
             agent=spec.agent.name,
             project=spec.project_slug,
             session_id=run.request.session_id,
             run_id=run.run_id,
-            kind="llm",
+            kind=kind,
             delegation_id=run.request.delegation_id,
             delegation_depth=run.request.delegation_depth,
         ) as span:
@@ -294,7 +311,7 @@ class RunExecutor:
                 parent_event_id=log.input.id,
                 idempotency_key=f"{run.run_id}:resumed:{number}",
             )
-            await self._live(run, sink, span, kind="llm", started=time.monotonic(), resumed=log)
+            await self._live(run, sink, span, kind=kind, started=time.monotonic(), resumed=log)
 
     async def wait_idle(self, timeout_seconds: float) -> bool:
         """Waits up to `timeout_seconds` for the runs in flight to end: whether none is left."""
@@ -346,6 +363,7 @@ class RunExecutor:
         was counted in again when its taker took it back, resumption.py)."""
         task = self._track(run.spec.agent.id)
         self._leased[run.run_id] = (run.spec.agent.id, task)
+        self._outliving.admitted(task, run.spec.agent.project_id)
         result: RunResult | None = None
         outcome: metrics.RunOutcome = "failed"
         given_up: DomainError | None = None
@@ -378,6 +396,7 @@ class RunExecutor:
             self._untrack(run.spec.agent.id, task)
             self._leased.pop(run.run_id, None)
             self._lost.discard(task)
+            self._outliving.ended(task)
             if given_up is None:
                 self._finish(run, result)
 
@@ -491,7 +510,13 @@ class RunExecutor:
                 loop = LlmLoop(scope, runtime, settings=self._settings, delegator=self._delegator)
                 result = await loop.run(history, resumed)
             else:
-                result = await WorkflowRun(scope, remote=self._remote, settings=self._settings).run()
+                result = await WorkflowRun(
+                    scope,
+                    remote=self._remote,
+                    settings=self._settings,
+                    log=self._outliving.log(request.session_id, spec.agent.project_id),
+                    sub_agent_runs=resumed.sub_agent_runs if resumed else None,
+                ).run()
             response = await recorder.record(
                 EventType.EVENT_TYPE_AGENT_RESPONSE,
                 result.content,

@@ -9,6 +9,16 @@ agents of the same project — through executors over gRPC, exactly like delegat
 - loop: in order, again and again, until `max_iterations` (0: until an escalation, under the
   executor's safety cap) or until a sub-agent escalates. The escalation ends this loop only —
   the innermost one — after the escalating sub-agent's events; the loop itself does not escalate.
+
+Each sub-agent run carries a `sub_agent_id` — the workflow's run id and the sub-agent's step
+("<run_id>:<step>", steps counted from 1 across a loop's iterations; a parallel branch's step is
+its place) — and the workflow's run id as its `caller_run_id`, so it outlives a broken stream.
+A workflow resumed from the log (`sub_agent_runs`, read at takeover) goes through the same steps:
+a step whose run is in the log is not started again — its recorded end is taken, or waited for
+while it is still going (whoever holds it finishes it) — and the first step with no run is
+started under its id. So a resumed sequential or loop workflow goes on with the answer it had,
+recovers its iteration and escalation, and a parallel one runs only its missing branches
+(docs/durability.md, "Workflows resume").
 """
 
 from __future__ import annotations
@@ -18,12 +28,12 @@ import logging
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.agent import kind_name
-from agentmesh.executor.delegation import ChildOutcome, RemoteRuns
+from agentmesh.executor.child_log import ChildLog
+from agentmesh.executor.delegation import ChildOutcome, RemoteRuns, child_request, follow
 from agentmesh.executor.errors import SUB_AGENT_FAILED, DelegationDepthExceeded
 from agentmesh.executor.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.executor.telemetry import sub_agent_span
-from agentmesh.internal.executor.v1 import executor_service_pb2
 
 logger = logging.getLogger(__name__)
 
@@ -31,10 +41,21 @@ logger = logging.getLogger(__name__)
 class WorkflowRun:
     """Runs one input through a workflow agent."""
 
-    def __init__(self, scope: RunScope, *, remote: RemoteRuns, settings: ExecutorSettings) -> None:
+    def __init__(
+        self,
+        scope: RunScope,
+        *,
+        remote: RemoteRuns,
+        settings: ExecutorSettings,
+        log: ChildLog,
+        sub_agent_runs: dict[str, str] | None = None,
+    ) -> None:
         self._scope = scope
         self._remote = remote
         self._settings = settings
+        self._log = log
+        # A resumed workflow's sub-agent runs found in the log, by sub_agent_id (None: not resumed).
+        self._logged = sub_agent_runs or {}
         self._result = RunResult()
 
     async def run(self) -> RunResult:
@@ -62,7 +83,7 @@ class WorkflowRun:
         children: list[ChildOutcome] = [ChildOutcome() for _ in sub_agents]
 
         async def branch(index: int, name: str) -> None:
-            children[index] = await self._run(name, self._scope.request.input)
+            children[index] = await self._run(name, self._scope.request.input, step=index + 1)
 
         try:
             async with asyncio.TaskGroup() as group:
@@ -92,9 +113,10 @@ class WorkflowRun:
             self._result.max_steps_reached = True
         self._result.content = text
 
-    async def _run(self, name: str, text: str) -> ChildOutcome:
+    async def _run(self, name: str, text: str, *, step: int = 0) -> ChildOutcome:
         scope = self._scope
         self._result.steps += 1
+        sub_agent_id = f"{scope.context.run_id}:{step or self._result.steps}"
         await scope.sink.emit(scope.context.event(step_started=run_pb2.StepStarted(step=self._result.steps)))
         depth = scope.depth + 1
         if depth > self._settings.max_delegation_depth:
@@ -104,20 +126,13 @@ class WorkflowRun:
                 f"{self._settings.max_delegation_depth}",
                 reason=DelegationDepthExceeded.default_reason,
             )
+        logged = self._logged.get(sub_agent_id)
         with sub_agent_span(agent=name, depth=depth):
-            child = await self._remote.run(
-                executor_service_pb2.RunRequest(
-                    project_slug=scope.spec.project_slug,
-                    agent_name=name,
-                    session_id=scope.session_id,
-                    input=text,
-                    delegation_depth=depth,
-                    delegation_path=scope.context.child_path,
-                    parent_event_id=scope.input_event_id,
-                    as_sub_agent=True,
-                ),
-                scope.sink,
-            )
+            if logged:
+                # Started before the workflow was resumed: its end, recorded or to come.
+                child = await follow(self._log, logged, self._settings.delegation_timeout_seconds)
+            else:
+                child = await self._start(name, text, sub_agent_id)
         self._result.total_usage += child.usage
         if not child.completed:
             raise RunFailure(
@@ -126,3 +141,19 @@ class WorkflowRun:
                 reason=SUB_AGENT_FAILED,
             )
         return child
+
+    async def _start(self, name: str, text: str, sub_agent_id: str) -> ChildOutcome:
+        scope = self._scope
+        return await self._remote.run(
+            child_request(
+                scope,
+                name,
+                text,
+                parent_event_id=scope.input_event_id,
+                as_sub_agent=True,
+                sub_agent_id=sub_agent_id,
+            ),
+            scope.sink,
+            log=self._log,
+            follow_timeout_seconds=self._settings.delegation_timeout_seconds,
+        )

@@ -37,6 +37,8 @@ class RunRequest(_message.Message):
     MODEL_SETTINGS_FIELD_NUMBER: _builtins.int
     DOUBLE_TEXTING_FIELD_NUMBER: _builtins.int
     BATCH_EVENTS_FIELD_NUMBER: _builtins.int
+    SUB_AGENT_ID_FIELD_NUMBER: _builtins.int
+    CALLER_RUN_ID_FIELD_NUMBER: _builtins.int
     project_slug: _builtins.str
     """The project's slug."""
     agent_name: _builtins.str
@@ -62,6 +64,18 @@ class RunRequest(_message.Message):
     (the first event of the run leaves at once; what queued up while a message was being sent
     goes in the next). Without it every message carries one event in RunResponse.event.
     """
+    sub_agent_id: _builtins.str
+    """Set when a workflow runs this agent as one of its sub-agents: the workflow's run id and the
+    sub-agent's place in it ("<run_id>:<step>"), recorded in the input's metadata, so a resumed
+    workflow finds the sub-agent runs it started (docs/durability.md, "Workflows resume").
+    """
+    caller_run_id: _builtins.str
+    """The caller's run, when the caller follows this run in the session's log should its stream
+    break (a delegating run, a workflow): a broken stream (the caller's executor died or handed
+    the caller over) then does not cancel this run, which goes on to its own recorded end; it
+    is cancelled once the caller's run records its end, or this delegation's response, first
+    (an explicit cancel, a deadline, an interrupt). Empty: a broken stream cancels the run.
+    """
     @_builtins.property
     def delegation_path(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Agents from the addressed agent down to the caller of this run (empty for a user's chat)."""
@@ -85,10 +99,12 @@ class RunRequest(_message.Message):
         model_settings: _run_pb2.ModelSettings | None = ...,
         double_texting: _builtins.str = ...,
         batch_events: _builtins.bool = ...,
+        sub_agent_id: _builtins.str = ...,
+        caller_run_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["model_settings", b"model_settings"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_name", b"agent_name", "as_sub_agent", b"as_sub_agent", "batch_events", b"batch_events", "delegation_depth", b"delegation_depth", "delegation_id", b"delegation_id", "delegation_path", b"delegation_path", "double_texting", b"double_texting", "input", b"input", "model_settings", b"model_settings", "parent_event_id", b"parent_event_id", "project_slug", b"project_slug", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_name", b"agent_name", "as_sub_agent", b"as_sub_agent", "batch_events", b"batch_events", "caller_run_id", b"caller_run_id", "delegation_depth", b"delegation_depth", "delegation_id", b"delegation_id", "delegation_path", b"delegation_path", "double_texting", b"double_texting", "input", b"input", "model_settings", b"model_settings", "parent_event_id", b"parent_event_id", "project_slug", b"project_slug", "session_id", b"session_id", "sub_agent_id", b"sub_agent_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
