@@ -28,7 +28,7 @@ from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import resources_pb2 as memory_resources_pb2
-from agentmesh.registry.client import RegistryClient
+from agentmesh.registry.client import AgentTerminated, RegistryClient
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import DomainError
 
@@ -149,6 +149,8 @@ class RunAdmission:
         """Checks the run, starts it at the registry and, when the agent changed since it was
         remembered, checks it again against the current spec. Raises the refusal."""
         self._check_runnable(request, agent.spec)
+        if agent.remembered and self._specs.watched:
+            _refuse_if_terminated(agent.spec)  # pushed: refused here, before anything is recorded
         recorder = Recorder(
             self._memory,
             session_id=request.session_id,
@@ -235,6 +237,16 @@ class RunAdmission:
         kind = kind_name(spec.kind)
         if kind != "llm" and not spec.sub_agents:
             raise NoSubAgents(f"{kind} agent {spec.agent.name!r} has no sub-agents")
+
+
+def _refuse_if_terminated(spec: resources_pb2.AgentSpec) -> None:
+    """Refuses a run of an agent the registry pushed as terminated, with the status, reason and
+    message its StartAgentRun would have refused it with. Termination is final, so the push
+    cannot be out of date. A pushed pause is not refused here: a resume that committed just
+    before this run came in may not have been pushed yet, and refusing then would be wrong — the
+    run's start asks (its input not recorded first, as for any agent last seen not runnable)."""
+    if spec.agent.status == resources_pb2.AGENT_STATUS_TERMINATED:
+        raise AgentTerminated(f"agent {spec.agent.name!r} is terminated")
 
 
 def _record_input(

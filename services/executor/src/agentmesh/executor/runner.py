@@ -71,6 +71,7 @@ class RunExecutor:
         executor_id: str,
         finisher: RunFinisher,
         outbox: EventOutbox | None = None,
+        specs: AgentSpecs | None = None,
     ) -> None:
         self._settings = settings
         self._registry = registry
@@ -78,7 +79,7 @@ class RunExecutor:
         self._admission = RunAdmission(
             registry=registry,
             memory=memory,
-            specs=AgentSpecs(registry, capacity=settings.agent_spec_cache_size),
+            specs=specs or AgentSpecs(registry, capacity=settings.agent_spec_cache_size),
             finisher=finisher,
             max_delegation_depth=settings.max_delegation_depth,
             executor_id=executor_id,

@@ -29,6 +29,7 @@ from agentmesh.registry.settings import RegistrySettings
 from agentmesh.registry.store import SqlRegistryStore
 from agentmesh.registry.turns import SessionTurns
 from agentmesh.registry.v1 import registry_service_pb2_grpc
+from agentmesh.registry.watch import AgentWatch
 from agentmesh.runtime.database import create_engine, normalize_url, upgrade
 from agentmesh.runtime.identity import AuthenticationInterceptor, TokenCodec
 from agentmesh.runtime.server import ServiceBinding, start_server
@@ -87,12 +88,14 @@ async def open_components(settings: RegistrySettings) -> Components:
             max_lockout_seconds=settings.login_max_lockout_seconds,
         ),
     )
+    watch = AgentWatch()
     registry = AgentRegistry(
         store,
         page_tokens=PageTokens(secret),
         executor_ttl_seconds=settings.executor_heartbeat_ttl_seconds,
+        watch=watch,
     )
-    mcp_servers = McpServerRegistry(store, page_tokens=PageTokens(secret), clock=utc_now)
+    mcp_servers = McpServerRegistry(store, page_tokens=PageTokens(secret), clock=utc_now, watch=watch)
     leases = RunLeases(
         store.leases,
         lease_seconds=settings.run_lease_seconds,
@@ -111,6 +114,19 @@ async def open_components(settings: RegistrySettings) -> Components:
         remote_agents=RemoteAgentRegistry(store, page_tokens=PageTokens(secret), clock=utc_now),
         turns=SessionTurns(registry, store.leases),
     )
+
+
+@dataclass(kw_only=True)
+class RegistryService(RunningService):
+    """The running registry. Stopping ends the agent watches first (their executors reconnect),
+    so they do not hold the server's drain for its whole grace."""
+
+    watch: AgentWatch
+    settings: RegistrySettings  # what it runs with (a replica or a restart takes the same)
+
+    async def stop(self, grace_seconds: float = 5.0) -> None:
+        self.watch.close()
+        await super().stop(grace_seconds)
 
 
 async def start(settings: RegistrySettings) -> RunningService:
@@ -164,7 +180,13 @@ async def start(settings: RegistrySettings) -> RunningService:
         await components.engine.dispose()
         raise
     components.leases.start_sweeper(settings.run_lease_sweep_seconds)
-    return RunningService("registry", server, closers=[components.leases.stop, components.engine.dispose])
+    return RegistryService(
+        name="registry",
+        server=server,
+        closers=[components.leases.stop, components.engine.dispose],
+        watch=components.registry.watch,
+        settings=settings,
+    )
 
 
 async def _bootstrap_superuser(accounts: Accounts, settings: RegistrySettings) -> None:
