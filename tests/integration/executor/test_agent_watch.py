@@ -128,4 +128,3 @@ async def test_a_change_made_while_the_registry_was_away_is_not_lost(stack: Stac
         await stack.run(agent, "still there?", session_id=session)
     assert refused.value.reason == "AGENT_TERMINATED"
     await _nothing_recorded(stack, session)
-

@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agentmesh.executor.a2a_delegation import RemoteA2AAgents
-from agentmesh.executor.agent_watch import AgentWatcher
 from agentmesh.executor.agent import AgentBuilder, AgentRuntime
+from agentmesh.executor.agent_watch import AgentWatcher
 from agentmesh.executor.cache import AgentCache
 from agentmesh.executor.client import RunRouter, SystemToken
 from agentmesh.executor.delegation import RemoteRuns

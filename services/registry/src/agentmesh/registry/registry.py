@@ -48,7 +48,6 @@ from agentmesh.registry.models import (
 )
 from agentmesh.registry.pagination import PageTokens
 from agentmesh.registry.store import DuplicateRequest, RegistryStore, RunLease, StoreTransaction, Visibility
-from agentmesh.registry.watch import AgentChange, AgentWatch
 from agentmesh.registry.validation import (
     DEFAULT_MAX_STEPS,
     check_agent_config,
@@ -58,6 +57,7 @@ from agentmesh.registry.validation import (
     check_project,
     slugify,
 )
+from agentmesh.registry.watch import AgentChange, AgentWatch
 from agentmesh.runtime.errors import DomainError, FieldViolation, PermissionDenied
 from agentmesh.runtime.identity import Principal
 

@@ -108,4 +108,3 @@ class AgentWatch:
             yield watcher
         finally:
             self._watchers.discard(watcher)
-
