@@ -48,6 +48,7 @@ class Components:
     """The registry's wired rules over one database engine."""
 
     engine: AsyncEngine
+    lease_engine: AsyncEngine | None
     tokens: TokenCodec
     accounts: Accounts
     registry: AgentRegistry
@@ -64,12 +65,16 @@ async def open_components(settings: RegistrySettings) -> Components:
     tokens = TokenCodec(secret, access_ttl_seconds=settings.access_token_ttl_seconds)
     await asyncio.to_thread(_create_sqlite_directory, settings.database_url)
     engine = create_engine(settings.database_url)
+    # Lease renewals and sweeps get a pool of their own (store/leases.py); SQLite needs none.
+    lease_engine = (
+        None if engine.dialect.name == "sqlite" else create_engine(settings.database_url, pool_size=2)
+    )
     try:
         # The store configures the engine's SQLite transactions, so it comes before any connection.
-        store = SqlRegistryStore(engine)
+        store = SqlRegistryStore(engine, lease_engine=lease_engine)
         await upgrade(engine, MIGRATIONS, version_table=VERSION_TABLE)
     except BaseException:
-        await engine.dispose()
+        await _dispose(engine, lease_engine)
         raise
     accounts = Accounts(
         store,
@@ -105,6 +110,7 @@ async def open_components(settings: RegistrySettings) -> Components:
     api_keys = ApiKeys(store, registry=registry, page_tokens=PageTokens(secret), clock=utc_now)
     return Components(
         engine=engine,
+        lease_engine=lease_engine,
         api_keys=api_keys,
         tokens=tokens,
         accounts=accounts,
@@ -177,13 +183,13 @@ async def start(settings: RegistrySettings) -> RunningService:
             tls=settings.tls(),
         )
     except BaseException:
-        await components.engine.dispose()
+        await _dispose(components.engine, components.lease_engine)
         raise
     components.leases.start_sweeper(settings.run_lease_sweep_seconds)
     return RegistryService(
         name="registry",
         server=server,
-        closers=[components.leases.stop, components.engine.dispose],
+        closers=[components.leases.stop, lambda: _dispose(components.engine, components.lease_engine)],
         watch=components.registry.watch,
         settings=settings,
     )
@@ -199,6 +205,12 @@ async def _bootstrap_superuser(accounts: Accounts, settings: RegistrySettings) -
         raise ValueError(
             f"AGENTMESH_SUPERUSER_EMAIL / AGENTMESH_SUPERUSER_PASSWORD are not usable: {problems}"
         ) from None
+
+
+async def _dispose(*engines: AsyncEngine | None) -> None:
+    for engine in engines:
+        if engine is not None:
+            await engine.dispose()
 
 
 def _create_sqlite_directory(database_url: str) -> None:

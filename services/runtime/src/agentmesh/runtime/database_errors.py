@@ -9,7 +9,9 @@ connection that cannot be made while the server is down or recovering surfaces a
 error (refused, "not yet accepting connections"), found here along the exception's causes. A
 bare `ConnectionError` counts only when a database driver raised it (its traceback passes
 through the driver or SQLAlchemy): the same error from a model endpoint, an MCP server or a bug
-is not the database's, and must not be blamed on it.
+is not the database's, and must not be blamed on it. A connection pool that gives no connection
+within its timeout (SQLAlchemy's pool `TimeoutError`: the database is overloaded by a burst) is
+UNAVAILABLE too — the call may be tried again — not INTERNAL.
 """
 
 from __future__ import annotations
@@ -28,7 +30,14 @@ _DATABASE_MODULES = ("asyncpg", "aiosqlite", "sqlite3", "sqlalchemy")
 
 def database_unavailable(error: BaseException, service: str) -> Unavailable | None:
     """The UNAVAILABLE `error` stands for when it means `service`'s database is away, else None."""
-    if not any(_is_connection_loss(cause) for cause in _causes(error)):
+    causes = list(_causes(error))
+    if any(_is_pool_timeout(cause) for cause in causes):
+        return Unavailable(
+            f"the {service} service's database is too busy (no connection free in time); try again",
+            reason=DATABASE_UNAVAILABLE,
+            metadata={PEER_SERVICE: service},
+        )
+    if not any(_is_connection_loss(cause) for cause in causes):
         return None
     return Unavailable(
         f"the {service} service's database is unavailable (restarting or unreachable); try again",
@@ -48,6 +57,11 @@ def _is_connection_loss(error: BaseException) -> bool:
         return True
     # asyncpg's InterfaceError for a connection it already knows is closed has no SQLSTATE.
     return type(error).__name__ == "InterfaceError" and "connection is closed" in str(error)
+
+
+def _is_pool_timeout(error: BaseException) -> bool:
+    # SQLAlchemy's pool TimeoutError, by name (the gateway and executor do not import SQLAlchemy).
+    return type(error).__name__ == "TimeoutError" and type(error).__module__ == "sqlalchemy.exc"
 
 
 def _raised_by_a_driver(error: BaseException) -> bool:
