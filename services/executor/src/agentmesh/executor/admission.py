@@ -124,7 +124,12 @@ class RunAdmission:
         cleanup_timeout_seconds: float,
         outbox: EventOutbox | None = None,
         secrets: Secrets | None = None,
+        max_concurrent_starts: int = 32,
     ) -> None:
+        # A burst of thousands of runs (the 5,000-stream bench) sent as thousands of concurrent
+        # starts queues them in the registry's connection pool for longer than its timeout and
+        # than a lease: they wait here instead, and the registry stays responsive to renewals.
+        self._start_slots = asyncio.Semaphore(max_concurrent_starts)
         self._secrets = secrets
         self._outbox = outbox
         self._executor_id = executor_id
@@ -184,13 +189,14 @@ class RunAdmission:
         self, run: AdmittedRun, key: SpecKey
     ) -> registry_internal_service_pb2.StartAgentRunResponse:
         try:
-            return await self._registry.start_agent_run(
-                run.spec.agent.id,
-                run.run_id,
-                session_id=run.request.session_id,
-                executor_id=self._executor_id,
-                double_texting=run.double_texting,
-            )
+            async with self._start_slots:
+                return await self._registry.start_agent_run(
+                    run.spec.agent.id,
+                    run.run_id,
+                    session_id=run.request.session_id,
+                    executor_id=self._executor_id,
+                    double_texting=run.double_texting,
+                )
         except asyncio.CancelledError:
             # The input may be stored already: it gets its end. And the registry may have
             # started the run before the answer was lost: finish it.

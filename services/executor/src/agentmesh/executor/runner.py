@@ -86,6 +86,7 @@ class RunExecutor:
             cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
             outbox=outbox,
             secrets=builder.secrets,
+            max_concurrent_starts=settings.max_concurrent_starts,
         )
         self._builder = builder
         self._cache = cache
