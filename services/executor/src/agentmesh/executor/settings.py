@@ -108,7 +108,7 @@ class ExecutorSettings(ServiceSettings):
     max_concurrent_starts: int = Field(
         default=32,
         gt=0,
-        description="StartAgentRun calls in flight to the registry at once; more runs wait here for their turn",
+        description="StartAgentRun calls in flight to the registry at once; more runs wait here",
     )
     agent_watch: bool = Field(
         default=True,
