@@ -1,6 +1,6 @@
 """Agents' changes pushed to executors as they commit (`WatchAgents`, issue 16): an executor that
-watches keeps its remembered specs fresh and refuses runs of a paused or terminated agent at once,
-without asking the registry at every run.
+watches keeps its remembered specs fresh and refuses a terminated agent's runs at once, without
+asking the registry at every run.
 
 The registry's rules publish each committed change here, after its transaction; every open watch
 has its own bounded queue. A watcher too slow to take its changes (its queue full) is not
@@ -18,13 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from agentmesh.registry.models import AgentStatus
-
-logger = logging.getLogger(__name__)
 
 MAX_QUEUED_CHANGES = 1000
 
@@ -76,10 +73,6 @@ class AgentWatch:
     def __init__(self) -> None:
         self._watchers: set[_Watcher] = set()
         self._closed = False
-
-    @property
-    def watchers(self) -> int:
-        return len(self._watchers)
 
     def changed(self, change: AgentChange) -> None:
         """An agent's change committed."""
