@@ -128,6 +128,14 @@ async def start_mesh(
             "AGENTMESH_EXECUTOR_PORT": str(executor),
             "AGENTMESH_EXECUTOR_ADVERTISE_ADDRESS": f"127.0.0.1:{executor}",
             "AGENTMESH_EXECUTOR_MAX_CONCURRENT_RUNS": str(MAX_CONCURRENT_RUNS),
+            # Issue 16's A/Bs: BENCH_AGENT_WATCH=false measures without the registry's pushed
+            # changes, BENCH_FINISH_WINDOW_SECONDS with run ends batched over a longer window,
+            # BENCH_MAX_CONCURRENT_STARTS with another cap on starts in flight.
+            "AGENTMESH_EXECUTOR_AGENT_WATCH": os.environ.get("BENCH_AGENT_WATCH", "true"),
+            "AGENTMESH_EXECUTOR_FINISH_BATCH_WINDOW_SECONDS": os.environ.get(
+                "BENCH_FINISH_WINDOW_SECONDS", "0.02"
+            ),
+            "AGENTMESH_EXECUTOR_MAX_CONCURRENT_STARTS": os.environ.get("BENCH_MAX_CONCURRENT_STARTS", "32"),
         },
         "gateway": {
             "AGENTMESH_GATEWAY_PORT": str(gateway),

@@ -1,6 +1,7 @@
 """Executors remember resolved agents between runs (one registry call less per run) and still
 follow every change: StartAgentRun returns the spec's revision, and a run whose remembered spec
-is older resolves it again before building anything from it."""
+is older resolves it again before building anything from it. This is what an executor does while
+the registry's agent watch is down, so these run with it off (the pushed path: test_agent_watch)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,11 @@ async def openai_server() -> AsyncIterator[FakeOpenAI]:
 
 @pytest.fixture(scope="module")
 def executor_settings(openai_server: FakeOpenAI) -> dict[str, Any]:
-    return {"openai_base_url": openai_server.base_url, "openai_api_key": "sk-specs-" + "k" * 30}
+    return {
+        "openai_base_url": openai_server.base_url,
+        "openai_api_key": "sk-specs-" + "k" * 30,
+        "agent_watch": False,
+    }
 
 
 async def test_a_remembered_agent_follows_changes_to_its_type(

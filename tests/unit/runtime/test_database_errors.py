@@ -10,8 +10,13 @@ import asyncpg.exceptions
 import grpc
 import pytest
 from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from agentmesh.runtime.database_errors import DATABASE_UNAVAILABLE, database_unavailable
+from agentmesh.runtime.database_errors import (
+    DATABASE_POOL_EXHAUSTED,
+    DATABASE_UNAVAILABLE,
+    database_unavailable,
+)
 
 
 def _raised_from(cause: BaseException) -> BaseException:
@@ -71,3 +76,16 @@ def test_a_lost_or_refused_connection_is_unavailable_naming_the_database(error: 
 )
 def test_other_errors_are_not_taken_for_an_outage(error: BaseException) -> None:
     assert database_unavailable(error, "memory") is None
+
+
+def test_a_pool_with_no_connection_free_in_time_is_unavailable_not_internal() -> None:
+    """SQLAlchemy's pool timeout (a burst of calls holds every connection): the call may be tried
+    again, so it leaves as UNAVAILABLE naming the service's database (DATABASE_POOL_EXHAUSTED)."""
+    unavailable = database_unavailable(
+        _raised_from(PoolTimeout("QueuePool limit of size 10 overflow 10 reached")), "registry"
+    )
+    assert unavailable is not None
+    assert unavailable.code == grpc.StatusCode.UNAVAILABLE
+    assert unavailable.reason == DATABASE_POOL_EXHAUSTED
+    assert "registry" in unavailable.message and "all in use" in unavailable.message
+    assert database_unavailable(_raised_from(TimeoutError("a model endpoint was slow")), "registry") is None

@@ -29,7 +29,7 @@ from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import resources_pb2 as memory_resources_pb2
-from agentmesh.registry.client import RegistryClient
+from agentmesh.registry.client import AgentTerminated, RegistryClient
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import DomainError
 
@@ -133,7 +133,12 @@ class RunAdmission:
         cleanup_timeout_seconds: float,
         outbox: EventOutbox | None = None,
         secrets: Secrets | None = None,
+        max_concurrent_starts: int = 32,
     ) -> None:
+        # A burst of thousands of runs (the 5,000-stream bench) sent as thousands of concurrent
+        # starts queues them in the registry's connection pool for longer than its timeout and
+        # than a lease: they wait here instead, and the registry stays responsive to renewals.
+        self._start_slots = asyncio.Semaphore(max_concurrent_starts)
         self._secrets = secrets
         self._outbox = outbox
         self._executor_id = executor_id
@@ -158,6 +163,8 @@ class RunAdmission:
         """Checks the run, starts it at the registry and, when the agent changed since it was
         remembered, checks it again against the current spec. Raises the refusal."""
         self._check_runnable(request, agent.spec)
+        if agent.remembered and self._specs.watched:
+            _refuse_if_terminated(agent.spec)  # pushed: refused here, before anything is recorded
         recorder = Recorder(
             self._memory,
             session_id=request.session_id,
@@ -191,13 +198,14 @@ class RunAdmission:
         self, run: AdmittedRun, key: SpecKey
     ) -> registry_internal_service_pb2.StartAgentRunResponse:
         try:
-            return await self._registry.start_agent_run(
-                run.spec.agent.id,
-                run.run_id,
-                session_id=run.request.session_id,
-                executor_id=self._executor_id,
-                double_texting=run.double_texting,
-            )
+            async with self._start_slots:
+                return await self._registry.start_agent_run(
+                    run.spec.agent.id,
+                    run.run_id,
+                    session_id=run.request.session_id,
+                    executor_id=self._executor_id,
+                    double_texting=run.double_texting,
+                )
         except asyncio.CancelledError:
             # The input may be stored already: it gets its end. And the registry may have
             # started the run before the answer was lost: finish it.
@@ -244,6 +252,16 @@ class RunAdmission:
         kind = kind_name(spec.kind)
         if kind != "llm" and not spec.sub_agents:
             raise NoSubAgents(f"{kind} agent {spec.agent.name!r} has no sub-agents")
+
+
+def _refuse_if_terminated(spec: resources_pb2.AgentSpec) -> None:
+    """Refuses a run of an agent the registry pushed as terminated, with the status, reason and
+    message its StartAgentRun would have refused it with. Termination is final, so the push
+    cannot be out of date. A pushed pause is not refused here: a resume that committed just
+    before this run came in may not have been pushed yet, and refusing then would be wrong — the
+    run's start asks (its input not recorded first, as for any agent last seen not runnable)."""
+    if spec.agent.status == resources_pb2.AGENT_STATUS_TERMINATED:
+        raise AgentTerminated(f"agent {spec.agent.name!r} is terminated")
 
 
 def _record_input(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from agentmesh.executor.a2a_delegation import RemoteA2AAgents
 from agentmesh.executor.agent import AgentBuilder, AgentRuntime
+from agentmesh.executor.agent_watch import AgentWatcher
 from agentmesh.executor.cache import AgentCache
 from agentmesh.executor.client import RunRouter, SystemToken
 from agentmesh.executor.delegation import RemoteRuns
@@ -25,6 +26,7 @@ from agentmesh.executor.runner import RunExecutor
 from agentmesh.executor.secrets import Secrets
 from agentmesh.executor.servicer import ExecutorServicer
 from agentmesh.executor.settings import ExecutorSettings, process_environment
+from agentmesh.executor.specs import AgentSpecs
 from agentmesh.executor.tools.mcp import preload_sdk
 from agentmesh.executor.tools.mcp_resolution import McpServerResolver
 from agentmesh.internal.executor.v1 import executor_service_pb2, executor_service_pb2_grpc
@@ -59,6 +61,7 @@ class ExecutorService(RunningService):
     executor_id: str
     advertise_address: str
     leases: LeaseKeeper | None = None
+    watcher: AgentWatcher | None = None
 
     async def stop(self, grace_seconds: float = 5.0) -> None:
         """Drains (issue 15 item 6): no new calls (health NOT_SERVING) and no orphans taken over;
@@ -143,7 +146,10 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
             secrets=secrets,
         ),
     )
+    specs = AgentSpecs(registry, capacity=settings.agent_spec_cache_size)
+    watcher = AgentWatcher(registry, specs, executor_id=executor_id, system_metadata=system_metadata)
     runner = RunExecutor(
+        specs=specs,
         settings=settings,
         registry=registry,
         memory=memory,
@@ -207,6 +213,8 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
     outbox.start()
     heartbeat.start()
     leases.start()
+    if settings.agent_watch:
+        watcher.start()
     unobserve_cache = metrics.observe_agent_cache(cache.stats)
     unobserve_runs = metrics.observe_active_runs(lambda: runner.active_runs)
 
@@ -227,6 +235,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
             models.aclose,
             cache.aclose,
             heartbeat.stop,
+            watcher.stop,
             leases.stop,
             finisher.stop,
             lambda: outbox.stop(settings.cleanup_timeout_seconds),
@@ -237,6 +246,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         executor_id=executor_id,
         advertise_address=advertise_address,
         leases=leases,
+        watcher=watcher,
     )
 
 

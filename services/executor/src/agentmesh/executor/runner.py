@@ -83,6 +83,7 @@ class RunExecutor:
         executor_id: str,
         finisher: RunFinisher,
         outbox: EventOutbox | None = None,
+        specs: AgentSpecs | None = None,
     ) -> None:
         self._settings = settings
         self._registry = registry
@@ -90,13 +91,14 @@ class RunExecutor:
         self._admission = RunAdmission(
             registry=registry,
             memory=memory,
-            specs=AgentSpecs(registry, capacity=settings.agent_spec_cache_size),
+            specs=specs or AgentSpecs(registry, capacity=settings.agent_spec_cache_size),
             finisher=finisher,
             max_delegation_depth=settings.max_delegation_depth,
             executor_id=executor_id,
             cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
             outbox=outbox,
             secrets=builder.secrets,
+            max_concurrent_starts=settings.max_concurrent_starts,
         )
         self._builder = builder
         self._cache = cache

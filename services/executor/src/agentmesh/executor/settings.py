@@ -105,6 +105,15 @@ class ExecutorSettings(ServiceSettings):
     agent_spec_cache_size: int = Field(
         default=4096, gt=0, description="resolved agents remembered per caller (revalidated by every run)"
     )
+    max_concurrent_starts: int = Field(
+        default=32,
+        gt=0,
+        description="StartAgentRun calls in flight to the registry at once; more runs wait here",
+    )
+    agent_watch: bool = Field(
+        default=True,
+        description="keep the registry's WatchAgents stream open: pushed changes keep remembered specs fresh",
+    )
 
     # Models: `openai/<model>` uses these; other providers are named in `providers`.
     openai_base_url: str = shared("https://api.openai.com/v1", "openai_base_url", service="executor")

@@ -29,6 +29,7 @@ from agentmesh.registry.settings import RegistrySettings
 from agentmesh.registry.store import SqlRegistryStore
 from agentmesh.registry.turns import SessionTurns
 from agentmesh.registry.v1 import registry_service_pb2_grpc
+from agentmesh.registry.watch import AgentWatch
 from agentmesh.runtime.database import create_engine, normalize_url, upgrade
 from agentmesh.runtime.identity import AuthenticationInterceptor, TokenCodec
 from agentmesh.runtime.server import ServiceBinding, start_server
@@ -47,6 +48,7 @@ class Components:
     """The registry's wired rules over one database engine."""
 
     engine: AsyncEngine
+    lease_engine: AsyncEngine | None
     tokens: TokenCodec
     accounts: Accounts
     registry: AgentRegistry
@@ -67,12 +69,16 @@ async def open_components(settings: RegistrySettings) -> Components:
         pool_size=settings.database_pool_size,
         pool_timeout_seconds=settings.database_pool_timeout_seconds,
     )
+    # Lease renewals and sweeps get a pool of their own (store/leases.py); SQLite needs none.
+    lease_engine = (
+        None if engine.dialect.name == "sqlite" else create_engine(settings.database_url, pool_size=2)
+    )
     try:
         # The store configures the engine's SQLite transactions, so it comes before any connection.
-        store = SqlRegistryStore(engine)
+        store = SqlRegistryStore(engine, lease_engine=lease_engine)
         await upgrade(engine, MIGRATIONS, version_table=VERSION_TABLE)
     except BaseException:
-        await engine.dispose()
+        await _dispose(engine, lease_engine)
         raise
     accounts = Accounts(
         store,
@@ -91,12 +97,14 @@ async def open_components(settings: RegistrySettings) -> Components:
             max_lockout_seconds=settings.login_max_lockout_seconds,
         ),
     )
+    watch = AgentWatch()
     registry = AgentRegistry(
         store,
         page_tokens=PageTokens(secret),
         executor_ttl_seconds=settings.executor_heartbeat_ttl_seconds,
+        watch=watch,
     )
-    mcp_servers = McpServerRegistry(store, page_tokens=PageTokens(secret), clock=utc_now)
+    mcp_servers = McpServerRegistry(store, page_tokens=PageTokens(secret), clock=utc_now, watch=watch)
     leases = RunLeases(
         store.leases,
         lease_seconds=settings.run_lease_seconds,
@@ -106,6 +114,7 @@ async def open_components(settings: RegistrySettings) -> Components:
     api_keys = ApiKeys(store, registry=registry, page_tokens=PageTokens(secret), clock=utc_now)
     return Components(
         engine=engine,
+        lease_engine=lease_engine,
         api_keys=api_keys,
         tokens=tokens,
         accounts=accounts,
@@ -115,6 +124,19 @@ async def open_components(settings: RegistrySettings) -> Components:
         remote_agents=RemoteAgentRegistry(store, page_tokens=PageTokens(secret), clock=utc_now),
         turns=SessionTurns(registry, store.leases),
     )
+
+
+@dataclass(kw_only=True)
+class RegistryService(RunningService):
+    """The running registry. Stopping ends the agent watches first (their executors reconnect),
+    so they do not hold the server's drain for its whole grace."""
+
+    watch: AgentWatch
+    settings: RegistrySettings  # what it runs with (a replica or a restart takes the same)
+
+    async def stop(self, grace_seconds: float = 5.0) -> None:
+        self.watch.close()
+        await super().stop(grace_seconds)
 
 
 async def start(settings: RegistrySettings) -> RunningService:
@@ -165,10 +187,16 @@ async def start(settings: RegistrySettings) -> RunningService:
             tls=settings.tls(),
         )
     except BaseException:
-        await components.engine.dispose()
+        await _dispose(components.engine, components.lease_engine)
         raise
     components.leases.start_sweeper(settings.run_lease_sweep_seconds)
-    return RunningService("registry", server, closers=[components.leases.stop, components.engine.dispose])
+    return RegistryService(
+        name="registry",
+        server=server,
+        closers=[components.leases.stop, lambda: _dispose(components.engine, components.lease_engine)],
+        watch=components.registry.watch,
+        settings=settings,
+    )
 
 
 async def _bootstrap_superuser(accounts: Accounts, settings: RegistrySettings) -> None:
@@ -181,6 +209,12 @@ async def _bootstrap_superuser(accounts: Accounts, settings: RegistrySettings) -
         raise ValueError(
             f"AGENTMESH_SUPERUSER_EMAIL / AGENTMESH_SUPERUSER_PASSWORD are not usable: {problems}"
         ) from None
+
+
+async def _dispose(*engines: AsyncEngine | None) -> None:
+    for engine in engines:
+        if engine is not None:
+            await engine.dispose()
 
 
 def _create_sqlite_directory(database_url: str) -> None:

@@ -34,6 +34,7 @@ from agentmesh.registry.models import (
 )
 from agentmesh.registry.v1 import registry_service_pb2 as service_pb2
 from agentmesh.registry.v1 import resources_pb2 as pb
+from agentmesh.registry.watch import AgentChange
 from agentmesh.runtime.errors import DomainError, FieldViolation
 from agentmesh.runtime.protos import list_value, struct, timestamp
 
@@ -348,4 +349,12 @@ def renewal_message(renewal: Renewal) -> internal_pb2.RenewRunLeasesResponse:
             internal_pb2.LeasedRun(agent_id=agent_id, run_id=run_id)
             for agent_id, run_id in renewal.interrupted
         ],
+    )
+
+
+def agent_change_message(change: AgentChange) -> internal_pb2.AgentChange:
+    return internal_pb2.AgentChange(
+        agent_id=change.agent_id,
+        status=pb.AGENT_STATUS_UNSPECIFIED if change.status is None else _STATUS_TO_PROTO[change.status],
+        spec_changed=change.spec_changed,
     )

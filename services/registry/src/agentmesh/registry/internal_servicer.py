@@ -5,6 +5,9 @@ proto out, like `servicer.py`; only mesh services reach it (the service identity
 
 from __future__ import annotations
 
+import logging
+from collections.abc import AsyncIterator
+
 import grpc
 
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as pb
@@ -22,6 +25,7 @@ from agentmesh.registry.turns import SessionTurns
 from agentmesh.runtime.identity import caller
 
 Context = grpc.aio.ServicerContext
+logger = logging.getLogger(__name__)
 
 
 class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
@@ -161,6 +165,16 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
     ) -> pb.GetUserStatusResponse:
         status = await self._accounts.user_status(request.user_id)
         return pb.GetUserStatusResponse(**status.model_dump())
+
+    async def WatchAgents(
+        self, request: pb.WatchAgentsRequest, context: Context
+    ) -> AsyncIterator[pb.WatchAgentsResponse]:
+        async with self._registry.watch.watch() as watcher:
+            logger.info("executor %r watches agents' changes", request.executor_id)
+            while (batch := await watcher.take()) is not None:
+                yield pb.WatchAgentsResponse(
+                    reset=batch.reset, changes=[convert.agent_change_message(c) for c in batch.changes]
+                )
 
     async def AuthenticateApiKey(
         self, request: pb.AuthenticateApiKeyRequest, context: Context

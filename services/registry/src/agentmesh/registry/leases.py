@@ -104,7 +104,6 @@ class RunLeases:
                 "; ".join(f"{v.field} {v.description}" for v in violations), violations=violations
             )
         now = self._now()
-        self._heard.add(executor_id)
         if closed:
             await self._store.close(executor_id, closed)
         if released:
@@ -113,6 +112,9 @@ class RunLeases:
         lost += [
             run for run in await self._store.renew(executor_id, runs, now + self._lease) if run not in lost
         ]
+        # Heard only once its renewal is written: a sweep between the two (after a registry
+        # restart, the executor's leases are all past) would expire the very runs it renews.
+        self._heard.add(executor_id)
         orphans = await self._store.claim(
             executor_id, now, now + self._lease, min(max_orphans, MAX_ORPHANS_PER_CALL)
         )

@@ -31,6 +31,7 @@ from agentmesh.registry.models import (
 from agentmesh.registry.pagination import PageTokens
 from agentmesh.registry.store import DuplicateRequest, RegistryStore
 from agentmesh.registry.validation import DNS_LABEL_RULE, check_mcp_server, is_dns_label
+from agentmesh.registry.watch import AgentWatch
 from agentmesh.runtime.errors import FieldViolation
 
 # What reads show for every env and header value; sent back in a write, it keeps the stored value.
@@ -93,7 +94,12 @@ class McpServerRegistry:
     """Registered MCP servers (superusers; the policy table lets no one else call), and what an
     agent's servers resolve to when it runs."""
 
-    def __init__(self, store: RegistryStore, *, page_tokens: PageTokens, clock: Clock) -> None:
+    def __init__(
+        self, store: RegistryStore, *, page_tokens: PageTokens, clock: Clock, watch: AgentWatch | None = None
+    ) -> None:
+        # A registered server is part of the specs of the agents whose type names it: a change
+        # makes every watching executor forget its remembered specs (WatchAgents).
+        self._watch = watch or AgentWatch()
         self._store = store
         self._pages = page_tokens
         self._now = clock
@@ -113,7 +119,9 @@ class McpServerRegistry:
                 # Locked, so a concurrent delete of the project cannot leave this server behind.
                 if project_id and await tx.get_project(project_id=project_id, for_update=True) is None:
                     raise ProjectNotFound("project not found")
-                return masked(await tx.insert_mcp_server(record, request_id=request_id or None))
+                inserted = await tx.insert_mcp_server(record, request_id=request_id or None)
+            self._watch.reset()
+            return masked(inserted)
         except DuplicateRequest:
             async with self._store.read() as tx:
                 found = await tx.get_mcp_server(request_id=request_id)
@@ -165,7 +173,9 @@ class McpServerRegistry:
             values = {path: getattr(changed, path) for path in paths}
             updated = current.model_copy(update={**values, "updated_at": self._now()})
             _raise_if(check_registered(updated, "mcp_server"))
-            return masked(await tx.update_mcp_server(updated))
+            updated = await tx.update_mcp_server(updated)
+        self._watch.reset()
+        return masked(updated)
 
     async def delete(self, server_id: str) -> None:
         _raise_if([] if server_id else [FieldViolation("id", "is required")])
@@ -173,6 +183,7 @@ class McpServerRegistry:
             if await tx.get_mcp_server(server_id=server_id, for_update=True) is None:
                 raise McpServerNotFound("MCP server not found")
             await tx.delete_mcp_server(server_id)
+        self._watch.reset()
 
     async def resolve_agent_servers(self, agent_id: str) -> tuple[list[McpServer], list[str]]:
         """The agent's servers with their secrets, in its type's order, and the names it refers to

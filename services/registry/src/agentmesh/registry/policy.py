@@ -76,6 +76,7 @@ INTERNAL_POLICY: Mapping[str, Access] = {
     "ResolveRemoteAgent": Access.SYSTEM,
     "RenewRunLeases": Access.SYSTEM,
     "AwaitSessionTurn": Access.SYSTEM,
+    "WatchAgents": Access.SYSTEM,
     "RegisterExecutor": Access.SYSTEM,
     # Gateways and executors discover the pool as the system principal; superusers may look.
     "ListExecutors": Access.SUPERUSER,

@@ -57,6 +57,7 @@ from agentmesh.registry.validation import (
     check_project,
     slugify,
 )
+from agentmesh.registry.watch import AgentChange, AgentWatch
 from agentmesh.runtime.errors import DomainError, FieldViolation, PermissionDenied
 from agentmesh.runtime.identity import Principal
 
@@ -82,7 +83,9 @@ class AgentRegistry:
         page_tokens: PageTokens,
         executor_ttl_seconds: float,
         clock: Clock = utc_now,
+        watch: AgentWatch | None = None,
     ) -> None:
+        self.watch = watch or AgentWatch()  # committed changes, pushed to executors (WatchAgents)
         self._store = store
         self._pages = page_tokens
         self._executor_ttl = timedelta(seconds=executor_ttl_seconds)
@@ -138,7 +141,9 @@ class AgentRegistry:
                 {**current.model_dump(), **_normalized_type_changes(changes), "updated_at": self._now()}
             )
             _raise_if(check_agent_type(updated))
-            return await tx.update_agent_type(updated)
+            updated = await tx.update_agent_type(updated)
+        self.watch.reset()
+        return updated
 
     async def delete_agent_type(self, type_id: str) -> None:
         _raise_if(_required("id", type_id))
@@ -203,13 +208,16 @@ class AgentRegistry:
             changes = {path: getattr(fields, path) for path in paths}
             updated = current.model_copy(update={**changes, "updated_at": self._now()})
             _raise_if(check_project(updated))
-            return await tx.update_project(updated)
+            updated = await tx.update_project(updated)
+        self.watch.reset()
+        return updated
 
     async def delete_project(self, principal: Principal, project_id: str) -> None:
         _raise_if(_required("id", project_id))
         async with self._store.write() as tx:
             await self._project(tx, principal, project_id, for_update=True)
             await tx.delete_project(project_id)
+        self.watch.reset()
 
     # --- Agents ------------------------------------------------------------------------------
 
@@ -304,7 +312,9 @@ class AgentRegistry:
                     project_agents=[*_refs(siblings), *remotes],
                 )
             )
-            return await tx.update_agent(agent.model_copy(update={"config": merged}))
+            updated = await tx.update_agent(agent.model_copy(update={"config": merged}))
+        self.watch.changed(AgentChange(updated.id, spec_changed=True))
+        return updated
 
     async def pause_agent(self, principal: Principal, project_id: str, agent_id: str) -> Agent:
         return await self._transition(principal, project_id, agent_id, paused)
@@ -472,7 +482,11 @@ class AgentRegistry:
         async with self._store.write() as tx:
             agent = await self._agent(tx, principal, project_id, agent_id, for_update=True)
             changed = change(agent, self._now())
-            return agent if changed is agent else await tx.update_agent(changed)
+            if changed is agent:
+                return agent
+            updated = await tx.update_agent(changed)
+        self.watch.changed(AgentChange(updated.id, status=updated.status))
+        return updated
 
     async def _project(
         self, tx: StoreTransaction, principal: Principal, project_id: str, *, for_update: bool = False

@@ -34,14 +34,15 @@ _DATABASE_MODULES = ("asyncpg", "aiosqlite", "sqlite3", "sqlalchemy")
 def database_unavailable(error: BaseException, service: str) -> Unavailable | None:
     """The UNAVAILABLE `error` stands for when it means `service`'s database is away, or its
     connection pool stayed exhausted for the pool's timeout, else None."""
-    if any(_is_pool_timeout(cause) for cause in _causes(error)):
+    causes = list(_causes(error))
+    if any(_is_pool_timeout(cause) for cause in causes):
         return Unavailable(
             f"the {service} service's database connections are all in use (no connection of its "
             "pool came free within the pool timeout); try again",
             reason=DATABASE_POOL_EXHAUSTED,
             metadata={PEER_SERVICE: service},
         )
-    if not any(_is_connection_loss(cause) for cause in _causes(error)):
+    if not any(_is_connection_loss(cause) for cause in causes):
         return None
     return Unavailable(
         f"the {service} service's database is unavailable (restarting or unreachable); try again",

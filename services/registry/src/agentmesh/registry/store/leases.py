@@ -1,12 +1,19 @@
 """Run leases on the SQL store (the interface is `RunLeaseStore`). Off the chat path: renewals
 come batched per executor, expiry and claims from one background sweep, so the ORM's core is
 plenty. On PostgreSQL, expiry and claims skip rows another registry replica has locked; on
-SQLite every write transaction begins with `BEGIN IMMEDIATE`, which serializes them."""
+SQLite every write transaction begins with `BEGIN IMMEDIATE`, which serializes them.
+
+Renewals, expiry and claims use their own small connection pool on PostgreSQL (`lease_engine`):
+under a burst of thousands of run starts the main pool's queue is seconds long, and a renewal
+waiting behind it — four transactions, each queued again — let leases expire that their
+executor was renewing (the 5,000-stream bench, issue 16). And the time a renewal waits for its
+connection is added to the lease it sets, so waiting never shortens a lease."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -24,8 +31,9 @@ class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
     """RunLeaseStore on the registry's SQL engine (`write_engine` begins write transactions);
     session turns in `turns.py`."""
 
-    def __init__(self, write_engine: AsyncEngine) -> None:
+    def __init__(self, write_engine: AsyncEngine, *, lease_engine: AsyncEngine | None = None) -> None:
         self._engine = write_engine
+        self._lease_engine = lease_engine or write_engine
         self._postgres = write_engine.dialect.name == "postgresql"
 
     async def renew(self, executor_id: str, runs: Sequence[RunKey], expires_at: datetime) -> list[RunKey]:
@@ -33,7 +41,9 @@ class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
             return []
         run_ids = [run_id for _, run_id in runs]
         held = sa.and_(_RUNS.c.executor_id == executor_id, _RUNS.c.run_id.in_(run_ids))
-        async with self._engine.begin() as connection:
+        asked = time.monotonic()
+        async with self._lease_engine.begin() as connection:
+            expires_at += timedelta(seconds=time.monotonic() - asked)
             rows = await connection.execute(sa.select(_RUNS.c.agent_id, _RUNS.c.run_id).where(held))
             found = {(row.agent_id, row.run_id) for row in rows}
             if found:
@@ -48,7 +58,7 @@ class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
             if not executor_ids:
                 return 0
             expired = expired.where(_RUNS.c.executor_id.in_(list(executor_ids)))
-        async with self._engine.begin() as connection:
+        async with self._lease_engine.begin() as connection:
             rows = list(await connection.execute(self._locked(expired)))
             finish = FINISH_UPDATE[self._engine.dialect.name]
             for row in rows:
@@ -74,7 +84,7 @@ class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
             .order_by(_RUNS.c.lease_expires_at)
             .limit(limit)
         )
-        async with self._engine.begin() as connection:
+        async with self._lease_engine.begin() as connection:
             rows = list(await connection.execute(self._locked(free)))
             claimed = []
             for row in rows:
@@ -87,7 +97,7 @@ class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
         return claimed
 
     async def close(self, executor_id: str, runs: Sequence[RunKey]) -> None:
-        async with self._engine.begin() as connection:
+        async with self._lease_engine.begin() as connection:
             for agent_id, run_id in runs:
                 await connection.execute(
                     sa.delete(_RUNS).where(

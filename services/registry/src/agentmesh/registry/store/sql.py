@@ -10,9 +10,10 @@ deadlock). Lists page by keyset on (`created_at`, `id`), also for REST page numb
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -78,7 +79,9 @@ _SQLITE_BEGIN = "agentmesh_sqlite_begin"
 class SqlRegistryStore(RegistryStore):
     """RegistryStore on an async SQLAlchemy engine (SQLite through aiosqlite, or PostgreSQL)."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, *, lease_engine: AsyncEngine | None = None) -> None:
+        """`lease_engine`: a small pool of its own for lease renewals and sweeps (PostgreSQL;
+        store/leases.py); SQLite's writes are serialized anyway and share the one engine."""
         self._engine = engine
         self._write_engine = engine
         # Single statements need no transaction around them: no BEGIN/COMMIT round trips.
@@ -87,7 +90,9 @@ class SqlRegistryStore(RegistryStore):
         if self._sqlite:
             _take_over_sqlite_transactions(engine)
             self._write_engine = engine.execution_options(**{_SQLITE_BEGIN: "BEGIN IMMEDIATE"})
-        self._leases = SqlRunLeaseStore(self._write_engine)
+        self._leases = SqlRunLeaseStore(
+            self._write_engine, lease_engine=None if self._sqlite else lease_engine
+        )
 
     @property
     def leases(self) -> RunLeaseStore:
@@ -122,7 +127,9 @@ class SqlRegistryStore(RegistryStore):
         )
         if self._sqlite:
             return await self._sqlite_run(SQLITE_ADD_RUN, SQLITE_START_UPDATE, params)
+        asked = time.monotonic()
         async with self._autocommit.connect() as connection:
+            _extend_lease(params, time.monotonic() - asked)
             return run_change((await connection.execute(PG_START_RUN, params)).first())
 
     async def finish_run(
@@ -146,7 +153,9 @@ class SqlRegistryStore(RegistryStore):
     async def _sqlite_run(
         self, modify: sa.TextClause, update: sa.TextClause, params: dict[str, Any]
     ) -> RunChange | None:
+        asked = time.monotonic()
         async with self._write_engine.begin() as connection:
+            _extend_lease(params, time.monotonic() - asked)
             changed = (await connection.execute(modify, params)).rowcount == 1
             if changed:
                 await connection.execute(update, params)
@@ -524,3 +533,10 @@ def _duplicate(error: IntegrityError, table: sa.Table, duplicates: dict[str, Exc
         if (f'"{constraint.name}"' in text or sqlite_text in text) and columns[-1] in duplicates:
             return duplicates[columns[-1]]
     return error
+
+
+def _extend_lease(params: dict[str, Any], waited_seconds: float) -> None:
+    """A run's lease counts from its start's write, not from the request: the time spent waiting
+    for a connection (seconds, under a burst of starts) would otherwise expire it at birth."""
+    if params.get("lease_expires_at") is not None:
+        params["lease_expires_at"] += timedelta(seconds=waited_seconds)

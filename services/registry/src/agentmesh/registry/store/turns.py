@@ -22,6 +22,7 @@ class SqlSessionTurns:
     """The session-turn half of `RunLeaseStore` on the registry's SQL engine."""
 
     _engine: AsyncEngine
+    _lease_engine: AsyncEngine  # what lease renewals use (`interrupted` is part of one)
     _postgres: bool
 
     async def take_turn(
@@ -70,7 +71,7 @@ class SqlSessionTurns:
             _RUNS.c.run_id == _TURNS.c.run_id,
             _RUNS.c.executor_id == executor_id,
         )
-        async with self._engine.connect() as connection:
+        async with self._lease_engine.connect() as connection:
             rows = await connection.execute(
                 sa.select(_TURNS.c.agent_id, _TURNS.c.run_id).where(_TURNS.c.interrupted, held)
             )

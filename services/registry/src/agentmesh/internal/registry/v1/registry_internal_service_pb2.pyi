@@ -811,3 +811,85 @@ class OrphanedRun(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___OrphanedRun: _TypeAlias = OrphanedRun  # noqa: Y015
+
+@_typing.final
+class WatchAgentsRequest(_message.Message):
+    """WatchAgentsRequest is the input of WatchAgents."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTOR_ID_FIELD_NUMBER: _builtins.int
+    executor_id: _builtins.str
+    """The executor watching (for the registry's logs)."""
+    def __init__(
+        self,
+        *,
+        executor_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["executor_id", b"executor_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchAgentsRequest: _TypeAlias = WatchAgentsRequest  # noqa: Y015
+
+@_typing.final
+class WatchAgentsResponse(_message.Message):
+    """WatchAgentsResponse is one message of WatchAgents."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESET_FIELD_NUMBER: _builtins.int
+    CHANGES_FIELD_NUMBER: _builtins.int
+    reset: _builtins.bool
+    """Forget every remembered spec and status first (the stream's first message; a change to an
+    agent type, project or MCP server; or changes the watcher was too slow to take).
+    """
+    @_builtins.property
+    def changes(self) -> _containers.RepeatedCompositeFieldContainer[Global___AgentChange]:
+        """Agents that changed, in commit order."""
+
+    def __init__(
+        self,
+        *,
+        reset: _builtins.bool = ...,
+        changes: _abc.Iterable[Global___AgentChange] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "reset", b"reset"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchAgentsResponse: _TypeAlias = WatchAgentsResponse  # noqa: Y015
+
+@_typing.final
+class AgentChange(_message.Message):
+    """AgentChange is one committed change to one agent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    SPEC_CHANGED_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The agent's id."""
+    status: _resources_pb2.AgentStatus.ValueType
+    """Its status after a pause, resume or termination; unspecified when only its spec changed."""
+    spec_changed: _builtins.bool
+    """True when its spec changed (config updated): a remembered spec of it is stale."""
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        status: _resources_pb2.AgentStatus.ValueType = ...,
+        spec_changed: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "spec_changed", b"spec_changed", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AgentChange: _TypeAlias = AgentChange  # noqa: Y015

@@ -102,6 +102,11 @@ class RegistryInternalServiceStub:
                 request_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.AuthenticateApiKeyRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.AuthenticateApiKeyResponse.FromString,
                 _registered_method=True)
+        self.WatchAgents = channel.unary_stream(
+                '/agentmesh.internal.registry.v1.RegistryInternalService/WatchAgents',
+                request_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.WatchAgentsRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.WatchAgentsResponse.FromString,
+                _registered_method=True)
 
 
 class RegistryInternalServiceServicer:
@@ -219,6 +224,19 @@ class RegistryInternalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchAgents(self, request, context):
+        """System principal only (executors): agents' changes, pushed as they commit, so an executor
+        keeps its remembered specs fresh without asking. The first message is a reset (forget what is
+        remembered: nothing from before the stream is replayed); then each committed change — an
+        agent paused, resumed or terminated, its config updated — as an AgentChange, and a reset for
+        a change that may alter many agents' specs (an agent type, project or MCP server). Run starts
+        and ends (working / idle) are not pushed. The stream lasts until the caller or the registry
+        ends it; a caller reconnects and starts again from its reset.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RegistryInternalServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -281,6 +299,11 @@ def add_RegistryInternalServiceServicer_to_server(servicer, server):
                     servicer.AuthenticateApiKey,
                     request_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.AuthenticateApiKeyRequest.FromString,
                     response_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.AuthenticateApiKeyResponse.SerializeToString,
+            ),
+            'WatchAgents': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchAgents,
+                    request_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.WatchAgentsRequest.FromString,
+                    response_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.WatchAgentsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -615,6 +638,33 @@ class RegistryInternalService:
             '/agentmesh.internal.registry.v1.RegistryInternalService/AuthenticateApiKey',
             agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.AuthenticateApiKeyRequest.SerializeToString,
             agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.AuthenticateApiKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchAgents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/agentmesh.internal.registry.v1.RegistryInternalService/WatchAgents',
+            agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.WatchAgentsRequest.SerializeToString,
+            agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.WatchAgentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

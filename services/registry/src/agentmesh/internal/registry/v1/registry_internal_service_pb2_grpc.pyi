@@ -94,6 +94,15 @@ class RegistryInternalServiceStub:
     key stands for. UNAUTHENTICATED (reason API_KEY_INVALID) for a malformed, unknown, revoked or
     expired key, or one whose user is deactivated; the answer never names the key.
     """
+    WatchAgents: _grpc.UnaryStreamMultiCallable[_registry_internal_service_pb2.WatchAgentsRequest, _registry_internal_service_pb2.WatchAgentsResponse]
+    """System principal only (executors): agents' changes, pushed as they commit, so an executor
+    keeps its remembered specs fresh without asking. The first message is a reset (forget what is
+    remembered: nothing from before the stream is replayed); then each committed change — an
+    agent paused, resumed or terminated, its config updated — as an AgentChange, and a reset for
+    a change that may alter many agents' specs (an agent type, project or MCP server). Run starts
+    and ends (working / idle) are not pushed. The stream lasts until the caller or the registry
+    ends it; a caller reconnects and starts again from its reset.
+    """
 
 @_typing.type_check_only
 class RegistryInternalServiceAsyncStub(RegistryInternalServiceStub):
@@ -160,6 +169,15 @@ class RegistryInternalServiceAsyncStub(RegistryInternalServiceStub):
     """System principal only (gateways): the user and scope an API
     key stands for. UNAUTHENTICATED (reason API_KEY_INVALID) for a malformed, unknown, revoked or
     expired key, or one whose user is deactivated; the answer never names the key.
+    """
+    WatchAgents: _aio.UnaryStreamMultiCallable[_registry_internal_service_pb2.WatchAgentsRequest, _registry_internal_service_pb2.WatchAgentsResponse]  # type: ignore[assignment]
+    """System principal only (executors): agents' changes, pushed as they commit, so an executor
+    keeps its remembered specs fresh without asking. The first message is a reset (forget what is
+    remembered: nothing from before the stream is replayed); then each committed change — an
+    agent paused, resumed or terminated, its config updated — as an AgentChange, and a reset for
+    a change that may alter many agents' specs (an agent type, project or MCP server). Run starts
+    and ends (working / idle) are not pushed. The stream lasts until the caller or the registry
+    ends it; a caller reconnects and starts again from its reset.
     """
 
 class RegistryInternalServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -296,6 +314,21 @@ class RegistryInternalServiceServicer(metaclass=_abc_1.ABCMeta):
         """System principal only (gateways): the user and scope an API
         key stands for. UNAUTHENTICATED (reason API_KEY_INVALID) for a malformed, unknown, revoked or
         expired key, or one whose user is deactivated; the answer never names the key.
+        """
+
+    @_abc_1.abstractmethod
+    def WatchAgents(
+        self,
+        request: _registry_internal_service_pb2.WatchAgentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_registry_internal_service_pb2.WatchAgentsResponse], _abc.AsyncIterator[_registry_internal_service_pb2.WatchAgentsResponse]]:
+        """System principal only (executors): agents' changes, pushed as they commit, so an executor
+        keeps its remembered specs fresh without asking. The first message is a reset (forget what is
+        remembered: nothing from before the stream is replayed); then each committed change — an
+        agent paused, resumed or terminated, its config updated — as an AgentChange, and a reset for
+        a change that may alter many agents' specs (an agent type, project or MCP server). Run starts
+        and ends (working / idle) are not pushed. The stream lasts until the caller or the registry
+        ends it; a caller reconnects and starts again from its reset.
         """
 
 def add_RegistryInternalServiceServicer_to_server(servicer: RegistryInternalServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
