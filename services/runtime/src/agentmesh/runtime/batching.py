@@ -8,6 +8,8 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
+from agentmesh.common.v1 import run_pb2
+
 T = TypeVar("T")
 
 _END = object()
@@ -26,6 +28,44 @@ async def next_batch(queue: asyncio.Queue[Any], end: object) -> tuple[list[Any],
             return batch, False
         item = queue.get_nowait()
     return batch, True
+
+
+def merge_text_deltas(events: list[run_pb2.RunEvent]) -> list[run_pb2.RunEvent]:
+    """`events` with each run of consecutive `text_delta`s of the same run, session, agent and
+    delegation path merged into one delta carrying their concatenated text (issue 16: text deltas
+    merge). Every character stays, in order; nothing else is touched, and an event that carries a
+    `seq` (a recorded step) is never merged into another. So how many deltas a client sees
+    depends on how busy its reader was: what it may count on is their concatenation."""
+    merged: list[run_pb2.RunEvent] = []
+    copied = False  # whether merged[-1] is a copy of ours (the caller's events are not changed)
+    for event in events:
+        if merged and _same_text_stream(merged[-1], event):
+            if not copied:
+                merged[-1], copied = _copy(merged[-1]), True
+            merged[-1].text_delta.text += event.text_delta.text
+        else:
+            merged.append(event)
+            copied = False
+    return merged
+
+
+def _same_text_stream(a: run_pb2.RunEvent, b: run_pb2.RunEvent) -> bool:
+    return (
+        a.HasField("text_delta")
+        and b.HasField("text_delta")
+        and not a.seq
+        and not b.seq
+        and a.run_id == b.run_id
+        and a.session_id == b.session_id
+        and a.agent == b.agent
+        and list(a.delegation_path) == list(b.delegation_path)
+    )
+
+
+def _copy(event: run_pb2.RunEvent) -> run_pb2.RunEvent:
+    copy = run_pb2.RunEvent()
+    copy.CopyFrom(event)
+    return copy
 
 
 async def batched(source: AsyncIterator[T]) -> AsyncIterator[list[T]]:
