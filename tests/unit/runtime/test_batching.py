@@ -11,7 +11,7 @@ import pytest
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.events import EventSink
-from agentmesh.runtime.batching import batched, merge_text_deltas
+from agentmesh.runtime.batching import Coalescer, batched, merge_text_deltas
 
 
 
@@ -165,3 +165,82 @@ async def test_the_event_sink_merges_the_deltas_that_queued_while_the_reader_was
     await asyncio.sleep(0)
     assert [_shape(batch) async for batch in batches] == [[("text_delta", "answer is 42")]]
     await producer
+
+
+class _Appends:
+    """A `send` for the Coalescer that records each call and holds it until released."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+        self.release = asyncio.Event()
+        self.fail: Exception | None = None
+
+    async def send(self, items: list[str]) -> list[str]:
+        self.calls.append(items)
+        await self.release.wait()
+        if self.fail is not None:
+            raise self.fail
+        return [item.upper() for item in items]
+
+
+async def _until(condition) -> None:  # type: ignore[no-untyped-def]
+    while not condition():
+        await asyncio.sleep(0)
+
+
+async def test_a_lone_caller_sends_at_once_and_what_comes_meanwhile_goes_together_next() -> None:
+    appends = _Appends()
+    coalescer: Coalescer[str, str] = Coalescer(appends.send)
+    first = asyncio.create_task(coalescer.submit(["a"]))
+    await _until(lambda: appends.calls == [["a"]])  # sent at once, alone
+    second = asyncio.create_task(coalescer.submit(["b", "c"]))
+    third = asyncio.create_task(coalescer.submit(["d"]))
+    await asyncio.sleep(0)
+    assert appends.calls == [["a"]]  # the others wait for the call in flight
+    appends.release.set()
+    assert await first == ["A"]
+    assert await second == ["B", "C"]
+    assert await third == ["D"]
+    assert appends.calls == [["a"], ["b", "c", "d"]]
+
+
+async def test_every_caller_of_a_failed_call_gets_its_error() -> None:
+    appends = _Appends()
+    coalescer: Coalescer[str, str] = Coalescer(appends.send)
+    first = asyncio.create_task(coalescer.submit(["a"]))
+    await _until(lambda: len(appends.calls) == 1)
+    second = asyncio.create_task(coalescer.submit(["b"]))
+    third = asyncio.create_task(coalescer.submit(["c"]))
+    await asyncio.sleep(0)
+    appends.fail = ValueError("refused")
+    appends.release.set()
+    with pytest.raises(ValueError):
+        await first
+    for waiting in (second, third):  # sent together after the first, and refused together
+        with pytest.raises(ValueError):
+            await waiting
+    assert appends.calls == [["a"], ["b", "c"]]
+
+
+async def test_a_cancelled_waiter_takes_its_items_back_and_a_cancelled_sender_hands_over() -> None:
+    appends = _Appends()
+    coalescer: Coalescer[str, str] = Coalescer(appends.send)
+    first = asyncio.create_task(coalescer.submit(["a"]))
+    await _until(lambda: len(appends.calls) == 1)
+    gone = asyncio.create_task(coalescer.submit(["x"]))
+    second = asyncio.create_task(coalescer.submit(["b"]))
+    third = asyncio.create_task(coalescer.submit(["c"]))
+    await asyncio.sleep(0)
+    gone.cancel()  # still waiting: its item is not sent
+    first.cancel()  # the caller sending ["a"] goes, and its call with it
+    await _until(lambda: len(appends.calls) == 2)
+    assert appends.calls[1] == ["b", "c"]  # one of the others sends what is left, together
+    await asyncio.sleep(0)
+    second.cancel()  # the sender of ["b", "c"] (the first waiter woken) goes too: "c" is sent again, by its own caller
+    await _until(lambda: len(appends.calls) == 3)
+    assert appends.calls[2] == ["c"]
+    appends.release.set()
+    assert await third == ["C"]
+    for cancelled in (gone, first, second):
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled

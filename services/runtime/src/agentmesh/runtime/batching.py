@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Generic, TypeVar
 
 from agentmesh.common.v1 import run_pb2
 
@@ -101,3 +101,63 @@ async def batched(source: AsyncIterator[T]) -> AsyncIterator[list[T]]:
         aclose = getattr(source, "aclose", None)
         if aclose is not None:
             await aclose()
+
+
+R = TypeVar("R")
+
+
+class Coalescer(Generic[T, R]):
+    """Sends concurrent callers' items in as few calls as possible (issue 16: what accumulates
+    while a write is in flight goes in the next one). A caller whose items find no call in flight
+    sends them at once, so a lone caller waits for nothing; items submitted while a call is in
+    flight go together in the next call, which the first of their callers sends once the call
+    before has returned. `send` gets the items of several callers in submission order and returns
+    one result per item, in the same order; each caller gets its own items' results, or the error
+    of the call that carried them. A caller cancelled before its items were sent takes them back;
+    when the caller sending a call is cancelled (the call with it), the other callers' items are
+    sent again by one of them — `send` must make a repeat harmless (idempotency keys)."""
+
+    def __init__(self, send: Callable[[list[T]], Awaitable[list[R]]]) -> None:
+        self._send = send
+        self._pending: list[tuple[list[T], asyncio.Future[list[R]]]] = []
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    async def submit(self, items: list[T]) -> list[R]:
+        future: asyncio.Future[list[R]] = asyncio.get_running_loop().create_future()
+        entry = (list(items), future)
+        self._pending.append(entry)
+        try:
+            while not future.done():
+                if self._idle.is_set():
+                    await self._send_pending()
+                else:
+                    await self._idle.wait()
+        except asyncio.CancelledError:
+            self._pending = [pending for pending in self._pending if pending is not entry]
+            future.cancel()  # a result that comes anyway is nobody's
+            raise
+        return future.result()
+
+    async def _send_pending(self) -> None:
+        batch, self._pending = self._pending, []
+        self._idle.clear()
+        try:
+            results = await self._send([item for items, _ in batch for item in items])
+        except asyncio.CancelledError:
+            # This caller was cancelled with the call: the others' items go again, first.
+            self._pending[:0] = [entry for entry in batch if not entry[1].done()]
+            raise
+        except Exception as error:
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(error)
+                    future.exception()  # retrieved here: its caller raises it, or is gone
+            return
+        finally:
+            self._idle.set()
+        start = 0
+        for items, future in batch:
+            if not future.done():
+                future.set_result(results[start : start + len(items)])
+            start += len(items)
