@@ -14,7 +14,6 @@ from agentmesh.executor.events import EventSink
 from agentmesh.runtime.batching import Coalescer, batched, merge_text_deltas
 
 
-
 async def test_items_that_queued_while_the_reader_was_busy_leave_together() -> None:
     release = asyncio.Event()
 
@@ -132,7 +131,9 @@ def test_deltas_of_different_runs_or_paths_or_with_a_seq_are_not_merged() -> Non
         _delta("b", run_id="child", agent="worker", path=("a",)),
         _delta("c", run_id="child", agent="worker", path=("a",)),
         _delta("d"),
-        run_pb2.RunEvent(run_id="r", session_id="s", agent="a", seq=7, text_delta=run_pb2.TextDelta(text="e")),
+        run_pb2.RunEvent(
+            run_id="r", session_id="s", agent="a", seq=7, text_delta=run_pb2.TextDelta(text="e")
+        ),
         _delta("f"),
         run_pb2.RunEvent(run_id="r", step_started=run_pb2.StepStarted(step=2)),
         _delta("g"),
@@ -141,7 +142,13 @@ def test_deltas_of_different_runs_or_paths_or_with_a_seq_are_not_merged() -> Non
     merged = merge_text_deltas(events)
 
     assert [e.text_delta.text or e.WhichOneof("kind") for e in merged] == [
-        "a", "bc", "d", "e", "f", "step_started", "g"
+        "a",
+        "bc",
+        "d",
+        "e",
+        "f",
+        "step_started",
+        "g",
     ]
     assert merged[3].seq == 7
     assert "".join(e.text_delta.text for e in merged) == "abcdefg"
@@ -174,25 +181,28 @@ class _Appends:
         self.calls: list[list[str]] = []
         self.release = asyncio.Event()
         self.fail: Exception | None = None
+        self._called = asyncio.Condition()
 
     async def send(self, items: list[str]) -> list[str]:
-        self.calls.append(items)
+        async with self._called:
+            self.calls.append(items)
+            self._called.notify_all()
         await self.release.wait()
         if self.fail is not None:
             raise self.fail
         return [item.upper() for item in items]
 
-
-async def _until(condition) -> None:  # type: ignore[no-untyped-def]
-    while not condition():
-        await asyncio.sleep(0)
+    async def until_called(self, times: int) -> None:
+        async with self._called:
+            await self._called.wait_for(lambda: len(self.calls) >= times)
 
 
 async def test_a_lone_caller_sends_at_once_and_what_comes_meanwhile_goes_together_next() -> None:
     appends = _Appends()
     coalescer: Coalescer[str, str] = Coalescer(appends.send)
     first = asyncio.create_task(coalescer.submit(["a"]))
-    await _until(lambda: appends.calls == [["a"]])  # sent at once, alone
+    await appends.until_called(1)
+    assert appends.calls == [["a"]]  # sent at once, alone
     second = asyncio.create_task(coalescer.submit(["b", "c"]))
     third = asyncio.create_task(coalescer.submit(["d"]))
     await asyncio.sleep(0)
@@ -208,7 +218,7 @@ async def test_every_caller_of_a_failed_call_gets_its_error() -> None:
     appends = _Appends()
     coalescer: Coalescer[str, str] = Coalescer(appends.send)
     first = asyncio.create_task(coalescer.submit(["a"]))
-    await _until(lambda: len(appends.calls) == 1)
+    await appends.until_called(1)
     second = asyncio.create_task(coalescer.submit(["b"]))
     third = asyncio.create_task(coalescer.submit(["c"]))
     await asyncio.sleep(0)
@@ -226,18 +236,19 @@ async def test_a_cancelled_waiter_takes_its_items_back_and_a_cancelled_sender_ha
     appends = _Appends()
     coalescer: Coalescer[str, str] = Coalescer(appends.send)
     first = asyncio.create_task(coalescer.submit(["a"]))
-    await _until(lambda: len(appends.calls) == 1)
+    await appends.until_called(1)
     gone = asyncio.create_task(coalescer.submit(["x"]))
     second = asyncio.create_task(coalescer.submit(["b"]))
     third = asyncio.create_task(coalescer.submit(["c"]))
     await asyncio.sleep(0)
     gone.cancel()  # still waiting: its item is not sent
     first.cancel()  # the caller sending ["a"] goes, and its call with it
-    await _until(lambda: len(appends.calls) == 2)
+    await appends.until_called(2)
     assert appends.calls[1] == ["b", "c"]  # one of the others sends what is left, together
     await asyncio.sleep(0)
-    second.cancel()  # the sender of ["b", "c"] (the first waiter woken) goes too: "c" is sent again, by its own caller
-    await _until(lambda: len(appends.calls) == 3)
+    # The sender of ["b", "c"] (the first waiter woken) goes too: "c" is sent again, by its caller.
+    second.cancel()
+    await appends.until_called(3)
     assert appends.calls[2] == ["c"]
     appends.release.set()
     assert await third == ["C"]

@@ -106,6 +106,25 @@ async def batched(source: AsyncIterator[T]) -> AsyncIterator[list[T]]:
 R = TypeVar("R")
 
 
+def item_of(results: asyncio.Future[list[R]], index: int) -> asyncio.Future[R]:
+    """The item at `index` of what `results` will hold, as a future of its own (one call's
+    results, each awaited by another task): settled with it, failed or cancelled with it."""
+    item: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+
+    def settle(done: asyncio.Future[list[R]]) -> None:
+        if item.done():
+            return
+        if done.cancelled():
+            item.cancel()
+        elif (error := done.exception()) is not None:
+            item.set_exception(error)
+        else:
+            item.set_result(done.result()[index])
+
+    results.add_done_callback(settle)
+    return item
+
+
 class Coalescer(Generic[T, R]):
     """Sends concurrent callers' items in as few calls as possible (issue 16: what accumulates
     while a write is in flight goes in the next one). A caller whose items find no call in flight
