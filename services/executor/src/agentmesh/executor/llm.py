@@ -31,12 +31,9 @@ from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.executor.text import DELEGATE, TOOL_CALL, FencedBlock, FencedBlockFilter, TextChunker
 from agentmesh.executor.tools.base import ToolOutput
 from agentmesh.executor.tools.builtin import EXIT_LOOP
-from agentmesh.memory.client import MemoryClient
-from agentmesh.memory.v1 import memory_service_pb2
 from agentmesh.memory.v1.resources_pb2 import Event
 from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.batching import item_of
-from agentmesh.runtime.errors import NotFound
 
 if TYPE_CHECKING:
     from agentmesh.executor.resumption import LoggedCall, LoggedStep, RunLog
@@ -48,11 +45,6 @@ IN_DOUBT = (
     "recorded, and the tool is not declared idempotent, so it was not run again"
 )
 
-_HISTORY_ROLES = {
-    EventType.EVENT_TYPE_USER_MESSAGE: "user",
-    EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED: "user",
-    EventType.EVENT_TYPE_AGENT_RESPONSE: "assistant",
-}
 TOOL, DELEGATION, INVALID = "tool", "delegation", "invalid"
 
 
@@ -466,33 +458,6 @@ class LlmLoop:
     async def _invalid(self, call: PlannedCall, outputs: dict[str, ToolOutput]) -> None:
         await self._scope.error(INVALID_BLOCK, call.error, metadata={"block": call.name})
         outputs[call.id] = ToolOutput(call.error, is_error=True)
-
-
-async def read_history(
-    memory: MemoryClient, scope: RunScope, *, window: int, exclude_run_id: str
-) -> list[Message]:
-    """The agent's own recent inputs and answers in the session before this run: at most `window`
-    events, read newest first (one page, never the whole session), returned oldest first. The
-    run's input is recorded before: the page holds one more event, the input, left out here."""
-    request = memory_service_pb2.ListEventsRequest(
-        session_id=scope.session_id,
-        project_id=scope.spec.agent.project_id,  # a session id is unique only within its project
-        agent=scope.agent,
-        event_types=list(_HISTORY_ROLES),
-        page_size=window + 1,
-        descending=True,
-        from_context_start=True,  # a reset session starts afresh (ResetSession)
-    )
-    try:
-        response = await memory.list_events(request)
-    except NotFound:  # a new session has no history yet
-        return []
-    messages = [
-        Message(role=_HISTORY_ROLES[event.event_type], content=event.content)  # type: ignore[arg-type]
-        for event in reversed(response.events)
-        if event.run_id != exclude_run_id
-    ]
-    return messages[-window:]
 
 
 def assistant_turn(calls: Sequence[PlannedCall]) -> Message:

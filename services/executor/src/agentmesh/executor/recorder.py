@@ -145,6 +145,20 @@ class Recorder:
             return []
         return await self._append(self._protos(events))
 
+    async def record_then_list(
+        self, event: NewEvent, listing: memory_service_pb2.ListEventsRequest
+    ) -> tuple[resources_pb2.Event, memory_service_pb2.ListEventsResponse]:
+        """Records `event` and reads `listing` of the session after it, in one call (a delegated
+        run's input and its history: issue 16, one round trip less per delegation level)."""
+        response = await self._memory.append_events(
+            self.session_id,
+            self.project_id,
+            self._protos([event]),
+            receipts_only=True,
+            list_after_append=listing,
+        )
+        return response.events[0], response.listed
+
     async def record_coalesced(self, events: Sequence[NewEvent]) -> list[resources_pb2.Event]:
         """As `record_many`, but sharing the append with other events of this run recorded at the
         same time (issue 16: a step's parallel tool results): sent at once when no such append is
