@@ -51,7 +51,9 @@ async def test_plain_and_streamed_answers_at_the_root(mesh: Mesh, api: Api, once
     assert chunks[0].choices[0].delta.role == "assistant"
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text.strip() == ANSWER
-    assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) > 1, "answer should stream"
+    # The answer came as content chunks; how many is not the contract (text deltas that queue up
+    # while a hop is busy merge, issue 16): their concatenation is.
+    assert any(c.choices and c.choices[0].delta.content for c in chunks), "answer should stream"
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
     assert chunks[-1].choices == [] and chunks[-1].usage is not None and chunks[-1].usage.total_tokens > 0
 

@@ -15,19 +15,21 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
+from agentmesh.executor import history
 from agentmesh.executor.agent import kind_name
 from agentmesh.executor.detached import run_detached
 from agentmesh.executor.errors import DelegationDepthExceeded, NoSubAgents
 from agentmesh.executor.finisher import RunFinisher
 from agentmesh.executor.models.factory import recorded_settings
 from agentmesh.executor.outbox import EventOutbox
-from agentmesh.executor.recorder import EventType, Recorder, end_key
+from agentmesh.executor.recorder import EventType, NewEvent, Recorder, end_key
 from agentmesh.executor.secrets import Secrets
 from agentmesh.executor.specs import AgentSpecs, SpecKey
 from agentmesh.executor.turns import turn_policy
 from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.memory.client import MemoryClient
+from agentmesh.memory.v1 import memory_service_pb2
 from agentmesh.memory.v1 import resources_pb2 as memory_resources_pb2
 from agentmesh.registry.client import AgentTerminated, RegistryClient
 from agentmesh.registry.v1 import resources_pb2
@@ -64,6 +66,10 @@ class AdmittedRun:
     double_texting: str = ""
     runs_ahead: tuple[str, ...] = ()
     _input_requested: bool = False
+    # A delegated LLM run records its input and reads its history window (this many events) in
+    # one call (history.py); `listed_history` is that page once the input is recorded.
+    history_window: int = 0
+    listed_history: memory_service_pb2.ListEventsResponse | None = None
 
     @property
     def run_id(self) -> str:
@@ -78,7 +84,7 @@ class AdmittedRun:
     def record_input(self) -> Awaitable[memory_resources_pb2.Event]:
         """The input's event: the one recorded alongside the start, else recorded now."""
         self._input_requested = True
-        return self.early_input or _record_input(self.recorder, self.request)
+        return self.early_input or _record_input(self)
 
     def abandon_input(self) -> None:
         """Stops recording the input early (the run goes no further)."""
@@ -134,11 +140,13 @@ class RunAdmission:
         outbox: EventOutbox | None = None,
         secrets: Secrets | None = None,
         max_concurrent_starts: int = 32,
+        history_window_events: int = 0,
     ) -> None:
         # A burst of thousands of runs (the 5,000-stream bench) sent as thousands of concurrent
         # starts queues them in the registry's connection pool for longer than its timeout and
         # than a lease: they wait here instead, and the registry stays responsive to renewals.
         self._start_slots = asyncio.Semaphore(max_concurrent_starts)
+        self._history_window_events = history_window_events
         self._secrets = secrets
         self._outbox = outbox
         self._executor_id = executor_id
@@ -183,11 +191,16 @@ class RunAdmission:
             recorder,
             cleanup_timeout_seconds=self._cleanup_timeout_seconds,
             double_texting=turn_policy(request, agent.spec),
+            # A delegated run takes no turn (it waits for no run ahead): the history it reads
+            # with its input is the history its loop starts from.
+            history_window=self._history_window_events
+            if request.delegation_id and kind_name(agent.spec.kind) == "llm"
+            else 0,
         )
         # An agent that was not runnable when last seen, or is new here, is started first, so a
         # refusal leaves nothing behind; so is a message its session may reject.
         if agent.remembered and agent.spec.agent.status not in _BLOCKED and run.double_texting != "reject":
-            run.early_input = asyncio.ensure_future(_record_input(recorder, request))
+            run.early_input = asyncio.ensure_future(_record_input(run))
         start = await self._start(run, agent.key)
         run.runs_ahead = tuple(start.runs_ahead)
         if start.spec_revision != run.spec.revision:
@@ -264,10 +277,9 @@ def _refuse_if_terminated(spec: resources_pb2.AgentSpec) -> None:
         raise AgentTerminated(f"agent {spec.agent.name!r} is terminated")
 
 
-def _record_input(
-    recorder: Recorder, request: executor_service_pb2.RunRequest
-) -> Awaitable[memory_resources_pb2.Event]:
-    return recorder.record(
+async def _record_input(run: AdmittedRun) -> memory_resources_pb2.Event:
+    request, recorder = run.request, run.recorder
+    received = NewEvent(
         EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED
         if request.delegation_id
         else EventType.EVENT_TYPE_USER_MESSAGE,
@@ -275,6 +287,17 @@ def _record_input(
         parent_event_id=request.parent_event_id,
         metadata=_input_metadata(request),
     )
+    if not run.history_window:
+        (event,) = await recorder.record_many([received])
+        return event
+    window = history.listing(
+        session_id=recorder.session_id,
+        project_id=recorder.project_id,
+        agent=recorder.agent,
+        window=run.history_window,
+    )
+    event, run.listed_history = await recorder.record_then_list(received, window)
+    return event
 
 
 def _input_metadata(request: executor_service_pb2.RunRequest) -> dict[str, Any]:

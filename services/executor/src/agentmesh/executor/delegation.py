@@ -28,7 +28,7 @@ from agentmesh.executor.detached import run_detached
 from agentmesh.executor.errors import DELEGATION_NOT_ALLOWED, DelegationDepthExceeded
 from agentmesh.executor.events import EventSink, RunContext, usage_from_proto
 from agentmesh.executor.models.base import Usage
-from agentmesh.executor.recorder import EventType, response_key
+from agentmesh.executor.recorder import EventType, NewEvent, response_key
 from agentmesh.executor.scope import RunScope
 from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.memory.client import MemoryClient
@@ -186,6 +186,20 @@ def logged_outcome(end: memory_pb2.Event) -> ChildOutcome:
 
 
 @dataclass
+class PreparedDelegation:
+    """A delegation planned before it is sent (`Delegator.prepare`)."""
+
+    target: str  # the agent's slug
+    task: str
+    delegation_id: str
+    refused: tuple[str, str] | None  # (reason, message) when it may not be sent
+    request: NewEvent | None  # its delegation_request event, when it may be sent
+    # The append that records `request` with the step's other intent events, when the caller
+    # records it (detached from the run's cancellation, as `delegate` would).
+    recording: asyncio.Future[memory_pb2.Event] | None = None
+
+
+@dataclass
 class DelegationResult:
     """What a delegation gives back to the delegating agent's loop."""
 
@@ -244,20 +258,49 @@ class Delegator:
             )
         return None
 
-    async def delegate(
+    def prepare(
         self, scope: RunScope, target: str, task: str, *, intent: dict[str, Any] | None = None
-    ) -> DelegationResult:
-        """Delegates `task` to the agent `target` names, by its slug or its exact name. `intent`:
+    ) -> PreparedDelegation:
+        """A delegation of `task` to the agent `target` names (by its slug or its exact name),
+        planned before it is sent: its id, why it may not be sent (`refused`), and else its
+        `delegation_request` event, which the caller may record together with the step's other
+        intent events (then handing `delegate` the append's future as `recording`). `intent`:
         what the request's event records of the model's call besides (llm.PlannedCall.intent)."""
         target = target_slug(scope, target)
         delegation_id = uuid.uuid4().hex
+        refused = self.refusal(scope, target)
+        request = None
+        if refused is None:
+            request = NewEvent(
+                EventType.EVENT_TYPE_DELEGATION_REQUEST,
+                {"agent": target, "task": task},
+                metadata={**(intent or {}), "target_agent": target, "depth": scope.depth + 1},
+                parent_event_id=scope.input_event_id,
+                delegation_id=delegation_id,
+            )
+        return PreparedDelegation(target, task, delegation_id, refused, request)
+
+    async def delegate(
+        self,
+        scope: RunScope,
+        target: str,
+        task: str,
+        *,
+        intent: dict[str, Any] | None = None,
+        prepared: PreparedDelegation | None = None,
+    ) -> DelegationResult:
+        """Delegates `task` to the agent `target` names, by its slug or its exact name. `intent`:
+        what the request's event records of the model's call besides (llm.PlannedCall.intent).
+        `prepared`: the delegation as `prepare` planned it, its request being recorded by the
+        caller when its `recording` is set (else recorded here)."""
+        prepared = prepared or self.prepare(scope, target, task, intent=intent)
+        target, delegation_id = prepared.target, prepared.delegation_id
         started = time.monotonic()
         with telemetry.delegation_span(
             target=target, delegation_id=delegation_id, depth=scope.depth + 1
         ) as span:
-            refused = self.refusal(scope, target)
-            if refused is not None:
-                reason, message = refused
+            if prepared.refused is not None:
+                reason, message = prepared.refused
                 span.set_attribute(telemetry.DELEGATION_OUTCOME, "refused")
                 metrics.record_delegation(
                     outcome="refused", depth=scope.depth + 1, seconds=time.monotonic() - started
@@ -267,16 +310,9 @@ class Delegator:
             # The request is recorded detached from this run's cancellation, so that once it is
             # stored the response below is recorded too, whenever the cancel comes: exactly one
             # response per request (a cancel while the append is in flight waits for it).
-            recording = asyncio.ensure_future(
+            recording = prepared.recording or asyncio.ensure_future(
                 run_detached(
-                    lambda: scope.recorder.record(
-                        EventType.EVENT_TYPE_DELEGATION_REQUEST,
-                        {"agent": target, "task": task},
-                        parent_event_id=scope.input_event_id,
-                        delegation_id=delegation_id,
-                        metadata={**(intent or {}), "target_agent": target, "depth": scope.depth + 1},
-                    ),
-                    timeout_seconds=self._cleanup_timeout_seconds,
+                    lambda: _record_request(scope, prepared), timeout_seconds=self._cleanup_timeout_seconds
                 )
             )
             request_event: memory_pb2.Event | None = None
@@ -480,6 +516,12 @@ async def _emit_response(
             ),
         )
     )
+
+
+async def _record_request(scope: RunScope, prepared: PreparedDelegation) -> memory_pb2.Event:
+    assert prepared.request is not None, "a delegation that may be sent has its request"
+    (event,) = await scope.recorder.record_many([prepared.request])
+    return event
 
 
 async def _settled(recording: asyncio.Future[memory_pb2.Event]) -> memory_pb2.Event | None:

@@ -11,7 +11,7 @@ from typing import Any
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.models.base import Usage
 from agentmesh.executor.secrets import Secrets
-from agentmesh.runtime.batching import next_batch
+from agentmesh.runtime.batching import merge_text_deltas, next_batch
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,8 @@ class EventSink:
         if it raised one; in batches: each batch is every event queued by the time the reader asks
         for more — the first event as soon as it is emitted, then what was emitted while the
         reader was busy sending the batch before (the fewer, fuller messages of issue 16; one
-        message carrying several events costs a fraction of one message per event)."""
+        message carrying several events costs a fraction of one message per event). Text deltas
+        of one run that queued together leave as one (`merge_text_deltas`)."""
         producer.add_done_callback(lambda _: self._queue.put_nowait(_DONE))
         done = False
         while not done:
@@ -92,6 +93,6 @@ class EventSink:
                     self._slots.release()
                 batch.append(event)
             if batch:
-                yield batch
+                yield merge_text_deltas(batch)
         if producer.done() and not producer.cancelled() and producer.exception() is not None:
             raise producer.exception()  # type: ignore[misc]

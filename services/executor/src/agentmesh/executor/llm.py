@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.agent import DELEGATE_TOOL, AgentRuntime, delegate_tool_spec, fenced
-from agentmesh.executor.delegation import Delegator
+from agentmesh.executor.delegation import Delegator, PreparedDelegation
+from agentmesh.executor.detached import run_detached
 from agentmesh.executor.errors import INVALID_BLOCK, MODEL_FAILED
 from agentmesh.executor.models.base import ChatModel, Message, ModelError, ToolCallRequest, ToolSpec, Usage
 from agentmesh.executor.models.factory import message_params
@@ -30,10 +31,9 @@ from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.executor.text import DELEGATE, TOOL_CALL, FencedBlock, FencedBlockFilter, TextChunker
 from agentmesh.executor.tools.base import ToolOutput
 from agentmesh.executor.tools.builtin import EXIT_LOOP
-from agentmesh.memory.client import MemoryClient
-from agentmesh.memory.v1 import memory_service_pb2
+from agentmesh.memory.v1.resources_pb2 import Event
 from agentmesh.runtime import metrics, telemetry
-from agentmesh.runtime.errors import NotFound
+from agentmesh.runtime.batching import item_of
 
 if TYPE_CHECKING:
     from agentmesh.executor.resumption import LoggedCall, LoggedStep, RunLog
@@ -45,11 +45,6 @@ IN_DOUBT = (
     "recorded, and the tool is not declared idempotent, so it was not run again"
 )
 
-_HISTORY_ROLES = {
-    EventType.EVENT_TYPE_USER_MESSAGE: "user",
-    EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED: "user",
-    EventType.EVENT_TYPE_AGENT_RESPONSE: "assistant",
-}
 TOOL, DELEGATION, INVALID = "tool", "delegation", "invalid"
 
 
@@ -277,34 +272,66 @@ class LlmLoop:
     # -- tools and delegations --------------------------------------------------------------------
 
     async def _run_calls(self, calls: Sequence[PlannedCall]) -> list[ToolOutput]:
-        """Runs a step's calls concurrently; outputs in the order of `calls`."""
+        """Runs a step's calls concurrently; outputs in the order of `calls`.
+
+        The step's intent events — its `tool_call`s and the `delegation_request`s it may send —
+        are one append (issue 16; docs/durability.md): a death after it leaves the whole step in
+        the log, for the run's taker to finish. With delegations in it, the append is detached
+        from the run's cancellation, as a delegation's own request is: once it is stored, every
+        delegation in it gets its one response. The delegations wait for it in their tasks."""
         scope = self._scope
         tool_calls = [call for call in calls if call.kind == TOOL]
-        recorded = await scope.recorder.record_many(
-            [
-                NewEvent(
-                    EventType.EVENT_TYPE_TOOL_CALL,
-                    {"name": call.name, "arguments": call.arguments},
-                    metadata={**call.intent(), "tool": call.name},
-                    parent_event_id=scope.input_event_id,
+        delegations = {
+            call.id: self._delegator.prepare(scope, call.name, call.task, intent=call.intent())
+            for call in calls
+            if call.kind == DELEGATION
+        }
+        requests = [prepared for prepared in delegations.values() if prepared.request is not None]
+        intents = [
+            NewEvent(
+                EventType.EVENT_TYPE_TOOL_CALL,
+                {"name": call.name, "arguments": call.arguments},
+                metadata={**call.intent(), "tool": call.name},
+                parent_event_id=scope.input_event_id,
+            )
+            for call in tool_calls
+        ] + [prepared.request for prepared in requests if prepared.request is not None]
+        if requests:
+            step: asyncio.Future[list[Event]] = asyncio.ensure_future(
+                run_detached(
+                    lambda: scope.recorder.record_many(intents),
+                    timeout_seconds=self._settings.cleanup_timeout_seconds,
                 )
-                for call in tool_calls
-            ]
-        )
-        for call, event in zip(tool_calls, recorded, strict=True):
-            tool_call = run_pb2.ToolCall(call_id=call.id, name=call.name)
-            tool_call.arguments.update(call.arguments)
-            await scope.sink.emit(scope.context.event(seq=event.seq, tool_call=tool_call))
-        call_events = {call.id: event.id for call, event in zip(tool_calls, recorded, strict=True)}
+            )
+            for place, prepared in enumerate(requests, start=len(tool_calls)):
+                prepared.recording = item_of(step, place)
         outputs: dict[str, ToolOutput] = {}
+        failure: Exception | None = None
+        recorded = [] if requests else await scope.recorder.record_many(intents)
         async with asyncio.TaskGroup() as group:
             for call in calls:
-                if call.kind == TOOL:
-                    group.create_task(self._tool(call, call_events[call.id], outputs))
-                elif call.kind == DELEGATION:
-                    group.create_task(self._delegate(call, outputs))
-                else:
-                    group.create_task(self._invalid(call, outputs))
+                if call.kind == DELEGATION:
+                    group.create_task(self._delegate(call, delegations[call.id], outputs))
+            if requests:
+                # Cancelled meanwhile, the delegations' tasks wait for the detached append and
+                # answer what it stored (Delegator.delegate); the tools never start. Failed, it
+                # is this step's failure, raised below (not in the group's ExceptionGroup).
+                try:
+                    recorded = await asyncio.shield(step)
+                except Exception as error:
+                    failure = error
+            if failure is None:
+                for call, event in zip(tool_calls, recorded[: len(tool_calls)], strict=True):
+                    tool_call = run_pb2.ToolCall(call_id=call.id, name=call.name)
+                    tool_call.arguments.update(call.arguments)
+                    await scope.sink.emit(scope.context.event(seq=event.seq, tool_call=tool_call))
+                for call, event in zip(tool_calls, recorded[: len(tool_calls)], strict=True):
+                    group.create_task(self._tool(call, event.id, outputs))
+                for call in calls:
+                    if call.kind == INVALID:
+                        group.create_task(self._invalid(call, outputs))
+        if failure is not None:
+            raise failure
         return [outputs[call.id] for call in calls]
 
     async def _tool(self, call: PlannedCall, call_event_id: str, outputs: dict[str, ToolOutput]) -> None:
@@ -331,8 +358,9 @@ class LlmLoop:
             span.set_attribute(telemetry.TOOL_OUTCOME, "error" if output.is_error else "ok")
             telemetry.set_content(span, telemetry.GEN_AI_TOOL_CALL_RESULT, output.text)
             reason = str(call.arguments.get("reason") or "")
-            # The result and the escalation it makes are one append (issue 16: one per step).
-            event, *escalation = await scope.recorder.record_many(
+            # The result and the escalation it makes are one append, shared with the step's other
+            # results that finish while one is in flight (issue 16: as few appends per step).
+            event, *escalation = await scope.recorder.record_coalesced(
                 [
                     NewEvent(
                         EventType.EVENT_TYPE_TOOL_RESULT,
@@ -368,8 +396,16 @@ class LlmLoop:
                 )
         outputs[call.id] = output
 
-    async def _delegate(self, call: PlannedCall, outputs: dict[str, ToolOutput]) -> None:
-        result = await self._delegator.delegate(self._scope, call.name, call.task, intent=call.intent())
+    async def _delegate(
+        self, call: PlannedCall, prepared: PreparedDelegation, outputs: dict[str, ToolOutput]
+    ) -> None:
+        try:
+            result = await self._delegator.delegate(self._scope, call.name, call.task, prepared=prepared)
+        except Exception:
+            recording = prepared.recording
+            if recording is not None and not recording.cancelled() and recording.exception() is not None:
+                return  # the step's append failed: `_run_calls` raises that, once
+            raise
         self._result.total_usage += result.usage
         outputs[call.id] = ToolOutput(result.text, is_error=result.is_error)
 
@@ -395,11 +431,15 @@ class LlmLoop:
         """Answers a tool call whose outcome is unknown, saying so in its result (`in_doubt`)."""
         scope, call = self._scope, open_call.call
         text = f"{call.name}: {IN_DOUBT}"
-        event = await scope.recorder.record(
-            EventType.EVENT_TYPE_TOOL_RESULT,
-            text,
-            metadata={"call_id": call.id, "tool": call.name, "is_error": True, "in_doubt": True},
-            parent_event_id=open_call.event.id,
+        (event,) = await scope.recorder.record_coalesced(
+            [
+                NewEvent(
+                    EventType.EVENT_TYPE_TOOL_RESULT,
+                    text,
+                    metadata={"call_id": call.id, "tool": call.name, "is_error": True, "in_doubt": True},
+                    parent_event_id=open_call.event.id,
+                )
+            ]
         )
         await scope.sink.emit(
             scope.context.event(
@@ -418,33 +458,6 @@ class LlmLoop:
     async def _invalid(self, call: PlannedCall, outputs: dict[str, ToolOutput]) -> None:
         await self._scope.error(INVALID_BLOCK, call.error, metadata={"block": call.name})
         outputs[call.id] = ToolOutput(call.error, is_error=True)
-
-
-async def read_history(
-    memory: MemoryClient, scope: RunScope, *, window: int, exclude_run_id: str
-) -> list[Message]:
-    """The agent's own recent inputs and answers in the session before this run: at most `window`
-    events, read newest first (one page, never the whole session), returned oldest first. The
-    run's input is recorded before: the page holds one more event, the input, left out here."""
-    request = memory_service_pb2.ListEventsRequest(
-        session_id=scope.session_id,
-        project_id=scope.spec.agent.project_id,  # a session id is unique only within its project
-        agent=scope.agent,
-        event_types=list(_HISTORY_ROLES),
-        page_size=window + 1,
-        descending=True,
-        from_context_start=True,  # a reset session starts afresh (ResetSession)
-    )
-    try:
-        response = await memory.list_events(request)
-    except NotFound:  # a new session has no history yet
-        return []
-    messages = [
-        Message(role=_HISTORY_ROLES[event.event_type], content=event.content)  # type: ignore[arg-type]
-        for event in reversed(response.events)
-        if event.run_id != exclude_run_id
-    ]
-    return messages[-window:]
 
 
 def assistant_turn(calls: Sequence[PlannedCall]) -> Message:

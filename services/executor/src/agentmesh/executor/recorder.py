@@ -13,6 +13,7 @@ from agentmesh.executor.outbox import EventOutbox, is_taken, is_transient
 from agentmesh.executor.secrets import Secrets
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2, resources_pb2
+from agentmesh.runtime.batching import Coalescer
 from agentmesh.runtime.protos import struct
 from agentmesh.runtime.telemetry import current_trace_ids
 
@@ -83,6 +84,8 @@ class Recorder:
         self.run_id = run_id
         self.delegation_id = delegation_id
         self._positions = itertools.count(1)
+        # Concurrent appends of this run (a step's parallel tool results) share calls.
+        self._coalesced: Coalescer[memory_service_pb2.NewEvent, resources_pb2.Event] = Coalescer(self._append)
 
     async def record(
         self,
@@ -140,8 +143,35 @@ class Recorder:
         back: the run knows what it recorded)."""
         if not events:
             return []
+        return await self._append(self._protos(events))
+
+    async def record_then_list(
+        self, event: NewEvent, listing: memory_service_pb2.ListEventsRequest
+    ) -> tuple[resources_pb2.Event, memory_service_pb2.ListEventsResponse]:
+        """Records `event` and reads `listing` of the session after it, in one call (a delegated
+        run's input and its history: issue 16, one round trip less per delegation level)."""
         response = await self._memory.append_events(
-            self.session_id, self.project_id, self._protos(events), receipts_only=True
+            self.session_id,
+            self.project_id,
+            self._protos([event]),
+            receipts_only=True,
+            list_after_append=listing,
+        )
+        return response.events[0], response.listed
+
+    async def record_coalesced(self, events: Sequence[NewEvent]) -> list[resources_pb2.Event]:
+        """As `record_many`, but sharing the append with other events of this run recorded at the
+        same time (issue 16: a step's parallel tool results): sent at once when no such append is
+        in flight, else together with everything queued meanwhile as soon as it returns. The
+        events keep their keys from now on, so an append sent again (its sender was cancelled)
+        stores nothing twice; a refusal of the shared append is every sharer's."""
+        if not events:
+            return []
+        return await self._coalesced.submit(self._protos(events))
+
+    async def _append(self, events: list[memory_service_pb2.NewEvent]) -> list[resources_pb2.Event]:
+        response = await self._memory.append_events(
+            self.session_id, self.project_id, events, receipts_only=True
         )
         return list(response.events)
 

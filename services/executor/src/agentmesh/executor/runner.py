@@ -40,7 +40,9 @@ from agentmesh.executor.errors import (
 )
 from agentmesh.executor.events import EventSink, RunContext, usage_proto
 from agentmesh.executor.finisher import RunFinisher
-from agentmesh.executor.llm import LlmLoop, read_history
+from agentmesh.executor.history import messages, read_history
+from agentmesh.executor.llm import LlmLoop
+from agentmesh.executor.models.base import Message
 from agentmesh.executor.outbox import EventOutbox
 from agentmesh.executor.outliving import Outliving
 from agentmesh.executor.recorder import EventType, Recorder, end_key
@@ -54,6 +56,7 @@ from agentmesh.executor.workflow import WorkflowRun
 from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.memory.client import MemoryClient
+from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime import metrics, telemetry
@@ -99,6 +102,7 @@ class RunExecutor:
             outbox=outbox,
             secrets=builder.secrets,
             max_concurrent_starts=settings.max_concurrent_starts,
+            history_window_events=settings.history_window_events,
         )
         self._builder = builder
         self._cache = cache
@@ -501,13 +505,7 @@ class RunExecutor:
                     f"{server.reason}",
                     metadata={"server": server.name},
                 )
-            history = (
-                await read_history(
-                    self._memory, scope, window=self._settings.history_window_events, exclude_run_id=run_id
-                )
-                if kind == "llm" and received.seq > 1
-                else []
-            )
+            history = await self._history(run, scope, received) if kind == "llm" else []
             if kind == "llm":
                 loop = LlmLoop(scope, runtime, settings=self._settings, delegator=self._delegator)
                 result = await loop.run(history, resumed)
@@ -573,6 +571,24 @@ class RunExecutor:
         )
         sink.close()
         return result
+
+    async def _history(self, run: AdmittedRun, scope: RunScope, received: memory_pb2.Event) -> list[Message]:
+        """The agent's context window (history.py): read with the input when the run asked for
+        it there (a delegated run), else read now — not at all when the input was the session's
+        first event (a new session has no history)."""
+        window = self._settings.history_window_events
+        if run.listed_history is not None:
+            return messages(run.listed_history, window=window, exclude_run_id=run.run_id)
+        if received.seq <= 1:
+            return []
+        return await read_history(
+            self._memory,
+            session_id=scope.session_id,
+            project_id=scope.spec.agent.project_id,
+            agent=scope.agent,
+            window=window,
+            exclude_run_id=run.run_id,
+        )
 
     def _finish(self, run: AdmittedRun, result: RunResult | None) -> None:
         usage = result.usage if result else None

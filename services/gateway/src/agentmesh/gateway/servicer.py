@@ -16,7 +16,7 @@ from agentmesh.gateway.models import AgentRef
 from agentmesh.gateway.v1 import gateway_service_pb2 as pb
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
 from agentmesh.registry.v1 import registry_service_pb2 as reg
-from agentmesh.runtime.batching import batched
+from agentmesh.runtime.batching import batched, merge_text_deltas
 
 SESSION_ID_HEADER = "x-session-id"
 
@@ -86,14 +86,16 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
 async def _responses(
     events: AsyncIterator[run_pb2.RunEvent], *, batch: bool
 ) -> AsyncIterator[pb.StreamChatResponse]:
-    """One event per message, or for a client that opted in, what was ready together."""
+    """One event per message, or for a client that opted in, what was ready together (text
+    deltas that were ready together merged into one). The one-event-per-message stream sends the
+    events as the executor sent them: their deltas may have been merged on the way already."""
     if not batch:
         async for event in events:
             yield pb.StreamChatResponse(event=event)
         return
     async with contextlib.aclosing(batched(events)) as batches:
         async for events_ready in batches:
-            yield pb.StreamChatResponse(events=events_ready)
+            yield pb.StreamChatResponse(events=merge_text_deltas(events_ready))
 
 
 def _settings(request: pb.ChatRequest | pb.StreamChatRequest) -> run_pb2.ModelSettings | None:

@@ -69,16 +69,19 @@ class MemoryClient:
         *,
         expected_last_seq: int | None = None,
         receipts_only: bool = False,
+        list_after_append: pb.ListEventsRequest | None = None,
         metadata: Metadata | None = None,
     ) -> pb.AppendEventsResponse:
         """Appends `events`; with `receipts_only` the answer's events carry only their id, session,
-        seq and time (the caller knows what it sent)."""
+        seq and time (the caller knows what it sent); with `list_after_append`, the answer's
+        `listed` is that listing of the session read after the append."""
         request = pb.AppendEventsRequest(
             session_id=session_id,
             project_id=project_id,
             events=events,
             expected_last_seq=expected_last_seq,
             receipts_only=receipts_only,
+            list_after_append=list_after_append,
         )
         return await unary(self.stub.AppendEvents, request, metadata=metadata)
 

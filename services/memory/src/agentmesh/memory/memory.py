@@ -303,6 +303,13 @@ class EventLog:
         found = await self._store.sessions_with_id(session_id, limit=2)
         return found[0] if len(found) == 1 else None
 
+    def check_listing(self, query: EventQuery, *, page_size: int = 0, page_token: str = "") -> None:
+        """Refuses a listing as `list_events` would, before anything is read: an append that
+        lists after itself (AppendEventsRequest.list_after_append) is refused before it writes."""
+        self._validate_query(query)
+        _page_size(page_size, DEFAULT_EVENT_PAGE)
+        self._event_cursor(query, page_token, query.model_dump(mode="json"))
+
     async def list_events(
         self, query: EventQuery, *, page_size: int = 0, page_token: str = "", include_total_size: bool = False
     ) -> EventPage:

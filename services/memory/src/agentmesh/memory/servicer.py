@@ -15,8 +15,22 @@ from agentmesh.memory.memory import EventLog
 from agentmesh.memory.ownership import ProjectOwners
 from agentmesh.memory.v1 import memory_service_pb2 as pb
 from agentmesh.memory.v1 import memory_service_pb2_grpc as pb_grpc
-from agentmesh.runtime.errors import NotFound
+from agentmesh.runtime.errors import FieldViolation, NotFound, ValidationFailed
 from agentmesh.runtime.identity import current_principal
+
+
+def _listing_after_append(request: pb.AppendEventsRequest) -> pb.ListEventsRequest:
+    """The append's `list_after_append`, within the append's session (checked with it)."""
+    listing = pb.ListEventsRequest()
+    listing.CopyFrom(request.list_after_append)
+    for name in ("session_id", "project_id"):
+        given, own = getattr(listing, name), getattr(request, name)
+        if given and given != own:
+            raise ValidationFailed.of(
+                [FieldViolation(f"list_after_append.{name}", f"must be the append's ({own!r}) or empty")]
+            )
+        setattr(listing, name, own)
+    return listing
 
 
 class MemoryServicer(pb_grpc.MemoryServiceServicer):
@@ -47,6 +61,14 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         self, request: pb.AppendEventsRequest, context: grpc.aio.ServicerContext
     ) -> pb.AppendEventsResponse:
         await self._check_session(request.session_id, request.project_id)
+        listing = None
+        if request.HasField("list_after_append"):
+            listing = _listing_after_append(request)
+            self._log.check_listing(
+                convert.event_query_from_proto(listing),
+                page_size=listing.page_size,
+                page_token=listing.page_token,
+            )
         result = await self._log.append(
             request.session_id,
             request.project_id,
@@ -54,7 +76,10 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             expected_last_seq=request.expected_last_seq if request.HasField("expected_last_seq") else None,
         )
         to_proto = convert.event_receipts_to_proto if request.receipts_only else convert.events_to_proto
-        return pb.AppendEventsResponse(events=to_proto(result.events), last_seq=result.last_seq)
+        response = pb.AppendEventsResponse(events=to_proto(result.events), last_seq=result.last_seq)
+        if listing is not None:
+            response.listed.CopyFrom(await self._list(listing))
+        return response
 
     async def ListEvents(
         self, request: pb.ListEventsRequest, context: grpc.aio.ServicerContext
@@ -63,6 +88,9 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             await self._check_session(request.session_id, request.project_id)
         else:
             await self._check_project(request.project_id)
+        return await self._list(request)
+
+    async def _list(self, request: pb.ListEventsRequest) -> pb.ListEventsResponse:
         page = await self._log.list_events(
             convert.event_query_from_proto(request),
             page_size=request.page_size,

@@ -301,7 +301,8 @@ type StreamChatResponse struct {
 	// The step (unset when the request asked for batches).
 	Event *v1.RunEvent `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
 	// With StreamChatRequest.batch_events: the steps of this message, in order, each exactly as
-	// it would have come on its own.
+	// it would have come on its own, except that consecutive text deltas of one run are merged
+	// into one (see TextDelta: a client counts on their concatenation, not their number).
 	Events        []*v1.RunEvent `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

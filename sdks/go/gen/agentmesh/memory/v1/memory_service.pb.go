@@ -162,9 +162,15 @@ type AppendEventsRequest struct {
 	Events []*NewEvent `protobuf:"bytes,4,rep,name=events,proto3" json:"events,omitempty"`
 	// When true, the response's events carry only what the stored events got (id, session_id, seq,
 	// created_at), not the content sent: a writer that knows what it sent spares the echo.
-	ReceiptsOnly  bool `protobuf:"varint,5,opt,name=receipts_only,json=receiptsOnly,proto3" json:"receipts_only,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ReceiptsOnly bool `protobuf:"varint,5,opt,name=receipts_only,json=receiptsOnly,proto3" json:"receipts_only,omitempty"`
+	// A ListEvents of this session answered after the append, in the same call
+	// (AppendEventsResponse.listed): a writer that reads its context right after recording its
+	// input (an agent's run: its history) spares a round trip. Its session_id and project_id are
+	// the append's (left empty, or equal); its other fields as ListEvents reads them. Refused
+	// INVALID_ARGUMENT as ListEvents refuses them; nothing is listed when the append is refused.
+	ListAfterAppend *ListEventsRequest `protobuf:"bytes,6,opt,name=list_after_append,json=listAfterAppend,proto3" json:"list_after_append,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AppendEventsRequest) Reset() {
@@ -232,6 +238,13 @@ func (x *AppendEventsRequest) GetReceiptsOnly() bool {
 	return false
 }
 
+func (x *AppendEventsRequest) GetListAfterAppend() *ListEventsRequest {
+	if x != nil {
+		return x.ListAfterAppend
+	}
+	return nil
+}
+
 // AppendEventsResponse is the output of AppendEvents.
 type AppendEventsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -239,7 +252,10 @@ type AppendEventsResponse struct {
 	// receipts_only, only their id, session_id, seq and created_at.
 	Events []*Event `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
 	// The session's last seq after the append.
-	LastSeq       int64 `protobuf:"varint,2,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	LastSeq int64 `protobuf:"varint,2,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	// With AppendEventsRequest.list_after_append: its page, read after the append (so it holds the
+	// events just stored when they match).
+	Listed        *ListEventsResponse `protobuf:"bytes,3,opt,name=listed,proto3" json:"listed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -286,6 +302,13 @@ func (x *AppendEventsResponse) GetLastSeq() int64 {
 		return x.LastSeq
 	}
 	return 0
+}
+
+func (x *AppendEventsResponse) GetListed() *ListEventsResponse {
+	if x != nil {
+		return x.Listed
+	}
+	return nil
 }
 
 // ListEventsRequest is the input of ListEvents; session_id or (project_id and agent) is set.
@@ -1140,7 +1163,7 @@ const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
 	"\btrace_id\x18\b \x01(\tR\atraceId\x12\x17\n" +
 	"\aspan_id\x18\t \x01(\tR\x06spanId\x12'\n" +
 	"\x0fidempotency_key\x18\n" +
-	" \x01(\tR\x0eidempotencyKey\"\xf6\x01\n" +
+	" \x01(\tR\x0eidempotencyKey\"\xca\x02\n" +
 	"\x13AppendEventsRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
@@ -1148,11 +1171,13 @@ const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
 	"project_id\x18\x02 \x01(\tR\tprojectId\x12/\n" +
 	"\x11expected_last_seq\x18\x03 \x01(\x03H\x00R\x0fexpectedLastSeq\x88\x01\x01\x125\n" +
 	"\x06events\x18\x04 \x03(\v2\x1d.agentmesh.memory.v1.NewEventR\x06events\x12#\n" +
-	"\rreceipts_only\x18\x05 \x01(\bR\freceiptsOnlyB\x14\n" +
-	"\x12_expected_last_seq\"e\n" +
+	"\rreceipts_only\x18\x05 \x01(\bR\freceiptsOnly\x12R\n" +
+	"\x11list_after_append\x18\x06 \x01(\v2&.agentmesh.memory.v1.ListEventsRequestR\x0flistAfterAppendB\x14\n" +
+	"\x12_expected_last_seq\"\xa6\x01\n" +
 	"\x14AppendEventsResponse\x122\n" +
 	"\x06events\x18\x01 \x03(\v2\x1a.agentmesh.memory.v1.EventR\x06events\x12\x19\n" +
-	"\blast_seq\x18\x02 \x01(\x03R\alastSeq\"\x94\x03\n" +
+	"\blast_seq\x18\x02 \x01(\x03R\alastSeq\x12?\n" +
+	"\x06listed\x18\x03 \x01(\v2'.agentmesh.memory.v1.ListEventsResponseR\x06listed\"\x94\x03\n" +
 	"\x11ListEventsRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
@@ -1274,37 +1299,39 @@ var file_agentmesh_memory_v1_memory_service_proto_depIdxs = []int32{
 	17, // 0: agentmesh.memory.v1.NewEvent.event_type:type_name -> agentmesh.memory.v1.EventType
 	18, // 1: agentmesh.memory.v1.NewEvent.metadata:type_name -> google.protobuf.Struct
 	0,  // 2: agentmesh.memory.v1.AppendEventsRequest.events:type_name -> agentmesh.memory.v1.NewEvent
-	19, // 3: agentmesh.memory.v1.AppendEventsResponse.events:type_name -> agentmesh.memory.v1.Event
-	17, // 4: agentmesh.memory.v1.ListEventsRequest.event_types:type_name -> agentmesh.memory.v1.EventType
-	19, // 5: agentmesh.memory.v1.ListEventsResponse.events:type_name -> agentmesh.memory.v1.Event
-	19, // 6: agentmesh.memory.v1.WatchEventsResponse.event:type_name -> agentmesh.memory.v1.Event
-	20, // 7: agentmesh.memory.v1.GetSessionResponse.session:type_name -> agentmesh.memory.v1.Session
-	20, // 8: agentmesh.memory.v1.ListSessionsResponse.sessions:type_name -> agentmesh.memory.v1.Session
-	21, // 9: agentmesh.memory.v1.SetRetentionPolicyRequest.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
-	21, // 10: agentmesh.memory.v1.SetRetentionPolicyResponse.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
-	21, // 11: agentmesh.memory.v1.GetRetentionPolicyResponse.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
-	20, // 12: agentmesh.memory.v1.ResetSessionContextResponse.session:type_name -> agentmesh.memory.v1.Session
-	1,  // 13: agentmesh.memory.v1.MemoryService.AppendEvents:input_type -> agentmesh.memory.v1.AppendEventsRequest
-	3,  // 14: agentmesh.memory.v1.MemoryService.ListEvents:input_type -> agentmesh.memory.v1.ListEventsRequest
-	5,  // 15: agentmesh.memory.v1.MemoryService.WatchEvents:input_type -> agentmesh.memory.v1.WatchEventsRequest
-	7,  // 16: agentmesh.memory.v1.MemoryService.GetSession:input_type -> agentmesh.memory.v1.GetSessionRequest
-	9,  // 17: agentmesh.memory.v1.MemoryService.ListSessions:input_type -> agentmesh.memory.v1.ListSessionsRequest
-	11, // 18: agentmesh.memory.v1.MemoryService.SetRetentionPolicy:input_type -> agentmesh.memory.v1.SetRetentionPolicyRequest
-	13, // 19: agentmesh.memory.v1.MemoryService.GetRetentionPolicy:input_type -> agentmesh.memory.v1.GetRetentionPolicyRequest
-	15, // 20: agentmesh.memory.v1.MemoryService.ResetSessionContext:input_type -> agentmesh.memory.v1.ResetSessionContextRequest
-	2,  // 21: agentmesh.memory.v1.MemoryService.AppendEvents:output_type -> agentmesh.memory.v1.AppendEventsResponse
-	4,  // 22: agentmesh.memory.v1.MemoryService.ListEvents:output_type -> agentmesh.memory.v1.ListEventsResponse
-	6,  // 23: agentmesh.memory.v1.MemoryService.WatchEvents:output_type -> agentmesh.memory.v1.WatchEventsResponse
-	8,  // 24: agentmesh.memory.v1.MemoryService.GetSession:output_type -> agentmesh.memory.v1.GetSessionResponse
-	10, // 25: agentmesh.memory.v1.MemoryService.ListSessions:output_type -> agentmesh.memory.v1.ListSessionsResponse
-	12, // 26: agentmesh.memory.v1.MemoryService.SetRetentionPolicy:output_type -> agentmesh.memory.v1.SetRetentionPolicyResponse
-	14, // 27: agentmesh.memory.v1.MemoryService.GetRetentionPolicy:output_type -> agentmesh.memory.v1.GetRetentionPolicyResponse
-	16, // 28: agentmesh.memory.v1.MemoryService.ResetSessionContext:output_type -> agentmesh.memory.v1.ResetSessionContextResponse
-	21, // [21:29] is the sub-list for method output_type
-	13, // [13:21] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	3,  // 3: agentmesh.memory.v1.AppendEventsRequest.list_after_append:type_name -> agentmesh.memory.v1.ListEventsRequest
+	19, // 4: agentmesh.memory.v1.AppendEventsResponse.events:type_name -> agentmesh.memory.v1.Event
+	4,  // 5: agentmesh.memory.v1.AppendEventsResponse.listed:type_name -> agentmesh.memory.v1.ListEventsResponse
+	17, // 6: agentmesh.memory.v1.ListEventsRequest.event_types:type_name -> agentmesh.memory.v1.EventType
+	19, // 7: agentmesh.memory.v1.ListEventsResponse.events:type_name -> agentmesh.memory.v1.Event
+	19, // 8: agentmesh.memory.v1.WatchEventsResponse.event:type_name -> agentmesh.memory.v1.Event
+	20, // 9: agentmesh.memory.v1.GetSessionResponse.session:type_name -> agentmesh.memory.v1.Session
+	20, // 10: agentmesh.memory.v1.ListSessionsResponse.sessions:type_name -> agentmesh.memory.v1.Session
+	21, // 11: agentmesh.memory.v1.SetRetentionPolicyRequest.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
+	21, // 12: agentmesh.memory.v1.SetRetentionPolicyResponse.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
+	21, // 13: agentmesh.memory.v1.GetRetentionPolicyResponse.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
+	20, // 14: agentmesh.memory.v1.ResetSessionContextResponse.session:type_name -> agentmesh.memory.v1.Session
+	1,  // 15: agentmesh.memory.v1.MemoryService.AppendEvents:input_type -> agentmesh.memory.v1.AppendEventsRequest
+	3,  // 16: agentmesh.memory.v1.MemoryService.ListEvents:input_type -> agentmesh.memory.v1.ListEventsRequest
+	5,  // 17: agentmesh.memory.v1.MemoryService.WatchEvents:input_type -> agentmesh.memory.v1.WatchEventsRequest
+	7,  // 18: agentmesh.memory.v1.MemoryService.GetSession:input_type -> agentmesh.memory.v1.GetSessionRequest
+	9,  // 19: agentmesh.memory.v1.MemoryService.ListSessions:input_type -> agentmesh.memory.v1.ListSessionsRequest
+	11, // 20: agentmesh.memory.v1.MemoryService.SetRetentionPolicy:input_type -> agentmesh.memory.v1.SetRetentionPolicyRequest
+	13, // 21: agentmesh.memory.v1.MemoryService.GetRetentionPolicy:input_type -> agentmesh.memory.v1.GetRetentionPolicyRequest
+	15, // 22: agentmesh.memory.v1.MemoryService.ResetSessionContext:input_type -> agentmesh.memory.v1.ResetSessionContextRequest
+	2,  // 23: agentmesh.memory.v1.MemoryService.AppendEvents:output_type -> agentmesh.memory.v1.AppendEventsResponse
+	4,  // 24: agentmesh.memory.v1.MemoryService.ListEvents:output_type -> agentmesh.memory.v1.ListEventsResponse
+	6,  // 25: agentmesh.memory.v1.MemoryService.WatchEvents:output_type -> agentmesh.memory.v1.WatchEventsResponse
+	8,  // 26: agentmesh.memory.v1.MemoryService.GetSession:output_type -> agentmesh.memory.v1.GetSessionResponse
+	10, // 27: agentmesh.memory.v1.MemoryService.ListSessions:output_type -> agentmesh.memory.v1.ListSessionsResponse
+	12, // 28: agentmesh.memory.v1.MemoryService.SetRetentionPolicy:output_type -> agentmesh.memory.v1.SetRetentionPolicyResponse
+	14, // 29: agentmesh.memory.v1.MemoryService.GetRetentionPolicy:output_type -> agentmesh.memory.v1.GetRetentionPolicyResponse
+	16, // 30: agentmesh.memory.v1.MemoryService.ResetSessionContext:output_type -> agentmesh.memory.v1.ResetSessionContextResponse
+	23, // [23:31] is the sub-list for method output_type
+	15, // [15:23] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_memory_v1_memory_service_proto_init() }

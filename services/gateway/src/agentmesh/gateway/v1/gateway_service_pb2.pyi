@@ -175,7 +175,8 @@ class StreamChatResponse(_message.Message):
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[_run_pb2.RunEvent]:
         """With StreamChatRequest.batch_events: the steps of this message, in order, each exactly as
-        it would have come on its own.
+        it would have come on its own, except that consecutive text deltas of one run are merged
+        into one (see TextDelta: a client counts on their concatenation, not their number).
         """
 
     def __init__(

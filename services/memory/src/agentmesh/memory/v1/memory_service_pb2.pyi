@@ -91,6 +91,7 @@ class AppendEventsRequest(_message.Message):
     EXPECTED_LAST_SEQ_FIELD_NUMBER: _builtins.int
     EVENTS_FIELD_NUMBER: _builtins.int
     RECEIPTS_ONLY_FIELD_NUMBER: _builtins.int
+    LIST_AFTER_APPEND_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session; created on first append."""
     project_id: _builtins.str
@@ -105,6 +106,15 @@ class AppendEventsRequest(_message.Message):
     def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___NewEvent]:
         """The events, stored in this order."""
 
+    @_builtins.property
+    def list_after_append(self) -> Global___ListEventsRequest:
+        """A ListEvents of this session answered after the append, in the same call
+        (AppendEventsResponse.listed): a writer that reads its context right after recording its
+        input (an agent's run: its history) spares a round trip. Its session_id and project_id are
+        the append's (left empty, or equal); its other fields as ListEvents reads them. Refused
+        INVALID_ARGUMENT as ListEvents refuses them; nothing is listed when the append is refused.
+        """
+
     def __init__(
         self,
         *,
@@ -113,10 +123,11 @@ class AppendEventsRequest(_message.Message):
         expected_last_seq: _builtins.int | None = ...,
         events: _abc.Iterable[Global___NewEvent] | None = ...,
         receipts_only: _builtins.bool = ...,
+        list_after_append: Global___ListEventsRequest | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_last_seq", b"_expected_last_seq", "expected_last_seq", b"expected_last_seq"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_last_seq", b"_expected_last_seq", "expected_last_seq", b"expected_last_seq", "list_after_append", b"list_after_append"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_last_seq", b"_expected_last_seq", "events", b"events", "expected_last_seq", b"expected_last_seq", "project_id", b"project_id", "receipts_only", b"receipts_only", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_last_seq", b"_expected_last_seq", "events", b"events", "expected_last_seq", b"expected_last_seq", "list_after_append", b"list_after_append", "project_id", b"project_id", "receipts_only", b"receipts_only", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_last_seq: _TypeAlias = _typing.Literal["expected_last_seq"]  # noqa: Y015
     _WhichOneofArgType__expected_last_seq: _TypeAlias = _typing.Literal["_expected_last_seq", b"_expected_last_seq"]  # noqa: Y015
@@ -132,6 +143,7 @@ class AppendEventsResponse(_message.Message):
 
     EVENTS_FIELD_NUMBER: _builtins.int
     LAST_SEQ_FIELD_NUMBER: _builtins.int
+    LISTED_FIELD_NUMBER: _builtins.int
     last_seq: _builtins.int
     """The session's last seq after the append."""
     @_builtins.property
@@ -140,15 +152,22 @@ class AppendEventsResponse(_message.Message):
         receipts_only, only their id, session_id, seq and created_at.
         """
 
+    @_builtins.property
+    def listed(self) -> Global___ListEventsResponse:
+        """With AppendEventsRequest.list_after_append: its page, read after the append (so it holds the
+        events just stored when they match).
+        """
+
     def __init__(
         self,
         *,
         events: _abc.Iterable[_resources_pb2.Event] | None = ...,
         last_seq: _builtins.int = ...,
+        listed: Global___ListEventsResponse | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["listed", b"listed"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events", "last_seq", b"last_seq"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events", "last_seq", b"last_seq", "listed", b"listed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -127,7 +127,8 @@ class RunResponse(_message.Message):
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[_run_pb2.RunEvent]:
         """With RunRequest.batch_events: the steps of this message, in the order they happened (each
-        with its own run_id, delegation_path and seq, exactly as they would have come one by one).
+        with its own run_id, delegation_path and seq, exactly as they would have come one by one,
+        except that consecutive text deltas of one run are merged into one: see TextDelta).
         """
 
     def __init__(
