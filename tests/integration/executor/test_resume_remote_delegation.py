@@ -30,6 +30,7 @@ from tests.integration.executor.test_resume_from_log import (  # the same mesh s
     _as_dicts,
     _step,
     executor_settings,  # noqa: F401
+    openai_server,  # noqa: F401
     registry_settings,  # noqa: F401
 )
 from tests.integration.gateway.a2a_sample import HOLD, STREAM, SampleServer, sample_server

@@ -26,6 +26,7 @@ from tests.integration.executor.test_resume_from_log import (  # noqa: F401 (mod
     _as_dicts,
     _final,
     executor_settings,
+    openai_server,
     registry_settings,
 )
 from tests.polling import eventually
