@@ -428,3 +428,54 @@ async def test_a_resumed_run_goes_on_with_its_messages_model_settings(
     (request,) = openai_server.for_model(model)[asked:]
     assert (request.body["temperature"], request.body["max_tokens"]) == (0.7, 33)
     assert request.body["reasoning_effort"] == "low"
+
+
+async def test_a_logged_steps_usage_is_counted_once_by_the_run_that_resumes_it(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """Issue 15 item 1 (usage counters exact): a model step's usage is recorded on its first
+    intent event, so a run resumed past that step — not asking it again — still counts it, once,
+    beside what it asks itself."""
+    step_usage = {"input_tokens": 100, "output_tokens": 8}
+    answer = {"content": "done", "usage": {"input_tokens": 30, "output_tokens": 12}}
+    project = await stack.project()
+    tools = [_tools(tmp_path / "calls.txt")]
+    live = await stack.agent(
+        project, "live", mock_responses=[{**ACT, "usage": step_usage}, answer], mcp_servers=tools
+    )
+    call = stack.client.gateway.StreamChat(
+        gateway_service_pb2.StreamChatRequest(agent=live.ref, message="go"), metadata=stack.metadata
+    )
+    chatted = [response.event async for response in call]
+    logged = await stack.events(chatted[-1].session_id)
+    (intent,) = [e for e in logged if e.event_type == EventType.EVENT_TYPE_TOOL_CALL]
+    assert MessageToDict(intent.metadata)["usage"] == {**step_usage, "cost": 0}
+    assert await stack.settled_status(live) == "idle"
+    assert (await stack.get(live)).tokens_used == 150  # an unkilled run: both steps
+
+    agent = await stack.agent(project, "resumed", mock_responses=[ACT, answer], mcp_servers=tools)
+    run = DeadRun(stack, agent)
+    (received,) = await run.record(run.event(EventType.EVENT_TYPE_USER_MESSAGE, "go"))
+    (called,) = await run.record(
+        run.event(
+            EventType.EVENT_TYPE_TOOL_CALL,
+            {"name": "record", "arguments": {"note": "n"}},
+            parent_event_id=received.id,
+            **_step("c1", 0, tool="record", usage=step_usage),
+        )
+    )
+    await run.record(
+        run.event(
+            EventType.EVENT_TYPE_TOOL_RESULT,
+            "recorded n",
+            parent_event_id=called.id,
+            call_id="c1",
+            tool="record",
+            is_error=False,
+        )
+    )
+    await run.orphan()
+    await run.ended()
+    assert await stack.settled_status(agent) == "idle"
+    # The logged step's 108 tokens and the resumed run's own 42, as for the unkilled run.
+    assert (await stack.get(agent)).tokens_used == 150

@@ -61,11 +61,26 @@ class PlannedCall:
     native: bool = True  # function calling (answered by a tool message) or a fenced block
     step: int = 0  # the model step that asked for it
     index: int = 0  # its place among the step's calls
+    # What the model step that asked for it used: on the step's first call only, so that a run
+    # resumed from the log counts a logged step's usage once (resumption.py).
+    usage: Usage | None = None
 
     def intent(self) -> dict[str, Any]:
         """What its intent event (`tool_call`, `delegation_request`) records of it besides the
         call itself, so a run resumed from the log rebuilds the step (resumption.py)."""
-        return {"call_id": self.id, "step": self.step, "index": self.index, "native": self.native}
+        intent: dict[str, Any] = {
+            "call_id": self.id,
+            "step": self.step,
+            "index": self.index,
+            "native": self.native,
+        }
+        if self.usage is not None:
+            intent["usage"] = {
+                "input_tokens": self.usage.input_tokens,
+                "output_tokens": self.usage.output_tokens,
+                "cost": self.usage.cost,
+            }
+        return intent
 
 
 @dataclass
@@ -74,6 +89,7 @@ class ModelReply:
     visible: str
     native_calls: Sequence[ToolCallRequest]
     blocks: Sequence[FencedBlock]
+    usage: Usage = field(default_factory=Usage)
 
 
 class LlmLoop:
@@ -118,6 +134,10 @@ class LlmLoop:
         if resumed is not None:
             for logged in resumed.steps:
                 calls = [call.call for call in logged.calls]
+                for call in calls:  # what the dead executor's model steps used, counted here once
+                    if call.usage is not None:
+                        result.usage += call.usage
+                        result.total_usage += call.usage
                 messages.append(assistant_turn(calls))
                 outputs = await self._finish_step(logged)
                 messages.extend(_result_messages(calls, outputs))
@@ -142,6 +162,9 @@ class LlmLoop:
                     if reply.visible or not result.escalated:
                         result.content = reply.visible
                     return result
+                logged = [call for call in calls if call.kind != INVALID]  # those with an intent event
+                if logged:
+                    logged[0].usage = reply.usage
                 messages.append(Message("assistant", reply.raw, tool_calls=reply.native_calls))
                 outputs = await self._run_calls(calls)
             messages.extend(_result_messages(calls, outputs))
@@ -237,7 +260,7 @@ class LlmLoop:
         self._result.total_usage += usage
         text = "".join(visible)
         # Only where blocks were cut out is there whitespace that the model did not mean.
-        return ModelReply("".join(raw), text.strip() if fenced.blocks else text, native, fenced.blocks)
+        return ModelReply("".join(raw), text.strip() if fenced.blocks else text, native, fenced.blocks, usage)
 
     def _plan(self, reply: ModelReply, step: int) -> list[PlannedCall]:
         calls: list[PlannedCall] = []

@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from google.protobuf.struct_pb2 import Value
 
 from agentmesh.executor.agent import kind_name
 from agentmesh.executor.child_log import ChildLog, is_final
 from agentmesh.executor.llm import DELEGATION, TOOL, PlannedCall
+from agentmesh.executor.models.base import Usage
 from agentmesh.executor.models.factory import settings_from_record
 from agentmesh.executor.recorder import EventType
 from agentmesh.executor.tools.base import ToolOutput
@@ -137,11 +140,19 @@ def _planned(event: Event) -> PlannedCall:
     content = _json(event.content)
     number = {name: int(meta[name].number_value) for name in ("step", "index") if name in meta}
     native = meta["native"].bool_value if "native" in meta else True
+    usage = _usage(meta["usage"].struct_value.fields) if "usage" in meta else None
     call_id = meta["call_id"].string_value if "call_id" in meta else event.id
     if event.event_type == EventType.EVENT_TYPE_DELEGATION_REQUEST:
         target, task = str(content.get("agent", "")), str(content.get("task", ""))
         return PlannedCall(
-            DELEGATION, call_id, target, {"agent": target, "task": task}, task=task, native=native, **number
+            DELEGATION,
+            call_id,
+            target,
+            {"agent": target, "task": task},
+            task=task,
+            native=native,
+            usage=usage,
+            **number,
         )
     arguments = content.get("arguments")
     return PlannedCall(
@@ -150,8 +161,18 @@ def _planned(event: Event) -> PlannedCall:
         str(content.get("name", "")),
         arguments if isinstance(arguments, dict) else {},
         native=native,
+        usage=usage,
         **number,
     )
+
+
+def _usage(fields: Mapping[str, Value]) -> Usage:
+    """A logged model step's usage, as its first intent event records it (llm.PlannedCall)."""
+
+    def number(name: str) -> float:
+        return fields[name].number_value if name in fields else 0
+
+    return Usage(int(number("input_tokens")), int(number("output_tokens")), number("cost"))
 
 
 def _json(text: str) -> dict[str, object]:
