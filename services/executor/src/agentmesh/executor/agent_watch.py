@@ -13,7 +13,6 @@ reconnects with an exponential backoff (capped, with jitter), reset once a strea
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from collections.abc import Callable
@@ -23,8 +22,8 @@ import grpc
 from agentmesh.executor.specs import AgentSpecs
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.registry.client import RegistryClient
+from agentmesh.runtime.background import BackgroundTask
 from agentmesh.runtime.client import Metadata
-from agentmesh.runtime.telemetry import untraced
 
 logger = logging.getLogger(__name__)
 
@@ -48,22 +47,17 @@ class AgentWatcher:
         self._system_metadata = system_metadata
         self._min_backoff = min_backoff_seconds
         self._max_backoff = max_backoff_seconds
-        self._task: asyncio.Task[None] | None = None
+        self._task = BackgroundTask("agent watch", self._watch_forever)
         self.connects = 0  # streams that delivered their reset
         self.changes = 0  # agents' changes taken in
 
     def start(self) -> None:
-        with untraced():
-            self._task = asyncio.create_task(self._watch_forever(), name="agent watch")
+        self._task.start()
 
     async def stop(self) -> None:
-        if self._task is None:
-            return
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        self._task = None
-        self._specs.watched = False
+        if self._task.running:
+            await self._task.stop()
+            self._specs.watched = False
 
     async def _watch_forever(self) -> None:
         backoff = self._min_backoff

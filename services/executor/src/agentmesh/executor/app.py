@@ -4,7 +4,6 @@ router → runner → servicer → server, then pool membership in the registry.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import socket
@@ -33,6 +32,7 @@ from agentmesh.internal.executor.v1 import executor_service_pb2, executor_servic
 from agentmesh.memory.client import MemoryClient
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime import metrics
+from agentmesh.runtime.background import BackgroundTask
 from agentmesh.runtime.channels import PeerSecurity, create_channel
 from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import DomainError
@@ -40,7 +40,6 @@ from agentmesh.runtime.identity import TokenCodec
 from agentmesh.runtime.server import ServiceBinding, bind_server
 from agentmesh.runtime.service import RunningService
 from agentmesh.runtime.service_identity import ServiceCredentials, ServiceIdentityInterceptor
-from agentmesh.runtime.telemetry import untraced
 
 logger = logging.getLogger(__name__)
 
@@ -279,19 +278,13 @@ class _Heartbeat:
         self._model_providers = model_providers
         self._interval_seconds = interval_seconds
         self._system_metadata = system_metadata
-        self._task: asyncio.Task[None] | None = None
+        self._task = BackgroundTask("executor heartbeat", self._beat)
 
     def start(self) -> None:
-        with untraced():
-            self._task = asyncio.create_task(self._beat(), name="executor heartbeat")
+        self._task.start()
 
     async def stop(self) -> None:
-        if self._task is None:
-            return
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        self._task = None
+        await self._task.stop()
 
     async def _beat(self) -> None:
         while True:

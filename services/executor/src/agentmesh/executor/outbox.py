@@ -20,10 +20,10 @@ import grpc
 
 from agentmesh.memory.client import IdempotencyKeyReused, MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2
+from agentmesh.runtime.background import BackgroundTask
 from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import DomainError
 from agentmesh.runtime.identity import AUTHORIZATION, current_token
-from agentmesh.runtime.telemetry import untraced
 
 logger = logging.getLogger(__name__)
 
@@ -74,23 +74,19 @@ class EventOutbox:
         self._kept: collections.deque[_Kept] = collections.deque()
         self._arrived = asyncio.Event()
         self._empty = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._task = BackgroundTask("event outbox", self._deliver)
 
     def start(self) -> None:
-        with untraced():
-            self._task = asyncio.create_task(self._deliver(), name="event outbox")
+        self._task.start()
 
     async def stop(self, timeout_seconds: float) -> None:
         """Delivers what it keeps for up to `timeout_seconds`, then stops."""
-        if self._task is None:
+        if not self._task.running:
             return
         if self._kept:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._empty.wait(), timeout_seconds)
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        self._task = None
+        await self._task.stop()
         if self._kept:
             logger.error(
                 "%d events were not recorded before shutdown (their runs' takers will)", len(self._kept)

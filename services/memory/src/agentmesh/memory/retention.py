@@ -5,13 +5,13 @@ It knows neither protobuf nor SQL."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from datetime import datetime, timedelta
 
 from agentmesh.memory.event_store import EventStore
 from agentmesh.memory.memory import Clock, utc_now
 from agentmesh.memory.models import RetentionPolicy, Session
+from agentmesh.runtime.background import BackgroundTask
 
 logger = logging.getLogger(__name__)
 
@@ -32,18 +32,13 @@ class RetentionSweeper:
         self._interval_seconds = interval_seconds
         self._batch_events = batch_events
         self._clock = clock
-        self._task: asyncio.Task[None] | None = None
+        self._task = BackgroundTask("memory-retention-sweeper", self._run)
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="memory-retention-sweeper")
+        self._task.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._task.stop()
 
     async def _run(self) -> None:
         while True:

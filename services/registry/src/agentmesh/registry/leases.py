@@ -17,7 +17,6 @@ passed: executors that kept running through a registry outage may take a while t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -25,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from agentmesh.registry.store import OrphanedRun, RunKey, RunLease, RunLeaseStore
+from agentmesh.runtime.background import BackgroundTask
 from agentmesh.runtime.errors import FieldViolation, InvalidArgument
 
 logger = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ class RunLeases:
         self._now = clock
         self._monotonic = monotonic
         self._started = monotonic()
-        self._task: asyncio.Task[None] | None = None
+        self._sweeper: BackgroundTask | None = None
 
     def grant(self, session_id: str, executor_id: str) -> RunLease | None:
         """The lease a run starting now gets; None for a caller that names no executor (it then
@@ -130,15 +130,12 @@ class RunLeases:
 
     def start_sweeper(self, interval_seconds: float) -> None:
         self._started = self._monotonic()  # the grace counts from serving, not from building
-        self._task = asyncio.create_task(self._sweep(interval_seconds), name="run lease sweeper")
+        self._sweeper = BackgroundTask("run lease sweeper", lambda: self._sweep(interval_seconds))
+        self._sweeper.start()
 
     async def stop(self) -> None:
-        if self._task is None:
-            return
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        self._task = None
+        if self._sweeper is not None:
+            await self._sweeper.stop()
 
     async def _sweep(self, interval_seconds: float) -> None:
         while True:
