@@ -59,6 +59,7 @@ class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
                 return 0
             expired = expired.where(_RUNS.c.executor_id.in_(list(executor_ids)))
         async with self._lease_engine.begin() as connection:
+            await self._lock_agents(connection, expired)
             rows = list(await connection.execute(self._locked(expired)))
             finish = FINISH_UPDATE[self._engine.dialect.name]
             for row in rows:
@@ -115,6 +116,7 @@ class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
             return []
         held = sa.and_(_RUNS.c.executor_id == executor_id, _RUNS.c.run_id.in_([run_id for _, run_id in runs]))
         async with self._engine.begin() as connection:
+            await self._lock_agents(connection, sa.select(_RUNS.c.agent_id, _RUNS.c.run_id).where(held))
             select = sa.select(_RUNS.c.agent_id, _RUNS.c.run_id, _RUNS.c.orphaned).where(held)
             rows = list(await connection.execute(select.with_for_update() if self._postgres else select))
             found = {(row.agent_id, row.run_id): row.orphaned for row in rows}
@@ -129,6 +131,21 @@ class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
                 if orphaned:  # not resumed already (a retry)
                     await connection.execute(RESUME_UPDATE, {"agent_id": agent_id, "now": now})
         return [run for run in runs if run not in found]
+
+    async def _lock_agents(self, connection: AsyncConnection, runs: sa.Select[tuple[str, ...]]) -> None:
+        """Locks the agents of these runs (in id order) before any of their run rows, the order in
+        which a run's start and finish lock them (agent, then run): taking the run rows first, a
+        sweep or a resume deadlocked with a finish on PostgreSQL (found by the PostgreSQL-restart
+        fault test, an INTERNAL FinishAgentRuns). SQLite has one writer: nothing to order."""
+        if not self._postgres:
+            return
+        agent_ids = sa.select(runs.subquery().c.agent_id).distinct()
+        await connection.execute(
+            sa.select(_AGENTS.c.id)
+            .where(_AGENTS.c.id.in_(agent_ids))
+            .order_by(_AGENTS.c.id)
+            .with_for_update()
+        )
 
     def _locked(self, select: sa.Select[tuple[str, ...]]) -> sa.Select[tuple[str, ...]]:
         # Another registry replica sweeping at the same moment takes other rows.
