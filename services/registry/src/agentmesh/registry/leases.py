@@ -11,7 +11,11 @@ once); a run closed instead stays counted out.
 After the registry itself (re)starts, the runs of an executor expire only once that executor has
 renewed something through it (then it renews all it holds), or once `startup_grace_seconds`
 passed: executors that kept running through a registry outage may take a while to reconnect
-(gRPC's reconnect backoff), and their runs must not be taken from them meanwhile.
+(gRPC's reconnect backoff), and their runs must not be taken from them meanwhile. The same grace
+starts again when the registry's database comes back from an outage: no renewal could be written
+while it was away, so every lease looks expired the moment it is back, although the executors
+holding them are alive and go on renewing within a second. Taking their runs then would have two
+executors run each of them until the next renewal told the first one.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from datetime import datetime, timedelta
 
 from agentmesh.registry.store import OrphanedRun, RunKey, RunLease, RunLeaseStore
 from agentmesh.runtime.background import BackgroundTask
+from agentmesh.runtime.database_errors import DATABASE_UNAVAILABLE, database_unavailable
 from agentmesh.runtime.errors import FieldViolation, InvalidArgument
 
 logger = logging.getLogger(__name__)
@@ -103,6 +108,21 @@ class RunLeases:
             raise InvalidArgument(
                 "; ".join(f"{v.field} {v.description}" for v in violations), violations=violations
             )
+        try:
+            return await self._renew(executor_id, runs, closed, max_orphans, released, resumed)
+        except Exception as error:
+            self._if_database_away(error)
+            raise
+
+    async def _renew(
+        self,
+        executor_id: str,
+        runs: Sequence[RunKey],
+        closed: Sequence[RunKey],
+        max_orphans: int,
+        released: Sequence[RunKey],
+        resumed: Sequence[RunKey],
+    ) -> Renewal:
         now = self._now()
         if closed:
             await self._store.close(executor_id, closed)
@@ -128,6 +148,17 @@ class RunLeases:
             return await self._store.expire(self._now(), executor_ids=set(self._heard))
         return await self._store.expire(self._now())
 
+    def _if_database_away(self, error: BaseException) -> bool:
+        """The grace of a start again, when `error` says the database is away (see the module's
+        docstring): the runs of an executor expire once it renewed after the database is back.
+        Whether it did say so."""
+        away = database_unavailable(error, "registry")
+        if away is None or away.reason != DATABASE_UNAVAILABLE:
+            return False
+        self._heard.clear()
+        self._started = self._monotonic()
+        return True
+
     def start_sweeper(self, interval_seconds: float) -> None:
         self._started = self._monotonic()  # the grace counts from serving, not from building
         self._sweeper = BackgroundTask("run lease sweeper", lambda: self._sweep(interval_seconds))
@@ -142,6 +173,9 @@ class RunLeases:
             try:
                 if expired := await self.expire():
                     logger.warning("%d runs lost their executor (lease expired): orphaned", expired)
-            except Exception:  # the sweeper outlives a database hiccup; the next sweep retries
-                logger.exception("could not expire runs' leases")
+            except Exception as error:  # the sweeper outlives a database outage; the next sweep retries
+                if self._if_database_away(error):
+                    logger.warning("could not expire runs' leases: the database is away")
+                else:
+                    logger.exception("could not expire runs' leases")
             await asyncio.sleep(interval_seconds)
