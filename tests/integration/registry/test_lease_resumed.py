@@ -123,12 +123,16 @@ async def test_the_keeper_counts_a_resumed_orphan_in_and_stops_it_when_it_loses_
             counted_in.append(await keeper.count_in(orphan))
             await going_on.wait()  # the resumed run goes on until it is stopped
 
+    def lose(run_id: str) -> None:
+        lost.append(run_id)
+        going_on.set()
+
     keeper = LeaseKeeper(
         client,
         Resumer(),
         executor_id="taker",
         held=lambda: [],
-        lose=lambda run_id: (lost.append(run_id), going_on.set()),
+        lose=lose,
         interrupt=lambda _run_id: None,
         system_metadata=lambda: system,
         interval_seconds=2.0,
@@ -169,4 +173,66 @@ async def test_the_keeper_counts_a_resumed_orphan_in_and_stops_it_when_it_loses_
     assert [orphan.run_id for orphan in taken.orphans] == ["r"]
     await keeper.renew()
     assert lost == ["r"]
+    await keeper.stop()
+
+
+async def test_a_lost_run_handed_straight_back_is_taken_over_once_it_has_stopped_here(
+    client: RegistryClient, api: Api, codec: TokenCodec
+) -> None:
+    """One renewal can tell the keeper both that it lost a run and that it now holds the run as
+    an orphan (the sweep expired it and this executor asked first). The orphan is resumed or
+    closed only once the lost run has stopped here: its taker reads the log the run stopped
+    writing, and the two never record steps side by side."""
+    owner = await api.sign_up()
+    project = await api.project(owner)
+    agent = await api.agent(owner, project, "worker")
+    system = bearer(codec.system_token())
+    run = pb.LeasedRun(agent_id=agent.id, run_id="r")
+    await client.start_agent_run(agent.id, "r", session_id="s-1", executor_id="taker", metadata=system)
+    stopped = asyncio.Event()
+    stopping: list[asyncio.Task[None]] = []
+    closed_after_stop: list[bool] = []
+
+    class Resumer:
+        async def close(self, orphan: pb.OrphanedRun) -> None:
+            closed_after_stop.append(stopped.is_set())
+
+    async def until_stopped() -> None:
+        await stopped.wait()
+
+    def lose(run_id: str) -> asyncio.Task[None]:
+        stopping.append(asyncio.create_task(until_stopped(), name=f"stopping {run_id}"))
+        return stopping[-1]
+
+    keeper = LeaseKeeper(
+        client,
+        Resumer(),
+        executor_id="taker",
+        held=lambda: [] if stopping else [(agent.id, "r")],
+        lose=lose,
+        interrupt=lambda _run_id: None,
+        system_metadata=lambda: system,
+        interval_seconds=2.0,
+        max_orphans=16,
+    )
+    # Its lease is ended behind the keeper's back, as if it had been cut off past the lease.
+    await client.renew_run_leases(
+        pb.RenewRunLeasesRequest(executor_id="taker", released=[run]), metadata=system
+    )
+
+    async def orphaned() -> bool:
+        agent_now = await client.get_agent(project.id, agent.id, metadata=owner.metadata)
+        return agent_now.status == res.AGENT_STATUS_IDLE
+
+    await eventually(orphaned, what="the sweep orphans the run")
+    await keeper.renew()  # lost here, and handed straight back
+    assert len(stopping) == 1 and closed_after_stop == []
+    await asyncio.sleep(0)  # the close task runs as far as it can: it waits for the stop
+    assert closed_after_stop == []
+    stopped.set()
+
+    async def closed() -> bool:
+        return closed_after_stop == [True]
+
+    await eventually(closed, what="the orphan is taken over once the lost run stopped")
     await keeper.stop()

@@ -26,6 +26,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
+from agentmesh.executor.child_log import is_final
 from agentmesh.executor.outbox import is_taken
 from agentmesh.executor.recorder import EventType, end_key, response_key
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2
@@ -43,6 +44,8 @@ RunKey = tuple[str, str]  # (agent id, run id)
 # Runs (and closed runs) one RenewRunLeases call may name: the registry's MAX_LEASED_RUNS.
 MAX_RUNS_PER_RENEWAL = 1000
 EXECUTOR_LOST = "EXECUTOR_LOST"
+# How long an orphan handed back to the executor that lost it waits for that run to stop here.
+_STOP_WAIT_SECONDS = 10.0
 _INPUT_TYPES = (EventType.EVENT_TYPE_USER_MESSAGE, EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED)
 
 
@@ -62,60 +65,80 @@ class OrphanCloser:
         message: str = "",
     ) -> None:
         """Closes the orphan with `reason` (its run's `events`, read here unless given)."""
-        metadata = self._system_metadata()
         message = message or _LOST
         if events is None:
-            request = memory_service_pb2.ListEventsRequest(
-                session_id=orphan.session_id, project_id=orphan.project_id, run_id=orphan.run_id
-            )
-            try:
-                events = [event async for event in self._memory.iter_events(request, metadata=metadata)]
-            except DomainError as error:
-                if error.code.name == "NOT_FOUND":  # no session yet: the run recorded nothing
-                    return
-                raise
+            events = await self._events(orphan)
         if not events:
             return
-        responded = {
-            e.delegation_id for e in events if e.event_type == EventType.EVENT_TYPE_DELEGATION_RESPONSE
-        }
-        first = events[0]
-        new = [
-            _event(
-                orphan,
-                EventType.EVENT_TYPE_DELEGATION_RESPONSE,
-                {"agent": target, "outcome": "failed", "content": f"{target} failed: {message}"},
-                metadata={"target_agent": target, "outcome": "failed"},
-                parent_event_id=event.id,
-                delegation_id=event.delegation_id,
-                idempotency_key=response_key(event.delegation_id),
-            )
-            for event in events
-            if event.event_type == EventType.EVENT_TYPE_DELEGATION_REQUEST
-            and event.delegation_id not in responded
-            for target in [_target(event)]
-        ]
-        input_event = next((e for e in events if e.event_type in _INPUT_TYPES), first)
-        new.append(
-            _event(
-                orphan,
-                EventType.EVENT_TYPE_ERROR,
-                message,
-                metadata={"reason": reason, "code": "UNAVAILABLE"},
-                parent_event_id=input_event.id,
-                delegation_id=input_event.delegation_id,
-                idempotency_key=end_key(orphan.run_id),
-            )
+        input_event = next((e for e in events if e.event_type in _INPUT_TYPES), events[0])
+        end = _event(
+            orphan,
+            EventType.EVENT_TYPE_ERROR,
+            message,
+            metadata={"reason": reason, "code": "UNAVAILABLE"},
+            parent_event_id=input_event.id,
+            delegation_id=input_event.delegation_id,
+            idempotency_key=end_key(orphan.run_id),
         )
-        # One at a time: a key the run itself recorded already is refused alone.
+        await self._append_each(orphan, [*_responses(orphan, events, message), end])
+        await self.answer_strays(orphan, message=message)
+
+    async def answer_strays(self, orphan: registry_internal_service_pb2.OrphanedRun, *, message: str) -> None:
+        """Once the taken-over run's end is stored, answers `failed` every `delegation_request`
+        of it still without a response. The executor that lost the run may have gone on with it
+        for a moment after its taker read the log (it learns of the loss at its next renewal),
+        and recorded a request nobody else knows of. After the end the log is complete: memory
+        refuses the run's steps from then on (the fence). Nothing when the end is not stored
+        (kept in an outbox): its keeper's run is still the one that answers."""
+        events = await self._events(orphan)
+        if any(is_final(event) for event in events):
+            await self._append_each(orphan, _responses(orphan, events, message))
+
+    async def _events(self, orphan: registry_internal_service_pb2.OrphanedRun) -> list[resources_pb2.Event]:
+        request = memory_service_pb2.ListEventsRequest(
+            session_id=orphan.session_id, project_id=orphan.project_id, run_id=orphan.run_id
+        )
+        try:
+            return [e async for e in self._memory.iter_events(request, metadata=self._system_metadata())]
+        except DomainError as error:
+            if error.code.name == "NOT_FOUND":  # no session yet: the run recorded nothing
+                return []
+            raise
+
+    async def _append_each(
+        self, orphan: registry_internal_service_pb2.OrphanedRun, new: list[memory_service_pb2.NewEvent]
+    ) -> None:
+        """One at a time: a key the run itself recorded already is refused alone."""
         for event in new:
             try:
                 await self._memory.append_events(
-                    orphan.session_id, orphan.project_id, [event], metadata=metadata
+                    orphan.session_id, orphan.project_id, [event], metadata=self._system_metadata()
                 )
             except DomainError as error:
                 if not is_taken(error):
                     raise
+
+
+def _responses(
+    orphan: registry_internal_service_pb2.OrphanedRun, events: list[resources_pb2.Event], message: str
+) -> list[memory_service_pb2.NewEvent]:
+    """A `failed` response to each of the run's delegation requests that has none."""
+    responded = {e.delegation_id for e in events if e.event_type == EventType.EVENT_TYPE_DELEGATION_RESPONSE}
+    return [
+        _event(
+            orphan,
+            EventType.EVENT_TYPE_DELEGATION_RESPONSE,
+            {"agent": target, "outcome": "failed", "content": f"{target} failed: {message}"},
+            metadata={"target_agent": target, "outcome": "failed"},
+            parent_event_id=event.id,
+            delegation_id=event.delegation_id,
+            idempotency_key=response_key(event.delegation_id),
+        )
+        for event in events
+        if event.event_type == EventType.EVENT_TYPE_DELEGATION_REQUEST
+        and event.delegation_id not in responded
+        for target in [_target(event)]
+    ]
 
 
 _LOST = "the executor running this run stopped before it finished (its lease expired)"
@@ -166,7 +189,7 @@ class LeaseKeeper:
         *,
         executor_id: str,
         held: Callable[[], list[RunKey]],
-        lose: Callable[[str], None],
+        lose: Callable[[str], asyncio.Task[None] | None],
         interrupt: Callable[[str], None],
         system_metadata: Callable[[], Metadata | None],
         interval_seconds: float,
@@ -187,6 +210,9 @@ class LeaseKeeper:
         # Runs the registry said this executor lost: not renewed (nor warned about) again while
         # something here still holds them (the finisher delivering their end).
         self._lost: set[RunKey] = set()
+        # Lost runs still stopping here: one handed straight back as an orphan is resumed (or
+        # closed) only once it has stopped, so that its steps and its taker's do not interleave.
+        self._stopping: dict[RunKey, asyncio.Task[None]] = {}
         self._task: asyncio.Task[None] | None = None
         self.taking_over = True  # off while draining: a stopping executor takes on nothing
 
@@ -274,7 +300,10 @@ class LeaseKeeper:
             if key not in self._lost:
                 self._lost.add(key)
                 logger.warning("run %s was taken over (lease lost): stopping it here", lost.run_id)
-                self._lose(lost.run_id)
+                stopping = self._lose(lost.run_id)
+                if stopping is not None and not stopping.done():
+                    self._stopping[key] = stopping
+                    stopping.add_done_callback(lambda _, key=key: self._stopping.pop(key, None))
         for interrupted in response.interrupted:
             self._interrupt(interrupted.run_id)
         for orphan in response.orphans:
@@ -291,6 +320,8 @@ class LeaseKeeper:
             await asyncio.sleep(interval)
 
     async def _close(self, key: RunKey, orphan: registry_internal_service_pb2.OrphanedRun) -> None:
+        if (stopping := self._stopping.get(key)) is not None:
+            await asyncio.wait({stopping}, timeout=_STOP_WAIT_SECONDS)
         try:
             await self._closer.close(orphan)
         except Exception as error:  # memory down: the orphan's lease lapses and it is handed out again

@@ -52,6 +52,8 @@ logger = logging.getLogger(__name__)
 
 RUN_RESUMED = "RUN_RESUMED"
 RESUME_LIMIT = "RESUME_LIMIT"
+# A request the run's previous executor recorded after this one read the log (closer.answer_strays).
+_STRAY = "the run was taken over from its executor as it delegated this, and went on without it"
 _INPUT_TYPES = (EventType.EVENT_TYPE_USER_MESSAGE, EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED)
 
 Event = resources_pb2.Event
@@ -247,6 +249,7 @@ class RunResumer:
             logger.info("run %s was taken from this executor before it resumed: left alone", orphan.run_id)
             return
         await self._resume(orphan, spec, log)
+        await self._closer.answer_strays(orphan, message=_STRAY)
 
     async def _read_sub_agent_runs(
         self, orphan: registry_internal_service_pb2.OrphanedRun, log: RunLog

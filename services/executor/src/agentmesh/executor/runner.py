@@ -202,15 +202,16 @@ class RunExecutor:
         stops here, recorded as cancelled with why."""
         self._stop(run_id, INTERRUPTED)
 
-    def lose(self, run_id: str) -> None:
+    def lose(self, run_id: str) -> asyncio.Task[None] | None:
         """The run's lease expired (this executor was cut off from the registry, or stalled, for
         longer than the lease time) and the run was taken over: it stops here without recording
         an end — its taker resumes it from the log — and its caller is told where to follow it
-        (`_given_up`)."""
+        (`_given_up`). Returns the run's task, stopping (None when it is not running here)."""
         leased = self._leased.get(run_id)
         if leased is not None:
             self._lost.add(leased[1])
         self._stop(run_id, LOST)
+        return leased[1] if leased is not None else None
 
     def _stop(self, run_id: str, reason: str) -> None:
         leased = self._leased.get(run_id)
