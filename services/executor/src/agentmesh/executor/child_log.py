@@ -59,9 +59,11 @@ class ChildLog:
         self._metadata = metadata  # None: the calling run's own token
 
     async def child_run(self, delegation_id: str) -> str:
-        """The run that received the delegation ("" when none recorded its input)."""
+        """The run that received the delegation ("" when none recorded its input): the last one
+        that did. An executor that refused it may have recorded its input and the refusal before
+        the delegation was placed on another executor, under a run id of its own."""
         events = await self._list(event_types=[EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED])
-        return next((e.run_id for e in events if e.delegation_id == delegation_id), "")
+        return next((e.run_id for e in reversed(events) if e.delegation_id == delegation_id), "")
 
     async def remote_task(self, delegation_id: str) -> str:
         """The id of the remote A2A task the delegation became ("" when none was recorded)."""

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from agentmesh.executor.detached import run_detached
 from agentmesh.executor.outbox import EventOutbox, is_taken, is_transient
@@ -18,6 +19,13 @@ from agentmesh.runtime.protos import struct
 from agentmesh.runtime.telemetry import current_trace_ids
 
 EventType = resources_pb2.EventType
+T = TypeVar("T")
+
+# How long an append left in doubt by a memory outage is sent again (`_resolving_doubt`): longer
+# than a database restart takes.
+IN_DOUBT_SECONDS = 5.0
+_RETRY_SECONDS = 0.2
+_MAX_RETRY_SECONDS = 1.0
 
 
 def end_key(run_id: str) -> str:
@@ -150,12 +158,11 @@ class Recorder:
     ) -> tuple[resources_pb2.Event, memory_service_pb2.ListEventsResponse]:
         """Records `event` and reads `listing` of the session after it, in one call (a delegated
         run's input and its history: issue 16, one round trip less per delegation level)."""
-        response = await self._memory.append_events(
-            self.session_id,
-            self.project_id,
-            self._protos([event]),
-            receipts_only=True,
-            list_after_append=listing,
+        events = self._protos([event])
+        response = await _resolving_doubt(
+            lambda: self._memory.append_events(
+                self.session_id, self.project_id, events, receipts_only=True, list_after_append=listing
+            )
         )
         return response.events[0], response.listed
 
@@ -170,8 +177,8 @@ class Recorder:
         return await self._coalesced.submit(self._protos(events))
 
     async def _append(self, events: list[memory_service_pb2.NewEvent]) -> list[resources_pb2.Event]:
-        response = await self._memory.append_events(
-            self.session_id, self.project_id, events, receipts_only=True
+        response = await _resolving_doubt(
+            lambda: self._memory.append_events(self.session_id, self.project_id, events, receipts_only=True)
         )
         return list(response.events)
 
@@ -195,3 +202,24 @@ class Recorder:
             new.metadata.CopyFrom(struct(self._secrets.scrub_value(metadata)))
             batch.append(new)
         return batch
+
+
+async def _resolving_doubt(append: Callable[[], Awaitable[T]]) -> T:
+    """An append, sent again while the memory service fails it the way it does when it, or its
+    database, is away. Such a failure leaves the append in doubt — the database may have
+    committed it as it went away, the answer lost — and a run must not go on, nor fail, not
+    knowing whether its step is in the log: a `delegation_request` stored unbeknown to its run
+    would never get its response. The events keep their keys, so sending them again stores
+    nothing twice (a stored one is answered as stored). For up to `IN_DOUBT_SECONDS`: then the
+    error stands (the outage outlasted it)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + IN_DOUBT_SECONDS
+    delay = _RETRY_SECONDS
+    while True:
+        try:
+            return await append()
+        except Exception as error:
+            if not is_transient(error) or loop.time() + delay > deadline:
+                raise
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, _MAX_RETRY_SECONDS)
