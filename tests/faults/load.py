@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -183,7 +184,7 @@ async def problems(
     found = []
     for outcome in outcomes:
         events = await session_log(http, project_id, outcome.session_id)
-        found += [f"{outcome.session_id}: {problem}" for problem in log_problems(events)]
+        found += _described(outcome.session_id, events)
         inputs = {e["content"] for e in events if e["event_type"] == "user_message"}
         if outcome.acknowledged and outcome.message not in inputs:
             found.append(f"{outcome.session_id}: acknowledged input {outcome.message!r} is not in the log")
@@ -199,10 +200,24 @@ async def resumed_sessions_problems(
     found = []
     for session_id in sessions:
         events = await session_log(http, project_id, session_id)
-        found += [f"{session_id}: {problem}" for problem in log_problems(events)]
+        found += _described(session_id, events)
         if any((e.get("metadata") or {}).get("reason") == "EXECUTOR_LOST" for e in events):
             found.append(f"{session_id}: a run was closed EXECUTOR_LOST instead of resumed")
     return found + await books_problems(mesh)
+
+
+def _described(session_id: str, events: list[dict[str, Any]]) -> list[str]:
+    """The session's log problems, followed by the log itself (one line per event) when it has
+    any: what a failure needs to be understood after the processes are gone."""
+    found = [f"{session_id}: {problem}" for problem in log_problems(events)]
+    if found:
+        found += [f"  {session_id} log:"] + [
+            f"    {e['seq']:>3} {e['run_id'][:8]:8} {e['agent']:12} {e['event_type']:24} "
+            f"d={(e.get('delegation_id') or '')[:8]:8} key={e.get('idempotency_key') or ''} "
+            f"{json.dumps(e.get('metadata') or {}, sort_keys=True)[:160]}"
+            for e in events
+        ]
+    return found
 
 
 async def books_problems(mesh: Processes) -> list[str]:
