@@ -58,6 +58,26 @@ def check_model_settings(settings: run_pb2.ModelSettings, *, prefix: str = "mode
 Resume = Callable[[int], Awaitable[AsyncIterator[run_pb2.RunEvent]]]
 
 
+async def from_run_started(
+    events: AsyncIterator[run_pb2.RunEvent], run_id: str
+) -> AsyncIterator[run_pb2.RunEvent]:
+    """A session's log followed from its start, from run `run_id`'s `run_started` (made of its
+    recorded input) on: the session's earlier runs are not this chat's."""
+    started = False
+    async for event in events:
+        started = started or (event.run_id == run_id and event.HasField("run_started"))
+        if started:
+            yield event
+
+
+async def _after_first(events: AsyncIterator[run_pb2.RunEvent]) -> AsyncIterator[run_pb2.RunEvent]:
+    skipped = False
+    async for event in events:
+        if skipped:
+            yield event
+        skipped = True
+
+
 class ChatStream:
     """A chat whose run has started: its events as they come (the sub-agents' included), or
     just the addressed agent's answer. Leaving early (`aclose`) cancels the run below at once.
@@ -105,13 +125,12 @@ class ChatStream:
         assert self._resume is not None
         after_seq = self.last_seq
         rest = await self._resume(after_seq)
-        # Nothing recorded reached the caller yet: the log is followed from the run's input on
-        # (earlier runs of the session are not this chat's), which the caller saw as run_started.
-        seen_input = after_seq > 0
+        if not after_seq:
+            # Nothing recorded reached the caller yet: the log is followed from the run's input
+            # on (earlier runs of the session are not this chat's), which the caller saw as its
+            # run_started already.
+            rest = _after_first(from_run_started(rest, self.run_id))
         async for event in rest:
-            if not seen_input:
-                seen_input = event.run_id == self.run_id and event.HasField("run_started")
-                continue
             self.last_seq = max(self.last_seq, event.seq)
             yield event
 
@@ -213,8 +232,13 @@ class AgentGateway:
             # Given up by its executor before any event of it arrived (handed over, or its lease
             # lost): it goes on from the log, and so does the chat.
             logger.warning("run %s moved before it started here (%s): following it in the log", run_id, error)
-            events = self._from_log_start(caller, agent, session_id, run_id)
-            first = await anext(events, None)
+            log = await self.resume_chat(caller, agent, session_id, after_seq=0, run_id=run_id)
+            events = from_run_started(log, run_id)
+            try:
+                first = await anext(events, None)
+            except BaseException:
+                await events.aclose()
+                raise
             if first is None:
                 raise
         except BaseException:
@@ -228,17 +252,6 @@ class AgentGateway:
             return self.resume_chat(caller, agent, session_id, after_seq=after_seq, run_id=run_id)
 
         return ChatStream(session_id, first, events, resume=resume)
-
-    async def _from_log_start(
-        self, caller: Caller, agent: AgentRef, session_id: str, run_id: str
-    ) -> AsyncIterator[run_pb2.RunEvent]:
-        """Run `run_id` from the session's log, from its start (`run_started`, made of its
-        recorded input) to its final event."""
-        started = False
-        async for event in await self.resume_chat(caller, agent, session_id, after_seq=0, run_id=run_id):
-            started = started or (event.run_id == run_id and event.HasField("run_started"))
-            if started:
-                yield event
 
     async def chat(
         self,
