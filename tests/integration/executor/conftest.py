@@ -9,8 +9,17 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from tests.integration.executor.openai_server import FakeOpenAI
 from tests.integration.executor.support import Stack
 from tests.mesh import BACKENDS, MeshClient, running_mesh
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def openai_server() -> AsyncIterator[FakeOpenAI]:
+    """An OpenAI-compatible test server of the module's own, for a module whose agents use the
+    `openai` provider (its `executor_settings` point the executor at it)."""
+    async with FakeOpenAI() as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

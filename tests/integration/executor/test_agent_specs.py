@@ -6,12 +6,10 @@ the registry's agent watch is down, so these run with it off (the pushed path: t
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
 import pytest
-import pytest_asyncio
 from google.protobuf import field_mask_pb2
 
 from agentmesh.common.v1 import types_pb2
@@ -22,12 +20,6 @@ from tests.integration.executor.openai_server import FakeOpenAI, Reply
 from tests.integration.executor.support import SEQUENTIAL, Stack, event_type, final
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def openai_server() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

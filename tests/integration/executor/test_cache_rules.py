@@ -23,7 +23,6 @@ import grpc
 import httpx
 import openai
 import pytest
-import pytest_asyncio
 
 from agentmesh.common.v1 import run_pb2, types_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2
@@ -37,12 +36,6 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 KEY = "sk-cache-rules-0123456789"
 SHARED_PREFIX = "eyJhbGci.token-for-account-"
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def openai_server():
-    async with FakeOpenAI() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

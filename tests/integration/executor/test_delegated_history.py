@@ -6,22 +6,14 @@ before starts from its own earlier tasks and answers — what the model is sent 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from tests.integration.executor.openai_server import FakeOpenAI, Reply
 from tests.integration.executor.support import Stack, delegate, final
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def openai_server() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

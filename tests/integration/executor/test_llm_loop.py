@@ -14,7 +14,6 @@ from typing import Any
 
 import grpc
 import pytest
-import pytest_asyncio
 from google.protobuf import json_format
 
 from agentmesh.registry.v1 import resources_pb2
@@ -29,12 +28,6 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 MCP_SCRIPT = Path(__file__).with_name("mcp_server.py")
 OPENAI_KEY = "sk-loop-test-" + "q" * 30
 UTC_CALL = {"name": "get_current_time", "arguments": {"timezone": "UTC"}}
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def openai_server():
-    async with FakeOpenAI() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

@@ -11,169 +11,31 @@ server counts its own calls in a file: `record` is not idempotent, `lookup` is."
 from __future__ import annotations
 
 import json
-import sys
 import uuid
-from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
-import pytest_asyncio
 from google.protobuf.json_format import MessageToDict
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2
-from agentmesh.memory.v1 import memory_service_pb2
-from agentmesh.registry.client import RegistryClient
-from agentmesh.runtime.identity import TokenCodec
-from agentmesh.runtime.protos import struct
-from tests.bearer import service_channel
 from tests.integration.executor.openai_server import FakeOpenAI, Reply
-from tests.integration.executor.support import Agent, Event, EventType, Stack, event_type
-from tests.mesh import JWT_SECRET, bearer
+from tests.integration.executor.resume_support import (  # noqa: F401 (module fixtures)
+    LEASE_SECONDS,
+    DeadRun,
+    as_dicts,
+    calls,
+    counting_server,
+    executor_settings,
+    final,
+    registry_settings,
+    step,
+)
+from tests.integration.executor.support import EventType, Stack
 from tests.polling import eventually
 from tests.run_log import log_problems
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
-
-LEASE_SECONDS = 1.0
-COUNTING_TOOLS = Path(__file__).parents[2] / "faults" / "counting_tools.py"
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def openai_server() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def executor_settings(openai_server: FakeOpenAI) -> dict[str, Any]:
-    return {
-        "lease_renew_interval_seconds": 0.3,
-        "openai_base_url": openai_server.base_url,
-        "openai_api_key": "sk-resume-" + "r" * 30,
-    }
-
-
-@pytest.fixture(scope="module")
-def registry_settings() -> dict[str, Any]:
-    return {
-        "run_lease_seconds": LEASE_SECONDS,
-        "run_lease_sweep_seconds": 0.2,
-        "run_lease_startup_grace_seconds": 0,
-    }
-
-
-def _tools(count_file: Path) -> Any:
-    from agentmesh.registry.v1 import resources_pb2
-
-    return resources_pb2.McpServer(
-        name="counting",
-        transport="stdio",
-        command=sys.executable,
-        args=[str(COUNTING_TOOLS)],
-        env={"COUNT_FILE": str(count_file)},
-    )
-
-
-class DeadRun:
-    """A run as a dead executor left it: its events, and its row at the registry."""
-
-    def __init__(self, stack: Stack, agent: Agent, *, session_id: str = "") -> None:
-        self.stack = stack
-        self.agent = agent
-        self.session_id = session_id or f"s-{uuid.uuid4().hex[:8]}"
-        self.run_id = uuid.uuid4().hex
-        self._position = 0
-
-    def event(
-        self,
-        kind: int,
-        content: str | dict[str, Any],
-        *,
-        run_id: str = "",
-        agent: str = "",
-        delegation_id: str = "",
-        parent_event_id: str = "",
-        **metadata: Any,
-    ) -> memory_service_pb2.NewEvent:
-        self._position += 1
-        new = memory_service_pb2.NewEvent(
-            agent=agent or self.agent.name,
-            event_type=kind,
-            content=content if isinstance(content, str) else json.dumps(content),
-            run_id=run_id or self.run_id,
-            delegation_id=delegation_id,
-            parent_event_id=parent_event_id,
-            idempotency_key=f"test:{self.run_id}:{self._position}",
-        )
-        new.metadata.CopyFrom(struct(metadata))
-        return new
-
-    async def record(self, *events: memory_service_pb2.NewEvent) -> list[Event]:
-        response = await self.stack.memory.AppendEvents(
-            memory_service_pb2.AppendEventsRequest(
-                session_id=self.session_id, project_id=self.agent.project.id, events=list(events)
-            ),
-            metadata=self.stack.metadata,
-        )
-        return list(response.events)
-
-    async def orphan(self) -> None:
-        """Starts the run at the registry as held by an executor that never renews it."""
-        channel = service_channel(self.stack.mesh.services["registry"].address)
-        try:
-            await RegistryClient(channel).start_agent_run(
-                self.agent.id,
-                self.run_id,
-                session_id=self.session_id,
-                executor_id="dead-executor",
-                metadata=bearer(TokenCodec(JWT_SECRET).system_token()),
-            )
-        finally:
-            await channel.close()
-
-    async def ended(self) -> list[Event]:
-        """The session's log once the run has its final event."""
-
-        async def end() -> bool:
-            events = await self.stack.events(self.session_id)
-            return any(e.run_id == self.run_id and _final(e) for e in events)
-
-        await eventually(end, timeout=LEASE_SECONDS * 20, what=f"run {self.run_id} ends")
-        return await self.stack.events(self.session_id)
-
-
-def _final(event: Event) -> bool:
-    return event.event_type == EventType.EVENT_TYPE_AGENT_RESPONSE or (
-        event.event_type == EventType.EVENT_TYPE_ERROR and "code" in event.metadata.fields
-    )
-
-
-def _as_dicts(events: Sequence[Event]) -> list[dict[str, Any]]:
-
-    return [
-        {
-            "seq": e.seq,
-            "run_id": e.run_id,
-            "agent": e.agent,
-            "event_type": event_type(e),
-            "delegation_id": e.delegation_id,
-            "metadata": MessageToDict(e.metadata),
-        }
-        for e in events
-    ]
-
-
-def _calls(count_file: Path, tool: str) -> int:
-    if not count_file.exists():
-        return 0
-    return sum(line.startswith(f"{tool} ") for line in count_file.read_text().splitlines())
-
-
-def _step(call_id: str, index: int, **extra: Any) -> dict[str, Any]:
-    return {"call_id": call_id, "step": 1, "index": index, "native": True, **extra}
-
 
 ACT = {"content": "", "tool_calls": [{"name": "record", "arguments": {"note": "n"}}]}
 
@@ -184,7 +46,7 @@ async def test_logged_step_is_not_asked_again_and_tool_calls_resume_by_idempoten
     count_file = tmp_path / "calls.txt"
     project = await stack.project()
     agent = await stack.agent(
-        project, "resumer", mock_responses=[ACT, "done"], mcp_servers=[_tools(count_file)]
+        project, "resumer", mock_responses=[ACT, "done"], mcp_servers=[counting_server(count_file)]
     )
     run = DeadRun(stack, agent)
     (received,) = await run.record(run.event(EventType.EVENT_TYPE_USER_MESSAGE, "go"))
@@ -193,19 +55,19 @@ async def test_logged_step_is_not_asked_again_and_tool_calls_resume_by_idempoten
             EventType.EVENT_TYPE_TOOL_CALL,
             {"name": "record", "arguments": {"note": "n"}},
             parent_event_id=received.id,
-            **_step("c1", 0, tool="record"),
+            **step("c1", 0, tool="record"),
         ),
         run.event(
             EventType.EVENT_TYPE_TOOL_CALL,
             {"name": "lookup", "arguments": {"key": "k"}},
             parent_event_id=received.id,
-            **_step("c2", 1, tool="lookup"),
+            **step("c2", 1, tool="lookup"),
         ),
         run.event(
             EventType.EVENT_TYPE_TOOL_CALL,
             {"name": "record", "arguments": {"note": "kept"}},
             parent_event_id=received.id,
-            **_step("c3", 2, tool="record"),
+            **step("c3", 2, tool="record"),
         ),
     )
     await run.record(
@@ -229,16 +91,16 @@ async def test_logged_step_is_not_asked_again_and_tool_calls_resume_by_idempoten
     # The non-idempotent call with no result is in doubt: not run, the model told so.
     assert results[record.id].metadata.fields["in_doubt"].bool_value is True
     assert "unknown" in results[record.id].content
-    assert _calls(count_file, "record") == 0
+    assert calls(count_file, "record") == 0
     # The idempotent one is run again.
     assert results[lookup.id].content == "value of k"
     assert "in_doubt" not in results[lookup.id].metadata.fields
-    assert _calls(count_file, "lookup") == 1
+    assert calls(count_file, "lookup") == 1
     # The recorded result is reused, not recorded (or run) again.
     assert sum(e.parent_event_id == answered.id for e in mine) == 1
     resumed = [e for e in mine if e.metadata.fields.get("reason") and e.metadata["reason"] == "RUN_RESUMED"]
     assert len(resumed) == 1
-    assert log_problems(_as_dicts(events)) == []
+    assert log_problems(as_dicts(events)) == []
     assert await stack.settled_status(agent) == "idle"
 
 
@@ -258,7 +120,7 @@ async def test_open_delegation_is_answered_from_its_delegated_runs_end(stack: St
             delegation_id=delegation_id,
             parent_event_id=received.id,
             target_agent="worker",
-            **_step("d1", 0),
+            **step("d1", 0),
         )
     )
     # The delegated run ran elsewhere and ended; the dead executor never recorded the response.
@@ -299,7 +161,7 @@ async def test_open_delegation_is_answered_from_its_delegated_runs_end(stack: St
         e for e in events if e.run_id == run.run_id and e.event_type == EventType.EVENT_TYPE_AGENT_RESPONSE
     ]
     assert answer.content == "done"
-    assert log_problems(_as_dicts(events)) == []
+    assert log_problems(as_dicts(events)) == []
 
 
 async def test_a_delegation_no_run_received_is_sent_again_under_its_id(stack: Stack) -> None:
@@ -315,7 +177,7 @@ async def test_a_delegation_no_run_received_is_sent_again_under_its_id(stack: St
             {"agent": "worker", "task": "work"},
             delegation_id=delegation_id,
             parent_event_id=received.id,
-            **_step("d1", 0),
+            **step("d1", 0),
         )
     )
     await run.orphan()
@@ -325,7 +187,7 @@ async def test_a_delegation_no_run_received_is_sent_again_under_its_id(stack: St
     assert json.loads(response.content)["content"] == "the worker's answer"
     child_inputs = [e for e in events if e.event_type == EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED]
     assert [e.delegation_id for e in child_inputs] == [delegation_id]
-    assert log_problems(_as_dicts(events)) == []
+    assert log_problems(as_dicts(events)) == []
     assert await stack.settled_status(worker) == "idle"
 
 
@@ -345,7 +207,7 @@ async def test_a_run_resumed_too_often_fails_with_the_reason(stack: Stack) -> No
     await run.orphan()
     events = await run.ended()
 
-    (end,) = [e for e in events if _final(e)]
+    (end,) = [e for e in events if final(e)]
     assert end.event_type == EventType.EVENT_TYPE_ERROR
     assert end.metadata["reason"] == "RESUME_LIMIT"
     assert "resumed 3 times" in end.content
@@ -378,12 +240,12 @@ async def test_a_resumed_run_is_counted_in_while_it_runs_and_its_usage_once(stac
     )
     events = await run.ended()
     assert not any(
-        e.run_id == run.run_id and _final(e) and e.event_type == EventType.EVENT_TYPE_ERROR for e in events
+        e.run_id == run.run_id and final(e) and e.event_type == EventType.EVENT_TYPE_ERROR for e in events
     )
     assert await stack.settled_status(agent) == "idle"
     settled = await stack.get(agent)
     assert (settled.tasks_completed, settled.tokens_used) == (1, 42)
-    assert log_problems(_as_dicts(events)) == []
+    assert log_problems(as_dicts(events)) == []
 
 
 async def test_a_resumed_run_goes_on_with_its_messages_model_settings(
@@ -439,7 +301,7 @@ async def test_a_logged_steps_usage_is_counted_once_by_the_run_that_resumes_it(
     step_usage = {"input_tokens": 100, "output_tokens": 8}
     answer = {"content": "done", "usage": {"input_tokens": 30, "output_tokens": 12}}
     project = await stack.project()
-    tools = [_tools(tmp_path / "calls.txt")]
+    tools = [counting_server(tmp_path / "calls.txt")]
     live = await stack.agent(
         project, "live", mock_responses=[{**ACT, "usage": step_usage}, answer], mcp_servers=tools
     )
@@ -461,7 +323,7 @@ async def test_a_logged_steps_usage_is_counted_once_by_the_run_that_resumes_it(
             EventType.EVENT_TYPE_TOOL_CALL,
             {"name": "record", "arguments": {"note": "n"}},
             parent_event_id=received.id,
-            **_step("c1", 0, tool="record", usage=step_usage),
+            **step("c1", 0, tool="record", usage=step_usage),
         )
     )
     await run.record(

@@ -23,16 +23,15 @@ from a2a.types import a2a_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2
-from tests.integration.executor.support import Agent, Event, EventType, Project, Stack
-from tests.integration.executor.test_resume_from_log import (  # the same mesh settings
+from tests.integration.executor.resume_support import (  # noqa: F401 (module fixtures)
     LEASE_SECONDS,
     DeadRun,
-    _as_dicts,
-    _step,
-    executor_settings,  # noqa: F401
-    openai_server,  # noqa: F401
-    registry_settings,  # noqa: F401
+    as_dicts,
+    executor_settings,
+    registry_settings,
+    step,
 )
+from tests.integration.executor.support import Agent, Event, EventType, Project, Stack
 from tests.integration.gateway.a2a_sample import HOLD, STREAM, SampleServer, sample_server
 from tests.polling import eventually
 from tests.run_log import log_problems
@@ -91,7 +90,7 @@ async def _open_delegation(run: DeadRun, delegation_id: str, task: str) -> Event
             delegation_id=delegation_id,
             parent_event_id=received.id,
             target_agent="translator",
-            **_step("d1", 0),
+            **step("d1", 0),
         )
     )
     return request
@@ -160,7 +159,7 @@ async def test_a_known_remote_task_is_followed_to_its_end_and_not_sent_again(
         e for e in events if e.run_id == run.run_id and e.event_type == EventType.EVENT_TYPE_AGENT_RESPONSE
     ]
     assert answer.content == "done"
-    assert log_problems(_as_dicts(events)) == []
+    assert log_problems(as_dicts(events)) == []
 
 
 async def test_a_remote_delegation_whose_send_is_in_doubt_is_not_sent_again(stack: Stack) -> None:
@@ -182,7 +181,7 @@ async def test_a_remote_delegation_whose_send_is_in_doubt_is_not_sent_again(stac
         e for e in events if e.run_id == run.run_id and e.event_type == EventType.EVENT_TYPE_AGENT_RESPONSE
     ]
     assert answer.content == "done"
-    assert log_problems(_as_dicts(events)) == []
+    assert log_problems(as_dicts(events)) == []
 
 
 async def test_a_live_remote_delegation_records_the_remote_task_it_became(stack: Stack) -> None:

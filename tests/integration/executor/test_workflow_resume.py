@@ -19,16 +19,15 @@ from typing import Any
 import pytest
 
 from agentmesh.executor.outliving import CALLER_WENT_ON
-from tests.integration.executor.support import LOOP, PARALLEL, SEQUENTIAL, Agent, Event, EventType, Stack
-from tests.integration.executor.test_resume_from_log import (  # noqa: F401 (module fixtures)
+from tests.integration.executor.resume_support import (  # noqa: F401 (module fixtures)
     LEASE_SECONDS,
     DeadRun,
-    _as_dicts,
-    _final,
+    as_dicts,
     executor_settings,
-    openai_server,
+    final,
     registry_settings,
 )
+from tests.integration.executor.support import LOOP, PARALLEL, SEQUENTIAL, Agent, Event, EventType, Stack
 from tests.polling import eventually
 from tests.run_log import log_problems
 
@@ -98,7 +97,7 @@ def _runs_of(events: list[Event], agent: Agent) -> set[str]:
 
 
 def _answer(events: list[Event], run_id: str) -> Event:
-    (end,) = [e for e in events if e.run_id == run_id and _final(e)]
+    (end,) = [e for e in events if e.run_id == run_id and final(e)]
     assert end.event_type == EventType.EVENT_TYPE_AGENT_RESPONSE, end.content
     return end
 
@@ -140,7 +139,7 @@ async def test_sequential_skips_ended_sub_agents_and_waits_for_the_one_still_goi
         e for e in events if e.agent == reviewer.name and e.event_type == EventType.EVENT_TYPE_USER_MESSAGE
     ]
     assert reviewed.metadata["sub_agent_id"] == f"{run.run_id}:3"
-    assert log_problems(_as_dicts(events)) == []
+    assert log_problems(as_dicts(events)) == []
     assert await stack.settled_status(reviewer) == "idle"
 
 
@@ -169,7 +168,7 @@ async def test_loop_recovers_its_iteration_and_runs_on_from_the_first_step_with_
     assert end.metadata["escalated_by"] == "checker"
     assert len(_runs_of(events, worker)) == 2  # neither run again
     assert _input_of(events, checker) == ["w1", "w2"]
-    assert log_problems(_as_dicts(events)) == []
+    assert log_problems(as_dicts(events)) == []
 
 
 async def test_loop_with_an_escalation_recorded_ends_without_running_anything(stack: Stack) -> None:
@@ -191,7 +190,7 @@ async def test_loop_with_an_escalation_recorded_ends_without_running_anything(st
         "checker",
     )
     assert len(_runs_of(events, worker)) == len(_runs_of(events, checker)) == 1
-    assert log_problems(_as_dicts(events)) == []
+    assert log_problems(as_dicts(events)) == []
 
 
 async def test_parallel_takes_ended_branches_waits_for_running_ones_and_starts_the_rest(stack: Stack) -> None:
@@ -208,7 +207,7 @@ async def test_parallel_takes_ended_branches_waits_for_running_ones_and_starts_t
     await run.resumed()
 
     async def third_answered() -> bool:
-        return any(e.agent == third.name and _final(e) for e in await stack.events(run.session_id))
+        return any(e.agent == third.name and final(e) for e in await stack.events(run.session_id))
 
     await eventually(third_answered, timeout=LEASE_SECONDS * 20, what="the missing branch ran")
     await run.end(second, going, None, "two")
@@ -216,7 +215,7 @@ async def test_parallel_takes_ended_branches_waits_for_running_ones_and_starts_t
 
     assert _answer(events, run.run_id).content == "one\n\ntwo\n\nthree"
     assert len(_runs_of(events, first)) == len(_runs_of(events, second)) == len(_runs_of(events, third)) == 1
-    assert log_problems(_as_dicts(events)) == []
+    assert log_problems(as_dicts(events)) == []
 
 
 async def test_a_workflow_whose_sub_agent_runs_have_no_id_is_closed(stack: Stack) -> None:
@@ -238,7 +237,7 @@ async def test_a_workflow_whose_sub_agent_runs_have_no_id_is_closed(stack: Stack
     await run.orphan()
     events = await run.ended()
 
-    (end,) = [e for e in events if e.run_id == run.run_id and _final(e)]
+    (end,) = [e for e in events if e.run_id == run.run_id and final(e)]
     assert end.metadata["reason"] == "EXECUTOR_LOST"
 
 
@@ -269,7 +268,7 @@ async def test_a_child_outlives_its_callers_broken_stream(stack: Stack) -> None:
     run_id = await _break_stream_of_child(stack, child, session_id, uuid.uuid4().hex)
 
     async def ends() -> list[Event]:
-        return [e for e in await stack.events(session_id) if e.run_id == run_id and _final(e)]
+        return [e for e in await stack.events(session_id) if e.run_id == run_id and final(e)]
 
     async def ended() -> bool:
         return bool(await ends())
@@ -291,7 +290,7 @@ async def test_a_child_whose_callers_run_ended_is_cancelled(stack: Stack) -> Non
     )
 
     async def ends() -> list[Event]:
-        return [e for e in await stack.events(caller.session_id) if e.run_id == run_id and _final(e)]
+        return [e for e in await stack.events(caller.session_id) if e.run_id == run_id and final(e)]
 
     async def ended() -> bool:
         return bool(await ends())

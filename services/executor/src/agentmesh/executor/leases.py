@@ -24,7 +24,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from agentmesh.executor.child_log import is_final
 from agentmesh.executor.outbox import is_taken
@@ -189,7 +189,7 @@ class LeaseKeeper:
         *,
         executor_id: str,
         held: Callable[[], list[RunKey]],
-        lose: Callable[[str], asyncio.Task[None] | None],
+        lose: Callable[[str], asyncio.Task[Any] | None],
         interrupt: Callable[[str], None],
         system_metadata: Callable[[], Metadata | None],
         interval_seconds: float,
@@ -212,7 +212,7 @@ class LeaseKeeper:
         self._lost: set[RunKey] = set()
         # Lost runs still stopping here: one handed straight back as an orphan is resumed (or
         # closed) only once it has stopped, so that its steps and its taker's do not interleave.
-        self._stopping: dict[RunKey, asyncio.Task[None]] = {}
+        self._stopping: dict[RunKey, asyncio.Task[Any]] = {}
         self._task: asyncio.Task[None] | None = None
         self.taking_over = True  # off while draining: a stopping executor takes on nothing
 

@@ -202,23 +202,25 @@ class RunExecutor:
         stops here, recorded as cancelled with why."""
         self._stop(run_id, INTERRUPTED)
 
-    def lose(self, run_id: str) -> asyncio.Task[None] | None:
+    def lose(self, run_id: str) -> asyncio.Task[Any] | None:
         """The run's lease expired (this executor was cut off from the registry, or stalled, for
         longer than the lease time) and the run was taken over: it stops here without recording
         an end — its taker resumes it from the log — and its caller is told where to follow it
         (`_given_up`). Returns the run's task, stopping (None when it is not running here)."""
-        leased = self._leased.get(run_id)
-        if leased is not None:
-            self._lost.add(leased[1])
-        self._stop(run_id, LOST)
-        return leased[1] if leased is not None else None
+        task = self._stop(run_id, LOST)
+        if task is not None:
+            self._lost.add(task)
+        return task
 
-    def _stop(self, run_id: str, reason: str) -> None:
+    def _stop(self, run_id: str, reason: str) -> asyncio.Task[Any] | None:
+        """Cancels the run's task with `reason`: the task (None when the run is not here)."""
         leased = self._leased.get(run_id)
-        if leased is not None:
-            _, task = leased
-            self._cancel_reasons[task] = reason
-            task.cancel()
+        if leased is None:
+            return None
+        _, task = leased
+        self._cancel_reasons[task] = reason
+        task.cancel()
+        return task
 
     async def hand_over(self) -> list[tuple[str, str]]:
         """Stops every run here without recording its end (graceful drain past its grace, issue
