@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import json
 
+import grpc
+
 from agentmesh.executor.leases import OrphanCloser
+from agentmesh.executor.resumption import RunResumer
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as registry_pb
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2 as pb
 from agentmesh.memory.v1 import resources_pb2
+from agentmesh.registry.client import RegistryClient
 from tests.integration.memory.builders import EventType, new_event
 
 ORPHAN = registry_pb.OrphanedRun(
@@ -72,3 +76,44 @@ async def test_strays_wait_for_the_runs_end_to_be_stored(memory: MemoryClient) -
         EventType.EVENT_TYPE_USER_MESSAGE,
         EventType.EVENT_TYPE_DELEGATION_REQUEST,
     ]
+
+
+async def test_a_run_handed_out_again_after_its_end_gets_its_strays_answered(memory: MemoryClient) -> None:
+    """The orphan comes back to a taker once more with its end stored already (its first taker
+    could not report it closed: memory was away as it answered the strays). The taker resumes
+    nothing and answers what is still open."""
+    await memory.append_events("s", "p", [new_event("go", agent="coordinator", run_id="r1"), _request("d-1")])
+    end = new_event(
+        "the run failed",
+        agent="coordinator",
+        event_type=EventType.EVENT_TYPE_ERROR,
+        run_id="r1",
+        idempotency_key="r1:end",
+        metadata={"code": "UNAVAILABLE"},
+    )
+    await memory.append_events("s", "p", [end])
+    nowhere = grpc.aio.insecure_channel("127.0.0.1:1")  # an ended run needs no registry: never called
+
+    async def never(*_args: object) -> None:
+        raise AssertionError("an ended run is not resumed")
+
+    async def not_counted(*_args: object) -> bool:
+        raise AssertionError("an ended run is not counted in")
+
+    try:
+        resumer = RunResumer(
+            memory,
+            RegistryClient(nowhere),
+            OrphanCloser(memory, system_metadata=lambda: None),
+            resume=never,
+            count_in=not_counted,
+            system_metadata=lambda: None,
+            max_resumes=3,
+        )
+        await resumer.close(ORPHAN)
+    finally:
+        await nowhere.close()
+
+    events = await _log(memory)
+    [response] = [e for e in events if e.event_type == EventType.EVENT_TYPE_DELEGATION_RESPONSE]
+    assert response.delegation_id == "d-1" and json.loads(response.content)["outcome"] == "failed"

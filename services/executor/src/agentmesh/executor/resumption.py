@@ -224,7 +224,10 @@ class RunResumer:
         except NotFound:  # no session yet: the run recorded nothing
             return
         log = read_run_log(events)
-        if not events or log.ended:
+        if not events:
+            return
+        if log.ended:  # closed or ended elsewhere: a request of it may still want its response
+            await self._closer.answer_strays(orphan, message=_STRAY)
             return
         if log.resumes >= self._max_resumes:
             await self._closer.close(
