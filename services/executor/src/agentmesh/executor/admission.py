@@ -20,12 +20,13 @@ from agentmesh.executor.agent import kind_name
 from agentmesh.executor.detached import run_detached
 from agentmesh.executor.errors import DelegationDepthExceeded, NoSubAgents
 from agentmesh.executor.finisher import RunFinisher
+from agentmesh.executor.models.base import Message
 from agentmesh.executor.models.factory import recorded_settings
 from agentmesh.executor.outbox import EventOutbox
 from agentmesh.executor.recorder import EventType, NewEvent, Recorder, end_key
 from agentmesh.executor.secrets import Secrets
 from agentmesh.executor.specs import AgentSpecs, SpecKey
-from agentmesh.executor.turns import turn_policy
+from agentmesh.executor.turns import policy_violations, turn_policy
 from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.memory.client import MemoryClient
@@ -33,7 +34,7 @@ from agentmesh.memory.v1 import memory_service_pb2
 from agentmesh.memory.v1 import resources_pb2 as memory_resources_pb2
 from agentmesh.registry.client import AgentTerminated, RegistryClient
 from agentmesh.registry.v1 import resources_pb2
-from agentmesh.runtime.errors import DomainError
+from agentmesh.runtime.errors import DomainError, FieldViolation, InvalidArgument
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +86,25 @@ class AdmittedRun:
         """The input's event: the one recorded alongside the start, else recorded now."""
         self._input_requested = True
         return self.early_input or _record_input(self)
+
+    async def history(
+        self, memory: MemoryClient, received: memory_resources_pb2.Event, *, window: int
+    ) -> list[Message]:
+        """The agent's context window (history.py): read with the input when the run asked for
+        it there (a delegated run), else read now — not at all when the input was the session's
+        first event (a new session has no history)."""
+        if self.listed_history is not None:
+            return history.messages(self.listed_history, window=window, exclude_run_id=self.run_id)
+        if received.seq <= 1:
+            return []
+        return await history.read_history(
+            memory,
+            session_id=self.recorder.session_id,
+            project_id=self.recorder.project_id,
+            agent=self.recorder.agent,
+            window=window,
+            exclude_run_id=self.run_id,
+        )
 
     def abandon_input(self) -> None:
         """Stops recording the input early (the run goes no further)."""
@@ -312,3 +332,23 @@ def _input_metadata(request: executor_service_pb2.RunRequest) -> dict[str, Any]:
     if request.sub_agent_id:
         metadata["sub_agent_id"] = request.sub_agent_id  # how a resumed workflow finds this run
     return metadata
+
+
+def validate_request(request: executor_service_pb2.RunRequest) -> None:
+    """The request names what a run needs, and its double-texting settings are valid."""
+    violations = [
+        FieldViolation(name, "is required")
+        for name, value in (
+            ("project_slug", request.project_slug),
+            ("agent_name", request.agent_name),
+            ("session_id", request.session_id),
+        )
+        if not value
+    ]
+    if request.delegation_depth < 0:
+        violations.append(FieldViolation("delegation_depth", "must not be negative"))
+    violations += policy_violations(request)
+    if violations:
+        raise InvalidArgument(
+            "; ".join(f"{v.field} {v.description}" for v in violations), violations=violations
+        )

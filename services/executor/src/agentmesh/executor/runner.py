@@ -26,7 +26,7 @@ import grpc
 from opentelemetry.trace import Span
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.admission import AdmittedRun, RunAdmission
+from agentmesh.executor.admission import AdmittedRun, RunAdmission, validate_request
 from agentmesh.executor.agent import AgentBuilder, AgentRuntime, kind_name
 from agentmesh.executor.cache import AgentCache
 from agentmesh.executor.delegation import Delegator, RemoteRuns
@@ -40,9 +40,7 @@ from agentmesh.executor.errors import (
 )
 from agentmesh.executor.events import EventSink, RunContext, usage_proto
 from agentmesh.executor.finisher import RunFinisher
-from agentmesh.executor.history import messages, read_history
 from agentmesh.executor.llm import LlmLoop
-from agentmesh.executor.models.base import Message
 from agentmesh.executor.outbox import EventOutbox
 from agentmesh.executor.outliving import Outliving
 from agentmesh.executor.recorder import EventType, Recorder, end_key
@@ -51,16 +49,15 @@ from agentmesh.executor.run_end import record_cancelled, record_failure, result_
 from agentmesh.executor.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.executor.specs import AgentSpecs
-from agentmesh.executor.turns import INTERRUPTED, await_turn, policy_violations, turn_policy
+from agentmesh.executor.turns import INTERRUPTED, await_turn, turn_policy
 from agentmesh.executor.workflow import WorkflowRun
 from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.memory.client import MemoryClient
-from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime import metrics, telemetry
-from agentmesh.runtime.errors import DomainError, FieldViolation, InvalidArgument
+from agentmesh.runtime.errors import DomainError
 from agentmesh.runtime.identity import current_token
 
 logger = logging.getLogger(__name__)
@@ -143,7 +140,7 @@ class RunExecutor:
     ) -> AsyncIterator[list[run_pb2.RunEvent]]:
         """Runs `request`: its events, in the batches they queued up in while the caller was busy
         sending the batch before (`EventSink.drain_batches`)."""
-        _validate(request)
+        validate_request(request)
         if self._slots.locked():
             raise ExecutorBusy(f"executor is running {self._settings.max_concurrent_runs} runs; try another")
         await self._slots.acquire()
@@ -508,7 +505,11 @@ class RunExecutor:
                     f"{server.reason}",
                     metadata={"server": server.name},
                 )
-            history = await self._history(run, scope, received) if kind == "llm" else []
+            history = (
+                await run.history(self._memory, received, window=self._settings.history_window_events)
+                if kind == "llm"
+                else []
+            )
             if kind == "llm":
                 loop = LlmLoop(scope, runtime, settings=self._settings, delegator=self._delegator)
                 result = await loop.run(history, resumed)
@@ -575,24 +576,6 @@ class RunExecutor:
         sink.close()
         return result
 
-    async def _history(self, run: AdmittedRun, scope: RunScope, received: memory_pb2.Event) -> list[Message]:
-        """The agent's context window (history.py): read with the input when the run asked for
-        it there (a delegated run), else read now — not at all when the input was the session's
-        first event (a new session has no history)."""
-        window = self._settings.history_window_events
-        if run.listed_history is not None:
-            return messages(run.listed_history, window=window, exclude_run_id=run.run_id)
-        if received.seq <= 1:
-            return []
-        return await read_history(
-            self._memory,
-            session_id=scope.session_id,
-            project_id=scope.spec.agent.project_id,
-            agent=scope.agent,
-            window=window,
-            exclude_run_id=run.run_id,
-        )
-
     def _finish(self, run: AdmittedRun, result: RunResult | None) -> None:
         usage = result.usage if result else None
         self._finisher.finish(
@@ -601,23 +584,4 @@ class RunExecutor:
             completed=result is not None,
             tokens_used=usage.total_tokens if usage else 0,
             cost=usage.cost if usage else 0.0,
-        )
-
-
-def _validate(request: executor_service_pb2.RunRequest) -> None:
-    violations = [
-        FieldViolation(name, "is required")
-        for name, value in (
-            ("project_slug", request.project_slug),
-            ("agent_name", request.agent_name),
-            ("session_id", request.session_id),
-        )
-        if not value
-    ]
-    if request.delegation_depth < 0:
-        violations.append(FieldViolation("delegation_depth", "must not be negative"))
-    violations += policy_violations(request)
-    if violations:
-        raise InvalidArgument(
-            "; ".join(f"{v.field} {v.description}" for v in violations), violations=violations
         )
