@@ -28,12 +28,24 @@ DELEGATE = {
 
 
 class Processes:
-    """The mesh as processes: registry, memory, two executors (by executor id), gateway."""
+    """The mesh as processes: registry, memory, two executors (by executor id), gateway.
+
+    With `own_registry` (an executor id), that executor talks to a registry replica of its own
+    (`registry_replica`, on the same database) and is the only one the gateway sends runs to, while
+    the executors send delegated and sub-agent runs only to the others: a test can cut it off from
+    the registry — stop the replica — while it and the rest go on (a run sent to an executor cut
+    off from the registry would wait for its start there)."""
 
     def __init__(
-        self, database_url: str, log_dir: Path, *, executor_env: dict[str, str] | None = None
+        self,
+        database_url: str,
+        log_dir: Path,
+        *,
+        executor_env: dict[str, str] | None = None,
+        registry_env: dict[str, str] | None = None,
+        own_registry: str = "",
     ) -> None:
-        registry, memory, gateway, http, *executors = free_loopback_ports(6)
+        registry, memory, gateway, http, replica, *executors = free_loopback_ports(7)
         self.executor_addresses = [f"127.0.0.1:{port}" for port in executors]
         common = {
             "AGENTMESH_JWT_SECRET": JWT_SECRET,
@@ -41,44 +53,58 @@ class Processes:
             "AGENTMESH_MEMORY_ADDRESS": f"127.0.0.1:{memory}",
             "AGENTMESH_DATABASE_URL": database_url,
         }
-        pool = json.dumps(self.executor_addresses)
+        ids = [f"executor-{n}" for n in range(len(executors))]
+        gateway_pool = [self.executor_addresses[ids.index(own_registry)]] if own_registry else None
+        pool = json.dumps([a for a in self.executor_addresses if a not in (gateway_pool or ())])
         self.database_url = database_url
 
         def serve(service: str, name: str, env: dict[str, str]) -> ServiceProcess:
             return ServiceProcess.serve(service, name=name, env={**common, **env}, log_dir=log_dir)
 
         self._serve = serve
-        self._pool = pool
+        self._pool = json.dumps(gateway_pool) if gateway_pool else pool
+        self._only_executor = bool(gateway_pool)
 
-        self.registry = serve(
-            "registry",
-            "registry",
-            {
-                "AGENTMESH_REGISTRY_PORT": str(registry),
-                "AGENTMESH_SUPERUSER_EMAIL": SUPERUSER_EMAIL,
-                "AGENTMESH_SUPERUSER_PASSWORD": SUPERUSER_PASSWORD,
-                "AGENTMESH_REGISTRY_PASSWORD_HASH_TIME_COST": "1",
-                "AGENTMESH_REGISTRY_PASSWORD_HASH_MEMORY_KIB": "64",
-                "AGENTMESH_REGISTRY_RUN_LEASE_SECONDS": str(LEASE_SECONDS),
-                "AGENTMESH_REGISTRY_RUN_LEASE_SWEEP_SECONDS": "0.2",
-            },
-        )
+        def registry_process(name: str, port: int) -> ServiceProcess:
+            return serve(
+                "registry",
+                name,
+                {
+                    "AGENTMESH_REGISTRY_PORT": str(port),
+                    "AGENTMESH_SUPERUSER_EMAIL": SUPERUSER_EMAIL,
+                    "AGENTMESH_SUPERUSER_PASSWORD": SUPERUSER_PASSWORD,
+                    "AGENTMESH_REGISTRY_PASSWORD_HASH_TIME_COST": "1",
+                    "AGENTMESH_REGISTRY_PASSWORD_HASH_MEMORY_KIB": "64",
+                    "AGENTMESH_REGISTRY_RUN_LEASE_SECONDS": str(LEASE_SECONDS),
+                    "AGENTMESH_REGISTRY_RUN_LEASE_SWEEP_SECONDS": "0.2",
+                    **(registry_env or {}),
+                },
+            )
+
+        self.registry = registry_process("registry", registry)
+        self.registry_replica = registry_process("registry-replica", replica) if own_registry else None
         self.memory = serve("memory", "memory", {"AGENTMESH_MEMORY_PORT": str(memory)})
         self.executors = {
-            f"executor-{n}": serve(
+            executor_id: serve(
                 "executor",
-                f"executor-{n}",
+                executor_id,
                 {
                     "AGENTMESH_EXECUTOR_PORT": str(port),
                     "AGENTMESH_EXECUTOR_ADVERTISE_ADDRESS": f"127.0.0.1:{port}",
-                    "AGENTMESH_EXECUTOR_EXECUTOR_ID": f"executor-{n}",
+                    "AGENTMESH_EXECUTOR_EXECUTOR_ID": executor_id,
                     "AGENTMESH_EXECUTOR_EXECUTOR_ADDRESSES": pool,
                     "AGENTMESH_EXECUTOR_EXECUTOR_HEALTH_INTERVAL_SECONDS": "0.2",
                     "AGENTMESH_EXECUTOR_LEASE_RENEW_INTERVAL_SECONDS": "0.5",
+                    **({"AGENTMESH_EXECUTOR_EXECUTOR_DISCOVERY": "false"} if own_registry else {}),
                     **(executor_env or {}),
+                    **(
+                        {"AGENTMESH_REGISTRY_ADDRESS": f"127.0.0.1:{replica}"}
+                        if executor_id == own_registry
+                        else {}
+                    ),
                 },
             )
-            for n, port in enumerate(executors)
+            for executor_id, port in zip(ids, executors, strict=True)
         }
         self.gateway = self.new_gateway("gateway", grpc_port=gateway, http_port=http)
         self.extra: list[ServiceProcess] = []
@@ -95,6 +121,7 @@ class Processes:
                 "AGENTMESH_GATEWAY_HTTP_PORT": str(http_port),
                 "AGENTMESH_GATEWAY_EXECUTOR_ADDRESSES": self._pool,
                 "AGENTMESH_GATEWAY_EXECUTOR_HEALTH_INTERVAL_SECONDS": "0.2",
+                **({"AGENTMESH_GATEWAY_EXECUTOR_DISCOVERY": "false"} if self._only_executor else {}),
             },
         )
 
@@ -107,11 +134,21 @@ class Processes:
 
     async def start(self) -> None:
         await asyncio.gather(self.registry.start(), self.memory.start())
+        if self.registry_replica is not None:  # after the first registry made the database
+            await self.registry_replica.start()
         await asyncio.gather(*(executor.start() for executor in self.executors.values()))
         await self.gateway.start()
 
     async def stop(self) -> None:
-        for process in (*self.extra, self.gateway, *self.executors.values(), self.memory, self.registry):
+        replica = [self.registry_replica] if self.registry_replica is not None else []
+        for process in (
+            *self.extra,
+            self.gateway,
+            *self.executors.values(),
+            self.memory,
+            *replica,
+            self.registry,
+        ):
             await process.stop()
 
 
@@ -176,9 +213,18 @@ async def session_log(http: httpx.AsyncClient, project_id: str, session_id: str)
 
 
 @contextlib.asynccontextmanager
-async def running(database_url: str, log_dir: Path, **executor_env: str) -> AsyncIterator[Processes]:
-    """The mesh's processes, started, with these executor settings; stopped after."""
-    mesh = Processes(database_url, log_dir, executor_env=executor_env)
+async def running(
+    database_url: str,
+    log_dir: Path,
+    *,
+    registry_env: dict[str, str] | None = None,
+    own_registry: str = "",
+    **executor_env: str,
+) -> AsyncIterator[Processes]:
+    """The mesh's processes, started, with these executor (and registry) settings; stopped after."""
+    mesh = Processes(
+        database_url, log_dir, executor_env=executor_env, registry_env=registry_env, own_registry=own_registry
+    )
     try:
         await mesh.start()
         yield mesh

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sys
 from pathlib import Path
 
 import grpc
@@ -18,7 +17,7 @@ from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
 from agentmesh.memory.v1 import memory_service_pb2 as mem
 from agentmesh.memory.v1 import memory_service_pb2_grpc as mem_grpc
-from agentmesh.registry.v1 import resources_pb2
+from tests.counting import counting_server
 from tests.faults.processes import LEASE_SECONDS, Processes, run_bookkeeping, seed_delegating_pair
 from tests.mesh import MeshClient, Seeded, bearer
 from tests.polling import eventually
@@ -27,7 +26,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(180)]
 
 # About ten seconds: 47 chunks of 64 characters, 0.2 s apart.
 SLOW_WORKER = {"content": "part " * 600, "delay_seconds": 0.2}
-COUNTING_TOOLS = Path(__file__).with_name("counting_tools.py")
 
 
 async def test_a_stream_whose_executor_dies_goes_on_to_the_runs_final_event(processes: Processes) -> None:
@@ -115,13 +113,7 @@ async def test_a_chat_whose_run_is_taken_over_before_its_first_event_gets_the_an
     failed INTERNAL "the run ended before it started"."""
     mesh = processes
     count_file, hold = tmp_path / "calls.txt", tmp_path / "hold"
-    tools = resources_pb2.McpServer(
-        name="held",
-        transport="stdio",
-        command=sys.executable,
-        args=[str(COUNTING_TOOLS)],
-        env={"COUNT_FILE": str(count_file), "HOLD_FILE": str(hold)},
-    )
+    tools = counting_server(count_file, name="held", HOLD_FILE=str(hold))
     client = MeshClient(mesh.registry.grpc_address, mesh.gateway.grpc_address)
     try:
         token = await client.login()

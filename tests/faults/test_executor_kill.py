@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,7 @@ import pytest
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
-from agentmesh.registry.v1 import resources_pb2
+from tests.counting import calls, counting_server
 from tests.faults.load import resumed_sessions_problems, until_no_problems
 from tests.faults.processes import LEASE_SECONDS, Processes, seed_delegating_pair, session_log
 from tests.mesh import MeshClient, Seeded, bearer
@@ -39,7 +38,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(900)]
 KILLS = 20
 MIN_KILLS = 20
 TIME_BUDGET_SECONDS = 600.0
-COUNTING_TOOLS = Path(__file__).with_name("counting_tools.py")
 # The worker answers in a few dozen chunks, so kills land before, during and after delegating.
 WORKER = {"content": "part " * 60, "delay_seconds": 0.01}
 ACT = {
@@ -50,13 +48,6 @@ ACT = {
         {"name": "delegate", "arguments": {"agent": "worker", "task": "work"}},
     ],
 }
-
-
-def _records(count_file: Path) -> int:
-    """How many times the non-idempotent tool really ran."""
-    if not count_file.exists():
-        return 0
-    return sum(line.startswith("record ") for line in count_file.read_text().splitlines())
 
 
 @dataclass
@@ -125,13 +116,7 @@ async def test_sigkilled_executors_runs_resume_and_complete(processes: Processes
     mesh = processes
     client = MeshClient(mesh.registry.grpc_address, mesh.gateway.grpc_address)
     count_file = tmp_path / "tool-calls.txt"
-    tools = resources_pb2.McpServer(
-        name="counting",
-        transport="stdio",
-        command=sys.executable,
-        args=[str(COUNTING_TOOLS)],
-        env={"COUNT_FILE": str(count_file)},
-    )
+    tools = counting_server(count_file)
     try:
         token = await client.login()
         worker, coordinator = await seed_delegating_pair(
@@ -153,7 +138,7 @@ async def test_sigkilled_executors_runs_resume_and_complete(processes: Processes
         async with httpx.AsyncClient(base_url=mesh.gateway.http_url, headers=headers, timeout=10) as http:
             while kills < KILLS and time.monotonic() - started < TIME_BUDGET_SECONDS:
                 session_id = f"kill-{kills}"
-                records_before = _records(count_file)
+                records_before = calls(count_file, "record")
                 chat = await _chat_until_kill(gateway, coordinator, session_id, rng.randint(1, 25), mesh)
                 kills += 1
                 mid_run += not chat.ended
@@ -188,7 +173,7 @@ async def test_sigkilled_executors_runs_resume_and_complete(processes: Processes
                 what = f"after kill {kills}, {session_id} settles"
                 await until_no_problems(mesh, kill_problems, timeout=LEASE_SECONDS * 10, what=what)
                 # The non-idempotent tool ran at most once for this chat, however it was resumed.
-                assert _records(count_file) - records_before <= 1, count_file.read_text()
+                assert calls(count_file, "record") - records_before <= 1, count_file.read_text()
                 await restart
                 await mesh.executors[chat.executor_id].wait_serving()
     finally:

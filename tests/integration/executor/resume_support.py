@@ -6,10 +6,8 @@ registry row a dead executor leaves behind."""
 from __future__ import annotations
 
 import json
-import sys
 import uuid
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,7 +24,6 @@ from tests.mesh import JWT_SECRET, bearer
 from tests.polling import eventually
 
 LEASE_SECONDS = 1.0
-COUNTING_TOOLS = Path(__file__).parents[2] / "faults" / "counting_tools.py"
 
 
 @pytest.fixture(scope="module")
@@ -45,18 +42,6 @@ def registry_settings() -> dict[str, Any]:
         "run_lease_sweep_seconds": 0.2,
         "run_lease_startup_grace_seconds": 0,
     }
-
-
-def counting_server(count_file: Path) -> Any:
-    from agentmesh.registry.v1 import resources_pb2
-
-    return resources_pb2.McpServer(
-        name="counting",
-        transport="stdio",
-        command=sys.executable,
-        args=[str(COUNTING_TOOLS)],
-        env={"COUNT_FILE": str(count_file)},
-    )
 
 
 class DeadRun:
@@ -146,12 +131,6 @@ def as_dicts(events: Sequence[Event]) -> list[dict[str, Any]]:
         }
         for e in events
     ]
-
-
-def calls(count_file: Path, tool: str) -> int:
-    if not count_file.exists():
-        return 0
-    return sum(line.startswith(f"{tool} ") for line in count_file.read_text().splitlines())
 
 
 def step(call_id: str, index: int, **extra: Any) -> dict[str, Any]:

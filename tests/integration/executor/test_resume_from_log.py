@@ -19,13 +19,12 @@ from google.protobuf.json_format import MessageToDict
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2
+from tests.counting import calls, counting_server
 from tests.integration.executor.openai_server import FakeOpenAI, Reply
 from tests.integration.executor.resume_support import (  # noqa: F401 (module fixtures)
     LEASE_SECONDS,
     DeadRun,
     as_dicts,
-    calls,
-    counting_server,
     executor_settings,
     final,
     registry_settings,

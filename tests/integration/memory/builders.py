@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from agentmesh.memory.v1 import memory_service_pb2 as pb
 from agentmesh.memory.v1 import resources_pb2
+from agentmesh.runtime.errors import FailedPrecondition
 
 EventType = resources_pb2.EventType
 
@@ -22,3 +24,15 @@ def new_event(
     if metadata:
         event.metadata.update(metadata)
     return event
+
+
+def refusals(outcomes: Sequence[object], reason: str) -> int:
+    """How many of the appends `asyncio.gather(..., return_exceptions=True)` gave back were refused
+    FAILED_PRECONDITION with `reason`; any other failure fails the test."""
+    refused = 0
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            assert isinstance(outcome, FailedPrecondition), outcome
+            assert outcome.reason == reason, outcome
+            refused += 1
+    return refused

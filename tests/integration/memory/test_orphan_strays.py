@@ -109,6 +109,7 @@ async def test_a_run_handed_out_again_after_its_end_gets_its_strays_answered(mem
             count_in=not_counted,
             system_metadata=lambda: None,
             max_resumes=3,
+            executor_id="e2",
         )
         await resumer.close(ORPHAN)
     finally:

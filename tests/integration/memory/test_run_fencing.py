@@ -15,7 +15,7 @@ import pytest
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2 as pb
 from agentmesh.runtime.errors import AlreadyExists, FailedPrecondition
-from tests.integration.memory.builders import EventType, new_event
+from tests.integration.memory.builders import EventType, new_event, refusals
 
 
 async def _log(memory: MemoryClient, session_id: str) -> list[tuple[int, str, str]]:
@@ -99,10 +99,10 @@ async def test_a_step_racing_its_runs_end_lands_before_it_or_is_refused(memory: 
     """Each round, in several sessions at once (so PostgreSQL groups their appends), a run's end
     and three of its steps are appended concurrently. Every step is then either before the end in
     the log or was refused RUN_ENDED — never after it."""
-    refusals = 0
+    refused = 0
 
     async def race(session_id: str, run_id: str) -> None:
-        nonlocal refusals
+        nonlocal refused
         start = new_event("go", run_id=run_id, idempotency_key=f"{run_id}:in")
         await memory.append_events(session_id, "p", [start])
         outcomes = await asyncio.gather(
@@ -110,11 +110,7 @@ async def test_a_step_racing_its_runs_end_lands_before_it_or_is_refused(memory: 
             *(memory.append_events(session_id, "p", [_step(run_id, n)]) for n in range(RACE_STEPS)),
             return_exceptions=True,
         )
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                assert isinstance(outcome, FailedPrecondition), outcome
-                assert outcome.reason == "RUN_ENDED"
-                refusals += 1
+        refused += refusals(outcomes, "RUN_ENDED")
 
     for round_ in range(RACE_ROUNDS):
         await asyncio.gather(*(race(f"s{session}", f"r{round_}") for session in range(RACE_SESSIONS)))
@@ -129,4 +125,4 @@ async def test_a_step_racing_its_runs_end_lands_before_it_or_is_refused(memory: 
             assert seq <= ends[run_id], f"{key} landed after its run's end in session s{session}"
         logged_steps += sum(1 for _, run_id, key in log if key not in (f"{run_id}:in", f"{run_id}:end"))
     # Every step is accounted for: stored before its end, or refused.
-    assert logged_steps + refusals == RACE_SESSIONS * RACE_ROUNDS * RACE_STEPS
+    assert logged_steps + refused == RACE_SESSIONS * RACE_ROUNDS * RACE_STEPS

@@ -331,6 +331,11 @@ def _input_metadata(request: executor_service_pb2.RunRequest) -> dict[str, Any]:
         metadata["model_settings"] = settings  # for a resumed run (resumption.resumed_request)
     if request.sub_agent_id:
         metadata["sub_agent_id"] = request.sub_agent_id  # how a resumed workflow finds this run
+    if request.caller_run_id:
+        # The input is refused once the caller was taken over since (memory `fence.py`).
+        metadata["caller_run_id"] = request.caller_run_id
+        if request.caller_resume:
+            metadata["caller_resume"] = request.caller_resume
     return metadata
 
 

@@ -135,7 +135,9 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         timeout_seconds=settings.cleanup_timeout_seconds,
         held_back=lambda: outbox.pending_run_ids(),
     )
-    outbox = EventOutbox(memory, system_metadata=system_metadata, delivered=finisher.wake)
+    outbox = EventOutbox(
+        memory, system_metadata=system_metadata, delivered=finisher.wake, superseded=finisher.forget
+    )
     builder = AgentBuilder(
         models,
         mcp_servers=McpServerResolver(
@@ -177,6 +179,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
             count_in=lambda orphan: leases.count_in(orphan),  # this keeper's, once it runs
             system_metadata=system_metadata,
             max_resumes=settings.resume_max_times,
+            executor_id=executor_id,
         ),
         executor_id=executor_id,
         held=lambda: [*runner.leased_runs(), *finisher.pending_runs(), *outbox.pending_runs()],

@@ -549,6 +549,7 @@ def child_request(scope: RunScope, agent: str, text: str, **fields: Any) -> exec
         delegation_depth=scope.depth + 1,
         delegation_path=scope.context.child_path,
         caller_run_id=scope.context.run_id,
+        caller_resume=scope.recorder.resume,
         **fields,
     )
 

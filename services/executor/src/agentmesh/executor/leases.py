@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from agentmesh.executor.child_log import is_final
-from agentmesh.executor.outbox import is_taken
-from agentmesh.executor.recorder import EventType, end_key, response_key
+from agentmesh.executor.outbox import is_superseded, is_taken
+from agentmesh.executor.recorder import RESUME, EventType, end_key, response_key, resumes
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2, resources_pb2
@@ -71,11 +71,18 @@ class OrphanCloser:
         if not events:
             return
         input_event = next((e for e in events if e.event_type in _INPUT_TYPES), events[0])
+        # Ended as the run's latest incarnation, so that the end is refused should another
+        # executor have resumed the run after these events were read (memory `fence.py`).
+        incarnation = resumes(events)
         end = _event(
             orphan,
             EventType.EVENT_TYPE_ERROR,
             message,
-            metadata={"reason": reason, "code": "UNAVAILABLE"},
+            metadata={
+                "reason": reason,
+                "code": "UNAVAILABLE",
+                **({RESUME: incarnation} if incarnation else {}),
+            },
             parent_event_id=input_event.id,
             delegation_id=input_event.delegation_id,
             idempotency_key=end_key(orphan.run_id),
@@ -115,7 +122,7 @@ class OrphanCloser:
                     orphan.session_id, orphan.project_id, [event], metadata=self._system_metadata()
                 )
             except DomainError as error:
-                if not is_taken(error):
+                if not (is_taken(error) or is_superseded(error)):  # settled by the run, or its taker
                     raise
 
 
@@ -156,7 +163,7 @@ def _event(
     event_type: EventType.ValueType,
     content: str | dict[str, str],
     *,
-    metadata: dict[str, str],
+    metadata: dict[str, Any],
     parent_event_id: str,
     delegation_id: str,
     idempotency_key: str,

@@ -44,6 +44,20 @@ def is_taken(error: BaseException) -> bool:
     return isinstance(error, DomainError) and error.reason == IdempotencyKeyReused.default_reason
 
 
+# The memory service's refusals of an event of a run that is no longer its executor's (memory
+# `fence.py`): another executor took the run over, or ended it.
+_SUPERSEDED = frozenset({"RUN_TAKEN_OVER", "RUN_ENDED"})
+
+
+def is_superseded(error: BaseException) -> bool:
+    """Whether an append was refused because the run went on, or ended, elsewhere."""
+    return (
+        isinstance(error, DomainError)
+        and error.code == grpc.StatusCode.FAILED_PRECONDITION
+        and error.reason in _SUPERSEDED
+    )
+
+
 def is_transient(error: BaseException) -> bool:
     """Whether a failed append may succeed when tried again."""
     return isinstance(error, TimeoutError) or (isinstance(error, DomainError) and error.code in TRANSIENT)
@@ -67,9 +81,13 @@ class EventOutbox:
         *,
         system_metadata: Callable[[], Metadata | None],
         delivered: Callable[[], None] = lambda: None,
+        superseded: Callable[[str], None] = lambda run_id: None,
     ) -> None:
         self._memory = memory
         self._delivered = delivered  # told after each event leaves (the finisher holds ends back)
+        # Told of a run whose kept end was refused because the run went on, or ended, elsewhere:
+        # its end is not this executor's to report (the finisher forgets it).
+        self._superseded = superseded
         self._system_metadata = system_metadata
         self._kept: collections.deque[_Kept] = collections.deque()
         self._arrived = asyncio.Event()
@@ -126,6 +144,11 @@ class EventOutbox:
             except Exception as error:
                 if is_taken(error):
                     pass  # another end was recorded first (the run's taker): it stands
+                elif is_superseded(error):
+                    # Taken over while its end was kept here (this executor was cut off from the
+                    # registry too): the run's taker ends it.
+                    logger.info("run %s went on elsewhere: its end kept here is dropped", kept.run[1])
+                    self._superseded(kept.run[1])
                 elif is_transient(error):
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, _MAX_RETRY_SECONDS)

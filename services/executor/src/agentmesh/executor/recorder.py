@@ -5,16 +5,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agentmesh.executor.detached import run_detached
-from agentmesh.executor.outbox import EventOutbox, is_taken, is_transient
+from agentmesh.executor.outbox import EventOutbox, is_superseded, is_taken, is_transient
 from agentmesh.executor.secrets import Secrets
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2, resources_pb2
 from agentmesh.runtime.batching import Coalescer
+from agentmesh.runtime.errors import DomainError
 from agentmesh.runtime.protos import struct
 from agentmesh.runtime.telemetry import current_trace_ids
 
@@ -28,6 +29,10 @@ _RETRY_SECONDS = 0.2
 _MAX_RETRY_SECONDS = 1.0
 
 
+# The metadata naming the incarnation of a resumed run an event belongs to (memory `fence.py`).
+RESUME = "resume"
+
+
 def end_key(run_id: str) -> str:
     """The idempotency key of a run's one final event (`agent_response`, or the `error` it failed
     or was cancelled with). Whoever records it — the run, its cancellation, the executor that took
@@ -39,6 +44,39 @@ def end_key(run_id: str) -> str:
 def response_key(delegation_id: str) -> str:
     """The idempotency key of a delegation's one `delegation_response` (as `end_key`)."""
     return f"{delegation_id}:response"
+
+
+# The reason of the `error` note a run's taker records first when it resumes the run.
+RUN_RESUMED = "RUN_RESUMED"
+
+
+def resumed_key(run_id: str, resume: int) -> str:
+    """The idempotency key of the note a run's `resume`th taker records first: the key that fences
+    every event of the incarnation before (memory `fence.py`)."""
+    return f"{run_id}:resumed:{resume}"
+
+
+def resumes(events: Iterable[resources_pb2.Event]) -> int:
+    """How many times the run of these events was resumed: its takers' notes. Its current
+    incarnation is that number (0: the run as first started)."""
+    return sum(
+        1
+        for event in events
+        if event.event_type == EventType.EVENT_TYPE_ERROR
+        and "reason" in event.metadata.fields
+        and event.metadata.fields["reason"].string_value == RUN_RESUMED
+    )
+
+
+class RunSuperseded(Exception):
+    """The memory service refused an event of this run because the run is no longer this
+    executor's: another executor took it over (`RUN_TAKEN_OVER`: its note of the run's next
+    incarnation is stored) or ended it (`RUN_ENDED`). The run stops here without an end, as a
+    run whose lease was lost does (runner `_live`); from then on its recorder records nothing."""
+
+    def __init__(self, refusal: DomainError) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
 
 
 @dataclass(frozen=True)
@@ -59,7 +97,10 @@ class Recorder:
     Events name their agent by slug (`agent`); each also carries the agent's display name as
     `agent_name` in its metadata, so a reader sees both. Every event carries an idempotency key
     made of the run id and its position in the run, so an append retried after a lost answer
-    stores it once.
+    stores it once. A resumed run's recorder says which incarnation of the run it records
+    (`resume`: the taker's resume number, in every event's metadata), so that the memory service
+    refuses what an earlier incarnation still sends (memory `fence.py`); once refused so, the
+    recorder raises `RunSuperseded` for every event, its end included.
     """
 
     def __init__(
@@ -76,8 +117,11 @@ class Recorder:
         agent_id: str = "",
         outbox: EventOutbox | None = None,
         key_prefix: str = "",
+        resume: int = 0,
     ) -> None:
         self._memory = memory
+        self.resume = resume
+        self.superseded: DomainError | None = None  # the refusal that said so
         # A run resumed on another executor records under a prefix of its own: its positions
         # start again at 1, and must not meet the keys its first executor used.
         self._key_prefix = key_prefix or run_id
@@ -126,6 +170,7 @@ class Recorder:
         does not take it, kept in the outbox to be appended again (None then). None too when
         another event already holds the key (the first stands). The event is a receipt, as
         `record_many`'s."""
+        self._raise_if_superseded()
         (new,) = self._protos(
             [NewEvent(event_type, content, metadata, parent_event_id, delegation_id, idempotency_key)]
         )
@@ -139,6 +184,7 @@ class Recorder:
         except Exception as error:
             if is_taken(error):
                 return None
+            self._raise_if_superseded(error)
             if self._outbox is None or not is_transient(error):
                 raise
             self._outbox.keep(self.session_id, self.project_id, new, run=(self.agent_id, self.run_id))
@@ -159,7 +205,7 @@ class Recorder:
         """Records `event` and reads `listing` of the session after it, in one call (a delegated
         run's input and its history: issue 16, one round trip less per delegation level)."""
         events = self._protos([event])
-        response = await _resolving_doubt(
+        response = await self._fenced(
             lambda: self._memory.append_events(
                 self.session_id, self.project_id, events, receipts_only=True, list_after_append=listing
             )
@@ -177,10 +223,33 @@ class Recorder:
         return await self._coalesced.submit(self._protos(events))
 
     async def _append(self, events: list[memory_service_pb2.NewEvent]) -> list[resources_pb2.Event]:
-        response = await _resolving_doubt(
+        response = await self._fenced(
             lambda: self._memory.append_events(self.session_id, self.project_id, events, receipts_only=True)
         )
         return list(response.events)
+
+    async def _fenced(self, append: Callable[[], Awaitable[T]]) -> T:
+        """A step's append (`_resolving_doubt`), unless the run is no longer this executor's."""
+        self._raise_if_superseded()
+        try:
+            return await _resolving_doubt(append)
+        except DomainError as error:
+            self._raise_if_superseded(error)
+            raise
+
+    def _raise_if_superseded(self, error: BaseException | None = None) -> None:
+        """Raises RunSuperseded when `error` says the run is no longer this executor's, or an
+        earlier refusal did. (A child run's input refused because its *caller* was taken over is
+        not: the child never started, and is refused like any run that could not record its input.)"""
+        if (
+            self.superseded is None
+            and isinstance(error, DomainError)
+            and is_superseded(error)
+            and error.metadata.get("run_id") == self.run_id
+        ):
+            self.superseded = error
+        if self.superseded is not None:
+            raise RunSuperseded(self.superseded) from error
 
     def _protos(self, events: Sequence[NewEvent]) -> list[memory_service_pb2.NewEvent]:
         trace_id, span_id = current_trace_ids()
@@ -199,6 +268,8 @@ class Recorder:
                 idempotency_key=event.idempotency_key or f"{self._key_prefix}:{next(self._positions)}",
             )
             metadata = {"agent_name": self.agent_name, **(event.metadata or {})}
+            if self.resume:
+                metadata[RESUME] = self.resume
             new.metadata.CopyFrom(struct(self._secrets.scrub_value(metadata)))
             batch.append(new)
         return batch

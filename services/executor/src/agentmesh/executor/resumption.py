@@ -25,7 +25,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf.struct_pb2 import Value
 
@@ -34,7 +34,15 @@ from agentmesh.executor.child_log import ChildLog, is_final
 from agentmesh.executor.llm import DELEGATION, TOOL, PlannedCall
 from agentmesh.executor.models.base import Usage
 from agentmesh.executor.models.factory import settings_from_record
-from agentmesh.executor.recorder import EventType
+from agentmesh.executor.outbox import is_taken
+from agentmesh.executor.recorder import (
+    RUN_RESUMED,
+    EventType,
+    Recorder,
+    RunSuperseded,
+    resumed_key,
+    resumes,
+)
 from agentmesh.executor.tools.base import ToolOutput
 from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2
@@ -44,13 +52,13 @@ from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import resources_pb2 as registry_pb2
 from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import DomainError, NotFound
+from agentmesh.runtime.identity import calling_as
 
 if TYPE_CHECKING:
     from agentmesh.executor.leases import OrphanCloser
 
 logger = logging.getLogger(__name__)
 
-RUN_RESUMED = "RUN_RESUMED"
 RESUME_LIMIT = "RESUME_LIMIT"
 # A request the run's previous executor recorded after this one read the log (closer.answer_strays).
 _STRAY = "the run was taken over from its executor as it delegated this, and went on without it"
@@ -106,12 +114,6 @@ def read_run_log(events: list[Event]) -> RunLog:
             log.input = event
         elif is_final(event):
             log.ended = True
-        elif (
-            kind == EventType.EVENT_TYPE_ERROR
-            and meta.get("reason")
-            and meta["reason"].string_value == RUN_RESUMED
-        ):
-            log.resumes += 1
         elif kind in (EventType.EVENT_TYPE_TOOL_CALL, EventType.EVENT_TYPE_DELEGATION_REQUEST):
             if "step" not in meta:
                 log.problem = "its intent events were recorded without their step"
@@ -132,6 +134,7 @@ def read_run_log(events: list[Event]) -> RunLog:
     for step in steps.values():
         step.calls.sort(key=lambda logged: logged.call.index)
     log.steps = [steps[number] for number in sorted(steps)]
+    log.resumes = resumes(events)
     if log.input is None:
         log.problem = log.problem or "its input is not in the log"
     return log
@@ -204,7 +207,9 @@ class RunResumer:
         count_in: Callable[[registry_internal_service_pb2.OrphanedRun], Awaitable[bool]],
         system_metadata: Callable[[], Metadata | None],
         max_resumes: int,
+        executor_id: str,
     ) -> None:
+        self._executor_id = executor_id
         self._memory = memory
         self._registry = registry
         self._closer = closer
@@ -215,14 +220,7 @@ class RunResumer:
 
     async def close(self, orphan: registry_internal_service_pb2.OrphanedRun) -> None:
         """What `LeaseKeeper` calls for each orphan it is handed."""
-        metadata = self._system_metadata()
-        request = memory_service_pb2.ListEventsRequest(
-            session_id=orphan.session_id, project_id=orphan.project_id, run_id=orphan.run_id
-        )
-        try:
-            events = [event async for event in self._memory.iter_events(request, metadata=metadata)]
-        except NotFound:  # no session yet: the run recorded nothing
-            return
+        events = await self._events(orphan)
         log = read_run_log(events)
         if not events:
             return
@@ -251,8 +249,54 @@ class RunResumer:
         if not await self._count_in(orphan):
             logger.info("run %s was taken from this executor before it resumed: left alone", orphan.run_id)
             return
-        await self._resume(orphan, spec, log)
+        noted = await self._noted(orphan, spec, log)
+        if noted is not None:
+            await self._resume(orphan, spec, noted)
         await self._closer.answer_strays(orphan, message=_STRAY)
+
+    async def _events(self, orphan: registry_internal_service_pb2.OrphanedRun) -> list[Event]:
+        request = memory_service_pb2.ListEventsRequest(
+            session_id=orphan.session_id, project_id=orphan.project_id, run_id=orphan.run_id
+        )
+        try:
+            return [e async for e in self._memory.iter_events(request, metadata=self._system_metadata())]
+        except NotFound:  # no session yet: the run recorded nothing
+            return []
+
+    async def _noted(
+        self, orphan: registry_internal_service_pb2.OrphanedRun, spec: registry_pb2.AgentSpec, log: RunLog
+    ) -> RunLog | None:
+        """Records that the run resumes here — its next incarnation's note, under the key that
+        fences what the executor that lost it may still send (memory `fence.py`) — then reads its
+        log again: complete now, as nothing of the earlier incarnation lands after the note.
+        None when the run is not to be resumed here after all: it ended meanwhile, or another
+        executor noted the same resume first (the note's key) or a later one."""
+        assert log.input is not None
+        number = log.resumes + 1
+        recorder = taker_recorder(self._memory, orphan, spec, log.input, resume=number)
+        try:
+            with calling_as(self._system_metadata()):
+                await recorder.record(
+                    EventType.EVENT_TYPE_ERROR,
+                    f"the run resumed on executor {self._executor_id} after its executor stopped "
+                    f"(resume {number})",
+                    metadata={"reason": RUN_RESUMED, "resume": number, "executor_id": self._executor_id},
+                    parent_event_id=log.input.id,
+                    idempotency_key=resumed_key(orphan.run_id, number),
+                )
+        except (RunSuperseded, DomainError) as error:
+            if isinstance(error, DomainError) and not is_taken(error):
+                raise
+            logger.info("run %s is not resumed here: %s", orphan.run_id, error)
+            return None
+        noted = read_run_log(await self._events(orphan))
+        if kind_name(spec.kind) != "llm":
+            await self._read_sub_agent_runs(orphan, noted)
+        if noted.problem:  # what the lost executor recorded meanwhile cannot be resumed from
+            logger.info("run %s cannot be resumed (%s): closing it", orphan.run_id, noted.problem)
+            await self._closer.close(orphan)
+            return None
+        return noted
 
     async def _read_sub_agent_runs(
         self, orphan: registry_internal_service_pb2.OrphanedRun, log: RunLog
@@ -285,6 +329,31 @@ class RunResumer:
         if spec.agent.status in (registry_pb2.AGENT_STATUS_PAUSED, registry_pb2.AGENT_STATUS_TERMINATED):
             return None
         return spec
+
+
+def taker_recorder(
+    memory: MemoryClient,
+    orphan: registry_internal_service_pb2.OrphanedRun,
+    spec: registry_pb2.AgentSpec,
+    received: Event,
+    *,
+    resume: int,
+    **options: Any,
+) -> Recorder:
+    """A recorder of the taken-over run's incarnation `resume` (its taker's note, then the resumed
+    run's events), with the Recorder's other `options`."""
+    return Recorder(
+        memory,
+        session_id=orphan.session_id,
+        project_id=spec.agent.project_id,
+        agent=spec.agent.slug or spec.agent.name,
+        agent_name=spec.agent.name,
+        run_id=orphan.run_id,
+        delegation_id=received.delegation_id,
+        agent_id=spec.agent.id,
+        resume=resume,
+        **options,
+    )
 
 
 def resumed_request(

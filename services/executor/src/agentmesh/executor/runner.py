@@ -43,8 +43,8 @@ from agentmesh.executor.finisher import RunFinisher
 from agentmesh.executor.llm import LlmLoop
 from agentmesh.executor.outbox import EventOutbox
 from agentmesh.executor.outliving import Outliving
-from agentmesh.executor.recorder import EventType, Recorder, end_key
-from agentmesh.executor.resumption import RUN_RESUMED, RunLog, resumed_request
+from agentmesh.executor.recorder import EventType, RunSuperseded, end_key
+from agentmesh.executor.resumption import RunLog, resumed_request, taker_recorder
 from agentmesh.executor.run_end import record_cancelled, record_failure, result_metadata
 from agentmesh.executor.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
@@ -58,7 +58,7 @@ from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.errors import DomainError
-from agentmesh.runtime.identity import current_token
+from agentmesh.runtime.identity import bearer_token, current_token
 
 logger = logging.getLogger(__name__)
 
@@ -243,19 +243,17 @@ class RunExecutor:
     ) -> None:
         """Goes on with a run taken over from a dead executor, from where its log stops
         (resumption.py), as the mesh itself (the system token), until its one end. Its events
-        go to the log (clients follow it there), its stream to no one."""
+        go to the log (clients follow it there), its stream to no one. Its taker's note is in
+        the log: this is the run's incarnation `log.resumes` (resumption.py)."""
         assert log.input is not None
-        number = log.resumes + 1
-        recorder = Recorder(
+        number = log.resumes
+        recorder = taker_recorder(
             self._memory,
-            session_id=orphan.session_id,
-            project_id=spec.agent.project_id,
-            agent=spec.agent.slug or spec.agent.name,
-            agent_name=spec.agent.name,
-            run_id=orphan.run_id,
-            delegation_id=log.input.delegation_id,
+            orphan,
+            spec,
+            log.input,
+            resume=number,
             secrets=self._builder.secrets,
-            agent_id=spec.agent.id,
             outbox=self._outbox,
             key_prefix=f"{orphan.run_id}:resume{number}",
         )
@@ -272,9 +270,9 @@ class RunExecutor:
         sink = EventSink(self._settings.event_buffer_size, secrets=self._builder.secrets)
         context = contextvars.copy_context()
         metadata = self._remote.system_metadata()
-        context.run(current_token.set, metadata[0][1].partition(" ")[2] if metadata else None)
+        context.run(current_token.set, bearer_token(metadata))
         task = asyncio.create_task(
-            self._resumed(run, sink, log, number), name=f"resume {orphan.run_id}", context=context
+            self._resumed(run, sink, log), name=f"resume {orphan.run_id}", context=context
         )
         self._runs.add(task)
         task.add_done_callback(self._runs.discard)
@@ -287,7 +285,7 @@ class RunExecutor:
             if not task.done():
                 task.cancel()
 
-    async def _resumed(self, run: AdmittedRun, sink: EventSink, log: RunLog, number: int) -> None:
+    async def _resumed(self, run: AdmittedRun, sink: EventSink, log: RunLog) -> None:
         spec = run.spec
         kind = kind_name(spec.kind)
         with telemetry.run_span(
@@ -309,14 +307,6 @@ class RunExecutor:
                         spec.agent.id, run.run_id, wait_seconds=0, metadata=self._remote.system_metadata()
                     )
                 )
-            await run.recorder.record(
-                EventType.EVENT_TYPE_ERROR,
-                f"the run resumed on executor {self._executor_id} after its executor stopped "
-                f"(resume {number})",
-                metadata={"reason": RUN_RESUMED, "resume": number, "executor_id": self._executor_id},
-                parent_event_id=log.input.id,
-                idempotency_key=f"{run.run_id}:resumed:{number}",
-            )
             await self._live(run, sink, span, kind=kind, started=time.monotonic(), resumed=log)
 
     async def wait_idle(self, timeout_seconds: float) -> bool:
@@ -378,8 +368,13 @@ class RunExecutor:
             span.set_attribute(telemetry.RUN_OUTCOME, "completed" if result else "failed")
             if result is not None:
                 outcome = "max_steps" if result.max_steps_reached else "completed"
-        except asyncio.CancelledError:
+        except (RunSuperseded, asyncio.CancelledError):
             outcome = "cancelled"
+            if run.recorder.superseded is not None:
+                # Another executor took the run over, or ended it, while this one was cut off: it
+                # stops here as a run whose lease was lost (no end, no finish: its taker's).
+                logger.info("run %s stops here: %s", run.run_id, run.recorder.superseded.message)
+                self._lost.add(task)
             given_up = self._given_up(task, run)
             if given_up is not None:
                 raise given_up from None
@@ -528,9 +523,11 @@ class RunExecutor:
                 metadata=result_metadata(result),
                 idempotency_key=end_key(run_id),
             )
+        except RunSuperseded:
+            raise  # not this executor's run any more: no end here (`_live`)
         except asyncio.CancelledError:
             reason = self._cancel_reasons.get(asyncio.current_task())  # type: ignore[arg-type]
-            if reason in _GIVEN_UP:
+            if reason in _GIVEN_UP or recorder.superseded is not None:
                 raise  # no end: the executor that takes it over resumes it
             await record_cancelled(scope, reason, cleanup_timeout_seconds=cleanup)
             if reason:

@@ -27,6 +27,7 @@ __all__ = [
     "IdempotencyKeyReused",
     "ProjectDeleted",
     "RunEnded",
+    "RunTakenOver",
     "SessionNotFound",
     "TooManyEvents",
     "ValidationFailed",
@@ -146,4 +147,25 @@ class RunEnded(FailedPrecondition):
             message,
             violations=[FieldViolation(f"events[{index}].run_id", message)],
             metadata={"run_id": run_id, "end_event_id": end_event_id},
+        )
+
+
+class RunTakenOver(FailedPrecondition):
+    """An event of a run recorded by the executor that lost it: another executor took the run
+    over and resumes it (its `RUN_RESUMED` note is stored; fencing, fence.py)."""
+
+    default_reason = "RUN_TAKEN_OVER"
+
+    def __init__(
+        self, index: int, run_id: str, resume: int, note_event_id: str, *, started: str = ""
+    ) -> None:
+        what = f"the input of run {started!r} it started before that" if started else "of the run before that"
+        message = (
+            f"run {run_id!r} was taken over by another executor (resume {resume + 1}, noted in event "
+            f"{note_event_id}): events[{index}], {what}, is refused; nothing was written"
+        )
+        super().__init__(
+            message,
+            violations=[FieldViolation(f"events[{index}].run_id", message)],
+            metadata={"run_id": run_id, "resume": str(resume + 1), "resumed_event_id": note_event_id},
         )

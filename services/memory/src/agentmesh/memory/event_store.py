@@ -26,11 +26,12 @@ class IdempotencyKeyRace(Exception):
 
 
 class FenceRefused(Exception):
-    """The append holds a step of a run whose end is stored (fence.py); nothing was written."""
+    """The append holds an event that one of its stored fence keys refuses (fence.py: its run's
+    end, or the note of the run's takeover); nothing was written."""
 
-    def __init__(self, ends: dict[str, Event]) -> None:
-        super().__init__(f"run ends stored: {sorted(ends)}")
-        self.ends = ends  # the stored ends, by idempotency key
+    def __init__(self, found: dict[str, Event]) -> None:
+        super().__init__(f"fence keys stored: {sorted(found)}")
+        self.found = found  # the stored events of the fence keys, by idempotency key
 
 
 class EventStore(Protocol):
@@ -51,8 +52,9 @@ class EventStore(Protocol):
 
         `admit` decides; `expected_last_seq` (the one `admit` checks) lets the store check it in
         the database, before writing, instead of in a transaction around the write. `fence`:
-        idempotency keys (run ends, fence.py) whose presence in the session refuses the append
-        with FenceRefused — checked atomically with the write, under the lock that assigns seq."""
+        idempotency keys (run ends and takeover notes, fence.py) whose presence in the session
+        refuses the append with FenceRefused — checked atomically with the write, under the lock
+        that assigns seq."""
         ...
 
     async def events_by_idempotency_key(

@@ -43,7 +43,7 @@ AppendRow = tuple[str, int] | None
 # placement of each event, then APPEND_IN_ONE_STATEMENT's own event arrays).
 _REQUEST_ARRAYS = ("session_id", "project_id", "agent", "now", "count", "expected")
 _EVENT_PLACEMENT = ("event_session_id", "event_project_id", "position", "event_count", "event_now")
-# The fence (fence.py): one element per end key of an append's `fence_keys`.
+# The fence (fence.py): one element per key of an append's `fence_keys`.
 _FENCE_ARRAYS = ("fence_session_id", "fence_project_id", "fence_key")
 _SQL_TYPES = {"now": "TIMESTAMPTZ", "event_now": "TIMESTAMPTZ"} | dict.fromkeys(
     ("count", "expected", "position", "event_count"), "BIGINT"
@@ -62,7 +62,7 @@ def _unnest(names: tuple[str, ...], prefix: str = "") -> str:
 
 # APPEND_IN_ONE_STATEMENT for several sessions: `request` is one row per append, `bump` its
 # session's upsert (refused, as alone, for another project's session, a deleted project, a
-# stale expected last seq, or a stored end among its `fence` keys — trusted, as alone, only when
+# stale expected last seq, or a stored key among its `fence` keys — trusted, as alone, only when
 # the locked row is at the last_seq its snapshot `seen`; taken in (project, session) order, as
 # every group takes them, so two groups never wait on each other in a cycle), `stored` each event
 # numbered below its session's new last seq. Rows back: the sessions bumped.

@@ -67,9 +67,9 @@ class InMemoryEventStore:
             )
         else:
             admit(session.project_id, session.last_seq)
-        ends = {e.idempotency_key: e for e in self._events.get(key, []) if e.idempotency_key in fence}
-        if ends:
-            raise FenceRefused(ends)
+        found = {e.idempotency_key: e for e in self._events.get(key, []) if e.idempotency_key in fence}
+        if found:
+            raise FenceRefused(found)
         stored_keys = {event.idempotency_key for event in self._events.get(key, [])}
         keys = [event.idempotency_key for event in batch if event.idempotency_key]
         if stored_keys.intersection(keys) or len(set(keys)) < len(keys):

@@ -209,13 +209,13 @@ class EventLog:
                 continue
             except FenceRefused as fenced:
                 if keys and not look_up:
-                    look_up = True  # a retry of steps stored before the run's end is answered
+                    look_up = True  # a retry of events stored before the fence is answered
                     continue
-                refused = refusal(events, fenced.ends, stored=known.keys())
+                refused = refusal(events, fenced.found, stored=known.keys())
                 metrics.record_memory_append(
                     seconds=time.perf_counter() - started, events=len(fresh), outcome="error"
                 )
-                if refused is None:  # cannot be: the store found an end of one of these runs
+                if refused is None:  # cannot be: the store found a fence key of one of these runs
                     raise
                 raise refused from None
             except ExpectedLastSeqMismatch:

@@ -231,7 +231,7 @@ class SqlEventStore:
                 bump = (BUMP_LAST_SEQ, parameters)
             bumped = (await connection.execute(*bump)).first()
             if bumped is None:
-                if fenced_bump:  # refused for a stored end, or for a deleted project
+                if fenced_bump:  # refused for a stored fence key, or for a deleted project
                     await self._check_fence(connection, session_id, project_id, fence)
                 raise ProjectDeleted(project_id)
             session_project, last_seq = bumped
@@ -280,9 +280,9 @@ class SqlEventStore:
         self, connection: AsyncConnection, session_id: str, project_id: str, fence: Sequence[str]
     ) -> None:
         """Raises FenceRefused when one of the `fence` keys is stored in the session."""
-        ends = await events_by_key(connection, session_id, project_id, fence)
-        if ends:
-            raise FenceRefused(ends)
+        found = await events_by_key(connection, session_id, project_id, fence)
+        if found:
+            raise FenceRefused(found)
 
     async def _deleted(self, project_id: str) -> bool:
         statement = sa.select(deleted_project_table.c.project_id).where(

@@ -9,13 +9,14 @@ service's policy table.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import inspect
 import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -154,6 +155,17 @@ def bearer_token(metadata: Sequence[tuple[str, str | bytes]] | None) -> str | No
                 return token.strip()
             return None
     return None
+
+
+@contextlib.contextmanager
+def calling_as(metadata: Sequence[tuple[str, str | bytes]] | None) -> Iterator[None]:
+    """Within it, calls made by the clients go with the token of `metadata` (`current_token`):
+    work done on no caller's behalf — a run taken over — as the service itself."""
+    reset = current_token.set(bearer_token(metadata))
+    try:
+        yield
+    finally:
+        current_token.reset(reset)
 
 
 def authenticate(codec: TokenCodec, metadata: Sequence[tuple[str, str | bytes]] | None) -> Principal:
