@@ -50,7 +50,7 @@ from agentmesh.registry.models import (
     UserStatus,
 )
 from agentmesh.registry.store import RegistryStore, StoreTransaction
-from agentmesh.registry.validation import check_registration, normalize_email
+from agentmesh.registry.validation import check_registration, normalize_email, update_paths
 from agentmesh.runtime.errors import FieldViolation
 from agentmesh.runtime.identity import Principal, TokenCodec
 
@@ -291,14 +291,9 @@ class Accounts:
     ) -> User:
         """Changes the fields in `mask` (is_active, is_superuser); any change revokes the user's
         access tokens. A superuser may not deactivate or demote itself."""
-        violations = [] if user_id else [FieldViolation("user.id", "is required")]
-        paths = list(dict.fromkeys(mask))
-        unknown = [path for path in paths if path not in ("is_active", "is_superuser")]
-        if not paths or unknown:
-            problem = "name the fields to change: is_active, is_superuser"
-            if unknown:
-                problem = f"unknown or read-only field {', '.join(map(repr, unknown))}"
-            violations.append(FieldViolation("update_mask", problem))
+        paths, violations = update_paths(mask, ("is_active", "is_superuser"))
+        if not user_id:
+            violations.insert(0, FieldViolation("user.id", "is required"))
         if violations:
             raise ValidationFailed.of(violations)
         async with self._store.write() as tx:

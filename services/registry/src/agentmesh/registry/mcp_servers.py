@@ -30,7 +30,7 @@ from agentmesh.registry.models import (
 )
 from agentmesh.registry.pagination import PageTokens
 from agentmesh.registry.store import DuplicateRequest, RegistryStore
-from agentmesh.registry.validation import DNS_LABEL_RULE, check_mcp_server, is_dns_label
+from agentmesh.registry.validation import DNS_LABEL_RULE, check_mcp_server, is_dns_label, update_paths
 from agentmesh.registry.watch import AgentWatch
 from agentmesh.runtime.errors import FieldViolation
 
@@ -156,15 +156,8 @@ class McpServerRegistry:
 
     async def update(self, server_id: str, server: McpServer, mask: Iterable[str]) -> RegisteredMcpServer:
         _raise_if([] if server_id else [FieldViolation("mcp_server.id", "is required")])
-        paths = list(dict.fromkeys(mask))
-        if "*" in paths:
-            paths = list(MCP_SERVER_FIELDS)
-        unknown = [path for path in paths if path not in MCP_SERVER_FIELDS]
-        if not paths or unknown:
-            problem = "name the fields to change"
-            if unknown:
-                problem = f"unknown or read-only field {', '.join(map(repr, unknown))}"
-            _raise_if([FieldViolation("update_mask", problem)])
+        paths, violations = update_paths(mask, MCP_SERVER_FIELDS)
+        _raise_if(violations)
         async with self._store.write() as tx:
             current = await tx.get_mcp_server(server_id=server_id, for_update=True)
             if current is None:

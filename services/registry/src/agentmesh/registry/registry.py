@@ -56,6 +56,7 @@ from agentmesh.registry.validation import (
     check_agent_type,
     check_project,
     slugify,
+    update_paths,
 )
 from agentmesh.registry.watch import AgentChange, AgentWatch
 from agentmesh.runtime.errors import DomainError, FieldViolation, PermissionDenied
@@ -552,17 +553,9 @@ def _exactly_one(field_a: str, value_a: str, field_b: str, value_b: str) -> list
     return []
 
 
-def _mask(mask: Iterable[str], allowed: tuple[str, ...]) -> list[str]:
-    paths = list(dict.fromkeys(mask))
-    if not paths:
-        raise ValidationFailed.of([FieldViolation("update_mask", "name the fields to change (or '*')")])
-    if "*" in paths:
-        return list(allowed)
-    unknown = [path for path in paths if path not in allowed]
-    if unknown:
-        raise ValidationFailed.of(
-            [FieldViolation("update_mask", f"unknown or read-only field {', '.join(map(repr, unknown))}")]
-        )
+def _mask(mask: Iterable[str], allowed: Iterable[str]) -> list[str]:
+    paths, violations = update_paths(mask, allowed)
+    _raise_if(violations)
     return paths
 
 

@@ -21,7 +21,7 @@ from agentmesh.registry.pagination import PageTokens
 from agentmesh.registry.registry import may_see
 from agentmesh.registry.store import RegistryStore
 from agentmesh.registry.store.remote_agents import name_taken
-from agentmesh.registry.validation import DNS_LABEL_RULE, is_dns_label
+from agentmesh.registry.validation import DNS_LABEL_RULE, is_dns_label, update_paths
 from agentmesh.runtime.errors import FieldViolation
 from agentmesh.runtime.identity import Principal
 
@@ -111,17 +111,10 @@ class RemoteAgentRegistry:
     async def update(self, principal: Principal, given: RemoteAgent, mask: Iterable[str]) -> RemoteAgent:
         """Changes the fields `mask` names to `given`'s values; a credential given as MASK keeps
         the stored one. The name stays unique among the project's agents and remote agents."""
-        paths = list(dict.fromkeys(mask))
-        if "*" in paths:
-            paths = list(UPDATABLE)
-        unknown = [path for path in paths if path not in UPDATABLE]
-        if not given.id or not paths or unknown:
-            violations = [] if given.id else [FieldViolation("remote_agent.id", "is required")]
-            if not paths or unknown:
-                problem = f"name the fields to change, of {', '.join(UPDATABLE)}"
-                if unknown:
-                    problem = f"unknown or read-only field {', '.join(map(repr, unknown))}"
-                violations.append(FieldViolation("update_mask", problem))
+        paths, violations = update_paths(mask, UPDATABLE)
+        if not given.id:
+            violations.insert(0, FieldViolation("remote_agent.id", "is required"))
+        if violations:
             raise ValidationFailed.of(violations)
         async with self._store.write() as tx:
             await self._project(tx, principal, given.project_id)

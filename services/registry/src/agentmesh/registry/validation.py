@@ -38,6 +38,23 @@ DEFAULT_MAX_STEPS = 10
 MCP_TRANSPORTS = ("stdio", "streamable_http")
 
 
+def update_paths(mask: Iterable[str], allowed: Iterable[str]) -> tuple[list[str], list[FieldViolation]]:
+    """The fields an update mask names, each once and in its order (`*`: every allowed one), and
+    its violations: none named, or one that is unknown or read-only."""
+    allowed = list(allowed)
+    paths = list(dict.fromkeys(mask))
+    if "*" in paths:
+        return allowed, []
+    unknown = [path for path in paths if path not in allowed]
+    if unknown:
+        problem = f"unknown or read-only field {', '.join(map(repr, unknown))}"
+        return paths, [FieldViolation("update_mask", problem)]
+    if not paths:
+        problem = f"name the fields to change (or '*'), of {', '.join(allowed)}"
+        return paths, [FieldViolation("update_mask", problem)]
+    return paths, []
+
+
 def is_dns_label(value: str) -> bool:
     return bool(DNS_LABEL.match(value))
 
