@@ -67,7 +67,7 @@ class OrphanCloser:
         """Closes the orphan with `reason` (its run's `events`, read here unless given)."""
         message = message or _LOST
         if events is None:
-            events = await self._events(orphan)
+            events = await self.run_events(orphan)
         if not events:
             return
         input_event = next((e for e in events if e.event_type in _INPUT_TYPES), events[0])
@@ -97,11 +97,14 @@ class OrphanCloser:
         and recorded a request nobody else knows of. After the end the log is complete: memory
         refuses the run's steps from then on (the fence). Nothing when the end is not stored
         (kept in an outbox): its keeper's run is still the one that answers."""
-        events = await self._events(orphan)
+        events = await self.run_events(orphan)
         if any(is_final(event) for event in events):
             await self._append_each(orphan, _responses(orphan, events, message))
 
-    async def _events(self, orphan: registry_internal_service_pb2.OrphanedRun) -> list[resources_pb2.Event]:
+    async def run_events(
+        self, orphan: registry_internal_service_pb2.OrphanedRun
+    ) -> list[resources_pb2.Event]:
+        """The orphan's events in the log, in order (none when its session does not exist)."""
         request = memory_service_pb2.ListEventsRequest(
             session_id=orphan.session_id, project_id=orphan.project_id, run_id=orphan.run_id
         )

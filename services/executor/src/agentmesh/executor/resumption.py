@@ -47,11 +47,11 @@ from agentmesh.executor.tools.base import ToolOutput
 from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.memory.client import MemoryClient
-from agentmesh.memory.v1 import memory_service_pb2, resources_pb2
+from agentmesh.memory.v1 import resources_pb2
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import resources_pb2 as registry_pb2
 from agentmesh.runtime.client import Metadata
-from agentmesh.runtime.errors import DomainError, NotFound
+from agentmesh.runtime.errors import DomainError
 from agentmesh.runtime.identity import calling_as
 
 if TYPE_CHECKING:
@@ -220,7 +220,7 @@ class RunResumer:
 
     async def close(self, orphan: registry_internal_service_pb2.OrphanedRun) -> None:
         """What `LeaseKeeper` calls for each orphan it is handed."""
-        events = await self._events(orphan)
+        events = await self._closer.run_events(orphan)
         log = read_run_log(events)
         if not events:
             return
@@ -254,15 +254,6 @@ class RunResumer:
             await self._resume(orphan, spec, noted)
         await self._closer.answer_strays(orphan, message=_STRAY)
 
-    async def _events(self, orphan: registry_internal_service_pb2.OrphanedRun) -> list[Event]:
-        request = memory_service_pb2.ListEventsRequest(
-            session_id=orphan.session_id, project_id=orphan.project_id, run_id=orphan.run_id
-        )
-        try:
-            return [e async for e in self._memory.iter_events(request, metadata=self._system_metadata())]
-        except NotFound:  # no session yet: the run recorded nothing
-            return []
-
     async def _noted(
         self, orphan: registry_internal_service_pb2.OrphanedRun, spec: registry_pb2.AgentSpec, log: RunLog
     ) -> RunLog | None:
@@ -280,7 +271,7 @@ class RunResumer:
                     EventType.EVENT_TYPE_ERROR,
                     f"the run resumed on executor {self._executor_id} after its executor stopped "
                     f"(resume {number})",
-                    metadata={"reason": RUN_RESUMED, "resume": number, "executor_id": self._executor_id},
+                    metadata={"reason": RUN_RESUMED, "executor_id": self._executor_id},
                     parent_event_id=log.input.id,
                     idempotency_key=resumed_key(orphan.run_id, number),
                 )
@@ -289,7 +280,7 @@ class RunResumer:
                 raise
             logger.info("run %s is not resumed here: %s", orphan.run_id, error)
             return None
-        noted = read_run_log(await self._events(orphan))
+        noted = read_run_log(await self._closer.run_events(orphan))
         if kind_name(spec.kind) != "llm":
             await self._read_sub_agent_runs(orphan, noted)
         if noted.problem:  # what the lost executor recorded meanwhile cannot be resumed from
