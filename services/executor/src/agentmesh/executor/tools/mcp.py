@@ -109,12 +109,10 @@ class McpConnection:
         # A context of its own: the connection outlives the run that opened it, and must not keep
         # that run's trace, token or deadline.
         self._task = asyncio.create_task(self._own(), name=f"mcp {self.name}", context=contextvars.Context())
+        ready = asyncio.ensure_future(self._ready.wait())
         try:
             async with asyncio.timeout(self._connect_timeout_seconds):
-                await asyncio.wait(
-                    [self._task, asyncio.ensure_future(self._ready.wait())],
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
+                await asyncio.wait([self._task, ready], return_when=asyncio.FIRST_COMPLETED)
         except TimeoutError:
             await self.aclose()
             raise ToolError(
@@ -123,6 +121,8 @@ class McpConnection:
         except asyncio.CancelledError:
             await self.aclose()
             raise
+        finally:
+            ready.cancel()  # not left pending when the connection ended first
         if not self._ready.is_set():
             error = self._error or RuntimeError("connection closed")
             raise ToolError(
