@@ -1,5 +1,8 @@
 """A small MCP server for tests: `python mcp_server.py` serves it over stdio; `server` can also be
-served over streamable HTTP (see `serve_http`)."""
+served over streamable HTTP (see `serve_http`).
+
+With `STARTS_FILE` set, each start appends a line to that file, and the first `EXIT_STARTS` starts
+(0 unless set) exit at once without a word: a server that dies as it starts."""
 
 from __future__ import annotations
 
@@ -43,5 +46,17 @@ def header(name: str, ctx: Context) -> str:
     return (ctx.headers or {}).get(name.lower(), "")
 
 
+def _exits_at_start() -> bool:
+    starts = os.environ.get("STARTS_FILE")
+    if not starts:
+        return False
+    with open(starts, "a+", encoding="utf-8") as file:
+        file.write("start\n")
+        file.seek(0)
+        count = len(file.readlines())
+    return count <= int(os.environ.get("EXIT_STARTS", "0"))
+
+
 if __name__ == "__main__":
-    server.run("stdio")
+    if not _exits_at_start():
+        server.run("stdio")

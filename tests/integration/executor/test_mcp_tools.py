@@ -60,6 +60,25 @@ async def test_a_streamable_http_server_is_a_tool_source() -> None:
             await connection.aclose()
 
 
+async def test_a_stdio_server_that_dies_as_it_starts_is_started_once_more(tmp_path: Path) -> None:
+    starts = tmp_path / "starts"
+    connection = await McpConnection(stdio_server(STARTS_FILE=str(starts), EXIT_STARTS="1")).open()
+    try:
+        await exercise(connection)
+    finally:
+        await connection.aclose()
+    assert starts.read_text().splitlines() == ["start", "start"]
+
+
+async def test_a_stdio_server_that_always_dies_as_it_starts_is_a_clear_error(tmp_path: Path) -> None:
+    starts = tmp_path / "starts"
+    server = stdio_server(STARTS_FILE=str(starts), EXIT_STARTS="100")
+    with pytest.raises(ToolError, match=r"cannot connect to MCP server 'test-tools'.*Connection closed"):
+        await McpConnection(server, connect_timeout_seconds=20).open()
+    # Started twice, not for ever.
+    assert starts.read_text().splitlines() == ["start", "start"]
+
+
 async def test_an_unreachable_server_is_a_clear_error() -> None:
     server = resources_pb2.McpServer(name="gone", transport="streamable_http", url="http://127.0.0.1:9/mcp")
     with pytest.raises(ToolError, match="cannot connect to MCP server 'gone'"):

@@ -30,6 +30,10 @@ logger = logging.getLogger(__name__)
 STDIO = "stdio"
 STREAMABLE_HTTP = "streamable_http"
 _MAX_TOOL_PAGES = 100
+# A server whose connection closes before it answered (a stdio process that exited as it
+# started) is started once more, within the same connect timeout: seen on a loaded host, where a
+# first start sometimes died without a word and the run went on without its tools.
+_START_ATTEMPTS = 2
 
 
 def server_signature(server: resources_pb2.McpServer) -> str:
@@ -106,29 +110,42 @@ class McpConnection:
         # on meanwhile (a loop blocked that long misses its lease renewals, and its runs are
         # taken over — found by the executor-kill test with a 2 s lease).
         await asyncio.to_thread(_import_sdk)
-        # A context of its own: the connection outlives the run that opened it, and must not keep
-        # that run's trace, token or deadline.
-        self._task = asyncio.create_task(self._own(), name=f"mcp {self.name}", context=contextvars.Context())
-        ready = asyncio.ensure_future(self._ready.wait())
-        try:
-            async with asyncio.timeout(self._connect_timeout_seconds):
-                await asyncio.wait([self._task, ready], return_when=asyncio.FIRST_COMPLETED)
-        except TimeoutError:
-            await self.aclose()
-            raise ToolError(
-                f"MCP server {self.name!r} did not answer within {self._connect_timeout_seconds:g}s"
-            ) from None
-        except asyncio.CancelledError:
-            await self.aclose()
-            raise
-        finally:
-            ready.cancel()  # not left pending when the connection ended first
-        if not self._ready.is_set():
-            error = self._error or RuntimeError("connection closed")
-            raise ToolError(
-                self._scrub(f"cannot connect to MCP server {self.name!r}: {_describe(error)}")
-            ) from None
-        return self
+        deadline = asyncio.get_running_loop().time() + self._connect_timeout_seconds
+        for attempt in range(1, _START_ATTEMPTS + 1):
+            self._error = None
+            # A context of its own: the connection outlives the run that opened it, and must not
+            # keep that run's trace, token or deadline.
+            self._task = asyncio.create_task(
+                self._own(), name=f"mcp {self.name}", context=contextvars.Context()
+            )
+            ready = asyncio.ensure_future(self._ready.wait())
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await asyncio.wait([self._task, ready], return_when=asyncio.FIRST_COMPLETED)
+            except TimeoutError:
+                await self.aclose()
+                raise ToolError(
+                    f"MCP server {self.name!r} did not answer within {self._connect_timeout_seconds:g}s"
+                ) from None
+            except asyncio.CancelledError:
+                await self.aclose()
+                raise
+            finally:
+                ready.cancel()  # not left pending when the connection ended first
+            if self._ready.is_set():
+                return self
+            if attempt < _START_ATTEMPTS and _closed_at_start(self._error):
+                logger.warning(
+                    "MCP server %r closed its connection as it started (%s): starting it again",
+                    self.name,
+                    self._scrub(_describe(self._error)) if self._error else "",
+                )
+                continue
+            break
+        error = self._error or RuntimeError("connection closed")
+        raise ToolError(
+            self._scrub(f"cannot connect to MCP server {self.name!r}: {_describe(error)}")
+        ) from None
 
     async def _own(self) -> None:
         import mcp
@@ -237,6 +254,17 @@ def _result_text(result: Any) -> str:
         return json.dumps(result.structured_content)
     others = [getattr(block, "type", "content") for block in result.content or ()]
     return f"({', '.join(others)})" if others else ""
+
+
+def _closed_at_start(error: BaseException | None) -> bool:
+    """Whether a connection that never got ready ended because the server closed it (MCP's
+    CONNECTION_CLOSED), rather than by refusing or failing the handshake."""
+    import mcp
+    from mcp.types import CONNECTION_CLOSED
+
+    if isinstance(error, BaseExceptionGroup):
+        return any(_closed_at_start(inner) for inner in error.exceptions)
+    return isinstance(error, mcp.MCPError) and error.error.code == CONNECTION_CLOSED
 
 
 def _describe(error: BaseException) -> str:
