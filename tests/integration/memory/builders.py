@@ -26,6 +26,17 @@ def new_event(
     return event
 
 
+def delegation_response(run_id: str, delegation_id: str) -> pb.NewEvent:
+    """Run `run_id`'s one response to its delegation `delegation_id` (under its own key)."""
+    return new_event(
+        "{}",
+        event_type=EventType.EVENT_TYPE_DELEGATION_RESPONSE,
+        run_id=run_id,
+        delegation_id=delegation_id,
+        idempotency_key=f"{delegation_id}:response",
+    )
+
+
 def refusals(outcomes: Sequence[object], reason: str) -> int:
     """How many of the appends `asyncio.gather(..., return_exceptions=True)` gave back were refused
     FAILED_PRECONDITION with `reason`; any other failure fails the test."""

@@ -15,7 +15,7 @@ import pytest
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2 as pb
 from agentmesh.runtime.errors import AlreadyExists, FailedPrecondition
-from tests.integration.memory.builders import EventType, new_event, refusals
+from tests.integration.memory.builders import EventType, delegation_response, new_event, refusals
 
 
 async def _log(memory: MemoryClient, session_id: str) -> list[tuple[int, str, str]]:
@@ -70,14 +70,7 @@ async def test_retries_responses_and_other_runs_are_not_fenced(memory: MemoryCli
     with pytest.raises(AlreadyExists):
         await memory.append_events("s", "p", [_end("r1", "another answer")])
     # A delegation's one response still lands after the run's end.
-    response = new_event(
-        "{}",
-        event_type=EventType.EVENT_TYPE_DELEGATION_RESPONSE,
-        run_id="r1",
-        delegation_id="d1",
-        idempotency_key="d1:response",
-    )
-    await memory.append_events("s", "p", [response])
+    await memory.append_events("s", "p", [delegation_response("r1", "d1")])
     # Another run of the session, and events with no run, go on.
     await memory.append_events("s", "p", [_step("r2", 1), new_event("no run")])
     assert [key for _, _, key in await _log(memory, "s")] == [

@@ -16,7 +16,7 @@ import pytest
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2 as pb
 from agentmesh.runtime.errors import AlreadyExists, FailedPrecondition
-from tests.integration.memory.builders import EventType, new_event, refusals
+from tests.integration.memory.builders import EventType, delegation_response, new_event, refusals
 
 
 async def _keys(memory: MemoryClient, session_id: str) -> list[str]:
@@ -99,14 +99,7 @@ async def test_retries_responses_other_runs_and_the_notes_key_are_as_before(memo
     retried = await memory.append_events("s", "p", [_event("r1", "1")])
     assert [event.seq for event in retried.events] == [2]
     # A delegation's response of the lost incarnation still lands: each request keeps its one.
-    response = new_event(
-        "{}",
-        event_type=EventType.EVENT_TYPE_DELEGATION_RESPONSE,
-        run_id="r1",
-        delegation_id="d1",
-        idempotency_key="d1:response",
-    )
-    await memory.append_events("s", "p", [response])
+    await memory.append_events("s", "p", [delegation_response("r1", "d1")])
     # A second taker of the same resume is refused by the note's key: one taker per incarnation.
     with pytest.raises(AlreadyExists):
         await memory.append_events("s", "p", [_note("r1", 1, executor="e3")])
