@@ -10,9 +10,11 @@ refresh token is written back. `logout` revokes the refresh token and removes th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import json
 import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -54,14 +56,22 @@ class StoredLogin:
             return None
 
     def save(self) -> Path:
-        """Writes the file with owner-only permissions (created so, never widened)."""
+        """Writes the file with owner-only permissions (created so, never widened), whole: a new
+        file takes the old one's place, so a command reading it meanwhile — they read it before
+        they take the login's lock — sees the old login or the new one, never a truncated file
+        (which it took for no login at all)."""
         directory = config_dir()
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = directory / CREDENTIALS_FILE
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w") as file:
-            json.dump(asdict(self), file)
-        os.chmod(path, 0o600)  # an older file may have been created with wider permissions
+        descriptor, written = tempfile.mkstemp(dir=directory, prefix=f".{CREDENTIALS_FILE}.")  # 0o600
+        try:
+            with os.fdopen(descriptor, "w") as file:
+                json.dump(asdict(self), file)
+            os.replace(written, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(written)
+            raise
         return path
 
     @staticmethod
