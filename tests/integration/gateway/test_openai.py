@@ -18,12 +18,22 @@ from tests.integration.gateway.support import Api
 ANSWER = ("Forty-two is the answer, streamed back in several chunks of text " * 3).strip()
 
 
+# The client's own connect timeout (5 s) is shorter than a busy host may take to accept fifty
+# connections at once, with the whole mesh in this process: a generous one, so a slow host is slow,
+# not a failure.
+TIMEOUT_SECONDS = 120.0
+
+
 def root_client(mesh: Mesh, token: str) -> AsyncOpenAI:
-    return AsyncOpenAI(base_url=f"{mesh.gateway.http.url}/v1", api_key=token, max_retries=0)
+    return AsyncOpenAI(
+        base_url=f"{mesh.gateway.http.url}/v1", api_key=token, max_retries=0, timeout=TIMEOUT_SECONDS
+    )
 
 
 def agent_client(mesh: Mesh, base: str, token: str) -> AsyncOpenAI:
-    return AsyncOpenAI(base_url=f"{mesh.gateway.http.url}{base}/v1", api_key=token, max_retries=0)
+    return AsyncOpenAI(
+        base_url=f"{mesh.gateway.http.url}{base}/v1", api_key=token, max_retries=0, timeout=TIMEOUT_SECONDS
+    )
 
 
 async def test_plain_and_streamed_answers_at_the_root(mesh: Mesh, api: Api, once: None) -> None:
