@@ -97,6 +97,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         host=settings.host,
         port=settings.port,
         max_message_bytes=settings.max_message_bytes,
+        max_pending_calls=settings.max_pending_calls,
         interceptors=[ServiceIdentityInterceptor(credentials, [EXECUTOR_SERVICE])],
         tls=tls,
     )

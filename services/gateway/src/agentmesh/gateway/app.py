@@ -176,6 +176,7 @@ async def start(settings: GatewaySettings) -> GatewayService:
         host=settings.host,
         port=settings.port,
         max_message_bytes=settings.max_message_bytes,
+        max_pending_calls=settings.max_pending_calls,
         interceptors=[AuthorizationInterceptor(guard)],
         tls=tls,
     )

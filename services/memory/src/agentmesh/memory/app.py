@@ -92,6 +92,7 @@ async def start(settings: MemorySettings) -> RunningService:
             host=settings.host,
             port=settings.port,
             max_message_bytes=settings.max_message_bytes,
+            max_pending_calls=settings.max_pending_calls,
             interceptors=[
                 ServiceIdentityInterceptor(credentials, [SERVICE, INTERNAL_SERVICE]),
                 AuthenticationInterceptor(tokens, SERVICE, ACCESS),

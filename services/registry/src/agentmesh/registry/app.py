@@ -179,6 +179,7 @@ async def start(settings: RegistrySettings) -> RunningService:
             host=settings.host,
             port=settings.port,
             max_message_bytes=settings.max_message_bytes,
+            max_pending_calls=settings.max_pending_calls,
             interceptors=[
                 ServiceIdentityInterceptor(credentials, [INTERNAL_SERVICE]),
                 AuthenticationInterceptor(components.tokens, SERVICE, POLICY),
