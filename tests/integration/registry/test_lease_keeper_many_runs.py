@@ -5,6 +5,7 @@ issue 16's 5,000-stream bench: one refused call renewed none, and every run was 
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import grpc
 import pytest
@@ -60,3 +61,47 @@ async def test_more_runs_than_one_call_takes_are_all_renewed(client: RegistryCli
 
     assert lease_seconds > 0
     assert lost == ["never-started"]
+
+
+async def test_a_run_that_ended_while_its_renewal_was_on_its_way_is_not_lost(
+    client: RegistryClient, worker: Worker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The renewal names what the executor held when it was sent; a run whose end was delivered
+    before the renewal reached the registry has no lease row any more, and comes back `lost`.
+    It was not taken over: the keeper neither stops it nor says so (the 5,000-stream bench logged
+    hundreds of such false "taken over" warnings)."""
+    agent, system = worker.agent, worker.system
+    for run_id in ("ended", "running"):
+        await client.start_agent_run(
+            agent.id, run_id, session_id=run_id, executor_id="exec-1", metadata=system
+        )
+    # The end of "ended" reaches the registry before the renewal that still names it.
+    await client.finish_agent_run(agent.id, "ended", completed=True, metadata=system)
+    snapshots = [[(agent.id, "ended"), (agent.id, "running"), (agent.id, "never-started")]]
+
+    def held() -> list[tuple[str, str]]:
+        # What the renewal is sent with, then what is held by the time its answer is read.
+        return snapshots.pop(0) if snapshots else [(agent.id, "running"), (agent.id, "never-started")]
+
+    lost: list[str] = []
+    nowhere = grpc.aio.insecure_channel("127.0.0.1:1")
+    keeper = LeaseKeeper(
+        client,
+        OrphanCloser(MemoryClient(nowhere), system_metadata=lambda: system),
+        executor_id="exec-1",
+        held=held,
+        lose=lost.append,
+        interrupt=lambda _run_id: None,
+        system_metadata=lambda: system,
+        interval_seconds=2.0,
+        max_orphans=0,
+    )
+    caplog.set_level(logging.WARNING, logger="agentmesh.executor.leases")
+    try:
+        assert await keeper.renew() > 0
+    finally:
+        await nowhere.close()
+
+    assert lost == ["never-started"], "only a run still held here that the registry does not know is lost"
+    assert "ended" not in caplog.text
+    assert "run never-started was taken over" in caplog.text

@@ -300,8 +300,13 @@ class LeaseKeeper:
         """What a renewal answered: runs lost or interrupted here, orphans to close."""
         # Orphans handed (back) to this executor by this very renewal.
         reclaimed = {(orphan.agent_id, orphan.run_id) for orphan in response.orphans}
+        holding = {*self._held(), *self._closing}
         for lost in response.lost:
             key = (lost.agent_id, lost.run_id)
+            if key not in holding:
+                # Ended here while the renewal was on its way (its end delivered, so its lease row
+                # is gone): nothing was taken over, and there is nothing to stop.
+                continue
             if key in self._closing and key in reclaimed:
                 continue  # orphaned while it was resumed or closed here, and handed straight back
             # An orphan being resumed here that went to another executor is a run like any other
