@@ -5,11 +5,12 @@ mid-run entries never evicted, racing requests sharing one build, the idle TTL, 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 import pytest
 
-from agentmesh.executor.cache import AgentCache, SessionScope
+from agentmesh.executor.cache import OVER_CAP_WARNING_SECONDS, AgentCache, SessionScope
 
 
 class Clock:
@@ -131,6 +132,30 @@ async def test_an_entry_mid_run_is_never_evicted(caplog: pytest.LogCaptureFixtur
     assert a.closed and not b.closed
     assert cache.stats().size == 1
     assert await use(cache, builder, "B") is b
+
+
+async def test_over_its_cap_it_warns_once_then_at_most_every_interval(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock()
+    cache, builder = make_cache(max_entries=1, clock=clock), Builder()
+    caplog.set_level(logging.WARNING, logger="agentmesh.executor.cache")
+
+    def warnings() -> int:
+        return sum("over its cap" in record.getMessage() for record in caplog.records)
+
+    async with contextlib.AsyncExitStack() as runs:
+        for number in range(5):  # five sessions mid-run at once: four over the cap
+            await runs.enter_async_context(cache.use(f"s{number}", "a", "s1", builder(f"s{number}")))
+        assert cache.stats().size == 5
+        assert warnings() == 1, "one warning when it went over, not one per new session"
+        clock.now += OVER_CAP_WARNING_SECONDS
+        await runs.enter_async_context(cache.use("s5", "a", "s1", builder("s5")))
+        assert warnings() == 2, "said again once the interval passed"
+    await cache.drain()
+    assert cache.stats().size == 1, "back at its cap once the runs ended"
+    async with cache.use("t0", "a", "s1", builder("t0")), cache.use("t1", "a", "s1", builder("t1")):
+        assert warnings() == 3, "going over again is news, whatever the interval"
 
 
 async def test_concurrent_inserts_settle_at_the_cap() -> None:
