@@ -506,6 +506,7 @@ async def _streams(
         chats = [StreamingChat(channel, streamer) for channel in channels]
         running = peak_running = 0
         errors: list[str] = []
+        errors_after: list[float] = []  # seconds from the first stream's start to each failure
         peak_rss = 0.0
         all_running_at: float | None = None
         done = asyncio.Event()
@@ -532,6 +533,7 @@ async def _streams(
                 await chat(on_first_event, timeout=plan.stream_timeout_seconds)
             except Exception as error:  # every failure counts; the first few are kept
                 errors.append(describe_error(error))
+                errors_after.append(time.monotonic() - begin)
             finally:
                 if opened:
                     running -= 1
@@ -556,6 +558,13 @@ async def _streams(
             "all_running_after_seconds": None if all_running_at is None else round(all_running_at, 2),
             "errors": len(errors),
             "first_errors": errors[:5],
+            "errors_after_seconds": {
+                "first": round(min(errors_after), 2),
+                "median": round(statistics.median(errors_after), 2),
+                "last": round(max(errors_after), 2),
+            }
+            if errors_after
+            else None,
             "seconds": round(time.monotonic() - begin, 2),
             "stream_life_seconds": plan.stream_chunks * plan.stream_chunk_delay_seconds,
             "rss_mb_before": rss_before,
