@@ -32,8 +32,13 @@ logger = logging.getLogger(__name__)
 # CANCELLED — no status, no log line on either side. A burst of a few thousand calls is what an
 # edge gateway (or an executor handed thousands of runs) meets: 2,000 streams opened at once on
 # a grpc.aio server lost a tenth of them, 5,000 lost 40 % (issue 16's 5,000-stream bench). A
-# waiting call costs a few kilobytes, and gRPC still drops one not taken up within 30 s.
+# waiting call costs a few kilobytes.
 DEFAULT_MAX_PENDING_CALLS = 50_000
+# How long a call may wait to be taken up before gRPC drops it, as silently. Its default, 30 s,
+# is less than a busy executor takes to take up thousands of runs arriving at once (its event
+# loop takes them one by one: 753 of the 5,000-stream bench's runs were dropped after waiting
+# 30 s). A call's own deadline is what should end its wait; this only bounds one that has none.
+MAX_PENDING_CALL_SECONDS = 600
 
 # grpcio-reflection serves only v1alpha; grpcurl, buf curl and Postman ask for v1 first. The two
 # versions' messages are the same on the wire (v1 is v1alpha renamed), so v1 is the same servicer
@@ -135,6 +140,7 @@ def bind_server(
             # One limit, not gRPC's ramp between a soft and a hard one (random drops above the soft).
             ("grpc.server.max_pending_requests", max_pending_calls),
             ("grpc.server.max_pending_requests_hard_limit", max_pending_calls),
+            ("grpc.server_max_unrequested_time_in_server", MAX_PENDING_CALL_SECONDS),
         ],
     )
     try:
