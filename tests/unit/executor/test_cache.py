@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 
 import pytest
 
@@ -156,6 +157,52 @@ async def test_over_its_cap_it_warns_once_then_at_most_every_interval(
     assert cache.stats().size == 1, "back at its cap once the runs ended"
     async with cache.use("t0", "a", "s1", builder("t0")), cache.use("t1", "a", "s1", builder("t1")):
         assert warnings() == 3, "going over again is news, whatever the interval"
+
+
+async def test_a_random_mix_of_runs_keeps_the_eviction_rule() -> None:
+    """Runs starting and ending in any order, signatures changing, sessions ending, sweeps: once a
+    run ends no idle entry is left among the oldest beyond the cap (a hit reorders them and is
+    looked at by the next end or insert), and no runtime mid-run is ever closed. (The cache counts
+    its idle entries so as to look for them only while there are any: that count is checked
+    against the entries themselves after every step, the one place a test reads them.)"""
+    rng = random.Random(16)
+    clock = Clock()
+    cache, builder = make_cache(max_entries=4, ttl=50.0, clock=clock), Builder()
+    open_runs: list[tuple[contextlib.AsyncExitStack, Runtime]] = []
+
+    def check(*, settled: bool) -> None:
+        entries = list(cache._entries.values())
+        assert cache._idle == sum(entry.active == 0 for entry in entries)
+        over = len(entries) - cache.max_entries
+        if settled:
+            assert all(entry.active for entry in entries[: max(over, 0)]), "an idle entry left past the cap"
+        assert not any(runtime.closed for _, runtime in open_runs), "a runtime closed mid-run"
+
+    for _ in range(600):
+        action, settled = rng.random(), False
+        if action < 0.45 or not open_runs:
+            stack = contextlib.AsyncExitStack()
+            session, signature = f"s{rng.randrange(8)}", f"v{rng.randrange(2)}"
+            runtime = await stack.enter_async_context(
+                cache.use(session, "a", signature, builder(f"{session}/{signature}"))
+            )
+            open_runs.append((stack, runtime))
+        elif action < 0.9:
+            stack, _ = open_runs.pop(rng.randrange(len(open_runs)))
+            await stack.aclose()
+            settled = True
+        elif action < 0.95:
+            cache.end_session(f"s{rng.randrange(8)}")
+        else:
+            clock.now += rng.choice([1.0, 60.0])
+            cache.sweep()
+        await asyncio.sleep(0)
+        check(settled=settled)
+    for stack, _ in open_runs:
+        await stack.aclose()
+    open_runs.clear()
+    check(settled=True)
+    assert cache.stats().size <= cache.max_entries
 
 
 async def test_concurrent_inserts_settle_at_the_cap() -> None:

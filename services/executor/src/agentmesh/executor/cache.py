@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 from collections import OrderedDict
@@ -150,6 +151,10 @@ class AgentCache(Generic[T]):
         self.idle_ttl_seconds = idle_ttl_seconds
         self._clock = clock
         self._entries: OrderedDict[CacheKey, _Entry[T]] = OrderedDict()  # least recently used first
+        # How many of `_entries` are idle (no run in flight): `_settle` looks for idle entries to
+        # evict only while there are any (it ran on every run's start and end, and with
+        # thousands of runs in flight over the cap its scan took two thirds of the executor).
+        self._idle = 0
         self._builds: dict[tuple[CacheKey, str], _Build] = {}
         self._sessions: dict[str, _Session] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -185,6 +190,8 @@ class AgentCache(Generic[T]):
         entry = self._entries.get(key)
         if entry is not None and entry.signature == signature:
             self.hits += 1
+            if entry.active == 0:
+                self._idle -= 1
             entry.active += 1
             entry.last_used = session.last_used
             self._entries.move_to_end(key)
@@ -236,10 +243,10 @@ class AgentCache(Generic[T]):
             # The session ended while this was being built: serve the waiters, then close.
             self._retire(entry)
         else:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._retire(old)
+            if key in self._entries:
+                self._retire(self._take_out(key))
             self._entries[key] = entry
+            self._idle += entry.active == 0
             session.entries.add(key)
         pending.future.set_result(entry)
         if not pending.waiters:
@@ -249,6 +256,7 @@ class AgentCache(Generic[T]):
     def _release(self, entry: _Entry[T], *, pinned: bool = True) -> None:
         if pinned:
             entry.active -= 1
+            self._idle += entry.active == 0 and self._entries.get(entry.key) is entry
         entry.last_used = entry.session.last_used = self._clock()
         if getattr(entry.value, "stale", False) and self._entries.get(entry.key) is entry:
             # The runtime asked to be rebuilt (a fallback model took over a run): the session's
@@ -270,13 +278,21 @@ class AgentCache(Generic[T]):
         if over <= 0:
             self._warned_over_cap_at = None
             return
-        excess = list(self._entries.items())[:over]
-        busy = 0
-        for key, entry in excess:
-            if entry.active == 0:
-                self._evict(key)
-            else:
-                busy += 1
+        busy = over
+        if self._idle:
+            # The oldest `over` entries, up to the last idle one among them.
+            idle, excess = self._idle, []
+            for key, entry in itertools.islice(self._entries.items(), over):
+                excess.append((key, entry))
+                idle -= entry.active == 0
+                if not idle:
+                    break
+            busy -= len(excess)
+            for key, entry in excess:
+                if entry.active == 0:
+                    self._evict(key)
+                else:
+                    busy += 1
         if not busy:
             self._warned_over_cap_at = None
             return
@@ -294,7 +310,12 @@ class AgentCache(Generic[T]):
 
     def _evict(self, key: CacheKey) -> None:
         self.evictions += 1
-        self._retire(self._entries.pop(key))
+        self._retire(self._take_out(key))
+
+    def _take_out(self, key: CacheKey) -> _Entry[T]:
+        entry = self._entries.pop(key)
+        self._idle -= entry.active == 0
+        return entry
 
     def _retire(self, entry: _Entry[T]) -> None:
         """Takes an entry out of service (softly: its session's scope stays): closed now when
@@ -343,7 +364,7 @@ class AgentCache(Generic[T]):
         session.ending = True
         keys = [key for key in self._entries if key[0] == session_id]
         for key in keys:
-            self._retire(self._entries.pop(key))
+            self._retire(self._take_out(key))
         self._maybe_end(session)
         return len(keys)
 
