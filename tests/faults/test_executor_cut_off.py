@@ -17,6 +17,9 @@ service refuses every later event of the incarnation before, and every run it st
 - a sequential workflow: its first sub-agent outlasts the takeover. Both the cut-off executor and
   the taker then start the second; only the taker's run is recorded: each sub-agent step has one
   run. Without the fence the second sub-agent ran twice.
+
+And a cut-off executor says so: once it has renewed no lease for longer than a lease, its health
+is NOT_SERVING (gateways and peers send runs to other executors first), until it renews again.
 """
 
 from __future__ import annotations
@@ -29,9 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 import pytest_asyncio
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2 as gw
@@ -41,6 +46,7 @@ from tests.counting import calls, counting_server
 from tests.faults.load import resumed_sessions_problems, until_no_problems
 from tests.faults.processes import LEASE_SECONDS, Processes, running, session_log
 from tests.mesh import MeshClient, Seeded, bearer
+from tests.polling import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(300)]
 
@@ -192,3 +198,33 @@ async def test_a_cut_off_executor_starts_no_sub_agent_of_a_workflow_taken_from_i
         if e["event_type"] == "user_message" and "sub_agent_id" in _metadata(e)
     )
     assert steps == {"1": 1, "2": 1}, f"sub-agent runs per step: {steps}"
+
+
+async def test_a_cut_off_executor_is_not_serving_until_it_renews_again(cut_off: CutOff) -> None:
+    executor = cut_off.mesh.executors[CUT_OFF]
+    async with grpc.aio.insecure_channel(executor.grpc_address) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+
+        def status_is(wanted: int):
+            async def check() -> bool:
+                reply = await health.Check(health_pb2.HealthCheckRequest(), timeout=10)
+                return reply.status == wanted
+
+            return check
+
+        assert await status_is(health_pb2.HealthCheckResponse.SERVING)()
+        cut_off.cut()
+        # A renewal is given up after a lease, and the executor counts itself cut off after a
+        # lease without one: two leases and the renewal interval, on a busy host many more.
+        await eventually(
+            status_is(health_pb2.HealthCheckResponse.NOT_SERVING),
+            timeout=LEASE_SECONDS * 10,
+            what="the cut-off executor reports NOT_SERVING",
+        )
+        assert "renewed no lease" in executor.output()
+        cut_off.reconnect()
+        await eventually(
+            status_is(health_pb2.HealthCheckResponse.SERVING),
+            timeout=LEASE_SECONDS * 10,
+            what="the executor serves again once it renews",
+        )

@@ -84,13 +84,19 @@ async def test_a_run_that_ended_while_its_renewal_was_on_its_way_is_not_lost(
         return snapshots.pop(0) if snapshots else [(agent.id, "running"), (agent.id, "never-started")]
 
     lost: list[str] = []
+    running = asyncio.get_running_loop().create_future()  # what the runner hands back: running
+
+    def lose(run_id: str) -> asyncio.Future[None]:
+        lost.append(run_id)
+        return running
+
     nowhere = grpc.aio.insecure_channel("127.0.0.1:1")
     keeper = LeaseKeeper(
         client,
         OrphanCloser(MemoryClient(nowhere), system_metadata=lambda: system),
         executor_id="exec-1",
         held=held,
-        lose=lost.append,
+        lose=lose,
         interrupt=lambda _run_id: None,
         system_metadata=lambda: system,
         interval_seconds=2.0,
@@ -100,8 +106,65 @@ async def test_a_run_that_ended_while_its_renewal_was_on_its_way_is_not_lost(
     try:
         assert await keeper.renew() > 0
     finally:
+        running.cancel()
         await nowhere.close()
 
     assert lost == ["never-started"], "only a run still held here that the registry does not know is lost"
     assert "ended" not in caplog.text
     assert "run never-started was taken over" in caplog.text
+
+
+async def test_an_executor_that_renews_nothing_for_a_lease_says_it_is_cut_off_until_it_renews_again(
+    client: RegistryClient, worker: Worker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Renewals failing for longer than a lease make the keeper report the executor cut off (its
+    server then says NOT_SERVING, executor app.py), once; the first answered renewal ends it.
+    The registry is unreachable through one channel and answers through the other; the clock is
+    the test's."""
+    now = [0.0]
+    reported: list[bool] = []
+
+    async def on_cut_off(cut_off: bool) -> None:
+        reported.append(cut_off)
+
+    nowhere = grpc.aio.insecure_channel("127.0.0.1:1")
+    reachable = [False]
+
+    class Registry:
+        """The real registry client, or a client of nothing while `reachable` is False."""
+
+        async def renew_run_leases(self, request, **kwargs):
+            target = client if reachable[0] else RegistryClient(nowhere)
+            return await target.renew_run_leases(request, **kwargs)
+
+    keeper = LeaseKeeper(
+        Registry(),  # type: ignore[arg-type]
+        OrphanCloser(MemoryClient(nowhere), system_metadata=lambda: worker.system),
+        executor_id="exec-1",
+        held=lambda: [],
+        lose=lambda _run_id: None,
+        interrupt=lambda _run_id: None,
+        system_metadata=lambda: worker.system,
+        interval_seconds=2.0,
+        max_orphans=0,
+        on_cut_off=on_cut_off,
+        monotonic=lambda: now[0],
+    )
+    try:
+        reachable[0] = True
+        lease_seconds = await keeper.renew()
+        assert lease_seconds > 0 and reported == [] and not keeper.cut_off
+        reachable[0] = False
+        now[0] += lease_seconds / 2
+        assert await keeper.renew() == 0
+        assert reported == [], "not cut off before a lease has passed"
+        now[0] += lease_seconds
+        await keeper.renew()
+        await keeper.renew()
+        assert reported == [True] and keeper.cut_off, "said once"
+        assert "renewed no lease" in caplog.text
+        reachable[0] = True
+        assert await keeper.renew() > 0
+        assert reported == [True, False] and not keeper.cut_off
+    finally:
+        await nowhere.close()

@@ -189,6 +189,9 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         system_metadata=system_metadata,
         interval_seconds=settings.lease_renew_interval_seconds,
         max_orphans=settings.lease_max_orphans,
+        # Cut off from the registry: NOT_SERVING, so that runs go to other executors first
+        # (ignored once draining: the server's health then stays NOT_SERVING).
+        on_cut_off=lambda cut_off: server.set_serving(not cut_off),
     )
     heartbeat = _Heartbeat(
         registry,

@@ -23,7 +23,8 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from agentmesh.executor.child_log import is_final
@@ -44,6 +45,9 @@ RunKey = tuple[str, str]  # (agent id, run id)
 # Runs (and closed runs) one RenewRunLeases call may name: the registry's MAX_LEASED_RUNS.
 MAX_RUNS_PER_RENEWAL = 1000
 EXECUTOR_LOST = "EXECUTOR_LOST"
+# How long an executor that has not heard the registry's lease time yet waits before it counts
+# itself cut off (the registry's default lease).
+_FIRST_LEASE_SECONDS = 10.0
 # How long an orphan handed back to the executor that lost it waits for that run to stop here.
 _STOP_WAIT_SECONDS = 10.0
 _INPUT_TYPES = (EventType.EVENT_TYPE_USER_MESSAGE, EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED)
@@ -204,8 +208,15 @@ class LeaseKeeper:
         system_metadata: Callable[[], Metadata | None],
         interval_seconds: float,
         max_orphans: int,
+        on_cut_off: Callable[[bool], Awaitable[None]] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._registry = registry
+        self._on_cut_off = on_cut_off
+        self._monotonic = monotonic
+        self._renewed_at = monotonic()  # the last renewal the registry answered (from the start)
+        self._lease_seconds = 0.0  # as the registry last said (0: not heard yet)
+        self.cut_off = False
         self._closer = closer
         self._executor_id = executor_id
         self._held = held
@@ -251,7 +262,13 @@ class LeaseKeeper:
         """One renewal: how long the registry's leases last (0 when it could not be asked). More
         runs than one `RenewRunLeases` may name (the registry takes at most
         `MAX_RUNS_PER_RENEWAL`) go in several calls: an executor holding 5,000 runs renewed none
-        of them in one refused call (issue 16's 5,000-stream bench)."""
+        of them in one refused call (issue 16's 5,000-stream bench). Notes whether the executor
+        is cut off (`_heard`)."""
+        lease_seconds = await self._renew(released)
+        await self._heard(lease_seconds)
+        return lease_seconds
+
+    async def _renew(self, released: Sequence[RunKey]) -> float:
         closed, self._closed = self._closed, []
 
         def leased(runs: Iterable[RunKey]) -> list[registry_internal_service_pb2.LeasedRun]:
@@ -274,7 +291,12 @@ class LeaseKeeper:
                 released=released_runs[start:end],
             )
             try:
-                response = await self._registry.renew_run_leases(request, metadata=self._system_metadata())
+                response = await self._registry.renew_run_leases(
+                    request,
+                    metadata=self._system_metadata(),
+                    # An answer after the lease it renews has run out is no use: ask again.
+                    timeout=self._lease_seconds or _FIRST_LEASE_SECONDS,
+                )
             except DomainError as error:
                 self._closed.extend(closed[start:])
                 logger.warning("could not renew the leases of executor %s: %s", self._executor_id, error)
@@ -314,9 +336,13 @@ class LeaseKeeper:
             # stop.
             if key not in self._lost:
                 self._lost.add(key)
-                logger.warning("run %s was taken over (lease lost): stopping it here", lost.run_id)
                 stopping = self._lose(lost.run_id)
-                if stopping is not None and not stopping.done():
+                if stopping is None:
+                    # Not running here: only its end is held (the finisher's call crossed the
+                    # renewal), or it is an orphan only being closed. Nothing to stop.
+                    continue
+                logger.warning("run %s was taken over (lease lost): stopping it here", lost.run_id)
+                if not stopping.done():
                     self._stopping[key] = stopping
                     stopping.add_done_callback(lambda _, key=key: self._stopping.pop(key, None))
         for interrupted in response.interrupted:
@@ -333,6 +359,31 @@ class LeaseKeeper:
             lease_seconds = await self.renew()
             interval = min(self._interval, lease_seconds / 3) if lease_seconds else min(self._interval, 1.0)
             await asyncio.sleep(interval)
+
+    async def _heard(self, lease_seconds: float) -> None:
+        """Notes how the last renewal went. An executor whose renewals have failed for longer
+        than a lease is cut off: its runs are being taken over elsewhere, and so would any run it
+        started now, once it starts at all (its start waits for the registry). It says so
+        (`on_cut_off(True)`: the executor reports NOT_SERVING, and gateways and peers send their
+        runs to other executors first) until a renewal is answered again."""
+        now = self._monotonic()
+        if lease_seconds:
+            self._renewed_at, self._lease_seconds = now, lease_seconds
+        cut_off = not lease_seconds and now - self._renewed_at > (self._lease_seconds or _FIRST_LEASE_SECONDS)
+        if cut_off == self.cut_off:
+            return
+        self.cut_off = cut_off
+        if cut_off:
+            logger.warning(
+                "executor %s has renewed no lease for %.0f s, longer than a lease: its runs are taken "
+                "over elsewhere; it reports NOT_SERVING until the registry answers again",
+                self._executor_id,
+                now - self._renewed_at,
+            )
+        else:
+            logger.info("executor %s renews its leases again: serving", self._executor_id)
+        if self._on_cut_off is not None:
+            await self._on_cut_off(cut_off)
 
     async def _close(self, key: RunKey, orphan: registry_internal_service_pb2.OrphanedRun) -> None:
         if (stopping := self._stopping.get(key)) is not None:

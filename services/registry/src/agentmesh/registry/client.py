@@ -144,10 +144,14 @@ class RegistryClient:
         return await unary(self.internal_stub.ResolveMcpServers, request, metadata=metadata)
 
     async def renew_run_leases(
-        self, request: internal_pb.RenewRunLeasesRequest, *, metadata: Metadata | None = None
+        self,
+        request: internal_pb.RenewRunLeasesRequest,
+        *,
+        metadata: Metadata | None = None,
+        timeout: float | None = None,
     ) -> internal_pb.RenewRunLeasesResponse:
         """Renews an executor's run leases, forgets the orphans it closed, hands it new ones."""
-        return await unary(self.internal_stub.RenewRunLeases, request, metadata=metadata)
+        return await unary(self.internal_stub.RenewRunLeases, request, metadata=metadata, timeout=timeout)
 
     async def register_executor(
         self,
