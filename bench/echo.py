@@ -4,6 +4,12 @@ process (`python -m bench.echo server|proxy`), and the client calls the harness 
 No protobuf, no interceptors, no database: bytes in, the same bytes out, through plain `grpc.aio`.
 The `insert` role is the raw append (issue 16): a plain `grpc.aio` unary call whose handler
 inserts the payload as one row with asyncpg — what one AppendEvents call is compared with.
+
+The `relay` and `durable` roles make the floor of a chat (issue 16): the fewest messages a
+one-step chat needs in this design, with nothing else done. `durable` answers a server stream
+the way an executor answers a run — it records the input (a unary call to an `insert` server),
+sends a first message, records the answer, sends the answer — and `relay` forwards such a stream
+as the gateway does: client → relay → durable → insert → PostgreSQL.
 This is the physical limit a mesh hop is compared with. A process prints
 "echo serving gRPC on HOST:PORT" once it serves, the line `tests.e2e.harness.ServiceProcess`
 waits for.
@@ -15,10 +21,12 @@ import argparse
 import asyncio
 import signal
 import uuid
+from collections.abc import AsyncIterator, Callable
 
 import grpc
 
 METHOD = "/bench.Echo/Echo"
+STREAM_METHOD = "/bench.Echo/Stream"
 
 
 def _identity(data: bytes) -> bytes:
@@ -54,10 +62,19 @@ async def _serve(role: str, port: int, upstream: str | None, dsn: str | None = N
         async def handle(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
             return request
 
-    handler = grpc.unary_unary_rpc_method_handler(
-        handle, request_deserializer=_identity, response_serializer=_identity
-    )
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("bench.Echo", {"Echo": handler}),))
+    handlers = {
+        "Echo": grpc.unary_unary_rpc_method_handler(
+            handle, request_deserializer=_identity, response_serializer=_identity
+        )
+    }
+    if role in ("relay", "durable"):
+        assert channel is not None
+        handlers["Stream"] = grpc.unary_stream_rpc_method_handler(
+            _relay(channel) if role == "relay" else _durable(channel),
+            request_deserializer=_identity,
+            response_serializer=_identity,
+        )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("bench.Echo", handlers),))
     bound = server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
     if channel is not None:
@@ -75,6 +92,36 @@ async def _serve(role: str, port: int, upstream: str | None, dsn: str | None = N
         await pool.close()
 
 
+def _relay(channel: grpc.aio.Channel) -> Callable[[bytes, grpc.aio.ServicerContext], AsyncIterator[bytes]]:
+    """Forwards a stream from upstream, message by message (the gateway's part of a chat)."""
+    upstream = stream_call(channel)
+
+    async def handle(request: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        async for message in upstream(request):
+            yield message
+
+    return handle
+
+
+def _durable(channel: grpc.aio.Channel) -> Callable[[bytes, grpc.aio.ServicerContext], AsyncIterator[bytes]]:
+    """Records the input, says the run started, records the answer, sends it (an executor's part
+    of a one-step chat: the two appends on its critical path, each a unary call to `insert`)."""
+    record = echo_call(channel)
+
+    async def handle(request: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        await record(request)
+        yield b"started"
+        await record(request)
+        yield request
+
+    return handle
+
+
+def stream_call(channel: grpc.aio.Channel) -> grpc.aio.UnaryStreamMultiCallable:
+    """The client side of a floor chain: `async for message in call(payload)`."""
+    return channel.unary_stream(STREAM_METHOD, request_serializer=_identity, response_deserializer=_identity)
+
+
 def echo_call(channel: grpc.aio.Channel) -> grpc.aio.UnaryUnaryMultiCallable:
     """The client side: `await call(payload)` returns the echoed bytes."""
     return channel.unary_unary(METHOD, request_serializer=_identity, response_deserializer=_identity)
@@ -82,16 +129,16 @@ def echo_call(channel: grpc.aio.Channel) -> grpc.aio.UnaryUnaryMultiCallable:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("role", choices=["server", "proxy", "insert"])
+    parser.add_argument("role", choices=["server", "proxy", "insert", "relay", "durable"])
     parser.add_argument("--dsn", help="the PostgreSQL an insert server writes to")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--upstream", help="host:port the proxy forwards to")
     args = parser.parse_args()
-    if args.role == "proxy" and not args.upstream:
-        parser.error("a proxy needs --upstream")
+    if args.role in ("proxy", "relay", "durable") and not args.upstream:
+        parser.error(f"a {args.role} needs --upstream")
     if args.role == "insert" and not args.dsn:
         parser.error("an insert server needs --dsn")
-    upstream = args.upstream if args.role == "proxy" else None
+    upstream = args.upstream if args.role in ("proxy", "relay", "durable") else None
     asyncio.run(_serve(args.role, args.port, upstream, args.dsn if args.role == "insert" else None))
 
 

@@ -34,6 +34,15 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
 INSERT_ONE = f"INSERT INTO {TABLE} (session_id, seq, agent, event_type, content) VALUES ($1, $2, $3, $4, $5)"
 
 
+async def create_raw_table(dsn: str) -> None:
+    """The baseline's table, for an `insert` server to write into."""
+    connection = await asyncpg.connect(dsn)
+    try:
+        await connection.execute(_CREATE)
+    finally:
+        await connection.close()
+
+
 def event_json(size: int = 300) -> str:
     """A JSON object of about `size` bytes, shaped like an agent's recorded answer."""
     text = {"role": "assistant", "text": "", "model": "mock", "step": 1}

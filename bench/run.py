@@ -20,6 +20,7 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,7 @@ from bench.mesh import (
     wait_quiet,
 )
 from bench.messages import messages_per_call
-from bench.rawdb import event_json
+from bench.rawdb import create_raw_table, event_json
 from bench.report import REPO, Results, describe_error, machine_info
 from bench.stats import Latency, latency_rounds, same_call, throughput_rounds, warm_up
 from tests.e2e.harness import ServiceProcess
@@ -147,6 +148,7 @@ async def run(plan: Plan, *, log_dir: Path, only: frozenset[str] = frozenset()) 
         machine = machine_info(postgres_version)
 
         chain = await stack.enter_async_context(RawChain.start(log_dir))
+        floor = await stack.enter_async_context(FloorChain.start(log_dir, libpq_dsn(raw_url)))
         sink = ServiceProcess(
             "otlp-sink", [sys.executable, "-m", "bench.otlp_sink"], env={}, log_dir=log_dir, cwd=REPO
         )
@@ -173,12 +175,12 @@ async def run(plan: Plan, *, log_dir: Path, only: frozenset[str] = frozenset()) 
         await warm_up(chat, plan.warmup_calls)
 
         if wanted("chat"):
-            await _chat_vs_chain(plan, results, chain, mesh, chat, make_url(server_url).port)
+            await _chat_vs_chain(plan, results, chain, floor, mesh, chat, make_url(server_url).port)
         if wanted("tracing"):
             # Early, while both meshes hold as little data as each other.
             await _tracing(plan, results, traced, sink, chat)
         if wanted("throughput"):
-            await _chat_throughput(plan, results, chain, chat)
+            await _chat_throughput(plan, results, chain, floor, chat)
         if wanted("http"):
             await _http_vs_grpc(plan, results, mesh, assistant, chat)
         if wanted("delegation"):
@@ -195,6 +197,34 @@ async def run(plan: Plan, *, log_dir: Path, only: frozenset[str] = frozenset()) 
 
 
 # --- the raw gRPC baseline ---------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def echo_processes(
+    log_dir: Path, links: list[tuple[str, list[str]]]
+) -> AsyncIterator[list[ServiceProcess]]:
+    """`bench.echo` processes (name, role and its arguments), started in order, each after the
+    first forwarding to the one started before it; stopped in reverse order."""
+    processes: list[ServiceProcess] = []
+    try:
+        for name, role in links:
+            upstream = ["--upstream", processes[-1].grpc_address] if processes else []
+            process = ServiceProcess(
+                name,
+                [sys.executable, "-m", "bench.echo", *role, *upstream],
+                env={},
+                log_dir=log_dir,
+                cwd=REPO,
+            )
+            processes.append(await process.start(timeout=30))
+        yield processes
+    finally:
+        for process in reversed(processes):
+            await process.stop()
+
+
+def _pids(processes: list[ServiceProcess]) -> dict[str, list[int]]:
+    return {process.name: [process.pid] for process in processes if process.pid is not None}
 
 
 class RawChain:
@@ -217,26 +247,17 @@ class RawChain:
     @classmethod
     @contextlib.asynccontextmanager
     async def start(cls, log_dir: Path):
-        processes: list[ServiceProcess] = []
-        try:
-            upstream = None
-            for name in ("echo-server", "echo-proxy-2", "echo-proxy-1"):
-                role = ["server"] if upstream is None else ["proxy", "--upstream", upstream]
-                process = ServiceProcess(
-                    name, [sys.executable, "-m", "bench.echo", *role], env={}, log_dir=log_dir, cwd=REPO
-                )
-                processes.append(await process.start(timeout=30))
-                upstream = process.grpc_address
+        links = [("echo-server", ["server"]), ("echo-proxy-2", ["proxy"]), ("echo-proxy-1", ["proxy"])]
+        async with echo_processes(log_dir, links) as processes:
             chain = cls(processes)
-            yield chain
-            for channel in chain._channels:
-                await channel.close()
-        finally:
-            for process in reversed(processes):
-                await process.stop()
+            try:
+                yield chain
+            finally:
+                for channel in chain._channels:
+                    await channel.close()
 
     def pids(self) -> dict[str, list[int]]:
-        return {process.name: [process.pid] for process in self._processes if process.pid is not None}
+        return _pids(self._processes)
 
     async def unary(self) -> None:
         await self._unary(PAYLOAD, timeout=10)
@@ -249,20 +270,81 @@ class RawChain:
         await self._two_hops(PAYLOAD, timeout=10)
 
 
+class FloorChain:
+    """The floor of a one-step chat in this design (`bench.echo`'s `relay` and `durable`): client →
+    relay → durable → insert → PostgreSQL, each its own process, plain `grpc.aio` and asyncpg. It
+    makes the messages the contract needs on a chat's critical path and nothing else — the
+    stream's request and two messages, relayed once; two sequential recorded appends (the input
+    before the run is said to start, the answer before it is sent) — with no auth, no protobuf,
+    no registry, no bookkeeping. What a chat costs above it is agentmesh's own work."""
+
+    def __init__(self, processes: list[ServiceProcess], content: bytes) -> None:
+        self._processes = processes
+        self._channel = grpc.aio.insecure_channel(processes[-1].grpc_address)
+        self._call = echo.stream_call(self._channel)
+        self._content = content
+        # Seconds from the request to the first message, as first_token_ratio's: a chat's text
+        # streams once its input is recorded, before its answer is.
+        self.first_message_seconds: list[float] = []
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def start(cls, log_dir: Path, dsn: str):
+        await create_raw_table(dsn)
+        links = [
+            ("floor-insert", ["insert", "--dsn", dsn]),
+            ("floor-durable", ["durable"]),
+            ("floor-relay", ["relay"]),
+        ]
+        async with echo_processes(log_dir, links) as processes:
+            floor = cls(processes, event_json().encode())
+            try:
+                yield floor
+            finally:
+                await floor._channel.close()
+
+    def pids(self) -> dict[str, list[int]]:
+        return _pids(self._processes)
+
+    async def __call__(self) -> None:
+        started = time.perf_counter()
+        messages = 0
+        async for _ in self._call(self._content, timeout=10):
+            messages += 1
+            if messages == 1:  # after the input's append, as a chat's first text delta
+                self.first_message_seconds.append(time.perf_counter() - started)
+        if messages != 2:
+            raise RuntimeError(f"the floor chain answered {messages} messages, not 2")
+
+
 # --- sections ----------------------------------------------------------------------------------
 
 
 async def _chat_vs_chain(
-    plan: Plan, results: Results, chain: RawChain, mesh: Mesh, chat: GrpcChat, postgres_port: int
+    plan: Plan,
+    results: Results,
+    chain: RawChain,
+    floor: FloorChain,
+    mesh: Mesh,
+    chat: GrpcChat,
+    postgres_port: int,
 ) -> None:
     keys = ("chat_p50_ratio", "chat_p99_ratio", "first_token_ratio", "delegation_hop_ratio")
     with results.section("chat latency", keys):
         await warm_up(chain.unary, plan.warmup_calls)
         await warm_up(chain.chain, plan.warmup_calls)
         await warm_up(chain.two_hops, plan.warmup_calls)
+        await warm_up(floor, plan.warmup_calls)
         chat.first_token_seconds.clear()
+        floor.first_message_seconds.clear()
         measured = await latency_rounds(
-            {"unary": chain.unary, "chain": chain.chain, "chain_2_hops": chain.two_hops, "chat": chat},
+            {
+                "unary": chain.unary,
+                "chain": chain.chain,
+                "chain_2_hops": chain.two_hops,
+                "floor": floor,
+                "chat": chat,
+            },
             rounds=plan.rounds,
             per_round=plan.latency_calls,
         )
@@ -283,10 +365,21 @@ async def _chat_vs_chain(
         results.details["chat_latency"] = {name: value.summary() for name, value in measured.items()}
         results.set("chat_p50_ratio", chats.p50_ms / hops.p50_ms)
         results.set("chat_p99_ratio", chats.p99_ms / hops.p99_ms)
+        floors = measured["floor"]
+        # The design's floor against the figures' baseline, and the chat against the floor.
+        results.details["floor"] = {
+            "p50_ratio_to_chain": round(floors.p50_ms / hops.p50_ms, 3),
+            "p99_ratio_to_chain": round(floors.p99_ms / hops.p99_ms, 3),
+            "chat_p50_ratio_to_floor": round(chats.p50_ms / floors.p50_ms, 3),
+            "first_message_p50_ratio_to_2_hop_chain": round(
+                Latency(samples=list(floor.first_message_seconds)).p50_ms / measured["chain_2_hops"].p50_ms, 3
+            ),
+        }
         # Where the time goes: CPU per call by process (a busy machine stretches latency; it does
         # not change how much work a chat is).
         cpu = {
             "chain": await cpu_per_call(chain.chain, plan.latency_calls, chain.pids()),
+            "floor": await cpu_per_call(floor, plan.latency_calls, floor.pids(), postgres_port=postgres_port),
             "chat": await cpu_per_call(
                 chat,
                 plan.latency_calls,
@@ -302,17 +395,30 @@ async def _chat_vs_chain(
         results.details["cpu_ms_per_message"] = {
             "chat": round(cpu["chat"]["total"] / messages["total"], 3),
             "chain": round(cpu["chain"]["total"] / 6, 3),
+            # The floor: its stream's request and two messages, relayed once (6), two appends (4).
+            "floor": round(cpu["floor"]["total"] / 10, 3),
         }
+        chain_cpu = cpu["chain"]["total"]  # 0 in a smoke run's few calls: /proc counts in ticks
+        results.details["floor"]["cpu_ratio_to_chain"] = (
+            round(cpu["floor"]["total"] / chain_cpu, 3) if chain_cpu else None
+        )
         results.set("messages_per_chat", messages["total"], digits=2)
 
 
-async def _chat_throughput(plan: Plan, results: Results, chain: RawChain, chat: GrpcChat) -> None:
+async def _chat_throughput(
+    plan: Plan, results: Results, chain: RawChain, floor: FloorChain, chat: GrpcChat
+) -> None:
     with results.section("chat throughput", ("chat_qps_ratio",)):
         sweep: dict[str, dict[str, Any]] = {}
         for in_flight in sorted({*plan.concurrency_levels, QPS_IN_FLIGHT}):
             # The figure's level gets every round; the rest of the sweep (details) one.
             measured = await throughput_rounds(
-                {"unary": same_call(chain.unary), "chain": same_call(chain.chain), "chat": same_call(chat)},
+                {
+                    "unary": same_call(chain.unary),
+                    "chain": same_call(chain.chain),
+                    "floor": same_call(floor),
+                    "chat": same_call(chat),
+                },
                 rounds=plan.rounds if in_flight == QPS_IN_FLIGHT else 1,
                 in_flight=in_flight,
                 seconds=plan.burst_seconds,
@@ -329,6 +435,9 @@ async def _chat_throughput(plan: Plan, results: Results, chain: RawChain, chat: 
                     chain_qps_64=round(measured["chain"].per_second, 1),
                 )
                 results.set("chat_qps_ratio", measured["chat"].per_second / measured["chain"].per_second)
+                results.details.setdefault("floor", {})["qps_ratio_to_chain"] = round(
+                    measured["floor"].per_second / measured["chain"].per_second, 3
+                )
         results.details["throughput_by_in_flight"] = sweep
 
 
