@@ -1,5 +1,5 @@
-"""Access tokens: issued and verified with one secret; verified tokens are remembered only until
-they expire, and only by their exact text."""
+"""Access tokens and service credentials: issued and verified with one secret; verified ones are
+remembered only until they expire, and only by their exact text."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import jwt
 import pytest
 
 from agentmesh.runtime.errors import Unauthenticated
-from agentmesh.runtime.identity import Principal, TokenCodec, caller, current_principal
+from agentmesh.runtime.identity import Principal, TokenCodec, VerifiedTokens, caller, current_principal
+from agentmesh.runtime.service_identity import ServiceCredentials
 
 SECRET = "s" * 40
 
@@ -74,3 +75,30 @@ def test_caller_is_the_authenticated_principal_and_refuses_a_call_without_one() 
     with pytest.raises(Unauthenticated) as refused:
         caller()
     assert refused.value.reason == "TOKEN_MISSING"
+
+
+def test_verified_tokens_are_remembered_until_they_expire_and_within_their_bound() -> None:
+    now = [1000.0]
+    verified: VerifiedTokens[str] = VerifiedTokens(size=2, clock=lambda: now[0])
+    verified.put("a", "alice", expires_at=1010.0)
+    verified.put("b", "bob", expires_at=1100.0)
+    assert verified.get("a") == "alice"  # and now the most recently used
+    verified.put("c", "carol", expires_at=1100.0)
+    assert verified.get("b") is None, "the least recently used went"
+    assert verified.get("a") == "alice"
+    now[0] = 1010.0
+    assert verified.get("a") is None, "not at its expiry"
+    assert verified.get("c") == "carol"
+
+
+def test_a_remembered_service_credential_is_refused_once_it_expires() -> None:
+    credentials = ServiceCredentials(SECRET, service="executor", ttl_seconds=3)
+    credential = credentials.credential()
+    assert credentials.verify(credential) == "executor"
+    assert credentials.verify(credential) == "executor"
+    expires_at = jwt.decode(credential, options={"verify_signature": False})["exp"]
+    while time.time() < expires_at:
+        time.sleep(0.2)
+    with pytest.raises(Unauthenticated) as raised:
+        credentials.verify(credential)
+    assert raised.value.reason == "SERVICE_CREDENTIAL_INVALID"

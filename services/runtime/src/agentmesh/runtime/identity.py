@@ -19,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import grpc
 import jwt
@@ -30,8 +30,9 @@ from agentmesh.runtime.errors import SuperuserRequired, SystemRequired, Unauthen
 ALGORITHM = "HS256"
 AUTHORIZATION = "authorization"
 SYSTEM_SUBJECT = "system"
-# Verified tokens remembered per codec (a caller sends the same token on every call and hop).
+# Verified tokens remembered per verifier (a caller sends the same token on every call and hop).
 VERIFIED_CACHE_SIZE = 1024
+V = TypeVar("V")
 # Why a call is UNAUTHENTICATED (the ErrorInfo reason).
 TOKEN_MISSING = "TOKEN_MISSING"
 TOKEN_INVALID = "TOKEN_INVALID"
@@ -72,6 +73,38 @@ def caller() -> Principal:
     return principal
 
 
+class VerifiedTokens(Generic[V]):
+    """Tokens that verified, with what they stood for, until they expire: a caller sends the same
+    token on every call and hop, and checking its signature each time cost CPU on every call.
+    Keyed by the exact string, so any change to a token (its signature included) misses and is
+    verified anew. Bounded (least recently used out first); safe across threads."""
+
+    def __init__(self, size: int = VERIFIED_CACHE_SIZE, *, clock: Callable[[], float] = time.time) -> None:
+        self._size = size
+        self._clock = clock
+        self._verified: OrderedDict[str, tuple[V, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, token: str) -> V | None:
+        """What `token` verified as, while it has not expired; None otherwise."""
+        with self._lock:
+            hit = self._verified.get(token)
+            if hit is None:
+                return None
+            if self._clock() >= hit[1]:
+                del self._verified[token]
+                return None
+            self._verified.move_to_end(token)
+            return hit[0]
+
+    def put(self, token: str, value: V, expires_at: float) -> V:
+        with self._lock:
+            self._verified[token] = (value, expires_at)
+            if len(self._verified) > self._size:
+                self._verified.popitem(last=False)
+        return value
+
+
 class TokenCodec:
     """Issues and verifies access tokens with one secret. Rejects `alg=none`, bad signatures,
     expired tokens and tokens of another type."""
@@ -82,10 +115,7 @@ class TokenCodec:
         self._secret = secret
         self.access_ttl_seconds = access_ttl_seconds
         self._issuer = issuer
-        # token -> (principal, exp): tokens that verified, until they expire. Keyed by the exact
-        # string, so any change to a token (its signature included) misses and is verified anew.
-        self._verified: OrderedDict[str, tuple[Principal, float]] = OrderedDict()
-        self._verified_lock = threading.Lock()
+        self._verified: VerifiedTokens[Principal] = VerifiedTokens()
 
     def issue(self, principal: Principal, *, ttl_seconds: int | None = None) -> str:
         now = int(time.time())
@@ -106,19 +136,10 @@ class TokenCodec:
         return self.issue(SYSTEM, ttl_seconds=300)
 
     def verify(self, token: str) -> Principal:
-        with self._verified_lock:
-            hit = self._verified.get(token)
-            if hit is not None:
-                if time.time() < hit[1]:
-                    self._verified.move_to_end(token)
-                    return hit[0]
-                del self._verified[token]
-        principal, expires_at = self._decode(token)
-        with self._verified_lock:
-            self._verified[token] = (principal, expires_at)
-            if len(self._verified) > VERIFIED_CACHE_SIZE:
-                self._verified.popitem(last=False)
-        return principal
+        principal = self._verified.get(token)
+        if principal is not None:
+            return principal
+        return self._verified.put(token, *self._decode(token))
 
     def _decode(self, token: str) -> tuple[Principal, float]:
         try:

@@ -29,7 +29,7 @@ import jwt
 from google.protobuf.descriptor import ServiceDescriptor
 
 from agentmesh.runtime.errors import Unauthenticated
-from agentmesh.runtime.identity import ALGORITHM, admitted_handler
+from agentmesh.runtime.identity import ALGORITHM, VerifiedTokens, admitted_handler
 
 SERVICE_CREDENTIAL = "x-agentmesh-service"
 # The ErrorInfo reasons of a call refused for its service credential.
@@ -68,6 +68,7 @@ class ServiceCredentials:
         self._clock = clock
         self._lock = threading.Lock()
         self._current: tuple[str, float] | None = None  # (credential, renew at)
+        self._verified: VerifiedTokens[str] = VerifiedTokens()  # on jwt's clock, as `exp` is
 
     def credential(self) -> str:
         """This service's credential, minted anew shortly before the last one expires."""
@@ -96,6 +97,9 @@ class ServiceCredentials:
                 "this is an internal agentmesh service: calls need a service credential",
                 reason=SERVICE_CREDENTIAL_MISSING,
             )
+        service = self._verified.get(credential)
+        if service is not None:
+            return service
         try:
             claims = jwt.decode(
                 credential,
@@ -108,7 +112,7 @@ class ServiceCredentials:
             raise Unauthenticated("invalid service credential", reason=SERVICE_CREDENTIAL_INVALID) from error
         if claims.get("typ") != _TOKEN_TYPE:
             raise Unauthenticated("not a service credential", reason=SERVICE_CREDENTIAL_INVALID)
-        return str(claims["sub"])
+        return self._verified.put(credential, str(claims["sub"]), float(claims["exp"]))
 
 
 def service_credential(metadata: Iterable[tuple[str, str | bytes]] | None) -> str | None:
