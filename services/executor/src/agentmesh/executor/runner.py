@@ -297,7 +297,6 @@ class RunExecutor:
             delegation_id=run.request.delegation_id,
             delegation_depth=run.request.delegation_depth,
         ) as span:
-            assert log.input is not None
             if turn_policy(run.request, spec):
                 # Its executor may have died while the run waited for its session's turn: it
                 # waits for the turns still ahead of it again (none when its turn had come).

@@ -23,17 +23,18 @@ from grpc_reflection.v1alpha._async import ReflectionServicer
 
 from agentmesh.runtime.interceptors import ServerInterceptor
 from agentmesh.runtime.message_counts import message_counter
+from agentmesh.runtime.settings import DEFAULT_MAX_PENDING_CALLS
 from agentmesh.runtime.tls import PLAINTEXT, TlsFiles
 
 logger = logging.getLogger(__name__)
 
-# Calls that arrived and wait for the server's event loop to take them up. gRPC's core drops
-# calls beyond 1,000 waiting at random, and all beyond 3,000, and its client sees a bare
-# CANCELLED — no status, no log line on either side. A burst of a few thousand calls is what an
-# edge gateway (or an executor handed thousands of runs) meets: 2,000 streams opened at once on
-# a grpc.aio server lost a tenth of them, 5,000 lost 40 % (issue 16's 5,000-stream bench). A
-# waiting call costs a few kilobytes.
-DEFAULT_MAX_PENDING_CALLS = 50_000
+# Calls that arrived and wait for the server's event loop to take them up
+# (`ServiceSettings.max_pending_calls`, DEFAULT_MAX_PENDING_CALLS): gRPC's core drops calls
+# beyond 1,000 waiting at random, and all beyond 3,000, and its client sees a bare CANCELLED —
+# no status, no log line on either side. A burst of a few thousand calls is what an edge gateway
+# (or an executor handed thousands of runs) meets: 2,000 streams opened at once on a grpc.aio
+# server lost a tenth of them, 5,000 lost 40 % (issue 16's 5,000-stream bench). A waiting call
+# costs a few kilobytes.
 # How long a call may wait to be taken up before gRPC drops it, as silently. Its default, 30 s,
 # is less than a busy executor takes to take up thousands of runs arriving at once (its event
 # loop takes them one by one: 753 of the 5,000-stream bench's runs were dropped after waiting

@@ -9,10 +9,12 @@ from typing import Any
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from agentmesh.runtime.server import DEFAULT_MAX_PENDING_CALLS
 from agentmesh.runtime.tls import TlsFiles
 
 MiB = 1024 * 1024
+# Calls that may wait for a server to take them up before gRPC drops new ones (runtime/server.py
+# says why it is this high).
+DEFAULT_MAX_PENDING_CALLS = 50_000
 
 
 def shared(default: Any, name: str, *, service: str) -> Any:
@@ -46,7 +48,6 @@ class ServiceSettings(BaseSettings):
     port: int = Field(default=0, ge=0, le=65535, description="0 picks a free port")
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)
     max_message_bytes: int = Field(default=4 * MiB, gt=0)
-    # Calls waiting for the server to take them up before gRPC drops new ones (runtime/server.py).
     max_pending_calls: int = Field(default=DEFAULT_MAX_PENDING_CALLS, gt=0)
     # Transport security (runtime/tls.py, docs/security.md): AGENTMESH_TLS_*, the same for every
     # service of a process (each container is given its own). Unset: plaintext.
