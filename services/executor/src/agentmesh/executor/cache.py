@@ -362,7 +362,7 @@ class AgentCache(Generic[T]):
         if session is None:
             return 0
         session.ending = True
-        keys = [key for key in self._entries if key[0] == session_id]
+        keys = list(session.entries)  # its entries in the cache (not every entry's key)
         for key in keys:
             self._retire(self._take_out(key))
         self._maybe_end(session)
