@@ -160,20 +160,30 @@ BACKENDS = [
 
 
 @contextlib.asynccontextmanager
+async def mesh_database(request: pytest.FixtureRequest, data_dir: Path) -> AsyncIterator[str]:
+    """A database for a mesh on the backend `request.param` names: a SQLite file in `data_dir`,
+    or a fresh PostgreSQL database (dropped on the way out)."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{data_dir / 'mesh.db'}"
+    else:
+        async with fresh_database(request.getfixturevalue("postgres_url")) as url:
+            yield url
+
+
+@contextlib.asynccontextmanager
 async def running_mesh(
     request: pytest.FixtureRequest,
     data_dir: Path,
     *,
     executor: dict[str, Any] | None = None,
     registry: dict[str, Any] | None = None,
+    database_url: str | None = None,
 ) -> AsyncIterator[Mesh]:
-    """The mesh on the backend `request.param` names, stopped on the way out."""
+    """The mesh on the backend `request.param` names (on `database_url` when given, a database
+    of `mesh_database`), stopped on the way out."""
     async with contextlib.AsyncExitStack() as stack:
-        if request.param == "sqlite":
-            database_url = f"sqlite+aiosqlite:///{data_dir / 'mesh.db'}"
-        else:
-            server_url = request.getfixturevalue("postgres_url")
-            database_url = await stack.enter_async_context(fresh_database(server_url))
+        if database_url is None:
+            database_url = await stack.enter_async_context(mesh_database(request, data_dir))
         mesh = await start_mesh(
             data_dir=data_dir,
             grpc_port=0,

@@ -11,7 +11,7 @@ import pytest_asyncio
 
 from tests.integration.executor.openai_server import FakeOpenAI
 from tests.integration.executor.support import Stack
-from tests.mesh import BACKENDS, MeshClient, running_mesh
+from tests.mesh import BACKENDS, MeshClient, mesh_database, running_mesh
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -39,11 +39,15 @@ async def stack(
     executor_settings: dict[str, Any],
     registry_settings: dict[str, Any],
 ) -> AsyncIterator[Stack]:
-    async with running_mesh(
-        request, tmp_path_factory.mktemp("mesh"), executor=executor_settings, registry=registry_settings
-    ) as mesh:
+    data_dir = tmp_path_factory.mktemp("mesh")
+    async with (
+        mesh_database(request, data_dir) as database_url,
+        running_mesh(
+            request, data_dir, executor=executor_settings, registry=registry_settings, database_url=database_url
+        ) as mesh,
+    ):
         client = MeshClient(mesh.services["registry"].address, mesh.gateway.address)
-        stack = Stack(mesh, client, await client.login())
+        stack = Stack(mesh, client, await client.login(), database_url=database_url)
         try:
             yield stack
         finally:

@@ -60,8 +60,9 @@ class Agent:
 class Stack:
     """A running mesh, signed in as the superuser, with stubs for every service."""
 
-    def __init__(self, mesh: Mesh, client: MeshClient, token: str) -> None:
+    def __init__(self, mesh: Mesh, client: MeshClient, token: str, *, database_url: str = "") -> None:
         self.mesh = mesh
+        self.database_url = database_url  # every service's (one database on one host)
         self.client = client
         self.token = token
         self.metadata = bearer(token)

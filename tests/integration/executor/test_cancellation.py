@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import AsyncIterator
 
+import asyncpg
 import pytest
 
 from agentmesh.common.v1 import run_pb2
@@ -16,6 +18,7 @@ from agentmesh.gateway.v1 import gateway_service_pb2
 from agentmesh.runtime.errors import DeadlineExceeded, InvalidArgument, NotFound
 from tests.integration.executor.support import Agent, Stack, delegate, event_type, kind
 from tests.polling import eventually
+from tests.postgres import libpq_dsn
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -157,6 +160,58 @@ async def test_terminating_an_agent_cancels_its_runs_and_the_caller_carries_on(s
     assert stored[-1].metadata["reason"] == "agent terminated"
     assert await stack.status(worker) == "terminated"
     assert await stack.settled_status(coordinator) == "idle"
+
+
+async def test_a_run_cancelled_again_while_it_records_its_cancellation_still_says_so(stack: Stack) -> None:
+    """A run is cancelled again while it records that it was cancelled (as an interrupted run is
+    interrupted again by its executor's next lease renewal): that does not cut the recording
+    short — its stream still ends with RunFailed CANCELLED, once its end is in the log. On
+    PostgreSQL, where the test holds the event table so that the recording waits."""
+    if not stack.database_url.startswith("postgresql"):
+        pytest.skip("holds a table lock on PostgreSQL")
+    project = await stack.project()
+    agent = await stack.agent(
+        project, "sleeper", mock_responses=[{"content": "word " * 130, "delay_seconds": 3}]
+    )
+    stream = stack.executor.run(stack.run_request(agent, "start"), metadata=stack.metadata)
+    started = await anext(stream)
+    assert started.HasField("run_started")
+    rest = asyncio.ensure_future(_all(stream))
+
+    holder = await asyncpg.connect(libpq_dsn(stack.database_url))
+    try:
+        async with holder.transaction():
+            await holder.execute("LOCK TABLE memory_events IN EXCLUSIVE MODE")  # reads go on
+            cancel = {"reason": "first", "run_id": started.run_id, "metadata": stack.metadata}
+            assert await stack.executor.cancel_runs(project.id, agent.id, **cancel) == 1
+
+            async def recording_waits() -> bool:
+                return bool(
+                    await holder.fetchval(
+                        "SELECT count(*) FROM pg_locks WHERE NOT granted"
+                        " AND relation = 'memory_events'::regclass"
+                    )
+                )
+
+            await eventually(recording_waits, what="the cancellation's append waiting for the lock")
+            cancel["reason"] = "second"
+            assert await stack.executor.cancel_runs(project.id, agent.id, **cancel) == 1  # stopping
+    finally:
+        await holder.close()
+
+    events = await asyncio.wait_for(rest, 10)
+    assert events[-1].run_failed.code == "CANCELLED", events[-1]
+    assert events[-1].run_failed.message == "the run was cancelled: first"
+    stored = await stack.events(started.session_id)
+    assert [(event_type(e), dict(e.metadata.items()).get("reason")) for e in stored] == [
+        ("user_message", None),
+        ("error", "first"),
+    ]
+    assert await stack.settled_status(agent) == "idle"
+
+
+async def _all(stream: AsyncIterator[run_pb2.RunEvent]) -> list[run_pb2.RunEvent]:
+    return [event async for event in stream]
 
 
 async def test_only_those_who_may_see_an_agent_may_cancel_its_runs(stack: Stack) -> None:

@@ -170,11 +170,9 @@ class RunExecutor:
         """Whether the run goes on after its stream broke (outliving.py). Not while handing
         over: the run stops here, and its caller's taker follows it to its taker."""
 
-        def cancel(reason: str) -> None:
-            self._cancel_reasons[task] = reason
-            task.cancel()
-
-        return not self._handing_over and self._outliving.keep(request, task, sink, cancel=cancel)
+        return not self._handing_over and self._outliving.keep(
+            request, task, sink, cancel=lambda reason: self._cancel(task, reason)
+        )
 
     async def cancel_runs(self, project_id: str, agent_id: str, reason: str, run_id: str = "") -> int:
         """Cancels the agent's runs in flight here, or only its run `run_id` (after the caller
@@ -186,8 +184,7 @@ class RunExecutor:
             leased = self._leased.get(run_id)
             tasks = [leased[1]] if leased is not None and leased[1] in tasks else []
         for task in tasks:
-            self._cancel_reasons[task] = reason or "cancelled"
-            task.cancel()
+            self._cancel(task, reason or "cancelled")
         return len(tasks)
 
     def leased_runs(self) -> list[tuple[str, str]]:
@@ -203,34 +200,46 @@ class RunExecutor:
         """The run's lease expired (this executor was cut off from the registry, or stalled, for
         longer than the lease time) and the run was taken over: it stops here without recording
         an end — its taker resumes it from the log — and its caller is told where to follow it
-        (`_given_up`). Returns the run's task, stopping (None when it is not running here)."""
+        (`_given_up`). Returns the run's task, stopping (None when it is not running here, or
+        already stopping for another reason: it records its end, or learns it was superseded)."""
         task = self._stop(run_id, LOST)
         if task is not None:
             self._lost.add(task)
         return task
 
     def _stop(self, run_id: str, reason: str) -> asyncio.Task[Any] | None:
-        """Cancels the run's task with `reason`: the task (None when the run is not here)."""
+        """Cancels the run's task with `reason`: the task (None when the run is not here or
+        already stopping)."""
         leased = self._leased.get(run_id)
         if leased is None:
             return None
         _, task = leased
+        return task if self._cancel(task, reason) else None
+
+    def _cancel(self, task: asyncio.Task[Any], reason: str) -> bool:
+        """Cancels a run's task, saying why — once: a run already stopping keeps its first reason
+        and is left to record its end (a second cancellation would cut that short, and its
+        caller's stream would end without the run's RunFailed: an interrupted run is interrupted
+        again by the next lease renewal). Whether it cancelled the task."""
+        if task in self._cancel_reasons:
+            return False
         self._cancel_reasons[task] = reason
         task.cancel()
-        return task
+        return True
 
     async def hand_over(self) -> list[tuple[str, str]]:
         """Stops every run here without recording its end (graceful drain past its grace, issue
         15 item 6): (agent id, run id) of each, whose leases the caller releases so that another
         executor resumes them at once. Their tool calls in flight are left in doubt, their open
-        delegations to be answered by the resumed run."""
+        delegations to be answered by the resumed run. A run already stopping (cancelled) is
+        left to record its end, and finished as usual."""
         self._handing_over = True
-        runs = self.leased_runs()
+        runs: list[tuple[str, str]] = []
+        for run_id, (agent_id, task) in list(self._leased.items()):
+            if self._cancel(task, HANDED_OVER):
+                self._handed_over.add(task)
+                runs.append((agent_id, run_id))
         tasks = [task for _, task in self._leased.values()]
-        for task in tasks:
-            self._cancel_reasons[task] = HANDED_OVER
-            self._handed_over.add(task)
-            task.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=self._settings.cleanup_timeout_seconds)
         return runs
