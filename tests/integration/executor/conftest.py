@@ -43,7 +43,11 @@ async def stack(
     async with (
         mesh_database(request, data_dir) as database_url,
         running_mesh(
-            request, data_dir, executor=executor_settings, registry=registry_settings, database_url=database_url
+            request,
+            data_dir,
+            executor=executor_settings,
+            registry=registry_settings,
+            database_url=database_url,
         ) as mesh,
     ):
         client = MeshClient(mesh.services["registry"].address, mesh.gateway.address)
