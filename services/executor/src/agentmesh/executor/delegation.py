@@ -28,7 +28,8 @@ from agentmesh.executor.detached import run_detached
 from agentmesh.executor.errors import DELEGATION_NOT_ALLOWED, DelegationDepthExceeded
 from agentmesh.executor.events import EventSink, RunContext, usage_from_proto
 from agentmesh.executor.models.base import Usage
-from agentmesh.executor.recorder import EventType, NewEvent, response_key
+from agentmesh.executor.outbox import is_transient
+from agentmesh.executor.recorder import EventType, NewEvent, request_key, response_key
 from agentmesh.executor.scope import RunScope
 from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.memory.client import MemoryClient
@@ -277,6 +278,7 @@ class Delegator:
                 metadata={**(intent or {}), "target_agent": target, "depth": scope.depth + 1},
                 parent_event_id=scope.input_event_id,
                 delegation_id=delegation_id,
+                idempotency_key=request_key(delegation_id),
             )
         return PreparedDelegation(target, task, delegation_id, refused, request)
 
@@ -310,26 +312,35 @@ class Delegator:
             # The request is recorded detached from this run's cancellation, so that once it is
             # stored the response below is recorded too, whenever the cancel comes: exactly one
             # response per request (a cancel while the append is in flight waits for it).
-            recording = prepared.recording or asyncio.ensure_future(
-                run_detached(
-                    lambda: _record_request(scope, prepared), timeout_seconds=self._cleanup_timeout_seconds
-                )
-            )
+            recording = prepared.recording or self._record_request(scope, prepared)
             request_event: memory_pb2.Event | None = None
+            unrecorded: Exception | None = None  # why the request's append failed
             child = ChildOutcome(code="CANCELLED", message="the delegating run was cancelled")
             try:
-                request_event = await asyncio.shield(recording)
-                await scope.sink.emit(
-                    scope.context.event(
-                        seq=request_event.seq,
-                        delegation_request=run_pb2.DelegationRequest(
-                            delegation_id=delegation_id, target_agent=target, task=task
-                        ),
+                try:
+                    request_event = await asyncio.shield(recording)
+                except Exception as error:
+                    # Not sent. Stored all the same (the append's answer came too late), it is
+                    # answered below: `_settled` finds out.
+                    unrecorded = error
+                    child = ChildOutcome(
+                        code="UNAVAILABLE", message="its request could not be recorded, so it was not sent"
                     )
-                )
-                child = await self._run(scope, target, task, delegation_id, request_event)
+                    request_event = await self._settled(scope, prepared, recording)
+                if request_event is not None:
+                    await scope.sink.emit(
+                        scope.context.event(
+                            seq=request_event.seq,
+                            delegation_request=run_pb2.DelegationRequest(
+                                delegation_id=delegation_id, target_agent=target, task=task
+                            ),
+                        )
+                    )
+                if unrecorded is None:
+                    child = await self._run(scope, target, task, delegation_id, request_event)
             finally:
-                request_event = request_event or await _settled(recording)
+                if request_event is None and unrecorded is None:
+                    request_event = await self._settled(scope, prepared, recording)
                 result = _result(target, child)
                 span.set_attribute(telemetry.DELEGATION_OUTCOME, outcome_name(result.outcome))
                 metrics.record_delegation(
@@ -340,8 +351,45 @@ class Delegator:
                 seq = 0
                 if request_event is not None and not self._handing_over():
                     seq = await self._respond(scope, target, delegation_id, request_event.id, result)
-            await _emit_response(scope, target, delegation_id, result, seq)
+            if request_event is not None or unrecorded is None:
+                await _emit_response(scope, target, delegation_id, result, seq)
+            if unrecorded is not None:
+                raise unrecorded
             return result
+
+    def _record_request(
+        self, scope: RunScope, prepared: PreparedDelegation
+    ) -> asyncio.Future[memory_pb2.Event]:
+        """Records the delegation's request, detached (`delegate`)."""
+
+        async def record() -> memory_pb2.Event:
+            assert prepared.request is not None, "a delegation that may be sent has its request"
+            (event,) = await scope.recorder.record_many([prepared.request])
+            return event
+
+        return asyncio.ensure_future(run_detached(record, timeout_seconds=self._cleanup_timeout_seconds))
+
+    async def _settled(
+        self, scope: RunScope, prepared: PreparedDelegation, recording: asyncio.Future[memory_pb2.Event]
+    ) -> memory_pb2.Event | None:
+        """The delegation request's event once its append settled; None when it surely was not
+        stored. An append whose outcome is unknown (it ran out of time, or memory was away: it
+        may be stored all the same) is sent again under the request's own key — answered with
+        the stored event, or stored now — so that a request in the log always gets its response."""
+        try:
+            return await _waited(recording)
+        except Exception as error:
+            if not is_transient(error):
+                return None  # refused: not stored (a run taken over is answered by its taker)
+        try:
+            return await _waited(self._record_request(scope, prepared))
+        except Exception:
+            logger.warning(
+                "delegation %s: could not learn whether its request was recorded; left without a response",
+                prepared.delegation_id,
+                exc_info=True,
+            )
+            return None
 
     async def resume(
         self, scope: RunScope, target: str, task: str, request_event: memory_pb2.Event
@@ -518,24 +566,18 @@ async def _emit_response(
     )
 
 
-async def _record_request(scope: RunScope, prepared: PreparedDelegation) -> memory_pb2.Event:
-    assert prepared.request is not None, "a delegation that may be sent has its request"
-    (event,) = await scope.recorder.record_many([prepared.request])
-    return event
-
-
-async def _settled(recording: asyncio.Future[memory_pb2.Event]) -> memory_pb2.Event | None:
-    """The delegation request's event once its append has settled (cancelled callers wait for it
-    here, shielded); None when it was not stored."""
-    try:
-        return await asyncio.shield(recording)
-    except asyncio.CancelledError:
-        # Cancelled again while waiting: the append goes on, detached; wait for it once more.
-        with contextlib.suppress(BaseException):
-            return await recording
-        return None
-    except Exception:
-        return None
+async def _waited(work: asyncio.Future[memory_pb2.Event]) -> memory_pb2.Event | None:
+    """What detached `work` ends with (None when it was cancelled itself), waited for by a run
+    that may be cancelled meanwhile: then it waits once more; cancelled again, it stops waiting
+    (None; the work goes on regardless)."""
+    with contextlib.suppress(asyncio.CancelledError):
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            if work.cancelled():
+                return None
+            return await asyncio.shield(work)
+    return None
 
 
 def child_request(scope: RunScope, agent: str, text: str, **fields: Any) -> executor_service_pb2.RunRequest:

@@ -34,6 +34,7 @@ from agentmesh.executor.tools.builtin import EXIT_LOOP
 from agentmesh.memory.v1.resources_pb2 import Event
 from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.batching import item_of
+from agentmesh.runtime.errors import Unavailable
 
 if TYPE_CHECKING:
     from agentmesh.executor.resumption import LoggedCall, LoggedStep, RunLog
@@ -341,6 +342,11 @@ class LlmLoop:
                 # is this step's failure, raised below (not in the group's ExceptionGroup).
                 try:
                     recorded = await asyncio.shield(step)
+                except TimeoutError:
+                    failure = Unavailable(
+                        "the step could not be recorded: the memory service did not answer within "
+                        f"{self._settings.cleanup_timeout_seconds:g} s"
+                    )
                 except Exception as error:
                     failure = error
             if failure is None:

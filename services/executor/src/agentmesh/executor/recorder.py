@@ -46,6 +46,13 @@ def response_key(delegation_id: str) -> str:
     return f"{delegation_id}:response"
 
 
+def request_key(delegation_id: str) -> str:
+    """The idempotency key of a delegation's `delegation_request`: its own, not its position in
+    the run, so that a run that does not know whether its request was stored (the append ran out
+    of time) can ask again and learn it (delegation.py `_settled`)."""
+    return f"{delegation_id}:request"
+
+
 # The reason of the `error` note a run's taker records first when it resumes the run.
 RUN_RESUMED = "RUN_RESUMED"
 
