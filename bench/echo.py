@@ -3,7 +3,9 @@ process (`python -m bench.echo server|proxy`), and the client calls the harness 
 
 No protobuf, no interceptors, no database: bytes in, the same bytes out, through plain `grpc.aio`.
 The `insert` role is the raw append (issue 16): a plain `grpc.aio` unary call whose handler
-inserts the payload as one row with asyncpg — what one AppendEvents call is compared with.
+inserts the payload as one row with asyncpg — what one AppendEvents call is compared with. The
+`append` role is the floor of an append: the memory service's own statement, run the same way on
+its database (`rawdb.memory_append`).
 
 The `relay` and `durable` roles make the floor of a chat (issue 16): the fewest messages a
 one-step chat needs in this design, with nothing else done. `durable` answers a server stream
@@ -39,15 +41,22 @@ async def _serve(role: str, port: int, upstream: str | None, dsn: str | None = N
     pool = None
     if dsn:
         # The raw append: each call's payload becomes one row, one autocommitted INSERT (the
-        # rawdb baseline's table), over a pool as wide as the bench's writers.
+        # rawdb baseline's table), over a pool as wide as the bench's writers; or, for the
+        # `append` role, the memory service's one-statement append.
         import asyncpg
 
-        from bench.rawdb import INSERT_ONE
+        from bench.rawdb import INSERT_ONE, memory_append
 
         pool = await asyncpg.create_pool(dsn, min_size=16, max_size=16)
+        append = memory_append(pool)
 
         async def handle(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-            await pool.execute(INSERT_ONE, uuid.uuid4().hex, 1, "bench", "agent_response", request.decode())
+            if role == "append":
+                await append(request)
+            else:
+                await pool.execute(
+                    INSERT_ONE, uuid.uuid4().hex, 1, "bench", "agent_response", request.decode()
+                )
             return b""
 
     elif upstream:
@@ -129,17 +138,19 @@ def echo_call(channel: grpc.aio.Channel) -> grpc.aio.UnaryUnaryMultiCallable:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("role", choices=["server", "proxy", "insert", "relay", "durable"])
-    parser.add_argument("--dsn", help="the PostgreSQL an insert server writes to")
+    parser.add_argument("role", choices=["server", "proxy", "insert", "append", "relay", "durable"])
+    parser.add_argument("--dsn", help="the PostgreSQL an insert or append server writes to")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--upstream", help="host:port the proxy forwards to")
     args = parser.parse_args()
     if args.role in ("proxy", "relay", "durable") and not args.upstream:
         parser.error(f"a {args.role} needs --upstream")
-    if args.role == "insert" and not args.dsn:
-        parser.error("an insert server needs --dsn")
+    if args.role in ("insert", "append") and not args.dsn:
+        parser.error(f"an {args.role} server needs --dsn")
     upstream = args.upstream if args.role in ("proxy", "relay", "durable") else None
-    asyncio.run(_serve(args.role, args.port, upstream, args.dsn if args.role == "insert" else None))
+    asyncio.run(
+        _serve(args.role, args.port, upstream, args.dsn if args.role in ("insert", "append") else None)
+    )
 
 
 if __name__ == "__main__":

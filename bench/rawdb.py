@@ -11,7 +11,9 @@ from __future__ import annotations
 import itertools
 import json
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import asyncpg
 
@@ -32,6 +34,47 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
 )
 """
 INSERT_ONE = f"INSERT INTO {TABLE} (session_id, seq, agent, event_type, content) VALUES ($1, $2, $3, $4, $5)"
+
+
+# The project the floor's appends go to, in the mesh's own database.
+FLOOR_PROJECT = "bench-append-floor"
+
+
+def memory_append(pool: asyncpg.Pool) -> Callable[[bytes], Awaitable[None]]:
+    """The floor of an append (issue 16): the memory service's own one-statement append (its
+    `tables.APPEND_IN_ONE_STATEMENT`: the session's row bumped and locked, the events numbered
+    under it, on the service's tables and indexes) run straight with asyncpg — the database work
+    an AppendEvents call must do, with nothing else. The payload is
+    `<session id>\n<events>\n<content>`."""
+    from sqlalchemy.dialects.postgresql import asyncpg as dialect
+
+    from agentmesh.memory.tables import APPEND_IN_ONE_STATEMENT
+
+    compiled = APPEND_IN_ONE_STATEMENT.compile(dialect=dialect.dialect())
+    statement, names = str(compiled), tuple(compiled.positiontup or ())
+
+    async def append(payload: bytes) -> None:
+        session_id, count, content = payload.decode().split("\n", 2)
+        events = int(count)
+        values = {
+            "session_id": session_id,
+            "project_id": FLOOR_PROJECT,
+            "agent": "bench",
+            "now": datetime.now(UTC),
+            "count": events,
+            "expected": None,
+            "ids": [str(uuid.uuid4()) for _ in range(events)],
+            "agents": ["bench"] * events,
+            "event_types": ["agent_response"] * events,
+            "contents": [content] * events,
+            "metadatas": ['{"agent_name": "bench"}'] * events,
+            "idempotency_keys": [None] * events,
+        }
+        arguments = [values.get(name, [""] * events) for name in names]  # the other ids: empty
+        if await pool.fetchrow(statement, *arguments) is None:
+            raise RuntimeError(f"the floor's append to session {session_id} was refused")
+
+    return append
 
 
 async def create_raw_table(dsn: str) -> None:

@@ -188,7 +188,7 @@ async def run(plan: Plan, *, log_dir: Path, only: frozenset[str] = frozenset()) 
         if wanted("history"):
             await _history(plan, results, mesh, client, token, assistant)
         if wanted("appends"):
-            await appends(plan, results, mesh, raw_url, assistant, log_dir)
+            await appends(plan, results, mesh, raw_url, mesh_url, assistant, log_dir)
         if wanted("streams"):
             await _streams(plan, results, mesh, client, token, assistant)
 

@@ -50,3 +50,8 @@ async def test_bench_smoke_produces_every_figure(postgres_url: str, tmp_path: Pa
     assert list(document["figures"]) == list(TARGETS)
     assert all(isinstance(value, int | float) for value in document["figures"].values())
     assert document["baselines"]["chain_p50_ms"] > 0
+    # The floors the figures are read against: a chat's, and each append shape's.
+    assert document["details"]["floor"]["chat_p50_ratio_to_floor"] > 0
+    floors = document["details"]["appends"]["floor"]
+    assert set(floors) == {"single", "concurrent_16", "batched_100"}
+    assert all(shape["floor_ratio"] > 0 and shape["mesh_over_floor"] > 0 for shape in floors.values())
