@@ -27,7 +27,7 @@ from a2a.utils.errors import A2AError
 from opentelemetry import propagate
 
 from agentmesh.executor.a2a_events import INTERRUPTED, RemoteTaskStream
-from agentmesh.executor.delegation import ChildOutcome
+from agentmesh.executor.child_runs import ChildOutcome
 from agentmesh.executor.detached import run_detached
 from agentmesh.executor.events import EventSink, RunContext
 from agentmesh.registry.client import RegistryClient

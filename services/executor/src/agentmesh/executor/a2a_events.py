@@ -25,7 +25,7 @@ from a2a.types import a2a_pb2
 from google.protobuf.json_format import MessageToDict
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.delegation import ChildOutcome
+from agentmesh.executor.child_runs import ChildOutcome
 from agentmesh.executor.events import RunContext
 
 State = a2a_pb2.TaskState

@@ -14,8 +14,8 @@ from agentmesh.executor.a2a_delegation import RemoteA2AAgents
 from agentmesh.executor.agent import AgentBuilder, AgentRuntime
 from agentmesh.executor.agent_watch import AgentWatcher
 from agentmesh.executor.cache import AgentCache
+from agentmesh.executor.child_runs import RemoteRuns
 from agentmesh.executor.client import RunRouter, SystemToken
-from agentmesh.executor.delegation import RemoteRuns
 from agentmesh.executor.finisher import RunFinisher
 from agentmesh.executor.leases import LeaseKeeper, OrphanCloser
 from agentmesh.executor.models.factory import ModelFactory

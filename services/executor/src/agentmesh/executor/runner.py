@@ -29,7 +29,8 @@ from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.admission import AdmittedRun, RunAdmission, validate_request
 from agentmesh.executor.agent import AgentBuilder, AgentRuntime, kind_name
 from agentmesh.executor.cache import AgentCache
-from agentmesh.executor.delegation import Delegator, RemoteRuns
+from agentmesh.executor.child_runs import RemoteRuns
+from agentmesh.executor.delegation import Delegator
 from agentmesh.executor.errors import (
     MCP_SERVER_UNAVAILABLE,
     ExecutorBusy,

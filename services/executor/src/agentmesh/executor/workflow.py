@@ -29,7 +29,7 @@ import logging
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.agent import kind_name
 from agentmesh.executor.child_log import ChildLog
-from agentmesh.executor.delegation import ChildOutcome, RemoteRuns, child_request, follow
+from agentmesh.executor.child_runs import ChildOutcome, RemoteRuns, child_request, follow
 from agentmesh.executor.errors import SUB_AGENT_FAILED, DelegationDepthExceeded
 from agentmesh.executor.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.settings import ExecutorSettings
