@@ -9,7 +9,6 @@ definitions before issue 16 (against asyncpg in process) stay in the details, fo
 from __future__ import annotations
 
 import contextlib
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,11 +17,11 @@ from typing import TYPE_CHECKING
 import grpc
 
 from bench import echo
+from bench.chains import echo_processes
 from bench.mesh import MemoryAppender, Mesh
 from bench.rawdb import BATCH_EVENTS, RawEventWriter
-from bench.report import REPO, Results
+from bench.report import Results
 from bench.stats import Call, Throughput, same_call, throughput_rounds, warm_up
-from tests.e2e.harness import ServiceProcess
 from tests.mesh import Seeded
 from tests.postgres import libpq_dsn
 
@@ -37,19 +36,11 @@ BATCHED_EVENTS = 10_000  # append_batched_ratio: one writer's events, in calls o
 async def _echo_server(role: str, url: str, log_dir: Path) -> AsyncIterator[grpc.aio.UnaryUnaryMultiCallable]:
     """A `bench.echo` server of `role` writing to the database at `url`, as its own process: its
     call."""
-    process = ServiceProcess(
-        f"raw-{role}",
-        [sys.executable, "-m", "bench.echo", role, "--dsn", libpq_dsn(url)],
-        env={},
-        log_dir=log_dir,
-        cwd=REPO,
-    )
-    await process.start(timeout=30)
-    try:
-        async with grpc.aio.insecure_channel(process.grpc_address) as channel:
-            yield echo.echo_call(channel)
-    finally:
-        await process.stop()
+    async with (
+        echo_processes(log_dir, [(f"raw-{role}", [role, "--dsn", libpq_dsn(url)])]) as (process,),
+        grpc.aio.insecure_channel(process.grpc_address) as channel,
+    ):
+        yield echo.echo_call(channel)
 
 
 async def appends(

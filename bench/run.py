@@ -20,18 +20,17 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import asyncpg
-import grpc
 from sqlalchemy.engine import make_url
 
 from agentmesh.runtime.message_counts import COUNT_DIR_ENV
-from bench import echo, otlp_sink
+from bench import otlp_sink
 from bench.appends import appends
+from bench.chains import FloorChain, RawChain
 from bench.cpu import cpu_per_call
 from bench.mesh import (
     SERVICES,
@@ -46,7 +45,7 @@ from bench.mesh import (
     wait_quiet,
 )
 from bench.messages import messages_per_call
-from bench.rawdb import create_raw_table, event_json
+from bench.rawdb import event_json
 from bench.report import REPO, Results, describe_error, machine_info
 from bench.stats import Latency, latency_rounds, same_call, throughput_rounds, warm_up
 from tests.e2e.harness import ServiceProcess
@@ -55,7 +54,6 @@ from tests.postgres import fresh_database, libpq_dsn, postgres_server_url
 
 logger = logging.getLogger(__name__)
 
-PAYLOAD = b"x" * 100  # the raw echo's message
 QPS_IN_FLIGHT = 64
 DELEGATION_DEPTH = 4
 
@@ -194,127 +192,6 @@ async def run(plan: Plan, *, log_dir: Path, only: frozenset[str] = frozenset()) 
 
     machine["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     return results.to_json(machine, duration_seconds=round(time.monotonic() - started, 1))
-
-
-# --- the raw gRPC baseline ---------------------------------------------------------------------
-
-
-@contextlib.asynccontextmanager
-async def echo_processes(
-    log_dir: Path, links: list[tuple[str, list[str]]]
-) -> AsyncIterator[list[ServiceProcess]]:
-    """`bench.echo` processes (name, role and its arguments), started in order, each after the
-    first forwarding to the one started before it; stopped in reverse order."""
-    processes: list[ServiceProcess] = []
-    try:
-        for name, role in links:
-            upstream = ["--upstream", processes[-1].grpc_address] if processes else []
-            process = ServiceProcess(
-                name,
-                [sys.executable, "-m", "bench.echo", *role, *upstream],
-                env={},
-                log_dir=log_dir,
-                cwd=REPO,
-            )
-            processes.append(await process.start(timeout=30))
-        yield processes
-    finally:
-        for process in reversed(processes):
-            await process.stop()
-
-
-def _pids(processes: list[ServiceProcess]) -> dict[str, list[int]]:
-    return {process.name: [process.pid] for process in processes if process.pid is not None}
-
-
-class RawChain:
-    """The raw echo server and two proxies in front of it, each its own process: `unary` calls
-    the echo directly (one hop), `chain` goes client → proxy → proxy → echo (three hops, as a chat
-    goes client → gateway → executor → registry/memory)."""
-
-    def __init__(self, processes: list[ServiceProcess]) -> None:
-        self._processes = processes
-        server, _, front = processes
-        self._channels = [
-            grpc.aio.insecure_channel(server.grpc_address),
-            grpc.aio.insecure_channel(front.grpc_address),
-        ]
-        self._channels.append(grpc.aio.insecure_channel(processes[1].grpc_address))
-        self._unary = echo.echo_call(self._channels[0])
-        self._chain = echo.echo_call(self._channels[1])
-        self._two_hops = echo.echo_call(self._channels[2])
-
-    @classmethod
-    @contextlib.asynccontextmanager
-    async def start(cls, log_dir: Path):
-        links = [("echo-server", ["server"]), ("echo-proxy-2", ["proxy"]), ("echo-proxy-1", ["proxy"])]
-        async with echo_processes(log_dir, links) as processes:
-            chain = cls(processes)
-            try:
-                yield chain
-            finally:
-                for channel in chain._channels:
-                    await channel.close()
-
-    def pids(self) -> dict[str, list[int]]:
-        return _pids(self._processes)
-
-    async def unary(self) -> None:
-        await self._unary(PAYLOAD, timeout=10)
-
-    async def chain(self) -> None:
-        await self._chain(PAYLOAD, timeout=10)
-
-    async def two_hops(self) -> None:
-        """client -> proxy -> echo."""
-        await self._two_hops(PAYLOAD, timeout=10)
-
-
-class FloorChain:
-    """The floor of a one-step chat in this design (`bench.echo`'s `relay` and `durable`): client →
-    relay → durable → insert → PostgreSQL, each its own process, plain `grpc.aio` and asyncpg. It
-    makes the messages the contract needs on a chat's critical path and nothing else — the
-    stream's request and two messages, relayed once; two sequential recorded appends (the input
-    before the run is said to start, the answer before it is sent) — with no auth, no protobuf,
-    no registry, no bookkeeping. What a chat costs above it is agentmesh's own work."""
-
-    def __init__(self, processes: list[ServiceProcess], content: bytes) -> None:
-        self._processes = processes
-        self._channel = grpc.aio.insecure_channel(processes[-1].grpc_address)
-        self._call = echo.stream_call(self._channel)
-        self._content = content
-        # Seconds from the request to the first message, as first_token_ratio's: a chat's text
-        # streams once its input is recorded, before its answer is.
-        self.first_message_seconds: list[float] = []
-
-    @classmethod
-    @contextlib.asynccontextmanager
-    async def start(cls, log_dir: Path, dsn: str):
-        await create_raw_table(dsn)
-        links = [
-            ("floor-insert", ["insert", "--dsn", dsn]),
-            ("floor-durable", ["durable"]),
-            ("floor-relay", ["relay"]),
-        ]
-        async with echo_processes(log_dir, links) as processes:
-            floor = cls(processes, event_json().encode())
-            try:
-                yield floor
-            finally:
-                await floor._channel.close()
-
-    def pids(self) -> dict[str, list[int]]:
-        return _pids(self._processes)
-
-    async def __call__(self) -> None:
-        started = time.perf_counter()
-        messages = 0
-        async for _ in self._call(self._content, timeout=10):
-            messages += 1
-            if messages == 1:  # after the input's append, as a chat's first text delta
-                self.first_message_seconds.append(time.perf_counter() - started)
-        if messages != 2:
-            raise RuntimeError(f"the floor chain answered {messages} messages, not 2")
 
 
 # --- sections ----------------------------------------------------------------------------------
