@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 
 import grpc
@@ -32,6 +33,7 @@ class Probe:
 
     def __init__(self) -> None:
         self.stream_ended = asyncio.Event()
+        self.flood_ended = asyncio.Event()
         self.peer: grpc.aio.Channel | None = None  # a channel back to this server, for relays
 
     async def relay(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
@@ -63,12 +65,22 @@ class Probe:
         finally:
             self.stream_ended.set()
 
+    async def flood(self, request: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        """Streams without ever waiting itself: between messages it waits only at the yield,
+        while grpc sends — where a client going away leaves it."""
+        try:
+            while True:
+                yield b"x" * 1024
+        finally:
+            self.flood_ended.set()
+
     def binding(self) -> ServiceBinding:
         handlers = {
             "Echo": grpc.unary_unary_rpc_method_handler(self.echo),
             "Missing": grpc.unary_unary_rpc_method_handler(self.missing),
             "Broken": grpc.unary_unary_rpc_method_handler(self.broken),
             "Ticks": grpc.unary_stream_rpc_method_handler(self.ticks),
+            "Flood": grpc.unary_stream_rpc_method_handler(self.flood),
             "Relay": grpc.unary_unary_rpc_method_handler(self.relay),
             "Whoami": grpc.unary_stream_rpc_method_handler(self.whoami),
         }
@@ -182,6 +194,26 @@ async def test_a_cancelled_stream_is_recorded_as_cancelled_on_both_sides(spans, 
         assert span.attributes["error.type"] == "cancelled"
     await _settle(lambda: _rpc_count(metric_reader, "server", "Ticks", CANCELLED) == before + 1)
     assert _rpc_count(metric_reader, "client", "Ticks", CANCELLED) >= 1
+
+
+async def test_a_stream_left_at_its_yield_by_its_client_closes_cleanly(
+    spans, metric_reader, probe, caplog
+) -> None:
+    """grpc abandons a server stream whose client went away while it sends; the stream is closed
+    later, in another Context. Its span must not be attached across the yield: detaching it there
+    fails, and OpenTelemetry logs a traceback ("Failed to detach context") at every such close."""
+    service, _, channel = probe
+    before = _rpc_count(metric_reader, "server", "Flood", CANCELLED)
+
+    call = channel.unary_stream(f"/{SERVICE}/Flood")(b"")
+    assert await call.read() == b"x" * 1024
+    call.cancel()
+
+    await asyncio.wait_for(service.flood_ended.wait(), 5)
+    await _settle(lambda: _rpc_count(metric_reader, "server", "Flood", CANCELLED) == before + 1)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    server = _spans(spans, "Flood")[SpanKind.SERVER]
+    assert server.attributes["rpc.grpc.status_code"] == CANCELLED.value[0]
 
 
 async def test_health_checks_are_served_and_counted_but_not_traced(spans, metric_reader, probe) -> None:

@@ -28,7 +28,8 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -280,30 +281,57 @@ def _wrap_unary(behavior: Callable[..., Awaitable[Any]], method: _Method):
 
 
 def _wrap_stream(behavior: Callable[..., AsyncIterator[Any]], method: _Method):
+    """The span is current while the behaviour runs and while a failure is handled, not across
+    the `yield`: a stream that grpc abandons while it waits at the yield (its client went away)
+    is closed later by the event loop's finalizer, in another Context, where a token attached in
+    this one cannot be detached."""
+
     async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         call = _enter_call(method, context)
-        token = otel_context.attach(trace.set_span_in_context(call.span))
+        in_span = trace.set_span_in_context(call.span)
+        responses: AsyncIterator[Any] | None = None
         code = grpc.StatusCode.OK
         try:
             _check_decoded(request, method)
-            async for response in behavior(request, context):
+            responses = aiter(behavior(request, context))
+            while True:
+                with _current(in_span):
+                    try:
+                        response = await anext(responses)
+                    except StopAsyncIteration:
+                        break
                 yield response
             code = _context_code(context, grpc.StatusCode.OK)
         except (grpc.aio.AbortError, grpc.RpcError):
             code = _context_code(context, grpc.StatusCode.UNKNOWN)
             raise
         except Exception as raised:  # every failure leaves as a status
-            error = _known(raised, method)
-            code = _failure_code(error)
-            await _fail(call, error, context)
+            with _current(in_span):
+                error = _known(raised, method)
+                code = _failure_code(error)
+                await _fail(call, error, context)
         except BaseException:  # CancelledError, or GeneratorExit when the stream is closed
             code = grpc.StatusCode.CANCELLED
             raise
         finally:
-            otel_context.detach(token)
+            close = getattr(responses, "aclose", None)
+            if close is not None:  # now, under the span, not whenever the collector finds it
+                with _current(in_span):
+                    await close()
             _finish(call, context, code)
 
     return stream
+
+
+@contextmanager
+def _current(context: otel_context.Context) -> Iterator[None]:
+    """`context` is OpenTelemetry's current one inside the block (attached and detached in the
+    same Context: never across a yield of a generator)."""
+    token = otel_context.attach(context)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
 
 
 def _outgoing(details: grpc.aio.ClientCallDetails, span: trace.Span) -> grpc.aio.ClientCallDetails:
