@@ -90,6 +90,33 @@ async def test_the_lost_incarnation_can_record_nothing_once_the_taker_noted_its_
     assert refused.value.reason == "RUN_ENDED"
 
 
+async def test_the_lost_incarnations_end_after_the_takers_is_told_the_run_was_taken_over(
+    memory: MemoryClient,
+) -> None:
+    """The end key holds the taker's end: the lost incarnation's own end is refused for the
+    takeover (which tells its executor to stop without an end), not for the key (which it would
+    take for "the first end stands" and report a failure of a run that succeeded)."""
+    await memory.append_events("s", "p", [new_event("go", run_id="r1", idempotency_key="r1:in")])
+    await memory.append_events("s", "p", [_note("r1", 1)])
+    taker_end = _end("r1", resume=1)
+    await memory.append_events("s", "p", [taker_end])
+
+    lost_end = _event("r1", "end", event_type=EventType.EVENT_TYPE_ERROR)
+    with pytest.raises(FailedPrecondition) as refused:
+        await memory.append_events("s", "p", [lost_end])
+    assert refused.value.reason == "RUN_TAKEN_OVER"
+    assert refused.value.metadata["run_id"] == "r1"
+    assert refused.value.metadata["resume"] == "1"
+    # The taker's end again is a retry; a different end of the taker's incarnation is the key's.
+    assert [e.seq for e in (await memory.append_events("s", "p", [taker_end])).events] == [3]
+    with pytest.raises(AlreadyExists) as reused:
+        await memory.append_events(
+            "s", "p", [_event("r1", "end", resume=1, event_type=EventType.EVENT_TYPE_ERROR)]
+        )
+    assert reused.value.reason == "IDEMPOTENCY_KEY_REUSED"
+    assert await _keys(memory, "s") == ["r1:in", "r1:resumed:1", "r1:end"]
+
+
 async def test_retries_responses_other_runs_and_the_notes_key_are_as_before(memory: MemoryClient) -> None:
     await memory.append_events("s", "p", [new_event("go", run_id="r1", idempotency_key="r1:in")])
     await memory.append_events("s", "p", [_event("r1", "1")])

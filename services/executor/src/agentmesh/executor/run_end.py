@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentmesh.executor.errors import run_failed
-from agentmesh.executor.recorder import EventType, end_key
+from agentmesh.executor.recorder import EventType, RunSuperseded, end_key
 from agentmesh.executor.scope import RunResult, RunScope
 from agentmesh.runtime.errors import DomainError, FieldViolation
 from agentmesh.runtime.interceptors import current_deadline
@@ -30,6 +30,9 @@ async def record_failure(
     violations: Sequence[FieldViolation] = (),
     cleanup_timeout_seconds: float,
 ) -> None:
+    """Records the run's `error` under its end key, then emits RunFailed and closes the stream.
+    Raises RunSuperseded, emitting nothing, when the memory service says the run was taken over
+    meanwhile: its taker's end is the run's, and the caller follows the log to it."""
     seq = 0
     try:
         event = await scope.recorder.record_end(
@@ -75,6 +78,8 @@ async def record_cancelled(scope: RunScope, reason: str | None, *, cleanup_timeo
             idempotency_key=end_key(scope.context.run_id),
             timeout_seconds=cleanup_timeout_seconds,
         )
+    except RunSuperseded as superseded:  # its taker records the end (the recorder remembers)
+        logger.info("run %s stops without an end here: %s", scope.context.run_id, superseded)
     except Exception:
         logger.exception("could not record that run %s was cancelled", scope.context.run_id)
 

@@ -21,7 +21,10 @@ Not fenced, either way:
 - a `delegation_response`: every `delegation_request` recorded before must keep exactly one
   response, and a response has its own key (`<delegation_id>:response`);
 - an event that is already stored (a retry of an append that landed before): answered as stored,
-  like any retry — the caller looks the keys up first (`EventLog.append`).
+  like any retry — the caller looks the keys up first (`EventLog.append`). But an event whose key
+  names another event, and which the fence refuses, gets the fence's refusal, not the key's
+  (`conflict_refusal`): the lost incarnation's end, once the taker's end holds the key, is told
+  the run was taken over.
 And a run's end is not fenced by its own end (the same key: a retry, or a second end, which the
 key already settles), only by a takeover.
 
@@ -99,19 +102,31 @@ def refusal(
     key): for its first fenced event, that its run ended — which says most — or was taken over;
     None when none is fenced."""
     for index, event in enumerate(events):
-        if not _fenced(event, stored):
-            continue
-        keys = _keys(event)
-        end = found.get(end_key(event.run_id)) if end_key(event.run_id) in keys else None
-        if end is not None:
-            return RunEnded(index, event.run_id, end.id)
-        note = found.get(keys[0])
-        if note is not None:
-            return RunTakenOver(index, event.run_id, incarnation(event), note.id)
-        caller = _caller(event)
-        note = found.get(keys[-1]) if caller else None
-        if note is not None:
-            return RunTakenOver(
-                index, caller, incarnation(event, CALLER_RESUME), note.id, started=event.run_id
-            )
+        if _fenced(event, stored) and (refused := _refusal(index, event, found)) is not None:
+            return refused
+    return None
+
+
+def conflict_refusal(index: int, event: NewEvent, found: Mapping[str, Event]) -> FailedPrecondition | None:
+    """The fence's refusal of `events[index]`, whose key already names *another* event, when the
+    fence keys `found` refuse it: a lost incarnation's end, say, whose key the taker's end holds —
+    told that its run was taken over, which is why, rather than that its key is reused (which it
+    would take for "the first end stands"). None when the fence does not refuse it."""
+    if not event.run_id or event.event_type in _NOT_FENCED:
+        return None
+    return _refusal(index, event, found)
+
+
+def _refusal(index: int, event: NewEvent, found: Mapping[str, Event]) -> FailedPrecondition | None:
+    keys = _keys(event)
+    end = found.get(end_key(event.run_id)) if end_key(event.run_id) in keys else None
+    if end is not None:
+        return RunEnded(index, event.run_id, end.id)
+    note = found.get(keys[0])
+    if note is not None:
+        return RunTakenOver(index, event.run_id, incarnation(event), note.id)
+    caller = _caller(event)
+    note = found.get(keys[-1]) if caller else None
+    if note is not None:
+        return RunTakenOver(index, caller, incarnation(event, CALLER_RESUME), note.id, started=event.run_id)
     return None

@@ -15,7 +15,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,7 +37,7 @@ from agentmesh.memory.event_store import (
     IdempotencyKeyRace,
     SessionCursor,
 )
-from agentmesh.memory.fence import fence_keys, refusal
+from agentmesh.memory.fence import conflict_refusal, fence_keys, refusal
 from agentmesh.memory.models import (
     AppendResult,
     Event,
@@ -167,6 +167,7 @@ class EventLog:
         # a key collision — or after expected_last_seq failed, which a retry of an applied append
         # must not see — looks them up and answers with the stored events.
         look_up = False
+        fenced_by: Mapping[str, Event] = {}  # the fence keys the last attempt was refused by
         for _ in range(_APPEND_ATTEMPTS + 1):
             known = (
                 await self._store.events_by_idempotency_key(session_id, project_id, keys) if look_up else {}
@@ -177,7 +178,9 @@ class EventLog:
             for index, event in enumerate(events):
                 original = known.get(event.idempotency_key) if event.idempotency_key else None
                 if original is not None and not event.same_payload(original):
-                    raise IdempotencyKeyReused(index, event.idempotency_key, original.id)
+                    raise conflict_refusal(index, event, fenced_by) or IdempotencyKeyReused(
+                        index, event.idempotency_key, original.id
+                    )
             fresh = [
                 event for event in events if not event.idempotency_key or event.idempotency_key not in known
             ]
@@ -208,6 +211,7 @@ class EventLog:
                 look_up = True
                 continue
             except FenceRefused as fenced:
+                fenced_by = fenced.found
                 if keys and not look_up:
                     look_up = True  # a retry of events stored before the fence is answered
                     continue
