@@ -164,6 +164,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
                 system_metadata=system_metadata,
                 cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
             ),
+            placement_seconds=settings.placement_wait_seconds,
         ),
         executor_id=executor_id,
         finisher=finisher,

@@ -75,8 +75,12 @@ class RemoteRuns:
     same router the gateway sends chats with); this turns the run's events into how it ended.
     """
 
-    def __init__(self, router: RunRouter, *, a2a: RemoteA2AAgents | None = None) -> None:
+    def __init__(
+        self, router: RunRouter, *, a2a: RemoteA2AAgents | None = None, placement_seconds: float = 0.0
+    ) -> None:
         self._router = router
+        # How long a run waits for an executor to take it when every one refuses it for now.
+        self._placement_seconds = placement_seconds
         # Remote A2A agents of the project (a2a_delegation.py); None where none are reachable.
         self.a2a = a2a
 
@@ -101,7 +105,7 @@ class RemoteRuns:
         own_path = tuple(request.delegation_path)
         own_run = ""
         outcome: ChildOutcome | None = None
-        run = self._router.run(request, timeout=timeout_seconds)
+        run = self._router.run(request, timeout=timeout_seconds, placement_seconds=self._placement_seconds)
         try:
             # Closed at once when this run is cancelled, which cancels the run below.
             async with contextlib.aclosing(run):

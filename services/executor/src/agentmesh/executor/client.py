@@ -38,6 +38,12 @@ EXECUTOR_BUSY = ExecutorBusy.default_reason
 # The reason RunRouter raises RunNotPlaced with: no executor of the pool took the run.
 NO_EXECUTOR = "NO_EXECUTOR"
 
+# How long a run every executor refused waits before the pool is tried again, doubling up to the
+# most (RunRouter.run's `placement_seconds`): about a channel's reconnect backoff (runtime
+# `channels.py`), so an executor back from a restart is tried soon after it serves.
+_FIRST_PLACEMENT_PAUSE_SECONDS = 0.1
+_MAX_PLACEMENT_PAUSE_SECONDS = 1.0
+
 # TokenCodec.system_token() signs tokens that live 300 s; one is reused until a minute before.
 _SYSTEM_TOKEN_TTL_SECONDS = 300.0
 _SYSTEM_TOKEN_RENEW_SECONDS = 60.0
@@ -296,36 +302,53 @@ class RunRouter:
         return [(address, self._clients[address]) for address in ranked]
 
     async def run(
-        self, request: pb.RunRequest, *, timeout: float | None = None, metadata: Metadata | None = None
+        self,
+        request: pb.RunRequest,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+        placement_seconds: float = 0.0,
     ) -> AsyncIterator[run_pb2.RunEvent]:
         """Every event of the run (the runs below it included), from the first executor that
-        takes it. Raises `RunNotPlaced` when none does, and the run's own error once it began;
-        leaving the iteration early cancels the run below at once."""
-        refusals: list[DomainError] = []
-        for address, client in self.candidates(request.session_id):
-            started = False
-            events = client.run(request, timeout=timeout, metadata=metadata)
-            try:
-                async with contextlib.aclosing(events):
-                    async for event in events:
-                        started = True
-                        yield event
-            except DomainError as error:
-                if not may_fail_over(error, started=started):
-                    raise
-                logger.warning(
-                    "executor %s refused a run (%s: %s); trying the next",
-                    address,
-                    error.reason,
-                    error.message,
-                )
-                if is_unreachable(error):
-                    self._mark(address, healthy=False)
-                refusals.append(error)
-                continue
-            self._mark(address, healthy=True)
-            return
-        raise RunNotPlaced(refusals)
+        takes it. When every executor refuses it for now (busy at its cap, unreachable), the pool
+        is tried again after a pause that doubles, for up to `placement_seconds` (within
+        `timeout`): an executor back from a restart, or a slot freed, takes it then. Raises
+        `RunNotPlaced` when none does, and the run's own error once it began; leaving the
+        iteration early cancels the run below at once."""
+        loop = asyncio.get_running_loop()
+        started_at = loop.time()
+        give_up_at = started_at + (placement_seconds if timeout is None else min(placement_seconds, timeout))
+        pause = _FIRST_PLACEMENT_PAUSE_SECONDS
+        while True:
+            refusals: list[DomainError] = []
+            remaining = None if timeout is None else timeout - (loop.time() - started_at)
+            for address, client in self.candidates(request.session_id):
+                started = False
+                events = client.run(request, timeout=remaining, metadata=metadata)
+                try:
+                    async with contextlib.aclosing(events):
+                        async for event in events:
+                            started = True
+                            yield event
+                except DomainError as error:
+                    if not may_fail_over(error, started=started):
+                        raise
+                    logger.warning(
+                        "executor %s refused a run (%s: %s); trying the next",
+                        address,
+                        error.reason,
+                        error.message,
+                    )
+                    if is_unreachable(error):
+                        self._mark(address, healthy=False)
+                    refusals.append(error)
+                    continue
+                self._mark(address, healthy=True)
+                return
+            if loop.time() + pause > give_up_at:
+                raise RunNotPlaced(refusals)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, _MAX_PLACEMENT_PAUSE_SECONDS)
 
     async def cancel_runs(
         self,

@@ -85,6 +85,12 @@ class ExecutorSettings(ServiceSettings):
     default_max_steps: int = Field(default=10, gt=0, description="when the agent sets none")
     tool_timeout_seconds: float = Field(default=30.0, gt=0)
     delegation_timeout_seconds: float = Field(default=300.0, gt=0)
+    placement_wait_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        description="how long a delegated or sub-agent run waits for an executor of the pool to take "
+        "it while every one refuses it for now (busy at its cap, unreachable, restarting)",
+    )
     cleanup_timeout_seconds: float = Field(
         default=5.0, gt=0, description="bound on recording a run's end after it was cancelled"
     )
