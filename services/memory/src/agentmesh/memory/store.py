@@ -91,6 +91,11 @@ class SqlEventStore:
         # spares them SQLite's busy-wait backoff (the busy timeout still covers other processes).
         self._sqlite_writer = None if self._postgres else asyncio.Lock()
 
+    async def close(self) -> None:
+        """Gives back the connection the group commit holds; before the engine is disposed."""
+        if self._groups is not None:
+            await self._groups.close()
+
     @contextlib.asynccontextmanager
     async def _write(self) -> AsyncIterator[AsyncConnection]:
         async with contextlib.AsyncExitStack() as stack:
