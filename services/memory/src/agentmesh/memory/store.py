@@ -198,7 +198,7 @@ class SqlEventStore:
         admit(session_project, last_seq - count)
         stored = [
             Event.model_construct(
-                **dict(event),
+                **vars(event),
                 id=event_id,
                 session_id=session_id,
                 seq=last_seq - count + 1 + index,
@@ -245,7 +245,7 @@ class SqlEventStore:
                 await self._check_fence(connection, session_id, session_project, fence)
             stored = [
                 Event.model_construct(
-                    **dict(event),
+                    **vars(event),
                     id=str(uuid.uuid4()),
                     session_id=session_id,
                     seq=last_seq - count + 1 + index,
