@@ -28,15 +28,35 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
     await engine.dispose()
 
 
+@pytest.fixture
+async def store(engine: AsyncEngine) -> AsyncIterator[SqlEventStore]:
+    store = SqlEventStore(engine)
+    yield store
+    await store.close()
+
+
 class StatementLog:
-    """The SQL an engine sends while `recording` is on."""
+    """The SQL an engine sends while `recording` is on: through SQLAlchemy, and straight through
+    asyncpg on the connections it lends (the group commit's, on PostgreSQL), from the first
+    checkout after the log is made."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.statements: list[str] = []
         self.recording = False
-        sa.event.listen(engine.sync_engine, "before_cursor_execute", self._record)
+        sa.event.listen(engine.sync_engine, "before_cursor_execute", self._record_cursor)
+        if engine.dialect.name == "postgresql":
+            sa.event.listen(engine.sync_engine, "checkout", self._log_driver)
 
-    def _record(self, _conn, _cursor, statement: str, *_args) -> None:
+    def _log_driver(self, connection, _record, _proxy) -> None:
+        connection.driver_connection.add_query_logger(self._record_query)  # once: a set
+
+    def _record_cursor(self, _conn, _cursor, statement: str, *_args) -> None:
+        self._record(statement)
+
+    def _record_query(self, logged) -> None:
+        self._record(logged.query)
+
+    def _record(self, statement: str) -> None:
         if self.recording:
             self.statements.append(" ".join(statement.split()).lower())
 
@@ -72,10 +92,11 @@ async def test_migrations_build_the_schema_once_with_their_own_version_table(eng
 
 
 async def test_an_append_sends_the_same_statements_to_a_big_session_as_to_an_empty_one(
-    engine: AsyncEngine,
+    engine: AsyncEngine, store: SqlEventStore
 ) -> None:
+    statements = StatementLog(engine)
     log = EventLog(
-        SqlEventStore(engine),
+        store,
         SessionSignals(),
         page_tokens=PageTokenCodec(),
         max_event_bytes=10_000,
@@ -83,7 +104,6 @@ async def test_an_append_sends_the_same_statements_to_a_big_session_as_to_an_emp
     )
     for start in range(0, 3000, 1000):
         await log.append("big", "p-1", [event(str(n), agent=f"a{n % 7}") for n in range(start, start + 1000)])
-    statements = StatementLog(engine)
 
     into_empty = await statements.during(log.append("empty", "p-1", [event("first")]))
     into_big = await statements.during(log.append("big", "p-1", [event("next")]))
@@ -98,9 +118,11 @@ async def test_an_append_sends_the_same_statements_to_a_big_session_as_to_an_emp
     assert (await log.get_session("big")).last_seq == 3001
 
 
-async def test_an_agents_window_reads_one_page_and_counts_nothing(engine: AsyncEngine) -> None:
+async def test_an_agents_window_reads_one_page_and_counts_nothing(
+    engine: AsyncEngine, store: SqlEventStore
+) -> None:
     log = EventLog(
-        SqlEventStore(engine),
+        store,
         SessionSignals(),
         page_tokens=PageTokenCodec(),
         max_event_bytes=10_000,
@@ -120,8 +142,7 @@ async def test_an_agents_window_reads_one_page_and_counts_nothing(engine: AsyncE
     assert any("limit" in statement for statement in sent)
 
 
-async def test_times_come_back_in_utc(engine: AsyncEngine) -> None:
-    store = SqlEventStore(engine)
+async def test_times_come_back_in_utc(store: SqlEventStore) -> None:
     now = datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
     stored, _ = await store.append("s-1", "p-1", [event("x")], now=now, admit=lambda project, last: None)
     [read] = await store.list_events(EventQuery(project_id="p-1", session_id="s-1"), after=None, limit=10)
@@ -130,8 +151,7 @@ async def test_times_come_back_in_utc(engine: AsyncEngine) -> None:
     assert session is not None and session.created_at == now
 
 
-async def test_an_idempotency_key_stored_before_is_a_race_and_writes_nothing(engine: AsyncEngine) -> None:
-    store = SqlEventStore(engine)
+async def test_an_idempotency_key_stored_before_is_a_race_and_writes_nothing(store: SqlEventStore) -> None:
     now = datetime(2030, 1, 2, tzinfo=UTC)
     keyed = NewEvent(agent="worker", event_type=EventType.AGENT_RESPONSE, content="x", idempotency_key="k")
     await store.append("s-1", "p-1", [keyed], now=now, admit=lambda project, last: None)
@@ -145,11 +165,12 @@ async def test_an_idempotency_key_stored_before_is_a_race_and_writes_nothing(eng
     assert [e.content for e in stored] == ["x"]
 
 
-async def test_an_append_refused_by_a_session_that_then_changes_is_decided_again(engine: AsyncEngine) -> None:
+async def test_an_append_refused_by_a_session_that_then_changes_is_decided_again(
+    store: SqlEventStore,
+) -> None:
     # The session is at seq 1, not at the expected 5: the database refuses the append. Here admit
     # lets it through, as when the session reached seq 5 between the refusal and the read saying
     # why: the append is decided again, under the session's lock, and stored gap-free.
-    store = SqlEventStore(engine)
     now = datetime(2030, 1, 2, tzinfo=UTC)
     await store.append("s-1", "p-1", [event("one")], now=now, admit=lambda project, last: None)
     admitted: list[tuple[str, int]] = []
@@ -198,8 +219,9 @@ async def test_sessions_stored_before_project_scoping_keep_their_events(database
                     {"seq": seq, "id": f"e-{seq}", "content": f"before {seq}", "key": f"k-{seq}", "at": at},
                 )
         await upgrade(engine, MIGRATIONS, version_table=VERSION_TABLE)
+        store = SqlEventStore(engine)
         log = EventLog(
-            SqlEventStore(engine),
+            store,
             SessionSignals(),
             page_tokens=PageTokenCodec(),
             max_event_bytes=10_000,
@@ -215,5 +237,6 @@ async def test_sessions_stored_before_project_scoping_keep_their_events(database
         assert [e.content for e in page.events] == ["before 1", "before 2", "after"]
         # Another project may now use the same id.
         assert (await log.append("old", "p-2", [event("theirs")])).last_seq == 1
+        await store.close()
     finally:
         await engine.dispose()

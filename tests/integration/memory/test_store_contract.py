@@ -28,7 +28,9 @@ async def store(store_database_url: str | None) -> AsyncIterator[EventStore]:
     engine = create_engine(store_database_url)
     try:
         await upgrade(engine, MIGRATIONS, version_table=VERSION_TABLE)
-        yield SqlEventStore(engine)
+        store = SqlEventStore(engine)
+        yield store
+        await store.close()
     finally:
         await engine.dispose()
 

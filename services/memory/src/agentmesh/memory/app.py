@@ -108,7 +108,7 @@ async def start(settings: MemorySettings) -> RunningService:
     )
     sweeper.start()
     return MemoryService(
-        name="memory", server=server, closers=[engine.dispose, sweeper.stop], signals=signals
+        name="memory", server=server, closers=[engine.dispose, store.close, sweeper.stop], signals=signals
     )
 
 

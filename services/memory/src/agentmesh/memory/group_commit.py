@@ -18,6 +18,13 @@ are then retried one by one with the single statement, so only the append that r
 IDEMPOTENCY_KEY race handling and the others are stored. seq stays gap-free because a group bumps
 each session's `last_seq` by its append's count under the row lock and numbers the events below it,
 as the single statement does.
+
+The statements go to asyncpg directly, compiled once, on one connection of the engine's pool that
+the writer holds from its first statement until `close` (one statement is ever in flight, so one
+connection is all it needs): an append pays neither a pool checkout nor SQLAlchemy's execution path,
+which together cost more CPU than asyncpg's own part (about 0.45 of 0.7 ms per append). A
+connection that fails other than by the server refusing a statement (lost, cancelled mid-statement)
+is dropped from the pool; the next statement takes a fresh one.
 """
 
 from __future__ import annotations
@@ -25,14 +32,24 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from agentmesh.memory.tables import EVENT_ARRAYS, ID, TIME, one_statement_append
+from agentmesh.memory.event_store import IdempotencyKeyRace
+from agentmesh.memory.tables import (
+    APPEND_IN_ONE_STATEMENT,
+    EVENT_ARRAYS,
+    FENCED_APPEND_IN_ONE_STATEMENT,
+    ID,
+    TIME,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +139,26 @@ GROUPED_APPEND = (
 )
 
 
+class _Compiled:
+    """A statement as asyncpg runs it: its SQL with positional parameters, and the order in which
+    its named parameters go."""
+
+    def __init__(self, statement: sa.TextClause) -> None:
+        compiled = statement.compile(dialect=asyncpg_dialect.dialect())
+        self.sql = str(compiled)
+        self._names = tuple(compiled.positiontup or ())
+
+    def arguments(self, parameters: Mapping[str, Any]) -> list[Any]:
+        return [parameters[name] for name in self._names]
+
+
+_ALONE = _Compiled(APPEND_IN_ONE_STATEMENT)
+_FENCED_ALONE = _Compiled(FENCED_APPEND_IN_ONE_STATEMENT)
+_GROUPED = _Compiled(GROUPED_APPEND)
+# The unique index a concurrent append's idempotency key violates (tables.event_table).
+_IDEMPOTENCY_KEY_INDEX = "uq_memory_events_idempotency_key"
+
+
 @dataclass
 class _Pending:
     parameters: dict[str, Any]  # APPEND_IN_ONE_STATEMENT's
@@ -137,7 +174,10 @@ class GroupCommit:
     queue while a statement is in flight; see the module's docstring."""
 
     def __init__(self, engine: AsyncEngine, *, max_requests: int = 64, max_events: int = 2000) -> None:
-        self._engine = engine  # autocommit: each statement is its own transaction
+        self._engine = engine  # whose pool lends the writer its connection
+        # The writer's connection and its asyncpg connection, held between groups. No transaction
+        # is begun on it: each statement is its own.
+        self._connection: tuple[AsyncConnection, asyncpg.Connection] | None = None
         self._max_requests = max_requests
         self._max_events = max_events
         self._pending: deque[_Pending] = deque()
@@ -151,6 +191,15 @@ class GroupCommit:
         if self._writer is None:
             self._writer = asyncio.create_task(self._write(), name="memory group commit")
         return await pending.done
+
+    async def close(self) -> None:
+        """Gives the writer's connection back to the pool (before the engine is disposed)."""
+        if self._writer is not None:
+            await asyncio.wait([self._writer])
+        if self._connection is not None:
+            connection, _ = self._connection
+            self._connection = None
+            await connection.close()
 
     async def _write(self) -> None:
         group: list[_Pending] = []
@@ -210,9 +259,14 @@ class GroupCommit:
                 _settle(pending, result=row)
 
     async def _alone(self, parameters: dict[str, Any]) -> AppendRow:
-        async with self._engine.connect() as connection:
-            row = (await connection.execute(one_statement_append(parameters), parameters)).first()
-        return None if row is None else (row[0], row[1])
+        statement = _FENCED_ALONE if parameters["fence_keys"] else _ALONE
+        try:
+            rows = await self._fetch(statement, parameters)
+        except asyncpg.UniqueViolationError as error:
+            if error.constraint_name == _IDEMPOTENCY_KEY_INDEX:
+                raise IdempotencyKeyRace(parameters["session_id"]) from error
+            raise
+        return (rows[0][0], rows[0][1]) if rows else None
 
     async def _grouped(self, group: list[_Pending]) -> dict[tuple[str, str], AppendRow]:
         arrays: dict[str, list[Any]] = {_bind(name, "request_"): [] for name in _REQUEST_ARRAYS}
@@ -233,10 +287,26 @@ class GroupCommit:
             arrays["fence_session_ids"] += [p["session_id"]] * len(fence)
             arrays["fence_project_ids"] += [p["project_id"]] * len(fence)
             arrays["fence_keys"] += fence
-        async with self._engine.connect() as connection:
-            result = await connection.execute(GROUPED_APPEND, arrays)
-            logger.debug("%d appends in one statement", len(group))
-            return {(row[0], row[1]): (row[0], row[2]) for row in result}
+        rows = await self._fetch(_GROUPED, arrays)
+        logger.debug("%d appends in one statement", len(group))
+        return {(row[0], row[1]): (row[0], row[2]) for row in rows}
+
+    async def _fetch(self, statement: _Compiled, parameters: Mapping[str, Any]) -> list[asyncpg.Record]:
+        """The statement's rows, run on the writer's connection."""
+        if self._connection is None:
+            connection = await self._engine.connect()
+            self._connection = (connection, (await connection.get_raw_connection()).driver_connection)
+        connection, driver = self._connection
+        try:
+            return await driver.fetch(statement.sql, *statement.arguments(parameters))
+        except BaseException as error:
+            # A statement the server refused leaves the connection as it was; anything else
+            # (the connection lost, the statement cancelled midway) may not have.
+            if not isinstance(error, asyncpg.PostgresError) or driver.is_closed():
+                self._connection = None
+                await connection.invalidate()
+                await connection.close()
+            raise
 
 
 def _settle(pending: _Pending, *, result: AppendRow = None, error: Exception | None = None) -> None:

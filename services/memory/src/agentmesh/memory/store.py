@@ -91,6 +91,11 @@ class SqlEventStore:
         # spares them SQLite's busy-wait backoff (the busy timeout still covers other processes).
         self._sqlite_writer = None if self._postgres else asyncio.Lock()
 
+    async def close(self) -> None:
+        """Gives back the connection the group commit holds; before the engine is disposed."""
+        if self._groups is not None:
+            await self._groups.close()
+
     @contextlib.asynccontextmanager
     async def _write(self) -> AsyncIterator[AsyncConnection]:
         async with contextlib.AsyncExitStack() as stack:
@@ -193,7 +198,7 @@ class SqlEventStore:
         admit(session_project, last_seq - count)
         stored = [
             Event.model_construct(
-                **dict(event),
+                **vars(event),
                 id=event_id,
                 session_id=session_id,
                 seq=last_seq - count + 1 + index,
@@ -240,7 +245,7 @@ class SqlEventStore:
                 await self._check_fence(connection, session_id, session_project, fence)
             stored = [
                 Event.model_construct(
-                    **dict(event),
+                    **vars(event),
                     id=str(uuid.uuid4()),
                     session_id=session_id,
                     seq=last_seq - count + 1 + index,

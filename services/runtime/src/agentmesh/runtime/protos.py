@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from google.protobuf import struct_pb2, timestamp_pb2
@@ -22,8 +22,14 @@ def list_value(items: list[Any]) -> struct_pb2.ListValue:
     return message
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def timestamp(moment: datetime) -> timestamp_pb2.Timestamp:
-    """A timezone-aware datetime as a `google.protobuf.Timestamp`."""
-    message = timestamp_pb2.Timestamp()
-    message.FromDatetime(moment)
-    return message
+    """A datetime (naive: in UTC, as protobuf's `FromDatetime` takes it) as a
+    `google.protobuf.Timestamp`. Built from its fields: `FromDatetime` is Python code, and costs
+    four times as much (every event carries a time)."""
+    since = (moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)) - _EPOCH
+    return timestamp_pb2.Timestamp(
+        seconds=since.days * 86_400 + since.seconds, nanos=since.microseconds * 1000
+    )
