@@ -25,6 +25,20 @@ def executor_settings() -> dict[str, Any]:
     return {"max_concurrent_runs": 2, "placement_wait_seconds": PLACEMENT_WAIT_SECONDS}
 
 
+async def _agents(stack: Stack, *, slow_seconds: float, answer: str) -> tuple[Agent, Agent]:
+    """A slow agent (one chunk after `slow_seconds`), and a coordinator that delegates to a quick
+    worker and then answers `answer`."""
+    project = await stack.project()
+    slow = await stack.agent(
+        project, "slow", mock_responses=[{"content": "slow done", "delay_seconds": slow_seconds}]
+    )
+    await stack.agent(project, "worker", mock_responses=["worker done"])
+    coordinator = await stack.agent(
+        project, "coordinator", network_access=["worker"], mock_responses=[delegate("worker", "work"), answer]
+    )
+    return slow, coordinator
+
+
 async def _holding_a_slot(stack: Stack, agent: Agent) -> asyncio.Task[list[Any]]:
     """`agent`'s run in the background, once it holds its slot (its run started)."""
     started = asyncio.Event()
@@ -47,16 +61,8 @@ async def _delegation_outcome(stack: Stack, session_id: str) -> dict[str, Any]:
 
 
 async def test_a_delegated_run_waits_for_a_slot_freed_meanwhile(stack: Stack) -> None:
-    project = await stack.project()
-    # Its one chunk comes after 2 s: the coordinator delegates long before it frees its slot.
-    slow = await stack.agent(project, "slow", mock_responses=[{"content": "slow done", "delay_seconds": 2.0}])
-    await stack.agent(project, "worker", mock_responses=["worker done"])
-    coordinator = await stack.agent(
-        project,
-        "coordinator",
-        network_access=["worker"],
-        mock_responses=[delegate("worker", "work"), "all done"],
-    )
+    # The slow run's one chunk comes after 2 s: the coordinator delegates long before it ends.
+    slow, coordinator = await _agents(stack, slow_seconds=2.0, answer="all done")
     holder = await _holding_a_slot(stack, slow)
 
     request = stack.run_request(coordinator, "go")
@@ -72,19 +78,7 @@ async def test_a_delegated_run_waits_for_a_slot_freed_meanwhile(stack: Stack) ->
 
 
 async def test_a_delegated_run_no_executor_takes_in_time_fails_saying_why(stack: Stack) -> None:
-    project = await stack.project()
-    slow = await stack.agent(
-        project,
-        "slow",
-        mock_responses=[{"content": "slow done", "delay_seconds": PLACEMENT_WAIT_SECONDS * 3}],
-    )
-    await stack.agent(project, "worker", mock_responses=["worker done"])
-    coordinator = await stack.agent(
-        project,
-        "coordinator",
-        network_access=["worker"],
-        mock_responses=[delegate("worker", "work"), "went on"],
-    )
+    slow, coordinator = await _agents(stack, slow_seconds=PLACEMENT_WAIT_SECONDS * 3, answer="went on")
     holder = await _holding_a_slot(stack, slow)
     try:
         request = stack.run_request(coordinator, "go")

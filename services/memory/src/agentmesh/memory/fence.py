@@ -112,9 +112,7 @@ def conflict_refusal(index: int, event: NewEvent, found: Mapping[str, Event]) ->
     fence keys `found` refuse it: a lost incarnation's end, say, whose key the taker's end holds —
     told that its run was taken over, which is why, rather than that its key is reused (which it
     would take for "the first end stands"). None when the fence does not refuse it."""
-    if not event.run_id or event.event_type in _NOT_FENCED:
-        return None
-    return _refusal(index, event, found)
+    return _refusal(index, event, found) if _fenced(event, stored=()) else None
 
 
 def _refusal(index: int, event: NewEvent, found: Mapping[str, Event]) -> FailedPrecondition | None:
