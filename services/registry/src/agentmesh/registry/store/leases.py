@@ -33,6 +33,7 @@ class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
 
     def __init__(self, write_engine: AsyncEngine, *, lease_engine: AsyncEngine | None = None) -> None:
         self._engine = write_engine
+        self._autocommit = write_engine.execution_options(isolation_level="AUTOCOMMIT")
         self._lease_engine = lease_engine or write_engine
         self._postgres = write_engine.dialect.name == "postgresql"
 

@@ -5,10 +5,14 @@ serialized per session: on PostgreSQL by a transaction-scoped advisory lock on t
 registry replicas may take turns of one session at the same moment), on SQLite by `BEGIN
 IMMEDIATE`.
 
-On PostgreSQL a turn is two statements: the lock, then one statement that does the rest
-(`_TAKE_TURN`) — it runs on every chat, and its five statements cost the registry twice what the
-run's start does (docs/performance.md). The second statement's snapshot is taken after the lock
-was granted, so it sees every turn taken before it."""
+On PostgreSQL a turn is one call, in autocommit, of the function `agentmesh_take_turn` (migration
+0010): it takes the lock, then does the rest in one statement — the run's own turn when it has one
+(a retried start, a resumed run); the turns in flight ahead of it; for a new turn, the sweep of
+the session's ended turns and the insert (unless `reject` and any are ahead); the ahead ones
+marked interrupted under `interrupt`. The parts see one snapshot (the sweep and the mark touch
+disjoint rows: ended ones, in-flight ones), taken after the lock was granted, so it sees every
+turn taken before it. It runs on every chat: as a transaction (BEGIN, the lock, the statement,
+COMMIT) it took four round trips and cost the registry twice what the run's start does."""
 
 from __future__ import annotations
 
@@ -22,36 +26,9 @@ _RUNS = AgentRunRow.__table__
 _TURNS = SessionTurnRow.__table__
 _IN_FLIGHT = sa.exists().where(_RUNS.c.agent_id == _TURNS.c.agent_id, _RUNS.c.run_id == _TURNS.c.run_id)
 
-# What `take_turn` does after the lock, on PostgreSQL, in one statement: the run's own turn when
-# it has one (a retried start, a resumed run); the turns in flight ahead of it; for a new turn,
-# the sweep of the session's ended turns and the insert (unless `reject` and any are ahead); the
-# ahead ones marked interrupted under `interrupt`. The parts see one snapshot: the sweep and the
-# mark touch disjoint rows (ended ones, in-flight ones).
 _TAKE_TURN = sa.text(
-    """
-    WITH mine AS (SELECT position FROM session_turns WHERE run_id = :run_id),
-    ahead AS (
-        SELECT t.agent_id, t.run_id, t.position FROM session_turns t
-        WHERE t.session_id = :session_id AND t.run_id <> :run_id
-          AND EXISTS (SELECT FROM agent_runs r WHERE r.agent_id = t.agent_id AND r.run_id = t.run_id)
-          AND (NOT EXISTS (SELECT FROM mine) OR t.position < (SELECT position FROM mine))
-    ),
-    swept AS (
-        DELETE FROM session_turns t
-        WHERE t.session_id = :session_id AND NOT EXISTS (SELECT FROM mine)
-          AND NOT EXISTS (SELECT FROM agent_runs r WHERE r.agent_id = t.agent_id AND r.run_id = t.run_id)
-    ),
-    taken AS (
-        INSERT INTO session_turns (session_id, agent_id, run_id)
-        SELECT :session_id, :agent_id, :run_id
-        WHERE NOT EXISTS (SELECT FROM mine) AND NOT (:reject AND EXISTS (SELECT FROM ahead))
-    ),
-    marked AS (
-        UPDATE session_turns SET interrupted = true
-        WHERE :interrupt AND run_id IN (SELECT run_id FROM ahead)
-    )
-    SELECT agent_id, run_id FROM ahead ORDER BY position
-    """
+    "SELECT ahead_agent_id, ahead_run_id "
+    "FROM agentmesh_take_turn(:session_id, :agent_id, :run_id, :reject, :interrupt)"
 ).bindparams(sa.bindparam("reject", type_=sa.Boolean), sa.bindparam("interrupt", type_=sa.Boolean))
 
 
@@ -59,6 +36,7 @@ class SqlSessionTurns:
     """The session-turn half of `RunLeaseStore` on the registry's SQL engine."""
 
     _engine: AsyncEngine
+    _autocommit: AsyncEngine  # PostgreSQL: a turn is one call of its own (no BEGIN, no COMMIT)
     _lease_engine: AsyncEngine  # what lease renewals use (`interrupted` is part of one)
     _postgres: bool
 
@@ -66,11 +44,8 @@ class SqlSessionTurns:
         self, session_id: str, run: RunKey, *, reject: bool = False, interrupt: bool = False
     ) -> list[RunKey]:
         agent_id, run_id = run
-        async with self._engine.begin() as connection:
-            if self._postgres:
-                await connection.execute(
-                    sa.select(sa.func.pg_advisory_xact_lock(sa.func.hashtext("turns:" + session_id)))
-                )
+        if self._postgres:
+            async with self._autocommit.connect() as connection:
                 rows = await connection.execute(
                     _TAKE_TURN,
                     {
@@ -81,7 +56,8 @@ class SqlSessionTurns:
                         "interrupt": interrupt,
                     },
                 )
-                return [(row.agent_id, row.run_id) for row in rows]
+                return [(row.ahead_agent_id, row.ahead_run_id) for row in rows]
+        async with self._engine.begin() as connection:
             position = await _position(connection, run_id)
             if position is None:
                 await connection.execute(
