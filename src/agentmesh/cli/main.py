@@ -128,6 +128,7 @@ def up(
     Flags override the environment, which overrides the defaults."""
     from agentmesh.cli.mesh import start_mesh
     from agentmesh.runtime import eventloop
+    from agentmesh.runtime.heap import freeze_startup_heap
     from agentmesh.runtime.logging import configure_logging
     from agentmesh.runtime.server import AddressInUse, wait_for_shutdown_signal
     from agentmesh.runtime.service import process_telemetry
@@ -138,6 +139,7 @@ def up(
     async def main() -> None:
         async with process_telemetry("agentmesh") as meters:
             mesh = await start_mesh(data_dir=data_dir, grpc_port=grpc_port, http_port=http_port, host=host)
+            freeze_startup_heap()
             for name, service in mesh.services.items():
                 typer.echo(f"{name:<9} gRPC  {service.address}")
             typer.echo(f"{'gateway':<9} HTTP  {mesh.gateway.http.url}")

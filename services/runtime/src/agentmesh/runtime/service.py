@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from agentmesh.runtime import eventloop
+from agentmesh.runtime.heap import freeze_startup_heap
 from agentmesh.runtime.logging import configure_logging
 from agentmesh.runtime.metrics import Metrics, configure_metrics
 from agentmesh.runtime.server import GrpcServer, wait_for_shutdown_signal
@@ -71,6 +72,7 @@ async def serve(name: str, settings: S, start: Callable[[S], Awaitable[RunningSe
     with tracing and metrics configured from the environment."""
     async with process_telemetry(f"agentmesh-{name}", name):
         service = await start(settings)
+        freeze_startup_heap()
         print(f"{name} serving gRPC on {service.address}", flush=True)
         http = getattr(service, "http", None)
         if http is not None:
