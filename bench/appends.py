@@ -108,7 +108,7 @@ async def _measure(
             "floor": same_call(floor_sessions[0]),
             "mesh": same_call(mesh_sessions[0]),
         },
-        rounds=plan.rounds,
+        rounds=plan.append_rounds,
         in_flight=1,
         seconds=plan.burst_seconds,
         max_calls=plan.burst_max_calls,
@@ -120,7 +120,7 @@ async def _measure(
             "floor": lambda worker: floor_sessions[worker],
             "mesh": lambda worker: mesh_sessions[worker],
         },
-        rounds=plan.rounds,
+        rounds=plan.append_rounds,
         in_flight=APPEND_WRITERS,
         seconds=plan.burst_seconds,
         max_calls=plan.burst_max_calls,
@@ -129,7 +129,7 @@ async def _measure(
     # asyncpg's executemany in one transaction.
     batched = await throughput_rounds(
         {"raw": same_call(raw.batched()), "floor": same_call(floor_batches), "mesh": same_call(mesh_batches)},
-        rounds=plan.rounds,
+        rounds=plan.append_rounds,
         in_flight=1,
         seconds=plan.burst_seconds,
         max_calls=max(1, BATCHED_EVENTS // BATCH_EVENTS),

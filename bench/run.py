@@ -68,6 +68,9 @@ class Plan:
     compare_calls: int  # one in flight: the other A/B comparisons (HTTP, tracing, history)
     warmup_calls: int
     burst_seconds: float  # one throughput burst
+    # The append figures' rounds: with three, a figure moved by 10-17 % between two runs of the
+    # same tree (docs/performance.md, ninth session).
+    append_rounds: int
     burst_max_calls: int
     concurrency_levels: tuple[int, ...]  # the chat/chain throughput sweep (details)
     delegation_calls: int
@@ -88,6 +91,7 @@ FULL = Plan(
     compare_calls=60,
     warmup_calls=10,
     burst_seconds=3.0,
+    append_rounds=6,
     burst_max_calls=20_000,
     concurrency_levels=(1, 8, 64),
     delegation_calls=12,
@@ -111,6 +115,7 @@ SMOKE = Plan(
     compare_calls=3,
     warmup_calls=2,
     burst_seconds=0.3,
+    append_rounds=2,
     burst_max_calls=200,
     concurrency_levels=(1, 8),
     delegation_calls=2,
