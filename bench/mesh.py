@@ -108,6 +108,8 @@ async def start_mesh(
         "AGENTMESH_DATABASE_URL": database_url,
         "AGENTMESH_REGISTRY_ADDRESS": f"127.0.0.1:{registry}",
         "AGENTMESH_MEMORY_ADDRESS": f"127.0.0.1:{memory}",
+        # BENCH_GC_FREEZE=0 measures without the startup heap frozen (runtime/heap.py's A/B).
+        "AGENTMESH_GC_FREEZE": os.environ.get("BENCH_GC_FREEZE", "1"),
         **extra_env,
     }
     environments = {
