@@ -100,17 +100,19 @@ def new_events_from_proto(events: Sequence[pb.NewEvent]) -> list[models.NewEvent
         # Built without pydantic's validation: protobuf typed every field already (issue 16: an
         # AppendEvents of many events spent most of its time converting them).
         converted.append(
-            models.NewEvent.model_construct(
-                agent=event.agent,
-                event_type=kind,
-                content=event.content,
-                metadata=metadata,
-                run_id=event.run_id,
-                parent_event_id=event.parent_event_id,
-                delegation_id=event.delegation_id,
-                trace_id=event.trace_id,
-                span_id=event.span_id,
-                idempotency_key=event.idempotency_key,
+            models.NewEvent.trusted(
+                {
+                    "agent": event.agent,
+                    "event_type": kind,
+                    "content": event.content,
+                    "metadata": metadata,
+                    "run_id": event.run_id,
+                    "parent_event_id": event.parent_event_id,
+                    "delegation_id": event.delegation_id,
+                    "trace_id": event.trace_id,
+                    "span_id": event.span_id,
+                    "idempotency_key": event.idempotency_key,
+                }
             )
         )
     if violations:

@@ -196,13 +196,16 @@ class SqlEventStore:
             return None  # the session moved meanwhile: the transaction decides
         session_project, last_seq = row
         admit(session_project, last_seq - count)
+        first_seq = last_seq - count + 1
         stored = [
-            Event.model_construct(
-                **vars(event),
-                id=event_id,
-                session_id=session_id,
-                seq=last_seq - count + 1 + index,
-                created_at=now,
+            Event.trusted(
+                {
+                    **vars(event),
+                    "id": event_id,
+                    "session_id": session_id,
+                    "seq": first_seq + index,
+                    "created_at": now,
+                }
             )
             for index, (event, event_id) in enumerate(zip(batch, ids, strict=True))
         ]
@@ -243,13 +246,16 @@ class SqlEventStore:
             admit(session_project, last_seq - count)
             if fence and not fenced_bump:
                 await self._check_fence(connection, session_id, session_project, fence)
+            first_seq = last_seq - count + 1
             stored = [
-                Event.model_construct(
-                    **vars(event),
-                    id=str(uuid.uuid4()),
-                    session_id=session_id,
-                    seq=last_seq - count + 1 + index,
-                    created_at=now,
+                Event.trusted(
+                    {
+                        **vars(event),
+                        "id": str(uuid.uuid4()),
+                        "session_id": session_id,
+                        "seq": first_seq + index,
+                        "created_at": now,
+                    }
                 )
                 for index, event in enumerate(batch)
             ]
