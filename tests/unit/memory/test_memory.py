@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agentmesh.memory.errors import HistoryTrimmed
+from agentmesh.memory.errors import HistoryTrimmed, ValidationFailed
 from agentmesh.memory.event_store import IdempotencyKeyRace
 from agentmesh.memory.in_memory_store import InMemoryEventStore
 from agentmesh.memory.memory import EventLog
@@ -187,3 +187,31 @@ async def test_the_sweeper_removes_events_older_than_the_max_age(store: Observed
 
     assert [seq for _, seq in store.trims] == [11, 21, 26]
     assert await store.contents("s-1") == ["recent"]
+
+
+@pytest.mark.parametrize(
+    ("odd_one", "field"),
+    [
+        ({"agent": ""}, "agent"),
+        ({"run_id": "r" * 256}, "run_id"),
+        ({"parent_event_id": "line\nbreak"}, "parent_event_id"),
+        ({"trace_id": "A" * 32}, "trace_id"),
+        ({"span_id": "0" * 15}, "span_id"),
+        ({"content": "nul \x00"}, "content"),
+        ({"metadata": {"k": ["nul \x00"]}}, "metadata"),
+        ({"idempotency_key": "k-3"}, "idempotency_key"),  # events[3]'s
+    ],
+)
+async def test_one_bad_event_among_many_alike_is_named_alone(
+    log: EventLog, store: ObservedEventStore, odd_one: dict, field: str
+) -> None:
+    # A batch's events are checked by their fields' distinct values, then named one by one.
+    batch = [
+        event(run_id="run-1", trace_id="0" * 32, span_id="1" * 16, idempotency_key=f"k-{index}")
+        for index in range(60)
+    ]
+    batch[57] = batch[57].model_copy(update=odd_one)
+    with pytest.raises(ValidationFailed) as caught:
+        await log.append("s-1", "p-1", batch)
+    assert [violation.field for violation in caught.value.violations] == [f"events[57].{field}"]
+    assert await store.contents("s-1") == []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
@@ -100,17 +100,19 @@ def new_events_from_proto(events: Sequence[pb.NewEvent]) -> list[models.NewEvent
         # Built without pydantic's validation: protobuf typed every field already (issue 16: an
         # AppendEvents of many events spent most of its time converting them).
         converted.append(
-            models.NewEvent.model_construct(
-                agent=event.agent,
-                event_type=kind,
-                content=event.content,
-                metadata=metadata,
-                run_id=event.run_id,
-                parent_event_id=event.parent_event_id,
-                delegation_id=event.delegation_id,
-                trace_id=event.trace_id,
-                span_id=event.span_id,
-                idempotency_key=event.idempotency_key,
+            models.NewEvent.trusted(
+                {
+                    "agent": event.agent,
+                    "event_type": kind,
+                    "content": event.content,
+                    "metadata": metadata,
+                    "run_id": event.run_id,
+                    "parent_event_id": event.parent_event_id,
+                    "delegation_id": event.delegation_id,
+                    "trace_id": event.trace_id,
+                    "span_id": event.span_id,
+                    "idempotency_key": event.idempotency_key,
+                }
             )
         )
     if violations:
@@ -176,15 +178,24 @@ def events_to_proto(events: Iterable[models.Event]) -> list[resources_pb2.Event]
     return [event_to_proto(event) for event in events]
 
 
-def event_receipts_to_proto(events: Iterable[models.Event]) -> list[resources_pb2.Event]:
-    """What an append with `receipts_only` answers: each stored event's id, session, seq and time,
-    without echoing the content its writer sent (converting that back costs more than storing it)."""
-    return [
-        resources_pb2.Event(
-            id=event.id, session_id=event.session_id, seq=event.seq, created_at=timestamp(event.created_at)
-        )
-        for event in events
-    ]
+def append_response(result: models.AppendResult, *, receipts_only: bool) -> pb.AppendEventsResponse:
+    """An append's answer: its events whole, or with `receipts_only` each one's id, session, seq
+    and time, without echoing the content its writer sent (converting that back costs more than
+    storing it)."""
+    response = pb.AppendEventsResponse(last_seq=result.last_seq)
+    if not receipts_only:
+        response.events.extend(events_to_proto(result.events))
+        return response
+    # Each receipt is added in place (a message handed to the response is copied into it), and
+    # each time converted once: an append's new events share theirs.
+    receipts = response.events
+    stamps: dict[datetime, timestamp_pb2.Timestamp] = {}
+    for event in result.events:
+        stamp = stamps.get(event.created_at)
+        if stamp is None:
+            stamp = stamps[event.created_at] = timestamp(event.created_at)
+        receipts.add(id=event.id, session_id=event.session_id, seq=event.seq, created_at=stamp)
+    return response
 
 
 def session_to_proto(session: models.Session) -> resources_pb2.Session:

@@ -65,6 +65,15 @@ MAX_ID_CHARS = 255
 DEFAULT_EVENT_PAGE = 100
 DEFAULT_SESSION_PAGE = 50
 _HEX = re.compile(r"[0-9a-f]*")
+# An event's ids (whether each is required) and its hex ids (their length).
+_EVENT_IDS = (
+    ("agent", True),
+    ("run_id", False),
+    ("parent_event_id", False),
+    ("delegation_id", False),
+    ("idempotency_key", False),
+)
+_EVENT_HEX_IDS = (("trace_id", 32), ("span_id", 16))
 # Attempts of an append whose idempotency key a concurrent append stored first: the second
 # attempt finds the key and returns the stored event.
 _APPEND_ATTEMPTS = 3
@@ -76,20 +85,86 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def _check_id(value: str, field: str, violations: list[FieldViolation], *, required: bool) -> None:
+def _id_problem(value: str, *, required: bool) -> str | None:
+    """What is wrong with an id, None when nothing."""
     if not value:
-        if required:
-            violations.append(FieldViolation(field, "is required"))
-        return
+        return "is required" if required else None
     if len(value) > MAX_ID_CHARS:
-        violations.append(FieldViolation(field, f"must be at most {MAX_ID_CHARS} characters"))
-    elif not value.isprintable():
-        violations.append(FieldViolation(field, "must not contain control characters"))
+        return f"must be at most {MAX_ID_CHARS} characters"
+    if not value.isprintable():
+        return "must not contain control characters"
+    return None
+
+
+def _check_id(value: str, field: str, violations: list[FieldViolation], *, required: bool) -> None:
+    if problem := _id_problem(value, required=required):
+        violations.append(FieldViolation(field, problem))
+
+
+def _hex_problem(value: str, length: int) -> str | None:
+    if value and (len(value) != length or not _HEX.fullmatch(value)):
+        return f"must be {length} lower-case hex digits"
+    return None
 
 
 def _check_hex(value: str, length: int, field: str, violations: list[FieldViolation]) -> None:
-    if value and (len(value) != length or not _HEX.fullmatch(value)):
-        violations.append(FieldViolation(field, f"must be {length} lower-case hex digits"))
+    if problem := _hex_problem(value, length):
+        violations.append(FieldViolation(field, problem))
+
+
+def _events_valid(events: Sequence[NewEvent]) -> bool:
+    """Whether `_validate_append` finds nothing wrong with these events, decided from each field's
+    distinct values: a batch's events mostly share their ids, so each is checked once, and no
+    field's name is spelled out (issue 16: checking and naming 100 events' fields one by one cost
+    0.4 ms). What is wrong, when something is, is said event by event."""
+    ids = {
+        (value, required)
+        for event in events
+        for name, required in _EVENT_IDS
+        if (value := getattr(event, name)) or required
+    }
+    hex_ids = {
+        (value, length)
+        for event in events
+        for name, length in _EVENT_HEX_IDS
+        if (value := getattr(event, name))
+    }
+    keys = [event.idempotency_key for event in events if event.idempotency_key]
+    return (
+        not any(_id_problem(value, required=required) for value, required in ids)
+        and not any(_hex_problem(value, length) for value, length in hex_ids)
+        and len(set(keys)) == len(keys)
+        and not any(
+            "\x00" in event.content or (event.metadata and _has_nul(event.metadata)) for event in events
+        )
+    )
+
+
+def _event_violations(events: Sequence[NewEvent]) -> list[FieldViolation]:
+    """What is wrong with each event, in order: what `_events_valid` finds, named."""
+    violations: list[FieldViolation] = []
+    keys: dict[str, int] = {}
+    for index, event in enumerate(events):
+        field = f"events[{index}]"
+        for name, required in _EVENT_IDS:
+            _check_id(getattr(event, name), f"{field}.{name}", violations, required=required)
+        # PostgreSQL cannot store NUL in text or JSON; refuse it on every backend alike.
+        if "\x00" in event.content:
+            violations.append(FieldViolation(f"{field}.content", "must not contain NUL characters"))
+        if _has_nul(event.metadata):
+            violations.append(FieldViolation(f"{field}.metadata", "must not contain NUL characters"))
+        for name, length in _EVENT_HEX_IDS:
+            _check_hex(getattr(event, name), length, f"{field}.{name}", violations)
+        if event.idempotency_key:
+            if event.idempotency_key in keys:
+                violations.append(
+                    FieldViolation(
+                        f"{field}.idempotency_key",
+                        f"repeats the key of events[{keys[event.idempotency_key]}]",
+                    )
+                )
+            keys.setdefault(event.idempotency_key, index)
+    return violations
 
 
 def _has_nul(value: Any) -> bool:
@@ -109,7 +184,8 @@ def _page_size(requested: int, default: int) -> int:
 
 
 def _event_bytes(event: NewEvent) -> int:
-    size = len(event.content.encode())
+    # ASCII (which CPython knows without looking) is a byte a character: nothing to encode.
+    size = len(event.content) if event.content.isascii() else len(event.content.encode())
     if event.metadata:
         size += len(json.dumps(event.metadata, separators=(",", ":")).encode())
     return size
@@ -255,28 +331,8 @@ class EventLog:
             violations.append(FieldViolation("expected_last_seq", "must not be negative"))
         if not events:
             violations.append(FieldViolation("events", "at least one event is required"))
-        keys: dict[str, int] = {}
-        for index, event in enumerate(events):
-            field = f"events[{index}]"
-            _check_id(event.agent, f"{field}.agent", violations, required=True)
-            for name in ("run_id", "parent_event_id", "delegation_id", "idempotency_key"):
-                _check_id(getattr(event, name), f"{field}.{name}", violations, required=False)
-            # PostgreSQL cannot store NUL in text or JSON; refuse it on every backend alike.
-            if "\x00" in event.content:
-                violations.append(FieldViolation(f"{field}.content", "must not contain NUL characters"))
-            if _has_nul(event.metadata):
-                violations.append(FieldViolation(f"{field}.metadata", "must not contain NUL characters"))
-            _check_hex(event.trace_id, 32, f"{field}.trace_id", violations)
-            _check_hex(event.span_id, 16, f"{field}.span_id", violations)
-            if event.idempotency_key:
-                if event.idempotency_key in keys:
-                    violations.append(
-                        FieldViolation(
-                            f"{field}.idempotency_key",
-                            f"repeats the key of events[{keys[event.idempotency_key]}]",
-                        )
-                    )
-                keys.setdefault(event.idempotency_key, index)
+        if not _events_valid(events):
+            violations += _event_violations(events)
         if violations:
             raise ValidationFailed.of(violations)
         if len(events) > self._max_batch_events:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -12,6 +13,19 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentmesh.memory.models import Event, EventQuery, EventType, Session
 from agentmesh.memory.tables import EVENT_COLUMNS, EVENT_FIELDS, event_table
+
+# The hex digit holding a UUID's variant (RFC 4122: its top bits 10), by the random digit it replaces.
+_VARIANT_DIGIT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
+
+
+def new_event_ids(count: int) -> list[str]:
+    """`count` new event ids: random (version 4) UUIDs as text, all from one `os.urandom` call —
+    `str(uuid.uuid4())` an id costs 4.5 µs, which an append of many events pays for each."""
+    digits = os.urandom(16 * count).hex()
+    return [
+        f"{d[:8]}-{d[8:12]}-4{d[13:16]}-{_VARIANT_DIGIT[d[16]]}{d[17:20]}-{d[20:]}"
+        for d in (digits[start : start + 32] for start in range(0, 32 * count, 32))
+    ]
 
 
 def utc(moment: datetime) -> datetime:

@@ -75,8 +75,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             convert.new_events_from_proto(request.events),
             expected_last_seq=request.expected_last_seq if request.HasField("expected_last_seq") else None,
         )
-        to_proto = convert.event_receipts_to_proto if request.receipts_only else convert.events_to_proto
-        response = pb.AppendEventsResponse(events=to_proto(result.events), last_seq=result.last_seq)
+        response = convert.append_response(result, receipts_only=request.receipts_only)
         if listing is not None:
             response.listed.CopyFrom(await self._list(listing))
         return response

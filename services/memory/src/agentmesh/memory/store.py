@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -59,7 +58,14 @@ from agentmesh.memory.event_store import (
 )
 from agentmesh.memory.group_commit import GroupCommit
 from agentmesh.memory.models import Event, EventQuery, NewEvent, RetentionPolicy, Session
-from agentmesh.memory.rows import event_conditions, event_row, events_by_key, session_row, utc
+from agentmesh.memory.rows import (
+    event_conditions,
+    event_row,
+    events_by_key,
+    new_event_ids,
+    session_row,
+    utc,
+)
 from agentmesh.memory.tables import (
     BUMP_LAST_SEQ,
     EVENT_COLUMNS,
@@ -149,7 +155,7 @@ class SqlEventStore:
         """The append as one autocommitted statement, or None when the session changed between
         the statement refusing it and the read saying why: the transaction then decides."""
         count = len(batch)
-        ids = [str(uuid.uuid4()) for _ in batch]
+        ids = new_event_ids(count)
         parameters: dict[str, Any] = {
             "session_id": session_id,
             "project_id": project_id,
@@ -162,7 +168,8 @@ class SqlEventStore:
             "agents": [event.agent for event in batch],
             "event_types": [event.event_type.value for event in batch],
             "contents": [event.content for event in batch],
-            "metadatas": [json.dumps(event.metadata) for event in batch],
+            # Most events carry no metadata: their JSON needs no encoder.
+            "metadatas": [json.dumps(event.metadata) if event.metadata else "{}" for event in batch],
             "run_ids": [event.run_id for event in batch],
             "parent_event_ids": [event.parent_event_id for event in batch],
             "delegation_ids": [event.delegation_id for event in batch],
@@ -196,13 +203,16 @@ class SqlEventStore:
             return None  # the session moved meanwhile: the transaction decides
         session_project, last_seq = row
         admit(session_project, last_seq - count)
+        first_seq = last_seq - count + 1
         stored = [
-            Event.model_construct(
-                **vars(event),
-                id=event_id,
-                session_id=session_id,
-                seq=last_seq - count + 1 + index,
-                created_at=now,
+            Event.trusted(
+                {
+                    **vars(event),
+                    "id": event_id,
+                    "session_id": session_id,
+                    "seq": first_seq + index,
+                    "created_at": now,
+                }
             )
             for index, (event, event_id) in enumerate(zip(batch, ids, strict=True))
         ]
@@ -243,15 +253,18 @@ class SqlEventStore:
             admit(session_project, last_seq - count)
             if fence and not fenced_bump:
                 await self._check_fence(connection, session_id, session_project, fence)
+            first_seq = last_seq - count + 1
             stored = [
-                Event.model_construct(
-                    **vars(event),
-                    id=str(uuid.uuid4()),
-                    session_id=session_id,
-                    seq=last_seq - count + 1 + index,
-                    created_at=now,
+                Event.trusted(
+                    {
+                        **vars(event),
+                        "id": event_id,
+                        "session_id": session_id,
+                        "seq": first_seq + index,
+                        "created_at": now,
+                    }
                 )
-                for index, event in enumerate(batch)
+                for index, (event, event_id) in enumerate(zip(batch, new_event_ids(count), strict=True))
             ]
             rows = [
                 {
