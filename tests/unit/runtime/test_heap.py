@@ -28,8 +28,8 @@ class _Cycle:
 def test_the_startup_heap_is_frozen_and_its_garbage_collected_first() -> None:
     kept = _Cycle()
     dropped = weakref.ref(_Cycle())  # garbage already: freed only by a collection
-    frozen = freeze_startup_heap()
-    assert frozen == gc.get_freeze_count() > 0
+    # A count, not an exact one to compare later: another thread may free a frozen object meanwhile.
+    assert freeze_startup_heap() > 0
     assert dropped() is None  # collected, not frozen for the life of the process
     # What startup made is out of the generations later collections scan.
     assert not any(item is kept for item in gc.get_objects())
