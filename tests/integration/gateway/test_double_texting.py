@@ -139,6 +139,29 @@ async def test_reject_refuses_a_message_while_a_run_is_in_flight(
     assert done[-1].HasField("run_completed")
 
 
+@pytest.mark.parametrize("policy", ["reject", "enqueue", "interrupt"])
+async def test_the_next_message_sent_the_moment_a_run_ends_finds_the_session_free(
+    channel: grpc.aio.Channel, api: Api, policy: str
+) -> None:
+    """Once a caller has seen its run end, the session's turn is free: a message sent the instant
+    `run_completed` arrives is neither refused (`reject`), nor kept waiting for, nor interrupting
+    (`interrupt`), the run that just answered."""
+    agent = await api.agent(mock_responses=["ok"], double_texting=policy)
+    chats = Chats(channel, api, agent)
+    runs: list[str] = []
+    for index in range(200):
+        events = [response.event async for response in chats.stream(f"m{index}", policy)]
+        assert events[-1].HasField("run_completed"), (index, events[-1])
+        assert events[-1].run_completed.content == "ok"
+        runs.append(events[0].run_id)
+    log = await chats.log()
+    assert [e["content"] for e in log if e["event_type"] == "user_message"] == [f"m{i}" for i in range(200)]
+    assert [e["run_id"] for e in log if e["event_type"] in ENDS] == runs
+    assert {e["event_type"] for e in log if e["run_id"] in runs and e["event_type"] in ENDS} == {
+        "agent_response"
+    }
+
+
 async def test_concurrent_rejecting_messages_let_exactly_one_run(channel: grpc.aio.Channel, api: Api) -> None:
     agent = await api.agent(mock_responses=[SLOW])
     chats = Chats(channel, api, agent)

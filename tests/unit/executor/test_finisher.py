@@ -182,3 +182,39 @@ async def test_ends_still_held_back_at_shutdown_are_left_to_their_leases() -> No
     await asyncio.wait_for(runs.stop(), timeout=5.0)
     assert registry.calls == []
     assert runs.pending_runs() == []
+
+
+async def test_an_end_a_session_turn_waits_on_goes_without_the_window_and_says_when_taken() -> None:
+    registry = Registry()
+    runs = finisher(registry, window=600)  # only an urgent end could go before the test times out
+    runs.start()
+    end(runs, "batched")
+    taken = runs.finish("agent", "turn", completed=True, tokens_used=1, cost=0.0, urgent=True)
+    await asyncio.wait_for(taken, timeout=60)
+    # Taken means the registry answered for it; what was waiting went along in the same call.
+    assert registry.calls == [(["batched", "turn"], SYSTEM)]
+    await runs.stop()
+
+
+async def test_a_held_back_turn_end_is_taken_only_once_its_final_event_is_recorded() -> None:
+    registry = Registry()
+    held = {"turn"}
+    runs = finisher(registry, window=600, held_back=lambda: held)
+    runs.start()
+    taken = runs.finish("agent", "turn", completed=True, tokens_used=1, cost=0.0, urgent=True)
+    await asyncio.sleep(0.05)
+    assert not taken.done() and registry.calls == []
+    held.clear()
+    runs.wake()
+    await asyncio.wait_for(taken, timeout=60)
+    assert registry.calls == [(["turn"], SYSTEM)]
+    await runs.stop()
+
+
+async def test_a_forgotten_turn_end_stops_being_waited_for() -> None:
+    runs = finisher(Registry(), window=600, held_back=lambda: {"turn"})
+    runs.start()
+    taken = runs.finish("agent", "turn", completed=True, tokens_used=1, cost=0.0, urgent=True)
+    runs.forget("turn")
+    await asyncio.wait_for(taken, timeout=60)
+    await runs.stop()

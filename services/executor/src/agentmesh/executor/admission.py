@@ -62,6 +62,7 @@ class AdmittedRun:
     early_input: asyncio.Future[memory_resources_pb2.Event] | None = None
     cleanup_timeout_seconds: float = 5.0
     loop_started: bool = False  # from then on the run's loop records its end
+    end_reported: bool = False  # its end was handed to the finisher (once, by whichever path)
     # A user's message is its session's next turn under this double-texting policy ("" for a
     # delegated or sub-agent run), behind these runs still in flight (turns.py).
     double_texting: str = ""

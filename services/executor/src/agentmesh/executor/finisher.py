@@ -25,6 +25,13 @@ its lease is renewed until the event is recorded (the outbox then `wake`s the fi
 this executor dies first the run's taker records the end. (Found by the memory-kill fault test:
 ends reached the registry before their events reached memory, and the renewals of those runs then
 came back `lost` every half second.)
+
+A run that is its session's turn (a user's message under a double-texting policy) hands its end
+over before its caller sees it end, and waits until the registry has taken it (`finish` returns
+that as a future; such an end skips the window): the turn is released with the answer, so the
+caller's next message finds its session free. A run whose end is held back, or a registry that
+does not answer, delays the caller's last event by at most the run's wait (`release_turn`), then
+the turn is released when the end is delivered.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import grpc
@@ -72,6 +79,8 @@ class _End:
     run: registry_internal_service_pb2.FinishAgentRunRequest
     metadata: Metadata | None
     span: trace.SpanContext | None  # the run's, to link the batch's span to
+    taken: asyncio.Future[None]  # done once the registry took the end (or it was given up)
+    urgent: bool  # a session's turn waits on it: sent without the window
 
 
 class RunFinisher:
@@ -98,25 +107,42 @@ class RunFinisher:
         self._arrived = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
+        self._hurry = asyncio.Event()  # cuts the window short: stopping, or a turn waits
 
     def start(self) -> None:
         with untraced():
             self._task = asyncio.create_task(self._run(), name="run finisher")
 
-    def finish(self, agent_id: str, run_id: str, *, completed: bool, tokens_used: int, cost: float) -> None:
-        """Hands a run's end over; the registry hears of it shortly."""
+    def finish(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        completed: bool,
+        tokens_used: int,
+        cost: float,
+        urgent: bool = False,
+    ) -> asyncio.Future[None]:
+        """Hands a run's end over; the registry hears of it shortly (`urgent`: at once, without
+        the window). The future is done once the registry took it, or it was given up."""
         run = registry_internal_service_pb2.FinishAgentRunRequest(
             agent_id=agent_id, run_id=run_id, completed=completed, tokens_used=tokens_used, cost=cost
         )
         metadata = self._system_metadata()
         if metadata is None and (token := current_token.get()):
             metadata = ((AUTHORIZATION, f"Bearer {token}"),)
-        self._ends.append(_End(run, metadata, current_span_context()))
+        taken = asyncio.get_running_loop().create_future()
+        self._ends.append(_End(run, metadata, current_span_context(), taken, urgent))
         self._arrived.set()
+        if urgent:
+            self._hurry.set()
+        return taken
 
     def forget(self, run_id: str) -> None:
         """Drops the end of a run held back here that went on elsewhere (its kept final event was
         refused as an earlier incarnation's, outbox.py): its taker reports its end."""
+        forgotten = [end for end in self._ends if end.run.run_id == run_id]
+        _settle(forgotten)
         self._ends = collections.deque(end for end in self._ends if end.run.run_id != run_id)
         self._arrived.set()
 
@@ -138,6 +164,7 @@ class RunFinisher:
         if self._task is None:
             return
         self._stopping.set()
+        self._hurry.set()
         self._arrived.set()
         await self._task
         self._task = None
@@ -145,10 +172,12 @@ class RunFinisher:
     async def _run(self) -> None:
         while not (self._stopping.is_set() and not self._ends):
             await self._arrived.wait()
-            if self._window:
-                # The window, unless stopping (then everything goes at once).
+            if self._window and not self._urgent_ready():
+                # The window, unless stopping (then everything goes at once) or a turn waits.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), self._window)
+                    await asyncio.wait_for(self._hurry.wait(), self._window)
+            if not self._stopping.is_set():
+                self._hurry.clear()
             self._arrived.clear()
             while ready := self._take_ready():
                 batch: dict[tuple[tuple[str, str], ...], list[_End]] = {}
@@ -161,7 +190,13 @@ class RunFinisher:
                 # Their final events were not recorded: their leases expire and their takers
                 # record the ends and count them out.
                 logger.warning("%d run ends held back at shutdown are left to their leases", len(self._ends))
+                _settle(self._ends)
                 self._ends.clear()
+
+    def _urgent_ready(self) -> bool:
+        """Whether an end a session's turn waits on can go now (not held back)."""
+        urgent = [end.run.run_id for end in self._ends if end.urgent]
+        return bool(urgent) and not set(urgent) <= self._held_back()
 
     def _take_ready(self) -> list[_End]:
         """Up to `max_batch` ends, oldest first, leaving those held back in place."""
@@ -178,8 +213,11 @@ class RunFinisher:
     async def _send(self, ends: list[_End], metadata: tuple[tuple[str, str], ...]) -> None:
         # The call belongs to every run it reports: a trace of its own, linked to each run's.
         linked = [end.span for end in ends if end.span is not None]
-        with batch_span(FINISH_RUNS_SPAN, linked, **{RUN_COUNT: len(ends)}):
-            await self._send_runs([end.run for end in ends], metadata)
+        try:
+            with batch_span(FINISH_RUNS_SPAN, linked, **{RUN_COUNT: len(ends)}):
+                await self._send_runs([end.run for end in ends], metadata)
+        finally:
+            _settle(ends)
 
     async def _send_runs(
         self,
@@ -218,3 +256,10 @@ class RunFinisher:
                     result.error_code,
                     result.error_message,
                 )
+
+
+def _settle(ends: Iterable[_End]) -> None:
+    """Tells whoever waits on these ends that the finisher is done with them."""
+    for end in ends:
+        if not end.taken.done():
+            end.taken.set_result(None)

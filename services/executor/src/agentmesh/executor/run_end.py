@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from agentmesh.executor.errors import run_failed
@@ -29,8 +29,10 @@ async def record_failure(
     metadata: Mapping[str, str] | None = None,
     violations: Sequence[FieldViolation] = (),
     cleanup_timeout_seconds: float,
+    before_end: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
-    """Records the run's `error` under its end key, then emits RunFailed and closes the stream.
+    """Records the run's `error` under its end key, then (after `before_end`: the run's turn
+    released) emits RunFailed and closes the stream.
     Raises RunSuperseded, emitting nothing, when the memory service says the run was taken over
     meanwhile: its taker's end is the run's, and the caller follows the log to it."""
     seq = 0
@@ -46,6 +48,8 @@ async def record_failure(
         seq = event.seq if event else 0
     except DomainError as error:
         logger.warning("could not record the failure of run %s: %s", scope.context.run_id, error)
+    if before_end is not None:
+        await before_end()
     await scope.sink.emit(
         scope.context.event(
             seq=seq,

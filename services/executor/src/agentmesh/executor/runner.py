@@ -15,6 +15,7 @@ cannot be set up) leave as the gRPC status; after `run_started`, a run ends with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import time
@@ -407,7 +408,7 @@ class RunExecutor:
             self._leased.pop(run.run_id, None)
             self._lost.discard(task)
             self._outliving.ended(task)
-            if given_up is None:
+            if given_up is None and not run.end_reported:
                 self._finish(run, result)
 
     def _given_up(self, task: asyncio.Task[Any], run: AdmittedRun) -> DomainError | None:
@@ -540,6 +541,7 @@ class RunExecutor:
                 raise  # no end: the executor that takes it over resumes it
             await record_cancelled(scope, reason, cleanup_timeout_seconds=cleanup)
             if reason:
+                await self._end_turn(run, None)
                 # Cancelled from here (the agent was terminated), not by the caller: it still
                 # listens, and learns why.
                 cancelled = grpc.StatusCode.CANCELLED.name
@@ -548,7 +550,12 @@ class RunExecutor:
             raise
         except RunFailure as failure:
             await record_failure(
-                scope, failure.code, failure.message, failure.reason, cleanup_timeout_seconds=cleanup
+                scope,
+                failure.code,
+                failure.message,
+                failure.reason,
+                cleanup_timeout_seconds=cleanup,
+                before_end=lambda: self._end_turn(run, None),
             )
             return None
         except DomainError as error:
@@ -560,13 +567,22 @@ class RunExecutor:
                 metadata=error.metadata,
                 violations=error.violations,
                 cleanup_timeout_seconds=cleanup,
+                before_end=lambda: self._end_turn(run, None),
             )
             return None
         except Exception:
             logger.exception("run %s of %s failed", run_id, spec.agent.name)
             internal = grpc.StatusCode.INTERNAL.name
-            await record_failure(scope, internal, "internal error", internal, cleanup_timeout_seconds=cleanup)
+            await record_failure(
+                scope,
+                internal,
+                "internal error",
+                internal,
+                cleanup_timeout_seconds=cleanup,
+                before_end=lambda: self._end_turn(run, None),
+            )
             return None
+        await self._end_turn(run, result)
         await sink.emit(
             context.event(
                 seq=response.seq,
@@ -582,12 +598,27 @@ class RunExecutor:
         sink.close()
         return result
 
-    def _finish(self, run: AdmittedRun, result: RunResult | None) -> None:
+    async def _end_turn(self, run: AdmittedRun, result: RunResult | None) -> None:
+        """A run that is its session's turn reports its end before its caller sees the end, so
+        that the caller's next message finds the session free (finisher.py). The wait is bounded:
+        a registry that does not answer delays the caller's last event by at most the cleanup
+        timeout, and the turn is released once the end is delivered."""
+        if not run.double_texting:
+            return
+        taken = self._finish(run, result, urgent=True)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(taken), self._settings.cleanup_timeout_seconds)
+
+    def _finish(
+        self, run: AdmittedRun, result: RunResult | None, *, urgent: bool = False
+    ) -> asyncio.Future[None]:
         usage = result.usage if result else None
-        self._finisher.finish(
+        run.end_reported = True
+        return self._finisher.finish(
             run.spec.agent.id,
             run.run_id,
             completed=result is not None,
             tokens_used=usage.total_tokens if usage else 0,
             cost=usage.cost if usage else 0.0,
+            urgent=urgent,
         )
