@@ -46,8 +46,13 @@ lint: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
+# The suite's tests mostly wait (on servers, processes, PostgreSQL), so they run side by side in
+# more workers than there are cores (pytest-xdist); each worker starts its own PostgreSQL server.
+# The slowest tests are listed at the end. `make test PYTEST_ARGS="tests/unit -n 0"` narrows it.
+TEST_WORKERS ?= 4
+PYTEST_ARGS ?=
 test: $(STAMP) lint imports check-protos buf-lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --durations=25 $(PYTEST_ARGS)
 
 # Benchmarks against PostgreSQL (bench/, docs/performance.md): `bench` takes a few minutes and
 # writes bench/results/latest.json; `bench-smoke` only checks that every figure is produced.

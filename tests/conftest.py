@@ -20,7 +20,9 @@ def postgres_url() -> Iterator[str]:
     """`postgresql+asyncpg://` URL of a superuser connection to the session's PostgreSQL server.
 
     The server named by AGENTMESH_TEST_DATABASE_URL, else a throwaway one started from the local
-    binaries and removed at session end. Skips when neither exists; fails instead under CI=true.
+    binaries and removed at session end. Under pytest-xdist every worker is a session of its own,
+    so each worker has its own server: tests that restart or load it touch no other worker's.
+    Skips when neither exists; fails instead under CI=true.
     Tests should not write to it directly: ask for `postgres_database` or `database_url`.
     """
     with contextlib.ExitStack() as stack:

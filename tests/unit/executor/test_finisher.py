@@ -67,7 +67,11 @@ async def test_ends_that_arrive_together_go_in_one_call() -> None:
     runs.start()
     for n in range(5):
         end(runs, f"r{n}")
-    await asyncio.sleep(0.1)
+
+    async def called() -> bool:
+        return bool(registry.calls)
+
+    await eventually(called, what="the first call")
     assert registry.calls == [([f"r{n}" for n in range(5)], SYSTEM)]
     end(runs, "later")
     await runs.stop()
