@@ -51,7 +51,12 @@ imports: $(STAMP)
 # The slowest tests are listed at the end. `make test PYTEST_ARGS="tests/unit -n 0"` narrows it.
 TEST_WORKERS ?= 4
 PYTEST_ARGS ?=
-test: $(STAMP) lint imports check-protos buf-lint
+# The Node.js client that tests the public gRPC API from another language (tests/node/).
+NODE_CLIENT := tests/node/node_modules/.package-lock.json
+$(NODE_CLIENT): tests/node/package-lock.json
+	npm ci --prefix tests/node --no-audit --no-fund --loglevel=error
+
+test: $(STAMP) $(NODE_CLIENT) lint imports check-protos buf-lint
 	$(BIN)/pytest -n $(TEST_WORKERS) --durations=25 $(PYTEST_ARGS)
 
 # Benchmarks against PostgreSQL (bench/, docs/performance.md): `bench` takes a few minutes and

@@ -337,6 +337,13 @@ async def test_a_logged_steps_usage_is_counted_once_by_the_run_that_resumes_it(
     )
     await run.orphan()
     await run.ended()
+
+    # The logged step's 108 tokens and the resumed run's own 42, as for the unkilled run. Counted
+    # when the run's end reaches the registry: on a loaded host the lease may expire first and
+    # the agent read idle before the end is delivered, so the count is waited for.
+    async def counted() -> bool:
+        return (await stack.get(agent)).tokens_used >= 150
+
+    await eventually(counted, timeout=60, what="the resumed run's usage counted")
     assert await stack.settled_status(agent) == "idle"
-    # The logged step's 108 tokens and the resumed run's own 42, as for the unkilled run.
     assert (await stack.get(agent)).tokens_used == 150
