@@ -10,22 +10,22 @@ import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agentmesh.executor.a2a_delegation import RemoteA2AAgents
-from agentmesh.executor.agent import AgentBuilder, AgentRuntime
-from agentmesh.executor.agent_watch import AgentWatcher
-from agentmesh.executor.cache import AgentCache
-from agentmesh.executor.child_runs import RemoteRuns
+from agentmesh.executor.agents.cache import AgentCache
+from agentmesh.executor.agents.runtime import AgentBuilder, AgentRuntime
+from agentmesh.executor.agents.specs import AgentSpecs
+from agentmesh.executor.agents.watch import AgentWatcher
 from agentmesh.executor.client import RunRouter, SystemToken
-from agentmesh.executor.finisher import RunFinisher
-from agentmesh.executor.leases import LeaseKeeper, OrphanCloser
-from agentmesh.executor.models.factory import ModelFactory
-from agentmesh.executor.outbox import EventOutbox
-from agentmesh.executor.resumption import RunResumer
-from agentmesh.executor.runner import RunExecutor
-from agentmesh.executor.secrets import Secrets
+from agentmesh.executor.delegation.a2a import RemoteA2AAgents
+from agentmesh.executor.delegation.executor_runs import ExecutorRuns
+from agentmesh.executor.durability.finisher import RunFinisher
+from agentmesh.executor.durability.leases import LeaseKeeper, OrphanCloser
+from agentmesh.executor.durability.outbox import EventOutbox
+from agentmesh.executor.durability.resumption import RunResumer
+from agentmesh.executor.providers.factory import ModelFactory
+from agentmesh.executor.providers.secrets import Secrets
+from agentmesh.executor.run.runner import RunExecutor
 from agentmesh.executor.servicer import ExecutorServicer
 from agentmesh.executor.settings import ExecutorSettings, process_environment
-from agentmesh.executor.specs import AgentSpecs
 from agentmesh.executor.tools.mcp import preload_sdk
 from agentmesh.executor.tools.mcp_resolution import McpServerResolver
 from agentmesh.internal.executor.v1 import executor_service_pb2, executor_service_pb2_grpc
@@ -157,7 +157,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         memory=memory,
         builder=builder,
         cache=cache,
-        remote=RemoteRuns(
+        remote=ExecutorRuns(
             router,
             a2a=RemoteA2AAgents(
                 registry,

@@ -26,10 +26,10 @@ from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import A2AError
 from opentelemetry import propagate
 
-from agentmesh.executor.a2a_events import INTERRUPTED, RemoteTaskStream
-from agentmesh.executor.child_runs import ChildOutcome
-from agentmesh.executor.detached import run_detached
-from agentmesh.executor.events import EventSink, RunContext
+from agentmesh.executor.context.events import EventSink, RunContext
+from agentmesh.executor.delegation.a2a_events import INTERRUPTED, RemoteTaskStream
+from agentmesh.executor.delegation.outcome import ChildOutcome
+from agentmesh.executor.durability.detached import run_detached
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import DomainError

@@ -19,9 +19,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from agentmesh.executor.child_log import ChildLog
-from agentmesh.executor.events import EventSink
-from agentmesh.executor.run_end import deadline_passed
+from agentmesh.executor.context.events import EventSink
+from agentmesh.executor.durability.child_log import ChildLog
+from agentmesh.executor.run.end import deadline_passed
 from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.memory.client import MemoryClient
 from agentmesh.runtime.client import Metadata

@@ -1,6 +1,6 @@
 """A remote A2A task's stream as a delegated worker's steps (issue 19, outbound streaming).
 
-A local worker's events reach the delegating run's stream as they happen (`RemoteRuns`); a remote
+A local worker's events reach the delegating run's stream as they happen (`ExecutorRuns`); a remote
 A2A agent's should too, so a client following the parent sees the remote work the same way. Each
 A2A response becomes the RunEvents a local worker would have streamed, named by the remote agent
 with the delegation path below the delegating agent:
@@ -25,8 +25,8 @@ from a2a.types import a2a_pb2
 from google.protobuf.json_format import MessageToDict
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.child_runs import ChildOutcome
-from agentmesh.executor.events import RunContext
+from agentmesh.executor.context.events import RunContext
+from agentmesh.executor.delegation.outcome import ChildOutcome
 
 State = a2a_pb2.TaskState
 # A task that stops waiting for its caller: the delegation ends and says so (ChildOutcome codes).

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import grpc
 
-from agentmesh.executor.specs import AgentSpecs
+from agentmesh.executor.agents.specs import AgentSpecs
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime.background import BackgroundTask

@@ -14,11 +14,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentmesh.executor.cache import SessionScope
+from agentmesh.executor.agents.cache import SessionScope
+from agentmesh.executor.agents.text import DELEGATE, TOOL_CALL
 from agentmesh.executor.errors import UnknownTool
-from agentmesh.executor.models.base import ToolSpec
-from agentmesh.executor.models.factory import ModelBinding, ModelFactory, ModelPlan
-from agentmesh.executor.text import DELEGATE, TOOL_CALL
+from agentmesh.executor.providers.base import ToolSpec
+from agentmesh.executor.providers.factory import ModelBinding, ModelFactory, ModelPlan
 from agentmesh.executor.tools.base import Tool, ToolError
 from agentmesh.executor.tools.builtin import EXIT_LOOP, ExitLoop, builtin_tools
 from agentmesh.executor.tools.mcp import McpConnection, server_signature

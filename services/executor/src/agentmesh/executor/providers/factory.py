@@ -23,9 +23,9 @@ from google.protobuf import json_format, struct_pb2
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.errors import ModelUnavailable
-from agentmesh.executor.models.base import ChatModel, Message, ModelChunk, ModelError, ToolSpec
-from agentmesh.executor.models.mock import MockModel
-from agentmesh.executor.secrets import Secrets
+from agentmesh.executor.providers.base import ChatModel, Message, ModelChunk, ModelError, ToolSpec
+from agentmesh.executor.providers.mock import MockModel
+from agentmesh.executor.providers.secrets import Secrets
 from agentmesh.executor.settings import ExecutorSettings, ProviderSettings
 from agentmesh.registry.v1 import resources_pb2
 
@@ -219,7 +219,7 @@ class ModelFactory:
     def bind(self, plan: ModelPlan) -> ModelBinding:
         models: list[ChatModel] = []
         if plan.targets:
-            from agentmesh.executor.models.openai import OpenAIChatModel, Price, RetryPolicy
+            from agentmesh.executor.providers.openai import OpenAIChatModel, Price, RetryPolicy
         for target in plan.targets:
             price = self._settings.model_prices.get(target.name)
             models.append(

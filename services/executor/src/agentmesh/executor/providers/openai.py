@@ -21,8 +21,15 @@ from typing import Any
 
 import openai
 
-from agentmesh.executor.models.base import Message, ModelChunk, ModelError, ToolCallRequest, ToolSpec, Usage
-from agentmesh.executor.secrets import Secrets
+from agentmesh.executor.providers.base import (
+    Message,
+    ModelChunk,
+    ModelError,
+    ToolCallRequest,
+    ToolSpec,
+    Usage,
+)
+from agentmesh.executor.providers.secrets import Secrets
 
 logger = logging.getLogger(__name__)
 

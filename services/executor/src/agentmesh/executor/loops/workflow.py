@@ -27,13 +27,14 @@ import asyncio
 import logging
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.agent import kind_name
-from agentmesh.executor.child_log import ChildLog
-from agentmesh.executor.child_runs import ChildOutcome, RemoteRuns, child_request, follow
+from agentmesh.executor.agents.runtime import kind_name
+from agentmesh.executor.context.scope import RunFailure, RunResult, RunScope
+from agentmesh.executor.delegation.executor_runs import ExecutorRuns, child_request, follow
+from agentmesh.executor.delegation.outcome import ChildOutcome
+from agentmesh.executor.durability.child_log import ChildLog
 from agentmesh.executor.errors import SUB_AGENT_FAILED, DelegationDepthExceeded
-from agentmesh.executor.scope import RunFailure, RunResult, RunScope
+from agentmesh.executor.loops.telemetry import sub_agent_span
 from agentmesh.executor.settings import ExecutorSettings
-from agentmesh.executor.telemetry import sub_agent_span
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ class WorkflowRun:
         self,
         scope: RunScope,
         *,
-        remote: RemoteRuns,
+        remote: ExecutorRuns,
         settings: ExecutorSettings,
         log: ChildLog,
         sub_agent_runs: dict[str, str] | None = None,

@@ -9,66 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.child_log import ChildLog, end_outcome
 from agentmesh.executor.client import RunNotPlaced, RunRouter
-from agentmesh.executor.events import EventSink, usage_from_proto
-from agentmesh.executor.models.base import Usage
-from agentmesh.executor.scope import RunScope
+from agentmesh.executor.context.events import EventSink, usage_from_proto
+from agentmesh.executor.context.scope import RunScope
+from agentmesh.executor.delegation.a2a import RemoteA2AAgents
+from agentmesh.executor.delegation.outcome import ChildOutcome
+from agentmesh.executor.durability.child_log import ChildLog, end_outcome
+from agentmesh.executor.providers.base import Usage
 from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import DomainError
 
-if TYPE_CHECKING:
-    from agentmesh.executor.a2a_delegation import RemoteA2AAgents
 
-Outcome = run_pb2.DelegationOutcome
-_REFUSED_CODES = {
-    "FAILED_PRECONDITION",
-    "NOT_FOUND",
-    "PERMISSION_DENIED",
-    "INVALID_ARGUMENT",
-    "UNAUTHENTICATED",
-}
-# A remote A2A task that stopped waiting for its caller (a2a_events.py) says so in its outcome.
-_STOPPED_CODES = {
-    "INPUT_REQUIRED": Outcome.DELEGATION_OUTCOME_INPUT_REQUIRED,
-    "AUTH_REQUIRED": Outcome.DELEGATION_OUTCOME_AUTH_REQUIRED,
-}
-
-
-@dataclass
-class ChildOutcome:
-    """How a run on another executor ended, as its caller needs it."""
-
-    completed: bool = False
-    content: str = ""
-    usage: Usage = field(default_factory=Usage)
-    escalated: bool = False
-    code: str = ""  # gRPC status code name when it did not complete
-    message: str = ""
-    in_doubt: bool = False  # its outcome is unknown (a remote delegation's send, on resume)
-
-    @property
-    def delegation_outcome(self) -> Outcome.ValueType:
-        if self.completed:
-            return Outcome.DELEGATION_OUTCOME_COMPLETED
-        if self.code in _STOPPED_CODES:
-            return _STOPPED_CODES[self.code]
-        if self.code in _REFUSED_CODES:
-            return Outcome.DELEGATION_OUTCOME_REFUSED
-        if self.code == "DEADLINE_EXCEEDED":
-            return Outcome.DELEGATION_OUTCOME_TIMEOUT
-        if self.code == "CANCELLED":
-            return Outcome.DELEGATION_OUTCOME_CANCELLED
-        return Outcome.DELEGATION_OUTCOME_FAILED
-
-
-class RemoteRuns:
+class ExecutorRuns:
     """Starts runs on the executor pool and streams their events into the caller's sink.
 
     Where a run goes, and whether a refused one fails over, is the RunRouter's business (the

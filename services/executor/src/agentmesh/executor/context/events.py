@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.models.base import Usage
-from agentmesh.executor.secrets import Secrets
+from agentmesh.executor.providers.base import Usage
+from agentmesh.executor.providers.secrets import Secrets
 from agentmesh.runtime.batching import merge_text_deltas, next_batch
 
 

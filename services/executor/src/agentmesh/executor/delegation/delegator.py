@@ -20,15 +20,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.child_log import REMOTE_TASK_ACCEPTED, ChildLog, remote_task_key
-from agentmesh.executor.child_runs import ChildOutcome, Outcome, RemoteRuns, child_request, follow
-from agentmesh.executor.detached import run_detached
+from agentmesh.executor.context.events import RunContext
+from agentmesh.executor.context.scope import RunScope
+from agentmesh.executor.delegation.executor_runs import ExecutorRuns, child_request, follow
+from agentmesh.executor.delegation.outcome import ChildOutcome, Outcome
+from agentmesh.executor.durability.child_log import REMOTE_TASK_ACCEPTED, ChildLog, remote_task_key
+from agentmesh.executor.durability.detached import run_detached
+from agentmesh.executor.durability.outbox import is_transient
+from agentmesh.executor.durability.recorder import EventType, NewEvent, request_key, response_key
 from agentmesh.executor.errors import DELEGATION_NOT_ALLOWED, DelegationDepthExceeded
-from agentmesh.executor.events import RunContext
-from agentmesh.executor.models.base import Usage
-from agentmesh.executor.outbox import is_transient
-from agentmesh.executor.recorder import EventType, NewEvent, request_key, response_key
-from agentmesh.executor.scope import RunScope
+from agentmesh.executor.providers.base import Usage
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.runtime import metrics, telemetry
@@ -78,7 +79,7 @@ class Delegator:
 
     def __init__(
         self,
-        remote: RemoteRuns,
+        remote: ExecutorRuns,
         *,
         max_depth: int,
         timeout_seconds: float,

@@ -27,9 +27,9 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-from agentmesh.executor.child_log import is_final
-from agentmesh.executor.outbox import is_superseded, is_taken
-from agentmesh.executor.recorder import RESUME, EventType, end_key, response_key, resumes
+from agentmesh.executor.durability.child_log import is_final
+from agentmesh.executor.durability.outbox import is_superseded, is_taken
+from agentmesh.executor.durability.recorder import RESUME, EventType, end_key, response_key, resumes
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2, resources_pb2

@@ -26,11 +26,18 @@ import grpc
 from opentelemetry.trace import Span
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.admission import AdmittedRun, RunAdmission, validate_request
-from agentmesh.executor.agent import AgentBuilder, AgentRuntime, kind_name
-from agentmesh.executor.cache import AgentCache
-from agentmesh.executor.child_runs import RemoteRuns
-from agentmesh.executor.delegation import Delegator
+from agentmesh.executor.agents.cache import AgentCache
+from agentmesh.executor.agents.runtime import AgentBuilder, AgentRuntime, kind_name
+from agentmesh.executor.agents.specs import AgentSpecs
+from agentmesh.executor.context.events import EventSink, RunContext, usage_proto
+from agentmesh.executor.context.scope import RunFailure, RunResult, RunScope
+from agentmesh.executor.delegation.delegator import Delegator
+from agentmesh.executor.delegation.executor_runs import ExecutorRuns
+from agentmesh.executor.durability.finisher import RunFinisher
+from agentmesh.executor.durability.outbox import EventOutbox
+from agentmesh.executor.durability.recorder import EventType, RunSuperseded, end_key
+from agentmesh.executor.durability.resumption import resumed_request, taker_recorder
+from agentmesh.executor.durability.run_log import RunLog
 from agentmesh.executor.errors import (
     MCP_SERVER_UNAVAILABLE,
     ExecutorBusy,
@@ -39,19 +46,13 @@ from agentmesh.executor.errors import (
     RunTakenOver,
     run_failed,
 )
-from agentmesh.executor.events import EventSink, RunContext, usage_proto
-from agentmesh.executor.finisher import RunFinisher
-from agentmesh.executor.llm import LlmLoop
-from agentmesh.executor.outbox import EventOutbox
-from agentmesh.executor.outliving import Outliving
-from agentmesh.executor.recorder import EventType, RunSuperseded, end_key
-from agentmesh.executor.resumption import RunLog, resumed_request, taker_recorder
-from agentmesh.executor.run_end import record_cancelled, record_failure, result_metadata
-from agentmesh.executor.scope import RunFailure, RunResult, RunScope
+from agentmesh.executor.loops.llm import LlmLoop
+from agentmesh.executor.loops.workflow import WorkflowRun
+from agentmesh.executor.run.admission import AdmittedRun, RunAdmission, validate_request
+from agentmesh.executor.run.end import record_cancelled, record_failure, result_metadata
+from agentmesh.executor.run.outliving import Outliving
+from agentmesh.executor.run.turns import INTERRUPTED, await_turn, turn_policy
 from agentmesh.executor.settings import ExecutorSettings
-from agentmesh.executor.specs import AgentSpecs
-from agentmesh.executor.turns import INTERRUPTED, await_turn, turn_policy
-from agentmesh.executor.workflow import WorkflowRun
 from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.memory.client import MemoryClient
@@ -80,7 +81,7 @@ class RunExecutor:
         memory: MemoryClient,
         builder: AgentBuilder,
         cache: AgentCache[AgentRuntime],
-        remote: RemoteRuns,
+        remote: ExecutorRuns,
         executor_id: str,
         finisher: RunFinisher,
         outbox: EventOutbox | None = None,

@@ -9,9 +9,9 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from agentmesh.executor.detached import run_detached
-from agentmesh.executor.outbox import EventOutbox, is_superseded, is_taken, is_transient
-from agentmesh.executor.secrets import Secrets
+from agentmesh.executor.durability.detached import run_detached
+from agentmesh.executor.durability.outbox import EventOutbox, is_superseded, is_taken, is_transient
+from agentmesh.executor.providers.secrets import Secrets
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2, resources_pb2
 from agentmesh.runtime.batching import Coalescer

@@ -9,9 +9,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentmesh.executor.context.scope import RunResult, RunScope
+from agentmesh.executor.durability.recorder import EventType, RunSuperseded, end_key
 from agentmesh.executor.errors import run_failed
-from agentmesh.executor.recorder import EventType, RunSuperseded, end_key
-from agentmesh.executor.scope import RunResult, RunScope
 from agentmesh.runtime.errors import DomainError, FieldViolation
 from agentmesh.runtime.interceptors import current_deadline
 

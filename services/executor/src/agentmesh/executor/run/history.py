@@ -9,8 +9,8 @@ message queued behind its session's runs must see their answers."""
 
 from __future__ import annotations
 
-from agentmesh.executor.models.base import Message
-from agentmesh.executor.recorder import EventType
+from agentmesh.executor.durability.recorder import EventType
+from agentmesh.executor.providers.base import Message
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2
 from agentmesh.runtime.errors import NotFound

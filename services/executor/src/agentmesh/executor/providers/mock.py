@@ -15,7 +15,14 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from agentmesh.executor.models.base import Message, ModelChunk, ModelError, ToolCallRequest, ToolSpec, Usage
+from agentmesh.executor.providers.base import (
+    Message,
+    ModelChunk,
+    ModelError,
+    ToolCallRequest,
+    ToolSpec,
+    Usage,
+)
 
 
 def split_chunks(text: str, size: int) -> list[str]:

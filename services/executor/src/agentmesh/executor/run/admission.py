@@ -15,18 +15,18 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
-from agentmesh.executor import history
-from agentmesh.executor.agent import kind_name
-from agentmesh.executor.detached import run_detached
+from agentmesh.executor.agents.runtime import kind_name
+from agentmesh.executor.agents.specs import AgentSpecs, SpecKey
+from agentmesh.executor.durability.detached import run_detached
+from agentmesh.executor.durability.finisher import RunFinisher
+from agentmesh.executor.durability.outbox import EventOutbox
+from agentmesh.executor.durability.recorder import EventType, NewEvent, Recorder, end_key
 from agentmesh.executor.errors import DelegationDepthExceeded, NoSubAgents
-from agentmesh.executor.finisher import RunFinisher
-from agentmesh.executor.models.base import Message
-from agentmesh.executor.models.factory import recorded_settings
-from agentmesh.executor.outbox import EventOutbox
-from agentmesh.executor.recorder import EventType, NewEvent, Recorder, end_key
-from agentmesh.executor.secrets import Secrets
-from agentmesh.executor.specs import AgentSpecs, SpecKey
-from agentmesh.executor.turns import policy_violations, turn_policy
+from agentmesh.executor.providers.base import Message
+from agentmesh.executor.providers.factory import recorded_settings
+from agentmesh.executor.providers.secrets import Secrets
+from agentmesh.executor.run import history
+from agentmesh.executor.run.turns import policy_violations, turn_policy
 from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.memory.client import MemoryClient

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.events import EventSink, RunContext
-from agentmesh.executor.models.base import Usage
-from agentmesh.executor.recorder import EventType, Recorder
+from agentmesh.executor.context.events import EventSink, RunContext
+from agentmesh.executor.durability.recorder import EventType, Recorder
+from agentmesh.executor.providers.base import Usage
 from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.registry.v1 import resources_pb2
 

@@ -16,19 +16,27 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.agent import DELEGATE_TOOL, AgentRuntime, delegate_tool_spec, fenced
-from agentmesh.executor.delegation import Delegator, PreparedDelegation
-from agentmesh.executor.detached import run_detached
+from agentmesh.executor.agents.runtime import DELEGATE_TOOL, AgentRuntime, delegate_tool_spec, fenced
+from agentmesh.executor.agents.text import DELEGATE, TOOL_CALL, FencedBlock, FencedBlockFilter, TextChunker
+from agentmesh.executor.context.scope import RunFailure, RunResult, RunScope
+from agentmesh.executor.delegation.delegator import Delegator, PreparedDelegation
+from agentmesh.executor.durability.detached import run_detached
+from agentmesh.executor.durability.recorder import EventType, NewEvent
+from agentmesh.executor.durability.run_log import (
+    DELEGATION,
+    INVALID,
+    TOOL,
+    LoggedCall,
+    LoggedStep,
+    PlannedCall,
+    RunLog,
+)
 from agentmesh.executor.errors import INVALID_BLOCK, MODEL_FAILED
-from agentmesh.executor.models.base import ChatModel, Message, ModelError, ToolCallRequest, ToolSpec, Usage
-from agentmesh.executor.models.factory import message_params
-from agentmesh.executor.recorder import EventType, NewEvent
-from agentmesh.executor.scope import RunFailure, RunResult, RunScope
+from agentmesh.executor.providers.base import ChatModel, Message, ModelError, ToolCallRequest, ToolSpec, Usage
+from agentmesh.executor.providers.factory import message_params
 from agentmesh.executor.settings import ExecutorSettings
-from agentmesh.executor.text import DELEGATE, TOOL_CALL, FencedBlock, FencedBlockFilter, TextChunker
 from agentmesh.executor.tools.base import ToolOutput
 from agentmesh.executor.tools.builtin import EXIT_LOOP
 from agentmesh.memory.v1.resources_pb2 import Event
@@ -36,52 +44,12 @@ from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.batching import item_of
 from agentmesh.runtime.errors import Unavailable
 
-if TYPE_CHECKING:
-    from agentmesh.executor.resumption import LoggedCall, LoggedStep, RunLog
-
 logger = logging.getLogger(__name__)
 
 IN_DOUBT = (
     "the outcome of this call is unknown: the executor running it stopped before its result was "
     "recorded, and the tool is not declared idempotent, so it was not run again"
 )
-
-TOOL, DELEGATION, INVALID = "tool", "delegation", "invalid"
-
-
-@dataclass
-class PlannedCall:
-    """One thing the model asked for in a step: a tool call, a delegation, or a malformed block."""
-
-    kind: str
-    id: str
-    name: str  # the tool, or the target agent
-    arguments: dict[str, Any] = field(default_factory=dict)
-    task: str = ""
-    error: str = ""
-    native: bool = True  # function calling (answered by a tool message) or a fenced block
-    step: int = 0  # the model step that asked for it
-    index: int = 0  # its place among the step's calls
-    # What the model step that asked for it used: on the step's first call only, so that a run
-    # resumed from the log counts a logged step's usage once (resumption.py).
-    usage: Usage | None = None
-
-    def intent(self) -> dict[str, Any]:
-        """What its intent event (`tool_call`, `delegation_request`) records of it besides the
-        call itself, so a run resumed from the log rebuilds the step (resumption.py)."""
-        intent: dict[str, Any] = {
-            "call_id": self.id,
-            "step": self.step,
-            "index": self.index,
-            "native": self.native,
-        }
-        if self.usage is not None:
-            intent["usage"] = {
-                "input_tokens": self.usage.input_tokens,
-                "output_tokens": self.usage.output_tokens,
-                "cost": self.usage.cost,
-            }
-        return intent
 
 
 @dataclass
