@@ -26,8 +26,8 @@ from agentmesh.executor.delegation.executor_runs import ExecutorRuns, child_requ
 from agentmesh.executor.delegation.outcome import ChildOutcome, Outcome
 from agentmesh.executor.durability.child_log import REMOTE_TASK_ACCEPTED, ChildLog, remote_task_key
 from agentmesh.executor.durability.detached import run_detached
-from agentmesh.executor.durability.outbox import is_transient
 from agentmesh.executor.durability.recorder import EventType, NewEvent, request_key, response_key
+from agentmesh.executor.durability.transient import is_transient
 from agentmesh.executor.errors import DELEGATION_NOT_ALLOWED, DelegationDepthExceeded
 from agentmesh.executor.providers.base import Usage
 from agentmesh.memory.client import MemoryClient

@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from agentmesh.executor.durability.outbox import is_transient
 from agentmesh.executor.durability.recorder import EventType
+from agentmesh.executor.durability.transient import is_transient
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2, resources_pb2
 from agentmesh.runtime.client import Metadata

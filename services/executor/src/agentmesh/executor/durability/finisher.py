@@ -37,9 +37,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import grpc
 from opentelemetry import trace
 
+from agentmesh.executor.durability.transient import is_transient
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime.client import Metadata
@@ -57,14 +57,6 @@ logger = logging.getLogger(__name__)
 
 _RETRY_SECONDS = 0.2
 _MAX_RETRY_SECONDS = 2.0
-# What a registry that is down, restarting or losing its database answers: worth sending again.
-_TRANSIENT = {
-    grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.INTERNAL,
-    grpc.StatusCode.UNKNOWN,
-    grpc.StatusCode.DEADLINE_EXCEEDED,
-    grpc.StatusCode.RESOURCE_EXHAUSTED,
-}
 
 
 @dataclass(frozen=True)
@@ -196,8 +188,9 @@ class RunFinisher:
                     results = await self._registry.finish_agent_runs(runs, metadata=metadata or None)
                 break
             except (DomainError, TimeoutError) as error:
-                transient = isinstance(error, TimeoutError) or error.code in _TRANSIENT
-                if not transient or (deadline is not None and time.monotonic() + backoff >= deadline):
+                if not is_transient(error) or (
+                    deadline is not None and time.monotonic() + backoff >= deadline
+                ):
                     logger.error("could not report the end of %d runs to the registry: %s", len(runs), error)
                     return
                 if backoff == _RETRY_SECONDS:

@@ -235,7 +235,7 @@ class LeaseKeeper:
         # closed) only once it has stopped, so that its steps and its taker's do not interleave.
         self._stopping: dict[RunKey, asyncio.Task[Any]] = {}
         self._task: asyncio.Task[None] | None = None
-        self.taking_over = True  # off while draining: a stopping executor takes on nothing
+        self._taking_over = True  # off while draining: a stopping executor takes on nothing
 
     def start(self) -> None:
         with untraced():
@@ -250,11 +250,15 @@ class LeaseKeeper:
                 await task
         self._task = None
 
+    def stop_taking_over(self) -> None:
+        """Draining: no more orphans are asked for (a stopping executor takes on nothing)."""
+        self._taking_over = False
+
     async def release(self, runs: Sequence[RunKey]) -> None:
         """Hands runs over (graceful drain): their leases end now, so another executor takes
         them over and resumes them without waiting for them to expire."""
         if runs:
-            self.taking_over = False
+            self.stop_taking_over()
             self._released.update(runs)  # never renewed again, whatever still holds them here
             await self.renew(released=runs)
 
@@ -287,7 +291,7 @@ class LeaseKeeper:
                 runs=held[start:end],
                 closed=closed_runs[start:end],
                 # Orphans are taken over once per renewal, not once per call.
-                max_orphans=self._max_orphans if self.taking_over and index == 0 else 0,
+                max_orphans=self._max_orphans if self._taking_over and index == 0 else 0,
                 released=released_runs[start:end],
             )
             try:
@@ -306,17 +310,10 @@ class LeaseKeeper:
         return lease_seconds
 
     async def count_in(self, orphan: registry_internal_service_pb2.OrphanedRun) -> bool:
-        """Tells the registry that this executor resumes `orphan` (it was handed it to close):
-        the run counts in flight again (its agent `working`) until its end, which the finisher
-        then delivers as any run's, usage and completed task counted once. False when this
-        executor does not hold it (any more): it must not resume it. Raises DomainError when
-        the registry cannot be asked: the orphan is then left to lapse and be handed out again."""
-        run = registry_internal_service_pb2.LeasedRun(agent_id=orphan.agent_id, run_id=orphan.run_id)
-        request = registry_internal_service_pb2.RenewRunLeasesRequest(
-            executor_id=self._executor_id, resumed=[run]
+        """Counts `orphan` in again as this executor's (`count_in`)."""
+        return await count_in(
+            self._registry, orphan, executor_id=self._executor_id, metadata=self._system_metadata()
         )
-        response = await self._registry.renew_run_leases(request, metadata=self._system_metadata())
-        return not any(lost.run_id == orphan.run_id for lost in response.lost)
 
     def _take(self, response: registry_internal_service_pb2.RenewRunLeasesResponse) -> None:
         """What a renewal answered: runs lost or interrupted here, orphans to close."""
@@ -397,3 +394,21 @@ class LeaseKeeper:
             self._closed.append(key)
         finally:
             self._closing.pop(key, None)
+
+
+async def count_in(
+    registry: RegistryClient,
+    orphan: registry_internal_service_pb2.OrphanedRun,
+    *,
+    executor_id: str,
+    metadata: Metadata | None,
+) -> bool:
+    """Tells the registry that executor `executor_id` resumes `orphan` (it was handed it to
+    close): the run counts in flight again (its agent `working`) until its end, which the
+    finisher then delivers as any run's, usage and completed task counted once. False when the
+    executor does not hold it (any more): it must not resume it. Raises DomainError when the
+    registry cannot be asked: the orphan is then left to lapse and be handed out again."""
+    run = registry_internal_service_pb2.LeasedRun(agent_id=orphan.agent_id, run_id=orphan.run_id)
+    request = registry_internal_service_pb2.RenewRunLeasesRequest(executor_id=executor_id, resumed=[run])
+    response = await registry.renew_run_leases(request, metadata=metadata)
+    return not any(lost.run_id == orphan.run_id for lost in response.lost)

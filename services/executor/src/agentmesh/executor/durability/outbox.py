@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import grpc
 
+from agentmesh.executor.durability.transient import is_transient
 from agentmesh.memory.client import IdempotencyKeyReused, MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2
 from agentmesh.runtime.background import BackgroundTask
@@ -29,13 +30,6 @@ logger = logging.getLogger(__name__)
 
 _RETRY_SECONDS = 0.2
 _MAX_RETRY_SECONDS = 2.0
-# What a memory service that is down or restarting answers: worth appending again.
-TRANSIENT = {
-    grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.INTERNAL,
-    grpc.StatusCode.UNKNOWN,
-    grpc.StatusCode.DEADLINE_EXCEEDED,
-}
 
 
 def is_taken(error: BaseException) -> bool:
@@ -56,11 +50,6 @@ def is_superseded(error: BaseException) -> bool:
         and error.code == grpc.StatusCode.FAILED_PRECONDITION
         and error.reason in _SUPERSEDED
     )
-
-
-def is_transient(error: BaseException) -> bool:
-    """Whether a failed append may succeed when tried again."""
-    return isinstance(error, TimeoutError) or (isinstance(error, DomainError) and error.code in TRANSIENT)
 
 
 @dataclass(frozen=True)

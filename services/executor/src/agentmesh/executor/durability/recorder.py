@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agentmesh.executor.durability.detached import run_detached
-from agentmesh.executor.durability.outbox import EventOutbox, is_superseded, is_taken, is_transient
+from agentmesh.executor.durability.outbox import EventOutbox, is_superseded, is_taken
+from agentmesh.executor.durability.transient import is_transient
 from agentmesh.executor.providers.secrets import Secrets
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2, resources_pb2

@@ -27,7 +27,7 @@ from typing import Any
 
 from agentmesh.executor.agents.runtime import kind_name
 from agentmesh.executor.durability.child_log import ChildLog
-from agentmesh.executor.durability.leases import OrphanCloser
+from agentmesh.executor.durability.leases import OrphanCloser, count_in
 from agentmesh.executor.durability.outbox import is_taken
 from agentmesh.executor.durability.recorder import (
     RUN_RESUMED,
@@ -71,17 +71,18 @@ class RunResumer:
         closer: OrphanCloser,
         *,
         resume: Resume,
-        count_in: Callable[[registry_internal_service_pb2.OrphanedRun], Awaitable[bool]],
         system_metadata: Callable[[], Metadata | None],
         max_resumes: int,
         executor_id: str,
+        count_in: Callable[[registry_internal_service_pb2.OrphanedRun], Awaitable[bool]] | None = None,
     ) -> None:
         self._executor_id = executor_id
         self._memory = memory
         self._registry = registry
         self._closer = closer
         self._resume = resume
-        self._count_in = count_in
+        # Counting a resumed run in again at the registry (a test fakes it).
+        self._count_in = count_in or self._counted_in
         self._system_metadata = system_metadata
         self._max_resumes = max_resumes
 
@@ -120,6 +121,11 @@ class RunResumer:
         if noted is not None:
             await self._resume(orphan, spec, noted)
         await self._closer.answer_strays(orphan, message=_STRAY)
+
+    async def _counted_in(self, orphan: registry_internal_service_pb2.OrphanedRun) -> bool:
+        return await count_in(
+            self._registry, orphan, executor_id=self._executor_id, metadata=self._system_metadata()
+        )
 
     async def _noted(
         self, orphan: registry_internal_service_pb2.OrphanedRun, spec: registry_pb2.AgentSpec, log: RunLog

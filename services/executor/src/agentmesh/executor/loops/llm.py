@@ -36,7 +36,6 @@ from agentmesh.executor.durability.run_log import (
 from agentmesh.executor.errors import INVALID_BLOCK, MODEL_FAILED
 from agentmesh.executor.providers.base import ChatModel, Message, ModelError, ToolCallRequest, ToolSpec, Usage
 from agentmesh.executor.providers.factory import message_params
-from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.executor.tools.base import ToolOutput
 from agentmesh.executor.tools.builtin import EXIT_LOOP
 from agentmesh.memory.v1.resources_pb2 import Event
@@ -61,6 +60,17 @@ class ModelReply:
     usage: Usage = field(default_factory=Usage)
 
 
+@dataclass(frozen=True)
+class LlmLoopSettings:
+    """What the LLM loop is configured with (from the executor's settings, in `app.py`)."""
+
+    default_max_steps: int
+    text_chunk_chars: int
+    text_flush_seconds: float
+    tool_timeout_seconds: float
+    cleanup_timeout_seconds: float
+
+
 class LlmLoop:
     """Runs one input through an LLM agent."""
 
@@ -69,7 +79,7 @@ class LlmLoop:
         scope: RunScope,
         runtime: AgentRuntime,
         *,
-        settings: ExecutorSettings,
+        settings: LlmLoopSettings,
         delegator: Delegator,
     ) -> None:
         self._scope = scope

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.agents.runtime import kind_name
@@ -34,9 +35,17 @@ from agentmesh.executor.delegation.outcome import ChildOutcome
 from agentmesh.executor.durability.child_log import ChildLog
 from agentmesh.executor.errors import SUB_AGENT_FAILED, DelegationDepthExceeded
 from agentmesh.executor.loops.telemetry import sub_agent_span
-from agentmesh.executor.settings import ExecutorSettings
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WorkflowSettings:
+    """What workflow agents are configured with (from the executor's settings, in `app.py`)."""
+
+    loop_safety_max_iterations: int
+    max_delegation_depth: int
+    delegation_timeout_seconds: float
 
 
 class WorkflowRun:
@@ -47,7 +56,7 @@ class WorkflowRun:
         scope: RunScope,
         *,
         remote: ExecutorRuns,
-        settings: ExecutorSettings,
+        settings: WorkflowSettings,
         log: ChildLog,
         sub_agent_runs: dict[str, str] | None = None,
     ) -> None:

@@ -28,12 +28,12 @@ from opentelemetry.trace import Span
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.agents.cache import AgentCache
 from agentmesh.executor.agents.runtime import AgentBuilder, AgentRuntime, kind_name
-from agentmesh.executor.agents.specs import AgentSpecs
 from agentmesh.executor.context.events import EventSink, RunContext, usage_proto
 from agentmesh.executor.context.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.delegation.delegator import Delegator
 from agentmesh.executor.delegation.executor_runs import ExecutorRuns
 from agentmesh.executor.durability.finisher import RunFinisher
+from agentmesh.executor.durability.handover import Handover
 from agentmesh.executor.durability.outbox import EventOutbox
 from agentmesh.executor.durability.recorder import EventType, RunSuperseded, end_key
 from agentmesh.executor.durability.resumption import resumed_request, taker_recorder
@@ -46,8 +46,8 @@ from agentmesh.executor.errors import (
     RunTakenOver,
     run_failed,
 )
-from agentmesh.executor.loops.llm import LlmLoop
-from agentmesh.executor.loops.workflow import WorkflowRun
+from agentmesh.executor.loops.llm import LlmLoop, LlmLoopSettings
+from agentmesh.executor.loops.workflow import WorkflowRun, WorkflowSettings
 from agentmesh.executor.run.admission import AdmittedRun, RunAdmission, validate_request
 from agentmesh.executor.run.end import record_cancelled, record_failure, result_metadata
 from agentmesh.executor.run.outliving import Outliving
@@ -79,41 +79,29 @@ class RunExecutor:
         settings: ExecutorSettings,
         registry: RegistryClient,
         memory: MemoryClient,
+        admission: RunAdmission,
         builder: AgentBuilder,
         cache: AgentCache[AgentRuntime],
         remote: ExecutorRuns,
+        delegator: Delegator,
+        outliving: Outliving,
+        handover: Handover,
+        llm_settings: LlmLoopSettings,
+        workflow_settings: WorkflowSettings,
         executor_id: str,
         finisher: RunFinisher,
         outbox: EventOutbox | None = None,
-        specs: AgentSpecs | None = None,
     ) -> None:
         self._settings = settings
+        self._llm_settings = llm_settings
+        self._workflow_settings = workflow_settings
         self._registry = registry
         self._memory = memory
-        self._admission = RunAdmission(
-            registry=registry,
-            memory=memory,
-            specs=specs or AgentSpecs(registry, capacity=settings.agent_spec_cache_size),
-            finisher=finisher,
-            max_delegation_depth=settings.max_delegation_depth,
-            executor_id=executor_id,
-            cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
-            outbox=outbox,
-            secrets=builder.secrets,
-            max_concurrent_starts=settings.max_concurrent_starts,
-            history_window_events=settings.history_window_events,
-        )
+        self._admission = admission
         self._builder = builder
         self._cache = cache
         self._remote = remote
-        self._delegator = Delegator(
-            remote,
-            max_depth=settings.max_delegation_depth,
-            timeout_seconds=settings.delegation_timeout_seconds,
-            cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
-            memory=memory,
-            handing_over=lambda: self._handing_over,
-        )
+        self._delegator = delegator
         self._outbox = outbox
         self._executor_id = executor_id
         self._finisher = finisher
@@ -126,12 +114,12 @@ class RunExecutor:
         self._leased: dict[str, tuple[str, asyncio.Task[Any]]] = {}
         # Graceful drain past its grace: runs stopped without an end, for another executor to
         # resume (`hand_over`).
-        self._handing_over = False
+        self._handover = handover
         self._handed_over: set[asyncio.Task[Any]] = set()
         # Runs whose lease was lost (`lose`): stopped without an end, their taker's now.
         self._lost: set[asyncio.Task[Any]] = set()
         # Runs that go on when their stream breaks (their caller follows them in the log).
-        self._outliving = Outliving(memory, system_metadata=remote.system_metadata)
+        self._outliving = outliving
 
     @property
     def active_runs(self) -> int:
@@ -172,7 +160,7 @@ class RunExecutor:
         """Whether the run goes on after its stream broke (outliving.py). Not while handing
         over: the run stops here, and its caller's taker follows it to its taker."""
 
-        return not self._handing_over and self._outliving.keep(
+        return not self._handover.started and self._outliving.keep(
             request, task, sink, cancel=lambda reason: self._cancel(task, reason)
         )
 
@@ -235,7 +223,7 @@ class RunExecutor:
         executor resumes them at once. Their tool calls in flight are left in doubt, their open
         delegations to be answered by the resumed run. A run already stopping (cancelled) is
         left to record its end, and finished as usual."""
-        self._handing_over = True
+        self._handover.start()
         runs: list[tuple[str, str]] = []
         for run_id, (agent_id, task) in list(self._leased.items()):
             if self._cancel(task, HANDED_OVER):
@@ -516,13 +504,13 @@ class RunExecutor:
                 else []
             )
             if kind == "llm":
-                loop = LlmLoop(scope, runtime, settings=self._settings, delegator=self._delegator)
+                loop = LlmLoop(scope, runtime, settings=self._llm_settings, delegator=self._delegator)
                 result = await loop.run(history, resumed)
             else:
                 result = await WorkflowRun(
                     scope,
                     remote=self._remote,
-                    settings=self._settings,
+                    settings=self._workflow_settings,
                     log=self._outliving.log(request.session_id, spec.agent.project_id),
                     sub_agent_runs=resumed.sub_agent_runs if resumed else None,
                 ).run()
