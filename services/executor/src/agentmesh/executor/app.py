@@ -29,6 +29,7 @@ from agentmesh.executor.providers.factory import ModelFactory
 from agentmesh.executor.providers.secrets import Secrets
 from agentmesh.executor.run.admission import RunAdmission
 from agentmesh.executor.run.outliving import Outliving
+from agentmesh.executor.run.run import RunServices
 from agentmesh.executor.run.runner import RunExecutor
 from agentmesh.executor.servicer import ExecutorServicer
 from agentmesh.executor.settings import ExecutorSettings, process_environment
@@ -69,7 +70,7 @@ class ExecutorService(RunningService):
     watcher: AgentWatcher | None = None
 
     async def stop(self, grace_seconds: float = 5.0) -> None:
-        """Drains (issue 15 item 6): no new calls (health NOT_SERVING) and no orphans taken over;
+        """Drains: no new calls (health NOT_SERVING) and no orphans taken over;
         the runs in flight get `grace_seconds` to end; those still going then are handed over —
         stopped without an end, their leases released at once — and another executor resumes
         them from the log. Their callers' streams end UNAVAILABLE, which the gateway follows
@@ -168,8 +169,35 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
     handover = Handover()
     runner = RunExecutor(
         settings=settings,
-        registry=registry,
-        memory=memory,
+        services=RunServices(
+            registry=registry,
+            memory=memory,
+            remote=executor_runs,
+            delegator=Delegator(
+                executor_runs,
+                max_depth=settings.max_delegation_depth,
+                timeout_seconds=settings.delegation_timeout_seconds,
+                cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
+                memory=memory,
+                handing_over=handover.is_started,
+            ),
+            outliving=Outliving(memory, system_metadata=system_metadata),
+            llm_settings=LlmLoopSettings(
+                default_max_steps=settings.default_max_steps,
+                text_chunk_chars=settings.text_chunk_chars,
+                text_flush_seconds=settings.text_flush_seconds,
+                tool_timeout_seconds=settings.tool_timeout_seconds,
+                cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
+            ),
+            workflow_settings=WorkflowSettings(
+                loop_safety_max_iterations=settings.loop_safety_max_iterations,
+                max_delegation_depth=settings.max_delegation_depth,
+                delegation_timeout_seconds=settings.delegation_timeout_seconds,
+            ),
+            executor_id=executor_id,
+            cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
+            history_window_events=settings.history_window_events,
+        ),
         admission=RunAdmission(
             registry=registry,
             memory=memory,
@@ -185,30 +213,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         ),
         builder=builder,
         cache=cache,
-        remote=executor_runs,
-        delegator=Delegator(
-            executor_runs,
-            max_depth=settings.max_delegation_depth,
-            timeout_seconds=settings.delegation_timeout_seconds,
-            cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
-            memory=memory,
-            handing_over=handover.is_started,
-        ),
-        outliving=Outliving(memory, system_metadata=system_metadata),
         handover=handover,
-        llm_settings=LlmLoopSettings(
-            default_max_steps=settings.default_max_steps,
-            text_chunk_chars=settings.text_chunk_chars,
-            text_flush_seconds=settings.text_flush_seconds,
-            tool_timeout_seconds=settings.tool_timeout_seconds,
-            cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
-        ),
-        workflow_settings=WorkflowSettings(
-            loop_safety_max_iterations=settings.loop_safety_max_iterations,
-            max_delegation_depth=settings.max_delegation_depth,
-            delegation_timeout_seconds=settings.delegation_timeout_seconds,
-        ),
-        executor_id=executor_id,
         finisher=finisher,
         outbox=outbox,
     )

@@ -11,15 +11,14 @@ model. Text streams in chunks, with ```delegate / ```tool_call blocks taken out 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.agents.runtime import DELEGATE_TOOL, AgentRuntime, delegate_tool_spec, fenced
-from agentmesh.executor.agents.text import DELEGATE, TOOL_CALL, FencedBlock, FencedBlockFilter, TextChunker
+from agentmesh.executor.agents.runtime import DELEGATE_TOOL, AgentRuntime, delegate_tool_spec
+from agentmesh.executor.agents.text import DELEGATE, FencedBlock, FencedBlockFilter, TextChunker
 from agentmesh.executor.context.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.delegation.delegator import Delegator, PreparedDelegation
 from agentmesh.executor.durability.detached import run_detached
@@ -34,6 +33,7 @@ from agentmesh.executor.durability.run_log import (
     RunLog,
 )
 from agentmesh.executor.errors import INVALID_BLOCK, MODEL_FAILED
+from agentmesh.executor.loops.messages import assistant_turn, result_messages
 from agentmesh.executor.providers.base import ChatModel, Message, ModelError, ToolCallRequest, ToolSpec, Usage
 from agentmesh.executor.providers.factory import message_params
 from agentmesh.executor.tools.base import ToolOutput
@@ -119,7 +119,7 @@ class LlmLoop:
                         result.total_usage += call.usage
                 messages.append(assistant_turn(calls))
                 outputs = await self._finish_step(logged)
-                messages.extend(_result_messages(calls, outputs))
+                messages.extend(result_messages(calls, outputs))
                 exits = [
                     o for c, o in zip(calls, outputs, strict=True) if c.name == EXIT_LOOP and not o.is_error
                 ]
@@ -146,7 +146,7 @@ class LlmLoop:
                     logged[0].usage = reply.usage
                 messages.append(Message("assistant", reply.raw, tool_calls=reply.native_calls))
                 outputs = await self._run_calls(calls)
-            messages.extend(_result_messages(calls, outputs))
+            messages.extend(result_messages(calls, outputs))
             escalations = [output for output in outputs if output.escalate]
             if escalations:
                 result.escalated = True
@@ -277,7 +277,7 @@ class LlmLoop:
         """Runs a step's calls concurrently; outputs in the order of `calls`.
 
         The step's intent events — its `tool_call`s and the `delegation_request`s it may send —
-        are one append (issue 16; docs/durability.md): a death after it leaves the whole step in
+        are one append (docs/durability.md): a death after it leaves the whole step in
         the log, for the run's taker to finish. With delegations in it, the append is detached
         from the run's cancellation, as a delegation's own request is: once it is stored, every
         delegation in it gets its one response. The delegations wait for it in their tasks."""
@@ -366,7 +366,7 @@ class LlmLoop:
             telemetry.set_content(span, telemetry.GEN_AI_TOOL_CALL_RESULT, output.text)
             reason = str(call.arguments.get("reason") or "")
             # The result and the escalation it makes are one append, shared with the step's other
-            # results that finish while one is in flight (issue 16: as few appends per step).
+            # results that finish while one is in flight: as few appends per step, each one costs.
             event, *escalation = await scope.recorder.record_coalesced(
                 [
                     NewEvent(
@@ -465,43 +465,3 @@ class LlmLoop:
     async def _invalid(self, call: PlannedCall, outputs: dict[str, ToolOutput]) -> None:
         await self._scope.error(INVALID_BLOCK, call.error, metadata={"block": call.name})
         outputs[call.id] = ToolOutput(call.error, is_error=True)
-
-
-def assistant_turn(calls: Sequence[PlannedCall]) -> Message:
-    """The model's turn that asked for `calls`, rebuilt from their intent events (a resumed run):
-    native calls as tool calls, fenced ones as the blocks it wrote (its other text of that step
-    was streamed, not recorded)."""
-    native = [
-        ToolCallRequest(
-            call.id,
-            DELEGATE_TOOL if call.kind == DELEGATION else call.name,
-            {"agent": call.name, "task": call.task} if call.kind == DELEGATION else call.arguments,
-        )
-        for call in calls
-        if call.native
-    ]
-    blocks = [
-        fenced(DELEGATE, json.dumps({"agent": call.name, "task": call.task}))
-        if call.kind == DELEGATION
-        else fenced(TOOL_CALL, json.dumps({"name": call.name, "arguments": call.arguments}))
-        for call in calls
-        if not call.native
-    ]
-    return Message("assistant", "\n".join(blocks), tool_calls=native)
-
-
-def _result_messages(calls: Sequence[PlannedCall], outputs: Sequence[ToolOutput]) -> list[Message]:
-    messages = [
-        Message("tool", output.text, tool_call_id=call.id, name=call.name)
-        for call, output in zip(calls, outputs, strict=True)
-        if call.native
-    ]
-    fenced = [
-        f"[{'delegate' if call.kind == DELEGATION else 'tool_call'} {call.name}]"
-        f"{' error' if output.is_error else ''}: {output.text}"
-        for call, output in zip(calls, outputs, strict=True)
-        if not call.native
-    ]
-    if fenced:
-        messages.append(Message("user", "Results of your fenced blocks:\n" + "\n".join(fenced)))
-    return messages

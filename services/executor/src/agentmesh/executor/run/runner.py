@@ -22,52 +22,37 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-import grpc
 from opentelemetry.trace import Span
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.agents.cache import AgentCache
 from agentmesh.executor.agents.runtime import AgentBuilder, AgentRuntime, kind_name
-from agentmesh.executor.context.events import EventSink, RunContext, usage_proto
-from agentmesh.executor.context.scope import RunFailure, RunResult, RunScope
-from agentmesh.executor.delegation.delegator import Delegator
-from agentmesh.executor.delegation.executor_runs import ExecutorRuns
+from agentmesh.executor.context.events import EventSink
+from agentmesh.executor.context.scope import RunResult
 from agentmesh.executor.durability.finisher import RunFinisher
 from agentmesh.executor.durability.handover import Handover
 from agentmesh.executor.durability.outbox import EventOutbox
-from agentmesh.executor.durability.recorder import EventType, RunSuperseded, end_key
+from agentmesh.executor.durability.recorder import RunSuperseded
 from agentmesh.executor.durability.resumption import resumed_request, taker_recorder
 from agentmesh.executor.durability.run_log import RunLog
 from agentmesh.executor.errors import (
-    MCP_SERVER_UNAVAILABLE,
     ExecutorBusy,
     RunHandedOver,
     RunLeaseLost,
     RunTakenOver,
-    run_failed,
 )
-from agentmesh.executor.loops.llm import LlmLoop, LlmLoopSettings
-from agentmesh.executor.loops.workflow import WorkflowRun, WorkflowSettings
 from agentmesh.executor.run.admission import AdmittedRun, RunAdmission, validate_request
-from agentmesh.executor.run.end import record_cancelled, record_failure, result_metadata
-from agentmesh.executor.run.outliving import Outliving
-from agentmesh.executor.run.turns import INTERRUPTED, await_turn, turn_policy
+from agentmesh.executor.run.run import HANDED_OVER, LOST, Run, RunServices
+from agentmesh.executor.run.turns import INTERRUPTED, turn_policy
 from agentmesh.executor.settings import ExecutorSettings
 from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2
-from agentmesh.memory.client import MemoryClient
-from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.errors import DomainError
 from agentmesh.runtime.identity import bearer_token, current_token
 
 logger = logging.getLogger(__name__)
-
-HANDED_OVER = "handed over: the executor is stopping"
-LOST = "this executor lost the run's lease"
-# Runs stopped here without an end: their taker resumes them from the log.
-_GIVEN_UP = (HANDED_OVER, LOST)
 
 
 class RunExecutor:
@@ -77,33 +62,23 @@ class RunExecutor:
         self,
         *,
         settings: ExecutorSettings,
-        registry: RegistryClient,
-        memory: MemoryClient,
+        services: RunServices,
         admission: RunAdmission,
         builder: AgentBuilder,
         cache: AgentCache[AgentRuntime],
-        remote: ExecutorRuns,
-        delegator: Delegator,
-        outliving: Outliving,
         handover: Handover,
-        llm_settings: LlmLoopSettings,
-        workflow_settings: WorkflowSettings,
-        executor_id: str,
         finisher: RunFinisher,
         outbox: EventOutbox | None = None,
     ) -> None:
         self._settings = settings
-        self._llm_settings = llm_settings
-        self._workflow_settings = workflow_settings
-        self._registry = registry
-        self._memory = memory
+        self._services = services
+        self._registry = services.registry
+        self._memory = services.memory
+        self._remote = services.remote
         self._admission = admission
         self._builder = builder
         self._cache = cache
-        self._remote = remote
-        self._delegator = delegator
         self._outbox = outbox
-        self._executor_id = executor_id
         self._finisher = finisher
         self._slots = asyncio.Semaphore(settings.max_concurrent_runs)
         self._runs: set[asyncio.Task[None]] = set()
@@ -119,7 +94,7 @@ class RunExecutor:
         # Runs whose lease was lost (`lose`): stopped without an end, their taker's now.
         self._lost: set[asyncio.Task[Any]] = set()
         # Runs that go on when their stream breaks (their caller follows them in the log).
-        self._outliving = outliving
+        self._outliving = services.outliving
 
     @property
     def active_runs(self) -> int:
@@ -218,8 +193,8 @@ class RunExecutor:
         return True
 
     async def hand_over(self) -> list[tuple[str, str]]:
-        """Stops every run here without recording its end (graceful drain past its grace, issue
-        15 item 6): (agent id, run id) of each, whose leases the caller releases so that another
+        """Stops every run here without recording its end (graceful drain past its
+        grace): (agent id, run id) of each, whose leases the caller releases so that another
         executor resumes them at once. Their tool calls in flight are left in doubt, their open
         delegations to be answered by the resumed run. A run already stopping (cancelled) is
         left to record its end, and finished as usual."""
@@ -434,7 +409,15 @@ class RunExecutor:
             signature,
             lambda scope: self._builder.build(spec, signature, plan, scope),
         ) as runtime:
-            return await self._run_loop(run, runtime, sink, resumed)
+            life = Run(
+                run,
+                runtime,
+                sink,
+                services=self._services,
+                interrupt=self.interrupt,
+                cancel_reasons=self._cancel_reasons,
+            )
+            return await life.live(resumed)
 
     def _track(self, agent_id: str) -> asyncio.Task[Any]:
         """Notes the current task as a run of the agent here, so `cancel_runs` finds it."""
@@ -449,127 +432,6 @@ class RunExecutor:
         if not runs:
             self._runs_by_agent.pop(agent_id, None)
         self._cancel_reasons.pop(task, None)
-
-    async def _run_loop(
-        self, run: AdmittedRun, runtime: AgentRuntime, sink: EventSink, resumed: RunLog | None = None
-    ) -> RunResult | None:
-        """The run once its agent is ready: the answer, or None when it failed (and said so).
-        The stream ends with the answer (or the failure); the run's bookkeeping goes on after."""
-        request, spec, recorder = run.request, run.spec, run.recorder
-        run_id = run.run_id
-        context = RunContext(
-            run_id, request.session_id, spec.agent.slug or spec.agent.name, tuple(request.delegation_path)
-        )
-        scope = RunScope(request, spec, context, recorder, sink)
-        cleanup = self._settings.cleanup_timeout_seconds
-        kind = kind_name(spec.kind)
-        model = runtime.models.plan.name if runtime.models else ""
-        run.loop_started = True
-        started = context.event(
-            run_started=run_pb2.RunStarted(
-                agent_kind=kind,
-                model=model,
-                executor_id=self._executor_id,
-                may_act=kind == "llm" and runtime.may_act(as_sub_agent=request.as_sub_agent),
-            )
-        )
-        try:
-            # The input first: its seq tells whether the session had events before this run. A
-            # new session has no history, and is not asked for it (memory answers NOT_FOUND).
-            # And only then run_started: a client that saw the run start finds it in the log, so
-            # it can resume the stream from there whatever dies next (recorded early, this waits
-            # little).
-            received = await run.record_input()
-            scope.input_event_id = received.id
-            await await_turn(
-                self._registry,
-                spec.agent.id,
-                run_id,
-                policy=run.double_texting,
-                runs_ahead=run.runs_ahead,
-                interrupt=self.interrupt,
-                metadata=self._remote.system_metadata(),
-            )
-            await sink.emit(started)
-            for server in runtime.unavailable_servers:
-                await scope.error(
-                    MCP_SERVER_UNAVAILABLE,
-                    f"MCP server {server.name!r} is unavailable, so the run goes on without its tools: "
-                    f"{server.reason}",
-                    metadata={"server": server.name},
-                )
-            history = (
-                await run.history(self._memory, received, window=self._settings.history_window_events)
-                if kind == "llm"
-                else []
-            )
-            if kind == "llm":
-                loop = LlmLoop(scope, runtime, settings=self._llm_settings, delegator=self._delegator)
-                result = await loop.run(history, resumed)
-            else:
-                result = await WorkflowRun(
-                    scope,
-                    remote=self._remote,
-                    settings=self._workflow_settings,
-                    log=self._outliving.log(request.session_id, spec.agent.project_id),
-                    sub_agent_runs=resumed.sub_agent_runs if resumed else None,
-                ).run()
-            response = await recorder.record(
-                EventType.EVENT_TYPE_AGENT_RESPONSE,
-                result.content,
-                parent_event_id=received.id,
-                metadata=result_metadata(result),
-                idempotency_key=end_key(run_id),
-            )
-        except RunSuperseded:
-            raise  # not this executor's run any more: no end here (`_live`)
-        except asyncio.CancelledError:
-            reason = self._cancel_reasons.get(asyncio.current_task())  # type: ignore[arg-type]
-            if reason in _GIVEN_UP or recorder.superseded is not None:
-                raise  # no end: the executor that takes it over resumes it
-            await record_cancelled(scope, reason, cleanup_timeout_seconds=cleanup)
-            if reason:
-                # Cancelled from here (the agent was terminated), not by the caller: it still
-                # listens, and learns why.
-                cancelled = grpc.StatusCode.CANCELLED.name
-                message = f"the run was cancelled: {reason}"
-                sink.emit_last(context.event(run_failed=run_failed(cancelled, message, cancelled)))
-            raise
-        except RunFailure as failure:
-            await record_failure(
-                scope, failure.code, failure.message, failure.reason, cleanup_timeout_seconds=cleanup
-            )
-            return None
-        except DomainError as error:
-            await record_failure(
-                scope,
-                error.code.name,
-                error.message,
-                error.reason,
-                metadata=error.metadata,
-                violations=error.violations,
-                cleanup_timeout_seconds=cleanup,
-            )
-            return None
-        except Exception:
-            logger.exception("run %s of %s failed", run_id, spec.agent.name)
-            internal = grpc.StatusCode.INTERNAL.name
-            await record_failure(scope, internal, "internal error", internal, cleanup_timeout_seconds=cleanup)
-            return None
-        await sink.emit(
-            context.event(
-                seq=response.seq,
-                run_completed=run_pb2.RunCompleted(
-                    content=result.content,
-                    usage=usage_proto(result.total_usage),
-                    max_steps_reached=result.max_steps_reached,
-                    steps=result.steps,
-                    escalated=result.escalated,
-                ),
-            )
-        )
-        sink.close()
-        return result
 
     def _finish(self, run: AdmittedRun, result: RunResult | None) -> None:
         usage = result.usage if result else None
