@@ -3,7 +3,7 @@
 What ResolveAgent answers depends on who asks (the registry shows a caller only the projects it
 may see), so a spec is remembered per caller token, project slug and agent name.
 
-The registry pushes agents' changes as they commit (`WatchAgents`, `agent_watch.py`): while that
+The registry pushes agents' changes as they commit (`WatchAgents`, `agents/watch.py`): while that
 watch is live (`watched`), a pushed pause, resume or termination updates the remembered specs'
 status — a run of a paused or terminated agent is refused here at once — and a pushed spec change
 or reset forgets them, so the next run resolves afresh. Nothing pushed is trusted once the watch
@@ -65,7 +65,7 @@ class AgentSpecs:
     def forget(self, key: SpecKey) -> None:
         self._specs.pop(key, None)
 
-    # -- what the registry pushes (agent_watch.py) --------------------------------------------
+    # -- what the registry pushes (agents/watch.py) --------------------------------------------
 
     def reset(self) -> None:
         """Forgets everything remembered."""

@@ -1,4 +1,4 @@
-"""The executor's end of the registry's `WatchAgents` (issue 16): one server stream, kept open
+"""The executor's end of the registry's `WatchAgents`: one server stream, kept open
 from start to stop, through which the registry pushes agents' changes as they commit. They keep
 the remembered specs (`specs.py`) fresh, so a run makes no registry round trip for its spec and a
 paused or terminated agent's run is refused here within milliseconds of the change.

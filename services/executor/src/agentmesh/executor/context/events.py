@@ -58,7 +58,7 @@ class EventSink:
     def __init__(self, maxsize: int, *, secrets: Secrets | None = None) -> None:
         self._queue: asyncio.Queue[object] = asyncio.Queue()
         self._slots = asyncio.Semaphore(maxsize)
-        # Every event leaves scrubbed of the executor's secrets (issue 14 item 2).
+        # Every event leaves scrubbed of the executor's secrets: none may reach a client.
         self._secrets = secrets or Secrets()
 
     async def emit(self, event: run_pb2.RunEvent) -> None:
@@ -80,7 +80,7 @@ class EventSink:
         """The events until the sink is closed or `producer` ends, then the producer's exception
         if it raised one; in batches: each batch is every event queued by the time the reader asks
         for more — the first event as soon as it is emitted, then what was emitted while the
-        reader was busy sending the batch before (the fewer, fuller messages of issue 16; one
+        reader was busy sending the batch before (fewer, fuller messages; one
         message carrying several events costs a fraction of one message per event). Text deltas
         of one run that queued together leave as one (`merge_text_deltas`)."""
         producer.add_done_callback(lambda _: self._queue.put_nowait(_DONE))

@@ -1,4 +1,4 @@
-"""Delegating to remote A2A agents (issue 19, outbound): an agent's network may name an agent
+"""Delegating to remote A2A agents (outbound): an agent's network may name an agent
 outside the mesh, registered in its project by agent card URL with a write-only credential. The
 delegation goes over A2A with the official a2a-sdk client and ends as a local one does — a
 `ChildOutcome` the Delegator records as the one `delegation_response`.

@@ -1,4 +1,4 @@
-"""A remote A2A task's stream as a delegated worker's steps (issue 19, outbound streaming).
+"""A remote A2A task's stream as a delegated worker's steps (outbound streaming).
 
 A local worker's events reach the delegating run's stream as they happen (`ExecutorRuns`); a remote
 A2A agent's should too, so a client following the parent sees the remote work the same way. Each

@@ -1,5 +1,5 @@
 """Delegation: an LLM agent hands a task to another agent — of its project, as a run on the
-executor pool (`child_runs.py`), or a remote A2A agent its network names. The run below carries
+executor pool (`executor_runs.py`), or a remote A2A agent its network names. The run below carries
 the session, a delegation id, the depth, and (through the shared client interceptor) the caller's
 token, remaining deadline and trace context, and the caller's run id: a caller that is cancelled
 records the delegation's response, which cancels the run on the other side; a caller whose
@@ -121,7 +121,7 @@ class Delegator:
         planned before it is sent: its id, why it may not be sent (`refused`), and else its
         `delegation_request` event, which the caller may record together with the step's other
         intent events (then handing `delegate` the append's future as `recording`). `intent`:
-        what the request's event records of the model's call besides (llm.PlannedCall.intent)."""
+        what the request's event records of the model's call besides (run_log.PlannedCall.intent)."""
         target = target_slug(scope, target)
         delegation_id = uuid.uuid4().hex
         refused = self.refusal(scope, target)
@@ -147,7 +147,7 @@ class Delegator:
         prepared: PreparedDelegation | None = None,
     ) -> DelegationResult:
         """Delegates `task` to the agent `target` names, by its slug or its exact name. `intent`:
-        what the request's event records of the model's call besides (llm.PlannedCall.intent).
+        what the request's event records of the model's call besides (run_log.PlannedCall.intent).
         `prepared`: the delegation as `prepare` planned it, its request being recorded by the
         caller when its `recording` is set (else recorded here)."""
         prepared = prepared or self.prepare(scope, target, task, intent=intent)

@@ -37,7 +37,7 @@ class ExecutorRuns:
         self._router = router
         # How long a run waits for an executor to take it when every one refuses it for now.
         self._placement_seconds = placement_seconds
-        # Remote A2A agents of the project (a2a_delegation.py); None where none are reachable.
+        # Remote A2A agents of the project (delegation/a2a.py); None where none are reachable.
         self.a2a = a2a
 
     def system_metadata(self) -> Metadata | None:

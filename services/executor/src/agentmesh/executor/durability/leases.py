@@ -266,7 +266,7 @@ class LeaseKeeper:
         """One renewal: how long the registry's leases last (0 when it could not be asked). More
         runs than one `RenewRunLeases` may name (the registry takes at most
         `MAX_RUNS_PER_RENEWAL`) go in several calls: an executor holding 5,000 runs renewed none
-        of them in one refused call (issue 16's 5,000-stream bench). Notes whether the executor
+        of them in one call the registry refused as too large. Notes whether the executor
         is cut off (`_heard`)."""
         lease_seconds = await self._renew(released)
         await self._heard(lease_seconds)

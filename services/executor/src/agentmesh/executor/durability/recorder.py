@@ -133,7 +133,7 @@ class Recorder:
         # A run resumed on another executor records under a prefix of its own: its positions
         # start again at 1, and must not meet the keys its first executor used.
         self._key_prefix = key_prefix or run_id
-        # Every event is recorded scrubbed of the executor's secrets (issue 14 item 2).
+        # Every event is recorded scrubbed of the executor's secrets: none may reach the log.
         self._secrets = secrets or Secrets()
         self._outbox = outbox
         self.agent_id = agent_id
@@ -211,7 +211,7 @@ class Recorder:
         self, event: NewEvent, listing: memory_service_pb2.ListEventsRequest
     ) -> tuple[resources_pb2.Event, memory_service_pb2.ListEventsResponse]:
         """Records `event` and reads `listing` of the session after it, in one call (a delegated
-        run's input and its history: issue 16, one round trip less per delegation level)."""
+        run's input and its history: one round trip less per delegation level)."""
         events = self._protos([event])
         response = await self._fenced(
             lambda: self._memory.append_events(
@@ -222,7 +222,7 @@ class Recorder:
 
     async def record_coalesced(self, events: Sequence[NewEvent]) -> list[resources_pb2.Event]:
         """As `record_many`, but sharing the append with other events of this run recorded at the
-        same time (issue 16: a step's parallel tool results): sent at once when no such append is
+        same time (a step's parallel tool results): sent at once when no such append is
         in flight, else together with everything queued meanwhile as soon as it returns. The
         events keep their keys from now on, so an append sent again (its sender was cancelled)
         stores nothing twice; a refusal of the shared append is every sharer's."""

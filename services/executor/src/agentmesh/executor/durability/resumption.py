@@ -1,12 +1,12 @@
-"""Resuming a run from the session's log on the executor that took it over (issue 15 item 2;
-docs/durability.md, "Resume from the log").
+"""Resuming a run from the session's log on the executor that took it over
+(docs/durability.md, "Resume from the log").
 
 A run's recorded events are its state. `read_run_log` turns them back into the steps the model
 answered: every step's calls from their intent events (`tool_call`, `delegation_request`, which
 record the model's call id, step and place before anything runs), each with its recorded result
 (`tool_result`, `delegation_response`) or none. `RunResumer.take_over` rebuilds the agent from its
 spec (ResolveAgent, as the mesh itself) and hands the run to the runner, which goes on from where
-the log stops (llm.LlmLoop): logged steps are not asked again, recorded results are reused, a
+the log stops (loops/llm.py): logged steps are not asked again, recorded results are reused, a
 tool call with no result is in doubt (run again only when the tool is idempotent), an open
 delegation is answered from its delegated run's end. A workflow agent's state is its sub-agent
 runs in the log (`ChildLog.sub_agent_runs`, by their `sub_agent_id`): it goes through its steps

@@ -169,7 +169,7 @@ def _planned(event: Event) -> PlannedCall:
 
 
 def _usage(fields: Mapping[str, Value]) -> Usage:
-    """A logged model step's usage, as its first intent event records it (llm.PlannedCall)."""
+    """A logged model step's usage, as its first intent event records it (run_log.PlannedCall)."""
 
     def number(name: str) -> float:
         return fields[name].number_value if name in fields else 0

@@ -1,4 +1,4 @@
-"""Every secret value this executor knows, and scrubbing them from what leaves it (issue 14 item 2).
+"""Every secret value this executor knows, and scrubbing them from what leaves it.
 
 Model API keys, MCP servers' env and header values, and what `${env:NAME}` references in them
 resolve to are added as they become known (when a model or an agent is built); every error text a

@@ -3,7 +3,7 @@ a bounded window read newest first, never the whole session.
 
 A run reads it after recording its input, so the page holds one more event than the window:
 the input, left out. A delegated run asks for it in the same call that records its input
-(`listing`, AppendEventsRequest.list_after_append: issue 16, one round trip less per delegation
+(`listing`, AppendEventsRequest.list_after_append: one round trip less per delegation
 level); any other run reads it with ListEvents (`read_history`), after its turn began — a
 message queued behind its session's runs must see their answers."""
 

@@ -1,4 +1,4 @@
-"""A child run outlives its caller's broken stream (issue 15; docs/durability.md, "A child run
+"""A child run outlives its caller's broken stream (docs/durability.md, "A child run
 outlives its caller").
 
 A delegated run or a workflow's sub-agent run names its caller's run in its request
