@@ -7,9 +7,7 @@ import grpc
 
 from agentmesh.runtime.errors import DomainError
 
-# What a peer that is down, restarting or losing its database answers. RESOURCE_EXHAUSTED is not
-# among them: memory answers it for an event too large, gRPC for a message over its size limit,
-# and neither gets better by sending the same thing again.
+# What a peer that is down, restarting or losing its database answers.
 TRANSIENT_CODES = frozenset(
     {
         grpc.StatusCode.UNAVAILABLE,
@@ -18,10 +16,16 @@ TRANSIENT_CODES = frozenset(
         grpc.StatusCode.DEADLINE_EXCEEDED,
     }
 )
+# RESOURCE_EXHAUSTED with no reason of its own: a server that shed the call because too many were
+# waiting (`max_pending_calls`), which passes. With a reason it is the request itself (memory's
+# EVENT_TOO_LARGE, TOO_MANY_EVENTS), and sending it again changes nothing.
+_SHED = grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
 def is_transient(error: BaseException) -> bool:
     """Whether a failed call may succeed when made again."""
-    return isinstance(error, TimeoutError) or (
-        isinstance(error, DomainError) and error.code in TRANSIENT_CODES
-    )
+    if isinstance(error, TimeoutError):
+        return True
+    if not isinstance(error, DomainError):
+        return False
+    return error.code in TRANSIENT_CODES or (error.code == _SHED and error.reason == _SHED.name)
