@@ -172,7 +172,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         services=RunServices(
             registry=registry,
             memory=memory,
-            remote=executor_runs,
+            executor_runs=executor_runs,
             delegator=Delegator(
                 executor_runs,
                 max_depth=settings.max_delegation_depth,

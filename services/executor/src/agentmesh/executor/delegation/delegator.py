@@ -79,7 +79,7 @@ class Delegator:
 
     def __init__(
         self,
-        remote: ExecutorRuns,
+        executor_runs: ExecutorRuns,
         *,
         max_depth: int,
         timeout_seconds: float,
@@ -87,7 +87,7 @@ class Delegator:
         memory: MemoryClient | None = None,
         handing_over: Callable[[], bool] = lambda: False,
     ) -> None:
-        self._remote = remote
+        self._runs_on_pool = executor_runs
         self._memory = memory  # where a resumed run finds its open delegations' runs (`resume`)
         # True while the executor hands its runs over (runner.hand_over): an open delegation is
         # then left without a response, for the resumed run to answer from its delegated run.
@@ -275,7 +275,7 @@ class Delegator:
 
     def _is_remote(self, scope: RunScope, target: str) -> bool:
         """A remote A2A agent the network names (one that is not an agent of the project)."""
-        return target not in scope.spec.agent_names and self._remote.a2a is not None
+        return target not in scope.spec.agent_names and self._runs_on_pool.a2a is not None
 
     async def _resume_remote(
         self, scope: RunScope, target: str, log: ChildLog, delegation_id: str
@@ -284,7 +284,7 @@ class Delegator:
         its end, when its id was recorded; else the send is in doubt — the remote may or may not
         have the task, and A2A has no idempotent send — so it is not sent again, and the model is
         told the outcome is unknown (as for a non-idempotent tool call)."""
-        assert self._remote.a2a is not None
+        assert self._runs_on_pool.a2a is not None
         task_id = await log.remote_task(delegation_id)
         if not task_id:
             return ChildOutcome(
@@ -294,7 +294,7 @@ class Delegator:
                 f"before {target} named the task it made of it; it was not sent again (it may have "
                 "reached the remote agent)",
             )
-        return await self._remote.a2a.follow(
+        return await self._runs_on_pool.a2a.follow(
             project_id=scope.spec.agent.project_id,
             name=target,
             task_id=task_id,
@@ -314,12 +314,12 @@ class Delegator:
         """The delegated run: on an executor of the pool for an agent of the project, over A2A
         for a remote agent the network names (one that is not an agent of the project)."""
         if self._is_remote(scope, target):
-            assert self._remote.a2a is not None
+            assert self._runs_on_pool.a2a is not None
 
             async def accepted(task_id: str, context_id: str) -> None:
                 await _note_remote_task(scope, target, delegation_id, request_event.id, task_id, context_id)
 
-            return await self._remote.a2a.run(
+            return await self._runs_on_pool.a2a.run(
                 project_id=scope.spec.agent.project_id,
                 name=target,
                 task=task,
@@ -328,7 +328,7 @@ class Delegator:
                 timeout_seconds=self._timeout_seconds,
                 on_task=accepted,
             )
-        return await self._remote.run(
+        return await self._runs_on_pool.run(
             child_request(scope, target, task, delegation_id=delegation_id, parent_event_id=request_event.id),
             scope.sink,
             timeout_seconds=self._timeout_seconds,
@@ -343,7 +343,7 @@ class Delegator:
             self._memory,
             session_id=scope.session_id,
             project_id=scope.spec.agent.project_id,
-            metadata=self._remote.system_metadata(),
+            metadata=self._runs_on_pool.system_metadata(),
         )
 
     async def _respond(

@@ -55,13 +55,13 @@ class WorkflowRun:
         self,
         scope: RunScope,
         *,
-        remote: ExecutorRuns,
+        executor_runs: ExecutorRuns,
         settings: WorkflowSettings,
         log: ChildLog,
         sub_agent_runs: dict[str, str] | None = None,
     ) -> None:
         self._scope = scope
-        self._remote = remote
+        self._runs_on_pool = executor_runs
         self._settings = settings
         self._log = log
         # A resumed workflow's sub-agent runs found in the log, by sub_agent_id (None: not resumed).
@@ -154,7 +154,7 @@ class WorkflowRun:
 
     async def _start(self, name: str, text: str, sub_agent_id: str) -> ChildOutcome:
         scope = self._scope
-        return await self._remote.run(
+        return await self._runs_on_pool.run(
             child_request(
                 scope,
                 name,

@@ -52,7 +52,7 @@ class RunServices:
 
     registry: RegistryClient
     memory: MemoryClient
-    remote: ExecutorRuns
+    executor_runs: ExecutorRuns
     delegator: Delegator
     outliving: Outliving
     llm_settings: LlmLoopSettings
@@ -168,7 +168,7 @@ class Run:
             policy=admitted.double_texting,
             runs_ahead=admitted.runs_ahead,
             interrupt=self._interrupt,
-            metadata=self._services.remote.system_metadata(),
+            metadata=self._services.executor_runs.system_metadata(),
         )
         await self._sink.emit(started)
         for server in runtime.unavailable_servers:
@@ -195,7 +195,7 @@ class Run:
         spec = self.admitted.spec
         return await WorkflowRun(
             self.scope,
-            remote=services.remote,
+            executor_runs=services.executor_runs,
             settings=services.workflow_settings,
             log=services.outliving.log(self.admitted.request.session_id, spec.agent.project_id),
             sub_agent_runs=resumed.sub_agent_runs if resumed else None,

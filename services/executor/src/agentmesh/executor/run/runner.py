@@ -1,5 +1,7 @@
-"""Runs agents: resolves the agent, marks it working, gets its runtime from the cache, runs its
-loop (LLM or workflow), records every step in memory and streams every step to the caller.
+"""Runs agents: admits each run (admission.py), gets its agent's runtime from the cache, and
+hands it to its `Run` (run.py), which takes it from its start to its end; this module keeps the
+runs in flight here (slots, leases, cancelling, handing over, resuming runs taken over) and
+each run's bookkeeping after its end.
 
 A run is a task of its own that emits into a bounded sink the caller's stream drains. When the
 caller goes away (cancel, disconnect, deadline) the stream's end cancels the task — unless the
@@ -74,7 +76,7 @@ class RunExecutor:
         self._services = services
         self._registry = services.registry
         self._memory = services.memory
-        self._remote = services.remote
+        self._executor_runs = services.executor_runs
         self._admission = admission
         self._builder = builder
         self._cache = cache
@@ -243,7 +245,7 @@ class RunExecutor:
         )
         sink = EventSink(self._settings.event_buffer_size, secrets=self._builder.secrets)
         context = contextvars.copy_context()
-        metadata = self._remote.system_metadata()
+        metadata = self._executor_runs.system_metadata()
         context.run(current_token.set, bearer_token(metadata))
         task = asyncio.create_task(
             self._resumed(run, sink, log), name=f"resume {orphan.run_id}", context=context
@@ -277,7 +279,10 @@ class RunExecutor:
                 run.double_texting = "enqueue"
                 run.runs_ahead = tuple(
                     await self._registry.await_session_turn(
-                        spec.agent.id, run.run_id, wait_seconds=0, metadata=self._remote.system_metadata()
+                        spec.agent.id,
+                        run.run_id,
+                        wait_seconds=0,
+                        metadata=self._executor_runs.system_metadata(),
                     )
                 )
             await self._live(run, sink, span, kind=kind, started=time.monotonic(), resumed=log)
