@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from agentmesh.executor.outliving import CALLER_WENT_ON
+from agentmesh.executor.run.outliving import CALLER_WENT_ON
 from tests.integration.executor.resume_support import (  # noqa: F401 (module fixtures)
     LEASE_SECONDS,
     DeadRun,

@@ -10,8 +10,8 @@ import json
 
 import grpc
 
-from agentmesh.executor.leases import OrphanCloser
-from agentmesh.executor.resumption import RunResumer
+from agentmesh.executor.durability.leases import OrphanCloser
+from agentmesh.executor.durability.resumption import RunResumer
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as registry_pb
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2 as pb

@@ -9,7 +9,7 @@ import asyncio
 
 import grpc
 
-from agentmesh.executor.leases import LeaseKeeper
+from agentmesh.executor.durability.leases import LeaseKeeper
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as pb
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import resources_pb2 as res

@@ -135,8 +135,8 @@ class ExecutorClient:
         self, request: pb.RunRequest, *, timeout: float | None = None, metadata: Metadata | None = None
     ) -> AsyncIterator[run_pb2.RunEvent]:
         """Every event of the run, one by one. The run is asked for batches (several events per
-        message: fewer messages on every hop, issue 16) and they are unpacked here, so callers see
-        the same events in the same order either way."""
+        message: fewer messages on every hop, each costing CPU on both ends) and they are
+        unpacked here, so callers see the same events in the same order either way."""
         request.batch_events = True
         async for response in stream(self.stub.Run, request, timeout=timeout, metadata=metadata):
             if response.HasField("event"):

@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from agentmesh.executor.agent import AgentRuntime
-from agentmesh.executor.cache import AgentCache
-from agentmesh.executor.runner import RunExecutor
+from agentmesh.executor.agents.cache import AgentCache
+from agentmesh.executor.agents.runtime import AgentRuntime
+from agentmesh.executor.run.runner import RunExecutor
 from agentmesh.internal.executor.v1 import executor_service_pb2 as pb
 from agentmesh.internal.executor.v1 import executor_service_pb2_grpc as pb_grpc
 from agentmesh.runtime.errors import FieldViolation, InvalidArgument
