@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from agentmesh.registry.agents.registry import AgentRegistry
 from agentmesh.registry.errors import AgentNameTaken, EmailTaken, SlugTaken
 from agentmesh.registry.models import (
     Agent,
@@ -24,7 +25,6 @@ from agentmesh.registry.models import (
     RefreshToken,
 )
 from agentmesh.registry.pagination import PageTokens
-from agentmesh.registry.registry import AgentRegistry
 from agentmesh.registry.store import DuplicateRequest, RegistryStore, Visibility
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)

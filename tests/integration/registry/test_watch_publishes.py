@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from agentmesh.registry.agents.registry import AgentRegistry
+from agentmesh.registry.agents.watch import AgentChange, AgentWatch, WatchBatch
 from agentmesh.registry.models import AgentConfig, AgentStatus, AgentTypeFields, ProjectFields
 from agentmesh.registry.pagination import PageTokens
-from agentmesh.registry.registry import AgentRegistry
 from agentmesh.registry.store import RegistryStore
-from agentmesh.registry.watch import AgentChange, AgentWatch, WatchBatch
 from agentmesh.runtime.errors import DomainError
 from agentmesh.runtime.identity import Principal
 from tests.integration.registry.test_store_contract import _world

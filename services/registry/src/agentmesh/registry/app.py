@@ -14,22 +14,22 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc
-from agentmesh.registry.api_keys import ApiKeys
-from agentmesh.registry.auth import Accounts, LoginThrottle, Passwords, RefreshTokenCodec
+from agentmesh.registry.agents.registry import AgentRegistry, utc_now
+from agentmesh.registry.agents.watch import AgentWatch
 from agentmesh.registry.errors import ValidationFailed
+from agentmesh.registry.identity.api_keys import ApiKeys
+from agentmesh.registry.identity.auth import Accounts, LoginThrottle, Passwords, RefreshTokenCodec
 from agentmesh.registry.internal_servicer import RegistryInternalServicer
-from agentmesh.registry.leases import RunLeases
-from agentmesh.registry.mcp_servers import McpServerRegistry
+from agentmesh.registry.mcp_servers.registry import McpServerRegistry
 from agentmesh.registry.pagination import PageTokens
 from agentmesh.registry.policy import INTERNAL_POLICY, INTERNAL_SERVICE, POLICY, SERVICE
-from agentmesh.registry.registry import AgentRegistry, utc_now
-from agentmesh.registry.remote_agents import RemoteAgentRegistry
+from agentmesh.registry.remote_agents.registry import RemoteAgentRegistry
+from agentmesh.registry.runs.leases import RunLeases
+from agentmesh.registry.runs.turns import SessionTurns
 from agentmesh.registry.servicer import RegistryServicer
 from agentmesh.registry.settings import RegistrySettings
-from agentmesh.registry.store import SqlRegistryStore
-from agentmesh.registry.turns import SessionTurns
+from agentmesh.registry.store.sql import SqlRegistryStore
 from agentmesh.registry.v1 import registry_service_pb2_grpc
-from agentmesh.registry.watch import AgentWatch
 from agentmesh.runtime.database import create_engine, normalize_url, upgrade
 from agentmesh.runtime.identity import AuthenticationInterceptor, TokenCodec
 from agentmesh.runtime.server import ServiceBinding, start_server

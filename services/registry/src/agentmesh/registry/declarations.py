@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agentmesh.registry import convert, mcp_servers, remote_agents, validation
+from agentmesh.registry import convert, validation
+from agentmesh.registry.mcp_servers import registry as mcp_servers
+from agentmesh.registry.remote_agents import registry as remote_agents
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import FieldViolation
 

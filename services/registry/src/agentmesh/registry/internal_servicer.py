@@ -13,15 +13,15 @@ import grpc
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as pb
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc as pb_grpc
 from agentmesh.registry import convert
-from agentmesh.registry.api_keys import ApiKeys
-from agentmesh.registry.auth import Accounts
-from agentmesh.registry.leases import RunLeases
-from agentmesh.registry.mcp_servers import McpServerRegistry
+from agentmesh.registry.agents.registry import AgentRegistry
+from agentmesh.registry.identity.api_keys import ApiKeys
+from agentmesh.registry.identity.auth import Accounts
+from agentmesh.registry.mcp_servers.registry import McpServerRegistry
 from agentmesh.registry.models import FinishedRun
-from agentmesh.registry.registry import AgentRegistry
-from agentmesh.registry.remote_agents import RemoteAgentRegistry
-from agentmesh.registry.remote_servicer import remote_agent_message
-from agentmesh.registry.turns import SessionTurns
+from agentmesh.registry.remote_agents.registry import RemoteAgentRegistry
+from agentmesh.registry.remote_agents.servicer import remote_agent_message
+from agentmesh.registry.runs.leases import RunLeases
+from agentmesh.registry.runs.turns import SessionTurns
 from agentmesh.runtime.identity import caller
 
 Context = grpc.aio.ServicerContext

@@ -18,6 +18,8 @@ from datetime import datetime
 from typing import Generic, TypeVar
 
 from agentmesh.registry.errors import AgentNameTaken, EmailTaken, SlugTaken
+from agentmesh.registry.identity.store import InMemoryApiKeys
+from agentmesh.registry.mcp_servers.store import InMemoryMcpServers
 from agentmesh.registry.models import (
     Agent,
     AgentStatus,
@@ -35,7 +37,7 @@ from agentmesh.registry.models import (
     Slice,
     User,
 )
-from agentmesh.registry.store.api_keys import InMemoryApiKeys
+from agentmesh.registry.remote_agents.store import InMemoryRemoteAgents
 from agentmesh.registry.store.interface import (
     DuplicateRequest,
     OrphanedRun,
@@ -47,8 +49,6 @@ from agentmesh.registry.store.interface import (
     StoreTransaction,
     Visibility,
 )
-from agentmesh.registry.store.mcp_servers import InMemoryMcpServers
-from agentmesh.registry.store.remote_agents import InMemoryRemoteAgents
 
 T = TypeVar("T", AgentType, Project, Agent)
 V = TypeVar("V")

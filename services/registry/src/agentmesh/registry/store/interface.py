@@ -17,6 +17,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 
+from agentmesh.registry.identity.store import ApiKeyTransaction
+from agentmesh.registry.mcp_servers.store import McpServerTransaction
 from agentmesh.registry.models import (
     Agent,
     AgentType,
@@ -30,9 +32,7 @@ from agentmesh.registry.models import (
     Slice,
     User,
 )
-from agentmesh.registry.store.api_keys import ApiKeyTransaction
-from agentmesh.registry.store.mcp_servers import McpServerTransaction
-from agentmesh.registry.store.remote_agents import RemoteAgentTransaction
+from agentmesh.registry.remote_agents.store import RemoteAgentTransaction
 
 
 class DuplicateRequest(Exception):

@@ -23,6 +23,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from agentmesh.registry.errors import AgentNameTaken, EmailTaken, SlugTaken
+from agentmesh.registry.identity.store import SqlApiKeys
+from agentmesh.registry.mappers import agent_type_values, agent_values, from_row
+from agentmesh.registry.mcp_servers.store import SqlMcpServers
 from agentmesh.registry.models import (
     Agent,
     AgentType,
@@ -36,7 +39,8 @@ from agentmesh.registry.models import (
     Slice,
     User,
 )
-from agentmesh.registry.store.api_keys import SqlApiKeys
+from agentmesh.registry.remote_agents.store import SqlRemoteAgents
+from agentmesh.registry.runs.lease_store import SqlRunLeaseStore
 from agentmesh.registry.store.interface import (
     DuplicateRequest,
     RegistryStore,
@@ -46,10 +50,6 @@ from agentmesh.registry.store.interface import (
     StoreTransaction,
     Visibility,
 )
-from agentmesh.registry.store.leases import SqlRunLeaseStore
-from agentmesh.registry.store.mappers import agent_type_values, agent_values, from_row
-from agentmesh.registry.store.mcp_servers import SqlMcpServers
-from agentmesh.registry.store.remote_agents import SqlRemoteAgents
 from agentmesh.registry.store.statements import (
     PG_FINISH_RUN,
     PG_START_RUN,
@@ -62,7 +62,7 @@ from agentmesh.registry.store.statements import (
     resolved,
     run_change,
 )
-from agentmesh.registry.store.tables import (
+from agentmesh.registry.tables import (
     AgentRow,
     AgentRunRow,
     AgentTypeRow,

@@ -8,10 +8,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from agentmesh.registry.mappers import fields_of, from_columns
 from agentmesh.registry.models import Agent, AgentStatus, AgentType, Project
 from agentmesh.registry.store.interface import RunChange
-from agentmesh.registry.store.mappers import fields_of, from_columns
-from agentmesh.registry.store.tables import AgentRow, AgentTypeRow, Base, ProjectRow, UtcDateTime
+from agentmesh.registry.tables import AgentRow, AgentTypeRow, Base, ProjectRow, UtcDateTime
 
 # --- Run bookkeeping: the hottest path (every run starts and finishes here), so no ORM ----------
 #

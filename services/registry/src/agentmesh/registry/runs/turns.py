@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import time
 
+from agentmesh.registry.agents.registry import AgentRegistry
 from agentmesh.registry.errors import SessionBusy
 from agentmesh.registry.models import DOUBLE_TEXTING_POLICIES, Agent
-from agentmesh.registry.registry import AgentRegistry
 from agentmesh.registry.store import RunLease, RunLeaseStore
 from agentmesh.runtime.errors import FieldViolation, InvalidArgument
 from agentmesh.runtime.identity import Principal

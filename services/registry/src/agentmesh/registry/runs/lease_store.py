@@ -18,10 +18,10 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from agentmesh.registry.runs.turn_store import SqlSessionTurns
 from agentmesh.registry.store.interface import OrphanedRun, RunKey, RunLeaseStore
 from agentmesh.registry.store.statements import FINISH_UPDATE, RESUME_UPDATE
-from agentmesh.registry.store.tables import AgentRow, AgentRunRow
-from agentmesh.registry.store.turns import SqlSessionTurns
+from agentmesh.registry.tables import AgentRow, AgentRunRow
 
 _RUNS = AgentRunRow.__table__
 _AGENTS = AgentRow.__table__

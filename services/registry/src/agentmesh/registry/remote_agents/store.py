@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from agentmesh.registry.errors import RemoteAgentNameTaken
 from agentmesh.registry.models import PageRequest, RemoteAgent, Slice
-from agentmesh.registry.store.tables import RemoteAgentRow
+from agentmesh.registry.tables import RemoteAgentRow
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession

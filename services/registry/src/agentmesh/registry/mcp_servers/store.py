@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from agentmesh.registry.errors import McpServerNameTaken
 from agentmesh.registry.models import PageRequest, RegisteredMcpServer, Slice
-from agentmesh.registry.store.tables import McpServerRow
+from agentmesh.registry.tables import McpServerRow
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession

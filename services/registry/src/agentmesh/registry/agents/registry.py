@@ -13,7 +13,16 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
-from agentmesh.registry.capabilities import declaration_warnings
+from agentmesh.registry.agents.capabilities import declaration_warnings
+from agentmesh.registry.agents.lifecycle import (
+    paused,
+    resolve,
+    resumed,
+    run_started,
+    spec_revision,
+    terminated,
+)
+from agentmesh.registry.agents.watch import AgentChange, AgentWatch
 from agentmesh.registry.errors import (
     AgentNotFound,
     AgentTerminated,
@@ -24,8 +33,7 @@ from agentmesh.registry.errors import (
     UserInactive,
     ValidationFailed,
 )
-from agentmesh.registry.lifecycle import paused, resolve, resumed, run_started, spec_revision, terminated
-from agentmesh.registry.mcp_servers import servers_with_kept_secrets
+from agentmesh.registry.mcp_servers.registry import servers_with_kept_secrets
 from agentmesh.registry.models import (
     AGENT_CONFIG_FIELDS,
     AGENT_TYPE_FIELDS,
@@ -58,7 +66,6 @@ from agentmesh.registry.validation import (
     slugify,
     update_paths,
 )
-from agentmesh.registry.watch import AgentChange, AgentWatch
 from agentmesh.runtime.errors import DomainError, FieldViolation, PermissionDenied
 from agentmesh.runtime.identity import Principal
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from agentmesh.registry.models import ApiKey, PageRequest, Slice
-from agentmesh.registry.store.tables import ApiKeyRow, UserRow
+from agentmesh.registry.tables import ApiKeyRow, UserRow
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
