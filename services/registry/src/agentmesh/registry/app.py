@@ -14,8 +14,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc
-from agentmesh.registry.agents.registry import AgentRegistry, utc_now
+from agentmesh.registry.agents.registry import AgentRegistry
 from agentmesh.registry.agents.watch import AgentWatch
+from agentmesh.registry.clock import utc_now
 from agentmesh.registry.errors import ValidationFailed
 from agentmesh.registry.identity.api_keys import ApiKeys
 from agentmesh.registry.identity.auth import Accounts, LoginThrottle, Passwords, RefreshTokenCodec
@@ -24,6 +25,8 @@ from agentmesh.registry.mcp_servers.registry import McpServerRegistry
 from agentmesh.registry.pagination import PageTokens
 from agentmesh.registry.policy import INTERNAL_POLICY, INTERNAL_SERVICE, POLICY, SERVICE
 from agentmesh.registry.remote_agents.registry import RemoteAgentRegistry
+from agentmesh.registry.runs.bookkeeping import RunBookkeeping
+from agentmesh.registry.runs.executors import ExecutorPool
 from agentmesh.registry.runs.leases import RunLeases
 from agentmesh.registry.runs.turns import SessionTurns
 from agentmesh.registry.servicer import RegistryServicer
@@ -57,6 +60,8 @@ class Components:
     leases: RunLeases
     api_keys: ApiKeys
     turns: SessionTurns
+    runs: RunBookkeeping
+    executors: ExecutorPool
 
 
 async def open_components(settings: RegistrySettings) -> Components:
@@ -98,12 +103,9 @@ async def open_components(settings: RegistrySettings) -> Components:
         ),
     )
     watch = AgentWatch()
-    registry = AgentRegistry(
-        store,
-        page_tokens=PageTokens(secret),
-        executor_ttl_seconds=settings.executor_heartbeat_ttl_seconds,
-        watch=watch,
-    )
+    executors = ExecutorPool(store, executor_ttl_seconds=settings.executor_heartbeat_ttl_seconds)
+    registry = AgentRegistry(store, page_tokens=PageTokens(secret), executors=executors, watch=watch)
+    runs = RunBookkeeping(store)
     mcp_servers = McpServerRegistry(store, page_tokens=PageTokens(secret), clock=utc_now, watch=watch)
     leases = RunLeases(
         store.leases,
@@ -122,7 +124,9 @@ async def open_components(settings: RegistrySettings) -> Components:
         mcp_servers=mcp_servers,
         leases=leases,
         remote_agents=RemoteAgentRegistry(store, page_tokens=PageTokens(secret), clock=utc_now),
-        turns=SessionTurns(registry, store.leases),
+        turns=SessionTurns(runs, store.leases),
+        runs=runs,
+        executors=executors,
     )
 
 
@@ -159,6 +163,8 @@ async def start(settings: RegistrySettings) -> RunningService:
             accounts=components.accounts,
             api_keys=components.api_keys,
             remote_agents=components.remote_agents,
+            runs=components.runs,
+            executors=components.executors,
         )
         credentials = ServiceCredentials(settings.jwt_secret.get_secret_value(), service="registry")
         server = await start_server(

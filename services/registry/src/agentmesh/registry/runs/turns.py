@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from agentmesh.registry.agents.registry import AgentRegistry
 from agentmesh.registry.errors import SessionBusy
 from agentmesh.registry.models import DOUBLE_TEXTING_POLICIES, Agent
+from agentmesh.registry.runs.bookkeeping import RunBookkeeping
 from agentmesh.registry.store import RunLease, RunLeaseStore
 from agentmesh.runtime.errors import FieldViolation, InvalidArgument
 from agentmesh.runtime.identity import Principal
@@ -40,7 +40,7 @@ def check_policy(field: str, policy: str) -> None:
 class SessionTurns:
     """Starts runs as their session's turns and tells waiting runs when their turn has come."""
 
-    def __init__(self, registry: AgentRegistry, store: RunLeaseStore) -> None:
+    def __init__(self, registry: RunBookkeeping, store: RunLeaseStore) -> None:
         self._registry = registry
         self._store = store
 
