@@ -17,20 +17,15 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 
-from agentmesh.registry.identity.store import ApiKeyTransaction
+from agentmesh.registry.identity.store import AccountTransaction, ApiKeyTransaction
 from agentmesh.registry.mcp_servers.store import McpServerTransaction
 from agentmesh.registry.models import (
     Agent,
     AgentType,
-    Credentials,
     Executor,
-    LoginState,
-    NewUser,
     PageRequest,
     Project,
-    RefreshToken,
     Slice,
-    User,
 )
 from agentmesh.registry.remote_agents.store import RemoteAgentTransaction
 
@@ -139,46 +134,10 @@ class RunLeaseStore(abc.ABC):
         """Runs `executor_id` holds whose turn a newer message interrupted."""
 
 
-class StoreTransaction(McpServerTransaction, ApiKeyTransaction, RemoteAgentTransaction):
-    """The operations of one transaction (registered MCP servers' in `mcp_servers`, API keys' in
-    `api_keys`, remote A2A agents' in `remote_agents`). Reads return
+class StoreTransaction(AccountTransaction, McpServerTransaction, ApiKeyTransaction, RemoteAgentTransaction):
+    """The operations of one transaction (users' and refresh tokens' in `identity.store`, with API
+    keys'; registered MCP servers' in `mcp_servers`, remote A2A agents' in `remote_agents`). Reads return
     None for what does not exist."""
-
-    # Users.
-    @abc.abstractmethod
-    async def insert_user(
-        self, user: NewUser, *, user_id: str, password_hash: str, now: datetime
-    ) -> User: ...
-
-    @abc.abstractmethod
-    async def get_user(self, user_id: str) -> User | None: ...
-
-    @abc.abstractmethod
-    async def get_credentials(self, email: str, *, for_update: bool = False) -> Credentials | None: ...
-
-    @abc.abstractmethod
-    async def save_login_state(self, user_id: str, state: LoginState) -> None: ...
-
-    @abc.abstractmethod
-    async def set_password_hash(self, user_id: str, password_hash: str) -> None: ...
-
-    @abc.abstractmethod
-    async def set_user_flags(self, user_id: str, *, is_superuser: bool, is_active: bool) -> None: ...
-
-    # Refresh tokens.
-    @abc.abstractmethod
-    async def insert_refresh_token(self, token: RefreshToken) -> None: ...
-
-    @abc.abstractmethod
-    async def get_refresh_token(
-        self, token_hash: str, *, for_update: bool = False
-    ) -> RefreshToken | None: ...
-
-    @abc.abstractmethod
-    async def mark_refresh_token_used(self, token_id: str, when: datetime) -> None: ...
-
-    @abc.abstractmethod
-    async def revoke_refresh_family(self, family_id: str, when: datetime) -> None: ...
 
     # Agent types.
     @abc.abstractmethod
