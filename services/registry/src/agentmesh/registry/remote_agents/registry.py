@@ -1,4 +1,4 @@
-"""Remote A2A agents as a registry resource (issue 19): a project's owner registers an agent
+"""Remote A2A agents as a registry resource: a project's owner registers an agent
 outside the mesh by its agent card's URL, with a bearer credential; the project's agents may then
 name it in their network access and delegate to it over A2A.
 

@@ -6,7 +6,7 @@ SQLite every write transaction begins with `BEGIN IMMEDIATE`, which serializes t
 Renewals, expiry and claims use their own small connection pool on PostgreSQL (`lease_engine`):
 under a burst of thousands of run starts the main pool's queue is seconds long, and a renewal
 waiting behind it — four transactions, each queued again — let leases expire that their
-executor was renewing (the 5,000-stream bench, issue 16). And the time a renewal waits for its
+executor was renewing (seen in the 5,000-stream benchmark). And the time a renewal waits for its
 connection is added to the lease it sets, so waiting never shortens a lease."""
 
 from __future__ import annotations

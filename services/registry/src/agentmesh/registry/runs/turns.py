@@ -1,4 +1,4 @@
-"""Double texting (DESIGN §5, durability; issue 15 item 5): a user's message for a session whose
+"""Double texting (DESIGN §5, durability): a user's message for a session whose
 previous run is still in flight follows a policy — `reject` (ABORTED, SESSION_BUSY, naming the
 run in flight), `enqueue` (the run waits for the earlier turns and runs after them, in order) or
 `interrupt` (the earlier turns are cancelled, then the run goes).

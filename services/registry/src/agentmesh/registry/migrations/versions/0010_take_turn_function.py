@@ -1,4 +1,4 @@
-"""Taking a session's turn in one round trip on PostgreSQL (issue 16): a function that takes the
+"""Taking a session's turn in one round trip on PostgreSQL: a function that takes the
 session's advisory lock and then does the rest of the turn in one statement, so a chat's turn is
 one call in autocommit instead of a transaction of four round trips (BEGIN, the lock, the turn,
 COMMIT). It must be a function, not one statement: the turn's snapshot has to be taken after the
