@@ -23,6 +23,7 @@ from agentmesh.registry.models import (
     Slice,
     User,
 )
+from agentmesh.registry.pagination import keyset_slice
 from agentmesh.registry.tables import ApiKeyRow, RefreshTokenRow, UserRow
 
 if TYPE_CHECKING:
@@ -111,12 +112,7 @@ class InMemoryApiKeys(ApiKeyTransaction):
 
     async def list_api_keys(self, user_id: str, page: PageRequest) -> Slice[ApiKey]:
         keys = [key for key in self._keys.values() if key.user_id == user_id]
-        ordered = sorted(keys, key=lambda k: (k.created_at, k.id))
-        if page.after is not None:
-            ordered = [k for k in ordered if (k.created_at, k.id) > page.after]
-        else:
-            ordered = ordered[page.skip :]
-        return Slice(items=ordered[: page.size], has_more=len(ordered) > page.size, total=len(keys))
+        return keyset_slice(keys, page)
 
     async def revoke_api_key(self, key_id: str, when: datetime) -> None:
         key = self._keys.get(key_id)

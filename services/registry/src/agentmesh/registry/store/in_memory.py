@@ -29,6 +29,7 @@ from agentmesh.registry.models import (
     Project,
     Slice,
 )
+from agentmesh.registry.pagination import keyset_slice
 from agentmesh.registry.remote_agents.store import InMemoryRemoteAgents
 from agentmesh.registry.store.in_memory_state import SessionTurn, State, Stored, StoredLease
 from agentmesh.registry.store.interface import (
@@ -320,7 +321,7 @@ class InMemoryTransaction(
         )
 
     async def list_agent_types(self, page: PageRequest) -> Slice[AgentType]:
-        return _slice([s.value for s in self._state.agent_types.values()], page)
+        return keyset_slice([s.value for s in self._state.agent_types.values()], page)
 
     async def update_agent_type(self, agent_type: AgentType) -> AgentType:
         stored = self._state.agent_types.get(agent_type.id)
@@ -371,7 +372,7 @@ class InMemoryTransaction(
 
     async def list_projects(self, owner_id: str | None, page: PageRequest) -> Slice[Project]:
         projects = [s.value for s in self._state.projects.values()]
-        return _slice([p for p in projects if owner_id is None or p.owner_id == owner_id], page)
+        return keyset_slice([p for p in projects if owner_id is None or p.owner_id == owner_id], page)
 
     async def update_project(self, project: Project) -> Project:
         stored = self._state.projects.get(project.id)
@@ -437,7 +438,7 @@ class InMemoryTransaction(
 
     async def list_agents(self, project_id: str, page: PageRequest) -> Slice[Agent]:
         agents = [s.value for s in self._state.agents.values()]
-        return _slice([agent for agent in agents if agent.project_id == project_id], page)
+        return keyset_slice([agent for agent in agents if agent.project_id == project_id], page)
 
     async def agent_slugs(self, project_id: str) -> dict[str, str]:
         agents = [s.value for s in self._state.agents.values() if s.value.project_id == project_id]
@@ -462,13 +463,3 @@ class InMemoryTransaction(
 
 def _first(stored: Iterable[Stored[T]], matches: Callable[[Stored[T]], bool]) -> T | None:
     return next((s.value for s in stored if matches(s)), None)
-
-
-def _slice(items: list[T], page: PageRequest) -> Slice[T]:
-    """One page in (`created_at`, `id`) order, after `page.after` or after `page.skip` items."""
-    ordered = sorted(items, key=lambda item: (item.created_at, item.id))
-    if page.after is not None:
-        ordered = [item for item in ordered if (item.created_at, item.id) > page.after]
-    else:
-        ordered = ordered[page.skip :]
-    return Slice(items=ordered[: page.size], has_more=len(ordered) > page.size, total=len(items))

@@ -17,6 +17,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 
+# Part of the store's contract, defined below the stores so each resource's store part raises it.
+from agentmesh.registry.errors import DuplicateRequest as DuplicateRequest
 from agentmesh.registry.identity.store import AccountTransaction, ApiKeyTransaction
 from agentmesh.registry.mcp_servers.store import McpServerTransaction
 from agentmesh.registry.models import (
@@ -28,10 +30,6 @@ from agentmesh.registry.models import (
     Slice,
 )
 from agentmesh.registry.remote_agents.store import RemoteAgentTransaction
-
-
-class DuplicateRequest(Exception):
-    """A create carried a request id that another create already used (a concurrent retry)."""
 
 
 @dataclass(frozen=True)
