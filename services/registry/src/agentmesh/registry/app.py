@@ -74,7 +74,7 @@ async def open_components(settings: RegistrySettings) -> Components:
         pool_size=settings.database_pool_size,
         pool_timeout_seconds=settings.database_pool_timeout_seconds,
     )
-    # Lease renewals and sweeps get a pool of their own (store/leases.py); SQLite needs none.
+    # Lease renewals and sweeps get a pool of their own (runs/lease_store.py); SQLite needs none.
     lease_engine = (
         None if engine.dialect.name == "sqlite" else create_engine(settings.database_url, pool_size=2)
     )

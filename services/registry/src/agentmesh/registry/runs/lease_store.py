@@ -29,7 +29,7 @@ _AGENTS = AgentRow.__table__
 
 class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
     """RunLeaseStore on the registry's SQL engine (`write_engine` begins write transactions);
-    session turns in `turns.py`."""
+    session turns in `turn_store.py`."""
 
     def __init__(self, write_engine: AsyncEngine, *, lease_engine: AsyncEngine | None = None) -> None:
         self._engine = write_engine

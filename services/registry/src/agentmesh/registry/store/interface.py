@@ -1,4 +1,4 @@
-"""The registry store's interface: what the rules (`registry.py`, `auth.py`) depend on.
+"""The registry store's interface: what the rules (`agents/registry.py`, `identity/auth.py`, ...) depend on.
 
 The rules open a transaction — `store.read()` or `store.write()` — and call its methods;
 everything done inside one `write()` commits together or not at all. Methods take and return the
@@ -77,7 +77,7 @@ RunKey = tuple[str, str]  # (agent id, run id)
 
 
 class RunLeaseStore(abc.ABC):
-    """The leases executors hold on their runs (DESIGN §5 durability; rules in `leases.py`)."""
+    """The leases executors hold on their runs (DESIGN §5 durability; rules in `runs/leases.py`)."""
 
     @abc.abstractmethod
     async def renew(self, executor_id: str, runs: Sequence[RunKey], expires_at: datetime) -> list[RunKey]:

@@ -5,7 +5,7 @@ violation surfaces as the matching registry error. Write transactions serialize 
 `get_*(for_update=True)` locks the row on PostgreSQL, and on SQLite every write transaction begins
 with `BEGIN IMMEDIATE` (so a read-then-write transaction never hits SQLite's lock-upgrade
 deadlock). Lists page by keyset on (`created_at`, `id`), also for REST page numbers (see
-`_slice`). ORM rows never leave this package.
+`_slice`). ORM rows never leave the store (this package and the resources' `store` parts).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class SqlRegistryStore(RegistryStore):
 
     def __init__(self, engine: AsyncEngine, *, lease_engine: AsyncEngine | None = None) -> None:
         """`lease_engine`: a small pool of its own for lease renewals and sweeps (PostgreSQL;
-        store/leases.py); SQLite's writes are serialized anyway and share the one engine."""
+        runs/lease_store.py); SQLite's writes are serialized anyway and share the one engine."""
         self._engine = engine
         self._write_engine = engine
         # Single statements need no transaction around them: no BEGIN/COMMIT round trips.

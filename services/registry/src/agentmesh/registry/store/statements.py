@@ -114,7 +114,7 @@ PG_START_RUN = _pg_run(
 )
 PG_FINISH_RUN = _pg_run(
     "DELETE FROM agent_runs USING target "
-    # An orphaned run already stopped counting when its lease expired (leases.py).
+    # An orphaned run already stopped counting when its lease expired (runs/leases.py).
     "WHERE agent_runs.agent_id = target.id AND agent_runs.run_id = :run_id AND NOT agent_runs.orphaned",
     _FINISH_SET.format(greatest="GREATEST"),
     **_USAGE_TYPES,
@@ -137,7 +137,7 @@ SQLITE_FINISH_UPDATE = _run_statement(
     result=False,
     **_USAGE_TYPES,
 )
-# A run orphaned by its expired lease leaves its agent as a failed finish would (leases.py).
+# A run orphaned by its expired lease leaves its agent as a failed finish would (runs/leases.py).
 FINISH_UPDATE = {
     "postgresql": _run_statement(
         f"UPDATE agents SET {_FINISH_SET.format(greatest='GREATEST')} WHERE id = :agent_id",
@@ -146,7 +146,7 @@ FINISH_UPDATE = {
     ),
     "sqlite": SQLITE_FINISH_UPDATE,
 }
-# An orphan its taker resumes counts in flight again, as a start would (leases.py); a paused or
+# An orphan its taker resumes counts in flight again, as a start would (runs/leases.py); a paused or
 # terminated agent keeps its status.
 RESUME_UPDATE = _run_statement(f"UPDATE agents SET {RUN_RESUMED_SQL} WHERE id = :agent_id", result=False)
 SQLITE_VISIBLE_AGENT = _run_statement(
