@@ -12,7 +12,8 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from agentmesh.registry.app import MIGRATIONS, VERSION_TABLE
-from agentmesh.registry.store import RunLease, SqlRegistryStore, Visibility
+from agentmesh.registry.store import RunLease, Visibility
+from agentmesh.registry.store.sql import SqlRegistryStore
 from agentmesh.runtime.database import create_engine, normalize_url, upgrade
 from tests.integration.registry.test_store_contract import T0, _world
 

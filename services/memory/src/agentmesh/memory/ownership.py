@@ -24,8 +24,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentmesh.memory.errors import SessionNotFound
-from agentmesh.memory.memory import MAX_ID_CHARS
 from agentmesh.memory.tables import project_owner_table
+from agentmesh.memory.validation import MAX_ID_CHARS
 from agentmesh.runtime.errors import NotFound
 from agentmesh.runtime.identity import Principal
 

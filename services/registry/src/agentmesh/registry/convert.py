@@ -8,9 +8,9 @@ from google.protobuf import json_format, struct_pb2
 
 from agentmesh.common.v1 import types_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as internal_pb2
+from agentmesh.registry.agents.watch import AgentChange
 from agentmesh.registry.errors import ValidationFailed
-from agentmesh.registry.leases import Renewal
-from agentmesh.registry.mcp_servers import masked
+from agentmesh.registry.mcp_servers.registry import masked
 from agentmesh.registry.models import (
     AGENT_CONFIG_FIELDS,
     Agent,
@@ -32,9 +32,9 @@ from agentmesh.registry.models import (
     RegisteredMcpServer,
     User,
 )
+from agentmesh.registry.runs.leases import Renewal
 from agentmesh.registry.v1 import registry_service_pb2 as service_pb2
 from agentmesh.registry.v1 import resources_pb2 as pb
-from agentmesh.registry.watch import AgentChange
 from agentmesh.runtime.errors import DomainError, FieldViolation
 from agentmesh.runtime.protos import list_value, struct, timestamp
 

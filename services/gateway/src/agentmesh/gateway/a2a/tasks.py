@@ -29,8 +29,9 @@ from agentmesh.gateway.a2a.convert import (
     task_from_events,
     user_message,
 )
+from agentmesh.gateway.chat_stream import ChatStream
 from agentmesh.gateway.errors import InvalidRequest
-from agentmesh.gateway.gateway import AgentGateway, ChatStream
+from agentmesh.gateway.gateway import AgentGateway
 from agentmesh.gateway.models import AgentRef, Caller
 from agentmesh.gateway.resume import follow_run
 from agentmesh.memory.client import MemoryClient

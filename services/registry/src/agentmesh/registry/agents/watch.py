@@ -1,4 +1,4 @@
-"""Agents' changes pushed to executors as they commit (`WatchAgents`, issue 16): an executor that
+"""Agents' changes pushed to executors as they commit (`WatchAgents`): an executor that
 watches keeps its remembered specs fresh and refuses a terminated agent's runs at once, without
 asking the registry at every run.
 

@@ -17,10 +17,10 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime
 
+from agentmesh.registry.agents.registry import AgentRegistry
 from agentmesh.registry.errors import ApiKeyInvalid, ApiKeyNotFound, UserNotFound, ValidationFailed
 from agentmesh.registry.models import ApiKey, Page, User
 from agentmesh.registry.pagination import PageTokens
-from agentmesh.registry.registry import AgentRegistry
 from agentmesh.registry.store import RegistryStore
 from agentmesh.registry.validation import has_control_characters
 from agentmesh.runtime.errors import FieldViolation

@@ -7,7 +7,7 @@ from __future__ import annotations
 import grpc
 
 from agentmesh.registry.models import RemoteAgent
-from agentmesh.registry.remote_agents import RemoteAgentRegistry, masked
+from agentmesh.registry.remote_agents.registry import RemoteAgentRegistry, masked
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.identity import caller

@@ -6,7 +6,7 @@ SQLite every write transaction begins with `BEGIN IMMEDIATE`, which serializes t
 Renewals, expiry and claims use their own small connection pool on PostgreSQL (`lease_engine`):
 under a burst of thousands of run starts the main pool's queue is seconds long, and a renewal
 waiting behind it — four transactions, each queued again — let leases expire that their
-executor was renewing (the 5,000-stream bench, issue 16). And the time a renewal waits for its
+executor was renewing (seen in the 5,000-stream benchmark). And the time a renewal waits for its
 connection is added to the lease it sets, so waiting never shortens a lease."""
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from agentmesh.registry.runs.turn_store import SqlSessionTurns
 from agentmesh.registry.store.interface import OrphanedRun, RunKey, RunLeaseStore
 from agentmesh.registry.store.statements import FINISH_UPDATE, RESUME_UPDATE
-from agentmesh.registry.store.tables import AgentRow, AgentRunRow
-from agentmesh.registry.store.turns import SqlSessionTurns
+from agentmesh.registry.tables import AgentRow, AgentRunRow
 
 _RUNS = AgentRunRow.__table__
 _AGENTS = AgentRow.__table__
@@ -29,7 +29,7 @@ _AGENTS = AgentRow.__table__
 
 class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
     """RunLeaseStore on the registry's SQL engine (`write_engine` begins write transactions);
-    session turns in `turns.py`."""
+    session turns in `turn_store.py`."""
 
     def __init__(self, write_engine: AsyncEngine, *, lease_engine: AsyncEngine | None = None) -> None:
         self._engine = write_engine

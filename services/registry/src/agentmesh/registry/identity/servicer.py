@@ -9,7 +9,7 @@ from datetime import UTC
 import grpc
 
 from agentmesh.registry import convert
-from agentmesh.registry.api_keys import ApiKeys
+from agentmesh.registry.identity.api_keys import ApiKeys
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.runtime.identity import caller
 

@@ -1,4 +1,4 @@
-"""Remote A2A agents as a registry resource (issue 19): a project's owner registers an agent
+"""Remote A2A agents as a registry resource: a project's owner registers an agent
 outside the mesh by its agent card's URL, with a bearer credential; the project's agents may then
 name it in their network access and delegate to it over A2A.
 
@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from urllib.parse import urlparse
 
+from agentmesh.registry.agents.registry import may_see
 from agentmesh.registry.errors import ProjectNotFound, RemoteAgentNotFound, ValidationFailed
 from agentmesh.registry.models import Page, RemoteAgent
 from agentmesh.registry.pagination import PageTokens
-from agentmesh.registry.registry import may_see
+from agentmesh.registry.remote_agents.store import name_taken
 from agentmesh.registry.store import RegistryStore
-from agentmesh.registry.store.remote_agents import name_taken
 from agentmesh.registry.validation import DNS_LABEL_RULE, is_dns_label, update_paths
 from agentmesh.runtime.errors import FieldViolation
 from agentmesh.runtime.identity import Principal

@@ -7,7 +7,7 @@ from __future__ import annotations
 import grpc
 
 from agentmesh.registry import convert
-from agentmesh.registry.mcp_servers import McpServerRegistry
+from agentmesh.registry.mcp_servers.registry import McpServerRegistry
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 
 Context = grpc.aio.ServicerContext

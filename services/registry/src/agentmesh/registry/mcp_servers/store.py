@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from agentmesh.registry.errors import McpServerNameTaken
+from agentmesh.registry.errors import DuplicateRequest, McpServerNameTaken
 from agentmesh.registry.models import PageRequest, RegisteredMcpServer, Slice
-from agentmesh.registry.store.tables import McpServerRow
+from agentmesh.registry.pagination import keyset_slice
+from agentmesh.registry.tables import McpServerRow
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
@@ -66,8 +67,6 @@ class SqlMcpServers(McpServerTransaction):
     async def insert_mcp_server(
         self, server: RegisteredMcpServer, *, request_id: str | None
     ) -> RegisteredMcpServer:
-        from agentmesh.registry.store.interface import DuplicateRequest
-
         row = McpServerRow(**_values(server), request_id=request_id)
         await self._insert(row, {"name": _name_taken(server), "request_id": DuplicateRequest()})  # type: ignore[attr-defined]
         return server
@@ -122,8 +121,6 @@ class InMemoryMcpServers(McpServerTransaction):
     async def insert_mcp_server(
         self, server: RegisteredMcpServer, *, request_id: str | None
     ) -> RegisteredMcpServer:
-        from agentmesh.registry.store.interface import DuplicateRequest
-
         if request_id is not None and any(stored == request_id for _, stored in self._servers.values()):
             raise DuplicateRequest()
         self._check_name(server)
@@ -149,12 +146,7 @@ class InMemoryMcpServers(McpServerTransaction):
 
     async def list_mcp_servers(self, project_id: str | None, page: PageRequest) -> Slice[RegisteredMcpServer]:
         servers = [s for s, _ in self._servers.values() if project_id is None or s.project_id == project_id]
-        ordered = sorted(servers, key=lambda s: (s.created_at, s.id))
-        if page.after is not None:
-            ordered = [s for s in ordered if (s.created_at, s.id) > page.after]
-        else:
-            ordered = ordered[page.skip :]
-        return Slice(items=ordered[: page.size], has_more=len(ordered) > page.size, total=len(servers))
+        return keyset_slice(servers, page)
 
     async def update_mcp_server(self, server: RegisteredMcpServer) -> RegisteredMcpServer:
         if server.id in self._servers:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TypeVar
 
+from agentmesh.registry.agents.watch import AgentWatch
 from agentmesh.registry.errors import (
     AgentNotFound,
     AgentTypeNotFound,
@@ -31,7 +32,6 @@ from agentmesh.registry.models import (
 from agentmesh.registry.pagination import PageTokens
 from agentmesh.registry.store import DuplicateRequest, RegistryStore
 from agentmesh.registry.validation import DNS_LABEL_RULE, check_mcp_server, is_dns_label, update_paths
-from agentmesh.registry.watch import AgentWatch
 from agentmesh.runtime.errors import FieldViolation
 
 # What reads show for every env and header value; sent back in a write, it keeps the stored value.

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agentmesh.registry.store.interface import RunKey
-from agentmesh.registry.store.tables import AgentRunRow, SessionTurnRow
+from agentmesh.registry.tables import AgentRunRow, SessionTurnRow
 
 _RUNS = AgentRunRow.__table__
 _TURNS = SessionTurnRow.__table__

@@ -1,4 +1,4 @@
-"""The registry's rules: agent types, projects, agents and their lifecycle, the executor pool.
+"""The registry's rules: agent types, projects, agents and their lifecycle.
 
 `AgentRegistry` knows nothing of gRPC. Who may call which operation at all (signed in,
 superuser, system) is decided before it, by the policy table in `policy.py`; what depends on the
@@ -9,11 +9,19 @@ Anyone else is told NOT_FOUND, exactly as for a project that does not exist.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import TypeVar
 
-from agentmesh.registry.capabilities import declaration_warnings
+from agentmesh.registry.agents.capabilities import declaration_warnings
+from agentmesh.registry.agents.lifecycle import (
+    paused,
+    resolve,
+    resumed,
+    terminated,
+)
+from agentmesh.registry.agents.watch import AgentChange, AgentWatch
+from agentmesh.registry.clock import Clock, utc_now
 from agentmesh.registry.errors import (
     AgentNotFound,
     AgentTerminated,
@@ -22,10 +30,8 @@ from agentmesh.registry.errors import (
     AgentTypeNotFound,
     ProjectNotFound,
     UserInactive,
-    ValidationFailed,
 )
-from agentmesh.registry.lifecycle import paused, resolve, resumed, run_started, spec_revision, terminated
-from agentmesh.registry.mcp_servers import servers_with_kept_secrets
+from agentmesh.registry.mcp_servers.registry import servers_with_kept_secrets
 from agentmesh.registry.models import (
     AGENT_CONFIG_FIELDS,
     AGENT_TYPE_FIELDS,
@@ -37,9 +43,6 @@ from agentmesh.registry.models import (
     AgentStatus,
     AgentType,
     AgentTypeFields,
-    Executor,
-    FinishedRun,
-    ModelProvider,
     NewAgent,
     Page,
     Project,
@@ -47,7 +50,8 @@ from agentmesh.registry.models import (
     Slice,
 )
 from agentmesh.registry.pagination import PageTokens
-from agentmesh.registry.store import DuplicateRequest, RegistryStore, RunLease, StoreTransaction, Visibility
+from agentmesh.registry.runs.executors import ExecutorPool
+from agentmesh.registry.store import DuplicateRequest, RegistryStore, StoreTransaction
 from agentmesh.registry.validation import (
     DEFAULT_MAX_STEPS,
     check_agent_config,
@@ -55,48 +59,40 @@ from agentmesh.registry.validation import (
     check_agent_slug,
     check_agent_type,
     check_project,
+    raise_if,
+    required,
     slugify,
     update_paths,
 )
-from agentmesh.registry.watch import AgentChange, AgentWatch
-from agentmesh.runtime.errors import DomainError, FieldViolation, PermissionDenied
+from agentmesh.runtime.errors import FieldViolation, PermissionDenied
 from agentmesh.runtime.identity import Principal
 
 T = TypeVar("T")
 
-# Runs one FinishAgentRuns call may finish.
-MAX_FINISHED_RUNS = 1000
-Clock = Callable[[], datetime]
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
 
 class AgentRegistry:
-    """Agent types (templates), projects, agents (instances) with their lifecycle and usage, and
-    executor pool membership."""
+    """Agent types (templates), projects, agents (instances) with their lifecycle and usage."""
 
     def __init__(
         self,
         store: RegistryStore,
         *,
         page_tokens: PageTokens,
-        executor_ttl_seconds: float,
+        executors: ExecutorPool,
         clock: Clock = utc_now,
         watch: AgentWatch | None = None,
     ) -> None:
         self.watch = watch or AgentWatch()  # committed changes, pushed to executors (WatchAgents)
         self._store = store
         self._pages = page_tokens
-        self._executor_ttl = timedelta(seconds=executor_ttl_seconds)
+        self._executors = executors  # what today's executors offer, for the declaration warnings
         self._now = clock
 
     # --- Agent types -------------------------------------------------------------------------
 
     async def create_agent_type(self, fields: AgentTypeFields, *, request_id: str = "") -> AgentType:
         fields = _normalized_type(fields.model_copy(update={"slug": fields.slug or slugify(fields.name)}))
-        _raise_if(check_agent_type(fields))
+        raise_if(check_agent_type(fields))
         if request_id:
             async with self._store.read() as tx:
                 existing = await tx.get_agent_type(request_id=request_id)
@@ -112,7 +108,7 @@ class AgentRegistry:
                 return _found(await tx.get_agent_type(request_id=request_id), AgentTypeNotFound, "agent type")
 
     async def get_agent_type(self, *, type_id: str = "", slug: str = "") -> AgentType:
-        _raise_if(_exactly_one("id", type_id, "slug", slug))
+        raise_if(_exactly_one("id", type_id, "slug", slug))
         async with self._store.read() as tx:
             agent_type = await tx.get_agent_type(type_id=type_id or None, slug=slug or None)
         return _found(agent_type, AgentTypeNotFound, "agent type")
@@ -129,7 +125,7 @@ class AgentRegistry:
     async def update_agent_type(
         self, type_id: str, fields: AgentTypeFields, mask: Iterable[str]
     ) -> AgentType:
-        _raise_if(_required("agent_type.id", type_id))
+        raise_if(required("agent_type.id", type_id))
         paths = _mask(mask, AGENT_TYPE_FIELDS)
         async with self._store.write() as tx:
             current = _found(
@@ -141,13 +137,13 @@ class AgentRegistry:
             updated = AgentType.model_validate(
                 {**current.model_dump(), **_normalized_type_changes(changes), "updated_at": self._now()}
             )
-            _raise_if(check_agent_type(updated))
+            raise_if(check_agent_type(updated))
             updated = await tx.update_agent_type(updated)
         self.watch.reset()
         return updated
 
     async def delete_agent_type(self, type_id: str) -> None:
-        _raise_if(_required("id", type_id))
+        raise_if(required("id", type_id))
         async with self._store.write() as tx:
             _found(await tx.get_agent_type(type_id=type_id, for_update=True), AgentTypeNotFound, "agent type")
             if await tx.agent_type_in_use(type_id):
@@ -162,7 +158,7 @@ class AgentRegistry:
         if principal.is_system:
             raise PermissionDenied("projects are owned by users", reason="USER_REQUIRED")
         fields = fields.model_copy(update={"slug": fields.slug or slugify(fields.name)})
-        _raise_if(check_project(fields))
+        raise_if(check_project(fields))
         owner_request = (principal.user_id, request_id)
         now = self._now()
         project = Project(
@@ -184,7 +180,7 @@ class AgentRegistry:
                 return _found(await tx.get_project(owner_request=owner_request), ProjectNotFound, "project")
 
     async def get_project(self, principal: Principal, *, project_id: str = "", slug: str = "") -> Project:
-        _raise_if(_exactly_one("id", project_id, "slug", slug))
+        raise_if(_exactly_one("id", project_id, "slug", slug))
         async with self._store.read() as tx:
             project = await tx.get_project(project_id=project_id or None, slug=slug or None)
         return _visible(principal, project)
@@ -202,19 +198,19 @@ class AgentRegistry:
     async def update_project(
         self, principal: Principal, project_id: str, fields: ProjectFields, mask: Iterable[str]
     ) -> Project:
-        _raise_if(_required("project.id", project_id))
+        raise_if(required("project.id", project_id))
         paths = _mask(mask, PROJECT_FIELDS)
         async with self._store.write() as tx:
             current = await self._project(tx, principal, project_id, for_update=True)
             changes = {path: getattr(fields, path) for path in paths}
             updated = current.model_copy(update={**changes, "updated_at": self._now()})
-            _raise_if(check_project(updated))
+            raise_if(check_project(updated))
             updated = await tx.update_project(updated)
         self.watch.reset()
         return updated
 
     async def delete_project(self, principal: Principal, project_id: str) -> None:
-        _raise_if(_required("id", project_id))
+        raise_if(required("id", project_id))
         async with self._store.write() as tx:
             await self._project(tx, principal, project_id, for_update=True)
             await tx.delete_project(project_id)
@@ -225,9 +221,9 @@ class AgentRegistry:
     async def create_agent(self, principal: Principal, new: NewAgent, *, request_id: str = "") -> Agent:
         name = new.name.strip()
         slug = new.slug.strip() or slugify(name)
-        _raise_if(
-            _required("agent.project_id", new.project_id)
-            + _required("agent.agent_type_id", new.agent_type_id)
+        raise_if(
+            required("agent.project_id", new.project_id)
+            + required("agent.agent_type_id", new.agent_type_id)
             + check_agent_name(name)
             + (check_agent_slug(slug) if name else [])
         )
@@ -247,7 +243,7 @@ class AgentRegistry:
                     )
                 siblings = await tx.agent_slugs(new.project_id)
                 remotes = await tx.remote_agent_names(new.project_id)
-                _raise_if(
+                raise_if(
                     check_agent_config(
                         new.config,
                         agent_name=name,
@@ -284,7 +280,7 @@ class AgentRegistry:
         page_token: str = "",
         page: int = 0,
     ) -> Page[Agent]:
-        _raise_if(_required("project_id", project_id))
+        raise_if(required("project_id", project_id))
         scope = f"agents:{project_id}"
         request = self._pages.request(page_size=page_size, page_token=page_token, page=page, scope=scope)
         async with self._store.read() as tx:
@@ -305,7 +301,7 @@ class AgentRegistry:
             merged = agent.config.model_copy(update={field: getattr(config, field) for field in fields})
             siblings = await tx.agent_slugs(project_id)
             remotes = await tx.remote_agent_names(project_id)
-            _raise_if(
+            raise_if(
                 check_agent_config(
                     merged,
                     agent_name=agent.name,
@@ -342,7 +338,7 @@ class AgentRegistry:
     async def resolve_agent(self, principal: Principal, project_slug: str, agent_name: str) -> AgentSpec:
         """The agent of the project that has `agent_name` as its slug or, failing that, as its
         exact name, resolved for running."""
-        _raise_if(_required("project_slug", project_slug) + _required("agent_name", agent_name))
+        raise_if(required("project_slug", project_slug) + required("agent_name", agent_name))
         found_project, found_agent, agent_type = await self._store.resolve(project_slug, agent_name)
         project = _visible(principal, found_project)
         agent = _found(found_agent, AgentNotFound, f"agent {agent_name!r}")
@@ -354,108 +350,13 @@ class AgentRegistry:
                 siblings = await tx.agent_slugs(project.id)
         return resolve(agent, agent_type, project, siblings)
 
-    async def start_run(
-        self, principal: Principal, agent_id: str, run_id: str, *, lease: RunLease | None = None
-    ) -> tuple[Agent, str]:
-        """An executor starts a run (holding `lease` on it): the agent becomes working. Starting
-        the same run twice (a retried call) counts it once. With the agent, its spec's revision
-        now (an executor holding a spec of another revision resolves it again)."""
-        _raise_if(_required("agent_id", agent_id) + _required("run_id", run_id))
-        now = self._now()
-        change = await self._store.start_run(_visibility(principal), agent_id, run_id, now, lease=lease)
-        if change is None:
-            raise AgentNotFound("agent not found")
-        if not change.changed:
-            run_started(change.agent, now)  # raises when paused or terminated; else a retried start
-        return change.agent, spec_revision(change.agent, change.project_updated_at, change.type_updated_at)
-
-    async def finish_run(
-        self,
-        principal: Principal,
-        agent_id: str,
-        run_id: str,
-        *,
-        completed: bool,
-        tokens_used: int,
-        cost: float,
-    ) -> Agent:
-        """An executor finished a run: its usage is added, and the agent is idle again when no run
-        is left (unless paused or terminated meanwhile). Finishing a run that is not in flight (a
-        retried call) changes nothing."""
-        violations = _required("agent_id", agent_id) + _required("run_id", run_id)
-        if tokens_used < 0:
-            violations.append(FieldViolation("tokens_used", "must not be negative"))
-        if cost < 0:
-            violations.append(FieldViolation("cost", "must not be negative"))
-        _raise_if(violations)
-        change = await self._store.finish_run(
-            _visibility(principal),
-            agent_id,
-            run_id,
-            self._now(),
-            completed=completed,
-            tokens_used=tokens_used,
-            cost=cost,
-        )
-        if change is None:
-            raise AgentNotFound("agent not found")
-        return change.agent
-
-    async def finish_runs(
-        self, principal: Principal, runs: Sequence[FinishedRun]
-    ) -> list[Agent | DomainError]:
-        """Several `finish_run`s, each on its own: the agent after each run, or why it was refused."""
-        if len(runs) > MAX_FINISHED_RUNS:
-            too_many = f"must hold at most {MAX_FINISHED_RUNS} runs, not {len(runs)}"
-            _raise_if([FieldViolation("runs", too_many)])
-        results: list[Agent | DomainError] = []
-        for run in runs:
-            try:
-                agent = await self.finish_run(
-                    principal,
-                    run.agent_id,
-                    run.run_id,
-                    completed=run.completed,
-                    tokens_used=run.tokens_used,
-                    cost=run.cost,
-                )
-            except DomainError as error:
-                results.append(error)
-            else:
-                results.append(agent)
-        return results
-
-    async def register_executor(
-        self,
-        executor_id: str,
-        address: str,
-        *,
-        tools: Sequence[str] = (),
-        model_providers: Sequence[ModelProvider] = (),
-    ) -> Executor:
-        """An executor reports in (its heartbeat), with what it offers agents."""
-        _raise_if(_required("executor.id", executor_id) + _required("executor.address", address))
-        executor = Executor(
-            id=executor_id,
-            address=address,
-            heartbeat_at=self._now(),
-            tools=list(tools),
-            model_providers=list(model_providers),
-        )
-        async with self._store.write() as tx:
-            return await tx.upsert_executor(executor)
-
-    async def list_executors(self) -> list[Executor]:
-        async with self._store.read() as tx:
-            return await tx.list_executors(self._now() - self._executor_ttl)
-
     async def agent_type_warnings(self, agent_type: AgentType) -> list[str]:
         """What would keep agents of this type from running on today's executors."""
         return declaration_warnings(
             models=[agent_type.primary_model, *agent_type.fallback_models],
             tools=agent_type.tools,
             scripted=False,
-            executors=await self.list_executors(),
+            executors=await self._executors.list_executors(),
         )
 
     async def agent_warnings(self, agent: Agent) -> list[str]:
@@ -463,7 +364,6 @@ class AgentRegistry:
         executors."""
         async with self._store.read() as tx:
             agent_type = await tx.get_agent_type(type_id=agent.agent_type_id)
-            executors = await tx.list_executors(self._now() - self._executor_ttl)
         if agent_type is None:
             return []
         config = agent.config
@@ -472,7 +372,7 @@ class AgentRegistry:
             models=[primary, *agent_type.fallback_models],
             tools=agent_type.tools if config.tools is None else config.tools,
             scripted=bool(config.mock_responses),
-            executors=executors,
+            executors=await self._executors.list_executors(),
         )
 
     # --- Helpers -----------------------------------------------------------------------------
@@ -505,7 +405,7 @@ class AgentRegistry:
         for_update: bool = False,
     ) -> Agent:
         """The project's agent whose id, slug or exact name is `agent_id` (in that order)."""
-        _raise_if(_required("project_id", project_id) + _required("id", agent_id))
+        raise_if(required("project_id", project_id) + required("id", agent_id))
         await self._project(tx, principal, project_id)
         agent = await tx.get_agent(project_ref=(project_id, agent_id), for_update=for_update)
         if agent is None:
@@ -521,11 +421,6 @@ def may_see(principal: Principal, project: Project) -> bool:
     return principal.is_superuser or project.owner_id == principal.user_id
 
 
-def _visibility(principal: Principal) -> Visibility:
-    """`may_see` for the store's run bookkeeping statements."""
-    return Visibility(user_id=principal.user_id, everything=principal.is_superuser)
-
-
 def _visible(principal: Principal, project: Project | None) -> Project:
     if project is None or not may_see(principal, project):
         raise ProjectNotFound("project not found")
@@ -538,15 +433,6 @@ def _found(value: T | None, error: type[Exception], what: str) -> T:
     return value
 
 
-def _raise_if(violations: list[FieldViolation]) -> None:
-    if violations:
-        raise ValidationFailed.of(violations)
-
-
-def _required(field: str, value: str) -> list[FieldViolation]:
-    return [] if value else [FieldViolation(field, "is required")]
-
-
 def _exactly_one(field_a: str, value_a: str, field_b: str, value_b: str) -> list[FieldViolation]:
     if bool(value_a) == bool(value_b):
         return [FieldViolation(field_a, f"give exactly one of {field_a} and {field_b}")]
@@ -555,7 +441,7 @@ def _exactly_one(field_a: str, value_a: str, field_b: str, value_b: str) -> list
 
 def _mask(mask: Iterable[str], allowed: Iterable[str]) -> list[str]:
     paths, violations = update_paths(mask, allowed)
-    _raise_if(violations)
+    raise_if(violations)
     return paths
 
 

@@ -1,7 +1,13 @@
 """An agent's lifecycle (DESIGN §3) as pure functions of its record: idle ⇄ working (while runs
 are in flight), idle|working → paused → idle, any → terminated; and what an executor runs, the
 agent's type with its config overrides applied (`resolve`), with the revision that tells when that
-changed."""
+changed.
+
+The run bookkeeping rules are written here twice, side by side: as functions (the in-memory store
+calls them) and as the SQL `SET` clauses the SQL store runs, where each run's start and end must
+change the agent in the statement that records the run so concurrent runs keep every count.
+Change one form, change the other; the store contract suite holds both stores to the same answers.
+"""
 
 from __future__ import annotations
 
@@ -50,9 +56,16 @@ def run_started(agent: Agent, now: datetime) -> Agent:
         raise AgentPaused(f"agent {agent.name!r} is paused")
     if agent.status is AgentStatus.TERMINATED:
         raise AgentTerminated(f"agent {agent.name!r} is terminated")
+    return run_resumed(agent, now)
+
+
+def run_resumed(agent: Agent, now: datetime) -> Agent:
+    """A run counted in flight again (an orphaned run its taker resumes): as a start, except that a
+    paused or terminated agent keeps its status."""
+    blocked = agent.status in (AgentStatus.PAUSED, AgentStatus.TERMINATED)
     return agent.model_copy(
         update={
-            "status": AgentStatus.WORKING,
+            "status": agent.status if blocked else AgentStatus.WORKING,
             "runs_in_flight": agent.runs_in_flight + 1,
             "last_activity_at": now,
         }
@@ -74,6 +87,27 @@ def run_finished(agent: Agent, now: datetime, *, completed: bool, tokens_used: i
             "last_activity_at": now,
         }
     )
+
+
+# The same rules in SQL, over the `agents` row and the parameters :now (and, to finish, :completed,
+# :tokens_used, :cost); `{greatest}` is the dialect's two-argument maximum (GREATEST, MAX).
+BLOCKED_STATUSES_SQL = f"('{AgentStatus.PAUSED.value}', '{AgentStatus.TERMINATED.value}')"
+RUN_STARTED_SQL = (
+    f"status = '{AgentStatus.WORKING.value}', runs_in_flight = agents.runs_in_flight + 1, "
+    "last_activity_at = :now"
+)
+RUN_RESUMED_SQL = (
+    f"status = CASE WHEN agents.status IN {BLOCKED_STATUSES_SQL} THEN agents.status "
+    f"ELSE '{AgentStatus.WORKING.value}' END, runs_in_flight = agents.runs_in_flight + 1, "
+    "last_activity_at = :now"
+)
+RUN_FINISHED_SQL = (
+    f"status = CASE WHEN agents.status = '{AgentStatus.WORKING.value}' AND agents.runs_in_flight <= 1 "
+    f"THEN '{AgentStatus.IDLE.value}' ELSE agents.status END, "
+    "runs_in_flight = {greatest}(agents.runs_in_flight - 1, 0), "
+    "tasks_completed = agents.tasks_completed + :completed, "
+    "tokens_used = agents.tokens_used + :tokens_used, cost = agents.cost + :cost, last_activity_at = :now"
+)
 
 
 def spec_revision(agent: Agent, project_updated_at: datetime, type_updated_at: datetime) -> str:

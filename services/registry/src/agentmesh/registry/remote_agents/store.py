@@ -11,7 +11,8 @@ import sqlalchemy as sa
 
 from agentmesh.registry.errors import RemoteAgentNameTaken
 from agentmesh.registry.models import PageRequest, RemoteAgent, Slice
-from agentmesh.registry.store.tables import RemoteAgentRow
+from agentmesh.registry.pagination import keyset_slice
+from agentmesh.registry.tables import RemoteAgentRow
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
@@ -119,9 +120,7 @@ class InMemoryRemoteAgents(RemoteAgentTransaction):
         return None
 
     async def list_remote_agents(self, project_id: str, page: PageRequest) -> Slice[RemoteAgent]:
-        from agentmesh.registry.store.in_memory import _slice
-
-        return _slice([r for r in self._remotes.values() if r.project_id == project_id], page)
+        return keyset_slice([r for r in self._remotes.values() if r.project_id == project_id], page)
 
     async def remote_agent_names(self, project_id: str) -> list[str]:
         return [r.name for r in self._remotes.values() if r.project_id == project_id]

@@ -1,4 +1,4 @@
-"""Double texting (DESIGN §5, durability; issue 15 item 5): a user's message for a session whose
+"""Double texting (DESIGN §5, durability): a user's message for a session whose
 previous run is still in flight follows a policy — `reject` (ABORTED, SESSION_BUSY, naming the
 run in flight), `enqueue` (the run waits for the earlier turns and runs after them, in order) or
 `interrupt` (the earlier turns are cancelled, then the run goes).
@@ -18,7 +18,7 @@ import time
 
 from agentmesh.registry.errors import SessionBusy
 from agentmesh.registry.models import DOUBLE_TEXTING_POLICIES, Agent
-from agentmesh.registry.registry import AgentRegistry
+from agentmesh.registry.runs.bookkeeping import RunBookkeeping
 from agentmesh.registry.store import RunLease, RunLeaseStore
 from agentmesh.runtime.errors import FieldViolation, InvalidArgument
 from agentmesh.runtime.identity import Principal
@@ -40,7 +40,7 @@ def check_policy(field: str, policy: str) -> None:
 class SessionTurns:
     """Starts runs as their session's turns and tells waiting runs when their turn has come."""
 
-    def __init__(self, registry: AgentRegistry, store: RunLeaseStore) -> None:
+    def __init__(self, registry: RunBookkeeping, store: RunLeaseStore) -> None:
         self._registry = registry
         self._store = store
 
