@@ -31,6 +31,7 @@ from google.protobuf.struct_pb2 import Value
 
 from agentmesh.executor.agent import kind_name
 from agentmesh.executor.child_log import ChildLog, is_final
+from agentmesh.executor.errors import RESUME_LIMIT
 from agentmesh.executor.llm import DELEGATION, TOOL, PlannedCall
 from agentmesh.executor.models.base import Usage
 from agentmesh.executor.models.factory import settings_from_record
@@ -59,7 +60,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-RESUME_LIMIT = "RESUME_LIMIT"
 # A request the run's previous executor recorded after this one read the log (closer.answer_strays).
 _STRAY = "the run was taken over from its executor as it delegated this, and went on without it"
 _INPUT_TYPES = (EventType.EVENT_TYPE_USER_MESSAGE, EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED)

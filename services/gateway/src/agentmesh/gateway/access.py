@@ -19,7 +19,7 @@ from agentmesh.gateway.models import Caller
 from agentmesh.gateway.policy import RPC_POLICY, Access, ProjectTarget, Rule, SessionTarget, Target
 from agentmesh.gateway.ratelimit import RateLimiter
 from agentmesh.memory.client import MemoryClient, SessionNotFound
-from agentmesh.registry.client import RegistryClient
+from agentmesh.registry.client import ProjectNotFound, RegistryClient
 from agentmesh.registry.v1 import registry_service_pb2
 from agentmesh.runtime.client import unary
 from agentmesh.runtime.errors import NotFound
@@ -125,9 +125,9 @@ class AccessGuard:
             raise SessionNotFound(target.session_id) from None
 
 
-def _project_not_found() -> NotFound:
+def _project_not_found() -> ProjectNotFound:
     # A scoped key sees other projects exactly as it would unknown ones.
-    return NotFound("project not found", reason="PROJECT_NOT_FOUND")
+    return ProjectNotFound("project not found")
 
 
 class GrantCache:

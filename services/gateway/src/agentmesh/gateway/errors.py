@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from agentmesh.runtime.errors import (
+    TOKEN_REVOKED,
     Cancelled,
     FieldViolation,
     InvalidArgument,
@@ -37,6 +38,7 @@ __all__ = [
     "NoPolicy",
     "RateLimited",
     "RequestTooLarge",
+    "TaskNotFound",
     "TokenRevoked",
     "TooManyMessages",
 ]
@@ -130,6 +132,15 @@ class ModelNotFound(NotFound):
         )
 
 
+class TaskNotFound(NotFound):
+    """No A2A task of this id for this agent (or one the caller may not see)."""
+
+    default_reason = "TASK_NOT_FOUND"
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"task {task_id!r} not found")
+
+
 class NoPolicy(PermissionDenied):
     """An operation without an entry in the policy table: refused, never served by default."""
 
@@ -140,7 +151,7 @@ class TokenRevoked(Unauthenticated):
     """A well-signed access token that no longer stands for anything: its user signed out, was
     deactivated, deleted, or changed role since it was issued. Signing in again gives a new one."""
 
-    default_reason = "TOKEN_REVOKED"
+    default_reason = TOKEN_REVOKED
 
 
 class InvalidApiKey(Unauthenticated):

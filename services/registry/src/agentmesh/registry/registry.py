@@ -22,6 +22,7 @@ from agentmesh.registry.errors import (
     AgentTypeNotFound,
     ProjectNotFound,
     UserInactive,
+    UserRequired,
     ValidationFailed,
 )
 from agentmesh.registry.lifecycle import paused, resolve, resumed, run_started, spec_revision, terminated
@@ -59,7 +60,7 @@ from agentmesh.registry.validation import (
     update_paths,
 )
 from agentmesh.registry.watch import AgentChange, AgentWatch
-from agentmesh.runtime.errors import DomainError, FieldViolation, PermissionDenied
+from agentmesh.runtime.errors import DomainError, FieldViolation
 from agentmesh.runtime.identity import Principal
 
 T = TypeVar("T")
@@ -160,7 +161,7 @@ class AgentRegistry:
         self, principal: Principal, fields: ProjectFields, *, request_id: str = ""
     ) -> Project:
         if principal.is_system:
-            raise PermissionDenied("projects are owned by users", reason="USER_REQUIRED")
+            raise UserRequired("projects are owned by users")
         fields = fields.model_copy(update={"slug": fields.slug or slugify(fields.name)})
         _raise_if(check_project(fields))
         owner_request = (principal.user_id, request_id)

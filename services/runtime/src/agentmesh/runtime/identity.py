@@ -25,7 +25,14 @@ import grpc
 import jwt
 from google.protobuf.descriptor import ServiceDescriptor
 
-from agentmesh.runtime.errors import SuperuserRequired, SystemRequired, Unauthenticated
+from agentmesh.runtime.errors import (
+    TOKEN_EXPIRED,
+    TOKEN_INVALID,
+    TOKEN_MISSING,
+    SuperuserRequired,
+    SystemRequired,
+    Unauthenticated,
+)
 
 ALGORITHM = "HS256"
 AUTHORIZATION = "authorization"
@@ -33,12 +40,6 @@ SYSTEM_SUBJECT = "system"
 # Verified tokens remembered per verifier (a caller sends the same token on every call and hop).
 VERIFIED_CACHE_SIZE = 1024
 V = TypeVar("V")
-# Why a call is UNAUTHENTICATED (the ErrorInfo reason).
-TOKEN_MISSING = "TOKEN_MISSING"
-TOKEN_INVALID = "TOKEN_INVALID"
-TOKEN_EXPIRED = "TOKEN_EXPIRED"
-# The token was valid, but what it stood for changed: logout, deactivation, a role change.
-TOKEN_REVOKED = "TOKEN_REVOKED"
 
 
 @dataclass(frozen=True)

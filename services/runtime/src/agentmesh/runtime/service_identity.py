@@ -28,13 +28,10 @@ import grpc
 import jwt
 from google.protobuf.descriptor import ServiceDescriptor
 
-from agentmesh.runtime.errors import Unauthenticated
+from agentmesh.runtime.errors import SERVICE_CREDENTIAL_INVALID, SERVICE_CREDENTIAL_MISSING, Unauthenticated
 from agentmesh.runtime.identity import ALGORITHM, VerifiedTokens, admitted_handler
 
 SERVICE_CREDENTIAL = "x-agentmesh-service"
-# The ErrorInfo reasons of a call refused for its service credential.
-SERVICE_CREDENTIAL_MISSING = "SERVICE_CREDENTIAL_MISSING"
-SERVICE_CREDENTIAL_INVALID = "SERVICE_CREDENTIAL_INVALID"
 # What the derived key is for: changing it invalidates every credential of an older scheme.
 _KEY_PURPOSE = b"agentmesh service credential v1"
 _TOKEN_TYPE = "service"
