@@ -12,7 +12,7 @@ from agentmesh.executor.cache import AgentCache
 from agentmesh.executor.runner import RunExecutor
 from agentmesh.internal.executor.v1 import executor_service_pb2 as pb
 from agentmesh.internal.executor.v1 import executor_service_pb2_grpc as pb_grpc
-from agentmesh.runtime.errors import FieldViolation, InvalidArgument
+from agentmesh.runtime.errors import FieldViolation, ValidationFailed
 
 
 class ExecutorServicer(pb_grpc.ExecutorServiceServicer):
@@ -50,9 +50,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):
         self, request: pb.EndSessionRequest, context: grpc.aio.ServicerContext
     ) -> pb.EndSessionResponse:
         if not request.session_id:
-            raise InvalidArgument(
-                "session_id is required", violations=[FieldViolation("session_id", "is required")]
-            )
+            raise ValidationFailed.field("session_id", "is required")
         return pb.EndSessionResponse(released_agents=self._cache.end_session(request.session_id))
 
     async def CancelRuns(
@@ -64,9 +62,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):
             if not value
         ]
         if violations:
-            raise InvalidArgument(
-                "; ".join(f"{v.field} {v.description}" for v in violations), violations=violations
-            )
+            raise ValidationFailed.of(violations)
         cancelled = await self._runner.cancel_runs(
             request.project_id, request.agent_id, request.reason, request.run_id
         )

@@ -15,12 +15,12 @@ from agentmesh.runtime.errors import (
     TOKEN_REVOKED,
     Cancelled,
     FieldViolation,
-    InvalidArgument,
     NotFound,
     PermissionDenied,
     ResourceExhausted,
     Unauthenticated,
     Unavailable,
+    ValidationFailed,
 )
 
 RETRY_AFTER_SECONDS = "retry_after_seconds"
@@ -53,12 +53,9 @@ class ClientDisconnected(Cancelled):
         super().__init__("the client disconnected")
 
 
-class InvalidRequest(InvalidArgument):
-    """A request field is missing or malformed; the message names the field."""
-
-    @classmethod
-    def field(cls, field: str, description: str) -> InvalidRequest:
-        return cls(f"{field}: {description}", violations=[FieldViolation(field, description)])
+class InvalidRequest(ValidationFailed):
+    """A request field the gateway checks itself is missing or malformed: reported as every
+    service reports bad input (`ValidationFailed`)."""
 
 
 class RateLimited(ResourceExhausted):

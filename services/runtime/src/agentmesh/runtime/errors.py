@@ -126,6 +126,11 @@ class ValidationFailed(InvalidArgument):
         details = "; ".join(f"{v.field}: {v.description}" for v in violations)
         return cls(f"invalid {fields} ({details})", violations=violations)
 
+    @classmethod
+    def field(cls, field: str, description: str) -> ValidationFailed:
+        """One field is missing or malformed."""
+        return cls.of([FieldViolation(field, description)])
+
 
 class MalformedRequest(InvalidArgument):
     """The request's bytes are not a message of the method's request type (a corrupt wire
