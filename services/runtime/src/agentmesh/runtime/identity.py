@@ -29,6 +29,8 @@ from agentmesh.runtime.errors import (
     TOKEN_EXPIRED,
     TOKEN_INVALID,
     TOKEN_MISSING,
+    DomainError,
+    PermissionDenied,
     SuperuserRequired,
     SystemRequired,
     Unauthenticated,
@@ -219,9 +221,39 @@ def authorize(access: Access, principal: Principal | None) -> None:
 
 
 Behavior = Callable[[Any, grpc.aio.ServicerContext], Any]
+# What a policy interceptor runs before each call it guards, with the call's request (None for a
+# call that streams requests) and context: raises the DomainError that refuses the call, else
+# returns (or returns an awaitable, for a check that waits on something).
+Admit = Callable[[Any, grpc.aio.ServicerContext], Awaitable[None] | None]
 
 
-class AuthenticationInterceptor(grpc.aio.ServerInterceptor):
+class PolicyInterceptor(grpc.aio.ServerInterceptor):
+    """The one way an agentmesh server admits a call before its servicer runs: what the caller
+    may do is checked here, never inline in a servicer. Subclasses say how a method's calls are
+    admitted (`admission`); what `admit` raises fails the call through the shared server
+    interceptor's status mapping. Used for service credentials (`ServiceIdentityInterceptor`),
+    access tokens against a service's `Access` table (`AuthenticationInterceptor`, in the
+    registry, memory and executor) and the gateway's richer policy table."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        admit = self.admission(handler_call_details, handler)
+        if admit is None:
+            return handler
+        return admitted_handler(handler, admit)
+
+    def admission(self, details: grpc.HandlerCallDetails, handler: grpc.RpcMethodHandler) -> Admit | None:
+        """How to admit the calls of `details`: None lets them through untouched."""
+        raise NotImplementedError
+
+
+class AuthenticationInterceptor(PolicyInterceptor):
     """Authenticates every call of one service: a valid bearer access token (a user's, or a
     service's system token), verified with the mesh's shared secret, else UNAUTHENTICATED.
     `policy` may name methods that need less (PUBLIC) or more (SUPERUSER, SYSTEM); without one
@@ -247,31 +279,26 @@ class AuthenticationInterceptor(grpc.aio.ServerInterceptor):
         self._prefix = f"/{service.full_name}/"
         self._policy = dict(policy)
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        full_method = handler_call_details.method
-        if handler is None or not full_method.startswith(self._prefix):
-            return handler  # health, reflection
+    def admission(self, details: grpc.HandlerCallDetails, handler: grpc.RpcMethodHandler) -> Admit | None:
+        full_method = details.method
+        if not full_method.startswith(self._prefix):
+            return None  # health, reflection
         access = self._policy[full_method.removeprefix(self._prefix)]
-        metadata = handler_call_details.invocation_metadata
+        metadata = details.invocation_metadata
 
-        def admit() -> None:
+        def admit(request: Any, context: grpc.aio.ServicerContext) -> None:
             principal = None if access is Access.PUBLIC else authenticate(self._tokens, metadata)
             authorize(access, principal)
             current_principal.set(principal)
 
-        return admitted_handler(handler, admit, full_method)
+        return admit
 
 
-def admitted_handler(
-    handler: grpc.RpcMethodHandler, admit: Callable[[], None], full_method: str
-) -> grpc.RpcMethodHandler:
+def admitted_handler(handler: grpc.RpcMethodHandler, admit: Admit) -> grpc.RpcMethodHandler:
     """`handler` with `admit` run first in each call: what it raises (a DomainError) fails the call
-    through the shared server interceptor's status mapping, before the servicer runs."""
+    through the shared server interceptor's status mapping, before the servicer runs. No agentmesh
+    RPC streams requests: such a call (left unwrapped by the shared interceptor) is refused here
+    with what `admit` raises, or PERMISSION_DENIED."""
     if handler.unary_unary:
         return grpc.unary_unary_rpc_method_handler(
             _admitted_unary(handler.unary_unary, admit),
@@ -287,22 +314,45 @@ def admitted_handler(
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )
-    raise ValueError(f"{full_method} streams requests, which no agentmesh service does")
+    return grpc.stream_stream_rpc_method_handler(
+        _refused(admit),
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
 
 
-# Each call runs in its own context, so the principal set by `admit` is the call's alone.
-def _admitted_unary(behavior: Behavior, admit: Callable[[], None]) -> Behavior:
+# Each call runs in its own context, so what `admit` sets (the principal) is the call's alone.
+async def _admitted(admit: Admit, request: Any, context: grpc.aio.ServicerContext) -> None:
+    waiting = admit(request, context)
+    if waiting is not None:
+        await waiting
+
+
+def _admitted_unary(behavior: Behavior, admit: Admit) -> Behavior:
     async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        admit()
+        await _admitted(admit, request, context)
         return await behavior(request, context)
 
     return unary
 
 
-def _admitted_stream(behavior: Behavior, admit: Callable[[], None]) -> Behavior:
+def _admitted_stream(behavior: Behavior, admit: Admit) -> Behavior:
     async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        admit()
+        await _admitted(admit, request, context)
         async for response in behavior(request, context):
             yield response
 
     return stream
+
+
+def _refused(admit: Admit) -> Behavior:
+    async def refuse(request_iterator: Any, context: grpc.aio.ServicerContext) -> None:
+        try:
+            await _admitted(admit, None, context)
+            refusal: DomainError = PermissionDenied("no agentmesh RPC streams requests")
+        except DomainError as error:
+            refusal = error
+        status = refusal.to_status()
+        await context.abort(status.code, status.details, status.trailing_metadata)
+
+    return refuse
