@@ -168,23 +168,23 @@ class AuthorizationInterceptor(PolicyInterceptor):
     raised here into statuses."""
 
     def __init__(self, guard: AccessGuard, policy: Mapping[str, Rule] = RPC_POLICY) -> None:
+        super().__init__()
         self._guard = guard
         self._policy = policy
 
-    def admission(self, details: grpc.HandlerCallDetails, handler: grpc.RpcMethodHandler) -> Admit | None:
-        method = details.method
+    def admission(self, method: str, handler: grpc.RpcMethodHandler) -> Admit | None:
         rule = self._policy.get(method)
         if handler.request_streaming:
             if rule is not None and rule.access is Access.PUBLIC:
                 return None  # server reflection: public, and a bidi stream there is nothing to check in
-            return _refusal(NoPolicy(f"{method} is not served by the gateway"))
+            return _refusal(f"{method} is not served by the gateway")
         if rule is None:
-            return _refusal(NoPolicy(f"{method} has no access policy and is not served"))
-        metadata = details.invocation_metadata
-        forwarded_for = next((str(value) for key, value in metadata or () if key == FORWARDED_FOR), None)
-        token = bearer_token(metadata)
+            return _refusal(f"{method} has no access policy and is not served")
 
         async def authorize(request: Any, context: grpc.aio.ServicerContext) -> None:
+            metadata = context.invocation_metadata()
+            forwarded_for = next((str(value) for key, value in metadata or () if key == FORWARDED_FOR), None)
+            token = bearer_token(metadata)
             caller = await self._guard.authorize(
                 rule, token, request, peer=context.peer() or "", forwarded_for=forwarded_for
             )
@@ -196,8 +196,8 @@ class AuthorizationInterceptor(PolicyInterceptor):
         return authorize
 
 
-def _refusal(error: NoPolicy) -> Admit:
+def _refusal(message: str) -> Admit:
     def refuse(request: Any, context: grpc.aio.ServicerContext) -> None:
-        raise error
+        raise NoPolicy(message)
 
     return refuse

@@ -35,6 +35,7 @@ from agentmesh.runtime.errors import (
     SystemRequired,
     Unauthenticated,
 )
+from agentmesh.runtime.handlers import HandlerWrappingInterceptor
 
 ALGORITHM = "HS256"
 AUTHORIZATION = "authorization"
@@ -227,29 +228,22 @@ Behavior = Callable[[Any, grpc.aio.ServicerContext], Any]
 Admit = Callable[[Any, grpc.aio.ServicerContext], Awaitable[None] | None]
 
 
-class PolicyInterceptor(grpc.aio.ServerInterceptor):
+class PolicyInterceptor(HandlerWrappingInterceptor):
     """The one way an agentmesh server admits a call before its servicer runs: what the caller
     may do is checked here, never inline in a servicer. Subclasses say how a method's calls are
-    admitted (`admission`); what `admit` raises fails the call through the shared server
+    admitted (`admission`, asked once per method: an `admit` reads what it needs of a call from
+    the call's context); what `admit` raises fails the call through the shared server
     interceptor's status mapping. Used for service credentials (`ServiceIdentityInterceptor`),
     access tokens against a service's `Access` table (`AuthenticationInterceptor`, in the
     registry, memory and executor) and the gateway's richer policy table."""
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
-        admit = self.admission(handler_call_details, handler)
-        if admit is None:
-            return handler
-        return admitted_handler(handler, admit)
+    def wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+        admit = self.admission(method, handler)
+        return handler if admit is None else admitted_handler(handler, admit)
 
-    def admission(self, details: grpc.HandlerCallDetails, handler: grpc.RpcMethodHandler) -> Admit | None:
-        """How to admit the calls of `details`: None lets them through untouched."""
+    def admission(self, method: str, handler: grpc.RpcMethodHandler) -> Admit | None:
+        """How to admit the calls of `method` (`/package.Service/Method`): None lets them
+        through untouched."""
         raise NotImplementedError
 
 
@@ -275,19 +269,20 @@ class AuthenticationInterceptor(PolicyInterceptor):
             )
         if Access.PROJECT_OWNER in policy.values():
             raise ValueError("PROJECT_OWNER needs the data: check it in the service's rules")
+        super().__init__()
         self._tokens = tokens
         self._prefix = f"/{service.full_name}/"
         self._policy = dict(policy)
 
-    def admission(self, details: grpc.HandlerCallDetails, handler: grpc.RpcMethodHandler) -> Admit | None:
-        full_method = details.method
-        if not full_method.startswith(self._prefix):
+    def admission(self, method: str, handler: grpc.RpcMethodHandler) -> Admit | None:
+        if not method.startswith(self._prefix):
             return None  # health, reflection
-        access = self._policy[full_method.removeprefix(self._prefix)]
-        metadata = details.invocation_metadata
+        access = self._policy[method.removeprefix(self._prefix)]
 
         def admit(request: Any, context: grpc.aio.ServicerContext) -> None:
-            principal = None if access is Access.PUBLIC else authenticate(self._tokens, metadata)
+            principal = None
+            if access is not Access.PUBLIC:
+                principal = authenticate(self._tokens, context.invocation_metadata())
             authorize(access, principal)
             current_principal.set(principal)
 

@@ -126,15 +126,16 @@ class ServiceIdentityInterceptor(PolicyInterceptor):
     behalf the admitted service calls."""
 
     def __init__(self, credentials: ServiceCredentials, services: Iterable[ServiceDescriptor]) -> None:
+        super().__init__()
         self._credentials = credentials
         self._prefixes = tuple(f"/{service.full_name}/" for service in services)
 
-    def admission(self, details: grpc.HandlerCallDetails, handler: grpc.RpcMethodHandler) -> Admit | None:
-        if not details.method.startswith(self._prefixes):
+    def admission(self, method: str, handler: grpc.RpcMethodHandler) -> Admit | None:
+        if not method.startswith(self._prefixes):
             return None
-        credential = service_credential(details.invocation_metadata)
 
         def admit(request: Any, context: grpc.aio.ServicerContext) -> None:
+            credential = service_credential(context.invocation_metadata())
             current_service.set(self._credentials.verify(credential))
 
         return admit
