@@ -43,7 +43,7 @@ from agentmesh.runtime.background import BackgroundTask
 from agentmesh.runtime.channels import PeerSecurity, create_channel
 from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import DomainError
-from agentmesh.runtime.identity import TokenCodec
+from agentmesh.runtime.identity import AuthenticationInterceptor, TokenCodec
 from agentmesh.runtime.server import ServiceBinding, bind_server
 from agentmesh.runtime.service import RunningService
 from agentmesh.runtime.service_identity import ServiceCredentials, ServiceIdentityInterceptor
@@ -105,7 +105,10 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         port=settings.port,
         max_message_bytes=settings.max_message_bytes,
         max_pending_calls=settings.max_pending_calls,
-        interceptors=[ServiceIdentityInterceptor(credentials, [EXECUTOR_SERVICE])],
+        interceptors=[
+            ServiceIdentityInterceptor(credentials, [EXECUTOR_SERVICE]),
+            AuthenticationInterceptor(tokens, EXECUTOR_SERVICE),
+        ],
         tls=tls,
     )
     advertise_address = settings.advertise_address or _advertise(settings.host, server.port)
@@ -218,7 +221,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         finisher=finisher,
         outbox=outbox,
     )
-    servicer = ExecutorServicer(runner, cache, tokens)
+    servicer = ExecutorServicer(runner, cache)
     leases = LeaseKeeper(
         registry,
         RunResumer(

@@ -23,8 +23,10 @@ from agentmesh.memory.errors import (
     ExpectedLastSeqMismatch,
     FieldViolation,
     HistoryTrimmed,
+    IdempotencyKeyContention,
     IdempotencyKeyReused,
     SessionNotFound,
+    ShuttingDown,
     TooManyEvents,
     ValidationFailed,
 )
@@ -55,7 +57,6 @@ from agentmesh.memory.validation import (
 )
 from agentmesh.memory.watch import SessionSignals
 from agentmesh.runtime import metrics
-from agentmesh.runtime.errors import Aborted, Unavailable
 from agentmesh.runtime.pagination import (
     PageTokenCodec,
     cursor_datetime,
@@ -203,9 +204,8 @@ class EventLog:
             new = iter(stored)
             in_order = [known[e.idempotency_key] if e.idempotency_key in known else next(new) for e in events]
             return AppendResult(events=in_order, last_seq=last_seq)
-        raise Aborted(
-            f"concurrent appends to session {session_id!r} keep racing on the same idempotency keys; retry",
-            reason="IDEMPOTENCY_KEY_CONTENTION",
+        raise IdempotencyKeyContention(
+            f"concurrent appends to session {session_id!r} keep racing on the same idempotency keys; retry"
         )
 
     def _validate_append(
@@ -411,9 +411,8 @@ class EventLog:
             # Take the signal before reading, so a commit between the read and the wait wakes us.
             signal = self._signals.signal(key)
             if self._signals.closing:
-                raise Unavailable(
+                raise ShuttingDown(
                     f"the memory service is stopping; resume with after_seq={sent}",
-                    reason="SHUTTING_DOWN",
                     metadata={"session_id": session_id, "after_seq": str(sent)},
                 )
             batch = await self._store.list_events(query, after=(sent,), limit=self._watch_batch_events)

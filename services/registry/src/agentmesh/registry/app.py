@@ -10,7 +10,6 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc
@@ -33,7 +32,7 @@ from agentmesh.registry.servicer import RegistryServicer
 from agentmesh.registry.settings import RegistrySettings
 from agentmesh.registry.store.sql import SqlRegistryStore
 from agentmesh.registry.v1 import registry_service_pb2_grpc
-from agentmesh.runtime.database import create_engine, normalize_url, upgrade
+from agentmesh.runtime.database import create_engine, create_sqlite_directory, upgrade
 from agentmesh.runtime.identity import AuthenticationInterceptor, TokenCodec
 from agentmesh.runtime.server import ServiceBinding, start_server
 from agentmesh.runtime.service import RunningService
@@ -68,7 +67,7 @@ async def open_components(settings: RegistrySettings) -> Components:
     """Engine (migrated to head), store and rules, as configured. The caller disposes the engine."""
     secret = settings.jwt_secret.get_secret_value()
     tokens = TokenCodec(secret, access_ttl_seconds=settings.access_token_ttl_seconds)
-    await asyncio.to_thread(_create_sqlite_directory, settings.database_url)
+    await asyncio.to_thread(create_sqlite_directory, settings.database_url)
     engine = create_engine(
         settings.database_url,
         pool_size=settings.database_pool_size,
@@ -222,9 +221,3 @@ async def _dispose(*engines: AsyncEngine | None) -> None:
     for engine in engines:
         if engine is not None:
             await engine.dispose()
-
-
-def _create_sqlite_directory(database_url: str) -> None:
-    url = make_url(normalize_url(database_url))
-    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
-        Path(url.database).parent.mkdir(parents=True, exist_ok=True)

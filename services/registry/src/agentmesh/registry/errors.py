@@ -14,6 +14,7 @@ from agentmesh.runtime.errors import (
     FailedPrecondition,
     FieldViolation,
     NotFound,
+    PermissionDenied,
     ResourceExhausted,
     SuperuserRequired,
     SystemRequired,
@@ -50,6 +51,7 @@ __all__ = [
     "SystemRequired",
     "UserInactive",
     "UserNotFound",
+    "UserRequired",
     "ValidationFailed",
 ]
 
@@ -194,3 +196,9 @@ class DuplicateRequest(Exception):
 
     Not one of the errors callers see: a store raises it to the rules, which answer the retry with
     what the first create made. It lives here, below the stores, so every store part can raise it."""
+
+
+class UserRequired(PermissionDenied):
+    """What only a user may do (own a project), asked with the system principal's token."""
+
+    default_reason = "USER_REQUIRED"

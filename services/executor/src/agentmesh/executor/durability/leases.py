@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from agentmesh.executor.durability.child_log import is_final
 from agentmesh.executor.durability.outbox import is_superseded, is_taken
 from agentmesh.executor.durability.recorder import RESUME, EventType, end_key, response_key, resumes
+from agentmesh.executor.errors import EXECUTOR_LOST
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2, resources_pb2
@@ -44,7 +45,6 @@ logger = logging.getLogger(__name__)
 RunKey = tuple[str, str]  # (agent id, run id)
 # Runs (and closed runs) one RenewRunLeases call may name: the registry's MAX_LEASED_RUNS.
 MAX_RUNS_PER_RENEWAL = 1000
-EXECUTOR_LOST = "EXECUTOR_LOST"
 # How long an executor that has not heard the registry's lease time yet waits before it counts
 # itself cut off (the registry's default lease).
 _FIRST_LEASE_SECONDS = 10.0

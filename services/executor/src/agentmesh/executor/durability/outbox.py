@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import grpc
 
 from agentmesh.executor.durability.transient import is_transient
-from agentmesh.memory.client import IdempotencyKeyReused, MemoryClient
+from agentmesh.memory.client import IdempotencyKeyReused, MemoryClient, RunEnded, RunTakenOver
 from agentmesh.memory.v1 import memory_service_pb2
 from agentmesh.runtime.background import BackgroundTask
 from agentmesh.runtime.client import Metadata
@@ -40,7 +40,7 @@ def is_taken(error: BaseException) -> bool:
 
 # The memory service's refusals of an event of a run that is no longer its executor's (memory
 # `fence.py`): another executor took the run over, or ended it.
-_SUPERSEDED = frozenset({"RUN_TAKEN_OVER", "RUN_ENDED"})
+_SUPERSEDED = frozenset({RunTakenOver.default_reason, RunEnded.default_reason})
 
 
 def is_superseded(error: BaseException) -> bool:

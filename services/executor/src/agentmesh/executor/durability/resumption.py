@@ -37,6 +37,7 @@ from agentmesh.executor.durability.recorder import (
     resumed_key,
 )
 from agentmesh.executor.durability.run_log import RunLog, read_run_log
+from agentmesh.executor.errors import RESUME_LIMIT
 from agentmesh.executor.providers.factory import settings_from_record
 from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2
@@ -50,7 +51,6 @@ from agentmesh.runtime.identity import calling_as
 
 logger = logging.getLogger(__name__)
 
-RESUME_LIMIT = "RESUME_LIMIT"
 # A request the run's previous executor recorded after this one read the log (closer.answer_strays).
 _STRAY = "the run was taken over from its executor as it delegated this, and went on without it"
 

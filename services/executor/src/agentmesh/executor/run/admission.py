@@ -35,7 +35,7 @@ from agentmesh.memory.v1 import memory_service_pb2
 from agentmesh.memory.v1 import resources_pb2 as memory_resources_pb2
 from agentmesh.registry.client import AgentTerminated, RegistryClient
 from agentmesh.registry.v1 import resources_pb2
-from agentmesh.runtime.errors import DomainError, FieldViolation, InvalidArgument
+from agentmesh.runtime.errors import DomainError, FieldViolation, ValidationFailed
 
 logger = logging.getLogger(__name__)
 
@@ -372,6 +372,4 @@ def validate_request(request: executor_service_pb2.RunRequest) -> None:
         violations.append(FieldViolation("delegation_depth", "must not be negative"))
     violations += policy_violations(request)
     if violations:
-        raise InvalidArgument(
-            "; ".join(f"{v.field} {v.description}" for v in violations), violations=violations
-        )
+        raise ValidationFailed.of(violations)

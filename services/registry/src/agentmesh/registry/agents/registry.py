@@ -30,6 +30,7 @@ from agentmesh.registry.errors import (
     AgentTypeNotFound,
     ProjectNotFound,
     UserInactive,
+    UserRequired,
 )
 from agentmesh.registry.mcp_servers.registry import servers_with_kept_secrets
 from agentmesh.registry.models import (
@@ -64,7 +65,7 @@ from agentmesh.registry.validation import (
     slugify,
     update_paths,
 )
-from agentmesh.runtime.errors import FieldViolation, PermissionDenied
+from agentmesh.runtime.errors import FieldViolation
 from agentmesh.runtime.identity import Principal
 
 T = TypeVar("T")
@@ -156,7 +157,7 @@ class AgentRegistry:
         self, principal: Principal, fields: ProjectFields, *, request_id: str = ""
     ) -> Project:
         if principal.is_system:
-            raise PermissionDenied("projects are owned by users", reason="USER_REQUIRED")
+            raise UserRequired("projects are owned by users")
         fields = fields.model_copy(update={"slug": fields.slug or slugify(fields.name)})
         raise_if(check_project(fields))
         owner_request = (principal.user_id, request_id)

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from agentmesh.registry.store import OrphanedRun, RunKey, RunLease, RunLeaseStore
 from agentmesh.runtime.background import BackgroundTask
 from agentmesh.runtime.database_errors import DATABASE_UNAVAILABLE, database_unavailable
-from agentmesh.runtime.errors import FieldViolation, InvalidArgument
+from agentmesh.runtime.errors import FieldViolation, ValidationFailed
 
 logger = logging.getLogger(__name__)
 
@@ -105,9 +105,7 @@ class RunLeases:
         if max_orphans < 0:
             violations.append(FieldViolation("max_orphans", "must not be negative"))
         if violations:
-            raise InvalidArgument(
-                "; ".join(f"{v.field} {v.description}" for v in violations), violations=violations
-            )
+            raise ValidationFailed.of(violations)
         try:
             return await self._renew(executor_id, runs, closed, max_orphans, released, resumed)
         except Exception as error:

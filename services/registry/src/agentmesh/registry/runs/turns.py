@@ -20,7 +20,7 @@ from agentmesh.registry.errors import SessionBusy
 from agentmesh.registry.models import DOUBLE_TEXTING_POLICIES, Agent
 from agentmesh.registry.runs.bookkeeping import RunBookkeeping
 from agentmesh.registry.store import RunLease, RunLeaseStore
-from agentmesh.runtime.errors import FieldViolation, InvalidArgument
+from agentmesh.runtime.errors import FieldViolation, ValidationFailed
 from agentmesh.runtime.identity import Principal
 
 POLICIES = DOUBLE_TEXTING_POLICIES
@@ -31,10 +31,7 @@ _POLL_SECONDS = 0.1
 def check_policy(field: str, policy: str) -> None:
     """Raises INVALID_ARGUMENT naming `field` unless `policy` is one of POLICIES."""
     if policy not in POLICIES:
-        raise InvalidArgument(
-            f"{field} must be one of {', '.join(POLICIES)}",
-            violations=[FieldViolation(field, f"must be one of {', '.join(POLICIES)}")],
-        )
+        raise ValidationFailed.field(field, f"must be one of {', '.join(POLICIES)}")
 
 
 class SessionTurns:
@@ -59,10 +56,7 @@ class SessionTurns:
         SessionBusy under `reject` when there are any (the run is then finished again)."""
         check_policy("double_texting", policy)
         if not session_id:
-            raise InvalidArgument(
-                "session_id is required with double_texting",
-                violations=[FieldViolation("session_id", "is required with double_texting")],
-            )
+            raise ValidationFailed.field("session_id", "is required with double_texting")
         agent, revision = await self._registry.start_run(principal, agent_id, run_id, lease=lease)
         # Session ids are their project's (two projects may use one): turns are per project too.
         ahead = await self._store.take_turn(
@@ -89,9 +83,7 @@ class SessionTurns:
         if wait_seconds < 0:
             violations.append(FieldViolation("wait_seconds", "must not be negative"))
         if violations:
-            raise InvalidArgument(
-                "; ".join(f"{v.field} {v.description}" for v in violations), violations=violations
-            )
+            raise ValidationFailed.of(violations)
         deadline = time.monotonic() + min(wait_seconds, MAX_WAIT_SECONDS)
         while True:
             ahead = await self._store.turns_ahead((agent_id, run_id))
