@@ -1,5 +1,5 @@
-"""`python -m bench.fence_ab [--sqlite]`: what the run fence costs an append (issue 15,
-docs/durability.md "Fencing a run's steps after its end"). One memory service process on
+"""`python -m bench.fence_ab [--sqlite]`: what the run fence costs an append
+(docs/durability.md, "Fencing a run's steps after its end"). One memory service process on
 PostgreSQL (or SQLite), the same ~300-byte event appended per call either as a step of a run
 (`run_id` and a key: the append is fenced — the store checks the run's end atomically with the
 write) or with no run (not fenced). One writer (latency: p50 of a call) and sixteen writers on

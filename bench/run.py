@@ -1,5 +1,5 @@
 """One benchmark run: start the baselines and the mesh as separate processes on loopback, measure
-every figure of issue 8 as a ratio against a baseline measured in the same run, and return the
+every figure as a ratio against a baseline measured in the same run, and return the
 results.
 
 Order of work: PostgreSQL (throwaway, from the local binaries, or the server
@@ -69,7 +69,7 @@ class Plan:
     warmup_calls: int
     burst_seconds: float  # one throughput burst
     # The append figures' rounds: with three, a figure moved by 10-17 % between two runs of the
-    # same tree (docs/performance.md, ninth session).
+    # same tree (docs/performance.md).
     append_rounds: int
     burst_max_calls: int
     concurrency_levels: tuple[int, ...]  # the chat/chain throughput sweep (details)
@@ -98,7 +98,7 @@ FULL = Plan(
     history_long=10_000,
     history_short=10,
     history_middle=1_000,
-    # Issue 16: 5,000 streams (1,000 before). Each lives 6 x 15 s, so that all are open at once
+    # 5,000 streams, as the target names. Each lives 6 x 15 s, so that all are open at once
     # even when starting them takes a minute on a loaded host; a stream that has not ended
     # after stream_timeout_seconds fails, which bounds the section.
     streams=5000,

@@ -1,4 +1,4 @@
-"""Chats under load while something dies (issue 15, "whatever dies"), and the invariants the mesh
+"""Chats under load while something dies (whatever it is), and the invariants the mesh
 must hold once it is back: no lost acknowledged input, exactly one end per run and one response per
 delegation, `seq` gap-free, no run left in the registry's books, and no client told INTERNAL.
 

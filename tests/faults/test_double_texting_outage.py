@@ -1,4 +1,4 @@
-"""Double texting through a memory outage (issue 15 items 4 and 5): messages into one session
+"""Double texting through a memory outage: messages into one session
 under each policy while the memory service is SIGKILLed and kept away, on processes and
 PostgreSQL. `enqueue`: every message whose input was recorded runs once, one run after the other
 in the order they were taken (no run starts before the one ahead of it ended, even when that one

@@ -1,4 +1,4 @@
-"""An executor cut off from a live registry (issue 15): its runs' leases expire and another
+"""An executor cut off from a live registry: its runs' leases expire and another
 executor takes them over while it is still alive and still reaches the memory service — a
 network partition, not a death. The services run as processes on PostgreSQL; the executor the
 gateway sends chats to talks to a registry replica of its own, which the test stops (SIGSTOP)

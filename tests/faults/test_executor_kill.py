@@ -1,4 +1,4 @@
-"""SIGKILL the executor running a delegating chat (issue 15): the services run as separate
+"""SIGKILL the executor running a delegating chat: the services run as separate
 processes on PostgreSQL, with two executors. The coordinator's first step calls a non-idempotent
 MCP tool (`record`), an idempotent one (`lookup`) and delegates to a slow worker; its second step
 answers. After every kill, within the lease time plus a few renewals: the chat's run *completes*

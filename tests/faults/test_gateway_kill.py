@@ -1,5 +1,5 @@
 """SIGKILL the gateway while chats run through it — delegating streams and unary chats — and start
-it again (issue 15 item 4, "whatever dies: … gateway"). Every run lost its caller with the
+it again (whichever service dies, the gateway too). Every run lost its caller with the
 gateway, as if each client had hung up: the executors cancel them, each recording its one end.
 Once a gateway is back: every acknowledged input is in its session's log, every run has exactly
 one final event and every delegation one response, `seq` has no gaps, and the registry holds no

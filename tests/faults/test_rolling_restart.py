@@ -1,4 +1,4 @@
-"""A rolling restart of the executors loses no run (issue 15 item 6): the services run as
+"""A rolling restart of the executors loses no run: the services run as
 processes on PostgreSQL with two executors whose drain grace is short. While delegating chats run,
 each executor in turn gets SIGTERM and comes back. A run still going when its executor's grace
 ends is handed over — stopped without an end, its lease released at once — and the other executor

@@ -1,4 +1,4 @@
-"""Several events per stream message (issue 16): a caller that asks for batches — executors
+"""Several events per stream message: a caller that asks for batches — executors
 relaying a delegation, the gateway, a StreamChat client that opts in — gets every event, in
 order, each as it would have come alone, except that consecutive text deltas of one run that
 queued together arrive merged (every character, in order); a caller that does not gets one event

@@ -1,4 +1,4 @@
-"""The agent cache's rules (issue 13 item 4, after the Hermes gateway's), each shown from outside:
+"""The agent cache's rules (after the Hermes gateway's), each shown from outside:
 the executor's GetStats counters, the gateway's operations, and the requests a scripted
 OpenAI-compatible server receives.
 

@@ -1,5 +1,5 @@
 """A run whose executor died is resumed from the session's log by the executor that takes it over
-(issue 15 item 2; executor resumption.py): each test writes the log a dead executor left — its
+(executor resumption.py): each test writes the log a dead executor left — its
 input, the intent events of the step it was in, some results — starts the run at the registry as
 held by an executor that never renews (`dead-executor`), and watches the live executor take it
 over once its lease expires and finish it.
@@ -213,7 +213,7 @@ async def test_a_run_resumed_too_often_fails_with_the_reason(stack: Stack) -> No
 
 
 async def test_a_resumed_run_is_counted_in_while_it_runs_and_its_usage_once(stack: Stack) -> None:
-    """Issue 15 item 1: the registry counted the run out when it orphaned it; the taker counts it
+    """The registry counted the run out when it orphaned it; the taker counts it
     in again when it resumes it, so the agent is `working` while the resumed run goes on, and its
     end adds its usage and completed task once (registry `RenewRunLeasesRequest.resumed`)."""
     project = await stack.project()
@@ -250,7 +250,7 @@ async def test_a_resumed_run_is_counted_in_while_it_runs_and_its_usage_once(stac
 async def test_a_resumed_run_goes_on_with_its_messages_model_settings(
     stack: Stack, openai_server: FakeOpenAI
 ) -> None:
-    """Issue 15 item 2: a chat's per-message model settings are recorded in its input event's
+    """A chat's per-message model settings are recorded in its input event's
     metadata, and the run resumed from that log asks the model with them."""
     model = f"resume-{uuid.uuid4().hex[:8]}"
     openai_server.script(model, Reply(text="answered"))
@@ -294,7 +294,7 @@ async def test_a_resumed_run_goes_on_with_its_messages_model_settings(
 async def test_a_logged_steps_usage_is_counted_once_by_the_run_that_resumes_it(
     stack: Stack, tmp_path: Path
 ) -> None:
-    """Issue 15 item 1 (usage counters exact): a model step's usage is recorded on its first
+    """Usage counters stay exact: a model step's usage is recorded on its first
     intent event, so a run resumed past that step — not asking it again — still counts it, once,
     beside what it asks itself."""
     step_usage = {"input_tokens": 100, "output_tokens": 8}

@@ -1,5 +1,5 @@
 """A workflow agent whose executor died is resumed from its sub-agent runs in the session's log
-(issue 15; executor workflow.py, resumption.py): each test writes the log a dead executor left —
+(executor workflow.py, resumption.py): each test writes the log a dead executor left —
 the workflow's input, the inputs of the sub-agent runs it had started (with their `sub_agent_id`)
 and the ends of those that ended — orphans the workflow at the registry and watches the live
 executor finish it. A sub-agent whose run ended is not run again (its script would answer

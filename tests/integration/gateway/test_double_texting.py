@@ -1,4 +1,4 @@
-"""Double texting (DESIGN §5; issue 15 item 5): a message for a session whose run is still in
+"""Double texting (DESIGN §5): a message for a session whose run is still in
 flight follows its policy — the agent's, or the request's — with concurrent messages into one
 session: `enqueue` (default) runs them one after the other, in order; `reject` refuses them
 (ABORTED / 409 naming the run in flight); `interrupt` cancels the run in flight, then runs. The

@@ -1,4 +1,4 @@
-"""Failed API keys are throttled per real client behind a reverse proxy (issue 14): a gateway told
+"""Failed API keys are throttled per real client behind a reverse proxy: a gateway told
 its proxy's address (`AGENTMESH_GATEWAY_TRUSTED_PROXIES`) counts failures against the client the
 proxy names in X-Forwarded-For, so one guesser behind the proxy does not lock out everyone behind
 it; a header from anyone else — or the part of the chain a client wrote itself — is ignored, so

@@ -1,4 +1,4 @@
-"""A draining executor hands its runs over (issue 15 item 6; registry `leases.py`):
+"""A draining executor hands its runs over (registry `leases.py`):
 `RenewRunLeasesRequest.released` ends their leases at once, so the next sweep orphans them and
 another executor takes them over well within the lease time, instead of after it."""
 

@@ -1,4 +1,4 @@
-"""Registered MCP servers over gRPC (issue 13 item 3): superuser-managed, global or a project's,
+"""Registered MCP servers over gRPC: superuser-managed, global or a project's,
 their env and header values written but never read back — except by ResolveMcpServers, for the
 system principal (executors) alone."""
 

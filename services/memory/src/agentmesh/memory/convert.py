@@ -80,7 +80,7 @@ def new_events_from_proto(events: Sequence[pb.NewEvent]) -> list[models.NewEvent
         except ValueError:  # NaN or ±Infinity: not JSON
             violations.append(FieldViolation(f"events[{index}].metadata", "must hold JSON numbers only"))
             continue
-        # Built without pydantic's validation: protobuf typed every field already (issue 16: an
+        # Built without pydantic's validation: protobuf typed every field already (an
         # AppendEvents of many events spent most of its time converting them).
         converted.append(
             models.NewEvent.trusted(

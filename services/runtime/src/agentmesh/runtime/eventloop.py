@@ -1,5 +1,5 @@
 """The event loop a service process runs on: uvloop when it is installed (a pinned dependency of
-the runtime), else asyncio's own. issue 16 measured uvloop 10-25 % cheaper per grpc.aio stream
+the runtime), else asyncio's own. uvloop measured 10-25 % cheaper per grpc.aio stream
 message with many in flight; docs/performance.md has this mesh's A/B. `AGENTMESH_UVLOOP=0` turns
 it off (for that A/B, or to rule it out when debugging)."""
 
