@@ -1,5 +1,5 @@
 """A resumed run whose open delegation went to a remote A2A agent sends the task at most once
-(docs/durability.md, "Remote delegations"): a delegating run records the remote task's
+(docs/durability.md, "Resumption from the log"): a delegating run records the remote task's
 id the moment the remote names it (an `error` note, reason REMOTE_TASK_ACCEPTED); the run's taker
 follows that task to its end — `tasks/resubscribe` when the remote's card says it streams, else
 `tasks/get` — and records its one `delegation_response`; with no task id recorded the send is in

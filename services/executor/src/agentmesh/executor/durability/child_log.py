@@ -1,6 +1,6 @@
 """How a child run (a delegated run, a workflow's sub-agent run) ended, read from the session's
 log: what a run resumed on another executor waits for when its executor died with a child open,
-and what a caller follows when its child's stream broke (docs/durability.md, "Resume").
+and what a caller follows when its child's stream broke (docs/durability.md, "Resuming a stream").
 
 The child run is a run of its own with its own lease: when its executor dies too it is resumed by
 whoever takes it over; when it lives on, it outlives its caller's broken stream (`caller_run_id`).
@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 _POLL_SECONDS = 0.25
 # The note a delegating run records the moment a remote A2A agent names the task it made of the
 # delegation (an `error` event with no code: the run goes on), so that a resumed run follows that
-# task instead of sending the delegation again (docs/durability.md, "Remote delegations").
+# task instead of sending the delegation again (docs/durability.md, "Resumption from the log").
 REMOTE_TASK_ACCEPTED = "REMOTE_TASK_ACCEPTED"
 
 

@@ -1,5 +1,5 @@
 """Resuming a run from the session's log on the executor that took it over
-(docs/durability.md, "Resume from the log").
+(docs/durability.md, "Resumption from the log").
 
 A run's recorded events are its state. `read_run_log` turns them back into the steps the model
 answered: every step's calls from their intent events (`tool_call`, `delegation_request`, which

@@ -1,5 +1,5 @@
 """A run's state read back from its recorded events, so the executor that takes it over goes on
-from where the log stops (docs/durability.md, "Resume from the log").
+from where the log stops (docs/durability.md, "Resumption from the log").
 
 Every step's calls are rebuilt from their intent events (`tool_call`, `delegation_request`, which
 record the model's call id, step and place before anything runs), each with its recorded result

@@ -18,7 +18,7 @@ a step whose run is in the log is not started again — its recorded end is take
 while it is still going (whoever holds it finishes it) — and the first step with no run is
 started under its id. So a resumed sequential or loop workflow goes on with the answer it had,
 recovers its iteration and escalation, and a parallel one runs only its missing branches
-(docs/durability.md, "Workflows resume").
+(docs/durability.md, "Workflows").
 """
 
 from __future__ import annotations

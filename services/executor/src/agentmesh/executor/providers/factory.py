@@ -146,7 +146,7 @@ def message_params(settings: run_pb2.ModelSettings) -> dict[str, Any]:
 def recorded_settings(settings: run_pb2.ModelSettings) -> dict[str, Any]:
     """A chat's per-message settings as its input event's metadata records them (those it sets,
     by their proto names), so a run resumed on another executor goes on with them
-    (`settings_from_record`; docs/durability.md, "Resume from the log"). Empty when none is set."""
+    (`settings_from_record`; docs/durability.md, "Resumption from the log"). Empty when none is set."""
     return json_format.MessageToDict(settings, preserving_proto_field_name=True)
 
 
