@@ -68,7 +68,7 @@ class RunRequest(_message.Message):
     sub_agent_id: _builtins.str
     """Set when a workflow runs this agent as one of its sub-agents: the workflow's run id and the
     sub-agent's place in it ("<run_id>:<step>"), recorded in the input's metadata, so a resumed
-    workflow finds the sub-agent runs it started (docs/durability.md, "Workflows resume").
+    workflow finds the sub-agent runs it started (docs/durability.md, "Workflows").
     """
     caller_run_id: _builtins.str
     """The caller's run, when the caller follows this run in the session's log should its stream
