@@ -10,8 +10,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench.plan import FULL, SECTIONS, SMOKE
 from bench.report import RESULTS_DIR, TARGETS, Results, baseline_table, table, write_results
-from bench.run import FULL, SECTIONS, SMOKE, run
+from bench.run import run
 
 
 def main(argv: list[str] | None = None) -> int:

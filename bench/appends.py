@@ -12,21 +12,18 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import grpc
 
 from bench import echo
 from bench.chains import echo_processes
 from bench.mesh import MemoryAppender, Mesh
+from bench.plan import Plan
 from bench.rawdb import BATCH_EVENTS, RawEventWriter
 from bench.report import Results
 from bench.stats import Call, Throughput, same_call, throughput_rounds, warm_up
 from tests.mesh import Seeded
 from tests.postgres import libpq_dsn
-
-if TYPE_CHECKING:
-    from bench.run import Plan
 
 APPEND_WRITERS = 16
 BATCHED_EVENTS = 10_000  # append_batched_ratio: one writer's events, in calls of BATCH_EVENTS

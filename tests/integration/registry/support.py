@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from google.protobuf import struct_pb2
 
 from agentmesh.common.v1 import types_pb2
 from agentmesh.registry.settings import RegistrySettings
@@ -151,3 +152,17 @@ class Api:
 
 def strings(*values: str) -> types_pb2.StringList:
     return types_pb2.StringList(values=list(values))
+
+
+IDLE, WORKING, PAUSED, TERMINATED = (
+    res.AGENT_STATUS_IDLE,
+    res.AGENT_STATUS_WORKING,
+    res.AGENT_STATUS_PAUSED,
+    res.AGENT_STATUS_TERMINATED,
+)
+
+
+def list_value(*items: object) -> struct_pb2.ListValue:
+    value = struct_pb2.ListValue()
+    value.extend(list(items))
+    return value

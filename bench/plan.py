@@ -1,0 +1,82 @@
+"""How much of everything a benchmark run measures: the full plan behind the published figures,
+the smoke plan that only checks every figure is produced, and the sections a run can be limited to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much of everything a run measures. Counts are per contender per round."""
+
+    name: str
+    rounds: int  # A/B rounds every comparison is interleaved over
+    latency_calls: int  # one in flight: chat vs chain
+    compare_calls: int  # one in flight: the other A/B comparisons (HTTP, tracing, history)
+    warmup_calls: int
+    burst_seconds: float  # one throughput burst
+    # The append figures' rounds: with three, a figure moved by 10-17 % between two runs of the
+    # same tree (docs/performance.md).
+    append_rounds: int
+    burst_max_calls: int
+    concurrency_levels: tuple[int, ...]  # the chat/chain throughput sweep (details)
+    delegation_calls: int
+    history_long: int  # prior events of the long session (the figure names 10,000)
+    history_short: int
+    history_middle: int  # an extra point for the growth curve (details)
+    streams: int  # concurrent open StreamChat streams (the figure names 5,000)
+    stream_chunks: int
+    stream_chunk_delay_seconds: float
+    stream_channels: int
+    stream_timeout_seconds: float
+
+
+FULL = Plan(
+    name="full",
+    rounds=3,
+    latency_calls=100,
+    compare_calls=60,
+    warmup_calls=10,
+    burst_seconds=3.0,
+    append_rounds=6,
+    burst_max_calls=20_000,
+    concurrency_levels=(1, 8, 64),
+    delegation_calls=12,
+    history_long=10_000,
+    history_short=10,
+    history_middle=1_000,
+    # 5,000 streams, as the target names. Each lives 6 x 15 s, so that all are open at once
+    # even when starting them takes a minute on a loaded host; a stream that has not ended
+    # after stream_timeout_seconds fails, which bounds the section.
+    streams=5000,
+    stream_chunks=6,
+    stream_chunk_delay_seconds=15.0,
+    stream_channels=250,
+    stream_timeout_seconds=300.0,
+)
+
+SMOKE = Plan(
+    name="smoke",
+    rounds=2,
+    latency_calls=5,
+    compare_calls=3,
+    warmup_calls=2,
+    burst_seconds=0.3,
+    append_rounds=2,
+    burst_max_calls=200,
+    concurrency_levels=(1, 8),
+    delegation_calls=2,
+    history_long=500,
+    history_short=10,
+    history_middle=100,
+    streams=40,
+    stream_chunks=3,
+    stream_chunk_delay_seconds=0.3,
+    stream_channels=4,
+    stream_timeout_seconds=60.0,
+)
+
+
+SECTIONS = ("chat", "tracing", "throughput", "http", "delegation", "history", "appends", "streams")
