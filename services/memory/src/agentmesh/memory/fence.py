@@ -1,5 +1,5 @@
-"""Fencing of a run's events once it has ended, or once another executor took it over (issue 15,
-docs/durability.md).
+"""Fencing of a run's events once it has ended, or once another executor took it over
+(docs/durability.md).
 
 **After its end.** A run's final event carries the idempotency key `<run_id>:end` (the executor's
 `recorder.end_key`), whoever records it: the run, its cancellation, or the executor that took it

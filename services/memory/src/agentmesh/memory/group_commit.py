@@ -1,4 +1,4 @@
-"""Group commit of PostgreSQL appends (issue 16): the one-statement appends of different sessions
+"""Group commit of PostgreSQL appends: the one-statement appends of different sessions
 that arrive while a statement is in flight are written by the next statement together, one round
 trip and one commit for the group instead of one per append.
 

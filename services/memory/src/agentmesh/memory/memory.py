@@ -115,8 +115,8 @@ def _check_hex(value: str, length: int, field: str, violations: list[FieldViolat
 def _events_valid(events: Sequence[NewEvent]) -> bool:
     """Whether `_validate_append` finds nothing wrong with these events, decided from each field's
     distinct values: a batch's events mostly share their ids, so each is checked once, and no
-    field's name is spelled out (issue 16: checking and naming 100 events' fields one by one cost
-    0.4 ms). What is wrong, when something is, is said event by event."""
+    field's name is spelled out (checking and naming 100 events' fields one by one cost 0.4 ms).
+    What is wrong, when something is, is said event by event."""
     ids = {
         (value, required)
         for event in events

@@ -35,7 +35,7 @@ class _Value(BaseModel):
         """The value of `values`, which name every field and are already of its type (protobuf or
         the database typed them), taken as they are: what `model_construct` makes, without its
         loop over the fields for aliases and defaults — the cost of building one event, which an
-        append of many events pays for each (issue 16). `values` becomes the value's own."""
+        append of many events pays for each. `values` becomes the value's own."""
         value = cls.__new__(cls)
         object.__setattr__(value, "__dict__", values)
         object.__setattr__(value, "__pydantic_fields_set__", set(values))

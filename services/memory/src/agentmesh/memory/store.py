@@ -26,7 +26,7 @@ the bump statement itself; in PostgreSQL by the one statement when no append wen
 snapshot and its row lock, else by a look-up in the transaction after the bump (tables.py).
 
 PostgreSQL's one-statement appends of different sessions that queue while one is in flight are
-written together by one statement (`group_commit.py`, issue 16), each keeping its own refusal.
+written together by one statement (`group_commit.py`), each keeping its own refusal.
 SQLite's appends are serialized by the writer lock and stay one transaction each.
 
 The run fence (fence.py) is checked under the same lock, atomically with the write: in SQLite by

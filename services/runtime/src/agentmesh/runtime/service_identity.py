@@ -2,7 +2,7 @@
 
 A user's access token says *for whom* a call is made; it does not say that the caller is one of the
 mesh's services — anyone who reaches an internal port with a token could otherwise call what only
-services should (issue 14.6). So every call to an internal service also carries a service
+services should. So every call to an internal service also carries a service
 credential in `x-agentmesh-service` metadata: a short-lived JWT (`typ: service`, `sub`: the calling
 service), HMAC-signed with a key derived from the mesh's JWT secret for this purpose alone. A user
 token is signed with the secret itself, so it never passes as a service credential, and a service

@@ -1,4 +1,5 @@
-"""Who owns each project, so memory checks ownership itself (issue 14.6).
+"""Who owns each project, so memory checks ownership itself instead of
+trusting whoever reaches its port.
 
 `memory_project_owners` maps a project to the user who owns it, recorded by the first call a
 user (not a superuser, not the system) makes in the project — which reaches memory only after the
