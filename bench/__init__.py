@@ -1,4 +1,5 @@
-"""agentmesh's own cost, measured against raw gRPC and raw PostgreSQL in the same run (issue 8).
+"""agentmesh's own cost, measured against raw gRPC and raw PostgreSQL in the same run: these
+machines are shared and noisy, so every figure is a ratio against a baseline measured beside it.
 
 `python -m bench` (`make bench`) runs everything and writes `bench/results/latest.json`;
 `python -m bench --smoke` (`make bench-smoke`) is the seconds-long version CI runs, which only

@@ -1,10 +1,10 @@
-"""The append figures (issue 16): the memory service's AppendEvents against a raw gRPC unary call
-whose server inserts one row with asyncpg (like with like), one writer and sixteen, and one
-writer's 10,000 events in calls of BATCH_EVENTS against asyncpg batches of the same size. Beside
-them, the floor of an append in this design (`details.appends.floor`): the memory service's own
-one-statement append run by a plain gRPC server with asyncpg, on the mesh's database — so each
-figure can be read as what the design's database work allows and what the service adds. The
-definitions before issue 16 (against asyncpg in process) stay in the details, for continuity."""
+"""The append figures: the memory service's AppendEvents against a raw gRPC unary call whose server
+inserts one row with asyncpg (like with like), one writer and sixteen, and one writer's 10,000
+events in calls of BATCH_EVENTS against asyncpg batches of the same size. Beside them, the floor of
+an append in this design (`details.appends.floor`): the memory service's own one-statement append
+run by a plain gRPC server with asyncpg, on the mesh's database — so each figure can be read as what
+the design's database work allows and what the service adds. The earlier definitions (against an
+insert by asyncpg in process) stay in the details, for continuity."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ async def appends(
     with results.section("appends", keys):
         raw = await RawEventWriter.connect(libpq_dsn(raw_url), connections=APPEND_WRITERS)
         try:
-            # Issue 16's baseline: a raw gRPC unary call whose server inserts one row with
+            # The baseline: a raw gRPC unary call whose server inserts one row with
             # asyncpg — like with like (the old figures compared a gRPC call with an in-process
             # insert). And the floor: the memory service's statement, in the mesh's database.
             async with (
@@ -168,7 +168,7 @@ def _report(
             }
             for shape, (measured, baseline) in shapes.items()
         },
-        # The definitions before issue 16 (against asyncpg in process), for continuity.
+        # The earlier definitions (against an insert by asyncpg in process), for continuity.
         "old_append_single_ratio": round(single["mesh"].per_second / single["raw"].per_second, 3),
         "old_append_concurrent_ratio": round(concurrent["mesh"].per_second / concurrent["raw"].per_second, 3),
     }

@@ -2,12 +2,12 @@
 process (`python -m bench.echo server|proxy`), and the client calls the harness makes to them.
 
 No protobuf, no interceptors, no database: bytes in, the same bytes out, through plain `grpc.aio`.
-The `insert` role is the raw append (issue 16): a plain `grpc.aio` unary call whose handler
+The `insert` role is the raw append: a plain `grpc.aio` unary call whose handler
 inserts the payload as one row with asyncpg — what one AppendEvents call is compared with. The
 `append` role is the floor of an append: the memory service's own statement, run the same way on
 its database (`rawdb.memory_append`).
 
-The `relay` and `durable` roles make the floor of a chat (issue 16): the fewest messages a
+The `relay` and `durable` roles make the floor of a chat: the fewest messages a
 one-step chat needs in this design, with nothing else done. `durable` answers a server stream
 the way an executor answers a run — it records the input (a unary call to an `insert` server),
 sends a first message, records the answer, sends the answer — and `relay` forwards such a stream

@@ -1,4 +1,5 @@
-"""gRPC messages per call, per service: what the mesh's processes received and sent (issue 16).
+"""gRPC messages per call, per service: what the mesh's processes received and sent, since a chat's
+cost is the number of messages it makes across every hop, more than the number of RPCs.
 
 Every service of the bench's mesh runs with `AGENTMESH_COUNT_MESSAGES_DIR` set
 (`agentmesh.runtime.message_counts`), so each counts the messages its servers receive and send,

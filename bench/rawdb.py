@@ -41,7 +41,7 @@ FLOOR_PROJECT = "bench-append-floor"
 
 
 def memory_append(pool: asyncpg.Pool) -> Callable[[bytes], Awaitable[None]]:
-    """The floor of an append (issue 16): the memory service's own one-statement append (its
+    """The floor of an append: the memory service's own one-statement append (its
     `tables.APPEND_IN_ONE_STATEMENT`: the session's row bumped and locked, the events numbered
     under it, on the service's tables and indexes) run straight with asyncpg — the database work
     an AppendEvents call must do, with nothing else. The payload is

@@ -27,7 +27,7 @@ RESULTS_DIR = REPO / "bench" / "results"
 
 @dataclass(frozen=True)
 class Target:
-    """A figure's target from issue 8: `op` is how the figure compares with `limit`."""
+    """A figure's target: `op` is how the figure compares with `limit`."""
 
     what: str
     op: str
@@ -45,7 +45,7 @@ class Target:
         return f"{self.op} {self.limit:g}"
 
 
-# Every figure the harness must produce, in the order of the issue's table.
+# Every figure the harness must produce, with its target.
 TARGETS: dict[str, Target] = {
     "chat_p50_ratio": Target("StreamChat p50 / raw 3-hop chain p50", "<=", 2.0),
     "chat_p99_ratio": Target("StreamChat p99 / raw 3-hop chain p99", "<=", 3.0),
@@ -65,8 +65,8 @@ TARGETS: dict[str, Target] = {
 }
 
 
-# Checks a figure's target also needs (issue 8: "≤ 2.0, and linear in depth"; 5,000 streams
-# open at the same time).
+# Checks a figure's target also needs: the delegation cost linear in depth; the 5,000 streams
+# open at the same time.
 _CONDITIONS = {"delegation_hop_ratio": "delegation_linear", "streams_5000_errors": "streams_all_open_at_once"}
 
 
@@ -83,7 +83,7 @@ class Results:
 
     def set(self, key: str, value: float, *, digits: int = 3) -> None:
         if key not in TARGETS:
-            raise KeyError(f"{key} is not a figure of issue 8")
+            raise KeyError(f"{key} is not a figure of the benchmark")
         self.figures[key] = round(value, digits)
         self.missing.pop(key, None)
 

@@ -1,6 +1,5 @@
 """One benchmark run: start the baselines and the mesh as separate processes on loopback, measure
-every figure of issue 8 as a ratio against a baseline measured in the same run, and return the
-results.
+every figure as a ratio against a baseline measured in the same run, and return the results.
 
 Order of work: PostgreSQL (throwaway, from the local binaries, or the server
 `AGENTMESH_TEST_DATABASE_URL` names), the raw gRPC processes (echo server and two proxies), one
@@ -98,9 +97,9 @@ FULL = Plan(
     history_long=10_000,
     history_short=10,
     history_middle=1_000,
-    # Issue 16: 5,000 streams (1,000 before). Each lives 6 x 15 s, so that all are open at once
-    # even when starting them takes a minute on a loaded host; a stream that has not ended
-    # after stream_timeout_seconds fails, which bounds the section.
+    # 5,000 streams: what an edge gateway may meet at once. Each lives 6 x 15 s, so that all are
+    # open at once even when starting them takes a minute on a loaded host; a stream that has not
+    # ended after stream_timeout_seconds fails, which bounds the section.
     streams=5000,
     stream_chunks=6,
     stream_chunk_delay_seconds=15.0,

@@ -1,4 +1,4 @@
-"""`python -m bench.takeover [--kills N]`: what an executor's death costs a run (issue 15) — the
+"""`python -m bench.takeover [--kills N]`: what an executor's death costs a run — the
 mesh as processes on PostgreSQL (two executors, a 2 s run lease, as the fault tests run it), one
 chat at a time whose model step takes about two seconds; its executor is SIGKILLed half a second
 into the run and started again afterwards.
