@@ -1,6 +1,6 @@
-"""A declared model or tool that the running executors cannot serve is said when it is declared
-(issue 18.6), through every way of declaring: `agentmesh apply` prints the registry's warnings
-with the fix, REST answers with `Warning` headers; the objects are still written."""
+"""A declared model or tool that the running executors cannot serve is said when it is declared,
+through every way of declaring: `agentmesh apply` prints the registry's warnings with the fix, REST
+answers with `Warning` headers; the objects are still written."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""A delegated run reads its history in the call that records its input (issue 16:
-AppendEventsRequest.list_after_append; one ListEvents round trip less per delegation level): a
+"""A delegated run reads its history in the call that records its input
+(AppendEventsRequest.list_after_append: one ListEvents round trip less per delegation level): a
 worker delegated to for the first time in a session starts from nothing, and one that ran there
 before starts from its own earlier tasks and answers — what the model is sent is the proof."""
 
