@@ -1,6 +1,6 @@
-"""Bad input is a 4xx / INVALID_ARGUMENT naming the field, and the connection stays usable (issue
-14 item 7): lone surrogates in any text, JSON nested deeper than protobuf can carry, control
-characters in names, and over gRPC a request that is not a valid message at all."""
+"""Bad input is a 4xx / INVALID_ARGUMENT naming the field, and the connection stays usable: lone
+surrogates in any text, JSON nested deeper than protobuf can carry, control characters in names, and
+over gRPC a request that is not a valid message at all."""
 
 from __future__ import annotations
 

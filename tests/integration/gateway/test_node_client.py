@@ -79,7 +79,7 @@ async def test_a_node_grpc_client_streams_a_chat(mesh: Mesh, api: Api, once: Non
     assert header["session_id"]
     kinds = [event["kind"] for event in events]
     assert kinds[0] == "run_started" and kinds[-1] == "run_completed"
-    # At least one delta; how many is not the contract (deltas that queue up merge, issue 16).
+    # At least one delta; how many is not the contract (deltas that queue up merge).
     assert "text_delta" in kinds
     text = "".join(event["text_delta"]["text"] for event in events if event["kind"] == "text_delta")
     assert text == events[-1]["run_completed"]["content"]

@@ -62,7 +62,7 @@ async def test_plain_and_streamed_answers_at_the_root(mesh: Mesh, api: Api, once
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text.strip() == ANSWER
     # The answer came as content chunks; how many is not the contract (text deltas that queue up
-    # while a hop is busy merge, issue 16): their concatenation is.
+    # while a hop is busy merge): their concatenation is.
     assert any(c.choices and c.choices[0].delta.content for c in chunks), "answer should stream"
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
     assert chunks[-1].choices == [] and chunks[-1].usage is not None and chunks[-1].usage.total_tokens > 0
@@ -216,7 +216,7 @@ async def test_fifty_concurrent_chats_all_answer(mesh: Mesh, api: Api) -> None:
 async def test_the_stream_says_exactly_the_plain_reply_not_the_coordinators_words_before_delegating(
     mesh: Mesh, api: Api, once: None
 ) -> None:
-    """Issue 18 item 3: a coordinator's text before it delegated is not its answer, streamed or not."""
+    """A coordinator's text before it delegated is not its answer, streamed or not."""
     worker = await api.agent(name="worker", mock_responses=["Forty-two, says the worker."])
     owner, project = worker.owner, {"id": worker.project_id, "slug": worker.project_slug}
     delegating = 'I will ask the worker.\n```delegate\n{"agent": "worker", "task": "the answer"}\n```'
