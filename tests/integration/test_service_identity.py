@@ -1,4 +1,4 @@
-"""Service identity (issue 14.6): the internal ports answer only the mesh's own services.
+"""Service identity: the internal ports answer only the mesh's own services.
 
 Every RPC of an internal service (the registry's RegistryInternalService, both of memory's
 services, the executor) needs a service credential in `x-agentmesh-service` metadata; without one,

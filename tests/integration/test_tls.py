@@ -1,4 +1,4 @@
-"""TLS and mutual TLS from settings (issue 14.6), on every gRPC and HTTP port of the mesh.
+"""TLS and mutual TLS from settings, on every gRPC and HTTP port of the mesh.
 
 A throwaway CA signs one certificate the services share (it names 127.0.0.1); each service serves
 with it, requires client certificates the CA signed, and presents it on its own calls. The mesh

@@ -1,6 +1,6 @@
 """An executor holding more runs than one RenewRunLeases call may name (the registry takes 1,000)
-renews them all, in several calls, against a real registry on SQLite and PostgreSQL (found by
-issue 16's 5,000-stream bench: one refused call renewed none, and every run was orphaned)."""
+renews them all, in several calls, against a real registry on SQLite and PostgreSQL (found by the
+5,000-stream bench: one refused call renewed none, and every run was orphaned)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Under a burst of run starts (the 5,000-stream bench, issue 16) the registry's main connection
-pool has a queue: lease renewals and sweeps must not wait in it (they have a small pool of their
-own on PostgreSQL), and a start that waited for its connection still gets its whole lease."""
+"""Under a burst of run starts (the 5,000-stream bench) the registry's main connection pool has a
+queue: lease renewals and sweeps must not wait in it (they have a small pool of their own on
+PostgreSQL), and a start that waited for its connection still gets its whole lease."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""An orphan its taker resumes is counted in again (issue 15 item 1; registry `leases.py`):
-`RenewRunLeasesRequest.resumed` takes the run back into the agent's books — `working`, one run
-in flight — so its end is a normal `FinishAgentRun` that counts its usage and completed task,
-once. Only the orphan's holder may resume it; an orphan closed instead stays counted out."""
+"""An orphan its taker resumes is counted in again (registry `leases.py`):
+`RenewRunLeasesRequest.resumed` takes the run back into the agent's books — `working`, one run in
+flight — so its end is a normal `FinishAgentRun` that counts its usage and completed task, once.
+Only the orphan's holder may resume it; an orphan closed instead stays counted out."""
 
 from __future__ import annotations
 

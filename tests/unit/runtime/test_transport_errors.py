@@ -1,5 +1,5 @@
 """A call that gRPC itself ended (no rich status from the peer) reaches callers as what failed, in
-their terms: the peer service named, gRPC core's addresses left out (issue 14 item 8)."""
+their terms: the peer service named, gRPC core's addresses left out."""
 
 from __future__ import annotations
 
