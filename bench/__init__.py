@@ -1,5 +1,4 @@
-"""agentmesh's own cost, measured against raw gRPC and raw PostgreSQL in the same run: these
-machines are shared and noisy, so every figure is a ratio against a baseline measured beside it.
+"""agentmesh's own cost, measured against raw gRPC and raw PostgreSQL in the same run.
 
 `python -m bench` (`make bench`) runs everything and writes `bench/results/latest.json`;
 `python -m bench --smoke` (`make bench-smoke`) is the seconds-long version CI runs, which only

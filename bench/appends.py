@@ -1,10 +1,10 @@
-"""The append figures: the memory service's AppendEvents against a raw gRPC unary call whose server
-inserts one row with asyncpg (like with like), one writer and sixteen, and one writer's 10,000
-events in calls of BATCH_EVENTS against asyncpg batches of the same size. Beside them, the floor of
-an append in this design (`details.appends.floor`): the memory service's own one-statement append
-run by a plain gRPC server with asyncpg, on the mesh's database — so each figure can be read as what
-the design's database work allows and what the service adds. The earlier definitions (against an
-insert by asyncpg in process) stay in the details, for continuity."""
+"""The append figures: the memory service's AppendEvents against a raw gRPC unary call
+whose server inserts one row with asyncpg (like with like), one writer and sixteen, and one
+writer's 10,000 events in calls of BATCH_EVENTS against asyncpg batches of the same size. Beside
+them, the floor of an append in this design (`details.appends.floor`): the memory service's own
+one-statement append run by a plain gRPC server with asyncpg, on the mesh's database — so each
+figure can be read as what the design's database work allows and what the service adds. The
+definitions of these figures (against asyncpg in process) stay in the details, for continuity."""
 
 from __future__ import annotations
 
@@ -168,7 +168,7 @@ def _report(
             }
             for shape, (measured, baseline) in shapes.items()
         },
-        # The earlier definitions (against an insert by asyncpg in process), for continuity.
+        # The earlier definitions (against asyncpg in process), kept so old runs compare.
         "old_append_single_ratio": round(single["mesh"].per_second / single["raw"].per_second, 3),
         "old_append_concurrent_ratio": round(concurrent["mesh"].per_second / concurrent["raw"].per_second, 3),
     }

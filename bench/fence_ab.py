@@ -1,10 +1,10 @@
-"""`python -m bench.fence_ab [--sqlite]`: what the run fence costs an append (docs/durability.md
-"Fencing a run's steps after its end"). One memory service process on PostgreSQL (or SQLite), the
-same ~300-byte event appended per call either as a step of a run (`run_id` and a key: the append is
-fenced — the store checks the run's end atomically with the write) or with no run (not fenced). One
-writer (latency: p50 of a call) and sixteen writers on sixteen sessions (appends/s, with
-PostgreSQL's group commit); 3-second bursts, A and B alternated, four each. Prints every burst and
-the medians."""
+"""`python -m bench.fence_ab [--sqlite]`: what the run fence costs an append
+(docs/durability.md, "Fencing a run's steps after its end"). One memory service process on
+PostgreSQL (or SQLite), the same ~300-byte event appended per call either as a step of a run
+(`run_id` and a key: the append is fenced — the store checks the run's end atomically with the
+write) or with no run (not fenced). One writer (latency: p50 of a call) and sixteen writers on
+sixteen sessions (appends/s, with PostgreSQL's group commit); 3-second bursts, A and B alternated,
+four each. Prints every burst and the medians."""
 
 from __future__ import annotations
 

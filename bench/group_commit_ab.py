@@ -1,7 +1,7 @@
-"""`python -m bench.group_commit_ab`: the A/B of the memory service's group commit. Two memory
-service processes on one PostgreSQL server, one with group commit and one without, each taking 16
-writers appending one ~300-byte event per call to 16 sessions; 3-second bursts, alternated, four
-each. Prints appends/s per burst and the medians."""
+"""`python -m bench.group_commit_ab`: the A/B of the memory service's group commit. Two
+memory service processes on one PostgreSQL server, one with group commit and one without, each
+taking 16 writers appending one ~300-byte event per call to 16 sessions; 3-second bursts,
+alternated, four each. Prints appends/s per burst and the medians."""
 
 from __future__ import annotations
 

@@ -123,17 +123,16 @@ async def start_mesh(
         },
         "memory": {
             "AGENTMESH_MEMORY_PORT": str(memory),
-            # BENCH_MEMORY_GROUP_COMMIT=false measures without group commit, for its A/B.
+            # BENCH_MEMORY_GROUP_COMMIT=false measures without group commit (its A/B).
             "AGENTMESH_MEMORY_GROUP_COMMIT": os.environ.get("BENCH_MEMORY_GROUP_COMMIT", "true"),
         },
         "executor": {
             "AGENTMESH_EXECUTOR_PORT": str(executor),
             "AGENTMESH_EXECUTOR_ADVERTISE_ADDRESS": f"127.0.0.1:{executor}",
             "AGENTMESH_EXECUTOR_MAX_CONCURRENT_RUNS": str(MAX_CONCURRENT_RUNS),
-            # A/Bs of what keeps the registry off a chat's path: BENCH_AGENT_WATCH=false measures
-            # without the registry's pushed changes, BENCH_FINISH_WINDOW_SECONDS with run ends
-            # batched over a longer window, BENCH_MAX_CONCURRENT_STARTS with another cap on starts
-            # in flight.
+            # For A/Bs: BENCH_AGENT_WATCH=false measures without the registry's pushed
+            # changes, BENCH_FINISH_WINDOW_SECONDS with run ends batched over a longer window,
+            # BENCH_MAX_CONCURRENT_STARTS with another cap on starts in flight.
             "AGENTMESH_EXECUTOR_AGENT_WATCH": os.environ.get("BENCH_AGENT_WATCH", "true"),
             "AGENTMESH_EXECUTOR_FINISH_BATCH_WINDOW_SECONDS": os.environ.get(
                 "BENCH_FINISH_WINDOW_SECONDS", "0.02"
@@ -351,7 +350,7 @@ class _SessionAppend:
             session_id=session_id,
             project_id=appender._project_id,
             events=[appender._event] * events,
-            receipts_only=True,  # as the executor appends: no echo of the events
+            receipts_only=True,  # as the executor appends: receipts, not the events echoed back
         )
 
     async def __call__(self) -> None:

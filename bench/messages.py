@@ -1,5 +1,4 @@
-"""gRPC messages per call, per service: what the mesh's processes received and sent, since a chat's
-cost is the number of messages it makes across every hop, more than the number of RPCs.
+"""gRPC messages per call, per service: what the mesh's processes received and sent.
 
 Every service of the bench's mesh runs with `AGENTMESH_COUNT_MESSAGES_DIR` set
 (`agentmesh.runtime.message_counts`), so each counts the messages its servers receive and send,

@@ -65,8 +65,8 @@ TARGETS: dict[str, Target] = {
 }
 
 
-# Checks a figure's target also needs: the delegation cost linear in depth; the 5,000 streams
-# open at the same time.
+# Checks a figure's target also needs ("≤ 2.0, and linear in depth"; 5,000 streams open at
+# the same time).
 _CONDITIONS = {"delegation_hop_ratio": "delegation_linear", "streams_5000_errors": "streams_all_open_at_once"}
 
 
@@ -83,7 +83,7 @@ class Results:
 
     def set(self, key: str, value: float, *, digits: int = 3) -> None:
         if key not in TARGETS:
-            raise KeyError(f"{key} is not a figure of the benchmark")
+            raise KeyError(f"{key} is not a benchmark figure")
         self.figures[key] = round(value, digits)
         self.missing.pop(key, None)
 

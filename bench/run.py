@@ -1,5 +1,6 @@
 """One benchmark run: start the baselines and the mesh as separate processes on loopback, measure
-every figure as a ratio against a baseline measured in the same run, and return the results.
+every figure as a ratio against a baseline measured in the same run, and return the
+results.
 
 Order of work: PostgreSQL (throwaway, from the local binaries, or the server
 `AGENTMESH_TEST_DATABASE_URL` names), the raw gRPC processes (echo server and two proxies), one
@@ -68,7 +69,7 @@ class Plan:
     warmup_calls: int
     burst_seconds: float  # one throughput burst
     # The append figures' rounds: with three, a figure moved by 10-17 % between two runs of the
-    # same tree (docs/performance.md, ninth session).
+    # same tree (docs/performance.md).
     append_rounds: int
     burst_max_calls: int
     concurrency_levels: tuple[int, ...]  # the chat/chain throughput sweep (details)
@@ -97,9 +98,9 @@ FULL = Plan(
     history_long=10_000,
     history_short=10,
     history_middle=1_000,
-    # 5,000 streams: what an edge gateway may meet at once. Each lives 6 x 15 s, so that all are
-    # open at once even when starting them takes a minute on a loaded host; a stream that has not
-    # ended after stream_timeout_seconds fails, which bounds the section.
+    # 5,000 streams, as the target names. Each lives 6 x 15 s, so that all are open at once
+    # even when starting them takes a minute on a loaded host; a stream that has not ended
+    # after stream_timeout_seconds fails, which bounds the section.
     streams=5000,
     stream_chunks=6,
     stream_chunk_delay_seconds=15.0,

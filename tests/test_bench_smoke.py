@@ -1,5 +1,5 @@
 """`make bench-smoke` in CI: the benchmark harness (bench/) runs end to end with small counts and
-produces every figure of its report. It never checks that anything is fast — a shared CI machine
+produces every figure. It never checks that anything is fast — a shared CI machine
 says nothing about that; `make bench` and bench/results/latest.json do."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""Outages under a running gateway, every service a separate OS process: a client is told which part
-failed, in its terms and without internal addresses, and an executor back from an outage longer than
-gRPC's default reconnect backoff takes chats again within about a second of serving."""
+"""Outages under a running gateway, every service a separate OS process:
+a client is told which part failed, in its terms and without internal addresses, and an executor
+back from an outage longer than gRPC's default reconnect backoff takes chats again within about
+a second of serving."""
 
 from __future__ import annotations
 

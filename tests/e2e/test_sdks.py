@@ -31,7 +31,9 @@ import pytest_asyncio
 from tests.e2e.harness import ServiceProcess, free_loopback_ports, process_environment
 from tests.mesh import SUPERUSER_EMAIL, SUPERUSER_PASSWORD
 
-pytestmark = pytest.mark.e2e
+# One worker runs them all: they install and build into the SDKs' shared folders (node_modules,
+# target/), which two workers at once would tear between them.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("sdks")]
 
 ROOT = Path(__file__).resolve().parents[2]
 TYPESCRIPT = ROOT / "sdks" / "typescript"

@@ -1,6 +1,6 @@
-"""Chats under load while any part of the mesh dies, and the invariants the mesh must hold once it
-is back: no lost acknowledged input, exactly one end per run and one response per delegation, `seq`
-gap-free, no run left in the registry's books, and no client told INTERNAL.
+"""Chats under load while something dies (whatever it is), and the invariants the mesh
+must hold once it is back: no lost acknowledged input, exactly one end per run and one response per
+delegation, `seq` gap-free, no run left in the registry's books, and no client told INTERNAL.
 
 A chat's input is *acknowledged* when its client saw the run start (`run_started` on a stream) or
 got the answer of a unary `Chat`: from then on the message must be in the session's log.

@@ -1,7 +1,8 @@
-"""A2A tasks live in the event log, not in a gateway process: a client streams a delegating task
-from one gateway process, hangs up mid-delegation, and resubscribes through another gateway process
-over the same services — it gets the task first, then the rest of its steps, and the stream closes
-when the task ends. The official a2a-sdk client, every service its own OS process."""
+"""A2A tasks live in the event log, not in a gateway process: a client streams a
+delegating task from one gateway process, hangs up mid-delegation, and resubscribes through
+another gateway process over the same services — it gets the task first, then the rest of its
+steps, and the stream closes when the task ends. The official a2a-sdk client, every service its
+own OS process."""
 
 from __future__ import annotations
 

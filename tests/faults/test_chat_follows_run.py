@@ -1,7 +1,7 @@
-"""A chat whose executor is SIGKILLed mid-run goes on from the session's log: the caller's own call
-— a stream, or a unary Chat, which reads the same stream — is not broken with the dead executor's
-`UNAVAILABLE: Socket closed`; it carries on, each recorded event once, up to the run's one final
-event: the answer of the run the survivor resumed from the log."""
+"""A chat whose executor is SIGKILLed mid-run goes on from the session's log:
+the caller's own call — a stream, or a unary Chat, which reads the same stream — is not broken
+with the dead executor's `UNAVAILABLE: Socket closed`; it carries on, each recorded event once,
+up to the run's one final event: the answer of the run the survivor resumed from the log."""
 
 from __future__ import annotations
 

@@ -1,10 +1,11 @@
-"""Double texting through a memory outage: messages into one session under each policy while the
-memory service is SIGKILLed and kept away, on processes and PostgreSQL. `enqueue`: every message
-whose input was recorded runs once, one run after the other in the order they were taken (no run
-starts before the one ahead of it ended, even when that one could only record its end once memory
-was back); `reject`: refused with ABORTED (SESSION_BUSY) while a turn is in flight, also during the
-outage (the registry decides); `interrupt`: every run, interrupted or not, ends exactly once.
-Afterwards no session stays busy: a `reject`ed message runs in each."""
+"""Double texting through a memory outage: messages into one session
+under each policy while the memory service is SIGKILLed and kept away, on processes and
+PostgreSQL. `enqueue`: every message whose input was recorded runs once, one run after the other
+in the order they were taken (no run starts before the one ahead of it ended, even when that one
+could only record its end once memory was back); `reject`: refused with ABORTED (SESSION_BUSY)
+while a turn is in flight, also during the outage (the registry decides); `interrupt`: every
+run, interrupted or not, ends exactly once. Afterwards no session stays busy: a `reject`ed
+message runs in each."""
 
 from __future__ import annotations
 

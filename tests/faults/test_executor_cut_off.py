@@ -1,9 +1,9 @@
-"""An executor cut off from a live registry: its runs' leases expire and another executor takes them
-over while it is still alive and still reaches the memory service — a network partition, not a
-death. The services run as processes on PostgreSQL; the executor the gateway sends chats to talks to
-a registry replica of its own, which the test stops (SIGSTOP) once the chat's run started, so that
-executor's renewals never arrive and nobody tells it the run was lost. The replica is woken before
-the next test.
+"""An executor cut off from a live registry: its runs' leases expire and another
+executor takes them over while it is still alive and still reaches the memory service — a
+network partition, not a death. The services run as processes on PostgreSQL; the executor the
+gateway sends chats to talks to a registry replica of its own, which the test stops (SIGSTOP)
+once the chat's run started, so that executor's renewals never arrive and nobody tells it the run
+was lost. The replica is woken before the next test.
 
 The taker records its note of the run's next incarnation before it reads the log, and the memory
 service refuses every later event of the incarnation before, and every run it starts (memory

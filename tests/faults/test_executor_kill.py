@@ -1,13 +1,13 @@
-"""SIGKILL the executor running a delegating chat: the services run as separate processes on
-PostgreSQL, with two executors. The coordinator's first step calls a non-idempotent MCP tool
-(`record`), an idempotent one (`lookup`) and delegates to a slow worker; its second step answers.
-After every kill, within the lease time plus a few renewals: the chat's run *completes* (the
-surviving executor resumed it from the log: `run_completed`, never `EXECUTOR_LOST`), no agent stays
-`working` and no run is left in the registry's books, every run in the session has exactly one final
-event, every `delegation_request` exactly one `delegation_response`, `seq` has no gaps, `record` ran
-at most once for the chat (the tool counts its own calls in a file), and the client, resuming its
-broken stream by the last `seq` it saw, gets the rest of the run once each up to its one final
-event. The killed executor comes back before the next chat.
+"""SIGKILL the executor running a delegating chat: the services run as separate
+processes on PostgreSQL, with two executors. The coordinator's first step calls a non-idempotent
+MCP tool (`record`), an idempotent one (`lookup`) and delegates to a slow worker; its second step
+answers. After every kill, within the lease time plus a few renewals: the chat's run *completes*
+(the surviving executor resumed it from the log: `run_completed`, never `EXECUTOR_LOST`), no agent
+stays `working` and no run is left in the registry's books, every run in the session has exactly
+one final event, every `delegation_request` exactly one `delegation_response`, `seq` has no gaps,
+`record` ran at most once for the chat (the tool counts its own calls in a file), and the client,
+resuming its broken stream by the last `seq` it saw, gets the rest of the run once each up to its
+one final event. The killed executor comes back before the next chat.
 
 Bounded in time: KILLS kills, stopping early once TIME_BUDGET_SECONDS passed (each kill costs a
 lease expiry, the resumed run and an executor restart); it asserts at least MIN_KILLS.

@@ -1,9 +1,10 @@
 """SIGKILL the gateway while chats run through it — delegating streams and unary chats — and start
-it again. Every run lost its caller with the gateway, as if each client had hung up: the executors
-cancel them, each recording its one end. Once a gateway is back: every acknowledged input is in its
-session's log, every run has exactly one final event and every delegation one response, `seq` has no
-gaps, and the registry holds no run in flight. The clients were told their connection broke (never
-INTERNAL), and chats through the restarted gateway work."""
+it again (whichever service dies, the gateway too). Every run lost its caller with the
+gateway, as if each client had hung up: the executors cancel them, each recording its one end.
+Once a gateway is back: every acknowledged input is in its session's log, every run has exactly
+one final event and every delegation one response, `seq` has no gaps, and the registry holds no
+run in flight. The clients were told their connection broke (never INTERNAL), and chats through
+the restarted gateway work."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """SIGKILL the memory service while chats run — delegating streams and unary chats — keep it away
-several seconds, restart it. Once it is back: every acknowledged input is in its session's log,
-every run has exactly one final event and every delegation one response (the executors' event outbox
-keeps ends memory did not take), `seq` has no gaps, and the registry holds no run in flight. Chats
-started during the outage are refused clearly, never with INTERNAL; chats started after it work."""
+several seconds, restart it. Once it is back: every acknowledged input
+is in its session's log, every run has exactly one final event and every delegation one response
+(the executors' event outbox keeps ends memory did not take), `seq` has no gaps, and the registry
+holds no run in flight. Chats started during the outage are refused clearly, never with INTERNAL;
+chats started after it work."""
 
 from __future__ import annotations
 

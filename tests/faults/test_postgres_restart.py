@@ -1,8 +1,8 @@
 """Restart PostgreSQL (`pg_ctl restart -m immediate`) under load — delegating streams and unary
-chats. Registry and memory reconnect by themselves; once the database is back every acknowledged
-input is in its session's log, every run has exactly one final event and every delegation one
-response, `seq` has no gaps, and the registry holds no run in flight. A client is never told
-INTERNAL, nor the database's address: a clear UNAVAILABLE at most."""
+chats. Registry and memory reconnect by themselves; once the database
+is back every acknowledged input is in its session's log, every run has exactly one final event
+and every delegation one response, `seq` has no gaps, and the registry holds no run in flight. A
+client is never told INTERNAL, nor the database's address: a clear UNAVAILABLE at most."""
 
 from __future__ import annotations
 

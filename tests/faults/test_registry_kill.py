@@ -1,8 +1,8 @@
-"""SIGKILL the registry while chats run: runs keep going (the executors need the registry only to
-start and end them), their ends wait in the executors' outbox for longer than the old 5 s of
-retries, and once the registry is back every run is counted exactly once and no agent stays
-`working`, no run is left in the registry's books (`agent_runs`, `runs_in_flight`), and every
-session's log holds exactly one end per run."""
+"""SIGKILL the registry while chats run: runs keep going (the executors need the
+registry only to start and end them), their ends wait in the executors' outbox for longer than
+the old 5 s of retries, and once the registry is back every run is counted exactly once and no
+agent stays `working`, no run is left in the registry's books (`agent_runs`, `runs_in_flight`),
+and every session's log holds exactly one end per run."""
 
 from __future__ import annotations
 

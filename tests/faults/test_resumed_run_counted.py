@@ -1,7 +1,8 @@
-"""A run resumed on the survivor after its executor's SIGKILL is counted again: the registry counted
-it out when its lease expired; the survivor counts it in when it resumes it, so its agent is
-`working` while it goes on, and once it ends the agent is `idle`, nothing is in flight or left in
-`agent_runs`, and the agent's usage and completed tasks hold the resumed run exactly once."""
+"""A run resumed on the survivor after its executor's SIGKILL is counted again: the
+registry counted it out when its lease expired; the survivor counts it in when it
+resumes it, so its agent is `working` while it goes on, and once it ends the agent is `idle`,
+nothing is in flight or left in `agent_runs`, and the agent's usage and completed tasks hold the
+resumed run exactly once."""
 
 from __future__ import annotations
 

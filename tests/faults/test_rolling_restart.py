@@ -1,11 +1,11 @@
-"""A rolling restart of the executors loses no run: the services run as processes on PostgreSQL with
-two executors whose drain grace is short. While delegating chats run, each executor in turn gets
-SIGTERM and comes back. A run still going when its executor's grace ends is handed over — stopped
-without an end, its lease released at once — and the other executor resumes it from the log; its
-client's stream (which the gateway follows into the log when the executor's stream ends UNAVAILABLE)
-ends with the run's answer. Afterwards: every chat completed with its answer, no run was closed
-`EXECUTOR_LOST`, every session's log holds one end per run and one response per delegation, and no
-run is left in the registry's books (both agents are idle)."""
+"""A rolling restart of the executors loses no run: the services run as
+processes on PostgreSQL with two executors whose drain grace is short. While delegating chats run,
+each executor in turn gets SIGTERM and comes back. A run still going when its executor's grace
+ends is handed over — stopped without an end, its lease released at once — and the other executor
+resumes it from the log; its client's stream (which the gateway follows into the log when the
+executor's stream ends UNAVAILABLE) ends with the run's answer. Afterwards: every chat completed
+with its answer, no run was closed `EXECUTOR_LOST`, every session's log holds one end per run and
+one response per delegation, and no run is left in the registry's books (both agents are idle)."""
 
 from __future__ import annotations
 

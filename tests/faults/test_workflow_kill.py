@@ -1,8 +1,8 @@
 """SIGKILL the executor running a workflow, or a delegating run whose child runs on the other
-executor: workflows resume, and a child run outlives its caller's death. The services run as
-separate processes on PostgreSQL with two executors, each taking one run at a time
-(`max_concurrent_runs` 1), so a run's children are refused by its own executor and go to the other
-one: killing the caller's executor leaves its children running there.
+executor (workflows resume; a child run outlives its caller's death). The services run
+as separate processes on PostgreSQL with two executors, each taking one run at a time
+(`max_concurrent_runs` 1), so a run's children are refused by its own executor and go to the
+other one: killing the caller's executor leaves its children running there.
 
 After every kill, within the lease time plus a few renewals: the workflow's run *completes* on the
 survivor with the answer an unkilled run gives (never `EXECUTOR_LOST`), every sub-agent step has

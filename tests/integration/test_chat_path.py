@@ -25,10 +25,11 @@ async def test_stream_chat_answers_in_chunks_and_records_the_session(mesh, clien
     assert kinds[0] == "run_started"
     assert kinds[-1] == "run_completed"
     deltas = [e.text_delta.text for e in events if e.HasField("text_delta")]
-    # The answer streams as text deltas between run_started and run_completed. How many is not the
-    # contract: deltas that queue up while a hop is busy sending merge (TextDelta in run.proto), so
-    # under load the whole answer may come as one. Their concatenation is what a client may count
-    # on; the merge itself is proven step by step in tests/unit/runtime/test_batching.py.
+    # The answer streams as text deltas between run_started and run_completed. How many is not
+    # the contract: deltas that queue up while a hop is busy sending merge (TextDelta in
+    # run.proto), so under load the whole answer may come as one. Their concatenation is what a
+    # client may count on; the merge itself is proven step by step in
+    # tests/unit/runtime/test_batching.py.
     assert deltas and all(deltas)
     assert "".join(deltas) == LONG_ANSWER
     assert events[-1].run_completed.content == LONG_ANSWER

@@ -28,7 +28,7 @@ from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc as
 from agentmesh.memory.v1 import memory_service_pb2 as memory_pb
 from agentmesh.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from agentmesh.registry.v1 import registry_service_pb2 as registry_pb
-from agentmesh.runtime.identity import TokenCodec
+from agentmesh.runtime.identity import TOKEN_MISSING, TokenCodec
 from agentmesh.runtime.service_identity import (
     SERVICE_CREDENTIAL,
     SERVICE_CREDENTIAL_INVALID,
@@ -177,6 +177,22 @@ async def test_with_a_credential_a_service_still_acts_only_as_the_caller_it_name
             registry_internal_pb.ListExecutorsRequest(), metadata=system_metadata()
         )
         assert [e.address for e in listed.executors] == [mesh.services["executor"].address]
+
+
+async def test_every_internal_service_wants_a_callers_token_besides_the_credential(mesh: Mesh) -> None:
+    """The same authentication interceptor guards the executor as the registry and memory: a
+    call with the service credential but no caller's token is refused the same way."""
+    channels = {
+        name: service_channel(mesh.services[name].address) for name in ("registry", "memory", "executor")
+    }
+    try:
+        for name, call in _internal_calls(mesh, channels, metadata=()).items():
+            error = await _refused(call)
+            assert error.code() == grpc.StatusCode.UNAUTHENTICATED, (name, error.details())
+            assert _reason(error) == TOKEN_MISSING, name
+    finally:
+        for channel in channels.values():
+            await channel.close()
 
 
 async def test_health_and_reflection_stay_open(mesh: Mesh) -> None:

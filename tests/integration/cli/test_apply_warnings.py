@@ -1,6 +1,7 @@
 """A declared model or tool that the running executors cannot serve is said when it is declared,
-through every way of declaring: `agentmesh apply` prints the registry's warnings with the fix, REST
-answers with `Warning` headers; the objects are still written."""
+so a mistake shows before a chat fails, through every way of declaring: `agentmesh apply` prints
+the registry's warnings with the fix, REST answers with `Warning` headers; the objects are still
+written."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""`agentmesh chat PROJECT/AGENT` on a terminal: a prompt in one session, with a history kept across
-runs. The command runs as its own process on a pseudo-terminal, as a user types into it."""
+"""`agentmesh chat PROJECT/AGENT` on a terminal: a prompt in one session, with a history kept
+across runs. The command runs as its own process on a pseudo-terminal, as a user
+types into it."""
 
 from __future__ import annotations
 

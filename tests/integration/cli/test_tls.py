@@ -1,8 +1,8 @@
-"""The CLI reaches a gateway serving TLS: `agentmesh login` and the commands after it dial an
-`https://` gateway address over TLS, checking the certificate against a private CA given with
-`--ca-file` or `AGENTMESH_TLS_CA_FILE`; with a CA a bare host:port is dialled over TLS too; without
-the CA the certificate is not trusted and the command says it cannot reach the mesh. Each command
-runs as a real process against an in-process mesh whose every port serves TLS."""
+"""The CLI reaches a gateway serving TLS: `agentmesh login` and the commands after it
+dial an `https://` gateway address over TLS, checking the certificate against a private CA given
+with `--ca-file` or `AGENTMESH_TLS_CA_FILE`; with a CA a bare host:port is dialled over TLS too;
+without the CA the certificate is not trusted and the command says it cannot reach the mesh.
+Each command runs as a real process against an in-process mesh whose every port serves TLS."""
 
 from __future__ import annotations
 

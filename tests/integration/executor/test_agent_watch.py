@@ -1,8 +1,7 @@
-"""The registry pushes agents' changes to executors as they commit (WatchAgents), which keeps the
-registry off a chat's path: a change is seen by the executor without a chat, a chat after an update
-runs the new spec, a terminated agent's run is refused at the executor before anything is recorded,
-and a registry restart loses no change made while the watch was down (the stream starts with a
-reset)."""
+"""The registry pushes agents' changes to executors as they commit (WatchAgents): a
+change is seen by the executor without a chat, a chat after an update runs the new spec, a
+terminated agent's run is refused at the executor before anything is recorded, and a registry
+restart loses no change made while the watch was down (the stream starts with a reset)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Several events per stream message, since one message carrying many costs little more than one: a
-caller that asks for batches — executors relaying a delegation, the gateway, a StreamChat client
-that opts in — gets every event, in order, each as it would have come alone, except that consecutive
-text deltas of one run that queued together arrive merged (every character, in order); a caller that
-does not gets one event per message, as the contract always said."""
+"""Several events per stream message: a caller that asks for batches — executors
+relaying a delegation, the gateway, a StreamChat client that opts in — gets every event, in
+order, each as it would have come alone, except that consecutive text deltas of one run that
+queued together arrive merged (every character, in order); a caller that does not gets one event
+per message, as the contract always said."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The agent cache's rules, taken from the Hermes gateway's, each shown from outside: the executor's
-GetStats counters, the gateway's operations, and the requests a scripted OpenAI-compatible server
-receives.
+"""The agent cache's rules (after the Hermes gateway's), each shown from outside:
+the executor's GetStats counters, the gateway's operations, and the requests a scripted
+OpenAI-compatible server receives.
 
 - the same config reuses the runtime across a session's messages;
 - a change of model, provider (with its base URL), tools, instructions, network access or API key

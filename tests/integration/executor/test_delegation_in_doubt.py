@@ -1,9 +1,9 @@
-"""A delegation request that memory stores while its executor hears nothing back — the answer late
-or lost, the executor gave up on it, as on a loaded host — still gets its one `delegation_response`:
-exactly one response per request. The executor does not know whether the step's append was stored,
-so it asks memory again under the request's own key, learns that it was, and answers it; the
-delegation was never sent. Memory sits behind a proxy that holds its answers from the request's
-first append until the executor sends it again."""
+"""A delegation request that memory stores while its executor hears nothing back — the answer
+late or lost, the executor gave up on it, as on a loaded host — still gets its one
+`delegation_response` (exactly one response per request). The executor does not know
+whether the step's append was stored, so it asks memory again under the request's own key,
+learns that it was, and answers it; the delegation was never sent. Memory sits behind a proxy
+that holds its answers from the request's first append until the executor sends it again."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Runs with MCP servers named by their agent's type, and the servers' secrets: a registered
-server's tools are used; one that is not registered or cannot be reached costs the run its tools,
-not the run, with an `error` event naming it and saying why; and no env or header value — literal,
-or read from the executor's environment through `${env:NAME}` — appears in any answer, event or log
-line of the mesh."""
+"""Runs with MCP servers named by their agent's type, and their secrets: a
+registered server's tools are used; one that is not registered or cannot be reached
+costs the run its tools, not the run, with an `error` event naming it and saying why; and no env or
+header value — literal, or read from the executor's environment through `${env:NAME}` — appears in
+any answer, event or log line of the mesh."""
 
 from __future__ import annotations
 

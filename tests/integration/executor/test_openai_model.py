@@ -10,8 +10,8 @@ import pytest
 from pydantic import SecretStr
 
 from agentmesh.executor.errors import ModelUnavailable
-from agentmesh.executor.models.base import Message, ModelError, ToolSpec, Usage
-from agentmesh.executor.models.factory import ModelFactory
+from agentmesh.executor.providers.base import Message, ModelError, ToolSpec, Usage
+from agentmesh.executor.providers.factory import ModelFactory
 from agentmesh.executor.settings import ExecutorSettings, ModelPrice
 from agentmesh.registry.v1 import resources_pb2
 from tests.integration.executor.openai_server import FakeOpenAI, Reply

@@ -1,8 +1,8 @@
 """A run whose executor died is resumed from the session's log by the executor that takes it over
-(executor resumption.py): each test writes the log a dead executor left — its input, the intent
-events of the step it was in, some results — starts the run at the registry as held by an executor
-that never renews (`dead-executor`), and watches the live executor take it over once its lease
-expires and finish it.
+(executor resumption.py): each test writes the log a dead executor left — its
+input, the intent events of the step it was in, some results — starts the run at the registry as
+held by an executor that never renews (`dead-executor`), and watches the live executor take it
+over once its lease expires and finish it.
 
 The agents run the `mock` model: its script answers the i-th model call of a run with item i, so a
 resumed run that answers "done" (the script's second item) did not ask its logged step 1 again. The
@@ -213,9 +213,9 @@ async def test_a_run_resumed_too_often_fails_with_the_reason(stack: Stack) -> No
 
 
 async def test_a_resumed_run_is_counted_in_while_it_runs_and_its_usage_once(stack: Stack) -> None:
-    """The registry counted the run out when it orphaned it; the taker counts it in again when it
-    resumes it, so the agent is `working` while the resumed run goes on, and its end adds its usage
-    and completed task once (registry `RenewRunLeasesRequest.resumed`)."""
+    """The registry counted the run out when it orphaned it; the taker counts it
+    in again when it resumes it, so the agent is `working` while the resumed run goes on, and its
+    end adds its usage and completed task once (registry `RenewRunLeasesRequest.resumed`)."""
     project = await stack.project()
     slow = {"content": "done", "delay_seconds": 4, "usage": {"input_tokens": 30, "output_tokens": 12}}
     agent = await stack.agent(project, "counted", mock_responses=[slow])
@@ -250,8 +250,8 @@ async def test_a_resumed_run_is_counted_in_while_it_runs_and_its_usage_once(stac
 async def test_a_resumed_run_goes_on_with_its_messages_model_settings(
     stack: Stack, openai_server: FakeOpenAI
 ) -> None:
-    """A chat's per-message model settings are recorded in its input event's metadata, and the run
-    resumed from that log asks the model with them."""
+    """A chat's per-message model settings are recorded in its input event's
+    metadata, and the run resumed from that log asks the model with them."""
     model = f"resume-{uuid.uuid4().hex[:8]}"
     openai_server.script(model, Reply(text="answered"))
     project = await stack.project()
@@ -294,9 +294,9 @@ async def test_a_resumed_run_goes_on_with_its_messages_model_settings(
 async def test_a_logged_steps_usage_is_counted_once_by_the_run_that_resumes_it(
     stack: Stack, tmp_path: Path
 ) -> None:
-    """Usage counters stay exact: a model step's usage is recorded on its first intent event, so a
-    run resumed past that step — not asking it again — still counts it, once, beside what it asks
-    itself."""
+    """Usage counters stay exact: a model step's usage is recorded on its first
+    intent event, so a run resumed past that step — not asking it again — still counts it, once,
+    beside what it asks itself."""
     step_usage = {"input_tokens": 100, "output_tokens": 8}
     answer = {"content": "done", "usage": {"input_tokens": 30, "output_tokens": 12}}
     project = await stack.project()

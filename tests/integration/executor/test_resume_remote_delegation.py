@@ -1,11 +1,11 @@
 """A resumed run whose open delegation went to a remote A2A agent sends the task at most once
-(docs/durability.md, "Remote delegations"): a delegating run records the remote task's id the moment
-the remote names it (an `error` note, reason REMOTE_TASK_ACCEPTED); the run's taker follows that
-task to its end — `tasks/resubscribe` when the remote's card says it streams, else `tasks/get` — and
-records its one `delegation_response`; with no task id recorded the send is in doubt, and the
-delegation is answered as such (not sent again). The remote is an a2a-sdk server on loopback that
-counts the tasks it is given (`a2a_sample.py`); the dead executor's log is written by hand, as in
-test_resume_from_log.py."""
+(docs/durability.md, "Remote delegations"): a delegating run records the remote task's
+id the moment the remote names it (an `error` note, reason REMOTE_TASK_ACCEPTED); the run's taker
+follows that task to its end — `tasks/resubscribe` when the remote's card says it streams, else
+`tasks/get` — and records its one `delegation_response`; with no task id recorded the send is in
+doubt, and the delegation is answered as such (not sent again). The remote is an a2a-sdk server
+on loopback that counts the tasks it is given (`a2a_sample.py`); the dead executor's log is
+written by hand, as in test_resume_from_log.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """An executor sends at most `max_concurrent_starts` StartAgentRun calls at once (a burst of runs
-waits for its turn in the executor rather than in the registry's connection pool, as the benchmark's
-5,000 streams showed): a burst wider than the cap still runs every chat to its answer, each counted
-once."""
+waits for its turn in the executor rather than in the registry's connection pool, as in the
+bench's 5,000 streams): a burst wider than the cap still runs every chat to its answer, each counted once."""
 
 from __future__ import annotations
 

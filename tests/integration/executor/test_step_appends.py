@@ -1,8 +1,7 @@
-"""A step is recorded in as few appends as durability allows, since each append is a gRPC call and a
-database commit: its `tool_call`s and the `delegation_request`s it sends are one append (a death
-after it leaves the whole step in the log for the run's taker), and its parallel tool results share
-appends — the first result goes at once, those that finish while it is in flight go together in the
-next one.
+"""A step is recorded in as few appends as durability allows: its `tool_call`s and
+the `delegation_request`s it sends are one append (a death after it leaves the whole step in the
+log for the run's taker), and its parallel tool results share appends — the first result goes at
+once, those that finish while it is in flight go together in the next one.
 
 Events of one append share their `created_at` (the memory service stamps an append once), which
 is how these tests count appends through memory's public API. The coordinator's appends are its
@@ -58,7 +57,7 @@ async def test_a_steps_calls_and_delegations_are_one_append_and_its_results_shar
     results = by_type["tool_result"]
     assert len(results) == 3
     # get_current_time answers without yielding: the first result's append is in flight when
-    # the other two are ready, so they go together next (two appends, not three).
+    # the other two are ready, so they go together next (rather than three appends, one each).
     assert sorted(Counter(e.created_at.ToDatetime() for e in results).values()) == [1, 2]
     assert {e.parent_event_id for e in results} == {e.id for e in by_type["tool_call"]}
     # The input, the intents, two result appends, the delegation's response, the answer: six

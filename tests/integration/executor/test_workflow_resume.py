@@ -1,10 +1,10 @@
 """A workflow agent whose executor died is resumed from its sub-agent runs in the session's log
-(executor workflow.py, resumption.py): each test writes the log a dead executor left — the
-workflow's input, the inputs of the sub-agent runs it had started (with their `sub_agent_id`) and
-the ends of those that ended — orphans the workflow at the registry and watches the live executor
-finish it. A sub-agent whose run ended is not run again (its script would answer differently: "never
-asked"); one still going is waited for, not started again (the test records its end once the
-workflow is resumed); the first with no run is started.
+(executor workflow.py, resumption.py): each test writes the log a dead executor left —
+the workflow's input, the inputs of the sub-agent runs it had started (with their `sub_agent_id`)
+and the ends of those that ended — orphans the workflow at the registry and watches the live
+executor finish it. A sub-agent whose run ended is not run again (its script would answer
+differently: "never asked"); one still going is waited for, not started again (the test records
+its end once the workflow is resumed); the first with no run is started.
 
 And a child run outlives its caller's broken stream (outliving.py): a run whose request names its
 caller's run goes on to its own end when its stream breaks, and is cancelled when its caller's run
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from agentmesh.executor.outliving import CALLER_WENT_ON
+from agentmesh.executor.run.outliving import CALLER_WENT_ON
 from tests.integration.executor.resume_support import (  # noqa: F401 (module fixtures)
     LEASE_SECONDS,
     DeadRun,

@@ -1,7 +1,7 @@
-"""Outbound A2A behaves as a local delegation does: the remote agent's updates stream up into the
-delegating run's stream as a worker's steps while it works, cancelling the delegating run cancels
-the remote task, and a remote task that stops in input-required ends the delegation with its
-question. The remote is an a2a-sdk sample server (a2a_sample.py) or another mesh's agent."""
+"""Outbound A2A behaves as a local delegation does: the remote agent's updates stream up
+into the delegating run's stream as a worker's steps while it works, cancelling the delegating run
+cancels the remote task, and a remote task that stops in input-required ends the delegation with
+its question. The remote is an a2a-sdk sample server (a2a_sample.py) or another mesh's agent."""
 
 from __future__ import annotations
 

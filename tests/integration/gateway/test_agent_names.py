@@ -1,6 +1,6 @@
-"""Agents named as people write them: the REST routes, the agent runtime endpoints, the OpenAI model
-id and delegation all take an agent's slug and its exact name; REST, cards, health and events show
-both."""
+"""Agents named as people write them: the REST routes, the agent runtime
+endpoints, the OpenAI model id and delegation all take an agent's slug and its exact name; REST,
+cards, health and events show both."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Bad input is a 4xx / INVALID_ARGUMENT naming the field, and the connection stays usable: lone
-surrogates in any text, JSON nested deeper than protobuf can carry, control characters in names, and
-over gRPC a request that is not a valid message at all."""
+surrogates in any text, JSON nested deeper than protobuf can carry, control characters in names,
+and over gRPC a request that is not a valid message at all."""
 
 from __future__ import annotations
 
@@ -243,3 +243,18 @@ async def test_an_over_deep_struct_over_grpc_is_invalid_argument(
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
     # Past protobuf's own limit the message does not parse at all; below it, the field is named.
     assert ("agent.config.mock_responses" in (error.details() or "")) is named, error.details()
+
+
+async def test_a_rest_422_lists_its_field_violations_whoever_found_them(api: Api, once: None) -> None:
+    """The REST body mirrors gRPC's BadRequest: `field_violations` beside `detail`, whether the
+    registry refused the field (a control character) or the gateway's request model did (a
+    missing field)."""
+    body = {"email": f"u-{suffix()}@example.com", "password": "a-long-password-1", "first_name": "A\x07"}
+    refused_by_registry = await _post(api, "/api/v1/auth/register", body)
+    missing = await _post(api, "/api/v1/auth/register", {"password": "a-long-password-1"})
+    for response, field in ((refused_by_registry, "first_name"), (missing, "email")):
+        assert response.status_code == 422, response.text
+        answer = response.json()
+        assert "detail" in answer, answer
+        assert field in [violation["field"] for violation in answer["field_violations"]], answer
+        assert all(violation["description"] for violation in answer["field_violations"]), answer

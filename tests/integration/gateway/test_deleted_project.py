@@ -1,7 +1,7 @@
-"""A deleted project is closed at once: caches along the chat path (the gateway's passed ownership
-checks, the executor's resolved agents) never let a chat reach it, its sessions and events are
-erased, open watch streams on them end, and nothing can be appended to it. And sessions are their
-project's: two projects may use one session id."""
+"""A deleted project is closed at once: caches along the chat path (the
+gateway's passed ownership checks, the executor's resolved agents) never let a chat reach it, its
+sessions and events are erased, open watch streams on them end, and nothing can be appended to
+it. And sessions are their project's: two projects may use one session id."""
 
 from __future__ import annotations
 
@@ -106,8 +106,8 @@ async def test_a_deleted_projects_sessions_are_cut_off_erased_and_their_watches_
 
 
 async def test_two_projects_may_use_the_same_session_id_without_meeting(api: Api) -> None:
-    """A client-chosen session id is its project's; another tenant choosing the same id neither
-    collides with it nor learns it exists."""
+    """A client-chosen session id is its project's; another tenant choosing the
+    same id neither collides with it nor learns it exists."""
     mine = await api.agent(mock_responses=["mine"])
     theirs = await api.agent(mock_responses=["theirs"])
     session_id = f"shared-{suffix()}"

@@ -1,8 +1,8 @@
-"""Double texting (DESIGN §5): a message for a session whose run is still in flight follows its
-policy — the agent's, or the request's — with concurrent messages into one session: `enqueue`
-(default) runs them one after the other, in order; `reject` refuses them (ABORTED / 409 naming the
-run in flight); `interrupt` cancels the run in flight, then runs. The registry decides, so it holds
-when the messages arrive through two gateways on two executors."""
+"""Double texting (DESIGN §5): a message for a session whose run is still in
+flight follows its policy — the agent's, or the request's — with concurrent messages into one
+session: `enqueue` (default) runs them one after the other, in order; `reject` refuses them
+(ABORTED / 409 naming the run in flight); `interrupt` cancels the run in flight, then runs. The
+registry decides, so it holds when the messages arrive through two gateways on two executors."""
 
 from __future__ import annotations
 

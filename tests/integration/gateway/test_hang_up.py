@@ -1,6 +1,6 @@
-"""Hanging up at any moment: a client that closes its stream after any number of events cancels the
-whole run tree, and the session is left with exactly one final event per run and one
-`delegation_response` per `delegation_request`; both agents go idle."""
+"""Hanging up at any moment: a client that closes its stream after any number
+of events cancels the whole run tree, and the session is left with exactly one final event per
+run and one `delegation_response` per `delegation_request`; both agents go idle."""
 
 from __future__ import annotations
 

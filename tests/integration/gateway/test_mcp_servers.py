@@ -1,6 +1,6 @@
 """`/api/v1/mcp-servers` and agent types naming MCP servers, through the gateway's REST API and its
-public gRPC: superusers only, 4xx naming the field for bad input, and env and header values never in
-an answer — the agent-platform suite's `"mcp_servers": ["knowledge-base"]`."""
+public gRPC: superusers only, 4xx naming the field for bad input, and env and
+header values never in an answer — the agent-platform suite's `"mcp_servers": ["knowledge-base"]`."""
 
 from __future__ import annotations
 

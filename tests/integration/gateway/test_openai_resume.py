@@ -1,6 +1,6 @@
-"""Picking up a broken OpenAI-compatible SSE stream by `Last-Event-ID`: every chunk carries an id;
-the same request sent again with the last id received brings what is missing of the answer — nothing
-twice — then the finish chunk and `[DONE]`."""
+"""Picking up a broken OpenAI-compatible SSE stream by `Last-Event-ID`: every
+chunk carries an id; the same request sent again with the last id received brings what is missing
+of the answer — nothing twice — then the finish chunk and `[DONE]`."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Managing remote A2A agents: update (REST PATCH, gRPC UpdateRemoteAgent) with the credential still
-write-only — a masked credential sent back keeps the stored one, a new one replaces it —, and lists
-paged like every other list (page/page_size over REST, page_token over gRPC). On both databases."""
+"""Managing remote A2A agents: update (REST PATCH, gRPC UpdateRemoteAgent) with the
+credential still write-only — a masked credential sent back keeps the stored one, a new one
+replaces it —, and lists paged like every other list (page/page_size over REST, page_token over
+gRPC). On both databases."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Tokens stop working when what they stand for changes (logout, a reused refresh token, a user
-deactivated or demoted), on every gateway replica: two gateways share one registry; the change is
-made through one and the other refuses the old token within a bound (each gateway asks the registry
-at most once a second per user)."""
+"""Tokens stop working when what they stand for changes, on every gateway replica:
+two gateways share one registry; the change is made through one and the other refuses the old
+token within a bound (each gateway asks the registry at most once a second per user)."""
 
 from __future__ import annotations
 

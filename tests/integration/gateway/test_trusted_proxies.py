@@ -1,8 +1,8 @@
-"""Failed API keys are throttled per real client behind a reverse proxy: a gateway told its proxy's
-address (`AGENTMESH_GATEWAY_TRUSTED_PROXIES`) counts failures against the client the proxy names in
-X-Forwarded-For, so one guesser behind the proxy does not lock out everyone behind it; a header from
-anyone else — or the part of the chain a client wrote itself — is ignored, so a guesser cannot dodge
-the throttle by inventing addresses. Real HTTP to a real gateway."""
+"""Failed API keys are throttled per real client behind a reverse proxy: a gateway told
+its proxy's address (`AGENTMESH_GATEWAY_TRUSTED_PROXIES`) counts failures against the client the
+proxy names in X-Forwarded-For, so one guesser behind the proxy does not lock out everyone behind
+it; a header from anyone else — or the part of the chain a client wrote itself — is ignored, so
+a guesser cannot dodge the throttle by inventing addresses. Real HTTP to a real gateway."""
 
 from __future__ import annotations
 

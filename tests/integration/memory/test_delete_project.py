@@ -1,6 +1,6 @@
-"""Erasing a deleted project's sessions over a real server, on SQLite and PostgreSQL: the events go
-at once, open watch streams on them end, later appends are refused, and only the mesh's own services
-may ask for it."""
+"""Erasing a deleted project's sessions over a real server, on SQLite and PostgreSQL: the
+events go at once, open watch streams on them end, later appends are refused, and
+only the mesh's own services may ask for it."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Concurrent appends across sessions over a real server, on SQLite and PostgreSQL (PostgreSQL
-writes the appends of different sessions that queue while a statement is in flight as one group):
-seq stays gap-free per session, idempotency stays exact, and an append refused inside a burst — a
-reused key, a stale expected last seq, a deleted project, a retry racing its first attempt — gets
-its own error while every other append of the burst is stored."""
+"""Concurrent appends across sessions over a real server, on SQLite and PostgreSQL
+(PostgreSQL writes the appends of different sessions that queue while a statement is in flight as
+one group): seq stays gap-free per session, idempotency stays exact, and an append refused inside
+a burst — a reused key, a stale expected last seq, a deleted project, a retry racing its first
+attempt — gets its own error while every other append of the burst is stored."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """AppendEventsRequest.list_after_append, on SQLite and PostgreSQL: a ListEvents of the session
-answered after the append in the same call (what a delegated run's input and history read become,
-one round trip instead of two), holding the events just stored; refused before anything is written
-when the listing is bad."""
+answered after the append in the same call (what a delegated run's input and history read
+become), holding the events just stored; refused before anything is written when the
+listing is bad."""
 
 from __future__ import annotations
 

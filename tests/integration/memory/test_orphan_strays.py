@@ -1,8 +1,8 @@
-"""A taken-over run's strays (executor `leases.OrphanCloser`): the executor that lost a run's lease
-goes on with it until its next renewal tells it so, and may record a `delegation_request` after its
-taker read the run's log. The taker answers every request of the run once the run's end is stored —
-the fence makes the log complete from then on — so each request still gets exactly one response.
-Over a real memory server, SQLite and PostgreSQL."""
+"""A taken-over run's strays (executor `leases.OrphanCloser`): the executor that
+lost a run's lease goes on with it until its next renewal tells it so, and may record a
+`delegation_request` after its taker read the run's log. The taker answers every request of the
+run once the run's end is stored — the fence makes the log complete from then on — so each
+request still gets exactly one response. Over a real memory server, SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import json
 
 import grpc
 
-from agentmesh.executor.leases import OrphanCloser
-from agentmesh.executor.resumption import RunResumer
+from agentmesh.executor.durability.leases import OrphanCloser
+from agentmesh.executor.durability.resumption import RunResumer
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as registry_pb
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2 as pb

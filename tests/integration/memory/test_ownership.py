@@ -1,8 +1,8 @@
-"""Memory checks ownership itself: a mesh service with a valid service credential, acting for user B
-(B's token), is refused user A's session on every MemoryService RPC — NOT_FOUND, exactly as for a
-session that does not exist — whatever the service in between decided. A, a superuser and the system
-are served. A's session is made the normal way (a chat through the gateway, recorded by the executor
-for A), on both databases."""
+"""Memory checks ownership itself: a mesh service with a valid service credential,
+acting for user B (B's token), is refused user A's session on every MemoryService RPC — NOT_FOUND,
+exactly as for a session that does not exist — whatever the service in between decided. A, a
+superuser and the system are served. A's session is made the normal way (a chat through the
+gateway, recorded by the executor for A), on both databases."""
 
 from __future__ import annotations
 

@@ -12,7 +12,9 @@ from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc as
 from agentmesh.registry.app import MIGRATIONS, VERSION_TABLE, start
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.settings import RegistrySettings
-from agentmesh.registry.store import InMemoryRegistryStore, RegistryStore, SqlRegistryStore
+from agentmesh.registry.store import RegistryStore
+from agentmesh.registry.store.in_memory import InMemoryRegistryStore
+from agentmesh.registry.store.sql import SqlRegistryStore
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
 from agentmesh.runtime.database import create_engine, upgrade
 from agentmesh.runtime.identity import TokenCodec

@@ -1,9 +1,9 @@
 """A registry whose database connection pool stays exhausted answers UNAVAILABLE, reason
-DATABASE_POOL_EXHAUSTED, naming its database — retryable — instead of INTERNAL (docs/durability.md,
-"A database that is away"). On PostgreSQL: a registry with a pool of one connection (two under a
-burst) and a one-second pool timeout; the test holds a lock on `projects` from a connection of its
-own, so two calls that read it hold both pooled connections while they wait; a third call finds none
-free."""
+DATABASE_POOL_EXHAUSTED, naming its database — retryable — instead of INTERNAL
+(docs/durability.md, "A database that is away"). On PostgreSQL: a registry with a pool of one
+connection (two under a burst) and a one-second pool timeout; the test holds a lock on `projects`
+from a connection of its own, so two calls that read it hold both pooled connections while they
+wait; a third call finds none free."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Declaring an agent or an agent type is checked against what the running executors offer: a model
-whose provider no executor has or can use, a tool no executor offers. The registry warns (naming the
-fix) and still stores the declaration: the pool changes."""
+"""Declaring an agent or an agent type is checked against what the running executors offer, so a
+mistake shows before a chat fails: a model whose provider no executor has or can use, a tool no
+executor offers. The registry warns (naming the fix) and still stores the declaration: the pool
+changes."""
 
 from __future__ import annotations
 

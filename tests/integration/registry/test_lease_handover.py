@@ -1,6 +1,6 @@
-"""A draining executor hands its runs over (registry `leases.py`): `RenewRunLeasesRequest.released`
-ends their leases at once, so the next sweep orphans them and another executor takes them over well
-within the lease time, instead of after it."""
+"""A draining executor hands its runs over (registry `leases.py`):
+`RenewRunLeasesRequest.released` ends their leases at once, so the next sweep orphans them and
+another executor takes them over well within the lease time, instead of after it."""
 
 from __future__ import annotations
 

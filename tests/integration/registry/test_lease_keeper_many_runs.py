@@ -1,6 +1,6 @@
 """An executor holding more runs than one RenewRunLeases call may name (the registry takes 1,000)
-renews them all, in several calls, against a real registry on SQLite and PostgreSQL (found by the
-5,000-stream bench: one refused call renewed none, and every run was orphaned)."""
+renews them all, in several calls, against a real registry on SQLite and PostgreSQL (found by
+the bench's 5,000 streams: one refused call renewed none, and every run was orphaned)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import logging
 import grpc
 import pytest
 
-from agentmesh.executor.leases import MAX_RUNS_PER_RENEWAL, LeaseKeeper, OrphanCloser
+from agentmesh.executor.durability.leases import MAX_RUNS_PER_RENEWAL, LeaseKeeper, OrphanCloser
 from agentmesh.memory.client import MemoryClient
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.settings import RegistrySettings
@@ -102,7 +102,7 @@ async def test_a_run_that_ended_while_its_renewal_was_on_its_way_is_not_lost(
         interval_seconds=2.0,
         max_orphans=0,
     )
-    caplog.set_level(logging.WARNING, logger="agentmesh.executor.leases")
+    caplog.set_level(logging.WARNING, logger="agentmesh.executor.durability.leases")
     try:
         assert await keeper.renew() > 0
     finally:

@@ -1,6 +1,6 @@
-"""Under a burst of run starts (the 5,000-stream bench) the registry's main connection pool has a
-queue: lease renewals and sweeps must not wait in it (they have a small pool of their own on
-PostgreSQL), and a start that waited for its connection still gets its whole lease."""
+"""Under a burst of run starts (the bench's 5,000 streams) the registry's main connection
+pool has a queue: lease renewals and sweeps must not wait in it (they have a small pool of their
+own on PostgreSQL), and a start that waited for its connection still gets its whole lease."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from agentmesh.registry.app import MIGRATIONS, VERSION_TABLE
-from agentmesh.registry.store import RunLease, SqlRegistryStore, Visibility
+from agentmesh.registry.store import RunLease, Visibility
+from agentmesh.registry.store.sql import SqlRegistryStore
 from agentmesh.runtime.database import create_engine, normalize_url, upgrade
 from tests.integration.registry.test_store_contract import T0, _world
 

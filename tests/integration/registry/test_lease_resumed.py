@@ -1,7 +1,7 @@
 """An orphan its taker resumes is counted in again (registry `leases.py`):
-`RenewRunLeasesRequest.resumed` takes the run back into the agent's books — `working`, one run in
-flight — so its end is a normal `FinishAgentRun` that counts its usage and completed task, once.
-Only the orphan's holder may resume it; an orphan closed instead stays counted out."""
+`RenewRunLeasesRequest.resumed` takes the run back into the agent's books — `working`, one run
+in flight — so its end is a normal `FinishAgentRun` that counts its usage and completed task,
+once. Only the orphan's holder may resume it; an orphan closed instead stays counted out."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import asyncio
 
 import grpc
 
-from agentmesh.executor.leases import LeaseKeeper
+from agentmesh.executor.durability.leases import LeaseKeeper
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as pb
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import resources_pb2 as res

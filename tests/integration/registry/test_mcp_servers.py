@@ -1,6 +1,6 @@
-"""Registered MCP servers over gRPC: superuser-managed, global or a project's, their env and header
-values written but never read back — except by ResolveMcpServers, for the system principal
-(executors) alone."""
+"""Registered MCP servers over gRPC: superuser-managed, global or a project's,
+their env and header values written but never read back — except by ResolveMcpServers, for the
+system principal (executors) alone."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
 from agentmesh.registry.app import MIGRATIONS, VERSION_TABLE
-from agentmesh.registry.store import Base
+from agentmesh.registry.tables import Base
 from agentmesh.runtime.database import create_engine, upgrade
 
 

@@ -1,7 +1,7 @@
-"""No logger prints a stored secret, at any level: with every logger at DEBUG, an MCP server's env
-and header values written to the registry's database appear in no log record. The SQLite driver logs
-each call it runs, bound parameters included, at DEBUG; SQLAlchemy logs statements with their
-parameters when its engine logger is enabled."""
+"""No logger prints a stored secret, at any level: with every logger at DEBUG, an MCP
+server's env and header values written to the registry's database appear in no log record. The
+SQLite driver logs each call it runs, bound parameters included, at DEBUG; SQLAlchemy logs
+statements with their parameters when its engine logger is enabled."""
 
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentmesh.registry.app import MIGRATIONS, VERSION_TABLE
-from agentmesh.registry.store import SqlRegistryStore, Visibility
+from agentmesh.registry.store import Visibility
+from agentmesh.registry.store.sql import SqlRegistryStore
 from agentmesh.runtime.database import create_engine, upgrade
 from tests.integration.registry.test_session_turn_store_contract import _start
 from tests.integration.registry.test_store_contract import _world

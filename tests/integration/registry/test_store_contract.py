@@ -23,8 +23,7 @@ from agentmesh.registry.models import (
     Project,
     RefreshToken,
 )
-from agentmesh.registry.pagination import PageTokens
-from agentmesh.registry.registry import AgentRegistry
+from agentmesh.registry.runs.executors import ExecutorPool
 from agentmesh.registry.store import DuplicateRequest, RegistryStore, Visibility
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
@@ -476,9 +475,7 @@ async def test_executors_drop_out_when_their_heartbeat_is_stale(registry_store: 
     # Membership is the registry's rule over the store, on a clock the test controls: no test may
     # hang on sub-second wall-clock margins (a 0.3 s TTL failed under load).
     clock = FakeClock(T0)
-    registry = AgentRegistry(
-        registry_store, page_tokens=PageTokens("s" * 32), executor_ttl_seconds=30, clock=clock
-    )
+    registry = ExecutorPool(registry_store, executor_ttl_seconds=30, clock=clock)
     await registry.register_executor("old", "127.0.0.1:7001")
     clock.now += timedelta(seconds=40)
     await registry.register_executor("fresh", "127.0.0.1:7002")

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import pytest
 
+from agentmesh.registry.agents.registry import AgentRegistry
+from agentmesh.registry.agents.watch import AgentChange, AgentWatch, WatchBatch
 from agentmesh.registry.models import AgentConfig, AgentStatus, AgentTypeFields, ProjectFields
 from agentmesh.registry.pagination import PageTokens
-from agentmesh.registry.registry import AgentRegistry
+from agentmesh.registry.runs.executors import ExecutorPool
 from agentmesh.registry.store import RegistryStore
-from agentmesh.registry.watch import AgentChange, AgentWatch, WatchBatch
 from agentmesh.runtime.errors import DomainError
 from agentmesh.runtime.identity import Principal
 from tests.integration.registry.test_store_contract import _world
@@ -28,8 +29,9 @@ async def test_committed_changes_are_published_and_refused_ones_are_not(
 ) -> None:
     owner, agent_type, project, agent = await _world(registry_store)
     watch = AgentWatch()
+    executors = ExecutorPool(registry_store, executor_ttl_seconds=30)
     registry = AgentRegistry(
-        registry_store, page_tokens=PageTokens("s" * 32), executor_ttl_seconds=30, watch=watch
+        registry_store, page_tokens=PageTokens("s" * 32), executors=executors, watch=watch
     )
     principal = Principal(user_id=owner)
     async with watch.watch() as watcher:

@@ -33,9 +33,9 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from agentmesh.executor.agent import AgentBuilder, AgentRuntime
-from agentmesh.executor.cache import AgentCache, SessionScope
-from agentmesh.executor.models.factory import ModelFactory
+from agentmesh.executor.agents.cache import AgentCache, SessionScope
+from agentmesh.executor.agents.runtime import AgentBuilder, AgentRuntime
+from agentmesh.executor.providers.factory import ModelFactory
 from agentmesh.executor.settings import ExecutorSettings, ProviderSettings
 from agentmesh.registry.v1 import resources_pb2
 

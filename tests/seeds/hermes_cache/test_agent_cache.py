@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import asyncio
 
-from agentmesh.executor.cache import SessionScope
-from agentmesh.executor.models.base import Message
+from agentmesh.executor.agents.cache import SessionScope
+from agentmesh.executor.providers.base import Message
 from tests.integration.executor.openai_server import FakeOpenAI, Reply
 from tests.seeds.hermes_cache.conftest import (
     AGENT,

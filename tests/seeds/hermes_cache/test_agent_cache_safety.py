@@ -12,7 +12,7 @@ import logging
 
 import pytest
 
-from agentmesh.executor.cache import AgentCache, SessionScope
+from agentmesh.executor.agents.cache import AgentCache, SessionScope
 from tests.seeds.hermes_cache.conftest import (
     AGENT,
     Clock,
@@ -25,7 +25,7 @@ from tests.seeds.hermes_cache.conftest import (
     running,
 )
 
-CACHE_LOGGER = "agentmesh.executor.cache"
+CACHE_LOGGER = "agentmesh.executor.agents.cache"
 
 
 class TestAgentCacheActiveSafety:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
-from agentmesh.executor.agent import AgentBuilder
-from agentmesh.executor.cache import SessionScope
-from agentmesh.executor.models.factory import ModelFactory
+from agentmesh.executor.agents.cache import SessionScope
+from agentmesh.executor.agents.runtime import AgentBuilder
+from agentmesh.executor.providers.factory import ModelFactory
 from agentmesh.executor.settings import ExecutorSettings, ProviderSettings
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import FailedPrecondition

@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from agentmesh.executor.cache import OVER_CAP_WARNING_SECONDS, AgentCache, SessionScope
+from agentmesh.executor.agents.cache import OVER_CAP_WARNING_SECONDS, AgentCache, SessionScope
 
 
 class Clock:
@@ -119,7 +119,7 @@ async def test_lru_order_is_refreshed_by_hits() -> None:
 
 async def test_an_entry_mid_run_is_never_evicted(caplog: pytest.LogCaptureFixture) -> None:
     cache, builder = make_cache(max_entries=1), Builder()
-    caplog.set_level(logging.WARNING, logger="agentmesh.executor.cache")
+    caplog.set_level(logging.WARNING, logger="agentmesh.executor.agents.cache")
     async with cache.use("A", "a", "s1", builder("A")) as a:
         async with cache.use("B", "a", "s1", builder("B")) as b:
             assert cache.stats().size == 2, "over the cap while both run"
@@ -140,7 +140,7 @@ async def test_over_its_cap_it_warns_once_then_at_most_every_interval(
 ) -> None:
     clock = Clock()
     cache, builder = make_cache(max_entries=1, clock=clock), Builder()
-    caplog.set_level(logging.WARNING, logger="agentmesh.executor.cache")
+    caplog.set_level(logging.WARNING, logger="agentmesh.executor.agents.cache")
 
     def warnings() -> int:
         return sum("over its cap" in record.getMessage() for record in caplog.records)

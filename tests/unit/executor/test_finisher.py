@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from agentmesh.executor.finisher import RunFinisher
+from agentmesh.executor.durability.finisher import RunFinisher
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as pb
 from agentmesh.runtime.errors import Unavailable
 from agentmesh.runtime.identity import current_token
@@ -118,7 +118,7 @@ async def test_a_refused_run_is_logged_and_the_others_count(caplog: pytest.LogCa
     runs.start()
     end(runs, "r1")
     end(runs, "r2", agent_id="gone")
-    with caplog.at_level(logging.WARNING, logger="agentmesh.executor.finisher"):
+    with caplog.at_level(logging.WARNING, logger="agentmesh.executor.durability.finisher"):
         await runs.stop()
     assert registry.calls == [(["r1", "r2"], SYSTEM)]
     assert "refused the end of run r2 of agent gone: NOT_FOUND" in caplog.text

@@ -6,9 +6,9 @@ from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
-from agentmesh.executor.models.base import Message, ModelChunk, ModelError, ToolSpec, Usage
-from agentmesh.executor.models.factory import FallbackModel
-from agentmesh.executor.models.mock import MockModel
+from agentmesh.executor.providers.base import Message, ModelChunk, ModelError, ToolSpec, Usage
+from agentmesh.executor.providers.factory import FallbackModel
+from agentmesh.executor.providers.mock import MockModel
 
 
 async def answer(model, text: str = "hi") -> tuple[str, list[ModelChunk]]:

@@ -3,7 +3,7 @@ an end another event already holds is dropped (the first stands)."""
 
 from __future__ import annotations
 
-from agentmesh.executor.outbox import EventOutbox
+from agentmesh.executor.durability.outbox import EventOutbox
 from agentmesh.memory.client import IdempotencyKeyReused
 from agentmesh.memory.v1 import memory_service_pb2 as pb
 from agentmesh.runtime.errors import Unavailable

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.models.base import ModelError
-from agentmesh.executor.secrets import REDACTED, Secrets, UnsetReference, resolve_references
+from agentmesh.executor.providers.base import ModelError
+from agentmesh.executor.providers.secrets import REDACTED, Secrets, UnsetReference, resolve_references
 
 
 def test_known_values_are_scrubbed_longest_first_and_short_ones_are_left() -> None:

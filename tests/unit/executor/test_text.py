@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentmesh.executor.text import FencedBlock, FencedBlockFilter, TextChunker, strip_blocks
+from agentmesh.executor.agents.text import FencedBlock, FencedBlockFilter, TextChunker, strip_blocks
 
 ANSWER = (
     "Let me ask the worker.\n"

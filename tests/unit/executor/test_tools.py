@@ -7,7 +7,7 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
-from agentmesh.executor.models.base import ToolSpec
+from agentmesh.executor.providers.base import ToolSpec
 from agentmesh.executor.tools.base import ToolError, ToolOutput
 from agentmesh.executor.tools.builtin import ExitLoop, GetCurrentTime
 from agentmesh.executor.tools.toolset import ToolSet

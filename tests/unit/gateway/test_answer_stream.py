@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.gateway.gateway import AnswerStream
+from agentmesh.gateway.chat_stream import AnswerStream
 
 
 def step(run: str = "top") -> run_pb2.RunEvent:

@@ -8,6 +8,7 @@ import pytest
 
 from agentmesh.gateway.errors import (
     ExecutorsBusy,
+    InvalidRequest,
     MessageTooLarge,
     ModelNotFound,
     RateLimited,
@@ -26,6 +27,7 @@ from agentmesh.runtime.errors import (
     ResourceExhausted,
     Unauthenticated,
     Unavailable,
+    ValidationFailed,
 )
 
 
@@ -78,3 +80,24 @@ def test_openai_routes_get_openai_error_objects() -> None:
     assert (limited["type"], limited["code"]) == ("requests", "rate_limit_exceeded")
     denied = json.loads(error_response("/v1/models", Unauthenticated("bad token")).body)["error"]
     assert denied["code"] == "invalid_api_key"
+
+
+def test_invalid_input_is_one_format_mirrored_in_rest_bodies() -> None:
+    """The gateway's own checks raise what every service raises for bad input; a REST body lists
+    the field violations beside `detail`, and OpenAI's names the first in `param`."""
+    own = InvalidRequest.field("project_id", "is required")
+    service = ValidationFailed.field("project_id", "is required")
+    assert (own.code, own.reason, own.message, own.violations) == (
+        service.code,
+        service.reason,
+        service.message,
+        service.violations,
+    )
+    rest = json.loads(error_response("/api/v1/projects", own).body)
+    assert rest == {
+        "detail": own.message,
+        "field_violations": [{"field": "project_id", "description": "is required"}],
+    }
+    openai = json.loads(error_response("/v1/chat/completions", own).body)["error"]
+    assert (openai["param"], openai["code"]) == ("project_id", "invalid_argument")
+    assert "field_violations" not in json.loads(error_response("/api/v1/projects", NotFound("gone")).body)

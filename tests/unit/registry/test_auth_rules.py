@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from argon2 import Parameters, Type, extract_parameters
 
-from agentmesh.registry.auth import LoginThrottle, Passwords, RefreshTokenCodec
+from agentmesh.registry.identity.auth import LoginThrottle, Passwords, RefreshTokenCodec
 from agentmesh.registry.models import LoginState
 from agentmesh.registry.settings import RegistrySettings
 

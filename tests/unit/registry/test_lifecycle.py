@@ -7,8 +7,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from agentmesh.registry.agents.lifecycle import (
+    paused,
+    resolve,
+    resumed,
+    run_finished,
+    run_started,
+    terminated,
+)
 from agentmesh.registry.errors import AgentPaused, AgentTerminated, InvalidTransition
-from agentmesh.registry.lifecycle import paused, resolve, resumed, run_finished, run_started, terminated
 from agentmesh.registry.models import Agent, AgentConfig, AgentKind, AgentStatus, AgentType, Project
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)

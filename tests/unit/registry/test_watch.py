@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+from agentmesh.registry.agents.watch import MAX_QUEUED_CHANGES, AgentChange, AgentWatch
 from agentmesh.registry.models import AgentStatus
-from agentmesh.registry.watch import MAX_QUEUED_CHANGES, AgentChange, AgentWatch
 
 
 async def test_a_watch_starts_with_a_reset_then_takes_changes_in_order() -> None:

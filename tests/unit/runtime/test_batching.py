@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.events import EventSink
+from agentmesh.executor.context.events import EventSink
 from agentmesh.runtime.batching import Coalescer, batched, merge_text_deltas
 
 

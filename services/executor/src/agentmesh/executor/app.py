@@ -10,22 +10,29 @@ import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agentmesh.executor.a2a_delegation import RemoteA2AAgents
-from agentmesh.executor.agent import AgentBuilder, AgentRuntime
-from agentmesh.executor.agent_watch import AgentWatcher
-from agentmesh.executor.cache import AgentCache
-from agentmesh.executor.child_runs import RemoteRuns
+from agentmesh.executor.agents.cache import AgentCache
+from agentmesh.executor.agents.runtime import AgentBuilder, AgentRuntime
+from agentmesh.executor.agents.specs import AgentSpecs
+from agentmesh.executor.agents.watch import AgentWatcher
 from agentmesh.executor.client import RunRouter, SystemToken
-from agentmesh.executor.finisher import RunFinisher
-from agentmesh.executor.leases import LeaseKeeper, OrphanCloser
-from agentmesh.executor.models.factory import ModelFactory
-from agentmesh.executor.outbox import EventOutbox
-from agentmesh.executor.resumption import RunResumer
-from agentmesh.executor.runner import RunExecutor
-from agentmesh.executor.secrets import Secrets
+from agentmesh.executor.delegation.a2a import RemoteA2AAgents
+from agentmesh.executor.delegation.delegator import Delegator
+from agentmesh.executor.delegation.executor_runs import ExecutorRuns
+from agentmesh.executor.durability.finisher import RunFinisher
+from agentmesh.executor.durability.handover import Handover
+from agentmesh.executor.durability.leases import LeaseKeeper, OrphanCloser
+from agentmesh.executor.durability.outbox import EventOutbox
+from agentmesh.executor.durability.resumption import RunResumer
+from agentmesh.executor.loops.llm import LlmLoopSettings
+from agentmesh.executor.loops.workflow import WorkflowSettings
+from agentmesh.executor.providers.factory import ModelFactory
+from agentmesh.executor.providers.secrets import Secrets
+from agentmesh.executor.run.admission import RunAdmission
+from agentmesh.executor.run.outliving import Outliving
+from agentmesh.executor.run.run import RunServices
+from agentmesh.executor.run.runner import RunExecutor
 from agentmesh.executor.servicer import ExecutorServicer
 from agentmesh.executor.settings import ExecutorSettings, process_environment
-from agentmesh.executor.specs import AgentSpecs
 from agentmesh.executor.tools.mcp import preload_sdk
 from agentmesh.executor.tools.mcp_resolution import McpServerResolver
 from agentmesh.internal.executor.v1 import executor_service_pb2, executor_service_pb2_grpc
@@ -36,7 +43,7 @@ from agentmesh.runtime.background import BackgroundTask
 from agentmesh.runtime.channels import PeerSecurity, create_channel
 from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import DomainError
-from agentmesh.runtime.identity import TokenCodec
+from agentmesh.runtime.identity import AuthenticationInterceptor, TokenCodec
 from agentmesh.runtime.server import ServiceBinding, bind_server
 from agentmesh.runtime.service import RunningService
 from agentmesh.runtime.service_identity import ServiceCredentials, ServiceIdentityInterceptor
@@ -63,13 +70,13 @@ class ExecutorService(RunningService):
     watcher: AgentWatcher | None = None
 
     async def stop(self, grace_seconds: float = 5.0) -> None:
-        """Drains (issue 15 item 6): no new calls (health NOT_SERVING) and no orphans taken over;
+        """Drains: no new calls (health NOT_SERVING) and no orphans taken over;
         the runs in flight get `grace_seconds` to end; those still going then are handed over —
         stopped without an end, their leases released at once — and another executor resumes
         them from the log. Their callers' streams end UNAVAILABLE, which the gateway follows
         into the log. Then the resources close."""
         if self.leases is not None:
-            self.leases.taking_over = False
+            self.leases.stop_taking_over()
         stopping = asyncio.create_task(self.server.stop(grace_seconds + _HANDOVER_SECONDS))
         if not await self.runner.wait_idle(grace_seconds) and self.leases is not None:
             runs = await self.runner.hand_over()
@@ -98,7 +105,10 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         port=settings.port,
         max_message_bytes=settings.max_message_bytes,
         max_pending_calls=settings.max_pending_calls,
-        interceptors=[ServiceIdentityInterceptor(credentials, [EXECUTOR_SERVICE])],
+        interceptors=[
+            ServiceIdentityInterceptor(credentials, [EXECUTOR_SERVICE]),
+            AuthenticationInterceptor(tokens, EXECUTOR_SERVICE),
+        ],
         tls=tls,
     )
     advertise_address = settings.advertise_address or _advertise(settings.host, server.port)
@@ -150,27 +160,68 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
     )
     specs = AgentSpecs(registry, capacity=settings.agent_spec_cache_size)
     watcher = AgentWatcher(registry, specs, executor_id=executor_id, system_metadata=system_metadata)
+    executor_runs = ExecutorRuns(
+        router,
+        a2a=RemoteA2AAgents(
+            registry,
+            system_metadata=system_metadata,
+            cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
+        ),
+        placement_seconds=settings.placement_wait_seconds,
+    )
+    handover = Handover()
     runner = RunExecutor(
-        specs=specs,
         settings=settings,
-        registry=registry,
-        memory=memory,
-        builder=builder,
-        cache=cache,
-        remote=RemoteRuns(
-            router,
-            a2a=RemoteA2AAgents(
-                registry,
-                system_metadata=system_metadata,
+        services=RunServices(
+            registry=registry,
+            memory=memory,
+            executor_runs=executor_runs,
+            delegator=Delegator(
+                executor_runs,
+                max_depth=settings.max_delegation_depth,
+                timeout_seconds=settings.delegation_timeout_seconds,
+                cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
+                memory=memory,
+                handing_over=handover.is_started,
+            ),
+            outliving=Outliving(memory, system_metadata=system_metadata),
+            llm_settings=LlmLoopSettings(
+                default_max_steps=settings.default_max_steps,
+                text_chunk_chars=settings.text_chunk_chars,
+                text_flush_seconds=settings.text_flush_seconds,
+                tool_timeout_seconds=settings.tool_timeout_seconds,
                 cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
             ),
-            placement_seconds=settings.placement_wait_seconds,
+            workflow_settings=WorkflowSettings(
+                loop_safety_max_iterations=settings.loop_safety_max_iterations,
+                max_delegation_depth=settings.max_delegation_depth,
+                delegation_timeout_seconds=settings.delegation_timeout_seconds,
+            ),
+            finisher=finisher,
+            executor_id=executor_id,
+            cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
+            history_window_events=settings.history_window_events,
         ),
-        executor_id=executor_id,
+        admission=RunAdmission(
+            registry=registry,
+            memory=memory,
+            specs=specs,
+            finisher=finisher,
+            max_delegation_depth=settings.max_delegation_depth,
+            executor_id=executor_id,
+            cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
+            outbox=outbox,
+            secrets=secrets,
+            max_concurrent_starts=settings.max_concurrent_starts,
+            history_window_events=settings.history_window_events,
+        ),
+        builder=builder,
+        cache=cache,
+        handover=handover,
         finisher=finisher,
         outbox=outbox,
     )
-    servicer = ExecutorServicer(runner, cache, tokens)
+    servicer = ExecutorServicer(runner, cache)
     leases = LeaseKeeper(
         registry,
         RunResumer(
@@ -178,7 +229,6 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
             registry,
             OrphanCloser(memory, system_metadata=system_metadata),
             resume=runner.resume,
-            count_in=lambda orphan: leases.count_in(orphan),  # this keeper's, once it runs
             system_metadata=system_metadata,
             max_resumes=settings.resume_max_times,
             executor_id=executor_id,

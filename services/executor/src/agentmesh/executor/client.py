@@ -20,7 +20,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.errors import FOLLOWED_IN_LOG, ExecutorBusy
+from agentmesh.executor.errors import FOLLOWED_IN_LOG, NO_EXECUTOR, ExecutorBusy
 from agentmesh.internal.executor.v1 import executor_service_pb2 as pb
 from agentmesh.internal.executor.v1 import executor_service_pb2_grpc as pb_grpc
 from agentmesh.registry.client import RegistryClient
@@ -35,8 +35,6 @@ logger = logging.getLogger(__name__)
 
 # The reason an executor refuses a run with when it is at its concurrency cap (RESOURCE_EXHAUSTED).
 EXECUTOR_BUSY = ExecutorBusy.default_reason
-# The reason RunRouter raises RunNotPlaced with: no executor of the pool took the run.
-NO_EXECUTOR = "NO_EXECUTOR"
 
 # How long a run every executor refused waits before the pool is tried again, doubling up to the
 # most (RunRouter.run's `placement_seconds`): about a channel's reconnect backoff (runtime
@@ -135,8 +133,8 @@ class ExecutorClient:
         self, request: pb.RunRequest, *, timeout: float | None = None, metadata: Metadata | None = None
     ) -> AsyncIterator[run_pb2.RunEvent]:
         """Every event of the run, one by one. The run is asked for batches (several events per
-        message: fewer messages on every hop, issue 16) and they are unpacked here, so callers see
-        the same events in the same order either way."""
+        message: fewer messages on every hop, each costing CPU on both ends) and they are
+        unpacked here, so callers see the same events in the same order either way."""
         request.batch_events = True
         async for response in stream(self.stub.Run, request, timeout=timeout, metadata=metadata):
             if response.HasField("event"):

@@ -24,10 +24,13 @@ from agentmesh.runtime.errors import (
 
 __all__ = [
     "DELEGATION_NOT_ALLOWED",
+    "EXECUTOR_LOST",
     "FOLLOWED_IN_LOG",
     "INVALID_BLOCK",
     "MCP_SERVER_UNAVAILABLE",
     "MODEL_FAILED",
+    "NO_EXECUTOR",
+    "RESUME_LIMIT",
     "SUB_AGENT_FAILED",
     "DelegationDepthExceeded",
     "ExecutorBusy",
@@ -51,6 +54,12 @@ INVALID_BLOCK = "INVALID_BLOCK"
 # An agent's MCP server is not registered or cannot be reached: an `error` event naming it, and the
 # run goes on without its tools.
 MCP_SERVER_UNAVAILABLE = "MCP_SERVER_UNAVAILABLE"
+# A run's executor died (its lease ran out) and the run was closed rather than resumed.
+EXECUTOR_LOST = "EXECUTOR_LOST"
+# A run taken over more often than the executor's resume limit allows fails with this.
+RESUME_LIMIT = "RESUME_LIMIT"
+# No executor of the pool took a run (RunRouter's RunNotPlaced).
+NO_EXECUTOR = "NO_EXECUTOR"
 
 
 class RunHandedOver(Unavailable):

@@ -7,33 +7,25 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from agentmesh.executor.agent import AgentRuntime
-from agentmesh.executor.cache import AgentCache
-from agentmesh.executor.runner import RunExecutor
+from agentmesh.executor.agents.cache import AgentCache
+from agentmesh.executor.agents.runtime import AgentRuntime
+from agentmesh.executor.run.runner import RunExecutor
 from agentmesh.internal.executor.v1 import executor_service_pb2 as pb
 from agentmesh.internal.executor.v1 import executor_service_pb2_grpc as pb_grpc
-from agentmesh.runtime.errors import FieldViolation, InvalidArgument
-from agentmesh.runtime.identity import TokenCodec, authenticate
+from agentmesh.runtime.errors import FieldViolation, ValidationFailed
 
 
 class ExecutorServicer(pb_grpc.ExecutorServiceServicer):
-    """Authenticates every call (when the executor has the signing secret), then runs it."""
+    """Runs the calls the server's interceptors admitted (a service credential and a caller's
+    token, as on every internal service)."""
 
-    def __init__(
-        self, runner: RunExecutor, cache: AgentCache[AgentRuntime], tokens: TokenCodec | None
-    ) -> None:
+    def __init__(self, runner: RunExecutor, cache: AgentCache[AgentRuntime]) -> None:
         self._runner = runner
         self._cache = cache
-        self._tokens = tokens
-
-    def _authenticate(self, context: grpc.aio.ServicerContext) -> None:
-        if self._tokens is not None:
-            authenticate(self._tokens, context.invocation_metadata())
 
     async def Run(
         self, request: pb.RunRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.RunResponse]:
-        self._authenticate(context)
         async with contextlib.aclosing(self._runner.run_batches(request)) as batches:
             async for batch in batches:
                 if request.batch_events:  # the caller reads several events per message
@@ -45,7 +37,6 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):
     async def GetStats(
         self, request: pb.GetStatsRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetStatsResponse:
-        self._authenticate(context)
         stats = self._cache.stats()
         return pb.GetStatsResponse(
             cache_size=stats.size,
@@ -58,26 +49,20 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):
     async def EndSession(
         self, request: pb.EndSessionRequest, context: grpc.aio.ServicerContext
     ) -> pb.EndSessionResponse:
-        self._authenticate(context)
         if not request.session_id:
-            raise InvalidArgument(
-                "session_id is required", violations=[FieldViolation("session_id", "is required")]
-            )
+            raise ValidationFailed.field("session_id", "is required")
         return pb.EndSessionResponse(released_agents=self._cache.end_session(request.session_id))
 
     async def CancelRuns(
         self, request: pb.CancelRunsRequest, context: grpc.aio.ServicerContext
     ) -> pb.CancelRunsResponse:
-        self._authenticate(context)
         violations = [
             FieldViolation(name, "is required")
             for name, value in (("project_id", request.project_id), ("agent_id", request.agent_id))
             if not value
         ]
         if violations:
-            raise InvalidArgument(
-                "; ".join(f"{v.field} {v.description}" for v in violations), violations=violations
-            )
+            raise ValidationFailed.of(violations)
         cancelled = await self._runner.cancel_runs(
             request.project_id, request.agent_id, request.reason, request.run_id
         )

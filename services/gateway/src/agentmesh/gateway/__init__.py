@@ -9,8 +9,11 @@ Where things are:
   access.py      AccessGuard (applies the table) and the gRPC policy interceptor
   ratelimit.py   per-user token buckets
   gateway.py     the core every face adapts: AgentGateway (chat, terminate-and-cancel,
-                 session paging), ChatStream and AnswerStream (the addressed agent's answer);
-                 executor choice and failover are the executor client's RunRouter
+                 session paging); executor choice and failover are the executor client's
+                 RunRouter
+  chat_stream.py a started chat as the faces read it: ChatStream (its events, followed in the
+                 log when the executor's stream breaks) and AnswerStream (the addressed agent's
+                 answer)
   forwarding.py  registry and memory RPCs served by forwarding, as the caller
   servicer.py    GatewayService Chat / StreamChat, and the registry RPCs the core serves
   models.py      Caller, AgentRef, ChatResult

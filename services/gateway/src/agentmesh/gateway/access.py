@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
+from collections.abc import Hashable, Mapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -19,17 +19,19 @@ from agentmesh.gateway.models import Caller
 from agentmesh.gateway.policy import RPC_POLICY, Access, ProjectTarget, Rule, SessionTarget, Target
 from agentmesh.gateway.ratelimit import RateLimiter
 from agentmesh.memory.client import MemoryClient, SessionNotFound
-from agentmesh.registry.client import RegistryClient
+from agentmesh.registry.client import ProjectNotFound, RegistryClient
 from agentmesh.registry.v1 import registry_service_pb2
 from agentmesh.runtime.client import unary
 from agentmesh.runtime.errors import NotFound
 from agentmesh.runtime.identity import (
-    authorize as require_access,
-)
-from agentmesh.runtime.identity import (
+    Admit,
+    PolicyInterceptor,
     bearer_token,
     current_principal,
     current_token,
+)
+from agentmesh.runtime.identity import (
+    authorize as require_access,
 )
 
 # The caller of the gRPC call being served, once the policy let it through.
@@ -125,9 +127,9 @@ class AccessGuard:
             raise SessionNotFound(target.session_id) from None
 
 
-def _project_not_found() -> NotFound:
+def _project_not_found() -> ProjectNotFound:
     # A scoped key sees other projects exactly as it would unknown ones.
-    return NotFound("project not found", reason="PROJECT_NOT_FOUND")
+    return ProjectNotFound("project not found")
 
 
 class GrantCache:
@@ -160,58 +162,29 @@ class GrantCache:
             self._expiries.popitem(last=False)
 
 
-Behavior = Callable[[Any, grpc.aio.ServicerContext], Any]
-
-
-class AuthorizationInterceptor(grpc.aio.ServerInterceptor):
+class AuthorizationInterceptor(PolicyInterceptor):
     """Applies the RPC policy before any servicer or forwarder runs. An RPC without a policy
     entry is refused. Sits inside the shared server interceptor, which turns the DomainErrors
     raised here into statuses."""
 
     def __init__(self, guard: AccessGuard, policy: Mapping[str, Rule] = RPC_POLICY) -> None:
+        super().__init__()
         self._guard = guard
         self._policy = policy
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
-        method = handler_call_details.method
+    def admission(self, method: str, handler: grpc.RpcMethodHandler) -> Admit | None:
         rule = self._policy.get(method)
-        if rule is not None and rule.access is Access.PUBLIC and handler.request_streaming:
-            return handler  # server reflection: public, and a bidi stream there is nothing to check in
-        metadata = handler_call_details.invocation_metadata
-        forwarded_for = next((str(value) for key, value in metadata or () if key == FORWARDED_FOR), None)
-        authorize = self._authorizer(method, rule, bearer_token(metadata), forwarded_for)
-        if handler.unary_unary:
-            return grpc.unary_unary_rpc_method_handler(
-                _unary(handler.unary_unary, authorize),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(
-                _stream(handler.unary_stream, authorize),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        # Client-streaming RPCs: none is served; refuse rather than serve unchecked.
-        return grpc.stream_stream_rpc_method_handler(
-            _refuse(method),
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
+        if handler.request_streaming:
+            if rule is not None and rule.access is Access.PUBLIC:
+                return None  # server reflection: public, and a bidi stream there is nothing to check in
+            return _refusal(f"{method} is not served by the gateway")
+        if rule is None:
+            return _refusal(f"{method} has no access policy and is not served")
 
-    def _authorizer(
-        self, method: str, rule: Rule | None, token: str | None, forwarded_for: str | None
-    ) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]:
         async def authorize(request: Any, context: grpc.aio.ServicerContext) -> None:
-            if rule is None:
-                raise NoPolicy(f"{method} has no access policy and is not served")
+            metadata = context.invocation_metadata()
+            forwarded_for = next((str(value) for key, value in metadata or () if key == FORWARDED_FOR), None)
+            token = bearer_token(metadata)
             caller = await self._guard.authorize(
                 rule, token, request, peer=context.peer() or "", forwarded_for=forwarded_for
             )
@@ -223,30 +196,8 @@ class AuthorizationInterceptor(grpc.aio.ServerInterceptor):
         return authorize
 
 
-Authorize = Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]
-
-
-def _unary(behavior: Behavior, authorize: Authorize) -> Behavior:
-    async def unary_call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await authorize(request, context)
-        return await behavior(request, context)
-
-    return unary_call
-
-
-def _stream(behavior: Behavior, authorize: Authorize) -> Behavior:
-    async def stream_call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        await authorize(request, context)
-        async for response in behavior(request, context):
-            yield response
-
-    return stream_call
-
-
-def _refuse(method: str) -> Behavior:
-    async def refuse(request_iterator: Any, context: grpc.aio.ServicerContext) -> None:
-        # The shared interceptor leaves streaming-request calls unwrapped: abort here.
-        status = NoPolicy(f"{method} is not served by the gateway").to_status()
-        await context.abort(status.code, status.details, status.trailing_metadata)
+def _refusal(message: str) -> Admit:
+    def refuse(request: Any, context: grpc.aio.ServicerContext) -> None:
+        raise NoPolicy(message)
 
     return refuse

@@ -18,7 +18,7 @@ from agentmesh.gateway.client_address import ClientAddresses
 from agentmesh.gateway.credentials import CredentialVerifier
 from agentmesh.gateway.forwarding import forwarding_handler
 from agentmesh.gateway.gateway import AgentGateway
-from agentmesh.gateway.http.a2a import A2AFace
+from agentmesh.gateway.http.a2a_face import A2AFace
 from agentmesh.gateway.http.app import HttpServer, create_http_app
 from agentmesh.gateway.http.context import HttpContext
 from agentmesh.gateway.policy import A2A_SERVICE, RPC_POLICY

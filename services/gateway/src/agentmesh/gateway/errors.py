@@ -12,14 +12,15 @@ from __future__ import annotations
 import math
 
 from agentmesh.runtime.errors import (
+    TOKEN_REVOKED,
     Cancelled,
     FieldViolation,
-    InvalidArgument,
     NotFound,
     PermissionDenied,
     ResourceExhausted,
     Unauthenticated,
     Unavailable,
+    ValidationFailed,
 )
 
 RETRY_AFTER_SECONDS = "retry_after_seconds"
@@ -37,6 +38,7 @@ __all__ = [
     "NoPolicy",
     "RateLimited",
     "RequestTooLarge",
+    "TaskNotFound",
     "TokenRevoked",
     "TooManyMessages",
 ]
@@ -51,12 +53,9 @@ class ClientDisconnected(Cancelled):
         super().__init__("the client disconnected")
 
 
-class InvalidRequest(InvalidArgument):
-    """A request field is missing or malformed; the message names the field."""
-
-    @classmethod
-    def field(cls, field: str, description: str) -> InvalidRequest:
-        return cls(f"{field}: {description}", violations=[FieldViolation(field, description)])
+class InvalidRequest(ValidationFailed):
+    """A request field the gateway checks itself is missing or malformed: reported as every
+    service reports bad input (`ValidationFailed`)."""
 
 
 class RateLimited(ResourceExhausted):
@@ -130,6 +129,15 @@ class ModelNotFound(NotFound):
         )
 
 
+class TaskNotFound(NotFound):
+    """No A2A task of this id for this agent (or one the caller may not see)."""
+
+    default_reason = "TASK_NOT_FOUND"
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"task {task_id!r} not found")
+
+
 class NoPolicy(PermissionDenied):
     """An operation without an entry in the policy table: refused, never served by default."""
 
@@ -140,7 +148,7 @@ class TokenRevoked(Unauthenticated):
     """A well-signed access token that no longer stands for anything: its user signed out, was
     deactivated, deleted, or changed role since it was issued. Signing in again gives a new one."""
 
-    default_reason = "TOKEN_REVOKED"
+    default_reason = TOKEN_REVOKED
 
 
 class InvalidApiKey(Unauthenticated):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.runtime.errors import FieldViolation, InvalidArgument
+from agentmesh.runtime.errors import ValidationFailed
 from agentmesh.runtime.identity import AUTHORIZATION, Principal
 
 
@@ -46,10 +46,7 @@ class AgentRef:
     def parse(cls, text: str, *, field: str = "agent") -> AgentRef:
         project, slash, agent = text.partition("/")
         if not slash or not project or not agent:
-            raise InvalidArgument(
-                f"{field} must be 'project_slug/agent_name', got {text!r}",
-                violations=[FieldViolation(field, "must be 'project_slug/agent_name'")],
-            )
+            raise ValidationFailed.field(field, "must be 'project_slug/agent_name'")
         return cls(project, agent)
 
     def __str__(self) -> str:

@@ -9,8 +9,6 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy.engine import make_url
-
 from agentmesh.internal.memory.v1 import memory_internal_service_pb2, memory_internal_service_pb2_grpc
 from agentmesh.memory.memory import EventLog
 from agentmesh.memory.ownership import ProjectOwners
@@ -20,7 +18,7 @@ from agentmesh.memory.settings import MemorySettings
 from agentmesh.memory.store import SqlEventStore
 from agentmesh.memory.v1 import memory_service_pb2, memory_service_pb2_grpc
 from agentmesh.memory.watch import SessionSignals
-from agentmesh.runtime.database import create_engine, normalize_url, upgrade
+from agentmesh.runtime.database import create_engine, create_sqlite_directory, upgrade
 from agentmesh.runtime.identity import Access, AuthenticationInterceptor, TokenCodec
 from agentmesh.runtime.pagination import PageTokenCodec
 from agentmesh.runtime.server import ServiceBinding, start_server
@@ -56,7 +54,7 @@ class MemoryService(RunningService):
 async def start(settings: MemorySettings) -> RunningService:
     # Every call needs a valid access token (a user's, or a service's system token).
     tokens = TokenCodec(settings.jwt_secret.get_secret_value())
-    await asyncio.to_thread(_create_sqlite_directory, settings.database_url)
+    await asyncio.to_thread(create_sqlite_directory, settings.database_url)
     engine = create_engine(settings.database_url)
     try:
         await upgrade(engine, MIGRATIONS, version_table=VERSION_TABLE)
@@ -110,9 +108,3 @@ async def start(settings: MemorySettings) -> RunningService:
     return MemoryService(
         name="memory", server=server, closers=[engine.dispose, store.close, sweeper.stop], signals=signals
     )
-
-
-def _create_sqlite_directory(database_url: str) -> None:
-    url = make_url(normalize_url(database_url))
-    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
-        Path(url.database).parent.mkdir(parents=True, exist_ok=True)

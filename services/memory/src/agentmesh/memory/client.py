@@ -28,6 +28,8 @@ from agentmesh.memory.errors import (
     HistoryTrimmed,
     IdempotencyKeyReused,
     ProjectDeleted,
+    RunEnded,
+    RunTakenOver,
     SessionNotFound,
     TooManyEvents,
 )
@@ -44,6 +46,8 @@ __all__ = [
     "IdempotencyKeyReused",
     "MemoryClient",
     "ProjectDeleted",
+    "RunEnded",
+    "RunTakenOver",
     "SessionNotFound",
     "TooManyEvents",
     "event_to_dict",

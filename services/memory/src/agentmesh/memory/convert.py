@@ -6,18 +6,17 @@ refused here, naming the field, because this is the last place that still sees t
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf import timestamp_pb2
 
 from agentmesh.memory import models
 from agentmesh.memory.errors import FieldViolation, ValidationFailed
 from agentmesh.memory.v1 import memory_service_pb2 as pb
 from agentmesh.memory.v1 import resources_pb2
-from agentmesh.runtime.protos import struct, timestamp
+from agentmesh.runtime.protos import struct, struct_to_dict, timestamp
 
 _PREFIX = "EVENT_TYPE_"
 _TO_PROTO: dict[models.EventType, resources_pb2.EventType.ValueType] = {
@@ -59,22 +58,6 @@ def _domain_event_type(number: int, field: str) -> models.EventType | FieldViola
 # --- JSON values -----------------------------------------------------------------------------
 
 
-def _plain(value: Any) -> Any:
-    # google.protobuf.Struct holds every number as a double; give integral ones back as ints so
-    # {"attempt": 2} round-trips as 2, not 2.0.
-    if isinstance(value, float) and value.is_integer() and math.isfinite(value) and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_plain(item) for item in value]
-    return value
-
-
-def struct_to_dict(struct: struct_pb2.Struct) -> dict[str, Any]:
-    return _plain(json_format.MessageToDict(struct)) if struct.fields else {}
-
-
 def _iso(stamp: timestamp_pb2.Timestamp) -> str | None:
     if not stamp.seconds and not stamp.nanos:
         return None
@@ -97,8 +80,8 @@ def new_events_from_proto(events: Sequence[pb.NewEvent]) -> list[models.NewEvent
         except ValueError:  # NaN or ±Infinity: not JSON
             violations.append(FieldViolation(f"events[{index}].metadata", "must hold JSON numbers only"))
             continue
-        # Built without pydantic's validation: protobuf typed every field already, and an
-        # AppendEvents of many events spent most of its time in that validation.
+        # Built without pydantic's validation: protobuf typed every field already (an
+        # AppendEvents of many events spent most of its time converting them).
         converted.append(
             models.NewEvent.trusted(
                 {

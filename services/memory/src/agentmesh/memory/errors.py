@@ -15,6 +15,7 @@ from agentmesh.runtime.errors import (
     NotFound,
     OutOfRange,
     ResourceExhausted,
+    Unavailable,
     ValidationFailed,
 )
 
@@ -24,11 +25,14 @@ __all__ = [
     "ExpectedLastSeqMismatch",
     "FieldViolation",
     "HistoryTrimmed",
+    "IdempotencyKeyContention",
     "IdempotencyKeyReused",
     "ProjectDeleted",
+    "ProjectNotFound",
     "RunEnded",
     "RunTakenOver",
     "SessionNotFound",
+    "ShuttingDown",
     "TooManyEvents",
     "ValidationFailed",
 ]
@@ -50,6 +54,27 @@ class ProjectDeleted(NotFound):
 
     def __init__(self, project_id: str) -> None:
         super().__init__(f"project {project_id!r} was deleted", metadata={"project_id": project_id})
+
+
+class ProjectNotFound(NotFound):
+    """A project the caller may not act in: one it does not own looks exactly like an unknown one."""
+
+    default_reason = "PROJECT_NOT_FOUND"
+
+    def __init__(self, project_id: str) -> None:
+        super().__init__("project not found", metadata={"project_id": project_id})
+
+
+class ShuttingDown(Unavailable):
+    """The service is stopping: a watch ends with where to resume from, on another replica."""
+
+    default_reason = "SHUTTING_DOWN"
+
+
+class IdempotencyKeyContention(Aborted):
+    """Concurrent appends kept racing on the same idempotency keys; retrying settles it."""
+
+    default_reason = "IDEMPOTENCY_KEY_CONTENTION"
 
 
 class ExpectedLastSeqMismatch(Aborted):

@@ -11,9 +11,7 @@ It knows neither protobuf nor SQL; `retention.RetentionSweeper` does the backgro
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -25,8 +23,10 @@ from agentmesh.memory.errors import (
     ExpectedLastSeqMismatch,
     FieldViolation,
     HistoryTrimmed,
+    IdempotencyKeyContention,
     IdempotencyKeyReused,
     SessionNotFound,
+    ShuttingDown,
     TooManyEvents,
     ValidationFailed,
 )
@@ -48,12 +48,17 @@ from agentmesh.memory.models import (
     Session,
     SessionPage,
 )
+from agentmesh.memory.validation import (
+    check_id,
+    checked_page_size,
+    event_bytes,
+    event_violations,
+    events_valid,
+)
 from agentmesh.memory.watch import SessionSignals
 from agentmesh.runtime import metrics
-from agentmesh.runtime.errors import Aborted, Unavailable
 from agentmesh.runtime.pagination import (
     PageTokenCodec,
-    clamp_page_size,
     cursor_datetime,
     cursor_int,
     cursor_str,
@@ -61,19 +66,8 @@ from agentmesh.runtime.pagination import (
 
 logger = logging.getLogger(__name__)
 
-MAX_ID_CHARS = 255
 DEFAULT_EVENT_PAGE = 100
 DEFAULT_SESSION_PAGE = 50
-_HEX = re.compile(r"[0-9a-f]*")
-# An event's ids (whether each is required) and its hex ids (their length).
-_EVENT_IDS = (
-    ("agent", True),
-    ("run_id", False),
-    ("parent_event_id", False),
-    ("delegation_id", False),
-    ("idempotency_key", False),
-)
-_EVENT_HEX_IDS = (("trace_id", 32), ("span_id", 16))
 # Attempts of an append whose idempotency key a concurrent append stored first: the second
 # attempt finds the key and returns the stored event.
 _APPEND_ATTEMPTS = 3
@@ -83,112 +77,6 @@ Clock = Callable[[], datetime]
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-def _id_problem(value: str, *, required: bool) -> str | None:
-    """What is wrong with an id, None when nothing."""
-    if not value:
-        return "is required" if required else None
-    if len(value) > MAX_ID_CHARS:
-        return f"must be at most {MAX_ID_CHARS} characters"
-    if not value.isprintable():
-        return "must not contain control characters"
-    return None
-
-
-def _check_id(value: str, field: str, violations: list[FieldViolation], *, required: bool) -> None:
-    if problem := _id_problem(value, required=required):
-        violations.append(FieldViolation(field, problem))
-
-
-def _hex_problem(value: str, length: int) -> str | None:
-    if value and (len(value) != length or not _HEX.fullmatch(value)):
-        return f"must be {length} lower-case hex digits"
-    return None
-
-
-def _check_hex(value: str, length: int, field: str, violations: list[FieldViolation]) -> None:
-    if problem := _hex_problem(value, length):
-        violations.append(FieldViolation(field, problem))
-
-
-def _events_valid(events: Sequence[NewEvent]) -> bool:
-    """Whether `_validate_append` finds nothing wrong with these events, decided from each field's
-    distinct values: a batch's events mostly share their ids, so each is checked once, and no
-    field's name is spelled out (checking and naming 100 events' fields one by one cost 0.4 ms).
-    What is wrong, when something is, is said event by event."""
-    ids = {
-        (value, required)
-        for event in events
-        for name, required in _EVENT_IDS
-        if (value := getattr(event, name)) or required
-    }
-    hex_ids = {
-        (value, length)
-        for event in events
-        for name, length in _EVENT_HEX_IDS
-        if (value := getattr(event, name))
-    }
-    keys = [event.idempotency_key for event in events if event.idempotency_key]
-    return (
-        not any(_id_problem(value, required=required) for value, required in ids)
-        and not any(_hex_problem(value, length) for value, length in hex_ids)
-        and len(set(keys)) == len(keys)
-        and not any(
-            "\x00" in event.content or (event.metadata and _has_nul(event.metadata)) for event in events
-        )
-    )
-
-
-def _event_violations(events: Sequence[NewEvent]) -> list[FieldViolation]:
-    """What is wrong with each event, in order: what `_events_valid` finds, named."""
-    violations: list[FieldViolation] = []
-    keys: dict[str, int] = {}
-    for index, event in enumerate(events):
-        field = f"events[{index}]"
-        for name, required in _EVENT_IDS:
-            _check_id(getattr(event, name), f"{field}.{name}", violations, required=required)
-        # PostgreSQL cannot store NUL in text or JSON; refuse it on every backend alike.
-        if "\x00" in event.content:
-            violations.append(FieldViolation(f"{field}.content", "must not contain NUL characters"))
-        if _has_nul(event.metadata):
-            violations.append(FieldViolation(f"{field}.metadata", "must not contain NUL characters"))
-        for name, length in _EVENT_HEX_IDS:
-            _check_hex(getattr(event, name), length, f"{field}.{name}", violations)
-        if event.idempotency_key:
-            if event.idempotency_key in keys:
-                violations.append(
-                    FieldViolation(
-                        f"{field}.idempotency_key",
-                        f"repeats the key of events[{keys[event.idempotency_key]}]",
-                    )
-                )
-            keys.setdefault(event.idempotency_key, index)
-    return violations
-
-
-def _has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(key) or _has_nul(item) for key, item in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(item) for item in value)
-    return False
-
-
-def _page_size(requested: int, default: int) -> int:
-    if requested < 0:
-        raise ValidationFailed.of([FieldViolation("page_size", "must not be negative")])
-    return clamp_page_size(requested, default=default)
-
-
-def _event_bytes(event: NewEvent) -> int:
-    # ASCII (which CPython knows without looking) is a byte a character: nothing to encode.
-    size = len(event.content) if event.content.isascii() else len(event.content.encode())
-    if event.metadata:
-        size += len(json.dumps(event.metadata, separators=(",", ":")).encode())
-    return size
 
 
 class EventLog:
@@ -316,29 +204,28 @@ class EventLog:
             new = iter(stored)
             in_order = [known[e.idempotency_key] if e.idempotency_key in known else next(new) for e in events]
             return AppendResult(events=in_order, last_seq=last_seq)
-        raise Aborted(
-            f"concurrent appends to session {session_id!r} keep racing on the same idempotency keys; retry",
-            reason="IDEMPOTENCY_KEY_CONTENTION",
+        raise IdempotencyKeyContention(
+            f"concurrent appends to session {session_id!r} keep racing on the same idempotency keys; retry"
         )
 
     def _validate_append(
         self, session_id: str, project_id: str, events: Sequence[NewEvent], expected_last_seq: int | None
     ) -> None:
         violations: list[FieldViolation] = []
-        _check_id(session_id, "session_id", violations, required=True)
-        _check_id(project_id, "project_id", violations, required=False)
+        check_id(session_id, "session_id", violations, required=True)
+        check_id(project_id, "project_id", violations, required=False)
         if expected_last_seq is not None and expected_last_seq < 0:
             violations.append(FieldViolation("expected_last_seq", "must not be negative"))
         if not events:
             violations.append(FieldViolation("events", "at least one event is required"))
-        if not _events_valid(events):
-            violations += _event_violations(events)
+        if not events_valid(events):
+            violations += event_violations(events)
         if violations:
             raise ValidationFailed.of(violations)
         if len(events) > self._max_batch_events:
             raise TooManyEvents(len(events), self._max_batch_events)
         for index, event in enumerate(events):
-            size = _event_bytes(event)
+            size = event_bytes(event)
             if size > self._max_event_bytes:
                 raise EventTooLarge(index, size, self._max_event_bytes)
 
@@ -346,8 +233,8 @@ class EventLog:
 
     async def get_session(self, session_id: str, project_id: str = "") -> Session:
         violations: list[FieldViolation] = []
-        _check_id(session_id, "session_id", violations, required=True)
-        _check_id(project_id, "project_id", violations, required=False)
+        check_id(session_id, "session_id", violations, required=True)
+        check_id(project_id, "project_id", violations, required=False)
         if violations:
             raise ValidationFailed.of(violations)
         session = await self._find(session_id, project_id)
@@ -367,7 +254,7 @@ class EventLog:
         """Refuses a listing as `list_events` would, before anything is read: an append that
         lists after itself (AppendEventsRequest.list_after_append) is refused before it writes."""
         self._validate_query(query)
-        _page_size(page_size, DEFAULT_EVENT_PAGE)
+        checked_page_size(page_size, DEFAULT_EVENT_PAGE)
         self._event_cursor(query, page_token, query.model_dump(mode="json"))
 
     async def list_events(
@@ -376,7 +263,7 @@ class EventLog:
         """One page of a session's events in seq order (or newest first), or of one agent's
         events across a project's sessions in time order."""
         self._validate_query(query)
-        limit = _page_size(page_size, DEFAULT_EVENT_PAGE)
+        limit = checked_page_size(page_size, DEFAULT_EVENT_PAGE)
         scope = query.model_dump(mode="json")
         after = self._event_cursor(query, page_token, scope)
         if query.session_id and not query.project_id:
@@ -425,8 +312,8 @@ class EventLog:
         """Starts the session's context afresh (its agents' history readers see only what comes
         next); its events stay."""
         violations: list[FieldViolation] = []
-        _check_id(session_id, "session_id", violations, required=True)
-        _check_id(project_id, "project_id", violations, required=True)
+        check_id(session_id, "session_id", violations, required=True)
+        check_id(project_id, "project_id", violations, required=True)
         if violations:
             raise ValidationFailed.of(violations)
         session = await self._store.reset_context(session_id, project_id)
@@ -443,10 +330,10 @@ class EventLog:
     @staticmethod
     def _validate_query(query: EventQuery) -> None:
         violations: list[FieldViolation] = []
-        _check_id(query.session_id, "session_id", violations, required=False)
-        _check_id(query.project_id, "project_id", violations, required=False)
-        _check_id(query.agent, "agent", violations, required=False)
-        _check_id(query.run_id, "run_id", violations, required=False)
+        check_id(query.session_id, "session_id", violations, required=False)
+        check_id(query.project_id, "project_id", violations, required=False)
+        check_id(query.agent, "agent", violations, required=False)
+        check_id(query.run_id, "run_id", violations, required=False)
         if query.after_seq < 0:
             violations.append(FieldViolation("after_seq", "must not be negative"))
         if not query.session_id:
@@ -478,14 +365,14 @@ class EventLog:
         """A project's sessions, most recently active first: after `page_token`, or page number
         `page` (1-based), which the store reaches by its keyset boundary, never by OFFSET."""
         violations: list[FieldViolation] = []
-        _check_id(project_id, "project_id", violations, required=True)
+        check_id(project_id, "project_id", violations, required=True)
         if page < 0:
             violations.append(FieldViolation("page", "must not be negative"))
         if page and page_token:
             violations.append(FieldViolation("page", "give either page or page_token, not both"))
         if violations:
             raise ValidationFailed.of(violations)
-        limit = _page_size(page_size, DEFAULT_SESSION_PAGE)
+        limit = checked_page_size(page_size, DEFAULT_SESSION_PAGE)
         scope = {"project_id": project_id}
         cursor = self._page_tokens.decode(page_token, scope, cursor_len=2)
         after: SessionCursor | None = (
@@ -524,9 +411,8 @@ class EventLog:
             # Take the signal before reading, so a commit between the read and the wait wakes us.
             signal = self._signals.signal(key)
             if self._signals.closing:
-                raise Unavailable(
+                raise ShuttingDown(
                     f"the memory service is stopping; resume with after_seq={sent}",
-                    reason="SHUTTING_DOWN",
                     metadata={"session_id": session_id, "after_seq": str(sent)},
                 )
             batch = await self._store.list_events(query, after=(sent,), limit=self._watch_batch_events)
@@ -554,7 +440,7 @@ class EventLog:
         ends its watch streams (here at once, on other replicas within their poll interval).
         Returns how many sessions were erased; deleting again erases nothing and succeeds."""
         violations: list[FieldViolation] = []
-        _check_id(project_id, "project_id", violations, required=True)
+        check_id(project_id, "project_id", violations, required=True)
         if violations:
             raise ValidationFailed.of(violations)
         removed = await self._store.delete_project(project_id, now=self._clock())
@@ -566,7 +452,7 @@ class EventLog:
 
     async def set_retention_policy(self, policy: RetentionPolicy) -> RetentionPolicy:
         violations: list[FieldViolation] = []
-        _check_id(policy.project_id, "policy.project_id", violations, required=True)
+        check_id(policy.project_id, "policy.project_id", violations, required=True)
         if policy.max_age_seconds < 0:
             violations.append(FieldViolation("policy.max_age_seconds", "must not be negative"))
         if policy.max_events_per_session < 0:
@@ -577,7 +463,7 @@ class EventLog:
 
     async def get_retention_policy(self, project_id: str) -> RetentionPolicy:
         violations: list[FieldViolation] = []
-        _check_id(project_id, "project_id", violations, required=True)
+        check_id(project_id, "project_id", violations, required=True)
         if violations:
             raise ValidationFailed.of(violations)
         policy = await self._store.get_retention_policy(project_id)

@@ -23,10 +23,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agentmesh.memory.errors import SessionNotFound
-from agentmesh.memory.memory import MAX_ID_CHARS
+from agentmesh.memory.errors import ProjectNotFound, SessionNotFound
 from agentmesh.memory.tables import project_owner_table
-from agentmesh.runtime.errors import NotFound
+from agentmesh.memory.validation import MAX_ID_CHARS
 from agentmesh.runtime.identity import Principal
 
 # Owners remembered in process; a project's owner never changes, so they never go stale.
@@ -48,9 +47,7 @@ class ProjectOwners:
     async def check_project(self, principal: Principal | None, project_id: str) -> None:
         """Raises NOT_FOUND (the project's) unless the principal may act in the project."""
         if not await self._admits(principal, project_id):
-            raise NotFound(
-                "project not found", reason="PROJECT_NOT_FOUND", metadata={"project_id": project_id}
-            )
+            raise ProjectNotFound(project_id)
 
     async def check_session(self, principal: Principal | None, session_id: str, project_id: str) -> None:
         """Raises NOT_FOUND (the session's, as for one that does not exist) unless the principal

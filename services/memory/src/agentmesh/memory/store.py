@@ -29,9 +29,7 @@ PostgreSQL's one-statement appends of different sessions that queue while one is
 written together by one statement (`group_commit.py`), each keeping its own refusal.
 SQLite's appends are serialized by the writer lock and stay one transaction each.
 
-The run fence (fence.py) is checked under the same lock, atomically with the write: in SQLite by
-the bump statement itself; in PostgreSQL by the one statement when no append went in between its
-snapshot and its row lock, else by a look-up in the transaction after the bump (tables.py).
+Retention and project erasure are in `retention_store.py`, mixed in.
 """
 
 from __future__ import annotations
@@ -57,7 +55,8 @@ from agentmesh.memory.event_store import (
     SessionCursor,
 )
 from agentmesh.memory.group_commit import GroupCommit
-from agentmesh.memory.models import Event, EventQuery, NewEvent, RetentionPolicy, Session
+from agentmesh.memory.models import Event, EventQuery, NewEvent, Session
+from agentmesh.memory.retention_store import SqlRetention
 from agentmesh.memory.rows import (
     event_conditions,
     event_row,
@@ -76,13 +75,12 @@ from agentmesh.memory.tables import (
     deleted_project_table,
     event_table,
     one_statement_append,
-    retention_table,
     session_table,
 )
 from agentmesh.memory.tables import metadata as metadata  # the migrations read it here
 
 
-class SqlEventStore:
+class SqlEventStore(SqlRetention):
     """EventStore on PostgreSQL (asyncpg) or SQLite (aiosqlite), through SQLAlchemy Core."""
 
     def __init__(self, engine: AsyncEngine, *, group_commit: bool = True) -> None:
@@ -399,99 +397,6 @@ class SqlEventStore:
             row = (await connection.execute(statement)).first()
         return None if row is None else (utc(row[0]), row[1])
 
-    # --- retention ---------------------------------------------------------------------------
-
-    async def get_retention_policy(self, project_id: str) -> RetentionPolicy | None:
-        c = retention_table.c
-        statement = sa.select(c.project_id, c.max_age_seconds, c.max_events_per_session).where(
-            c.project_id == project_id
-        )
-        async with self._reader.connect() as connection:
-            row = (await connection.execute(statement)).first()
-        if row is None:
-            return None
-        return RetentionPolicy(project_id=row[0], max_age_seconds=row[1], max_events_per_session=row[2])
-
-    async def set_retention_policy(self, policy: RetentionPolicy, *, now: datetime) -> RetentionPolicy:
-        values = {
-            "max_age_seconds": policy.max_age_seconds,
-            "max_events_per_session": policy.max_events_per_session,
-            "updated_at": now,
-        }
-        statement = (
-            self._upsert(retention_table)
-            .values(project_id=policy.project_id, **values)
-            .on_conflict_do_update(index_elements=[retention_table.c.project_id], set_=values)
-        )
-        async with self._write() as connection:
-            await connection.execute(statement)
-        return policy
-
-    async def bounded_retention_policies(self) -> list[RetentionPolicy]:
-        c = retention_table.c
-        statement = (
-            sa.select(c.project_id, c.max_age_seconds, c.max_events_per_session)
-            .where(sa.or_(c.max_age_seconds > 0, c.max_events_per_session > 0))
-            .order_by(c.project_id)
-        )
-        async with self._reader.connect() as connection:
-            rows = (await connection.execute(statement)).all()
-        return [
-            RetentionPolicy(project_id=row[0], max_age_seconds=row[1], max_events_per_session=row[2])
-            for row in rows
-        ]
-
-    async def sessions_to_trim(
-        self,
-        project_id: str,
-        *,
-        more_events_than: int | None,
-        created_before: datetime | None,
-        after_id: str,
-        limit: int,
-    ) -> list[Session]:
-        c = session_table.c
-        reasons = []
-        if more_events_than is not None:
-            reasons.append(c.last_seq - c.first_seq + 1 > more_events_than)
-        if created_before is not None:
-            reasons.append(c.created_at < created_before)
-        if not reasons:
-            return []
-        statement = (
-            sa.select(*SESSION_COLUMNS)
-            .where(c.project_id == project_id, c.id > after_id, c.first_seq <= c.last_seq, sa.or_(*reasons))
-            .order_by(c.id)
-            .limit(limit)
-        )
-        async with self._reader.connect() as connection:
-            rows = (await connection.execute(statement)).all()
-        return [session_row(row) for row in rows]
-
-    async def expired_prefix_end(
-        self, session_id: str, project_id: str, *, from_seq: int, cutoff: datetime, limit: int
-    ) -> int:
-        """The seq after the longest run of events older than `cutoff`, starting at `from_seq` and
-        looking at no more than `limit` events (`from_seq` itself when the first is not old)."""
-        statement = (
-            sa.select(event_table.c.seq, event_table.c.created_at)
-            .where(
-                event_table.c.project_id == project_id,
-                event_table.c.session_id == session_id,
-                event_table.c.seq >= from_seq,
-            )
-            .order_by(event_table.c.seq)
-            .limit(limit)
-        )
-        async with self._reader.connect() as connection:
-            rows = (await connection.execute(statement)).all()
-        end = from_seq
-        for seq, created_at in rows:
-            if utc(created_at) >= cutoff:
-                break
-            end = seq + 1
-        return end
-
     async def reset_context(self, session_id: str, project_id: str) -> Session | None:
         c = session_table.c
         statement = (
@@ -502,57 +407,3 @@ class SqlEventStore:
         async with self._write() as connection:
             await connection.execute(statement)
         return await self.get_session(session_id, project_id)
-
-    async def trim_session(self, session_id: str, project_id: str, *, first_seq: int) -> int:
-        """Removes the session's events below `first_seq` and records that they are gone, in one
-        transaction. Returns how many events were removed."""
-        c = session_table.c
-        # The session row first, as appends take it first: the two never wait on each other in
-        # opposite orders.
-        advance = (
-            sa.update(session_table)
-            .where(
-                c.project_id == project_id,
-                c.id == session_id,
-                c.first_seq < first_seq,
-                c.last_seq + 1 >= first_seq,
-            )
-            .values(first_seq=first_seq)
-        )
-        delete = sa.delete(event_table).where(
-            event_table.c.project_id == project_id,
-            event_table.c.session_id == session_id,
-            event_table.c.seq < first_seq,
-        )
-        async with self._write() as connection:
-            if (await connection.execute(advance)).rowcount == 0:
-                return 0
-            return (await connection.execute(delete)).rowcount
-
-    # --- deletion ----------------------------------------------------------------------------
-
-    async def delete_project(self, project_id: str, *, now: datetime) -> int:
-        record = (
-            self._upsert(deleted_project_table)
-            .values(project_id=project_id, deleted_at=now)
-            .on_conflict_do_nothing(index_elements=[deleted_project_table.c.project_id])
-        )
-        async with self._write() as connection:
-            # The record first: an append that commits after this transaction finds it.
-            await connection.execute(record)
-            await connection.execute(sa.delete(event_table).where(event_table.c.project_id == project_id))
-            removed = await connection.execute(
-                sa.delete(session_table).where(session_table.c.project_id == project_id)
-            )
-            policy = sa.delete(retention_table).where(retention_table.c.project_id == project_id)
-            await connection.execute(policy)
-        return removed.rowcount
-
-    async def erase_deleted_projects(self) -> int:
-        deleted = sa.select(deleted_project_table.c.project_id)
-        async with self._write() as connection:
-            await connection.execute(sa.delete(event_table).where(event_table.c.project_id.in_(deleted)))
-            removed = await connection.execute(
-                sa.delete(session_table).where(session_table.c.project_id.in_(deleted))
-            )
-        return removed.rowcount

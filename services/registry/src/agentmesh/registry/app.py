@@ -10,27 +10,29 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc
-from agentmesh.registry.api_keys import ApiKeys
-from agentmesh.registry.auth import Accounts, LoginThrottle, Passwords, RefreshTokenCodec
+from agentmesh.registry.agents.registry import AgentRegistry
+from agentmesh.registry.agents.watch import AgentWatch
+from agentmesh.registry.clock import utc_now
 from agentmesh.registry.errors import ValidationFailed
+from agentmesh.registry.identity.api_keys import ApiKeys
+from agentmesh.registry.identity.auth import Accounts, LoginThrottle, Passwords, RefreshTokenCodec
 from agentmesh.registry.internal_servicer import RegistryInternalServicer
-from agentmesh.registry.leases import RunLeases
-from agentmesh.registry.mcp_servers import McpServerRegistry
+from agentmesh.registry.mcp_servers.registry import McpServerRegistry
 from agentmesh.registry.pagination import PageTokens
 from agentmesh.registry.policy import INTERNAL_POLICY, INTERNAL_SERVICE, POLICY, SERVICE
-from agentmesh.registry.registry import AgentRegistry, utc_now
-from agentmesh.registry.remote_agents import RemoteAgentRegistry
+from agentmesh.registry.remote_agents.registry import RemoteAgentRegistry
+from agentmesh.registry.runs.bookkeeping import RunBookkeeping
+from agentmesh.registry.runs.executors import ExecutorPool
+from agentmesh.registry.runs.leases import RunLeases
+from agentmesh.registry.runs.turns import SessionTurns
 from agentmesh.registry.servicer import RegistryServicer
 from agentmesh.registry.settings import RegistrySettings
-from agentmesh.registry.store import SqlRegistryStore
-from agentmesh.registry.turns import SessionTurns
+from agentmesh.registry.store.sql import SqlRegistryStore
 from agentmesh.registry.v1 import registry_service_pb2_grpc
-from agentmesh.registry.watch import AgentWatch
-from agentmesh.runtime.database import create_engine, normalize_url, upgrade
+from agentmesh.runtime.database import create_engine, create_sqlite_directory, upgrade
 from agentmesh.runtime.identity import AuthenticationInterceptor, TokenCodec
 from agentmesh.runtime.server import ServiceBinding, start_server
 from agentmesh.runtime.service import RunningService
@@ -57,19 +59,21 @@ class Components:
     leases: RunLeases
     api_keys: ApiKeys
     turns: SessionTurns
+    runs: RunBookkeeping
+    executors: ExecutorPool
 
 
 async def open_components(settings: RegistrySettings) -> Components:
     """Engine (migrated to head), store and rules, as configured. The caller disposes the engine."""
     secret = settings.jwt_secret.get_secret_value()
     tokens = TokenCodec(secret, access_ttl_seconds=settings.access_token_ttl_seconds)
-    await asyncio.to_thread(_create_sqlite_directory, settings.database_url)
+    await asyncio.to_thread(create_sqlite_directory, settings.database_url)
     engine = create_engine(
         settings.database_url,
         pool_size=settings.database_pool_size,
         pool_timeout_seconds=settings.database_pool_timeout_seconds,
     )
-    # Lease renewals and sweeps get a pool of their own (store/leases.py); SQLite needs none.
+    # Lease renewals and sweeps get a pool of their own (runs/lease_store.py); SQLite needs none.
     lease_engine = (
         None if engine.dialect.name == "sqlite" else create_engine(settings.database_url, pool_size=2)
     )
@@ -98,12 +102,9 @@ async def open_components(settings: RegistrySettings) -> Components:
         ),
     )
     watch = AgentWatch()
-    registry = AgentRegistry(
-        store,
-        page_tokens=PageTokens(secret),
-        executor_ttl_seconds=settings.executor_heartbeat_ttl_seconds,
-        watch=watch,
-    )
+    executors = ExecutorPool(store, executor_ttl_seconds=settings.executor_heartbeat_ttl_seconds)
+    registry = AgentRegistry(store, page_tokens=PageTokens(secret), executors=executors, watch=watch)
+    runs = RunBookkeeping(store)
     mcp_servers = McpServerRegistry(store, page_tokens=PageTokens(secret), clock=utc_now, watch=watch)
     leases = RunLeases(
         store.leases,
@@ -122,7 +123,9 @@ async def open_components(settings: RegistrySettings) -> Components:
         mcp_servers=mcp_servers,
         leases=leases,
         remote_agents=RemoteAgentRegistry(store, page_tokens=PageTokens(secret), clock=utc_now),
-        turns=SessionTurns(registry, store.leases),
+        turns=SessionTurns(runs, store.leases),
+        runs=runs,
+        executors=executors,
     )
 
 
@@ -159,6 +162,8 @@ async def start(settings: RegistrySettings) -> RunningService:
             accounts=components.accounts,
             api_keys=components.api_keys,
             remote_agents=components.remote_agents,
+            runs=components.runs,
+            executors=components.executors,
         )
         credentials = ServiceCredentials(settings.jwt_secret.get_secret_value(), service="registry")
         server = await start_server(
@@ -216,9 +221,3 @@ async def _dispose(*engines: AsyncEngine | None) -> None:
     for engine in engines:
         if engine is not None:
             await engine.dispose()
-
-
-def _create_sqlite_directory(database_url: str) -> None:
-    url = make_url(normalize_url(database_url))
-    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
-        Path(url.database).parent.mkdir(parents=True, exist_ok=True)

@@ -23,18 +23,13 @@ from agentmesh.registry.errors import (
     InvalidTransition,
     ProjectNotFound,
 )
-from agentmesh.registry.models import AGENT_CONFIG_FIELDS, AgentConfig
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.client import Metadata, unary
 
-# What other services use of the registry: its errors they act on, and an agent's config
-# overrides as the registry defines them, field for field (the gateway's REST bodies are built
-# from this one definition).
+# What other services use of the registry besides the client: the errors they act on.
 __all__ = [
-    "AGENT_CONFIG_FIELDS",
-    "AgentConfig",
     "AgentNotFound",
     "AgentPaused",
     "AgentTerminated",

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from google.protobuf import json_format, struct_pb2
-
-from agentmesh.common.v1 import types_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as internal_pb2
+from agentmesh.registry.agents.watch import AgentChange
 from agentmesh.registry.errors import ValidationFailed
-from agentmesh.registry.leases import Renewal
-from agentmesh.registry.mcp_servers import masked
+from agentmesh.registry.mcp_servers.registry import masked
 from agentmesh.registry.models import (
     AGENT_CONFIG_FIELDS,
     Agent,
@@ -32,11 +27,11 @@ from agentmesh.registry.models import (
     RegisteredMcpServer,
     User,
 )
+from agentmesh.registry.runs.leases import Renewal
 from agentmesh.registry.v1 import registry_service_pb2 as service_pb2
 from agentmesh.registry.v1 import resources_pb2 as pb
-from agentmesh.registry.watch import AgentChange
 from agentmesh.runtime.errors import DomainError, FieldViolation
-from agentmesh.runtime.protos import list_value, struct, timestamp
+from agentmesh.runtime.protos import field_value, list_value, set_field, struct, struct_to_dict, timestamp
 
 _KIND_TO_PROTO = {
     AgentKind.LLM: pb.AGENT_KIND_LLM,
@@ -113,40 +108,13 @@ def agent_config(message: pb.AgentConfig) -> AgentConfig:
     """The overrides a message sets; each field travels as its proto kind says (a StringList, a
     Struct, a ListValue, or a scalar), so the field list is AgentConfig's own."""
     values = {
-        field: _python(getattr(message, field)) for field in AGENT_CONFIG_FIELDS if message.HasField(field)
+        field: field_value(getattr(message, field))
+        for field in AGENT_CONFIG_FIELDS
+        if message.HasField(field)
     }
     if "primary_model" in values:
         values["primary_model"] = values["primary_model"].strip()
     return AgentConfig(**values)
-
-
-def _python(value: Any) -> Any:
-    if isinstance(value, types_pb2.StringList):
-        return list(value.values)
-    if isinstance(value, struct_pb2.Struct):
-        return struct_to_dict(value)
-    if isinstance(value, struct_pb2.ListValue):
-        return list_to_python(value)
-    return value
-
-
-def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:
-    return _integral(json_format.MessageToDict(message))
-
-
-def list_to_python(message: struct_pb2.ListValue) -> list[Any]:
-    return _integral(json_format.MessageToDict(message))
-
-
-def _integral(value: Any) -> Any:
-    """JSON numbers travel as doubles in Struct; whole ones come back as ints (max_tokens: 500)."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, dict):
-        return {key: _integral(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_integral(item) for item in value]
-    return value
 
 
 # --- domain → proto ------------------------------------------------------------------------------
@@ -252,15 +220,7 @@ def agent_config_message(config: AgentConfig) -> pb.AgentConfig:
         value = getattr(config, field)
         if value is None:
             continue
-        target = getattr(message, field)
-        if isinstance(target, types_pb2.StringList):
-            target.CopyFrom(types_pb2.StringList(values=value))
-        elif isinstance(target, struct_pb2.Struct):
-            target.CopyFrom(struct(value))
-        elif isinstance(target, struct_pb2.ListValue):
-            target.CopyFrom(list_value(value))
-        else:
-            setattr(message, field, value)
+        set_field(message, field, value)
     return message
 
 

@@ -5,13 +5,19 @@ a bad file changes nothing. These functions take v1 messages and name violations
 `field` paths; the registry still checks every write itself and stays the authority (a refused
 write raises ValidationFailed with the same violations). Like `client`, this module is what other
 services may import of the registry (an import-linter contract).
+
+`AgentConfig` is the shape of an agent's config overrides as the registry declares them, field
+for field: the gateway builds its REST bodies from this one definition.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agentmesh.registry import convert, mcp_servers, remote_agents, validation
+from agentmesh.registry import convert, validation
+from agentmesh.registry.mcp_servers import registry as mcp_servers
+from agentmesh.registry.models import AgentConfig as AgentConfig
+from agentmesh.registry.remote_agents import registry as remote_agents
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import FieldViolation
 

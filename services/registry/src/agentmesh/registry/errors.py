@@ -14,6 +14,7 @@ from agentmesh.runtime.errors import (
     FailedPrecondition,
     FieldViolation,
     NotFound,
+    PermissionDenied,
     ResourceExhausted,
     SuperuserRequired,
     SystemRequired,
@@ -50,6 +51,7 @@ __all__ = [
     "SystemRequired",
     "UserInactive",
     "UserNotFound",
+    "UserRequired",
     "ValidationFailed",
 ]
 
@@ -187,3 +189,16 @@ class SessionBusy(Aborted):
             "(double-texting policy reject; retry when it ended, or send with enqueue or interrupt)",
             metadata={"run_id": run_id, "session_id": session_id},
         )
+
+
+class DuplicateRequest(Exception):
+    """A create carried a request id that another create already used (a concurrent retry).
+
+    Not one of the errors callers see: a store raises it to the rules, which answer the retry with
+    what the first create made. It lives here, below the stores, so every store part can raise it."""
+
+
+class UserRequired(PermissionDenied):
+    """What only a user may do (own a project), asked with the system principal's token."""
+
+    default_reason = "USER_REQUIRED"

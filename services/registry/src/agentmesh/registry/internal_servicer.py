@@ -13,15 +13,17 @@ import grpc
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as pb
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc as pb_grpc
 from agentmesh.registry import convert
-from agentmesh.registry.api_keys import ApiKeys
-from agentmesh.registry.auth import Accounts
-from agentmesh.registry.leases import RunLeases
-from agentmesh.registry.mcp_servers import McpServerRegistry
+from agentmesh.registry.agents.registry import AgentRegistry
+from agentmesh.registry.identity.api_keys import ApiKeys
+from agentmesh.registry.identity.auth import Accounts
+from agentmesh.registry.mcp_servers.registry import McpServerRegistry
 from agentmesh.registry.models import FinishedRun
-from agentmesh.registry.registry import AgentRegistry
-from agentmesh.registry.remote_agents import RemoteAgentRegistry
-from agentmesh.registry.remote_servicer import remote_agent_message
-from agentmesh.registry.turns import SessionTurns
+from agentmesh.registry.remote_agents.registry import RemoteAgentRegistry
+from agentmesh.registry.remote_agents.servicer import remote_agent_message
+from agentmesh.registry.runs.bookkeeping import RunBookkeeping
+from agentmesh.registry.runs.executors import ExecutorPool
+from agentmesh.registry.runs.leases import RunLeases
+from agentmesh.registry.runs.turns import SessionTurns
 from agentmesh.runtime.identity import caller
 
 Context = grpc.aio.ServicerContext
@@ -41,8 +43,12 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
         accounts: Accounts,
         api_keys: ApiKeys,
         remote_agents: RemoteAgentRegistry,
+        runs: RunBookkeeping,
+        executors: ExecutorPool,
     ) -> None:
         self._registry = registry
+        self._runs = runs
+        self._executors = executors
         self._mcp_servers = mcp_servers
         self._leases = leases
         self._turns = turns
@@ -61,7 +67,7 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
     ) -> pb.StartAgentRunResponse:
         lease = self._leases.grant(request.session_id, request.executor_id)
         if not request.double_texting:
-            agent, revision = await self._registry.start_run(
+            agent, revision = await self._runs.start_run(
                 caller(), request.agent_id, request.run_id, lease=lease
             )
             return pb.StartAgentRunResponse(agent=convert.agent_message(agent), spec_revision=revision)
@@ -90,7 +96,7 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
     async def FinishAgentRun(
         self, request: pb.FinishAgentRunRequest, context: Context
     ) -> pb.FinishAgentRunResponse:
-        agent = await self._registry.finish_run(
+        agent = await self._runs.finish_run(
             caller(),
             request.agent_id,
             request.run_id,
@@ -113,7 +119,7 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
             )
             for run in request.runs
         ]
-        results = await self._registry.finish_runs(caller(), runs)
+        results = await self._runs.finish_runs(caller(), runs)
         return pb.FinishAgentRunsResponse(results=[convert.finished_run_message(r) for r in results])
 
     async def RenewRunLeases(
@@ -132,7 +138,7 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
     async def RegisterExecutor(
         self, request: pb.RegisterExecutorRequest, context: Context
     ) -> pb.RegisterExecutorResponse:
-        executor = await self._registry.register_executor(
+        executor = await self._executors.register_executor(
             request.executor.id,
             request.executor.address,
             tools=request.executor.tools,
@@ -143,7 +149,7 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
     async def ListExecutors(
         self, request: pb.ListExecutorsRequest, context: Context
     ) -> pb.ListExecutorsResponse:
-        executors = await self._registry.list_executors()
+        executors = await self._executors.list_executors()
         return pb.ListExecutorsResponse(executors=[convert.executor_message(item) for item in executors])
 
     async def ResolveMcpServers(

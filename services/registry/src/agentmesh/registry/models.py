@@ -1,7 +1,8 @@
 """The registry's domain types: users, agent types, projects, agents, executors, and pages of them.
 
 Plain pydantic models with no I/O. They carry values, not rules: validation and lifecycle rules
-live in `registry.py` and `validation.py`, storage in the `store` package.
+live in each resource's package (`agents/`, `identity/`, `runs/`, ...) and `validation.py`,
+storage in the `store` package and each resource's `store` part.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ class AgentKind(enum.StrEnum):
 class McpServer(_Model):
     """A Model Context Protocol server an agent takes tools from. In an agent type, one with a
     name and nothing else (no transport) refers to the registered server of that name. `env` and
-    `headers` values are secrets (see `mcp_servers.py`)."""
+    `headers` values are secrets (see `mcp_servers/registry.py`)."""
 
     name: str
     transport: str = ""
@@ -204,7 +205,7 @@ class AgentStatus(enum.StrEnum):
     TERMINATED = "terminated"
 
 
-# What a message for a session whose run is in flight does (double texting, `turns.py`).
+# What a message for a session whose run is in flight does (double texting, `runs/turns.py`).
 DOUBLE_TEXTING_POLICIES = ("reject", "enqueue", "interrupt")
 DEFAULT_DOUBLE_TEXTING = "enqueue"
 

@@ -10,9 +10,10 @@ walking the pages before it; docs/architecture.md, Decisions).
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Protocol, TypeVar
 
 from agentmesh.registry.errors import ValidationFailed
-from agentmesh.registry.models import PageRequest
+from agentmesh.registry.models import PageRequest, Slice
 from agentmesh.runtime.errors import FieldViolation
 from agentmesh.runtime.pagination import PageTokenCodec, clamp_page_size, cursor_datetime, cursor_str
 
@@ -45,3 +46,27 @@ class PageTokens:
     def token(self, after: tuple[datetime, str], *, scope: str) -> str:
         created_at, item_id = after
         return self._codec.encode(scope, [created_at.isoformat(), item_id])
+
+
+class _Listed(Protocol):
+    """What a listed resource has: its sort key."""
+
+    @property
+    def created_at(self) -> datetime: ...
+
+    @property
+    def id(self) -> str: ...
+
+
+T = TypeVar("T", bound=_Listed)
+
+
+def keyset_slice(items: list[T], page: PageRequest) -> Slice[T]:
+    """One page of items held in memory, in (`created_at`, `id`) order, after `page.after` or
+    after `page.skip` items: what the SQL store's keyset query answers, for the in-memory store."""
+    ordered = sorted(items, key=lambda item: (item.created_at, item.id))
+    if page.after is not None:
+        ordered = [item for item in ordered if (item.created_at, item.id) > page.after]
+    else:
+        ordered = ordered[page.skip :]
+    return Slice(items=ordered[: page.size], has_more=len(ordered) > page.size, total=len(items))

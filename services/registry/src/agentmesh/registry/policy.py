@@ -3,8 +3,9 @@
 
 The table decides what needs no data: whether a call needs a signed-in caller, a superuser or the
 system principal. What depends on data (a project and everything in it belong to its owner and
-superusers) is the rules' business, in `registry.py`. Every RPC of the service must have an entry:
-the interceptor refuses to start otherwise, so a new RPC cannot go out unguarded.
+superusers) is the rules' business, in each resource's rules (`agents/registry.py`, ...). Every
+RPC of the service must have an entry: the interceptor refuses to start otherwise, so a new RPC
+cannot go out unguarded.
 """
 
 from __future__ import annotations

@@ -7,14 +7,14 @@ from __future__ import annotations
 import grpc
 
 from agentmesh.registry import convert
-from agentmesh.registry.api_key_servicer import ApiKeyRpcs
-from agentmesh.registry.api_keys import ApiKeys
-from agentmesh.registry.auth import Accounts
-from agentmesh.registry.mcp_servers import McpServerRegistry
-from agentmesh.registry.mcp_servicer import McpServerRpcs
-from agentmesh.registry.registry import AgentRegistry
-from agentmesh.registry.remote_agents import RemoteAgentRegistry
-from agentmesh.registry.remote_servicer import RemoteAgentRpcs
+from agentmesh.registry.agents.registry import AgentRegistry
+from agentmesh.registry.identity.api_keys import ApiKeys
+from agentmesh.registry.identity.auth import Accounts
+from agentmesh.registry.identity.servicer import ApiKeyRpcs
+from agentmesh.registry.mcp_servers.registry import McpServerRegistry
+from agentmesh.registry.mcp_servers.servicer import McpServerRpcs
+from agentmesh.registry.remote_agents.registry import RemoteAgentRegistry
+from agentmesh.registry.remote_agents.servicer import RemoteAgentRpcs
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
 from agentmesh.runtime.identity import caller

@@ -7,6 +7,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
+from agentmesh.registry.errors import ValidationFailed
 from agentmesh.registry.models import (
     DOUBLE_TEXTING_POLICIES,
     AgentConfig,
@@ -36,6 +37,16 @@ MAX_MAX_STEPS = 1000
 MAX_MAX_ITERATIONS = 10_000
 DEFAULT_MAX_STEPS = 10
 MCP_TRANSPORTS = ("stdio", "streamable_http")
+
+
+def raise_if(violations: list[FieldViolation]) -> None:
+    """One INVALID_ARGUMENT naming every violation found, if any."""
+    if violations:
+        raise ValidationFailed.of(violations)
+
+
+def required(field: str, value: str) -> list[FieldViolation]:
+    return [] if value else [FieldViolation(field, "is required")]
 
 
 def update_paths(mask: Iterable[str], allowed: Iterable[str]) -> tuple[list[str], list[FieldViolation]]:

@@ -32,10 +32,10 @@ async def next_batch(queue: asyncio.Queue[Any], end: object) -> tuple[list[Any],
 
 def merge_text_deltas(events: list[run_pb2.RunEvent]) -> list[run_pb2.RunEvent]:
     """`events` with each run of consecutive `text_delta`s of the same run, session, agent and
-    delegation path merged into one delta carrying their concatenated text. Every character stays,
-    in order; nothing else is touched, and an event that carries a `seq` (a recorded step) is never
-    merged into another. So how many deltas a client sees depends on how busy its reader was: what
-    it may count on is their concatenation."""
+    delegation path merged into one delta carrying their concatenated text. Every character
+    stays, in order; nothing else is touched, and an event that carries a
+    `seq` (a recorded step) is never merged into another. So how many deltas a client sees
+    depends on how busy its reader was: what it may count on is their concatenation."""
     merged: list[run_pb2.RunEvent] = []
     copied = False  # whether merged[-1] is a copy of ours (the caller's events are not changed)
     for event in events:
@@ -126,8 +126,8 @@ def item_of(results: asyncio.Future[list[R]], index: int) -> asyncio.Future[R]:
 
 
 class Coalescer(Generic[T, R]):
-    """Sends concurrent callers' items in as few calls as possible: what accumulates
-    while a write is in flight goes in the next one. A caller whose items find no call in flight
+    """Sends concurrent callers' items in as few calls as possible (what accumulates
+    while a write is in flight goes in the next one). A caller whose items find no call in flight
     sends them at once, so a lone caller waits for nothing; items submitted while a call is in
     flight go together in the next call, which the first of their callers sends once the call
     before has returned. `send` gets the items of several callers in submission order and returns

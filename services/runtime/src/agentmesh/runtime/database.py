@@ -119,3 +119,11 @@ def run_migrations(target_metadata: Any) -> None:
     )
     with context.begin_transaction():
         context.run_migrations()
+
+
+def create_sqlite_directory(database_url: str) -> None:
+    """Creates the folder of a SQLite database file: SQLite creates the file but not its folder.
+    Does nothing for other databases."""
+    url = make_url(normalize_url(database_url))
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+        Path(url.database).parent.mkdir(parents=True, exist_ok=True)

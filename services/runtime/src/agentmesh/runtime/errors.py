@@ -25,6 +25,16 @@ ERROR_DOMAIN = "agentmesh.dev"
 PEER_UNAVAILABLE = "PEER_UNAVAILABLE"
 # ErrorInfo metadata: which service a transport failure concerns ("registry", "memory", …).
 PEER_SERVICE = "service"
+# Why a call is UNAUTHENTICATED for its bearer token (runtime.identity).
+TOKEN_MISSING = "TOKEN_MISSING"
+TOKEN_INVALID = "TOKEN_INVALID"
+TOKEN_EXPIRED = "TOKEN_EXPIRED"
+# The token was valid, but what it stood for changed: logout, deactivation, a role change.
+TOKEN_REVOKED = "TOKEN_REVOKED"
+# Why a call to an internal service is UNAUTHENTICATED for its service credential
+# (runtime.service_identity).
+SERVICE_CREDENTIAL_MISSING = "SERVICE_CREDENTIAL_MISSING"
+SERVICE_CREDENTIAL_INVALID = "SERVICE_CREDENTIAL_INVALID"
 # Addresses as gRPC core writes them into its messages (ipv4:127.0.0.1:38154, [::1]:50051, …).
 _ADDRESS = re.compile(
     r"\b(?:ipv4|ipv6|unix|dns):[^\s,;)]+|\[[0-9a-fA-F:]+\]:\d+|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?"
@@ -116,12 +126,27 @@ class ValidationFailed(InvalidArgument):
         details = "; ".join(f"{v.field}: {v.description}" for v in violations)
         return cls(f"invalid {fields} ({details})", violations=violations)
 
+    @classmethod
+    def field(cls, field: str, description: str) -> ValidationFailed:
+        """One field is missing or malformed."""
+        return cls.of([FieldViolation(field, description)])
+
 
 class MalformedRequest(InvalidArgument):
     """The request's bytes are not a message of the method's request type (a corrupt wire
     format, invalid UTF-8 in a string, nesting past protobuf's depth limit)."""
 
     default_reason = "MALFORMED_REQUEST"
+
+
+class InvalidPageToken(InvalidArgument):
+    """A page token that this service did not issue, or issued for another list or other filters
+    (runtime.pagination)."""
+
+    default_reason = "INVALID_PAGE_TOKEN"
+
+    def __init__(self, message: str = "page_token is not a token this service issued") -> None:
+        super().__init__(message, violations=[FieldViolation("page_token", message)])
 
 
 class NotFound(DomainError):

@@ -1,7 +1,7 @@
-"""The event loop a service process runs on: uvloop when it is installed (a pinned dependency of the
-runtime), else asyncio's own. uvloop measured 10-25 % cheaper per grpc.aio stream message with many
-in flight on this project's test machine; docs/performance.md has this mesh's A/B.
-`AGENTMESH_UVLOOP=0` turns it off (for that A/B, or to rule it out when debugging)."""
+"""The event loop a service process runs on: uvloop when it is installed (a pinned dependency of
+the runtime), else asyncio's own. uvloop measured 10-25 % cheaper per grpc.aio stream
+message with many in flight; docs/performance.md has this mesh's A/B. `AGENTMESH_UVLOOP=0` turns
+it off (for that A/B, or to rule it out when debugging)."""
 
 from __future__ import annotations
 

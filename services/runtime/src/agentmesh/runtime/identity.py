@@ -25,7 +25,17 @@ import grpc
 import jwt
 from google.protobuf.descriptor import ServiceDescriptor
 
-from agentmesh.runtime.errors import SuperuserRequired, SystemRequired, Unauthenticated
+from agentmesh.runtime.errors import (
+    TOKEN_EXPIRED,
+    TOKEN_INVALID,
+    TOKEN_MISSING,
+    DomainError,
+    PermissionDenied,
+    SuperuserRequired,
+    SystemRequired,
+    Unauthenticated,
+)
+from agentmesh.runtime.handlers import HandlerWrappingInterceptor
 
 ALGORITHM = "HS256"
 AUTHORIZATION = "authorization"
@@ -33,12 +43,6 @@ SYSTEM_SUBJECT = "system"
 # Verified tokens remembered per verifier (a caller sends the same token on every call and hop).
 VERIFIED_CACHE_SIZE = 1024
 V = TypeVar("V")
-# Why a call is UNAUTHENTICATED (the ErrorInfo reason).
-TOKEN_MISSING = "TOKEN_MISSING"
-TOKEN_INVALID = "TOKEN_INVALID"
-TOKEN_EXPIRED = "TOKEN_EXPIRED"
-# The token was valid, but what it stood for changed: logout, deactivation, a role change.
-TOKEN_REVOKED = "TOKEN_REVOKED"
 
 
 @dataclass(frozen=True)
@@ -218,9 +222,32 @@ def authorize(access: Access, principal: Principal | None) -> None:
 
 
 Behavior = Callable[[Any, grpc.aio.ServicerContext], Any]
+# What a policy interceptor runs before each call it guards, with the call's request (None for a
+# call that streams requests) and context: raises the DomainError that refuses the call, else
+# returns (or returns an awaitable, for a check that waits on something).
+Admit = Callable[[Any, grpc.aio.ServicerContext], Awaitable[None] | None]
 
 
-class AuthenticationInterceptor(grpc.aio.ServerInterceptor):
+class PolicyInterceptor(HandlerWrappingInterceptor):
+    """The one way an agentmesh server admits a call before its servicer runs: what the caller
+    may do is checked here, never inline in a servicer. Subclasses say how a method's calls are
+    admitted (`admission`, asked once per method: an `admit` reads what it needs of a call from
+    the call's context); what `admit` raises fails the call through the shared server
+    interceptor's status mapping. Used for service credentials (`ServiceIdentityInterceptor`),
+    access tokens against a service's `Access` table (`AuthenticationInterceptor`, in the
+    registry, memory and executor) and the gateway's richer policy table."""
+
+    def wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+        admit = self.admission(method, handler)
+        return handler if admit is None else admitted_handler(handler, admit)
+
+    def admission(self, method: str, handler: grpc.RpcMethodHandler) -> Admit | None:
+        """How to admit the calls of `method` (`/package.Service/Method`): None lets them
+        through untouched."""
+        raise NotImplementedError
+
+
+class AuthenticationInterceptor(PolicyInterceptor):
     """Authenticates every call of one service: a valid bearer access token (a user's, or a
     service's system token), verified with the mesh's shared secret, else UNAUTHENTICATED.
     `policy` may name methods that need less (PUBLIC) or more (SUPERUSER, SYSTEM); without one
@@ -242,35 +269,31 @@ class AuthenticationInterceptor(grpc.aio.ServerInterceptor):
             )
         if Access.PROJECT_OWNER in policy.values():
             raise ValueError("PROJECT_OWNER needs the data: check it in the service's rules")
+        super().__init__()
         self._tokens = tokens
         self._prefix = f"/{service.full_name}/"
         self._policy = dict(policy)
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        full_method = handler_call_details.method
-        if handler is None or not full_method.startswith(self._prefix):
-            return handler  # health, reflection
-        access = self._policy[full_method.removeprefix(self._prefix)]
-        metadata = handler_call_details.invocation_metadata
+    def admission(self, method: str, handler: grpc.RpcMethodHandler) -> Admit | None:
+        if not method.startswith(self._prefix):
+            return None  # health, reflection
+        access = self._policy[method.removeprefix(self._prefix)]
 
-        def admit() -> None:
-            principal = None if access is Access.PUBLIC else authenticate(self._tokens, metadata)
+        def admit(request: Any, context: grpc.aio.ServicerContext) -> None:
+            principal = None
+            if access is not Access.PUBLIC:
+                principal = authenticate(self._tokens, context.invocation_metadata())
             authorize(access, principal)
             current_principal.set(principal)
 
-        return admitted_handler(handler, admit, full_method)
+        return admit
 
 
-def admitted_handler(
-    handler: grpc.RpcMethodHandler, admit: Callable[[], None], full_method: str
-) -> grpc.RpcMethodHandler:
+def admitted_handler(handler: grpc.RpcMethodHandler, admit: Admit) -> grpc.RpcMethodHandler:
     """`handler` with `admit` run first in each call: what it raises (a DomainError) fails the call
-    through the shared server interceptor's status mapping, before the servicer runs."""
+    through the shared server interceptor's status mapping, before the servicer runs. No agentmesh
+    RPC streams requests: such a call (left unwrapped by the shared interceptor) is refused here
+    with what `admit` raises, or PERMISSION_DENIED."""
     if handler.unary_unary:
         return grpc.unary_unary_rpc_method_handler(
             _admitted_unary(handler.unary_unary, admit),
@@ -286,22 +309,45 @@ def admitted_handler(
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )
-    raise ValueError(f"{full_method} streams requests, which no agentmesh service does")
+    return grpc.stream_stream_rpc_method_handler(
+        _refused(admit),
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
 
 
-# Each call runs in its own context, so the principal set by `admit` is the call's alone.
-def _admitted_unary(behavior: Behavior, admit: Callable[[], None]) -> Behavior:
+# Each call runs in its own context, so what `admit` sets (the principal) is the call's alone.
+async def _admitted(admit: Admit, request: Any, context: grpc.aio.ServicerContext) -> None:
+    waiting = admit(request, context)
+    if waiting is not None:
+        await waiting
+
+
+def _admitted_unary(behavior: Behavior, admit: Admit) -> Behavior:
     async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        admit()
+        await _admitted(admit, request, context)
         return await behavior(request, context)
 
     return unary
 
 
-def _admitted_stream(behavior: Behavior, admit: Callable[[], None]) -> Behavior:
+def _admitted_stream(behavior: Behavior, admit: Admit) -> Behavior:
     async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        admit()
+        await _admitted(admit, request, context)
         async for response in behavior(request, context):
             yield response
 
     return stream
+
+
+def _refused(admit: Admit) -> Behavior:
+    async def refuse(request_iterator: Any, context: grpc.aio.ServicerContext) -> None:
+        try:
+            await _admitted(admit, None, context)
+            refusal: DomainError = PermissionDenied("no agentmesh RPC streams requests")
+        except DomainError as error:
+            refusal = error
+        status = refusal.to_status()
+        await context.abort(status.code, status.details, status.trailing_metadata)
+
+    return refuse

@@ -41,6 +41,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.database_errors import database_unavailable
 from agentmesh.runtime.errors import DomainError, MalformedRequest, peer_service
+from agentmesh.runtime.handlers import HandlerWrappingInterceptor
 from agentmesh.runtime.identity import AUTHORIZATION, current_token
 
 logger = logging.getLogger(__name__)
@@ -60,33 +61,6 @@ def _split_method(full_method: str) -> tuple[str, str]:
 
 def _metadata_getter(metadata: Any) -> dict[str, str]:
     return {key: value for key, value in (metadata or ()) if isinstance(value, str)}
-
-
-class HandlerWrappingInterceptor(grpc.aio.ServerInterceptor):
-    """A server interceptor that wraps each method's handler once and reuses the wrapper while the
-    server hands it the same handler: nothing is built per call. Subclasses say how to wrap."""
-
-    def __init__(self) -> None:
-        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
-        method = handler_call_details.method
-        cached = self._wrapped.get(method)
-        if cached is not None and cached[0] is handler:
-            return cached[1]
-        wrapped = self.wrap(handler, method)
-        self._wrapped[method] = (handler, wrapped)
-        return wrapped
-
-    def wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
-        raise NotImplementedError
 
 
 class ServerInterceptor(HandlerWrappingInterceptor):

@@ -1,5 +1,5 @@
-"""Counting gRPC messages, for the benchmark only: what a chat costs is the number of messages it
-makes across every hop, more than the number of RPCs.
+"""Counting gRPC messages, for the benchmark only (what a chat costs is the number of
+messages it makes across every hop, more than the number of RPCs).
 
 When `AGENTMESH_COUNT_MESSAGES_DIR` names a directory, every server of the process counts each
 message it receives and each it sends, per method — a unary call is two, a server stream one

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from agentmesh.runtime.errors import FieldViolation, InvalidArgument
+from agentmesh.runtime.errors import InvalidPageToken
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 1000
@@ -34,19 +34,9 @@ _SIGNATURE_BYTES = 16
 _BASE64URL = re.compile(r"[A-Za-z0-9_-]+={0,2}")
 _INT64 = range(-(2**63), 2**63)
 
-_NOT_ISSUED = "page_token is not a token this service issued"
 _OTHER_SCOPE = "page_token was issued for a request with other filters"
 
 Scope = str | Mapping[str, Any]
-
-
-class InvalidPageToken(InvalidArgument):
-    """A page token that this service did not issue, or issued for another list or other filters."""
-
-    default_reason = "INVALID_PAGE_TOKEN"
-
-    def __init__(self, message: str = _NOT_ISSUED) -> None:
-        super().__init__(message, violations=[FieldViolation("page_token", message)])
 
 
 def clamp_page_size(requested: int, *, default: int = DEFAULT_PAGE_SIZE) -> int:

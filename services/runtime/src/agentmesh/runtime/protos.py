@@ -1,11 +1,15 @@
-"""Small builders for protobuf well-known types, shared by every service's convert module."""
+"""Small builders and readers for protobuf well-known types, shared by every service's convert
+module."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
-from google.protobuf import struct_pb2, timestamp_pb2
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf.message import Message
+
+from agentmesh.common.v1 import types_pb2
 
 
 def struct(values: dict[str, Any]) -> struct_pb2.Struct:
@@ -33,3 +37,51 @@ def timestamp(moment: datetime) -> timestamp_pb2.Timestamp:
     return timestamp_pb2.Timestamp(
         seconds=since.days * 86_400 + since.seconds, nanos=since.microseconds * 1000
     )
+
+
+def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:
+    """A `google.protobuf.Struct` as a JSON object, whole numbers as ints."""
+    return _whole_numbers(json_format.MessageToDict(message)) if message.fields else {}
+
+
+def list_to_python(message: struct_pb2.ListValue) -> list[Any]:
+    """A `google.protobuf.ListValue` as a JSON array, whole numbers as ints."""
+    return _whole_numbers(json_format.MessageToDict(message))
+
+
+def _whole_numbers(value: Any) -> Any:
+    """Struct holds every JSON number as a double: whole ones come back as ints, so
+    {"max_tokens": 500} round-trips as 500, not 500.0."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _whole_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_whole_numbers(item) for item in value]
+    return value
+
+
+def field_value(value: Any) -> Any:
+    """A message field's value as plain JSON, as its kind says: a StringList's strings, a Struct
+    or ListValue as JSON, a scalar as is."""
+    if isinstance(value, types_pb2.StringList):
+        return list(value.values)
+    if isinstance(value, struct_pb2.Struct):
+        return struct_to_dict(value)
+    if isinstance(value, struct_pb2.ListValue):
+        return list_to_python(value)
+    return value
+
+
+def set_field(message: Message, name: str, value: Any) -> None:
+    """Sets field `name` of `message` from plain JSON, as the field's kind says (the inverse of
+    `field_value`)."""
+    target = getattr(message, name)
+    if isinstance(target, types_pb2.StringList):
+        target.CopyFrom(types_pb2.StringList(values=value))
+    elif isinstance(target, struct_pb2.Struct):
+        target.CopyFrom(struct(value))
+    elif isinstance(target, struct_pb2.ListValue):
+        target.CopyFrom(list_value(value))
+    else:
+        setattr(message, name, value)

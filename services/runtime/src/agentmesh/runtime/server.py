@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 # beyond 1,000 waiting at random, and all beyond 3,000, and its client sees a bare CANCELLED —
 # no status, no log line on either side. A burst of a few thousand calls is what an edge gateway
 # (or an executor handed thousands of runs) meets: 2,000 streams opened at once on a grpc.aio
-# server lost a tenth of them, 5,000 lost 40 % (the 5,000-stream bench). A waiting call
+# server lost a tenth of them, 5,000 lost 40 % (the bench's 5,000 streams). A waiting call
 # costs a few kilobytes.
 # How long a call may wait to be taken up before gRPC drops it, as silently. Its default, 30 s,
 # is less than a busy executor takes to take up thousands of runs arriving at once (its event

@@ -20,7 +20,7 @@ import hmac
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from typing import Any
 
@@ -28,13 +28,10 @@ import grpc
 import jwt
 from google.protobuf.descriptor import ServiceDescriptor
 
-from agentmesh.runtime.errors import Unauthenticated
-from agentmesh.runtime.identity import ALGORITHM, VerifiedTokens, admitted_handler
+from agentmesh.runtime.errors import SERVICE_CREDENTIAL_INVALID, SERVICE_CREDENTIAL_MISSING, Unauthenticated
+from agentmesh.runtime.identity import ALGORITHM, Admit, PolicyInterceptor, VerifiedTokens
 
 SERVICE_CREDENTIAL = "x-agentmesh-service"
-# The ErrorInfo reasons of a call refused for its service credential.
-SERVICE_CREDENTIAL_MISSING = "SERVICE_CREDENTIAL_MISSING"
-SERVICE_CREDENTIAL_INVALID = "SERVICE_CREDENTIAL_INVALID"
 # What the derived key is for: changing it invalidates every credential of an older scheme.
 _KEY_PURPOSE = b"agentmesh service credential v1"
 _TOKEN_TYPE = "service"
@@ -122,30 +119,26 @@ def service_credential(metadata: Iterable[tuple[str, str | bytes]] | None) -> st
     return None
 
 
-class ServiceIdentityInterceptor(grpc.aio.ServerInterceptor):
+class ServiceIdentityInterceptor(PolicyInterceptor):
     """Refuses every call to the guarded services that carries no valid service credential
     (UNAUTHENTICATED); other services on the same server (health, reflection, a public service)
     pass untouched. Put it before the `AuthenticationInterceptor`, which then decides on whose
     behalf the admitted service calls."""
 
     def __init__(self, credentials: ServiceCredentials, services: Iterable[ServiceDescriptor]) -> None:
+        super().__init__()
         self._credentials = credentials
         self._prefixes = tuple(f"/{service.full_name}/" for service in services)
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None or not handler_call_details.method.startswith(self._prefixes):
-            return handler
-        credential = service_credential(handler_call_details.invocation_metadata)
+    def admission(self, method: str, handler: grpc.RpcMethodHandler) -> Admit | None:
+        if not method.startswith(self._prefixes):
+            return None
 
-        def admit() -> None:
+        def admit(request: Any, context: grpc.aio.ServicerContext) -> None:
+            credential = service_credential(context.invocation_metadata())
             current_service.set(self._credentials.verify(credential))
 
-        return admitted_handler(handler, admit, handler_call_details.method)
+        return admit
 
 
 def with_metadata(

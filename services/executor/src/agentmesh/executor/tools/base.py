@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from agentmesh.executor.models.base import ToolSpec
+from agentmesh.executor.providers.base import ToolSpec
 
 
 @dataclass(frozen=True)

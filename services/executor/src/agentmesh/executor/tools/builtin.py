@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from agentmesh.executor.models.base import ToolSpec
+from agentmesh.executor.providers.base import ToolSpec
 from agentmesh.executor.tools.base import Tool, ToolError, ToolOutput
 
 EXIT_LOOP = "exit_loop"

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentmesh.executor.models.base import ToolSpec
+from agentmesh.executor.providers.base import ToolSpec
 from agentmesh.executor.tools.base import ToolError, ToolOutput
 from agentmesh.registry.v1 import resources_pb2
 

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from agentmesh.executor.secrets import Secrets, UnsetReference, resolve_references, secret_values
+from agentmesh.executor.providers.secrets import Secrets, UnsetReference, resolve_references, secret_values
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.client import Metadata

@@ -13,7 +13,7 @@ from typing import Any
 
 import jsonschema
 
-from agentmesh.executor.models.base import ToolSpec
+from agentmesh.executor.providers.base import ToolSpec
 from agentmesh.executor.tools.base import Tool, ToolError, ToolOutput, is_idempotent
 
 logger = logging.getLogger(__name__)

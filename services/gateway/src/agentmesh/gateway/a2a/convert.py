@@ -19,8 +19,8 @@ from a2a.utils import errors as a2a_errors
 from google.protobuf.json_format import MessageToDict
 
 from agentmesh.common.v1 import run_pb2
+from agentmesh.gateway.chat_stream import AnswerStream
 from agentmesh.gateway.errors import InvalidRequest
-from agentmesh.gateway.gateway import AnswerStream
 from agentmesh.gateway.resume import is_final
 from agentmesh.memory.v1 import resources_pb2
 

@@ -26,8 +26,9 @@ from packaging.version import InvalidVersion, Version
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.a2a.card import A2AEndpoints, agent_card
 from agentmesh.gateway.a2a.convert import TaskEventStream, message_text
-from agentmesh.gateway.a2a.tasks import DEFAULT_PAGE_SIZE, A2ATasks, Agent, TaskNotFound
+from agentmesh.gateway.a2a.tasks import DEFAULT_PAGE_SIZE, A2ATasks, Agent
 from agentmesh.gateway.access import current_caller
+from agentmesh.gateway.errors import TaskNotFound
 from agentmesh.gateway.models import AgentRef, Caller
 from agentmesh.runtime.errors import DomainError, FailedPrecondition, InvalidArgument
 

@@ -29,8 +29,9 @@ from agentmesh.gateway.a2a.convert import (
     task_from_events,
     user_message,
 )
-from agentmesh.gateway.errors import InvalidRequest
-from agentmesh.gateway.gateway import AgentGateway, ChatStream
+from agentmesh.gateway.chat_stream import ChatStream
+from agentmesh.gateway.errors import InvalidRequest, TaskNotFound
+from agentmesh.gateway.gateway import AgentGateway
 from agentmesh.gateway.models import AgentRef, Caller
 from agentmesh.gateway.resume import follow_run
 from agentmesh.memory.client import MemoryClient
@@ -45,15 +46,6 @@ logger = logging.getLogger(__name__)
 EventType = resources_pb2.EventType
 MAX_PAGE_SIZE = 100
 DEFAULT_PAGE_SIZE = 50
-
-
-class TaskNotFound(NotFound):
-    """No task of this id for this agent (or one the caller may not see)."""
-
-    default_reason = "TASK_NOT_FOUND"
-
-    def __init__(self, task_id: str) -> None:
-        super().__init__(f"task {task_id!r} not found")
 
 
 class LiveRuns:

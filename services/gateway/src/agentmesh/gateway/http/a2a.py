@@ -13,18 +13,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from a2a.server.context import ServerCallContext
-from a2a.server.routes import DefaultServerCallContextBuilder, create_rest_routes
-from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
-from a2a.server.routes.rest_dispatcher import RestDispatcher
+from a2a.server.routes import create_rest_routes
 from fastapi import APIRouter, Depends, Request
 from google.protobuf.json_format import MessageToDict
 from starlette.responses import Response
 from starlette.routing import Route
 
-from agentmesh.gateway.a2a.card import JSONRPC_PATH, REST_PATH, A2AEndpoints, agent_card
-from agentmesh.gateway.a2a.handler import AGENT, BASE_URL, CALLER, MeshRequestHandler
-from agentmesh.gateway.a2a.tasks import A2ATasks
+from agentmesh.gateway.a2a.card import JSONRPC_PATH, REST_PATH, agent_card
+from agentmesh.gateway.a2a.handler import MeshRequestHandler
+from agentmesh.gateway.http.a2a_face import A2AFace
 from agentmesh.gateway.http.agents import AGENT_BASE, base_url
 from agentmesh.gateway.http.context import HttpContext, authorize, context
 from agentmesh.gateway.models import AgentRef, Caller
@@ -32,30 +29,6 @@ from agentmesh.runtime.errors import Unavailable
 
 Ctx = Annotated[HttpContext, Depends(context)]
 Auth = Annotated[Caller, Depends(authorize)]
-
-
-class _AgentCallContext(DefaultServerCallContextBuilder):
-    """The SDK's call context (headers, extensions) plus the caller and agent the route resolved."""
-
-    def build(self, request: Request) -> ServerCallContext:
-        built = super().build(request)
-        built.state[CALLER] = request.state.a2a_caller
-        built.state[AGENT] = request.state.a2a_agent
-        built.state[BASE_URL] = request.state.a2a_base_url
-        return built
-
-
-class A2AFace:
-    """What the A2A HTTP routes work with: the task core, the request handler, the public
-    endpoints, and the SDK's dispatchers over the handler. Built by the composition root."""
-
-    def __init__(self, tasks: A2ATasks, handler: MeshRequestHandler, endpoints: A2AEndpoints) -> None:
-        self.tasks = tasks
-        self.handler = handler
-        self.endpoints = endpoints
-        builder = _AgentCallContext()
-        self.jsonrpc = JsonRpcDispatcher(request_handler=handler, context_builder=builder)
-        self.rest = RestDispatcher(request_handler=handler, context_builder=builder)
 
 
 def _rest_table() -> list[tuple[str, list[str], str]]:

@@ -104,7 +104,7 @@ def agent_router() -> APIRouter:
             await ctx.gateway.check_session(caller, spec.agent.project_id, session_id)
         request = mem.ListEventsRequest(
             session_id=session_id,
-            # Session ids are scoped to their project: another project may use the same one.
+            # Sessions are named within their project: two projects may use one session id.
             project_id=spec.agent.project_id,
             # Events name their agent by slug.
             agent=spec.agent.slug,

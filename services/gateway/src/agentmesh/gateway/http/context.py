@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import grpc
 from fastapi import Request
@@ -13,15 +13,13 @@ from fastapi import Request
 from agentmesh.gateway.access import AccessGuard
 from agentmesh.gateway.errors import ClientDisconnected, NoPolicy
 from agentmesh.gateway.gateway import AgentGateway
+from agentmesh.gateway.http.a2a_face import A2AFace
 from agentmesh.gateway.models import Caller
 from agentmesh.gateway.policy import Rule, route_rule
 from agentmesh.memory.client import MemoryClient
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime.client import unary
 from agentmesh.runtime.identity import current_principal, current_token
-
-if TYPE_CHECKING:
-    from agentmesh.gateway.http.a2a import A2AFace
 
 R = TypeVar("R")
 

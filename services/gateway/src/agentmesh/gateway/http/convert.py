@@ -6,36 +6,20 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf import timestamp_pb2
 
-from agentmesh.common.v1 import types_pb2
 from agentmesh.gateway.http import schemas
 from agentmesh.memory.client import event_to_dict, session_to_dict
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.registry.v1 import registry_service_pb2 as registry_pb2
 from agentmesh.registry.v1 import resources_pb2 as registry_resources
-from agentmesh.runtime.protos import list_value, struct
+from agentmesh.runtime.protos import field_value, set_field, struct, struct_to_dict
 
 
 def timestamp(value: timestamp_pb2.Timestamp) -> datetime | None:
     if value.seconds == 0 and value.nanos == 0:
         return None
     return value.ToDatetime(tzinfo=UTC)
-
-
-def _number(value: Any) -> Any:
-    """Struct holds every number as a double: give integral ones back as integers."""
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, dict):
-        return {key: _number(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_number(item) for item in value]
-    return value
-
-
-def struct_to_dict(value: struct_pb2.Struct) -> dict[str, Any]:
-    return _number(json_format.MessageToDict(value))
 
 
 def enum_name(value: int, enum: Any, prefix: str) -> str:
@@ -161,39 +145,24 @@ def project(value: registry_resources.Project) -> schemas.ProjectOut:
 
 # Agents.
 
-_STRING_LISTS = ("tools", "sub_agents", "network_access")
+# An agent's overrides, as the registry's AgentConfig message lists them: each field converts as
+# its kind says (runtime.protos), so a new override needs no change here.
+_AGENT_CONFIG_FIELDS = tuple(field.name for field in registry_resources.AgentConfig.DESCRIPTOR.fields)
 
 
 def agent_config_proto(fields: dict[str, Any]) -> registry_resources.AgentConfig:
     """An AgentConfig with the overrides in `fields` set; None values stay unset."""
     config = registry_resources.AgentConfig()
     for name, value in fields.items():
-        if value is None:
-            continue
-        if name == "model_params":
-            config.model_params.CopyFrom(struct(value))
-        elif name == "mock_responses":
-            config.mock_responses.CopyFrom(list_value(value))
-        elif name in _STRING_LISTS:
-            getattr(config, name).CopyFrom(types_pb2.StringList(values=value))
-        else:
-            setattr(config, name, value)
+        if value is not None:
+            set_field(config, name, value)
     return config
 
 
 def agent_config(value: registry_resources.AgentConfig) -> schemas.AgentConfigOut:
-    out: dict[str, Any] = {}
-    for name in ("instructions", "primary_model", "max_steps", "max_iterations", "double_texting"):
-        if value.HasField(name):
-            out[name] = getattr(value, name)
-    if value.HasField("model_params"):
-        out["model_params"] = struct_to_dict(value.model_params)
-    for name in _STRING_LISTS:
-        if value.HasField(name):
-            out[name] = list(getattr(value, name).values)
-    if value.HasField("mock_responses"):
-        out["mock_responses"] = _number(json_format.MessageToDict(value.mock_responses))
-    return schemas.AgentConfigOut(**out)
+    return schemas.AgentConfigOut(
+        **{name: field_value(getattr(value, name)) for name in _AGENT_CONFIG_FIELDS if value.HasField(name)}
+    )
 
 
 _AGENT_STATUS = "AGENT_STATUS_"

@@ -2,12 +2,18 @@
 shapes the gateway speaks — `{"detail": ...}` on the REST API and OpenAI's
 `{"error": {"message", "type", "param", "code"}}` on the OpenAI-compatible routes, so the official
 clients raise their matching exceptions (AuthenticationError, NotFoundError, RateLimitError, …).
+
+Invalid input reads the same on every face: gRPC carries `google.rpc.BadRequest` field violations;
+a REST body mirrors them as `"field_violations": [{"field", "description"}]` beside `detail`
+(for the gateway's own request checks as for any service's), and an OpenAI error names the first
+in `param`, as OpenAI's own errors do.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
@@ -27,7 +33,7 @@ from agentmesh.gateway.errors import (
 from agentmesh.memory.client import EventTooLarge, HistoryTrimmed, TooManyEvents
 from agentmesh.registry.client import AgentTypeInactive, AgentTypeInUse
 from agentmesh.runtime import telemetry
-from agentmesh.runtime.errors import DomainError
+from agentmesh.runtime.errors import DomainError, FieldViolation
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +112,19 @@ def openai_error_body(error: DomainError, status: int | None = None) -> dict[str
     )
 
 
+def field_violations(violations: Sequence[FieldViolation]) -> list[dict[str, str]]:
+    """A BadRequest's field violations as a REST error body carries them."""
+    return [{"field": violation.field, "description": violation.description} for violation in violations]
+
+
+def rest_error_body(detail: Any, violations: Sequence[FieldViolation] = ()) -> dict[str, Any]:
+    """`{"detail": …}`, with the field violations when the request was invalid."""
+    body: dict[str, Any] = {"detail": detail}
+    if violations:
+        body["field_violations"] = field_violations(violations)
+    return body
+
+
 def _openai_error(message: str, *, status: int, param: str | None, code: str | None) -> dict[str, Any]:
     kind = "server_error" if status >= 500 else "requests" if status == 429 else "invalid_request_error"
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
@@ -116,7 +135,10 @@ def error_response(path: str, error: DomainError) -> JSONResponse:
     status = http_status(error)
     if status >= 500:
         logger.warning("%s failed: %s (%s)", path, error.message, error.reason)
-    body = openai_error_body(error, status) if is_openai_path(path) else {"detail": error.message}
+    if is_openai_path(path):
+        body = openai_error_body(error, status)
+    else:
+        body = rest_error_body(error.message, error.violations)
     return JSONResponse(body, status_code=status, headers=error_headers(error, status))
 
 
@@ -131,9 +153,10 @@ def install_error_handlers(app: FastAPI) -> None:
     async def validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
         problems = error.errors()
         if not is_openai_path(request.scope["path"]):
-            return JSONResponse({"detail": _jsonable(problems)}, status_code=422)
+            body = rest_error_body(_jsonable(problems), _violations(problems))
+            return JSONResponse(body, status_code=422)
         first = problems[0] if problems else {"loc": (), "msg": "invalid request"}
-        param = ".".join(str(part) for part in first["loc"][1:]) or None
+        param = _field(first["loc"]) or None
         message = f"{param}: {first['msg']}" if param else str(first["msg"])
         return JSONResponse(_openai_error(message, status=422, param=param, code="invalid_request"), 422)
 
@@ -158,6 +181,15 @@ def install_error_handlers(app: FastAPI) -> None:
         if is_openai_path(request.scope["path"]):
             return JSONResponse(_openai_error("internal error", status=500, param=None, code=None), 500)
         return JSONResponse({"detail": "internal error"}, status_code=500)
+
+
+def _field(location: Sequence[Any]) -> str:
+    """A request validation problem's field path, without where it was (body, query, path)."""
+    return ".".join(str(part) for part in location[1:])
+
+
+def _violations(problems: Sequence[Any]) -> list[FieldViolation]:
+    return [FieldViolation(_field(problem["loc"]), str(problem["msg"])) for problem in problems]
 
 
 def _jsonable(problems: Any) -> Any:

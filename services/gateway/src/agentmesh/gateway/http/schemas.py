@@ -14,7 +14,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from agentmesh.memory.client import event_type_names
-from agentmesh.registry.client import AgentConfig
+from agentmesh.registry.declarations import AgentConfig
 from agentmesh.runtime.limits import MAX_JSON_DEPTH, has_lone_surrogate
 
 T = TypeVar("T")

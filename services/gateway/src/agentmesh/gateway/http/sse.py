@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentmesh.common.v1 import run_pb2
+from agentmesh.gateway.chat_stream import ChatStream, run_failure
 from agentmesh.gateway.errors import InvalidRequest
-from agentmesh.gateway.gateway import ChatStream, run_failure
 from agentmesh.gateway.http.errors import openai_error_body
 from agentmesh.runtime.errors import DomainError
 

@@ -1,14 +1,16 @@
 """Registry storage: the `RegistryStore` interface the rules depend on, and its implementations.
 
-- `interface`: `RegistryStore`, `StoreTransaction` and the values they exchange;
-- `tables`: the ORM rows (the schema the migrations build);
-- `mappers`: rows to domain models and back, written once;
+- `interface`: `RegistryStore`, `StoreTransaction` and the values they exchange (exported here);
 - `statements`: the hand-written, per-dialect SQL (run bookkeeping, the one-query resolve);
-- `sql`: `SqlRegistryStore` on SQLite or PostgreSQL (`leases`: its run leases);
+- `sql`: `SqlRegistryStore` on SQLite or PostgreSQL;
 - `in_memory`: `InMemoryRegistryStore`, for unit tests and as the contract's reference.
+
+Each resource keeps its own part of a transaction next to its rules (`mcp_servers/store.py`,
+`identity/store.py`, `runs/lease_store.py`, ...); the ORM rows are `tables.py` and their mapping
+to domain models `mappers.py`. The implementations are imported from their modules, not from
+here, so that a resource's store part can be imported on its own without pulling in both stores.
 """
 
-from agentmesh.registry.store.in_memory import InMemoryRegistryStore
 from agentmesh.registry.store.interface import (
     DuplicateRequest,
     OrphanedRun,
@@ -20,20 +22,15 @@ from agentmesh.registry.store.interface import (
     StoreTransaction,
     Visibility,
 )
-from agentmesh.registry.store.sql import SqlRegistryStore
-from agentmesh.registry.store.tables import Base
 
 __all__ = [
-    "Base",
     "DuplicateRequest",
-    "InMemoryRegistryStore",
     "OrphanedRun",
     "RegistryStore",
     "RunChange",
     "RunKey",
     "RunLease",
     "RunLeaseStore",
-    "SqlRegistryStore",
     "StoreTransaction",
     "Visibility",
 ]

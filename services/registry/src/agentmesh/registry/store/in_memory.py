@@ -13,29 +13,25 @@ import copy
 import dataclasses
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import TypeVar
 
-from agentmesh.registry.errors import AgentNameTaken, EmailTaken, SlugTaken
+from agentmesh.registry.agents.lifecycle import run_finished, run_resumed, run_started
+from agentmesh.registry.errors import AgentNameTaken, SlugTaken
+from agentmesh.registry.identity.store import InMemoryAccounts, InMemoryApiKeys
+from agentmesh.registry.mcp_servers.store import InMemoryMcpServers
 from agentmesh.registry.models import (
     Agent,
     AgentStatus,
     AgentType,
-    ApiKey,
-    Credentials,
     Executor,
-    LoginState,
-    NewUser,
     PageRequest,
     Project,
-    RefreshToken,
-    RegisteredMcpServer,
-    RemoteAgent,
     Slice,
-    User,
 )
-from agentmesh.registry.store.api_keys import InMemoryApiKeys
+from agentmesh.registry.pagination import keyset_slice
+from agentmesh.registry.remote_agents.store import InMemoryRemoteAgents
+from agentmesh.registry.store.in_memory_state import SessionTurn, State, Stored, StoredLease
 from agentmesh.registry.store.interface import (
     DuplicateRequest,
     OrphanedRun,
@@ -47,64 +43,17 @@ from agentmesh.registry.store.interface import (
     StoreTransaction,
     Visibility,
 )
-from agentmesh.registry.store.mcp_servers import InMemoryMcpServers
-from agentmesh.registry.store.remote_agents import InMemoryRemoteAgents
 
 T = TypeVar("T", AgentType, Project, Agent)
-V = TypeVar("V")
-
-
-@dataclass
-class _Stored(Generic[V]):
-    """A stored value with the request id it was created with (None when the create had none)."""
-
-    value: V
-    request_id: str | None = None
-
-
-@dataclass
-class _State:
-    users: dict[str, Credentials] = field(default_factory=dict)
-    refresh_tokens: dict[str, RefreshToken] = field(default_factory=dict)
-    agent_types: dict[str, _Stored[AgentType]] = field(default_factory=dict)
-    projects: dict[str, _Stored[Project]] = field(default_factory=dict)
-    agents: dict[str, _Stored[Agent]] = field(default_factory=dict)
-    runs: set[tuple[str, str]] = field(default_factory=set)
-    executors: dict[str, Executor] = field(default_factory=dict)
-    mcp_servers: dict[str, tuple[RegisteredMcpServer, str | None]] = field(default_factory=dict)
-    api_keys: dict[str, ApiKey] = field(default_factory=dict)
-    remote_agents: dict[str, RemoteAgent] = field(default_factory=dict)
-    # Runs' leases, orphaned ones included (those are no longer in `runs`).
-    leases: dict[RunKey, _Lease] = field(default_factory=dict)
-    # Session turns in the order they were taken (double texting).
-    turns: list[_Turn] = field(default_factory=list)
-
-    def in_flight(self, run: RunKey) -> bool:
-        return run in self.runs or run in self.leases
-
-
-@dataclass(frozen=True)
-class _Lease:
-    session_id: str
-    executor_id: str
-    expires_at: datetime
-    orphaned: bool = False
-
-
-@dataclass(frozen=True)
-class _Turn:
-    session_id: str
-    run: RunKey
-    interrupted: bool = False
 
 
 class InMemoryRegistryStore(RegistryStore):
     """RegistryStore in dicts of immutable domain models."""
 
     def __init__(self) -> None:
-        self._state = _State()
+        self._state = State()
         self._writer = asyncio.Lock()
-        self._drafting: _State | None = None
+        self._drafting: State | None = None
         self._leases = InMemoryRunLeaseStore(self)
 
     @property
@@ -127,11 +76,11 @@ class InMemoryRegistryStore(RegistryStore):
             yield InMemoryTransaction(draft)
 
     @asynccontextmanager
-    async def _draft(self) -> AsyncIterator[_State]:
+    async def _draft(self) -> AsyncIterator[State]:
         """A copy of the state to change, published when the block ends without an exception."""
         async with self._writer:
             # Values are frozen models, so copying the containers copies the state.
-            draft = _State(**{name: copy.copy(value) for name, value in vars(self._state).items()})
+            draft = State(**{name: copy.copy(value) for name, value in vars(self._state).items()})
             self._drafting = draft
             try:
                 yield draft
@@ -154,14 +103,8 @@ class InMemoryRegistryStore(RegistryStore):
                 return None
             runs.add(key)
             if lease is not None:
-                self._state_leases()[key] = _Lease(lease.session_id, lease.executor_id, lease.expires_at)
-            return agent.model_copy(
-                update={
-                    "status": AgentStatus.WORKING,
-                    "runs_in_flight": agent.runs_in_flight + 1,
-                    "last_activity_at": now,
-                }
-            )
+                self._state_leases()[key] = StoredLease(lease.session_id, lease.executor_id, lease.expires_at)
+            return run_started(agent, now)
 
         return await self._run_change(visibility, agent_id, start)
 
@@ -181,21 +124,11 @@ class InMemoryRegistryStore(RegistryStore):
                 return None
             runs.discard((agent_id, run_id))
             self._state_leases().pop((agent_id, run_id), None)
-            last = agent.status == AgentStatus.WORKING and agent.runs_in_flight <= 1
-            return agent.model_copy(
-                update={
-                    "status": AgentStatus.IDLE if last else agent.status,
-                    "runs_in_flight": max(agent.runs_in_flight - 1, 0),
-                    "tasks_completed": agent.tasks_completed + int(completed),
-                    "tokens_used": agent.tokens_used + tokens_used,
-                    "cost": agent.cost + cost,
-                    "last_activity_at": now,
-                }
-            )
+            return run_finished(agent, now, completed=completed, tokens_used=tokens_used, cost=cost)
 
         return await self._run_change(visibility, agent_id, finish)
 
-    def _state_leases(self) -> dict[RunKey, _Lease]:
+    def _state_leases(self) -> dict[RunKey, StoredLease]:
         # The draft of the write in progress (`_run_change` holds the writer).
         assert self._drafting is not None
         return self._drafting.leases
@@ -215,7 +148,7 @@ class InMemoryRegistryStore(RegistryStore):
                 return None
             changed = change(stored.value, state.runs)
             if changed is not None:
-                stored = state.agents[agent_id] = _Stored(changed, stored.request_id)
+                stored = state.agents[agent_id] = Stored(changed, stored.request_id)
             return RunChange(
                 agent=stored.value,
                 changed=changed is not None,
@@ -297,7 +230,7 @@ class InMemoryRunLeaseStore(RunLeaseStore):
             if mine is None:
                 if reject and ahead:
                     return ahead
-                state.turns.append(_Turn(session_id, run))
+                state.turns.append(SessionTurn(session_id, run))
             if interrupt:
                 state.turns = [
                     dataclasses.replace(turn, interrupted=True) if turn.run in ahead else turn
@@ -322,12 +255,12 @@ class InMemoryRunLeaseStore(RunLeaseStore):
         ]
 
 
-def _turns_ahead(state: _State, session_id: str, mine: _Turn | None) -> list[RunKey]:
+def _turns_ahead(state: State, session_id: str, mine: SessionTurn | None) -> list[RunKey]:
     turns = state.turns[: state.turns.index(mine)] if mine is not None else state.turns
     return [t.run for t in turns if t.session_id == session_id and state.in_flight(t.run)]
 
 
-def _holding(state: _State, executor_id: str, runs: Sequence[RunKey]) -> tuple[list[RunKey], list[RunKey]]:
+def _holding(state: State, executor_id: str, runs: Sequence[RunKey]) -> tuple[list[RunKey], list[RunKey]]:
     """The runs `executor_id` holds a lease on, and those it does not."""
     held: list[RunKey] = []
     lost: list[RunKey] = []
@@ -337,82 +270,28 @@ def _holding(state: _State, executor_id: str, runs: Sequence[RunKey]) -> tuple[l
     return held, lost
 
 
-def _count_run(state: _State, agent_id: str, now: datetime, *, counted_in: bool) -> None:
-    """The agent's bookkeeping for a run counted in (as a start: `working` unless paused or
-    terminated) or out (as a failed finish: `idle` when it was the last) by its lease."""
+def _count_run(state: State, agent_id: str, now: datetime, *, counted_in: bool) -> None:
+    """The agent's bookkeeping for a run counted in (as a resumed start) or out (as a failed
+    finish) by its lease."""
     stored = state.agents[agent_id]
-    agent = stored.value
     if counted_in:
-        blocked = agent.status in (AgentStatus.PAUSED, AgentStatus.TERMINATED)
-        status, runs = (agent.status if blocked else AgentStatus.WORKING), agent.runs_in_flight + 1
+        agent = run_resumed(stored.value, now)
     else:
-        last = agent.status == AgentStatus.WORKING and agent.runs_in_flight <= 1
-        status, runs = (AgentStatus.IDLE if last else agent.status), max(agent.runs_in_flight - 1, 0)
-    update = {"status": status, "runs_in_flight": runs, "last_activity_at": now}
-    state.agents[agent_id] = _Stored(agent.model_copy(update=update), stored.request_id)
+        agent = run_finished(stored.value, now, completed=False, tokens_used=0, cost=0.0)
+    state.agents[agent_id] = Stored(agent, stored.request_id)
 
 
-def _replace(lease: _Lease, **changes: object) -> _Lease:
+def _replace(lease: StoredLease, **changes: object) -> StoredLease:
     return dataclasses.replace(lease, **changes)  # type: ignore[arg-type]
 
 
-class InMemoryTransaction(InMemoryMcpServers, InMemoryApiKeys, InMemoryRemoteAgents, StoreTransaction):
+class InMemoryTransaction(
+    InMemoryAccounts, InMemoryMcpServers, InMemoryApiKeys, InMemoryRemoteAgents, StoreTransaction
+):
     """The operations of one transaction, on the state it was given."""
 
-    def __init__(self, state: _State) -> None:
+    def __init__(self, state: State) -> None:
         self._state = state
-
-    # Users.
-
-    async def insert_user(self, user: NewUser, *, user_id: str, password_hash: str, now: datetime) -> User:
-        if any(known.user.email == user.email for known in self._state.users.values()):
-            raise EmailTaken(f"e-mail {user.email!r} is already registered")
-        stored = User(**user.model_dump(), id=user_id, is_active=True, created_at=now)
-        self._state.users[user_id] = Credentials(user=stored, password_hash=password_hash, login=LoginState())
-        return stored
-
-    async def get_user(self, user_id: str) -> User | None:
-        found = self._state.users.get(user_id)
-        return found.user if found else None
-
-    async def get_credentials(self, email: str, *, for_update: bool = False) -> Credentials | None:
-        return next((c for c in self._state.users.values() if c.user.email == email), None)
-
-    async def save_login_state(self, user_id: str, state: LoginState) -> None:
-        self._update_user(user_id, login=state)
-
-    async def set_password_hash(self, user_id: str, password_hash: str) -> None:
-        self._update_user(user_id, password_hash=password_hash)
-
-    async def set_user_flags(self, user_id: str, *, is_superuser: bool, is_active: bool) -> None:
-        if user_id in self._state.users:
-            user = self._state.users[user_id].user
-            self._update_user(
-                user_id, user=user.model_copy(update={"is_superuser": is_superuser, "is_active": is_active})
-            )
-
-    def _update_user(self, user_id: str, **changes: object) -> None:
-        if user_id in self._state.users:
-            self._state.users[user_id] = self._state.users[user_id].model_copy(update=changes)
-
-    # Refresh tokens.
-
-    async def insert_refresh_token(self, token: RefreshToken) -> None:
-        self._state.refresh_tokens[token.id] = token
-
-    async def get_refresh_token(self, token_hash: str, *, for_update: bool = False) -> RefreshToken | None:
-        return next((t for t in self._state.refresh_tokens.values() if t.token_hash == token_hash), None)
-
-    async def mark_refresh_token_used(self, token_id: str, when: datetime) -> None:
-        tokens = self._state.refresh_tokens
-        if token_id in tokens:
-            tokens[token_id] = tokens[token_id].model_copy(update={"used_at": when})
-
-    async def revoke_refresh_family(self, family_id: str, when: datetime) -> None:
-        tokens = self._state.refresh_tokens
-        for token_id, token in list(tokens.items()):
-            if token.family_id == family_id and token.revoked_at is None:
-                tokens[token_id] = token.model_copy(update={"revoked_at": when})
 
     # Agent types.
 
@@ -421,7 +300,7 @@ class InMemoryTransaction(InMemoryMcpServers, InMemoryApiKeys, InMemoryRemoteAge
         if request_id is not None and any(s.request_id == request_id for s in types.values()):
             raise DuplicateRequest()
         self._check_type_slug(agent_type)
-        types[agent_type.id] = _Stored(agent_type, request_id)
+        types[agent_type.id] = Stored(agent_type, request_id)
         return agent_type
 
     async def get_agent_type(
@@ -442,13 +321,13 @@ class InMemoryTransaction(InMemoryMcpServers, InMemoryApiKeys, InMemoryRemoteAge
         )
 
     async def list_agent_types(self, page: PageRequest) -> Slice[AgentType]:
-        return _slice([s.value for s in self._state.agent_types.values()], page)
+        return keyset_slice([s.value for s in self._state.agent_types.values()], page)
 
     async def update_agent_type(self, agent_type: AgentType) -> AgentType:
         stored = self._state.agent_types.get(agent_type.id)
         if stored is not None:
             self._check_type_slug(agent_type)
-            self._state.agent_types[agent_type.id] = _Stored(agent_type, stored.request_id)
+            self._state.agent_types[agent_type.id] = Stored(agent_type, stored.request_id)
         return agent_type
 
     def _check_type_slug(self, agent_type: AgentType) -> None:
@@ -471,7 +350,7 @@ class InMemoryTransaction(InMemoryMcpServers, InMemoryApiKeys, InMemoryRemoteAge
         ):
             raise DuplicateRequest()
         self._check_project_slug(project)
-        projects[project.id] = _Stored(project, request_id)
+        projects[project.id] = Stored(project, request_id)
         return project
 
     async def get_project(
@@ -493,7 +372,7 @@ class InMemoryTransaction(InMemoryMcpServers, InMemoryApiKeys, InMemoryRemoteAge
 
     async def list_projects(self, owner_id: str | None, page: PageRequest) -> Slice[Project]:
         projects = [s.value for s in self._state.projects.values()]
-        return _slice([p for p in projects if owner_id is None or p.owner_id == owner_id], page)
+        return keyset_slice([p for p in projects if owner_id is None or p.owner_id == owner_id], page)
 
     async def update_project(self, project: Project) -> Project:
         stored = self._state.projects.get(project.id)
@@ -501,7 +380,7 @@ class InMemoryTransaction(InMemoryMcpServers, InMemoryApiKeys, InMemoryRemoteAge
             self._check_project_slug(project)
             current = stored.value
             changes = project.model_dump(include={"name", "slug", "description", "updated_at"})
-            self._state.projects[project.id] = _Stored(current.model_copy(update=changes), stored.request_id)
+            self._state.projects[project.id] = Stored(current.model_copy(update=changes), stored.request_id)
         return project
 
     def _check_project_slug(self, project: Project) -> None:
@@ -529,7 +408,7 @@ class InMemoryTransaction(InMemoryMcpServers, InMemoryApiKeys, InMemoryRemoteAge
             raise AgentNameTaken(f"an agent named {agent.name!r} exists in this project")
         if any(s.value.slug == agent.slug for s in siblings):
             raise AgentNameTaken(f"an agent with the slug {agent.slug!r} exists in this project")
-        self._state.agents[agent.id] = _Stored(agent, request_id)
+        self._state.agents[agent.id] = Stored(agent, request_id)
         return agent
 
     async def get_agent(
@@ -559,7 +438,7 @@ class InMemoryTransaction(InMemoryMcpServers, InMemoryApiKeys, InMemoryRemoteAge
 
     async def list_agents(self, project_id: str, page: PageRequest) -> Slice[Agent]:
         agents = [s.value for s in self._state.agents.values()]
-        return _slice([agent for agent in agents if agent.project_id == project_id], page)
+        return keyset_slice([agent for agent in agents if agent.project_id == project_id], page)
 
     async def agent_slugs(self, project_id: str) -> dict[str, str]:
         agents = [s.value for s in self._state.agents.values() if s.value.project_id == project_id]
@@ -568,7 +447,7 @@ class InMemoryTransaction(InMemoryMcpServers, InMemoryApiKeys, InMemoryRemoteAge
     async def update_agent(self, agent: Agent) -> Agent:
         stored = self._state.agents.get(agent.id)
         if stored is not None:
-            self._state.agents[agent.id] = _Stored(agent, stored.request_id)
+            self._state.agents[agent.id] = Stored(agent, stored.request_id)
         return agent
 
     # Executors.
@@ -582,15 +461,5 @@ class InMemoryTransaction(InMemoryMcpServers, InMemoryApiKeys, InMemoryRemoteAge
         return sorted(alive, key=lambda executor: executor.id)
 
 
-def _first(stored: Iterable[_Stored[T]], matches: Callable[[_Stored[T]], bool]) -> T | None:
+def _first(stored: Iterable[Stored[T]], matches: Callable[[Stored[T]], bool]) -> T | None:
     return next((s.value for s in stored if matches(s)), None)
-
-
-def _slice(items: list[T], page: PageRequest) -> Slice[T]:
-    """One page in (`created_at`, `id`) order, after `page.after` or after `page.skip` items."""
-    ordered = sorted(items, key=lambda item: (item.created_at, item.id))
-    if page.after is not None:
-        ordered = [item for item in ordered if (item.created_at, item.id) > page.after]
-    else:
-        ordered = ordered[page.skip :]
-    return Slice(items=ordered[: page.size], has_more=len(ordered) > page.size, total=len(items))

@@ -1,4 +1,4 @@
-"""The registry store's interface: what the rules (`registry.py`, `auth.py`) depend on.
+"""The registry store's interface: what the rules (`agents/registry.py`, `identity/auth.py`, ...) depend on.
 
 The rules open a transaction — `store.read()` or `store.write()` — and call its methods;
 everything done inside one `write()` commits together or not at all. Methods take and return the
@@ -17,26 +17,19 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 
+# Part of the store's contract, defined below the stores so each resource's store part raises it.
+from agentmesh.registry.errors import DuplicateRequest as DuplicateRequest
+from agentmesh.registry.identity.store import AccountTransaction, ApiKeyTransaction
+from agentmesh.registry.mcp_servers.store import McpServerTransaction
 from agentmesh.registry.models import (
     Agent,
     AgentType,
-    Credentials,
     Executor,
-    LoginState,
-    NewUser,
     PageRequest,
     Project,
-    RefreshToken,
     Slice,
-    User,
 )
-from agentmesh.registry.store.api_keys import ApiKeyTransaction
-from agentmesh.registry.store.mcp_servers import McpServerTransaction
-from agentmesh.registry.store.remote_agents import RemoteAgentTransaction
-
-
-class DuplicateRequest(Exception):
-    """A create carried a request id that another create already used (a concurrent retry)."""
+from agentmesh.registry.remote_agents.store import RemoteAgentTransaction
 
 
 @dataclass(frozen=True)
@@ -84,7 +77,7 @@ RunKey = tuple[str, str]  # (agent id, run id)
 
 
 class RunLeaseStore(abc.ABC):
-    """The leases executors hold on their runs (DESIGN §5 durability; rules in `leases.py`)."""
+    """The leases executors hold on their runs (DESIGN §5 durability; rules in `runs/leases.py`)."""
 
     @abc.abstractmethod
     async def renew(self, executor_id: str, runs: Sequence[RunKey], expires_at: datetime) -> list[RunKey]:
@@ -139,46 +132,10 @@ class RunLeaseStore(abc.ABC):
         """Runs `executor_id` holds whose turn a newer message interrupted."""
 
 
-class StoreTransaction(McpServerTransaction, ApiKeyTransaction, RemoteAgentTransaction):
-    """The operations of one transaction (registered MCP servers' in `mcp_servers`, API keys' in
-    `api_keys`, remote A2A agents' in `remote_agents`). Reads return
+class StoreTransaction(AccountTransaction, McpServerTransaction, ApiKeyTransaction, RemoteAgentTransaction):
+    """The operations of one transaction (users' and refresh tokens' in `identity.store`, with API
+    keys'; registered MCP servers' in `mcp_servers`, remote A2A agents' in `remote_agents`). Reads return
     None for what does not exist."""
-
-    # Users.
-    @abc.abstractmethod
-    async def insert_user(
-        self, user: NewUser, *, user_id: str, password_hash: str, now: datetime
-    ) -> User: ...
-
-    @abc.abstractmethod
-    async def get_user(self, user_id: str) -> User | None: ...
-
-    @abc.abstractmethod
-    async def get_credentials(self, email: str, *, for_update: bool = False) -> Credentials | None: ...
-
-    @abc.abstractmethod
-    async def save_login_state(self, user_id: str, state: LoginState) -> None: ...
-
-    @abc.abstractmethod
-    async def set_password_hash(self, user_id: str, password_hash: str) -> None: ...
-
-    @abc.abstractmethod
-    async def set_user_flags(self, user_id: str, *, is_superuser: bool, is_active: bool) -> None: ...
-
-    # Refresh tokens.
-    @abc.abstractmethod
-    async def insert_refresh_token(self, token: RefreshToken) -> None: ...
-
-    @abc.abstractmethod
-    async def get_refresh_token(
-        self, token_hash: str, *, for_update: bool = False
-    ) -> RefreshToken | None: ...
-
-    @abc.abstractmethod
-    async def mark_refresh_token_used(self, token_id: str, when: datetime) -> None: ...
-
-    @abc.abstractmethod
-    async def revoke_refresh_family(self, family_id: str, when: datetime) -> None: ...
 
     # Agent types.
     @abc.abstractmethod

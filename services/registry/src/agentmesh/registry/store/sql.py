@@ -5,7 +5,7 @@ violation surfaces as the matching registry error. Write transactions serialize 
 `get_*(for_update=True)` locks the row on PostgreSQL, and on SQLite every write transaction begins
 with `BEGIN IMMEDIATE` (so a read-then-write transaction never hits SQLite's lock-upgrade
 deadlock). Lists page by keyset on (`created_at`, `id`), also for REST page numbers (see
-`_slice`). ORM rows never leave this package.
+`_slice`). ORM rows never leave the store (this package and the resources' `store` parts).
 """
 
 from __future__ import annotations
@@ -22,21 +22,20 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from agentmesh.registry.errors import AgentNameTaken, EmailTaken, SlugTaken
+from agentmesh.registry.errors import AgentNameTaken, SlugTaken
+from agentmesh.registry.identity.store import SqlAccounts, SqlApiKeys
+from agentmesh.registry.mappers import agent_type_values, agent_values, from_row
+from agentmesh.registry.mcp_servers.store import SqlMcpServers
 from agentmesh.registry.models import (
     Agent,
     AgentType,
-    Credentials,
     Executor,
-    LoginState,
-    NewUser,
     PageRequest,
     Project,
-    RefreshToken,
     Slice,
-    User,
 )
-from agentmesh.registry.store.api_keys import SqlApiKeys
+from agentmesh.registry.remote_agents.store import SqlRemoteAgents
+from agentmesh.registry.runs.lease_store import SqlRunLeaseStore
 from agentmesh.registry.store.interface import (
     DuplicateRequest,
     RegistryStore,
@@ -46,10 +45,6 @@ from agentmesh.registry.store.interface import (
     StoreTransaction,
     Visibility,
 )
-from agentmesh.registry.store.leases import SqlRunLeaseStore
-from agentmesh.registry.store.mappers import agent_type_values, agent_values, from_row
-from agentmesh.registry.store.mcp_servers import SqlMcpServers
-from agentmesh.registry.store.remote_agents import SqlRemoteAgents
 from agentmesh.registry.store.statements import (
     PG_FINISH_RUN,
     PG_START_RUN,
@@ -62,15 +57,13 @@ from agentmesh.registry.store.statements import (
     resolved,
     run_change,
 )
-from agentmesh.registry.store.tables import (
+from agentmesh.registry.tables import (
     AgentRow,
     AgentRunRow,
     AgentTypeRow,
     Base,
     ExecutorRow,
     ProjectRow,
-    RefreshTokenRow,
-    UserRow,
 )
 
 _SQLITE_BEGIN = "agentmesh_sqlite_begin"
@@ -81,7 +74,7 @@ class SqlRegistryStore(RegistryStore):
 
     def __init__(self, engine: AsyncEngine, *, lease_engine: AsyncEngine | None = None) -> None:
         """`lease_engine`: a small pool of its own for lease renewals and sweeps (PostgreSQL;
-        store/leases.py); SQLite's writes are serialized anyway and share the one engine."""
+        runs/lease_store.py); SQLite's writes are serialized anyway and share the one engine."""
         self._engine = engine
         self._write_engine = engine
         # Single statements need no transaction around them: no BEGIN/COMMIT round trips.
@@ -184,90 +177,11 @@ def _take_over_sqlite_transactions(engine: AsyncEngine) -> None:
         connection.exec_driver_sql(connection.get_execution_options().get(_SQLITE_BEGIN, "BEGIN"))
 
 
-class SqlStoreTransaction(SqlMcpServers, SqlApiKeys, SqlRemoteAgents, StoreTransaction):
+class SqlStoreTransaction(SqlAccounts, SqlMcpServers, SqlApiKeys, SqlRemoteAgents, StoreTransaction):
     """One AsyncSession transaction."""
 
     def __init__(self, session: AsyncSession) -> None:
         self._session = session
-
-    # Users.
-
-    async def insert_user(self, user: NewUser, *, user_id: str, password_hash: str, now: datetime) -> User:
-        row = UserRow(
-            id=user_id,
-            email=user.email,
-            password_hash=password_hash,
-            first_name=user.first_name,
-            last_name=user.last_name,
-            is_superuser=user.is_superuser,
-            is_active=True,
-            failed_login_count=0,
-            created_at=now,
-            token_version=0,
-        )
-        await self._insert(row, {"email": EmailTaken(f"e-mail {user.email!r} is already registered")})
-        return from_row(User, row)
-
-    async def get_user(self, user_id: str) -> User | None:
-        row = await self._session.get(UserRow, user_id)
-        return from_row(User, row) if row else None
-
-    async def get_credentials(self, email: str, *, for_update: bool = False) -> Credentials | None:
-        row = await self._one(sa.select(UserRow).where(UserRow.email == email), for_update)
-        if row is None:
-            return None
-        state = LoginState(
-            failed_count=row.failed_login_count,
-            last_failed_at=row.last_failed_login_at,
-            locked_until=row.locked_until,
-        )
-        return Credentials(user=from_row(User, row), password_hash=row.password_hash, login=state)
-
-    async def save_login_state(self, user_id: str, state: LoginState) -> None:
-        await self._session.execute(
-            sa.update(UserRow)
-            .where(UserRow.id == user_id)
-            .values(
-                failed_login_count=state.failed_count,
-                last_failed_login_at=state.last_failed_at,
-                locked_until=state.locked_until,
-            )
-        )
-
-    async def set_password_hash(self, user_id: str, password_hash: str) -> None:
-        await self._session.execute(
-            sa.update(UserRow).where(UserRow.id == user_id).values(password_hash=password_hash)
-        )
-
-    async def set_user_flags(self, user_id: str, *, is_superuser: bool, is_active: bool) -> None:
-        await self._session.execute(
-            sa.update(UserRow)
-            .where(UserRow.id == user_id)
-            .values(is_superuser=is_superuser, is_active=is_active)
-        )
-
-    # Refresh tokens.
-
-    async def insert_refresh_token(self, token: RefreshToken) -> None:
-        self._session.add(RefreshTokenRow(**token.model_dump()))
-        await self._session.flush()
-
-    async def get_refresh_token(self, token_hash: str, *, for_update: bool = False) -> RefreshToken | None:
-        statement = sa.select(RefreshTokenRow).where(RefreshTokenRow.token_hash == token_hash)
-        row = await self._one(statement, for_update)
-        return from_row(RefreshToken, row) if row else None
-
-    async def mark_refresh_token_used(self, token_id: str, when: datetime) -> None:
-        await self._session.execute(
-            sa.update(RefreshTokenRow).where(RefreshTokenRow.id == token_id).values(used_at=when)
-        )
-
-    async def revoke_refresh_family(self, family_id: str, when: datetime) -> None:
-        await self._session.execute(
-            sa.update(RefreshTokenRow)
-            .where(RefreshTokenRow.family_id == family_id, RefreshTokenRow.revoked_at.is_(None))
-            .values(revoked_at=when)
-        )
 
     # Agent types.
 

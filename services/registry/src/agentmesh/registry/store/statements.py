@@ -8,10 +8,16 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from agentmesh.registry.models import Agent, AgentStatus, AgentType, Project
+from agentmesh.registry.agents.lifecycle import (
+    BLOCKED_STATUSES_SQL,
+    RUN_FINISHED_SQL,
+    RUN_RESUMED_SQL,
+    RUN_STARTED_SQL,
+)
+from agentmesh.registry.mappers import fields_of, from_columns
+from agentmesh.registry.models import Agent, AgentType, Project
 from agentmesh.registry.store.interface import RunChange
-from agentmesh.registry.store.mappers import fields_of, from_columns
-from agentmesh.registry.store.tables import AgentRow, AgentTypeRow, Base, ProjectRow, UtcDateTime
+from agentmesh.registry.tables import AgentRow, AgentTypeRow, Base, ProjectRow, UtcDateTime
 
 # --- Run bookkeeping: the hottest path (every run starts and finishes here), so no ORM ----------
 #
@@ -37,7 +43,7 @@ _AGENT_TYPES: dict[str, Any] = {
     "last_activity_at": UtcDateTime,
     "changed": sa.Boolean,
 }
-_BLOCKED = f"('{AgentStatus.PAUSED.value}', '{AgentStatus.TERMINATED.value}')"
+_BLOCKED = BLOCKED_STATUSES_SQL
 _VISIBLE_AGENT = (
     "FROM agents JOIN projects ON projects.id = agents.project_id "
     "JOIN agent_types ON agent_types.id = agents.agent_type_id "
@@ -46,17 +52,8 @@ _VISIBLE_AGENT = (
 # When the agent's project and type last changed: with its config, they make its spec's revision.
 _SPEC_TIMES = "projects.updated_at AS project_updated_at, agent_types.updated_at AS type_updated_at"
 _SPEC_TIME_FIELDS = "target.project_updated_at, target.type_updated_at"
-_START_SET = (
-    f"status = '{AgentStatus.WORKING.value}', runs_in_flight = agents.runs_in_flight + 1, "
-    "last_activity_at = :now"
-)
-_FINISH_SET = (
-    f"status = CASE WHEN agents.status = '{AgentStatus.WORKING.value}' AND agents.runs_in_flight <= 1 "
-    f"THEN '{AgentStatus.IDLE.value}' ELSE agents.status END, "
-    "runs_in_flight = {greatest}(agents.runs_in_flight - 1, 0), "
-    "tasks_completed = agents.tasks_completed + :completed, "
-    "tokens_used = agents.tokens_used + :tokens_used, cost = agents.cost + :cost, last_activity_at = :now"
-)
+_START_SET = RUN_STARTED_SQL
+_FINISH_SET = RUN_FINISHED_SQL
 
 
 def _columns(prefix: str) -> str:
@@ -117,7 +114,7 @@ PG_START_RUN = _pg_run(
 )
 PG_FINISH_RUN = _pg_run(
     "DELETE FROM agent_runs USING target "
-    # An orphaned run already stopped counting when its lease expired (leases.py).
+    # An orphaned run already stopped counting when its lease expired (runs/leases.py).
     "WHERE agent_runs.agent_id = target.id AND agent_runs.run_id = :run_id AND NOT agent_runs.orphaned",
     _FINISH_SET.format(greatest="GREATEST"),
     **_USAGE_TYPES,
@@ -140,7 +137,7 @@ SQLITE_FINISH_UPDATE = _run_statement(
     result=False,
     **_USAGE_TYPES,
 )
-# A run orphaned by its expired lease leaves its agent as a failed finish would (leases.py).
+# A run orphaned by its expired lease leaves its agent as a failed finish would (runs/leases.py).
 FINISH_UPDATE = {
     "postgresql": _run_statement(
         f"UPDATE agents SET {_FINISH_SET.format(greatest='GREATEST')} WHERE id = :agent_id",
@@ -149,14 +146,9 @@ FINISH_UPDATE = {
     ),
     "sqlite": SQLITE_FINISH_UPDATE,
 }
-# An orphan its taker resumes counts in flight again, as a start would (leases.py); a paused or
+# An orphan its taker resumes counts in flight again, as a start would (runs/leases.py); a paused or
 # terminated agent keeps its status.
-RESUME_UPDATE = _run_statement(
-    f"UPDATE agents SET status = CASE WHEN agents.status IN {_BLOCKED} THEN agents.status "
-    f"ELSE '{AgentStatus.WORKING.value}' END, runs_in_flight = agents.runs_in_flight + 1, "
-    "last_activity_at = :now WHERE id = :agent_id",
-    result=False,
-)
+RESUME_UPDATE = _run_statement(f"UPDATE agents SET {RUN_RESUMED_SQL} WHERE id = :agent_id", result=False)
 SQLITE_VISIBLE_AGENT = _run_statement(
     f"SELECT {_columns('agents.')}, :changed AS changed, {_SPEC_TIMES} {_VISIBLE_AGENT}",
     changed=sa.Boolean,

@@ -255,10 +255,10 @@ Global___StepStarted: _TypeAlias = StepStarted  # noqa: Y015
 class TextDelta(_message.Message):
     """TextDelta carries answer text as it streams, grouped into chunks. What a client may count on is
     the concatenation of a run's deltas, in order: every character, once. Not the number of chunks:
-    consecutive deltas of one run that queue up together while a stream is busy sending travel as one
-    delta with their texts joined (a message per delta costs more than the text), so how many arrive
-    depends on how busy each hop was. A delta never carries a seq (it is not recorded; the answer is,
-    in run_completed).
+    consecutive deltas of one run that queue up together while a stream is busy sending travel as
+    one delta with their texts joined (a message carrying several costs far less than one each), so
+    how many arrive depends on how busy each hop was. A delta never carries a seq (it is not
+    recorded; the answer is, in run_completed).
     """
 
     DESCRIPTOR: _descriptor.Descriptor

@@ -1,5 +1,4 @@
-"""Who owns each project, so memory checks ownership itself instead of
-trusting whoever reaches its port.
+"""Who owns each project, so memory checks ownership itself rather than trusting its caller.
 
 `memory_project_owners` maps a project to the user who owns it, recorded by the first call a
 user (not a superuser, not the system) makes in the project — which reaches memory only after the

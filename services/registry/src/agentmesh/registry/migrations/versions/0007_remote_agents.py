@@ -1,4 +1,4 @@
-"""Remote A2A agents: a project's agents may delegate to them (issue 19); the credential is a
+"""Remote A2A agents: a project's agents may delegate to them; the credential is a
 write-only secret.
 
 Revision ID: 0007_remote_agents

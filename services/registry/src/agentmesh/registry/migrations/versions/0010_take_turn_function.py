@@ -1,4 +1,4 @@
-"""Taking a session's turn in one round trip on PostgreSQL (issue 16): a function that takes the
+"""Taking a session's turn in one round trip on PostgreSQL: a function that takes the
 session's advisory lock and then does the rest of the turn in one statement, so a chat's turn is
 one call in autocommit instead of a transaction of four round trips (BEGIN, the lock, the turn,
 COMMIT). It must be a function, not one statement: the turn's snapshot has to be taken after the
@@ -6,7 +6,7 @@ lock was granted, and a VOLATILE function's statements each take a fresh snapsho
 parts of one statement share the snapshot taken before it waited. SQLite has no functions and
 needs none (its turns are taken in process under `BEGIN IMMEDIATE`).
 
-What the statement does is `store/turns.py`'s to explain; the lock's key is the one an older
+What the statement does is `runs/turn_store.py`'s to explain; the lock's key is the one an older
 registry took in its own transaction, so replicas of both versions serialize each other's turns.
 
 Revision ID: 0010_take_turn_function

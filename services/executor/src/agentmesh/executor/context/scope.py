@@ -1,0 +1,75 @@
+"""What one run is while it goes on (`RunScope`: the agent, where its events go and how they are
+recorded) and what it gives back (`RunResult`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentmesh.common.v1 import run_pb2
+from agentmesh.executor.context.events import EventSink, RunContext
+from agentmesh.executor.durability.recorder import EventType, Recorder
+from agentmesh.executor.providers.base import Usage
+from agentmesh.internal.executor.v1 import executor_service_pb2
+from agentmesh.registry.v1 import resources_pb2
+
+
+class RunFailure(Exception):
+    """A run cannot produce an answer: it ends with RunFailed (code is a gRPC status name)."""
+
+    def __init__(self, code: str, message: str, *, reason: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.reason = reason or code
+
+
+@dataclass
+class RunResult:
+    """How a run ended with an answer. `usage` is the agent's own (model calls); `total_usage`
+    adds everything run below it (delegations, sub-agents)."""
+
+    content: str = ""
+    usage: Usage = field(default_factory=Usage)
+    total_usage: Usage = field(default_factory=Usage)
+    steps: int = 0
+    max_steps_reached: bool = False
+    escalated: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunScope:
+    """One run in progress: its request, resolved agent, event context, recorder and sink."""
+
+    request: executor_service_pb2.RunRequest
+    spec: resources_pb2.AgentSpec
+    context: RunContext
+    recorder: Recorder
+    sink: EventSink
+    input_event_id: str = ""
+
+    @property
+    def agent(self) -> str:
+        """The agent's slug: how events and delegations name it (its name may be any text)."""
+        return self.spec.agent.slug or self.spec.agent.name
+
+    @property
+    def session_id(self) -> str:
+        return self.request.session_id
+
+    @property
+    def depth(self) -> int:
+        return self.request.delegation_depth
+
+    async def error(self, reason: str, message: str, *, metadata: dict[str, Any] | None = None) -> None:
+        """Records and streams an error the run recovers from."""
+        event = await self.recorder.record(
+            EventType.EVENT_TYPE_ERROR,
+            message,
+            metadata={"reason": reason, **(metadata or {})},
+            parent_event_id=self.input_event_id,
+        )
+        await self.sink.emit(
+            self.context.event(seq=event.seq, error=run_pb2.RunError(reason=reason, message=message))
+        )

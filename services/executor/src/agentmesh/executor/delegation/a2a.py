@@ -1,0 +1,215 @@
+"""Delegating to remote A2A agents (outbound): an agent's network may name an agent
+outside the mesh, registered in its project by agent card URL with a write-only credential. The
+delegation goes over A2A with the official a2a-sdk client and ends as a local one does — a
+`ChildOutcome` the Delegator records as the one `delegation_response`.
+
+The remote is resolved from the registry with this executor's system token (the one answer with
+the credential, never logged). Every HTTP request carries the W3C trace context of the
+delegation's span, so the remote's spans join the trace when it speaks OpenTelemetry. The
+delegation's deadline bounds the call; cancelling the delegating run closes the stream and asks
+the remote to cancel its task (best effort, detached from the cancellation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+
+import httpx
+from a2a.client import A2ACardResolver, A2AClientError, Client, ClientConfig, ClientFactory
+from a2a.types import a2a_pb2
+from a2a.utils.constants import TransportProtocol
+from a2a.utils.errors import A2AError
+from opentelemetry import propagate
+
+from agentmesh.executor.context.events import EventSink, RunContext
+from agentmesh.executor.delegation.a2a_events import INTERRUPTED, RemoteTaskStream
+from agentmesh.executor.delegation.outcome import ChildOutcome
+from agentmesh.executor.durability.detached import run_detached
+from agentmesh.registry.client import RegistryClient
+from agentmesh.runtime.client import Metadata
+from agentmesh.runtime.errors import DomainError
+
+logger = logging.getLogger(__name__)
+
+_MAX_WAITING = 10_000  # remote tasks remembered as waiting for an answer (the oldest go first)
+_POLL_SECONDS = 0.5  # between `tasks/get` of a followed task whose remote does not stream
+# Awaited with the remote's task id and context id the moment it names the task (`run`).
+TaskAccepted = Callable[[str, str], Awaitable[None]]
+
+
+class RemoteA2AAgents:
+    """Runs a delegated task on a remote A2A agent of the delegating agent's project."""
+
+    def __init__(
+        self,
+        registry: RegistryClient,
+        *,
+        system_metadata: Callable[[], Metadata | None],
+        cleanup_timeout_seconds: float,
+    ) -> None:
+        self._registry = registry
+        self._system_metadata = system_metadata
+        self._cleanup_timeout_seconds = cleanup_timeout_seconds
+        # (project, session, remote) → the remote task that stopped to ask: the next delegation to
+        # that remote in that session answers it (continues the task by its id). In this process
+        # only: a run that moved executors starts a new task in the same context instead.
+        self._waiting: OrderedDict[tuple[str, str, str], str] = OrderedDict()
+
+    async def run(
+        self,
+        *,
+        project_id: str,
+        name: str,
+        task: str,
+        context: RunContext,
+        sink: EventSink,
+        timeout_seconds: float,
+        on_task: TaskAccepted | None = None,
+    ) -> ChildOutcome:
+        """Sends `task` to the remote agent `name` in the A2A context of the session and waits
+        for the task's end (within `timeout_seconds`), streaming its steps into `sink` as a
+        worker's events in `context` (see a2a_events.py). `on_task` is awaited once, the moment
+        the remote names the task it made of the message (what a resumed run follows, `follow`)."""
+        stream = RemoteTaskStream(context)
+        waiting = (project_id, context.session_id, name)
+        continues = self._waiting.pop(waiting, "")  # the answer to a remote task that asked
+
+        async def send(client: Client, _streaming: bool) -> None:
+            request = a2a_pb2.SendMessageRequest(
+                message=a2a_pb2.Message(
+                    message_id=uuid.uuid4().hex,
+                    context_id=stream.context.session_id,
+                    task_id=continues,
+                    role=a2a_pb2.Role.ROLE_USER,
+                    parts=[a2a_pb2.Part(text=task)],
+                )
+            )
+            async for response in client.send_message(request):
+                known = stream.task_id
+                await _feed(stream, sink, response)
+                if on_task is not None and stream.task_id and not known:
+                    await on_task(stream.task_id, stream.context_id)
+
+        await sink.emit(stream.started())
+        outcome = await self._talk(project_id, name, stream, timeout_seconds, send)
+        return await self._finish(waiting, stream, sink, outcome)
+
+    async def follow(
+        self,
+        *,
+        project_id: str,
+        name: str,
+        task_id: str,
+        context: RunContext,
+        sink: EventSink,
+        timeout_seconds: float,
+    ) -> ChildOutcome:
+        """Follows the remote task `task_id`, sent before by a run that is now resumed, to its end
+        (within `timeout_seconds`) without sending anything: `tasks/resubscribe` when the remote's
+        card says it streams, else `tasks/get` every `_POLL_SECONDS`. Its steps stream into `sink`
+        as `run`'s do."""
+        stream = RemoteTaskStream(context)
+        stream.task_id = task_id
+
+        async def watch(client: Client, streaming: bool) -> None:
+            while True:
+                task = await client.get_task(a2a_pb2.GetTaskRequest(id=task_id))
+                await _feed(stream, sink, a2a_pb2.StreamResponse(task=task))
+                if not stream.working:
+                    return
+                if streaming:
+                    # A task that ended meanwhile is refused a subscription: `tasks/get` says how.
+                    with contextlib.suppress(A2AError, A2AClientError):
+                        async for response in client.subscribe(a2a_pb2.SubscribeToTaskRequest(id=task_id)):
+                            await _feed(stream, sink, response)
+                    if not stream.working:
+                        return
+                await asyncio.sleep(_POLL_SECONDS)
+
+        await sink.emit(stream.started())
+        outcome = await self._talk(project_id, name, stream, timeout_seconds, watch)
+        return await self._finish((project_id, context.session_id, name), stream, sink, outcome)
+
+    async def _finish(
+        self, waiting: tuple[str, str, str], stream: RemoteTaskStream, sink: EventSink, outcome: ChildOutcome
+    ) -> ChildOutcome:
+        if outcome.code in INTERRUPTED.values() and stream.task_id:
+            self._waiting[waiting] = stream.task_id
+            while len(self._waiting) > _MAX_WAITING:
+                self._waiting.popitem(last=False)
+        await sink.emit(stream.finished(outcome))
+        return outcome
+
+    async def _talk(
+        self,
+        project_id: str,
+        name: str,
+        stream: RemoteTaskStream,
+        timeout_seconds: float,
+        talk: Callable[[Client, bool], Awaitable[None]],
+    ) -> ChildOutcome:
+        """Resolves the remote, reads its card and lets `talk` speak to it (given the client and
+        whether the card says the remote streams); how the task ended."""
+        try:
+            remote = await self._registry.resolve_remote_agent(
+                project_id, name, metadata=self._system_metadata()
+            )
+        except DomainError as error:
+            return ChildOutcome(code=error.code.name, message=error.message)
+        headers = {"Authorization": f"Bearer {remote.credential}"} if remote.credential else {}
+        try:
+            async with (
+                asyncio.timeout(timeout_seconds),
+                httpx.AsyncClient(
+                    headers=headers, timeout=timeout_seconds, event_hooks={"request": [_trace]}
+                ) as http,
+            ):
+                card = await A2ACardResolver(http, remote.card_url, agent_card_path="").get_agent_card()
+                streaming = card.capabilities.streaming
+                config = ClientConfig(
+                    httpx_client=http,
+                    streaming=streaming,
+                    supported_protocol_bindings=[TransportProtocol.JSONRPC, TransportProtocol.HTTP_JSON],
+                )
+                client = ClientFactory(config).create(card)
+                try:
+                    await talk(client, streaming)
+                except asyncio.CancelledError:
+                    # Cancelled, or past the deadline: the remote task stops too.
+                    if stream.task_id:
+                        await self._cancel_detached(client, stream.task_id)
+                    raise
+                return stream.outcome()
+        except TimeoutError:
+            return ChildOutcome(
+                code="DEADLINE_EXCEEDED", message=f"{name} did not answer within {timeout_seconds:g}s"
+            )
+        except (A2AError, A2AClientError, httpx.HTTPError, ValueError) as error:
+            # The remote's own words, never the credential (httpx errors name the URL only).
+            logger.warning("delegation to remote agent %s failed: %s", name, type(error).__name__)
+            return ChildOutcome(code="UNAVAILABLE", message=f"{name} could not be reached over A2A: {error}")
+
+    async def _cancel_detached(self, client: object, task_id: str) -> None:
+        async def cancel() -> None:
+            with contextlib.suppress(Exception):
+                await client.cancel_task(a2a_pb2.CancelTaskRequest(id=task_id))  # type: ignore[attr-defined]
+
+        with contextlib.suppress(BaseException):
+            await run_detached(cancel, timeout_seconds=self._cleanup_timeout_seconds)
+
+
+async def _feed(stream: RemoteTaskStream, sink: EventSink, response: a2a_pb2.StreamResponse) -> None:
+    for event in stream.feed(response):
+        await sink.emit(event)
+
+
+async def _trace(request: httpx.Request) -> None:
+    """W3C trace context on every request to the remote agent (the current span's)."""
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    request.headers.update(carrier)

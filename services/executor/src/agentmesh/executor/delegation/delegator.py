@@ -1,0 +1,468 @@
+"""Delegation: an LLM agent hands a task to another agent — of its project, as a run on the
+executor pool (`executor_runs.py`), or a remote A2A agent its network names. The run below carries
+the session, a delegation id, the depth, and (through the shared client interceptor) the caller's
+token, remaining deadline and trace context, and the caller's run id: a caller that is cancelled
+records the delegation's response, which cancels the run on the other side; a caller whose
+stream merely broke (its executor died or handed it over) leaves the run going to its own end,
+which the resumed caller reads from the log. Every request that is recorded gets exactly one
+response (docs/durability.md, "Exactly one end").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentmesh.common.v1 import run_pb2
+from agentmesh.executor.context.events import RunContext
+from agentmesh.executor.context.scope import RunScope
+from agentmesh.executor.delegation.executor_runs import ExecutorRuns, child_request, follow
+from agentmesh.executor.delegation.outcome import ChildOutcome, Outcome
+from agentmesh.executor.durability.child_log import REMOTE_TASK_ACCEPTED, ChildLog, remote_task_key
+from agentmesh.executor.durability.detached import run_detached
+from agentmesh.executor.durability.recorder import EventType, NewEvent, request_key, response_key
+from agentmesh.executor.durability.transient import is_transient
+from agentmesh.executor.errors import DELEGATION_NOT_ALLOWED, DelegationDepthExceeded
+from agentmesh.executor.providers.base import Usage
+from agentmesh.memory.client import MemoryClient
+from agentmesh.memory.v1 import resources_pb2 as memory_pb2
+from agentmesh.runtime import metrics, telemetry
+
+logger = logging.getLogger(__name__)
+
+
+def outcome_name(outcome: Outcome.ValueType) -> str:
+    return Outcome.Name(outcome).removeprefix("DELEGATION_OUTCOME_").lower()
+
+
+@dataclass
+class PreparedDelegation:
+    """A delegation planned before it is sent (`Delegator.prepare`)."""
+
+    target: str  # the agent's slug
+    task: str
+    delegation_id: str
+    refused: tuple[str, str] | None  # (reason, message) when it may not be sent
+    request: NewEvent | None  # its delegation_request event, when it may be sent
+    # The append that records `request` with the step's other intent events, when the caller
+    # records it (detached from the run's cancellation, as `delegate` would).
+    recording: asyncio.Future[memory_pb2.Event] | None = None
+
+
+@dataclass
+class DelegationResult:
+    """What a delegation gives back to the delegating agent's loop."""
+
+    outcome: Outcome.ValueType
+    text: str
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def is_error(self) -> bool:
+        # A remote's question is an answer the model acts on, not an error.
+        return self.outcome not in (
+            Outcome.DELEGATION_OUTCOME_COMPLETED,
+            Outcome.DELEGATION_OUTCOME_INPUT_REQUIRED,
+        )
+
+
+class Delegator:
+    """Hands a task to another agent of the same project, within the caller's network access and
+    the depth bound. Every delegation that is sent gets exactly one `delegation_response`; one
+    that may not be sent gets an `error` event instead, and the caller's loop goes on."""
+
+    def __init__(
+        self,
+        executor_runs: ExecutorRuns,
+        *,
+        max_depth: int,
+        timeout_seconds: float,
+        cleanup_timeout_seconds: float,
+        memory: MemoryClient | None = None,
+        handing_over: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self._runs_on_pool = executor_runs
+        self._memory = memory  # where a resumed run finds its open delegations' runs (`resume`)
+        # True while the executor hands its runs over (runner.hand_over): an open delegation is
+        # then left without a response, for the resumed run to answer from its delegated run.
+        self._handing_over = handing_over
+        self._max_depth = max_depth
+        self._timeout_seconds = timeout_seconds
+        self._cleanup_timeout_seconds = cleanup_timeout_seconds
+
+    def refusal(self, scope: RunScope, target: str) -> tuple[str, str] | None:
+        """Why `scope`'s agent may not delegate to `target` (reason, message), or None. `target`
+        is a slug (see `target_slug`)."""
+        allowed = list(scope.spec.network_access)
+        if target not in allowed:
+            return (
+                DELEGATION_NOT_ALLOWED,
+                f"{scope.agent} may not delegate to {target!r}: its network access is "
+                f"{', '.join(allowed) if allowed else 'empty'}",
+            )
+        if scope.depth + 1 > self._max_depth:
+            return (
+                DelegationDepthExceeded.default_reason,
+                f"delegating to {target!r} would nest {scope.depth + 1} delegations deep; the limit is "
+                f"{self._max_depth}",
+            )
+        return None
+
+    def prepare(
+        self, scope: RunScope, target: str, task: str, *, intent: dict[str, Any] | None = None
+    ) -> PreparedDelegation:
+        """A delegation of `task` to the agent `target` names (by its slug or its exact name),
+        planned before it is sent: its id, why it may not be sent (`refused`), and else its
+        `delegation_request` event, which the caller may record together with the step's other
+        intent events (then handing `delegate` the append's future as `recording`). `intent`:
+        what the request's event records of the model's call besides (run_log.PlannedCall.intent)."""
+        target = target_slug(scope, target)
+        delegation_id = uuid.uuid4().hex
+        refused = self.refusal(scope, target)
+        request = None
+        if refused is None:
+            request = NewEvent(
+                EventType.EVENT_TYPE_DELEGATION_REQUEST,
+                {"agent": target, "task": task},
+                metadata={**(intent or {}), "target_agent": target, "depth": scope.depth + 1},
+                parent_event_id=scope.input_event_id,
+                delegation_id=delegation_id,
+                idempotency_key=request_key(delegation_id),
+            )
+        return PreparedDelegation(target, task, delegation_id, refused, request)
+
+    async def delegate(
+        self,
+        scope: RunScope,
+        target: str,
+        task: str,
+        *,
+        intent: dict[str, Any] | None = None,
+        prepared: PreparedDelegation | None = None,
+    ) -> DelegationResult:
+        """Delegates `task` to the agent `target` names, by its slug or its exact name. `intent`:
+        what the request's event records of the model's call besides (run_log.PlannedCall.intent).
+        `prepared`: the delegation as `prepare` planned it, its request being recorded by the
+        caller when its `recording` is set (else recorded here)."""
+        prepared = prepared or self.prepare(scope, target, task, intent=intent)
+        target, delegation_id = prepared.target, prepared.delegation_id
+        started = time.monotonic()
+        with telemetry.delegation_span(
+            target=target, delegation_id=delegation_id, depth=scope.depth + 1
+        ) as span:
+            if prepared.refused is not None:
+                reason, message = prepared.refused
+                span.set_attribute(telemetry.DELEGATION_OUTCOME, "refused")
+                metrics.record_delegation(
+                    outcome="refused", depth=scope.depth + 1, seconds=time.monotonic() - started
+                )
+                await scope.error(reason, message, metadata={"target_agent": target, "task": task})
+                return DelegationResult(Outcome.DELEGATION_OUTCOME_REFUSED, message)
+            # The request is recorded detached from this run's cancellation, so that once it is
+            # stored the response below is recorded too, whenever the cancel comes: exactly one
+            # response per request (a cancel while the append is in flight waits for it).
+            recording = prepared.recording or self._record_request(scope, prepared)
+            request_event: memory_pb2.Event | None = None
+            unrecorded: Exception | None = None  # why the request's append failed
+            child = ChildOutcome(code="CANCELLED", message="the delegating run was cancelled")
+            try:
+                try:
+                    request_event = await asyncio.shield(recording)
+                except Exception as error:
+                    # Not sent. Stored all the same (the append's answer came too late), it is
+                    # answered below: `_settled` finds out.
+                    unrecorded = error
+                    child = ChildOutcome(
+                        code="UNAVAILABLE", message="its request could not be recorded, so it was not sent"
+                    )
+                    request_event = await self._settled(scope, prepared, recording)
+                if request_event is not None:
+                    await scope.sink.emit(
+                        scope.context.event(
+                            seq=request_event.seq,
+                            delegation_request=run_pb2.DelegationRequest(
+                                delegation_id=delegation_id, target_agent=target, task=task
+                            ),
+                        )
+                    )
+                if unrecorded is None:
+                    child = await self._run(scope, target, task, delegation_id, request_event)
+            finally:
+                if request_event is None and unrecorded is None:
+                    request_event = await self._settled(scope, prepared, recording)
+                result = _result(target, child)
+                span.set_attribute(telemetry.DELEGATION_OUTCOME, outcome_name(result.outcome))
+                metrics.record_delegation(
+                    outcome=_metric_outcome(result.outcome),
+                    depth=scope.depth + 1,
+                    seconds=time.monotonic() - started,
+                )
+                seq = 0
+                if request_event is not None and not self._handing_over():
+                    seq = await self._respond(scope, target, delegation_id, request_event.id, result)
+            if request_event is not None or unrecorded is None:
+                await _emit_response(scope, target, delegation_id, result, seq)
+            if unrecorded is not None:
+                raise unrecorded
+            return result
+
+    def _record_request(
+        self, scope: RunScope, prepared: PreparedDelegation
+    ) -> asyncio.Future[memory_pb2.Event]:
+        """Records the delegation's request, detached (`delegate`)."""
+
+        async def record() -> memory_pb2.Event:
+            assert prepared.request is not None, "a delegation that may be sent has its request"
+            (event,) = await scope.recorder.record_many([prepared.request])
+            return event
+
+        return asyncio.ensure_future(run_detached(record, timeout_seconds=self._cleanup_timeout_seconds))
+
+    async def _settled(
+        self, scope: RunScope, prepared: PreparedDelegation, recording: asyncio.Future[memory_pb2.Event]
+    ) -> memory_pb2.Event | None:
+        """The delegation request's event once its append settled; None when it surely was not
+        stored. An append whose outcome is unknown (it ran out of time, or memory was away: it
+        may be stored all the same) is sent again under the request's own key — answered with
+        the stored event, or stored now — so that a request in the log always gets its response."""
+        try:
+            return await _waited(recording)
+        except Exception as error:
+            if not is_transient(error):
+                return None  # refused: not stored (a run taken over is answered by its taker)
+        try:
+            return await _waited(self._record_request(scope, prepared))
+        except Exception:
+            logger.warning(
+                "delegation %s: could not learn whether its request was recorded; left without a response",
+                prepared.delegation_id,
+                exc_info=True,
+            )
+            return None
+
+    async def resume(
+        self, scope: RunScope, target: str, task: str, request_event: memory_pb2.Event
+    ) -> DelegationResult:
+        """Answers a delegation a resumed run recorded with no response (its executor died with
+        it open): from the delegated run's one final event in the log, waited for — that run is
+        resumed by whoever takes it over, or goes on where it runs (it outlives its caller) — or,
+        when no run ever received it, by sending it now under the same `delegation_id`. A remote
+        A2A agent's task is followed instead, or is in doubt (`_resume_remote`). Records the one
+        response."""
+        delegation_id = request_event.delegation_id
+        log = self._log(scope)
+        remote = self._is_remote(scope, target)
+        child_run = await log.child_run(delegation_id) if log is not None and not remote else ""
+        if remote:
+            assert log is not None, "a resumed run's delegator reads the log"
+            child = await self._resume_remote(scope, target, log, delegation_id)
+        elif log is not None and child_run:
+            child = await follow(log, child_run, self._timeout_seconds)
+        else:
+            child = await self._run(scope, target, task, delegation_id, request_event)
+        result = _result(target, child)
+        seq = await self._respond(
+            scope, target, delegation_id, request_event.id, result, in_doubt=child.in_doubt
+        )
+        await _emit_response(scope, target, delegation_id, result, seq)
+        return result
+
+    def _is_remote(self, scope: RunScope, target: str) -> bool:
+        """A remote A2A agent the network names (one that is not an agent of the project)."""
+        return target not in scope.spec.agent_names and self._runs_on_pool.a2a is not None
+
+    async def _resume_remote(
+        self, scope: RunScope, target: str, log: ChildLog, delegation_id: str
+    ) -> ChildOutcome:
+        """An open delegation to a remote A2A agent: the task the remote made of it, followed to
+        its end, when its id was recorded; else the send is in doubt — the remote may or may not
+        have the task, and A2A has no idempotent send — so it is not sent again, and the model is
+        told the outcome is unknown (as for a non-idempotent tool call)."""
+        assert self._runs_on_pool.a2a is not None
+        task_id = await log.remote_task(delegation_id)
+        if not task_id:
+            return ChildOutcome(
+                code="UNKNOWN",
+                in_doubt=True,
+                message="the outcome is unknown: this run's executor stopped while sending the task, "
+                f"before {target} named the task it made of it; it was not sent again (it may have "
+                "reached the remote agent)",
+            )
+        return await self._runs_on_pool.a2a.follow(
+            project_id=scope.spec.agent.project_id,
+            name=target,
+            task_id=task_id,
+            context=_a2a_context(scope, target, delegation_id),
+            sink=scope.sink,
+            timeout_seconds=self._timeout_seconds,
+        )
+
+    async def _run(
+        self,
+        scope: RunScope,
+        target: str,
+        task: str,
+        delegation_id: str,
+        request_event: memory_pb2.Event,
+    ) -> ChildOutcome:
+        """The delegated run: on an executor of the pool for an agent of the project, over A2A
+        for a remote agent the network names (one that is not an agent of the project)."""
+        if self._is_remote(scope, target):
+            assert self._runs_on_pool.a2a is not None
+
+            async def accepted(task_id: str, context_id: str) -> None:
+                await _note_remote_task(scope, target, delegation_id, request_event.id, task_id, context_id)
+
+            return await self._runs_on_pool.a2a.run(
+                project_id=scope.spec.agent.project_id,
+                name=target,
+                task=task,
+                context=_a2a_context(scope, target, delegation_id),
+                sink=scope.sink,
+                timeout_seconds=self._timeout_seconds,
+                on_task=accepted,
+            )
+        return await self._runs_on_pool.run(
+            child_request(scope, target, task, delegation_id=delegation_id, parent_event_id=request_event.id),
+            scope.sink,
+            timeout_seconds=self._timeout_seconds,
+            log=self._log(scope),
+        )
+
+    def _log(self, scope: RunScope) -> ChildLog | None:
+        """Where this run's delegated runs are followed when their stream breaks."""
+        if self._memory is None:
+            return None
+        return ChildLog(
+            self._memory,
+            session_id=scope.session_id,
+            project_id=scope.spec.agent.project_id,
+            metadata=self._runs_on_pool.system_metadata(),
+        )
+
+    async def _respond(
+        self,
+        scope: RunScope,
+        target: str,
+        delegation_id: str,
+        request_event_id: str,
+        result: DelegationResult,
+        *,
+        in_doubt: bool = False,
+    ) -> int:
+        outcome = outcome_name(result.outcome)
+        marks = {"in_doubt": True} if in_doubt else {}
+        try:
+            event = await scope.recorder.record_end(
+                EventType.EVENT_TYPE_DELEGATION_RESPONSE,
+                {"agent": target, "outcome": outcome, "content": result.text},
+                parent_event_id=request_event_id,
+                delegation_id=delegation_id,
+                metadata={"target_agent": target, "outcome": outcome, **marks},
+                idempotency_key=response_key(delegation_id),
+                timeout_seconds=self._cleanup_timeout_seconds,
+            )
+        except Exception:
+            logger.exception("could not record the response of delegation %s", delegation_id)
+            return 0
+        # None: kept in the outbox, or answered first by the executor that took the run over.
+        return event.seq if event else 0
+
+
+def _a2a_context(scope: RunScope, target: str, delegation_id: str) -> RunContext:
+    """Where a remote A2A task's steps stream: as a worker's, below the delegating agent."""
+    return RunContext(
+        run_id=f"a2a-{delegation_id}",
+        session_id=scope.session_id,
+        agent=target,
+        delegation_path=scope.context.child_path,
+    )
+
+
+async def _note_remote_task(
+    scope: RunScope, target: str, delegation_id: str, request_event_id: str, task_id: str, context_id: str
+) -> None:
+    """Records which remote task the delegation became (child_log.REMOTE_TASK_ACCEPTED), for a
+    resumed run to follow. Not recorded (memory away): a resumed run finds the send in doubt."""
+    try:
+        await scope.recorder.record(
+            EventType.EVENT_TYPE_ERROR,
+            f"{target} accepted the delegation as its task {task_id}",
+            metadata={
+                "reason": REMOTE_TASK_ACCEPTED,
+                "target_agent": target,
+                "remote_task_id": task_id,
+                "remote_context_id": context_id,
+            },
+            parent_event_id=request_event_id,
+            delegation_id=delegation_id,
+            idempotency_key=remote_task_key(delegation_id),
+        )
+    except Exception:
+        logger.warning("could not record the remote task of delegation %s", delegation_id, exc_info=True)
+
+
+async def _emit_response(
+    scope: RunScope, target: str, delegation_id: str, result: DelegationResult, seq: int
+) -> None:
+    await scope.sink.emit(
+        scope.context.event(
+            seq=seq,
+            delegation_response=run_pb2.DelegationResponse(
+                delegation_id=delegation_id, target_agent=target, outcome=result.outcome, content=result.text
+            ),
+        )
+    )
+
+
+async def _waited(work: asyncio.Future[memory_pb2.Event]) -> memory_pb2.Event | None:
+    """What detached `work` ends with (None when it was cancelled itself), waited for by a run
+    that may be cancelled meanwhile: then it waits once more; cancelled again, it stops waiting
+    (None; the work goes on regardless)."""
+    with contextlib.suppress(asyncio.CancelledError):
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            if work.cancelled():
+                return None
+            return await asyncio.shield(work)
+    return None
+
+
+def target_slug(scope: RunScope, target: str) -> str:
+    """The slug of the agent a delegation names: a model may write an agent of the network by its
+    slug or by its exact name (the registry resolved which agents those are, `agent_names`)."""
+    if target in scope.spec.network_access:
+        return target
+    return next((slug for slug, name in scope.spec.agent_names.items() if name == target), target)
+
+
+def _metric_outcome(outcome: Outcome.ValueType) -> metrics.DelegationOutcome:
+    return {
+        Outcome.DELEGATION_OUTCOME_COMPLETED: "ok",
+        Outcome.DELEGATION_OUTCOME_REFUSED: "refused",
+        Outcome.DELEGATION_OUTCOME_TIMEOUT: "timeout",
+        Outcome.DELEGATION_OUTCOME_CANCELLED: "cancelled",
+        Outcome.DELEGATION_OUTCOME_INPUT_REQUIRED: "input_required",
+        Outcome.DELEGATION_OUTCOME_AUTH_REQUIRED: "input_required",
+    }.get(outcome, "failed")
+
+
+def _result(target: str, child: ChildOutcome) -> DelegationResult:
+    outcome = child.delegation_outcome
+    if outcome == Outcome.DELEGATION_OUTCOME_COMPLETED:
+        return DelegationResult(outcome, child.content, child.usage)
+    messages = {
+        Outcome.DELEGATION_OUTCOME_REFUSED: f"{target} refused the task: {child.message}",
+        Outcome.DELEGATION_OUTCOME_TIMEOUT: f"{target} did not answer in time: {child.message}",
+        Outcome.DELEGATION_OUTCOME_CANCELLED: f"the delegation to {target} was cancelled",
+        Outcome.DELEGATION_OUTCOME_INPUT_REQUIRED: f"{target} asks for more input: {child.message}",
+        Outcome.DELEGATION_OUTCOME_AUTH_REQUIRED: f"{target} asks for authorization: {child.message}",
+    }
+    return DelegationResult(outcome, messages.get(outcome, f"{target} failed: {child.message}"), child.usage)

@@ -1,0 +1,467 @@
+"""The LLM agent's loop (DESIGN §5): context → model (streaming) → tool calls and delegations →
+again, until a final answer or `max_steps`.
+
+Context: the instructions (with the agents it may delegate to, and how to call tools and delegate
+in fenced blocks when the model has no function calling), the agent's own recent events in the
+session (a bounded window read newest-first, never the whole session) and the input. Tool calls
+and delegations of one step run concurrently, each bounded in time; every error is fed back to the
+model. Text streams in chunks, with ```delegate / ```tool_call blocks taken out of the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from agentmesh.common.v1 import run_pb2
+from agentmesh.executor.agents.runtime import DELEGATE_TOOL, AgentRuntime, delegate_tool_spec
+from agentmesh.executor.agents.text import DELEGATE, FencedBlock, FencedBlockFilter, TextChunker
+from agentmesh.executor.context.scope import RunFailure, RunResult, RunScope
+from agentmesh.executor.delegation.delegator import Delegator, PreparedDelegation
+from agentmesh.executor.durability.detached import run_detached
+from agentmesh.executor.durability.recorder import EventType, NewEvent
+from agentmesh.executor.durability.run_log import (
+    DELEGATION,
+    INVALID,
+    TOOL,
+    LoggedCall,
+    LoggedStep,
+    PlannedCall,
+    RunLog,
+)
+from agentmesh.executor.errors import INVALID_BLOCK, MODEL_FAILED
+from agentmesh.executor.loops.messages import assistant_turn, result_messages
+from agentmesh.executor.providers.base import ChatModel, Message, ModelError, ToolCallRequest, ToolSpec, Usage
+from agentmesh.executor.providers.factory import message_params
+from agentmesh.executor.tools.base import ToolOutput
+from agentmesh.executor.tools.builtin import EXIT_LOOP
+from agentmesh.memory.v1.resources_pb2 import Event
+from agentmesh.runtime import metrics, telemetry
+from agentmesh.runtime.batching import item_of
+from agentmesh.runtime.errors import Unavailable
+
+logger = logging.getLogger(__name__)
+
+IN_DOUBT = (
+    "the outcome of this call is unknown: the executor running it stopped before its result was "
+    "recorded, and the tool is not declared idempotent, so it was not run again"
+)
+
+
+@dataclass
+class ModelReply:
+    raw: str
+    visible: str
+    native_calls: Sequence[ToolCallRequest]
+    blocks: Sequence[FencedBlock]
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass(frozen=True)
+class LlmLoopSettings:
+    """What the LLM loop is configured with (from the executor's settings, in `app.py`)."""
+
+    default_max_steps: int
+    text_chunk_chars: int
+    text_flush_seconds: float
+    tool_timeout_seconds: float
+    cleanup_timeout_seconds: float
+
+
+class LlmLoop:
+    """Runs one input through an LLM agent."""
+
+    def __init__(
+        self,
+        scope: RunScope,
+        runtime: AgentRuntime,
+        *,
+        settings: LlmLoopSettings,
+        delegator: Delegator,
+    ) -> None:
+        self._scope = scope
+        self._runtime = runtime
+        self._settings = settings
+        self._delegator = delegator
+        self._tools = runtime.tool_set(as_sub_agent=scope.request.as_sub_agent)
+        self._targets = list(scope.spec.network_access)
+        self._result = RunResult()
+
+    async def run(self, history: Sequence[Message], resumed: RunLog | None = None) -> RunResult:
+        """The loop from its first step, or — for a run `resumed` from the log on another
+        executor — from where its log stops: its logged steps are not asked again, and the calls
+        of its last step that have no recorded result are finished first (`_finish_step`)."""
+        scope, result = self._scope, self._result
+        assert self._runtime.models is not None
+        model = self._runtime.models.for_run(
+            message_params(scope.request.model_settings),
+            on_fallback=self._runtime.mark_stale,
+            answered_steps=resumed.answered if resumed else 0,
+        )
+        messages: list[Message] = [
+            Message("system", self._runtime.system_prompt(as_sub_agent=scope.request.as_sub_agent)),
+            *history,
+            Message("user", scope.request.input),
+        ]
+        tool_specs = self._offered_tools()
+        max_steps = scope.spec.max_steps or self._settings.default_max_steps
+        best = ""
+        first = 1
+        if resumed is not None:
+            for logged in resumed.steps:
+                calls = [call.call for call in logged.calls]
+                for call in calls:  # what the dead executor's model steps used, counted here once
+                    if call.usage is not None:
+                        result.usage += call.usage
+                        result.total_usage += call.usage
+                messages.append(assistant_turn(calls))
+                outputs = await self._finish_step(logged)
+                messages.extend(result_messages(calls, outputs))
+                exits = [
+                    o for c, o in zip(calls, outputs, strict=True) if c.name == EXIT_LOOP and not o.is_error
+                ]
+                if exits:
+                    result.steps, result.escalated, result.content = logged.number, True, exits[0].text
+                    return result
+            first = resumed.answered + 1
+            result.steps = resumed.answered
+        for step in range(first, max_steps + 1):
+            result.steps = step
+            metrics.record_step(kind="llm")
+            await scope.sink.emit(scope.context.event(step_started=run_pb2.StepStarted(step=step)))
+            with telemetry.step_span(step=step, agent=scope.agent):
+                reply = await self._call_model(model, messages, tool_specs, step)
+                best = reply.visible or best
+                # The summing-up step after an escalation answers; it calls nothing more.
+                calls = [] if result.escalated else self._plan(reply, step)
+                if not calls:
+                    if reply.visible or not result.escalated:
+                        result.content = reply.visible
+                    return result
+                logged = [call for call in calls if call.kind != INVALID]  # those with an intent event
+                if logged:
+                    logged[0].usage = reply.usage
+                messages.append(Message("assistant", reply.raw, tool_calls=reply.native_calls))
+                outputs = await self._run_calls(calls)
+            messages.extend(result_messages(calls, outputs))
+            escalations = [output for output in outputs if output.escalate]
+            if escalations:
+                result.escalated = True
+                result.content = reply.visible or escalations[0].text
+                if not any(output.summarize for output in escalations) or step == max_steps:
+                    return result
+                tool_specs = []  # one more model step, to sum up: nothing more to call
+        result.max_steps_reached = True
+        note = f"(Stopped at the limit of {max_steps} steps; this is the best answer so far.)"
+        result.content = f"{best}\n\n{note}" if best else note
+        await scope.sink.emit(
+            scope.context.event(text_delta=run_pb2.TextDelta(text=f"\n\n{note}" if best else note))
+        )
+        return result
+
+    # -- context ----------------------------------------------------------------------------------
+
+    def _offered_tools(self) -> list[ToolSpec]:
+        if not self._runtime.function_calling:
+            return []  # described in the system prompt instead, called in fenced blocks
+        specs = self._tools.specs()
+        if self._targets:
+            specs.append(delegate_tool_spec(self._targets))
+        return specs
+
+    # -- model ------------------------------------------------------------------------------------
+
+    async def _call_model(
+        self, model: ChatModel, messages: Sequence[Message], tools: Sequence[ToolSpec], step: int
+    ) -> ModelReply:
+        scope = self._scope
+        fenced = FencedBlockFilter()
+        chunker = TextChunker(self._settings.text_chunk_chars, self._settings.text_flush_seconds)
+        raw: list[str] = []
+        visible: list[str] = []
+        native: list[ToolCallRequest] = []
+        usage = Usage()
+        response_model = finish_reason = ""
+
+        async def emit(pieces: list[str]) -> None:
+            for piece in pieces:
+                if piece:
+                    visible.append(piece)
+                    await scope.sink.emit(scope.context.event(text_delta=run_pb2.TextDelta(text=piece)))
+
+        with telemetry.model_span(system=model.system, model=model.name, step=step) as span:
+            started = time.monotonic()
+            error_type = ""
+            try:
+                async for chunk in model.stream(messages, tools):
+                    if chunk.text:
+                        raw.append(chunk.text)
+                        await emit(chunker.add(fenced.feed(chunk.text)))
+                    native.extend(chunk.tool_calls)
+                    if chunk.usage is not None:
+                        usage = usage + chunk.usage
+                    response_model = chunk.response_model or response_model
+                    finish_reason = chunk.finish_reason or finish_reason
+            except ModelError as error:
+                error_type = type(error.__cause__ or error).__name__
+                raise RunFailure(
+                    "UNAVAILABLE" if error.retryable else "FAILED_PRECONDITION",
+                    f"model {model.name} failed: {error}",
+                    reason=MODEL_FAILED,
+                ) from error
+            except asyncio.CancelledError:
+                error_type = "cancelled"
+                raise
+            except Exception as error:
+                error_type = type(error).__name__
+                raise
+            finally:
+                metrics.record_model_call(
+                    system=model.system,
+                    model=model.name,
+                    seconds=time.monotonic() - started,
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    error_type=error_type,
+                )
+            await emit([*chunker.add(fenced.finish()), chunker.flush()])
+            telemetry.record_model_usage(
+                span,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                response_model=response_model,
+                finish_reason=finish_reason,
+            )
+        self._result.usage += usage
+        self._result.total_usage += usage
+        text = "".join(visible)
+        # Only where blocks were cut out is there whitespace that the model did not mean.
+        return ModelReply("".join(raw), text.strip() if fenced.blocks else text, native, fenced.blocks, usage)
+
+    def _plan(self, reply: ModelReply, step: int) -> list[PlannedCall]:
+        calls: list[PlannedCall] = []
+        for call in reply.native_calls:
+            if call.name == DELEGATE_TOOL and DELEGATE_TOOL not in self._tools and not call.error:
+                agent, task = call.arguments.get("agent"), call.arguments.get("task")
+                if isinstance(agent, str) and isinstance(task, str) and agent and task:
+                    calls.append(PlannedCall(DELEGATION, call.id, agent, call.arguments, task=task))
+                    continue
+                error = 'delegate needs the string arguments "agent" and "task"'
+                calls.append(PlannedCall(TOOL, call.id, call.name, call.arguments, error=error))
+                continue
+            calls.append(PlannedCall(TOOL, call.id, call.name, call.arguments, error=call.error))
+        for index, block in enumerate(reply.blocks, start=1):
+            call_id = f"block_{index}"
+            try:
+                value = block.parse()
+            except ValueError as error:
+                calls.append(PlannedCall(INVALID, call_id, block.kind, error=str(error), native=False))
+                continue
+            if block.kind == DELEGATE:
+                calls.append(
+                    PlannedCall(DELEGATION, call_id, value["agent"], value, task=value["task"], native=False)
+                )
+            else:
+                arguments = value.get("arguments") or {}
+                calls.append(PlannedCall(TOOL, call_id, value["name"], arguments, native=False))
+        for index, call in enumerate(calls):
+            call.step, call.index = step, index
+        return calls
+
+    # -- tools and delegations --------------------------------------------------------------------
+
+    async def _run_calls(self, calls: Sequence[PlannedCall]) -> list[ToolOutput]:
+        """Runs a step's calls concurrently; outputs in the order of `calls`.
+
+        The step's intent events — its `tool_call`s and the `delegation_request`s it may send —
+        are one append (docs/durability.md): a death after it leaves the whole step in
+        the log, for the run's taker to finish. With delegations in it, the append is detached
+        from the run's cancellation, as a delegation's own request is: once it is stored, every
+        delegation in it gets its one response. The delegations wait for it in their tasks."""
+        scope = self._scope
+        tool_calls = [call for call in calls if call.kind == TOOL]
+        delegations = {
+            call.id: self._delegator.prepare(scope, call.name, call.task, intent=call.intent())
+            for call in calls
+            if call.kind == DELEGATION
+        }
+        requests = [prepared for prepared in delegations.values() if prepared.request is not None]
+        intents = [
+            NewEvent(
+                EventType.EVENT_TYPE_TOOL_CALL,
+                {"name": call.name, "arguments": call.arguments},
+                metadata={**call.intent(), "tool": call.name},
+                parent_event_id=scope.input_event_id,
+            )
+            for call in tool_calls
+        ] + [prepared.request for prepared in requests if prepared.request is not None]
+        if requests:
+            step: asyncio.Future[list[Event]] = asyncio.ensure_future(
+                run_detached(
+                    lambda: scope.recorder.record_many(intents),
+                    timeout_seconds=self._settings.cleanup_timeout_seconds,
+                )
+            )
+            for place, prepared in enumerate(requests, start=len(tool_calls)):
+                prepared.recording = item_of(step, place)
+        outputs: dict[str, ToolOutput] = {}
+        failure: Exception | None = None
+        recorded = [] if requests else await scope.recorder.record_many(intents)
+        async with asyncio.TaskGroup() as group:
+            for call in calls:
+                if call.kind == DELEGATION:
+                    group.create_task(self._delegate(call, delegations[call.id], outputs))
+            if requests:
+                # Cancelled meanwhile, the delegations' tasks wait for the detached append and
+                # answer what it stored (Delegator.delegate); the tools never start. Failed, it
+                # is this step's failure, raised below (not in the group's ExceptionGroup).
+                try:
+                    recorded = await asyncio.shield(step)
+                except TimeoutError:
+                    failure = Unavailable(
+                        "the step could not be recorded: the memory service did not answer within "
+                        f"{self._settings.cleanup_timeout_seconds:g} s"
+                    )
+                except Exception as error:
+                    failure = error
+            if failure is None:
+                for call, event in zip(tool_calls, recorded[: len(tool_calls)], strict=True):
+                    tool_call = run_pb2.ToolCall(call_id=call.id, name=call.name)
+                    tool_call.arguments.update(call.arguments)
+                    await scope.sink.emit(scope.context.event(seq=event.seq, tool_call=tool_call))
+                for call, event in zip(tool_calls, recorded[: len(tool_calls)], strict=True):
+                    group.create_task(self._tool(call, event.id, outputs))
+                for call in calls:
+                    if call.kind == INVALID:
+                        group.create_task(self._invalid(call, outputs))
+        if failure is not None:
+            raise failure
+        return [outputs[call.id] for call in calls]
+
+    async def _tool(self, call: PlannedCall, call_event_id: str, outputs: dict[str, ToolOutput]) -> None:
+        scope = self._scope
+        with telemetry.tool_span(tool=call.name, call_id=call.id) as span:
+            started = time.monotonic()
+            # Only the agent's own tools name a label: a name the model made up does not.
+            tool = call.name if call.name in self._tools else "unknown"
+            if call.error:
+                output = ToolOutput(f"{call.name}: {call.error}", is_error=True, outcome="refused")
+            else:
+                try:
+                    output = await self._tools.call(
+                        call.name, call.arguments, timeout_seconds=self._settings.tool_timeout_seconds
+                    )
+                except asyncio.CancelledError:
+                    metrics.record_tool_call(
+                        tool=tool, outcome="cancelled", seconds=time.monotonic() - started
+                    )
+                    raise
+            metrics.record_tool_call(
+                tool=tool, outcome=output.metric_outcome, seconds=time.monotonic() - started
+            )
+            span.set_attribute(telemetry.TOOL_OUTCOME, "error" if output.is_error else "ok")
+            telemetry.set_content(span, telemetry.GEN_AI_TOOL_CALL_RESULT, output.text)
+            reason = str(call.arguments.get("reason") or "")
+            # The result and the escalation it makes are one append, shared with the step's other
+            # results that finish while one is in flight: as few appends per step, each one costs.
+            event, *escalation = await scope.recorder.record_coalesced(
+                [
+                    NewEvent(
+                        EventType.EVENT_TYPE_TOOL_RESULT,
+                        output.text,
+                        metadata={"call_id": call.id, "tool": call.name, "is_error": output.is_error},
+                        parent_event_id=call_event_id,
+                    ),
+                    *(
+                        [
+                            NewEvent(
+                                EventType.EVENT_TYPE_ESCALATION,
+                                reason or f"{scope.agent} ended the loop",
+                                metadata={"tool": call.name},
+                                parent_event_id=call_event_id,
+                            )
+                        ]
+                        if output.escalate
+                        else []
+                    ),
+                ]
+            )
+            await scope.sink.emit(
+                scope.context.event(
+                    seq=event.seq,
+                    tool_result=run_pb2.ToolResult(
+                        call_id=call.id, name=call.name, output=output.text, is_error=output.is_error
+                    ),
+                )
+            )
+            for escalated in escalation:
+                await scope.sink.emit(
+                    scope.context.event(seq=escalated.seq, escalation=run_pb2.Escalation(reason=reason))
+                )
+        outputs[call.id] = output
+
+    async def _delegate(
+        self, call: PlannedCall, prepared: PreparedDelegation, outputs: dict[str, ToolOutput]
+    ) -> None:
+        try:
+            result = await self._delegator.delegate(self._scope, call.name, call.task, prepared=prepared)
+        except Exception:
+            recording = prepared.recording
+            if recording is not None and not recording.cancelled() and recording.exception() is not None:
+                return  # the step's append failed: `_run_calls` raises that, once
+            raise
+        self._result.total_usage += result.usage
+        outputs[call.id] = ToolOutput(result.text, is_error=result.is_error)
+
+    # -- resuming a run from the log (resumption.py) ------------------------------------------------
+
+    async def _finish_step(self, logged: LoggedStep) -> list[ToolOutput]:
+        """The outputs of a logged step's calls: recorded ones as recorded; the others finished
+        now — an in-doubt tool call run again only when its tool is idempotent (else the model is
+        told its outcome is unknown), an open delegation answered from its delegated run."""
+        outputs = {call.call.id: call.output for call in logged.calls if call.output is not None}
+        async with asyncio.TaskGroup() as group:
+            for open_call in (call for call in logged.calls if call.output is None):
+                call = open_call.call
+                if call.kind == DELEGATION:
+                    group.create_task(self._resume_delegation(open_call, outputs))
+                elif self._tools.idempotent(call.name):
+                    group.create_task(self._tool(call, open_call.event.id, outputs))
+                else:
+                    group.create_task(self._in_doubt(open_call, outputs))
+        return [outputs[call.call.id] for call in logged.calls]
+
+    async def _in_doubt(self, open_call: LoggedCall, outputs: dict[str, ToolOutput]) -> None:
+        """Answers a tool call whose outcome is unknown, saying so in its result (`in_doubt`)."""
+        scope, call = self._scope, open_call.call
+        text = f"{call.name}: {IN_DOUBT}"
+        (event,) = await scope.recorder.record_coalesced(
+            [
+                NewEvent(
+                    EventType.EVENT_TYPE_TOOL_RESULT,
+                    text,
+                    metadata={"call_id": call.id, "tool": call.name, "is_error": True, "in_doubt": True},
+                    parent_event_id=open_call.event.id,
+                )
+            ]
+        )
+        await scope.sink.emit(
+            scope.context.event(
+                seq=event.seq,
+                tool_result=run_pb2.ToolResult(call_id=call.id, name=call.name, output=text, is_error=True),
+            )
+        )
+        outputs[call.id] = ToolOutput(text, is_error=True)
+
+    async def _resume_delegation(self, open_call: LoggedCall, outputs: dict[str, ToolOutput]) -> None:
+        call = open_call.call
+        result = await self._delegator.resume(self._scope, call.name, call.task, open_call.event)
+        self._result.total_usage += result.usage
+        outputs[call.id] = ToolOutput(result.text, is_error=result.is_error)
+
+    async def _invalid(self, call: PlannedCall, outputs: dict[str, ToolOutput]) -> None:
+        await self._scope.error(INVALID_BLOCK, call.error, metadata={"block": call.name})
+        outputs[call.id] = ToolOutput(call.error, is_error=True)

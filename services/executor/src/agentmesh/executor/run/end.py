@@ -1,0 +1,102 @@
+"""How a run's loop records its end when it does not answer: failed (`record_failure`: the
+`error` with its code, then RunFailed on the stream) or cancelled (`record_cancelled`), both under
+the run's one end key (recorder.end_key); and what an answer's event records (`result_metadata`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from agentmesh.executor.context.scope import RunResult, RunScope
+from agentmesh.executor.durability.recorder import EventType, RunSuperseded, end_key
+from agentmesh.executor.errors import run_failed
+from agentmesh.runtime.errors import DomainError, FieldViolation
+from agentmesh.runtime.interceptors import current_deadline
+
+logger = logging.getLogger(__name__)
+
+_DEADLINE_SLACK_SECONDS = 0.05
+
+
+async def record_failure(
+    scope: RunScope,
+    code: str,
+    message: str,
+    reason: str,
+    *,
+    metadata: Mapping[str, str] | None = None,
+    violations: Sequence[FieldViolation] = (),
+    cleanup_timeout_seconds: float,
+    before_end: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Records the run's `error` under its end key, then (after `before_end`: the run's turn
+    released) emits RunFailed and closes the stream.
+    Raises RunSuperseded, emitting nothing, when the memory service says the run was taken over
+    meanwhile: its taker's end is the run's, and the caller follows the log to it."""
+    seq = 0
+    try:
+        event = await scope.recorder.record_end(
+            EventType.EVENT_TYPE_ERROR,
+            message,
+            metadata={"reason": reason, "code": code},
+            parent_event_id=scope.input_event_id,
+            idempotency_key=end_key(scope.context.run_id),
+            timeout_seconds=cleanup_timeout_seconds,
+        )
+        seq = event.seq if event else 0
+    except DomainError as error:
+        logger.warning("could not record the failure of run %s: %s", scope.context.run_id, error)
+    if before_end is not None:
+        await before_end()
+    await scope.sink.emit(
+        scope.context.event(
+            seq=seq,
+            run_failed=run_failed(code, message, reason, metadata=metadata, violations=violations),
+        )
+    )
+    scope.sink.close()
+
+
+def deadline_passed() -> bool:
+    """Whether the current call's deadline has passed."""
+    deadline = current_deadline.get()
+    # gRPC's clock fires the deadline, ours reads it: allow them a little disagreement.
+    return deadline is not None and time.monotonic() >= deadline - _DEADLINE_SLACK_SECONDS
+
+
+async def record_cancelled(scope: RunScope, reason: str | None, *, cleanup_timeout_seconds: float) -> None:
+    timed_out = deadline_passed()
+    try:
+        await scope.recorder.record_end(
+            EventType.EVENT_TYPE_ERROR,
+            "the run was cancelled"
+            + (f": {reason}" if reason else " (deadline exceeded)" if timed_out else ""),
+            metadata={
+                "cancelled": True,
+                "code": "DEADLINE_EXCEEDED" if timed_out and not reason else "CANCELLED",
+                **({"reason": reason} if reason else {}),
+            },
+            parent_event_id=scope.input_event_id,
+            idempotency_key=end_key(scope.context.run_id),
+            timeout_seconds=cleanup_timeout_seconds,
+        )
+    except RunSuperseded as superseded:  # its taker records the end (the recorder remembers)
+        logger.info("run %s stops without an end here: %s", scope.context.run_id, superseded)
+    except Exception:
+        logger.exception("could not record that run %s was cancelled", scope.context.run_id)
+
+
+def result_metadata(result: RunResult) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "steps": result.steps,
+        "input_tokens": result.usage.input_tokens,
+        "output_tokens": result.usage.output_tokens,
+        **result.metadata,
+    }
+    if result.max_steps_reached:
+        metadata["max_steps_reached"] = True
+    if result.escalated:
+        metadata["escalated"] = True
+    return metadata

@@ -1,0 +1,166 @@
+"""An agent's lifecycle (DESIGN §3) as pure functions of its record: idle ⇄ working (while runs
+are in flight), idle|working → paused → idle, any → terminated; and what an executor runs, the
+agent's type with its config overrides applied (`resolve`), with the revision that tells when that
+changed.
+
+The run bookkeeping rules are written here twice, side by side: as functions (the in-memory store
+calls them) and as the SQL `SET` clauses the SQL store runs, where each run's start and end must
+change the agent in the statement that records the run so concurrent runs keep every count.
+Change one form, change the other; the store contract suite holds both stores to the same answers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TypeVar
+
+from agentmesh.registry.errors import AgentPaused, AgentTerminated, InvalidTransition
+from agentmesh.registry.models import (
+    DEFAULT_DOUBLE_TEXTING,
+    Agent,
+    AgentSpec,
+    AgentStatus,
+    AgentType,
+    Project,
+)
+from agentmesh.registry.validation import DEFAULT_MAX_STEPS
+
+T = TypeVar("T")
+
+
+def paused(agent: Agent, now: datetime) -> Agent:
+    if agent.status not in (AgentStatus.IDLE, AgentStatus.WORKING):
+        raise InvalidTransition(f"cannot pause an agent that is {agent.status.value}")
+    return agent.model_copy(update={"status": AgentStatus.PAUSED, "last_activity_at": now})
+
+
+def resumed(agent: Agent, now: datetime) -> Agent:
+    if agent.status is not AgentStatus.PAUSED:
+        raise InvalidTransition(f"cannot resume an agent that is {agent.status.value}")
+    # Runs that were in flight when it was paused may still be going.
+    status = AgentStatus.WORKING if agent.runs_in_flight else AgentStatus.IDLE
+    return agent.model_copy(update={"status": status, "last_activity_at": now})
+
+
+def terminated(agent: Agent, now: datetime) -> Agent:
+    if agent.status is AgentStatus.TERMINATED:
+        return agent  # terminating is idempotent
+    return agent.model_copy(update={"status": AgentStatus.TERMINATED, "last_activity_at": now})
+
+
+def run_started(agent: Agent, now: datetime) -> Agent:
+    if agent.status is AgentStatus.PAUSED:
+        raise AgentPaused(f"agent {agent.name!r} is paused")
+    if agent.status is AgentStatus.TERMINATED:
+        raise AgentTerminated(f"agent {agent.name!r} is terminated")
+    return run_resumed(agent, now)
+
+
+def run_resumed(agent: Agent, now: datetime) -> Agent:
+    """A run counted in flight again (an orphaned run its taker resumes): as a start, except that a
+    paused or terminated agent keeps its status."""
+    blocked = agent.status in (AgentStatus.PAUSED, AgentStatus.TERMINATED)
+    return agent.model_copy(
+        update={
+            "status": agent.status if blocked else AgentStatus.WORKING,
+            "runs_in_flight": agent.runs_in_flight + 1,
+            "last_activity_at": now,
+        }
+    )
+
+
+def run_finished(agent: Agent, now: datetime, *, completed: bool, tokens_used: int, cost: float) -> Agent:
+    runs = max(agent.runs_in_flight - 1, 0)
+    status = agent.status
+    if status is AgentStatus.WORKING and runs == 0:
+        status = AgentStatus.IDLE
+    return agent.model_copy(
+        update={
+            "status": status,
+            "runs_in_flight": runs,
+            "tasks_completed": agent.tasks_completed + int(completed),
+            "tokens_used": agent.tokens_used + tokens_used,
+            "cost": agent.cost + cost,
+            "last_activity_at": now,
+        }
+    )
+
+
+# The same rules in SQL, over the `agents` row and the parameters :now (and, to finish, :completed,
+# :tokens_used, :cost); `{greatest}` is the dialect's two-argument maximum (GREATEST, MAX).
+BLOCKED_STATUSES_SQL = f"('{AgentStatus.PAUSED.value}', '{AgentStatus.TERMINATED.value}')"
+RUN_STARTED_SQL = (
+    f"status = '{AgentStatus.WORKING.value}', runs_in_flight = agents.runs_in_flight + 1, "
+    "last_activity_at = :now"
+)
+RUN_RESUMED_SQL = (
+    f"status = CASE WHEN agents.status IN {BLOCKED_STATUSES_SQL} THEN agents.status "
+    f"ELSE '{AgentStatus.WORKING.value}' END, runs_in_flight = agents.runs_in_flight + 1, "
+    "last_activity_at = :now"
+)
+RUN_FINISHED_SQL = (
+    f"status = CASE WHEN agents.status = '{AgentStatus.WORKING.value}' AND agents.runs_in_flight <= 1 "
+    f"THEN '{AgentStatus.IDLE.value}' ELSE agents.status END, "
+    "runs_in_flight = {greatest}(agents.runs_in_flight - 1, 0), "
+    "tasks_completed = agents.tasks_completed + :completed, "
+    "tokens_used = agents.tokens_used + :tokens_used, cost = agents.cost + :cost, last_activity_at = :now"
+)
+
+
+def spec_revision(agent: Agent, project_updated_at: datetime, type_updated_at: datetime) -> str:
+    """Changes whenever what ResolveAgent answers for the agent may: its config overrides, its
+    type, or its project (the slug) changed. Status and usage are not part of a spec."""
+    source = json.dumps(
+        [
+            agent.agent_type_id,
+            agent.config.model_dump(mode="json"),
+            project_updated_at.isoformat(),
+            type_updated_at.isoformat(),
+        ],
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return hashlib.blake2b(source.encode(), digest_size=8).hexdigest()
+
+
+def resolve(
+    agent: Agent, agent_type: AgentType, project: Project, project_agents: Mapping[str, str]
+) -> AgentSpec:
+    """The agent's type with its config overrides applied: what an executor runs. Sub-agents and
+    network access may name agents by slug or by exact name; the spec names them by slug
+    (`project_agents` maps the project's slugs to names) and carries their names beside."""
+    config = agent.config
+
+    def pick(override: T | None, default: T) -> T:
+        return default if override is None else override
+
+    slug_of = {name: slug for slug, name in project_agents.items()} | {slug: slug for slug in project_agents}
+    sub_agents = [slug_of.get(ref, ref) for ref in pick(config.sub_agents, agent_type.sub_agents)]
+    network_access = [slug_of.get(ref, ref) for ref in pick(config.network_access, [])]
+
+    return AgentSpec(
+        agent=agent,
+        project_slug=project.slug,
+        kind=agent_type.kind,
+        instructions=pick(config.instructions, agent_type.personality_prompt),
+        primary_model=pick(config.primary_model, agent_type.primary_model),
+        fallback_models=list(agent_type.fallback_models),
+        model_params=pick(config.model_params, agent_type.model_params),
+        tools=pick(config.tools, agent_type.tools),
+        mcp_servers=list(agent_type.mcp_servers),
+        sub_agents=sub_agents,
+        network_access=network_access,
+        max_steps=pick(config.max_steps, agent_type.max_steps or DEFAULT_MAX_STEPS),
+        max_iterations=pick(config.max_iterations, agent_type.max_iterations),
+        mock_responses=pick(config.mock_responses, []),
+        double_texting=pick(config.double_texting, DEFAULT_DOUBLE_TEXTING),
+        description=agent_type.description,
+        expertise=list(agent_type.expertise),
+        revision=spec_revision(agent, project.updated_at, agent_type.updated_at),
+        agent_names={
+            slug: project_agents[slug] for slug in (*sub_agents, *network_access) if slug in project_agents
+        },
+    )

@@ -1,0 +1,482 @@
+"""The registry's rules: agent types, projects, agents and their lifecycle.
+
+`AgentRegistry` knows nothing of gRPC. Who may call which operation at all (signed in,
+superuser, system) is decided before it, by the policy table in `policy.py`; what depends on the
+data — a project and everything in it belong to its owner (and superusers) — is decided here.
+Anyone else is told NOT_FOUND, exactly as for a project that does not exist.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import TypeVar
+
+from agentmesh.registry.agents.capabilities import declaration_warnings
+from agentmesh.registry.agents.lifecycle import (
+    paused,
+    resolve,
+    resumed,
+    terminated,
+)
+from agentmesh.registry.agents.watch import AgentChange, AgentWatch
+from agentmesh.registry.clock import Clock, utc_now
+from agentmesh.registry.errors import (
+    AgentNotFound,
+    AgentTerminated,
+    AgentTypeInactive,
+    AgentTypeInUse,
+    AgentTypeNotFound,
+    ProjectNotFound,
+    UserInactive,
+    UserRequired,
+)
+from agentmesh.registry.mcp_servers.registry import servers_with_kept_secrets
+from agentmesh.registry.models import (
+    AGENT_CONFIG_FIELDS,
+    AGENT_TYPE_FIELDS,
+    PROJECT_FIELDS,
+    Agent,
+    AgentConfig,
+    AgentMetrics,
+    AgentSpec,
+    AgentStatus,
+    AgentType,
+    AgentTypeFields,
+    NewAgent,
+    Page,
+    Project,
+    ProjectFields,
+    Slice,
+)
+from agentmesh.registry.pagination import PageTokens
+from agentmesh.registry.runs.executors import ExecutorPool
+from agentmesh.registry.store import DuplicateRequest, RegistryStore, StoreTransaction
+from agentmesh.registry.validation import (
+    DEFAULT_MAX_STEPS,
+    check_agent_config,
+    check_agent_name,
+    check_agent_slug,
+    check_agent_type,
+    check_project,
+    raise_if,
+    required,
+    slugify,
+    update_paths,
+)
+from agentmesh.runtime.errors import FieldViolation
+from agentmesh.runtime.identity import Principal
+
+T = TypeVar("T")
+
+
+class AgentRegistry:
+    """Agent types (templates), projects, agents (instances) with their lifecycle and usage."""
+
+    def __init__(
+        self,
+        store: RegistryStore,
+        *,
+        page_tokens: PageTokens,
+        executors: ExecutorPool,
+        clock: Clock = utc_now,
+        watch: AgentWatch | None = None,
+    ) -> None:
+        self.watch = watch or AgentWatch()  # committed changes, pushed to executors (WatchAgents)
+        self._store = store
+        self._pages = page_tokens
+        self._executors = executors  # what today's executors offer, for the declaration warnings
+        self._now = clock
+
+    # --- Agent types -------------------------------------------------------------------------
+
+    async def create_agent_type(self, fields: AgentTypeFields, *, request_id: str = "") -> AgentType:
+        fields = _normalized_type(fields.model_copy(update={"slug": fields.slug or slugify(fields.name)}))
+        raise_if(check_agent_type(fields))
+        if request_id:
+            async with self._store.read() as tx:
+                existing = await tx.get_agent_type(request_id=request_id)
+            if existing is not None:
+                return existing
+        now = self._now()
+        agent_type = AgentType(**fields.model_dump(), id=str(uuid.uuid4()), created_at=now, updated_at=now)
+        try:
+            async with self._store.write() as tx:
+                return await tx.insert_agent_type(agent_type, request_id=request_id or None)
+        except DuplicateRequest:
+            async with self._store.read() as tx:
+                return _found(await tx.get_agent_type(request_id=request_id), AgentTypeNotFound, "agent type")
+
+    async def get_agent_type(self, *, type_id: str = "", slug: str = "") -> AgentType:
+        raise_if(_exactly_one("id", type_id, "slug", slug))
+        async with self._store.read() as tx:
+            agent_type = await tx.get_agent_type(type_id=type_id or None, slug=slug or None)
+        return _found(agent_type, AgentTypeNotFound, "agent type")
+
+    async def list_agent_types(
+        self, *, page_size: int = 0, page_token: str = "", page: int = 0
+    ) -> Page[AgentType]:
+        scope = "agent_types"
+        request = self._pages.request(page_size=page_size, page_token=page_token, page=page, scope=scope)
+        async with self._store.read() as tx:
+            found = await tx.list_agent_types(request)
+        return self._page(found, scope, _key_of_agent_type)
+
+    async def update_agent_type(
+        self, type_id: str, fields: AgentTypeFields, mask: Iterable[str]
+    ) -> AgentType:
+        raise_if(required("agent_type.id", type_id))
+        paths = _mask(mask, AGENT_TYPE_FIELDS)
+        async with self._store.write() as tx:
+            current = _found(
+                await tx.get_agent_type(type_id=type_id, for_update=True), AgentTypeNotFound, "agent type"
+            )
+            changes = {path: getattr(fields, path) for path in paths}
+            if "mcp_servers" in changes:  # a masked secret sent back keeps its value
+                changes["mcp_servers"] = servers_with_kept_secrets(fields.mcp_servers, current.mcp_servers)
+            updated = AgentType.model_validate(
+                {**current.model_dump(), **_normalized_type_changes(changes), "updated_at": self._now()}
+            )
+            raise_if(check_agent_type(updated))
+            updated = await tx.update_agent_type(updated)
+        self.watch.reset()
+        return updated
+
+    async def delete_agent_type(self, type_id: str) -> None:
+        raise_if(required("id", type_id))
+        async with self._store.write() as tx:
+            _found(await tx.get_agent_type(type_id=type_id, for_update=True), AgentTypeNotFound, "agent type")
+            if await tx.agent_type_in_use(type_id):
+                raise AgentTypeInUse("agents were spawned from this type; delete their projects first")
+            await tx.delete_agent_type(type_id)
+
+    # --- Projects ----------------------------------------------------------------------------
+
+    async def create_project(
+        self, principal: Principal, fields: ProjectFields, *, request_id: str = ""
+    ) -> Project:
+        if principal.is_system:
+            raise UserRequired("projects are owned by users")
+        fields = fields.model_copy(update={"slug": fields.slug or slugify(fields.name)})
+        raise_if(check_project(fields))
+        owner_request = (principal.user_id, request_id)
+        now = self._now()
+        project = Project(
+            **fields.model_dump(),
+            id=str(uuid.uuid4()),
+            owner_id=principal.user_id,
+            created_at=now,
+            updated_at=now,
+        )
+        try:
+            async with self._store.write() as tx:
+                if request_id and (existing := await tx.get_project(owner_request=owner_request)):
+                    return existing
+                if await tx.get_user(principal.user_id) is None:
+                    raise UserInactive("this account no longer exists")
+                return await tx.insert_project(project, request_id=request_id or None)
+        except DuplicateRequest:
+            async with self._store.read() as tx:
+                return _found(await tx.get_project(owner_request=owner_request), ProjectNotFound, "project")
+
+    async def get_project(self, principal: Principal, *, project_id: str = "", slug: str = "") -> Project:
+        raise_if(_exactly_one("id", project_id, "slug", slug))
+        async with self._store.read() as tx:
+            project = await tx.get_project(project_id=project_id or None, slug=slug or None)
+        return _visible(principal, project)
+
+    async def list_projects(
+        self, principal: Principal, *, page_size: int = 0, page_token: str = "", page: int = 0
+    ) -> Page[Project]:
+        owner_id = None if principal.is_superuser else principal.user_id
+        scope = f"projects:{owner_id or '*'}"
+        request = self._pages.request(page_size=page_size, page_token=page_token, page=page, scope=scope)
+        async with self._store.read() as tx:
+            found = await tx.list_projects(owner_id, request)
+        return self._page(found, scope, _key_of_project)
+
+    async def update_project(
+        self, principal: Principal, project_id: str, fields: ProjectFields, mask: Iterable[str]
+    ) -> Project:
+        raise_if(required("project.id", project_id))
+        paths = _mask(mask, PROJECT_FIELDS)
+        async with self._store.write() as tx:
+            current = await self._project(tx, principal, project_id, for_update=True)
+            changes = {path: getattr(fields, path) for path in paths}
+            updated = current.model_copy(update={**changes, "updated_at": self._now()})
+            raise_if(check_project(updated))
+            updated = await tx.update_project(updated)
+        self.watch.reset()
+        return updated
+
+    async def delete_project(self, principal: Principal, project_id: str) -> None:
+        raise_if(required("id", project_id))
+        async with self._store.write() as tx:
+            await self._project(tx, principal, project_id, for_update=True)
+            await tx.delete_project(project_id)
+        self.watch.reset()
+
+    # --- Agents ------------------------------------------------------------------------------
+
+    async def create_agent(self, principal: Principal, new: NewAgent, *, request_id: str = "") -> Agent:
+        name = new.name.strip()
+        slug = new.slug.strip() or slugify(name)
+        raise_if(
+            required("agent.project_id", new.project_id)
+            + required("agent.agent_type_id", new.agent_type_id)
+            + check_agent_name(name)
+            + (check_agent_slug(slug) if name else [])
+        )
+        project_request = (new.project_id, request_id)
+        now = self._now()
+        try:
+            async with self._store.write() as tx:
+                await self._project(tx, principal, new.project_id)
+                if request_id and (existing := await tx.get_agent(project_request=project_request)):
+                    return existing
+                agent_type = _found(
+                    await tx.get_agent_type(type_id=new.agent_type_id), AgentTypeNotFound, "agent type"
+                )
+                if not agent_type.is_active:
+                    raise AgentTypeInactive(
+                        f"agent type {agent_type.slug!r} is inactive; agents cannot be spawned"
+                    )
+                siblings = await tx.agent_slugs(new.project_id)
+                remotes = await tx.remote_agent_names(new.project_id)
+                raise_if(
+                    check_agent_config(
+                        new.config,
+                        agent_name=name,
+                        agent_slug=slug,
+                        project_agents=[*_refs(siblings), *remotes],
+                    )
+                )
+                agent = Agent(
+                    id=str(uuid.uuid4()),
+                    name=name,
+                    slug=slug,
+                    project_id=new.project_id,
+                    agent_type_id=agent_type.id,
+                    status=AgentStatus.IDLE,
+                    config=new.config,
+                    created_at=now,
+                    last_activity_at=now,
+                )
+                return await tx.insert_agent(agent, request_id=request_id or None)
+        except DuplicateRequest:
+            async with self._store.read() as tx:
+                return _found(await tx.get_agent(project_request=project_request), AgentNotFound, "agent")
+
+    async def get_agent(self, principal: Principal, project_id: str, agent_id: str) -> Agent:
+        async with self._store.read() as tx:
+            return await self._agent(tx, principal, project_id, agent_id)
+
+    async def list_agents(
+        self,
+        principal: Principal,
+        project_id: str,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        page: int = 0,
+    ) -> Page[Agent]:
+        raise_if(required("project_id", project_id))
+        scope = f"agents:{project_id}"
+        request = self._pages.request(page_size=page_size, page_token=page_token, page=page, scope=scope)
+        async with self._store.read() as tx:
+            await self._project(tx, principal, project_id)
+            found = await tx.list_agents(project_id, request)
+        return self._page(found, scope, _key_of_agent)
+
+    async def update_agent(
+        self, principal: Principal, project_id: str, agent_id: str, config: AgentConfig, mask: Iterable[str]
+    ) -> Agent:
+        """Changes the agent's config overrides named by the mask: `config` (all of it) or
+        `config.<field>`; a field named but not set is cleared (the type's value applies)."""
+        fields = _config_mask(mask)
+        async with self._store.write() as tx:
+            agent = await self._agent(tx, principal, project_id, agent_id, for_update=True)
+            if agent.status is AgentStatus.TERMINATED:
+                raise AgentTerminated("a terminated agent cannot be changed")
+            merged = agent.config.model_copy(update={field: getattr(config, field) for field in fields})
+            siblings = await tx.agent_slugs(project_id)
+            remotes = await tx.remote_agent_names(project_id)
+            raise_if(
+                check_agent_config(
+                    merged,
+                    agent_name=agent.name,
+                    agent_slug=agent.slug,
+                    project_agents=[*_refs(siblings), *remotes],
+                )
+            )
+            updated = await tx.update_agent(agent.model_copy(update={"config": merged}))
+        self.watch.changed(AgentChange(updated.id, spec_changed=True))
+        return updated
+
+    async def pause_agent(self, principal: Principal, project_id: str, agent_id: str) -> Agent:
+        return await self._transition(principal, project_id, agent_id, paused)
+
+    async def resume_agent(self, principal: Principal, project_id: str, agent_id: str) -> Agent:
+        return await self._transition(principal, project_id, agent_id, resumed)
+
+    async def terminate_agent(self, principal: Principal, project_id: str, agent_id: str) -> Agent:
+        return await self._transition(principal, project_id, agent_id, terminated)
+
+    async def agent_metrics(self, principal: Principal, project_id: str, agent_id: str) -> AgentMetrics:
+        agent = await self.get_agent(principal, project_id, agent_id)
+        return AgentMetrics(
+            total_instances=1,
+            active_instances=int(agent.status is AgentStatus.WORKING),
+            idle_instances=int(agent.status is AgentStatus.IDLE),
+            total_tasks_completed=agent.tasks_completed,
+            total_tokens_used=agent.tokens_used,
+            total_cost_incurred=agent.cost,
+        )
+
+    # --- What executors call -----------------------------------------------------------------
+
+    async def resolve_agent(self, principal: Principal, project_slug: str, agent_name: str) -> AgentSpec:
+        """The agent of the project that has `agent_name` as its slug or, failing that, as its
+        exact name, resolved for running."""
+        raise_if(required("project_slug", project_slug) + required("agent_name", agent_name))
+        found_project, found_agent, agent_type = await self._store.resolve(project_slug, agent_name)
+        project = _visible(principal, found_project)
+        agent = _found(found_agent, AgentNotFound, f"agent {agent_name!r}")
+        assert agent_type is not None  # agents.agent_type_id is a RESTRICT foreign key
+        siblings: dict[str, str] = {}
+        if agent.config.sub_agents or agent.config.network_access or agent_type.sub_agents:
+            # Only agents that name others need the project's names (to turn them into slugs).
+            async with self._store.read() as tx:
+                siblings = await tx.agent_slugs(project.id)
+        return resolve(agent, agent_type, project, siblings)
+
+    async def agent_type_warnings(self, agent_type: AgentType) -> list[str]:
+        """What would keep agents of this type from running on today's executors."""
+        return declaration_warnings(
+            models=[agent_type.primary_model, *agent_type.fallback_models],
+            tools=agent_type.tools,
+            scripted=False,
+            executors=await self._executors.list_executors(),
+        )
+
+    async def agent_warnings(self, agent: Agent) -> list[str]:
+        """What would keep this agent (its type with its overrides) from running on today's
+        executors."""
+        async with self._store.read() as tx:
+            agent_type = await tx.get_agent_type(type_id=agent.agent_type_id)
+        if agent_type is None:
+            return []
+        config = agent.config
+        primary = agent_type.primary_model if config.primary_model is None else config.primary_model
+        return declaration_warnings(
+            models=[primary, *agent_type.fallback_models],
+            tools=agent_type.tools if config.tools is None else config.tools,
+            scripted=bool(config.mock_responses),
+            executors=await self._executors.list_executors(),
+        )
+
+    # --- Helpers -----------------------------------------------------------------------------
+
+    async def _transition(
+        self, principal: Principal, project_id: str, agent_id: str, change: Callable[[Agent, datetime], Agent]
+    ) -> Agent:
+        async with self._store.write() as tx:
+            agent = await self._agent(tx, principal, project_id, agent_id, for_update=True)
+            changed = change(agent, self._now())
+            if changed is agent:
+                return agent
+            updated = await tx.update_agent(changed)
+        self.watch.changed(AgentChange(updated.id, status=updated.status))
+        return updated
+
+    async def _project(
+        self, tx: StoreTransaction, principal: Principal, project_id: str, *, for_update: bool = False
+    ) -> Project:
+        project = await tx.get_project(project_id=project_id, for_update=for_update) if project_id else None
+        return _visible(principal, project)
+
+    async def _agent(
+        self,
+        tx: StoreTransaction,
+        principal: Principal,
+        project_id: str,
+        agent_id: str,
+        *,
+        for_update: bool = False,
+    ) -> Agent:
+        """The project's agent whose id, slug or exact name is `agent_id` (in that order)."""
+        raise_if(required("project_id", project_id) + required("id", agent_id))
+        await self._project(tx, principal, project_id)
+        agent = await tx.get_agent(project_ref=(project_id, agent_id), for_update=for_update)
+        if agent is None:
+            raise AgentNotFound("agent not found")
+        return agent
+
+    def _page(self, found: Slice[T], scope: str, key: Callable[[T], tuple[datetime, str]]) -> Page[T]:
+        token = self._pages.token(key(found.items[-1]), scope=scope) if found.has_more and found.items else ""
+        return Page(items=found.items, next_page_token=token, total_size=found.total)
+
+
+def may_see(principal: Principal, project: Project) -> bool:
+    return principal.is_superuser or project.owner_id == principal.user_id
+
+
+def _visible(principal: Principal, project: Project | None) -> Project:
+    if project is None or not may_see(principal, project):
+        raise ProjectNotFound("project not found")
+    return project
+
+
+def _found(value: T | None, error: type[Exception], what: str) -> T:
+    if value is None:
+        raise error(f"{what} not found")
+    return value
+
+
+def _exactly_one(field_a: str, value_a: str, field_b: str, value_b: str) -> list[FieldViolation]:
+    if bool(value_a) == bool(value_b):
+        return [FieldViolation(field_a, f"give exactly one of {field_a} and {field_b}")]
+    return []
+
+
+def _mask(mask: Iterable[str], allowed: Iterable[str]) -> list[str]:
+    paths, violations = update_paths(mask, allowed)
+    raise_if(violations)
+    return paths
+
+
+def _config_mask(mask: Iterable[str]) -> list[str]:
+    paths = list(dict.fromkeys(mask))
+    if "config" in paths or "*" in paths:
+        return list(AGENT_CONFIG_FIELDS)
+    allowed = tuple(f"config.{field}" for field in AGENT_CONFIG_FIELDS)
+    return [path.removeprefix("config.") for path in _mask(paths, allowed)]
+
+
+def _normalized_type(fields: AgentTypeFields) -> AgentTypeFields:
+    return fields.model_copy(update=_normalized_type_changes({"max_steps": fields.max_steps}))
+
+
+def _normalized_type_changes(changes: dict[str, object]) -> dict[str, object]:
+    # 0 (proto3's "not set") means the default step bound.
+    if changes.get("max_steps") == 0:
+        return {**changes, "max_steps": DEFAULT_MAX_STEPS}
+    return changes
+
+
+def _refs(agents: dict[str, str]) -> list[str]:
+    """Every way to name the agents of a slug → name map."""
+    return [*agents, *agents.values()]
+
+
+def _key_of_agent_type(agent_type: AgentType) -> tuple[datetime, str]:
+    return agent_type.created_at, agent_type.id
+
+
+def _key_of_project(project: Project) -> tuple[datetime, str]:
+    return project.created_at, project.id
+
+
+def _key_of_agent(agent: Agent) -> tuple[datetime, str]:
+    return agent.created_at, agent.id

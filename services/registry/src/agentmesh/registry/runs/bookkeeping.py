@@ -1,0 +1,107 @@
+"""Run bookkeeping: executors report each run's start and end, and the agent's status and usage
+follow (working while a run is in flight, idle after the last, usage added as each ends).
+
+The lifecycle rules themselves (`agents/lifecycle.py`) are applied by the store, inside the one
+statement that records the run, so concurrent runs of one agent cannot lose each other's counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agentmesh.registry.agents.lifecycle import run_started, spec_revision
+from agentmesh.registry.clock import Clock, utc_now
+from agentmesh.registry.errors import AgentNotFound
+from agentmesh.registry.models import Agent, FinishedRun
+from agentmesh.registry.store import RegistryStore, RunLease, Visibility
+from agentmesh.registry.validation import raise_if, required
+from agentmesh.runtime.errors import DomainError, FieldViolation
+from agentmesh.runtime.identity import Principal
+
+# Runs one FinishAgentRuns call may finish.
+MAX_FINISHED_RUNS = 1000
+
+
+class RunBookkeeping:
+    """Runs started and finished by executors, counted against their agents."""
+
+    def __init__(self, store: RegistryStore, *, clock: Clock = utc_now) -> None:
+        self._store = store
+        self._now = clock
+
+    async def start_run(
+        self, principal: Principal, agent_id: str, run_id: str, *, lease: RunLease | None = None
+    ) -> tuple[Agent, str]:
+        """An executor starts a run (holding `lease` on it): the agent becomes working. Starting
+        the same run twice (a retried call) counts it once. With the agent, its spec's revision
+        now (an executor holding a spec of another revision resolves it again)."""
+        raise_if(required("agent_id", agent_id) + required("run_id", run_id))
+        now = self._now()
+        change = await self._store.start_run(_visibility(principal), agent_id, run_id, now, lease=lease)
+        if change is None:
+            raise AgentNotFound("agent not found")
+        if not change.changed:
+            run_started(change.agent, now)  # raises when paused or terminated; else a retried start
+        return change.agent, spec_revision(change.agent, change.project_updated_at, change.type_updated_at)
+
+    async def finish_run(
+        self,
+        principal: Principal,
+        agent_id: str,
+        run_id: str,
+        *,
+        completed: bool,
+        tokens_used: int,
+        cost: float,
+    ) -> Agent:
+        """An executor finished a run: its usage is added, and the agent is idle again when no run
+        is left (unless paused or terminated meanwhile). Finishing a run that is not in flight (a
+        retried call) changes nothing."""
+        violations = required("agent_id", agent_id) + required("run_id", run_id)
+        if tokens_used < 0:
+            violations.append(FieldViolation("tokens_used", "must not be negative"))
+        if cost < 0:
+            violations.append(FieldViolation("cost", "must not be negative"))
+        raise_if(violations)
+        change = await self._store.finish_run(
+            _visibility(principal),
+            agent_id,
+            run_id,
+            self._now(),
+            completed=completed,
+            tokens_used=tokens_used,
+            cost=cost,
+        )
+        if change is None:
+            raise AgentNotFound("agent not found")
+        return change.agent
+
+    async def finish_runs(
+        self, principal: Principal, runs: Sequence[FinishedRun]
+    ) -> list[Agent | DomainError]:
+        """Several `finish_run`s, each on its own: the agent after each run, or why it was refused."""
+        if len(runs) > MAX_FINISHED_RUNS:
+            too_many = f"must hold at most {MAX_FINISHED_RUNS} runs, not {len(runs)}"
+            raise_if([FieldViolation("runs", too_many)])
+        results: list[Agent | DomainError] = []
+        for run in runs:
+            try:
+                agent = await self.finish_run(
+                    principal,
+                    run.agent_id,
+                    run.run_id,
+                    completed=run.completed,
+                    tokens_used=run.tokens_used,
+                    cost=run.cost,
+                )
+            except DomainError as error:
+                results.append(error)
+            else:
+                results.append(agent)
+        return results
+
+
+def _visibility(principal: Principal) -> Visibility:
+    """Who may see an agent (its project's owner, superusers), for the store's run bookkeeping
+    statements, which check it in the same statement that records the run."""
+    return Visibility(user_id=principal.user_id, everything=principal.is_superuser)

@@ -1,0 +1,168 @@
+"""Run leases on the SQL store (the interface is `RunLeaseStore`). Off the chat path: renewals
+come batched per executor, expiry and claims from one background sweep, so the ORM's core is
+plenty. On PostgreSQL, expiry and claims skip rows another registry replica has locked; on
+SQLite every write transaction begins with `BEGIN IMMEDIATE`, which serializes them.
+
+Renewals, expiry and claims use their own small connection pool on PostgreSQL (`lease_engine`):
+under a burst of thousands of run starts the main pool's queue is seconds long, and a renewal
+waiting behind it — four transactions, each queued again — let leases expire that their
+executor was renewing (seen in the 5,000-stream benchmark). And the time a renewal waits for its
+connection is added to the lease it sets, so waiting never shortens a lease."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Sequence
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from agentmesh.registry.runs.turn_store import SqlSessionTurns
+from agentmesh.registry.store.interface import OrphanedRun, RunKey, RunLeaseStore
+from agentmesh.registry.store.statements import FINISH_UPDATE, RESUME_UPDATE
+from agentmesh.registry.tables import AgentRow, AgentRunRow
+
+_RUNS = AgentRunRow.__table__
+_AGENTS = AgentRow.__table__
+
+
+class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
+    """RunLeaseStore on the registry's SQL engine (`write_engine` begins write transactions);
+    session turns in `turn_store.py`."""
+
+    def __init__(self, write_engine: AsyncEngine, *, lease_engine: AsyncEngine | None = None) -> None:
+        self._engine = write_engine
+        self._autocommit = write_engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._lease_engine = lease_engine or write_engine
+        self._postgres = write_engine.dialect.name == "postgresql"
+
+    async def renew(self, executor_id: str, runs: Sequence[RunKey], expires_at: datetime) -> list[RunKey]:
+        if not runs:
+            return []
+        run_ids = [run_id for _, run_id in runs]
+        held = sa.and_(_RUNS.c.executor_id == executor_id, _RUNS.c.run_id.in_(run_ids))
+        asked = time.monotonic()
+        async with self._lease_engine.begin() as connection:
+            expires_at += timedelta(seconds=time.monotonic() - asked)
+            rows = await connection.execute(sa.select(_RUNS.c.agent_id, _RUNS.c.run_id).where(held))
+            found = {(row.agent_id, row.run_id) for row in rows}
+            if found:
+                await connection.execute(sa.update(_RUNS).where(held).values(lease_expires_at=expires_at))
+        return [run for run in runs if run not in found]
+
+    async def expire(self, now: datetime, *, executor_ids: Collection[str] | None = None) -> int:
+        expired = sa.select(_RUNS.c.agent_id, _RUNS.c.run_id).where(
+            sa.not_(_RUNS.c.orphaned), _RUNS.c.lease_expires_at < now
+        )
+        if executor_ids is not None:
+            if not executor_ids:
+                return 0
+            expired = expired.where(_RUNS.c.executor_id.in_(list(executor_ids)))
+        async with self._lease_engine.begin() as connection:
+            await self._lock_agents(connection, expired)
+            rows = list(await connection.execute(self._locked(expired)))
+            finish = FINISH_UPDATE[self._engine.dialect.name]
+            for row in rows:
+                await connection.execute(
+                    sa.update(_RUNS)
+                    .where(_RUNS.c.agent_id == row.agent_id, _RUNS.c.run_id == row.run_id)
+                    .values(orphaned=True, executor_id="", lease_expires_at=now)
+                )
+                await connection.execute(
+                    finish,
+                    {"agent_id": row.agent_id, "now": now, "completed": 0, "tokens_used": 0, "cost": 0.0},
+                )
+        return len(rows)
+
+    async def claim(
+        self, executor_id: str, now: datetime, expires_at: datetime, limit: int
+    ) -> list[OrphanedRun]:
+        if limit <= 0:
+            return []
+        free = (
+            sa.select(_RUNS.c.agent_id, _RUNS.c.run_id, _RUNS.c.session_id)
+            .where(_RUNS.c.orphaned, _RUNS.c.lease_expires_at <= now)
+            .order_by(_RUNS.c.lease_expires_at)
+            .limit(limit)
+        )
+        async with self._lease_engine.begin() as connection:
+            rows = list(await connection.execute(self._locked(free)))
+            claimed = []
+            for row in rows:
+                await connection.execute(
+                    sa.update(_RUNS)
+                    .where(_RUNS.c.agent_id == row.agent_id, _RUNS.c.run_id == row.run_id)
+                    .values(executor_id=executor_id, lease_expires_at=expires_at)
+                )
+                claimed.append(await _orphan(connection, row.agent_id, row.run_id, row.session_id))
+        return claimed
+
+    async def close(self, executor_id: str, runs: Sequence[RunKey]) -> None:
+        async with self._lease_engine.begin() as connection:
+            for agent_id, run_id in runs:
+                await connection.execute(
+                    sa.delete(_RUNS).where(
+                        _RUNS.c.agent_id == agent_id,
+                        _RUNS.c.run_id == run_id,
+                        _RUNS.c.executor_id == executor_id,
+                        _RUNS.c.orphaned,
+                    )
+                )
+
+    async def resume(
+        self, executor_id: str, runs: Sequence[RunKey], now: datetime, expires_at: datetime
+    ) -> list[RunKey]:
+        if not runs:
+            return []
+        held = sa.and_(_RUNS.c.executor_id == executor_id, _RUNS.c.run_id.in_([run_id for _, run_id in runs]))
+        async with self._engine.begin() as connection:
+            await self._lock_agents(connection, sa.select(_RUNS.c.agent_id, _RUNS.c.run_id).where(held))
+            select = sa.select(_RUNS.c.agent_id, _RUNS.c.run_id, _RUNS.c.orphaned).where(held)
+            rows = list(await connection.execute(select.with_for_update() if self._postgres else select))
+            found = {(row.agent_id, row.run_id): row.orphaned for row in rows}
+            for (agent_id, run_id), orphaned in found.items():
+                if (agent_id, run_id) not in runs:
+                    continue  # the same run id under another agent: not named
+                await connection.execute(
+                    sa.update(_RUNS)
+                    .where(_RUNS.c.agent_id == agent_id, _RUNS.c.run_id == run_id)
+                    .values(orphaned=False, lease_expires_at=expires_at)
+                )
+                if orphaned:  # not resumed already (a retry)
+                    await connection.execute(RESUME_UPDATE, {"agent_id": agent_id, "now": now})
+        return [run for run in runs if run not in found]
+
+    async def _lock_agents(self, connection: AsyncConnection, runs: sa.Select[tuple[str, ...]]) -> None:
+        """Locks the agents of these runs (in id order) before any of their run rows, the order in
+        which a run's start and finish lock them (agent, then run): taking the run rows first, a
+        sweep or a resume deadlocked with a finish on PostgreSQL (found by the PostgreSQL-restart
+        fault test, an INTERNAL FinishAgentRuns). SQLite has one writer: nothing to order."""
+        if not self._postgres:
+            return
+        agent_ids = sa.select(runs.subquery().c.agent_id).distinct()
+        await connection.execute(
+            sa.select(_AGENTS.c.id)
+            .where(_AGENTS.c.id.in_(agent_ids))
+            .order_by(_AGENTS.c.id)
+            .with_for_update()
+        )
+
+    def _locked(self, select: sa.Select[tuple[str, ...]]) -> sa.Select[tuple[str, ...]]:
+        # Another registry replica sweeping at the same moment takes other rows.
+        return select.with_for_update(skip_locked=True) if self._postgres else select
+
+
+async def _orphan(connection: AsyncConnection, agent_id: str, run_id: str, session_id: str) -> OrphanedRun:
+    agent = (
+        await connection.execute(
+            sa.select(_AGENTS.c.project_id, _AGENTS.c.slug).where(_AGENTS.c.id == agent_id)
+        )
+    ).one()
+    return OrphanedRun(
+        agent_id=agent_id,
+        run_id=run_id,
+        session_id=session_id,
+        project_id=agent.project_id,
+        agent_name=agent.slug,  # what its events are tagged with
+    )

@@ -1,0 +1,92 @@
+"""Double texting (DESIGN §5, durability): a user's message for a session whose
+previous run is still in flight follows a policy — `reject` (ABORTED, SESSION_BUSY, naming the
+run in flight), `enqueue` (the run waits for the earlier turns and runs after them, in order) or
+`interrupt` (the earlier turns are cancelled, then the run goes).
+
+The registry decides, not a gateway or an executor: its run leases know every run in flight on
+every executor, and taking a turn is one transaction serialized per session, so the policy holds
+across gateway replicas and executors. The run is started first and its turn taken after — a
+turn counts only while its run is in flight, so a refused run is finished again at once. The
+executor holding an interrupted run learns it from its next lease renewal (`interrupted`), the
+waiting run from `AwaitSessionTurn`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from agentmesh.registry.errors import SessionBusy
+from agentmesh.registry.models import DOUBLE_TEXTING_POLICIES, Agent
+from agentmesh.registry.runs.bookkeeping import RunBookkeeping
+from agentmesh.registry.store import RunLease, RunLeaseStore
+from agentmesh.runtime.errors import FieldViolation, ValidationFailed
+from agentmesh.runtime.identity import Principal
+
+POLICIES = DOUBLE_TEXTING_POLICIES
+MAX_WAIT_SECONDS = 30.0
+_POLL_SECONDS = 0.1
+
+
+def check_policy(field: str, policy: str) -> None:
+    """Raises INVALID_ARGUMENT naming `field` unless `policy` is one of POLICIES."""
+    if policy not in POLICIES:
+        raise ValidationFailed.field(field, f"must be one of {', '.join(POLICIES)}")
+
+
+class SessionTurns:
+    """Starts runs as their session's turns and tells waiting runs when their turn has come."""
+
+    def __init__(self, registry: RunBookkeeping, store: RunLeaseStore) -> None:
+        self._registry = registry
+        self._store = store
+
+    async def start_run(
+        self,
+        principal: Principal,
+        agent_id: str,
+        run_id: str,
+        *,
+        session_id: str,
+        policy: str,
+        lease: RunLease | None,
+    ) -> tuple[Agent, str, list[str]]:
+        """Starts the run (as `AgentRegistry.start_run`) as the session's next turn: the agent,
+        its spec's revision and the run ids of the turns still in flight before it. Raises
+        SessionBusy under `reject` when there are any (the run is then finished again)."""
+        check_policy("double_texting", policy)
+        if not session_id:
+            raise ValidationFailed.field("session_id", "is required with double_texting")
+        agent, revision = await self._registry.start_run(principal, agent_id, run_id, lease=lease)
+        # Session ids are their project's (two projects may use one): turns are per project too.
+        ahead = await self._store.take_turn(
+            f"{agent.project_id}/{session_id}",
+            (agent_id, run_id),
+            reject=policy == "reject",
+            interrupt=policy == "interrupt",
+        )
+        if ahead and policy == "reject":
+            agent = await self._registry.finish_run(
+                principal, agent_id, run_id, completed=False, tokens_used=0, cost=0.0
+            )
+            raise SessionBusy(session_id, ahead[-1][1])
+        return agent, revision, [key[1] for key in ahead]
+
+    async def await_turn(self, agent_id: str, run_id: str, *, wait_seconds: float) -> list[str]:
+        """The run ids of the turns still in flight before the run, once there are none or after
+        `wait_seconds` (at most MAX_WAIT_SECONDS)."""
+        violations = [
+            FieldViolation(name, "is required")
+            for name, value in (("agent_id", agent_id), ("run_id", run_id))
+            if not value
+        ]
+        if wait_seconds < 0:
+            violations.append(FieldViolation("wait_seconds", "must not be negative"))
+        if violations:
+            raise ValidationFailed.of(violations)
+        deadline = time.monotonic() + min(wait_seconds, MAX_WAIT_SECONDS)
+        while True:
+            ahead = await self._store.turns_ahead((agent_id, run_id))
+            if not ahead or time.monotonic() >= deadline:
+                return [key[1] for key in ahead]
+            await asyncio.sleep(_POLL_SECONDS)

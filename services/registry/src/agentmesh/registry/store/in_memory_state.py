@@ -1,0 +1,69 @@
+"""What the in-memory registry store holds: immutable domain models in dicts, with each create's
+request id, the runs in flight, their leases and the sessions' turns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Generic, TypeVar
+
+from agentmesh.registry.models import (
+    Agent,
+    AgentType,
+    ApiKey,
+    Credentials,
+    Executor,
+    Project,
+    RefreshToken,
+    RegisteredMcpServer,
+    RemoteAgent,
+)
+from agentmesh.registry.store.interface import RunKey
+
+V = TypeVar("V")
+
+
+@dataclass
+class Stored(Generic[V]):
+    """A stored value with the request id it was created with (None when the create had none)."""
+
+    value: V
+    request_id: str | None = None
+
+
+@dataclass
+class State:
+    """The whole store; a write works on a copy (the containers copied, the values frozen)."""
+
+    users: dict[str, Credentials] = field(default_factory=dict)
+    refresh_tokens: dict[str, RefreshToken] = field(default_factory=dict)
+    agent_types: dict[str, Stored[AgentType]] = field(default_factory=dict)
+    projects: dict[str, Stored[Project]] = field(default_factory=dict)
+    agents: dict[str, Stored[Agent]] = field(default_factory=dict)
+    runs: set[tuple[str, str]] = field(default_factory=set)
+    executors: dict[str, Executor] = field(default_factory=dict)
+    mcp_servers: dict[str, tuple[RegisteredMcpServer, str | None]] = field(default_factory=dict)
+    api_keys: dict[str, ApiKey] = field(default_factory=dict)
+    remote_agents: dict[str, RemoteAgent] = field(default_factory=dict)
+    # Runs' leases, orphaned ones included (those are no longer in `runs`).
+    leases: dict[RunKey, StoredLease] = field(default_factory=dict)
+    # Session turns in the order they were taken (double texting).
+    turns: list[SessionTurn] = field(default_factory=list)
+
+    def in_flight(self, run: RunKey) -> bool:
+        return run in self.runs or run in self.leases
+
+
+@dataclass(frozen=True)
+class StoredLease:
+    session_id: str
+    executor_id: str
+    expires_at: datetime
+    orphaned: bool = False
+
+
+@dataclass(frozen=True)
+class SessionTurn:
+    session_id: str
+    run: RunKey
+    interrupted: bool = False
