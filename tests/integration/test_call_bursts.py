@@ -1,6 +1,6 @@
-"""A burst of thousands of calls arriving at once is served whole. gRPC's core drops calls that wait
-for a grpc.aio server to take them up beyond 1,000 at random and all beyond 3,000, and the client
-sees a bare CANCELLED; every agentmesh server raises that limit (runtime/server.py,
+"""A burst of thousands of calls arriving at once is served whole. gRPC's core drops calls that
+wait for a grpc.aio server to take them up beyond 1,000 at random and all beyond 3,000, and the
+client sees a bare CANCELLED; every agentmesh server raises that limit (runtime/server.py,
 `max_pending_calls`). Before, 2,000 streams opened at once on one server lost about a tenth, and
 5,000 StreamChats at the gateway lost 40 % (the bench's 5,000 streams)."""
 
