@@ -58,7 +58,7 @@ async def test_unary_chat_continues_a_session(mesh, client: MeshClient) -> None:
     assert first.content == "first"
     assert first.session_id
 
-    # The mock's script restarts per run: continuing the session gives item 1 again.
+    # The mock's script restarts per run: continuing the session gives its first answer again.
     second = await client.gateway.Chat(
         gateway_service_pb2.ChatRequest(agent=seeded.ref, message="two", session_id=first.session_id),
         metadata=bearer(token),

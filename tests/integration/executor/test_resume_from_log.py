@@ -4,9 +4,9 @@ input, the intent events of the step it was in, some results — starts the run 
 held by an executor that never renews (`dead-executor`), and watches the live executor take it
 over once its lease expires and finish it.
 
-The agents run the `mock` model: its script answers the i-th model call of a run with item i, so
-a resumed run that answers "done" (item 2) did not ask its logged step 1 again. The test's MCP
-server counts its own calls in a file: `record` is not idempotent, `lookup` is."""
+The agents run the `mock` model: its script answers the i-th model call of a run with item i, so a
+resumed run that answers "done" (the script's second item) did not ask its logged step 1 again. The
+test's MCP server counts its own calls in a file: `record` is not idempotent, `lookup` is."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ grpc.aio needs): starts a CLIENT span, injects the trace context, forwards the c
 shortens the timeout to the caller's remaining deadline — Python gRPC propagates neither deadlines
 nor cancellation by itself — and records `rpc.client.call.duration` when the call ends. It does not
 wrap the call, so a cancellation reaches the call as is (the stock OpenTelemetry aio client
-interceptor swallows it; upstream issue #3271).
+interceptor swallows it: open-telemetry/opentelemetry-python-contrib#3271).
 
 Health checks get no spans (they are still counted). Kept cheap: no per-message spans or events,
 metadata never copied into attributes (it carries the bearer token), each method's handler wrapped
