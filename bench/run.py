@@ -7,7 +7,7 @@ Order of work: PostgreSQL (throwaway, from the local binaries, or the server
 mesh; then the sections, one module each (`bench/chat_latency.py`, `bench/tracing.py`, and so
 on), each of which may fail on its own (its figures are then None with the reason) without costing
 the others. The tracing section starts a second, traced mesh beside the first and stops it
-afterwards; the 1,000-stream section runs last, as it is the heaviest.
+afterwards; the streams section runs last, as it is the heaviest.
 """
 
 from __future__ import annotations
