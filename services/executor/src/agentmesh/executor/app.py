@@ -127,16 +127,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
     cache: AgentCache[AgentRuntime] = AgentCache(
         max_entries=settings.cache_max_entries, idle_ttl_seconds=settings.cache_idle_ttl_seconds
     )
-    router = RunRouter(
-        registry,
-        SystemToken(tokens),
-        addresses=settings.executor_addresses,
-        discovery=settings.executor_discovery,
-        refresh_interval_seconds=settings.executor_refresh_interval_seconds,
-        health_interval_seconds=settings.executor_health_interval_seconds,
-        max_message_bytes=settings.max_message_bytes,
-        security=peers,
-    )
+    router = RunRouter.for_pool(registry, SystemToken(tokens), settings, security=peers)
     system_metadata = router.system_metadata
     finisher = RunFinisher(
         registry,

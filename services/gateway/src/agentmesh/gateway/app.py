@@ -76,16 +76,7 @@ async def start(settings: GatewaySettings) -> GatewayService:
     )
     registry = RegistryClient(registry_channel)
     memory = MemoryClient(memory_channel)
-    router = RunRouter(
-        registry,
-        SystemToken(tokens),
-        addresses=settings.executor_addresses,
-        discovery=settings.executor_discovery,
-        refresh_interval_seconds=settings.executor_refresh_interval_seconds,
-        health_interval_seconds=settings.executor_health_interval_seconds,
-        max_message_bytes=settings.max_message_bytes,
-        security=peers,
-    )
+    router = RunRouter.for_pool(registry, SystemToken(tokens), settings, security=peers)
     credentials = CredentialVerifier(
         tokens=tokens,
         registry=registry,
