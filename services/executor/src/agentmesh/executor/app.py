@@ -44,7 +44,7 @@ from agentmesh.runtime.channels import PeerSecurity, create_channel
 from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import DomainError
 from agentmesh.runtime.identity import AuthenticationInterceptor, TokenCodec
-from agentmesh.runtime.server import ServiceBinding, bind_server
+from agentmesh.runtime.server import ServiceBinding, bind_service_server
 from agentmesh.runtime.service import RunningService
 from agentmesh.runtime.service_identity import ServiceCredentials, ServiceIdentityInterceptor
 
@@ -100,16 +100,12 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
     credentials = ServiceCredentials(secret, service="executor")
     tls = settings.tls()
     peers = PeerSecurity(credentials, tls)
-    server = bind_server(
-        host=settings.host,
-        port=settings.port,
-        max_message_bytes=settings.max_message_bytes,
-        max_pending_calls=settings.max_pending_calls,
+    server = bind_service_server(
+        settings,
         interceptors=[
             ServiceIdentityInterceptor(credentials, [EXECUTOR_SERVICE]),
             AuthenticationInterceptor(tokens, EXECUTOR_SERVICE),
         ],
-        tls=tls,
     )
     advertise_address = settings.advertise_address or _advertise(settings.host, server.port)
     executor_id = settings.executor_id or f"{socket.gethostname()}-{random.getrandbits(32):08x}"
@@ -127,16 +123,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
     cache: AgentCache[AgentRuntime] = AgentCache(
         max_entries=settings.cache_max_entries, idle_ttl_seconds=settings.cache_idle_ttl_seconds
     )
-    router = RunRouter(
-        registry,
-        SystemToken(tokens),
-        addresses=settings.executor_addresses,
-        discovery=settings.executor_discovery,
-        refresh_interval_seconds=settings.executor_refresh_interval_seconds,
-        health_interval_seconds=settings.executor_health_interval_seconds,
-        max_message_bytes=settings.max_message_bytes,
-        security=peers,
-    )
+    router = RunRouter.for_pool(registry, SystemToken(tokens), settings, security=peers)
     system_metadata = router.system_metadata
     finisher = RunFinisher(
         registry,

@@ -15,6 +15,7 @@ import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Protocol
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -194,6 +195,21 @@ class SystemToken:
         return self._metadata
 
 
+class PoolSettings(Protocol):
+    """The settings a service that sends runs to the pool (the executor, the gateway) has for it."""
+
+    @property
+    def executor_addresses(self) -> Sequence[str]: ...
+    @property
+    def executor_discovery(self) -> bool: ...
+    @property
+    def executor_refresh_interval_seconds(self) -> float: ...
+    @property
+    def executor_health_interval_seconds(self) -> float: ...
+    @property
+    def max_message_bytes(self) -> int: ...
+
+
 class RunRouter:
     """Sends runs to the executor pool, with session affinity and failover.
 
@@ -237,6 +253,27 @@ class RunRouter:
         self._tasks: list[asyncio.Task[None]] = []
         for address in addresses:
             self._add(address)
+
+    @classmethod
+    def for_pool(
+        cls,
+        registry: RegistryClient,
+        system_token: SystemToken,
+        settings: PoolSettings,
+        *,
+        security: PeerSecurity,
+    ) -> RunRouter:
+        """The router a service builds from its settings, so that every service reads them alike."""
+        return cls(
+            registry,
+            system_token,
+            addresses=settings.executor_addresses,
+            discovery=settings.executor_discovery,
+            refresh_interval_seconds=settings.executor_refresh_interval_seconds,
+            health_interval_seconds=settings.executor_health_interval_seconds,
+            max_message_bytes=settings.max_message_bytes,
+            security=security,
+        )
 
     @property
     def addresses(self) -> list[str]:

@@ -32,7 +32,7 @@ from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import registry_service_pb2
 from agentmesh.runtime.channels import PeerSecurity, create_channel
 from agentmesh.runtime.identity import TokenCodec
-from agentmesh.runtime.server import ServiceBinding, start_server
+from agentmesh.runtime.server import ServiceBinding, start_service_server
 from agentmesh.runtime.service import RunningService
 from agentmesh.runtime.service_identity import ServiceCredentials
 
@@ -76,16 +76,7 @@ async def start(settings: GatewaySettings) -> GatewayService:
     )
     registry = RegistryClient(registry_channel)
     memory = MemoryClient(memory_channel)
-    router = RunRouter(
-        registry,
-        SystemToken(tokens),
-        addresses=settings.executor_addresses,
-        discovery=settings.executor_discovery,
-        refresh_interval_seconds=settings.executor_refresh_interval_seconds,
-        health_interval_seconds=settings.executor_health_interval_seconds,
-        max_message_bytes=settings.max_message_bytes,
-        security=peers,
-    )
+    router = RunRouter.for_pool(registry, SystemToken(tokens), settings, security=peers)
     credentials = CredentialVerifier(
         tokens=tokens,
         registry=registry,
@@ -143,7 +134,8 @@ async def start(settings: GatewaySettings) -> GatewayService:
         tls=tls,
     )
     # Constructed; from here on things run.
-    server = await start_server(
+    server = await start_service_server(
+        settings,
         [
             ServiceBinding(
                 SERVICE_NAME,
@@ -173,12 +165,7 @@ async def start(settings: GatewaySettings) -> GatewayService:
                 lambda s: s.add_generic_rpc_handlers((forwarding_handler(MEMORY_SERVICE, memory_channel),)),
             ),
         ],
-        host=settings.host,
-        port=settings.port,
-        max_message_bytes=settings.max_message_bytes,
-        max_pending_calls=settings.max_pending_calls,
         interceptors=[AuthorizationInterceptor(guard)],
-        tls=tls,
     )
     closers = [registry_channel.close, memory_channel.close, router.stop, live_runs.stop]
     endpoints.grpc_address = endpoints.grpc_address or server.address

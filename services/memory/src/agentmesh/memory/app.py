@@ -21,7 +21,7 @@ from agentmesh.memory.watch import SessionSignals
 from agentmesh.runtime.database import create_engine, create_sqlite_directory, upgrade
 from agentmesh.runtime.identity import Access, AuthenticationInterceptor, TokenCodec
 from agentmesh.runtime.pagination import PageTokenCodec
-from agentmesh.runtime.server import ServiceBinding, start_server
+from agentmesh.runtime.server import ServiceBinding, start_service_server
 from agentmesh.runtime.service import RunningService
 from agentmesh.runtime.service_identity import ServiceCredentials, ServiceIdentityInterceptor
 
@@ -74,7 +74,8 @@ async def start(settings: MemorySettings) -> RunningService:
         servicer = MemoryServicer(log, ProjectOwners(engine))
         internal = MemoryInternalServicer(log)
         credentials = ServiceCredentials(settings.jwt_secret.get_secret_value(), service="memory")
-        server = await start_server(
+        server = await start_service_server(
+            settings,
             [
                 ServiceBinding(
                     SERVICE_NAME,
@@ -87,16 +88,11 @@ async def start(settings: MemorySettings) -> RunningService:
                     ),
                 ),
             ],
-            host=settings.host,
-            port=settings.port,
-            max_message_bytes=settings.max_message_bytes,
-            max_pending_calls=settings.max_pending_calls,
             interceptors=[
                 ServiceIdentityInterceptor(credentials, [SERVICE, INTERNAL_SERVICE]),
                 AuthenticationInterceptor(tokens, SERVICE, ACCESS),
                 AuthenticationInterceptor(tokens, INTERNAL_SERVICE, INTERNAL_ACCESS),
             ],
-            tls=settings.tls(),
         )
     except BaseException:
         await engine.dispose()

@@ -34,7 +34,7 @@ from agentmesh.registry.store.sql import SqlRegistryStore
 from agentmesh.registry.v1 import registry_service_pb2_grpc
 from agentmesh.runtime.database import create_engine, create_sqlite_directory, upgrade
 from agentmesh.runtime.identity import AuthenticationInterceptor, TokenCodec
-from agentmesh.runtime.server import ServiceBinding, start_server
+from agentmesh.runtime.server import ServiceBinding, start_service_server
 from agentmesh.runtime.service import RunningService
 from agentmesh.runtime.service_identity import ServiceCredentials, ServiceIdentityInterceptor
 
@@ -166,7 +166,8 @@ async def start(settings: RegistrySettings) -> RunningService:
             executors=components.executors,
         )
         credentials = ServiceCredentials(settings.jwt_secret.get_secret_value(), service="registry")
-        server = await start_server(
+        server = await start_service_server(
+            settings,
             [
                 ServiceBinding(
                     SERVICE_NAME,
@@ -181,16 +182,11 @@ async def start(settings: RegistrySettings) -> RunningService:
                     ),
                 ),
             ],
-            host=settings.host,
-            port=settings.port,
-            max_message_bytes=settings.max_message_bytes,
-            max_pending_calls=settings.max_pending_calls,
             interceptors=[
                 ServiceIdentityInterceptor(credentials, [INTERNAL_SERVICE]),
                 AuthenticationInterceptor(components.tokens, SERVICE, POLICY),
                 AuthenticationInterceptor(components.tokens, INTERNAL_SERVICE, INTERNAL_POLICY),
             ],
-            tls=settings.tls(),
         )
     except BaseException:
         await _dispose(components.engine, components.lease_engine)

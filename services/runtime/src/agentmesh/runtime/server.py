@@ -23,7 +23,7 @@ from grpc_reflection.v1alpha._async import ReflectionServicer
 
 from agentmesh.runtime.interceptors import ServerInterceptor
 from agentmesh.runtime.message_counts import message_counter
-from agentmesh.runtime.settings import DEFAULT_MAX_PENDING_CALLS
+from agentmesh.runtime.settings import DEFAULT_MAX_PENDING_CALLS, ServiceSettings
 from agentmesh.runtime.tls import PLAINTEXT, TlsFiles
 
 logger = logging.getLogger(__name__)
@@ -176,6 +176,32 @@ async def start_server(
         interceptors=interceptors,
         tls=tls,
     )
+    await server.start(services)
+    return server
+
+
+def bind_service_server(
+    settings: ServiceSettings, *, interceptors: Sequence[grpc.aio.ServerInterceptor] = ()
+) -> GrpcServer:
+    """A server bound where a service's settings say, with their message and queue limits and TLS."""
+    return bind_server(
+        host=settings.host,
+        port=settings.port,
+        max_message_bytes=settings.max_message_bytes,
+        max_pending_calls=settings.max_pending_calls,
+        interceptors=interceptors,
+        tls=settings.tls(),
+    )
+
+
+async def start_service_server(
+    settings: ServiceSettings,
+    services: Sequence[ServiceBinding],
+    *,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+) -> GrpcServer:
+    """A server bound by `bind_service_server` and started with `services`."""
+    server = bind_service_server(settings, interceptors=interceptors)
     await server.start(services)
     return server
 
