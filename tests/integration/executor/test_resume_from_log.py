@@ -241,6 +241,13 @@ async def test_a_resumed_run_is_counted_in_while_it_runs_and_its_usage_once(stac
     assert not any(
         e.run_id == run.run_id and final(e) and e.event_type == EventType.EVENT_TYPE_ERROR for e in events
     )
+
+    # Counted when the run's end reaches the registry, which on a loaded host may come after the
+    # agent reads idle (a late lease renewal counts the run out first): waited for, then exact.
+    async def counted() -> bool:
+        return (await stack.get(agent)).tasks_completed >= 1
+
+    await eventually(counted, timeout=60, what="the resumed run's end counted")
     assert await stack.settled_status(agent) == "idle"
     settled = await stack.get(agent)
     assert (settled.tasks_completed, settled.tokens_used) == (1, 42)
