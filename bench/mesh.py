@@ -25,8 +25,9 @@ from agentmesh.gateway.v1 import gateway_service_pb2, gateway_service_pb2_grpc
 from agentmesh.memory.v1 import memory_service_pb2, memory_service_pb2_grpc, resources_pb2
 from agentmesh.runtime.identity import SYSTEM, TokenCodec
 from agentmesh.runtime.service_identity import ServiceCredentials, credential_interceptors
-from tests.e2e.harness import ServiceProcess, free_loopback_ports
+from tests.e2e.harness import ServiceProcess
 from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient, Seeded, bearer
+from tests.ports import free_loopback_ports
 
 SERVICES = ("registry", "memory", "executor", "gateway")
 # Runs one executor may hold at once; 5,000 open streams go through one executor in

@@ -11,7 +11,6 @@ import os
 import pwd
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -23,6 +22,8 @@ from typing import NoReturn
 import asyncpg
 import pytest
 from sqlalchemy.engine import URL, make_url
+
+from tests.ports import free_loopback_port
 
 DATABASE_URL_ENV = "AGENTMESH_TEST_DATABASE_URL"
 # Debian installs initdb/pg_ctl here rather than on PATH.
@@ -112,7 +113,7 @@ class PostgresServer:
             os.chown(self._socket_dir, self._run_as.pw_uid, self._run_as.pw_gid)
         # Another process may take the free port between our probe and the server's bind.
         for attempt in range(1, START_ATTEMPTS + 1):
-            self.port = _free_loopback_port()
+            self.port = free_loopback_port()
             try:
                 self._start_server()
                 return
@@ -315,12 +316,6 @@ def _unprivileged_user() -> pwd.struct_passwd:
             f"running as root, and PostgreSQL refuses to run as root, but there is no "
             f"{UNPRIVILEGED_USER!r} user to run it as"
         ) from None
-
-
-def _free_loopback_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _server_env() -> dict[str, str]:

@@ -40,11 +40,11 @@ import yaml
 from tests.e2e.harness import (
     ServiceProcess,
     ServiceProcessError,
-    free_loopback_ports,
     ready_patterns,
     resolve_command,
     wait_until,
 )
+from tests.ports import free_loopback_ports
 
 logger = logging.getLogger(__name__)
 

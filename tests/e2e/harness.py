@@ -24,7 +24,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -70,21 +69,6 @@ def resolve_command(command: Sequence[str]) -> list[str]:
 def ready_patterns(service: str) -> tuple[re.Pattern[str], ...]:
     """What `agentmesh serve SERVICE` prints once it serves: the gateway also serves HTTP."""
     return (GRPC_READY, HTTP_READY) if service == "gateway" else (GRPC_READY,)
-
-
-def free_loopback_ports(count: int) -> list[int]:
-    """`count` distinct TCP ports free on 127.0.0.1 right now.
-
-    All sockets are held open together so that the ports differ; another process may still take
-    one before the service binds it, which the service then reports as a bind error.
-    """
-    with contextlib.ExitStack() as stack:
-        sockets = [
-            stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)
-        ]
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
 
 
 def process_environment(env: Mapping[str, str], *, inherit: bool = True) -> dict[str, str]:

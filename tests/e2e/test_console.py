@@ -22,8 +22,9 @@ import pytest_asyncio
 import yaml
 
 from tests.e2e.browser import ConsolePage, browser_binaries, start_chromium
-from tests.e2e.harness import ServiceProcess, free_loopback_ports, process_environment
+from tests.e2e.harness import ServiceProcess, process_environment
 from tests.mesh import SUPERUSER_EMAIL, SUPERUSER_PASSWORD
+from tests.ports import free_loopback_ports
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 

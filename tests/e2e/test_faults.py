@@ -18,9 +18,10 @@ import pytest
 import pytest_asyncio
 
 from agentmesh.runtime.health import check_health
-from tests.e2e.harness import ServiceProcess, free_loopback_ports
+from tests.e2e.harness import ServiceProcess
 from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient, Seeded
 from tests.polling import eventually
+from tests.ports import free_loopback_ports
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 

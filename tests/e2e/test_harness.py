@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import ports
 from tests.e2e.compose import (
     ComposeError,
     ComposeProject,
@@ -20,11 +21,11 @@ from tests.e2e.harness import (
     ServiceProcess,
     ServiceProcessError,
     agentmesh_command,
-    free_loopback_ports,
     process_environment,
     ready_patterns,
     resolve_command,
 )
+from tests.ports import free_loopback_ports
 
 # A stand-in service: prints the lines `agentmesh serve` prints, and drains on SIGTERM.
 FAKE_SERVICE = textwrap.dedent(
@@ -128,6 +129,18 @@ def test_services_do_not_inherit_the_runners_agentmesh_or_otel_variables(monkeyp
 def test_free_loopback_ports_are_distinct() -> None:
     ports = free_loopback_ports(20)
     assert len(set(ports)) == 20
+
+
+def test_each_worker_takes_its_ports_below_the_ephemeral_range_from_a_slice_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    slices = []
+    for worker in ("gw0", "gw1", "gw11"):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+        slices.append(set(ports._slice()))
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    assert all(slices) and all(port < low for ports_of in slices for port in ports_of)
+    assert not (slices[0] & slices[1]) and not (slices[1] & slices[2]) and not (slices[0] & slices[2])
 
 
 def test_agentmesh_in_a_command_is_this_environments() -> None:

@@ -16,24 +16,27 @@ the module proxy), hence the long timeouts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
+import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping
+import tempfile
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
 
-from tests.e2e.harness import ServiceProcess, free_loopback_ports, process_environment
+from tests.e2e.harness import ServiceProcess, process_environment
 from tests.mesh import SUPERUSER_EMAIL, SUPERUSER_PASSWORD
+from tests.ports import free_loopback_ports
 
-# One worker runs them all: they install and build into the SDKs' shared folders (node_modules,
-# target/), which two workers at once would tear between them.
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("sdks")]
+pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 TYPESCRIPT = ROOT / "sdks" / "typescript"
@@ -133,16 +136,38 @@ def installed(package_dir: Path) -> bool:
 # scope, listed before mesh_environment in each test, so that a skip costs no mesh.
 
 
+@contextlib.contextmanager
+def holding_typescript_folder() -> Iterator[None]:
+    """Holds sdks/typescript for the caller across test processes: its suite builds there and the
+    generation check installs into its node_modules, which a test in another pytest-xdist worker
+    must not reinstall meanwhile (npm ci empties node_modules first)."""
+    digest = hashlib.sha256(str(TYPESCRIPT).encode()).hexdigest()[:16]
+    with (Path(tempfile.gettempdir()) / f"agentmesh-typescript-sdk-{digest}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="module")
 def typescript_sdk() -> Path:
     require("node", "npm")
-    if not installed(TYPESCRIPT):
-        npm_ci = ["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"]
-        result = subprocess.run(
-            npm_ci, cwd=TYPESCRIPT, capture_output=True, text=True, timeout=TOOL_TIMEOUT, check=False
-        )
-        assert result.returncode == 0, result.stderr[-4000:]
+    with holding_typescript_folder():
+        if not installed(TYPESCRIPT):
+            npm_ci = ["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"]
+            result = subprocess.run(
+                npm_ci, cwd=TYPESCRIPT, capture_output=True, text=True, timeout=TOOL_TIMEOUT, check=False
+            )
+            assert result.returncode == 0, result.stderr[-4000:]
     return TYPESCRIPT
+
+
+@pytest.fixture
+def typescript_folder() -> Iterator[None]:
+    """sdks/typescript held for this test alone (`holding_typescript_folder`)."""
+    with holding_typescript_folder():
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +191,7 @@ def java_sdk() -> Path:
 @pytest.mark.timeout(TOOL_TIMEOUT * 2)
 @pytest.mark.asyncio(loop_scope="module")
 async def test_the_typescript_sdk_passes_its_suite_against_a_live_mesh(
-    typescript_sdk: Path, mesh_environment: dict[str, str]
+    typescript_sdk: Path, mesh_environment: dict[str, str], typescript_folder: None
 ) -> None:
     code, output = await run("npm", "test", cwd=typescript_sdk, env=mesh_environment)
     assert code == 0, output[-6000:]
@@ -216,6 +241,8 @@ async def test_the_java_sdk_passes_its_suite_against_a_live_mesh(
 
 
 @pytest.mark.timeout(TOOL_TIMEOUT)
-async def test_the_go_sdks_committed_code_matches_the_protos(typescript_sdk: Path, go_sdk: Path) -> None:
+async def test_the_go_sdks_committed_code_matches_the_protos(
+    typescript_sdk: Path, go_sdk: Path, typescript_folder: None
+) -> None:
     code, output = await run(str(ROOT / "scripts" / "gen_sdks.sh"), "--check", cwd=ROOT)
     assert code == 0, output[-6000:]

@@ -23,9 +23,10 @@ from agentmesh.cli.trace import events_from_gateway, session_tree
 from agentmesh.memory.client import MemoryClient, event_to_dict
 from agentmesh.memory.v1 import memory_service_pb2
 from tests.bearer import service_channel, system_metadata
-from tests.e2e.harness import ServiceProcess, free_loopback_ports, process_environment
+from tests.e2e.harness import ServiceProcess, process_environment
 from tests.e2e.otlp_receiver import OtlpReceiver, ReceivedSpan, span_tree
 from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, MeshClient, Seeded
+from tests.ports import free_loopback_ports
 
 # One mesh for the module (starting four processes is most of the cost), on one event loop.
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]

@@ -14,8 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.harness import ServiceProcess, free_loopback_ports
+from tests.e2e.harness import ServiceProcess
 from tests.mesh import SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient
+from tests.ports import free_loopback_ports
 
 pytestmark = pytest.mark.e2e
 

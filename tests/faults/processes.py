@@ -16,8 +16,9 @@ import httpx
 import pytest_asyncio
 
 from agentmesh.registry.v1 import resources_pb2
-from tests.e2e.harness import ServiceProcess, free_loopback_ports
+from tests.e2e.harness import ServiceProcess
 from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient, Seeded
+from tests.ports import free_loopback_ports
 from tests.postgres import libpq_dsn
 
 LEASE_SECONDS = 2.0

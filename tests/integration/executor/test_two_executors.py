@@ -16,9 +16,10 @@ import pytest_asyncio
 
 from agentmesh.memory.v1 import memory_service_pb2, memory_service_pb2_grpc
 from tests.bearer import service_channel
-from tests.e2e.harness import ServiceProcess, free_loopback_ports
+from tests.e2e.harness import ServiceProcess
 from tests.integration.executor.support import delegate, event_type, kind
 from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient, bearer
+from tests.ports import free_loopback_ports
 from tests.postgres import fresh_database
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]

@@ -3,7 +3,6 @@ small helpers to read what it collected."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +10,7 @@ import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from agentmesh.runtime import metrics
+from tests.ports import free_loopback_port
 
 
 @pytest.fixture(scope="session")
@@ -19,7 +19,7 @@ def _metrics() -> Iterator[tuple[InMemoryMetricReader, metrics.Metrics]]:
     reader = InMemoryMetricReader()
     handle = metrics.configure_metrics(
         service_name="agentmesh-tests",
-        settings=metrics.MetricsSettings(metrics_port=free_port()),
+        settings=metrics.MetricsSettings(metrics_port=free_loopback_port()),
         readers=[reader],
     )
     assert handle is not None
@@ -39,12 +39,6 @@ def metric_reader(_metrics) -> InMemoryMetricReader:
 def metrics_url(_metrics) -> str:
     """URL of the test process's Prometheus endpoint."""
     return _metrics[1].endpoint.url
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def metric_points(reader: InMemoryMetricReader, name: str) -> list[tuple[dict[str, Any], Any]]:
