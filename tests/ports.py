@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import itertools
 import os
+import random
 import re
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 _SLICE = 800  # ports per worker
@@ -38,7 +40,15 @@ def _slice() -> range:
     return range(start, min(start + _SLICE, top))
 
 
-_candidates = itertools.cycle(_slice())
+def _candidate_ports() -> Iterator[int]:
+    """The slice's ports in turn, from a random one: two suites run at once on one machine (each
+    with a worker gw0) then rarely probe the same port at the same moment."""
+    ports = _slice()
+    start = random.randrange(len(ports))
+    return itertools.cycle([*ports[start:], *ports[:start]])
+
+
+_candidates = _candidate_ports()
 
 
 def free_loopback_ports(count: int) -> list[int]:
