@@ -12,7 +12,21 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.harness import ServiceProcess
 from tests.postgres import PostgresUnavailable, fresh_database, postgres_server_url, skip_or_fail
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    """A failing test that ran services as processes shows their last log lines: what a CI run's
+    output is the only record of."""
+    report: pytest.TestReport = yield
+    if report.failed:
+        for process in ServiceProcess.started:
+            report.sections.append((f"{process.name} (pid {process.pid}), {report.when}", process.output()))
+    if report.when == "teardown":
+        ServiceProcess.started.clear()
+    return report
 
 
 @pytest.fixture(scope="session")

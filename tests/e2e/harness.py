@@ -29,7 +29,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import ClassVar, Self
 
 from agentmesh.runtime.health import check_health
 
@@ -100,7 +100,11 @@ class ServiceProcess:
 
     Owns the process and its two log files (`<log_dir>/<name>.stdout.log`, `.stderr.log`); the
     files are appended to, so a process restarted with `start()` after `stop()` keeps its history.
+    `started` lists every one started during the current test: a failing test's report ends with
+    their last lines (tests/conftest.py).
     """
+
+    started: ClassVar[list[ServiceProcess]] = []
 
     def __init__(
         self,
@@ -188,6 +192,8 @@ class ServiceProcess:
             raise ServiceProcessError(f"{self.name} is already running (pid {self.pid})")
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.cwd.mkdir(parents=True, exist_ok=True)
+        if self not in ServiceProcess.started:
+            ServiceProcess.started.append(self)
         self.ready_fields = {}
         with self.stdout_path.open("ab") as stdout, self.stderr_path.open("ab") as stderr:
             for stream in (stdout, stderr):

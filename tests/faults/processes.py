@@ -205,6 +205,18 @@ async def run_bookkeeping(database_url: str) -> RunBookkeeping:
     )
 
 
+async def session_turns(database_url: str, project_id: str, session_id: str) -> set[str]:
+    """The run ids of the session's turns the registry holds now (taken, and not yet swept)."""
+    connection = await asyncpg.connect(libpq_dsn(database_url))
+    try:
+        rows = await connection.fetch(
+            "SELECT run_id FROM session_turns WHERE session_id = $1", f"{project_id}/{session_id}"
+        )
+    finally:
+        await connection.close()
+    return {row["run_id"] for row in rows}
+
+
 async def session_log(http: httpx.AsyncClient, project_id: str, session_id: str) -> list[dict[str, Any]]:
     """A session's recorded events over the gateway's REST API (empty when there is no session)."""
     response = await http.get(

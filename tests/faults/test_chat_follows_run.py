@@ -132,6 +132,8 @@ async def test_a_chat_whose_run_is_taken_over_before_its_first_event_gets_the_an
         chat = asyncio.ensure_future(client.stream_chat(agent, "go", session_id="held"))
 
         async def set_up() -> bool:
+            if chat.done():  # what it got says why its run never set its agent up
+                raise AssertionError(f"the chat ended before its run set its agent up: {chat!r}")
             return len(_starts(count_file)) > len(starts_before)
 
         await eventually(set_up, timeout=LEASE_SECONDS * 30, what="the run sets its agent up")

@@ -20,7 +20,7 @@ import pytest
 
 from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
-from tests.faults.processes import LEASE_SECONDS, Processes, run_bookkeeping, session_log
+from tests.faults.processes import LEASE_SECONDS, Processes, run_bookkeeping, session_log, session_turns
 from tests.integration.gateway.test_public_grpc import reason
 from tests.mesh import MeshClient, Seeded, bearer
 from tests.polling import eventually
@@ -50,9 +50,15 @@ class Session:
     """Messages into one session, each a stream through the gateway."""
 
     def __init__(
-        self, gateway: gw_grpc.GatewayServiceStub, http: httpx.AsyncClient, agent: Seeded, name: str
+        self,
+        gateway: gw_grpc.GatewayServiceStub,
+        http: httpx.AsyncClient,
+        agent: Seeded,
+        name: str,
+        database_url: str,
     ):
         self._gateway = gateway
+        self._database_url = database_url
         self._http = http
         self._agent = agent
         self.session_id = name
@@ -69,6 +75,22 @@ class Session:
         """A message sent, and its client's call over."""
         chat = self.send(message, policy)
         await self._tasks[-1]
+        return chat
+
+    async def taken(self, message: str, policy: str) -> Chat:
+        """A message sent, and its turn taken in the registry: a message sent after it is taken
+        after it. (Its input being recorded is not enough: a run of an agent its executor knows
+        records its input beside its start, before it asks for its turn.)"""
+        before = await session_turns(self._database_url, self._agent.project_id, self.session_id)
+        chat = self.send(message, policy)
+
+        async def turn_taken() -> bool:
+            return bool(
+                await session_turns(self._database_url, self._agent.project_id, self.session_id) - before
+            )
+
+        await eventually(turn_taken, timeout=LEASE_SECONDS * 10, what=f"{message!r} takes its turn")
+        await self.recorded(message)
         return chat
 
     async def recorded(self, message: str) -> None:
@@ -140,15 +162,14 @@ async def test_each_policy_holds_through_a_memory_outage(processes: Processes) -
         headers = {"Authorization": f"Bearer {token}"}
         async with httpx.AsyncClient(base_url=mesh.gateway.http_url, headers=headers, timeout=10) as http:
             queued, rejecting, interrupting = (
-                Session(gateway, http, agent, name) for name in ("dt-enqueue", "dt-reject", "dt-interrupt")
+                Session(gateway, http, agent, name, mesh.database_url)
+                for name in ("dt-enqueue", "dt-reject", "dt-interrupt")
             )
             # Three enqueued messages, each taken after the one before (their order is known).
             for n in range(3):
-                queued.send(f"enqueued {n}", "enqueue")
-                await queued.recorded(f"enqueued {n}")
+                await queued.taken(f"enqueued {n}", "enqueue")
             for session in (rejecting, interrupting):
-                session.send("first", "enqueue")
-                await session.recorded("first")
+                await session.taken("first", "enqueue")
 
             await mesh.memory.kill()
             # The registry decides: a turn is in flight, so `reject` is refused at once.
