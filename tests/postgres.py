@@ -38,6 +38,9 @@ SERVER_OPTIONS = (
 DURABLE_OPTIONS = "-c fsync=on -c synchronous_commit=on -c full_page_writes=on"
 START_TIMEOUT_SECONDS = 60
 START_ATTEMPTS = 3
+# Each throwaway server lives in a temporary folder of this prefix, with its owner's pid in it.
+ROOT_PREFIX = "agentmesh-pg-"
+OWNER_FILE = "owner.pid"
 
 
 class PostgresUnavailable(Exception):
@@ -95,7 +98,11 @@ class PostgresServer:
         return f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}/postgres"
 
     def start(self) -> None:
-        self._root = Path(tempfile.mkdtemp(prefix="agentmesh-pg-"))
+        self._reap_abandoned()
+        self._root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX))
+        # Whose server it is: a test run killed before it could stop its server leaves this
+        # behind, and the next run that finds its owner gone stops the server and removes it.
+        (self._root / OWNER_FILE).write_text(str(os.getpid()))
         if self._run_as is not None:
             os.chown(self._root, self._run_as.pw_uid, self._run_as.pw_gid)
         self._run(
@@ -130,6 +137,21 @@ class PostgresServer:
         finally:
             shutil.rmtree(self._root, ignore_errors=True)
             self._root = None
+
+    def _reap_abandoned(self) -> None:
+        """Stops and removes the servers of test runs that died without stopping them."""
+        for root in Path(tempfile.gettempdir()).glob(f"{ROOT_PREFIX}*"):
+            try:
+                owner = int((root / OWNER_FILE).read_text())
+            except (OSError, ValueError):
+                continue  # being made right now, or not one of ours
+            if _alive(owner):
+                continue
+            data = root / "data"
+            if (data / "postmaster.pid").exists():
+                with contextlib.suppress(RuntimeError):  # stopped by another run meanwhile
+                    self._run("pg_ctl", "stop", "--pgdata", str(data), "--mode=immediate", "--wait")
+            shutil.rmtree(root, ignore_errors=True)
 
     def restart(self) -> None:
         """`pg_ctl restart -m immediate`: every connection is cut at once, the server recovers
@@ -245,6 +267,16 @@ class PostgresServer:
             return "\n".join(self._log_file.read_text(errors="replace").splitlines()[-20:])
         except OSError:
             return "(no log)"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @contextlib.contextmanager
