@@ -14,8 +14,11 @@ import typer
 from agentmesh.cli.help import hide_flag_types
 from agentmesh.cli.lazy import LazyCommand, lazy_group
 from agentmesh.cli.mesh import SERVICES
+from agentmesh.runtime import eventloop
 
 hide_flag_types()
+# Before any command imports grpc: each imports what it needs when it runs (cli/lazy.py).
+eventloop.prepare_process()
 
 COMMANDS = {
     "trace": LazyCommand(
@@ -127,7 +130,6 @@ def up(
 
     Flags override the environment, which overrides the defaults."""
     from agentmesh.cli.mesh import start_mesh
-    from agentmesh.runtime import eventloop
     from agentmesh.runtime.heap import freeze_startup_heap
     from agentmesh.runtime.logging import configure_logging
     from agentmesh.runtime.server import AddressInUse, wait_for_shutdown_signal

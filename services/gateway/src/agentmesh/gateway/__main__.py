@@ -1,9 +1,13 @@
 """`python -m agentmesh.gateway`: the gateway alone, as a container runs it (until SIGTERM, then it
 drains for `shutdown_grace_seconds`)."""
 
-from agentmesh.gateway.app import start
-from agentmesh.gateway.settings import GatewaySettings
-from agentmesh.runtime.service import run_service
+from agentmesh.runtime import eventloop
+
+eventloop.prepare_process()  # before grpc is imported
+
+from agentmesh.gateway.app import start  # noqa: E402
+from agentmesh.gateway.settings import GatewaySettings  # noqa: E402
+from agentmesh.runtime.service import run_service  # noqa: E402
 
 if __name__ == "__main__":
     run_service("gateway", GatewaySettings, start)
