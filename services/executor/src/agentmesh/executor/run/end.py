@@ -42,16 +42,16 @@ async def record_failure(
             message,
             metadata={"reason": reason, "code": code},
             parent_event_id=scope.input_event_id,
-            idempotency_key=end_key(scope.context.run_id),
+            idempotency_key=end_key(scope.origin.run_id),
             timeout_seconds=cleanup_timeout_seconds,
         )
         seq = event.seq if event else 0
     except DomainError as error:
-        logger.warning("could not record the failure of run %s: %s", scope.context.run_id, error)
+        logger.warning("could not record the failure of run %s: %s", scope.origin.run_id, error)
     if before_end is not None:
         await before_end()
     await scope.sink.emit(
-        scope.context.event(
+        scope.origin.event(
             seq=seq,
             run_failed=run_failed(code, message, reason, metadata=metadata, violations=violations),
         )
@@ -79,13 +79,13 @@ async def record_cancelled(scope: RunScope, reason: str | None, *, cleanup_timeo
                 **({"reason": reason} if reason else {}),
             },
             parent_event_id=scope.input_event_id,
-            idempotency_key=end_key(scope.context.run_id),
+            idempotency_key=end_key(scope.origin.run_id),
             timeout_seconds=cleanup_timeout_seconds,
         )
     except RunSuperseded as superseded:  # its taker records the end (the recorder remembers)
-        logger.info("run %s stops without an end here: %s", scope.context.run_id, superseded)
+        logger.info("run %s stops without an end here: %s", scope.origin.run_id, superseded)
     except Exception:
-        logger.exception("could not record that run %s was cancelled", scope.context.run_id)
+        logger.exception("could not record that run %s was cancelled", scope.origin.run_id)
 
 
 def result_metadata(result: RunResult) -> dict[str, Any]:

@@ -21,7 +21,7 @@ import grpc
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.agents.runtime import AgentRuntime, kind_name
-from agentmesh.executor.context.events import EventSink, RunContext, usage_proto
+from agentmesh.executor.context.events import EventOrigin, EventSink, usage_proto
 from agentmesh.executor.context.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.delegation.delegator import Delegator
 from agentmesh.executor.delegation.executor_runs import ExecutorRuns
@@ -113,13 +113,13 @@ class Run:
         self.admitted = admitted
         self.runtime = runtime
         self.kind = kind_name(spec.kind)
-        self.context = RunContext(
+        self.origin = EventOrigin(
             admitted.run_id,
             request.session_id,
             spec.agent.slug or spec.agent.name,
             tuple(request.delegation_path),
         )
-        self.scope = RunScope(request, spec, self.context, admitted.recorder, sink)
+        self.scope = RunScope(request, spec, self.origin, admitted.recorder, sink)
         self._sink = sink
         self._services = services
         self._interrupt = interrupt
@@ -142,7 +142,7 @@ class Run:
             raise
         except Exception as error:
             if not isinstance(error, (RunFailure, DomainError)):
-                logger.exception("run %s of %s failed", self.context.run_id, self.admitted.spec.agent.name)
+                logger.exception("run %s of %s failed", self.origin.run_id, self.admitted.spec.agent.name)
             return await self.end(Ending.failure(error))
         return await self.end(Ending(result=result, answer_seq=answer.seq))
 
@@ -154,7 +154,7 @@ class Run:
         waits little). The input's event."""
         admitted, runtime, request = self.admitted, self.runtime, self.admitted.request
         admitted.loop_started = True
-        started = self.context.event(
+        started = self.origin.event(
             run_started=run_pb2.RunStarted(
                 agent_kind=self.kind,
                 model=runtime.models.plan.name if runtime.models else "",
@@ -211,7 +211,7 @@ class Run:
             result.content,
             parent_event_id=received.id,
             metadata=result_metadata(result),
-            idempotency_key=end_key(self.context.run_id),
+            idempotency_key=end_key(self.origin.run_id),
         )
 
     async def end(self, ending: Ending) -> RunResult | None:
@@ -227,7 +227,7 @@ class Run:
                 # listens, and learns why.
                 cancelled = grpc.StatusCode.CANCELLED.name
                 message = f"the run was cancelled: {ending.reason}"
-                self._sink.emit_last(self.context.event(run_failed=run_failed(cancelled, message, cancelled)))
+                self._sink.emit_last(self.origin.event(run_failed=run_failed(cancelled, message, cancelled)))
             return None
         if ending.result is None:
             await record_failure(
@@ -244,7 +244,7 @@ class Run:
         result = ending.result
         await self._release_turn(result)
         await self._sink.emit(
-            self.context.event(
+            self.origin.event(
                 seq=ending.answer_seq,
                 run_completed=run_pb2.RunCompleted(
                     content=result.content,
