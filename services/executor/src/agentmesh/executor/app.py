@@ -131,6 +131,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         window_seconds=settings.finish_batch_window_seconds,
         max_batch=settings.finish_batch_max_runs,
         timeout_seconds=settings.cleanup_timeout_seconds,
+        # Late-bound: the outbox is built after the finisher, which it tells of each delivery.
         held_back=lambda: outbox.pending_run_ids(),
     )
     outbox = EventOutbox(
@@ -157,55 +158,50 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         placement_seconds=settings.placement_wait_seconds,
     )
     handover = Handover()
+    services = RunServices(
+        registry=registry,
+        memory=memory,
+        executor_runs=executor_runs,
+        delegator=Delegator(
+            executor_runs,
+            max_depth=settings.max_delegation_depth,
+            timeout_seconds=settings.delegation_timeout_seconds,
+            cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
+            memory=memory,
+            handing_over=handover.is_started,
+        ),
+        outliving=Outliving(memory, system_metadata=system_metadata),
+        llm_settings=LlmLoopSettings(
+            default_max_steps=settings.default_max_steps,
+            text_chunk_chars=settings.text_chunk_chars,
+            text_flush_seconds=settings.text_flush_seconds,
+            tool_timeout_seconds=settings.tool_timeout_seconds,
+            cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
+        ),
+        workflow_settings=WorkflowSettings(
+            loop_safety_max_iterations=settings.loop_safety_max_iterations,
+            max_delegation_depth=settings.max_delegation_depth,
+            delegation_timeout_seconds=settings.delegation_timeout_seconds,
+        ),
+        finisher=finisher,
+        executor_id=executor_id,
+        cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
+        history_window_events=settings.history_window_events,
+    )
     runner = RunExecutor(
         settings=settings,
-        services=RunServices(
-            registry=registry,
-            memory=memory,
-            executor_runs=executor_runs,
-            delegator=Delegator(
-                executor_runs,
-                max_depth=settings.max_delegation_depth,
-                timeout_seconds=settings.delegation_timeout_seconds,
-                cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
-                memory=memory,
-                handing_over=handover.is_started,
-            ),
-            outliving=Outliving(memory, system_metadata=system_metadata),
-            llm_settings=LlmLoopSettings(
-                default_max_steps=settings.default_max_steps,
-                text_chunk_chars=settings.text_chunk_chars,
-                text_flush_seconds=settings.text_flush_seconds,
-                tool_timeout_seconds=settings.tool_timeout_seconds,
-                cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
-            ),
-            workflow_settings=WorkflowSettings(
-                loop_safety_max_iterations=settings.loop_safety_max_iterations,
-                max_delegation_depth=settings.max_delegation_depth,
-                delegation_timeout_seconds=settings.delegation_timeout_seconds,
-            ),
-            finisher=finisher,
-            executor_id=executor_id,
-            cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
-            history_window_events=settings.history_window_events,
-        ),
+        services=services,
         admission=RunAdmission(
-            registry=registry,
-            memory=memory,
+            services=services,
             specs=specs,
-            finisher=finisher,
             max_delegation_depth=settings.max_delegation_depth,
-            executor_id=executor_id,
-            cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
             outbox=outbox,
             secrets=secrets,
             max_concurrent_starts=settings.max_concurrent_starts,
-            history_window_events=settings.history_window_events,
         ),
         builder=builder,
         cache=cache,
         handover=handover,
-        finisher=finisher,
         outbox=outbox,
     )
     servicer = ExecutorServicer(runner, cache)

@@ -1,5 +1,6 @@
-"""The events a run streams: builders for RunEvent messages (proto construction in one place) and
-the sink a run and everything below it (tool calls, delegations, sub-agents) emit into."""
+"""The events a run streams: where they come from (`EventOrigin`, which stamps each RunEvent with
+its run, session, agent and delegation path: proto construction in one place) and the sink a run
+and everything below it (tool calls, delegations, sub-agents) emit into."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from agentmesh.runtime.batching import merge_text_deltas, next_batch
 
 
 @dataclass(frozen=True)
-class RunContext:
-    """Where a run's events come from: its run, session, agent and delegation path."""
+class EventOrigin:
+    """Where a run's events come from: its run, session, agent and delegation path, stamped on
+    each event it makes (`event`). A run has one (`RunScope.origin`); a remote A2A task streams
+    its steps from one of its own, below the run that delegated to it."""
 
     run_id: str
     session_id: str

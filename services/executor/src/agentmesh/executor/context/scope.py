@@ -1,5 +1,6 @@
-"""What one run is while it goes on (`RunScope`: the agent, where its events go and how they are
-recorded) and what it gives back (`RunResult`)."""
+"""What a run's loop and the runs it delegates see of it (`RunScope`), and what it gives back
+(`RunResult`, or `RunFailure`). The run itself, from its admission to its end, is `Run`
+(run/run.py), above the loops: it makes its scope when its loop begins."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.context.events import EventSink, RunContext
+from agentmesh.executor.context.events import EventOrigin, EventSink
 from agentmesh.executor.durability.recorder import EventType, Recorder
 from agentmesh.executor.providers.base import Usage
 from agentmesh.internal.executor.v1 import executor_service_pb2
@@ -40,11 +41,13 @@ class RunResult:
 
 @dataclass
 class RunScope:
-    """One run in progress: its request, resolved agent, event context, recorder and sink."""
+    """The view of a `Run` its loop gets (and passes to the tools and delegations below it): its
+    request, its agent's spec, where its events come from (`origin`) and go (`sink`), how they
+    are recorded, and its input's event once recorded. The `Run` keeps none of these twice."""
 
     request: executor_service_pb2.RunRequest
     spec: resources_pb2.AgentSpec
-    context: RunContext
+    origin: EventOrigin
     recorder: Recorder
     sink: EventSink
     input_event_id: str = ""
@@ -52,11 +55,11 @@ class RunScope:
     @property
     def agent(self) -> str:
         """The agent's slug: how events and delegations name it (its name may be any text)."""
-        return self.spec.agent.slug or self.spec.agent.name
+        return self.origin.agent
 
     @property
     def session_id(self) -> str:
-        return self.request.session_id
+        return self.origin.session_id
 
     @property
     def depth(self) -> int:
@@ -71,5 +74,5 @@ class RunScope:
             parent_event_id=self.input_event_id,
         )
         await self.sink.emit(
-            self.context.event(seq=event.seq, error=run_pb2.RunError(reason=reason, message=message))
+            self.origin.event(seq=event.seq, error=run_pb2.RunError(reason=reason, message=message))
         )

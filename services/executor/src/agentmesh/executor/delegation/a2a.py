@@ -26,7 +26,7 @@ from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import A2AError
 from opentelemetry import propagate
 
-from agentmesh.executor.context.events import EventSink, RunContext
+from agentmesh.executor.context.events import EventOrigin, EventSink
 from agentmesh.executor.delegation.a2a_events import INTERRUPTED, RemoteTaskStream
 from agentmesh.executor.delegation.outcome import ChildOutcome
 from agentmesh.executor.durability.detached import run_detached
@@ -66,24 +66,24 @@ class RemoteA2AAgents:
         project_id: str,
         name: str,
         task: str,
-        context: RunContext,
+        origin: EventOrigin,
         sink: EventSink,
         timeout_seconds: float,
         on_task: TaskAccepted | None = None,
     ) -> ChildOutcome:
         """Sends `task` to the remote agent `name` in the A2A context of the session and waits
         for the task's end (within `timeout_seconds`), streaming its steps into `sink` as a
-        worker's events in `context` (see a2a_events.py). `on_task` is awaited once, the moment
+        worker's events from `origin` (see a2a_events.py). `on_task` is awaited once, the moment
         the remote names the task it made of the message (what a resumed run follows, `follow`)."""
-        stream = RemoteTaskStream(context)
-        waiting = (project_id, context.session_id, name)
+        stream = RemoteTaskStream(origin)
+        waiting = (project_id, origin.session_id, name)
         continues = self._waiting.pop(waiting, "")  # the answer to a remote task that asked
 
         async def send(client: Client, _streaming: bool) -> None:
             request = a2a_pb2.SendMessageRequest(
                 message=a2a_pb2.Message(
                     message_id=uuid.uuid4().hex,
-                    context_id=stream.context.session_id,
+                    context_id=stream.origin.session_id,
                     task_id=continues,
                     role=a2a_pb2.Role.ROLE_USER,
                     parts=[a2a_pb2.Part(text=task)],
@@ -105,7 +105,7 @@ class RemoteA2AAgents:
         project_id: str,
         name: str,
         task_id: str,
-        context: RunContext,
+        origin: EventOrigin,
         sink: EventSink,
         timeout_seconds: float,
     ) -> ChildOutcome:
@@ -113,7 +113,7 @@ class RemoteA2AAgents:
         (within `timeout_seconds`) without sending anything: `tasks/resubscribe` when the remote's
         card says it streams, else `tasks/get` every `_POLL_SECONDS`. Its steps stream into `sink`
         as `run`'s do."""
-        stream = RemoteTaskStream(context)
+        stream = RemoteTaskStream(origin)
         stream.task_id = task_id
 
         async def watch(client: Client, streaming: bool) -> None:
@@ -133,7 +133,7 @@ class RemoteA2AAgents:
 
         await sink.emit(stream.started())
         outcome = await self._talk(project_id, name, stream, timeout_seconds, watch)
-        return await self._finish((project_id, context.session_id, name), stream, sink, outcome)
+        return await self._finish((project_id, origin.session_id, name), stream, sink, outcome)
 
     async def _finish(
         self, waiting: tuple[str, str, str], stream: RemoteTaskStream, sink: EventSink, outcome: ChildOutcome

@@ -25,7 +25,7 @@ from a2a.types import a2a_pb2
 from google.protobuf.json_format import MessageToDict
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.context.events import RunContext
+from agentmesh.executor.context.events import EventOrigin
 from agentmesh.executor.delegation.outcome import ChildOutcome
 
 State = a2a_pb2.TaskState
@@ -43,11 +43,11 @@ _WORKING = {State.TASK_STATE_SUBMITTED, State.TASK_STATE_WORKING, State.TASK_STA
 
 
 class RemoteTaskStream:
-    """Maps one remote task's A2A responses to RunEvents in `context` and keeps what they add up
+    """Maps one remote task's A2A responses to RunEvents from `origin` and keeps what they add up
     to: the task's id, its latest state, its answer text and its latest status words."""
 
-    def __init__(self, context: RunContext) -> None:
-        self.context = context
+    def __init__(self, origin: EventOrigin) -> None:
+        self.origin = origin
         self.task_id = ""
         self.context_id = ""  # the remote's A2A context of the task
         self.state: a2a_pb2.TaskState.ValueType = State.TASK_STATE_SUBMITTED
@@ -56,7 +56,7 @@ class RemoteTaskStream:
         self._steps = 0
 
     def started(self) -> run_pb2.RunEvent:
-        return self.context.event(run_started=run_pb2.RunStarted(agent_kind="a2a"))
+        return self.origin.event(run_started=run_pb2.RunStarted(agent_kind="a2a"))
 
     def feed(self, response: a2a_pb2.StreamResponse) -> list[run_pb2.RunEvent]:
         """The RunEvents one response streams."""
@@ -90,7 +90,7 @@ class RemoteTaskStream:
             if words and self.state in _WORKING:
                 self._steps += 1
                 return [
-                    self.context.event(step_started=run_pb2.StepStarted(step=self._steps)),
+                    self.origin.event(step_started=run_pb2.StepStarted(step=self._steps)),
                     *self._text(words),
                 ]
         return []
@@ -121,12 +121,12 @@ class RemoteTaskStream:
     def finished(self, outcome: ChildOutcome) -> run_pb2.RunEvent:
         """The worker's last event: its answer, or why it stopped."""
         if outcome.completed:
-            return self.context.event(run_completed=run_pb2.RunCompleted(content=outcome.content))
+            return self.origin.event(run_completed=run_pb2.RunCompleted(content=outcome.content))
         code = "FAILED_PRECONDITION" if outcome.code in INTERRUPTED.values() else outcome.code
-        return self.context.event(run_failed=run_pb2.RunFailed(code=code, message=outcome.message))
+        return self.origin.event(run_failed=run_pb2.RunFailed(code=code, message=outcome.message))
 
     def _text(self, text: str) -> list[run_pb2.RunEvent]:
-        return [self.context.event(text_delta=run_pb2.TextDelta(text=text))] if text else []
+        return [self.origin.event(text_delta=run_pb2.TextDelta(text=text))] if text else []
 
 
 def parts_text(parts: object) -> str:

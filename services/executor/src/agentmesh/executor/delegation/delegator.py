@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.context.events import RunContext
+from agentmesh.executor.context.events import EventOrigin
 from agentmesh.executor.context.scope import RunScope
 from agentmesh.executor.delegation.executor_runs import ExecutorRuns, child_request, follow
 from agentmesh.executor.delegation.outcome import ChildOutcome, Outcome
@@ -184,7 +184,7 @@ class Delegator:
                     request_event = await self._settled(scope, prepared, recording)
                 if request_event is not None:
                     await scope.sink.emit(
-                        scope.context.event(
+                        scope.origin.event(
                             seq=request_event.seq,
                             delegation_request=run_pb2.DelegationRequest(
                                 delegation_id=delegation_id, target_agent=target, task=task
@@ -298,7 +298,7 @@ class Delegator:
             project_id=scope.spec.agent.project_id,
             name=target,
             task_id=task_id,
-            context=_a2a_context(scope, target, delegation_id),
+            origin=_a2a_origin(scope, target, delegation_id),
             sink=scope.sink,
             timeout_seconds=self._timeout_seconds,
         )
@@ -323,7 +323,7 @@ class Delegator:
                 project_id=scope.spec.agent.project_id,
                 name=target,
                 task=task,
-                context=_a2a_context(scope, target, delegation_id),
+                origin=_a2a_origin(scope, target, delegation_id),
                 sink=scope.sink,
                 timeout_seconds=self._timeout_seconds,
                 on_task=accepted,
@@ -375,13 +375,13 @@ class Delegator:
         return event.seq if event else 0
 
 
-def _a2a_context(scope: RunScope, target: str, delegation_id: str) -> RunContext:
+def _a2a_origin(scope: RunScope, target: str, delegation_id: str) -> EventOrigin:
     """Where a remote A2A task's steps stream: as a worker's, below the delegating agent."""
-    return RunContext(
+    return EventOrigin(
         run_id=f"a2a-{delegation_id}",
         session_id=scope.session_id,
         agent=target,
-        delegation_path=scope.context.child_path,
+        delegation_path=scope.origin.child_path,
     )
 
 
@@ -412,7 +412,7 @@ async def _emit_response(
     scope: RunScope, target: str, delegation_id: str, result: DelegationResult, seq: int
 ) -> None:
     await scope.sink.emit(
-        scope.context.event(
+        scope.origin.event(
             seq=seq,
             delegation_response=run_pb2.DelegationResponse(
                 delegation_id=delegation_id, target_agent=target, outcome=result.outcome, content=result.text

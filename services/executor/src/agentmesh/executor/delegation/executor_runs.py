@@ -134,8 +134,8 @@ def child_request(scope: RunScope, agent: str, text: str, **fields: Any) -> exec
         session_id=scope.session_id,
         input=text,
         delegation_depth=scope.depth + 1,
-        delegation_path=scope.context.child_path,
-        caller_run_id=scope.context.run_id,
+        delegation_path=scope.origin.child_path,
+        caller_run_id=scope.origin.run_id,
         caller_resume=scope.recorder.resume,
         **fields,
     )

@@ -131,7 +131,7 @@ class LlmLoop:
         for step in range(first, max_steps + 1):
             result.steps = step
             metrics.record_step(kind="llm")
-            await scope.sink.emit(scope.context.event(step_started=run_pb2.StepStarted(step=step)))
+            await scope.sink.emit(scope.origin.event(step_started=run_pb2.StepStarted(step=step)))
             with telemetry.step_span(step=step, agent=scope.agent):
                 reply = await self._call_model(model, messages, tool_specs, step)
                 best = reply.visible or best
@@ -158,7 +158,7 @@ class LlmLoop:
         note = f"(Stopped at the limit of {max_steps} steps; this is the best answer so far.)"
         result.content = f"{best}\n\n{note}" if best else note
         await scope.sink.emit(
-            scope.context.event(text_delta=run_pb2.TextDelta(text=f"\n\n{note}" if best else note))
+            scope.origin.event(text_delta=run_pb2.TextDelta(text=f"\n\n{note}" if best else note))
         )
         return result
 
@@ -190,7 +190,7 @@ class LlmLoop:
             for piece in pieces:
                 if piece:
                     visible.append(piece)
-                    await scope.sink.emit(scope.context.event(text_delta=run_pb2.TextDelta(text=piece)))
+                    await scope.sink.emit(scope.origin.event(text_delta=run_pb2.TextDelta(text=piece)))
 
         with telemetry.model_span(system=model.system, model=model.name, step=step) as span:
             started = time.monotonic()
@@ -331,7 +331,7 @@ class LlmLoop:
                 for call, event in zip(tool_calls, recorded[: len(tool_calls)], strict=True):
                     tool_call = run_pb2.ToolCall(call_id=call.id, name=call.name)
                     tool_call.arguments.update(call.arguments)
-                    await scope.sink.emit(scope.context.event(seq=event.seq, tool_call=tool_call))
+                    await scope.sink.emit(scope.origin.event(seq=event.seq, tool_call=tool_call))
                 for call, event in zip(tool_calls, recorded[: len(tool_calls)], strict=True):
                     group.create_task(self._tool(call, event.id, outputs))
                 for call in calls:
@@ -390,7 +390,7 @@ class LlmLoop:
                 ]
             )
             await scope.sink.emit(
-                scope.context.event(
+                scope.origin.event(
                     seq=event.seq,
                     tool_result=run_pb2.ToolResult(
                         call_id=call.id, name=call.name, output=output.text, is_error=output.is_error
@@ -399,7 +399,7 @@ class LlmLoop:
             )
             for escalated in escalation:
                 await scope.sink.emit(
-                    scope.context.event(seq=escalated.seq, escalation=run_pb2.Escalation(reason=reason))
+                    scope.origin.event(seq=escalated.seq, escalation=run_pb2.Escalation(reason=reason))
                 )
         outputs[call.id] = output
 
@@ -449,7 +449,7 @@ class LlmLoop:
             ]
         )
         await scope.sink.emit(
-            scope.context.event(
+            scope.origin.event(
                 seq=event.seq,
                 tool_result=run_pb2.ToolResult(call_id=call.id, name=call.name, output=text, is_error=True),
             )

@@ -126,8 +126,8 @@ class WorkflowRun:
     async def _run(self, name: str, text: str, *, step: int = 0) -> ChildOutcome:
         scope = self._scope
         self._result.steps += 1
-        sub_agent_id = f"{scope.context.run_id}:{step or self._result.steps}"
-        await scope.sink.emit(scope.context.event(step_started=run_pb2.StepStarted(step=self._result.steps)))
+        sub_agent_id = f"{scope.origin.run_id}:{step or self._result.steps}"
+        await scope.sink.emit(scope.origin.event(step_started=run_pb2.StepStarted(step=self._result.steps)))
         depth = scope.depth + 1
         if depth > self._settings.max_delegation_depth:
             raise RunFailure(

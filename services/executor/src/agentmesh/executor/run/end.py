@@ -1,17 +1,21 @@
-"""How a run's loop records its end when it does not answer: failed (`record_failure`: the
-`error` with its code, then RunFailed on the stream) or cancelled (`record_cancelled`), both under
+"""How a run records its end when it does not answer (`Run.end` decides which): its loop failed
+(`record_failure`: the `error` with its code, then RunFailed on the stream) or was cancelled
+(`record_cancelled`); or it ended before its loop began, after its input was recorded alongside
+its start (`record_early_end`: refused or cancelled; its caller gets the gRPC status). All under
 the run's one end key (recorder.end_key); and what an answer's event records (`result_metadata`)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from agentmesh.executor.context.scope import RunResult, RunScope
-from agentmesh.executor.durability.recorder import EventType, RunSuperseded, end_key
+from agentmesh.executor.durability.recorder import EventType, Recorder, RunSuperseded, end_key
 from agentmesh.executor.errors import run_failed
+from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.runtime.errors import DomainError, FieldViolation
 from agentmesh.runtime.interceptors import current_deadline
 
@@ -42,16 +46,16 @@ async def record_failure(
             message,
             metadata={"reason": reason, "code": code},
             parent_event_id=scope.input_event_id,
-            idempotency_key=end_key(scope.context.run_id),
+            idempotency_key=end_key(scope.origin.run_id),
             timeout_seconds=cleanup_timeout_seconds,
         )
         seq = event.seq if event else 0
     except DomainError as error:
-        logger.warning("could not record the failure of run %s: %s", scope.context.run_id, error)
+        logger.warning("could not record the failure of run %s: %s", scope.origin.run_id, error)
     if before_end is not None:
         await before_end()
     await scope.sink.emit(
-        scope.context.event(
+        scope.origin.event(
             seq=seq,
             run_failed=run_failed(code, message, reason, metadata=metadata, violations=violations),
         )
@@ -79,13 +83,37 @@ async def record_cancelled(scope: RunScope, reason: str | None, *, cleanup_timeo
                 **({"reason": reason} if reason else {}),
             },
             parent_event_id=scope.input_event_id,
-            idempotency_key=end_key(scope.context.run_id),
+            idempotency_key=end_key(scope.origin.run_id),
             timeout_seconds=cleanup_timeout_seconds,
         )
     except RunSuperseded as superseded:  # its taker records the end (the recorder remembers)
-        logger.info("run %s stops without an end here: %s", scope.context.run_id, superseded)
+        logger.info("run %s stops without an end here: %s", scope.origin.run_id, superseded)
     except Exception:
-        logger.exception("could not record that run %s was cancelled", scope.context.run_id)
+        logger.exception("could not record that run %s was cancelled", scope.origin.run_id)
+
+
+async def record_early_end(
+    recorder: Recorder,
+    early_input: asyncio.Future[memory_pb2.Event],
+    message: str,
+    metadata: dict[str, Any],
+    *,
+    cleanup_timeout_seconds: float,
+) -> None:
+    """Records the end of a run that ended before its loop began, after the input recorded
+    alongside its start: a session never ends on an unanswered input."""
+    try:
+        received = await early_input
+        await recorder.record_end(
+            EventType.EVENT_TYPE_ERROR,
+            message,
+            metadata=metadata,
+            parent_event_id=received.id,
+            idempotency_key=end_key(recorder.run_id),
+            timeout_seconds=cleanup_timeout_seconds,
+        )
+    except Exception:
+        logger.warning("could not record the end of refused run %s", recorder.run_id, exc_info=True)
 
 
 def result_metadata(result: RunResult) -> dict[str, Any]:

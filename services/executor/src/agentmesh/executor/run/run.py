@@ -1,11 +1,23 @@
-"""One run's life once it is admitted and its agent is ready, top to bottom: started (its input
-recorded, its session's turn awaited, `run_started` sent), its steps (the LLM loop or the
-workflow), and its end. Every way it ends goes through `Run.end`: answered, failed or cancelled.
-A run given up here (handed over, its lease lost, or superseded by its taker) records no end: the
-executor that takes it over resumes it from the log.
+"""One run's life, top to bottom, in one object (`Run`):
 
-A run that waits for a human would be one more state between its steps: it gives back its slot
-and its lease, and goes on later from the log as a run taken over does (`resumed`).
+- admitted: admission.py makes the `Run` once the registry started it — its request, its agent's
+  spec, its recorder, its session's turn policy and the runs ahead of it, and its input when that
+  is recorded alongside the start;
+- live: it gets its agent's runtime (set up, or from the cache) and the sink its caller's stream
+  drains;
+- started: its input recorded, its session's turn awaited, `run_started` sent;
+- its steps: the LLM loop or the workflow, which see it through its `RunScope`;
+- ended: every way it ends goes through `Run.end` — answered, failed or cancelled once its loop
+  began; refused (by the registry, or by an agent that cannot be set up) or cancelled before
+  then, when it leaves with the gRPC status after the end recorded for an input recorded
+  already. `Run.end` is the one place that reports ends to the registry (the finisher).
+
+A run given up here (handed over, its lease lost, or superseded by its taker) records no end and
+reports none: the executor that takes it over resumes it from the log.
+
+A run that waits for a human would be one more state between its steps (suspended): it gives back
+its slot and its lease, keeps its session's turn, and goes on later from the log as a run taken
+over does (`resumed`).
 """
 
 from __future__ import annotations
@@ -13,7 +25,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,23 +34,29 @@ import grpc
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.agents.runtime import AgentRuntime, kind_name
-from agentmesh.executor.context.events import EventSink, RunContext, usage_proto
+from agentmesh.executor.context.events import EventOrigin, EventSink, usage_proto
 from agentmesh.executor.context.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.delegation.delegator import Delegator
 from agentmesh.executor.delegation.executor_runs import ExecutorRuns
+from agentmesh.executor.durability.detached import run_detached
 from agentmesh.executor.durability.finisher import RunFinisher
-from agentmesh.executor.durability.recorder import EventType, RunSuperseded, end_key
+from agentmesh.executor.durability.recorder import EventType, Recorder, RunSuperseded, end_key
 from agentmesh.executor.durability.run_log import RunLog
 from agentmesh.executor.errors import MCP_SERVER_UNAVAILABLE, run_failed
 from agentmesh.executor.loops.llm import LlmLoop, LlmLoopSettings
 from agentmesh.executor.loops.workflow import WorkflowRun, WorkflowSettings
-from agentmesh.executor.run.admission import AdmittedRun
-from agentmesh.executor.run.end import record_cancelled, record_failure, result_metadata
+from agentmesh.executor.providers.base import Message
+from agentmesh.executor.run import history
+from agentmesh.executor.run.end import record_cancelled, record_early_end, record_failure, result_metadata
+from agentmesh.executor.run.input_event import record_input
 from agentmesh.executor.run.outliving import Outliving
 from agentmesh.executor.run.turns import await_turn
+from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.memory.client import MemoryClient
+from agentmesh.memory.v1 import memory_service_pb2
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.registry.client import RegistryClient
+from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import DomainError, FieldViolation
 
 logger = logging.getLogger(__name__)
@@ -68,8 +87,11 @@ class RunServices:
 @dataclass(frozen=True)
 class Ending:
     """How a run ends: its answer (`result`, recorded as the event `answer_seq`), a failure (a
-    gRPC status name, message and reason), or a cancellation (`cancelled`, with `reason` when it
-    was cancelled from here rather than by its caller)."""
+    gRPC status name, message and reason; before its loop began, a refusal), or a cancellation
+    (`cancelled`, with `reason` when it was cancelled from here rather than by its caller).
+    `unexpected`: a failure no rule raised (a bug), which before the loop records nothing.
+    `registry_started`: False when the registry refused to start the run, or its start failed
+    before any answer: the registry then has no run to finish."""
 
     result: RunResult | None = None
     answer_seq: int = 0
@@ -79,9 +101,11 @@ class Ending:
     metadata: Mapping[str, str] | None = None
     violations: Sequence[FieldViolation] = ()
     cancelled: bool = False
+    unexpected: bool = False
+    registry_started: bool = True
 
     @classmethod
-    def failure(cls, error: Exception) -> Ending:
+    def failure(cls, error: Exception, *, registry_started: bool = True) -> Ending:
         if isinstance(error, RunFailure):
             return cls(code=error.code, message=error.message, reason=error.reason)
         if isinstance(error, DomainError):
@@ -91,91 +115,174 @@ class Ending:
                 reason=error.reason,
                 metadata=error.metadata,
                 violations=error.violations,
+                registry_started=registry_started,
             )
         internal = grpc.StatusCode.INTERNAL.name
-        return cls(code=internal, message="internal error", reason=internal)
+        return cls(
+            code=internal,
+            message="internal error",
+            reason=internal,
+            unexpected=True,
+            registry_started=registry_started,
+        )
 
 
 class Run:
-    """One admitted run whose agent is ready: `live` takes it from its start to its end."""
+    """One run on this executor from its admission to its end (see the module's docstring): what
+    it was asked and by whom, its agent, how it records, and where it is in its life. Its loop and
+    the runs it delegates see it through its `scope`, made when its loop begins."""
 
     def __init__(
         self,
-        admitted: AdmittedRun,
-        runtime: AgentRuntime,
-        sink: EventSink,
+        request: executor_service_pb2.RunRequest,
+        spec: resources_pb2.AgentSpec,
+        recorder: Recorder,
         *,
         services: RunServices,
+        double_texting: str = "",
+        history_window: int = 0,
+        received: memory_pb2.Event | None = None,
+    ) -> None:
+        self.request = request
+        self.spec = spec  # the agent's current spec (admission may resolve it again)
+        self.recorder = recorder
+        self._services = services
+        # A user's message is its session's next turn under this double-texting policy ("" for a
+        # delegated or sub-agent run), behind these runs still in flight (turns.py).
+        self.double_texting = double_texting
+        self.runs_ahead: tuple[str, ...] = ()
+        # A delegated LLM run records its input and reads its history window (this many events)
+        # in one call (history.py); `_listed_history` is that page once the input is recorded.
+        self._history_window = history_window
+        self._listed_history: memory_service_pb2.ListEventsResponse | None = None
+        # The input's event when it is recorded alongside the start (or, for a resumed run, is
+        # in the log already).
+        self._early_input: asyncio.Future[memory_pb2.Event] | None = None
+        if received is not None:
+            self._early_input = asyncio.get_running_loop().create_future()
+            self._early_input.set_result(received)
+        self._input_requested = False
+        # Given when it goes live (`live`): why its task was cancelled, by the runner.
+        self._cancel_reasons: Mapping[asyncio.Task[Any], str] = {}
+        self.scope: RunScope | None = None  # made when its loop begins
+        self._ended = False
+        self._end_reported = False  # handed to the finisher (once)
+
+    @property
+    def run_id(self) -> str:
+        return self.recorder.run_id
+
+    @property
+    def input_requested(self) -> bool:
+        """Whether the input's append was sent (or may have been): from then on the run may be
+        in the log, where whoever takes it over finds it."""
+        return self._early_input is not None or self._input_requested
+
+    def record_input_alongside_start(self) -> None:
+        """Starts recording the input while the registry starts the run (that append is the one
+        to wait for anyway): its end is then recorded whatever the start says."""
+        self._early_input = asyncio.ensure_future(self._record_input())
+
+    # -- admitted → live ----------------------------------------------------------------------
+
+    async def live(
+        self,
+        runtime: AbstractAsyncContextManager[AgentRuntime],
+        sink: EventSink,
+        *,
+        resumed: RunLog | None = None,
         interrupt: Callable[[str], None],
         cancel_reasons: Mapping[asyncio.Task[Any], str],
-    ) -> None:
-        request, spec = admitted.request, admitted.spec
-        self.admitted = admitted
-        self.runtime = runtime
-        self.kind = kind_name(spec.kind)
-        self.context = RunContext(
-            admitted.run_id,
+    ) -> RunResult | None:
+        """The run from its agent's set-up (`runtime`) to its end: the answer, or None when it
+        failed (and said so). The stream ends with the answer (or the failure); the run's
+        bookkeeping goes on after. An agent that cannot be set up refuses the run, which leaves
+        with the status. `cancel_reasons`: why its task was cancelled (from here, not by its
+        caller); `interrupt` stops a run of its session ahead of it."""
+        self._cancel_reasons = cancel_reasons
+        async with self.ends_on_error(), runtime as agent:
+            return await self._loop(agent, sink, resumed, interrupt)
+
+    @contextlib.asynccontextmanager
+    async def ends_on_error(self, *, registry_refuses: bool = False) -> AsyncIterator[None]:
+        """Ends the run when the block raises before its loop began (its start at the registry,
+        its agent's set-up): cancelled, or refused. `registry_refuses`: an error is the
+        registry's refusal to start it. Not a run given up here; nor one whose loop began, which
+        ends it (`_loop`)."""
+        try:
+            yield
+        except (RunSuperseded, asyncio.CancelledError):
+            if self.scope is None and not self._given_up():
+                await self.end(Ending(cancelled=True))
+            raise
+        except Exception as error:
+            if self.scope is None:
+                await self.end(Ending.failure(error, registry_started=not registry_refuses))
+            raise
+
+    async def _loop(
+        self, runtime: AgentRuntime, sink: EventSink, resumed: RunLog | None, interrupt: Callable[[str], None]
+    ) -> RunResult | None:
+        """Started, its steps, its answer; and its end, whatever happens."""
+        request, spec = self.request, self.spec
+        origin = EventOrigin(
+            self.run_id,
             request.session_id,
             spec.agent.slug or spec.agent.name,
             tuple(request.delegation_path),
         )
-        self.scope = RunScope(request, spec, self.context, admitted.recorder, sink)
-        self._sink = sink
-        self._services = services
-        self._interrupt = interrupt
-        self._cancel_reasons = cancel_reasons
-
-    async def live(self, resumed: RunLog | None = None) -> RunResult | None:
-        """The run from its start to its end: the answer, or None when it failed (and said so).
-        The stream ends with the answer (or the failure); the run's bookkeeping goes on after."""
+        self.scope = scope = RunScope(request, spec, origin, self.recorder, sink)
         try:
-            received = await self._start()
-            result = await self._steps(received, resumed)
+            received = await self._start(scope, runtime, interrupt)
+            result = await self._steps(scope, runtime, received, resumed)
             answer = await self._record_answer(received, result)
         except RunSuperseded:
             raise  # not this executor's run any more: no end here
         except asyncio.CancelledError:
-            reason = self._cancel_reasons.get(asyncio.current_task())  # type: ignore[arg-type]
-            if reason in GIVEN_UP or self.admitted.recorder.superseded is not None:
+            if self._given_up():
                 raise  # no end: the executor that takes it over resumes it
-            await self.end(Ending(cancelled=True, reason=reason))
+            await self.end(Ending(cancelled=True, reason=self._cancel_reason()))
             raise
         except Exception as error:
             if not isinstance(error, (RunFailure, DomainError)):
-                logger.exception("run %s of %s failed", self.context.run_id, self.admitted.spec.agent.name)
+                logger.exception("run %s of %s failed", self.run_id, spec.agent.name)
             return await self.end(Ending.failure(error))
         return await self.end(Ending(result=result, answer_seq=answer.seq))
 
-    async def _start(self) -> memory_pb2.Event:
+    # -- started ------------------------------------------------------------------------------
+
+    async def _start(
+        self, scope: RunScope, runtime: AgentRuntime, interrupt: Callable[[str], None]
+    ) -> memory_pb2.Event:
         """The input first: its seq tells whether the session had events before this run (a new
         session has no history, and is not asked for it: memory answers NOT_FOUND). Then its
         session's turn, and only then `run_started`: a client that saw the run start finds it in
         the log, so it can resume the stream from there whatever dies next (recorded early, this
         waits little). The input's event."""
-        admitted, runtime, request = self.admitted, self.runtime, self.admitted.request
-        admitted.loop_started = True
-        started = self.context.event(
+        request, kind = self.request, kind_name(self.spec.kind)
+        started = scope.origin.event(
             run_started=run_pb2.RunStarted(
-                agent_kind=self.kind,
+                agent_kind=kind,
                 model=runtime.models.plan.name if runtime.models else "",
                 executor_id=self._services.executor_id,
-                may_act=self.kind == "llm" and runtime.may_act(as_sub_agent=request.as_sub_agent),
+                may_act=kind == "llm" and runtime.may_act(as_sub_agent=request.as_sub_agent),
             )
         )
-        received = await admitted.record_input()
-        self.scope.input_event_id = received.id
+        self._input_requested = True
+        received = await (self._early_input or self._record_input())
+        scope.input_event_id = received.id
         await await_turn(
             self._services.registry,
-            admitted.spec.agent.id,
-            admitted.run_id,
-            policy=admitted.double_texting,
-            runs_ahead=admitted.runs_ahead,
-            interrupt=self._interrupt,
+            self.spec.agent.id,
+            self.run_id,
+            policy=self.double_texting,
+            runs_ahead=self.runs_ahead,
+            interrupt=interrupt,
             metadata=self._services.executor_runs.system_metadata(),
         )
-        await self._sink.emit(started)
+        await scope.sink.emit(started)
         for server in runtime.unavailable_servers:
-            await self.scope.error(
+            await scope.error(
                 MCP_SERVER_UNAVAILABLE,
                 f"MCP server {server.name!r} is unavailable, so the run goes on without its tools: "
                 f"{server.reason}",
@@ -183,55 +290,125 @@ class Run:
             )
         return received
 
-    async def _steps(self, received: memory_pb2.Event, resumed: RunLog | None) -> RunResult:
+    async def _record_input(self) -> memory_pb2.Event:
+        event, self._listed_history = await record_input(
+            self.request, self.recorder, history_window=self._history_window
+        )
+        return event
+
+    # -- its steps ----------------------------------------------------------------------------
+
+    async def _steps(
+        self, scope: RunScope, runtime: AgentRuntime, received: memory_pb2.Event, resumed: RunLog | None
+    ) -> RunResult:
         """The agent's loop: an LLM agent's steps over its context window, or a workflow's
         sub-agents. A resumed run goes on from where its log stops."""
         services = self._services
-        if self.kind == "llm":
-            history = await self.admitted.history(
-                services.memory, received, window=services.history_window_events
-            )
-            loop = LlmLoop(
-                self.scope, self.runtime, settings=services.llm_settings, delegator=services.delegator
-            )
-            return await loop.run(history, resumed)
-        spec = self.admitted.spec
+        if kind_name(self.spec.kind) == "llm":
+            loop = LlmLoop(scope, runtime, settings=services.llm_settings, delegator=services.delegator)
+            return await loop.run(await self._history(received), resumed)
         return await WorkflowRun(
-            self.scope,
+            scope,
             executor_runs=services.executor_runs,
             settings=services.workflow_settings,
-            log=services.outliving.log(self.admitted.request.session_id, spec.agent.project_id),
+            log=services.outliving.log(self.request.session_id, self.spec.agent.project_id),
             sub_agent_runs=resumed.sub_agent_runs if resumed else None,
         ).run()
 
+    async def _history(self, received: memory_pb2.Event) -> list[Message]:
+        """The agent's context window (history.py): read with the input when the run asked for
+        it there (a delegated run), else read now — not at all when the input was the session's
+        first event (a new session has no history)."""
+        window = self._services.history_window_events
+        if self._listed_history is not None:
+            return history.messages(self._listed_history, window=window, exclude_run_id=self.run_id)
+        if received.seq <= 1:
+            return []
+        return await history.read_history(
+            self._services.memory,
+            session_id=self.recorder.session_id,
+            project_id=self.recorder.project_id,
+            agent=self.recorder.agent,
+            window=window,
+            exclude_run_id=self.run_id,
+        )
+
     async def _record_answer(self, received: memory_pb2.Event, result: RunResult) -> memory_pb2.Event:
         """The answer's event, under the run's one end key."""
-        return await self.admitted.recorder.record(
+        return await self.recorder.record(
             EventType.EVENT_TYPE_AGENT_RESPONSE,
             result.content,
             parent_event_id=received.id,
             metadata=result_metadata(result),
-            idempotency_key=end_key(self.context.run_id),
+            idempotency_key=end_key(self.run_id),
         )
 
+    # -- ended --------------------------------------------------------------------------------
+
     async def end(self, ending: Ending) -> RunResult | None:
-        """Every way the run ends: its answer streamed (already recorded), or its failure or
-        cancellation recorded and streamed — each after its session's turn is released. The
-        answer, or None."""
+        """Every way the run ends, once: recorded (and, once its loop began, streamed), then
+        reported to the registry — unless the registry refused to start it, or the run was given
+        up here meanwhile. The answer, or None."""
+        if self._ended:
+            return None
+        self._ended = True
+        try:
+            if self.scope is None:
+                await self._end_before_loop(ending)
+                return None
+            return await self._end_loop(self.scope, ending)
+        finally:
+            if ending.registry_started and not self._end_reported and not self._given_up():
+                self._report_end(ending.result)
+
+    async def _end_before_loop(self, ending: Ending) -> None:
+        """A run refused or cancelled before its loop began leaves with the gRPC status; an input
+        recorded alongside its start gets the end first (the cancellation detached from the
+        cancellation, as every end is). An unexpected error records nothing."""
+        if ending.unexpected:
+            if self._early_input is not None:
+                self._early_input.cancel()  # the run goes no further
+            return
+        if self._early_input is None:
+            return
+        early_input, cleanup = self._early_input, self._services.cleanup_timeout_seconds
+        if ending.cancelled:
+            await run_detached(
+                lambda: record_early_end(
+                    self.recorder,
+                    early_input,
+                    "the run was cancelled",
+                    {"cancelled": True, "code": "CANCELLED"},
+                    cleanup_timeout_seconds=cleanup,
+                ),
+                timeout_seconds=cleanup,
+            )
+            return
+        await record_early_end(
+            self.recorder,
+            early_input,
+            ending.message,
+            {"reason": ending.reason, "code": ending.code},
+            cleanup_timeout_seconds=cleanup,
+        )
+
+    async def _end_loop(self, scope: RunScope, ending: Ending) -> RunResult | None:
+        """Its answer streamed (already recorded), or its failure or cancellation recorded and
+        streamed — each after its session's turn is released."""
         cleanup = self._services.cleanup_timeout_seconds
         if ending.cancelled:
-            await record_cancelled(self.scope, ending.reason, cleanup_timeout_seconds=cleanup)
+            await record_cancelled(scope, ending.reason, cleanup_timeout_seconds=cleanup)
             if ending.reason:
                 await self._release_turn(None)
                 # Cancelled from here (the agent was terminated), not by the caller: it still
                 # listens, and learns why.
                 cancelled = grpc.StatusCode.CANCELLED.name
                 message = f"the run was cancelled: {ending.reason}"
-                self._sink.emit_last(self.context.event(run_failed=run_failed(cancelled, message, cancelled)))
+                scope.sink.emit_last(scope.origin.event(run_failed=run_failed(cancelled, message, cancelled)))
             return None
         if ending.result is None:
             await record_failure(
-                self.scope,
+                scope,
                 ending.code,
                 ending.message,
                 ending.reason or "",
@@ -243,8 +420,8 @@ class Run:
             return None
         result = ending.result
         await self._release_turn(result)
-        await self._sink.emit(
-            self.context.event(
+        await scope.sink.emit(
+            scope.origin.event(
                 seq=ending.answer_seq,
                 run_completed=run_pb2.RunCompleted(
                     content=result.content,
@@ -255,7 +432,7 @@ class Run:
                 ),
             )
         )
-        self._sink.close()
+        scope.sink.close()
         return result
 
     async def _release_turn(self, result: RunResult | None) -> None:
@@ -263,9 +440,31 @@ class Run:
         that the caller's next message finds the session free (the finisher sends it without its
         batch window). The wait is bounded: a registry that does not answer delays the caller's
         last event by at most the cleanup timeout, and the turn is released once the end is
-        delivered. Other runs' ends are reported after their stream ended (`RunExecutor`)."""
-        if not self.admitted.double_texting:
+        delivered. Other runs' ends are reported once their stream ended (`end`)."""
+        if not self.double_texting:
             return
-        taken = self.admitted.report_end(self._services.finisher, result, urgent=True)
+        taken = self._report_end(result, urgent=True)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(taken), self._services.cleanup_timeout_seconds)
+
+    def _report_end(self, result: RunResult | None, *, urgent: bool = False) -> asyncio.Future[None]:
+        """Hands the run's end (whether it answered, its usage) to the finisher, which reports it
+        to the registry; done once the registry took it. `urgent`: without the batch window."""
+        self._end_reported = True
+        usage = result.usage if result else None
+        return self._services.finisher.finish(
+            self.spec.agent.id,
+            self.run_id,
+            completed=result is not None,
+            tokens_used=usage.total_tokens if usage else 0,
+            cost=usage.cost if usage else 0.0,
+            urgent=urgent,
+        )
+
+    def _given_up(self) -> bool:
+        """Whether the run stops here without an end: handed over, its lease lost, or superseded
+        by the executor that took it over (which ends it)."""
+        return self._cancel_reason() in GIVEN_UP or self.recorder.superseded is not None
+
+    def _cancel_reason(self) -> str | None:
+        return self._cancel_reasons.get(asyncio.current_task())  # type: ignore[arg-type]

@@ -1,7 +1,7 @@
-"""Runs agents: admits each run (admission.py), gets its agent's runtime from the cache, and
-hands it to its `Run` (run.py), which takes it from its start to its end; this module keeps the
-runs in flight here (slots, leases, cancelling, handing over, resuming runs taken over) and
-each run's bookkeeping after its end.
+"""Runs agents: admits each run (admission.py makes its `Run`) and lets it live (run.py: its
+agent's runtime from the cache, its start, its steps, its end); this module keeps the runs in
+flight here (slots, leases, cancelling, handing over, resuming runs taken over) and each run's
+bookkeeping (metrics, the runs in flight) after its end.
 
 A run is a task of its own that emits into a bounded sink the caller's stream drains. When the
 caller goes away (cancel, disconnect, deadline) the stream's end cancels the task — unless the
@@ -17,6 +17,7 @@ cannot be set up) leave as the gRPC status; after `run_started`, a run ends with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import time
@@ -31,7 +32,6 @@ from agentmesh.executor.agents.cache import AgentCache
 from agentmesh.executor.agents.runtime import AgentBuilder, AgentRuntime, kind_name
 from agentmesh.executor.context.events import EventSink
 from agentmesh.executor.context.scope import RunResult
-from agentmesh.executor.durability.finisher import RunFinisher
 from agentmesh.executor.durability.handover import Handover
 from agentmesh.executor.durability.outbox import EventOutbox
 from agentmesh.executor.durability.recorder import RunSuperseded
@@ -43,7 +43,7 @@ from agentmesh.executor.errors import (
     RunLeaseLost,
     RunTakenOver,
 )
-from agentmesh.executor.run.admission import AdmittedRun, RunAdmission, validate_request
+from agentmesh.executor.run.admission import RunAdmission, validate_request
 from agentmesh.executor.run.run import HANDED_OVER, LOST, Run, RunServices
 from agentmesh.executor.run.turns import INTERRUPTED, turn_policy
 from agentmesh.executor.settings import ExecutorSettings
@@ -69,7 +69,6 @@ class RunExecutor:
         builder: AgentBuilder,
         cache: AgentCache[AgentRuntime],
         handover: Handover,
-        finisher: RunFinisher,
         outbox: EventOutbox | None = None,
     ) -> None:
         self._settings = settings
@@ -81,7 +80,6 @@ class RunExecutor:
         self._builder = builder
         self._cache = cache
         self._outbox = outbox
-        self._finisher = finisher
         self._slots = asyncio.Semaphore(settings.max_concurrent_runs)
         self._runs: set[asyncio.Task[None]] = set()
         self._runs_by_agent: dict[str, set[asyncio.Task[Any]]] = {}
@@ -233,15 +231,12 @@ class RunExecutor:
             outbox=self._outbox,
             key_prefix=f"{orphan.run_id}:resume{number}",
         )
-        request = resumed_request(orphan, spec, log.input)
-        received: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        received.set_result(log.input)
-        run = AdmittedRun(
-            request,
+        run = Run(
+            resumed_request(orphan, spec, log.input),
             spec,
             recorder,
-            early_input=received,
-            cleanup_timeout_seconds=self._settings.cleanup_timeout_seconds,
+            services=self._services,
+            received=log.input,
         )
         sink = EventSink(self._settings.event_buffer_size, secrets=self._builder.secrets)
         context = contextvars.copy_context()
@@ -261,7 +256,7 @@ class RunExecutor:
             if not task.done():
                 task.cancel()
 
-    async def _resumed(self, run: AdmittedRun, sink: EventSink, log: RunLog) -> None:
+    async def _resumed(self, run: Run, sink: EventSink, log: RunLog) -> None:
         spec = run.spec
         kind = kind_name(spec.kind)
         with telemetry.run_span(
@@ -323,7 +318,7 @@ class RunExecutor:
 
     async def _live(
         self,
-        run: AdmittedRun,
+        run: Run,
         sink: EventSink,
         span: Span,
         *,
@@ -331,10 +326,10 @@ class RunExecutor:
         started: float,
         resumed: RunLog | None = None,
     ) -> None:
-        """An admitted run's life: its agent from the cache, its loop, and, whatever happens, its
-        bookkeeping (metrics, the runs in flight here, its end handed to the finisher — not for
-        a run given up here, handed over or its lease lost: its taker resumes it. A resumed run
-        was counted in again when its taker took it back, resumption.py)."""
+        """An admitted run's life (`Run.live`, which ends it) and, whatever happens, its
+        bookkeeping here: metrics, the runs in flight. A run given up here (handed over or its
+        lease lost: its taker resumes it) raises where to follow it. (A resumed run was counted
+        in again when its taker took it back, resumption.py.)"""
         task = self._track(run.spec.agent.id)
         self._leased[run.run_id] = (run.spec.agent.id, task)
         self._outliving.admitted(task, run.spec.agent.project_id)
@@ -342,7 +337,13 @@ class RunExecutor:
         outcome: metrics.RunOutcome = "failed"
         given_up: DomainError | None = None
         try:
-            result = await self._run_agent(run, sink, resumed)
+            result = await run.live(
+                self._runtime(run),
+                sink,
+                resumed=resumed,
+                interrupt=self.interrupt,
+                cancel_reasons=self._cancel_reasons,
+            )
             span.set_attribute(telemetry.RUN_OUTCOME, "completed" if result else "failed")
             if result is not None:
                 outcome = "max_steps" if result.max_steps_reached else "completed"
@@ -356,14 +357,6 @@ class RunExecutor:
             given_up = self._given_up(task, run)
             if given_up is not None:
                 raise given_up from None
-            if not run.loop_started:
-                # Cancelled while its agent was being set up: the loop records no end for it.
-                await run.record_cancelled(timeout_seconds=self._settings.cleanup_timeout_seconds)
-            raise
-        except DomainError as error:
-            # The agent could not be set up (a model or tool): the run never started, and
-            # leaves with the status — after the input recorded alongside the start, if any.
-            await run.record_refusal(error)
             raise
         finally:
             metrics.record_run(
@@ -376,10 +369,8 @@ class RunExecutor:
             self._leased.pop(run.run_id, None)
             self._lost.discard(task)
             self._outliving.ended(task)
-            if given_up is None and not run.end_reported:
-                self._finish(run, result)
 
-    def _given_up(self, task: asyncio.Task[Any], run: AdmittedRun) -> DomainError | None:
+    def _given_up(self, task: asyncio.Task[Any], run: Run) -> DomainError | None:
         """What a run stopped here without an end raises to its caller (None for any other
         cancellation): where to follow it — its taker resumes it from the log — or, when nothing
         of it was recorded yet, that it may be sent again."""
@@ -402,10 +393,10 @@ class RunExecutor:
             metadata={"run_id": run.run_id},
         )
 
-    async def _run_agent(
-        self, run: AdmittedRun, sink: EventSink, resumed: RunLog | None = None
-    ) -> RunResult | None:
-        """The agent's runtime (cached per session) running the run."""
+    @contextlib.asynccontextmanager
+    async def _runtime(self, run: Run) -> AsyncIterator[AgentRuntime]:
+        """The run's agent's runtime, cached per session: built when missing or stale, pinned
+        while the run uses it."""
         spec = run.spec
         signature, plan = await self._builder.plan(spec)
         async with self._cache.use(
@@ -414,15 +405,7 @@ class RunExecutor:
             signature,
             lambda scope: self._builder.build(spec, signature, plan, scope),
         ) as runtime:
-            life = Run(
-                run,
-                runtime,
-                sink,
-                services=self._services,
-                interrupt=self.interrupt,
-                cancel_reasons=self._cancel_reasons,
-            )
-            return await life.live(resumed)
+            yield runtime
 
     def _track(self, agent_id: str) -> asyncio.Task[Any]:
         """Notes the current task as a run of the agent here, so `cancel_runs` finds it."""
@@ -437,6 +420,3 @@ class RunExecutor:
         if not runs:
             self._runs_by_agent.pop(agent_id, None)
         self._cancel_reasons.pop(task, None)
-
-    def _finish(self, run: AdmittedRun, result: RunResult | None) -> None:
-        run.report_end(self._finisher, result)
