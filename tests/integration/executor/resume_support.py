@@ -23,13 +23,16 @@ from tests.integration.executor.support import Agent, Event, EventType, Stack, e
 from tests.mesh import JWT_SECRET, bearer
 from tests.polling import eventually
 
-LEASE_SECONDS = 1.0
+# Short, so a dead executor's run is taken over within seconds; not shorter, because the live
+# executor's renewals must reach the registry within a lease even on a loaded host (with 1 s,
+# renewals late under load expired the live runs' leases too, and counted them out mid-run).
+LEASE_SECONDS = 3.0
 
 
 @pytest.fixture(scope="module")
 def executor_settings(openai_server: FakeOpenAI) -> dict[str, Any]:
     return {
-        "lease_renew_interval_seconds": 0.3,
+        "lease_renew_interval_seconds": 0.5,
         "openai_base_url": openai_server.base_url,
         "openai_api_key": "sk-resume-" + "r" * 30,
     }
