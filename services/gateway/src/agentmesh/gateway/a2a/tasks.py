@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from a2a.types import a2a_pb2
+from a2a.utils import errors as a2a_errors
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.client import RunRouter
@@ -154,6 +155,14 @@ class A2ATasks:
             snapshot = await self.get(caller, agent, message.task_id)
             if message.context_id and message.context_id != snapshot.task.context_id:
                 raise InvalidRequest.field("message.context_id", "is not the context of message.task_id")
+            if snapshot.is_terminal:
+                # The spec: a task that ended takes no more messages; a message without
+                # `task_id` in the same context starts the next task.
+                state = a2a_pb2.TaskState.Name(snapshot.task.status.state)
+                raise a2a_errors.UnsupportedOperationError(
+                    f"message.task_id: task {message.task_id!r} has ended ({state}); send the message"
+                    " without task_id, in its context_id, to start a new task"
+                )
             return snapshot.task.context_id
         return self._gateway.session_id(message.context_id or None)
 
@@ -193,7 +202,6 @@ class A2ATasks:
         history_length: int | None = None,
     ) -> a2a_pb2.ListTasksResponse:
         """A page of the agent's tasks (the runs its users' messages started), newest first."""
-        page_size = min(max(page_size, 1), MAX_PAGE_SIZE)
         request = mem.ListEventsRequest(
             session_id=context_id,
             project_id=agent.project_id,
@@ -204,7 +212,14 @@ class A2ATasks:
             descending=True,
             include_total_size=True,
         )
-        page = await self._memory.list_events(request, metadata=caller.metadata)
+        if context_id and not self._gateway.is_session_id(context_id):
+            return _no_tasks(page_size)  # no task was ever sent in it
+        try:
+            page = await self._memory.list_events(request, metadata=caller.metadata)
+        except NotFound:
+            if not context_id:
+                raise
+            return _no_tasks(page_size)  # a context nobody used yet has no session
         tasks = [
             (
                 await self.get(
@@ -257,3 +272,7 @@ class A2ATasks:
                 async for _ in self.subscribe(caller, agent, snapshot):
                     pass
         return await self.get(caller, agent, snapshot.task.id)
+
+
+def _no_tasks(page_size: int) -> a2a_pb2.ListTasksResponse:
+    return a2a_pb2.ListTasksResponse(page_size=page_size, total_size=0)
