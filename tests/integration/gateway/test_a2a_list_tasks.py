@@ -10,6 +10,7 @@ from a2a.utils import errors as a2a_errors
 
 from tests.integration.gateway.a2a_client import BINDINGS, agent_client, send_request
 from tests.integration.gateway.support import Api
+from tests.polling import eventually
 
 State = a2a_pb2.TaskState
 pytestmark = pytest.mark.parametrize("binding", BINDINGS)
@@ -77,3 +78,50 @@ async def test_an_unknown_status_name_is_refused_on_the_http_bindings(
         f"{agent.base}/a2a/rest/tasks", params={"status": "TASK_STATE_COMPLETED"}, headers=headers
     )
     assert served.status_code == 200, served.text
+
+
+async def test_the_status_filters_apply_before_paging(
+    binding: str, api: Api, http: httpx.AsyncClient, once: None
+) -> None:
+    slow = {"content": "part " * 200, "delay_seconds": 0.3}  # 16 chunks: about 5 s a task
+    async with agent_client(api, http, binding, answers=[slow]) as (_agent, client):
+
+        async def start(context_id: str) -> a2a_pb2.Task:
+            request = send_request("go", return_immediately=True)
+            request.message.context_id = context_id
+            [started] = [r async for r in client.send_message(request)]
+            return started.task
+
+        done = await start("status-done")
+        cancelled = await client.cancel_task(
+            a2a_pb2.CancelTaskRequest(id=(await start("status-cancelled")).id)
+        )
+        assert cancelled.status.state == State.TASK_STATE_CANCELED
+
+        async def completed() -> bool:
+            task = await client.get_task(a2a_pb2.GetTaskRequest(id=done.id))
+            return task.status.state == State.TASK_STATE_COMPLETED
+
+        await eventually(completed, timeout=30, what="the first task completing")
+        working = await start("status-working")
+
+        async def listed(**filters: object) -> tuple[list[str], int, str]:
+            page = await client.list_tasks(a2a_pb2.ListTasksRequest(**filters))
+            return [t.id for t in page.tasks], page.total_size, page.next_page_token
+
+        # One a page: the filter picks before the page is cut, so the one match is on page one.
+        assert await listed(status=State.TASK_STATE_COMPLETED, page_size=1) == ([done.id], 1, "")
+        assert await listed(status=State.TASK_STATE_CANCELED, page_size=1) == ([cancelled.id], 1, "")
+        assert await listed(status=State.TASK_STATE_WORKING, page_size=1) == ([working.id], 1, "")
+        assert await listed(status=State.TASK_STATE_FAILED) == ([], 0, "")
+        assert await listed(status=State.TASK_STATE_INPUT_REQUIRED) == ([], 0, "")
+        ids, total, token = await listed(page_size=2)
+        assert ids == [working.id, cancelled.id] and total == 3 and token
+
+        # statusTimestampAfter: the tasks whose status changed at or after the time: the slow
+        # one's end came after the cancelled one's, and the working one started after both.
+        since = (await client.get_task(a2a_pb2.GetTaskRequest(id=done.id))).status.timestamp
+        assert (await listed(status_timestamp_after=since))[:2] == ([working.id, done.id], 2)
+        working_since = await listed(status_timestamp_after=since, status=State.TASK_STATE_WORKING)
+        assert working_since == ([working.id], 1, "")
+        await client.cancel_task(a2a_pb2.CancelTaskRequest(id=working.id))  # leave nothing running

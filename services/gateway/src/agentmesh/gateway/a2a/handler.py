@@ -113,14 +113,14 @@ class MeshRequestHandler(RequestHandler):
                 caller,
                 agent,
                 context_id=params.context_id,
+                status=params.status,
+                status_since=(
+                    params.status_timestamp_after if params.HasField("status_timestamp_after") else None
+                ),
                 page_size=params.page_size if params.HasField("page_size") else DEFAULT_PAGE_SIZE,
                 page_token=params.page_token,
                 history_length=params.history_length if params.HasField("history_length") else None,
             )
-            if params.status:
-                kept = [task for task in page.tasks if task.status.state == params.status]
-                del page.tasks[:]
-                page.tasks.extend(kept)
             if not params.include_artifacts:
                 for task in page.tasks:
                     del task.artifacts[:]

@@ -19,10 +19,12 @@ from dataclasses import dataclass
 
 from a2a.types import a2a_pb2
 from a2a.utils import errors as a2a_errors
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.client import RunRouter
 from agentmesh.gateway.a2a.convert import (
+    RUN_STATES,
     TaskEventStream,
     TaskId,
     TaskSnapshot,
@@ -197,11 +199,15 @@ class A2ATasks:
         agent: Agent,
         *,
         context_id: str = "",
+        status: a2a_pb2.TaskState.ValueType = a2a_pb2.TaskState.TASK_STATE_UNSPECIFIED,
+        status_since: Timestamp | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
         page_token: str = "",
         history_length: int | None = None,
     ) -> a2a_pb2.ListTasksResponse:
-        """A page of the agent's tasks (the runs its users' messages started), newest first."""
+        """A page of the agent's tasks (the runs its users' messages started), newest first;
+        only those in `status` and last updated at or after `status_since` when given. The
+        memory service filters before it pages, so pages and `total_size` count only those."""
         request = mem.ListEventsRequest(
             session_id=context_id,
             project_id=agent.project_id,
@@ -212,6 +218,12 @@ class A2ATasks:
             descending=True,
             include_total_size=True,
         )
+        if status:
+            if status not in RUN_STATES:
+                return _no_tasks(page_size)  # a state no task of ours is ever in
+            request.run_states.append(RUN_STATES[status])
+        if status_since is not None:
+            request.run_active_since.CopyFrom(status_since)
         if context_id and not self._gateway.is_session_id(context_id):
             return _no_tasks(page_size)  # no task was ever sent in it
         try:
