@@ -29,6 +29,11 @@ async def test_a_message_without_a_required_field_is_refused_naming_it(
                 [r async for r in client.send_message(request)]
             listed = await client.list_tasks(a2a_pb2.ListTasksRequest(context_id=f"refused-{field}"))
             assert list(listed.tasks) == []  # nothing was started
+        # A context the agent cannot take is refused (the spec: never swapped for a new one).
+        request = send_request("hi")
+        request.message.context_id = "not a context name!"
+        with pytest.raises(a2a_errors.InvalidParamsError, match=r"message\.context_id"):
+            [r async for r in client.send_message(request)]
         [served] = [r async for r in client.send_message(send_request("hi"))]
         assert served.task.status.state == State.TASK_STATE_COMPLETED
 

@@ -166,7 +166,7 @@ class A2ATasks:
                     " without task_id, in its context_id, to start a new task"
                 )
             return snapshot.task.context_id
-        return self._gateway.session_id(message.context_id or None)
+        return self._gateway.session_id(message.context_id or None, field="message.context_id")
 
     # Reading.
 
