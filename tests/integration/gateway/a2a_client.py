@@ -20,7 +20,7 @@ from a2a.client import (
 from a2a.types import a2a_pb2
 from google.protobuf.json_format import ParseDict
 
-from tests.integration.gateway.support import Agent
+from tests.integration.gateway.support import Agent, Api
 
 BINDINGS = ["JSONRPC", "HTTP+JSON", "GRPC"]
 
@@ -62,6 +62,17 @@ async def a2a_client(
             yield client
         finally:
             await client.close()
+
+
+@asynccontextmanager
+async def agent_client(
+    api: Api, http: httpx.AsyncClient, binding: str, *, answers: list[str], streaming: bool = False
+) -> AsyncIterator[tuple[Agent, Client]]:
+    """A new agent answering `answers`, and its owner's client on one binding."""
+    agent = await api.agent(mock_responses=answers)
+    card = await fetch_card(http, agent)
+    async with a2a_client(card, binding, agent.owner.token, streaming=streaming) as client:
+        yield agent, client
 
 
 def text_message(text: str, **fields: Any) -> a2a_pb2.Message:

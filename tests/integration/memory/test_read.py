@@ -10,6 +10,7 @@ import pytest
 
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2 as pb
+from agentmesh.memory.v1.resources_pb2 import RunState
 from agentmesh.runtime.errors import InvalidArgument, NotFound, OutOfRange
 from tests.integration.memory.builders import EventType, new_event
 
@@ -113,6 +114,45 @@ async def test_an_agents_events_across_the_projects_sessions(memory: MemoryClien
     assert [event.content for event in one_session.events] == ["b1", "b2"]
 
 
+async def test_run_filters_apply_before_paging_and_counting(memory: MemoryClient) -> None:
+    """A run's state is its final event's (the one keyed `<run_id>:end`); its activity, its
+    latest event's time."""
+    for n in range(1, 6):
+        run = f"r-{n}"
+        await memory.append_events("s-1", "p-1", [new_event(run, agent="worker", run_id=run)])
+        if n % 2:
+            answer = new_event("done", event_type=ANSWER, run_id=run, idempotency_key=f"{run}:end")
+            await memory.append_events("s-1", "p-1", [answer])
+    answered = pb.ListEventsRequest(
+        project_id="p-1",
+        agent="worker",
+        event_types=[USER],
+        run_states=[RunState.RUN_STATE_ANSWERED],
+        page_size=2,
+        include_total_size=True,
+    )
+    first = await memory.list_events(answered)
+    assert [e.content for e in first.events] == ["r-1", "r-3"] and first.total_size == 3
+    answered.page_token = first.next_page_token
+    assert [e.content for e in (await memory.list_events(answered)).events] == ["r-5"]
+
+    running = pb.ListEventsRequest(
+        project_id="p-1", agent="worker", event_types=[USER], run_states=[RunState.RUN_STATE_RUNNING]
+    )
+    assert [e.content for e in (await memory.list_events(running)).events] == ["r-2", "r-4"]
+    # A page token stays bound to its filters, these too.
+    with pytest.raises(InvalidArgument):
+        await memory.list_events(
+            pb.ListEventsRequest(project_id="p-1", agent="worker", page_token=first.next_page_token)
+        )
+
+    session = await memory.get_session("s-1", project_id="p-1")
+    since = pb.ListEventsRequest(project_id="p-1", agent="worker", event_types=[USER])
+    since.run_active_since.CopyFrom(session.updated_at)
+    latest = (await memory.list_events(since)).events
+    assert [e.content for e in latest] == ["r-5"]  # the run whose answer was recorded last
+
+
 async def test_a_page_token_is_bound_to_its_filters(memory: MemoryClient, conversation: None) -> None:
     first = await memory.list_events(pb.ListEventsRequest(session_id="s-1", agent="worker", page_size=2))
     token = first.next_page_token
@@ -165,6 +205,7 @@ async def test_malformed_page_tokens_are_invalid_argument(
         (pb.ListEventsRequest(session_id="s-1", after_seq=-1), ["after_seq"]),
         (pb.ListEventsRequest(session_id="s-1", page_size=-5), ["page_size"]),
         (pb.ListEventsRequest(session_id="s-1", event_types=[USER, 0]), ["event_types[1]"]),
+        (pb.ListEventsRequest(session_id="s-1", run_states=[0]), ["run_states[0]"]),
     ],
     ids=[
         "nothing",
@@ -173,6 +214,7 @@ async def test_malformed_page_tokens_are_invalid_argument(
         "negative-after",
         "negative-size",
         "unspecified",
+        "unspecified-run-state",
     ],
 )
 async def test_malformed_filters_are_invalid_argument(

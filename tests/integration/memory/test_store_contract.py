@@ -13,7 +13,7 @@ from agentmesh.memory.app import MIGRATIONS, VERSION_TABLE
 from agentmesh.memory.errors import ProjectDeleted
 from agentmesh.memory.event_store import EventStore, IdempotencyKeyRace
 from agentmesh.memory.in_memory_store import InMemoryEventStore
-from agentmesh.memory.models import Event, EventQuery, EventType, NewEvent, RetentionPolicy
+from agentmesh.memory.models import Event, EventQuery, EventType, NewEvent, RetentionPolicy, RunState
 from agentmesh.memory.store import SqlEventStore
 from agentmesh.runtime.database import create_engine, upgrade
 
@@ -255,6 +255,54 @@ async def test_events_page_by_seq_either_way_with_filters(store: EventStore) -> 
         3,
         3,
     ]
+
+
+async def test_events_are_filtered_by_how_their_run_stands_before_paging(store: EventStore) -> None:
+    def asked(run_id: str) -> NewEvent:
+        return NewEvent(agent="a", event_type=EventType.USER_MESSAGE, content=run_id, run_id=run_id)
+
+    def ended(run_id: str, kind: EventType, code: str = "") -> NewEvent:
+        metadata = {"code": code} if code else {}
+        return NewEvent(
+            agent="a", event_type=kind, run_id=run_id, metadata=metadata, idempotency_key=f"{run_id}:end"
+        )
+
+    runs = ["answered", "failed", "cancelled", "going", "quiet"]
+    await append(store, "s-1", [asked(run) for run in runs] + [new("no run", agent="a")], now=T0)
+    await append(store, "s-1", [ended("answered", EventType.AGENT_RESPONSE)], now=T0 + timedelta(seconds=1))
+    await append(store, "s-1", [ended("failed", EventType.ERROR, "INTERNAL")], now=T0 + timedelta(seconds=2))
+    await append(
+        store, "s-1", [ended("cancelled", EventType.ERROR, "CANCELLED")], now=T0 + timedelta(seconds=3)
+    )
+    going = NewEvent(agent="b", event_type=EventType.TOOL_CALL, run_id="going")  # a step, not an end
+    await append(store, "s-1", [going], now=T0 + timedelta(seconds=4))
+    await append(store, "s-2", [asked("elsewhere"), ended("elsewhere", EventType.AGENT_RESPONSE)], now=T0)
+
+    asks = EventQuery(project_id="p-1", agent="a", event_types=(EventType.USER_MESSAGE,))
+
+    async def listed(**filters: object) -> list[str]:
+        query = asks.model_copy(update=filters)
+        found = [e.content for e in await store.list_events(query, after=None, limit=100)]
+        assert await store.count_events(query) == len(found)
+        return found
+
+    assert await listed(run_states=(RunState.ANSWERED,)) == ["answered", "elsewhere"]
+    assert await listed(run_states=(RunState.FAILED,)) == ["failed"]
+    assert await listed(run_states=(RunState.CANCELLED,)) == ["cancelled"]
+    assert await listed(run_states=(RunState.RUNNING,)) == ["going", "quiet"]
+    assert await listed(run_states=(RunState.RUNNING, RunState.FAILED)) == ["failed", "going", "quiet"]
+    assert await listed(run_states=(RunState.ANSWERED,), session_id="s-1") == ["answered"]
+    # A run's latest event, whichever it is, says when it was last active.
+    assert await listed(run_active_since=T0 + timedelta(seconds=2)) == ["failed", "cancelled", "going"]
+    assert await listed(run_active_since=T0 + timedelta(seconds=5)) == []
+    assert await listed(run_active_since=T0) == [*runs, "elsewhere"]  # the event with no run is out
+    # Pages hold only what matches: the first page of two running runs is both of them.
+    running = asks.model_copy(update={"run_states": (RunState.RUNNING,)})
+    first = await store.list_events(running, after=None, limit=1)
+    assert [e.content for e in first] == ["going"]
+    last = first[-1]
+    rest = await store.list_events(running, after=(last.created_at, last.session_id, last.seq), limit=1)
+    assert [e.content for e in rest] == ["quiet"]
 
 
 async def test_an_agents_events_across_a_project_are_in_time_order(store: EventStore) -> None:

@@ -82,15 +82,21 @@ class AgentGateway:
     def new_session_id(self) -> str:
         return uuid.uuid4().hex
 
-    def session_id(self, requested: str | None) -> str:
-        """The session a chat runs in: the one the client named (validated), else a new one."""
+    def session_id(self, requested: str | None, *, field: str = "session_id") -> str:
+        """The session a chat runs in: the one the client named in `field` (validated), else a
+        new one."""
         if not requested:
             return self.new_session_id()
-        if not _SESSION_ID.match(requested):
+        if not self.is_session_id(requested):
             raise InvalidRequest.field(
-                "session_id", "1-128 characters: letters, digits, '.', '_', ':' or '-', starting alphanumeric"
+                field, "1-128 characters: letters, digits, '.', '_', ':' or '-', starting alphanumeric"
             )
         return requested
+
+    @staticmethod
+    def is_session_id(text: str) -> bool:
+        """Whether a client may name a session so (a chat refuses any other name)."""
+        return _SESSION_ID.match(text) is not None
 
     def check_message(self, message: str, *, field: str = "message") -> None:
         if not message:

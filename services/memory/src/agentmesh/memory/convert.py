@@ -103,6 +103,12 @@ def new_events_from_proto(events: Sequence[pb.NewEvent]) -> list[models.NewEvent
     return converted
 
 
+_RUN_STATE_PREFIX = "RUN_STATE_"
+_RUN_STATES: dict[int, models.RunState] = {
+    resources_pb2.RunState.Value(_RUN_STATE_PREFIX + state.name): state for state in models.RunState
+}
+
+
 def event_query_from_proto(request: pb.ListEventsRequest) -> models.EventQuery:
     kinds: list[models.EventType] = []
     violations: list[FieldViolation] = []
@@ -112,6 +118,14 @@ def event_query_from_proto(request: pb.ListEventsRequest) -> models.EventQuery:
             violations.append(kind)
         else:
             kinds.append(kind)
+    states: list[models.RunState] = []
+    for index, number in enumerate(request.run_states):
+        if (state := _RUN_STATES.get(number)) is None:
+            names = ", ".join(_RUN_STATE_PREFIX + s.name for s in models.RunState)
+            problem = f"must be one of {names} (got {number})"
+            violations.append(FieldViolation(f"run_states[{index}]", problem))
+        else:
+            states.append(state)
     if violations:
         raise ValidationFailed.of(violations)
     return models.EventQuery(
@@ -124,6 +138,10 @@ def event_query_from_proto(request: pb.ListEventsRequest) -> models.EventQuery:
         after_seq=request.after_seq,
         descending=request.descending,
         from_context_start=request.from_context_start,
+        run_states=tuple(sorted(set(states))),
+        run_active_since=(
+            request.run_active_since.ToDatetime(tzinfo=UTC) if request.HasField("run_active_since") else None
+        ),
     )
 
 

@@ -49,9 +49,12 @@ CALLER_RUN_ID = "caller_run_id"
 CALLER_RESUME = "caller_resume"
 
 
+END_KEY_SUFFIX = ":end"
+
+
 def end_key(run_id: str) -> str:
     """The idempotency key of a run's one final event (as the executor's `recorder.end_key`)."""
-    return f"{run_id}:end"
+    return run_id + END_KEY_SUFFIX
 
 
 def resumed_key(run_id: str, resume: int) -> str:

@@ -20,7 +20,8 @@ from agentmesh.memory.event_store import (
     IdempotencyKeyRace,
     SessionCursor,
 )
-from agentmesh.memory.models import Event, EventQuery, NewEvent, RetentionPolicy, Session
+from agentmesh.memory.fence import end_key
+from agentmesh.memory.models import Event, EventQuery, NewEvent, RetentionPolicy, RunState, Session
 
 # A session's key: its project and its id.
 Key = tuple[str, str]
@@ -133,7 +134,7 @@ class InMemoryEventStore:
                 for event in self._events.get(key, [])
             ]
             found.sort(key=lambda e: (e.created_at, e.session_id, e.seq))
-        return [
+        matching = [
             e
             for e in found
             if (not query.agent or e.agent == query.agent)
@@ -141,6 +142,21 @@ class InMemoryEventStore:
             and (not query.run_id or e.run_id == query.run_id)
             and e.seq > query.after_seq
         ]
+        if query.filters_runs:
+            matching = [e for e in matching if self._run_matches(e, query)]
+        return matching
+
+    def _run_matches(self, event: Event, query: EventQuery) -> bool:
+        if not event.run_id:
+            return False
+        session = self._events.get((query.project_id, event.session_id), [])
+        run = [e for e in session if e.run_id == event.run_id]
+        if query.run_states:
+            end = next((e for e in session if e.idempotency_key == end_key(event.run_id)), None)
+            if RunState.of(end) not in query.run_states:
+                return False
+        since = query.run_active_since
+        return since is None or any(e.created_at >= since for e in run)
 
     async def list_sessions(
         self, project_id: str, *, after: SessionCursor | None, limit: int

@@ -322,7 +322,8 @@ class EventLog:
         return session
 
     async def _count(self, query: EventQuery, session: Session | None) -> int:
-        if session is not None and not (query.agent or query.event_types or query.run_id):
+        narrowed = query.agent or query.event_types or query.run_id or query.filters_runs
+        if session is not None and not narrowed:
             # A session's kept events are exactly first_seq..last_seq.
             return max(0, session.last_seq - max(query.after_seq, session.first_seq - 1))
         return await self._store.count_events(query)

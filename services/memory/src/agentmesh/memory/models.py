@@ -27,6 +27,28 @@ class EventType(StrEnum):
     ERROR = "error"
 
 
+class RunState(StrEnum):
+    """Where a run stands, by its one final event (idempotency key `<run_id>:end`, fence.py)."""
+
+    RUNNING = "running"  # no final event yet
+    ANSWERED = "answered"  # its agent_response
+    FAILED = "failed"  # an error whose `code` is not CANCELLED
+    CANCELLED = "cancelled"  # an error whose `code` is CANCELLED
+
+    @classmethod
+    def of(cls, end: NewEvent | None) -> RunState:
+        """The state a run's final event (None: none recorded yet) puts it in."""
+        if end is None:
+            return cls.RUNNING
+        if end.event_type == EventType.AGENT_RESPONSE:
+            return cls.ANSWERED
+        return cls.CANCELLED if end.metadata.get("code") == CANCELLED_CODE else cls.FAILED
+
+
+# The `code` a cancelled run's final error records (the executor's, as gRPC names the status).
+CANCELLED_CODE = "CANCELLED"
+
+
 class _Value(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -130,6 +152,14 @@ class EventQuery(_Value):
     descending: bool = False
     # Only events after the session's context start (what an agent's history reads).
     from_context_start: bool = False
+    # Only events of a run in one of these states (an event with no run is in none).
+    run_states: tuple[RunState, ...] = ()
+    # Only events of a run whose latest event was recorded at or after this time.
+    run_active_since: datetime | None = None
+
+    @property
+    def filters_runs(self) -> bool:
+        return bool(self.run_states) or self.run_active_since is not None
 
 
 class EventPage(_Value):

@@ -11,7 +11,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agentmesh.memory.models import Event, EventQuery, EventType, Session
+from agentmesh.memory.fence import END_KEY_SUFFIX
+from agentmesh.memory.models import CANCELLED_CODE, Event, EventQuery, EventType, RunState, Session
 from agentmesh.memory.tables import EVENT_COLUMNS, EVENT_FIELDS, event_table
 
 # The hex digit holding a UUID's variant (RFC 4122: its top bits 10), by the random digit it replaces.
@@ -70,7 +71,45 @@ def event_conditions(query: EventQuery) -> list[sa.ColumnElement[bool]]:
         conditions.append(c.run_id == query.run_id)
     if query.after_seq:
         conditions.append(c.seq > query.after_seq)
+    if query.filters_runs:
+        conditions.append(c.run_id != "")
+    if query.run_states:
+        conditions.append(_run_in(query.run_states))
+    if query.run_active_since is not None:
+        later = event_table.alias("run_later")
+        conditions.append(
+            sa.exists().where(
+                later.c.project_id == c.project_id,
+                later.c.session_id == c.session_id,
+                later.c.run_id == c.run_id,
+                later.c.created_at >= query.run_active_since,
+            )
+        )
     return conditions
+
+
+def _run_in(states: Sequence[RunState]) -> sa.ColumnElement[bool]:
+    """The event's run is in one of `states`, by its final event (RunState.of, in SQL): the one
+    event of its session keyed `<run_id>:end`, found through the idempotency key's index."""
+    c = event_table.c
+    end = event_table.alias("run_end")
+    ended = [
+        end.c.project_id == c.project_id,
+        end.c.session_id == c.session_id,
+        end.c.idempotency_key == c.run_id + END_KEY_SUFFIX,
+    ]
+    code = end.c["metadata"]["code"].as_string()
+    error = end.c.event_type == EventType.ERROR.value
+    how = {
+        RunState.ANSWERED: end.c.event_type == EventType.AGENT_RESPONSE.value,
+        RunState.CANCELLED: sa.and_(error, code == CANCELLED_CODE),
+        RunState.FAILED: sa.and_(error, sa.or_(code.is_(None), code != CANCELLED_CODE)),
+    }
+    endings = [how[state] for state in states if state in how]
+    wanted = [sa.exists().where(*ended, sa.or_(*endings))] if endings else []
+    if RunState.RUNNING in states:
+        wanted.append(~sa.exists().where(*ended))
+    return sa.or_(*wanted)
 
 
 async def events_by_key(

@@ -10,6 +10,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	structpb "google.golang.org/protobuf/types/known/structpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -338,8 +339,13 @@ type ListEventsRequest struct {
 	// Only events after the session's context start (Session.context_start_seq): what an agent's
 	// context window reads, so a reset session starts afresh. Within a session only.
 	FromContextStart bool `protobuf:"varint,11,opt,name=from_context_start,json=fromContextStart,proto3" json:"from_context_start,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Only events of a run (their run_id) in one of these states; an event with no run_id is in
+	// none. Applied before paging, so pages and total_size count only what matches.
+	RunStates []RunState `protobuf:"varint,12,rep,packed,name=run_states,json=runStates,proto3,enum=agentmesh.memory.v1.RunState" json:"run_states,omitempty"`
+	// Only events of a run whose latest event was recorded at or after this time.
+	RunActiveSince *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=run_active_since,json=runActiveSince,proto3" json:"run_active_since,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ListEventsRequest) Reset() {
@@ -447,6 +453,20 @@ func (x *ListEventsRequest) GetFromContextStart() bool {
 		return x.FromContextStart
 	}
 	return false
+}
+
+func (x *ListEventsRequest) GetRunStates() []RunState {
+	if x != nil {
+		return x.RunStates
+	}
+	return nil
+}
+
+func (x *ListEventsRequest) GetRunActiveSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RunActiveSince
+	}
+	return nil
 }
 
 // ListEventsResponse is the output of ListEvents.
@@ -1150,7 +1170,7 @@ var File_agentmesh_memory_v1_memory_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
 	"\n" +
-	"(agentmesh/memory/v1/memory_service.proto\x12\x13agentmesh.memory.v1\x1a#agentmesh/memory/v1/resources.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xef\x02\n" +
+	"(agentmesh/memory/v1/memory_service.proto\x12\x13agentmesh.memory.v1\x1a#agentmesh/memory/v1/resources.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xef\x02\n" +
 	"\bNewEvent\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12=\n" +
 	"\n" +
@@ -1177,7 +1197,7 @@ const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
 	"\x14AppendEventsResponse\x122\n" +
 	"\x06events\x18\x01 \x03(\v2\x1a.agentmesh.memory.v1.EventR\x06events\x12\x19\n" +
 	"\blast_seq\x18\x02 \x01(\x03R\alastSeq\x12?\n" +
-	"\x06listed\x18\x03 \x01(\v2'.agentmesh.memory.v1.ListEventsResponseR\x06listed\"\x94\x03\n" +
+	"\x06listed\x18\x03 \x01(\v2'.agentmesh.memory.v1.ListEventsResponseR\x06listed\"\x98\x04\n" +
 	"\x11ListEventsRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
@@ -1196,7 +1216,10 @@ const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
 	"descending\x12,\n" +
 	"\x12include_total_size\x18\n" +
 	" \x01(\bR\x10includeTotalSize\x12,\n" +
-	"\x12from_context_start\x18\v \x01(\bR\x10fromContextStart\"\x8f\x01\n" +
+	"\x12from_context_start\x18\v \x01(\bR\x10fromContextStart\x12<\n" +
+	"\n" +
+	"run_states\x18\f \x03(\x0e2\x1d.agentmesh.memory.v1.RunStateR\trunStates\x12D\n" +
+	"\x10run_active_since\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x0erunActiveSince\"\x8f\x01\n" +
 	"\x12ListEventsResponse\x122\n" +
 	"\x06events\x18\x01 \x03(\v2\x1a.agentmesh.memory.v1.EventR\x06events\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x1d\n" +
@@ -1292,8 +1315,10 @@ var file_agentmesh_memory_v1_memory_service_proto_goTypes = []any{
 	(EventType)(0),                      // 17: agentmesh.memory.v1.EventType
 	(*structpb.Struct)(nil),             // 18: google.protobuf.Struct
 	(*Event)(nil),                       // 19: agentmesh.memory.v1.Event
-	(*Session)(nil),                     // 20: agentmesh.memory.v1.Session
-	(*RetentionPolicy)(nil),             // 21: agentmesh.memory.v1.RetentionPolicy
+	(RunState)(0),                       // 20: agentmesh.memory.v1.RunState
+	(*timestamppb.Timestamp)(nil),       // 21: google.protobuf.Timestamp
+	(*Session)(nil),                     // 22: agentmesh.memory.v1.Session
+	(*RetentionPolicy)(nil),             // 23: agentmesh.memory.v1.RetentionPolicy
 }
 var file_agentmesh_memory_v1_memory_service_proto_depIdxs = []int32{
 	17, // 0: agentmesh.memory.v1.NewEvent.event_type:type_name -> agentmesh.memory.v1.EventType
@@ -1303,35 +1328,37 @@ var file_agentmesh_memory_v1_memory_service_proto_depIdxs = []int32{
 	19, // 4: agentmesh.memory.v1.AppendEventsResponse.events:type_name -> agentmesh.memory.v1.Event
 	4,  // 5: agentmesh.memory.v1.AppendEventsResponse.listed:type_name -> agentmesh.memory.v1.ListEventsResponse
 	17, // 6: agentmesh.memory.v1.ListEventsRequest.event_types:type_name -> agentmesh.memory.v1.EventType
-	19, // 7: agentmesh.memory.v1.ListEventsResponse.events:type_name -> agentmesh.memory.v1.Event
-	19, // 8: agentmesh.memory.v1.WatchEventsResponse.event:type_name -> agentmesh.memory.v1.Event
-	20, // 9: agentmesh.memory.v1.GetSessionResponse.session:type_name -> agentmesh.memory.v1.Session
-	20, // 10: agentmesh.memory.v1.ListSessionsResponse.sessions:type_name -> agentmesh.memory.v1.Session
-	21, // 11: agentmesh.memory.v1.SetRetentionPolicyRequest.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
-	21, // 12: agentmesh.memory.v1.SetRetentionPolicyResponse.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
-	21, // 13: agentmesh.memory.v1.GetRetentionPolicyResponse.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
-	20, // 14: agentmesh.memory.v1.ResetSessionContextResponse.session:type_name -> agentmesh.memory.v1.Session
-	1,  // 15: agentmesh.memory.v1.MemoryService.AppendEvents:input_type -> agentmesh.memory.v1.AppendEventsRequest
-	3,  // 16: agentmesh.memory.v1.MemoryService.ListEvents:input_type -> agentmesh.memory.v1.ListEventsRequest
-	5,  // 17: agentmesh.memory.v1.MemoryService.WatchEvents:input_type -> agentmesh.memory.v1.WatchEventsRequest
-	7,  // 18: agentmesh.memory.v1.MemoryService.GetSession:input_type -> agentmesh.memory.v1.GetSessionRequest
-	9,  // 19: agentmesh.memory.v1.MemoryService.ListSessions:input_type -> agentmesh.memory.v1.ListSessionsRequest
-	11, // 20: agentmesh.memory.v1.MemoryService.SetRetentionPolicy:input_type -> agentmesh.memory.v1.SetRetentionPolicyRequest
-	13, // 21: agentmesh.memory.v1.MemoryService.GetRetentionPolicy:input_type -> agentmesh.memory.v1.GetRetentionPolicyRequest
-	15, // 22: agentmesh.memory.v1.MemoryService.ResetSessionContext:input_type -> agentmesh.memory.v1.ResetSessionContextRequest
-	2,  // 23: agentmesh.memory.v1.MemoryService.AppendEvents:output_type -> agentmesh.memory.v1.AppendEventsResponse
-	4,  // 24: agentmesh.memory.v1.MemoryService.ListEvents:output_type -> agentmesh.memory.v1.ListEventsResponse
-	6,  // 25: agentmesh.memory.v1.MemoryService.WatchEvents:output_type -> agentmesh.memory.v1.WatchEventsResponse
-	8,  // 26: agentmesh.memory.v1.MemoryService.GetSession:output_type -> agentmesh.memory.v1.GetSessionResponse
-	10, // 27: agentmesh.memory.v1.MemoryService.ListSessions:output_type -> agentmesh.memory.v1.ListSessionsResponse
-	12, // 28: agentmesh.memory.v1.MemoryService.SetRetentionPolicy:output_type -> agentmesh.memory.v1.SetRetentionPolicyResponse
-	14, // 29: agentmesh.memory.v1.MemoryService.GetRetentionPolicy:output_type -> agentmesh.memory.v1.GetRetentionPolicyResponse
-	16, // 30: agentmesh.memory.v1.MemoryService.ResetSessionContext:output_type -> agentmesh.memory.v1.ResetSessionContextResponse
-	23, // [23:31] is the sub-list for method output_type
-	15, // [15:23] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	20, // 7: agentmesh.memory.v1.ListEventsRequest.run_states:type_name -> agentmesh.memory.v1.RunState
+	21, // 8: agentmesh.memory.v1.ListEventsRequest.run_active_since:type_name -> google.protobuf.Timestamp
+	19, // 9: agentmesh.memory.v1.ListEventsResponse.events:type_name -> agentmesh.memory.v1.Event
+	19, // 10: agentmesh.memory.v1.WatchEventsResponse.event:type_name -> agentmesh.memory.v1.Event
+	22, // 11: agentmesh.memory.v1.GetSessionResponse.session:type_name -> agentmesh.memory.v1.Session
+	22, // 12: agentmesh.memory.v1.ListSessionsResponse.sessions:type_name -> agentmesh.memory.v1.Session
+	23, // 13: agentmesh.memory.v1.SetRetentionPolicyRequest.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
+	23, // 14: agentmesh.memory.v1.SetRetentionPolicyResponse.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
+	23, // 15: agentmesh.memory.v1.GetRetentionPolicyResponse.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
+	22, // 16: agentmesh.memory.v1.ResetSessionContextResponse.session:type_name -> agentmesh.memory.v1.Session
+	1,  // 17: agentmesh.memory.v1.MemoryService.AppendEvents:input_type -> agentmesh.memory.v1.AppendEventsRequest
+	3,  // 18: agentmesh.memory.v1.MemoryService.ListEvents:input_type -> agentmesh.memory.v1.ListEventsRequest
+	5,  // 19: agentmesh.memory.v1.MemoryService.WatchEvents:input_type -> agentmesh.memory.v1.WatchEventsRequest
+	7,  // 20: agentmesh.memory.v1.MemoryService.GetSession:input_type -> agentmesh.memory.v1.GetSessionRequest
+	9,  // 21: agentmesh.memory.v1.MemoryService.ListSessions:input_type -> agentmesh.memory.v1.ListSessionsRequest
+	11, // 22: agentmesh.memory.v1.MemoryService.SetRetentionPolicy:input_type -> agentmesh.memory.v1.SetRetentionPolicyRequest
+	13, // 23: agentmesh.memory.v1.MemoryService.GetRetentionPolicy:input_type -> agentmesh.memory.v1.GetRetentionPolicyRequest
+	15, // 24: agentmesh.memory.v1.MemoryService.ResetSessionContext:input_type -> agentmesh.memory.v1.ResetSessionContextRequest
+	2,  // 25: agentmesh.memory.v1.MemoryService.AppendEvents:output_type -> agentmesh.memory.v1.AppendEventsResponse
+	4,  // 26: agentmesh.memory.v1.MemoryService.ListEvents:output_type -> agentmesh.memory.v1.ListEventsResponse
+	6,  // 27: agentmesh.memory.v1.MemoryService.WatchEvents:output_type -> agentmesh.memory.v1.WatchEventsResponse
+	8,  // 28: agentmesh.memory.v1.MemoryService.GetSession:output_type -> agentmesh.memory.v1.GetSessionResponse
+	10, // 29: agentmesh.memory.v1.MemoryService.ListSessions:output_type -> agentmesh.memory.v1.ListSessionsResponse
+	12, // 30: agentmesh.memory.v1.MemoryService.SetRetentionPolicy:output_type -> agentmesh.memory.v1.SetRetentionPolicyResponse
+	14, // 31: agentmesh.memory.v1.MemoryService.GetRetentionPolicy:output_type -> agentmesh.memory.v1.GetRetentionPolicyResponse
+	16, // 32: agentmesh.memory.v1.MemoryService.ResetSessionContext:output_type -> agentmesh.memory.v1.ResetSessionContextResponse
+	25, // [25:33] is the sub-list for method output_type
+	17, // [17:25] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_memory_v1_memory_service_proto_init() }

@@ -105,6 +105,68 @@ func (EventType) EnumDescriptor() ([]byte, []int) {
 	return file_agentmesh_memory_v1_resources_proto_rawDescGZIP(), []int{0}
 }
 
+// RunState says where a run stands by its one final event, the event whose idempotency key is
+// `<run_id>:end`.
+type RunState int32
+
+const (
+	// Not set.
+	RunState_RUN_STATE_UNSPECIFIED RunState = 0
+	// No final event recorded yet.
+	RunState_RUN_STATE_RUNNING RunState = 1
+	// Ended with its answer (an agent_response).
+	RunState_RUN_STATE_ANSWERED RunState = 2
+	// Ended with an error whose metadata `code` is not CANCELLED.
+	RunState_RUN_STATE_FAILED RunState = 3
+	// Ended with an error whose metadata `code` is CANCELLED.
+	RunState_RUN_STATE_CANCELLED RunState = 4
+)
+
+// Enum value maps for RunState.
+var (
+	RunState_name = map[int32]string{
+		0: "RUN_STATE_UNSPECIFIED",
+		1: "RUN_STATE_RUNNING",
+		2: "RUN_STATE_ANSWERED",
+		3: "RUN_STATE_FAILED",
+		4: "RUN_STATE_CANCELLED",
+	}
+	RunState_value = map[string]int32{
+		"RUN_STATE_UNSPECIFIED": 0,
+		"RUN_STATE_RUNNING":     1,
+		"RUN_STATE_ANSWERED":    2,
+		"RUN_STATE_FAILED":      3,
+		"RUN_STATE_CANCELLED":   4,
+	}
+)
+
+func (x RunState) Enum() *RunState {
+	p := new(RunState)
+	*p = x
+	return p
+}
+
+func (x RunState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RunState) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentmesh_memory_v1_resources_proto_enumTypes[1].Descriptor()
+}
+
+func (RunState) Type() protoreflect.EnumType {
+	return &file_agentmesh_memory_v1_resources_proto_enumTypes[1]
+}
+
+func (x RunState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RunState.Descriptor instead.
+func (RunState) EnumDescriptor() ([]byte, []int) {
+	return file_agentmesh_memory_v1_resources_proto_rawDescGZIP(), []int{1}
+}
+
 // Event is one immutable record in a session.
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -493,7 +555,13 @@ const file_agentmesh_memory_v1_resources_proto_rawDesc = "" +
 	"\x1eEVENT_TYPE_DELEGATION_RESPONSE\x10\x06\x12'\n" +
 	"#EVENT_TYPE_TASK_DELEGATION_RECEIVED\x10\a\x12\x19\n" +
 	"\x15EVENT_TYPE_ESCALATION\x10\b\x12\x14\n" +
-	"\x10EVENT_TYPE_ERROR\x10\tB\xe0\x01\n" +
+	"\x10EVENT_TYPE_ERROR\x10\t*\x83\x01\n" +
+	"\bRunState\x12\x19\n" +
+	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11RUN_STATE_RUNNING\x10\x01\x12\x16\n" +
+	"\x12RUN_STATE_ANSWERED\x10\x02\x12\x14\n" +
+	"\x10RUN_STATE_FAILED\x10\x03\x12\x17\n" +
+	"\x13RUN_STATE_CANCELLED\x10\x04B\xe0\x01\n" +
 	"\x17com.agentmesh.memory.v1B\x0eResourcesProtoP\x01ZGgithub.com/agentmesh/agentmesh/sdks/go/gen/agentmesh/memory/v1;memoryv1\xa2\x02\x03AMX\xaa\x02\x13Agentmesh.Memory.V1\xca\x02\x13Agentmesh\\Memory\\V1\xe2\x02\x1fAgentmesh\\Memory\\V1\\GPBMetadata\xea\x02\x15Agentmesh::Memory::V1b\x06proto3"
 
 var (
@@ -508,22 +576,23 @@ func file_agentmesh_memory_v1_resources_proto_rawDescGZIP() []byte {
 	return file_agentmesh_memory_v1_resources_proto_rawDescData
 }
 
-var file_agentmesh_memory_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_agentmesh_memory_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_agentmesh_memory_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_agentmesh_memory_v1_resources_proto_goTypes = []any{
 	(EventType)(0),                // 0: agentmesh.memory.v1.EventType
-	(*Event)(nil),                 // 1: agentmesh.memory.v1.Event
-	(*Session)(nil),               // 2: agentmesh.memory.v1.Session
-	(*RetentionPolicy)(nil),       // 3: agentmesh.memory.v1.RetentionPolicy
-	(*structpb.Struct)(nil),       // 4: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
+	(RunState)(0),                 // 1: agentmesh.memory.v1.RunState
+	(*Event)(nil),                 // 2: agentmesh.memory.v1.Event
+	(*Session)(nil),               // 3: agentmesh.memory.v1.Session
+	(*RetentionPolicy)(nil),       // 4: agentmesh.memory.v1.RetentionPolicy
+	(*structpb.Struct)(nil),       // 5: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
 }
 var file_agentmesh_memory_v1_resources_proto_depIdxs = []int32{
 	0, // 0: agentmesh.memory.v1.Event.event_type:type_name -> agentmesh.memory.v1.EventType
-	4, // 1: agentmesh.memory.v1.Event.metadata:type_name -> google.protobuf.Struct
-	5, // 2: agentmesh.memory.v1.Event.created_at:type_name -> google.protobuf.Timestamp
-	5, // 3: agentmesh.memory.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	5, // 4: agentmesh.memory.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
+	5, // 1: agentmesh.memory.v1.Event.metadata:type_name -> google.protobuf.Struct
+	6, // 2: agentmesh.memory.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	6, // 3: agentmesh.memory.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	6, // 4: agentmesh.memory.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
 	5, // [5:5] is the sub-list for method output_type
 	5, // [5:5] is the sub-list for method input_type
 	5, // [5:5] is the sub-list for extension type_name
@@ -541,7 +610,7 @@ func file_agentmesh_memory_v1_resources_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_memory_v1_resources_proto_rawDesc), len(file_agentmesh_memory_v1_resources_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,

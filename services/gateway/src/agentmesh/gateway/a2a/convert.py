@@ -106,6 +106,17 @@ def answer_artifact(text: str) -> a2a_pb2.Artifact:
     )
 
 
+RunState = resources_pb2.RunState
+# The memory service's state of the run behind each state an inbound task can be in (the
+# others, e.g. input-required, no run of ours is ever in): what ListTasks' `status` filters by.
+RUN_STATES: dict[a2a_pb2.TaskState.ValueType, resources_pb2.RunState.ValueType] = {
+    TaskState.TASK_STATE_WORKING: RunState.RUN_STATE_RUNNING,
+    TaskState.TASK_STATE_COMPLETED: RunState.RUN_STATE_ANSWERED,
+    TaskState.TASK_STATE_FAILED: RunState.RUN_STATE_FAILED,
+    TaskState.TASK_STATE_CANCELED: RunState.RUN_STATE_CANCELLED,
+}
+
+
 def failed_state(code: str) -> a2a_pb2.TaskState.ValueType:
     return TaskState.TASK_STATE_CANCELED if code == "CANCELLED" else TaskState.TASK_STATE_FAILED
 

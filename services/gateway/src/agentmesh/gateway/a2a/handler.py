@@ -21,12 +21,13 @@ from a2a.server.request_handlers.request_handler import RequestHandler
 from a2a.types import a2a_pb2
 from a2a.utils import errors as a2a_errors
 from a2a.utils.constants import VERSION_HEADER
+from a2a.utils.proto_utils import validate_proto_required_fields
 from packaging.version import InvalidVersion, Version
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.a2a.card import A2AEndpoints, agent_card
 from agentmesh.gateway.a2a.convert import TaskEventStream, message_text
-from agentmesh.gateway.a2a.tasks import DEFAULT_PAGE_SIZE, A2ATasks, Agent
+from agentmesh.gateway.a2a.tasks import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, A2ATasks, Agent
 from agentmesh.gateway.access import current_caller
 from agentmesh.gateway.errors import TaskNotFound
 from agentmesh.gateway.models import AgentRef, Caller
@@ -35,6 +36,9 @@ from agentmesh.runtime.errors import DomainError, FailedPrecondition, InvalidArg
 CALLER = "agentmesh.caller"
 AGENT = "agentmesh.agent"
 BASE_URL = "agentmesh.base_url"
+# The `status` a ListTasks request named, as the client wrote it: the HTTP bindings' parsers turn
+# a name that is no TaskState into "no filter", so the HTTP face hands the text over to be checked.
+REQUESTED_STATUS = "agentmesh.requested_status"
 
 
 class MeshRequestHandler(RequestHandler):
@@ -79,6 +83,8 @@ class MeshRequestHandler(RequestHandler):
     async def _start(
         self, caller: Caller, agent: Agent, params: a2a_pb2.SendMessageRequest
     ) -> tuple[TaskEventStream, a2a_pb2.Task, AsyncIterator[run_pb2.RunEvent | DomainError]]:
+        _check_required(params)
+        _check_history_length(params.configuration, "configuration.history_length")
         if params.configuration.HasField("task_push_notification_config"):
             raise a2a_errors.PushNotificationNotSupportedError()
         text = message_text(params.message)
@@ -91,6 +97,7 @@ class MeshRequestHandler(RequestHandler):
     ) -> a2a_pb2.Task | None:
         async def get() -> a2a_pb2.Task:
             caller, agent = await self._addressed(context)
+            _check_history_length(params, "history_length")
             history = params.history_length if params.HasField("history_length") else None
             return (await self._tasks.get(caller, agent, params.id, history_length=history)).task
 
@@ -101,18 +108,19 @@ class MeshRequestHandler(RequestHandler):
     ) -> a2a_pb2.ListTasksResponse:
         async def listed() -> a2a_pb2.ListTasksResponse:
             caller, agent = await self._addressed(context)
+            _check_list_request(params, context.state.get(REQUESTED_STATUS))
             page = await self._tasks.list(
                 caller,
                 agent,
                 context_id=params.context_id,
+                status=params.status,
+                status_since=(
+                    params.status_timestamp_after if params.HasField("status_timestamp_after") else None
+                ),
                 page_size=params.page_size if params.HasField("page_size") else DEFAULT_PAGE_SIZE,
                 page_token=params.page_token,
                 history_length=params.history_length if params.HasField("history_length") else None,
             )
-            if params.status:
-                kept = [task for task in page.tasks if task.status.state == params.status]
-                del page.tasks[:]
-                page.tasks.extend(kept)
             if not params.include_artifacts:
                 for task in page.tasks:
                     del task.artifacts[:]
@@ -204,6 +212,43 @@ async def _spend(stream: TaskEventStream, events: AsyncIterator[run_pb2.RunEvent
     async with contextlib.aclosing(events):  # type: ignore[type-var]
         async for item in events:
             _updates(stream, item)
+
+
+def _invalid(field: str, problem: str) -> a2a_errors.InvalidParamsError:
+    """The spec's InvalidParamsError naming the field: in its message, and as a field violation
+    (a BadRequest on gRPC and HTTP+JSON, `data.errors` on JSON-RPC)."""
+    return a2a_errors.InvalidParamsError(
+        f"{field}: {problem}", data={"errors": [{"field": field, "message": problem}]}
+    )
+
+
+def _check_required(params: a2a_pb2.SendMessageRequest) -> None:
+    """The fields the spec requires (a message's `message_id`, `role` and `parts`, …): the
+    proto marks them REQUIRED, which the SDK's validator reads."""
+    try:
+        validate_proto_required_fields(params)
+    except a2a_errors.InvalidParamsError as error:
+        violations = (error.data or {}).get("errors", [])
+        problems = [(v["field"], v["message"].removeprefix("Field ").rstrip(".")) for v in violations]
+        named = "; ".join(f"{field}: {problem}" for field, problem in problems)
+        raise a2a_errors.InvalidParamsError(named or error.message, data=error.data) from None
+
+
+def _check_history_length(params: Any, field: str) -> None:
+    if params.HasField("history_length") and params.history_length < 0:
+        raise _invalid(field, f"must not be negative, got {params.history_length}")
+
+
+def _check_list_request(params: a2a_pb2.ListTasksRequest, requested_status: object) -> None:
+    if params.HasField("page_size") and not 1 <= params.page_size <= MAX_PAGE_SIZE:
+        raise _invalid("page_size", f"must be between 1 and {MAX_PAGE_SIZE}, got {params.page_size}")
+    _check_history_length(params, "history_length")
+    known = a2a_pb2.TaskState.keys()
+    named = isinstance(requested_status, str) and not requested_status.lstrip("-").isdigit()
+    if named and requested_status not in known:
+        raise _invalid("status", f"{requested_status!r} is not a task state; one of {', '.join(known[1:])}")
+    if params.status not in a2a_pb2.TaskState.values():
+        raise _invalid("status", f"{params.status} is not a task state; one of {', '.join(known[1:])}")
 
 
 def _trim(task: a2a_pb2.Task, history_length: int) -> None:

@@ -18,10 +18,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from a2a.types import a2a_pb2
+from a2a.utils import errors as a2a_errors
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.client import RunRouter
 from agentmesh.gateway.a2a.convert import (
+    RUN_STATES,
     TaskEventStream,
     TaskId,
     TaskSnapshot,
@@ -154,8 +157,16 @@ class A2ATasks:
             snapshot = await self.get(caller, agent, message.task_id)
             if message.context_id and message.context_id != snapshot.task.context_id:
                 raise InvalidRequest.field("message.context_id", "is not the context of message.task_id")
+            if snapshot.is_terminal:
+                # The spec: a task that ended takes no more messages; a message without
+                # `task_id` in the same context starts the next task.
+                state = a2a_pb2.TaskState.Name(snapshot.task.status.state)
+                raise a2a_errors.UnsupportedOperationError(
+                    f"message.task_id: task {message.task_id!r} has ended ({state}); send the message"
+                    " without task_id, in its context_id, to start a new task"
+                )
             return snapshot.task.context_id
-        return self._gateway.session_id(message.context_id or None)
+        return self._gateway.session_id(message.context_id or None, field="message.context_id")
 
     # Reading.
 
@@ -188,12 +199,15 @@ class A2ATasks:
         agent: Agent,
         *,
         context_id: str = "",
+        status: a2a_pb2.TaskState.ValueType = a2a_pb2.TaskState.TASK_STATE_UNSPECIFIED,
+        status_since: Timestamp | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
         page_token: str = "",
         history_length: int | None = None,
     ) -> a2a_pb2.ListTasksResponse:
-        """A page of the agent's tasks (the runs its users' messages started), newest first."""
-        page_size = min(max(page_size, 1), MAX_PAGE_SIZE)
+        """A page of the agent's tasks (the runs its users' messages started), newest first;
+        only those in `status` and last updated at or after `status_since` when given. The
+        memory service filters before it pages, so pages and `total_size` count only those."""
         request = mem.ListEventsRequest(
             session_id=context_id,
             project_id=agent.project_id,
@@ -204,7 +218,20 @@ class A2ATasks:
             descending=True,
             include_total_size=True,
         )
-        page = await self._memory.list_events(request, metadata=caller.metadata)
+        if status:
+            if status not in RUN_STATES:
+                return _no_tasks(page_size)  # a state no task of ours is ever in
+            request.run_states.append(RUN_STATES[status])
+        if status_since is not None:
+            request.run_active_since.CopyFrom(status_since)
+        if context_id and not self._gateway.is_session_id(context_id):
+            return _no_tasks(page_size)  # no task was ever sent in it
+        try:
+            page = await self._memory.list_events(request, metadata=caller.metadata)
+        except NotFound:
+            if not context_id:
+                raise
+            return _no_tasks(page_size)  # a context nobody used yet has no session
         tasks = [
             (
                 await self.get(
@@ -257,3 +284,7 @@ class A2ATasks:
                 async for _ in self.subscribe(caller, agent, snapshot):
                     pass
         return await self.get(caller, agent, snapshot.task.id)
+
+
+def _no_tasks(page_size: int) -> a2a_pb2.ListTasksResponse:
+    return a2a_pb2.ListTasksResponse(page_size=page_size, total_size=0)

@@ -11,18 +11,20 @@ from a2a.server.routes.rest_dispatcher import RestDispatcher
 from fastapi import Request
 
 from agentmesh.gateway.a2a.card import A2AEndpoints
-from agentmesh.gateway.a2a.handler import AGENT, BASE_URL, CALLER, MeshRequestHandler
+from agentmesh.gateway.a2a.handler import AGENT, BASE_URL, CALLER, REQUESTED_STATUS, MeshRequestHandler
 from agentmesh.gateway.a2a.tasks import A2ATasks
 
 
 class _AgentCallContext(DefaultServerCallContextBuilder):
-    """The SDK's call context (headers, extensions) plus the caller and agent the route resolved."""
+    """The SDK's call context (headers, extensions) plus the caller and agent the route resolved
+    and the ListTasks `status` as the client wrote it."""
 
     def build(self, request: Request) -> ServerCallContext:
         built = super().build(request)
         built.state[CALLER] = request.state.a2a_caller
         built.state[AGENT] = request.state.a2a_agent
         built.state[BASE_URL] = request.state.a2a_base_url
+        built.state[REQUESTED_STATUS] = request.state.a2a_requested_status
         return built
 
 

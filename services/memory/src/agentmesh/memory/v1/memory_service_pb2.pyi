@@ -8,6 +8,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 import builtins as _builtins
 import sys
@@ -190,6 +191,8 @@ class ListEventsRequest(_message.Message):
     DESCENDING_FIELD_NUMBER: _builtins.int
     INCLUDE_TOTAL_SIZE_FIELD_NUMBER: _builtins.int
     FROM_CONTEXT_START_FIELD_NUMBER: _builtins.int
+    RUN_STATES_FIELD_NUMBER: _builtins.int
+    RUN_ACTIVE_SINCE_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Only this session's events."""
     project_id: _builtins.str
@@ -218,6 +221,16 @@ class ListEventsRequest(_message.Message):
     def event_types(self) -> _containers.RepeatedScalarFieldContainer[_resources_pb2.EventType.ValueType]:
         """Only these event types."""
 
+    @_builtins.property
+    def run_states(self) -> _containers.RepeatedScalarFieldContainer[_resources_pb2.RunState.ValueType]:
+        """Only events of a run (their run_id) in one of these states; an event with no run_id is in
+        none. Applied before paging, so pages and total_size count only what matches.
+        """
+
+    @_builtins.property
+    def run_active_since(self) -> _timestamp_pb2.Timestamp:
+        """Only events of a run whose latest event was recorded at or after this time."""
+
     def __init__(
         self,
         *,
@@ -232,10 +245,12 @@ class ListEventsRequest(_message.Message):
         descending: _builtins.bool = ...,
         include_total_size: _builtins.bool = ...,
         from_context_start: _builtins.bool = ...,
+        run_states: _abc.Iterable[_resources_pb2.RunState.ValueType] | None = ...,
+        run_active_since: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["run_active_since", b"run_active_since"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_seq", b"after_seq", "agent", b"agent", "descending", b"descending", "event_types", b"event_types", "from_context_start", b"from_context_start", "include_total_size", b"include_total_size", "page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id", "run_id", b"run_id", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_seq", b"after_seq", "agent", b"agent", "descending", b"descending", "event_types", b"event_types", "from_context_start", b"from_context_start", "include_total_size", b"include_total_size", "page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id", "run_active_since", b"run_active_since", "run_id", b"run_id", "run_states", b"run_states", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -73,6 +73,40 @@ EVENT_TYPE_ERROR: EventType.ValueType  # 9
 """Something went wrong."""
 Global___EventType: _TypeAlias = EventType  # noqa: Y015
 
+class _RunState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RunStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RunState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RUN_STATE_UNSPECIFIED: _RunState.ValueType  # 0
+    """Not set."""
+    RUN_STATE_RUNNING: _RunState.ValueType  # 1
+    """No final event recorded yet."""
+    RUN_STATE_ANSWERED: _RunState.ValueType  # 2
+    """Ended with its answer (an agent_response)."""
+    RUN_STATE_FAILED: _RunState.ValueType  # 3
+    """Ended with an error whose metadata `code` is not CANCELLED."""
+    RUN_STATE_CANCELLED: _RunState.ValueType  # 4
+    """Ended with an error whose metadata `code` is CANCELLED."""
+
+class RunState(_RunState, metaclass=_RunStateEnumTypeWrapper):
+    """RunState says where a run stands by its one final event, the event whose idempotency key is
+    `<run_id>:end`.
+    """
+
+RUN_STATE_UNSPECIFIED: RunState.ValueType  # 0
+"""Not set."""
+RUN_STATE_RUNNING: RunState.ValueType  # 1
+"""No final event recorded yet."""
+RUN_STATE_ANSWERED: RunState.ValueType  # 2
+"""Ended with its answer (an agent_response)."""
+RUN_STATE_FAILED: RunState.ValueType  # 3
+"""Ended with an error whose metadata `code` is not CANCELLED."""
+RUN_STATE_CANCELLED: RunState.ValueType  # 4
+"""Ended with an error whose metadata `code` is CANCELLED."""
+Global___RunState: _TypeAlias = RunState  # noqa: Y015
+
 @_typing.final
 class Event(_message.Message):
     """Event is one immutable record in a session."""
