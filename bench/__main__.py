@@ -10,6 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench.delegation import HOP_IN_NOISE
 from bench.plan import FULL, SECTIONS, SMOKE
 from bench.report import RESULTS_DIR, TARGETS, Results, baseline_table, table, write_results
 from bench.run import run
@@ -54,8 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     missing = [key for key in TARGETS if document["figures"][key] is None]
     if missing and not args.only:
         print(f"\nnot produced: {', '.join(missing)}", file=sys.stderr)
-    # A smoke run fails when a figure is missing; a full run is a measurement: it reports misses.
-    return 1 if args.smoke and missing else 0
+    # A smoke run fails when a figure is missing, unless only because its yardstick measured
+    # within the noise (small counts on a busy host): that is a measurement, not a broken harness.
+    # A full run is a measurement: it reports misses.
+    broken = [key for key in missing if HOP_IN_NOISE not in document["missing"].get(key, "")]
+    return 1 if args.smoke and broken else 0
 
 
 def print_summary(document: dict) -> None:

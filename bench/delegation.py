@@ -61,8 +61,15 @@ async def delegation(
         results.set("messages_per_delegation_level", per_level, digits=2)
         results.checks["delegation_linear"] = linear
         if not per_hop or per_hop <= 0:
-            raise RuntimeError(f"no usable raw per-hop increment ({per_hop!r}) from the chat latency section")
+            # Two p50s a fraction of a millisecond apart: with few samples on a busy host their
+            # difference can come out at or below zero, and a ratio to it means nothing.
+            raise RuntimeError(
+                f"no usable raw per-hop increment ({per_hop!r}) from the chat latency section: {HOP_IN_NOISE}"
+            )
         results.set("delegation_hop_ratio", slope / per_hop)
+
+
+HOP_IN_NOISE = "the raw chain's extra hops measured within the noise"
 
 
 def _linear_fit(xs: list[int], ys: list[float]) -> tuple[float, float, float]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.delegation import HOP_IN_NOISE
 from bench.report import TARGETS
 from tests.e2e.harness import process_environment
 from tests.postgres import DATABASE_URL_ENV
@@ -43,12 +44,22 @@ async def test_bench_smoke_produces_every_figure(postgres_url: str, tmp_path: Pa
     text = output.decode(errors="replace")
     document = json.loads((results_dir / "latest.json").read_text())
 
-    missing = {key: document["missing"].get(key, "?") for key in TARGETS if document["figures"][key] is None}
+    undefined = {key for key in TARGETS if document["figures"][key] is None}
+    # The one figure small counts may leave undefined: its yardstick, the raw chain's extra hop,
+    # can measure at or below zero on a busy host — the recorded baseline shows when it did.
+    if document["baselines"]["per_hop_ms"] <= 0 and HOP_IN_NOISE in document["missing"].get(
+        "delegation_hop_ratio", ""
+    ):
+        undefined.discard("delegation_hop_ratio")
+        produced = {key: value for key, value in document["figures"].items() if key != "delegation_hop_ratio"}
+    else:
+        produced = document["figures"]
+    missing = {key: document["missing"].get(key, "?") for key in undefined}
     assert not missing, f"figures not produced: {json.dumps(missing, indent=2)}\n{text[-4000:]}"
     assert process.returncode == 0, text[-4000:]
     assert set(document) >= {"machine", "figures", "baselines"}
     assert list(document["figures"]) == list(TARGETS)
-    assert all(isinstance(value, int | float) for value in document["figures"].values())
+    assert all(isinstance(value, int | float) for value in produced.values())
     assert document["baselines"]["chain_p50_ms"] > 0
     # The floors the figures are read against: a chat's, and each append shape's.
     assert document["details"]["floor"]["chat_p50_ratio_to_floor"] > 0
