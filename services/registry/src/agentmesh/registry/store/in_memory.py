@@ -11,29 +11,26 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
 from typing import TypeVar
 
 from agentmesh.registry.agents.lifecycle import run_finished, run_resumed, run_started
-from agentmesh.registry.errors import AgentNameTaken, SlugTaken
+from agentmesh.registry.agents.store import InMemoryAgents
 from agentmesh.registry.identity.store import InMemoryAccounts, InMemoryApiKeys
+from agentmesh.registry.in_memory_state import SessionTurn, State, Stored, StoredLease
 from agentmesh.registry.mcp_servers.store import InMemoryMcpServers
 from agentmesh.registry.models import (
     Agent,
     AgentStatus,
     AgentType,
     Executor,
-    PageRequest,
     Project,
-    Slice,
 )
-from agentmesh.registry.pagination import keyset_slice
+from agentmesh.registry.projects.store import InMemoryProjects
 from agentmesh.registry.remote_agents.store import InMemoryRemoteAgents
-from agentmesh.registry.store.in_memory_state import SessionTurn, State, Stored, StoredLease
 from agentmesh.registry.store.interface import (
-    DuplicateRequest,
     OrphanedRun,
     RegistryStore,
     RunChange,
@@ -286,169 +283,18 @@ def _replace(lease: StoredLease, **changes: object) -> StoredLease:
 
 
 class InMemoryTransaction(
-    InMemoryAccounts, InMemoryMcpServers, InMemoryApiKeys, InMemoryRemoteAgents, StoreTransaction
+    InMemoryAccounts,
+    InMemoryAgents,
+    InMemoryProjects,
+    InMemoryMcpServers,
+    InMemoryApiKeys,
+    InMemoryRemoteAgents,
+    StoreTransaction,
 ):
     """The operations of one transaction, on the state it was given."""
 
     def __init__(self, state: State) -> None:
         self._state = state
-
-    # Agent types.
-
-    async def insert_agent_type(self, agent_type: AgentType, *, request_id: str | None) -> AgentType:
-        types = self._state.agent_types
-        if request_id is not None and any(s.request_id == request_id for s in types.values()):
-            raise DuplicateRequest()
-        self._check_type_slug(agent_type)
-        types[agent_type.id] = Stored(agent_type, request_id)
-        return agent_type
-
-    async def get_agent_type(
-        self,
-        *,
-        type_id: str | None = None,
-        slug: str | None = None,
-        request_id: str | None = None,
-        for_update: bool = False,
-    ) -> AgentType | None:
-        return _first(
-            self._state.agent_types.values(),
-            lambda s: (
-                (type_id is None or s.value.id == type_id)
-                and (slug is None or s.value.slug == slug)
-                and (request_id is None or s.request_id == request_id)
-            ),
-        )
-
-    async def list_agent_types(self, page: PageRequest) -> Slice[AgentType]:
-        return keyset_slice([s.value for s in self._state.agent_types.values()], page)
-
-    async def update_agent_type(self, agent_type: AgentType) -> AgentType:
-        stored = self._state.agent_types.get(agent_type.id)
-        if stored is not None:
-            self._check_type_slug(agent_type)
-            self._state.agent_types[agent_type.id] = Stored(agent_type, stored.request_id)
-        return agent_type
-
-    def _check_type_slug(self, agent_type: AgentType) -> None:
-        types = self._state.agent_types.values()
-        if any(s.value.slug == agent_type.slug and s.value.id != agent_type.id for s in types):
-            raise SlugTaken(f"agent type slug {agent_type.slug!r} is taken")
-
-    async def delete_agent_type(self, type_id: str) -> None:
-        self._state.agent_types.pop(type_id, None)
-
-    async def agent_type_in_use(self, type_id: str) -> bool:
-        return any(s.value.agent_type_id == type_id for s in self._state.agents.values())
-
-    # Projects.
-
-    async def insert_project(self, project: Project, *, request_id: str | None) -> Project:
-        projects = self._state.projects
-        if request_id is not None and any(
-            s.request_id == request_id and s.value.owner_id == project.owner_id for s in projects.values()
-        ):
-            raise DuplicateRequest()
-        self._check_project_slug(project)
-        projects[project.id] = Stored(project, request_id)
-        return project
-
-    async def get_project(
-        self,
-        *,
-        project_id: str | None = None,
-        slug: str | None = None,
-        owner_request: tuple[str, str] | None = None,
-        for_update: bool = False,
-    ) -> Project | None:
-        return _first(
-            self._state.projects.values(),
-            lambda s: (
-                (project_id is None or s.value.id == project_id)
-                and (slug is None or s.value.slug == slug)
-                and (owner_request is None or (s.value.owner_id, s.request_id) == owner_request)
-            ),
-        )
-
-    async def list_projects(self, owner_id: str | None, page: PageRequest) -> Slice[Project]:
-        projects = [s.value for s in self._state.projects.values()]
-        return keyset_slice([p for p in projects if owner_id is None or p.owner_id == owner_id], page)
-
-    async def update_project(self, project: Project) -> Project:
-        stored = self._state.projects.get(project.id)
-        if stored is not None:
-            self._check_project_slug(project)
-            current = stored.value
-            changes = project.model_dump(include={"name", "slug", "description", "updated_at"})
-            self._state.projects[project.id] = Stored(current.model_copy(update=changes), stored.request_id)
-        return project
-
-    def _check_project_slug(self, project: Project) -> None:
-        projects = self._state.projects.values()
-        if any(s.value.slug == project.slug and s.value.id != project.id for s in projects):
-            raise SlugTaken(f"project slug {project.slug!r} is taken")
-
-    async def delete_project(self, project_id: str) -> None:
-        gone = {agent_id for agent_id, s in self._state.agents.items() if s.value.project_id == project_id}
-        self._state.runs = {run for run in self._state.runs if run[0] not in gone}
-        for agent_id in gone:
-            del self._state.agents[agent_id]
-        await self.delete_project_mcp_servers(project_id)
-        await self.delete_project_api_keys(project_id)
-        await self.delete_project_remote_agents(project_id)
-        self._state.projects.pop(project_id, None)
-
-    # Agents.
-
-    async def insert_agent(self, agent: Agent, *, request_id: str | None) -> Agent:
-        siblings = [s for s in self._state.agents.values() if s.value.project_id == agent.project_id]
-        if request_id is not None and any(s.request_id == request_id for s in siblings):
-            raise DuplicateRequest()
-        if any(s.value.name == agent.name for s in siblings):
-            raise AgentNameTaken(f"an agent named {agent.name!r} exists in this project")
-        if any(s.value.slug == agent.slug for s in siblings):
-            raise AgentNameTaken(f"an agent with the slug {agent.slug!r} exists in this project")
-        self._state.agents[agent.id] = Stored(agent, request_id)
-        return agent
-
-    async def get_agent(
-        self,
-        *,
-        agent_id: str | None = None,
-        project_ref: tuple[str, str] | None = None,
-        project_request: tuple[str, str] | None = None,
-        for_update: bool = False,
-    ) -> Agent | None:
-        found = [
-            s.value
-            for s in self._state.agents.values()
-            if (agent_id is None or s.value.id == agent_id)
-            and (project_request is None or (s.value.project_id, s.request_id) == project_request)
-        ]
-        if project_ref is not None:
-            project_id, ref = project_ref
-            in_project = [agent for agent in found if agent.project_id == project_id]
-            found = [
-                agent
-                for field in ("id", "slug", "name")
-                for agent in in_project
-                if getattr(agent, field) == ref
-            ]
-        return found[0] if found else None
-
-    async def list_agents(self, project_id: str, page: PageRequest) -> Slice[Agent]:
-        agents = [s.value for s in self._state.agents.values()]
-        return keyset_slice([agent for agent in agents if agent.project_id == project_id], page)
-
-    async def agent_slugs(self, project_id: str) -> dict[str, str]:
-        agents = [s.value for s in self._state.agents.values() if s.value.project_id == project_id]
-        return {agent.slug: agent.name for agent in agents}
-
-    async def update_agent(self, agent: Agent) -> Agent:
-        stored = self._state.agents.get(agent.id)
-        if stored is not None:
-            self._state.agents[agent.id] = Stored(agent, stored.request_id)
-        return agent
 
     # Executors.
 
@@ -459,7 +305,3 @@ class InMemoryTransaction(
     async def list_executors(self, since: datetime) -> list[Executor]:
         alive = [e for e in self._state.executors.values() if e.heartbeat_at >= since]
         return sorted(alive, key=lambda executor: executor.id)
-
-
-def _first(stored: Iterable[Stored[T]], matches: Callable[[Stored[T]], bool]) -> T | None:
-    return next((s.value for s in stored if matches(s)), None)
