@@ -19,7 +19,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from agentmesh.registry.store.interface import RunKey
+from agentmesh.registry.models import RunKey
 from agentmesh.registry.tables import AgentRunRow, SessionTurnRow
 
 _RUNS = AgentRunRow.__table__

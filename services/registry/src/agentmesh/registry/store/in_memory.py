@@ -16,20 +16,19 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
 from typing import TypeVar
 
-from agentmesh.registry.agents.lifecycle import run_finished, run_resumed, run_started
+from agentmesh.registry.agents.lifecycle import run_finished, run_resumed, run_started, takes_runs
 from agentmesh.registry.agents.store import InMemoryAgents
 from agentmesh.registry.identity.store import InMemoryAccounts, InMemoryApiKeys
 from agentmesh.registry.in_memory_state import SessionTurn, State, Stored, StoredLease
 from agentmesh.registry.mcp_servers.store import InMemoryMcpServers
 from agentmesh.registry.models import (
     Agent,
-    AgentStatus,
     AgentType,
-    Executor,
     Project,
 )
 from agentmesh.registry.projects.store import InMemoryProjects
 from agentmesh.registry.remote_agents.store import InMemoryRemoteAgents
+from agentmesh.registry.runs.executor_store import InMemoryExecutors
 from agentmesh.registry.store.interface import (
     OrphanedRun,
     RegistryStore,
@@ -96,7 +95,7 @@ class InMemoryRegistryStore(RegistryStore):
     ) -> RunChange | None:
         def start(agent: Agent, runs: set[tuple[str, str]]) -> Agent | None:
             key = (agent_id, run_id)
-            if agent.status in (AgentStatus.PAUSED, AgentStatus.TERMINATED) or key in runs:
+            if not takes_runs(agent) or key in runs:
                 return None
             runs.add(key)
             if lease is not None:
@@ -289,19 +288,10 @@ class InMemoryTransaction(
     InMemoryMcpServers,
     InMemoryApiKeys,
     InMemoryRemoteAgents,
+    InMemoryExecutors,
     StoreTransaction,
 ):
     """The operations of one transaction, on the state it was given."""
 
     def __init__(self, state: State) -> None:
         self._state = state
-
-    # Executors.
-
-    async def upsert_executor(self, executor: Executor) -> Executor:
-        self._state.executors[executor.id] = executor
-        return executor
-
-    async def list_executors(self, since: datetime) -> list[Executor]:
-        alive = [e for e in self._state.executors.values() if e.heartbeat_at >= since]
-        return sorted(alive, key=lambda executor: executor.id)

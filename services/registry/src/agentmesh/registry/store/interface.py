@@ -22,9 +22,10 @@ from agentmesh.registry.agents.store import AgentTransaction
 from agentmesh.registry.errors import DuplicateRequest as DuplicateRequest
 from agentmesh.registry.identity.store import AccountTransaction, ApiKeyTransaction
 from agentmesh.registry.mcp_servers.store import McpServerTransaction
-from agentmesh.registry.models import Agent, AgentType, Executor, Project, RunKey
+from agentmesh.registry.models import Agent, AgentType, Project, RunKey
 from agentmesh.registry.projects.store import ProjectTransaction
 from agentmesh.registry.remote_agents.store import RemoteAgentTransaction
+from agentmesh.registry.runs.executor_store import ExecutorTransaction
 
 
 @dataclass(frozen=True)
@@ -131,18 +132,13 @@ class StoreTransaction(
     McpServerTransaction,
     ApiKeyTransaction,
     RemoteAgentTransaction,
+    ExecutorTransaction,
 ):
     """The operations of one transaction, each resource's in its store part: users', refresh
     tokens' and API keys' in `identity.store`, agent types' and agents' in `agents.store`,
     projects' in `projects.store`, registered MCP servers' in `mcp_servers.store`, remote A2A
-    agents' in `remote_agents.store`. Reads return None for what does not exist."""
-
-    # Executors.
-    @abc.abstractmethod
-    async def upsert_executor(self, executor: Executor) -> Executor: ...
-
-    @abc.abstractmethod
-    async def list_executors(self, since: datetime) -> list[Executor]: ...
+    agents' in `remote_agents.store`, the executor pool's in `runs.executor_store`. Reads return
+    None for what does not exist."""
 
 
 class RegistryStore(abc.ABC):

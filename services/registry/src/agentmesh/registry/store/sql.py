@@ -18,7 +18,6 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
@@ -29,13 +28,13 @@ from agentmesh.registry.mcp_servers.store import SqlMcpServers
 from agentmesh.registry.models import (
     Agent,
     AgentType,
-    Executor,
     PageRequest,
     Project,
     Slice,
 )
 from agentmesh.registry.projects.store import SqlProjects
 from agentmesh.registry.remote_agents.store import SqlRemoteAgents
+from agentmesh.registry.runs.executor_store import SqlExecutors
 from agentmesh.registry.runs.lease_store import SqlRunLeaseStore
 from agentmesh.registry.store.interface import (
     RegistryStore,
@@ -59,7 +58,6 @@ from agentmesh.registry.store.statements import (
 )
 from agentmesh.registry.tables import (
     Base,
-    ExecutorRow,
 )
 
 _SQLITE_BEGIN = "agentmesh_sqlite_begin"
@@ -174,33 +172,19 @@ def _take_over_sqlite_transactions(engine: AsyncEngine) -> None:
 
 
 class SqlStoreTransaction(
-    SqlAccounts, SqlAgents, SqlProjects, SqlMcpServers, SqlApiKeys, SqlRemoteAgents, StoreTransaction
+    SqlAccounts,
+    SqlAgents,
+    SqlProjects,
+    SqlMcpServers,
+    SqlApiKeys,
+    SqlRemoteAgents,
+    SqlExecutors,
+    StoreTransaction,
 ):
     """One AsyncSession transaction."""
 
     def __init__(self, session: AsyncSession) -> None:
         self._session = session
-
-    # Executors.
-
-    async def upsert_executor(self, executor: Executor) -> Executor:
-        insert = _insert_for(self._session)(ExecutorRow).values(**executor.model_dump())
-        await self._session.execute(
-            insert.on_conflict_do_update(
-                index_elements=[ExecutorRow.id],
-                set_={
-                    column: getattr(insert.excluded, column)
-                    for column in ("address", "heartbeat_at", "tools", "model_providers")
-                },
-            )
-        )
-        return executor
-
-    async def list_executors(self, since: datetime) -> list[Executor]:
-        result = await self._session.execute(
-            sa.select(ExecutorRow).where(ExecutorRow.heartbeat_at >= since).order_by(ExecutorRow.id)
-        )
-        return [from_row(Executor, row) for row in result.scalars()]
 
     # Helpers.
 
@@ -271,10 +255,6 @@ def _run_parameters(visibility: Visibility, agent_id: str, run_id: str, now: dat
         "user_id": visibility.user_id,
         "everything": visibility.everything,
     }
-
-
-def _insert_for(session: AsyncSession) -> Any:
-    return postgresql.insert if session.bind.dialect.name == "postgresql" else sqlite.insert
 
 
 def _duplicate(error: IntegrityError, table: sa.Table, duplicates: dict[str, Exception]) -> Exception:
