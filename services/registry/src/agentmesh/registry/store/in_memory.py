@@ -10,27 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import dataclasses
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
-from typing import TypeVar
 
-from agentmesh.registry.agents.lifecycle import run_finished, run_resumed, run_started, takes_runs
+from agentmesh.registry.agents.lifecycle import run_finished, run_started, takes_runs
 from agentmesh.registry.agents.store import InMemoryAgents
 from agentmesh.registry.identity.store import InMemoryAccounts, InMemoryApiKeys
-from agentmesh.registry.in_memory_state import SessionTurn, State, Stored, StoredLease
+from agentmesh.registry.in_memory_state import State, Stored, StoredLease
 from agentmesh.registry.mcp_servers.store import InMemoryMcpServers
-from agentmesh.registry.models import (
-    Agent,
-    AgentType,
-    Project,
-)
+from agentmesh.registry.models import Agent
 from agentmesh.registry.projects.store import InMemoryProjects
 from agentmesh.registry.remote_agents.store import InMemoryRemoteAgents
 from agentmesh.registry.runs.executor_store import InMemoryExecutors
+from agentmesh.registry.runs.lease_store import InMemoryRunLeaseStore
 from agentmesh.registry.store.interface import (
-    OrphanedRun,
     RegistryStore,
     RunChange,
     RunKey,
@@ -40,8 +34,6 @@ from agentmesh.registry.store.interface import (
     Visibility,
 )
 
-T = TypeVar("T", AgentType, Project, Agent)
-
 
 class InMemoryRegistryStore(RegistryStore):
     """RegistryStore in dicts of immutable domain models."""
@@ -50,7 +42,7 @@ class InMemoryRegistryStore(RegistryStore):
         self._state = State()
         self._writer = asyncio.Lock()
         self._drafting: State | None = None
-        self._leases = InMemoryRunLeaseStore(self)
+        self._leases = InMemoryRunLeaseStore(draft=self._draft, current=lambda: self._state)
 
     @property
     def leases(self) -> RunLeaseStore:
@@ -151,134 +143,6 @@ class InMemoryRegistryStore(RegistryStore):
                 project_updated_at=project.updated_at,
                 type_updated_at=state.agent_types[stored.value.agent_type_id].value.updated_at,
             )
-
-
-class InMemoryRunLeaseStore(RunLeaseStore):
-    """RunLeaseStore on an InMemoryRegistryStore's state."""
-
-    def __init__(self, store: InMemoryRegistryStore) -> None:
-        self._store = store
-
-    async def renew(self, executor_id: str, runs: Sequence[RunKey], expires_at: datetime) -> list[RunKey]:
-        async with self._store._draft() as state:
-            held, lost = _holding(state, executor_id, runs)
-            for key in held:
-                state.leases[key] = _replace(state.leases[key], expires_at=expires_at)
-        return lost
-
-    async def expire(self, now: datetime, *, executor_ids: Collection[str] | None = None) -> int:
-        async with self._store._draft() as state:
-            expired = [
-                k
-                for k, v in state.leases.items()
-                if not v.orphaned
-                and v.expires_at < now
-                and (executor_ids is None or v.executor_id in executor_ids)
-            ]
-            for key in expired:
-                state.leases[key] = _replace(state.leases[key], orphaned=True, executor_id="", expires_at=now)
-                state.runs.discard(key)
-                _count_run(state, key[0], now, counted_in=False)
-        return len(expired)
-
-    async def claim(
-        self, executor_id: str, now: datetime, expires_at: datetime, limit: int
-    ) -> list[OrphanedRun]:
-        claimed = []
-        async with self._store._draft() as state:
-            free = [k for k, v in state.leases.items() if v.orphaned and v.expires_at <= now]
-            for key in sorted(free, key=lambda k: state.leases[k].expires_at)[: max(limit, 0)]:
-                lease = state.leases[key] = _replace(
-                    state.leases[key], executor_id=executor_id, expires_at=expires_at
-                )
-                agent = state.agents[key[0]].value
-                claimed.append(OrphanedRun(key[0], key[1], lease.session_id, agent.project_id, agent.slug))
-        return claimed
-
-    async def close(self, executor_id: str, runs: Sequence[RunKey]) -> None:
-        async with self._store._draft() as state:
-            for key in runs:
-                lease = state.leases.get(key)
-                if lease is not None and lease.orphaned and lease.executor_id == executor_id:
-                    del state.leases[key]
-
-    async def resume(
-        self, executor_id: str, runs: Sequence[RunKey], now: datetime, expires_at: datetime
-    ) -> list[RunKey]:
-        async with self._store._draft() as state:
-            held, lost = _holding(state, executor_id, runs)
-            for key in held:
-                lease = state.leases[key]
-                state.leases[key] = _replace(lease, orphaned=False, expires_at=expires_at)
-                if lease.orphaned:  # else resumed already (a retry)
-                    state.runs.add(key)
-                    _count_run(state, key[0], now, counted_in=True)
-        return lost
-
-    async def take_turn(
-        self, session_id: str, run: RunKey, *, reject: bool = False, interrupt: bool = False
-    ) -> list[RunKey]:
-        async with self._store._draft() as state:
-            mine = next((turn for turn in state.turns if turn.run == run), None)
-            if mine is None:
-                state.turns = [t for t in state.turns if t.session_id != session_id or state.in_flight(t.run)]
-            ahead = _turns_ahead(state, session_id, mine)
-            if mine is None:
-                if reject and ahead:
-                    return ahead
-                state.turns.append(SessionTurn(session_id, run))
-            if interrupt:
-                state.turns = [
-                    dataclasses.replace(turn, interrupted=True) if turn.run in ahead else turn
-                    for turn in state.turns
-                ]
-        return ahead
-
-    async def turns_ahead(self, run: RunKey) -> list[RunKey]:
-        state = self._store._state
-        mine = next((turn for turn in state.turns if turn.run == run), None)
-        return [] if mine is None else _turns_ahead(state, mine.session_id, mine)
-
-    async def interrupted(self, executor_id: str) -> list[RunKey]:
-        state = self._store._state
-        return [
-            turn.run
-            for turn in state.turns
-            if turn.interrupted
-            and state.in_flight(turn.run)
-            and (lease := state.leases.get(turn.run)) is not None
-            and lease.executor_id == executor_id
-        ]
-
-
-def _turns_ahead(state: State, session_id: str, mine: SessionTurn | None) -> list[RunKey]:
-    turns = state.turns[: state.turns.index(mine)] if mine is not None else state.turns
-    return [t.run for t in turns if t.session_id == session_id and state.in_flight(t.run)]
-
-
-def _holding(state: State, executor_id: str, runs: Sequence[RunKey]) -> tuple[list[RunKey], list[RunKey]]:
-    """The runs `executor_id` holds a lease on, and those it does not."""
-    held: list[RunKey] = []
-    lost: list[RunKey] = []
-    for key in runs:
-        lease = state.leases.get(key)
-        (held if lease is not None and lease.executor_id == executor_id else lost).append(key)
-    return held, lost
-
-
-def _count_run(state: State, agent_id: str, now: datetime, *, counted_in: bool) -> None:
-    """The agent's bookkeeping for a run counted in (as a resumed start) or out (as a failed
-    finish) by its lease."""
-    stored = state.agents[agent_id]
-    if counted_in:
-        agent = run_resumed(stored.value, now)
-    else:
-        agent = run_finished(stored.value, now, completed=False, tokens_used=0, cost=0.0)
-    state.agents[agent_id] = Stored(agent, stored.request_id)
-
-
-def _replace(lease: StoredLease, **changes: object) -> StoredLease:
-    return dataclasses.replace(lease, **changes)  # type: ignore[arg-type]
 
 
 class InMemoryTransaction(
