@@ -11,6 +11,7 @@ from agentmesh.registry.agents.registry import AgentRegistry
 from agentmesh.registry.agents.watch import AgentChange, AgentWatch, WatchBatch
 from agentmesh.registry.models import AgentConfig, AgentStatus, AgentTypeFields, ProjectFields
 from agentmesh.registry.pagination import PageTokens
+from agentmesh.registry.projects.registry import ProjectRegistry
 from agentmesh.registry.runs.executors import ExecutorPool
 from agentmesh.registry.store import RegistryStore
 from agentmesh.runtime.errors import DomainError
@@ -33,6 +34,7 @@ async def test_committed_changes_are_published_and_refused_ones_are_not(
     registry = AgentRegistry(
         registry_store, page_tokens=PageTokens("s" * 32), executors=executors, watch=watch
     )
+    projects = ProjectRegistry(registry_store, page_tokens=PageTokens("s" * 32), watch=watch)
     principal = Principal(user_id=owner)
     async with watch.watch() as watcher:
         assert (await _next(watcher)).reset
@@ -52,7 +54,7 @@ async def test_committed_changes_are_published_and_refused_ones_are_not(
         changed_type = AgentTypeFields(name=agent_type.name, description="changed", primary_model="mock")
         await registry.update_agent_type(agent_type.id, changed_type, ["description", "primary_model"])
         assert (await _next(watcher)).reset
-        await registry.update_project(principal, project.id, ProjectFields(name="renamed"), ["name"])
+        await projects.update(principal, project.id, ProjectFields(name="renamed"), ["name"])
         assert (await _next(watcher)).reset
 
         await registry.terminate_agent(principal, project.id, agent.id)

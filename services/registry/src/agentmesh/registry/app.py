@@ -23,6 +23,7 @@ from agentmesh.registry.internal_servicer import RegistryInternalServicer
 from agentmesh.registry.mcp_servers.registry import McpServerRegistry
 from agentmesh.registry.pagination import PageTokens
 from agentmesh.registry.policy import INTERNAL_POLICY, INTERNAL_SERVICE, POLICY, SERVICE
+from agentmesh.registry.projects.registry import ProjectRegistry
 from agentmesh.registry.remote_agents.registry import RemoteAgentRegistry
 from agentmesh.registry.runs.bookkeeping import RunBookkeeping
 from agentmesh.registry.runs.executors import ExecutorPool
@@ -53,6 +54,7 @@ class Components:
     lease_engine: AsyncEngine | None
     tokens: TokenCodec
     accounts: Accounts
+    projects: ProjectRegistry
     registry: AgentRegistry
     mcp_servers: McpServerRegistry
     remote_agents: RemoteAgentRegistry
@@ -103,6 +105,7 @@ async def open_components(settings: RegistrySettings) -> Components:
     )
     watch = AgentWatch()
     executors = ExecutorPool(store, executor_ttl_seconds=settings.executor_heartbeat_ttl_seconds)
+    projects = ProjectRegistry(store, page_tokens=PageTokens(secret), watch=watch, clock=utc_now)
     registry = AgentRegistry(store, page_tokens=PageTokens(secret), executors=executors, watch=watch)
     runs = RunBookkeeping(store)
     mcp_servers = McpServerRegistry(store, page_tokens=PageTokens(secret), clock=utc_now, watch=watch)
@@ -112,13 +115,14 @@ async def open_components(settings: RegistrySettings) -> Components:
         startup_grace_seconds=settings.run_lease_startup_grace_seconds,
         clock=utc_now,
     )
-    api_keys = ApiKeys(store, registry=registry, page_tokens=PageTokens(secret), clock=utc_now)
+    api_keys = ApiKeys(store, projects=projects, page_tokens=PageTokens(secret), clock=utc_now)
     return Components(
         engine=engine,
         lease_engine=lease_engine,
         api_keys=api_keys,
         tokens=tokens,
         accounts=accounts,
+        projects=projects,
         registry=registry,
         mcp_servers=mcp_servers,
         leases=leases,
@@ -148,11 +152,12 @@ async def start(settings: RegistrySettings) -> RunningService:
         if settings.superuser_email:
             await _bootstrap_superuser(components.accounts, settings)
         servicer = RegistryServicer(
-            components.accounts,
-            components.registry,
-            components.mcp_servers,
-            components.api_keys,
-            components.remote_agents,
+            accounts=components.accounts,
+            api_keys=components.api_keys,
+            projects=components.projects,
+            registry=components.registry,
+            mcp_servers=components.mcp_servers,
+            remote_agents=components.remote_agents,
         )
         internal = RegistryInternalServicer(
             components.registry,

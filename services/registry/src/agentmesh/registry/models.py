@@ -297,6 +297,9 @@ class AgentSpec(_Model):
     double_texting: str = DEFAULT_DOUBLE_TEXTING
 
 
+RunKey = tuple[str, str]  # (agent id, run id): a run, as leases and session turns name it
+
+
 class FinishedRun(_Model):
     """A run an executor reports finished, with its usage."""
 

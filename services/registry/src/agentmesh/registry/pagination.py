@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Protocol, TypeVar
 
 from agentmesh.registry.errors import ValidationFailed
-from agentmesh.registry.models import PageRequest, Slice
+from agentmesh.registry.models import Page, PageRequest, Slice
 from agentmesh.runtime.errors import FieldViolation
 from agentmesh.runtime.pagination import PageTokenCodec, clamp_page_size, cursor_datetime, cursor_str
 
@@ -46,6 +46,12 @@ class PageTokens:
     def token(self, after: tuple[datetime, str], *, scope: str) -> str:
         created_at, item_id = after
         return self._codec.encode(scope, [created_at.isoformat(), item_id])
+
+    def page(self, found: Slice[T], *, scope: str) -> Page[T]:
+        """The page of what a store found, with the token of the next one when there is more."""
+        has_next = found.has_more and found.items
+        token = self.token((found.items[-1].created_at, found.items[-1].id), scope=scope) if has_next else ""
+        return Page(items=found.items, next_page_token=token, total_size=found.total)
 
 
 class _Listed(Protocol):

@@ -49,6 +49,13 @@ def required(field: str, value: str) -> list[FieldViolation]:
     return [] if value else [FieldViolation(field, "is required")]
 
 
+def exactly_one(field_a: str, value_a: str, field_b: str, value_b: str) -> list[FieldViolation]:
+    """For a read by either of two keys (id or slug): one of them, not both, not neither."""
+    if bool(value_a) == bool(value_b):
+        return [FieldViolation(field_a, f"give exactly one of {field_a} and {field_b}")]
+    return []
+
+
 def update_paths(mask: Iterable[str], allowed: Iterable[str]) -> tuple[list[str], list[FieldViolation]]:
     """The fields an update mask names, each once and in its order (`*`: every allowed one), and
     its violations: none named, or one that is unknown or read-only."""

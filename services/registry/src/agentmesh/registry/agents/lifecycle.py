@@ -3,10 +3,11 @@ are in flight), idle|working → paused → idle, any → terminated; and what a
 agent's type with its config overrides applied (`resolve`), with the revision that tells when that
 changed.
 
-The run bookkeeping rules are written here twice, side by side: as functions (the in-memory store
-calls them) and as the SQL `SET` clauses the SQL store runs, where each run's start and end must
-change the agent in the statement that records the run so concurrent runs keep every count.
-Change one form, change the other; the store contract suite holds both stores to the same answers.
+The run bookkeeping rules live here only, in two forms side by side: as functions (the in-memory
+store calls them) and as the SQL `SET` clauses the SQL store runs (`store/statements.py`), where
+each run's start and end must change the agent in the statement that records the run so
+concurrent runs keep every count. Neither store states a rule of its own; change one form, change
+the other, and the store contract suite holds both stores to the same answers.
 """
 
 from __future__ import annotations
@@ -29,6 +30,14 @@ from agentmesh.registry.models import (
 from agentmesh.registry.validation import DEFAULT_MAX_STEPS
 
 T = TypeVar("T")
+
+# No run starts for an agent in these (a resumed orphan still counts, and leaves its status be).
+BLOCKED_STATUSES = (AgentStatus.PAUSED, AgentStatus.TERMINATED)
+
+
+def takes_runs(agent: Agent) -> bool:
+    """Whether a run may start for the agent (`run_started` refuses one that may not)."""
+    return agent.status not in BLOCKED_STATUSES
 
 
 def paused(agent: Agent, now: datetime) -> Agent:
@@ -62,10 +71,9 @@ def run_started(agent: Agent, now: datetime) -> Agent:
 def run_resumed(agent: Agent, now: datetime) -> Agent:
     """A run counted in flight again (an orphaned run its taker resumes): as a start, except that a
     paused or terminated agent keeps its status."""
-    blocked = agent.status in (AgentStatus.PAUSED, AgentStatus.TERMINATED)
     return agent.model_copy(
         update={
-            "status": agent.status if blocked else AgentStatus.WORKING,
+            "status": AgentStatus.WORKING if takes_runs(agent) else agent.status,
             "runs_in_flight": agent.runs_in_flight + 1,
             "last_activity_at": now,
         }
@@ -91,7 +99,7 @@ def run_finished(agent: Agent, now: datetime, *, completed: bool, tokens_used: i
 
 # The same rules in SQL, over the `agents` row and the parameters :now (and, to finish, :completed,
 # :tokens_used, :cost); `{greatest}` is the dialect's two-argument maximum (GREATEST, MAX).
-BLOCKED_STATUSES_SQL = f"('{AgentStatus.PAUSED.value}', '{AgentStatus.TERMINATED.value}')"
+BLOCKED_STATUSES_SQL = "(" + ", ".join(f"'{status.value}'" for status in BLOCKED_STATUSES) + ")"
 RUN_STARTED_SQL = (
     f"status = '{AgentStatus.WORKING.value}', runs_in_flight = agents.runs_in_flight + 1, "
     "last_activity_at = :now"

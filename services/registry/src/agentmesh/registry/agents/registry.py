@@ -1,9 +1,9 @@
-"""The registry's rules: agent types, projects, agents and their lifecycle.
+"""The registry's rules for agent types and agents, with their lifecycle.
 
 `AgentRegistry` knows nothing of gRPC. Who may call which operation at all (signed in,
 superuser, system) is decided before it, by the policy table in `policy.py`; what depends on the
-data — a project and everything in it belong to its owner (and superusers) — is decided here.
-Anyone else is told NOT_FOUND, exactly as for a project that does not exist.
+data — an agent belongs to its project's owner (and superusers) — is decided here, by the project
+rules' `visible_project`. Anyone else is told NOT_FOUND, exactly as for an agent that does not exist.
 """
 
 from __future__ import annotations
@@ -28,15 +28,11 @@ from agentmesh.registry.errors import (
     AgentTypeInactive,
     AgentTypeInUse,
     AgentTypeNotFound,
-    ProjectNotFound,
-    UserInactive,
-    UserRequired,
 )
 from agentmesh.registry.mcp_servers.registry import servers_with_kept_secrets
 from agentmesh.registry.models import (
     AGENT_CONFIG_FIELDS,
     AGENT_TYPE_FIELDS,
-    PROJECT_FIELDS,
     Agent,
     AgentConfig,
     AgentMetrics,
@@ -46,11 +42,9 @@ from agentmesh.registry.models import (
     AgentTypeFields,
     NewAgent,
     Page,
-    Project,
-    ProjectFields,
-    Slice,
 )
 from agentmesh.registry.pagination import PageTokens
+from agentmesh.registry.projects.registry import visible, visible_project
 from agentmesh.registry.runs.executors import ExecutorPool
 from agentmesh.registry.store import DuplicateRequest, RegistryStore, StoreTransaction
 from agentmesh.registry.validation import (
@@ -59,20 +53,19 @@ from agentmesh.registry.validation import (
     check_agent_name,
     check_agent_slug,
     check_agent_type,
-    check_project,
+    exactly_one,
     raise_if,
     required,
     slugify,
     update_paths,
 )
-from agentmesh.runtime.errors import FieldViolation
 from agentmesh.runtime.identity import Principal
 
 T = TypeVar("T")
 
 
 class AgentRegistry:
-    """Agent types (templates), projects, agents (instances) with their lifecycle and usage."""
+    """Agent types (templates) and agents (instances) with their lifecycle and usage."""
 
     def __init__(
         self,
@@ -109,7 +102,7 @@ class AgentRegistry:
                 return _found(await tx.get_agent_type(request_id=request_id), AgentTypeNotFound, "agent type")
 
     async def get_agent_type(self, *, type_id: str = "", slug: str = "") -> AgentType:
-        raise_if(_exactly_one("id", type_id, "slug", slug))
+        raise_if(exactly_one("id", type_id, "slug", slug))
         async with self._store.read() as tx:
             agent_type = await tx.get_agent_type(type_id=type_id or None, slug=slug or None)
         return _found(agent_type, AgentTypeNotFound, "agent type")
@@ -121,7 +114,7 @@ class AgentRegistry:
         request = self._pages.request(page_size=page_size, page_token=page_token, page=page, scope=scope)
         async with self._store.read() as tx:
             found = await tx.list_agent_types(request)
-        return self._page(found, scope, _key_of_agent_type)
+        return self._pages.page(found, scope=scope)
 
     async def update_agent_type(
         self, type_id: str, fields: AgentTypeFields, mask: Iterable[str]
@@ -151,72 +144,6 @@ class AgentRegistry:
                 raise AgentTypeInUse("agents were spawned from this type; delete their projects first")
             await tx.delete_agent_type(type_id)
 
-    # --- Projects ----------------------------------------------------------------------------
-
-    async def create_project(
-        self, principal: Principal, fields: ProjectFields, *, request_id: str = ""
-    ) -> Project:
-        if principal.is_system:
-            raise UserRequired("projects are owned by users")
-        fields = fields.model_copy(update={"slug": fields.slug or slugify(fields.name)})
-        raise_if(check_project(fields))
-        owner_request = (principal.user_id, request_id)
-        now = self._now()
-        project = Project(
-            **fields.model_dump(),
-            id=str(uuid.uuid4()),
-            owner_id=principal.user_id,
-            created_at=now,
-            updated_at=now,
-        )
-        try:
-            async with self._store.write() as tx:
-                if request_id and (existing := await tx.get_project(owner_request=owner_request)):
-                    return existing
-                if await tx.get_user(principal.user_id) is None:
-                    raise UserInactive("this account no longer exists")
-                return await tx.insert_project(project, request_id=request_id or None)
-        except DuplicateRequest:
-            async with self._store.read() as tx:
-                return _found(await tx.get_project(owner_request=owner_request), ProjectNotFound, "project")
-
-    async def get_project(self, principal: Principal, *, project_id: str = "", slug: str = "") -> Project:
-        raise_if(_exactly_one("id", project_id, "slug", slug))
-        async with self._store.read() as tx:
-            project = await tx.get_project(project_id=project_id or None, slug=slug or None)
-        return _visible(principal, project)
-
-    async def list_projects(
-        self, principal: Principal, *, page_size: int = 0, page_token: str = "", page: int = 0
-    ) -> Page[Project]:
-        owner_id = None if principal.is_superuser else principal.user_id
-        scope = f"projects:{owner_id or '*'}"
-        request = self._pages.request(page_size=page_size, page_token=page_token, page=page, scope=scope)
-        async with self._store.read() as tx:
-            found = await tx.list_projects(owner_id, request)
-        return self._page(found, scope, _key_of_project)
-
-    async def update_project(
-        self, principal: Principal, project_id: str, fields: ProjectFields, mask: Iterable[str]
-    ) -> Project:
-        raise_if(required("project.id", project_id))
-        paths = _mask(mask, PROJECT_FIELDS)
-        async with self._store.write() as tx:
-            current = await self._project(tx, principal, project_id, for_update=True)
-            changes = {path: getattr(fields, path) for path in paths}
-            updated = current.model_copy(update={**changes, "updated_at": self._now()})
-            raise_if(check_project(updated))
-            updated = await tx.update_project(updated)
-        self.watch.reset()
-        return updated
-
-    async def delete_project(self, principal: Principal, project_id: str) -> None:
-        raise_if(required("id", project_id))
-        async with self._store.write() as tx:
-            await self._project(tx, principal, project_id, for_update=True)
-            await tx.delete_project(project_id)
-        self.watch.reset()
-
     # --- Agents ------------------------------------------------------------------------------
 
     async def create_agent(self, principal: Principal, new: NewAgent, *, request_id: str = "") -> Agent:
@@ -232,7 +159,7 @@ class AgentRegistry:
         now = self._now()
         try:
             async with self._store.write() as tx:
-                await self._project(tx, principal, new.project_id)
+                await visible_project(tx, principal, new.project_id)
                 if request_id and (existing := await tx.get_agent(project_request=project_request)):
                     return existing
                 agent_type = _found(
@@ -285,9 +212,9 @@ class AgentRegistry:
         scope = f"agents:{project_id}"
         request = self._pages.request(page_size=page_size, page_token=page_token, page=page, scope=scope)
         async with self._store.read() as tx:
-            await self._project(tx, principal, project_id)
+            await visible_project(tx, principal, project_id)
             found = await tx.list_agents(project_id, request)
-        return self._page(found, scope, _key_of_agent)
+        return self._pages.page(found, scope=scope)
 
     async def update_agent(
         self, principal: Principal, project_id: str, agent_id: str, config: AgentConfig, mask: Iterable[str]
@@ -341,7 +268,7 @@ class AgentRegistry:
         exact name, resolved for running."""
         raise_if(required("project_slug", project_slug) + required("agent_name", agent_name))
         found_project, found_agent, agent_type = await self._store.resolve(project_slug, agent_name)
-        project = _visible(principal, found_project)
+        project = visible(principal, found_project)
         agent = _found(found_agent, AgentNotFound, f"agent {agent_name!r}")
         assert agent_type is not None  # agents.agent_type_id is a RESTRICT foreign key
         siblings: dict[str, str] = {}
@@ -390,12 +317,6 @@ class AgentRegistry:
         self.watch.changed(AgentChange(updated.id, status=updated.status))
         return updated
 
-    async def _project(
-        self, tx: StoreTransaction, principal: Principal, project_id: str, *, for_update: bool = False
-    ) -> Project:
-        project = await tx.get_project(project_id=project_id, for_update=for_update) if project_id else None
-        return _visible(principal, project)
-
     async def _agent(
         self,
         tx: StoreTransaction,
@@ -407,37 +328,17 @@ class AgentRegistry:
     ) -> Agent:
         """The project's agent whose id, slug or exact name is `agent_id` (in that order)."""
         raise_if(required("project_id", project_id) + required("id", agent_id))
-        await self._project(tx, principal, project_id)
+        await visible_project(tx, principal, project_id)
         agent = await tx.get_agent(project_ref=(project_id, agent_id), for_update=for_update)
         if agent is None:
             raise AgentNotFound("agent not found")
         return agent
-
-    def _page(self, found: Slice[T], scope: str, key: Callable[[T], tuple[datetime, str]]) -> Page[T]:
-        token = self._pages.token(key(found.items[-1]), scope=scope) if found.has_more and found.items else ""
-        return Page(items=found.items, next_page_token=token, total_size=found.total)
-
-
-def may_see(principal: Principal, project: Project) -> bool:
-    return principal.is_superuser or project.owner_id == principal.user_id
-
-
-def _visible(principal: Principal, project: Project | None) -> Project:
-    if project is None or not may_see(principal, project):
-        raise ProjectNotFound("project not found")
-    return project
 
 
 def _found(value: T | None, error: type[Exception], what: str) -> T:
     if value is None:
         raise error(f"{what} not found")
     return value
-
-
-def _exactly_one(field_a: str, value_a: str, field_b: str, value_b: str) -> list[FieldViolation]:
-    if bool(value_a) == bool(value_b):
-        return [FieldViolation(field_a, f"give exactly one of {field_a} and {field_b}")]
-    return []
 
 
 def _mask(mask: Iterable[str], allowed: Iterable[str]) -> list[str]:
@@ -468,15 +369,3 @@ def _normalized_type_changes(changes: dict[str, object]) -> dict[str, object]:
 def _refs(agents: dict[str, str]) -> list[str]:
     """Every way to name the agents of a slug → name map."""
     return [*agents, *agents.values()]
-
-
-def _key_of_agent_type(agent_type: AgentType) -> tuple[datetime, str]:
-    return agent_type.created_at, agent_type.id
-
-
-def _key_of_project(project: Project) -> tuple[datetime, str]:
-    return project.created_at, project.id
-
-
-def _key_of_agent(agent: Agent) -> tuple[datetime, str]:
-    return agent.created_at, agent.id

@@ -17,10 +17,10 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime
 
-from agentmesh.registry.agents.registry import AgentRegistry
 from agentmesh.registry.errors import ApiKeyInvalid, ApiKeyNotFound, UserNotFound, ValidationFailed
 from agentmesh.registry.models import ApiKey, Page, User
 from agentmesh.registry.pagination import PageTokens
+from agentmesh.registry.projects.registry import ProjectRegistry
 from agentmesh.registry.store import RegistryStore
 from agentmesh.registry.validation import has_control_characters
 from agentmesh.runtime.errors import FieldViolation
@@ -54,12 +54,12 @@ class ApiKeys:
         self,
         store: RegistryStore,
         *,
-        registry: AgentRegistry,
+        projects: ProjectRegistry,
         page_tokens: PageTokens,
         clock: Callable[[], datetime],
     ) -> None:
         self._store = store
-        self._registry = registry
+        self._projects = projects
         self._pages = page_tokens
         self._now = clock
 
@@ -81,7 +81,7 @@ class ApiKeys:
         if violations:
             raise ValidationFailed.of(violations)
         if project_id:  # NOT_FOUND unless the caller may see it
-            await self._registry.get_project(principal, project_id=project_id)
+            await self._projects.get(principal, project_id=project_id)
         secret = new_api_key()
         key = ApiKey(
             id=str(uuid.uuid4()),

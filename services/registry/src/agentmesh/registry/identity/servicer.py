@@ -1,6 +1,7 @@
-"""The API key RPCs of RegistryService: proto in, proto out, mixed into `RegistryServicer`.
-No answer but CreateApiKey's carries a secret, and that one only the key's new owner gets.
-AuthenticateApiKey is internal (`internal_servicer.py`)."""
+"""The user and API key RPCs of RegistryService: proto in, proto out, mixed into
+`RegistryServicer`. Signing in and out (Login, RefreshTokens, RevokeRefreshToken) are the users'
+RPCs too. No answer but CreateApiKey's carries a secret, and that one only the key's new owner
+gets. AuthenticateApiKey is internal (`internal_servicer.py`)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,70 @@ import grpc
 
 from agentmesh.registry import convert
 from agentmesh.registry.identity.api_keys import ApiKeys
+from agentmesh.registry.identity.auth import Accounts
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.runtime.identity import caller
 
 Context = grpc.aio.ServicerContext
+
+
+class AccountRpcs:
+    """Adapts the user and sign-in RPCs to `Accounts`."""
+
+    _accounts: Accounts
+
+    async def RegisterUser(
+        self, request: pb.RegisterUserRequest, context: Context
+    ) -> pb.RegisterUserResponse:
+        user = await self._accounts.register(
+            email=request.email,
+            password=request.password,
+            first_name=request.first_name,
+            last_name=request.last_name,
+        )
+        return pb.RegisterUserResponse(user=convert.user_message(user))
+
+    async def Login(self, request: pb.LoginRequest, context: Context) -> pb.LoginResponse:
+        tokens = await self._accounts.login(email=request.email, password=request.password)
+        return pb.LoginResponse(tokens=convert.tokens_message(tokens))
+
+    async def RefreshTokens(
+        self, request: pb.RefreshTokensRequest, context: Context
+    ) -> pb.RefreshTokensResponse:
+        tokens = await self._accounts.refresh(request.refresh_token)
+        return pb.RefreshTokensResponse(tokens=convert.tokens_message(tokens))
+
+    async def RevokeRefreshToken(
+        self, request: pb.RevokeRefreshTokenRequest, context: Context
+    ) -> pb.RevokeRefreshTokenResponse:
+        await self._accounts.revoke(request.refresh_token)
+        return pb.RevokeRefreshTokenResponse()
+
+    async def GetCurrentUser(
+        self, request: pb.GetCurrentUserRequest, context: Context
+    ) -> pb.GetCurrentUserResponse:
+        user = await self._accounts.current_user(caller())
+        return pb.GetCurrentUserResponse(user=convert.user_message(user))
+
+    async def CreateUser(self, request: pb.CreateUserRequest, context: Context) -> pb.CreateUserResponse:
+        created = await self._accounts.create_user(
+            email=request.email,
+            password=request.password,
+            first_name=request.first_name,
+            last_name=request.last_name,
+            is_superuser=request.is_superuser,
+        )
+        return pb.CreateUserResponse(user=convert.user_message(created.user), promoted=created.promoted)
+
+    async def UpdateUser(self, request: pb.UpdateUserRequest, context: Context) -> pb.UpdateUserResponse:
+        user = await self._accounts.update_user(
+            caller(),
+            request.user.id,
+            mask=list(request.update_mask.paths),
+            is_active=request.user.is_active,
+            is_superuser=request.user.is_superuser,
+        )
+        return pb.UpdateUserResponse(user=convert.user_message(user))
 
 
 class ApiKeyRpcs:

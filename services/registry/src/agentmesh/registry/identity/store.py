@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import abc
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from agentmesh.registry.errors import EmailTaken
+from agentmesh.registry.in_memory_state import State
 from agentmesh.registry.mappers import from_row
 from agentmesh.registry.models import (
     ApiKey,
@@ -25,9 +26,6 @@ from agentmesh.registry.models import (
 )
 from agentmesh.registry.pagination import keyset_slice
 from agentmesh.registry.tables import ApiKeyRow, RefreshTokenRow, UserRow
-
-if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncSession
 
 
 class ApiKeyTransaction(abc.ABC):
@@ -94,11 +92,11 @@ class InMemoryApiKeys(ApiKeyTransaction):
     """The in-memory implementation; mixed into `InMemoryTransaction`, on its state's `api_keys`
     (id → key) and `users`."""
 
-    _state: Any
+    _state: State
 
     @property
     def _keys(self) -> dict[str, ApiKey]:
-        return self._state.api_keys  # type: ignore[no-any-return]
+        return self._state.api_keys
 
     async def insert_api_key(self, key: ApiKey) -> ApiKey:
         self._keys[key.id] = key
@@ -175,7 +173,7 @@ class InMemoryAccounts(AccountTransaction):
     """The in-memory implementation; mixed into `InMemoryTransaction`, on its state's `users`
     (id → credentials) and `refresh_tokens` (id → token)."""
 
-    _state: Any
+    _state: State
 
     # Users.
 

@@ -5,17 +5,16 @@ transaction class. A server is unique by (`project_id`, `name`), `project_id` ''
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from agentmesh.registry.errors import DuplicateRequest, McpServerNameTaken
+from agentmesh.registry.in_memory_state import State
 from agentmesh.registry.models import PageRequest, RegisteredMcpServer, Slice
 from agentmesh.registry.pagination import keyset_slice
 from agentmesh.registry.tables import McpServerRow
-
-if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncSession
 
 
 class McpServerTransaction(abc.ABC):
@@ -112,11 +111,11 @@ class InMemoryMcpServers(McpServerTransaction):
     """The in-memory implementation; mixed into `InMemoryTransaction`, on its state's
     `mcp_servers` (id → (server, request id))."""
 
-    _state: Any
+    _state: State
 
     @property
     def _servers(self) -> dict[str, tuple[RegisteredMcpServer, str | None]]:
-        return self._state.mcp_servers  # type: ignore[no-any-return]
+        return self._state.mcp_servers
 
     async def insert_mcp_server(
         self, server: RegisteredMcpServer, *, request_id: str | None

@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from urllib.parse import urlparse
 
-from agentmesh.registry.agents.registry import may_see
-from agentmesh.registry.errors import ProjectNotFound, RemoteAgentNotFound, ValidationFailed
+from agentmesh.registry.errors import RemoteAgentNotFound, ValidationFailed
 from agentmesh.registry.models import Page, RemoteAgent
 from agentmesh.registry.pagination import PageTokens
+from agentmesh.registry.projects.registry import visible_project
 from agentmesh.registry.remote_agents.store import name_taken
-from agentmesh.registry.store import RegistryStore
+from agentmesh.registry.store import RegistryStore, StoreTransaction
 from agentmesh.registry.validation import DNS_LABEL_RULE, is_dns_label, update_paths
 from agentmesh.runtime.errors import FieldViolation
 from agentmesh.runtime.identity import Principal
@@ -151,12 +151,10 @@ class RemoteAgentRegistry:
             raise RemoteAgentNotFound(f"no remote agent named {name!r} in this project")
         return remote
 
-    async def _project(self, tx: object, principal: Principal, project_id: str) -> None:
+    async def _project(self, tx: StoreTransaction, principal: Principal, project_id: str) -> None:
         if not project_id:
             raise ValidationFailed.of([FieldViolation("project_id", "is required")])
-        project = await tx.get_project(project_id=project_id)  # type: ignore[attr-defined]
-        if project is None or not may_see(principal, project):
-            raise ProjectNotFound("project not found")
+        await visible_project(tx, principal, project_id)
 
 
 def _check(*, project_id: str, name: str, card_url: str, credential: str, description: str) -> None:

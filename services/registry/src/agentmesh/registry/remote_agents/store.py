@@ -5,17 +5,15 @@ transaction class. A remote agent is unique by (`project_id`, `name`)."""
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from agentmesh.registry.errors import RemoteAgentNameTaken
+from agentmesh.registry.in_memory_state import State
 from agentmesh.registry.models import PageRequest, RemoteAgent, Slice
 from agentmesh.registry.pagination import keyset_slice
 from agentmesh.registry.tables import RemoteAgentRow
-
-if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncSession
 
 
 class RemoteAgentTransaction(abc.ABC):
@@ -95,11 +93,11 @@ class InMemoryRemoteAgents(RemoteAgentTransaction):
     """The in-memory implementation; mixed into `InMemoryTransaction`, on its state's
     `remote_agents` (id → remote agent)."""
 
-    _state: Any
+    _state: State
 
     @property
     def _remotes(self) -> dict[str, RemoteAgent]:
-        return self._state.remote_agents  # type: ignore[no-any-return]
+        return self._state.remote_agents
 
     async def insert_remote_agent(self, remote: RemoteAgent) -> RemoteAgent:
         if any((r.project_id, r.name) == (remote.project_id, remote.name) for r in self._remotes.values()):

@@ -1,4 +1,5 @@
-"""Run leases on the SQL store (the interface is `RunLeaseStore`). Off the chat path: renewals
+"""Run leases on the SQL store and in memory (the interface is `RunLeaseStore`; the in-memory
+half, `InMemoryRunLeaseStore`, is the plain statement of the same contract). Off the chat path: renewals
 come batched per executor, expiry and claims from one background sweep, so the ORM's core is
 plenty. On PostgreSQL, expiry and claims skip rows another registry replica has locked; on
 SQLite every write transaction begins with `BEGIN IMMEDIATE`, which serializes them.
@@ -11,14 +12,18 @@ connection is added to the lease it sets, so waiting never shortens a lease."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from agentmesh.registry.runs.turn_store import SqlSessionTurns
+from agentmesh.registry.agents.lifecycle import run_finished, run_resumed
+from agentmesh.registry.in_memory_state import State, Stored, StoredLease
+from agentmesh.registry.runs.turn_store import InMemorySessionTurns, SqlSessionTurns
 from agentmesh.registry.store.interface import OrphanedRun, RunKey, RunLeaseStore
 from agentmesh.registry.store.statements import FINISH_UPDATE, RESUME_UPDATE
 from agentmesh.registry.tables import AgentRow, AgentRunRow
@@ -166,3 +171,99 @@ async def _orphan(connection: AsyncConnection, agent_id: str, run_id: str, sessi
         project_id=agent.project_id,
         agent_name=agent.slug,  # what its events are tagged with
     )
+
+
+class InMemoryRunLeaseStore(InMemorySessionTurns, RunLeaseStore):
+    """RunLeaseStore on the in-memory store's state: each change in a `draft` of it (published
+    when it ends without an exception), reads on the `current` one; session turns in
+    `turn_store.py`."""
+
+    def __init__(
+        self,
+        *,
+        draft: Callable[[], AbstractAsyncContextManager[State]],
+        current: Callable[[], State],
+    ) -> None:
+        self._draft = draft
+        self._current = current
+
+    async def renew(self, executor_id: str, runs: Sequence[RunKey], expires_at: datetime) -> list[RunKey]:
+        async with self._draft() as state:
+            held, lost = _holding(state, executor_id, runs)
+            for key in held:
+                state.leases[key] = _replace(state.leases[key], expires_at=expires_at)
+        return lost
+
+    async def expire(self, now: datetime, *, executor_ids: Collection[str] | None = None) -> int:
+        async with self._draft() as state:
+            expired = [
+                k
+                for k, v in state.leases.items()
+                if not v.orphaned
+                and v.expires_at < now
+                and (executor_ids is None or v.executor_id in executor_ids)
+            ]
+            for key in expired:
+                state.leases[key] = _replace(state.leases[key], orphaned=True, executor_id="", expires_at=now)
+                state.runs.discard(key)
+                _count_run(state, key[0], now, counted_in=False)
+        return len(expired)
+
+    async def claim(
+        self, executor_id: str, now: datetime, expires_at: datetime, limit: int
+    ) -> list[OrphanedRun]:
+        claimed = []
+        async with self._draft() as state:
+            free = [k for k, v in state.leases.items() if v.orphaned and v.expires_at <= now]
+            for key in sorted(free, key=lambda k: state.leases[k].expires_at)[: max(limit, 0)]:
+                lease = state.leases[key] = _replace(
+                    state.leases[key], executor_id=executor_id, expires_at=expires_at
+                )
+                agent = state.agents[key[0]].value
+                claimed.append(OrphanedRun(key[0], key[1], lease.session_id, agent.project_id, agent.slug))
+        return claimed
+
+    async def close(self, executor_id: str, runs: Sequence[RunKey]) -> None:
+        async with self._draft() as state:
+            for key in runs:
+                lease = state.leases.get(key)
+                if lease is not None and lease.orphaned and lease.executor_id == executor_id:
+                    del state.leases[key]
+
+    async def resume(
+        self, executor_id: str, runs: Sequence[RunKey], now: datetime, expires_at: datetime
+    ) -> list[RunKey]:
+        async with self._draft() as state:
+            held, lost = _holding(state, executor_id, runs)
+            for key in held:
+                lease = state.leases[key]
+                state.leases[key] = _replace(lease, orphaned=False, expires_at=expires_at)
+                if lease.orphaned:  # else resumed already (a retry)
+                    state.runs.add(key)
+                    _count_run(state, key[0], now, counted_in=True)
+        return lost
+
+
+def _holding(state: State, executor_id: str, runs: Sequence[RunKey]) -> tuple[list[RunKey], list[RunKey]]:
+    """The runs `executor_id` holds a lease on, and those it does not."""
+    held: list[RunKey] = []
+    lost: list[RunKey] = []
+    for key in runs:
+        lease = state.leases.get(key)
+        (held if lease is not None and lease.executor_id == executor_id else lost).append(key)
+    return held, lost
+
+
+def _count_run(state: State, agent_id: str, now: datetime, *, counted_in: bool) -> None:
+    """The agent's bookkeeping for a run counted in (as a resumed start) or out (as a failed
+    finish) by its lease."""
+    stored = state.agents[agent_id]
+    if counted_in:
+        agent = run_resumed(stored.value, now)
+    else:
+        agent = run_finished(stored.value, now, completed=False, tokens_used=0, cost=0.0)
+    state.agents[agent_id] = Stored(agent, stored.request_id)
+
+
+def _replace(lease: StoredLease, **changes: object) -> StoredLease:
+    return dataclasses.replace(lease, **changes)  # type: ignore[arg-type]

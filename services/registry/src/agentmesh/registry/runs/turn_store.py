@@ -1,4 +1,5 @@
-"""Session turns (double texting) on the SQL store, part of `SqlRunLeaseStore`. A turn is in
+"""Session turns (double texting) on the SQL store, part of `SqlRunLeaseStore` (and in memory,
+part of `InMemoryRunLeaseStore`). A turn is in
 flight while its run's `agent_runs` row exists, so nothing has to forget a turn when its run
 ends; rows of ended turns are swept when their session takes its next turn. Taking a turn is
 serialized per session: on PostgreSQL by a transaction-scoped advisory lock on the session (two
@@ -16,10 +17,15 @@ COMMIT) it took four round trips and cost the registry twice what the run's star
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from agentmesh.registry.store.interface import RunKey
+from agentmesh.registry.in_memory_state import SessionTurn, State
+from agentmesh.registry.models import RunKey
 from agentmesh.registry.tables import AgentRunRow, SessionTurnRow
 
 _RUNS = AgentRunRow.__table__
@@ -113,3 +119,51 @@ async def _ahead(connection: AsyncConnection, session_id: str, before: int | Non
         query = query.where(_TURNS.c.position < before)
     rows = await connection.execute(query.order_by(_TURNS.c.position))
     return [(row.agent_id, row.run_id) for row in rows]
+
+
+class InMemorySessionTurns:
+    """The session-turn half of `RunLeaseStore` on the in-memory store's state (see
+    `InMemoryRunLeaseStore`): the turns in the order they were taken."""
+
+    _draft: Callable[[], AbstractAsyncContextManager[State]]
+    _current: Callable[[], State]
+
+    async def take_turn(
+        self, session_id: str, run: RunKey, *, reject: bool = False, interrupt: bool = False
+    ) -> list[RunKey]:
+        async with self._draft() as state:
+            mine = next((turn for turn in state.turns if turn.run == run), None)
+            if mine is None:
+                state.turns = [t for t in state.turns if t.session_id != session_id or state.in_flight(t.run)]
+            ahead = _turns_ahead(state, session_id, mine)
+            if mine is None:
+                if reject and ahead:
+                    return ahead
+                state.turns.append(SessionTurn(session_id, run))
+            if interrupt:
+                state.turns = [
+                    dataclasses.replace(turn, interrupted=True) if turn.run in ahead else turn
+                    for turn in state.turns
+                ]
+        return ahead
+
+    async def turns_ahead(self, run: RunKey) -> list[RunKey]:
+        state = self._current()
+        mine = next((turn for turn in state.turns if turn.run == run), None)
+        return [] if mine is None else _turns_ahead(state, mine.session_id, mine)
+
+    async def interrupted(self, executor_id: str) -> list[RunKey]:
+        state = self._current()
+        return [
+            turn.run
+            for turn in state.turns
+            if turn.interrupted
+            and state.in_flight(turn.run)
+            and (lease := state.leases.get(turn.run)) is not None
+            and lease.executor_id == executor_id
+        ]
+
+
+def _turns_ahead(state: State, session_id: str, mine: SessionTurn | None) -> list[RunKey]:
+    turns = state.turns[: state.turns.index(mine)] if mine is not None else state.turns
+    return [t.run for t in turns if t.session_id == session_id and state.in_flight(t.run)]

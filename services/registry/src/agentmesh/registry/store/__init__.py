@@ -5,9 +5,10 @@
 - `sql`: `SqlRegistryStore` on SQLite or PostgreSQL;
 - `in_memory`: `InMemoryRegistryStore`, for unit tests and as the contract's reference.
 
-Each resource keeps its own part of a transaction next to its rules (`mcp_servers/store.py`,
-`identity/store.py`, `runs/lease_store.py`, ...); the ORM rows are `tables.py` and their mapping
-to domain models `mappers.py`. The implementations are imported from their modules, not from
+Each resource keeps its own part of a transaction next to its rules (`agents/store.py`,
+`projects/store.py`, `identity/store.py`, `mcp_servers/store.py`, `runs/lease_store.py`, ...); the
+ORM rows are `tables.py` and their mapping to domain models `mappers.py`, and what the in-memory
+store holds is `in_memory_state.py`. The implementations are imported from their modules, not from
 here, so that a resource's store part can be imported on its own without pulling in both stores.
 """
 

@@ -10,31 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import dataclasses
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
-from typing import TypeVar
 
-from agentmesh.registry.agents.lifecycle import run_finished, run_resumed, run_started
-from agentmesh.registry.errors import AgentNameTaken, SlugTaken
+from agentmesh.registry.agents.lifecycle import run_finished, run_started, takes_runs
+from agentmesh.registry.agents.store import InMemoryAgents
 from agentmesh.registry.identity.store import InMemoryAccounts, InMemoryApiKeys
+from agentmesh.registry.in_memory_state import State, Stored, StoredLease
 from agentmesh.registry.mcp_servers.store import InMemoryMcpServers
-from agentmesh.registry.models import (
-    Agent,
-    AgentStatus,
-    AgentType,
-    Executor,
-    PageRequest,
-    Project,
-    Slice,
-)
-from agentmesh.registry.pagination import keyset_slice
+from agentmesh.registry.models import Agent
+from agentmesh.registry.projects.store import InMemoryProjects
 from agentmesh.registry.remote_agents.store import InMemoryRemoteAgents
-from agentmesh.registry.store.in_memory_state import SessionTurn, State, Stored, StoredLease
+from agentmesh.registry.runs.executor_store import InMemoryExecutors
+from agentmesh.registry.runs.lease_store import InMemoryRunLeaseStore
 from agentmesh.registry.store.interface import (
-    DuplicateRequest,
-    OrphanedRun,
     RegistryStore,
     RunChange,
     RunKey,
@@ -44,8 +34,6 @@ from agentmesh.registry.store.interface import (
     Visibility,
 )
 
-T = TypeVar("T", AgentType, Project, Agent)
-
 
 class InMemoryRegistryStore(RegistryStore):
     """RegistryStore in dicts of immutable domain models."""
@@ -54,7 +42,7 @@ class InMemoryRegistryStore(RegistryStore):
         self._state = State()
         self._writer = asyncio.Lock()
         self._drafting: State | None = None
-        self._leases = InMemoryRunLeaseStore(self)
+        self._leases = InMemoryRunLeaseStore(draft=self._draft, current=lambda: self._state)
 
     @property
     def leases(self) -> RunLeaseStore:
@@ -99,7 +87,7 @@ class InMemoryRegistryStore(RegistryStore):
     ) -> RunChange | None:
         def start(agent: Agent, runs: set[tuple[str, str]]) -> Agent | None:
             key = (agent_id, run_id)
-            if agent.status in (AgentStatus.PAUSED, AgentStatus.TERMINATED) or key in runs:
+            if not takes_runs(agent) or key in runs:
                 return None
             runs.add(key)
             if lease is not None:
@@ -157,309 +145,17 @@ class InMemoryRegistryStore(RegistryStore):
             )
 
 
-class InMemoryRunLeaseStore(RunLeaseStore):
-    """RunLeaseStore on an InMemoryRegistryStore's state."""
-
-    def __init__(self, store: InMemoryRegistryStore) -> None:
-        self._store = store
-
-    async def renew(self, executor_id: str, runs: Sequence[RunKey], expires_at: datetime) -> list[RunKey]:
-        async with self._store._draft() as state:
-            held, lost = _holding(state, executor_id, runs)
-            for key in held:
-                state.leases[key] = _replace(state.leases[key], expires_at=expires_at)
-        return lost
-
-    async def expire(self, now: datetime, *, executor_ids: Collection[str] | None = None) -> int:
-        async with self._store._draft() as state:
-            expired = [
-                k
-                for k, v in state.leases.items()
-                if not v.orphaned
-                and v.expires_at < now
-                and (executor_ids is None or v.executor_id in executor_ids)
-            ]
-            for key in expired:
-                state.leases[key] = _replace(state.leases[key], orphaned=True, executor_id="", expires_at=now)
-                state.runs.discard(key)
-                _count_run(state, key[0], now, counted_in=False)
-        return len(expired)
-
-    async def claim(
-        self, executor_id: str, now: datetime, expires_at: datetime, limit: int
-    ) -> list[OrphanedRun]:
-        claimed = []
-        async with self._store._draft() as state:
-            free = [k for k, v in state.leases.items() if v.orphaned and v.expires_at <= now]
-            for key in sorted(free, key=lambda k: state.leases[k].expires_at)[: max(limit, 0)]:
-                lease = state.leases[key] = _replace(
-                    state.leases[key], executor_id=executor_id, expires_at=expires_at
-                )
-                agent = state.agents[key[0]].value
-                claimed.append(OrphanedRun(key[0], key[1], lease.session_id, agent.project_id, agent.slug))
-        return claimed
-
-    async def close(self, executor_id: str, runs: Sequence[RunKey]) -> None:
-        async with self._store._draft() as state:
-            for key in runs:
-                lease = state.leases.get(key)
-                if lease is not None and lease.orphaned and lease.executor_id == executor_id:
-                    del state.leases[key]
-
-    async def resume(
-        self, executor_id: str, runs: Sequence[RunKey], now: datetime, expires_at: datetime
-    ) -> list[RunKey]:
-        async with self._store._draft() as state:
-            held, lost = _holding(state, executor_id, runs)
-            for key in held:
-                lease = state.leases[key]
-                state.leases[key] = _replace(lease, orphaned=False, expires_at=expires_at)
-                if lease.orphaned:  # else resumed already (a retry)
-                    state.runs.add(key)
-                    _count_run(state, key[0], now, counted_in=True)
-        return lost
-
-    async def take_turn(
-        self, session_id: str, run: RunKey, *, reject: bool = False, interrupt: bool = False
-    ) -> list[RunKey]:
-        async with self._store._draft() as state:
-            mine = next((turn for turn in state.turns if turn.run == run), None)
-            if mine is None:
-                state.turns = [t for t in state.turns if t.session_id != session_id or state.in_flight(t.run)]
-            ahead = _turns_ahead(state, session_id, mine)
-            if mine is None:
-                if reject and ahead:
-                    return ahead
-                state.turns.append(SessionTurn(session_id, run))
-            if interrupt:
-                state.turns = [
-                    dataclasses.replace(turn, interrupted=True) if turn.run in ahead else turn
-                    for turn in state.turns
-                ]
-        return ahead
-
-    async def turns_ahead(self, run: RunKey) -> list[RunKey]:
-        state = self._store._state
-        mine = next((turn for turn in state.turns if turn.run == run), None)
-        return [] if mine is None else _turns_ahead(state, mine.session_id, mine)
-
-    async def interrupted(self, executor_id: str) -> list[RunKey]:
-        state = self._store._state
-        return [
-            turn.run
-            for turn in state.turns
-            if turn.interrupted
-            and state.in_flight(turn.run)
-            and (lease := state.leases.get(turn.run)) is not None
-            and lease.executor_id == executor_id
-        ]
-
-
-def _turns_ahead(state: State, session_id: str, mine: SessionTurn | None) -> list[RunKey]:
-    turns = state.turns[: state.turns.index(mine)] if mine is not None else state.turns
-    return [t.run for t in turns if t.session_id == session_id and state.in_flight(t.run)]
-
-
-def _holding(state: State, executor_id: str, runs: Sequence[RunKey]) -> tuple[list[RunKey], list[RunKey]]:
-    """The runs `executor_id` holds a lease on, and those it does not."""
-    held: list[RunKey] = []
-    lost: list[RunKey] = []
-    for key in runs:
-        lease = state.leases.get(key)
-        (held if lease is not None and lease.executor_id == executor_id else lost).append(key)
-    return held, lost
-
-
-def _count_run(state: State, agent_id: str, now: datetime, *, counted_in: bool) -> None:
-    """The agent's bookkeeping for a run counted in (as a resumed start) or out (as a failed
-    finish) by its lease."""
-    stored = state.agents[agent_id]
-    if counted_in:
-        agent = run_resumed(stored.value, now)
-    else:
-        agent = run_finished(stored.value, now, completed=False, tokens_used=0, cost=0.0)
-    state.agents[agent_id] = Stored(agent, stored.request_id)
-
-
-def _replace(lease: StoredLease, **changes: object) -> StoredLease:
-    return dataclasses.replace(lease, **changes)  # type: ignore[arg-type]
-
-
 class InMemoryTransaction(
-    InMemoryAccounts, InMemoryMcpServers, InMemoryApiKeys, InMemoryRemoteAgents, StoreTransaction
+    InMemoryAccounts,
+    InMemoryAgents,
+    InMemoryProjects,
+    InMemoryMcpServers,
+    InMemoryApiKeys,
+    InMemoryRemoteAgents,
+    InMemoryExecutors,
+    StoreTransaction,
 ):
     """The operations of one transaction, on the state it was given."""
 
     def __init__(self, state: State) -> None:
         self._state = state
-
-    # Agent types.
-
-    async def insert_agent_type(self, agent_type: AgentType, *, request_id: str | None) -> AgentType:
-        types = self._state.agent_types
-        if request_id is not None and any(s.request_id == request_id for s in types.values()):
-            raise DuplicateRequest()
-        self._check_type_slug(agent_type)
-        types[agent_type.id] = Stored(agent_type, request_id)
-        return agent_type
-
-    async def get_agent_type(
-        self,
-        *,
-        type_id: str | None = None,
-        slug: str | None = None,
-        request_id: str | None = None,
-        for_update: bool = False,
-    ) -> AgentType | None:
-        return _first(
-            self._state.agent_types.values(),
-            lambda s: (
-                (type_id is None or s.value.id == type_id)
-                and (slug is None or s.value.slug == slug)
-                and (request_id is None or s.request_id == request_id)
-            ),
-        )
-
-    async def list_agent_types(self, page: PageRequest) -> Slice[AgentType]:
-        return keyset_slice([s.value for s in self._state.agent_types.values()], page)
-
-    async def update_agent_type(self, agent_type: AgentType) -> AgentType:
-        stored = self._state.agent_types.get(agent_type.id)
-        if stored is not None:
-            self._check_type_slug(agent_type)
-            self._state.agent_types[agent_type.id] = Stored(agent_type, stored.request_id)
-        return agent_type
-
-    def _check_type_slug(self, agent_type: AgentType) -> None:
-        types = self._state.agent_types.values()
-        if any(s.value.slug == agent_type.slug and s.value.id != agent_type.id for s in types):
-            raise SlugTaken(f"agent type slug {agent_type.slug!r} is taken")
-
-    async def delete_agent_type(self, type_id: str) -> None:
-        self._state.agent_types.pop(type_id, None)
-
-    async def agent_type_in_use(self, type_id: str) -> bool:
-        return any(s.value.agent_type_id == type_id for s in self._state.agents.values())
-
-    # Projects.
-
-    async def insert_project(self, project: Project, *, request_id: str | None) -> Project:
-        projects = self._state.projects
-        if request_id is not None and any(
-            s.request_id == request_id and s.value.owner_id == project.owner_id for s in projects.values()
-        ):
-            raise DuplicateRequest()
-        self._check_project_slug(project)
-        projects[project.id] = Stored(project, request_id)
-        return project
-
-    async def get_project(
-        self,
-        *,
-        project_id: str | None = None,
-        slug: str | None = None,
-        owner_request: tuple[str, str] | None = None,
-        for_update: bool = False,
-    ) -> Project | None:
-        return _first(
-            self._state.projects.values(),
-            lambda s: (
-                (project_id is None or s.value.id == project_id)
-                and (slug is None or s.value.slug == slug)
-                and (owner_request is None or (s.value.owner_id, s.request_id) == owner_request)
-            ),
-        )
-
-    async def list_projects(self, owner_id: str | None, page: PageRequest) -> Slice[Project]:
-        projects = [s.value for s in self._state.projects.values()]
-        return keyset_slice([p for p in projects if owner_id is None or p.owner_id == owner_id], page)
-
-    async def update_project(self, project: Project) -> Project:
-        stored = self._state.projects.get(project.id)
-        if stored is not None:
-            self._check_project_slug(project)
-            current = stored.value
-            changes = project.model_dump(include={"name", "slug", "description", "updated_at"})
-            self._state.projects[project.id] = Stored(current.model_copy(update=changes), stored.request_id)
-        return project
-
-    def _check_project_slug(self, project: Project) -> None:
-        projects = self._state.projects.values()
-        if any(s.value.slug == project.slug and s.value.id != project.id for s in projects):
-            raise SlugTaken(f"project slug {project.slug!r} is taken")
-
-    async def delete_project(self, project_id: str) -> None:
-        gone = {agent_id for agent_id, s in self._state.agents.items() if s.value.project_id == project_id}
-        self._state.runs = {run for run in self._state.runs if run[0] not in gone}
-        for agent_id in gone:
-            del self._state.agents[agent_id]
-        await self.delete_project_mcp_servers(project_id)
-        await self.delete_project_api_keys(project_id)
-        await self.delete_project_remote_agents(project_id)
-        self._state.projects.pop(project_id, None)
-
-    # Agents.
-
-    async def insert_agent(self, agent: Agent, *, request_id: str | None) -> Agent:
-        siblings = [s for s in self._state.agents.values() if s.value.project_id == agent.project_id]
-        if request_id is not None and any(s.request_id == request_id for s in siblings):
-            raise DuplicateRequest()
-        if any(s.value.name == agent.name for s in siblings):
-            raise AgentNameTaken(f"an agent named {agent.name!r} exists in this project")
-        if any(s.value.slug == agent.slug for s in siblings):
-            raise AgentNameTaken(f"an agent with the slug {agent.slug!r} exists in this project")
-        self._state.agents[agent.id] = Stored(agent, request_id)
-        return agent
-
-    async def get_agent(
-        self,
-        *,
-        agent_id: str | None = None,
-        project_ref: tuple[str, str] | None = None,
-        project_request: tuple[str, str] | None = None,
-        for_update: bool = False,
-    ) -> Agent | None:
-        found = [
-            s.value
-            for s in self._state.agents.values()
-            if (agent_id is None or s.value.id == agent_id)
-            and (project_request is None or (s.value.project_id, s.request_id) == project_request)
-        ]
-        if project_ref is not None:
-            project_id, ref = project_ref
-            in_project = [agent for agent in found if agent.project_id == project_id]
-            found = [
-                agent
-                for field in ("id", "slug", "name")
-                for agent in in_project
-                if getattr(agent, field) == ref
-            ]
-        return found[0] if found else None
-
-    async def list_agents(self, project_id: str, page: PageRequest) -> Slice[Agent]:
-        agents = [s.value for s in self._state.agents.values()]
-        return keyset_slice([agent for agent in agents if agent.project_id == project_id], page)
-
-    async def agent_slugs(self, project_id: str) -> dict[str, str]:
-        agents = [s.value for s in self._state.agents.values() if s.value.project_id == project_id]
-        return {agent.slug: agent.name for agent in agents}
-
-    async def update_agent(self, agent: Agent) -> Agent:
-        stored = self._state.agents.get(agent.id)
-        if stored is not None:
-            self._state.agents[agent.id] = Stored(agent, stored.request_id)
-        return agent
-
-    # Executors.
-
-    async def upsert_executor(self, executor: Executor) -> Executor:
-        self._state.executors[executor.id] = executor
-        return executor
-
-    async def list_executors(self, since: datetime) -> list[Executor]:
-        alive = [e for e in self._state.executors.values() if e.heartbeat_at >= since]
-        return sorted(alive, key=lambda executor: executor.id)
-
-
-def _first(stored: Iterable[Stored[T]], matches: Callable[[Stored[T]], bool]) -> T | None:
-    return next((s.value for s in stored if matches(s)), None)

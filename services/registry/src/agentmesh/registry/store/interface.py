@@ -18,18 +18,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 # Part of the store's contract, defined below the stores so each resource's store part raises it.
+from agentmesh.registry.agents.store import AgentTransaction
 from agentmesh.registry.errors import DuplicateRequest as DuplicateRequest
 from agentmesh.registry.identity.store import AccountTransaction, ApiKeyTransaction
 from agentmesh.registry.mcp_servers.store import McpServerTransaction
-from agentmesh.registry.models import (
-    Agent,
-    AgentType,
-    Executor,
-    PageRequest,
-    Project,
-    Slice,
-)
+from agentmesh.registry.models import Agent, AgentType, Project, RunKey
+from agentmesh.registry.projects.store import ProjectTransaction
 from agentmesh.registry.remote_agents.store import RemoteAgentTransaction
+from agentmesh.registry.runs.executor_store import ExecutorTransaction
 
 
 @dataclass(frozen=True)
@@ -71,9 +67,6 @@ class OrphanedRun:
     session_id: str
     project_id: str
     agent_name: str
-
-
-RunKey = tuple[str, str]  # (agent id, run id)
 
 
 class RunLeaseStore(abc.ABC):
@@ -132,92 +125,20 @@ class RunLeaseStore(abc.ABC):
         """Runs `executor_id` holds whose turn a newer message interrupted."""
 
 
-class StoreTransaction(AccountTransaction, McpServerTransaction, ApiKeyTransaction, RemoteAgentTransaction):
-    """The operations of one transaction (users' and refresh tokens' in `identity.store`, with API
-    keys'; registered MCP servers' in `mcp_servers`, remote A2A agents' in `remote_agents`). Reads return
+class StoreTransaction(
+    AccountTransaction,
+    AgentTransaction,
+    ProjectTransaction,
+    McpServerTransaction,
+    ApiKeyTransaction,
+    RemoteAgentTransaction,
+    ExecutorTransaction,
+):
+    """The operations of one transaction, each resource's in its store part: users', refresh
+    tokens' and API keys' in `identity.store`, agent types' and agents' in `agents.store`,
+    projects' in `projects.store`, registered MCP servers' in `mcp_servers.store`, remote A2A
+    agents' in `remote_agents.store`, the executor pool's in `runs.executor_store`. Reads return
     None for what does not exist."""
-
-    # Agent types.
-    @abc.abstractmethod
-    async def insert_agent_type(self, agent_type: AgentType, *, request_id: str | None) -> AgentType: ...
-
-    @abc.abstractmethod
-    async def get_agent_type(
-        self,
-        *,
-        type_id: str | None = None,
-        slug: str | None = None,
-        request_id: str | None = None,
-        for_update: bool = False,
-    ) -> AgentType | None: ...
-
-    @abc.abstractmethod
-    async def list_agent_types(self, page: PageRequest) -> Slice[AgentType]: ...
-
-    @abc.abstractmethod
-    async def update_agent_type(self, agent_type: AgentType) -> AgentType: ...
-
-    @abc.abstractmethod
-    async def delete_agent_type(self, type_id: str) -> None: ...
-
-    @abc.abstractmethod
-    async def agent_type_in_use(self, type_id: str) -> bool: ...
-
-    # Projects.
-    @abc.abstractmethod
-    async def insert_project(self, project: Project, *, request_id: str | None) -> Project: ...
-
-    @abc.abstractmethod
-    async def get_project(
-        self,
-        *,
-        project_id: str | None = None,
-        slug: str | None = None,
-        owner_request: tuple[str, str] | None = None,
-        for_update: bool = False,
-    ) -> Project | None: ...
-
-    @abc.abstractmethod
-    async def list_projects(self, owner_id: str | None, page: PageRequest) -> Slice[Project]: ...
-
-    @abc.abstractmethod
-    async def update_project(self, project: Project) -> Project: ...
-
-    @abc.abstractmethod
-    async def delete_project(self, project_id: str) -> None: ...
-
-    # Agents.
-    @abc.abstractmethod
-    async def insert_agent(self, agent: Agent, *, request_id: str | None) -> Agent: ...
-
-    @abc.abstractmethod
-    async def get_agent(
-        self,
-        *,
-        agent_id: str | None = None,
-        project_ref: tuple[str, str] | None = None,
-        project_request: tuple[str, str] | None = None,
-        for_update: bool = False,
-    ) -> Agent | None:
-        """By id; or `project_ref` = (project id, reference): the project's agent whose id, slug
-        or exact name is the reference, in that order of precedence; or by create request id."""
-
-    @abc.abstractmethod
-    async def list_agents(self, project_id: str, page: PageRequest) -> Slice[Agent]: ...
-
-    @abc.abstractmethod
-    async def agent_slugs(self, project_id: str) -> dict[str, str]:
-        """The project's agents: slug → name."""
-
-    @abc.abstractmethod
-    async def update_agent(self, agent: Agent) -> Agent: ...
-
-    # Executors.
-    @abc.abstractmethod
-    async def upsert_executor(self, executor: Executor) -> Executor: ...
-
-    @abc.abstractmethod
-    async def list_executors(self, since: datetime) -> list[Executor]: ...
 
 
 class RegistryStore(abc.ABC):

@@ -18,26 +18,25 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from agentmesh.registry.errors import AgentNameTaken, SlugTaken
+from agentmesh.registry.agents.store import SqlAgents
 from agentmesh.registry.identity.store import SqlAccounts, SqlApiKeys
-from agentmesh.registry.mappers import agent_type_values, agent_values, from_row
+from agentmesh.registry.mappers import from_row
 from agentmesh.registry.mcp_servers.store import SqlMcpServers
 from agentmesh.registry.models import (
     Agent,
     AgentType,
-    Executor,
     PageRequest,
     Project,
     Slice,
 )
+from agentmesh.registry.projects.store import SqlProjects
 from agentmesh.registry.remote_agents.store import SqlRemoteAgents
+from agentmesh.registry.runs.executor_store import SqlExecutors
 from agentmesh.registry.runs.lease_store import SqlRunLeaseStore
 from agentmesh.registry.store.interface import (
-    DuplicateRequest,
     RegistryStore,
     RunChange,
     RunLease,
@@ -58,12 +57,7 @@ from agentmesh.registry.store.statements import (
     run_change,
 )
 from agentmesh.registry.tables import (
-    AgentRow,
-    AgentRunRow,
-    AgentTypeRow,
     Base,
-    ExecutorRow,
-    ProjectRow,
 )
 
 _SQLITE_BEGIN = "agentmesh_sqlite_begin"
@@ -177,187 +171,20 @@ def _take_over_sqlite_transactions(engine: AsyncEngine) -> None:
         connection.exec_driver_sql(connection.get_execution_options().get(_SQLITE_BEGIN, "BEGIN"))
 
 
-class SqlStoreTransaction(SqlAccounts, SqlMcpServers, SqlApiKeys, SqlRemoteAgents, StoreTransaction):
+class SqlStoreTransaction(
+    SqlAccounts,
+    SqlAgents,
+    SqlProjects,
+    SqlMcpServers,
+    SqlApiKeys,
+    SqlRemoteAgents,
+    SqlExecutors,
+    StoreTransaction,
+):
     """One AsyncSession transaction."""
 
     def __init__(self, session: AsyncSession) -> None:
         self._session = session
-
-    # Agent types.
-
-    async def insert_agent_type(self, agent_type: AgentType, *, request_id: str | None) -> AgentType:
-        row = AgentTypeRow(**agent_type_values(agent_type), request_id=request_id)
-        await self._insert(
-            row,
-            {
-                "slug": SlugTaken(f"agent type slug {agent_type.slug!r} is taken"),
-                "request_id": DuplicateRequest(),
-            },
-        )
-        return from_row(AgentType, row)
-
-    async def get_agent_type(
-        self,
-        *,
-        type_id: str | None = None,
-        slug: str | None = None,
-        request_id: str | None = None,
-        for_update: bool = False,
-    ) -> AgentType | None:
-        statement = sa.select(AgentTypeRow)
-        if type_id is not None:
-            statement = statement.where(AgentTypeRow.id == type_id)
-        if slug is not None:
-            statement = statement.where(AgentTypeRow.slug == slug)
-        if request_id is not None:
-            statement = statement.where(AgentTypeRow.request_id == request_id)
-        row = await self._one(statement, for_update)
-        return from_row(AgentType, row) if row else None
-
-    async def list_agent_types(self, page: PageRequest) -> Slice[AgentType]:
-        return await self._slice(AgentTypeRow, [], page, AgentType)
-
-    async def update_agent_type(self, agent_type: AgentType) -> AgentType:
-        values = agent_type_values(agent_type)
-        await self._update(
-            AgentTypeRow,
-            agent_type.id,
-            values,
-            {"slug": SlugTaken(f"agent type slug {agent_type.slug!r} is taken")},
-        )
-        return agent_type
-
-    async def delete_agent_type(self, type_id: str) -> None:
-        await self._session.execute(sa.delete(AgentTypeRow).where(AgentTypeRow.id == type_id))
-
-    async def agent_type_in_use(self, type_id: str) -> bool:
-        statement = sa.select(sa.literal(1)).where(AgentRow.agent_type_id == type_id).limit(1)
-        return (await self._session.execute(statement)).first() is not None
-
-    # Projects.
-
-    async def insert_project(self, project: Project, *, request_id: str | None) -> Project:
-        row = ProjectRow(**project.model_dump(), request_id=request_id)
-        await self._insert(
-            row,
-            {
-                "slug": SlugTaken(f"project slug {project.slug!r} is taken"),
-                "request_id": DuplicateRequest(),
-            },
-        )
-        return from_row(Project, row)
-
-    async def get_project(
-        self,
-        *,
-        project_id: str | None = None,
-        slug: str | None = None,
-        owner_request: tuple[str, str] | None = None,
-        for_update: bool = False,
-    ) -> Project | None:
-        statement = sa.select(ProjectRow)
-        if project_id is not None:
-            statement = statement.where(ProjectRow.id == project_id)
-        if slug is not None:
-            statement = statement.where(ProjectRow.slug == slug)
-        if owner_request is not None:
-            statement = statement.where(
-                ProjectRow.owner_id == owner_request[0], ProjectRow.request_id == owner_request[1]
-            )
-        row = await self._one(statement, for_update)
-        return from_row(Project, row) if row else None
-
-    async def list_projects(self, owner_id: str | None, page: PageRequest) -> Slice[Project]:
-        conditions = [] if owner_id is None else [ProjectRow.owner_id == owner_id]
-        return await self._slice(ProjectRow, conditions, page, Project)
-
-    async def update_project(self, project: Project) -> Project:
-        values = project.model_dump(include={"name", "slug", "description", "updated_at"})
-        await self._update(
-            ProjectRow, project.id, values, {"slug": SlugTaken(f"project slug {project.slug!r} is taken")}
-        )
-        return project
-
-    async def delete_project(self, project_id: str) -> None:
-        # Explicit children first: no reliance on ON DELETE CASCADE being enabled.
-        agents = sa.select(AgentRow.id).where(AgentRow.project_id == project_id)
-        await self._session.execute(sa.delete(AgentRunRow).where(AgentRunRow.agent_id.in_(agents)))
-        await self._session.execute(sa.delete(AgentRow).where(AgentRow.project_id == project_id))
-        await self.delete_project_mcp_servers(project_id)
-        await self.delete_project_remote_agents(project_id)
-        await self._session.execute(sa.delete(ProjectRow).where(ProjectRow.id == project_id))
-
-    # Agents.
-
-    async def insert_agent(self, agent: Agent, *, request_id: str | None) -> Agent:
-        row = AgentRow(**agent_values(agent), request_id=request_id)
-        await self._insert(
-            row,
-            {
-                "name": AgentNameTaken(f"an agent named {agent.name!r} exists in this project"),
-                "slug": AgentNameTaken(f"an agent with the slug {agent.slug!r} exists in this project"),
-                "request_id": DuplicateRequest(),
-            },
-        )
-        return from_row(Agent, row)
-
-    async def get_agent(
-        self,
-        *,
-        agent_id: str | None = None,
-        project_ref: tuple[str, str] | None = None,
-        project_request: tuple[str, str] | None = None,
-        for_update: bool = False,
-    ) -> Agent | None:
-        statement = sa.select(AgentRow)
-        if agent_id is not None:
-            statement = statement.where(AgentRow.id == agent_id)
-        if project_ref is not None:
-            project_id, ref = project_ref
-            statement = statement.where(
-                AgentRow.project_id == project_id,
-                sa.or_(AgentRow.id == ref, AgentRow.slug == ref, AgentRow.name == ref),
-            ).order_by(sa.case((AgentRow.id == ref, 0), (AgentRow.slug == ref, 1), else_=2))
-        if project_request is not None:
-            statement = statement.where(
-                AgentRow.project_id == project_request[0], AgentRow.request_id == project_request[1]
-            )
-        row = await self._one(statement, for_update)
-        return from_row(Agent, row) if row else None
-
-    async def list_agents(self, project_id: str, page: PageRequest) -> Slice[Agent]:
-        return await self._slice(AgentRow, [AgentRow.project_id == project_id], page, Agent)
-
-    async def agent_slugs(self, project_id: str) -> dict[str, str]:
-        result = await self._session.execute(
-            sa.select(AgentRow.slug, AgentRow.name).where(AgentRow.project_id == project_id)
-        )
-        return {slug: name for slug, name in result.tuples()}
-
-    async def update_agent(self, agent: Agent) -> Agent:
-        await self._update(AgentRow, agent.id, agent_values(agent), {})
-        return agent
-
-    # Executors.
-
-    async def upsert_executor(self, executor: Executor) -> Executor:
-        insert = _insert_for(self._session)(ExecutorRow).values(**executor.model_dump())
-        await self._session.execute(
-            insert.on_conflict_do_update(
-                index_elements=[ExecutorRow.id],
-                set_={
-                    column: getattr(insert.excluded, column)
-                    for column in ("address", "heartbeat_at", "tools", "model_providers")
-                },
-            )
-        )
-        return executor
-
-    async def list_executors(self, since: datetime) -> list[Executor]:
-        result = await self._session.execute(
-            sa.select(ExecutorRow).where(ExecutorRow.heartbeat_at >= since).order_by(ExecutorRow.id)
-        )
-        return [from_row(Executor, row) for row in result.scalars()]
 
     # Helpers.
 
@@ -428,10 +255,6 @@ def _run_parameters(visibility: Visibility, agent_id: str, run_id: str, now: dat
         "user_id": visibility.user_id,
         "everything": visibility.everything,
     }
-
-
-def _insert_for(session: AsyncSession) -> Any:
-    return postgresql.insert if session.bind.dialect.name == "postgresql" else sqlite.insert
 
 
 def _duplicate(error: IntegrityError, table: sa.Table, duplicates: dict[str, Exception]) -> Exception:

@@ -1,8 +1,11 @@
 """What the in-memory registry store holds: immutable domain models in dicts, with each create's
-request id, the runs in flight, their leases and the sessions' turns."""
+request id, the runs in flight, their leases and the sessions' turns. The in-memory counterpart of
+`tables.py`: the store (`store/in_memory.py`) and each resource's in-memory store part work on it,
+so it sits below both."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, TypeVar
@@ -17,8 +20,8 @@ from agentmesh.registry.models import (
     RefreshToken,
     RegisteredMcpServer,
     RemoteAgent,
+    RunKey,
 )
-from agentmesh.registry.store.interface import RunKey
 
 V = TypeVar("V")
 
@@ -29,6 +32,11 @@ class Stored(Generic[V]):
 
     value: V
     request_id: str | None = None
+
+
+def first(stored: Iterable[Stored[V]], matches: Callable[[Stored[V]], bool]) -> V | None:
+    """The value of the first stored item that matches, None when none does."""
+    return next((s.value for s in stored if matches(s)), None)
 
 
 @dataclass

@@ -1,0 +1,165 @@
+"""Storing projects: the transaction methods (`ProjectTransaction`, part of every
+`StoreTransaction`) and their SQL and in-memory implementations, mixed into each store's
+transaction class. A project's slug is unique; a create's request id is unique per owner.
+Deleting a project deletes everything in it, through each resource's store part."""
+
+from __future__ import annotations
+
+import abc
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from agentmesh.registry.errors import DuplicateRequest, SlugTaken
+from agentmesh.registry.in_memory_state import State, Stored, first
+from agentmesh.registry.mappers import from_row
+from agentmesh.registry.models import PageRequest, Project, Slice
+from agentmesh.registry.pagination import keyset_slice
+from agentmesh.registry.tables import ProjectRow
+
+# What a project's update may change; the rest is fixed at its create.
+_UPDATABLE = {"name", "slug", "description", "updated_at"}
+
+
+class ProjectTransaction(abc.ABC):
+    """The project operations of one transaction. Reads return None for what does not exist; a
+    taken slug raises SlugTaken, a used request id DuplicateRequest."""
+
+    @abc.abstractmethod
+    async def insert_project(self, project: Project, *, request_id: str | None) -> Project: ...
+
+    @abc.abstractmethod
+    async def get_project(
+        self,
+        *,
+        project_id: str | None = None,
+        slug: str | None = None,
+        owner_request: tuple[str, str] | None = None,
+        for_update: bool = False,
+    ) -> Project | None:
+        """By id, by slug, or by (owner id, create request id)."""
+
+    @abc.abstractmethod
+    async def list_projects(self, owner_id: str | None, page: PageRequest) -> Slice[Project]:
+        """All projects (None), or one owner's, in (`created_at`, `id`) order."""
+
+    @abc.abstractmethod
+    async def update_project(self, project: Project) -> Project: ...
+
+    @abc.abstractmethod
+    async def delete_project(self, project_id: str) -> None:
+        """The project and everything in it: agents (and their runs), MCP servers, remote agents
+        and the API keys scoped to it."""
+
+
+def _slug_taken(project: Project) -> SlugTaken:
+    return SlugTaken(f"project slug {project.slug!r} is taken")
+
+
+class SqlProjects(ProjectTransaction):
+    """The SQL implementation; mixed into `SqlStoreTransaction`, whose session, helpers (`_insert`,
+    `_update`, `_one`, `_slice`) and other resources' parts (to delete a project's contents) it
+    uses."""
+
+    _session: AsyncSession
+
+    async def insert_project(self, project: Project, *, request_id: str | None) -> Project:
+        row = ProjectRow(**project.model_dump(), request_id=request_id)
+        await self._insert(row, {"slug": _slug_taken(project), "request_id": DuplicateRequest()})  # type: ignore[attr-defined]
+        return from_row(Project, row)
+
+    async def get_project(
+        self,
+        *,
+        project_id: str | None = None,
+        slug: str | None = None,
+        owner_request: tuple[str, str] | None = None,
+        for_update: bool = False,
+    ) -> Project | None:
+        statement = sa.select(ProjectRow)
+        if project_id is not None:
+            statement = statement.where(ProjectRow.id == project_id)
+        if slug is not None:
+            statement = statement.where(ProjectRow.slug == slug)
+        if owner_request is not None:
+            statement = statement.where(
+                ProjectRow.owner_id == owner_request[0], ProjectRow.request_id == owner_request[1]
+            )
+        row = await self._one(statement, for_update)  # type: ignore[attr-defined]
+        return from_row(Project, row) if row else None
+
+    async def list_projects(self, owner_id: str | None, page: PageRequest) -> Slice[Project]:
+        conditions = [] if owner_id is None else [ProjectRow.owner_id == owner_id]
+        return await self._slice(ProjectRow, conditions, page, Project)  # type: ignore[attr-defined,no-any-return]
+
+    async def update_project(self, project: Project) -> Project:
+        values = project.model_dump(include=_UPDATABLE)
+        await self._update(ProjectRow, project.id, values, {"slug": _slug_taken(project)})  # type: ignore[attr-defined]
+        return project
+
+    async def delete_project(self, project_id: str) -> None:
+        # Explicit children first: no reliance on ON DELETE CASCADE being enabled (API keys go by
+        # their foreign key).
+        await self.delete_project_agents(project_id)  # type: ignore[attr-defined]
+        await self.delete_project_mcp_servers(project_id)  # type: ignore[attr-defined]
+        await self.delete_project_remote_agents(project_id)  # type: ignore[attr-defined]
+        await self._session.execute(sa.delete(ProjectRow).where(ProjectRow.id == project_id))
+
+
+class InMemoryProjects(ProjectTransaction):
+    """The in-memory implementation; mixed into `InMemoryTransaction`, on its state's `projects`,
+    and on the other resources' parts to delete a project's contents."""
+
+    _state: State
+
+    async def insert_project(self, project: Project, *, request_id: str | None) -> Project:
+        projects = self._state.projects
+        if request_id is not None and any(
+            s.request_id == request_id and s.value.owner_id == project.owner_id for s in projects.values()
+        ):
+            raise DuplicateRequest()
+        self._check_slug(project)
+        projects[project.id] = Stored(project, request_id)
+        return project
+
+    async def get_project(
+        self,
+        *,
+        project_id: str | None = None,
+        slug: str | None = None,
+        owner_request: tuple[str, str] | None = None,
+        for_update: bool = False,
+    ) -> Project | None:
+        return first(
+            self._state.projects.values(),
+            lambda s: (
+                (project_id is None or s.value.id == project_id)
+                and (slug is None or s.value.slug == slug)
+                and (owner_request is None or (s.value.owner_id, s.request_id) == owner_request)
+            ),
+        )
+
+    async def list_projects(self, owner_id: str | None, page: PageRequest) -> Slice[Project]:
+        projects = [s.value for s in self._state.projects.values()]
+        return keyset_slice([p for p in projects if owner_id is None or p.owner_id == owner_id], page)
+
+    async def update_project(self, project: Project) -> Project:
+        stored = self._state.projects.get(project.id)
+        if stored is not None:
+            self._check_slug(project)
+            current = stored.value
+            changes = project.model_dump(include=_UPDATABLE)
+            self._state.projects[project.id] = Stored(current.model_copy(update=changes), stored.request_id)
+        return project
+
+    def _check_slug(self, project: Project) -> None:
+        projects = self._state.projects.values()
+        if any(s.value.slug == project.slug and s.value.id != project.id for s in projects):
+            raise _slug_taken(project)
+
+    async def delete_project(self, project_id: str) -> None:
+        await self.delete_project_agents(project_id)  # type: ignore[attr-defined]
+        await self.delete_project_mcp_servers(project_id)  # type: ignore[attr-defined]
+        await self.delete_project_api_keys(project_id)  # type: ignore[attr-defined]
+        await self.delete_project_remote_agents(project_id)  # type: ignore[attr-defined]
+        self._state.projects.pop(project_id, None)
