@@ -6,6 +6,7 @@ Commands import what they need when they run (see `cli/lazy.py`), so the help, `
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import Annotated
 
@@ -99,6 +100,10 @@ def main(
     from agentmesh.cli import options
 
     options.ca_file_override = str(ca_file) if ca_file else None
+    # A command's words are its own: a library's log record (the transport failure a command then
+    # reports as "cannot reach the mesh") is not printed raw before them. `up` and `serve` route
+    # every record themselves (runtime.logging replaces the root's handlers).
+    logging.getLogger().addHandler(logging.NullHandler())
 
 
 # `agentmesh up`'s ports: each flag, the variable that sets it, and what listens there.
