@@ -2,9 +2,9 @@
 the registry's `CreateUser` RPC through the gateway, signed in as a superuser.
 
 The registry applies its own rules (validation, argon2id hashing), and the user can sign in at
-once. The very first superuser cannot be made this way — nobody could sign in to make it: the
-registry creates it at start from `AGENTMESH_SUPERUSER_EMAIL` / `AGENTMESH_SUPERUSER_PASSWORD`,
-and the errors here say so.
+once. The very first superuser cannot be made this way — nobody could sign in to make it: `agentmesh up`
+makes one on a mesh with no user, or the registry creates it at start from
+`AGENTMESH_SUPERUSER_EMAIL` / `AGENTMESH_SUPERUSER_PASSWORD`; the errors here say so.
 
 Two people appear on one command line, so their options differ: `--email` / `--password` are the
 new user's; the superuser signs in with `--admin-email` / `--admin-password` (or `--token`), read
@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 users = typer.Typer(help="Manage users.", no_args_is_help=True, add_completion=False)
 
 FIRST_SUPERUSER = (
-    "the first superuser is made by the registry at start: set AGENTMESH_SUPERUSER_EMAIL and "
-    "AGENTMESH_SUPERUSER_PASSWORD before `agentmesh up` (or the registry's container)"
+    "the first superuser is made at start: by `agentmesh up` on a mesh with no user (it shows the "
+    "password and signs this machine's CLI in), or from AGENTMESH_SUPERUSER_EMAIL and "
+    "AGENTMESH_SUPERUSER_PASSWORD set before `agentmesh up` or the registry's container starts"
 )
 
 
