@@ -127,7 +127,7 @@ async def mesh(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Mesh]:
         apply = await asyncio.create_subprocess_exec(
             *(sys.executable, "-m", "agentmesh.cli.main", "apply"),
             *("-f", str(example_with_a_slow_worker(tmp_path / "example.yaml"))),
-            *("--registry", f"127.0.0.1:{grpc_port}"),
+            *("--gateway", f"127.0.0.1:{grpc_port}"),
             env=process_environment(
                 {"AGENTMESH_EMAIL": SUPERUSER_EMAIL, "AGENTMESH_PASSWORD": SUPERUSER_PASSWORD}
             ),

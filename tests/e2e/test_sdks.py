@@ -112,7 +112,7 @@ async def mesh_environment(tmp_path_factory: pytest.TempPathFactory) -> AsyncIte
             "-f",
             str(ROOT / "examples" / "coordinator-worker.yaml"),
             cwd=tmp_path,
-            env={**environment, "AGENTMESH_REGISTRY_ADDRESS": environment["AGENTMESH_ADDRESS"]},
+            env={**environment, "AGENTMESH_GATEWAY_ADDRESS": environment["AGENTMESH_ADDRESS"]},
             timeout=60,
         )
         assert code == 0, output

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.harness import ServiceProcess
+from tests.e2e.harness import ServiceProcess, process_environment
 from tests.mesh import SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient
 from tests.ports import free_loopback_ports
 
@@ -40,9 +40,9 @@ def buf_binary() -> str:
     pytest.skip(reason)
 
 
-async def run(*command: str) -> tuple[int, str, str]:
+async def run(*command: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        *command, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
     stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
     return process.returncode, stdout.decode(), stderr.decode()
@@ -117,3 +117,57 @@ async def test_up_serves_every_service_and_answers_stream_chat_from_buf_curl(tmp
         )
 
     assert up.returncode == 0, up.output()
+
+
+LOCAL_ADMIN = re.compile(r"^    e-mail    (?P<email>\S+)\n    password  (?P<password>\S+)$", re.MULTILINE)
+
+
+async def test_up_on_a_mesh_without_users_makes_an_admin_and_signs_this_cli_in(tmp_path: Path) -> None:
+    """`make run` as a new user runs it: no superuser variables. The mesh is usable at once: the
+    admin's password is shown once on stderr — in no log record and no span (the console exporter
+    prints every span) — and the CLI here is signed in as it. A restart makes nobody."""
+    http_port, grpc_port = free_loopback_ports(2)
+    config = tmp_path / "config"
+    command = [
+        *(sys.executable, "-m", "agentmesh.cli.main", "up"),
+        *("--http-port", str(http_port), "--grpc-port", str(grpc_port), "--data-dir", str(tmp_path / "data")),
+    ]
+    env = {"AGENTMESH_CONFIG_DIR": str(config), "OTEL_TRACES_EXPORTER": "console"}
+    up = ServiceProcess("up", command, env=env, log_dir=tmp_path, ready=(UP_READY,))
+    cli_env = process_environment({"AGENTMESH_CONFIG_DIR": str(config)})
+    gateway = ("--gateway", f"127.0.0.1:{grpc_port}")
+
+    async def cli(*args: str) -> tuple[int, str, str]:
+        return await run(sys.executable, "-m", "agentmesh.cli.main", *args, *gateway, env=cli_env)
+
+    async with up:
+        said = up.stderr_path.read_text()
+        found = LOCAL_ADMIN.search(said)
+        assert found is not None, said
+        password = found["password"]
+        everything = up.stdout_path.read_text() + said
+        assert everything.count(password) == 1, "the password is in a log record or a span"
+        kept = json.loads((config / "credentials.json").read_text())
+        assert kept["email"] == found["email"] and kept["address"] == f"127.0.0.1:{grpc_port}"
+        assert password not in json.dumps(kept)
+
+        code, out, err = await cli("get", "projects")
+        assert (code, out, err) == (0, "no projects\n", "")
+        code, out, err = await cli("apply", "-f", str(ROOT / "examples" / "coordinator-worker.yaml"))
+        assert code == 0, err  # agent types too: the admin is a superuser
+        assert out.endswith("5 created, 0 updated, 0 unchanged\n")
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{http_port}") as http:
+            signed_in = await http.post(
+                "/api/v1/auth/login", json={"email": found["email"], "password": password}
+            )
+            assert signed_in.status_code == 200, signed_in.text  # the console and REST take it too
+    assert up.returncode == 0, up.output()
+    # Stopped, so every span has been exported.
+    everything = up.stdout_path.read_text() + up.stderr_path.read_text()
+    assert '"name": "agentmesh.registry.v1.RegistryService/Login"' in everything
+    assert everything.count(password) == 1, "the password is in a log record or a span"
+
+    credentials = (config / "credentials.json").read_text()
+    async with up:  # users exist now: nothing is made, the kept login is left alone
+        assert up.stderr_path.read_text().count("e-mail    ") == 1
+        assert (config / "credentials.json").read_text() == credentials

@@ -1,9 +1,8 @@
 """How CLI commands reach a running mesh and sign in: one connection helper, and one error type for
 what the terminal should show (the shared options are in `cli/options.py`).
 
-The registry's API is served by the registry itself and, publicly, by the gateway's gRPC port, so
-one address serves both. Without `--registry` (or `AGENTMESH_REGISTRY_ADDRESS`) commands dial the
-gateway that `agentmesh up` starts, `127.0.0.1:50050`. Credentials come from flags or the
+Commands dial the gateway (`options.gateway_address`), whose public gRPC port serves the registry's
+and memory's APIs too. Credentials come from flags or the
 environment, flags first: a bearer token (`AGENTMESH_TOKEN`), else an e-mail and password
 (`AGENTMESH_EMAIL` / `AGENTMESH_PASSWORD`; a missing password is asked for on a terminal), else
 the login `agentmesh login` kept (`cli/login.py`).
@@ -18,12 +17,12 @@ from dataclasses import dataclass
 
 import grpc
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from agentmesh.cli.channel import ChannelError, open_channel
 from agentmesh.cli.login import StoredLogin, exclusively
-from agentmesh.cli.options import DEFAULT_ADDRESS
+from agentmesh.cli.options import gateway_address
+from agentmesh.cli.output import stderr_console
 from agentmesh.cli.spinner import run_waiting
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime.errors import DomainError, Unauthenticated, Unavailable
@@ -86,11 +85,6 @@ class Connection:
     @property
     def registry(self) -> RegistryClient:
         return RegistryClient(self.channel)
-
-
-def address_of(*candidates: str | None) -> str:
-    """The first address given, else the local gateway's."""
-    return next((candidate for candidate in candidates if candidate), DEFAULT_ADDRESS)
 
 
 def bearer(token: str) -> Metadata:
@@ -180,7 +174,7 @@ def run_signed_in(
 
     async def main() -> str | None:
         signed_in = Credentials.from_options(email=email, password=password, token=token)
-        async with connect(address_of(gateway), signed_in) as connection:
+        async with connect(gateway_address(gateway), signed_in) as connection:
             return await work(connection)
 
     run_and_print(main())
@@ -188,5 +182,5 @@ def run_signed_in(
 
 def fail(message: str) -> typer.Exit:
     """Prints `message` as an error on stderr; returns the Exit(1) for the caller to raise."""
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
+    stderr_console().print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
     return typer.Exit(1)

@@ -4,35 +4,31 @@ through the gateway's StreamChat and shows every step live as it streams — the
 runs on an executor below the coordinator's — then the session's trace tree from memory.
 
 Signing in needs a superuser (the demo declares agent types): `--email`/`--password` or
-`AGENTMESH_EMAIL`/`AGENTMESH_PASSWORD` (for `agentmesh up`, the AGENTMESH_SUPERUSER_* it started
-with), or `--token`.
+`AGENTMESH_EMAIL`/`AGENTMESH_PASSWORD`, `--token`, or the login `agentmesh login` kept. Only typer
+and the shared options are imported up front, so `--help` is quick.
 """
 
 from __future__ import annotations
 
-import asyncio
-import uuid
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from agentmesh.cli.apply.document import ApplyError, read_manifest
-from agentmesh.cli.apply.execute import apply_manifest
-from agentmesh.cli.apply.render import render_changes
-from agentmesh.cli.chat import ChatOutcome, stream_live
-from agentmesh.cli.client import (
-    CliError,
-    Credentials,
-    address_of,
-    connect,
-    describe,
-    fail,
+from agentmesh.cli.options import (
+    EmailOption,
+    GatewayOption,
+    PasswordOption,
+    RegistryAliasOption,
+    TokenOption,
+    gateway_address,
 )
-from agentmesh.cli.options import EmailOption, PasswordOption, RegistryOption, TokenOption
-from agentmesh.runtime.errors import DomainError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from agentmesh.cli.client import Credentials
+    from agentmesh.cli.conversation import ChatOutcome
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "coordinator-worker.yaml"
 DEFAULT_AGENT = "demo/coordinator"
@@ -41,7 +37,6 @@ DEFAULT_MESSAGE = "Please process task 42."
 
 async def run_demo(
     gateway_grpc: str,
-    registry: str | None,
     credentials: Credentials,
     *,
     file: Path = EXAMPLE,
@@ -52,7 +47,19 @@ async def run_demo(
 ) -> ChatOutcome:
     """Applies the example, chats with its coordinator showing every step live, then shows the
     session's trace. Raises CliError with a message for the terminal when something fails."""
-    console = console or Console()
+    import uuid
+
+    from rich.markup import escape
+
+    from agentmesh.cli.apply.document import ApplyError, read_manifest
+    from agentmesh.cli.apply.execute import apply_manifest
+    from agentmesh.cli.apply.render import render_changes
+    from agentmesh.cli.client import CliError, connect, describe
+    from agentmesh.cli.conversation import stream_live
+    from agentmesh.cli.output import print_heading, stdout_console
+    from agentmesh.runtime.errors import DomainError
+
+    console = console or stdout_console()
     try:
         manifest = read_manifest(file)
     except ApplyError as error:
@@ -61,8 +68,8 @@ async def run_demo(
     except OSError as error:
         raise CliError(f"cannot read {file}: {error.strerror}; pass --file") from None
 
-    console.rule("[bold]1. the agents")
-    async with connect(address_of(registry, gateway_grpc), credentials) as connection:
+    print_heading(console, "1. the agents")
+    async with connect(gateway_grpc, credentials) as connection:
         try:
             changes = await apply_manifest(manifest, connection.registry, metadata=connection.metadata)
         except ApplyError as error:
@@ -73,7 +80,7 @@ async def run_demo(
         render_changes(console, changes)
         metadata = connection.metadata
 
-    console.rule(f"[bold]2. chatting with {escape(agent)}")
+    print_heading(console, f"2. chatting with {escape(agent)}")
     console.print(f"[bold]you:[/] {escape(message)}")
     result = await stream_live(
         gateway_grpc,
@@ -87,12 +94,14 @@ async def run_demo(
         console.print(f"\n[bold]{escape(agent)}:[/] {escape(result.answer)}")
 
     if show_trace:
-        console.rule("[bold]3. the session, as memory recorded it")
+        print_heading(console, "3. the session, as memory recorded it")
         await _show_trace(console, gateway_grpc, result.session_id, metadata, project=agent.partition("/")[0])
     return result
 
 
 async def _show_trace(console: Console, address: str, session_id: str, metadata, *, project: str) -> None:
+    from rich.markup import escape
+
     from agentmesh.cli.trace import TraceError, events_from_memory, session_tree
 
     token = dict(metadata).get("authorization", "").partition(" ")[2]
@@ -105,20 +114,9 @@ async def _show_trace(console: Console, address: str, session_id: str, metadata,
     console.print(session_tree(session_id, events))
 
 
-GatewayGrpcOption = Annotated[
-    str | None,
-    typer.Option(
-        "--gateway",
-        envvar="AGENTMESH_GATEWAY_ADDRESS",
-        show_envvar=True,
-        help="gRPC host:port of the gateway. Default: the local one, 127.0.0.1:50050.",
-    ),
-]
-
-
 def demo(
-    gateway_grpc: GatewayGrpcOption = None,
-    registry: RegistryOption = None,
+    gateway_grpc: GatewayOption = None,
+    registry: RegistryAliasOption = None,
     email: EmailOption = None,
     password: PasswordOption = None,
     token: TokenOption = None,
@@ -132,13 +130,18 @@ def demo(
 ) -> None:
     """Run a scripted coordinator/worker delegation end to end against a running mesh, showing each
     step live, then the session's trace."""
-    console = Console()
+    import asyncio
+
+    from agentmesh.cli.client import CliError, Credentials, fail
+    from agentmesh.cli.output import stdout_console
+
+    console = stdout_console()
+    address = gateway_address(gateway_grpc, registry)
     try:
         credentials = Credentials.from_options(email=email, password=password, token=token)
         result = asyncio.run(
             run_demo(
-                address_of(gateway_grpc),
-                registry,
+                address,
                 credentials,
                 file=file,
                 agent=agent,

@@ -23,10 +23,11 @@ from typing import Annotated
 
 import typer
 
-from agentmesh.cli.options import EmailOption, GatewayOption, PasswordOption
+from agentmesh.cli.options import EmailOption, GatewayOption, PasswordOption, gateway_address
 from agentmesh.cli.spinner import run_waiting
 
 CREDENTIALS_FILE = "credentials.json"
+LOCK_FILE = f"{CREDENTIALS_FILE}.lock"
 
 
 def config_dir() -> Path:
@@ -76,9 +77,11 @@ class StoredLogin:
 
     @staticmethod
     def forget() -> bool:
-        """Removes the file; whether there was one."""
+        """Removes the file, and the lock beside it (`exclusively`); whether there was a login."""
+        directory = config_dir()
+        (directory / LOCK_FILE).unlink(missing_ok=True)
         try:
-            (config_dir() / CREDENTIALS_FILE).unlink()
+            (directory / CREDENTIALS_FILE).unlink()
         except FileNotFoundError:
             return False
         return True
@@ -92,7 +95,7 @@ def exclusively() -> Iterator[None]:
     the token the first one wrote."""
     directory = config_dir()
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with open(directory / f"{CREDENTIALS_FILE}.lock", "a") as lock:
+    with open(directory / LOCK_FILE, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -106,11 +109,9 @@ def login(
     password: PasswordOption = None,
 ) -> None:
     """Sign in once and keep the CLI signed in (a refresh token in the user's config directory)."""
-    from agentmesh.cli.client import CliError, Credentials, address_of, dial, fail
-    from agentmesh.registry.client import RegistryClient
-    from agentmesh.runtime.errors import Unauthenticated, Unavailable
+    from agentmesh.cli.client import CliError, Credentials, fail
 
-    address = address_of(gateway)
+    address = gateway_address(gateway)
     if not email:
         email = typer.prompt("e-mail")
     try:
@@ -118,25 +119,35 @@ def login(
     except CliError as error:
         raise fail(str(error)) from None
 
-    async def sign_in() -> str:
-        channel = dial(address)
-        try:
-            return (
-                await RegistryClient(channel).login(credentials.email, credentials.password)
-            ).refresh_token
-        finally:
-            await channel.close()
-
     try:
-        refresh_token = run_waiting(sign_in(), f"signing in to {address}")
+        path = run_waiting(
+            keep_login(address, credentials.email, credentials.password), f"signing in to {address}"
+        )
     except CliError as error:
         raise fail(str(error)) from None
-    except Unauthenticated as error:
-        raise fail(f"sign-in as {email} failed: {error.message}") from None
-    except Unavailable as error:
-        raise fail(f"cannot reach the mesh at {address}: {error.message}") from None
-    path = StoredLogin(address=address, email=credentials.email, refresh_token=refresh_token).save()
     typer.echo(f"signed in to {address} as {credentials.email} (kept in {path})")
+
+
+async def keep_login(address: str, email: str, password: str) -> Path:
+    """Signs in to the gateway at `address` and keeps the login (what `agentmesh login` does, and
+    `agentmesh up` for the admin it made); returns the file. CliError says why it could not."""
+    from agentmesh.cli.client import CliError, dial
+    from agentmesh.registry.client import RegistryClient
+    from agentmesh.runtime.errors import DomainError, Unauthenticated, Unavailable
+
+    channel = dial(address)
+    try:
+        tokens = await RegistryClient(channel).login(email, password)
+    except Unauthenticated as error:
+        raise CliError(f"sign-in as {email} failed: {error.message}") from None
+    except Unavailable as error:
+        raise CliError(f"cannot reach the mesh at {address}: {error.message}") from None
+    except DomainError as error:
+        raise CliError(f"sign-in as {email} failed: {error.message}") from None
+    finally:
+        await channel.close()
+    kept = StoredLogin(address=address, email=email, refresh_token=tokens.refresh_token)
+    return await asyncio.to_thread(kept.save)
 
 
 def logout(
@@ -145,28 +156,35 @@ def logout(
     ] = False,
 ) -> None:
     """Forget the kept login, revoking its refresh token in the mesh."""
+    with exclusively():  # no command spends the refresh token meanwhile
+        stored = StoredLogin.load()
+        if stored is None:
+            StoredLogin.forget()
+            typer.echo("not signed in")
+            return
+        if not keep_session:
+            _revoke(stored)
+        StoredLogin.forget()
+    typer.echo(f"signed out of {stored.address} ({stored.email})")
+
+
+def _revoke(stored: StoredLogin) -> None:
+    """Revokes the kept login's refresh token in its mesh; a failure is said on stderr (the file
+    goes anyway: the login is useless to us now)."""
     from agentmesh.cli.client import CliError, dial
     from agentmesh.registry.client import RegistryClient
     from agentmesh.runtime.errors import DomainError
 
-    stored = StoredLogin.load()
-    if stored is None:
-        typer.echo("not signed in")
-        return
-    if not keep_session:
-
-        async def revoke() -> None:
-            channel = dial(stored.address)
-            try:
-                await RegistryClient(channel).revoke_refresh_token(stored.refresh_token)
-            finally:
-                await channel.close()
-
+    async def revoke() -> None:
+        channel = dial(stored.address)
         try:
-            asyncio.run(revoke())
-        except DomainError as error:  # the file goes anyway: the login is useless to us now
-            typer.echo(f"could not revoke the login at {stored.address}: {error.message}", err=True)
-        except CliError as error:
-            typer.echo(f"could not revoke the login at {stored.address}: {error}", err=True)
-    StoredLogin.forget()
-    typer.echo(f"signed out of {stored.address} ({stored.email})")
+            await RegistryClient(channel).revoke_refresh_token(stored.refresh_token)
+        finally:
+            await channel.close()
+
+    try:
+        asyncio.run(revoke())
+    except DomainError as error:
+        typer.echo(f"could not revoke the login at {stored.address}: {error.message}", err=True)
+    except CliError as error:
+        typer.echo(f"could not revoke the login at {stored.address}: {error}", err=True)

@@ -6,6 +6,7 @@ Commands import what they need when they run (see `cli/lazy.py`), so the help, `
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import Annotated
 
@@ -13,7 +14,7 @@ import typer
 
 from agentmesh.cli.help import hide_flag_types
 from agentmesh.cli.lazy import LazyCommand, lazy_group
-from agentmesh.cli.mesh import SERVICES
+from agentmesh.cli.mesh import SERVICES, LocalAdmin
 from agentmesh.runtime import eventloop
 
 hide_flag_types()
@@ -99,6 +100,10 @@ def main(
     from agentmesh.cli import options
 
     options.ca_file_override = str(ca_file) if ca_file else None
+    # A command's words are its own: a library's log record (the transport failure a command then
+    # reports as "cannot reach the mesh") is not printed raw before them. `up` and `serve` route
+    # every record themselves (runtime.logging replaces the root's handlers).
+    logging.getLogger().addHandler(logging.NullHandler())
 
 
 # `agentmesh up`'s ports: each flag, the variable that sets it, and what listens there.
@@ -129,7 +134,7 @@ def up(
     """Start all four services on this host (SQLite unless AGENTMESH_DATABASE_URL is set).
 
     Flags override the environment, which overrides the defaults."""
-    from agentmesh.cli.mesh import start_mesh
+    from agentmesh.cli.mesh import create_local_admin, start_mesh
     from agentmesh.runtime.heap import freeze_startup_heap
     from agentmesh.runtime.logging import configure_logging
     from agentmesh.runtime.server import AddressInUse, wait_for_shutdown_signal
@@ -147,6 +152,9 @@ def up(
             typer.echo(f"{'gateway':<9} HTTP  {mesh.gateway.http.url}")
             if meters is not None and meters.endpoint is not None:
                 typer.echo(f"{'metrics':<9} HTTP  {meters.endpoint.url}")
+            admin = await create_local_admin(mesh)
+            if admin is not None:
+                await _hand_over(admin, mesh.gateway.address)
             typer.echo("agentmesh is up; Ctrl-C stops it.")
             await wait_for_shutdown_signal()
             typer.echo("stopping…")
@@ -160,6 +168,31 @@ def up(
         hint = f" ({named[0][2]}); choose another with {named[0][0]} or {named[0][1]}" if named else ""
         typer.echo(f"agentmesh up: {error.host}:{error.port} is already in use{hint}", err=True)
         raise typer.Exit(1) from None
+
+
+async def _hand_over(admin: LocalAdmin, gateway: str) -> None:
+    """Shows the admin `up` made, once, on stderr — never as a log record: its password is a
+    secret, and log lines are shipped elsewhere — and signs the CLI on this machine in as it."""
+    from agentmesh.cli.client import CliError
+    from agentmesh.cli.login import keep_login
+
+    try:
+        path = await keep_login(gateway, admin.email, admin.password)
+        kept = f"this machine's CLI is signed in as it (kept in {path})"
+    except CliError as error:
+        kept = f"could not sign this machine's CLI in ({error}): run `agentmesh login`"
+    typer.echo(
+        "\n".join(
+            (
+                "agentmesh up: the mesh had no user, so it made a local admin; its password is shown "
+                "this once:",
+                f"    e-mail    {admin.email}",
+                f"    password  {admin.password}",
+                f"  {kept}",
+            )
+        ),
+        err=True,
+    )
 
 
 @app.command(name="serve")

@@ -10,9 +10,10 @@ import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 if TYPE_CHECKING:  # importing the runtime costs a second; `agentmesh --help` reads SERVICES
+    from agentmesh.registry.app import RegistryService
     from agentmesh.runtime.service import RunningService
     from agentmesh.runtime.settings import ServiceSettings
 
@@ -78,6 +79,28 @@ class Mesh:
         for name in reversed(SERVICES):
             if name in self.services:
                 await self.services[name].stop(grace_seconds)
+
+
+class LocalAdmin(NamedTuple):
+    """The superuser `agentmesh up` made on a mesh with no user; the password exists nowhere else."""
+
+    email: str
+    password: str
+
+
+LOCAL_ADMIN_EMAIL = "admin@agentmesh.local"
+
+
+async def create_local_admin(mesh: Mesh) -> LocalAdmin | None:
+    """A superuser with a generated password for an embedded mesh whose registry has no user at all
+    and was given none to make (`AGENTMESH_SUPERUSER_*`), so that it is usable at once; None
+    otherwise. The caller shows the password, once: it is never logged."""
+    registry = cast("RegistryService", mesh.services["registry"])
+    if registry.settings.superuser_email:
+        return None
+    password = secrets.token_urlsafe(18)
+    user = await registry.accounts.create_first_user(email=LOCAL_ADMIN_EMAIL, password=password)
+    return LocalAdmin(user.email, password) if user is not None else None
 
 
 def jwt_secret_for(data_dir: Path) -> str:

@@ -1,8 +1,11 @@
 """The options CLI commands share: where the mesh is and who signs in. Light on purpose (typer
 only), so a command module can declare its options without importing gRPC or the services.
 
-Without `--registry` (or `AGENTMESH_REGISTRY_ADDRESS`) commands dial the gateway that `agentmesh up`
-starts, `127.0.0.1:50050`, whose public gRPC port serves the registry API too.
+Every command that talks to a mesh reaches it through its gateway: `--gateway` (or
+`AGENTMESH_GATEWAY_ADDRESS`), by default the one `agentmesh up` starts, `127.0.0.1:50050`, whose
+public gRPC port serves the registry's and memory's APIs too. `apply`, `users` and `demo` once took
+that address as `--registry` / `AGENTMESH_REGISTRY_ADDRESS`; scripts still passing it are served,
+with a warning (`gateway_address`).
 """
 
 from __future__ import annotations
@@ -17,15 +20,10 @@ DEFAULT_ADDRESS = "127.0.0.1:50050"
 # checked against (cli/channel.py), over AGENTMESH_TLS_CA_FILE.
 ca_file_override: str | None = None
 
-RegistryOption = Annotated[
+# The old name of `--gateway` on `apply`, `users` and `demo`: hidden from help, still obeyed.
+RegistryAliasOption = Annotated[
     str | None,
-    typer.Option(
-        "--registry",
-        envvar="AGENTMESH_REGISTRY_ADDRESS",
-        show_envvar=True,
-        help=f"gRPC host:port of the registry, or of the gateway (it serves the registry API). "
-        f"Default: the local gateway, {DEFAULT_ADDRESS}.",
-    ),
+    typer.Option("--registry", envvar="AGENTMESH_REGISTRY_ADDRESS", hidden=True),
 ]
 GatewayOption = Annotated[
     str | None,
@@ -66,3 +64,16 @@ TokenOption = Annotated[
         help="An access token or API key (amk_…) to use instead of signing in.",
     ),
 ]
+
+
+def gateway_address(gateway: str | None, registry_alias: str | None = None) -> str:
+    """The gateway to dial: `--gateway`, else the deprecated `--registry`, else the local gateway.
+    A deprecated address given says so on stderr, in one line."""
+    if registry_alias:
+        what = "ignored: --gateway / AGENTMESH_GATEWAY_ADDRESS is set" if gateway else "used as the gateway"
+        typer.echo(
+            f"agentmesh: --registry / AGENTMESH_REGISTRY_ADDRESS is deprecated ({what}); "
+            "use --gateway / AGENTMESH_GATEWAY_ADDRESS",
+            err=True,
+        )
+    return gateway or registry_alias or DEFAULT_ADDRESS

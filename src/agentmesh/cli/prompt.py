@@ -30,7 +30,7 @@ HISTORY_LENGTH = 1000
 def chat_prompt(
     gateway_grpc: str, credentials: Credentials, *, agent: str, session_id: str, console: Console
 ) -> None:
-    from agentmesh.cli.chat import ChatSession
+    from agentmesh.cli.conversation import ChatSession
 
     console.print(f"[dim]chatting with {escape(agent)} — Ctrl-D or /exit to leave[/]")
     with asyncio.Runner() as runner, _history():

@@ -58,6 +58,10 @@ class Kind:
     delete: Callable[[Scope, Message], Awaitable[str | None]] | None = None
     cannot_delete: str = ""
 
+    @property
+    def singular(self) -> str:
+        return self.name.removesuffix("s")
+
 
 async def _pages(fetch: Callable[[str], Awaitable[Any]], field: str) -> AsyncIterator[Message]:
     token = ""
@@ -241,15 +245,9 @@ def render_columns(
         import yaml
 
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip()
-    from rich.console import Console
-    from rich.table import Table
+    from agentmesh.cli.output import print_table, stdout_console
 
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in columns:
-        table.add_column(column.upper().replace("_", " "))
-    for row in rows:
-        table.add_row(*(_cell(row.get(column)) for column in columns))
-    Console().print(table)
+    print_table(stdout_console(), columns, [[_cell(row.get(column)) for column in columns] for row in rows])
     return None
 
 
@@ -278,6 +276,7 @@ ProjectOption = Annotated[
 
 def _run(
     kind_name: str,
+    name: str | None,
     project: str | None,
     credentials: tuple[str | None, str | None, str | None],
     gateway: str | None,
@@ -294,8 +293,18 @@ def _run(
         raise fail(f"{kind.name} belong to a project: name it with --project SLUG")
 
     async def main(connection: Any) -> str | None:
+        from agentmesh.cli.client import CliError
+        from agentmesh.runtime.errors import NotFound
+
         project_id = await project_id_of(connection, project) if project else ""
-        return await work(kind, Scope(connection, project_id))
+        try:
+            return await work(kind, Scope(connection, project_id))
+        except NotFound:
+            if name is None:
+                raise
+            # Named as the user named it: the mesh's own words ("project not found") do not say.
+            where = f" in project {project!r}" if project else ""
+            raise CliError(f"no {kind.singular} {name!r}{where} that you may see") from None
 
     run_signed_in(gateway, credentials, main)
 
@@ -322,7 +331,7 @@ def get(
             return f"no {found_kind.name}"
         return render(found_kind, items, output, one=name is not None)
 
-    _run(kind, project, (email, password, token), gateway, work)
+    _run(kind, name, project, (email, password, token), gateway, work)
 
 
 def describe_command(
@@ -341,7 +350,7 @@ def describe_command(
         shown = Output.yaml if output is Output.table else output
         return render(found_kind, [await found_kind.find(scope, name)], shown, one=True)
 
-    _run(kind, project, (email, password, token), gateway, work)
+    _run(kind, name, project, (email, password, token), gateway, work)
 
 
 def delete(
@@ -363,6 +372,6 @@ def delete(
             raise CliError(f"{found_kind.name} cannot be deleted: {found_kind.cannot_delete}")
         found = await found_kind.find(scope, name)
         said = await found_kind.delete(scope, found)
-        return said or f"{found_kind.name.removesuffix('s')} {name} deleted"
+        return said or f"{found_kind.singular} {name} deleted"
 
-    _run(kind, project, (email, password, token), gateway, work)
+    _run(kind, name, project, (email, password, token), gateway, work)

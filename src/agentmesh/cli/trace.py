@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
-import grpc
-import httpx
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -27,9 +25,11 @@ from rich.tree import Tree
 
 from agentmesh.cli.options import DEFAULT_ADDRESS, EmailOption, PasswordOption, TokenOption
 from agentmesh.cli.spinner import run_waiting
-from agentmesh.runtime.errors import DomainError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported where used, so `agentmesh trace --help` is quick
+    import grpc
+    import httpx
+
     from agentmesh.cli.client import Credentials
 
 Event = Mapping[str, Any]
@@ -69,6 +69,7 @@ async def events_from_memory(
     answers the mesh's services only: with `jwt_secret` (an operator's) the calls carry a service
     credential; without it, `address` must be a gateway (which serves the same RPCs)."""
     from agentmesh.runtime.channels import PeerSecurity, create_channel
+    from agentmesh.runtime.errors import DomainError
     from agentmesh.runtime.service_identity import ServiceCredentials
 
     metadata = (("authorization", f"Bearer {token}"),) if token else None
@@ -87,7 +88,7 @@ async def events_through_gateway(
     under the owner's rules), signed in like every command. `project` is the session's project,
     by slug or id (sessions are named within their project)."""
     from agentmesh.cli.client import CliError, connect
-    from agentmesh.runtime.errors import NotFound
+    from agentmesh.runtime.errors import DomainError, NotFound
 
     try:
         async with connect(address, credentials) as connection:
@@ -141,6 +142,8 @@ async def events_from_gateway(
 ) -> list[dict[str, Any]]:
     """Every event of the session from the gateway's REST API (`GET /api/v1/projects/{pid}/
     sessions/{sid}/events`), page after page."""
+    import httpx
+
     events: list[dict[str, Any]] = []
     page_token = ""
     url = f"/api/v1/projects/{project_id}/sessions/{session_id}/events"
@@ -422,8 +425,9 @@ def trace(
 ) -> None:
     """Show a session as a tree: agents, runs, steps, tool calls and delegations, with timings."""
     from agentmesh.cli.client import CliError, Credentials
+    from agentmesh.cli.output import stdout_console
 
-    console = Console(width=width)
+    console = Console(width=width) if width else stdout_console()
     try:
         if memory:
             events = run_waiting(

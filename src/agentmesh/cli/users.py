@@ -1,10 +1,10 @@
 """`agentmesh users create`: make a user — or a superuser — in the mesh that is running, through
-the registry's `CreateUser` RPC (via the gateway by default), signed in as a superuser.
+the registry's `CreateUser` RPC through the gateway, signed in as a superuser.
 
 The registry applies its own rules (validation, argon2id hashing), and the user can sign in at
-once. The very first superuser cannot be made this way — nobody could sign in to make it: the
-registry creates it at start from `AGENTMESH_SUPERUSER_EMAIL` / `AGENTMESH_SUPERUSER_PASSWORD`,
-and the errors here say so.
+once. The very first superuser cannot be made this way — nobody could sign in to make it: `agentmesh up`
+makes one on a mesh with no user, or the registry creates it at start from
+`AGENTMESH_SUPERUSER_EMAIL` / `AGENTMESH_SUPERUSER_PASSWORD`; the errors here say so.
 
 Two people appear on one command line, so their options differ: `--email` / `--password` are the
 new user's; the superuser signs in with `--admin-email` / `--admin-password` (or `--token`), read
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from agentmesh.cli.options import RegistryOption, TokenOption
+from agentmesh.cli.options import GatewayOption, RegistryAliasOption, TokenOption, gateway_address
 from agentmesh.cli.spinner import run_waiting
 
 if TYPE_CHECKING:
@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 users = typer.Typer(help="Manage users.", no_args_is_help=True, add_completion=False)
 
 FIRST_SUPERUSER = (
-    "the first superuser is made by the registry at start: set AGENTMESH_SUPERUSER_EMAIL and "
-    "AGENTMESH_SUPERUSER_PASSWORD before `agentmesh up` (or the registry's container)"
+    "the first superuser is made at start: by `agentmesh up` on a mesh with no user (it shows the "
+    "password and signs this machine's CLI in), or from AGENTMESH_SUPERUSER_EMAIL and "
+    "AGENTMESH_SUPERUSER_PASSWORD set before `agentmesh up` or the registry's container starts"
 )
 
 
@@ -52,7 +53,8 @@ def create_command(
             "--superuser", help="Make a superuser; an existing user is promoted and gets this password."
         ),
     ] = False,
-    registry: RegistryOption = None,
+    gateway: GatewayOption = None,
+    registry: RegistryAliasOption = None,
     admin_email: Annotated[
         str | None,
         typer.Option(envvar="AGENTMESH_EMAIL", show_envvar=True, help="Sign in as this superuser."),
@@ -69,8 +71,9 @@ def create_command(
 ) -> None:
     """Create a user in the running mesh, signed in as a superuser."""
 
-    from agentmesh.cli.client import CliError, Credentials, address_of, fail
+    from agentmesh.cli.client import CliError, Credentials, fail
 
+    address = gateway_address(gateway, registry)
     if not (token or admin_email):
         raise fail(
             "creating users takes a superuser: sign in with --admin-email and --admin-password "
@@ -84,7 +87,7 @@ def create_command(
         credentials = Credentials.from_options(email=admin_email, password=admin_password, token=token)
         message = run_waiting(
             _create(
-                address_of(registry),
+                address,
                 credentials,
                 email=email,
                 password=password,
@@ -95,10 +98,11 @@ def create_command(
         )
     except CliError as error:
         raise fail(str(error)) from None
-    from rich.console import Console
     from rich.markup import escape
 
-    Console().print(escape(message), soft_wrap=True, highlight=False)
+    from agentmesh.cli.output import stdout_console
+
+    stdout_console().print(escape(message), soft_wrap=True, highlight=False)
 
 
 async def _create(

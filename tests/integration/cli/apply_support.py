@@ -97,5 +97,11 @@ AGENT = "projects[0].agents[1]"
 
 
 def cli_env() -> dict[str, str | None]:
-    names = ("AGENTMESH_EMAIL", "AGENTMESH_PASSWORD", "AGENTMESH_TOKEN", "AGENTMESH_REGISTRY_ADDRESS")
+    names = (
+        "AGENTMESH_EMAIL",
+        "AGENTMESH_PASSWORD",
+        "AGENTMESH_TOKEN",
+        "AGENTMESH_GATEWAY_ADDRESS",
+        "AGENTMESH_REGISTRY_ADDRESS",
+    )
     return dict.fromkeys(names)

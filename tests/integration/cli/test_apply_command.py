@@ -18,7 +18,7 @@ async def test_command_prints_a_summary_and_reports_bad_files(
 ) -> None:
     file = tmp_path / "mesh.yaml"
     file.write_text(MESH_YAML)
-    args = ["apply", "-f", str(file), "--registry", registry_address]
+    args = ["apply", "-f", str(file), "--gateway", registry_address]
     env = {**cli_env(), "AGENTMESH_EMAIL": SUPERUSER_EMAIL, "AGENTMESH_PASSWORD": SUPERUSER_PASSWORD}
 
     dry = await invoke(app, [*args, "--dry-run"], env=env)
@@ -57,7 +57,7 @@ async def test_command_runs_as_a_process_against_the_gateway(tmp_path: Path, mes
     file = tmp_path / "mesh.yaml"
     file.write_text(MESH_YAML)
     env = {"AGENTMESH_EMAIL": SUPERUSER_EMAIL, "AGENTMESH_PASSWORD": SUPERUSER_PASSWORD, "COLUMNS": "120"}
-    args = ("apply", "-f", str(file), "--registry", mesh.gateway.address)
+    args = ("apply", "-f", str(file), "--gateway", mesh.gateway.address)
 
     code, out, err = await run_agentmesh(*args, env=env)
     assert code == 0, err

@@ -233,7 +233,7 @@ async def test_a_failed_write_names_the_entry_and_what_was_applied(
     file = tmp_path / "projects.yaml"
     file.write_text(declared.replace("Mine", "Ours"))
     env = {**cli_env(), "AGENTMESH_EMAIL": "member@example.com", "AGENTMESH_PASSWORD": "member-password-1"}
-    result = await invoke(app, ["apply", "-f", str(file), "--registry", registry_address], env=env)
+    result = await invoke(app, ["apply", "-f", str(file), "--gateway", registry_address], env=env)
     assert result.exit_code == 1
     assert "ours" in result.stdout and "created" in result.stdout
     assert "applying stopped; the objects above were applied" in result.stderr

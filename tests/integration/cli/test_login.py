@@ -68,6 +68,7 @@ async def test_login_keeps_the_cli_signed_in_until_logout(
     code, output = await cli("logout", config=tmp_path)
     assert code == 0, output
     assert not kept.exists()
+    assert not (tmp_path / "credentials.json.lock").exists()  # the login's lock went with it
     with pytest.raises(grpc.aio.AioRpcError) as revoked:  # revoked in the mesh, not only forgotten here
         await client.registry.RefreshTokens(reg.RefreshTokensRequest(refresh_token=last))
     assert revoked.value.code() == grpc.StatusCode.UNAUTHENTICATED

@@ -98,7 +98,7 @@ async def test_delete_and_what_cannot_be_asked(
     assert code == 0, out
     code, out = await cli("get", "project", project, config=tmp_path, env=signed_in)
     assert code == 1
-    assert "not found" in out.lower()
+    assert out == f"error: no project {project!r} that you may see\n"  # which one, by its name
 
     code, out = await cli("get", "agents", config=tmp_path, env=signed_in)
     assert code == 1

@@ -18,7 +18,7 @@ ADMIN = {"AGENTMESH_EMAIL": SUPERUSER_EMAIL, "AGENTMESH_PASSWORD": SUPERUSER_PAS
 
 
 async def users_create(mesh: Mesh, *args: str, env: dict[str, str] = ADMIN) -> tuple[int, str, str]:
-    return await run_agentmesh("users", "create", "--registry", mesh.gateway.address, *args, env=env)
+    return await run_agentmesh("users", "create", "--gateway", mesh.gateway.address, *args, env=env)
 
 
 async def current_user(client: MeshClient, email: str, password: str) -> reg.GetCurrentUserResponse:
@@ -131,7 +131,7 @@ async def test_without_a_superuser_to_sign_in_as_it_says_how_to_make_the_first(m
 async def test_without_a_running_mesh_it_says_so() -> None:
     code, _, err = await run_agentmesh(
         *("users", "create", "--email", "x@example.com", "--password", PASSWORD),
-        *("--registry", "127.0.0.1:1"),
+        *("--gateway", "127.0.0.1:1"),
         env=ADMIN,
     )
 

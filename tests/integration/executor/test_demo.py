@@ -24,7 +24,6 @@ async def test_the_demo_delegates_and_shows_every_step(stack: Stack) -> None:
         console = Console(file=output, width=140, force_terminal=False, color_system=None)
         result = await run_demo(
             stack.mesh.gateway.address,
-            stack.mesh.services["registry"].address,
             Credentials(token=stack.token),
             console=console,
         )

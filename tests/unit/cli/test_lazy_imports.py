@@ -48,7 +48,18 @@ def run_cli(*args: str) -> tuple[dict[str, object], str]:
     return json.loads(lines[-1]), "\n".join(lines[:-1])
 
 
-@pytest.mark.parametrize("args", [("--help",), ("--version",), ("up", "--help"), ("users", "--help")])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--help",),
+        ("--version",),
+        ("up", "--help"),
+        ("serve", "--help"),
+        ("users", "create", "--help"),
+        ("api-keys", "create", "--help"),
+        *((name, "--help") for name in COMMANDS),
+    ],
+)
 def test_help_and_version_import_neither_services_nor_grpc(args: tuple[str, ...]) -> None:
     found, _ = run_cli(*args)
     assert found == {"code": 0, "heavy": [], "grpc": False}

@@ -1,35 +1,35 @@
-"""The `agentmesh apply` command: load the file, then plan and execute against a running mesh."""
+"""The `agentmesh apply` command: load the file, then plan and execute against a running mesh.
+
+Only typer and the shared options are imported up front, so `agentmesh apply --help` is quick: the
+file's format and the planning import the registry's declarations, gRPC and pydantic."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from agentmesh.cli.apply.document import ApplyError, Manifest, read_manifest
-from agentmesh.cli.apply.execute import apply_manifest
-from agentmesh.cli.apply.plan import Change
-from agentmesh.cli.apply.render import render_changes, render_problems, render_warnings
-from agentmesh.cli.client import (
-    CliError,
-    Credentials,
-    address_of,
-    connect,
-    describe,
-    fail,
+from agentmesh.cli.options import (
+    EmailOption,
+    GatewayOption,
+    PasswordOption,
+    RegistryAliasOption,
+    TokenOption,
+    gateway_address,
 )
-from agentmesh.cli.options import EmailOption, PasswordOption, RegistryOption, TokenOption
-from agentmesh.cli.spinner import run_waiting
-from agentmesh.runtime.errors import DomainError
+
+if TYPE_CHECKING:
+    from agentmesh.cli.apply.document import Manifest
+    from agentmesh.cli.apply.plan import Change
+    from agentmesh.cli.client import Credentials
 
 
 def apply_command(
     file: Annotated[
         str, typer.Option("--file", "-f", help="The YAML file to apply; '-' reads standard input.")
     ],
-    registry: RegistryOption = None,
+    gateway: GatewayOption = None,
+    registry: RegistryAliasOption = None,
     email: EmailOption = None,
     password: PasswordOption = None,
     token: TokenOption = None,
@@ -41,7 +41,16 @@ def apply_command(
 
     Types and projects are found by slug, agents by name; see docs/apply.md for the format.
     """
-    out, err = Console(), Console(stderr=True)
+    from rich.markup import escape
+
+    from agentmesh.cli.apply.document import ApplyError, read_manifest
+    from agentmesh.cli.apply.render import render_changes, render_problems, render_warnings
+    from agentmesh.cli.client import CliError, Credentials, fail
+    from agentmesh.cli.output import stderr_console, stdout_console
+    from agentmesh.cli.spinner import run_waiting
+
+    out, err = stdout_console(), stderr_console()
+    address = gateway_address(gateway, registry)
     source = "standard input" if file == "-" else file
     try:
         manifest = read_manifest(file)
@@ -55,7 +64,7 @@ def apply_command(
         return
     try:
         credentials = Credentials.from_options(email=email, password=password, token=token)
-        changes = run_waiting(_apply(manifest, address_of(registry), credentials, dry_run=dry_run))
+        changes = run_waiting(_apply(manifest, address, credentials, dry_run=dry_run))
     except CliError as error:
         raise fail(str(error)) from None
     except ApplyError as error:
@@ -73,6 +82,10 @@ def apply_command(
 async def _apply(
     manifest: Manifest, address: str, credentials: Credentials, *, dry_run: bool
 ) -> list[Change]:
+    from agentmesh.cli.apply.execute import apply_manifest
+    from agentmesh.cli.client import CliError, connect, describe
+    from agentmesh.runtime.errors import DomainError
+
     async with connect(address, credentials) as connection:
         try:
             return await apply_manifest(

@@ -140,6 +140,8 @@ class RegistryService(RunningService):
 
     watch: AgentWatch
     settings: RegistrySettings  # what it runs with (a replica or a restart takes the same)
+    # For the process that embeds the registry (`agentmesh up` makes its first user through it).
+    accounts: Accounts
 
     async def stop(self, grace_seconds: float = 5.0) -> None:
         self.watch.close()
@@ -203,6 +205,7 @@ async def start(settings: RegistrySettings) -> RunningService:
         closers=[components.leases.stop, lambda: _dispose(components.engine, components.lease_engine)],
         watch=components.registry.watch,
         settings=settings,
+        accounts=components.accounts,
     )
 
 

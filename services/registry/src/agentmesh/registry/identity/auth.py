@@ -332,6 +332,16 @@ class Accounts:
             token_version=user.token_version,
         )
 
+    async def create_first_user(self, *, email: str, password: str) -> User | None:
+        """A superuser made only when the registry has no user at all — a fresh mesh that nobody
+        could sign in to yet; None when it has one (nothing changes)."""
+        async with self._store.read() as tx:
+            if await tx.has_users():
+                return None
+        user = await self.register(email=email, password=password, is_superuser=True)
+        logger.info("created superuser %s, the first user", user.email)
+        return user
+
     async def ensure_superuser(self, *, email: str, password: str, reset_password: bool = False) -> User:
         """Makes sure a superuser with this e-mail exists (idempotent): creates it, or promotes and
         reactivates an existing user; its password changes only with `reset_password`."""

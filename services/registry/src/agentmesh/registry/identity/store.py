@@ -142,6 +142,10 @@ class AccountTransaction(abc.ABC):
     async def get_user(self, user_id: str) -> User | None: ...
 
     @abc.abstractmethod
+    async def has_users(self) -> bool:
+        """Whether any user exists at all."""
+
+    @abc.abstractmethod
     async def get_credentials(self, email: str, *, for_update: bool = False) -> Credentials | None: ...
 
     @abc.abstractmethod
@@ -187,6 +191,9 @@ class InMemoryAccounts(AccountTransaction):
     async def get_user(self, user_id: str) -> User | None:
         found = self._state.users.get(user_id)
         return found.user if found else None
+
+    async def has_users(self) -> bool:
+        return bool(self._state.users)
 
     async def get_credentials(self, email: str, *, for_update: bool = False) -> Credentials | None:
         return next((c for c in self._state.users.values() if c.user.email == email), None)
@@ -257,6 +264,9 @@ class SqlAccounts(AccountTransaction):
     async def get_user(self, user_id: str) -> User | None:
         row = await self._session.get(UserRow, user_id)
         return from_row(User, row) if row else None
+
+    async def has_users(self) -> bool:
+        return bool(await self._session.scalar(sa.select(sa.exists().select_from(UserRow))))
 
     async def get_credentials(self, email: str, *, for_update: bool = False) -> Credentials | None:
         row = await self._one(  # type: ignore[attr-defined]
