@@ -11,6 +11,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	structpb "google.golang.org/protobuf/types/known/structpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -96,6 +97,169 @@ func (DelegationOutcome) EnumDescriptor() ([]byte, []int) {
 	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{0}
 }
 
+// InputKind says what a run asks a person for.
+type InputKind int32
+
+const (
+	// Not set.
+	InputKind_INPUT_KIND_UNSPECIFIED InputKind = 0
+	// To approve (or deny) a tool call whose permission is `ask`.
+	InputKind_INPUT_KIND_APPROVAL InputKind = 1
+	// To answer a question (the built-in tool `ask_user`, or an MCP server's elicitation).
+	InputKind_INPUT_KIND_QUESTION InputKind = 2
+)
+
+// Enum value maps for InputKind.
+var (
+	InputKind_name = map[int32]string{
+		0: "INPUT_KIND_UNSPECIFIED",
+		1: "INPUT_KIND_APPROVAL",
+		2: "INPUT_KIND_QUESTION",
+	}
+	InputKind_value = map[string]int32{
+		"INPUT_KIND_UNSPECIFIED": 0,
+		"INPUT_KIND_APPROVAL":    1,
+		"INPUT_KIND_QUESTION":    2,
+	}
+)
+
+func (x InputKind) Enum() *InputKind {
+	p := new(InputKind)
+	*p = x
+	return p
+}
+
+func (x InputKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (InputKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentmesh_common_v1_run_proto_enumTypes[1].Descriptor()
+}
+
+func (InputKind) Type() protoreflect.EnumType {
+	return &file_agentmesh_common_v1_run_proto_enumTypes[1]
+}
+
+func (x InputKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use InputKind.Descriptor instead.
+func (InputKind) EnumDescriptor() ([]byte, []int) {
+	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{1}
+}
+
+// InputRequestState says where a request for input stands.
+type InputRequestState int32
+
+const (
+	// Not set.
+	InputRequestState_INPUT_REQUEST_STATE_UNSPECIFIED InputRequestState = 0
+	// Waiting for its one response.
+	InputRequestState_INPUT_REQUEST_STATE_PENDING InputRequestState = 1
+	// Responded to (see `response`).
+	InputRequestState_INPUT_REQUEST_STATE_ANSWERED InputRequestState = 2
+	// Nobody responded before `expires_at`: it counts as a denial the model is told about.
+	InputRequestState_INPUT_REQUEST_STATE_EXPIRED InputRequestState = 3
+)
+
+// Enum value maps for InputRequestState.
+var (
+	InputRequestState_name = map[int32]string{
+		0: "INPUT_REQUEST_STATE_UNSPECIFIED",
+		1: "INPUT_REQUEST_STATE_PENDING",
+		2: "INPUT_REQUEST_STATE_ANSWERED",
+		3: "INPUT_REQUEST_STATE_EXPIRED",
+	}
+	InputRequestState_value = map[string]int32{
+		"INPUT_REQUEST_STATE_UNSPECIFIED": 0,
+		"INPUT_REQUEST_STATE_PENDING":     1,
+		"INPUT_REQUEST_STATE_ANSWERED":    2,
+		"INPUT_REQUEST_STATE_EXPIRED":     3,
+	}
+)
+
+func (x InputRequestState) Enum() *InputRequestState {
+	p := new(InputRequestState)
+	*p = x
+	return p
+}
+
+func (x InputRequestState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (InputRequestState) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentmesh_common_v1_run_proto_enumTypes[2].Descriptor()
+}
+
+func (InputRequestState) Type() protoreflect.EnumType {
+	return &file_agentmesh_common_v1_run_proto_enumTypes[2]
+}
+
+func (x InputRequestState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use InputRequestState.Descriptor instead.
+func (InputRequestState) EnumDescriptor() ([]byte, []int) {
+	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{2}
+}
+
+// InputDecision is a person's decision on an approval.
+type InputDecision int32
+
+const (
+	// Not set (a question's answer carries none).
+	InputDecision_INPUT_DECISION_UNSPECIFIED InputDecision = 0
+	// Run the call (with `arguments` when the approver edited them).
+	InputDecision_INPUT_DECISION_APPROVE InputDecision = 1
+	// Do not run it; the model is told, with the reason.
+	InputDecision_INPUT_DECISION_DENY InputDecision = 2
+)
+
+// Enum value maps for InputDecision.
+var (
+	InputDecision_name = map[int32]string{
+		0: "INPUT_DECISION_UNSPECIFIED",
+		1: "INPUT_DECISION_APPROVE",
+		2: "INPUT_DECISION_DENY",
+	}
+	InputDecision_value = map[string]int32{
+		"INPUT_DECISION_UNSPECIFIED": 0,
+		"INPUT_DECISION_APPROVE":     1,
+		"INPUT_DECISION_DENY":        2,
+	}
+)
+
+func (x InputDecision) Enum() *InputDecision {
+	p := new(InputDecision)
+	*p = x
+	return p
+}
+
+func (x InputDecision) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (InputDecision) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentmesh_common_v1_run_proto_enumTypes[3].Descriptor()
+}
+
+func (InputDecision) Type() protoreflect.EnumType {
+	return &file_agentmesh_common_v1_run_proto_enumTypes[3]
+}
+
+func (x InputDecision) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use InputDecision.Descriptor instead.
+func (InputDecision) EnumDescriptor() ([]byte, []int) {
+	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{3}
+}
+
 // RunEvent is one step of an agent run as it streams: from an executor's Run to the gateway, and
 // from the gateway's StreamChat to the client. A delegated worker's events travel up through its
 // caller's stream with `delegation_path` naming the chain of agents below the addressed one.
@@ -140,6 +304,8 @@ type RunEvent struct {
 	//	*RunEvent_RunCompleted
 	//	*RunEvent_RunFailed
 	//	*RunEvent_Error
+	//	*RunEvent_InputRequested
+	//	*RunEvent_RunSuspended
 	Kind          isRunEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -316,6 +482,24 @@ func (x *RunEvent) GetError() *RunError {
 	return nil
 }
 
+func (x *RunEvent) GetInputRequested() *InputRequested {
+	if x != nil {
+		if x, ok := x.Kind.(*RunEvent_InputRequested); ok {
+			return x.InputRequested
+		}
+	}
+	return nil
+}
+
+func (x *RunEvent) GetRunSuspended() *RunSuspended {
+	if x != nil {
+		if x, ok := x.Kind.(*RunEvent_RunSuspended); ok {
+			return x.RunSuspended
+		}
+	}
+	return nil
+}
+
 type isRunEvent_Kind interface {
 	isRunEvent_Kind()
 }
@@ -376,6 +560,21 @@ type RunEvent_Error struct {
 	Error *RunError `protobuf:"bytes,20,opt,name=error,proto3,oneof"`
 }
 
+type RunEvent_InputRequested struct {
+	// The run needs a person's input before it goes on: a tool call to approve, or a question.
+	// Raised by a delegated worker (any depth), it carries the worker's delegation path; it is
+	// the addressed run's caller's to answer.
+	InputRequested *InputRequested `protobuf:"bytes,21,opt,name=input_requested,json=inputRequested,proto3,oneof"`
+}
+
+type RunEvent_RunSuspended struct {
+	// The run waits for the input it requested (last event of the stream): it is not ended. It
+	// holds no executor while it waits; answering the request resumes it, on any executor, and
+	// its one end (`run_completed` or `run_failed`) comes after that, in the session's log and
+	// on the answering call's stream.
+	RunSuspended *RunSuspended `protobuf:"bytes,22,opt,name=run_suspended,json=runSuspended,proto3,oneof"`
+}
+
 func (*RunEvent_RunStarted) isRunEvent_Kind() {}
 
 func (*RunEvent_StepStarted) isRunEvent_Kind() {}
@@ -397,6 +596,10 @@ func (*RunEvent_RunCompleted) isRunEvent_Kind() {}
 func (*RunEvent_RunFailed) isRunEvent_Kind() {}
 
 func (*RunEvent_Error) isRunEvent_Kind() {}
+
+func (*RunEvent_InputRequested) isRunEvent_Kind() {}
+
+func (*RunEvent_RunSuspended) isRunEvent_Kind() {}
 
 // RunStarted opens a run.
 type RunStarted struct {
@@ -1224,11 +1427,378 @@ func (x *RunError) GetMessage() string {
 	return ""
 }
 
+// InputRequest is a run's request for a person's input: what it asks, where it stands, and its
+// one response.
+type InputRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Identifier (unique in the mesh; stable: the same request raised again keeps it).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The project.
+	ProjectId string `protobuf:"bytes,2,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The session the run records its events in.
+	SessionId string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The run that waits (the one that raised it: a delegated worker's run for a deep request).
+	RunId string `protobuf:"bytes,4,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The agent that asks, by slug.
+	Agent string `protobuf:"bytes,5,opt,name=agent,proto3" json:"agent,omitempty"`
+	// The agents that delegated down to `agent`, outermost first (empty: the addressed agent).
+	DelegationPath []string `protobuf:"bytes,6,rep,name=delegation_path,json=delegationPath,proto3" json:"delegation_path,omitempty"`
+	// What it asks for.
+	Kind InputKind `protobuf:"varint,7,opt,name=kind,proto3,enum=agentmesh.common.v1.InputKind" json:"kind,omitempty"`
+	// An approval's tool (as the permission rules name it: `get_current_time`,
+	// `mcp:<server>:<tool>`, `delegate:<agent>`).
+	Tool string `protobuf:"bytes,8,opt,name=tool,proto3" json:"tool,omitempty"`
+	// An approval's call arguments.
+	Arguments *structpb.Struct `protobuf:"bytes,9,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// A question's text (or, for an approval, the model's call as one line of text).
+	Question string `protobuf:"bytes,10,opt,name=question,proto3" json:"question,omitempty"`
+	// The model's call id the request holds back.
+	CallId string `protobuf:"bytes,11,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// When it was raised.
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// When an unanswered request expires into a denial.
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// Where it stands.
+	State InputRequestState `protobuf:"varint,14,opt,name=state,proto3,enum=agentmesh.common.v1.InputRequestState" json:"state,omitempty"`
+	// Its one response (state answered or expired).
+	Response *InputResponse `protobuf:"bytes,15,opt,name=response,proto3" json:"response,omitempty"`
+	// Memory `seq` of its `input_requested` event: a client follows the resumed run in the
+	// session's log from there.
+	Seq           int64 `protobuf:"varint,16,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequest) Reset() {
+	*x = InputRequest{}
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequest) ProtoMessage() {}
+
+func (x *InputRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequest.ProtoReflect.Descriptor instead.
+func (*InputRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *InputRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *InputRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *InputRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *InputRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *InputRequest) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *InputRequest) GetDelegationPath() []string {
+	if x != nil {
+		return x.DelegationPath
+	}
+	return nil
+}
+
+func (x *InputRequest) GetKind() InputKind {
+	if x != nil {
+		return x.Kind
+	}
+	return InputKind_INPUT_KIND_UNSPECIFIED
+}
+
+func (x *InputRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *InputRequest) GetArguments() *structpb.Struct {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *InputRequest) GetQuestion() string {
+	if x != nil {
+		return x.Question
+	}
+	return ""
+}
+
+func (x *InputRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *InputRequest) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *InputRequest) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *InputRequest) GetState() InputRequestState {
+	if x != nil {
+		return x.State
+	}
+	return InputRequestState_INPUT_REQUEST_STATE_UNSPECIFIED
+}
+
+func (x *InputRequest) GetResponse() *InputResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *InputRequest) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+// InputResponse is the one response a request for input gets.
+type InputResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An approval's decision.
+	Decision InputDecision `protobuf:"varint,1,opt,name=decision,proto3,enum=agentmesh.common.v1.InputDecision" json:"decision,omitempty"`
+	// Why (optional; told to the model on a denial).
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// A question's answer.
+	Answer string `protobuf:"bytes,3,opt,name=answer,proto3" json:"answer,omitempty"`
+	// Edited arguments an approval runs the call with instead of the model's (unset: as asked).
+	Arguments *structpb.Struct `protobuf:"bytes,4,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// Who responded: the user's email, "api-key:<key id>", or "system" for an expiry.
+	Responder string `protobuf:"bytes,5,opt,name=responder,proto3" json:"responder,omitempty"`
+	// When.
+	RespondedAt   *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=responded_at,json=respondedAt,proto3" json:"responded_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputResponse) Reset() {
+	*x = InputResponse{}
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputResponse) ProtoMessage() {}
+
+func (x *InputResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputResponse.ProtoReflect.Descriptor instead.
+func (*InputResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *InputResponse) GetDecision() InputDecision {
+	if x != nil {
+		return x.Decision
+	}
+	return InputDecision_INPUT_DECISION_UNSPECIFIED
+}
+
+func (x *InputResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *InputResponse) GetAnswer() string {
+	if x != nil {
+		return x.Answer
+	}
+	return ""
+}
+
+func (x *InputResponse) GetArguments() *structpb.Struct {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *InputResponse) GetResponder() string {
+	if x != nil {
+		return x.Responder
+	}
+	return ""
+}
+
+func (x *InputResponse) GetRespondedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RespondedAt
+	}
+	return nil
+}
+
+// InputRequested announces a request for a person's input (see InputRequest).
+type InputRequested struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request.
+	Request       *InputRequest `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequested) Reset() {
+	*x = InputRequested{}
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequested) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequested) ProtoMessage() {}
+
+func (x *InputRequested) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequested.ProtoReflect.Descriptor instead.
+func (*InputRequested) Descriptor() ([]byte, []int) {
+	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *InputRequested) GetRequest() *InputRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+// RunSuspended ends the stream of a run that waits for input: the run is not ended.
+type RunSuspended struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The requests it waits for (each is answered on its own; the run resumes once all are).
+	RequestIds    []string `protobuf:"bytes,1,rep,name=request_ids,json=requestIds,proto3" json:"request_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunSuspended) Reset() {
+	*x = RunSuspended{}
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunSuspended) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunSuspended) ProtoMessage() {}
+
+func (x *RunSuspended) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunSuspended.ProtoReflect.Descriptor instead.
+func (*RunSuspended) Descriptor() ([]byte, []int) {
+	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RunSuspended) GetRequestIds() []string {
+	if x != nil {
+		return x.RequestIds
+	}
+	return nil
+}
+
 var File_agentmesh_common_v1_run_proto protoreflect.FileDescriptor
 
 const file_agentmesh_common_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x1dagentmesh/common/v1/run.proto\x12\x13agentmesh.common.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17google/rpc/status.proto\"\xa1\a\n" +
+	"\x1dagentmesh/common/v1/run.proto\x12\x13agentmesh.common.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"\xbb\b\n" +
 	"\bRunEvent\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1d\n" +
 	"\n" +
@@ -1253,7 +1823,9 @@ const file_agentmesh_common_v1_run_proto_rawDesc = "" +
 	"\rrun_completed\x18\x12 \x01(\v2!.agentmesh.common.v1.RunCompletedH\x00R\frunCompleted\x12?\n" +
 	"\n" +
 	"run_failed\x18\x13 \x01(\v2\x1e.agentmesh.common.v1.RunFailedH\x00R\trunFailed\x125\n" +
-	"\x05error\x18\x14 \x01(\v2\x1d.agentmesh.common.v1.RunErrorH\x00R\x05errorB\x06\n" +
+	"\x05error\x18\x14 \x01(\v2\x1d.agentmesh.common.v1.RunErrorH\x00R\x05error\x12N\n" +
+	"\x0finput_requested\x18\x15 \x01(\v2#.agentmesh.common.v1.InputRequestedH\x00R\x0einputRequested\x12H\n" +
+	"\rrun_suspended\x18\x16 \x01(\v2!.agentmesh.common.v1.RunSuspendedH\x00R\frunSuspendedB\x06\n" +
 	"\x04kind\"{\n" +
 	"\n" +
 	"RunStarted\x12\x1d\n" +
@@ -1312,7 +1884,41 @@ const file_agentmesh_common_v1_run_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\v2\x12.google.rpc.StatusR\x06status\"<\n" +
 	"\bRunError\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage*\xa7\x02\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xec\x04\n" +
+	"\fInputRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x02 \x01(\tR\tprojectId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x15\n" +
+	"\x06run_id\x18\x04 \x01(\tR\x05runId\x12\x14\n" +
+	"\x05agent\x18\x05 \x01(\tR\x05agent\x12'\n" +
+	"\x0fdelegation_path\x18\x06 \x03(\tR\x0edelegationPath\x122\n" +
+	"\x04kind\x18\a \x01(\x0e2\x1e.agentmesh.common.v1.InputKindR\x04kind\x12\x12\n" +
+	"\x04tool\x18\b \x01(\tR\x04tool\x125\n" +
+	"\targuments\x18\t \x01(\v2\x17.google.protobuf.StructR\targuments\x12\x1a\n" +
+	"\bquestion\x18\n" +
+	" \x01(\tR\bquestion\x12\x17\n" +
+	"\acall_id\x18\v \x01(\tR\x06callId\x129\n" +
+	"\n" +
+	"created_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"expires_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12<\n" +
+	"\x05state\x18\x0e \x01(\x0e2&.agentmesh.common.v1.InputRequestStateR\x05state\x12>\n" +
+	"\bresponse\x18\x0f \x01(\v2\".agentmesh.common.v1.InputResponseR\bresponse\x12\x10\n" +
+	"\x03seq\x18\x10 \x01(\x03R\x03seq\"\x93\x02\n" +
+	"\rInputResponse\x12>\n" +
+	"\bdecision\x18\x01 \x01(\x0e2\".agentmesh.common.v1.InputDecisionR\bdecision\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06answer\x18\x03 \x01(\tR\x06answer\x125\n" +
+	"\targuments\x18\x04 \x01(\v2\x17.google.protobuf.StructR\targuments\x12\x1c\n" +
+	"\tresponder\x18\x05 \x01(\tR\tresponder\x12=\n" +
+	"\fresponded_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vrespondedAt\"M\n" +
+	"\x0eInputRequested\x12;\n" +
+	"\arequest\x18\x01 \x01(\v2!.agentmesh.common.v1.InputRequestR\arequest\"/\n" +
+	"\fRunSuspended\x12\x1f\n" +
+	"\vrequest_ids\x18\x01 \x03(\tR\n" +
+	"requestIds*\xa7\x02\n" +
 	"\x11DelegationOutcome\x12\"\n" +
 	"\x1eDELEGATION_OUTCOME_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cDELEGATION_OUTCOME_COMPLETED\x10\x01\x12\x1e\n" +
@@ -1321,7 +1927,20 @@ const file_agentmesh_common_v1_run_proto_rawDesc = "" +
 	"\x1cDELEGATION_OUTCOME_CANCELLED\x10\x04\x12\x1d\n" +
 	"\x19DELEGATION_OUTCOME_FAILED\x10\x05\x12%\n" +
 	"!DELEGATION_OUTCOME_INPUT_REQUIRED\x10\x06\x12$\n" +
-	" DELEGATION_OUTCOME_AUTH_REQUIRED\x10\aB\xda\x01\n" +
+	" DELEGATION_OUTCOME_AUTH_REQUIRED\x10\a*Y\n" +
+	"\tInputKind\x12\x1a\n" +
+	"\x16INPUT_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13INPUT_KIND_APPROVAL\x10\x01\x12\x17\n" +
+	"\x13INPUT_KIND_QUESTION\x10\x02*\x9c\x01\n" +
+	"\x11InputRequestState\x12#\n" +
+	"\x1fINPUT_REQUEST_STATE_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bINPUT_REQUEST_STATE_PENDING\x10\x01\x12 \n" +
+	"\x1cINPUT_REQUEST_STATE_ANSWERED\x10\x02\x12\x1f\n" +
+	"\x1bINPUT_REQUEST_STATE_EXPIRED\x10\x03*d\n" +
+	"\rInputDecision\x12\x1e\n" +
+	"\x1aINPUT_DECISION_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16INPUT_DECISION_APPROVE\x10\x01\x12\x17\n" +
+	"\x13INPUT_DECISION_DENY\x10\x02B\xda\x01\n" +
 	"\x17com.agentmesh.common.v1B\bRunProtoP\x01ZGgithub.com/agentmesh/agentmesh/sdks/go/gen/agentmesh/common/v1;commonv1\xa2\x02\x03ACX\xaa\x02\x13Agentmesh.Common.V1\xca\x02\x13Agentmesh\\Common\\V1\xe2\x02\x1fAgentmesh\\Common\\V1\\GPBMetadata\xea\x02\x15Agentmesh::Common::V1b\x06proto3"
 
 var (
@@ -1336,48 +1955,68 @@ func file_agentmesh_common_v1_run_proto_rawDescGZIP() []byte {
 	return file_agentmesh_common_v1_run_proto_rawDescData
 }
 
-var file_agentmesh_common_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentmesh_common_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_agentmesh_common_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_agentmesh_common_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_agentmesh_common_v1_run_proto_goTypes = []any{
-	(DelegationOutcome)(0),     // 0: agentmesh.common.v1.DelegationOutcome
-	(*RunEvent)(nil),           // 1: agentmesh.common.v1.RunEvent
-	(*RunStarted)(nil),         // 2: agentmesh.common.v1.RunStarted
-	(*StepStarted)(nil),        // 3: agentmesh.common.v1.StepStarted
-	(*TextDelta)(nil),          // 4: agentmesh.common.v1.TextDelta
-	(*ToolCall)(nil),           // 5: agentmesh.common.v1.ToolCall
-	(*ToolResult)(nil),         // 6: agentmesh.common.v1.ToolResult
-	(*DelegationRequest)(nil),  // 7: agentmesh.common.v1.DelegationRequest
-	(*DelegationResponse)(nil), // 8: agentmesh.common.v1.DelegationResponse
-	(*Escalation)(nil),         // 9: agentmesh.common.v1.Escalation
-	(*ModelSettings)(nil),      // 10: agentmesh.common.v1.ModelSettings
-	(*Usage)(nil),              // 11: agentmesh.common.v1.Usage
-	(*RunCompleted)(nil),       // 12: agentmesh.common.v1.RunCompleted
-	(*RunFailed)(nil),          // 13: agentmesh.common.v1.RunFailed
-	(*RunError)(nil),           // 14: agentmesh.common.v1.RunError
-	(*structpb.Struct)(nil),    // 15: google.protobuf.Struct
-	(*status.Status)(nil),      // 16: google.rpc.Status
+	(DelegationOutcome)(0),        // 0: agentmesh.common.v1.DelegationOutcome
+	(InputKind)(0),                // 1: agentmesh.common.v1.InputKind
+	(InputRequestState)(0),        // 2: agentmesh.common.v1.InputRequestState
+	(InputDecision)(0),            // 3: agentmesh.common.v1.InputDecision
+	(*RunEvent)(nil),              // 4: agentmesh.common.v1.RunEvent
+	(*RunStarted)(nil),            // 5: agentmesh.common.v1.RunStarted
+	(*StepStarted)(nil),           // 6: agentmesh.common.v1.StepStarted
+	(*TextDelta)(nil),             // 7: agentmesh.common.v1.TextDelta
+	(*ToolCall)(nil),              // 8: agentmesh.common.v1.ToolCall
+	(*ToolResult)(nil),            // 9: agentmesh.common.v1.ToolResult
+	(*DelegationRequest)(nil),     // 10: agentmesh.common.v1.DelegationRequest
+	(*DelegationResponse)(nil),    // 11: agentmesh.common.v1.DelegationResponse
+	(*Escalation)(nil),            // 12: agentmesh.common.v1.Escalation
+	(*ModelSettings)(nil),         // 13: agentmesh.common.v1.ModelSettings
+	(*Usage)(nil),                 // 14: agentmesh.common.v1.Usage
+	(*RunCompleted)(nil),          // 15: agentmesh.common.v1.RunCompleted
+	(*RunFailed)(nil),             // 16: agentmesh.common.v1.RunFailed
+	(*RunError)(nil),              // 17: agentmesh.common.v1.RunError
+	(*InputRequest)(nil),          // 18: agentmesh.common.v1.InputRequest
+	(*InputResponse)(nil),         // 19: agentmesh.common.v1.InputResponse
+	(*InputRequested)(nil),        // 20: agentmesh.common.v1.InputRequested
+	(*RunSuspended)(nil),          // 21: agentmesh.common.v1.RunSuspended
+	(*structpb.Struct)(nil),       // 22: google.protobuf.Struct
+	(*status.Status)(nil),         // 23: google.rpc.Status
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
 }
 var file_agentmesh_common_v1_run_proto_depIdxs = []int32{
-	2,  // 0: agentmesh.common.v1.RunEvent.run_started:type_name -> agentmesh.common.v1.RunStarted
-	3,  // 1: agentmesh.common.v1.RunEvent.step_started:type_name -> agentmesh.common.v1.StepStarted
-	4,  // 2: agentmesh.common.v1.RunEvent.text_delta:type_name -> agentmesh.common.v1.TextDelta
-	5,  // 3: agentmesh.common.v1.RunEvent.tool_call:type_name -> agentmesh.common.v1.ToolCall
-	6,  // 4: agentmesh.common.v1.RunEvent.tool_result:type_name -> agentmesh.common.v1.ToolResult
-	7,  // 5: agentmesh.common.v1.RunEvent.delegation_request:type_name -> agentmesh.common.v1.DelegationRequest
-	8,  // 6: agentmesh.common.v1.RunEvent.delegation_response:type_name -> agentmesh.common.v1.DelegationResponse
-	9,  // 7: agentmesh.common.v1.RunEvent.escalation:type_name -> agentmesh.common.v1.Escalation
-	12, // 8: agentmesh.common.v1.RunEvent.run_completed:type_name -> agentmesh.common.v1.RunCompleted
-	13, // 9: agentmesh.common.v1.RunEvent.run_failed:type_name -> agentmesh.common.v1.RunFailed
-	14, // 10: agentmesh.common.v1.RunEvent.error:type_name -> agentmesh.common.v1.RunError
-	15, // 11: agentmesh.common.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
-	0,  // 12: agentmesh.common.v1.DelegationResponse.outcome:type_name -> agentmesh.common.v1.DelegationOutcome
-	11, // 13: agentmesh.common.v1.RunCompleted.usage:type_name -> agentmesh.common.v1.Usage
-	16, // 14: agentmesh.common.v1.RunFailed.status:type_name -> google.rpc.Status
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	5,  // 0: agentmesh.common.v1.RunEvent.run_started:type_name -> agentmesh.common.v1.RunStarted
+	6,  // 1: agentmesh.common.v1.RunEvent.step_started:type_name -> agentmesh.common.v1.StepStarted
+	7,  // 2: agentmesh.common.v1.RunEvent.text_delta:type_name -> agentmesh.common.v1.TextDelta
+	8,  // 3: agentmesh.common.v1.RunEvent.tool_call:type_name -> agentmesh.common.v1.ToolCall
+	9,  // 4: agentmesh.common.v1.RunEvent.tool_result:type_name -> agentmesh.common.v1.ToolResult
+	10, // 5: agentmesh.common.v1.RunEvent.delegation_request:type_name -> agentmesh.common.v1.DelegationRequest
+	11, // 6: agentmesh.common.v1.RunEvent.delegation_response:type_name -> agentmesh.common.v1.DelegationResponse
+	12, // 7: agentmesh.common.v1.RunEvent.escalation:type_name -> agentmesh.common.v1.Escalation
+	15, // 8: agentmesh.common.v1.RunEvent.run_completed:type_name -> agentmesh.common.v1.RunCompleted
+	16, // 9: agentmesh.common.v1.RunEvent.run_failed:type_name -> agentmesh.common.v1.RunFailed
+	17, // 10: agentmesh.common.v1.RunEvent.error:type_name -> agentmesh.common.v1.RunError
+	20, // 11: agentmesh.common.v1.RunEvent.input_requested:type_name -> agentmesh.common.v1.InputRequested
+	21, // 12: agentmesh.common.v1.RunEvent.run_suspended:type_name -> agentmesh.common.v1.RunSuspended
+	22, // 13: agentmesh.common.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
+	0,  // 14: agentmesh.common.v1.DelegationResponse.outcome:type_name -> agentmesh.common.v1.DelegationOutcome
+	14, // 15: agentmesh.common.v1.RunCompleted.usage:type_name -> agentmesh.common.v1.Usage
+	23, // 16: agentmesh.common.v1.RunFailed.status:type_name -> google.rpc.Status
+	1,  // 17: agentmesh.common.v1.InputRequest.kind:type_name -> agentmesh.common.v1.InputKind
+	22, // 18: agentmesh.common.v1.InputRequest.arguments:type_name -> google.protobuf.Struct
+	24, // 19: agentmesh.common.v1.InputRequest.created_at:type_name -> google.protobuf.Timestamp
+	24, // 20: agentmesh.common.v1.InputRequest.expires_at:type_name -> google.protobuf.Timestamp
+	2,  // 21: agentmesh.common.v1.InputRequest.state:type_name -> agentmesh.common.v1.InputRequestState
+	19, // 22: agentmesh.common.v1.InputRequest.response:type_name -> agentmesh.common.v1.InputResponse
+	3,  // 23: agentmesh.common.v1.InputResponse.decision:type_name -> agentmesh.common.v1.InputDecision
+	22, // 24: agentmesh.common.v1.InputResponse.arguments:type_name -> google.protobuf.Struct
+	24, // 25: agentmesh.common.v1.InputResponse.responded_at:type_name -> google.protobuf.Timestamp
+	18, // 26: agentmesh.common.v1.InputRequested.request:type_name -> agentmesh.common.v1.InputRequest
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_common_v1_run_proto_init() }
@@ -1397,6 +2036,8 @@ func file_agentmesh_common_v1_run_proto_init() {
 		(*RunEvent_RunCompleted)(nil),
 		(*RunEvent_RunFailed)(nil),
 		(*RunEvent_Error)(nil),
+		(*RunEvent_InputRequested)(nil),
+		(*RunEvent_RunSuspended)(nil),
 	}
 	file_agentmesh_common_v1_run_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
@@ -1404,8 +2045,8 @@ func file_agentmesh_common_v1_run_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_common_v1_run_proto_rawDesc), len(file_agentmesh_common_v1_run_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   14,
+			NumEnums:      4,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -21,6 +21,65 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ToolPermission says whether an agent may call a tool on its own (`allow`), only after a
+// person approved the call (`ask`: the run suspends until then), or not at all (`deny`: nothing
+// runs and the model is told so). REST writes them `allow`, `ask`, `deny`.
+type ToolPermission int32
+
+const (
+	// Not set: no opinion (the next rule decides; with none, allow).
+	ToolPermission_TOOL_PERMISSION_UNSPECIFIED ToolPermission = 0
+	// The tool runs when the model calls it.
+	ToolPermission_TOOL_PERMISSION_ALLOW ToolPermission = 1
+	// The run asks a person first (an `input_requested` event of kind approval) and suspends.
+	ToolPermission_TOOL_PERMISSION_ASK ToolPermission = 2
+	// The tool never runs for this agent; the model is told it is not permitted.
+	ToolPermission_TOOL_PERMISSION_DENY ToolPermission = 3
+)
+
+// Enum value maps for ToolPermission.
+var (
+	ToolPermission_name = map[int32]string{
+		0: "TOOL_PERMISSION_UNSPECIFIED",
+		1: "TOOL_PERMISSION_ALLOW",
+		2: "TOOL_PERMISSION_ASK",
+		3: "TOOL_PERMISSION_DENY",
+	}
+	ToolPermission_value = map[string]int32{
+		"TOOL_PERMISSION_UNSPECIFIED": 0,
+		"TOOL_PERMISSION_ALLOW":       1,
+		"TOOL_PERMISSION_ASK":         2,
+		"TOOL_PERMISSION_DENY":        3,
+	}
+)
+
+func (x ToolPermission) Enum() *ToolPermission {
+	p := new(ToolPermission)
+	*p = x
+	return p
+}
+
+func (x ToolPermission) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ToolPermission) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentmesh_common_v1_types_proto_enumTypes[0].Descriptor()
+}
+
+func (ToolPermission) Type() protoreflect.EnumType {
+	return &file_agentmesh_common_v1_types_proto_enumTypes[0]
+}
+
+func (x ToolPermission) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ToolPermission.Descriptor instead.
+func (ToolPermission) EnumDescriptor() ([]byte, []int) {
+	return file_agentmesh_common_v1_types_proto_rawDescGZIP(), []int{0}
+}
+
 // StringList wraps a list so that "set to empty" and "not set" can be told apart.
 type StringList struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -74,7 +133,12 @@ const file_agentmesh_common_v1_types_proto_rawDesc = "" +
 	"\x1fagentmesh/common/v1/types.proto\x12\x13agentmesh.common.v1\"$\n" +
 	"\n" +
 	"StringList\x12\x16\n" +
-	"\x06values\x18\x01 \x03(\tR\x06valuesB\xdc\x01\n" +
+	"\x06values\x18\x01 \x03(\tR\x06values*\x7f\n" +
+	"\x0eToolPermission\x12\x1f\n" +
+	"\x1bTOOL_PERMISSION_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15TOOL_PERMISSION_ALLOW\x10\x01\x12\x17\n" +
+	"\x13TOOL_PERMISSION_ASK\x10\x02\x12\x18\n" +
+	"\x14TOOL_PERMISSION_DENY\x10\x03B\xdc\x01\n" +
 	"\x17com.agentmesh.common.v1B\n" +
 	"TypesProtoP\x01ZGgithub.com/agentmesh/agentmesh/sdks/go/gen/agentmesh/common/v1;commonv1\xa2\x02\x03ACX\xaa\x02\x13Agentmesh.Common.V1\xca\x02\x13Agentmesh\\Common\\V1\xe2\x02\x1fAgentmesh\\Common\\V1\\GPBMetadata\xea\x02\x15Agentmesh::Common::V1b\x06proto3"
 
@@ -90,9 +154,11 @@ func file_agentmesh_common_v1_types_proto_rawDescGZIP() []byte {
 	return file_agentmesh_common_v1_types_proto_rawDescData
 }
 
+var file_agentmesh_common_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_agentmesh_common_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
 var file_agentmesh_common_v1_types_proto_goTypes = []any{
-	(*StringList)(nil), // 0: agentmesh.common.v1.StringList
+	(ToolPermission)(0), // 0: agentmesh.common.v1.ToolPermission
+	(*StringList)(nil),  // 1: agentmesh.common.v1.StringList
 }
 var file_agentmesh_common_v1_types_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for method output_type
@@ -112,13 +178,14 @@ func file_agentmesh_common_v1_types_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_common_v1_types_proto_rawDesc), len(file_agentmesh_common_v1_types_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   1,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_agentmesh_common_v1_types_proto_goTypes,
 		DependencyIndexes: file_agentmesh_common_v1_types_proto_depIdxs,
+		EnumInfos:         file_agentmesh_common_v1_types_proto_enumTypes,
 		MessageInfos:      file_agentmesh_common_v1_types_proto_msgTypes,
 	}.Build()
 	File_agentmesh_common_v1_types_proto = out.File

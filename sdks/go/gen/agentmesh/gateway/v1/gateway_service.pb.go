@@ -453,6 +453,116 @@ func (x *ResetSessionResponse) GetReleasedAgents() int64 {
 	return 0
 }
 
+// RespondToInputRequest is the input of RespondToInput.
+type RespondToInputRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The request for input.
+	Id string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// The response (see RegistryService.RespondToInputRequest).
+	Response      *v1.InputResponse `protobuf:"bytes,3,opt,name=response,proto3" json:"response,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RespondToInputRequest) Reset() {
+	*x = RespondToInputRequest{}
+	mi := &file_agentmesh_gateway_v1_gateway_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RespondToInputRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RespondToInputRequest) ProtoMessage() {}
+
+func (x *RespondToInputRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_gateway_v1_gateway_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RespondToInputRequest.ProtoReflect.Descriptor instead.
+func (*RespondToInputRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_gateway_v1_gateway_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RespondToInputRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *RespondToInputRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RespondToInputRequest) GetResponse() *v1.InputResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+// RespondToInputResponse is one streamed message of RespondToInput: one step of the resumed run.
+type RespondToInputResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The step.
+	Event         *v1.RunEvent `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RespondToInputResponse) Reset() {
+	*x = RespondToInputResponse{}
+	mi := &file_agentmesh_gateway_v1_gateway_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RespondToInputResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RespondToInputResponse) ProtoMessage() {}
+
+func (x *RespondToInputResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_gateway_v1_gateway_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RespondToInputResponse.ProtoReflect.Descriptor instead.
+func (*RespondToInputResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_gateway_v1_gateway_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RespondToInputResponse) GetEvent() *v1.RunEvent {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
 var File_agentmesh_gateway_v1_gateway_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_gateway_v1_gateway_service_proto_rawDesc = "" +
@@ -490,12 +600,20 @@ const file_agentmesh_gateway_v1_gateway_service_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\"?\n" +
 	"\x14ResetSessionResponse\x12'\n" +
-	"\x0freleased_agents\x18\x01 \x01(\x03R\x0ereleasedAgents2\xa9\x02\n" +
+	"\x0freleased_agents\x18\x01 \x01(\x03R\x0ereleasedAgents\"\x86\x01\n" +
+	"\x15RespondToInputRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12>\n" +
+	"\bresponse\x18\x03 \x01(\v2\".agentmesh.common.v1.InputResponseR\bresponse\"M\n" +
+	"\x16RespondToInputResponse\x123\n" +
+	"\x05event\x18\x01 \x01(\v2\x1d.agentmesh.common.v1.RunEventR\x05event2\x98\x03\n" +
 	"\x0eGatewayService\x12M\n" +
 	"\x04Chat\x12!.agentmesh.gateway.v1.ChatRequest\x1a\".agentmesh.gateway.v1.ChatResponse\x12a\n" +
 	"\n" +
 	"StreamChat\x12'.agentmesh.gateway.v1.StreamChatRequest\x1a(.agentmesh.gateway.v1.StreamChatResponse0\x01\x12e\n" +
-	"\fResetSession\x12).agentmesh.gateway.v1.ResetSessionRequest\x1a*.agentmesh.gateway.v1.ResetSessionResponseB\xec\x01\n" +
+	"\fResetSession\x12).agentmesh.gateway.v1.ResetSessionRequest\x1a*.agentmesh.gateway.v1.ResetSessionResponse\x12m\n" +
+	"\x0eRespondToInput\x12+.agentmesh.gateway.v1.RespondToInputRequest\x1a,.agentmesh.gateway.v1.RespondToInputResponse0\x01B\xec\x01\n" +
 	"\x18com.agentmesh.gateway.v1B\x13GatewayServiceProtoP\x01ZIgithub.com/agentmesh/agentmesh/sdks/go/gen/agentmesh/gateway/v1;gatewayv1\xa2\x02\x03AGX\xaa\x02\x14Agentmesh.Gateway.V1\xca\x02\x14Agentmesh\\Gateway\\V1\xe2\x02 Agentmesh\\Gateway\\V1\\GPBMetadata\xea\x02\x16Agentmesh::Gateway::V1b\x06proto3"
 
 var (
@@ -510,35 +628,42 @@ func file_agentmesh_gateway_v1_gateway_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_gateway_v1_gateway_service_proto_rawDescData
 }
 
-var file_agentmesh_gateway_v1_gateway_service_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_agentmesh_gateway_v1_gateway_service_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_agentmesh_gateway_v1_gateway_service_proto_goTypes = []any{
-	(*ChatRequest)(nil),          // 0: agentmesh.gateway.v1.ChatRequest
-	(*ChatResponse)(nil),         // 1: agentmesh.gateway.v1.ChatResponse
-	(*StreamChatRequest)(nil),    // 2: agentmesh.gateway.v1.StreamChatRequest
-	(*StreamChatResponse)(nil),   // 3: agentmesh.gateway.v1.StreamChatResponse
-	(*ResetSessionRequest)(nil),  // 4: agentmesh.gateway.v1.ResetSessionRequest
-	(*ResetSessionResponse)(nil), // 5: agentmesh.gateway.v1.ResetSessionResponse
-	(*v1.ModelSettings)(nil),     // 6: agentmesh.common.v1.ModelSettings
-	(*v1.Usage)(nil),             // 7: agentmesh.common.v1.Usage
-	(*v1.RunEvent)(nil),          // 8: agentmesh.common.v1.RunEvent
+	(*ChatRequest)(nil),            // 0: agentmesh.gateway.v1.ChatRequest
+	(*ChatResponse)(nil),           // 1: agentmesh.gateway.v1.ChatResponse
+	(*StreamChatRequest)(nil),      // 2: agentmesh.gateway.v1.StreamChatRequest
+	(*StreamChatResponse)(nil),     // 3: agentmesh.gateway.v1.StreamChatResponse
+	(*ResetSessionRequest)(nil),    // 4: agentmesh.gateway.v1.ResetSessionRequest
+	(*ResetSessionResponse)(nil),   // 5: agentmesh.gateway.v1.ResetSessionResponse
+	(*RespondToInputRequest)(nil),  // 6: agentmesh.gateway.v1.RespondToInputRequest
+	(*RespondToInputResponse)(nil), // 7: agentmesh.gateway.v1.RespondToInputResponse
+	(*v1.ModelSettings)(nil),       // 8: agentmesh.common.v1.ModelSettings
+	(*v1.Usage)(nil),               // 9: agentmesh.common.v1.Usage
+	(*v1.RunEvent)(nil),            // 10: agentmesh.common.v1.RunEvent
+	(*v1.InputResponse)(nil),       // 11: agentmesh.common.v1.InputResponse
 }
 var file_agentmesh_gateway_v1_gateway_service_proto_depIdxs = []int32{
-	6, // 0: agentmesh.gateway.v1.ChatRequest.model_settings:type_name -> agentmesh.common.v1.ModelSettings
-	7, // 1: agentmesh.gateway.v1.ChatResponse.usage:type_name -> agentmesh.common.v1.Usage
-	6, // 2: agentmesh.gateway.v1.StreamChatRequest.model_settings:type_name -> agentmesh.common.v1.ModelSettings
-	8, // 3: agentmesh.gateway.v1.StreamChatResponse.event:type_name -> agentmesh.common.v1.RunEvent
-	8, // 4: agentmesh.gateway.v1.StreamChatResponse.events:type_name -> agentmesh.common.v1.RunEvent
-	0, // 5: agentmesh.gateway.v1.GatewayService.Chat:input_type -> agentmesh.gateway.v1.ChatRequest
-	2, // 6: agentmesh.gateway.v1.GatewayService.StreamChat:input_type -> agentmesh.gateway.v1.StreamChatRequest
-	4, // 7: agentmesh.gateway.v1.GatewayService.ResetSession:input_type -> agentmesh.gateway.v1.ResetSessionRequest
-	1, // 8: agentmesh.gateway.v1.GatewayService.Chat:output_type -> agentmesh.gateway.v1.ChatResponse
-	3, // 9: agentmesh.gateway.v1.GatewayService.StreamChat:output_type -> agentmesh.gateway.v1.StreamChatResponse
-	5, // 10: agentmesh.gateway.v1.GatewayService.ResetSession:output_type -> agentmesh.gateway.v1.ResetSessionResponse
-	8, // [8:11] is the sub-list for method output_type
-	5, // [5:8] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	8,  // 0: agentmesh.gateway.v1.ChatRequest.model_settings:type_name -> agentmesh.common.v1.ModelSettings
+	9,  // 1: agentmesh.gateway.v1.ChatResponse.usage:type_name -> agentmesh.common.v1.Usage
+	8,  // 2: agentmesh.gateway.v1.StreamChatRequest.model_settings:type_name -> agentmesh.common.v1.ModelSettings
+	10, // 3: agentmesh.gateway.v1.StreamChatResponse.event:type_name -> agentmesh.common.v1.RunEvent
+	10, // 4: agentmesh.gateway.v1.StreamChatResponse.events:type_name -> agentmesh.common.v1.RunEvent
+	11, // 5: agentmesh.gateway.v1.RespondToInputRequest.response:type_name -> agentmesh.common.v1.InputResponse
+	10, // 6: agentmesh.gateway.v1.RespondToInputResponse.event:type_name -> agentmesh.common.v1.RunEvent
+	0,  // 7: agentmesh.gateway.v1.GatewayService.Chat:input_type -> agentmesh.gateway.v1.ChatRequest
+	2,  // 8: agentmesh.gateway.v1.GatewayService.StreamChat:input_type -> agentmesh.gateway.v1.StreamChatRequest
+	4,  // 9: agentmesh.gateway.v1.GatewayService.ResetSession:input_type -> agentmesh.gateway.v1.ResetSessionRequest
+	6,  // 10: agentmesh.gateway.v1.GatewayService.RespondToInput:input_type -> agentmesh.gateway.v1.RespondToInputRequest
+	1,  // 11: agentmesh.gateway.v1.GatewayService.Chat:output_type -> agentmesh.gateway.v1.ChatResponse
+	3,  // 12: agentmesh.gateway.v1.GatewayService.StreamChat:output_type -> agentmesh.gateway.v1.StreamChatResponse
+	5,  // 13: agentmesh.gateway.v1.GatewayService.ResetSession:output_type -> agentmesh.gateway.v1.ResetSessionResponse
+	7,  // 14: agentmesh.gateway.v1.GatewayService.RespondToInput:output_type -> agentmesh.gateway.v1.RespondToInputResponse
+	11, // [11:15] is the sub-list for method output_type
+	7,  // [7:11] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_gateway_v1_gateway_service_proto_init() }
@@ -552,7 +677,7 @@ func file_agentmesh_gateway_v1_gateway_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_gateway_v1_gateway_service_proto_rawDesc), len(file_agentmesh_gateway_v1_gateway_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,9 +19,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	GatewayService_Chat_FullMethodName         = "/agentmesh.gateway.v1.GatewayService/Chat"
-	GatewayService_StreamChat_FullMethodName   = "/agentmesh.gateway.v1.GatewayService/StreamChat"
-	GatewayService_ResetSession_FullMethodName = "/agentmesh.gateway.v1.GatewayService/ResetSession"
+	GatewayService_Chat_FullMethodName           = "/agentmesh.gateway.v1.GatewayService/Chat"
+	GatewayService_StreamChat_FullMethodName     = "/agentmesh.gateway.v1.GatewayService/StreamChat"
+	GatewayService_ResetSession_FullMethodName   = "/agentmesh.gateway.v1.GatewayService/ResetSession"
+	GatewayService_RespondToInput_FullMethodName = "/agentmesh.gateway.v1.GatewayService/RespondToInput"
 )
 
 // GatewayServiceClient is the client API for GatewayService service.
@@ -50,6 +51,11 @@ type GatewayServiceClient interface {
 	// the next message builds them afresh. The events recorded in memory stay. NOT_FOUND when the
 	// session is not one of the project's.
 	ResetSession(ctx context.Context, in *ResetSessionRequest, opts ...grpc.CallOption) (*ResetSessionResponse, error)
+	// Responds to a suspended run's request for input (as RegistryService.RespondToInputRequest,
+	// with its errors), then streams the resumed run from the request's event on, as StreamChat
+	// streams a run: until its `run_completed` or `run_failed`, or `run_suspended` when it asks
+	// again. A run with another request still pending streams nothing after the response.
+	RespondToInput(ctx context.Context, in *RespondToInputRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RespondToInputResponse], error)
 }
 
 type gatewayServiceClient struct {
@@ -99,6 +105,25 @@ func (c *gatewayServiceClient) ResetSession(ctx context.Context, in *ResetSessio
 	return out, nil
 }
 
+func (c *gatewayServiceClient) RespondToInput(ctx context.Context, in *RespondToInputRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RespondToInputResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &GatewayService_ServiceDesc.Streams[1], GatewayService_RespondToInput_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[RespondToInputRequest, RespondToInputResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type GatewayService_RespondToInputClient = grpc.ServerStreamingClient[RespondToInputResponse]
+
 // GatewayServiceServer is the server API for GatewayService service.
 // All implementations must embed UnimplementedGatewayServiceServer
 // for forward compatibility.
@@ -125,6 +150,11 @@ type GatewayServiceServer interface {
 	// the next message builds them afresh. The events recorded in memory stay. NOT_FOUND when the
 	// session is not one of the project's.
 	ResetSession(context.Context, *ResetSessionRequest) (*ResetSessionResponse, error)
+	// Responds to a suspended run's request for input (as RegistryService.RespondToInputRequest,
+	// with its errors), then streams the resumed run from the request's event on, as StreamChat
+	// streams a run: until its `run_completed` or `run_failed`, or `run_suspended` when it asks
+	// again. A run with another request still pending streams nothing after the response.
+	RespondToInput(*RespondToInputRequest, grpc.ServerStreamingServer[RespondToInputResponse]) error
 	mustEmbedUnimplementedGatewayServiceServer()
 }
 
@@ -143,6 +173,9 @@ func (UnimplementedGatewayServiceServer) StreamChat(*StreamChatRequest, grpc.Ser
 }
 func (UnimplementedGatewayServiceServer) ResetSession(context.Context, *ResetSessionRequest) (*ResetSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResetSession not implemented")
+}
+func (UnimplementedGatewayServiceServer) RespondToInput(*RespondToInputRequest, grpc.ServerStreamingServer[RespondToInputResponse]) error {
+	return status.Error(codes.Unimplemented, "method RespondToInput not implemented")
 }
 func (UnimplementedGatewayServiceServer) mustEmbedUnimplementedGatewayServiceServer() {}
 func (UnimplementedGatewayServiceServer) testEmbeddedByValue()                        {}
@@ -212,6 +245,17 @@ func _GatewayService_ResetSession_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GatewayService_RespondToInput_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(RespondToInputRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(GatewayServiceServer).RespondToInput(m, &grpc.GenericServerStream[RespondToInputRequest, RespondToInputResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type GatewayService_RespondToInputServer = grpc.ServerStreamingServer[RespondToInputResponse]
+
 // GatewayService_ServiceDesc is the grpc.ServiceDesc for GatewayService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -232,6 +276,11 @@ var GatewayService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "StreamChat",
 			Handler:       _GatewayService_StreamChat_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "RespondToInput",
+			Handler:       _GatewayService_RespondToInput_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -48,21 +48,32 @@ const (
 	EventType_EVENT_TYPE_ESCALATION EventType = 8
 	// Something went wrong.
 	EventType_EVENT_TYPE_ERROR EventType = 9
+	// A run asks a person for input and suspends. Content: JSON `{"request_id", "kind"
+	// ("approval" or "question"), "tool", "arguments", "question", "delegation_path",
+	// "expires_at"}`; metadata `request_id`, `call_id`, `kind`.
+	EventType_EVENT_TYPE_INPUT_REQUESTED EventType = 10
+	// The one response to a request for input, recorded by the resumed run before it goes on.
+	// Content: JSON `{"request_id", "decision" ("approve", "deny" or "" for an answer), "answer",
+	// "reason", "arguments" (edited, when given), "responder", "expired"}`; metadata `request_id`,
+	// `call_id`.
+	EventType_EVENT_TYPE_INPUT_RECEIVED EventType = 11
 )
 
 // Enum value maps for EventType.
 var (
 	EventType_name = map[int32]string{
-		0: "EVENT_TYPE_UNSPECIFIED",
-		1: "EVENT_TYPE_USER_MESSAGE",
-		2: "EVENT_TYPE_AGENT_RESPONSE",
-		3: "EVENT_TYPE_TOOL_CALL",
-		4: "EVENT_TYPE_TOOL_RESULT",
-		5: "EVENT_TYPE_DELEGATION_REQUEST",
-		6: "EVENT_TYPE_DELEGATION_RESPONSE",
-		7: "EVENT_TYPE_TASK_DELEGATION_RECEIVED",
-		8: "EVENT_TYPE_ESCALATION",
-		9: "EVENT_TYPE_ERROR",
+		0:  "EVENT_TYPE_UNSPECIFIED",
+		1:  "EVENT_TYPE_USER_MESSAGE",
+		2:  "EVENT_TYPE_AGENT_RESPONSE",
+		3:  "EVENT_TYPE_TOOL_CALL",
+		4:  "EVENT_TYPE_TOOL_RESULT",
+		5:  "EVENT_TYPE_DELEGATION_REQUEST",
+		6:  "EVENT_TYPE_DELEGATION_RESPONSE",
+		7:  "EVENT_TYPE_TASK_DELEGATION_RECEIVED",
+		8:  "EVENT_TYPE_ESCALATION",
+		9:  "EVENT_TYPE_ERROR",
+		10: "EVENT_TYPE_INPUT_REQUESTED",
+		11: "EVENT_TYPE_INPUT_RECEIVED",
 	}
 	EventType_value = map[string]int32{
 		"EVENT_TYPE_UNSPECIFIED":              0,
@@ -75,6 +86,8 @@ var (
 		"EVENT_TYPE_TASK_DELEGATION_RECEIVED": 7,
 		"EVENT_TYPE_ESCALATION":               8,
 		"EVENT_TYPE_ERROR":                    9,
+		"EVENT_TYPE_INPUT_REQUESTED":          10,
+		"EVENT_TYPE_INPUT_RECEIVED":           11,
 	}
 )
 
@@ -544,7 +557,7 @@ const file_agentmesh_memory_v1_resources_proto_rawDesc = "" +
 	"\n" +
 	"project_id\x18\x01 \x01(\tR\tprojectId\x12&\n" +
 	"\x0fmax_age_seconds\x18\x02 \x01(\x03R\rmaxAgeSeconds\x123\n" +
-	"\x16max_events_per_session\x18\x03 \x01(\x03R\x13maxEventsPerSession*\xba\x02\n" +
+	"\x16max_events_per_session\x18\x03 \x01(\x03R\x13maxEventsPerSession*\xf9\x02\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17EVENT_TYPE_USER_MESSAGE\x10\x01\x12\x1d\n" +
@@ -555,7 +568,10 @@ const file_agentmesh_memory_v1_resources_proto_rawDesc = "" +
 	"\x1eEVENT_TYPE_DELEGATION_RESPONSE\x10\x06\x12'\n" +
 	"#EVENT_TYPE_TASK_DELEGATION_RECEIVED\x10\a\x12\x19\n" +
 	"\x15EVENT_TYPE_ESCALATION\x10\b\x12\x14\n" +
-	"\x10EVENT_TYPE_ERROR\x10\t*\x83\x01\n" +
+	"\x10EVENT_TYPE_ERROR\x10\t\x12\x1e\n" +
+	"\x1aEVENT_TYPE_INPUT_REQUESTED\x10\n" +
+	"\x12\x1d\n" +
+	"\x19EVENT_TYPE_INPUT_RECEIVED\x10\v*\x83\x01\n" +
 	"\bRunState\x12\x19\n" +
 	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11RUN_STATE_RUNNING\x10\x01\x12\x16\n" +

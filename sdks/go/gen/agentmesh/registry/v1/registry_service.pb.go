@@ -7,6 +7,7 @@
 package registryv1
 
 import (
+	v1 "github.com/agentmesh/agentmesh/sdks/go/gen/agentmesh/common/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
@@ -4158,11 +4159,360 @@ func (*DeleteRemoteAgentResponse) Descriptor() ([]byte, []int) {
 	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{76}
 }
 
+// ListInputRequestsRequest is the input of ListInputRequests.
+type ListInputRequestsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// Only this session's (optional).
+	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Only requests in this state (unset: pending).
+	State v1.InputRequestState `protobuf:"varint,3,opt,name=state,proto3,enum=agentmesh.common.v1.InputRequestState" json:"state,omitempty"`
+	// At most this many (default 50, at most 1000).
+	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Token from a previous response.
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListInputRequestsRequest) Reset() {
+	*x = ListInputRequestsRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListInputRequestsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListInputRequestsRequest) ProtoMessage() {}
+
+func (x *ListInputRequestsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListInputRequestsRequest.ProtoReflect.Descriptor instead.
+func (*ListInputRequestsRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *ListInputRequestsRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *ListInputRequestsRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ListInputRequestsRequest) GetState() v1.InputRequestState {
+	if x != nil {
+		return x.State
+	}
+	return v1.InputRequestState(0)
+}
+
+func (x *ListInputRequestsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListInputRequestsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListInputRequestsResponse is the output of ListInputRequests.
+type ListInputRequestsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The page, oldest first.
+	InputRequests []*v1.InputRequest `protobuf:"bytes,1,rep,name=input_requests,json=inputRequests,proto3" json:"input_requests,omitempty"`
+	// Token for the next page; empty on the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListInputRequestsResponse) Reset() {
+	*x = ListInputRequestsResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListInputRequestsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListInputRequestsResponse) ProtoMessage() {}
+
+func (x *ListInputRequestsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListInputRequestsResponse.ProtoReflect.Descriptor instead.
+func (*ListInputRequestsResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *ListInputRequestsResponse) GetInputRequests() []*v1.InputRequest {
+	if x != nil {
+		return x.InputRequests
+	}
+	return nil
+}
+
+func (x *ListInputRequestsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// GetInputRequestRequest is the input of GetInputRequest.
+type GetInputRequestRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// Identifier.
+	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetInputRequestRequest) Reset() {
+	*x = GetInputRequestRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetInputRequestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetInputRequestRequest) ProtoMessage() {}
+
+func (x *GetInputRequestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetInputRequestRequest.ProtoReflect.Descriptor instead.
+func (*GetInputRequestRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *GetInputRequestRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *GetInputRequestRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// GetInputRequestResponse is the output of GetInputRequest.
+type GetInputRequestResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request.
+	InputRequest  *v1.InputRequest `protobuf:"bytes,1,opt,name=input_request,json=inputRequest,proto3" json:"input_request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetInputRequestResponse) Reset() {
+	*x = GetInputRequestResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetInputRequestResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetInputRequestResponse) ProtoMessage() {}
+
+func (x *GetInputRequestResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetInputRequestResponse.ProtoReflect.Descriptor instead.
+func (*GetInputRequestResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *GetInputRequestResponse) GetInputRequest() *v1.InputRequest {
+	if x != nil {
+		return x.InputRequest
+	}
+	return nil
+}
+
+// RespondToInputRequestRequest is the input of RespondToInputRequest.
+type RespondToInputRequestRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The request.
+	Id string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// The response: `decision` (and optionally `reason`, and `arguments` to run an approved call
+	// with edited arguments) for an approval, `answer` for a question.
+	Response      *v1.InputResponse `protobuf:"bytes,3,opt,name=response,proto3" json:"response,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RespondToInputRequestRequest) Reset() {
+	*x = RespondToInputRequestRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RespondToInputRequestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RespondToInputRequestRequest) ProtoMessage() {}
+
+func (x *RespondToInputRequestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RespondToInputRequestRequest.ProtoReflect.Descriptor instead.
+func (*RespondToInputRequestRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *RespondToInputRequestRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *RespondToInputRequestRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RespondToInputRequestRequest) GetResponse() *v1.InputResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+// RespondToInputRequestResponse is the output of RespondToInputRequest.
+type RespondToInputRequestResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request, answered.
+	InputRequest  *v1.InputRequest `protobuf:"bytes,1,opt,name=input_request,json=inputRequest,proto3" json:"input_request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RespondToInputRequestResponse) Reset() {
+	*x = RespondToInputRequestResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RespondToInputRequestResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RespondToInputRequestResponse) ProtoMessage() {}
+
+func (x *RespondToInputRequestResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RespondToInputRequestResponse.ProtoReflect.Descriptor instead.
+func (*RespondToInputRequestResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *RespondToInputRequestResponse) GetInputRequest() *v1.InputRequest {
+	if x != nil {
+		return x.InputRequest
+	}
+	return nil
+}
+
 var File_agentmesh_registry_v1_registry_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\n" +
-	",agentmesh/registry/v1/registry_service.proto\x12\x15agentmesh.registry.v1\x1a%agentmesh/registry/v1/resources.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\x01\n" +
+	",agentmesh/registry/v1/registry_service.proto\x12\x15agentmesh.registry.v1\x1a\x1dagentmesh/common/v1/run.proto\x1a%agentmesh/registry/v1/resources.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\x01\n" +
 	"\x13RegisterUserRequest\x12\x14\n" +
 	"\x05email\x18\x01 \x01(\tR\x05email\x12\x1a\n" +
 	"\bpassword\x18\x02 \x01(\tR\bpassword\x12\x1d\n" +
@@ -4432,7 +4782,32 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\n" +
 	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\"\x1b\n" +
-	"\x19DeleteRemoteAgentResponse2\x87 \n" +
+	"\x19DeleteRemoteAgentResponse\"\xd2\x01\n" +
+	"\x18ListInputRequestsRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12<\n" +
+	"\x05state\x18\x03 \x01(\x0e2&.agentmesh.common.v1.InputRequestStateR\x05state\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"\x8d\x01\n" +
+	"\x19ListInputRequestsResponse\x12H\n" +
+	"\x0einput_requests\x18\x01 \x03(\v2!.agentmesh.common.v1.InputRequestR\rinputRequests\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"G\n" +
+	"\x16GetInputRequestRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"a\n" +
+	"\x17GetInputRequestResponse\x12F\n" +
+	"\rinput_request\x18\x01 \x01(\v2!.agentmesh.common.v1.InputRequestR\finputRequest\"\x8d\x01\n" +
+	"\x1cRespondToInputRequestRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12>\n" +
+	"\bresponse\x18\x03 \x01(\v2\".agentmesh.common.v1.InputResponseR\bresponse\"g\n" +
+	"\x1dRespondToInputRequestResponse\x12F\n" +
+	"\rinput_request\x18\x01 \x01(\v2!.agentmesh.common.v1.InputRequestR\finputRequest2\xf6\"\n" +
 	"\x0fRegistryService\x12g\n" +
 	"\fRegisterUser\x12*.agentmesh.registry.v1.RegisterUserRequest\x1a+.agentmesh.registry.v1.RegisterUserResponse\x12R\n" +
 	"\x05Login\x12#.agentmesh.registry.v1.LoginRequest\x1a$.agentmesh.registry.v1.LoginResponse\x12j\n" +
@@ -4476,7 +4851,10 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x0eGetRemoteAgent\x12,.agentmesh.registry.v1.GetRemoteAgentRequest\x1a-.agentmesh.registry.v1.GetRemoteAgentResponse\x12s\n" +
 	"\x10ListRemoteAgents\x12..agentmesh.registry.v1.ListRemoteAgentsRequest\x1a/.agentmesh.registry.v1.ListRemoteAgentsResponse\x12v\n" +
 	"\x11UpdateRemoteAgent\x12/.agentmesh.registry.v1.UpdateRemoteAgentRequest\x1a0.agentmesh.registry.v1.UpdateRemoteAgentResponse\x12v\n" +
-	"\x11DeleteRemoteAgent\x12/.agentmesh.registry.v1.DeleteRemoteAgentRequest\x1a0.agentmesh.registry.v1.DeleteRemoteAgentResponseB\xf4\x01\n" +
+	"\x11DeleteRemoteAgent\x12/.agentmesh.registry.v1.DeleteRemoteAgentRequest\x1a0.agentmesh.registry.v1.DeleteRemoteAgentResponse\x12v\n" +
+	"\x11ListInputRequests\x12/.agentmesh.registry.v1.ListInputRequestsRequest\x1a0.agentmesh.registry.v1.ListInputRequestsResponse\x12p\n" +
+	"\x0fGetInputRequest\x12-.agentmesh.registry.v1.GetInputRequestRequest\x1a..agentmesh.registry.v1.GetInputRequestResponse\x12\x82\x01\n" +
+	"\x15RespondToInputRequest\x123.agentmesh.registry.v1.RespondToInputRequestRequest\x1a4.agentmesh.registry.v1.RespondToInputRequestResponseB\xf4\x01\n" +
 	"\x19com.agentmesh.registry.v1B\x14RegistryServiceProtoP\x01ZKgithub.com/agentmesh/agentmesh/sdks/go/gen/agentmesh/registry/v1;registryv1\xa2\x02\x03ARX\xaa\x02\x15Agentmesh.Registry.V1\xca\x02\x15Agentmesh\\Registry\\V1\xe2\x02!Agentmesh\\Registry\\V1\\GPBMetadata\xea\x02\x17Agentmesh::Registry::V1b\x06proto3"
 
 var (
@@ -4491,225 +4869,245 @@ func file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_registry_v1_registry_service_proto_rawDescData
 }
 
-var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
+var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
 var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
-	(*RegisterUserRequest)(nil),        // 0: agentmesh.registry.v1.RegisterUserRequest
-	(*RegisterUserResponse)(nil),       // 1: agentmesh.registry.v1.RegisterUserResponse
-	(*LoginRequest)(nil),               // 2: agentmesh.registry.v1.LoginRequest
-	(*Tokens)(nil),                     // 3: agentmesh.registry.v1.Tokens
-	(*LoginResponse)(nil),              // 4: agentmesh.registry.v1.LoginResponse
-	(*RefreshTokensRequest)(nil),       // 5: agentmesh.registry.v1.RefreshTokensRequest
-	(*RefreshTokensResponse)(nil),      // 6: agentmesh.registry.v1.RefreshTokensResponse
-	(*RevokeRefreshTokenRequest)(nil),  // 7: agentmesh.registry.v1.RevokeRefreshTokenRequest
-	(*RevokeRefreshTokenResponse)(nil), // 8: agentmesh.registry.v1.RevokeRefreshTokenResponse
-	(*GetCurrentUserRequest)(nil),      // 9: agentmesh.registry.v1.GetCurrentUserRequest
-	(*GetCurrentUserResponse)(nil),     // 10: agentmesh.registry.v1.GetCurrentUserResponse
-	(*CreateUserRequest)(nil),          // 11: agentmesh.registry.v1.CreateUserRequest
-	(*CreateUserResponse)(nil),         // 12: agentmesh.registry.v1.CreateUserResponse
-	(*UpdateUserRequest)(nil),          // 13: agentmesh.registry.v1.UpdateUserRequest
-	(*UpdateUserResponse)(nil),         // 14: agentmesh.registry.v1.UpdateUserResponse
-	(*CreateApiKeyRequest)(nil),        // 15: agentmesh.registry.v1.CreateApiKeyRequest
-	(*CreateApiKeyResponse)(nil),       // 16: agentmesh.registry.v1.CreateApiKeyResponse
-	(*ListApiKeysRequest)(nil),         // 17: agentmesh.registry.v1.ListApiKeysRequest
-	(*ListApiKeysResponse)(nil),        // 18: agentmesh.registry.v1.ListApiKeysResponse
-	(*RevokeApiKeyRequest)(nil),        // 19: agentmesh.registry.v1.RevokeApiKeyRequest
-	(*RevokeApiKeyResponse)(nil),       // 20: agentmesh.registry.v1.RevokeApiKeyResponse
-	(*CreateAgentTypeRequest)(nil),     // 21: agentmesh.registry.v1.CreateAgentTypeRequest
-	(*CreateAgentTypeResponse)(nil),    // 22: agentmesh.registry.v1.CreateAgentTypeResponse
-	(*GetAgentTypeRequest)(nil),        // 23: agentmesh.registry.v1.GetAgentTypeRequest
-	(*GetAgentTypeResponse)(nil),       // 24: agentmesh.registry.v1.GetAgentTypeResponse
-	(*ListAgentTypesRequest)(nil),      // 25: agentmesh.registry.v1.ListAgentTypesRequest
-	(*ListAgentTypesResponse)(nil),     // 26: agentmesh.registry.v1.ListAgentTypesResponse
-	(*UpdateAgentTypeRequest)(nil),     // 27: agentmesh.registry.v1.UpdateAgentTypeRequest
-	(*UpdateAgentTypeResponse)(nil),    // 28: agentmesh.registry.v1.UpdateAgentTypeResponse
-	(*DeleteAgentTypeRequest)(nil),     // 29: agentmesh.registry.v1.DeleteAgentTypeRequest
-	(*DeleteAgentTypeResponse)(nil),    // 30: agentmesh.registry.v1.DeleteAgentTypeResponse
-	(*CreateProjectRequest)(nil),       // 31: agentmesh.registry.v1.CreateProjectRequest
-	(*CreateProjectResponse)(nil),      // 32: agentmesh.registry.v1.CreateProjectResponse
-	(*GetProjectRequest)(nil),          // 33: agentmesh.registry.v1.GetProjectRequest
-	(*GetProjectResponse)(nil),         // 34: agentmesh.registry.v1.GetProjectResponse
-	(*ListProjectsRequest)(nil),        // 35: agentmesh.registry.v1.ListProjectsRequest
-	(*ListProjectsResponse)(nil),       // 36: agentmesh.registry.v1.ListProjectsResponse
-	(*UpdateProjectRequest)(nil),       // 37: agentmesh.registry.v1.UpdateProjectRequest
-	(*UpdateProjectResponse)(nil),      // 38: agentmesh.registry.v1.UpdateProjectResponse
-	(*DeleteProjectRequest)(nil),       // 39: agentmesh.registry.v1.DeleteProjectRequest
-	(*DeleteProjectResponse)(nil),      // 40: agentmesh.registry.v1.DeleteProjectResponse
-	(*CreateAgentRequest)(nil),         // 41: agentmesh.registry.v1.CreateAgentRequest
-	(*CreateAgentResponse)(nil),        // 42: agentmesh.registry.v1.CreateAgentResponse
-	(*GetAgentRequest)(nil),            // 43: agentmesh.registry.v1.GetAgentRequest
-	(*GetAgentResponse)(nil),           // 44: agentmesh.registry.v1.GetAgentResponse
-	(*ListAgentsRequest)(nil),          // 45: agentmesh.registry.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),         // 46: agentmesh.registry.v1.ListAgentsResponse
-	(*UpdateAgentRequest)(nil),         // 47: agentmesh.registry.v1.UpdateAgentRequest
-	(*UpdateAgentResponse)(nil),        // 48: agentmesh.registry.v1.UpdateAgentResponse
-	(*PauseAgentRequest)(nil),          // 49: agentmesh.registry.v1.PauseAgentRequest
-	(*PauseAgentResponse)(nil),         // 50: agentmesh.registry.v1.PauseAgentResponse
-	(*ResumeAgentRequest)(nil),         // 51: agentmesh.registry.v1.ResumeAgentRequest
-	(*ResumeAgentResponse)(nil),        // 52: agentmesh.registry.v1.ResumeAgentResponse
-	(*DeleteAgentRequest)(nil),         // 53: agentmesh.registry.v1.DeleteAgentRequest
-	(*DeleteAgentResponse)(nil),        // 54: agentmesh.registry.v1.DeleteAgentResponse
-	(*GetAgentMetricsRequest)(nil),     // 55: agentmesh.registry.v1.GetAgentMetricsRequest
-	(*GetAgentMetricsResponse)(nil),    // 56: agentmesh.registry.v1.GetAgentMetricsResponse
-	(*CreateMcpServerRequest)(nil),     // 57: agentmesh.registry.v1.CreateMcpServerRequest
-	(*CreateMcpServerResponse)(nil),    // 58: agentmesh.registry.v1.CreateMcpServerResponse
-	(*GetMcpServerRequest)(nil),        // 59: agentmesh.registry.v1.GetMcpServerRequest
-	(*GetMcpServerResponse)(nil),       // 60: agentmesh.registry.v1.GetMcpServerResponse
-	(*ListMcpServersRequest)(nil),      // 61: agentmesh.registry.v1.ListMcpServersRequest
-	(*ListMcpServersResponse)(nil),     // 62: agentmesh.registry.v1.ListMcpServersResponse
-	(*UpdateMcpServerRequest)(nil),     // 63: agentmesh.registry.v1.UpdateMcpServerRequest
-	(*UpdateMcpServerResponse)(nil),    // 64: agentmesh.registry.v1.UpdateMcpServerResponse
-	(*DeleteMcpServerRequest)(nil),     // 65: agentmesh.registry.v1.DeleteMcpServerRequest
-	(*DeleteMcpServerResponse)(nil),    // 66: agentmesh.registry.v1.DeleteMcpServerResponse
-	(*CreateRemoteAgentRequest)(nil),   // 67: agentmesh.registry.v1.CreateRemoteAgentRequest
-	(*CreateRemoteAgentResponse)(nil),  // 68: agentmesh.registry.v1.CreateRemoteAgentResponse
-	(*GetRemoteAgentRequest)(nil),      // 69: agentmesh.registry.v1.GetRemoteAgentRequest
-	(*GetRemoteAgentResponse)(nil),     // 70: agentmesh.registry.v1.GetRemoteAgentResponse
-	(*ListRemoteAgentsRequest)(nil),    // 71: agentmesh.registry.v1.ListRemoteAgentsRequest
-	(*ListRemoteAgentsResponse)(nil),   // 72: agentmesh.registry.v1.ListRemoteAgentsResponse
-	(*UpdateRemoteAgentRequest)(nil),   // 73: agentmesh.registry.v1.UpdateRemoteAgentRequest
-	(*UpdateRemoteAgentResponse)(nil),  // 74: agentmesh.registry.v1.UpdateRemoteAgentResponse
-	(*DeleteRemoteAgentRequest)(nil),   // 75: agentmesh.registry.v1.DeleteRemoteAgentRequest
-	(*DeleteRemoteAgentResponse)(nil),  // 76: agentmesh.registry.v1.DeleteRemoteAgentResponse
-	(*User)(nil),                       // 77: agentmesh.registry.v1.User
-	(*fieldmaskpb.FieldMask)(nil),      // 78: google.protobuf.FieldMask
-	(*timestamppb.Timestamp)(nil),      // 79: google.protobuf.Timestamp
-	(*ApiKey)(nil),                     // 80: agentmesh.registry.v1.ApiKey
-	(*AgentType)(nil),                  // 81: agentmesh.registry.v1.AgentType
-	(*Project)(nil),                    // 82: agentmesh.registry.v1.Project
-	(*Agent)(nil),                      // 83: agentmesh.registry.v1.Agent
-	(*McpServer)(nil),                  // 84: agentmesh.registry.v1.McpServer
-	(*RemoteAgent)(nil),                // 85: agentmesh.registry.v1.RemoteAgent
+	(*RegisterUserRequest)(nil),           // 0: agentmesh.registry.v1.RegisterUserRequest
+	(*RegisterUserResponse)(nil),          // 1: agentmesh.registry.v1.RegisterUserResponse
+	(*LoginRequest)(nil),                  // 2: agentmesh.registry.v1.LoginRequest
+	(*Tokens)(nil),                        // 3: agentmesh.registry.v1.Tokens
+	(*LoginResponse)(nil),                 // 4: agentmesh.registry.v1.LoginResponse
+	(*RefreshTokensRequest)(nil),          // 5: agentmesh.registry.v1.RefreshTokensRequest
+	(*RefreshTokensResponse)(nil),         // 6: agentmesh.registry.v1.RefreshTokensResponse
+	(*RevokeRefreshTokenRequest)(nil),     // 7: agentmesh.registry.v1.RevokeRefreshTokenRequest
+	(*RevokeRefreshTokenResponse)(nil),    // 8: agentmesh.registry.v1.RevokeRefreshTokenResponse
+	(*GetCurrentUserRequest)(nil),         // 9: agentmesh.registry.v1.GetCurrentUserRequest
+	(*GetCurrentUserResponse)(nil),        // 10: agentmesh.registry.v1.GetCurrentUserResponse
+	(*CreateUserRequest)(nil),             // 11: agentmesh.registry.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),            // 12: agentmesh.registry.v1.CreateUserResponse
+	(*UpdateUserRequest)(nil),             // 13: agentmesh.registry.v1.UpdateUserRequest
+	(*UpdateUserResponse)(nil),            // 14: agentmesh.registry.v1.UpdateUserResponse
+	(*CreateApiKeyRequest)(nil),           // 15: agentmesh.registry.v1.CreateApiKeyRequest
+	(*CreateApiKeyResponse)(nil),          // 16: agentmesh.registry.v1.CreateApiKeyResponse
+	(*ListApiKeysRequest)(nil),            // 17: agentmesh.registry.v1.ListApiKeysRequest
+	(*ListApiKeysResponse)(nil),           // 18: agentmesh.registry.v1.ListApiKeysResponse
+	(*RevokeApiKeyRequest)(nil),           // 19: agentmesh.registry.v1.RevokeApiKeyRequest
+	(*RevokeApiKeyResponse)(nil),          // 20: agentmesh.registry.v1.RevokeApiKeyResponse
+	(*CreateAgentTypeRequest)(nil),        // 21: agentmesh.registry.v1.CreateAgentTypeRequest
+	(*CreateAgentTypeResponse)(nil),       // 22: agentmesh.registry.v1.CreateAgentTypeResponse
+	(*GetAgentTypeRequest)(nil),           // 23: agentmesh.registry.v1.GetAgentTypeRequest
+	(*GetAgentTypeResponse)(nil),          // 24: agentmesh.registry.v1.GetAgentTypeResponse
+	(*ListAgentTypesRequest)(nil),         // 25: agentmesh.registry.v1.ListAgentTypesRequest
+	(*ListAgentTypesResponse)(nil),        // 26: agentmesh.registry.v1.ListAgentTypesResponse
+	(*UpdateAgentTypeRequest)(nil),        // 27: agentmesh.registry.v1.UpdateAgentTypeRequest
+	(*UpdateAgentTypeResponse)(nil),       // 28: agentmesh.registry.v1.UpdateAgentTypeResponse
+	(*DeleteAgentTypeRequest)(nil),        // 29: agentmesh.registry.v1.DeleteAgentTypeRequest
+	(*DeleteAgentTypeResponse)(nil),       // 30: agentmesh.registry.v1.DeleteAgentTypeResponse
+	(*CreateProjectRequest)(nil),          // 31: agentmesh.registry.v1.CreateProjectRequest
+	(*CreateProjectResponse)(nil),         // 32: agentmesh.registry.v1.CreateProjectResponse
+	(*GetProjectRequest)(nil),             // 33: agentmesh.registry.v1.GetProjectRequest
+	(*GetProjectResponse)(nil),            // 34: agentmesh.registry.v1.GetProjectResponse
+	(*ListProjectsRequest)(nil),           // 35: agentmesh.registry.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),          // 36: agentmesh.registry.v1.ListProjectsResponse
+	(*UpdateProjectRequest)(nil),          // 37: agentmesh.registry.v1.UpdateProjectRequest
+	(*UpdateProjectResponse)(nil),         // 38: agentmesh.registry.v1.UpdateProjectResponse
+	(*DeleteProjectRequest)(nil),          // 39: agentmesh.registry.v1.DeleteProjectRequest
+	(*DeleteProjectResponse)(nil),         // 40: agentmesh.registry.v1.DeleteProjectResponse
+	(*CreateAgentRequest)(nil),            // 41: agentmesh.registry.v1.CreateAgentRequest
+	(*CreateAgentResponse)(nil),           // 42: agentmesh.registry.v1.CreateAgentResponse
+	(*GetAgentRequest)(nil),               // 43: agentmesh.registry.v1.GetAgentRequest
+	(*GetAgentResponse)(nil),              // 44: agentmesh.registry.v1.GetAgentResponse
+	(*ListAgentsRequest)(nil),             // 45: agentmesh.registry.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),            // 46: agentmesh.registry.v1.ListAgentsResponse
+	(*UpdateAgentRequest)(nil),            // 47: agentmesh.registry.v1.UpdateAgentRequest
+	(*UpdateAgentResponse)(nil),           // 48: agentmesh.registry.v1.UpdateAgentResponse
+	(*PauseAgentRequest)(nil),             // 49: agentmesh.registry.v1.PauseAgentRequest
+	(*PauseAgentResponse)(nil),            // 50: agentmesh.registry.v1.PauseAgentResponse
+	(*ResumeAgentRequest)(nil),            // 51: agentmesh.registry.v1.ResumeAgentRequest
+	(*ResumeAgentResponse)(nil),           // 52: agentmesh.registry.v1.ResumeAgentResponse
+	(*DeleteAgentRequest)(nil),            // 53: agentmesh.registry.v1.DeleteAgentRequest
+	(*DeleteAgentResponse)(nil),           // 54: agentmesh.registry.v1.DeleteAgentResponse
+	(*GetAgentMetricsRequest)(nil),        // 55: agentmesh.registry.v1.GetAgentMetricsRequest
+	(*GetAgentMetricsResponse)(nil),       // 56: agentmesh.registry.v1.GetAgentMetricsResponse
+	(*CreateMcpServerRequest)(nil),        // 57: agentmesh.registry.v1.CreateMcpServerRequest
+	(*CreateMcpServerResponse)(nil),       // 58: agentmesh.registry.v1.CreateMcpServerResponse
+	(*GetMcpServerRequest)(nil),           // 59: agentmesh.registry.v1.GetMcpServerRequest
+	(*GetMcpServerResponse)(nil),          // 60: agentmesh.registry.v1.GetMcpServerResponse
+	(*ListMcpServersRequest)(nil),         // 61: agentmesh.registry.v1.ListMcpServersRequest
+	(*ListMcpServersResponse)(nil),        // 62: agentmesh.registry.v1.ListMcpServersResponse
+	(*UpdateMcpServerRequest)(nil),        // 63: agentmesh.registry.v1.UpdateMcpServerRequest
+	(*UpdateMcpServerResponse)(nil),       // 64: agentmesh.registry.v1.UpdateMcpServerResponse
+	(*DeleteMcpServerRequest)(nil),        // 65: agentmesh.registry.v1.DeleteMcpServerRequest
+	(*DeleteMcpServerResponse)(nil),       // 66: agentmesh.registry.v1.DeleteMcpServerResponse
+	(*CreateRemoteAgentRequest)(nil),      // 67: agentmesh.registry.v1.CreateRemoteAgentRequest
+	(*CreateRemoteAgentResponse)(nil),     // 68: agentmesh.registry.v1.CreateRemoteAgentResponse
+	(*GetRemoteAgentRequest)(nil),         // 69: agentmesh.registry.v1.GetRemoteAgentRequest
+	(*GetRemoteAgentResponse)(nil),        // 70: agentmesh.registry.v1.GetRemoteAgentResponse
+	(*ListRemoteAgentsRequest)(nil),       // 71: agentmesh.registry.v1.ListRemoteAgentsRequest
+	(*ListRemoteAgentsResponse)(nil),      // 72: agentmesh.registry.v1.ListRemoteAgentsResponse
+	(*UpdateRemoteAgentRequest)(nil),      // 73: agentmesh.registry.v1.UpdateRemoteAgentRequest
+	(*UpdateRemoteAgentResponse)(nil),     // 74: agentmesh.registry.v1.UpdateRemoteAgentResponse
+	(*DeleteRemoteAgentRequest)(nil),      // 75: agentmesh.registry.v1.DeleteRemoteAgentRequest
+	(*DeleteRemoteAgentResponse)(nil),     // 76: agentmesh.registry.v1.DeleteRemoteAgentResponse
+	(*ListInputRequestsRequest)(nil),      // 77: agentmesh.registry.v1.ListInputRequestsRequest
+	(*ListInputRequestsResponse)(nil),     // 78: agentmesh.registry.v1.ListInputRequestsResponse
+	(*GetInputRequestRequest)(nil),        // 79: agentmesh.registry.v1.GetInputRequestRequest
+	(*GetInputRequestResponse)(nil),       // 80: agentmesh.registry.v1.GetInputRequestResponse
+	(*RespondToInputRequestRequest)(nil),  // 81: agentmesh.registry.v1.RespondToInputRequestRequest
+	(*RespondToInputRequestResponse)(nil), // 82: agentmesh.registry.v1.RespondToInputRequestResponse
+	(*User)(nil),                          // 83: agentmesh.registry.v1.User
+	(*fieldmaskpb.FieldMask)(nil),         // 84: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),         // 85: google.protobuf.Timestamp
+	(*ApiKey)(nil),                        // 86: agentmesh.registry.v1.ApiKey
+	(*AgentType)(nil),                     // 87: agentmesh.registry.v1.AgentType
+	(*Project)(nil),                       // 88: agentmesh.registry.v1.Project
+	(*Agent)(nil),                         // 89: agentmesh.registry.v1.Agent
+	(*McpServer)(nil),                     // 90: agentmesh.registry.v1.McpServer
+	(*RemoteAgent)(nil),                   // 91: agentmesh.registry.v1.RemoteAgent
+	(v1.InputRequestState)(0),             // 92: agentmesh.common.v1.InputRequestState
+	(*v1.InputRequest)(nil),               // 93: agentmesh.common.v1.InputRequest
+	(*v1.InputResponse)(nil),              // 94: agentmesh.common.v1.InputResponse
 }
 var file_agentmesh_registry_v1_registry_service_proto_depIdxs = []int32{
-	77, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
+	83, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
 	3,  // 1: agentmesh.registry.v1.LoginResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
 	3,  // 2: agentmesh.registry.v1.RefreshTokensResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
-	77, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
-	77, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	77, // 5: agentmesh.registry.v1.UpdateUserRequest.user:type_name -> agentmesh.registry.v1.User
-	78, // 6: agentmesh.registry.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
-	77, // 7: agentmesh.registry.v1.UpdateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	79, // 8: agentmesh.registry.v1.CreateApiKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	80, // 9: agentmesh.registry.v1.CreateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
-	80, // 10: agentmesh.registry.v1.ListApiKeysResponse.api_keys:type_name -> agentmesh.registry.v1.ApiKey
-	81, // 11: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	81, // 12: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	81, // 13: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	81, // 14: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
-	81, // 15: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	78, // 16: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
-	81, // 17: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	82, // 18: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	82, // 19: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	82, // 20: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	82, // 21: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
-	82, // 22: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	78, // 23: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	82, // 24: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	83, // 25: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	83, // 26: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	83, // 27: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	83, // 28: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
-	83, // 29: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	78, // 30: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	83, // 31: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	83, // 32: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	83, // 33: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	84, // 34: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	84, // 35: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	84, // 36: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	84, // 37: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	84, // 38: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	78, // 39: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
-	84, // 40: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	85, // 41: agentmesh.registry.v1.CreateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	85, // 42: agentmesh.registry.v1.CreateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	85, // 43: agentmesh.registry.v1.GetRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	85, // 44: agentmesh.registry.v1.ListRemoteAgentsResponse.remote_agents:type_name -> agentmesh.registry.v1.RemoteAgent
-	85, // 45: agentmesh.registry.v1.UpdateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	78, // 46: agentmesh.registry.v1.UpdateRemoteAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	85, // 47: agentmesh.registry.v1.UpdateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	0,  // 48: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
-	2,  // 49: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
-	5,  // 50: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
-	7,  // 51: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
-	9,  // 52: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
-	11, // 53: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
-	13, // 54: agentmesh.registry.v1.RegistryService.UpdateUser:input_type -> agentmesh.registry.v1.UpdateUserRequest
-	15, // 55: agentmesh.registry.v1.RegistryService.CreateApiKey:input_type -> agentmesh.registry.v1.CreateApiKeyRequest
-	17, // 56: agentmesh.registry.v1.RegistryService.ListApiKeys:input_type -> agentmesh.registry.v1.ListApiKeysRequest
-	19, // 57: agentmesh.registry.v1.RegistryService.RevokeApiKey:input_type -> agentmesh.registry.v1.RevokeApiKeyRequest
-	21, // 58: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
-	23, // 59: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
-	25, // 60: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
-	27, // 61: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
-	29, // 62: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
-	31, // 63: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
-	33, // 64: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
-	35, // 65: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
-	37, // 66: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
-	39, // 67: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
-	41, // 68: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
-	43, // 69: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
-	45, // 70: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
-	47, // 71: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
-	49, // 72: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
-	51, // 73: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
-	53, // 74: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
-	55, // 75: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
-	57, // 76: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
-	59, // 77: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
-	61, // 78: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
-	63, // 79: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
-	65, // 80: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
-	67, // 81: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:input_type -> agentmesh.registry.v1.CreateRemoteAgentRequest
-	69, // 82: agentmesh.registry.v1.RegistryService.GetRemoteAgent:input_type -> agentmesh.registry.v1.GetRemoteAgentRequest
-	71, // 83: agentmesh.registry.v1.RegistryService.ListRemoteAgents:input_type -> agentmesh.registry.v1.ListRemoteAgentsRequest
-	73, // 84: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:input_type -> agentmesh.registry.v1.UpdateRemoteAgentRequest
-	75, // 85: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:input_type -> agentmesh.registry.v1.DeleteRemoteAgentRequest
-	1,  // 86: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
-	4,  // 87: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
-	6,  // 88: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
-	8,  // 89: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
-	10, // 90: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
-	12, // 91: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
-	14, // 92: agentmesh.registry.v1.RegistryService.UpdateUser:output_type -> agentmesh.registry.v1.UpdateUserResponse
-	16, // 93: agentmesh.registry.v1.RegistryService.CreateApiKey:output_type -> agentmesh.registry.v1.CreateApiKeyResponse
-	18, // 94: agentmesh.registry.v1.RegistryService.ListApiKeys:output_type -> agentmesh.registry.v1.ListApiKeysResponse
-	20, // 95: agentmesh.registry.v1.RegistryService.RevokeApiKey:output_type -> agentmesh.registry.v1.RevokeApiKeyResponse
-	22, // 96: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
-	24, // 97: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
-	26, // 98: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
-	28, // 99: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
-	30, // 100: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
-	32, // 101: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
-	34, // 102: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
-	36, // 103: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
-	38, // 104: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
-	40, // 105: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
-	42, // 106: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
-	44, // 107: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
-	46, // 108: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
-	48, // 109: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
-	50, // 110: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
-	52, // 111: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
-	54, // 112: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
-	56, // 113: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
-	58, // 114: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
-	60, // 115: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
-	62, // 116: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
-	64, // 117: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
-	66, // 118: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
-	68, // 119: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:output_type -> agentmesh.registry.v1.CreateRemoteAgentResponse
-	70, // 120: agentmesh.registry.v1.RegistryService.GetRemoteAgent:output_type -> agentmesh.registry.v1.GetRemoteAgentResponse
-	72, // 121: agentmesh.registry.v1.RegistryService.ListRemoteAgents:output_type -> agentmesh.registry.v1.ListRemoteAgentsResponse
-	74, // 122: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:output_type -> agentmesh.registry.v1.UpdateRemoteAgentResponse
-	76, // 123: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:output_type -> agentmesh.registry.v1.DeleteRemoteAgentResponse
-	86, // [86:124] is the sub-list for method output_type
-	48, // [48:86] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	83, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
+	83, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	83, // 5: agentmesh.registry.v1.UpdateUserRequest.user:type_name -> agentmesh.registry.v1.User
+	84, // 6: agentmesh.registry.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
+	83, // 7: agentmesh.registry.v1.UpdateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	85, // 8: agentmesh.registry.v1.CreateApiKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	86, // 9: agentmesh.registry.v1.CreateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
+	86, // 10: agentmesh.registry.v1.ListApiKeysResponse.api_keys:type_name -> agentmesh.registry.v1.ApiKey
+	87, // 11: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	87, // 12: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	87, // 13: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	87, // 14: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
+	87, // 15: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	84, // 16: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
+	87, // 17: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	88, // 18: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	88, // 19: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	88, // 20: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	88, // 21: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
+	88, // 22: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	84, // 23: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	88, // 24: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	89, // 25: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	89, // 26: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	89, // 27: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	89, // 28: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
+	89, // 29: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	84, // 30: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	89, // 31: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	89, // 32: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	89, // 33: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	90, // 34: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	90, // 35: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	90, // 36: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	90, // 37: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	90, // 38: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	84, // 39: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
+	90, // 40: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	91, // 41: agentmesh.registry.v1.CreateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	91, // 42: agentmesh.registry.v1.CreateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	91, // 43: agentmesh.registry.v1.GetRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	91, // 44: agentmesh.registry.v1.ListRemoteAgentsResponse.remote_agents:type_name -> agentmesh.registry.v1.RemoteAgent
+	91, // 45: agentmesh.registry.v1.UpdateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	84, // 46: agentmesh.registry.v1.UpdateRemoteAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	91, // 47: agentmesh.registry.v1.UpdateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	92, // 48: agentmesh.registry.v1.ListInputRequestsRequest.state:type_name -> agentmesh.common.v1.InputRequestState
+	93, // 49: agentmesh.registry.v1.ListInputRequestsResponse.input_requests:type_name -> agentmesh.common.v1.InputRequest
+	93, // 50: agentmesh.registry.v1.GetInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
+	94, // 51: agentmesh.registry.v1.RespondToInputRequestRequest.response:type_name -> agentmesh.common.v1.InputResponse
+	93, // 52: agentmesh.registry.v1.RespondToInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
+	0,  // 53: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
+	2,  // 54: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
+	5,  // 55: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
+	7,  // 56: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
+	9,  // 57: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
+	11, // 58: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
+	13, // 59: agentmesh.registry.v1.RegistryService.UpdateUser:input_type -> agentmesh.registry.v1.UpdateUserRequest
+	15, // 60: agentmesh.registry.v1.RegistryService.CreateApiKey:input_type -> agentmesh.registry.v1.CreateApiKeyRequest
+	17, // 61: agentmesh.registry.v1.RegistryService.ListApiKeys:input_type -> agentmesh.registry.v1.ListApiKeysRequest
+	19, // 62: agentmesh.registry.v1.RegistryService.RevokeApiKey:input_type -> agentmesh.registry.v1.RevokeApiKeyRequest
+	21, // 63: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
+	23, // 64: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
+	25, // 65: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
+	27, // 66: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
+	29, // 67: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
+	31, // 68: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
+	33, // 69: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
+	35, // 70: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
+	37, // 71: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
+	39, // 72: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
+	41, // 73: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
+	43, // 74: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
+	45, // 75: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
+	47, // 76: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
+	49, // 77: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
+	51, // 78: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
+	53, // 79: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
+	55, // 80: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
+	57, // 81: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
+	59, // 82: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
+	61, // 83: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
+	63, // 84: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
+	65, // 85: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
+	67, // 86: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:input_type -> agentmesh.registry.v1.CreateRemoteAgentRequest
+	69, // 87: agentmesh.registry.v1.RegistryService.GetRemoteAgent:input_type -> agentmesh.registry.v1.GetRemoteAgentRequest
+	71, // 88: agentmesh.registry.v1.RegistryService.ListRemoteAgents:input_type -> agentmesh.registry.v1.ListRemoteAgentsRequest
+	73, // 89: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:input_type -> agentmesh.registry.v1.UpdateRemoteAgentRequest
+	75, // 90: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:input_type -> agentmesh.registry.v1.DeleteRemoteAgentRequest
+	77, // 91: agentmesh.registry.v1.RegistryService.ListInputRequests:input_type -> agentmesh.registry.v1.ListInputRequestsRequest
+	79, // 92: agentmesh.registry.v1.RegistryService.GetInputRequest:input_type -> agentmesh.registry.v1.GetInputRequestRequest
+	81, // 93: agentmesh.registry.v1.RegistryService.RespondToInputRequest:input_type -> agentmesh.registry.v1.RespondToInputRequestRequest
+	1,  // 94: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
+	4,  // 95: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
+	6,  // 96: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
+	8,  // 97: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
+	10, // 98: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
+	12, // 99: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
+	14, // 100: agentmesh.registry.v1.RegistryService.UpdateUser:output_type -> agentmesh.registry.v1.UpdateUserResponse
+	16, // 101: agentmesh.registry.v1.RegistryService.CreateApiKey:output_type -> agentmesh.registry.v1.CreateApiKeyResponse
+	18, // 102: agentmesh.registry.v1.RegistryService.ListApiKeys:output_type -> agentmesh.registry.v1.ListApiKeysResponse
+	20, // 103: agentmesh.registry.v1.RegistryService.RevokeApiKey:output_type -> agentmesh.registry.v1.RevokeApiKeyResponse
+	22, // 104: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
+	24, // 105: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
+	26, // 106: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
+	28, // 107: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
+	30, // 108: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
+	32, // 109: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
+	34, // 110: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
+	36, // 111: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
+	38, // 112: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
+	40, // 113: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
+	42, // 114: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
+	44, // 115: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
+	46, // 116: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
+	48, // 117: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
+	50, // 118: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
+	52, // 119: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
+	54, // 120: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
+	56, // 121: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
+	58, // 122: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
+	60, // 123: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
+	62, // 124: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
+	64, // 125: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
+	66, // 126: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
+	68, // 127: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:output_type -> agentmesh.registry.v1.CreateRemoteAgentResponse
+	70, // 128: agentmesh.registry.v1.RegistryService.GetRemoteAgent:output_type -> agentmesh.registry.v1.GetRemoteAgentResponse
+	72, // 129: agentmesh.registry.v1.RegistryService.ListRemoteAgents:output_type -> agentmesh.registry.v1.ListRemoteAgentsResponse
+	74, // 130: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:output_type -> agentmesh.registry.v1.UpdateRemoteAgentResponse
+	76, // 131: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:output_type -> agentmesh.registry.v1.DeleteRemoteAgentResponse
+	78, // 132: agentmesh.registry.v1.RegistryService.ListInputRequests:output_type -> agentmesh.registry.v1.ListInputRequestsResponse
+	80, // 133: agentmesh.registry.v1.RegistryService.GetInputRequest:output_type -> agentmesh.registry.v1.GetInputRequestResponse
+	82, // 134: agentmesh.registry.v1.RegistryService.RespondToInputRequest:output_type -> agentmesh.registry.v1.RespondToInputRequestResponse
+	94, // [94:135] is the sub-list for method output_type
+	53, // [53:94] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_registry_service_proto_init() }
@@ -4724,7 +5122,7 @@ func file_agentmesh_registry_v1_registry_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_registry_service_proto_rawDesc), len(file_agentmesh_registry_v1_registry_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   77,
+			NumMessages:   83,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,44 +19,47 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	RegistryService_RegisterUser_FullMethodName       = "/agentmesh.registry.v1.RegistryService/RegisterUser"
-	RegistryService_Login_FullMethodName              = "/agentmesh.registry.v1.RegistryService/Login"
-	RegistryService_RefreshTokens_FullMethodName      = "/agentmesh.registry.v1.RegistryService/RefreshTokens"
-	RegistryService_RevokeRefreshToken_FullMethodName = "/agentmesh.registry.v1.RegistryService/RevokeRefreshToken"
-	RegistryService_GetCurrentUser_FullMethodName     = "/agentmesh.registry.v1.RegistryService/GetCurrentUser"
-	RegistryService_CreateUser_FullMethodName         = "/agentmesh.registry.v1.RegistryService/CreateUser"
-	RegistryService_UpdateUser_FullMethodName         = "/agentmesh.registry.v1.RegistryService/UpdateUser"
-	RegistryService_CreateApiKey_FullMethodName       = "/agentmesh.registry.v1.RegistryService/CreateApiKey"
-	RegistryService_ListApiKeys_FullMethodName        = "/agentmesh.registry.v1.RegistryService/ListApiKeys"
-	RegistryService_RevokeApiKey_FullMethodName       = "/agentmesh.registry.v1.RegistryService/RevokeApiKey"
-	RegistryService_CreateAgentType_FullMethodName    = "/agentmesh.registry.v1.RegistryService/CreateAgentType"
-	RegistryService_GetAgentType_FullMethodName       = "/agentmesh.registry.v1.RegistryService/GetAgentType"
-	RegistryService_ListAgentTypes_FullMethodName     = "/agentmesh.registry.v1.RegistryService/ListAgentTypes"
-	RegistryService_UpdateAgentType_FullMethodName    = "/agentmesh.registry.v1.RegistryService/UpdateAgentType"
-	RegistryService_DeleteAgentType_FullMethodName    = "/agentmesh.registry.v1.RegistryService/DeleteAgentType"
-	RegistryService_CreateProject_FullMethodName      = "/agentmesh.registry.v1.RegistryService/CreateProject"
-	RegistryService_GetProject_FullMethodName         = "/agentmesh.registry.v1.RegistryService/GetProject"
-	RegistryService_ListProjects_FullMethodName       = "/agentmesh.registry.v1.RegistryService/ListProjects"
-	RegistryService_UpdateProject_FullMethodName      = "/agentmesh.registry.v1.RegistryService/UpdateProject"
-	RegistryService_DeleteProject_FullMethodName      = "/agentmesh.registry.v1.RegistryService/DeleteProject"
-	RegistryService_CreateAgent_FullMethodName        = "/agentmesh.registry.v1.RegistryService/CreateAgent"
-	RegistryService_GetAgent_FullMethodName           = "/agentmesh.registry.v1.RegistryService/GetAgent"
-	RegistryService_ListAgents_FullMethodName         = "/agentmesh.registry.v1.RegistryService/ListAgents"
-	RegistryService_UpdateAgent_FullMethodName        = "/agentmesh.registry.v1.RegistryService/UpdateAgent"
-	RegistryService_PauseAgent_FullMethodName         = "/agentmesh.registry.v1.RegistryService/PauseAgent"
-	RegistryService_ResumeAgent_FullMethodName        = "/agentmesh.registry.v1.RegistryService/ResumeAgent"
-	RegistryService_DeleteAgent_FullMethodName        = "/agentmesh.registry.v1.RegistryService/DeleteAgent"
-	RegistryService_GetAgentMetrics_FullMethodName    = "/agentmesh.registry.v1.RegistryService/GetAgentMetrics"
-	RegistryService_CreateMcpServer_FullMethodName    = "/agentmesh.registry.v1.RegistryService/CreateMcpServer"
-	RegistryService_GetMcpServer_FullMethodName       = "/agentmesh.registry.v1.RegistryService/GetMcpServer"
-	RegistryService_ListMcpServers_FullMethodName     = "/agentmesh.registry.v1.RegistryService/ListMcpServers"
-	RegistryService_UpdateMcpServer_FullMethodName    = "/agentmesh.registry.v1.RegistryService/UpdateMcpServer"
-	RegistryService_DeleteMcpServer_FullMethodName    = "/agentmesh.registry.v1.RegistryService/DeleteMcpServer"
-	RegistryService_CreateRemoteAgent_FullMethodName  = "/agentmesh.registry.v1.RegistryService/CreateRemoteAgent"
-	RegistryService_GetRemoteAgent_FullMethodName     = "/agentmesh.registry.v1.RegistryService/GetRemoteAgent"
-	RegistryService_ListRemoteAgents_FullMethodName   = "/agentmesh.registry.v1.RegistryService/ListRemoteAgents"
-	RegistryService_UpdateRemoteAgent_FullMethodName  = "/agentmesh.registry.v1.RegistryService/UpdateRemoteAgent"
-	RegistryService_DeleteRemoteAgent_FullMethodName  = "/agentmesh.registry.v1.RegistryService/DeleteRemoteAgent"
+	RegistryService_RegisterUser_FullMethodName          = "/agentmesh.registry.v1.RegistryService/RegisterUser"
+	RegistryService_Login_FullMethodName                 = "/agentmesh.registry.v1.RegistryService/Login"
+	RegistryService_RefreshTokens_FullMethodName         = "/agentmesh.registry.v1.RegistryService/RefreshTokens"
+	RegistryService_RevokeRefreshToken_FullMethodName    = "/agentmesh.registry.v1.RegistryService/RevokeRefreshToken"
+	RegistryService_GetCurrentUser_FullMethodName        = "/agentmesh.registry.v1.RegistryService/GetCurrentUser"
+	RegistryService_CreateUser_FullMethodName            = "/agentmesh.registry.v1.RegistryService/CreateUser"
+	RegistryService_UpdateUser_FullMethodName            = "/agentmesh.registry.v1.RegistryService/UpdateUser"
+	RegistryService_CreateApiKey_FullMethodName          = "/agentmesh.registry.v1.RegistryService/CreateApiKey"
+	RegistryService_ListApiKeys_FullMethodName           = "/agentmesh.registry.v1.RegistryService/ListApiKeys"
+	RegistryService_RevokeApiKey_FullMethodName          = "/agentmesh.registry.v1.RegistryService/RevokeApiKey"
+	RegistryService_CreateAgentType_FullMethodName       = "/agentmesh.registry.v1.RegistryService/CreateAgentType"
+	RegistryService_GetAgentType_FullMethodName          = "/agentmesh.registry.v1.RegistryService/GetAgentType"
+	RegistryService_ListAgentTypes_FullMethodName        = "/agentmesh.registry.v1.RegistryService/ListAgentTypes"
+	RegistryService_UpdateAgentType_FullMethodName       = "/agentmesh.registry.v1.RegistryService/UpdateAgentType"
+	RegistryService_DeleteAgentType_FullMethodName       = "/agentmesh.registry.v1.RegistryService/DeleteAgentType"
+	RegistryService_CreateProject_FullMethodName         = "/agentmesh.registry.v1.RegistryService/CreateProject"
+	RegistryService_GetProject_FullMethodName            = "/agentmesh.registry.v1.RegistryService/GetProject"
+	RegistryService_ListProjects_FullMethodName          = "/agentmesh.registry.v1.RegistryService/ListProjects"
+	RegistryService_UpdateProject_FullMethodName         = "/agentmesh.registry.v1.RegistryService/UpdateProject"
+	RegistryService_DeleteProject_FullMethodName         = "/agentmesh.registry.v1.RegistryService/DeleteProject"
+	RegistryService_CreateAgent_FullMethodName           = "/agentmesh.registry.v1.RegistryService/CreateAgent"
+	RegistryService_GetAgent_FullMethodName              = "/agentmesh.registry.v1.RegistryService/GetAgent"
+	RegistryService_ListAgents_FullMethodName            = "/agentmesh.registry.v1.RegistryService/ListAgents"
+	RegistryService_UpdateAgent_FullMethodName           = "/agentmesh.registry.v1.RegistryService/UpdateAgent"
+	RegistryService_PauseAgent_FullMethodName            = "/agentmesh.registry.v1.RegistryService/PauseAgent"
+	RegistryService_ResumeAgent_FullMethodName           = "/agentmesh.registry.v1.RegistryService/ResumeAgent"
+	RegistryService_DeleteAgent_FullMethodName           = "/agentmesh.registry.v1.RegistryService/DeleteAgent"
+	RegistryService_GetAgentMetrics_FullMethodName       = "/agentmesh.registry.v1.RegistryService/GetAgentMetrics"
+	RegistryService_CreateMcpServer_FullMethodName       = "/agentmesh.registry.v1.RegistryService/CreateMcpServer"
+	RegistryService_GetMcpServer_FullMethodName          = "/agentmesh.registry.v1.RegistryService/GetMcpServer"
+	RegistryService_ListMcpServers_FullMethodName        = "/agentmesh.registry.v1.RegistryService/ListMcpServers"
+	RegistryService_UpdateMcpServer_FullMethodName       = "/agentmesh.registry.v1.RegistryService/UpdateMcpServer"
+	RegistryService_DeleteMcpServer_FullMethodName       = "/agentmesh.registry.v1.RegistryService/DeleteMcpServer"
+	RegistryService_CreateRemoteAgent_FullMethodName     = "/agentmesh.registry.v1.RegistryService/CreateRemoteAgent"
+	RegistryService_GetRemoteAgent_FullMethodName        = "/agentmesh.registry.v1.RegistryService/GetRemoteAgent"
+	RegistryService_ListRemoteAgents_FullMethodName      = "/agentmesh.registry.v1.RegistryService/ListRemoteAgents"
+	RegistryService_UpdateRemoteAgent_FullMethodName     = "/agentmesh.registry.v1.RegistryService/UpdateRemoteAgent"
+	RegistryService_DeleteRemoteAgent_FullMethodName     = "/agentmesh.registry.v1.RegistryService/DeleteRemoteAgent"
+	RegistryService_ListInputRequests_FullMethodName     = "/agentmesh.registry.v1.RegistryService/ListInputRequests"
+	RegistryService_GetInputRequest_FullMethodName       = "/agentmesh.registry.v1.RegistryService/GetInputRequest"
+	RegistryService_RespondToInputRequest_FullMethodName = "/agentmesh.registry.v1.RegistryService/RespondToInputRequest"
 )
 
 // RegistryServiceClient is the client API for RegistryService service.
@@ -172,6 +175,19 @@ type RegistryServiceClient interface {
 	UpdateRemoteAgent(ctx context.Context, in *UpdateRemoteAgentRequest, opts ...grpc.CallOption) (*UpdateRemoteAgentResponse, error)
 	// Deletes a remote agent; agents naming it get a refused delegation. NOT_FOUND.
 	DeleteRemoteAgent(ctx context.Context, in *DeleteRemoteAgentRequest, opts ...grpc.CallOption) (*DeleteRemoteAgentResponse, error)
+	// Lists a project's requests for a person's input (suspended runs' approvals and questions),
+	// oldest first, paged; pending ones only unless `state` says otherwise. The project's owner,
+	// superusers and API keys scoped to the project. NOT_FOUND for a project the caller may not see.
+	ListInputRequests(ctx context.Context, in *ListInputRequestsRequest, opts ...grpc.CallOption) (*ListInputRequestsResponse, error)
+	// Returns one request for input. NOT_FOUND.
+	GetInputRequest(ctx context.Context, in *GetInputRequestRequest, opts ...grpc.CallOption) (*GetInputRequestResponse, error)
+	// Gives a request its one response (an approval's decision, or a question's answer); once the
+	// run has no request left pending it resumes, on any executor. Only the first response
+	// counts: a second gets FAILED_PRECONDITION (reason INPUT_ALREADY_ANSWERED, naming who answered
+	// and when), as does a response to an expired request (reason INPUT_REQUEST_EXPIRED).
+	// INVALID_ARGUMENT for a decision on a question, an answer to an approval, or neither.
+	// NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
+	RespondToInputRequest(ctx context.Context, in *RespondToInputRequestRequest, opts ...grpc.CallOption) (*RespondToInputRequestResponse, error)
 }
 
 type registryServiceClient struct {
@@ -562,6 +578,36 @@ func (c *registryServiceClient) DeleteRemoteAgent(ctx context.Context, in *Delet
 	return out, nil
 }
 
+func (c *registryServiceClient) ListInputRequests(ctx context.Context, in *ListInputRequestsRequest, opts ...grpc.CallOption) (*ListInputRequestsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListInputRequestsResponse)
+	err := c.cc.Invoke(ctx, RegistryService_ListInputRequests_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) GetInputRequest(ctx context.Context, in *GetInputRequestRequest, opts ...grpc.CallOption) (*GetInputRequestResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetInputRequestResponse)
+	err := c.cc.Invoke(ctx, RegistryService_GetInputRequest_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) RespondToInputRequest(ctx context.Context, in *RespondToInputRequestRequest, opts ...grpc.CallOption) (*RespondToInputRequestResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RespondToInputRequestResponse)
+	err := c.cc.Invoke(ctx, RegistryService_RespondToInputRequest_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RegistryServiceServer is the server API for RegistryService service.
 // All implementations must embed UnimplementedRegistryServiceServer
 // for forward compatibility.
@@ -675,6 +721,19 @@ type RegistryServiceServer interface {
 	UpdateRemoteAgent(context.Context, *UpdateRemoteAgentRequest) (*UpdateRemoteAgentResponse, error)
 	// Deletes a remote agent; agents naming it get a refused delegation. NOT_FOUND.
 	DeleteRemoteAgent(context.Context, *DeleteRemoteAgentRequest) (*DeleteRemoteAgentResponse, error)
+	// Lists a project's requests for a person's input (suspended runs' approvals and questions),
+	// oldest first, paged; pending ones only unless `state` says otherwise. The project's owner,
+	// superusers and API keys scoped to the project. NOT_FOUND for a project the caller may not see.
+	ListInputRequests(context.Context, *ListInputRequestsRequest) (*ListInputRequestsResponse, error)
+	// Returns one request for input. NOT_FOUND.
+	GetInputRequest(context.Context, *GetInputRequestRequest) (*GetInputRequestResponse, error)
+	// Gives a request its one response (an approval's decision, or a question's answer); once the
+	// run has no request left pending it resumes, on any executor. Only the first response
+	// counts: a second gets FAILED_PRECONDITION (reason INPUT_ALREADY_ANSWERED, naming who answered
+	// and when), as does a response to an expired request (reason INPUT_REQUEST_EXPIRED).
+	// INVALID_ARGUMENT for a decision on a question, an answer to an approval, or neither.
+	// NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
+	RespondToInputRequest(context.Context, *RespondToInputRequestRequest) (*RespondToInputRequestResponse, error)
 	mustEmbedUnimplementedRegistryServiceServer()
 }
 
@@ -798,6 +857,15 @@ func (UnimplementedRegistryServiceServer) UpdateRemoteAgent(context.Context, *Up
 }
 func (UnimplementedRegistryServiceServer) DeleteRemoteAgent(context.Context, *DeleteRemoteAgentRequest) (*DeleteRemoteAgentResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteRemoteAgent not implemented")
+}
+func (UnimplementedRegistryServiceServer) ListInputRequests(context.Context, *ListInputRequestsRequest) (*ListInputRequestsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListInputRequests not implemented")
+}
+func (UnimplementedRegistryServiceServer) GetInputRequest(context.Context, *GetInputRequestRequest) (*GetInputRequestResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetInputRequest not implemented")
+}
+func (UnimplementedRegistryServiceServer) RespondToInputRequest(context.Context, *RespondToInputRequestRequest) (*RespondToInputRequestResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RespondToInputRequest not implemented")
 }
 func (UnimplementedRegistryServiceServer) mustEmbedUnimplementedRegistryServiceServer() {}
 func (UnimplementedRegistryServiceServer) testEmbeddedByValue()                         {}
@@ -1504,6 +1572,60 @@ func _RegistryService_DeleteRemoteAgent_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RegistryService_ListInputRequests_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListInputRequestsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).ListInputRequests(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_ListInputRequests_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).ListInputRequests(ctx, req.(*ListInputRequestsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_GetInputRequest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetInputRequestRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).GetInputRequest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_GetInputRequest_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).GetInputRequest(ctx, req.(*GetInputRequestRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_RespondToInputRequest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RespondToInputRequestRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).RespondToInputRequest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_RespondToInputRequest_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).RespondToInputRequest(ctx, req.(*RespondToInputRequestRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RegistryService_ServiceDesc is the grpc.ServiceDesc for RegistryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1662,6 +1784,18 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteRemoteAgent",
 			Handler:    _RegistryService_DeleteRemoteAgent_Handler,
+		},
+		{
+			MethodName: "ListInputRequests",
+			Handler:    _RegistryService_ListInputRequests_Handler,
+		},
+		{
+			MethodName: "GetInputRequest",
+			Handler:    _RegistryService_GetInputRequest_Handler,
+		},
+		{
+			MethodName: "RespondToInputRequest",
+			Handler:    _RegistryService_RespondToInputRequest_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -99,6 +99,9 @@ const (
 	AgentStatus_AGENT_STATUS_PAUSED AgentStatus = 3
 	// Final.
 	AgentStatus_AGENT_STATUS_TERMINATED AgentStatus = 4
+	// No run in flight, and at least one suspended: it waits for a person's input (an approval
+	// or an answer). Pausing and resuming treat it as idle.
+	AgentStatus_AGENT_STATUS_WAITING AgentStatus = 5
 )
 
 // Enum value maps for AgentStatus.
@@ -109,6 +112,7 @@ var (
 		2: "AGENT_STATUS_WORKING",
 		3: "AGENT_STATUS_PAUSED",
 		4: "AGENT_STATUS_TERMINATED",
+		5: "AGENT_STATUS_WAITING",
 	}
 	AgentStatus_value = map[string]int32{
 		"AGENT_STATUS_UNSPECIFIED": 0,
@@ -116,6 +120,7 @@ var (
 		"AGENT_STATUS_WORKING":     2,
 		"AGENT_STATUS_PAUSED":      3,
 		"AGENT_STATUS_TERMINATED":  4,
+		"AGENT_STATUS_WAITING":     5,
 	}
 )
 
@@ -538,9 +543,20 @@ type AgentType struct {
 	// When created.
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// When last changed.
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// Whether its agents may call each tool on their own: a map from a tool's name or a glob
+	// pattern (`get_current_time`, `mcp:*`, `mcp:files:write_*`, `delegate:*`) to a permission. A
+	// tool's name is a built-in's name, `mcp:<server>:<tool>` for an MCP server's tool (its bare
+	// name matches too), `delegate:<agent>` for a delegation (a local or remote agent). The most
+	// specific rule wins: an exact name before any pattern, then the pattern with the most
+	// characters that are not wildcards. No rule: the MCP tool's annotations decide
+	// (`readOnlyHint` allow, `destructiveHint` ask), else allow.
+	ToolPermissions map[string]v1.ToolPermission `protobuf:"bytes,19,rep,name=tool_permissions,json=toolPermissions,proto3" json:"tool_permissions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value,enum=agentmesh.common.v1.ToolPermission"`
+	// How long a request for a person's input waits before it expires into a denial, in seconds
+	// (0: 86400, a day).
+	InputExpirySeconds int32 `protobuf:"varint,20,opt,name=input_expiry_seconds,json=inputExpirySeconds,proto3" json:"input_expiry_seconds,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *AgentType) Reset() {
@@ -699,6 +715,20 @@ func (x *AgentType) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *AgentType) GetToolPermissions() map[string]v1.ToolPermission {
+	if x != nil {
+		return x.ToolPermissions
+	}
+	return nil
+}
+
+func (x *AgentType) GetInputExpirySeconds() int32 {
+	if x != nil {
+		return x.InputExpirySeconds
+	}
+	return 0
+}
+
 // Project groups agents and sessions; only its owner and superusers see it.
 type Project struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -715,9 +745,12 @@ type Project struct {
 	// When created.
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// When last changed.
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// Tool permissions the project's owner sets for every agent of the project; they tighten the
+	// agents' types' (never loosen them; see AgentConfig.tool_permissions).
+	ToolPermissions map[string]v1.ToolPermission `protobuf:"bytes,8,rep,name=tool_permissions,json=toolPermissions,proto3" json:"tool_permissions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value,enum=agentmesh.common.v1.ToolPermission"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Project) Reset() {
@@ -799,6 +832,13 @@ func (x *Project) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Project) GetToolPermissions() map[string]v1.ToolPermission {
+	if x != nil {
+		return x.ToolPermissions
+	}
+	return nil
+}
+
 // AgentConfig overrides the agent type per agent; a field that is not set keeps the type's value.
 type AgentConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -823,8 +863,12 @@ type AgentConfig struct {
 	// What a message for a session whose run is still in flight does: "reject", "enqueue"
 	// (default) or "interrupt". A chat request may override it.
 	DoubleTexting *string `protobuf:"bytes,10,opt,name=double_texting,json=doubleTexting,proto3,oneof" json:"double_texting,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Tool permissions that tighten the type's (never loosen them): for each tool the strictest
+	// of the type's, this map's and the project's decisions counts, each decided by the most
+	// specific rule of its own map. An empty map sets none.
+	ToolPermissions map[string]v1.ToolPermission `protobuf:"bytes,11,rep,name=tool_permissions,json=toolPermissions,proto3" json:"tool_permissions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value,enum=agentmesh.common.v1.ToolPermission"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AgentConfig) Reset() {
@@ -925,6 +969,13 @@ func (x *AgentConfig) GetDoubleTexting() string {
 		return *x.DoubleTexting
 	}
 	return ""
+}
+
+func (x *AgentConfig) GetToolPermissions() map[string]v1.ToolPermission {
+	if x != nil {
+		return x.ToolPermissions
+	}
+	return nil
 }
 
 // Agent is an instance spawned from an agent type into a project.
@@ -1119,8 +1170,16 @@ type AgentSpec struct {
 	AgentNames map[string]string `protobuf:"bytes,18,rep,name=agent_names,json=agentNames,proto3" json:"agent_names,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Effective double-texting policy ("reject", "enqueue" or "interrupt").
 	DoubleTexting string `protobuf:"bytes,19,opt,name=double_texting,json=doubleTexting,proto3" json:"double_texting,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The type's tool permissions (AgentType.tool_permissions).
+	ToolPermissions map[string]v1.ToolPermission `protobuf:"bytes,20,rep,name=tool_permissions,json=toolPermissions,proto3" json:"tool_permissions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value,enum=agentmesh.common.v1.ToolPermission"`
+	// The agent's own, which only tighten (AgentConfig.tool_permissions).
+	AgentToolPermissions map[string]v1.ToolPermission `protobuf:"bytes,21,rep,name=agent_tool_permissions,json=agentToolPermissions,proto3" json:"agent_tool_permissions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value,enum=agentmesh.common.v1.ToolPermission"`
+	// The project's, which only tighten (Project.tool_permissions).
+	ProjectToolPermissions map[string]v1.ToolPermission `protobuf:"bytes,22,rep,name=project_tool_permissions,json=projectToolPermissions,proto3" json:"project_tool_permissions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value,enum=agentmesh.common.v1.ToolPermission"`
+	// Effective expiry of its requests for input, in seconds.
+	InputExpirySeconds int32 `protobuf:"varint,23,opt,name=input_expiry_seconds,json=inputExpirySeconds,proto3" json:"input_expiry_seconds,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *AgentSpec) Reset() {
@@ -1284,6 +1343,34 @@ func (x *AgentSpec) GetDoubleTexting() string {
 		return x.DoubleTexting
 	}
 	return ""
+}
+
+func (x *AgentSpec) GetToolPermissions() map[string]v1.ToolPermission {
+	if x != nil {
+		return x.ToolPermissions
+	}
+	return nil
+}
+
+func (x *AgentSpec) GetAgentToolPermissions() map[string]v1.ToolPermission {
+	if x != nil {
+		return x.AgentToolPermissions
+	}
+	return nil
+}
+
+func (x *AgentSpec) GetProjectToolPermissions() map[string]v1.ToolPermission {
+	if x != nil {
+		return x.ProjectToolPermissions
+	}
+	return nil
+}
+
+func (x *AgentSpec) GetInputExpirySeconds() int32 {
+	if x != nil {
+		return x.InputExpirySeconds
+	}
+	return 0
 }
 
 // Executor is a member of the executor pool.
@@ -1577,7 +1664,7 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc1\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbe\a\n" +
 	"\tAgentType\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1601,7 +1688,12 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xf4\x01\n" +
+	"updated_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12`\n" +
+	"\x10tool_permissions\x18\x13 \x03(\v25.agentmesh.registry.v1.AgentType.ToolPermissionsEntryR\x0ftoolPermissions\x120\n" +
+	"\x14input_expiry_seconds\x18\x14 \x01(\x05R\x12inputExpirySeconds\x1ag\n" +
+	"\x14ToolPermissionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
+	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"\xbd\x03\n" +
 	"\aProject\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1611,7 +1703,11 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xef\x04\n" +
+	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12^\n" +
+	"\x10tool_permissions\x18\b \x03(\v23.agentmesh.registry.v1.Project.ToolPermissionsEntryR\x0ftoolPermissions\x1ag\n" +
+	"\x14ToolPermissionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
+	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"\xbc\x06\n" +
 	"\vAgentConfig\x12'\n" +
 	"\finstructions\x18\x01 \x01(\tH\x00R\finstructions\x88\x01\x01\x12(\n" +
 	"\rprimary_model\x18\x02 \x01(\tH\x01R\fprimaryModel\x88\x01\x01\x12:\n" +
@@ -1624,7 +1720,11 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x0enetwork_access\x18\b \x01(\v2\x1f.agentmesh.common.v1.StringListR\rnetworkAccess\x12A\n" +
 	"\x0emock_responses\x18\t \x01(\v2\x1a.google.protobuf.ListValueR\rmockResponses\x12*\n" +
 	"\x0edouble_texting\x18\n" +
-	" \x01(\tH\x04R\rdoubleTexting\x88\x01\x01B\x0f\n" +
+	" \x01(\tH\x04R\rdoubleTexting\x88\x01\x01\x12b\n" +
+	"\x10tool_permissions\x18\v \x03(\v27.agentmesh.registry.v1.AgentConfig.ToolPermissionsEntryR\x0ftoolPermissions\x1ag\n" +
+	"\x14ToolPermissionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
+	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01B\x0f\n" +
 	"\r_instructionsB\x10\n" +
 	"\x0e_primary_modelB\f\n" +
 	"\n" +
@@ -1647,7 +1747,7 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"created_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12D\n" +
 	"\x10last_activity_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x0elastActivityAt\x12\x12\n" +
-	"\x04slug\x18\f \x01(\tR\x04slug\"\x81\a\n" +
+	"\x04slug\x18\f \x01(\tR\x04slug\"\xc6\f\n" +
 	"\tAgentSpec\x122\n" +
 	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12!\n" +
 	"\fproject_slug\x18\x02 \x01(\tR\vprojectSlug\x124\n" +
@@ -1671,10 +1771,23 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\brevision\x18\x11 \x01(\tR\brevision\x12Q\n" +
 	"\vagent_names\x18\x12 \x03(\v20.agentmesh.registry.v1.AgentSpec.AgentNamesEntryR\n" +
 	"agentNames\x12%\n" +
-	"\x0edouble_texting\x18\x13 \x01(\tR\rdoubleTexting\x1a=\n" +
+	"\x0edouble_texting\x18\x13 \x01(\tR\rdoubleTexting\x12`\n" +
+	"\x10tool_permissions\x18\x14 \x03(\v25.agentmesh.registry.v1.AgentSpec.ToolPermissionsEntryR\x0ftoolPermissions\x12p\n" +
+	"\x16agent_tool_permissions\x18\x15 \x03(\v2:.agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntryR\x14agentToolPermissions\x12v\n" +
+	"\x18project_tool_permissions\x18\x16 \x03(\v2<.agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntryR\x16projectToolPermissions\x120\n" +
+	"\x14input_expiry_seconds\x18\x17 \x01(\x05R\x12inputExpirySeconds\x1a=\n" +
 	"\x0fAgentNamesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd8\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1ag\n" +
+	"\x14ToolPermissionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
+	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\x1al\n" +
+	"\x19AgentToolPermissionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
+	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\x1an\n" +
+	"\x1bProjectToolPermissionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
+	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"\xd8\x01\n" +
 	"\bExecutor\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12=\n" +
@@ -1701,13 +1814,14 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x0eAGENT_KIND_LLM\x10\x01\x12\x13\n" +
 	"\x0fAGENT_KIND_LOOP\x10\x02\x12\x19\n" +
 	"\x15AGENT_KIND_SEQUENTIAL\x10\x03\x12\x17\n" +
-	"\x13AGENT_KIND_PARALLEL\x10\x04*\x92\x01\n" +
+	"\x13AGENT_KIND_PARALLEL\x10\x04*\xac\x01\n" +
 	"\vAgentStatus\x12\x1c\n" +
 	"\x18AGENT_STATUS_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11AGENT_STATUS_IDLE\x10\x01\x12\x18\n" +
 	"\x14AGENT_STATUS_WORKING\x10\x02\x12\x17\n" +
 	"\x13AGENT_STATUS_PAUSED\x10\x03\x12\x1b\n" +
-	"\x17AGENT_STATUS_TERMINATED\x10\x04B\xee\x01\n" +
+	"\x17AGENT_STATUS_TERMINATED\x10\x04\x12\x18\n" +
+	"\x14AGENT_STATUS_WAITING\x10\x05B\xee\x01\n" +
 	"\x19com.agentmesh.registry.v1B\x0eResourcesProtoP\x01ZKgithub.com/agentmesh/agentmesh/sdks/go/gen/agentmesh/registry/v1;registryv1\xa2\x02\x03ARX\xaa\x02\x15Agentmesh.Registry.V1\xca\x02\x15Agentmesh\\Registry\\V1\xe2\x02!Agentmesh\\Registry\\V1\\GPBMetadata\xea\x02\x17Agentmesh::Registry::V1b\x06proto3"
 
 var (
@@ -1723,7 +1837,7 @@ func file_agentmesh_registry_v1_resources_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_registry_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(AgentKind)(0),                // 0: agentmesh.registry.v1.AgentKind
 	(AgentStatus)(0),              // 1: agentmesh.registry.v1.AgentStatus
@@ -1740,51 +1854,70 @@ var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(*RemoteAgent)(nil),           // 12: agentmesh.registry.v1.RemoteAgent
 	nil,                           // 13: agentmesh.registry.v1.McpServer.EnvEntry
 	nil,                           // 14: agentmesh.registry.v1.McpServer.HeadersEntry
-	nil,                           // 15: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 17: google.protobuf.Struct
-	(*v1.StringList)(nil),         // 18: agentmesh.common.v1.StringList
-	(*structpb.ListValue)(nil),    // 19: google.protobuf.ListValue
+	nil,                           // 15: agentmesh.registry.v1.AgentType.ToolPermissionsEntry
+	nil,                           // 16: agentmesh.registry.v1.Project.ToolPermissionsEntry
+	nil,                           // 17: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
+	nil,                           // 18: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	nil,                           // 19: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
+	nil,                           // 20: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
+	nil,                           // 21: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 23: google.protobuf.Struct
+	(*v1.StringList)(nil),         // 24: agentmesh.common.v1.StringList
+	(*structpb.ListValue)(nil),    // 25: google.protobuf.ListValue
+	(v1.ToolPermission)(0),        // 26: agentmesh.common.v1.ToolPermission
 }
 var file_agentmesh_registry_v1_resources_proto_depIdxs = []int32{
-	16, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	16, // 1: agentmesh.registry.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	16, // 2: agentmesh.registry.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
-	16, // 3: agentmesh.registry.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
+	22, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	22, // 1: agentmesh.registry.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	22, // 2: agentmesh.registry.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
+	22, // 3: agentmesh.registry.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
 	13, // 4: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
 	14, // 5: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
-	16, // 6: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
-	16, // 7: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
-	17, // 8: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
+	22, // 6: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
+	22, // 7: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
+	23, // 8: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
 	4,  // 9: agentmesh.registry.v1.AgentType.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
 	0,  // 10: agentmesh.registry.v1.AgentType.kind:type_name -> agentmesh.registry.v1.AgentKind
-	16, // 11: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
-	16, // 12: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
-	16, // 13: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
-	16, // 14: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
-	17, // 15: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
-	18, // 16: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
-	18, // 17: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
-	18, // 18: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
-	19, // 19: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
-	1,  // 20: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
-	7,  // 21: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
-	16, // 22: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
-	16, // 23: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
-	8,  // 24: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
-	0,  // 25: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
-	17, // 26: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
-	4,  // 27: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	19, // 28: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
-	15, // 29: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	16, // 30: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
-	11, // 31: agentmesh.registry.v1.Executor.model_providers:type_name -> agentmesh.registry.v1.ModelProvider
-	16, // 32: agentmesh.registry.v1.RemoteAgent.created_at:type_name -> google.protobuf.Timestamp
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	22, // 11: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
+	22, // 12: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
+	15, // 13: agentmesh.registry.v1.AgentType.tool_permissions:type_name -> agentmesh.registry.v1.AgentType.ToolPermissionsEntry
+	22, // 14: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
+	22, // 15: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
+	16, // 16: agentmesh.registry.v1.Project.tool_permissions:type_name -> agentmesh.registry.v1.Project.ToolPermissionsEntry
+	23, // 17: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
+	24, // 18: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
+	24, // 19: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
+	24, // 20: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
+	25, // 21: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
+	17, // 22: agentmesh.registry.v1.AgentConfig.tool_permissions:type_name -> agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
+	1,  // 23: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
+	7,  // 24: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
+	22, // 25: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
+	22, // 26: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
+	8,  // 27: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
+	0,  // 28: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
+	23, // 29: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
+	4,  // 30: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	25, // 31: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
+	18, // 32: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	19, // 33: agentmesh.registry.v1.AgentSpec.tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
+	20, // 34: agentmesh.registry.v1.AgentSpec.agent_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
+	21, // 35: agentmesh.registry.v1.AgentSpec.project_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
+	22, // 36: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
+	11, // 37: agentmesh.registry.v1.Executor.model_providers:type_name -> agentmesh.registry.v1.ModelProvider
+	22, // 38: agentmesh.registry.v1.RemoteAgent.created_at:type_name -> google.protobuf.Timestamp
+	26, // 39: agentmesh.registry.v1.AgentType.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	26, // 40: agentmesh.registry.v1.Project.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	26, // 41: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	26, // 42: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	26, // 43: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	26, // 44: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_resources_proto_init() }
@@ -1799,7 +1932,7 @@ func file_agentmesh_registry_v1_resources_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_resources_proto_rawDesc), len(file_agentmesh_registry_v1_resources_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   14,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

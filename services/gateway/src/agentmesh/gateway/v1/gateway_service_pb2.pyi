@@ -240,3 +240,59 @@ class ResetSessionResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ResetSessionResponse: _TypeAlias = ResetSessionResponse  # noqa: Y015
+
+@_typing.final
+class RespondToInputRequest(_message.Message):
+    """RespondToInputRequest is the input of RespondToInput."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    RESPONSE_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    id: _builtins.str
+    """The request for input."""
+    @_builtins.property
+    def response(self) -> _run_pb2.InputResponse:
+        """The response (see RegistryService.RespondToInputRequest)."""
+
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+        response: _run_pb2.InputResponse | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["response", b"response"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "project_id", b"project_id", "response", b"response"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RespondToInputRequest: _TypeAlias = RespondToInputRequest  # noqa: Y015
+
+@_typing.final
+class RespondToInputResponse(_message.Message):
+    """RespondToInputResponse is one streamed message of RespondToInput: one step of the resumed run."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def event(self) -> _run_pb2.RunEvent:
+        """The step."""
+
+    def __init__(
+        self,
+        *,
+        event: _run_pb2.RunEvent | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RespondToInputResponse: _TypeAlias = RespondToInputResponse  # noqa: Y015

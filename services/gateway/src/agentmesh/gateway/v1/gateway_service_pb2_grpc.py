@@ -52,6 +52,11 @@ class GatewayServiceStub:
                 request_serializer=agentmesh_dot_gateway_dot_v1_dot_gateway__service__pb2.ResetSessionRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_gateway_dot_v1_dot_gateway__service__pb2.ResetSessionResponse.FromString,
                 _registered_method=True)
+        self.RespondToInput = channel.unary_stream(
+                '/agentmesh.gateway.v1.GatewayService/RespondToInput',
+                request_serializer=agentmesh_dot_gateway_dot_v1_dot_gateway__service__pb2.RespondToInputRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_gateway_dot_v1_dot_gateway__service__pb2.RespondToInputResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServiceServicer:
@@ -93,6 +98,16 @@ class GatewayServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RespondToInput(self, request, context):
+        """Responds to a suspended run's request for input (as RegistryService.RespondToInputRequest,
+        with its errors), then streams the resumed run from the request's event on, as StreamChat
+        streams a run: until its `run_completed` or `run_failed`, or `run_suspended` when it asks
+        again. A run with another request still pending streams nothing after the response.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -110,6 +125,11 @@ def add_GatewayServiceServicer_to_server(servicer, server):
                     servicer.ResetSession,
                     request_deserializer=agentmesh_dot_gateway_dot_v1_dot_gateway__service__pb2.ResetSessionRequest.FromString,
                     response_serializer=agentmesh_dot_gateway_dot_v1_dot_gateway__service__pb2.ResetSessionResponse.SerializeToString,
+            ),
+            'RespondToInput': grpc.unary_stream_rpc_method_handler(
+                    servicer.RespondToInput,
+                    request_deserializer=agentmesh_dot_gateway_dot_v1_dot_gateway__service__pb2.RespondToInputRequest.FromString,
+                    response_serializer=agentmesh_dot_gateway_dot_v1_dot_gateway__service__pb2.RespondToInputResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -196,6 +216,33 @@ class GatewayService:
             '/agentmesh.gateway.v1.GatewayService/ResetSession',
             agentmesh_dot_gateway_dot_v1_dot_gateway__service__pb2.ResetSessionRequest.SerializeToString,
             agentmesh_dot_gateway_dot_v1_dot_gateway__service__pb2.ResetSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RespondToInput(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/agentmesh.gateway.v1.GatewayService/RespondToInput',
+            agentmesh_dot_gateway_dot_v1_dot_gateway__service__pb2.RespondToInputRequest.SerializeToString,
+            agentmesh_dot_gateway_dot_v1_dot_gateway__service__pb2.RespondToInputResponse.FromString,
             options,
             channel_credentials,
             insecure,

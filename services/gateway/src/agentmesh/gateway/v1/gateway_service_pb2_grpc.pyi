@@ -57,6 +57,12 @@ class GatewayServiceStub:
     the next message builds them afresh. The events recorded in memory stay. NOT_FOUND when the
     session is not one of the project's.
     """
+    RespondToInput: _grpc.UnaryStreamMultiCallable[_gateway_service_pb2.RespondToInputRequest, _gateway_service_pb2.RespondToInputResponse]
+    """Responds to a suspended run's request for input (as RegistryService.RespondToInputRequest,
+    with its errors), then streams the resumed run from the request's event on, as StreamChat
+    streams a run: until its `run_completed` or `run_failed`, or `run_suspended` when it asks
+    again. A run with another request still pending streams nothing after the response.
+    """
 
 @_typing.type_check_only
 class GatewayServiceAsyncStub(GatewayServiceStub):
@@ -86,6 +92,12 @@ class GatewayServiceAsyncStub(GatewayServiceStub):
     (their built runtimes with their frozen system prompts, the session's MCP connections), so
     the next message builds them afresh. The events recorded in memory stay. NOT_FOUND when the
     session is not one of the project's.
+    """
+    RespondToInput: _aio.UnaryStreamMultiCallable[_gateway_service_pb2.RespondToInputRequest, _gateway_service_pb2.RespondToInputResponse]  # type: ignore[assignment]
+    """Responds to a suspended run's request for input (as RegistryService.RespondToInputRequest,
+    with its errors), then streams the resumed run from the request's event on, as StreamChat
+    streams a run: until its `run_completed` or `run_failed`, or `run_suspended` when it asks
+    again. A run with another request still pending streams nothing after the response.
     """
 
 class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -131,6 +143,18 @@ class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
         (their built runtimes with their frozen system prompts, the session's MCP connections), so
         the next message builds them afresh. The events recorded in memory stay. NOT_FOUND when the
         session is not one of the project's.
+        """
+
+    @_abc_1.abstractmethod
+    def RespondToInput(
+        self,
+        request: _gateway_service_pb2.RespondToInputRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_gateway_service_pb2.RespondToInputResponse], _abc.AsyncIterator[_gateway_service_pb2.RespondToInputResponse]]:
+        """Responds to a suspended run's request for input (as RegistryService.RespondToInputRequest,
+        with its errors), then streams the resumed run from the request's event on, as StreamChat
+        streams a run: until its `run_completed` or `run_failed`, or `run_suspended` when it asks
+        again. A run with another request still pending streams nothing after the response.
         """
 
 def add_GatewayServiceServicer_to_server(servicer: GatewayServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

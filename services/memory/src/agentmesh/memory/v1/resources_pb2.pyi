@@ -45,6 +45,17 @@ class _EventTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventType.V
     """An agent ended the enclosing loop."""
     EVENT_TYPE_ERROR: _EventType.ValueType  # 9
     """Something went wrong."""
+    EVENT_TYPE_INPUT_REQUESTED: _EventType.ValueType  # 10
+    """A run asks a person for input and suspends. Content: JSON `{"request_id", "kind"
+    ("approval" or "question"), "tool", "arguments", "question", "delegation_path",
+    "expires_at"}`; metadata `request_id`, `call_id`, `kind`.
+    """
+    EVENT_TYPE_INPUT_RECEIVED: _EventType.ValueType  # 11
+    """The one response to a request for input, recorded by the resumed run before it goes on.
+    Content: JSON `{"request_id", "decision" ("approve", "deny" or "" for an answer), "answer",
+    "reason", "arguments" (edited, when given), "responder", "expired"}`; metadata `request_id`,
+    `call_id`.
+    """
 
 class EventType(_EventType, metaclass=_EventTypeEnumTypeWrapper):
     """EventType says what an event records. In JSON it is the lower-case name without the prefix,
@@ -71,6 +82,17 @@ EVENT_TYPE_ESCALATION: EventType.ValueType  # 8
 """An agent ended the enclosing loop."""
 EVENT_TYPE_ERROR: EventType.ValueType  # 9
 """Something went wrong."""
+EVENT_TYPE_INPUT_REQUESTED: EventType.ValueType  # 10
+"""A run asks a person for input and suspends. Content: JSON `{"request_id", "kind"
+("approval" or "question"), "tool", "arguments", "question", "delegation_path",
+"expires_at"}`; metadata `request_id`, `call_id`, `kind`.
+"""
+EVENT_TYPE_INPUT_RECEIVED: EventType.ValueType  # 11
+"""The one response to a request for input, recorded by the resumed run before it goes on.
+Content: JSON `{"request_id", "decision" ("approve", "deny" or "" for an answer), "answer",
+"reason", "arguments" (edited, when given), "responder", "expired"}`; metadata `request_id`,
+`call_id`.
+"""
 Global___EventType: _TypeAlias = EventType  # noqa: Y015
 
 class _RunState:

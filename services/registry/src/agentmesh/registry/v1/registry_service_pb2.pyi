@@ -3,6 +3,7 @@
 isort:skip_file
 """
 
+from agentmesh.common.v1 import run_pb2 as _run_pb2
 from agentmesh.registry.v1 import resources_pb2 as _resources_pb2
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
@@ -2087,3 +2088,177 @@ class DeleteRemoteAgentResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeleteRemoteAgentResponse: _TypeAlias = DeleteRemoteAgentResponse  # noqa: Y015
+
+@_typing.final
+class ListInputRequestsRequest(_message.Message):
+    """ListInputRequestsRequest is the input of ListInputRequests."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    session_id: _builtins.str
+    """Only this session's (optional)."""
+    state: _run_pb2.InputRequestState.ValueType
+    """Only requests in this state (unset: pending)."""
+    page_size: _builtins.int
+    """At most this many (default 50, at most 1000)."""
+    page_token: _builtins.str
+    """Token from a previous response."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        session_id: _builtins.str = ...,
+        state: _run_pb2.InputRequestState.ValueType = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id", "session_id", b"session_id", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListInputRequestsRequest: _TypeAlias = ListInputRequestsRequest  # noqa: Y015
+
+@_typing.final
+class ListInputRequestsResponse(_message.Message):
+    """ListInputRequestsResponse is the output of ListInputRequests."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INPUT_REQUESTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Token for the next page; empty on the last."""
+    @_builtins.property
+    def input_requests(self) -> _containers.RepeatedCompositeFieldContainer[_run_pb2.InputRequest]:
+        """The page, oldest first."""
+
+    def __init__(
+        self,
+        *,
+        input_requests: _abc.Iterable[_run_pb2.InputRequest] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["input_requests", b"input_requests", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListInputRequestsResponse: _TypeAlias = ListInputRequestsResponse  # noqa: Y015
+
+@_typing.final
+class GetInputRequestRequest(_message.Message):
+    """GetInputRequestRequest is the input of GetInputRequest."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    id: _builtins.str
+    """Identifier."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetInputRequestRequest: _TypeAlias = GetInputRequestRequest  # noqa: Y015
+
+@_typing.final
+class GetInputRequestResponse(_message.Message):
+    """GetInputRequestResponse is the output of GetInputRequest."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INPUT_REQUEST_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def input_request(self) -> _run_pb2.InputRequest:
+        """The request."""
+
+    def __init__(
+        self,
+        *,
+        input_request: _run_pb2.InputRequest | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["input_request", b"input_request"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["input_request", b"input_request"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetInputRequestResponse: _TypeAlias = GetInputRequestResponse  # noqa: Y015
+
+@_typing.final
+class RespondToInputRequestRequest(_message.Message):
+    """RespondToInputRequestRequest is the input of RespondToInputRequest."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    RESPONSE_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    id: _builtins.str
+    """The request."""
+    @_builtins.property
+    def response(self) -> _run_pb2.InputResponse:
+        """The response: `decision` (and optionally `reason`, and `arguments` to run an approved call
+        with edited arguments) for an approval, `answer` for a question.
+        """
+
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+        response: _run_pb2.InputResponse | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["response", b"response"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "project_id", b"project_id", "response", b"response"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RespondToInputRequestRequest: _TypeAlias = RespondToInputRequestRequest  # noqa: Y015
+
+@_typing.final
+class RespondToInputRequestResponse(_message.Message):
+    """RespondToInputRequestResponse is the output of RespondToInputRequest."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INPUT_REQUEST_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def input_request(self) -> _run_pb2.InputRequest:
+        """The request, answered."""
+
+    def __init__(
+        self,
+        *,
+        input_request: _run_pb2.InputRequest | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["input_request", b"input_request"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["input_request", b"input_request"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RespondToInputRequestResponse: _TypeAlias = RespondToInputRequestResponse  # noqa: Y015

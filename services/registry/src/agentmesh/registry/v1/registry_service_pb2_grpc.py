@@ -231,6 +231,21 @@ class RegistryServiceStub:
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteRemoteAgentRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteRemoteAgentResponse.FromString,
                 _registered_method=True)
+        self.ListInputRequests = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/ListInputRequests',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListInputRequestsRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListInputRequestsResponse.FromString,
+                _registered_method=True)
+        self.GetInputRequest = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/GetInputRequest',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetInputRequestRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetInputRequestResponse.FromString,
+                _registered_method=True)
+        self.RespondToInputRequest = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/RespondToInputRequest',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RespondToInputRequestRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RespondToInputRequestResponse.FromString,
+                _registered_method=True)
 
 
 class RegistryServiceServicer:
@@ -534,6 +549,34 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListInputRequests(self, request, context):
+        """Lists a project's requests for a person's input (suspended runs' approvals and questions),
+        oldest first, paged; pending ones only unless `state` says otherwise. The project's owner,
+        superusers and API keys scoped to the project. NOT_FOUND for a project the caller may not see.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetInputRequest(self, request, context):
+        """Returns one request for input. NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RespondToInputRequest(self, request, context):
+        """Gives a request its one response (an approval's decision, or a question's answer); once the
+        run has no request left pending it resumes, on any executor. Only the first response
+        counts: a second gets FAILED_PRECONDITION (reason INPUT_ALREADY_ANSWERED, naming who answered
+        and when), as does a response to an expired request (reason INPUT_REQUEST_EXPIRED).
+        INVALID_ARGUMENT for a decision on a question, an answer to an approval, or neither.
+        NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RegistryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -726,6 +769,21 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.DeleteRemoteAgent,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteRemoteAgentRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteRemoteAgentResponse.SerializeToString,
+            ),
+            'ListInputRequests': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListInputRequests,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListInputRequestsRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListInputRequestsResponse.SerializeToString,
+            ),
+            'GetInputRequest': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetInputRequest,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetInputRequestRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetInputRequestResponse.SerializeToString,
+            ),
+            'RespondToInputRequest': grpc.unary_unary_rpc_method_handler(
+                    servicer.RespondToInputRequest,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RespondToInputRequestRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RespondToInputRequestResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1761,6 +1819,87 @@ class RegistryService:
             '/agentmesh.registry.v1.RegistryService/DeleteRemoteAgent',
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteRemoteAgentRequest.SerializeToString,
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteRemoteAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListInputRequests(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/ListInputRequests',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListInputRequestsRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListInputRequestsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetInputRequest(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/GetInputRequest',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetInputRequestRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetInputRequestResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RespondToInputRequest(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/RespondToInputRequest',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RespondToInputRequestRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RespondToInputRequestResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -156,6 +156,21 @@ class RegistryServiceStub:
     """
     DeleteRemoteAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteRemoteAgentRequest, _registry_service_pb2.DeleteRemoteAgentResponse]
     """Deletes a remote agent; agents naming it get a refused delegation. NOT_FOUND."""
+    ListInputRequests: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ListInputRequestsRequest, _registry_service_pb2.ListInputRequestsResponse]
+    """Lists a project's requests for a person's input (suspended runs' approvals and questions),
+    oldest first, paged; pending ones only unless `state` says otherwise. The project's owner,
+    superusers and API keys scoped to the project. NOT_FOUND for a project the caller may not see.
+    """
+    GetInputRequest: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.GetInputRequestRequest, _registry_service_pb2.GetInputRequestResponse]
+    """Returns one request for input. NOT_FOUND."""
+    RespondToInputRequest: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RespondToInputRequestRequest, _registry_service_pb2.RespondToInputRequestResponse]
+    """Gives a request its one response (an approval's decision, or a question's answer); once the
+    run has no request left pending it resumes, on any executor. Only the first response
+    counts: a second gets FAILED_PRECONDITION (reason INPUT_ALREADY_ANSWERED, naming who answered
+    and when), as does a response to an expired request (reason INPUT_REQUEST_EXPIRED).
+    INVALID_ARGUMENT for a decision on a question, an answer to an approval, or neither.
+    NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
+    """
 
 @_typing.type_check_only
 class RegistryServiceAsyncStub(RegistryServiceStub):
@@ -285,6 +300,21 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     """
     DeleteRemoteAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteRemoteAgentRequest, _registry_service_pb2.DeleteRemoteAgentResponse]  # type: ignore[assignment]
     """Deletes a remote agent; agents naming it get a refused delegation. NOT_FOUND."""
+    ListInputRequests: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ListInputRequestsRequest, _registry_service_pb2.ListInputRequestsResponse]  # type: ignore[assignment]
+    """Lists a project's requests for a person's input (suspended runs' approvals and questions),
+    oldest first, paged; pending ones only unless `state` says otherwise. The project's owner,
+    superusers and API keys scoped to the project. NOT_FOUND for a project the caller may not see.
+    """
+    GetInputRequest: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.GetInputRequestRequest, _registry_service_pb2.GetInputRequestResponse]  # type: ignore[assignment]
+    """Returns one request for input. NOT_FOUND."""
+    RespondToInputRequest: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RespondToInputRequestRequest, _registry_service_pb2.RespondToInputRequestResponse]  # type: ignore[assignment]
+    """Gives a request its one response (an approval's decision, or a question's answer); once the
+    run has no request left pending it resumes, on any executor. Only the first response
+    counts: a second gets FAILED_PRECONDITION (reason INPUT_ALREADY_ANSWERED, naming who answered
+    and when), as does a response to an expired request (reason INPUT_REQUEST_EXPIRED).
+    INVALID_ARGUMENT for a decision on a question, an answer to an approval, or neither.
+    NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
+    """
 
 class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
     """RegistryService owns users, projects, agent types, agents and their lifecycle, and executor
@@ -639,5 +669,38 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.DeleteRemoteAgentResponse, _abc.Awaitable[_registry_service_pb2.DeleteRemoteAgentResponse]]:
         """Deletes a remote agent; agents naming it get a refused delegation. NOT_FOUND."""
+
+    @_abc_1.abstractmethod
+    def ListInputRequests(
+        self,
+        request: _registry_service_pb2.ListInputRequestsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.ListInputRequestsResponse, _abc.Awaitable[_registry_service_pb2.ListInputRequestsResponse]]:
+        """Lists a project's requests for a person's input (suspended runs' approvals and questions),
+        oldest first, paged; pending ones only unless `state` says otherwise. The project's owner,
+        superusers and API keys scoped to the project. NOT_FOUND for a project the caller may not see.
+        """
+
+    @_abc_1.abstractmethod
+    def GetInputRequest(
+        self,
+        request: _registry_service_pb2.GetInputRequestRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.GetInputRequestResponse, _abc.Awaitable[_registry_service_pb2.GetInputRequestResponse]]:
+        """Returns one request for input. NOT_FOUND."""
+
+    @_abc_1.abstractmethod
+    def RespondToInputRequest(
+        self,
+        request: _registry_service_pb2.RespondToInputRequestRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.RespondToInputRequestResponse, _abc.Awaitable[_registry_service_pb2.RespondToInputRequestResponse]]:
+        """Gives a request its one response (an approval's decision, or a question's answer); once the
+        run has no request left pending it resumes, on any executor. Only the first response
+        counts: a second gets FAILED_PRECONDITION (reason INPUT_ALREADY_ANSWERED, naming who answered
+        and when), as does a response to an expired request (reason INPUT_REQUEST_EXPIRED).
+        INVALID_ARGUMENT for a decision on a question, an answer to an approval, or neither.
+        NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
+        """
 
 def add_RegistryServiceServicer_to_server(servicer: RegistryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

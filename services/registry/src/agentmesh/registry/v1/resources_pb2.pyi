@@ -70,6 +70,10 @@ class _AgentStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_AgentStat
     """Refuses new runs until resumed."""
     AGENT_STATUS_TERMINATED: _AgentStatus.ValueType  # 4
     """Final."""
+    AGENT_STATUS_WAITING: _AgentStatus.ValueType  # 5
+    """No run in flight, and at least one suspended: it waits for a person's input (an approval
+    or an answer). Pausing and resuming treat it as idle.
+    """
 
 class AgentStatus(_AgentStatus, metaclass=_AgentStatusEnumTypeWrapper):
     """AgentStatus is the lifecycle state of a spawned agent."""
@@ -84,6 +88,10 @@ AGENT_STATUS_PAUSED: AgentStatus.ValueType  # 3
 """Refuses new runs until resumed."""
 AGENT_STATUS_TERMINATED: AgentStatus.ValueType  # 4
 """Final."""
+AGENT_STATUS_WAITING: AgentStatus.ValueType  # 5
+"""No run in flight, and at least one suspended: it waits for a person's input (an approval
+or an answer). Pausing and resuming treat it as idle.
+"""
 Global___AgentStatus: _TypeAlias = AgentStatus  # noqa: Y015
 
 @_typing.final
@@ -319,6 +327,26 @@ class AgentType(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class ToolPermissionsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _types_pb2.ToolPermission.ValueType
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _types_pb2.ToolPermission.ValueType = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     ID_FIELD_NUMBER: _builtins.int
     NAME_FIELD_NUMBER: _builtins.int
     SLUG_FIELD_NUMBER: _builtins.int
@@ -337,6 +365,8 @@ class AgentType(_message.Message):
     IS_ACTIVE_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
     UPDATED_AT_FIELD_NUMBER: _builtins.int
+    TOOL_PERMISSIONS_FIELD_NUMBER: _builtins.int
+    INPUT_EXPIRY_SECONDS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Opaque identifier."""
     name: _builtins.str
@@ -357,6 +387,10 @@ class AgentType(_message.Message):
     """Bound on loop iterations; 0 = until escalation (still under a global safety cap)."""
     is_active: _builtins.bool
     """Only active types can be spawned."""
+    input_expiry_seconds: _builtins.int
+    """How long a request for a person's input waits before it expires into a denial, in seconds
+    (0: 86400, a day).
+    """
     @_builtins.property
     def expertise(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Areas of expertise, shown on agent cards as skills."""
@@ -391,6 +425,17 @@ class AgentType(_message.Message):
     def updated_at(self) -> _timestamp_pb2.Timestamp:
         """When last changed."""
 
+    @_builtins.property
+    def tool_permissions(self) -> _containers.ScalarMap[_builtins.str, _types_pb2.ToolPermission.ValueType]:
+        """Whether its agents may call each tool on their own: a map from a tool's name or a glob
+        pattern (`get_current_time`, `mcp:*`, `mcp:files:write_*`, `delegate:*`) to a permission. A
+        tool's name is a built-in's name, `mcp:<server>:<tool>` for an MCP server's tool (its bare
+        name matches too), `delegate:<agent>` for a delegation (a local or remote agent). The most
+        specific rule wins: an exact name before any pattern, then the pattern with the most
+        characters that are not wildcards. No rule: the MCP tool's annotations decide
+        (`readOnlyHint` allow, `destructiveHint` ask), else allow.
+        """
+
     def __init__(
         self,
         *,
@@ -412,10 +457,12 @@ class AgentType(_message.Message):
         is_active: _builtins.bool = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
         updated_at: _timestamp_pb2.Timestamp | None = ...,
+        tool_permissions: _abc.Mapping[_builtins.str, _types_pb2.ToolPermission.ValueType] | None = ...,
+        input_expiry_seconds: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "model_params", b"model_params", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "description", b"description", "expertise", b"expertise", "fallback_models", b"fallback_models", "id", b"id", "is_active", b"is_active", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "model_params", b"model_params", "name", b"name", "personality_prompt", b"personality_prompt", "primary_model", b"primary_model", "slug", b"slug", "sub_agents", b"sub_agents", "tools", b"tools", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "description", b"description", "expertise", b"expertise", "fallback_models", b"fallback_models", "id", b"id", "input_expiry_seconds", b"input_expiry_seconds", "is_active", b"is_active", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "model_params", b"model_params", "name", b"name", "personality_prompt", b"personality_prompt", "primary_model", b"primary_model", "slug", b"slug", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -427,6 +474,26 @@ class Project(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class ToolPermissionsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _types_pb2.ToolPermission.ValueType
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _types_pb2.ToolPermission.ValueType = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     ID_FIELD_NUMBER: _builtins.int
     NAME_FIELD_NUMBER: _builtins.int
     SLUG_FIELD_NUMBER: _builtins.int
@@ -434,6 +501,7 @@ class Project(_message.Message):
     OWNER_ID_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
     UPDATED_AT_FIELD_NUMBER: _builtins.int
+    TOOL_PERMISSIONS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Opaque identifier."""
     name: _builtins.str
@@ -452,6 +520,12 @@ class Project(_message.Message):
     def updated_at(self) -> _timestamp_pb2.Timestamp:
         """When last changed."""
 
+    @_builtins.property
+    def tool_permissions(self) -> _containers.ScalarMap[_builtins.str, _types_pb2.ToolPermission.ValueType]:
+        """Tool permissions the project's owner sets for every agent of the project; they tighten the
+        agents' types' (never loosen them; see AgentConfig.tool_permissions).
+        """
+
     def __init__(
         self,
         *,
@@ -462,10 +536,11 @@ class Project(_message.Message):
         owner_id: _builtins.str = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
         updated_at: _timestamp_pb2.Timestamp | None = ...,
+        tool_permissions: _abc.Mapping[_builtins.str, _types_pb2.ToolPermission.ValueType] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "description", b"description", "id", b"id", "name", b"name", "owner_id", b"owner_id", "slug", b"slug", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "description", b"description", "id", b"id", "name", b"name", "owner_id", b"owner_id", "slug", b"slug", "tool_permissions", b"tool_permissions", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -477,6 +552,26 @@ class AgentConfig(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class ToolPermissionsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _types_pb2.ToolPermission.ValueType
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _types_pb2.ToolPermission.ValueType = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     INSTRUCTIONS_FIELD_NUMBER: _builtins.int
     PRIMARY_MODEL_FIELD_NUMBER: _builtins.int
     MODEL_PARAMS_FIELD_NUMBER: _builtins.int
@@ -487,6 +582,7 @@ class AgentConfig(_message.Message):
     NETWORK_ACCESS_FIELD_NUMBER: _builtins.int
     MOCK_RESPONSES_FIELD_NUMBER: _builtins.int
     DOUBLE_TEXTING_FIELD_NUMBER: _builtins.int
+    TOOL_PERMISSIONS_FIELD_NUMBER: _builtins.int
     instructions: _builtins.str
     """Instructions replacing the type's personality prompt."""
     primary_model: _builtins.str
@@ -519,6 +615,13 @@ class AgentConfig(_message.Message):
     def mock_responses(self) -> _struct_pb2.ListValue:
         """Scripted model answers (strings or {content, tool_calls} objects); selects the mock model."""
 
+    @_builtins.property
+    def tool_permissions(self) -> _containers.ScalarMap[_builtins.str, _types_pb2.ToolPermission.ValueType]:
+        """Tool permissions that tighten the type's (never loosen them): for each tool the strictest
+        of the type's, this map's and the project's decisions counts, each decided by the most
+        specific rule of its own map. An empty map sets none.
+        """
+
     def __init__(
         self,
         *,
@@ -532,10 +635,11 @@ class AgentConfig(_message.Message):
         network_access: _types_pb2.StringList | None = ...,
         mock_responses: _struct_pb2.ListValue | None = ...,
         double_texting: _builtins.str | None = ...,
+        tool_permissions: _abc.Mapping[_builtins.str, _types_pb2.ToolPermission.ValueType] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_double_texting", b"_double_texting", "_instructions", b"_instructions", "_max_iterations", b"_max_iterations", "_max_steps", b"_max_steps", "_primary_model", b"_primary_model", "double_texting", b"double_texting", "instructions", b"instructions", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "sub_agents", b"sub_agents", "tools", b"tools"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_double_texting", b"_double_texting", "_instructions", b"_instructions", "_max_iterations", b"_max_iterations", "_max_steps", b"_max_steps", "_primary_model", b"_primary_model", "double_texting", b"double_texting", "instructions", b"instructions", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "sub_agents", b"sub_agents", "tools", b"tools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_double_texting", b"_double_texting", "_instructions", b"_instructions", "_max_iterations", b"_max_iterations", "_max_steps", b"_max_steps", "_primary_model", b"_primary_model", "double_texting", b"double_texting", "instructions", b"instructions", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__double_texting: _TypeAlias = _typing.Literal["double_texting"]  # noqa: Y015
     _WhichOneofArgType__double_texting: _TypeAlias = _typing.Literal["_double_texting", b"_double_texting"]  # noqa: Y015
@@ -662,6 +766,66 @@ class AgentSpec(_message.Message):
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
+    @_typing.final
+    class ToolPermissionsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _types_pb2.ToolPermission.ValueType
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _types_pb2.ToolPermission.ValueType = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class AgentToolPermissionsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _types_pb2.ToolPermission.ValueType
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _types_pb2.ToolPermission.ValueType = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class ProjectToolPermissionsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _types_pb2.ToolPermission.ValueType
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _types_pb2.ToolPermission.ValueType = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     AGENT_FIELD_NUMBER: _builtins.int
     PROJECT_SLUG_FIELD_NUMBER: _builtins.int
     KIND_FIELD_NUMBER: _builtins.int
@@ -681,6 +845,10 @@ class AgentSpec(_message.Message):
     REVISION_FIELD_NUMBER: _builtins.int
     AGENT_NAMES_FIELD_NUMBER: _builtins.int
     DOUBLE_TEXTING_FIELD_NUMBER: _builtins.int
+    TOOL_PERMISSIONS_FIELD_NUMBER: _builtins.int
+    AGENT_TOOL_PERMISSIONS_FIELD_NUMBER: _builtins.int
+    PROJECT_TOOL_PERMISSIONS_FIELD_NUMBER: _builtins.int
+    INPUT_EXPIRY_SECONDS_FIELD_NUMBER: _builtins.int
     project_slug: _builtins.str
     """The project's slug."""
     kind: Global___AgentKind.ValueType
@@ -702,6 +870,8 @@ class AgentSpec(_message.Message):
     """
     double_texting: _builtins.str
     """Effective double-texting policy ("reject", "enqueue" or "interrupt")."""
+    input_expiry_seconds: _builtins.int
+    """Effective expiry of its requests for input, in seconds."""
     @_builtins.property
     def agent(self) -> Global___Agent:
         """The agent."""
@@ -746,6 +916,18 @@ class AgentSpec(_message.Message):
         name its target by either).
         """
 
+    @_builtins.property
+    def tool_permissions(self) -> _containers.ScalarMap[_builtins.str, _types_pb2.ToolPermission.ValueType]:
+        """The type's tool permissions (AgentType.tool_permissions)."""
+
+    @_builtins.property
+    def agent_tool_permissions(self) -> _containers.ScalarMap[_builtins.str, _types_pb2.ToolPermission.ValueType]:
+        """The agent's own, which only tighten (AgentConfig.tool_permissions)."""
+
+    @_builtins.property
+    def project_tool_permissions(self) -> _containers.ScalarMap[_builtins.str, _types_pb2.ToolPermission.ValueType]:
+        """The project's, which only tighten (Project.tool_permissions)."""
+
     def __init__(
         self,
         *,
@@ -768,10 +950,14 @@ class AgentSpec(_message.Message):
         revision: _builtins.str = ...,
         agent_names: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         double_texting: _builtins.str = ...,
+        tool_permissions: _abc.Mapping[_builtins.str, _types_pb2.ToolPermission.ValueType] | None = ...,
+        agent_tool_permissions: _abc.Mapping[_builtins.str, _types_pb2.ToolPermission.ValueType] | None = ...,
+        project_tool_permissions: _abc.Mapping[_builtins.str, _types_pb2.ToolPermission.ValueType] | None = ...,
+        input_expiry_seconds: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "mock_responses", b"mock_responses", "model_params", b"model_params"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "agent_names", b"agent_names", "description", b"description", "double_texting", b"double_texting", "expertise", b"expertise", "fallback_models", b"fallback_models", "instructions", b"instructions", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "project_slug", b"project_slug", "revision", b"revision", "sub_agents", b"sub_agents", "tools", b"tools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "agent_names", b"agent_names", "agent_tool_permissions", b"agent_tool_permissions", "description", b"description", "double_texting", b"double_texting", "expertise", b"expertise", "fallback_models", b"fallback_models", "input_expiry_seconds", b"input_expiry_seconds", "instructions", b"instructions", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "project_slug", b"project_slug", "project_tool_permissions", b"project_tool_permissions", "revision", b"revision", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -23,44 +23,59 @@ _sym_db = _symbol_database.Default()
 
 
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from google.rpc import status_pb2 as google_dot_rpc_dot_status__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x61gentmesh/common/v1/run.proto\x12\x13\x61gentmesh.common.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17google/rpc/status.proto\"\xe6\x05\n\x08RunEvent\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\r\n\x05\x61gent\x18\x03 \x01(\t\x12\x17\n\x0f\x64\x65legation_path\x18\x04 \x03(\t\x12\x0b\n\x03seq\x18\x05 \x01(\x03\x12\x36\n\x0brun_started\x18\n \x01(\x0b\x32\x1f.agentmesh.common.v1.RunStartedH\x00\x12\x38\n\x0cstep_started\x18\x0b \x01(\x0b\x32 .agentmesh.common.v1.StepStartedH\x00\x12\x34\n\ntext_delta\x18\x0c \x01(\x0b\x32\x1e.agentmesh.common.v1.TextDeltaH\x00\x12\x32\n\ttool_call\x18\r \x01(\x0b\x32\x1d.agentmesh.common.v1.ToolCallH\x00\x12\x36\n\x0btool_result\x18\x0e \x01(\x0b\x32\x1f.agentmesh.common.v1.ToolResultH\x00\x12\x44\n\x12\x64\x65legation_request\x18\x0f \x01(\x0b\x32&.agentmesh.common.v1.DelegationRequestH\x00\x12\x46\n\x13\x64\x65legation_response\x18\x10 \x01(\x0b\x32\'.agentmesh.common.v1.DelegationResponseH\x00\x12\x35\n\nescalation\x18\x11 \x01(\x0b\x32\x1f.agentmesh.common.v1.EscalationH\x00\x12:\n\rrun_completed\x18\x12 \x01(\x0b\x32!.agentmesh.common.v1.RunCompletedH\x00\x12\x34\n\nrun_failed\x18\x13 \x01(\x0b\x32\x1e.agentmesh.common.v1.RunFailedH\x00\x12.\n\x05\x65rror\x18\x14 \x01(\x0b\x32\x1d.agentmesh.common.v1.RunErrorH\x00\x42\x06\n\x04kind\"U\n\nRunStarted\x12\x12\n\nagent_kind\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x13\n\x0b\x65xecutor_id\x18\x03 \x01(\t\x12\x0f\n\x07may_act\x18\x04 \x01(\x08\"\x1b\n\x0bStepStarted\x12\x0c\n\x04step\x18\x01 \x01(\x05\"\x19\n\tTextDelta\x12\x0c\n\x04text\x18\x01 \x01(\t\"U\n\x08ToolCall\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12*\n\targuments\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"M\n\nToolResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06output\x18\x03 \x01(\t\x12\x10\n\x08is_error\x18\x04 \x01(\x08\"N\n\x11\x44\x65legationRequest\x12\x15\n\rdelegation_id\x18\x01 \x01(\t\x12\x14\n\x0ctarget_agent\x18\x02 \x01(\t\x12\x0c\n\x04task\x18\x03 \x01(\t\"\x8b\x01\n\x12\x44\x65legationResponse\x12\x15\n\rdelegation_id\x18\x01 \x01(\t\x12\x14\n\x0ctarget_agent\x18\x02 \x01(\t\x12\x37\n\x07outcome\x18\x03 \x01(\x0e\x32&.agentmesh.common.v1.DelegationOutcome\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\t\"\x1c\n\nEscalation\x12\x0e\n\x06reason\x18\x01 \x01(\t\"{\n\rModelSettings\x12\x18\n\x0btemperature\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x17\n\nmax_tokens\x18\x02 \x01(\x05H\x01\x88\x01\x01\x12\x18\n\x10reasoning_effort\x18\x03 \x01(\tB\x0e\n\x0c_temperatureB\r\n\x0b_max_tokens\"B\n\x05Usage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x03\x12\x15\n\routput_tokens\x18\x02 \x01(\x03\x12\x0c\n\x04\x63ost\x18\x03 \x01(\x01\"\x87\x01\n\x0cRunCompleted\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12)\n\x05usage\x18\x02 \x01(\x0b\x32\x1a.agentmesh.common.v1.Usage\x12\x19\n\x11max_steps_reached\x18\x03 \x01(\x08\x12\r\n\x05steps\x18\x04 \x01(\x05\x12\x11\n\tescalated\x18\x05 \x01(\x08\"N\n\tRunFailed\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\"\n\x06status\x18\x03 \x01(\x0b\x32\x12.google.rpc.Status\"+\n\x08RunError\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t*\xa7\x02\n\x11\x44\x65legationOutcome\x12\"\n\x1e\x44\x45LEGATION_OUTCOME_UNSPECIFIED\x10\x00\x12 \n\x1c\x44\x45LEGATION_OUTCOME_COMPLETED\x10\x01\x12\x1e\n\x1a\x44\x45LEGATION_OUTCOME_REFUSED\x10\x02\x12\x1e\n\x1a\x44\x45LEGATION_OUTCOME_TIMEOUT\x10\x03\x12 \n\x1c\x44\x45LEGATION_OUTCOME_CANCELLED\x10\x04\x12\x1d\n\x19\x44\x45LEGATION_OUTCOME_FAILED\x10\x05\x12%\n!DELEGATION_OUTCOME_INPUT_REQUIRED\x10\x06\x12$\n DELEGATION_OUTCOME_AUTH_REQUIRED\x10\x07\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x61gentmesh/common/v1/run.proto\x12\x13\x61gentmesh.common.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"\xe2\x06\n\x08RunEvent\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\r\n\x05\x61gent\x18\x03 \x01(\t\x12\x17\n\x0f\x64\x65legation_path\x18\x04 \x03(\t\x12\x0b\n\x03seq\x18\x05 \x01(\x03\x12\x36\n\x0brun_started\x18\n \x01(\x0b\x32\x1f.agentmesh.common.v1.RunStartedH\x00\x12\x38\n\x0cstep_started\x18\x0b \x01(\x0b\x32 .agentmesh.common.v1.StepStartedH\x00\x12\x34\n\ntext_delta\x18\x0c \x01(\x0b\x32\x1e.agentmesh.common.v1.TextDeltaH\x00\x12\x32\n\ttool_call\x18\r \x01(\x0b\x32\x1d.agentmesh.common.v1.ToolCallH\x00\x12\x36\n\x0btool_result\x18\x0e \x01(\x0b\x32\x1f.agentmesh.common.v1.ToolResultH\x00\x12\x44\n\x12\x64\x65legation_request\x18\x0f \x01(\x0b\x32&.agentmesh.common.v1.DelegationRequestH\x00\x12\x46\n\x13\x64\x65legation_response\x18\x10 \x01(\x0b\x32\'.agentmesh.common.v1.DelegationResponseH\x00\x12\x35\n\nescalation\x18\x11 \x01(\x0b\x32\x1f.agentmesh.common.v1.EscalationH\x00\x12:\n\rrun_completed\x18\x12 \x01(\x0b\x32!.agentmesh.common.v1.RunCompletedH\x00\x12\x34\n\nrun_failed\x18\x13 \x01(\x0b\x32\x1e.agentmesh.common.v1.RunFailedH\x00\x12.\n\x05\x65rror\x18\x14 \x01(\x0b\x32\x1d.agentmesh.common.v1.RunErrorH\x00\x12>\n\x0finput_requested\x18\x15 \x01(\x0b\x32#.agentmesh.common.v1.InputRequestedH\x00\x12:\n\rrun_suspended\x18\x16 \x01(\x0b\x32!.agentmesh.common.v1.RunSuspendedH\x00\x42\x06\n\x04kind\"U\n\nRunStarted\x12\x12\n\nagent_kind\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x13\n\x0b\x65xecutor_id\x18\x03 \x01(\t\x12\x0f\n\x07may_act\x18\x04 \x01(\x08\"\x1b\n\x0bStepStarted\x12\x0c\n\x04step\x18\x01 \x01(\x05\"\x19\n\tTextDelta\x12\x0c\n\x04text\x18\x01 \x01(\t\"U\n\x08ToolCall\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12*\n\targuments\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"M\n\nToolResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06output\x18\x03 \x01(\t\x12\x10\n\x08is_error\x18\x04 \x01(\x08\"N\n\x11\x44\x65legationRequest\x12\x15\n\rdelegation_id\x18\x01 \x01(\t\x12\x14\n\x0ctarget_agent\x18\x02 \x01(\t\x12\x0c\n\x04task\x18\x03 \x01(\t\"\x8b\x01\n\x12\x44\x65legationResponse\x12\x15\n\rdelegation_id\x18\x01 \x01(\t\x12\x14\n\x0ctarget_agent\x18\x02 \x01(\t\x12\x37\n\x07outcome\x18\x03 \x01(\x0e\x32&.agentmesh.common.v1.DelegationOutcome\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\t\"\x1c\n\nEscalation\x12\x0e\n\x06reason\x18\x01 \x01(\t\"{\n\rModelSettings\x12\x18\n\x0btemperature\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x17\n\nmax_tokens\x18\x02 \x01(\x05H\x01\x88\x01\x01\x12\x18\n\x10reasoning_effort\x18\x03 \x01(\tB\x0e\n\x0c_temperatureB\r\n\x0b_max_tokens\"B\n\x05Usage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x03\x12\x15\n\routput_tokens\x18\x02 \x01(\x03\x12\x0c\n\x04\x63ost\x18\x03 \x01(\x01\"\x87\x01\n\x0cRunCompleted\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12)\n\x05usage\x18\x02 \x01(\x0b\x32\x1a.agentmesh.common.v1.Usage\x12\x19\n\x11max_steps_reached\x18\x03 \x01(\x08\x12\r\n\x05steps\x18\x04 \x01(\x05\x12\x11\n\tescalated\x18\x05 \x01(\x08\"N\n\tRunFailed\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\"\n\x06status\x18\x03 \x01(\x0b\x32\x12.google.rpc.Status\"+\n\x08RunError\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xdf\x03\n\x0cInputRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x0e\n\x06run_id\x18\x04 \x01(\t\x12\r\n\x05\x61gent\x18\x05 \x01(\t\x12\x17\n\x0f\x64\x65legation_path\x18\x06 \x03(\t\x12,\n\x04kind\x18\x07 \x01(\x0e\x32\x1e.agentmesh.common.v1.InputKind\x12\x0c\n\x04tool\x18\x08 \x01(\t\x12*\n\targuments\x18\t \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08question\x18\n \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\x0b \x01(\t\x12.\n\ncreated_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nexpires_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\x05state\x18\x0e \x01(\x0e\x32&.agentmesh.common.v1.InputRequestState\x12\x34\n\x08response\x18\x0f \x01(\x0b\x32\".agentmesh.common.v1.InputResponse\x12\x0b\n\x03seq\x18\x10 \x01(\x03\"\xd6\x01\n\rInputResponse\x12\x34\n\x08\x64\x65\x63ision\x18\x01 \x01(\x0e\x32\".agentmesh.common.v1.InputDecision\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0e\n\x06\x61nswer\x18\x03 \x01(\t\x12*\n\targuments\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x11\n\tresponder\x18\x05 \x01(\t\x12\x30\n\x0cresponded_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"D\n\x0eInputRequested\x12\x32\n\x07request\x18\x01 \x01(\x0b\x32!.agentmesh.common.v1.InputRequest\"#\n\x0cRunSuspended\x12\x13\n\x0brequest_ids\x18\x01 \x03(\t*\xa7\x02\n\x11\x44\x65legationOutcome\x12\"\n\x1e\x44\x45LEGATION_OUTCOME_UNSPECIFIED\x10\x00\x12 \n\x1c\x44\x45LEGATION_OUTCOME_COMPLETED\x10\x01\x12\x1e\n\x1a\x44\x45LEGATION_OUTCOME_REFUSED\x10\x02\x12\x1e\n\x1a\x44\x45LEGATION_OUTCOME_TIMEOUT\x10\x03\x12 \n\x1c\x44\x45LEGATION_OUTCOME_CANCELLED\x10\x04\x12\x1d\n\x19\x44\x45LEGATION_OUTCOME_FAILED\x10\x05\x12%\n!DELEGATION_OUTCOME_INPUT_REQUIRED\x10\x06\x12$\n DELEGATION_OUTCOME_AUTH_REQUIRED\x10\x07*Y\n\tInputKind\x12\x1a\n\x16INPUT_KIND_UNSPECIFIED\x10\x00\x12\x17\n\x13INPUT_KIND_APPROVAL\x10\x01\x12\x17\n\x13INPUT_KIND_QUESTION\x10\x02*\x9c\x01\n\x11InputRequestState\x12#\n\x1fINPUT_REQUEST_STATE_UNSPECIFIED\x10\x00\x12\x1f\n\x1bINPUT_REQUEST_STATE_PENDING\x10\x01\x12 \n\x1cINPUT_REQUEST_STATE_ANSWERED\x10\x02\x12\x1f\n\x1bINPUT_REQUEST_STATE_EXPIRED\x10\x03*d\n\rInputDecision\x12\x1e\n\x1aINPUT_DECISION_UNSPECIFIED\x10\x00\x12\x1a\n\x16INPUT_DECISION_APPROVE\x10\x01\x12\x17\n\x13INPUT_DECISION_DENY\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentmesh.common.v1.run_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DELEGATIONOUTCOME']._serialized_start=1872
-  _globals['_DELEGATIONOUTCOME']._serialized_end=2167
-  _globals['_RUNEVENT']._serialized_start=110
-  _globals['_RUNEVENT']._serialized_end=852
-  _globals['_RUNSTARTED']._serialized_start=854
-  _globals['_RUNSTARTED']._serialized_end=939
-  _globals['_STEPSTARTED']._serialized_start=941
-  _globals['_STEPSTARTED']._serialized_end=968
-  _globals['_TEXTDELTA']._serialized_start=970
-  _globals['_TEXTDELTA']._serialized_end=995
-  _globals['_TOOLCALL']._serialized_start=997
-  _globals['_TOOLCALL']._serialized_end=1082
-  _globals['_TOOLRESULT']._serialized_start=1084
-  _globals['_TOOLRESULT']._serialized_end=1161
-  _globals['_DELEGATIONREQUEST']._serialized_start=1163
-  _globals['_DELEGATIONREQUEST']._serialized_end=1241
-  _globals['_DELEGATIONRESPONSE']._serialized_start=1244
-  _globals['_DELEGATIONRESPONSE']._serialized_end=1383
-  _globals['_ESCALATION']._serialized_start=1385
-  _globals['_ESCALATION']._serialized_end=1413
-  _globals['_MODELSETTINGS']._serialized_start=1415
-  _globals['_MODELSETTINGS']._serialized_end=1538
-  _globals['_USAGE']._serialized_start=1540
-  _globals['_USAGE']._serialized_end=1606
-  _globals['_RUNCOMPLETED']._serialized_start=1609
-  _globals['_RUNCOMPLETED']._serialized_end=1744
-  _globals['_RUNFAILED']._serialized_start=1746
-  _globals['_RUNFAILED']._serialized_end=1824
-  _globals['_RUNERROR']._serialized_start=1826
-  _globals['_RUNERROR']._serialized_end=1869
+  _globals['_DELEGATIONOUTCOME']._serialized_start=2835
+  _globals['_DELEGATIONOUTCOME']._serialized_end=3130
+  _globals['_INPUTKIND']._serialized_start=3132
+  _globals['_INPUTKIND']._serialized_end=3221
+  _globals['_INPUTREQUESTSTATE']._serialized_start=3224
+  _globals['_INPUTREQUESTSTATE']._serialized_end=3380
+  _globals['_INPUTDECISION']._serialized_start=3382
+  _globals['_INPUTDECISION']._serialized_end=3482
+  _globals['_RUNEVENT']._serialized_start=143
+  _globals['_RUNEVENT']._serialized_end=1009
+  _globals['_RUNSTARTED']._serialized_start=1011
+  _globals['_RUNSTARTED']._serialized_end=1096
+  _globals['_STEPSTARTED']._serialized_start=1098
+  _globals['_STEPSTARTED']._serialized_end=1125
+  _globals['_TEXTDELTA']._serialized_start=1127
+  _globals['_TEXTDELTA']._serialized_end=1152
+  _globals['_TOOLCALL']._serialized_start=1154
+  _globals['_TOOLCALL']._serialized_end=1239
+  _globals['_TOOLRESULT']._serialized_start=1241
+  _globals['_TOOLRESULT']._serialized_end=1318
+  _globals['_DELEGATIONREQUEST']._serialized_start=1320
+  _globals['_DELEGATIONREQUEST']._serialized_end=1398
+  _globals['_DELEGATIONRESPONSE']._serialized_start=1401
+  _globals['_DELEGATIONRESPONSE']._serialized_end=1540
+  _globals['_ESCALATION']._serialized_start=1542
+  _globals['_ESCALATION']._serialized_end=1570
+  _globals['_MODELSETTINGS']._serialized_start=1572
+  _globals['_MODELSETTINGS']._serialized_end=1695
+  _globals['_USAGE']._serialized_start=1697
+  _globals['_USAGE']._serialized_end=1763
+  _globals['_RUNCOMPLETED']._serialized_start=1766
+  _globals['_RUNCOMPLETED']._serialized_end=1901
+  _globals['_RUNFAILED']._serialized_start=1903
+  _globals['_RUNFAILED']._serialized_end=1981
+  _globals['_RUNERROR']._serialized_start=1983
+  _globals['_RUNERROR']._serialized_end=2026
+  _globals['_INPUTREQUEST']._serialized_start=2029
+  _globals['_INPUTREQUEST']._serialized_end=2508
+  _globals['_INPUTRESPONSE']._serialized_start=2511
+  _globals['_INPUTRESPONSE']._serialized_end=2725
+  _globals['_INPUTREQUESTED']._serialized_start=2727
+  _globals['_INPUTREQUESTED']._serialized_end=2795
+  _globals['_RUNSUSPENDED']._serialized_start=2797
+  _globals['_RUNSUSPENDED']._serialized_end=2832
 # @@protoc_insertion_point(module_scope)

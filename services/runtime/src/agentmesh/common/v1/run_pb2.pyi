@@ -7,6 +7,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.rpc import status_pb2 as _status_pb2
@@ -65,6 +66,82 @@ DELEGATION_OUTCOME_AUTH_REQUIRED: DelegationOutcome.ValueType  # 7
 """A remote A2A agent stopped its task in `auth-required` (the content says what it needs)."""
 Global___DelegationOutcome: _TypeAlias = DelegationOutcome  # noqa: Y015
 
+class _InputKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _InputKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_InputKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    INPUT_KIND_UNSPECIFIED: _InputKind.ValueType  # 0
+    """Not set."""
+    INPUT_KIND_APPROVAL: _InputKind.ValueType  # 1
+    """To approve (or deny) a tool call whose permission is `ask`."""
+    INPUT_KIND_QUESTION: _InputKind.ValueType  # 2
+    """To answer a question (the built-in tool `ask_user`, or an MCP server's elicitation)."""
+
+class InputKind(_InputKind, metaclass=_InputKindEnumTypeWrapper):
+    """InputKind says what a run asks a person for."""
+
+INPUT_KIND_UNSPECIFIED: InputKind.ValueType  # 0
+"""Not set."""
+INPUT_KIND_APPROVAL: InputKind.ValueType  # 1
+"""To approve (or deny) a tool call whose permission is `ask`."""
+INPUT_KIND_QUESTION: InputKind.ValueType  # 2
+"""To answer a question (the built-in tool `ask_user`, or an MCP server's elicitation)."""
+Global___InputKind: _TypeAlias = InputKind  # noqa: Y015
+
+class _InputRequestState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _InputRequestStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_InputRequestState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    INPUT_REQUEST_STATE_UNSPECIFIED: _InputRequestState.ValueType  # 0
+    """Not set."""
+    INPUT_REQUEST_STATE_PENDING: _InputRequestState.ValueType  # 1
+    """Waiting for its one response."""
+    INPUT_REQUEST_STATE_ANSWERED: _InputRequestState.ValueType  # 2
+    """Responded to (see `response`)."""
+    INPUT_REQUEST_STATE_EXPIRED: _InputRequestState.ValueType  # 3
+    """Nobody responded before `expires_at`: it counts as a denial the model is told about."""
+
+class InputRequestState(_InputRequestState, metaclass=_InputRequestStateEnumTypeWrapper):
+    """InputRequestState says where a request for input stands."""
+
+INPUT_REQUEST_STATE_UNSPECIFIED: InputRequestState.ValueType  # 0
+"""Not set."""
+INPUT_REQUEST_STATE_PENDING: InputRequestState.ValueType  # 1
+"""Waiting for its one response."""
+INPUT_REQUEST_STATE_ANSWERED: InputRequestState.ValueType  # 2
+"""Responded to (see `response`)."""
+INPUT_REQUEST_STATE_EXPIRED: InputRequestState.ValueType  # 3
+"""Nobody responded before `expires_at`: it counts as a denial the model is told about."""
+Global___InputRequestState: _TypeAlias = InputRequestState  # noqa: Y015
+
+class _InputDecision:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _InputDecisionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_InputDecision.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    INPUT_DECISION_UNSPECIFIED: _InputDecision.ValueType  # 0
+    """Not set (a question's answer carries none)."""
+    INPUT_DECISION_APPROVE: _InputDecision.ValueType  # 1
+    """Run the call (with `arguments` when the approver edited them)."""
+    INPUT_DECISION_DENY: _InputDecision.ValueType  # 2
+    """Do not run it; the model is told, with the reason."""
+
+class InputDecision(_InputDecision, metaclass=_InputDecisionEnumTypeWrapper):
+    """InputDecision is a person's decision on an approval."""
+
+INPUT_DECISION_UNSPECIFIED: InputDecision.ValueType  # 0
+"""Not set (a question's answer carries none)."""
+INPUT_DECISION_APPROVE: InputDecision.ValueType  # 1
+"""Run the call (with `arguments` when the approver edited them)."""
+INPUT_DECISION_DENY: InputDecision.ValueType  # 2
+"""Do not run it; the model is told, with the reason."""
+Global___InputDecision: _TypeAlias = InputDecision  # noqa: Y015
+
 @_typing.final
 class RunEvent(_message.Message):
     """RunEvent is one step of an agent run as it streams: from an executor's Run to the gateway, and
@@ -102,6 +179,8 @@ class RunEvent(_message.Message):
     RUN_COMPLETED_FIELD_NUMBER: _builtins.int
     RUN_FAILED_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    INPUT_REQUESTED_FIELD_NUMBER: _builtins.int
+    RUN_SUSPENDED_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run this event belongs to."""
     session_id: _builtins.str
@@ -163,6 +242,21 @@ class RunEvent(_message.Message):
         block); the run goes on.
         """
 
+    @_builtins.property
+    def input_requested(self) -> Global___InputRequested:
+        """The run needs a person's input before it goes on: a tool call to approve, or a question.
+        Raised by a delegated worker (any depth), it carries the worker's delegation path; it is
+        the addressed run's caller's to answer.
+        """
+
+    @_builtins.property
+    def run_suspended(self) -> Global___RunSuspended:
+        """The run waits for the input it requested (last event of the stream): it is not ended. It
+        holds no executor while it waits; answering the request resumes it, on any executor, and
+        its one end (`run_completed` or `run_failed`) comes after that, in the session's log and
+        on the answering call's stream.
+        """
+
     def __init__(
         self,
         *,
@@ -182,12 +276,14 @@ class RunEvent(_message.Message):
         run_completed: Global___RunCompleted | None = ...,
         run_failed: Global___RunFailed | None = ...,
         error: Global___RunError | None = ...,
+        input_requested: Global___InputRequested | None = ...,
+        run_suspended: Global___RunSuspended | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["delegation_request", b"delegation_request", "delegation_response", b"delegation_response", "error", b"error", "escalation", b"escalation", "kind", b"kind", "run_completed", b"run_completed", "run_failed", b"run_failed", "run_started", b"run_started", "step_started", b"step_started", "text_delta", b"text_delta", "tool_call", b"tool_call", "tool_result", b"tool_result"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["delegation_request", b"delegation_request", "delegation_response", b"delegation_response", "error", b"error", "escalation", b"escalation", "input_requested", b"input_requested", "kind", b"kind", "run_completed", b"run_completed", "run_failed", b"run_failed", "run_started", b"run_started", "run_suspended", b"run_suspended", "step_started", b"step_started", "text_delta", b"text_delta", "tool_call", b"tool_call", "tool_result", b"tool_result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "delegation_path", b"delegation_path", "delegation_request", b"delegation_request", "delegation_response", b"delegation_response", "error", b"error", "escalation", b"escalation", "kind", b"kind", "run_completed", b"run_completed", "run_failed", b"run_failed", "run_id", b"run_id", "run_started", b"run_started", "seq", b"seq", "session_id", b"session_id", "step_started", b"step_started", "text_delta", b"text_delta", "tool_call", b"tool_call", "tool_result", b"tool_result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "delegation_path", b"delegation_path", "delegation_request", b"delegation_request", "delegation_response", b"delegation_response", "error", b"error", "escalation", b"escalation", "input_requested", b"input_requested", "kind", b"kind", "run_completed", b"run_completed", "run_failed", b"run_failed", "run_id", b"run_id", "run_started", b"run_started", "run_suspended", b"run_suspended", "seq", b"seq", "session_id", b"session_id", "step_started", b"step_started", "text_delta", b"text_delta", "tool_call", b"tool_call", "tool_result", b"tool_result"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["run_started", "step_started", "text_delta", "tool_call", "tool_result", "delegation_request", "delegation_response", "escalation", "run_completed", "run_failed", "error"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["run_started", "step_started", "text_delta", "tool_call", "tool_result", "delegation_request", "delegation_response", "escalation", "run_completed", "run_failed", "error", "input_requested", "run_suspended"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
@@ -604,3 +700,195 @@ class RunError(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RunError: _TypeAlias = RunError  # noqa: Y015
+
+@_typing.final
+class InputRequest(_message.Message):
+    """InputRequest is a run's request for a person's input: what it asks, where it stands, and its
+    one response.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    AGENT_FIELD_NUMBER: _builtins.int
+    DELEGATION_PATH_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    TOOL_FIELD_NUMBER: _builtins.int
+    ARGUMENTS_FIELD_NUMBER: _builtins.int
+    QUESTION_FIELD_NUMBER: _builtins.int
+    CALL_ID_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    RESPONSE_FIELD_NUMBER: _builtins.int
+    SEQ_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Identifier (unique in the mesh; stable: the same request raised again keeps it)."""
+    project_id: _builtins.str
+    """The project."""
+    session_id: _builtins.str
+    """The session the run records its events in."""
+    run_id: _builtins.str
+    """The run that waits (the one that raised it: a delegated worker's run for a deep request)."""
+    agent: _builtins.str
+    """The agent that asks, by slug."""
+    kind: Global___InputKind.ValueType
+    """What it asks for."""
+    tool: _builtins.str
+    """An approval's tool (as the permission rules name it: `get_current_time`,
+    `mcp:<server>:<tool>`, `delegate:<agent>`).
+    """
+    question: _builtins.str
+    """A question's text (or, for an approval, the model's call as one line of text)."""
+    call_id: _builtins.str
+    """The model's call id the request holds back."""
+    state: Global___InputRequestState.ValueType
+    """Where it stands."""
+    seq: _builtins.int
+    """Memory `seq` of its `input_requested` event: a client follows the resumed run in the
+    session's log from there.
+    """
+    @_builtins.property
+    def delegation_path(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The agents that delegated down to `agent`, outermost first (empty: the addressed agent)."""
+
+    @_builtins.property
+    def arguments(self) -> _struct_pb2.Struct:
+        """An approval's call arguments."""
+
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When it was raised."""
+
+    @_builtins.property
+    def expires_at(self) -> _timestamp_pb2.Timestamp:
+        """When an unanswered request expires into a denial."""
+
+    @_builtins.property
+    def response(self) -> Global___InputResponse:
+        """Its one response (state answered or expired)."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        project_id: _builtins.str = ...,
+        session_id: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+        agent: _builtins.str = ...,
+        delegation_path: _abc.Iterable[_builtins.str] | None = ...,
+        kind: Global___InputKind.ValueType = ...,
+        tool: _builtins.str = ...,
+        arguments: _struct_pb2.Struct | None = ...,
+        question: _builtins.str = ...,
+        call_id: _builtins.str = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        expires_at: _timestamp_pb2.Timestamp | None = ...,
+        state: Global___InputRequestState.ValueType = ...,
+        response: Global___InputResponse | None = ...,
+        seq: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["arguments", b"arguments", "created_at", b"created_at", "expires_at", b"expires_at", "response", b"response"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "arguments", b"arguments", "call_id", b"call_id", "created_at", b"created_at", "delegation_path", b"delegation_path", "expires_at", b"expires_at", "id", b"id", "kind", b"kind", "project_id", b"project_id", "question", b"question", "response", b"response", "run_id", b"run_id", "seq", b"seq", "session_id", b"session_id", "state", b"state", "tool", b"tool"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___InputRequest: _TypeAlias = InputRequest  # noqa: Y015
+
+@_typing.final
+class InputResponse(_message.Message):
+    """InputResponse is the one response a request for input gets."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DECISION_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    ANSWER_FIELD_NUMBER: _builtins.int
+    ARGUMENTS_FIELD_NUMBER: _builtins.int
+    RESPONDER_FIELD_NUMBER: _builtins.int
+    RESPONDED_AT_FIELD_NUMBER: _builtins.int
+    decision: Global___InputDecision.ValueType
+    """An approval's decision."""
+    reason: _builtins.str
+    """Why (optional; told to the model on a denial)."""
+    answer: _builtins.str
+    """A question's answer."""
+    responder: _builtins.str
+    """Who responded: the user's email, "api-key:<key id>", or "system" for an expiry."""
+    @_builtins.property
+    def arguments(self) -> _struct_pb2.Struct:
+        """Edited arguments an approval runs the call with instead of the model's (unset: as asked)."""
+
+    @_builtins.property
+    def responded_at(self) -> _timestamp_pb2.Timestamp:
+        """When."""
+
+    def __init__(
+        self,
+        *,
+        decision: Global___InputDecision.ValueType = ...,
+        reason: _builtins.str = ...,
+        answer: _builtins.str = ...,
+        arguments: _struct_pb2.Struct | None = ...,
+        responder: _builtins.str = ...,
+        responded_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["arguments", b"arguments", "responded_at", b"responded_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "arguments", b"arguments", "decision", b"decision", "reason", b"reason", "responded_at", b"responded_at", "responder", b"responder"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___InputResponse: _TypeAlias = InputResponse  # noqa: Y015
+
+@_typing.final
+class InputRequested(_message.Message):
+    """InputRequested announces a request for a person's input (see InputRequest)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def request(self) -> Global___InputRequest:
+        """The request."""
+
+    def __init__(
+        self,
+        *,
+        request: Global___InputRequest | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["request", b"request"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request", b"request"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___InputRequested: _TypeAlias = InputRequested  # noqa: Y015
+
+@_typing.final
+class RunSuspended(_message.Message):
+    """RunSuspended ends the stream of a run that waits for input: the run is not ended."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_IDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def request_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The requests it waits for (each is answered on its own; the run resumes once all are)."""
+
+    def __init__(
+        self,
+        *,
+        request_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_ids", b"request_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunSuspended: _TypeAlias = RunSuspended  # noqa: Y015

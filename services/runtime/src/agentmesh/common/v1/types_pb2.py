@@ -24,13 +24,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x61gentmesh/common/v1/types.proto\x12\x13\x61gentmesh.common.v1\"\x1c\n\nStringList\x12\x0e\n\x06values\x18\x01 \x03(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x61gentmesh/common/v1/types.proto\x12\x13\x61gentmesh.common.v1\"\x1c\n\nStringList\x12\x0e\n\x06values\x18\x01 \x03(\t*\x7f\n\x0eToolPermission\x12\x1f\n\x1bTOOL_PERMISSION_UNSPECIFIED\x10\x00\x12\x19\n\x15TOOL_PERMISSION_ALLOW\x10\x01\x12\x17\n\x13TOOL_PERMISSION_ASK\x10\x02\x12\x18\n\x14TOOL_PERMISSION_DENY\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentmesh.common.v1.types_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_TOOLPERMISSION']._serialized_start=86
+  _globals['_TOOLPERMISSION']._serialized_end=213
   _globals['_STRINGLIST']._serialized_start=56
   _globals['_STRINGLIST']._serialized_end=84
 # @@protoc_insertion_point(module_scope)

@@ -7,6 +7,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -17,6 +18,37 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _ToolPermission:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ToolPermissionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ToolPermission.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    TOOL_PERMISSION_UNSPECIFIED: _ToolPermission.ValueType  # 0
+    """Not set: no opinion (the next rule decides; with none, allow)."""
+    TOOL_PERMISSION_ALLOW: _ToolPermission.ValueType  # 1
+    """The tool runs when the model calls it."""
+    TOOL_PERMISSION_ASK: _ToolPermission.ValueType  # 2
+    """The run asks a person first (an `input_requested` event of kind approval) and suspends."""
+    TOOL_PERMISSION_DENY: _ToolPermission.ValueType  # 3
+    """The tool never runs for this agent; the model is told it is not permitted."""
+
+class ToolPermission(_ToolPermission, metaclass=_ToolPermissionEnumTypeWrapper):
+    """ToolPermission says whether an agent may call a tool on its own (`allow`), only after a
+    person approved the call (`ask`: the run suspends until then), or not at all (`deny`: nothing
+    runs and the model is told so). REST writes them `allow`, `ask`, `deny`.
+    """
+
+TOOL_PERMISSION_UNSPECIFIED: ToolPermission.ValueType  # 0
+"""Not set: no opinion (the next rule decides; with none, allow)."""
+TOOL_PERMISSION_ALLOW: ToolPermission.ValueType  # 1
+"""The tool runs when the model calls it."""
+TOOL_PERMISSION_ASK: ToolPermission.ValueType  # 2
+"""The run asks a person first (an `input_requested` event of kind approval) and suspends."""
+TOOL_PERMISSION_DENY: ToolPermission.ValueType  # 3
+"""The tool never runs for this agent; the model is told it is not permitted."""
+Global___ToolPermission: _TypeAlias = ToolPermission  # noqa: Y015
 
 @_typing.final
 class StringList(_message.Message):

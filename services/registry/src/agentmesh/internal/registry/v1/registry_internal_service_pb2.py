@@ -22,76 +22,81 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from agentmesh.common.v1 import run_pb2 as agentmesh_dot_common_dot_v1_dot_run__pb2
 from agentmesh.registry.v1 import resources_pb2 as agentmesh_dot_registry_dot_v1_dot_resources__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n>agentmesh/internal/registry/v1/registry_internal_service.proto\x12\x1e\x61gentmesh.internal.registry.v1\x1a%agentmesh/registry/v1/resources.proto\"?\n\x13ResolveAgentRequest\x12\x14\n\x0cproject_slug\x18\x01 \x01(\t\x12\x12\n\nagent_name\x18\x02 \x01(\t\"F\n\x14ResolveAgentResponse\x12.\n\x04spec\x18\x01 \x01(\x0b\x32 .agentmesh.registry.v1.AgentSpec\"y\n\x14StartAgentRunRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x13\n\x0b\x65xecutor_id\x18\x04 \x01(\t\x12\x16\n\x0e\x64ouble_texting\x18\x05 \x01(\t\"o\n\x15StartAgentRunResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent\x12\x15\n\rspec_revision\x18\x02 \x01(\t\x12\x12\n\nruns_ahead\x18\x03 \x03(\t\"Q\n\x17\x41waitSessionTurnRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x14\n\x0cwait_seconds\x18\x03 \x01(\x01\".\n\x18\x41waitSessionTurnResponse\x12\x12\n\nruns_ahead\x18\x01 \x03(\t\"o\n\x15\x46inishAgentRunRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x11\n\tcompleted\x18\x03 \x01(\x08\x12\x13\n\x0btokens_used\x18\x04 \x01(\x03\x12\x0c\n\x04\x63ost\x18\x05 \x01(\x01\"E\n\x16\x46inishAgentRunResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent\"]\n\x16\x46inishAgentRunsRequest\x12\x43\n\x04runs\x18\x01 \x03(\x0b\x32\x35.agentmesh.internal.registry.v1.FinishAgentRunRequest\"\\\n\x17\x46inishAgentRunsResponse\x12\x41\n\x07results\x18\x01 \x03(\x0b\x32\x30.agentmesh.internal.registry.v1.FinishedAgentRun\"\xae\x02\n\x15RenewRunLeasesRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12\x37\n\x04runs\x18\x02 \x03(\x0b\x32).agentmesh.internal.registry.v1.LeasedRun\x12\x39\n\x06\x63losed\x18\x03 \x03(\x0b\x32).agentmesh.internal.registry.v1.LeasedRun\x12\x13\n\x0bmax_orphans\x18\x04 \x01(\x05\x12;\n\x08released\x18\x05 \x03(\x0b\x32).agentmesh.internal.registry.v1.LeasedRun\x12:\n\x07resumed\x18\x06 \x03(\x0b\x32).agentmesh.internal.registry.v1.LeasedRun\"\xe6\x01\n\x16RenewRunLeasesResponse\x12\x37\n\x04lost\x18\x01 \x03(\x0b\x32).agentmesh.internal.registry.v1.LeasedRun\x12<\n\x07orphans\x18\x02 \x03(\x0b\x32+.agentmesh.internal.registry.v1.OrphanedRun\x12\x15\n\rlease_seconds\x18\x03 \x01(\x01\x12>\n\x0binterrupted\x18\x04 \x03(\x0b\x32).agentmesh.internal.registry.v1.LeasedRun\",\n\x18ResolveMcpServersRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"_\n\x19ResolveMcpServersResponse\x12\x31\n\x07servers\x18\x01 \x03(\x0b\x32 .agentmesh.registry.v1.McpServer\x12\x0f\n\x07missing\x18\x02 \x03(\t\"=\n\x19ResolveRemoteAgentRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"V\n\x1aResolveRemoteAgentResponse\x12\x38\n\x0cremote_agent\x18\x01 \x01(\x0b\x32\".agentmesh.registry.v1.RemoteAgent\"L\n\x17RegisterExecutorRequest\x12\x31\n\x08\x65xecutor\x18\x01 \x01(\x0b\x32\x1f.agentmesh.registry.v1.Executor\"M\n\x18RegisterExecutorResponse\x12\x31\n\x08\x65xecutor\x18\x01 \x01(\x0b\x32\x1f.agentmesh.registry.v1.Executor\"\x16\n\x14ListExecutorsRequest\"K\n\x15ListExecutorsResponse\x12\x32\n\texecutors\x18\x01 \x03(\x0b\x32\x1f.agentmesh.registry.v1.Executor\"\'\n\x14GetUserStatusRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\"g\n\x15GetUserStatusResponse\x12\x0e\n\x06\x65xists\x18\x01 \x01(\x08\x12\x11\n\tis_active\x18\x02 \x01(\x08\x12\x14\n\x0cis_superuser\x18\x03 \x01(\x08\x12\x15\n\rtoken_version\x18\x04 \x01(\x03\"+\n\x19\x41uthenticateApiKeyRequest\x12\x0e\n\x06secret\x18\x01 \x01(\t\"\x8e\x01\n\x1a\x41uthenticateApiKeyResponse\x12.\n\x07\x61pi_key\x18\x01 \x01(\x0b\x32\x1d.agentmesh.registry.v1.ApiKey\x12)\n\x04user\x18\x02 \x01(\x0b\x32\x1b.agentmesh.registry.v1.User\x12\x15\n\rtoken_version\x18\x03 \x01(\x03\"\x80\x01\n\x10\x46inishedAgentRun\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent\x12\x12\n\nerror_code\x18\x02 \x01(\t\x12\x14\n\x0c\x65rror_reason\x18\x03 \x01(\t\x12\x15\n\rerror_message\x18\x04 \x01(\t\"-\n\tLeasedRun\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"k\n\x0bOrphanedRun\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x12\n\nproject_id\x18\x04 \x01(\t\x12\x12\n\nagent_name\x18\x05 \x01(\t\")\n\x12WatchAgentsRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\"b\n\x13WatchAgentsResponse\x12\r\n\x05reset\x18\x01 \x01(\x08\x12<\n\x07\x63hanges\x18\x02 \x03(\x0b\x32+.agentmesh.internal.registry.v1.AgentChange\"i\n\x0b\x41gentChange\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x32\n\x06status\x18\x02 \x01(\x0e\x32\".agentmesh.registry.v1.AgentStatus\x12\x14\n\x0cspec_changed\x18\x03 \x01(\x08\x32\xc6\r\n\x17RegistryInternalService\x12y\n\x0cResolveAgent\x12\x33.agentmesh.internal.registry.v1.ResolveAgentRequest\x1a\x34.agentmesh.internal.registry.v1.ResolveAgentResponse\x12|\n\rStartAgentRun\x12\x34.agentmesh.internal.registry.v1.StartAgentRunRequest\x1a\x35.agentmesh.internal.registry.v1.StartAgentRunResponse\x12\x85\x01\n\x10\x41waitSessionTurn\x12\x37.agentmesh.internal.registry.v1.AwaitSessionTurnRequest\x1a\x38.agentmesh.internal.registry.v1.AwaitSessionTurnResponse\x12\x7f\n\x0e\x46inishAgentRun\x12\x35.agentmesh.internal.registry.v1.FinishAgentRunRequest\x1a\x36.agentmesh.internal.registry.v1.FinishAgentRunResponse\x12\x82\x01\n\x0f\x46inishAgentRuns\x12\x36.agentmesh.internal.registry.v1.FinishAgentRunsRequest\x1a\x37.agentmesh.internal.registry.v1.FinishAgentRunsResponse\x12\x7f\n\x0eRenewRunLeases\x12\x35.agentmesh.internal.registry.v1.RenewRunLeasesRequest\x1a\x36.agentmesh.internal.registry.v1.RenewRunLeasesResponse\x12\x88\x01\n\x11ResolveMcpServers\x12\x38.agentmesh.internal.registry.v1.ResolveMcpServersRequest\x1a\x39.agentmesh.internal.registry.v1.ResolveMcpServersResponse\x12\x8b\x01\n\x12ResolveRemoteAgent\x12\x39.agentmesh.internal.registry.v1.ResolveRemoteAgentRequest\x1a:.agentmesh.internal.registry.v1.ResolveRemoteAgentResponse\x12\x85\x01\n\x10RegisterExecutor\x12\x37.agentmesh.internal.registry.v1.RegisterExecutorRequest\x1a\x38.agentmesh.internal.registry.v1.RegisterExecutorResponse\x12|\n\rListExecutors\x12\x34.agentmesh.internal.registry.v1.ListExecutorsRequest\x1a\x35.agentmesh.internal.registry.v1.ListExecutorsResponse\x12|\n\rGetUserStatus\x12\x34.agentmesh.internal.registry.v1.GetUserStatusRequest\x1a\x35.agentmesh.internal.registry.v1.GetUserStatusResponse\x12\x8b\x01\n\x12\x41uthenticateApiKey\x12\x39.agentmesh.internal.registry.v1.AuthenticateApiKeyRequest\x1a:.agentmesh.internal.registry.v1.AuthenticateApiKeyResponse\x12x\n\x0bWatchAgents\x12\x32.agentmesh.internal.registry.v1.WatchAgentsRequest\x1a\x33.agentmesh.internal.registry.v1.WatchAgentsResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n>agentmesh/internal/registry/v1/registry_internal_service.proto\x12\x1e\x61gentmesh.internal.registry.v1\x1a\x1d\x61gentmesh/common/v1/run.proto\x1a%agentmesh/registry/v1/resources.proto\"?\n\x13ResolveAgentRequest\x12\x14\n\x0cproject_slug\x18\x01 \x01(\t\x12\x12\n\nagent_name\x18\x02 \x01(\t\"F\n\x14ResolveAgentResponse\x12.\n\x04spec\x18\x01 \x01(\x0b\x32 .agentmesh.registry.v1.AgentSpec\"y\n\x14StartAgentRunRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x13\n\x0b\x65xecutor_id\x18\x04 \x01(\t\x12\x16\n\x0e\x64ouble_texting\x18\x05 \x01(\t\"o\n\x15StartAgentRunResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent\x12\x15\n\rspec_revision\x18\x02 \x01(\t\x12\x12\n\nruns_ahead\x18\x03 \x03(\t\"Q\n\x17\x41waitSessionTurnRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x14\n\x0cwait_seconds\x18\x03 \x01(\x01\".\n\x18\x41waitSessionTurnResponse\x12\x12\n\nruns_ahead\x18\x01 \x03(\t\"o\n\x15\x46inishAgentRunRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x11\n\tcompleted\x18\x03 \x01(\x08\x12\x13\n\x0btokens_used\x18\x04 \x01(\x03\x12\x0c\n\x04\x63ost\x18\x05 \x01(\x01\"E\n\x16\x46inishAgentRunResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent\"]\n\x16\x46inishAgentRunsRequest\x12\x43\n\x04runs\x18\x01 \x03(\x0b\x32\x35.agentmesh.internal.registry.v1.FinishAgentRunRequest\"\\\n\x17\x46inishAgentRunsResponse\x12\x41\n\x07results\x18\x01 \x03(\x0b\x32\x30.agentmesh.internal.registry.v1.FinishedAgentRun\"\xae\x02\n\x15RenewRunLeasesRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12\x37\n\x04runs\x18\x02 \x03(\x0b\x32).agentmesh.internal.registry.v1.LeasedRun\x12\x39\n\x06\x63losed\x18\x03 \x03(\x0b\x32).agentmesh.internal.registry.v1.LeasedRun\x12\x13\n\x0bmax_orphans\x18\x04 \x01(\x05\x12;\n\x08released\x18\x05 \x03(\x0b\x32).agentmesh.internal.registry.v1.LeasedRun\x12:\n\x07resumed\x18\x06 \x03(\x0b\x32).agentmesh.internal.registry.v1.LeasedRun\"\xe6\x01\n\x16RenewRunLeasesResponse\x12\x37\n\x04lost\x18\x01 \x03(\x0b\x32).agentmesh.internal.registry.v1.LeasedRun\x12<\n\x07orphans\x18\x02 \x03(\x0b\x32+.agentmesh.internal.registry.v1.OrphanedRun\x12\x15\n\rlease_seconds\x18\x03 \x01(\x01\x12>\n\x0binterrupted\x18\x04 \x03(\x0b\x32).agentmesh.internal.registry.v1.LeasedRun\",\n\x18ResolveMcpServersRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"_\n\x19ResolveMcpServersResponse\x12\x31\n\x07servers\x18\x01 \x03(\x0b\x32 .agentmesh.registry.v1.McpServer\x12\x0f\n\x07missing\x18\x02 \x03(\t\"=\n\x19ResolveRemoteAgentRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"V\n\x1aResolveRemoteAgentResponse\x12\x38\n\x0cremote_agent\x18\x01 \x01(\x0b\x32\".agentmesh.registry.v1.RemoteAgent\"L\n\x17RegisterExecutorRequest\x12\x31\n\x08\x65xecutor\x18\x01 \x01(\x0b\x32\x1f.agentmesh.registry.v1.Executor\"M\n\x18RegisterExecutorResponse\x12\x31\n\x08\x65xecutor\x18\x01 \x01(\x0b\x32\x1f.agentmesh.registry.v1.Executor\"\x16\n\x14ListExecutorsRequest\"K\n\x15ListExecutorsResponse\x12\x32\n\texecutors\x18\x01 \x03(\x0b\x32\x1f.agentmesh.registry.v1.Executor\"\'\n\x14GetUserStatusRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\"g\n\x15GetUserStatusResponse\x12\x0e\n\x06\x65xists\x18\x01 \x01(\x08\x12\x11\n\tis_active\x18\x02 \x01(\x08\x12\x14\n\x0cis_superuser\x18\x03 \x01(\x08\x12\x15\n\rtoken_version\x18\x04 \x01(\x03\"+\n\x19\x41uthenticateApiKeyRequest\x12\x0e\n\x06secret\x18\x01 \x01(\t\"\x8e\x01\n\x1a\x41uthenticateApiKeyResponse\x12.\n\x07\x61pi_key\x18\x01 \x01(\x0b\x32\x1d.agentmesh.registry.v1.ApiKey\x12)\n\x04user\x18\x02 \x01(\x0b\x32\x1b.agentmesh.registry.v1.User\x12\x15\n\rtoken_version\x18\x03 \x01(\x03\"\x80\x01\n\x10\x46inishedAgentRun\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1c.agentmesh.registry.v1.Agent\x12\x12\n\nerror_code\x18\x02 \x01(\t\x12\x14\n\x0c\x65rror_reason\x18\x03 \x01(\t\x12\x15\n\rerror_message\x18\x04 \x01(\t\"-\n\tLeasedRun\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"\xa6\x01\n\x0bOrphanedRun\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x12\n\nproject_id\x18\x04 \x01(\t\x12\x12\n\nagent_name\x18\x05 \x01(\t\x12\x39\n\x0einput_requests\x18\x06 \x03(\x0b\x32!.agentmesh.common.v1.InputRequest\"\x85\x01\n\x11SuspendRunRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x13\n\x0b\x65xecutor_id\x18\x03 \x01(\t\x12\x39\n\x0einput_requests\x18\x04 \x03(\x0b\x32!.agentmesh.common.v1.InputRequest\"O\n\x12SuspendRunResponse\x12\x39\n\x0einput_requests\x18\x01 \x03(\x0b\x32!.agentmesh.common.v1.InputRequest\")\n\x12WatchAgentsRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\"b\n\x13WatchAgentsResponse\x12\r\n\x05reset\x18\x01 \x01(\x08\x12<\n\x07\x63hanges\x18\x02 \x03(\x0b\x32+.agentmesh.internal.registry.v1.AgentChange\"i\n\x0b\x41gentChange\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x32\n\x06status\x18\x02 \x01(\x0e\x32\".agentmesh.registry.v1.AgentStatus\x12\x14\n\x0cspec_changed\x18\x03 \x01(\x08\x32\xbb\x0e\n\x17RegistryInternalService\x12y\n\x0cResolveAgent\x12\x33.agentmesh.internal.registry.v1.ResolveAgentRequest\x1a\x34.agentmesh.internal.registry.v1.ResolveAgentResponse\x12|\n\rStartAgentRun\x12\x34.agentmesh.internal.registry.v1.StartAgentRunRequest\x1a\x35.agentmesh.internal.registry.v1.StartAgentRunResponse\x12\x85\x01\n\x10\x41waitSessionTurn\x12\x37.agentmesh.internal.registry.v1.AwaitSessionTurnRequest\x1a\x38.agentmesh.internal.registry.v1.AwaitSessionTurnResponse\x12\x7f\n\x0e\x46inishAgentRun\x12\x35.agentmesh.internal.registry.v1.FinishAgentRunRequest\x1a\x36.agentmesh.internal.registry.v1.FinishAgentRunResponse\x12\x82\x01\n\x0f\x46inishAgentRuns\x12\x36.agentmesh.internal.registry.v1.FinishAgentRunsRequest\x1a\x37.agentmesh.internal.registry.v1.FinishAgentRunsResponse\x12\x7f\n\x0eRenewRunLeases\x12\x35.agentmesh.internal.registry.v1.RenewRunLeasesRequest\x1a\x36.agentmesh.internal.registry.v1.RenewRunLeasesResponse\x12\x88\x01\n\x11ResolveMcpServers\x12\x38.agentmesh.internal.registry.v1.ResolveMcpServersRequest\x1a\x39.agentmesh.internal.registry.v1.ResolveMcpServersResponse\x12\x8b\x01\n\x12ResolveRemoteAgent\x12\x39.agentmesh.internal.registry.v1.ResolveRemoteAgentRequest\x1a:.agentmesh.internal.registry.v1.ResolveRemoteAgentResponse\x12\x85\x01\n\x10RegisterExecutor\x12\x37.agentmesh.internal.registry.v1.RegisterExecutorRequest\x1a\x38.agentmesh.internal.registry.v1.RegisterExecutorResponse\x12|\n\rListExecutors\x12\x34.agentmesh.internal.registry.v1.ListExecutorsRequest\x1a\x35.agentmesh.internal.registry.v1.ListExecutorsResponse\x12|\n\rGetUserStatus\x12\x34.agentmesh.internal.registry.v1.GetUserStatusRequest\x1a\x35.agentmesh.internal.registry.v1.GetUserStatusResponse\x12\x8b\x01\n\x12\x41uthenticateApiKey\x12\x39.agentmesh.internal.registry.v1.AuthenticateApiKeyRequest\x1a:.agentmesh.internal.registry.v1.AuthenticateApiKeyResponse\x12x\n\x0bWatchAgents\x12\x32.agentmesh.internal.registry.v1.WatchAgentsRequest\x1a\x33.agentmesh.internal.registry.v1.WatchAgentsResponse0\x01\x12s\n\nSuspendRun\x12\x31.agentmesh.internal.registry.v1.SuspendRunRequest\x1a\x32.agentmesh.internal.registry.v1.SuspendRunResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentmesh.internal.registry.v1.registry_internal_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_RESOLVEAGENTREQUEST']._serialized_start=137
-  _globals['_RESOLVEAGENTREQUEST']._serialized_end=200
-  _globals['_RESOLVEAGENTRESPONSE']._serialized_start=202
-  _globals['_RESOLVEAGENTRESPONSE']._serialized_end=272
-  _globals['_STARTAGENTRUNREQUEST']._serialized_start=274
-  _globals['_STARTAGENTRUNREQUEST']._serialized_end=395
-  _globals['_STARTAGENTRUNRESPONSE']._serialized_start=397
-  _globals['_STARTAGENTRUNRESPONSE']._serialized_end=508
-  _globals['_AWAITSESSIONTURNREQUEST']._serialized_start=510
-  _globals['_AWAITSESSIONTURNREQUEST']._serialized_end=591
-  _globals['_AWAITSESSIONTURNRESPONSE']._serialized_start=593
-  _globals['_AWAITSESSIONTURNRESPONSE']._serialized_end=639
-  _globals['_FINISHAGENTRUNREQUEST']._serialized_start=641
-  _globals['_FINISHAGENTRUNREQUEST']._serialized_end=752
-  _globals['_FINISHAGENTRUNRESPONSE']._serialized_start=754
-  _globals['_FINISHAGENTRUNRESPONSE']._serialized_end=823
-  _globals['_FINISHAGENTRUNSREQUEST']._serialized_start=825
-  _globals['_FINISHAGENTRUNSREQUEST']._serialized_end=918
-  _globals['_FINISHAGENTRUNSRESPONSE']._serialized_start=920
-  _globals['_FINISHAGENTRUNSRESPONSE']._serialized_end=1012
-  _globals['_RENEWRUNLEASESREQUEST']._serialized_start=1015
-  _globals['_RENEWRUNLEASESREQUEST']._serialized_end=1317
-  _globals['_RENEWRUNLEASESRESPONSE']._serialized_start=1320
-  _globals['_RENEWRUNLEASESRESPONSE']._serialized_end=1550
-  _globals['_RESOLVEMCPSERVERSREQUEST']._serialized_start=1552
-  _globals['_RESOLVEMCPSERVERSREQUEST']._serialized_end=1596
-  _globals['_RESOLVEMCPSERVERSRESPONSE']._serialized_start=1598
-  _globals['_RESOLVEMCPSERVERSRESPONSE']._serialized_end=1693
-  _globals['_RESOLVEREMOTEAGENTREQUEST']._serialized_start=1695
-  _globals['_RESOLVEREMOTEAGENTREQUEST']._serialized_end=1756
-  _globals['_RESOLVEREMOTEAGENTRESPONSE']._serialized_start=1758
-  _globals['_RESOLVEREMOTEAGENTRESPONSE']._serialized_end=1844
-  _globals['_REGISTEREXECUTORREQUEST']._serialized_start=1846
-  _globals['_REGISTEREXECUTORREQUEST']._serialized_end=1922
-  _globals['_REGISTEREXECUTORRESPONSE']._serialized_start=1924
-  _globals['_REGISTEREXECUTORRESPONSE']._serialized_end=2001
-  _globals['_LISTEXECUTORSREQUEST']._serialized_start=2003
-  _globals['_LISTEXECUTORSREQUEST']._serialized_end=2025
-  _globals['_LISTEXECUTORSRESPONSE']._serialized_start=2027
-  _globals['_LISTEXECUTORSRESPONSE']._serialized_end=2102
-  _globals['_GETUSERSTATUSREQUEST']._serialized_start=2104
-  _globals['_GETUSERSTATUSREQUEST']._serialized_end=2143
-  _globals['_GETUSERSTATUSRESPONSE']._serialized_start=2145
-  _globals['_GETUSERSTATUSRESPONSE']._serialized_end=2248
-  _globals['_AUTHENTICATEAPIKEYREQUEST']._serialized_start=2250
-  _globals['_AUTHENTICATEAPIKEYREQUEST']._serialized_end=2293
-  _globals['_AUTHENTICATEAPIKEYRESPONSE']._serialized_start=2296
-  _globals['_AUTHENTICATEAPIKEYRESPONSE']._serialized_end=2438
-  _globals['_FINISHEDAGENTRUN']._serialized_start=2441
-  _globals['_FINISHEDAGENTRUN']._serialized_end=2569
-  _globals['_LEASEDRUN']._serialized_start=2571
-  _globals['_LEASEDRUN']._serialized_end=2616
-  _globals['_ORPHANEDRUN']._serialized_start=2618
-  _globals['_ORPHANEDRUN']._serialized_end=2725
-  _globals['_WATCHAGENTSREQUEST']._serialized_start=2727
-  _globals['_WATCHAGENTSREQUEST']._serialized_end=2768
-  _globals['_WATCHAGENTSRESPONSE']._serialized_start=2770
-  _globals['_WATCHAGENTSRESPONSE']._serialized_end=2868
-  _globals['_AGENTCHANGE']._serialized_start=2870
-  _globals['_AGENTCHANGE']._serialized_end=2975
-  _globals['_REGISTRYINTERNALSERVICE']._serialized_start=2978
-  _globals['_REGISTRYINTERNALSERVICE']._serialized_end=4712
+  _globals['_RESOLVEAGENTREQUEST']._serialized_start=168
+  _globals['_RESOLVEAGENTREQUEST']._serialized_end=231
+  _globals['_RESOLVEAGENTRESPONSE']._serialized_start=233
+  _globals['_RESOLVEAGENTRESPONSE']._serialized_end=303
+  _globals['_STARTAGENTRUNREQUEST']._serialized_start=305
+  _globals['_STARTAGENTRUNREQUEST']._serialized_end=426
+  _globals['_STARTAGENTRUNRESPONSE']._serialized_start=428
+  _globals['_STARTAGENTRUNRESPONSE']._serialized_end=539
+  _globals['_AWAITSESSIONTURNREQUEST']._serialized_start=541
+  _globals['_AWAITSESSIONTURNREQUEST']._serialized_end=622
+  _globals['_AWAITSESSIONTURNRESPONSE']._serialized_start=624
+  _globals['_AWAITSESSIONTURNRESPONSE']._serialized_end=670
+  _globals['_FINISHAGENTRUNREQUEST']._serialized_start=672
+  _globals['_FINISHAGENTRUNREQUEST']._serialized_end=783
+  _globals['_FINISHAGENTRUNRESPONSE']._serialized_start=785
+  _globals['_FINISHAGENTRUNRESPONSE']._serialized_end=854
+  _globals['_FINISHAGENTRUNSREQUEST']._serialized_start=856
+  _globals['_FINISHAGENTRUNSREQUEST']._serialized_end=949
+  _globals['_FINISHAGENTRUNSRESPONSE']._serialized_start=951
+  _globals['_FINISHAGENTRUNSRESPONSE']._serialized_end=1043
+  _globals['_RENEWRUNLEASESREQUEST']._serialized_start=1046
+  _globals['_RENEWRUNLEASESREQUEST']._serialized_end=1348
+  _globals['_RENEWRUNLEASESRESPONSE']._serialized_start=1351
+  _globals['_RENEWRUNLEASESRESPONSE']._serialized_end=1581
+  _globals['_RESOLVEMCPSERVERSREQUEST']._serialized_start=1583
+  _globals['_RESOLVEMCPSERVERSREQUEST']._serialized_end=1627
+  _globals['_RESOLVEMCPSERVERSRESPONSE']._serialized_start=1629
+  _globals['_RESOLVEMCPSERVERSRESPONSE']._serialized_end=1724
+  _globals['_RESOLVEREMOTEAGENTREQUEST']._serialized_start=1726
+  _globals['_RESOLVEREMOTEAGENTREQUEST']._serialized_end=1787
+  _globals['_RESOLVEREMOTEAGENTRESPONSE']._serialized_start=1789
+  _globals['_RESOLVEREMOTEAGENTRESPONSE']._serialized_end=1875
+  _globals['_REGISTEREXECUTORREQUEST']._serialized_start=1877
+  _globals['_REGISTEREXECUTORREQUEST']._serialized_end=1953
+  _globals['_REGISTEREXECUTORRESPONSE']._serialized_start=1955
+  _globals['_REGISTEREXECUTORRESPONSE']._serialized_end=2032
+  _globals['_LISTEXECUTORSREQUEST']._serialized_start=2034
+  _globals['_LISTEXECUTORSREQUEST']._serialized_end=2056
+  _globals['_LISTEXECUTORSRESPONSE']._serialized_start=2058
+  _globals['_LISTEXECUTORSRESPONSE']._serialized_end=2133
+  _globals['_GETUSERSTATUSREQUEST']._serialized_start=2135
+  _globals['_GETUSERSTATUSREQUEST']._serialized_end=2174
+  _globals['_GETUSERSTATUSRESPONSE']._serialized_start=2176
+  _globals['_GETUSERSTATUSRESPONSE']._serialized_end=2279
+  _globals['_AUTHENTICATEAPIKEYREQUEST']._serialized_start=2281
+  _globals['_AUTHENTICATEAPIKEYREQUEST']._serialized_end=2324
+  _globals['_AUTHENTICATEAPIKEYRESPONSE']._serialized_start=2327
+  _globals['_AUTHENTICATEAPIKEYRESPONSE']._serialized_end=2469
+  _globals['_FINISHEDAGENTRUN']._serialized_start=2472
+  _globals['_FINISHEDAGENTRUN']._serialized_end=2600
+  _globals['_LEASEDRUN']._serialized_start=2602
+  _globals['_LEASEDRUN']._serialized_end=2647
+  _globals['_ORPHANEDRUN']._serialized_start=2650
+  _globals['_ORPHANEDRUN']._serialized_end=2816
+  _globals['_SUSPENDRUNREQUEST']._serialized_start=2819
+  _globals['_SUSPENDRUNREQUEST']._serialized_end=2952
+  _globals['_SUSPENDRUNRESPONSE']._serialized_start=2954
+  _globals['_SUSPENDRUNRESPONSE']._serialized_end=3033
+  _globals['_WATCHAGENTSREQUEST']._serialized_start=3035
+  _globals['_WATCHAGENTSREQUEST']._serialized_end=3076
+  _globals['_WATCHAGENTSRESPONSE']._serialized_start=3078
+  _globals['_WATCHAGENTSRESPONSE']._serialized_end=3176
+  _globals['_AGENTCHANGE']._serialized_start=3178
+  _globals['_AGENTCHANGE']._serialized_end=3283
+  _globals['_REGISTRYINTERNALSERVICE']._serialized_start=3286
+  _globals['_REGISTRYINTERNALSERVICE']._serialized_end=5137
 # @@protoc_insertion_point(module_scope)

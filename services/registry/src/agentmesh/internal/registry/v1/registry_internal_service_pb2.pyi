@@ -3,6 +3,7 @@
 isort:skip_file
 """
 
+from agentmesh.common.v1 import run_pb2 as _run_pb2
 from agentmesh.registry.v1 import resources_pb2 as _resources_pb2
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
@@ -785,6 +786,7 @@ class OrphanedRun(_message.Message):
     SESSION_ID_FIELD_NUMBER: _builtins.int
     PROJECT_ID_FIELD_NUMBER: _builtins.int
     AGENT_NAME_FIELD_NUMBER: _builtins.int
+    INPUT_REQUESTS_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """The agent's id."""
     run_id: _builtins.str
@@ -795,6 +797,12 @@ class OrphanedRun(_message.Message):
     """The agent's project."""
     agent_name: _builtins.str
     """The agent's slug (what its events are tagged with)."""
+    @_builtins.property
+    def input_requests(self) -> _containers.RepeatedCompositeFieldContainer[_run_pb2.InputRequest]:
+        """A suspended run's requests for input, each answered or expired (a resumed run records
+        their responses and goes on); empty for a run whose executor died.
+        """
+
     def __init__(
         self,
         *,
@@ -803,14 +811,75 @@ class OrphanedRun(_message.Message):
         session_id: _builtins.str = ...,
         project_id: _builtins.str = ...,
         agent_name: _builtins.str = ...,
+        input_requests: _abc.Iterable[_run_pb2.InputRequest] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "agent_name", b"agent_name", "project_id", b"project_id", "run_id", b"run_id", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "agent_name", b"agent_name", "input_requests", b"input_requests", "project_id", b"project_id", "run_id", b"run_id", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___OrphanedRun: _TypeAlias = OrphanedRun  # noqa: Y015
+
+@_typing.final
+class SuspendRunRequest(_message.Message):
+    """SuspendRunRequest is the input of SuspendRun."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    EXECUTOR_ID_FIELD_NUMBER: _builtins.int
+    INPUT_REQUESTS_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The agent's id."""
+    run_id: _builtins.str
+    """The run."""
+    executor_id: _builtins.str
+    """The executor that holds it (and stops holding it)."""
+    @_builtins.property
+    def input_requests(self) -> _containers.RepeatedCompositeFieldContainer[_run_pb2.InputRequest]:
+        """What it waits for; each with its id, kind, call, expiry and `seq`."""
+
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+        executor_id: _builtins.str = ...,
+        input_requests: _abc.Iterable[_run_pb2.InputRequest] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "executor_id", b"executor_id", "input_requests", b"input_requests", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SuspendRunRequest: _TypeAlias = SuspendRunRequest  # noqa: Y015
+
+@_typing.final
+class SuspendRunResponse(_message.Message):
+    """SuspendRunResponse is the output of SuspendRun."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INPUT_REQUESTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def input_requests(self) -> _containers.RepeatedCompositeFieldContainer[_run_pb2.InputRequest]:
+        """The run's requests as stored (some may be answered already)."""
+
+    def __init__(
+        self,
+        *,
+        input_requests: _abc.Iterable[_run_pb2.InputRequest] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["input_requests", b"input_requests"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SuspendRunResponse: _TypeAlias = SuspendRunResponse  # noqa: Y015
 
 @_typing.final
 class WatchAgentsRequest(_message.Message):

@@ -107,6 +107,11 @@ class RegistryInternalServiceStub:
                 request_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.WatchAgentsRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.WatchAgentsResponse.FromString,
                 _registered_method=True)
+        self.SuspendRun = channel.unary_unary(
+                '/agentmesh.internal.registry.v1.RegistryInternalService/SuspendRun',
+                request_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.SuspendRunRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.SuspendRunResponse.FromString,
+                _registered_method=True)
 
 
 class RegistryInternalServiceServicer:
@@ -237,6 +242,20 @@ class RegistryInternalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SuspendRun(self, request, context):
+        """Suspends a run that waits for a person's input (system principal only): stores its
+        requests (a request already stored keeps its state: the same run suspending again after a
+        take-over changes nothing) and parks the run — no executor holds it, it stops counting as
+        in flight (the agent `waiting` when no other run is), and its session's turn stays taken.
+        Once every request of the run is answered or expired, the run is handed to a live executor
+        through RenewRunLeases (OrphanedRun.input_requests) to resume from the session's log; at
+        once when they were answered already. NOT_FOUND for a run not in flight; FAILED_PRECONDITION
+        when `executor_id` does not hold it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RegistryInternalServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -304,6 +323,11 @@ def add_RegistryInternalServiceServicer_to_server(servicer, server):
                     servicer.WatchAgents,
                     request_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.WatchAgentsRequest.FromString,
                     response_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.WatchAgentsResponse.SerializeToString,
+            ),
+            'SuspendRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.SuspendRun,
+                    request_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.SuspendRunRequest.FromString,
+                    response_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.SuspendRunResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -665,6 +689,33 @@ class RegistryInternalService:
             '/agentmesh.internal.registry.v1.RegistryInternalService/WatchAgents',
             agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.WatchAgentsRequest.SerializeToString,
             agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.WatchAgentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SuspendRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.internal.registry.v1.RegistryInternalService/SuspendRun',
+            agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.SuspendRunRequest.SerializeToString,
+            agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.SuspendRunResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -103,6 +103,16 @@ class RegistryInternalServiceStub:
     and ends (working / idle) are not pushed. The stream lasts until the caller or the registry
     ends it; a caller reconnects and starts again from its reset.
     """
+    SuspendRun: _grpc.UnaryUnaryMultiCallable[_registry_internal_service_pb2.SuspendRunRequest, _registry_internal_service_pb2.SuspendRunResponse]
+    """Suspends a run that waits for a person's input (system principal only): stores its
+    requests (a request already stored keeps its state: the same run suspending again after a
+    take-over changes nothing) and parks the run — no executor holds it, it stops counting as
+    in flight (the agent `waiting` when no other run is), and its session's turn stays taken.
+    Once every request of the run is answered or expired, the run is handed to a live executor
+    through RenewRunLeases (OrphanedRun.input_requests) to resume from the session's log; at
+    once when they were answered already. NOT_FOUND for a run not in flight; FAILED_PRECONDITION
+    when `executor_id` does not hold it.
+    """
 
 @_typing.type_check_only
 class RegistryInternalServiceAsyncStub(RegistryInternalServiceStub):
@@ -178,6 +188,16 @@ class RegistryInternalServiceAsyncStub(RegistryInternalServiceStub):
     a change that may alter many agents' specs (an agent type, project or MCP server). Run starts
     and ends (working / idle) are not pushed. The stream lasts until the caller or the registry
     ends it; a caller reconnects and starts again from its reset.
+    """
+    SuspendRun: _aio.UnaryUnaryMultiCallable[_registry_internal_service_pb2.SuspendRunRequest, _registry_internal_service_pb2.SuspendRunResponse]  # type: ignore[assignment]
+    """Suspends a run that waits for a person's input (system principal only): stores its
+    requests (a request already stored keeps its state: the same run suspending again after a
+    take-over changes nothing) and parks the run — no executor holds it, it stops counting as
+    in flight (the agent `waiting` when no other run is), and its session's turn stays taken.
+    Once every request of the run is answered or expired, the run is handed to a live executor
+    through RenewRunLeases (OrphanedRun.input_requests) to resume from the session's log; at
+    once when they were answered already. NOT_FOUND for a run not in flight; FAILED_PRECONDITION
+    when `executor_id` does not hold it.
     """
 
 class RegistryInternalServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -329,6 +349,22 @@ class RegistryInternalServiceServicer(metaclass=_abc_1.ABCMeta):
         a change that may alter many agents' specs (an agent type, project or MCP server). Run starts
         and ends (working / idle) are not pushed. The stream lasts until the caller or the registry
         ends it; a caller reconnects and starts again from its reset.
+        """
+
+    @_abc_1.abstractmethod
+    def SuspendRun(
+        self,
+        request: _registry_internal_service_pb2.SuspendRunRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_internal_service_pb2.SuspendRunResponse, _abc.Awaitable[_registry_internal_service_pb2.SuspendRunResponse]]:
+        """Suspends a run that waits for a person's input (system principal only): stores its
+        requests (a request already stored keeps its state: the same run suspending again after a
+        take-over changes nothing) and parks the run — no executor holds it, it stops counting as
+        in flight (the agent `waiting` when no other run is), and its session's turn stays taken.
+        Once every request of the run is answered or expired, the run is handed to a live executor
+        through RenewRunLeases (OrphanedRun.input_requests) to resume from the session's log; at
+        once when they were answered already. NOT_FOUND for a run not in flight; FAILED_PRECONDITION
+        when `executor_id` does not hold it.
         """
 
 def add_RegistryInternalServiceServicer_to_server(servicer: RegistryInternalServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
