@@ -91,6 +91,10 @@ class AgentTypeRow(Base):
     max_steps: Mapped[int] = mapped_column(sa.Integer)
     max_iterations: Mapped[int] = mapped_column(sa.Integer)
     is_active: Mapped[bool] = mapped_column(sa.Boolean)
+    # Tool name or glob → "allow" | "ask" | "deny" (migration 0011), and how long its agents'
+    # requests for input wait (0: the default).
+    tool_permissions: Mapped[dict[str, str]] = mapped_column(sa.JSON, server_default="{}")
+    input_expiry_seconds: Mapped[int] = mapped_column(sa.Integer, server_default="0")
     request_id: Mapped[str | None] = mapped_column(sa.String(200), unique=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
@@ -110,6 +114,8 @@ class ProjectRow(Base):
     description: Mapped[str] = mapped_column(sa.Text)
     owner_id: Mapped[str] = mapped_column(sa.ForeignKey("users.id", ondelete="CASCADE"))
     request_id: Mapped[str | None] = mapped_column(sa.String(200))
+    # The owner's tool permissions for every agent of the project, which only tighten.
+    tool_permissions: Mapped[dict[str, str]] = mapped_column(sa.JSON, server_default="{}")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
@@ -136,6 +142,8 @@ class AgentRow(Base):
     tokens_used: Mapped[int] = mapped_column(sa.BigInteger)
     cost: Mapped[float] = mapped_column(sa.Float)
     runs_in_flight: Mapped[int] = mapped_column(sa.Integer)
+    # Suspended runs, waiting for a person's input (status `waiting` when none is in flight).
+    runs_waiting: Mapped[int] = mapped_column(sa.Integer, server_default="0")
     request_id: Mapped[str | None] = mapped_column(sa.String(200))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     last_activity_at: Mapped[datetime] = mapped_column(UtcDateTime)
@@ -152,6 +160,33 @@ class AgentRunRow(Base):
     executor_id: Mapped[str] = mapped_column(sa.String(200), server_default="")
     lease_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True, index=True)
     orphaned: Mapped[bool] = mapped_column(sa.Boolean, server_default=sa.false())
+    # Parked while it waits for a person's input (migration 0011): no executor holds it, and it is
+    # not handed to one until its requests are answered or expire.
+    suspended: Mapped[bool] = mapped_column(sa.Boolean, server_default=sa.false())
+
+
+class InputRequestRow(Base):
+    """A suspended run's request for a person's input and its one response (migration 0011)."""
+
+    __tablename__ = "input_requests"
+    __table_args__ = (
+        sa.Index("ix_input_requests_project_state", "project_id", "state", "created_at"),
+        sa.Index("ix_input_requests_run", "agent_id", "run_id"),
+        sa.Index("ix_input_requests_pending_expiry", "state", "expires_at"),
+    )
+
+    id: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
+    project_id: Mapped[str] = mapped_column(sa.ForeignKey("projects.id", ondelete="CASCADE"))
+    agent_id: Mapped[str] = mapped_column(sa.ForeignKey("agents.id", ondelete="CASCADE"))
+    run_id: Mapped[str] = mapped_column(sa.String(200))
+    session_id: Mapped[str] = mapped_column(sa.String(200))
+    state: Mapped[str] = mapped_column(sa.String(20))  # pending | answered | expired
+    # The request as raised (InputRequest in proto JSON, without state and response), and its
+    # one response (InputResponse in proto JSON; null while pending).
+    request: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    response: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
 
 class SessionTurnRow(Base):
