@@ -99,16 +99,27 @@ class ChatStream:
         `result` holds the whole answer. A run that failed raises its error."""
         answer = AnswerStream()
         completed: run_pb2.RunCompleted | None = None
+        requests: list[run_pb2.InputRequest] = []
         async for event in self.events():
             text = answer.feed(event)
             if text:
                 yield text
+            if event.HasField("input_requested"):
+                requests.append(event.input_requested.request)
             if event.run_id != self.run_id:
                 continue  # a sub-agent's or a delegated worker's step
             if event.HasField("run_completed"):
                 completed = event.run_completed
             elif event.HasField("run_failed"):
                 raise run_failure(event.run_failed)
+            elif event.HasField("run_suspended"):
+                # It waits for a person: what it asks is the answer for now.
+                asked = [r for r in requests if r.id in event.run_suspended.request_ids]
+                self.result.input_requests = asked
+                self.result.content = asking_text(asked)
+                for rest in answer.finish(self.result.content):
+                    yield rest
+                return
         if completed is None:
             raise Internal("the run ended without an answer")
         for rest in answer.finish(completed.content):
@@ -119,6 +130,17 @@ class ChatStream:
 
     async def aclose(self) -> None:
         await self._rest.aclose()  # type: ignore[attr-defined]
+
+
+def asking_text(requests: list[run_pb2.InputRequest]) -> str:
+    """What a suspended run asks, as text for faces that carry only text (unary Chat, the
+    OpenAI-compatible API): each request's question, one paragraph each, naming the request."""
+    return "\n\n".join(
+        f"{request.question}\n(request {request.id}: "
+        + ("answer it" if request.kind == run_pb2.INPUT_KIND_QUESTION else "approve or deny it")
+        + ")"
+        for request in requests
+    )
 
 
 def run_failure(failed: run_pb2.RunFailed) -> DomainError:

@@ -194,6 +194,45 @@ class AgentGateway:
             metadata=caller.metadata,
         )
 
+    async def respond_to_input(
+        self, caller: Caller, project_id: str, request_id: str, response: run_pb2.InputResponse
+    ) -> AsyncIterator[run_pb2.RunEvent]:
+        """Gives a suspended run's request its one response (the registry decides whether it
+        counts: a refusal raises before anything streams), then the run's events from the log
+        as it resumes (resume.py) — until its end, or its next suspension; at once a
+        `run_suspended` when it still waits for another of its requests."""
+        if not project_id:
+            raise InvalidRequest.field("project_id", "is required")
+        if not request_id:
+            raise InvalidRequest.field("id", "is required")
+        answered = await self._registry.respond_to_input_request(
+            project_id, request_id, response, metadata=caller.metadata
+        )
+        pending: list[str] = []
+        page_token = ""
+        while True:
+            page = await self._registry.list_input_requests(
+                project_id,
+                session_id=answered.session_id,
+                page_size=1000,
+                page_token=page_token,
+                metadata=caller.metadata,
+            )
+            pending += [r.id for r in page.input_requests if r.run_id == answered.run_id]
+            page_token = page.next_page_token
+            if not page_token:
+                break
+        if pending:
+            return _still_waiting(answered, pending)
+        return follow_run(
+            self._memory,
+            answered.session_id,
+            project_id=project_id,
+            after_seq=answered.seq,
+            run_id=answered.run_id,
+            metadata=caller.metadata,
+        )
+
     async def _events(
         self,
         caller: Caller,
@@ -303,3 +342,16 @@ class AgentGateway:
             after_seq=after_seq,
         )
         return await unary(self._memory.stub.ListEvents, request, metadata=caller.metadata)
+
+
+async def _still_waiting(
+    answered: run_pb2.InputRequest, pending: list[str]
+) -> AsyncIterator[run_pb2.RunEvent]:
+    """The stream of a response after which the run still waits for its other requests."""
+    yield run_pb2.RunEvent(
+        run_id=answered.run_id,
+        session_id=answered.session_id,
+        agent=answered.agent,
+        delegation_path=answered.delegation_path,
+        run_suspended=run_pb2.RunSuspended(request_ids=pending),
+    )

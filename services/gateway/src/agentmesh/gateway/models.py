@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.runtime.errors import ValidationFailed
@@ -62,3 +62,5 @@ class ChatResult:
     content: str = ""
     usage: run_pb2.Usage | None = None
     max_steps_reached: bool = False
+    # The run suspended, waiting for a person's input: its requests (`content` asks them).
+    input_requests: list[run_pb2.InputRequest] = field(default_factory=list)

@@ -188,6 +188,7 @@ RPC_POLICY: Mapping[str, Rule] = {
     _GATEWAY + "Chat": owner(_project_of_agent_ref),
     _GATEWAY + "StreamChat": owner(_project_of_agent_ref),
     _GATEWAY + "ResetSession": owner(_project_id("project_id")),
+    _GATEWAY + "RespondToInput": owner(_project_id("project_id")),
     # A2A (lf.a2a.v1): the owner of the project of the agent the tenant names.
     **_whole_service(A2A_SERVICE, owner(_project_of_tenant)),
     # Infrastructure every gRPC server has.

@@ -8,6 +8,11 @@ stream carries, and the stream ends with the followed run's final event (its `ag
 or the `error` it failed with, recorder.end_key), or at once when that is at or before
 `after_seq`. What is not recorded is not replayed: text deltas (the answer arrives whole in
 `run_completed`) and `step_started`.
+
+A run that suspends to wait for a person records its requests (`input_requested`, the last of
+them marked `last`) and no end: the followed run's stream then ends with `run_suspended`, once
+the run did something since `after_seq` (a follower that starts at a request of the suspension
+it is answering skips that suspension's other requests).
 """
 
 from __future__ import annotations
@@ -80,13 +85,24 @@ async def follow_run(
     if ended:
         return  # the client saw the end already
     paths = {event.run_id: _path(event) for event in inputs}
+    moved = False  # the followed run recorded something other than a request since after_seq
+    asked: list[str] = []  # its requests since it last did something else
     async for event in memory.watch_events(session_id, after_seq, project_id=project_id, metadata=metadata):
         if event.event_type == EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED:
             paths[event.run_id] = _path(event)
         converted = run_event(event, paths.get(event.run_id, []))
+        if event.run_id == run_id and event.event_type == EventType.EVENT_TYPE_INPUT_REQUESTED:
+            if not moved:
+                continue  # a request of the suspension the follower comes from
+            asked.append(converted.input_requested.request.id if converted else "")
+        elif event.run_id == run_id:
+            moved, asked = True, []
         if converted is not None:
             yield converted
         if event.run_id == run_id and is_final(event):
+            return
+        if asked and event.metadata.fields["last"].bool_value if "last" in event.metadata.fields else False:
+            yield suspended_event(event, asked, paths.get(event.run_id, []))
             return
 
 
@@ -131,6 +147,8 @@ def run_event(event: resources_pb2.Event, path: list[str]) -> run_pb2.RunEvent |
         out.delegation_response.content = str(body.get("content", ""))
     elif kind == EventType.EVENT_TYPE_ESCALATION:
         out.escalation.reason = event.content
+    elif kind == EventType.EVENT_TYPE_INPUT_REQUESTED:
+        out.input_requested.request.CopyFrom(input_request(event, path))
     elif kind == EventType.EVENT_TYPE_ERROR and "code" in meta:
         out.run_failed.code = str(meta["code"])
         out.run_failed.message = event.content
@@ -140,6 +158,43 @@ def run_event(event: resources_pb2.Event, path: list[str]) -> run_pb2.RunEvent |
     else:
         return None
     return out
+
+
+def input_request(event: resources_pb2.Event, path: list[str]) -> run_pb2.InputRequest:
+    """The request an `input_requested` event recorded (pending, as it was raised)."""
+    body = _json(event.content)
+    meta = json_format.MessageToDict(event.metadata)
+    request = run_pb2.InputRequest(
+        id=str(body.get("request_id", "")),
+        session_id=event.session_id,
+        run_id=event.run_id,
+        agent=event.agent,
+        delegation_path=[str(step) for step in body.get("delegation_path") or path],
+        kind=run_pb2.INPUT_KIND_QUESTION if body.get("kind") == "question" else run_pb2.INPUT_KIND_APPROVAL,
+        tool=str(body.get("tool", "")),
+        question=str(body.get("question", "")),
+        call_id=str(meta.get("call_id", "")),
+        state=run_pb2.INPUT_REQUEST_STATE_PENDING,
+        seq=event.seq,
+    )
+    arguments = body.get("arguments")
+    if isinstance(arguments, dict):
+        request.arguments.update(arguments)
+    request.created_at.CopyFrom(event.created_at)
+    if body.get("expires_at"):
+        request.expires_at.FromJsonString(str(body["expires_at"]))
+    return request
+
+
+def suspended_event(event: resources_pb2.Event, request_ids: list[str], path: list[str]) -> run_pb2.RunEvent:
+    """The `run_suspended` that ends a followed run's stream at its last request."""
+    return run_pb2.RunEvent(
+        run_id=event.run_id,
+        session_id=event.session_id,
+        agent=event.agent,
+        delegation_path=path,
+        run_suspended=run_pb2.RunSuspended(request_ids=request_ids),
+    )
 
 
 def _path(event: resources_pb2.Event) -> list[str]:

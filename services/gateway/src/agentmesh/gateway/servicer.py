@@ -22,7 +22,7 @@ SESSION_ID_HEADER = "x-session-id"
 
 
 class GatewayServicer(pb_grpc.GatewayServiceServicer):
-    """Chat, StreamChat and ResetSession."""
+    """Chat, StreamChat, ResetSession and RespondToInput."""
 
     def __init__(self, gateway: AgentGateway) -> None:
         self._gateway = gateway
@@ -39,7 +39,11 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
             double_texting=request.double_texting,
         )
         return pb.ChatResponse(
-            session_id=result.session_id, run_id=result.run_id, content=result.content, usage=result.usage
+            session_id=result.session_id,
+            run_id=result.run_id,
+            content=result.content,
+            usage=result.usage,
+            input_requests=result.input_requests,
         )
 
     async def StreamChat(
@@ -72,6 +76,16 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
             await context.send_initial_metadata(((SESSION_ID_HEADER, session_id),))
             async for response in _responses(chat.events(), batch=request.batch_events):
                 yield response
+
+    async def RespondToInput(
+        self, request: pb.RespondToInputRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.RespondToInputResponse]:
+        rest = await self._gateway.respond_to_input(
+            current_caller(), request.project_id, request.id, request.response
+        )
+        async with contextlib.aclosing(rest):  # type: ignore[type-var]
+            async for event in rest:
+                yield pb.RespondToInputResponse(event=event)
 
     async def ResetSession(
         self, request: pb.ResetSessionRequest, context: grpc.aio.ServicerContext

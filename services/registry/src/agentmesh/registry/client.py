@@ -12,6 +12,7 @@ from datetime import datetime
 import grpc
 from google.protobuf import field_mask_pb2
 
+from agentmesh.common.v1 import run_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as internal_pb
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc as internal_pb_grpc
 from agentmesh.registry.errors import (
@@ -147,6 +148,22 @@ class RegistryClient:
     ) -> internal_pb.RenewRunLeasesResponse:
         """Renews an executor's run leases, forgets the orphans it closed, hands it new ones."""
         return await unary(self.internal_stub.RenewRunLeases, request, metadata=metadata, timeout=timeout)
+
+    async def suspend_run(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        executor_id: str,
+        requests: Sequence[run_pb2.InputRequest],
+        metadata: Metadata | None = None,
+    ) -> list[run_pb2.InputRequest]:
+        """Parks a run that waits for a person's input, with its requests: the requests as stored."""
+        request = internal_pb.SuspendRunRequest(
+            agent_id=agent_id, run_id=run_id, executor_id=executor_id, input_requests=requests
+        )
+        response = await unary(self.internal_stub.SuspendRun, request, metadata=metadata)
+        return list(response.input_requests)
 
     async def register_executor(
         self,
@@ -303,6 +320,38 @@ class RegistryClient:
     ) -> resources_pb2.Project:
         request = pb.GetProjectRequest(id=project_id, slug=slug)
         return (await unary(self.stub.GetProject, request, metadata=metadata)).project
+
+    async def list_input_requests(
+        self,
+        project_id: str,
+        *,
+        session_id: str = "",
+        state: run_pb2.InputRequestState.ValueType = run_pb2.INPUT_REQUEST_STATE_UNSPECIFIED,
+        page_size: int = 0,
+        page_token: str = "",
+        metadata: Metadata | None = None,
+    ) -> pb.ListInputRequestsResponse:
+        """A page of the project's requests for input (pending ones unless `state` says)."""
+        request = pb.ListInputRequestsRequest(
+            project_id=project_id,
+            session_id=session_id,
+            state=state,
+            page_size=page_size,
+            page_token=page_token,
+        )
+        return await unary(self.stub.ListInputRequests, request, metadata=metadata)
+
+    async def respond_to_input_request(
+        self,
+        project_id: str,
+        request_id: str,
+        response: run_pb2.InputResponse,
+        *,
+        metadata: Metadata | None = None,
+    ) -> run_pb2.InputRequest:
+        """Gives a request for input its one response: the request, answered."""
+        request = pb.RespondToInputRequestRequest(project_id=project_id, id=request_id, response=response)
+        return (await unary(self.stub.RespondToInputRequest, request, metadata=metadata)).input_request
 
     async def list_projects(
         self, *, page_size: int = 0, page_token: str = "", page: int = 0, metadata: Metadata | None = None

@@ -50,7 +50,7 @@ GEN_AI_TOKEN_TYPE = "gen_ai.token.type"
 GEN_AI_TOOL_NAME = "gen_ai.tool.name"
 ERROR_TYPE = "error.type"
 
-RunOutcome = Literal["completed", "max_steps", "failed", "cancelled"]
+RunOutcome = Literal["completed", "max_steps", "failed", "cancelled", "suspended"]
 ToolOutcome = Literal["ok", "error", "timeout", "cancelled", "refused"]
 DelegationOutcome = Literal["ok", "refused", "timeout", "cancelled", "failed", "input_required"]
 AppendOutcome = Literal["ok", "error"]

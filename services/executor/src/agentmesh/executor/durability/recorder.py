@@ -64,15 +64,21 @@ def resumed_key(run_id: str, resume: int) -> str:
     return f"{run_id}:resumed:{resume}"
 
 
-def resumes(events: Iterable[resources_pb2.Event]) -> int:
+def resumes(events: Iterable[resources_pb2.Event], *, restarts_only: bool = False) -> int:
     """How many times the run of these events was resumed: its takers' notes. Its current
-    incarnation is that number (0: the run as first started)."""
+    incarnation is that number (0: the run as first started). `restarts_only`: only the resumes
+    after its executor stopped, not those after it waited for a person (note `after_input`)."""
     return sum(
         1
         for event in events
         if event.event_type == EventType.EVENT_TYPE_ERROR
         and "reason" in event.metadata.fields
         and event.metadata.fields["reason"].string_value == RUN_RESUMED
+        and not (
+            restarts_only
+            and "after_input" in event.metadata.fields
+            and event.metadata.fields["after_input"].bool_value
+        )
     )
 
 

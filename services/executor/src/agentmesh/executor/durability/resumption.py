@@ -8,7 +8,10 @@ record the model's call id, step and place before anything runs), each with its 
 spec (ResolveAgent, as the mesh itself) and hands the run to the runner, which goes on from where
 the log stops (loops/llm.py): logged steps are not asked again, recorded results are reused, a
 tool call with no result is in doubt (run again only when the tool is idempotent), an open
-delegation is answered from its delegated run's end. A workflow agent's state is its sub-agent
+delegation is answered from its delegated run's end. A suspended run comes back the same way once
+the person responded (or its request expired): the registry hands it over with its requests'
+responses (OrphanedRun.input_requests), and resumes after input do not count towards the limit
+on resumes after a stopped executor (loops/asking.py). A workflow agent's state is its sub-agent
 runs in the log (`ChildLog.sub_agent_runs`, by their `sub_agent_id`): it goes through its steps
 again, taking the ended ones' answers and waiting for those still going (workflow.py). A run
 that cannot be resumed — an agent gone or not runnable, a log from before intent events carried
@@ -95,12 +98,13 @@ class RunResumer:
         if log.ended:  # closed or ended elsewhere: a request of it may still want its response
             await self._closer.answer_strays(orphan, message=_STRAY)
             return
-        if log.resumes >= self._max_resumes:
+        after_input = bool(orphan.input_requests)
+        if log.restarts >= self._max_resumes and not after_input:
             await self._closer.close(
                 orphan,
                 events=events,
                 reason=RESUME_LIMIT,
-                message=f"the run was resumed {log.resumes} times and its executor stopped again; "
+                message=f"the run was resumed {log.restarts} times and its executor stopped again; "
                 f"the limit is {self._max_resumes} (resume_max_times)",
             )
             return
@@ -138,13 +142,18 @@ class RunResumer:
         assert log.input is not None
         number = log.resumes + 1
         recorder = taker_recorder(self._memory, orphan, spec, log.input, resume=number)
+        after_input = bool(orphan.input_requests)
+        why = "the input it waited for" if after_input else "its executor stopped"
         try:
             with calling_as(self._system_metadata()):
                 await recorder.record(
                     EventType.EVENT_TYPE_ERROR,
-                    f"the run resumed on executor {self._executor_id} after its executor stopped "
-                    f"(resume {number})",
-                    metadata={"reason": RUN_RESUMED, "executor_id": self._executor_id},
+                    f"the run resumed on executor {self._executor_id} after {why} (resume {number})",
+                    metadata={
+                        "reason": RUN_RESUMED,
+                        "executor_id": self._executor_id,
+                        **({"after_input": True} if after_input else {}),
+                    },
                     parent_event_id=log.input.id,
                     idempotency_key=resumed_key(orphan.run_id, number),
                 )
@@ -154,6 +163,7 @@ class RunResumer:
             logger.info("run %s is not resumed here: %s", orphan.run_id, error)
             return None
         noted = read_run_log(await self._closer.run_events(orphan))
+        noted.responses = {request.id: request for request in orphan.input_requests}
         if kind_name(spec.kind) != "llm":
             await self._read_sub_agent_runs(orphan, noted)
         if noted.problem:  # what the lost executor recorded meanwhile cannot be resumed from

@@ -45,6 +45,8 @@ class PlannedCall:
     # What the model step that asked for it used: on the step's first call only, so that a run
     # resumed from the log counts a logged step's usage once (resumption.py).
     usage: Usage | None = None
+    # Its tool's permission for this agent (tools/permissions.py): "allow", "ask" or "deny".
+    permission: str = "allow"
 
     def intent(self) -> dict[str, Any]:
         """What its intent event (`tool_call`, `delegation_request`) records of it besides the
@@ -67,11 +69,14 @@ class PlannedCall:
 @dataclass
 class LoggedCall:
     """A call of a logged step: the call, its intent event, and its recorded output (None: the
-    log stops before it had one)."""
+    log stops before it had one); for a call that asked a person (loops/asking.py), its
+    `input_requested` event and, once the resumed run recorded it, its `input_received`."""
 
     call: PlannedCall
     event: Event
     output: ToolOutput | None = None
+    asked: Event | None = None
+    received: Event | None = None
 
 
 @dataclass
@@ -91,6 +96,12 @@ class RunLog:
     # A workflow's sub-agent runs in the log at takeover, by sub_agent_id (workflow.py).
     sub_agent_runs: dict[str, str] = field(default_factory=dict)
     problem: str = ""  # why it cannot be resumed ("" when it can)
+    # Of `resumes`, those after its executor stopped (not after a suspension): what the resume
+    # limit counts.
+    restarts: int = 0
+    # A suspended run's requests for input with their responses, by id, as the registry handed
+    # the run over (OrphanedRun.input_requests; the resumer sets them).
+    responses: dict[str, Any] = field(default_factory=dict)
 
     @property
     def answered(self) -> int:
@@ -104,6 +115,7 @@ def read_run_log(events: list[Event]) -> RunLog:
     steps: dict[int, LoggedStep] = {}
     by_event: dict[str, LoggedCall] = {}
     by_delegation: dict[str, LoggedCall] = {}
+    by_request: dict[str, LoggedCall] = {}
     for event in sorted(events, key=lambda e: e.seq):
         meta = event.metadata.fields
         kind = event.event_type
@@ -123,6 +135,15 @@ def read_run_log(events: list[Event]) -> RunLog:
         elif kind == EventType.EVENT_TYPE_TOOL_RESULT and event.parent_event_id in by_event:
             is_error = bool(meta["is_error"].bool_value) if "is_error" in meta else False
             by_event[event.parent_event_id].output = ToolOutput(event.content, is_error=is_error)
+        elif kind == EventType.EVENT_TYPE_INPUT_REQUESTED and event.parent_event_id in by_event:
+            by_event[event.parent_event_id].asked = event
+            by_request[meta["request_id"].string_value if "request_id" in meta else ""] = by_event[
+                event.parent_event_id
+            ]
+        elif kind == EventType.EVENT_TYPE_INPUT_RECEIVED and "request_id" in meta:
+            asking = by_request.get(meta["request_id"].string_value)
+            if asking is not None:
+                asking.received = event
         elif kind == EventType.EVENT_TYPE_DELEGATION_RESPONSE and event.delegation_id in by_delegation:
             response = _json(event.content)
             by_delegation[event.delegation_id].output = ToolOutput(
@@ -132,6 +153,7 @@ def read_run_log(events: list[Event]) -> RunLog:
         step.calls.sort(key=lambda logged: logged.call.index)
     log.steps = [steps[number] for number in sorted(steps)]
     log.resumes = resumes(events)
+    log.restarts = resumes(events, restarts_only=True)
     if log.input is None:
         log.problem = log.problem or "its input is not in the log"
     return log

@@ -5,12 +5,15 @@ Context: the instructions (with the agents it may delegate to, and how to call t
 in fenced blocks when the model has no function calling), the agent's own recent events in the
 session (a bounded window read newest-first, never the whole session) and the input. Tool calls
 and delegations of one step run concurrently, each bounded in time; every error is fed back to the
-model. Text streams in chunks, with ```delegate / ```tool_call blocks taken out of the answer.
+model. Text streams in chunks, with ```delegate / ```tool_call blocks taken out of the answer. A call
+that needs a person — an approval, or an answer to `ask_user` — is not run: the run records the
+request and suspends (loops/asking.py), and goes on from the log once it is answered.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -33,6 +36,7 @@ from agentmesh.executor.durability.run_log import (
     RunLog,
 )
 from agentmesh.executor.errors import INVALID_BLOCK, MODEL_FAILED
+from agentmesh.executor.loops import asking
 from agentmesh.executor.loops.messages import assistant_turn, result_messages
 from agentmesh.executor.providers.base import ChatModel, Message, ModelError, ToolCallRequest, ToolSpec, Usage
 from agentmesh.executor.providers.factory import message_params
@@ -89,6 +93,8 @@ class LlmLoop:
         self._tools = runtime.tool_set(as_sub_agent=scope.request.as_sub_agent)
         self._targets = list(scope.spec.network_access)
         self._result = RunResult()
+        # A suspended run's requests with their responses, as it was handed over (run_log.py).
+        self._resumed_responses: dict[str, run_pb2.InputRequest] = {}
 
     async def run(self, history: Sequence[Message], resumed: RunLog | None = None) -> RunResult:
         """The loop from its first step, or — for a run `resumed` from the log on another
@@ -111,6 +117,7 @@ class LlmLoop:
         best = ""
         first = 1
         if resumed is not None:
+            self._resumed_responses = dict(resumed.responses)
             for logged in resumed.steps:
                 calls = [call.call for call in logged.calls]
                 for call in calls:  # what the dead executor's model steps used, counted here once
@@ -269,7 +276,16 @@ class LlmLoop:
                 calls.append(PlannedCall(TOOL, call_id, value["name"], arguments, native=False))
         for index, call in enumerate(calls):
             call.step, call.index = step, index
+            self._refuse_if_unaskable(call)
         return calls
+
+    def _refuse_if_unaskable(self, call: PlannedCall) -> None:
+        """A delegated or sub-agent run cannot suspend (its caller holds a stream open for it):
+        a call of it that needs a person is refused rather than run unapproved."""
+        scope = self._scope
+        kind = asking.asks(call)
+        if kind is not None and (scope.depth > 0 or scope.request.as_sub_agent):
+            call.error = asking.cannot_ask(call, kind).text
 
     # -- tools and delegations --------------------------------------------------------------------
 
@@ -333,21 +349,61 @@ class LlmLoop:
                     tool_call.arguments.update(call.arguments)
                     await scope.sink.emit(scope.origin.event(seq=event.seq, tool_call=tool_call))
                 for call, event in zip(tool_calls, recorded[: len(tool_calls)], strict=True):
-                    group.create_task(self._tool(call, event.id, outputs))
+                    if asking.asks(call) is None:
+                        group.create_task(self._tool(call, event.id, outputs))
                 for call in calls:
                     if call.kind == INVALID:
                         group.create_task(self._invalid(call, outputs))
         if failure is not None:
             raise failure
+        held = [
+            (call, event.id)
+            for call, event in zip(tool_calls, recorded[: len(tool_calls)], strict=True)
+            if asking.asks(call)
+        ]
+        if held:
+            # The step's other calls ran (their results are recorded first, so that whoever
+            # follows the log stops at the last request): the run suspends on these.
+            raise asking.RunSuspends(await self._ask(held))
         return [outputs[call.id] for call in calls]
 
-    async def _tool(self, call: PlannedCall, call_event_id: str, outputs: dict[str, ToolOutput]) -> None:
+    async def _ask(self, held: Sequence[tuple[PlannedCall, str]]) -> list[run_pb2.InputRequest]:
+        """Records a request for each held call (one append) and streams them: the requests."""
+        scope = self._scope
+        requests = []
+        for call, _ in held:
+            kind = asking.asks(call)
+            assert kind is not None
+            requests.append(asking.new_request(scope, call, kind))
+        events = await scope.recorder.record_many(
+            [
+                asking.requested_event(request, call_event_id, last=place == len(held) - 1)
+                for place, (request, (_, call_event_id)) in enumerate(zip(requests, held, strict=True))
+            ]
+        )
+        for request, event in zip(requests, events, strict=True):
+            request.seq = event.seq
+            await scope.sink.emit(asking.requested_run_event(scope, request))
+        return requests
+
+    async def _tool(
+        self,
+        call: PlannedCall,
+        call_event_id: str,
+        outputs: dict[str, ToolOutput],
+        *,
+        answer: ToolOutput | None = None,
+    ) -> None:
+        """Runs a call and records its result — or records `answer` as its result instead (a
+        person's answer, or why a call that asked for approval did not run)."""
         scope = self._scope
         with telemetry.tool_span(tool=call.name, call_id=call.id) as span:
             started = time.monotonic()
             # Only the agent's own tools name a label: a name the model made up does not.
             tool = call.name if call.name in self._tools else "unknown"
-            if call.error:
+            if answer is not None:
+                output = answer
+            elif call.error:
                 output = ToolOutput(f"{call.name}: {call.error}", is_error=True, outcome="refused")
             else:
                 try:
@@ -423,16 +479,55 @@ class LlmLoop:
         now — an in-doubt tool call run again only when its tool is idempotent (else the model is
         told its outcome is unknown), an open delegation answered from its delegated run."""
         outputs = {call.call.id: call.output for call in logged.calls if call.output is not None}
+        waiting: list[run_pb2.InputRequest] = []
+        unasked: list[tuple[PlannedCall, str]] = []
         async with asyncio.TaskGroup() as group:
             for open_call in (call for call in logged.calls if call.output is None):
                 call = open_call.call
+                self._refuse_if_unaskable(call)
                 if call.kind == DELEGATION:
                     group.create_task(self._resume_delegation(open_call, outputs))
+                elif open_call.asked is not None:
+                    group.create_task(self._answered(open_call, outputs, waiting))
+                elif asking.asks(call) is not None:
+                    unasked.append((call, open_call.event.id))  # its run stopped before it asked
                 elif self._tools.idempotent(call.name):
                     group.create_task(self._tool(call, open_call.event.id, outputs))
                 else:
                     group.create_task(self._in_doubt(open_call, outputs))
+        if waiting or unasked:
+            raise asking.RunSuspends([*waiting, *(await self._ask(unasked) if unasked else [])])
         return [outputs[call.call.id] for call in logged.calls]
+
+    async def _answered(
+        self, open_call: LoggedCall, outputs: dict[str, ToolOutput], waiting: list[run_pb2.InputRequest]
+    ) -> None:
+        """Goes on with a call that asked a person: with the response the registry handed the run
+        over with (recorded first, as `input_received`), or the one recorded already — then an
+        approved call that has no result may have run, and is in doubt as any such call. A
+        request still unanswered joins `waiting`: the run suspends again."""
+        scope, call = self._scope, open_call.call
+        assert open_call.asked is not None
+        request = asking.request_from_event(open_call.asked, scope)
+        if open_call.received is not None:
+            response = asking.response_from_event(open_call.received)
+            after = asking.outcome(call, request.kind, response, expired=False)
+            if after.run and not self._tools.idempotent(call.name):
+                await self._in_doubt(open_call, outputs)
+                return
+        else:
+            given = self._resumed_responses.get(request.id)
+            if given is None or given.state not in (asking.ANSWERED, asking.EXPIRED):
+                waiting.append(request)
+                return
+            await scope.recorder.record_coalesced([asking.received_event(given, open_call.asked.id)])
+            after = asking.outcome(call, request.kind, given.response, expired=given.state == asking.EXPIRED)
+        if after.run:
+            await self._tool(
+                dataclasses.replace(call, arguments=after.arguments), open_call.event.id, outputs
+            )
+        else:
+            await self._tool(call, open_call.event.id, outputs, answer=after.output)
 
     async def _in_doubt(self, open_call: LoggedCall, outputs: dict[str, ToolOutput]) -> None:
         """Answers a tool call whose outcome is unknown, saying so in its result (`in_doubt`)."""

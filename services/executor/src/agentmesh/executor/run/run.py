@@ -15,9 +15,11 @@
 A run given up here (handed over, its lease lost, or superseded by its taker) records no end and
 reports none: the executor that takes it over resumes it from the log.
 
-A run that waits for a human would be one more state between its steps (suspended): it gives back
-its slot and its lease, keeps its session's turn, and goes on later from the log as a run taken
-over does (`resumed`).
+A run that waits for a person (loops/asking.py) is suspended between its steps: its requests are
+recorded, it gives back its lease (`_suspend`: parked at the registry) and its slot (its task
+ends), keeps its session's turn, and its stream ends with `run_suspended` — no end is recorded or
+reported. It goes on later from the log as a run taken over does (`resumed`), on whichever
+executor the registry hands it to once it is answered.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from agentmesh.executor.durability.finisher import RunFinisher
 from agentmesh.executor.durability.recorder import EventType, Recorder, RunSuperseded, end_key
 from agentmesh.executor.durability.run_log import RunLog
 from agentmesh.executor.errors import MCP_SERVER_UNAVAILABLE, run_failed
+from agentmesh.executor.loops.asking import RunSuspends
 from agentmesh.executor.loops.llm import LlmLoop, LlmLoopSettings
 from agentmesh.executor.loops.workflow import WorkflowRun, WorkflowSettings
 from agentmesh.executor.providers.base import Message
@@ -165,6 +168,8 @@ class Run:
         # Given when it goes live (`live`): why its task was cancelled, by the runner.
         self._cancel_reasons: Mapping[asyncio.Task[Any], str] = {}
         self.scope: RunScope | None = None  # made when its loop begins
+        self.suspended = False  # it waits for a person's input: no end here
+        self._release_lease: Callable[[], None] = lambda: None
         self._ended = False
         self._end_reported = False  # handed to the finisher (once)
 
@@ -193,13 +198,16 @@ class Run:
         resumed: RunLog | None = None,
         interrupt: Callable[[str], None],
         cancel_reasons: Mapping[asyncio.Task[Any], str],
+        release_lease: Callable[[], None],
     ) -> RunResult | None:
         """The run from its agent's set-up (`runtime`) to its end: the answer, or None when it
-        failed (and said so). The stream ends with the answer (or the failure); the run's
-        bookkeeping goes on after. An agent that cannot be set up refuses the run, which leaves
-        with the status. `cancel_reasons`: why its task was cancelled (from here, not by its
-        caller); `interrupt` stops a run of its session ahead of it."""
+        failed (and said so) or suspended (`suspended`). The stream ends with the answer (or the
+        failure, or the suspension); the run's bookkeeping goes on after. An agent that cannot be
+        set up refuses the run, which leaves with the status. `cancel_reasons`: why its task was
+        cancelled (from here, not by its caller); `interrupt` stops a run of its session ahead of
+        it; `release_lease` stops this executor renewing the run's lease (it suspends)."""
         self._cancel_reasons = cancel_reasons
+        self._release_lease = release_lease
         async with self.ends_on_error(), runtime as agent:
             return await self._loop(agent, sink, resumed, interrupt)
 
@@ -238,6 +246,9 @@ class Run:
             answer = await self._record_answer(received, result)
         except RunSuperseded:
             raise  # not this executor's run any more: no end here
+        except RunSuspends as suspension:
+            await self._suspend(scope, suspension)
+            return None
         except asyncio.CancelledError:
             if self._given_up():
                 raise  # no end: the executor that takes it over resumes it
@@ -342,6 +353,39 @@ class Run:
             metadata=result_metadata(result),
             idempotency_key=end_key(self.run_id),
         )
+
+    # -- suspended ----------------------------------------------------------------------------
+
+    async def _suspend(self, scope: RunScope, suspension: RunSuspends) -> None:
+        """Parks the run at the registry with its requests (recorded already) and ends its
+        stream with `run_suspended`. Its lease is given back first: should the registry not take
+        the run, the lease expires and whoever takes the run over finds the requests in the log
+        and suspends it again. Its session's turn stays taken; no end is recorded or reported."""
+        self.suspended = True
+        self._release_lease()
+        try:
+            await self._services.registry.suspend_run(
+                self.spec.agent.id,
+                self.run_id,
+                executor_id=self._services.executor_id,
+                requests=suspension.requests,
+                metadata=self._services.executor_runs.system_metadata(),
+            )
+        except DomainError as error:
+            logger.warning(
+                "run %s could not be parked at the registry (%s): it is suspended again once its "
+                "lease expires",
+                self.run_id,
+                error,
+            )
+        await scope.sink.emit(
+            scope.origin.event(
+                run_suspended=run_pb2.RunSuspended(
+                    request_ids=[request.id for request in suspension.requests]
+                )
+            )
+        )
+        scope.sink.close()
 
     # -- ended --------------------------------------------------------------------------------
 

@@ -343,10 +343,15 @@ class RunExecutor:
                 resumed=resumed,
                 interrupt=self.interrupt,
                 cancel_reasons=self._cancel_reasons,
+                release_lease=lambda: self._leased.pop(run.run_id, None),
             )
-            span.set_attribute(telemetry.RUN_OUTCOME, "completed" if result else "failed")
             if result is not None:
                 outcome = "max_steps" if result.max_steps_reached else "completed"
+            elif run.suspended:
+                outcome = "suspended"
+            span.set_attribute(
+                telemetry.RUN_OUTCOME, "completed" if result else "suspended" if run.suspended else "failed"
+            )
         except (RunSuperseded, asyncio.CancelledError):
             outcome = "cancelled"
             if run.recorder.superseded is not None:

@@ -1,5 +1,5 @@
-"""The built-in function tools: `exit_loop` (escalate out of the enclosing loop agent) and
-`get_current_time`."""
+"""The built-in function tools: `exit_loop` (escalate out of the enclosing loop agent),
+`get_current_time`, and `ask_user` (ask the person the run works for, and wait for the answer)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from agentmesh.executor.tools.base import Tool, ToolError, ToolOutput
 
 EXIT_LOOP = "exit_loop"
 GET_CURRENT_TIME = "get_current_time"
+ASK_USER = "ask_user"
 
 
 class ExitLoop:
@@ -79,6 +80,29 @@ class GetCurrentTime:
         return ToolOutput(self._clock().astimezone(zone).isoformat(timespec="seconds"))
 
 
+class AskUser:
+    """Asks the person the run works for a question. The LLM loop answers its calls itself: the
+    run records the question as a request for input and suspends, and the person's answer is the
+    call's result when it resumes (loops/asking.py). Never called directly."""
+
+    spec = ToolSpec(
+        name=ASK_USER,
+        description=(
+            "Ask the user a question and wait for the answer, when you need information or a "
+            "decision only they can give. The answer comes back as this tool's result."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {"question": {"type": "string", "minLength": 1, "description": "The question."}},
+            "required": ["question"],
+            "additionalProperties": False,
+        },
+    )
+
+    async def call(self, arguments: dict[str, Any]) -> ToolOutput:
+        raise ToolError("ask_user is answered by a person, not run")
+
+
 def builtin_tools() -> dict[str, Callable[[], Tool]]:
     """Factories of the built-in tools, by name."""
-    return {EXIT_LOOP: ExitLoop, GET_CURRENT_TIME: GetCurrentTime}
+    return {EXIT_LOOP: ExitLoop, GET_CURRENT_TIME: GetCurrentTime, ASK_USER: AskUser}

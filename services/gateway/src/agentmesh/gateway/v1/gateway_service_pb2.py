@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from agentmesh.common.v1 import run_pb2 as agentmesh_dot_common_dot_v1_dot_run__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*agentmesh/gateway/v1/gateway_service.proto\x12\x14\x61gentmesh.gateway.v1\x1a\x1d\x61gentmesh/common/v1/run.proto\"\x95\x01\n\x0b\x43hatRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12:\n\x0emodel_settings\x18\x04 \x01(\x0b\x32\".agentmesh.common.v1.ModelSettings\x12\x16\n\x0e\x64ouble_texting\x18\x05 \x01(\t\"n\n\x0c\x43hatResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12)\n\x05usage\x18\x04 \x01(\x0b\x32\x1a.agentmesh.common.v1.Usage\"\xe2\x01\n\x11StreamChatRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12:\n\x0emodel_settings\x18\x04 \x01(\x0b\x32\".agentmesh.common.v1.ModelSettings\x12\x18\n\x10resume_after_seq\x18\x05 \x01(\x03\x12\x15\n\rresume_run_id\x18\x06 \x01(\t\x12\x16\n\x0e\x64ouble_texting\x18\x07 \x01(\t\x12\x14\n\x0c\x62\x61tch_events\x18\x08 \x01(\x08\"q\n\x12StreamChatResponse\x12,\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1d.agentmesh.common.v1.RunEvent\x12-\n\x06\x65vents\x18\x02 \x03(\x0b\x32\x1d.agentmesh.common.v1.RunEvent\"=\n\x13ResetSessionRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\"/\n\x14ResetSessionResponse\x12\x17\n\x0freleased_agents\x18\x01 \x01(\x03\"m\n\x15RespondToInputRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x34\n\x08response\x18\x03 \x01(\x0b\x32\".agentmesh.common.v1.InputResponse\"F\n\x16RespondToInputResponse\x12,\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1d.agentmesh.common.v1.RunEvent2\x98\x03\n\x0eGatewayService\x12M\n\x04\x43hat\x12!.agentmesh.gateway.v1.ChatRequest\x1a\".agentmesh.gateway.v1.ChatResponse\x12\x61\n\nStreamChat\x12\'.agentmesh.gateway.v1.StreamChatRequest\x1a(.agentmesh.gateway.v1.StreamChatResponse0\x01\x12\x65\n\x0cResetSession\x12).agentmesh.gateway.v1.ResetSessionRequest\x1a*.agentmesh.gateway.v1.ResetSessionResponse\x12m\n\x0eRespondToInput\x12+.agentmesh.gateway.v1.RespondToInputRequest\x1a,.agentmesh.gateway.v1.RespondToInputResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*agentmesh/gateway/v1/gateway_service.proto\x12\x14\x61gentmesh.gateway.v1\x1a\x1d\x61gentmesh/common/v1/run.proto\"\x95\x01\n\x0b\x43hatRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12:\n\x0emodel_settings\x18\x04 \x01(\x0b\x32\".agentmesh.common.v1.ModelSettings\x12\x16\n\x0e\x64ouble_texting\x18\x05 \x01(\t\"\xa9\x01\n\x0c\x43hatResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12)\n\x05usage\x18\x04 \x01(\x0b\x32\x1a.agentmesh.common.v1.Usage\x12\x39\n\x0einput_requests\x18\x05 \x03(\x0b\x32!.agentmesh.common.v1.InputRequest\"\xe2\x01\n\x11StreamChatRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12:\n\x0emodel_settings\x18\x04 \x01(\x0b\x32\".agentmesh.common.v1.ModelSettings\x12\x18\n\x10resume_after_seq\x18\x05 \x01(\x03\x12\x15\n\rresume_run_id\x18\x06 \x01(\t\x12\x16\n\x0e\x64ouble_texting\x18\x07 \x01(\t\x12\x14\n\x0c\x62\x61tch_events\x18\x08 \x01(\x08\"q\n\x12StreamChatResponse\x12,\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1d.agentmesh.common.v1.RunEvent\x12-\n\x06\x65vents\x18\x02 \x03(\x0b\x32\x1d.agentmesh.common.v1.RunEvent\"=\n\x13ResetSessionRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\"/\n\x14ResetSessionResponse\x12\x17\n\x0freleased_agents\x18\x01 \x01(\x03\"m\n\x15RespondToInputRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x34\n\x08response\x18\x03 \x01(\x0b\x32\".agentmesh.common.v1.InputResponse\"F\n\x16RespondToInputResponse\x12,\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1d.agentmesh.common.v1.RunEvent2\x98\x03\n\x0eGatewayService\x12M\n\x04\x43hat\x12!.agentmesh.gateway.v1.ChatRequest\x1a\".agentmesh.gateway.v1.ChatResponse\x12\x61\n\nStreamChat\x12\'.agentmesh.gateway.v1.StreamChatRequest\x1a(.agentmesh.gateway.v1.StreamChatResponse0\x01\x12\x65\n\x0cResetSession\x12).agentmesh.gateway.v1.ResetSessionRequest\x1a*.agentmesh.gateway.v1.ResetSessionResponse\x12m\n\x0eRespondToInput\x12+.agentmesh.gateway.v1.RespondToInputRequest\x1a,.agentmesh.gateway.v1.RespondToInputResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,20 +34,20 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_CHATREQUEST']._serialized_start=100
   _globals['_CHATREQUEST']._serialized_end=249
-  _globals['_CHATRESPONSE']._serialized_start=251
-  _globals['_CHATRESPONSE']._serialized_end=361
-  _globals['_STREAMCHATREQUEST']._serialized_start=364
-  _globals['_STREAMCHATREQUEST']._serialized_end=590
-  _globals['_STREAMCHATRESPONSE']._serialized_start=592
-  _globals['_STREAMCHATRESPONSE']._serialized_end=705
-  _globals['_RESETSESSIONREQUEST']._serialized_start=707
-  _globals['_RESETSESSIONREQUEST']._serialized_end=768
-  _globals['_RESETSESSIONRESPONSE']._serialized_start=770
-  _globals['_RESETSESSIONRESPONSE']._serialized_end=817
-  _globals['_RESPONDTOINPUTREQUEST']._serialized_start=819
-  _globals['_RESPONDTOINPUTREQUEST']._serialized_end=928
-  _globals['_RESPONDTOINPUTRESPONSE']._serialized_start=930
-  _globals['_RESPONDTOINPUTRESPONSE']._serialized_end=1000
-  _globals['_GATEWAYSERVICE']._serialized_start=1003
-  _globals['_GATEWAYSERVICE']._serialized_end=1411
+  _globals['_CHATRESPONSE']._serialized_start=252
+  _globals['_CHATRESPONSE']._serialized_end=421
+  _globals['_STREAMCHATREQUEST']._serialized_start=424
+  _globals['_STREAMCHATREQUEST']._serialized_end=650
+  _globals['_STREAMCHATRESPONSE']._serialized_start=652
+  _globals['_STREAMCHATRESPONSE']._serialized_end=765
+  _globals['_RESETSESSIONREQUEST']._serialized_start=767
+  _globals['_RESETSESSIONREQUEST']._serialized_end=828
+  _globals['_RESETSESSIONRESPONSE']._serialized_start=830
+  _globals['_RESETSESSIONRESPONSE']._serialized_end=877
+  _globals['_RESPONDTOINPUTREQUEST']._serialized_start=879
+  _globals['_RESPONDTOINPUTREQUEST']._serialized_end=988
+  _globals['_RESPONDTOINPUTRESPONSE']._serialized_start=990
+  _globals['_RESPONDTOINPUTRESPONSE']._serialized_end=1060
+  _globals['_GATEWAYSERVICE']._serialized_start=1063
+  _globals['_GATEWAYSERVICE']._serialized_end=1471
 # @@protoc_insertion_point(module_scope)

@@ -72,6 +72,7 @@ class ChatResponse(_message.Message):
     RUN_ID_FIELD_NUMBER: _builtins.int
     CONTENT_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
+    INPUT_REQUESTS_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session the chat ran in."""
     run_id: _builtins.str
@@ -82,6 +83,13 @@ class ChatResponse(_message.Message):
     def usage(self) -> _run_pb2.Usage:
         """Tokens and cost."""
 
+    @_builtins.property
+    def input_requests(self) -> _containers.RepeatedCompositeFieldContainer[_run_pb2.InputRequest]:
+        """Set when the run suspended to wait for a person's input (an approval, or an answer to a
+        question): its requests, pending. `content` is then their questions, one paragraph each. The
+        run goes on once they are answered (RespondToInput, or RegistryService.RespondToInputRequest).
+        """
+
     def __init__(
         self,
         *,
@@ -89,10 +97,11 @@ class ChatResponse(_message.Message):
         run_id: _builtins.str = ...,
         content: _builtins.str = ...,
         usage: _run_pb2.Usage | None = ...,
+        input_requests: _abc.Iterable[_run_pb2.InputRequest] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "run_id", b"run_id", "session_id", b"session_id", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "input_requests", b"input_requests", "run_id", b"run_id", "session_id", b"session_id", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,235 @@
+"""Asking a person (DESIGN §12, docs/human-in-the-loop.md): a tool call whose permission is `ask`
+waits for an approval, a call of the built-in `ask_user` for an answer. The LLM loop does not run
+such a call: it records an `input_requested` event for it and the run suspends (`RunSuspends`,
+which `Run` turns into a parked run at the registry and a `run_suspended` stream end). The run
+holds nothing while it waits; the person's one response reaches whichever executor resumes it
+(OrphanedRun.input_requests), which records it as `input_received` before acting on it — so an
+approved call runs at most once: a taker that finds the response recorded but no result treats
+the call as in doubt, as any call of a resumed run.
+
+A request's id is derived from its run, step and call, so the same call asked again (its run
+resumed before it could suspend) is the same request: its event and its registry row are stored
+once.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from google.protobuf import json_format
+
+from agentmesh.common.v1 import run_pb2
+from agentmesh.executor.context.scope import RunScope
+from agentmesh.executor.durability.recorder import EventType, NewEvent
+from agentmesh.executor.durability.run_log import PlannedCall
+from agentmesh.executor.tools.base import ToolOutput
+from agentmesh.executor.tools.builtin import ASK_USER
+from agentmesh.memory.v1.resources_pb2 import Event
+
+DEFAULT_EXPIRY_SECONDS = 86_400
+_REQUESTS = uuid.UUID("6f1c2a4e-8d0b-4f4e-9a57-3c1d2b7e5a10")  # namespace of request ids
+
+APPROVAL = run_pb2.INPUT_KIND_APPROVAL
+QUESTION = run_pb2.INPUT_KIND_QUESTION
+APPROVE = run_pb2.INPUT_DECISION_APPROVE
+DENY = run_pb2.INPUT_DECISION_DENY
+ANSWERED = run_pb2.INPUT_REQUEST_STATE_ANSWERED
+EXPIRED = run_pb2.INPUT_REQUEST_STATE_EXPIRED
+
+_KIND_NAMES = {APPROVAL: "approval", QUESTION: "question"}
+_DECISION_NAMES = {APPROVE: "approve", DENY: "deny"}
+
+
+class RunSuspends(Exception):
+    """The run waits for a person's input: these requests, recorded (each with its `seq`)."""
+
+    def __init__(self, requests: Sequence[run_pb2.InputRequest]) -> None:
+        super().__init__(f"the run waits for {len(requests)} request(s) for input")
+        self.requests = list(requests)
+
+
+def asks(call: PlannedCall) -> run_pb2.InputKind.ValueType | None:
+    """What a planned call asks a person for before it may run: an approval (its tool's
+    permission is `ask`), an answer (`ask_user`), or nothing."""
+    if call.error:
+        return None
+    if call.name == ASK_USER:
+        return QUESTION
+    if call.permission == "ask":
+        return APPROVAL
+    return None
+
+
+def request_id(run_id: str, call: PlannedCall) -> str:
+    """The call's request's id: the same for the same call of the same run, however often asked."""
+    return str(uuid.uuid5(_REQUESTS, f"{run_id}/{call.step}/{call.index}/{call.id}"))
+
+
+def new_request(
+    scope: RunScope, call: PlannedCall, kind: run_pb2.InputKind.ValueType, *, now: datetime | None = None
+) -> run_pb2.InputRequest:
+    """The request a call makes, as it is recorded and stored."""
+    origin, spec = scope.origin, scope.spec
+    created = now or datetime.now(UTC)
+    expiry = spec.input_expiry_seconds or DEFAULT_EXPIRY_SECONDS
+    request = run_pb2.InputRequest(
+        id=request_id(origin.run_id, call),
+        project_id=spec.agent.project_id,
+        session_id=origin.session_id,
+        run_id=origin.run_id,
+        agent=origin.agent,
+        delegation_path=list(origin.delegation_path),
+        kind=kind,
+        call_id=call.id,
+        state=run_pb2.INPUT_REQUEST_STATE_PENDING,
+    )
+    if kind == QUESTION:
+        request.question = str(call.arguments.get("question") or "")
+    else:
+        request.tool = call.name
+        request.arguments.update(call.arguments)
+        request.question = f"May {origin.agent} call {call.name}({_arguments_text(call.arguments)})?"
+    request.created_at.FromDatetime(created)
+    request.expires_at.FromDatetime(created + timedelta(seconds=expiry))
+    return request
+
+
+def requested_event(request: run_pb2.InputRequest, call_event_id: str, *, last: bool) -> NewEvent:
+    """The `input_requested` event of a request (`last`: the last one the run suspends on, where
+    a follower of the log stops)."""
+    content: dict[str, Any] = {
+        "request_id": request.id,
+        "kind": _KIND_NAMES[request.kind],
+        "tool": request.tool,
+        "arguments": json_format.MessageToDict(request.arguments),
+        "question": request.question,
+        "delegation_path": list(request.delegation_path),
+        "expires_at": request.expires_at.ToJsonString(),
+    }
+    return NewEvent(
+        EventType.EVENT_TYPE_INPUT_REQUESTED,
+        content,
+        metadata={
+            "request_id": request.id,
+            "call_id": request.call_id,
+            "kind": _KIND_NAMES[request.kind],
+            "last": last,
+        },
+        parent_event_id=call_event_id,
+        idempotency_key=f"{request.id}:requested",
+    )
+
+
+def request_from_event(event: Event, scope: RunScope) -> run_pb2.InputRequest:
+    """A request as its `input_requested` event recorded it (a run resumed before it could
+    suspend asks again with the same request)."""
+    content = json.loads(event.content)
+    request = run_pb2.InputRequest(
+        id=content["request_id"],
+        project_id=scope.spec.agent.project_id,
+        session_id=scope.origin.session_id,
+        run_id=scope.origin.run_id,
+        agent=scope.origin.agent,
+        delegation_path=content.get("delegation_path") or [],
+        kind=QUESTION if content.get("kind") == "question" else APPROVAL,
+        tool=content.get("tool") or "",
+        question=content.get("question") or "",
+        call_id=event.metadata.fields["call_id"].string_value,
+        state=run_pb2.INPUT_REQUEST_STATE_PENDING,
+        seq=event.seq,
+    )
+    request.arguments.update(content.get("arguments") or {})
+    request.created_at.CopyFrom(event.created_at)
+    request.expires_at.FromJsonString(content["expires_at"])
+    return request
+
+
+def received_event(request: run_pb2.InputRequest, asked_event_id: str) -> NewEvent:
+    """The `input_received` event of a request's one response, recorded by the run that acts on
+    it before it does."""
+    response = request.response
+    content: dict[str, Any] = {
+        "request_id": request.id,
+        "decision": _DECISION_NAMES.get(response.decision, ""),
+        "answer": response.answer,
+        "reason": response.reason,
+        "responder": response.responder,
+        "expired": request.state == EXPIRED,
+    }
+    if response.HasField("arguments"):
+        content["arguments"] = json_format.MessageToDict(response.arguments)
+    return NewEvent(
+        EventType.EVENT_TYPE_INPUT_RECEIVED,
+        content,
+        metadata={"request_id": request.id, "call_id": request.call_id},
+        parent_event_id=asked_event_id,
+        idempotency_key=f"{request.id}:received",
+    )
+
+
+def response_from_event(event: Event) -> run_pb2.InputResponse:
+    """A recorded response (`input_received`) as the InputResponse it was."""
+    content = json.loads(event.content)
+    response = run_pb2.InputResponse(
+        decision={"approve": APPROVE, "deny": DENY}.get(content.get("decision") or "", 0),
+        answer=content.get("answer") or "",
+        reason=content.get("reason") or "",
+        responder=content.get("responder") or "",
+    )
+    if isinstance(content.get("arguments"), dict):
+        response.arguments.update(content["arguments"])
+    if content.get("expired"):
+        response.reason = response.reason or "expired"
+    return response
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a response means for the call it answers: run it (with these arguments), or answer
+    the model with `output` instead."""
+
+    run: bool
+    arguments: dict[str, Any]
+    output: ToolOutput | None = None
+
+
+def outcome(
+    call: PlannedCall, request_kind: int, response: run_pb2.InputResponse, *, expired: bool
+) -> Outcome:
+    """How a call goes on after its request's response."""
+    if request_kind == QUESTION:
+        return Outcome(False, call.arguments, ToolOutput(response.answer))
+    if response.decision == APPROVE and not expired:
+        edited = json_format.MessageToDict(response.arguments) if response.HasField("arguments") else None
+        return Outcome(True, edited if edited is not None else call.arguments)
+    if expired:
+        why = "nobody approved it before the request expired"
+    else:
+        who = response.responder or "a person"
+        why = f"{who} denied it" + (f": {response.reason}" if response.reason else "")
+    return Outcome(False, call.arguments, ToolOutput(f"{call.name}: not run: {why}", is_error=True))
+
+
+def requested_run_event(scope: RunScope, request: run_pb2.InputRequest) -> run_pb2.RunEvent:
+    return scope.origin.event(seq=request.seq, input_requested=run_pb2.InputRequested(request=request))
+
+
+def cannot_ask(call: PlannedCall, kind: int) -> ToolOutput:
+    """What a run that may not suspend (a delegated or sub-agent run: its caller holds a stream
+    open for it) answers a call that needs a person: nothing runs unapproved."""
+    what = "a person's answer" if kind == QUESTION else "a person's approval"
+    return ToolOutput(
+        f"{call.name}: needs {what}, which a delegated run cannot ask for yet; not run",
+        is_error=True,
+        outcome="refused",
+    )
+
+
+def _arguments_text(arguments: dict[str, Any]) -> str:
+    text = json.dumps(arguments, ensure_ascii=False, sort_keys=True)[1:-1]
+    return text if len(text) <= 200 else text[:199] + "…"

@@ -1,0 +1,188 @@
+"""A run that asks a person, through the whole mesh: `ask_user` suspends the run durably (its
+request recorded, its stream ended with `run_suspended`, no end, no executor slot held, the agent
+`waiting`), and the one response — given through the gateway's RespondToInput — resumes it from
+the log, streamed to the responder, the answer being the tool's result. A second response is
+refused naming the first; unary Chat returns the question; a delegated run may not ask."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import grpc
+import pytest
+
+from agentmesh.common.v1 import run_pb2
+from agentmesh.gateway.v1 import gateway_service_pb2
+from agentmesh.registry.v1 import registry_service_pb2 as reg
+from tests.integration.executor.support import Agent, Stack, calls, delegate, event_type, kind
+from tests.polling import eventually
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+QUESTION = "Which city should I book?"
+
+
+def ask(question: str = QUESTION) -> dict:
+    return calls("ask_user", question=question)
+
+
+async def asking_agent(stack: Stack, *answers: dict) -> Agent:
+    project = await stack.project()
+    return await stack.agent(
+        project,
+        f"planner-{uuid.uuid4().hex[:6]}",
+        tools=["ask_user"],
+        mock_responses=[ask(), *answers] if answers else [ask(), "Booked."],
+    )
+
+
+async def respond(
+    stack: Stack, agent: Agent, request_id: str, response: run_pb2.InputResponse
+) -> list[run_pb2.RunEvent]:
+    call = stack.client.gateway.RespondToInput(
+        gateway_service_pb2.RespondToInputRequest(
+            project_id=agent.project.id, id=request_id, response=response
+        ),
+        metadata=stack.metadata,
+    )
+    return [message.event async for message in call]
+
+
+async def test_ask_user_suspends_the_run_which_holds_nothing_while_it_waits(stack: Stack) -> None:
+    agent = await asking_agent(stack)
+    session = uuid.uuid4().hex
+    events = await stack.chat(agent, "Book me a trip.", session_id=session)
+
+    kinds = [kind(event) for event in events]
+    assert kinds[-1] == "run_suspended", kinds
+    assert "run_completed" not in kinds and "run_failed" not in kinds
+    (requested,) = [event.input_requested.request for event in events if event.HasField("input_requested")]
+    assert requested.kind == run_pb2.INPUT_KIND_QUESTION
+    assert requested.question == QUESTION
+    assert requested.session_id == session and requested.agent == agent.name
+    assert requested.seq > 0 and requested.expires_at.seconds > requested.created_at.seconds
+    assert list(events[-1].run_suspended.request_ids) == [requested.id]
+
+    # The log holds the request and no end; the agent waits; no executor slot is held.
+    logged = await stack.events(session)
+    assert [event_type(e) for e in logged].count("input_requested") == 1
+    assert not [e for e in logged if e.idempotency_key.endswith(":end")]
+    assert await stack.settled_status(agent) == "waiting"
+    assert (await stack.stats()).active_runs == 0
+
+    # The request is the project's to answer, pending.
+    listed = await stack.client.registry.ListInputRequests(
+        reg.ListInputRequestsRequest(project_id=agent.project.id, session_id=session), metadata=stack.metadata
+    )
+    assert [r.id for r in listed.input_requests] == [requested.id]
+    assert listed.input_requests[0].state == run_pb2.INPUT_REQUEST_STATE_PENDING
+
+
+async def test_the_answer_resumes_the_run_from_the_log_and_streams_it_to_its_end(stack: Stack) -> None:
+    agent = await asking_agent(stack)
+    session = uuid.uuid4().hex
+    events = await stack.chat(agent, "Book me a trip.", session_id=session)
+    request_id = events[-1].run_suspended.request_ids[0]
+
+    resumed = await respond(stack, agent, request_id, run_pb2.InputResponse(answer="Lisbon"))
+
+    kinds = [kind(event) for event in resumed]
+    assert kinds[-1] == "run_completed", kinds
+    assert resumed[-1].run_completed.content == "Booked."
+    (result,) = [event.tool_result for event in resumed if event.HasField("tool_result")]
+    assert result.name == "ask_user" and result.output == "Lisbon" and not result.is_error
+    assert {event.run_id for event in resumed} == {events[0].run_id}
+
+    logged = await stack.events(session)
+    (received,) = [e for e in logged if event_type(e) == "input_received"]
+    content = json.loads(received.content)
+    assert content["request_id"] == request_id and content["answer"] == "Lisbon"
+    assert content["responder"]  # who answered, never taken from the request
+    ends = [e for e in logged if e.idempotency_key.endswith(":end")]
+    assert len(ends) == 1 and event_type(ends[0]) == "agent_response"
+    assert await stack.settled_status(agent) == "idle"
+
+
+async def test_only_the_first_response_counts(stack: Stack) -> None:
+    agent = await asking_agent(stack)
+    events = await stack.chat(agent, "Book me a trip.")
+    request_id = events[-1].run_suspended.request_ids[0]
+    await respond(stack, agent, request_id, run_pb2.InputResponse(answer="Lisbon"))
+
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await respond(stack, agent, request_id, run_pb2.InputResponse(answer="Porto"))
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "answered" in (refused.value.details() or "")
+
+
+async def test_unary_chat_returns_the_question_and_its_request(stack: Stack) -> None:
+    agent = await asking_agent(stack)
+    response = await stack.client.gateway.Chat(
+        gateway_service_pb2.ChatRequest(agent=agent.ref, message="Book me a trip."), metadata=stack.metadata
+    )
+    (request,) = response.input_requests
+    assert request.question == QUESTION
+    assert QUESTION in response.content and request.id in response.content
+    answered = await respond(stack, agent, request.id, run_pb2.InputResponse(answer="Oslo"))
+    assert answered[-1].run_completed.content == "Booked."
+
+
+async def test_a_run_asking_twice_suspends_twice_and_ends_once(stack: Stack) -> None:
+    agent = await asking_agent(stack, ask("And which hotel?"), "Booked twice.")
+    session = uuid.uuid4().hex
+    first = await stack.chat(agent, "Book me a trip.", session_id=session)
+    second = await respond(
+        stack, agent, first[-1].run_suspended.request_ids[0], run_pb2.InputResponse(answer="Rome")
+    )
+    assert kind(second[-1]) == "run_suspended"
+    (asked,) = [e.input_requested.request for e in second if e.HasField("input_requested")]
+    assert asked.question == "And which hotel?"
+    third = await respond(stack, agent, asked.id, run_pb2.InputResponse(answer="The Grand"))
+    assert third[-1].run_completed.content == "Booked twice."
+    logged = await stack.events(session)
+    assert [event_type(e) for e in logged].count("input_received") == 2
+    assert len([e for e in logged if e.idempotency_key.endswith(":end")]) == 1
+
+
+async def test_a_delegated_run_may_not_ask_and_goes_on_without_an_answer(stack: Stack) -> None:
+    project = await stack.project()
+    worker = await stack.agent(
+        project, "asking-worker", tools=["ask_user"], mock_responses=[ask(), "No answer."]
+    )
+    coordinator = await stack.agent(
+        project,
+        "boss",
+        network_access=[worker.name],
+        mock_responses=[delegate(worker.name, "book it"), "Done."],
+    )
+    events = await stack.chat(coordinator, "Go.")
+    assert kind(events[-1]) == "run_completed"
+    (refusal,) = [e.tool_result for e in events if e.HasField("tool_result")]
+    assert refusal.is_error and "cannot ask" in refusal.output
+    assert not [e for e in events if e.HasField("input_requested")]
+
+
+async def test_responses_are_checked(stack: Stack) -> None:
+    agent = await asking_agent(stack)
+    events = await stack.chat(agent, "Book me a trip.")
+    request_id = events[-1].run_suspended.request_ids[0]
+    for wrong in (
+        run_pb2.InputResponse(),  # neither an answer nor a decision
+        run_pb2.InputResponse(decision=run_pb2.INPUT_DECISION_APPROVE),  # a decision on a question
+    ):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await respond(stack, agent, request_id, wrong)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(grpc.aio.AioRpcError) as unknown:
+        await respond(stack, agent, str(uuid.uuid4()), run_pb2.InputResponse(answer="x"))
+    assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+    # Nothing was taken: the request still waits, and its answer still resumes the run.
+    await eventually(lambda: _waiting(stack, agent), what="the agent still waits")
+    assert (await respond(stack, agent, request_id, run_pb2.InputResponse(answer="Bern")))[-1].HasField(
+        "run_completed"
+    )
+
+
+async def _waiting(stack: Stack, agent: Agent) -> bool:
+    return await stack.status(agent) == "waiting"
