@@ -12,6 +12,7 @@ from datetime import datetime
 import grpc
 from google.protobuf import field_mask_pb2
 
+from agentmesh.common.v1 import run_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as internal_pb
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc as internal_pb_grpc
 from agentmesh.registry.errors import (
@@ -20,8 +21,13 @@ from agentmesh.registry.errors import (
     AgentTerminated,
     AgentTypeInactive,
     AgentTypeInUse,
+    InputAlreadyAnswered,
+    InputRequestExpired,
+    InputRequestNotFound,
     InvalidTransition,
     ProjectNotFound,
+    RunNotFound,
+    RunNotHeld,
 )
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
@@ -35,9 +41,14 @@ __all__ = [
     "AgentTerminated",
     "AgentTypeInUse",
     "AgentTypeInactive",
+    "InputAlreadyAnswered",
+    "InputRequestExpired",
+    "InputRequestNotFound",
     "InvalidTransition",
     "ProjectNotFound",
     "RegistryClient",
+    "RunNotFound",
+    "RunNotHeld",
 ]
 
 
@@ -147,6 +158,23 @@ class RegistryClient:
     ) -> internal_pb.RenewRunLeasesResponse:
         """Renews an executor's run leases, forgets the orphans it closed, hands it new ones."""
         return await unary(self.internal_stub.RenewRunLeases, request, metadata=metadata, timeout=timeout)
+
+    async def suspend_run(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        executor_id: str,
+        requests: Sequence[run_pb2.InputRequest],
+        metadata: Metadata | None = None,
+    ) -> list[run_pb2.InputRequest]:
+        """Parks a run `executor_id` holds until a person answers its requests for input (the
+        system principal only); the requests as stored — one stored already keeps its state and
+        response. Once none is pending, a renewal hands the run out as an orphan carrying them."""
+        request = internal_pb.SuspendRunRequest(
+            agent_id=agent_id, run_id=run_id, executor_id=executor_id, input_requests=list(requests)
+        )
+        return list((await unary(self.internal_stub.SuspendRun, request, metadata=metadata)).input_requests)
 
     async def register_executor(
         self,
@@ -435,6 +463,47 @@ class RegistryClient:
 
     async def delete_mcp_server(self, mcp_server_id: str, *, metadata: Metadata | None = None) -> None:
         await unary(self.stub.DeleteMcpServer, pb.DeleteMcpServerRequest(id=mcp_server_id), metadata=metadata)
+
+    # --- Requests for a person's input ------------------------------------------------------
+
+    async def list_input_requests(
+        self,
+        project_id: str,
+        *,
+        session_id: str = "",
+        state: run_pb2.InputRequestState.ValueType = run_pb2.INPUT_REQUEST_STATE_UNSPECIFIED,
+        page_size: int = 0,
+        page_token: str = "",
+        metadata: Metadata | None = None,
+    ) -> pb.ListInputRequestsResponse:
+        """One page of the project's (or a session's) requests in `state` (unset: pending), oldest first."""
+        request = pb.ListInputRequestsRequest(
+            project_id=project_id,
+            session_id=session_id,
+            state=state,
+            page_size=page_size,
+            page_token=page_token,
+        )
+        return await unary(self.stub.ListInputRequests, request, metadata=metadata)
+
+    async def get_input_request(
+        self, project_id: str, request_id: str, *, metadata: Metadata | None = None
+    ) -> run_pb2.InputRequest:
+        request = pb.GetInputRequestRequest(project_id=project_id, id=request_id)
+        return (await unary(self.stub.GetInputRequest, request, metadata=metadata)).input_request
+
+    async def respond_to_input_request(
+        self,
+        project_id: str,
+        request_id: str,
+        response: run_pb2.InputResponse,
+        *,
+        metadata: Metadata | None = None,
+    ) -> run_pb2.InputRequest:
+        """The request, answered; FailedPrecondition (INPUT_ALREADY_ANSWERED, INPUT_REQUEST_EXPIRED)
+        when it has its one response already."""
+        request = pb.RespondToInputRequestRequest(project_id=project_id, id=request_id, response=response)
+        return (await unary(self.stub.RespondToInputRequest, request, metadata=metadata)).input_request
 
 
 def _collect(found: Iterable[str], into: list[str] | None) -> None:
