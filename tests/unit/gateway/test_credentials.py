@@ -189,8 +189,10 @@ async def test_a_key_becomes_its_user_with_a_signed_token_reused_across_checks()
     first = await credentials.authenticate(GOOD_KEY, peer="ipv4:10.0.0.1:1")
     assert first.user_id == "ada" and first.project_scope == "p1"
     assert first.token and first.token != GOOD_KEY
+    # The token the services behind see names the key and its scope (who responds to a request
+    # for input is the key; the registry holds the scope too).
     assert TokenCodec(SECRET).verify(first.token) == Principal(
-        "ada", email="ada@example.com", token_version=3
+        "ada", email="ada@example.com", token_version=3, api_key_id="k1", project_scope="p1"
     )
     clock.now += 1.5  # checked again, same user: same token
     again = await credentials.authenticate(GOOD_KEY, peer="ipv4:10.0.0.1:2")

@@ -175,11 +175,15 @@ class CredentialVerifier:
         answer = await unary(
             self._registry.internal_stub.AuthenticateApiKey, request, metadata=self._system_metadata()
         )
+        # The services behind see the key in the token the gateway signs for it (`_key_token`):
+        # who responds to a request for input is the key, not its user.
         principal = Principal(
             user_id=answer.user.id,
             is_superuser=answer.user.is_superuser,
             email=answer.user.email,
             token_version=answer.token_version,
+            api_key_id=answer.api_key.id,
+            project_scope=answer.api_key.project_id,
         )
         return _KeyCaller(principal, answer.api_key.project_id)
 

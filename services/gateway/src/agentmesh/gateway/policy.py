@@ -175,6 +175,10 @@ RPC_POLICY: Mapping[str, Rule] = {
     _REGISTRY + "ListRemoteAgents": owner(_project_id("project_id")),
     _REGISTRY + "UpdateRemoteAgent": owner(_project_id("remote_agent.project_id")),
     _REGISTRY + "DeleteRemoteAgent": owner(_project_id("project_id")),
+    # Suspended runs' requests for input: the project's owner, and API keys scoped to it.
+    _REGISTRY + "ListInputRequests": owner(_project_id("project_id")),
+    _REGISTRY + "GetInputRequest": owner(_project_id("project_id")),
+    _REGISTRY + "RespondToInputRequest": owner(_project_id("project_id")),
     # Memory: the memory service knows no owners, so the gateway resolves the project itself.
     _MEMORY + "AppendEvents": owner(lambda r: SessionTarget(r.session_id, r.project_id)),
     _MEMORY + "ListEvents": owner(_events_target),
@@ -270,6 +274,9 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     ("GET", "/api/v1/projects/{project_id}/sessions"): _OWNER_BY_ID,
     ("GET", "/api/v1/projects/{project_id}/sessions/{session_id}/events"): _OWNER_BY_ID,
     ("POST", "/api/v1/projects/{project_id}/sessions/{session_id}/reset"): _OWNER_BY_ID,
+    ("GET", "/api/v1/projects/{project_id}/input-requests"): _OWNER_BY_ID,
+    ("GET", "/api/v1/projects/{project_id}/input-requests/{request_id}"): _OWNER_BY_ID,
+    ("POST", "/api/v1/projects/{project_id}/input-requests/{request_id}/respond"): _OWNER_BY_ID,
     ("GET", _AGENT + "/health"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/.well-known/agent"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/.well-known/agent-card.json"): _OWNER_BY_SLUG,

@@ -27,6 +27,7 @@ from agentmesh.registry.projects.registry import ProjectRegistry
 from agentmesh.registry.remote_agents.registry import RemoteAgentRegistry
 from agentmesh.registry.runs.bookkeeping import RunBookkeeping
 from agentmesh.registry.runs.executors import ExecutorPool
+from agentmesh.registry.runs.input_requests import InputRequests
 from agentmesh.registry.runs.leases import RunLeases
 from agentmesh.registry.runs.turns import SessionTurns
 from agentmesh.registry.servicer import RegistryServicer
@@ -63,6 +64,7 @@ class Components:
     turns: SessionTurns
     runs: RunBookkeeping
     executors: ExecutorPool
+    input_requests: InputRequests
 
 
 async def open_components(settings: RegistrySettings) -> Components:
@@ -130,6 +132,7 @@ async def open_components(settings: RegistrySettings) -> Components:
         turns=SessionTurns(runs, store.leases),
         runs=runs,
         executors=executors,
+        input_requests=InputRequests(store, page_tokens=PageTokens(secret), clock=utc_now),
     )
 
 
@@ -160,6 +163,7 @@ async def start(settings: RegistrySettings) -> RunningService:
             registry=components.registry,
             mcp_servers=components.mcp_servers,
             remote_agents=components.remote_agents,
+            input_requests=components.input_requests,
         )
         internal = RegistryInternalServicer(
             components.registry,
@@ -171,6 +175,7 @@ async def start(settings: RegistrySettings) -> RunningService:
             remote_agents=components.remote_agents,
             runs=components.runs,
             executors=components.executors,
+            input_requests=components.input_requests,
         )
         credentials = ServiceCredentials(settings.jwt_secret.get_secret_value(), service="registry")
         server = await start_service_server(

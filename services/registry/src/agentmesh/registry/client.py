@@ -21,8 +21,13 @@ from agentmesh.registry.errors import (
     AgentTerminated,
     AgentTypeInactive,
     AgentTypeInUse,
+    InputAlreadyAnswered,
+    InputRequestExpired,
+    InputRequestNotFound,
     InvalidTransition,
     ProjectNotFound,
+    RunNotFound,
+    RunNotHeld,
 )
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
@@ -36,9 +41,14 @@ __all__ = [
     "AgentTerminated",
     "AgentTypeInUse",
     "AgentTypeInactive",
+    "InputAlreadyAnswered",
+    "InputRequestExpired",
+    "InputRequestNotFound",
     "InvalidTransition",
     "ProjectNotFound",
     "RegistryClient",
+    "RunNotFound",
+    "RunNotHeld",
 ]
 
 
@@ -158,12 +168,13 @@ class RegistryClient:
         requests: Sequence[run_pb2.InputRequest],
         metadata: Metadata | None = None,
     ) -> list[run_pb2.InputRequest]:
-        """Parks a run that waits for a person's input, with its requests: the requests as stored."""
+        """Parks a run `executor_id` holds until a person answers its requests for input (the
+        system principal only); the requests as stored — one stored already keeps its state and
+        response. Once none is pending, a renewal hands the run out as an orphan carrying them."""
         request = internal_pb.SuspendRunRequest(
-            agent_id=agent_id, run_id=run_id, executor_id=executor_id, input_requests=requests
+            agent_id=agent_id, run_id=run_id, executor_id=executor_id, input_requests=list(requests)
         )
-        response = await unary(self.internal_stub.SuspendRun, request, metadata=metadata)
-        return list(response.input_requests)
+        return list((await unary(self.internal_stub.SuspendRun, request, metadata=metadata)).input_requests)
 
     async def register_executor(
         self,
@@ -321,38 +332,6 @@ class RegistryClient:
         request = pb.GetProjectRequest(id=project_id, slug=slug)
         return (await unary(self.stub.GetProject, request, metadata=metadata)).project
 
-    async def list_input_requests(
-        self,
-        project_id: str,
-        *,
-        session_id: str = "",
-        state: run_pb2.InputRequestState.ValueType = run_pb2.INPUT_REQUEST_STATE_UNSPECIFIED,
-        page_size: int = 0,
-        page_token: str = "",
-        metadata: Metadata | None = None,
-    ) -> pb.ListInputRequestsResponse:
-        """A page of the project's requests for input (pending ones unless `state` says)."""
-        request = pb.ListInputRequestsRequest(
-            project_id=project_id,
-            session_id=session_id,
-            state=state,
-            page_size=page_size,
-            page_token=page_token,
-        )
-        return await unary(self.stub.ListInputRequests, request, metadata=metadata)
-
-    async def respond_to_input_request(
-        self,
-        project_id: str,
-        request_id: str,
-        response: run_pb2.InputResponse,
-        *,
-        metadata: Metadata | None = None,
-    ) -> run_pb2.InputRequest:
-        """Gives a request for input its one response: the request, answered."""
-        request = pb.RespondToInputRequestRequest(project_id=project_id, id=request_id, response=response)
-        return (await unary(self.stub.RespondToInputRequest, request, metadata=metadata)).input_request
-
     async def list_projects(
         self, *, page_size: int = 0, page_token: str = "", page: int = 0, metadata: Metadata | None = None
     ) -> pb.ListProjectsResponse:
@@ -484,6 +463,47 @@ class RegistryClient:
 
     async def delete_mcp_server(self, mcp_server_id: str, *, metadata: Metadata | None = None) -> None:
         await unary(self.stub.DeleteMcpServer, pb.DeleteMcpServerRequest(id=mcp_server_id), metadata=metadata)
+
+    # --- Requests for a person's input ------------------------------------------------------
+
+    async def list_input_requests(
+        self,
+        project_id: str,
+        *,
+        session_id: str = "",
+        state: run_pb2.InputRequestState.ValueType = run_pb2.INPUT_REQUEST_STATE_UNSPECIFIED,
+        page_size: int = 0,
+        page_token: str = "",
+        metadata: Metadata | None = None,
+    ) -> pb.ListInputRequestsResponse:
+        """One page of the project's (or a session's) requests in `state` (unset: pending), oldest first."""
+        request = pb.ListInputRequestsRequest(
+            project_id=project_id,
+            session_id=session_id,
+            state=state,
+            page_size=page_size,
+            page_token=page_token,
+        )
+        return await unary(self.stub.ListInputRequests, request, metadata=metadata)
+
+    async def get_input_request(
+        self, project_id: str, request_id: str, *, metadata: Metadata | None = None
+    ) -> run_pb2.InputRequest:
+        request = pb.GetInputRequestRequest(project_id=project_id, id=request_id)
+        return (await unary(self.stub.GetInputRequest, request, metadata=metadata)).input_request
+
+    async def respond_to_input_request(
+        self,
+        project_id: str,
+        request_id: str,
+        response: run_pb2.InputResponse,
+        *,
+        metadata: Metadata | None = None,
+    ) -> run_pb2.InputRequest:
+        """The request, answered; FailedPrecondition (INPUT_ALREADY_ANSWERED, INPUT_REQUEST_EXPIRED)
+        when it has its one response already."""
+        request = pb.RespondToInputRequestRequest(project_id=project_id, id=request_id, response=response)
+        return (await unary(self.stub.RespondToInputRequest, request, metadata=metadata)).input_request
 
 
 def _collect(found: Iterable[str], into: list[str] | None) -> None:

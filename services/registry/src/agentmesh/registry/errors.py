@@ -35,6 +35,9 @@ __all__ = [
     "CannotChangeSelf",
     "EmailTaken",
     "FieldViolation",
+    "InputAlreadyAnswered",
+    "InputRequestExpired",
+    "InputRequestNotFound",
     "InvalidCredentials",
     "InvalidTransition",
     "LoginThrottled",
@@ -45,6 +48,8 @@ __all__ = [
     "RefreshTokenReused",
     "RemoteAgentNameTaken",
     "RemoteAgentNotFound",
+    "RunNotFound",
+    "RunNotHeld",
     "SessionBusy",
     "SlugTaken",
     "SuperuserRequired",
@@ -189,6 +194,41 @@ class SessionBusy(Aborted):
             "(double-texting policy reject; retry when it ended, or send with enqueue or interrupt)",
             metadata={"run_id": run_id, "session_id": session_id},
         )
+
+
+class RunNotFound(NotFound):
+    """A run that is not in flight (never started, or ended)."""
+
+    default_reason = "RUN_NOT_FOUND"
+
+
+class RunNotHeld(FailedPrecondition):
+    """An executor acting on a run it does not hold (its lease went to another, or it is parked)."""
+
+    default_reason = "RUN_NOT_HELD"
+
+
+class InputRequestNotFound(NotFound):
+    default_reason = "INPUT_REQUEST_NOT_FOUND"
+
+
+class InputAlreadyAnswered(FailedPrecondition):
+    """A request for input has its one response already; ErrorInfo metadata `responder` and
+    `responded_at` say whose and when."""
+
+    default_reason = "INPUT_ALREADY_ANSWERED"
+
+    def __init__(self, request_id: str, responder: str, responded_at: str) -> None:
+        super().__init__(
+            f"request {request_id!r} was already answered by {responder} at {responded_at}",
+            metadata={"responder": responder, "responded_at": responded_at},
+        )
+
+
+class InputRequestExpired(FailedPrecondition):
+    """A request for input nobody answered before it expired: it counts as a denial."""
+
+    default_reason = "INPUT_REQUEST_EXPIRED"
 
 
 class DuplicateRequest(Exception):

@@ -1,5 +1,6 @@
 """What the in-memory registry store holds: immutable domain models in dicts, with each create's
-request id, the runs in flight, their leases and the sessions' turns. The in-memory counterpart of
+request id, the runs in flight, their leases, the sessions' turns and suspended runs' requests for
+input. The in-memory counterpart of
 `tables.py`: the store (`store/in_memory.py`) and each resource's in-memory store part work on it,
 so it sits below both."""
 
@@ -16,6 +17,7 @@ from agentmesh.registry.models import (
     ApiKey,
     Credentials,
     Executor,
+    InputRequest,
     Project,
     RefreshToken,
     RegisteredMcpServer,
@@ -57,6 +59,8 @@ class State:
     leases: dict[RunKey, StoredLease] = field(default_factory=dict)
     # Session turns in the order they were taken (double texting).
     turns: list[SessionTurn] = field(default_factory=list)
+    # Suspended runs' requests for a person's input, by id.
+    input_requests: dict[str, InputRequest] = field(default_factory=dict)
 
     def in_flight(self, run: RunKey) -> bool:
         return run in self.runs or run in self.leases
@@ -68,6 +72,7 @@ class StoredLease:
     executor_id: str
     expires_at: datetime
     orphaned: bool = False
+    suspended: bool = False  # parked while it waits for a person's input
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """RegistryInternalService over gRPC: what the mesh's own services ask of the registry (resolving
-agents, run starts and ends, leases, MCP servers' secrets, executor pool membership). Proto in,
+agents, run starts and ends, leases, suspended runs, MCP servers' secrets, executor pool
+membership). Proto in,
 proto out, like `servicer.py`; only mesh services reach it (the service identity interceptor,
 `app.py`), acting for the user whose token they carry or as the system principal."""
 
@@ -22,6 +23,7 @@ from agentmesh.registry.remote_agents.registry import RemoteAgentRegistry
 from agentmesh.registry.remote_agents.servicer import remote_agent_message
 from agentmesh.registry.runs.bookkeeping import RunBookkeeping
 from agentmesh.registry.runs.executors import ExecutorPool
+from agentmesh.registry.runs.input_requests import InputRequests
 from agentmesh.registry.runs.leases import RunLeases
 from agentmesh.registry.runs.turns import SessionTurns
 from agentmesh.runtime.identity import caller
@@ -45,6 +47,7 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
         remote_agents: RemoteAgentRegistry,
         runs: RunBookkeeping,
         executors: ExecutorPool,
+        input_requests: InputRequests,
     ) -> None:
         self._registry = registry
         self._runs = runs
@@ -55,6 +58,7 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
         self._accounts = accounts
         self._api_keys = api_keys
         self._remote_agents = remote_agents
+        self._input_requests = input_requests
 
     async def ResolveAgent(
         self, request: pb.ResolveAgentRequest, context: Context
@@ -134,6 +138,15 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
             resumed=[(run.agent_id, run.run_id) for run in request.resumed],
         )
         return convert.renewal_message(renewal)
+
+    async def SuspendRun(self, request: pb.SuspendRunRequest, context: Context) -> pb.SuspendRunResponse:
+        stored = await self._input_requests.suspend(
+            request.executor_id,
+            request.agent_id,
+            request.run_id,
+            convert.raised_inputs(request.input_requests),
+        )
+        return pb.SuspendRunResponse(input_requests=[convert.input_request_message(r) for r in stored])
 
     async def RegisterExecutor(
         self, request: pb.RegisterExecutorRequest, context: Context

@@ -203,6 +203,8 @@ class AgentStatus(enum.StrEnum):
     WORKING = "working"
     PAUSED = "paused"
     TERMINATED = "terminated"
+    # No run in flight, and at least one suspended: it waits for a person's input.
+    WAITING = "waiting"
 
 
 # What a message for a session whose run is in flight does (double texting, `runs/turns.py`).
@@ -242,8 +244,10 @@ class NewAgent(_Model):
 class Agent(_Model):
     """An instance spawned from an agent type into a project. `name` is display text as people
     write it ("My PO Agent"), `slug` a DNS label unique in the project (`my-po-agent`); either
-    addresses the agent. `runs_in_flight` is how many runs have started and not finished; the
-    status is `working` exactly while it is above zero, unless the agent is paused or terminated."""
+    addresses the agent. `runs_in_flight` is how many runs have started and not finished, and
+    `runs_waiting` how many are suspended (waiting for a person's input, holding no executor);
+    unless the agent is paused or terminated, its status is `working` while a run is in flight,
+    else `waiting` while a run is suspended, else `idle`."""
 
     id: str
     name: str
@@ -256,6 +260,7 @@ class Agent(_Model):
     tokens_used: int = 0
     cost: float = 0.0
     runs_in_flight: int = 0
+    runs_waiting: int = 0
     created_at: datetime
     last_activity_at: datetime
 
@@ -365,3 +370,74 @@ class RemoteAgent(_Model):
     credential: str = ""
     description: str = ""
     created_at: datetime
+
+
+class InputKind(enum.StrEnum):
+    """What a suspended run asks a person for."""
+
+    APPROVAL = "approval"  # to approve (or deny) a tool call
+    QUESTION = "question"  # to answer a question
+
+
+class InputRequestState(enum.StrEnum):
+    PENDING = "pending"
+    ANSWERED = "answered"
+    EXPIRED = "expired"  # nobody responded in time: it counts as a denial by the system
+
+
+class InputDecision(enum.StrEnum):
+    APPROVE = "approve"
+    DENY = "deny"
+
+
+class InputResponse(_Model):
+    """The one response a request for input gets: an approval's `decision` (with an optional
+    `reason`, and `arguments` to run an approved call with instead of the model's), or a
+    question's `answer`; who gave it and when."""
+
+    decision: InputDecision | None = None
+    reason: str = ""
+    answer: str = ""
+    arguments: dict[str, JsonValue] | None = None
+    responder: str = ""
+    responded_at: datetime | None = None
+
+
+class RaisedInput(_Model):
+    """A request for input as a run's executor raises it (InputRequest without what the registry
+    knows of the run, nor state): a time or an expiry left unset gets the registry's default."""
+
+    id: str
+    kind: InputKind
+    delegation_path: list[str] = Field(default_factory=list)
+    tool: str = ""
+    arguments: dict[str, JsonValue] | None = None
+    question: str = ""
+    call_id: str = ""
+    seq: int = 0
+    created_at: datetime | None = None
+    expires_at: datetime | None = None
+
+
+class InputRequest(_Model):
+    """A suspended run's request for a person's input (`runs/input_requests.py`): what it asks,
+    where it stands, and its one response. `agent` is the asking agent's slug, `agent_id` its id
+    (with `run_id`, the run that waits)."""
+
+    id: str
+    project_id: str
+    agent_id: str
+    agent: str
+    session_id: str
+    run_id: str
+    delegation_path: list[str] = Field(default_factory=list)
+    kind: InputKind
+    tool: str = ""
+    arguments: dict[str, JsonValue] | None = None
+    question: str = ""
+    call_id: str = ""
+    seq: int = 0
+    created_at: datetime
+    expires_at: datetime
+    state: InputRequestState = InputRequestState.PENDING
+    response: InputResponse | None = None

@@ -61,6 +61,11 @@ POLICY: Mapping[str, Access] = {
     "ListRemoteAgents": Access.AUTHENTICATED,
     "UpdateRemoteAgent": Access.AUTHENTICATED,
     "DeleteRemoteAgent": Access.AUTHENTICATED,
+    # Suspended runs' requests for input: the project's owner, superusers, and API keys scoped to
+    # the project (the rules check it, `runs/input_requests.py`).
+    "ListInputRequests": Access.AUTHENTICATED,
+    "GetInputRequest": Access.AUTHENTICATED,
+    "RespondToInputRequest": Access.AUTHENTICATED,
 }
 
 # RegistryInternalService: only the mesh's services reach it (their service credential is checked
@@ -76,6 +81,7 @@ INTERNAL_POLICY: Mapping[str, Access] = {
     # The one answer with a remote agent's credential: executors only.
     "ResolveRemoteAgent": Access.SYSTEM,
     "RenewRunLeases": Access.SYSTEM,
+    "SuspendRun": Access.SYSTEM,
     "AwaitSessionTurn": Access.SYSTEM,
     "WatchAgents": Access.SYSTEM,
     "RegisterExecutor": Access.SYSTEM,

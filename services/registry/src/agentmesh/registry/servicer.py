@@ -1,6 +1,7 @@
 """RegistryService over gRPC: one service, its RPCs handled by resource — users and API keys in
 `identity/servicer.py`, projects in `projects/servicer.py`, agent types and agents in
-`agents/servicer.py`, MCP servers and remote agents in theirs. This class only composes those
+`agents/servicer.py`, MCP servers and remote agents in theirs, suspended runs' requests for input in
+`runs/servicer.py`. This class only composes those
 handlers and gives them the rules they call. No SQL and no rules here: the caller comes from the
 authorization interceptor (`caller()`), and failures leave as DomainErrors for the shared
 interceptor to map."""
@@ -18,6 +19,8 @@ from agentmesh.registry.projects.registry import ProjectRegistry
 from agentmesh.registry.projects.servicer import ProjectRpcs
 from agentmesh.registry.remote_agents.registry import RemoteAgentRegistry
 from agentmesh.registry.remote_agents.servicer import RemoteAgentRpcs
+from agentmesh.registry.runs.input_requests import InputRequests
+from agentmesh.registry.runs.servicer import InputRequestRpcs
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
 
 
@@ -29,6 +32,7 @@ class RegistryServicer(
     AgentRpcs,
     McpServerRpcs,
     RemoteAgentRpcs,
+    InputRequestRpcs,
     pb_grpc.RegistryServiceServicer,
 ):
     """The public RegistryService: every resource's RPC handlers, over the rules they adapt."""
@@ -42,6 +46,7 @@ class RegistryServicer(
         registry: AgentRegistry,
         mcp_servers: McpServerRegistry,
         remote_agents: RemoteAgentRegistry,
+        input_requests: InputRequests,
     ) -> None:
         self._accounts = accounts
         self._api_keys = api_keys
@@ -49,3 +54,4 @@ class RegistryServicer(
         self._registry = registry
         self._mcp_servers = mcp_servers
         self._remote_agents = remote_agents
+        self._input_requests = input_requests

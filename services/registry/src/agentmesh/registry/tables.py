@@ -181,8 +181,8 @@ class InputRequestRow(Base):
     run_id: Mapped[str] = mapped_column(sa.String(200))
     session_id: Mapped[str] = mapped_column(sa.String(200))
     state: Mapped[str] = mapped_column(sa.String(20))  # pending | answered | expired
-    # The request as raised (InputRequest in proto JSON, without state and response), and its
-    # one response (InputResponse in proto JSON; null while pending).
+    # The request (the domain model `InputRequest` in JSON, without state and response: the
+    # proto's field names), and its one response (`InputResponse` in JSON; null while pending).
     request: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
     response: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)

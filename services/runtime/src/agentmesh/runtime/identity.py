@@ -55,6 +55,10 @@ class Principal:
     # The user's token version when the token was issued (claim `ver`): the registry moves it on
     # at logout, deactivation and role changes, and gateways refuse tokens of an older one.
     token_version: int = 0
+    # Set when the caller is a program signed in with an API key (claims `key` and `prj`): the
+    # key's id, and the one project it may act in when it is scoped to one.
+    api_key_id: str = ""
+    project_scope: str = ""
 
     @property
     def is_system(self) -> bool:
@@ -134,6 +138,10 @@ class TokenCodec:
             "jti": uuid.uuid4().hex,
             "typ": "access",
         }
+        if principal.api_key_id:
+            claims["key"] = principal.api_key_id
+        if principal.project_scope:
+            claims["prj"] = principal.project_scope
         return jwt.encode(claims, self._secret, algorithm=ALGORITHM)
 
     def system_token(self) -> str:
@@ -166,6 +174,8 @@ class TokenCodec:
             is_superuser=bool(claims.get("su")),
             email=claims.get("email", ""),
             token_version=version if isinstance(version, int) else -1,
+            api_key_id=str(claims.get("key", "")),
+            project_scope=str(claims.get("prj", "")),
         )
         return principal, float(claims["exp"])
 

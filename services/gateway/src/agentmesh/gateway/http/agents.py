@@ -25,6 +25,7 @@ Auth = Annotated[Caller, Depends(authorize)]
 _HEALTH = {
     resources_pb2.AGENT_STATUS_IDLE: "healthy",
     resources_pb2.AGENT_STATUS_WORKING: "healthy",
+    resources_pb2.AGENT_STATUS_WAITING: "healthy",  # a run waits for a person; new ones start
     resources_pb2.AGENT_STATUS_PAUSED: "paused",
     resources_pb2.AGENT_STATUS_TERMINATED: "terminated",
 }
@@ -60,7 +61,7 @@ def agent_router() -> APIRouter:
     async def agent_health(
         project_slug: str, agent_name: str, ctx: Ctx, caller: Auth
     ) -> schemas.AgentHealthOut:
-        """Whether the agent takes work: `healthy` (idle or working), `paused` or `terminated`."""
+        """Whether the agent takes work: `healthy` (idle, working or waiting), `paused` or `terminated`."""
         spec = await resolve_agent(ctx, caller, project_slug, agent_name)
         status = _HEALTH.get(spec.agent.status, "unknown")
         return schemas.AgentHealthOut(

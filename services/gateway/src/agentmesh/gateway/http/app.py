@@ -22,6 +22,7 @@ from agentmesh.gateway.http.api_keys import api_key_router
 from agentmesh.gateway.http.context import HttpContext, authorize
 from agentmesh.gateway.http.errors import install_error_handlers
 from agentmesh.gateway.http.head import HeadAsGet
+from agentmesh.gateway.http.input_requests import input_request_router
 from agentmesh.gateway.http.limits import BodySizeLimit
 from agentmesh.gateway.http.mcp_servers import mcp_server_router
 from agentmesh.gateway.http.openai import openai_router
@@ -44,7 +45,8 @@ _ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         401: "Missing, invalid or expired bearer token",
         403: "Not allowed for this user",
         404: "Not found (also for projects the caller may not see)",
-        409: "Conflict: a taken name or slug, a type still in use, a concurrent update",
+        409: "Conflict: a taken name or slug, a type still in use, a concurrent update, a request "
+        "for input answered already",
         413: "Request too large",
         422: "Invalid field; the message names it",
         429: "Rate limited; see Retry-After",
@@ -87,6 +89,7 @@ def create_http_app(context: HttpContext, *, max_request_body_bytes: int) -> Fas
     app.include_router(mcp_server_router(), responses=_ERROR_RESPONSES)
     app.include_router(api_key_router(), responses=_ERROR_RESPONSES)
     app.include_router(remote_agent_router(), responses=_ERROR_RESPONSES)
+    app.include_router(input_request_router(), responses=_ERROR_RESPONSES)
     app.include_router(agent_router(), responses=_ERROR_RESPONSES)
     app.include_router(a2a_router(), responses=_ERROR_RESPONSES)
     app.include_router(openai_router())

@@ -146,8 +146,12 @@ def project(value: registry_resources.Project) -> schemas.ProjectOut:
 # Agents.
 
 # An agent's overrides, as the registry's AgentConfig message lists them: each field converts as
-# its kind says (runtime.protos), so a new override needs no change here.
-_AGENT_CONFIG_FIELDS = tuple(field.name for field in registry_resources.AgentConfig.DESCRIPTOR.fields)
+# its kind says (runtime.protos), so a new override needs no change here. Only fields that tell
+# "not set" from "empty" (optional ones): a map (`tool_permissions`) has no presence, and asking
+# for it failed every agent read; it needs a JSON shape of its own.
+_AGENT_CONFIG_FIELDS = tuple(
+    field.name for field in registry_resources.AgentConfig.DESCRIPTOR.fields if field.has_presence
+)
 
 
 def agent_config_proto(fields: dict[str, Any]) -> registry_resources.AgentConfig:

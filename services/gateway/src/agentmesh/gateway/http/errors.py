@@ -31,7 +31,12 @@ from agentmesh.gateway.errors import (
     TooManyMessages,
 )
 from agentmesh.memory.client import EventTooLarge, HistoryTrimmed, TooManyEvents
-from agentmesh.registry.client import AgentTypeInactive, AgentTypeInUse
+from agentmesh.registry.client import (
+    AgentTypeInactive,
+    AgentTypeInUse,
+    InputAlreadyAnswered,
+    InputRequestExpired,
+)
 from agentmesh.runtime import telemetry
 from agentmesh.runtime.errors import DomainError, FieldViolation
 
@@ -60,6 +65,9 @@ _STATUS_BY_CODE: dict[grpc.StatusCode, int] = {
 _STATUS_BY_REASON: dict[str, int] = {
     AgentTypeInactive.default_reason: 422,  # DESIGN §6: spawning from an inactive type is a 422
     AgentTypeInUse.default_reason: 409,  # agents still use the type: a conflict with their state
+    # A request for input has its one response (a person's, or the system's at its expiry).
+    InputAlreadyAnswered.default_reason: 409,
+    InputRequestExpired.default_reason: 409,
     RequestTooLarge.default_reason: 413,
     MessageTooLarge.default_reason: 413,
     TooManyMessages.default_reason: 413,

@@ -22,7 +22,7 @@ INT32_MAX = 2**31 - 1
 
 Count = Annotated[int, Field(ge=0, le=INT32_MAX)]
 AgentKindName = Literal["llm", "loop", "sequential", "parallel"]
-AgentStatusName = Literal["idle", "working", "paused", "terminated"]
+AgentStatusName = Literal["idle", "working", "waiting", "paused", "terminated"]
 # The memory service's event type names, as one Literal so OpenAPI lists them.
 EventTypeName = Literal[tuple(event_type_names())]  # type: ignore[valid-type]
 

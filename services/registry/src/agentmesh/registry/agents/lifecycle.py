@@ -1,5 +1,6 @@
 """An agent's lifecycle (DESIGN §3) as pure functions of its record: idle ⇄ working (while runs
-are in flight), idle|working → paused → idle, any → terminated; and what an executor runs, the
+are in flight), waiting (no run in flight, and a run suspended for a person's input: DESIGN §12),
+idle|working|waiting → paused → back, any → terminated; and what an executor runs, the
 agent's type with its config overrides applied (`resolve`), with the revision that tells when that
 changed.
 
@@ -41,7 +42,7 @@ def takes_runs(agent: Agent) -> bool:
 
 
 def paused(agent: Agent, now: datetime) -> Agent:
-    if agent.status not in (AgentStatus.IDLE, AgentStatus.WORKING):
+    if agent.status not in (AgentStatus.IDLE, AgentStatus.WORKING, AgentStatus.WAITING):
         raise InvalidTransition(f"cannot pause an agent that is {agent.status.value}")
     return agent.model_copy(update={"status": AgentStatus.PAUSED, "last_activity_at": now})
 
@@ -49,9 +50,16 @@ def paused(agent: Agent, now: datetime) -> Agent:
 def resumed(agent: Agent, now: datetime) -> Agent:
     if agent.status is not AgentStatus.PAUSED:
         raise InvalidTransition(f"cannot resume an agent that is {agent.status.value}")
-    # Runs that were in flight when it was paused may still be going.
-    status = AgentStatus.WORKING if agent.runs_in_flight else AgentStatus.IDLE
-    return agent.model_copy(update={"status": status, "last_activity_at": now})
+    # Runs that were in flight or suspended when it was paused may still be going or waiting.
+    return agent.model_copy(update={"status": _status_by_runs(agent), "last_activity_at": now})
+
+
+def _status_by_runs(agent: Agent) -> AgentStatus:
+    """What an agent that takes runs is by its runs: working while one is in flight, else waiting
+    while one is suspended, else idle."""
+    if agent.runs_in_flight:
+        return AgentStatus.WORKING
+    return AgentStatus.WAITING if agent.runs_waiting else AgentStatus.IDLE
 
 
 def terminated(agent: Agent, now: datetime) -> Agent:
@@ -84,7 +92,7 @@ def run_finished(agent: Agent, now: datetime, *, completed: bool, tokens_used: i
     runs = max(agent.runs_in_flight - 1, 0)
     status = agent.status
     if status is AgentStatus.WORKING and runs == 0:
-        status = AgentStatus.IDLE
+        status = AgentStatus.WAITING if agent.runs_waiting else AgentStatus.IDLE
     return agent.model_copy(
         update={
             "status": status,
@@ -95,6 +103,28 @@ def run_finished(agent: Agent, now: datetime, *, completed: bool, tokens_used: i
             "last_activity_at": now,
         }
     )
+
+
+def run_suspended(agent: Agent, now: datetime, *, in_flight: bool) -> Agent:
+    """A run parked to wait for a person's input: out of the runs in flight when it counted there
+    (as a failed finish, `in_flight`; an orphan taken over and not resumed yet did not), and one
+    more waiting. An idle agent is then waiting; a paused or terminated one keeps its status."""
+    if in_flight:
+        agent = run_finished(agent, now, completed=False, tokens_used=0, cost=0.0)
+    status = AgentStatus.WAITING if agent.status is AgentStatus.IDLE else agent.status
+    return agent.model_copy(
+        update={"status": status, "runs_waiting": agent.runs_waiting + 1, "last_activity_at": now}
+    )
+
+
+def run_unparked(agent: Agent, now: datetime) -> Agent:
+    """A suspended run handed to an executor to resume (its requests answered or expired): one
+    fewer waiting; an agent left with none is idle until the run is resumed (counted in flight)."""
+    waiting = max(agent.runs_waiting - 1, 0)
+    status = agent.status
+    if status is AgentStatus.WAITING and waiting == 0:
+        status = AgentStatus.IDLE
+    return agent.model_copy(update={"status": status, "runs_waiting": waiting, "last_activity_at": now})
 
 
 # The same rules in SQL, over the `agents` row and the parameters :now (and, to finish, :completed,
@@ -111,10 +141,21 @@ RUN_RESUMED_SQL = (
 )
 RUN_FINISHED_SQL = (
     f"status = CASE WHEN agents.status = '{AgentStatus.WORKING.value}' AND agents.runs_in_flight <= 1 "
-    f"THEN '{AgentStatus.IDLE.value}' ELSE agents.status END, "
+    f"THEN CASE WHEN agents.runs_waiting > 0 THEN '{AgentStatus.WAITING.value}' "
+    f"ELSE '{AgentStatus.IDLE.value}' END ELSE agents.status END, "
     "runs_in_flight = {greatest}(agents.runs_in_flight - 1, 0), "
     "tasks_completed = agents.tasks_completed + :completed, "
     "tokens_used = agents.tokens_used + :tokens_used, cost = agents.cost + :cost, last_activity_at = :now"
+)
+# `run_suspended` after its finish part (RUN_FINISHED_SQL, when the run was in flight).
+RUN_SUSPENDED_SQL = (
+    f"status = CASE WHEN agents.status = '{AgentStatus.IDLE.value}' THEN '{AgentStatus.WAITING.value}' "
+    "ELSE agents.status END, runs_waiting = agents.runs_waiting + 1, last_activity_at = :now"
+)
+RUN_UNPARKED_SQL = (
+    f"status = CASE WHEN agents.status = '{AgentStatus.WAITING.value}' AND agents.runs_waiting <= 1 "
+    f"THEN '{AgentStatus.IDLE.value}' ELSE agents.status END, "
+    "runs_waiting = {greatest}(agents.runs_waiting - 1, 0), last_activity_at = :now"
 )
 
 

@@ -255,7 +255,8 @@ class AgentRegistry:
         return AgentMetrics(
             total_instances=1,
             active_instances=int(agent.status is AgentStatus.WORKING),
-            idle_instances=int(agent.status is AgentStatus.IDLE),
+            # A waiting agent holds no executor: idle, as far as capacity goes.
+            idle_instances=int(agent.status in (AgentStatus.IDLE, AgentStatus.WAITING)),
             total_tasks_completed=agent.tasks_completed,
             total_tokens_used=agent.tokens_used,
             total_cost_incurred=agent.cost,

@@ -16,7 +16,7 @@ from agentmesh.registry.in_memory_state import State, Stored, first
 from agentmesh.registry.mappers import agent_type_values, agent_values, from_row
 from agentmesh.registry.models import Agent, AgentType, PageRequest, Slice
 from agentmesh.registry.pagination import keyset_slice
-from agentmesh.registry.tables import AgentRow, AgentRunRow, AgentTypeRow
+from agentmesh.registry.tables import AgentRow, AgentRunRow, AgentTypeRow, InputRequestRow
 
 
 class AgentTransaction(abc.ABC):
@@ -187,10 +187,13 @@ class SqlAgents(AgentTransaction):
         return agent
 
     async def delete_project_agents(self, project_id: str) -> None:
-        """With its project: its agents go, and their runs first (no reliance on ON DELETE
-        CASCADE being enabled)."""
+        """With its project: its agents go, and their runs and requests for input first (no
+        reliance on ON DELETE CASCADE being enabled)."""
         agents = sa.select(AgentRow.id).where(AgentRow.project_id == project_id)
         await self._session.execute(sa.delete(AgentRunRow).where(AgentRunRow.agent_id.in_(agents)))
+        await self._session.execute(
+            sa.delete(InputRequestRow).where(InputRequestRow.project_id == project_id)
+        )
         await self._session.execute(sa.delete(AgentRow).where(AgentRow.project_id == project_id))
 
 
@@ -301,8 +304,13 @@ class InMemoryAgents(AgentTransaction):
         return agent
 
     async def delete_project_agents(self, project_id: str) -> None:
-        """With its project: its agents go, and their runs."""
+        """With its project: its agents go, and their runs and requests for input."""
         gone = {agent_id for agent_id, s in self._state.agents.items() if s.value.project_id == project_id}
         self._state.runs = {run for run in self._state.runs if run[0] not in gone}
+        self._state.input_requests = {
+            key: request
+            for key, request in self._state.input_requests.items()
+            if request.agent_id not in gone
+        }
         for agent_id in gone:
             del self._state.agents[agent_id]

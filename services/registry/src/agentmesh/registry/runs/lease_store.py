@@ -21,11 +21,17 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from agentmesh.registry.agents.lifecycle import run_finished, run_resumed
+from agentmesh.registry.agents.lifecycle import run_finished, run_resumed, run_unparked
 from agentmesh.registry.in_memory_state import State, Stored, StoredLease
+from agentmesh.registry.runs.input_store import (
+    run_requests,
+    run_requests_in,
+    settle_requests,
+    settle_requests_in,
+)
 from agentmesh.registry.runs.turn_store import InMemorySessionTurns, SqlSessionTurns
 from agentmesh.registry.store.interface import OrphanedRun, RunKey, RunLeaseStore
-from agentmesh.registry.store.statements import FINISH_UPDATE, RESUME_UPDATE
+from agentmesh.registry.store.statements import FINISH_UPDATE, RESUME_UPDATE, UNPARK_UPDATE
 from agentmesh.registry.tables import AgentRow, AgentRunRow
 
 _RUNS = AgentRunRow.__table__
@@ -86,19 +92,32 @@ class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
         if limit <= 0:
             return []
         free = (
-            sa.select(_RUNS.c.agent_id, _RUNS.c.run_id, _RUNS.c.session_id)
+            sa.select(_RUNS.c.agent_id, _RUNS.c.run_id, _RUNS.c.session_id, _RUNS.c.suspended)
             .where(_RUNS.c.orphaned, _RUNS.c.lease_expires_at <= now)
             .order_by(_RUNS.c.lease_expires_at)
             .limit(limit)
         )
         async with self._lease_engine.begin() as connection:
+            # Handing out a suspended run changes its agent's books: agents first (`_lock_agents`).
+            await self._lock_agents(connection, free.where(_RUNS.c.suspended))
             rows = list(await connection.execute(self._locked(free)))
             claimed = []
             for row in rows:
+                this_run = sa.and_(_RUNS.c.agent_id == row.agent_id, _RUNS.c.run_id == row.run_id)
+                if row.suspended:
+                    waits_until = await settle_requests(connection, (row.agent_id, row.run_id), now)
+                    if waits_until is not None:  # a request still pending: parked until its expiry
+                        await connection.execute(
+                            sa.update(_RUNS).where(this_run).values(lease_expires_at=waits_until)
+                        )
+                        continue
+                    await connection.execute(
+                        UNPARK_UPDATE[self._engine.dialect.name], {"agent_id": row.agent_id, "now": now}
+                    )
                 await connection.execute(
                     sa.update(_RUNS)
-                    .where(_RUNS.c.agent_id == row.agent_id, _RUNS.c.run_id == row.run_id)
-                    .values(executor_id=executor_id, lease_expires_at=expires_at)
+                    .where(this_run)
+                    .values(executor_id=executor_id, lease_expires_at=expires_at, suspended=False)
                 )
                 claimed.append(await _orphan(connection, row.agent_id, row.run_id, row.session_id))
         return claimed
@@ -170,6 +189,7 @@ async def _orphan(connection: AsyncConnection, agent_id: str, run_id: str, sessi
         session_id=session_id,
         project_id=agent.project_id,
         agent_name=agent.slug,  # what its events are tagged with
+        input_requests=tuple(await run_requests(connection, (agent_id, run_id))),
     )
 
 
@@ -216,11 +236,21 @@ class InMemoryRunLeaseStore(InMemorySessionTurns, RunLeaseStore):
         async with self._draft() as state:
             free = [k for k, v in state.leases.items() if v.orphaned and v.expires_at <= now]
             for key in sorted(free, key=lambda k: state.leases[k].expires_at)[: max(limit, 0)]:
+                if state.leases[key].suspended:
+                    waits_until = settle_requests_in(state, key, now)
+                    if waits_until is not None:  # a request still pending: parked until its expiry
+                        state.leases[key] = _replace(state.leases[key], expires_at=waits_until)
+                        continue
+                    stored = state.agents[key[0]]
+                    state.agents[key[0]] = Stored(run_unparked(stored.value, now), stored.request_id)
                 lease = state.leases[key] = _replace(
-                    state.leases[key], executor_id=executor_id, expires_at=expires_at
+                    state.leases[key], executor_id=executor_id, expires_at=expires_at, suspended=False
                 )
                 agent = state.agents[key[0]].value
-                claimed.append(OrphanedRun(key[0], key[1], lease.session_id, agent.project_id, agent.slug))
+                requests = tuple(run_requests_in(state, key))
+                claimed.append(
+                    OrphanedRun(key[0], key[1], lease.session_id, agent.project_id, agent.slug, requests)
+                )
         return claimed
 
     async def close(self, executor_id: str, runs: Sequence[RunKey]) -> None:

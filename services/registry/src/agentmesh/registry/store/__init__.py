@@ -14,6 +14,7 @@ here, so that a resource's store part can be imported on its own without pulling
 
 from agentmesh.registry.store.interface import (
     DuplicateRequest,
+    InputRequestStore,
     OrphanedRun,
     RegistryStore,
     RunChange,
@@ -26,6 +27,7 @@ from agentmesh.registry.store.interface import (
 
 __all__ = [
     "DuplicateRequest",
+    "InputRequestStore",
     "OrphanedRun",
     "RegistryStore",
     "RunChange",

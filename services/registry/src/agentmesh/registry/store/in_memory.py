@@ -23,8 +23,10 @@ from agentmesh.registry.models import Agent
 from agentmesh.registry.projects.store import InMemoryProjects
 from agentmesh.registry.remote_agents.store import InMemoryRemoteAgents
 from agentmesh.registry.runs.executor_store import InMemoryExecutors
+from agentmesh.registry.runs.input_store import InMemoryInputRequestStore
 from agentmesh.registry.runs.lease_store import InMemoryRunLeaseStore
 from agentmesh.registry.store.interface import (
+    InputRequestStore,
     RegistryStore,
     RunChange,
     RunKey,
@@ -43,10 +45,15 @@ class InMemoryRegistryStore(RegistryStore):
         self._writer = asyncio.Lock()
         self._drafting: State | None = None
         self._leases = InMemoryRunLeaseStore(draft=self._draft, current=lambda: self._state)
+        self._input_requests = InMemoryInputRequestStore(draft=self._draft, current=lambda: self._state)
 
     @property
     def leases(self) -> RunLeaseStore:
         return self._leases
+
+    @property
+    def input_requests(self) -> InputRequestStore:
+        return self._input_requests
 
     def read(self) -> AbstractAsyncContextManager[StoreTransaction]:
         return self._read()

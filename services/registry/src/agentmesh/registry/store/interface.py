@@ -22,7 +22,17 @@ from agentmesh.registry.agents.store import AgentTransaction
 from agentmesh.registry.errors import DuplicateRequest as DuplicateRequest
 from agentmesh.registry.identity.store import AccountTransaction, ApiKeyTransaction
 from agentmesh.registry.mcp_servers.store import McpServerTransaction
-from agentmesh.registry.models import Agent, AgentType, Project, RunKey
+from agentmesh.registry.models import (
+    Agent,
+    AgentType,
+    InputRequest,
+    InputRequestState,
+    InputResponse,
+    PageRequest,
+    Project,
+    RunKey,
+    Slice,
+)
 from agentmesh.registry.projects.store import ProjectTransaction
 from agentmesh.registry.remote_agents.store import RemoteAgentTransaction
 from agentmesh.registry.runs.executor_store import ExecutorTransaction
@@ -67,6 +77,8 @@ class OrphanedRun:
     session_id: str
     project_id: str
     agent_name: str
+    # Its requests for a person's input, when it was suspended: each answered or expired.
+    input_requests: tuple[InputRequest, ...] = ()
 
 
 class RunLeaseStore(abc.ABC):
@@ -87,7 +99,11 @@ class RunLeaseStore(abc.ABC):
         self, executor_id: str, now: datetime, expires_at: datetime, limit: int
     ) -> list[OrphanedRun]:
         """Hands up to `limit` orphaned runs nobody holds (or whose holder's lease expired too) to
-        `executor_id`, leased until `expires_at`."""
+        `executor_id`, leased until `expires_at`, each with its requests for input. A suspended
+        run is due once its requests may be settled (`InputRequestStore.suspend`): its pending
+        requests past their expiry expire then (`runs/waiting.py`); with none left pending it is
+        no longer suspended (one run fewer waiting for its agent) and is handed out, else it
+        stays parked until its next pending request's expiry."""
 
     @abc.abstractmethod
     async def close(self, executor_id: str, runs: Sequence[RunKey]) -> None:
@@ -123,6 +139,54 @@ class RunLeaseStore(abc.ABC):
     @abc.abstractmethod
     async def interrupted(self, executor_id: str) -> list[RunKey]:
         """Runs `executor_id` holds whose turn a newer message interrupted."""
+
+
+class InputRequestStore(abc.ABC):
+    """Suspended runs and their requests for a person's input (DESIGN §12; rules in
+    `runs/input_requests.py` and `runs/waiting.py`). A suspended run stays a row of the runs in
+    flight, parked like an orphan nobody holds — so its session's turn stays taken, the expiry
+    sweep leaves it be, and the claim (`RunLeaseStore.claim`) hands it out — but only once its
+    lease time has come, which parking sets to its earliest pending request's expiry, and answering
+    the last pending request to now."""
+
+    @abc.abstractmethod
+    async def suspend(
+        self, executor_id: str, run: RunKey, requests: Sequence[InputRequest], now: datetime
+    ) -> list[InputRequest]:
+        """Stores the run's requests (each as raised by its executor, completed here with the
+        run's project, agent slug and session; one already stored keeps its state and response)
+        and parks the run, atomically: no executor holds it, it is orphaned (out of the agent's
+        runs in flight, as an expired lease leaves it) and suspended (one more run waiting), its
+        lease time the earliest expiry of its pending requests, or `now` when none is pending.
+        The requests named, as stored. RunNotFound for a run not in flight, RunNotHeld when
+        `executor_id` does not hold it — unless it is parked with every request named stored
+        already (a retried suspension): then nothing changes."""
+
+    @abc.abstractmethod
+    async def get_request(self, project_id: str, request_id: str) -> InputRequest | None:
+        """The project's request of that id, as stored."""
+
+    @abc.abstractmethod
+    async def list_requests(
+        self,
+        project_id: str,
+        page: PageRequest,
+        *,
+        state: InputRequestState,
+        now: datetime,
+        session_id: str = "",
+    ) -> Slice[InputRequest]:
+        """The project's (or the session's) requests in `state` as they stand at `now` (pending
+        ones past their expiry count as expired), in (`created_at`, `id`) order, as stored."""
+
+    @abc.abstractmethod
+    async def respond(
+        self, project_id: str, request_id: str, response: InputResponse, now: datetime
+    ) -> InputRequest:
+        """Gives a pending request its response, if it is still pending and not past its expiry:
+        of concurrent responses exactly one wins. When its run then has no request left pending,
+        the run is due to be handed out at once (its lease time `now`). The request, answered.
+        InputRequestNotFound; InputAlreadyAnswered naming the first response; InputRequestExpired."""
 
 
 class StoreTransaction(
@@ -171,6 +235,11 @@ class RegistryStore(abc.ABC):
     @abc.abstractmethod
     def leases(self) -> RunLeaseStore:
         """The runs' leases."""
+
+    @property
+    @abc.abstractmethod
+    def input_requests(self) -> InputRequestStore:
+        """Suspended runs and their requests for a person's input."""
 
     @abc.abstractmethod
     async def start_run(

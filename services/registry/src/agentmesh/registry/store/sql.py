@@ -35,8 +35,10 @@ from agentmesh.registry.models import (
 from agentmesh.registry.projects.store import SqlProjects
 from agentmesh.registry.remote_agents.store import SqlRemoteAgents
 from agentmesh.registry.runs.executor_store import SqlExecutors
+from agentmesh.registry.runs.input_store import SqlInputRequestStore
 from agentmesh.registry.runs.lease_store import SqlRunLeaseStore
 from agentmesh.registry.store.interface import (
+    InputRequestStore,
     RegistryStore,
     RunChange,
     RunLease,
@@ -80,10 +82,15 @@ class SqlRegistryStore(RegistryStore):
         self._leases = SqlRunLeaseStore(
             self._write_engine, lease_engine=None if self._sqlite else lease_engine
         )
+        self._input_requests = SqlInputRequestStore(engine, write_engine=self._write_engine)
 
     @property
     def leases(self) -> RunLeaseStore:
         return self._leases
+
+    @property
+    def input_requests(self) -> InputRequestStore:
+        return self._input_requests
 
     def read(self) -> AbstractAsyncContextManager[StoreTransaction]:
         return self._transaction(self._engine)

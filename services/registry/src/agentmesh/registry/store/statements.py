@@ -13,6 +13,8 @@ from agentmesh.registry.agents.lifecycle import (
     RUN_FINISHED_SQL,
     RUN_RESUMED_SQL,
     RUN_STARTED_SQL,
+    RUN_SUSPENDED_SQL,
+    RUN_UNPARKED_SQL,
 )
 from agentmesh.registry.mappers import fields_of, from_columns
 from agentmesh.registry.models import Agent, AgentType, Project
@@ -39,6 +41,7 @@ _AGENT_TYPES: dict[str, Any] = {
     "tokens_used": sa.BigInteger,
     "cost": sa.Float,
     "runs_in_flight": sa.Integer,
+    "runs_waiting": sa.Integer,
     "created_at": UtcDateTime,
     "last_activity_at": UtcDateTime,
     "changed": sa.Boolean,
@@ -149,6 +152,15 @@ FINISH_UPDATE = {
 # An orphan its taker resumes counts in flight again, as a start would (runs/leases.py); a paused or
 # terminated agent keeps its status.
 RESUME_UPDATE = _run_statement(f"UPDATE agents SET {RUN_RESUMED_SQL} WHERE id = :agent_id", result=False)
+# A run parked to wait for a person's input joins the agent's waiting runs (after FINISH_UPDATE when it
+# was in flight), and leaves them when it is handed to an executor to resume (runs/input_store.py).
+SUSPEND_UPDATE = _run_statement(f"UPDATE agents SET {RUN_SUSPENDED_SQL} WHERE id = :agent_id", result=False)
+UNPARK_UPDATE = {
+    dialect: _run_statement(
+        f"UPDATE agents SET {RUN_UNPARKED_SQL.format(greatest=greatest)} WHERE id = :agent_id", result=False
+    )
+    for dialect, greatest in (("postgresql", "GREATEST"), ("sqlite", "MAX"))
+}
 SQLITE_VISIBLE_AGENT = _run_statement(
     f"SELECT {_columns('agents.')}, :changed AS changed, {_SPEC_TIMES} {_VISIBLE_AGENT}",
     changed=sa.Boolean,

@@ -799,8 +799,10 @@ class OrphanedRun(_message.Message):
     """The agent's slug (what its events are tagged with)."""
     @_builtins.property
     def input_requests(self) -> _containers.RepeatedCompositeFieldContainer[_run_pb2.InputRequest]:
-        """A suspended run's requests for input, each answered or expired (a resumed run records
-        their responses and goes on); empty for a run whose executor died.
+        """Every request for input the run raised, oldest first, each answered or expired by the time
+        it is handed out (a resumed run records the responses it has not recorded yet, and goes on);
+        empty for a run that never suspended. A run whose taker died before resuming it comes with
+        them again.
         """
 
     def __init__(
@@ -866,7 +868,7 @@ class SuspendRunResponse(_message.Message):
     INPUT_REQUESTS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def input_requests(self) -> _containers.RepeatedCompositeFieldContainer[_run_pb2.InputRequest]:
-        """The run's requests as stored (some may be answered already)."""
+        """The requests named, in the same order, as stored (some may be answered already)."""
 
     def __init__(
         self,

@@ -1,0 +1,99 @@
+"""The InputRequestStore contract and the claim of a suspended run, over every RegistryStore
+implementation (in memory, SQLite, PostgreSQL), on a clock of the test's own: parking counts the run
+out of the runs in flight and in the waiting ones, the run is handed out only once no request is
+pending, and a request past its expiry is settled into the system's denial by the claim."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from agentmesh.registry.errors import InputAlreadyAnswered, InputRequestExpired, RunNotHeld
+from agentmesh.registry.models import (
+    AgentStatus,
+    InputDecision,
+    InputKind,
+    InputRequest,
+    InputRequestState,
+    InputResponse,
+    PageRequest,
+)
+from agentmesh.registry.store import RegistryStore, RunLease, Visibility
+from tests.integration.registry.test_store_contract import T0, _world
+
+LEASE = timedelta(seconds=5)
+HOUR = timedelta(hours=1)
+
+
+def _raised(request_id: str, agent_id: str, *, expires_at=T0 + HOUR, kind=InputKind.APPROVAL) -> InputRequest:
+    return InputRequest(
+        id=request_id,
+        project_id="",
+        agent_id=agent_id,
+        agent="",
+        session_id="",
+        run_id="run-1",
+        kind=kind,
+        tool="send_email",
+        arguments={"to": "ceo@example.com"},
+        created_at=T0,
+        expires_at=expires_at,
+    )
+
+
+async def _books(store: RegistryStore, agent_id: str) -> tuple[AgentStatus, int, int]:
+    async with store.read() as tx:
+        agent = await tx.get_agent(agent_id=agent_id)
+    assert agent is not None
+    return agent.status, agent.runs_in_flight, agent.runs_waiting
+
+
+async def test_a_parked_run_is_claimed_once_no_request_is_pending(registry_store: RegistryStore) -> None:
+    owner, _, project, agent = await _world(registry_store)
+    await registry_store.start_run(
+        Visibility(owner, everything=False),
+        agent.id,
+        "run-1",
+        T0,
+        lease=RunLease("s-1", "exec-x", T0 + LEASE),
+    )
+    run, inputs, leases = (agent.id, "run-1"), registry_store.input_requests, registry_store.leases
+    with pytest.raises(RunNotHeld):
+        await inputs.suspend("exec-y", run, [_raised("a", agent.id)], T0)
+    due = T0 - timedelta(seconds=1)
+    stored = await inputs.suspend(
+        "exec-x", run, [_raised("a", agent.id), _raised("late", agent.id, expires_at=due)], T0
+    )
+    assert [(r.project_id, r.session_id, r.agent) for r in stored] == [(project.id, "s-1", agent.slug)] * 2
+    assert await _books(registry_store, agent.id) == (AgentStatus.WAITING, 0, 1)
+    # The sweep leaves a parked run be: it is not in flight.
+    assert await leases.expire(T0 + HOUR * 10) == 0
+
+    listed = await inputs.list_requests(
+        project.id, PageRequest(size=10), state=InputRequestState.PENDING, now=T0, session_id="s-1"
+    )
+    assert [r.id for r in listed.items] == ["a"]
+    # Its expired request is settled by the claim; the other is pending: it stays parked.
+    assert await leases.claim("exec-y", T0, T0 + LEASE, 10) == []
+    late = await inputs.get_request(project.id, "late")
+    assert late is not None and late.state is InputRequestState.EXPIRED
+    assert late.response is not None and late.response.decision is InputDecision.DENY
+    with pytest.raises(InputRequestExpired):
+        await inputs.respond(project.id, "late", InputResponse(decision=InputDecision.APPROVE), T0)
+
+    given = InputResponse(decision=InputDecision.APPROVE, responder="ada@example.com", responded_at=T0)
+    answered = await inputs.respond(project.id, "a", given, T0)
+    assert answered.state is InputRequestState.ANSWERED
+    with pytest.raises(InputAlreadyAnswered, match=r"ada@example\.com"):
+        await inputs.respond(project.id, "a", given.model_copy(update={"responder": "bob"}), T0)
+
+    (orphan,) = await leases.claim("exec-y", T0, T0 + LEASE, 10)
+    assert (orphan.run_id, orphan.session_id) == ("run-1", "s-1")
+    assert [(r.id, r.state) for r in orphan.input_requests] == [
+        ("a", InputRequestState.ANSWERED),
+        ("late", InputRequestState.EXPIRED),
+    ]
+    assert await _books(registry_store, agent.id) == (AgentStatus.IDLE, 0, 0)
+    assert await leases.resume("exec-y", [run], T0, T0 + LEASE) == []
+    assert await _books(registry_store, agent.id) == (AgentStatus.WORKING, 1, 0)
