@@ -44,6 +44,8 @@ _STYLE = {
     "delegation_request": "magenta",
     "delegation_response": "magenta",
     "escalation": "yellow",
+    "input_requested": "magenta",
+    "input_received": "magenta",
     "error": "bold red",
 }
 

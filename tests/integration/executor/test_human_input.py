@@ -55,7 +55,7 @@ async def test_ask_user_suspends_the_run_which_holds_nothing_while_it_waits(stac
     events = await stack.chat(agent, "Book me a trip.", session_id=session)
 
     kinds = [kind(event) for event in events]
-    assert kinds[-1] == "run_suspended", kinds
+    assert kinds[-1] == "run_suspended", events[-1]
     assert "run_completed" not in kinds and "run_failed" not in kinds
     (requested,) = [event.input_requested.request for event in events if event.HasField("input_requested")]
     assert requested.kind == run_pb2.INPUT_KIND_QUESTION

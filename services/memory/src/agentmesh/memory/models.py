@@ -25,6 +25,8 @@ class EventType(StrEnum):
     TASK_DELEGATION_RECEIVED = "task_delegation_received"
     ESCALATION = "escalation"
     ERROR = "error"
+    INPUT_REQUESTED = "input_requested"  # a run asks a person, and suspends
+    INPUT_RECEIVED = "input_received"  # the one response, as the resumed run recorded it
 
 
 class RunState(StrEnum):

@@ -121,6 +121,8 @@ export const KIND_LABELS = {
   task_delegation_received: "task received",
   escalation: "escalation",
   error: "error",
+  input_requested: "asks a person",
+  input_received: "person's answer",
 };
 
 /** One line saying what an event was. */
