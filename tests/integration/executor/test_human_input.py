@@ -186,3 +186,32 @@ async def test_responses_are_checked(stack: Stack) -> None:
 
 async def _waiting(stack: Stack, agent: Agent) -> bool:
     return await stack.status(agent) == "waiting"
+
+
+@pytest.mark.parametrize("policy", ["enqueue", "reject", "interrupt"])
+async def test_a_session_waiting_for_a_person_refuses_new_messages_until_answered(
+    stack: Stack, policy: str
+) -> None:
+    agent = await asking_agent(stack)
+    session = uuid.uuid4().hex
+    events = await stack.chat(agent, "Book me a trip.", session_id=session)
+    request_id = events[-1].run_suspended.request_ids[0]
+
+    call = stack.client.gateway.StreamChat(
+        gateway_service_pb2.StreamChatRequest(
+            agent=agent.ref, message="Anything new?", session_id=session, double_texting=policy
+        ),
+        metadata=stack.metadata,
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        async for _ in call:
+            pass
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert request_id in (refused.value.details() or "")
+
+    # The waiting run was not touched (not interrupted): the answer resumes it; then the session
+    # takes messages again (the script starts over for a new run: it asks again).
+    resumed = await respond(stack, agent, request_id, run_pb2.InputResponse(answer="Lisbon"))
+    assert resumed[-1].run_completed.content == "Booked."
+    after = await stack.chat(agent, "Anything new?", session_id=session)
+    assert kind(after[0]) == "run_started" and kind(after[-1]) == "run_suspended"

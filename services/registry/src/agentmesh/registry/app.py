@@ -129,7 +129,7 @@ async def open_components(settings: RegistrySettings) -> Components:
         mcp_servers=mcp_servers,
         leases=leases,
         remote_agents=RemoteAgentRegistry(store, page_tokens=PageTokens(secret), clock=utc_now),
-        turns=SessionTurns(runs, store.leases),
+        turns=SessionTurns(runs, store.leases, store.input_requests),
         runs=runs,
         executors=executors,
         input_requests=InputRequests(store, page_tokens=PageTokens(secret), clock=utc_now),

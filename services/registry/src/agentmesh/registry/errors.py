@@ -196,6 +196,20 @@ class SessionBusy(Aborted):
         )
 
 
+class SessionAwaitsInput(FailedPrecondition):
+    """A message for a session whose earlier turn is a run suspended for a person's input: the
+    session goes on once that is answered (its requests, in ErrorInfo metadata `request_ids`)."""
+
+    default_reason = "INPUT_REQUIRED"
+
+    def __init__(self, session_id: str, run_id: str, request_ids: list[str]) -> None:
+        super().__init__(
+            f"session {session_id!r} waits for a person's input to run {run_id}: respond to "
+            f"request(s) {', '.join(request_ids)} first",
+            metadata={"run_id": run_id, "session_id": session_id, "request_ids": ",".join(request_ids)},
+        )
+
+
 class RunNotFound(NotFound):
     """A run that is not in flight (never started, or ended)."""
 

@@ -9,6 +9,11 @@ across gateway replicas and executors. The run is started first and its turn tak
 turn counts only while its run is in flight, so a refused run is finished again at once. The
 executor holding an interrupted run learns it from its next lease renewal (`interrupted`), the
 waiting run from `AwaitSessionTurn`.
+
+A session whose turn is a run suspended for a person's input takes no new message, whatever the
+policy: the message is refused (FAILED_PRECONDITION, INPUT_REQUIRED, naming the requests) before
+its run starts, rather than wait for an answer that may take a day or interrupt a run that is
+waiting for a person. The session goes on once they are answered.
 """
 
 from __future__ import annotations
@@ -16,10 +21,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from agentmesh.registry.errors import SessionBusy
-from agentmesh.registry.models import DOUBLE_TEXTING_POLICIES, Agent
+from agentmesh.registry.clock import utc_now
+from agentmesh.registry.errors import SessionAwaitsInput, SessionBusy
+from agentmesh.registry.models import DOUBLE_TEXTING_POLICIES, Agent, InputRequestState, PageRequest
 from agentmesh.registry.runs.bookkeeping import RunBookkeeping
-from agentmesh.registry.store import RunLease, RunLeaseStore
+from agentmesh.registry.store import InputRequestStore, RunLease, RunLeaseStore
 from agentmesh.runtime.errors import FieldViolation, ValidationFailed
 from agentmesh.runtime.identity import Principal
 
@@ -37,9 +43,10 @@ def check_policy(field: str, policy: str) -> None:
 class SessionTurns:
     """Starts runs as their session's turns and tells waiting runs when their turn has come."""
 
-    def __init__(self, registry: RunBookkeeping, store: RunLeaseStore) -> None:
+    def __init__(self, registry: RunBookkeeping, store: RunLeaseStore, inputs: InputRequestStore) -> None:
         self._registry = registry
         self._store = store
+        self._inputs = inputs
 
     async def start_run(
         self,
@@ -53,24 +60,51 @@ class SessionTurns:
     ) -> tuple[Agent, str, list[str]]:
         """Starts the run (as `AgentRegistry.start_run`) as the session's next turn: the agent,
         its spec's revision and the run ids of the turns still in flight before it. Raises
-        SessionBusy under `reject` when there are any (the run is then finished again)."""
+        SessionBusy under `reject` when there are any, SessionAwaitsInput under every policy when
+        a run of the session waits for a person (the run is then finished again)."""
         check_policy("double_texting", policy)
         if not session_id:
             raise ValidationFailed.field("session_id", "is required with double_texting")
         agent, revision = await self._registry.start_run(principal, agent_id, run_id, lease=lease)
-        # Session ids are their project's (two projects may use one): turns are per project too.
+        # Only a session with a turn in flight can be waiting for input: asked after the turn is
+        # taken (no query on the common path) — except under `interrupt`, which must not touch a
+        # run that waits for a person, so asks first.
+        if policy == "interrupt":
+            await self._refuse_if_waiting(principal, agent, run_id, session_id)
         ahead = await self._store.take_turn(
             f"{agent.project_id}/{session_id}",
             (agent_id, run_id),
             reject=policy == "reject",
             interrupt=policy == "interrupt",
         )
+        if ahead and policy != "interrupt":
+            await self._refuse_if_waiting(principal, agent, run_id, session_id)
         if ahead and policy == "reject":
             agent = await self._registry.finish_run(
                 principal, agent_id, run_id, completed=False, tokens_used=0, cost=0.0
             )
             raise SessionBusy(session_id, ahead[-1][1])
         return agent, revision, [key[1] for key in ahead]
+
+    async def _refuse_if_waiting(
+        self, principal: Principal, agent: Agent, run_id: str, session_id: str
+    ) -> None:
+        """Refuses the run (finishing it again: its turn counts no more) when a run of its
+        session waits for a person's input."""
+        pending = await self._inputs.list_requests(
+            agent.project_id,
+            PageRequest(size=100),
+            state=InputRequestState.PENDING,
+            now=utc_now(),
+            session_id=session_id,
+        )
+        if not pending.items:
+            return
+        await self._registry.finish_run(principal, agent.id, run_id, completed=False, tokens_used=0, cost=0.0)
+        first = pending.items[0]
+        raise SessionAwaitsInput(
+            session_id, first.run_id, [r.id for r in pending.items if r.run_id == first.run_id]
+        )
 
     async def await_turn(self, agent_id: str, run_id: str, *, wait_seconds: float) -> list[str]:
         """The run ids of the turns still in flight before the run, once there are none or after
