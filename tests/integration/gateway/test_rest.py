@@ -26,6 +26,9 @@ AGENT_TYPE_FIELDS = {
     "is_active",
     "created_at",
     "updated_at",
+    # A person in the loop (DESIGN §12).
+    "tool_permissions",
+    "input_expiry_seconds",
 }
 AGENT_FIELDS = {
     "id",
@@ -52,6 +55,7 @@ CONFIG_FIELDS = {
     "network_access",
     "mock_responses",
     "double_texting",
+    "tool_permissions",
 }
 
 
@@ -152,7 +156,16 @@ async def test_agent_types_crud_is_for_superusers(http: httpx.AsyncClient, api: 
 async def test_projects_belong_to_their_owner(http: httpx.AsyncClient, api: Api) -> None:
     owner, other, admin = await api.user(), await api.user(), await api.admin()
     project = await api.project(owner)
-    assert set(project) == {"id", "name", "slug", "description", "owner_id", "created_at", "updated_at"}
+    assert set(project) == {
+        "id",
+        "name",
+        "slug",
+        "description",
+        "owner_id",
+        "created_at",
+        "updated_at",
+        "tool_permissions",
+    }
 
     assert (await http.get(f"/api/v1/projects/{project['id']}", headers=owner.headers)).status_code == 200
     assert (await http.get(f"/api/v1/projects/{project['id']}", headers=admin.headers)).status_code == 200

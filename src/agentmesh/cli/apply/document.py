@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
+from agentmesh.common.v1 import types_pb2
 from agentmesh.registry.declarations import (
     agent_slug,
     check_agent_name,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 FORMAT_VERSION = 1
 # The messages' int32 fields: a larger number is the file's mistake, named like any other.
 Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+Permission = Literal["allow", "ask", "deny"]
 
 # --- The file format -------------------------------------------------------------------------------
 
@@ -87,6 +89,9 @@ class AgentTypeEntry(_Entry):
     max_steps: Int32 = 0
     max_iterations: Int32 = 0
     is_active: bool = True
+    # Tool name or glob → allow, ask or deny (docs/human-in-the-loop.md).
+    tool_permissions: dict[str, Permission] = {}
+    input_expiry_seconds: Int32 = 0
 
 
 class AgentConfigEntry(_Entry):
@@ -103,6 +108,7 @@ class AgentConfigEntry(_Entry):
     mock_responses: list[JsonValue] | None = None
     # A message for a session whose run is in flight (docs/durability.md): default enqueue.
     double_texting: Literal["reject", "enqueue", "interrupt"] | None = None
+    tool_permissions: dict[str, Permission] | None = None  # they only tighten the type's
 
 
 class AgentEntry(_Entry):
@@ -132,6 +138,7 @@ class ProjectEntry(_Entry):
     name: str
     slug: str = ""
     description: str = ""
+    tool_permissions: dict[str, Permission] = {}  # the owner's, for every agent: they only tighten
     remote_agents: list[RemoteAgentEntry] = []
     agents: list[AgentEntry] = []
 
@@ -352,6 +359,8 @@ def _declared_type(path: str, entry: AgentTypeEntry) -> DeclaredAgentType:
         max_steps=entry.max_steps,
         max_iterations=entry.max_iterations,
         is_active=entry.is_active,
+        tool_permissions=permissions(entry.tool_permissions),
+        input_expiry_seconds=entry.input_expiry_seconds,
     )
     declared = tuple(name for name in AgentTypeEntry.model_fields if name in entry.model_fields_set)
     return DeclaredAgentType(path=path, message=normalized_agent_type(message), declared=declared)
@@ -367,8 +376,15 @@ def _declared_mcp_server(path: str, entry: RegisteredMcpServerEntry) -> Declared
 
 
 def _declared_project(path: str, entry: ProjectEntry) -> DeclaredProject:
-    message = resources_pb2.Project(name=entry.name, slug=entry.slug, description=entry.description)
-    declared = tuple(name for name in ("name", "slug", "description") if name in entry.model_fields_set)
+    message = resources_pb2.Project(
+        name=entry.name,
+        slug=entry.slug,
+        description=entry.description,
+        tool_permissions=permissions(entry.tool_permissions),
+    )
+    declared = tuple(
+        name for name in ("name", "slug", "description", "tool_permissions") if name in entry.model_fields_set
+    )
     agents = tuple(
         _declared_agent(f"{path}.agents[{index}]", agent) for index, agent in enumerate(entry.agents)
     )
@@ -403,6 +419,8 @@ def _declared_agent(path: str, entry: AgentEntry) -> DeclaredAgent:
         elif name in ("tools", "sub_agents", "network_access"):
             getattr(config, name).SetInParent()  # present even when empty: `tools: []` clears
             getattr(config, name).values.extend(value)
+        elif name == "tool_permissions":
+            config.tool_permissions.update(permissions(value))
         else:
             setattr(config, name, value)
     return DeclaredAgent(
@@ -414,6 +432,14 @@ def _declared_agent(path: str, entry: AgentEntry) -> DeclaredAgent:
         config=normalized_agent_config(config),
         declared=declared,
     )
+
+
+def permissions(rules: dict[str, str]) -> dict[str, int]:
+    """A rule map as the registry's messages write it."""
+    return {
+        pattern: types_pb2.ToolPermission.Value(f"TOOL_PERMISSION_{value.upper()}")
+        for pattern, value in rules.items()
+    }
 
 
 def _duplicates(manifest: Manifest) -> list[FieldViolation]:

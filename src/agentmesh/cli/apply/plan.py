@@ -412,4 +412,7 @@ def _value(message: Message, name: str) -> object:
     descriptor = message.DESCRIPTOR.fields_by_name[name]
     if descriptor.has_presence and not message.HasField(name):
         return None
-    return getattr(message, name)
+    value = getattr(message, name)
+    if descriptor.message_type is not None and descriptor.message_type.GetOptions().map_entry:
+        return dict(value)
+    return value

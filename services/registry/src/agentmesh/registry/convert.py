@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from google.protobuf import timestamp_pb2
 
-from agentmesh.common.v1 import run_pb2
+from agentmesh.common.v1 import run_pb2, types_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as internal_pb2
 from agentmesh.registry.agents.watch import AgentChange
 from agentmesh.registry.errors import ValidationFailed
@@ -37,6 +37,8 @@ from agentmesh.registry.models import (
     ProjectFields,
     RaisedInput,
     RegisteredMcpServer,
+    ToolPermission,
+    ToolPermissions,
     User,
 )
 from agentmesh.registry.runs.leases import Renewal
@@ -61,6 +63,13 @@ _STATUS_TO_PROTO = {
     AgentStatus.TERMINATED: pb.AGENT_STATUS_TERMINATED,
     AgentStatus.WAITING: pb.AGENT_STATUS_WAITING,
 }
+
+_PERMISSION_TO_PROTO = {
+    ToolPermission.ALLOW: types_pb2.TOOL_PERMISSION_ALLOW,
+    ToolPermission.ASK: types_pb2.TOOL_PERMISSION_ASK,
+    ToolPermission.DENY: types_pb2.TOOL_PERMISSION_DENY,
+}
+_PERMISSION_FROM_PROTO = {value: permission for permission, value in _PERMISSION_TO_PROTO.items()}
 
 _INPUT_KIND_TO_PROTO = {
     InputKind.APPROVAL: run_pb2.INPUT_KIND_APPROVAL,
@@ -102,7 +111,23 @@ def agent_type_fields(message: pb.AgentType) -> AgentTypeFields:
         max_steps=message.max_steps,
         max_iterations=message.max_iterations,
         is_active=message.is_active,
+        tool_permissions=tool_permissions(message.tool_permissions, "agent_type.tool_permissions"),
+        input_expiry_seconds=message.input_expiry_seconds,
     )
+
+
+def tool_permissions(rules: Mapping[str, int], field: str) -> ToolPermissions:
+    """A rule map as the domain writes it; INVALID_ARGUMENT naming a rule without a permission."""
+    unset = [pattern for pattern, value in rules.items() if value not in _PERMISSION_FROM_PROTO]
+    if unset:
+        raise ValidationFailed.of(
+            [FieldViolation(f"{field}[{pattern!r}]", "must be allow, ask or deny") for pattern in unset]
+        )
+    return {pattern: _PERMISSION_FROM_PROTO[value] for pattern, value in rules.items()}
+
+
+def tool_permissions_message(rules: ToolPermissions) -> dict[str, int]:
+    return {pattern: _PERMISSION_TO_PROTO[permission] for pattern, permission in rules.items()}
 
 
 def mcp_server(message: pb.McpServer) -> McpServer:
@@ -120,7 +145,10 @@ def mcp_server(message: pb.McpServer) -> McpServer:
 
 def project_fields(message: pb.Project) -> ProjectFields:
     return ProjectFields(
-        name=message.name.strip(), slug=message.slug.strip(), description=message.description
+        name=message.name.strip(),
+        slug=message.slug.strip(),
+        description=message.description,
+        tool_permissions=tool_permissions(message.tool_permissions, "project.tool_permissions"),
     )
 
 
@@ -140,8 +168,12 @@ def agent_config(message: pb.AgentConfig) -> AgentConfig:
     values = {
         field: field_value(getattr(message, field))
         for field in AGENT_CONFIG_FIELDS
-        if message.HasField(field)
+        if field != "tool_permissions" and message.HasField(field)
     }
+    if message.tool_permissions:  # a map is set when it has rules
+        values["tool_permissions"] = tool_permissions(
+            message.tool_permissions, "agent.config.tool_permissions"
+        )
     if "primary_model" in values:
         values["primary_model"] = values["primary_model"].strip()
     return AgentConfig(**values)
@@ -281,6 +313,8 @@ def agent_type_message(agent_type: AgentType) -> pb.AgentType:
         is_active=agent_type.is_active,
         created_at=timestamp(agent_type.created_at),
         updated_at=timestamp(agent_type.updated_at),
+        tool_permissions=tool_permissions_message(agent_type.tool_permissions),
+        input_expiry_seconds=agent_type.input_expiry_seconds,
     )
 
 
@@ -293,6 +327,7 @@ def project_message(project: Project) -> pb.Project:
         owner_id=project.owner_id,
         created_at=timestamp(project.created_at),
         updated_at=timestamp(project.updated_at),
+        tool_permissions=tool_permissions_message(project.tool_permissions),
     )
 
 
@@ -301,6 +336,9 @@ def agent_config_message(config: AgentConfig) -> pb.AgentConfig:
     for field in AGENT_CONFIG_FIELDS:
         value = getattr(config, field)
         if value is None:
+            continue
+        if field == "tool_permissions":
+            message.tool_permissions.update(tool_permissions_message(value))
             continue
         set_field(message, field, value)
     return message
@@ -348,6 +386,10 @@ def agent_spec_message(spec: AgentSpec) -> pb.AgentSpec:
         revision=spec.revision,
         agent_names=spec.agent_names,
         double_texting=spec.double_texting,
+        tool_permissions=tool_permissions_message(spec.tool_permissions),
+        agent_tool_permissions=tool_permissions_message(spec.agent_tool_permissions),
+        project_tool_permissions=tool_permissions_message(spec.project_tool_permissions),
+        input_expiry_seconds=spec.input_expiry_seconds,
     )
 
 

@@ -147,6 +147,21 @@ class RegisteredMcpServer(McpServer):
     updated_at: datetime
 
 
+class ToolPermission(enum.StrEnum):
+    """Whether an agent may call a tool on its own (`allow`), after a person approved the call
+    (`ask`), or not at all (`deny`). Stricter is later: the strictest of an agent's rule maps
+    counts (`tools/permissions.py` on the executor decides)."""
+
+    ALLOW = "allow"
+    ASK = "ask"
+    DENY = "deny"
+
+
+# A tool name or glob pattern → its permission (`mcp:*`, `delegate:*`, `get_current_time`).
+ToolPermissions = dict[str, ToolPermission]
+DEFAULT_INPUT_EXPIRY_SECONDS = 86_400
+
+
 class AgentTypeFields(_Model):
     """The settable fields of an agent type: what a create carries and an update may change."""
 
@@ -165,6 +180,8 @@ class AgentTypeFields(_Model):
     max_steps: int = 0
     max_iterations: int = 0
     is_active: bool = True
+    tool_permissions: ToolPermissions = Field(default_factory=dict)
+    input_expiry_seconds: int = 0  # how long a request for input waits; 0: the default
 
 
 AGENT_TYPE_FIELDS: tuple[str, ...] = tuple(AgentTypeFields.model_fields)
@@ -184,6 +201,8 @@ class ProjectFields(_Model):
     name: str = ""
     slug: str = ""
     description: str = ""
+    # The owner's rules for every agent of the project: they only tighten the types' rules.
+    tool_permissions: ToolPermissions = Field(default_factory=dict)
 
 
 PROJECT_FIELDS: tuple[str, ...] = tuple(ProjectFields.model_fields)
@@ -226,6 +245,7 @@ class AgentConfig(_Model):
     network_access: list[str] | None = None
     mock_responses: list[JsonValue] | None = None
     double_texting: str | None = None
+    tool_permissions: ToolPermissions | None = None  # they only tighten the type's
 
 
 AGENT_CONFIG_FIELDS: tuple[str, ...] = tuple(AgentConfig.model_fields)
@@ -300,6 +320,12 @@ class AgentSpec(_Model):
     revision: str
     agent_names: dict[str, str] = Field(default_factory=dict)
     double_texting: str = DEFAULT_DOUBLE_TEXTING
+    # The rule maps whose strictest decision counts for each tool: the type's, the agent's own
+    # and the project's.
+    tool_permissions: ToolPermissions = Field(default_factory=dict)
+    agent_tool_permissions: ToolPermissions = Field(default_factory=dict)
+    project_tool_permissions: ToolPermissions = Field(default_factory=dict)
+    input_expiry_seconds: int = DEFAULT_INPUT_EXPIRY_SECONDS
 
 
 RunKey = tuple[str, str]  # (agent id, run id): a run, as leases and session turns name it

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from agentmesh.registry.errors import ValidationFailed
 from agentmesh.registry.models import (
@@ -35,6 +35,9 @@ MAX_MODEL_NAME = 200
 MAX_LIST_ITEMS = 100
 MAX_MAX_STEPS = 1000
 MAX_MAX_ITERATIONS = 10_000
+MAX_TOOL_RULES = 200
+MAX_TOOL_PATTERN = 200
+MAX_INPUT_EXPIRY_SECONDS = 30 * 86_400
 DEFAULT_MAX_STEPS = 10
 MCP_TRANSPORTS = ("stdio", "streamable_http")
 
@@ -118,12 +121,35 @@ def check_agent_type(fields: AgentTypeFields, *, prefix: str = "agent_type") -> 
     violations += _range(f"{prefix}.max_steps", fields.max_steps, 0, MAX_MAX_STEPS)
     violations += _range(f"{prefix}.max_iterations", fields.max_iterations, 0, MAX_MAX_ITERATIONS)
     violations += _shallow(f"{prefix}.model_params", fields.model_params)
+    violations += check_tool_permissions(f"{prefix}.tool_permissions", fields.tool_permissions)
+    violations += _range(
+        f"{prefix}.input_expiry_seconds", fields.input_expiry_seconds, 0, MAX_INPUT_EXPIRY_SECONDS
+    )
     return violations
 
 
 def check_project(fields: ProjectFields, *, prefix: str = "project") -> list[FieldViolation]:
     violations = _name_and_slug(prefix, fields.name, fields.slug)
     violations += _max_length(f"{prefix}.description", fields.description, MAX_DESCRIPTION)
+    violations += check_tool_permissions(f"{prefix}.tool_permissions", fields.tool_permissions)
+    return violations
+
+
+def check_tool_permissions(field: str, rules: Mapping[str, object]) -> list[FieldViolation]:
+    """A rule map's shape: at most MAX_TOOL_RULES rules, each a tool name or glob pattern of
+    1-200 characters without whitespace or control characters (permissions are typed already)."""
+    if len(rules) > MAX_TOOL_RULES:
+        return [FieldViolation(field, f"must have at most {MAX_TOOL_RULES} rules")]
+    violations = []
+    for pattern in rules:
+        if not pattern or len(pattern) > MAX_TOOL_PATTERN:
+            violations.append(
+                FieldViolation(f"{field}[{pattern!r}]", f"must be 1-{MAX_TOOL_PATTERN} characters")
+            )
+        elif has_control_characters(pattern) or any(char.isspace() for char in pattern):
+            violations.append(
+                FieldViolation(f"{field}[{pattern!r}]", "must not contain whitespace or control characters")
+            )
     return violations
 
 
@@ -196,6 +222,8 @@ def check_agent_config(
             violations.append(
                 FieldViolation(path, f"no agent named {', '.join(map(repr, unknown))} in this project")
             )
+    if config.tool_permissions is not None:
+        violations += check_tool_permissions(f"{prefix}.tool_permissions", config.tool_permissions)
     if config.double_texting is not None and config.double_texting not in DOUBLE_TEXTING_POLICIES:
         violations.append(
             FieldViolation(f"{prefix}.double_texting", f"must be one of {', '.join(DOUBLE_TEXTING_POLICIES)}")

@@ -8,6 +8,7 @@ from typing import Any
 
 from google.protobuf import timestamp_pb2
 
+from agentmesh.common.v1 import types_pb2
 from agentmesh.gateway.http import schemas
 from agentmesh.memory.client import event_to_dict, session_to_dict
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
@@ -81,6 +82,21 @@ def mcp_server(value: registry_resources.McpServer) -> str | schemas.McpServerOu
 
 
 _AGENT_KIND = "AGENT_KIND_"
+_TOOL_PERMISSION = "TOOL_PERMISSION_"
+
+
+def tool_permissions_proto(rules: dict[str, str]) -> dict[str, int]:
+    return {
+        pattern: enum_value(name, types_pb2.ToolPermission, _TOOL_PERMISSION)
+        for pattern, name in rules.items()
+    }
+
+
+def tool_permissions(rules: Any) -> dict[str, Any]:
+    return {
+        pattern: enum_name(value, types_pb2.ToolPermission, _TOOL_PERMISSION)
+        for pattern, value in rules.items()
+    }
 
 
 def agent_type_proto(fields: dict[str, Any], *, id: str = "") -> registry_resources.AgentType:
@@ -93,6 +109,8 @@ def agent_type_proto(fields: dict[str, Any], *, id: str = "") -> registry_resour
             proto.mcp_servers.extend(_mcp_server_proto(s) for s in value)
         elif name == "kind":
             proto.kind = enum_value(value, registry_resources.AgentKind, _AGENT_KIND)
+        elif name == "tool_permissions":
+            proto.tool_permissions.update(tool_permissions_proto(value))
         elif isinstance(value, list):
             getattr(proto, name).extend(value)
         else:
@@ -121,6 +139,8 @@ def agent_type(value: registry_resources.AgentType) -> schemas.AgentTypeOut:
         is_active=value.is_active,
         created_at=timestamp(value.created_at),
         updated_at=timestamp(value.updated_at),
+        tool_permissions=tool_permissions(value.tool_permissions),
+        input_expiry_seconds=value.input_expiry_seconds,
     )
 
 
@@ -128,7 +148,12 @@ def agent_type(value: registry_resources.AgentType) -> schemas.AgentTypeOut:
 
 
 def project_proto(fields: dict[str, Any], *, id: str = "") -> registry_resources.Project:
-    return registry_resources.Project(id=id, **fields)
+    rules = fields.get("tool_permissions")
+    others = {name: value for name, value in fields.items() if name != "tool_permissions"}
+    proto = registry_resources.Project(id=id, **others)
+    if rules:
+        proto.tool_permissions.update(tool_permissions_proto(rules))
+    return proto
 
 
 def project(value: registry_resources.Project) -> schemas.ProjectOut:
@@ -140,15 +165,15 @@ def project(value: registry_resources.Project) -> schemas.ProjectOut:
         owner_id=value.owner_id,
         created_at=timestamp(value.created_at),
         updated_at=timestamp(value.updated_at),
+        tool_permissions=tool_permissions(value.tool_permissions),
     )
 
 
 # Agents.
 
 # An agent's overrides, as the registry's AgentConfig message lists them: each field converts as
-# its kind says (runtime.protos), so a new override needs no change here. Only fields that tell
-# "not set" from "empty" (optional ones): a map (`tool_permissions`) has no presence, and asking
-# for it failed every agent read; it needs a JSON shape of its own.
+# its kind says (runtime.protos), so a new override needs no change here — except the one map,
+# `tool_permissions`, which has no presence (set when it has rules) and typed values.
 _AGENT_CONFIG_FIELDS = tuple(
     field.name for field in registry_resources.AgentConfig.DESCRIPTOR.fields if field.has_presence
 )
@@ -158,14 +183,20 @@ def agent_config_proto(fields: dict[str, Any]) -> registry_resources.AgentConfig
     """An AgentConfig with the overrides in `fields` set; None values stay unset."""
     config = registry_resources.AgentConfig()
     for name, value in fields.items():
-        if value is not None:
+        if value is None:
+            continue
+        if name == "tool_permissions":
+            config.tool_permissions.update(tool_permissions_proto(value))
+        else:
             set_field(config, name, value)
     return config
 
 
 def agent_config(value: registry_resources.AgentConfig) -> schemas.AgentConfigOut:
+    rules = {"tool_permissions": tool_permissions(value.tool_permissions)} if value.tool_permissions else {}
     return schemas.AgentConfigOut(
-        **{name: field_value(getattr(value, name)) for name in _AGENT_CONFIG_FIELDS if value.HasField(name)}
+        **{name: field_value(getattr(value, name)) for name in _AGENT_CONFIG_FIELDS if value.HasField(name)},
+        **rules,
     )
 
 

@@ -23,6 +23,13 @@ INT32_MAX = 2**31 - 1
 Count = Annotated[int, Field(ge=0, le=INT32_MAX)]
 AgentKindName = Literal["llm", "loop", "sequential", "parallel"]
 AgentStatusName = Literal["idle", "working", "waiting", "paused", "terminated"]
+ToolPermissionName = Literal["allow", "ask", "deny"]
+# A tool's name or glob pattern → its permission (docs/human-in-the-loop.md).
+ToolPermissions = Annotated[
+    dict[str, ToolPermissionName],
+    Field(description='tool name or glob pattern ("mcp:*", "delegate:*") → allow, ask or deny'),
+]
+ExpirySeconds = Annotated[int, Field(ge=0, le=30 * 86_400)]
 # The memory service's event type names, as one Literal so OpenAPI lists them.
 EventTypeName = Literal[tuple(event_type_names())]  # type: ignore[valid-type]
 
@@ -168,6 +175,10 @@ class AgentTypeCreate(RequestBody):
     max_steps: Count = 0
     max_iterations: Count = 0
     is_active: bool = True
+    tool_permissions: ToolPermissions = Field(default_factory=dict)
+    input_expiry_seconds: ExpirySeconds = Field(
+        default=0, description="how long a request for a person's input waits (0: a day)"
+    )
 
 
 class AgentTypeUpdate(RequestBody):
@@ -188,6 +199,8 @@ class AgentTypeUpdate(RequestBody):
     max_steps: Count = _unchanged()
     max_iterations: Count = _unchanged()
     is_active: bool = _unchanged()
+    tool_permissions: ToolPermissions = _unchanged()
+    input_expiry_seconds: ExpirySeconds = _unchanged()
 
 
 class AgentTypeOut(BaseModel):
@@ -209,6 +222,8 @@ class AgentTypeOut(BaseModel):
     is_active: bool
     created_at: datetime | None
     updated_at: datetime | None
+    tool_permissions: dict[str, ToolPermissionName]
+    input_expiry_seconds: int
 
 
 # Projects.
@@ -218,6 +233,7 @@ class ProjectCreate(RequestBody):
     name: str
     slug: str
     description: str = ""
+    tool_permissions: ToolPermissions = Field(default_factory=dict)
 
 
 class ProjectUpdate(RequestBody):
@@ -226,6 +242,7 @@ class ProjectUpdate(RequestBody):
     name: str = _unchanged()
     slug: str = _unchanged()
     description: str = _unchanged()
+    tool_permissions: ToolPermissions = _unchanged()
 
 
 class ProjectOut(BaseModel):
@@ -236,6 +253,7 @@ class ProjectOut(BaseModel):
     owner_id: str
     created_at: datetime | None
     updated_at: datetime | None
+    tool_permissions: dict[str, ToolPermissionName]
 
 
 # Agents.

@@ -22,6 +22,7 @@ from typing import TypeVar
 from agentmesh.registry.errors import AgentPaused, AgentTerminated, InvalidTransition
 from agentmesh.registry.models import (
     DEFAULT_DOUBLE_TEXTING,
+    DEFAULT_INPUT_EXPIRY_SECONDS,
     Agent,
     AgentSpec,
     AgentStatus,
@@ -206,6 +207,10 @@ def resolve(
         max_iterations=pick(config.max_iterations, agent_type.max_iterations),
         mock_responses=pick(config.mock_responses, []),
         double_texting=pick(config.double_texting, DEFAULT_DOUBLE_TEXTING),
+        tool_permissions=dict(agent_type.tool_permissions),
+        agent_tool_permissions=dict(config.tool_permissions or {}),
+        project_tool_permissions=dict(project.tool_permissions),
+        input_expiry_seconds=agent_type.input_expiry_seconds or DEFAULT_INPUT_EXPIRY_SECONDS,
         description=agent_type.description,
         expertise=list(agent_type.expertise),
         revision=spec_revision(agent, project.updated_at, agent_type.updated_at),
