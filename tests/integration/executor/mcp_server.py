@@ -11,6 +11,7 @@ import os
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
 
 server = MCPServer("agentmesh-test-tools")
 
@@ -44,6 +45,18 @@ def fail(message: str) -> str:
 def header(name: str, ctx: Context) -> str:
     """The value of one HTTP header of the request (empty over stdio or when it was not sent)."""
     return (ctx.headers or {}).get(name.lower(), "")
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def peek(key: str) -> str:
+    """Reads a value (declared read-only: it runs without asking)."""
+    return f"value of {key}"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
+def erase(key: str) -> str:
+    """Erases a value (declared destructive: a person approves it first)."""
+    return f"erased {key}"
 
 
 def _exits_at_start() -> bool:

@@ -102,8 +102,12 @@ class Stack:
         sub_agents: Sequence[str] = (),
         max_steps: int = 5,
         max_iterations: int = 0,
+        tool_permissions: dict[str, str] | None = None,
+        agent_tool_permissions: dict[str, str] | None = None,
+        input_expiry_seconds: int = 0,
     ) -> Agent:
-        """An agent of a type of its own (so every setting is this test's)."""
+        """An agent of a type of its own (so every setting is this test's); permissions as REST
+        writes them ("allow", "ask", "deny"), the type's and the agent's own."""
         suffix = uuid.uuid4().hex[:8]
         agent_type = resources_pb2.AgentType(
             name=f"type {suffix}",
@@ -119,6 +123,8 @@ class Stack:
             max_steps=max_steps,
             max_iterations=max_iterations,
             is_active=True,
+            tool_permissions=permission_map(tool_permissions),
+            input_expiry_seconds=input_expiry_seconds,
         )
         if model_params:
             agent_type.model_params.update(model_params)
@@ -130,6 +136,7 @@ class Stack:
             config.mock_responses.CopyFrom(list_value(mock_responses))
         if network_access:
             config.network_access.CopyFrom(types_pb2.StringList(values=list(network_access)))
+        config.tool_permissions.update(permission_map(agent_tool_permissions))
         created = await self.client.registry.CreateAgent(
             reg.CreateAgentRequest(
                 agent=resources_pb2.Agent(
@@ -231,6 +238,14 @@ class Stack:
             if not response.next_page_token:
                 return events
             request.page_token = response.next_page_token
+
+
+def permission_map(rules: dict[str, str] | None) -> dict[str, int]:
+    """Rules as REST writes them, as the protos do."""
+    return {
+        pattern: types_pb2.ToolPermission.Value(f"TOOL_PERMISSION_{value.upper()}")
+        for pattern, value in (rules or {}).items()
+    }
 
 
 def list_value(items: Sequence[Any]) -> struct_pb2.ListValue:

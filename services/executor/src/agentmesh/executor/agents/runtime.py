@@ -23,6 +23,14 @@ from agentmesh.executor.tools.base import Tool, ToolError
 from agentmesh.executor.tools.builtin import EXIT_LOOP, ExitLoop, builtin_tools
 from agentmesh.executor.tools.mcp import McpConnection, server_signature
 from agentmesh.executor.tools.mcp_resolution import McpServerResolver, UnavailableServer
+from agentmesh.executor.tools.permissions import (
+    DENY,
+    Permission,
+    ToolPermissions,
+    delegate_names,
+    from_annotations,
+    mcp_names,
+)
 from agentmesh.executor.tools.toolset import ToolSet
 from agentmesh.registry.v1 import resources_pb2
 
@@ -79,6 +87,8 @@ class AgentRuntime:
     sub_agent_tools: ToolSet
     # MCP servers it goes without (not registered, unreachable, …): every run says so.
     unavailable_servers: tuple[UnavailableServer, ...] = ()
+    # Which tools it may call on its own, after approval, or not at all (tools/permissions.py).
+    permissions: ToolPermissions = field(default_factory=ToolPermissions)
     _system_prompts: dict[bool, str] = field(default_factory=dict, repr=False)
     # Set when a fallback model took over a run: the next message builds afresh (and tries the
     # primary model again), so the cache evicts the runtime when its run ends.
@@ -96,9 +106,37 @@ class AgentRuntime:
         """A fallback model took over: the cache evicts this runtime once its runs end."""
         self.stale = True
 
+    def permission(self, tool_name: str, *, as_sub_agent: bool) -> Permission:
+        """Its permission to call one of its tools (or a name the model made up)."""
+        tool = self.tool_set(as_sub_agent=as_sub_agent).get(tool_name)
+        server = getattr(tool, "server", None)
+        if not server:
+            return self.permissions.decide((tool_name,))
+        return self.permissions.decide(
+            mcp_names(server, tool_name), default=from_annotations(getattr(tool, "annotations", None))
+        )
+
+    def delegation_permission(self, target: str) -> Permission:
+        """Its permission to delegate to `target` (named by slug or by name)."""
+        names = self.spec.agent_names
+        slug = next((slug for slug, name in names.items() if name == target), target)
+        return self.permissions.decide(delegate_names(target, slug, names.get(slug, "")))
+
+    def offered_tools(self, *, as_sub_agent: bool) -> list[ToolSpec]:
+        """The tools a run is told about: all but those it may never call."""
+        return [
+            spec
+            for spec in self.tool_set(as_sub_agent=as_sub_agent).specs()
+            if self.permission(spec.name, as_sub_agent=as_sub_agent) != DENY
+        ]
+
+    def delegation_targets(self) -> list[str]:
+        """The agents a run is told it may delegate to: all but those it may never."""
+        return [target for target in self.spec.network_access if self.delegation_permission(target) != DENY]
+
     def may_act(self, *, as_sub_agent: bool) -> bool:
         """Whether a run may call tools or delegate (else its first model step is its answer)."""
-        return bool(self.spec.network_access) or bool(self.tool_set(as_sub_agent=as_sub_agent).specs())
+        return bool(self.delegation_targets()) or bool(self.offered_tools(as_sub_agent=as_sub_agent))
 
     def system_prompt(self, *, as_sub_agent: bool) -> str:
         """The instructions, the agents it may delegate to and — for models without function
@@ -109,7 +147,7 @@ class AgentRuntime:
         return prompt
 
     def _build_system_prompt(self, as_sub_agent: bool) -> str:
-        targets = list(self.spec.network_access)
+        targets = self.delegation_targets()
         parts = [self.spec.instructions.strip()]
         if targets:
             parts.append(
@@ -118,7 +156,7 @@ class AgentRuntime:
         if not self.function_calling:
             if targets:
                 parts.append("To delegate, write a fenced block:\n" + fenced(DELEGATE, DELEGATE_EXAMPLE))
-            specs = self.tool_set(as_sub_agent=as_sub_agent).specs()
+            specs = self.offered_tools(as_sub_agent=as_sub_agent)
             if specs:
                 described = "\n".join(
                     f"- {spec.name}: {spec.description} Arguments: {json.dumps(spec.parameters)}"
@@ -179,6 +217,14 @@ class AgentBuilder:
             "sub_agents": list(spec.sub_agents),
             "max_steps": spec.max_steps,
             "max_iterations": spec.max_iterations,
+            "tool_permissions": [
+                dict(rules)
+                for rules in (
+                    spec.tool_permissions,
+                    spec.agent_tool_permissions,
+                    spec.project_tool_permissions,
+                )
+            ],
             "degraded_builds": self._degraded_builds.get(spec.agent.id, 0),
         }
         digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
@@ -223,4 +269,5 @@ class AgentBuilder:
             tools=tool_set,
             sub_agent_tools=sub_agent_tools,
             unavailable_servers=tuple(unavailable),
+            permissions=ToolPermissions.of(spec),
         )

@@ -42,6 +42,7 @@ from agentmesh.executor.providers.base import ChatModel, Message, ModelError, To
 from agentmesh.executor.providers.factory import message_params
 from agentmesh.executor.tools.base import ToolOutput
 from agentmesh.executor.tools.builtin import EXIT_LOOP
+from agentmesh.executor.tools.permissions import ALLOW, DENY, NOT_PERMITTED
 from agentmesh.memory.v1.resources_pb2 import Event
 from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.batching import item_of
@@ -90,8 +91,9 @@ class LlmLoop:
         self._runtime = runtime
         self._settings = settings
         self._delegator = delegator
-        self._tools = runtime.tool_set(as_sub_agent=scope.request.as_sub_agent)
-        self._targets = list(scope.spec.network_access)
+        self._as_sub_agent = scope.request.as_sub_agent
+        self._tools = runtime.tool_set(as_sub_agent=self._as_sub_agent)
+        self._targets = runtime.delegation_targets()
         self._result = RunResult()
         # A suspended run's requests with their responses, as it was handed over (run_log.py).
         self._resumed_responses: dict[str, run_pb2.InputRequest] = {}
@@ -174,7 +176,7 @@ class LlmLoop:
     def _offered_tools(self) -> list[ToolSpec]:
         if not self._runtime.function_calling:
             return []  # described in the system prompt instead, called in fenced blocks
-        specs = self._tools.specs()
+        specs = self._runtime.offered_tools(as_sub_agent=self._as_sub_agent)
         if self._targets:
             specs.append(delegate_tool_spec(self._targets))
         return specs
@@ -276,8 +278,31 @@ class LlmLoop:
                 calls.append(PlannedCall(TOOL, call_id, value["name"], arguments, native=False))
         for index, call in enumerate(calls):
             call.step, call.index = step, index
-            self._refuse_if_unaskable(call)
+            calls[index] = self._permitted(call)
         return calls
+
+    def _permitted(self, call: PlannedCall) -> PlannedCall:
+        """The call with its permission (tools/permissions.py): one that may not run carries why
+        (a delegation then becomes a refused call of the `delegate` tool, answered as such)."""
+        if call.kind == TOOL:
+            call.permission = self._runtime.permission(call.name, as_sub_agent=self._as_sub_agent)
+            if call.permission == DENY and not call.error:
+                call.error = NOT_PERMITTED
+            self._refuse_if_unaskable(call)
+            return call
+        if call.kind != DELEGATION:
+            return call
+        permission = self._runtime.delegation_permission(call.name)
+        if permission == ALLOW:
+            return call
+        why = (
+            f"delegating to {call.name} is not permitted for this agent"
+            if permission == DENY
+            else f"delegating to {call.name} needs a person's approval, which a delegation cannot ask for yet"
+        )
+        refused = PlannedCall(TOOL, call.id, DELEGATE_TOOL, call.arguments, error=why, native=call.native)
+        refused.step, refused.index, refused.usage = call.step, call.index, call.usage
+        return refused
 
     def _refuse_if_unaskable(self, call: PlannedCall) -> None:
         """A delegated or sub-agent run cannot suspend (its caller holds a stream open for it):
@@ -484,9 +509,13 @@ class LlmLoop:
         async with asyncio.TaskGroup() as group:
             for open_call in (call for call in logged.calls if call.output is None):
                 call = open_call.call
-                self._refuse_if_unaskable(call)
+                if call.kind == TOOL:  # as permitted now (the log does not say; rules may have changed)
+                    self._permitted(call)
                 if call.kind == DELEGATION:
                     group.create_task(self._resume_delegation(open_call, outputs))
+                elif call.error and open_call.received is None:
+                    # Not permitted (any more), or it cannot ask: refused, nothing runs.
+                    group.create_task(self._tool(call, open_call.event.id, outputs))
                 elif open_call.asked is not None:
                     group.create_task(self._answered(open_call, outputs, waiting))
                 elif asking.asks(call) is not None:
@@ -522,10 +551,12 @@ class LlmLoop:
                 return
             await scope.recorder.record_coalesced([asking.received_event(given, open_call.asked.id)])
             after = asking.outcome(call, request.kind, given.response, expired=given.state == asking.EXPIRED)
-        if after.run:
+        if after.run and not call.error:
             await self._tool(
                 dataclasses.replace(call, arguments=after.arguments), open_call.event.id, outputs
             )
+        elif after.run:  # approved, but denied by a rule since: refused (`call.error` says why)
+            await self._tool(call, open_call.event.id, outputs)
         else:
             await self._tool(call, open_call.event.id, outputs, answer=after.output)
 

@@ -208,6 +208,7 @@ class McpTool:
 
     def __init__(self, connection: McpConnection, tool: mcp.Tool) -> None:
         self._connection = connection
+        self.server = connection.name  # its permission's name is mcp:<server>:<tool>
         self.spec = ToolSpec(
             name=tool.name,
             description=tool.description or tool.title or tool.name,
@@ -217,6 +218,8 @@ class McpTool:
         # its result was never recorded; by default (no hint) it does not.
         annotations = getattr(tool, "annotations", None)
         self.idempotent = bool(annotations is not None and getattr(annotations, "idempotent_hint", False))
+        # Read-only and destructive hints decide its permission when no rule does (permissions.py).
+        self.annotations = annotations
 
     async def call(self, arguments: dict[str, Any]) -> ToolOutput:
         return await self._connection.call(self.spec.name, arguments)

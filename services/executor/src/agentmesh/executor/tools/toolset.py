@@ -67,6 +67,9 @@ class ToolSet:
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
     def idempotent(self, name: str) -> bool:
         """Whether the named tool may be called again when a call's outcome is in doubt."""
         tool = self._tools.get(name)

@@ -13,12 +13,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from agentmesh.registry.errors import DuplicateRequest, SlugTaken
 from agentmesh.registry.in_memory_state import State, Stored, first
 from agentmesh.registry.mappers import from_row
-from agentmesh.registry.models import PageRequest, Project, Slice
+from agentmesh.registry.models import PROJECT_FIELDS, PageRequest, Project, Slice
 from agentmesh.registry.pagination import keyset_slice
 from agentmesh.registry.tables import ProjectRow
 
 # What a project's update may change; the rest is fixed at its create.
-_UPDATABLE = {"name", "slug", "description", "updated_at"}
+_UPDATABLE = {*PROJECT_FIELDS, "updated_at"}
 
 
 class ProjectTransaction(abc.ABC):
