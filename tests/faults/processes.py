@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -183,18 +183,24 @@ class RunBookkeeping:
     runs_in_flight: dict[str, int]  # agent id -> its counter
     working: list[str]  # ids of agents whose status is working
     agent_runs: list[tuple[str, str, bool]]  # (run id, executor id, orphaned): runs not finished
+    waiting: list[str] = field(default_factory=list)  # ids of agents with a run waiting for a person
 
     @property
     def settled(self) -> bool:
-        """No run left behind: nothing in flight, nobody working, no lease row."""
-        return not any(self.runs_in_flight.values()) and not self.working and not self.agent_runs
+        """No run left behind: nothing in flight or waiting, nobody working, no lease row."""
+        return (
+            not any(self.runs_in_flight.values())
+            and not self.working
+            and not self.agent_runs
+            and not self.waiting
+        )
 
 
 async def run_bookkeeping(database_url: str) -> RunBookkeeping:
     """The registry's run bookkeeping as its PostgreSQL database holds it now."""
     connection = await asyncpg.connect(libpq_dsn(database_url))
     try:
-        agents = await connection.fetch("SELECT id, status, runs_in_flight FROM agents")
+        agents = await connection.fetch("SELECT id, status, runs_in_flight, runs_waiting FROM agents")
         runs = await connection.fetch("SELECT run_id, executor_id, orphaned FROM agent_runs")
     finally:
         await connection.close()
@@ -202,6 +208,7 @@ async def run_bookkeeping(database_url: str) -> RunBookkeeping:
         runs_in_flight={row["id"]: row["runs_in_flight"] for row in agents},
         working=[row["id"] for row in agents if row["status"] == "working"],
         agent_runs=[(row["run_id"], row["executor_id"], row["orphaned"]) for row in runs],
+        waiting=[row["id"] for row in agents if row["status"] == "waiting" or row["runs_waiting"]],
     )
 
 
