@@ -116,7 +116,11 @@ type ChatResponse struct {
 	// The addressed agent's answer.
 	Content string `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
 	// Tokens and cost.
-	Usage         *v1.Usage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
+	Usage *v1.Usage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
+	// Set when the run suspended to wait for a person's input (an approval, or an answer to a
+	// question): its requests, pending. `content` is then their questions, one paragraph each. The
+	// run goes on once they are answered (RespondToInput, or RegistryService.RespondToInputRequest).
+	InputRequests []*v1.InputRequest `protobuf:"bytes,5,rep,name=input_requests,json=inputRequests,proto3" json:"input_requests,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -175,6 +179,13 @@ func (x *ChatResponse) GetContent() string {
 func (x *ChatResponse) GetUsage() *v1.Usage {
 	if x != nil {
 		return x.Usage
+	}
+	return nil
+}
+
+func (x *ChatResponse) GetInputRequests() []*v1.InputRequest {
+	if x != nil {
+		return x.InputRequests
 	}
 	return nil
 }
@@ -574,13 +585,14 @@ const file_agentmesh_gateway_v1_gateway_service_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x03 \x01(\tR\tsessionId\x12I\n" +
 	"\x0emodel_settings\x18\x04 \x01(\v2\".agentmesh.common.v1.ModelSettingsR\rmodelSettings\x12%\n" +
-	"\x0edouble_texting\x18\x05 \x01(\tR\rdoubleTexting\"\x90\x01\n" +
+	"\x0edouble_texting\x18\x05 \x01(\tR\rdoubleTexting\"\xda\x01\n" +
 	"\fChatResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x18\n" +
 	"\acontent\x18\x03 \x01(\tR\acontent\x120\n" +
-	"\x05usage\x18\x04 \x01(\v2\x1a.agentmesh.common.v1.UsageR\x05usage\"\xc5\x02\n" +
+	"\x05usage\x18\x04 \x01(\v2\x1a.agentmesh.common.v1.UsageR\x05usage\x12H\n" +
+	"\x0einput_requests\x18\x05 \x03(\v2!.agentmesh.common.v1.InputRequestR\rinputRequests\"\xc5\x02\n" +
 	"\x11StreamChatRequest\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
@@ -640,30 +652,32 @@ var file_agentmesh_gateway_v1_gateway_service_proto_goTypes = []any{
 	(*RespondToInputResponse)(nil), // 7: agentmesh.gateway.v1.RespondToInputResponse
 	(*v1.ModelSettings)(nil),       // 8: agentmesh.common.v1.ModelSettings
 	(*v1.Usage)(nil),               // 9: agentmesh.common.v1.Usage
-	(*v1.RunEvent)(nil),            // 10: agentmesh.common.v1.RunEvent
-	(*v1.InputResponse)(nil),       // 11: agentmesh.common.v1.InputResponse
+	(*v1.InputRequest)(nil),        // 10: agentmesh.common.v1.InputRequest
+	(*v1.RunEvent)(nil),            // 11: agentmesh.common.v1.RunEvent
+	(*v1.InputResponse)(nil),       // 12: agentmesh.common.v1.InputResponse
 }
 var file_agentmesh_gateway_v1_gateway_service_proto_depIdxs = []int32{
 	8,  // 0: agentmesh.gateway.v1.ChatRequest.model_settings:type_name -> agentmesh.common.v1.ModelSettings
 	9,  // 1: agentmesh.gateway.v1.ChatResponse.usage:type_name -> agentmesh.common.v1.Usage
-	8,  // 2: agentmesh.gateway.v1.StreamChatRequest.model_settings:type_name -> agentmesh.common.v1.ModelSettings
-	10, // 3: agentmesh.gateway.v1.StreamChatResponse.event:type_name -> agentmesh.common.v1.RunEvent
-	10, // 4: agentmesh.gateway.v1.StreamChatResponse.events:type_name -> agentmesh.common.v1.RunEvent
-	11, // 5: agentmesh.gateway.v1.RespondToInputRequest.response:type_name -> agentmesh.common.v1.InputResponse
-	10, // 6: agentmesh.gateway.v1.RespondToInputResponse.event:type_name -> agentmesh.common.v1.RunEvent
-	0,  // 7: agentmesh.gateway.v1.GatewayService.Chat:input_type -> agentmesh.gateway.v1.ChatRequest
-	2,  // 8: agentmesh.gateway.v1.GatewayService.StreamChat:input_type -> agentmesh.gateway.v1.StreamChatRequest
-	4,  // 9: agentmesh.gateway.v1.GatewayService.ResetSession:input_type -> agentmesh.gateway.v1.ResetSessionRequest
-	6,  // 10: agentmesh.gateway.v1.GatewayService.RespondToInput:input_type -> agentmesh.gateway.v1.RespondToInputRequest
-	1,  // 11: agentmesh.gateway.v1.GatewayService.Chat:output_type -> agentmesh.gateway.v1.ChatResponse
-	3,  // 12: agentmesh.gateway.v1.GatewayService.StreamChat:output_type -> agentmesh.gateway.v1.StreamChatResponse
-	5,  // 13: agentmesh.gateway.v1.GatewayService.ResetSession:output_type -> agentmesh.gateway.v1.ResetSessionResponse
-	7,  // 14: agentmesh.gateway.v1.GatewayService.RespondToInput:output_type -> agentmesh.gateway.v1.RespondToInputResponse
-	11, // [11:15] is the sub-list for method output_type
-	7,  // [7:11] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	10, // 2: agentmesh.gateway.v1.ChatResponse.input_requests:type_name -> agentmesh.common.v1.InputRequest
+	8,  // 3: agentmesh.gateway.v1.StreamChatRequest.model_settings:type_name -> agentmesh.common.v1.ModelSettings
+	11, // 4: agentmesh.gateway.v1.StreamChatResponse.event:type_name -> agentmesh.common.v1.RunEvent
+	11, // 5: agentmesh.gateway.v1.StreamChatResponse.events:type_name -> agentmesh.common.v1.RunEvent
+	12, // 6: agentmesh.gateway.v1.RespondToInputRequest.response:type_name -> agentmesh.common.v1.InputResponse
+	11, // 7: agentmesh.gateway.v1.RespondToInputResponse.event:type_name -> agentmesh.common.v1.RunEvent
+	0,  // 8: agentmesh.gateway.v1.GatewayService.Chat:input_type -> agentmesh.gateway.v1.ChatRequest
+	2,  // 9: agentmesh.gateway.v1.GatewayService.StreamChat:input_type -> agentmesh.gateway.v1.StreamChatRequest
+	4,  // 10: agentmesh.gateway.v1.GatewayService.ResetSession:input_type -> agentmesh.gateway.v1.ResetSessionRequest
+	6,  // 11: agentmesh.gateway.v1.GatewayService.RespondToInput:input_type -> agentmesh.gateway.v1.RespondToInputRequest
+	1,  // 12: agentmesh.gateway.v1.GatewayService.Chat:output_type -> agentmesh.gateway.v1.ChatResponse
+	3,  // 13: agentmesh.gateway.v1.GatewayService.StreamChat:output_type -> agentmesh.gateway.v1.StreamChatResponse
+	5,  // 14: agentmesh.gateway.v1.GatewayService.ResetSession:output_type -> agentmesh.gateway.v1.ResetSessionResponse
+	7,  // 15: agentmesh.gateway.v1.GatewayService.RespondToInput:output_type -> agentmesh.gateway.v1.RespondToInputResponse
+	12, // [12:16] is the sub-list for method output_type
+	8,  // [8:12] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_gateway_v1_gateway_service_proto_init() }
