@@ -29,6 +29,9 @@ DESIGN_EVENT_TYPES = [
     "task_delegation_received",
     "escalation",
     "error",
+    # A person in the loop (DESIGN §12).
+    "input_requested",
+    "input_received",
 ]
 
 
