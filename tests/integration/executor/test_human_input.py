@@ -2,12 +2,16 @@
 request recorded, its stream ended with `run_suspended`, no end, no executor slot held, the agent
 `waiting`), and the one response — given through the gateway's RespondToInput — resumes it from
 the log, streamed to the responder, the answer being the tool's result. A second response is
-refused naming the first; unary Chat returns the question; a delegated run may not ask."""
+refused naming the first; unary Chat returns the question; a delegated run may not ask.
+
+The executor here renews its leases once an hour: a response can only resume a run because the
+registry tells the executors at once (on their agent watch) that a run may be ready."""
 
 from __future__ import annotations
 
 import json
 import uuid
+from typing import Any
 
 import grpc
 import pytest
@@ -19,6 +23,18 @@ from tests.integration.executor.support import Agent, Stack, calls, delegate, ev
 from tests.polling import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+HOUR = 3600.0
+
+
+@pytest.fixture(scope="module")
+def executor_settings() -> dict[str, Any]:
+    return {"lease_renew_interval_seconds": HOUR}
+
+
+@pytest.fixture(scope="module")
+def registry_settings() -> dict[str, Any]:
+    return {"run_lease_seconds": 3 * HOUR}
 
 QUESTION = "Which city should I book?"
 

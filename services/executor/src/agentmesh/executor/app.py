@@ -227,6 +227,9 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         # (ignored once draining: the server's health then stays NOT_SERVING).
         on_cut_off=lambda cut_off: server.set_serving(not cut_off),
     )
+    # A person answered a suspended run (the registry pushes it on the agent watch): the next
+    # renewal, at once, takes the run over.
+    watcher.on_runs_ready = leases.wake
     heartbeat = _Heartbeat(
         registry,
         executor_id=executor_id,

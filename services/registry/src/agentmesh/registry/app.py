@@ -132,7 +132,7 @@ async def open_components(settings: RegistrySettings) -> Components:
         turns=SessionTurns(runs, store.leases, store.input_requests),
         runs=runs,
         executors=executors,
-        input_requests=InputRequests(store, page_tokens=PageTokens(secret), clock=utc_now),
+        input_requests=InputRequests(store, page_tokens=PageTokens(secret), clock=utc_now, watch=watch),
     )
 
 

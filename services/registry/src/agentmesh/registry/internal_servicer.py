@@ -192,7 +192,9 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
             logger.info("executor %r watches agents' changes", request.executor_id)
             while (batch := await watcher.take()) is not None:
                 yield pb.WatchAgentsResponse(
-                    reset=batch.reset, changes=[convert.agent_change_message(c) for c in batch.changes]
+                    reset=batch.reset,
+                    changes=[convert.agent_change_message(c) for c in batch.changes],
+                    runs_ready=batch.runs_ready,
                 )
 
     async def AuthenticateApiKey(

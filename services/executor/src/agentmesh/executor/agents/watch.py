@@ -50,6 +50,9 @@ class AgentWatcher:
         self._task = BackgroundTask("agent watch", self._watch_forever)
         self.connects = 0  # streams that delivered their reset
         self.changes = 0  # agents' changes taken in
+        # What to do when the registry says a suspended run may be ready to go on (the lease
+        # keeper renews at once, which takes it over).
+        self.on_runs_ready: Callable[[], None] = lambda: None
 
     def start(self) -> None:
         self._task.start()
@@ -98,6 +101,8 @@ class AgentWatcher:
                 for change in message.changes:
                     self._specs.changed(change)
                 self.changes += len(message.changes)
+                if message.runs_ready:
+                    self.on_runs_ready()
         finally:
             call.cancel()
         return delivered

@@ -236,6 +236,7 @@ class LeaseKeeper:
         self._stopping: dict[RunKey, asyncio.Task[Any]] = {}
         self._task: asyncio.Task[None] | None = None
         self._taking_over = True  # off while draining: a stopping executor takes on nothing
+        self._woken = asyncio.Event()  # renew now, without waiting for the interval (`wake`)
 
     def start(self) -> None:
         with untraced():
@@ -249,6 +250,11 @@ class LeaseKeeper:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._task = None
+
+    def wake(self) -> None:
+        """Renews at once (a suspended run may be ready to be taken over) rather than at the
+        next interval."""
+        self._woken.set()
 
     def stop_taking_over(self) -> None:
         """Draining: no more orphans are asked for (a stopping executor takes on nothing)."""
@@ -353,9 +359,11 @@ class LeaseKeeper:
 
     async def _keep(self) -> None:
         while True:
+            self._woken.clear()
             lease_seconds = await self.renew()
             interval = min(self._interval, lease_seconds / 3) if lease_seconds else min(self._interval, 1.0)
-            await asyncio.sleep(interval)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), interval)
 
     async def _heard(self, lease_seconds: float) -> None:
         """Notes how the last renewal went. An executor whose renewals have failed for longer

@@ -41,6 +41,7 @@ class WatchBatch:
 
     reset: bool = False
     changes: list[AgentChange] = field(default_factory=list)
+    runs_ready: bool = False  # a suspended run may be ready to be taken over now
 
 
 class _Watcher:
@@ -52,9 +53,13 @@ class _Watcher:
 
     def add(self, change: AgentChange | None) -> None:
         if change is None or len(self.pending.changes) >= MAX_QUEUED_CHANGES:
-            self.pending = WatchBatch(reset=True)
+            self.pending = WatchBatch(reset=True, runs_ready=self.pending.runs_ready)
         else:
             self.pending.changes.append(change)
+        self.ready.set()
+
+    def runs_ready(self) -> None:
+        self.pending.runs_ready = True
         self.ready.set()
 
     async def take(self) -> WatchBatch | None:
@@ -83,6 +88,13 @@ class AgentWatch:
         """A change committed that may alter any agent's spec: every watcher forgets all."""
         for watcher in self._watchers:
             watcher.add(None)
+
+    def runs_ready(self) -> None:
+        """A person responded to a suspended run's request: every watching executor renews its
+        leases at once, and the one whose renewal claims the run resumes it (with no push it
+        would be claimed at the next renewal interval)."""
+        for watcher in self._watchers:
+            watcher.runs_ready()
 
     def close(self) -> None:
         """Ends every watch (the registry is stopping: its watchers reconnect to another)."""

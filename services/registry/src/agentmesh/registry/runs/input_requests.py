@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from agentmesh.registry.agents.watch import AgentWatch
 from agentmesh.registry.clock import Clock, utc_now
 from agentmesh.registry.errors import InputRequestNotFound, ProjectNotFound
 from agentmesh.registry.models import (
@@ -44,10 +45,18 @@ class InputRequests:
     """Suspended runs' requests for a person's input: parked by executors, listed, read and
     answered by the project's owner, superusers and API keys scoped to the project."""
 
-    def __init__(self, store: RegistryStore, *, page_tokens: PageTokens, clock: Clock = utc_now) -> None:
+    def __init__(
+        self,
+        store: RegistryStore,
+        *,
+        page_tokens: PageTokens,
+        clock: Clock = utc_now,
+        watch: AgentWatch | None = None,
+    ) -> None:
         self._store = store
         self._pages = page_tokens
         self._now = clock
+        self._watch = watch  # tells watching executors a run may be ready to go on
 
     async def suspend(
         self, executor_id: str, agent_id: str, run_id: str, requests: Sequence[RaisedInput]
@@ -106,7 +115,10 @@ class InputRequests:
         raise_if(response_violations(request, response))
         now = self._now()
         given = response.model_copy(update={"responder": responder(principal), "responded_at": now})
-        return await self._store.input_requests.respond(project_id, request_id, given, now)
+        answered = await self._store.input_requests.respond(project_id, request_id, given, now)
+        if self._watch is not None:
+            self._watch.runs_ready()
+        return answered
 
     async def _visible(self, principal: Principal, project_id: str) -> None:
         """ProjectNotFound unless the caller may see the project — and, with an API key scoped to

@@ -913,9 +913,14 @@ class WatchAgentsResponse(_message.Message):
 
     RESET_FIELD_NUMBER: _builtins.int
     CHANGES_FIELD_NUMBER: _builtins.int
+    RUNS_READY_FIELD_NUMBER: _builtins.int
     reset: _builtins.bool
     """Forget every remembered spec and status first (the stream's first message; a change to an
     agent type, project or MCP server; or changes the watcher was too slow to take).
+    """
+    runs_ready: _builtins.bool
+    """A suspended run may be ready to go on (a person responded to one of its requests): renew
+    the leases now, which takes over the runs that are ready, rather than at the next interval.
     """
     @_builtins.property
     def changes(self) -> _containers.RepeatedCompositeFieldContainer[Global___AgentChange]:
@@ -926,10 +931,11 @@ class WatchAgentsResponse(_message.Message):
         *,
         reset: _builtins.bool = ...,
         changes: _abc.Iterable[Global___AgentChange] | None = ...,
+        runs_ready: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "reset", b"reset"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "reset", b"reset", "runs_ready", b"runs_ready"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
