@@ -36,6 +36,7 @@ def executor_settings() -> dict[str, Any]:
 def registry_settings() -> dict[str, Any]:
     return {"run_lease_seconds": 3 * HOUR}
 
+
 QUESTION = "Which city should I book?"
 
 

@@ -7,6 +7,7 @@ adapters over `AgentGateway`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import re
@@ -31,6 +32,9 @@ logger = logging.getLogger(__name__)
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
+# How long a stream that followed a run to its suspension waits for the registry to hold its
+# requests (a run whose executor died before it parked parks once taken over, within a lease).
+PARK_WAIT_SECONDS = 30.0
 # What a message for a session whose run is in flight does (the executor and registry apply it).
 DOUBLE_TEXTING_POLICIES = ("reject", "enqueue", "interrupt")
 
@@ -231,7 +235,26 @@ class AgentGateway:
             after_seq=answered.seq,
             run_id=answered.run_id,
             metadata=caller.metadata,
+            parked=lambda ids: self._parked(caller, project_id, ids),
         )
+
+    async def _parked(self, caller: Caller, project_id: str, request_ids: list[str]) -> None:
+        """Waits (boundedly) until the registry holds these requests: a run records its requests
+        before it parks with them (and, should its executor die in between, parks with them once
+        it is taken over, within a lease time)."""
+        deadline = asyncio.get_running_loop().time() + PARK_WAIT_SECONDS
+        pause = 0.01
+        for request_id in request_ids:
+            while True:
+                try:
+                    await self._registry.get_input_request(project_id, request_id, metadata=caller.metadata)
+                    break
+                except NotFound:
+                    if asyncio.get_running_loop().time() > deadline:
+                        logger.warning("request %s is not at the registry yet; streaming on", request_id)
+                        return
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, 0.5)
 
     async def _events(
         self,

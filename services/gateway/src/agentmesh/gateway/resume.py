@@ -18,7 +18,7 @@ it is answering skips that suspension's other requests).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from google.protobuf import json_format
@@ -49,9 +49,12 @@ async def follow_run(
     after_seq: int,
     run_id: str,
     metadata: Metadata,
+    parked: Callable[[list[str]], Awaitable[None]] | None = None,
 ) -> AsyncIterator[run_pb2.RunEvent]:
     """The session's events after `after_seq` as RunEvents, until `run_id`'s final event (the
-    session's latest chat's run when empty). Sessions are named within their project."""
+    session's latest chat's run when empty), or its suspension. Sessions are named within their
+    project. `parked` waits until the registry holds a suspension's requests: the run records
+    them in the log before it parks, and a client told `run_suspended` may answer them at once."""
     inputs = [
         event
         async for event in memory.iter_events(
@@ -102,6 +105,8 @@ async def follow_run(
         if event.run_id == run_id and is_final(event):
             return
         if asked and event.metadata.fields["last"].bool_value if "last" in event.metadata.fields else False:
+            if parked is not None:
+                await parked(asked)
             yield suspended_event(event, asked, paths.get(event.run_id, []))
             return
 

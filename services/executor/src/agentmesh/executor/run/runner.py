@@ -343,7 +343,7 @@ class RunExecutor:
                 resumed=resumed,
                 interrupt=self.interrupt,
                 cancel_reasons=self._cancel_reasons,
-                release_lease=lambda: self._leased.pop(run.run_id, None),
+                release_lease=lambda: self._unlease(run.run_id, task),
             )
             if result is not None:
                 outcome = "max_steps" if result.max_steps_reached else "completed"
@@ -371,9 +371,17 @@ class RunExecutor:
                 delegated=bool(run.request.delegation_id),
             )
             self._untrack(run.spec.agent.id, task)
-            self._leased.pop(run.run_id, None)
+            self._unlease(run.run_id, task)
             self._lost.discard(task)
             self._outliving.ended(task)
+
+    def _unlease(self, run_id: str, task: asyncio.Task[Any]) -> None:
+        """Stops holding the run's lease here — unless another task holds it by now: a
+        suspended run answered at once may be running here again, resumed, before the task that
+        suspended it has finished."""
+        leased = self._leased.get(run_id)
+        if leased is not None and leased[1] is task:
+            del self._leased[run_id]
 
     def _given_up(self, task: asyncio.Task[Any], run: Run) -> DomainError | None:
         """What a run stopped here without an end raises to its caller (None for any other
