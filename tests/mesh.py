@@ -78,6 +78,7 @@ class MeshClient:
         model: str = "mock",
         mcp_servers: Sequence[resources_pb2.McpServer] = (),
         max_iterations: int | None = None,
+        tools: Sequence[str] = (),
     ) -> Seeded:
         """Creates (or reuses) a project and spawns one agent of a fresh type into it."""
         suffix = uuid.uuid4().hex[:8]
@@ -94,6 +95,7 @@ class MeshClient:
                         max_steps=5,
                         is_active=True,
                         mcp_servers=mcp_servers,
+                        tools=list(tools),
                     )
                 ),
                 metadata=bearer(token),

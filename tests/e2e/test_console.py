@@ -1,13 +1,15 @@
 """The web console at `/`, as a user meets it: `agentmesh up`, the coordinator/worker example
 applied with `agentmesh apply`, and a real headless Chromium that signs in, browses projects,
 agents and sessions, chats with the coordinator and watches the worker's steps appear live, nested
-in the delegation, then the trace waterfall and the event log; and pauses, resumes and terminates
-agents. Screenshots of every step are kept in an artifact folder whose path is printed."""
+in the delegation, then the trace waterfall and the event log; pauses, resumes and terminates
+agents; and answers what an agent asks a person, on the Requests page and in the chat. Screenshots
+of every step are kept in an artifact folder whose path is printed."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -37,6 +39,8 @@ UP_READY = re.compile(r"^agentmesh is up", re.MULTILINE)
 WORKER_THINKS_SECONDS = 1.5
 ANSWER = "Done: the worker processed task 42"
 MARKUP = '<b>Process task 42</b><img src="x" onerror="window.injected = 1">'
+QUESTION = "Which city should I book?"
+BOOKED = "Booked: two nights by the river."
 DELEGATION_KINDS = [
     "user_message",
     "delegation_request",
@@ -80,6 +84,14 @@ def example_with_a_slow_worker(path: Path) -> Path:
     worker = next(agent for agent in project["agents"] if agent["name"] == "worker")
     worker["config"]["mock_responses"][-1]["delay_seconds"] = WORKER_THINKS_SECONDS
     project["agents"].append({"name": "scratch", "type": "demo-worker"})
+    # An agent that asks a person which city, then books.
+    document["agent_types"].append(
+        {"name": "Demo planner", "slug": "demo-planner", "primary_model": "mock", "tools": ["ask_user"]}
+    )
+    asks = {"content": "", "tool_calls": [{"name": "ask_user", "arguments": {"question": QUESTION}}]}
+    project["agents"].append(
+        {"name": "planner", "type": "demo-planner", "config": {"mock_responses": [asks, BOOKED]}}
+    )
     path.write_text(yaml.safe_dump(document))
     return path
 
@@ -310,6 +322,57 @@ async def test_browse_sessions_and_continue_one_in_chat(console: ConsolePage, me
     assert ANSWER in console.texts(".message-assistant .bubble-text")[0]
     assert console.text(".session-id a") == "session from-the-api"
     console.shot("continued")
+
+
+# --- a person in the loop ----------------------------------------------------------------------
+
+
+async def test_what_an_agent_asks_is_answered_on_the_requests_page_and_in_the_chat(
+    console: ConsolePage, mesh: Mesh
+) -> None:
+    # Asked in a chat elsewhere (the OpenAI-compatible API): the run waits for a person.
+    chat = {"model": "demo/planner", "messages": [{"role": "user", "content": "Book me a trip."}]}
+    reply = await mesh.http.post(
+        "/v1/chat/completions", json=chat, headers={"X-Session-Id": "asked-elsewhere"}
+    )
+    assert reply.status_code == 200, reply.text
+    assert QUESTION in reply.json()["choices"][0]["message"]["content"]
+
+    await signed_in(console)
+    console.open(f"#/projects/{mesh.project_id}")
+    assert console.text('[data-action="requests"] .count', "the count of waiting requests") == "1"
+    console.click('[data-action="requests"]')
+    card = '.request[data-kind="question"]'
+    assert console.text(f"{card} .request-question", "the question on the Requests page") == QUESTION
+    assert console.text(f"{card} .request-head strong") == "planner"
+    console.shot("requests")
+    console.find(f"{card} textarea[name=answer]").send_keys("Lisbon")
+    console.click(f'{card} [data-action="answer"]')
+    outcome = f'{card}[data-outcome="answered"] .request-status'
+    assert BOOKED in console.text(outcome, "the resumed run's answer on the Requests page")
+    assert "Answered “Lisbon”" in console.text(outcome)
+    console.shot("requests-answered")
+    received = [e for e in await mesh.events("asked-elsewhere") if e["event_type"] == "input_received"]
+    assert [json.loads(e["content"])["answer"] for e in received] == ["Lisbon"]
+
+    # Asked in the console's own chat: the request is a card in the conversation.
+    planner = await mesh.agent("planner")
+    console.open(f"#/projects/{mesh.project_id}/agents/{planner['id']}/chat")
+    console.find("textarea[name=message]").send_keys("Book me another trip.")
+    console.click('[data-action="send"]')
+    card = f".messages .message-request {card}"
+    assert console.text(f"{card} .request-question", "the question in the chat") == QUESTION
+    console.find(".live-steps .step-input_requested", "the request among the steps")
+    console.shot("chat-asks")
+    console.find(f"{card} textarea[name=answer]").send_keys("Porto\n")
+    console.wait(
+        lambda _: BOOKED in console.texts(".message-assistant .bubble-text")[-1],
+        "the resumed run's answer in the conversation",
+    )
+    console.find(".live-steps .step-input_received", "the answer among the steps")
+    console.shot("chat-answered")
+    pending = await mesh.http.get(f"/api/v1/projects/{mesh.project_id}/input-requests")
+    assert pending.json()["data"] == []
 
 
 # --- the lifecycle ----------------------------------------------------------------------------

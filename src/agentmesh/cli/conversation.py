@@ -1,12 +1,18 @@
 """A chat with an agent through the gateway's StreamChat, every step shown live as it streams —
 tool calls, delegations and the workers' own steps too — in one session across messages. What
-`agentmesh chat` (`cli/chat.py`), its prompt (`cli/prompt.py`) and `agentmesh demo` run."""
+`agentmesh chat` (`cli/chat.py`), its prompt (`cli/prompt.py`) and `agentmesh demo` run.
+
+A run that asks a person ends its stream with `run_suspended`; the outcome then holds what it
+asks (`ChatOutcome.suspended`), and `ChatSession.respond` answers one request and streams the
+resumed run the same way (`cli/asking.py` asks the person)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 from google.protobuf import json_format
@@ -45,6 +51,8 @@ class ChatOutcome:
     answer: str = ""
     completed: bool = False
     events: list[run_pb2.RunEvent] = field(default_factory=list)
+    # What the run waits for when its stream ended with `run_suspended` (in the order it asked).
+    suspended: list[run_pb2.InputRequest] = field(default_factory=list)
 
 
 class StepView:
@@ -131,6 +139,20 @@ class StepView:
         elif kind == "run_failed":
             failed = event.run_failed
             self._line(event, f"[bold red]failed {escape(failed.code)}:[/] {escape(failed.message)}")
+        elif kind == "input_requested":
+            request = event.input_requested.request
+            self._line(event, f"[bold magenta]asks a person:[/] {escape(asked_text(request))}")
+        elif kind == "run_suspended":
+            count = len(event.run_suspended.request_ids)
+            self._line(event, f"[yellow]waits for a person ({count} request{'s' if count != 1 else ''})[/]")
+
+
+def asked_text(request: run_pb2.InputRequest) -> str:
+    """What a request asks, in one line: an approval's tool and arguments, or the question."""
+    if request.kind == run_pb2.INPUT_KIND_APPROVAL:
+        arguments = json_format.MessageToDict(request.arguments) if request.HasField("arguments") else {}
+        return f"may it run {request.tool} {json.dumps(arguments, ensure_ascii=False)}?"
+    return request.question
 
 
 async def stream_live(
@@ -143,16 +165,66 @@ async def stream_live(
     console: Console,
 ) -> ChatOutcome:
     """Streams one chat, drawing each step as it arrives. Raises CliError when the chat fails."""
+
+    def start(stub: gateway_service_pb2_grpc.GatewayServiceStub) -> Any:
+        request = gateway_service_pb2.StreamChatRequest(agent=agent, message=message, session_id=session_id)
+        return stub.StreamChat(request, metadata=metadata)
+
+    try:
+        return await _stream(gateway_grpc, start, f"waiting for {agent}", session_id, console)
+    except grpc.aio.AioRpcError as error:
+        refusal = from_rpc_error(error)
+        if refusal.reason == "PROJECT_NOT_FOUND":
+            project = agent.partition("/")[0]
+            raise CliError(f"the chat failed: no project {project!r} that you may see") from None
+        raise CliError(f"the chat failed: {describe(refusal)}") from None
+
+
+async def respond_live(
+    gateway_grpc: str,
+    *,
+    project_id: str,
+    request_id: str,
+    response: run_pb2.InputResponse,
+    metadata: Metadata,
+    console: Console,
+    session_id: str = "",
+) -> ChatOutcome:
+    """Gives a request for input its response (GatewayService.RespondToInput) and streams the
+    resumed run as a chat streams. The mesh's refusal (answered already, not found) raises as
+    its DomainError; a broken stream raises CliError."""
+
+    def start(stub: gateway_service_pb2_grpc.GatewayServiceStub) -> Any:
+        request = gateway_service_pb2.RespondToInputRequest(
+            project_id=project_id, id=request_id, response=response
+        )
+        return stub.RespondToInput(request, metadata=metadata)
+
+    try:
+        outcome = await _stream(gateway_grpc, start, "waiting for the run to resume", session_id, console)
+    except grpc.aio.AioRpcError as error:
+        raise from_rpc_error(error) from None
+    if outcome.suspended and not all(request.project_id for request in outcome.suspended):
+        outcome.suspended = await _complete(gateway_grpc, project_id, outcome.suspended, metadata)
+    return outcome
+
+
+async def _stream(
+    gateway_grpc: str,
+    start: Callable[[gateway_service_pb2_grpc.GatewayServiceStub], Any],
+    waiting: str,
+    session_id: str,
+    console: Console,
+) -> ChatOutcome:
+    """Reads the stream `start` opens to its end, drawing each step as it arrives; what it came
+    to. An RPC error is left to the caller to word."""
     result = ChatOutcome(session_id=session_id)
-    waiting = f"[dim]waiting for {escape(agent)}…[/]"
-    view = StepView(Spinner("dots", text=Text.from_markup(waiting)) if console.is_terminal else None)
+    spinner = Spinner("dots", text=Text.from_markup(f"[dim]{escape(waiting)}…[/]"))
+    view = StepView(spinner if console.is_terminal else None)
+    asked: dict[str, run_pb2.InputRequest] = {}
     channel = dial(gateway_grpc)
     try:
-        stub = gateway_service_pb2_grpc.GatewayServiceStub(channel)
-        call = stub.StreamChat(
-            gateway_service_pb2.StreamChatRequest(agent=agent, message=message, session_id=session_id),
-            metadata=metadata,
-        )
+        call = start(gateway_service_pb2_grpc.GatewayServiceStub(channel))
         with _shown(view, console) as show:
             try:
                 async for response in call:
@@ -161,19 +233,35 @@ async def stream_live(
                     result.events.append(event)
                     view.add(event)
                     show()
-                    if not event.delegation_path and event.HasField("run_completed"):
+                    if event.HasField("input_requested"):
+                        asked[event.input_requested.request.id] = event.input_requested.request
+                    if event.delegation_path:
+                        continue
+                    if event.HasField("run_completed"):
                         result.completed, result.answer = True, event.run_completed.content
-            except grpc.aio.AioRpcError as error:
-                refusal = from_rpc_error(error)
-                if refusal.reason == "PROJECT_NOT_FOUND":
-                    project = agent.partition("/")[0]
-                    raise CliError(f"the chat failed: no project {project!r} that you may see") from None
-                raise CliError(f"the chat failed: {describe(refusal)}") from None
+                    elif event.HasField("run_suspended"):
+                        ids = event.run_suspended.request_ids
+                        # One this stream did not announce (asked before) is named by its id only.
+                        result.suspended = [asked.get(id_, run_pb2.InputRequest(id=id_)) for id_ in ids]
             finally:
                 call.cancel()
     finally:
         await channel.close()
     return result
+
+
+async def _complete(
+    gateway_grpc: str, project_id: str, requests: list[run_pb2.InputRequest], metadata: Metadata
+) -> list[run_pb2.InputRequest]:
+    """The requests as the registry holds them (a stream carries only what it announced)."""
+    from agentmesh.registry.client import RegistryClient
+
+    channel = dial(gateway_grpc)
+    try:
+        registry = RegistryClient(channel)
+        return [await registry.get_input_request(project_id, r.id, metadata=metadata) for r in requests]
+    finally:
+        await channel.close()
 
 
 @contextmanager
@@ -204,6 +292,8 @@ class ChatSession:
     metadata: Metadata
     console: Console
     session_id: str = ""
+    # The project's id, once known (a request for input names it; responding needs it).
+    project_id: str = ""
 
     async def send(self, message: str) -> ChatOutcome:
         outcome = await stream_live(
@@ -214,7 +304,27 @@ class ChatSession:
             metadata=self.metadata,
             console=self.console,
         )
+        return self._ended(outcome)
+
+    async def respond(self, request: run_pb2.InputRequest, response: run_pb2.InputResponse) -> ChatOutcome:
+        """Answers one of the run's requests and streams the resumed run (the mesh's refusal
+        raises as its DomainError)."""
+        outcome = await respond_live(
+            self.gateway_grpc,
+            project_id=request.project_id or self.project_id,
+            request_id=request.id,
+            response=response,
+            metadata=self.metadata,
+            console=self.console,
+            session_id=self.session_id or request.session_id,
+        )
+        return self._ended(outcome)
+
+    def _ended(self, outcome: ChatOutcome) -> ChatOutcome:
         self.session_id = outcome.session_id
+        self.project_id = self.project_id or next(
+            (r.project_id for r in outcome.suspended if r.project_id), ""
+        )
         if outcome.completed:
             self.console.print(f"[bold]{escape(self.agent)}:[/] {escape(outcome.answer)}")
         return outcome
@@ -229,21 +339,7 @@ class ChatSession:
             )
 
 
-async def run_chat(
-    gateway_grpc: str,
-    credentials: Credentials,
-    *,
-    agent: str,
-    messages: list[str],
-    session_id: str = "",
-    console: Console,
-) -> list[ChatOutcome]:
-    """Sends each message in turn, in one session; returns how each chat ended."""
-    outcomes: list[ChatOutcome] = []
+async def signed_in(gateway_grpc: str, credentials: Credentials) -> Metadata:
+    """Signs in (unless given a token) and returns the metadata every stream is opened with."""
     async with connect(gateway_grpc, credentials) as connection:
-        chat = ChatSession(gateway_grpc, agent, connection.metadata, console, session_id)
-        for message in messages:
-            console.print(f"[bold]you:[/] {escape(message)}")
-            outcomes.append(await chat.send(message))
-    chat.print_trace_hint()
-    return outcomes
+        return connection.metadata

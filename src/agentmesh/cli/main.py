@@ -39,6 +39,22 @@ COMMANDS = {
         "agentmesh.cli.chat:chat",
         "Chat with an agent, streaming every step live (without MESSAGE on a terminal: a prompt).",
     ),
+    "requests": LazyCommand(
+        "agentmesh.cli.input_requests:requests",
+        "List a project's requests for a person's input (approvals and questions runs wait for).",
+    ),
+    "approve": LazyCommand(
+        "agentmesh.cli.input_requests:approve",
+        "Approve a tool call a run waits for, and follow the resumed run.",
+    ),
+    "deny": LazyCommand(
+        "agentmesh.cli.input_requests:deny",
+        "Deny a tool call a run waits for (the model is told, with the reason), and follow the run.",
+    ),
+    "answer": LazyCommand(
+        "agentmesh.cli.input_requests:answer",
+        "Answer a question a run waits for, and follow the resumed run.",
+    ),
     "users": LazyCommand("agentmesh.cli.users:users", "Manage users."),
     "api-keys": LazyCommand("agentmesh.cli.api_keys:api_keys", "Manage your API keys."),
     "get": LazyCommand(

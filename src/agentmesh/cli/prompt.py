@@ -4,7 +4,8 @@ The prompt is read in the main thread between chats (GNU readline through `input
 and a history kept in the CLI's config folder, readable by its user only, since chats may hold
 anything). One event loop (`asyncio.Runner`) lives across messages, so the connection and its
 sign-in are made once. Ctrl-C while an answer streams cancels that chat (the gateway cancels the
-run) and returns to the prompt; Ctrl-C at the prompt clears the line, as in a shell.
+run) and returns to the prompt; Ctrl-C at the prompt clears the line, as in a shell. A run that
+asks a person is answered at its own prompt (`cli/asking.py`) before `you> ` comes back.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ HISTORY_LENGTH = 1000
 def chat_prompt(
     gateway_grpc: str, credentials: Credentials, *, agent: str, session_id: str, console: Console
 ) -> None:
+    from agentmesh.cli.asking import settle
     from agentmesh.cli.conversation import ChatSession
 
     console.print(f"[dim]chatting with {escape(agent)} — Ctrl-D or /exit to leave[/]")
@@ -44,7 +46,7 @@ def chat_prompt(
         try:
             for line in _lines(console):
                 try:
-                    runner.run(chat.send(line))
+                    settle(runner, chat, runner.run(chat.send(line)), interactive=True)
                 except KeyboardInterrupt:
                     console.print("[yellow]stopped[/]")
                 except CliError as error:

@@ -185,13 +185,23 @@ async def _find_project(registry: Any, name: str, metadata: Any) -> Message:
 
 async def project_id_of(connection: Any, project: str) -> str:
     """The id of the project `project` (a slug or an id) names, among those the caller may see."""
+    return (await find_project(connection, project)).id
+
+
+async def find_project(connection: Any, project: str) -> Message:
+    """The project `project` (a slug or an id) names, among those the caller may see."""
     from agentmesh.cli.client import CliError
     from agentmesh.runtime.errors import NotFound
 
     try:
-        return (await _find_project(connection.registry, project, connection.metadata)).id
+        return await _find_project(connection.registry, project, connection.metadata)
     except NotFound:
         raise CliError(f"no project {project!r} that you may see") from None
+
+
+async def visible_projects(connection: Any) -> list[Message]:
+    """Every project the caller may see."""
+    return [item async for item in _kinds()["projects"].list(Scope(connection))]
 
 
 # --- output ------------------------------------------------------------------------------------

@@ -1,11 +1,18 @@
 """Helpers for CLI tests: a registry client that records its writes, the state of the registry as
-plain data, and a way to run typer commands from async tests."""
+plain data, ways to run typer commands from async tests and the CLI as a process, and a
+pseudo-terminal to run it on as a user types into it."""
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
+import pty
+import re
+import struct
 import sys
+import termios
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +24,7 @@ from typer.testing import CliRunner, Result
 from agentmesh.cli.client import Metadata
 from agentmesh.registry.client import RegistryClient
 from tests.e2e.harness import process_environment
+from tests.polling import eventually
 
 WRITES = (
     "create_agent_type",
@@ -113,3 +121,67 @@ async def cli(*args: str, config: Path, env: dict[str, str] | None = None) -> tu
     )
     output, _ = await asyncio.wait_for(process.communicate(), timeout=120)
     return process.returncode or 0, output.decode()
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\r")
+UP_ARROW = b"\x1b[A"
+CTRL_D = b"\x04"
+
+
+class Terminal:
+    """A process on a pseudo-terminal: what it shows (escape codes removed) and a keyboard."""
+
+    def __init__(self, *args: str, env: dict[str, str]) -> None:
+        self._master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+        self._slave = slave
+        self._args = args
+        self._env = env
+        self._shown = bytearray()
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("AGENTMESH_")}
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *("-m", "agentmesh.cli.main", *self._args),
+            env={**environment, "TERM": "xterm", "COLUMNS": "200", **self._env},
+            stdin=self._slave,
+            stdout=self._slave,
+            stderr=self._slave,
+            start_new_session=True,
+        )
+        os.close(self._slave)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self._master, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self._shown += chunk
+
+    @property
+    def text(self) -> str:
+        return _ANSI.sub("", self._shown.decode(errors="replace"))
+
+    def type(self, keys: bytes) -> None:
+        os.write(self._master, keys)
+
+    async def shows(self, what: str, *, times: int = 1) -> None:
+        async def shown() -> bool:
+            return self.text.count(what) >= times
+
+        await eventually(shown, timeout=60, what=f"{what!r} shown {times}x; the terminal shows:\n{self.text}")
+
+    async def exit_code(self) -> int:
+        assert self.process is not None
+        code = await asyncio.wait_for(self.process.wait(), timeout=60)
+        # Everything it wrote is read before the terminal closes (reading ends at EIO).
+        await asyncio.to_thread(self._reader.join, 30)
+        os.close(self._master)
+        return code

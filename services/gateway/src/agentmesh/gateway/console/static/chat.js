@@ -1,10 +1,13 @@
 // Chat with one agent: the conversation on the left, streamed through the OpenAI-compatible
 // endpoint (the answer's text arrives as it is written); on the right every step of the session
-// live — the agent's and its workers' — from the session's events.
+// live — the agent's and its workers' — from the session's events. A run that asks a person
+// (an `input_requested` event) shows its request in the conversation as a card to answer
+// (requests.js); the resumed run's answer follows it.
 
 import { enc } from "./api.js";
 import { badge, every, fill, h } from "./dom.js";
 import { linkRuns } from "./events.js";
+import { pendingRequests, requestCard } from "./requests.js";
 import { SessionPanel } from "./session.js";
 
 const POLL_RUNNING_MS = 250;
@@ -23,6 +26,36 @@ export async function chatView(api, projectId, agentId, sessionId) {
   const stop = h("button", { type: "button", class: "button", hidden: true, dataset: { action: "stop" } }, "Stop");
   let running = null;
   let lastPoll = 0;
+  const asked = new Set(); // requests whose card is in the conversation
+  let seenAsks = 0; // input_requested events of the session looked at
+
+  // The session's pending requests as cards, once each; the resumed run's outcome as a reply.
+  const showRequests = async () => {
+    if (!panel.sessionId) return;
+    const pending = await pendingRequests(api, projectId, panel.sessionId).catch(() => []);
+    for (const request of pending) {
+      if (asked.has(request.id)) continue;
+      asked.add(request.id);
+      const card = requestCard(api, projectId, request, {
+        showSession: false,
+        onOutcome: (outcome) => {
+          if (outcome.kind === "answered") bubble("assistant", outcome.text);
+          if (outcome.kind === "failed") bubble("assistant", outcome.text).element.classList.add("message-error");
+          lastPoll = 0;
+          showRequests();
+        },
+      });
+      messages.append(h("div", { class: "message message-request" }, card));
+      messages.scrollTop = messages.scrollHeight;
+    }
+  };
+  // A new `input_requested` event (this chat's, or another client's in the session) shows its card.
+  const noticeAsks = async () => {
+    const asks = panel.events.filter((event) => event.event_type === "input_requested").length;
+    if (asks === seenAsks) return;
+    seenAsks = asks;
+    await showRequests();
+  };
 
   const showSession = () => {
     fill(
@@ -85,6 +118,7 @@ export async function chatView(api, projectId, agentId, sessionId) {
       send.disabled = false;
       stop.hidden = true;
       await panel.poll();
+      await noticeAsks();
       input.focus();
     }
   };
@@ -128,6 +162,7 @@ export async function chatView(api, projectId, agentId, sessionId) {
               if (running) return;
               panel.open(null);
               messages.replaceChildren();
+              seenAsks = 0;
               showSession();
               history.replaceState(null, "", `#/projects/${enc(projectId)}/agents/${enc(agentId)}/chat`);
             },
@@ -148,6 +183,7 @@ export async function chatView(api, projectId, agentId, sessionId) {
   if (sessionId) {
     await panel.poll();
     replay(panel.events, bubble);
+    await noticeAsks();
   }
   // Fast while a chat runs, slowly otherwise (another client may be using the session too).
   every(POLL_RUNNING_MS, page, async () => {
@@ -155,6 +191,7 @@ export async function chatView(api, projectId, agentId, sessionId) {
     lastPoll = Date.now();
     const [fresh] = await Promise.all([api.get(`/api/v1/projects/${enc(projectId)}/agents/${enc(agentId)}`), panel.poll()]);
     fill(status, badge(fresh.status));
+    await noticeAsks();
   });
   return { el: page, title: agent.name, project, focus: input };
 }

@@ -79,6 +79,13 @@ function body(event) {
       );
     case "error":
       return h("div", { class: "step-body text error-text" }, event.metadata?.reason ? `${event.metadata.reason}: ` : "", String(value));
+    case "input_requested":
+      return h("div", { class: "step-body text" }, typeof value === "object" ? (value.question ?? "") : value);
+    case "input_received": {
+      if (typeof value !== "object") return h("div", { class: "step-body text" }, value);
+      const said = value.decision ? `${value.decision}${value.reason ? ` (${value.reason})` : ""}` : value.answer;
+      return h("div", { class: "step-body text" }, `${said ?? ""} — ${value.responder ?? "?"}`);
+    }
     default:
       return h("div", { class: "step-body text" }, typeof value === "string" ? value : JSON.stringify(value, null, 2));
   }

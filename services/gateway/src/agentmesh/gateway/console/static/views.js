@@ -3,6 +3,7 @@
 
 import { enc } from "./api.js";
 import { ago, agentColor, badge, dateTime, every, fill, h, shortId } from "./dom.js";
+import { pendingRequests } from "./requests.js";
 import { SessionPanel } from "./session.js";
 
 const AGENT_REFRESH_MS = 2000;
@@ -74,6 +75,7 @@ export async function projectView(api, projectId) {
   const agentsBody = h("tbody");
   const sessionsBody = h("tbody");
   const notice = h("div", { class: "alert", hidden: true, role: "alert" });
+  const waiting = h("span", { class: "count" });
   const page = h(
     "div",
     { class: "page" },
@@ -81,6 +83,7 @@ export async function projectView(api, projectId) {
       "header",
       { class: "page-head" },
       h("div", {}, h("h1", {}, project.name), h("p", { class: "muted" }, h("span", { class: "mono" }, project.slug), project.description ? ` · ${project.description}` : "")),
+      h("div", { class: "head-actions" }, h("a", { class: "button", href: `#/projects/${enc(projectId)}/requests`, dataset: { action: "requests" } }, "Requests", waiting)),
     ),
     notice,
     h(
@@ -178,9 +181,17 @@ export async function projectView(api, projectId) {
     );
   };
 
+  // How many requests for a person's input wait: the Requests page answers them.
+  const loadWaiting = async () => {
+    const pending = await pendingRequests(api, projectId);
+    fill(waiting, pending.length ? String(pending.length) : "");
+    waiting.classList.toggle("count-waiting", pending.length > 0);
+  };
+
   const types = new Map((await api.all("/api/v1/agent-types")).map((type) => [type.id, type]));
-  await Promise.all([loadAgents(), loadSessions()]);
+  await Promise.all([loadAgents(), loadSessions(), loadWaiting()]);
   every(AGENT_REFRESH_MS, page, loadAgents);
+  every(AGENT_REFRESH_MS, page, loadWaiting);
   every(SESSION_REFRESH_MS, page, loadSessions);
   return { el: page, title: project.name, project };
 }
