@@ -44,6 +44,7 @@ from agentmesh.registry.models import (
 from agentmesh.registry.runs.leases import Renewal
 from agentmesh.registry.v1 import registry_service_pb2 as service_pb2
 from agentmesh.registry.v1 import resources_pb2 as pb
+from agentmesh.registry.validation import check_tool_permissions
 from agentmesh.runtime.errors import DomainError, FieldViolation
 from agentmesh.runtime.protos import field_value, list_value, set_field, struct, struct_to_dict, timestamp
 
@@ -119,9 +120,15 @@ def agent_type_fields(message: pb.AgentType) -> AgentTypeFields:
 def tool_permissions(rules: Mapping[str, int], field: str) -> ToolPermissions:
     """A rule map as the domain writes it; INVALID_ARGUMENT naming a rule without a permission."""
     unset = [pattern for pattern, value in rules.items() if value not in _PERMISSION_FROM_PROTO]
-    if unset:
+    if unset:  # refused here (the domain cannot hold them), with the map's other problems
         raise ValidationFailed.of(
-            [FieldViolation(f"{field}[{pattern!r}]", "must be allow, ask or deny") for pattern in unset]
+            [
+                *check_tool_permissions(field, rules),
+                *(
+                    FieldViolation(field, f"key {pattern!r}: the permission must be one of allow, ask, deny")
+                    for pattern in unset
+                ),
+            ]
         )
     return {pattern: _PERMISSION_FROM_PROTO[value] for pattern, value in rules.items()}
 

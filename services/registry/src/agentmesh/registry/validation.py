@@ -136,20 +136,20 @@ def check_project(fields: ProjectFields, *, prefix: str = "project") -> list[Fie
 
 
 def check_tool_permissions(field: str, rules: Mapping[str, object]) -> list[FieldViolation]:
-    """A rule map's shape: at most MAX_TOOL_RULES rules, each a tool name or glob pattern of
-    1-200 characters without whitespace or control characters (permissions are typed already)."""
+    """A rule map's shape: at most MAX_TOOL_RULES rules, each a tool's name or glob pattern of
+    1-200 characters without whitespace or control characters (permissions are typed already).
+    Each problem names its rule's key."""
     if len(rules) > MAX_TOOL_RULES:
         return [FieldViolation(field, f"must have at most {MAX_TOOL_RULES} rules")]
     violations = []
     for pattern in rules:
-        if not pattern or len(pattern) > MAX_TOOL_PATTERN:
-            violations.append(
-                FieldViolation(f"{field}[{pattern!r}]", f"must be 1-{MAX_TOOL_PATTERN} characters")
-            )
+        if not 1 <= len(pattern) <= MAX_TOOL_PATTERN:
+            problem = f"must be 1-{MAX_TOOL_PATTERN} characters"
         elif has_control_characters(pattern) or any(char.isspace() for char in pattern):
-            violations.append(
-                FieldViolation(f"{field}[{pattern!r}]", "must not contain whitespace or control characters")
-            )
+            problem = "must not contain whitespace or control characters"
+        else:
+            continue
+        violations.append(FieldViolation(field, f"key {pattern!r}: a tool's name or pattern {problem}"))
     return violations
 
 
