@@ -142,3 +142,13 @@ class Api:
         )
         assert response.status_code == 200, response.text
         return response.json()["events"]
+
+
+def asks(question: str) -> dict[str, Any]:
+    """A mock response that calls the built-in `ask_user`: the run suspends for an answer."""
+    return {"content": "", "tool_calls": [{"name": "ask_user", "arguments": {"question": question}}]}
+
+
+async def asking_agent(api: Api, question: str, *then: Any) -> Agent:
+    """An agent that may ask a person (`ask_user`): it asks `question`, then answers `then`."""
+    return await api.agent(mock_responses=[asks(question), *then], type_fields={"tools": ["ask_user"]})
