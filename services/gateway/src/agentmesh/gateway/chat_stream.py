@@ -4,6 +4,7 @@ answer text (`AnswerStream`), and the error a failed run stands for (`run_failur
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -130,6 +131,13 @@ class ChatStream:
         self.result.content = completed.content
         self.result.usage = completed.usage
         self.result.max_steps_reached = completed.max_steps_reached
+
+    async def result_at_end(self) -> ChatResult:
+        """Spends the answer (`answer`) and returns `result`; the stream is closed after."""
+        async with contextlib.aclosing(self):
+            async for _ in self.answer():
+                pass
+        return self.result
 
     async def aclose(self) -> None:
         await self._rest.aclose()  # type: ignore[attr-defined]

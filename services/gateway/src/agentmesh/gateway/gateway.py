@@ -167,10 +167,7 @@ class AgentGateway:
         stream = await self.start_chat(
             caller, agent, message, session_id, model_settings=model_settings, double_texting=double_texting
         )
-        async with contextlib.aclosing(stream):
-            async for _ in stream.answer():
-                pass
-        return stream.result
+        return await stream.result_at_end()
 
     async def resume_chat(
         self, caller: Caller, agent: AgentRef, session_id: str, *, after_seq: int, run_id: str = ""
