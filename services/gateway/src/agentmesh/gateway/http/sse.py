@@ -1,5 +1,9 @@
-"""The OpenAI-compatible SSE stream of a chat completion, and picking it up again by
-`Last-Event-ID` (DESIGN §5; docs/durability.md).
+"""Server-sent events: a run's RunEvents as they are (`run_events`), and the OpenAI-compatible
+stream of a chat completion, picked up again by `Last-Event-ID` (DESIGN §5; docs/durability.md).
+
+A RunEvent is one event named by its kind (`event: tool_result`), its `data` the RunEvent in the
+JSON the REST API writes (run.proto: field names as in the proto, the kind under its oneof
+member's name, enum values in lower case without their prefix).
 
 Every chunk carries an SSE `id`: `<run_id>:<seq>:<sent>` — the addressed run, the highest
 recorded `seq` the stream had carried, and how many characters of the answer it had sent. A
@@ -20,10 +24,24 @@ from typing import Any
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.chat_stream import ChatStream, asking_text, run_failure
 from agentmesh.gateway.errors import InvalidRequest
-from agentmesh.gateway.http.errors import openai_error_body
+from agentmesh.gateway.http.errors import openai_error_body, rest_error_body
 from agentmesh.runtime.errors import DomainError
+from agentmesh.runtime.protos import plain_dict
 
 LAST_EVENT_ID = "Last-Event-ID"
+EVENT_STREAM = "text/event-stream"
+
+
+async def run_events(events: AsyncIterator[run_pb2.RunEvent]) -> AsyncIterator[dict[str, str]]:
+    """A run's events as server-sent events (see the module docstring); a stream that breaks
+    ends with an `error` event whose data is a REST error body."""
+    try:
+        async for event in events:
+            yield {"event": event.WhichOneof("kind") or "event", "data": json.dumps(plain_dict(event))}
+    except DomainError as error:
+        yield {"event": "error", "data": json.dumps(rest_error_body(error.message))}
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
