@@ -2,7 +2,8 @@
 task goes `input-required` with the question (text) and the request (a data part), live and when
 read back from the log; the next message on the task answers it and the task goes on to its end,
 streamed or returned as a new message's would be. A reply that does not fit is the spec's
-InvalidParamsError; a request someone else answered meanwhile, UnsupportedOperationError.
+InvalidParamsError; a request someone else answered meanwhile, UnsupportedOperationError; a
+cancel, TaskNotCancelableError.
 
 Approvals (tools whose permission is `ask`) are not raised by runs yet: their replies are tested
 in tests/unit/gateway/test_answers.py."""
@@ -120,7 +121,7 @@ async def test_streaming_shows_the_question_and_then_the_resumed_run(
         assert "".join(chunks) == "Booked Oslo."
 
 
-async def test_a_reply_that_does_not_fit_is_refused_and_the_task_still_waits(
+async def test_a_reply_that_does_not_fit_or_a_cancel_is_refused_and_the_task_still_waits(
     binding: str, api: Api, http: httpx.AsyncClient, once: None
 ) -> None:
     async with waiting_task(api, http, binding, "Booked.") as (_, client, task):
@@ -128,6 +129,9 @@ async def test_a_reply_that_does_not_fit_is_refused_and_the_task_still_waits(
             await sent(client, answer("   ", task))
         with pytest.raises(a2a_errors.InvalidParamsError, match=r"message\.parts\[0\]\.data\.answer"):
             await sent(client, data_answer({"decision": "approve"}, task))
+        # Its run is parked, held by no executor: it is answered (or expires), not cancelled.
+        with pytest.raises(a2a_errors.TaskNotCancelableError, match="is input-required"):
+            await client.cancel_task(a2a_pb2.CancelTaskRequest(id=task.id))
         got = await client.get_task(a2a_pb2.GetTaskRequest(id=task.id))
         assert got.status.state == State.TASK_STATE_INPUT_REQUIRED
         [done] = await sent(client, answer("Rome", task))
