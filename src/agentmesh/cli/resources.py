@@ -19,6 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from agentmesh.cli.options import EmailOption, GatewayOption, PasswordOption, TokenOption
+from agentmesh.runtime.protos import plain_dict
 
 Message = Any  # a generated protobuf message
 
@@ -207,37 +208,6 @@ async def visible_projects(connection: Any) -> list[Message]:
 # --- output ------------------------------------------------------------------------------------
 
 
-def as_dict(message: Message) -> dict[str, Any]:
-    """A resource as REST shows it: proto field names, enum values in lower case without their
-    type prefix."""
-    from google.protobuf import json_format
-
-    def plain(descriptor: Any, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {key: plain_field(descriptor, key, item) for key, item in value.items()}
-        return value
-
-    def plain_field(descriptor: Any, name: str, value: Any) -> Any:
-        field = descriptor.fields_by_name.get(name) if descriptor is not None else None
-        if field is not None and field.enum_type is not None:
-            prefix = _enum_prefix(field.enum_type)
-            if isinstance(value, list):
-                return [item.removeprefix(prefix).lower() for item in value]
-            return value.removeprefix(prefix).lower()
-        if field is not None and field.message_type is not None and isinstance(value, dict):
-            return {key: plain_field(field.message_type, key, item) for key, item in value.items()}
-        return value
-
-    raw = json_format.MessageToDict(message, preserving_proto_field_name=True)
-    return plain(message.DESCRIPTOR, raw)
-
-
-def _enum_prefix(enum: Any) -> str:
-    names = [value.name for value in enum.values]
-    first = names[0]
-    return first[: first.rindex("_") + 1] if first.endswith("_UNSPECIFIED") else ""
-
-
 def render(kind: Kind, items: Sequence[Message], output: Output, *, one: bool) -> str | None:
     """JSON or YAML text (one object, or a list), or None after printing a table."""
     return render_columns(kind.columns, items, output, one=one)
@@ -247,7 +217,7 @@ def render_columns(
     columns: Sequence[str], items: Sequence[Message], output: Output, *, one: bool
 ) -> str | None:
     """As `render`, the table showing `columns`."""
-    rows = [as_dict(item) for item in items]
+    rows = [plain_dict(item) for item in items]
     data: Any = rows[0] if one else rows
     if output is Output.json:
         return json.dumps(data, indent=2, ensure_ascii=False)

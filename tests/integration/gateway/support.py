@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -142,3 +143,29 @@ class Api:
         )
         assert response.status_code == 200, response.text
         return response.json()["events"]
+
+
+def asks(question: str) -> dict[str, Any]:
+    """A mock response that calls the built-in `ask_user`: the run suspends for an answer."""
+    return {"content": "", "tool_calls": [{"name": "ask_user", "arguments": {"question": question}}]}
+
+
+async def asking_agent(api: Api, question: str, *then: Any) -> Agent:
+    """An agent that may ask a person (`ask_user`): it asks `question`, then answers `then`."""
+    return await api.agent(mock_responses=[asks(question), *then], type_fields={"tools": ["ask_user"]})
+
+
+def sse_blocks(raw: str) -> list[dict[str, str]]:
+    """Server-sent events as their fields (`id`, `event`, `data`), one dict an event."""
+    blocks = []
+    for block in raw.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if fields:
+            blocks.append(fields)
+    return blocks
+
+
+def sse_text(blocks: list[dict[str, str]]) -> str:
+    """The content an OpenAI-compatible stream's chunks add up to."""
+    payloads = [json.loads(b["data"]) for b in blocks if b.get("data", "[DONE]") != "[DONE]"]
+    return "".join(p["choices"][0]["delta"].get("content") or "" for p in payloads if p["choices"])

@@ -7,6 +7,7 @@ executor's side is not what is tested here."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from agentmesh.registry.v1 import registry_service_pb2_grpc as reg_grpc
 from agentmesh.runtime.identity import TokenCodec
 from tests.bearer import service_channel
 from tests.integration.gateway.conftest import LOOP
-from tests.integration.gateway.support import Agent, Api
+from tests.integration.gateway.support import Agent, Api, asking_agent, asks, sse_blocks
 from tests.integration.gateway.test_api_keys import create_key, key_headers
 from tests.mesh import JWT_SECRET, bearer
 from tests.polling import eventually
@@ -294,3 +295,56 @@ async def test_an_answered_run_is_handed_to_a_live_executor(
         return await api.status(waiting.agent) != "waiting"
 
     await eventually(taken, what="a live executor takes the answered run")
+
+
+async def _asked(http: httpx.AsyncClient, agent: Agent, question: str) -> tuple[str, str]:
+    """Has the agent ask `question` in a new session (a chat over the OpenAI-compatible API);
+    the session and the request's id."""
+    session_id = uuid.uuid4().hex
+    body = {"model": agent.model, "session_id": session_id, "messages": [{"role": "user", "content": "go"}]}
+    chat = await http.post("/v1/chat/completions", json=body, headers=agent.owner.headers)
+    assert chat.status_code == 200 and question in chat.json()["choices"][0]["message"]["content"]
+    listed = await http.get(
+        f"/api/v1/projects/{agent.project_id}/input-requests",
+        params={"session_id": session_id},
+        headers=agent.owner.headers,
+    )
+    [request] = listed.json()["data"]
+    return session_id, request["id"]
+
+
+async def test_respond_streams_the_resumed_run_as_server_sent_events(
+    http: httpx.AsyncClient, api: Api
+) -> None:
+    agent = await asking_agent(api, "Which city?", asks("And which hotel?"), "Booked.")
+    session_id, request_id = await _asked(http, agent, "Which city?")
+    respond = f"/api/v1/projects/{agent.project_id}/input-requests/{request_id}/respond"
+    streaming = {**agent.owner.headers, "Accept": "text/event-stream"}
+
+    first = await http.post(respond, json={"answer": "Lisbon"}, headers=streaming)
+    assert first.status_code == 200, first.text
+    assert first.headers["content-type"].startswith("text/event-stream")
+    events = sse_blocks(first.text)
+    assert all(set(e) == {"event", "data"} for e in events), events
+    data = [json.loads(e["data"]) for e in events]
+    assert all(e["event"] in d for e, d in zip(events, data, strict=True))  # named by its kind
+    [result] = [d["tool_result"] for d in data if "tool_result" in d]
+    assert (result["name"], result["output"]) == ("ask_user", "Lisbon")
+    assert events[-1]["event"] == "run_suspended"  # it asks again
+    [asked] = [d["input_requested"]["request"] for d in data if "input_requested" in d]
+    assert (asked["kind"], asked["question"], asked["state"]) == ("question", "And which hotel?", "pending")
+    assert data[-1]["run_suspended"]["request_ids"] == [asked["id"]]
+    assert {d["session_id"] for d in data} == {session_id}
+
+    # Refusals come before any event: plain HTTP errors.
+    again = await http.post(respond, json={"answer": "Porto"}, headers=streaming)
+    assert again.status_code == 409 and again.headers["content-type"].startswith("application/json")
+    second = f"/api/v1/projects/{agent.project_id}/input-requests/{asked['id']}/respond"
+    wrong = await http.post(second, json={"decision": "approve"}, headers=streaming)
+    assert wrong.status_code == 422, wrong.text
+
+    last = await http.post(second, json={"answer": "The Grand"}, headers=streaming)
+    end = sse_blocks(last.text)[-1]
+    assert (
+        end["event"] == "run_completed" and json.loads(end["data"])["run_completed"]["content"] == "Booked."
+    )

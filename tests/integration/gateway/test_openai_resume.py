@@ -9,24 +9,10 @@ from typing import Any
 
 import httpx
 
-from tests.integration.gateway.support import Api, suffix
+from tests.integration.gateway.support import Api, sse_blocks, sse_text, suffix
 
 # A live answer (the agent cannot act, so its text streams as it comes) in many chunks.
 LONG = {"content": " ".join(f"w{index}" for index in range(300)), "delay_seconds": 0.02}
-
-
-def _blocks(raw: str) -> list[dict[str, str]]:
-    blocks = []
-    for block in raw.split("\n\n"):
-        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
-        if fields:
-            blocks.append(fields)
-    return blocks
-
-
-def _text(blocks: list[dict[str, str]]) -> str:
-    payloads = [json.loads(b["data"]) for b in blocks if b.get("data", "[DONE]") != "[DONE]"]
-    return "".join(p["choices"][0]["delta"].get("content") or "" for p in payloads if p["choices"])
 
 
 async def test_last_event_id_brings_the_rest_of_the_answer_once(http: httpx.AsyncClient, api: Api) -> None:
@@ -44,24 +30,24 @@ async def test_last_event_id_brings_the_rest_of_the_answer_once(http: httpx.Asyn
         assert first.status_code == 200
         # The client stops reading after a few words (its connection stays open: the run goes on).
         chunks = first.aiter_text()
-        while _text(_blocks(received.rsplit("\n\n", 1)[0])).count(" ") < 5:
+        while sse_text(sse_blocks(received.rsplit("\n\n", 1)[0])).count(" ") < 5:
             received += await anext(chunks)
-        seen = _blocks(received.rsplit("\n\n", 1)[0])
+        seen = sse_blocks(received.rsplit("\n\n", 1)[0])
         last_id = seen[-1]["id"]
         resumed = await http.post(url, json=body, headers={**agent.owner.headers, "Last-Event-ID": last_id})
         assert resumed.status_code == 200, resumed.text
-    rest = _blocks(resumed.text)
+    rest = sse_blocks(resumed.text)
     assert rest[-1] == {"data": "[DONE]"}
     assert json.loads(rest[-2]["data"])["choices"][0]["finish_reason"] == "stop"
 
     log = await api.session_events(agent, session_id)
     answer = next(e["content"] for e in log if e["event_type"] == "agent_response")
-    assert _text(seen) + _text(rest) == answer
-    assert 0 < len(_text(seen)) < len(answer)
+    assert sse_text(seen) + sse_text(rest) == answer
+    assert 0 < len(sse_text(seen)) < len(answer)
 
     # Resuming from the very end: nothing more than [DONE].
     again = await http.post(url, json=body, headers={**agent.owner.headers, "Last-Event-ID": rest[-2]["id"]})
-    assert _blocks(again.text) == [{"data": "[DONE]"}]
+    assert sse_blocks(again.text) == [{"data": "[DONE]"}]
 
 
 async def test_a_bad_last_event_id_is_refused_naming_it(

@@ -4,6 +4,7 @@ answer text (`AnswerStream`), and the error a failed run stands for (`run_failur
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -54,9 +55,12 @@ class ChatStream:
         rest: AsyncIterator[run_pb2.RunEvent],
         *,
         resume: Resume | None = None,
+        run_id: str = "",
     ) -> None:
         self.session_id = session_id
-        self.run_id = first.run_id  # the first event opens the addressed agent's run
+        # The addressed agent's run: the one the first event opens, unless named (a resumed run's
+        # stream starts wherever it was followed from).
+        self.run_id = run_id or first.run_id
         self._first: run_pb2.RunEvent | None = first
         self._rest = rest
         self._resume = resume
@@ -97,7 +101,7 @@ class ChatStream:
     async def answer(self) -> AsyncIterator[str]:
         """The addressed agent's answer as it streams (see `AnswerStream`); once it is spent,
         `result` holds the whole answer. A run that failed raises its error."""
-        answer = AnswerStream()
+        answer = AnswerStream(self.run_id)
         completed: run_pb2.RunCompleted | None = None
         requests: list[run_pb2.InputRequest] = []
         async for event in self.events():
@@ -127,6 +131,13 @@ class ChatStream:
         self.result.content = completed.content
         self.result.usage = completed.usage
         self.result.max_steps_reached = completed.max_steps_reached
+
+    async def result_at_end(self) -> ChatResult:
+        """Spends the answer (`answer`) and returns `result`; the stream is closed after."""
+        async with contextlib.aclosing(self):
+            async for _ in self.answer():
+                pass
+        return self.result
 
     async def aclose(self) -> None:
         await self._rest.aclose()  # type: ignore[attr-defined]
@@ -170,8 +181,8 @@ class AnswerStream:
     _FENCE = "```"
     _STEP_SEPARATOR = "\n\n"
 
-    def __init__(self) -> None:
-        self.run_id = ""
+    def __init__(self, run_id: str = "") -> None:
+        self.run_id = run_id  # the addressed run: the first event's unless given
         self.sent = ""  # everything released so far
         self._live = True  # text streams as it comes (the agent cannot act)
         self._step_sent = ""  # released during the current model step

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.client import FOLLOWED_IN_LOG, RunNotPlaced, RunRouter
+from agentmesh.gateway.answers import response_from_text
 from agentmesh.gateway.chat_stream import ChatStream, from_run_started
 from agentmesh.gateway.errors import ExecutorsBusy, InvalidRequest, MessageTooLarge, NoExecutor
 from agentmesh.gateway.models import AgentRef, Caller, ChatResult
@@ -170,10 +171,7 @@ class AgentGateway:
         stream = await self.start_chat(
             caller, agent, message, session_id, model_settings=model_settings, double_texting=double_texting
         )
-        async with contextlib.aclosing(stream):
-            async for _ in stream.answer():
-                pass
-        return stream.result
+        return await stream.result_at_end()
 
     async def resume_chat(
         self, caller: Caller, agent: AgentRef, session_id: str, *, after_seq: int, run_id: str = ""
@@ -203,8 +201,8 @@ class AgentGateway:
     ) -> AsyncIterator[run_pb2.RunEvent]:
         """Gives a suspended run's request its one response (the registry decides whether it
         counts: a refusal raises before anything streams), then the run's events from the log
-        as it resumes (resume.py) — until its end, or its next suspension; at once a
-        `run_suspended` when it still waits for another of its requests."""
+        as it resumes (resume.py) — until its end, or its next suspension; at once the requests
+        it still waits for (`input_requested`) and `run_suspended` when others are pending."""
         if not project_id:
             raise InvalidRequest.field("project_id", "is required")
         if not request_id:
@@ -212,20 +210,7 @@ class AgentGateway:
         answered = await self._registry.respond_to_input_request(
             project_id, request_id, response, metadata=caller.metadata
         )
-        pending: list[str] = []
-        page_token = ""
-        while True:
-            page = await self._registry.list_input_requests(
-                project_id,
-                session_id=answered.session_id,
-                page_size=1000,
-                page_token=page_token,
-                metadata=caller.metadata,
-            )
-            pending += [r.id for r in page.input_requests if r.run_id == answered.run_id]
-            page_token = page.next_page_token
-            if not page_token:
-                break
+        pending = await self.pending_requests(caller, project_id, answered.session_id, run_id=answered.run_id)
         if pending:
             return _still_waiting(answered, pending)
         return follow_run(
@@ -255,6 +240,52 @@ class AgentGateway:
                         return
                     await asyncio.sleep(pause)
                     pause = min(pause * 2, 0.5)
+
+    async def pending_requests(
+        self, caller: Caller, project_id: str, session_id: str, *, run_id: str = "", agent: str = ""
+    ) -> list[run_pb2.InputRequest]:
+        """The session's requests for input still waiting for their response, oldest first;
+        only `run_id`'s, or only those the agent of slug `agent` asked, when given."""
+        pending: list[run_pb2.InputRequest] = []
+        page_token = ""
+        while True:
+            page = await self._registry.list_input_requests(
+                project_id,
+                session_id=session_id,
+                page_size=1000,
+                page_token=page_token,
+                metadata=caller.metadata,
+            )
+            pending += [
+                request
+                for request in page.input_requests
+                if (not run_id or request.run_id == run_id) and (not agent or request.agent == agent)
+            ]
+            page_token = page.next_page_token
+            if not page_token:
+                return pending
+
+    async def answer_chat(
+        self, caller: Caller, agent: AgentRef, session_id: str, message: str, *, field: str = "message"
+    ) -> ChatStream | None:
+        """A chat message that answers a request instead of starting a run (the faces that carry
+        only messages: A2A, OpenAI-compatible): when the agent's run in the session waits for
+        input, `message` is the response to its oldest pending request (answers.py) and the chat
+        is the resumed run, followed in the log to its end or its next suspension. None when
+        nothing of the agent's waits there."""
+        if not session_id:
+            return None
+        spec = await self._registry.resolve_agent(
+            agent.project_slug, agent.agent_name, metadata=caller.metadata
+        )
+        project_id = spec.agent.project_id
+        pending = await self.pending_requests(caller, project_id, session_id, agent=spec.agent.slug)
+        if not pending:
+            return None
+        request = pending[0]
+        response = response_from_text(request, message, field=field)
+        events = await self.respond_to_input(caller, project_id, request.id, response)
+        return await _chat_of(session_id, request.run_id, events)
 
     async def _events(
         self,
@@ -368,13 +399,33 @@ class AgentGateway:
 
 
 async def _still_waiting(
-    answered: run_pb2.InputRequest, pending: list[str]
+    answered: run_pb2.InputRequest, pending: list[run_pb2.InputRequest]
 ) -> AsyncIterator[run_pb2.RunEvent]:
-    """The stream of a response after which the run still waits for its other requests."""
+    """The stream of a response after which the run still waits for its other requests: those
+    requests again, and `run_suspended`."""
+    for request in pending:
+        yield run_pb2.RunEvent(
+            run_id=request.run_id,
+            session_id=request.session_id,
+            agent=request.agent,
+            delegation_path=request.delegation_path,
+            seq=request.seq,
+            input_requested=run_pb2.InputRequested(request=request),
+        )
     yield run_pb2.RunEvent(
         run_id=answered.run_id,
         session_id=answered.session_id,
         agent=answered.agent,
         delegation_path=answered.delegation_path,
-        run_suspended=run_pb2.RunSuspended(request_ids=pending),
+        run_suspended=run_pb2.RunSuspended(request_ids=[request.id for request in pending]),
     )
+
+
+async def _chat_of(session_id: str, run_id: str, events: AsyncIterator[run_pb2.RunEvent]) -> ChatStream:
+    """A resumed run's events from the log as a chat (the log is where it is followed from
+    already: nothing to resume when it breaks)."""
+    first = await anext(events, None)
+    if first is None:
+        await events.aclose()  # type: ignore[attr-defined]
+        raise Internal(f"run {run_id} resumed with no event")
+    return ChatStream(session_id, first, events, run_id=run_id)

@@ -130,7 +130,7 @@ def run_event(event: resources_pb2.Event, path: list[str]) -> run_pb2.RunEvent |
         out.run_completed.max_steps_reached = bool(meta.get("max_steps_reached", False))
         out.run_completed.escalated = bool(meta.get("escalated", False))
     elif kind == EventType.EVENT_TYPE_TOOL_CALL:
-        body = _json(event.content)
+        body = json_content(event.content)
         out.tool_call.call_id = str(meta.get("call_id", ""))
         out.tool_call.name = str(body.get("name", ""))
         out.tool_call.arguments.update(body.get("arguments") or {})
@@ -140,12 +140,12 @@ def run_event(event: resources_pb2.Event, path: list[str]) -> run_pb2.RunEvent |
         out.tool_result.output = event.content
         out.tool_result.is_error = bool(meta.get("is_error", False))
     elif kind == EventType.EVENT_TYPE_DELEGATION_REQUEST:
-        body = _json(event.content)
+        body = json_content(event.content)
         out.delegation_request.delegation_id = event.delegation_id
         out.delegation_request.target_agent = str(body.get("agent", ""))
         out.delegation_request.task = str(body.get("task", ""))
     elif kind == EventType.EVENT_TYPE_DELEGATION_RESPONSE:
-        body = _json(event.content)
+        body = json_content(event.content)
         out.delegation_response.delegation_id = event.delegation_id
         out.delegation_response.target_agent = str(body.get("agent", ""))
         out.delegation_response.outcome = _outcome(str(body.get("outcome", "")))
@@ -167,7 +167,7 @@ def run_event(event: resources_pb2.Event, path: list[str]) -> run_pb2.RunEvent |
 
 def input_request(event: resources_pb2.Event, path: list[str]) -> run_pb2.InputRequest:
     """The request an `input_requested` event recorded (pending, as it was raised)."""
-    body = _json(event.content)
+    body = json_content(event.content)
     meta = json_format.MessageToDict(event.metadata)
     request = run_pb2.InputRequest(
         id=str(body.get("request_id", "")),
@@ -207,7 +207,8 @@ def _path(event: resources_pb2.Event) -> list[str]:
     return [str(step) for step in path]
 
 
-def _json(content: str) -> dict[str, Any]:
+def json_content(content: str) -> dict[str, Any]:
+    """A recorded event's JSON content as a dict (empty when it is not a JSON object)."""
     try:
         value = json.loads(content)
     except ValueError:

@@ -85,3 +85,38 @@ def set_field(message: Message, name: str, value: Any) -> None:
         target.CopyFrom(list_value(value))
     else:
         setattr(message, name, value)
+
+
+def plain_dict(message: Message) -> dict[str, Any]:
+    """A message as the REST API, its server-sent events and the CLI write it (run.proto's
+    statement on JSON): proto field names, a oneof's member under its own name, enum values in
+    lower case without their type prefix (`INPUT_KIND_QUESTION` is `question`)."""
+
+    def plain_field(descriptor: Any, name: str, value: Any) -> Any:
+        field = descriptor.fields_by_name.get(name)
+        if field is None:
+            return value
+        if field.enum_type is not None:
+            prefix = _enum_prefix(field.enum_type)
+            if isinstance(value, list):
+                return [item.removeprefix(prefix).lower() for item in value]
+            return value.removeprefix(prefix).lower()
+        kind = field.message_type
+        if kind is None or kind.full_name.startswith("google.protobuf."):
+            return value  # a Struct's keys are data, not fields; timestamps are strings already
+        if isinstance(value, list):
+            return [plain_message(kind, item) for item in value]
+        return plain_message(kind, value)
+
+    def plain_message(descriptor: Any, values: dict[str, Any]) -> dict[str, Any]:
+        return {key: plain_field(descriptor, key, item) for key, item in values.items()}
+
+    return plain_message(
+        message.DESCRIPTOR, json_format.MessageToDict(message, preserving_proto_field_name=True)
+    )
+
+
+def _enum_prefix(enum: Any) -> str:
+    names = [value.name for value in enum.values]
+    first = names[0]
+    return first[: first.rindex("_") + 1] if first.endswith("_UNSPECIFIED") else ""

@@ -16,13 +16,16 @@ from dataclasses import dataclass
 
 from a2a.types import a2a_pb2
 from a2a.utils import errors as a2a_errors
+from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict
 
 from agentmesh.common.v1 import run_pb2
+from agentmesh.gateway.answers import response_from_data, response_from_text
 from agentmesh.gateway.chat_stream import AnswerStream
 from agentmesh.gateway.errors import InvalidRequest
-from agentmesh.gateway.resume import is_final
+from agentmesh.gateway.resume import input_request, is_final, json_content
 from agentmesh.memory.v1 import resources_pb2
+from agentmesh.runtime.protos import struct_to_dict
 
 EventType = resources_pb2.EventType
 TaskState = a2a_pb2.TaskState
@@ -84,6 +87,19 @@ def message_text(message: a2a_pb2.Message) -> str:
     return "\n".join(texts)
 
 
+def message_reply(request: run_pb2.InputRequest, message: a2a_pb2.Message) -> run_pb2.InputResponse:
+    """The response a message on an `input-required` task gives its request: a data part with
+    the fields REST takes (`{"decision", "reason"?}` or `{"answer"}`), else the message's text
+    (`approve` / `deny[: reason]`, or a question's answer: answers.py)."""
+    for index, part in enumerate(message.parts):
+        if part.WhichOneof("content") == "data" and part.data.HasField("struct_value"):
+            data = struct_to_dict(part.data.struct_value)
+            if {"decision", "answer"} & set(data):
+                return response_from_data(request, data, field=f"message.parts[{index}].data")
+    text = "\n".join(part.text for part in message.parts if part.WhichOneof("content") == "text")
+    return response_from_text(request, text, field="message.parts")
+
+
 def agent_message(text: str, *, task: TaskId, message_id: str) -> a2a_pb2.Message:
     return a2a_pb2.Message(
         message_id=message_id,
@@ -100,6 +116,39 @@ def user_message(text: str, *, task: TaskId, message_id: str) -> a2a_pb2.Message
     return message
 
 
+def input_required_message(
+    request: run_pb2.InputRequest, *, task: TaskId, message_id: str, pending: int = 1
+) -> a2a_pb2.Message:
+    """The status message of a task waiting for input: the request's question as text, and the
+    request as a data part (`input_request`: id, kind, tool, arguments, question, expires_at),
+    with how many requests wait when more than this one (the next message answers this one)."""
+    message = agent_message(request.question, task=task, message_id=message_id)
+    described: dict[str, object] = {
+        "id": request.id,
+        "kind": run_pb2.InputKind.Name(request.kind).removeprefix("INPUT_KIND_").lower(),
+        "tool": request.tool,
+        "arguments": struct_to_dict(request.arguments),
+        "question": request.question,
+        "expires_at": request.expires_at.ToJsonString() if request.HasField("expires_at") else "",
+    }
+    data = struct_pb2.Struct()
+    data.update({"input_request": described, "pending_requests": pending})
+    message.parts.append(a2a_pb2.Part(data=struct_pb2.Value(struct_value=data)))
+    return message
+
+
+def reply_text(content: str) -> str:
+    """A recorded response (an `input_received` event's content) as the user's message it was:
+    the answer, or the decision with its reason; "" for an expiry (nobody said anything)."""
+    body = json_content(content)
+    if body.get("expired"):
+        return ""
+    if body.get("answer"):
+        return str(body["answer"])
+    decision, reason = str(body.get("decision") or ""), str(body.get("reason") or "")
+    return f"{decision}: {reason}" if decision and reason else decision
+
+
 def answer_artifact(text: str) -> a2a_pb2.Artifact:
     return a2a_pb2.Artifact(
         artifact_id=ANSWER_ARTIFACT, name=ANSWER_ARTIFACT, parts=[a2a_pb2.Part(text=text)]
@@ -107,8 +156,9 @@ def answer_artifact(text: str) -> a2a_pb2.Artifact:
 
 
 RunState = resources_pb2.RunState
-# The memory service's state of the run behind each state an inbound task can be in (the
-# others, e.g. input-required, no run of ours is ever in): what ListTasks' `status` filters by.
+# The memory service's state of the run behind each state an inbound task can be in: what
+# ListTasks' `status` filters by. The memory service does not tell a suspended run from a
+# running one, so `input-required` is not a filter (`working` lists both).
 RUN_STATES: dict[a2a_pb2.TaskState.ValueType, resources_pb2.RunState.ValueType] = {
     TaskState.TASK_STATE_WORKING: RunState.RUN_STATE_RUNNING,
     TaskState.TASK_STATE_COMPLETED: RunState.RUN_STATE_ANSWERED,
@@ -137,17 +187,29 @@ class TaskSnapshot:
 def task_from_events(
     task_id: TaskId, events: Sequence[resources_pb2.Event], *, history_length: int | None = None
 ) -> TaskSnapshot:
-    """The task of a run from its own recorded events in `seq` order (the user message first)."""
+    """The task of a run from its own recorded events in `seq` order (the user message first).
+    A run that recorded requests for input not yet answered (`input_requested` without its
+    `input_received`) and no end is `input-required`, its status message the oldest request;
+    each response recorded is the user's message in the history."""
     task = a2a_pb2.Task(id=str(task_id), context_id=task_id.session_id)
     task.status.state = TaskState.TASK_STATE_WORKING
     history: list[a2a_pb2.Message] = []
+    pending: dict[str, run_pb2.InputRequest] = {}
     last_seq = 0
     for event in events:
         last_seq = max(last_seq, event.seq)
         task.status.timestamp.CopyFrom(event.created_at)
         if event.event_type == EventType.EVENT_TYPE_USER_MESSAGE:
             history.append(user_message(event.content, task=task_id, message_id=event.id))
+        elif event.event_type == EventType.EVENT_TYPE_INPUT_REQUESTED:
+            request = input_request(event, [])
+            pending[request.id] = request
+        elif event.event_type == EventType.EVENT_TYPE_INPUT_RECEIVED:
+            pending.pop(event.metadata.fields["request_id"].string_value, None)
+            if said := reply_text(event.content):
+                history.append(user_message(said, task=task_id, message_id=event.id))
         elif is_final(event):
+            pending.clear()
             reply = agent_message(event.content, task=task_id, message_id=event.id)
             history.append(reply)
             task.status.message.CopyFrom(reply)
@@ -156,6 +218,14 @@ def task_from_events(
                 task.artifacts.append(answer_artifact(event.content))
             else:
                 task.status.state = failed_state(str(event.metadata.fields["code"].string_value))
+    if pending:
+        oldest = min(pending.values(), key=lambda request: request.seq)
+        asking = input_required_message(
+            oldest, task=task_id, message_id=f"{oldest.id}-asked", pending=len(pending)
+        )
+        history.append(asking)
+        task.status.state = TaskState.TASK_STATE_INPUT_REQUIRED
+        task.status.message.CopyFrom(asking)
     if history_length is not None:
         history = history[-history_length:] if history_length > 0 else []
     task.history.extend(history)
@@ -171,7 +241,8 @@ class TaskEventStream:
     def __init__(self, task_id: TaskId, run_id: str) -> None:
         self.task_id = task_id
         self._run_id = run_id
-        self._answer = AnswerStream()
+        self._answer = AnswerStream(run_id)
+        self._asked: dict[str, run_pb2.InputRequest] = {}
         self._chunks = 0
         self._steps = 0
         self.task = a2a_pb2.Task(id=str(task_id), context_id=task_id.session_id)
@@ -180,6 +251,11 @@ class TaskEventStream:
     @property
     def done(self) -> bool:
         return self.task.status.state in TERMINAL_STATES
+
+    @property
+    def waiting(self) -> bool:
+        """The run suspended: the task waits for input (the stream of this run is over)."""
+        return self.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
 
     def feed(self, event: run_pb2.RunEvent) -> list[Update]:
         out = [self._chunk(text) for text in [self._answer.feed(event)] if text]
@@ -191,6 +267,13 @@ class TaskEventStream:
         elif event.run_id == self._run_id and kind == "run_failed":
             failed = event.run_failed
             out.append(self._status(failed_state(failed.code), failed.message or failed.code))
+        elif event.run_id == self._run_id and kind == "input_requested":
+            request = event.input_requested.request
+            self._asked[request.id] = request
+        elif event.run_id == self._run_id and kind == "run_suspended":
+            asked = [self._asked[i] for i in event.run_suspended.request_ids if i in self._asked]
+            if asked:
+                out.append(self._input_required(asked[0], pending=len(event.run_suspended.request_ids)))
         elif kind in ("tool_call", "tool_result", "delegation_request", "delegation_response", "error"):
             out.append(self._step(event, kind))
         return out
@@ -210,8 +293,22 @@ class TaskEventStream:
 
     def _status(self, state: a2a_pb2.TaskState.ValueType, text: str) -> a2a_pb2.TaskStatusUpdateEvent:
         self._steps += 1
-        self.task.status.state = state
         message = agent_message(text, task=self.task_id, message_id=f"{self._run_id}-{self._steps}")
+        return self._update(state, message)
+
+    def _input_required(
+        self, request: run_pb2.InputRequest, *, pending: int
+    ) -> a2a_pb2.TaskStatusUpdateEvent:
+        self._steps += 1
+        message = input_required_message(
+            request, task=self.task_id, message_id=f"{self._run_id}-{self._steps}", pending=pending
+        )
+        return self._update(TaskState.TASK_STATE_INPUT_REQUIRED, message)
+
+    def _update(
+        self, state: a2a_pb2.TaskState.ValueType, message: a2a_pb2.Message
+    ) -> a2a_pb2.TaskStatusUpdateEvent:
+        self.task.status.state = state
         self.task.status.message.CopyFrom(message)
         self.task.status.timestamp.GetCurrentTime()
         return a2a_pb2.TaskStatusUpdateEvent(

@@ -29,6 +29,7 @@ from agentmesh.gateway.a2a.convert import (
     TaskId,
     TaskSnapshot,
     Update,
+    message_reply,
     task_from_events,
     user_message,
 )
@@ -42,7 +43,7 @@ from agentmesh.memory.v1 import memory_service_pb2 as mem
 from agentmesh.memory.v1 import resources_pb2
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import resources_pb2 as reg_resources
-from agentmesh.runtime.errors import DomainError, NotFound
+from agentmesh.runtime.errors import DomainError, FailedPrecondition, NotFound
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +83,22 @@ class LiveRuns:
         for task in list(self._drains):
             task.cancel()
         await asyncio.gather(*self._drains, return_exceptions=True)
+
+
+def _not_waiting(snapshot: TaskSnapshot, why: str) -> a2a_errors.UnsupportedOperationError:
+    return a2a_errors.UnsupportedOperationError(
+        f"message.task_id: task {snapshot.task.id!r} is no longer input-required ({why})"
+    )
+
+
+async def _items(events: AsyncIterator[run_pb2.RunEvent]) -> AsyncIterator[run_pb2.RunEvent | DomainError]:
+    """A run's events followed in the log, with how the following broke as the last item."""
+    try:
+        async with contextlib.aclosing(events):  # type: ignore[type-var]
+            async for event in events:
+                yield event
+    except DomainError as error:
+        yield error
 
 
 async def _read(
@@ -139,8 +156,14 @@ class A2ATasks:
         """Starts the task a message asks for and returns its stream converter, the task as it
         starts (working, the user's message in its history) and the run's events. The message's
         context is the session (a new one when it names none); a message naming a task continues
-        that task's context."""
-        session_id = await self._session_for(caller, agent, message)
+        that task's context — or, when that task waits for input, answers it (`_answer`)."""
+        if message.task_id:
+            snapshot = await self._addressed_task(caller, agent, message)
+            if snapshot.task.status.state == a2a_pb2.TaskState.TASK_STATE_INPUT_REQUIRED:
+                return await self._answer(caller, agent, snapshot, message, text)
+            session_id = snapshot.task.context_id
+        else:
+            session_id = self._gateway.session_id(message.context_id or None, field="message.context_id")
         chat = await self._gateway.start_chat(caller, agent.ref, text, session_id)
         task_id = TaskId(chat.run_id, session_id)
         stream = TaskEventStream(task_id, chat.run_id)
@@ -152,21 +175,47 @@ class A2ATasks:
         )
         return stream, started, self._live.follow(chat)
 
-    async def _session_for(self, caller: Caller, agent: Agent, message: a2a_pb2.Message) -> str:
-        if message.task_id:
-            snapshot = await self.get(caller, agent, message.task_id)
-            if message.context_id and message.context_id != snapshot.task.context_id:
-                raise InvalidRequest.field("message.context_id", "is not the context of message.task_id")
-            if snapshot.is_terminal:
-                # The spec: a task that ended takes no more messages; a message without
-                # `task_id` in the same context starts the next task.
-                state = a2a_pb2.TaskState.Name(snapshot.task.status.state)
-                raise a2a_errors.UnsupportedOperationError(
-                    f"message.task_id: task {message.task_id!r} has ended ({state}); send the message"
-                    " without task_id, in its context_id, to start a new task"
-                )
-            return snapshot.task.context_id
-        return self._gateway.session_id(message.context_id or None, field="message.context_id")
+    async def _addressed_task(self, caller: Caller, agent: Agent, message: a2a_pb2.Message) -> TaskSnapshot:
+        snapshot = await self.get(caller, agent, message.task_id)
+        if message.context_id and message.context_id != snapshot.task.context_id:
+            raise InvalidRequest.field("message.context_id", "is not the context of message.task_id")
+        if snapshot.is_terminal:
+            # The spec: a task that ended takes no more messages; a message without `task_id` in
+            # the same context starts the next task.
+            state = a2a_pb2.TaskState.Name(snapshot.task.status.state)
+            raise a2a_errors.UnsupportedOperationError(
+                f"message.task_id: task {message.task_id!r} has ended ({state}); send the message"
+                " without task_id, in its context_id, to start a new task"
+            )
+        return snapshot
+
+    async def _answer(
+        self, caller: Caller, agent: Agent, snapshot: TaskSnapshot, message: a2a_pb2.Message, text: str
+    ) -> tuple[TaskEventStream, a2a_pb2.Task, AsyncIterator[run_pb2.RunEvent | DomainError]]:
+        """A message on a task that waits for input: the response to its run's oldest pending
+        request (convert.message_reply), and the run as it resumes, followed in the log (the run
+        goes on on an executor whether or not anyone follows it)."""
+        task_id = TaskId.parse(snapshot.task.id)
+        assert task_id is not None
+        pending = await self._gateway.pending_requests(
+            caller, agent.project_id, task_id.session_id, run_id=task_id.run_id
+        )
+        if not pending:
+            raise _not_waiting(snapshot, "its request was answered meanwhile")
+        response = message_reply(pending[0], message)
+        try:
+            events = await self._gateway.respond_to_input(caller, agent.project_id, pending[0].id, response)
+        except FailedPrecondition as error:  # answered (or expired) since it was listed
+            raise _not_waiting(snapshot, error.message) from None
+        started = a2a_pb2.Task()
+        started.CopyFrom(snapshot.task)
+        started.status.Clear()
+        started.status.state = a2a_pb2.TaskState.TASK_STATE_WORKING
+        started.status.timestamp.GetCurrentTime()
+        started.history.append(
+            user_message(text, task=task_id, message_id=message.message_id or uuid.uuid4().hex)
+        )
+        return TaskEventStream(task_id, task_id.run_id), started, _items(events)
 
     # Reading.
 

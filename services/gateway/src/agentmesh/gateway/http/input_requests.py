@@ -9,13 +9,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
 from pydantic import BaseModel, Field
+from sse_starlette import EventSourceResponse
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.http import convert
 from agentmesh.gateway.http.context import HttpContext, authorize, context
 from agentmesh.gateway.http.schemas import RequestBody
+from agentmesh.gateway.http.sse import EVENT_STREAM, run_events
 from agentmesh.gateway.models import Caller
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.runtime.protos import struct, struct_to_dict
@@ -157,19 +160,38 @@ def input_request_router() -> APIRouter:
             (await ctx.call(ctx.registry.stub.GetInputRequest, request, caller)).input_request
         )
 
-    @router.post("/{request_id}/respond")
+    @router.post(
+        "/{request_id}/respond",
+        response_model=InputRequestOut,
+        responses={
+            200: {
+                "description": "The request, answered; with `Accept: text/event-stream`, the resumed "
+                "run's RunEvents as server-sent events, each named by its kind",
+                "content": {EVENT_STREAM: {"schema": {"type": "string"}}},
+            }
+        },
+    )
     async def respond_to_input_request(
-        project_id: str, request_id: str, body: InputResponseIn, ctx: Ctx, caller: Auth
-    ) -> InputRequestOut:
+        project_id: str, request_id: str, body: InputResponseIn, request: Request, ctx: Ctx, caller: Auth
+    ) -> Response | InputRequestOut:
         """Gives the request its one response: `{"decision": "approve"|"deny", "reason"?,
         "arguments"?}` for an approval, `{"answer": "..."}` for a question; the reply is the
         request, answered. Once its run has no request left pending, the run resumes on an
-        executor within a lease renewal (about two seconds). 409 when it was answered already (the detail
-        names by whom and when) or has expired; 422 for a response that does not fit it."""
-        request = reg.RespondToInputRequestRequest(
-            project_id=project_id, id=request_id, response=input_response_proto(body)
+        executor within a lease renewal (about two seconds). With `Accept: text/event-stream`
+        the reply is the resumed run instead, as server-sent events (`event:` the RunEvent's
+        kind, `data:` the RunEvent as JSON) until its `run_completed` or `run_failed`, or
+        `run_suspended` when it asks again (or still waits for its other requests, which it
+        sends again first). 409 when it was answered already (the detail names by whom and
+        when) or has expired; 422 for a response that does not fit it."""
+        response = input_response_proto(body)
+        if EVENT_STREAM in request.headers.get("accept", ""):
+            events = await ctx.gateway.respond_to_input(caller, project_id, request_id, response)
+            return EventSourceResponse(run_events(events), sep="\n")
+        answered = await ctx.call(
+            ctx.registry.stub.RespondToInputRequest,
+            reg.RespondToInputRequestRequest(project_id=project_id, id=request_id, response=response),
+            caller,
         )
-        answered = await ctx.call(ctx.registry.stub.RespondToInputRequest, request, caller)
         return input_request_out(answered.input_request)
 
     return router

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sse_starlette import EventSourceResponse
 
 from agentmesh.common.v1 import run_pb2
+from agentmesh.gateway.chat_stream import ChatStream
 from agentmesh.gateway.errors import InvalidRequest, ModelNotFound, TooManyMessages
 from agentmesh.gateway.gateway import check_double_texting, check_model_settings
 from agentmesh.gateway.http.agents import AGENT_BASE, resolve_agent
@@ -307,16 +308,17 @@ def _text(message: ChatMessage) -> str:
     return "".join(part.text or "" for part in message.content if part.type == "text")
 
 
-def _input(ctx: HttpContext, body: ChatCompletionRequest) -> str:
-    """The chat's input: the last user message. The agent keeps the conversation in its session,
-    so earlier messages (and system prompts: the agent has its instructions) are not replayed."""
+def _input(ctx: HttpContext, body: ChatCompletionRequest) -> tuple[str, str]:
+    """The chat's input: the last user message, and the field it is in. The agent keeps the
+    conversation in its session, so earlier messages (and system prompts: the agent has its
+    instructions) are not replayed."""
     if len(body.messages) > ctx.max_chat_messages:
         raise TooManyMessages(len(body.messages), ctx.max_chat_messages)
     for index in range(len(body.messages) - 1, -1, -1):
         if body.messages[index].role == "user":
-            text = _text(body.messages[index])
-            ctx.gateway.check_message(text, field=f"messages[{index}].content")
-            return text
+            text, field = _text(body.messages[index]), f"messages[{index}].content"
+            ctx.gateway.check_message(text, field=field)
+            return text, field
     raise InvalidRequest.field("messages", "needs a message with role 'user'")
 
 
@@ -331,45 +333,48 @@ async def _complete(
     if last_event_id := request.headers.get(LAST_EVENT_ID):
         session_id = header_session or body.session_id
         return await _resume(request, ctx, caller, ref, body, session_id, last_event_id)
-    text = _input(ctx, body)
+    text, field = _input(ctx, body)
     model_settings = body.model_settings()
     policy = body.double_texting or ""
     check_double_texting(policy)
-    session_id = ctx.gateway.session_id(header_session or body.session_id)
+    named_session = header_session or body.session_id
+    session_id = ctx.gateway.session_id(named_session)
     headers = {SESSION_HEADER: session_id}
     created = int(time.time())
     model = str(ref)
-    try:
-        if not body.stream:
-            result = await until_disconnected(
-                request,
-                ctx.gateway.chat(
-                    caller, ref, text, session_id, model_settings=model_settings, double_texting=policy
-                ),
-            )
-            completion = ChatCompletion(
-                id=f"chatcmpl-{result.run_id}",
-                created=created,
-                model=model,
-                choices=[
-                    Choice(
-                        index=0,
-                        message=AssistantMessage(content=result.content),
-                        finish_reason="length" if result.max_steps_reached else "stop",
-                    )
-                ],
-                usage=_usage(result.usage or run_pb2.Usage()),
-            )
-            return JSONResponse(completion.model_dump(mode="json"), headers=headers)
-        # The run must start before the response does: a refused chat gets its own status.
-        chat = await until_disconnected(
-            request,
-            ctx.gateway.start_chat(
-                caller, ref, text, session_id, model_settings=model_settings, double_texting=policy
-            ),
+
+    async def begin() -> ChatStream:
+        # The session's run waiting for input takes the message as its answer and goes on;
+        # otherwise the message starts a run. The run starts (or resumes) before the response
+        # does: a refused chat gets its own status.
+        if named_session:
+            answering = await ctx.gateway.answer_chat(caller, ref, session_id, text, field=field)
+            if answering is not None:
+                return answering
+        return await ctx.gateway.start_chat(
+            caller, ref, text, session_id, model_settings=model_settings, double_texting=policy
         )
+
+    try:
+        chat = await until_disconnected(request, begin())
     except NotFound as error:
         raise ModelNotFound(model) from error
+    if not body.stream:
+        result = await until_disconnected(request, chat.result_at_end())
+        completion = ChatCompletion(
+            id=f"chatcmpl-{result.run_id}",
+            created=created,
+            model=model,
+            choices=[
+                Choice(
+                    index=0,
+                    message=AssistantMessage(content=result.content),
+                    finish_reason="length" if result.max_steps_reached else "stop",
+                )
+            ],
+            usage=_usage(result.usage or run_pb2.Usage()),
+        )
+        return JSONResponse(completion.model_dump(mode="json"), headers=headers)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     shape = ChunkShape(f"chatcmpl-{chat.run_id}", created, model, include_usage)
     return EventSourceResponse(live_chunks(chat, shape), headers=headers, sep="\n")

@@ -1,5 +1,9 @@
-"""The OpenAI-compatible SSE stream of a chat completion, and picking it up again by
-`Last-Event-ID` (DESIGN §5; docs/durability.md).
+"""Server-sent events: a run's RunEvents as they are (`run_events`), and the OpenAI-compatible
+stream of a chat completion, picked up again by `Last-Event-ID` (DESIGN §5; docs/durability.md).
+
+A RunEvent is one event named by its kind (`event: tool_result`), its `data` the RunEvent in the
+JSON the REST API writes (run.proto: field names as in the proto, the kind under its oneof
+member's name, enum values in lower case without their prefix).
 
 Every chunk carries an SSE `id`: `<run_id>:<seq>:<sent>` — the addressed run, the highest
 recorded `seq` the stream had carried, and how many characters of the answer it had sent. A
@@ -18,12 +22,26 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.gateway.chat_stream import ChatStream, run_failure
+from agentmesh.gateway.chat_stream import ChatStream, asking_text, run_failure
 from agentmesh.gateway.errors import InvalidRequest
-from agentmesh.gateway.http.errors import openai_error_body
+from agentmesh.gateway.http.errors import openai_error_body, rest_error_body
 from agentmesh.runtime.errors import DomainError
+from agentmesh.runtime.protos import plain_dict
 
 LAST_EVENT_ID = "Last-Event-ID"
+EVENT_STREAM = "text/event-stream"
+
+
+async def run_events(events: AsyncIterator[run_pb2.RunEvent]) -> AsyncIterator[dict[str, str]]:
+    """A run's events as server-sent events (see the module docstring); a stream that breaks
+    ends with an `error` event whose data is a REST error body."""
+    try:
+        async for event in events:
+            yield {"event": event.WhichOneof("kind") or "event", "data": json.dumps(plain_dict(event))}
+    except DomainError as error:
+        yield {"event": "error", "data": json.dumps(rest_error_body(error.message))}
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -117,22 +135,41 @@ async def live_chunks(chat: ChatStream, shape: ChunkShape) -> AsyncIterator[dict
 async def resumed_chunks(
     events: AsyncIterator[run_pb2.RunEvent], position: StreamPosition, shape: ChunkShape
 ) -> AsyncIterator[dict[str, str]]:
-    """The rest of a completion's stream after `position`, from the session's log."""
+    """The rest of a completion's stream after `position`, from the session's log: to the run's
+    answer, or to what it asks when it suspended (as `ChatStream.answer` tells it)."""
+    asked: list[run_pb2.InputRequest] = []
     async for event in events:
         if event.run_id != position.run_id:
             continue  # a sub-agent's or delegated worker's step: not part of the answer
         position = StreamPosition(position.run_id, max(position.seq, event.seq), position.sent)
+        if event.HasField("input_requested"):
+            asked.append(event.input_requested.request)
         if event.HasField("run_failed"):
             yield {"data": json.dumps(openai_error_body(run_failure(event.run_failed)))}
             return
+        if event.HasField("run_suspended"):
+            waits_for = [r for r in asked if r.id in event.run_suspended.request_ids]
+            for chunk in _rest(position, shape, asking_text(waits_for), "stop", None):
+                yield chunk
+            break
         if event.HasField("run_completed"):
             completed = event.run_completed
-            rest = completed.content[position.sent :]
-            position = StreamPosition(position.run_id, position.seq, position.sent + len(rest))
-            if rest:
-                yield shape.chunk(position, {"content": rest})
-            yield shape.chunk(position, {}, "length" if completed.max_steps_reached else "stop")
-            if shape.include_usage:
-                yield shape.usage(position, usage_body(completed.usage))
+            finish = "length" if completed.max_steps_reached else "stop"
+            for chunk in _rest(position, shape, completed.content, finish, completed.usage):
+                yield chunk
             break
     yield {"data": "[DONE]"}
+
+
+def _rest(
+    position: StreamPosition, shape: ChunkShape, content: str, finish: str, usage: run_pb2.Usage | None
+) -> list[dict[str, str]]:
+    """The end of a resumed stream: what it had not sent of `content`, the finish chunk, and
+    the usage chunk when asked for."""
+    rest = content[position.sent :]
+    position = StreamPosition(position.run_id, position.seq, position.sent + len(rest))
+    chunks = [shape.chunk(position, {"content": rest})] if rest else []
+    chunks.append(shape.chunk(position, {}, finish))
+    if shape.include_usage:
+        chunks.append(shape.usage(position, usage_body(usage or run_pb2.Usage())))
+    return chunks

@@ -102,7 +102,8 @@ class GatewayServiceServicer:
         """Responds to a suspended run's request for input (as RegistryService.RespondToInputRequest,
         with its errors), then streams the resumed run from the request's event on, as StreamChat
         streams a run: until its `run_completed` or `run_failed`, or `run_suspended` when it asks
-        again. A run with another request still pending streams nothing after the response.
+        again. A run with another request still pending streams those requests (`input_requested`)
+        and `run_suspended`.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -61,7 +61,8 @@ class GatewayServiceStub:
     """Responds to a suspended run's request for input (as RegistryService.RespondToInputRequest,
     with its errors), then streams the resumed run from the request's event on, as StreamChat
     streams a run: until its `run_completed` or `run_failed`, or `run_suspended` when it asks
-    again. A run with another request still pending streams nothing after the response.
+    again. A run with another request still pending streams those requests (`input_requested`)
+    and `run_suspended`.
     """
 
 @_typing.type_check_only
@@ -97,7 +98,8 @@ class GatewayServiceAsyncStub(GatewayServiceStub):
     """Responds to a suspended run's request for input (as RegistryService.RespondToInputRequest,
     with its errors), then streams the resumed run from the request's event on, as StreamChat
     streams a run: until its `run_completed` or `run_failed`, or `run_suspended` when it asks
-    again. A run with another request still pending streams nothing after the response.
+    again. A run with another request still pending streams those requests (`input_requested`)
+    and `run_suspended`.
     """
 
 class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -154,7 +156,8 @@ class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
         """Responds to a suspended run's request for input (as RegistryService.RespondToInputRequest,
         with its errors), then streams the resumed run from the request's event on, as StreamChat
         streams a run: until its `run_completed` or `run_failed`, or `run_suspended` when it asks
-        again. A run with another request still pending streams nothing after the response.
+        again. A run with another request still pending streams those requests (`input_requested`)
+        and `run_suspended`.
         """
 
 def add_GatewayServiceServicer_to_server(servicer: GatewayServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,153 @@
+"""A run that asks a person, over A2A, on every binding through the official a2a-sdk client: the
+task goes `input-required` with the question (text) and the request (a data part), live and when
+read back from the log; the next message on the task answers it and the task goes on to its end,
+streamed or returned as a new message's would be. A reply that does not fit is the spec's
+InvalidParamsError; a request someone else answered meanwhile, UnsupportedOperationError; a
+cancel, TaskNotCancelableError.
+
+Approvals (tools whose permission is `ask`) are not raised by runs yet: their replies are tested
+in tests/unit/gateway/test_answers.py."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+import pytest
+from a2a.client import Client
+from a2a.types import a2a_pb2
+from a2a.utils import errors as a2a_errors
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.struct_pb2 import Struct, Value
+
+from tests.integration.gateway.a2a_client import BINDINGS, a2a_client, fetch_card, send_request
+from tests.integration.gateway.support import Agent, Api, asking_agent
+
+State = a2a_pb2.TaskState
+QUESTION = "Which city should I book?"
+pytestmark = pytest.mark.parametrize("binding", BINDINGS)
+
+
+def answer(text: str, task: a2a_pb2.Task) -> a2a_pb2.SendMessageRequest:
+    request = send_request(text)
+    request.message.task_id = task.id
+    return request
+
+
+def data_answer(data: dict, task: a2a_pb2.Task) -> a2a_pb2.SendMessageRequest:
+    """A structured reply: the fields REST takes, in a data part."""
+    request = answer("", task)
+    fields = Struct()
+    fields.update(data)
+    request.message.parts[0].CopyFrom(a2a_pb2.Part(data=Value(struct_value=fields)))
+    return request
+
+
+@asynccontextmanager
+async def waiting_task(
+    api: Api, http: httpx.AsyncClient, binding: str, then: str
+) -> AsyncIterator[tuple[Agent, Client, a2a_pb2.Task]]:
+    """An agent that asked QUESTION (and answers `then` after), its client, and the task."""
+    agent = await asking_agent(api, QUESTION, then)
+    card = await fetch_card(http, agent)
+    async with a2a_client(card, binding, agent.owner.token, streaming=False) as client:
+        [first] = await sent(client, send_request("Book me a trip."))
+        yield agent, client, first.task
+
+
+def asked(message: a2a_pb2.Message) -> dict:
+    """The request a status message carries in its data part."""
+    [data] = [part.data for part in message.parts if part.HasField("data")]
+    return MessageToDict(data)["input_request"]
+
+
+async def sent(client: Client, request: a2a_pb2.SendMessageRequest) -> list[a2a_pb2.StreamResponse]:
+    return [response async for response in client.send_message(request)]
+
+
+async def test_the_next_message_answers_the_task_s_question(
+    binding: str, api: Api, http: httpx.AsyncClient
+) -> None:
+    async with waiting_task(api, http, binding, "Booked Lisbon.") as (agent, client, task):
+        assert task.status.state == State.TASK_STATE_INPUT_REQUIRED, task.status
+        assert task.status.message.parts[0].text == QUESTION
+        request = asked(task.status.message)
+        assert (request["kind"], request["question"]) == ("question", QUESTION)
+        assert request["id"] and request["expires_at"]
+
+        # The log tells the same: any replica reads the task as waiting, with the same request.
+        got = await client.get_task(a2a_pb2.GetTaskRequest(id=task.id))
+        assert got.status.state == State.TASK_STATE_INPUT_REQUIRED
+        assert asked(got.status.message)["id"] == request["id"]
+
+        [second] = await sent(client, answer("Lisbon", task))
+        done = second.task
+        assert done.id == task.id and done.status.state == State.TASK_STATE_COMPLETED, done.status
+        assert done.artifacts[0].parts[0].text == "Booked Lisbon."
+
+        got = await client.get_task(a2a_pb2.GetTaskRequest(id=task.id))
+        assert got.status.state == State.TASK_STATE_COMPLETED
+        said = [(m.role, m.parts[0].text) for m in got.history]
+        assert said[0] == (a2a_pb2.Role.ROLE_USER, "Book me a trip.")
+        assert (a2a_pb2.Role.ROLE_USER, "Lisbon") in said
+        assert said[-1] == (a2a_pb2.Role.ROLE_AGENT, "Booked Lisbon.")
+        events = await api.session_events(agent, task.context_id)
+    [result] = [e for e in events if e["event_type"] == "tool_result"]
+    assert result["content"] == "Lisbon"
+    assert [e["event_type"] for e in events].count("user_message") == 1  # no new run was started
+
+
+async def test_streaming_shows_the_question_and_then_the_resumed_run(
+    binding: str, api: Api, http: httpx.AsyncClient
+) -> None:
+    agent = await asking_agent(api, QUESTION, "Booked Oslo.")
+    card = await fetch_card(http, agent)
+    async with a2a_client(card, binding, agent.owner.token) as client:
+        first = await sent(client, send_request("Book me a trip."))
+        assert first[0].task.status.state == State.TASK_STATE_WORKING
+        last = first[-1].status_update.status
+        assert last.state == State.TASK_STATE_INPUT_REQUIRED
+        assert last.message.parts[0].text == QUESTION and asked(last.message)["kind"] == "question"
+        task = first[0].task
+
+        second = await sent(client, data_answer({"answer": "Oslo"}, task))
+        assert second[0].task.id == task.id
+        assert second[0].task.status.state == State.TASK_STATE_WORKING
+        final = second[-1].status_update.status
+        assert final.state == State.TASK_STATE_COMPLETED and final.message.parts[0].text == "Booked Oslo."
+        chunks = [r.artifact_update.artifact.parts[0].text for r in second if r.HasField("artifact_update")]
+        assert "".join(chunks) == "Booked Oslo."
+
+
+async def test_a_reply_that_does_not_fit_or_a_cancel_is_refused_and_the_task_still_waits(
+    binding: str, api: Api, http: httpx.AsyncClient, once: None
+) -> None:
+    async with waiting_task(api, http, binding, "Booked.") as (_, client, task):
+        with pytest.raises(a2a_errors.InvalidParamsError, match=r"message\.parts: .*answer it with any text"):
+            await sent(client, answer("   ", task))
+        with pytest.raises(a2a_errors.InvalidParamsError, match=r"message\.parts\[0\]\.data\.answer"):
+            await sent(client, data_answer({"decision": "approve"}, task))
+        # Its run is parked, held by no executor: it is answered (or expires), not cancelled.
+        with pytest.raises(a2a_errors.TaskNotCancelableError, match="is input-required"):
+            await client.cancel_task(a2a_pb2.CancelTaskRequest(id=task.id))
+        got = await client.get_task(a2a_pb2.GetTaskRequest(id=task.id))
+        assert got.status.state == State.TASK_STATE_INPUT_REQUIRED
+        [done] = await sent(client, answer("Rome", task))
+        assert done.task.status.state == State.TASK_STATE_COMPLETED
+
+
+async def test_of_two_answers_at_once_one_counts_the_other_names_the_state(
+    binding: str, api: Api, http: httpx.AsyncClient, once: None
+) -> None:
+    async with waiting_task(api, http, binding, "Booked.") as (_, client, task):
+        replies = await asyncio.gather(
+            sent(client, answer("Paris", task)), sent(client, answer("Vienna", task)), return_exceptions=True
+        )
+    refused = [r for r in replies if isinstance(r, BaseException)]
+    assert len(refused) == 1, replies
+    assert isinstance(refused[0], a2a_errors.UnsupportedOperationError), refused
+    assert "no longer input-required" in str(refused[0])
+    [won] = [r for r in replies if not isinstance(r, BaseException)]
+    assert won[0].task.status.state == State.TASK_STATE_COMPLETED
