@@ -38,8 +38,6 @@ REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
 PARK_WAIT_SECONDS = 30.0
 # What a message for a session whose run is in flight does (the executor and registry apply it).
 DOUBLE_TEXTING_POLICIES = ("reject", "enqueue", "interrupt")
-# How long a suspension read from the log waits for the registry to hold its requests.
-PARKING_WAIT_SECONDS = 10.0
 
 
 def check_double_texting(policy: str | None) -> None:
@@ -189,13 +187,15 @@ class AgentGateway:
             agent.project_slug, agent.agent_name, metadata=caller.metadata
         )
         await self.check_session(caller, spec.agent.project_id, session_id)
+        project_id = spec.agent.project_id
         return follow_run(
             self._memory,
             session_id,
-            project_id=spec.agent.project_id,
+            project_id=project_id,
             after_seq=after_seq,
             run_id=run_id,
             metadata=caller.metadata,
+            parked=lambda ids: self._parked(caller, project_id, ids),
         )
 
     async def respond_to_input(
@@ -224,35 +224,7 @@ class AgentGateway:
             metadata=caller.metadata,
             parked=lambda ids: self._parked(caller, project_id, ids),
         )
-        return self._answerable(caller, project_id, resumed)
-
-    async def _answerable(
-        self, caller: Caller, project_id: str, events: AsyncIterator[run_pb2.RunEvent]
-    ) -> AsyncIterator[run_pb2.RunEvent]:
-        """`events`, whose `run_suspended` (read from the log) waits until the registry holds
-        the requests: the executor records them before it parks the run, and a client that
-        answers as soon as it is told must find them (bounded: a run that is never parked is
-        taken over from the log and suspended again)."""
-        async with contextlib.aclosing(events):  # type: ignore[type-var]
-            async for event in events:
-                if event.HasField("run_suspended"):
-                    for request_id in event.run_suspended.request_ids:
-                        await self._parked(caller, project_id, request_id)
-                yield event
-
-    async def _parked(self, caller: Caller, project_id: str, request_id: str) -> None:
-        delay, waited = 0.02, 0.0
-        while True:
-            try:
-                await self._registry.get_input_request(project_id, request_id, metadata=caller.metadata)
-                return
-            except NotFound:
-                if waited >= PARKING_WAIT_SECONDS:
-                    logger.warning("request %s is in the log but not at the registry", request_id)
-                    return
-            await asyncio.sleep(delay)
-            waited += delay
-            delay = min(delay * 2, 0.5)
+        return resumed
 
     async def _parked(self, caller: Caller, project_id: str, request_ids: list[str]) -> None:
         """Waits (boundedly) until the registry holds these requests: a run records its requests
