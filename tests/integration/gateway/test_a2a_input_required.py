@@ -5,8 +5,9 @@ streamed or returned as a new message's would be. A reply that does not fit is t
 InvalidParamsError; a request someone else answered meanwhile, UnsupportedOperationError; a
 cancel, TaskNotCancelableError.
 
-Approvals (tools whose permission is `ask`) are not raised by runs yet: their replies are tested
-in tests/unit/gateway/test_answers.py."""
+Approvals (a tool whose permission is `ask`): "approve" runs the call, a reply that is neither
+approve nor deny is InvalidParamsError; the other replies' readings are in
+tests/unit/gateway/test_answers.py."""
 
 from __future__ import annotations
 
@@ -151,3 +152,28 @@ async def test_of_two_answers_at_once_one_counts_the_other_names_the_state(
     assert "no longer input-required" in str(refused[0])
     [won] = [r for r in replies if not isinstance(r, BaseException)]
     assert won[0].task.status.state == State.TASK_STATE_COMPLETED
+
+
+async def test_an_approval_is_answered_with_approve_and_the_call_runs(
+    binding: str, api: Api, http: httpx.AsyncClient
+) -> None:
+    clock = {"content": "", "tool_calls": [{"name": "get_current_time", "arguments": {"timezone": "UTC"}}]}
+    agent = await api.agent(
+        mock_responses=[clock, "It is late."],
+        type_fields={"tools": ["get_current_time"], "tool_permissions": {"get_current_time": "ask"}},
+    )
+    card = await fetch_card(http, agent)
+    async with a2a_client(card, binding, agent.owner.token, streaming=False) as client:
+        [first] = await sent(client, send_request("What time is it?"))
+        task = first.task
+        assert task.status.state == State.TASK_STATE_INPUT_REQUIRED, task.status
+        request = asked(task.status.message)
+        assert (request["kind"], request["tool"]) == ("approval", "get_current_time")
+
+        with pytest.raises(
+            a2a_errors.InvalidParamsError, match=r"asks for an approval: reply 'approve' or 'deny'"
+        ):
+            await sent(client, answer("maybe", task))
+        [done] = await sent(client, answer("Approve", task))
+        assert done.task.status.state == State.TASK_STATE_COMPLETED, done.task.status
+        assert done.task.artifacts[-1].parts[0].text == "It is late."
