@@ -54,7 +54,8 @@ type GatewayServiceClient interface {
 	// Responds to a suspended run's request for input (as RegistryService.RespondToInputRequest,
 	// with its errors), then streams the resumed run from the request's event on, as StreamChat
 	// streams a run: until its `run_completed` or `run_failed`, or `run_suspended` when it asks
-	// again. A run with another request still pending streams nothing after the response.
+	// again. A run with another request still pending streams those requests (`input_requested`)
+	// and `run_suspended`.
 	RespondToInput(ctx context.Context, in *RespondToInputRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RespondToInputResponse], error)
 }
 
@@ -153,7 +154,8 @@ type GatewayServiceServer interface {
 	// Responds to a suspended run's request for input (as RegistryService.RespondToInputRequest,
 	// with its errors), then streams the resumed run from the request's event on, as StreamChat
 	// streams a run: until its `run_completed` or `run_failed`, or `run_suspended` when it asks
-	// again. A run with another request still pending streams nothing after the response.
+	// again. A run with another request still pending streams those requests (`input_requested`)
+	// and `run_suspended`.
 	RespondToInput(*RespondToInputRequest, grpc.ServerStreamingServer[RespondToInputResponse]) error
 	mustEmbedUnimplementedGatewayServiceServer()
 }
