@@ -24,9 +24,11 @@ from typing import Any
 from google.protobuf import json_format
 
 from agentmesh.common.v1 import run_pb2
+from agentmesh.executor.agents.runtime import DELEGATE_TOOL, AgentRuntime
 from agentmesh.executor.context.scope import RunScope
 from agentmesh.executor.durability.recorder import EventType, NewEvent
-from agentmesh.executor.durability.run_log import PlannedCall
+from agentmesh.executor.durability.run_log import DELEGATION, TOOL, PlannedCall
+from agentmesh.executor.tools import permissions
 from agentmesh.executor.tools.base import ToolOutput
 from agentmesh.executor.tools.builtin import ASK_USER
 from agentmesh.memory.v1.resources_pb2 import Event
@@ -217,6 +219,59 @@ def outcome(
 
 def requested_run_event(scope: RunScope, request: run_pb2.InputRequest) -> run_pb2.RunEvent:
     return scope.origin.event(seq=request.seq, input_requested=run_pb2.InputRequested(request=request))
+
+
+def permitted(call: PlannedCall, runtime: AgentRuntime, scope: RunScope) -> PlannedCall:
+    """The call with its permission (tools/permissions.py): one that may not run carries why (a
+    delegation then becomes a refused call of the `delegate` tool, answered as such)."""
+    as_sub_agent = scope.request.as_sub_agent
+    if call.kind == TOOL:
+        call.permission = runtime.permission(call.name, as_sub_agent=as_sub_agent)
+        if call.permission == permissions.DENY and not call.error:
+            call.error = permissions.NOT_PERMITTED
+        refuse_if_unaskable(call, scope)
+        return call
+    if call.kind != DELEGATION:
+        return call
+    permission = runtime.delegation_permission(call.name)
+    if permission == permissions.ALLOW:
+        return call
+    why = (
+        f"delegating to {call.name} is not permitted for this agent"
+        if permission == permissions.DENY
+        else f"delegating to {call.name} needs a person's approval, which a delegation cannot ask for yet"
+    )
+    refused = PlannedCall(TOOL, call.id, DELEGATE_TOOL, call.arguments, error=why, native=call.native)
+    refused.step, refused.index, refused.usage = call.step, call.index, call.usage
+    return refused
+
+
+def refuse_if_unaskable(call: PlannedCall, scope: RunScope) -> None:
+    """A delegated or sub-agent run cannot suspend (its caller holds a stream open for it): a call
+    of it that needs a person is refused rather than run unapproved."""
+    kind = asks(call)
+    if kind is not None and (scope.depth > 0 or scope.request.as_sub_agent):
+        call.error = cannot_ask(call, kind).text
+
+
+async def ask(scope: RunScope, held: Sequence[tuple[PlannedCall, str]]) -> list[run_pb2.InputRequest]:
+    """Records a request for each held call (and its intent event's id), in one append whose last
+    event is marked, and streams them: the requests, with their seqs."""
+    requests = []
+    for call, _ in held:
+        kind = asks(call)
+        assert kind is not None
+        requests.append(new_request(scope, call, kind))
+    events = await scope.recorder.record_many(
+        [
+            requested_event(request, call_event_id, last=place == len(held) - 1)
+            for place, (request, (_, call_event_id)) in enumerate(zip(requests, held, strict=True))
+        ]
+    )
+    for request, event in zip(requests, events, strict=True):
+        request.seq = event.seq
+        await scope.sink.emit(requested_run_event(scope, request))
+    return requests
 
 
 def cannot_ask(call: PlannedCall, kind: int) -> ToolOutput:

@@ -17,12 +17,12 @@ import dataclasses
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.agents.runtime import DELEGATE_TOOL, AgentRuntime, delegate_tool_spec
-from agentmesh.executor.agents.text import DELEGATE, FencedBlock, FencedBlockFilter, TextChunker
-from agentmesh.executor.context.scope import RunFailure, RunResult, RunScope
+from agentmesh.executor.agents.text import DELEGATE
+from agentmesh.executor.context.scope import RunResult, RunScope
 from agentmesh.executor.delegation.delegator import Delegator, PreparedDelegation
 from agentmesh.executor.durability.detached import run_detached
 from agentmesh.executor.durability.recorder import EventType, NewEvent
@@ -35,14 +35,14 @@ from agentmesh.executor.durability.run_log import (
     PlannedCall,
     RunLog,
 )
-from agentmesh.executor.errors import INVALID_BLOCK, MODEL_FAILED
+from agentmesh.executor.errors import INVALID_BLOCK
 from agentmesh.executor.loops import asking
 from agentmesh.executor.loops.messages import assistant_turn, result_messages
-from agentmesh.executor.providers.base import ChatModel, Message, ModelError, ToolCallRequest, ToolSpec, Usage
+from agentmesh.executor.loops.model_step import ModelReply, call_model
+from agentmesh.executor.providers.base import Message, ToolSpec
 from agentmesh.executor.providers.factory import message_params
 from agentmesh.executor.tools.base import ToolOutput
 from agentmesh.executor.tools.builtin import EXIT_LOOP
-from agentmesh.executor.tools.permissions import ALLOW, DENY, NOT_PERMITTED
 from agentmesh.memory.v1.resources_pb2 import Event
 from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.batching import item_of
@@ -54,15 +54,6 @@ IN_DOUBT = (
     "the outcome of this call is unknown: the executor running it stopped before its result was "
     "recorded, and the tool is not declared idempotent, so it was not run again"
 )
-
-
-@dataclass
-class ModelReply:
-    raw: str
-    visible: str
-    native_calls: Sequence[ToolCallRequest]
-    blocks: Sequence[FencedBlock]
-    usage: Usage = field(default_factory=Usage)
 
 
 @dataclass(frozen=True)
@@ -142,7 +133,9 @@ class LlmLoop:
             metrics.record_step(kind="llm")
             await scope.sink.emit(scope.origin.event(step_started=run_pb2.StepStarted(step=step)))
             with telemetry.step_span(step=step, agent=scope.agent):
-                reply = await self._call_model(model, messages, tool_specs, step)
+                reply = await call_model(scope, model, messages, tool_specs, step, chunking=self._settings)
+                result.usage += reply.usage
+                result.total_usage += reply.usage
                 best = reply.visible or best
                 # The summing-up step after an escalation answers; it calls nothing more.
                 calls = [] if result.escalated else self._plan(reply, step)
@@ -183,73 +176,6 @@ class LlmLoop:
 
     # -- model ------------------------------------------------------------------------------------
 
-    async def _call_model(
-        self, model: ChatModel, messages: Sequence[Message], tools: Sequence[ToolSpec], step: int
-    ) -> ModelReply:
-        scope = self._scope
-        fenced = FencedBlockFilter()
-        chunker = TextChunker(self._settings.text_chunk_chars, self._settings.text_flush_seconds)
-        raw: list[str] = []
-        visible: list[str] = []
-        native: list[ToolCallRequest] = []
-        usage = Usage()
-        response_model = finish_reason = ""
-
-        async def emit(pieces: list[str]) -> None:
-            for piece in pieces:
-                if piece:
-                    visible.append(piece)
-                    await scope.sink.emit(scope.origin.event(text_delta=run_pb2.TextDelta(text=piece)))
-
-        with telemetry.model_span(system=model.system, model=model.name, step=step) as span:
-            started = time.monotonic()
-            error_type = ""
-            try:
-                async for chunk in model.stream(messages, tools):
-                    if chunk.text:
-                        raw.append(chunk.text)
-                        await emit(chunker.add(fenced.feed(chunk.text)))
-                    native.extend(chunk.tool_calls)
-                    if chunk.usage is not None:
-                        usage = usage + chunk.usage
-                    response_model = chunk.response_model or response_model
-                    finish_reason = chunk.finish_reason or finish_reason
-            except ModelError as error:
-                error_type = type(error.__cause__ or error).__name__
-                raise RunFailure(
-                    "UNAVAILABLE" if error.retryable else "FAILED_PRECONDITION",
-                    f"model {model.name} failed: {error}",
-                    reason=MODEL_FAILED,
-                ) from error
-            except asyncio.CancelledError:
-                error_type = "cancelled"
-                raise
-            except Exception as error:
-                error_type = type(error).__name__
-                raise
-            finally:
-                metrics.record_model_call(
-                    system=model.system,
-                    model=model.name,
-                    seconds=time.monotonic() - started,
-                    input_tokens=usage.input_tokens,
-                    output_tokens=usage.output_tokens,
-                    error_type=error_type,
-                )
-            await emit([*chunker.add(fenced.finish()), chunker.flush()])
-            telemetry.record_model_usage(
-                span,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                response_model=response_model,
-                finish_reason=finish_reason,
-            )
-        self._result.usage += usage
-        self._result.total_usage += usage
-        text = "".join(visible)
-        # Only where blocks were cut out is there whitespace that the model did not mean.
-        return ModelReply("".join(raw), text.strip() if fenced.blocks else text, native, fenced.blocks, usage)
-
     def _plan(self, reply: ModelReply, step: int) -> list[PlannedCall]:
         calls: list[PlannedCall] = []
         for call in reply.native_calls:
@@ -278,39 +204,8 @@ class LlmLoop:
                 calls.append(PlannedCall(TOOL, call_id, value["name"], arguments, native=False))
         for index, call in enumerate(calls):
             call.step, call.index = step, index
-            calls[index] = self._permitted(call)
+            calls[index] = asking.permitted(call, self._runtime, self._scope)
         return calls
-
-    def _permitted(self, call: PlannedCall) -> PlannedCall:
-        """The call with its permission (tools/permissions.py): one that may not run carries why
-        (a delegation then becomes a refused call of the `delegate` tool, answered as such)."""
-        if call.kind == TOOL:
-            call.permission = self._runtime.permission(call.name, as_sub_agent=self._as_sub_agent)
-            if call.permission == DENY and not call.error:
-                call.error = NOT_PERMITTED
-            self._refuse_if_unaskable(call)
-            return call
-        if call.kind != DELEGATION:
-            return call
-        permission = self._runtime.delegation_permission(call.name)
-        if permission == ALLOW:
-            return call
-        why = (
-            f"delegating to {call.name} is not permitted for this agent"
-            if permission == DENY
-            else f"delegating to {call.name} needs a person's approval, which a delegation cannot ask for yet"
-        )
-        refused = PlannedCall(TOOL, call.id, DELEGATE_TOOL, call.arguments, error=why, native=call.native)
-        refused.step, refused.index, refused.usage = call.step, call.index, call.usage
-        return refused
-
-    def _refuse_if_unaskable(self, call: PlannedCall) -> None:
-        """A delegated or sub-agent run cannot suspend (its caller holds a stream open for it):
-        a call of it that needs a person is refused rather than run unapproved."""
-        scope = self._scope
-        kind = asking.asks(call)
-        if kind is not None and (scope.depth > 0 or scope.request.as_sub_agent):
-            call.error = asking.cannot_ask(call, kind).text
 
     # -- tools and delegations --------------------------------------------------------------------
 
@@ -389,27 +284,8 @@ class LlmLoop:
         if held:
             # The step's other calls ran (their results are recorded first, so that whoever
             # follows the log stops at the last request): the run suspends on these.
-            raise asking.RunSuspends(await self._ask(held))
+            raise asking.RunSuspends(await asking.ask(self._scope, held))
         return [outputs[call.id] for call in calls]
-
-    async def _ask(self, held: Sequence[tuple[PlannedCall, str]]) -> list[run_pb2.InputRequest]:
-        """Records a request for each held call (one append) and streams them: the requests."""
-        scope = self._scope
-        requests = []
-        for call, _ in held:
-            kind = asking.asks(call)
-            assert kind is not None
-            requests.append(asking.new_request(scope, call, kind))
-        events = await scope.recorder.record_many(
-            [
-                asking.requested_event(request, call_event_id, last=place == len(held) - 1)
-                for place, (request, (_, call_event_id)) in enumerate(zip(requests, held, strict=True))
-            ]
-        )
-        for request, event in zip(requests, events, strict=True):
-            request.seq = event.seq
-            await scope.sink.emit(asking.requested_run_event(scope, request))
-        return requests
 
     async def _tool(
         self,
@@ -510,7 +386,7 @@ class LlmLoop:
             for open_call in (call for call in logged.calls if call.output is None):
                 call = open_call.call
                 if call.kind == TOOL:  # as permitted now (the log does not say; rules may have changed)
-                    self._permitted(call)
+                    asking.permitted(call, self._runtime, self._scope)
                 if call.kind == DELEGATION:
                     group.create_task(self._resume_delegation(open_call, outputs))
                 elif call.error and open_call.received is None:
@@ -525,7 +401,7 @@ class LlmLoop:
                 else:
                     group.create_task(self._in_doubt(open_call, outputs))
         if waiting or unasked:
-            raise asking.RunSuspends([*waiting, *(await self._ask(unasked) if unasked else [])])
+            raise asking.RunSuspends([*waiting, *(await asking.ask(self._scope, unasked) if unasked else [])])
         return [outputs[call.call.id] for call in logged.calls]
 
     async def _answered(
