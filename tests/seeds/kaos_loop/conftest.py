@@ -49,7 +49,7 @@ async def mesh(
 @pytest_asyncio.fixture(loop_scope="module")
 async def test_namespace(mesh: Mesh) -> Namespace:
     base_url = mesh.gateway.http.url
-    async with httpx.AsyncClient(base_url=base_url) as client:
+    async with httpx.AsyncClient(base_url=base_url, timeout=DECLARE_TIMEOUT_SECONDS) as client:
         login = await client.post(
             "/api/v1/auth/login", json={"email": SUPERUSER_EMAIL, "password": SUPERUSER_PASSWORD}
         )
@@ -64,6 +64,12 @@ async def test_namespace(mesh: Mesh) -> Namespace:
 @pytest.fixture
 def shared_modelapi() -> str:
     return "mock"
+
+
+# The in-process mesh shares its event loop with the test and three other suite workers share the
+# host: a declaration is not a latency measurement, so its calls get the margin the module's other
+# calls have (httpx's default is 5 s).
+DECLARE_TIMEOUT_SECONDS = 30.0
 
 
 async def create_custom_resource(resource: dict[str, Any], namespace: Namespace) -> None:
@@ -85,7 +91,9 @@ async def create_custom_resource(resource: dict[str, Any], namespace: Namespace)
     agent_config: dict[str, Any] = {"network_access": list(spec.get("agentNetwork", {}).get("access", []))}
     if "DEBUG_MOCK_RESPONSES" in env:
         agent_config["mock_responses"] = json.loads(env["DEBUG_MOCK_RESPONSES"])
-    async with httpx.AsyncClient(base_url=namespace.base_url, headers=namespace.headers) as client:
+    async with httpx.AsyncClient(
+        base_url=namespace.base_url, headers=namespace.headers, timeout=DECLARE_TIMEOUT_SECONDS
+    ) as client:
         created_type = await client.post("/api/v1/agent-types", json=agent_type)
         assert created_type.status_code == 201, created_type.text
         created = await client.post(
@@ -101,7 +109,7 @@ def gateway_url(namespace: Namespace, kind: str, name: str) -> str:
 
 
 async def async_wait_for_healthy(url: str, namespace: Namespace, timeout: float = 30.0) -> None:
-    async with httpx.AsyncClient(headers=namespace.headers) as client:
+    async with httpx.AsyncClient(headers=namespace.headers, timeout=DECLARE_TIMEOUT_SECONDS) as client:
 
         async def healthy() -> bool:
             return (await client.get(f"{url}/health")).status_code == 200
