@@ -1,4 +1,5 @@
-"""How a run records its end when it does not answer (`Run.end` decides which): its loop failed
+"""How a run ends (`Ending`: answered, failed or cancelled, or refused before its loop began), and
+how it records its end when it does not answer (`Run.end` decides which): its loop failed
 (`record_failure`: the `error` with its code, then RunFailed on the stream) or was cancelled
 (`record_cancelled`); or it ended before its loop began, after its input was recorded alongside
 its start (`record_early_end`: refused or cancelled; its caller gets the gRPC status). All under
@@ -10,9 +11,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from agentmesh.executor.context.scope import RunResult, RunScope
+import grpc
+
+from agentmesh.executor.context.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.durability.recorder import EventType, Recorder, RunSuperseded, end_key
 from agentmesh.executor.errors import run_failed
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
@@ -22,6 +26,49 @@ from agentmesh.runtime.interceptors import current_deadline
 logger = logging.getLogger(__name__)
 
 _DEADLINE_SLACK_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a run ends: its answer (`result`, recorded as the event `answer_seq`), a failure (a
+    gRPC status name, message and reason; before its loop began, a refusal), or a cancellation
+    (`cancelled`, with `reason` when it was cancelled from here rather than by its caller).
+    `unexpected`: a failure no rule raised (a bug), which before the loop records nothing.
+    `registry_started`: False when the registry refused to start the run, or its start failed
+    before any answer: the registry then has no run to finish."""
+
+    result: RunResult | None = None
+    answer_seq: int = 0
+    code: str = ""
+    message: str = ""
+    reason: str | None = None
+    metadata: Mapping[str, str] | None = None
+    violations: Sequence[FieldViolation] = ()
+    cancelled: bool = False
+    unexpected: bool = False
+    registry_started: bool = True
+
+    @classmethod
+    def failure(cls, error: Exception, *, registry_started: bool = True) -> Ending:
+        if isinstance(error, RunFailure):
+            return cls(code=error.code, message=error.message, reason=error.reason)
+        if isinstance(error, DomainError):
+            return cls(
+                code=error.code.name,
+                message=error.message,
+                reason=error.reason,
+                metadata=error.metadata,
+                violations=error.violations,
+                registry_started=registry_started,
+            )
+        internal = grpc.StatusCode.INTERNAL.name
+        return cls(
+            code=internal,
+            message="internal error",
+            reason=internal,
+            unexpected=True,
+            registry_started=registry_started,
+        )
 
 
 async def record_failure(

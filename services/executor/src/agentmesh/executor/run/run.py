@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -50,7 +50,13 @@ from agentmesh.executor.loops.llm import LlmLoop, LlmLoopSettings
 from agentmesh.executor.loops.workflow import WorkflowRun, WorkflowSettings
 from agentmesh.executor.providers.base import Message
 from agentmesh.executor.run import history
-from agentmesh.executor.run.end import record_cancelled, record_early_end, record_failure, result_metadata
+from agentmesh.executor.run.end import (
+    Ending,
+    record_cancelled,
+    record_early_end,
+    record_failure,
+    result_metadata,
+)
 from agentmesh.executor.run.input_event import record_input
 from agentmesh.executor.run.outliving import Outliving
 from agentmesh.executor.run.turns import await_turn
@@ -60,7 +66,7 @@ from agentmesh.memory.v1 import memory_service_pb2
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import resources_pb2
-from agentmesh.runtime.errors import DomainError, FieldViolation
+from agentmesh.runtime.errors import DomainError
 
 logger = logging.getLogger(__name__)
 
@@ -85,49 +91,6 @@ class RunServices:
     executor_id: str
     cleanup_timeout_seconds: float
     history_window_events: int
-
-
-@dataclass(frozen=True)
-class Ending:
-    """How a run ends: its answer (`result`, recorded as the event `answer_seq`), a failure (a
-    gRPC status name, message and reason; before its loop began, a refusal), or a cancellation
-    (`cancelled`, with `reason` when it was cancelled from here rather than by its caller).
-    `unexpected`: a failure no rule raised (a bug), which before the loop records nothing.
-    `registry_started`: False when the registry refused to start the run, or its start failed
-    before any answer: the registry then has no run to finish."""
-
-    result: RunResult | None = None
-    answer_seq: int = 0
-    code: str = ""
-    message: str = ""
-    reason: str | None = None
-    metadata: Mapping[str, str] | None = None
-    violations: Sequence[FieldViolation] = ()
-    cancelled: bool = False
-    unexpected: bool = False
-    registry_started: bool = True
-
-    @classmethod
-    def failure(cls, error: Exception, *, registry_started: bool = True) -> Ending:
-        if isinstance(error, RunFailure):
-            return cls(code=error.code, message=error.message, reason=error.reason)
-        if isinstance(error, DomainError):
-            return cls(
-                code=error.code.name,
-                message=error.message,
-                reason=error.reason,
-                metadata=error.metadata,
-                violations=error.violations,
-                registry_started=registry_started,
-            )
-        internal = grpc.StatusCode.INTERNAL.name
-        return cls(
-            code=internal,
-            message="internal error",
-            reason=internal,
-            unexpected=True,
-            registry_started=registry_started,
-        )
 
 
 class Run:
