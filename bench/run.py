@@ -7,7 +7,7 @@ Order of work: PostgreSQL (throwaway, from the local binaries, or the server
 mesh; then the sections, one module each (`bench/chat_latency.py`, `bench/tracing.py`, and so
 on), each of which may fail on its own (its figures are then None with the reason) without costing
 the others. The tracing section starts a second, traced mesh beside the first and stops it
-afterwards; the streams section runs last, as it is the heaviest.
+afterwards; the streams and tenants sections run last, as they are the heaviest.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from bench.plan import Plan
 from bench.report import REPO, Results, machine_info
 from bench.stats import warm_up
 from bench.streams import streams
+from bench.tenants import tenants
 from bench.throughput import chat_throughput
 from bench.tracing import exporter_env, tracing
 from tests.e2e.harness import ServiceProcess
@@ -106,6 +107,8 @@ async def run(plan: Plan, *, log_dir: Path, only: frozenset[str] = frozenset()) 
             await appends(plan, results, mesh, raw_url, mesh_url, assistant, log_dir)
         if wanted("streams"):
             await streams(plan, results, mesh, client, token, assistant)
+        if wanted("tenants"):
+            await tenants(plan, results, mesh, client, token)
 
     machine["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     return results.to_json(machine, duration_seconds=round(time.monotonic() - started, 1))
