@@ -29,6 +29,7 @@ from agentmesh.registry.runs.input_store import (
     settle_requests,
     settle_requests_in,
 )
+from agentmesh.registry.runs.run_waits import parked_until, waits_left
 from agentmesh.registry.runs.turn_store import InMemorySessionTurns, SqlSessionTurns
 from agentmesh.registry.store.interface import OrphanedRun, RunKey, RunLeaseStore
 from agentmesh.registry.store.statements import FINISH_UPDATE, RESUME_UPDATE, UNPARK_UPDATE
@@ -105,10 +106,13 @@ class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
             for row in rows:
                 this_run = sa.and_(_RUNS.c.agent_id == row.agent_id, _RUNS.c.run_id == row.run_id)
                 if row.suspended:
-                    waits_until = await settle_requests(connection, (row.agent_id, row.run_id), now)
-                    if waits_until is not None:  # a request still pending: parked until its expiry
+                    run = (row.agent_id, row.run_id)
+                    waits_until = await settle_requests(connection, run, now)
+                    waiting = await waits_left(connection, run)
+                    if waits_until is not None or waiting:  # a request pending, or a run below
+                        until = parked_until(now, waits_until, waiting)
                         await connection.execute(
-                            sa.update(_RUNS).where(this_run).values(lease_expires_at=waits_until)
+                            sa.update(_RUNS).where(this_run).values(lease_expires_at=until)
                         )
                         continue
                     await connection.execute(
@@ -238,8 +242,10 @@ class InMemoryRunLeaseStore(InMemorySessionTurns, RunLeaseStore):
             for key in sorted(free, key=lambda k: state.leases[k].expires_at)[: max(limit, 0)]:
                 if state.leases[key].suspended:
                     waits_until = settle_requests_in(state, key, now)
-                    if waits_until is not None:  # a request still pending: parked until its expiry
-                        state.leases[key] = _replace(state.leases[key], expires_at=waits_until)
+                    waiting = key in state.run_waits
+                    if waits_until is not None or waiting:  # a request pending, or a run below
+                        until = parked_until(now, waits_until, waiting)
+                        state.leases[key] = _replace(state.leases[key], expires_at=until)
                         continue
                     stored = state.agents[key[0]]
                     state.agents[key[0]] = Stored(run_unparked(stored.value, now), stored.request_id)
