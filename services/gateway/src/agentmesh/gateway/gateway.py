@@ -223,6 +223,7 @@ class AgentGateway:
             run_id=answered.run_id,
             metadata=caller.metadata,
             parked=lambda ids: self._parked(caller, project_id, ids),
+            to_top=True,
         )
         return resumed
 

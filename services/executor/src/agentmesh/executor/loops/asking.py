@@ -26,6 +26,7 @@ from google.protobuf import json_format
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.agents.runtime import DELEGATE_TOOL, AgentRuntime
 from agentmesh.executor.context.scope import RunScope
+from agentmesh.executor.delegation.outcome import SuspendedBelow
 from agentmesh.executor.durability.recorder import EventType, NewEvent
 from agentmesh.executor.durability.run_log import DELEGATION, TOOL, PlannedCall
 from agentmesh.executor.tools import permissions
@@ -48,11 +49,25 @@ _DECISION_NAMES = {APPROVE: "approve", DENY: "deny"}
 
 
 class RunSuspends(Exception):
-    """The run waits for a person's input: these requests, recorded (each with its `seq`)."""
+    """The run waits for a person's input: these requests of its own, recorded (each with its
+    `seq`), and the runs below it that suspended (`below`: its delegations left open, whose
+    requests are theirs to record and the top-level caller's to answer)."""
 
-    def __init__(self, requests: Sequence[run_pb2.InputRequest]) -> None:
-        super().__init__(f"the run waits for {len(requests)} request(s) for input")
+    def __init__(
+        self, requests: Sequence[run_pb2.InputRequest], *, below: Sequence[SuspendedBelow] = ()
+    ) -> None:
+        super().__init__(
+            f"the run waits for {len(requests)} request(s) for input and {len(below)} run(s) below"
+        )
         self.requests = list(requests)
+        self.below = list(below)
+
+    @property
+    def request_ids(self) -> list[str]:
+        """Every request the run waits for, its own first."""
+        return [request.id for request in self.requests] + [
+            request_id for waiting in self.below for request_id in waiting.request_ids
+        ]
 
 
 def asks(call: PlannedCall) -> run_pb2.InputKind.ValueType | None:
@@ -247,10 +262,11 @@ def permitted(call: PlannedCall, runtime: AgentRuntime, scope: RunScope) -> Plan
 
 
 def refuse_if_unaskable(call: PlannedCall, scope: RunScope) -> None:
-    """A delegated or sub-agent run cannot suspend (its caller holds a stream open for it): a call
-    of it that needs a person is refused rather than run unapproved."""
+    """A workflow's sub-agent run cannot suspend (its workflow does not wait on it): a call of it
+    that needs a person is refused rather than run unapproved. A delegated run suspends as a
+    top-level one does, and its caller waits on it (`RunSuspends.below`)."""
     kind = asks(call)
-    if kind is not None and (scope.depth > 0 or scope.request.as_sub_agent):
+    if kind is not None and scope.request.as_sub_agent:
         call.error = cannot_ask(call, kind).text
 
 
@@ -275,11 +291,11 @@ async def ask(scope: RunScope, held: Sequence[tuple[PlannedCall, str]]) -> list[
 
 
 def cannot_ask(call: PlannedCall, kind: int) -> ToolOutput:
-    """What a run that may not suspend (a delegated or sub-agent run: its caller holds a stream
-    open for it) answers a call that needs a person: nothing runs unapproved."""
+    """What a run that may not suspend (a workflow's sub-agent run) answers a call that needs a
+    person: nothing runs unapproved."""
     what = "a person's answer" if kind == QUESTION else "a person's approval"
     return ToolOutput(
-        f"{call.name}: needs {what}, which a delegated run cannot ask for yet; not run",
+        f"{call.name}: needs {what}, which a workflow's sub-agent cannot ask for yet; not run",
         is_error=True,
         outcome="refused",
     )

@@ -23,7 +23,8 @@ from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.agents.runtime import DELEGATE_TOOL, AgentRuntime, delegate_tool_spec
 from agentmesh.executor.agents.text import DELEGATE
 from agentmesh.executor.context.scope import RunResult, RunScope
-from agentmesh.executor.delegation.delegator import Delegator, PreparedDelegation
+from agentmesh.executor.delegation.delegator import DelegationResult, Delegator, PreparedDelegation
+from agentmesh.executor.delegation.outcome import SuspendedBelow
 from agentmesh.executor.durability.detached import run_detached
 from agentmesh.executor.durability.recorder import EventType, NewEvent
 from agentmesh.executor.durability.run_log import (
@@ -86,6 +87,8 @@ class LlmLoop:
         self._tools = runtime.tool_set(as_sub_agent=self._as_sub_agent)
         self._targets = runtime.delegation_targets()
         self._result = RunResult()
+        # The step's delegated runs that suspended to wait for a person: the run waits on them.
+        self._below: list[SuspendedBelow] = []
         # A suspended run's requests with their responses, as it was handed over (run_log.py).
         self._resumed_responses: dict[str, run_pb2.InputRequest] = {}
 
@@ -281,10 +284,12 @@ class LlmLoop:
             for call, event in zip(tool_calls, recorded[: len(tool_calls)], strict=True)
             if asking.asks(call)
         ]
-        if held:
+        if held or self._below:
             # The step's other calls ran (their results are recorded first, so that whoever
-            # follows the log stops at the last request): the run suspends on these.
-            raise asking.RunSuspends(await asking.ask(self._scope, held))
+            # follows the log stops at the last request): the run suspends on these, and on its
+            # delegated runs that wait for a person (their delegations left open).
+            requests = await asking.ask(self._scope, held) if held else []
+            raise asking.RunSuspends(requests, below=self._below)
         return [outputs[call.id] for call in calls]
 
     async def _tool(
@@ -370,7 +375,15 @@ class LlmLoop:
             if recording is not None and not recording.cancelled() and recording.exception() is not None:
                 return  # the step's append failed: `_run_calls` raises that, once
             raise
+        self._delegated(call, result, outputs)
+
+    def _delegated(self, call: PlannedCall, result: DelegationResult, outputs: dict[str, ToolOutput]) -> None:
+        """A delegation's result is the call's output — unless its run waits for a person: then
+        this run waits on it (`_below`), the call left open."""
         self._result.total_usage += result.usage
+        if result.suspended is not None:
+            self._below.append(result.suspended)
+            return
         outputs[call.id] = ToolOutput(result.text, is_error=result.is_error)
 
     # -- resuming a run from the log (resumption.py) ------------------------------------------------
@@ -400,8 +413,9 @@ class LlmLoop:
                     group.create_task(self._tool(call, open_call.event.id, outputs))
                 else:
                     group.create_task(self._in_doubt(open_call, outputs))
-        if waiting or unasked:
-            raise asking.RunSuspends([*waiting, *(await asking.ask(self._scope, unasked) if unasked else [])])
+        if waiting or unasked or self._below:
+            asked = await asking.ask(self._scope, unasked) if unasked else []
+            raise asking.RunSuspends([*waiting, *asked], below=self._below)
         return [outputs[call.call.id] for call in logged.calls]
 
     async def _answered(
@@ -461,8 +475,7 @@ class LlmLoop:
     async def _resume_delegation(self, open_call: LoggedCall, outputs: dict[str, ToolOutput]) -> None:
         call = open_call.call
         result = await self._delegator.resume(self._scope, call.name, call.task, open_call.event)
-        self._result.total_usage += result.usage
-        outputs[call.id] = ToolOutput(result.text, is_error=result.is_error)
+        self._delegated(call, result, outputs)
 
     async def _invalid(self, call: PlannedCall, outputs: dict[str, ToolOutput]) -> None:
         await self._scope.error(INVALID_BLOCK, call.error, metadata={"block": call.name})

@@ -123,7 +123,9 @@ class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
                     .where(this_run)
                     .values(executor_id=executor_id, lease_expires_at=expires_at, suspended=False)
                 )
-                claimed.append(await _orphan(connection, row.agent_id, row.run_id, row.session_id))
+                claimed.append(
+                    await _orphan(connection, row.agent_id, row.run_id, row.session_id, parked=row.suspended)
+                )
         return claimed
 
     async def close(self, executor_id: str, runs: Sequence[RunKey]) -> None:
@@ -181,7 +183,9 @@ class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
         return select.with_for_update(skip_locked=True) if self._postgres else select
 
 
-async def _orphan(connection: AsyncConnection, agent_id: str, run_id: str, session_id: str) -> OrphanedRun:
+async def _orphan(
+    connection: AsyncConnection, agent_id: str, run_id: str, session_id: str, *, parked: bool
+) -> OrphanedRun:
     agent = (
         await connection.execute(
             sa.select(_AGENTS.c.project_id, _AGENTS.c.slug).where(_AGENTS.c.id == agent_id)
@@ -194,6 +198,7 @@ async def _orphan(connection: AsyncConnection, agent_id: str, run_id: str, sessi
         project_id=agent.project_id,
         agent_name=agent.slug,  # what its events are tagged with
         input_requests=tuple(await run_requests(connection, (agent_id, run_id))),
+        parked=parked,
     )
 
 
@@ -240,7 +245,8 @@ class InMemoryRunLeaseStore(InMemorySessionTurns, RunLeaseStore):
         async with self._draft() as state:
             free = [k for k, v in state.leases.items() if v.orphaned and v.expires_at <= now]
             for key in sorted(free, key=lambda k: state.leases[k].expires_at)[: max(limit, 0)]:
-                if state.leases[key].suspended:
+                parked = state.leases[key].suspended
+                if parked:
                     waits_until = settle_requests_in(state, key, now)
                     waiting = key in state.run_waits
                     if waits_until is not None or waiting:  # a request pending, or a run below
@@ -255,7 +261,15 @@ class InMemoryRunLeaseStore(InMemorySessionTurns, RunLeaseStore):
                 agent = state.agents[key[0]].value
                 requests = tuple(run_requests_in(state, key))
                 claimed.append(
-                    OrphanedRun(key[0], key[1], lease.session_id, agent.project_id, agent.slug, requests)
+                    OrphanedRun(
+                        key[0],
+                        key[1],
+                        lease.session_id,
+                        agent.project_id,
+                        agent.slug,
+                        requests,
+                        parked=parked,
+                    )
                 )
         return claimed
 

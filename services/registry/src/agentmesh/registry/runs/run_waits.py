@@ -45,7 +45,9 @@ async def add_waits(connection: AsyncConnection, run: RunKey, child_run_ids: Seq
         in_flight = {
             row.run_id
             for row in await connection.execute(
-                sa.select(_RUNS.c.run_id).where(_RUNS.c.run_id.in_(list(child_run_ids)))
+                # Locked: a run below that ends meanwhile removes its links (`release`) only
+                # once this link is committed, or is seen gone here.
+                sa.select(_RUNS.c.run_id).where(_RUNS.c.run_id.in_(list(child_run_ids))).with_for_update()
             )
         }
         linked = set(await _children(connection, run))

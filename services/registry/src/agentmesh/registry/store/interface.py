@@ -79,6 +79,8 @@ class OrphanedRun:
     agent_name: str
     # Its requests for a person's input, when it was suspended: each answered or expired.
     input_requests: tuple[InputRequest, ...] = ()
+    # It was parked (suspended): it goes on after input, its own or its runs' below.
+    parked: bool = False
 
 
 class RunLeaseStore(abc.ABC):

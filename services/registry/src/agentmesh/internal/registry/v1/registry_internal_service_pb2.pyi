@@ -787,6 +787,7 @@ class OrphanedRun(_message.Message):
     PROJECT_ID_FIELD_NUMBER: _builtins.int
     AGENT_NAME_FIELD_NUMBER: _builtins.int
     INPUT_REQUESTS_FIELD_NUMBER: _builtins.int
+    PARKED_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """The agent's id."""
     run_id: _builtins.str
@@ -797,6 +798,11 @@ class OrphanedRun(_message.Message):
     """The agent's project."""
     agent_name: _builtins.str
     """The agent's slug (what its events are tagged with)."""
+    parked: _builtins.bool
+    """It was parked, and goes on after the input it waited for: its own requests', or those of
+    the runs below it it waited on (SuspendRunRequest.waits_on_run_ids), which have ended. Not
+    a resume after its executor stopped.
+    """
     @_builtins.property
     def input_requests(self) -> _containers.RepeatedCompositeFieldContainer[_run_pb2.InputRequest]:
         """Every request for input the run raised, oldest first, each answered or expired by the time
@@ -814,10 +820,11 @@ class OrphanedRun(_message.Message):
         project_id: _builtins.str = ...,
         agent_name: _builtins.str = ...,
         input_requests: _abc.Iterable[_run_pb2.InputRequest] | None = ...,
+        parked: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "agent_name", b"agent_name", "input_requests", b"input_requests", "project_id", b"project_id", "run_id", b"run_id", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "agent_name", b"agent_name", "input_requests", b"input_requests", "parked", b"parked", "project_id", b"project_id", "run_id", b"run_id", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
