@@ -278,6 +278,25 @@ class Delegator:
         await _emit_response(scope, target, delegation_id, result, seq)
         return result
 
+    async def received(self, scope: RunScope, target: str, delegation_id: str) -> bool:
+        """Whether a run received the delegation (a remote A2A agent's is taken as received: it
+        may have the task, and a send is not repeated)."""
+        log = self._log(scope)
+        if log is None or self._is_remote(scope, target):
+            return True
+        return bool(await log.child_run(delegation_id))
+
+    async def refuse(
+        self, scope: RunScope, target: str, request_event: memory_pb2.Event, text: str
+    ) -> DelegationResult:
+        """Answers a recorded delegation that is not to be sent (a person denied it, or nobody
+        approved it in time): its one response, refused, saying why."""
+        result = DelegationResult(Outcome.DELEGATION_OUTCOME_REFUSED, text)
+        delegation_id = request_event.delegation_id
+        seq = await self._respond(scope, target, delegation_id, request_event.id, result)
+        await _emit_response(scope, target, delegation_id, result, seq)
+        return result
+
     def _is_remote(self, scope: RunScope, target: str) -> bool:
         """A remote A2A agent the network names (one that is not an agent of the project)."""
         return target not in scope.spec.agent_names and self._runs_on_pool.a2a is not None

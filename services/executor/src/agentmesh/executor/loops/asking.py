@@ -108,9 +108,10 @@ def new_request(
     if kind == QUESTION:
         request.question = str(call.arguments.get("question") or "")
     else:
-        request.tool = call.name
+        # A delegation's approval names it as its permission rule does: `delegate:<agent>`.
+        request.tool = f"{DELEGATE_TOOL}:{call.name}" if call.kind == DELEGATION else call.name
         request.arguments.update(call.arguments)
-        request.question = f"May {origin.agent} call {call.name}({_arguments_text(call.arguments)})?"
+        request.question = f"May {origin.agent} call {request.tool}({_arguments_text(call.arguments)})?"
     request.created_at.FromDatetime(created)
     request.expires_at.FromDatetime(created + timedelta(seconds=expiry))
     return request
@@ -244,30 +245,16 @@ def permitted(call: PlannedCall, runtime: AgentRuntime, scope: RunScope) -> Plan
         call.permission = runtime.permission(call.name, as_sub_agent=as_sub_agent)
         if call.permission == permissions.DENY and not call.error:
             call.error = permissions.NOT_PERMITTED
-        refuse_if_unaskable(call, scope)
         return call
     if call.kind != DELEGATION:
         return call
-    permission = runtime.delegation_permission(call.name)
-    if permission == permissions.ALLOW:
-        return call
-    why = (
-        f"delegating to {call.name} is not permitted for this agent"
-        if permission == permissions.DENY
-        else f"delegating to {call.name} needs a person's approval, which a delegation cannot ask for yet"
-    )
+    call.permission = runtime.delegation_permission(call.name)
+    if call.permission != permissions.DENY:
+        return call  # `ask`: recorded with its step, sent once approved (loops/llm.py)
+    why = f"delegating to {call.name} is not permitted for this agent"
     refused = PlannedCall(TOOL, call.id, DELEGATE_TOOL, call.arguments, error=why, native=call.native)
     refused.step, refused.index, refused.usage = call.step, call.index, call.usage
     return refused
-
-
-def refuse_if_unaskable(call: PlannedCall, scope: RunScope) -> None:
-    """A workflow's sub-agent run cannot suspend (its workflow does not wait on it): a call of it
-    that needs a person is refused rather than run unapproved. A delegated run suspends as a
-    top-level one does, and its caller waits on it (`RunSuspends.below`)."""
-    kind = asks(call)
-    if kind is not None and scope.request.as_sub_agent:
-        call.error = cannot_ask(call, kind).text
 
 
 async def ask(scope: RunScope, held: Sequence[tuple[PlannedCall, str]]) -> list[run_pb2.InputRequest]:
@@ -288,17 +275,6 @@ async def ask(scope: RunScope, held: Sequence[tuple[PlannedCall, str]]) -> list[
         request.seq = event.seq
         await scope.sink.emit(requested_run_event(scope, request))
     return requests
-
-
-def cannot_ask(call: PlannedCall, kind: int) -> ToolOutput:
-    """What a run that may not suspend (a workflow's sub-agent run) answers a call that needs a
-    person: nothing runs unapproved."""
-    what = "a person's answer" if kind == QUESTION else "a person's approval"
-    return ToolOutput(
-        f"{call.name}: needs {what}, which a workflow's sub-agent cannot ask for yet; not run",
-        is_error=True,
-        outcome="refused",
-    )
 
 
 def _arguments_text(arguments: dict[str, Any]) -> str:
