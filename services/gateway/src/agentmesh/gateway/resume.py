@@ -60,18 +60,7 @@ async def follow_run(
     them in the log before it parks, and a client told `run_suspended` may answer them at once.
     `to_top`: follow the top-level run above `run_id` instead (a delegated run's request was
     answered: the stream is its top-level caller's, to that one's end)."""
-    inputs = [
-        event
-        async for event in memory.iter_events(
-            mem.ListEventsRequest(
-                session_id=session_id,
-                project_id=project_id,
-                event_types=list(INPUTS),
-                page_size=1000,
-            ),
-            metadata=metadata,
-        )
-    ]
+    inputs = await _inputs(memory, session_id, project_id=project_id, metadata=metadata)
     if not run_id:
         chats = [event for event in inputs if event.event_type == EventType.EVENT_TYPE_USER_MESSAGE]
         if not chats:
@@ -118,6 +107,24 @@ async def follow_run(
                 await parked(asked)
             yield suspended_event(event, asked, paths.get(event.run_id, []))
             return
+
+
+async def _inputs(
+    memory: MemoryClient, session_id: str, *, project_id: str, metadata: Metadata
+) -> list[resources_pb2.Event]:
+    """The session's runs' inputs: a user's message or a delegated task, each naming its caller."""
+    request = mem.ListEventsRequest(
+        session_id=session_id, project_id=project_id, event_types=list(INPUTS), page_size=1000
+    )
+    return [event async for event in memory.iter_events(request, metadata=metadata)]
+
+
+async def top_run_of(
+    memory: MemoryClient, session_id: str, run_id: str, *, project_id: str, metadata: Metadata
+) -> str:
+    """The top-level run above the session's run `run_id` (itself when it has no caller)."""
+    inputs = await _inputs(memory, session_id, project_id=project_id, metadata=metadata)
+    return top_run(run_id, {event.run_id: _caller(event) for event in inputs})
 
 
 def top_run(run_id: str, callers: dict[str, str]) -> str:
