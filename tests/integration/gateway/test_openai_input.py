@@ -1,8 +1,9 @@
 """A run that asks a person, through the OpenAI-compatible API with the official `openai` client:
 the completion of a suspended run is what it asks (`finish_reason` "stop"), and the next user
 message in that session answers it — the completion returned is the resumed run's answer,
-plain or streamed, or what it asks next — also when a worker the agent delegated to asks. Approvals are not raised by runs yet: their replies
-("approve" / "deny: reason") are tested in tests/unit/gateway/test_answers.py."""
+plain or streamed, or what it asks next — also when a worker the agent delegated to asks.
+Approvals are not raised by runs yet: their replies ("approve" / "deny: reason") are tested in
+tests/unit/gateway/test_answers.py."""
 
 from __future__ import annotations
 
