@@ -221,6 +221,43 @@ async def test_a_workers_question_two_delegations_down_is_answered_at_the_top(st
         assert await stack.settled_status(agent) == "idle"
 
 
+async def test_a_worker_asking_again_suspends_the_tree_again_and_each_run_ends_once(stack: Stack) -> None:
+    project = await stack.project()
+    suffix = uuid.uuid4().hex[:6]
+    worker = await stack.agent(
+        project,
+        f"worker-{suffix}",
+        tools=["ask_user"],
+        mock_responses=[ask(), ask("And which hotel?"), "Booked twice."],
+    )
+    boss = await stack.agent(
+        project,
+        f"boss-{suffix}",
+        network_access=[worker.name],
+        mock_responses=[delegate(worker.name, "book it"), "All booked."],
+    )
+    session = uuid.uuid4().hex
+    first = await stack.chat(boss, "Go.", session_id=session)
+    top = first[0].run_id
+
+    second = await respond(
+        stack, worker, first[-1].run_suspended.request_ids[0], run_pb2.InputResponse(answer="Rome")
+    )
+    # The responder's stream is the top-level run's: it ends with that run's suspension.
+    assert kind(second[-1]) == "run_suspended" and second[-1].run_id == top
+    assert not second[-1].delegation_path
+    (asked,) = [e.input_requested.request for e in second if e.HasField("input_requested")]
+    assert asked.question == "And which hotel?" and list(second[-1].run_suspended.request_ids) == [asked.id]
+
+    third = await respond(stack, worker, asked.id, run_pb2.InputResponse(answer="The Grand"))
+    assert kind(third[-1]) == "run_completed" and third[-1].run_id == top
+    assert third[-1].run_completed.content == "All booked."
+    logged = await stack.events(session)
+    ends = [e.run_id for e in logged if e.idempotency_key.endswith(":end")]
+    assert sorted(ends) == sorted({top, asked.run_id})
+    assert [event_type(e) for e in logged].count("delegation_response") == 1
+
+
 async def test_responses_are_checked(stack: Stack) -> None:
     agent = await asking_agent(stack)
     events = await stack.chat(agent, "Book me a trip.")

@@ -105,7 +105,9 @@ async def follow_run(
         if asked and event.metadata.fields["last"].bool_value if "last" in event.metadata.fields else False:
             if parked is not None:
                 await parked(asked)
-            yield suspended_event(event, asked, paths.get(event.run_id, []))
+            # The followed run's suspension, whichever run of its tree asked.
+            followed = next((input_ for input_ in inputs if input_.run_id == run_id), event)
+            yield suspended_event(followed, asked, paths.get(followed.run_id, []))
             return
 
 
@@ -234,7 +236,8 @@ def input_request(event: resources_pb2.Event, path: list[str]) -> run_pb2.InputR
 
 
 def suspended_event(event: resources_pb2.Event, request_ids: list[str], path: list[str]) -> run_pb2.RunEvent:
-    """The `run_suspended` that ends a followed run's stream at its last request."""
+    """The `run_suspended` that ends a followed run's stream at its last request; `event`: one of
+    the followed run's (its input)."""
     return run_pb2.RunEvent(
         run_id=event.run_id,
         session_id=event.session_id,
