@@ -18,7 +18,7 @@ it is answering skips that suspension's other requests).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from google.protobuf import json_format
@@ -67,7 +67,7 @@ async def follow_run(
             return
         run_id = chats[-1].run_id
     if to_top:
-        run_id = top_run(run_id, {event.run_id: _caller(event) for event in inputs})
+        run_id = top_run(run_id, callers_of(inputs))
     ended = [
         event
         async for event in memory.iter_events(
@@ -83,7 +83,7 @@ async def follow_run(
     paths = {event.run_id: _path(event) for event in inputs}
     # The followed run and the runs below it (delegated, sub-agents): a request of any of them
     # suspends them all, each waiting on the one below.
-    tree = _tree(run_id, {event.run_id: _caller(event) for event in inputs})
+    tree = tree_of(run_id, callers_of(inputs))
     moved = False  # the followed runs recorded something other than a request since after_seq
     asked: list[str] = []  # their requests since they last did something else
     async for event in memory.watch_events(session_id, after_seq, project_id=project_id, metadata=metadata):
@@ -126,7 +126,7 @@ async def top_run_of(
 ) -> str:
     """The top-level run above the session's run `run_id` (itself when it has no caller)."""
     inputs = await _inputs(memory, session_id, project_id=project_id, metadata=metadata)
-    return top_run(run_id, {event.run_id: _caller(event) for event in inputs})
+    return top_run(run_id, callers_of(inputs))
 
 
 def top_run(run_id: str, callers: dict[str, str]) -> str:
@@ -139,7 +139,7 @@ def top_run(run_id: str, callers: dict[str, str]) -> str:
     return run_id
 
 
-def _tree(run_id: str, callers: dict[str, str]) -> set[str]:
+def tree_of(run_id: str, callers: dict[str, str]) -> set[str]:
     """`run_id` and every run below it."""
     tree = {run_id}
     grown = True
@@ -148,6 +148,11 @@ def _tree(run_id: str, callers: dict[str, str]) -> set[str]:
         tree |= below
         grown = bool(below)
     return tree
+
+
+def callers_of(inputs: Iterable[resources_pb2.Event]) -> dict[str, str]:
+    """Each run's caller's run id ("" for a top-level run), from the runs' inputs."""
+    return {event.run_id: _caller(event) for event in inputs if event.event_type in INPUTS}
 
 
 def _caller(event: resources_pb2.Event) -> str:

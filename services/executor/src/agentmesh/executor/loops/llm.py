@@ -182,8 +182,6 @@ class LlmLoop:
             specs.append(delegate_tool_spec(self._targets))
         return specs
 
-    # -- model ------------------------------------------------------------------------------------
-
     # -- tools and delegations --------------------------------------------------------------------
 
     async def _run_calls(self, calls: Sequence[PlannedCall]) -> list[ToolOutput]:
