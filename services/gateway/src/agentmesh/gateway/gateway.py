@@ -20,7 +20,7 @@ from agentmesh.gateway.answers import response_from_text
 from agentmesh.gateway.chat_stream import ChatStream, from_run_started
 from agentmesh.gateway.errors import ExecutorsBusy, InvalidRequest, MessageTooLarge, NoExecutor
 from agentmesh.gateway.models import AgentRef, Caller, ChatResult
-from agentmesh.gateway.resume import follow_run
+from agentmesh.gateway.resume import follow_run, top_run_of
 from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.memory.client import MemoryClient, SessionNotFound
 from agentmesh.memory.v1 import memory_service_pb2 as mem
@@ -223,6 +223,7 @@ class AgentGateway:
             run_id=answered.run_id,
             metadata=caller.metadata,
             parked=lambda ids: self._parked(caller, project_id, ids),
+            to_top=True,
         )
         return resumed
 
@@ -248,7 +249,8 @@ class AgentGateway:
         self, caller: Caller, project_id: str, session_id: str, *, run_id: str = "", agent: str = ""
     ) -> list[run_pb2.InputRequest]:
         """The session's requests for input still waiting for their response, oldest first;
-        only `run_id`'s, or only those the agent of slug `agent` asked, when given."""
+        only `run_id`'s, or only those of the agent of slug `agent`'s runs, when given: those it
+        asked, and those the runs it delegated to asked (their path starts with it)."""
         pending: list[run_pb2.InputRequest] = []
         page_token = ""
         while True:
@@ -262,7 +264,8 @@ class AgentGateway:
             pending += [
                 request
                 for request in page.input_requests
-                if (not run_id or request.run_id == run_id) and (not agent or request.agent == agent)
+                if (not run_id or request.run_id == run_id)
+                and (not agent or agent in (request.agent, *request.delegation_path[:1]))
             ]
             page_token = page.next_page_token
             if not page_token:
@@ -287,8 +290,13 @@ class AgentGateway:
             return None
         request = pending[0]
         response = response_from_text(request, message, field=field)
+        run_id = request.run_id
+        if request.delegation_path:  # a delegated run's request: the chat is its top-level run's
+            run_id = await top_run_of(
+                self._memory, session_id, run_id, project_id=project_id, metadata=caller.metadata
+            )
         events = await self.respond_to_input(caller, project_id, request.id, response)
-        return await _chat_of(session_id, request.run_id, events)
+        return await _chat_of(session_id, run_id, events)
 
     async def _events(
         self,

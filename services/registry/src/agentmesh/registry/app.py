@@ -109,7 +109,7 @@ async def open_components(settings: RegistrySettings) -> Components:
     executors = ExecutorPool(store, executor_ttl_seconds=settings.executor_heartbeat_ttl_seconds)
     projects = ProjectRegistry(store, page_tokens=PageTokens(secret), watch=watch, clock=utc_now)
     registry = AgentRegistry(store, page_tokens=PageTokens(secret), executors=executors, watch=watch)
-    runs = RunBookkeeping(store)
+    runs = RunBookkeeping(store, watch=watch)
     mcp_servers = McpServerRegistry(store, page_tokens=PageTokens(secret), clock=utc_now, watch=watch)
     leases = RunLeases(
         store.leases,

@@ -162,13 +162,20 @@ class RegistryClient(ResourceCalls):
         *,
         executor_id: str,
         requests: Sequence[run_pb2.InputRequest],
+        waits_on: Sequence[str] = (),
         metadata: Metadata | None = None,
     ) -> list[run_pb2.InputRequest]:
         """Parks a run `executor_id` holds until a person answers its requests for input (the
         system principal only); the requests as stored — one stored already keeps its state and
-        response. Once none is pending, a renewal hands the run out as an orphan carrying them."""
+        response. Once none is pending, a renewal hands the run out as an orphan carrying them.
+        `waits_on`: its delegated runs that suspended themselves; it is handed out once each
+        has ended."""
         request = internal_pb.SuspendRunRequest(
-            agent_id=agent_id, run_id=run_id, executor_id=executor_id, input_requests=list(requests)
+            agent_id=agent_id,
+            run_id=run_id,
+            executor_id=executor_id,
+            input_requests=list(requests),
+            waits_on_run_ids=list(waits_on),
         )
         return list((await unary(self.internal_stub.SuspendRun, request, metadata=metadata)).input_requests)
 

@@ -473,6 +473,7 @@ def renewal_message(renewal: Renewal) -> internal_pb2.RenewRunLeasesResponse:
                 project_id=orphan.project_id,
                 agent_name=orphan.agent_name,
                 input_requests=[input_request_message(request) for request in orphan.input_requests],
+                parked=orphan.parked,
             )
             for orphan in renewal.orphans
         ],

@@ -61,6 +61,8 @@ class State:
     turns: list[SessionTurn] = field(default_factory=list)
     # Suspended runs' requests for a person's input, by id.
     input_requests: dict[str, InputRequest] = field(default_factory=dict)
+    # Parked runs' links to the suspended runs below them they wait on (`runs/run_waits.py`).
+    run_waits: dict[RunKey, frozenset[str]] = field(default_factory=dict)
 
     def in_flight(self, run: RunKey) -> bool:
         return run in self.runs or run in self.leases

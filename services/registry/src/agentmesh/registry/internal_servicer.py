@@ -145,6 +145,7 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
             request.agent_id,
             request.run_id,
             convert.raised_inputs(request.input_requests),
+            waits_on=list(request.waits_on_run_ids),
         )
         return pb.SuspendRunResponse(input_requests=[convert.input_request_message(r) for r in stored])
 

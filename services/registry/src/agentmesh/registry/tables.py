@@ -189,6 +189,18 @@ class InputRequestRow(Base):
     expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
 
+class RunWaitRow(Base):
+    """A parked run waiting on a run below it (its delegated run, or its workflow's sub-agent's)
+    that is suspended itself (migration 0015): the parked run is handed out once none is left."""
+
+    __tablename__ = "run_waits"
+    __table_args__ = (sa.Index("ix_run_waits_child", "child_run_id"),)
+
+    agent_id: Mapped[str] = mapped_column(sa.ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True)
+    run_id: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
+    child_run_id: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
+
+
 class SessionTurnRow(Base):
     """A user's message's run as a turn of its session (migration 0008, double texting): turns
     go in `position` order; one is in flight while its `agent_runs` row exists."""

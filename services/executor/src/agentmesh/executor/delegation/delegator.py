@@ -23,7 +23,7 @@ from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.context.events import EventOrigin
 from agentmesh.executor.context.scope import RunScope
 from agentmesh.executor.delegation.executor_runs import ExecutorRuns, child_request, follow
-from agentmesh.executor.delegation.outcome import ChildOutcome, Outcome
+from agentmesh.executor.delegation.outcome import ChildOutcome, Outcome, SuspendedBelow
 from agentmesh.executor.durability.child_log import REMOTE_TASK_ACCEPTED, ChildLog, remote_task_key
 from agentmesh.executor.durability.detached import run_detached
 from agentmesh.executor.durability.recorder import EventType, NewEvent, request_key, response_key
@@ -62,6 +62,9 @@ class DelegationResult:
     outcome: Outcome.ValueType
     text: str
     usage: Usage = field(default_factory=Usage)
+    # The delegated run suspended to wait for a person: the delegation stays open (no response
+    # recorded), and the delegating run suspends waiting on it.
+    suspended: SuspendedBelow | None = None
 
     @property
     def is_error(self) -> bool:
@@ -204,9 +207,9 @@ class Delegator:
                     seconds=time.monotonic() - started,
                 )
                 seq = 0
-                if request_event is not None and not self._handing_over():
+                if request_event is not None and not self._handing_over() and result.suspended is None:
                     seq = await self._respond(scope, target, delegation_id, request_event.id, result)
-            if request_event is not None or unrecorded is None:
+            if (request_event is not None or unrecorded is None) and result.suspended is None:
                 await _emit_response(scope, target, delegation_id, result, seq)
             if unrecorded is not None:
                 raise unrecorded
@@ -267,9 +270,30 @@ class Delegator:
         else:
             child = await self._run(scope, target, task, delegation_id, request_event)
         result = _result(target, child)
+        if result.suspended is not None:
+            return result  # it waits for a person: the delegation stays open, and so waits this run
         seq = await self._respond(
             scope, target, delegation_id, request_event.id, result, in_doubt=child.in_doubt
         )
+        await _emit_response(scope, target, delegation_id, result, seq)
+        return result
+
+    async def received(self, scope: RunScope, target: str, delegation_id: str) -> bool:
+        """Whether a run received the delegation (a remote A2A agent's is taken as received: it
+        may have the task, and a send is not repeated)."""
+        log = self._log(scope)
+        if log is None or self._is_remote(scope, target):
+            return True
+        return bool(await log.child_run(delegation_id))
+
+    async def refuse(
+        self, scope: RunScope, target: str, request_event: memory_pb2.Event, text: str
+    ) -> DelegationResult:
+        """Answers a recorded delegation that is not to be sent (a person denied it, or nobody
+        approved it in time): its one response, refused, saying why."""
+        result = DelegationResult(Outcome.DELEGATION_OUTCOME_REFUSED, text)
+        delegation_id = request_event.delegation_id
+        seq = await self._respond(scope, target, delegation_id, request_event.id, result)
         await _emit_response(scope, target, delegation_id, result, seq)
         return result
 
@@ -455,6 +479,11 @@ def _metric_outcome(outcome: Outcome.ValueType) -> metrics.DelegationOutcome:
 
 
 def _result(target: str, child: ChildOutcome) -> DelegationResult:
+    if child.suspended is not None:
+        waited = f"{target} waits for a person's input"
+        return DelegationResult(
+            Outcome.DELEGATION_OUTCOME_INPUT_REQUIRED, waited, child.usage, child.suspended
+        )
     outcome = child.delegation_outcome
     if outcome == Outcome.DELEGATION_OUTCOME_COMPLETED:
         return DelegationResult(outcome, child.content, child.usage)

@@ -15,7 +15,7 @@ from agentmesh.executor.client import RunNotPlaced, RunRouter
 from agentmesh.executor.context.events import EventSink, usage_from_proto
 from agentmesh.executor.context.scope import RunScope
 from agentmesh.executor.delegation.a2a import RemoteA2AAgents
-from agentmesh.executor.delegation.outcome import ChildOutcome
+from agentmesh.executor.delegation.outcome import ChildOutcome, SuspendedBelow
 from agentmesh.executor.durability.child_log import ChildLog, end_outcome
 from agentmesh.executor.providers.base import Usage
 from agentmesh.internal.executor.v1 import executor_service_pb2
@@ -85,6 +85,12 @@ class ExecutorRuns:
                             outcome = ChildOutcome(
                                 code=event.run_failed.code, message=event.run_failed.message
                             )
+                        elif event.HasField("run_suspended"):
+                            # Not streamed on: the caller suspends in turn, and its own
+                            # `run_suspended` names these requests to whoever listens above.
+                            waits = SuspendedBelow(own_run, tuple(event.run_suspended.request_ids))
+                            outcome = ChildOutcome(code="SUSPENDED", suspended=waits)
+                            continue
                     await sink.emit(event)
         except RunNotPlaced as refused:
             return ChildOutcome(code=refused.last.code.name, message=refused.last.message)

@@ -98,7 +98,7 @@ class RunResumer:
         if log.ended:  # closed or ended elsewhere: a request of it may still want its response
             await self._closer.answer_strays(orphan, message=_STRAY)
             return
-        after_input = bool(orphan.input_requests)
+        after_input = bool(orphan.input_requests) or orphan.parked
         if log.restarts >= self._max_resumes and not after_input:
             await self._closer.close(
                 orphan,
@@ -142,7 +142,7 @@ class RunResumer:
         assert log.input is not None
         number = log.resumes + 1
         recorder = taker_recorder(self._memory, orphan, spec, log.input, resume=number)
-        after_input = bool(orphan.input_requests)
+        after_input = bool(orphan.input_requests) or orphan.parked
         why = "the input it waited for" if after_input else "its executor stopped"
         try:
             with calling_as(self._system_metadata()):

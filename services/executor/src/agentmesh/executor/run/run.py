@@ -332,6 +332,7 @@ class Run:
                 self.run_id,
                 executor_id=self._services.executor_id,
                 requests=suspension.requests,
+                waits_on=[waiting.run_id for waiting in suspension.below],
                 metadata=self._services.executor_runs.system_metadata(),
             )
         except DomainError as error:
@@ -342,11 +343,7 @@ class Run:
                 error,
             )
         await scope.sink.emit(
-            scope.origin.event(
-                run_suspended=run_pb2.RunSuspended(
-                    request_ids=[request.id for request in suspension.requests]
-                )
-            )
+            scope.origin.event(run_suspended=run_pb2.RunSuspended(request_ids=suspension.request_ids))
         )
         scope.sink.close()
 

@@ -267,7 +267,7 @@ class TaskEventStream:
         elif event.run_id == self._run_id and kind == "run_failed":
             failed = event.run_failed
             out.append(self._status(failed_state(failed.code), failed.message or failed.code))
-        elif event.run_id == self._run_id and kind == "input_requested":
+        elif kind == "input_requested":  # its own, or a delegated run's below it
             request = event.input_requested.request
             self._asked[request.id] = request
         elif event.run_id == self._run_id and kind == "run_suspended":

@@ -37,7 +37,7 @@ from agentmesh.gateway.chat_stream import ChatStream
 from agentmesh.gateway.errors import InvalidRequest, TaskNotFound
 from agentmesh.gateway.gateway import AgentGateway
 from agentmesh.gateway.models import AgentRef, Caller
-from agentmesh.gateway.resume import follow_run
+from agentmesh.gateway.resume import INPUTS, callers_of, follow_run, is_final, tree_of
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2 as mem
 from agentmesh.memory.v1 import resources_pb2
@@ -197,9 +197,15 @@ class A2ATasks:
         goes on on an executor whether or not anyone follows it)."""
         task_id = TaskId.parse(snapshot.task.id)
         assert task_id is not None
-        pending = await self._gateway.pending_requests(
-            caller, agent.project_id, task_id.session_id, run_id=task_id.run_id
-        )
+        # Its run's requests, or those of the runs it delegated to (theirs, with it first in
+        # their path): the session's turn is its run's while it waits.
+        pending = [
+            request
+            for request in await self._gateway.pending_requests(
+                caller, agent.project_id, task_id.session_id, agent=agent.slug
+            )
+            if request.run_id == task_id.run_id or request.delegation_path
+        ]
         if not pending:
             raise _not_waiting(snapshot, "its request was answered meanwhile")
         response = message_reply(pending[0], message)
@@ -240,7 +246,26 @@ class A2ATasks:
             or events[0].agent != agent.slug
         ):
             raise TaskNotFound(task_id)
+        if not any(is_final(event) for event in events):
+            events = await self._with_requests_below(caller, agent, parsed, events)
         return task_from_events(parsed, events, history_length=history_length)
+
+    async def _with_requests_below(
+        self, caller: Caller, agent: Agent, task_id: TaskId, events: list[resources_pb2.Event]
+    ) -> list[resources_pb2.Event]:
+        """A running task's events with the requests for input of the runs it delegated to, and
+        their responses: the task waits for those too (it is `input-required` while one is
+        pending)."""
+        request = mem.ListEventsRequest(
+            session_id=task_id.session_id,
+            project_id=agent.project_id,
+            event_types=[*INPUTS, EventType.EVENT_TYPE_INPUT_REQUESTED, EventType.EVENT_TYPE_INPUT_RECEIVED],
+            page_size=1000,
+        )
+        session = [event async for event in self._memory.iter_events(request, metadata=caller.metadata)]
+        below = tree_of(task_id.run_id, callers_of(session)) - {task_id.run_id}
+        asking = [event for event in session if event.run_id in below and event.event_type not in INPUTS]
+        return sorted([*events, *asking], key=lambda event: event.seq)
 
     async def list(
         self,

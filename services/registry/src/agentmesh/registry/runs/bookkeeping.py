@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentmesh.registry.agents.lifecycle import run_started, spec_revision
+from agentmesh.registry.agents.watch import AgentWatch
 from agentmesh.registry.clock import Clock, utc_now
 from agentmesh.registry.errors import AgentNotFound
 from agentmesh.registry.models import Agent, FinishedRun
@@ -25,9 +26,12 @@ MAX_FINISHED_RUNS = 1000
 class RunBookkeeping:
     """Runs started and finished by executors, counted against their agents."""
 
-    def __init__(self, store: RegistryStore, *, clock: Clock = utc_now) -> None:
+    def __init__(
+        self, store: RegistryStore, *, clock: Clock = utc_now, watch: AgentWatch | None = None
+    ) -> None:
         self._store = store
         self._now = clock
+        self._watch = watch  # tells watching executors a parked run may be ready to go on
 
     async def start_run(
         self, principal: Principal, agent_id: str, run_id: str, *, lease: RunLease | None = None
@@ -56,21 +60,30 @@ class RunBookkeeping:
     ) -> Agent:
         """An executor finished a run: its usage is added, and the agent is idle again when no run
         is left (unless paused or terminated meanwhile). Finishing a run that is not in flight (a
-        retried call) changes nothing."""
-        violations = required("agent_id", agent_id) + required("run_id", run_id)
-        if tokens_used < 0:
+        retried call) changes nothing. A run parked on it (its caller, waiting while it waited for
+        a person) goes on (`_release`)."""
+        finished = FinishedRun(
+            agent_id=agent_id, run_id=run_id, completed=completed, tokens_used=tokens_used, cost=cost
+        )
+        agent = await self._finish(principal, finished)
+        await self._release([run_id])
+        return agent
+
+    async def _finish(self, principal: Principal, run: FinishedRun) -> Agent:
+        violations = required("agent_id", run.agent_id) + required("run_id", run.run_id)
+        if run.tokens_used < 0:
             violations.append(FieldViolation("tokens_used", "must not be negative"))
-        if cost < 0:
+        if run.cost < 0:
             violations.append(FieldViolation("cost", "must not be negative"))
         raise_if(violations)
         change = await self._store.finish_run(
             _visibility(principal),
-            agent_id,
-            run_id,
+            run.agent_id,
+            run.run_id,
             self._now(),
-            completed=completed,
-            tokens_used=tokens_used,
-            cost=cost,
+            completed=run.completed,
+            tokens_used=run.tokens_used,
+            cost=run.cost,
         )
         if change is None:
             raise AgentNotFound("agent not found")
@@ -86,19 +99,21 @@ class RunBookkeeping:
         results: list[Agent | DomainError] = []
         for run in runs:
             try:
-                agent = await self.finish_run(
-                    principal,
-                    run.agent_id,
-                    run.run_id,
-                    completed=run.completed,
-                    tokens_used=run.tokens_used,
-                    cost=run.cost,
-                )
+                agent = await self._finish(principal, run)
             except DomainError as error:
                 results.append(error)
             else:
                 results.append(agent)
+        await self._release(
+            [run.run_id for run, result in zip(runs, results, strict=True) if isinstance(result, Agent)]
+        )
         return results
+
+    async def _release(self, run_ids: list[str]) -> None:
+        """The runs parked on these runs, which ended, wait on them no more: one left waiting on
+        nothing is due, and the watching executors are told so at once (`runs_ready`)."""
+        if await self._store.input_requests.release_waits(run_ids, self._now()) and self._watch is not None:
+            self._watch.runs_ready()
 
 
 def _visibility(principal: Principal) -> Visibility:

@@ -59,19 +59,28 @@ class InputRequests:
         self._watch = watch  # tells watching executors a run may be ready to go on
 
     async def suspend(
-        self, executor_id: str, agent_id: str, run_id: str, requests: Sequence[RaisedInput]
+        self,
+        executor_id: str,
+        agent_id: str,
+        run_id: str,
+        requests: Sequence[RaisedInput],
+        *,
+        waits_on: Sequence[str] = (),
     ) -> list[InputRequest]:
         """Parks the run `executor_id` holds until its requests are answered (see the module's
         docstring): the requests named, as stored — one stored already (the same run suspending
         again after a take-over, or a retry) keeps its state and response. A request raised with
-        no time gets now, with no expiry a day from when it was raised."""
-        raise_if(_suspension_violations(executor_id, agent_id, run_id, requests))
+        no time gets now, with no expiry a day from when it was raised. `waits_on`: runs below it
+        (its delegated runs, suspended themselves, whose requests they are): it is handed out
+        once each has ended."""
+        raise_if(_suspension_violations(executor_id, agent_id, run_id, requests, waits_on))
         now = self._now()
         stored = await self._store.input_requests.suspend(
             executor_id,
             (agent_id, run_id),
             [_request(raised, agent_id, run_id, now) for raised in requests],
             now,
+            waits_on=waits_on,
         )
         return [as_seen(request, now) for request in stored]
 
@@ -160,12 +169,19 @@ def _request(raised: RaisedInput, agent_id: str, run_id: str, now: datetime) -> 
 
 
 def _suspension_violations(
-    executor_id: str, agent_id: str, run_id: str, requests: Sequence[RaisedInput]
+    executor_id: str, agent_id: str, run_id: str, requests: Sequence[RaisedInput], waits_on: Sequence[str]
 ) -> list[FieldViolation]:
     violations = required("executor_id", executor_id) + required("agent_id", agent_id)
     violations += required("run_id", run_id)
-    if not requests:
-        violations.append(FieldViolation("input_requests", "a suspended run waits for at least one request"))
+    if not requests and not waits_on:
+        violations.append(
+            FieldViolation("input_requests", "a suspended run waits for at least one request or run below it")
+        )
+    if len(waits_on) > MAX_REQUESTS_PER_RUN:
+        violations.append(FieldViolation("waits_on_run_ids", f"must hold at most {MAX_REQUESTS_PER_RUN}"))
+    for index, child in enumerate(waits_on):
+        if not child or child == run_id:
+            violations.append(FieldViolation(f"waits_on_run_ids[{index}]", "must name another run"))
     if len(requests) > MAX_REQUESTS_PER_RUN:
         violations.append(FieldViolation("input_requests", f"must hold at most {MAX_REQUESTS_PER_RUN}"))
     seen: set[str] = set()

@@ -787,6 +787,7 @@ class OrphanedRun(_message.Message):
     PROJECT_ID_FIELD_NUMBER: _builtins.int
     AGENT_NAME_FIELD_NUMBER: _builtins.int
     INPUT_REQUESTS_FIELD_NUMBER: _builtins.int
+    PARKED_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """The agent's id."""
     run_id: _builtins.str
@@ -797,6 +798,11 @@ class OrphanedRun(_message.Message):
     """The agent's project."""
     agent_name: _builtins.str
     """The agent's slug (what its events are tagged with)."""
+    parked: _builtins.bool
+    """It was parked, and goes on after the input it waited for: its own requests', or those of
+    the runs below it it waited on (SuspendRunRequest.waits_on_run_ids), which have ended. Not
+    a resume after its executor stopped.
+    """
     @_builtins.property
     def input_requests(self) -> _containers.RepeatedCompositeFieldContainer[_run_pb2.InputRequest]:
         """Every request for input the run raised, oldest first, each answered or expired by the time
@@ -814,10 +820,11 @@ class OrphanedRun(_message.Message):
         project_id: _builtins.str = ...,
         agent_name: _builtins.str = ...,
         input_requests: _abc.Iterable[_run_pb2.InputRequest] | None = ...,
+        parked: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "agent_name", b"agent_name", "input_requests", b"input_requests", "project_id", b"project_id", "run_id", b"run_id", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "agent_name", b"agent_name", "input_requests", b"input_requests", "parked", b"parked", "project_id", b"project_id", "run_id", b"run_id", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -833,6 +840,7 @@ class SuspendRunRequest(_message.Message):
     RUN_ID_FIELD_NUMBER: _builtins.int
     EXECUTOR_ID_FIELD_NUMBER: _builtins.int
     INPUT_REQUESTS_FIELD_NUMBER: _builtins.int
+    WAITS_ON_RUN_IDS_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """The agent's id."""
     run_id: _builtins.str
@@ -843,6 +851,13 @@ class SuspendRunRequest(_message.Message):
     def input_requests(self) -> _containers.RepeatedCompositeFieldContainer[_run_pb2.InputRequest]:
         """What it waits for; each with its id, kind, call, expiry and `seq`."""
 
+    @_builtins.property
+    def waits_on_run_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The runs it delegated to (or started as sub-agents) that are suspended themselves: it stays
+        parked until each of them has ended, then it is handed out to resume from the log. Their
+        requests are theirs (stored when they suspended), so `input_requests` may then be empty.
+        """
+
     def __init__(
         self,
         *,
@@ -850,10 +865,11 @@ class SuspendRunRequest(_message.Message):
         run_id: _builtins.str = ...,
         executor_id: _builtins.str = ...,
         input_requests: _abc.Iterable[_run_pb2.InputRequest] | None = ...,
+        waits_on_run_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "executor_id", b"executor_id", "input_requests", b"input_requests", "run_id", b"run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "executor_id", b"executor_id", "input_requests", b"input_requests", "run_id", b"run_id", "waits_on_run_ids", b"waits_on_run_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
