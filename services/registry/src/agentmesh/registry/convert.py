@@ -14,6 +14,7 @@ from agentmesh.registry.errors import ValidationFailed
 from agentmesh.registry.mcp_servers.registry import masked
 from agentmesh.registry.models import (
     AGENT_CONFIG_FIELDS,
+    LIMIT_NAMES,
     Agent,
     AgentConfig,
     AgentKind,
@@ -35,6 +36,7 @@ from agentmesh.registry.models import (
     NewAgent,
     Project,
     ProjectFields,
+    ProjectLimits,
     RaisedInput,
     RegisteredMcpServer,
     ToolPermission,
@@ -156,7 +158,17 @@ def project_fields(message: pb.Project) -> ProjectFields:
         slug=message.slug.strip(),
         description=message.description,
         tool_permissions=tool_permissions(message.tool_permissions, "project.tool_permissions"),
+        limits=project_limits(message.limits),
     )
+
+
+def project_limits(message: pb.ProjectLimits) -> ProjectLimits:
+    """The limits a message sets (unset ones stay unset: the operator's default)."""
+    return ProjectLimits(**{name: getattr(message, name) for name in LIMIT_NAMES if message.HasField(name)})
+
+
+def project_limits_message(limits: ProjectLimits) -> pb.ProjectLimits:
+    return pb.ProjectLimits(**limits.set())
 
 
 def new_agent(message: pb.Agent) -> NewAgent:
@@ -335,6 +347,7 @@ def project_message(project: Project) -> pb.Project:
         created_at=timestamp(project.created_at),
         updated_at=timestamp(project.updated_at),
         tool_permissions=tool_permissions_message(project.tool_permissions),
+        limits=project_limits_message(project.limits),
     )
 
 
@@ -415,6 +428,7 @@ def executor_message(executor: Executor) -> pb.Executor:
         heartbeat_at=timestamp(executor.heartbeat_at),
         tools=executor.tools,
         model_providers=[pb.ModelProvider(name=p.name, problem=p.problem) for p in executor.model_providers],
+        run_slots=executor.run_slots,
     )
 
 

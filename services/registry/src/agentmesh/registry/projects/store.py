@@ -9,13 +9,14 @@ import abc
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from agentmesh.registry.errors import DuplicateRequest, SlugTaken
 from agentmesh.registry.in_memory_state import State, Stored, first
 from agentmesh.registry.mappers import from_row
-from agentmesh.registry.models import PROJECT_FIELDS, PageRequest, Project, Slice
+from agentmesh.registry.models import PROJECT_FIELDS, PageRequest, Project, ProjectRunLoad, Slice
 from agentmesh.registry.pagination import keyset_slice
-from agentmesh.registry.tables import ProjectRow
+from agentmesh.registry.tables import AgentRow, AgentRunRow, ProjectRow
 
 # What a project's update may change; the rest is fixed at its create.
 _UPDATABLE = {*PROJECT_FIELDS, "updated_at"}
@@ -50,6 +51,14 @@ class ProjectTransaction(abc.ABC):
     async def delete_project(self, project_id: str) -> None:
         """The project and everything in it: agents (and their runs), MCP servers, remote agents
         and the API keys scoped to it."""
+
+    @abc.abstractmethod
+    async def project_run_load(
+        self, agent_id: str, run_id: str, *, owner_id: str | None
+    ) -> ProjectRunLoad | None:
+        """The load of the agent's project as a start of that run weighs it (None: no such agent,
+        or not in a project of `owner_id` when given): the runs in flight are the sum of its
+        agents' (what run bookkeeping counts)."""
 
 
 def _slug_taken(project: Project) -> SlugTaken:
@@ -104,6 +113,28 @@ class SqlProjects(ProjectTransaction):
         await self.delete_project_mcp_servers(project_id)  # type: ignore[attr-defined]
         await self.delete_project_remote_agents(project_id)  # type: ignore[attr-defined]
         await self._session.execute(sa.delete(ProjectRow).where(ProjectRow.id == project_id))
+
+    async def project_run_load(
+        self, agent_id: str, run_id: str, *, owner_id: str | None
+    ) -> ProjectRunLoad | None:
+        agents = aliased(AgentRow)
+        in_flight = (
+            sa.select(sa.func.coalesce(sa.func.sum(agents.runs_in_flight), 0))
+            .where(agents.project_id == ProjectRow.id)
+            .scalar_subquery()
+        )
+        started = sa.exists().where(AgentRunRow.agent_id == agent_id, AgentRunRow.run_id == run_id)
+        statement = (
+            sa.select(ProjectRow.id, ProjectRow.limits, in_flight, started)
+            .join(AgentRow, AgentRow.project_id == ProjectRow.id)
+            .where(AgentRow.id == agent_id)
+        )
+        if owner_id is not None:
+            statement = statement.where(ProjectRow.owner_id == owner_id)
+        row = (await self._session.execute(statement)).first()
+        if row is None:
+            return None
+        return ProjectRunLoad(project_id=row[0], limits=row[1] or {}, runs_in_flight=row[2], started=row[3])
 
 
 class InMemoryProjects(ProjectTransaction):
@@ -163,3 +194,22 @@ class InMemoryProjects(ProjectTransaction):
         await self.delete_project_api_keys(project_id)  # type: ignore[attr-defined]
         await self.delete_project_remote_agents(project_id)  # type: ignore[attr-defined]
         self._state.projects.pop(project_id, None)
+
+    async def project_run_load(
+        self, agent_id: str, run_id: str, *, owner_id: str | None
+    ) -> ProjectRunLoad | None:
+        stored = self._state.agents.get(agent_id)
+        project = self._state.projects.get(stored.value.project_id) if stored else None
+        if project is None or owner_id not in (None, project.value.owner_id):
+            return None
+        in_flight = sum(
+            s.value.runs_in_flight
+            for s in self._state.agents.values()
+            if s.value.project_id == project.value.id
+        )
+        return ProjectRunLoad(
+            project_id=project.value.id,
+            limits=project.value.limits,
+            runs_in_flight=in_flight,
+            started=self._state.in_flight((agent_id, run_id)),
+        )

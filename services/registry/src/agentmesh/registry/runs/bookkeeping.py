@@ -13,6 +13,7 @@ from agentmesh.registry.agents.lifecycle import run_started, spec_revision
 from agentmesh.registry.clock import Clock, utc_now
 from agentmesh.registry.errors import AgentNotFound
 from agentmesh.registry.models import Agent, FinishedRun
+from agentmesh.registry.projects.limits import ProjectQuotas
 from agentmesh.registry.store import RegistryStore, RunLease, Visibility
 from agentmesh.registry.validation import raise_if, required
 from agentmesh.runtime.errors import DomainError, FieldViolation
@@ -25,8 +26,11 @@ MAX_FINISHED_RUNS = 1000
 class RunBookkeeping:
     """Runs started and finished by executors, counted against their agents."""
 
-    def __init__(self, store: RegistryStore, *, clock: Clock = utc_now) -> None:
+    def __init__(
+        self, store: RegistryStore, *, quotas: ProjectQuotas | None = None, clock: Clock = utc_now
+    ) -> None:
         self._store = store
+        self._quotas = quotas
         self._now = clock
 
     async def start_run(
@@ -36,6 +40,12 @@ class RunBookkeeping:
         the same run twice (a retried call) counts it once. With the agent, its spec's revision
         now (an executor holding a spec of another revision resolves it again)."""
         raise_if(required("agent_id", agent_id) + required("run_id", run_id))
+        if self._quotas is not None:
+            async with self._store.read() as tx:
+                owner_id = None if principal.is_superuser else principal.user_id
+                load = await tx.project_run_load(agent_id, run_id, owner_id=owner_id)
+            if load is not None:  # else refused below, as for any agent not there
+                await self._quotas.admit_run(load)
         now = self._now()
         change = await self._store.start_run(_visibility(principal), agent_id, run_id, now, lease=lease)
         if change is None:
