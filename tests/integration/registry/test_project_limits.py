@@ -147,3 +147,35 @@ async def test_a_project_without_a_limit_holds_at_most_its_share_of_the_pool(
     assert raised.reason == "LIMIT_RAISE_DENIED"
     await _set_limits(stub, await api.root(), project.id, concurrent_runs=4)
     await client.start_agent_run(agent.id, "d", metadata=md)
+
+
+async def test_a_project_past_its_tokens_of_the_day_starts_no_run(
+    stub: pb_grpc.RegistryServiceStub, api: Api, client: RegistryClient
+) -> None:
+    owner = await api.sign_up()
+    project = await api.project(owner)
+    agent = await api.agent(owner, project, "worker")
+    other = await api.agent(owner, await api.project(owner), "elsewhere")
+    await _set_limits(stub, await api.root(), project.id, tokens_per_day=100)
+    md = owner.metadata
+
+    await client.start_agent_run(agent.id, "a", metadata=md)
+    await client.finish_agent_run(agent.id, "a", completed=True, tokens_used=60, metadata=md)
+    await client.finish_agent_run(agent.id, "a", completed=True, tokens_used=60, metadata=md)  # retried
+    await client.start_agent_run(agent.id, "b", metadata=md)  # 60 of 100
+    await client.start_agent_run(other.id, "x", metadata=md)
+    batch = [
+        ipb.FinishAgentRunRequest(agent_id=agent.id, run_id="b", completed=True, tokens_used=40),
+        ipb.FinishAgentRunRequest(agent_id=other.id, run_id="x", completed=True, tokens_used=1000),
+    ]
+    await client.finish_agent_runs(batch, metadata=md)
+
+    refused = await rpc_error(client.start_agent_run(agent.id, "c", metadata=md))
+    assert (refused.code, refused.reason) == (GRPC.RESOURCE_EXHAUSTED, "QUOTA_EXCEEDED")
+    assert refused.metadata["quota_limit"] == "tokens_per_day"
+    assert refused.metadata["quota_subject"] == f"project:{project.id}"
+    assert 1 <= int(refused.metadata["retry_after_seconds"]) <= 86_400
+    await client.start_agent_run(other.id, "y", metadata=md)  # the other project is under its own
+    # A superuser lifts it: the run starts.
+    await _set_limits(stub, await api.root(), project.id, tokens_per_day=0)
+    await client.start_agent_run(agent.id, "c", metadata=md)

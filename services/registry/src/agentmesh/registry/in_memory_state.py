@@ -61,6 +61,8 @@ class State:
     turns: list[SessionTurn] = field(default_factory=list)
     # Suspended runs' requests for a person's input, by id.
     input_requests: dict[str, InputRequest] = field(default_factory=dict)
+    # Tokens a project's finished runs used, by (project id, YYYY-MM-DD).
+    project_tokens: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def in_flight(self, run: RunKey) -> bool:
         return run in self.runs or run in self.leases

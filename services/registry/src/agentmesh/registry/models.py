@@ -251,6 +251,7 @@ class ProjectRunLoad(_Model):
     limits: ProjectLimits
     runs_in_flight: int
     started: bool
+    tokens_today: int = 0  # used by its finished runs today (UTC)
 
 
 class AgentStatus(enum.StrEnum):

@@ -122,6 +122,19 @@ class ProjectRow(Base):
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
 
+class ProjectTokenDayRow(Base):
+    """The model tokens a project's finished runs used on one day (UTC), for its `tokens_per_day`
+    limit (migration 0012)."""
+
+    __tablename__ = "project_token_days"
+
+    project_id: Mapped[str] = mapped_column(
+        sa.ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True
+    )
+    day: Mapped[str] = mapped_column(sa.String(10), primary_key=True)  # YYYY-MM-DD
+    tokens: Mapped[int] = mapped_column(sa.BigInteger)
+
+
 class AgentRow(Base):
     __tablename__ = "agents"
     __table_args__ = (

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, time, timedelta
 
 from agentmesh.registry.errors import LimitRaiseDenied, QuotaExceeded
 from agentmesh.registry.models import LIMIT_NAMES, ProjectLimits, ProjectRunLoad
@@ -56,13 +57,25 @@ class ProjectQuotas:
     async def in_force(self, limits: ProjectLimits) -> ProjectLimits:
         return self.defaults.in_force(limits, pool_run_slots=await self.pool_run_slots())
 
-    async def admit_run(self, load: ProjectRunLoad) -> None:
-        """Refuses a run that would take its project past its runs at once (a retried start of
-        a run in flight is no new run). The count is the registry's own, one read before the
-        start: starts racing in that instant may each see the last free slot."""
+    async def admit_run(self, load: ProjectRunLoad, now: datetime) -> None:
+        """Refuses a run of a project that used its tokens of the day (`now`'s, UTC), or that
+        would take it past its runs at once (a retried start of a run in flight is no new run).
+        The counts are the registry's own, read once before the start: starts racing in that
+        instant may each see the last free slot, and runs in flight count their tokens only once
+        they end."""
         if load.started:
             return
-        allowed = (await self.in_force(load.limits)).concurrent_runs
+        limits = await self.in_force(load.limits)
+        if limits.tokens_per_day and load.tokens_today >= limits.tokens_per_day:
+            tomorrow = datetime.combine(now.date() + timedelta(days=1), time(), tzinfo=UTC)
+            raise QuotaExceeded(
+                f"project limit tokens_per_day reached: {load.tokens_today} of {limits.tokens_per_day} "
+                "tokens used today (UTC); retry tomorrow",
+                subject=f"project:{load.project_id}",
+                limit="tokens_per_day",
+                retry_after_seconds=(tomorrow - now).total_seconds(),
+            )
+        allowed = limits.concurrent_runs
         if allowed and load.runs_in_flight >= allowed:
             raise QuotaExceeded(
                 f"project limit concurrent_runs reached: {load.runs_in_flight} of {allowed} runs in "

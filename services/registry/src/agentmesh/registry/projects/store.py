@@ -8,6 +8,7 @@ from __future__ import annotations
 import abc
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
@@ -16,7 +17,7 @@ from agentmesh.registry.in_memory_state import State, Stored, first
 from agentmesh.registry.mappers import from_row
 from agentmesh.registry.models import PROJECT_FIELDS, PageRequest, Project, ProjectRunLoad, Slice
 from agentmesh.registry.pagination import keyset_slice
-from agentmesh.registry.tables import AgentRow, AgentRunRow, ProjectRow
+from agentmesh.registry.tables import AgentRow, AgentRunRow, ProjectRow, ProjectTokenDayRow
 
 # What a project's update may change; the rest is fixed at its create.
 _UPDATABLE = {*PROJECT_FIELDS, "updated_at"}
@@ -54,11 +55,16 @@ class ProjectTransaction(abc.ABC):
 
     @abc.abstractmethod
     async def project_run_load(
-        self, agent_id: str, run_id: str, *, owner_id: str | None
+        self, agent_id: str, run_id: str, *, owner_id: str | None, day: str
     ) -> ProjectRunLoad | None:
         """The load of the agent's project as a start of that run weighs it (None: no such agent,
         or not in a project of `owner_id` when given): the runs in flight are the sum of its
-        agents' (what run bookkeeping counts)."""
+        agents' (what run bookkeeping counts), the tokens today those its finished runs used on
+        `day` (YYYY-MM-DD)."""
+
+    @abc.abstractmethod
+    async def add_project_tokens(self, tokens: dict[str, int], day: str) -> None:
+        """Adds each project's tokens (by project id) to what its finished runs used on `day`."""
 
 
 def _slug_taken(project: Project) -> SlugTaken:
@@ -112,10 +118,13 @@ class SqlProjects(ProjectTransaction):
         await self.delete_project_agents(project_id)  # type: ignore[attr-defined]
         await self.delete_project_mcp_servers(project_id)  # type: ignore[attr-defined]
         await self.delete_project_remote_agents(project_id)  # type: ignore[attr-defined]
+        await self._session.execute(
+            sa.delete(ProjectTokenDayRow).where(ProjectTokenDayRow.project_id == project_id)
+        )
         await self._session.execute(sa.delete(ProjectRow).where(ProjectRow.id == project_id))
 
     async def project_run_load(
-        self, agent_id: str, run_id: str, *, owner_id: str | None
+        self, agent_id: str, run_id: str, *, owner_id: str | None, day: str
     ) -> ProjectRunLoad | None:
         agents = aliased(AgentRow)
         in_flight = (
@@ -124,8 +133,13 @@ class SqlProjects(ProjectTransaction):
             .scalar_subquery()
         )
         started = sa.exists().where(AgentRunRow.agent_id == agent_id, AgentRunRow.run_id == run_id)
+        tokens = (
+            sa.select(ProjectTokenDayRow.tokens)
+            .where(ProjectTokenDayRow.project_id == ProjectRow.id, ProjectTokenDayRow.day == day)
+            .scalar_subquery()
+        )
         statement = (
-            sa.select(ProjectRow.id, ProjectRow.limits, in_flight, started)
+            sa.select(ProjectRow.id, ProjectRow.limits, in_flight, started, tokens)
             .join(AgentRow, AgentRow.project_id == ProjectRow.id)
             .where(AgentRow.id == agent_id)
         )
@@ -134,7 +148,24 @@ class SqlProjects(ProjectTransaction):
         row = (await self._session.execute(statement)).first()
         if row is None:
             return None
-        return ProjectRunLoad(project_id=row[0], limits=row[1] or {}, runs_in_flight=row[2], started=row[3])
+        return ProjectRunLoad(
+            project_id=row[0],
+            limits=row[1] or {},
+            runs_in_flight=row[2],
+            started=row[3],
+            tokens_today=row[4] or 0,
+        )
+
+    async def add_project_tokens(self, tokens: dict[str, int], day: str) -> None:
+        dialect = postgresql if self._session.bind.dialect.name == "postgresql" else sqlite
+        for project_id, used in sorted(tokens.items()):  # one order: concurrent batches do not deadlock
+            insert = dialect.insert(ProjectTokenDayRow).values(project_id=project_id, day=day, tokens=used)
+            await self._session.execute(
+                insert.on_conflict_do_update(
+                    index_elements=[ProjectTokenDayRow.project_id, ProjectTokenDayRow.day],
+                    set_={"tokens": ProjectTokenDayRow.tokens + insert.excluded.tokens},
+                )
+            )
 
 
 class InMemoryProjects(ProjectTransaction):
@@ -179,7 +210,7 @@ class InMemoryProjects(ProjectTransaction):
         if stored is not None:
             self._check_slug(project)
             current = stored.value
-            changes = project.model_dump(include=_UPDATABLE)
+            changes = {name: getattr(project, name) for name in _UPDATABLE}  # as models, not dumped
             self._state.projects[project.id] = Stored(current.model_copy(update=changes), stored.request_id)
         return project
 
@@ -194,9 +225,11 @@ class InMemoryProjects(ProjectTransaction):
         await self.delete_project_api_keys(project_id)  # type: ignore[attr-defined]
         await self.delete_project_remote_agents(project_id)  # type: ignore[attr-defined]
         self._state.projects.pop(project_id, None)
+        for key in [key for key in self._state.project_tokens if key[0] == project_id]:
+            del self._state.project_tokens[key]
 
     async def project_run_load(
-        self, agent_id: str, run_id: str, *, owner_id: str | None
+        self, agent_id: str, run_id: str, *, owner_id: str | None, day: str
     ) -> ProjectRunLoad | None:
         stored = self._state.agents.get(agent_id)
         project = self._state.projects.get(stored.value.project_id) if stored else None
@@ -212,4 +245,11 @@ class InMemoryProjects(ProjectTransaction):
             limits=project.value.limits,
             runs_in_flight=in_flight,
             started=self._state.in_flight((agent_id, run_id)),
+            tokens_today=self._state.project_tokens.get((project.value.id, day), 0),
         )
+
+    async def add_project_tokens(self, tokens: dict[str, int], day: str) -> None:
+        for project_id, used in tokens.items():
+            if project_id in self._state.projects:
+                key = (project_id, day)
+                self._state.project_tokens[key] = self._state.project_tokens.get(key, 0) + used
