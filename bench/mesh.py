@@ -121,8 +121,6 @@ async def start_mesh(
             # Signing in is not what is measured.
             "AGENTMESH_REGISTRY_PASSWORD_HASH_TIME_COST": "1",
             "AGENTMESH_REGISTRY_PASSWORD_HASH_MEMORY_KIB": "64",
-            # One tenant's capacity is measured: no fair share holds it to part of the pool.
-            "AGENTMESH_REGISTRY_PROJECT_SHARE_OF_POOL": "1",
         },
         "memory": {
             "AGENTMESH_MEMORY_PORT": str(memory),

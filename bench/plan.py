@@ -31,6 +31,17 @@ class Plan:
     stream_chunk_delay_seconds: float
     stream_channels: int
     stream_timeout_seconds: float
+    # The tenants section: the measured tenant's chats per phase (quiet, then under attack), and
+    # the hostile tenant's load: fan-out chats in flight, slow streams, idle watches, readers of a
+    # history of `tenant_history_events` events of `tenant_event_bytes` each.
+    tenant_calls: int
+    tenant_fanout_chats: int
+    tenant_streams: int
+    tenant_stream_delay_seconds: float
+    tenant_watches: int
+    tenant_readers: int
+    tenant_history_events: int
+    tenant_event_bytes: int
 
 
 FULL = Plan(
@@ -55,6 +66,16 @@ FULL = Plan(
     stream_chunk_delay_seconds=15.0,
     stream_channels=250,
     stream_timeout_seconds=300.0,
+    # As the probe that found one tenant could starve another: 250 slow streams, 200 watches,
+    # pages of 24 events of 200 KB.
+    tenant_calls=100,
+    tenant_fanout_chats=4,
+    tenant_streams=250,
+    tenant_stream_delay_seconds=2.0,
+    tenant_watches=200,
+    tenant_readers=4,
+    tenant_history_events=24,
+    tenant_event_bytes=200_000,
 )
 
 SMOKE = Plan(
@@ -76,7 +97,15 @@ SMOKE = Plan(
     stream_chunk_delay_seconds=0.3,
     stream_channels=4,
     stream_timeout_seconds=60.0,
+    tenant_calls=10,
+    tenant_fanout_chats=1,
+    tenant_streams=10,
+    tenant_stream_delay_seconds=0.2,
+    tenant_watches=10,
+    tenant_readers=1,
+    tenant_history_events=4,
+    tenant_event_bytes=20_000,
 )
 
 
-SECTIONS = ("chat", "tracing", "throughput", "http", "delegation", "history", "appends", "streams")
+SECTIONS = ("chat", "tracing", "throughput", "http", "delegation", "history", "appends", "streams", "tenants")

@@ -62,6 +62,9 @@ TARGETS: dict[str, Target] = {
     "history_ratio": Target("chat p50 after 10,000 events / after 10", "<=", 1.2),
     "streams_5000_errors": Target("failed streams of 5,000 concurrent", "==", 0),
     "streams_5000_rss_mb": Target("gateway + executor peak RSS, MB", "<=", 1500),
+    "tenant_p50_ratio": Target("a tenant's chat p50 while another attacks / quiet", "<=", 1.5),
+    "tenant_p99_ratio": Target("a tenant's chat p99 while another attacks / quiet", "<=", 3.0),
+    "tenant_refused": Target("a tenant's chats refused while another attacks", "==", 0),
 }
 
 

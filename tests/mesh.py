@@ -79,8 +79,10 @@ class MeshClient:
         mcp_servers: Sequence[resources_pb2.McpServer] = (),
         max_iterations: int | None = None,
         tools: Sequence[str] = (),
+        type_token: str | None = None,
     ) -> Seeded:
-        """Creates (or reuses) a project and spawns one agent of a fresh type into it."""
+        """Creates (or reuses) a project and spawns one agent of a fresh type into it; the type is
+        declared with `type_token` when given (a superuser's, for an agent of an ordinary user)."""
         suffix = uuid.uuid4().hex[:8]
         agent_type = (
             await self.registry.CreateAgentType(
@@ -98,7 +100,7 @@ class MeshClient:
                         tools=list(tools),
                     )
                 ),
-                metadata=bearer(token),
+                metadata=bearer(type_token or token),
             )
         ).agent_type
         if project is None:

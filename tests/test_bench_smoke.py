@@ -66,3 +66,9 @@ async def test_bench_smoke_produces_every_figure(postgres_url: str, tmp_path: Pa
     floors = document["details"]["appends"]["floor"]
     assert set(floors) == {"single", "concurrent_16", "batched_100"}
     assert all(shape["floor_ratio"] > 0 and shape["mesh_over_floor"] > 0 for shape in floors.values())
+    # The tenants section measured under attack: every kind of hostile load was made (served or
+    # refused, as the mesh decides).
+    hostile = document["details"]["tenants"]["hostile"]
+    assert all(
+        hostile[kind]["completed"] + hostile[kind]["errors"] > 0 for kind in ("fanout", "streams", "reads")
+    )

@@ -1,6 +1,6 @@
-"""The apply file: its format (pydantic models that forbid unknown fields, with the YAML's own
-types), loading it, and what it declares as the registry's v1 messages, normalized as the registry
-stores them so that an unchanged file compares equal to what is there."""
+"""The apply file: loading it (its format is `schema`), and what it declares as the registry's v1
+messages, normalized as the registry stores them so that an unchanged file compares equal to what
+is there."""
 
 from __future__ import annotations
 
@@ -8,11 +8,21 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from pydantic import ValidationError
 
+from agentmesh.cli.apply.schema import (
+    MCP_SERVER_FIELDS,
+    AgentConfigEntry,
+    AgentEntry,
+    AgentTypeEntry,
+    ApplyDocument,
+    ProjectEntry,
+    RegisteredMcpServerEntry,
+    RemoteAgentEntry,
+)
 from agentmesh.common.v1 import types_pb2
 from agentmesh.registry.declarations import (
     agent_slug,
@@ -28,140 +38,6 @@ from agentmesh.runtime.protos import list_value, struct
 
 if TYPE_CHECKING:
     from agentmesh.cli.apply.plan import Change
-
-FORMAT_VERSION = 1
-# The messages' int32 fields: a larger number is the file's mistake, named like any other.
-Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
-Permission = Literal["allow", "ask", "deny"]
-
-# --- The file format -------------------------------------------------------------------------------
-
-
-class _Entry(BaseModel):
-    # Strict: YAML has real types, so `max_steps: "5"` or `name: 123` are mistakes worth reporting.
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class McpServerEntry(_Entry):
-    """An MCP server an agent type takes tools from, defined inline."""
-
-    name: str
-    transport: Literal["stdio", "streamable_http"]
-    command: str = ""
-    args: list[str] = []
-    url: str = ""
-    env: dict[str, str] = {}
-    headers: dict[str, str] = {}
-
-
-class RegisteredMcpServerEntry(_Entry):
-    """An MCP server registered in the registry (kind McpServer): global, or one project's;
-    found by `project` and `name`. Env and header values are write-only secrets."""
-
-    name: str
-    project: str = ""
-    transport: Literal["stdio", "streamable_http"]
-    command: str = ""
-    args: list[str] = []
-    url: str = ""
-    env: dict[str, str] = {}
-    headers: dict[str, str] = {}
-
-
-MCP_SERVER_FIELDS = ("transport", "command", "args", "url", "env", "headers")
-
-
-class AgentTypeEntry(_Entry):
-    """An agent type; found by `slug` (made from `name` when left out)."""
-
-    name: str
-    slug: str = ""
-    description: str = ""
-    expertise: list[str] = []
-    personality_prompt: str = ""
-    primary_model: str = ""
-    fallback_models: list[str] = []
-    model_params: dict[str, JsonValue] = {}
-    tools: list[str] = []
-    mcp_servers: list[str | McpServerEntry] = []  # a registered server's name, or one inline
-    kind: Literal["llm", "loop", "sequential", "parallel"] = "llm"
-    sub_agents: list[str] = []
-    max_steps: Int32 = 0
-    max_iterations: Int32 = 0
-    is_active: bool = True
-    # Tool name or glob → allow, ask or deny (docs/human-in-the-loop.md).
-    tool_permissions: dict[str, Permission] = {}
-    input_expiry_seconds: Int32 = 0
-
-
-class AgentConfigEntry(_Entry):
-    """An agent's overrides of its type; `null` clears one."""
-
-    instructions: str | None = None
-    primary_model: str | None = None
-    model_params: dict[str, JsonValue] | None = None
-    max_steps: Int32 | None = None
-    max_iterations: Int32 | None = None
-    tools: list[str] | None = None
-    sub_agents: list[str] | None = None
-    network_access: list[str] | None = None
-    mock_responses: list[JsonValue] | None = None
-    # A message for a session whose run is in flight (docs/durability.md): default enqueue.
-    double_texting: Literal["reject", "enqueue", "interrupt"] | None = None
-    tool_permissions: dict[str, Permission] | None = None  # they only tighten the type's
-
-
-class AgentEntry(_Entry):
-    """An agent of a project, spawned from the agent type with slug `type`; found by `name` (or
-    `slug`, made from the name when left out)."""
-
-    name: str
-    slug: str = ""
-    type: str
-    config: AgentConfigEntry = AgentConfigEntry()
-
-
-class RemoteAgentEntry(_Entry):
-    """A remote A2A agent of the project (kind RemoteAgent), found by `name`: the project's agents
-    may name it in `network_access`. The credential is write-only (compared by presence only)."""
-
-    name: str
-    card_url: str
-    credential: str = ""
-    description: str = ""
-
-
-class LimitsEntry(_Entry):
-    """A project's limits (docs/tenants.md): left out, the operator's default; 0, unlimited. Only
-    a superuser may raise one."""
-
-    requests_per_minute: int | None = Field(default=None, ge=0)
-    concurrent_runs: int | None = Field(default=None, ge=0)
-    open_streams: int | None = Field(default=None, ge=0)
-    tokens_per_day: int | None = Field(default=None, ge=0)
-    stored_bytes: int | None = Field(default=None, ge=0)
-
-
-class ProjectEntry(_Entry):
-    """A project, its remote A2A agents and its agents; found by `slug` (made from `name` when
-    left out)."""
-
-    name: str
-    slug: str = ""
-    description: str = ""
-    tool_permissions: dict[str, Permission] = {}  # the owner's, for every agent: they only tighten
-    limits: LimitsEntry = LimitsEntry()  # as a whole: a limit left out is the operator's default
-    remote_agents: list[RemoteAgentEntry] = []
-    agents: list[AgentEntry] = []
-
-
-class ApplyDocument(_Entry):
-    """One YAML document of an apply file."""
-
-    version: Literal[1] = FORMAT_VERSION
-    agent_types: list[AgentTypeEntry] = []
-    projects: list[ProjectEntry] = []
-    mcp_servers: list[RegisteredMcpServerEntry] = []
 
 
 # --- Loaded declarations ---------------------------------------------------------------------------
