@@ -158,17 +158,11 @@ def project_fields(message: pb.Project) -> ProjectFields:
         slug=message.slug.strip(),
         description=message.description,
         tool_permissions=tool_permissions(message.tool_permissions, "project.tool_permissions"),
-        limits=project_limits(message.limits),
+        # The limits the message sets; unset ones stay unset (the operator's default).
+        limits=ProjectLimits(
+            **{name: getattr(message.limits, name) for name in LIMIT_NAMES if message.limits.HasField(name)}
+        ),
     )
-
-
-def project_limits(message: pb.ProjectLimits) -> ProjectLimits:
-    """The limits a message sets (unset ones stay unset: the operator's default)."""
-    return ProjectLimits(**{name: getattr(message, name) for name in LIMIT_NAMES if message.HasField(name)})
-
-
-def project_limits_message(limits: ProjectLimits) -> pb.ProjectLimits:
-    return pb.ProjectLimits(**limits.set())
 
 
 def new_agent(message: pb.Agent) -> NewAgent:
@@ -347,7 +341,7 @@ def project_message(project: Project) -> pb.Project:
         created_at=timestamp(project.created_at),
         updated_at=timestamp(project.updated_at),
         tool_permissions=tool_permissions_message(project.tool_permissions),
-        limits=project_limits_message(project.limits),
+        limits=pb.ProjectLimits(**project.limits.set()),
     )
 
 

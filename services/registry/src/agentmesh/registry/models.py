@@ -243,17 +243,6 @@ class Project(ProjectFields):
     updated_at: datetime
 
 
-class ProjectRunLoad(_Model):
-    """What admitting a run of an agent weighs: the agent's project, the limits it sets, its runs
-    in flight now, and whether this run is one of them already (a retried start)."""
-
-    project_id: str
-    limits: ProjectLimits
-    runs_in_flight: int
-    started: bool
-    tokens_today: int = 0  # used by its finished runs today (UTC)
-
-
 class AgentStatus(enum.StrEnum):
     IDLE = "idle"
     WORKING = "working"

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 
 from agentmesh.registry.errors import LimitRaiseDenied, QuotaExceeded
-from agentmesh.registry.models import LIMIT_NAMES, ProjectLimits, ProjectRunLoad
+from agentmesh.registry.models import LIMIT_NAMES, ProjectLimits
+from agentmesh.registry.projects.store import ProjectRunLoad
 from agentmesh.runtime.identity import Principal
 
 # What a run refused for its project's runs at once is told to wait: runs end at any moment.

@@ -6,6 +6,7 @@ Deleting a project deletes everything in it, through each resource's store part.
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -15,7 +16,7 @@ from sqlalchemy.orm import aliased
 from agentmesh.registry.errors import DuplicateRequest, SlugTaken
 from agentmesh.registry.in_memory_state import State, Stored, first
 from agentmesh.registry.mappers import from_row
-from agentmesh.registry.models import PROJECT_FIELDS, PageRequest, Project, ProjectRunLoad, Slice
+from agentmesh.registry.models import PROJECT_FIELDS, PageRequest, Project, ProjectLimits, Slice
 from agentmesh.registry.pagination import keyset_slice
 from agentmesh.registry.tables import AgentRow, AgentRunRow, ProjectRow, ProjectTokenDayRow
 
@@ -65,6 +66,19 @@ class ProjectTransaction(abc.ABC):
     @abc.abstractmethod
     async def add_project_tokens(self, tokens: dict[str, int], day: str) -> None:
         """Adds each project's tokens (by project id) to what its finished runs used on `day`."""
+
+
+@dataclass(frozen=True)
+class ProjectRunLoad:
+    """What admitting a run of an agent weighs: the agent's project, the limits it sets, its runs
+    in flight now, whether this run is one of them already (a retried start), and the tokens its
+    finished runs used today (UTC)."""
+
+    project_id: str
+    limits: ProjectLimits
+    runs_in_flight: int
+    started: bool
+    tokens_today: int = 0
 
 
 def _slug_taken(project: Project) -> SlugTaken:
@@ -150,7 +164,7 @@ class SqlProjects(ProjectTransaction):
             return None
         return ProjectRunLoad(
             project_id=row[0],
-            limits=row[1] or {},
+            limits=ProjectLimits.model_validate(row[1] or {}),
             runs_in_flight=row[2],
             started=row[3],
             tokens_today=row[4] or 0,
