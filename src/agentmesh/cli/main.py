@@ -55,6 +55,10 @@ COMMANDS = {
         "agentmesh.cli.input_requests:answer",
         "Answer a question a run waits for, and follow the resumed run.",
     ),
+    "limits": LazyCommand(
+        "agentmesh.cli.limits:limits",
+        "Show a project's limits, or set them (superusers; owners may only lower them).",
+    ),
     "users": LazyCommand("agentmesh.cli.users:users", "Manage users."),
     "api-keys": LazyCommand("agentmesh.cli.api_keys:api_keys", "Manage your API keys."),
     "get": LazyCommand(

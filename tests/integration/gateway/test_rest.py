@@ -165,6 +165,7 @@ async def test_projects_belong_to_their_owner(http: httpx.AsyncClient, api: Api)
         "created_at",
         "updated_at",
         "tool_permissions",
+        "limits",
     }
 
     assert (await http.get(f"/api/v1/projects/{project['id']}", headers=owner.headers)).status_code == 200

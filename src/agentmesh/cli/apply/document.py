@@ -269,9 +269,12 @@ def _declared_project(path: str, entry: ProjectEntry) -> DeclaredProject:
         slug=entry.slug,
         description=entry.description,
         tool_permissions=permissions(entry.tool_permissions),
+        limits=resources_pb2.ProjectLimits(**entry.limits.model_dump(exclude_none=True)),
     )
     declared = tuple(
-        name for name in ("name", "slug", "description", "tool_permissions") if name in entry.model_fields_set
+        name
+        for name in ("name", "slug", "description", "tool_permissions", "limits")
+        if name in entry.model_fields_set
     )
     agents = tuple(
         _declared_agent(f"{path}.agents[{index}]", agent) for index, agent in enumerate(entry.agents)

@@ -108,6 +108,17 @@ class RemoteAgentEntry(_Entry):
     description: str = ""
 
 
+class LimitsEntry(_Entry):
+    """A project's limits (docs/tenants.md): left out, the operator's default; 0, unlimited. Only
+    a superuser may raise one."""
+
+    requests_per_minute: int | None = Field(default=None, ge=0)
+    concurrent_runs: int | None = Field(default=None, ge=0)
+    open_streams: int | None = Field(default=None, ge=0)
+    tokens_per_day: int | None = Field(default=None, ge=0)
+    stored_bytes: int | None = Field(default=None, ge=0)
+
+
 class ProjectEntry(_Entry):
     """A project, its remote A2A agents and its agents; found by `slug` (made from `name` when
     left out)."""
@@ -116,6 +127,7 @@ class ProjectEntry(_Entry):
     slug: str = ""
     description: str = ""
     tool_permissions: dict[str, Permission] = {}  # the owner's, for every agent: they only tighten
+    limits: LimitsEntry = LimitsEntry()  # as a whole: a limit left out is the operator's default
     remote_agents: list[RemoteAgentEntry] = []
     agents: list[AgentEntry] = []
 

@@ -236,6 +236,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         address=advertise_address,
         tools=builder.tool_names,
         model_providers=models.providers,
+        run_slots=settings.max_concurrent_runs,
         interval_seconds=settings.heartbeat_interval_seconds,
         system_metadata=system_metadata,
     )
@@ -311,6 +312,7 @@ class _Heartbeat:
         address: str,
         tools: Sequence[str],
         model_providers: Callable[[], Sequence[tuple[str, str]]],
+        run_slots: int,
         interval_seconds: float,
         system_metadata: Callable[[], Metadata | None],
     ) -> None:
@@ -320,6 +322,7 @@ class _Heartbeat:
         # What it offers agents, reported with every beat (a key file may appear or go).
         self._tools = list(tools)
         self._model_providers = model_providers
+        self._run_slots = run_slots
         self._interval_seconds = interval_seconds
         self._system_metadata = system_metadata
         self._task = BackgroundTask("executor heartbeat", self._beat)
@@ -341,6 +344,7 @@ class _Heartbeat:
                     self._address,
                     tools=self._tools,
                     model_providers=self._model_providers(),
+                    run_slots=self._run_slots,
                     metadata=metadata,
                 )
             except DomainError as error:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from agentmesh.runtime.errors import (
+    RETRY_AFTER_SECONDS,
     TOKEN_REVOKED,
     Cancelled,
     FieldViolation,
@@ -22,8 +23,6 @@ from agentmesh.runtime.errors import (
     Unavailable,
     ValidationFailed,
 )
-
-RETRY_AFTER_SECONDS = "retry_after_seconds"
 
 __all__ = [
     "RETRY_AFTER_SECONDS",

@@ -186,14 +186,16 @@ class RegistryClient(ResourceCalls):
         *,
         tools: Sequence[str] = (),
         model_providers: Sequence[tuple[str, str]] = (),
+        run_slots: int = 0,
         metadata: Metadata | None = None,
     ) -> resources_pb2.Executor:
-        """Reports an executor in (its heartbeat) with its function tools and its model providers,
-        each as (name, what keeps it from answering or "")."""
+        """Reports an executor in (its heartbeat) with its function tools, its model providers,
+        each as (name, what keeps it from answering or ""), and how many runs it takes at once."""
         executor = resources_pb2.Executor(
             id=executor_id,
             address=address,
             tools=tools,
+            run_slots=run_slots,
             model_providers=[resources_pb2.ModelProvider(name=n, problem=p) for n, p in model_providers],
         )
         request = internal_pb.RegisterExecutorRequest(executor=executor)

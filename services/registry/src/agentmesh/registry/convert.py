@@ -14,6 +14,7 @@ from agentmesh.registry.errors import ValidationFailed
 from agentmesh.registry.mcp_servers.registry import masked
 from agentmesh.registry.models import (
     AGENT_CONFIG_FIELDS,
+    LIMIT_NAMES,
     Agent,
     AgentConfig,
     AgentKind,
@@ -35,6 +36,7 @@ from agentmesh.registry.models import (
     NewAgent,
     Project,
     ProjectFields,
+    ProjectLimits,
     RaisedInput,
     RegisteredMcpServer,
     ToolPermission,
@@ -156,6 +158,10 @@ def project_fields(message: pb.Project) -> ProjectFields:
         slug=message.slug.strip(),
         description=message.description,
         tool_permissions=tool_permissions(message.tool_permissions, "project.tool_permissions"),
+        # The limits the message sets; unset ones stay unset (the operator's default).
+        limits=ProjectLimits(
+            **{name: getattr(message.limits, name) for name in LIMIT_NAMES if message.limits.HasField(name)}
+        ),
     )
 
 
@@ -335,6 +341,7 @@ def project_message(project: Project) -> pb.Project:
         created_at=timestamp(project.created_at),
         updated_at=timestamp(project.updated_at),
         tool_permissions=tool_permissions_message(project.tool_permissions),
+        limits=pb.ProjectLimits(**project.limits.set()),
     )
 
 
@@ -415,6 +422,7 @@ def executor_message(executor: Executor) -> pb.Executor:
         heartbeat_at=timestamp(executor.heartbeat_at),
         tools=executor.tools,
         model_providers=[pb.ModelProvider(name=p.name, problem=p.problem) for p in executor.model_providers],
+        run_slots=executor.run_slots,
     )
 
 

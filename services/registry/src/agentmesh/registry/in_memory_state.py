@@ -63,6 +63,8 @@ class State:
     input_requests: dict[str, InputRequest] = field(default_factory=dict)
     # Parked runs' links to the suspended runs below them they wait on (`runs/run_waits.py`).
     run_waits: dict[RunKey, frozenset[str]] = field(default_factory=dict)
+    # Tokens a project's finished runs used, by (project id, YYYY-MM-DD).
+    project_tokens: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def in_flight(self, run: RunKey) -> bool:
         return run in self.runs or run in self.leases

@@ -157,6 +157,7 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
             request.executor.address,
             tools=request.executor.tools,
             model_providers=convert.model_providers(request.executor),
+            run_slots=request.executor.run_slots,
         )
         return pb.RegisterExecutorResponse(executor=convert.executor_message(executor))
 

@@ -195,6 +195,30 @@ class AgentType(AgentTypeFields):
     updated_at: datetime
 
 
+# What a project's limits are named (DESIGN §12), in the order they are listed.
+LIMIT_NAMES: tuple[str, ...] = (
+    "requests_per_minute",
+    "concurrent_runs",
+    "open_streams",
+    "tokens_per_day",
+    "stored_bytes",
+)
+
+
+class ProjectLimits(_Model):
+    """What one project may use. None: the operator's default applies; 0: unlimited."""
+
+    requests_per_minute: int | None = None
+    concurrent_runs: int | None = None
+    open_streams: int | None = None
+    tokens_per_day: int | None = None
+    stored_bytes: int | None = None
+
+    def set(self) -> dict[str, int]:
+        """The limits this project sets itself, by name."""
+        return {name: value for name in LIMIT_NAMES if (value := getattr(self, name)) is not None}
+
+
 class ProjectFields(_Model):
     """The settable fields of a project."""
 
@@ -203,6 +227,8 @@ class ProjectFields(_Model):
     description: str = ""
     # The owner's rules for every agent of the project: they only tighten the types' rules.
     tool_permissions: ToolPermissions = Field(default_factory=dict)
+    # Set by superusers; the owner may lower them (`projects/limits.py`).
+    limits: ProjectLimits = Field(default_factory=ProjectLimits)
 
 
 PROJECT_FIELDS: tuple[str, ...] = tuple(ProjectFields.model_fields)
@@ -358,6 +384,8 @@ class Executor(_Model):
     heartbeat_at: datetime
     tools: list[str] = []
     model_providers: list[ModelProvider] = []
+    # How many runs it takes at once (0: not said).
+    run_slots: int = 0
 
 
 class PageRequest(_Model):

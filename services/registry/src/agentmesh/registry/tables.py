@@ -116,8 +116,23 @@ class ProjectRow(Base):
     request_id: Mapped[str | None] = mapped_column(sa.String(200))
     # The owner's tool permissions for every agent of the project, which only tighten.
     tool_permissions: Mapped[dict[str, str]] = mapped_column(sa.JSON, server_default="{}")
+    # The limits the project sets itself, by name (the rest are the operator's defaults).
+    limits: Mapped[dict[str, int]] = mapped_column(sa.JSON, server_default="{}")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class ProjectTokenDayRow(Base):
+    """The model tokens a project's finished runs used on one day (UTC), for its `tokens_per_day`
+    limit (migration 0012)."""
+
+    __tablename__ = "project_token_days"
+
+    project_id: Mapped[str] = mapped_column(
+        sa.ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True
+    )
+    day: Mapped[str] = mapped_column(sa.String(10), primary_key=True)  # YYYY-MM-DD
+    tokens: Mapped[int] = mapped_column(sa.BigInteger)
 
 
 class AgentRow(Base):
@@ -224,6 +239,8 @@ class ExecutorRow(Base):
     heartbeat_at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
     tools: Mapped[list[str]] = mapped_column(sa.JSON, default=list)
     model_providers: Mapped[list[dict[str, Any]]] = mapped_column(sa.JSON, default=list)
+    # How many runs it takes at once (migration 0012; 0: not said).
+    run_slots: Mapped[int] = mapped_column(sa.Integer, server_default="0")
 
 
 class McpServerRow(Base):

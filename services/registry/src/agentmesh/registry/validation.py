@@ -30,6 +30,8 @@ MAX_PERSON_NAME = 100
 MAX_AGENT_NAME = 100
 MAX_DISPLAY_NAME = 200
 MAX_DESCRIPTION = 10_000
+# A project limit's largest value: what JSON numbers hold exactly (clients in JavaScript too).
+MAX_LIMIT = 2**53 - 1
 MAX_PROMPT = 100_000
 MAX_MODEL_NAME = 200
 MAX_LIST_ITEMS = 100
@@ -132,6 +134,11 @@ def check_project(fields: ProjectFields, *, prefix: str = "project") -> list[Fie
     violations = _name_and_slug(prefix, fields.name, fields.slug)
     violations += _max_length(f"{prefix}.description", fields.description, MAX_DESCRIPTION)
     violations += check_tool_permissions(f"{prefix}.tool_permissions", fields.tool_permissions)
+    violations += [
+        FieldViolation(f"{prefix}.limits.{name}", f"must be 0 (unlimited) to {MAX_LIMIT}")
+        for name, value in fields.limits.set().items()
+        if not 0 <= value <= MAX_LIMIT
+    ]
     return violations
 
 

@@ -124,7 +124,8 @@ type RegistryServiceClient interface {
 	GetProject(ctx context.Context, in *GetProjectRequest, opts ...grpc.CallOption) (*GetProjectResponse, error)
 	// Lists the projects the caller may see.
 	ListProjects(ctx context.Context, in *ListProjectsRequest, opts ...grpc.CallOption) (*ListProjectsResponse, error)
-	// Updates the fields named in the update mask. NOT_FOUND, ALREADY_EXISTS.
+	// Updates the fields named in the update mask (`limits` as a whole: only a superuser may raise
+	// one). NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED (an owner raising a limit).
 	UpdateProject(ctx context.Context, in *UpdateProjectRequest, opts ...grpc.CallOption) (*UpdateProjectResponse, error)
 	// Deletes a project and its agents. NOT_FOUND.
 	DeleteProject(ctx context.Context, in *DeleteProjectRequest, opts ...grpc.CallOption) (*DeleteProjectResponse, error)
@@ -670,7 +671,8 @@ type RegistryServiceServer interface {
 	GetProject(context.Context, *GetProjectRequest) (*GetProjectResponse, error)
 	// Lists the projects the caller may see.
 	ListProjects(context.Context, *ListProjectsRequest) (*ListProjectsResponse, error)
-	// Updates the fields named in the update mask. NOT_FOUND, ALREADY_EXISTS.
+	// Updates the fields named in the update mask (`limits` as a whole: only a superuser may raise
+	// one). NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED (an owner raising a limit).
 	UpdateProject(context.Context, *UpdateProjectRequest) (*UpdateProjectResponse, error)
 	// Deletes a project and its agents. NOT_FOUND.
 	DeleteProject(context.Context, *DeleteProjectRequest) (*DeleteProjectResponse, error)

@@ -749,8 +749,10 @@ type Project struct {
 	// Tool permissions the project's owner sets for every agent of the project; they tighten the
 	// agents' types' (never loosen them; see AgentConfig.tool_permissions).
 	ToolPermissions map[string]v1.ToolPermission `protobuf:"bytes,8,rep,name=tool_permissions,json=toolPermissions,proto3" json:"tool_permissions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value,enum=agentmesh.common.v1.ToolPermission"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// What the project may use. A superuser sets them; the owner may only lower them.
+	Limits        *ProjectLimits `protobuf:"bytes,9,opt,name=limits,proto3" json:"limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Project) Reset() {
@@ -839,6 +841,96 @@ func (x *Project) GetToolPermissions() map[string]v1.ToolPermission {
 	return nil
 }
 
+func (x *Project) GetLimits() *ProjectLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+// ProjectLimits bound what one project may use of the mesh. Each limit is optional: unset, the
+// operator's default applies (the registry's and gateway's settings); 0 means unlimited.
+type ProjectLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Requests a minute, over every face of every gateway.
+	RequestsPerMinute *int64 `protobuf:"varint,1,opt,name=requests_per_minute,json=requestsPerMinute,proto3,oneof" json:"requests_per_minute,omitempty"`
+	// Runs in flight at once (a delegated run counts too).
+	ConcurrentRuns *int64 `protobuf:"varint,2,opt,name=concurrent_runs,json=concurrentRuns,proto3,oneof" json:"concurrent_runs,omitempty"`
+	// Streams of the project open at once.
+	OpenStreams *int64 `protobuf:"varint,3,opt,name=open_streams,json=openStreams,proto3,oneof" json:"open_streams,omitempty"`
+	// Model tokens a day (UTC), as the project's finished runs recorded them.
+	TokensPerDay *int64 `protobuf:"varint,4,opt,name=tokens_per_day,json=tokensPerDay,proto3,oneof" json:"tokens_per_day,omitempty"`
+	// Bytes of the project's stored events.
+	StoredBytes   *int64 `protobuf:"varint,5,opt,name=stored_bytes,json=storedBytes,proto3,oneof" json:"stored_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProjectLimits) Reset() {
+	*x = ProjectLimits{}
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectLimits) ProtoMessage() {}
+
+func (x *ProjectLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectLimits.ProtoReflect.Descriptor instead.
+func (*ProjectLimits) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ProjectLimits) GetRequestsPerMinute() int64 {
+	if x != nil && x.RequestsPerMinute != nil {
+		return *x.RequestsPerMinute
+	}
+	return 0
+}
+
+func (x *ProjectLimits) GetConcurrentRuns() int64 {
+	if x != nil && x.ConcurrentRuns != nil {
+		return *x.ConcurrentRuns
+	}
+	return 0
+}
+
+func (x *ProjectLimits) GetOpenStreams() int64 {
+	if x != nil && x.OpenStreams != nil {
+		return *x.OpenStreams
+	}
+	return 0
+}
+
+func (x *ProjectLimits) GetTokensPerDay() int64 {
+	if x != nil && x.TokensPerDay != nil {
+		return *x.TokensPerDay
+	}
+	return 0
+}
+
+func (x *ProjectLimits) GetStoredBytes() int64 {
+	if x != nil && x.StoredBytes != nil {
+		return *x.StoredBytes
+	}
+	return 0
+}
+
 // AgentConfig overrides the agent type per agent; a field that is not set keeps the type's value.
 type AgentConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -873,7 +965,7 @@ type AgentConfig struct {
 
 func (x *AgentConfig) Reset() {
 	*x = AgentConfig{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[5]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +977,7 @@ func (x *AgentConfig) String() string {
 func (*AgentConfig) ProtoMessage() {}
 
 func (x *AgentConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[5]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +990,7 @@ func (x *AgentConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentConfig.ProtoReflect.Descriptor instead.
 func (*AgentConfig) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{5}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AgentConfig) GetInstructions() string {
@@ -1013,7 +1105,7 @@ type Agent struct {
 
 func (x *Agent) Reset() {
 	*x = Agent{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[6]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1117,7 @@ func (x *Agent) String() string {
 func (*Agent) ProtoMessage() {}
 
 func (x *Agent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[6]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1130,7 @@ func (x *Agent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Agent.ProtoReflect.Descriptor instead.
 func (*Agent) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{6}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Agent) GetId() string {
@@ -1184,7 +1276,7 @@ type AgentSpec struct {
 
 func (x *AgentSpec) Reset() {
 	*x = AgentSpec{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[7]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1288,7 @@ func (x *AgentSpec) String() string {
 func (*AgentSpec) ProtoMessage() {}
 
 func (x *AgentSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[7]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1301,7 @@ func (x *AgentSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSpec.ProtoReflect.Descriptor instead.
 func (*AgentSpec) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{7}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AgentSpec) GetAgent() *Agent {
@@ -1387,13 +1479,15 @@ type Executor struct {
 	Tools []string `protobuf:"bytes,4,rep,name=tools,proto3" json:"tools,omitempty"`
 	// The model providers it is configured with (`mock` is always there).
 	ModelProviders []*ModelProvider `protobuf:"bytes,5,rep,name=model_providers,json=modelProviders,proto3" json:"model_providers,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// How many runs it takes at once (0: not said); the pool's slots are its live members'.
+	RunSlots      int32 `protobuf:"varint,6,opt,name=run_slots,json=runSlots,proto3" json:"run_slots,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Executor) Reset() {
 	*x = Executor{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1499,7 @@ func (x *Executor) String() string {
 func (*Executor) ProtoMessage() {}
 
 func (x *Executor) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1512,7 @@ func (x *Executor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Executor.ProtoReflect.Descriptor instead.
 func (*Executor) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{8}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Executor) GetId() string {
@@ -1456,6 +1550,13 @@ func (x *Executor) GetModelProviders() []*ModelProvider {
 	return nil
 }
 
+func (x *Executor) GetRunSlots() int32 {
+	if x != nil {
+		return x.RunSlots
+	}
+	return 0
+}
+
 // ModelProvider is a model provider as one executor has it configured: the part of a model name
 // before the slash (`openai/gpt-4o-mini`).
 type ModelProvider struct {
@@ -1471,7 +1572,7 @@ type ModelProvider struct {
 
 func (x *ModelProvider) Reset() {
 	*x = ModelProvider{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[9]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1584,7 @@ func (x *ModelProvider) String() string {
 func (*ModelProvider) ProtoMessage() {}
 
 func (x *ModelProvider) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[9]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1597,7 @@ func (x *ModelProvider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelProvider.ProtoReflect.Descriptor instead.
 func (*ModelProvider) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{9}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ModelProvider) GetName() string {
@@ -1538,7 +1639,7 @@ type RemoteAgent struct {
 
 func (x *RemoteAgent) Reset() {
 	*x = RemoteAgent{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[10]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1550,7 +1651,7 @@ func (x *RemoteAgent) String() string {
 func (*RemoteAgent) ProtoMessage() {}
 
 func (x *RemoteAgent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[10]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1563,7 +1664,7 @@ func (x *RemoteAgent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoteAgent.ProtoReflect.Descriptor instead.
 func (*RemoteAgent) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{10}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RemoteAgent) GetId() string {
@@ -1693,7 +1794,7 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x14input_expiry_seconds\x18\x14 \x01(\x05R\x12inputExpirySeconds\x1ag\n" +
 	"\x14ToolPermissionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
-	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"\xbd\x03\n" +
+	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"\xfb\x03\n" +
 	"\aProject\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1704,10 +1805,22 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12^\n" +
-	"\x10tool_permissions\x18\b \x03(\v23.agentmesh.registry.v1.Project.ToolPermissionsEntryR\x0ftoolPermissions\x1ag\n" +
+	"\x10tool_permissions\x18\b \x03(\v23.agentmesh.registry.v1.Project.ToolPermissionsEntryR\x0ftoolPermissions\x12<\n" +
+	"\x06limits\x18\t \x01(\v2$.agentmesh.registry.v1.ProjectLimitsR\x06limits\x1ag\n" +
 	"\x14ToolPermissionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
-	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"\xbc\x06\n" +
+	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"\xce\x02\n" +
+	"\rProjectLimits\x123\n" +
+	"\x13requests_per_minute\x18\x01 \x01(\x03H\x00R\x11requestsPerMinute\x88\x01\x01\x12,\n" +
+	"\x0fconcurrent_runs\x18\x02 \x01(\x03H\x01R\x0econcurrentRuns\x88\x01\x01\x12&\n" +
+	"\fopen_streams\x18\x03 \x01(\x03H\x02R\vopenStreams\x88\x01\x01\x12)\n" +
+	"\x0etokens_per_day\x18\x04 \x01(\x03H\x03R\ftokensPerDay\x88\x01\x01\x12&\n" +
+	"\fstored_bytes\x18\x05 \x01(\x03H\x04R\vstoredBytes\x88\x01\x01B\x16\n" +
+	"\x14_requests_per_minuteB\x12\n" +
+	"\x10_concurrent_runsB\x0f\n" +
+	"\r_open_streamsB\x11\n" +
+	"\x0f_tokens_per_dayB\x0f\n" +
+	"\r_stored_bytes\"\xbc\x06\n" +
 	"\vAgentConfig\x12'\n" +
 	"\finstructions\x18\x01 \x01(\tH\x00R\finstructions\x88\x01\x01\x12(\n" +
 	"\rprimary_model\x18\x02 \x01(\tH\x01R\fprimaryModel\x88\x01\x01\x12:\n" +
@@ -1787,13 +1900,14 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\x1an\n" +
 	"\x1bProjectToolPermissionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
-	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"\xd8\x01\n" +
+	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"\xf5\x01\n" +
 	"\bExecutor\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12=\n" +
 	"\fheartbeat_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\x12\x14\n" +
 	"\x05tools\x18\x04 \x03(\tR\x05tools\x12M\n" +
-	"\x0fmodel_providers\x18\x05 \x03(\v2$.agentmesh.registry.v1.ModelProviderR\x0emodelProviders\"=\n" +
+	"\x0fmodel_providers\x18\x05 \x03(\v2$.agentmesh.registry.v1.ModelProviderR\x0emodelProviders\x12\x1b\n" +
+	"\trun_slots\x18\x06 \x01(\x05R\brunSlots\"=\n" +
 	"\rModelProvider\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aproblem\x18\x02 \x01(\tR\aproblem\"\xe8\x01\n" +
@@ -1837,7 +1951,7 @@ func file_agentmesh_registry_v1_resources_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_registry_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(AgentKind)(0),                // 0: agentmesh.registry.v1.AgentKind
 	(AgentStatus)(0),              // 1: agentmesh.registry.v1.AgentStatus
@@ -1846,78 +1960,80 @@ var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(*McpServer)(nil),             // 4: agentmesh.registry.v1.McpServer
 	(*AgentType)(nil),             // 5: agentmesh.registry.v1.AgentType
 	(*Project)(nil),               // 6: agentmesh.registry.v1.Project
-	(*AgentConfig)(nil),           // 7: agentmesh.registry.v1.AgentConfig
-	(*Agent)(nil),                 // 8: agentmesh.registry.v1.Agent
-	(*AgentSpec)(nil),             // 9: agentmesh.registry.v1.AgentSpec
-	(*Executor)(nil),              // 10: agentmesh.registry.v1.Executor
-	(*ModelProvider)(nil),         // 11: agentmesh.registry.v1.ModelProvider
-	(*RemoteAgent)(nil),           // 12: agentmesh.registry.v1.RemoteAgent
-	nil,                           // 13: agentmesh.registry.v1.McpServer.EnvEntry
-	nil,                           // 14: agentmesh.registry.v1.McpServer.HeadersEntry
-	nil,                           // 15: agentmesh.registry.v1.AgentType.ToolPermissionsEntry
-	nil,                           // 16: agentmesh.registry.v1.Project.ToolPermissionsEntry
-	nil,                           // 17: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
-	nil,                           // 18: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	nil,                           // 19: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
-	nil,                           // 20: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
-	nil,                           // 21: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
-	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 23: google.protobuf.Struct
-	(*v1.StringList)(nil),         // 24: agentmesh.common.v1.StringList
-	(*structpb.ListValue)(nil),    // 25: google.protobuf.ListValue
-	(v1.ToolPermission)(0),        // 26: agentmesh.common.v1.ToolPermission
+	(*ProjectLimits)(nil),         // 7: agentmesh.registry.v1.ProjectLimits
+	(*AgentConfig)(nil),           // 8: agentmesh.registry.v1.AgentConfig
+	(*Agent)(nil),                 // 9: agentmesh.registry.v1.Agent
+	(*AgentSpec)(nil),             // 10: agentmesh.registry.v1.AgentSpec
+	(*Executor)(nil),              // 11: agentmesh.registry.v1.Executor
+	(*ModelProvider)(nil),         // 12: agentmesh.registry.v1.ModelProvider
+	(*RemoteAgent)(nil),           // 13: agentmesh.registry.v1.RemoteAgent
+	nil,                           // 14: agentmesh.registry.v1.McpServer.EnvEntry
+	nil,                           // 15: agentmesh.registry.v1.McpServer.HeadersEntry
+	nil,                           // 16: agentmesh.registry.v1.AgentType.ToolPermissionsEntry
+	nil,                           // 17: agentmesh.registry.v1.Project.ToolPermissionsEntry
+	nil,                           // 18: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
+	nil,                           // 19: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	nil,                           // 20: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
+	nil,                           // 21: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
+	nil,                           // 22: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
+	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 24: google.protobuf.Struct
+	(*v1.StringList)(nil),         // 25: agentmesh.common.v1.StringList
+	(*structpb.ListValue)(nil),    // 26: google.protobuf.ListValue
+	(v1.ToolPermission)(0),        // 27: agentmesh.common.v1.ToolPermission
 }
 var file_agentmesh_registry_v1_resources_proto_depIdxs = []int32{
-	22, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	22, // 1: agentmesh.registry.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	22, // 2: agentmesh.registry.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
-	22, // 3: agentmesh.registry.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
-	13, // 4: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
-	14, // 5: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
-	22, // 6: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
-	22, // 7: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
-	23, // 8: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
+	23, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	23, // 1: agentmesh.registry.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	23, // 2: agentmesh.registry.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
+	23, // 3: agentmesh.registry.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
+	14, // 4: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
+	15, // 5: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
+	23, // 6: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
+	23, // 7: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
+	24, // 8: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
 	4,  // 9: agentmesh.registry.v1.AgentType.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
 	0,  // 10: agentmesh.registry.v1.AgentType.kind:type_name -> agentmesh.registry.v1.AgentKind
-	22, // 11: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
-	22, // 12: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
-	15, // 13: agentmesh.registry.v1.AgentType.tool_permissions:type_name -> agentmesh.registry.v1.AgentType.ToolPermissionsEntry
-	22, // 14: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
-	22, // 15: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
-	16, // 16: agentmesh.registry.v1.Project.tool_permissions:type_name -> agentmesh.registry.v1.Project.ToolPermissionsEntry
-	23, // 17: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
-	24, // 18: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
-	24, // 19: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
-	24, // 20: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
-	25, // 21: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
-	17, // 22: agentmesh.registry.v1.AgentConfig.tool_permissions:type_name -> agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
-	1,  // 23: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
-	7,  // 24: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
-	22, // 25: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
-	22, // 26: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
-	8,  // 27: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
-	0,  // 28: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
-	23, // 29: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
-	4,  // 30: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	25, // 31: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
-	18, // 32: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	19, // 33: agentmesh.registry.v1.AgentSpec.tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
-	20, // 34: agentmesh.registry.v1.AgentSpec.agent_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
-	21, // 35: agentmesh.registry.v1.AgentSpec.project_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
-	22, // 36: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
-	11, // 37: agentmesh.registry.v1.Executor.model_providers:type_name -> agentmesh.registry.v1.ModelProvider
-	22, // 38: agentmesh.registry.v1.RemoteAgent.created_at:type_name -> google.protobuf.Timestamp
-	26, // 39: agentmesh.registry.v1.AgentType.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	26, // 40: agentmesh.registry.v1.Project.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	26, // 41: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	26, // 42: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	26, // 43: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	26, // 44: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	45, // [45:45] is the sub-list for method output_type
-	45, // [45:45] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	23, // 11: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
+	23, // 12: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
+	16, // 13: agentmesh.registry.v1.AgentType.tool_permissions:type_name -> agentmesh.registry.v1.AgentType.ToolPermissionsEntry
+	23, // 14: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
+	23, // 15: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
+	17, // 16: agentmesh.registry.v1.Project.tool_permissions:type_name -> agentmesh.registry.v1.Project.ToolPermissionsEntry
+	7,  // 17: agentmesh.registry.v1.Project.limits:type_name -> agentmesh.registry.v1.ProjectLimits
+	24, // 18: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
+	25, // 19: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
+	25, // 20: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
+	25, // 21: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
+	26, // 22: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
+	18, // 23: agentmesh.registry.v1.AgentConfig.tool_permissions:type_name -> agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
+	1,  // 24: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
+	8,  // 25: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
+	23, // 26: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
+	23, // 27: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
+	9,  // 28: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
+	0,  // 29: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
+	24, // 30: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
+	4,  // 31: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	26, // 32: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
+	19, // 33: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	20, // 34: agentmesh.registry.v1.AgentSpec.tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
+	21, // 35: agentmesh.registry.v1.AgentSpec.agent_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
+	22, // 36: agentmesh.registry.v1.AgentSpec.project_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
+	23, // 37: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
+	12, // 38: agentmesh.registry.v1.Executor.model_providers:type_name -> agentmesh.registry.v1.ModelProvider
+	23, // 39: agentmesh.registry.v1.RemoteAgent.created_at:type_name -> google.protobuf.Timestamp
+	27, // 40: agentmesh.registry.v1.AgentType.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	27, // 41: agentmesh.registry.v1.Project.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	27, // 42: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	27, // 43: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	27, // 44: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	27, // 45: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	46, // [46:46] is the sub-list for method output_type
+	46, // [46:46] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_resources_proto_init() }
@@ -1926,13 +2042,14 @@ func file_agentmesh_registry_v1_resources_proto_init() {
 		return
 	}
 	file_agentmesh_registry_v1_resources_proto_msgTypes[5].OneofWrappers = []any{}
+	file_agentmesh_registry_v1_resources_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_resources_proto_rawDesc), len(file_agentmesh_registry_v1_resources_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -149,10 +149,16 @@ def agent_type(value: registry_resources.AgentType) -> schemas.AgentTypeOut:
 
 def project_proto(fields: dict[str, Any], *, id: str = "") -> registry_resources.Project:
     rules = fields.get("tool_permissions")
-    others = {name: value for name, value in fields.items() if name != "tool_permissions"}
+    limits = fields.get("limits") or {}
+    others = {name: value for name, value in fields.items() if name not in ("tool_permissions", "limits")}
     proto = registry_resources.Project(id=id, **others)
     if rules:
         proto.tool_permissions.update(tool_permissions_proto(rules))
+    proto.limits.CopyFrom(
+        registry_resources.ProjectLimits(
+            **{name: value for name, value in limits.items() if value is not None}
+        )
+    )
     return proto
 
 
@@ -166,6 +172,13 @@ def project(value: registry_resources.Project) -> schemas.ProjectOut:
         created_at=timestamp(value.created_at),
         updated_at=timestamp(value.updated_at),
         tool_permissions=tool_permissions(value.tool_permissions),
+        limits=schemas.ProjectLimits(
+            **{
+                name: getattr(value.limits, name)
+                for name in schemas.ProjectLimits.model_fields
+                if value.limits.HasField(name)
+            }
+        ),
     )
 
 

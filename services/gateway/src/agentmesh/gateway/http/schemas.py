@@ -229,11 +229,26 @@ class AgentTypeOut(BaseModel):
 # Projects.
 
 
+# A project limit (docs/tenants.md): null or absent, the operator's default; 0, unlimited.
+Limit = Annotated[int | None, Field(ge=0, le=2**53 - 1)]
+
+
+class ProjectLimits(RequestBody):
+    """What one project may use. Only superusers raise a limit; the owner may lower one."""
+
+    requests_per_minute: Limit = None
+    concurrent_runs: Limit = None
+    open_streams: Limit = None
+    tokens_per_day: Limit = None
+    stored_bytes: Limit = None
+
+
 class ProjectCreate(RequestBody):
     name: str
     slug: str
     description: str = ""
     tool_permissions: ToolPermissions = Field(default_factory=dict)
+    limits: ProjectLimits = Field(default_factory=ProjectLimits)
 
 
 class ProjectUpdate(RequestBody):
@@ -243,6 +258,8 @@ class ProjectUpdate(RequestBody):
     slug: str = _unchanged()
     description: str = _unchanged()
     tool_permissions: ToolPermissions = _unchanged()
+    # Replaces the project's limits as a whole: a limit left out falls back to the default.
+    limits: ProjectLimits = _unchanged()
 
 
 class ProjectOut(BaseModel):
@@ -254,6 +271,8 @@ class ProjectOut(BaseModel):
     created_at: datetime | None
     updated_at: datetime | None
     tool_permissions: dict[str, ToolPermissionName]
+    # The limits the project sets; null ones are the operator's defaults.
+    limits: ProjectLimits
 
 
 # Agents.

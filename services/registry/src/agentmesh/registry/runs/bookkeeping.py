@@ -14,7 +14,8 @@ from agentmesh.registry.agents.watch import AgentWatch
 from agentmesh.registry.clock import Clock, utc_now
 from agentmesh.registry.errors import AgentNotFound
 from agentmesh.registry.models import Agent, FinishedRun
-from agentmesh.registry.store import RegistryStore, RunLease, Visibility
+from agentmesh.registry.projects.limits import ProjectQuotas
+from agentmesh.registry.store import RegistryStore, RunChange, RunLease, Visibility
 from agentmesh.registry.validation import raise_if, required
 from agentmesh.runtime.errors import DomainError, FieldViolation
 from agentmesh.runtime.identity import Principal
@@ -27,20 +28,35 @@ class RunBookkeeping:
     """Runs started and finished by executors, counted against their agents."""
 
     def __init__(
-        self, store: RegistryStore, *, clock: Clock = utc_now, watch: AgentWatch | None = None
+        self,
+        store: RegistryStore,
+        *,
+        quotas: ProjectQuotas | None = None,
+        clock: Clock = utc_now,
+        watch: AgentWatch | None = None,
     ) -> None:
         self._store = store
+        self._quotas = quotas
         self._now = clock
         self._watch = watch  # tells watching executors a parked run may be ready to go on
 
     async def start_run(
         self, principal: Principal, agent_id: str, run_id: str, *, lease: RunLease | None = None
     ) -> tuple[Agent, str]:
-        """An executor starts a run (holding `lease` on it): the agent becomes working. Starting
+        """An executor starts a run (holding `lease` on it): the agent becomes working, unless
+        its project's limits refuse the run (QuotaExceeded, before anything is recorded). Starting
         the same run twice (a retried call) counts it once. With the agent, its spec's revision
         now (an executor holding a spec of another revision resolves it again)."""
         raise_if(required("agent_id", agent_id) + required("run_id", run_id))
         now = self._now()
+        if self._quotas is not None:
+            owner_id = None if principal.is_superuser else principal.user_id
+            async with self._store.read() as tx:
+                load = await tx.project_run_load(
+                    agent_id, run_id, owner_id=owner_id, day=now.date().isoformat()
+                )
+            if load is not None:  # else refused below, as for any agent not there
+                await self._quotas.admit_run(load, now)
         change = await self._store.start_run(_visibility(principal), agent_id, run_id, now, lease=lease)
         if change is None:
             raise AgentNotFound("agent not found")
@@ -65,11 +81,13 @@ class RunBookkeeping:
         finished = FinishedRun(
             agent_id=agent_id, run_id=run_id, completed=completed, tokens_used=tokens_used, cost=cost
         )
-        agent = await self._finish(principal, finished)
+        change = await self._finish(principal, finished)
+        if change.changed and tokens_used:
+            await self._add_tokens({change.agent.project_id: tokens_used})
         await self._release([run_id])
-        return agent
+        return change.agent
 
-    async def _finish(self, principal: Principal, run: FinishedRun) -> Agent:
+    async def _finish(self, principal: Principal, run: FinishedRun) -> RunChange:
         violations = required("agent_id", run.agent_id) + required("run_id", run.run_id)
         if run.tokens_used < 0:
             violations.append(FieldViolation("tokens_used", "must not be negative"))
@@ -87,7 +105,14 @@ class RunBookkeeping:
         )
         if change is None:
             raise AgentNotFound("agent not found")
-        return change.agent
+        return change
+
+    async def _add_tokens(self, tokens: dict[str, int]) -> None:
+        """Counts finished runs' tokens to their projects' day (UTC), for `tokens_per_day`. Apart
+        from the run's finish (which stays one statement): a failure here loses the count, never
+        the finish."""
+        async with self._store.write() as tx:
+            await tx.add_project_tokens(tokens, self._now().date().isoformat())
 
     async def finish_runs(
         self, principal: Principal, runs: Sequence[FinishedRun]
@@ -97,13 +122,19 @@ class RunBookkeeping:
             too_many = f"must hold at most {MAX_FINISHED_RUNS} runs, not {len(runs)}"
             raise_if([FieldViolation("runs", too_many)])
         results: list[Agent | DomainError] = []
+        tokens: dict[str, int] = {}
         for run in runs:
             try:
-                agent = await self._finish(principal, run)
+                change = await self._finish(principal, run)
             except DomainError as error:
                 results.append(error)
             else:
-                results.append(agent)
+                results.append(change.agent)
+                if change.changed and run.tokens_used:
+                    project_id = change.agent.project_id
+                    tokens[project_id] = tokens.get(project_id, 0) + run.tokens_used
+        if tokens:  # one write for the batch
+            await self._add_tokens(tokens)
         await self._release(
             [run.run_id for run, result in zip(runs, results, strict=True) if isinstance(result, Agent)]
         )

@@ -399,7 +399,8 @@ class RegistryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpdateProject(self, request, context):
-        """Updates the fields named in the update mask. NOT_FOUND, ALREADY_EXISTS.
+        """Updates the fields named in the update mask (`limits` as a whole: only a superuser may raise
+        one). NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED (an owner raising a limit).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -98,7 +98,9 @@ class RegistryServiceStub:
     ListProjects: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ListProjectsRequest, _registry_service_pb2.ListProjectsResponse]
     """Lists the projects the caller may see."""
     UpdateProject: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.UpdateProjectRequest, _registry_service_pb2.UpdateProjectResponse]
-    """Updates the fields named in the update mask. NOT_FOUND, ALREADY_EXISTS."""
+    """Updates the fields named in the update mask (`limits` as a whole: only a superuser may raise
+    one). NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED (an owner raising a limit).
+    """
     DeleteProject: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteProjectRequest, _registry_service_pb2.DeleteProjectResponse]
     """Deletes a project and its agents. NOT_FOUND."""
     CreateAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CreateAgentRequest, _registry_service_pb2.CreateAgentResponse]
@@ -242,7 +244,9 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     ListProjects: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ListProjectsRequest, _registry_service_pb2.ListProjectsResponse]  # type: ignore[assignment]
     """Lists the projects the caller may see."""
     UpdateProject: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.UpdateProjectRequest, _registry_service_pb2.UpdateProjectResponse]  # type: ignore[assignment]
-    """Updates the fields named in the update mask. NOT_FOUND, ALREADY_EXISTS."""
+    """Updates the fields named in the update mask (`limits` as a whole: only a superuser may raise
+    one). NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED (an owner raising a limit).
+    """
     DeleteProject: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteProjectRequest, _registry_service_pb2.DeleteProjectResponse]  # type: ignore[assignment]
     """Deletes a project and its agents. NOT_FOUND."""
     CreateAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CreateAgentRequest, _registry_service_pb2.CreateAgentResponse]  # type: ignore[assignment]
@@ -497,7 +501,9 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _registry_service_pb2.UpdateProjectRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.UpdateProjectResponse, _abc.Awaitable[_registry_service_pb2.UpdateProjectResponse]]:
-        """Updates the fields named in the update mask. NOT_FOUND, ALREADY_EXISTS."""
+        """Updates the fields named in the update mask (`limits` as a whole: only a superuser may raise
+        one). NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED (an owner raising a limit).
+        """
 
     @_abc_1.abstractmethod
     def DeleteProject(

@@ -502,6 +502,7 @@ class Project(_message.Message):
     CREATED_AT_FIELD_NUMBER: _builtins.int
     UPDATED_AT_FIELD_NUMBER: _builtins.int
     TOOL_PERMISSIONS_FIELD_NUMBER: _builtins.int
+    LIMITS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Opaque identifier."""
     name: _builtins.str
@@ -526,6 +527,10 @@ class Project(_message.Message):
         agents' types' (never loosen them; see AgentConfig.tool_permissions).
         """
 
+    @_builtins.property
+    def limits(self) -> Global___ProjectLimits:
+        """What the project may use. A superuser sets them; the owner may only lower them."""
+
     def __init__(
         self,
         *,
@@ -537,14 +542,74 @@ class Project(_message.Message):
         created_at: _timestamp_pb2.Timestamp | None = ...,
         updated_at: _timestamp_pb2.Timestamp | None = ...,
         tool_permissions: _abc.Mapping[_builtins.str, _types_pb2.ToolPermission.ValueType] | None = ...,
+        limits: Global___ProjectLimits | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "updated_at", b"updated_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "limits", b"limits", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "description", b"description", "id", b"id", "name", b"name", "owner_id", b"owner_id", "slug", b"slug", "tool_permissions", b"tool_permissions", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "description", b"description", "id", b"id", "limits", b"limits", "name", b"name", "owner_id", b"owner_id", "slug", b"slug", "tool_permissions", b"tool_permissions", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Project: _TypeAlias = Project  # noqa: Y015
+
+@_typing.final
+class ProjectLimits(_message.Message):
+    """ProjectLimits bound what one project may use of the mesh. Each limit is optional: unset, the
+    operator's default applies (the registry's and gateway's settings); 0 means unlimited.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUESTS_PER_MINUTE_FIELD_NUMBER: _builtins.int
+    CONCURRENT_RUNS_FIELD_NUMBER: _builtins.int
+    OPEN_STREAMS_FIELD_NUMBER: _builtins.int
+    TOKENS_PER_DAY_FIELD_NUMBER: _builtins.int
+    STORED_BYTES_FIELD_NUMBER: _builtins.int
+    requests_per_minute: _builtins.int
+    """Requests a minute, over every face of every gateway."""
+    concurrent_runs: _builtins.int
+    """Runs in flight at once (a delegated run counts too)."""
+    open_streams: _builtins.int
+    """Streams of the project open at once."""
+    tokens_per_day: _builtins.int
+    """Model tokens a day (UTC), as the project's finished runs recorded them."""
+    stored_bytes: _builtins.int
+    """Bytes of the project's stored events."""
+    def __init__(
+        self,
+        *,
+        requests_per_minute: _builtins.int | None = ...,
+        concurrent_runs: _builtins.int | None = ...,
+        open_streams: _builtins.int | None = ...,
+        tokens_per_day: _builtins.int | None = ...,
+        stored_bytes: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_concurrent_runs", b"_concurrent_runs", "_open_streams", b"_open_streams", "_requests_per_minute", b"_requests_per_minute", "_stored_bytes", b"_stored_bytes", "_tokens_per_day", b"_tokens_per_day", "concurrent_runs", b"concurrent_runs", "open_streams", b"open_streams", "requests_per_minute", b"requests_per_minute", "stored_bytes", b"stored_bytes", "tokens_per_day", b"tokens_per_day"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_concurrent_runs", b"_concurrent_runs", "_open_streams", b"_open_streams", "_requests_per_minute", b"_requests_per_minute", "_stored_bytes", b"_stored_bytes", "_tokens_per_day", b"_tokens_per_day", "concurrent_runs", b"concurrent_runs", "open_streams", b"open_streams", "requests_per_minute", b"requests_per_minute", "stored_bytes", b"stored_bytes", "tokens_per_day", b"tokens_per_day"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__concurrent_runs: _TypeAlias = _typing.Literal["concurrent_runs"]  # noqa: Y015
+    _WhichOneofArgType__concurrent_runs: _TypeAlias = _typing.Literal["_concurrent_runs", b"_concurrent_runs"]  # noqa: Y015
+    _WhichOneofReturnType__open_streams: _TypeAlias = _typing.Literal["open_streams"]  # noqa: Y015
+    _WhichOneofArgType__open_streams: _TypeAlias = _typing.Literal["_open_streams", b"_open_streams"]  # noqa: Y015
+    _WhichOneofReturnType__requests_per_minute: _TypeAlias = _typing.Literal["requests_per_minute"]  # noqa: Y015
+    _WhichOneofArgType__requests_per_minute: _TypeAlias = _typing.Literal["_requests_per_minute", b"_requests_per_minute"]  # noqa: Y015
+    _WhichOneofReturnType__stored_bytes: _TypeAlias = _typing.Literal["stored_bytes"]  # noqa: Y015
+    _WhichOneofArgType__stored_bytes: _TypeAlias = _typing.Literal["_stored_bytes", b"_stored_bytes"]  # noqa: Y015
+    _WhichOneofReturnType__tokens_per_day: _TypeAlias = _typing.Literal["tokens_per_day"]  # noqa: Y015
+    _WhichOneofArgType__tokens_per_day: _TypeAlias = _typing.Literal["_tokens_per_day", b"_tokens_per_day"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__concurrent_runs) -> _WhichOneofReturnType__concurrent_runs | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__open_streams) -> _WhichOneofReturnType__open_streams | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__requests_per_minute) -> _WhichOneofReturnType__requests_per_minute | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__stored_bytes) -> _WhichOneofReturnType__stored_bytes | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__tokens_per_day) -> _WhichOneofReturnType__tokens_per_day | None: ...
+
+Global___ProjectLimits: _TypeAlias = ProjectLimits  # noqa: Y015
 
 @_typing.final
 class AgentConfig(_message.Message):
@@ -974,10 +1039,13 @@ class Executor(_message.Message):
     HEARTBEAT_AT_FIELD_NUMBER: _builtins.int
     TOOLS_FIELD_NUMBER: _builtins.int
     MODEL_PROVIDERS_FIELD_NUMBER: _builtins.int
+    RUN_SLOTS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Stable identifier chosen by the executor."""
     address: _builtins.str
     """host:port that gateways and other executors dial."""
+    run_slots: _builtins.int
+    """How many runs it takes at once (0: not said); the pool's slots are its live members'."""
     @_builtins.property
     def heartbeat_at(self) -> _timestamp_pb2.Timestamp:
         """When it last reported in."""
@@ -1000,10 +1068,11 @@ class Executor(_message.Message):
         heartbeat_at: _timestamp_pb2.Timestamp | None = ...,
         tools: _abc.Iterable[_builtins.str] | None = ...,
         model_providers: _abc.Iterable[Global___ModelProvider] | None = ...,
+        run_slots: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat_at", b"heartbeat_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "heartbeat_at", b"heartbeat_at", "id", b"id", "model_providers", b"model_providers", "tools", b"tools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "heartbeat_at", b"heartbeat_at", "id", b"id", "model_providers", b"model_providers", "run_slots", b"run_slots", "tools", b"tools"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

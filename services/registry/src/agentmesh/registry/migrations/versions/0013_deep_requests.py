@@ -2,8 +2,8 @@
 a person — one row per run waited on, removed when that run ends; the parked run is handed out
 once none is left.
 
-Revision ID: 0015_deep_requests
-Revises: 0011_human_in_the_loop
+Revision ID: 0013_deep_requests
+Revises: 0012_project_limits
 Create Date: 2026-11-29
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0015_deep_requests"
-down_revision: str | None = "0011_human_in_the_loop"
+revision: str = "0013_deep_requests"
+down_revision: str | None = "0012_project_limits"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
