@@ -379,9 +379,16 @@ class EventOut(BaseModel):
     idempotency_key: str | None
 
 
+_BYTE_LIMIT = (
+    "the page stopped before page_size because its events reached the byte bound of a page; "
+    "next_page_token goes on"
+)
+
+
 class SessionEventsOut(BaseModel):
     events: list[EventOut]
     next_page_token: str = Field(description="token for the next page; empty on the last")
+    byte_limit_reached: bool = Field(default=False, description=_BYTE_LIMIT)
 
 
 class SessionResetOut(BaseModel):
@@ -393,6 +400,7 @@ class AgentEventsOut(BaseModel):
     total: int
     events: list[EventOut]
     next_page_token: str = Field(description="token for the next page; empty on the last")
+    byte_limit_reached: bool = Field(default=False, description=_BYTE_LIMIT)
 
 
 # Agent runtime endpoints.
