@@ -71,6 +71,14 @@ class RegisteredMcpServerEntry(_Entry):
 MCP_SERVER_FIELDS = ("transport", "command", "args", "url", "env", "headers")
 
 
+class DelegationLimitsEntry(_Entry):
+    """An agent type's delegation bounds; 0 keeps the executor's default."""
+
+    max_per_step: Int32 = 0
+    max_per_chat: Int32 = 0
+    allow_reentry: bool = False
+
+
 class AgentTypeEntry(_Entry):
     """An agent type; found by `slug` (made from `name` when left out)."""
 
@@ -92,6 +100,8 @@ class AgentTypeEntry(_Entry):
     # Tool name or glob → allow, ask or deny (docs/human-in-the-loop.md).
     tool_permissions: dict[str, Permission] = {}
     input_expiry_seconds: Int32 = 0
+    # Bounds on the delegation tree under a chat (docs/executor.md, "Bounded delegation trees").
+    delegation_limits: DelegationLimitsEntry = DelegationLimitsEntry()
 
 
 class AgentConfigEntry(_Entry):
@@ -361,6 +371,7 @@ def _declared_type(path: str, entry: AgentTypeEntry) -> DeclaredAgentType:
         is_active=entry.is_active,
         tool_permissions=permissions(entry.tool_permissions),
         input_expiry_seconds=entry.input_expiry_seconds,
+        delegation_limits=resources_pb2.DelegationLimits(**entry.delegation_limits.model_dump()),
     )
     declared = tuple(name for name in AgentTypeEntry.model_fields if name in entry.model_fields_set)
     return DeclaredAgentType(path=path, message=normalized_agent_type(message), declared=declared)
