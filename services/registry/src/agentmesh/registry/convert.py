@@ -408,8 +408,9 @@ def agent_spec_message(spec: AgentSpec) -> pb.AgentSpec:
     )
 
 
-def delegation_limits_message(limits: DelegationLimits) -> pb.DelegationLimits:
-    return pb.DelegationLimits(**limits.model_dump())
+def delegation_limits_message(limits: DelegationLimits) -> pb.DelegationLimits | None:
+    """The bounds as a message; none (unset) when they are all the defaults."""
+    return pb.DelegationLimits(**limits.model_dump()) if limits != DelegationLimits() else None
 
 
 def finished_run_message(result: Agent | DomainError) -> internal_pb2.FinishedAgentRun:
