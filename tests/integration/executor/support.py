@@ -105,6 +105,7 @@ class Stack:
         tool_permissions: dict[str, str] | None = None,
         agent_tool_permissions: dict[str, str] | None = None,
         input_expiry_seconds: int = 0,
+        delegation_limits: resources_pb2.DelegationLimits | None = None,
     ) -> Agent:
         """An agent of a type of its own (so every setting is this test's); permissions as REST
         writes them ("allow", "ask", "deny"), the type's and the agent's own."""
@@ -125,6 +126,7 @@ class Stack:
             is_active=True,
             tool_permissions=permission_map(tool_permissions),
             input_expiry_seconds=input_expiry_seconds,
+            delegation_limits=delegation_limits,
         )
         if model_params:
             agent_type.model_params.update(model_params)

@@ -29,6 +29,8 @@ AGENT_TYPE_FIELDS = {
     # A person in the loop (DESIGN §12).
     "tool_permissions",
     "input_expiry_seconds",
+    # Bounds on the delegation tree under a chat.
+    "delegation_limits",
 }
 AGENT_FIELDS = {
     "id",

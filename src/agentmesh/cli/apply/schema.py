@@ -48,6 +48,14 @@ class RegisteredMcpServerEntry(_Entry):
 MCP_SERVER_FIELDS = ("transport", "command", "args", "url", "env", "headers")
 
 
+class DelegationLimitsEntry(_Entry):
+    """An agent type's delegation bounds; 0 keeps the executor's default."""
+
+    max_per_step: Int32 = 0
+    max_per_chat: Int32 = 0
+    allow_reentry: bool = False
+
+
 class AgentTypeEntry(_Entry):
     """An agent type; found by `slug` (made from `name` when left out)."""
 
@@ -69,6 +77,8 @@ class AgentTypeEntry(_Entry):
     # Tool name or glob → allow, ask or deny (docs/human-in-the-loop.md).
     tool_permissions: dict[str, Permission] = {}
     input_expiry_seconds: Int32 = 0
+    # Bounds on the delegation tree under a chat (docs/executor.md, "Bounded delegation trees").
+    delegation_limits: DelegationLimitsEntry = DelegationLimitsEntry()
 
 
 class AgentConfigEntry(_Entry):

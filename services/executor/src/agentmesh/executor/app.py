@@ -165,6 +165,8 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         delegator=Delegator(
             executor_runs,
             max_depth=settings.max_delegation_depth,
+            max_per_step=settings.max_delegations_per_step,
+            max_per_chat=settings.max_delegations_per_chat,
             timeout_seconds=settings.delegation_timeout_seconds,
             cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
             memory=memory,

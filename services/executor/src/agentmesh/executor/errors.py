@@ -23,6 +23,9 @@ from agentmesh.runtime.errors import (
 )
 
 __all__ = [
+    "DELEGATIONS_PER_CHAT_EXCEEDED",
+    "DELEGATIONS_PER_STEP_EXCEEDED",
+    "DELEGATION_CYCLE",
     "DELEGATION_NOT_ALLOWED",
     "EXECUTOR_LOST",
     "FOLLOWED_IN_LOG",
@@ -49,6 +52,14 @@ MODEL_FAILED = "MODEL_FAILED"
 SUB_AGENT_FAILED = "SUB_AGENT_FAILED"
 # An agent asked to delegate to one outside its network access: an `error` event, the run goes on.
 DELEGATION_NOT_ALLOWED = "DELEGATION_NOT_ALLOWED"
+# Bounds on the tree of runs under one chat (DelegationLimits): a delegation past one is refused
+# with an `error` event, the model reads the refusal as the delegation's result, the run goes on.
+# To an agent already on the delegation path (A → B → A) when the agent type allows no re-entry:
+DELEGATION_CYCLE = "DELEGATION_CYCLE"
+# More delegations in one model step than the type allows:
+DELEGATIONS_PER_STEP_EXCEEDED = "DELEGATIONS_PER_STEP_EXCEEDED"
+# The chat's tree has sent as many delegations as the type allows:
+DELEGATIONS_PER_CHAT_EXCEEDED = "DELEGATIONS_PER_CHAT_EXCEEDED"
 # A fenced ```delegate / ```tool_call block that does not parse: an `error` event, the run goes on.
 INVALID_BLOCK = "INVALID_BLOCK"
 # An agent's MCP server is not registered or cannot be reached: an `error` event naming it, and the

@@ -81,6 +81,18 @@ class ExecutorSettings(ServiceSettings):
 
     max_concurrent_runs: int = Field(default=256, gt=0)
     max_delegation_depth: int = Field(default=5, ge=0)
+    max_delegations_per_step: int = Field(
+        default=4,
+        gt=0,
+        description="delegations one model step may send, for agent types that set none "
+        "(DelegationLimits.max_per_step); the step's others are refused",
+    )
+    max_delegations_per_chat: int = Field(
+        default=50,
+        gt=0,
+        description="delegations the whole tree under one chat may send, for agent types that set none "
+        "(DelegationLimits.max_per_chat); the tree's others are refused",
+    )
     history_window_events: int = Field(default=50, gt=0)
     default_max_steps: int = Field(default=10, gt=0, description="when the agent sets none")
     tool_timeout_seconds: float = Field(default=30.0, gt=0)

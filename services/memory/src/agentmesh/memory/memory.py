@@ -68,6 +68,9 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_EVENT_PAGE = 100
 DEFAULT_SESSION_PAGE = 50
+# A page of events is read in chunks, the first this many events, so that a page of large events
+# stops reading near its byte bound instead of reading page_size of them.
+_FIRST_CHUNK_EVENTS = 64
 # Attempts of an append whose idempotency key a concurrent append stored first: the second
 # attempt finds the key and returns the stored event.
 _APPEND_ATTEMPTS = 3
@@ -90,6 +93,7 @@ class EventLog:
         page_tokens: PageTokenCodec,
         max_event_bytes: int,
         max_batch_events: int,
+        max_page_bytes: int = 1024 * 1024,
         watch_poll_seconds: float = 0.5,
         watch_batch_events: int = 500,
         clock: Clock = utc_now,
@@ -99,6 +103,7 @@ class EventLog:
         self._page_tokens = page_tokens
         self._max_event_bytes = max_event_bytes
         self._max_batch_events = max_batch_events
+        self._max_page_bytes = max_page_bytes
         self._watch_poll_seconds = watch_poll_seconds
         self._watch_batch_events = watch_batch_events
         self._clock = clock
@@ -273,9 +278,7 @@ class EventLog:
             query = query.model_copy(update={"project_id": named.project_id})
         if query.from_context_start:
             query = await self._from_context_start(query)
-        found = await self._store.list_events(query, after=after, limit=limit + 1)
-        more = len(found) > limit
-        found = found[:limit]
+        found, more, byte_limit_reached = await self._read_page(query, after, limit)
         session: Session | None = None
         if query.session_id:
             # Read after the events: retention only ever raises first_seq, so a first_seq that
@@ -297,7 +300,37 @@ class EventLog:
         total = 0
         if include_total_size:
             total = await self._count(query, session)
-        return EventPage(events=found, next_page_token=token, total_size=total)
+        return EventPage(
+            events=found, next_page_token=token, total_size=total, byte_limit_reached=byte_limit_reached
+        )
+
+    async def _read_page(
+        self, query: EventQuery, after: EventCursor | None, limit: int
+    ) -> tuple[list[Event], bool, bool]:
+        """Up to `limit` events after `after`, stopping early before their content and metadata
+        pass the page's byte bound (the first event always comes: one event is bounded by
+        max_event_bytes). Returns the events, whether more follow, and whether the byte bound
+        ended the page. Read in chunks sized by what the events read so far weigh, so a page of
+        large events reads about its bound, not `limit` of them."""
+        found: list[Event] = []
+        size = 0
+        chunk = min(limit + 1, _FIRST_CHUNK_EVENTS)
+        while True:
+            batch = await self._store.list_events(query, after=after, limit=chunk)
+            for event in batch:
+                if len(found) == limit:
+                    return found, True, False
+                weight = event_bytes(event)
+                if found and size + weight > self._max_page_bytes:
+                    return found, True, True
+                found.append(event)
+                size += weight
+            if len(batch) < chunk:
+                return found, False, False
+            last = found[-1]
+            after = (last.seq,) if query.session_id else (last.created_at, last.session_id, last.seq)
+            average = max(1, size // len(found))
+            chunk = min(limit + 1 - len(found), max(1, 2 * (self._max_page_bytes - size) // average))
 
     async def _from_context_start(self, query: EventQuery) -> EventQuery:
         """The query starting after the session's context start (and never before what retention

@@ -170,6 +170,8 @@ class EventPage(_Value):
     events: list[Event]
     next_page_token: str = ""
     total_size: int = 0
+    # The page ended before page_size because its events reached the byte bound.
+    byte_limit_reached: bool = False
 
 
 class SessionPage(_Value):

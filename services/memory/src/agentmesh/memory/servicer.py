@@ -100,6 +100,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             events=convert.events_to_proto(page.events),
             next_page_token=page.next_page_token,
             total_size=page.total_size,
+            byte_limit_reached=page.byte_limit_reached,
         )
 
     async def WatchEvents(

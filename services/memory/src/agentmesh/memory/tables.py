@@ -66,6 +66,8 @@ event_table = sa.Table(
     ),
     # An agent's window in a session (the executor's context): newest N by seq, no full scan.
     sa.Index("ix_memory_events_session_agent_seq", "project_id", "session_id", "agent", "seq"),
+    # One run's events in a session (a task's, a followed or resumed run's), without a session scan.
+    sa.Index("ix_memory_events_session_run_seq", "project_id", "session_id", "run_id", "seq"),
     # One agent's events across a project's sessions, in time order.
     sa.Index("ix_memory_events_project_agent_time", "project_id", "agent", "created_at", "session_id", "seq"),
 )

@@ -24,6 +24,7 @@ from agentmesh.registry.models import (
     AgentType,
     AgentTypeFields,
     ApiKey,
+    DelegationLimits,
     Executor,
     InputDecision,
     InputKind,
@@ -116,6 +117,11 @@ def agent_type_fields(message: pb.AgentType) -> AgentTypeFields:
         is_active=message.is_active,
         tool_permissions=tool_permissions(message.tool_permissions, "agent_type.tool_permissions"),
         input_expiry_seconds=message.input_expiry_seconds,
+        delegation_limits=DelegationLimits(
+            max_per_step=message.delegation_limits.max_per_step,
+            max_per_chat=message.delegation_limits.max_per_chat,
+            allow_reentry=message.delegation_limits.allow_reentry,
+        ),
     )
 
 
@@ -328,6 +334,7 @@ def agent_type_message(agent_type: AgentType) -> pb.AgentType:
         updated_at=timestamp(agent_type.updated_at),
         tool_permissions=tool_permissions_message(agent_type.tool_permissions),
         input_expiry_seconds=agent_type.input_expiry_seconds,
+        delegation_limits=delegation_limits_message(agent_type.delegation_limits),
     )
 
 
@@ -404,7 +411,13 @@ def agent_spec_message(spec: AgentSpec) -> pb.AgentSpec:
         agent_tool_permissions=tool_permissions_message(spec.agent_tool_permissions),
         project_tool_permissions=tool_permissions_message(spec.project_tool_permissions),
         input_expiry_seconds=spec.input_expiry_seconds,
+        delegation_limits=delegation_limits_message(spec.delegation_limits),
     )
+
+
+def delegation_limits_message(limits: DelegationLimits) -> pb.DelegationLimits | None:
+    """The bounds as a message; none (unset) when they are all the defaults."""
+    return pb.DelegationLimits(**limits.model_dump()) if limits != DelegationLimits() else None
 
 
 def finished_run_message(result: Agent | DomainError) -> internal_pb2.FinishedAgentRun:

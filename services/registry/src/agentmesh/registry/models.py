@@ -162,6 +162,15 @@ ToolPermissions = dict[str, ToolPermission]
 DEFAULT_INPUT_EXPIRY_SECONDS = 86_400
 
 
+class DelegationLimits(_Model):
+    """Bounds on the delegation tree under a chat, as the delegating agent's type sets them; 0:
+    the executor's default."""
+
+    max_per_step: int = 0
+    max_per_chat: int = 0
+    allow_reentry: bool = False
+
+
 class AgentTypeFields(_Model):
     """The settable fields of an agent type: what a create carries and an update may change."""
 
@@ -182,6 +191,7 @@ class AgentTypeFields(_Model):
     is_active: bool = True
     tool_permissions: ToolPermissions = Field(default_factory=dict)
     input_expiry_seconds: int = 0  # how long a request for input waits; 0: the default
+    delegation_limits: DelegationLimits = Field(default_factory=DelegationLimits)
 
 
 AGENT_TYPE_FIELDS: tuple[str, ...] = tuple(AgentTypeFields.model_fields)
@@ -352,6 +362,7 @@ class AgentSpec(_Model):
     agent_tool_permissions: ToolPermissions = Field(default_factory=dict)
     project_tool_permissions: ToolPermissions = Field(default_factory=dict)
     input_expiry_seconds: int = DEFAULT_INPUT_EXPIRY_SECONDS
+    delegation_limits: DelegationLimits = Field(default_factory=DelegationLimits)
 
 
 RunKey = tuple[str, str]  # (agent id, run id): a run, as leases and session turns name it

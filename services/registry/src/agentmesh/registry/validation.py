@@ -40,6 +40,10 @@ MAX_MAX_ITERATIONS = 10_000
 MAX_TOOL_RULES = 200
 MAX_TOOL_PATTERN = 200
 MAX_INPUT_EXPIRY_SECONDS = 30 * 86_400
+# What an agent type may set its delegation bounds to (DelegationLimits): a tenant may tighten
+# the executor's defaults, or loosen them only this far.
+MAX_DELEGATIONS_PER_STEP = 64
+MAX_DELEGATIONS_PER_CHAT = 10_000
 DEFAULT_MAX_STEPS = 10
 MCP_TRANSPORTS = ("stdio", "streamable_http")
 
@@ -126,6 +130,13 @@ def check_agent_type(fields: AgentTypeFields, *, prefix: str = "agent_type") -> 
     violations += check_tool_permissions(f"{prefix}.tool_permissions", fields.tool_permissions)
     violations += _range(
         f"{prefix}.input_expiry_seconds", fields.input_expiry_seconds, 0, MAX_INPUT_EXPIRY_SECONDS
+    )
+    limits = fields.delegation_limits
+    violations += _range(
+        f"{prefix}.delegation_limits.max_per_step", limits.max_per_step, 0, MAX_DELEGATIONS_PER_STEP
+    )
+    violations += _range(
+        f"{prefix}.delegation_limits.max_per_chat", limits.max_per_chat, 0, MAX_DELEGATIONS_PER_CHAT
     )
     return violations
 

@@ -327,7 +327,9 @@ type ListEventsRequest struct {
 	RunId string `protobuf:"bytes,5,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// Only events after this seq (within a session; 0 = from the oldest event retention kept).
 	AfterSeq int64 `protobuf:"varint,6,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
-	// At most this many (default 100, at most 1000).
+	// At most this many (default 100, at most 1000). A page also stops before its events' content
+	// and metadata pass the service's byte bound (AGENTMESH_MEMORY_MAX_PAGE_BYTES, default 1 MiB;
+	// its first event always comes), so a page may hold fewer events while more follow.
 	PageSize int32 `protobuf:"varint,7,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Token from a previous response with the same filters.
 	PageToken string `protobuf:"bytes,8,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
@@ -477,9 +479,12 @@ type ListEventsResponse struct {
 	// Token for the next page; empty on the last.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	// How many events match in all (when include_total_size was set; else 0).
-	TotalSize     int64 `protobuf:"varint,3,opt,name=total_size,json=totalSize,proto3" json:"total_size,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TotalSize int64 `protobuf:"varint,3,opt,name=total_size,json=totalSize,proto3" json:"total_size,omitempty"`
+	// The page stopped before page_size because its events reached the byte bound;
+	// next_page_token goes on from its last event.
+	ByteLimitReached bool `protobuf:"varint,4,opt,name=byte_limit_reached,json=byteLimitReached,proto3" json:"byte_limit_reached,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ListEventsResponse) Reset() {
@@ -531,6 +536,13 @@ func (x *ListEventsResponse) GetTotalSize() int64 {
 		return x.TotalSize
 	}
 	return 0
+}
+
+func (x *ListEventsResponse) GetByteLimitReached() bool {
+	if x != nil {
+		return x.ByteLimitReached
+	}
+	return false
 }
 
 // WatchEventsRequest is the input of WatchEvents.
@@ -1219,12 +1231,13 @@ const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
 	"\x12from_context_start\x18\v \x01(\bR\x10fromContextStart\x12<\n" +
 	"\n" +
 	"run_states\x18\f \x03(\x0e2\x1d.agentmesh.memory.v1.RunStateR\trunStates\x12D\n" +
-	"\x10run_active_since\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x0erunActiveSince\"\x8f\x01\n" +
+	"\x10run_active_since\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x0erunActiveSince\"\xbd\x01\n" +
 	"\x12ListEventsResponse\x122\n" +
 	"\x06events\x18\x01 \x03(\v2\x1a.agentmesh.memory.v1.EventR\x06events\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x1d\n" +
 	"\n" +
-	"total_size\x18\x03 \x01(\x03R\ttotalSize\"o\n" +
+	"total_size\x18\x03 \x01(\x03R\ttotalSize\x12,\n" +
+	"\x12byte_limit_reached\x18\x04 \x01(\bR\x10byteLimitReached\"o\n" +
 	"\x12WatchEventsRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +

@@ -555,8 +555,10 @@ type AgentType struct {
 	// How long a request for a person's input waits before it expires into a denial, in seconds
 	// (0: 86400, a day).
 	InputExpirySeconds int32 `protobuf:"varint,20,opt,name=input_expiry_seconds,json=inputExpirySeconds,proto3" json:"input_expiry_seconds,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Bounds on the delegations its agents send (unset fields: the executor's defaults).
+	DelegationLimits *DelegationLimits `protobuf:"bytes,21,opt,name=delegation_limits,json=delegationLimits,proto3" json:"delegation_limits,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *AgentType) Reset() {
@@ -729,6 +731,82 @@ func (x *AgentType) GetInputExpirySeconds() int32 {
 	return 0
 }
 
+func (x *AgentType) GetDelegationLimits() *DelegationLimits {
+	if x != nil {
+		return x.DelegationLimits
+	}
+	return nil
+}
+
+// DelegationLimits bound the delegation tree under a chat, as the delegating agent's type sets
+// them. A delegation past a bound is refused: the model gets the refusal as the delegation's
+// result, and the run goes on.
+type DelegationLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Delegations one model step may send; the step's others are refused (0: the executor's
+	// default, AGENTMESH_EXECUTOR_MAX_DELEGATIONS_PER_STEP).
+	MaxPerStep int32 `protobuf:"varint,1,opt,name=max_per_step,json=maxPerStep,proto3" json:"max_per_step,omitempty"`
+	// Delegations the whole tree under one chat may send, counted from the chat's input (0: the
+	// executor's default, AGENTMESH_EXECUTOR_MAX_DELEGATIONS_PER_CHAT).
+	MaxPerChat int32 `protobuf:"varint,2,opt,name=max_per_chat,json=maxPerChat,proto3" json:"max_per_chat,omitempty"`
+	// Whether its agents may delegate to an agent already on their delegation path (A → B → A);
+	// refused when false. Depth stays bounded either way.
+	AllowReentry  bool `protobuf:"varint,3,opt,name=allow_reentry,json=allowReentry,proto3" json:"allow_reentry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DelegationLimits) Reset() {
+	*x = DelegationLimits{}
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DelegationLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DelegationLimits) ProtoMessage() {}
+
+func (x *DelegationLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DelegationLimits.ProtoReflect.Descriptor instead.
+func (*DelegationLimits) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *DelegationLimits) GetMaxPerStep() int32 {
+	if x != nil {
+		return x.MaxPerStep
+	}
+	return 0
+}
+
+func (x *DelegationLimits) GetMaxPerChat() int32 {
+	if x != nil {
+		return x.MaxPerChat
+	}
+	return 0
+}
+
+func (x *DelegationLimits) GetAllowReentry() bool {
+	if x != nil {
+		return x.AllowReentry
+	}
+	return false
+}
+
 // Project groups agents and sessions; only its owner and superusers see it.
 type Project struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -757,7 +835,7 @@ type Project struct {
 
 func (x *Project) Reset() {
 	*x = Project{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[4]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -769,7 +847,7 @@ func (x *Project) String() string {
 func (*Project) ProtoMessage() {}
 
 func (x *Project) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[4]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -782,7 +860,7 @@ func (x *Project) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Project.ProtoReflect.Descriptor instead.
 func (*Project) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{4}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Project) GetId() string {
@@ -868,7 +946,7 @@ type ProjectLimits struct {
 
 func (x *ProjectLimits) Reset() {
 	*x = ProjectLimits{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[5]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +958,7 @@ func (x *ProjectLimits) String() string {
 func (*ProjectLimits) ProtoMessage() {}
 
 func (x *ProjectLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[5]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +971,7 @@ func (x *ProjectLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectLimits.ProtoReflect.Descriptor instead.
 func (*ProjectLimits) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{5}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ProjectLimits) GetRequestsPerMinute() int64 {
@@ -965,7 +1043,7 @@ type AgentConfig struct {
 
 func (x *AgentConfig) Reset() {
 	*x = AgentConfig{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[6]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1055,7 @@ func (x *AgentConfig) String() string {
 func (*AgentConfig) ProtoMessage() {}
 
 func (x *AgentConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[6]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1068,7 @@ func (x *AgentConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentConfig.ProtoReflect.Descriptor instead.
 func (*AgentConfig) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{6}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AgentConfig) GetInstructions() string {
@@ -1105,7 +1183,7 @@ type Agent struct {
 
 func (x *Agent) Reset() {
 	*x = Agent{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[7]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1195,7 @@ func (x *Agent) String() string {
 func (*Agent) ProtoMessage() {}
 
 func (x *Agent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[7]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1208,7 @@ func (x *Agent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Agent.ProtoReflect.Descriptor instead.
 func (*Agent) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{7}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Agent) GetId() string {
@@ -1270,13 +1348,15 @@ type AgentSpec struct {
 	ProjectToolPermissions map[string]v1.ToolPermission `protobuf:"bytes,22,rep,name=project_tool_permissions,json=projectToolPermissions,proto3" json:"project_tool_permissions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value,enum=agentmesh.common.v1.ToolPermission"`
 	// Effective expiry of its requests for input, in seconds.
 	InputExpirySeconds int32 `protobuf:"varint,23,opt,name=input_expiry_seconds,json=inputExpirySeconds,proto3" json:"input_expiry_seconds,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The type's delegation bounds (AgentType.delegation_limits).
+	DelegationLimits *DelegationLimits `protobuf:"bytes,24,opt,name=delegation_limits,json=delegationLimits,proto3" json:"delegation_limits,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *AgentSpec) Reset() {
 	*x = AgentSpec{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1288,7 +1368,7 @@ func (x *AgentSpec) String() string {
 func (*AgentSpec) ProtoMessage() {}
 
 func (x *AgentSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1301,7 +1381,7 @@ func (x *AgentSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSpec.ProtoReflect.Descriptor instead.
 func (*AgentSpec) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{8}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AgentSpec) GetAgent() *Agent {
@@ -1465,6 +1545,13 @@ func (x *AgentSpec) GetInputExpirySeconds() int32 {
 	return 0
 }
 
+func (x *AgentSpec) GetDelegationLimits() *DelegationLimits {
+	if x != nil {
+		return x.DelegationLimits
+	}
+	return nil
+}
+
 // Executor is a member of the executor pool.
 type Executor struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1487,7 +1574,7 @@ type Executor struct {
 
 func (x *Executor) Reset() {
 	*x = Executor{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[9]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1586,7 @@ func (x *Executor) String() string {
 func (*Executor) ProtoMessage() {}
 
 func (x *Executor) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[9]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1599,7 @@ func (x *Executor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Executor.ProtoReflect.Descriptor instead.
 func (*Executor) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{9}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Executor) GetId() string {
@@ -1572,7 +1659,7 @@ type ModelProvider struct {
 
 func (x *ModelProvider) Reset() {
 	*x = ModelProvider{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[10]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1584,7 +1671,7 @@ func (x *ModelProvider) String() string {
 func (*ModelProvider) ProtoMessage() {}
 
 func (x *ModelProvider) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[10]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1597,7 +1684,7 @@ func (x *ModelProvider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelProvider.ProtoReflect.Descriptor instead.
 func (*ModelProvider) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{10}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ModelProvider) GetName() string {
@@ -1639,7 +1726,7 @@ type RemoteAgent struct {
 
 func (x *RemoteAgent) Reset() {
 	*x = RemoteAgent{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[11]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1651,7 +1738,7 @@ func (x *RemoteAgent) String() string {
 func (*RemoteAgent) ProtoMessage() {}
 
 func (x *RemoteAgent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[11]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1664,7 +1751,7 @@ func (x *RemoteAgent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoteAgent.ProtoReflect.Descriptor instead.
 func (*RemoteAgent) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{11}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RemoteAgent) GetId() string {
@@ -1765,7 +1852,7 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbe\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x94\b\n" +
 	"\tAgentType\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1791,10 +1878,17 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12`\n" +
 	"\x10tool_permissions\x18\x13 \x03(\v25.agentmesh.registry.v1.AgentType.ToolPermissionsEntryR\x0ftoolPermissions\x120\n" +
-	"\x14input_expiry_seconds\x18\x14 \x01(\x05R\x12inputExpirySeconds\x1ag\n" +
+	"\x14input_expiry_seconds\x18\x14 \x01(\x05R\x12inputExpirySeconds\x12T\n" +
+	"\x11delegation_limits\x18\x15 \x01(\v2'.agentmesh.registry.v1.DelegationLimitsR\x10delegationLimits\x1ag\n" +
 	"\x14ToolPermissionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
-	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"\xfb\x03\n" +
+	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"{\n" +
+	"\x10DelegationLimits\x12 \n" +
+	"\fmax_per_step\x18\x01 \x01(\x05R\n" +
+	"maxPerStep\x12 \n" +
+	"\fmax_per_chat\x18\x02 \x01(\x05R\n" +
+	"maxPerChat\x12#\n" +
+	"\rallow_reentry\x18\x03 \x01(\bR\fallowReentry\"\xfb\x03\n" +
 	"\aProject\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1860,7 +1954,7 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"created_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12D\n" +
 	"\x10last_activity_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x0elastActivityAt\x12\x12\n" +
-	"\x04slug\x18\f \x01(\tR\x04slug\"\xc6\f\n" +
+	"\x04slug\x18\f \x01(\tR\x04slug\"\x9c\r\n" +
 	"\tAgentSpec\x122\n" +
 	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12!\n" +
 	"\fproject_slug\x18\x02 \x01(\tR\vprojectSlug\x124\n" +
@@ -1888,7 +1982,8 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x10tool_permissions\x18\x14 \x03(\v25.agentmesh.registry.v1.AgentSpec.ToolPermissionsEntryR\x0ftoolPermissions\x12p\n" +
 	"\x16agent_tool_permissions\x18\x15 \x03(\v2:.agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntryR\x14agentToolPermissions\x12v\n" +
 	"\x18project_tool_permissions\x18\x16 \x03(\v2<.agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntryR\x16projectToolPermissions\x120\n" +
-	"\x14input_expiry_seconds\x18\x17 \x01(\x05R\x12inputExpirySeconds\x1a=\n" +
+	"\x14input_expiry_seconds\x18\x17 \x01(\x05R\x12inputExpirySeconds\x12T\n" +
+	"\x11delegation_limits\x18\x18 \x01(\v2'.agentmesh.registry.v1.DelegationLimitsR\x10delegationLimits\x1a=\n" +
 	"\x0fAgentNamesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1ag\n" +
@@ -1951,7 +2046,7 @@ func file_agentmesh_registry_v1_resources_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_registry_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(AgentKind)(0),                // 0: agentmesh.registry.v1.AgentKind
 	(AgentStatus)(0),              // 1: agentmesh.registry.v1.AgentStatus
@@ -1959,81 +2054,84 @@ var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(*ApiKey)(nil),                // 3: agentmesh.registry.v1.ApiKey
 	(*McpServer)(nil),             // 4: agentmesh.registry.v1.McpServer
 	(*AgentType)(nil),             // 5: agentmesh.registry.v1.AgentType
-	(*Project)(nil),               // 6: agentmesh.registry.v1.Project
-	(*ProjectLimits)(nil),         // 7: agentmesh.registry.v1.ProjectLimits
-	(*AgentConfig)(nil),           // 8: agentmesh.registry.v1.AgentConfig
-	(*Agent)(nil),                 // 9: agentmesh.registry.v1.Agent
-	(*AgentSpec)(nil),             // 10: agentmesh.registry.v1.AgentSpec
-	(*Executor)(nil),              // 11: agentmesh.registry.v1.Executor
-	(*ModelProvider)(nil),         // 12: agentmesh.registry.v1.ModelProvider
-	(*RemoteAgent)(nil),           // 13: agentmesh.registry.v1.RemoteAgent
-	nil,                           // 14: agentmesh.registry.v1.McpServer.EnvEntry
-	nil,                           // 15: agentmesh.registry.v1.McpServer.HeadersEntry
-	nil,                           // 16: agentmesh.registry.v1.AgentType.ToolPermissionsEntry
-	nil,                           // 17: agentmesh.registry.v1.Project.ToolPermissionsEntry
-	nil,                           // 18: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
-	nil,                           // 19: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	nil,                           // 20: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
-	nil,                           // 21: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
-	nil,                           // 22: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
-	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 24: google.protobuf.Struct
-	(*v1.StringList)(nil),         // 25: agentmesh.common.v1.StringList
-	(*structpb.ListValue)(nil),    // 26: google.protobuf.ListValue
-	(v1.ToolPermission)(0),        // 27: agentmesh.common.v1.ToolPermission
+	(*DelegationLimits)(nil),      // 6: agentmesh.registry.v1.DelegationLimits
+	(*Project)(nil),               // 7: agentmesh.registry.v1.Project
+	(*ProjectLimits)(nil),         // 8: agentmesh.registry.v1.ProjectLimits
+	(*AgentConfig)(nil),           // 9: agentmesh.registry.v1.AgentConfig
+	(*Agent)(nil),                 // 10: agentmesh.registry.v1.Agent
+	(*AgentSpec)(nil),             // 11: agentmesh.registry.v1.AgentSpec
+	(*Executor)(nil),              // 12: agentmesh.registry.v1.Executor
+	(*ModelProvider)(nil),         // 13: agentmesh.registry.v1.ModelProvider
+	(*RemoteAgent)(nil),           // 14: agentmesh.registry.v1.RemoteAgent
+	nil,                           // 15: agentmesh.registry.v1.McpServer.EnvEntry
+	nil,                           // 16: agentmesh.registry.v1.McpServer.HeadersEntry
+	nil,                           // 17: agentmesh.registry.v1.AgentType.ToolPermissionsEntry
+	nil,                           // 18: agentmesh.registry.v1.Project.ToolPermissionsEntry
+	nil,                           // 19: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
+	nil,                           // 20: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	nil,                           // 21: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
+	nil,                           // 22: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
+	nil,                           // 23: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 25: google.protobuf.Struct
+	(*v1.StringList)(nil),         // 26: agentmesh.common.v1.StringList
+	(*structpb.ListValue)(nil),    // 27: google.protobuf.ListValue
+	(v1.ToolPermission)(0),        // 28: agentmesh.common.v1.ToolPermission
 }
 var file_agentmesh_registry_v1_resources_proto_depIdxs = []int32{
-	23, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	23, // 1: agentmesh.registry.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	23, // 2: agentmesh.registry.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
-	23, // 3: agentmesh.registry.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
-	14, // 4: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
-	15, // 5: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
-	23, // 6: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
-	23, // 7: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
-	24, // 8: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
+	24, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	24, // 1: agentmesh.registry.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	24, // 2: agentmesh.registry.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
+	24, // 3: agentmesh.registry.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
+	15, // 4: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
+	16, // 5: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
+	24, // 6: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
+	24, // 7: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
+	25, // 8: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
 	4,  // 9: agentmesh.registry.v1.AgentType.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
 	0,  // 10: agentmesh.registry.v1.AgentType.kind:type_name -> agentmesh.registry.v1.AgentKind
-	23, // 11: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
-	23, // 12: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
-	16, // 13: agentmesh.registry.v1.AgentType.tool_permissions:type_name -> agentmesh.registry.v1.AgentType.ToolPermissionsEntry
-	23, // 14: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
-	23, // 15: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
-	17, // 16: agentmesh.registry.v1.Project.tool_permissions:type_name -> agentmesh.registry.v1.Project.ToolPermissionsEntry
-	7,  // 17: agentmesh.registry.v1.Project.limits:type_name -> agentmesh.registry.v1.ProjectLimits
-	24, // 18: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
-	25, // 19: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
-	25, // 20: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
-	25, // 21: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
-	26, // 22: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
-	18, // 23: agentmesh.registry.v1.AgentConfig.tool_permissions:type_name -> agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
-	1,  // 24: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
-	8,  // 25: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
-	23, // 26: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
-	23, // 27: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
-	9,  // 28: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
-	0,  // 29: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
-	24, // 30: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
-	4,  // 31: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	26, // 32: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
-	19, // 33: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	20, // 34: agentmesh.registry.v1.AgentSpec.tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
-	21, // 35: agentmesh.registry.v1.AgentSpec.agent_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
-	22, // 36: agentmesh.registry.v1.AgentSpec.project_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
-	23, // 37: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
-	12, // 38: agentmesh.registry.v1.Executor.model_providers:type_name -> agentmesh.registry.v1.ModelProvider
-	23, // 39: agentmesh.registry.v1.RemoteAgent.created_at:type_name -> google.protobuf.Timestamp
-	27, // 40: agentmesh.registry.v1.AgentType.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	27, // 41: agentmesh.registry.v1.Project.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	27, // 42: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	27, // 43: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	27, // 44: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	27, // 45: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	46, // [46:46] is the sub-list for method output_type
-	46, // [46:46] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	24, // 11: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
+	24, // 12: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
+	17, // 13: agentmesh.registry.v1.AgentType.tool_permissions:type_name -> agentmesh.registry.v1.AgentType.ToolPermissionsEntry
+	6,  // 14: agentmesh.registry.v1.AgentType.delegation_limits:type_name -> agentmesh.registry.v1.DelegationLimits
+	24, // 15: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
+	24, // 16: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
+	18, // 17: agentmesh.registry.v1.Project.tool_permissions:type_name -> agentmesh.registry.v1.Project.ToolPermissionsEntry
+	8,  // 18: agentmesh.registry.v1.Project.limits:type_name -> agentmesh.registry.v1.ProjectLimits
+	25, // 19: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
+	26, // 20: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
+	26, // 21: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
+	26, // 22: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
+	27, // 23: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
+	19, // 24: agentmesh.registry.v1.AgentConfig.tool_permissions:type_name -> agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
+	1,  // 25: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
+	9,  // 26: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
+	24, // 27: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
+	24, // 28: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
+	10, // 29: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
+	0,  // 30: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
+	25, // 31: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
+	4,  // 32: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	27, // 33: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
+	20, // 34: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	21, // 35: agentmesh.registry.v1.AgentSpec.tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
+	22, // 36: agentmesh.registry.v1.AgentSpec.agent_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
+	23, // 37: agentmesh.registry.v1.AgentSpec.project_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
+	6,  // 38: agentmesh.registry.v1.AgentSpec.delegation_limits:type_name -> agentmesh.registry.v1.DelegationLimits
+	24, // 39: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
+	13, // 40: agentmesh.registry.v1.Executor.model_providers:type_name -> agentmesh.registry.v1.ModelProvider
+	24, // 41: agentmesh.registry.v1.RemoteAgent.created_at:type_name -> google.protobuf.Timestamp
+	28, // 42: agentmesh.registry.v1.AgentType.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	28, // 43: agentmesh.registry.v1.Project.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	28, // 44: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	28, // 45: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	28, // 46: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	28, // 47: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	48, // [48:48] is the sub-list for method output_type
+	48, // [48:48] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_resources_proto_init() }
@@ -2041,15 +2139,15 @@ func file_agentmesh_registry_v1_resources_proto_init() {
 	if File_agentmesh_registry_v1_resources_proto != nil {
 		return
 	}
-	file_agentmesh_registry_v1_resources_proto_msgTypes[5].OneofWrappers = []any{}
 	file_agentmesh_registry_v1_resources_proto_msgTypes[6].OneofWrappers = []any{}
+	file_agentmesh_registry_v1_resources_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_resources_proto_rawDesc), len(file_agentmesh_registry_v1_resources_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

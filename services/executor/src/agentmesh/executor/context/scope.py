@@ -51,6 +51,13 @@ class RunScope:
     recorder: Recorder
     sink: EventSink
     input_event_id: str = ""
+    input_seq: int = 0  # its input event's seq, once recorded
+
+    @property
+    def tree_start_seq(self) -> int:
+        """Where the delegation tree this run belongs to starts in the session: after the input
+        of the chat at its root (this run's own input when it is that chat)."""
+        return self.request.tree_start_seq or self.input_seq
 
     @property
     def agent(self) -> str:

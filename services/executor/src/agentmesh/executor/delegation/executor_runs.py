@@ -143,5 +143,6 @@ def child_request(scope: RunScope, agent: str, text: str, **fields: Any) -> exec
         delegation_path=scope.origin.child_path,
         caller_run_id=scope.origin.run_id,
         caller_resume=scope.recorder.resume,
+        tree_start_seq=scope.tree_start_seq,
         **fields,
     )

@@ -252,6 +252,7 @@ def resumed_request(
         delegation_path=path,
         parent_event_id=received.parent_event_id,
         as_sub_agent=bool(meta["as_sub_agent"].bool_value) if "as_sub_agent" in meta else False,
+        tree_start_seq=int(meta["tree_start_seq"].number_value) if "tree_start_seq" in meta else 0,
         model_settings=settings_from_record(meta["model_settings"].struct_value)
         if "model_settings" in meta
         else None,

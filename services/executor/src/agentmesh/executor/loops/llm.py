@@ -194,11 +194,11 @@ class LlmLoop:
         delegation in it gets its one response. The delegations wait for it in their tasks."""
         scope = self._scope
         tool_calls = [call for call in calls if call.kind == TOOL]
-        delegations = {
-            call.id: self._delegator.prepare(scope, call.name, call.task, intent=call.intent())
-            for call in calls
-            if call.kind == DELEGATION
-        }
+        wanted = [call for call in calls if call.kind == DELEGATION]
+        planned = await self._delegator.prepare_step(
+            scope, [(call.name, call.task, call.intent()) for call in wanted]
+        )
+        delegations = {call.id: prepared for call, prepared in zip(wanted, planned, strict=True)}
         requests = [prepared for prepared in delegations.values() if prepared.request is not None]
         intents = [
             NewEvent(

@@ -46,6 +46,8 @@ def _input_metadata(request: executor_service_pb2.RunRequest) -> dict[str, Any]:
         metadata["depth"] = request.delegation_depth
     if request.as_sub_agent:
         metadata["as_sub_agent"] = True
+    if request.tree_start_seq:
+        metadata["tree_start_seq"] = request.tree_start_seq  # for a resumed run (resumed_request)
     if settings := recorded_settings(request.model_settings):
         metadata["model_settings"] = settings  # for a resumed run (resumption.resumed_request)
     if request.sub_agent_id:

@@ -245,6 +245,7 @@ class Run:
         self._input_requested = True
         received = await (self._early_input or self._record_input())
         scope.input_event_id = received.id
+        scope.input_seq = received.seq
         await await_turn(
             self._services.registry,
             self.spec.agent.id,

@@ -184,6 +184,35 @@ class TaskSnapshot:
         return self.task.status.state in TERMINAL_STATES
 
 
+# The events of a run that make its task (`task_from_events`): its messages, its requests for input
+# and their answers, and its end. A run's other events (tool calls, delegations, errors it
+# recovered from) are many more, and a task read (GetTask, ListTasks) never reads them.
+TASK_EVENT_TYPES = (
+    EventType.EVENT_TYPE_USER_MESSAGE,
+    EventType.EVENT_TYPE_INPUT_REQUESTED,
+    EventType.EVENT_TYPE_INPUT_RECEIVED,
+    EventType.EVENT_TYPE_AGENT_RESPONSE,
+    EventType.EVENT_TYPE_ERROR,
+)
+
+
+def told_enough(newest_first: Sequence[resources_pb2.Event], history_length: int | None) -> bool:
+    """Whether a run's task events read newest first (of TASK_EVENT_TYPES) hold all that
+    `task_from_events` needs for a task with `history_length` messages of history: its end
+    (which settles its state: no request still pending) and that many messages. Without an end
+    (working, input-required) or a bound, every one is needed."""
+    if history_length is None or not any(is_final(event) for event in newest_first):
+        return False
+    messages = sum(
+        1
+        for event in newest_first
+        if event.event_type in (EventType.EVENT_TYPE_USER_MESSAGE,)
+        or is_final(event)
+        or (event.event_type == EventType.EVENT_TYPE_INPUT_RECEIVED and reply_text(event.content))
+    )
+    return messages >= history_length
+
+
 def task_from_events(
     task_id: TaskId, events: Sequence[resources_pb2.Event], *, history_length: int | None = None
 ) -> TaskSnapshot:

@@ -119,6 +119,7 @@ def agent_router() -> APIRouter:
             total=response.total_size,
             events=[convert.event(e) for e in response.events],
             next_page_token=response.next_page_token,
+            byte_limit_reached=response.byte_limit_reached,
         )
 
     return router

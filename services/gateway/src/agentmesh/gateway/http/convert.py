@@ -111,6 +111,8 @@ def agent_type_proto(fields: dict[str, Any], *, id: str = "") -> registry_resour
             proto.kind = enum_value(value, registry_resources.AgentKind, _AGENT_KIND)
         elif name == "tool_permissions":
             proto.tool_permissions.update(tool_permissions_proto(value))
+        elif name == "delegation_limits":
+            proto.delegation_limits.CopyFrom(registry_resources.DelegationLimits(**value))
         elif isinstance(value, list):
             getattr(proto, name).extend(value)
         else:
@@ -141,6 +143,11 @@ def agent_type(value: registry_resources.AgentType) -> schemas.AgentTypeOut:
         updated_at=timestamp(value.updated_at),
         tool_permissions=tool_permissions(value.tool_permissions),
         input_expiry_seconds=value.input_expiry_seconds,
+        delegation_limits=schemas.DelegationLimitsBody(
+            max_per_step=value.delegation_limits.max_per_step,
+            max_per_chat=value.delegation_limits.max_per_chat,
+            allow_reentry=value.delegation_limits.allow_reentry,
+        ),
     )
 
 

@@ -311,7 +311,9 @@ def rest_router() -> APIRouter:
             caller, project_id, session_id, page_size=page_size, page_token=page_token, after_seq=after_seq
         )
         return schemas.SessionEventsOut(
-            events=[convert.event(e) for e in response.events], next_page_token=response.next_page_token
+            events=[convert.event(e) for e in response.events],
+            next_page_token=response.next_page_token,
+            byte_limit_reached=response.byte_limit_reached,
         )
 
     @router.post("/projects/{project_id}/sessions/{session_id}/reset", tags=["sessions"])

@@ -159,6 +159,22 @@ class McpServerOut(BaseModel):
 McpServerRef = Annotated[str, Field(min_length=1, description="the name of a registered MCP server")]
 
 
+class DelegationLimitsBody(RequestBody):
+    """Bounds on the delegation tree under a chat, for the delegating agents of a type: past one,
+    a delegation is refused and the model gets the refusal as the delegation's result."""
+
+    max_per_step: Annotated[int, Field(ge=0, le=64)] = Field(
+        default=0, description="delegations one model step may send (0: the executor's default, 4)"
+    )
+    max_per_chat: Annotated[int, Field(ge=0, le=10_000)] = Field(
+        default=0,
+        description="delegations the whole tree under one chat may send (0: the executor's default, 50)",
+    )
+    allow_reentry: bool = Field(
+        default=False, description="may delegate to an agent already on its delegation path (A → B → A)"
+    )
+
+
 class AgentTypeCreate(RequestBody):
     name: str
     slug: str
@@ -179,6 +195,7 @@ class AgentTypeCreate(RequestBody):
     input_expiry_seconds: ExpirySeconds = Field(
         default=0, description="how long a request for a person's input waits (0: a day)"
     )
+    delegation_limits: DelegationLimitsBody = Field(default_factory=DelegationLimitsBody)
 
 
 class AgentTypeUpdate(RequestBody):
@@ -201,6 +218,7 @@ class AgentTypeUpdate(RequestBody):
     is_active: bool = _unchanged()
     tool_permissions: ToolPermissions = _unchanged()
     input_expiry_seconds: ExpirySeconds = _unchanged()
+    delegation_limits: DelegationLimitsBody = _unchanged()
 
 
 class AgentTypeOut(BaseModel):
@@ -224,6 +242,7 @@ class AgentTypeOut(BaseModel):
     updated_at: datetime | None
     tool_permissions: dict[str, ToolPermissionName]
     input_expiry_seconds: int
+    delegation_limits: DelegationLimitsBody
 
 
 # Projects.
@@ -398,9 +417,16 @@ class EventOut(BaseModel):
     idempotency_key: str | None
 
 
+_BYTE_LIMIT = (
+    "the page stopped before page_size because its events reached the byte bound of a page; "
+    "next_page_token goes on"
+)
+
+
 class SessionEventsOut(BaseModel):
     events: list[EventOut]
     next_page_token: str = Field(description="token for the next page; empty on the last")
+    byte_limit_reached: bool = Field(default=False, description=_BYTE_LIMIT)
 
 
 class SessionResetOut(BaseModel):
@@ -412,6 +438,7 @@ class AgentEventsOut(BaseModel):
     total: int
     events: list[EventOut]
     next_page_token: str = Field(description="token for the next page; empty on the last")
+    byte_limit_reached: bool = Field(default=False, description=_BYTE_LIMIT)
 
 
 # Agent runtime endpoints.

@@ -367,6 +367,7 @@ class AgentType(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _builtins.int
     TOOL_PERMISSIONS_FIELD_NUMBER: _builtins.int
     INPUT_EXPIRY_SECONDS_FIELD_NUMBER: _builtins.int
+    DELEGATION_LIMITS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Opaque identifier."""
     name: _builtins.str
@@ -436,6 +437,10 @@ class AgentType(_message.Message):
         (`readOnlyHint` allow, `destructiveHint` ask), else allow.
         """
 
+    @_builtins.property
+    def delegation_limits(self) -> Global___DelegationLimits:
+        """Bounds on the delegations its agents send (unset fields: the executor's defaults)."""
+
     def __init__(
         self,
         *,
@@ -459,14 +464,54 @@ class AgentType(_message.Message):
         updated_at: _timestamp_pb2.Timestamp | None = ...,
         tool_permissions: _abc.Mapping[_builtins.str, _types_pb2.ToolPermission.ValueType] | None = ...,
         input_expiry_seconds: _builtins.int = ...,
+        delegation_limits: Global___DelegationLimits | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "model_params", b"model_params", "updated_at", b"updated_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "delegation_limits", b"delegation_limits", "model_params", b"model_params", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "description", b"description", "expertise", b"expertise", "fallback_models", b"fallback_models", "id", b"id", "input_expiry_seconds", b"input_expiry_seconds", "is_active", b"is_active", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "model_params", b"model_params", "name", b"name", "personality_prompt", b"personality_prompt", "primary_model", b"primary_model", "slug", b"slug", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "delegation_limits", b"delegation_limits", "description", b"description", "expertise", b"expertise", "fallback_models", b"fallback_models", "id", b"id", "input_expiry_seconds", b"input_expiry_seconds", "is_active", b"is_active", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "model_params", b"model_params", "name", b"name", "personality_prompt", b"personality_prompt", "primary_model", b"primary_model", "slug", b"slug", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AgentType: _TypeAlias = AgentType  # noqa: Y015
+
+@_typing.final
+class DelegationLimits(_message.Message):
+    """DelegationLimits bound the delegation tree under a chat, as the delegating agent's type sets
+    them. A delegation past a bound is refused: the model gets the refusal as the delegation's
+    result, and the run goes on.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MAX_PER_STEP_FIELD_NUMBER: _builtins.int
+    MAX_PER_CHAT_FIELD_NUMBER: _builtins.int
+    ALLOW_REENTRY_FIELD_NUMBER: _builtins.int
+    max_per_step: _builtins.int
+    """Delegations one model step may send; the step's others are refused (0: the executor's
+    default, AGENTMESH_EXECUTOR_MAX_DELEGATIONS_PER_STEP).
+    """
+    max_per_chat: _builtins.int
+    """Delegations the whole tree under one chat may send, counted from the chat's input (0: the
+    executor's default, AGENTMESH_EXECUTOR_MAX_DELEGATIONS_PER_CHAT).
+    """
+    allow_reentry: _builtins.bool
+    """Whether its agents may delegate to an agent already on their delegation path (A → B → A);
+    refused when false. Depth stays bounded either way.
+    """
+    def __init__(
+        self,
+        *,
+        max_per_step: _builtins.int = ...,
+        max_per_chat: _builtins.int = ...,
+        allow_reentry: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_reentry", b"allow_reentry", "max_per_chat", b"max_per_chat", "max_per_step", b"max_per_step"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DelegationLimits: _TypeAlias = DelegationLimits  # noqa: Y015
 
 @_typing.final
 class Project(_message.Message):
@@ -914,6 +959,7 @@ class AgentSpec(_message.Message):
     AGENT_TOOL_PERMISSIONS_FIELD_NUMBER: _builtins.int
     PROJECT_TOOL_PERMISSIONS_FIELD_NUMBER: _builtins.int
     INPUT_EXPIRY_SECONDS_FIELD_NUMBER: _builtins.int
+    DELEGATION_LIMITS_FIELD_NUMBER: _builtins.int
     project_slug: _builtins.str
     """The project's slug."""
     kind: Global___AgentKind.ValueType
@@ -993,6 +1039,10 @@ class AgentSpec(_message.Message):
     def project_tool_permissions(self) -> _containers.ScalarMap[_builtins.str, _types_pb2.ToolPermission.ValueType]:
         """The project's, which only tighten (Project.tool_permissions)."""
 
+    @_builtins.property
+    def delegation_limits(self) -> Global___DelegationLimits:
+        """The type's delegation bounds (AgentType.delegation_limits)."""
+
     def __init__(
         self,
         *,
@@ -1019,10 +1069,11 @@ class AgentSpec(_message.Message):
         agent_tool_permissions: _abc.Mapping[_builtins.str, _types_pb2.ToolPermission.ValueType] | None = ...,
         project_tool_permissions: _abc.Mapping[_builtins.str, _types_pb2.ToolPermission.ValueType] | None = ...,
         input_expiry_seconds: _builtins.int = ...,
+        delegation_limits: Global___DelegationLimits | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "mock_responses", b"mock_responses", "model_params", b"model_params"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "delegation_limits", b"delegation_limits", "mock_responses", b"mock_responses", "model_params", b"model_params"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "agent_names", b"agent_names", "agent_tool_permissions", b"agent_tool_permissions", "description", b"description", "double_texting", b"double_texting", "expertise", b"expertise", "fallback_models", b"fallback_models", "input_expiry_seconds", b"input_expiry_seconds", "instructions", b"instructions", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "project_slug", b"project_slug", "project_tool_permissions", b"project_tool_permissions", "revision", b"revision", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "agent_names", b"agent_names", "agent_tool_permissions", b"agent_tool_permissions", "delegation_limits", b"delegation_limits", "description", b"description", "double_texting", b"double_texting", "expertise", b"expertise", "fallback_models", b"fallback_models", "input_expiry_seconds", b"input_expiry_seconds", "instructions", b"instructions", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "project_slug", b"project_slug", "project_tool_permissions", b"project_tool_permissions", "revision", b"revision", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

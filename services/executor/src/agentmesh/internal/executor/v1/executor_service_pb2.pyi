@@ -40,6 +40,7 @@ class RunRequest(_message.Message):
     SUB_AGENT_ID_FIELD_NUMBER: _builtins.int
     CALLER_RUN_ID_FIELD_NUMBER: _builtins.int
     CALLER_RESUME_FIELD_NUMBER: _builtins.int
+    TREE_START_SEQ_FIELD_NUMBER: _builtins.int
     project_slug: _builtins.str
     """The project's slug."""
     agent_name: _builtins.str
@@ -84,6 +85,11 @@ class RunRequest(_message.Message):
     again since: the executor that lost the caller starts nothing more for it
     (docs/durability.md, "Fencing a taken-over run").
     """
+    tree_start_seq: _builtins.int
+    """The seq of the input of the chat at the root of this run's delegation tree (0 for a user's
+    chat: its own input): the delegations recorded after it in the session are the tree's,
+    counted against DelegationLimits.max_per_chat.
+    """
     @_builtins.property
     def delegation_path(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Agents from the addressed agent down to the caller of this run (empty for a user's chat)."""
@@ -110,10 +116,11 @@ class RunRequest(_message.Message):
         sub_agent_id: _builtins.str = ...,
         caller_run_id: _builtins.str = ...,
         caller_resume: _builtins.int = ...,
+        tree_start_seq: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["model_settings", b"model_settings"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_name", b"agent_name", "as_sub_agent", b"as_sub_agent", "batch_events", b"batch_events", "caller_resume", b"caller_resume", "caller_run_id", b"caller_run_id", "delegation_depth", b"delegation_depth", "delegation_id", b"delegation_id", "delegation_path", b"delegation_path", "double_texting", b"double_texting", "input", b"input", "model_settings", b"model_settings", "parent_event_id", b"parent_event_id", "project_slug", b"project_slug", "session_id", b"session_id", "sub_agent_id", b"sub_agent_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_name", b"agent_name", "as_sub_agent", b"as_sub_agent", "batch_events", b"batch_events", "caller_resume", b"caller_resume", "caller_run_id", b"caller_run_id", "delegation_depth", b"delegation_depth", "delegation_id", b"delegation_id", "delegation_path", b"delegation_path", "double_texting", b"double_texting", "input", b"input", "model_settings", b"model_settings", "parent_event_id", b"parent_event_id", "project_slug", b"project_slug", "session_id", b"session_id", "sub_agent_id", b"sub_agent_id", "tree_start_seq", b"tree_start_seq"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
