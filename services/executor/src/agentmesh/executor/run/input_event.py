@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentmesh.executor.durability import client_context
 from agentmesh.executor.durability.recorder import EventType, NewEvent, Recorder
 from agentmesh.executor.providers.factory import recorded_settings
 from agentmesh.executor.run import history
@@ -48,6 +49,8 @@ def _input_metadata(request: executor_service_pb2.RunRequest) -> dict[str, Any]:
         metadata["as_sub_agent"] = True
     if settings := recorded_settings(request.model_settings):
         metadata["model_settings"] = settings  # for a resumed run (resumption.resumed_request)
+    if request.context:  # a stateless client's conversation, for a resumed run
+        metadata[client_context.CONTEXT_KEY] = client_context.recordable(request.context)
     if request.sub_agent_id:
         metadata["sub_agent_id"] = request.sub_agent_id  # how a resumed workflow finds this run
     if request.caller_run_id:

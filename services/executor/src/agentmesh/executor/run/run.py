@@ -290,15 +290,17 @@ class Run:
         ).run()
 
     async def _history(self, received: memory_pb2.Event) -> list[Message]:
-        """The agent's context window (history.py): read with the input when the run asked for
-        it there (a delegated run), else read now — not at all when the input was the session's
-        first event (a new session has no history)."""
+        """The conversation a stateless client sent with its input, then the agent's context
+        window (history.py): read with the input when the run asked for it there (a delegated
+        run), else read now — not at all when the input was the session's first event (a new
+        session has no history)."""
+        sent = history.sent_context(self.request.context)
         window = self._services.history_window_events
         if self._listed_history is not None:
-            return history.messages(self._listed_history, window=window, exclude_run_id=self.run_id)
+            return sent + history.messages(self._listed_history, window=window, exclude_run_id=self.run_id)
         if received.seq <= 1:
-            return []
-        return await history.read_history(
+            return sent
+        return sent + await history.read_history(
             self._services.memory,
             session_id=self.recorder.session_id,
             project_id=self.recorder.project_id,
