@@ -257,4 +257,5 @@ def resumed_request(
         if "model_settings" in meta
         else None,
         context=client_context.recorded(received.metadata),
+        response_format=client_context.recorded_format(received.metadata),
     )

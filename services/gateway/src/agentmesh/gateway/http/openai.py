@@ -300,6 +300,7 @@ async def _complete(
             model_settings=model_settings,
             double_texting=policy,
             context=context,
+            response_format=body.answer_format(),
         )
 
     try:

@@ -11,14 +11,17 @@ rely on.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.errors import InvalidParameterValue, InvalidRequest, UnsupportedParameter
 from agentmesh.gateway.gateway import check_model_settings
 from agentmesh.gateway.http.schemas import check_storable
+from agentmesh.internal.executor.v1 import executor_service_pb2
 
 SESSION_HEADER = "X-Session-Id"
 
@@ -71,7 +74,10 @@ class ChatCompletionRequest(_OpenAIModel):
     tool_choice: str | dict[str, Any] | None = Field(
         default=None, description='"none" or "auto" (no client tools are offered)'
     )
-    response_format: dict[str, Any] | None = Field(default=None, description='{"type": "text"}')
+    response_format: dict[str, Any] | None = Field(
+        default=None,
+        description='{"type": "text" | "json_object"} or {"type": "json_schema", "json_schema": {...}}',
+    )
     modalities: list[str] | None = Field(default=None, description='["text"] only')
     # Per-message model settings: they apply to this chat's run without rebuilding the agent.
     temperature: float | None = Field(default=None, description="0 to 2, for this message only")
@@ -144,12 +150,32 @@ class ChatCompletionRequest(_OpenAIModel):
         )
 
     def _check_response_format(self) -> None:
+        self.answer_format()
+
+    def answer_format(self) -> executor_service_pb2.ResponseFormat | None:
+        """The shape the answer must have (None for text): the model is told, and an answer of
+        another shape fails the run."""
         kind = (self.response_format or {}).get("type", "text")
         if kind == "text":
-            return
-        if kind in ("json_object", "json_schema"):
-            raise UnsupportedParameter("response_format.type", f'"{kind}" is not supported')
-        raise InvalidParameterValue("response_format.type", "must be text, json_object or json_schema")
+            return None
+        if kind == "json_object":
+            return executor_service_pb2.ResponseFormat(type=kind)
+        if kind != "json_schema":
+            raise InvalidParameterValue("response_format.type", "must be text, json_object or json_schema")
+        spec = (self.response_format or {}).get("json_schema")
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not spec["name"]:
+            raise InvalidParameterValue("response_format.json_schema.name", "is required")
+        schema = spec.get("schema", {})
+        try:
+            jsonschema.validators.validator_for(schema).check_schema(schema)
+        except (jsonschema.exceptions.SchemaError, TypeError, AttributeError) as error:
+            message = getattr(error, "message", str(error))
+            raise InvalidParameterValue(
+                "response_format.json_schema.schema", f"is not a JSON schema: {message}"
+            ) from None
+        return executor_service_pb2.ResponseFormat(
+            type=kind, name=spec["name"], schema_json=json.dumps(schema)
+        )
 
     @model_validator(mode="after")
     def _storable(self) -> ChatCompletionRequest:
