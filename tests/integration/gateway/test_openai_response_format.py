@@ -70,6 +70,10 @@ async def test_an_answer_of_another_shape_is_an_error(
     [
         ({"schema": TRIP_SCHEMA}, "response_format.json_schema.name"),
         ({"name": "trip", "schema": {"type": "wizard"}}, "response_format.json_schema.schema"),
+        (
+            {"name": "trip", "schema": {"properties": {"a": {"$ref": "http://example.test/s.json"}}}},
+            "response_format.json_schema.schema",
+        ),
     ],
 )
 async def test_a_schema_that_is_not_one_is_a_400(

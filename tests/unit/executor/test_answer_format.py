@@ -48,3 +48,15 @@ def test_any_other_answer_fails_the_run(shape: ResponseFormat, answer: str, said
         answer_format.check(shape, answer)
     assert said in failed.value.message
     assert failed.value.reason == "ANSWER_NOT_IN_FORMAT"
+
+
+def test_a_schema_that_refers_outside_itself_is_not_fetched() -> None:
+    # jsonschema would fetch a remote `$ref`: an address the client chose, past the egress policy.
+    remote = ResponseFormat(
+        type="json_schema", schema_json=json.dumps({"$ref": "http://169.254.169.254/latest/meta-data"})
+    )
+    with pytest.raises(AnswerNotInFormat) as failed:
+        answer_format.check(remote, "{}")
+    assert "refers outside itself" in failed.value.message
+    local = {"$defs": {"city": {"type": "string"}}, "properties": {"city": {"$ref": "#/$defs/city"}}}
+    answer_format.check(ResponseFormat(type="json_schema", schema_json=json.dumps(local)), '{"city": "Oslo"}')

@@ -11,6 +11,8 @@ import json
 from typing import Any
 
 import jsonschema
+import referencing
+import referencing.exceptions
 
 from agentmesh.executor.errors import AnswerNotInFormat
 from agentmesh.executor.providers.base import Message
@@ -52,9 +54,14 @@ def check(answer_format: executor_service_pb2.ResponseFormat, answer: str) -> No
             raise AnswerNotInFormat("the model's answer is JSON but not an object, as response_format asks")
         return
     schema = json.loads(answer_format.schema_json or "{}")
-    problem = jsonschema.exceptions.best_match(
-        jsonschema.validators.validator_for(schema)(schema).iter_errors(value)
-    )
+    # An empty registry: a schema is the client's, and jsonschema would otherwise fetch a remote
+    # `$ref` — a request to any address, past the egress policy. The gateway refuses such schemas;
+    # one that still refers out is an answer that cannot be checked.
+    validator = jsonschema.validators.validator_for(schema)(schema, registry=referencing.Registry())
+    try:
+        problem = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    except referencing.exceptions.Unresolvable as error:
+        raise AnswerNotInFormat(f"the response_format schema refers outside itself: {error}") from None
     if problem is not None:
         where = "/".join(str(part) for part in problem.absolute_path) or "the answer"
         raise AnswerNotInFormat(

@@ -173,6 +173,11 @@ class ChatCompletionRequest(_OpenAIModel):
             raise InvalidParameterValue(
                 "response_format.json_schema.schema", f"is not a JSON schema: {message}"
             ) from None
+        if outside := _outside_reference(schema):
+            raise InvalidParameterValue(
+                "response_format.json_schema.schema",
+                f"refers to {outside!r}: only references within the schema ('#...') are allowed",
+            )
         return executor_service_pb2.ResponseFormat(
             type=kind, name=spec["name"], schema_json=json.dumps(schema)
         )
@@ -198,6 +203,22 @@ def _check_message(message: ChatMessage, path: str) -> None:
                 raise UnsupportedParameter(
                     f"{path}.content[{index}].type", f'"{part.type}" parts are not supported: text only'
                 )
+
+
+def _outside_reference(schema: Any) -> str:
+    """The first `$ref` (or `$dynamicRef`) of a schema that points outside it, else "": the
+    executor would have to fetch it, from an address the client chose."""
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key in ("$ref", "$dynamicRef") and isinstance(value, str) and not value.startswith("#"):
+                return value
+            if found := _outside_reference(value):
+                return found
+    elif isinstance(schema, list):
+        for item in schema:
+            if found := _outside_reference(item):
+                return found
+    return ""
 
 
 def message_text(message: ChatMessage) -> str:
