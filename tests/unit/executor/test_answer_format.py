@@ -51,7 +51,7 @@ def test_any_other_answer_fails_the_run(shape: ResponseFormat, answer: str, said
 
 
 def test_a_schema_that_refers_outside_itself_is_not_fetched() -> None:
-    # jsonschema would fetch a remote `$ref`: an address the client chose, past the egress policy.
+    # jsonschema would fetch a remote `$ref`: an address the client chose, from inside the mesh.
     remote = ResponseFormat(
         type="json_schema", schema_json=json.dumps({"$ref": "http://169.254.169.254/latest/meta-data"})
     )

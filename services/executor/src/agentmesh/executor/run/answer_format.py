@@ -55,7 +55,7 @@ def check(answer_format: executor_service_pb2.ResponseFormat, answer: str) -> No
         return
     schema = json.loads(answer_format.schema_json or "{}")
     # An empty registry: a schema is the client's, and jsonschema would otherwise fetch a remote
-    # `$ref` — a request to any address, past the egress policy. The gateway refuses such schemas;
+    # `$ref` — a request from inside the mesh to any address. The gateway refuses such schemas;
     # one that still refers out is an answer that cannot be checked.
     validator = jsonschema.validators.validator_for(schema)(schema, registry=referencing.Registry())
     try:
