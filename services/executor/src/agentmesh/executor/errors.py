@@ -17,6 +17,7 @@ from agentmesh.common.v1 import run_pb2
 from agentmesh.runtime.errors import (
     FailedPrecondition,
     FieldViolation,
+    Internal,
     ResourceExhausted,
     Unavailable,
     rich_status,
@@ -35,6 +36,7 @@ __all__ = [
     "NO_EXECUTOR",
     "RESUME_LIMIT",
     "SUB_AGENT_FAILED",
+    "AnswerNotInFormat",
     "DelegationDepthExceeded",
     "ExecutorBusy",
     "ModelUnavailable",
@@ -107,6 +109,14 @@ class ExecutorBusy(ResourceExhausted):
     """The executor runs as many runs as it may; the caller should try another executor."""
 
     default_reason = "EXECUTOR_BUSY"
+
+
+class AnswerNotInFormat(Internal):
+    """The run's answer is not of the shape its request asked for (OpenAI's `response_format`):
+    the model failed to follow it, so the run fails rather than answer with what the client
+    cannot read."""
+
+    default_reason = "ANSWER_NOT_IN_FORMAT"
 
 
 class DelegationDepthExceeded(FailedPrecondition):

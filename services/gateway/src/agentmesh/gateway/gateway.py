@@ -12,7 +12,7 @@ import contextlib
 import logging
 import re
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Sequence
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.client import FOLLOWED_IN_LOG, RunNotPlaced, RunRouter
@@ -118,14 +118,28 @@ class AgentGateway:
         *,
         model_settings: run_pb2.ModelSettings | None = None,
         double_texting: str = "",
+        context: Sequence[executor_service_pb2.ContextMessage] = (),
+        response_format: executor_service_pb2.ResponseFormat | None = None,
     ) -> ChatStream:
         """Starts a chat and returns it once its run has started, so a chat that cannot start
         raises its DomainError before a face has sent anything. `model_settings` apply to this
         message's run only, `double_texting` (when set) overrides the agent's policy for it: a
         session's earlier message still running makes it wait (enqueue), cancels that run
-        (interrupt), or refuses it with ABORTED SESSION_BUSY (reject)."""
+        (interrupt), or refuses it with ABORTED SESSION_BUSY (reject). `context` is the
+        conversation a client that keeps no session sent before `message`: the run's context
+        before the session's history; `response_format` the shape its answer must have."""
         check_double_texting(double_texting)
-        events = self._events(caller, agent, message, session_id, model_settings, double_texting)
+        request = executor_service_pb2.RunRequest(
+            project_slug=agent.project_slug,
+            agent_name=agent.agent_name,
+            session_id=session_id,
+            input=message,
+            model_settings=model_settings,
+            double_texting=double_texting,
+            context=context,
+            response_format=response_format,
+        )
+        events = self._events(caller, request)
         try:
             first = await anext(events, None)
         except DomainError as error:
@@ -299,25 +313,11 @@ class AgentGateway:
         return await _chat_of(session_id, run_id, events)
 
     async def _events(
-        self,
-        caller: Caller,
-        agent: AgentRef,
-        message: str,
-        session_id: str,
-        model_settings: run_pb2.ModelSettings | None,
-        double_texting: str,
+        self, caller: Caller, request: executor_service_pb2.RunRequest
     ) -> AsyncIterator[run_pb2.RunEvent]:
-        self.check_message(message)
-        if model_settings is not None:
-            check_model_settings(model_settings)
-        request = executor_service_pb2.RunRequest(
-            project_slug=agent.project_slug,
-            agent_name=agent.agent_name,
-            session_id=session_id,
-            input=message,
-            model_settings=model_settings,
-            double_texting=double_texting,
-        )
+        self.check_message(request.input)
+        if request.HasField("model_settings"):
+            check_model_settings(request.model_settings)
         run = self._router.run(request, timeout=self._timeout_seconds, metadata=caller.metadata)
         try:
             async with contextlib.aclosing(run):  # leaving early cancels the run below at once

@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentmesh.executor.agents.runtime import kind_name
+from agentmesh.executor.durability import client_context
 from agentmesh.executor.durability.child_log import ChildLog
 from agentmesh.executor.durability.leases import OrphanCloser, count_in
 from agentmesh.executor.durability.outbox import is_taken
@@ -256,4 +257,6 @@ def resumed_request(
         model_settings=settings_from_record(meta["model_settings"].struct_value)
         if "model_settings" in meta
         else None,
+        context=client_context.recorded(received.metadata),
+        response_format=client_context.recorded_format(received.metadata),
     )

@@ -49,7 +49,7 @@ from agentmesh.executor.loops.asking import RunSuspends
 from agentmesh.executor.loops.llm import LlmLoop, LlmLoopSettings
 from agentmesh.executor.loops.workflow import WorkflowRun, WorkflowSettings
 from agentmesh.executor.providers.base import Message
-from agentmesh.executor.run import history
+from agentmesh.executor.run import answer_format, history
 from agentmesh.executor.run.end import (
     Ending,
     record_cancelled,
@@ -281,7 +281,10 @@ class Run:
         services = self._services
         if kind_name(self.spec.kind) == "llm":
             loop = LlmLoop(scope, runtime, settings=services.llm_settings, delegator=services.delegator)
-            return await loop.run(await self._history(received), resumed)
+            answered = await loop.run(await self._history(received), resumed)
+            if not answered.max_steps_reached:
+                answer_format.check(self.request.response_format, answered.content)
+            return answered
         return await WorkflowRun(
             scope,
             executor_runs=services.executor_runs,
@@ -291,15 +294,20 @@ class Run:
         ).run()
 
     async def _history(self, received: memory_pb2.Event) -> list[Message]:
-        """The agent's context window (history.py): read with the input when the run asked for
-        it there (a delegated run), else read now — not at all when the input was the session's
-        first event (a new session has no history)."""
+        """What the request says of its answer's format (answer_format.py), the conversation a
+        stateless client sent with its input, then the agent's context window (history.py):
+        read with the input when the run asked for it there (a delegated run), else read now —
+        not at all when the input was the session's first event (a new session has no
+        history)."""
+        sent = answer_format.instruction(self.request.response_format) + history.sent_context(
+            self.request.context
+        )
         window = self._services.history_window_events
         if self._listed_history is not None:
-            return history.messages(self._listed_history, window=window, exclude_run_id=self.run_id)
+            return sent + history.messages(self._listed_history, window=window, exclude_run_id=self.run_id)
         if received.seq <= 1:
-            return []
-        return await history.read_history(
+            return sent
+        return sent + await history.read_history(
             self._services.memory,
             session_id=self.recorder.session_id,
             project_id=self.recorder.project_id,

@@ -25,10 +25,12 @@ from starlette.exceptions import HTTPException
 
 from agentmesh.gateway.errors import (
     RETRY_AFTER_SECONDS,
+    InvalidParameterValue,
     MessageTooLarge,
     RateLimited,
     RequestTooLarge,
     TooManyMessages,
+    UnsupportedParameter,
 )
 from agentmesh.memory.client import EventTooLarge, HistoryTrimmed, TooManyEvents
 from agentmesh.registry.client import (
@@ -74,6 +76,9 @@ _STATUS_BY_REASON: dict[str, int] = {
     EventTooLarge.default_reason: 413,
     TooManyEvents.default_reason: 413,
     HistoryTrimmed.default_reason: 410,
+    # OpenAI answers what it cannot honour, or a value it refuses, with a 400.
+    UnsupportedParameter.default_reason: 400,
+    InvalidParameterValue.default_reason: 400,
 }
 
 # A caller over its rate or over one of its project's limits (QuotaExceeded).
