@@ -1,8 +1,8 @@
 """Bounds on the delegation tree under a chat, per agent type (delegations per model step and per
 chat, re-entry into the delegation path); an empty object keeps the executor's defaults.
 
-Revision ID: 0016_delegation_limits
-Revises: 0011_human_in_the_loop
+Revision ID: 0014_delegation_limits
+Revises: 0013_deep_requests
 Create Date: 2026-11-29
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0016_delegation_limits"
-down_revision: str | None = "0011_human_in_the_loop"
+revision: str = "0014_delegation_limits"
+down_revision: str | None = "0013_deep_requests"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
