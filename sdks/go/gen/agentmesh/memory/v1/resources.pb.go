@@ -363,8 +363,13 @@ type Session struct {
 	// Where its agents' context starts: history readers (ListEventsRequest.from_context_start) see
 	// only later events. Set by ResetSessionContext; 0 = from the start. The log keeps everything.
 	ContextStartSeq int64 `protobuf:"varint,8,opt,name=context_start_seq,json=contextStartSeq,proto3" json:"context_start_seq,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The session this one was forked from (ForkSession); empty for a session of its own.
+	ForkedFromSessionId string `protobuf:"bytes,9,opt,name=forked_from_session_id,json=forkedFromSessionId,proto3" json:"forked_from_session_id,omitempty"`
+	// The seq of forked_from_session_id it was forked at: its events up to this seq are that
+	// session's (read through, not copied); its own start after it. 0 when not a fork.
+	ForkedAtSeq   int64 `protobuf:"varint,10,opt,name=forked_at_seq,json=forkedAtSeq,proto3" json:"forked_at_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -449,6 +454,20 @@ func (x *Session) GetFirstSeq() int64 {
 func (x *Session) GetContextStartSeq() int64 {
 	if x != nil {
 		return x.ContextStartSeq
+	}
+	return 0
+}
+
+func (x *Session) GetForkedFromSessionId() string {
+	if x != nil {
+		return x.ForkedFromSessionId
+	}
+	return ""
+}
+
+func (x *Session) GetForkedAtSeq() int64 {
+	if x != nil {
+		return x.ForkedAtSeq
 	}
 	return 0
 }
@@ -540,7 +559,7 @@ const file_agentmesh_memory_v1_resources_proto_rawDesc = "" +
 	"\aspan_id\x18\f \x01(\tR\x06spanId\x129\n" +
 	"\n" +
 	"created_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12'\n" +
-	"\x0fidempotency_key\x18\x0e \x01(\tR\x0eidempotencyKey\"\xa8\x02\n" +
+	"\x0fidempotency_key\x18\x0e \x01(\tR\x0eidempotencyKey\"\x81\x03\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -552,7 +571,10 @@ const file_agentmesh_memory_v1_resources_proto_rawDesc = "" +
 	"updated_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x19\n" +
 	"\blast_seq\x18\x06 \x01(\x03R\alastSeq\x12\x1b\n" +
 	"\tfirst_seq\x18\a \x01(\x03R\bfirstSeq\x12*\n" +
-	"\x11context_start_seq\x18\b \x01(\x03R\x0fcontextStartSeq\"\x8d\x01\n" +
+	"\x11context_start_seq\x18\b \x01(\x03R\x0fcontextStartSeq\x123\n" +
+	"\x16forked_from_session_id\x18\t \x01(\tR\x13forkedFromSessionId\x12\"\n" +
+	"\rforked_at_seq\x18\n" +
+	" \x01(\x03R\vforkedAtSeq\"\x8d\x01\n" +
 	"\x0fRetentionPolicy\x12\x1d\n" +
 	"\n" +
 	"project_id\x18\x01 \x01(\tR\tprojectId\x12&\n" +
