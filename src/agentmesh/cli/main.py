@@ -55,6 +55,10 @@ COMMANDS = {
         "agentmesh.cli.input_requests:answer",
         "Answer a question a run waits for, and follow the resumed run.",
     ),
+    "fork": LazyCommand(
+        "agentmesh.cli.sessions:fork",
+        "Fork a session at an event into a new session that sees the history up to it.",
+    ),
     "users": LazyCommand("agentmesh.cli.users:users", "Manage users."),
     "api-keys": LazyCommand("agentmesh.cli.api_keys:api_keys", "Manage your API keys."),
     "get": LazyCommand(

@@ -4,8 +4,9 @@ The i-th call of a run returns item i, the last item repeating once the list is 
 a string, or `{"content": "...", "tool_calls": [{"name": ..., "arguments": {...}}]}`, optionally
 with `"delay_seconds"` (a pause before each chunk, to simulate a slow model), `"usage"`
 (`{"input_tokens": n, "output_tokens": m}`, else words are counted) or `"error"` (the call fails;
-`"retryable": true` makes it a rate-limit-like failure). With no responses the model echoes the
-last user message.
+`"retryable": true` makes it a rate-limit-like failure), or `"echo_prompt": true` (the answer is
+the conversation it was given, one `role: content` line per message but the system prompt: how a
+test sees the prompt a run built). With no responses the model echoes the last user message.
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ class MockModel:
         if item.get("error"):
             raise ModelError(str(item["error"]), retryable=bool(item.get("retryable", False)))
         content = str(item.get("content") or "")
+        if item.get("echo_prompt"):
+            content = "\n".join(f"{m.role}: {m.content}" for m in messages if m.role != "system")
         delay = float(item.get("delay_seconds") or 0)
         for chunk in split_chunks(content, self._chunk_chars):
             if delay:

@@ -354,6 +354,13 @@ class SessionOut(BaseModel):
     updated_at: datetime | None
     last_seq: int
     first_seq: int
+    forked_from_session_id: str = Field(default="", description="the session this one was forked from")
+    forked_at_seq: int = Field(default=0, description="the source's seq it was forked at (0: not a fork)")
+
+
+class SessionFork(RequestBody):
+    at_seq: int = Field(ge=1, le=2**63 - 1, description="the last event of the source the fork sees")
+    session_id: str = Field(default="", description="the new session's id; generated when empty")
 
 
 class SessionPage(Page[SessionOut]):
