@@ -29,6 +29,9 @@ AGENT_TYPE_FIELDS = {
     # A person in the loop (DESIGN §12).
     "tool_permissions",
     "input_expiry_seconds",
+    # Sessions that last (DESIGN §12).
+    "context_budget_tokens",
+    "compaction_model",
 }
 AGENT_FIELDS = {
     "id",

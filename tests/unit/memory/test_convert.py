@@ -32,6 +32,8 @@ DESIGN_EVENT_TYPES = [
     # A person in the loop (DESIGN §12).
     "input_requested",
     "input_received",
+    # Sessions that last (DESIGN §12).
+    "context_compacted",
 ]
 
 

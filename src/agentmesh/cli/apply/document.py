@@ -92,6 +92,8 @@ class AgentTypeEntry(_Entry):
     # Tool name or glob → allow, ask or deny (docs/human-in-the-loop.md).
     tool_permissions: dict[str, Permission] = {}
     input_expiry_seconds: Int32 = 0
+    context_budget_tokens: Int32 = 0
+    compaction_model: str = ""
 
 
 class AgentConfigEntry(_Entry):
@@ -361,6 +363,8 @@ def _declared_type(path: str, entry: AgentTypeEntry) -> DeclaredAgentType:
         is_active=entry.is_active,
         tool_permissions=permissions(entry.tool_permissions),
         input_expiry_seconds=entry.input_expiry_seconds,
+        context_budget_tokens=entry.context_budget_tokens,
+        compaction_model=entry.compaction_model,
     )
     declared = tuple(name for name in AgentTypeEntry.model_fields if name in entry.model_fields_set)
     return DeclaredAgentType(path=path, message=normalized_agent_type(message), declared=declared)

@@ -27,6 +27,7 @@ class EventType(StrEnum):
     ERROR = "error"
     INPUT_REQUESTED = "input_requested"  # a run asks a person, and suspends
     INPUT_RECEIVED = "input_received"  # the one response, as the resumed run recorded it
+    CONTEXT_COMPACTED = "context_compacted"  # a summary of older history that prompts reuse
 
 
 class RunState(StrEnum):

@@ -114,6 +114,8 @@ def agent_type_fields(message: pb.AgentType) -> AgentTypeFields:
         is_active=message.is_active,
         tool_permissions=tool_permissions(message.tool_permissions, "agent_type.tool_permissions"),
         input_expiry_seconds=message.input_expiry_seconds,
+        context_budget_tokens=message.context_budget_tokens,
+        compaction_model=message.compaction_model,
     )
 
 
@@ -322,6 +324,8 @@ def agent_type_message(agent_type: AgentType) -> pb.AgentType:
         updated_at=timestamp(agent_type.updated_at),
         tool_permissions=tool_permissions_message(agent_type.tool_permissions),
         input_expiry_seconds=agent_type.input_expiry_seconds,
+        context_budget_tokens=agent_type.context_budget_tokens,
+        compaction_model=agent_type.compaction_model,
     )
 
 
@@ -397,6 +401,8 @@ def agent_spec_message(spec: AgentSpec) -> pb.AgentSpec:
         agent_tool_permissions=tool_permissions_message(spec.agent_tool_permissions),
         project_tool_permissions=tool_permissions_message(spec.project_tool_permissions),
         input_expiry_seconds=spec.input_expiry_seconds,
+        context_budget_tokens=spec.context_budget_tokens,
+        compaction_model=spec.compaction_model,
     )
 
 

@@ -182,6 +182,8 @@ class AgentTypeFields(_Model):
     is_active: bool = True
     tool_permissions: ToolPermissions = Field(default_factory=dict)
     input_expiry_seconds: int = 0  # how long a request for input waits; 0: the default
+    context_budget_tokens: int = 0  # the prompt's budget; 0: the executor's default for the model
+    compaction_model: str = ""  # summarizes history beyond the budget; "": the agent's model
 
 
 AGENT_TYPE_FIELDS: tuple[str, ...] = tuple(AgentTypeFields.model_fields)
@@ -326,6 +328,8 @@ class AgentSpec(_Model):
     agent_tool_permissions: ToolPermissions = Field(default_factory=dict)
     project_tool_permissions: ToolPermissions = Field(default_factory=dict)
     input_expiry_seconds: int = DEFAULT_INPUT_EXPIRY_SECONDS
+    context_budget_tokens: int = 0
+    compaction_model: str = ""
 
 
 RunKey = tuple[str, str]  # (agent id, run id): a run, as leases and session turns name it

@@ -38,6 +38,8 @@ MAX_MAX_ITERATIONS = 10_000
 MAX_TOOL_RULES = 200
 MAX_TOOL_PATTERN = 200
 MAX_INPUT_EXPIRY_SECONDS = 30 * 86_400
+# A prompt budget beyond any model's context (ten million tokens) is a mistake.
+MAX_CONTEXT_BUDGET_TOKENS = 10_000_000
 DEFAULT_MAX_STEPS = 10
 MCP_TRANSPORTS = ("stdio", "streamable_http")
 
@@ -125,6 +127,10 @@ def check_agent_type(fields: AgentTypeFields, *, prefix: str = "agent_type") -> 
     violations += _range(
         f"{prefix}.input_expiry_seconds", fields.input_expiry_seconds, 0, MAX_INPUT_EXPIRY_SECONDS
     )
+    violations += _range(
+        f"{prefix}.context_budget_tokens", fields.context_budget_tokens, 0, MAX_CONTEXT_BUDGET_TOKENS
+    )
+    violations += _max_length(f"{prefix}.compaction_model", fields.compaction_model, MAX_MODEL_NAME)
     return violations
 
 

@@ -57,6 +57,11 @@ const (
 	// "reason", "arguments" (edited, when given), "responder", "expired"}`; metadata `request_id`,
 	// `call_id`.
 	EventType_EVENT_TYPE_INPUT_RECEIVED EventType = 11
+	// A summary of an agent's older history in the session, which its later prompts use instead of
+	// the events it replaces (they stay in the log). Content: the summary; metadata `from_seq` and
+	// `to_seq` (the seq range it summarizes), `model`. A summary that failed is recorded with
+	// metadata `failed` true and the reason as content; prompts never use it.
+	EventType_EVENT_TYPE_CONTEXT_COMPACTED EventType = 12
 )
 
 // Enum value maps for EventType.
@@ -74,6 +79,7 @@ var (
 		9:  "EVENT_TYPE_ERROR",
 		10: "EVENT_TYPE_INPUT_REQUESTED",
 		11: "EVENT_TYPE_INPUT_RECEIVED",
+		12: "EVENT_TYPE_CONTEXT_COMPACTED",
 	}
 	EventType_value = map[string]int32{
 		"EVENT_TYPE_UNSPECIFIED":              0,
@@ -88,6 +94,7 @@ var (
 		"EVENT_TYPE_ERROR":                    9,
 		"EVENT_TYPE_INPUT_REQUESTED":          10,
 		"EVENT_TYPE_INPUT_RECEIVED":           11,
+		"EVENT_TYPE_CONTEXT_COMPACTED":        12,
 	}
 )
 
@@ -579,7 +586,7 @@ const file_agentmesh_memory_v1_resources_proto_rawDesc = "" +
 	"\n" +
 	"project_id\x18\x01 \x01(\tR\tprojectId\x12&\n" +
 	"\x0fmax_age_seconds\x18\x02 \x01(\x03R\rmaxAgeSeconds\x123\n" +
-	"\x16max_events_per_session\x18\x03 \x01(\x03R\x13maxEventsPerSession*\xf9\x02\n" +
+	"\x16max_events_per_session\x18\x03 \x01(\x03R\x13maxEventsPerSession*\x9b\x03\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17EVENT_TYPE_USER_MESSAGE\x10\x01\x12\x1d\n" +
@@ -593,7 +600,8 @@ const file_agentmesh_memory_v1_resources_proto_rawDesc = "" +
 	"\x10EVENT_TYPE_ERROR\x10\t\x12\x1e\n" +
 	"\x1aEVENT_TYPE_INPUT_REQUESTED\x10\n" +
 	"\x12\x1d\n" +
-	"\x19EVENT_TYPE_INPUT_RECEIVED\x10\v*\x83\x01\n" +
+	"\x19EVENT_TYPE_INPUT_RECEIVED\x10\v\x12 \n" +
+	"\x1cEVENT_TYPE_CONTEXT_COMPACTED\x10\f*\x83\x01\n" +
 	"\bRunState\x12\x19\n" +
 	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11RUN_STATE_RUNNING\x10\x01\x12\x16\n" +

@@ -555,8 +555,13 @@ type AgentType struct {
 	// How long a request for a person's input waits before it expires into a denial, in seconds
 	// (0: 86400, a day).
 	InputExpirySeconds int32 `protobuf:"varint,20,opt,name=input_expiry_seconds,json=inputExpirySeconds,proto3" json:"input_expiry_seconds,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The prompt's budget in tokens (estimated): the instructions, the history and the input fit
+	// in it; older turns beyond it are summarized (0: the executor's default for the model).
+	ContextBudgetTokens int32 `protobuf:"varint,21,opt,name=context_budget_tokens,json=contextBudgetTokens,proto3" json:"context_budget_tokens,omitempty"`
+	// The model that summarizes history that no longer fits the budget (empty: the agent's own).
+	CompactionModel string `protobuf:"bytes,22,opt,name=compaction_model,json=compactionModel,proto3" json:"compaction_model,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AgentType) Reset() {
@@ -727,6 +732,20 @@ func (x *AgentType) GetInputExpirySeconds() int32 {
 		return x.InputExpirySeconds
 	}
 	return 0
+}
+
+func (x *AgentType) GetContextBudgetTokens() int32 {
+	if x != nil {
+		return x.ContextBudgetTokens
+	}
+	return 0
+}
+
+func (x *AgentType) GetCompactionModel() string {
+	if x != nil {
+		return x.CompactionModel
+	}
+	return ""
 }
 
 // Project groups agents and sessions; only its owner and superusers see it.
@@ -1178,8 +1197,12 @@ type AgentSpec struct {
 	ProjectToolPermissions map[string]v1.ToolPermission `protobuf:"bytes,22,rep,name=project_tool_permissions,json=projectToolPermissions,proto3" json:"project_tool_permissions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value,enum=agentmesh.common.v1.ToolPermission"`
 	// Effective expiry of its requests for input, in seconds.
 	InputExpirySeconds int32 `protobuf:"varint,23,opt,name=input_expiry_seconds,json=inputExpirySeconds,proto3" json:"input_expiry_seconds,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The type's prompt budget in tokens (0: the executor's default for the model).
+	ContextBudgetTokens int32 `protobuf:"varint,24,opt,name=context_budget_tokens,json=contextBudgetTokens,proto3" json:"context_budget_tokens,omitempty"`
+	// The type's compaction model (empty: the agent's own).
+	CompactionModel string `protobuf:"bytes,25,opt,name=compaction_model,json=compactionModel,proto3" json:"compaction_model,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AgentSpec) Reset() {
@@ -1371,6 +1394,20 @@ func (x *AgentSpec) GetInputExpirySeconds() int32 {
 		return x.InputExpirySeconds
 	}
 	return 0
+}
+
+func (x *AgentSpec) GetContextBudgetTokens() int32 {
+	if x != nil {
+		return x.ContextBudgetTokens
+	}
+	return 0
+}
+
+func (x *AgentSpec) GetCompactionModel() string {
+	if x != nil {
+		return x.CompactionModel
+	}
+	return ""
 }
 
 // Executor is a member of the executor pool.
@@ -1664,7 +1701,7 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbe\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9d\b\n" +
 	"\tAgentType\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1690,7 +1727,9 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12`\n" +
 	"\x10tool_permissions\x18\x13 \x03(\v25.agentmesh.registry.v1.AgentType.ToolPermissionsEntryR\x0ftoolPermissions\x120\n" +
-	"\x14input_expiry_seconds\x18\x14 \x01(\x05R\x12inputExpirySeconds\x1ag\n" +
+	"\x14input_expiry_seconds\x18\x14 \x01(\x05R\x12inputExpirySeconds\x122\n" +
+	"\x15context_budget_tokens\x18\x15 \x01(\x05R\x13contextBudgetTokens\x12)\n" +
+	"\x10compaction_model\x18\x16 \x01(\tR\x0fcompactionModel\x1ag\n" +
 	"\x14ToolPermissionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
 	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"\xbd\x03\n" +
@@ -1747,7 +1786,7 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"created_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12D\n" +
 	"\x10last_activity_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x0elastActivityAt\x12\x12\n" +
-	"\x04slug\x18\f \x01(\tR\x04slug\"\xc6\f\n" +
+	"\x04slug\x18\f \x01(\tR\x04slug\"\xa5\r\n" +
 	"\tAgentSpec\x122\n" +
 	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12!\n" +
 	"\fproject_slug\x18\x02 \x01(\tR\vprojectSlug\x124\n" +
@@ -1775,7 +1814,9 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x10tool_permissions\x18\x14 \x03(\v25.agentmesh.registry.v1.AgentSpec.ToolPermissionsEntryR\x0ftoolPermissions\x12p\n" +
 	"\x16agent_tool_permissions\x18\x15 \x03(\v2:.agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntryR\x14agentToolPermissions\x12v\n" +
 	"\x18project_tool_permissions\x18\x16 \x03(\v2<.agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntryR\x16projectToolPermissions\x120\n" +
-	"\x14input_expiry_seconds\x18\x17 \x01(\x05R\x12inputExpirySeconds\x1a=\n" +
+	"\x14input_expiry_seconds\x18\x17 \x01(\x05R\x12inputExpirySeconds\x122\n" +
+	"\x15context_budget_tokens\x18\x18 \x01(\x05R\x13contextBudgetTokens\x12)\n" +
+	"\x10compaction_model\x18\x19 \x01(\tR\x0fcompactionModel\x1a=\n" +
 	"\x0fAgentNamesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1ag\n" +

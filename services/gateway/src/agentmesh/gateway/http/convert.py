@@ -141,6 +141,8 @@ def agent_type(value: registry_resources.AgentType) -> schemas.AgentTypeOut:
         updated_at=timestamp(value.updated_at),
         tool_permissions=tool_permissions(value.tool_permissions),
         input_expiry_seconds=value.input_expiry_seconds,
+        context_budget_tokens=value.context_budget_tokens,
+        compaction_model=value.compaction_model,
     )
 
 

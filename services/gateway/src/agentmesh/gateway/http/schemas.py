@@ -30,6 +30,7 @@ ToolPermissions = Annotated[
     Field(description='tool name or glob pattern ("mcp:*", "delegate:*") → allow, ask or deny'),
 ]
 ExpirySeconds = Annotated[int, Field(ge=0, le=30 * 86_400)]
+BudgetTokens = Annotated[int, Field(ge=0, le=10_000_000)]
 # The memory service's event type names, as one Literal so OpenAPI lists them.
 EventTypeName = Literal[tuple(event_type_names())]  # type: ignore[valid-type]
 
@@ -179,6 +180,12 @@ class AgentTypeCreate(RequestBody):
     input_expiry_seconds: ExpirySeconds = Field(
         default=0, description="how long a request for a person's input waits (0: a day)"
     )
+    context_budget_tokens: BudgetTokens = Field(
+        default=0, description="the prompt's budget in tokens (0: the executor's default for the model)"
+    )
+    compaction_model: str = Field(
+        default="", description="the model that summarizes history beyond the budget (empty: the agent's)"
+    )
 
 
 class AgentTypeUpdate(RequestBody):
@@ -201,6 +208,8 @@ class AgentTypeUpdate(RequestBody):
     is_active: bool = _unchanged()
     tool_permissions: ToolPermissions = _unchanged()
     input_expiry_seconds: ExpirySeconds = _unchanged()
+    context_budget_tokens: BudgetTokens = _unchanged()
+    compaction_model: str = _unchanged()
 
 
 class AgentTypeOut(BaseModel):
@@ -224,6 +233,8 @@ class AgentTypeOut(BaseModel):
     updated_at: datetime | None
     tool_permissions: dict[str, ToolPermissionName]
     input_expiry_seconds: int
+    context_budget_tokens: int
+    compaction_model: str
 
 
 # Projects.

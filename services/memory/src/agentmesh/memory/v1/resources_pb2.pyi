@@ -56,6 +56,12 @@ class _EventTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventType.V
     "reason", "arguments" (edited, when given), "responder", "expired"}`; metadata `request_id`,
     `call_id`.
     """
+    EVENT_TYPE_CONTEXT_COMPACTED: _EventType.ValueType  # 12
+    """A summary of an agent's older history in the session, which its later prompts use instead of
+    the events it replaces (they stay in the log). Content: the summary; metadata `from_seq` and
+    `to_seq` (the seq range it summarizes), `model`. A summary that failed is recorded with
+    metadata `failed` true and the reason as content; prompts never use it.
+    """
 
 class EventType(_EventType, metaclass=_EventTypeEnumTypeWrapper):
     """EventType says what an event records. In JSON it is the lower-case name without the prefix,
@@ -92,6 +98,12 @@ EVENT_TYPE_INPUT_RECEIVED: EventType.ValueType  # 11
 Content: JSON `{"request_id", "decision" ("approve", "deny" or "" for an answer), "answer",
 "reason", "arguments" (edited, when given), "responder", "expired"}`; metadata `request_id`,
 `call_id`.
+"""
+EVENT_TYPE_CONTEXT_COMPACTED: EventType.ValueType  # 12
+"""A summary of an agent's older history in the session, which its later prompts use instead of
+the events it replaces (they stay in the log). Content: the summary; metadata `from_seq` and
+`to_seq` (the seq range it summarizes), `model`. A summary that failed is recorded with
+metadata `failed` true and the reason as content; prompts never use it.
 """
 Global___EventType: _TypeAlias = EventType  # noqa: Y015
 
