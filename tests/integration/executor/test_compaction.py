@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from agentmesh.memory.v1.resources_pb2 import EventType
+from agentmesh.registry.v1 import resources_pb2
 from tests.integration.executor.openai_server import FakeOpenAI, Reply
-from tests.integration.executor.support import Stack, final
+from tests.integration.executor.support import Stack, final, list_value
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -93,3 +94,36 @@ async def test_a_failed_summary_leaves_the_run_on_a_truncated_window_and_says_so
     assert not any(t.startswith("message 1 ") for t in texts)
     assert texts[-1].startswith("message 8")
     assert sum(len(t) for t in texts) // 4 < BUDGET
+
+
+async def test_with_the_scripted_model_the_summary_replaces_the_older_turns_in_the_prompt(
+    stack: Stack,
+) -> None:
+    # A mock compaction model echoes what it is asked to summarize; the agent's script answers
+    # "Noted." until its last chat, which echoes its prompt: the proof of what the model is sent.
+    project = await stack.project()
+    agent = await stack.agent(
+        project, "scripted", mock_responses=["Noted."], context_budget_tokens=BUDGET, compaction_model="mock"
+    )
+    session_id = ""
+    for number in range(1, 9):
+        events = await stack.chat(agent, f"message {number}{FILLER}", session_id=session_id)
+        session_id = events[-1].session_id
+    compacted = [
+        e for e in await stack.events(session_id) if e.event_type == EventType.EVENT_TYPE_CONTEXT_COMPACTED
+    ]
+    assert len(compacted) == 1 and "message 1" in compacted[0].content
+    assert len(compacted[0].content) // 4 <= BUDGET // 4  # a summary leaves room for the turns
+
+    config = resources_pb2.AgentConfig()
+    config.mock_responses.CopyFrom(list_value([{"echo_prompt": True}]))
+    await stack.update_config(agent, "config.mock_responses", config)
+    prompt = final(await stack.chat(agent, "message 9", session_id=session_id)).run_completed.content
+    lines = prompt.splitlines()
+    assert lines[0] == "user: Summary of the earlier conversation:"
+    # The oldest turn is there once, inside the summary: not again as a turn of its own.
+    assert prompt.count("message 1 ") == 1
+    assert lines[-1] == "user: message 9"
+    assert len(compacted) == len(
+        [e for e in await stack.events(session_id) if e.event_type == EventType.EVENT_TYPE_CONTEXT_COMPACTED]
+    )
