@@ -59,6 +59,10 @@ COMMANDS = {
         "agentmesh.cli.limits:limits",
         "Show a project's limits, or set them (superusers; owners may only lower them).",
     ),
+    "fork": LazyCommand(
+        "agentmesh.cli.sessions:fork",
+        "Fork a session at an event into a new session that sees the history up to it.",
+    ),
     "users": LazyCommand("agentmesh.cli.users:users", "Manage users."),
     "api-keys": LazyCommand("agentmesh.cli.api_keys:api_keys", "Manage your API keys."),
     "get": LazyCommand(

@@ -27,7 +27,7 @@ CONTEXT = [
 
 
 async def test_a_resumed_run_goes_on_with_the_clients_conversation(stack: Stack) -> None:
-    agent = await stack.agent(await stack.project(), "echo", mock_responses=[{"echo_context": True}])
+    agent = await stack.agent(await stack.project(), "echo", mock_responses=[{"echo_prompt": True}])
     run = DeadRun(stack, agent)
     await run.record(
         run.event(EventType.EVENT_TYPE_USER_MESSAGE, "What is my name?", **{CONTEXT_KEY: CONTEXT})

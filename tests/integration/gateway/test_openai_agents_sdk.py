@@ -14,7 +14,7 @@ from tests.integration.gateway.test_openai import root_client
 
 async def test_an_sdk_agent_runs_on_a_mesh_agent(mesh: Mesh, api: Api, once: None) -> None:
     set_tracing_disabled(True)  # the SDK would export its traces to OpenAI's servers
-    agent = await api.agent(mock_responses=[{"echo_context": True}])
+    agent = await api.agent(mock_responses=[{"echo_prompt": True}])
     model = OpenAIChatCompletionsModel(model=agent.model, openai_client=root_client(mesh, agent.owner.token))
     sdk_agent = SdkAgent(name="travel", instructions="Answer in French.", model=model)
 

@@ -11,7 +11,7 @@ from agentmesh.cli.mesh import Mesh
 from tests.integration.gateway.support import Api
 from tests.integration.gateway.test_openai import root_client
 
-ECHO = {"echo_context": True}  # the mock model answers with what it was given
+ECHO = {"echo_prompt": True}  # the mock model answers with what it was given
 CONVERSATION = [
     {"role": "system", "content": "Answer in French."},
     {"role": "user", "content": "My name is Ada."},

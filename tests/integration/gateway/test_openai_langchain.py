@@ -39,7 +39,7 @@ def chat_model(mesh: Mesh, agent: Agent) -> ChatOpenAI:
 
 
 async def test_the_system_message_and_turns_reach_the_model(mesh: Mesh, api: Api, once: None) -> None:
-    agent = await api.agent(mock_responses=[{"echo_context": True}])
+    agent = await api.agent(mock_responses=[{"echo_prompt": True}])
     reply = await chat_model(mesh, agent).ainvoke([SystemMessage("Answer in French."), HumanMessage("Hi")])
     assert reply.content == "system: Answer in French.\nuser: Hi"
 

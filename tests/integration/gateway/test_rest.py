@@ -31,6 +31,9 @@ AGENT_TYPE_FIELDS = {
     "input_expiry_seconds",
     # Bounds on the delegation tree under a chat.
     "delegation_limits",
+    # Sessions that last (DESIGN §12).
+    "context_budget_tokens",
+    "compaction_model",
 }
 AGENT_FIELDS = {
     "id",

@@ -79,6 +79,8 @@ class AgentTypeEntry(_Entry):
     input_expiry_seconds: Int32 = 0
     # Bounds on the delegation tree under a chat (docs/executor.md, "Bounded delegation trees").
     delegation_limits: DelegationLimitsEntry = DelegationLimitsEntry()
+    context_budget_tokens: Int32 = 0
+    compaction_model: str = ""
 
 
 class AgentConfigEntry(_Entry):

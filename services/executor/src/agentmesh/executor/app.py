@@ -179,6 +179,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
             text_flush_seconds=settings.text_flush_seconds,
             tool_timeout_seconds=settings.tool_timeout_seconds,
             cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
+            tool_result_prompt_chars=settings.tool_result_prompt_chars,
         ),
         workflow_settings=WorkflowSettings(
             loop_safety_max_iterations=settings.loop_safety_max_iterations,
@@ -189,6 +190,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         executor_id=executor_id,
         cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
         history_window_events=settings.history_window_events,
+        context_budget_tokens=settings.context_budget_tokens,
     )
     runner = RunExecutor(
         settings=settings,

@@ -94,6 +94,17 @@ class ExecutorSettings(ServiceSettings):
         "(DelegationLimits.max_per_chat); the tree's others are refused",
     )
     history_window_events: int = Field(default=50, gt=0)
+    context_budget_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="the prompt's token budget of agents whose type sets none; 0: no budget, the "
+        "history is the last history_window_events events (docs/sessions.md)",
+    )
+    tool_result_prompt_chars: int = Field(
+        default=20_000,
+        ge=0,
+        description="a tool result longer than this is cut in the prompt (the log keeps all of it); 0: never",
+    )
     default_max_steps: int = Field(default=10, gt=0, description="when the agent sets none")
     tool_timeout_seconds: float = Field(default=30.0, gt=0)
     delegation_timeout_seconds: float = Field(default=300.0, gt=0)

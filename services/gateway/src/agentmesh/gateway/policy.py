@@ -188,6 +188,7 @@ RPC_POLICY: Mapping[str, Rule] = {
     _MEMORY + "SetRetentionPolicy": owner(_project_id("policy.project_id")),
     _MEMORY + "GetRetentionPolicy": owner(_project_id("project_id")),
     _MEMORY + "ResetSessionContext": owner(lambda r: SessionTarget(r.session_id, r.project_id)),
+    _MEMORY + "ForkSession": owner(lambda r: SessionTarget(r.session_id, r.project_id)),
     # Chat: the owner of the addressed agent's project.
     _GATEWAY + "Chat": owner(_project_of_agent_ref),
     _GATEWAY + "StreamChat": owner(_project_of_agent_ref),
@@ -274,6 +275,7 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     ("GET", "/api/v1/projects/{project_id}/sessions"): _OWNER_BY_ID,
     ("GET", "/api/v1/projects/{project_id}/sessions/{session_id}/events"): _OWNER_BY_ID,
     ("POST", "/api/v1/projects/{project_id}/sessions/{session_id}/reset"): _OWNER_BY_ID,
+    ("POST", "/api/v1/projects/{project_id}/sessions/{session_id}/fork"): _OWNER_BY_ID,
     ("GET", "/api/v1/projects/{project_id}/input-requests"): _OWNER_BY_ID,
     ("GET", "/api/v1/projects/{project_id}/input-requests/{request_id}"): _OWNER_BY_ID,
     ("POST", "/api/v1/projects/{project_id}/input-requests/{request_id}/respond"): _OWNER_BY_ID,

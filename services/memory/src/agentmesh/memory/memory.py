@@ -38,6 +38,7 @@ from agentmesh.memory.event_store import (
     SessionCursor,
 )
 from agentmesh.memory.fence import conflict_refusal, fence_keys, refusal
+from agentmesh.memory.forks import Lineages, as_read_by, fork_session
 from agentmesh.memory.models import (
     AppendResult,
     Event,
@@ -107,6 +108,7 @@ class EventLog:
         self._watch_poll_seconds = watch_poll_seconds
         self._watch_batch_events = watch_batch_events
         self._clock = clock
+        self._lineages = Lineages(store)
 
     # --- appending ---------------------------------------------------------------------------
 
@@ -278,7 +280,12 @@ class EventLog:
             query = query.model_copy(update={"project_id": named.project_id})
         if query.from_context_start:
             query = await self._from_context_start(query)
+        elif query.session_id:
+            lineage = await self._lineages.of(query.session_id, query.project_id)
+            query = query.model_copy(update={"lineage": lineage})
         found, more, byte_limit_reached = await self._read_page(query, after, limit)
+        if query.lineage:
+            found = as_read_by(found, query.session_id)
         session: Session | None = None
         if query.session_id:
             # Read after the events: retention only ever raises first_seq, so a first_seq that
@@ -339,7 +346,24 @@ class EventLog:
         if session is None:
             raise SessionNotFound(query.session_id)
         start = max(query.after_seq, session.context_start_seq, session.first_seq - 1)
-        return query.model_copy(update={"after_seq": start, "from_context_start": False})
+        update = {"after_seq": start, "from_context_start": False, "lineage": session.lineage}
+        return query.model_copy(update=update)
+
+    async def fork(
+        self, session_id: str, project_id: str, *, at_seq: int, new_session_id: str = ""
+    ) -> Session:
+        """A new session of the project that reads this one's events up to `at_seq` as its own and
+        goes its own way after them (forks.py); this one is untouched."""
+        fork = await fork_session(
+            self._store,
+            session_id,
+            project_id,
+            at_seq=at_seq,
+            new_session_id=new_session_id,
+            now=self._clock(),
+        )
+        self._lineages.remember(fork)
+        return fork
 
     async def reset_context(self, session_id: str, project_id: str) -> Session:
         """Starts the session's context afresh (its agents' history readers see only what comes
@@ -440,7 +464,7 @@ class EventLog:
         if after_seq > session.last_seq:
             raise AfterSeqAhead(session_id, after_seq, session.last_seq)
         sent = after_seq or session.first_seq - 1
-        query = EventQuery(session_id=session_id, project_id=project_id)
+        query = EventQuery(session_id=session_id, project_id=project_id, lineage=session.lineage)
         while True:
             # Take the signal before reading, so a commit between the read and the wait wakes us.
             signal = self._signals.signal(key)
@@ -454,7 +478,7 @@ class EventLog:
                 # seq is gap-free and retention removes only a prefix: a hole means the events
                 # this watcher had not seen yet were removed.
                 raise HistoryTrimmed(session_id, sent, batch[0].seq)
-            for event in batch:
+            for event in as_read_by(batch, session_id) if session.lineage else batch:
                 yield event
                 sent = event.seq
             if len(batch) == self._watch_batch_events:

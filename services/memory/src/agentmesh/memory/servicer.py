@@ -151,6 +151,18 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         session = await self._log.reset_context(request.session_id, request.project_id)
         return pb.ResetSessionContextResponse(session=convert.session_to_proto(session))
 
+    async def ForkSession(
+        self, request: pb.ForkSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ForkSessionResponse:
+        await self._check_session(request.session_id, request.project_id)
+        session = await self._log.fork(
+            request.session_id,
+            request.project_id,
+            at_seq=request.at_seq,
+            new_session_id=request.new_session_id,
+        )
+        return pb.ForkSessionResponse(session=convert.session_to_proto(session))
+
 
 class MemoryInternalServicer(internal_pb_grpc.MemoryInternalServiceServicer):
     """Serves what only the mesh's services ask of an EventLog."""

@@ -29,6 +29,12 @@ session_table = sa.Table(
     sa.Column("first_seq", sa.BigInteger, nullable=False),
     # Where its agents' context starts (ResetSessionContext; migration 0003_session_context).
     sa.Column("context_start_seq", sa.BigInteger, nullable=False, server_default="0"),
+    # A fork's source and the seq it was forked at, and the sessions its inherited events are read
+    # from (Session.lineage, as [[session_id, up_to_seq], ...]; NULL for a session of its own).
+    # Migration 0006_session_forks.
+    sa.Column("forked_from_session_id", ID, nullable=False, server_default=""),
+    sa.Column("forked_at_seq", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("lineage", JSON, nullable=True),
     sa.PrimaryKeyConstraint("project_id", "id", name="pk_memory_sessions"),
     sa.Index("ix_memory_sessions_project_activity", "project_id", "updated_at", "id"),
     sa.Index("ix_memory_sessions_id", "id"),
@@ -125,6 +131,9 @@ SESSION_COLUMNS = (
     session_table.c.last_seq,
     session_table.c.first_seq,
     session_table.c.context_start_seq,
+    session_table.c.forked_from_session_id,
+    session_table.c.forked_at_seq,
+    session_table.c.lineage,
 )
 
 

@@ -122,6 +122,8 @@ def agent_type_fields(message: pb.AgentType) -> AgentTypeFields:
             max_per_chat=message.delegation_limits.max_per_chat,
             allow_reentry=message.delegation_limits.allow_reentry,
         ),
+        context_budget_tokens=message.context_budget_tokens,
+        compaction_model=message.compaction_model,
     )
 
 
@@ -335,6 +337,8 @@ def agent_type_message(agent_type: AgentType) -> pb.AgentType:
         tool_permissions=tool_permissions_message(agent_type.tool_permissions),
         input_expiry_seconds=agent_type.input_expiry_seconds,
         delegation_limits=delegation_limits_message(agent_type.delegation_limits),
+        context_budget_tokens=agent_type.context_budget_tokens,
+        compaction_model=agent_type.compaction_model,
     )
 
 
@@ -412,6 +416,8 @@ def agent_spec_message(spec: AgentSpec) -> pb.AgentSpec:
         project_tool_permissions=tool_permissions_message(spec.project_tool_permissions),
         input_expiry_seconds=spec.input_expiry_seconds,
         delegation_limits=delegation_limits_message(spec.delegation_limits),
+        context_budget_tokens=spec.context_budget_tokens,
+        compaction_model=spec.compaction_model,
     )
 
 

@@ -192,6 +192,8 @@ class AgentTypeFields(_Model):
     tool_permissions: ToolPermissions = Field(default_factory=dict)
     input_expiry_seconds: int = 0  # how long a request for input waits; 0: the default
     delegation_limits: DelegationLimits = Field(default_factory=DelegationLimits)
+    context_budget_tokens: int = 0  # the prompt's budget; 0: the executor's default for the model
+    compaction_model: str = ""  # summarizes history beyond the budget; "": the agent's model
 
 
 AGENT_TYPE_FIELDS: tuple[str, ...] = tuple(AgentTypeFields.model_fields)
@@ -363,6 +365,8 @@ class AgentSpec(_Model):
     project_tool_permissions: ToolPermissions = Field(default_factory=dict)
     input_expiry_seconds: int = DEFAULT_INPUT_EXPIRY_SECONDS
     delegation_limits: DelegationLimits = Field(default_factory=DelegationLimits)
+    context_budget_tokens: int = 0
+    compaction_model: str = ""
 
 
 RunKey = tuple[str, str]  # (agent id, run id): a run, as leases and session turns name it

@@ -96,6 +96,10 @@ class AgentTypeRow(Base):
     tool_permissions: Mapped[dict[str, str]] = mapped_column(sa.JSON, server_default="{}")
     input_expiry_seconds: Mapped[int] = mapped_column(sa.Integer, server_default="0")
     delegation_limits: Mapped[dict[str, object]] = mapped_column(sa.JSON, server_default="{}")
+    # The prompt's token budget (0: the executor's default) and the model that summarizes what
+    # does not fit ("": the agent's own); migration 0015_context_budget.
+    context_budget_tokens: Mapped[int] = mapped_column(sa.Integer, server_default="0")
+    compaction_model: Mapped[str] = mapped_column(sa.String(200), server_default="")
     request_id: Mapped[str | None] = mapped_column(sa.String(200), unique=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)

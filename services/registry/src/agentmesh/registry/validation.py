@@ -44,6 +44,8 @@ MAX_INPUT_EXPIRY_SECONDS = 30 * 86_400
 # the executor's defaults, or loosen them only this far.
 MAX_DELEGATIONS_PER_STEP = 64
 MAX_DELEGATIONS_PER_CHAT = 10_000
+# A prompt budget beyond any model's context (ten million tokens) is a mistake.
+MAX_CONTEXT_BUDGET_TOKENS = 10_000_000
 DEFAULT_MAX_STEPS = 10
 MCP_TRANSPORTS = ("stdio", "streamable_http")
 
@@ -138,6 +140,10 @@ def check_agent_type(fields: AgentTypeFields, *, prefix: str = "agent_type") -> 
     violations += _range(
         f"{prefix}.delegation_limits.max_per_chat", limits.max_per_chat, 0, MAX_DELEGATIONS_PER_CHAT
     )
+    violations += _range(
+        f"{prefix}.context_budget_tokens", fields.context_budget_tokens, 0, MAX_CONTEXT_BUDGET_TOKENS
+    )
+    violations += _max_length(f"{prefix}.compaction_model", fields.compaction_model, MAX_MODEL_NAME)
     return violations
 
 

@@ -555,8 +555,13 @@ type AgentType struct {
 	// How long a request for a person's input waits before it expires into a denial, in seconds
 	// (0: 86400, a day).
 	InputExpirySeconds int32 `protobuf:"varint,20,opt,name=input_expiry_seconds,json=inputExpirySeconds,proto3" json:"input_expiry_seconds,omitempty"`
+	// The prompt's budget in tokens (estimated): the instructions, the history and the input fit
+	// in it; older turns beyond it are summarized (0: the executor's default for the model).
+	ContextBudgetTokens int32 `protobuf:"varint,21,opt,name=context_budget_tokens,json=contextBudgetTokens,proto3" json:"context_budget_tokens,omitempty"`
+	// The model that summarizes history that no longer fits the budget (empty: the agent's own).
+	CompactionModel string `protobuf:"bytes,22,opt,name=compaction_model,json=compactionModel,proto3" json:"compaction_model,omitempty"`
 	// Bounds on the delegations its agents send (unset fields: the executor's defaults).
-	DelegationLimits *DelegationLimits `protobuf:"bytes,21,opt,name=delegation_limits,json=delegationLimits,proto3" json:"delegation_limits,omitempty"`
+	DelegationLimits *DelegationLimits `protobuf:"bytes,23,opt,name=delegation_limits,json=delegationLimits,proto3" json:"delegation_limits,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -729,6 +734,20 @@ func (x *AgentType) GetInputExpirySeconds() int32 {
 		return x.InputExpirySeconds
 	}
 	return 0
+}
+
+func (x *AgentType) GetContextBudgetTokens() int32 {
+	if x != nil {
+		return x.ContextBudgetTokens
+	}
+	return 0
+}
+
+func (x *AgentType) GetCompactionModel() string {
+	if x != nil {
+		return x.CompactionModel
+	}
+	return ""
 }
 
 func (x *AgentType) GetDelegationLimits() *DelegationLimits {
@@ -1350,8 +1369,12 @@ type AgentSpec struct {
 	InputExpirySeconds int32 `protobuf:"varint,23,opt,name=input_expiry_seconds,json=inputExpirySeconds,proto3" json:"input_expiry_seconds,omitempty"`
 	// The type's delegation bounds (AgentType.delegation_limits).
 	DelegationLimits *DelegationLimits `protobuf:"bytes,24,opt,name=delegation_limits,json=delegationLimits,proto3" json:"delegation_limits,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The type's prompt budget in tokens (0: the executor's default for the model).
+	ContextBudgetTokens int32 `protobuf:"varint,25,opt,name=context_budget_tokens,json=contextBudgetTokens,proto3" json:"context_budget_tokens,omitempty"`
+	// The type's compaction model (empty: the agent's own).
+	CompactionModel string `protobuf:"bytes,26,opt,name=compaction_model,json=compactionModel,proto3" json:"compaction_model,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AgentSpec) Reset() {
@@ -1550,6 +1573,20 @@ func (x *AgentSpec) GetDelegationLimits() *DelegationLimits {
 		return x.DelegationLimits
 	}
 	return nil
+}
+
+func (x *AgentSpec) GetContextBudgetTokens() int32 {
+	if x != nil {
+		return x.ContextBudgetTokens
+	}
+	return 0
+}
+
+func (x *AgentSpec) GetCompactionModel() string {
+	if x != nil {
+		return x.CompactionModel
+	}
+	return ""
 }
 
 // Executor is a member of the executor pool.
@@ -1852,7 +1889,7 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x94\b\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf3\b\n" +
 	"\tAgentType\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1878,8 +1915,10 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12`\n" +
 	"\x10tool_permissions\x18\x13 \x03(\v25.agentmesh.registry.v1.AgentType.ToolPermissionsEntryR\x0ftoolPermissions\x120\n" +
-	"\x14input_expiry_seconds\x18\x14 \x01(\x05R\x12inputExpirySeconds\x12T\n" +
-	"\x11delegation_limits\x18\x15 \x01(\v2'.agentmesh.registry.v1.DelegationLimitsR\x10delegationLimits\x1ag\n" +
+	"\x14input_expiry_seconds\x18\x14 \x01(\x05R\x12inputExpirySeconds\x122\n" +
+	"\x15context_budget_tokens\x18\x15 \x01(\x05R\x13contextBudgetTokens\x12)\n" +
+	"\x10compaction_model\x18\x16 \x01(\tR\x0fcompactionModel\x12T\n" +
+	"\x11delegation_limits\x18\x17 \x01(\v2'.agentmesh.registry.v1.DelegationLimitsR\x10delegationLimits\x1ag\n" +
 	"\x14ToolPermissionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
 	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"{\n" +
@@ -1954,7 +1993,7 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"created_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12D\n" +
 	"\x10last_activity_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x0elastActivityAt\x12\x12\n" +
-	"\x04slug\x18\f \x01(\tR\x04slug\"\x9c\r\n" +
+	"\x04slug\x18\f \x01(\tR\x04slug\"\xfb\r\n" +
 	"\tAgentSpec\x122\n" +
 	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12!\n" +
 	"\fproject_slug\x18\x02 \x01(\tR\vprojectSlug\x124\n" +
@@ -1983,7 +2022,9 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x16agent_tool_permissions\x18\x15 \x03(\v2:.agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntryR\x14agentToolPermissions\x12v\n" +
 	"\x18project_tool_permissions\x18\x16 \x03(\v2<.agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntryR\x16projectToolPermissions\x120\n" +
 	"\x14input_expiry_seconds\x18\x17 \x01(\x05R\x12inputExpirySeconds\x12T\n" +
-	"\x11delegation_limits\x18\x18 \x01(\v2'.agentmesh.registry.v1.DelegationLimitsR\x10delegationLimits\x1a=\n" +
+	"\x11delegation_limits\x18\x18 \x01(\v2'.agentmesh.registry.v1.DelegationLimitsR\x10delegationLimits\x122\n" +
+	"\x15context_budget_tokens\x18\x19 \x01(\x05R\x13contextBudgetTokens\x12)\n" +
+	"\x10compaction_model\x18\x1a \x01(\tR\x0fcompactionModel\x1a=\n" +
 	"\x0fAgentNamesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1ag\n" +

@@ -67,6 +67,7 @@ class LlmLoopSettings:
     text_flush_seconds: float
     tool_timeout_seconds: float
     cleanup_timeout_seconds: float
+    tool_result_prompt_chars: int = 0  # longer tool results are cut in the prompt; 0: never
 
 
 class LlmLoop:
@@ -123,7 +124,9 @@ class LlmLoop:
                         result.total_usage += call.usage
                 messages.append(assistant_turn(calls))
                 outputs = await self._finish_step(logged)
-                messages.extend(result_messages(calls, outputs))
+                messages.extend(
+                    result_messages(calls, outputs, max_chars=self._settings.tool_result_prompt_chars)
+                )
                 exits = [
                     o for c, o in zip(calls, outputs, strict=True) if c.name == EXIT_LOOP and not o.is_error
                 ]
@@ -156,7 +159,9 @@ class LlmLoop:
                     logged[0].usage = reply.usage
                 messages.append(Message("assistant", reply.raw, tool_calls=reply.native_calls))
                 outputs = await self._run_calls(calls)
-            messages.extend(result_messages(calls, outputs))
+            messages.extend(
+                result_messages(calls, outputs, max_chars=self._settings.tool_result_prompt_chars)
+            )
             escalations = [output for output in outputs if output.escalate]
             if escalations:
                 result.escalated = True

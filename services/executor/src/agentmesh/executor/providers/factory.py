@@ -80,6 +80,8 @@ class ModelPlan:
     params: Mapping[str, Any]
     mock_responses: Sequence[Any] | None = None
     targets: Sequence[ModelTarget] = ()
+    # The model that summarizes history beyond the prompt's budget (None: the agent's own).
+    compaction: ModelPlan | None = None
 
     @property
     def is_mock(self) -> bool:
@@ -91,16 +93,30 @@ class ModelPlan:
             "params": dict(self.params),
             "mock_responses": list(self.mock_responses) if self.mock_responses is not None else None,
             "targets": [t.signature() for t in self.targets],
+            "compaction": self.compaction.signature() if self.compaction else None,
         }
 
 
 class ModelBinding:
     """An agent's models, ready: `for_run()` gives the `ChatModel` one run uses."""
 
-    def __init__(self, plan: ModelPlan, models: Sequence[ChatModel], *, chunk_chars: int) -> None:
+    def __init__(
+        self,
+        plan: ModelPlan,
+        models: Sequence[ChatModel],
+        *,
+        chunk_chars: int,
+        compaction: ModelBinding | None = None,
+    ) -> None:
         self.plan = plan
         self._models = list(models)
         self._chunk_chars = chunk_chars
+        self._compaction = compaction
+
+    def for_compaction(self) -> ChatModel:
+        """The model that summarizes history beyond the prompt's budget: the agent type's
+        compaction model, else the agent's own (a fresh script for a mock)."""
+        return self._compaction.for_run() if self._compaction is not None else self.for_run()
 
     def for_run(
         self,
@@ -210,11 +226,19 @@ class ModelFactory:
         params = json_format.MessageToDict(spec.model_params) if spec.HasField("model_params") else {}
         responses = json_format.MessageToDict(spec.mock_responses) if spec.HasField("mock_responses") else []
         name = spec.primary_model or MOCK
+        compaction = await self._compaction_plan(spec.compaction_model) if spec.compaction_model else None
         if responses or name.partition("/")[0] == MOCK:
-            return ModelPlan(name=name, params=params, mock_responses=responses)
+            return ModelPlan(name=name, params=params, mock_responses=responses, compaction=compaction)
         names = [name, *(m for m in spec.fallback_models if m and m != name)]
         targets = [await self._target(model_name) for model_name in names]
-        return ModelPlan(name=name, params=params, targets=targets)
+        return ModelPlan(name=name, params=params, targets=targets, compaction=compaction)
+
+    async def _compaction_plan(self, name: str) -> ModelPlan:
+        """The plan of a compaction model: one model, without the agent's params (a mock one
+        echoes what it is asked to summarize)."""
+        if name.partition("/")[0] == MOCK:
+            return ModelPlan(name=name, params={}, mock_responses=[])
+        return ModelPlan(name=name, params={}, targets=[await self._target(name)])
 
     def bind(self, plan: ModelPlan) -> ModelBinding:
         models: list[ChatModel] = []
@@ -241,7 +265,8 @@ class ModelFactory:
                     else None,
                 )
             )
-        return ModelBinding(plan, models, chunk_chars=self._settings.text_chunk_chars)
+        compaction = self.bind(plan.compaction) if plan.compaction is not None else None
+        return ModelBinding(plan, models, chunk_chars=self._settings.text_chunk_chars, compaction=compaction)
 
     async def aclose(self) -> None:
         clients, self._clients = self._clients, {}

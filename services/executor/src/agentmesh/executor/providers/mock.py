@@ -4,9 +4,10 @@ The i-th call of a run returns item i, the last item repeating once the list is 
 a string, or `{"content": "...", "tool_calls": [{"name": ..., "arguments": {...}}]}`, optionally
 with `"delay_seconds"` (a pause before each chunk, to simulate a slow model), `"usage"`
 (`{"input_tokens": n, "output_tokens": m}`, else words are counted) or `"error"` (the call fails;
-`"retryable": true` makes it a rate-limit-like failure). `{"echo_context": true}` answers with
-the context it was given after the system prompt, a `role: content` line per message (to test what
-a model sees). With no responses the model echoes the last user message.
+`"retryable": true` makes it a rate-limit-like failure), or `"echo_prompt": true` (the answer is
+the conversation it was given after the agent's system prompt, one `role: content` line per
+message: how a test sees the context and prompt a run built). With no responses the model echoes
+the last user message.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class MockModel:
         if item.get("error"):
             raise ModelError(str(item["error"]), retryable=bool(item.get("retryable", False)))
         content = str(item.get("content") or "")
-        if item.get("echo_context"):
+        if item.get("echo_prompt"):
             content = "\n".join(f"{m.role}: {m.content}" for m in messages[1:])
         delay = float(item.get("delay_seconds") or 0)
         for chunk in split_chunks(content, self._chunk_chars):

@@ -50,6 +50,7 @@ from agentmesh.executor.loops.llm import LlmLoop, LlmLoopSettings
 from agentmesh.executor.loops.workflow import WorkflowRun, WorkflowSettings
 from agentmesh.executor.providers.base import Message
 from agentmesh.executor.run import answer_format, history
+from agentmesh.executor.run.compaction import BudgetedContext, budgeted_history, estimate_tokens
 from agentmesh.executor.run.end import (
     Ending,
     record_cancelled,
@@ -91,6 +92,8 @@ class RunServices:
     executor_id: str
     cleanup_timeout_seconds: float
     history_window_events: int
+    # The prompt's token budget of agents whose type sets none (0: the event window instead).
+    context_budget_tokens: int = 0
 
 
 class Run:
@@ -281,7 +284,7 @@ class Run:
         services = self._services
         if kind_name(self.spec.kind) == "llm":
             loop = LlmLoop(scope, runtime, settings=services.llm_settings, delegator=services.delegator)
-            answered = await loop.run(await self._history(received), resumed)
+            answered = await loop.run(await self._history(received, runtime), resumed)
             if not answered.max_steps_reached:
                 answer_format.check(self.request.response_format, answered.content)
             return answered
@@ -293,15 +296,33 @@ class Run:
             sub_agent_runs=resumed.sub_agent_runs if resumed else None,
         ).run()
 
-    async def _history(self, received: memory_pb2.Event) -> list[Message]:
+    async def _history(self, received: memory_pb2.Event, runtime: AgentRuntime) -> list[Message]:
         """What the request says of its answer's format (answer_format.py), the conversation a
-        stateless client sent with its input, then the agent's context window (history.py):
-        read with the input when the run asked for it there (a delegated run), else read now —
-        not at all when the input was the session's first event (a new session has no
-        history)."""
+        stateless client sent with its input, then the agent's context: within its token budget
+        when it has one (compaction.py), else its window (history.py), read with the input when
+        the run asked for it there (a delegated run), else read now — not at all when the input
+        was the session's first event (a new session has no history)."""
         sent = answer_format.instruction(self.request.response_format) + history.sent_context(
             self.request.context
         )
+        budget = self.spec.context_budget_tokens or self._services.context_budget_tokens
+        if budget and received.seq > 1 and runtime.models is not None:
+            as_sub_agent = self.request.as_sub_agent
+            fixed = estimate_tokens(
+                runtime.system_prompt(as_sub_agent=as_sub_agent)
+                + self.request.input
+                + "".join(message.content for message in sent)
+            )
+            context = BudgetedContext(
+                session_id=self.recorder.session_id,
+                project_id=self.recorder.project_id,
+                agent=self.recorder.agent,
+                run_id=self.run_id,
+                budget_tokens=budget,
+                fixed_tokens=fixed,
+            )
+            summarizer = runtime.models.for_compaction()
+            return sent + await budgeted_history(self._services.memory, self.recorder, summarizer, context)
         window = self._services.history_window_events
         if self._listed_history is not None:
             return sent + history.messages(self._listed_history, window=window, exclude_run_id=self.run_id)

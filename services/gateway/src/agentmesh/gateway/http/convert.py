@@ -148,6 +148,8 @@ def agent_type(value: registry_resources.AgentType) -> schemas.AgentTypeOut:
             max_per_chat=value.delegation_limits.max_per_chat,
             allow_reentry=value.delegation_limits.allow_reentry,
         ),
+        context_budget_tokens=value.context_budget_tokens,
+        compaction_model=value.compaction_model,
     )
 
 

@@ -14,6 +14,7 @@ from agentmesh.gateway.errors import InvalidRequest
 from agentmesh.gateway.http import convert, schemas
 from agentmesh.gateway.http.context import HttpContext, authorize, context
 from agentmesh.gateway.models import Caller
+from agentmesh.memory.v1 import memory_service_pb2 as mem
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2
 
@@ -324,6 +325,19 @@ def rest_router() -> APIRouter:
         new frozen system prompt, new MCP connections). Its events stay."""
         released = await ctx.gateway.reset_session(caller, project_id, session_id)
         return schemas.SessionResetOut(session_id=session_id, released_agents=released)
+
+    @router.post("/projects/{project_id}/sessions/{session_id}/fork", status_code=201, tags=["sessions"])
+    async def fork_session(
+        project_id: str, session_id: str, body: schemas.SessionFork, ctx: Ctx, caller: Auth
+    ) -> schemas.SessionOut:
+        """Forks the session at `at_seq` into a new session of the project: the new one sees the
+        history up to that event (read through, not copied) and goes its own way; the source is
+        untouched. 404 for an unknown session, 400 when `at_seq` is past its end, 409 when
+        `session_id` is taken."""
+        request = mem.ForkSessionRequest(
+            session_id=session_id, project_id=project_id, at_seq=body.at_seq, new_session_id=body.session_id
+        )
+        return convert.session((await ctx.call(ctx.memory.stub.ForkSession, request, caller)).session)
 
     return router
 

@@ -30,6 +30,7 @@ ToolPermissions = Annotated[
     Field(description='tool name or glob pattern ("mcp:*", "delegate:*") → allow, ask or deny'),
 ]
 ExpirySeconds = Annotated[int, Field(ge=0, le=30 * 86_400)]
+BudgetTokens = Annotated[int, Field(ge=0, le=10_000_000)]
 # The memory service's event type names, as one Literal so OpenAPI lists them.
 EventTypeName = Literal[tuple(event_type_names())]  # type: ignore[valid-type]
 
@@ -196,6 +197,12 @@ class AgentTypeCreate(RequestBody):
         default=0, description="how long a request for a person's input waits (0: a day)"
     )
     delegation_limits: DelegationLimitsBody = Field(default_factory=DelegationLimitsBody)
+    context_budget_tokens: BudgetTokens = Field(
+        default=0, description="the prompt's budget in tokens (0: the executor's default for the model)"
+    )
+    compaction_model: str = Field(
+        default="", description="the model that summarizes history beyond the budget (empty: the agent's)"
+    )
 
 
 class AgentTypeUpdate(RequestBody):
@@ -219,6 +226,8 @@ class AgentTypeUpdate(RequestBody):
     tool_permissions: ToolPermissions = _unchanged()
     input_expiry_seconds: ExpirySeconds = _unchanged()
     delegation_limits: DelegationLimitsBody = _unchanged()
+    context_budget_tokens: BudgetTokens = _unchanged()
+    compaction_model: str = _unchanged()
 
 
 class AgentTypeOut(BaseModel):
@@ -243,6 +252,8 @@ class AgentTypeOut(BaseModel):
     tool_permissions: dict[str, ToolPermissionName]
     input_expiry_seconds: int
     delegation_limits: DelegationLimitsBody
+    context_budget_tokens: int
+    compaction_model: str
 
 
 # Projects.
@@ -392,6 +403,13 @@ class SessionOut(BaseModel):
     updated_at: datetime | None
     last_seq: int
     first_seq: int
+    forked_from_session_id: str = Field(default="", description="the session this one was forked from")
+    forked_at_seq: int = Field(default=0, description="the source's seq it was forked at (0: not a fork)")
+
+
+class SessionFork(RequestBody):
+    at_seq: int = Field(ge=1, le=2**63 - 1, description="the last event of the source the fork sees")
+    session_id: str = Field(default="", description="the new session's id; generated when empty")
 
 
 class SessionPage(Page[SessionOut]):

@@ -610,3 +610,61 @@ class ResetSessionContextResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ResetSessionContextResponse: _TypeAlias = ResetSessionContextResponse  # noqa: Y015
+
+@_typing.final
+class ForkSessionRequest(_message.Message):
+    """ForkSessionRequest is the input of ForkSession."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    AT_SEQ_FIELD_NUMBER: _builtins.int
+    NEW_SESSION_ID_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """The source session."""
+    project_id: _builtins.str
+    """Its project (the fork belongs to it too)."""
+    at_seq: _builtins.int
+    """The last seq of the source the fork sees (at least 1, at most the source's last seq)."""
+    new_session_id: _builtins.str
+    """The new session's id; generated when empty."""
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        project_id: _builtins.str = ...,
+        at_seq: _builtins.int = ...,
+        new_session_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["at_seq", b"at_seq", "new_session_id", b"new_session_id", "project_id", b"project_id", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ForkSessionRequest: _TypeAlias = ForkSessionRequest  # noqa: Y015
+
+@_typing.final
+class ForkSessionResponse(_message.Message):
+    """ForkSessionResponse is the output of ForkSession."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def session(self) -> _resources_pb2.Session:
+        """The new session."""
+
+    def __init__(
+        self,
+        *,
+        session: _resources_pb2.Session | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["session", b"session"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["session", b"session"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ForkSessionResponse: _TypeAlias = ForkSessionResponse  # noqa: Y015

@@ -212,6 +212,8 @@ def resolve(
         project_tool_permissions=dict(project.tool_permissions),
         input_expiry_seconds=agent_type.input_expiry_seconds or DEFAULT_INPUT_EXPIRY_SECONDS,
         delegation_limits=agent_type.delegation_limits,
+        context_budget_tokens=agent_type.context_budget_tokens,
+        compaction_model=agent_type.compaction_model,
         description=agent_type.description,
         expertise=list(agent_type.expertise),
         revision=spec_revision(agent, project.updated_at, agent_type.updated_at),

@@ -367,6 +367,8 @@ class AgentType(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _builtins.int
     TOOL_PERMISSIONS_FIELD_NUMBER: _builtins.int
     INPUT_EXPIRY_SECONDS_FIELD_NUMBER: _builtins.int
+    CONTEXT_BUDGET_TOKENS_FIELD_NUMBER: _builtins.int
+    COMPACTION_MODEL_FIELD_NUMBER: _builtins.int
     DELEGATION_LIMITS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Opaque identifier."""
@@ -392,6 +394,12 @@ class AgentType(_message.Message):
     """How long a request for a person's input waits before it expires into a denial, in seconds
     (0: 86400, a day).
     """
+    context_budget_tokens: _builtins.int
+    """The prompt's budget in tokens (estimated): the instructions, the history and the input fit
+    in it; older turns beyond it are summarized (0: the executor's default for the model).
+    """
+    compaction_model: _builtins.str
+    """The model that summarizes history that no longer fits the budget (empty: the agent's own)."""
     @_builtins.property
     def expertise(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Areas of expertise, shown on agent cards as skills."""
@@ -464,11 +472,13 @@ class AgentType(_message.Message):
         updated_at: _timestamp_pb2.Timestamp | None = ...,
         tool_permissions: _abc.Mapping[_builtins.str, _types_pb2.ToolPermission.ValueType] | None = ...,
         input_expiry_seconds: _builtins.int = ...,
+        context_budget_tokens: _builtins.int = ...,
+        compaction_model: _builtins.str = ...,
         delegation_limits: Global___DelegationLimits | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "delegation_limits", b"delegation_limits", "model_params", b"model_params", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "delegation_limits", b"delegation_limits", "description", b"description", "expertise", b"expertise", "fallback_models", b"fallback_models", "id", b"id", "input_expiry_seconds", b"input_expiry_seconds", "is_active", b"is_active", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "model_params", b"model_params", "name", b"name", "personality_prompt", b"personality_prompt", "primary_model", b"primary_model", "slug", b"slug", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_model", b"compaction_model", "context_budget_tokens", b"context_budget_tokens", "created_at", b"created_at", "delegation_limits", b"delegation_limits", "description", b"description", "expertise", b"expertise", "fallback_models", b"fallback_models", "id", b"id", "input_expiry_seconds", b"input_expiry_seconds", "is_active", b"is_active", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "model_params", b"model_params", "name", b"name", "personality_prompt", b"personality_prompt", "primary_model", b"primary_model", "slug", b"slug", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -960,6 +970,8 @@ class AgentSpec(_message.Message):
     PROJECT_TOOL_PERMISSIONS_FIELD_NUMBER: _builtins.int
     INPUT_EXPIRY_SECONDS_FIELD_NUMBER: _builtins.int
     DELEGATION_LIMITS_FIELD_NUMBER: _builtins.int
+    CONTEXT_BUDGET_TOKENS_FIELD_NUMBER: _builtins.int
+    COMPACTION_MODEL_FIELD_NUMBER: _builtins.int
     project_slug: _builtins.str
     """The project's slug."""
     kind: Global___AgentKind.ValueType
@@ -983,6 +995,10 @@ class AgentSpec(_message.Message):
     """Effective double-texting policy ("reject", "enqueue" or "interrupt")."""
     input_expiry_seconds: _builtins.int
     """Effective expiry of its requests for input, in seconds."""
+    context_budget_tokens: _builtins.int
+    """The type's prompt budget in tokens (0: the executor's default for the model)."""
+    compaction_model: _builtins.str
+    """The type's compaction model (empty: the agent's own)."""
     @_builtins.property
     def agent(self) -> Global___Agent:
         """The agent."""
@@ -1070,10 +1086,12 @@ class AgentSpec(_message.Message):
         project_tool_permissions: _abc.Mapping[_builtins.str, _types_pb2.ToolPermission.ValueType] | None = ...,
         input_expiry_seconds: _builtins.int = ...,
         delegation_limits: Global___DelegationLimits | None = ...,
+        context_budget_tokens: _builtins.int = ...,
+        compaction_model: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "delegation_limits", b"delegation_limits", "mock_responses", b"mock_responses", "model_params", b"model_params"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "agent_names", b"agent_names", "agent_tool_permissions", b"agent_tool_permissions", "delegation_limits", b"delegation_limits", "description", b"description", "double_texting", b"double_texting", "expertise", b"expertise", "fallback_models", b"fallback_models", "input_expiry_seconds", b"input_expiry_seconds", "instructions", b"instructions", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "project_slug", b"project_slug", "project_tool_permissions", b"project_tool_permissions", "revision", b"revision", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "agent_names", b"agent_names", "agent_tool_permissions", b"agent_tool_permissions", "compaction_model", b"compaction_model", "context_budget_tokens", b"context_budget_tokens", "delegation_limits", b"delegation_limits", "description", b"description", "double_texting", b"double_texting", "expertise", b"expertise", "fallback_models", b"fallback_models", "input_expiry_seconds", b"input_expiry_seconds", "instructions", b"instructions", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "project_slug", b"project_slug", "project_tool_permissions", b"project_tool_permissions", "revision", b"revision", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
