@@ -163,23 +163,30 @@ async def test_a_run_asking_twice_suspends_twice_and_ends_once(stack: Stack) -> 
     assert len([e for e in logged if e.idempotency_key.endswith(":end")]) == 1
 
 
-async def test_a_workers_question_two_delegations_down_is_answered_at_the_top(stack: Stack) -> None:
+async def delegation_chain(stack: Stack, worker_responses: list, *callers: tuple[str, str]) -> list[Agent]:
+    """A worker that may ask (`ask_user`) and the agents above it, each delegating to the one
+    below and then answering its text: [worker, ..., top]."""
     project = await stack.project()
     suffix = uuid.uuid4().hex[:6]
-    worker = await stack.agent(
-        project, f"worker-{suffix}", tools=["ask_user"], mock_responses=[ask(), "Lisbon it is."]
-    )
-    middle = await stack.agent(
-        project,
-        f"middle-{suffix}",
-        network_access=[worker.name],
-        mock_responses=[delegate(worker.name, "pick a city"), "The worker picked."],
-    )
-    boss = await stack.agent(
-        project,
-        f"boss-{suffix}",
-        network_access=[middle.name],
-        mock_responses=[delegate(middle.name, "book it"), "All booked."],
+    chain = [
+        await stack.agent(project, f"worker-{suffix}", tools=["ask_user"], mock_responses=worker_responses)
+    ]
+    for name, then in callers:
+        below = chain[-1].name
+        chain.append(
+            await stack.agent(
+                project,
+                f"{name}-{suffix}",
+                network_access=[below],
+                mock_responses=[delegate(below, f"help {name}"), then],
+            )
+        )
+    return chain
+
+
+async def test_a_workers_question_two_delegations_down_is_answered_at_the_top(stack: Stack) -> None:
+    worker, middle, boss = await delegation_chain(
+        stack, [ask(), "Lisbon it is."], ("middle", "The worker picked."), ("boss", "All booked.")
     )
     session = uuid.uuid4().hex
     events = await stack.chat(boss, "Go.", session_id=session)
@@ -222,19 +229,8 @@ async def test_a_workers_question_two_delegations_down_is_answered_at_the_top(st
 
 
 async def test_a_worker_asking_again_suspends_the_tree_again_and_each_run_ends_once(stack: Stack) -> None:
-    project = await stack.project()
-    suffix = uuid.uuid4().hex[:6]
-    worker = await stack.agent(
-        project,
-        f"worker-{suffix}",
-        tools=["ask_user"],
-        mock_responses=[ask(), ask("And which hotel?"), "Booked twice."],
-    )
-    boss = await stack.agent(
-        project,
-        f"boss-{suffix}",
-        network_access=[worker.name],
-        mock_responses=[delegate(worker.name, "book it"), "All booked."],
+    worker, boss = await delegation_chain(
+        stack, [ask(), ask("And which hotel?"), "Booked twice."], ("boss", "All booked.")
     )
     session = uuid.uuid4().hex
     first = await stack.chat(boss, "Go.", session_id=session)
