@@ -22,22 +22,15 @@ from typing import Any
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.context.events import EventOrigin
 from agentmesh.executor.context.scope import RunScope
+from agentmesh.executor.delegation.bounds import TreeBounds
 from agentmesh.executor.delegation.executor_runs import ExecutorRuns, child_request, follow
 from agentmesh.executor.delegation.outcome import ChildOutcome, Outcome, SuspendedBelow
 from agentmesh.executor.durability.child_log import REMOTE_TASK_ACCEPTED, ChildLog, remote_task_key
 from agentmesh.executor.durability.detached import run_detached
 from agentmesh.executor.durability.recorder import EventType, NewEvent, request_key, response_key
 from agentmesh.executor.durability.transient import is_transient
-from agentmesh.executor.errors import (
-    DELEGATION_CYCLE,
-    DELEGATION_NOT_ALLOWED,
-    DELEGATIONS_PER_CHAT_EXCEEDED,
-    DELEGATIONS_PER_STEP_EXCEEDED,
-    DelegationDepthExceeded,
-)
 from agentmesh.executor.providers.base import Usage
 from agentmesh.memory.client import MemoryClient
-from agentmesh.memory.v1 import memory_service_pb2
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.runtime import metrics, telemetry
 
@@ -106,88 +99,23 @@ class Delegator:
         # True while the executor hands its runs over (runner.hand_over): an open delegation is
         # then left without a response, for the resumed run to answer from its delegated run.
         self._handing_over = handing_over
-        self._max_depth = max_depth
-        self._max_per_step = max_per_step  # defaults for agent types that set none
-        self._max_per_chat = max_per_chat
+        self._bounds = TreeBounds(
+            max_depth=max_depth, max_per_step=max_per_step, max_per_chat=max_per_chat, memory=memory
+        )
         self._timeout_seconds = timeout_seconds
         self._cleanup_timeout_seconds = cleanup_timeout_seconds
-
-    def refusal(self, scope: RunScope, target: str) -> tuple[str, str] | None:
-        """Why `scope`'s agent may not delegate to `target` (reason, message), or None. `target`
-        is a slug (see `target_slug`)."""
-        allowed = list(scope.spec.network_access)
-        if target not in allowed:
-            return (
-                DELEGATION_NOT_ALLOWED,
-                f"{scope.agent} may not delegate to {target!r}: its network access is "
-                f"{', '.join(allowed) if allowed else 'empty'}",
-            )
-        if scope.depth + 1 > self._max_depth:
-            return (
-                DelegationDepthExceeded.default_reason,
-                f"delegating to {target!r} would nest {scope.depth + 1} delegations deep; the limit is "
-                f"{self._max_depth}",
-            )
-        path = scope.origin.child_path
-        if target in path and not scope.spec.delegation_limits.allow_reentry:
-            return (
-                DELEGATION_CYCLE,
-                f"{target!r} is already on this delegation path ({' → '.join(path)}); delegating to it "
-                "again would make a cycle, which the agent type does not allow",
-            )
-        return None
 
     async def prepare_step(
         self, scope: RunScope, wanted: Sequence[tuple[str, str, dict[str, Any]]]
     ) -> list[PreparedDelegation]:
         """The delegations one model step asks for — (target, task, intent) each — planned as
-        `prepare` plans them, in order, and within the tree's bounds: past the type's delegations
-        per step, or once the chat's tree sent its delegations per chat, the others are refused.
-        The tree's count is read from the session's log (its `delegation_request`s after the
-        chat's input), so it holds across executors; steps of the tree that count at the same
-        time may together pass the bound by the delegations they send at once."""
+        `prepare` plans them, in order, and within the tree's bounds (bounds.py)."""
         prepared = [self.prepare(scope, target, task, intent=intent) for target, task, intent in wanted]
         sendable = [delegation for delegation in prepared if delegation.refused is None]
-        if not sendable:
-            return prepared
-        limits = scope.spec.delegation_limits
-        per_step = limits.max_per_step or self._max_per_step
-        per_chat = limits.max_per_chat or self._max_per_chat
-        sent = await self._tree_delegations(scope)
-        for place, delegation in enumerate(sendable):
-            if place >= per_step:
-                delegation.refused = (
-                    DELEGATIONS_PER_STEP_EXCEEDED,
-                    f"one step may delegate at most {per_step} times; delegating to {delegation.target!r} "
-                    "as well was refused: ask for it in a later step",
-                )
-            elif sent >= per_chat:
-                delegation.refused = (
-                    DELEGATIONS_PER_CHAT_EXCEEDED,
-                    f"this chat has delegated {sent} times, its limit: delegating to {delegation.target!r} "
-                    "was refused: answer with what you have",
-                )
-            else:
-                sent += 1
-                continue
-            delegation.request = None
+        if sendable:
+            for delegation in await self._bounds.limit_step(scope, sendable):
+                delegation.request = None
         return prepared
-
-    async def _tree_delegations(self, scope: RunScope) -> int:
-        """How many delegations the tree of `scope`'s chat recorded so far."""
-        if self._memory is None:
-            return 0
-        page = await self._memory.list_events(
-            memory_service_pb2.ListEventsRequest(
-                session_id=scope.session_id,
-                project_id=scope.recorder.project_id,
-                event_types=[EventType.EVENT_TYPE_DELEGATION_REQUEST],
-                after_seq=scope.tree_start_seq,
-                page_size=1,
-                include_total_size=True,
-            )
-        )
-        return page.total_size
 
     def prepare(
         self, scope: RunScope, target: str, task: str, *, intent: dict[str, Any] | None = None
@@ -199,7 +127,7 @@ class Delegator:
         what the request's event records of the model's call besides (run_log.PlannedCall.intent)."""
         target = target_slug(scope, target)
         delegation_id = uuid.uuid4().hex
-        refused = self.refusal(scope, target)
+        refused = self._bounds.refusal(scope, target)
         request = None
         if refused is None:
             request = NewEvent(
