@@ -179,6 +179,7 @@ RPC_POLICY: Mapping[str, Rule] = {
     _REGISTRY + "ListInputRequests": owner(_project_id("project_id")),
     _REGISTRY + "GetInputRequest": owner(_project_id("project_id")),
     _REGISTRY + "RespondToInputRequest": owner(_project_id("project_id")),
+    _REGISTRY + "SummarizeUsage": owner(_project_id("project_id")),
     # Memory: the memory service knows no owners, so the gateway resolves the project itself.
     _MEMORY + "AppendEvents": owner(lambda r: SessionTarget(r.session_id, r.project_id)),
     _MEMORY + "ListEvents": owner(_events_target),

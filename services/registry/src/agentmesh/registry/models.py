@@ -13,6 +13,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentmesh.registry.usage.models import ModelUsageReport
+
 T = TypeVar("T")
 
 JsonValue = Any
@@ -332,13 +334,17 @@ RunKey = tuple[str, str]  # (agent id, run id): a run, as leases and session tur
 
 
 class FinishedRun(_Model):
-    """A run an executor reports finished, with its usage."""
+    """A run an executor reports finished, with its usage: in all (for the agent's counters), and
+    per model its own calls used (for the cost ledger), with its session and user."""
 
     agent_id: str
     run_id: str
     completed: bool
     tokens_used: int
     cost: float
+    session_id: str = ""
+    user_id: str = ""
+    model_usage: tuple[ModelUsageReport, ...] = ()
 
 
 class ModelProvider(_Model):

@@ -1158,17 +1158,25 @@ func (x *ModelSettings) GetReasoningEffort() string {
 	return ""
 }
 
-// Usage counts tokens and cost.
+// Usage counts tokens and cost, priced from the operator's price table (docs/usage.md).
 type Usage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Prompt tokens.
+	// Prompt tokens (cached ones included).
 	InputTokens int64 `protobuf:"varint,1,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
 	// Completion tokens.
 	OutputTokens int64 `protobuf:"varint,2,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
-	// Cost in US dollars, 0 when unknown.
-	Cost          float64 `protobuf:"fixed64,3,opt,name=cost,proto3" json:"cost,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Cost in US dollars of the calls whose model has a price; the whole cost only when
+	// `cost_known` is true.
+	Cost float64 `protobuf:"fixed64,3,opt,name=cost,proto3" json:"cost,omitempty"`
+	// Prompt tokens the provider served from its cache (part of `input_tokens`).
+	CachedInputTokens int64 `protobuf:"varint,4,opt,name=cached_input_tokens,json=cachedInputTokens,proto3" json:"cached_input_tokens,omitempty"`
+	// True when every call counted has a priced model: `cost` is then the whole cost. False when
+	// any has none (see `unpriced_models`): the cost is unknown, and `cost` only what is priced.
+	CostKnown bool `protobuf:"varint,5,opt,name=cost_known,json=costKnown,proto3" json:"cost_known,omitempty"`
+	// The models called that have no price, by name.
+	UnpricedModels []string `protobuf:"bytes,6,rep,name=unpriced_models,json=unpricedModels,proto3" json:"unpriced_models,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Usage) Reset() {
@@ -1220,6 +1228,27 @@ func (x *Usage) GetCost() float64 {
 		return x.Cost
 	}
 	return 0
+}
+
+func (x *Usage) GetCachedInputTokens() int64 {
+	if x != nil {
+		return x.CachedInputTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetCostKnown() bool {
+	if x != nil {
+		return x.CostKnown
+	}
+	return false
+}
+
+func (x *Usage) GetUnpricedModels() []string {
+	if x != nil {
+		return x.UnpricedModels
+	}
+	return nil
 }
 
 // RunCompleted closes a run that produced an answer.
@@ -1867,11 +1896,15 @@ const file_agentmesh_common_v1_run_proto_rawDesc = "" +
 	"max_tokens\x18\x02 \x01(\x05H\x01R\tmaxTokens\x88\x01\x01\x12)\n" +
 	"\x10reasoning_effort\x18\x03 \x01(\tR\x0freasoningEffortB\x0e\n" +
 	"\f_temperatureB\r\n" +
-	"\v_max_tokens\"c\n" +
+	"\v_max_tokens\"\xdb\x01\n" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x03R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\x12\x12\n" +
-	"\x04cost\x18\x03 \x01(\x01R\x04cost\"\xba\x01\n" +
+	"\x04cost\x18\x03 \x01(\x01R\x04cost\x12.\n" +
+	"\x13cached_input_tokens\x18\x04 \x01(\x03R\x11cachedInputTokens\x12\x1d\n" +
+	"\n" +
+	"cost_known\x18\x05 \x01(\bR\tcostKnown\x12'\n" +
+	"\x0funpriced_models\x18\x06 \x03(\tR\x0eunpricedModels\"\xba\x01\n" +
 	"\fRunCompleted\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x120\n" +
 	"\x05usage\x18\x02 \x01(\v2\x1a.agentmesh.common.v1.UsageR\x05usage\x12*\n" +

@@ -43,11 +43,23 @@ class EventOrigin:
 
 
 def usage_proto(usage: Usage) -> run_pb2.Usage:
-    return run_pb2.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost)
+    return run_pb2.Usage(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cost=usage.cost,
+        cached_input_tokens=usage.cached_input_tokens,
+        cost_known=usage.cost_known,
+        unpriced_models=sorted(usage.unpriced),
+    )
 
 
 def usage_from_proto(usage: run_pb2.Usage) -> Usage:
-    return Usage(usage.input_tokens, usage.output_tokens, usage.cost)
+    """A reported usage. One that says its cost is unknown without naming a model (an older
+    executor, a remote agent) names "unknown", so the cost stays unknown up the tree."""
+    unpriced = frozenset(usage.unpriced_models)
+    if not usage.cost_known and not unpriced:
+        unpriced = frozenset({"unknown"})
+    return Usage(usage.input_tokens, usage.output_tokens, usage.cost, usage.cached_input_tokens, unpriced)
 
 
 _DONE = object()

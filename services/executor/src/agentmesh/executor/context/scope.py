@@ -40,6 +40,34 @@ class RunResult:
 
 
 @dataclass
+class ModelTally:
+    """A run's calls of one model, and what they used."""
+
+    calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass
+class UsageMeter:
+    """What a run's own model calls used, per model (its delegations meter their own): what the
+    run reports to the cost ledger at its end, whether it answered or not."""
+
+    by_model: dict[str, ModelTally] = field(default_factory=dict)
+
+    def add(self, model: str, usage: Usage) -> None:
+        tally = self.by_model.setdefault(model, ModelTally())
+        tally.calls += 1
+        tally.usage += usage
+
+    @property
+    def total(self) -> Usage:
+        total = Usage()
+        for tally in self.by_model.values():
+            total += tally.usage
+        return total
+
+
+@dataclass
 class RunScope:
     """The view of a `Run` its loop gets (and passes to the tools and delegations below it): its
     request, its agent's spec, where its events come from (`origin`) and go (`sink`), how they
@@ -51,6 +79,7 @@ class RunScope:
     recorder: Recorder
     sink: EventSink
     input_event_id: str = ""
+    meter: UsageMeter = field(default_factory=UsageMeter)
 
     @property
     def agent(self) -> str:

@@ -117,6 +117,7 @@ class LlmLoop:
                     if call.usage is not None:
                         result.usage += call.usage
                         result.total_usage += call.usage
+                        scope.meter.add(model.name, call.usage)
                 messages.append(assistant_turn(calls))
                 outputs = await self._finish_step(logged)
                 messages.extend(result_messages(calls, outputs))

@@ -25,6 +25,7 @@ from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.errors import ModelUnavailable
 from agentmesh.executor.providers.base import ChatModel, Message, ModelChunk, ModelError, ToolSpec
 from agentmesh.executor.providers.mock import MockModel
+from agentmesh.executor.providers.pricing import Price
 from agentmesh.executor.providers.secrets import Secrets
 from agentmesh.executor.settings import ExecutorSettings, ProviderSettings
 from agentmesh.registry.v1 import resources_pb2
@@ -97,10 +98,18 @@ class ModelPlan:
 class ModelBinding:
     """An agent's models, ready: `for_run()` gives the `ChatModel` one run uses."""
 
-    def __init__(self, plan: ModelPlan, models: Sequence[ChatModel], *, chunk_chars: int) -> None:
+    def __init__(
+        self,
+        plan: ModelPlan,
+        models: Sequence[ChatModel],
+        *,
+        chunk_chars: int,
+        mock_price: Price | None = None,
+    ) -> None:
         self.plan = plan
         self._models = list(models)
         self._chunk_chars = chunk_chars
+        self._mock_price = mock_price
 
     def for_run(
         self,
@@ -119,6 +128,7 @@ class ModelBinding:
                 name=self.plan.name,
                 chunk_chars=self._chunk_chars,
                 answered=answered_steps,
+                price=self._mock_price,
             )
         models = [_with_params(model, params or {}) for model in self._models]
         if len(models) == 1:
@@ -219,9 +229,8 @@ class ModelFactory:
     def bind(self, plan: ModelPlan) -> ModelBinding:
         models: list[ChatModel] = []
         if plan.targets:
-            from agentmesh.executor.providers.openai import OpenAIChatModel, Price, RetryPolicy
+            from agentmesh.executor.providers.openai import OpenAIChatModel, RetryPolicy
         for target in plan.targets:
-            price = self._settings.model_prices.get(target.name)
             models.append(
                 OpenAIChatModel(
                     self._client(target),
@@ -236,12 +245,23 @@ class ModelFactory:
                     timeout_seconds=self._settings.model_timeout_seconds,
                     secrets=self.secrets,
                     key_setting=target.key_setting,
-                    price=Price(price.input_per_million_tokens, price.output_per_million_tokens)
-                    if price
-                    else None,
+                    price=self.price(target.name),
                 )
             )
-        return ModelBinding(plan, models, chunk_chars=self._settings.text_chunk_chars)
+        return ModelBinding(
+            plan, models, chunk_chars=self._settings.text_chunk_chars, mock_price=self.price(plan.name)
+        )
+
+    def price(self, model: str) -> Price | None:
+        """What the operator set `model` to cost; None when nothing (its cost is unknown)."""
+        price = self._settings.model_prices.get(model)
+        if price is None:
+            return None
+        return Price(
+            price.input_per_million_tokens,
+            price.output_per_million_tokens,
+            price.cached_input_per_million_tokens,
+        )
 
     async def aclose(self) -> None:
         clients, self._clients = self._clients, {}

@@ -1,5 +1,6 @@
 """Run bookkeeping: executors report each run's start and end, and the agent's status and usage
-follow (working while a run is in flight, idle after the last, usage added as each ends).
+follow (working while a run is in flight, idle after the last, usage added as each ends, and each
+run's model calls entered in the cost ledger, usage/entries.py).
 
 The lifecycle rules themselves (`agents/lifecycle.py`) are applied by the store, inside the one
 statement that records the run, so concurrent runs of one agent cannot lose each other's counts.
@@ -14,6 +15,8 @@ from agentmesh.registry.clock import Clock, utc_now
 from agentmesh.registry.errors import AgentNotFound
 from agentmesh.registry.models import Agent, FinishedRun
 from agentmesh.registry.store import RegistryStore, RunLease, Visibility
+from agentmesh.registry.usage.entries import ledger_entries, report_violations
+from agentmesh.registry.usage.models import UsageEntry
 from agentmesh.registry.validation import raise_if, required
 from agentmesh.runtime.errors import DomainError, FieldViolation
 from agentmesh.runtime.identity import Principal
@@ -44,61 +47,56 @@ class RunBookkeeping:
             run_started(change.agent, now)  # raises when paused or terminated; else a retried start
         return change.agent, spec_revision(change.agent, change.project_updated_at, change.type_updated_at)
 
-    async def finish_run(
-        self,
-        principal: Principal,
-        agent_id: str,
-        run_id: str,
-        *,
-        completed: bool,
-        tokens_used: int,
-        cost: float,
-    ) -> Agent:
-        """An executor finished a run: its usage is added, and the agent is idle again when no run
-        is left (unless paused or terminated meanwhile). Finishing a run that is not in flight (a
-        retried call) changes nothing."""
-        violations = required("agent_id", agent_id) + required("run_id", run_id)
-        if tokens_used < 0:
-            violations.append(FieldViolation("tokens_used", "must not be negative"))
-        if cost < 0:
-            violations.append(FieldViolation("cost", "must not be negative"))
-        raise_if(violations)
-        change = await self._store.finish_run(
-            _visibility(principal),
-            agent_id,
-            run_id,
-            self._now(),
-            completed=completed,
-            tokens_used=tokens_used,
-            cost=cost,
-        )
-        if change is None:
-            raise AgentNotFound("agent not found")
-        return change.agent
+    async def finish_run(self, principal: Principal, run: FinishedRun) -> Agent:
+        """An executor finished a run: its usage is added to the agent's counters and its model
+        calls to the cost ledger, and the agent is idle again when no run is left (unless paused
+        or terminated meanwhile). Finishing a run that is not in flight (a retried call) changes
+        no counter, and adds no ledger entry twice."""
+        return await self._finish(principal, run, record=True)
 
     async def finish_runs(
         self, principal: Principal, runs: Sequence[FinishedRun]
     ) -> list[Agent | DomainError]:
-        """Several `finish_run`s, each on its own: the agent after each run, or why it was refused."""
+        """Several `finish_run`s, each on its own: the agent after each run, or why it was refused.
+        Their ledger entries are written together, after them."""
         if len(runs) > MAX_FINISHED_RUNS:
             too_many = f"must hold at most {MAX_FINISHED_RUNS} runs, not {len(runs)}"
             raise_if([FieldViolation("runs", too_many)])
         results: list[Agent | DomainError] = []
+        entries: list[UsageEntry] = []
         for run in runs:
             try:
-                agent = await self.finish_run(
-                    principal,
-                    run.agent_id,
-                    run.run_id,
-                    completed=run.completed,
-                    tokens_used=run.tokens_used,
-                    cost=run.cost,
-                )
+                agent = await self._finish(principal, run, record=False)
             except DomainError as error:
                 results.append(error)
             else:
                 results.append(agent)
+                entries.extend(ledger_entries(agent, run, self._now()))
+        await self._store.usage.record(entries)
         return results
+
+    async def _finish(self, principal: Principal, run: FinishedRun, *, record: bool) -> Agent:
+        violations = required("agent_id", run.agent_id) + required("run_id", run.run_id)
+        if run.tokens_used < 0:
+            violations.append(FieldViolation("tokens_used", "must not be negative"))
+        if run.cost < 0:
+            violations.append(FieldViolation("cost", "must not be negative"))
+        raise_if(violations + report_violations(run))
+        now = self._now()
+        change = await self._store.finish_run(
+            _visibility(principal),
+            run.agent_id,
+            run.run_id,
+            now,
+            completed=run.completed,
+            tokens_used=run.tokens_used,
+            cost=run.cost,
+        )
+        if change is None:
+            raise AgentNotFound("agent not found")
+        if record:
+            await self._store.usage.record(ledger_entries(change.agent, run, now))
+        return change.agent
 
 
 def _visibility(principal: Principal) -> Visibility:
