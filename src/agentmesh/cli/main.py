@@ -55,6 +55,10 @@ COMMANDS = {
         "agentmesh.cli.input_requests:answer",
         "Answer a question a run waits for, and follow the resumed run.",
     ),
+    "usage": LazyCommand(
+        "agentmesh.cli.usage:usage",
+        "Show what a project spent: tokens and cost per agent, user, model, session or day.",
+    ),
     "users": LazyCommand("agentmesh.cli.users:users", "Manage users."),
     "api-keys": LazyCommand("agentmesh.cli.api_keys:api_keys", "Manage your API keys."),
     "get": LazyCommand(

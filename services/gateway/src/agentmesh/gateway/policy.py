@@ -278,6 +278,7 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     ("GET", "/api/v1/projects/{project_id}/input-requests"): _OWNER_BY_ID,
     ("GET", "/api/v1/projects/{project_id}/input-requests/{request_id}"): _OWNER_BY_ID,
     ("POST", "/api/v1/projects/{project_id}/input-requests/{request_id}/respond"): _OWNER_BY_ID,
+    ("GET", "/api/v1/projects/{project_id}/usage"): _OWNER_BY_ID,
     ("GET", _AGENT + "/health"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/.well-known/agent"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/.well-known/agent-card.json"): _OWNER_BY_SLUG,

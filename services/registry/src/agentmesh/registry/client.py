@@ -421,6 +421,21 @@ class RegistryClient:
         request = pb.GetAgentMetricsRequest(project_id=project_id, id=agent_id)
         return await unary(self.stub.GetAgentMetrics, request, metadata=metadata)
 
+    async def summarize_usage(
+        self,
+        project_id: str,
+        group_by: Sequence[pb.UsageDimension.ValueType] = (),
+        *,
+        start_day: str = "",
+        end_day: str = "",
+        metadata: Metadata | None = None,
+    ) -> pb.SummarizeUsageResponse:
+        """The project's spending from the cost ledger, summed per group of `group_by`."""
+        request = pb.SummarizeUsageRequest(
+            project_id=project_id, group_by=list(group_by), start_day=start_day, end_day=end_day
+        )
+        return await unary(self.stub.SummarizeUsage, request, metadata=metadata)
+
     # --- MCP servers (superusers) -----------------------------------------------------------
 
     async def create_mcp_server(

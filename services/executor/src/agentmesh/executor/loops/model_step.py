@@ -98,6 +98,14 @@ async def call_model(
                 error_type=error_type,
             )
         scope.meter.add(answered_by, usage)
+        metrics.record_model_spend(
+            system=model.system,
+            model=answered_by,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cached_input_tokens=usage.cached_input_tokens,
+            cost=usage.cost if usage.cost_known else None,
+        )
         await emit([*chunker.add(fenced.finish()), chunker.flush()])
         telemetry.record_model_usage(
             span,
