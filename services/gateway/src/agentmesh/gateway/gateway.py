@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.client import FOLLOWED_IN_LOG, RunNotPlaced, RunRouter
 from agentmesh.gateway.answers import response_from_text
+from agentmesh.gateway.budget import current_budget
 from agentmesh.gateway.chat_stream import ChatStream, from_run_started
 from agentmesh.gateway.errors import ExecutorsBusy, InvalidRequest, MessageTooLarge, NoExecutor
 from agentmesh.gateway.models import AgentRef, Caller, ChatResult
@@ -309,6 +310,7 @@ class AgentGateway:
             input=message,
             model_settings=model_settings,
             double_texting=double_texting,
+            budget=current_budget.get(),
         )
         run = self._router.run(request, timeout=self._timeout_seconds, metadata=caller.metadata)
         try:

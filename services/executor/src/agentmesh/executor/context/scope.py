@@ -50,9 +50,12 @@ class ModelTally:
 @dataclass
 class UsageMeter:
     """What a run's own model calls used, per model (its delegations meter their own): what the
-    run reports to the cost ledger at its end, whether it answered or not."""
+    run reports to the cost ledger at its end, whether it answered or not; and `below`, what the
+    runs it delegated to (or ran as sub-agents) reported they used, so `tree` is what its budget
+    counts."""
 
     by_model: dict[str, ModelTally] = field(default_factory=dict)
+    below: Usage = field(default_factory=Usage)
 
     def add(self, model: str, usage: Usage) -> None:
         tally = self.by_model.setdefault(model, ModelTally())
@@ -65,6 +68,10 @@ class UsageMeter:
         for tally in self.by_model.values():
             total += tally.usage
         return total
+
+    @property
+    def tree(self) -> Usage:
+        return self.total + self.below
 
 
 @dataclass

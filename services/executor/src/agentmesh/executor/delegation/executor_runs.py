@@ -12,6 +12,7 @@ import contextlib
 from typing import Any
 
 from agentmesh.executor.client import RunNotPlaced, RunRouter
+from agentmesh.executor.context.budget import remaining_budget
 from agentmesh.executor.context.events import EventSink, usage_from_proto
 from agentmesh.executor.context.scope import RunScope
 from agentmesh.executor.delegation.a2a import RemoteA2AAgents
@@ -82,8 +83,11 @@ class ExecutorRuns:
                                 escalated=done.escalated,
                             )
                         elif event.HasField("run_failed"):
+                            failed = event.run_failed
                             outcome = ChildOutcome(
-                                code=event.run_failed.code, message=event.run_failed.message
+                                code=failed.code,
+                                message=failed.message,
+                                usage=usage_from_proto(failed.usage) if failed.HasField("usage") else Usage(),
                             )
                     await sink.emit(event)
         except RunNotPlaced as refused:
@@ -137,5 +141,6 @@ def child_request(scope: RunScope, agent: str, text: str, **fields: Any) -> exec
         delegation_path=scope.origin.child_path,
         caller_run_id=scope.origin.run_id,
         caller_resume=scope.recorder.resume,
+        budget=remaining_budget(scope),
         **fields,
     )

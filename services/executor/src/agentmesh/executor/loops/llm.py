@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.agents.runtime import DELEGATE_TOOL, AgentRuntime, delegate_tool_spec
 from agentmesh.executor.agents.text import DELEGATE
+from agentmesh.executor.context.budget import check_budget
 from agentmesh.executor.context.scope import RunResult, RunScope
 from agentmesh.executor.delegation.delegator import Delegator, PreparedDelegation
 from agentmesh.executor.durability.detached import run_detached
@@ -130,6 +131,7 @@ class LlmLoop:
             first = resumed.answered + 1
             result.steps = resumed.answered
         for step in range(first, max_steps + 1):
+            check_budget(scope)  # spent: no step more
             result.steps = step
             metrics.record_step(kind="llm")
             await scope.sink.emit(scope.origin.event(step_started=run_pb2.StepStarted(step=step)))
@@ -372,6 +374,7 @@ class LlmLoop:
                 return  # the step's append failed: `_run_calls` raises that, once
             raise
         self._result.total_usage += result.usage
+        self._scope.meter.below += result.usage
         outputs[call.id] = ToolOutput(result.text, is_error=result.is_error)
 
     # -- resuming a run from the log (resumption.py) ------------------------------------------------
@@ -463,6 +466,7 @@ class LlmLoop:
         call = open_call.call
         result = await self._delegator.resume(self._scope, call.name, call.task, open_call.event)
         self._result.total_usage += result.usage
+        self._scope.meter.below += result.usage
         outputs[call.id] = ToolOutput(result.text, is_error=result.is_error)
 
     async def _invalid(self, call: PlannedCall, outputs: dict[str, ToolOutput]) -> None:

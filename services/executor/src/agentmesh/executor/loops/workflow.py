@@ -144,6 +144,7 @@ class WorkflowRun:
             else:
                 child = await self._start(name, text, sub_agent_id)
         self._result.total_usage += child.usage
+        self._scope.meter.below += child.usage
         if not child.completed:
             raise RunFailure(
                 child.code or "INTERNAL",

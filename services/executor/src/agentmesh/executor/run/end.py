@@ -16,6 +16,7 @@ from typing import Any
 
 import grpc
 
+from agentmesh.executor.context.events import usage_proto
 from agentmesh.executor.context.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.durability.recorder import EventType, Recorder, RunSuperseded, end_key
 from agentmesh.executor.errors import run_failed
@@ -101,12 +102,9 @@ async def record_failure(
         logger.warning("could not record the failure of run %s: %s", scope.origin.run_id, error)
     if before_end is not None:
         await before_end()
-    await scope.sink.emit(
-        scope.origin.event(
-            seq=seq,
-            run_failed=run_failed(code, message, reason, metadata=metadata, violations=violations),
-        )
-    )
+    failed = run_failed(code, message, reason, metadata=metadata, violations=violations)
+    failed.usage.CopyFrom(usage_proto(scope.meter.tree))  # what it spent, its delegations' too
+    await scope.sink.emit(scope.origin.event(seq=seq, run_failed=failed))
     scope.sink.close()
 
 

@@ -616,6 +616,36 @@ class Usage(_message.Message):
 Global___Usage: _TypeAlias = Usage  # noqa: Y015
 
 @_typing.final
+class Budget(_message.Message):
+    """Budget bounds what a run and everything it delegates may spend (zero fields: no bound). A run
+    that has spent it does not call its model again: it ends with RunFailed (code
+    RESOURCE_EXHAUSTED, reason BUDGET_EXCEEDED), and a delegating run is told so as the
+    delegation's result. The cost counts priced calls only (docs/usage.md).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MAX_COST_FIELD_NUMBER: _builtins.int
+    MAX_TOKENS_FIELD_NUMBER: _builtins.int
+    max_cost: _builtins.float
+    """Most US dollars."""
+    max_tokens: _builtins.int
+    """Most tokens, input and output."""
+    def __init__(
+        self,
+        *,
+        max_cost: _builtins.float = ...,
+        max_tokens: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_cost", b"max_cost", "max_tokens", b"max_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Budget: _TypeAlias = Budget  # noqa: Y015
+
+@_typing.final
 class RunCompleted(_message.Message):
     """RunCompleted closes a run that produced an answer."""
 
@@ -666,6 +696,7 @@ class RunFailed(_message.Message):
     CODE_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
+    USAGE_FIELD_NUMBER: _builtins.int
     code: _builtins.str
     """gRPC status code name, e.g. "CANCELLED", "DEADLINE_EXCEEDED", "FAILED_PRECONDITION"."""
     message: _builtins.str
@@ -678,16 +709,21 @@ class RunFailed(_message.Message):
         A client acts on it without parsing `message`.
         """
 
+    @_builtins.property
+    def usage(self) -> Global___Usage:
+        """Tokens and cost the run spent before it failed, delegations included."""
+
     def __init__(
         self,
         *,
         code: _builtins.str = ...,
         message: _builtins.str = ...,
         status: _status_pb2.Status | None = ...,
+        usage: Global___Usage | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["status", b"status"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["status", b"status", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "message", b"message", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "message", b"message", "status", b"status", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

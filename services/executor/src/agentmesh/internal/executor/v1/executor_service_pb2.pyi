@@ -40,6 +40,7 @@ class RunRequest(_message.Message):
     SUB_AGENT_ID_FIELD_NUMBER: _builtins.int
     CALLER_RUN_ID_FIELD_NUMBER: _builtins.int
     CALLER_RESUME_FIELD_NUMBER: _builtins.int
+    BUDGET_FIELD_NUMBER: _builtins.int
     project_slug: _builtins.str
     """The project's slug."""
     agent_name: _builtins.str
@@ -92,6 +93,12 @@ class RunRequest(_message.Message):
     def model_settings(self) -> _run_pb2.ModelSettings:
         """Per-message model settings of the chat this run answers (the addressed run only)."""
 
+    @_builtins.property
+    def budget(self) -> _run_pb2.Budget:
+        """What this run and its delegations may spend: the chat's budget (the gateway's request
+        headers), less what its caller's tree had spent when it delegated. Unset: no bound.
+        """
+
     def __init__(
         self,
         *,
@@ -110,10 +117,11 @@ class RunRequest(_message.Message):
         sub_agent_id: _builtins.str = ...,
         caller_run_id: _builtins.str = ...,
         caller_resume: _builtins.int = ...,
+        budget: _run_pb2.Budget | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["model_settings", b"model_settings"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "model_settings", b"model_settings"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_name", b"agent_name", "as_sub_agent", b"as_sub_agent", "batch_events", b"batch_events", "caller_resume", b"caller_resume", "caller_run_id", b"caller_run_id", "delegation_depth", b"delegation_depth", "delegation_id", b"delegation_id", "delegation_path", b"delegation_path", "double_texting", b"double_texting", "input", b"input", "model_settings", b"model_settings", "parent_event_id", b"parent_event_id", "project_slug", b"project_slug", "session_id", b"session_id", "sub_agent_id", b"sub_agent_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_name", b"agent_name", "as_sub_agent", b"as_sub_agent", "batch_events", b"batch_events", "budget", b"budget", "caller_resume", b"caller_resume", "caller_run_id", b"caller_run_id", "delegation_depth", b"delegation_depth", "delegation_id", b"delegation_id", "delegation_path", b"delegation_path", "double_texting", b"double_texting", "input", b"input", "model_settings", b"model_settings", "parent_event_id", b"parent_event_id", "project_slug", b"project_slug", "session_id", b"session_id", "sub_agent_id", b"sub_agent_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
