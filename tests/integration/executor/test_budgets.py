@@ -11,6 +11,7 @@ from typing import Any
 import grpc
 import pytest
 
+from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from tests.integration.executor.support import Agent, Stack, calls, delegate, final, kind
@@ -137,3 +138,32 @@ async def test_a_malformed_budget_is_refused(stack: Stack) -> None:
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await chat(stack, agent, "Hi", **{name: value})
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_an_agent_types_run_budget_stops_its_runs(stack: Stack) -> None:
+    project = await stack.project()
+    agent = await stack.agent(
+        project,
+        "bounded",
+        tools=["get_current_time"],
+        run_budget=run_pb2.Budget(max_tokens=1000),
+        mock_responses=[
+            spends(calls("get_current_time"), 500, 100),
+            spends(calls("get_current_time"), 500, 100),
+            spends("never asked", 500, 100),
+        ],
+    )
+    stored = await stack.client.registry.GetAgentType(
+        reg.GetAgentTypeRequest(id=(await stack.get(agent)).agent_type_id), metadata=stack.metadata
+    )
+    assert stored.agent_type.run_budget.max_tokens == 1000
+
+    events = await chat(stack, agent, "Keep going")  # no budget of the chat's own
+
+    end = final(events)
+    assert kind(end) == "run_failed" and budget_exceeded(end)
+    assert "1200 of its 1000 tokens" in end.run_failed.message
+
+    # A chat's budget smaller than the type's wins.
+    events = await chat(stack, agent, "Keep going", max_tokens="500")
+    assert "600 of its 500 tokens" in final(events).run_failed.message

@@ -29,6 +29,8 @@ AGENT_TYPE_FIELDS = {
     # A person in the loop (DESIGN §12).
     "tool_permissions",
     "input_expiry_seconds",
+    # What one run may spend (docs/usage.md).
+    "run_budget",
 }
 AGENT_FIELDS = {
     "id",

@@ -37,11 +37,13 @@ from agentmesh.registry.models import (
     ProjectFields,
     RaisedInput,
     RegisteredMcpServer,
+    RunBudget,
     ToolPermission,
     ToolPermissions,
     User,
 )
 from agentmesh.registry.runs.leases import Renewal
+from agentmesh.registry.usage.convert import run_budget_message
 from agentmesh.registry.v1 import registry_service_pb2 as service_pb2
 from agentmesh.registry.v1 import resources_pb2 as pb
 from agentmesh.registry.validation import check_tool_permissions
@@ -114,6 +116,7 @@ def agent_type_fields(message: pb.AgentType) -> AgentTypeFields:
         is_active=message.is_active,
         tool_permissions=tool_permissions(message.tool_permissions, "agent_type.tool_permissions"),
         input_expiry_seconds=message.input_expiry_seconds,
+        run_budget=RunBudget(max_tokens=message.run_budget.max_tokens, max_cost=message.run_budget.max_cost),
     )
 
 
@@ -322,6 +325,7 @@ def agent_type_message(agent_type: AgentType) -> pb.AgentType:
         updated_at=timestamp(agent_type.updated_at),
         tool_permissions=tool_permissions_message(agent_type.tool_permissions),
         input_expiry_seconds=agent_type.input_expiry_seconds,
+        run_budget=run_budget_message(agent_type.run_budget),
     )
 
 
@@ -397,6 +401,7 @@ def agent_spec_message(spec: AgentSpec) -> pb.AgentSpec:
         agent_tool_permissions=tool_permissions_message(spec.agent_tool_permissions),
         project_tool_permissions=tool_permissions_message(spec.project_tool_permissions),
         input_expiry_seconds=spec.input_expiry_seconds,
+        run_budget=run_budget_message(spec.run_budget),
     )
 
 

@@ -164,6 +164,13 @@ ToolPermissions = dict[str, ToolPermission]
 DEFAULT_INPUT_EXPIRY_SECONDS = 86_400
 
 
+class RunBudget(_Model):
+    """What one run (with its delegations) may spend: tokens, US dollars; 0: no bound."""
+
+    max_tokens: int = 0
+    max_cost: float = 0.0
+
+
 class AgentTypeFields(_Model):
     """The settable fields of an agent type: what a create carries and an update may change."""
 
@@ -184,6 +191,7 @@ class AgentTypeFields(_Model):
     is_active: bool = True
     tool_permissions: ToolPermissions = Field(default_factory=dict)
     input_expiry_seconds: int = 0  # how long a request for input waits; 0: the default
+    run_budget: RunBudget = Field(default_factory=lambda: RunBudget())
 
 
 AGENT_TYPE_FIELDS: tuple[str, ...] = tuple(AgentTypeFields.model_fields)
@@ -328,6 +336,7 @@ class AgentSpec(_Model):
     agent_tool_permissions: ToolPermissions = Field(default_factory=dict)
     project_tool_permissions: ToolPermissions = Field(default_factory=dict)
     input_expiry_seconds: int = DEFAULT_INPUT_EXPIRY_SECONDS
+    run_budget: RunBudget = Field(default_factory=lambda: RunBudget())
 
 
 RunKey = tuple[str, str]  # (agent id, run id): a run, as leases and session turns name it

@@ -95,6 +95,8 @@ class AgentTypeRow(Base):
     # requests for input wait (0: the default).
     tool_permissions: Mapped[dict[str, str]] = mapped_column(sa.JSON, server_default="{}")
     input_expiry_seconds: Mapped[int] = mapped_column(sa.Integer, server_default="0")
+    # What one run may spend (migration 0013): {"max_tokens": n, "max_cost": usd}.
+    run_budget: Mapped[dict[str, Any]] = mapped_column(sa.JSON, server_default="{}")
     request_id: Mapped[str | None] = mapped_column(sa.String(200), unique=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)

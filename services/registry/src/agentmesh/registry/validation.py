@@ -125,6 +125,8 @@ def check_agent_type(fields: AgentTypeFields, *, prefix: str = "agent_type") -> 
     violations += _range(
         f"{prefix}.input_expiry_seconds", fields.input_expiry_seconds, 0, MAX_INPUT_EXPIRY_SECONDS
     )
+    if fields.run_budget.max_tokens < 0 or not 0 <= fields.run_budget.max_cost < float("inf"):
+        violations.append(FieldViolation(f"{prefix}.run_budget", "must not be negative"))
     return violations
 
 

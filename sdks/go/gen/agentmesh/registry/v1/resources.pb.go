@@ -555,8 +555,12 @@ type AgentType struct {
 	// How long a request for a person's input waits before it expires into a denial, in seconds
 	// (0: 86400, a day).
 	InputExpirySeconds int32 `protobuf:"varint,20,opt,name=input_expiry_seconds,json=inputExpirySeconds,proto3" json:"input_expiry_seconds,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// What one run of an agent of this type may spend, its delegations included (unset or zero
+	// fields: no bound); a chat's own budget, when smaller, wins. Over it the run ends
+	// BUDGET_EXCEEDED (docs/usage.md).
+	RunBudget     *v1.Budget `protobuf:"bytes,21,opt,name=run_budget,json=runBudget,proto3" json:"run_budget,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgentType) Reset() {
@@ -727,6 +731,13 @@ func (x *AgentType) GetInputExpirySeconds() int32 {
 		return x.InputExpirySeconds
 	}
 	return 0
+}
+
+func (x *AgentType) GetRunBudget() *v1.Budget {
+	if x != nil {
+		return x.RunBudget
+	}
+	return nil
 }
 
 // Project groups agents and sessions; only its owner and superusers see it.
@@ -1178,8 +1189,10 @@ type AgentSpec struct {
 	ProjectToolPermissions map[string]v1.ToolPermission `protobuf:"bytes,22,rep,name=project_tool_permissions,json=projectToolPermissions,proto3" json:"project_tool_permissions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value,enum=agentmesh.common.v1.ToolPermission"`
 	// Effective expiry of its requests for input, in seconds.
 	InputExpirySeconds int32 `protobuf:"varint,23,opt,name=input_expiry_seconds,json=inputExpirySeconds,proto3" json:"input_expiry_seconds,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The agent type's run budget (AgentType.run_budget).
+	RunBudget     *v1.Budget `protobuf:"bytes,24,opt,name=run_budget,json=runBudget,proto3" json:"run_budget,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgentSpec) Reset() {
@@ -1371,6 +1384,13 @@ func (x *AgentSpec) GetInputExpirySeconds() int32 {
 		return x.InputExpirySeconds
 	}
 	return 0
+}
+
+func (x *AgentSpec) GetRunBudget() *v1.Budget {
+	if x != nil {
+		return x.RunBudget
+	}
+	return nil
 }
 
 // Executor is a member of the executor pool.
@@ -1619,7 +1639,7 @@ var File_agentmesh_registry_v1_resources_proto protoreflect.FileDescriptor
 
 const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\n" +
-	"%agentmesh/registry/v1/resources.proto\x12\x15agentmesh.registry.v1\x1a\x1fagentmesh/common/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\x01\n" +
+	"%agentmesh/registry/v1/resources.proto\x12\x15agentmesh.registry.v1\x1a\x1dagentmesh/common/v1/run.proto\x1a\x1fagentmesh/common/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\x01\n" +
 	"\x04User\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05email\x18\x02 \x01(\tR\x05email\x12\x1d\n" +
@@ -1664,7 +1684,7 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbe\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfa\a\n" +
 	"\tAgentType\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1690,7 +1710,9 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12`\n" +
 	"\x10tool_permissions\x18\x13 \x03(\v25.agentmesh.registry.v1.AgentType.ToolPermissionsEntryR\x0ftoolPermissions\x120\n" +
-	"\x14input_expiry_seconds\x18\x14 \x01(\x05R\x12inputExpirySeconds\x1ag\n" +
+	"\x14input_expiry_seconds\x18\x14 \x01(\x05R\x12inputExpirySeconds\x12:\n" +
+	"\n" +
+	"run_budget\x18\x15 \x01(\v2\x1b.agentmesh.common.v1.BudgetR\trunBudget\x1ag\n" +
 	"\x14ToolPermissionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
 	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"\xbd\x03\n" +
@@ -1747,7 +1769,7 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"created_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12D\n" +
 	"\x10last_activity_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x0elastActivityAt\x12\x12\n" +
-	"\x04slug\x18\f \x01(\tR\x04slug\"\xc6\f\n" +
+	"\x04slug\x18\f \x01(\tR\x04slug\"\x82\r\n" +
 	"\tAgentSpec\x122\n" +
 	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12!\n" +
 	"\fproject_slug\x18\x02 \x01(\tR\vprojectSlug\x124\n" +
@@ -1775,7 +1797,9 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x10tool_permissions\x18\x14 \x03(\v25.agentmesh.registry.v1.AgentSpec.ToolPermissionsEntryR\x0ftoolPermissions\x12p\n" +
 	"\x16agent_tool_permissions\x18\x15 \x03(\v2:.agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntryR\x14agentToolPermissions\x12v\n" +
 	"\x18project_tool_permissions\x18\x16 \x03(\v2<.agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntryR\x16projectToolPermissions\x120\n" +
-	"\x14input_expiry_seconds\x18\x17 \x01(\x05R\x12inputExpirySeconds\x1a=\n" +
+	"\x14input_expiry_seconds\x18\x17 \x01(\x05R\x12inputExpirySeconds\x12:\n" +
+	"\n" +
+	"run_budget\x18\x18 \x01(\v2\x1b.agentmesh.common.v1.BudgetR\trunBudget\x1a=\n" +
 	"\x0fAgentNamesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1ag\n" +
@@ -1863,9 +1887,10 @@ var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	nil,                           // 21: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
 	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
 	(*structpb.Struct)(nil),       // 23: google.protobuf.Struct
-	(*v1.StringList)(nil),         // 24: agentmesh.common.v1.StringList
-	(*structpb.ListValue)(nil),    // 25: google.protobuf.ListValue
-	(v1.ToolPermission)(0),        // 26: agentmesh.common.v1.ToolPermission
+	(*v1.Budget)(nil),             // 24: agentmesh.common.v1.Budget
+	(*v1.StringList)(nil),         // 25: agentmesh.common.v1.StringList
+	(*structpb.ListValue)(nil),    // 26: google.protobuf.ListValue
+	(v1.ToolPermission)(0),        // 27: agentmesh.common.v1.ToolPermission
 }
 var file_agentmesh_registry_v1_resources_proto_depIdxs = []int32{
 	22, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
@@ -1882,42 +1907,44 @@ var file_agentmesh_registry_v1_resources_proto_depIdxs = []int32{
 	22, // 11: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
 	22, // 12: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
 	15, // 13: agentmesh.registry.v1.AgentType.tool_permissions:type_name -> agentmesh.registry.v1.AgentType.ToolPermissionsEntry
-	22, // 14: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
-	22, // 15: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
-	16, // 16: agentmesh.registry.v1.Project.tool_permissions:type_name -> agentmesh.registry.v1.Project.ToolPermissionsEntry
-	23, // 17: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
-	24, // 18: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
-	24, // 19: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
-	24, // 20: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
-	25, // 21: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
-	17, // 22: agentmesh.registry.v1.AgentConfig.tool_permissions:type_name -> agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
-	1,  // 23: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
-	7,  // 24: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
-	22, // 25: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
-	22, // 26: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
-	8,  // 27: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
-	0,  // 28: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
-	23, // 29: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
-	4,  // 30: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	25, // 31: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
-	18, // 32: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	19, // 33: agentmesh.registry.v1.AgentSpec.tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
-	20, // 34: agentmesh.registry.v1.AgentSpec.agent_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
-	21, // 35: agentmesh.registry.v1.AgentSpec.project_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
-	22, // 36: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
-	11, // 37: agentmesh.registry.v1.Executor.model_providers:type_name -> agentmesh.registry.v1.ModelProvider
-	22, // 38: agentmesh.registry.v1.RemoteAgent.created_at:type_name -> google.protobuf.Timestamp
-	26, // 39: agentmesh.registry.v1.AgentType.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	26, // 40: agentmesh.registry.v1.Project.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	26, // 41: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	26, // 42: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	26, // 43: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	26, // 44: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	45, // [45:45] is the sub-list for method output_type
-	45, // [45:45] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	24, // 14: agentmesh.registry.v1.AgentType.run_budget:type_name -> agentmesh.common.v1.Budget
+	22, // 15: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
+	22, // 16: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
+	16, // 17: agentmesh.registry.v1.Project.tool_permissions:type_name -> agentmesh.registry.v1.Project.ToolPermissionsEntry
+	23, // 18: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
+	25, // 19: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
+	25, // 20: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
+	25, // 21: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
+	26, // 22: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
+	17, // 23: agentmesh.registry.v1.AgentConfig.tool_permissions:type_name -> agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
+	1,  // 24: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
+	7,  // 25: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
+	22, // 26: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
+	22, // 27: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
+	8,  // 28: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
+	0,  // 29: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
+	23, // 30: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
+	4,  // 31: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	26, // 32: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
+	18, // 33: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	19, // 34: agentmesh.registry.v1.AgentSpec.tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
+	20, // 35: agentmesh.registry.v1.AgentSpec.agent_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
+	21, // 36: agentmesh.registry.v1.AgentSpec.project_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
+	24, // 37: agentmesh.registry.v1.AgentSpec.run_budget:type_name -> agentmesh.common.v1.Budget
+	22, // 38: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
+	11, // 39: agentmesh.registry.v1.Executor.model_providers:type_name -> agentmesh.registry.v1.ModelProvider
+	22, // 40: agentmesh.registry.v1.RemoteAgent.created_at:type_name -> google.protobuf.Timestamp
+	27, // 41: agentmesh.registry.v1.AgentType.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	27, // 42: agentmesh.registry.v1.Project.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	27, // 43: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	27, // 44: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	27, // 45: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	27, // 46: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	47, // [47:47] is the sub-list for method output_type
+	47, // [47:47] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_resources_proto_init() }

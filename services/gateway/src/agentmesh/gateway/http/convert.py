@@ -8,7 +8,7 @@ from typing import Any
 
 from google.protobuf import timestamp_pb2
 
-from agentmesh.common.v1 import types_pb2
+from agentmesh.common.v1 import run_pb2, types_pb2
 from agentmesh.gateway.http import schemas
 from agentmesh.memory.client import event_to_dict, session_to_dict
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
@@ -111,6 +111,8 @@ def agent_type_proto(fields: dict[str, Any], *, id: str = "") -> registry_resour
             proto.kind = enum_value(value, registry_resources.AgentKind, _AGENT_KIND)
         elif name == "tool_permissions":
             proto.tool_permissions.update(tool_permissions_proto(value))
+        elif name == "run_budget":
+            proto.run_budget.CopyFrom(run_pb2.Budget(**value))
         elif isinstance(value, list):
             getattr(proto, name).extend(value)
         else:
@@ -141,6 +143,9 @@ def agent_type(value: registry_resources.AgentType) -> schemas.AgentTypeOut:
         updated_at=timestamp(value.updated_at),
         tool_permissions=tool_permissions(value.tool_permissions),
         input_expiry_seconds=value.input_expiry_seconds,
+        run_budget=schemas.RunBudgetBody(
+            max_tokens=value.run_budget.max_tokens, max_cost=value.run_budget.max_cost
+        ),
     )
 
 

@@ -159,6 +159,13 @@ class McpServerOut(BaseModel):
 McpServerRef = Annotated[str, Field(min_length=1, description="the name of a registered MCP server")]
 
 
+class RunBudgetBody(RequestBody):
+    """What one run (with its delegations) may spend; 0: no bound."""
+
+    max_tokens: int = Field(default=0, ge=0, description="most tokens, input and output")
+    max_cost: float = Field(default=0.0, ge=0, allow_inf_nan=False, description="most US dollars")
+
+
 class AgentTypeCreate(RequestBody):
     name: str
     slug: str
@@ -179,6 +186,7 @@ class AgentTypeCreate(RequestBody):
     input_expiry_seconds: ExpirySeconds = Field(
         default=0, description="how long a request for a person's input waits (0: a day)"
     )
+    run_budget: RunBudgetBody = Field(default_factory=RunBudgetBody)
 
 
 class AgentTypeUpdate(RequestBody):
@@ -201,6 +209,7 @@ class AgentTypeUpdate(RequestBody):
     is_active: bool = _unchanged()
     tool_permissions: ToolPermissions = _unchanged()
     input_expiry_seconds: ExpirySeconds = _unchanged()
+    run_budget: RunBudgetBody = _unchanged()
 
 
 class AgentTypeOut(BaseModel):
@@ -224,6 +233,7 @@ class AgentTypeOut(BaseModel):
     updated_at: datetime | None
     tool_permissions: dict[str, ToolPermissionName]
     input_expiry_seconds: int
+    run_budget: RunBudgetBody
 
 
 # Projects.

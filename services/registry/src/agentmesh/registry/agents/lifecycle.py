@@ -211,6 +211,7 @@ def resolve(
         agent_tool_permissions=dict(config.tool_permissions or {}),
         project_tool_permissions=dict(project.tool_permissions),
         input_expiry_seconds=agent_type.input_expiry_seconds or DEFAULT_INPUT_EXPIRY_SECONDS,
+        run_budget=agent_type.run_budget,
         description=agent_type.description,
         expertise=list(agent_type.expertise),
         revision=spec_revision(agent, project.updated_at, agent_type.updated_at),

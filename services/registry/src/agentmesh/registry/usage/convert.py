@@ -1,11 +1,11 @@
 """Proto ↔ domain for the cost ledger: what executors report of a finished run, and the summaries
-the usage API answers with."""
+the usage API answers with; and agent types' run budgets."""
 
 from __future__ import annotations
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as internal_pb
-from agentmesh.registry.models import FinishedRun
+from agentmesh.registry.models import FinishedRun, RunBudget
 from agentmesh.registry.usage.models import ModelUsageReport, UsageDimension, UsageGroup, UsageSummary
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 
@@ -69,3 +69,10 @@ def summary_message(summary: UsageSummary) -> pb.SummarizeUsageResponse:
         total=usage_group_message(summary.total),
         truncated=summary.truncated,
     )
+
+
+def run_budget_message(budget: RunBudget) -> run_pb2.Budget | None:
+    """The budget, unset when it bounds nothing (as a type without one was always written)."""
+    if not budget.max_tokens and not budget.max_cost:
+        return None
+    return run_pb2.Budget(max_tokens=budget.max_tokens, max_cost=budget.max_cost)

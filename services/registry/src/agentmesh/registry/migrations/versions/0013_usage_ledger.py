@@ -1,5 +1,5 @@
 """The cost ledger: what each run's calls of each model used and cost, as executors report at
-the runs' ends (registry usage/), summed by the usage API.
+the runs' ends (registry usage/), summed by the usage API; and agent types' run budgets.
 
 Revision ID: 0013_usage_ledger
 Revises: 0011_human_in_the_loop
@@ -20,6 +20,8 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("agent_types") as batch:
+        batch.add_column(sa.Column("run_budget", sa.JSON(), nullable=False, server_default="{}"))
     op.create_table(
         "usage_entries",
         sa.Column("agent_id", sa.String(36), nullable=False),
@@ -46,3 +48,5 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("usage_entries")
+    with op.batch_alter_table("agent_types") as batch:
+        batch.drop_column("run_budget")
