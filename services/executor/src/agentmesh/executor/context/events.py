@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from google.protobuf import struct_pb2
+
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.providers.base import Usage
 from agentmesh.executor.providers.secrets import Secrets
@@ -60,6 +62,29 @@ def usage_from_proto(usage: run_pb2.Usage) -> Usage:
     if not usage.cost_known and not unpriced:
         unpriced = frozenset({"unknown"})
     return Usage(usage.input_tokens, usage.output_tokens, usage.cost, usage.cached_input_tokens, unpriced)
+
+
+def usage_from_struct(value: struct_pb2.Struct) -> Usage:
+    """A usage written as JSON (an A2A task's `agentmesh.usage`, a run end's `tree_usage`):
+    tokens, the cost (null: unknown) and the unpriced models."""
+    fields = value.fields
+
+    def count(name: str) -> int:
+        return int(fields[name].number_value) if name in fields else 0
+
+    unpriced: frozenset[str] = frozenset()
+    if "unpriced_models" in fields:
+        unpriced = frozenset(item.string_value for item in fields["unpriced_models"].list_value.values)
+    cost = fields.get("cost")
+    if cost is None or not cost.HasField("number_value"):
+        unpriced = unpriced or frozenset({"unknown"})
+    return Usage(
+        count("input_tokens"),
+        count("output_tokens"),
+        cost.number_value if cost is not None and cost.HasField("number_value") else 0.0,
+        count("cached_input_tokens"),
+        unpriced,
+    )
 
 
 _DONE = object()

@@ -26,7 +26,7 @@ from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.context.events import EventOrigin
+from agentmesh.executor.context.events import EventOrigin, usage_from_struct
 from agentmesh.executor.delegation.outcome import ChildOutcome
 from agentmesh.executor.providers.base import Usage
 
@@ -155,23 +155,4 @@ def reported_usage(metadata: struct_pb2.Struct) -> Usage | None:
     if "agentmesh" not in metadata.fields:
         return None
     mesh = metadata.fields["agentmesh"].struct_value.fields
-    if "usage" not in mesh:
-        return None
-    fields = mesh["usage"].struct_value.fields
-
-    def count(name: str) -> int:
-        return int(fields[name].number_value) if name in fields else 0
-
-    unpriced: frozenset[str] = frozenset()
-    if "unpriced_models" in fields:
-        unpriced = frozenset(value.string_value for value in fields["unpriced_models"].list_value.values)
-    cost = fields.get("cost")
-    if cost is None or cost.HasField("null_value"):
-        unpriced = unpriced or frozenset({"unknown"})
-    return Usage(
-        count("input_tokens"),
-        count("output_tokens"),
-        cost.number_value if cost is not None and cost.HasField("number_value") else 0.0,
-        count("cached_input_tokens"),
-        unpriced,
-    )
+    return usage_from_struct(mesh["usage"].struct_value) if "usage" in mesh else None

@@ -13,7 +13,7 @@ from typing import Any
 
 from agentmesh.executor.client import RunNotPlaced, RunRouter
 from agentmesh.executor.context.budget import remaining_budget
-from agentmesh.executor.context.events import EventSink, usage_from_proto
+from agentmesh.executor.context.events import EventSink, usage_from_proto, usage_from_struct
 from agentmesh.executor.context.scope import RunScope
 from agentmesh.executor.delegation.a2a import RemoteA2AAgents
 from agentmesh.executor.delegation.outcome import ChildOutcome
@@ -116,15 +116,18 @@ def logged_outcome(end: memory_pb2.Event) -> ChildOutcome:
     """A child run's outcome from its recorded final event (answer, escalation, tokens)."""
     completed, text, code = end_outcome(end)
     meta = end.metadata.fields
-    tokens = {
-        name: int(meta[name].number_value) for name in ("input_tokens", "output_tokens") if name in meta
-    }
+    usage = usage_from_struct(meta["tree_usage"].struct_value) if "tree_usage" in meta else None
+    if usage is None:  # recorded without the tree's usage: its own tokens, its cost unknown
+        tokens = {
+            name: int(meta[name].number_value) for name in ("input_tokens", "output_tokens") if name in meta
+        }
+        usage = Usage(**tokens, unpriced=frozenset({"unknown"}))
     return ChildOutcome(
         completed=completed,
         content=text,
         code=code,
         message=text,
-        usage=Usage(**tokens),
+        usage=usage,
         escalated="escalated" in meta and meta["escalated"].bool_value,
     )
 

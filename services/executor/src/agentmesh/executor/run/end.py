@@ -162,10 +162,20 @@ async def record_early_end(
 
 
 def result_metadata(result: RunResult) -> dict[str, Any]:
+    total = result.total_usage
     metadata: dict[str, Any] = {
         "steps": result.steps,
         "input_tokens": result.usage.input_tokens,
         "output_tokens": result.usage.output_tokens,
+        # The whole tree's, for a caller that learns the run's end from the log rather than its
+        # stream (its cost null when unknown).
+        "tree_usage": {
+            "input_tokens": total.input_tokens,
+            "output_tokens": total.output_tokens,
+            "cached_input_tokens": total.cached_input_tokens,
+            "cost": total.cost if total.cost_known else None,
+            "unpriced_models": sorted(total.unpriced),
+        },
         **result.metadata,
     }
     if result.max_steps_reached:
