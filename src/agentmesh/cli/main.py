@@ -63,6 +63,10 @@ COMMANDS = {
         "agentmesh.cli.sessions:fork",
         "Fork a session at an event into a new session that sees the history up to it.",
     ),
+    "usage": LazyCommand(
+        "agentmesh.cli.usage:usage",
+        "Show what a project spent: tokens and cost per agent, user, model, session or day.",
+    ),
     "users": LazyCommand("agentmesh.cli.users:users", "Manage users."),
     "api-keys": LazyCommand("agentmesh.cli.api_keys:api_keys", "Manage your API keys."),
     "get": LazyCommand(

@@ -73,6 +73,8 @@ EXECUTOR_LOST = "EXECUTOR_LOST"
 RESUME_LIMIT = "RESUME_LIMIT"
 # No executor of the pool took a run (RunRouter's RunNotPlaced).
 NO_EXECUTOR = "NO_EXECUTOR"
+# A run (with what it delegated) spent its budget: it ends with RunFailed, RESOURCE_EXHAUSTED.
+BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
 
 
 class RunHandedOver(Unavailable):

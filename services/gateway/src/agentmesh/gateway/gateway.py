@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Sequence
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.client import FOLLOWED_IN_LOG, RunNotPlaced, RunRouter
 from agentmesh.gateway.answers import response_from_text
+from agentmesh.gateway.budget import current_budget
 from agentmesh.gateway.chat_stream import ChatStream, from_run_started
 from agentmesh.gateway.errors import ExecutorsBusy, InvalidRequest, MessageTooLarge, NoExecutor
 from agentmesh.gateway.models import AgentRef, Caller, ChatResult
@@ -138,6 +139,7 @@ class AgentGateway:
             double_texting=double_texting,
             context=context,
             response_format=response_format,
+            budget=current_budget.get(),
         )
         events = self._events(caller, request)
         try:

@@ -179,6 +179,7 @@ RPC_POLICY: Mapping[str, Rule] = {
     _REGISTRY + "ListInputRequests": owner(_project_id("project_id")),
     _REGISTRY + "GetInputRequest": owner(_project_id("project_id")),
     _REGISTRY + "RespondToInputRequest": owner(_project_id("project_id")),
+    _REGISTRY + "SummarizeUsage": owner(_project_id("project_id")),
     # Memory: the memory service knows no owners, so the gateway resolves the project itself.
     _MEMORY + "AppendEvents": owner(lambda r: SessionTarget(r.session_id, r.project_id)),
     _MEMORY + "ListEvents": owner(_events_target),
@@ -279,6 +280,7 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     ("GET", "/api/v1/projects/{project_id}/input-requests"): _OWNER_BY_ID,
     ("GET", "/api/v1/projects/{project_id}/input-requests/{request_id}"): _OWNER_BY_ID,
     ("POST", "/api/v1/projects/{project_id}/input-requests/{request_id}/respond"): _OWNER_BY_ID,
+    ("GET", "/api/v1/projects/{project_id}/usage"): _OWNER_BY_ID,
     ("GET", _AGENT + "/health"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/.well-known/agent"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/.well-known/agent-card.json"): _OWNER_BY_SLUG,

@@ -35,6 +35,7 @@ from agentmesh.registry.runs.turns import SessionTurns
 from agentmesh.registry.servicer import RegistryServicer
 from agentmesh.registry.settings import RegistrySettings
 from agentmesh.registry.store.sql import SqlRegistryStore
+from agentmesh.registry.usage.ledger import UsageLedger
 from agentmesh.registry.v1 import registry_service_pb2_grpc
 from agentmesh.runtime.database import create_engine, create_sqlite_directory, upgrade
 from agentmesh.runtime.identity import AuthenticationInterceptor, TokenCodec
@@ -67,6 +68,7 @@ class Components:
     runs: RunBookkeeping
     executors: ExecutorPool
     input_requests: InputRequests
+    usage: UsageLedger
 
 
 async def open_components(settings: RegistrySettings) -> Components:
@@ -138,6 +140,7 @@ async def open_components(settings: RegistrySettings) -> Components:
         runs=runs,
         executors=executors,
         input_requests=InputRequests(store, page_tokens=PageTokens(secret), clock=utc_now, watch=watch),
+        usage=UsageLedger(store),
     )
 
 
@@ -169,6 +172,7 @@ async def start(settings: RegistrySettings) -> RunningService:
             mcp_servers=components.mcp_servers,
             remote_agents=components.remote_agents,
             input_requests=components.input_requests,
+            usage=components.usage,
         )
         internal = RegistryInternalServicer(
             components.registry,

@@ -40,11 +40,13 @@ from agentmesh.registry.models import (
     ProjectLimits,
     RaisedInput,
     RegisteredMcpServer,
+    RunBudget,
     ToolPermission,
     ToolPermissions,
     User,
 )
 from agentmesh.registry.runs.leases import Renewal
+from agentmesh.registry.usage.convert import run_budget_message
 from agentmesh.registry.v1 import registry_service_pb2 as service_pb2
 from agentmesh.registry.v1 import resources_pb2 as pb
 from agentmesh.registry.validation import check_tool_permissions
@@ -124,6 +126,7 @@ def agent_type_fields(message: pb.AgentType) -> AgentTypeFields:
         ),
         context_budget_tokens=message.context_budget_tokens,
         compaction_model=message.compaction_model,
+        run_budget=RunBudget(max_tokens=message.run_budget.max_tokens, max_cost=message.run_budget.max_cost),
     )
 
 
@@ -339,6 +342,7 @@ def agent_type_message(agent_type: AgentType) -> pb.AgentType:
         delegation_limits=delegation_limits_message(agent_type.delegation_limits),
         context_budget_tokens=agent_type.context_budget_tokens,
         compaction_model=agent_type.compaction_model,
+        run_budget=run_budget_message(agent_type.run_budget),
     )
 
 
@@ -418,6 +422,7 @@ def agent_spec_message(spec: AgentSpec) -> pb.AgentSpec:
         delegation_limits=delegation_limits_message(spec.delegation_limits),
         context_budget_tokens=spec.context_budget_tokens,
         compaction_model=spec.compaction_model,
+        run_budget=run_budget_message(spec.run_budget),
     )
 
 

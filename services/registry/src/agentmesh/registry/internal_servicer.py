@@ -18,7 +18,6 @@ from agentmesh.registry.agents.registry import AgentRegistry
 from agentmesh.registry.identity.api_keys import ApiKeys
 from agentmesh.registry.identity.auth import Accounts
 from agentmesh.registry.mcp_servers.registry import McpServerRegistry
-from agentmesh.registry.models import FinishedRun
 from agentmesh.registry.remote_agents.registry import RemoteAgentRegistry
 from agentmesh.registry.remote_agents.servicer import remote_agent_message
 from agentmesh.registry.runs.bookkeeping import RunBookkeeping
@@ -26,6 +25,7 @@ from agentmesh.registry.runs.executors import ExecutorPool
 from agentmesh.registry.runs.input_requests import InputRequests
 from agentmesh.registry.runs.leases import RunLeases
 from agentmesh.registry.runs.turns import SessionTurns
+from agentmesh.registry.usage.convert import finished_run
 from agentmesh.runtime.identity import caller
 
 Context = grpc.aio.ServicerContext
@@ -100,29 +100,13 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
     async def FinishAgentRun(
         self, request: pb.FinishAgentRunRequest, context: Context
     ) -> pb.FinishAgentRunResponse:
-        agent = await self._runs.finish_run(
-            caller(),
-            request.agent_id,
-            request.run_id,
-            completed=request.completed,
-            tokens_used=request.tokens_used,
-            cost=request.cost,
-        )
+        agent = await self._runs.finish_run(caller(), finished_run(request))
         return pb.FinishAgentRunResponse(agent=convert.agent_message(agent))
 
     async def FinishAgentRuns(
         self, request: pb.FinishAgentRunsRequest, context: Context
     ) -> pb.FinishAgentRunsResponse:
-        runs = [
-            FinishedRun(
-                agent_id=run.agent_id,
-                run_id=run.run_id,
-                completed=run.completed,
-                tokens_used=run.tokens_used,
-                cost=run.cost,
-            )
-            for run in request.runs
-        ]
+        runs = [finished_run(run) for run in request.runs]
         results = await self._runs.finish_runs(caller(), runs)
         return pb.FinishAgentRunsResponse(results=[convert.finished_run_message(r) for r in results])
 

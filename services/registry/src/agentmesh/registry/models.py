@@ -13,6 +13,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentmesh.registry.usage.models import ModelUsageReport
+
 T = TypeVar("T")
 
 JsonValue = Any
@@ -171,6 +173,13 @@ class DelegationLimits(_Model):
     allow_reentry: bool = False
 
 
+class RunBudget(_Model):
+    """What one run (with its delegations) may spend: tokens, US dollars; 0: no bound."""
+
+    max_tokens: int = 0
+    max_cost: float = 0.0
+
+
 class AgentTypeFields(_Model):
     """The settable fields of an agent type: what a create carries and an update may change."""
 
@@ -194,6 +203,7 @@ class AgentTypeFields(_Model):
     delegation_limits: DelegationLimits = Field(default_factory=DelegationLimits)
     context_budget_tokens: int = 0  # the prompt's budget; 0: the executor's default for the model
     compaction_model: str = ""  # summarizes history beyond the budget; "": the agent's model
+    run_budget: RunBudget = Field(default_factory=lambda: RunBudget())
 
 
 AGENT_TYPE_FIELDS: tuple[str, ...] = tuple(AgentTypeFields.model_fields)
@@ -367,19 +377,24 @@ class AgentSpec(_Model):
     delegation_limits: DelegationLimits = Field(default_factory=DelegationLimits)
     context_budget_tokens: int = 0
     compaction_model: str = ""
+    run_budget: RunBudget = Field(default_factory=lambda: RunBudget())
 
 
 RunKey = tuple[str, str]  # (agent id, run id): a run, as leases and session turns name it
 
 
 class FinishedRun(_Model):
-    """A run an executor reports finished, with its usage."""
+    """A run an executor reports finished, with its usage: in all (for the agent's counters), and
+    per model its own calls used (for the cost ledger), with its session and user."""
 
     agent_id: str
     run_id: str
     completed: bool
     tokens_used: int
     cost: float
+    session_id: str = ""
+    user_id: str = ""
+    model_usage: tuple[ModelUsageReport, ...] = ()
 
 
 class ModelProvider(_Model):

@@ -100,6 +100,8 @@ class AgentTypeRow(Base):
     # does not fit ("": the agent's own); migration 0015_context_budget.
     context_budget_tokens: Mapped[int] = mapped_column(sa.Integer, server_default="0")
     compaction_model: Mapped[str] = mapped_column(sa.String(200), server_default="")
+    # What one run may spend (migration 0016): {"max_tokens": n, "max_cost": usd}.
+    run_budget: Mapped[dict[str, Any]] = mapped_column(sa.JSON, server_default="{}")
     request_id: Mapped[str | None] = mapped_column(sa.String(200), unique=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
@@ -309,3 +311,28 @@ class RemoteAgentRow(Base):
     credential: Mapped[str] = mapped_column(sa.Text)
     description: Mapped[str] = mapped_column(sa.Text)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class UsageEntryRow(Base):
+    """The cost ledger (migration 0016): what one run's calls of one model used, as its executor
+    reported at the run's end; deleted with its project. An agent's entries outlive it (what
+    was spent stays spent), so they name it by id and by its slug at the time."""
+
+    __tablename__ = "usage_entries"
+    __table_args__ = (sa.Index(None, "project_id", "day"),)
+
+    agent_id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    run_id: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
+    model: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
+    project_id: Mapped[str] = mapped_column(sa.ForeignKey("projects.id", ondelete="CASCADE"))
+    agent: Mapped[str] = mapped_column(sa.String(200))
+    user_id: Mapped[str] = mapped_column(sa.String(200))
+    session_id: Mapped[str] = mapped_column(sa.String(200))
+    day: Mapped[str] = mapped_column(sa.String(10))
+    calls: Mapped[int] = mapped_column(sa.BigInteger)
+    input_tokens: Mapped[int] = mapped_column(sa.BigInteger)
+    output_tokens: Mapped[int] = mapped_column(sa.BigInteger)
+    cached_input_tokens: Mapped[int] = mapped_column(sa.BigInteger)
+    cost: Mapped[float] = mapped_column(sa.Float)
+    cost_known: Mapped[bool] = mapped_column(sa.Boolean)
+    recorded_at: Mapped[datetime] = mapped_column(UtcDateTime)

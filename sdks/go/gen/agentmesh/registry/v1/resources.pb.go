@@ -562,8 +562,12 @@ type AgentType struct {
 	CompactionModel string `protobuf:"bytes,22,opt,name=compaction_model,json=compactionModel,proto3" json:"compaction_model,omitempty"`
 	// Bounds on the delegations its agents send (unset fields: the executor's defaults).
 	DelegationLimits *DelegationLimits `protobuf:"bytes,23,opt,name=delegation_limits,json=delegationLimits,proto3" json:"delegation_limits,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// What one run of an agent of this type may spend, its delegations included (unset or zero
+	// fields: no bound); a chat's own budget, when smaller, wins. Over it the run ends
+	// BUDGET_EXCEEDED (docs/usage.md).
+	RunBudget     *v1.Budget `protobuf:"bytes,24,opt,name=run_budget,json=runBudget,proto3" json:"run_budget,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgentType) Reset() {
@@ -753,6 +757,13 @@ func (x *AgentType) GetCompactionModel() string {
 func (x *AgentType) GetDelegationLimits() *DelegationLimits {
 	if x != nil {
 		return x.DelegationLimits
+	}
+	return nil
+}
+
+func (x *AgentType) GetRunBudget() *v1.Budget {
+	if x != nil {
+		return x.RunBudget
 	}
 	return nil
 }
@@ -1373,8 +1384,10 @@ type AgentSpec struct {
 	ContextBudgetTokens int32 `protobuf:"varint,25,opt,name=context_budget_tokens,json=contextBudgetTokens,proto3" json:"context_budget_tokens,omitempty"`
 	// The type's compaction model (empty: the agent's own).
 	CompactionModel string `protobuf:"bytes,26,opt,name=compaction_model,json=compactionModel,proto3" json:"compaction_model,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The agent type's run budget (AgentType.run_budget).
+	RunBudget     *v1.Budget `protobuf:"bytes,27,opt,name=run_budget,json=runBudget,proto3" json:"run_budget,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgentSpec) Reset() {
@@ -1587,6 +1600,13 @@ func (x *AgentSpec) GetCompactionModel() string {
 		return x.CompactionModel
 	}
 	return ""
+}
+
+func (x *AgentSpec) GetRunBudget() *v1.Budget {
+	if x != nil {
+		return x.RunBudget
+	}
+	return nil
 }
 
 // Executor is a member of the executor pool.
@@ -1844,7 +1864,7 @@ var File_agentmesh_registry_v1_resources_proto protoreflect.FileDescriptor
 
 const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\n" +
-	"%agentmesh/registry/v1/resources.proto\x12\x15agentmesh.registry.v1\x1a\x1fagentmesh/common/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\x01\n" +
+	"%agentmesh/registry/v1/resources.proto\x12\x15agentmesh.registry.v1\x1a\x1dagentmesh/common/v1/run.proto\x1a\x1fagentmesh/common/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\x01\n" +
 	"\x04User\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05email\x18\x02 \x01(\tR\x05email\x12\x1d\n" +
@@ -1889,7 +1909,7 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf3\b\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\t\n" +
 	"\tAgentType\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1918,7 +1938,9 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x14input_expiry_seconds\x18\x14 \x01(\x05R\x12inputExpirySeconds\x122\n" +
 	"\x15context_budget_tokens\x18\x15 \x01(\x05R\x13contextBudgetTokens\x12)\n" +
 	"\x10compaction_model\x18\x16 \x01(\tR\x0fcompactionModel\x12T\n" +
-	"\x11delegation_limits\x18\x17 \x01(\v2'.agentmesh.registry.v1.DelegationLimitsR\x10delegationLimits\x1ag\n" +
+	"\x11delegation_limits\x18\x17 \x01(\v2'.agentmesh.registry.v1.DelegationLimitsR\x10delegationLimits\x12:\n" +
+	"\n" +
+	"run_budget\x18\x18 \x01(\v2\x1b.agentmesh.common.v1.BudgetR\trunBudget\x1ag\n" +
 	"\x14ToolPermissionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
 	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"{\n" +
@@ -1993,7 +2015,7 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"created_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12D\n" +
 	"\x10last_activity_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x0elastActivityAt\x12\x12\n" +
-	"\x04slug\x18\f \x01(\tR\x04slug\"\xfb\r\n" +
+	"\x04slug\x18\f \x01(\tR\x04slug\"\xb7\x0e\n" +
 	"\tAgentSpec\x122\n" +
 	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12!\n" +
 	"\fproject_slug\x18\x02 \x01(\tR\vprojectSlug\x124\n" +
@@ -2024,7 +2046,9 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x14input_expiry_seconds\x18\x17 \x01(\x05R\x12inputExpirySeconds\x12T\n" +
 	"\x11delegation_limits\x18\x18 \x01(\v2'.agentmesh.registry.v1.DelegationLimitsR\x10delegationLimits\x122\n" +
 	"\x15context_budget_tokens\x18\x19 \x01(\x05R\x13contextBudgetTokens\x12)\n" +
-	"\x10compaction_model\x18\x1a \x01(\tR\x0fcompactionModel\x1a=\n" +
+	"\x10compaction_model\x18\x1a \x01(\tR\x0fcompactionModel\x12:\n" +
+	"\n" +
+	"run_budget\x18\x1b \x01(\v2\x1b.agentmesh.common.v1.BudgetR\trunBudget\x1a=\n" +
 	"\x0fAgentNamesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1ag\n" +
@@ -2115,9 +2139,10 @@ var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	nil,                           // 23: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
 	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
 	(*structpb.Struct)(nil),       // 25: google.protobuf.Struct
-	(*v1.StringList)(nil),         // 26: agentmesh.common.v1.StringList
-	(*structpb.ListValue)(nil),    // 27: google.protobuf.ListValue
-	(v1.ToolPermission)(0),        // 28: agentmesh.common.v1.ToolPermission
+	(*v1.Budget)(nil),             // 26: agentmesh.common.v1.Budget
+	(*v1.StringList)(nil),         // 27: agentmesh.common.v1.StringList
+	(*structpb.ListValue)(nil),    // 28: google.protobuf.ListValue
+	(v1.ToolPermission)(0),        // 29: agentmesh.common.v1.ToolPermission
 }
 var file_agentmesh_registry_v1_resources_proto_depIdxs = []int32{
 	24, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
@@ -2135,44 +2160,46 @@ var file_agentmesh_registry_v1_resources_proto_depIdxs = []int32{
 	24, // 12: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
 	17, // 13: agentmesh.registry.v1.AgentType.tool_permissions:type_name -> agentmesh.registry.v1.AgentType.ToolPermissionsEntry
 	6,  // 14: agentmesh.registry.v1.AgentType.delegation_limits:type_name -> agentmesh.registry.v1.DelegationLimits
-	24, // 15: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
-	24, // 16: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
-	18, // 17: agentmesh.registry.v1.Project.tool_permissions:type_name -> agentmesh.registry.v1.Project.ToolPermissionsEntry
-	8,  // 18: agentmesh.registry.v1.Project.limits:type_name -> agentmesh.registry.v1.ProjectLimits
-	25, // 19: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
-	26, // 20: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
-	26, // 21: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
-	26, // 22: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
-	27, // 23: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
-	19, // 24: agentmesh.registry.v1.AgentConfig.tool_permissions:type_name -> agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
-	1,  // 25: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
-	9,  // 26: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
-	24, // 27: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
-	24, // 28: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
-	10, // 29: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
-	0,  // 30: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
-	25, // 31: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
-	4,  // 32: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	27, // 33: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
-	20, // 34: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	21, // 35: agentmesh.registry.v1.AgentSpec.tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
-	22, // 36: agentmesh.registry.v1.AgentSpec.agent_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
-	23, // 37: agentmesh.registry.v1.AgentSpec.project_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
-	6,  // 38: agentmesh.registry.v1.AgentSpec.delegation_limits:type_name -> agentmesh.registry.v1.DelegationLimits
-	24, // 39: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
-	13, // 40: agentmesh.registry.v1.Executor.model_providers:type_name -> agentmesh.registry.v1.ModelProvider
-	24, // 41: agentmesh.registry.v1.RemoteAgent.created_at:type_name -> google.protobuf.Timestamp
-	28, // 42: agentmesh.registry.v1.AgentType.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	28, // 43: agentmesh.registry.v1.Project.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	28, // 44: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	28, // 45: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	28, // 46: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	28, // 47: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	48, // [48:48] is the sub-list for method output_type
-	48, // [48:48] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	26, // 15: agentmesh.registry.v1.AgentType.run_budget:type_name -> agentmesh.common.v1.Budget
+	24, // 16: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
+	24, // 17: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
+	18, // 18: agentmesh.registry.v1.Project.tool_permissions:type_name -> agentmesh.registry.v1.Project.ToolPermissionsEntry
+	8,  // 19: agentmesh.registry.v1.Project.limits:type_name -> agentmesh.registry.v1.ProjectLimits
+	25, // 20: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
+	27, // 21: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
+	27, // 22: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
+	27, // 23: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
+	28, // 24: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
+	19, // 25: agentmesh.registry.v1.AgentConfig.tool_permissions:type_name -> agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
+	1,  // 26: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
+	9,  // 27: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
+	24, // 28: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
+	24, // 29: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
+	10, // 30: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
+	0,  // 31: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
+	25, // 32: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
+	4,  // 33: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	28, // 34: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
+	20, // 35: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	21, // 36: agentmesh.registry.v1.AgentSpec.tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
+	22, // 37: agentmesh.registry.v1.AgentSpec.agent_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
+	23, // 38: agentmesh.registry.v1.AgentSpec.project_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
+	6,  // 39: agentmesh.registry.v1.AgentSpec.delegation_limits:type_name -> agentmesh.registry.v1.DelegationLimits
+	26, // 40: agentmesh.registry.v1.AgentSpec.run_budget:type_name -> agentmesh.common.v1.Budget
+	24, // 41: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
+	13, // 42: agentmesh.registry.v1.Executor.model_providers:type_name -> agentmesh.registry.v1.ModelProvider
+	24, // 43: agentmesh.registry.v1.RemoteAgent.created_at:type_name -> google.protobuf.Timestamp
+	29, // 44: agentmesh.registry.v1.AgentType.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	29, // 45: agentmesh.registry.v1.Project.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	29, // 46: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	29, // 47: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	29, // 48: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	29, // 49: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	50, // [50:50] is the sub-list for method output_type
+	50, // [50:50] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_resources_proto_init() }

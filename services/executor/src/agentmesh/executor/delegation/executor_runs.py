@@ -12,7 +12,8 @@ import contextlib
 from typing import Any
 
 from agentmesh.executor.client import RunNotPlaced, RunRouter
-from agentmesh.executor.context.events import EventSink, usage_from_proto
+from agentmesh.executor.context.budget import remaining_budget
+from agentmesh.executor.context.events import EventSink, usage_from_proto, usage_from_struct
 from agentmesh.executor.context.scope import RunScope
 from agentmesh.executor.delegation.a2a import RemoteA2AAgents
 from agentmesh.executor.delegation.outcome import ChildOutcome, SuspendedBelow
@@ -82,8 +83,11 @@ class ExecutorRuns:
                                 escalated=done.escalated,
                             )
                         elif event.HasField("run_failed"):
+                            failed = event.run_failed
                             outcome = ChildOutcome(
-                                code=event.run_failed.code, message=event.run_failed.message
+                                code=failed.code,
+                                message=failed.message,
+                                usage=usage_from_proto(failed.usage) if failed.HasField("usage") else Usage(),
                             )
                         elif event.HasField("run_suspended"):
                             # Not streamed on: the caller suspends in turn, and its own
@@ -118,15 +122,18 @@ def logged_outcome(end: memory_pb2.Event) -> ChildOutcome:
     """A child run's outcome from its recorded final event (answer, escalation, tokens)."""
     completed, text, code = end_outcome(end)
     meta = end.metadata.fields
-    tokens = {
-        name: int(meta[name].number_value) for name in ("input_tokens", "output_tokens") if name in meta
-    }
+    usage = usage_from_struct(meta["tree_usage"].struct_value) if "tree_usage" in meta else None
+    if usage is None:  # recorded without the tree's usage: its own tokens, its cost unknown
+        tokens = {
+            name: int(meta[name].number_value) for name in ("input_tokens", "output_tokens") if name in meta
+        }
+        usage = Usage(**tokens, unpriced=frozenset({"unknown"}))
     return ChildOutcome(
         completed=completed,
         content=text,
         code=code,
         message=text,
-        usage=Usage(**tokens),
+        usage=usage,
         escalated="escalated" in meta and meta["escalated"].bool_value,
     )
 
@@ -144,5 +151,6 @@ def child_request(scope: RunScope, agent: str, text: str, **fields: Any) -> exec
         caller_run_id=scope.origin.run_id,
         caller_resume=scope.recorder.resume,
         tree_start_seq=scope.tree_start_seq,
+        budget=remaining_budget(scope),
         **fields,
     )

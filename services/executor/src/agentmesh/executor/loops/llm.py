@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.agents.runtime import AgentRuntime, delegate_tool_spec
+from agentmesh.executor.context.budget import check_budget
 from agentmesh.executor.context.scope import RunResult, RunScope
 from agentmesh.executor.delegation.delegator import DelegationResult, Delegator, PreparedDelegation
 from agentmesh.executor.delegation.outcome import SuspendedBelow
@@ -122,6 +123,7 @@ class LlmLoop:
                     if call.usage is not None:
                         result.usage += call.usage
                         result.total_usage += call.usage
+                        scope.meter.add(model.name, call.usage)
                 messages.append(assistant_turn(calls))
                 outputs = await self._finish_step(logged)
                 messages.extend(
@@ -136,6 +138,7 @@ class LlmLoop:
             first = resumed.answered + 1
             result.steps = resumed.answered
         for step in range(first, max_steps + 1):
+            check_budget(scope)  # spent: no step more
             result.steps = step
             metrics.record_step(kind="llm")
             await scope.sink.emit(scope.origin.event(step_started=run_pb2.StepStarted(step=step)))
@@ -366,6 +369,7 @@ class LlmLoop:
         """A delegation's result is the call's output — unless its run waits for a person: then
         this run waits on it (`_below`), the call left open."""
         self._result.total_usage += result.usage
+        self._scope.meter.below += result.usage
         if result.suspended is not None:
             self._below.append(result.suspended)
             return

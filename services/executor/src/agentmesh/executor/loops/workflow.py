@@ -151,6 +151,7 @@ class WorkflowRun:
             else:
                 child = await self._start(name, text, sub_agent_id)
         self._result.total_usage += child.usage
+        self._scope.meter.below += child.usage
         if child.suspended is not None:
             if step:
                 return child  # a parallel branch: the workflow waits once every branch is done

@@ -25,6 +25,7 @@ from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.errors import ModelUnavailable
 from agentmesh.executor.providers.base import ChatModel, Message, ModelChunk, ModelError, ToolSpec
 from agentmesh.executor.providers.mock import MockModel
+from agentmesh.executor.providers.pricing import Price
 from agentmesh.executor.providers.secrets import Secrets
 from agentmesh.executor.settings import ExecutorSettings, ProviderSettings
 from agentmesh.registry.v1 import resources_pb2
@@ -107,11 +108,13 @@ class ModelBinding:
         *,
         chunk_chars: int,
         compaction: ModelBinding | None = None,
+        mock_price: Price | None = None,
     ) -> None:
         self.plan = plan
         self._models = list(models)
         self._chunk_chars = chunk_chars
         self._compaction = compaction
+        self._mock_price = mock_price
 
     def for_compaction(self) -> ChatModel:
         """The model that summarizes history beyond the prompt's budget: the agent type's
@@ -135,6 +138,7 @@ class ModelBinding:
                 name=self.plan.name,
                 chunk_chars=self._chunk_chars,
                 answered=answered_steps,
+                price=self._mock_price,
             )
         models = [_with_params(model, params or {}) for model in self._models]
         if len(models) == 1:
@@ -243,9 +247,8 @@ class ModelFactory:
     def bind(self, plan: ModelPlan) -> ModelBinding:
         models: list[ChatModel] = []
         if plan.targets:
-            from agentmesh.executor.providers.openai import OpenAIChatModel, Price, RetryPolicy
+            from agentmesh.executor.providers.openai import OpenAIChatModel, RetryPolicy
         for target in plan.targets:
-            price = self._settings.model_prices.get(target.name)
             models.append(
                 OpenAIChatModel(
                     self._client(target),
@@ -260,13 +263,28 @@ class ModelFactory:
                     timeout_seconds=self._settings.model_timeout_seconds,
                     secrets=self.secrets,
                     key_setting=target.key_setting,
-                    price=Price(price.input_per_million_tokens, price.output_per_million_tokens)
-                    if price
-                    else None,
+                    price=self.price(target.name),
                 )
             )
         compaction = self.bind(plan.compaction) if plan.compaction is not None else None
-        return ModelBinding(plan, models, chunk_chars=self._settings.text_chunk_chars, compaction=compaction)
+        return ModelBinding(
+            plan,
+            models,
+            chunk_chars=self._settings.text_chunk_chars,
+            compaction=compaction,
+            mock_price=self.price(plan.name),
+        )
+
+    def price(self, model: str) -> Price | None:
+        """What the operator set `model` to cost; None when nothing (its cost is unknown)."""
+        price = self._settings.model_prices.get(model)
+        if price is None:
+            return None
+        return Price(
+            price.input_per_million_tokens,
+            price.output_per_million_tokens,
+            price.cached_input_per_million_tokens,
+        )
 
     async def aclose(self) -> None:
         clients, self._clients = self._clients, {}

@@ -3,7 +3,8 @@
 The i-th call of a run returns item i, the last item repeating once the list is spent. An item is
 a string, or `{"content": "...", "tool_calls": [{"name": ..., "arguments": {...}}]}`, optionally
 with `"delay_seconds"` (a pause before each chunk, to simulate a slow model), `"usage"`
-(`{"input_tokens": n, "output_tokens": m}`, else words are counted) or `"error"` (the call fails;
+(`{"input_tokens": n, "output_tokens": m, "cached_input_tokens": c}`, else words are counted;
+priced as the operator prices the agent's model name) or `"error"` (the call fails;
 `"retryable": true` makes it a rate-limit-like failure), or `"echo_prompt": true` (the answer is
 the conversation it was given after the agent's system prompt, one `role: content` line per
 message: how a test sees the context and prompt a run built). With no responses the model echoes
@@ -23,8 +24,8 @@ from agentmesh.executor.providers.base import (
     ModelError,
     ToolCallRequest,
     ToolSpec,
-    Usage,
 )
+from agentmesh.executor.providers.pricing import Price, priced_usage
 
 
 def split_chunks(text: str, size: int) -> list[str]:
@@ -45,7 +46,13 @@ class MockModel:
     system = "mock"
 
     def __init__(
-        self, responses: Sequence[Any], *, name: str = "mock", chunk_chars: int = 64, answered: int = 0
+        self,
+        responses: Sequence[Any],
+        *,
+        name: str = "mock",
+        chunk_chars: int = 64,
+        answered: int = 0,
+        price: Price | None = None,
     ) -> None:
         self._responses = list(responses)
         # A run resumed from the log (executor resumption.py) had `answered` steps answered
@@ -53,6 +60,7 @@ class MockModel:
         self._calls = answered
         self.name = name
         self._chunk_chars = chunk_chars
+        self._price = price
 
     def _next_item(self, messages: Sequence[Message]) -> dict[str, Any]:
         if not self._responses:
@@ -89,9 +97,12 @@ class MockModel:
             for call in item.get("tool_calls") or []
         ]
         scripted = item.get("usage") or {}
-        usage = Usage(
+        usage = priced_usage(
+            self.name,
+            self._price,
             input_tokens=int(scripted.get("input_tokens", sum(len(m.content.split()) for m in messages))),
             output_tokens=int(scripted.get("output_tokens", len(content.split()))),
+            cached_input_tokens=int(scripted.get("cached_input_tokens", 0)),
         )
         if delay and not content:
             await asyncio.sleep(delay)
@@ -100,4 +111,5 @@ class MockModel:
             usage=usage,
             response_model=self.name,
             finish_reason="tool_calls" if calls else "stop",
+            model_name=self.name,
         )

@@ -37,7 +37,7 @@ import grpc
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.agents.runtime import AgentRuntime, kind_name
 from agentmesh.executor.context.events import EventOrigin, EventSink, usage_proto
-from agentmesh.executor.context.scope import RunFailure, RunResult, RunScope
+from agentmesh.executor.context.scope import RunFailure, RunResult, RunScope, UsageMeter
 from agentmesh.executor.delegation.delegator import Delegator
 from agentmesh.executor.delegation.executor_runs import ExecutorRuns
 from agentmesh.executor.durability.detached import run_detached
@@ -62,12 +62,14 @@ from agentmesh.executor.run.input_event import record_input
 from agentmesh.executor.run.outliving import Outliving
 from agentmesh.executor.run.turns import await_turn
 from agentmesh.internal.executor.v1 import executor_service_pb2
+from agentmesh.internal.registry.v1.registry_internal_service_pb2 import ModelUsage
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import DomainError
+from agentmesh.runtime.identity import current_principal
 
 logger = logging.getLogger(__name__)
 
@@ -485,13 +487,22 @@ class Run:
         """Hands the run's end (whether it answered, its usage) to the finisher, which reports it
         to the registry; done once the registry took it. `urgent`: without the batch window."""
         self._end_reported = True
-        usage = result.usage if result else None
+        # What its own model calls used, answered or not (its delegations report their own).
+        meter = self.scope.meter if self.scope is not None else UsageMeter()
+        usage = meter.total
+        principal = current_principal.get()
         return self._services.finisher.finish(
             self.spec.agent.id,
             self.run_id,
             completed=result is not None,
-            tokens_used=usage.total_tokens if usage else 0,
-            cost=usage.cost if usage else 0.0,
+            tokens_used=usage.total_tokens,
+            cost=usage.cost,
+            session_id=self.request.session_id,
+            user_id=principal.user_id if principal else "",
+            model_usage=[
+                ModelUsage(model=model, calls=tally.calls, usage=usage_proto(tally.usage))
+                for model, tally in sorted(meter.by_model.items())
+            ],
             urgent=urgent,
         )
 

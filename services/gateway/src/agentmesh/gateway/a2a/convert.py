@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from a2a.types import a2a_pb2
 from a2a.utils import errors as a2a_errors
@@ -292,7 +293,12 @@ class TaskEventStream:
         if event.run_id == self._run_id and kind == "run_completed":
             out.extend(self._chunk(text) for text in self._answer.finish(event.run_completed.content))
             self.task.artifacts.append(answer_artifact(event.run_completed.content))
-            out.append(self._status(TaskState.TASK_STATE_COMPLETED, event.run_completed.content))
+            # What the whole delegation tree used: an agentmesh caller delegating over A2A rolls
+            # it into its own run's usage.
+            self.task.metadata.update({"agentmesh": {"usage": usage_metadata(event.run_completed.usage)}})
+            completed = self._status(TaskState.TASK_STATE_COMPLETED, event.run_completed.content)
+            completed.metadata.CopyFrom(self.task.metadata)
+            out.append(completed)
         elif event.run_id == self._run_id and kind == "run_failed":
             failed = event.run_failed
             out.append(self._status(failed_state(failed.code), failed.message or failed.code))
@@ -354,6 +360,18 @@ class TaskEventStream:
         }
         update.metadata.update({"agentmesh": step})
         return update
+
+
+def usage_metadata(usage: run_pb2.Usage) -> dict[str, Any]:
+    """A run's usage as an A2A task's metadata carries it (`agentmesh.usage`): tokens, and the
+    cost in US dollars, null when unknown (a model called has no price)."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cached_input_tokens": usage.cached_input_tokens,
+        "cost": usage.cost if usage.cost_known else None,
+        "unpriced_models": list(usage.unpriced_models),
+    }
 
 
 def _describe(event: run_pb2.RunEvent, kind: str) -> str:

@@ -63,6 +63,7 @@ class MeshRequestHandler(RequestHandler):
         await _spend(stream, events)
         task.status.CopyFrom(stream.task.status)
         task.artifacts.extend(stream.task.artifacts)
+        task.metadata.MergeFrom(stream.task.metadata)  # what it used, once it completed
         if stream.task.status.HasField("message"):
             task.history.append(stream.task.status.message)
         if params.configuration.HasField("history_length"):

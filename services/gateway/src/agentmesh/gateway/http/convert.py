@@ -8,7 +8,7 @@ from typing import Any
 
 from google.protobuf import timestamp_pb2
 
-from agentmesh.common.v1 import types_pb2
+from agentmesh.common.v1 import run_pb2, types_pb2
 from agentmesh.gateway.http import schemas
 from agentmesh.memory.client import event_to_dict, session_to_dict
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
@@ -113,6 +113,8 @@ def agent_type_proto(fields: dict[str, Any], *, id: str = "") -> registry_resour
             proto.tool_permissions.update(tool_permissions_proto(value))
         elif name == "delegation_limits":
             proto.delegation_limits.CopyFrom(registry_resources.DelegationLimits(**value))
+        elif name == "run_budget":
+            proto.run_budget.CopyFrom(run_pb2.Budget(**value))
         elif isinstance(value, list):
             getattr(proto, name).extend(value)
         else:
@@ -150,6 +152,9 @@ def agent_type(value: registry_resources.AgentType) -> schemas.AgentTypeOut:
         ),
         context_budget_tokens=value.context_budget_tokens,
         compaction_model=value.compaction_model,
+        run_budget=schemas.RunBudgetBody(
+            max_tokens=value.run_budget.max_tokens, max_cost=value.run_budget.max_cost
+        ),
     )
 
 

@@ -53,10 +53,18 @@ Auth = Annotated[Caller, Depends(authorize)]
 SessionHeader = Annotated[str | None, Header(alias=SESSION_HEADER, description="session to continue")]
 
 
+class PromptTokensDetails(BaseModel):
+    cached_tokens: int
+
+
 class CompletionUsage(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    prompt_tokens_details: PromptTokensDetails
+    # Not OpenAI's: what the whole delegation tree cost in US dollars; null when unknown (a model
+    # called has no price).
+    cost: float | None
 
 
 class AssistantMessage(BaseModel):

@@ -176,6 +176,13 @@ class DelegationLimitsBody(RequestBody):
     )
 
 
+class RunBudgetBody(RequestBody):
+    """What one run (with its delegations) may spend; 0: no bound."""
+
+    max_tokens: int = Field(default=0, ge=0, description="most tokens, input and output")
+    max_cost: float = Field(default=0.0, ge=0, allow_inf_nan=False, description="most US dollars")
+
+
 class AgentTypeCreate(RequestBody):
     name: str
     slug: str
@@ -203,6 +210,7 @@ class AgentTypeCreate(RequestBody):
     compaction_model: str = Field(
         default="", description="the model that summarizes history beyond the budget (empty: the agent's)"
     )
+    run_budget: RunBudgetBody = Field(default_factory=RunBudgetBody)
 
 
 class AgentTypeUpdate(RequestBody):
@@ -228,6 +236,7 @@ class AgentTypeUpdate(RequestBody):
     delegation_limits: DelegationLimitsBody = _unchanged()
     context_budget_tokens: BudgetTokens = _unchanged()
     compaction_model: str = _unchanged()
+    run_budget: RunBudgetBody = _unchanged()
 
 
 class AgentTypeOut(BaseModel):
@@ -254,6 +263,7 @@ class AgentTypeOut(BaseModel):
     delegation_limits: DelegationLimitsBody
     context_budget_tokens: int
     compaction_model: str
+    run_budget: RunBudgetBody
 
 
 # Projects.

@@ -214,6 +214,7 @@ def resolve(
         delegation_limits=agent_type.delegation_limits,
         context_budget_tokens=agent_type.context_budget_tokens,
         compaction_model=agent_type.compaction_model,
+        run_budget=agent_type.run_budget,
         description=agent_type.description,
         expertise=list(agent_type.expertise),
         revision=spec_revision(agent, project.updated_at, agent_type.updated_at),

@@ -1,5 +1,6 @@
 """Run bookkeeping: executors report each run's start and end, and the agent's status and usage
-follow (working while a run is in flight, idle after the last, usage added as each ends).
+follow (working while a run is in flight, idle after the last, usage added as each ends, and each
+run's model calls entered in the cost ledger, usage/entries.py).
 
 The lifecycle rules themselves (`agents/lifecycle.py`) are applied by the store, inside the one
 statement that records the run, so concurrent runs of one agent cannot lose each other's counts.
@@ -16,6 +17,8 @@ from agentmesh.registry.errors import AgentNotFound
 from agentmesh.registry.models import Agent, FinishedRun
 from agentmesh.registry.projects.limits import ProjectQuotas
 from agentmesh.registry.store import RegistryStore, RunChange, RunLease, Visibility
+from agentmesh.registry.usage.entries import ledger_entries, report_violations
+from agentmesh.registry.usage.models import UsageEntry
 from agentmesh.registry.validation import raise_if, required
 from agentmesh.runtime.errors import DomainError, FieldViolation
 from agentmesh.runtime.identity import Principal
@@ -64,48 +67,17 @@ class RunBookkeeping:
             run_started(change.agent, now)  # raises when paused or terminated; else a retried start
         return change.agent, spec_revision(change.agent, change.project_updated_at, change.type_updated_at)
 
-    async def finish_run(
-        self,
-        principal: Principal,
-        agent_id: str,
-        run_id: str,
-        *,
-        completed: bool,
-        tokens_used: int,
-        cost: float,
-    ) -> Agent:
-        """An executor finished a run: its usage is added, and the agent is idle again when no run
-        is left (unless paused or terminated meanwhile). Finishing a run that is not in flight (a
-        retried call) changes nothing. A run parked on it (its caller, waiting while it waited for
-        a person) goes on (`_release`)."""
-        finished = FinishedRun(
-            agent_id=agent_id, run_id=run_id, completed=completed, tokens_used=tokens_used, cost=cost
-        )
-        change = await self._finish(principal, finished)
-        if change.changed and tokens_used:
-            await self._add_tokens({change.agent.project_id: tokens_used})
-        await self._release([run_id])
+    async def finish_run(self, principal: Principal, run: FinishedRun) -> Agent:
+        """An executor finished a run: its usage is added to the agent's counters and its model
+        calls to the cost ledger, and the agent is idle again when no run is left (unless paused
+        or terminated meanwhile). Finishing a run that is not in flight (a retried call) changes
+        no counter, and adds no ledger entry twice. A run parked on it (its caller, waiting while
+        it waited for a person) goes on (`_release`)."""
+        change = await self._finish(principal, run, record=True)
+        if change.changed and run.tokens_used:
+            await self._add_tokens({change.agent.project_id: run.tokens_used})
+        await self._release([run.run_id])
         return change.agent
-
-    async def _finish(self, principal: Principal, run: FinishedRun) -> RunChange:
-        violations = required("agent_id", run.agent_id) + required("run_id", run.run_id)
-        if run.tokens_used < 0:
-            violations.append(FieldViolation("tokens_used", "must not be negative"))
-        if run.cost < 0:
-            violations.append(FieldViolation("cost", "must not be negative"))
-        raise_if(violations)
-        change = await self._store.finish_run(
-            _visibility(principal),
-            run.agent_id,
-            run.run_id,
-            self._now(),
-            completed=run.completed,
-            tokens_used=run.tokens_used,
-            cost=run.cost,
-        )
-        if change is None:
-            raise AgentNotFound("agent not found")
-        return change
 
     async def _add_tokens(self, tokens: dict[str, int]) -> None:
         """Counts finished runs' tokens to their projects' day (UTC), for `tokens_per_day`. Apart
@@ -117,22 +89,26 @@ class RunBookkeeping:
     async def finish_runs(
         self, principal: Principal, runs: Sequence[FinishedRun]
     ) -> list[Agent | DomainError]:
-        """Several `finish_run`s, each on its own: the agent after each run, or why it was refused."""
+        """Several `finish_run`s, each on its own: the agent after each run, or why it was refused.
+        Their ledger entries are written together, after them."""
         if len(runs) > MAX_FINISHED_RUNS:
             too_many = f"must hold at most {MAX_FINISHED_RUNS} runs, not {len(runs)}"
             raise_if([FieldViolation("runs", too_many)])
         results: list[Agent | DomainError] = []
         tokens: dict[str, int] = {}
+        entries: list[UsageEntry] = []
         for run in runs:
             try:
-                change = await self._finish(principal, run)
+                change = await self._finish(principal, run, record=False)
             except DomainError as error:
                 results.append(error)
             else:
                 results.append(change.agent)
+                entries.extend(ledger_entries(change.agent, run, self._now()))
                 if change.changed and run.tokens_used:
                     project_id = change.agent.project_id
                     tokens[project_id] = tokens.get(project_id, 0) + run.tokens_used
+        await self._store.usage.record(entries)
         if tokens:  # one write for the batch
             await self._add_tokens(tokens)
         await self._release(
@@ -145,6 +121,29 @@ class RunBookkeeping:
         nothing is due, and the watching executors are told so at once (`runs_ready`)."""
         if await self._store.input_requests.release_waits(run_ids, self._now()) and self._watch is not None:
             self._watch.runs_ready()
+
+    async def _finish(self, principal: Principal, run: FinishedRun, *, record: bool) -> RunChange:
+        violations = required("agent_id", run.agent_id) + required("run_id", run.run_id)
+        if run.tokens_used < 0:
+            violations.append(FieldViolation("tokens_used", "must not be negative"))
+        if run.cost < 0:
+            violations.append(FieldViolation("cost", "must not be negative"))
+        raise_if(violations + report_violations(run))
+        now = self._now()
+        change = await self._store.finish_run(
+            _visibility(principal),
+            run.agent_id,
+            run.run_id,
+            now,
+            completed=run.completed,
+            tokens_used=run.tokens_used,
+            cost=run.cost,
+        )
+        if change is None:
+            raise AgentNotFound("agent not found")
+        if record:
+            await self._store.usage.record(ledger_entries(change.agent, run, now))
+        return change
 
 
 def _visibility(principal: Principal) -> Visibility:

@@ -36,6 +36,7 @@ from agentmesh.registry.models import (
 from agentmesh.registry.projects.store import ProjectTransaction
 from agentmesh.registry.remote_agents.store import RemoteAgentTransaction
 from agentmesh.registry.runs.executor_store import ExecutorTransaction
+from agentmesh.registry.usage.store import UsageLedgerStore
 
 
 @dataclass(frozen=True)
@@ -256,6 +257,11 @@ class RegistryStore(abc.ABC):
     @abc.abstractmethod
     def input_requests(self) -> InputRequestStore:
         """Suspended runs and their requests for a person's input."""
+
+    @property
+    @abc.abstractmethod
+    def usage(self) -> UsageLedgerStore:
+        """The cost ledger."""
 
     @abc.abstractmethod
     async def start_run(

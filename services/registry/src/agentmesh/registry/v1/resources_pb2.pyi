@@ -3,6 +3,7 @@
 isort:skip_file
 """
 
+from agentmesh.common.v1 import run_pb2 as _run_pb2
 from agentmesh.common.v1 import types_pb2 as _types_pb2
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
@@ -370,6 +371,7 @@ class AgentType(_message.Message):
     CONTEXT_BUDGET_TOKENS_FIELD_NUMBER: _builtins.int
     COMPACTION_MODEL_FIELD_NUMBER: _builtins.int
     DELEGATION_LIMITS_FIELD_NUMBER: _builtins.int
+    RUN_BUDGET_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Opaque identifier."""
     name: _builtins.str
@@ -449,6 +451,13 @@ class AgentType(_message.Message):
     def delegation_limits(self) -> Global___DelegationLimits:
         """Bounds on the delegations its agents send (unset fields: the executor's defaults)."""
 
+    @_builtins.property
+    def run_budget(self) -> _run_pb2.Budget:
+        """What one run of an agent of this type may spend, its delegations included (unset or zero
+        fields: no bound); a chat's own budget, when smaller, wins. Over it the run ends
+        BUDGET_EXCEEDED (docs/usage.md).
+        """
+
     def __init__(
         self,
         *,
@@ -475,10 +484,11 @@ class AgentType(_message.Message):
         context_budget_tokens: _builtins.int = ...,
         compaction_model: _builtins.str = ...,
         delegation_limits: Global___DelegationLimits | None = ...,
+        run_budget: _run_pb2.Budget | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "delegation_limits", b"delegation_limits", "model_params", b"model_params", "updated_at", b"updated_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "delegation_limits", b"delegation_limits", "model_params", b"model_params", "run_budget", b"run_budget", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_model", b"compaction_model", "context_budget_tokens", b"context_budget_tokens", "created_at", b"created_at", "delegation_limits", b"delegation_limits", "description", b"description", "expertise", b"expertise", "fallback_models", b"fallback_models", "id", b"id", "input_expiry_seconds", b"input_expiry_seconds", "is_active", b"is_active", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "model_params", b"model_params", "name", b"name", "personality_prompt", b"personality_prompt", "primary_model", b"primary_model", "slug", b"slug", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_model", b"compaction_model", "context_budget_tokens", b"context_budget_tokens", "created_at", b"created_at", "delegation_limits", b"delegation_limits", "description", b"description", "expertise", b"expertise", "fallback_models", b"fallback_models", "id", b"id", "input_expiry_seconds", b"input_expiry_seconds", "is_active", b"is_active", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "model_params", b"model_params", "name", b"name", "personality_prompt", b"personality_prompt", "primary_model", b"primary_model", "run_budget", b"run_budget", "slug", b"slug", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -972,6 +982,7 @@ class AgentSpec(_message.Message):
     DELEGATION_LIMITS_FIELD_NUMBER: _builtins.int
     CONTEXT_BUDGET_TOKENS_FIELD_NUMBER: _builtins.int
     COMPACTION_MODEL_FIELD_NUMBER: _builtins.int
+    RUN_BUDGET_FIELD_NUMBER: _builtins.int
     project_slug: _builtins.str
     """The project's slug."""
     kind: Global___AgentKind.ValueType
@@ -1059,6 +1070,10 @@ class AgentSpec(_message.Message):
     def delegation_limits(self) -> Global___DelegationLimits:
         """The type's delegation bounds (AgentType.delegation_limits)."""
 
+    @_builtins.property
+    def run_budget(self) -> _run_pb2.Budget:
+        """The agent type's run budget (AgentType.run_budget)."""
+
     def __init__(
         self,
         *,
@@ -1088,10 +1103,11 @@ class AgentSpec(_message.Message):
         delegation_limits: Global___DelegationLimits | None = ...,
         context_budget_tokens: _builtins.int = ...,
         compaction_model: _builtins.str = ...,
+        run_budget: _run_pb2.Budget | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "delegation_limits", b"delegation_limits", "mock_responses", b"mock_responses", "model_params", b"model_params"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "delegation_limits", b"delegation_limits", "mock_responses", b"mock_responses", "model_params", b"model_params", "run_budget", b"run_budget"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "agent_names", b"agent_names", "agent_tool_permissions", b"agent_tool_permissions", "compaction_model", b"compaction_model", "context_budget_tokens", b"context_budget_tokens", "delegation_limits", b"delegation_limits", "description", b"description", "double_texting", b"double_texting", "expertise", b"expertise", "fallback_models", b"fallback_models", "input_expiry_seconds", b"input_expiry_seconds", "instructions", b"instructions", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "project_slug", b"project_slug", "project_tool_permissions", b"project_tool_permissions", "revision", b"revision", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "agent_names", b"agent_names", "agent_tool_permissions", b"agent_tool_permissions", "compaction_model", b"compaction_model", "context_budget_tokens", b"context_budget_tokens", "delegation_limits", b"delegation_limits", "description", b"description", "double_texting", b"double_texting", "expertise", b"expertise", "fallback_models", b"fallback_models", "input_expiry_seconds", b"input_expiry_seconds", "instructions", b"instructions", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "project_slug", b"project_slug", "project_tool_permissions", b"project_tool_permissions", "revision", b"revision", "run_budget", b"run_budget", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

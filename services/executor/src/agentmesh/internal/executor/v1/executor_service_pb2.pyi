@@ -43,6 +43,7 @@ class RunRequest(_message.Message):
     TREE_START_SEQ_FIELD_NUMBER: _builtins.int
     CONTEXT_FIELD_NUMBER: _builtins.int
     RESPONSE_FORMAT_FIELD_NUMBER: _builtins.int
+    BUDGET_FIELD_NUMBER: _builtins.int
     project_slug: _builtins.str
     """The project's slug."""
     agent_name: _builtins.str
@@ -113,6 +114,12 @@ class RunRequest(_message.Message):
         answer of another shape fails the run (INTERNAL ANSWER_NOT_IN_FORMAT). A user's chat only.
         """
 
+    @_builtins.property
+    def budget(self) -> _run_pb2.Budget:
+        """What this run and its delegations may spend: the chat's budget (the gateway's request
+        headers), less what its caller's tree had spent when it delegated. Unset: no bound.
+        """
+
     def __init__(
         self,
         *,
@@ -134,10 +141,11 @@ class RunRequest(_message.Message):
         tree_start_seq: _builtins.int = ...,
         context: _abc.Iterable[Global___ContextMessage] | None = ...,
         response_format: Global___ResponseFormat | None = ...,
+        budget: _run_pb2.Budget | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["model_settings", b"model_settings", "response_format", b"response_format"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "model_settings", b"model_settings", "response_format", b"response_format"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_name", b"agent_name", "as_sub_agent", b"as_sub_agent", "batch_events", b"batch_events", "caller_resume", b"caller_resume", "caller_run_id", b"caller_run_id", "context", b"context", "delegation_depth", b"delegation_depth", "delegation_id", b"delegation_id", "delegation_path", b"delegation_path", "double_texting", b"double_texting", "input", b"input", "model_settings", b"model_settings", "parent_event_id", b"parent_event_id", "project_slug", b"project_slug", "response_format", b"response_format", "session_id", b"session_id", "sub_agent_id", b"sub_agent_id", "tree_start_seq", b"tree_start_seq"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_name", b"agent_name", "as_sub_agent", b"as_sub_agent", "batch_events", b"batch_events", "budget", b"budget", "caller_resume", b"caller_resume", "caller_run_id", b"caller_run_id", "context", b"context", "delegation_depth", b"delegation_depth", "delegation_id", b"delegation_id", "delegation_path", b"delegation_path", "double_texting", b"double_texting", "input", b"input", "model_settings", b"model_settings", "parent_event_id", b"parent_event_id", "project_slug", b"project_slug", "response_format", b"response_format", "session_id", b"session_id", "sub_agent_id", b"sub_agent_id", "tree_start_seq", b"tree_start_seq"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -212,6 +212,9 @@ class FinishAgentRunRequest(_message.Message):
     COMPLETED_FIELD_NUMBER: _builtins.int
     TOKENS_USED_FIELD_NUMBER: _builtins.int
     COST_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    MODEL_USAGE_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """The agent's id."""
     run_id: _builtins.str
@@ -222,6 +225,17 @@ class FinishAgentRunRequest(_message.Message):
     """Tokens the run used."""
     cost: _builtins.float
     """Cost the run incurred."""
+    session_id: _builtins.str
+    """The session the run worked in (for its ledger entries)."""
+    user_id: _builtins.str
+    """The user whose chat the run served (for its ledger entries)."""
+    @_builtins.property
+    def model_usage(self) -> _containers.RepeatedCompositeFieldContainer[Global___ModelUsage]:
+        """The run's own model calls (not its delegations', which report their own), per model: its
+        entries in the cost ledger. Recorded once per run and model, however often the call is
+        retried.
+        """
+
     def __init__(
         self,
         *,
@@ -230,14 +244,49 @@ class FinishAgentRunRequest(_message.Message):
         completed: _builtins.bool = ...,
         tokens_used: _builtins.int = ...,
         cost: _builtins.float = ...,
+        session_id: _builtins.str = ...,
+        user_id: _builtins.str = ...,
+        model_usage: _abc.Iterable[Global___ModelUsage] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "completed", b"completed", "cost", b"cost", "run_id", b"run_id", "tokens_used", b"tokens_used"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "completed", b"completed", "cost", b"cost", "model_usage", b"model_usage", "run_id", b"run_id", "session_id", b"session_id", "tokens_used", b"tokens_used", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___FinishAgentRunRequest: _TypeAlias = FinishAgentRunRequest  # noqa: Y015
+
+@_typing.final
+class ModelUsage(_message.Message):
+    """ModelUsage is what a run's calls of one model used."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODEL_FIELD_NUMBER: _builtins.int
+    CALLS_FIELD_NUMBER: _builtins.int
+    USAGE_FIELD_NUMBER: _builtins.int
+    model: _builtins.str
+    """The model, as the agent names it."""
+    calls: _builtins.int
+    """Calls made."""
+    @_builtins.property
+    def usage(self) -> _run_pb2.Usage:
+        """Their tokens and cost (`cost_known` false when the model has no price)."""
+
+    def __init__(
+        self,
+        *,
+        model: _builtins.str = ...,
+        calls: _builtins.int = ...,
+        usage: _run_pb2.Usage | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calls", b"calls", "model", b"model", "usage", b"usage"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ModelUsage: _TypeAlias = ModelUsage  # noqa: Y015
 
 @_typing.final
 class FinishAgentRunResponse(_message.Message):
