@@ -10,14 +10,13 @@ from datetime import timedelta
 import pytest
 
 from agentmesh.registry.errors import InputAlreadyAnswered, InputRequestExpired, RunNotHeld
-from agentmesh.registry.models import (
-    AgentStatus,
+from agentmesh.registry.models import AgentStatus, PageRequest
+from agentmesh.registry.runs.input_models import (
     InputDecision,
     InputKind,
     InputRequest,
     InputRequestState,
     InputResponse,
-    PageRequest,
 )
 from agentmesh.registry.store import RegistryStore, RunLease, Visibility
 from tests.integration.registry.test_store_contract import T0, _world

@@ -17,13 +17,13 @@ from agentmesh.registry.models import (
     ApiKey,
     Credentials,
     Executor,
-    InputRequest,
     Project,
     RefreshToken,
     RegisteredMcpServer,
     RemoteAgent,
     RunKey,
 )
+from agentmesh.registry.runs.input_models import InputRequest
 
 V = TypeVar("V")
 

@@ -20,6 +20,7 @@ from agentmesh.registry.identity.auth import Accounts
 from agentmesh.registry.mcp_servers.registry import McpServerRegistry
 from agentmesh.registry.remote_agents.registry import RemoteAgentRegistry
 from agentmesh.registry.remote_agents.servicer import remote_agent_message
+from agentmesh.registry.runs import input_convert
 from agentmesh.registry.runs.bookkeeping import RunBookkeeping
 from agentmesh.registry.runs.executors import ExecutorPool
 from agentmesh.registry.runs.input_requests import InputRequests
@@ -128,10 +129,10 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
             request.executor_id,
             request.agent_id,
             request.run_id,
-            convert.raised_inputs(request.input_requests),
+            input_convert.raised_inputs(request.input_requests),
             waits_on=list(request.waits_on_run_ids),
         )
-        return pb.SuspendRunResponse(input_requests=[convert.input_request_message(r) for r in stored])
+        return pb.SuspendRunResponse(input_requests=[input_convert.input_request_message(r) for r in stored])
 
     async def RegisterExecutor(
         self, request: pb.RegisterExecutorRequest, context: Context

@@ -70,6 +70,18 @@ class BudgetedContext:
     budget_tokens: int
     fixed_tokens: int  # the instructions and the input
 
+    @classmethod
+    def of(cls, recorder: Recorder, run_id: str, budget_tokens: int, fixed: Sequence[str]) -> BudgetedContext:
+        """The context of `recorder`'s run, whose prompt holds the `fixed` texts besides history."""
+        return cls(
+            session_id=recorder.session_id,
+            project_id=recorder.project_id,
+            agent=recorder.agent,
+            run_id=run_id,
+            budget_tokens=budget_tokens,
+            fixed_tokens=estimate_tokens("".join(fixed)),
+        )
+
 
 async def budgeted_history(
     memory: MemoryClient, recorder: Recorder, summarizer: ChatModel, context: BudgetedContext

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from agentmesh.executor.durability import client_context
 from agentmesh.executor.durability.recorder import EventType
 from agentmesh.executor.providers.base import Message
+from agentmesh.executor.run import answer_format
 from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2
@@ -76,3 +77,9 @@ def sent_context(context: Iterable[executor_service_pb2.ContextMessage]) -> list
         Message(role=_SENT_ROLES.get(message.role, "user"), content=message.content)  # type: ignore[arg-type]
         for message in context
     ]
+
+
+def request_context(request: executor_service_pb2.RunRequest) -> list[Message]:
+    """What a request itself puts before the history: the format its answer must have
+    (answer_format.py), and the conversation a client that keeps no session sent with it."""
+    return answer_format.instruction(request.response_format) + sent_context(request.context)

@@ -50,7 +50,7 @@ from agentmesh.executor.loops.llm import LlmLoop, LlmLoopSettings
 from agentmesh.executor.loops.workflow import WorkflowRun, WorkflowSettings
 from agentmesh.executor.providers.base import Message
 from agentmesh.executor.run import answer_format, history
-from agentmesh.executor.run.compaction import BudgetedContext, budgeted_history, estimate_tokens
+from agentmesh.executor.run.compaction import BudgetedContext, budgeted_history
 from agentmesh.executor.run.end import (
     Ending,
     record_cancelled,
@@ -299,30 +299,15 @@ class Run:
         ).run()
 
     async def _history(self, received: memory_pb2.Event, runtime: AgentRuntime) -> list[Message]:
-        """What the request says of its answer's format (answer_format.py), the conversation a
-        stateless client sent with its input, then the agent's context: within its token budget
-        when it has one (compaction.py), else its window (history.py), read with the input when
-        the run asked for it there (a delegated run), else read now — not at all when the input
-        was the session's first event (a new session has no history)."""
-        sent = answer_format.instruction(self.request.response_format) + history.sent_context(
-            self.request.context
-        )
+        """The request's own context (history.request_context), then the agent's history: within
+        its token budget when it has one (compaction.py), else its window (history.py) — read with
+        the input for a delegated run, not at all for a new session's first message."""
+        sent = history.request_context(self.request)
         budget = self.spec.context_budget_tokens or self._services.context_budget_tokens
         if budget and received.seq > 1 and runtime.models is not None:
-            as_sub_agent = self.request.as_sub_agent
-            fixed = estimate_tokens(
-                runtime.system_prompt(as_sub_agent=as_sub_agent)
-                + self.request.input
-                + "".join(message.content for message in sent)
-            )
-            context = BudgetedContext(
-                session_id=self.recorder.session_id,
-                project_id=self.recorder.project_id,
-                agent=self.recorder.agent,
-                run_id=self.run_id,
-                budget_tokens=budget,
-                fixed_tokens=fixed,
-            )
+            system = runtime.system_prompt(as_sub_agent=self.request.as_sub_agent)
+            fixed = [system, self.request.input, *(message.content for message in sent)]
+            context = BudgetedContext.of(self.recorder, self.run_id, budget, fixed)
             summarizer = runtime.models.for_compaction()
             return sent + await budgeted_history(self._services.memory, self.recorder, summarizer, context)
         window = self._services.history_window_events

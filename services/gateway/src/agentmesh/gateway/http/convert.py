@@ -9,7 +9,7 @@ from typing import Any
 from google.protobuf import timestamp_pb2
 
 from agentmesh.common.v1 import run_pb2, types_pb2
-from agentmesh.gateway.http import schemas
+from agentmesh.gateway.http import schemas, session_schemas
 from agentmesh.memory.client import event_to_dict, session_to_dict
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.registry.v1 import registry_service_pb2 as registry_pb2
@@ -273,9 +273,9 @@ def pagination(total: int, page: int, page_size: int) -> schemas.Pagination:
 # Sessions and events: the memory service's JSON view, checked against the documented models.
 
 
-def session(value: memory_pb2.Session) -> schemas.SessionOut:
-    return schemas.SessionOut(**session_to_dict(value))
+def session(value: memory_pb2.Session) -> session_schemas.SessionOut:
+    return session_schemas.SessionOut(**session_to_dict(value))
 
 
-def event(value: memory_pb2.Event) -> schemas.EventOut:
-    return schemas.EventOut(**event_to_dict(value))
+def event(value: memory_pb2.Event) -> session_schemas.EventOut:
+    return session_schemas.EventOut(**event_to_dict(value))

@@ -21,15 +21,10 @@ from datetime import datetime, timedelta
 from agentmesh.registry.agents.watch import AgentWatch
 from agentmesh.registry.clock import Clock, utc_now
 from agentmesh.registry.errors import InputRequestNotFound, ProjectNotFound
-from agentmesh.registry.models import (
-    InputRequest,
-    InputRequestState,
-    InputResponse,
-    Page,
-    RaisedInput,
-)
+from agentmesh.registry.models import Page
 from agentmesh.registry.pagination import PageTokens
 from agentmesh.registry.projects.registry import visible_project
+from agentmesh.registry.runs.input_models import InputRequest, InputRequestState, InputResponse, RaisedInput
 from agentmesh.registry.runs.waiting import DEFAULT_EXPIRY_SECONDS, as_seen, response_violations
 from agentmesh.registry.store import RegistryStore
 from agentmesh.registry.validation import raise_if, required

@@ -33,15 +33,9 @@ from agentmesh.registry.errors import (
     ValidationFailed,
 )
 from agentmesh.registry.in_memory_state import State, Stored
-from agentmesh.registry.models import (
-    InputRequest,
-    InputRequestState,
-    InputResponse,
-    PageRequest,
-    RunKey,
-    Slice,
-)
+from agentmesh.registry.models import PageRequest, RunKey, Slice
 from agentmesh.registry.pagination import keyset_slice
+from agentmesh.registry.runs.input_models import InputRequest, InputRequestState, InputResponse
 from agentmesh.registry.runs.run_waits import (
     add_waits,
     add_waits_in,

@@ -17,7 +17,8 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agentmesh.registry.in_memory_state import State
-from agentmesh.registry.models import InputRequestState, RunKey
+from agentmesh.registry.models import RunKey
+from agentmesh.registry.runs.input_models import InputRequestState
 from agentmesh.registry.tables import AgentRunRow, InputRequestRow, RunWaitRow
 
 _RUNS = AgentRunRow.__table__

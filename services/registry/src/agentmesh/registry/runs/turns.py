@@ -23,14 +23,9 @@ import time
 
 from agentmesh.registry.clock import utc_now
 from agentmesh.registry.errors import SessionAwaitsInput, SessionBusy
-from agentmesh.registry.models import (
-    DOUBLE_TEXTING_POLICIES,
-    Agent,
-    FinishedRun,
-    InputRequestState,
-    PageRequest,
-)
+from agentmesh.registry.models import DOUBLE_TEXTING_POLICIES, Agent, FinishedRun, PageRequest
 from agentmesh.registry.runs.bookkeeping import RunBookkeeping
+from agentmesh.registry.runs.input_models import InputRequestState
 from agentmesh.registry.store import InputRequestStore, RunLease, RunLeaseStore
 from agentmesh.runtime.errors import FieldViolation, ValidationFailed
 from agentmesh.runtime.identity import Principal

@@ -22,20 +22,11 @@ from agentmesh.registry.agents.store import AgentTransaction
 from agentmesh.registry.errors import DuplicateRequest as DuplicateRequest
 from agentmesh.registry.identity.store import AccountTransaction, ApiKeyTransaction
 from agentmesh.registry.mcp_servers.store import McpServerTransaction
-from agentmesh.registry.models import (
-    Agent,
-    AgentType,
-    InputRequest,
-    InputRequestState,
-    InputResponse,
-    PageRequest,
-    Project,
-    RunKey,
-    Slice,
-)
+from agentmesh.registry.models import Agent, AgentType, PageRequest, Project, RunKey, Slice
 from agentmesh.registry.projects.store import ProjectTransaction
 from agentmesh.registry.remote_agents.store import RemoteAgentTransaction
 from agentmesh.registry.runs.executor_store import ExecutorTransaction
+from agentmesh.registry.runs.input_models import InputRequest, InputRequestState, InputResponse
 from agentmesh.registry.usage.store import UsageLedgerStore
 
 
