@@ -78,9 +78,6 @@ class Processes:
                     "AGENTMESH_REGISTRY_PASSWORD_HASH_MEMORY_KIB": "64",
                     "AGENTMESH_REGISTRY_RUN_LEASE_SECONDS": str(LEASE_SECONDS),
                     "AGENTMESH_REGISTRY_RUN_LEASE_SWEEP_SECONDS": "0.2",
-                    # Executors of one run slot that one project fills on purpose: no fair share
-                    # holds a project to part of the pool (docs/tenants.md).
-                    "AGENTMESH_REGISTRY_PROJECT_SHARE_OF_POOL": "1",
                     **(registry_env or {}),
                 },
             )

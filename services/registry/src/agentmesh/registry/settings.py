@@ -48,8 +48,13 @@ class RegistrySettings(ServiceSettings):
     default_open_streams: int = Field(default=0, ge=0)
     default_tokens_per_day: int = Field(default=0, ge=0)
     default_stored_bytes: int = Field(default=0, ge=0)
+    # Off by default: the share is a cap, not a queue, so a delegation or a workflow's sub-agent
+    # in a small pool, or while an executor is gone, would be refused rather than wait its turn.
     project_share_of_pool: float = Field(
-        default=0.5, gt=0, le=1, description="of the live executors' run slots, one project's at most"
+        default=0.0,
+        ge=0,
+        le=1,
+        description="of the live executors' run slots, one project's at most (0: none)",
     )
 
     # argon2id cost; the defaults are OWASP's recommendation (m=19456 KiB, t=2, p=1). Lower them

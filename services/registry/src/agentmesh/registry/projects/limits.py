@@ -31,13 +31,14 @@ class LimitDefaults:
     executor pool's run slots a project may hold when no fixed `concurrent_runs` is given."""
 
     limits: ProjectLimits
-    project_share_of_pool: float = 1.0
+    project_share_of_pool: float = 0.0  # 0: no share of the pool is enforced
 
     def in_force(self, limits: ProjectLimits, *, pool_run_slots: int = 0) -> ProjectLimits:
         """Every limit as it applies to a project that sets `limits` (0: unlimited), with the
         pool's run slots now (0 when unknown: no share of the pool is enforced)."""
         values = {name: limit(limits, self.limits, name) for name in LIMIT_NAMES}
-        if limits.concurrent_runs is None and not self.limits.concurrent_runs and pool_run_slots:
+        shared = pool_run_slots and self.project_share_of_pool > 0
+        if limits.concurrent_runs is None and not self.limits.concurrent_runs and shared:
             values["concurrent_runs"] = max(1, math.floor(pool_run_slots * self.project_share_of_pool))
         return ProjectLimits(**values)
 
