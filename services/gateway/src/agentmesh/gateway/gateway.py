@@ -228,7 +228,16 @@ class AgentGateway:
         answered = await self._registry.respond_to_input_request(
             project_id, request_id, response, metadata=caller.metadata
         )
-        pending = await self.pending_requests(caller, project_id, answered.session_id, run_id=answered.run_id)
+        # Still waiting only for requests raised with the answered one (one suspension's requests
+        # share their time): one the resumed run raised since is its next suspension, which the
+        # log shows as the followed run's.
+        pending = [
+            request
+            for request in await self.pending_requests(
+                caller, project_id, answered.session_id, run_id=answered.run_id
+            )
+            if request.created_at == answered.created_at
+        ]
         if pending:
             return _still_waiting(answered, pending)
         resumed = follow_run(
