@@ -228,15 +228,15 @@ class AgentGateway:
         answered = await self._registry.respond_to_input_request(
             project_id, request_id, response, metadata=caller.metadata
         )
-        # Still waiting only for requests raised with the answered one (one suspension's requests
-        # share their time): one the resumed run raised since is its next suspension, which the
-        # log shows as the followed run's.
+        # Still waiting only for requests raised before this response: one the resumed run raised
+        # since is its next suspension, which the log shows as the followed run's.
+        responded = answered.response.responded_at.ToNanoseconds()
         pending = [
             request
             for request in await self.pending_requests(
                 caller, project_id, answered.session_id, run_id=answered.run_id
             )
-            if request.created_at == answered.created_at
+            if request.created_at.ToNanoseconds() <= responded
         ]
         if pending:
             return _still_waiting(answered, pending)
