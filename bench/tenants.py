@@ -23,7 +23,7 @@ from agentmesh.registry.v1 import resources_pb2
 from bench.mesh import GrpcChat, MemoryAppender, Mesh, StreamingChat, delegate_response, wait_quiet
 from bench.plan import Plan
 from bench.report import Results, describe_error
-from bench.stats import Latency, latency, warm_up
+from bench.stats import latency, warm_up
 from tests.mesh import MeshClient, Seeded, bearer
 
 # A tenant's password (each tenant is a user made for the run).
@@ -41,11 +41,12 @@ async def tenants(plan: Plan, results: Results, mesh: Mesh, client: MeshClient, 
         )
         chat = GrpcChat(mesh.channel(mesh.gateway_address), victim)
         await warm_up(chat, plan.warmup_calls)
-        quiet = await _measured(chat, plan.tenant_calls)
+        # Every failure of the measured tenant's chats counts as refused (none may be).
+        quiet = await latency(chat, plan.tenant_calls)
         attack = await _Attack.prepare(plan, mesh, client, admin_token, hostile_token)
         await wait_quiet()
         async with attack.running():
-            loaded = await _measured(chat, plan.tenant_calls)
+            loaded = await latency(chat, plan.tenant_calls)
         results.details["tenants"] = {
             "quiet": quiet.summary(),
             "loaded": loaded.summary(),
@@ -54,14 +55,6 @@ async def tenants(plan: Plan, results: Results, mesh: Mesh, client: MeshClient, 
         results.set("tenant_p50_ratio", loaded.p50_ms / quiet.p50_ms)
         results.set("tenant_p99_ratio", loaded.p99_ms / quiet.p99_ms)
         results.set("tenant_refused", loaded.errors + quiet.errors, digits=0)
-
-
-async def _measured(chat: GrpcChat, count: int) -> Latency:
-    """The victim's chats one after another; every failure counts as refused (none may be)."""
-    measured = Latency()
-    for _ in range(count):
-        await latency(chat, 1, into=measured)
-    return measured
 
 
 async def _tenant(client: MeshClient, admin_token: str, role: str) -> str:
@@ -137,9 +130,8 @@ class _Attack:
         fanout = StreamingChat(gateway[0], self._hostile["fanout"])
         streaming = [StreamingChat(channel, self._hostile["slow"]) for channel in gateway]
         memory = [memory_service_pb2_grpc.MemoryServiceStub(channel) for channel in gateway]
-        metadata = bearer(self._hostile["reader"].token)
         reader = self._hostile["reader"]
-
+        metadata = bearer(reader.token)
         timeout = plan.stream_timeout_seconds
 
         async def stream(number: int) -> None:
