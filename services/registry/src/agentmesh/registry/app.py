@@ -216,7 +216,7 @@ async def start(settings: RegistrySettings) -> RunningService:
     return RegistryService(
         name="registry",
         server=server,
-        closers=[components.leases.stop, lambda: _dispose(components.engine, components.lease_engine)],
+        closers=[lambda: _dispose(components.engine, components.lease_engine), components.leases.stop],
         watch=components.registry.watch,
         settings=settings,
         accounts=components.accounts,
