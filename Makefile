@@ -48,6 +48,8 @@ imports: $(STAMP)
 
 # The suite's tests mostly wait (on servers, processes, PostgreSQL), so they run side by side in
 # more workers than there are cores (pytest-xdist); each worker starts its own PostgreSQL server.
+# Work stealing: an idle worker takes half of a busy one's queue, so the slow end-to-end and fault
+# tests at the front of the collection do not all land on one worker (docs/decisions/0019).
 # The slowest tests are listed at the end. `make test PYTEST_ARGS="tests/unit -n 0"` narrows it.
 TEST_WORKERS ?= 4
 PYTEST_ARGS ?=
@@ -57,7 +59,7 @@ $(NODE_CLIENT): tests/node/package-lock.json
 	npm ci --prefix tests/node --no-audit --no-fund --loglevel=error
 
 test: $(STAMP) $(NODE_CLIENT) lint imports check-protos buf-lint
-	$(BIN)/pytest -n $(TEST_WORKERS) --durations=25 $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --durations=25 $(PYTEST_ARGS)
 
 # Benchmarks against PostgreSQL (bench/, docs/performance.md): `bench` takes a few minutes and
 # writes bench/results/latest.json; `bench-smoke` only checks that every figure is produced.

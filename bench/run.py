@@ -23,8 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+from google.protobuf import field_mask_pb2
 from sqlalchemy.engine import make_url
 
+from agentmesh.registry.v1 import registry_service_pb2 as reg
+from agentmesh.registry.v1 import resources_pb2
 from bench.appends import appends
 from bench.chains import FloorChain, RawChain
 from bench.chat_latency import chat_latency
@@ -41,6 +44,7 @@ from bench.tenants import tenants
 from bench.throughput import chat_throughput
 from bench.tracing import exporter_env, tracing
 from tests.e2e.harness import ServiceProcess
+from tests.mesh import MeshClient, Seeded, bearer
 from tests.postgres import fresh_database, libpq_dsn, postgres_server_url
 
 logger = logging.getLogger(__name__)
@@ -87,6 +91,7 @@ async def run(plan: Plan, *, log_dir: Path, only: frozenset[str] = frozenset()) 
         stack.push_async_callback(client.close)
         token = await client.login()
         assistant = await client.seed_agent(token, name="assistant", mock_responses=["hello, one step"])
+        await _unbounded(client, token, assistant)
         chat = GrpcChat(mesh.channel(mesh.gateway_address), assistant)
         await warm_up(chat, plan.warmup_calls)
 
@@ -112,6 +117,19 @@ async def run(plan: Plan, *, log_dir: Path, only: frozenset[str] = frozenset()) 
 
     machine["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     return results.to_json(machine, duration_seconds=round(time.monotonic() - started, 1))
+
+
+async def _unbounded(client: MeshClient, token: str, assistant: Seeded) -> None:
+    """The sections before `tenants` measure one tenant's capacity (5,000 streams at once): its
+    project has no limit on runs at once, not the default share of the pool (docs/tenants.md).
+    The tenants section's own projects keep the defaults."""
+    unlimited = resources_pb2.Project(
+        id=assistant.project_id, limits=resources_pb2.ProjectLimits(concurrent_runs=0)
+    )
+    request = reg.UpdateProjectRequest(
+        project=unlimited, update_mask=field_mask_pb2.FieldMask(paths=["limits"])
+    )
+    await client.registry.UpdateProject(request, metadata=bearer(token))
 
 
 async def _postgres_version(url: str) -> str:

@@ -324,6 +324,24 @@ async def test_browse_sessions_and_continue_one_in_chat(console: ConsolePage, me
     console.shot("continued")
 
 
+async def test_fork_a_session_at_an_event_of_its_log(console: ConsolePage, mesh: Mesh) -> None:
+    chat = {"model": "demo/coordinator", "messages": [{"role": "user", "content": "Process task 7"}]}
+    reply = await mesh.http.post("/v1/chat/completions", json=chat, headers={"X-Session-Id": "to-fork"})
+    assert reply.status_code == 200, reply.text
+
+    await signed_in(console)
+    console.open(f"#/projects/{mesh.project_id}/sessions/to-fork")
+    console.click('[data-tab="events"]')
+    console.click('.event-row[data-seq="1"]', "the first event")
+    console.click('[data-action="fork"][data-seq="1"]', "fork here")
+    console.wait(lambda driver: "/sessions/to-fork" not in driver.current_url, "the fork opened")
+    fork_id = console.driver.current_url.rsplit("/sessions/", 1)[1]
+    console.find(".session-panel .step-user_message", "the inherited message in the fork")
+    console.shot("forked")
+    events = await mesh.events(fork_id)
+    assert [e["seq"] for e in events] == [1] and events[0]["content"] == "Process task 7"
+
+
 # --- a person in the loop ----------------------------------------------------------------------
 
 

@@ -4,12 +4,15 @@ non-idempotent MCP tool (`record`, which counts its own calls in a file) and sus
 executor that ran one is SIGKILLed; a fresh executor takes the place of the dead. Each approval,
 sent as two concurrent responses, counts once (the other is refused naming the first), resumes its
 run on a live executor, and `record` runs exactly once per chat; every session ends with exactly
-one final event, and no agent is left `working` or `waiting`."""
+one final event, and no agent is left `working` or `waiting`. The same holds for a tree that waits:
+a coordinator delegates to the careful agent, whose request parks both runs; every executor that
+ran either dies; the approval at the top resumes the worker, then the coordinator, once each."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import grpc
@@ -83,11 +86,18 @@ async def respond(client: MeshClient, token: str, project_id: str, request_id: s
 async def test_waiting_runs_survive_their_executors_and_each_approval_counts_once(
     postgres_database: str, tmp_path: Path
 ) -> None:
-    count_file = tmp_path / "calls.txt"
+    await _in_a_mesh(postgres_database, tmp_path, _scenario)
+
+
+async def _in_a_mesh(
+    postgres_database: str,
+    tmp_path: Path,
+    scenario: Callable[[Processes, MeshClient, Path], Awaitable[None]],
+) -> None:
     async with running(postgres_database, tmp_path) as mesh:
         client = MeshClient(mesh.registry.grpc_address, mesh.gateway.grpc_address)
         try:
-            await _scenario(mesh, client, count_file)
+            await scenario(mesh, client, tmp_path / "calls.txt")
         finally:
             await client.close()
 
@@ -136,5 +146,90 @@ async def _scenario(mesh: Processes, client: MeshClient, count_file: Path) -> No
     async def settled() -> bool:
         books = await run_bookkeeping(mesh.database_url)
         return books.settled
+
+    await eventually(settled, timeout=30, what="no run left in flight or waiting in the registry's books")
+
+
+async def test_a_waiting_delegation_tree_survives_its_executors_and_each_run_resumes_once(
+    postgres_database: str, tmp_path: Path
+) -> None:
+    await _in_a_mesh(postgres_database, tmp_path, _tree_scenario)
+
+
+async def coordinator(client: MeshClient, token: str, project_id: str, worker: str) -> str:
+    """An agent that delegates to the careful one: its ref."""
+    metadata = bearer(token)
+    suffix = uuid.uuid4().hex[:8]
+    agent_type = (
+        await client.registry.CreateAgentType(
+            reg.CreateAgentTypeRequest(
+                agent_type=resources_pb2.AgentType(
+                    name=f"coordinator {suffix}",
+                    slug=f"coordinator-{suffix}",
+                    primary_model="mock",
+                    is_active=True,
+                )
+            ),
+            metadata=metadata,
+        )
+    ).agent_type
+    config = resources_pb2.AgentConfig()
+    delegation = {
+        "content": "",
+        "tool_calls": [{"name": "delegate", "arguments": {"agent": "careful", "task": "record it"}}],
+    }
+    config.mock_responses.extend([delegation, "coordinated"])
+    config.network_access.CopyFrom(types_pb2.StringList(values=["careful"]))
+    await client.registry.CreateAgent(
+        reg.CreateAgentRequest(
+            agent=resources_pb2.Agent(
+                project_id=project_id, agent_type_id=agent_type.id, name="coordinator", config=config
+            )
+        ),
+        metadata=metadata,
+    )
+    return f"{worker.split('/')[0]}/coordinator"
+
+
+async def _tree_scenario(mesh: Processes, client: MeshClient, count_file: Path) -> None:
+    token = await client.login()
+    project_id, worker = await seed(client, token, count_file)
+    agent = await coordinator(client, token, project_id, worker)
+
+    async def chat(session: str) -> list[run_pb2.RunEvent]:
+        call = client.gateway.StreamChat(
+            gw.StreamChatRequest(agent=agent, message="get it recorded", session_id=session),
+            metadata=bearer(token),
+        )
+        return [response.event async for response in call]
+
+    suspended = await asyncio.gather(*(chat(f"tree-{n}") for n in range(2)))
+    for events in suspended:
+        assert events[-1].HasField("run_suspended") and events[-1].run_id == events[0].run_id, events[-1]
+    assert calls(count_file, "record") == 0
+
+    # Every executor that ran a run of a tree — the coordinator's or the worker's — dies.
+    used = {
+        event.run_started.executor_id
+        for events in suspended
+        for event in events
+        if event.HasField("run_started")
+    }
+    for executor_id in used:
+        await mesh.executors[executor_id].kill()
+    for executor_id in used:
+        await mesh.executors[executor_id].start()
+
+    for events in suspended:
+        resumed = await respond(client, token, project_id, events[-1].run_suspended.request_ids[0])
+        assert resumed[-1].run_id == events[0].run_id, resumed[-1]
+        assert resumed[-1].run_completed.content == "coordinated", resumed[-1]
+        answers = [e.delegation_response for e in resumed if e.HasField("delegation_response")]
+        assert [a.content for a in answers] == ["recorded"]  # the worker's answer, once
+
+    assert calls(count_file, "record") == 2  # once per chat, after its approval
+
+    async def settled() -> bool:
+        return (await run_bookkeeping(mesh.database_url)).settled
 
     await eventually(settled, timeout=30, what="no run left in flight or waiting in the registry's books")

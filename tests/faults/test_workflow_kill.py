@@ -80,6 +80,7 @@ class Watcher:
     async def all_idle(self) -> bool:
         for agent in self.agents:
             response = await self.http.get(f"/api/v1/projects/{agent.project_id}/agents/{agent.agent_id}")
+            assert response.status_code == 200, response.text
             if response.json()["status"] != "idle":
                 return False
         return True

@@ -55,6 +55,18 @@ COMMANDS = {
         "agentmesh.cli.input_requests:answer",
         "Answer a question a run waits for, and follow the resumed run.",
     ),
+    "limits": LazyCommand(
+        "agentmesh.cli.limits:limits",
+        "Show a project's limits, or set them (superusers; owners may only lower them).",
+    ),
+    "fork": LazyCommand(
+        "agentmesh.cli.sessions:fork",
+        "Fork a session at an event into a new session that sees the history up to it.",
+    ),
+    "usage": LazyCommand(
+        "agentmesh.cli.usage:usage",
+        "Show what a project spent: tokens and cost per agent, user, model, session or day.",
+    ),
     "users": LazyCommand("agentmesh.cli.users:users", "Manage users."),
     "api-keys": LazyCommand("agentmesh.cli.api_keys:api_keys", "Manage your API keys."),
     "get": LazyCommand(

@@ -105,6 +105,10 @@ class Stack:
         tool_permissions: dict[str, str] | None = None,
         agent_tool_permissions: dict[str, str] | None = None,
         input_expiry_seconds: int = 0,
+        delegation_limits: resources_pb2.DelegationLimits | None = None,
+        context_budget_tokens: int = 0,
+        compaction_model: str = "",
+        run_budget: run_pb2.Budget | None = None,
     ) -> Agent:
         """An agent of a type of its own (so every setting is this test's); permissions as REST
         writes them ("allow", "ask", "deny"), the type's and the agent's own."""
@@ -125,6 +129,10 @@ class Stack:
             is_active=True,
             tool_permissions=permission_map(tool_permissions),
             input_expiry_seconds=input_expiry_seconds,
+            delegation_limits=delegation_limits,
+            context_budget_tokens=context_budget_tokens,
+            compaction_model=compaction_model,
+            run_budget=run_budget,
         )
         if model_params:
             agent_type.model_params.update(model_params)

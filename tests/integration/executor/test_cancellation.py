@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator
 
 import asyncpg
@@ -22,11 +21,12 @@ from tests.postgres import libpq_dsn
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-# The worker would stream for about 5 s (chunks 0.1 s apart), then call a tool; it is cancelled
-# long before.
+# The worker would stream for about a minute (chunks a second apart), then call a tool: both
+# agents idle again well within that says the cancel reached the worker, which did not run its
+# script to the end.
 SLOW_WORKER = {
     "content": " ".join(f"word{i:03}" for i in range(450)),
-    "delay_seconds": 0.1,
+    "delay_seconds": 1.0,
     "tool_calls": [{"name": "get_current_time", "arguments": {}}],
 }
 
@@ -52,13 +52,14 @@ async def assert_cancelled_tree(
     worker: Agent,
     *,
     delegation_outcomes: tuple[str, ...] = ("cancelled",),
-) -> float:
-    """Waits for both agents to be idle again; checks what they recorded; the seconds it took."""
+) -> None:
+    """Waits for both agents to be idle again (far sooner than the worker's script would end);
+    checks what they recorded."""
 
     async def both_idle() -> bool:
         return await stack.status(worker) == "idle" and await stack.status(coordinator) == "idle"
 
-    took = await eventually(both_idle, timeout=10, what="both agents idle after the cancel")
+    await eventually(both_idle, timeout=20, what="both agents idle after the cancel")
     stored = await stack.events(session_id)
     settled = len(stored)
     await asyncio.sleep(0.5)  # anything still running below would record more by now
@@ -80,7 +81,6 @@ async def assert_cancelled_tree(
     assert response.delegation_id == by_type[("coordinator", "delegation_request")].delegation_id
     for agent in (coordinator, worker):
         assert (await stack.settled(agent)).tasks_completed == 0
-    return took
 
 
 async def test_cancelling_the_executor_stream_stops_the_worker_below(stack: Stack) -> None:
@@ -91,9 +91,7 @@ async def test_cancelling_the_executor_stream_stops_the_worker_below(stack: Stac
         seen.append(event)
         if event.agent == "worker" and kind(event) == "text_delta":
             break  # leaving the stream cancels the call
-    cancelled_at = time.monotonic()
     await assert_cancelled_tree(stack, request.session_id, coordinator, worker)
-    assert time.monotonic() - cancelled_at < 4.0, "the worker did not run its script to the end"
     assert not [e for e in seen if kind(e) in ("tool_call", "run_completed")]
 
 

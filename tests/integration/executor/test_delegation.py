@@ -172,9 +172,19 @@ async def test_a_delegation_outside_the_network_access_is_refused_and_the_loop_g
 
 async def test_delegation_depth_is_bounded_so_cycles_end(stack: Stack) -> None:
     project = await stack.project()
-    ping = await stack.agent(project, "ping", mock_responses=[delegate("pong", "your turn"), "ping done"])
+    reentry = resources_pb2.DelegationLimits(allow_reentry=True)  # else a cycle is refused at once
+    ping = await stack.agent(
+        project,
+        "ping",
+        mock_responses=[delegate("pong", "your turn"), "ping done"],
+        delegation_limits=reentry,
+    )
     await stack.agent(
-        project, "pong", network_access=["ping"], mock_responses=[delegate("ping", "yours"), "pong done"]
+        project,
+        "pong",
+        network_access=["ping"],
+        mock_responses=[delegate("ping", "yours"), "pong done"],
+        delegation_limits=reentry,
     )
     config = resources_pb2.AgentConfig()
     config.network_access.values.append("pong")

@@ -2,7 +2,8 @@
 request recorded, its stream ended with `run_suspended`, no end, no executor slot held, the agent
 `waiting`), and the one response — given through the gateway's RespondToInput — resumes it from
 the log, streamed to the responder, the answer being the tool's result. A second response is
-refused naming the first; unary Chat returns the question; a delegated run may not ask.
+refused naming the first; unary Chat returns the question; a delegated worker's question, two
+delegations down, is the top-level caller's to answer, and every run of the tree goes on once.
 
 The executor here renews its leases once an hour: a response can only resume a run because the
 registry tells the executors at once (on their agent watch) that a run may be ready."""
@@ -162,22 +163,95 @@ async def test_a_run_asking_twice_suspends_twice_and_ends_once(stack: Stack) -> 
     assert len([e for e in logged if e.idempotency_key.endswith(":end")]) == 1
 
 
-async def test_a_delegated_run_may_not_ask_and_goes_on_without_an_answer(stack: Stack) -> None:
+async def delegation_chain(stack: Stack, worker_responses: list, *callers: tuple[str, str]) -> list[Agent]:
+    """A worker that may ask (`ask_user`) and the agents above it, each delegating to the one
+    below and then answering its text: [worker, ..., top]."""
     project = await stack.project()
-    worker = await stack.agent(
-        project, "asking-worker", tools=["ask_user"], mock_responses=[ask(), "No answer."]
+    suffix = uuid.uuid4().hex[:6]
+    chain = [
+        await stack.agent(project, f"worker-{suffix}", tools=["ask_user"], mock_responses=worker_responses)
+    ]
+    for name, then in callers:
+        below = chain[-1].name
+        chain.append(
+            await stack.agent(
+                project,
+                f"{name}-{suffix}",
+                network_access=[below],
+                mock_responses=[delegate(below, f"help {name}"), then],
+            )
+        )
+    return chain
+
+
+async def test_a_workers_question_two_delegations_down_is_answered_at_the_top(stack: Stack) -> None:
+    worker, middle, boss = await delegation_chain(
+        stack, [ask(), "Lisbon it is."], ("middle", "The worker picked."), ("boss", "All booked.")
     )
-    coordinator = await stack.agent(
-        project,
-        "boss",
-        network_access=[worker.name],
-        mock_responses=[delegate(worker.name, "book it"), "Done."],
+    session = uuid.uuid4().hex
+    events = await stack.chat(boss, "Go.", session_id=session)
+
+    # The top-level caller's stream carries the worker's request, with its delegation path, and
+    # ends with the top run's suspension naming it; no run ended.
+    top = events[0].run_id
+    kinds = [kind(event) for event in events]
+    assert kinds[-1] == "run_suspended" and events[-1].run_id == top, kinds
+    assert kinds.count("run_suspended") == 1
+    assert "run_completed" not in kinds and "run_failed" not in kinds
+    (requested,) = [event.input_requested.request for event in events if event.HasField("input_requested")]
+    assert requested.agent == worker.name and requested.question == QUESTION
+    assert list(requested.delegation_path) == [boss.name, middle.name]
+    assert list(events[-1].run_suspended.request_ids) == [requested.id]
+    # Every run of the tree waits holding nothing.
+    for agent in (boss, middle, worker):
+        assert await stack.settled_status(agent) == "waiting"
+    assert (await stack.stats()).active_runs == 0
+
+    # The answer at the top reaches the worker; each run above goes on from its end, and the
+    # responder's stream follows the top-level run to its end.
+    resumed = await respond(stack, worker, requested.id, run_pb2.InputResponse(answer="Lisbon"))
+    assert kind(resumed[-1]) == "run_completed" and resumed[-1].run_id == top
+    assert resumed[-1].run_completed.content == "All booked."
+    (result,) = [event.tool_result for event in resumed if event.HasField("tool_result")]
+    assert result.name == "ask_user" and result.output == "Lisbon"
+    responses = {e.agent: e.delegation_response for e in resumed if e.HasField("delegation_response")}
+    assert responses[middle.name].content == "Lisbon it is."
+    assert responses[boss.name].content == "The worker picked."
+    assert all(r.outcome == run_pb2.DELEGATION_OUTCOME_COMPLETED for r in responses.values())
+
+    # One end per run, one response per delegation.
+    logged = await stack.events(session)
+    ends = [e.run_id for e in logged if e.idempotency_key.endswith(":end")]
+    assert len(ends) == 3 and len(set(ends)) == 3
+    assert [event_type(e) for e in logged].count("delegation_response") == 2
+    for agent in (boss, middle, worker):
+        assert await stack.settled_status(agent) == "idle"
+
+
+async def test_a_worker_asking_again_suspends_the_tree_again_and_each_run_ends_once(stack: Stack) -> None:
+    worker, boss = await delegation_chain(
+        stack, [ask(), ask("And which hotel?"), "Booked twice."], ("boss", "All booked.")
     )
-    events = await stack.chat(coordinator, "Go.")
-    assert kind(events[-1]) == "run_completed"
-    (refusal,) = [e.tool_result for e in events if e.HasField("tool_result")]
-    assert refusal.is_error and "cannot ask" in refusal.output
-    assert not [e for e in events if e.HasField("input_requested")]
+    session = uuid.uuid4().hex
+    first = await stack.chat(boss, "Go.", session_id=session)
+    top = first[0].run_id
+
+    second = await respond(
+        stack, worker, first[-1].run_suspended.request_ids[0], run_pb2.InputResponse(answer="Rome")
+    )
+    # The responder's stream is the top-level run's: it ends with that run's suspension.
+    assert kind(second[-1]) == "run_suspended" and second[-1].run_id == top
+    assert not second[-1].delegation_path
+    (asked,) = [e.input_requested.request for e in second if e.HasField("input_requested")]
+    assert asked.question == "And which hotel?" and list(second[-1].run_suspended.request_ids) == [asked.id]
+
+    third = await respond(stack, worker, asked.id, run_pb2.InputResponse(answer="The Grand"))
+    assert kind(third[-1]) == "run_completed" and third[-1].run_id == top
+    assert third[-1].run_completed.content == "All booked."
+    logged = await stack.events(session)
+    ends = [e.run_id for e in logged if e.idempotency_key.endswith(":end")]
+    assert sorted(ends) == sorted({top, asked.run_id})
+    assert [event_type(e) for e in logged].count("delegation_response") == 1
 
 
 async def test_responses_are_checked(stack: Stack) -> None:

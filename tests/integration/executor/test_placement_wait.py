@@ -25,6 +25,12 @@ def executor_settings() -> dict[str, Any]:
     return {"max_concurrent_runs": 2, "placement_wait_seconds": PLACEMENT_WAIT_SECONDS}
 
 
+@pytest.fixture(scope="module")
+def registry_settings() -> dict[str, Any]:
+    # One project fills the pool on purpose: no fair share holds it to half (docs/tenants.md).
+    return {"project_share_of_pool": 1.0}
+
+
 async def _agents(stack: Stack, *, slow_seconds: float, answer: str) -> tuple[Agent, Agent]:
     """A slow agent (one chunk after `slow_seconds`), and a coordinator that delegates to a quick
     worker and then answers `answer`."""

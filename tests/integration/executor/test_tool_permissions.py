@@ -2,7 +2,8 @@
 it is told it is not permitted), the strictest of the type's, the agent's and the project's rules
 counts, MCP tools without a rule follow their annotations, a denied delegation is refused, and
 `ask` holds the call for a person — approved it runs once (with edited arguments when the
-approver edits them), denied or expired it never runs and the model is told why."""
+approver edits them), denied or expired it never runs and the model is told why; a workflow's
+sub-agent asks the same way, its workflow waiting on it."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2
 from tests.integration.executor.openai_server import FakeOpenAI, Reply
 from tests.integration.executor.support import (
+    PARALLEL,
+    SEQUENTIAL,
     Agent,
     Project,
     Stack,
@@ -202,6 +205,39 @@ async def test_a_denied_delegation_is_refused(stack: Stack) -> None:
     assert events[-1].run_completed.content == "could not pay"
 
 
+@pytest.mark.parametrize("decision", ["INPUT_DECISION_APPROVE", "INPUT_DECISION_DENY"])
+async def test_a_delegation_to_approve_is_sent_only_once_approved(stack: Stack, decision: str) -> None:
+    project = await stack.project()
+    suffix = uuid.uuid4().hex[:6]
+    worker = await stack.agent(project, f"payments-{suffix}", mock_responses=["paid"])
+    coordinator = await stack.agent(
+        project,
+        f"boss-{suffix}",
+        network_access=[worker.name],
+        tool_permissions={"delegate:payments-*": "ask"},
+        mock_responses=[delegate(worker.name, "pay"), "settled"],
+    )
+    session = uuid.uuid4().hex
+    events = await stack.chat(coordinator, "pay the bill", session_id=session)
+    assert kind(events[-1]) == "run_suspended"
+    (asked,) = [e.input_requested.request for e in events if e.HasField("input_requested")]
+    assert asked.tool == f"delegate:{worker.name}" and dict(asked.arguments)["task"] == "pay"
+    assert not [e for e in await stack.events(session) if e.agent == worker.name]  # not sent
+
+    resumed = await respond(stack, coordinator, asked.id, decision=decision, reason="not today")
+    assert resumed[-1].run_completed.content == "settled"
+    (answer,) = [e.delegation_response for e in resumed if e.HasField("delegation_response")]
+    logged = await stack.events(session)
+    worker_runs = {e.run_id for e in logged if e.agent == worker.name}
+    if decision == "INPUT_DECISION_APPROVE":
+        assert answer.outcome == run_pb2.DELEGATION_OUTCOME_COMPLETED and answer.content == "paid"
+        assert len(worker_runs) == 1
+    else:
+        assert answer.outcome == run_pb2.DELEGATION_OUTCOME_REFUSED and "not today" in answer.content
+        assert not worker_runs
+    assert [event_type(e) for e in logged].count("delegation_response") == 1
+
+
 # -- ask ------------------------------------------------------------------------------------------
 
 
@@ -281,3 +317,41 @@ async def test_an_unanswered_request_expires_into_a_denial(stack: Stack) -> None
     assert received["expired"] is True and received["responder"] == "system"
     (end,) = [e for e in logged if e.idempotency_key.endswith(":end")]
     assert event_type(end) == "agent_response"
+
+
+@pytest.mark.parametrize("workflow_kind", [SEQUENTIAL, PARALLEL])
+async def test_a_workflow_sub_agents_call_waits_for_an_approval_at_the_top(
+    stack: Stack, workflow_kind: int
+) -> None:
+    project = await stack.project()
+    suffix = uuid.uuid4().hex[:6]
+    clock = await stack.agent(
+        project,
+        f"clock-{suffix}",
+        tools=["get_current_time"],
+        tool_permissions={"get_current_time": "ask"},
+        mock_responses=[CLOCK, "it is time"],
+    )
+    helper = await stack.agent(project, f"helper-{suffix}", mock_responses=["helped"])
+    pipeline = await stack.agent(
+        project, f"pipeline-{suffix}", kind=workflow_kind, sub_agents=[clock.name, helper.name]
+    )
+    session = uuid.uuid4().hex
+    events = await stack.chat(pipeline, "time?", session_id=session)
+    top = events[0].run_id
+    assert kind(events[-1]) == "run_suspended" and events[-1].run_id == top
+    (asked,) = [e.input_requested.request for e in events if e.HasField("input_requested")]
+    assert asked.tool == "get_current_time" and asked.agent == clock.name
+    assert list(asked.delegation_path) == [pipeline.name]
+    assert not results(events)  # held back
+    assert await stack.settled_status(pipeline) == "waiting"
+
+    resumed = await respond(stack, clock, asked.id, decision="INPUT_DECISION_APPROVE")
+    assert kind(resumed[-1]) == "run_completed" and resumed[-1].run_id == top
+    joined = "helped" if workflow_kind == SEQUENTIAL else "it is time\n\nhelped"
+    assert resumed[-1].run_completed.content == joined
+    logged = await stack.events(session)
+    assert [event_type(e) for e in logged].count("tool_result") == 1
+    ends = [e.run_id for e in logged if e.idempotency_key.endswith(":end")]
+    assert len(ends) == len(set(ends)) == 3
+    assert await stack.settled_status(pipeline) == "idle"

@@ -66,7 +66,7 @@ async def a2a_client(
 
 @asynccontextmanager
 async def agent_client(
-    api: Api, http: httpx.AsyncClient, binding: str, *, answers: list[str], streaming: bool = False
+    api: Api, http: httpx.AsyncClient, binding: str, *, answers: list[Any], streaming: bool = False
 ) -> AsyncIterator[tuple[Agent, Client]]:
     """A new agent answering `answers`, and its owner's client on one binding."""
     agent = await api.agent(mock_responses=answers)

@@ -3,7 +3,8 @@ task goes `input-required` with the question (text) and the request (a data part
 read back from the log; the next message on the task answers it and the task goes on to its end,
 streamed or returned as a new message's would be. A reply that does not fit is the spec's
 InvalidParamsError; a request someone else answered meanwhile, UnsupportedOperationError; a
-cancel, TaskNotCancelableError.
+cancel, TaskNotCancelableError. A worker the agent delegated to asks the same way: the task is
+`input-required` with the worker's question, and the answer goes on to the agent's own end.
 
 Approvals (a tool whose permission is `ask`): "approve" runs the call, a reply that is neither
 approve nor deny is InvalidParamsError; the other replies' readings are in
@@ -177,3 +178,33 @@ async def test_an_approval_is_answered_with_approve_and_the_call_runs(
         [done] = await sent(client, answer("Approve", task))
         assert done.task.status.state == State.TASK_STATE_COMPLETED, done.task.status
         assert done.task.artifacts[-1].parts[0].text == "It is late."
+
+
+async def test_a_delegated_workers_question_makes_the_task_input_required(
+    binding: str, api: Api, http: httpx.AsyncClient
+) -> None:
+    worker = await asking_agent(api, QUESTION, "Lisbon it is.")
+    delegation = {"name": "delegate", "arguments": {"agent": worker.name, "task": "pick a city"}}
+    coordinator = await api.agent(
+        worker.owner,
+        name="coordinator",
+        project={"id": worker.project_id, "slug": worker.project_slug},
+        mock_responses=[{"content": "", "tool_calls": [delegation]}, "Coordinated."],
+        network_access=[worker.name],
+    )
+    card = await fetch_card(http, coordinator)
+    async with a2a_client(card, binding, coordinator.owner.token, streaming=False) as client:
+        [first] = await sent(client, send_request("Book me a trip."))
+        task = first.task
+        assert task.status.state == State.TASK_STATE_INPUT_REQUIRED, task.status
+        assert asked(task.status.message)["question"] == QUESTION
+        got = await client.get_task(a2a_pb2.GetTaskRequest(id=task.id))
+        assert got.status.state == State.TASK_STATE_INPUT_REQUIRED
+        assert asked(got.status.message)["id"] == asked(task.status.message)["id"]
+
+        [second] = await sent(client, answer("Lisbon", task))
+        done = second.task
+        assert done.id == task.id and done.status.state == State.TASK_STATE_COMPLETED, done.status
+        assert done.artifacts[0].parts[0].text == "Coordinated."
+        got = await client.get_task(a2a_pb2.GetTaskRequest(id=task.id))
+        assert got.status.state == State.TASK_STATE_COMPLETED

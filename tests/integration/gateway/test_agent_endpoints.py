@@ -73,7 +73,7 @@ async def test_memory_events_filter_and_page(http: httpx.AsyncClient, api: Api) 
 
     events_url = f"{agent.base}/memory/events"
     everything = (await http.get(events_url, headers=agent.owner.headers)).json()
-    assert set(everything) == {"total", "events", "next_page_token"}
+    assert set(everything) == {"total", "events", "next_page_token", "byte_limit_reached"}
     assert everything["total"] == 6
     assert {e["agent"] for e in everything["events"]} == {agent.name}
     assert set(everything["events"][0]) == {

@@ -41,7 +41,8 @@ async def test_disconnect_mid_stream_cancels_the_run(http: httpx.AsyncClient, ap
         async for line in response.aiter_lines():
             if '"content": "slowly' in line:
                 break
-        assert await api.status(agent) == "working"
+        # What the session recorded so far says why, should the run not be in flight.
+        assert await api.status(agent) == "working", await api.session_events(agent, session_id)
     # Leaving the block with the body unread closes the connection: the client is gone.
     await _cancelled(api, agent, session_id)
 

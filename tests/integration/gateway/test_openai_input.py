@@ -1,8 +1,9 @@
 """A run that asks a person, through the OpenAI-compatible API with the official `openai` client:
 the completion of a suspended run is what it asks (`finish_reason` "stop"), and the next user
 message in that session answers it — the completion returned is the resumed run's answer,
-plain or streamed, or what it asks next. Approvals are not raised by runs yet: their replies
-("approve" / "deny: reason") are tested in tests/unit/gateway/test_answers.py."""
+plain or streamed, or what it asks next — also when a worker the agent delegated to asks.
+Approvals are not raised by runs yet: their replies ("approve" / "deny: reason") are tested in
+tests/unit/gateway/test_answers.py."""
 
 from __future__ import annotations
 
@@ -122,3 +123,33 @@ async def test_a_broken_stream_of_a_question_is_picked_up_by_last_event_id(
     assert sse_text(rest) == asked
     assert rest[-1] == {"data": "[DONE]"}
     assert json.loads(rest[-2]["data"])["choices"][0]["finish_reason"] == "stop"
+
+
+async def test_a_delegated_workers_question_is_answered_by_the_next_message(
+    mesh: Mesh, api: Api, once: None
+) -> None:
+    worker = await asking_agent(api, QUESTION, "Lisbon it is.")
+    project = {"id": worker.project_id, "slug": worker.project_slug}
+    delegation = {"name": "delegate", "arguments": {"agent": worker.name, "task": "pick a city"}}
+    coordinator = await api.agent(
+        worker.owner,
+        name="coordinator",
+        project=project,
+        mock_responses=[{"content": "", "tool_calls": [delegation]}, "Coordinated."],
+        network_access=[worker.name],
+    )
+    client = root_client(mesh, coordinator.owner.token)
+    session = {"X-Session-Id": uuid.uuid4().hex}
+
+    asking = await client.chat.completions.create(
+        model=coordinator.model, messages=user("Book me a trip."), extra_headers=session
+    )
+    assert QUESTION in (asking.choices[0].message.content or "")
+    answered = await client.chat.completions.create(
+        model=coordinator.model, messages=user("Lisbon"), extra_headers=session
+    )
+    assert answered.choices[0].message.content == "Coordinated."
+    events = await api.session_events(coordinator, session["X-Session-Id"])
+    [result] = [e for e in events if e["event_type"] == "tool_result"]
+    assert result["content"] == "Lisbon"
+    assert [e["event_type"] for e in events].count("user_message") == 1  # no new run was started

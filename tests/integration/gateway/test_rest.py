@@ -29,6 +29,13 @@ AGENT_TYPE_FIELDS = {
     # A person in the loop (DESIGN §12).
     "tool_permissions",
     "input_expiry_seconds",
+    # Bounds on the delegation tree under a chat.
+    "delegation_limits",
+    # Sessions that last (DESIGN §12).
+    "context_budget_tokens",
+    "compaction_model",
+    # What one run may spend (docs/usage.md).
+    "run_budget",
 }
 AGENT_FIELDS = {
     "id",
@@ -165,6 +172,7 @@ async def test_projects_belong_to_their_owner(http: httpx.AsyncClient, api: Api)
         "created_at",
         "updated_at",
         "tool_permissions",
+        "limits",
     }
 
     assert (await http.get(f"/api/v1/projects/{project['id']}", headers=owner.headers)).status_code == 200

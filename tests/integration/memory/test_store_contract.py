@@ -12,8 +12,9 @@ import pytest
 from agentmesh.memory.app import MIGRATIONS, VERSION_TABLE
 from agentmesh.memory.errors import ProjectDeleted
 from agentmesh.memory.event_store import EventStore, IdempotencyKeyRace
+from agentmesh.memory.forks import fork_lineage
 from agentmesh.memory.in_memory_store import InMemoryEventStore
-from agentmesh.memory.models import Event, EventQuery, EventType, NewEvent, RetentionPolicy, RunState
+from agentmesh.memory.models import Event, EventQuery, EventType, NewEvent, RetentionPolicy, RunState, Session
 from agentmesh.memory.store import SqlEventStore
 from agentmesh.runtime.database import create_engine, upgrade
 
@@ -393,3 +394,59 @@ async def test_sessions_are_trimmed_from_the_front(store: EventStore) -> None:
     events, _ = await append(store, "short", [new("after")])
     assert [e.seq for e in events] == [2]
     assert [e.content for e in await everything(store, "short")] == ["after"]
+
+
+def fork_of(source: Session, at_seq: int, fork_id: str) -> Session:
+    return source.model_copy(
+        update={
+            "id": fork_id,
+            "last_seq": at_seq,
+            "forked_from_session_id": source.id,
+            "forked_at_seq": at_seq,
+            "lineage": fork_lineage(source, at_seq),
+        }
+    )
+
+
+async def test_a_fork_reads_its_lineage_up_to_each_bound_then_its_own_events(store: EventStore) -> None:
+    await store.append("s-1", "p-1", [new(f"s1-{n}") for n in range(1, 6)], now=T0, admit=admit_all)
+    source = await store.get_session("s-1", "p-1")
+    assert source is not None
+    child = fork_of(source, 3, "s-2")
+    assert child.lineage == (("s-1", 3),)
+    assert await store.create_session(child)
+    assert not await store.create_session(child)  # its id is taken now
+    stored, last_seq = await store.append("s-2", "p-1", [new("s2-4"), new("s2-5")], now=T0, admit=admit_all)
+    assert [e.seq for e in stored] == [4, 5] and last_seq == 5
+    grandchild = fork_of((await store.get_session("s-2", "p-1")), 4, "s-3")  # type: ignore[arg-type]
+    assert grandchild.lineage == (("s-2", 4), ("s-1", 3))
+    assert await store.create_session(grandchild)
+    await store.append("s-3", "p-1", [new("s3-5")], now=T0, admit=admit_all)
+
+    def query(session: Session, **fields: object) -> EventQuery:
+        return EventQuery(session_id=session.id, project_id="p-1", lineage=session.lineage, **fields)
+
+    read = await store.list_events(query(grandchild), after=None, limit=100)
+    assert [e.content for e in read] == ["s1-1", "s1-2", "s1-3", "s2-4", "s3-5"]
+    newest = await store.list_events(query(grandchild, descending=True), after=(5,), limit=2)
+    assert [e.content for e in newest] == ["s2-4", "s1-3"]
+    assert await store.count_events(query(grandchild, after_seq=2)) == 3
+    # The source is untouched: its own events only.
+    own = await store.list_events(EventQuery(session_id="s-1", project_id="p-1"), after=None, limit=100)
+    assert [e.content for e in own] == [f"s1-{n}" for n in range(1, 6)]
+
+
+def test_a_fork_below_a_forks_own_events_skips_the_fork_in_its_lineage() -> None:
+    source = Session(
+        id="s-2",
+        project_id="p-1",
+        agent="a",
+        created_at=T0,
+        updated_at=T0,
+        last_seq=9,
+        first_seq=1,
+        lineage=(("s-1", 5),),
+    )
+    assert fork_lineage(source, 4) == (("s-1", 4),)
+    assert fork_lineage(source, 5) == (("s-1", 5),)
+    assert fork_lineage(source, 6) == (("s-2", 6), ("s-1", 5))

@@ -41,6 +41,7 @@ def _full_type() -> res.AgentType:
         max_steps=7,
         max_iterations=3,
         is_active=True,
+        delegation_limits=res.DelegationLimits(max_per_step=2, max_per_chat=30, allow_reentry=True),
     )
 
 

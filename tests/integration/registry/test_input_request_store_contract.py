@@ -10,14 +10,13 @@ from datetime import timedelta
 import pytest
 
 from agentmesh.registry.errors import InputAlreadyAnswered, InputRequestExpired, RunNotHeld
-from agentmesh.registry.models import (
-    AgentStatus,
+from agentmesh.registry.models import AgentStatus, PageRequest
+from agentmesh.registry.runs.input_models import (
     InputDecision,
     InputKind,
     InputRequest,
     InputRequestState,
     InputResponse,
-    PageRequest,
 )
 from agentmesh.registry.store import RegistryStore, RunLease, Visibility
 from tests.integration.registry.test_store_contract import T0, _world
@@ -97,3 +96,34 @@ async def test_a_parked_run_is_claimed_once_no_request_is_pending(registry_store
     assert await _books(registry_store, agent.id) == (AgentStatus.IDLE, 0, 0)
     assert await leases.resume("exec-y", [run], T0, T0 + LEASE) == []
     assert await _books(registry_store, agent.id) == (AgentStatus.WORKING, 1, 0)
+
+
+async def test_a_run_parked_on_a_run_below_is_claimed_once_that_one_ended(
+    registry_store: RegistryStore,
+) -> None:
+    owner, _, project, agent = await _world(registry_store)
+    visible = Visibility(owner, everything=False)
+    for run_id in ("caller", "run-1"):
+        await registry_store.start_run(
+            visible, agent.id, run_id, T0, lease=RunLease("s-1", "exec-x", T0 + LEASE)
+        )
+    inputs, leases = registry_store.input_requests, registry_store.leases
+    caller = (agent.id, "caller")
+    await inputs.suspend("exec-x", (agent.id, "run-1"), [_raised("a", agent.id)], T0)
+    await inputs.suspend("exec-x", caller, [], T0, waits_on=["run-1", "gone"])  # "gone": never in flight
+    assert await _books(registry_store, agent.id) == (AgentStatus.WAITING, 0, 2)
+    # Long after any request's expiry, the caller is not handed out: only an end below does that.
+    later = T0 + HOUR * 24 * 365
+    given = InputResponse(answer="yes", responder="ada@example.com", responded_at=T0)
+    await inputs.respond(project.id, "a", given, T0)
+    (asked,) = await leases.claim("exec-y", T0, T0 + LEASE, 10)
+    assert asked.run_id == "run-1"
+    await leases.resume("exec-y", [(agent.id, "run-1")], T0, T0 + LEASE)
+    assert await leases.claim("exec-y", later, later + LEASE, 10) == []
+    assert await inputs.release_waits(["unrelated"], T0) == 0
+
+    await registry_store.finish_run(visible, agent.id, "run-1", T0, completed=True, tokens_used=0, cost=0.0)
+    assert await inputs.release_waits(["run-1"], T0) == 1
+    (resumed,) = await leases.claim("exec-z", T0, T0 + LEASE, 10)
+    assert (resumed.run_id, resumed.input_requests) == ("caller", ())
+    assert await _books(registry_store, agent.id) == (AgentStatus.IDLE, 0, 0)

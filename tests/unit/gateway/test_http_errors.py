@@ -77,7 +77,7 @@ def test_openai_routes_get_openai_error_objects() -> None:
     assert "p/x" in error.pop("message")
     assert error == {"type": "invalid_request_error", "param": "model", "code": "model_not_found"}
     limited = json.loads(error_response("/v1/models", RateLimited(1)).body)["error"]
-    assert (limited["type"], limited["code"]) == ("requests", "rate_limit_exceeded")
+    assert (limited["type"], limited["code"]) == ("rate_limit_exceeded", "rate_limit_exceeded")
     denied = json.loads(error_response("/v1/models", Unauthenticated("bad token")).body)["error"]
     assert denied["code"] == "invalid_api_key"
 

@@ -32,6 +32,8 @@ DESIGN_EVENT_TYPES = [
     # A person in the loop (DESIGN §12).
     "input_requested",
     "input_received",
+    # Sessions that last (DESIGN §12).
+    "context_compacted",
 ]
 
 
@@ -92,7 +94,14 @@ def test_event_to_dict_has_exactly_the_design_fields() -> None:
 
 def test_session_to_dict() -> None:
     session = resources_pb2.Session(
-        id="s-1", project_id="p-1", agent="a", last_seq=9, first_seq=3, context_start_seq=7
+        id="s-1",
+        project_id="p-1",
+        agent="a",
+        last_seq=9,
+        first_seq=3,
+        context_start_seq=7,
+        forked_from_session_id="s-0",
+        forked_at_seq=4,
     )
     assert session_to_dict(session) == {
         "id": "s-1",
@@ -103,6 +112,8 @@ def test_session_to_dict() -> None:
         "last_seq": 9,
         "first_seq": 3,
         "context_start_seq": 7,
+        "forked_from_session_id": "s-0",
+        "forked_at_seq": 4,
     }
 
 

@@ -15,7 +15,7 @@ from agentmesh.memory.memory import EventLog
 from agentmesh.memory.models import EventQuery, EventType, NewEvent, RetentionPolicy
 from agentmesh.memory.retention import RetentionSweeper
 from agentmesh.memory.watch import SessionSignals
-from agentmesh.runtime.errors import Unavailable
+from agentmesh.runtime.errors import AlreadyExists, NotFound, OutOfRange, Unavailable
 from agentmesh.runtime.pagination import PageTokenCodec
 
 
@@ -215,3 +215,47 @@ async def test_one_bad_event_among_many_alike_is_named_alone(
         await log.append("s-1", "p-1", batch)
     assert [violation.field for violation in caught.value.violations] == [f"events[57].{field}"]
     assert await store.contents("s-1") == []
+
+
+async def test_a_fork_is_read_listed_and_watched_as_a_session_of_its_own(log: EventLog) -> None:
+    await log.append("s-1", "p-1", [event(f"s1-{n}") for n in range(1, 7)])
+    fork = await log.fork("s-1", "p-1", at_seq=4, new_session_id="s-2")
+    assert (fork.last_seq, fork.forked_from_session_id, fork.forked_at_seq) == (4, "s-1", 4)
+    await log.append("s-2", "p-1", [event("s2-5"), event("s2-6")])
+
+    # Paged in both directions across the fork point, under the fork's id.
+    query = EventQuery(session_id="s-2", project_id="p-1")
+    first = await log.list_events(query, page_size=3)
+    rest = await log.list_events(query, page_size=3, page_token=first.next_page_token)
+    assert [e.content for e in first.events + rest.events] == ["s1-1", "s1-2", "s1-3", "s1-4", "s2-5", "s2-6"]
+    assert {e.session_id for e in first.events + rest.events} == {"s-2"}
+    newest = await log.list_events(query.model_copy(update={"descending": True}), page_size=3)
+    assert [e.seq for e in newest.events] == [6, 5, 4]
+    counted = await log.list_events(query, page_size=1, include_total_size=True)
+    assert counted.total_size == 6
+
+    stream = log.watch("s-2", after_seq=2)
+    seen = [await anext(stream) for _ in range(4)]
+    await stream.aclose()
+    assert [(e.seq, e.content, e.session_id) for e in seen] == [
+        (3, "s1-3", "s-2"),
+        (4, "s1-4", "s-2"),
+        (5, "s2-5", "s-2"),
+        (6, "s2-6", "s-2"),
+    ]
+    # The source is untouched.
+    source = await log.list_events(EventQuery(session_id="s-1", project_id="p-1"))
+    assert [e.content for e in source.events] == [f"s1-{n}" for n in range(1, 7)]
+
+
+async def test_bad_forks_are_refused(log: EventLog) -> None:
+    await log.append("s-1", "p-1", [event("one")])
+    with pytest.raises(ValidationFailed):
+        await log.fork("s-1", "p-1", at_seq=0)
+    with pytest.raises(OutOfRange) as beyond:
+        await log.fork("s-1", "p-1", at_seq=2)
+    assert beyond.value.reason == "AT_SEQ_BEYOND_END"
+    with pytest.raises(NotFound):
+        await log.fork("s-9", "p-1", at_seq=1)
+    with pytest.raises(AlreadyExists):
+        await log.fork("s-1", "p-1", at_seq=1, new_session_id="s-1")

@@ -249,6 +249,7 @@ def _declared_type(path: str, entry: AgentTypeEntry) -> DeclaredAgentType:
         is_active=entry.is_active,
         tool_permissions=permissions(entry.tool_permissions),
         input_expiry_seconds=entry.input_expiry_seconds,
+        delegation_limits=resources_pb2.DelegationLimits(**entry.delegation_limits.model_dump()),
     )
     declared = tuple(name for name in AgentTypeEntry.model_fields if name in entry.model_fields_set)
     return DeclaredAgentType(path=path, message=normalized_agent_type(message), declared=declared)
@@ -269,9 +270,12 @@ def _declared_project(path: str, entry: ProjectEntry) -> DeclaredProject:
         slug=entry.slug,
         description=entry.description,
         tool_permissions=permissions(entry.tool_permissions),
+        limits=resources_pb2.ProjectLimits(**entry.limits.model_dump(exclude_none=True)),
     )
     declared = tuple(
-        name for name in ("name", "slug", "description", "tool_permissions") if name in entry.model_fields_set
+        name
+        for name in ("name", "slug", "description", "tool_permissions", "limits")
+        if name in entry.model_fields_set
     )
     agents = tuple(
         _declared_agent(f"{path}.agents[{index}]", agent) for index, agent in enumerate(entry.agents)

@@ -48,6 +48,14 @@ class RegisteredMcpServerEntry(_Entry):
 MCP_SERVER_FIELDS = ("transport", "command", "args", "url", "env", "headers")
 
 
+class DelegationLimitsEntry(_Entry):
+    """An agent type's delegation bounds; 0 keeps the executor's default."""
+
+    max_per_step: Int32 = 0
+    max_per_chat: Int32 = 0
+    allow_reentry: bool = False
+
+
 class AgentTypeEntry(_Entry):
     """An agent type; found by `slug` (made from `name` when left out)."""
 
@@ -69,6 +77,10 @@ class AgentTypeEntry(_Entry):
     # Tool name or glob → allow, ask or deny (docs/human-in-the-loop.md).
     tool_permissions: dict[str, Permission] = {}
     input_expiry_seconds: Int32 = 0
+    # Bounds on the delegation tree under a chat (docs/executor.md, "Bounded delegation trees").
+    delegation_limits: DelegationLimitsEntry = DelegationLimitsEntry()
+    context_budget_tokens: Int32 = 0
+    compaction_model: str = ""
 
 
 class AgentConfigEntry(_Entry):
@@ -108,6 +120,17 @@ class RemoteAgentEntry(_Entry):
     description: str = ""
 
 
+class LimitsEntry(_Entry):
+    """A project's limits (docs/tenants.md): left out, the operator's default; 0, unlimited. Only
+    a superuser may raise one."""
+
+    requests_per_minute: int | None = Field(default=None, ge=0)
+    concurrent_runs: int | None = Field(default=None, ge=0)
+    open_streams: int | None = Field(default=None, ge=0)
+    tokens_per_day: int | None = Field(default=None, ge=0)
+    stored_bytes: int | None = Field(default=None, ge=0)
+
+
 class ProjectEntry(_Entry):
     """A project, its remote A2A agents and its agents; found by `slug` (made from `name` when
     left out)."""
@@ -116,6 +139,7 @@ class ProjectEntry(_Entry):
     slug: str = ""
     description: str = ""
     tool_permissions: dict[str, Permission] = {}  # the owner's, for every agent: they only tighten
+    limits: LimitsEntry = LimitsEntry()  # as a whole: a limit left out is the operator's default
     remote_agents: list[RemoteAgentEntry] = []
     agents: list[AgentEntry] = []
 

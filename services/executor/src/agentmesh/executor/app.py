@@ -165,6 +165,8 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         delegator=Delegator(
             executor_runs,
             max_depth=settings.max_delegation_depth,
+            max_per_step=settings.max_delegations_per_step,
+            max_per_chat=settings.max_delegations_per_chat,
             timeout_seconds=settings.delegation_timeout_seconds,
             cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
             memory=memory,
@@ -177,6 +179,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
             text_flush_seconds=settings.text_flush_seconds,
             tool_timeout_seconds=settings.tool_timeout_seconds,
             cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
+            tool_result_prompt_chars=settings.tool_result_prompt_chars,
         ),
         workflow_settings=WorkflowSettings(
             loop_safety_max_iterations=settings.loop_safety_max_iterations,
@@ -187,6 +190,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         executor_id=executor_id,
         cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
         history_window_events=settings.history_window_events,
+        context_budget_tokens=settings.context_budget_tokens,
     )
     runner = RunExecutor(
         settings=settings,
@@ -236,6 +240,7 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
         address=advertise_address,
         tools=builder.tool_names,
         model_providers=models.providers,
+        run_slots=settings.max_concurrent_runs,
         interval_seconds=settings.heartbeat_interval_seconds,
         system_metadata=system_metadata,
     )
@@ -311,6 +316,7 @@ class _Heartbeat:
         address: str,
         tools: Sequence[str],
         model_providers: Callable[[], Sequence[tuple[str, str]]],
+        run_slots: int,
         interval_seconds: float,
         system_metadata: Callable[[], Metadata | None],
     ) -> None:
@@ -320,6 +326,7 @@ class _Heartbeat:
         # What it offers agents, reported with every beat (a key file may appear or go).
         self._tools = list(tools)
         self._model_providers = model_providers
+        self._run_slots = run_slots
         self._interval_seconds = interval_seconds
         self._system_metadata = system_metadata
         self._task = BackgroundTask("executor heartbeat", self._beat)
@@ -341,6 +348,7 @@ class _Heartbeat:
                     self._address,
                     tools=self._tools,
                     model_providers=self._model_providers(),
+                    run_slots=self._run_slots,
                     metadata=metadata,
                 )
             except DomainError as error:

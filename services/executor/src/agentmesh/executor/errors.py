@@ -17,12 +17,16 @@ from agentmesh.common.v1 import run_pb2
 from agentmesh.runtime.errors import (
     FailedPrecondition,
     FieldViolation,
+    Internal,
     ResourceExhausted,
     Unavailable,
     rich_status,
 )
 
 __all__ = [
+    "DELEGATIONS_PER_CHAT_EXCEEDED",
+    "DELEGATIONS_PER_STEP_EXCEEDED",
+    "DELEGATION_CYCLE",
     "DELEGATION_NOT_ALLOWED",
     "EXECUTOR_LOST",
     "FOLLOWED_IN_LOG",
@@ -32,6 +36,7 @@ __all__ = [
     "NO_EXECUTOR",
     "RESUME_LIMIT",
     "SUB_AGENT_FAILED",
+    "AnswerNotInFormat",
     "DelegationDepthExceeded",
     "ExecutorBusy",
     "ModelUnavailable",
@@ -49,6 +54,14 @@ MODEL_FAILED = "MODEL_FAILED"
 SUB_AGENT_FAILED = "SUB_AGENT_FAILED"
 # An agent asked to delegate to one outside its network access: an `error` event, the run goes on.
 DELEGATION_NOT_ALLOWED = "DELEGATION_NOT_ALLOWED"
+# Bounds on the tree of runs under one chat (DelegationLimits): a delegation past one is refused
+# with an `error` event, the model reads the refusal as the delegation's result, the run goes on.
+# To an agent already on the delegation path (A → B → A) when the agent type allows no re-entry:
+DELEGATION_CYCLE = "DELEGATION_CYCLE"
+# More delegations in one model step than the type allows:
+DELEGATIONS_PER_STEP_EXCEEDED = "DELEGATIONS_PER_STEP_EXCEEDED"
+# The chat's tree has sent as many delegations as the type allows:
+DELEGATIONS_PER_CHAT_EXCEEDED = "DELEGATIONS_PER_CHAT_EXCEEDED"
 # A fenced ```delegate / ```tool_call block that does not parse: an `error` event, the run goes on.
 INVALID_BLOCK = "INVALID_BLOCK"
 # An agent's MCP server is not registered or cannot be reached: an `error` event naming it, and the
@@ -60,6 +73,8 @@ EXECUTOR_LOST = "EXECUTOR_LOST"
 RESUME_LIMIT = "RESUME_LIMIT"
 # No executor of the pool took a run (RunRouter's RunNotPlaced).
 NO_EXECUTOR = "NO_EXECUTOR"
+# A run (with what it delegated) spent its budget: it ends with RunFailed, RESOURCE_EXHAUSTED.
+BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
 
 
 class RunHandedOver(Unavailable):
@@ -96,6 +111,14 @@ class ExecutorBusy(ResourceExhausted):
     """The executor runs as many runs as it may; the caller should try another executor."""
 
     default_reason = "EXECUTOR_BUSY"
+
+
+class AnswerNotInFormat(Internal):
+    """The run's answer is not of the shape its request asked for (OpenAI's `response_format`):
+    the model failed to follow it, so the run fails rather than answer with what the client
+    cannot read."""
+
+    default_reason = "ANSWER_NOT_IN_FORMAT"
 
 
 class DelegationDepthExceeded(FailedPrecondition):

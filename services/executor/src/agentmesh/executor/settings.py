@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -27,12 +28,14 @@ class ProviderSettings(BaseModel):
 
 
 class ModelPrice(BaseModel):
-    """What a model costs, in US dollars per million tokens."""
+    """What a model costs, in US dollars per million tokens (cached prompt tokens: as other prompt
+    tokens unless set)."""
 
     model_config = {"extra": "forbid"}
 
     input_per_million_tokens: float = Field(default=0.0, ge=0)
     output_per_million_tokens: float = Field(default=0.0, ge=0)
+    cached_input_per_million_tokens: float | None = Field(default=None, ge=0)
 
 
 class ExecutorSettings(ServiceSettings):
@@ -81,7 +84,30 @@ class ExecutorSettings(ServiceSettings):
 
     max_concurrent_runs: int = Field(default=256, gt=0)
     max_delegation_depth: int = Field(default=5, ge=0)
+    max_delegations_per_step: int = Field(
+        default=4,
+        gt=0,
+        description="delegations one model step may send, for agent types that set none "
+        "(DelegationLimits.max_per_step); the step's others are refused",
+    )
+    max_delegations_per_chat: int = Field(
+        default=50,
+        gt=0,
+        description="delegations the whole tree under one chat may send, for agent types that set none "
+        "(DelegationLimits.max_per_chat); the tree's others are refused",
+    )
     history_window_events: int = Field(default=50, gt=0)
+    context_budget_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="the prompt's token budget of agents whose type sets none; 0: no budget, the "
+        "history is the last history_window_events events (docs/sessions.md)",
+    )
+    tool_result_prompt_chars: int = Field(
+        default=20_000,
+        ge=0,
+        description="a tool result longer than this is cut in the prompt (the log keeps all of it); 0: never",
+    )
     default_max_steps: int = Field(default=10, gt=0, description="when the agent sets none")
     tool_timeout_seconds: float = Field(default=30.0, gt=0)
     delegation_timeout_seconds: float = Field(default=300.0, gt=0)
@@ -125,11 +151,30 @@ class ExecutorSettings(ServiceSettings):
     openai_base_url: str = shared("https://api.openai.com/v1", "openai_base_url", service="executor")
     openai_api_key: SecretStr = shared(SecretStr(""), "openai_api_key", service="executor")
     providers: dict[str, ProviderSettings] = Field(default_factory=dict)
-    model_prices: dict[str, ModelPrice] = Field(default_factory=dict, description="by provider/model")
+    model_prices: dict[str, ModelPrice] = Field(
+        default_factory=dict, description="by the model's name as agents give it (provider/model)"
+    )
+    model_prices_file: Path | None = Field(
+        default=None,
+        description="a JSON file of more prices shaped as model_prices (which wins for a model in both)",
+    )
     model_timeout_seconds: float = Field(default=120.0, gt=0)
     model_max_retries: int = Field(default=2, ge=0)
     model_retry_initial_backoff_seconds: float = Field(default=0.5, ge=0)
     model_retry_max_backoff_seconds: float = Field(default=8.0, ge=0)
+
+    @model_validator(mode="after")
+    def _prices_from_file(self) -> ExecutorSettings:
+        if self.model_prices_file is not None:
+            try:
+                table = json.loads(self.model_prices_file.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as error:
+                raise ValueError(f"model_prices_file {self.model_prices_file}: {error}") from None
+            if not isinstance(table, dict):
+                raise ValueError(f"model_prices_file {self.model_prices_file}: not a JSON object")
+            from_file = {name: ModelPrice.model_validate(price) for name, price in table.items()}
+            self.model_prices = {**from_file, **self.model_prices}
+        return self
 
     @model_validator(mode="after")
     def _openai_is_a_provider(self) -> ExecutorSettings:

@@ -12,6 +12,7 @@ from typing import Any
 
 import grpc
 
+from agentmesh.gateway.budget import current_budget, request_budget
 from agentmesh.gateway.client_address import FORWARDED_FOR, ClientAddresses
 from agentmesh.gateway.credentials import CredentialVerifier
 from agentmesh.gateway.errors import ApiKeyOutOfScope, InvalidRequest, NoPolicy
@@ -189,6 +190,7 @@ class AuthorizationInterceptor(PolicyInterceptor):
                 rule, token, request, peer=context.peer() or "", forwarded_for=forwarded_for
             )
             _current_caller.set(caller)
+            current_budget.set(request_budget(metadata or ()))
             current_principal.set(caller.principal)
             # Calls made on the caller's behalf carry its token, and only that (none when public).
             current_token.set(caller.token)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from agentmesh.runtime.errors import (
+    RETRY_AFTER_SECONDS,
     TOKEN_REVOKED,
     Cancelled,
     FieldViolation,
@@ -23,14 +24,13 @@ from agentmesh.runtime.errors import (
     ValidationFailed,
 )
 
-RETRY_AFTER_SECONDS = "retry_after_seconds"
-
 __all__ = [
     "RETRY_AFTER_SECONDS",
     "ApiKeyOutOfScope",
     "ClientDisconnected",
     "ExecutorsBusy",
     "InvalidApiKey",
+    "InvalidParameterValue",
     "InvalidRequest",
     "MessageTooLarge",
     "ModelNotFound",
@@ -41,6 +41,7 @@ __all__ = [
     "TaskNotFound",
     "TokenRevoked",
     "TooManyMessages",
+    "UnsupportedParameter",
 ]
 
 
@@ -56,6 +57,27 @@ class ClientDisconnected(Cancelled):
 class InvalidRequest(ValidationFailed):
     """A request field the gateway checks itself is missing or malformed: reported as every
     service reports bad input (`ValidationFailed`)."""
+
+
+class UnsupportedParameter(InvalidRequest):
+    """An OpenAI request field, or a value of it, that the mesh cannot honour (`n` above 1,
+    `logprobs`, an image part): refused as OpenAI refuses what a model does not support (400,
+    naming the field), never silently dropped."""
+
+    default_reason = "UNSUPPORTED_PARAMETER"
+
+    def __init__(self, field: str, description: str) -> None:
+        super().__init__(f"{field}: {description}", violations=[FieldViolation(field, description)])
+
+
+class InvalidParameterValue(InvalidRequest):
+    """An OpenAI request field whose value OpenAI itself refuses (a `tool_choice` of "banana"):
+    400, naming the field, as OpenAI answers."""
+
+    default_reason = "INVALID_VALUE"
+
+    def __init__(self, field: str, description: str) -> None:
+        super().__init__(f"{field}: {description}", violations=[FieldViolation(field, description)])
 
 
 class RateLimited(ResourceExhausted):

@@ -12,15 +12,16 @@ import contextlib
 import logging
 import re
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Sequence
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.client import FOLLOWED_IN_LOG, RunNotPlaced, RunRouter
 from agentmesh.gateway.answers import response_from_text
+from agentmesh.gateway.budget import current_budget
 from agentmesh.gateway.chat_stream import ChatStream, from_run_started
 from agentmesh.gateway.errors import ExecutorsBusy, InvalidRequest, MessageTooLarge, NoExecutor
 from agentmesh.gateway.models import AgentRef, Caller, ChatResult
-from agentmesh.gateway.resume import follow_run
+from agentmesh.gateway.resume import follow_run, top_run_of
 from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.memory.client import MemoryClient, SessionNotFound
 from agentmesh.memory.v1 import memory_service_pb2 as mem
@@ -118,14 +119,29 @@ class AgentGateway:
         *,
         model_settings: run_pb2.ModelSettings | None = None,
         double_texting: str = "",
+        context: Sequence[executor_service_pb2.ContextMessage] = (),
+        response_format: executor_service_pb2.ResponseFormat | None = None,
     ) -> ChatStream:
         """Starts a chat and returns it once its run has started, so a chat that cannot start
         raises its DomainError before a face has sent anything. `model_settings` apply to this
         message's run only, `double_texting` (when set) overrides the agent's policy for it: a
         session's earlier message still running makes it wait (enqueue), cancels that run
-        (interrupt), or refuses it with ABORTED SESSION_BUSY (reject)."""
+        (interrupt), or refuses it with ABORTED SESSION_BUSY (reject). `context` is the
+        conversation a client that keeps no session sent before `message`: the run's context
+        before the session's history; `response_format` the shape its answer must have."""
         check_double_texting(double_texting)
-        events = self._events(caller, agent, message, session_id, model_settings, double_texting)
+        request = executor_service_pb2.RunRequest(
+            project_slug=agent.project_slug,
+            agent_name=agent.agent_name,
+            session_id=session_id,
+            input=message,
+            model_settings=model_settings,
+            double_texting=double_texting,
+            context=context,
+            response_format=response_format,
+            budget=current_budget.get(),
+        )
+        events = self._events(caller, request)
         try:
             first = await anext(events, None)
         except DomainError as error:
@@ -212,7 +228,16 @@ class AgentGateway:
         answered = await self._registry.respond_to_input_request(
             project_id, request_id, response, metadata=caller.metadata
         )
-        pending = await self.pending_requests(caller, project_id, answered.session_id, run_id=answered.run_id)
+        # Still waiting only for requests raised before this response: one the resumed run raised
+        # since is its next suspension, which the log shows as the followed run's.
+        responded = answered.response.responded_at.ToNanoseconds()
+        pending = [
+            request
+            for request in await self.pending_requests(
+                caller, project_id, answered.session_id, run_id=answered.run_id
+            )
+            if request.created_at.ToNanoseconds() <= responded
+        ]
         if pending:
             return _still_waiting(answered, pending)
         resumed = follow_run(
@@ -223,6 +248,7 @@ class AgentGateway:
             run_id=answered.run_id,
             metadata=caller.metadata,
             parked=lambda ids: self._parked(caller, project_id, ids),
+            to_top=True,
         )
         return resumed
 
@@ -248,7 +274,8 @@ class AgentGateway:
         self, caller: Caller, project_id: str, session_id: str, *, run_id: str = "", agent: str = ""
     ) -> list[run_pb2.InputRequest]:
         """The session's requests for input still waiting for their response, oldest first;
-        only `run_id`'s, or only those the agent of slug `agent` asked, when given."""
+        only `run_id`'s, or only those of the agent of slug `agent`'s runs, when given: those it
+        asked, and those the runs it delegated to asked (their path starts with it)."""
         pending: list[run_pb2.InputRequest] = []
         page_token = ""
         while True:
@@ -262,7 +289,8 @@ class AgentGateway:
             pending += [
                 request
                 for request in page.input_requests
-                if (not run_id or request.run_id == run_id) and (not agent or request.agent == agent)
+                if (not run_id or request.run_id == run_id)
+                and (not agent or agent in (request.agent, *request.delegation_path[:1]))
             ]
             page_token = page.next_page_token
             if not page_token:
@@ -287,29 +315,20 @@ class AgentGateway:
             return None
         request = pending[0]
         response = response_from_text(request, message, field=field)
+        run_id = request.run_id
+        if request.delegation_path:  # a delegated run's request: the chat is its top-level run's
+            run_id = await top_run_of(
+                self._memory, session_id, run_id, project_id=project_id, metadata=caller.metadata
+            )
         events = await self.respond_to_input(caller, project_id, request.id, response)
-        return await _chat_of(session_id, request.run_id, events)
+        return await _chat_of(session_id, run_id, events)
 
     async def _events(
-        self,
-        caller: Caller,
-        agent: AgentRef,
-        message: str,
-        session_id: str,
-        model_settings: run_pb2.ModelSettings | None,
-        double_texting: str,
+        self, caller: Caller, request: executor_service_pb2.RunRequest
     ) -> AsyncIterator[run_pb2.RunEvent]:
-        self.check_message(message)
-        if model_settings is not None:
-            check_model_settings(model_settings)
-        request = executor_service_pb2.RunRequest(
-            project_slug=agent.project_slug,
-            agent_name=agent.agent_name,
-            session_id=session_id,
-            input=message,
-            model_settings=model_settings,
-            double_texting=double_texting,
-        )
+        self.check_message(request.input)
+        if request.HasField("model_settings"):
+            check_model_settings(request.model_settings)
         run = self._router.run(request, timeout=self._timeout_seconds, metadata=caller.metadata)
         try:
             async with contextlib.aclosing(run):  # leaving early cancels the run below at once

@@ -179,6 +179,7 @@ RPC_POLICY: Mapping[str, Rule] = {
     _REGISTRY + "ListInputRequests": owner(_project_id("project_id")),
     _REGISTRY + "GetInputRequest": owner(_project_id("project_id")),
     _REGISTRY + "RespondToInputRequest": owner(_project_id("project_id")),
+    _REGISTRY + "SummarizeUsage": owner(_project_id("project_id")),
     # Memory: the memory service knows no owners, so the gateway resolves the project itself.
     _MEMORY + "AppendEvents": owner(lambda r: SessionTarget(r.session_id, r.project_id)),
     _MEMORY + "ListEvents": owner(_events_target),
@@ -188,6 +189,7 @@ RPC_POLICY: Mapping[str, Rule] = {
     _MEMORY + "SetRetentionPolicy": owner(_project_id("policy.project_id")),
     _MEMORY + "GetRetentionPolicy": owner(_project_id("project_id")),
     _MEMORY + "ResetSessionContext": owner(lambda r: SessionTarget(r.session_id, r.project_id)),
+    _MEMORY + "ForkSession": owner(lambda r: SessionTarget(r.session_id, r.project_id)),
     # Chat: the owner of the addressed agent's project.
     _GATEWAY + "Chat": owner(_project_of_agent_ref),
     _GATEWAY + "StreamChat": owner(_project_of_agent_ref),
@@ -274,9 +276,11 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     ("GET", "/api/v1/projects/{project_id}/sessions"): _OWNER_BY_ID,
     ("GET", "/api/v1/projects/{project_id}/sessions/{session_id}/events"): _OWNER_BY_ID,
     ("POST", "/api/v1/projects/{project_id}/sessions/{session_id}/reset"): _OWNER_BY_ID,
+    ("POST", "/api/v1/projects/{project_id}/sessions/{session_id}/fork"): _OWNER_BY_ID,
     ("GET", "/api/v1/projects/{project_id}/input-requests"): _OWNER_BY_ID,
     ("GET", "/api/v1/projects/{project_id}/input-requests/{request_id}"): _OWNER_BY_ID,
     ("POST", "/api/v1/projects/{project_id}/input-requests/{request_id}/respond"): _OWNER_BY_ID,
+    ("GET", "/api/v1/projects/{project_id}/usage"): _OWNER_BY_ID,
     ("GET", _AGENT + "/health"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/.well-known/agent"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/.well-known/agent-card.json"): _OWNER_BY_SLUG,

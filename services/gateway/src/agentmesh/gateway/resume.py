@@ -18,7 +18,7 @@ it is answering skips that suspension's other requests).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from google.protobuf import json_format
@@ -31,6 +31,8 @@ from agentmesh.runtime.client import Metadata
 
 EventType = resources_pb2.EventType
 Outcome = run_pb2.DelegationOutcome
+# A run's input: a user's message (a chat's, or a workflow's sub-agent's), or a delegated task.
+INPUTS = (EventType.EVENT_TYPE_USER_MESSAGE, EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED)
 
 
 def is_final(event: resources_pb2.Event) -> bool:
@@ -50,31 +52,22 @@ async def follow_run(
     run_id: str,
     metadata: Metadata,
     parked: Callable[[list[str]], Awaitable[None]] | None = None,
+    to_top: bool = False,
 ) -> AsyncIterator[run_pb2.RunEvent]:
     """The session's events after `after_seq` as RunEvents, until `run_id`'s final event (the
     session's latest chat's run when empty), or its suspension. Sessions are named within their
     project. `parked` waits until the registry holds a suspension's requests: the run records
-    them in the log before it parks, and a client told `run_suspended` may answer them at once."""
-    inputs = [
-        event
-        async for event in memory.iter_events(
-            mem.ListEventsRequest(
-                session_id=session_id,
-                project_id=project_id,
-                event_types=[
-                    EventType.EVENT_TYPE_USER_MESSAGE,
-                    EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED,
-                ],
-                page_size=1000,
-            ),
-            metadata=metadata,
-        )
-    ]
+    them in the log before it parks, and a client told `run_suspended` may answer them at once.
+    `to_top`: follow the top-level run above `run_id` instead (a delegated run's request was
+    answered: the stream is its top-level caller's, to that one's end)."""
+    inputs = await _inputs(memory, session_id, project_id=project_id, metadata=metadata)
     if not run_id:
         chats = [event for event in inputs if event.event_type == EventType.EVENT_TYPE_USER_MESSAGE]
         if not chats:
             return
         run_id = chats[-1].run_id
+    if to_top:
+        run_id = top_run(run_id, callers_of(inputs))
     ended = [
         event
         async for event in memory.iter_events(
@@ -88,17 +81,22 @@ async def follow_run(
     if ended:
         return  # the client saw the end already
     paths = {event.run_id: _path(event) for event in inputs}
-    moved = False  # the followed run recorded something other than a request since after_seq
-    asked: list[str] = []  # its requests since it last did something else
+    # The followed run and the runs below it (delegated, sub-agents): a request of any of them
+    # suspends them all, each waiting on the one below.
+    tree = tree_of(run_id, callers_of(inputs))
+    moved = False  # the followed runs recorded something other than a request since after_seq
+    asked: list[str] = []  # their requests since they last did something else
     async for event in memory.watch_events(session_id, after_seq, project_id=project_id, metadata=metadata):
         if event.event_type == EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED:
             paths[event.run_id] = _path(event)
+        if event.event_type in INPUTS and _caller(event) in tree:
+            tree.add(event.run_id)
         converted = run_event(event, paths.get(event.run_id, []))
-        if event.run_id == run_id and event.event_type == EventType.EVENT_TYPE_INPUT_REQUESTED:
+        if event.run_id in tree and event.event_type == EventType.EVENT_TYPE_INPUT_REQUESTED:
             if not moved:
                 continue  # a request of the suspension the follower comes from
             asked.append(converted.input_requested.request.id if converted else "")
-        elif event.run_id == run_id:
+        elif event.run_id in tree:
             moved, asked = True, []
         if converted is not None:
             yield converted
@@ -107,8 +105,59 @@ async def follow_run(
         if asked and event.metadata.fields["last"].bool_value if "last" in event.metadata.fields else False:
             if parked is not None:
                 await parked(asked)
-            yield suspended_event(event, asked, paths.get(event.run_id, []))
+            # The followed run's suspension, whichever run of its tree asked.
+            followed = next((input_ for input_ in inputs if input_.run_id == run_id), event)
+            yield suspended_event(followed, asked, paths.get(followed.run_id, []))
             return
+
+
+async def _inputs(
+    memory: MemoryClient, session_id: str, *, project_id: str, metadata: Metadata
+) -> list[resources_pb2.Event]:
+    """The session's runs' inputs: a user's message or a delegated task, each naming its caller."""
+    request = mem.ListEventsRequest(
+        session_id=session_id, project_id=project_id, event_types=list(INPUTS), page_size=1000
+    )
+    return [event async for event in memory.iter_events(request, metadata=metadata)]
+
+
+async def top_run_of(
+    memory: MemoryClient, session_id: str, run_id: str, *, project_id: str, metadata: Metadata
+) -> str:
+    """The top-level run above the session's run `run_id` (itself when it has no caller)."""
+    inputs = await _inputs(memory, session_id, project_id=project_id, metadata=metadata)
+    return top_run(run_id, callers_of(inputs))
+
+
+def top_run(run_id: str, callers: dict[str, str]) -> str:
+    """The top-level run above `run_id` (itself when it has no caller): whose stream a request of
+    a delegated run belongs to. `callers`: each run's caller's run id, from its input."""
+    seen = {run_id}
+    while callers.get(run_id) and callers[run_id] not in seen:
+        run_id = callers[run_id]
+        seen.add(run_id)
+    return run_id
+
+
+def tree_of(run_id: str, callers: dict[str, str]) -> set[str]:
+    """`run_id` and every run below it."""
+    tree = {run_id}
+    grown = True
+    while grown:
+        below = {run for run, caller in callers.items() if caller in tree} - tree
+        tree |= below
+        grown = bool(below)
+    return tree
+
+
+def callers_of(inputs: Iterable[resources_pb2.Event]) -> dict[str, str]:
+    """Each run's caller's run id ("" for a top-level run), from the runs' inputs."""
+    return {event.run_id: _caller(event) for event in inputs if event.event_type in INPUTS}
+
+
+def _caller(event: resources_pb2.Event) -> str:
+    meta = event.metadata.fields
+    return meta["caller_run_id"].string_value if "caller_run_id" in meta else ""
 
 
 def run_event(event: resources_pb2.Event, path: list[str]) -> run_pb2.RunEvent | None:
@@ -192,7 +241,8 @@ def input_request(event: resources_pb2.Event, path: list[str]) -> run_pb2.InputR
 
 
 def suspended_event(event: resources_pb2.Event, request_ids: list[str], path: list[str]) -> run_pb2.RunEvent:
-    """The `run_suspended` that ends a followed run's stream at its last request."""
+    """The `run_suspended` that ends a followed run's stream at its last request; `event`: one of
+    the followed run's (its input)."""
     return run_pb2.RunEvent(
         run_id=event.run_id,
         session_id=event.session_id,

@@ -68,6 +68,7 @@ async def start(settings: MemorySettings) -> RunningService:
             ),
             max_event_bytes=settings.max_event_bytes,
             max_batch_events=settings.max_batch_events,
+            max_page_bytes=settings.max_page_bytes,
             watch_poll_seconds=settings.watch_poll_seconds,
             watch_batch_events=settings.watch_batch_events,
         )

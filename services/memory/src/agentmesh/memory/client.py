@@ -128,6 +128,21 @@ class MemoryClient:
         request = pb.ResetSessionContextRequest(session_id=session_id, project_id=project_id)
         return (await unary(self.stub.ResetSessionContext, request, metadata=metadata)).session
 
+    async def fork_session(
+        self,
+        session_id: str,
+        *,
+        project_id: str,
+        at_seq: int,
+        new_session_id: str = "",
+        metadata: Metadata | None = None,
+    ) -> resources_pb2.Session:
+        """A new session that reads this one's events up to `at_seq` and goes its own way."""
+        request = pb.ForkSessionRequest(
+            session_id=session_id, project_id=project_id, at_seq=at_seq, new_session_id=new_session_id
+        )
+        return (await unary(self.stub.ForkSession, request, metadata=metadata)).session
+
     async def list_sessions(
         self,
         project_id: str,

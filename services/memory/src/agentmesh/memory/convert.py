@@ -209,6 +209,8 @@ def session_to_proto(session: models.Session) -> resources_pb2.Session:
         last_seq=session.last_seq,
         first_seq=session.first_seq,
         context_start_seq=session.context_start_seq,
+        forked_from_session_id=session.forked_from_session_id,
+        forked_at_seq=session.forked_at_seq,
     )
 
 
@@ -258,4 +260,6 @@ def session_to_dict(session: resources_pb2.Session) -> dict[str, Any]:
         "last_seq": session.last_seq,
         "first_seq": session.first_seq,
         "context_start_seq": session.context_start_seq,
+        "forked_from_session_id": session.forked_from_session_id,
+        "forked_at_seq": session.forked_at_seq,
     }

@@ -21,6 +21,7 @@ from agentmesh.runtime.errors import (
 
 __all__ = [
     "AfterSeqAhead",
+    "AtSeqBeyondEnd",
     "EventTooLarge",
     "ExpectedLastSeqMismatch",
     "FieldViolation",
@@ -31,6 +32,7 @@ __all__ = [
     "ProjectNotFound",
     "RunEnded",
     "RunTakenOver",
+    "SessionExists",
     "SessionNotFound",
     "ShuttingDown",
     "TooManyEvents",
@@ -45,6 +47,33 @@ class SessionNotFound(NotFound):
 
     def __init__(self, session_id: str) -> None:
         super().__init__(f"session {session_id!r} not found", metadata={"session_id": session_id})
+
+
+class SessionExists(AlreadyExists):
+    """A fork asked for a session id its project already uses."""
+
+    default_reason = "SESSION_EXISTS"
+
+    def __init__(self, session_id: str) -> None:
+        message = f"session {session_id!r} already exists"
+        super().__init__(
+            message,
+            violations=[FieldViolation("new_session_id", message)],
+            metadata={"session_id": session_id},
+        )
+
+
+class AtSeqBeyondEnd(OutOfRange):
+    """A fork asked for a seq the source session has not reached."""
+
+    default_reason = "AT_SEQ_BEYOND_END"
+
+    def __init__(self, session_id: str, at_seq: int, last_seq: int) -> None:
+        super().__init__(
+            f"session {session_id!r} is at seq {last_seq}; at_seq {at_seq} is beyond its end",
+            violations=[FieldViolation("at_seq", f"must be at most {last_seq}")],
+            metadata={"session_id": session_id, "last_seq": str(last_seq)},
+        )
 
 
 class ProjectDeleted(NotFound):

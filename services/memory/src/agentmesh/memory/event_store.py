@@ -107,6 +107,11 @@ class EventStore(Protocol):
 
     async def trim_session(self, session_id: str, project_id: str, *, first_seq: int) -> int: ...
 
+    async def create_session(self, session: Session) -> bool:
+        """Stores a new session as given (a fork, forks.py); False, storing nothing, when its
+        project already has a session with its id."""
+        ...
+
     async def reset_context(self, session_id: str, project_id: str) -> Session | None:
         """Moves the session's context start to its last seq; the session, None when unknown."""
         ...

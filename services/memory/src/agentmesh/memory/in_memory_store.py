@@ -125,7 +125,12 @@ class InMemoryEventStore:
         """The query's events in its ascending order: seq within a session; (created_at,
         session_id, seq) across a project's sessions."""
         if query.session_id:
-            found = list(self._events.get((query.project_id, query.session_id), []))
+            found = self._inherited(query)
+            found += [
+                e
+                for e in self._events.get((query.project_id, query.session_id), [])
+                if not query.lineage or e.seq > query.lineage[0][1]
+            ]
         else:
             found = [
                 event
@@ -145,6 +150,15 @@ class InMemoryEventStore:
         if query.filters_runs:
             matching = [e for e in matching if self._run_matches(e, query)]
         return matching
+
+    def _inherited(self, query: EventQuery) -> list[Event]:
+        """A fork's inherited events in seq order: each lineage session's, up to its bound and
+        above the next one's."""
+        found: list[Event] = []
+        bounds = [bound for _, bound in query.lineage[1:]] + [0] if query.lineage else []
+        for (source, bound), below in reversed(list(zip(query.lineage, bounds, strict=True))):
+            found += [e for e in self._events.get((query.project_id, source), []) if below < e.seq <= bound]
+        return found
 
     def _run_matches(self, event: Event, query: EventQuery) -> bool:
         if not event.run_id:
@@ -223,6 +237,13 @@ class InMemoryEventStore:
                 break
             end = event.seq + 1
         return end
+
+    async def create_session(self, session: Session) -> bool:
+        key = (session.project_id, session.id)
+        if key in self._sessions or session.project_id in self._deleted:
+            return False
+        self._sessions[key] = session
+        return True
 
     async def reset_context(self, session_id: str, project_id: str) -> Session | None:
         key = (project_id, session_id)

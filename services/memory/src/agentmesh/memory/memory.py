@@ -1,8 +1,9 @@
 """The memory rules: what an append may store, how sessions are read, followed and trimmed.
 
-`EventLog` validates requests, makes appends idempotent and optimistic-concurrency safe, pages
-reads with tokens bound to their filters, follows sessions live and reports history removed by
-retention instead of skipping it, and erases a deleted project's sessions (closing their watches).
+`EventLog` validates requests, makes appends idempotent and optimistic-concurrency safe (through
+`appending.Appends`), pages reads with tokens bound to their filters, follows sessions live and
+reports history removed by retention instead of skipping it, and erases a deleted project's
+sessions (closing their watches).
 A session is its project's: (project_id, session_id) names it, so two projects may use one id. A
 caller that does not name the project finds a session only while its id is unique; when several
 projects use it, it is not found (which says nothing of the other projects' sessions).
@@ -12,32 +13,25 @@ It knows neither protobuf nor SQL; `retention.RetentionSweeper` does the backgro
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from agentmesh.memory.appending import Appends
 from agentmesh.memory.errors import (
     AfterSeqAhead,
-    EventTooLarge,
-    ExpectedLastSeqMismatch,
     FieldViolation,
     HistoryTrimmed,
-    IdempotencyKeyContention,
-    IdempotencyKeyReused,
     SessionNotFound,
     ShuttingDown,
-    TooManyEvents,
     ValidationFailed,
 )
 from agentmesh.memory.event_store import (
     EventCursor,
     EventStore,
-    FenceRefused,
-    IdempotencyKeyRace,
     SessionCursor,
 )
-from agentmesh.memory.fence import conflict_refusal, fence_keys, refusal
+from agentmesh.memory.forks import Lineages, as_read_by, fork_session
 from agentmesh.memory.models import (
     AppendResult,
     Event,
@@ -52,11 +46,8 @@ from agentmesh.memory.validation import (
     check_id,
     checked_page_size,
     event_bytes,
-    event_violations,
-    events_valid,
 )
 from agentmesh.memory.watch import SessionSignals
-from agentmesh.runtime import metrics
 from agentmesh.runtime.pagination import (
     PageTokenCodec,
     cursor_datetime,
@@ -68,9 +59,9 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_EVENT_PAGE = 100
 DEFAULT_SESSION_PAGE = 50
-# Attempts of an append whose idempotency key a concurrent append stored first: the second
-# attempt finds the key and returns the stored event.
-_APPEND_ATTEMPTS = 3
+# A page of events is read in chunks, the first this many events, so that a page of large events
+# stops reading near its byte bound instead of reading page_size of them.
+_FIRST_CHUNK_EVENTS = 64
 
 Clock = Callable[[], datetime]
 
@@ -90,6 +81,7 @@ class EventLog:
         page_tokens: PageTokenCodec,
         max_event_bytes: int,
         max_batch_events: int,
+        max_page_bytes: int = 1024 * 1024,
         watch_poll_seconds: float = 0.5,
         watch_batch_events: int = 500,
         clock: Clock = utc_now,
@@ -97,11 +89,19 @@ class EventLog:
         self._store = store
         self._signals = signals
         self._page_tokens = page_tokens
-        self._max_event_bytes = max_event_bytes
-        self._max_batch_events = max_batch_events
+        self._max_page_bytes = max_page_bytes
         self._watch_poll_seconds = watch_poll_seconds
         self._watch_batch_events = watch_batch_events
         self._clock = clock
+        self._lineages = Lineages(store)
+        self._appends = Appends(
+            store,
+            signals,
+            find=self._find,
+            max_event_bytes=max_event_bytes,
+            max_batch_events=max_batch_events,
+            clock=clock,
+        )
 
     # --- appending ---------------------------------------------------------------------------
 
@@ -114,120 +114,8 @@ class EventLog:
         expected_last_seq: int | None = None,
     ) -> AppendResult:
         """Stores the batch atomically after the session's last event, creating the session on
-        first use. Events whose idempotency key is already stored are not stored again: the
-        result holds the stored ones in their place. A step of a run that has ended is refused
-        (fence.py)."""
-        self._validate_append(session_id, project_id, events, expected_last_seq)
-        if not project_id:
-            existing = await self._find(session_id, "")
-            if existing is None:
-                raise ValidationFailed.of(
-                    [FieldViolation("project_id", f"is required: session {session_id!r} is new")]
-                )
-            project_id = existing.project_id
-        keys = [event.idempotency_key for event in events if event.idempotency_key]
-        # Optimistic: the first attempt writes without looking the keys up (a retry is rare, and
-        # the unique index on the keys catches it: nothing is written then). Only an attempt after
-        # a key collision — or after expected_last_seq failed, which a retry of an applied append
-        # must not see — looks them up and answers with the stored events.
-        look_up = False
-        fenced_by: Mapping[str, Event] = {}  # the fence keys the last attempt was refused by
-        for _ in range(_APPEND_ATTEMPTS + 1):
-            known = (
-                await self._store.events_by_idempotency_key(session_id, project_id, keys) if look_up else {}
-            )
-            session: Session | None = None
-            if known:
-                session = await self._store.get_session(session_id, project_id)
-            for index, event in enumerate(events):
-                original = known.get(event.idempotency_key) if event.idempotency_key else None
-                if original is not None and not event.same_payload(original):
-                    raise conflict_refusal(index, event, fenced_by) or IdempotencyKeyReused(
-                        index, event.idempotency_key, original.id
-                    )
-            fresh = [
-                event for event in events if not event.idempotency_key or event.idempotency_key not in known
-            ]
-            if not fresh:
-                # Every event retries a stored one: answer as the first time, whatever
-                # expected_last_seq says now (the first attempt is what it applied to).
-                return AppendResult(
-                    events=[known[event.idempotency_key] for event in events],
-                    last_seq=session.last_seq if session is not None else 0,
-                )
-
-            def admit(session_project: str, last_seq: int) -> None:
-                if expected_last_seq is not None and last_seq != expected_last_seq:
-                    raise ExpectedLastSeqMismatch(session_id, expected_last_seq, last_seq)
-
-            started = time.perf_counter()
-            try:
-                stored, last_seq = await self._store.append(
-                    session_id,
-                    project_id,
-                    fresh,
-                    now=self._clock(),
-                    admit=admit,
-                    expected_last_seq=expected_last_seq,
-                    fence=fence_keys(events, stored=known.keys()),
-                )
-            except IdempotencyKeyRace:
-                look_up = True
-                continue
-            except FenceRefused as fenced:
-                fenced_by = fenced.found
-                if keys and not look_up:
-                    look_up = True  # a retry of events stored before the fence is answered
-                    continue
-                refused = refusal(events, fenced.found, stored=known.keys())
-                metrics.record_memory_append(
-                    seconds=time.perf_counter() - started, events=len(fresh), outcome="error"
-                )
-                if refused is None:  # cannot be: the store found a fence key of one of these runs
-                    raise
-                raise refused from None
-            except ExpectedLastSeqMismatch:
-                if keys and not look_up:
-                    look_up = True
-                    continue
-                metrics.record_memory_append(
-                    seconds=time.perf_counter() - started, events=len(fresh), outcome="error"
-                )
-                raise
-            except BaseException:
-                metrics.record_memory_append(
-                    seconds=time.perf_counter() - started, events=len(fresh), outcome="error"
-                )
-                raise
-            metrics.record_memory_append(seconds=time.perf_counter() - started, events=len(stored))
-            self._signals.notify((project_id, session_id))
-            new = iter(stored)
-            in_order = [known[e.idempotency_key] if e.idempotency_key in known else next(new) for e in events]
-            return AppendResult(events=in_order, last_seq=last_seq)
-        raise IdempotencyKeyContention(
-            f"concurrent appends to session {session_id!r} keep racing on the same idempotency keys; retry"
-        )
-
-    def _validate_append(
-        self, session_id: str, project_id: str, events: Sequence[NewEvent], expected_last_seq: int | None
-    ) -> None:
-        violations: list[FieldViolation] = []
-        check_id(session_id, "session_id", violations, required=True)
-        check_id(project_id, "project_id", violations, required=False)
-        if expected_last_seq is not None and expected_last_seq < 0:
-            violations.append(FieldViolation("expected_last_seq", "must not be negative"))
-        if not events:
-            violations.append(FieldViolation("events", "at least one event is required"))
-        if not events_valid(events):
-            violations += event_violations(events)
-        if violations:
-            raise ValidationFailed.of(violations)
-        if len(events) > self._max_batch_events:
-            raise TooManyEvents(len(events), self._max_batch_events)
-        for index, event in enumerate(events):
-            size = event_bytes(event)
-            if size > self._max_event_bytes:
-                raise EventTooLarge(index, size, self._max_event_bytes)
+        first use; idempotent by key, refused for a run that has ended (appending.py)."""
+        return await self._appends.append(session_id, project_id, events, expected_last_seq=expected_last_seq)
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -273,9 +161,12 @@ class EventLog:
             query = query.model_copy(update={"project_id": named.project_id})
         if query.from_context_start:
             query = await self._from_context_start(query)
-        found = await self._store.list_events(query, after=after, limit=limit + 1)
-        more = len(found) > limit
-        found = found[:limit]
+        elif query.session_id:
+            lineage = await self._lineages.of(query.session_id, query.project_id)
+            query = query.model_copy(update={"lineage": lineage})
+        found, more, byte_limit_reached = await self._read_page(query, after, limit)
+        if query.lineage:
+            found = as_read_by(found, query.session_id)
         session: Session | None = None
         if query.session_id:
             # Read after the events: retention only ever raises first_seq, so a first_seq that
@@ -297,7 +188,37 @@ class EventLog:
         total = 0
         if include_total_size:
             total = await self._count(query, session)
-        return EventPage(events=found, next_page_token=token, total_size=total)
+        return EventPage(
+            events=found, next_page_token=token, total_size=total, byte_limit_reached=byte_limit_reached
+        )
+
+    async def _read_page(
+        self, query: EventQuery, after: EventCursor | None, limit: int
+    ) -> tuple[list[Event], bool, bool]:
+        """Up to `limit` events after `after`, stopping early before their content and metadata
+        pass the page's byte bound (the first event always comes: one event is bounded by
+        max_event_bytes). Returns the events, whether more follow, and whether the byte bound
+        ended the page. Read in chunks sized by what the events read so far weigh, so a page of
+        large events reads about its bound, not `limit` of them."""
+        found: list[Event] = []
+        size = 0
+        chunk = min(limit + 1, _FIRST_CHUNK_EVENTS)
+        while True:
+            batch = await self._store.list_events(query, after=after, limit=chunk)
+            for event in batch:
+                if len(found) == limit:
+                    return found, True, False
+                weight = event_bytes(event)
+                if found and size + weight > self._max_page_bytes:
+                    return found, True, True
+                found.append(event)
+                size += weight
+            if len(batch) < chunk:
+                return found, False, False
+            last = found[-1]
+            after = (last.seq,) if query.session_id else (last.created_at, last.session_id, last.seq)
+            average = max(1, size // len(found))
+            chunk = min(limit + 1 - len(found), max(1, 2 * (self._max_page_bytes - size) // average))
 
     async def _from_context_start(self, query: EventQuery) -> EventQuery:
         """The query starting after the session's context start (and never before what retention
@@ -306,7 +227,24 @@ class EventLog:
         if session is None:
             raise SessionNotFound(query.session_id)
         start = max(query.after_seq, session.context_start_seq, session.first_seq - 1)
-        return query.model_copy(update={"after_seq": start, "from_context_start": False})
+        update = {"after_seq": start, "from_context_start": False, "lineage": session.lineage}
+        return query.model_copy(update=update)
+
+    async def fork(
+        self, session_id: str, project_id: str, *, at_seq: int, new_session_id: str = ""
+    ) -> Session:
+        """A new session of the project that reads this one's events up to `at_seq` as its own and
+        goes its own way after them (forks.py); this one is untouched."""
+        fork = await fork_session(
+            self._store,
+            session_id,
+            project_id,
+            at_seq=at_seq,
+            new_session_id=new_session_id,
+            now=self._clock(),
+        )
+        self._lineages.remember(fork)
+        return fork
 
     async def reset_context(self, session_id: str, project_id: str) -> Session:
         """Starts the session's context afresh (its agents' history readers see only what comes
@@ -407,7 +345,7 @@ class EventLog:
         if after_seq > session.last_seq:
             raise AfterSeqAhead(session_id, after_seq, session.last_seq)
         sent = after_seq or session.first_seq - 1
-        query = EventQuery(session_id=session_id, project_id=project_id)
+        query = EventQuery(session_id=session_id, project_id=project_id, lineage=session.lineage)
         while True:
             # Take the signal before reading, so a commit between the read and the wait wakes us.
             signal = self._signals.signal(key)
@@ -421,7 +359,7 @@ class EventLog:
                 # seq is gap-free and retention removes only a prefix: a hole means the events
                 # this watcher had not seen yet were removed.
                 raise HistoryTrimmed(session_id, sent, batch[0].seq)
-            for event in batch:
+            for event in as_read_by(batch, session_id) if session.lineage else batch:
                 yield event
                 sent = event.seq
             if len(batch) == self._watch_batch_events:

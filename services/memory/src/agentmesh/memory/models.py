@@ -27,6 +27,7 @@ class EventType(StrEnum):
     ERROR = "error"
     INPUT_REQUESTED = "input_requested"  # a run asks a person, and suspends
     INPUT_RECEIVED = "input_received"  # the one response, as the resumed run recorded it
+    CONTEXT_COMPACTED = "context_compacted"  # a summary of older history that prompts reuse
 
 
 class RunState(StrEnum):
@@ -121,6 +122,14 @@ class Session(_Value):
     first_seq: int
     # Its agents' history starts after this seq (ResetSessionContext); 0 = from the start.
     context_start_seq: int = 0
+    # A fork's source session and the seq it was forked at ("" and 0 for a session of its own):
+    # its events up to that seq are read from its lineage, never copied.
+    forked_from_session_id: str = ""
+    forked_at_seq: int = 0
+    # Where a fork's inherited events are: the sessions it reads through, nearest first, each with
+    # the highest seq read from it (strictly decreasing). Session `i` holds the seqs above the
+    # next one's bound; the fork itself holds those above the first bound.
+    lineage: tuple[tuple[str, int], ...] = ()
 
 
 class RetentionPolicy(_Value):
@@ -158,6 +167,9 @@ class EventQuery(_Value):
     run_states: tuple[RunState, ...] = ()
     # Only events of a run whose latest event was recorded at or after this time.
     run_active_since: datetime | None = None
+    # A fork's lineage (Session.lineage): its events up to these bounds are read from these
+    # sessions. Set by the rules from the session, never by a caller.
+    lineage: tuple[tuple[str, int], ...] = ()
 
     @property
     def filters_runs(self) -> bool:
@@ -170,6 +182,8 @@ class EventPage(_Value):
     events: list[Event]
     next_page_token: str = ""
     total_size: int = 0
+    # The page ended before page_size because its events reached the byte bound.
+    byte_limit_reached: bool = False
 
 
 class SessionPage(_Value):

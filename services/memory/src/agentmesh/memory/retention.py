@@ -42,7 +42,7 @@ class RetentionSweeper:
 
     async def _run(self) -> None:
         while True:
-            await asyncio.sleep(self._interval_seconds)
+            await self._task.pause(self._interval_seconds)
             try:
                 removed = await self.sweep()
             except Exception:

@@ -45,7 +45,19 @@ def event_row(row: Sequence[Any]) -> Event:
 
 
 def session_row(row: Sequence[Any]) -> Session:
-    id_, project_id, agent, created, updated, last_seq, first_seq, context_start_seq = row
+    (
+        id_,
+        project_id,
+        agent,
+        created,
+        updated,
+        last_seq,
+        first_seq,
+        context_start_seq,
+        forked_from,
+        forked_at,
+        lineage,
+    ) = row
     return Session.model_construct(
         id=id_,
         project_id=project_id,
@@ -55,6 +67,9 @@ def session_row(row: Sequence[Any]) -> Session:
         last_seq=last_seq,
         first_seq=first_seq,
         context_start_seq=context_start_seq,
+        forked_from_session_id=forked_from,
+        forked_at_seq=forked_at,
+        lineage=tuple((source, bound) for source, bound in lineage or ()),
     )
 
 
@@ -62,7 +77,7 @@ def event_conditions(query: EventQuery) -> list[sa.ColumnElement[bool]]:
     c = event_table.c
     conditions = [c.project_id == query.project_id]
     if query.session_id:
-        conditions.append(c.session_id == query.session_id)
+        conditions.append(_in_session(query))
     if query.agent:
         conditions.append(c.agent == query.agent)
     if query.event_types:
@@ -86,6 +101,19 @@ def event_conditions(query: EventQuery) -> list[sa.ColumnElement[bool]]:
             )
         )
     return conditions
+
+
+def _in_session(query: EventQuery) -> sa.ColumnElement[bool]:
+    """The session's own events, and a fork's inherited ones: each session of its lineage up to
+    its bound and above the next one's (the seq ranges are disjoint, so seq order is kept)."""
+    c = event_table.c
+    if not query.lineage:
+        return c.session_id == query.session_id
+    parts = [sa.and_(c.session_id == query.session_id, c.seq > query.lineage[0][1])]
+    for index, (source, bound) in enumerate(query.lineage):
+        below = query.lineage[index + 1][1] if index + 1 < len(query.lineage) else 0
+        parts.append(sa.and_(c.session_id == source, c.seq <= bound, c.seq > below))
+    return sa.or_(*parts)
 
 
 def _run_in(states: Sequence[RunState]) -> sa.ColumnElement[bool]:

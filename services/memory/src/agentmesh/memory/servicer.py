@@ -100,6 +100,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             events=convert.events_to_proto(page.events),
             next_page_token=page.next_page_token,
             total_size=page.total_size,
+            byte_limit_reached=page.byte_limit_reached,
         )
 
     async def WatchEvents(
@@ -149,6 +150,18 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         await self._check_session(request.session_id, request.project_id)
         session = await self._log.reset_context(request.session_id, request.project_id)
         return pb.ResetSessionContextResponse(session=convert.session_to_proto(session))
+
+    async def ForkSession(
+        self, request: pb.ForkSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ForkSessionResponse:
+        await self._check_session(request.session_id, request.project_id)
+        session = await self._log.fork(
+            request.session_id,
+            request.project_id,
+            at_seq=request.at_seq,
+            new_session_id=request.new_session_id,
+        )
+        return pb.ForkSessionResponse(session=convert.session_to_proto(session))
 
 
 class MemoryInternalServicer(internal_pb_grpc.MemoryInternalServiceServicer):

@@ -17,6 +17,13 @@ class MemorySettings(ServiceSettings):
         default=256 * 1024, gt=0, description="content plus metadata JSON, per event"
     )
     max_batch_events: int = Field(default=1000, gt=0)
+    max_page_bytes: int = Field(
+        default=1024 * 1024,
+        gt=0,
+        description="content plus metadata JSON of the events of one page of ListEvents; a page stops "
+        "before it passes this bound (its first event always comes), so it stays under gRPC's message "
+        "size whatever page_size asks",
+    )
     retention_sweep_seconds: float = Field(default=60.0, gt=0)
     retention_batch_events: int = Field(default=500, gt=0, description="events removed per transaction")
     watch_poll_seconds: float = Field(

@@ -397,6 +397,16 @@ class SqlEventStore(SqlRetention):
             row = (await connection.execute(statement)).first()
         return None if row is None else (utc(row[0]), row[1])
 
+    async def create_session(self, session: Session) -> bool:
+        values = session.model_dump(exclude={"lineage"})
+        values["lineage"] = [list(segment) for segment in session.lineage] or None
+        try:
+            async with self._write() as connection:
+                await connection.execute(sa.insert(session_table).values(**values))
+        except IntegrityError:
+            return False
+        return True
+
     async def reset_context(self, session_id: str, project_id: str) -> Session | None:
         c = session_table.c
         statement = (

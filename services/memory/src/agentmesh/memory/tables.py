@@ -29,6 +29,12 @@ session_table = sa.Table(
     sa.Column("first_seq", sa.BigInteger, nullable=False),
     # Where its agents' context starts (ResetSessionContext; migration 0003_session_context).
     sa.Column("context_start_seq", sa.BigInteger, nullable=False, server_default="0"),
+    # A fork's source and the seq it was forked at, and the sessions its inherited events are read
+    # from (Session.lineage, as [[session_id, up_to_seq], ...]; NULL for a session of its own).
+    # Migration 0006_session_forks.
+    sa.Column("forked_from_session_id", ID, nullable=False, server_default=""),
+    sa.Column("forked_at_seq", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("lineage", JSON, nullable=True),
     sa.PrimaryKeyConstraint("project_id", "id", name="pk_memory_sessions"),
     sa.Index("ix_memory_sessions_project_activity", "project_id", "updated_at", "id"),
     sa.Index("ix_memory_sessions_id", "id"),
@@ -66,6 +72,8 @@ event_table = sa.Table(
     ),
     # An agent's window in a session (the executor's context): newest N by seq, no full scan.
     sa.Index("ix_memory_events_session_agent_seq", "project_id", "session_id", "agent", "seq"),
+    # One run's events in a session (a task's, a followed or resumed run's), without a session scan.
+    sa.Index("ix_memory_events_session_run_seq", "project_id", "session_id", "run_id", "seq"),
     # One agent's events across a project's sessions, in time order.
     sa.Index("ix_memory_events_project_agent_time", "project_id", "agent", "created_at", "session_id", "seq"),
 )
@@ -123,6 +131,9 @@ SESSION_COLUMNS = (
     session_table.c.last_seq,
     session_table.c.first_seq,
     session_table.c.context_start_seq,
+    session_table.c.forked_from_session_id,
+    session_table.c.forked_at_seq,
+    session_table.c.lineage,
 )
 
 

@@ -21,8 +21,10 @@ from agentmesh.registry.identity.api_keys import ApiKeys
 from agentmesh.registry.identity.auth import Accounts, LoginThrottle, Passwords, RefreshTokenCodec
 from agentmesh.registry.internal_servicer import RegistryInternalServicer
 from agentmesh.registry.mcp_servers.registry import McpServerRegistry
+from agentmesh.registry.models import LIMIT_NAMES, ProjectLimits
 from agentmesh.registry.pagination import PageTokens
 from agentmesh.registry.policy import INTERNAL_POLICY, INTERNAL_SERVICE, POLICY, SERVICE
+from agentmesh.registry.projects.limits import LimitDefaults, ProjectQuotas
 from agentmesh.registry.projects.registry import ProjectRegistry
 from agentmesh.registry.remote_agents.registry import RemoteAgentRegistry
 from agentmesh.registry.runs.bookkeeping import RunBookkeeping
@@ -33,6 +35,7 @@ from agentmesh.registry.runs.turns import SessionTurns
 from agentmesh.registry.servicer import RegistryServicer
 from agentmesh.registry.settings import RegistrySettings
 from agentmesh.registry.store.sql import SqlRegistryStore
+from agentmesh.registry.usage.ledger import UsageLedger
 from agentmesh.registry.v1 import registry_service_pb2_grpc
 from agentmesh.runtime.database import create_engine, create_sqlite_directory, upgrade
 from agentmesh.runtime.identity import AuthenticationInterceptor, TokenCodec
@@ -65,6 +68,7 @@ class Components:
     runs: RunBookkeeping
     executors: ExecutorPool
     input_requests: InputRequests
+    usage: UsageLedger
 
 
 async def open_components(settings: RegistrySettings) -> Components:
@@ -107,9 +111,12 @@ async def open_components(settings: RegistrySettings) -> Components:
     )
     watch = AgentWatch()
     executors = ExecutorPool(store, executor_ttl_seconds=settings.executor_heartbeat_ttl_seconds)
-    projects = ProjectRegistry(store, page_tokens=PageTokens(secret), watch=watch, clock=utc_now)
+    quotas = ProjectQuotas(limit_defaults(settings), pool_run_slots=executors.run_slots)
+    projects = ProjectRegistry(
+        store, page_tokens=PageTokens(secret), watch=watch, quotas=quotas, clock=utc_now
+    )
     registry = AgentRegistry(store, page_tokens=PageTokens(secret), executors=executors, watch=watch)
-    runs = RunBookkeeping(store)
+    runs = RunBookkeeping(store, quotas=quotas, watch=watch)
     mcp_servers = McpServerRegistry(store, page_tokens=PageTokens(secret), clock=utc_now, watch=watch)
     leases = RunLeases(
         store.leases,
@@ -133,6 +140,7 @@ async def open_components(settings: RegistrySettings) -> Components:
         runs=runs,
         executors=executors,
         input_requests=InputRequests(store, page_tokens=PageTokens(secret), clock=utc_now, watch=watch),
+        usage=UsageLedger(store),
     )
 
 
@@ -164,6 +172,7 @@ async def start(settings: RegistrySettings) -> RunningService:
             mcp_servers=components.mcp_servers,
             remote_agents=components.remote_agents,
             input_requests=components.input_requests,
+            usage=components.usage,
         )
         internal = RegistryInternalServicer(
             components.registry,
@@ -207,7 +216,7 @@ async def start(settings: RegistrySettings) -> RunningService:
     return RegistryService(
         name="registry",
         server=server,
-        closers=[components.leases.stop, lambda: _dispose(components.engine, components.lease_engine)],
+        closers=[lambda: _dispose(components.engine, components.lease_engine), components.leases.stop],
         watch=components.registry.watch,
         settings=settings,
         accounts=components.accounts,
@@ -230,3 +239,9 @@ async def _dispose(*engines: AsyncEngine | None) -> None:
     for engine in engines:
         if engine is not None:
             await engine.dispose()
+
+
+def limit_defaults(settings: RegistrySettings) -> LimitDefaults:
+    """The operator's project limits, from the `default_<limit>` settings."""
+    limits = ProjectLimits(**{name: getattr(settings, f"default_{name}") for name in LIMIT_NAMES})
+    return LimitDefaults(limits, project_share_of_pool=settings.project_share_of_pool)

@@ -162,13 +162,20 @@ class RegistryClient(ResourceCalls):
         *,
         executor_id: str,
         requests: Sequence[run_pb2.InputRequest],
+        waits_on: Sequence[str] = (),
         metadata: Metadata | None = None,
     ) -> list[run_pb2.InputRequest]:
         """Parks a run `executor_id` holds until a person answers its requests for input (the
         system principal only); the requests as stored — one stored already keeps its state and
-        response. Once none is pending, a renewal hands the run out as an orphan carrying them."""
+        response. Once none is pending, a renewal hands the run out as an orphan carrying them.
+        `waits_on`: its delegated runs that suspended themselves; it is handed out once each
+        has ended."""
         request = internal_pb.SuspendRunRequest(
-            agent_id=agent_id, run_id=run_id, executor_id=executor_id, input_requests=list(requests)
+            agent_id=agent_id,
+            run_id=run_id,
+            executor_id=executor_id,
+            input_requests=list(requests),
+            waits_on_run_ids=list(waits_on),
         )
         return list((await unary(self.internal_stub.SuspendRun, request, metadata=metadata)).input_requests)
 
@@ -179,14 +186,16 @@ class RegistryClient(ResourceCalls):
         *,
         tools: Sequence[str] = (),
         model_providers: Sequence[tuple[str, str]] = (),
+        run_slots: int = 0,
         metadata: Metadata | None = None,
     ) -> resources_pb2.Executor:
-        """Reports an executor in (its heartbeat) with its function tools and its model providers,
-        each as (name, what keeps it from answering or "")."""
+        """Reports an executor in (its heartbeat) with its function tools, its model providers,
+        each as (name, what keeps it from answering or ""), and how many runs it takes at once."""
         executor = resources_pb2.Executor(
             id=executor_id,
             address=address,
             tools=tools,
+            run_slots=run_slots,
             model_providers=[resources_pb2.ModelProvider(name=n, problem=p) for n, p in model_providers],
         )
         request = internal_pb.RegisterExecutorRequest(executor=executor)

@@ -5,7 +5,7 @@ apart (each under the size of a module that reads in one sitting)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from google.protobuf import field_mask_pb2
@@ -244,6 +244,21 @@ class ResourceCalls:
     ) -> pb.GetAgentMetricsResponse:
         request = pb.GetAgentMetricsRequest(project_id=project_id, id=agent_id)
         return await unary(self.stub.GetAgentMetrics, request, metadata=metadata)
+
+    async def summarize_usage(
+        self,
+        project_id: str,
+        group_by: Sequence[pb.UsageDimension.ValueType] = (),
+        *,
+        start_day: str = "",
+        end_day: str = "",
+        metadata: Metadata | None = None,
+    ) -> pb.SummarizeUsageResponse:
+        """The project's spending from the cost ledger, summed per group of `group_by`."""
+        request = pb.SummarizeUsageRequest(
+            project_id=project_id, group_by=list(group_by), start_day=start_day, end_day=end_day
+        )
+        return await unary(self.stub.SummarizeUsage, request, metadata=metadata)
 
     # --- MCP servers (superusers) -----------------------------------------------------------
 

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Mapping
 
-from google.protobuf import timestamp_pb2
-
-from agentmesh.common.v1 import run_pb2, types_pb2
+from agentmesh.common.v1 import types_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as internal_pb2
 from agentmesh.registry.agents.watch import AgentChange
 from agentmesh.registry.errors import ValidationFailed
 from agentmesh.registry.mcp_servers.registry import masked
 from agentmesh.registry.models import (
     AGENT_CONFIG_FIELDS,
+    LIMIT_NAMES,
     Agent,
     AgentConfig,
     AgentKind,
@@ -23,25 +21,24 @@ from agentmesh.registry.models import (
     AgentType,
     AgentTypeFields,
     ApiKey,
+    DelegationLimits,
     Executor,
-    InputDecision,
-    InputKind,
-    InputRequest,
-    InputRequestState,
-    InputResponse,
     IssuedTokens,
     McpServer,
     ModelProvider,
     NewAgent,
     Project,
     ProjectFields,
-    RaisedInput,
+    ProjectLimits,
     RegisteredMcpServer,
+    RunBudget,
     ToolPermission,
     ToolPermissions,
     User,
 )
+from agentmesh.registry.runs.input_convert import input_request_message
 from agentmesh.registry.runs.leases import Renewal
+from agentmesh.registry.usage.convert import run_budget_message
 from agentmesh.registry.v1 import registry_service_pb2 as service_pb2
 from agentmesh.registry.v1 import resources_pb2 as pb
 from agentmesh.registry.validation import check_tool_permissions
@@ -72,23 +69,6 @@ _PERMISSION_TO_PROTO = {
 }
 _PERMISSION_FROM_PROTO = {value: permission for permission, value in _PERMISSION_TO_PROTO.items()}
 
-_INPUT_KIND_TO_PROTO = {
-    InputKind.APPROVAL: run_pb2.INPUT_KIND_APPROVAL,
-    InputKind.QUESTION: run_pb2.INPUT_KIND_QUESTION,
-}
-_INPUT_KIND_FROM_PROTO = {value: kind for kind, value in _INPUT_KIND_TO_PROTO.items()}
-_INPUT_STATE_TO_PROTO = {
-    InputRequestState.PENDING: run_pb2.INPUT_REQUEST_STATE_PENDING,
-    InputRequestState.ANSWERED: run_pb2.INPUT_REQUEST_STATE_ANSWERED,
-    InputRequestState.EXPIRED: run_pb2.INPUT_REQUEST_STATE_EXPIRED,
-}
-_INPUT_STATE_FROM_PROTO = {value: state for state, value in _INPUT_STATE_TO_PROTO.items()}
-_DECISION_TO_PROTO = {
-    InputDecision.APPROVE: run_pb2.INPUT_DECISION_APPROVE,
-    InputDecision.DENY: run_pb2.INPUT_DECISION_DENY,
-}
-_DECISION_FROM_PROTO = {value: decision for decision, value in _DECISION_TO_PROTO.items()}
-
 
 # --- proto → domain ------------------------------------------------------------------------------
 
@@ -114,6 +94,14 @@ def agent_type_fields(message: pb.AgentType) -> AgentTypeFields:
         is_active=message.is_active,
         tool_permissions=tool_permissions(message.tool_permissions, "agent_type.tool_permissions"),
         input_expiry_seconds=message.input_expiry_seconds,
+        delegation_limits=DelegationLimits(
+            max_per_step=message.delegation_limits.max_per_step,
+            max_per_chat=message.delegation_limits.max_per_chat,
+            allow_reentry=message.delegation_limits.allow_reentry,
+        ),
+        context_budget_tokens=message.context_budget_tokens,
+        compaction_model=message.compaction_model,
+        run_budget=RunBudget(max_tokens=message.run_budget.max_tokens, max_cost=message.run_budget.max_cost),
     )
 
 
@@ -156,6 +144,10 @@ def project_fields(message: pb.Project) -> ProjectFields:
         slug=message.slug.strip(),
         description=message.description,
         tool_permissions=tool_permissions(message.tool_permissions, "project.tool_permissions"),
+        # The limits the message sets; unset ones stay unset (the operator's default).
+        limits=ProjectLimits(
+            **{name: getattr(message.limits, name) for name in LIMIT_NAMES if message.limits.HasField(name)}
+        ),
     )
 
 
@@ -184,61 +176,6 @@ def agent_config(message: pb.AgentConfig) -> AgentConfig:
     if "primary_model" in values:
         values["primary_model"] = values["primary_model"].strip()
     return AgentConfig(**values)
-
-
-def raised_inputs(messages: Sequence[run_pb2.InputRequest]) -> list[RaisedInput]:
-    """A SuspendRun's requests as its executor raised them."""
-    violations = [
-        FieldViolation(f"input_requests[{index}].kind", "must be approval or question")
-        for index, message in enumerate(messages)
-        if message.kind not in _INPUT_KIND_FROM_PROTO
-    ]
-    if violations:
-        raise ValidationFailed.of(violations)
-    return [
-        RaisedInput(
-            id=message.id,
-            kind=_INPUT_KIND_FROM_PROTO[message.kind],
-            delegation_path=list(message.delegation_path),
-            tool=message.tool,
-            arguments=struct_to_dict(message.arguments) if message.HasField("arguments") else None,
-            question=message.question,
-            call_id=message.call_id,
-            seq=message.seq,
-            created_at=_moment(message, "created_at"),
-            expires_at=_moment(message, "expires_at"),
-        )
-        for message in messages
-    ]
-
-
-def input_request_state(value: int) -> InputRequestState:
-    """A ListInputRequests state filter: unset is pending."""
-    if value == run_pb2.INPUT_REQUEST_STATE_UNSPECIFIED:
-        return InputRequestState.PENDING
-    if value not in _INPUT_STATE_FROM_PROTO:
-        raise ValidationFailed.of([FieldViolation("state", "must be pending, answered or expired")])
-    return _INPUT_STATE_FROM_PROTO[value]
-
-
-def input_response(message: run_pb2.InputResponse) -> InputResponse:
-    """A person's response as a RespondToInputRequest carries it (who and when are the registry's)."""
-    if message.decision not in (*_DECISION_FROM_PROTO, run_pb2.INPUT_DECISION_UNSPECIFIED):
-        raise ValidationFailed.of([FieldViolation("response.decision", "must be approve or deny")])
-    return InputResponse(
-        decision=_DECISION_FROM_PROTO.get(message.decision),
-        reason=message.reason,
-        answer=message.answer,
-        arguments=struct_to_dict(message.arguments) if message.HasField("arguments") else None,
-    )
-
-
-def _moment(message: run_pb2.InputRequest, field: str) -> datetime | None:
-    value: timestamp_pb2.Timestamp = getattr(message, field)
-    return value.ToDatetime(tzinfo=UTC) if message.HasField(field) else None
-
-
-# --- domain → proto ------------------------------------------------------------------------------
 
 
 def user_message(user: User) -> pb.User:
@@ -322,6 +259,10 @@ def agent_type_message(agent_type: AgentType) -> pb.AgentType:
         updated_at=timestamp(agent_type.updated_at),
         tool_permissions=tool_permissions_message(agent_type.tool_permissions),
         input_expiry_seconds=agent_type.input_expiry_seconds,
+        delegation_limits=delegation_limits_message(agent_type.delegation_limits),
+        context_budget_tokens=agent_type.context_budget_tokens,
+        compaction_model=agent_type.compaction_model,
+        run_budget=run_budget_message(agent_type.run_budget),
     )
 
 
@@ -335,6 +276,7 @@ def project_message(project: Project) -> pb.Project:
         created_at=timestamp(project.created_at),
         updated_at=timestamp(project.updated_at),
         tool_permissions=tool_permissions_message(project.tool_permissions),
+        limits=pb.ProjectLimits(**project.limits.set()),
     )
 
 
@@ -397,7 +339,16 @@ def agent_spec_message(spec: AgentSpec) -> pb.AgentSpec:
         agent_tool_permissions=tool_permissions_message(spec.agent_tool_permissions),
         project_tool_permissions=tool_permissions_message(spec.project_tool_permissions),
         input_expiry_seconds=spec.input_expiry_seconds,
+        delegation_limits=delegation_limits_message(spec.delegation_limits),
+        context_budget_tokens=spec.context_budget_tokens,
+        compaction_model=spec.compaction_model,
+        run_budget=run_budget_message(spec.run_budget),
     )
+
+
+def delegation_limits_message(limits: DelegationLimits) -> pb.DelegationLimits | None:
+    """The bounds as a message; none (unset) when they are all the defaults."""
+    return pb.DelegationLimits(**limits.model_dump()) if limits != DelegationLimits() else None
 
 
 def finished_run_message(result: Agent | DomainError) -> internal_pb2.FinishedAgentRun:
@@ -415,51 +366,12 @@ def executor_message(executor: Executor) -> pb.Executor:
         heartbeat_at=timestamp(executor.heartbeat_at),
         tools=executor.tools,
         model_providers=[pb.ModelProvider(name=p.name, problem=p.problem) for p in executor.model_providers],
+        run_slots=executor.run_slots,
     )
 
 
 def model_providers(message: pb.Executor) -> list[ModelProvider]:
     return [ModelProvider(name=p.name, problem=p.problem) for p in message.model_providers]
-
-
-def input_request_message(request: InputRequest) -> run_pb2.InputRequest:
-    message = run_pb2.InputRequest(
-        id=request.id,
-        project_id=request.project_id,
-        session_id=request.session_id,
-        run_id=request.run_id,
-        agent=request.agent,
-        delegation_path=request.delegation_path,
-        kind=_INPUT_KIND_TO_PROTO[request.kind],
-        tool=request.tool,
-        question=request.question,
-        call_id=request.call_id,
-        created_at=timestamp(request.created_at),
-        expires_at=timestamp(request.expires_at),
-        state=_INPUT_STATE_TO_PROTO[request.state],
-        seq=request.seq,
-    )
-    if request.arguments is not None:
-        message.arguments.CopyFrom(struct(request.arguments))
-    if request.response is not None:
-        message.response.CopyFrom(input_response_message(request.response))
-    return message
-
-
-def input_response_message(response: InputResponse) -> run_pb2.InputResponse:
-    message = run_pb2.InputResponse(
-        decision=run_pb2.INPUT_DECISION_UNSPECIFIED
-        if response.decision is None
-        else _DECISION_TO_PROTO[response.decision],
-        reason=response.reason,
-        answer=response.answer,
-        responder=response.responder,
-    )
-    if response.arguments is not None:
-        message.arguments.CopyFrom(struct(response.arguments))
-    if response.responded_at is not None:
-        message.responded_at.CopyFrom(timestamp(response.responded_at))
-    return message
 
 
 def renewal_message(renewal: Renewal) -> internal_pb2.RenewRunLeasesResponse:
@@ -473,6 +385,7 @@ def renewal_message(renewal: Renewal) -> internal_pb2.RenewRunLeasesResponse:
                 project_id=orphan.project_id,
                 agent_name=orphan.agent_name,
                 input_requests=[input_request_message(request) for request in orphan.input_requests],
+                parked=orphan.parked,
             )
             for orphan in renewal.orphans
         ],

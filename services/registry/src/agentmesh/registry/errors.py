@@ -15,6 +15,7 @@ from agentmesh.runtime.errors import (
     FieldViolation,
     NotFound,
     PermissionDenied,
+    QuotaExceeded,
     ResourceExhausted,
     SuperuserRequired,
     SystemRequired,
@@ -40,10 +41,12 @@ __all__ = [
     "InputRequestNotFound",
     "InvalidCredentials",
     "InvalidTransition",
+    "LimitRaiseDenied",
     "LoginThrottled",
     "McpServerNameTaken",
     "McpServerNotFound",
     "ProjectNotFound",
+    "QuotaExceeded",
     "RefreshTokenInvalid",
     "RefreshTokenReused",
     "RemoteAgentNameTaken",
@@ -123,6 +126,24 @@ class ProjectNotFound(NotFound):
     """Also what callers get for a project they may not see: they never learn it exists."""
 
     default_reason = "PROJECT_NOT_FOUND"
+
+
+class LimitRaiseDenied(PermissionDenied):
+    """A project's owner tried to raise one of its limits, which only a superuser may do; the
+    message and ErrorInfo metadata `field` name the limit."""
+
+    default_reason = "LIMIT_RAISE_DENIED"
+
+    def __init__(self, field: str, before: int, after: int) -> None:
+        super().__init__(
+            f"only a superuser may raise {field} (from {_shown(before)} to {_shown(after)}); "
+            "an owner may only lower it",
+            metadata={"field": field},
+        )
+
+
+def _shown(limit: int) -> str:
+    return str(limit) if limit else "unlimited"
 
 
 class AgentNotFound(NotFound):

@@ -17,13 +17,13 @@ from agentmesh.registry.models import (
     ApiKey,
     Credentials,
     Executor,
-    InputRequest,
     Project,
     RefreshToken,
     RegisteredMcpServer,
     RemoteAgent,
     RunKey,
 )
+from agentmesh.registry.runs.input_models import InputRequest
 
 V = TypeVar("V")
 
@@ -61,6 +61,10 @@ class State:
     turns: list[SessionTurn] = field(default_factory=list)
     # Suspended runs' requests for a person's input, by id.
     input_requests: dict[str, InputRequest] = field(default_factory=dict)
+    # Parked runs' links to the suspended runs below them they wait on (`runs/run_waits.py`).
+    run_waits: dict[RunKey, frozenset[str]] = field(default_factory=dict)
+    # Tokens a project's finished runs used, by (project id, YYYY-MM-DD).
+    project_tokens: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def in_flight(self, run: RunKey) -> bool:
         return run in self.runs or run in self.leases

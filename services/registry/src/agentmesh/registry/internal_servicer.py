@@ -18,14 +18,15 @@ from agentmesh.registry.agents.registry import AgentRegistry
 from agentmesh.registry.identity.api_keys import ApiKeys
 from agentmesh.registry.identity.auth import Accounts
 from agentmesh.registry.mcp_servers.registry import McpServerRegistry
-from agentmesh.registry.models import FinishedRun
 from agentmesh.registry.remote_agents.registry import RemoteAgentRegistry
 from agentmesh.registry.remote_agents.servicer import remote_agent_message
+from agentmesh.registry.runs import input_convert
 from agentmesh.registry.runs.bookkeeping import RunBookkeeping
 from agentmesh.registry.runs.executors import ExecutorPool
 from agentmesh.registry.runs.input_requests import InputRequests
 from agentmesh.registry.runs.leases import RunLeases
 from agentmesh.registry.runs.turns import SessionTurns
+from agentmesh.registry.usage.convert import finished_run
 from agentmesh.runtime.identity import caller
 
 Context = grpc.aio.ServicerContext
@@ -100,29 +101,13 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
     async def FinishAgentRun(
         self, request: pb.FinishAgentRunRequest, context: Context
     ) -> pb.FinishAgentRunResponse:
-        agent = await self._runs.finish_run(
-            caller(),
-            request.agent_id,
-            request.run_id,
-            completed=request.completed,
-            tokens_used=request.tokens_used,
-            cost=request.cost,
-        )
+        agent = await self._runs.finish_run(caller(), finished_run(request))
         return pb.FinishAgentRunResponse(agent=convert.agent_message(agent))
 
     async def FinishAgentRuns(
         self, request: pb.FinishAgentRunsRequest, context: Context
     ) -> pb.FinishAgentRunsResponse:
-        runs = [
-            FinishedRun(
-                agent_id=run.agent_id,
-                run_id=run.run_id,
-                completed=run.completed,
-                tokens_used=run.tokens_used,
-                cost=run.cost,
-            )
-            for run in request.runs
-        ]
+        runs = [finished_run(run) for run in request.runs]
         results = await self._runs.finish_runs(caller(), runs)
         return pb.FinishAgentRunsResponse(results=[convert.finished_run_message(r) for r in results])
 
@@ -144,9 +129,10 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
             request.executor_id,
             request.agent_id,
             request.run_id,
-            convert.raised_inputs(request.input_requests),
+            input_convert.raised_inputs(request.input_requests),
+            waits_on=list(request.waits_on_run_ids),
         )
-        return pb.SuspendRunResponse(input_requests=[convert.input_request_message(r) for r in stored])
+        return pb.SuspendRunResponse(input_requests=[input_convert.input_request_message(r) for r in stored])
 
     async def RegisterExecutor(
         self, request: pb.RegisterExecutorRequest, context: Context
@@ -156,6 +142,7 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
             request.executor.address,
             tools=request.executor.tools,
             model_providers=convert.model_providers(request.executor),
+            run_slots=request.executor.run_slots,
         )
         return pb.RegisterExecutorResponse(executor=convert.executor_message(executor))
 

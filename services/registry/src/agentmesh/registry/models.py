@@ -13,6 +13,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentmesh.registry.usage.models import ModelUsageReport
+
 T = TypeVar("T")
 
 JsonValue = Any
@@ -162,6 +164,22 @@ ToolPermissions = dict[str, ToolPermission]
 DEFAULT_INPUT_EXPIRY_SECONDS = 86_400
 
 
+class DelegationLimits(_Model):
+    """Bounds on the delegation tree under a chat, as the delegating agent's type sets them; 0:
+    the executor's default."""
+
+    max_per_step: int = 0
+    max_per_chat: int = 0
+    allow_reentry: bool = False
+
+
+class RunBudget(_Model):
+    """What one run (with its delegations) may spend: tokens, US dollars; 0: no bound."""
+
+    max_tokens: int = 0
+    max_cost: float = 0.0
+
+
 class AgentTypeFields(_Model):
     """The settable fields of an agent type: what a create carries and an update may change."""
 
@@ -182,6 +200,10 @@ class AgentTypeFields(_Model):
     is_active: bool = True
     tool_permissions: ToolPermissions = Field(default_factory=dict)
     input_expiry_seconds: int = 0  # how long a request for input waits; 0: the default
+    delegation_limits: DelegationLimits = Field(default_factory=DelegationLimits)
+    context_budget_tokens: int = 0  # the prompt's budget; 0: the executor's default for the model
+    compaction_model: str = ""  # summarizes history beyond the budget; "": the agent's model
+    run_budget: RunBudget = Field(default_factory=lambda: RunBudget())
 
 
 AGENT_TYPE_FIELDS: tuple[str, ...] = tuple(AgentTypeFields.model_fields)
@@ -195,6 +217,30 @@ class AgentType(AgentTypeFields):
     updated_at: datetime
 
 
+# What a project's limits are named (DESIGN §12), in the order they are listed.
+LIMIT_NAMES: tuple[str, ...] = (
+    "requests_per_minute",
+    "concurrent_runs",
+    "open_streams",
+    "tokens_per_day",
+    "stored_bytes",
+)
+
+
+class ProjectLimits(_Model):
+    """What one project may use. None: the operator's default applies; 0: unlimited."""
+
+    requests_per_minute: int | None = None
+    concurrent_runs: int | None = None
+    open_streams: int | None = None
+    tokens_per_day: int | None = None
+    stored_bytes: int | None = None
+
+    def set(self) -> dict[str, int]:
+        """The limits this project sets itself, by name."""
+        return {name: value for name in LIMIT_NAMES if (value := getattr(self, name)) is not None}
+
+
 class ProjectFields(_Model):
     """The settable fields of a project."""
 
@@ -203,6 +249,8 @@ class ProjectFields(_Model):
     description: str = ""
     # The owner's rules for every agent of the project: they only tighten the types' rules.
     tool_permissions: ToolPermissions = Field(default_factory=dict)
+    # Set by superusers; the owner may lower them (`projects/limits.py`).
+    limits: ProjectLimits = Field(default_factory=ProjectLimits)
 
 
 PROJECT_FIELDS: tuple[str, ...] = tuple(ProjectFields.model_fields)
@@ -326,19 +374,27 @@ class AgentSpec(_Model):
     agent_tool_permissions: ToolPermissions = Field(default_factory=dict)
     project_tool_permissions: ToolPermissions = Field(default_factory=dict)
     input_expiry_seconds: int = DEFAULT_INPUT_EXPIRY_SECONDS
+    delegation_limits: DelegationLimits = Field(default_factory=DelegationLimits)
+    context_budget_tokens: int = 0
+    compaction_model: str = ""
+    run_budget: RunBudget = Field(default_factory=lambda: RunBudget())
 
 
 RunKey = tuple[str, str]  # (agent id, run id): a run, as leases and session turns name it
 
 
 class FinishedRun(_Model):
-    """A run an executor reports finished, with its usage."""
+    """A run an executor reports finished, with its usage: in all (for the agent's counters), and
+    per model its own calls used (for the cost ledger), with its session and user."""
 
     agent_id: str
     run_id: str
     completed: bool
     tokens_used: int
     cost: float
+    session_id: str = ""
+    user_id: str = ""
+    model_usage: tuple[ModelUsageReport, ...] = ()
 
 
 class ModelProvider(_Model):
@@ -358,6 +414,8 @@ class Executor(_Model):
     heartbeat_at: datetime
     tools: list[str] = []
     model_providers: list[ModelProvider] = []
+    # How many runs it takes at once (0: not said).
+    run_slots: int = 0
 
 
 class PageRequest(_Model):
@@ -396,74 +454,3 @@ class RemoteAgent(_Model):
     credential: str = ""
     description: str = ""
     created_at: datetime
-
-
-class InputKind(enum.StrEnum):
-    """What a suspended run asks a person for."""
-
-    APPROVAL = "approval"  # to approve (or deny) a tool call
-    QUESTION = "question"  # to answer a question
-
-
-class InputRequestState(enum.StrEnum):
-    PENDING = "pending"
-    ANSWERED = "answered"
-    EXPIRED = "expired"  # nobody responded in time: it counts as a denial by the system
-
-
-class InputDecision(enum.StrEnum):
-    APPROVE = "approve"
-    DENY = "deny"
-
-
-class InputResponse(_Model):
-    """The one response a request for input gets: an approval's `decision` (with an optional
-    `reason`, and `arguments` to run an approved call with instead of the model's), or a
-    question's `answer`; who gave it and when."""
-
-    decision: InputDecision | None = None
-    reason: str = ""
-    answer: str = ""
-    arguments: dict[str, JsonValue] | None = None
-    responder: str = ""
-    responded_at: datetime | None = None
-
-
-class RaisedInput(_Model):
-    """A request for input as a run's executor raises it (InputRequest without what the registry
-    knows of the run, nor state): a time or an expiry left unset gets the registry's default."""
-
-    id: str
-    kind: InputKind
-    delegation_path: list[str] = Field(default_factory=list)
-    tool: str = ""
-    arguments: dict[str, JsonValue] | None = None
-    question: str = ""
-    call_id: str = ""
-    seq: int = 0
-    created_at: datetime | None = None
-    expires_at: datetime | None = None
-
-
-class InputRequest(_Model):
-    """A suspended run's request for a person's input (`runs/input_requests.py`): what it asks,
-    where it stands, and its one response. `agent` is the asking agent's slug, `agent_id` its id
-    (with `run_id`, the run that waits)."""
-
-    id: str
-    project_id: str
-    agent_id: str
-    agent: str
-    session_id: str
-    run_id: str
-    delegation_path: list[str] = Field(default_factory=list)
-    kind: InputKind
-    tool: str = ""
-    arguments: dict[str, JsonValue] | None = None
-    question: str = ""
-    call_id: str = ""
-    seq: int = 0
-    created_at: datetime
-    expires_at: datetime
-    state: InputRequestState = InputRequestState.PENDING
-    response: InputResponse | None = None

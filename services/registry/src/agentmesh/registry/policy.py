@@ -66,6 +66,9 @@ POLICY: Mapping[str, Access] = {
     "ListInputRequests": Access.AUTHENTICATED,
     "GetInputRequest": Access.AUTHENTICATED,
     "RespondToInputRequest": Access.AUTHENTICATED,
+    # The cost ledger's summaries: the project's owner, superusers, and API keys scoped to it
+    # (the rules check it, `usage/ledger.py`).
+    "SummarizeUsage": Access.AUTHENTICATED,
 }
 
 # RegistryInternalService: only the mesh's services reach it (their service credential is checked

@@ -1,7 +1,7 @@
 """RegistryService over gRPC: one service, its RPCs handled by resource — users and API keys in
 `identity/servicer.py`, projects in `projects/servicer.py`, agent types and agents in
 `agents/servicer.py`, MCP servers and remote agents in theirs, suspended runs' requests for input in
-`runs/servicer.py`. This class only composes those
+`runs/servicer.py`, the cost ledger's summaries in `usage/servicer.py`. This class only composes those
 handlers and gives them the rules they call. No SQL and no rules here: the caller comes from the
 authorization interceptor (`caller()`), and failures leave as DomainErrors for the shared
 interceptor to map."""
@@ -21,6 +21,8 @@ from agentmesh.registry.remote_agents.registry import RemoteAgentRegistry
 from agentmesh.registry.remote_agents.servicer import RemoteAgentRpcs
 from agentmesh.registry.runs.input_requests import InputRequests
 from agentmesh.registry.runs.servicer import InputRequestRpcs
+from agentmesh.registry.usage.ledger import UsageLedger
+from agentmesh.registry.usage.servicer import UsageRpcs
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
 
 
@@ -33,6 +35,7 @@ class RegistryServicer(
     McpServerRpcs,
     RemoteAgentRpcs,
     InputRequestRpcs,
+    UsageRpcs,
     pb_grpc.RegistryServiceServicer,
 ):
     """The public RegistryService: every resource's RPC handlers, over the rules they adapt."""
@@ -47,6 +50,7 @@ class RegistryServicer(
         mcp_servers: McpServerRegistry,
         remote_agents: RemoteAgentRegistry,
         input_requests: InputRequests,
+        usage: UsageLedger,
     ) -> None:
         self._accounts = accounts
         self._api_keys = api_keys
@@ -55,3 +59,4 @@ class RegistryServicer(
         self._mcp_servers = mcp_servers
         self._remote_agents = remote_agents
         self._input_requests = input_requests
+        self._usage = usage

@@ -41,6 +41,22 @@ class RegistrySettings(ServiceSettings):
         default=1.0, gt=0, description="how often expired leases are looked for"
     )
 
+    # Project limits for projects that set none (`projects/limits.py`); 0 is unlimited. A project's
+    # `concurrent_runs`, unless fixed here, defaults to its share of the executor pool's run slots.
+    default_requests_per_minute: int = Field(default=0, ge=0)
+    default_concurrent_runs: int = Field(default=0, ge=0, description="0: the project's share of the pool")
+    default_open_streams: int = Field(default=0, ge=0)
+    default_tokens_per_day: int = Field(default=0, ge=0)
+    default_stored_bytes: int = Field(default=0, ge=0)
+    # Off by default: the share is a cap, not a queue, so a delegation or a workflow's sub-agent
+    # in a small pool, or while an executor is gone, would be refused rather than wait its turn.
+    project_share_of_pool: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="of the live executors' run slots, one project's at most (0: none)",
+    )
+
     # argon2id cost; the defaults are OWASP's recommendation (m=19456 KiB, t=2, p=1). Lower them
     # only for tests.
     password_hash_time_cost: int = Field(default=2, ge=1)

@@ -95,6 +95,13 @@ class AgentTypeRow(Base):
     # requests for input wait (0: the default).
     tool_permissions: Mapped[dict[str, str]] = mapped_column(sa.JSON, server_default="{}")
     input_expiry_seconds: Mapped[int] = mapped_column(sa.Integer, server_default="0")
+    delegation_limits: Mapped[dict[str, object]] = mapped_column(sa.JSON, server_default="{}")
+    # The prompt's token budget (0: the executor's default) and the model that summarizes what
+    # does not fit ("": the agent's own); migration 0015_context_budget.
+    context_budget_tokens: Mapped[int] = mapped_column(sa.Integer, server_default="0")
+    compaction_model: Mapped[str] = mapped_column(sa.String(200), server_default="")
+    # What one run may spend (migration 0016): {"max_tokens": n, "max_cost": usd}.
+    run_budget: Mapped[dict[str, Any]] = mapped_column(sa.JSON, server_default="{}")
     request_id: Mapped[str | None] = mapped_column(sa.String(200), unique=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
@@ -116,8 +123,23 @@ class ProjectRow(Base):
     request_id: Mapped[str | None] = mapped_column(sa.String(200))
     # The owner's tool permissions for every agent of the project, which only tighten.
     tool_permissions: Mapped[dict[str, str]] = mapped_column(sa.JSON, server_default="{}")
+    # The limits the project sets itself, by name (the rest are the operator's defaults).
+    limits: Mapped[dict[str, int]] = mapped_column(sa.JSON, server_default="{}")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class ProjectTokenDayRow(Base):
+    """The model tokens a project's finished runs used on one day (UTC), for its `tokens_per_day`
+    limit (migration 0012)."""
+
+    __tablename__ = "project_token_days"
+
+    project_id: Mapped[str] = mapped_column(
+        sa.ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True
+    )
+    day: Mapped[str] = mapped_column(sa.String(10), primary_key=True)  # YYYY-MM-DD
+    tokens: Mapped[int] = mapped_column(sa.BigInteger)
 
 
 class AgentRow(Base):
@@ -189,6 +211,18 @@ class InputRequestRow(Base):
     expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
 
+class RunWaitRow(Base):
+    """A parked run waiting on a run below it (its delegated run, or its workflow's sub-agent's)
+    that is suspended itself (migration 0015): the parked run is handed out once none is left."""
+
+    __tablename__ = "run_waits"
+    __table_args__ = (sa.Index("ix_run_waits_child", "child_run_id"),)
+
+    agent_id: Mapped[str] = mapped_column(sa.ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True)
+    run_id: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
+    child_run_id: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
+
+
 class SessionTurnRow(Base):
     """A user's message's run as a turn of its session (migration 0008, double texting): turns
     go in `position` order; one is in flight while its `agent_runs` row exists."""
@@ -212,6 +246,8 @@ class ExecutorRow(Base):
     heartbeat_at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
     tools: Mapped[list[str]] = mapped_column(sa.JSON, default=list)
     model_providers: Mapped[list[dict[str, Any]]] = mapped_column(sa.JSON, default=list)
+    # How many runs it takes at once (migration 0012; 0: not said).
+    run_slots: Mapped[int] = mapped_column(sa.Integer, server_default="0")
 
 
 class McpServerRow(Base):
@@ -275,3 +311,28 @@ class RemoteAgentRow(Base):
     credential: Mapped[str] = mapped_column(sa.Text)
     description: Mapped[str] = mapped_column(sa.Text)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class UsageEntryRow(Base):
+    """The cost ledger (migration 0016): what one run's calls of one model used, as its executor
+    reported at the run's end; deleted with its project. An agent's entries outlive it (what
+    was spent stays spent), so they name it by id and by its slug at the time."""
+
+    __tablename__ = "usage_entries"
+    __table_args__ = (sa.Index(None, "project_id", "day"),)
+
+    agent_id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    run_id: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
+    model: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
+    project_id: Mapped[str] = mapped_column(sa.ForeignKey("projects.id", ondelete="CASCADE"))
+    agent: Mapped[str] = mapped_column(sa.String(200))
+    user_id: Mapped[str] = mapped_column(sa.String(200))
+    session_id: Mapped[str] = mapped_column(sa.String(200))
+    day: Mapped[str] = mapped_column(sa.String(10))
+    calls: Mapped[int] = mapped_column(sa.BigInteger)
+    input_tokens: Mapped[int] = mapped_column(sa.BigInteger)
+    output_tokens: Mapped[int] = mapped_column(sa.BigInteger)
+    cached_input_tokens: Mapped[int] = mapped_column(sa.BigInteger)
+    cost: Mapped[float] = mapped_column(sa.Float)
+    cost_known: Mapped[bool] = mapped_column(sa.Boolean)
+    recorded_at: Mapped[datetime] = mapped_column(UtcDateTime)

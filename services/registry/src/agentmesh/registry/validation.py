@@ -30,6 +30,8 @@ MAX_PERSON_NAME = 100
 MAX_AGENT_NAME = 100
 MAX_DISPLAY_NAME = 200
 MAX_DESCRIPTION = 10_000
+# A project limit's largest value: what JSON numbers hold exactly (clients in JavaScript too).
+MAX_LIMIT = 2**53 - 1
 MAX_PROMPT = 100_000
 MAX_MODEL_NAME = 200
 MAX_LIST_ITEMS = 100
@@ -38,6 +40,12 @@ MAX_MAX_ITERATIONS = 10_000
 MAX_TOOL_RULES = 200
 MAX_TOOL_PATTERN = 200
 MAX_INPUT_EXPIRY_SECONDS = 30 * 86_400
+# What an agent type may set its delegation bounds to (DelegationLimits): a tenant may tighten
+# the executor's defaults, or loosen them only this far.
+MAX_DELEGATIONS_PER_STEP = 64
+MAX_DELEGATIONS_PER_CHAT = 10_000
+# A prompt budget beyond any model's context (ten million tokens) is a mistake.
+MAX_CONTEXT_BUDGET_TOKENS = 10_000_000
 DEFAULT_MAX_STEPS = 10
 MCP_TRANSPORTS = ("stdio", "streamable_http")
 
@@ -125,6 +133,19 @@ def check_agent_type(fields: AgentTypeFields, *, prefix: str = "agent_type") -> 
     violations += _range(
         f"{prefix}.input_expiry_seconds", fields.input_expiry_seconds, 0, MAX_INPUT_EXPIRY_SECONDS
     )
+    limits = fields.delegation_limits
+    violations += _range(
+        f"{prefix}.delegation_limits.max_per_step", limits.max_per_step, 0, MAX_DELEGATIONS_PER_STEP
+    )
+    violations += _range(
+        f"{prefix}.delegation_limits.max_per_chat", limits.max_per_chat, 0, MAX_DELEGATIONS_PER_CHAT
+    )
+    violations += _range(
+        f"{prefix}.context_budget_tokens", fields.context_budget_tokens, 0, MAX_CONTEXT_BUDGET_TOKENS
+    )
+    violations += _max_length(f"{prefix}.compaction_model", fields.compaction_model, MAX_MODEL_NAME)
+    if fields.run_budget.max_tokens < 0 or not 0 <= fields.run_budget.max_cost < float("inf"):
+        violations.append(FieldViolation(f"{prefix}.run_budget", "must not be negative"))
     return violations
 
 
@@ -132,6 +153,11 @@ def check_project(fields: ProjectFields, *, prefix: str = "project") -> list[Fie
     violations = _name_and_slug(prefix, fields.name, fields.slug)
     violations += _max_length(f"{prefix}.description", fields.description, MAX_DESCRIPTION)
     violations += check_tool_permissions(f"{prefix}.tool_permissions", fields.tool_permissions)
+    violations += [
+        FieldViolation(f"{prefix}.limits.{name}", f"must be 0 (unlimited) to {MAX_LIMIT}")
+        for name, value in fields.limits.set().items()
+        if not 0 <= value <= MAX_LIMIT
+    ]
     return violations
 
 

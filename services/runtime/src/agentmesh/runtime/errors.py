@@ -8,12 +8,13 @@ given); `from_rpc_error` turns such a status back into the same typed exception 
 from __future__ import annotations
 
 import logging
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import grpc
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, duration_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -35,6 +36,13 @@ TOKEN_REVOKED = "TOKEN_REVOKED"
 # (runtime.service_identity).
 SERVICE_CREDENTIAL_MISSING = "SERVICE_CREDENTIAL_MISSING"
 SERVICE_CREDENTIAL_INVALID = "SERVICE_CREDENTIAL_INVALID"
+# ErrorInfo metadata of a refusal that may be retried later: the seconds to wait (HTTP
+# `Retry-After`; a `google.rpc.RetryInfo` detail on gRPC).
+RETRY_AFTER_SECONDS = "retry_after_seconds"
+# ErrorInfo metadata of a refusal for a limit: the limit's subject (`project:<id>`, `user:<id>`)
+# and name (`concurrent_runs`, …), also sent as a `google.rpc.QuotaFailure` detail.
+QUOTA_SUBJECT = "quota_subject"
+QUOTA_LIMIT = "quota_limit"
 # Addresses as gRPC core writes them into its messages (ipv4:127.0.0.1:38154, [::1]:50051, …).
 _ADDRESS = re.compile(
     r"\b(?:ipv4|ipv6|unix|dns):[^\s,;)]+|\[[0-9a-fA-F:]+\]:\d+|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?"
@@ -107,7 +115,28 @@ def rich_status(
             )
         )
         details.append(bad_request)
+    details += _retry_details(metadata or {})
     return status_pb2.Status(code=code.value[0], message=message, details=details)
+
+
+def _retry_details(metadata: Mapping[str, str]) -> list[any_pb2.Any]:
+    """RetryInfo and QuotaFailure details for what the ErrorInfo metadata says, for clients that
+    read the standard details rather than the metadata (the metadata travels both ways: a client
+    maps the status back to the same error, and the details are written again on each hop)."""
+    details = []
+    retry_after = metadata.get(RETRY_AFTER_SECONDS)
+    if retry_after and retry_after.isdigit():
+        retry = any_pb2.Any()
+        retry.Pack(error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=int(retry_after))))
+        details.append(retry)
+    if QUOTA_LIMIT in metadata:
+        quota = any_pb2.Any()
+        violation = error_details_pb2.QuotaFailure.Violation(
+            subject=metadata.get(QUOTA_SUBJECT, ""), description=f"limit {metadata[QUOTA_LIMIT]} reached"
+        )
+        quota.Pack(error_details_pb2.QuotaFailure(violations=[violation]))
+        details.append(quota)
+    return details
 
 
 class InvalidArgument(DomainError):
@@ -177,6 +206,22 @@ class Unauthenticated(DomainError):
 class ResourceExhausted(DomainError):
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
     default_reason = "RESOURCE_EXHAUSTED"
+
+
+class QuotaExceeded(ResourceExhausted):
+    """A limit of the caller's project or user is reached (`subject`, e.g. `project:<id>`, and
+    the limit's name): retry after `retry_after_seconds`. Any service that enforces a limit
+    raises it; on the wire it carries RetryInfo and QuotaFailure details."""
+
+    default_reason = "QUOTA_EXCEEDED"
+
+    def __init__(self, message: str, *, subject: str, limit: str, retry_after_seconds: float) -> None:
+        seconds = max(1, math.ceil(retry_after_seconds))
+        super().__init__(
+            message,
+            metadata={RETRY_AFTER_SECONDS: str(seconds), QUOTA_SUBJECT: subject, QUOTA_LIMIT: limit},
+        )
+        self.retry_after_seconds = seconds
 
 
 class Aborted(DomainError):

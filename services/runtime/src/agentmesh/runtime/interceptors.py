@@ -31,7 +31,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, cast
 
 import grpc
 from opentelemetry import context as otel_context
@@ -67,10 +67,16 @@ class ServerInterceptor(HandlerWrappingInterceptor):
     """Tracing, metrics, deadline and token capture, and DomainError → status, for every call.
 
     The wrapper reads the call's metadata from its context, so nothing is built per call but the
-    span."""
+    span. It keeps the tasks of the calls in flight (`in_flight`): a stopping server waits for
+    them, so that none is still unwinding — returning a database connection, say — once the
+    service closed what they use."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_flight: set[asyncio.Task[Any]] = set()
 
     def wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
-        return _wrap_handler(handler, _Method(method))
+        return _wrap_handler(handler, _Method(method), self.in_flight)
 
 
 class _Method:
@@ -115,10 +121,12 @@ def _check_decoded(request: Any, method: _Method) -> None:
         )
 
 
-def _wrap_handler(handler: grpc.RpcMethodHandler, method: _Method) -> grpc.RpcMethodHandler:
+def _wrap_handler(
+    handler: grpc.RpcMethodHandler, method: _Method, in_flight: set[asyncio.Task[Any]]
+) -> grpc.RpcMethodHandler:
     if handler.unary_unary:
         return grpc.unary_unary_rpc_method_handler(
-            _wrap_unary(handler.unary_unary, method),
+            _wrap_unary(handler.unary_unary, method, in_flight),
             request_deserializer=_decoding(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )
@@ -128,7 +136,7 @@ def _wrap_handler(handler: grpc.RpcMethodHandler, method: _Method) -> grpc.RpcMe
         # iterator of responses (an async generator, usually) and is iterated.
         wrap = _wrap_unary if inspect.iscoroutinefunction(handler.unary_stream) else _wrap_stream
         return grpc.unary_stream_rpc_method_handler(
-            wrap(handler.unary_stream, method),
+            wrap(handler.unary_stream, method, in_flight),
             request_deserializer=_decoding(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )
@@ -227,8 +235,9 @@ def _finish(call: _ServerCall, context: grpc.aio.ServicerContext, code: grpc.Sta
     span.end()
 
 
-def _wrap_unary(behavior: Callable[..., Awaitable[Any]], method: _Method):
+def _wrap_unary(behavior: Callable[..., Awaitable[Any]], method: _Method, in_flight: set[asyncio.Task[Any]]):
     async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        task = _track(in_flight)
         call = _enter_call(method, context)
         token = otel_context.attach(trace.set_span_in_context(call.span))
         code = grpc.StatusCode.OK
@@ -250,17 +259,21 @@ def _wrap_unary(behavior: Callable[..., Awaitable[Any]], method: _Method):
         finally:
             otel_context.detach(token)
             _finish(call, context, code)
+            in_flight.discard(task)
 
     return unary
 
 
-def _wrap_stream(behavior: Callable[..., AsyncIterator[Any]], method: _Method):
+def _wrap_stream(
+    behavior: Callable[..., AsyncIterator[Any]], method: _Method, in_flight: set[asyncio.Task[Any]]
+):
     """The span is current while the behaviour runs and while a failure is handled, not across
     the `yield`: a stream that grpc abandons while it waits at the yield (its client went away)
     is closed later by the event loop's finalizer, in another Context, where a token attached in
     this one cannot be detached."""
 
     async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        task = _track(in_flight)
         call = _enter_call(method, context)
         in_span = trace.set_span_in_context(call.span)
         responses: AsyncIterator[Any] | None = None
@@ -293,8 +306,15 @@ def _wrap_stream(behavior: Callable[..., AsyncIterator[Any]], method: _Method):
                 with _current(in_span):
                     await close()
             _finish(call, context, code)
+            in_flight.discard(task)
 
     return stream
+
+
+def _track(in_flight: set[asyncio.Task[Any]]) -> asyncio.Task[Any]:
+    task = cast("asyncio.Task[Any]", asyncio.current_task())  # a handler runs in its call's task
+    in_flight.add(task)
+    return task
 
 
 @contextmanager

@@ -115,6 +115,21 @@ class _Instruments:
             description="Tokens per model call, by token type (input, output)",
             explicit_bucket_boundaries_advisory=_TOKEN_BUCKETS,
         )
+        self.model_tokens = meter.create_counter(
+            "agentmesh.model.tokens",
+            unit="{token}",
+            description="Tokens of model calls, by model and token type (input, output, cached_input)",
+        )
+        self.model_cost = meter.create_counter(
+            "agentmesh.model.cost",
+            unit="{USD}",
+            description="Cost of the model calls whose model has a price, by model",
+        )
+        self.unpriced_calls = meter.create_counter(
+            "agentmesh.model.unpriced_calls",
+            unit="{call}",
+            description="Model calls whose model has no price (their cost is unknown), by model",
+        )
         self.tool_calls = meter.create_counter(
             "agentmesh.tool.calls", unit="{call}", description="Tool calls, by tool and outcome"
         )
@@ -338,6 +353,33 @@ def record_model_call(
         _instruments.tokens.record(input_tokens, {**attributes, GEN_AI_TOKEN_TYPE: "input"})
     if output_tokens:
         _instruments.tokens.record(output_tokens, {**attributes, GEN_AI_TOKEN_TYPE: "output"})
+
+
+def record_model_spend(
+    *,
+    system: str,
+    model: str,
+    input_tokens: int,
+    output_tokens: int,
+    cached_input_tokens: int,
+    cost: float | None,
+) -> None:
+    """What one answered model call used, as the cost ledger counts it: its tokens, and its cost
+    (None when its model has no price: counted as an unpriced call, never as free)."""
+    if _instruments is None:
+        return
+    attributes = {GEN_AI_SYSTEM: system, GEN_AI_REQUEST_MODEL: model}
+    for kind, count in (
+        ("input", input_tokens),
+        ("output", output_tokens),
+        ("cached_input", cached_input_tokens),
+    ):
+        if count:
+            _instruments.model_tokens.add(count, {**attributes, GEN_AI_TOKEN_TYPE: kind})
+    if cost is None:
+        _instruments.unpriced_calls.add(1, attributes)
+    elif cost:
+        _instruments.model_cost.add(cost, attributes)
 
 
 def record_tool_call(*, tool: str, outcome: ToolOutcome, seconds: float) -> None:

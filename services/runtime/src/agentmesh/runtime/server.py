@@ -15,6 +15,7 @@ import logging
 import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -40,6 +41,10 @@ logger = logging.getLogger(__name__)
 # loop takes them one by one: 753 of the 5,000-stream bench's runs were dropped after waiting
 # 30 s). A call's own deadline is what should end its wait; this only bounds one that has none.
 MAX_PENDING_CALL_SECONDS = 600
+
+# How long a stopping server waits for its cancelled calls to unwind (they return their database
+# connections, end their spans) before the service closes what they use.
+UNWIND_SECONDS = 5.0
 
 # grpcio-reflection serves only v1alpha; grpcurl, buf curl and Postman ask for v1 first. The two
 # versions' messages are the same on the wire (v1 is v1alpha renamed), so v1 is the same servicer
@@ -70,10 +75,13 @@ class ServiceBinding:
 class GrpcServer:
     """A bound `grpc.aio` server: started by `start`, with its health service, drained by `stop`."""
 
-    def __init__(self, server: grpc.aio.Server, port: int, host: str) -> None:
+    def __init__(
+        self, server: grpc.aio.Server, port: int, host: str, in_flight: set[asyncio.Task[Any]] | None = None
+    ) -> None:
         self.server = server
         self.port = port
         self.host = host
+        self._in_flight = in_flight if in_flight is not None else set()
         self._health = health.aio.HealthServicer()
         self._service_names: tuple[str, ...] = ()
 
@@ -102,9 +110,16 @@ class GrpcServer:
             await self._health.set(name, status)
 
     async def stop(self, grace_seconds: float) -> None:
-        """Stops taking new calls and lets in-flight ones finish within the grace period."""
+        """Stops taking new calls and lets in-flight ones finish within the grace period; those
+        still running then are cancelled, and waited for (a bounded while) until they unwound."""
         await self._health.enter_graceful_shutdown()
         await self.server.stop(grace_seconds)
+        if calls := set(self._in_flight):
+            for call in calls:
+                call.cancel()  # grpc cancels them too, but does not wait for them
+            _, stuck = await asyncio.wait(calls, timeout=UNWIND_SECONDS)
+            if stuck:
+                logger.warning("%d calls were still unwinding when %s stopped", len(stuck), self.address)
 
     async def wait_for_termination(self) -> None:
         await self.server.wait_for_termination()
@@ -132,8 +147,9 @@ def bind_server(
     when `tls` says so. Up to `max_pending_calls` calls may wait for the server to take them up
     (see DEFAULT_MAX_PENDING_CALLS)."""
     counter = message_counter()  # the benchmark's message count; None unless asked for
+    calls = ServerInterceptor()
     server = grpc.aio.server(
-        interceptors=[ServerInterceptor(), *interceptors, *([counter] if counter else [])],
+        interceptors=[calls, *interceptors, *([counter] if counter else [])],
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
@@ -154,7 +170,7 @@ def bind_server(
         raise AddressInUse(host, port) from error
     if bound == 0:
         raise AddressInUse(host, port)
-    return GrpcServer(server, bound, host)
+    return GrpcServer(server, bound, host, calls.in_flight)
 
 
 async def start_server(

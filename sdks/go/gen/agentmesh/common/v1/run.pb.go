@@ -1158,17 +1158,25 @@ func (x *ModelSettings) GetReasoningEffort() string {
 	return ""
 }
 
-// Usage counts tokens and cost.
+// Usage counts tokens and cost, priced from the operator's price table (docs/usage.md).
 type Usage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Prompt tokens.
+	// Prompt tokens (cached ones included).
 	InputTokens int64 `protobuf:"varint,1,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
 	// Completion tokens.
 	OutputTokens int64 `protobuf:"varint,2,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
-	// Cost in US dollars, 0 when unknown.
-	Cost          float64 `protobuf:"fixed64,3,opt,name=cost,proto3" json:"cost,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Cost in US dollars of the calls whose model has a price; the whole cost only when
+	// `cost_known` is true.
+	Cost float64 `protobuf:"fixed64,3,opt,name=cost,proto3" json:"cost,omitempty"`
+	// Prompt tokens the provider served from its cache (part of `input_tokens`).
+	CachedInputTokens int64 `protobuf:"varint,4,opt,name=cached_input_tokens,json=cachedInputTokens,proto3" json:"cached_input_tokens,omitempty"`
+	// True when every call counted has a priced model: `cost` is then the whole cost. False when
+	// any has none (see `unpriced_models`): the cost is unknown, and `cost` only what is priced.
+	CostKnown bool `protobuf:"varint,5,opt,name=cost_known,json=costKnown,proto3" json:"cost_known,omitempty"`
+	// The models called that have no price, by name.
+	UnpricedModels []string `protobuf:"bytes,6,rep,name=unpriced_models,json=unpricedModels,proto3" json:"unpriced_models,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Usage) Reset() {
@@ -1222,6 +1230,85 @@ func (x *Usage) GetCost() float64 {
 	return 0
 }
 
+func (x *Usage) GetCachedInputTokens() int64 {
+	if x != nil {
+		return x.CachedInputTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetCostKnown() bool {
+	if x != nil {
+		return x.CostKnown
+	}
+	return false
+}
+
+func (x *Usage) GetUnpricedModels() []string {
+	if x != nil {
+		return x.UnpricedModels
+	}
+	return nil
+}
+
+// Budget bounds what a run and everything it delegates may spend (zero fields: no bound). A run
+// that has spent it does not call its model again: it ends with RunFailed (code
+// RESOURCE_EXHAUSTED, reason BUDGET_EXCEEDED), and a delegating run is told so as the
+// delegation's result. The cost counts priced calls only (docs/usage.md).
+type Budget struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Most US dollars.
+	MaxCost float64 `protobuf:"fixed64,1,opt,name=max_cost,json=maxCost,proto3" json:"max_cost,omitempty"`
+	// Most tokens, input and output.
+	MaxTokens     int64 `protobuf:"varint,2,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Budget) Reset() {
+	*x = Budget{}
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Budget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Budget) ProtoMessage() {}
+
+func (x *Budget) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Budget.ProtoReflect.Descriptor instead.
+func (*Budget) Descriptor() ([]byte, []int) {
+	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Budget) GetMaxCost() float64 {
+	if x != nil {
+		return x.MaxCost
+	}
+	return 0
+}
+
+func (x *Budget) GetMaxTokens() int64 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
 // RunCompleted closes a run that produced an answer.
 type RunCompleted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1242,7 +1329,7 @@ type RunCompleted struct {
 
 func (x *RunCompleted) Reset() {
 	*x = RunCompleted{}
-	mi := &file_agentmesh_common_v1_run_proto_msgTypes[11]
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1341,7 @@ func (x *RunCompleted) String() string {
 func (*RunCompleted) ProtoMessage() {}
 
 func (x *RunCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_common_v1_run_proto_msgTypes[11]
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1354,7 @@ func (x *RunCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCompleted.ProtoReflect.Descriptor instead.
 func (*RunCompleted) Descriptor() ([]byte, []int) {
-	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{11}
+	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RunCompleted) GetContent() string {
@@ -1316,14 +1403,16 @@ type RunFailed struct {
 	// google.rpc.ErrorInfo whose `reason` is the UPPER_SNAKE cause (domain "agentmesh.dev", with
 	// its metadata), and a google.rpc.BadRequest naming the fields where input was at fault.
 	// A client acts on it without parsing `message`.
-	Status        *status.Status `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	Status *status.Status `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	// Tokens and cost the run spent before it failed, delegations included.
+	Usage         *Usage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunFailed) Reset() {
 	*x = RunFailed{}
-	mi := &file_agentmesh_common_v1_run_proto_msgTypes[12]
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1335,7 +1424,7 @@ func (x *RunFailed) String() string {
 func (*RunFailed) ProtoMessage() {}
 
 func (x *RunFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_common_v1_run_proto_msgTypes[12]
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1348,7 +1437,7 @@ func (x *RunFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunFailed.ProtoReflect.Descriptor instead.
 func (*RunFailed) Descriptor() ([]byte, []int) {
-	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{12}
+	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RunFailed) GetCode() string {
@@ -1372,6 +1461,13 @@ func (x *RunFailed) GetStatus() *status.Status {
 	return nil
 }
 
+func (x *RunFailed) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
 // RunError reports an error the run recovers from; the run goes on.
 type RunError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1385,7 +1481,7 @@ type RunError struct {
 
 func (x *RunError) Reset() {
 	*x = RunError{}
-	mi := &file_agentmesh_common_v1_run_proto_msgTypes[13]
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1493,7 @@ func (x *RunError) String() string {
 func (*RunError) ProtoMessage() {}
 
 func (x *RunError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_common_v1_run_proto_msgTypes[13]
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1506,7 @@ func (x *RunError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunError.ProtoReflect.Descriptor instead.
 func (*RunError) Descriptor() ([]byte, []int) {
-	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{13}
+	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RunError) GetReason() string {
@@ -1471,7 +1567,7 @@ type InputRequest struct {
 
 func (x *InputRequest) Reset() {
 	*x = InputRequest{}
-	mi := &file_agentmesh_common_v1_run_proto_msgTypes[14]
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1579,7 @@ func (x *InputRequest) String() string {
 func (*InputRequest) ProtoMessage() {}
 
 func (x *InputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_common_v1_run_proto_msgTypes[14]
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1592,7 @@ func (x *InputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputRequest.ProtoReflect.Descriptor instead.
 func (*InputRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{14}
+	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *InputRequest) GetId() string {
@@ -1632,7 +1728,7 @@ type InputResponse struct {
 
 func (x *InputResponse) Reset() {
 	*x = InputResponse{}
-	mi := &file_agentmesh_common_v1_run_proto_msgTypes[15]
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1644,7 +1740,7 @@ func (x *InputResponse) String() string {
 func (*InputResponse) ProtoMessage() {}
 
 func (x *InputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_common_v1_run_proto_msgTypes[15]
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1657,7 +1753,7 @@ func (x *InputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputResponse.ProtoReflect.Descriptor instead.
 func (*InputResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{15}
+	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InputResponse) GetDecision() InputDecision {
@@ -1713,7 +1809,7 @@ type InputRequested struct {
 
 func (x *InputRequested) Reset() {
 	*x = InputRequested{}
-	mi := &file_agentmesh_common_v1_run_proto_msgTypes[16]
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1725,7 +1821,7 @@ func (x *InputRequested) String() string {
 func (*InputRequested) ProtoMessage() {}
 
 func (x *InputRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_common_v1_run_proto_msgTypes[16]
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1738,7 +1834,7 @@ func (x *InputRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputRequested.ProtoReflect.Descriptor instead.
 func (*InputRequested) Descriptor() ([]byte, []int) {
-	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{16}
+	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *InputRequested) GetRequest() *InputRequest {
@@ -1759,7 +1855,7 @@ type RunSuspended struct {
 
 func (x *RunSuspended) Reset() {
 	*x = RunSuspended{}
-	mi := &file_agentmesh_common_v1_run_proto_msgTypes[17]
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1771,7 +1867,7 @@ func (x *RunSuspended) String() string {
 func (*RunSuspended) ProtoMessage() {}
 
 func (x *RunSuspended) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_common_v1_run_proto_msgTypes[17]
+	mi := &file_agentmesh_common_v1_run_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,7 +1880,7 @@ func (x *RunSuspended) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunSuspended.ProtoReflect.Descriptor instead.
 func (*RunSuspended) Descriptor() ([]byte, []int) {
-	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{17}
+	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RunSuspended) GetRequestIds() []string {
@@ -1867,21 +1963,30 @@ const file_agentmesh_common_v1_run_proto_rawDesc = "" +
 	"max_tokens\x18\x02 \x01(\x05H\x01R\tmaxTokens\x88\x01\x01\x12)\n" +
 	"\x10reasoning_effort\x18\x03 \x01(\tR\x0freasoningEffortB\x0e\n" +
 	"\f_temperatureB\r\n" +
-	"\v_max_tokens\"c\n" +
+	"\v_max_tokens\"\xdb\x01\n" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x03R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\x12\x12\n" +
-	"\x04cost\x18\x03 \x01(\x01R\x04cost\"\xba\x01\n" +
+	"\x04cost\x18\x03 \x01(\x01R\x04cost\x12.\n" +
+	"\x13cached_input_tokens\x18\x04 \x01(\x03R\x11cachedInputTokens\x12\x1d\n" +
+	"\n" +
+	"cost_known\x18\x05 \x01(\bR\tcostKnown\x12'\n" +
+	"\x0funpriced_models\x18\x06 \x03(\tR\x0eunpricedModels\"B\n" +
+	"\x06Budget\x12\x19\n" +
+	"\bmax_cost\x18\x01 \x01(\x01R\amaxCost\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\x02 \x01(\x03R\tmaxTokens\"\xba\x01\n" +
 	"\fRunCompleted\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x120\n" +
 	"\x05usage\x18\x02 \x01(\v2\x1a.agentmesh.common.v1.UsageR\x05usage\x12*\n" +
 	"\x11max_steps_reached\x18\x03 \x01(\bR\x0fmaxStepsReached\x12\x14\n" +
 	"\x05steps\x18\x04 \x01(\x05R\x05steps\x12\x1c\n" +
-	"\tescalated\x18\x05 \x01(\bR\tescalated\"e\n" +
+	"\tescalated\x18\x05 \x01(\bR\tescalated\"\x97\x01\n" +
 	"\tRunFailed\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12*\n" +
-	"\x06status\x18\x03 \x01(\v2\x12.google.rpc.StatusR\x06status\"<\n" +
+	"\x06status\x18\x03 \x01(\v2\x12.google.rpc.StatusR\x06status\x120\n" +
+	"\x05usage\x18\x04 \x01(\v2\x1a.agentmesh.common.v1.UsageR\x05usage\"<\n" +
 	"\bRunError\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"\xec\x04\n" +
@@ -1956,7 +2061,7 @@ func file_agentmesh_common_v1_run_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_common_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_agentmesh_common_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_agentmesh_common_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_agentmesh_common_v1_run_proto_goTypes = []any{
 	(DelegationOutcome)(0),        // 0: agentmesh.common.v1.DelegationOutcome
 	(InputKind)(0),                // 1: agentmesh.common.v1.InputKind
@@ -1973,16 +2078,17 @@ var file_agentmesh_common_v1_run_proto_goTypes = []any{
 	(*Escalation)(nil),            // 12: agentmesh.common.v1.Escalation
 	(*ModelSettings)(nil),         // 13: agentmesh.common.v1.ModelSettings
 	(*Usage)(nil),                 // 14: agentmesh.common.v1.Usage
-	(*RunCompleted)(nil),          // 15: agentmesh.common.v1.RunCompleted
-	(*RunFailed)(nil),             // 16: agentmesh.common.v1.RunFailed
-	(*RunError)(nil),              // 17: agentmesh.common.v1.RunError
-	(*InputRequest)(nil),          // 18: agentmesh.common.v1.InputRequest
-	(*InputResponse)(nil),         // 19: agentmesh.common.v1.InputResponse
-	(*InputRequested)(nil),        // 20: agentmesh.common.v1.InputRequested
-	(*RunSuspended)(nil),          // 21: agentmesh.common.v1.RunSuspended
-	(*structpb.Struct)(nil),       // 22: google.protobuf.Struct
-	(*status.Status)(nil),         // 23: google.rpc.Status
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*Budget)(nil),                // 15: agentmesh.common.v1.Budget
+	(*RunCompleted)(nil),          // 16: agentmesh.common.v1.RunCompleted
+	(*RunFailed)(nil),             // 17: agentmesh.common.v1.RunFailed
+	(*RunError)(nil),              // 18: agentmesh.common.v1.RunError
+	(*InputRequest)(nil),          // 19: agentmesh.common.v1.InputRequest
+	(*InputResponse)(nil),         // 20: agentmesh.common.v1.InputResponse
+	(*InputRequested)(nil),        // 21: agentmesh.common.v1.InputRequested
+	(*RunSuspended)(nil),          // 22: agentmesh.common.v1.RunSuspended
+	(*structpb.Struct)(nil),       // 23: google.protobuf.Struct
+	(*status.Status)(nil),         // 24: google.rpc.Status
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
 }
 var file_agentmesh_common_v1_run_proto_depIdxs = []int32{
 	5,  // 0: agentmesh.common.v1.RunEvent.run_started:type_name -> agentmesh.common.v1.RunStarted
@@ -1993,30 +2099,31 @@ var file_agentmesh_common_v1_run_proto_depIdxs = []int32{
 	10, // 5: agentmesh.common.v1.RunEvent.delegation_request:type_name -> agentmesh.common.v1.DelegationRequest
 	11, // 6: agentmesh.common.v1.RunEvent.delegation_response:type_name -> agentmesh.common.v1.DelegationResponse
 	12, // 7: agentmesh.common.v1.RunEvent.escalation:type_name -> agentmesh.common.v1.Escalation
-	15, // 8: agentmesh.common.v1.RunEvent.run_completed:type_name -> agentmesh.common.v1.RunCompleted
-	16, // 9: agentmesh.common.v1.RunEvent.run_failed:type_name -> agentmesh.common.v1.RunFailed
-	17, // 10: agentmesh.common.v1.RunEvent.error:type_name -> agentmesh.common.v1.RunError
-	20, // 11: agentmesh.common.v1.RunEvent.input_requested:type_name -> agentmesh.common.v1.InputRequested
-	21, // 12: agentmesh.common.v1.RunEvent.run_suspended:type_name -> agentmesh.common.v1.RunSuspended
-	22, // 13: agentmesh.common.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
+	16, // 8: agentmesh.common.v1.RunEvent.run_completed:type_name -> agentmesh.common.v1.RunCompleted
+	17, // 9: agentmesh.common.v1.RunEvent.run_failed:type_name -> agentmesh.common.v1.RunFailed
+	18, // 10: agentmesh.common.v1.RunEvent.error:type_name -> agentmesh.common.v1.RunError
+	21, // 11: agentmesh.common.v1.RunEvent.input_requested:type_name -> agentmesh.common.v1.InputRequested
+	22, // 12: agentmesh.common.v1.RunEvent.run_suspended:type_name -> agentmesh.common.v1.RunSuspended
+	23, // 13: agentmesh.common.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
 	0,  // 14: agentmesh.common.v1.DelegationResponse.outcome:type_name -> agentmesh.common.v1.DelegationOutcome
 	14, // 15: agentmesh.common.v1.RunCompleted.usage:type_name -> agentmesh.common.v1.Usage
-	23, // 16: agentmesh.common.v1.RunFailed.status:type_name -> google.rpc.Status
-	1,  // 17: agentmesh.common.v1.InputRequest.kind:type_name -> agentmesh.common.v1.InputKind
-	22, // 18: agentmesh.common.v1.InputRequest.arguments:type_name -> google.protobuf.Struct
-	24, // 19: agentmesh.common.v1.InputRequest.created_at:type_name -> google.protobuf.Timestamp
-	24, // 20: agentmesh.common.v1.InputRequest.expires_at:type_name -> google.protobuf.Timestamp
-	2,  // 21: agentmesh.common.v1.InputRequest.state:type_name -> agentmesh.common.v1.InputRequestState
-	19, // 22: agentmesh.common.v1.InputRequest.response:type_name -> agentmesh.common.v1.InputResponse
-	3,  // 23: agentmesh.common.v1.InputResponse.decision:type_name -> agentmesh.common.v1.InputDecision
-	22, // 24: agentmesh.common.v1.InputResponse.arguments:type_name -> google.protobuf.Struct
-	24, // 25: agentmesh.common.v1.InputResponse.responded_at:type_name -> google.protobuf.Timestamp
-	18, // 26: agentmesh.common.v1.InputRequested.request:type_name -> agentmesh.common.v1.InputRequest
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	24, // 16: agentmesh.common.v1.RunFailed.status:type_name -> google.rpc.Status
+	14, // 17: agentmesh.common.v1.RunFailed.usage:type_name -> agentmesh.common.v1.Usage
+	1,  // 18: agentmesh.common.v1.InputRequest.kind:type_name -> agentmesh.common.v1.InputKind
+	23, // 19: agentmesh.common.v1.InputRequest.arguments:type_name -> google.protobuf.Struct
+	25, // 20: agentmesh.common.v1.InputRequest.created_at:type_name -> google.protobuf.Timestamp
+	25, // 21: agentmesh.common.v1.InputRequest.expires_at:type_name -> google.protobuf.Timestamp
+	2,  // 22: agentmesh.common.v1.InputRequest.state:type_name -> agentmesh.common.v1.InputRequestState
+	20, // 23: agentmesh.common.v1.InputRequest.response:type_name -> agentmesh.common.v1.InputResponse
+	3,  // 24: agentmesh.common.v1.InputResponse.decision:type_name -> agentmesh.common.v1.InputDecision
+	23, // 25: agentmesh.common.v1.InputResponse.arguments:type_name -> google.protobuf.Struct
+	25, // 26: agentmesh.common.v1.InputResponse.responded_at:type_name -> google.protobuf.Timestamp
+	19, // 27: agentmesh.common.v1.InputRequested.request:type_name -> agentmesh.common.v1.InputRequest
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_common_v1_run_proto_init() }
@@ -2046,7 +2153,7 @@ func file_agentmesh_common_v1_run_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_common_v1_run_proto_rawDesc), len(file_agentmesh_common_v1_run_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

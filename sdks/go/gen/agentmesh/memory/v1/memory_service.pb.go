@@ -327,7 +327,9 @@ type ListEventsRequest struct {
 	RunId string `protobuf:"bytes,5,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// Only events after this seq (within a session; 0 = from the oldest event retention kept).
 	AfterSeq int64 `protobuf:"varint,6,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
-	// At most this many (default 100, at most 1000).
+	// At most this many (default 100, at most 1000). A page also stops before its events' content
+	// and metadata pass the service's byte bound (AGENTMESH_MEMORY_MAX_PAGE_BYTES, default 1 MiB;
+	// its first event always comes), so a page may hold fewer events while more follow.
 	PageSize int32 `protobuf:"varint,7,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Token from a previous response with the same filters.
 	PageToken string `protobuf:"bytes,8,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
@@ -477,9 +479,12 @@ type ListEventsResponse struct {
 	// Token for the next page; empty on the last.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	// How many events match in all (when include_total_size was set; else 0).
-	TotalSize     int64 `protobuf:"varint,3,opt,name=total_size,json=totalSize,proto3" json:"total_size,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TotalSize int64 `protobuf:"varint,3,opt,name=total_size,json=totalSize,proto3" json:"total_size,omitempty"`
+	// The page stopped before page_size because its events reached the byte bound;
+	// next_page_token goes on from its last event.
+	ByteLimitReached bool `protobuf:"varint,4,opt,name=byte_limit_reached,json=byteLimitReached,proto3" json:"byte_limit_reached,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ListEventsResponse) Reset() {
@@ -531,6 +536,13 @@ func (x *ListEventsResponse) GetTotalSize() int64 {
 		return x.TotalSize
 	}
 	return 0
+}
+
+func (x *ListEventsResponse) GetByteLimitReached() bool {
+	if x != nil {
+		return x.ByteLimitReached
+	}
+	return false
 }
 
 // WatchEventsRequest is the input of WatchEvents.
@@ -1166,6 +1178,125 @@ func (x *ResetSessionContextResponse) GetSession() *Session {
 	return nil
 }
 
+// ForkSessionRequest is the input of ForkSession.
+type ForkSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The source session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Its project (the fork belongs to it too).
+	ProjectId string `protobuf:"bytes,2,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The last seq of the source the fork sees (at least 1, at most the source's last seq).
+	AtSeq int64 `protobuf:"varint,3,opt,name=at_seq,json=atSeq,proto3" json:"at_seq,omitempty"`
+	// The new session's id; generated when empty.
+	NewSessionId  string `protobuf:"bytes,4,opt,name=new_session_id,json=newSessionId,proto3" json:"new_session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkSessionRequest) Reset() {
+	*x = ForkSessionRequest{}
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkSessionRequest) ProtoMessage() {}
+
+func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkSessionRequest.ProtoReflect.Descriptor instead.
+func (*ForkSessionRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ForkSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ForkSessionRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *ForkSessionRequest) GetAtSeq() int64 {
+	if x != nil {
+		return x.AtSeq
+	}
+	return 0
+}
+
+func (x *ForkSessionRequest) GetNewSessionId() string {
+	if x != nil {
+		return x.NewSessionId
+	}
+	return ""
+}
+
+// ForkSessionResponse is the output of ForkSession.
+type ForkSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new session.
+	Session       *Session `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkSessionResponse) Reset() {
+	*x = ForkSessionResponse{}
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkSessionResponse) ProtoMessage() {}
+
+func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkSessionResponse.ProtoReflect.Descriptor instead.
+func (*ForkSessionResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ForkSessionResponse) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
 var File_agentmesh_memory_v1_memory_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
@@ -1219,12 +1350,13 @@ const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
 	"\x12from_context_start\x18\v \x01(\bR\x10fromContextStart\x12<\n" +
 	"\n" +
 	"run_states\x18\f \x03(\x0e2\x1d.agentmesh.memory.v1.RunStateR\trunStates\x12D\n" +
-	"\x10run_active_since\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x0erunActiveSince\"\x8f\x01\n" +
+	"\x10run_active_since\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x0erunActiveSince\"\xbd\x01\n" +
 	"\x12ListEventsResponse\x122\n" +
 	"\x06events\x18\x01 \x03(\v2\x1a.agentmesh.memory.v1.EventR\x06events\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x1d\n" +
 	"\n" +
-	"total_size\x18\x03 \x01(\x03R\ttotalSize\"o\n" +
+	"total_size\x18\x03 \x01(\x03R\ttotalSize\x12,\n" +
+	"\x12byte_limit_reached\x18\x04 \x01(\bR\x10byteLimitReached\"o\n" +
 	"\x12WatchEventsRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
@@ -1267,7 +1399,16 @@ const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
 	"\n" +
 	"project_id\x18\x02 \x01(\tR\tprojectId\"U\n" +
 	"\x1bResetSessionContextResponse\x126\n" +
-	"\asession\x18\x01 \x01(\v2\x1c.agentmesh.memory.v1.SessionR\asession2\xe3\x06\n" +
+	"\asession\x18\x01 \x01(\v2\x1c.agentmesh.memory.v1.SessionR\asession\"\x8f\x01\n" +
+	"\x12ForkSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x02 \x01(\tR\tprojectId\x12\x15\n" +
+	"\x06at_seq\x18\x03 \x01(\x03R\x05atSeq\x12$\n" +
+	"\x0enew_session_id\x18\x04 \x01(\tR\fnewSessionId\"M\n" +
+	"\x13ForkSessionResponse\x126\n" +
+	"\asession\x18\x01 \x01(\v2\x1c.agentmesh.memory.v1.SessionR\asession2\xc5\a\n" +
 	"\rMemoryService\x12c\n" +
 	"\fAppendEvents\x12(.agentmesh.memory.v1.AppendEventsRequest\x1a).agentmesh.memory.v1.AppendEventsResponse\x12]\n" +
 	"\n" +
@@ -1278,7 +1419,8 @@ const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
 	"\fListSessions\x12(.agentmesh.memory.v1.ListSessionsRequest\x1a).agentmesh.memory.v1.ListSessionsResponse\x12u\n" +
 	"\x12SetRetentionPolicy\x12..agentmesh.memory.v1.SetRetentionPolicyRequest\x1a/.agentmesh.memory.v1.SetRetentionPolicyResponse\x12u\n" +
 	"\x12GetRetentionPolicy\x12..agentmesh.memory.v1.GetRetentionPolicyRequest\x1a/.agentmesh.memory.v1.GetRetentionPolicyResponse\x12x\n" +
-	"\x13ResetSessionContext\x12/.agentmesh.memory.v1.ResetSessionContextRequest\x1a0.agentmesh.memory.v1.ResetSessionContextResponseB\xe4\x01\n" +
+	"\x13ResetSessionContext\x12/.agentmesh.memory.v1.ResetSessionContextRequest\x1a0.agentmesh.memory.v1.ResetSessionContextResponse\x12`\n" +
+	"\vForkSession\x12'.agentmesh.memory.v1.ForkSessionRequest\x1a(.agentmesh.memory.v1.ForkSessionResponseB\xe4\x01\n" +
 	"\x17com.agentmesh.memory.v1B\x12MemoryServiceProtoP\x01ZGgithub.com/agentmesh/agentmesh/sdks/go/gen/agentmesh/memory/v1;memoryv1\xa2\x02\x03AMX\xaa\x02\x13Agentmesh.Memory.V1\xca\x02\x13Agentmesh\\Memory\\V1\xe2\x02\x1fAgentmesh\\Memory\\V1\\GPBMetadata\xea\x02\x15Agentmesh::Memory::V1b\x06proto3"
 
 var (
@@ -1293,7 +1435,7 @@ func file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_memory_v1_memory_service_proto_rawDescData
 }
 
-var file_agentmesh_memory_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_agentmesh_memory_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_agentmesh_memory_v1_memory_service_proto_goTypes = []any{
 	(*NewEvent)(nil),                    // 0: agentmesh.memory.v1.NewEvent
 	(*AppendEventsRequest)(nil),         // 1: agentmesh.memory.v1.AppendEventsRequest
@@ -1312,53 +1454,58 @@ var file_agentmesh_memory_v1_memory_service_proto_goTypes = []any{
 	(*GetRetentionPolicyResponse)(nil),  // 14: agentmesh.memory.v1.GetRetentionPolicyResponse
 	(*ResetSessionContextRequest)(nil),  // 15: agentmesh.memory.v1.ResetSessionContextRequest
 	(*ResetSessionContextResponse)(nil), // 16: agentmesh.memory.v1.ResetSessionContextResponse
-	(EventType)(0),                      // 17: agentmesh.memory.v1.EventType
-	(*structpb.Struct)(nil),             // 18: google.protobuf.Struct
-	(*Event)(nil),                       // 19: agentmesh.memory.v1.Event
-	(RunState)(0),                       // 20: agentmesh.memory.v1.RunState
-	(*timestamppb.Timestamp)(nil),       // 21: google.protobuf.Timestamp
-	(*Session)(nil),                     // 22: agentmesh.memory.v1.Session
-	(*RetentionPolicy)(nil),             // 23: agentmesh.memory.v1.RetentionPolicy
+	(*ForkSessionRequest)(nil),          // 17: agentmesh.memory.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),         // 18: agentmesh.memory.v1.ForkSessionResponse
+	(EventType)(0),                      // 19: agentmesh.memory.v1.EventType
+	(*structpb.Struct)(nil),             // 20: google.protobuf.Struct
+	(*Event)(nil),                       // 21: agentmesh.memory.v1.Event
+	(RunState)(0),                       // 22: agentmesh.memory.v1.RunState
+	(*timestamppb.Timestamp)(nil),       // 23: google.protobuf.Timestamp
+	(*Session)(nil),                     // 24: agentmesh.memory.v1.Session
+	(*RetentionPolicy)(nil),             // 25: agentmesh.memory.v1.RetentionPolicy
 }
 var file_agentmesh_memory_v1_memory_service_proto_depIdxs = []int32{
-	17, // 0: agentmesh.memory.v1.NewEvent.event_type:type_name -> agentmesh.memory.v1.EventType
-	18, // 1: agentmesh.memory.v1.NewEvent.metadata:type_name -> google.protobuf.Struct
+	19, // 0: agentmesh.memory.v1.NewEvent.event_type:type_name -> agentmesh.memory.v1.EventType
+	20, // 1: agentmesh.memory.v1.NewEvent.metadata:type_name -> google.protobuf.Struct
 	0,  // 2: agentmesh.memory.v1.AppendEventsRequest.events:type_name -> agentmesh.memory.v1.NewEvent
 	3,  // 3: agentmesh.memory.v1.AppendEventsRequest.list_after_append:type_name -> agentmesh.memory.v1.ListEventsRequest
-	19, // 4: agentmesh.memory.v1.AppendEventsResponse.events:type_name -> agentmesh.memory.v1.Event
+	21, // 4: agentmesh.memory.v1.AppendEventsResponse.events:type_name -> agentmesh.memory.v1.Event
 	4,  // 5: agentmesh.memory.v1.AppendEventsResponse.listed:type_name -> agentmesh.memory.v1.ListEventsResponse
-	17, // 6: agentmesh.memory.v1.ListEventsRequest.event_types:type_name -> agentmesh.memory.v1.EventType
-	20, // 7: agentmesh.memory.v1.ListEventsRequest.run_states:type_name -> agentmesh.memory.v1.RunState
-	21, // 8: agentmesh.memory.v1.ListEventsRequest.run_active_since:type_name -> google.protobuf.Timestamp
-	19, // 9: agentmesh.memory.v1.ListEventsResponse.events:type_name -> agentmesh.memory.v1.Event
-	19, // 10: agentmesh.memory.v1.WatchEventsResponse.event:type_name -> agentmesh.memory.v1.Event
-	22, // 11: agentmesh.memory.v1.GetSessionResponse.session:type_name -> agentmesh.memory.v1.Session
-	22, // 12: agentmesh.memory.v1.ListSessionsResponse.sessions:type_name -> agentmesh.memory.v1.Session
-	23, // 13: agentmesh.memory.v1.SetRetentionPolicyRequest.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
-	23, // 14: agentmesh.memory.v1.SetRetentionPolicyResponse.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
-	23, // 15: agentmesh.memory.v1.GetRetentionPolicyResponse.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
-	22, // 16: agentmesh.memory.v1.ResetSessionContextResponse.session:type_name -> agentmesh.memory.v1.Session
-	1,  // 17: agentmesh.memory.v1.MemoryService.AppendEvents:input_type -> agentmesh.memory.v1.AppendEventsRequest
-	3,  // 18: agentmesh.memory.v1.MemoryService.ListEvents:input_type -> agentmesh.memory.v1.ListEventsRequest
-	5,  // 19: agentmesh.memory.v1.MemoryService.WatchEvents:input_type -> agentmesh.memory.v1.WatchEventsRequest
-	7,  // 20: agentmesh.memory.v1.MemoryService.GetSession:input_type -> agentmesh.memory.v1.GetSessionRequest
-	9,  // 21: agentmesh.memory.v1.MemoryService.ListSessions:input_type -> agentmesh.memory.v1.ListSessionsRequest
-	11, // 22: agentmesh.memory.v1.MemoryService.SetRetentionPolicy:input_type -> agentmesh.memory.v1.SetRetentionPolicyRequest
-	13, // 23: agentmesh.memory.v1.MemoryService.GetRetentionPolicy:input_type -> agentmesh.memory.v1.GetRetentionPolicyRequest
-	15, // 24: agentmesh.memory.v1.MemoryService.ResetSessionContext:input_type -> agentmesh.memory.v1.ResetSessionContextRequest
-	2,  // 25: agentmesh.memory.v1.MemoryService.AppendEvents:output_type -> agentmesh.memory.v1.AppendEventsResponse
-	4,  // 26: agentmesh.memory.v1.MemoryService.ListEvents:output_type -> agentmesh.memory.v1.ListEventsResponse
-	6,  // 27: agentmesh.memory.v1.MemoryService.WatchEvents:output_type -> agentmesh.memory.v1.WatchEventsResponse
-	8,  // 28: agentmesh.memory.v1.MemoryService.GetSession:output_type -> agentmesh.memory.v1.GetSessionResponse
-	10, // 29: agentmesh.memory.v1.MemoryService.ListSessions:output_type -> agentmesh.memory.v1.ListSessionsResponse
-	12, // 30: agentmesh.memory.v1.MemoryService.SetRetentionPolicy:output_type -> agentmesh.memory.v1.SetRetentionPolicyResponse
-	14, // 31: agentmesh.memory.v1.MemoryService.GetRetentionPolicy:output_type -> agentmesh.memory.v1.GetRetentionPolicyResponse
-	16, // 32: agentmesh.memory.v1.MemoryService.ResetSessionContext:output_type -> agentmesh.memory.v1.ResetSessionContextResponse
-	25, // [25:33] is the sub-list for method output_type
-	17, // [17:25] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	19, // 6: agentmesh.memory.v1.ListEventsRequest.event_types:type_name -> agentmesh.memory.v1.EventType
+	22, // 7: agentmesh.memory.v1.ListEventsRequest.run_states:type_name -> agentmesh.memory.v1.RunState
+	23, // 8: agentmesh.memory.v1.ListEventsRequest.run_active_since:type_name -> google.protobuf.Timestamp
+	21, // 9: agentmesh.memory.v1.ListEventsResponse.events:type_name -> agentmesh.memory.v1.Event
+	21, // 10: agentmesh.memory.v1.WatchEventsResponse.event:type_name -> agentmesh.memory.v1.Event
+	24, // 11: agentmesh.memory.v1.GetSessionResponse.session:type_name -> agentmesh.memory.v1.Session
+	24, // 12: agentmesh.memory.v1.ListSessionsResponse.sessions:type_name -> agentmesh.memory.v1.Session
+	25, // 13: agentmesh.memory.v1.SetRetentionPolicyRequest.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
+	25, // 14: agentmesh.memory.v1.SetRetentionPolicyResponse.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
+	25, // 15: agentmesh.memory.v1.GetRetentionPolicyResponse.policy:type_name -> agentmesh.memory.v1.RetentionPolicy
+	24, // 16: agentmesh.memory.v1.ResetSessionContextResponse.session:type_name -> agentmesh.memory.v1.Session
+	24, // 17: agentmesh.memory.v1.ForkSessionResponse.session:type_name -> agentmesh.memory.v1.Session
+	1,  // 18: agentmesh.memory.v1.MemoryService.AppendEvents:input_type -> agentmesh.memory.v1.AppendEventsRequest
+	3,  // 19: agentmesh.memory.v1.MemoryService.ListEvents:input_type -> agentmesh.memory.v1.ListEventsRequest
+	5,  // 20: agentmesh.memory.v1.MemoryService.WatchEvents:input_type -> agentmesh.memory.v1.WatchEventsRequest
+	7,  // 21: agentmesh.memory.v1.MemoryService.GetSession:input_type -> agentmesh.memory.v1.GetSessionRequest
+	9,  // 22: agentmesh.memory.v1.MemoryService.ListSessions:input_type -> agentmesh.memory.v1.ListSessionsRequest
+	11, // 23: agentmesh.memory.v1.MemoryService.SetRetentionPolicy:input_type -> agentmesh.memory.v1.SetRetentionPolicyRequest
+	13, // 24: agentmesh.memory.v1.MemoryService.GetRetentionPolicy:input_type -> agentmesh.memory.v1.GetRetentionPolicyRequest
+	15, // 25: agentmesh.memory.v1.MemoryService.ResetSessionContext:input_type -> agentmesh.memory.v1.ResetSessionContextRequest
+	17, // 26: agentmesh.memory.v1.MemoryService.ForkSession:input_type -> agentmesh.memory.v1.ForkSessionRequest
+	2,  // 27: agentmesh.memory.v1.MemoryService.AppendEvents:output_type -> agentmesh.memory.v1.AppendEventsResponse
+	4,  // 28: agentmesh.memory.v1.MemoryService.ListEvents:output_type -> agentmesh.memory.v1.ListEventsResponse
+	6,  // 29: agentmesh.memory.v1.MemoryService.WatchEvents:output_type -> agentmesh.memory.v1.WatchEventsResponse
+	8,  // 30: agentmesh.memory.v1.MemoryService.GetSession:output_type -> agentmesh.memory.v1.GetSessionResponse
+	10, // 31: agentmesh.memory.v1.MemoryService.ListSessions:output_type -> agentmesh.memory.v1.ListSessionsResponse
+	12, // 32: agentmesh.memory.v1.MemoryService.SetRetentionPolicy:output_type -> agentmesh.memory.v1.SetRetentionPolicyResponse
+	14, // 33: agentmesh.memory.v1.MemoryService.GetRetentionPolicy:output_type -> agentmesh.memory.v1.GetRetentionPolicyResponse
+	16, // 34: agentmesh.memory.v1.MemoryService.ResetSessionContext:output_type -> agentmesh.memory.v1.ResetSessionContextResponse
+	18, // 35: agentmesh.memory.v1.MemoryService.ForkSession:output_type -> agentmesh.memory.v1.ForkSessionResponse
+	27, // [27:36] is the sub-list for method output_type
+	18, // [18:27] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_memory_v1_memory_service_proto_init() }
@@ -1374,7 +1521,7 @@ func file_agentmesh_memory_v1_memory_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_memory_v1_memory_service_proto_rawDesc), len(file_agentmesh_memory_v1_memory_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const (
 	MemoryService_SetRetentionPolicy_FullMethodName  = "/agentmesh.memory.v1.MemoryService/SetRetentionPolicy"
 	MemoryService_GetRetentionPolicy_FullMethodName  = "/agentmesh.memory.v1.MemoryService/GetRetentionPolicy"
 	MemoryService_ResetSessionContext_FullMethodName = "/agentmesh.memory.v1.MemoryService/ResetSessionContext"
+	MemoryService_ForkSession_FullMethodName         = "/agentmesh.memory.v1.MemoryService/ForkSession"
 )
 
 // MemoryServiceClient is the client API for MemoryService service.
@@ -66,6 +67,13 @@ type MemoryServiceClient interface {
 	// from now on (Session.context_start_seq becomes its last_seq). Its events stay. NOT_FOUND as
 	// GetSession.
 	ResetSessionContext(ctx context.Context, in *ResetSessionContextRequest, opts ...grpc.CallOption) (*ResetSessionContextResponse, error)
+	// Forks a session at a seq into a new session of the same project: the new one reads the
+	// source's events up to at_seq as its own (without copying them) and records its own after
+	// them; the source is untouched. NOT_FOUND for an unknown source session; OUT_OF_RANGE (reason
+	// AT_SEQ_BEYOND_END) when at_seq is past the source's last seq, (HISTORY_TRIMMED) when it is
+	// below what retention kept; ALREADY_EXISTS (reason SESSION_EXISTS) when new_session_id names
+	// an existing session.
+	ForkSession(ctx context.Context, in *ForkSessionRequest, opts ...grpc.CallOption) (*ForkSessionResponse, error)
 }
 
 type memoryServiceClient struct {
@@ -165,6 +173,16 @@ func (c *memoryServiceClient) ResetSessionContext(ctx context.Context, in *Reset
 	return out, nil
 }
 
+func (c *memoryServiceClient) ForkSession(ctx context.Context, in *ForkSessionRequest, opts ...grpc.CallOption) (*ForkSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForkSessionResponse)
+	err := c.cc.Invoke(ctx, MemoryService_ForkSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MemoryServiceServer is the server API for MemoryService service.
 // All implementations must embed UnimplementedMemoryServiceServer
 // for forward compatibility.
@@ -202,6 +220,13 @@ type MemoryServiceServer interface {
 	// from now on (Session.context_start_seq becomes its last_seq). Its events stay. NOT_FOUND as
 	// GetSession.
 	ResetSessionContext(context.Context, *ResetSessionContextRequest) (*ResetSessionContextResponse, error)
+	// Forks a session at a seq into a new session of the same project: the new one reads the
+	// source's events up to at_seq as its own (without copying them) and records its own after
+	// them; the source is untouched. NOT_FOUND for an unknown source session; OUT_OF_RANGE (reason
+	// AT_SEQ_BEYOND_END) when at_seq is past the source's last seq, (HISTORY_TRIMMED) when it is
+	// below what retention kept; ALREADY_EXISTS (reason SESSION_EXISTS) when new_session_id names
+	// an existing session.
+	ForkSession(context.Context, *ForkSessionRequest) (*ForkSessionResponse, error)
 	mustEmbedUnimplementedMemoryServiceServer()
 }
 
@@ -235,6 +260,9 @@ func (UnimplementedMemoryServiceServer) GetRetentionPolicy(context.Context, *Get
 }
 func (UnimplementedMemoryServiceServer) ResetSessionContext(context.Context, *ResetSessionContextRequest) (*ResetSessionContextResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResetSessionContext not implemented")
+}
+func (UnimplementedMemoryServiceServer) ForkSession(context.Context, *ForkSessionRequest) (*ForkSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ForkSession not implemented")
 }
 func (UnimplementedMemoryServiceServer) mustEmbedUnimplementedMemoryServiceServer() {}
 func (UnimplementedMemoryServiceServer) testEmbeddedByValue()                       {}
@@ -394,6 +422,24 @@ func _MemoryService_ResetSessionContext_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MemoryService_ForkSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForkSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).ForkSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_ForkSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).ForkSession(ctx, req.(*ForkSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MemoryService_ServiceDesc is the grpc.ServiceDesc for MemoryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -428,6 +474,10 @@ var MemoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResetSessionContext",
 			Handler:    _MemoryService_ResetSessionContext_Handler,
+		},
+		{
+			MethodName: "ForkSession",
+			Handler:    _MemoryService_ForkSession_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -57,6 +57,11 @@ const (
 	// "reason", "arguments" (edited, when given), "responder", "expired"}`; metadata `request_id`,
 	// `call_id`.
 	EventType_EVENT_TYPE_INPUT_RECEIVED EventType = 11
+	// A summary of an agent's older history in the session, which its later prompts use instead of
+	// the events it replaces (they stay in the log). Content: the summary; metadata `from_seq` and
+	// `to_seq` (the seq range it summarizes), `model`. A summary that failed is recorded with
+	// metadata `failed` true and the reason as content; prompts never use it.
+	EventType_EVENT_TYPE_CONTEXT_COMPACTED EventType = 12
 )
 
 // Enum value maps for EventType.
@@ -74,6 +79,7 @@ var (
 		9:  "EVENT_TYPE_ERROR",
 		10: "EVENT_TYPE_INPUT_REQUESTED",
 		11: "EVENT_TYPE_INPUT_RECEIVED",
+		12: "EVENT_TYPE_CONTEXT_COMPACTED",
 	}
 	EventType_value = map[string]int32{
 		"EVENT_TYPE_UNSPECIFIED":              0,
@@ -88,6 +94,7 @@ var (
 		"EVENT_TYPE_ERROR":                    9,
 		"EVENT_TYPE_INPUT_REQUESTED":          10,
 		"EVENT_TYPE_INPUT_RECEIVED":           11,
+		"EVENT_TYPE_CONTEXT_COMPACTED":        12,
 	}
 )
 
@@ -363,8 +370,13 @@ type Session struct {
 	// Where its agents' context starts: history readers (ListEventsRequest.from_context_start) see
 	// only later events. Set by ResetSessionContext; 0 = from the start. The log keeps everything.
 	ContextStartSeq int64 `protobuf:"varint,8,opt,name=context_start_seq,json=contextStartSeq,proto3" json:"context_start_seq,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The session this one was forked from (ForkSession); empty for a session of its own.
+	ForkedFromSessionId string `protobuf:"bytes,9,opt,name=forked_from_session_id,json=forkedFromSessionId,proto3" json:"forked_from_session_id,omitempty"`
+	// The seq of forked_from_session_id it was forked at: its events up to this seq are that
+	// session's (read through, not copied); its own start after it. 0 when not a fork.
+	ForkedAtSeq   int64 `protobuf:"varint,10,opt,name=forked_at_seq,json=forkedAtSeq,proto3" json:"forked_at_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -449,6 +461,20 @@ func (x *Session) GetFirstSeq() int64 {
 func (x *Session) GetContextStartSeq() int64 {
 	if x != nil {
 		return x.ContextStartSeq
+	}
+	return 0
+}
+
+func (x *Session) GetForkedFromSessionId() string {
+	if x != nil {
+		return x.ForkedFromSessionId
+	}
+	return ""
+}
+
+func (x *Session) GetForkedAtSeq() int64 {
+	if x != nil {
+		return x.ForkedAtSeq
 	}
 	return 0
 }
@@ -540,7 +566,7 @@ const file_agentmesh_memory_v1_resources_proto_rawDesc = "" +
 	"\aspan_id\x18\f \x01(\tR\x06spanId\x129\n" +
 	"\n" +
 	"created_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12'\n" +
-	"\x0fidempotency_key\x18\x0e \x01(\tR\x0eidempotencyKey\"\xa8\x02\n" +
+	"\x0fidempotency_key\x18\x0e \x01(\tR\x0eidempotencyKey\"\x81\x03\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -552,12 +578,15 @@ const file_agentmesh_memory_v1_resources_proto_rawDesc = "" +
 	"updated_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x19\n" +
 	"\blast_seq\x18\x06 \x01(\x03R\alastSeq\x12\x1b\n" +
 	"\tfirst_seq\x18\a \x01(\x03R\bfirstSeq\x12*\n" +
-	"\x11context_start_seq\x18\b \x01(\x03R\x0fcontextStartSeq\"\x8d\x01\n" +
+	"\x11context_start_seq\x18\b \x01(\x03R\x0fcontextStartSeq\x123\n" +
+	"\x16forked_from_session_id\x18\t \x01(\tR\x13forkedFromSessionId\x12\"\n" +
+	"\rforked_at_seq\x18\n" +
+	" \x01(\x03R\vforkedAtSeq\"\x8d\x01\n" +
 	"\x0fRetentionPolicy\x12\x1d\n" +
 	"\n" +
 	"project_id\x18\x01 \x01(\tR\tprojectId\x12&\n" +
 	"\x0fmax_age_seconds\x18\x02 \x01(\x03R\rmaxAgeSeconds\x123\n" +
-	"\x16max_events_per_session\x18\x03 \x01(\x03R\x13maxEventsPerSession*\xf9\x02\n" +
+	"\x16max_events_per_session\x18\x03 \x01(\x03R\x13maxEventsPerSession*\x9b\x03\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17EVENT_TYPE_USER_MESSAGE\x10\x01\x12\x1d\n" +
@@ -571,7 +600,8 @@ const file_agentmesh_memory_v1_resources_proto_rawDesc = "" +
 	"\x10EVENT_TYPE_ERROR\x10\t\x12\x1e\n" +
 	"\x1aEVENT_TYPE_INPUT_REQUESTED\x10\n" +
 	"\x12\x1d\n" +
-	"\x19EVENT_TYPE_INPUT_RECEIVED\x10\v*\x83\x01\n" +
+	"\x19EVENT_TYPE_INPUT_RECEIVED\x10\v\x12 \n" +
+	"\x1cEVENT_TYPE_CONTEXT_COMPACTED\x10\f*\x83\x01\n" +
 	"\bRunState\x12\x19\n" +
 	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11RUN_STATE_RUNNING\x10\x01\x12\x16\n" +

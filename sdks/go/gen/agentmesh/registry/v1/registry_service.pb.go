@@ -24,6 +24,71 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// UsageDimension is what a usage summary groups by.
+type UsageDimension int32
+
+const (
+	// Not set.
+	UsageDimension_USAGE_DIMENSION_UNSPECIFIED UsageDimension = 0
+	// The agent that made the calls.
+	UsageDimension_USAGE_DIMENSION_AGENT UsageDimension = 1
+	// The user whose chat the run served.
+	UsageDimension_USAGE_DIMENSION_USER UsageDimension = 2
+	// The model called.
+	UsageDimension_USAGE_DIMENSION_MODEL UsageDimension = 3
+	// The session the run worked in.
+	UsageDimension_USAGE_DIMENSION_SESSION UsageDimension = 4
+	// The UTC day the run ended.
+	UsageDimension_USAGE_DIMENSION_DAY UsageDimension = 5
+)
+
+// Enum value maps for UsageDimension.
+var (
+	UsageDimension_name = map[int32]string{
+		0: "USAGE_DIMENSION_UNSPECIFIED",
+		1: "USAGE_DIMENSION_AGENT",
+		2: "USAGE_DIMENSION_USER",
+		3: "USAGE_DIMENSION_MODEL",
+		4: "USAGE_DIMENSION_SESSION",
+		5: "USAGE_DIMENSION_DAY",
+	}
+	UsageDimension_value = map[string]int32{
+		"USAGE_DIMENSION_UNSPECIFIED": 0,
+		"USAGE_DIMENSION_AGENT":       1,
+		"USAGE_DIMENSION_USER":        2,
+		"USAGE_DIMENSION_MODEL":       3,
+		"USAGE_DIMENSION_SESSION":     4,
+		"USAGE_DIMENSION_DAY":         5,
+	}
+)
+
+func (x UsageDimension) Enum() *UsageDimension {
+	p := new(UsageDimension)
+	*p = x
+	return p
+}
+
+func (x UsageDimension) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (UsageDimension) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentmesh_registry_v1_registry_service_proto_enumTypes[0].Descriptor()
+}
+
+func (UsageDimension) Type() protoreflect.EnumType {
+	return &file_agentmesh_registry_v1_registry_service_proto_enumTypes[0]
+}
+
+func (x UsageDimension) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use UsageDimension.Descriptor instead.
+func (UsageDimension) EnumDescriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{0}
+}
+
 // RegisterUserRequest is the input of RegisterUser.
 type RegisterUserRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4508,6 +4573,262 @@ func (x *RespondToInputRequestResponse) GetInputRequest() *v1.InputRequest {
 	return nil
 }
 
+// SummarizeUsageRequest is the input of SummarizeUsage.
+type SummarizeUsageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// What to group by, in the order the groups are sorted (none: one group, the total).
+	GroupBy []UsageDimension `protobuf:"varint,2,rep,packed,name=group_by,json=groupBy,proto3,enum=agentmesh.registry.v1.UsageDimension" json:"group_by,omitempty"`
+	// First UTC day counted, YYYY-MM-DD (empty: from the first).
+	StartDay string `protobuf:"bytes,3,opt,name=start_day,json=startDay,proto3" json:"start_day,omitempty"`
+	// Last UTC day counted, YYYY-MM-DD, inclusive (empty: to today).
+	EndDay        string `protobuf:"bytes,4,opt,name=end_day,json=endDay,proto3" json:"end_day,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SummarizeUsageRequest) Reset() {
+	*x = SummarizeUsageRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SummarizeUsageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SummarizeUsageRequest) ProtoMessage() {}
+
+func (x *SummarizeUsageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SummarizeUsageRequest.ProtoReflect.Descriptor instead.
+func (*SummarizeUsageRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *SummarizeUsageRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *SummarizeUsageRequest) GetGroupBy() []UsageDimension {
+	if x != nil {
+		return x.GroupBy
+	}
+	return nil
+}
+
+func (x *SummarizeUsageRequest) GetStartDay() string {
+	if x != nil {
+		return x.StartDay
+	}
+	return ""
+}
+
+func (x *SummarizeUsageRequest) GetEndDay() string {
+	if x != nil {
+		return x.EndDay
+	}
+	return ""
+}
+
+// UsageGroup is the usage of one group of a summary: the fields of the dimensions grouped by
+// are set, the others empty.
+type UsageGroup struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent's id.
+	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The agent's slug when the calls were made.
+	Agent string `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
+	// The user's id ("system" for a run resumed by the mesh itself).
+	UserId string `protobuf:"bytes,3,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The model.
+	Model string `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	// The session.
+	SessionId string `protobuf:"bytes,5,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The UTC day, YYYY-MM-DD.
+	Day string `protobuf:"bytes,6,opt,name=day,proto3" json:"day,omitempty"`
+	// Runs that made calls.
+	Runs int64 `protobuf:"varint,7,opt,name=runs,proto3" json:"runs,omitempty"`
+	// Model calls.
+	Calls int64 `protobuf:"varint,8,opt,name=calls,proto3" json:"calls,omitempty"`
+	// Tokens and cost (`cost_known` false when any call had an unpriced model).
+	Usage         *v1.Usage `protobuf:"bytes,9,opt,name=usage,proto3" json:"usage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageGroup) Reset() {
+	*x = UsageGroup{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageGroup) ProtoMessage() {}
+
+func (x *UsageGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageGroup.ProtoReflect.Descriptor instead.
+func (*UsageGroup) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *UsageGroup) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *UsageGroup) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *UsageGroup) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *UsageGroup) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *UsageGroup) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *UsageGroup) GetDay() string {
+	if x != nil {
+		return x.Day
+	}
+	return ""
+}
+
+func (x *UsageGroup) GetRuns() int64 {
+	if x != nil {
+		return x.Runs
+	}
+	return 0
+}
+
+func (x *UsageGroup) GetCalls() int64 {
+	if x != nil {
+		return x.Calls
+	}
+	return 0
+}
+
+func (x *UsageGroup) GetUsage() *v1.Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+// SummarizeUsageResponse is the output of SummarizeUsage.
+type SummarizeUsageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The groups, sorted by the dimensions grouped by (at most 1,000).
+	Groups []*UsageGroup `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	// The sum of every call in the range (whatever was left out of `groups`).
+	Total *UsageGroup `protobuf:"bytes,2,opt,name=total,proto3" json:"total,omitempty"`
+	// True when there were more than 1,000 groups: narrow the range or group by less.
+	Truncated     bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SummarizeUsageResponse) Reset() {
+	*x = SummarizeUsageResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SummarizeUsageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SummarizeUsageResponse) ProtoMessage() {}
+
+func (x *SummarizeUsageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SummarizeUsageResponse.ProtoReflect.Descriptor instead.
+func (*SummarizeUsageResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *SummarizeUsageResponse) GetGroups() []*UsageGroup {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *SummarizeUsageResponse) GetTotal() *UsageGroup {
+	if x != nil {
+		return x.Total
+	}
+	return nil
+}
+
+func (x *SummarizeUsageResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
 var File_agentmesh_registry_v1_registry_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
@@ -4807,7 +5128,36 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12>\n" +
 	"\bresponse\x18\x03 \x01(\v2\".agentmesh.common.v1.InputResponseR\bresponse\"g\n" +
 	"\x1dRespondToInputRequestResponse\x12F\n" +
-	"\rinput_request\x18\x01 \x01(\v2!.agentmesh.common.v1.InputRequestR\finputRequest2\xf6\"\n" +
+	"\rinput_request\x18\x01 \x01(\v2!.agentmesh.common.v1.InputRequestR\finputRequest\"\xae\x01\n" +
+	"\x15SummarizeUsageRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12@\n" +
+	"\bgroup_by\x18\x02 \x03(\x0e2%.agentmesh.registry.v1.UsageDimensionR\agroupBy\x12\x1b\n" +
+	"\tstart_day\x18\x03 \x01(\tR\bstartDay\x12\x17\n" +
+	"\aend_day\x18\x04 \x01(\tR\x06endDay\"\xf9\x01\n" +
+	"\n" +
+	"UsageGroup\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x14\n" +
+	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x17\n" +
+	"\auser_id\x18\x03 \x01(\tR\x06userId\x12\x14\n" +
+	"\x05model\x18\x04 \x01(\tR\x05model\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x05 \x01(\tR\tsessionId\x12\x10\n" +
+	"\x03day\x18\x06 \x01(\tR\x03day\x12\x12\n" +
+	"\x04runs\x18\a \x01(\x03R\x04runs\x12\x14\n" +
+	"\x05calls\x18\b \x01(\x03R\x05calls\x120\n" +
+	"\x05usage\x18\t \x01(\v2\x1a.agentmesh.common.v1.UsageR\x05usage\"\xaa\x01\n" +
+	"\x16SummarizeUsageResponse\x129\n" +
+	"\x06groups\x18\x01 \x03(\v2!.agentmesh.registry.v1.UsageGroupR\x06groups\x127\n" +
+	"\x05total\x18\x02 \x01(\v2!.agentmesh.registry.v1.UsageGroupR\x05total\x12\x1c\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated*\xb7\x01\n" +
+	"\x0eUsageDimension\x12\x1f\n" +
+	"\x1bUSAGE_DIMENSION_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15USAGE_DIMENSION_AGENT\x10\x01\x12\x18\n" +
+	"\x14USAGE_DIMENSION_USER\x10\x02\x12\x19\n" +
+	"\x15USAGE_DIMENSION_MODEL\x10\x03\x12\x1b\n" +
+	"\x17USAGE_DIMENSION_SESSION\x10\x04\x12\x17\n" +
+	"\x13USAGE_DIMENSION_DAY\x10\x052\xe5#\n" +
 	"\x0fRegistryService\x12g\n" +
 	"\fRegisterUser\x12*.agentmesh.registry.v1.RegisterUserRequest\x1a+.agentmesh.registry.v1.RegisterUserResponse\x12R\n" +
 	"\x05Login\x12#.agentmesh.registry.v1.LoginRequest\x1a$.agentmesh.registry.v1.LoginResponse\x12j\n" +
@@ -4854,7 +5204,8 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x11DeleteRemoteAgent\x12/.agentmesh.registry.v1.DeleteRemoteAgentRequest\x1a0.agentmesh.registry.v1.DeleteRemoteAgentResponse\x12v\n" +
 	"\x11ListInputRequests\x12/.agentmesh.registry.v1.ListInputRequestsRequest\x1a0.agentmesh.registry.v1.ListInputRequestsResponse\x12p\n" +
 	"\x0fGetInputRequest\x12-.agentmesh.registry.v1.GetInputRequestRequest\x1a..agentmesh.registry.v1.GetInputRequestResponse\x12\x82\x01\n" +
-	"\x15RespondToInputRequest\x123.agentmesh.registry.v1.RespondToInputRequestRequest\x1a4.agentmesh.registry.v1.RespondToInputRequestResponseB\xf4\x01\n" +
+	"\x15RespondToInputRequest\x123.agentmesh.registry.v1.RespondToInputRequestRequest\x1a4.agentmesh.registry.v1.RespondToInputRequestResponse\x12m\n" +
+	"\x0eSummarizeUsage\x12,.agentmesh.registry.v1.SummarizeUsageRequest\x1a-.agentmesh.registry.v1.SummarizeUsageResponseB\xf4\x01\n" +
 	"\x19com.agentmesh.registry.v1B\x14RegistryServiceProtoP\x01ZKgithub.com/agentmesh/agentmesh/sdks/go/gen/agentmesh/registry/v1;registryv1\xa2\x02\x03ARX\xaa\x02\x15Agentmesh.Registry.V1\xca\x02\x15Agentmesh\\Registry\\V1\xe2\x02!Agentmesh\\Registry\\V1\\GPBMetadata\xea\x02\x17Agentmesh::Registry::V1b\x06proto3"
 
 var (
@@ -4869,245 +5220,257 @@ func file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_registry_v1_registry_service_proto_rawDescData
 }
 
-var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
+var file_agentmesh_registry_v1_registry_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
 var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
-	(*RegisterUserRequest)(nil),           // 0: agentmesh.registry.v1.RegisterUserRequest
-	(*RegisterUserResponse)(nil),          // 1: agentmesh.registry.v1.RegisterUserResponse
-	(*LoginRequest)(nil),                  // 2: agentmesh.registry.v1.LoginRequest
-	(*Tokens)(nil),                        // 3: agentmesh.registry.v1.Tokens
-	(*LoginResponse)(nil),                 // 4: agentmesh.registry.v1.LoginResponse
-	(*RefreshTokensRequest)(nil),          // 5: agentmesh.registry.v1.RefreshTokensRequest
-	(*RefreshTokensResponse)(nil),         // 6: agentmesh.registry.v1.RefreshTokensResponse
-	(*RevokeRefreshTokenRequest)(nil),     // 7: agentmesh.registry.v1.RevokeRefreshTokenRequest
-	(*RevokeRefreshTokenResponse)(nil),    // 8: agentmesh.registry.v1.RevokeRefreshTokenResponse
-	(*GetCurrentUserRequest)(nil),         // 9: agentmesh.registry.v1.GetCurrentUserRequest
-	(*GetCurrentUserResponse)(nil),        // 10: agentmesh.registry.v1.GetCurrentUserResponse
-	(*CreateUserRequest)(nil),             // 11: agentmesh.registry.v1.CreateUserRequest
-	(*CreateUserResponse)(nil),            // 12: agentmesh.registry.v1.CreateUserResponse
-	(*UpdateUserRequest)(nil),             // 13: agentmesh.registry.v1.UpdateUserRequest
-	(*UpdateUserResponse)(nil),            // 14: agentmesh.registry.v1.UpdateUserResponse
-	(*CreateApiKeyRequest)(nil),           // 15: agentmesh.registry.v1.CreateApiKeyRequest
-	(*CreateApiKeyResponse)(nil),          // 16: agentmesh.registry.v1.CreateApiKeyResponse
-	(*ListApiKeysRequest)(nil),            // 17: agentmesh.registry.v1.ListApiKeysRequest
-	(*ListApiKeysResponse)(nil),           // 18: agentmesh.registry.v1.ListApiKeysResponse
-	(*RevokeApiKeyRequest)(nil),           // 19: agentmesh.registry.v1.RevokeApiKeyRequest
-	(*RevokeApiKeyResponse)(nil),          // 20: agentmesh.registry.v1.RevokeApiKeyResponse
-	(*CreateAgentTypeRequest)(nil),        // 21: agentmesh.registry.v1.CreateAgentTypeRequest
-	(*CreateAgentTypeResponse)(nil),       // 22: agentmesh.registry.v1.CreateAgentTypeResponse
-	(*GetAgentTypeRequest)(nil),           // 23: agentmesh.registry.v1.GetAgentTypeRequest
-	(*GetAgentTypeResponse)(nil),          // 24: agentmesh.registry.v1.GetAgentTypeResponse
-	(*ListAgentTypesRequest)(nil),         // 25: agentmesh.registry.v1.ListAgentTypesRequest
-	(*ListAgentTypesResponse)(nil),        // 26: agentmesh.registry.v1.ListAgentTypesResponse
-	(*UpdateAgentTypeRequest)(nil),        // 27: agentmesh.registry.v1.UpdateAgentTypeRequest
-	(*UpdateAgentTypeResponse)(nil),       // 28: agentmesh.registry.v1.UpdateAgentTypeResponse
-	(*DeleteAgentTypeRequest)(nil),        // 29: agentmesh.registry.v1.DeleteAgentTypeRequest
-	(*DeleteAgentTypeResponse)(nil),       // 30: agentmesh.registry.v1.DeleteAgentTypeResponse
-	(*CreateProjectRequest)(nil),          // 31: agentmesh.registry.v1.CreateProjectRequest
-	(*CreateProjectResponse)(nil),         // 32: agentmesh.registry.v1.CreateProjectResponse
-	(*GetProjectRequest)(nil),             // 33: agentmesh.registry.v1.GetProjectRequest
-	(*GetProjectResponse)(nil),            // 34: agentmesh.registry.v1.GetProjectResponse
-	(*ListProjectsRequest)(nil),           // 35: agentmesh.registry.v1.ListProjectsRequest
-	(*ListProjectsResponse)(nil),          // 36: agentmesh.registry.v1.ListProjectsResponse
-	(*UpdateProjectRequest)(nil),          // 37: agentmesh.registry.v1.UpdateProjectRequest
-	(*UpdateProjectResponse)(nil),         // 38: agentmesh.registry.v1.UpdateProjectResponse
-	(*DeleteProjectRequest)(nil),          // 39: agentmesh.registry.v1.DeleteProjectRequest
-	(*DeleteProjectResponse)(nil),         // 40: agentmesh.registry.v1.DeleteProjectResponse
-	(*CreateAgentRequest)(nil),            // 41: agentmesh.registry.v1.CreateAgentRequest
-	(*CreateAgentResponse)(nil),           // 42: agentmesh.registry.v1.CreateAgentResponse
-	(*GetAgentRequest)(nil),               // 43: agentmesh.registry.v1.GetAgentRequest
-	(*GetAgentResponse)(nil),              // 44: agentmesh.registry.v1.GetAgentResponse
-	(*ListAgentsRequest)(nil),             // 45: agentmesh.registry.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),            // 46: agentmesh.registry.v1.ListAgentsResponse
-	(*UpdateAgentRequest)(nil),            // 47: agentmesh.registry.v1.UpdateAgentRequest
-	(*UpdateAgentResponse)(nil),           // 48: agentmesh.registry.v1.UpdateAgentResponse
-	(*PauseAgentRequest)(nil),             // 49: agentmesh.registry.v1.PauseAgentRequest
-	(*PauseAgentResponse)(nil),            // 50: agentmesh.registry.v1.PauseAgentResponse
-	(*ResumeAgentRequest)(nil),            // 51: agentmesh.registry.v1.ResumeAgentRequest
-	(*ResumeAgentResponse)(nil),           // 52: agentmesh.registry.v1.ResumeAgentResponse
-	(*DeleteAgentRequest)(nil),            // 53: agentmesh.registry.v1.DeleteAgentRequest
-	(*DeleteAgentResponse)(nil),           // 54: agentmesh.registry.v1.DeleteAgentResponse
-	(*GetAgentMetricsRequest)(nil),        // 55: agentmesh.registry.v1.GetAgentMetricsRequest
-	(*GetAgentMetricsResponse)(nil),       // 56: agentmesh.registry.v1.GetAgentMetricsResponse
-	(*CreateMcpServerRequest)(nil),        // 57: agentmesh.registry.v1.CreateMcpServerRequest
-	(*CreateMcpServerResponse)(nil),       // 58: agentmesh.registry.v1.CreateMcpServerResponse
-	(*GetMcpServerRequest)(nil),           // 59: agentmesh.registry.v1.GetMcpServerRequest
-	(*GetMcpServerResponse)(nil),          // 60: agentmesh.registry.v1.GetMcpServerResponse
-	(*ListMcpServersRequest)(nil),         // 61: agentmesh.registry.v1.ListMcpServersRequest
-	(*ListMcpServersResponse)(nil),        // 62: agentmesh.registry.v1.ListMcpServersResponse
-	(*UpdateMcpServerRequest)(nil),        // 63: agentmesh.registry.v1.UpdateMcpServerRequest
-	(*UpdateMcpServerResponse)(nil),       // 64: agentmesh.registry.v1.UpdateMcpServerResponse
-	(*DeleteMcpServerRequest)(nil),        // 65: agentmesh.registry.v1.DeleteMcpServerRequest
-	(*DeleteMcpServerResponse)(nil),       // 66: agentmesh.registry.v1.DeleteMcpServerResponse
-	(*CreateRemoteAgentRequest)(nil),      // 67: agentmesh.registry.v1.CreateRemoteAgentRequest
-	(*CreateRemoteAgentResponse)(nil),     // 68: agentmesh.registry.v1.CreateRemoteAgentResponse
-	(*GetRemoteAgentRequest)(nil),         // 69: agentmesh.registry.v1.GetRemoteAgentRequest
-	(*GetRemoteAgentResponse)(nil),        // 70: agentmesh.registry.v1.GetRemoteAgentResponse
-	(*ListRemoteAgentsRequest)(nil),       // 71: agentmesh.registry.v1.ListRemoteAgentsRequest
-	(*ListRemoteAgentsResponse)(nil),      // 72: agentmesh.registry.v1.ListRemoteAgentsResponse
-	(*UpdateRemoteAgentRequest)(nil),      // 73: agentmesh.registry.v1.UpdateRemoteAgentRequest
-	(*UpdateRemoteAgentResponse)(nil),     // 74: agentmesh.registry.v1.UpdateRemoteAgentResponse
-	(*DeleteRemoteAgentRequest)(nil),      // 75: agentmesh.registry.v1.DeleteRemoteAgentRequest
-	(*DeleteRemoteAgentResponse)(nil),     // 76: agentmesh.registry.v1.DeleteRemoteAgentResponse
-	(*ListInputRequestsRequest)(nil),      // 77: agentmesh.registry.v1.ListInputRequestsRequest
-	(*ListInputRequestsResponse)(nil),     // 78: agentmesh.registry.v1.ListInputRequestsResponse
-	(*GetInputRequestRequest)(nil),        // 79: agentmesh.registry.v1.GetInputRequestRequest
-	(*GetInputRequestResponse)(nil),       // 80: agentmesh.registry.v1.GetInputRequestResponse
-	(*RespondToInputRequestRequest)(nil),  // 81: agentmesh.registry.v1.RespondToInputRequestRequest
-	(*RespondToInputRequestResponse)(nil), // 82: agentmesh.registry.v1.RespondToInputRequestResponse
-	(*User)(nil),                          // 83: agentmesh.registry.v1.User
-	(*fieldmaskpb.FieldMask)(nil),         // 84: google.protobuf.FieldMask
-	(*timestamppb.Timestamp)(nil),         // 85: google.protobuf.Timestamp
-	(*ApiKey)(nil),                        // 86: agentmesh.registry.v1.ApiKey
-	(*AgentType)(nil),                     // 87: agentmesh.registry.v1.AgentType
-	(*Project)(nil),                       // 88: agentmesh.registry.v1.Project
-	(*Agent)(nil),                         // 89: agentmesh.registry.v1.Agent
-	(*McpServer)(nil),                     // 90: agentmesh.registry.v1.McpServer
-	(*RemoteAgent)(nil),                   // 91: agentmesh.registry.v1.RemoteAgent
-	(v1.InputRequestState)(0),             // 92: agentmesh.common.v1.InputRequestState
-	(*v1.InputRequest)(nil),               // 93: agentmesh.common.v1.InputRequest
-	(*v1.InputResponse)(nil),              // 94: agentmesh.common.v1.InputResponse
+	(UsageDimension)(0),                   // 0: agentmesh.registry.v1.UsageDimension
+	(*RegisterUserRequest)(nil),           // 1: agentmesh.registry.v1.RegisterUserRequest
+	(*RegisterUserResponse)(nil),          // 2: agentmesh.registry.v1.RegisterUserResponse
+	(*LoginRequest)(nil),                  // 3: agentmesh.registry.v1.LoginRequest
+	(*Tokens)(nil),                        // 4: agentmesh.registry.v1.Tokens
+	(*LoginResponse)(nil),                 // 5: agentmesh.registry.v1.LoginResponse
+	(*RefreshTokensRequest)(nil),          // 6: agentmesh.registry.v1.RefreshTokensRequest
+	(*RefreshTokensResponse)(nil),         // 7: agentmesh.registry.v1.RefreshTokensResponse
+	(*RevokeRefreshTokenRequest)(nil),     // 8: agentmesh.registry.v1.RevokeRefreshTokenRequest
+	(*RevokeRefreshTokenResponse)(nil),    // 9: agentmesh.registry.v1.RevokeRefreshTokenResponse
+	(*GetCurrentUserRequest)(nil),         // 10: agentmesh.registry.v1.GetCurrentUserRequest
+	(*GetCurrentUserResponse)(nil),        // 11: agentmesh.registry.v1.GetCurrentUserResponse
+	(*CreateUserRequest)(nil),             // 12: agentmesh.registry.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),            // 13: agentmesh.registry.v1.CreateUserResponse
+	(*UpdateUserRequest)(nil),             // 14: agentmesh.registry.v1.UpdateUserRequest
+	(*UpdateUserResponse)(nil),            // 15: agentmesh.registry.v1.UpdateUserResponse
+	(*CreateApiKeyRequest)(nil),           // 16: agentmesh.registry.v1.CreateApiKeyRequest
+	(*CreateApiKeyResponse)(nil),          // 17: agentmesh.registry.v1.CreateApiKeyResponse
+	(*ListApiKeysRequest)(nil),            // 18: agentmesh.registry.v1.ListApiKeysRequest
+	(*ListApiKeysResponse)(nil),           // 19: agentmesh.registry.v1.ListApiKeysResponse
+	(*RevokeApiKeyRequest)(nil),           // 20: agentmesh.registry.v1.RevokeApiKeyRequest
+	(*RevokeApiKeyResponse)(nil),          // 21: agentmesh.registry.v1.RevokeApiKeyResponse
+	(*CreateAgentTypeRequest)(nil),        // 22: agentmesh.registry.v1.CreateAgentTypeRequest
+	(*CreateAgentTypeResponse)(nil),       // 23: agentmesh.registry.v1.CreateAgentTypeResponse
+	(*GetAgentTypeRequest)(nil),           // 24: agentmesh.registry.v1.GetAgentTypeRequest
+	(*GetAgentTypeResponse)(nil),          // 25: agentmesh.registry.v1.GetAgentTypeResponse
+	(*ListAgentTypesRequest)(nil),         // 26: agentmesh.registry.v1.ListAgentTypesRequest
+	(*ListAgentTypesResponse)(nil),        // 27: agentmesh.registry.v1.ListAgentTypesResponse
+	(*UpdateAgentTypeRequest)(nil),        // 28: agentmesh.registry.v1.UpdateAgentTypeRequest
+	(*UpdateAgentTypeResponse)(nil),       // 29: agentmesh.registry.v1.UpdateAgentTypeResponse
+	(*DeleteAgentTypeRequest)(nil),        // 30: agentmesh.registry.v1.DeleteAgentTypeRequest
+	(*DeleteAgentTypeResponse)(nil),       // 31: agentmesh.registry.v1.DeleteAgentTypeResponse
+	(*CreateProjectRequest)(nil),          // 32: agentmesh.registry.v1.CreateProjectRequest
+	(*CreateProjectResponse)(nil),         // 33: agentmesh.registry.v1.CreateProjectResponse
+	(*GetProjectRequest)(nil),             // 34: agentmesh.registry.v1.GetProjectRequest
+	(*GetProjectResponse)(nil),            // 35: agentmesh.registry.v1.GetProjectResponse
+	(*ListProjectsRequest)(nil),           // 36: agentmesh.registry.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),          // 37: agentmesh.registry.v1.ListProjectsResponse
+	(*UpdateProjectRequest)(nil),          // 38: agentmesh.registry.v1.UpdateProjectRequest
+	(*UpdateProjectResponse)(nil),         // 39: agentmesh.registry.v1.UpdateProjectResponse
+	(*DeleteProjectRequest)(nil),          // 40: agentmesh.registry.v1.DeleteProjectRequest
+	(*DeleteProjectResponse)(nil),         // 41: agentmesh.registry.v1.DeleteProjectResponse
+	(*CreateAgentRequest)(nil),            // 42: agentmesh.registry.v1.CreateAgentRequest
+	(*CreateAgentResponse)(nil),           // 43: agentmesh.registry.v1.CreateAgentResponse
+	(*GetAgentRequest)(nil),               // 44: agentmesh.registry.v1.GetAgentRequest
+	(*GetAgentResponse)(nil),              // 45: agentmesh.registry.v1.GetAgentResponse
+	(*ListAgentsRequest)(nil),             // 46: agentmesh.registry.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),            // 47: agentmesh.registry.v1.ListAgentsResponse
+	(*UpdateAgentRequest)(nil),            // 48: agentmesh.registry.v1.UpdateAgentRequest
+	(*UpdateAgentResponse)(nil),           // 49: agentmesh.registry.v1.UpdateAgentResponse
+	(*PauseAgentRequest)(nil),             // 50: agentmesh.registry.v1.PauseAgentRequest
+	(*PauseAgentResponse)(nil),            // 51: agentmesh.registry.v1.PauseAgentResponse
+	(*ResumeAgentRequest)(nil),            // 52: agentmesh.registry.v1.ResumeAgentRequest
+	(*ResumeAgentResponse)(nil),           // 53: agentmesh.registry.v1.ResumeAgentResponse
+	(*DeleteAgentRequest)(nil),            // 54: agentmesh.registry.v1.DeleteAgentRequest
+	(*DeleteAgentResponse)(nil),           // 55: agentmesh.registry.v1.DeleteAgentResponse
+	(*GetAgentMetricsRequest)(nil),        // 56: agentmesh.registry.v1.GetAgentMetricsRequest
+	(*GetAgentMetricsResponse)(nil),       // 57: agentmesh.registry.v1.GetAgentMetricsResponse
+	(*CreateMcpServerRequest)(nil),        // 58: agentmesh.registry.v1.CreateMcpServerRequest
+	(*CreateMcpServerResponse)(nil),       // 59: agentmesh.registry.v1.CreateMcpServerResponse
+	(*GetMcpServerRequest)(nil),           // 60: agentmesh.registry.v1.GetMcpServerRequest
+	(*GetMcpServerResponse)(nil),          // 61: agentmesh.registry.v1.GetMcpServerResponse
+	(*ListMcpServersRequest)(nil),         // 62: agentmesh.registry.v1.ListMcpServersRequest
+	(*ListMcpServersResponse)(nil),        // 63: agentmesh.registry.v1.ListMcpServersResponse
+	(*UpdateMcpServerRequest)(nil),        // 64: agentmesh.registry.v1.UpdateMcpServerRequest
+	(*UpdateMcpServerResponse)(nil),       // 65: agentmesh.registry.v1.UpdateMcpServerResponse
+	(*DeleteMcpServerRequest)(nil),        // 66: agentmesh.registry.v1.DeleteMcpServerRequest
+	(*DeleteMcpServerResponse)(nil),       // 67: agentmesh.registry.v1.DeleteMcpServerResponse
+	(*CreateRemoteAgentRequest)(nil),      // 68: agentmesh.registry.v1.CreateRemoteAgentRequest
+	(*CreateRemoteAgentResponse)(nil),     // 69: agentmesh.registry.v1.CreateRemoteAgentResponse
+	(*GetRemoteAgentRequest)(nil),         // 70: agentmesh.registry.v1.GetRemoteAgentRequest
+	(*GetRemoteAgentResponse)(nil),        // 71: agentmesh.registry.v1.GetRemoteAgentResponse
+	(*ListRemoteAgentsRequest)(nil),       // 72: agentmesh.registry.v1.ListRemoteAgentsRequest
+	(*ListRemoteAgentsResponse)(nil),      // 73: agentmesh.registry.v1.ListRemoteAgentsResponse
+	(*UpdateRemoteAgentRequest)(nil),      // 74: agentmesh.registry.v1.UpdateRemoteAgentRequest
+	(*UpdateRemoteAgentResponse)(nil),     // 75: agentmesh.registry.v1.UpdateRemoteAgentResponse
+	(*DeleteRemoteAgentRequest)(nil),      // 76: agentmesh.registry.v1.DeleteRemoteAgentRequest
+	(*DeleteRemoteAgentResponse)(nil),     // 77: agentmesh.registry.v1.DeleteRemoteAgentResponse
+	(*ListInputRequestsRequest)(nil),      // 78: agentmesh.registry.v1.ListInputRequestsRequest
+	(*ListInputRequestsResponse)(nil),     // 79: agentmesh.registry.v1.ListInputRequestsResponse
+	(*GetInputRequestRequest)(nil),        // 80: agentmesh.registry.v1.GetInputRequestRequest
+	(*GetInputRequestResponse)(nil),       // 81: agentmesh.registry.v1.GetInputRequestResponse
+	(*RespondToInputRequestRequest)(nil),  // 82: agentmesh.registry.v1.RespondToInputRequestRequest
+	(*RespondToInputRequestResponse)(nil), // 83: agentmesh.registry.v1.RespondToInputRequestResponse
+	(*SummarizeUsageRequest)(nil),         // 84: agentmesh.registry.v1.SummarizeUsageRequest
+	(*UsageGroup)(nil),                    // 85: agentmesh.registry.v1.UsageGroup
+	(*SummarizeUsageResponse)(nil),        // 86: agentmesh.registry.v1.SummarizeUsageResponse
+	(*User)(nil),                          // 87: agentmesh.registry.v1.User
+	(*fieldmaskpb.FieldMask)(nil),         // 88: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),         // 89: google.protobuf.Timestamp
+	(*ApiKey)(nil),                        // 90: agentmesh.registry.v1.ApiKey
+	(*AgentType)(nil),                     // 91: agentmesh.registry.v1.AgentType
+	(*Project)(nil),                       // 92: agentmesh.registry.v1.Project
+	(*Agent)(nil),                         // 93: agentmesh.registry.v1.Agent
+	(*McpServer)(nil),                     // 94: agentmesh.registry.v1.McpServer
+	(*RemoteAgent)(nil),                   // 95: agentmesh.registry.v1.RemoteAgent
+	(v1.InputRequestState)(0),             // 96: agentmesh.common.v1.InputRequestState
+	(*v1.InputRequest)(nil),               // 97: agentmesh.common.v1.InputRequest
+	(*v1.InputResponse)(nil),              // 98: agentmesh.common.v1.InputResponse
+	(*v1.Usage)(nil),                      // 99: agentmesh.common.v1.Usage
 }
 var file_agentmesh_registry_v1_registry_service_proto_depIdxs = []int32{
-	83, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
-	3,  // 1: agentmesh.registry.v1.LoginResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
-	3,  // 2: agentmesh.registry.v1.RefreshTokensResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
-	83, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
-	83, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	83, // 5: agentmesh.registry.v1.UpdateUserRequest.user:type_name -> agentmesh.registry.v1.User
-	84, // 6: agentmesh.registry.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
-	83, // 7: agentmesh.registry.v1.UpdateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	85, // 8: agentmesh.registry.v1.CreateApiKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	86, // 9: agentmesh.registry.v1.CreateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
-	86, // 10: agentmesh.registry.v1.ListApiKeysResponse.api_keys:type_name -> agentmesh.registry.v1.ApiKey
-	87, // 11: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	87, // 12: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	87, // 13: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	87, // 14: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
-	87, // 15: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	84, // 16: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
-	87, // 17: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	88, // 18: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	88, // 19: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	88, // 20: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	88, // 21: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
-	88, // 22: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	84, // 23: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	88, // 24: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	89, // 25: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	89, // 26: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	89, // 27: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	89, // 28: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
-	89, // 29: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	84, // 30: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	89, // 31: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	89, // 32: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	89, // 33: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	90, // 34: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	90, // 35: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	90, // 36: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	90, // 37: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	90, // 38: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	84, // 39: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
-	90, // 40: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	91, // 41: agentmesh.registry.v1.CreateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	91, // 42: agentmesh.registry.v1.CreateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	91, // 43: agentmesh.registry.v1.GetRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	91, // 44: agentmesh.registry.v1.ListRemoteAgentsResponse.remote_agents:type_name -> agentmesh.registry.v1.RemoteAgent
-	91, // 45: agentmesh.registry.v1.UpdateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	84, // 46: agentmesh.registry.v1.UpdateRemoteAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	91, // 47: agentmesh.registry.v1.UpdateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	92, // 48: agentmesh.registry.v1.ListInputRequestsRequest.state:type_name -> agentmesh.common.v1.InputRequestState
-	93, // 49: agentmesh.registry.v1.ListInputRequestsResponse.input_requests:type_name -> agentmesh.common.v1.InputRequest
-	93, // 50: agentmesh.registry.v1.GetInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
-	94, // 51: agentmesh.registry.v1.RespondToInputRequestRequest.response:type_name -> agentmesh.common.v1.InputResponse
-	93, // 52: agentmesh.registry.v1.RespondToInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
-	0,  // 53: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
-	2,  // 54: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
-	5,  // 55: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
-	7,  // 56: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
-	9,  // 57: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
-	11, // 58: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
-	13, // 59: agentmesh.registry.v1.RegistryService.UpdateUser:input_type -> agentmesh.registry.v1.UpdateUserRequest
-	15, // 60: agentmesh.registry.v1.RegistryService.CreateApiKey:input_type -> agentmesh.registry.v1.CreateApiKeyRequest
-	17, // 61: agentmesh.registry.v1.RegistryService.ListApiKeys:input_type -> agentmesh.registry.v1.ListApiKeysRequest
-	19, // 62: agentmesh.registry.v1.RegistryService.RevokeApiKey:input_type -> agentmesh.registry.v1.RevokeApiKeyRequest
-	21, // 63: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
-	23, // 64: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
-	25, // 65: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
-	27, // 66: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
-	29, // 67: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
-	31, // 68: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
-	33, // 69: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
-	35, // 70: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
-	37, // 71: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
-	39, // 72: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
-	41, // 73: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
-	43, // 74: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
-	45, // 75: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
-	47, // 76: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
-	49, // 77: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
-	51, // 78: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
-	53, // 79: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
-	55, // 80: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
-	57, // 81: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
-	59, // 82: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
-	61, // 83: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
-	63, // 84: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
-	65, // 85: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
-	67, // 86: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:input_type -> agentmesh.registry.v1.CreateRemoteAgentRequest
-	69, // 87: agentmesh.registry.v1.RegistryService.GetRemoteAgent:input_type -> agentmesh.registry.v1.GetRemoteAgentRequest
-	71, // 88: agentmesh.registry.v1.RegistryService.ListRemoteAgents:input_type -> agentmesh.registry.v1.ListRemoteAgentsRequest
-	73, // 89: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:input_type -> agentmesh.registry.v1.UpdateRemoteAgentRequest
-	75, // 90: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:input_type -> agentmesh.registry.v1.DeleteRemoteAgentRequest
-	77, // 91: agentmesh.registry.v1.RegistryService.ListInputRequests:input_type -> agentmesh.registry.v1.ListInputRequestsRequest
-	79, // 92: agentmesh.registry.v1.RegistryService.GetInputRequest:input_type -> agentmesh.registry.v1.GetInputRequestRequest
-	81, // 93: agentmesh.registry.v1.RegistryService.RespondToInputRequest:input_type -> agentmesh.registry.v1.RespondToInputRequestRequest
-	1,  // 94: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
-	4,  // 95: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
-	6,  // 96: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
-	8,  // 97: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
-	10, // 98: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
-	12, // 99: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
-	14, // 100: agentmesh.registry.v1.RegistryService.UpdateUser:output_type -> agentmesh.registry.v1.UpdateUserResponse
-	16, // 101: agentmesh.registry.v1.RegistryService.CreateApiKey:output_type -> agentmesh.registry.v1.CreateApiKeyResponse
-	18, // 102: agentmesh.registry.v1.RegistryService.ListApiKeys:output_type -> agentmesh.registry.v1.ListApiKeysResponse
-	20, // 103: agentmesh.registry.v1.RegistryService.RevokeApiKey:output_type -> agentmesh.registry.v1.RevokeApiKeyResponse
-	22, // 104: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
-	24, // 105: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
-	26, // 106: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
-	28, // 107: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
-	30, // 108: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
-	32, // 109: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
-	34, // 110: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
-	36, // 111: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
-	38, // 112: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
-	40, // 113: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
-	42, // 114: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
-	44, // 115: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
-	46, // 116: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
-	48, // 117: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
-	50, // 118: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
-	52, // 119: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
-	54, // 120: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
-	56, // 121: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
-	58, // 122: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
-	60, // 123: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
-	62, // 124: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
-	64, // 125: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
-	66, // 126: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
-	68, // 127: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:output_type -> agentmesh.registry.v1.CreateRemoteAgentResponse
-	70, // 128: agentmesh.registry.v1.RegistryService.GetRemoteAgent:output_type -> agentmesh.registry.v1.GetRemoteAgentResponse
-	72, // 129: agentmesh.registry.v1.RegistryService.ListRemoteAgents:output_type -> agentmesh.registry.v1.ListRemoteAgentsResponse
-	74, // 130: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:output_type -> agentmesh.registry.v1.UpdateRemoteAgentResponse
-	76, // 131: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:output_type -> agentmesh.registry.v1.DeleteRemoteAgentResponse
-	78, // 132: agentmesh.registry.v1.RegistryService.ListInputRequests:output_type -> agentmesh.registry.v1.ListInputRequestsResponse
-	80, // 133: agentmesh.registry.v1.RegistryService.GetInputRequest:output_type -> agentmesh.registry.v1.GetInputRequestResponse
-	82, // 134: agentmesh.registry.v1.RegistryService.RespondToInputRequest:output_type -> agentmesh.registry.v1.RespondToInputRequestResponse
-	94, // [94:135] is the sub-list for method output_type
-	53, // [53:94] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	87, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
+	4,  // 1: agentmesh.registry.v1.LoginResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
+	4,  // 2: agentmesh.registry.v1.RefreshTokensResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
+	87, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
+	87, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	87, // 5: agentmesh.registry.v1.UpdateUserRequest.user:type_name -> agentmesh.registry.v1.User
+	88, // 6: agentmesh.registry.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
+	87, // 7: agentmesh.registry.v1.UpdateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	89, // 8: agentmesh.registry.v1.CreateApiKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	90, // 9: agentmesh.registry.v1.CreateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
+	90, // 10: agentmesh.registry.v1.ListApiKeysResponse.api_keys:type_name -> agentmesh.registry.v1.ApiKey
+	91, // 11: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	91, // 12: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	91, // 13: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	91, // 14: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
+	91, // 15: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	88, // 16: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
+	91, // 17: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	92, // 18: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	92, // 19: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	92, // 20: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	92, // 21: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
+	92, // 22: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	88, // 23: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	92, // 24: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	93, // 25: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	93, // 26: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	93, // 27: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	93, // 28: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
+	93, // 29: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	88, // 30: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	93, // 31: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	93, // 32: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	93, // 33: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	94, // 34: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	94, // 35: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	94, // 36: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	94, // 37: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	94, // 38: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	88, // 39: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
+	94, // 40: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	95, // 41: agentmesh.registry.v1.CreateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	95, // 42: agentmesh.registry.v1.CreateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	95, // 43: agentmesh.registry.v1.GetRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	95, // 44: agentmesh.registry.v1.ListRemoteAgentsResponse.remote_agents:type_name -> agentmesh.registry.v1.RemoteAgent
+	95, // 45: agentmesh.registry.v1.UpdateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	88, // 46: agentmesh.registry.v1.UpdateRemoteAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	95, // 47: agentmesh.registry.v1.UpdateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	96, // 48: agentmesh.registry.v1.ListInputRequestsRequest.state:type_name -> agentmesh.common.v1.InputRequestState
+	97, // 49: agentmesh.registry.v1.ListInputRequestsResponse.input_requests:type_name -> agentmesh.common.v1.InputRequest
+	97, // 50: agentmesh.registry.v1.GetInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
+	98, // 51: agentmesh.registry.v1.RespondToInputRequestRequest.response:type_name -> agentmesh.common.v1.InputResponse
+	97, // 52: agentmesh.registry.v1.RespondToInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
+	0,  // 53: agentmesh.registry.v1.SummarizeUsageRequest.group_by:type_name -> agentmesh.registry.v1.UsageDimension
+	99, // 54: agentmesh.registry.v1.UsageGroup.usage:type_name -> agentmesh.common.v1.Usage
+	85, // 55: agentmesh.registry.v1.SummarizeUsageResponse.groups:type_name -> agentmesh.registry.v1.UsageGroup
+	85, // 56: agentmesh.registry.v1.SummarizeUsageResponse.total:type_name -> agentmesh.registry.v1.UsageGroup
+	1,  // 57: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
+	3,  // 58: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
+	6,  // 59: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
+	8,  // 60: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
+	10, // 61: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
+	12, // 62: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
+	14, // 63: agentmesh.registry.v1.RegistryService.UpdateUser:input_type -> agentmesh.registry.v1.UpdateUserRequest
+	16, // 64: agentmesh.registry.v1.RegistryService.CreateApiKey:input_type -> agentmesh.registry.v1.CreateApiKeyRequest
+	18, // 65: agentmesh.registry.v1.RegistryService.ListApiKeys:input_type -> agentmesh.registry.v1.ListApiKeysRequest
+	20, // 66: agentmesh.registry.v1.RegistryService.RevokeApiKey:input_type -> agentmesh.registry.v1.RevokeApiKeyRequest
+	22, // 67: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
+	24, // 68: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
+	26, // 69: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
+	28, // 70: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
+	30, // 71: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
+	32, // 72: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
+	34, // 73: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
+	36, // 74: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
+	38, // 75: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
+	40, // 76: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
+	42, // 77: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
+	44, // 78: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
+	46, // 79: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
+	48, // 80: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
+	50, // 81: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
+	52, // 82: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
+	54, // 83: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
+	56, // 84: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
+	58, // 85: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
+	60, // 86: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
+	62, // 87: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
+	64, // 88: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
+	66, // 89: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
+	68, // 90: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:input_type -> agentmesh.registry.v1.CreateRemoteAgentRequest
+	70, // 91: agentmesh.registry.v1.RegistryService.GetRemoteAgent:input_type -> agentmesh.registry.v1.GetRemoteAgentRequest
+	72, // 92: agentmesh.registry.v1.RegistryService.ListRemoteAgents:input_type -> agentmesh.registry.v1.ListRemoteAgentsRequest
+	74, // 93: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:input_type -> agentmesh.registry.v1.UpdateRemoteAgentRequest
+	76, // 94: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:input_type -> agentmesh.registry.v1.DeleteRemoteAgentRequest
+	78, // 95: agentmesh.registry.v1.RegistryService.ListInputRequests:input_type -> agentmesh.registry.v1.ListInputRequestsRequest
+	80, // 96: agentmesh.registry.v1.RegistryService.GetInputRequest:input_type -> agentmesh.registry.v1.GetInputRequestRequest
+	82, // 97: agentmesh.registry.v1.RegistryService.RespondToInputRequest:input_type -> agentmesh.registry.v1.RespondToInputRequestRequest
+	84, // 98: agentmesh.registry.v1.RegistryService.SummarizeUsage:input_type -> agentmesh.registry.v1.SummarizeUsageRequest
+	2,  // 99: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
+	5,  // 100: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
+	7,  // 101: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
+	9,  // 102: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
+	11, // 103: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
+	13, // 104: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
+	15, // 105: agentmesh.registry.v1.RegistryService.UpdateUser:output_type -> agentmesh.registry.v1.UpdateUserResponse
+	17, // 106: agentmesh.registry.v1.RegistryService.CreateApiKey:output_type -> agentmesh.registry.v1.CreateApiKeyResponse
+	19, // 107: agentmesh.registry.v1.RegistryService.ListApiKeys:output_type -> agentmesh.registry.v1.ListApiKeysResponse
+	21, // 108: agentmesh.registry.v1.RegistryService.RevokeApiKey:output_type -> agentmesh.registry.v1.RevokeApiKeyResponse
+	23, // 109: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
+	25, // 110: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
+	27, // 111: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
+	29, // 112: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
+	31, // 113: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
+	33, // 114: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
+	35, // 115: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
+	37, // 116: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
+	39, // 117: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
+	41, // 118: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
+	43, // 119: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
+	45, // 120: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
+	47, // 121: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
+	49, // 122: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
+	51, // 123: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
+	53, // 124: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
+	55, // 125: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
+	57, // 126: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
+	59, // 127: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
+	61, // 128: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
+	63, // 129: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
+	65, // 130: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
+	67, // 131: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
+	69, // 132: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:output_type -> agentmesh.registry.v1.CreateRemoteAgentResponse
+	71, // 133: agentmesh.registry.v1.RegistryService.GetRemoteAgent:output_type -> agentmesh.registry.v1.GetRemoteAgentResponse
+	73, // 134: agentmesh.registry.v1.RegistryService.ListRemoteAgents:output_type -> agentmesh.registry.v1.ListRemoteAgentsResponse
+	75, // 135: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:output_type -> agentmesh.registry.v1.UpdateRemoteAgentResponse
+	77, // 136: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:output_type -> agentmesh.registry.v1.DeleteRemoteAgentResponse
+	79, // 137: agentmesh.registry.v1.RegistryService.ListInputRequests:output_type -> agentmesh.registry.v1.ListInputRequestsResponse
+	81, // 138: agentmesh.registry.v1.RegistryService.GetInputRequest:output_type -> agentmesh.registry.v1.GetInputRequestResponse
+	83, // 139: agentmesh.registry.v1.RegistryService.RespondToInputRequest:output_type -> agentmesh.registry.v1.RespondToInputRequestResponse
+	86, // 140: agentmesh.registry.v1.RegistryService.SummarizeUsage:output_type -> agentmesh.registry.v1.SummarizeUsageResponse
+	99, // [99:141] is the sub-list for method output_type
+	57, // [57:99] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_registry_service_proto_init() }
@@ -5121,13 +5484,14 @@ func file_agentmesh_registry_v1_registry_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_registry_service_proto_rawDesc), len(file_agentmesh_registry_v1_registry_service_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   83,
+			NumEnums:      1,
+			NumMessages:   86,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_agentmesh_registry_v1_registry_service_proto_goTypes,
 		DependencyIndexes: file_agentmesh_registry_v1_registry_service_proto_depIdxs,
+		EnumInfos:         file_agentmesh_registry_v1_registry_service_proto_enumTypes,
 		MessageInfos:      file_agentmesh_registry_v1_registry_service_proto_msgTypes,
 	}.Build()
 	File_agentmesh_registry_v1_registry_service_proto = out.File

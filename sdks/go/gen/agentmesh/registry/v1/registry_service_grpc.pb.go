@@ -60,6 +60,7 @@ const (
 	RegistryService_ListInputRequests_FullMethodName     = "/agentmesh.registry.v1.RegistryService/ListInputRequests"
 	RegistryService_GetInputRequest_FullMethodName       = "/agentmesh.registry.v1.RegistryService/GetInputRequest"
 	RegistryService_RespondToInputRequest_FullMethodName = "/agentmesh.registry.v1.RegistryService/RespondToInputRequest"
+	RegistryService_SummarizeUsage_FullMethodName        = "/agentmesh.registry.v1.RegistryService/SummarizeUsage"
 )
 
 // RegistryServiceClient is the client API for RegistryService service.
@@ -124,7 +125,8 @@ type RegistryServiceClient interface {
 	GetProject(ctx context.Context, in *GetProjectRequest, opts ...grpc.CallOption) (*GetProjectResponse, error)
 	// Lists the projects the caller may see.
 	ListProjects(ctx context.Context, in *ListProjectsRequest, opts ...grpc.CallOption) (*ListProjectsResponse, error)
-	// Updates the fields named in the update mask. NOT_FOUND, ALREADY_EXISTS.
+	// Updates the fields named in the update mask (`limits` as a whole: only a superuser may raise
+	// one). NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED (an owner raising a limit).
 	UpdateProject(ctx context.Context, in *UpdateProjectRequest, opts ...grpc.CallOption) (*UpdateProjectResponse, error)
 	// Deletes a project and its agents. NOT_FOUND.
 	DeleteProject(ctx context.Context, in *DeleteProjectRequest, opts ...grpc.CallOption) (*DeleteProjectResponse, error)
@@ -188,6 +190,11 @@ type RegistryServiceClient interface {
 	// INVALID_ARGUMENT for a decision on a question, an answer to an approval, or neither.
 	// NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
 	RespondToInputRequest(ctx context.Context, in *RespondToInputRequestRequest, opts ...grpc.CallOption) (*RespondToInputRequestResponse, error)
+	// Sums a project's cost ledger (every model call of its runs, priced when it was made) over a
+	// range of UTC days, grouped by any of agent, user, model, session and day. The project's
+	// owner, superusers and API keys scoped to the project. NOT_FOUND for a project the caller may
+	// not see; INVALID_ARGUMENT for a malformed day or a range that ends before it starts.
+	SummarizeUsage(ctx context.Context, in *SummarizeUsageRequest, opts ...grpc.CallOption) (*SummarizeUsageResponse, error)
 }
 
 type registryServiceClient struct {
@@ -608,6 +615,16 @@ func (c *registryServiceClient) RespondToInputRequest(ctx context.Context, in *R
 	return out, nil
 }
 
+func (c *registryServiceClient) SummarizeUsage(ctx context.Context, in *SummarizeUsageRequest, opts ...grpc.CallOption) (*SummarizeUsageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SummarizeUsageResponse)
+	err := c.cc.Invoke(ctx, RegistryService_SummarizeUsage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RegistryServiceServer is the server API for RegistryService service.
 // All implementations must embed UnimplementedRegistryServiceServer
 // for forward compatibility.
@@ -670,7 +687,8 @@ type RegistryServiceServer interface {
 	GetProject(context.Context, *GetProjectRequest) (*GetProjectResponse, error)
 	// Lists the projects the caller may see.
 	ListProjects(context.Context, *ListProjectsRequest) (*ListProjectsResponse, error)
-	// Updates the fields named in the update mask. NOT_FOUND, ALREADY_EXISTS.
+	// Updates the fields named in the update mask (`limits` as a whole: only a superuser may raise
+	// one). NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED (an owner raising a limit).
 	UpdateProject(context.Context, *UpdateProjectRequest) (*UpdateProjectResponse, error)
 	// Deletes a project and its agents. NOT_FOUND.
 	DeleteProject(context.Context, *DeleteProjectRequest) (*DeleteProjectResponse, error)
@@ -734,6 +752,11 @@ type RegistryServiceServer interface {
 	// INVALID_ARGUMENT for a decision on a question, an answer to an approval, or neither.
 	// NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
 	RespondToInputRequest(context.Context, *RespondToInputRequestRequest) (*RespondToInputRequestResponse, error)
+	// Sums a project's cost ledger (every model call of its runs, priced when it was made) over a
+	// range of UTC days, grouped by any of agent, user, model, session and day. The project's
+	// owner, superusers and API keys scoped to the project. NOT_FOUND for a project the caller may
+	// not see; INVALID_ARGUMENT for a malformed day or a range that ends before it starts.
+	SummarizeUsage(context.Context, *SummarizeUsageRequest) (*SummarizeUsageResponse, error)
 	mustEmbedUnimplementedRegistryServiceServer()
 }
 
@@ -866,6 +889,9 @@ func (UnimplementedRegistryServiceServer) GetInputRequest(context.Context, *GetI
 }
 func (UnimplementedRegistryServiceServer) RespondToInputRequest(context.Context, *RespondToInputRequestRequest) (*RespondToInputRequestResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RespondToInputRequest not implemented")
+}
+func (UnimplementedRegistryServiceServer) SummarizeUsage(context.Context, *SummarizeUsageRequest) (*SummarizeUsageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SummarizeUsage not implemented")
 }
 func (UnimplementedRegistryServiceServer) mustEmbedUnimplementedRegistryServiceServer() {}
 func (UnimplementedRegistryServiceServer) testEmbeddedByValue()                         {}
@@ -1626,6 +1652,24 @@ func _RegistryService_RespondToInputRequest_Handler(srv interface{}, ctx context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RegistryService_SummarizeUsage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SummarizeUsageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).SummarizeUsage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_SummarizeUsage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).SummarizeUsage(ctx, req.(*SummarizeUsageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RegistryService_ServiceDesc is the grpc.ServiceDesc for RegistryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1796,6 +1840,10 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RespondToInputRequest",
 			Handler:    _RegistryService_RespondToInputRequest_Handler,
+		},
+		{
+			MethodName: "SummarizeUsage",
+			Handler:    _RegistryService_SummarizeUsage_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

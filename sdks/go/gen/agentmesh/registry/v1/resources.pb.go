@@ -555,8 +555,19 @@ type AgentType struct {
 	// How long a request for a person's input waits before it expires into a denial, in seconds
 	// (0: 86400, a day).
 	InputExpirySeconds int32 `protobuf:"varint,20,opt,name=input_expiry_seconds,json=inputExpirySeconds,proto3" json:"input_expiry_seconds,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The prompt's budget in tokens (estimated): the instructions, the history and the input fit
+	// in it; older turns beyond it are summarized (0: the executor's default for the model).
+	ContextBudgetTokens int32 `protobuf:"varint,21,opt,name=context_budget_tokens,json=contextBudgetTokens,proto3" json:"context_budget_tokens,omitempty"`
+	// The model that summarizes history that no longer fits the budget (empty: the agent's own).
+	CompactionModel string `protobuf:"bytes,22,opt,name=compaction_model,json=compactionModel,proto3" json:"compaction_model,omitempty"`
+	// Bounds on the delegations its agents send (unset fields: the executor's defaults).
+	DelegationLimits *DelegationLimits `protobuf:"bytes,23,opt,name=delegation_limits,json=delegationLimits,proto3" json:"delegation_limits,omitempty"`
+	// What one run of an agent of this type may spend, its delegations included (unset or zero
+	// fields: no bound); a chat's own budget, when smaller, wins. Over it the run ends
+	// BUDGET_EXCEEDED (docs/usage.md).
+	RunBudget     *v1.Budget `protobuf:"bytes,24,opt,name=run_budget,json=runBudget,proto3" json:"run_budget,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgentType) Reset() {
@@ -729,6 +740,103 @@ func (x *AgentType) GetInputExpirySeconds() int32 {
 	return 0
 }
 
+func (x *AgentType) GetContextBudgetTokens() int32 {
+	if x != nil {
+		return x.ContextBudgetTokens
+	}
+	return 0
+}
+
+func (x *AgentType) GetCompactionModel() string {
+	if x != nil {
+		return x.CompactionModel
+	}
+	return ""
+}
+
+func (x *AgentType) GetDelegationLimits() *DelegationLimits {
+	if x != nil {
+		return x.DelegationLimits
+	}
+	return nil
+}
+
+func (x *AgentType) GetRunBudget() *v1.Budget {
+	if x != nil {
+		return x.RunBudget
+	}
+	return nil
+}
+
+// DelegationLimits bound the delegation tree under a chat, as the delegating agent's type sets
+// them. A delegation past a bound is refused: the model gets the refusal as the delegation's
+// result, and the run goes on.
+type DelegationLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Delegations one model step may send; the step's others are refused (0: the executor's
+	// default, AGENTMESH_EXECUTOR_MAX_DELEGATIONS_PER_STEP).
+	MaxPerStep int32 `protobuf:"varint,1,opt,name=max_per_step,json=maxPerStep,proto3" json:"max_per_step,omitempty"`
+	// Delegations the whole tree under one chat may send, counted from the chat's input (0: the
+	// executor's default, AGENTMESH_EXECUTOR_MAX_DELEGATIONS_PER_CHAT).
+	MaxPerChat int32 `protobuf:"varint,2,opt,name=max_per_chat,json=maxPerChat,proto3" json:"max_per_chat,omitempty"`
+	// Whether its agents may delegate to an agent already on their delegation path (A → B → A);
+	// refused when false. Depth stays bounded either way.
+	AllowReentry  bool `protobuf:"varint,3,opt,name=allow_reentry,json=allowReentry,proto3" json:"allow_reentry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DelegationLimits) Reset() {
+	*x = DelegationLimits{}
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DelegationLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DelegationLimits) ProtoMessage() {}
+
+func (x *DelegationLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DelegationLimits.ProtoReflect.Descriptor instead.
+func (*DelegationLimits) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *DelegationLimits) GetMaxPerStep() int32 {
+	if x != nil {
+		return x.MaxPerStep
+	}
+	return 0
+}
+
+func (x *DelegationLimits) GetMaxPerChat() int32 {
+	if x != nil {
+		return x.MaxPerChat
+	}
+	return 0
+}
+
+func (x *DelegationLimits) GetAllowReentry() bool {
+	if x != nil {
+		return x.AllowReentry
+	}
+	return false
+}
+
 // Project groups agents and sessions; only its owner and superusers see it.
 type Project struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -749,13 +857,15 @@ type Project struct {
 	// Tool permissions the project's owner sets for every agent of the project; they tighten the
 	// agents' types' (never loosen them; see AgentConfig.tool_permissions).
 	ToolPermissions map[string]v1.ToolPermission `protobuf:"bytes,8,rep,name=tool_permissions,json=toolPermissions,proto3" json:"tool_permissions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value,enum=agentmesh.common.v1.ToolPermission"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// What the project may use. A superuser sets them; the owner may only lower them.
+	Limits        *ProjectLimits `protobuf:"bytes,9,opt,name=limits,proto3" json:"limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Project) Reset() {
 	*x = Project{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[4]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -767,7 +877,7 @@ func (x *Project) String() string {
 func (*Project) ProtoMessage() {}
 
 func (x *Project) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[4]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -780,7 +890,7 @@ func (x *Project) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Project.ProtoReflect.Descriptor instead.
 func (*Project) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{4}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Project) GetId() string {
@@ -839,6 +949,96 @@ func (x *Project) GetToolPermissions() map[string]v1.ToolPermission {
 	return nil
 }
 
+func (x *Project) GetLimits() *ProjectLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+// ProjectLimits bound what one project may use of the mesh. Each limit is optional: unset, the
+// operator's default applies (the registry's and gateway's settings); 0 means unlimited.
+type ProjectLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Requests a minute, over every face of every gateway.
+	RequestsPerMinute *int64 `protobuf:"varint,1,opt,name=requests_per_minute,json=requestsPerMinute,proto3,oneof" json:"requests_per_minute,omitempty"`
+	// Runs in flight at once (a delegated run counts too).
+	ConcurrentRuns *int64 `protobuf:"varint,2,opt,name=concurrent_runs,json=concurrentRuns,proto3,oneof" json:"concurrent_runs,omitempty"`
+	// Streams of the project open at once.
+	OpenStreams *int64 `protobuf:"varint,3,opt,name=open_streams,json=openStreams,proto3,oneof" json:"open_streams,omitempty"`
+	// Model tokens a day (UTC), as the project's finished runs recorded them.
+	TokensPerDay *int64 `protobuf:"varint,4,opt,name=tokens_per_day,json=tokensPerDay,proto3,oneof" json:"tokens_per_day,omitempty"`
+	// Bytes of the project's stored events.
+	StoredBytes   *int64 `protobuf:"varint,5,opt,name=stored_bytes,json=storedBytes,proto3,oneof" json:"stored_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProjectLimits) Reset() {
+	*x = ProjectLimits{}
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectLimits) ProtoMessage() {}
+
+func (x *ProjectLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectLimits.ProtoReflect.Descriptor instead.
+func (*ProjectLimits) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ProjectLimits) GetRequestsPerMinute() int64 {
+	if x != nil && x.RequestsPerMinute != nil {
+		return *x.RequestsPerMinute
+	}
+	return 0
+}
+
+func (x *ProjectLimits) GetConcurrentRuns() int64 {
+	if x != nil && x.ConcurrentRuns != nil {
+		return *x.ConcurrentRuns
+	}
+	return 0
+}
+
+func (x *ProjectLimits) GetOpenStreams() int64 {
+	if x != nil && x.OpenStreams != nil {
+		return *x.OpenStreams
+	}
+	return 0
+}
+
+func (x *ProjectLimits) GetTokensPerDay() int64 {
+	if x != nil && x.TokensPerDay != nil {
+		return *x.TokensPerDay
+	}
+	return 0
+}
+
+func (x *ProjectLimits) GetStoredBytes() int64 {
+	if x != nil && x.StoredBytes != nil {
+		return *x.StoredBytes
+	}
+	return 0
+}
+
 // AgentConfig overrides the agent type per agent; a field that is not set keeps the type's value.
 type AgentConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -873,7 +1073,7 @@ type AgentConfig struct {
 
 func (x *AgentConfig) Reset() {
 	*x = AgentConfig{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[5]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +1085,7 @@ func (x *AgentConfig) String() string {
 func (*AgentConfig) ProtoMessage() {}
 
 func (x *AgentConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[5]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +1098,7 @@ func (x *AgentConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentConfig.ProtoReflect.Descriptor instead.
 func (*AgentConfig) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{5}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AgentConfig) GetInstructions() string {
@@ -1013,7 +1213,7 @@ type Agent struct {
 
 func (x *Agent) Reset() {
 	*x = Agent{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[6]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1225,7 @@ func (x *Agent) String() string {
 func (*Agent) ProtoMessage() {}
 
 func (x *Agent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[6]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1238,7 @@ func (x *Agent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Agent.ProtoReflect.Descriptor instead.
 func (*Agent) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{6}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Agent) GetId() string {
@@ -1178,13 +1378,21 @@ type AgentSpec struct {
 	ProjectToolPermissions map[string]v1.ToolPermission `protobuf:"bytes,22,rep,name=project_tool_permissions,json=projectToolPermissions,proto3" json:"project_tool_permissions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value,enum=agentmesh.common.v1.ToolPermission"`
 	// Effective expiry of its requests for input, in seconds.
 	InputExpirySeconds int32 `protobuf:"varint,23,opt,name=input_expiry_seconds,json=inputExpirySeconds,proto3" json:"input_expiry_seconds,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The type's delegation bounds (AgentType.delegation_limits).
+	DelegationLimits *DelegationLimits `protobuf:"bytes,24,opt,name=delegation_limits,json=delegationLimits,proto3" json:"delegation_limits,omitempty"`
+	// The type's prompt budget in tokens (0: the executor's default for the model).
+	ContextBudgetTokens int32 `protobuf:"varint,25,opt,name=context_budget_tokens,json=contextBudgetTokens,proto3" json:"context_budget_tokens,omitempty"`
+	// The type's compaction model (empty: the agent's own).
+	CompactionModel string `protobuf:"bytes,26,opt,name=compaction_model,json=compactionModel,proto3" json:"compaction_model,omitempty"`
+	// The agent type's run budget (AgentType.run_budget).
+	RunBudget     *v1.Budget `protobuf:"bytes,27,opt,name=run_budget,json=runBudget,proto3" json:"run_budget,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgentSpec) Reset() {
 	*x = AgentSpec{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[7]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1404,7 @@ func (x *AgentSpec) String() string {
 func (*AgentSpec) ProtoMessage() {}
 
 func (x *AgentSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[7]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1417,7 @@ func (x *AgentSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSpec.ProtoReflect.Descriptor instead.
 func (*AgentSpec) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{7}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AgentSpec) GetAgent() *Agent {
@@ -1373,6 +1581,34 @@ func (x *AgentSpec) GetInputExpirySeconds() int32 {
 	return 0
 }
 
+func (x *AgentSpec) GetDelegationLimits() *DelegationLimits {
+	if x != nil {
+		return x.DelegationLimits
+	}
+	return nil
+}
+
+func (x *AgentSpec) GetContextBudgetTokens() int32 {
+	if x != nil {
+		return x.ContextBudgetTokens
+	}
+	return 0
+}
+
+func (x *AgentSpec) GetCompactionModel() string {
+	if x != nil {
+		return x.CompactionModel
+	}
+	return ""
+}
+
+func (x *AgentSpec) GetRunBudget() *v1.Budget {
+	if x != nil {
+		return x.RunBudget
+	}
+	return nil
+}
+
 // Executor is a member of the executor pool.
 type Executor struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1387,13 +1623,15 @@ type Executor struct {
 	Tools []string `protobuf:"bytes,4,rep,name=tools,proto3" json:"tools,omitempty"`
 	// The model providers it is configured with (`mock` is always there).
 	ModelProviders []*ModelProvider `protobuf:"bytes,5,rep,name=model_providers,json=modelProviders,proto3" json:"model_providers,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// How many runs it takes at once (0: not said); the pool's slots are its live members'.
+	RunSlots      int32 `protobuf:"varint,6,opt,name=run_slots,json=runSlots,proto3" json:"run_slots,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Executor) Reset() {
 	*x = Executor{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1643,7 @@ func (x *Executor) String() string {
 func (*Executor) ProtoMessage() {}
 
 func (x *Executor) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1656,7 @@ func (x *Executor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Executor.ProtoReflect.Descriptor instead.
 func (*Executor) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{8}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Executor) GetId() string {
@@ -1456,6 +1694,13 @@ func (x *Executor) GetModelProviders() []*ModelProvider {
 	return nil
 }
 
+func (x *Executor) GetRunSlots() int32 {
+	if x != nil {
+		return x.RunSlots
+	}
+	return 0
+}
+
 // ModelProvider is a model provider as one executor has it configured: the part of a model name
 // before the slash (`openai/gpt-4o-mini`).
 type ModelProvider struct {
@@ -1471,7 +1716,7 @@ type ModelProvider struct {
 
 func (x *ModelProvider) Reset() {
 	*x = ModelProvider{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[9]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1728,7 @@ func (x *ModelProvider) String() string {
 func (*ModelProvider) ProtoMessage() {}
 
 func (x *ModelProvider) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[9]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1741,7 @@ func (x *ModelProvider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelProvider.ProtoReflect.Descriptor instead.
 func (*ModelProvider) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{9}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ModelProvider) GetName() string {
@@ -1538,7 +1783,7 @@ type RemoteAgent struct {
 
 func (x *RemoteAgent) Reset() {
 	*x = RemoteAgent{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[10]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1550,7 +1795,7 @@ func (x *RemoteAgent) String() string {
 func (*RemoteAgent) ProtoMessage() {}
 
 func (x *RemoteAgent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[10]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1563,7 +1808,7 @@ func (x *RemoteAgent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoteAgent.ProtoReflect.Descriptor instead.
 func (*RemoteAgent) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{10}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RemoteAgent) GetId() string {
@@ -1619,7 +1864,7 @@ var File_agentmesh_registry_v1_resources_proto protoreflect.FileDescriptor
 
 const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\n" +
-	"%agentmesh/registry/v1/resources.proto\x12\x15agentmesh.registry.v1\x1a\x1fagentmesh/common/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\x01\n" +
+	"%agentmesh/registry/v1/resources.proto\x12\x15agentmesh.registry.v1\x1a\x1dagentmesh/common/v1/run.proto\x1a\x1fagentmesh/common/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\x01\n" +
 	"\x04User\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05email\x18\x02 \x01(\tR\x05email\x12\x1d\n" +
@@ -1664,7 +1909,7 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbe\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\t\n" +
 	"\tAgentType\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1690,10 +1935,21 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12`\n" +
 	"\x10tool_permissions\x18\x13 \x03(\v25.agentmesh.registry.v1.AgentType.ToolPermissionsEntryR\x0ftoolPermissions\x120\n" +
-	"\x14input_expiry_seconds\x18\x14 \x01(\x05R\x12inputExpirySeconds\x1ag\n" +
+	"\x14input_expiry_seconds\x18\x14 \x01(\x05R\x12inputExpirySeconds\x122\n" +
+	"\x15context_budget_tokens\x18\x15 \x01(\x05R\x13contextBudgetTokens\x12)\n" +
+	"\x10compaction_model\x18\x16 \x01(\tR\x0fcompactionModel\x12T\n" +
+	"\x11delegation_limits\x18\x17 \x01(\v2'.agentmesh.registry.v1.DelegationLimitsR\x10delegationLimits\x12:\n" +
+	"\n" +
+	"run_budget\x18\x18 \x01(\v2\x1b.agentmesh.common.v1.BudgetR\trunBudget\x1ag\n" +
 	"\x14ToolPermissionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
-	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"\xbd\x03\n" +
+	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"{\n" +
+	"\x10DelegationLimits\x12 \n" +
+	"\fmax_per_step\x18\x01 \x01(\x05R\n" +
+	"maxPerStep\x12 \n" +
+	"\fmax_per_chat\x18\x02 \x01(\x05R\n" +
+	"maxPerChat\x12#\n" +
+	"\rallow_reentry\x18\x03 \x01(\bR\fallowReentry\"\xfb\x03\n" +
 	"\aProject\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1704,10 +1960,22 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12^\n" +
-	"\x10tool_permissions\x18\b \x03(\v23.agentmesh.registry.v1.Project.ToolPermissionsEntryR\x0ftoolPermissions\x1ag\n" +
+	"\x10tool_permissions\x18\b \x03(\v23.agentmesh.registry.v1.Project.ToolPermissionsEntryR\x0ftoolPermissions\x12<\n" +
+	"\x06limits\x18\t \x01(\v2$.agentmesh.registry.v1.ProjectLimitsR\x06limits\x1ag\n" +
 	"\x14ToolPermissionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
-	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"\xbc\x06\n" +
+	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"\xce\x02\n" +
+	"\rProjectLimits\x123\n" +
+	"\x13requests_per_minute\x18\x01 \x01(\x03H\x00R\x11requestsPerMinute\x88\x01\x01\x12,\n" +
+	"\x0fconcurrent_runs\x18\x02 \x01(\x03H\x01R\x0econcurrentRuns\x88\x01\x01\x12&\n" +
+	"\fopen_streams\x18\x03 \x01(\x03H\x02R\vopenStreams\x88\x01\x01\x12)\n" +
+	"\x0etokens_per_day\x18\x04 \x01(\x03H\x03R\ftokensPerDay\x88\x01\x01\x12&\n" +
+	"\fstored_bytes\x18\x05 \x01(\x03H\x04R\vstoredBytes\x88\x01\x01B\x16\n" +
+	"\x14_requests_per_minuteB\x12\n" +
+	"\x10_concurrent_runsB\x0f\n" +
+	"\r_open_streamsB\x11\n" +
+	"\x0f_tokens_per_dayB\x0f\n" +
+	"\r_stored_bytes\"\xbc\x06\n" +
 	"\vAgentConfig\x12'\n" +
 	"\finstructions\x18\x01 \x01(\tH\x00R\finstructions\x88\x01\x01\x12(\n" +
 	"\rprimary_model\x18\x02 \x01(\tH\x01R\fprimaryModel\x88\x01\x01\x12:\n" +
@@ -1747,7 +2015,7 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"created_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12D\n" +
 	"\x10last_activity_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x0elastActivityAt\x12\x12\n" +
-	"\x04slug\x18\f \x01(\tR\x04slug\"\xc6\f\n" +
+	"\x04slug\x18\f \x01(\tR\x04slug\"\xb7\x0e\n" +
 	"\tAgentSpec\x122\n" +
 	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12!\n" +
 	"\fproject_slug\x18\x02 \x01(\tR\vprojectSlug\x124\n" +
@@ -1775,7 +2043,12 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x10tool_permissions\x18\x14 \x03(\v25.agentmesh.registry.v1.AgentSpec.ToolPermissionsEntryR\x0ftoolPermissions\x12p\n" +
 	"\x16agent_tool_permissions\x18\x15 \x03(\v2:.agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntryR\x14agentToolPermissions\x12v\n" +
 	"\x18project_tool_permissions\x18\x16 \x03(\v2<.agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntryR\x16projectToolPermissions\x120\n" +
-	"\x14input_expiry_seconds\x18\x17 \x01(\x05R\x12inputExpirySeconds\x1a=\n" +
+	"\x14input_expiry_seconds\x18\x17 \x01(\x05R\x12inputExpirySeconds\x12T\n" +
+	"\x11delegation_limits\x18\x18 \x01(\v2'.agentmesh.registry.v1.DelegationLimitsR\x10delegationLimits\x122\n" +
+	"\x15context_budget_tokens\x18\x19 \x01(\x05R\x13contextBudgetTokens\x12)\n" +
+	"\x10compaction_model\x18\x1a \x01(\tR\x0fcompactionModel\x12:\n" +
+	"\n" +
+	"run_budget\x18\x1b \x01(\v2\x1b.agentmesh.common.v1.BudgetR\trunBudget\x1a=\n" +
 	"\x0fAgentNamesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1ag\n" +
@@ -1787,13 +2060,14 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\x1an\n" +
 	"\x1bProjectToolPermissionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
-	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"\xd8\x01\n" +
+	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"\xf5\x01\n" +
 	"\bExecutor\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12=\n" +
 	"\fheartbeat_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\x12\x14\n" +
 	"\x05tools\x18\x04 \x03(\tR\x05tools\x12M\n" +
-	"\x0fmodel_providers\x18\x05 \x03(\v2$.agentmesh.registry.v1.ModelProviderR\x0emodelProviders\"=\n" +
+	"\x0fmodel_providers\x18\x05 \x03(\v2$.agentmesh.registry.v1.ModelProviderR\x0emodelProviders\x12\x1b\n" +
+	"\trun_slots\x18\x06 \x01(\x05R\brunSlots\"=\n" +
 	"\rModelProvider\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aproblem\x18\x02 \x01(\tR\aproblem\"\xe8\x01\n" +
@@ -1837,7 +2111,7 @@ func file_agentmesh_registry_v1_resources_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_registry_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(AgentKind)(0),                // 0: agentmesh.registry.v1.AgentKind
 	(AgentStatus)(0),              // 1: agentmesh.registry.v1.AgentStatus
@@ -1845,79 +2119,87 @@ var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(*ApiKey)(nil),                // 3: agentmesh.registry.v1.ApiKey
 	(*McpServer)(nil),             // 4: agentmesh.registry.v1.McpServer
 	(*AgentType)(nil),             // 5: agentmesh.registry.v1.AgentType
-	(*Project)(nil),               // 6: agentmesh.registry.v1.Project
-	(*AgentConfig)(nil),           // 7: agentmesh.registry.v1.AgentConfig
-	(*Agent)(nil),                 // 8: agentmesh.registry.v1.Agent
-	(*AgentSpec)(nil),             // 9: agentmesh.registry.v1.AgentSpec
-	(*Executor)(nil),              // 10: agentmesh.registry.v1.Executor
-	(*ModelProvider)(nil),         // 11: agentmesh.registry.v1.ModelProvider
-	(*RemoteAgent)(nil),           // 12: agentmesh.registry.v1.RemoteAgent
-	nil,                           // 13: agentmesh.registry.v1.McpServer.EnvEntry
-	nil,                           // 14: agentmesh.registry.v1.McpServer.HeadersEntry
-	nil,                           // 15: agentmesh.registry.v1.AgentType.ToolPermissionsEntry
-	nil,                           // 16: agentmesh.registry.v1.Project.ToolPermissionsEntry
-	nil,                           // 17: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
-	nil,                           // 18: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	nil,                           // 19: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
-	nil,                           // 20: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
-	nil,                           // 21: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
-	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 23: google.protobuf.Struct
-	(*v1.StringList)(nil),         // 24: agentmesh.common.v1.StringList
-	(*structpb.ListValue)(nil),    // 25: google.protobuf.ListValue
-	(v1.ToolPermission)(0),        // 26: agentmesh.common.v1.ToolPermission
+	(*DelegationLimits)(nil),      // 6: agentmesh.registry.v1.DelegationLimits
+	(*Project)(nil),               // 7: agentmesh.registry.v1.Project
+	(*ProjectLimits)(nil),         // 8: agentmesh.registry.v1.ProjectLimits
+	(*AgentConfig)(nil),           // 9: agentmesh.registry.v1.AgentConfig
+	(*Agent)(nil),                 // 10: agentmesh.registry.v1.Agent
+	(*AgentSpec)(nil),             // 11: agentmesh.registry.v1.AgentSpec
+	(*Executor)(nil),              // 12: agentmesh.registry.v1.Executor
+	(*ModelProvider)(nil),         // 13: agentmesh.registry.v1.ModelProvider
+	(*RemoteAgent)(nil),           // 14: agentmesh.registry.v1.RemoteAgent
+	nil,                           // 15: agentmesh.registry.v1.McpServer.EnvEntry
+	nil,                           // 16: agentmesh.registry.v1.McpServer.HeadersEntry
+	nil,                           // 17: agentmesh.registry.v1.AgentType.ToolPermissionsEntry
+	nil,                           // 18: agentmesh.registry.v1.Project.ToolPermissionsEntry
+	nil,                           // 19: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
+	nil,                           // 20: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	nil,                           // 21: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
+	nil,                           // 22: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
+	nil,                           // 23: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 25: google.protobuf.Struct
+	(*v1.Budget)(nil),             // 26: agentmesh.common.v1.Budget
+	(*v1.StringList)(nil),         // 27: agentmesh.common.v1.StringList
+	(*structpb.ListValue)(nil),    // 28: google.protobuf.ListValue
+	(v1.ToolPermission)(0),        // 29: agentmesh.common.v1.ToolPermission
 }
 var file_agentmesh_registry_v1_resources_proto_depIdxs = []int32{
-	22, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	22, // 1: agentmesh.registry.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	22, // 2: agentmesh.registry.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
-	22, // 3: agentmesh.registry.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
-	13, // 4: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
-	14, // 5: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
-	22, // 6: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
-	22, // 7: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
-	23, // 8: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
+	24, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	24, // 1: agentmesh.registry.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	24, // 2: agentmesh.registry.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
+	24, // 3: agentmesh.registry.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
+	15, // 4: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
+	16, // 5: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
+	24, // 6: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
+	24, // 7: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
+	25, // 8: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
 	4,  // 9: agentmesh.registry.v1.AgentType.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
 	0,  // 10: agentmesh.registry.v1.AgentType.kind:type_name -> agentmesh.registry.v1.AgentKind
-	22, // 11: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
-	22, // 12: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
-	15, // 13: agentmesh.registry.v1.AgentType.tool_permissions:type_name -> agentmesh.registry.v1.AgentType.ToolPermissionsEntry
-	22, // 14: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
-	22, // 15: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
-	16, // 16: agentmesh.registry.v1.Project.tool_permissions:type_name -> agentmesh.registry.v1.Project.ToolPermissionsEntry
-	23, // 17: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
-	24, // 18: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
-	24, // 19: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
-	24, // 20: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
-	25, // 21: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
-	17, // 22: agentmesh.registry.v1.AgentConfig.tool_permissions:type_name -> agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
-	1,  // 23: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
-	7,  // 24: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
-	22, // 25: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
-	22, // 26: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
-	8,  // 27: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
-	0,  // 28: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
-	23, // 29: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
-	4,  // 30: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	25, // 31: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
-	18, // 32: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	19, // 33: agentmesh.registry.v1.AgentSpec.tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
-	20, // 34: agentmesh.registry.v1.AgentSpec.agent_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
-	21, // 35: agentmesh.registry.v1.AgentSpec.project_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
-	22, // 36: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
-	11, // 37: agentmesh.registry.v1.Executor.model_providers:type_name -> agentmesh.registry.v1.ModelProvider
-	22, // 38: agentmesh.registry.v1.RemoteAgent.created_at:type_name -> google.protobuf.Timestamp
-	26, // 39: agentmesh.registry.v1.AgentType.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	26, // 40: agentmesh.registry.v1.Project.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	26, // 41: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	26, // 42: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	26, // 43: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	26, // 44: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	45, // [45:45] is the sub-list for method output_type
-	45, // [45:45] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	24, // 11: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
+	24, // 12: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
+	17, // 13: agentmesh.registry.v1.AgentType.tool_permissions:type_name -> agentmesh.registry.v1.AgentType.ToolPermissionsEntry
+	6,  // 14: agentmesh.registry.v1.AgentType.delegation_limits:type_name -> agentmesh.registry.v1.DelegationLimits
+	26, // 15: agentmesh.registry.v1.AgentType.run_budget:type_name -> agentmesh.common.v1.Budget
+	24, // 16: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
+	24, // 17: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
+	18, // 18: agentmesh.registry.v1.Project.tool_permissions:type_name -> agentmesh.registry.v1.Project.ToolPermissionsEntry
+	8,  // 19: agentmesh.registry.v1.Project.limits:type_name -> agentmesh.registry.v1.ProjectLimits
+	25, // 20: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
+	27, // 21: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
+	27, // 22: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
+	27, // 23: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
+	28, // 24: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
+	19, // 25: agentmesh.registry.v1.AgentConfig.tool_permissions:type_name -> agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
+	1,  // 26: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
+	9,  // 27: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
+	24, // 28: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
+	24, // 29: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
+	10, // 30: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
+	0,  // 31: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
+	25, // 32: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
+	4,  // 33: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	28, // 34: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
+	20, // 35: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	21, // 36: agentmesh.registry.v1.AgentSpec.tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
+	22, // 37: agentmesh.registry.v1.AgentSpec.agent_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
+	23, // 38: agentmesh.registry.v1.AgentSpec.project_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
+	6,  // 39: agentmesh.registry.v1.AgentSpec.delegation_limits:type_name -> agentmesh.registry.v1.DelegationLimits
+	26, // 40: agentmesh.registry.v1.AgentSpec.run_budget:type_name -> agentmesh.common.v1.Budget
+	24, // 41: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
+	13, // 42: agentmesh.registry.v1.Executor.model_providers:type_name -> agentmesh.registry.v1.ModelProvider
+	24, // 43: agentmesh.registry.v1.RemoteAgent.created_at:type_name -> google.protobuf.Timestamp
+	29, // 44: agentmesh.registry.v1.AgentType.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	29, // 45: agentmesh.registry.v1.Project.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	29, // 46: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	29, // 47: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	29, // 48: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	29, // 49: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	50, // [50:50] is the sub-list for method output_type
+	50, // [50:50] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_resources_proto_init() }
@@ -1925,14 +2207,15 @@ func file_agentmesh_registry_v1_resources_proto_init() {
 	if File_agentmesh_registry_v1_resources_proto != nil {
 		return
 	}
-	file_agentmesh_registry_v1_resources_proto_msgTypes[5].OneofWrappers = []any{}
+	file_agentmesh_registry_v1_resources_proto_msgTypes[6].OneofWrappers = []any{}
+	file_agentmesh_registry_v1_resources_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_resources_proto_rawDesc), len(file_agentmesh_registry_v1_resources_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from google.protobuf import struct_pb2
+
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.providers.base import Usage
 from agentmesh.executor.providers.secrets import Secrets
@@ -43,11 +45,46 @@ class EventOrigin:
 
 
 def usage_proto(usage: Usage) -> run_pb2.Usage:
-    return run_pb2.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost)
+    return run_pb2.Usage(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cost=usage.cost,
+        cached_input_tokens=usage.cached_input_tokens,
+        cost_known=usage.cost_known,
+        unpriced_models=sorted(usage.unpriced),
+    )
 
 
 def usage_from_proto(usage: run_pb2.Usage) -> Usage:
-    return Usage(usage.input_tokens, usage.output_tokens, usage.cost)
+    """A reported usage. One that says its cost is unknown without naming a model (an older
+    executor, a remote agent) names "unknown", so the cost stays unknown up the tree."""
+    unpriced = frozenset(usage.unpriced_models)
+    if not usage.cost_known and not unpriced:
+        unpriced = frozenset({"unknown"})
+    return Usage(usage.input_tokens, usage.output_tokens, usage.cost, usage.cached_input_tokens, unpriced)
+
+
+def usage_from_struct(value: struct_pb2.Struct) -> Usage:
+    """A usage written as JSON (an A2A task's `agentmesh.usage`, a run end's `tree_usage`):
+    tokens, the cost (null: unknown) and the unpriced models."""
+    fields = value.fields
+
+    def count(name: str) -> int:
+        return int(fields[name].number_value) if name in fields else 0
+
+    unpriced: frozenset[str] = frozenset()
+    if "unpriced_models" in fields:
+        unpriced = frozenset(item.string_value for item in fields["unpriced_models"].list_value.values)
+    cost = fields.get("cost")
+    if cost is None or not cost.HasField("number_value"):
+        unpriced = unpriced or frozenset({"unknown"})
+    return Usage(
+        count("input_tokens"),
+        count("output_tokens"),
+        cost.number_value if cost is not None and cost.HasField("number_value") else 0.0,
+        count("cached_input_tokens"),
+        unpriced,
+    )
 
 
 _DONE = object()

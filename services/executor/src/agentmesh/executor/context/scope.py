@@ -40,6 +40,41 @@ class RunResult:
 
 
 @dataclass
+class ModelTally:
+    """A run's calls of one model, and what they used."""
+
+    calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass
+class UsageMeter:
+    """What a run's own model calls used, per model (its delegations meter their own): what the
+    run reports to the cost ledger at its end, whether it answered or not; and `below`, what the
+    runs it delegated to (or ran as sub-agents) reported they used, so `tree` is what its budget
+    counts."""
+
+    by_model: dict[str, ModelTally] = field(default_factory=dict)
+    below: Usage = field(default_factory=Usage)
+
+    def add(self, model: str, usage: Usage) -> None:
+        tally = self.by_model.setdefault(model, ModelTally())
+        tally.calls += 1
+        tally.usage += usage
+
+    @property
+    def total(self) -> Usage:
+        total = Usage()
+        for tally in self.by_model.values():
+            total += tally.usage
+        return total
+
+    @property
+    def tree(self) -> Usage:
+        return self.total + self.below
+
+
+@dataclass
 class RunScope:
     """The view of a `Run` its loop gets (and passes to the tools and delegations below it): its
     request, its agent's spec, where its events come from (`origin`) and go (`sink`), how they
@@ -51,6 +86,14 @@ class RunScope:
     recorder: Recorder
     sink: EventSink
     input_event_id: str = ""
+    input_seq: int = 0  # its input event's seq, once recorded
+    meter: UsageMeter = field(default_factory=UsageMeter)
+
+    @property
+    def tree_start_seq(self) -> int:
+        """Where the delegation tree this run belongs to starts in the session: after the input
+        of the chat at its root (this run's own input when it is that chat)."""
+        return self.request.tree_start_seq or self.input_seq
 
     @property
     def agent(self) -> str:

@@ -22,11 +22,13 @@ from __future__ import annotations
 import json
 
 from a2a.types import a2a_pb2
+from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.context.events import EventOrigin
+from agentmesh.executor.context.events import EventOrigin, usage_from_struct
 from agentmesh.executor.delegation.outcome import ChildOutcome
+from agentmesh.executor.providers.base import Usage
 
 State = a2a_pb2.TaskState
 # A task that stops waiting for its caller: the delegation ends and says so (ChildOutcome codes).
@@ -54,6 +56,7 @@ class RemoteTaskStream:
         self.artifacts: dict[str, str] = {}
         self.message = ""
         self._steps = 0
+        self.usage: Usage | None = None  # what the remote says its task used, if it does
 
     def started(self) -> run_pb2.RunEvent:
         return self.origin.event(run_started=run_pb2.RunStarted(agent_kind="a2a"))
@@ -72,6 +75,7 @@ class RemoteTaskStream:
             for artifact in task.artifacts:
                 self.artifacts[artifact.artifact_id] = parts_text(artifact.parts)
             self.message = parts_text(task.status.message.parts) or self.message
+            self.usage = reported_usage(task.metadata) or self.usage
             return []
         if response.HasField("artifact_update"):
             update = response.artifact_update
@@ -85,6 +89,7 @@ class RemoteTaskStream:
             self.task_id = update.task_id or self.task_id
             self.context_id = update.context_id or self.context_id
             self.state = update.status.state
+            self.usage = reported_usage(update.metadata) or self.usage
             words = parts_text(update.status.message.parts)
             self.message = words or self.message
             if words and self.state in _WORKING:
@@ -107,7 +112,9 @@ class RemoteTaskStream:
     def outcome(self) -> ChildOutcome:
         """How the task ended, as the delegation records it."""
         if self.state == State.TASK_STATE_COMPLETED:
-            return ChildOutcome(completed=True, content=self.answer)
+            # A remote that does not say what it used has an unknown cost, not none.
+            usage = self.usage or Usage(unpriced=frozenset({f"a2a:{self.origin.agent}"}))
+            return ChildOutcome(completed=True, content=self.answer, usage=usage)
         if self.state in INTERRUPTED:
             # The remote's question is what the delegating model must act on.
             question = self.message or self.answer
@@ -140,3 +147,12 @@ def parts_text(parts: object) -> str:
         elif kind == "data":
             texts.append(json.dumps(MessageToDict(part.data), ensure_ascii=False, sort_keys=True))
     return "".join(texts)
+
+
+def reported_usage(metadata: struct_pb2.Struct) -> Usage | None:
+    """The usage an agentmesh remote reports in a task's metadata (`agentmesh.usage`: tokens,
+    and the cost, null when unknown); None when it reports none."""
+    if "agentmesh" not in metadata.fields:
+        return None
+    mesh = metadata.fields["agentmesh"].struct_value.fields
+    return usage_from_struct(mesh["usage"].struct_value) if "usage" in mesh else None

@@ -15,20 +15,20 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.context.events import EventOrigin
 from agentmesh.executor.context.scope import RunScope
+from agentmesh.executor.delegation.bounds import TreeBounds
 from agentmesh.executor.delegation.executor_runs import ExecutorRuns, child_request, follow
-from agentmesh.executor.delegation.outcome import ChildOutcome, Outcome
+from agentmesh.executor.delegation.outcome import ChildOutcome, Outcome, SuspendedBelow
 from agentmesh.executor.durability.child_log import REMOTE_TASK_ACCEPTED, ChildLog, remote_task_key
 from agentmesh.executor.durability.detached import run_detached
 from agentmesh.executor.durability.recorder import EventType, NewEvent, request_key, response_key
 from agentmesh.executor.durability.transient import is_transient
-from agentmesh.executor.errors import DELEGATION_NOT_ALLOWED, DelegationDepthExceeded
 from agentmesh.executor.providers.base import Usage
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
@@ -62,6 +62,9 @@ class DelegationResult:
     outcome: Outcome.ValueType
     text: str
     usage: Usage = field(default_factory=Usage)
+    # The delegated run suspended to wait for a person: the delegation stays open (no response
+    # recorded), and the delegating run suspends waiting on it.
+    suspended: SuspendedBelow | None = None
 
     @property
     def is_error(self) -> bool:
@@ -74,14 +77,18 @@ class DelegationResult:
 
 class Delegator:
     """Hands a task to another agent of the same project, within the caller's network access and
-    the depth bound. Every delegation that is sent gets exactly one `delegation_response`; one
-    that may not be sent gets an `error` event instead, and the caller's loop goes on."""
+    the bounds on the tree under the chat: depth, re-entry into the delegation path, delegations
+    per model step and per chat. Every delegation that is sent gets exactly one
+    `delegation_response`; one that may not be sent gets an `error` event instead, and the
+    caller's loop goes on."""
 
     def __init__(
         self,
         executor_runs: ExecutorRuns,
         *,
         max_depth: int,
+        max_per_step: int = 4,
+        max_per_chat: int = 50,
         timeout_seconds: float,
         cleanup_timeout_seconds: float,
         memory: MemoryClient | None = None,
@@ -92,27 +99,23 @@ class Delegator:
         # True while the executor hands its runs over (runner.hand_over): an open delegation is
         # then left without a response, for the resumed run to answer from its delegated run.
         self._handing_over = handing_over
-        self._max_depth = max_depth
+        self._bounds = TreeBounds(
+            max_depth=max_depth, max_per_step=max_per_step, max_per_chat=max_per_chat, memory=memory
+        )
         self._timeout_seconds = timeout_seconds
         self._cleanup_timeout_seconds = cleanup_timeout_seconds
 
-    def refusal(self, scope: RunScope, target: str) -> tuple[str, str] | None:
-        """Why `scope`'s agent may not delegate to `target` (reason, message), or None. `target`
-        is a slug (see `target_slug`)."""
-        allowed = list(scope.spec.network_access)
-        if target not in allowed:
-            return (
-                DELEGATION_NOT_ALLOWED,
-                f"{scope.agent} may not delegate to {target!r}: its network access is "
-                f"{', '.join(allowed) if allowed else 'empty'}",
-            )
-        if scope.depth + 1 > self._max_depth:
-            return (
-                DelegationDepthExceeded.default_reason,
-                f"delegating to {target!r} would nest {scope.depth + 1} delegations deep; the limit is "
-                f"{self._max_depth}",
-            )
-        return None
+    async def prepare_step(
+        self, scope: RunScope, wanted: Sequence[tuple[str, str, dict[str, Any]]]
+    ) -> list[PreparedDelegation]:
+        """The delegations one model step asks for — (target, task, intent) each — planned as
+        `prepare` plans them, in order, and within the tree's bounds (bounds.py)."""
+        prepared = [self.prepare(scope, target, task, intent=intent) for target, task, intent in wanted]
+        sendable = [delegation for delegation in prepared if delegation.refused is None]
+        if sendable:
+            for delegation in await self._bounds.limit_step(scope, sendable):
+                delegation.request = None
+        return prepared
 
     def prepare(
         self, scope: RunScope, target: str, task: str, *, intent: dict[str, Any] | None = None
@@ -124,7 +127,7 @@ class Delegator:
         what the request's event records of the model's call besides (run_log.PlannedCall.intent)."""
         target = target_slug(scope, target)
         delegation_id = uuid.uuid4().hex
-        refused = self.refusal(scope, target)
+        refused = self._bounds.refusal(scope, target)
         request = None
         if refused is None:
             request = NewEvent(
@@ -204,9 +207,9 @@ class Delegator:
                     seconds=time.monotonic() - started,
                 )
                 seq = 0
-                if request_event is not None and not self._handing_over():
+                if request_event is not None and not self._handing_over() and result.suspended is None:
                     seq = await self._respond(scope, target, delegation_id, request_event.id, result)
-            if request_event is not None or unrecorded is None:
+            if (request_event is not None or unrecorded is None) and result.suspended is None:
                 await _emit_response(scope, target, delegation_id, result, seq)
             if unrecorded is not None:
                 raise unrecorded
@@ -267,9 +270,30 @@ class Delegator:
         else:
             child = await self._run(scope, target, task, delegation_id, request_event)
         result = _result(target, child)
+        if result.suspended is not None:
+            return result  # it waits for a person: the delegation stays open, and so waits this run
         seq = await self._respond(
             scope, target, delegation_id, request_event.id, result, in_doubt=child.in_doubt
         )
+        await _emit_response(scope, target, delegation_id, result, seq)
+        return result
+
+    async def received(self, scope: RunScope, target: str, delegation_id: str) -> bool:
+        """Whether a run received the delegation (a remote A2A agent's is taken as received: it
+        may have the task, and a send is not repeated)."""
+        log = self._log(scope)
+        if log is None or self._is_remote(scope, target):
+            return True
+        return bool(await log.child_run(delegation_id))
+
+    async def refuse(
+        self, scope: RunScope, target: str, request_event: memory_pb2.Event, text: str
+    ) -> DelegationResult:
+        """Answers a recorded delegation that is not to be sent (a person denied it, or nobody
+        approved it in time): its one response, refused, saying why."""
+        result = DelegationResult(Outcome.DELEGATION_OUTCOME_REFUSED, text)
+        delegation_id = request_event.delegation_id
+        seq = await self._respond(scope, target, delegation_id, request_event.id, result)
         await _emit_response(scope, target, delegation_id, result, seq)
         return result
 
@@ -455,6 +479,11 @@ def _metric_outcome(outcome: Outcome.ValueType) -> metrics.DelegationOutcome:
 
 
 def _result(target: str, child: ChildOutcome) -> DelegationResult:
+    if child.suspended is not None:
+        waited = f"{target} waits for a person's input"
+        return DelegationResult(
+            Outcome.DELEGATION_OUTCOME_INPUT_REQUIRED, waited, child.usage, child.suspended
+        )
     outcome = child.delegation_outcome
     if outcome == Outcome.DELEGATION_OUTCOME_COMPLETED:
         return DelegationResult(outcome, child.content, child.usage)

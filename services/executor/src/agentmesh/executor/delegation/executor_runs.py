@@ -12,10 +12,11 @@ import contextlib
 from typing import Any
 
 from agentmesh.executor.client import RunNotPlaced, RunRouter
-from agentmesh.executor.context.events import EventSink, usage_from_proto
+from agentmesh.executor.context.budget import remaining_budget
+from agentmesh.executor.context.events import EventSink, usage_from_proto, usage_from_struct
 from agentmesh.executor.context.scope import RunScope
 from agentmesh.executor.delegation.a2a import RemoteA2AAgents
-from agentmesh.executor.delegation.outcome import ChildOutcome
+from agentmesh.executor.delegation.outcome import ChildOutcome, SuspendedBelow
 from agentmesh.executor.durability.child_log import ChildLog, end_outcome
 from agentmesh.executor.providers.base import Usage
 from agentmesh.internal.executor.v1 import executor_service_pb2
@@ -82,9 +83,18 @@ class ExecutorRuns:
                                 escalated=done.escalated,
                             )
                         elif event.HasField("run_failed"):
+                            failed = event.run_failed
                             outcome = ChildOutcome(
-                                code=event.run_failed.code, message=event.run_failed.message
+                                code=failed.code,
+                                message=failed.message,
+                                usage=usage_from_proto(failed.usage) if failed.HasField("usage") else Usage(),
                             )
+                        elif event.HasField("run_suspended"):
+                            # Not streamed on: the caller suspends in turn, and its own
+                            # `run_suspended` names these requests to whoever listens above.
+                            waits = SuspendedBelow(own_run, tuple(event.run_suspended.request_ids))
+                            outcome = ChildOutcome(code="SUSPENDED", suspended=waits)
+                            continue
                     await sink.emit(event)
         except RunNotPlaced as refused:
             return ChildOutcome(code=refused.last.code.name, message=refused.last.message)
@@ -112,15 +122,18 @@ def logged_outcome(end: memory_pb2.Event) -> ChildOutcome:
     """A child run's outcome from its recorded final event (answer, escalation, tokens)."""
     completed, text, code = end_outcome(end)
     meta = end.metadata.fields
-    tokens = {
-        name: int(meta[name].number_value) for name in ("input_tokens", "output_tokens") if name in meta
-    }
+    usage = usage_from_struct(meta["tree_usage"].struct_value) if "tree_usage" in meta else None
+    if usage is None:  # recorded without the tree's usage: its own tokens, its cost unknown
+        tokens = {
+            name: int(meta[name].number_value) for name in ("input_tokens", "output_tokens") if name in meta
+        }
+        usage = Usage(**tokens, unpriced=frozenset({"unknown"}))
     return ChildOutcome(
         completed=completed,
         content=text,
         code=code,
         message=text,
-        usage=Usage(**tokens),
+        usage=usage,
         escalated="escalated" in meta and meta["escalated"].bool_value,
     )
 
@@ -137,5 +150,7 @@ def child_request(scope: RunScope, agent: str, text: str, **fields: Any) -> exec
         delegation_path=scope.origin.child_path,
         caller_run_id=scope.origin.run_id,
         caller_resume=scope.recorder.resume,
+        tree_start_seq=scope.tree_start_seq,
+        budget=remaining_budget(scope),
         **fields,
     )

@@ -23,6 +23,16 @@ _STOPPED_CODES = {
 }
 
 
+@dataclass(frozen=True)
+class SuspendedBelow:
+    """A run below this one (delegated, or a workflow's sub-agent) that suspended to wait for a
+    person: this run waits on it (parked), for `request_ids` — its own, or those it waits on in
+    turn — and goes on once it has ended."""
+
+    run_id: str
+    request_ids: tuple[str, ...]
+
+
 @dataclass
 class ChildOutcome:
     """How a run on another executor ended, as its caller needs it."""
@@ -34,6 +44,9 @@ class ChildOutcome:
     code: str = ""  # gRPC status code name when it did not complete
     message: str = ""
     in_doubt: bool = False  # its outcome is unknown (a remote delegation's send, on resume)
+    # It did not end: it suspended to wait for a person (itself or a run below it) — its run's
+    # id and the requests it waits for. Its caller waits on it, parked too (loops/asking.py).
+    suspended: SuspendedBelow | None = None
 
     @property
     def delegation_outcome(self) -> Outcome.ValueType:

@@ -41,7 +41,7 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from opentelemetry import trace
@@ -113,12 +113,23 @@ class RunFinisher:
         completed: bool,
         tokens_used: int,
         cost: float,
+        session_id: str = "",
+        user_id: str = "",
+        model_usage: Sequence[registry_internal_service_pb2.ModelUsage] = (),
         urgent: bool = False,
     ) -> asyncio.Future[None]:
-        """Hands a run's end over; the registry hears of it shortly (`urgent`: at once, without
-        the window). The future is done once the registry took it, or it was given up."""
+        """Hands a run's end over, with its entries for the cost ledger (`model_usage`); the
+        registry hears of it shortly (`urgent`: at once, without the window). The future is done
+        once the registry took it, or it was given up."""
         run = registry_internal_service_pb2.FinishAgentRunRequest(
-            agent_id=agent_id, run_id=run_id, completed=completed, tokens_used=tokens_used, cost=cost
+            agent_id=agent_id,
+            run_id=run_id,
+            completed=completed,
+            tokens_used=tokens_used,
+            cost=cost,
+            session_id=session_id,
+            user_id=user_id,
+            model_usage=model_usage,
         )
         metadata = self._system_metadata()
         if metadata is None and (token := current_token.get()):

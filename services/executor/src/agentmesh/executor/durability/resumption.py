@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentmesh.executor.agents.runtime import kind_name
+from agentmesh.executor.durability import client_context
 from agentmesh.executor.durability.child_log import ChildLog
 from agentmesh.executor.durability.leases import OrphanCloser, count_in
 from agentmesh.executor.durability.outbox import is_taken
@@ -98,7 +99,7 @@ class RunResumer:
         if log.ended:  # closed or ended elsewhere: a request of it may still want its response
             await self._closer.answer_strays(orphan, message=_STRAY)
             return
-        after_input = bool(orphan.input_requests)
+        after_input = bool(orphan.input_requests) or orphan.parked
         if log.restarts >= self._max_resumes and not after_input:
             await self._closer.close(
                 orphan,
@@ -142,7 +143,7 @@ class RunResumer:
         assert log.input is not None
         number = log.resumes + 1
         recorder = taker_recorder(self._memory, orphan, spec, log.input, resume=number)
-        after_input = bool(orphan.input_requests)
+        after_input = bool(orphan.input_requests) or orphan.parked
         why = "the input it waited for" if after_input else "its executor stopped"
         try:
             with calling_as(self._system_metadata()):
@@ -252,7 +253,10 @@ def resumed_request(
         delegation_path=path,
         parent_event_id=received.parent_event_id,
         as_sub_agent=bool(meta["as_sub_agent"].bool_value) if "as_sub_agent" in meta else False,
+        tree_start_seq=int(meta["tree_start_seq"].number_value) if "tree_start_seq" in meta else 0,
         model_settings=settings_from_record(meta["model_settings"].struct_value)
         if "model_settings" in meta
         else None,
+        context=client_context.recorded(received.metadata),
+        response_format=client_context.recorded_format(received.metadata),
     )

@@ -26,6 +26,7 @@ from google.protobuf import json_format
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.agents.runtime import DELEGATE_TOOL, AgentRuntime
 from agentmesh.executor.context.scope import RunScope
+from agentmesh.executor.delegation.outcome import SuspendedBelow
 from agentmesh.executor.durability.recorder import EventType, NewEvent
 from agentmesh.executor.durability.run_log import DELEGATION, TOOL, PlannedCall
 from agentmesh.executor.tools import permissions
@@ -48,11 +49,25 @@ _DECISION_NAMES = {APPROVE: "approve", DENY: "deny"}
 
 
 class RunSuspends(Exception):
-    """The run waits for a person's input: these requests, recorded (each with its `seq`)."""
+    """The run waits for a person's input: these requests of its own, recorded (each with its
+    `seq`), and the runs below it that suspended (`below`: its delegations left open, whose
+    requests are theirs to record and the top-level caller's to answer)."""
 
-    def __init__(self, requests: Sequence[run_pb2.InputRequest]) -> None:
-        super().__init__(f"the run waits for {len(requests)} request(s) for input")
+    def __init__(
+        self, requests: Sequence[run_pb2.InputRequest], *, below: Sequence[SuspendedBelow] = ()
+    ) -> None:
+        super().__init__(
+            f"the run waits for {len(requests)} request(s) for input and {len(below)} run(s) below"
+        )
         self.requests = list(requests)
+        self.below = list(below)
+
+    @property
+    def request_ids(self) -> list[str]:
+        """Every request the run waits for, its own first."""
+        return [request.id for request in self.requests] + [
+            request_id for waiting in self.below for request_id in waiting.request_ids
+        ]
 
 
 def asks(call: PlannedCall) -> run_pb2.InputKind.ValueType | None:
@@ -93,9 +108,10 @@ def new_request(
     if kind == QUESTION:
         request.question = str(call.arguments.get("question") or "")
     else:
-        request.tool = call.name
+        # A delegation's approval names it as its permission rule does: `delegate:<agent>`.
+        request.tool = f"{DELEGATE_TOOL}:{call.name}" if call.kind == DELEGATION else call.name
         request.arguments.update(call.arguments)
-        request.question = f"May {origin.agent} call {call.name}({_arguments_text(call.arguments)})?"
+        request.question = f"May {origin.agent} call {request.tool}({_arguments_text(call.arguments)})?"
     request.created_at.FromDatetime(created)
     request.expires_at.FromDatetime(created + timedelta(seconds=expiry))
     return request
@@ -229,29 +245,16 @@ def permitted(call: PlannedCall, runtime: AgentRuntime, scope: RunScope) -> Plan
         call.permission = runtime.permission(call.name, as_sub_agent=as_sub_agent)
         if call.permission == permissions.DENY and not call.error:
             call.error = permissions.NOT_PERMITTED
-        refuse_if_unaskable(call, scope)
         return call
     if call.kind != DELEGATION:
         return call
-    permission = runtime.delegation_permission(call.name)
-    if permission == permissions.ALLOW:
-        return call
-    why = (
-        f"delegating to {call.name} is not permitted for this agent"
-        if permission == permissions.DENY
-        else f"delegating to {call.name} needs a person's approval, which a delegation cannot ask for yet"
-    )
+    call.permission = runtime.delegation_permission(call.name)
+    if call.permission != permissions.DENY:
+        return call  # `ask`: recorded with its step, sent once approved (loops/llm.py)
+    why = f"delegating to {call.name} is not permitted for this agent"
     refused = PlannedCall(TOOL, call.id, DELEGATE_TOOL, call.arguments, error=why, native=call.native)
     refused.step, refused.index, refused.usage = call.step, call.index, call.usage
     return refused
-
-
-def refuse_if_unaskable(call: PlannedCall, scope: RunScope) -> None:
-    """A delegated or sub-agent run cannot suspend (its caller holds a stream open for it): a call
-    of it that needs a person is refused rather than run unapproved."""
-    kind = asks(call)
-    if kind is not None and (scope.depth > 0 or scope.request.as_sub_agent):
-        call.error = cannot_ask(call, kind).text
 
 
 async def ask(scope: RunScope, held: Sequence[tuple[PlannedCall, str]]) -> list[run_pb2.InputRequest]:
@@ -272,17 +275,6 @@ async def ask(scope: RunScope, held: Sequence[tuple[PlannedCall, str]]) -> list[
         request.seq = event.seq
         await scope.sink.emit(requested_run_event(scope, request))
     return requests
-
-
-def cannot_ask(call: PlannedCall, kind: int) -> ToolOutput:
-    """What a run that may not suspend (a delegated or sub-agent run: its caller holds a stream
-    open for it) answers a call that needs a person: nothing runs unapproved."""
-    what = "a person's answer" if kind == QUESTION else "a person's approval"
-    return ToolOutput(
-        f"{call.name}: needs {what}, which a delegated run cannot ask for yet; not run",
-        is_error=True,
-        outcome="refused",
-    )
 
 
 def _arguments_text(arguments: dict[str, Any]) -> str:

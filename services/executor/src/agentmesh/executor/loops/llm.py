@@ -20,10 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.executor.agents.runtime import DELEGATE_TOOL, AgentRuntime, delegate_tool_spec
-from agentmesh.executor.agents.text import DELEGATE
+from agentmesh.executor.agents.runtime import AgentRuntime, delegate_tool_spec
+from agentmesh.executor.context.budget import check_budget
 from agentmesh.executor.context.scope import RunResult, RunScope
-from agentmesh.executor.delegation.delegator import Delegator, PreparedDelegation
+from agentmesh.executor.delegation.delegator import DelegationResult, Delegator, PreparedDelegation
+from agentmesh.executor.delegation.outcome import SuspendedBelow
 from agentmesh.executor.durability.detached import run_detached
 from agentmesh.executor.durability.recorder import EventType, NewEvent
 from agentmesh.executor.durability.run_log import (
@@ -38,9 +39,11 @@ from agentmesh.executor.durability.run_log import (
 from agentmesh.executor.errors import INVALID_BLOCK
 from agentmesh.executor.loops import asking
 from agentmesh.executor.loops.messages import assistant_turn, result_messages
-from agentmesh.executor.loops.model_step import ModelReply, call_model
+from agentmesh.executor.loops.model_step import call_model
+from agentmesh.executor.loops.planning import plan
 from agentmesh.executor.providers.base import Message, ToolSpec
 from agentmesh.executor.providers.factory import message_params
+from agentmesh.executor.tools import permissions
 from agentmesh.executor.tools.base import ToolOutput
 from agentmesh.executor.tools.builtin import EXIT_LOOP
 from agentmesh.memory.v1.resources_pb2 import Event
@@ -65,6 +68,7 @@ class LlmLoopSettings:
     text_flush_seconds: float
     tool_timeout_seconds: float
     cleanup_timeout_seconds: float
+    tool_result_prompt_chars: int = 0  # longer tool results are cut in the prompt; 0: never
 
 
 class LlmLoop:
@@ -86,6 +90,8 @@ class LlmLoop:
         self._tools = runtime.tool_set(as_sub_agent=self._as_sub_agent)
         self._targets = runtime.delegation_targets()
         self._result = RunResult()
+        # The step's delegated runs that suspended to wait for a person: the run waits on them.
+        self._below: list[SuspendedBelow] = []
         # A suspended run's requests with their responses, as it was handed over (run_log.py).
         self._resumed_responses: dict[str, run_pb2.InputRequest] = {}
 
@@ -117,9 +123,12 @@ class LlmLoop:
                     if call.usage is not None:
                         result.usage += call.usage
                         result.total_usage += call.usage
+                        scope.meter.add(model.name, call.usage)
                 messages.append(assistant_turn(calls))
                 outputs = await self._finish_step(logged)
-                messages.extend(result_messages(calls, outputs))
+                messages.extend(
+                    result_messages(calls, outputs, max_chars=self._settings.tool_result_prompt_chars)
+                )
                 exits = [
                     o for c, o in zip(calls, outputs, strict=True) if c.name == EXIT_LOOP and not o.is_error
                 ]
@@ -129,6 +138,7 @@ class LlmLoop:
             first = resumed.answered + 1
             result.steps = resumed.answered
         for step in range(first, max_steps + 1):
+            check_budget(scope)  # spent: no step more
             result.steps = step
             metrics.record_step(kind="llm")
             await scope.sink.emit(scope.origin.event(step_started=run_pb2.StepStarted(step=step)))
@@ -138,7 +148,11 @@ class LlmLoop:
                 result.total_usage += reply.usage
                 best = reply.visible or best
                 # The summing-up step after an escalation answers; it calls nothing more.
-                calls = [] if result.escalated else self._plan(reply, step)
+                calls = (
+                    []
+                    if result.escalated
+                    else plan(reply, step, self._runtime, self._scope, tools=self._tools)
+                )
                 if not calls:
                     if reply.visible or not result.escalated:
                         result.content = reply.visible
@@ -148,7 +162,9 @@ class LlmLoop:
                     logged[0].usage = reply.usage
                 messages.append(Message("assistant", reply.raw, tool_calls=reply.native_calls))
                 outputs = await self._run_calls(calls)
-            messages.extend(result_messages(calls, outputs))
+            messages.extend(
+                result_messages(calls, outputs, max_chars=self._settings.tool_result_prompt_chars)
+            )
             escalations = [output for output in outputs if output.escalate]
             if escalations:
                 result.escalated = True
@@ -174,39 +190,6 @@ class LlmLoop:
             specs.append(delegate_tool_spec(self._targets))
         return specs
 
-    # -- model ------------------------------------------------------------------------------------
-
-    def _plan(self, reply: ModelReply, step: int) -> list[PlannedCall]:
-        calls: list[PlannedCall] = []
-        for call in reply.native_calls:
-            if call.name == DELEGATE_TOOL and DELEGATE_TOOL not in self._tools and not call.error:
-                agent, task = call.arguments.get("agent"), call.arguments.get("task")
-                if isinstance(agent, str) and isinstance(task, str) and agent and task:
-                    calls.append(PlannedCall(DELEGATION, call.id, agent, call.arguments, task=task))
-                    continue
-                error = 'delegate needs the string arguments "agent" and "task"'
-                calls.append(PlannedCall(TOOL, call.id, call.name, call.arguments, error=error))
-                continue
-            calls.append(PlannedCall(TOOL, call.id, call.name, call.arguments, error=call.error))
-        for index, block in enumerate(reply.blocks, start=1):
-            call_id = f"block_{index}"
-            try:
-                value = block.parse()
-            except ValueError as error:
-                calls.append(PlannedCall(INVALID, call_id, block.kind, error=str(error), native=False))
-                continue
-            if block.kind == DELEGATE:
-                calls.append(
-                    PlannedCall(DELEGATION, call_id, value["agent"], value, task=value["task"], native=False)
-                )
-            else:
-                arguments = value.get("arguments") or {}
-                calls.append(PlannedCall(TOOL, call_id, value["name"], arguments, native=False))
-        for index, call in enumerate(calls):
-            call.step, call.index = step, index
-            calls[index] = asking.permitted(call, self._runtime, self._scope)
-        return calls
-
     # -- tools and delegations --------------------------------------------------------------------
 
     async def _run_calls(self, calls: Sequence[PlannedCall]) -> list[ToolOutput]:
@@ -219,11 +202,11 @@ class LlmLoop:
         delegation in it gets its one response. The delegations wait for it in their tasks."""
         scope = self._scope
         tool_calls = [call for call in calls if call.kind == TOOL]
-        delegations = {
-            call.id: self._delegator.prepare(scope, call.name, call.task, intent=call.intent())
-            for call in calls
-            if call.kind == DELEGATION
-        }
+        wanted = [call for call in calls if call.kind == DELEGATION]
+        planned = await self._delegator.prepare_step(
+            scope, [(call.name, call.task, call.intent()) for call in wanted]
+        )
+        delegations = {call.id: prepared for call, prepared in zip(wanted, planned, strict=True)}
         requests = [prepared for prepared in delegations.values() if prepared.request is not None]
         intents = [
             NewEvent(
@@ -246,9 +229,13 @@ class LlmLoop:
         outputs: dict[str, ToolOutput] = {}
         failure: Exception | None = None
         recorded = [] if requests else await scope.recorder.record_many(intents)
+        # Delegations that need a person's approval: recorded with the step, sent once approved.
+        approvals = [
+            c for c in calls if c.kind == DELEGATION and asking.asks(c) and delegations[c.id].request
+        ]
         async with asyncio.TaskGroup() as group:
             for call in calls:
-                if call.kind == DELEGATION:
+                if call.kind == DELEGATION and call not in approvals:
                     group.create_task(self._delegate(call, delegations[call.id], outputs))
             if requests:
                 # Cancelled meanwhile, the delegations' tasks wait for the detached append and
@@ -281,10 +268,16 @@ class LlmLoop:
             for call, event in zip(tool_calls, recorded[: len(tool_calls)], strict=True)
             if asking.asks(call)
         ]
-        if held:
+        for call in approvals:
+            recording = delegations[call.id].recording
+            assert recording is not None, "a delegation to approve is recorded with its step"
+            held.append((call, (await recording).id))
+        if held or self._below:
             # The step's other calls ran (their results are recorded first, so that whoever
-            # follows the log stops at the last request): the run suspends on these.
-            raise asking.RunSuspends(await asking.ask(self._scope, held))
+            # follows the log stops at the last request): the run suspends on these, and on its
+            # delegated runs that wait for a person (their delegations left open).
+            requests = await asking.ask(self._scope, held) if held else []
+            raise asking.RunSuspends(requests, below=self._below)
         return [outputs[call.id] for call in calls]
 
     async def _tool(
@@ -370,7 +363,16 @@ class LlmLoop:
             if recording is not None and not recording.cancelled() and recording.exception() is not None:
                 return  # the step's append failed: `_run_calls` raises that, once
             raise
+        self._delegated(call, result, outputs)
+
+    def _delegated(self, call: PlannedCall, result: DelegationResult, outputs: dict[str, ToolOutput]) -> None:
+        """A delegation's result is the call's output — unless its run waits for a person: then
+        this run waits on it (`_below`), the call left open."""
         self._result.total_usage += result.usage
+        self._scope.meter.below += result.usage
+        if result.suspended is not None:
+            self._below.append(result.suspended)
+            return
         outputs[call.id] = ToolOutput(result.text, is_error=result.is_error)
 
     # -- resuming a run from the log (resumption.py) ------------------------------------------------
@@ -387,10 +389,14 @@ class LlmLoop:
                 call = open_call.call
                 if call.kind == TOOL:  # as permitted now (the log does not say; rules may have changed)
                     asking.permitted(call, self._runtime, self._scope)
-                if call.kind == DELEGATION:
+                if call.kind == DELEGATION and open_call.asked is not None:
+                    group.create_task(self._answered(open_call, outputs, waiting))
+                elif call.kind == DELEGATION and await self._unasked_approval(open_call):
+                    unasked.append((call, open_call.event.id))  # its run stopped before it asked
+                elif call.kind == DELEGATION:
                     group.create_task(self._resume_delegation(open_call, outputs))
                 elif call.error and open_call.received is None:
-                    # Not permitted (any more), or it cannot ask: refused, nothing runs.
+                    # Not permitted (any more): refused, nothing runs.
                     group.create_task(self._tool(call, open_call.event.id, outputs))
                 elif open_call.asked is not None:
                     group.create_task(self._answered(open_call, outputs, waiting))
@@ -400,8 +406,9 @@ class LlmLoop:
                     group.create_task(self._tool(call, open_call.event.id, outputs))
                 else:
                     group.create_task(self._in_doubt(open_call, outputs))
-        if waiting or unasked:
-            raise asking.RunSuspends([*waiting, *(await asking.ask(self._scope, unasked) if unasked else [])])
+        if waiting or unasked or self._below:
+            asked = await asking.ask(self._scope, unasked) if unasked else []
+            raise asking.RunSuspends([*waiting, *asked], below=self._below)
         return [outputs[call.call.id] for call in logged.calls]
 
     async def _answered(
@@ -417,7 +424,8 @@ class LlmLoop:
         if open_call.received is not None:
             response = asking.response_from_event(open_call.received)
             after = asking.outcome(call, request.kind, response, expired=False)
-            if after.run and not self._tools.idempotent(call.name):
+            # (An approved delegation is sent once, whoever sends it: never in doubt.)
+            if after.run and call.kind == TOOL and not self._tools.idempotent(call.name):
                 await self._in_doubt(open_call, outputs)
                 return
         else:
@@ -427,7 +435,14 @@ class LlmLoop:
                 return
             await scope.recorder.record_coalesced([asking.received_event(given, open_call.asked.id)])
             after = asking.outcome(call, request.kind, given.response, expired=given.state == asking.EXPIRED)
-        if after.run and not call.error:
+        if call.kind == DELEGATION:
+            if after.run:
+                await self._resume_delegation(open_call, outputs)
+            else:
+                assert after.output is not None
+                refused = await self._delegator.refuse(scope, call.name, open_call.event, after.output.text)
+                self._delegated(call, refused, outputs)
+        elif after.run and not call.error:
             await self._tool(
                 dataclasses.replace(call, arguments=after.arguments), open_call.event.id, outputs
             )
@@ -435,6 +450,15 @@ class LlmLoop:
             await self._tool(call, open_call.event.id, outputs)
         else:
             await self._tool(call, open_call.event.id, outputs, answer=after.output)
+
+    async def _unasked_approval(self, open_call: LoggedCall) -> bool:
+        """Whether an open delegation needs an approval its run stopped before asking for: its
+        target's permission is `ask` (now), and no run received it."""
+        call = open_call.call
+        if self._runtime.delegation_permission(call.name) != permissions.ASK:
+            return False
+        call.permission = permissions.ASK
+        return not await self._delegator.received(self._scope, call.name, open_call.event.delegation_id)
 
     async def _in_doubt(self, open_call: LoggedCall, outputs: dict[str, ToolOutput]) -> None:
         """Answers a tool call whose outcome is unknown, saying so in its result (`in_doubt`)."""
@@ -461,8 +485,7 @@ class LlmLoop:
     async def _resume_delegation(self, open_call: LoggedCall, outputs: dict[str, ToolOutput]) -> None:
         call = open_call.call
         result = await self._delegator.resume(self._scope, call.name, call.task, open_call.event)
-        self._result.total_usage += result.usage
-        outputs[call.id] = ToolOutput(result.text, is_error=result.is_error)
+        self._delegated(call, result, outputs)
 
     async def _invalid(self, call: PlannedCall, outputs: dict[str, ToolOutput]) -> None:
         await self._scope.error(INVALID_BLOCK, call.error, metadata={"block": call.name})

@@ -37,17 +37,27 @@ def assistant_turn(calls: Sequence[PlannedCall]) -> Message:
     return Message("assistant", "\n".join(blocks), tool_calls=native)
 
 
-def result_messages(calls: Sequence[PlannedCall], outputs: Sequence[ToolOutput]) -> list[Message]:
+def cut(text: str, max_chars: int) -> str:
+    """`text` as a prompt shows it: at most `max_chars` characters (0: all), saying how much was
+    left out — the log keeps the whole of it."""
+    if not max_chars or len(text) <= max_chars:
+        return text
+    return f"{text[:max_chars]}\n[… {len(text) - max_chars} more characters cut from the prompt]"
+
+
+def result_messages(
+    calls: Sequence[PlannedCall], outputs: Sequence[ToolOutput], *, max_chars: int = 0
+) -> list[Message]:
     """What a step's calls answered, as the model reads it next: a tool message per native call,
-    one user message listing the fenced blocks' results."""
+    one user message listing the fenced blocks' results; each result cut to `max_chars`."""
     messages = [
-        Message("tool", output.text, tool_call_id=call.id, name=call.name)
+        Message("tool", cut(output.text, max_chars), tool_call_id=call.id, name=call.name)
         for call, output in zip(calls, outputs, strict=True)
         if call.native
     ]
     fenced = [
         f"[{'delegate' if call.kind == DELEGATION else 'tool_call'} {call.name}]"
-        f"{' error' if output.is_error else ''}: {output.text}"
+        f"{' error' if output.is_error else ''}: {cut(output.text, max_chars)}"
         for call, output in zip(calls, outputs, strict=True)
         if not call.native
     ]

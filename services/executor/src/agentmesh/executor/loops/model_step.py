@@ -53,6 +53,7 @@ async def call_model(
     native: list[ToolCallRequest] = []
     usage = Usage()
     response_model = finish_reason = ""
+    answered_by = model.name  # a fallback model may answer instead
 
     async def emit(pieces: list[str]) -> None:
         for piece in pieces:
@@ -72,6 +73,7 @@ async def call_model(
                 if chunk.usage is not None:
                     usage = usage + chunk.usage
                 response_model = chunk.response_model or response_model
+                answered_by = chunk.model_name or answered_by
                 finish_reason = chunk.finish_reason or finish_reason
         except ModelError as error:
             error_type = type(error.__cause__ or error).__name__
@@ -95,6 +97,15 @@ async def call_model(
                 output_tokens=usage.output_tokens,
                 error_type=error_type,
             )
+        scope.meter.add(answered_by, usage)
+        metrics.record_model_spend(
+            system=model.system,
+            model=answered_by,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cached_input_tokens=usage.cached_input_tokens,
+            cost=usage.cost if usage.cost_known else None,
+        )
         await emit([*chunker.add(fenced.finish()), chunker.flush()])
         telemetry.record_model_usage(
             span,

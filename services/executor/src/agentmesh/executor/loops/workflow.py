@@ -13,6 +13,8 @@ agents of the same project — through executors over gRPC, exactly like delegat
 Each sub-agent run carries a `sub_agent_id` — the workflow's run id and the sub-agent's step
 ("<run_id>:<step>", steps counted from 1 across a loop's iterations; a parallel branch's step is
 its place) — and the workflow's run id as its `caller_run_id`, so it outlives a broken stream.
+A sub-agent run that waits for a person suspends (loops/asking.py), and the workflow suspends
+waiting on it (a parallel one once every other branch is done).
 A workflow resumed from the log (`sub_agent_runs`, read at takeover) goes through the same steps:
 a step whose run is in the log is not started again — its recorded end is taken, or waited for
 while it is still going (whoever holds it finishes it) — and the first step with no run is
@@ -34,6 +36,7 @@ from agentmesh.executor.delegation.executor_runs import ExecutorRuns, child_requ
 from agentmesh.executor.delegation.outcome import ChildOutcome
 from agentmesh.executor.durability.child_log import ChildLog
 from agentmesh.executor.errors import SUB_AGENT_FAILED, DelegationDepthExceeded
+from agentmesh.executor.loops.asking import RunSuspends
 from agentmesh.executor.loops.telemetry import sub_agent_span
 
 logger = logging.getLogger(__name__)
@@ -101,6 +104,10 @@ class WorkflowRun:
                     group.create_task(branch(index, name))
         except* RunFailure as failures:
             raise failures.exceptions[0] from None
+        # Branches that wait for a person: the workflow waits on them all (the others ended).
+        below = [child.suspended for child in children if child.suspended is not None]
+        if below:
+            raise RunSuspends([], below=below)
         self._result.content = "\n\n".join(child.content for child in children if child.content)
         self._result.escalated = any(child.escalated for child in children)
 
@@ -144,6 +151,12 @@ class WorkflowRun:
             else:
                 child = await self._start(name, text, sub_agent_id)
         self._result.total_usage += child.usage
+        self._scope.meter.below += child.usage
+        if child.suspended is not None:
+            if step:
+                return child  # a parallel branch: the workflow waits once every branch is done
+            # It waits for a person: so does the workflow, and it goes on from this step's end.
+            raise RunSuspends([], below=[child.suspended])
         if not child.completed:
             raise RunFailure(
                 child.code or "INTERNAL",

@@ -42,32 +42,46 @@ class ToolSpec:
 
 @dataclass(frozen=True)
 class Usage:
+    """Tokens and cost of model calls. The cost is known only while every call counted had a
+    priced model: `unpriced` names those that had none (their tokens count, their cost cannot),
+    so an unknown cost is never mistaken for a free one."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float = 0.0
+    cached_input_tokens: int = 0
+    unpriced: frozenset[str] = frozenset()
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.cost + other.cost,
+            self.cached_input_tokens + other.cached_input_tokens,
+            self.unpriced | other.unpriced,
         )
 
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
+    @property
+    def cost_known(self) -> bool:
+        return not self.unpriced
+
 
 @dataclass(frozen=True)
 class ModelChunk:
     """A piece of a streamed answer: text, and on the last chunk the tool calls, usage, the model
-    that answered (a fallback may have) and why it stopped."""
+    that answered (a fallback may have: `model_name` as agents name it, `response_model` as its
+    provider does) and why it stopped."""
 
     text: str = ""
     tool_calls: Sequence[ToolCallRequest] = field(default_factory=tuple)
     usage: Usage | None = None
     response_model: str = ""
     finish_reason: str = ""
+    model_name: str = ""
 
 
 class ModelError(Exception):

@@ -25,6 +25,7 @@ from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.errors import ModelUnavailable
 from agentmesh.executor.providers.base import ChatModel, Message, ModelChunk, ModelError, ToolSpec
 from agentmesh.executor.providers.mock import MockModel
+from agentmesh.executor.providers.pricing import Price
 from agentmesh.executor.providers.secrets import Secrets
 from agentmesh.executor.settings import ExecutorSettings, ProviderSettings
 from agentmesh.registry.v1 import resources_pb2
@@ -80,6 +81,8 @@ class ModelPlan:
     params: Mapping[str, Any]
     mock_responses: Sequence[Any] | None = None
     targets: Sequence[ModelTarget] = ()
+    # The model that summarizes history beyond the prompt's budget (None: the agent's own).
+    compaction: ModelPlan | None = None
 
     @property
     def is_mock(self) -> bool:
@@ -91,16 +94,32 @@ class ModelPlan:
             "params": dict(self.params),
             "mock_responses": list(self.mock_responses) if self.mock_responses is not None else None,
             "targets": [t.signature() for t in self.targets],
+            "compaction": self.compaction.signature() if self.compaction else None,
         }
 
 
 class ModelBinding:
     """An agent's models, ready: `for_run()` gives the `ChatModel` one run uses."""
 
-    def __init__(self, plan: ModelPlan, models: Sequence[ChatModel], *, chunk_chars: int) -> None:
+    def __init__(
+        self,
+        plan: ModelPlan,
+        models: Sequence[ChatModel],
+        *,
+        chunk_chars: int,
+        compaction: ModelBinding | None = None,
+        mock_price: Price | None = None,
+    ) -> None:
         self.plan = plan
         self._models = list(models)
         self._chunk_chars = chunk_chars
+        self._compaction = compaction
+        self._mock_price = mock_price
+
+    def for_compaction(self) -> ChatModel:
+        """The model that summarizes history beyond the prompt's budget: the agent type's
+        compaction model, else the agent's own (a fresh script for a mock)."""
+        return self._compaction.for_run() if self._compaction is not None else self.for_run()
 
     def for_run(
         self,
@@ -119,6 +138,7 @@ class ModelBinding:
                 name=self.plan.name,
                 chunk_chars=self._chunk_chars,
                 answered=answered_steps,
+                price=self._mock_price,
             )
         models = [_with_params(model, params or {}) for model in self._models]
         if len(models) == 1:
@@ -210,18 +230,25 @@ class ModelFactory:
         params = json_format.MessageToDict(spec.model_params) if spec.HasField("model_params") else {}
         responses = json_format.MessageToDict(spec.mock_responses) if spec.HasField("mock_responses") else []
         name = spec.primary_model or MOCK
+        compaction = await self._compaction_plan(spec.compaction_model) if spec.compaction_model else None
         if responses or name.partition("/")[0] == MOCK:
-            return ModelPlan(name=name, params=params, mock_responses=responses)
+            return ModelPlan(name=name, params=params, mock_responses=responses, compaction=compaction)
         names = [name, *(m for m in spec.fallback_models if m and m != name)]
         targets = [await self._target(model_name) for model_name in names]
-        return ModelPlan(name=name, params=params, targets=targets)
+        return ModelPlan(name=name, params=params, targets=targets, compaction=compaction)
+
+    async def _compaction_plan(self, name: str) -> ModelPlan:
+        """The plan of a compaction model: one model, without the agent's params (a mock one
+        echoes what it is asked to summarize)."""
+        if name.partition("/")[0] == MOCK:
+            return ModelPlan(name=name, params={}, mock_responses=[])
+        return ModelPlan(name=name, params={}, targets=[await self._target(name)])
 
     def bind(self, plan: ModelPlan) -> ModelBinding:
         models: list[ChatModel] = []
         if plan.targets:
-            from agentmesh.executor.providers.openai import OpenAIChatModel, Price, RetryPolicy
+            from agentmesh.executor.providers.openai import OpenAIChatModel, RetryPolicy
         for target in plan.targets:
-            price = self._settings.model_prices.get(target.name)
             models.append(
                 OpenAIChatModel(
                     self._client(target),
@@ -236,12 +263,28 @@ class ModelFactory:
                     timeout_seconds=self._settings.model_timeout_seconds,
                     secrets=self.secrets,
                     key_setting=target.key_setting,
-                    price=Price(price.input_per_million_tokens, price.output_per_million_tokens)
-                    if price
-                    else None,
+                    price=self.price(target.name),
                 )
             )
-        return ModelBinding(plan, models, chunk_chars=self._settings.text_chunk_chars)
+        compaction = self.bind(plan.compaction) if plan.compaction is not None else None
+        return ModelBinding(
+            plan,
+            models,
+            chunk_chars=self._settings.text_chunk_chars,
+            compaction=compaction,
+            mock_price=self.price(plan.name),
+        )
+
+    def price(self, model: str) -> Price | None:
+        """What the operator set `model` to cost; None when nothing (its cost is unknown)."""
+        price = self._settings.model_prices.get(model)
+        if price is None:
+            return None
+        return Price(
+            price.input_per_million_tokens,
+            price.output_per_million_tokens,
+            price.cached_input_per_million_tokens,
+        )
 
     async def aclose(self) -> None:
         clients, self._clients = self._clients, {}

@@ -3,9 +3,12 @@
 The i-th call of a run returns item i, the last item repeating once the list is spent. An item is
 a string, or `{"content": "...", "tool_calls": [{"name": ..., "arguments": {...}}]}`, optionally
 with `"delay_seconds"` (a pause before each chunk, to simulate a slow model), `"usage"`
-(`{"input_tokens": n, "output_tokens": m}`, else words are counted) or `"error"` (the call fails;
-`"retryable": true` makes it a rate-limit-like failure). With no responses the model echoes the
-last user message.
+(`{"input_tokens": n, "output_tokens": m, "cached_input_tokens": c}`, else words are counted;
+priced as the operator prices the agent's model name) or `"error"` (the call fails;
+`"retryable": true` makes it a rate-limit-like failure), or `"echo_prompt": true` (the answer is
+the conversation it was given after the agent's system prompt, one `role: content` line per
+message: how a test sees the context and prompt a run built). With no responses the model echoes
+the last user message.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ from agentmesh.executor.providers.base import (
     ModelError,
     ToolCallRequest,
     ToolSpec,
-    Usage,
 )
+from agentmesh.executor.providers.pricing import Price, priced_usage
 
 
 def split_chunks(text: str, size: int) -> list[str]:
@@ -43,7 +46,13 @@ class MockModel:
     system = "mock"
 
     def __init__(
-        self, responses: Sequence[Any], *, name: str = "mock", chunk_chars: int = 64, answered: int = 0
+        self,
+        responses: Sequence[Any],
+        *,
+        name: str = "mock",
+        chunk_chars: int = 64,
+        answered: int = 0,
+        price: Price | None = None,
     ) -> None:
         self._responses = list(responses)
         # A run resumed from the log (executor resumption.py) had `answered` steps answered
@@ -51,6 +60,7 @@ class MockModel:
         self._calls = answered
         self.name = name
         self._chunk_chars = chunk_chars
+        self._price = price
 
     def _next_item(self, messages: Sequence[Message]) -> dict[str, Any]:
         if not self._responses:
@@ -71,6 +81,8 @@ class MockModel:
         if item.get("error"):
             raise ModelError(str(item["error"]), retryable=bool(item.get("retryable", False)))
         content = str(item.get("content") or "")
+        if item.get("echo_prompt"):
+            content = "\n".join(f"{m.role}: {m.content}" for m in messages[1:])
         delay = float(item.get("delay_seconds") or 0)
         for chunk in split_chunks(content, self._chunk_chars):
             if delay:
@@ -85,9 +97,12 @@ class MockModel:
             for call in item.get("tool_calls") or []
         ]
         scripted = item.get("usage") or {}
-        usage = Usage(
+        usage = priced_usage(
+            self.name,
+            self._price,
             input_tokens=int(scripted.get("input_tokens", sum(len(m.content.split()) for m in messages))),
             output_tokens=int(scripted.get("output_tokens", len(content.split()))),
+            cached_input_tokens=int(scripted.get("cached_input_tokens", 0)),
         )
         if delay and not content:
             await asyncio.sleep(delay)
@@ -96,4 +111,5 @@ class MockModel:
             usage=usage,
             response_model=self.name,
             finish_reason="tool_calls" if calls else "stop",
+            model_name=self.name,
         )

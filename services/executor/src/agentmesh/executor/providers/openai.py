@@ -29,6 +29,7 @@ from agentmesh.executor.providers.base import (
     ToolSpec,
     Usage,
 )
+from agentmesh.executor.providers.pricing import Price, priced_usage
 from agentmesh.executor.providers.secrets import Secrets
 
 logger = logging.getLogger(__name__)
@@ -75,19 +76,6 @@ class RetryPolicy:
         return wait
 
 
-@dataclass(frozen=True)
-class Price:
-    """US dollars per million tokens."""
-
-    input_per_million_tokens: float = 0.0
-    output_per_million_tokens: float = 0.0
-
-    def cost(self, input_tokens: int, output_tokens: int) -> float:
-        return (
-            input_tokens * self.input_per_million_tokens + output_tokens * self.output_per_million_tokens
-        ) / 1_000_000
-
-
 class OpenAIChatModel:
     """A `ChatModel` on one model of one OpenAI-compatible endpoint. Stateless: one instance may
     serve many runs at once."""
@@ -113,7 +101,7 @@ class OpenAIChatModel:
         self._params = {k: v for k, v in (params or {}).items() if k not in AGENTMESH_PARAMS}
         self._retry = retry or RetryPolicy()
         self._timeout_seconds = timeout_seconds
-        self._price = price or Price()
+        self._price = price
         # The API key never leaves the executor: every error text is scrubbed of it and of every
         # other secret the executor knows (an endpoint may echo it back), and a refused key is
         # reported by where it is configured.
@@ -191,9 +179,13 @@ class OpenAIChatModel:
                 async for chunk in stream:
                     response_model = chunk.model or response_model
                     if chunk.usage is not None:
-                        usage = Usage(
+                        details = chunk.usage.prompt_tokens_details
+                        usage = priced_usage(
+                            self.name,
+                            self._price,
                             input_tokens=chunk.usage.prompt_tokens or 0,
                             output_tokens=chunk.usage.completion_tokens or 0,
+                            cached_input_tokens=(details.cached_tokens or 0) if details else 0,
                         )
                     for choice in chunk.choices[:1]:
                         finish_reason = choice.finish_reason or finish_reason
@@ -218,17 +210,12 @@ class OpenAIChatModel:
             ) from None
         except openai.OpenAIError as error:
             raise self._scrubbed(ModelError(f"model {self.name} failed: {error}")) from None
-        if usage is not None:
-            usage = Usage(
-                usage.input_tokens,
-                usage.output_tokens,
-                self._price.cost(usage.input_tokens, usage.output_tokens),
-            )
         yield ModelChunk(
             tool_calls=tuple(_tool_call(index, slot) for index, slot in sorted(calls.items())),
             usage=usage,
             response_model=response_model or self._model,
             finish_reason=finish_reason,
+            model_name=self.name,
         )
 
     def _scrubbed(self, error: ModelError) -> ModelError:

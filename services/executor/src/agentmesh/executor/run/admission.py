@@ -6,13 +6,16 @@ A refusal — an unknown, paused or terminated agent, a delegation too deep, a w
 sub-agents — leaves as the gRPC status before `run_started`. An agent last seen runnable records
 its input while the registry starts the run (that append is the one to wait for anyway), so a
 refusal that comes after it is recorded too, as the run's end (`Run.end`): a session never ends
-on an unanswered input.
+on an unanswered input. A run refused for its project's limits (QUOTA_EXCEEDED) is that too, and
+for a while after one, this executor records that project's runs' inputs only once they started,
+so the refusals that follow leave nothing in their sessions.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 
 from agentmesh.executor.agents.runtime import kind_name
@@ -27,11 +30,15 @@ from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.registry.client import AgentTerminated
 from agentmesh.registry.v1 import resources_pb2
-from agentmesh.runtime.errors import DomainError, FieldViolation, ValidationFailed
+from agentmesh.runtime.errors import DomainError, FieldViolation, QuotaExceeded, ValidationFailed
 
 logger = logging.getLogger(__name__)
 
 _BLOCKED = (resources_pb2.AGENT_STATUS_PAUSED, resources_pb2.AGENT_STATUS_TERMINATED)
+# How long a project refused for a limit has its runs' inputs recorded only after their start, and
+# how many such projects are remembered (past that, the oldest refusals are not).
+_LIMITED_SECONDS = 60.0
+_MAX_LIMITED_PROJECTS = 10_000
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,9 @@ class RunAdmission:
         self._outbox = outbox
         self._specs = specs
         self._max_delegation_depth = max_delegation_depth
+        # Projects whose runs the registry refused for a limit lately, until when: their runs'
+        # inputs are recorded only once started, so the next refusals leave nothing behind.
+        self._limited: dict[str, float] = {}
 
     async def resolve(self, request: executor_service_pb2.RunRequest) -> ResolvedAgent:
         """The agent the request names, asking the registry only when it is not remembered."""
@@ -108,7 +118,12 @@ class RunAdmission:
         )
         # An agent that was not runnable when last seen, or is new here, is started first, so a
         # refusal leaves nothing behind; so is a message its session may reject.
-        if agent.remembered and agent.spec.agent.status not in _BLOCKED and run.double_texting != "reject":
+        if (
+            agent.remembered
+            and agent.spec.agent.status not in _BLOCKED
+            and run.double_texting != "reject"
+            and not self._at_limit(agent.spec.agent.project_id)
+        ):
             run.record_input_alongside_start()
         start = await self._start(run, agent.key)
         run.runs_ahead = tuple(start.runs_ahead)
@@ -130,9 +145,28 @@ class RunAdmission:
                         executor_id=self._services.executor_id,
                         double_texting=run.double_texting,
                     )
-            except DomainError:
-                self._specs.forget(key)
+            except DomainError as error:
+                if error.reason == QuotaExceeded.default_reason:
+                    self._note_limit(run.spec.agent.project_id)
+                else:
+                    self._specs.forget(key)
                 raise
+
+    def _at_limit(self, project_id: str) -> bool:
+        until = self._limited.get(project_id)
+        if until is None:
+            return False
+        if time.monotonic() < until:
+            return True
+        del self._limited[project_id]
+        return False
+
+    def _note_limit(self, project_id: str) -> None:
+        if len(self._limited) >= _MAX_LIMITED_PROJECTS:
+            now = time.monotonic()
+            self._limited = {key: until for key, until in self._limited.items() if until > now}
+        if len(self._limited) < _MAX_LIMITED_PROJECTS:
+            self._limited[project_id] = time.monotonic() + _LIMITED_SECONDS
 
     async def _refresh(self, run: Run, key: SpecKey) -> None:
         """The run started on a spec that changed since it was remembered: resolves it again.

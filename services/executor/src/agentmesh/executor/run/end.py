@@ -16,6 +16,7 @@ from typing import Any
 
 import grpc
 
+from agentmesh.executor.context.events import usage_proto
 from agentmesh.executor.context.scope import RunFailure, RunResult, RunScope
 from agentmesh.executor.durability.recorder import EventType, Recorder, RunSuperseded, end_key
 from agentmesh.executor.errors import run_failed
@@ -101,12 +102,9 @@ async def record_failure(
         logger.warning("could not record the failure of run %s: %s", scope.origin.run_id, error)
     if before_end is not None:
         await before_end()
-    await scope.sink.emit(
-        scope.origin.event(
-            seq=seq,
-            run_failed=run_failed(code, message, reason, metadata=metadata, violations=violations),
-        )
-    )
+    failed = run_failed(code, message, reason, metadata=metadata, violations=violations)
+    failed.usage.CopyFrom(usage_proto(scope.meter.tree))  # what it spent, its delegations' too
+    await scope.sink.emit(scope.origin.event(seq=seq, run_failed=failed))
     scope.sink.close()
 
 
@@ -164,10 +162,20 @@ async def record_early_end(
 
 
 def result_metadata(result: RunResult) -> dict[str, Any]:
+    total = result.total_usage
     metadata: dict[str, Any] = {
         "steps": result.steps,
         "input_tokens": result.usage.input_tokens,
         "output_tokens": result.usage.output_tokens,
+        # The whole tree's, for a caller that learns the run's end from the log rather than its
+        # stream (its cost null when unknown).
+        "tree_usage": {
+            "input_tokens": total.input_tokens,
+            "output_tokens": total.output_tokens,
+            "cached_input_tokens": total.cached_input_tokens,
+            "cost": total.cost if total.cost_known else None,
+            "unpriced_models": sorted(total.unpriced),
+        },
         **result.metadata,
     }
     if result.max_steps_reached:

@@ -9,12 +9,18 @@ message queued behind its session's runs must see their answers."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from agentmesh.executor.durability import client_context
 from agentmesh.executor.durability.recorder import EventType
 from agentmesh.executor.providers.base import Message
+from agentmesh.executor.run import answer_format
+from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2
 from agentmesh.runtime.errors import NotFound
 
+_SENT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 _HISTORY_ROLES = {
     EventType.EVENT_TYPE_USER_MESSAGE: "user",
     EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED: "user",
@@ -42,13 +48,14 @@ def messages(
     page: memory_service_pb2.ListEventsResponse, *, window: int, exclude_run_id: str
 ) -> list[Message]:
     """The window's messages, oldest first, from a `listing`'s page (this run's own input left
-    out)."""
-    found = [
-        Message(role=_HISTORY_ROLES[event.event_type], content=event.content)  # type: ignore[arg-type]
-        for event in reversed(page.events)
-        if event.run_id != exclude_run_id
-    ]
-    return found[-window:]
+    out). An input that came with a client's conversation (a session started by a client that
+    keeps none) brings that conversation along: it is the session's beginning."""
+    events = [event for event in reversed(page.events) if event.run_id != exclude_run_id]
+    found: list[Message] = []
+    for event in events[-window:]:
+        found += sent_context(client_context.recorded(event.metadata))
+        found.append(Message(role=_HISTORY_ROLES[event.event_type], content=event.content))  # type: ignore[arg-type]
+    return found
 
 
 async def read_history(
@@ -61,3 +68,18 @@ async def read_history(
     except NotFound:  # a new session has no history yet
         return []
     return messages(page, window=window, exclude_run_id=exclude_run_id)
+
+
+def sent_context(context: Iterable[executor_service_pb2.ContextMessage]) -> list[Message]:
+    """The conversation a client that keeps no session sent with its input, as the model's
+    messages (a role the model does not take is read as the user's)."""
+    return [
+        Message(role=_SENT_ROLES.get(message.role, "user"), content=message.content)  # type: ignore[arg-type]
+        for message in context
+    ]
+
+
+def request_context(request: executor_service_pb2.RunRequest) -> list[Message]:
+    """What a request itself puts before the history: the format its answer must have
+    (answer_format.py), and the conversation a client that keeps no session sent with it."""
+    return answer_format.instruction(request.response_format) + sent_context(request.context)

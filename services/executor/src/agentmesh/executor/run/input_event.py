@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentmesh.executor.durability import client_context
 from agentmesh.executor.durability.recorder import EventType, NewEvent, Recorder
 from agentmesh.executor.providers.factory import recorded_settings
 from agentmesh.executor.run import history
@@ -46,8 +47,14 @@ def _input_metadata(request: executor_service_pb2.RunRequest) -> dict[str, Any]:
         metadata["depth"] = request.delegation_depth
     if request.as_sub_agent:
         metadata["as_sub_agent"] = True
+    if request.tree_start_seq:
+        metadata["tree_start_seq"] = request.tree_start_seq  # for a resumed run (resumed_request)
     if settings := recorded_settings(request.model_settings):
         metadata["model_settings"] = settings  # for a resumed run (resumption.resumed_request)
+    if request.context:  # a stateless client's conversation, for a resumed run
+        metadata[client_context.CONTEXT_KEY] = client_context.recordable(request.context)
+    if request.response_format.type:  # the answer's shape, which a resumed run is held to
+        metadata[client_context.FORMAT_KEY] = client_context.recordable_format(request.response_format)
     if request.sub_agent_id:
         metadata["sub_agent_id"] = request.sub_agent_id  # how a resumed workflow finds this run
     if request.caller_run_id:

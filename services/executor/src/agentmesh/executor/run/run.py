@@ -37,7 +37,7 @@ import grpc
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.agents.runtime import AgentRuntime, kind_name
 from agentmesh.executor.context.events import EventOrigin, EventSink, usage_proto
-from agentmesh.executor.context.scope import RunFailure, RunResult, RunScope
+from agentmesh.executor.context.scope import RunFailure, RunResult, RunScope, UsageMeter
 from agentmesh.executor.delegation.delegator import Delegator
 from agentmesh.executor.delegation.executor_runs import ExecutorRuns
 from agentmesh.executor.durability.detached import run_detached
@@ -49,7 +49,8 @@ from agentmesh.executor.loops.asking import RunSuspends
 from agentmesh.executor.loops.llm import LlmLoop, LlmLoopSettings
 from agentmesh.executor.loops.workflow import WorkflowRun, WorkflowSettings
 from agentmesh.executor.providers.base import Message
-from agentmesh.executor.run import history
+from agentmesh.executor.run import answer_format, history
+from agentmesh.executor.run.compaction import BudgetedContext, budgeted_history
 from agentmesh.executor.run.end import (
     Ending,
     record_cancelled,
@@ -61,12 +62,14 @@ from agentmesh.executor.run.input_event import record_input
 from agentmesh.executor.run.outliving import Outliving
 from agentmesh.executor.run.turns import await_turn
 from agentmesh.internal.executor.v1 import executor_service_pb2
+from agentmesh.internal.registry.v1.registry_internal_service_pb2 import ModelUsage
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import DomainError
+from agentmesh.runtime.identity import current_principal
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +94,8 @@ class RunServices:
     executor_id: str
     cleanup_timeout_seconds: float
     history_window_events: int
+    # The prompt's token budget of agents whose type sets none (0: the event window instead).
+    context_budget_tokens: int = 0
 
 
 class Run:
@@ -245,6 +250,7 @@ class Run:
         self._input_requested = True
         received = await (self._early_input or self._record_input())
         scope.input_event_id = received.id
+        scope.input_seq = received.seq
         await await_turn(
             self._services.registry,
             self.spec.agent.id,
@@ -280,7 +286,10 @@ class Run:
         services = self._services
         if kind_name(self.spec.kind) == "llm":
             loop = LlmLoop(scope, runtime, settings=services.llm_settings, delegator=services.delegator)
-            return await loop.run(await self._history(received), resumed)
+            answered = await loop.run(await self._history(received, runtime), resumed)
+            if not answered.max_steps_reached:
+                answer_format.check(self.request.response_format, answered.content)
+            return answered
         return await WorkflowRun(
             scope,
             executor_runs=services.executor_runs,
@@ -289,16 +298,24 @@ class Run:
             sub_agent_runs=resumed.sub_agent_runs if resumed else None,
         ).run()
 
-    async def _history(self, received: memory_pb2.Event) -> list[Message]:
-        """The agent's context window (history.py): read with the input when the run asked for
-        it there (a delegated run), else read now — not at all when the input was the session's
-        first event (a new session has no history)."""
+    async def _history(self, received: memory_pb2.Event, runtime: AgentRuntime) -> list[Message]:
+        """The request's own context (history.request_context), then the agent's history: within
+        its token budget when it has one (compaction.py), else its window (history.py) — read with
+        the input for a delegated run, not at all for a new session's first message."""
+        sent = history.request_context(self.request)
+        budget = self.spec.context_budget_tokens or self._services.context_budget_tokens
+        if budget and received.seq > 1 and runtime.models is not None:
+            system = runtime.system_prompt(as_sub_agent=self.request.as_sub_agent)
+            fixed = [system, self.request.input, *(message.content for message in sent)]
+            context = BudgetedContext.of(self.recorder, self.run_id, budget, fixed)
+            summarizer = runtime.models.for_compaction()
+            return sent + await budgeted_history(self._services.memory, self.recorder, summarizer, context)
         window = self._services.history_window_events
         if self._listed_history is not None:
-            return history.messages(self._listed_history, window=window, exclude_run_id=self.run_id)
+            return sent + history.messages(self._listed_history, window=window, exclude_run_id=self.run_id)
         if received.seq <= 1:
-            return []
-        return await history.read_history(
+            return sent
+        return sent + await history.read_history(
             self._services.memory,
             session_id=self.recorder.session_id,
             project_id=self.recorder.project_id,
@@ -332,6 +349,7 @@ class Run:
                 self.run_id,
                 executor_id=self._services.executor_id,
                 requests=suspension.requests,
+                waits_on=[waiting.run_id for waiting in suspension.below],
                 metadata=self._services.executor_runs.system_metadata(),
             )
         except DomainError as error:
@@ -342,11 +360,7 @@ class Run:
                 error,
             )
         await scope.sink.emit(
-            scope.origin.event(
-                run_suspended=run_pb2.RunSuspended(
-                    request_ids=[request.id for request in suspension.requests]
-                )
-            )
+            scope.origin.event(run_suspended=run_pb2.RunSuspended(request_ids=suspension.request_ids))
         )
         scope.sink.close()
 
@@ -458,13 +472,22 @@ class Run:
         """Hands the run's end (whether it answered, its usage) to the finisher, which reports it
         to the registry; done once the registry took it. `urgent`: without the batch window."""
         self._end_reported = True
-        usage = result.usage if result else None
+        # What its own model calls used, answered or not (its delegations report their own).
+        meter = self.scope.meter if self.scope is not None else UsageMeter()
+        usage = meter.total
+        principal = current_principal.get()
         return self._services.finisher.finish(
             self.spec.agent.id,
             self.run_id,
             completed=result is not None,
-            tokens_used=usage.total_tokens if usage else 0,
-            cost=usage.cost if usage else 0.0,
+            tokens_used=usage.total_tokens,
+            cost=usage.cost,
+            session_id=self.request.session_id,
+            user_id=principal.user_id if principal else "",
+            model_usage=[
+                ModelUsage(model=model, calls=tally.calls, usage=usage_proto(tally.usage))
+                for model, tally in sorted(meter.by_model.items())
+            ],
             urgent=urgent,
         )
 

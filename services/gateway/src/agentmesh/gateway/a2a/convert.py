@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from a2a.types import a2a_pb2
 from a2a.utils import errors as a2a_errors
@@ -184,6 +185,35 @@ class TaskSnapshot:
         return self.task.status.state in TERMINAL_STATES
 
 
+# The events of a run that make its task (`task_from_events`): its messages, its requests for input
+# and their answers, and its end. A run's other events (tool calls, delegations, errors it
+# recovered from) are many more, and a task read (GetTask, ListTasks) never reads them.
+TASK_EVENT_TYPES = (
+    EventType.EVENT_TYPE_USER_MESSAGE,
+    EventType.EVENT_TYPE_INPUT_REQUESTED,
+    EventType.EVENT_TYPE_INPUT_RECEIVED,
+    EventType.EVENT_TYPE_AGENT_RESPONSE,
+    EventType.EVENT_TYPE_ERROR,
+)
+
+
+def told_enough(newest_first: Sequence[resources_pb2.Event], history_length: int | None) -> bool:
+    """Whether a run's task events read newest first (of TASK_EVENT_TYPES) hold all that
+    `task_from_events` needs for a task with `history_length` messages of history: its end
+    (which settles its state: no request still pending) and that many messages. Without an end
+    (working, input-required) or a bound, every one is needed."""
+    if history_length is None or not any(is_final(event) for event in newest_first):
+        return False
+    messages = sum(
+        1
+        for event in newest_first
+        if event.event_type in (EventType.EVENT_TYPE_USER_MESSAGE,)
+        or is_final(event)
+        or (event.event_type == EventType.EVENT_TYPE_INPUT_RECEIVED and reply_text(event.content))
+    )
+    return messages >= history_length
+
+
 def task_from_events(
     task_id: TaskId, events: Sequence[resources_pb2.Event], *, history_length: int | None = None
 ) -> TaskSnapshot:
@@ -263,11 +293,16 @@ class TaskEventStream:
         if event.run_id == self._run_id and kind == "run_completed":
             out.extend(self._chunk(text) for text in self._answer.finish(event.run_completed.content))
             self.task.artifacts.append(answer_artifact(event.run_completed.content))
-            out.append(self._status(TaskState.TASK_STATE_COMPLETED, event.run_completed.content))
+            # What the whole delegation tree used: an agentmesh caller delegating over A2A rolls
+            # it into its own run's usage.
+            self.task.metadata.update({"agentmesh": {"usage": usage_metadata(event.run_completed.usage)}})
+            completed = self._status(TaskState.TASK_STATE_COMPLETED, event.run_completed.content)
+            completed.metadata.CopyFrom(self.task.metadata)
+            out.append(completed)
         elif event.run_id == self._run_id and kind == "run_failed":
             failed = event.run_failed
             out.append(self._status(failed_state(failed.code), failed.message or failed.code))
-        elif event.run_id == self._run_id and kind == "input_requested":
+        elif kind == "input_requested":  # its own, or a delegated run's below it
             request = event.input_requested.request
             self._asked[request.id] = request
         elif event.run_id == self._run_id and kind == "run_suspended":
@@ -325,6 +360,18 @@ class TaskEventStream:
         }
         update.metadata.update({"agentmesh": step})
         return update
+
+
+def usage_metadata(usage: run_pb2.Usage) -> dict[str, Any]:
+    """A run's usage as an A2A task's metadata carries it (`agentmesh.usage`): tokens, and the
+    cost in US dollars, null when unknown (a model called has no price)."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cached_input_tokens": usage.cached_input_tokens,
+        "cost": usage.cost if usage.cost_known else None,
+        "unpriced_models": list(usage.unpriced_models),
+    }
 
 
 def _describe(event: run_pb2.RunEvent, kind: str) -> str:

@@ -31,7 +31,7 @@ from agentmesh.gateway.a2a.tasks import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, A2ATas
 from agentmesh.gateway.access import current_caller
 from agentmesh.gateway.errors import TaskNotFound
 from agentmesh.gateway.models import AgentRef, Caller
-from agentmesh.runtime.errors import DomainError, FailedPrecondition, InvalidArgument
+from agentmesh.runtime.errors import DomainError, FailedPrecondition, InvalidArgument, ResourceExhausted
 
 CALLER = "agentmesh.caller"
 AGENT = "agentmesh.agent"
@@ -63,6 +63,7 @@ class MeshRequestHandler(RequestHandler):
         await _spend(stream, events)
         task.status.CopyFrom(stream.task.status)
         task.artifacts.extend(stream.task.artifacts)
+        task.metadata.MergeFrom(stream.task.metadata)  # what it used, once it completed
         if stream.task.status.HasField("message"):
             task.history.append(stream.task.status.message)
         if params.configuration.HasField("history_length"):
@@ -296,4 +297,11 @@ async def _a2a_errors(context: ServerCallContext, work: Any) -> Any:
             raise  # the server's error interceptor gives it its own status code
         if isinstance(error, FailedPrecondition):  # e.g. a paused or terminated agent
             raise a2a_errors.InvalidRequestError(error.message) from None
+        if isinstance(error, ResourceExhausted):
+            # A2A has no error of its own for "retry later": the reason and when to retry go in
+            # its data, which a2a-sdk sends as an ErrorInfo's metadata (`retry_after_seconds`,
+            # and for a project limit `quota_limit`).
+            raise a2a_errors.InternalError(
+                error.message, data={"reason": error.reason, **error.metadata}
+            ) from None
         raise a2a_errors.InternalError(error.message) from None

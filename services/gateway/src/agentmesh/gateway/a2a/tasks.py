@@ -25,19 +25,21 @@ from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.client import RunRouter
 from agentmesh.gateway.a2a.convert import (
     RUN_STATES,
+    TASK_EVENT_TYPES,
     TaskEventStream,
     TaskId,
     TaskSnapshot,
     Update,
     message_reply,
     task_from_events,
+    told_enough,
     user_message,
 )
 from agentmesh.gateway.chat_stream import ChatStream
 from agentmesh.gateway.errors import InvalidRequest, TaskNotFound
 from agentmesh.gateway.gateway import AgentGateway
 from agentmesh.gateway.models import AgentRef, Caller
-from agentmesh.gateway.resume import follow_run
+from agentmesh.gateway.resume import INPUTS, callers_of, follow_run, is_final, tree_of
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2 as mem
 from agentmesh.memory.v1 import resources_pb2
@@ -197,9 +199,15 @@ class A2ATasks:
         goes on on an executor whether or not anyone follows it)."""
         task_id = TaskId.parse(snapshot.task.id)
         assert task_id is not None
-        pending = await self._gateway.pending_requests(
-            caller, agent.project_id, task_id.session_id, run_id=task_id.run_id
-        )
+        # Its run's requests, or those of the runs it delegated to (theirs, with it first in
+        # their path): the session's turn is its run's while it waits.
+        pending = [
+            request
+            for request in await self._gateway.pending_requests(
+                caller, agent.project_id, task_id.session_id, agent=agent.slug
+            )
+            if request.run_id == task_id.run_id or request.delegation_path
+        ]
         if not pending:
             raise _not_waiting(snapshot, "its request was answered meanwhile")
         response = message_reply(pending[0], message)
@@ -227,20 +235,60 @@ class A2ATasks:
         parsed = TaskId.parse(task_id)
         if parsed is None:
             raise TaskNotFound(task_id)
-        request = mem.ListEventsRequest(
-            session_id=parsed.session_id, project_id=agent.project_id, run_id=parsed.run_id, page_size=1000
-        )
+        run = {"session_id": parsed.session_id, "project_id": agent.project_id, "run_id": parsed.run_id}
         try:
-            events = [event async for event in self._memory.iter_events(request, metadata=caller.metadata)]
+            ends = [mem.ListEventsRequest(**run, page_size=1, descending=newest) for newest in (False, True)]
+            first, latest = await asyncio.gather(
+                *(self._memory.list_events(end, metadata=caller.metadata) for end in ends)
+            )
         except NotFound:
             raise TaskNotFound(task_id) from None
         if (
-            not events
-            or events[0].event_type != EventType.EVENT_TYPE_USER_MESSAGE
-            or events[0].agent != agent.slug
+            not first.events
+            or first.events[0].event_type != EventType.EVENT_TYPE_USER_MESSAGE
+            or first.events[0].agent != agent.slug
         ):
             raise TaskNotFound(task_id)
-        return task_from_events(parsed, events, history_length=history_length)
+        # Only the events the task is made of, newest first, and only as far back as the
+        # history asked for: a run's log may be long, its task is not.
+        told: list[resources_pb2.Event] = []
+        request = mem.ListEventsRequest(
+            **run,
+            event_types=TASK_EVENT_TYPES,
+            descending=True,
+            page_size=1000 if history_length is None else min(1000, history_length + 2),
+        )
+        async with contextlib.aclosing(self._memory.iter_events(request, metadata=caller.metadata)) as listed:
+            async for event in listed:
+                told.append(event)
+                if told_enough(told, history_length):
+                    break
+        events = told[::-1]
+        if not any(is_final(event) for event in events):
+            events = await self._with_requests_below(caller, agent, parsed, events)
+        snapshot = task_from_events(parsed, events, history_length=history_length)
+        # The run's latest event, of any type: when its task last changed, and where a
+        # subscriber follows on from.
+        snapshot.last_seq = latest.events[0].seq
+        snapshot.task.status.timestamp.CopyFrom(latest.events[0].created_at)
+        return snapshot
+
+    async def _with_requests_below(
+        self, caller: Caller, agent: Agent, task_id: TaskId, events: list[resources_pb2.Event]
+    ) -> list[resources_pb2.Event]:
+        """A running task's events with the requests for input of the runs it delegated to, and
+        their responses: the task waits for those too (it is `input-required` while one is
+        pending)."""
+        request = mem.ListEventsRequest(
+            session_id=task_id.session_id,
+            project_id=agent.project_id,
+            event_types=[*INPUTS, EventType.EVENT_TYPE_INPUT_REQUESTED, EventType.EVENT_TYPE_INPUT_RECEIVED],
+            page_size=1000,
+        )
+        session = [event async for event in self._memory.iter_events(request, metadata=caller.metadata)]
+        below = tree_of(task_id.run_id, callers_of(session)) - {task_id.run_id}
+        asking = [event for event in session if event.run_id in below and event.event_type not in INPUTS]
+        return sorted([*events, *asking], key=lambda event: event.seq)
 
     async def list(
         self,

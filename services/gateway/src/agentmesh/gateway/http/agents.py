@@ -8,7 +8,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from agentmesh.gateway.http import convert, schemas
+from agentmesh.gateway.http import convert, schemas, session_schemas
 from agentmesh.gateway.http.context import HttpContext, authorize, context
 from agentmesh.gateway.models import Caller
 from agentmesh.gateway.version import VERSION
@@ -98,7 +98,7 @@ def agent_router() -> APIRouter:
         ] = None,
         page_size: Annotated[int, Query(ge=1, le=1000)] = 100,
         page_token: Annotated[str, Query(max_length=4096)] = "",
-    ) -> schemas.AgentEventsOut:
+    ) -> session_schemas.AgentEventsOut:
         """The events this agent recorded, across its sessions or in one, in `seq` order."""
         spec = await resolve_agent(ctx, caller, project_slug, agent_name)
         if session_id:
@@ -115,10 +115,11 @@ def agent_router() -> APIRouter:
             include_total_size=True,
         )
         response = await ctx.call(ctx.memory.stub.ListEvents, request, caller)
-        return schemas.AgentEventsOut(
+        return session_schemas.AgentEventsOut(
             total=response.total_size,
             events=[convert.event(e) for e in response.events],
             next_page_token=response.next_page_token,
+            byte_limit_reached=response.byte_limit_reached,
         )
 
     return router

@@ -29,6 +29,7 @@ from agentmesh.gateway.http.openai import openai_router
 from agentmesh.gateway.http.remote_agents import remote_agent_router
 from agentmesh.gateway.http.rest import rest_router
 from agentmesh.gateway.http.schemas import ErrorOut, HealthOut, ReadinessOut
+from agentmesh.gateway.http.usage import usage_router
 from agentmesh.gateway.policy import Access, route_rule
 from agentmesh.gateway.version import VERSION
 from agentmesh.runtime.server import AddressInUse
@@ -90,6 +91,7 @@ def create_http_app(context: HttpContext, *, max_request_body_bytes: int) -> Fas
     app.include_router(api_key_router(), responses=_ERROR_RESPONSES)
     app.include_router(remote_agent_router(), responses=_ERROR_RESPONSES)
     app.include_router(input_request_router(), responses=_ERROR_RESPONSES)
+    app.include_router(usage_router(), responses=_ERROR_RESPONSES)
     app.include_router(agent_router(), responses=_ERROR_RESPONSES)
     app.include_router(a2a_router(), responses=_ERROR_RESPONSES)
     app.include_router(openai_router())

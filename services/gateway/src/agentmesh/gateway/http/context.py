@@ -11,6 +11,7 @@ import grpc
 from fastapi import Request
 
 from agentmesh.gateway.access import AccessGuard
+from agentmesh.gateway.budget import current_budget, request_budget
 from agentmesh.gateway.errors import ClientDisconnected, NoPolicy
 from agentmesh.gateway.gateway import AgentGateway
 from agentmesh.gateway.http.a2a_face import A2AFace
@@ -70,6 +71,7 @@ async def authorize(request: Request) -> Caller:
     )
     current_principal.set(caller.principal)
     current_token.set(caller.token)
+    current_budget.set(request_budget(request.headers.items()))
     return caller
 
 

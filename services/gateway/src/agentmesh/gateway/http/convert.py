@@ -8,8 +8,8 @@ from typing import Any
 
 from google.protobuf import timestamp_pb2
 
-from agentmesh.common.v1 import types_pb2
-from agentmesh.gateway.http import schemas
+from agentmesh.common.v1 import run_pb2, types_pb2
+from agentmesh.gateway.http import schemas, session_schemas
 from agentmesh.memory.client import event_to_dict, session_to_dict
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.registry.v1 import registry_service_pb2 as registry_pb2
@@ -111,6 +111,10 @@ def agent_type_proto(fields: dict[str, Any], *, id: str = "") -> registry_resour
             proto.kind = enum_value(value, registry_resources.AgentKind, _AGENT_KIND)
         elif name == "tool_permissions":
             proto.tool_permissions.update(tool_permissions_proto(value))
+        elif name == "delegation_limits":
+            proto.delegation_limits.CopyFrom(registry_resources.DelegationLimits(**value))
+        elif name == "run_budget":
+            proto.run_budget.CopyFrom(run_pb2.Budget(**value))
         elif isinstance(value, list):
             getattr(proto, name).extend(value)
         else:
@@ -141,6 +145,16 @@ def agent_type(value: registry_resources.AgentType) -> schemas.AgentTypeOut:
         updated_at=timestamp(value.updated_at),
         tool_permissions=tool_permissions(value.tool_permissions),
         input_expiry_seconds=value.input_expiry_seconds,
+        delegation_limits=schemas.DelegationLimitsBody(
+            max_per_step=value.delegation_limits.max_per_step,
+            max_per_chat=value.delegation_limits.max_per_chat,
+            allow_reentry=value.delegation_limits.allow_reentry,
+        ),
+        context_budget_tokens=value.context_budget_tokens,
+        compaction_model=value.compaction_model,
+        run_budget=schemas.RunBudgetBody(
+            max_tokens=value.run_budget.max_tokens, max_cost=value.run_budget.max_cost
+        ),
     )
 
 
@@ -149,10 +163,16 @@ def agent_type(value: registry_resources.AgentType) -> schemas.AgentTypeOut:
 
 def project_proto(fields: dict[str, Any], *, id: str = "") -> registry_resources.Project:
     rules = fields.get("tool_permissions")
-    others = {name: value for name, value in fields.items() if name != "tool_permissions"}
+    limits = fields.get("limits") or {}
+    others = {name: value for name, value in fields.items() if name not in ("tool_permissions", "limits")}
     proto = registry_resources.Project(id=id, **others)
     if rules:
         proto.tool_permissions.update(tool_permissions_proto(rules))
+    proto.limits.CopyFrom(
+        registry_resources.ProjectLimits(
+            **{name: value for name, value in limits.items() if value is not None}
+        )
+    )
     return proto
 
 
@@ -166,6 +186,13 @@ def project(value: registry_resources.Project) -> schemas.ProjectOut:
         created_at=timestamp(value.created_at),
         updated_at=timestamp(value.updated_at),
         tool_permissions=tool_permissions(value.tool_permissions),
+        limits=schemas.ProjectLimits(
+            **{
+                name: getattr(value.limits, name)
+                for name in schemas.ProjectLimits.model_fields
+                if value.limits.HasField(name)
+            }
+        ),
     )
 
 
@@ -246,9 +273,9 @@ def pagination(total: int, page: int, page_size: int) -> schemas.Pagination:
 # Sessions and events: the memory service's JSON view, checked against the documented models.
 
 
-def session(value: memory_pb2.Session) -> schemas.SessionOut:
-    return schemas.SessionOut(**session_to_dict(value))
+def session(value: memory_pb2.Session) -> session_schemas.SessionOut:
+    return session_schemas.SessionOut(**session_to_dict(value))
 
 
-def event(value: memory_pb2.Event) -> schemas.EventOut:
-    return schemas.EventOut(**event_to_dict(value))
+def event(value: memory_pb2.Event) -> session_schemas.EventOut:
+    return session_schemas.EventOut(**event_to_dict(value))

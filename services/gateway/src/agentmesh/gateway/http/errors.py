@@ -25,10 +25,12 @@ from starlette.exceptions import HTTPException
 
 from agentmesh.gateway.errors import (
     RETRY_AFTER_SECONDS,
+    InvalidParameterValue,
     MessageTooLarge,
     RateLimited,
     RequestTooLarge,
     TooManyMessages,
+    UnsupportedParameter,
 )
 from agentmesh.memory.client import EventTooLarge, HistoryTrimmed, TooManyEvents
 from agentmesh.registry.client import (
@@ -38,7 +40,7 @@ from agentmesh.registry.client import (
     InputRequestExpired,
 )
 from agentmesh.runtime import telemetry
-from agentmesh.runtime.errors import DomainError, FieldViolation
+from agentmesh.runtime.errors import DomainError, FieldViolation, QuotaExceeded
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +76,13 @@ _STATUS_BY_REASON: dict[str, int] = {
     EventTooLarge.default_reason: 413,
     TooManyEvents.default_reason: 413,
     HistoryTrimmed.default_reason: 410,
+    # OpenAI answers what it cannot honour, or a value it refuses, with a 400.
+    UnsupportedParameter.default_reason: 400,
+    InvalidParameterValue.default_reason: 400,
 }
+
+# A caller over its rate or over one of its project's limits (QuotaExceeded).
+_RATE_LIMIT_REASONS = (RateLimited.default_reason, QuotaExceeded.default_reason)
 
 _OPENAI_PATH = re.compile(r"^(/agents/[^/]+/[^/]+)?/v1/")
 
@@ -110,13 +118,16 @@ def openai_error_body(error: DomainError, status: int | None = None) -> dict[str
     code = error.reason.lower()
     if status == 401:
         code = "invalid_api_key"
-    elif status == 429 and error.reason == RateLimited.default_reason:
-        code = "rate_limit_exceeded"
+    kind = None
+    if status == 429 and error.reason in _RATE_LIMIT_REASONS:
+        # DESIGN §12: OpenAI's type for a refusal to retry later, which its clients back off on.
+        code = kind = "rate_limit_exceeded"
     return _openai_error(
         error.message,
         status=status,
         param=error.violations[0].field if error.violations else None,
         code=code,
+        kind=kind,
     )
 
 
@@ -133,8 +144,11 @@ def rest_error_body(detail: Any, violations: Sequence[FieldViolation] = ()) -> d
     return body
 
 
-def _openai_error(message: str, *, status: int, param: str | None, code: str | None) -> dict[str, Any]:
-    kind = "server_error" if status >= 500 else "requests" if status == 429 else "invalid_request_error"
+def _openai_error(
+    message: str, *, status: int, param: str | None, code: str | None, kind: str | None = None
+) -> dict[str, Any]:
+    if kind is None:
+        kind = "server_error" if status >= 500 else "requests" if status == 429 else "invalid_request_error"
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 

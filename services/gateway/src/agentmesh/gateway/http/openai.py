@@ -7,8 +7,8 @@ chunk when `stream_options.include_usage`, then `data: [DONE]`), and OpenAI's er
 content is the addressed agent's answer only; sub-agents' steps travel on gRPC StreamChat and in
 memory events. `temperature`, `max_tokens` (or `max_completion_tokens`) and `reasoning_effort`
 apply to the chat's run only, without rebuilding the agent; `double_texting` says what happens
-when the session's previous message still runs. Fields of OpenAI's request that agents do not use
-are accepted and ignored. A broken stream is picked up by `Last-Event-ID` (sse.py).
+when the session's previous message still runs. What of OpenAI's request agents cannot honour is
+refused (openai_request.py). A broken stream is picked up by `Last-Event-ID` (sse.py).
 """
 
 from __future__ import annotations
@@ -19,17 +19,21 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel
 from sse_starlette import EventSourceResponse
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.chat_stream import ChatStream
 from agentmesh.gateway.errors import InvalidRequest, ModelNotFound, TooManyMessages
-from agentmesh.gateway.gateway import check_double_texting, check_model_settings
+from agentmesh.gateway.gateway import check_double_texting
 from agentmesh.gateway.http.agents import AGENT_BASE, resolve_agent
 from agentmesh.gateway.http.context import HttpContext, authorize, authorize_body, context, until_disconnected
 from agentmesh.gateway.http.convert import timestamp
-from agentmesh.gateway.http.schemas import check_storable
+from agentmesh.gateway.http.openai_request import (
+    SESSION_HEADER,
+    ChatCompletionRequest,
+    message_text,
+)
 from agentmesh.gateway.http.sse import (
     LAST_EVENT_ID,
     ChunkShape,
@@ -39,88 +43,28 @@ from agentmesh.gateway.http.sse import (
     usage_body,
 )
 from agentmesh.gateway.models import AgentRef, Caller
+from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import InvalidArgument, NotFound
-
-SESSION_HEADER = "X-Session-Id"
 
 Ctx = Annotated[HttpContext, Depends(context)]
 Auth = Annotated[Caller, Depends(authorize)]
 SessionHeader = Annotated[str | None, Header(alias=SESSION_HEADER, description="session to continue")]
 
 
-class _OpenAIModel(BaseModel):
-    # OpenAI's request objects grow all the time: accept what agents do not use, and ignore it.
-    model_config = ConfigDict(extra="allow")
-
-
-class ContentPart(_OpenAIModel):
-    type: str
-    text: str | None = None
-
-
-class ChatMessage(_OpenAIModel):
-    role: str
-    content: str | list[ContentPart] | None = None
-
-
-class StreamOptions(_OpenAIModel):
-    include_usage: bool | None = False
-
-
-class ChatCompletionRequest(_OpenAIModel):
-    model: str = Field(default="", description='"project_slug/agent_name"; ignored on per-agent routes')
-    messages: list[ChatMessage] = Field(min_length=1, description="the last user message is the input")
-    stream: bool | None = False
-    stream_options: StreamOptions | None = None
-    session_id: str | None = Field(
-        default=None, description=f"session to continue (or header {SESSION_HEADER})"
-    )
-    # Per-message model settings: they apply to this chat's run without rebuilding the agent.
-    temperature: float | None = Field(default=None, description="0 to 2, for this message only")
-    max_tokens: int | None = Field(default=None, description="at least 1, for this message only")
-    max_completion_tokens: int | None = Field(default=None, description="as max_tokens")
-    reasoning_effort: str | None = Field(
-        default=None, description="none, minimal, low, medium or high, for this message only"
-    )
-    double_texting: str | None = Field(
-        default=None,
-        description="when the session's previous message is still running: reject (409), enqueue "
-        "(run after it) or interrupt (cancel it, then run); default: the agent's policy",
-    )
-
-    def model_settings(self) -> run_pb2.ModelSettings | None:
-        """The request's per-message model settings (None when it sets none)."""
-        settings = run_pb2.ModelSettings(reasoning_effort=self.reasoning_effort or "")
-        if self.temperature is not None:
-            settings.temperature = self.temperature
-        field, max_tokens = (
-            ("max_completion_tokens", self.max_completion_tokens)
-            if self.max_completion_tokens is not None
-            else ("max_tokens", self.max_tokens)
-        )
-        if max_tokens is not None:
-            if not 1 <= max_tokens <= 2**31 - 1:
-                raise InvalidRequest.field(field, f"must be between 1 and {2**31 - 1}")
-            settings.max_tokens = max_tokens
-        check_model_settings(settings, prefix="")
-        return settings if settings.ListFields() else None
-
-    @model_validator(mode="after")
-    def _storable(self) -> ChatCompletionRequest:
-        check_storable(self.model, "model")
-        if self.session_id:
-            check_storable(self.session_id, "session_id")
-        for index, message in enumerate(self.messages):
-            check_storable(_text(message), f"messages[{index}].content")
-        return self
+class PromptTokensDetails(BaseModel):
+    cached_tokens: int
 
 
 class CompletionUsage(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    prompt_tokens_details: PromptTokensDetails
+    # Not OpenAI's: what the whole delegation tree cost in US dollars; null when unknown (a model
+    # called has no price).
+    cost: float | None
 
 
 class AssistantMessage(BaseModel):
@@ -302,24 +246,27 @@ async def _visible_models(ctx: HttpContext, caller: Caller) -> AsyncIterator[Mod
         projects.page_token = listed.next_page_token
 
 
-def _text(message: ChatMessage) -> str:
-    if message.content is None or isinstance(message.content, str):
-        return message.content or ""
-    return "".join(part.text or "" for part in message.content if part.type == "text")
-
-
-def _input(ctx: HttpContext, body: ChatCompletionRequest) -> tuple[str, str]:
-    """The chat's input: the last user message, and the field it is in. The agent keeps the
-    conversation in its session, so earlier messages (and system prompts: the agent has its
-    instructions) are not replayed."""
+def _input(ctx: HttpContext, body: ChatCompletionRequest) -> tuple[str, str, int]:
+    """The chat's input: the last user message, the field it is in and its index."""
     if len(body.messages) > ctx.max_chat_messages:
         raise TooManyMessages(len(body.messages), ctx.max_chat_messages)
     for index in range(len(body.messages) - 1, -1, -1):
         if body.messages[index].role == "user":
-            text, field = _text(body.messages[index]), f"messages[{index}].content"
+            text, field = message_text(body.messages[index]), f"messages[{index}].content"
             ctx.gateway.check_message(text, field=field)
-            return text, field
+            return text, field, index
     raise InvalidRequest.field("messages", "needs a message with role 'user'")
+
+
+def _context(body: ChatCompletionRequest, before: int) -> list[executor_service_pb2.ContextMessage]:
+    """What a client that keeps no session sent before its input — the system message and the
+    earlier turns — as the run's context. In a named session the session's log is the context:
+    the earlier messages are its turns already, so they are not replayed."""
+    return [
+        executor_service_pb2.ContextMessage(role=message.role, content=message_text(message))
+        for message in body.messages[:before]
+        if message_text(message)
+    ]
 
 
 async def _complete(
@@ -333,12 +280,14 @@ async def _complete(
     if last_event_id := request.headers.get(LAST_EVENT_ID):
         session_id = header_session or body.session_id
         return await _resume(request, ctx, caller, ref, body, session_id, last_event_id)
-    text, field = _input(ctx, body)
+    body.check_honoured()
+    text, field, index = _input(ctx, body)
     model_settings = body.model_settings()
     policy = body.double_texting or ""
     check_double_texting(policy)
     named_session = header_session or body.session_id
     session_id = ctx.gateway.session_id(named_session)
+    context = [] if named_session else _context(body, index)
     headers = {SESSION_HEADER: session_id}
     created = int(time.time())
     model = str(ref)
@@ -352,7 +301,14 @@ async def _complete(
             if answering is not None:
                 return answering
         return await ctx.gateway.start_chat(
-            caller, ref, text, session_id, model_settings=model_settings, double_texting=policy
+            caller,
+            ref,
+            text,
+            session_id,
+            model_settings=model_settings,
+            double_texting=policy,
+            context=context,
+            response_format=body.answer_format(),
         )
 
     try:

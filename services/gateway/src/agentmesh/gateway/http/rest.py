@@ -11,9 +11,10 @@ from fastapi import APIRouter, Depends, Query, Response
 from google.protobuf import field_mask_pb2
 
 from agentmesh.gateway.errors import InvalidRequest
-from agentmesh.gateway.http import convert, schemas
+from agentmesh.gateway.http import convert, schemas, session_schemas
 from agentmesh.gateway.http.context import HttpContext, authorize, context
 from agentmesh.gateway.models import Caller
+from agentmesh.memory.v1 import memory_service_pb2 as mem
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2
 
@@ -284,13 +285,13 @@ def rest_router() -> APIRouter:
         page: PageNumber = 1,
         page_size: PageSize = 50,
         page_token: PageToken = "",
-    ) -> schemas.SessionPage:
+    ) -> session_schemas.SessionPage:
         """The project's sessions, most recently active first. Page by `page_token` (cheapest) or
         by `page` number."""
         response = await ctx.gateway.list_sessions(
             caller, project_id, page_size=page_size, page_token=page_token, page=page
         )
-        return schemas.SessionPage(
+        return session_schemas.SessionPage(
             data=[convert.session(s) for s in response.sessions],
             pagination=convert.pagination(response.total_size, page, page_size),
             next_page_token=response.next_page_token,
@@ -305,23 +306,38 @@ def rest_router() -> APIRouter:
         page_size: PageSize = 100,
         page_token: PageToken = "",
         after_seq: Annotated[int, Query(ge=0, le=2**63 - 1, description="only events after this seq")] = 0,
-    ) -> schemas.SessionEventsOut:
+    ) -> session_schemas.SessionEventsOut:
         """Every event of the session, all agents', in `seq` order."""
         response = await ctx.gateway.session_events(
             caller, project_id, session_id, page_size=page_size, page_token=page_token, after_seq=after_seq
         )
-        return schemas.SessionEventsOut(
-            events=[convert.event(e) for e in response.events], next_page_token=response.next_page_token
+        return session_schemas.SessionEventsOut(
+            events=[convert.event(e) for e in response.events],
+            next_page_token=response.next_page_token,
+            byte_limit_reached=response.byte_limit_reached,
         )
 
     @router.post("/projects/{project_id}/sessions/{session_id}/reset", tags=["sessions"])
     async def reset_session(
         project_id: str, session_id: str, ctx: Ctx, caller: Auth
-    ) -> schemas.SessionResetOut:
+    ) -> session_schemas.SessionResetOut:
         """Resets the session: its agents are built afresh for its next message (new runtime,
         new frozen system prompt, new MCP connections). Its events stay."""
         released = await ctx.gateway.reset_session(caller, project_id, session_id)
-        return schemas.SessionResetOut(session_id=session_id, released_agents=released)
+        return session_schemas.SessionResetOut(session_id=session_id, released_agents=released)
+
+    @router.post("/projects/{project_id}/sessions/{session_id}/fork", status_code=201, tags=["sessions"])
+    async def fork_session(
+        project_id: str, session_id: str, body: session_schemas.SessionFork, ctx: Ctx, caller: Auth
+    ) -> session_schemas.SessionOut:
+        """Forks the session at `at_seq` into a new session of the project: the new one sees the
+        history up to that event (read through, not copied) and goes its own way; the source is
+        untouched. 404 for an unknown session, 400 when `at_seq` is past its end, 409 when
+        `session_id` is taken."""
+        request = mem.ForkSessionRequest(
+            session_id=session_id, project_id=project_id, at_seq=body.at_seq, new_session_id=body.session_id
+        )
+        return convert.session((await ctx.call(ctx.memory.stub.ForkSession, request, caller)).session)
 
     return router
 

@@ -30,6 +30,7 @@ ToolPermissions = Annotated[
     Field(description='tool name or glob pattern ("mcp:*", "delegate:*") → allow, ask or deny'),
 ]
 ExpirySeconds = Annotated[int, Field(ge=0, le=30 * 86_400)]
+BudgetTokens = Annotated[int, Field(ge=0, le=10_000_000)]
 # The memory service's event type names, as one Literal so OpenAPI lists them.
 EventTypeName = Literal[tuple(event_type_names())]  # type: ignore[valid-type]
 
@@ -159,6 +160,29 @@ class McpServerOut(BaseModel):
 McpServerRef = Annotated[str, Field(min_length=1, description="the name of a registered MCP server")]
 
 
+class DelegationLimitsBody(RequestBody):
+    """Bounds on the delegation tree under a chat, for the delegating agents of a type: past one,
+    a delegation is refused and the model gets the refusal as the delegation's result."""
+
+    max_per_step: Annotated[int, Field(ge=0, le=64)] = Field(
+        default=0, description="delegations one model step may send (0: the executor's default, 4)"
+    )
+    max_per_chat: Annotated[int, Field(ge=0, le=10_000)] = Field(
+        default=0,
+        description="delegations the whole tree under one chat may send (0: the executor's default, 50)",
+    )
+    allow_reentry: bool = Field(
+        default=False, description="may delegate to an agent already on its delegation path (A → B → A)"
+    )
+
+
+class RunBudgetBody(RequestBody):
+    """What one run (with its delegations) may spend; 0: no bound."""
+
+    max_tokens: int = Field(default=0, ge=0, description="most tokens, input and output")
+    max_cost: float = Field(default=0.0, ge=0, allow_inf_nan=False, description="most US dollars")
+
+
 class AgentTypeCreate(RequestBody):
     name: str
     slug: str
@@ -179,6 +203,14 @@ class AgentTypeCreate(RequestBody):
     input_expiry_seconds: ExpirySeconds = Field(
         default=0, description="how long a request for a person's input waits (0: a day)"
     )
+    delegation_limits: DelegationLimitsBody = Field(default_factory=DelegationLimitsBody)
+    context_budget_tokens: BudgetTokens = Field(
+        default=0, description="the prompt's budget in tokens (0: the executor's default for the model)"
+    )
+    compaction_model: str = Field(
+        default="", description="the model that summarizes history beyond the budget (empty: the agent's)"
+    )
+    run_budget: RunBudgetBody = Field(default_factory=RunBudgetBody)
 
 
 class AgentTypeUpdate(RequestBody):
@@ -201,6 +233,10 @@ class AgentTypeUpdate(RequestBody):
     is_active: bool = _unchanged()
     tool_permissions: ToolPermissions = _unchanged()
     input_expiry_seconds: ExpirySeconds = _unchanged()
+    delegation_limits: DelegationLimitsBody = _unchanged()
+    context_budget_tokens: BudgetTokens = _unchanged()
+    compaction_model: str = _unchanged()
+    run_budget: RunBudgetBody = _unchanged()
 
 
 class AgentTypeOut(BaseModel):
@@ -224,9 +260,27 @@ class AgentTypeOut(BaseModel):
     updated_at: datetime | None
     tool_permissions: dict[str, ToolPermissionName]
     input_expiry_seconds: int
+    delegation_limits: DelegationLimitsBody
+    context_budget_tokens: int
+    compaction_model: str
+    run_budget: RunBudgetBody
 
 
 # Projects.
+
+
+# A project limit (docs/tenants.md): null or absent, the operator's default; 0, unlimited.
+Limit = Annotated[int | None, Field(ge=0, le=2**53 - 1)]
+
+
+class ProjectLimits(RequestBody):
+    """What one project may use. Only superusers raise a limit; the owner may lower one."""
+
+    requests_per_minute: Limit = None
+    concurrent_runs: Limit = None
+    open_streams: Limit = None
+    tokens_per_day: Limit = None
+    stored_bytes: Limit = None
 
 
 class ProjectCreate(RequestBody):
@@ -234,6 +288,7 @@ class ProjectCreate(RequestBody):
     slug: str
     description: str = ""
     tool_permissions: ToolPermissions = Field(default_factory=dict)
+    limits: ProjectLimits = Field(default_factory=ProjectLimits)
 
 
 class ProjectUpdate(RequestBody):
@@ -243,6 +298,8 @@ class ProjectUpdate(RequestBody):
     slug: str = _unchanged()
     description: str = _unchanged()
     tool_permissions: ToolPermissions = _unchanged()
+    # Replaces the project's limits as a whole: a limit left out falls back to the default.
+    limits: ProjectLimits = _unchanged()
 
 
 class ProjectOut(BaseModel):
@@ -254,6 +311,8 @@ class ProjectOut(BaseModel):
     created_at: datetime | None
     updated_at: datetime | None
     tool_permissions: dict[str, ToolPermissionName]
+    # The limits the project sets; null ones are the operator's defaults.
+    limits: ProjectLimits
 
 
 # Agents.
@@ -341,58 +400,6 @@ class Pagination(BaseModel):
 class Page(BaseModel, Generic[T]):
     data: list[T]
     pagination: Pagination
-
-
-# Sessions and events.
-
-
-class SessionOut(BaseModel):
-    id: str
-    project_id: str
-    agent: str
-    created_at: datetime | None
-    updated_at: datetime | None
-    last_seq: int
-    first_seq: int
-
-
-class SessionPage(Page[SessionOut]):
-    next_page_token: str = Field(description="token for the next page; empty on the last")
-
-
-class EventOut(BaseModel):
-    """An event (DESIGN §4); links that are not set are null."""
-
-    id: str
-    session_id: str
-    seq: int
-    agent: str
-    event_type: EventTypeName
-    content: str
-    metadata: dict[str, Any]
-    run_id: str | None
-    parent_event_id: str | None
-    delegation_id: str | None
-    trace_id: str | None
-    span_id: str | None
-    created_at: datetime | None
-    idempotency_key: str | None
-
-
-class SessionEventsOut(BaseModel):
-    events: list[EventOut]
-    next_page_token: str = Field(description="token for the next page; empty on the last")
-
-
-class SessionResetOut(BaseModel):
-    session_id: str
-    released_agents: int = Field(description="cached agents the executors released")
-
-
-class AgentEventsOut(BaseModel):
-    total: int
-    events: list[EventOut]
-    next_page_token: str = Field(description="token for the next page; empty on the last")
 
 
 # Agent runtime endpoints.

@@ -87,7 +87,7 @@ class ChunkShape:
             data["usage"] = None
         return {"id": position.event_id(), "data": json.dumps(data)}
 
-    def usage(self, position: StreamPosition, usage: dict[str, int]) -> dict[str, str]:
+    def usage(self, position: StreamPosition, usage: dict[str, Any]) -> dict[str, str]:
         data = {**self._head(), "system_fingerprint": None, "choices": [], "usage": usage}
         return {"id": position.event_id(), "data": json.dumps(data)}
 
@@ -100,11 +100,15 @@ class ChunkShape:
         }
 
 
-def usage_body(usage: run_pb2.Usage) -> dict[str, int]:
+def usage_body(usage: run_pb2.Usage) -> dict[str, Any]:
+    """OpenAI's `usage`, with the whole delegation tree's tokens; beside OpenAI's fields, `cost`
+    in US dollars (null when a model called has no price: unknown, not free)."""
     return {
         "prompt_tokens": usage.input_tokens,
         "completion_tokens": usage.output_tokens,
         "total_tokens": usage.input_tokens + usage.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_input_tokens},
+        "cost": usage.cost if usage.cost_known else None,
     }
 
 

@@ -27,7 +27,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(agentmesh/memory/v1/memory_service.proto\x12\x13\x61gentmesh.memory.v1\x1a#agentmesh/memory/v1/resources.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x85\x02\n\x08NewEvent\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x32\n\nevent_type\x18\x02 \x01(\x0e\x32\x1e.agentmesh.memory.v1.EventType\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12)\n\x08metadata\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0e\n\x06run_id\x18\x05 \x01(\t\x12\x17\n\x0fparent_event_id\x18\x06 \x01(\t\x12\x15\n\rdelegation_id\x18\x07 \x01(\t\x12\x10\n\x08trace_id\x18\x08 \x01(\t\x12\x0f\n\x07span_id\x18\t \x01(\t\x12\x17\n\x0fidempotency_key\x18\n \x01(\t\"\xfc\x01\n\x13\x41ppendEventsRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\x12\x1e\n\x11\x65xpected_last_seq\x18\x03 \x01(\x03H\x00\x88\x01\x01\x12-\n\x06\x65vents\x18\x04 \x03(\x0b\x32\x1d.agentmesh.memory.v1.NewEvent\x12\x15\n\rreceipts_only\x18\x05 \x01(\x08\x12\x41\n\x11list_after_append\x18\x06 \x01(\x0b\x32&.agentmesh.memory.v1.ListEventsRequestB\x14\n\x12_expected_last_seq\"\x8d\x01\n\x14\x41ppendEventsResponse\x12*\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1a.agentmesh.memory.v1.Event\x12\x10\n\x08last_seq\x18\x02 \x01(\x03\x12\x37\n\x06listed\x18\x03 \x01(\x0b\x32\'.agentmesh.memory.v1.ListEventsResponse\"\xfe\x02\n\x11ListEventsRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\x12\r\n\x05\x61gent\x18\x03 \x01(\t\x12\x33\n\x0b\x65vent_types\x18\x04 \x03(\x0e\x32\x1e.agentmesh.memory.v1.EventType\x12\x0e\n\x06run_id\x18\x05 \x01(\t\x12\x11\n\tafter_seq\x18\x06 \x01(\x03\x12\x11\n\tpage_size\x18\x07 \x01(\x05\x12\x12\n\npage_token\x18\x08 \x01(\t\x12\x12\n\ndescending\x18\t \x01(\x08\x12\x1a\n\x12include_total_size\x18\n \x01(\x08\x12\x1a\n\x12\x66rom_context_start\x18\x0b \x01(\x08\x12\x31\n\nrun_states\x18\x0c \x03(\x0e\x32\x1d.agentmesh.memory.v1.RunState\x12\x34\n\x10run_active_since\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"m\n\x12ListEventsResponse\x12*\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1a.agentmesh.memory.v1.Event\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x12\n\ntotal_size\x18\x03 \x01(\x03\"O\n\x12WatchEventsRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x11\n\tafter_seq\x18\x02 \x01(\x03\x12\x12\n\nproject_id\x18\x03 \x01(\t\"@\n\x13WatchEventsResponse\x12)\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1a.agentmesh.memory.v1.Event\";\n\x11GetSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\"C\n\x12GetSessionResponse\x12-\n\x07session\x18\x01 \x01(\x0b\x32\x1c.agentmesh.memory.v1.Session\"^\n\x13ListSessionsRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x0c\n\x04page\x18\x04 \x01(\x05\"s\n\x14ListSessionsResponse\x12.\n\x08sessions\x18\x01 \x03(\x0b\x32\x1c.agentmesh.memory.v1.Session\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x12\n\ntotal_size\x18\x03 \x01(\x03\"Q\n\x19SetRetentionPolicyRequest\x12\x34\n\x06policy\x18\x01 \x01(\x0b\x32$.agentmesh.memory.v1.RetentionPolicy\"R\n\x1aSetRetentionPolicyResponse\x12\x34\n\x06policy\x18\x01 \x01(\x0b\x32$.agentmesh.memory.v1.RetentionPolicy\"/\n\x19GetRetentionPolicyRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\"R\n\x1aGetRetentionPolicyResponse\x12\x34\n\x06policy\x18\x01 \x01(\x0b\x32$.agentmesh.memory.v1.RetentionPolicy\"D\n\x1aResetSessionContextRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\"L\n\x1bResetSessionContextResponse\x12-\n\x07session\x18\x01 \x01(\x0b\x32\x1c.agentmesh.memory.v1.Session2\xe3\x06\n\rMemoryService\x12\x63\n\x0c\x41ppendEvents\x12(.agentmesh.memory.v1.AppendEventsRequest\x1a).agentmesh.memory.v1.AppendEventsResponse\x12]\n\nListEvents\x12&.agentmesh.memory.v1.ListEventsRequest\x1a\'.agentmesh.memory.v1.ListEventsResponse\x12\x62\n\x0bWatchEvents\x12\'.agentmesh.memory.v1.WatchEventsRequest\x1a(.agentmesh.memory.v1.WatchEventsResponse0\x01\x12]\n\nGetSession\x12&.agentmesh.memory.v1.GetSessionRequest\x1a\'.agentmesh.memory.v1.GetSessionResponse\x12\x63\n\x0cListSessions\x12(.agentmesh.memory.v1.ListSessionsRequest\x1a).agentmesh.memory.v1.ListSessionsResponse\x12u\n\x12SetRetentionPolicy\x12..agentmesh.memory.v1.SetRetentionPolicyRequest\x1a/.agentmesh.memory.v1.SetRetentionPolicyResponse\x12u\n\x12GetRetentionPolicy\x12..agentmesh.memory.v1.GetRetentionPolicyRequest\x1a/.agentmesh.memory.v1.GetRetentionPolicyResponse\x12x\n\x13ResetSessionContext\x12/.agentmesh.memory.v1.ResetSessionContextRequest\x1a\x30.agentmesh.memory.v1.ResetSessionContextResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(agentmesh/memory/v1/memory_service.proto\x12\x13\x61gentmesh.memory.v1\x1a#agentmesh/memory/v1/resources.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x85\x02\n\x08NewEvent\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x32\n\nevent_type\x18\x02 \x01(\x0e\x32\x1e.agentmesh.memory.v1.EventType\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12)\n\x08metadata\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0e\n\x06run_id\x18\x05 \x01(\t\x12\x17\n\x0fparent_event_id\x18\x06 \x01(\t\x12\x15\n\rdelegation_id\x18\x07 \x01(\t\x12\x10\n\x08trace_id\x18\x08 \x01(\t\x12\x0f\n\x07span_id\x18\t \x01(\t\x12\x17\n\x0fidempotency_key\x18\n \x01(\t\"\xfc\x01\n\x13\x41ppendEventsRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\x12\x1e\n\x11\x65xpected_last_seq\x18\x03 \x01(\x03H\x00\x88\x01\x01\x12-\n\x06\x65vents\x18\x04 \x03(\x0b\x32\x1d.agentmesh.memory.v1.NewEvent\x12\x15\n\rreceipts_only\x18\x05 \x01(\x08\x12\x41\n\x11list_after_append\x18\x06 \x01(\x0b\x32&.agentmesh.memory.v1.ListEventsRequestB\x14\n\x12_expected_last_seq\"\x8d\x01\n\x14\x41ppendEventsResponse\x12*\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1a.agentmesh.memory.v1.Event\x12\x10\n\x08last_seq\x18\x02 \x01(\x03\x12\x37\n\x06listed\x18\x03 \x01(\x0b\x32\'.agentmesh.memory.v1.ListEventsResponse\"\xfe\x02\n\x11ListEventsRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\x12\r\n\x05\x61gent\x18\x03 \x01(\t\x12\x33\n\x0b\x65vent_types\x18\x04 \x03(\x0e\x32\x1e.agentmesh.memory.v1.EventType\x12\x0e\n\x06run_id\x18\x05 \x01(\t\x12\x11\n\tafter_seq\x18\x06 \x01(\x03\x12\x11\n\tpage_size\x18\x07 \x01(\x05\x12\x12\n\npage_token\x18\x08 \x01(\t\x12\x12\n\ndescending\x18\t \x01(\x08\x12\x1a\n\x12include_total_size\x18\n \x01(\x08\x12\x1a\n\x12\x66rom_context_start\x18\x0b \x01(\x08\x12\x31\n\nrun_states\x18\x0c \x03(\x0e\x32\x1d.agentmesh.memory.v1.RunState\x12\x34\n\x10run_active_since\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x89\x01\n\x12ListEventsResponse\x12*\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1a.agentmesh.memory.v1.Event\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x12\n\ntotal_size\x18\x03 \x01(\x03\x12\x1a\n\x12\x62yte_limit_reached\x18\x04 \x01(\x08\"O\n\x12WatchEventsRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x11\n\tafter_seq\x18\x02 \x01(\x03\x12\x12\n\nproject_id\x18\x03 \x01(\t\"@\n\x13WatchEventsResponse\x12)\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1a.agentmesh.memory.v1.Event\";\n\x11GetSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\"C\n\x12GetSessionResponse\x12-\n\x07session\x18\x01 \x01(\x0b\x32\x1c.agentmesh.memory.v1.Session\"^\n\x13ListSessionsRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x0c\n\x04page\x18\x04 \x01(\x05\"s\n\x14ListSessionsResponse\x12.\n\x08sessions\x18\x01 \x03(\x0b\x32\x1c.agentmesh.memory.v1.Session\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x12\n\ntotal_size\x18\x03 \x01(\x03\"Q\n\x19SetRetentionPolicyRequest\x12\x34\n\x06policy\x18\x01 \x01(\x0b\x32$.agentmesh.memory.v1.RetentionPolicy\"R\n\x1aSetRetentionPolicyResponse\x12\x34\n\x06policy\x18\x01 \x01(\x0b\x32$.agentmesh.memory.v1.RetentionPolicy\"/\n\x19GetRetentionPolicyRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\"R\n\x1aGetRetentionPolicyResponse\x12\x34\n\x06policy\x18\x01 \x01(\x0b\x32$.agentmesh.memory.v1.RetentionPolicy\"D\n\x1aResetSessionContextRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\"L\n\x1bResetSessionContextResponse\x12-\n\x07session\x18\x01 \x01(\x0b\x32\x1c.agentmesh.memory.v1.Session\"d\n\x12\x46orkSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\x12\x0e\n\x06\x61t_seq\x18\x03 \x01(\x03\x12\x16\n\x0enew_session_id\x18\x04 \x01(\t\"D\n\x13\x46orkSessionResponse\x12-\n\x07session\x18\x01 \x01(\x0b\x32\x1c.agentmesh.memory.v1.Session2\xc5\x07\n\rMemoryService\x12\x63\n\x0c\x41ppendEvents\x12(.agentmesh.memory.v1.AppendEventsRequest\x1a).agentmesh.memory.v1.AppendEventsResponse\x12]\n\nListEvents\x12&.agentmesh.memory.v1.ListEventsRequest\x1a\'.agentmesh.memory.v1.ListEventsResponse\x12\x62\n\x0bWatchEvents\x12\'.agentmesh.memory.v1.WatchEventsRequest\x1a(.agentmesh.memory.v1.WatchEventsResponse0\x01\x12]\n\nGetSession\x12&.agentmesh.memory.v1.GetSessionRequest\x1a\'.agentmesh.memory.v1.GetSessionResponse\x12\x63\n\x0cListSessions\x12(.agentmesh.memory.v1.ListSessionsRequest\x1a).agentmesh.memory.v1.ListSessionsResponse\x12u\n\x12SetRetentionPolicy\x12..agentmesh.memory.v1.SetRetentionPolicyRequest\x1a/.agentmesh.memory.v1.SetRetentionPolicyResponse\x12u\n\x12GetRetentionPolicy\x12..agentmesh.memory.v1.GetRetentionPolicyRequest\x1a/.agentmesh.memory.v1.GetRetentionPolicyResponse\x12x\n\x13ResetSessionContext\x12/.agentmesh.memory.v1.ResetSessionContextRequest\x1a\x30.agentmesh.memory.v1.ResetSessionContextResponse\x12`\n\x0b\x46orkSession\x12\'.agentmesh.memory.v1.ForkSessionRequest\x1a(.agentmesh.memory.v1.ForkSessionResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,32 +42,36 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_APPENDEVENTSRESPONSE']._serialized_end=826
   _globals['_LISTEVENTSREQUEST']._serialized_start=829
   _globals['_LISTEVENTSREQUEST']._serialized_end=1211
-  _globals['_LISTEVENTSRESPONSE']._serialized_start=1213
-  _globals['_LISTEVENTSRESPONSE']._serialized_end=1322
-  _globals['_WATCHEVENTSREQUEST']._serialized_start=1324
-  _globals['_WATCHEVENTSREQUEST']._serialized_end=1403
-  _globals['_WATCHEVENTSRESPONSE']._serialized_start=1405
-  _globals['_WATCHEVENTSRESPONSE']._serialized_end=1469
-  _globals['_GETSESSIONREQUEST']._serialized_start=1471
-  _globals['_GETSESSIONREQUEST']._serialized_end=1530
-  _globals['_GETSESSIONRESPONSE']._serialized_start=1532
-  _globals['_GETSESSIONRESPONSE']._serialized_end=1599
-  _globals['_LISTSESSIONSREQUEST']._serialized_start=1601
-  _globals['_LISTSESSIONSREQUEST']._serialized_end=1695
-  _globals['_LISTSESSIONSRESPONSE']._serialized_start=1697
-  _globals['_LISTSESSIONSRESPONSE']._serialized_end=1812
-  _globals['_SETRETENTIONPOLICYREQUEST']._serialized_start=1814
-  _globals['_SETRETENTIONPOLICYREQUEST']._serialized_end=1895
-  _globals['_SETRETENTIONPOLICYRESPONSE']._serialized_start=1897
-  _globals['_SETRETENTIONPOLICYRESPONSE']._serialized_end=1979
-  _globals['_GETRETENTIONPOLICYREQUEST']._serialized_start=1981
-  _globals['_GETRETENTIONPOLICYREQUEST']._serialized_end=2028
-  _globals['_GETRETENTIONPOLICYRESPONSE']._serialized_start=2030
-  _globals['_GETRETENTIONPOLICYRESPONSE']._serialized_end=2112
-  _globals['_RESETSESSIONCONTEXTREQUEST']._serialized_start=2114
-  _globals['_RESETSESSIONCONTEXTREQUEST']._serialized_end=2182
-  _globals['_RESETSESSIONCONTEXTRESPONSE']._serialized_start=2184
-  _globals['_RESETSESSIONCONTEXTRESPONSE']._serialized_end=2260
-  _globals['_MEMORYSERVICE']._serialized_start=2263
-  _globals['_MEMORYSERVICE']._serialized_end=3130
+  _globals['_LISTEVENTSRESPONSE']._serialized_start=1214
+  _globals['_LISTEVENTSRESPONSE']._serialized_end=1351
+  _globals['_WATCHEVENTSREQUEST']._serialized_start=1353
+  _globals['_WATCHEVENTSREQUEST']._serialized_end=1432
+  _globals['_WATCHEVENTSRESPONSE']._serialized_start=1434
+  _globals['_WATCHEVENTSRESPONSE']._serialized_end=1498
+  _globals['_GETSESSIONREQUEST']._serialized_start=1500
+  _globals['_GETSESSIONREQUEST']._serialized_end=1559
+  _globals['_GETSESSIONRESPONSE']._serialized_start=1561
+  _globals['_GETSESSIONRESPONSE']._serialized_end=1628
+  _globals['_LISTSESSIONSREQUEST']._serialized_start=1630
+  _globals['_LISTSESSIONSREQUEST']._serialized_end=1724
+  _globals['_LISTSESSIONSRESPONSE']._serialized_start=1726
+  _globals['_LISTSESSIONSRESPONSE']._serialized_end=1841
+  _globals['_SETRETENTIONPOLICYREQUEST']._serialized_start=1843
+  _globals['_SETRETENTIONPOLICYREQUEST']._serialized_end=1924
+  _globals['_SETRETENTIONPOLICYRESPONSE']._serialized_start=1926
+  _globals['_SETRETENTIONPOLICYRESPONSE']._serialized_end=2008
+  _globals['_GETRETENTIONPOLICYREQUEST']._serialized_start=2010
+  _globals['_GETRETENTIONPOLICYREQUEST']._serialized_end=2057
+  _globals['_GETRETENTIONPOLICYRESPONSE']._serialized_start=2059
+  _globals['_GETRETENTIONPOLICYRESPONSE']._serialized_end=2141
+  _globals['_RESETSESSIONCONTEXTREQUEST']._serialized_start=2143
+  _globals['_RESETSESSIONCONTEXTREQUEST']._serialized_end=2211
+  _globals['_RESETSESSIONCONTEXTRESPONSE']._serialized_start=2213
+  _globals['_RESETSESSIONCONTEXTRESPONSE']._serialized_end=2289
+  _globals['_FORKSESSIONREQUEST']._serialized_start=2291
+  _globals['_FORKSESSIONREQUEST']._serialized_end=2391
+  _globals['_FORKSESSIONRESPONSE']._serialized_start=2393
+  _globals['_FORKSESSIONRESPONSE']._serialized_end=2461
+  _globals['_MEMORYSERVICE']._serialized_start=2464
+  _globals['_MEMORYSERVICE']._serialized_end=3429
 # @@protoc_insertion_point(module_scope)

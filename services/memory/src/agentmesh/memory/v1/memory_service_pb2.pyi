@@ -204,7 +204,10 @@ class ListEventsRequest(_message.Message):
     after_seq: _builtins.int
     """Only events after this seq (within a session; 0 = from the oldest event retention kept)."""
     page_size: _builtins.int
-    """At most this many (default 100, at most 1000)."""
+    """At most this many (default 100, at most 1000). A page also stops before its events' content
+    and metadata pass the service's byte bound (AGENTMESH_MEMORY_MAX_PAGE_BYTES, default 1 MiB;
+    its first event always comes), so a page may hold fewer events while more follow.
+    """
     page_token: _builtins.str
     """Token from a previous response with the same filters."""
     descending: _builtins.bool
@@ -265,10 +268,15 @@ class ListEventsResponse(_message.Message):
     EVENTS_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     TOTAL_SIZE_FIELD_NUMBER: _builtins.int
+    BYTE_LIMIT_REACHED_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
     """Token for the next page; empty on the last."""
     total_size: _builtins.int
     """How many events match in all (when include_total_size was set; else 0)."""
+    byte_limit_reached: _builtins.bool
+    """The page stopped before page_size because its events reached the byte bound;
+    next_page_token goes on from its last event.
+    """
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Event]:
         """The page."""
@@ -279,10 +287,11 @@ class ListEventsResponse(_message.Message):
         events: _abc.Iterable[_resources_pb2.Event] | None = ...,
         next_page_token: _builtins.str = ...,
         total_size: _builtins.int = ...,
+        byte_limit_reached: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events", "next_page_token", b"next_page_token", "total_size", b"total_size"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["byte_limit_reached", b"byte_limit_reached", "events", b"events", "next_page_token", b"next_page_token", "total_size", b"total_size"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -601,3 +610,61 @@ class ResetSessionContextResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ResetSessionContextResponse: _TypeAlias = ResetSessionContextResponse  # noqa: Y015
+
+@_typing.final
+class ForkSessionRequest(_message.Message):
+    """ForkSessionRequest is the input of ForkSession."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    AT_SEQ_FIELD_NUMBER: _builtins.int
+    NEW_SESSION_ID_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """The source session."""
+    project_id: _builtins.str
+    """Its project (the fork belongs to it too)."""
+    at_seq: _builtins.int
+    """The last seq of the source the fork sees (at least 1, at most the source's last seq)."""
+    new_session_id: _builtins.str
+    """The new session's id; generated when empty."""
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        project_id: _builtins.str = ...,
+        at_seq: _builtins.int = ...,
+        new_session_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["at_seq", b"at_seq", "new_session_id", b"new_session_id", "project_id", b"project_id", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ForkSessionRequest: _TypeAlias = ForkSessionRequest  # noqa: Y015
+
+@_typing.final
+class ForkSessionResponse(_message.Message):
+    """ForkSessionResponse is the output of ForkSession."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def session(self) -> _resources_pb2.Session:
+        """The new session."""
+
+    def __init__(
+        self,
+        *,
+        session: _resources_pb2.Session | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["session", b"session"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["session", b"session"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ForkSessionResponse: _TypeAlias = ForkSessionResponse  # noqa: Y015

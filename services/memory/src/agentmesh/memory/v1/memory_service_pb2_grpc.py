@@ -76,6 +76,11 @@ class MemoryServiceStub:
                 request_serializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.ResetSessionContextRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.ResetSessionContextResponse.FromString,
                 _registered_method=True)
+        self.ForkSession = channel.unary_unary(
+                '/agentmesh.memory.v1.MemoryService/ForkSession',
+                request_serializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.ForkSessionRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.ForkSessionResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -153,6 +158,18 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ForkSession(self, request, context):
+        """Forks a session at a seq into a new session of the same project: the new one reads the
+        source's events up to at_seq as its own (without copying them) and records its own after
+        them; the source is untouched. NOT_FOUND for an unknown source session; OUT_OF_RANGE (reason
+        AT_SEQ_BEYOND_END) when at_seq is past the source's last seq, (HISTORY_TRIMMED) when it is
+        below what retention kept; ALREADY_EXISTS (reason SESSION_EXISTS) when new_session_id names
+        an existing session.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -195,6 +212,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.ResetSessionContext,
                     request_deserializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.ResetSessionContextRequest.FromString,
                     response_serializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.ResetSessionContextResponse.SerializeToString,
+            ),
+            'ForkSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForkSession,
+                    request_deserializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.ForkSessionRequest.FromString,
+                    response_serializer=agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.ForkSessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -415,6 +437,33 @@ class MemoryService:
             '/agentmesh.memory.v1.MemoryService/ResetSessionContext',
             agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.ResetSessionContextRequest.SerializeToString,
             agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.ResetSessionContextResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForkSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.memory.v1.MemoryService/ForkSession',
+            agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.ForkSessionRequest.SerializeToString,
+            agentmesh_dot_memory_dot_v1_dot_memory__service__pb2.ForkSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -70,6 +70,14 @@ class MemoryServiceStub:
     from now on (Session.context_start_seq becomes its last_seq). Its events stay. NOT_FOUND as
     GetSession.
     """
+    ForkSession: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ForkSessionRequest, _memory_service_pb2.ForkSessionResponse]
+    """Forks a session at a seq into a new session of the same project: the new one reads the
+    source's events up to at_seq as its own (without copying them) and records its own after
+    them; the source is untouched. NOT_FOUND for an unknown source session; OUT_OF_RANGE (reason
+    AT_SEQ_BEYOND_END) when at_seq is past the source's last seq, (HISTORY_TRIMMED) when it is
+    below what retention kept; ALREADY_EXISTS (reason SESSION_EXISTS) when new_session_id names
+    an existing session.
+    """
 
 @_typing.type_check_only
 class MemoryServiceAsyncStub(MemoryServiceStub):
@@ -112,6 +120,14 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """Starts the session's context afresh: its agents' history readers see only what is recorded
     from now on (Session.context_start_seq becomes its last_seq). Its events stay. NOT_FOUND as
     GetSession.
+    """
+    ForkSession: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ForkSessionRequest, _memory_service_pb2.ForkSessionResponse]  # type: ignore[assignment]
+    """Forks a session at a seq into a new session of the same project: the new one reads the
+    source's events up to at_seq as its own (without copying them) and records its own after
+    them; the source is untouched. NOT_FOUND for an unknown source session; OUT_OF_RANGE (reason
+    AT_SEQ_BEYOND_END) when at_seq is past the source's last seq, (HISTORY_TRIMMED) when it is
+    below what retention kept; ALREADY_EXISTS (reason SESSION_EXISTS) when new_session_id names
+    an existing session.
     """
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -200,6 +216,20 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         """Starts the session's context afresh: its agents' history readers see only what is recorded
         from now on (Session.context_start_seq becomes its last_seq). Its events stay. NOT_FOUND as
         GetSession.
+        """
+
+    @_abc_1.abstractmethod
+    def ForkSession(
+        self,
+        request: _memory_service_pb2.ForkSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ForkSessionResponse, _abc.Awaitable[_memory_service_pb2.ForkSessionResponse]]:
+        """Forks a session at a seq into a new session of the same project: the new one reads the
+        source's events up to at_seq as its own (without copying them) and records its own after
+        them; the source is untouched. NOT_FOUND for an unknown source session; OUT_OF_RANGE (reason
+        AT_SEQ_BEYOND_END) when at_seq is past the source's last seq, (HISTORY_TRIMMED) when it is
+        below what retention kept; ALREADY_EXISTS (reason SESSION_EXISTS) when new_session_id names
+        an existing session.
         """
 
 def add_MemoryServiceServicer_to_server(servicer: MemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -26,21 +26,21 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#agentmesh/memory/v1/resources.proto\x12\x13\x61gentmesh.memory.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdf\x02\n\x05\x45vent\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x03\x12\r\n\x05\x61gent\x18\x04 \x01(\t\x12\x32\n\nevent_type\x18\x05 \x01(\x0e\x32\x1e.agentmesh.memory.v1.EventType\x12\x0f\n\x07\x63ontent\x18\x06 \x01(\t\x12)\n\x08metadata\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0e\n\x06run_id\x18\x08 \x01(\t\x12\x17\n\x0fparent_event_id\x18\t \x01(\t\x12\x15\n\rdelegation_id\x18\n \x01(\t\x12\x10\n\x08trace_id\x18\x0b \x01(\t\x12\x0f\n\x07span_id\x18\x0c \x01(\t\x12.\n\ncreated_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0fidempotency_key\x18\x0e \x01(\t\"\xd8\x01\n\x07Session\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\x12\r\n\x05\x61gent\x18\x03 \x01(\t\x12.\n\ncreated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08last_seq\x18\x06 \x01(\x03\x12\x11\n\tfirst_seq\x18\x07 \x01(\x03\x12\x19\n\x11\x63ontext_start_seq\x18\x08 \x01(\x03\"^\n\x0fRetentionPolicy\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x17\n\x0fmax_age_seconds\x18\x02 \x01(\x03\x12\x1e\n\x16max_events_per_session\x18\x03 \x01(\x03*\xf9\x02\n\tEventType\x12\x1a\n\x16\x45VENT_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x45VENT_TYPE_USER_MESSAGE\x10\x01\x12\x1d\n\x19\x45VENT_TYPE_AGENT_RESPONSE\x10\x02\x12\x18\n\x14\x45VENT_TYPE_TOOL_CALL\x10\x03\x12\x1a\n\x16\x45VENT_TYPE_TOOL_RESULT\x10\x04\x12!\n\x1d\x45VENT_TYPE_DELEGATION_REQUEST\x10\x05\x12\"\n\x1e\x45VENT_TYPE_DELEGATION_RESPONSE\x10\x06\x12\'\n#EVENT_TYPE_TASK_DELEGATION_RECEIVED\x10\x07\x12\x19\n\x15\x45VENT_TYPE_ESCALATION\x10\x08\x12\x14\n\x10\x45VENT_TYPE_ERROR\x10\t\x12\x1e\n\x1a\x45VENT_TYPE_INPUT_REQUESTED\x10\n\x12\x1d\n\x19\x45VENT_TYPE_INPUT_RECEIVED\x10\x0b*\x83\x01\n\x08RunState\x12\x19\n\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x15\n\x11RUN_STATE_RUNNING\x10\x01\x12\x16\n\x12RUN_STATE_ANSWERED\x10\x02\x12\x14\n\x10RUN_STATE_FAILED\x10\x03\x12\x17\n\x13RUN_STATE_CANCELLED\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#agentmesh/memory/v1/resources.proto\x12\x13\x61gentmesh.memory.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdf\x02\n\x05\x45vent\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x03\x12\r\n\x05\x61gent\x18\x04 \x01(\t\x12\x32\n\nevent_type\x18\x05 \x01(\x0e\x32\x1e.agentmesh.memory.v1.EventType\x12\x0f\n\x07\x63ontent\x18\x06 \x01(\t\x12)\n\x08metadata\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0e\n\x06run_id\x18\x08 \x01(\t\x12\x17\n\x0fparent_event_id\x18\t \x01(\t\x12\x15\n\rdelegation_id\x18\n \x01(\t\x12\x10\n\x08trace_id\x18\x0b \x01(\t\x12\x0f\n\x07span_id\x18\x0c \x01(\t\x12.\n\ncreated_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0fidempotency_key\x18\x0e \x01(\t\"\x8f\x02\n\x07Session\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\x12\r\n\x05\x61gent\x18\x03 \x01(\t\x12.\n\ncreated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08last_seq\x18\x06 \x01(\x03\x12\x11\n\tfirst_seq\x18\x07 \x01(\x03\x12\x19\n\x11\x63ontext_start_seq\x18\x08 \x01(\x03\x12\x1e\n\x16\x66orked_from_session_id\x18\t \x01(\t\x12\x15\n\rforked_at_seq\x18\n \x01(\x03\"^\n\x0fRetentionPolicy\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x17\n\x0fmax_age_seconds\x18\x02 \x01(\x03\x12\x1e\n\x16max_events_per_session\x18\x03 \x01(\x03*\x9b\x03\n\tEventType\x12\x1a\n\x16\x45VENT_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x45VENT_TYPE_USER_MESSAGE\x10\x01\x12\x1d\n\x19\x45VENT_TYPE_AGENT_RESPONSE\x10\x02\x12\x18\n\x14\x45VENT_TYPE_TOOL_CALL\x10\x03\x12\x1a\n\x16\x45VENT_TYPE_TOOL_RESULT\x10\x04\x12!\n\x1d\x45VENT_TYPE_DELEGATION_REQUEST\x10\x05\x12\"\n\x1e\x45VENT_TYPE_DELEGATION_RESPONSE\x10\x06\x12\'\n#EVENT_TYPE_TASK_DELEGATION_RECEIVED\x10\x07\x12\x19\n\x15\x45VENT_TYPE_ESCALATION\x10\x08\x12\x14\n\x10\x45VENT_TYPE_ERROR\x10\t\x12\x1e\n\x1a\x45VENT_TYPE_INPUT_REQUESTED\x10\n\x12\x1d\n\x19\x45VENT_TYPE_INPUT_RECEIVED\x10\x0b\x12 \n\x1c\x45VENT_TYPE_CONTEXT_COMPACTED\x10\x0c*\x83\x01\n\x08RunState\x12\x19\n\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x15\n\x11RUN_STATE_RUNNING\x10\x01\x12\x16\n\x12RUN_STATE_ANSWERED\x10\x02\x12\x14\n\x10RUN_STATE_FAILED\x10\x03\x12\x17\n\x13RUN_STATE_CANCELLED\x10\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentmesh.memory.v1.resources_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_EVENTTYPE']._serialized_start=793
-  _globals['_EVENTTYPE']._serialized_end=1170
-  _globals['_RUNSTATE']._serialized_start=1173
-  _globals['_RUNSTATE']._serialized_end=1304
+  _globals['_EVENTTYPE']._serialized_start=848
+  _globals['_EVENTTYPE']._serialized_end=1259
+  _globals['_RUNSTATE']._serialized_start=1262
+  _globals['_RUNSTATE']._serialized_end=1393
   _globals['_EVENT']._serialized_start=124
   _globals['_EVENT']._serialized_end=475
   _globals['_SESSION']._serialized_start=478
-  _globals['_SESSION']._serialized_end=694
-  _globals['_RETENTIONPOLICY']._serialized_start=696
-  _globals['_RETENTIONPOLICY']._serialized_end=790
+  _globals['_SESSION']._serialized_end=749
+  _globals['_RETENTIONPOLICY']._serialized_start=751
+  _globals['_RETENTIONPOLICY']._serialized_end=845
 # @@protoc_insertion_point(module_scope)

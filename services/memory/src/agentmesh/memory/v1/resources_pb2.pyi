@@ -56,6 +56,12 @@ class _EventTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventType.V
     "reason", "arguments" (edited, when given), "responder", "expired"}`; metadata `request_id`,
     `call_id`.
     """
+    EVENT_TYPE_CONTEXT_COMPACTED: _EventType.ValueType  # 12
+    """A summary of an agent's older history in the session, which its later prompts use instead of
+    the events it replaces (they stay in the log). Content: the summary; metadata `from_seq` and
+    `to_seq` (the seq range it summarizes), `model`. A summary that failed is recorded with
+    metadata `failed` true and the reason as content; prompts never use it.
+    """
 
 class EventType(_EventType, metaclass=_EventTypeEnumTypeWrapper):
     """EventType says what an event records. In JSON it is the lower-case name without the prefix,
@@ -92,6 +98,12 @@ EVENT_TYPE_INPUT_RECEIVED: EventType.ValueType  # 11
 Content: JSON `{"request_id", "decision" ("approve", "deny" or "" for an answer), "answer",
 "reason", "arguments" (edited, when given), "responder", "expired"}`; metadata `request_id`,
 `call_id`.
+"""
+EVENT_TYPE_CONTEXT_COMPACTED: EventType.ValueType  # 12
+"""A summary of an agent's older history in the session, which its later prompts use instead of
+the events it replaces (they stay in the log). Content: the summary; metadata `from_seq` and
+`to_seq` (the seq range it summarizes), `model`. A summary that failed is recorded with
+metadata `failed` true and the reason as content; prompts never use it.
 """
 Global___EventType: _TypeAlias = EventType  # noqa: Y015
 
@@ -221,6 +233,8 @@ class Session(_message.Message):
     LAST_SEQ_FIELD_NUMBER: _builtins.int
     FIRST_SEQ_FIELD_NUMBER: _builtins.int
     CONTEXT_START_SEQ_FIELD_NUMBER: _builtins.int
+    FORKED_FROM_SESSION_ID_FIELD_NUMBER: _builtins.int
+    FORKED_AT_SEQ_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Client-chosen or generated identifier."""
     project_id: _builtins.str
@@ -234,6 +248,12 @@ class Session(_message.Message):
     context_start_seq: _builtins.int
     """Where its agents' context starts: history readers (ListEventsRequest.from_context_start) see
     only later events. Set by ResetSessionContext; 0 = from the start. The log keeps everything.
+    """
+    forked_from_session_id: _builtins.str
+    """The session this one was forked from (ForkSession); empty for a session of its own."""
+    forked_at_seq: _builtins.int
+    """The seq of forked_from_session_id it was forked at: its events up to this seq are that
+    session's (read through, not copied); its own start after it. 0 when not a fork.
     """
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp:
@@ -254,10 +274,12 @@ class Session(_message.Message):
         last_seq: _builtins.int = ...,
         first_seq: _builtins.int = ...,
         context_start_seq: _builtins.int = ...,
+        forked_from_session_id: _builtins.str = ...,
+        forked_at_seq: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "context_start_seq", b"context_start_seq", "created_at", b"created_at", "first_seq", b"first_seq", "id", b"id", "last_seq", b"last_seq", "project_id", b"project_id", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "context_start_seq", b"context_start_seq", "created_at", b"created_at", "first_seq", b"first_seq", "forked_at_seq", b"forked_at_seq", "forked_from_session_id", b"forked_from_session_id", "id", b"id", "last_seq", b"last_seq", "project_id", b"project_id", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -14,8 +14,9 @@ from collections.abc import Iterable
 from agentmesh.registry.agents.watch import AgentWatch
 from agentmesh.registry.clock import Clock, utc_now
 from agentmesh.registry.errors import ProjectNotFound, UserInactive, UserRequired
-from agentmesh.registry.models import PROJECT_FIELDS, Page, Project, ProjectFields
+from agentmesh.registry.models import PROJECT_FIELDS, Page, Project, ProjectFields, ProjectLimits
 from agentmesh.registry.pagination import PageTokens
+from agentmesh.registry.projects.limits import LimitDefaults, ProjectQuotas, check_limits_change
 from agentmesh.registry.store import DuplicateRequest, RegistryStore, StoreTransaction
 from agentmesh.registry.validation import (
     check_project,
@@ -53,11 +54,18 @@ class ProjectRegistry:
     part of every spec in it."""
 
     def __init__(
-        self, store: RegistryStore, *, page_tokens: PageTokens, watch: AgentWatch, clock: Clock = utc_now
+        self,
+        store: RegistryStore,
+        *,
+        page_tokens: PageTokens,
+        watch: AgentWatch,
+        quotas: ProjectQuotas | None = None,
+        clock: Clock = utc_now,
     ) -> None:
         self._store = store
         self._pages = page_tokens
         self._watch = watch
+        self._quotas = quotas or ProjectQuotas(LimitDefaults(ProjectLimits()))
         self._now = clock
 
     async def create(self, principal: Principal, fields: ProjectFields, *, request_id: str = "") -> Project:
@@ -65,6 +73,7 @@ class ProjectRegistry:
             raise UserRequired("projects are owned by users")
         fields = fields.model_copy(update={"slug": fields.slug or slugify(fields.name)})
         raise_if(check_project(fields))
+        await self._quotas.check_change(principal, ProjectLimits(), fields.limits)
         owner_request = (principal.user_id, request_id)
         now = self._now()
         project = Project(
@@ -110,11 +119,16 @@ class ProjectRegistry:
         raise_if(required("project.id", project_id))
         paths, violations = update_paths(mask, PROJECT_FIELDS)
         raise_if(violations)
+        checked = "limits" in paths and not principal.is_superuser
+        slots = await self._quotas.pool_run_slots() if checked else 0
         async with self._store.write() as tx:
             current = await visible_project(tx, principal, project_id, for_update=True)
             changes = {path: getattr(fields, path) for path in paths}
             updated = current.model_copy(update={**changes, "updated_at": self._now()})
             raise_if(check_project(updated))
+            if checked:
+                limits = self._quotas.defaults
+                check_limits_change(principal, current.limits, updated.limits, limits, pool_run_slots=slots)
             updated = await tx.update_project(updated)
         self._watch.reset()
         return updated

@@ -6,16 +6,19 @@ Deleting a project deletes everything in it, through each resource's store part.
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from agentmesh.registry.errors import DuplicateRequest, SlugTaken
 from agentmesh.registry.in_memory_state import State, Stored, first
 from agentmesh.registry.mappers import from_row
-from agentmesh.registry.models import PROJECT_FIELDS, PageRequest, Project, Slice
+from agentmesh.registry.models import PROJECT_FIELDS, PageRequest, Project, ProjectLimits, Slice
 from agentmesh.registry.pagination import keyset_slice
-from agentmesh.registry.tables import ProjectRow
+from agentmesh.registry.tables import AgentRow, AgentRunRow, ProjectRow, ProjectTokenDayRow
 
 # What a project's update may change; the rest is fixed at its create.
 _UPDATABLE = {*PROJECT_FIELDS, "updated_at"}
@@ -50,6 +53,32 @@ class ProjectTransaction(abc.ABC):
     async def delete_project(self, project_id: str) -> None:
         """The project and everything in it: agents (and their runs), MCP servers, remote agents
         and the API keys scoped to it."""
+
+    @abc.abstractmethod
+    async def project_run_load(
+        self, agent_id: str, run_id: str, *, owner_id: str | None, day: str
+    ) -> ProjectRunLoad | None:
+        """The load of the agent's project as a start of that run weighs it (None: no such agent,
+        or not in a project of `owner_id` when given): the runs in flight are the sum of its
+        agents' (what run bookkeeping counts), the tokens today those its finished runs used on
+        `day` (YYYY-MM-DD)."""
+
+    @abc.abstractmethod
+    async def add_project_tokens(self, tokens: dict[str, int], day: str) -> None:
+        """Adds each project's tokens (by project id) to what its finished runs used on `day`."""
+
+
+@dataclass(frozen=True)
+class ProjectRunLoad:
+    """What admitting a run of an agent weighs: the agent's project, the limits it sets, its runs
+    in flight now, whether this run is one of them already (a retried start), and the tokens its
+    finished runs used today (UTC)."""
+
+    project_id: str
+    limits: ProjectLimits
+    runs_in_flight: int
+    started: bool
+    tokens_today: int = 0
 
 
 def _slug_taken(project: Project) -> SlugTaken:
@@ -103,7 +132,54 @@ class SqlProjects(ProjectTransaction):
         await self.delete_project_agents(project_id)  # type: ignore[attr-defined]
         await self.delete_project_mcp_servers(project_id)  # type: ignore[attr-defined]
         await self.delete_project_remote_agents(project_id)  # type: ignore[attr-defined]
+        await self._session.execute(
+            sa.delete(ProjectTokenDayRow).where(ProjectTokenDayRow.project_id == project_id)
+        )
         await self._session.execute(sa.delete(ProjectRow).where(ProjectRow.id == project_id))
+
+    async def project_run_load(
+        self, agent_id: str, run_id: str, *, owner_id: str | None, day: str
+    ) -> ProjectRunLoad | None:
+        agents = aliased(AgentRow)
+        in_flight = (
+            sa.select(sa.func.coalesce(sa.func.sum(agents.runs_in_flight), 0))
+            .where(agents.project_id == ProjectRow.id)
+            .scalar_subquery()
+        )
+        started = sa.exists().where(AgentRunRow.agent_id == agent_id, AgentRunRow.run_id == run_id)
+        tokens = (
+            sa.select(ProjectTokenDayRow.tokens)
+            .where(ProjectTokenDayRow.project_id == ProjectRow.id, ProjectTokenDayRow.day == day)
+            .scalar_subquery()
+        )
+        statement = (
+            sa.select(ProjectRow.id, ProjectRow.limits, in_flight, started, tokens)
+            .join(AgentRow, AgentRow.project_id == ProjectRow.id)
+            .where(AgentRow.id == agent_id)
+        )
+        if owner_id is not None:
+            statement = statement.where(ProjectRow.owner_id == owner_id)
+        row = (await self._session.execute(statement)).first()
+        if row is None:
+            return None
+        return ProjectRunLoad(
+            project_id=row[0],
+            limits=ProjectLimits.model_validate(row[1] or {}),
+            runs_in_flight=row[2],
+            started=row[3],
+            tokens_today=row[4] or 0,
+        )
+
+    async def add_project_tokens(self, tokens: dict[str, int], day: str) -> None:
+        dialect = postgresql if self._session.bind.dialect.name == "postgresql" else sqlite
+        for project_id, used in sorted(tokens.items()):  # one order: concurrent batches do not deadlock
+            insert = dialect.insert(ProjectTokenDayRow).values(project_id=project_id, day=day, tokens=used)
+            await self._session.execute(
+                insert.on_conflict_do_update(
+                    index_elements=[ProjectTokenDayRow.project_id, ProjectTokenDayRow.day],
+                    set_={"tokens": ProjectTokenDayRow.tokens + insert.excluded.tokens},
+                )
+            )
 
 
 class InMemoryProjects(ProjectTransaction):
@@ -148,7 +224,7 @@ class InMemoryProjects(ProjectTransaction):
         if stored is not None:
             self._check_slug(project)
             current = stored.value
-            changes = project.model_dump(include=_UPDATABLE)
+            changes = {name: getattr(project, name) for name in _UPDATABLE}  # as models, not dumped
             self._state.projects[project.id] = Stored(current.model_copy(update=changes), stored.request_id)
         return project
 
@@ -163,3 +239,31 @@ class InMemoryProjects(ProjectTransaction):
         await self.delete_project_api_keys(project_id)  # type: ignore[attr-defined]
         await self.delete_project_remote_agents(project_id)  # type: ignore[attr-defined]
         self._state.projects.pop(project_id, None)
+        for key in [key for key in self._state.project_tokens if key[0] == project_id]:
+            del self._state.project_tokens[key]
+
+    async def project_run_load(
+        self, agent_id: str, run_id: str, *, owner_id: str | None, day: str
+    ) -> ProjectRunLoad | None:
+        stored = self._state.agents.get(agent_id)
+        project = self._state.projects.get(stored.value.project_id) if stored else None
+        if project is None or owner_id not in (None, project.value.owner_id):
+            return None
+        in_flight = sum(
+            s.value.runs_in_flight
+            for s in self._state.agents.values()
+            if s.value.project_id == project.value.id
+        )
+        return ProjectRunLoad(
+            project_id=project.value.id,
+            limits=project.value.limits,
+            runs_in_flight=in_flight,
+            started=self._state.in_flight((agent_id, run_id)),
+            tokens_today=self._state.project_tokens.get((project.value.id, day), 0),
+        )
+
+    async def add_project_tokens(self, tokens: dict[str, int], day: str) -> None:
+        for project_id, used in tokens.items():
+            if project_id in self._state.projects:
+                key = (project_id, day)
+                self._state.project_tokens[key] = self._state.project_tokens.get(key, 0) + used

@@ -17,7 +17,7 @@ from agentmesh.registry.models import Executor
 from agentmesh.registry.tables import ExecutorRow
 
 # What a heartbeat changes; the id is the row's.
-_REPORTED = ("address", "heartbeat_at", "tools", "model_providers")
+_REPORTED = ("address", "heartbeat_at", "tools", "model_providers", "run_slots")
 
 
 class ExecutorTransaction(abc.ABC):

@@ -21,15 +21,10 @@ from datetime import datetime, timedelta
 from agentmesh.registry.agents.watch import AgentWatch
 from agentmesh.registry.clock import Clock, utc_now
 from agentmesh.registry.errors import InputRequestNotFound, ProjectNotFound
-from agentmesh.registry.models import (
-    InputRequest,
-    InputRequestState,
-    InputResponse,
-    Page,
-    RaisedInput,
-)
+from agentmesh.registry.models import Page
 from agentmesh.registry.pagination import PageTokens
 from agentmesh.registry.projects.registry import visible_project
+from agentmesh.registry.runs.input_models import InputRequest, InputRequestState, InputResponse, RaisedInput
 from agentmesh.registry.runs.waiting import DEFAULT_EXPIRY_SECONDS, as_seen, response_violations
 from agentmesh.registry.store import RegistryStore
 from agentmesh.registry.validation import raise_if, required
@@ -59,19 +54,28 @@ class InputRequests:
         self._watch = watch  # tells watching executors a run may be ready to go on
 
     async def suspend(
-        self, executor_id: str, agent_id: str, run_id: str, requests: Sequence[RaisedInput]
+        self,
+        executor_id: str,
+        agent_id: str,
+        run_id: str,
+        requests: Sequence[RaisedInput],
+        *,
+        waits_on: Sequence[str] = (),
     ) -> list[InputRequest]:
         """Parks the run `executor_id` holds until its requests are answered (see the module's
         docstring): the requests named, as stored — one stored already (the same run suspending
         again after a take-over, or a retry) keeps its state and response. A request raised with
-        no time gets now, with no expiry a day from when it was raised."""
-        raise_if(_suspension_violations(executor_id, agent_id, run_id, requests))
+        no time gets now, with no expiry a day from when it was raised. `waits_on`: runs below it
+        (its delegated runs, suspended themselves, whose requests they are): it is handed out
+        once each has ended."""
+        raise_if(_suspension_violations(executor_id, agent_id, run_id, requests, waits_on))
         now = self._now()
         stored = await self._store.input_requests.suspend(
             executor_id,
             (agent_id, run_id),
             [_request(raised, agent_id, run_id, now) for raised in requests],
             now,
+            waits_on=waits_on,
         )
         return [as_seen(request, now) for request in stored]
 
@@ -160,12 +164,19 @@ def _request(raised: RaisedInput, agent_id: str, run_id: str, now: datetime) -> 
 
 
 def _suspension_violations(
-    executor_id: str, agent_id: str, run_id: str, requests: Sequence[RaisedInput]
+    executor_id: str, agent_id: str, run_id: str, requests: Sequence[RaisedInput], waits_on: Sequence[str]
 ) -> list[FieldViolation]:
     violations = required("executor_id", executor_id) + required("agent_id", agent_id)
     violations += required("run_id", run_id)
-    if not requests:
-        violations.append(FieldViolation("input_requests", "a suspended run waits for at least one request"))
+    if not requests and not waits_on:
+        violations.append(
+            FieldViolation("input_requests", "a suspended run waits for at least one request or run below it")
+        )
+    if len(waits_on) > MAX_REQUESTS_PER_RUN:
+        violations.append(FieldViolation("waits_on_run_ids", f"must hold at most {MAX_REQUESTS_PER_RUN}"))
+    for index, child in enumerate(waits_on):
+        if not child or child == run_id:
+            violations.append(FieldViolation(f"waits_on_run_ids[{index}]", "must name another run"))
     if len(requests) > MAX_REQUESTS_PER_RUN:
         violations.append(FieldViolation("input_requests", f"must hold at most {MAX_REQUESTS_PER_RUN}"))
     seen: set[str] = set()

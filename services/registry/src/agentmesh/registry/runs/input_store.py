@@ -33,15 +33,17 @@ from agentmesh.registry.errors import (
     ValidationFailed,
 )
 from agentmesh.registry.in_memory_state import State, Stored
-from agentmesh.registry.models import (
-    InputRequest,
-    InputRequestState,
-    InputResponse,
-    PageRequest,
-    RunKey,
-    Slice,
-)
+from agentmesh.registry.models import PageRequest, RunKey, Slice
 from agentmesh.registry.pagination import keyset_slice
+from agentmesh.registry.runs.input_models import InputRequest, InputRequestState, InputResponse
+from agentmesh.registry.runs.run_waits import (
+    add_waits,
+    add_waits_in,
+    parked_until,
+    release,
+    release_in,
+    waits_left,
+)
 from agentmesh.registry.runs.waiting import answered, as_seen, expired, is_due
 from agentmesh.registry.store.interface import InputRequestStore
 from agentmesh.registry.store.statements import FINISH_UPDATE, SUSPEND_UPDATE
@@ -65,7 +67,13 @@ class SqlInputRequestStore(InputRequestStore):
         self._dialect = engine.dialect.name
 
     async def suspend(
-        self, executor_id: str, run: RunKey, requests: Sequence[InputRequest], now: datetime
+        self,
+        executor_id: str,
+        run: RunKey,
+        requests: Sequence[InputRequest],
+        now: datetime,
+        *,
+        waits_on: Sequence[str] = (),
     ) -> list[InputRequest]:
         agent_id, run_id = run
         this_run = sa.and_(_RUNS.c.agent_id == agent_id, _RUNS.c.run_id == run_id)
@@ -100,6 +108,7 @@ class SqlInputRequestStore(InputRequestStore):
                     stored[request.id] = _completed(request, agent.project_id, agent.slug, held.session_id)
                     await connection.execute(sa.insert(_INPUTS).values(**_row_values(stored[request.id])))
             pending = await _requests(connection, _of_run(run), _INPUTS.c.state == _PENDING)
+            waiting = await add_waits(connection, run, waits_on)
             await connection.execute(
                 sa.update(_RUNS)
                 .where(this_run)
@@ -107,7 +116,9 @@ class SqlInputRequestStore(InputRequestStore):
                     suspended=True,
                     orphaned=True,
                     executor_id="",
-                    lease_expires_at=min((r.expires_at for r in pending), default=now),
+                    lease_expires_at=parked_until(
+                        now, min((r.expires_at for r in pending), default=None), waiting
+                    ),
                 )
             )
             bookkeeping = {"agent_id": agent_id, "now": now}
@@ -170,11 +181,16 @@ class SqlInputRequestStore(InputRequestStore):
             )
             if changed.rowcount != 1:
                 raise _refusal(as_seen((await _requests(connection, this_request))[0], now))
-            if not await _requests(connection, _of_run(run), _INPUTS.c.state == _PENDING):
+            if not await _requests(connection, _of_run(run), _INPUTS.c.state == _PENDING) and not (
+                await waits_left(connection, run)
+            ):
                 await connection.execute(
                     sa.update(_RUNS).where(_run_row(run), _RUNS.c.suspended).values(lease_expires_at=now)
                 )
         return answered(request, response)
+
+    async def release_waits(self, run_ids: Sequence[str], now: datetime) -> int:
+        return await release(self._engine, self._write_engine, run_ids, now)
 
 
 async def settle_requests(connection: AsyncConnection, run: RunKey, now: datetime) -> datetime | None:
@@ -310,7 +326,13 @@ class InMemoryInputRequestStore(InputRequestStore):
         self._current = current
 
     async def suspend(
-        self, executor_id: str, run: RunKey, requests: Sequence[InputRequest], now: datetime
+        self,
+        executor_id: str,
+        run: RunKey,
+        requests: Sequence[InputRequest],
+        now: datetime,
+        *,
+        waits_on: Sequence[str] = (),
     ) -> list[InputRequest]:
         async with self._draft() as state:
             stored_agent = state.agents.get(run[0])
@@ -334,8 +356,13 @@ class InMemoryInputRequestStore(InputRequestStore):
             pending = [
                 r.expires_at for r in run_requests_in(state, run) if r.state is InputRequestState.PENDING
             ]
+            waiting = add_waits_in(state, run, waits_on)
             state.leases[run] = dataclasses.replace(
-                lease, suspended=True, orphaned=True, executor_id="", expires_at=min(pending, default=now)
+                lease,
+                suspended=True,
+                orphaned=True,
+                executor_id="",
+                expires_at=parked_until(now, min(pending, default=None), waiting),
             )
             state.runs.discard(run)
             state.agents[run[0]] = Stored(
@@ -378,9 +405,22 @@ class InMemoryInputRequestStore(InputRequestStore):
             run = (request.agent_id, request.run_id)
             lease = state.leases.get(run)
             left = [r for r in run_requests_in(state, run) if r.state is InputRequestState.PENDING]
-            if lease is not None and lease.suspended and not left:
+            if lease is not None and lease.suspended and not left and run not in state.run_waits:
                 state.leases[run] = dataclasses.replace(lease, expires_at=now)
         return state.input_requests[request_id]
+
+    async def release_waits(self, run_ids: Sequence[str], now: datetime) -> int:
+        if not any(set(run_ids) & children for children in self._current().run_waits.values()):
+            return 0
+        due = 0
+        async with self._draft() as state:
+            for parent in release_in(state, run_ids):
+                lease = state.leases.get(parent)
+                pending = [r for r in run_requests_in(state, parent) if r.state is InputRequestState.PENDING]
+                if lease is not None and lease.suspended and not pending:
+                    state.leases[parent] = dataclasses.replace(lease, expires_at=now)
+                    due += 1
+        return due
 
 
 def settle_requests_in(state: State, run: RunKey, now: datetime) -> datetime | None:

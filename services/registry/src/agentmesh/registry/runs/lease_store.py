@@ -29,6 +29,7 @@ from agentmesh.registry.runs.input_store import (
     settle_requests,
     settle_requests_in,
 )
+from agentmesh.registry.runs.run_waits import parked_until, waits_left
 from agentmesh.registry.runs.turn_store import InMemorySessionTurns, SqlSessionTurns
 from agentmesh.registry.store.interface import OrphanedRun, RunKey, RunLeaseStore
 from agentmesh.registry.store.statements import FINISH_UPDATE, RESUME_UPDATE, UNPARK_UPDATE
@@ -105,10 +106,13 @@ class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
             for row in rows:
                 this_run = sa.and_(_RUNS.c.agent_id == row.agent_id, _RUNS.c.run_id == row.run_id)
                 if row.suspended:
-                    waits_until = await settle_requests(connection, (row.agent_id, row.run_id), now)
-                    if waits_until is not None:  # a request still pending: parked until its expiry
+                    run = (row.agent_id, row.run_id)
+                    waits_until = await settle_requests(connection, run, now)
+                    waiting = await waits_left(connection, run)
+                    if waits_until is not None or waiting:  # a request pending, or a run below
+                        until = parked_until(now, waits_until, waiting)
                         await connection.execute(
-                            sa.update(_RUNS).where(this_run).values(lease_expires_at=waits_until)
+                            sa.update(_RUNS).where(this_run).values(lease_expires_at=until)
                         )
                         continue
                     await connection.execute(
@@ -119,7 +123,9 @@ class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
                     .where(this_run)
                     .values(executor_id=executor_id, lease_expires_at=expires_at, suspended=False)
                 )
-                claimed.append(await _orphan(connection, row.agent_id, row.run_id, row.session_id))
+                claimed.append(
+                    await _orphan(connection, row.agent_id, row.run_id, row.session_id, parked=row.suspended)
+                )
         return claimed
 
     async def close(self, executor_id: str, runs: Sequence[RunKey]) -> None:
@@ -177,7 +183,9 @@ class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
         return select.with_for_update(skip_locked=True) if self._postgres else select
 
 
-async def _orphan(connection: AsyncConnection, agent_id: str, run_id: str, session_id: str) -> OrphanedRun:
+async def _orphan(
+    connection: AsyncConnection, agent_id: str, run_id: str, session_id: str, *, parked: bool
+) -> OrphanedRun:
     agent = (
         await connection.execute(
             sa.select(_AGENTS.c.project_id, _AGENTS.c.slug).where(_AGENTS.c.id == agent_id)
@@ -190,6 +198,7 @@ async def _orphan(connection: AsyncConnection, agent_id: str, run_id: str, sessi
         project_id=agent.project_id,
         agent_name=agent.slug,  # what its events are tagged with
         input_requests=tuple(await run_requests(connection, (agent_id, run_id))),
+        parked=parked,
     )
 
 
@@ -236,10 +245,13 @@ class InMemoryRunLeaseStore(InMemorySessionTurns, RunLeaseStore):
         async with self._draft() as state:
             free = [k for k, v in state.leases.items() if v.orphaned and v.expires_at <= now]
             for key in sorted(free, key=lambda k: state.leases[k].expires_at)[: max(limit, 0)]:
-                if state.leases[key].suspended:
+                parked = state.leases[key].suspended
+                if parked:
                     waits_until = settle_requests_in(state, key, now)
-                    if waits_until is not None:  # a request still pending: parked until its expiry
-                        state.leases[key] = _replace(state.leases[key], expires_at=waits_until)
+                    waiting = key in state.run_waits
+                    if waits_until is not None or waiting:  # a request pending, or a run below
+                        until = parked_until(now, waits_until, waiting)
+                        state.leases[key] = _replace(state.leases[key], expires_at=until)
                         continue
                     stored = state.agents[key[0]]
                     state.agents[key[0]] = Stored(run_unparked(stored.value, now), stored.request_id)
@@ -249,7 +261,15 @@ class InMemoryRunLeaseStore(InMemorySessionTurns, RunLeaseStore):
                 agent = state.agents[key[0]].value
                 requests = tuple(run_requests_in(state, key))
                 claimed.append(
-                    OrphanedRun(key[0], key[1], lease.session_id, agent.project_id, agent.slug, requests)
+                    OrphanedRun(
+                        key[0],
+                        key[1],
+                        lease.session_id,
+                        agent.project_id,
+                        agent.slug,
+                        requests,
+                        parked=parked,
+                    )
                 )
         return claimed
 

@@ -20,7 +20,6 @@ executors run each of them until the next renewal told the first one.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -159,14 +158,16 @@ class RunLeases:
 
     def start_sweeper(self, interval_seconds: float) -> None:
         self._started = self._monotonic()  # the grace counts from serving, not from building
-        self._sweeper = BackgroundTask("run lease sweeper", lambda: self._sweep(interval_seconds))
-        self._sweeper.start()
+        self._sweeper = sweeper = BackgroundTask(
+            "run lease sweeper", lambda: self._sweep(sweeper, interval_seconds)
+        )
+        sweeper.start()
 
     async def stop(self) -> None:
         if self._sweeper is not None:
             await self._sweeper.stop()
 
-    async def _sweep(self, interval_seconds: float) -> None:
+    async def _sweep(self, sweeper: BackgroundTask, interval_seconds: float) -> None:
         while True:
             try:
                 if expired := await self.expire():
@@ -176,4 +177,4 @@ class RunLeases:
                     logger.warning("could not expire runs' leases: the database is away")
                 else:
                     logger.exception("could not expire runs' leases")
-            await asyncio.sleep(interval_seconds)
+            await sweeper.pause(interval_seconds)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import grpc
 
-from agentmesh.registry import convert
+from agentmesh.registry.runs import input_convert
 from agentmesh.registry.runs.input_requests import InputRequests
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.runtime.identity import caller
@@ -25,12 +25,12 @@ class InputRequestRpcs:
             caller(),
             request.project_id,
             session_id=request.session_id,
-            state=convert.input_request_state(request.state),
+            state=input_convert.input_request_state(request.state),
             page_size=request.page_size,
             page_token=request.page_token,
         )
         return pb.ListInputRequestsResponse(
-            input_requests=[convert.input_request_message(item) for item in page.items],
+            input_requests=[input_convert.input_request_message(item) for item in page.items],
             next_page_token=page.next_page_token,
         )
 
@@ -38,12 +38,12 @@ class InputRequestRpcs:
         self, request: pb.GetInputRequestRequest, context: Context
     ) -> pb.GetInputRequestResponse:
         found = await self._input_requests.get(caller(), request.project_id, request.id)
-        return pb.GetInputRequestResponse(input_request=convert.input_request_message(found))
+        return pb.GetInputRequestResponse(input_request=input_convert.input_request_message(found))
 
     async def RespondToInputRequest(
         self, request: pb.RespondToInputRequestRequest, context: Context
     ) -> pb.RespondToInputRequestResponse:
         answered = await self._input_requests.respond(
-            caller(), request.project_id, request.id, convert.input_response(request.response)
+            caller(), request.project_id, request.id, input_convert.input_response(request.response)
         )
-        return pb.RespondToInputRequestResponse(input_request=convert.input_request_message(answered))
+        return pb.RespondToInputRequestResponse(input_request=input_convert.input_request_message(answered))

@@ -23,8 +23,9 @@ import time
 
 from agentmesh.registry.clock import utc_now
 from agentmesh.registry.errors import SessionAwaitsInput, SessionBusy
-from agentmesh.registry.models import DOUBLE_TEXTING_POLICIES, Agent, InputRequestState, PageRequest
+from agentmesh.registry.models import DOUBLE_TEXTING_POLICIES, Agent, FinishedRun, PageRequest
 from agentmesh.registry.runs.bookkeeping import RunBookkeeping
+from agentmesh.registry.runs.input_models import InputRequestState
 from agentmesh.registry.store import InputRequestStore, RunLease, RunLeaseStore
 from agentmesh.runtime.errors import FieldViolation, ValidationFailed
 from agentmesh.runtime.identity import Principal
@@ -80,9 +81,7 @@ class SessionTurns:
         if ahead and policy != "interrupt":
             await self._refuse_if_waiting(principal, agent, run_id, session_id)
         if ahead and policy == "reject":
-            agent = await self._registry.finish_run(
-                principal, agent_id, run_id, completed=False, tokens_used=0, cost=0.0
-            )
+            agent = await self._registry.finish_run(principal, _refused(agent_id, run_id))
             raise SessionBusy(session_id, ahead[-1][1])
         return agent, revision, [key[1] for key in ahead]
 
@@ -100,7 +99,7 @@ class SessionTurns:
         )
         if not pending.items:
             return
-        await self._registry.finish_run(principal, agent.id, run_id, completed=False, tokens_used=0, cost=0.0)
+        await self._registry.finish_run(principal, _refused(agent.id, run_id))
         first = pending.items[0]
         raise SessionAwaitsInput(
             session_id, first.run_id, [r.id for r in pending.items if r.run_id == first.run_id]
@@ -124,3 +123,9 @@ class SessionTurns:
             if not ahead or time.monotonic() >= deadline:
                 return [key[1] for key in ahead]
             await asyncio.sleep(_POLL_SECONDS)
+
+
+def _refused(agent_id: str, run_id: str) -> FinishedRun:
+    """A run refused at its start, finished again so that its turn counts no more: it used
+    nothing."""
+    return FinishedRun(agent_id=agent_id, run_id=run_id, completed=False, tokens_used=0, cost=0.0)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from agentmesh.registry.models import (
+from agentmesh.registry.runs.input_models import (
     InputDecision,
     InputKind,
     InputRequest,

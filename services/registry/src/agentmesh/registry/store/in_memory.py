@@ -35,6 +35,7 @@ from agentmesh.registry.store.interface import (
     StoreTransaction,
     Visibility,
 )
+from agentmesh.registry.usage.store import InMemoryUsageLedgerStore, UsageLedgerStore
 
 
 class InMemoryRegistryStore(RegistryStore):
@@ -46,6 +47,7 @@ class InMemoryRegistryStore(RegistryStore):
         self._drafting: State | None = None
         self._leases = InMemoryRunLeaseStore(draft=self._draft, current=lambda: self._state)
         self._input_requests = InMemoryInputRequestStore(draft=self._draft, current=lambda: self._state)
+        self._usage = InMemoryUsageLedgerStore()
 
     @property
     def leases(self) -> RunLeaseStore:
@@ -54,6 +56,10 @@ class InMemoryRegistryStore(RegistryStore):
     @property
     def input_requests(self) -> InputRequestStore:
         return self._input_requests
+
+    @property
+    def usage(self) -> UsageLedgerStore:
+        return self._usage
 
     def read(self) -> AbstractAsyncContextManager[StoreTransaction]:
         return self._read()

@@ -22,20 +22,12 @@ from agentmesh.registry.agents.store import AgentTransaction
 from agentmesh.registry.errors import DuplicateRequest as DuplicateRequest
 from agentmesh.registry.identity.store import AccountTransaction, ApiKeyTransaction
 from agentmesh.registry.mcp_servers.store import McpServerTransaction
-from agentmesh.registry.models import (
-    Agent,
-    AgentType,
-    InputRequest,
-    InputRequestState,
-    InputResponse,
-    PageRequest,
-    Project,
-    RunKey,
-    Slice,
-)
+from agentmesh.registry.models import Agent, AgentType, PageRequest, Project, RunKey, Slice
 from agentmesh.registry.projects.store import ProjectTransaction
 from agentmesh.registry.remote_agents.store import RemoteAgentTransaction
 from agentmesh.registry.runs.executor_store import ExecutorTransaction
+from agentmesh.registry.runs.input_models import InputRequest, InputRequestState, InputResponse
+from agentmesh.registry.usage.store import UsageLedgerStore
 
 
 @dataclass(frozen=True)
@@ -79,6 +71,8 @@ class OrphanedRun:
     agent_name: str
     # Its requests for a person's input, when it was suspended: each answered or expired.
     input_requests: tuple[InputRequest, ...] = ()
+    # It was parked (suspended): it goes on after input, its own or its runs' below.
+    parked: bool = False
 
 
 class RunLeaseStore(abc.ABC):
@@ -151,7 +145,13 @@ class InputRequestStore(abc.ABC):
 
     @abc.abstractmethod
     async def suspend(
-        self, executor_id: str, run: RunKey, requests: Sequence[InputRequest], now: datetime
+        self,
+        executor_id: str,
+        run: RunKey,
+        requests: Sequence[InputRequest],
+        now: datetime,
+        *,
+        waits_on: Sequence[str] = (),
     ) -> list[InputRequest]:
         """Stores the run's requests (each as raised by its executor, completed here with the
         run's project, agent slug and session; one already stored keeps its state and response)
@@ -160,7 +160,9 @@ class InputRequestStore(abc.ABC):
         lease time the earliest expiry of its pending requests, or `now` when none is pending.
         The requests named, as stored. RunNotFound for a run not in flight, RunNotHeld when
         `executor_id` does not hold it — unless it is parked with every request named stored
-        already (a retried suspension): then nothing changes."""
+        already (a retried suspension): then nothing changes. `waits_on`: runs below it (its
+        delegated runs) that are suspended themselves; it stays parked until each of those still
+        in flight has ended (`release_waits`), whatever its own requests."""
 
     @abc.abstractmethod
     async def get_request(self, project_id: str, request_id: str) -> InputRequest | None:
@@ -187,6 +189,12 @@ class InputRequestStore(abc.ABC):
         of concurrent responses exactly one wins. When its run then has no request left pending,
         the run is due to be handed out at once (its lease time `now`). The request, answered.
         InputRequestNotFound; InputAlreadyAnswered naming the first response; InputRequestExpired."""
+
+    @abc.abstractmethod
+    async def release_waits(self, run_ids: Sequence[str], now: datetime) -> int:
+        """These runs ended: the parked runs that waited on them wait on them no more, and one
+        left waiting on nothing — no run below, no pending request of its own — is due at once
+        (its lease time `now`). How many became due."""
 
 
 class StoreTransaction(
@@ -240,6 +248,11 @@ class RegistryStore(abc.ABC):
     @abc.abstractmethod
     def input_requests(self) -> InputRequestStore:
         """Suspended runs and their requests for a person's input."""
+
+    @property
+    @abc.abstractmethod
+    def usage(self) -> UsageLedgerStore:
+        """The cost ledger."""
 
     @abc.abstractmethod
     async def start_run(

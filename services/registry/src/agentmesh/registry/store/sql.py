@@ -61,6 +61,7 @@ from agentmesh.registry.store.statements import (
 from agentmesh.registry.tables import (
     Base,
 )
+from agentmesh.registry.usage.store import SqlUsageLedgerStore, UsageLedgerStore
 
 _SQLITE_BEGIN = "agentmesh_sqlite_begin"
 
@@ -83,6 +84,7 @@ class SqlRegistryStore(RegistryStore):
             self._write_engine, lease_engine=None if self._sqlite else lease_engine
         )
         self._input_requests = SqlInputRequestStore(engine, write_engine=self._write_engine)
+        self._usage = SqlUsageLedgerStore(engine, write_engine=self._write_engine)
 
     @property
     def leases(self) -> RunLeaseStore:
@@ -91,6 +93,10 @@ class SqlRegistryStore(RegistryStore):
     @property
     def input_requests(self) -> InputRequestStore:
         return self._input_requests
+
+    @property
+    def usage(self) -> UsageLedgerStore:
+        return self._usage
 
     def read(self) -> AbstractAsyncContextManager[StoreTransaction]:
         return self._transaction(self._engine)

@@ -11,6 +11,7 @@ from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -21,6 +22,42 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _UsageDimension:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _UsageDimensionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_UsageDimension.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    USAGE_DIMENSION_UNSPECIFIED: _UsageDimension.ValueType  # 0
+    """Not set."""
+    USAGE_DIMENSION_AGENT: _UsageDimension.ValueType  # 1
+    """The agent that made the calls."""
+    USAGE_DIMENSION_USER: _UsageDimension.ValueType  # 2
+    """The user whose chat the run served."""
+    USAGE_DIMENSION_MODEL: _UsageDimension.ValueType  # 3
+    """The model called."""
+    USAGE_DIMENSION_SESSION: _UsageDimension.ValueType  # 4
+    """The session the run worked in."""
+    USAGE_DIMENSION_DAY: _UsageDimension.ValueType  # 5
+    """The UTC day the run ended."""
+
+class UsageDimension(_UsageDimension, metaclass=_UsageDimensionEnumTypeWrapper):
+    """UsageDimension is what a usage summary groups by."""
+
+USAGE_DIMENSION_UNSPECIFIED: UsageDimension.ValueType  # 0
+"""Not set."""
+USAGE_DIMENSION_AGENT: UsageDimension.ValueType  # 1
+"""The agent that made the calls."""
+USAGE_DIMENSION_USER: UsageDimension.ValueType  # 2
+"""The user whose chat the run served."""
+USAGE_DIMENSION_MODEL: UsageDimension.ValueType  # 3
+"""The model called."""
+USAGE_DIMENSION_SESSION: UsageDimension.ValueType  # 4
+"""The session the run worked in."""
+USAGE_DIMENSION_DAY: UsageDimension.ValueType  # 5
+"""The UTC day the run ended."""
+Global___UsageDimension: _TypeAlias = UsageDimension  # noqa: Y015
 
 @_typing.final
 class RegisterUserRequest(_message.Message):
@@ -2262,3 +2299,131 @@ class RespondToInputRequestResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RespondToInputRequestResponse: _TypeAlias = RespondToInputRequestResponse  # noqa: Y015
+
+@_typing.final
+class SummarizeUsageRequest(_message.Message):
+    """SummarizeUsageRequest is the input of SummarizeUsage."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    GROUP_BY_FIELD_NUMBER: _builtins.int
+    START_DAY_FIELD_NUMBER: _builtins.int
+    END_DAY_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    start_day: _builtins.str
+    """First UTC day counted, YYYY-MM-DD (empty: from the first)."""
+    end_day: _builtins.str
+    """Last UTC day counted, YYYY-MM-DD, inclusive (empty: to today)."""
+    @_builtins.property
+    def group_by(self) -> _containers.RepeatedScalarFieldContainer[Global___UsageDimension.ValueType]:
+        """What to group by, in the order the groups are sorted (none: one group, the total)."""
+
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        group_by: _abc.Iterable[Global___UsageDimension.ValueType] | None = ...,
+        start_day: _builtins.str = ...,
+        end_day: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_day", b"end_day", "group_by", b"group_by", "project_id", b"project_id", "start_day", b"start_day"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SummarizeUsageRequest: _TypeAlias = SummarizeUsageRequest  # noqa: Y015
+
+@_typing.final
+class UsageGroup(_message.Message):
+    """UsageGroup is the usage of one group of a summary: the fields of the dimensions grouped by
+    are set, the others empty.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    AGENT_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    DAY_FIELD_NUMBER: _builtins.int
+    RUNS_FIELD_NUMBER: _builtins.int
+    CALLS_FIELD_NUMBER: _builtins.int
+    USAGE_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The agent's id."""
+    agent: _builtins.str
+    """The agent's slug when the calls were made."""
+    user_id: _builtins.str
+    """The user's id ("system" for a run resumed by the mesh itself)."""
+    model: _builtins.str
+    """The model."""
+    session_id: _builtins.str
+    """The session."""
+    day: _builtins.str
+    """The UTC day, YYYY-MM-DD."""
+    runs: _builtins.int
+    """Runs that made calls."""
+    calls: _builtins.int
+    """Model calls."""
+    @_builtins.property
+    def usage(self) -> _run_pb2.Usage:
+        """Tokens and cost (`cost_known` false when any call had an unpriced model)."""
+
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        agent: _builtins.str = ...,
+        user_id: _builtins.str = ...,
+        model: _builtins.str = ...,
+        session_id: _builtins.str = ...,
+        day: _builtins.str = ...,
+        runs: _builtins.int = ...,
+        calls: _builtins.int = ...,
+        usage: _run_pb2.Usage | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "agent_id", b"agent_id", "calls", b"calls", "day", b"day", "model", b"model", "runs", b"runs", "session_id", b"session_id", "usage", b"usage", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UsageGroup: _TypeAlias = UsageGroup  # noqa: Y015
+
+@_typing.final
+class SummarizeUsageResponse(_message.Message):
+    """SummarizeUsageResponse is the output of SummarizeUsage."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUPS_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    truncated: _builtins.bool
+    """True when there were more than 1,000 groups: narrow the range or group by less."""
+    @_builtins.property
+    def groups(self) -> _containers.RepeatedCompositeFieldContainer[Global___UsageGroup]:
+        """The groups, sorted by the dimensions grouped by (at most 1,000)."""
+
+    @_builtins.property
+    def total(self) -> Global___UsageGroup:
+        """The sum of every call in the range (whatever was left out of `groups`)."""
+
+    def __init__(
+        self,
+        *,
+        groups: _abc.Iterable[Global___UsageGroup] | None = ...,
+        total: Global___UsageGroup | None = ...,
+        truncated: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["total", b"total"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["groups", b"groups", "total", b"total", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SummarizeUsageResponse: _TypeAlias = SummarizeUsageResponse  # noqa: Y015

@@ -246,6 +246,11 @@ class RegistryServiceStub:
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RespondToInputRequestRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RespondToInputRequestResponse.FromString,
                 _registered_method=True)
+        self.SummarizeUsage = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/SummarizeUsage',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.SummarizeUsageRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.SummarizeUsageResponse.FromString,
+                _registered_method=True)
 
 
 class RegistryServiceServicer:
@@ -399,7 +404,8 @@ class RegistryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpdateProject(self, request, context):
-        """Updates the fields named in the update mask. NOT_FOUND, ALREADY_EXISTS.
+        """Updates the fields named in the update mask (`limits` as a whole: only a superuser may raise
+        one). NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED (an owner raising a limit).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -572,6 +578,16 @@ class RegistryServiceServicer:
         and when), as does a response to an expired request (reason INPUT_REQUEST_EXPIRED).
         INVALID_ARGUMENT for a decision on a question, an answer to an approval, or neither.
         NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SummarizeUsage(self, request, context):
+        """Sums a project's cost ledger (every model call of its runs, priced when it was made) over a
+        range of UTC days, grouped by any of agent, user, model, session and day. The project's
+        owner, superusers and API keys scoped to the project. NOT_FOUND for a project the caller may
+        not see; INVALID_ARGUMENT for a malformed day or a range that ends before it starts.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -784,6 +800,11 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.RespondToInputRequest,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RespondToInputRequestRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RespondToInputRequestResponse.SerializeToString,
+            ),
+            'SummarizeUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.SummarizeUsage,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.SummarizeUsageRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.SummarizeUsageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1900,6 +1921,33 @@ class RegistryService:
             '/agentmesh.registry.v1.RegistryService/RespondToInputRequest',
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RespondToInputRequestRequest.SerializeToString,
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RespondToInputRequestResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SummarizeUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/SummarizeUsage',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.SummarizeUsageRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.SummarizeUsageResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -98,7 +98,9 @@ class RegistryServiceStub:
     ListProjects: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ListProjectsRequest, _registry_service_pb2.ListProjectsResponse]
     """Lists the projects the caller may see."""
     UpdateProject: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.UpdateProjectRequest, _registry_service_pb2.UpdateProjectResponse]
-    """Updates the fields named in the update mask. NOT_FOUND, ALREADY_EXISTS."""
+    """Updates the fields named in the update mask (`limits` as a whole: only a superuser may raise
+    one). NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED (an owner raising a limit).
+    """
     DeleteProject: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteProjectRequest, _registry_service_pb2.DeleteProjectResponse]
     """Deletes a project and its agents. NOT_FOUND."""
     CreateAgent: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CreateAgentRequest, _registry_service_pb2.CreateAgentResponse]
@@ -171,6 +173,12 @@ class RegistryServiceStub:
     INVALID_ARGUMENT for a decision on a question, an answer to an approval, or neither.
     NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
     """
+    SummarizeUsage: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.SummarizeUsageRequest, _registry_service_pb2.SummarizeUsageResponse]
+    """Sums a project's cost ledger (every model call of its runs, priced when it was made) over a
+    range of UTC days, grouped by any of agent, user, model, session and day. The project's
+    owner, superusers and API keys scoped to the project. NOT_FOUND for a project the caller may
+    not see; INVALID_ARGUMENT for a malformed day or a range that ends before it starts.
+    """
 
 @_typing.type_check_only
 class RegistryServiceAsyncStub(RegistryServiceStub):
@@ -242,7 +250,9 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     ListProjects: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ListProjectsRequest, _registry_service_pb2.ListProjectsResponse]  # type: ignore[assignment]
     """Lists the projects the caller may see."""
     UpdateProject: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.UpdateProjectRequest, _registry_service_pb2.UpdateProjectResponse]  # type: ignore[assignment]
-    """Updates the fields named in the update mask. NOT_FOUND, ALREADY_EXISTS."""
+    """Updates the fields named in the update mask (`limits` as a whole: only a superuser may raise
+    one). NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED (an owner raising a limit).
+    """
     DeleteProject: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteProjectRequest, _registry_service_pb2.DeleteProjectResponse]  # type: ignore[assignment]
     """Deletes a project and its agents. NOT_FOUND."""
     CreateAgent: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CreateAgentRequest, _registry_service_pb2.CreateAgentResponse]  # type: ignore[assignment]
@@ -314,6 +324,12 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     and when), as does a response to an expired request (reason INPUT_REQUEST_EXPIRED).
     INVALID_ARGUMENT for a decision on a question, an answer to an approval, or neither.
     NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
+    """
+    SummarizeUsage: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.SummarizeUsageRequest, _registry_service_pb2.SummarizeUsageResponse]  # type: ignore[assignment]
+    """Sums a project's cost ledger (every model call of its runs, priced when it was made) over a
+    range of UTC days, grouped by any of agent, user, model, session and day. The project's
+    owner, superusers and API keys scoped to the project. NOT_FOUND for a project the caller may
+    not see; INVALID_ARGUMENT for a malformed day or a range that ends before it starts.
     """
 
 class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -497,7 +513,9 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _registry_service_pb2.UpdateProjectRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.UpdateProjectResponse, _abc.Awaitable[_registry_service_pb2.UpdateProjectResponse]]:
-        """Updates the fields named in the update mask. NOT_FOUND, ALREADY_EXISTS."""
+        """Updates the fields named in the update mask (`limits` as a whole: only a superuser may raise
+        one). NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED (an owner raising a limit).
+        """
 
     @_abc_1.abstractmethod
     def DeleteProject(
@@ -701,6 +719,18 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         and when), as does a response to an expired request (reason INPUT_REQUEST_EXPIRED).
         INVALID_ARGUMENT for a decision on a question, an answer to an approval, or neither.
         NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
+        """
+
+    @_abc_1.abstractmethod
+    def SummarizeUsage(
+        self,
+        request: _registry_service_pb2.SummarizeUsageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.SummarizeUsageResponse, _abc.Awaitable[_registry_service_pb2.SummarizeUsageResponse]]:
+        """Sums a project's cost ledger (every model call of its runs, priced when it was made) over a
+        range of UTC days, grouped by any of agent, user, model, session and day. The project's
+        owner, superusers and API keys scoped to the project. NOT_FOUND for a project the caller may
+        not see; INVALID_ARGUMENT for a malformed day or a range that ends before it starts.
         """
 
 def add_RegistryServiceServicer_to_server(servicer: RegistryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -3,6 +3,7 @@
 isort:skip_file
 """
 
+from agentmesh.common.v1 import run_pb2 as _run_pb2
 from agentmesh.common.v1 import types_pb2 as _types_pb2
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
@@ -367,6 +368,10 @@ class AgentType(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _builtins.int
     TOOL_PERMISSIONS_FIELD_NUMBER: _builtins.int
     INPUT_EXPIRY_SECONDS_FIELD_NUMBER: _builtins.int
+    CONTEXT_BUDGET_TOKENS_FIELD_NUMBER: _builtins.int
+    COMPACTION_MODEL_FIELD_NUMBER: _builtins.int
+    DELEGATION_LIMITS_FIELD_NUMBER: _builtins.int
+    RUN_BUDGET_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Opaque identifier."""
     name: _builtins.str
@@ -391,6 +396,12 @@ class AgentType(_message.Message):
     """How long a request for a person's input waits before it expires into a denial, in seconds
     (0: 86400, a day).
     """
+    context_budget_tokens: _builtins.int
+    """The prompt's budget in tokens (estimated): the instructions, the history and the input fit
+    in it; older turns beyond it are summarized (0: the executor's default for the model).
+    """
+    compaction_model: _builtins.str
+    """The model that summarizes history that no longer fits the budget (empty: the agent's own)."""
     @_builtins.property
     def expertise(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Areas of expertise, shown on agent cards as skills."""
@@ -436,6 +447,17 @@ class AgentType(_message.Message):
         (`readOnlyHint` allow, `destructiveHint` ask), else allow.
         """
 
+    @_builtins.property
+    def delegation_limits(self) -> Global___DelegationLimits:
+        """Bounds on the delegations its agents send (unset fields: the executor's defaults)."""
+
+    @_builtins.property
+    def run_budget(self) -> _run_pb2.Budget:
+        """What one run of an agent of this type may spend, its delegations included (unset or zero
+        fields: no bound); a chat's own budget, when smaller, wins. Over it the run ends
+        BUDGET_EXCEEDED (docs/usage.md).
+        """
+
     def __init__(
         self,
         *,
@@ -459,14 +481,57 @@ class AgentType(_message.Message):
         updated_at: _timestamp_pb2.Timestamp | None = ...,
         tool_permissions: _abc.Mapping[_builtins.str, _types_pb2.ToolPermission.ValueType] | None = ...,
         input_expiry_seconds: _builtins.int = ...,
+        context_budget_tokens: _builtins.int = ...,
+        compaction_model: _builtins.str = ...,
+        delegation_limits: Global___DelegationLimits | None = ...,
+        run_budget: _run_pb2.Budget | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "model_params", b"model_params", "updated_at", b"updated_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "delegation_limits", b"delegation_limits", "model_params", b"model_params", "run_budget", b"run_budget", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "description", b"description", "expertise", b"expertise", "fallback_models", b"fallback_models", "id", b"id", "input_expiry_seconds", b"input_expiry_seconds", "is_active", b"is_active", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "model_params", b"model_params", "name", b"name", "personality_prompt", b"personality_prompt", "primary_model", b"primary_model", "slug", b"slug", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_model", b"compaction_model", "context_budget_tokens", b"context_budget_tokens", "created_at", b"created_at", "delegation_limits", b"delegation_limits", "description", b"description", "expertise", b"expertise", "fallback_models", b"fallback_models", "id", b"id", "input_expiry_seconds", b"input_expiry_seconds", "is_active", b"is_active", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "model_params", b"model_params", "name", b"name", "personality_prompt", b"personality_prompt", "primary_model", b"primary_model", "run_budget", b"run_budget", "slug", b"slug", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AgentType: _TypeAlias = AgentType  # noqa: Y015
+
+@_typing.final
+class DelegationLimits(_message.Message):
+    """DelegationLimits bound the delegation tree under a chat, as the delegating agent's type sets
+    them. A delegation past a bound is refused: the model gets the refusal as the delegation's
+    result, and the run goes on.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MAX_PER_STEP_FIELD_NUMBER: _builtins.int
+    MAX_PER_CHAT_FIELD_NUMBER: _builtins.int
+    ALLOW_REENTRY_FIELD_NUMBER: _builtins.int
+    max_per_step: _builtins.int
+    """Delegations one model step may send; the step's others are refused (0: the executor's
+    default, AGENTMESH_EXECUTOR_MAX_DELEGATIONS_PER_STEP).
+    """
+    max_per_chat: _builtins.int
+    """Delegations the whole tree under one chat may send, counted from the chat's input (0: the
+    executor's default, AGENTMESH_EXECUTOR_MAX_DELEGATIONS_PER_CHAT).
+    """
+    allow_reentry: _builtins.bool
+    """Whether its agents may delegate to an agent already on their delegation path (A → B → A);
+    refused when false. Depth stays bounded either way.
+    """
+    def __init__(
+        self,
+        *,
+        max_per_step: _builtins.int = ...,
+        max_per_chat: _builtins.int = ...,
+        allow_reentry: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_reentry", b"allow_reentry", "max_per_chat", b"max_per_chat", "max_per_step", b"max_per_step"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DelegationLimits: _TypeAlias = DelegationLimits  # noqa: Y015
 
 @_typing.final
 class Project(_message.Message):
@@ -502,6 +567,7 @@ class Project(_message.Message):
     CREATED_AT_FIELD_NUMBER: _builtins.int
     UPDATED_AT_FIELD_NUMBER: _builtins.int
     TOOL_PERMISSIONS_FIELD_NUMBER: _builtins.int
+    LIMITS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Opaque identifier."""
     name: _builtins.str
@@ -526,6 +592,10 @@ class Project(_message.Message):
         agents' types' (never loosen them; see AgentConfig.tool_permissions).
         """
 
+    @_builtins.property
+    def limits(self) -> Global___ProjectLimits:
+        """What the project may use. A superuser sets them; the owner may only lower them."""
+
     def __init__(
         self,
         *,
@@ -537,14 +607,74 @@ class Project(_message.Message):
         created_at: _timestamp_pb2.Timestamp | None = ...,
         updated_at: _timestamp_pb2.Timestamp | None = ...,
         tool_permissions: _abc.Mapping[_builtins.str, _types_pb2.ToolPermission.ValueType] | None = ...,
+        limits: Global___ProjectLimits | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "updated_at", b"updated_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "limits", b"limits", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "description", b"description", "id", b"id", "name", b"name", "owner_id", b"owner_id", "slug", b"slug", "tool_permissions", b"tool_permissions", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "description", b"description", "id", b"id", "limits", b"limits", "name", b"name", "owner_id", b"owner_id", "slug", b"slug", "tool_permissions", b"tool_permissions", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Project: _TypeAlias = Project  # noqa: Y015
+
+@_typing.final
+class ProjectLimits(_message.Message):
+    """ProjectLimits bound what one project may use of the mesh. Each limit is optional: unset, the
+    operator's default applies (the registry's and gateway's settings); 0 means unlimited.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUESTS_PER_MINUTE_FIELD_NUMBER: _builtins.int
+    CONCURRENT_RUNS_FIELD_NUMBER: _builtins.int
+    OPEN_STREAMS_FIELD_NUMBER: _builtins.int
+    TOKENS_PER_DAY_FIELD_NUMBER: _builtins.int
+    STORED_BYTES_FIELD_NUMBER: _builtins.int
+    requests_per_minute: _builtins.int
+    """Requests a minute, over every face of every gateway."""
+    concurrent_runs: _builtins.int
+    """Runs in flight at once (a delegated run counts too)."""
+    open_streams: _builtins.int
+    """Streams of the project open at once."""
+    tokens_per_day: _builtins.int
+    """Model tokens a day (UTC), as the project's finished runs recorded them."""
+    stored_bytes: _builtins.int
+    """Bytes of the project's stored events."""
+    def __init__(
+        self,
+        *,
+        requests_per_minute: _builtins.int | None = ...,
+        concurrent_runs: _builtins.int | None = ...,
+        open_streams: _builtins.int | None = ...,
+        tokens_per_day: _builtins.int | None = ...,
+        stored_bytes: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_concurrent_runs", b"_concurrent_runs", "_open_streams", b"_open_streams", "_requests_per_minute", b"_requests_per_minute", "_stored_bytes", b"_stored_bytes", "_tokens_per_day", b"_tokens_per_day", "concurrent_runs", b"concurrent_runs", "open_streams", b"open_streams", "requests_per_minute", b"requests_per_minute", "stored_bytes", b"stored_bytes", "tokens_per_day", b"tokens_per_day"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_concurrent_runs", b"_concurrent_runs", "_open_streams", b"_open_streams", "_requests_per_minute", b"_requests_per_minute", "_stored_bytes", b"_stored_bytes", "_tokens_per_day", b"_tokens_per_day", "concurrent_runs", b"concurrent_runs", "open_streams", b"open_streams", "requests_per_minute", b"requests_per_minute", "stored_bytes", b"stored_bytes", "tokens_per_day", b"tokens_per_day"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__concurrent_runs: _TypeAlias = _typing.Literal["concurrent_runs"]  # noqa: Y015
+    _WhichOneofArgType__concurrent_runs: _TypeAlias = _typing.Literal["_concurrent_runs", b"_concurrent_runs"]  # noqa: Y015
+    _WhichOneofReturnType__open_streams: _TypeAlias = _typing.Literal["open_streams"]  # noqa: Y015
+    _WhichOneofArgType__open_streams: _TypeAlias = _typing.Literal["_open_streams", b"_open_streams"]  # noqa: Y015
+    _WhichOneofReturnType__requests_per_minute: _TypeAlias = _typing.Literal["requests_per_minute"]  # noqa: Y015
+    _WhichOneofArgType__requests_per_minute: _TypeAlias = _typing.Literal["_requests_per_minute", b"_requests_per_minute"]  # noqa: Y015
+    _WhichOneofReturnType__stored_bytes: _TypeAlias = _typing.Literal["stored_bytes"]  # noqa: Y015
+    _WhichOneofArgType__stored_bytes: _TypeAlias = _typing.Literal["_stored_bytes", b"_stored_bytes"]  # noqa: Y015
+    _WhichOneofReturnType__tokens_per_day: _TypeAlias = _typing.Literal["tokens_per_day"]  # noqa: Y015
+    _WhichOneofArgType__tokens_per_day: _TypeAlias = _typing.Literal["_tokens_per_day", b"_tokens_per_day"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__concurrent_runs) -> _WhichOneofReturnType__concurrent_runs | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__open_streams) -> _WhichOneofReturnType__open_streams | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__requests_per_minute) -> _WhichOneofReturnType__requests_per_minute | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__stored_bytes) -> _WhichOneofReturnType__stored_bytes | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__tokens_per_day) -> _WhichOneofReturnType__tokens_per_day | None: ...
+
+Global___ProjectLimits: _TypeAlias = ProjectLimits  # noqa: Y015
 
 @_typing.final
 class AgentConfig(_message.Message):
@@ -849,6 +979,10 @@ class AgentSpec(_message.Message):
     AGENT_TOOL_PERMISSIONS_FIELD_NUMBER: _builtins.int
     PROJECT_TOOL_PERMISSIONS_FIELD_NUMBER: _builtins.int
     INPUT_EXPIRY_SECONDS_FIELD_NUMBER: _builtins.int
+    DELEGATION_LIMITS_FIELD_NUMBER: _builtins.int
+    CONTEXT_BUDGET_TOKENS_FIELD_NUMBER: _builtins.int
+    COMPACTION_MODEL_FIELD_NUMBER: _builtins.int
+    RUN_BUDGET_FIELD_NUMBER: _builtins.int
     project_slug: _builtins.str
     """The project's slug."""
     kind: Global___AgentKind.ValueType
@@ -872,6 +1006,10 @@ class AgentSpec(_message.Message):
     """Effective double-texting policy ("reject", "enqueue" or "interrupt")."""
     input_expiry_seconds: _builtins.int
     """Effective expiry of its requests for input, in seconds."""
+    context_budget_tokens: _builtins.int
+    """The type's prompt budget in tokens (0: the executor's default for the model)."""
+    compaction_model: _builtins.str
+    """The type's compaction model (empty: the agent's own)."""
     @_builtins.property
     def agent(self) -> Global___Agent:
         """The agent."""
@@ -928,6 +1066,14 @@ class AgentSpec(_message.Message):
     def project_tool_permissions(self) -> _containers.ScalarMap[_builtins.str, _types_pb2.ToolPermission.ValueType]:
         """The project's, which only tighten (Project.tool_permissions)."""
 
+    @_builtins.property
+    def delegation_limits(self) -> Global___DelegationLimits:
+        """The type's delegation bounds (AgentType.delegation_limits)."""
+
+    @_builtins.property
+    def run_budget(self) -> _run_pb2.Budget:
+        """The agent type's run budget (AgentType.run_budget)."""
+
     def __init__(
         self,
         *,
@@ -954,10 +1100,14 @@ class AgentSpec(_message.Message):
         agent_tool_permissions: _abc.Mapping[_builtins.str, _types_pb2.ToolPermission.ValueType] | None = ...,
         project_tool_permissions: _abc.Mapping[_builtins.str, _types_pb2.ToolPermission.ValueType] | None = ...,
         input_expiry_seconds: _builtins.int = ...,
+        delegation_limits: Global___DelegationLimits | None = ...,
+        context_budget_tokens: _builtins.int = ...,
+        compaction_model: _builtins.str = ...,
+        run_budget: _run_pb2.Budget | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "mock_responses", b"mock_responses", "model_params", b"model_params"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "delegation_limits", b"delegation_limits", "mock_responses", b"mock_responses", "model_params", b"model_params", "run_budget", b"run_budget"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "agent_names", b"agent_names", "agent_tool_permissions", b"agent_tool_permissions", "description", b"description", "double_texting", b"double_texting", "expertise", b"expertise", "fallback_models", b"fallback_models", "input_expiry_seconds", b"input_expiry_seconds", "instructions", b"instructions", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "project_slug", b"project_slug", "project_tool_permissions", b"project_tool_permissions", "revision", b"revision", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "agent_names", b"agent_names", "agent_tool_permissions", b"agent_tool_permissions", "compaction_model", b"compaction_model", "context_budget_tokens", b"context_budget_tokens", "delegation_limits", b"delegation_limits", "description", b"description", "double_texting", b"double_texting", "expertise", b"expertise", "fallback_models", b"fallback_models", "input_expiry_seconds", b"input_expiry_seconds", "instructions", b"instructions", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "project_slug", b"project_slug", "project_tool_permissions", b"project_tool_permissions", "revision", b"revision", "run_budget", b"run_budget", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -974,10 +1124,13 @@ class Executor(_message.Message):
     HEARTBEAT_AT_FIELD_NUMBER: _builtins.int
     TOOLS_FIELD_NUMBER: _builtins.int
     MODEL_PROVIDERS_FIELD_NUMBER: _builtins.int
+    RUN_SLOTS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Stable identifier chosen by the executor."""
     address: _builtins.str
     """host:port that gateways and other executors dial."""
+    run_slots: _builtins.int
+    """How many runs it takes at once (0: not said); the pool's slots are its live members'."""
     @_builtins.property
     def heartbeat_at(self) -> _timestamp_pb2.Timestamp:
         """When it last reported in."""
@@ -1000,10 +1153,11 @@ class Executor(_message.Message):
         heartbeat_at: _timestamp_pb2.Timestamp | None = ...,
         tools: _abc.Iterable[_builtins.str] | None = ...,
         model_providers: _abc.Iterable[Global___ModelProvider] | None = ...,
+        run_slots: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat_at", b"heartbeat_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "heartbeat_at", b"heartbeat_at", "id", b"id", "model_providers", b"model_providers", "tools", b"tools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "heartbeat_at", b"heartbeat_at", "id", b"id", "model_providers", b"model_providers", "run_slots", b"run_slots", "tools", b"tools"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

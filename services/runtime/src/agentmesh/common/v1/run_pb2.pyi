@@ -569,33 +569,81 @@ Global___ModelSettings: _TypeAlias = ModelSettings  # noqa: Y015
 
 @_typing.final
 class Usage(_message.Message):
-    """Usage counts tokens and cost."""
+    """Usage counts tokens and cost, priced from the operator's price table (docs/usage.md)."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
     INPUT_TOKENS_FIELD_NUMBER: _builtins.int
     OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
     COST_FIELD_NUMBER: _builtins.int
+    CACHED_INPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    COST_KNOWN_FIELD_NUMBER: _builtins.int
+    UNPRICED_MODELS_FIELD_NUMBER: _builtins.int
     input_tokens: _builtins.int
-    """Prompt tokens."""
+    """Prompt tokens (cached ones included)."""
     output_tokens: _builtins.int
     """Completion tokens."""
     cost: _builtins.float
-    """Cost in US dollars, 0 when unknown."""
+    """Cost in US dollars of the calls whose model has a price; the whole cost only when
+    `cost_known` is true.
+    """
+    cached_input_tokens: _builtins.int
+    """Prompt tokens the provider served from its cache (part of `input_tokens`)."""
+    cost_known: _builtins.bool
+    """True when every call counted has a priced model: `cost` is then the whole cost. False when
+    any has none (see `unpriced_models`): the cost is unknown, and `cost` only what is priced.
+    """
+    @_builtins.property
+    def unpriced_models(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The models called that have no price, by name."""
+
     def __init__(
         self,
         *,
         input_tokens: _builtins.int = ...,
         output_tokens: _builtins.int = ...,
         cost: _builtins.float = ...,
+        cached_input_tokens: _builtins.int = ...,
+        cost_known: _builtins.bool = ...,
+        unpriced_models: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cost", b"cost", "input_tokens", b"input_tokens", "output_tokens", b"output_tokens"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cached_input_tokens", b"cached_input_tokens", "cost", b"cost", "cost_known", b"cost_known", "input_tokens", b"input_tokens", "output_tokens", b"output_tokens", "unpriced_models", b"unpriced_models"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Usage: _TypeAlias = Usage  # noqa: Y015
+
+@_typing.final
+class Budget(_message.Message):
+    """Budget bounds what a run and everything it delegates may spend (zero fields: no bound). A run
+    that has spent it does not call its model again: it ends with RunFailed (code
+    RESOURCE_EXHAUSTED, reason BUDGET_EXCEEDED), and a delegating run is told so as the
+    delegation's result. The cost counts priced calls only (docs/usage.md).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MAX_COST_FIELD_NUMBER: _builtins.int
+    MAX_TOKENS_FIELD_NUMBER: _builtins.int
+    max_cost: _builtins.float
+    """Most US dollars."""
+    max_tokens: _builtins.int
+    """Most tokens, input and output."""
+    def __init__(
+        self,
+        *,
+        max_cost: _builtins.float = ...,
+        max_tokens: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_cost", b"max_cost", "max_tokens", b"max_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Budget: _TypeAlias = Budget  # noqa: Y015
 
 @_typing.final
 class RunCompleted(_message.Message):
@@ -648,6 +696,7 @@ class RunFailed(_message.Message):
     CODE_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
+    USAGE_FIELD_NUMBER: _builtins.int
     code: _builtins.str
     """gRPC status code name, e.g. "CANCELLED", "DEADLINE_EXCEEDED", "FAILED_PRECONDITION"."""
     message: _builtins.str
@@ -660,16 +709,21 @@ class RunFailed(_message.Message):
         A client acts on it without parsing `message`.
         """
 
+    @_builtins.property
+    def usage(self) -> Global___Usage:
+        """Tokens and cost the run spent before it failed, delegations included."""
+
     def __init__(
         self,
         *,
         code: _builtins.str = ...,
         message: _builtins.str = ...,
         status: _status_pb2.Status | None = ...,
+        usage: Global___Usage | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["status", b"status"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["status", b"status", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "message", b"message", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "message", b"message", "status", b"status", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -40,6 +40,10 @@ class RunRequest(_message.Message):
     SUB_AGENT_ID_FIELD_NUMBER: _builtins.int
     CALLER_RUN_ID_FIELD_NUMBER: _builtins.int
     CALLER_RESUME_FIELD_NUMBER: _builtins.int
+    TREE_START_SEQ_FIELD_NUMBER: _builtins.int
+    CONTEXT_FIELD_NUMBER: _builtins.int
+    RESPONSE_FORMAT_FIELD_NUMBER: _builtins.int
+    BUDGET_FIELD_NUMBER: _builtins.int
     project_slug: _builtins.str
     """The project's slug."""
     agent_name: _builtins.str
@@ -84,6 +88,11 @@ class RunRequest(_message.Message):
     again since: the executor that lost the caller starts nothing more for it
     (docs/durability.md, "Fencing a taken-over run").
     """
+    tree_start_seq: _builtins.int
+    """The seq of the input of the chat at the root of this run's delegation tree (0 for a user's
+    chat: its own input): the delegations recorded after it in the session are the tree's,
+    counted against DelegationLimits.max_per_chat.
+    """
     @_builtins.property
     def delegation_path(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Agents from the addressed agent down to the caller of this run (empty for a user's chat)."""
@@ -91,6 +100,25 @@ class RunRequest(_message.Message):
     @_builtins.property
     def model_settings(self) -> _run_pb2.ModelSettings:
         """Per-message model settings of the chat this run answers (the addressed run only)."""
+
+    @_builtins.property
+    def context(self) -> _containers.RepeatedCompositeFieldContainer[Global___ContextMessage]:
+        """The conversation a client that keeps no session sends with its input (OpenAI's messages
+        before the last user one), oldest first: the run's context before the session's history.
+        A user's chat only.
+        """
+
+    @_builtins.property
+    def response_format(self) -> Global___ResponseFormat:
+        """The shape the run's answer must have (OpenAI's response_format): the model is told, and an
+        answer of another shape fails the run (INTERNAL ANSWER_NOT_IN_FORMAT). A user's chat only.
+        """
+
+    @_builtins.property
+    def budget(self) -> _run_pb2.Budget:
+        """What this run and its delegations may spend: the chat's budget (the gateway's request
+        headers), less what its caller's tree had spent when it delegated. Unset: no bound.
+        """
 
     def __init__(
         self,
@@ -110,14 +138,74 @@ class RunRequest(_message.Message):
         sub_agent_id: _builtins.str = ...,
         caller_run_id: _builtins.str = ...,
         caller_resume: _builtins.int = ...,
+        tree_start_seq: _builtins.int = ...,
+        context: _abc.Iterable[Global___ContextMessage] | None = ...,
+        response_format: Global___ResponseFormat | None = ...,
+        budget: _run_pb2.Budget | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["model_settings", b"model_settings"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "model_settings", b"model_settings", "response_format", b"response_format"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_name", b"agent_name", "as_sub_agent", b"as_sub_agent", "batch_events", b"batch_events", "caller_resume", b"caller_resume", "caller_run_id", b"caller_run_id", "delegation_depth", b"delegation_depth", "delegation_id", b"delegation_id", "delegation_path", b"delegation_path", "double_texting", b"double_texting", "input", b"input", "model_settings", b"model_settings", "parent_event_id", b"parent_event_id", "project_slug", b"project_slug", "session_id", b"session_id", "sub_agent_id", b"sub_agent_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_name", b"agent_name", "as_sub_agent", b"as_sub_agent", "batch_events", b"batch_events", "budget", b"budget", "caller_resume", b"caller_resume", "caller_run_id", b"caller_run_id", "context", b"context", "delegation_depth", b"delegation_depth", "delegation_id", b"delegation_id", "delegation_path", b"delegation_path", "double_texting", b"double_texting", "input", b"input", "model_settings", b"model_settings", "parent_event_id", b"parent_event_id", "project_slug", b"project_slug", "response_format", b"response_format", "session_id", b"session_id", "sub_agent_id", b"sub_agent_id", "tree_start_seq", b"tree_start_seq"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RunRequest: _TypeAlias = RunRequest  # noqa: Y015
+
+@_typing.final
+class ResponseFormat(_message.Message):
+    """ResponseFormat is RunRequest.response_format."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TYPE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    SCHEMA_JSON_FIELD_NUMBER: _builtins.int
+    type: _builtins.str
+    """"json_object" (any JSON object) or "json_schema" (a JSON value valid against schema_json)."""
+    name: _builtins.str
+    """The schema's name, for the model."""
+    schema_json: _builtins.str
+    """The JSON schema, as JSON text (json_schema only; empty: any JSON value)."""
+    def __init__(
+        self,
+        *,
+        type: _builtins.str = ...,
+        name: _builtins.str = ...,
+        schema_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "schema_json", b"schema_json", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResponseFormat: _TypeAlias = ResponseFormat  # noqa: Y015
+
+@_typing.final
+class ContextMessage(_message.Message):
+    """ContextMessage is one message of RunRequest.context."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ROLE_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    role: _builtins.str
+    """"system", "user" or "assistant"."""
+    content: _builtins.str
+    """The message's text."""
+    def __init__(
+        self,
+        *,
+        role: _builtins.str = ...,
+        content: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "role", b"role"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ContextMessage: _TypeAlias = ContextMessage  # noqa: Y015
 
 @_typing.final
 class RunResponse(_message.Message):

@@ -1,5 +1,5 @@
 // A session's event log: every event in `seq` order, as the memory service stores it. A row
-// opens to the whole event.
+// opens to the whole event and, given `onFork`, a button that forks the session at that event.
 
 import { agentColor, clock, duration, h, millis, shortId } from "./dom.js";
 import { KIND_LABELS, summary } from "./events.js";
@@ -8,8 +8,11 @@ const COLUMNS = ["seq", "time", "offset", "agent", "type", "what", "run", "deleg
 // Beside a conversation there is less room: the clock time and the delegation id go.
 const COMPACT = new Set(["time", "delegation"]);
 
-/** The log as a table; `compact` leaves out the columns a narrow panel has no room for. */
-export function renderEventLog(events, opened, { compact = false } = {}) {
+/**
+ * The log as a table; `compact` leaves out the columns a narrow panel has no room for; `onFork`
+ * (called with the event) puts a "Fork here" button in each opened event.
+ */
+export function renderEventLog(events, opened, { compact = false, onFork = null } = {}) {
   if (!events.length) return h("p", { class: "empty" }, "No events yet.");
   const origin = millis(events[0].created_at);
   const columns = COLUMNS.filter((name) => !(compact && COMPACT.has(name)));
@@ -49,7 +52,14 @@ export function renderEventLog(events, opened, { compact = false } = {}) {
         const detail = h(
           "tr",
           { class: "event-detail", hidden: !opened.has(event.id) },
-          h("td", { colspan: columns.length }, h("pre", {}, JSON.stringify(event, null, 2))),
+          h(
+            "td",
+            { colspan: columns.length },
+            onFork
+              ? h("button", { class: "button small", dataset: { action: "fork", seq: event.seq }, title: "A new session that sees the history up to this event", onclick: () => onFork(event) }, `Fork here (seq ${event.seq})`)
+              : null,
+            h("pre", {}, JSON.stringify(event, null, 2)),
+          ),
         );
         return [row, detail];
       }),

@@ -123,6 +123,7 @@ export const KIND_LABELS = {
   error: "error",
   input_requested: "asks a person",
   input_received: "person's answer",
+  context_compacted: "history summarized",
 };
 
 /** One line saying what an event was. */

@@ -13,10 +13,14 @@ const TABS = [
 ];
 
 export class SessionPanel {
-  /** `compact`: a narrow panel (beside a chat), with fewer columns in the event log. */
-  constructor(api, projectId, sessionId = null, { compact = false } = {}) {
+  /**
+   * `compact`: a narrow panel (beside a chat), with fewer columns in the event log; `onFork`:
+   * what forking the session at an event of the log does (no fork button without it).
+   */
+  constructor(api, projectId, sessionId = null, { compact = false, onFork = null } = {}) {
     this.api = api;
     this.compact = compact;
+    this.onFork = onFork;
     this.projectId = projectId;
     this.tab = "steps";
     this.opened = new Set();
@@ -39,6 +43,11 @@ export class SessionPanel {
     this.events = [];
     this.lastSeq = 0;
     this.render();
+  }
+
+  /** Shows why something failed above the panel's body. */
+  fail(message) {
+    fill(this.error, message).hidden = false;
   }
 
   show(tab) {
@@ -74,7 +83,7 @@ export class SessionPanel {
     const view = {
       steps: () => renderSteps(this.events),
       waterfall: () => renderWaterfall(this.events),
-      events: () => renderEventLog(this.events, this.opened, { compact: this.compact }),
+      events: () => renderEventLog(this.events, this.opened, { compact: this.compact, onFork: this.onFork }),
     }[this.tab];
     fill(this.body, this.sessionId ? view() : h("p", { class: "empty" }, "Send a message to start a session."));
     this.body.dataset.lastSeq = String(this.lastSeq);

@@ -198,7 +198,16 @@ export async function projectView(api, projectId) {
 
 export async function sessionView(api, projectId, sessionId) {
   const project = await api.get(`/api/v1/projects/${enc(projectId)}`);
-  const panel = new SessionPanel(api, projectId, sessionId);
+  // A fork sees the history up to the chosen event and goes its own way; the console opens it.
+  const fork = async (event) => {
+    try {
+      const forked = await api.post(`/api/v1/projects/${enc(projectId)}/sessions/${enc(sessionId)}/fork`, { at_seq: event.seq });
+      location.hash = `#/projects/${enc(projectId)}/sessions/${enc(forked.id)}`;
+    } catch (error) {
+      panel.fail(`Could not fork the session: ${error.message}`);
+    }
+  };
+  const panel = new SessionPanel(api, projectId, sessionId, { onFork: fork });
   await panel.poll();
   const first = panel.events[0];
   const agents = first ? await api.all(`/api/v1/projects/${enc(projectId)}/agents`) : [];

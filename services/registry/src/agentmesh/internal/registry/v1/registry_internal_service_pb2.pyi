@@ -212,6 +212,9 @@ class FinishAgentRunRequest(_message.Message):
     COMPLETED_FIELD_NUMBER: _builtins.int
     TOKENS_USED_FIELD_NUMBER: _builtins.int
     COST_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    MODEL_USAGE_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """The agent's id."""
     run_id: _builtins.str
@@ -222,6 +225,17 @@ class FinishAgentRunRequest(_message.Message):
     """Tokens the run used."""
     cost: _builtins.float
     """Cost the run incurred."""
+    session_id: _builtins.str
+    """The session the run worked in (for its ledger entries)."""
+    user_id: _builtins.str
+    """The user whose chat the run served (for its ledger entries)."""
+    @_builtins.property
+    def model_usage(self) -> _containers.RepeatedCompositeFieldContainer[Global___ModelUsage]:
+        """The run's own model calls (not its delegations', which report their own), per model: its
+        entries in the cost ledger. Recorded once per run and model, however often the call is
+        retried.
+        """
+
     def __init__(
         self,
         *,
@@ -230,14 +244,49 @@ class FinishAgentRunRequest(_message.Message):
         completed: _builtins.bool = ...,
         tokens_used: _builtins.int = ...,
         cost: _builtins.float = ...,
+        session_id: _builtins.str = ...,
+        user_id: _builtins.str = ...,
+        model_usage: _abc.Iterable[Global___ModelUsage] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "completed", b"completed", "cost", b"cost", "run_id", b"run_id", "tokens_used", b"tokens_used"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "completed", b"completed", "cost", b"cost", "model_usage", b"model_usage", "run_id", b"run_id", "session_id", b"session_id", "tokens_used", b"tokens_used", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___FinishAgentRunRequest: _TypeAlias = FinishAgentRunRequest  # noqa: Y015
+
+@_typing.final
+class ModelUsage(_message.Message):
+    """ModelUsage is what a run's calls of one model used."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODEL_FIELD_NUMBER: _builtins.int
+    CALLS_FIELD_NUMBER: _builtins.int
+    USAGE_FIELD_NUMBER: _builtins.int
+    model: _builtins.str
+    """The model, as the agent names it."""
+    calls: _builtins.int
+    """Calls made."""
+    @_builtins.property
+    def usage(self) -> _run_pb2.Usage:
+        """Their tokens and cost (`cost_known` false when the model has no price)."""
+
+    def __init__(
+        self,
+        *,
+        model: _builtins.str = ...,
+        calls: _builtins.int = ...,
+        usage: _run_pb2.Usage | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calls", b"calls", "model", b"model", "usage", b"usage"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ModelUsage: _TypeAlias = ModelUsage  # noqa: Y015
 
 @_typing.final
 class FinishAgentRunResponse(_message.Message):
@@ -787,6 +836,7 @@ class OrphanedRun(_message.Message):
     PROJECT_ID_FIELD_NUMBER: _builtins.int
     AGENT_NAME_FIELD_NUMBER: _builtins.int
     INPUT_REQUESTS_FIELD_NUMBER: _builtins.int
+    PARKED_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """The agent's id."""
     run_id: _builtins.str
@@ -797,6 +847,11 @@ class OrphanedRun(_message.Message):
     """The agent's project."""
     agent_name: _builtins.str
     """The agent's slug (what its events are tagged with)."""
+    parked: _builtins.bool
+    """It was parked, and goes on after the input it waited for: its own requests', or those of
+    the runs below it it waited on (SuspendRunRequest.waits_on_run_ids), which have ended. Not
+    a resume after its executor stopped.
+    """
     @_builtins.property
     def input_requests(self) -> _containers.RepeatedCompositeFieldContainer[_run_pb2.InputRequest]:
         """Every request for input the run raised, oldest first, each answered or expired by the time
@@ -814,10 +869,11 @@ class OrphanedRun(_message.Message):
         project_id: _builtins.str = ...,
         agent_name: _builtins.str = ...,
         input_requests: _abc.Iterable[_run_pb2.InputRequest] | None = ...,
+        parked: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "agent_name", b"agent_name", "input_requests", b"input_requests", "project_id", b"project_id", "run_id", b"run_id", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "agent_name", b"agent_name", "input_requests", b"input_requests", "parked", b"parked", "project_id", b"project_id", "run_id", b"run_id", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -833,6 +889,7 @@ class SuspendRunRequest(_message.Message):
     RUN_ID_FIELD_NUMBER: _builtins.int
     EXECUTOR_ID_FIELD_NUMBER: _builtins.int
     INPUT_REQUESTS_FIELD_NUMBER: _builtins.int
+    WAITS_ON_RUN_IDS_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """The agent's id."""
     run_id: _builtins.str
@@ -843,6 +900,13 @@ class SuspendRunRequest(_message.Message):
     def input_requests(self) -> _containers.RepeatedCompositeFieldContainer[_run_pb2.InputRequest]:
         """What it waits for; each with its id, kind, call, expiry and `seq`."""
 
+    @_builtins.property
+    def waits_on_run_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The runs it delegated to (or started as sub-agents) that are suspended themselves: it stays
+        parked until each of them has ended, then it is handed out to resume from the log. Their
+        requests are theirs (stored when they suspended), so `input_requests` may then be empty.
+        """
+
     def __init__(
         self,
         *,
@@ -850,10 +914,11 @@ class SuspendRunRequest(_message.Message):
         run_id: _builtins.str = ...,
         executor_id: _builtins.str = ...,
         input_requests: _abc.Iterable[_run_pb2.InputRequest] | None = ...,
+        waits_on_run_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "executor_id", b"executor_id", "input_requests", b"input_requests", "run_id", b"run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "executor_id", b"executor_id", "input_requests", b"input_requests", "run_id", b"run_id", "waits_on_run_ids", b"waits_on_run_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -249,11 +249,12 @@ class RegistryInternalServiceServicer:
         in flight (the agent `waiting` when no other run is), and its session's turn stays taken.
         Once every request of the run is answered or expired, the run is handed to a live executor
         through RenewRunLeases (OrphanedRun.input_requests) to resume from the session's log; at
-        once when they were answered already. A retried call (the run parked already, every request
-        named stored) changes nothing and answers the same. NOT_FOUND for an unknown agent or a run
-        not in flight; FAILED_PRECONDITION (RUN_NOT_HELD) when `executor_id` does not hold it;
-        INVALID_ARGUMENT for no request, a request without id or kind, an id named twice or one of
-        another run's.
+        once when they were answered already. A run that waits on runs below it (`waits_on_run_ids`:
+        its delegated runs suspended themselves) is handed out once each of them has ended. A
+        retried call (the run parked already, every request named stored) changes nothing and
+        answers the same. NOT_FOUND for an unknown agent or a run not in flight; FAILED_PRECONDITION
+        (RUN_NOT_HELD) when `executor_id` does not hold it; INVALID_ARGUMENT for neither a request nor
+        a run waited on, a request without id or kind, an id named twice or one of another run's.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

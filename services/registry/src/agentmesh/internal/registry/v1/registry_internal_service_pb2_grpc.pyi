@@ -110,11 +110,12 @@ class RegistryInternalServiceStub:
     in flight (the agent `waiting` when no other run is), and its session's turn stays taken.
     Once every request of the run is answered or expired, the run is handed to a live executor
     through RenewRunLeases (OrphanedRun.input_requests) to resume from the session's log; at
-    once when they were answered already. A retried call (the run parked already, every request
-    named stored) changes nothing and answers the same. NOT_FOUND for an unknown agent or a run
-    not in flight; FAILED_PRECONDITION (RUN_NOT_HELD) when `executor_id` does not hold it;
-    INVALID_ARGUMENT for no request, a request without id or kind, an id named twice or one of
-    another run's.
+    once when they were answered already. A run that waits on runs below it (`waits_on_run_ids`:
+    its delegated runs suspended themselves) is handed out once each of them has ended. A
+    retried call (the run parked already, every request named stored) changes nothing and
+    answers the same. NOT_FOUND for an unknown agent or a run not in flight; FAILED_PRECONDITION
+    (RUN_NOT_HELD) when `executor_id` does not hold it; INVALID_ARGUMENT for neither a request nor
+    a run waited on, a request without id or kind, an id named twice or one of another run's.
     """
 
 @_typing.type_check_only
@@ -199,11 +200,12 @@ class RegistryInternalServiceAsyncStub(RegistryInternalServiceStub):
     in flight (the agent `waiting` when no other run is), and its session's turn stays taken.
     Once every request of the run is answered or expired, the run is handed to a live executor
     through RenewRunLeases (OrphanedRun.input_requests) to resume from the session's log; at
-    once when they were answered already. A retried call (the run parked already, every request
-    named stored) changes nothing and answers the same. NOT_FOUND for an unknown agent or a run
-    not in flight; FAILED_PRECONDITION (RUN_NOT_HELD) when `executor_id` does not hold it;
-    INVALID_ARGUMENT for no request, a request without id or kind, an id named twice or one of
-    another run's.
+    once when they were answered already. A run that waits on runs below it (`waits_on_run_ids`:
+    its delegated runs suspended themselves) is handed out once each of them has ended. A
+    retried call (the run parked already, every request named stored) changes nothing and
+    answers the same. NOT_FOUND for an unknown agent or a run not in flight; FAILED_PRECONDITION
+    (RUN_NOT_HELD) when `executor_id` does not hold it; INVALID_ARGUMENT for neither a request nor
+    a run waited on, a request without id or kind, an id named twice or one of another run's.
     """
 
 class RegistryInternalServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -369,11 +371,12 @@ class RegistryInternalServiceServicer(metaclass=_abc_1.ABCMeta):
         in flight (the agent `waiting` when no other run is), and its session's turn stays taken.
         Once every request of the run is answered or expired, the run is handed to a live executor
         through RenewRunLeases (OrphanedRun.input_requests) to resume from the session's log; at
-        once when they were answered already. A retried call (the run parked already, every request
-        named stored) changes nothing and answers the same. NOT_FOUND for an unknown agent or a run
-        not in flight; FAILED_PRECONDITION (RUN_NOT_HELD) when `executor_id` does not hold it;
-        INVALID_ARGUMENT for no request, a request without id or kind, an id named twice or one of
-        another run's.
+        once when they were answered already. A run that waits on runs below it (`waits_on_run_ids`:
+        its delegated runs suspended themselves) is handed out once each of them has ended. A
+        retried call (the run parked already, every request named stored) changes nothing and
+        answers the same. NOT_FOUND for an unknown agent or a run not in flight; FAILED_PRECONDITION
+        (RUN_NOT_HELD) when `executor_id` does not hold it; INVALID_ARGUMENT for neither a request nor
+        a run waited on, a request without id or kind, an id named twice or one of another run's.
         """
 
 def add_RegistryInternalServiceServicer_to_server(servicer: RegistryInternalServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

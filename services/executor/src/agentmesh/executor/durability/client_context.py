@@ -1,0 +1,52 @@
+"""What an OpenAI client's request adds to a run's input, as the input's event records it in its
+metadata: the conversation a client that keeps no session sends (RunRequest.context) — a resumed
+run goes on with it, and later runs in the session read it as the session's beginning
+(run/history.py) — and the shape its answer must have (RunRequest.response_format,
+run/answer_format.py), which a resumed run is held to as well."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from google.protobuf import struct_pb2
+
+from agentmesh.internal.executor.v1 import executor_service_pb2
+
+CONTEXT_KEY = "context"
+FORMAT_KEY = "response_format"
+
+
+def recordable(context: Iterable[executor_service_pb2.ContextMessage]) -> list[dict[str, Any]]:
+    """The conversation as the input's metadata holds it."""
+    return [{"role": message.role, "content": message.content} for message in context]
+
+
+def recorded(metadata: struct_pb2.Struct) -> list[executor_service_pb2.ContextMessage]:
+    """The conversation an input's metadata holds (none when it came without one)."""
+    if CONTEXT_KEY not in metadata.fields:
+        return []
+    return [
+        executor_service_pb2.ContextMessage(
+            role=item.struct_value.fields["role"].string_value,
+            content=item.struct_value.fields["content"].string_value,
+        )
+        for item in metadata.fields[CONTEXT_KEY].list_value.values
+    ]
+
+
+def recordable_format(answer_format: executor_service_pb2.ResponseFormat) -> dict[str, str]:
+    """The answer's format as the input's metadata holds it."""
+    return {"type": answer_format.type, "name": answer_format.name, "schema_json": answer_format.schema_json}
+
+
+def recorded_format(metadata: struct_pb2.Struct) -> executor_service_pb2.ResponseFormat | None:
+    """The answer's format an input's metadata holds (None when its request asked for none)."""
+    if FORMAT_KEY not in metadata.fields:
+        return None
+    fields = metadata.fields[FORMAT_KEY].struct_value.fields
+    return executor_service_pb2.ResponseFormat(
+        type=fields["type"].string_value,
+        name=fields["name"].string_value,
+        schema_json=fields["schema_json"].string_value,
+    )
