@@ -23,7 +23,7 @@ from agentmesh.cli.apply.schema import (
     RegisteredMcpServerEntry,
     RemoteAgentEntry,
 )
-from agentmesh.common.v1 import types_pb2
+from agentmesh.common.v1 import run_pb2, types_pb2
 from agentmesh.registry.declarations import (
     agent_slug,
     check_agent_name,
@@ -250,6 +250,9 @@ def _declared_type(path: str, entry: AgentTypeEntry) -> DeclaredAgentType:
         tool_permissions=permissions(entry.tool_permissions),
         input_expiry_seconds=entry.input_expiry_seconds,
         delegation_limits=resources_pb2.DelegationLimits(**entry.delegation_limits.model_dump()),
+        context_budget_tokens=entry.context_budget_tokens,
+        compaction_model=entry.compaction_model,
+        run_budget=run_pb2.Budget(**entry.run_budget.model_dump()),
     )
     declared = tuple(name for name in AgentTypeEntry.model_fields if name in entry.model_fields_set)
     return DeclaredAgentType(path=path, message=normalized_agent_type(message), declared=declared)

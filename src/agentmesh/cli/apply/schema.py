@@ -56,6 +56,13 @@ class DelegationLimitsEntry(_Entry):
     allow_reentry: bool = False
 
 
+class RunBudgetEntry(_Entry):
+    """What one run of the type (with its delegations) may spend; 0: no bound."""
+
+    max_tokens: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
+    max_cost: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
+
+
 class AgentTypeEntry(_Entry):
     """An agent type; found by `slug` (made from `name` when left out)."""
 
@@ -79,8 +86,10 @@ class AgentTypeEntry(_Entry):
     input_expiry_seconds: Int32 = 0
     # Bounds on the delegation tree under a chat (docs/executor.md, "Bounded delegation trees").
     delegation_limits: DelegationLimitsEntry = DelegationLimitsEntry()
+    # The prompt's budget and the model that summarizes what does not fit (docs/sessions.md).
     context_budget_tokens: Int32 = 0
     compaction_model: str = ""
+    run_budget: RunBudgetEntry = RunBudgetEntry()  # docs/tenants.md, "Budgets"
 
 
 class AgentConfigEntry(_Entry):
