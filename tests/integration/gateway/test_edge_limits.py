@@ -79,7 +79,10 @@ def _quota_refusal(error: grpc.aio.AioRpcError) -> tuple[str, str, str, int]:
                 detail.Unpack(found[kind.__name__])
     info, retry, quota = found["ErrorInfo"], found["RetryInfo"], found["QuotaFailure"]
     (violation,) = quota.violations
-    return info.reason, violation.subject, info.metadata["quota_limit"], retry.retry_delay.seconds
+    limit = info.metadata["quota_limit"]
+    field = f"project.limits.{limit}" if violation.subject.startswith("project:") else limit
+    assert violation.description == f"limit {field} reached"
+    return info.reason, violation.subject, limit, retry.retry_delay.seconds
 
 
 async def test_requests_past_a_projects_minute_are_refused_on_every_face(
