@@ -131,7 +131,8 @@ async def test_requests_past_a_projects_minute_are_refused_on_every_face(
         )
         return listed.status_code == 200
 
-    assert await eventually(answered, what="the lifted limit to hold") < 5
+    # The gateway reuses a project's limits for 2 s; the rest is a loaded machine's margin.
+    assert await eventually(answered, what="the lifted limit to hold") < 8
 
 
 async def test_unset_or_zero_requests_per_minute_is_unlimited(api: Api, once: None) -> None:
