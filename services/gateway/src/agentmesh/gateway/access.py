@@ -57,7 +57,9 @@ def current_caller() -> Caller:
 
 
 class AccessGuard:
-    """Decides whether a caller may perform an operation, by its policy rule."""
+    """Decides whether a caller may perform an operation, by its policy rule, and counts what it
+    lets through against the project's requests a minute; holds the gateway's count of open
+    streams (`streams`) for the faces that open them."""
 
     def __init__(
         self,
