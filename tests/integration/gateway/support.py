@@ -145,6 +145,19 @@ class Api:
         return response.json()["events"]
 
 
+async def a2a_jsonrpc(http: httpx.AsyncClient, agent: Agent, method: str, text: str = "hi") -> httpx.Response:
+    """The agent's A2A JSON-RPC binding asked `method` (`SendMessage`, `SendStreamingMessage`)
+    with one user message, as its owner."""
+    rpc = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": method,
+        "params": {"message": {"messageId": f"m-{suffix()}", "role": "ROLE_USER", "parts": [{"text": text}]}},
+    }
+    headers = {**agent.owner.headers, "A2A-Version": "1.0"}
+    return await http.post(f"{agent.base}/a2a/jsonrpc", json=rpc, headers=headers)
+
+
 def asks(question: str) -> dict[str, Any]:
     """A mock response that calls the built-in `ask_user`: the run suspends for an answer."""
     return {"content": "", "tool_calls": [{"name": "ask_user", "arguments": {"question": question}}]}

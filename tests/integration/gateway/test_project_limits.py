@@ -17,7 +17,7 @@ from openai import AsyncOpenAI
 from agentmesh.cli.mesh import Mesh
 from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
-from tests.integration.gateway.support import Agent, Api
+from tests.integration.gateway.support import Agent, Api, a2a_jsonrpc
 from tests.mesh import bearer
 from tests.polling import eventually
 
@@ -121,15 +121,7 @@ async def test_runs_past_the_limit_are_refused_on_every_face(
                 extra_headers={"X-Session-Id": "refused-again"},
             )
 
-        rpc = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "SendMessage",
-            "params": {"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}},
-        }
-        a2a = await http.post(
-            f"{quick.base}/a2a/jsonrpc", json=rpc, headers={**quick.owner.headers, "A2A-Version": "1.0"}
-        )
+        a2a = await a2a_jsonrpc(http, quick, "SendMessage")
         (info,) = [d for d in a2a.json()["error"]["data"] if d["@type"].endswith("google.rpc.ErrorInfo")]
         assert (info["metadata"]["reason"], info["metadata"]["quota_limit"]) == (
             "QUOTA_EXCEEDED",

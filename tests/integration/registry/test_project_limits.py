@@ -49,6 +49,10 @@ async def test_a_superuser_sets_limits_and_the_owner_may_only_lower_them(
     assert (limited.limits.concurrent_runs, limited.limits.requests_per_minute) == (4, 100)
     got = (await stub.GetProject(pb.GetProjectRequest(id=project.id), metadata=owner.metadata)).project
     assert got.limits == limited.limits
+    # What applies, as the gateways read it: the project's own, else the operator's default.
+    in_force = got.limits_in_force
+    assert (in_force.concurrent_runs, in_force.requests_per_minute) == (4, 100)
+    assert (in_force.tokens_per_day, in_force.open_streams) == (1_000_000, 0)
 
     lowered = await _set_limits(stub, owner, project.id, concurrent_runs=2, requests_per_minute=100)
     assert lowered.limits.concurrent_runs == 2

@@ -1,12 +1,15 @@
-"""Enforces the policy table (`policy.py`): authenticates callers, applies the per-user rate limit
-and checks roles and project ownership — for gRPC in an interceptor, for HTTP in a dependency,
-both through `AccessGuard`."""
+"""Enforces the policy table (`policy.py`): authenticates callers, applies the per-user rate limit,
+checks roles and project ownership, and counts a request against its project's requests a minute
+— for gRPC in an interceptor, for HTTP in a dependency, both through `AccessGuard`. The gRPC
+interceptor also holds a stream slot (`project_limits.OpenStreams`) for every server stream it
+serves but A2A's (whose handler holds its own, for its HTTP bindings too)."""
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping
+from collections.abc import AsyncIterator, Hashable, Mapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -17,7 +20,16 @@ from agentmesh.gateway.client_address import FORWARDED_FOR, ClientAddresses
 from agentmesh.gateway.credentials import CredentialVerifier
 from agentmesh.gateway.errors import ApiKeyOutOfScope, InvalidRequest, NoPolicy
 from agentmesh.gateway.models import Caller
-from agentmesh.gateway.policy import RPC_POLICY, Access, ProjectTarget, Rule, SessionTarget, Target
+from agentmesh.gateway.policy import (
+    A2A_SERVICE,
+    RPC_POLICY,
+    Access,
+    ProjectTarget,
+    Rule,
+    SessionTarget,
+    Target,
+)
+from agentmesh.gateway.project_limits import OpenStreams, ProjectLimitsCache, RequestRates, admitted_project
 from agentmesh.gateway.ratelimit import RateLimiter
 from agentmesh.memory.client import MemoryClient, SessionNotFound
 from agentmesh.registry.client import ProjectNotFound, RegistryClient
@@ -45,7 +57,9 @@ def current_caller() -> Caller:
 
 
 class AccessGuard:
-    """Decides whether a caller may perform an operation, by its policy rule."""
+    """Decides whether a caller may perform an operation, by its policy rule, and counts what it
+    lets through against the project's requests a minute; holds the gateway's count of open
+    streams (`streams`) for the faces that open them."""
 
     def __init__(
         self,
@@ -56,6 +70,8 @@ class AccessGuard:
         limiter: RateLimiter,
         grant_ttl_seconds: float = 5.0,
         client_addresses: ClientAddresses | None = None,
+        project_limits: ProjectLimitsCache | None = None,
+        streams: OpenStreams | None = None,
     ) -> None:
         self._credentials = credentials
         self._client_addresses = client_addresses or ClientAddresses()
@@ -63,6 +79,10 @@ class AccessGuard:
         self._memory = memory
         self._limiter = limiter
         self._grants = GrantCache(ttl_seconds=grant_ttl_seconds)
+        # None: no project limit is counted here (a guard built without the registry's limits).
+        self._project_limits = project_limits
+        self._rates = RequestRates()
+        self.streams = streams or OpenStreams()
 
     async def authorize(
         self, rule: Rule, token: str | None, subject: Any, *, peer: str = "", forwarded_for: str | None = None
@@ -87,7 +107,10 @@ class AccessGuard:
 
     async def check_target(self, caller: Caller, target: Target) -> None:
         """Raises NOT_FOUND unless the caller may see the project (or the session's project), and,
-        with a scoped API key, unless it is the key's project."""
+        with a scoped API key, unless it is the key's project; then counts the request against the
+        project's requests a minute (QUOTA_EXCEEDED when over) and makes the project the one the
+        request was admitted to (`admitted_project`). A superuser is held to no project's limits:
+        operators must reach a project over its limits, to raise them."""
         if caller.is_superuser and not caller.project_scope:
             return
         if isinstance(target, ProjectTarget):
@@ -101,14 +124,19 @@ class AccessGuard:
         if caller.project_scope and target.id and target.id != caller.project_scope:
             raise _project_not_found()
         grant = (caller.token, target.id, target.slug)
-        if self._grants.holds(grant):
-            return
-        # The registry, acting as the caller, answers NOT_FOUND for projects it may not see.
-        request = registry_service_pb2.GetProjectRequest(id=target.id, slug=target.slug)
-        found = await unary(self._registry.stub.GetProject, request, metadata=caller.metadata)
-        if caller.project_scope and found.project.id != caller.project_scope:
-            raise _project_not_found()  # named by slug: known only now
-        self._grants.add(grant)
+        if not self._grants.holds(grant):
+            # The registry, acting as the caller, answers NOT_FOUND for projects it may not see.
+            request = registry_service_pb2.GetProjectRequest(id=target.id, slug=target.slug)
+            found = await unary(self._registry.stub.GetProject, request, metadata=caller.metadata)
+            if caller.project_scope and found.project.id != caller.project_scope:
+                raise _project_not_found()  # named by slug: known only now
+            self._grants.add(grant)
+            if self._project_limits is not None:
+                self._project_limits.remember(found.project)
+        if self._project_limits is not None:
+            project = await self._project_limits.of(target)
+            self._rates.admit(project)
+            admitted_project.set(project)
 
     async def _check_session(self, caller: Caller, target: SessionTarget) -> None:
         if not target.session_id:
@@ -173,6 +201,13 @@ class AuthorizationInterceptor(PolicyInterceptor):
         self._guard = guard
         self._policy = policy
 
+    def wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+        rule = self._policy.get(method)
+        held = handler.unary_stream and rule is not None and rule.access is not Access.PUBLIC
+        if held and not method.startswith(f"/{A2A_SERVICE.full_name}/"):
+            handler = _holding_stream(handler, self._guard.streams)
+        return super().wrap(handler, method)
+
     def admission(self, method: str, handler: grpc.RpcMethodHandler) -> Admit | None:
         rule = self._policy.get(method)
         if handler.request_streaming:
@@ -196,6 +231,31 @@ class AuthorizationInterceptor(PolicyInterceptor):
             current_token.set(caller.token)
 
         return authorize
+
+
+def _holding_stream(handler: grpc.RpcMethodHandler, streams: OpenStreams) -> grpc.RpcMethodHandler:
+    """`handler` (a server stream) holding a stream slot of its caller and admitted project from
+    its start to its end, however it ends; run after the policy admitted the call, so a stream
+    over a limit is refused before its servicer runs."""
+    behavior = handler.unary_stream
+    if inspect.iscoroutinefunction(behavior):  # writes its responses with `context.write`
+
+        async def held(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            with streams.holding(current_caller().user_id):
+                return await behavior(request, context)
+
+    else:
+
+        async def held(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:  # type: ignore[misc]
+            with streams.holding(current_caller().user_id):
+                async for response in behavior(request, context):
+                    yield response
+
+    return grpc.unary_stream_rpc_method_handler(
+        held,
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
 
 
 def _refusal(message: str) -> Admit:

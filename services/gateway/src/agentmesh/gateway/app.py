@@ -22,6 +22,7 @@ from agentmesh.gateway.http.a2a_face import A2AFace
 from agentmesh.gateway.http.app import HttpServer, create_http_app
 from agentmesh.gateway.http.context import HttpContext
 from agentmesh.gateway.policy import A2A_SERVICE, RPC_POLICY
+from agentmesh.gateway.project_limits import OpenStreams, ProjectLimitsCache
 from agentmesh.gateway.ratelimit import RateLimiter
 from agentmesh.gateway.servicer import GatewayServicer, RegistryOverrides
 from agentmesh.gateway.settings import GatewaySettings
@@ -76,11 +77,12 @@ async def start(settings: GatewaySettings) -> GatewayService:
     )
     registry = RegistryClient(registry_channel)
     memory = MemoryClient(memory_channel)
-    router = RunRouter.for_pool(registry, SystemToken(tokens), settings, security=peers)
+    system_token = SystemToken(tokens)
+    router = RunRouter.for_pool(registry, system_token, settings, security=peers)
     credentials = CredentialVerifier(
         tokens=tokens,
         registry=registry,
-        system_metadata=SystemToken(tokens).metadata,
+        system_metadata=system_token.metadata,
         failed_keys=RateLimiter(
             rate_per_second=settings.failed_api_key_rate_per_second, burst=settings.failed_api_key_burst
         ),
@@ -93,6 +95,12 @@ async def start(settings: GatewaySettings) -> GatewayService:
         limiter=RateLimiter(rate_per_second=settings.rate_limit_per_second, burst=settings.rate_limit_burst),
         grant_ttl_seconds=settings.access_grant_ttl_seconds,
         client_addresses=ClientAddresses(settings.trusted_proxies),
+        project_limits=ProjectLimitsCache(
+            registry=registry,
+            system_metadata=system_token.metadata,
+            ttl_seconds=settings.project_limits_ttl_seconds,
+        ),
+        streams=OpenStreams(max_per_user=settings.max_open_streams_per_user),
     )
     gateway = AgentGateway(
         router=router,
@@ -113,7 +121,7 @@ async def start(settings: GatewaySettings) -> GatewayService:
         cancel_wait_seconds=settings.a2a_cancel_wait_seconds,
     )
     endpoints = A2AEndpoints(http_base_url=settings.public_url, grpc_address=settings.public_grpc_address)
-    a2a_handler = MeshRequestHandler(a2a_tasks, endpoints)
+    a2a_handler = MeshRequestHandler(a2a_tasks, endpoints, streams=guard.streams)
     # Terminating an agent over gRPC stops its runs in flight too, as over REST.
     overrides = RegistryOverrides(gateway)
     context = HttpContext(

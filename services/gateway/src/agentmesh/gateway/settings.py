@@ -44,6 +44,11 @@ class GatewaySettings(ServiceSettings):
     # `rate_limit_per_second`. 0 per second disables the limit.
     rate_limit_per_second: float = Field(default=50.0, ge=0)
     rate_limit_burst: int = Field(default=200, gt=0)
+    # Project limits counted here (project_limits.py): how long a project's limits, as the
+    # registry gives them, are reused before it is asked again (a changed limit holds within it).
+    project_limits_ttl_seconds: float = Field(default=2.0, gt=0, le=10)
+    # Streams one user may hold open at once through this gateway (0: no cap), whatever project.
+    max_open_streams_per_user: int = Field(default=0, ge=0)
     access_grant_ttl_seconds: float = Field(
         default=5.0,
         ge=0,

@@ -266,7 +266,9 @@ def agent_type_message(agent_type: AgentType) -> pb.AgentType:
     )
 
 
-def project_message(project: Project) -> pb.Project:
+def project_message(project: Project, limits_in_force: ProjectLimits | None = None) -> pb.Project:
+    """The project as a message; `limits_in_force` (the operator's defaults filled in) when
+    known."""
     return pb.Project(
         id=project.id,
         name=project.name,
@@ -277,6 +279,7 @@ def project_message(project: Project) -> pb.Project:
         updated_at=timestamp(project.updated_at),
         tool_permissions=tool_permissions_message(project.tool_permissions),
         limits=pb.ProjectLimits(**project.limits.set()),
+        limits_in_force=pb.ProjectLimits(**limits_in_force.set()) if limits_in_force else None,
     )
 
 

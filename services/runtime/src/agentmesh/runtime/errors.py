@@ -131,8 +131,11 @@ def _retry_details(metadata: Mapping[str, str]) -> list[any_pb2.Any]:
         details.append(retry)
     if QUOTA_LIMIT in metadata:
         quota = any_pb2.Any()
+        subject, limit = metadata.get(QUOTA_SUBJECT, ""), metadata[QUOTA_LIMIT]
+        if subject.startswith("project:"):
+            limit = f"project.limits.{limit}"  # the field a superuser sets it by
         violation = error_details_pb2.QuotaFailure.Violation(
-            subject=metadata.get(QUOTA_SUBJECT, ""), description=f"limit {metadata[QUOTA_LIMIT]} reached"
+            subject=subject, description=f"limit {limit} reached"
         )
         quota.Pack(error_details_pb2.QuotaFailure(violations=[violation]))
         details.append(quota)

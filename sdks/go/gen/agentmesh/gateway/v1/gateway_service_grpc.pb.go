@@ -31,7 +31,10 @@ const (
 //
 // GatewayService is the public chat API. Clients send `authorization: Bearer <token>` metadata.
 // The gateway also serves agentmesh.registry.v1.RegistryService and
-// agentmesh.memory.v1.MemoryService publicly, under the same authorization policy.
+// agentmesh.memory.v1.MemoryService publicly, under the same authorization policy. Any RPC that
+// names a project may be refused RESOURCE_EXHAUSTED, reason QUOTA_EXCEEDED (with RetryInfo and
+// QuotaFailure), over the project's requests a minute; a stream (StreamChat, RespondToInput,
+// WatchEvents) also over its open streams or the operator's cap on a user's open streams.
 type GatewayServiceClient interface {
 	// Sends one message to an agent and returns its answer. UNAUTHENTICATED, NOT_FOUND (unknown
 	// agent or a project the caller may not see), FAILED_PRECONDITION (paused or terminated agent),
@@ -131,7 +134,10 @@ type GatewayService_RespondToInputClient = grpc.ServerStreamingClient[RespondToI
 //
 // GatewayService is the public chat API. Clients send `authorization: Bearer <token>` metadata.
 // The gateway also serves agentmesh.registry.v1.RegistryService and
-// agentmesh.memory.v1.MemoryService publicly, under the same authorization policy.
+// agentmesh.memory.v1.MemoryService publicly, under the same authorization policy. Any RPC that
+// names a project may be refused RESOURCE_EXHAUSTED, reason QUOTA_EXCEEDED (with RetryInfo and
+// QuotaFailure), over the project's requests a minute; a stream (StreamChat, RespondToInput,
+// WatchEvents) also over its open streams or the operator's cap on a user's open streams.
 type GatewayServiceServer interface {
 	// Sends one message to an agent and returns its answer. UNAUTHENTICATED, NOT_FOUND (unknown
 	// agent or a project the caller may not see), FAILED_PRECONDITION (paused or terminated agent),

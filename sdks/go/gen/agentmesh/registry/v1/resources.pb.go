@@ -858,7 +858,10 @@ type Project struct {
 	// agents' types' (never loosen them; see AgentConfig.tool_permissions).
 	ToolPermissions map[string]v1.ToolPermission `protobuf:"bytes,8,rep,name=tool_permissions,json=toolPermissions,proto3" json:"tool_permissions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value,enum=agentmesh.common.v1.ToolPermission"`
 	// What the project may use. A superuser sets them; the owner may only lower them.
-	Limits        *ProjectLimits `protobuf:"bytes,9,opt,name=limits,proto3" json:"limits,omitempty"`
+	Limits *ProjectLimits `protobuf:"bytes,9,opt,name=limits,proto3" json:"limits,omitempty"`
+	// Output only: every limit as it applies now, each one the project's own or else the
+	// operator's default (0: unlimited). Gateways read it to enforce the limits they count.
+	LimitsInForce *ProjectLimits `protobuf:"bytes,10,opt,name=limits_in_force,json=limitsInForce,proto3" json:"limits_in_force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -952,6 +955,13 @@ func (x *Project) GetToolPermissions() map[string]v1.ToolPermission {
 func (x *Project) GetLimits() *ProjectLimits {
 	if x != nil {
 		return x.Limits
+	}
+	return nil
+}
+
+func (x *Project) GetLimitsInForce() *ProjectLimits {
+	if x != nil {
+		return x.LimitsInForce
 	}
 	return nil
 }
@@ -1949,7 +1959,7 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"maxPerStep\x12 \n" +
 	"\fmax_per_chat\x18\x02 \x01(\x05R\n" +
 	"maxPerChat\x12#\n" +
-	"\rallow_reentry\x18\x03 \x01(\bR\fallowReentry\"\xfb\x03\n" +
+	"\rallow_reentry\x18\x03 \x01(\bR\fallowReentry\"\xc9\x04\n" +
 	"\aProject\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1961,7 +1971,9 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12^\n" +
 	"\x10tool_permissions\x18\b \x03(\v23.agentmesh.registry.v1.Project.ToolPermissionsEntryR\x0ftoolPermissions\x12<\n" +
-	"\x06limits\x18\t \x01(\v2$.agentmesh.registry.v1.ProjectLimitsR\x06limits\x1ag\n" +
+	"\x06limits\x18\t \x01(\v2$.agentmesh.registry.v1.ProjectLimitsR\x06limits\x12L\n" +
+	"\x0flimits_in_force\x18\n" +
+	" \x01(\v2$.agentmesh.registry.v1.ProjectLimitsR\rlimitsInForce\x1ag\n" +
 	"\x14ToolPermissionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
 	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"\xce\x02\n" +
@@ -2165,41 +2177,42 @@ var file_agentmesh_registry_v1_resources_proto_depIdxs = []int32{
 	24, // 17: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
 	18, // 18: agentmesh.registry.v1.Project.tool_permissions:type_name -> agentmesh.registry.v1.Project.ToolPermissionsEntry
 	8,  // 19: agentmesh.registry.v1.Project.limits:type_name -> agentmesh.registry.v1.ProjectLimits
-	25, // 20: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
-	27, // 21: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
-	27, // 22: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
-	27, // 23: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
-	28, // 24: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
-	19, // 25: agentmesh.registry.v1.AgentConfig.tool_permissions:type_name -> agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
-	1,  // 26: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
-	9,  // 27: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
-	24, // 28: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
-	24, // 29: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
-	10, // 30: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
-	0,  // 31: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
-	25, // 32: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
-	4,  // 33: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	28, // 34: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
-	20, // 35: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	21, // 36: agentmesh.registry.v1.AgentSpec.tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
-	22, // 37: agentmesh.registry.v1.AgentSpec.agent_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
-	23, // 38: agentmesh.registry.v1.AgentSpec.project_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
-	6,  // 39: agentmesh.registry.v1.AgentSpec.delegation_limits:type_name -> agentmesh.registry.v1.DelegationLimits
-	26, // 40: agentmesh.registry.v1.AgentSpec.run_budget:type_name -> agentmesh.common.v1.Budget
-	24, // 41: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
-	13, // 42: agentmesh.registry.v1.Executor.model_providers:type_name -> agentmesh.registry.v1.ModelProvider
-	24, // 43: agentmesh.registry.v1.RemoteAgent.created_at:type_name -> google.protobuf.Timestamp
-	29, // 44: agentmesh.registry.v1.AgentType.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	29, // 45: agentmesh.registry.v1.Project.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	29, // 46: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	29, // 47: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	29, // 48: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	29, // 49: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	50, // [50:50] is the sub-list for method output_type
-	50, // [50:50] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	8,  // 20: agentmesh.registry.v1.Project.limits_in_force:type_name -> agentmesh.registry.v1.ProjectLimits
+	25, // 21: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
+	27, // 22: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
+	27, // 23: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
+	27, // 24: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
+	28, // 25: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
+	19, // 26: agentmesh.registry.v1.AgentConfig.tool_permissions:type_name -> agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
+	1,  // 27: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
+	9,  // 28: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
+	24, // 29: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
+	24, // 30: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
+	10, // 31: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
+	0,  // 32: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
+	25, // 33: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
+	4,  // 34: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	28, // 35: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
+	20, // 36: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	21, // 37: agentmesh.registry.v1.AgentSpec.tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
+	22, // 38: agentmesh.registry.v1.AgentSpec.agent_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
+	23, // 39: agentmesh.registry.v1.AgentSpec.project_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
+	6,  // 40: agentmesh.registry.v1.AgentSpec.delegation_limits:type_name -> agentmesh.registry.v1.DelegationLimits
+	26, // 41: agentmesh.registry.v1.AgentSpec.run_budget:type_name -> agentmesh.common.v1.Budget
+	24, // 42: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
+	13, // 43: agentmesh.registry.v1.Executor.model_providers:type_name -> agentmesh.registry.v1.ModelProvider
+	24, // 44: agentmesh.registry.v1.RemoteAgent.created_at:type_name -> google.protobuf.Timestamp
+	29, // 45: agentmesh.registry.v1.AgentType.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	29, // 46: agentmesh.registry.v1.Project.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	29, // 47: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	29, // 48: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	29, // 49: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	29, // 50: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	51, // [51:51] is the sub-list for method output_type
+	51, // [51:51] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_resources_proto_init() }

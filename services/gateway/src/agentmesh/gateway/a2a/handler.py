@@ -31,6 +31,7 @@ from agentmesh.gateway.a2a.tasks import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, A2ATas
 from agentmesh.gateway.access import current_caller
 from agentmesh.gateway.errors import TaskNotFound
 from agentmesh.gateway.models import AgentRef, Caller
+from agentmesh.gateway.project_limits import OpenStreams
 from agentmesh.runtime.errors import DomainError, FailedPrecondition, InvalidArgument, ResourceExhausted
 
 CALLER = "agentmesh.caller"
@@ -44,9 +45,13 @@ REQUESTED_STATUS = "agentmesh.requested_status"
 class MeshRequestHandler(RequestHandler):
     """A2A's operations on agentmesh agents (see the module docstring)."""
 
-    def __init__(self, tasks: A2ATasks, endpoints: A2AEndpoints) -> None:
+    def __init__(
+        self, tasks: A2ATasks, endpoints: A2AEndpoints, *, streams: OpenStreams | None = None
+    ) -> None:
         self._tasks = tasks
         self._endpoints = endpoints
+        # Its streams hold slots of their caller and project, on every binding.
+        self._streams = streams or OpenStreams()
 
     # Messages.
 
@@ -74,12 +79,14 @@ class MeshRequestHandler(RequestHandler):
         self, params: a2a_pb2.SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any]:
         caller, agent = await _a2a_errors(context, self._addressed(context))
-        stream, task, events = await _a2a_errors(context, self._start(caller, agent, params))
-        yield task
-        async with contextlib.aclosing(events):  # leaving early leaves the run going (LiveRuns)
-            async for item in events:
-                for update in _updates(stream, item):
-                    yield update
+        with contextlib.ExitStack() as held:
+            await _a2a_errors(context, self._hold_stream(caller, held))
+            stream, task, events = await _a2a_errors(context, self._start(caller, agent, params))
+            yield task
+            async with contextlib.aclosing(events):  # leaving early leaves the run going (LiveRuns)
+                async for item in events:
+                    for update in _updates(stream, item):
+                        yield update
 
     async def _start(
         self, caller: Caller, agent: Agent, params: a2a_pb2.SendMessageRequest
@@ -151,14 +158,21 @@ class MeshRequestHandler(RequestHandler):
         self, params: a2a_pb2.SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any]:
         caller, agent = await _a2a_errors(context, self._addressed(context))
-        snapshot = await _a2a_errors(context, self._tasks.get(caller, agent, params.id))
-        if snapshot.is_terminal:
-            raise a2a_errors.UnsupportedOperationError(f"task {params.id!r} has already ended")
-        yield snapshot.task
-        rest = self._tasks.subscribe(caller, agent, snapshot)
-        async with contextlib.aclosing(rest):
-            async for update in rest:
-                yield update
+        with contextlib.ExitStack() as held:
+            await _a2a_errors(context, self._hold_stream(caller, held))
+            snapshot = await _a2a_errors(context, self._tasks.get(caller, agent, params.id))
+            if snapshot.is_terminal:
+                raise a2a_errors.UnsupportedOperationError(f"task {params.id!r} has already ended")
+            yield snapshot.task
+            rest = self._tasks.subscribe(caller, agent, snapshot)
+            async with contextlib.aclosing(rest):
+                async for update in rest:
+                    yield update
+
+    async def _hold_stream(self, caller: Caller, held: contextlib.ExitStack) -> None:
+        """Takes a stream slot of the caller and its project until `held` closes (QUOTA_EXCEEDED
+        when one of them is full)."""
+        held.enter_context(self._streams.holding(caller.user_id))
 
     async def on_get_extended_agent_card(
         self, params: a2a_pb2.GetExtendedAgentCardRequest, context: ServerCallContext

@@ -18,7 +18,7 @@ from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.http import convert
 from agentmesh.gateway.http.context import HttpContext, authorize, context
 from agentmesh.gateway.http.schemas import RequestBody
-from agentmesh.gateway.http.sse import EVENT_STREAM, run_events
+from agentmesh.gateway.http.sse import EVENT_STREAM, held_stream, run_events
 from agentmesh.gateway.models import Caller
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.runtime.protos import struct, struct_to_dict
@@ -185,8 +185,12 @@ def input_request_router() -> APIRouter:
         when) or has expired; 422 for a response that does not fit it."""
         response = input_response_proto(body)
         if EVENT_STREAM in request.headers.get("accept", ""):
-            events = await ctx.gateway.respond_to_input(caller, project_id, request_id, response)
-            return EventSourceResponse(run_events(events), sep="\n")
+
+            async def resumed() -> Response:
+                events = await ctx.gateway.respond_to_input(caller, project_id, request_id, response)
+                return EventSourceResponse(run_events(events), sep="\n")
+
+            return await held_stream(ctx.guard.streams, caller, resumed)
         answered = await ctx.call(
             ctx.registry.stub.RespondToInputRequest,
             reg.RespondToInputRequestRequest(project_id=project_id, id=request_id, response=response),

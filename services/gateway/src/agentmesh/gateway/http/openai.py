@@ -14,7 +14,7 @@ refused (openai_request.py). A broken stream is picked up by `Last-Event-ID` (ss
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Request
@@ -38,6 +38,7 @@ from agentmesh.gateway.http.sse import (
     LAST_EVENT_ID,
     ChunkShape,
     StreamPosition,
+    held_stream,
     live_chunks,
     resumed_chunks,
     usage_body,
@@ -170,7 +171,9 @@ def openai_router() -> APIRouter:
             await authorize_body(request, caller, body)
         except (InvalidArgument, NotFound):
             raise ModelNotFound(body.model) from None
-        return await _complete(request, ctx, caller, ref, body, x_session_id)
+        return await _held_if_streamed(
+            ctx, caller, body, lambda: _complete(request, ctx, caller, ref, body, x_session_id)
+        )
 
     @router.get("/v1/models")
     async def list_models(ctx: Ctx, caller: Auth) -> ModelList:
@@ -195,7 +198,10 @@ def openai_router() -> APIRouter:
         x_session_id: SessionHeader = None,
     ) -> Response:
         """Chats with this agent; `model` is ignored."""
-        return await _complete(request, ctx, caller, AgentRef(project_slug, agent_name), body, x_session_id)
+        ref = AgentRef(project_slug, agent_name)
+        return await _held_if_streamed(
+            ctx, caller, body, lambda: _complete(request, ctx, caller, ref, body, x_session_id)
+        )
 
     @router.get(AGENT_BASE + "/v1/models")
     async def agent_models(project_slug: str, agent_name: str, ctx: Ctx, caller: Auth) -> ModelList:
@@ -267,6 +273,16 @@ def _context(body: ChatCompletionRequest, before: int) -> list[executor_service_
         for message in body.messages[:before]
         if message_text(message)
     ]
+
+
+async def _held_if_streamed(
+    ctx: HttpContext, caller: Caller, body: ChatCompletionRequest, complete: Callable[[], Awaitable[Response]]
+) -> Response:
+    """A completion; a streamed one holds a stream slot of its caller and project from before its
+    chat starts to its stream's end."""
+    if not body.stream:
+        return await complete()
+    return await held_stream(ctx.guard.streams, caller, complete)
 
 
 async def _complete(

@@ -16,20 +16,61 @@ Nothing is sent twice, nothing is lost, whichever executor ends the run.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.chat_stream import ChatStream, asking_text, run_failure
 from agentmesh.gateway.errors import InvalidRequest
 from agentmesh.gateway.http.errors import openai_error_body, rest_error_body
+from agentmesh.gateway.models import Caller
+from agentmesh.gateway.project_limits import OpenStreams
 from agentmesh.runtime.errors import DomainError
 from agentmesh.runtime.protos import plain_dict
 
 LAST_EVENT_ID = "Last-Event-ID"
 EVENT_STREAM = "text/event-stream"
+
+
+async def held_stream(
+    streams: OpenStreams, caller: Caller, respond: Callable[[], Awaitable[Response]]
+) -> Response:
+    """The response `respond` makes (a stream), holding a stream slot of the caller and of the
+    project the request was admitted to from before it is made until it has been sent, however
+    that ends (the client gone, an error); QUOTA_EXCEEDED at once, before anything starts, when
+    one of them is full."""
+    held = contextlib.ExitStack()
+    held.enter_context(streams.holding(caller.user_id))
+    try:
+        response = await respond()
+    except BaseException:
+        held.close()
+        raise
+    return _HeldResponse(response, held)
+
+
+class _HeldResponse(Response):
+    """A response that lets go of what `held` holds once it has been sent (or failed to be)."""
+
+    def __init__(self, response: Response, held: contextlib.ExitStack) -> None:
+        self._response = response
+        self._held = held
+        self.status_code = response.status_code
+        self.background = response.background
+        self.raw_headers = response.raw_headers
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self._response.background = self.background  # FastAPI may have given it tasks to run after
+        try:
+            await self._response(scope, receive, send)
+        finally:
+            self._held.close()
 
 
 async def run_events(events: AsyncIterator[run_pb2.RunEvent]) -> AsyncIterator[dict[str, str]]:

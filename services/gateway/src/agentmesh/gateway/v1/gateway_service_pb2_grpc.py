@@ -28,7 +28,10 @@ if _version_not_supported:
 class GatewayServiceStub:
     """GatewayService is the public chat API. Clients send `authorization: Bearer <token>` metadata.
     The gateway also serves agentmesh.registry.v1.RegistryService and
-    agentmesh.memory.v1.MemoryService publicly, under the same authorization policy.
+    agentmesh.memory.v1.MemoryService publicly, under the same authorization policy. Any RPC that
+    names a project may be refused RESOURCE_EXHAUSTED, reason QUOTA_EXCEEDED (with RetryInfo and
+    QuotaFailure), over the project's requests a minute; a stream (StreamChat, RespondToInput,
+    WatchEvents) also over its open streams or the operator's cap on a user's open streams.
     """
 
     def __init__(self, channel):
@@ -62,7 +65,10 @@ class GatewayServiceStub:
 class GatewayServiceServicer:
     """GatewayService is the public chat API. Clients send `authorization: Bearer <token>` metadata.
     The gateway also serves agentmesh.registry.v1.RegistryService and
-    agentmesh.memory.v1.MemoryService publicly, under the same authorization policy.
+    agentmesh.memory.v1.MemoryService publicly, under the same authorization policy. Any RPC that
+    names a project may be refused RESOURCE_EXHAUSTED, reason QUOTA_EXCEEDED (with RetryInfo and
+    QuotaFailure), over the project's requests a minute; a stream (StreamChat, RespondToInput,
+    WatchEvents) also over its open streams or the operator's cap on a user's open streams.
     """
 
     def Chat(self, request, context):
@@ -143,7 +149,10 @@ def add_GatewayServiceServicer_to_server(servicer, server):
 class GatewayService:
     """GatewayService is the public chat API. Clients send `authorization: Bearer <token>` metadata.
     The gateway also serves agentmesh.registry.v1.RegistryService and
-    agentmesh.memory.v1.MemoryService publicly, under the same authorization policy.
+    agentmesh.memory.v1.MemoryService publicly, under the same authorization policy. Any RPC that
+    names a project may be refused RESOURCE_EXHAUSTED, reason QUOTA_EXCEEDED (with RetryInfo and
+    QuotaFailure), over the project's requests a minute; a stream (StreamChat, RespondToInput,
+    WatchEvents) also over its open streams or the operator's cap on a user's open streams.
     """
 
     @staticmethod

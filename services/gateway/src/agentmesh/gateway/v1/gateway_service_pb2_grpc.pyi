@@ -29,7 +29,10 @@ GRPC_VERSION: str
 class GatewayServiceStub:
     """GatewayService is the public chat API. Clients send `authorization: Bearer <token>` metadata.
     The gateway also serves agentmesh.registry.v1.RegistryService and
-    agentmesh.memory.v1.MemoryService publicly, under the same authorization policy.
+    agentmesh.memory.v1.MemoryService publicly, under the same authorization policy. Any RPC that
+    names a project may be refused RESOURCE_EXHAUSTED, reason QUOTA_EXCEEDED (with RetryInfo and
+    QuotaFailure), over the project's requests a minute; a stream (StreamChat, RespondToInput,
+    WatchEvents) also over its open streams or the operator's cap on a user's open streams.
     """
 
     @_typing.overload
@@ -69,7 +72,10 @@ class GatewayServiceStub:
 class GatewayServiceAsyncStub(GatewayServiceStub):
     """GatewayService is the public chat API. Clients send `authorization: Bearer <token>` metadata.
     The gateway also serves agentmesh.registry.v1.RegistryService and
-    agentmesh.memory.v1.MemoryService publicly, under the same authorization policy.
+    agentmesh.memory.v1.MemoryService publicly, under the same authorization policy. Any RPC that
+    names a project may be refused RESOURCE_EXHAUSTED, reason QUOTA_EXCEEDED (with RetryInfo and
+    QuotaFailure), over the project's requests a minute; a stream (StreamChat, RespondToInput,
+    WatchEvents) also over its open streams or the operator's cap on a user's open streams.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -105,7 +111,10 @@ class GatewayServiceAsyncStub(GatewayServiceStub):
 class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
     """GatewayService is the public chat API. Clients send `authorization: Bearer <token>` metadata.
     The gateway also serves agentmesh.registry.v1.RegistryService and
-    agentmesh.memory.v1.MemoryService publicly, under the same authorization policy.
+    agentmesh.memory.v1.MemoryService publicly, under the same authorization policy. Any RPC that
+    names a project may be refused RESOURCE_EXHAUSTED, reason QUOTA_EXCEEDED (with RetryInfo and
+    QuotaFailure), over the project's requests a minute; a stream (StreamChat, RespondToInput,
+    WatchEvents) also over its open streams or the operator's cap on a user's open streams.
     """
 
     @_abc_1.abstractmethod

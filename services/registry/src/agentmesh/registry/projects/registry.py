@@ -103,6 +103,10 @@ class ProjectRegistry:
             project = await tx.get_project(project_id=project_id or None, slug=slug or None)
         return visible(principal, project)
 
+    async def limits_in_force(self, project: Project) -> ProjectLimits:
+        """Every limit of the project as it applies now: its own, else the operator's default."""
+        return await self._quotas.in_force(project.limits)
+
     async def list(
         self, principal: Principal, *, page_size: int = 0, page_token: str = "", page: int = 0
     ) -> Page[Project]:

@@ -568,6 +568,7 @@ class Project(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _builtins.int
     TOOL_PERMISSIONS_FIELD_NUMBER: _builtins.int
     LIMITS_FIELD_NUMBER: _builtins.int
+    LIMITS_IN_FORCE_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Opaque identifier."""
     name: _builtins.str
@@ -596,6 +597,12 @@ class Project(_message.Message):
     def limits(self) -> Global___ProjectLimits:
         """What the project may use. A superuser sets them; the owner may only lower them."""
 
+    @_builtins.property
+    def limits_in_force(self) -> Global___ProjectLimits:
+        """Output only: every limit as it applies now, each one the project's own or else the
+        operator's default (0: unlimited). Gateways read it to enforce the limits they count.
+        """
+
     def __init__(
         self,
         *,
@@ -608,10 +615,11 @@ class Project(_message.Message):
         updated_at: _timestamp_pb2.Timestamp | None = ...,
         tool_permissions: _abc.Mapping[_builtins.str, _types_pb2.ToolPermission.ValueType] | None = ...,
         limits: Global___ProjectLimits | None = ...,
+        limits_in_force: Global___ProjectLimits | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "limits", b"limits", "updated_at", b"updated_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "limits", b"limits", "limits_in_force", b"limits_in_force", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "description", b"description", "id", b"id", "limits", b"limits", "name", b"name", "owner_id", b"owner_id", "slug", b"slug", "tool_permissions", b"tool_permissions", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "description", b"description", "id", b"id", "limits", b"limits", "limits_in_force", b"limits_in_force", "name", b"name", "owner_id", b"owner_id", "slug", b"slug", "tool_permissions", b"tool_permissions", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
