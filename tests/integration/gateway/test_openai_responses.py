@@ -7,11 +7,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
 from agentmesh.cli.mesh import Mesh
 from tests.integration.gateway.support import Api
+from tests.integration.gateway.test_disconnect import SLOW, assert_cancelled
 from tests.integration.gateway.test_openai import ANSWER, agent_client, root_client
 
 ECHO = {"echo_prompt": True}  # the mock model answers with what it was given
@@ -78,6 +80,30 @@ async def test_previous_response_id_continues_the_session(mesh: Mesh, api: Api) 
     said = "".join([event.delta async for event in stream if event.type == "response.output_text.delta"])
     assert said.endswith(f"\nuser: Who am I?\nassistant: {second.output_text}\nuser: Sure?")
 
+    # A response continues only in its own project: another's agent does not find it.
+    elsewhere = await api.agent(mock_responses=[ECHO])
+    with pytest.raises(openai.BadRequestError) as refused:
+        await root_client(mesh, elsewhere.owner.token).responses.create(
+            model=elsewhere.model, input="Who am I?", previous_response_id=first.id
+        )
+    assert (refused.value.param, refused.value.code) == (
+        "previous_response_id",
+        "previous_response_not_found",
+    )
+
+
+async def test_a_client_that_goes_away_cancels_the_run(http: httpx.AsyncClient, api: Api, once: None) -> None:
+    agent = await api.agent(mock_responses=[SLOW])
+    body = {"model": agent.model, "input": "tell me slowly", "stream": True}
+    async with http.stream("POST", "/v1/responses", json=body, headers=agent.owner.headers) as response:
+        assert response.status_code == 200
+        session_id = response.headers["X-Session-Id"]
+        async for line in response.aiter_lines():
+            if line.startswith("event: response.output_text.delta"):
+                break
+    # Leaving the block with the body unread closes the connection: the client is gone.
+    await assert_cancelled(api, agent, session_id)
+
 
 async def test_a_failed_run_is_an_error(mesh: Mesh, api: Api, once: None) -> None:
     agent = await api.agent(mock_responses=["Lisbon, for three nights."])
@@ -118,7 +144,12 @@ REFUSED: list[tuple[dict[str, Any], str, str]] = [
     ({"reasoning": {"summary": "auto"}}, "reasoning.summary", "unsupported_parameter"),
     ({"reasoning": {"effort": "extreme"}}, "reasoning.effort", "invalid_value"),
     ({"text": {"format": {"type": "yaml"}}}, "text.format.type", "invalid_value"),
-    ({"previous_response_id": "resp_elsewhere"}, "previous_response_id", "invalid_value"),
+    ({"previous_response_id": "resp_elsewhere"}, "previous_response_id", "previous_response_not_found"),
+    (
+        {"previous_response_id": f"resp_{uuid.uuid4().hex}_{uuid.uuid4().hex}"},
+        "previous_response_id",
+        "previous_response_not_found",
+    ),
 ]
 
 

@@ -28,7 +28,8 @@ from sse_starlette import EventSourceResponse
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.chat_stream import ChatStream
-from agentmesh.gateway.http.agents import AGENT_BASE
+from agentmesh.gateway.errors import ModelNotFound, PreviousResponseNotFound
+from agentmesh.gateway.http.agents import AGENT_BASE, resolve_agent
 from agentmesh.gateway.http.context import HttpContext, until_disconnected
 from agentmesh.gateway.http.errors import openai_error_body
 from agentmesh.gateway.http.openai import (
@@ -44,7 +45,8 @@ from agentmesh.gateway.http.openai_request import SESSION_HEADER
 from agentmesh.gateway.http.responses_request import ResponseId, ResponseRequest
 from agentmesh.gateway.http.sse import usage_body
 from agentmesh.gateway.models import AgentRef, Caller
-from agentmesh.runtime.errors import DomainError
+from agentmesh.memory.v1 import memory_service_pb2
+from agentmesh.runtime.errors import DomainError, NotFound
 
 Status = Literal["in_progress", "completed", "incomplete", "failed"]
 
@@ -160,6 +162,8 @@ async def _respond(
         double_texting=body.double_texting or "",
         response_format=body.answer_format(),
     )
+    if previous:
+        await _check_previous(ctx, caller, ref, previous)
     shape = ResponseShape(body, created_at=int(time.time()), model=str(ref))
     chat = await start_chat(request, ctx, caller, ref, call)
     headers = {SESSION_HEADER: call.session_id}
@@ -169,6 +173,30 @@ async def _respond(
     ended: Status = "incomplete" if result.max_steps_reached else "completed"
     response = shape.response(chat, ended, result.content, result.usage or run_pb2.Usage())
     return JSONResponse(response.model_dump(mode="json"), headers=headers)
+
+
+async def _check_previous(ctx: HttpContext, caller: Caller, ref: AgentRef, previous: ResponseId) -> None:
+    """Raises PreviousResponseNotFound unless the previous response's run is in its session, in
+    the agent's project: an id made up, mistyped or from another project would otherwise start
+    a new, empty session under that name. Its newest events are read first: a session's latest
+    response is the one usually continued."""
+    try:
+        spec = await resolve_agent(ctx, caller, ref.project_slug, ref.agent_name)
+    except NotFound:
+        raise ModelNotFound(str(ref)) from None
+    listing = memory_service_pb2.ListEventsRequest(
+        session_id=previous.session_id,
+        project_id=spec.agent.project_id,
+        run_id=previous.run_id,
+        page_size=1,
+        descending=True,
+    )
+    try:
+        found = (await ctx.memory.list_events(listing, metadata=caller.metadata)).events
+    except NotFound:  # no such session
+        found = []
+    if not found:
+        raise PreviousResponseNotFound(str(previous))
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.gateway.errors import InvalidParameterValue, UnsupportedParameter
+from agentmesh.gateway.errors import InvalidParameterValue, PreviousResponseNotFound, UnsupportedParameter
 from agentmesh.gateway.gateway import REASONING_EFFORTS, AgentGateway
 from agentmesh.gateway.http.openai_request import (
     MESSAGE_ROLES,
@@ -66,9 +66,7 @@ class ResponseId:
             or not _RUN_ID.match(run_id)
             or not AgentGateway.is_session_id(session_id)
         ):
-            raise InvalidParameterValue(
-                "previous_response_id", f"{value!r} is not the id of a response this mesh gave"
-            )
+            raise PreviousResponseNotFound(value)
         return cls(run_id, session_id)
 
 
