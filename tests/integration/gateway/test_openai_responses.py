@@ -173,9 +173,11 @@ async def test_what_cannot_be_honoured_is_a_400_naming_the_field(
     assert sessions.json()["data"] == []  # nothing ran
 
 
-async def test_what_only_tunes_is_answered(mesh: Mesh, api: Api, once: None) -> None:
+async def test_what_only_tunes_is_answered_and_settings_apply_to_the_run(
+    mesh: Mesh, api: Api, once: None
+) -> None:
     agent = await api.agent(mock_responses=["answered"])
-    response = await root_client(mesh, agent.owner.token).responses.create(
+    raw = await root_client(mesh, agent.owner.token).responses.with_raw_response.create(
         model=agent.model,
         input=[{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}],
         tools=[],
@@ -183,10 +185,14 @@ async def test_what_only_tunes_is_answered(mesh: Mesh, api: Api, once: None) -> 
         include=[],
         store=True,
         user=uuid.uuid4().hex,
+        metadata={"k": "v"},
         max_output_tokens=64,
         temperature=0.5,
         reasoning={"effort": "low"},
         top_p=0.5,
         truncation="auto",
     )
-    assert response.output_text == "answered"
+    assert raw.parse().output_text == "answered"
+    events = await api.session_events(agent, raw.headers["X-Session-Id"])
+    settings = next(e for e in events if e["event_type"] == "user_message")["metadata"]["model_settings"]
+    assert settings == {"temperature": 0.5, "max_tokens": 64, "reasoning_effort": "low"}
