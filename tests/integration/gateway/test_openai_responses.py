@@ -80,6 +80,13 @@ async def test_previous_response_id_continues_the_session(mesh: Mesh, api: Api) 
     said = "".join([event.delta async for event in stream if event.type == "response.output_text.delta"])
     assert said.endswith(f"\nuser: Who am I?\nassistant: {second.output_text}\nuser: Sure?")
 
+    # A session named by the mesh's header is continued as on chat completions.
+    mine = f"mine-{uuid.uuid4().hex}"
+    named = await client.responses.with_raw_response.create(
+        model=agent.model, input="Hello.", extra_headers={"X-Session-Id": mine}
+    )
+    assert named.headers["X-Session-Id"] == mine and named.parse().id.endswith(f"_{mine}")
+
     # A response continues only in its own project: another's agent does not find it.
     elsewhere = await api.agent(mock_responses=[ECHO])
     with pytest.raises(openai.BadRequestError) as refused:

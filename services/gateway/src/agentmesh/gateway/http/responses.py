@@ -28,7 +28,7 @@ from sse_starlette import EventSourceResponse
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.chat_stream import ChatStream
-from agentmesh.gateway.errors import ModelNotFound, PreviousResponseNotFound
+from agentmesh.gateway.errors import InvalidRequest, ModelNotFound, PreviousResponseNotFound
 from agentmesh.gateway.http.agents import AGENT_BASE, resolve_agent
 from agentmesh.gateway.http.context import HttpContext, until_disconnected
 from agentmesh.gateway.http.errors import openai_error_body
@@ -36,6 +36,7 @@ from agentmesh.gateway.http.openai import (
     ERROR_RESPONSES,
     Auth,
     Ctx,
+    SessionHeader,
     chat_call,
     chat_responses,
     model_agent,
@@ -130,34 +131,51 @@ def responses_router() -> APIRouter:
     router = APIRouter(tags=["OpenAI-compatible"], responses=ERROR_RESPONSES)
 
     @router.post("/v1/responses", response_model=ResponseObject, responses=_RESPONSE_RESPONSES)
-    async def create_response(body: ResponseRequest, request: Request, ctx: Ctx, caller: Auth) -> Response:
+    async def create_response(
+        body: ResponseRequest, request: Request, ctx: Ctx, caller: Auth, x_session_id: SessionHeader = None
+    ) -> Response:
         """Answers with the agent named by `model` (`project_slug/agent_name`)."""
         ref = await model_agent(request, caller, body)
-        return await _respond(request, ctx, caller, ref, body)
+        return await _respond(request, ctx, caller, ref, body, x_session_id)
 
     @router.post(AGENT_BASE + "/v1/responses", response_model=ResponseObject, responses=_RESPONSE_RESPONSES)
     async def agent_create_response(
-        project_slug: str, agent_name: str, body: ResponseRequest, request: Request, ctx: Ctx, caller: Auth
+        project_slug: str,
+        agent_name: str,
+        body: ResponseRequest,
+        request: Request,
+        ctx: Ctx,
+        caller: Auth,
+        x_session_id: SessionHeader = None,
     ) -> Response:
         """Answers with this agent; `model` is ignored."""
-        return await _respond(request, ctx, caller, AgentRef(project_slug, agent_name), body)
+        return await _respond(request, ctx, caller, AgentRef(project_slug, agent_name), body, x_session_id)
 
     return router
 
 
 async def _respond(
-    request: Request, ctx: HttpContext, caller: Caller, ref: AgentRef, body: ResponseRequest
+    request: Request,
+    ctx: HttpContext,
+    caller: Caller,
+    ref: AgentRef,
+    body: ResponseRequest,
+    header_session: str | None,
 ) -> Response:
     body.check_honoured()
     previous = body.previous()
+    if previous and header_session and header_session != previous.session_id:
+        raise InvalidRequest.field(
+            "previous_response_id", f"is a response of another session than {SESSION_HEADER} names"
+        )
     messages, fields = body.messages()
     call = chat_call(
         ctx,
         messages,
         fields,
-        previous.session_id if previous else None,
+        previous.session_id if previous else header_session,
         messages_field="input",
-        session_field="previous_response_id",
+        session_field="previous_response_id" if previous else SESSION_HEADER,
         model_settings=body.model_settings(),
         double_texting=body.double_texting or "",
         response_format=body.answer_format(),
