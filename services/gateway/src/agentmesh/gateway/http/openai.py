@@ -9,6 +9,9 @@ memory events. `temperature`, `max_tokens` (or `max_completion_tokens`) and `rea
 apply to the chat's run only, without rebuilding the agent; `double_texting` says what happens
 when the session's previous message still runs. What of OpenAI's request agents cannot honour is
 refused (openai_request.py). A broken stream is picked up by `Last-Event-ID` (sse.py).
+
+How a request becomes a chat — its input, context and session (`chat_call`), and the run started
+or resumed (`start_chat`) — is shared with the Responses API (responses.py).
 """
 
 from __future__ import annotations
