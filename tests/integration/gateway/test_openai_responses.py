@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from agentmesh.cli.mesh import Mesh
-from tests.integration.gateway.support import Api
+from tests.integration.gateway.support import Api, asking_agent
 from tests.integration.gateway.test_disconnect import SLOW, assert_cancelled
 from tests.integration.gateway.test_openai import ANSWER, agent_client, root_client
 
@@ -97,6 +97,17 @@ async def test_previous_response_id_continues_the_session(mesh: Mesh, api: Api) 
         "previous_response_id",
         "previous_response_not_found",
     )
+
+
+async def test_a_response_that_asks_is_answered_by_the_next(mesh: Mesh, api: Api, once: None) -> None:
+    agent = await asking_agent(api, "Which city?", "Booked in Lisbon.")
+    client = root_client(mesh, agent.owner.token)
+    asked = await client.responses.create(model=agent.model, input="Book me a trip.")
+    assert "Which city?" in asked.output_text
+
+    # The waiting run takes the next input as its answer and goes on: the same run answers.
+    booked = await client.responses.create(model=agent.model, input="Lisbon", previous_response_id=asked.id)
+    assert booked.output_text == "Booked in Lisbon." and booked.id == asked.id
 
 
 async def test_a_client_that_goes_away_cancels_the_run(http: httpx.AsyncClient, api: Api, once: None) -> None:
