@@ -1,6 +1,7 @@
 """OpenAI's Responses API (`POST /v1/responses`) through the official `openai` client: a response
-object plain, OpenAI's semantic events streamed, `previous_response_id` continuing the session, a
-failed run an error, and what an agent cannot honour a 400 naming the field."""
+object plain, OpenAI's semantic events streamed, `previous_response_id` continuing the session (and
+answering a run that waits for input), a failed run an error, a client that goes away cancelling
+the run, and what an agent cannot honour a 400 naming the field."""
 
 from __future__ import annotations
 
