@@ -14,7 +14,9 @@ from tests.polling import eventually
 SLOW = {"content": "slowly " * 180, "delay_seconds": 0.25}
 
 
-async def _cancelled(api: Api, agent: Agent, session_id: str) -> None:
+async def assert_cancelled(api: Api, agent: Agent, session_id: str) -> None:
+    """The session's run was cancelled: the agent is idle, the run recorded as cancelled."""
+
     async def idle() -> bool:
         return await api.status(agent) == "idle"
 
@@ -44,7 +46,7 @@ async def test_disconnect_mid_stream_cancels_the_run(http: httpx.AsyncClient, ap
         # What the session recorded so far says why, should the run not be in flight.
         assert await api.status(agent) == "working", await api.session_events(agent, session_id)
     # Leaving the block with the body unread closes the connection: the client is gone.
-    await _cancelled(api, agent, session_id)
+    await assert_cancelled(api, agent, session_id)
 
 
 async def test_disconnect_while_waiting_for_a_plain_answer_cancels_the_run(mesh, api: Api) -> None:
@@ -70,4 +72,4 @@ async def test_disconnect_while_waiting_for_a_plain_answer_cancels_the_run(mesh,
         await eventually(started, what="the run started")
         request.cancel()  # drops the connection
         await asyncio.gather(request, return_exceptions=True)
-    await _cancelled(api, agent, session_id)
+    await assert_cancelled(api, agent, session_id)

@@ -36,6 +36,7 @@ __all__ = [
     "ModelNotFound",
     "NoExecutor",
     "NoPolicy",
+    "PreviousResponseNotFound",
     "RateLimited",
     "RequestTooLarge",
     "TaskNotFound",
@@ -78,6 +79,19 @@ class InvalidParameterValue(InvalidRequest):
 
     def __init__(self, field: str, description: str) -> None:
         super().__init__(f"{field}: {description}", violations=[FieldViolation(field, description)])
+
+
+class PreviousResponseNotFound(InvalidRequest):
+    """A Responses API request's `previous_response_id` names no response of the project: 400,
+    as OpenAI answers, so a conversation never goes on in a new, empty session by mistake."""
+
+    default_reason = "PREVIOUS_RESPONSE_NOT_FOUND"
+
+    def __init__(self, response_id: str) -> None:
+        super().__init__(
+            f"previous response {response_id!r} not found",
+            violations=[FieldViolation("previous_response_id", "no such response in this project")],
+        )
 
 
 class RateLimited(ResourceExhausted):

@@ -285,12 +285,14 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     ("GET", _AGENT + "/.well-known/agent"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/.well-known/agent-card.json"): _OWNER_BY_SLUG,
     ("POST", _AGENT + "/v1/chat/completions"): _OWNER_BY_SLUG,
+    ("POST", _AGENT + "/v1/responses"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/v1/models"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/memory/events"): _OWNER_BY_SLUG,
     # The agent's A2A bindings (http/a2a.py): JSON-RPC, and a2a-sdk's HTTP+JSON route table.
     **{(method, _AGENT + path): _OWNER_BY_SLUG for method, path in _A2A_ROUTES},
     # OpenAI-compatible root: the model names the project.
     ("POST", "/v1/chat/completions"): owner(_body_model, in_body=True),
+    ("POST", "/v1/responses"): owner(_body_model, in_body=True),
     ("GET", "/v1/models"): AUTHENTICATED,
     ("GET", "/v1/models/{project_slug}/{agent_name}"): _OWNER_BY_SLUG,
 }

@@ -27,6 +27,7 @@ from agentmesh.gateway.http.limits import BodySizeLimit
 from agentmesh.gateway.http.mcp_servers import mcp_server_router
 from agentmesh.gateway.http.openai import openai_router
 from agentmesh.gateway.http.remote_agents import remote_agent_router
+from agentmesh.gateway.http.responses import responses_router
 from agentmesh.gateway.http.rest import rest_router
 from agentmesh.gateway.http.schemas import ErrorOut, HealthOut, ReadinessOut
 from agentmesh.gateway.http.usage import usage_router
@@ -95,6 +96,7 @@ def create_http_app(context: HttpContext, *, max_request_body_bytes: int) -> Fas
     app.include_router(agent_router(), responses=_ERROR_RESPONSES)
     app.include_router(a2a_router(), responses=_ERROR_RESPONSES)
     app.include_router(openai_router())
+    app.include_router(responses_router())
     app.include_router(console_router())
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=max_request_body_bytes)

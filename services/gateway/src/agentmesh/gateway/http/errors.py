@@ -27,6 +27,7 @@ from agentmesh.gateway.errors import (
     RETRY_AFTER_SECONDS,
     InvalidParameterValue,
     MessageTooLarge,
+    PreviousResponseNotFound,
     RateLimited,
     RequestTooLarge,
     TooManyMessages,
@@ -79,6 +80,7 @@ _STATUS_BY_REASON: dict[str, int] = {
     # OpenAI answers what it cannot honour, or a value it refuses, with a 400.
     UnsupportedParameter.default_reason: 400,
     InvalidParameterValue.default_reason: 400,
+    PreviousResponseNotFound.default_reason: 400,
 }
 
 # A caller over its rate or over one of its project's limits (QuotaExceeded).

@@ -9,12 +9,16 @@ memory events. `temperature`, `max_tokens` (or `max_completion_tokens`) and `rea
 apply to the chat's run only, without rebuilding the agent; `double_texting` says what happens
 when the session's previous message still runs. What of OpenAI's request agents cannot honour is
 refused (openai_request.py). A broken stream is picked up by `Last-Event-ID` (sse.py).
+
+How a request becomes a chat — its input, context and session (`chat_call`), and the run started
+or resumed (`start_chat`) — is shared with the Responses API (responses.py).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Request
@@ -32,6 +36,7 @@ from agentmesh.gateway.http.convert import timestamp
 from agentmesh.gateway.http.openai_request import (
     SESSION_HEADER,
     ChatCompletionRequest,
+    ChatMessage,
     message_text,
 )
 from agentmesh.gateway.http.sse import (
@@ -136,24 +141,34 @@ class OpenAIErrorOut(BaseModel):
     error: OpenAIError
 
 
-_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": OpenAIErrorOut, "description": "OpenAI error object"}
     for status in (400, 401, 403, 404, 409, 413, 422, 429, 503)
 }
-_COMPLETION_RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: {
-        "description": "A chat.completion object, or with `stream: true` server-sent "
-        "chat.completion.chunk events ending with `data: [DONE]`",
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
-        "headers": {
-            SESSION_HEADER: {"description": "the session the chat ran in", "schema": {"type": "string"}}
+
+
+def chat_responses(description: str) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI description of a chat route's answer: JSON, or server-sent events with
+    `stream: true`, in the session the response header names."""
+    return {
+        200: {
+            "description": description,
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "headers": {
+                SESSION_HEADER: {"description": "the session the chat ran in", "schema": {"type": "string"}}
+            },
         },
-    },
-}
+    }
+
+
+_COMPLETION_RESPONSES = chat_responses(
+    "A chat.completion object, or with `stream: true` server-sent chat.completion.chunk events "
+    "ending with `data: [DONE]`"
+)
 
 
 def openai_router() -> APIRouter:
-    router = APIRouter(tags=["OpenAI-compatible"], responses=_ERROR_RESPONSES)
+    router = APIRouter(tags=["OpenAI-compatible"], responses=ERROR_RESPONSES)
 
     @router.post("/v1/chat/completions", response_model=ChatCompletion, responses=_COMPLETION_RESPONSES)
     async def chat_completions(
@@ -164,15 +179,9 @@ def openai_router() -> APIRouter:
         x_session_id: SessionHeader = None,
     ) -> Response:
         """Chats with the agent named by `model` (`project_slug/agent_name`)."""
-        if not body.model:
-            raise InvalidRequest.field("model", "is required: 'project_slug/agent_name'")
-        try:
-            ref = AgentRef.parse(body.model, field="model")
-            await authorize_body(request, caller, body)
-        except (InvalidArgument, NotFound):
-            raise ModelNotFound(body.model) from None
-        return await _held_if_streamed(
-            ctx, caller, body, lambda: _complete(request, ctx, caller, ref, body, x_session_id)
+        ref = await model_agent(request, caller, body)
+        return await held_if_streamed(
+            ctx, caller, bool(body.stream), lambda: _complete(request, ctx, caller, ref, body, x_session_id)
         )
 
     @router.get("/v1/models")
@@ -199,8 +208,8 @@ def openai_router() -> APIRouter:
     ) -> Response:
         """Chats with this agent; `model` is ignored."""
         ref = AgentRef(project_slug, agent_name)
-        return await _held_if_streamed(
-            ctx, caller, body, lambda: _complete(request, ctx, caller, ref, body, x_session_id)
+        return await held_if_streamed(
+            ctx, caller, bool(body.stream), lambda: _complete(request, ctx, caller, ref, body, x_session_id)
         )
 
     @router.get(AGENT_BASE + "/v1/models")
@@ -252,35 +261,116 @@ async def _visible_models(ctx: HttpContext, caller: Caller) -> AsyncIterator[Mod
         projects.page_token = listed.next_page_token
 
 
-def _input(ctx: HttpContext, body: ChatCompletionRequest) -> tuple[str, str, int]:
-    """The chat's input: the last user message, the field it is in and its index."""
-    if len(body.messages) > ctx.max_chat_messages:
-        raise TooManyMessages(len(body.messages), ctx.max_chat_messages)
-    for index in range(len(body.messages) - 1, -1, -1):
-        if body.messages[index].role == "user":
-            text, field = message_text(body.messages[index]), f"messages[{index}].content"
-            ctx.gateway.check_message(text, field=field)
-            return text, field, index
-    raise InvalidRequest.field("messages", "needs a message with role 'user'")
+async def model_agent(request: Request, caller: Caller, body: Any) -> AgentRef:
+    """The agent a root route's request names in `model` (`project_slug/agent_name`), once the
+    caller may use it: one the caller may not see is a model that does not exist."""
+    if not body.model:
+        raise InvalidRequest.field("model", "is required: 'project_slug/agent_name'")
+    try:
+        ref = AgentRef.parse(body.model, field="model")
+        await authorize_body(request, caller, body)
+    except (InvalidArgument, NotFound):
+        raise ModelNotFound(body.model) from None
+    return ref
 
 
-def _context(body: ChatCompletionRequest, before: int) -> list[executor_service_pb2.ContextMessage]:
-    """What a client that keeps no session sent before its input — the system message and the
-    earlier turns — as the run's context. In a named session the session's log is the context:
-    the earlier messages are its turns already, so they are not replayed."""
-    return [
+@dataclass(frozen=True)
+class ChatCall:
+    """What a chat of an OpenAI-compatible request is, whichever API the request came by: its
+    input (and the field it was read from), the conversation a client that keeps no session sent
+    before it, the session it continues (`named_session`, "" for a new one) and the settings of
+    its run."""
+
+    text: str
+    field: str
+    session_id: str
+    named_session: str
+    context: list[executor_service_pb2.ContextMessage]
+    model_settings: run_pb2.ModelSettings | None = None
+    double_texting: str = ""
+    response_format: executor_service_pb2.ResponseFormat | None = None
+
+
+def chat_call(
+    ctx: HttpContext,
+    messages: Sequence[ChatMessage],
+    fields: Sequence[str],
+    named_session: str | None,
+    *,
+    messages_field: str = "messages",
+    session_field: str = "session_id",
+    model_settings: run_pb2.ModelSettings | None = None,
+    double_texting: str = "",
+    response_format: executor_service_pb2.ResponseFormat | None = None,
+) -> ChatCall:
+    """The chat of a list of messages (`fields`: where each one's content is in the request,
+    `messages_field` where the list is): the last user message is the input; without a named
+    session the messages before it are the run's context — the system message and the earlier
+    turns a client that keeps no session sends. In a named session the session's log is the
+    context: the earlier messages are its turns already, so they are not replayed."""
+    if len(messages) > ctx.max_chat_messages:
+        raise TooManyMessages(len(messages), ctx.max_chat_messages)
+    check_double_texting(double_texting)
+    users = [index for index, message in enumerate(messages) if message.role == "user"]
+    if not users:
+        raise InvalidRequest.field(messages_field, "needs a message with role 'user'")
+    index = users[-1]
+    text, field = message_text(messages[index]), fields[index]
+    ctx.gateway.check_message(text, field=field)
+    context = [
         executor_service_pb2.ContextMessage(role=message.role, content=message_text(message))
-        for message in body.messages[:before]
+        for message in ([] if named_session else messages[:index])
         if message_text(message)
     ]
+    return ChatCall(
+        text=text,
+        field=field,
+        session_id=ctx.gateway.session_id(named_session, field=session_field),
+        named_session=named_session or "",
+        context=context,
+        model_settings=model_settings,
+        double_texting=double_texting,
+        response_format=response_format,
+    )
 
 
-async def _held_if_streamed(
-    ctx: HttpContext, caller: Caller, body: ChatCompletionRequest, complete: Callable[[], Awaitable[Response]]
+async def start_chat(
+    request: Request, ctx: HttpContext, caller: Caller, ref: AgentRef, call: ChatCall
+) -> ChatStream:
+    """Starts the chat, once its run has started (or resumed): a refused chat gets its own status
+    before any response does. The session's run waiting for input takes the message as its answer
+    and goes on; otherwise the message starts a run. A client that goes away first cancels it."""
+
+    async def begin() -> ChatStream:
+        if call.named_session:
+            answering = await ctx.gateway.answer_chat(
+                caller, ref, call.session_id, call.text, field=call.field
+            )
+            if answering is not None:
+                return answering
+        return await ctx.gateway.start_chat(
+            caller,
+            ref,
+            call.text,
+            call.session_id,
+            model_settings=call.model_settings,
+            double_texting=call.double_texting,
+            context=call.context,
+            response_format=call.response_format,
+        )
+
+    try:
+        return await until_disconnected(request, begin())
+    except NotFound as error:
+        raise ModelNotFound(str(ref)) from error
+
+
+async def held_if_streamed(
+    ctx: HttpContext, caller: Caller, streamed: bool, complete: Callable[[], Awaitable[Response]]
 ) -> Response:
-    """A completion; a streamed one holds a stream slot of its caller and project from before its
-    chat starts to its stream's end."""
-    if not body.stream:
+    """A completion or response; a streamed one holds a stream slot of its caller and project from
+    before its chat starts to its stream's end."""
+    if not streamed:
         return await complete()
     return await held_stream(ctx.guard.streams, caller, complete)
 
@@ -297,40 +387,19 @@ async def _complete(
         session_id = header_session or body.session_id
         return await _resume(request, ctx, caller, ref, body, session_id, last_event_id)
     body.check_honoured()
-    text, field, index = _input(ctx, body)
-    model_settings = body.model_settings()
-    policy = body.double_texting or ""
-    check_double_texting(policy)
-    named_session = header_session or body.session_id
-    session_id = ctx.gateway.session_id(named_session)
-    context = [] if named_session else _context(body, index)
-    headers = {SESSION_HEADER: session_id}
+    call = chat_call(
+        ctx,
+        body.messages,
+        [f"messages[{index}].content" for index in range(len(body.messages))],
+        header_session or body.session_id,
+        model_settings=body.model_settings(),
+        double_texting=body.double_texting or "",
+        response_format=body.answer_format(),
+    )
+    headers = {SESSION_HEADER: call.session_id}
     created = int(time.time())
     model = str(ref)
-
-    async def begin() -> ChatStream:
-        # The session's run waiting for input takes the message as its answer and goes on;
-        # otherwise the message starts a run. The run starts (or resumes) before the response
-        # does: a refused chat gets its own status.
-        if named_session:
-            answering = await ctx.gateway.answer_chat(caller, ref, session_id, text, field=field)
-            if answering is not None:
-                return answering
-        return await ctx.gateway.start_chat(
-            caller,
-            ref,
-            text,
-            session_id,
-            model_settings=model_settings,
-            double_texting=policy,
-            context=context,
-            response_format=body.answer_format(),
-        )
-
-    try:
-        chat = await until_disconnected(request, begin())
-    except NotFound as error:
-        raise ModelNotFound(model) from error
+    chat = await start_chat(request, ctx, caller, ref, call)
     if not body.stream:
         result = await until_disconnected(request, chat.result_at_end())
         completion = ChatCompletion(

@@ -42,26 +42,28 @@ _UNHONOURED: dict[str, str] = {
 }
 
 
-class _OpenAIModel(BaseModel):
-    # OpenAI's request objects grow all the time: accept what is new, then judge it.
+class OpenAIObject(BaseModel):
+    """An OpenAI request object. OpenAI's request objects grow all the time: what is new is
+    accepted, then judged (`check_unhonoured`)."""
+
     model_config = ConfigDict(extra="allow")
 
 
-class ContentPart(_OpenAIModel):
+class ContentPart(OpenAIObject):
     type: str
     text: str | None = None
 
 
-class ChatMessage(_OpenAIModel):
+class ChatMessage(OpenAIObject):
     role: str
     content: str | list[ContentPart] | None = None
 
 
-class StreamOptions(_OpenAIModel):
+class StreamOptions(OpenAIObject):
     include_usage: bool | None = False
 
 
-class ChatCompletionRequest(_OpenAIModel):
+class ChatCompletionRequest(OpenAIObject):
     model: str = Field(default="", description='"project_slug/agent_name"; ignored on per-agent routes')
     messages: list[ChatMessage] = Field(min_length=1, description="the last user message is the input")
     stream: bool | None = False
@@ -94,20 +96,17 @@ class ChatCompletionRequest(_OpenAIModel):
 
     def model_settings(self) -> run_pb2.ModelSettings | None:
         """The request's per-message model settings (None when it sets none)."""
-        settings = run_pb2.ModelSettings(reasoning_effort=self.reasoning_effort or "")
-        if self.temperature is not None:
-            settings.temperature = self.temperature
         field, max_tokens = (
             ("max_completion_tokens", self.max_completion_tokens)
             if self.max_completion_tokens is not None
             else ("max_tokens", self.max_tokens)
         )
-        if max_tokens is not None:
-            if not 1 <= max_tokens <= 2**31 - 1:
-                raise InvalidRequest.field(field, f"must be between 1 and {2**31 - 1}")
-            settings.max_tokens = max_tokens
-        check_model_settings(settings, prefix="")
-        return settings if settings.ListFields() else None
+        return per_message_settings(
+            temperature=self.temperature,
+            max_tokens=max_tokens,
+            max_tokens_field=field,
+            reasoning_effort=self.reasoning_effort,
+        )
 
     def check_honoured(self) -> None:
         """Raises UnsupportedParameter (or InvalidParameterValue, for a value OpenAI itself
@@ -116,70 +115,29 @@ class ChatCompletionRequest(_OpenAIModel):
             if self.n < 1:
                 raise InvalidParameterValue("n", "must be at least 1")
             raise UnsupportedParameter("n", "must be 1: an agent gives one answer")
-        extra = self.model_extra or {}
-        for name, why in _UNHONOURED.items():
-            if extra.get(name) not in (None, False, [], {}, ""):
-                raise UnsupportedParameter(name, why)
+        check_unhonoured(self.model_extra or {}, _UNHONOURED)
         if self.modalities is not None and any(kind != "text" for kind in self.modalities):
             raise UnsupportedParameter("modalities", 'only ["text"] is supported')
-        self._check_tool_choice()
-        if self.tools and self.tool_choice != "none":  # with "none" no tool may be called anyway
-            raise UnsupportedParameter("tools", "client tools are not supported")
-        self._check_response_format()
+        choice = self.tool_choice
+        named = isinstance(choice, dict) and choice.get("type") == "function"
+        check_tool_choice(
+            choice,
+            tools=self.tools,
+            named=named and isinstance(choice, dict) and isinstance(choice.get("function"), dict),
+            named_shape='{"type": "function", "function": {"name": ...}}',
+        )
+        self.answer_format()
         for index, message in enumerate(self.messages):
             _check_message(message, f"messages[{index}]")
 
-    def _check_tool_choice(self) -> None:
-        choice = self.tool_choice
-        if choice is None or choice in ("none", "auto"):
-            return
-        if isinstance(choice, str):
-            if choice not in TOOL_CHOICES:
-                raise InvalidParameterValue(
-                    "tool_choice", f"must be one of {', '.join(TOOL_CHOICES)} or a named function"
-                )
-            raise UnsupportedParameter(
-                "tool_choice", f'"{choice}" needs client tools, which are not supported'
-            )
-        if choice.get("type") != "function" or not isinstance(choice.get("function"), dict):
-            raise InvalidParameterValue(
-                "tool_choice", 'an object must be {"type": "function", "function": {"name": ...}}'
-            )
-        raise UnsupportedParameter(
-            "tool_choice", "a named function needs client tools, which are not supported"
-        )
-
-    def _check_response_format(self) -> None:
-        self.answer_format()
-
     def answer_format(self) -> executor_service_pb2.ResponseFormat | None:
-        """The shape the answer must have (None for text): the model is told, and an answer of
-        another shape fails the run."""
-        kind = (self.response_format or {}).get("type", "text")
-        if kind == "text":
-            return None
-        if kind == "json_object":
-            return executor_service_pb2.ResponseFormat(type=kind)
-        if kind != "json_schema":
-            raise InvalidParameterValue("response_format.type", "must be text, json_object or json_schema")
-        spec = (self.response_format or {}).get("json_schema")
-        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not spec["name"]:
-            raise InvalidParameterValue("response_format.json_schema.name", "is required")
-        schema = spec.get("schema", {})
-        try:
-            jsonschema.validators.validator_for(schema).check_schema(schema)
-        except (jsonschema.exceptions.SchemaError, TypeError, AttributeError) as error:
-            message = getattr(error, "message", str(error))
-            raise InvalidParameterValue(
-                "response_format.json_schema.schema", f"is not a JSON schema: {message}"
-            ) from None
-        if outside := _outside_reference(schema):
-            raise InvalidParameterValue(
-                "response_format.json_schema.schema",
-                f"refers to {outside!r}: only references within the schema ('#...') are allowed",
-            )
-        return executor_service_pb2.ResponseFormat(
-            type=kind, name=spec["name"], schema_json=json.dumps(schema)
+        """The shape the answer must have (None for text): see `answer_format`."""
+        response_format = self.response_format or {}
+        return answer_format(
+            response_format.get("type", "text"),
+            response_format.get("json_schema"),
+            at="response_format",
+            schema_at="response_format.json_schema",
         )
 
     @model_validator(mode="after")
@@ -190,6 +148,82 @@ class ChatCompletionRequest(_OpenAIModel):
         for index, message in enumerate(self.messages):
             check_storable(message_text(message), f"messages[{index}].content")
         return self
+
+
+def check_unhonoured(fields: dict[str, Any], unhonoured: dict[str, str]) -> None:
+    """Raises UnsupportedParameter for the first of `unhonoured` (a field and why the mesh cannot
+    honour it) that `fields` sets to something other than nothing."""
+    for name, why in unhonoured.items():
+        if fields.get(name) not in (None, False, [], {}, ""):
+            raise UnsupportedParameter(name, why)
+
+
+def check_tool_choice(
+    choice: str | dict[str, Any] | None, *, tools: Any, named: bool, named_shape: str
+) -> None:
+    """`tool_choice` (and `tools`) as agents honour them: no client tool may be called, so only
+    "none" and "auto" pass. "required" and a named function (`named`: the object has the face's
+    shape, `named_shape`) are refused as unsupported, anything else as a value OpenAI refuses too;
+    `tools` pass only with "none", where no tool may be called anyway."""
+    if isinstance(choice, str) and choice not in TOOL_CHOICES:
+        raise InvalidParameterValue(
+            "tool_choice", f"must be one of {', '.join(TOOL_CHOICES)} or a named function"
+        )
+    if isinstance(choice, dict) and not named:
+        raise InvalidParameterValue("tool_choice", f"an object must be {named_shape}")
+    if choice == "required":
+        raise UnsupportedParameter("tool_choice", '"required" needs client tools, which are not supported')
+    if isinstance(choice, dict):
+        raise UnsupportedParameter(
+            "tool_choice", "a named function needs client tools, which are not supported"
+        )
+    if tools and choice != "none":
+        raise UnsupportedParameter("tools", "client tools are not supported")
+
+
+def per_message_settings(
+    *, temperature: float | None, max_tokens: int | None, max_tokens_field: str, reasoning_effort: str | None
+) -> run_pb2.ModelSettings | None:
+    """A request's per-message model settings, checked (None when it sets none): they apply to
+    the chat's run only, without rebuilding the agent."""
+    settings = run_pb2.ModelSettings(reasoning_effort=reasoning_effort or "")
+    if temperature is not None:
+        settings.temperature = temperature
+    if max_tokens is not None:
+        if not 1 <= max_tokens <= 2**31 - 1:
+            raise InvalidRequest.field(max_tokens_field, f"must be between 1 and {2**31 - 1}")
+        settings.max_tokens = max_tokens
+    check_model_settings(settings, prefix="")
+    return settings if settings.ListFields() else None
+
+
+def answer_format(
+    kind: Any, spec: Any, *, at: str, schema_at: str
+) -> executor_service_pb2.ResponseFormat | None:
+    """The shape an answer must have (None for text): the model is told, and an answer of another
+    shape fails the run. `kind` is the format's type, `spec` the object holding `name` and
+    `schema` for json_schema; `at` and `schema_at` are where the face's request holds them, for
+    the error's `param`."""
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return executor_service_pb2.ResponseFormat(type=kind)
+    if kind != "json_schema":
+        raise InvalidParameterValue(f"{at}.type", "must be text, json_object or json_schema")
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not spec["name"]:
+        raise InvalidParameterValue(f"{schema_at}.name", "is required")
+    schema = spec.get("schema", {})
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except (jsonschema.exceptions.SchemaError, TypeError, AttributeError) as error:
+        message = getattr(error, "message", str(error))
+        raise InvalidParameterValue(f"{schema_at}.schema", f"is not a JSON schema: {message}") from None
+    if outside := _outside_reference(schema):
+        raise InvalidParameterValue(
+            f"{schema_at}.schema",
+            f"refers to {outside!r}: only references within the schema ('#...') are allowed",
+        )
+    return executor_service_pb2.ResponseFormat(type=kind, name=spec["name"], schema_json=json.dumps(schema))
 
 
 def _check_message(message: ChatMessage, path: str) -> None:
