@@ -204,6 +204,8 @@ async def test_streams_past_a_projects_limit_are_refused_until_one_closes(
             )
         assert limited.value.code == "rate_limit_exceeded"
         assert int(limited.value.response.headers["Retry-After"]) >= 1
+        with pytest.raises(openai.RateLimitError):
+            await _openai(mesh, agent).responses.create(model=agent.model, input="hi", stream=True)
         a2a = await a2a_jsonrpc(http, agent, "SendStreamingMessage")
         assert "QUOTA_EXCEEDED" in a2a.text and "open_streams" in a2a.text, a2a.text
         # What is not a stream is still answered.
