@@ -24,6 +24,11 @@ from tests.postgres import fresh_database
 JWT_SECRET = "test-secret-" + "x" * 40
 SUPERUSER_EMAIL = "admin@example.com"
 SUPERUSER_PASSWORD = "admin-password-1"
+# A run's lease for in-process meshes. They share one event loop with their tests, on a machine
+# that runs the suite's workers side by side: starved long enough, an executor misses the
+# default 10 s and the registry hands its run to a taker in the middle of a test about something
+# else. Tests of takeover set short leases of their own.
+STEADY_LEASE = {"run_lease_seconds": 60.0}
 
 
 def bearer(token: str) -> tuple[tuple[str, str], ...]:
@@ -200,6 +205,7 @@ async def running_mesh(
                     "superuser_password": SUPERUSER_PASSWORD,
                     "password_hash_time_cost": 1,
                     "password_hash_memory_kib": 64,
+                    **STEADY_LEASE,
                     **(registry or {}),
                 },
                 "gateway": {"executor_health_interval_seconds": 0.2},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentmesh.cli.mesh import Mesh, start_mesh
-from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient
+from tests.mesh import JWT_SECRET, STEADY_LEASE, SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient
 
 
 @pytest.fixture
@@ -17,7 +17,11 @@ async def mesh(database_url: str, tmp_path) -> Mesh:
         database_url=database_url,
         jwt_secret=JWT_SECRET,
         extra={
-            "registry": {"superuser_email": SUPERUSER_EMAIL, "superuser_password": SUPERUSER_PASSWORD},
+            "registry": {
+                "superuser_email": SUPERUSER_EMAIL,
+                "superuser_password": SUPERUSER_PASSWORD,
+                **STEADY_LEASE,
+            },
             "gateway": {"executor_health_interval_seconds": 0.2},
         },
     )

@@ -16,7 +16,7 @@ import pytest_asyncio
 from agentmesh.cli.mesh import Mesh, load_settings, start_mesh, start_service
 from agentmesh.runtime.service import RunningService
 from tests.integration.gateway.support import Api
-from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient
+from tests.mesh import JWT_SECRET, STEADY_LEASE, SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient
 from tests.postgres import fresh_database
 
 _HERE = Path(__file__).parent
@@ -75,7 +75,11 @@ async def mesh(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> As
         database_url=backend_url,
         jwt_secret=JWT_SECRET,
         extra={
-            "registry": {"superuser_email": SUPERUSER_EMAIL, "superuser_password": SUPERUSER_PASSWORD},
+            "registry": {
+                "superuser_email": SUPERUSER_EMAIL,
+                "superuser_password": SUPERUSER_PASSWORD,
+                **STEADY_LEASE,
+            },
             "executor": {"heartbeat_interval_seconds": 0.5},
             "gateway": GATEWAY_SETTINGS,
         },

@@ -17,7 +17,7 @@ import pytest
 import pytest_asyncio
 
 from agentmesh.cli.mesh import Mesh, start_mesh
-from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, SUPERUSER_PASSWORD
+from tests.mesh import JWT_SECRET, STEADY_LEASE, SUPERUSER_EMAIL, SUPERUSER_PASSWORD
 from tests.postgres import fresh_database
 
 _HERE = Path(__file__).parent
@@ -58,14 +58,21 @@ async def e2e_mesh(
 
 @contextlib.asynccontextmanager
 async def _mesh(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Mesh]:
-    """A mesh with the bootstrapped superuser, stopped on the way out; default settings otherwise."""
+    """A mesh with the bootstrapped superuser, stopped on the way out; default settings otherwise
+    (but a lease no load delays past: tests/mesh.py)."""
     mesh = await start_mesh(
         data_dir=tmp_path_factory.mktemp("agent-platform-data"),
         grpc_port=0,
         http_port=0,
         database_url=database_url,
         jwt_secret=JWT_SECRET,
-        extra={"registry": {"superuser_email": SUPERUSER_EMAIL, "superuser_password": SUPERUSER_PASSWORD}},
+        extra={
+            "registry": {
+                "superuser_email": SUPERUSER_EMAIL,
+                "superuser_password": SUPERUSER_PASSWORD,
+                **STEADY_LEASE,
+            }
+        },
     )
     try:
         yield mesh
