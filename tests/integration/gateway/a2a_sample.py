@@ -35,7 +35,8 @@ class ScriptedAgent(AgentExecutor):
       waits after the first until the test sets `release` (so the test sees the first chunk in
       the delegating run's stream before the remote has finished), then completes;
     - `ASK`: a task that stops in `input-required` with a question; a message that continues it
-      (its task id) completes it with thanks naming the answer;
+      (its task id) completes it with thanks naming the answer (`answers` records the task id
+      and the text of each such message);
     - `HOLD`: a task that works until it is cancelled (`cancelled` records the task ids);
     - anything else: a direct message answer (no task), echoing the task.
 
@@ -44,6 +45,7 @@ class ScriptedAgent(AgentExecutor):
     seen_headers: list[dict[str, str]] = field(default_factory=list)
     release: asyncio.Event = field(default_factory=asyncio.Event)
     cancelled: list[str] = field(default_factory=list)
+    answers: list[tuple[str, str]] = field(default_factory=list)
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         self.seen_headers.append(dict(context.call_context.state.get("headers", {})))
@@ -51,6 +53,7 @@ class ScriptedAgent(AgentExecutor):
         current = context.current_task
         if current is not None and current.status.state == a2a_pb2.TaskState.TASK_STATE_INPUT_REQUIRED:
             # The answer to the question: the same task goes on and completes.
+            self.answers.append((current.id, text))
             updater = TaskUpdater(event_queue, current.id, current.context_id)
             await updater.complete(self._message(context, f"thanks, in the dialect of {text}"))
             return
