@@ -24,6 +24,7 @@ from tests.polling import eventually
 
 STREAM = "stream the greeting"
 ASK = "ask me something"
+ASK_TWICE = "ask me two things"
 HOLD = "hold until cancelled"
 
 
@@ -37,6 +38,8 @@ class ScriptedAgent(AgentExecutor):
     - `ASK`: a task that stops in `input-required` with a question; a message that continues it
       (its task id) completes it with thanks naming the answer (`answers` records the task id
       and the text of each such message);
+    - `ASK_TWICE`: as `ASK`, but the first answer is followed by a second question on the same
+      task, and the thanks name both answers;
     - `HOLD`: a task that works until it is cancelled (`cancelled` records the task ids);
     - anything else: a direct message answer (no task), echoing the task.
 
@@ -54,10 +57,15 @@ class ScriptedAgent(AgentExecutor):
         if current is not None and current.status.state == a2a_pb2.TaskState.TASK_STATE_INPUT_REQUIRED:
             # The answer to the question: the same task goes on and completes.
             self.answers.append((current.id, text))
+            given = [answer for task_id, answer in self.answers if task_id == current.id]
             updater = TaskUpdater(event_queue, current.id, current.context_id)
-            await updater.complete(self._message(context, f"thanks, in the dialect of {text}"))
+            first = current.history[0].parts[0].text if current.history else ""
+            if first == ASK_TWICE and len(given) == 1:
+                await updater.requires_input(self._message(context, "And which city?"))
+                return
+            await updater.complete(self._message(context, f"thanks, in the dialect of {' '.join(given)}"))
             return
-        if text not in (STREAM, ASK, HOLD):
+        if text not in (STREAM, ASK, ASK_TWICE, HOLD):
             await event_queue.enqueue_event(self._message(context, f"remote says: bonjour ({text})"))
             return
         task_id, context_id = context.task_id or "", context.context_id or ""
@@ -71,7 +79,7 @@ class ScriptedAgent(AgentExecutor):
         )
         updater = TaskUpdater(event_queue, task_id, context_id)
         await updater.start_work(self._message(context, "looking it up"))
-        if text == ASK:
+        if text in (ASK, ASK_TWICE):
             await updater.requires_input(self._message(context, "Which dialect of French?"))
         elif text == HOLD:
             await asyncio.Event().wait()  # until the handler cancels this execution

@@ -10,13 +10,14 @@ from collections.abc import AsyncIterator
 
 import grpc
 import httpx
+import pytest
 import pytest_asyncio
 
 from agentmesh.cli.mesh import Mesh
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
-from tests.integration.gateway.a2a_sample import ASK, HOLD, STREAM, sample_server
+from tests.integration.gateway.a2a_sample import ASK, ASK_TWICE, HOLD, STREAM, sample_server
 from tests.integration.gateway.support import Agent, Api, User, suffix
 from tests.mesh import bearer
 from tests.polling import eventually
@@ -150,11 +151,12 @@ async def _respond(
     return [message.event async for message in call]
 
 
+@pytest.mark.parametrize("streaming", [True, False], ids=["streaming", "send"])
 async def test_a_remote_that_asks_for_input_suspends_the_run_and_the_answer_continues_its_task(
-    api: Api, http: httpx.AsyncClient, gateway: gw_grpc.GatewayServiceStub
+    api: Api, http: httpx.AsyncClient, gateway: gw_grpc.GatewayServiceStub, streaming: bool
 ) -> None:
     # A card that does not stream: the delegation falls back to a send, which returns the task.
-    async with sample_server(streaming=False) as remote:
+    async with sample_server(streaming=streaming) as remote:
         owner, coordinator = await coordinator_of(api, http, remote.url, ASK, last={"echo_prompt": True})
         events = await _asked(gateway, owner, coordinator)
         # The delegating run suspends with the remote's question, asked in the remote's name.
@@ -184,6 +186,33 @@ async def test_a_remote_that_asks_for_input_suspends_the_run_and_the_answer_cont
     responses = [e for e in stored if e["event_type"] == "delegation_response"]
     assert (len(ends), len(responses)) == (1, 1), "one end per run, one response per delegation"
     assert [e["event_type"] for e in stored].count("input_received") == 1
+
+
+async def test_a_remote_that_asks_again_suspends_the_run_again(
+    api: Api, http: httpx.AsyncClient, gateway: gw_grpc.GatewayServiceStub
+) -> None:
+    async with sample_server() as remote:
+        owner, coordinator = await coordinator_of(
+            api, http, remote.url, ASK_TWICE, last={"echo_prompt": True}
+        )
+        events = await _asked(gateway, owner, coordinator)
+        [first] = [e.input_requested.request for e in events if kind(e) == "input_requested"]
+        again = await _respond(gateway, owner, coordinator, first.id, run_pb2.InputResponse(answer="Quebec"))
+        # The remote's second question on the same task: a new request, the run suspended again.
+        assert kind(again[-1]) == "run_suspended"
+        [second] = [e.input_requested.request for e in again if kind(e) == "input_requested"]
+        assert second.question == "And which city?" and second.id != first.id
+        resumed = await _respond(
+            gateway, owner, coordinator, second.id, run_pb2.InputResponse(answer="Montreal")
+        )
+        stored = await api.session_events(coordinator, events[-1].session_id)
+    [note] = [e for e in stored if e["metadata"].get("reason") == "REMOTE_TASK_ACCEPTED"]
+    task_id = note["metadata"]["remote_task_id"]
+    assert remote.agent.answers == [(task_id, "Quebec"), (task_id, "Montreal")]
+    assert "thanks, in the dialect of Quebec Montreal" in resumed[-1].run_completed.content
+    kinds = [e["event_type"] for e in stored]
+    assert (kinds.count("delegation_response"), kinds.count("agent_response")) == (1, 1)
+    assert (kinds.count("input_requested"), kinds.count("input_received")) == (2, 2)
 
 
 async def test_another_meshs_agent_streams_its_answer_up(
