@@ -51,6 +51,26 @@ async def _delegator(stack: Stack, remote: SampleServer) -> tuple[Project, Agent
     return project, boss
 
 
+async def _live_delegator(
+    stack: Stack, remote: SampleServer, task: str, *, input_expiry_seconds: int = 0
+) -> Agent:
+    """A project with the remote agent `translator` and a `boss` whose first step delegates `task`
+    to it, then answers "done"."""
+    project = await stack.project()
+    await _register(stack, project, remote)
+    delegate = {
+        "content": "",
+        "tool_calls": [{"name": "delegate", "arguments": {"agent": "translator", "task": task}}],
+    }
+    return await stack.agent(
+        project,
+        "boss",
+        mock_responses=[delegate, "done"],
+        network_access=["translator"],
+        input_expiry_seconds=input_expiry_seconds,
+    )
+
+
 @asynccontextmanager
 async def _a2a_client(remote: SampleServer) -> AsyncIterator[Client]:
     async with httpx.AsyncClient(timeout=30) as http:
@@ -187,15 +207,7 @@ async def test_a_remote_delegation_whose_send_is_in_doubt_is_not_sent_again(stac
 
 async def test_a_live_remote_delegation_records_the_remote_task_it_became(stack: Stack) -> None:
     async with sample_server() as remote:
-        project = await stack.project()
-        await _register(stack, project, remote)
-        delegate = {
-            "content": "",
-            "tool_calls": [{"name": "delegate", "arguments": {"agent": "translator", "task": HOLD}}],
-        }
-        boss = await stack.agent(
-            project, "boss", mock_responses=[delegate, "done"], network_access=["translator"]
-        )
+        boss = await _live_delegator(stack, remote, HOLD)
         session_id = f"s-{uuid.uuid4().hex[:8]}"
         chat = stack.client.gateway.StreamChat(
             gateway_service_pb2.StreamChatRequest(agent=boss.ref, message="go", session_id=session_id),
@@ -232,19 +244,7 @@ async def test_a_remote_question_nobody_answers_cancels_the_remote_task(stack: S
     """The delegating run suspends with the remote's question; at the request's expiry its taker
     cancels the remote task and tells the model the delegation ended without an answer."""
     async with sample_server() as remote:
-        project = await stack.project()
-        await _register(stack, project, remote)
-        delegate = {
-            "content": "",
-            "tool_calls": [{"name": "delegate", "arguments": {"agent": "translator", "task": ASK}}],
-        }
-        boss = await stack.agent(
-            project,
-            "boss",
-            mock_responses=[delegate, "done"],
-            network_access=["translator"],
-            input_expiry_seconds=1,
-        )
+        boss = await _live_delegator(stack, remote, ASK, input_expiry_seconds=1)
         session_id = f"s-{uuid.uuid4().hex[:8]}"
         events = await stack.chat(boss, "go", session_id=session_id)
         assert events[-1].WhichOneof("kind") == "run_suspended"
