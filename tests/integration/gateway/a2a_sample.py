@@ -10,7 +10,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
+import httpx
 import uvicorn
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
@@ -151,3 +153,23 @@ async def sample_server(*, name: str = "translator", streaming: bool = True) -> 
         agent.release.set()
         server.should_exit = True
         await serving
+
+
+async def send_on_task(
+    remote: SampleServer, task_id: str, context_id: str, text: str
+) -> a2a_pb2.TaskState.ValueType:
+    """Sends `text` as the next message on the remote's task `task_id`, as another client of the
+    remote would (not through the mesh); the task's state after it."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        card = await A2ACardResolver(http, remote.url, agent_card_path="").get_agent_card()
+        client = ClientFactory(ClientConfig(httpx_client=http, streaming=False)).create(card)
+        message = a2a_pb2.Message(
+            message_id=f"direct-{task_id}",
+            context_id=context_id,
+            task_id=task_id,
+            role=a2a_pb2.Role.ROLE_USER,
+            parts=[a2a_pb2.Part(text=text)],
+        )
+        async for response in client.send_message(a2a_pb2.SendMessageRequest(message=message)):
+            return response.task.status.state
+    raise AssertionError("the remote answered nothing")

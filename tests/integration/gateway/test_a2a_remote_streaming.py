@@ -12,12 +12,13 @@ import grpc
 import httpx
 import pytest
 import pytest_asyncio
+from a2a.types import a2a_pb2
 
 from agentmesh.cli.mesh import Mesh
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
-from tests.integration.gateway.a2a_sample import ASK, ASK_TWICE, HOLD, STREAM, sample_server
+from tests.integration.gateway.a2a_sample import ASK, ASK_TWICE, HOLD, STREAM, sample_server, send_on_task
 from tests.integration.gateway.support import Agent, Api, User, suffix
 from tests.mesh import bearer
 from tests.polling import eventually
@@ -213,6 +214,29 @@ async def test_a_remote_that_asks_again_suspends_the_run_again(
     kinds = [e["event_type"] for e in stored]
     assert (kinds.count("delegation_response"), kinds.count("agent_response")) == (1, 1)
     assert (kinds.count("input_requested"), kinds.count("input_received")) == (2, 2)
+
+
+async def test_a_remote_task_that_moved_on_before_the_answer_is_followed_from_its_state(
+    api: Api, http: httpx.AsyncClient, gateway: gw_grpc.GatewayServiceStub
+) -> None:
+    async with sample_server() as remote:
+        owner, coordinator = await coordinator_of(api, http, remote.url, ASK, last={"echo_prompt": True})
+        events = await _asked(gateway, owner, coordinator)
+        [asked] = [e.input_requested.request for e in events if kind(e) == "input_requested"]
+        stored = await api.session_events(coordinator, events[-1].session_id)
+        [note] = [e for e in stored if e["metadata"].get("reason") == "REMOTE_TASK_ACCEPTED"]
+        task_id, context_id = note["metadata"]["remote_task_id"], note["metadata"]["remote_context_id"]
+        # Someone else answers the remote first: its task completes before the person answers.
+        done = await send_on_task(remote, task_id, context_id, "Ontario")
+        assert done == a2a_pb2.TaskState.TASK_STATE_COMPLETED
+        resumed = await _respond(
+            gateway, owner, coordinator, asked.id, run_pb2.InputResponse(answer="Quebec")
+        )
+    assert remote.agent.answers == [(task_id, "Ontario")], "an answer to a task that moved on is not sent"
+    [response] = [e.delegation_response for e in resumed if kind(e) == "delegation_response"]
+    assert response.outcome == Outcome.DELEGATION_OUTCOME_COMPLETED
+    assert response.content == "thanks, in the dialect of Ontario"
+    assert "thanks, in the dialect of Ontario" in resumed[-1].run_completed.content
 
 
 async def test_another_meshs_agent_streams_its_answer_up(
