@@ -3,7 +3,8 @@
 id the moment the remote names it (an `error` note, reason REMOTE_TASK_ACCEPTED); the run's taker
 follows that task to its end — `tasks/resubscribe` when the remote's card says it streams, else
 `tasks/get` — and records its one `delegation_response`; with no task id recorded the send is in
-doubt, and the delegation is answered as such (not sent again). The remote is an a2a-sdk server
+doubt, and the delegation is answered as such (not sent again). A remote's question nobody answers
+expires: the run's taker cancels the remote task. The remote is an a2a-sdk server
 on loopback that counts the tasks it is given (`a2a_sample.py`); the dead executor's log is
 written by hand, as in test_resume_from_log.py."""
 
@@ -32,7 +33,7 @@ from tests.integration.executor.resume_support import (  # noqa: F401 (module fi
     step,
 )
 from tests.integration.executor.support import Agent, Event, EventType, Project, Stack
-from tests.integration.gateway.a2a_sample import HOLD, STREAM, SampleServer, sample_server
+from tests.integration.gateway.a2a_sample import ASK, HOLD, STREAM, SampleServer, sample_server
 from tests.polling import eventually
 from tests.run_log import log_problems
 
@@ -48,6 +49,26 @@ async def _delegator(stack: Stack, remote: SampleServer) -> tuple[Project, Agent
         project, "boss", mock_responses=["never asked", "done"], network_access=["translator"]
     )
     return project, boss
+
+
+async def _live_delegator(
+    stack: Stack, remote: SampleServer, task: str, *, input_expiry_seconds: int = 0
+) -> Agent:
+    """A project with the remote agent `translator` and a `boss` whose first step delegates `task`
+    to it, then answers "done"."""
+    project = await stack.project()
+    await _register(stack, project, remote)
+    delegate = {
+        "content": "",
+        "tool_calls": [{"name": "delegate", "arguments": {"agent": "translator", "task": task}}],
+    }
+    return await stack.agent(
+        project,
+        "boss",
+        mock_responses=[delegate, "done"],
+        network_access=["translator"],
+        input_expiry_seconds=input_expiry_seconds,
+    )
 
 
 @asynccontextmanager
@@ -186,15 +207,7 @@ async def test_a_remote_delegation_whose_send_is_in_doubt_is_not_sent_again(stac
 
 async def test_a_live_remote_delegation_records_the_remote_task_it_became(stack: Stack) -> None:
     async with sample_server() as remote:
-        project = await stack.project()
-        await _register(stack, project, remote)
-        delegate = {
-            "content": "",
-            "tool_calls": [{"name": "delegate", "arguments": {"agent": "translator", "task": HOLD}}],
-        }
-        boss = await stack.agent(
-            project, "boss", mock_responses=[delegate, "done"], network_access=["translator"]
-        )
+        boss = await _live_delegator(stack, remote, HOLD)
         session_id = f"s-{uuid.uuid4().hex[:8]}"
         chat = stack.client.gateway.StreamChat(
             gateway_service_pb2.StreamChatRequest(agent=boss.ref, message="go", session_id=session_id),
@@ -225,3 +238,29 @@ async def test_a_live_remote_delegation_records_the_remote_task_it_became(stack:
     assert note.delegation_id == request.delegation_id and note.parent_event_id == request.id
     assert note.metadata["remote_context_id"] == session_id
     assert "code" not in note.metadata.fields  # a note: the run goes on
+
+
+async def test_a_remote_question_nobody_answers_cancels_the_remote_task(stack: Stack) -> None:
+    """The delegating run suspends with the remote's question; at the request's expiry its taker
+    cancels the remote task and tells the model the delegation ended without an answer."""
+    async with sample_server() as remote:
+        boss = await _live_delegator(stack, remote, ASK, input_expiry_seconds=1)
+        session_id = f"s-{uuid.uuid4().hex[:8]}"
+        events = await stack.chat(boss, "go", session_id=session_id)
+        assert events[-1].WhichOneof("kind") == "run_suspended"
+
+        async def ended() -> bool:
+            return any(e.idempotency_key.endswith(":end") for e in await stack.events(session_id))
+
+        await eventually(ended, timeout=60, what="the run goes on after the question expired")
+        cancelled = list(remote.agent.cancelled)
+
+    events = await stack.events(session_id)
+    (note,) = [e for e in events if _reason(e) == "REMOTE_TASK_ACCEPTED"]
+    assert cancelled == [note.metadata["remote_task_id"]] and remote.agent.answers == []
+    (response,) = _responses(events)
+    content = json.loads(response.content)
+    assert content["outcome"] == "cancelled" and "ended without an answer" in content["content"]
+    (answer,) = [e for e in events if e.event_type == EventType.EVENT_TYPE_AGENT_RESPONSE]
+    assert answer.content == "done"
+    assert log_problems(as_dicts(events)) == []

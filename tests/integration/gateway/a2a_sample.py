@@ -10,7 +10,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
+import httpx
 import uvicorn
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
@@ -24,6 +26,7 @@ from tests.polling import eventually
 
 STREAM = "stream the greeting"
 ASK = "ask me something"
+ASK_TWICE = "ask me two things"
 HOLD = "hold until cancelled"
 
 
@@ -35,7 +38,10 @@ class ScriptedAgent(AgentExecutor):
       waits after the first until the test sets `release` (so the test sees the first chunk in
       the delegating run's stream before the remote has finished), then completes;
     - `ASK`: a task that stops in `input-required` with a question; a message that continues it
-      (its task id) completes it with thanks naming the answer;
+      (its task id) completes it with thanks naming the answer (`answers` records the task id
+      and the text of each such message);
+    - `ASK_TWICE`: as `ASK`, but the first answer is followed by a second question on the same
+      task, and the thanks name both answers;
     - `HOLD`: a task that works until it is cancelled (`cancelled` records the task ids);
     - anything else: a direct message answer (no task), echoing the task.
 
@@ -44,6 +50,7 @@ class ScriptedAgent(AgentExecutor):
     seen_headers: list[dict[str, str]] = field(default_factory=list)
     release: asyncio.Event = field(default_factory=asyncio.Event)
     cancelled: list[str] = field(default_factory=list)
+    answers: list[tuple[str, str]] = field(default_factory=list)
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         self.seen_headers.append(dict(context.call_context.state.get("headers", {})))
@@ -51,10 +58,16 @@ class ScriptedAgent(AgentExecutor):
         current = context.current_task
         if current is not None and current.status.state == a2a_pb2.TaskState.TASK_STATE_INPUT_REQUIRED:
             # The answer to the question: the same task goes on and completes.
+            self.answers.append((current.id, text))
+            given = [answer for task_id, answer in self.answers if task_id == current.id]
             updater = TaskUpdater(event_queue, current.id, current.context_id)
-            await updater.complete(self._message(context, f"thanks, in the dialect of {text}"))
+            first = current.history[0].parts[0].text if current.history else ""
+            if first == ASK_TWICE and len(given) == 1:
+                await updater.requires_input(self._message(context, "And which city?"))
+                return
+            await updater.complete(self._message(context, f"thanks, in the dialect of {' '.join(given)}"))
             return
-        if text not in (STREAM, ASK, HOLD):
+        if text not in (STREAM, ASK, ASK_TWICE, HOLD):
             await event_queue.enqueue_event(self._message(context, f"remote says: bonjour ({text})"))
             return
         task_id, context_id = context.task_id or "", context.context_id or ""
@@ -68,7 +81,7 @@ class ScriptedAgent(AgentExecutor):
         )
         updater = TaskUpdater(event_queue, task_id, context_id)
         await updater.start_work(self._message(context, "looking it up"))
-        if text == ASK:
+        if text in (ASK, ASK_TWICE):
             await updater.requires_input(self._message(context, "Which dialect of French?"))
         elif text == HOLD:
             await asyncio.Event().wait()  # until the handler cancels this execution
@@ -140,3 +153,23 @@ async def sample_server(*, name: str = "translator", streaming: bool = True) -> 
         agent.release.set()
         server.should_exit = True
         await serving
+
+
+async def send_on_task(
+    remote: SampleServer, task_id: str, context_id: str, text: str
+) -> a2a_pb2.TaskState.ValueType:
+    """Sends `text` as the next message on the remote's task `task_id`, as another client of the
+    remote would (not through the mesh); the task's state after it."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        card = await A2ACardResolver(http, remote.url, agent_card_path="").get_agent_card()
+        client = ClientFactory(ClientConfig(httpx_client=http, streaming=False)).create(card)
+        message = a2a_pb2.Message(
+            message_id=f"direct-{task_id}",
+            context_id=context_id,
+            task_id=task_id,
+            role=a2a_pb2.Role.ROLE_USER,
+            parts=[a2a_pb2.Part(text=text)],
+        )
+        async for response in client.send_message(a2a_pb2.SendMessageRequest(message=message)):
+            return response.task.status.state
+    raise AssertionError("the remote answered nothing")

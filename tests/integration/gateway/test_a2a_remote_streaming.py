@@ -1,7 +1,8 @@
 """Outbound A2A behaves as a local delegation does: the remote agent's updates stream up
 into the delegating run's stream as a worker's steps while it works, cancelling the delegating run
-cancels the remote task, and a remote task that stops in input-required ends the delegation with
-its question. The remote is an a2a-sdk sample server (a2a_sample.py) or another mesh's agent."""
+cancels the remote task, and a remote task that stops in input-required suspends the delegating
+run with its question, whose answer continues the remote task. The remote is an a2a-sdk sample
+server (a2a_sample.py) or another mesh's agent."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ from collections.abc import AsyncIterator
 
 import grpc
 import httpx
+import pytest
 import pytest_asyncio
+from a2a.types import a2a_pb2
 
 from agentmesh.cli.mesh import Mesh
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
-from tests.integration.gateway.a2a_sample import ASK, HOLD, STREAM, sample_server
+from tests.integration.gateway.a2a_sample import ASK, ASK_TWICE, HOLD, STREAM, sample_server, send_on_task
 from tests.integration.gateway.support import Agent, Api, User, suffix
 from tests.mesh import bearer
 from tests.polling import eventually
@@ -30,10 +33,10 @@ async def gateway(mesh: Mesh) -> AsyncIterator[gw_grpc.GatewayServiceStub]:
 
 
 async def coordinator_of(
-    api: Api, http: httpx.AsyncClient, card_url: str, *tasks: str, credential: str = ""
+    api: Api, http: httpx.AsyncClient, card_url: str, *tasks: str, credential: str = "", last: object = "done"
 ) -> tuple[User, Agent]:
     """A project with the remote agent `translator` registered and a coordinator that delegates
-    each of `tasks` to it in turn, then answers "done"."""
+    each of `tasks` to it in turn, then answers `last` (a mock response: "done")."""
     owner = await api.user()
     project = await api.project(owner)
     body = {"name": "translator", "card_url": card_url, "credential": credential}
@@ -53,7 +56,7 @@ async def coordinator_of(
         name="coordinator",
         project={"id": project["id"], "slug": project["slug"]},
         network_access=["translator"],
-        mock_responses=[*delegations, "done"],
+        mock_responses=[*delegations, last],
     )
     return owner, coordinator
 
@@ -126,33 +129,114 @@ async def test_cancelling_the_delegating_run_cancels_the_remote_task(
     assert answer["metadata"]["outcome"] == "cancelled"
 
 
-async def test_a_remote_that_asks_for_input_ends_the_delegation_with_its_question(
-    api: Api, http: httpx.AsyncClient, gateway: gw_grpc.GatewayServiceStub
+async def _asked(
+    gateway: gw_grpc.GatewayServiceStub, owner: User, coordinator: Agent
+) -> list[run_pb2.RunEvent]:
+    call = gateway.StreamChat(
+        gw.StreamChatRequest(agent=coordinator.model, message="go"), metadata=bearer(owner.token)
+    )
+    return [response.event async for response in call]
+
+
+async def _respond(
+    gateway: gw_grpc.GatewayServiceStub,
+    owner: User,
+    coordinator: Agent,
+    request_id: str,
+    response: run_pb2.InputResponse,
+) -> list[run_pb2.RunEvent]:
+    call = gateway.RespondToInput(
+        gw.RespondToInputRequest(project_id=coordinator.project_id, id=request_id, response=response),
+        metadata=bearer(owner.token),
+    )
+    return [message.event async for message in call]
+
+
+@pytest.mark.parametrize("streaming", [True, False], ids=["streaming", "send"])
+async def test_a_remote_that_asks_for_input_suspends_the_run_and_the_answer_continues_its_task(
+    api: Api, http: httpx.AsyncClient, gateway: gw_grpc.GatewayServiceStub, streaming: bool
 ) -> None:
     # A card that does not stream: the delegation falls back to a send, which returns the task.
-    async with sample_server(streaming=False) as remote:
-        owner, coordinator = await coordinator_of(api, http, remote.url, ASK, "Quebec")
-        call = gateway.StreamChat(
-            gw.StreamChatRequest(agent=coordinator.model, message="go"), metadata=bearer(owner.token)
+    async with sample_server(streaming=streaming) as remote:
+        owner, coordinator = await coordinator_of(api, http, remote.url, ASK, last={"echo_prompt": True})
+        events = await _asked(gateway, owner, coordinator)
+        # The delegating run suspends with the remote's question, asked in the remote's name.
+        assert kind(events[-1]) == "run_suspended"
+        [asked] = [e.input_requested.request for e in events if kind(e) == "input_requested"]
+        assert asked.kind == run_pb2.INPUT_KIND_QUESTION
+        assert asked.question == "Which dialect of French?"
+        assert (asked.agent, list(asked.delegation_path)) == ("translator", ["coordinator"])
+        assert not [e for e in events if kind(e) == "delegation_response"], "the delegation stays open"
+        session_id = events[-1].session_id
+
+        resumed = await _respond(
+            gateway, owner, coordinator, asked.id, run_pb2.InputResponse(answer="Quebec")
         )
-        events = [response.event async for response in call]
-    asked, answered = [e.delegation_response for e in events if kind(e) == "delegation_response"]
-    assert asked.outcome == Outcome.DELEGATION_OUTCOME_INPUT_REQUIRED
-    assert "Which dialect of French?" in asked.content
-    # The next delegation to it in the session answers the question: the same remote task goes on.
-    assert answered.outcome == Outcome.DELEGATION_OUTCOME_COMPLETED
-    assert answered.content == "thanks, in the dialect of Quebec"
-    below = [kind(e) for e in events if e.agent == "translator"]
-    assert [k for k in below if k.startswith("run_")] == [
-        "run_started",
-        "run_failed",
-        "run_started",
-        "run_completed",
-    ]
-    assert events[-1].run_completed.content == "done"  # the delegating model went on
-    stored = await api.session_events(coordinator, events[-1].session_id)
-    outcomes = [e["metadata"]["outcome"] for e in stored if e["event_type"] == "delegation_response"]
-    assert outcomes == ["input_required", "completed"]
+        stored = await api.session_events(coordinator, session_id)
+
+    # The answer went to the remote as the next message on the task it asked in.
+    [note] = [e for e in stored if e["metadata"].get("reason") == "REMOTE_TASK_ACCEPTED"]
+    assert remote.agent.answers == [(note["metadata"]["remote_task_id"], "Quebec")]
+    [response] = [e.delegation_response for e in resumed if kind(e) == "delegation_response"]
+    assert response.outcome == Outcome.DELEGATION_OUTCOME_COMPLETED
+    assert response.content == "thanks, in the dialect of Quebec"
+    # The delegating model went on with the remote's answer as the tool's result.
+    assert kind(resumed[-1]) == "run_completed"
+    assert "thanks, in the dialect of Quebec" in resumed[-1].run_completed.content
+    ends = [e for e in stored if e["event_type"] == "agent_response"]
+    responses = [e for e in stored if e["event_type"] == "delegation_response"]
+    assert (len(ends), len(responses)) == (1, 1), "one end per run, one response per delegation"
+    assert [e["event_type"] for e in stored].count("input_received") == 1
+
+
+async def test_a_remote_that_asks_again_suspends_the_run_again(
+    api: Api, http: httpx.AsyncClient, gateway: gw_grpc.GatewayServiceStub
+) -> None:
+    async with sample_server() as remote:
+        owner, coordinator = await coordinator_of(
+            api, http, remote.url, ASK_TWICE, last={"echo_prompt": True}
+        )
+        events = await _asked(gateway, owner, coordinator)
+        [first] = [e.input_requested.request for e in events if kind(e) == "input_requested"]
+        again = await _respond(gateway, owner, coordinator, first.id, run_pb2.InputResponse(answer="Quebec"))
+        # The remote's second question on the same task: a new request, the run suspended again.
+        assert kind(again[-1]) == "run_suspended"
+        [second] = [e.input_requested.request for e in again if kind(e) == "input_requested"]
+        assert second.question == "And which city?" and second.id != first.id
+        resumed = await _respond(
+            gateway, owner, coordinator, second.id, run_pb2.InputResponse(answer="Montreal")
+        )
+        stored = await api.session_events(coordinator, events[-1].session_id)
+    [note] = [e for e in stored if e["metadata"].get("reason") == "REMOTE_TASK_ACCEPTED"]
+    task_id = note["metadata"]["remote_task_id"]
+    assert remote.agent.answers == [(task_id, "Quebec"), (task_id, "Montreal")]
+    assert "thanks, in the dialect of Quebec Montreal" in resumed[-1].run_completed.content
+    kinds = [e["event_type"] for e in stored]
+    assert (kinds.count("delegation_response"), kinds.count("agent_response")) == (1, 1)
+    assert (kinds.count("input_requested"), kinds.count("input_received")) == (2, 2)
+
+
+async def test_a_remote_task_that_moved_on_before_the_answer_is_followed_from_its_state(
+    api: Api, http: httpx.AsyncClient, gateway: gw_grpc.GatewayServiceStub
+) -> None:
+    async with sample_server() as remote:
+        owner, coordinator = await coordinator_of(api, http, remote.url, ASK, last={"echo_prompt": True})
+        events = await _asked(gateway, owner, coordinator)
+        [asked] = [e.input_requested.request for e in events if kind(e) == "input_requested"]
+        stored = await api.session_events(coordinator, events[-1].session_id)
+        [note] = [e for e in stored if e["metadata"].get("reason") == "REMOTE_TASK_ACCEPTED"]
+        task_id, context_id = note["metadata"]["remote_task_id"], note["metadata"]["remote_context_id"]
+        # Someone else answers the remote first: its task completes before the person answers.
+        done = await send_on_task(remote, task_id, context_id, "Ontario")
+        assert done == a2a_pb2.TaskState.TASK_STATE_COMPLETED
+        resumed = await _respond(
+            gateway, owner, coordinator, asked.id, run_pb2.InputResponse(answer="Quebec")
+        )
+    assert remote.agent.answers == [(task_id, "Ontario")], "an answer to a task that moved on is not sent"
+    [response] = [e.delegation_response for e in resumed if kind(e) == "delegation_response"]
+    assert response.outcome == Outcome.DELEGATION_OUTCOME_COMPLETED
+    assert response.content == "thanks, in the dialect of Ontario"
+    assert "thanks, in the dialect of Ontario" in resumed[-1].run_completed.content
 
 
 async def test_another_meshs_agent_streams_its_answer_up(

@@ -7,7 +7,9 @@ The remote is resolved from the registry with this executor's system token (the 
 the credential, never logged). Every HTTP request carries the W3C trace context of the
 delegation's span, so the remote's spans join the trace when it speaks OpenTelemetry. The
 delegation's deadline bounds the call; cancelling the delegating run closes the stream and asks
-the remote to cancel its task (best effort, detached from the cancellation).
+the remote to cancel its task (best effort, detached from the cancellation). A task that stops
+in input-required does not end the delegation: its question becomes the delegating run's request
+for input (loops/remote_questions.py), and the answer continues the task (`answer`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from a2a.utils.errors import A2AError
 from opentelemetry import propagate
 
 from agentmesh.executor.context.events import EventOrigin, EventSink
-from agentmesh.executor.delegation.a2a_events import INTERRUPTED, RemoteTaskStream
+from agentmesh.executor.delegation.a2a_events import INTERRUPTED, RemoteTaskStream, State
 from agentmesh.executor.delegation.outcome import ChildOutcome
 from agentmesh.executor.durability.detached import run_detached
 from agentmesh.registry.client import RegistryClient
@@ -55,9 +57,10 @@ class RemoteA2AAgents:
         self._registry = registry
         self._system_metadata = system_metadata
         self._cleanup_timeout_seconds = cleanup_timeout_seconds
-        # (project, session, remote) → the remote task that stopped to ask: the next delegation to
-        # that remote in that session answers it (continues the task by its id). In this process
-        # only: a run that moved executors starts a new task in the same context instead.
+        # (project, session, remote) → the remote task that stopped for authorization: the next
+        # delegation to that remote in that session continues the task by its id. In this process
+        # only: a run that moved executors starts a new task in the same context instead. (A task
+        # that stops for input is answered by a person through the delegating run: `answer`.)
         self._waiting: OrderedDict[tuple[str, str, str], str] = OrderedDict()
 
     async def run(
@@ -117,27 +120,74 @@ class RemoteA2AAgents:
         stream.task_id = task_id
 
         async def watch(client: Client, streaming: bool) -> None:
-            while True:
-                task = await client.get_task(a2a_pb2.GetTaskRequest(id=task_id))
-                await _feed(stream, sink, a2a_pb2.StreamResponse(task=task))
-                if not stream.working:
-                    return
-                if streaming:
-                    # A task that ended meanwhile is refused a subscription: `tasks/get` says how.
-                    with contextlib.suppress(A2AError, A2AClientError):
-                        async for response in client.subscribe(a2a_pb2.SubscribeToTaskRequest(id=task_id)):
-                            await _feed(stream, sink, response)
-                    if not stream.working:
-                        return
-                await asyncio.sleep(_POLL_SECONDS)
+            await _watch(client, streaming, stream, sink)
 
         await sink.emit(stream.started())
         outcome = await self._talk(project_id, name, stream, timeout_seconds, watch)
         return await self._finish((project_id, origin.session_id, name), stream, sink, outcome)
 
+    async def answer(
+        self,
+        *,
+        project_id: str,
+        name: str,
+        task_id: str,
+        answer: str,
+        origin: EventOrigin,
+        sink: EventSink,
+        timeout_seconds: float,
+    ) -> ChildOutcome:
+        """Answers the question the remote task `task_id` stopped with (input-required): the
+        answer is the next message on that task (its task id and context id), and the task is
+        followed to its end as `run` follows it — it may ask again. A task that no longer waits
+        for input when the answer comes (it moved on, or ended) is sent nothing: it goes on from
+        its current state (`tasks/get`)."""
+        stream = RemoteTaskStream(origin)
+        stream.task_id = task_id
+
+        async def reply(client: Client, streaming: bool) -> None:
+            task = await client.get_task(a2a_pb2.GetTaskRequest(id=task_id))
+            await _feed(stream, sink, a2a_pb2.StreamResponse(task=task))
+            if stream.state == State.TASK_STATE_INPUT_REQUIRED:
+                # What it says next is about the answer, not the question.
+                stream.state, stream.message = State.TASK_STATE_WORKING, ""
+                request = a2a_pb2.SendMessageRequest(
+                    message=a2a_pb2.Message(
+                        message_id=uuid.uuid4().hex,
+                        context_id=stream.context_id,
+                        task_id=task_id,
+                        role=a2a_pb2.Role.ROLE_USER,
+                        parts=[a2a_pb2.Part(text=answer)],
+                    )
+                )
+                async for response in client.send_message(request):
+                    await _feed(stream, sink, response)
+            if stream.working:
+                await _watch(client, streaming, stream, sink)
+
+        await sink.emit(stream.started())
+        outcome = await self._talk(project_id, name, stream, timeout_seconds, reply)
+        return await self._finish((project_id, origin.session_id, name), stream, sink, outcome)
+
+    async def cancel(self, *, project_id: str, name: str, task_id: str, origin: EventOrigin) -> None:
+        """Asks the remote to cancel its task `task_id` (best effort: a remote that is away, or a
+        task that ended, is left as it is)."""
+        stream = RemoteTaskStream(origin)
+        stream.task_id = task_id
+
+        async def cancel(client: Client, _streaming: bool) -> None:
+            with contextlib.suppress(A2AError, A2AClientError):
+                await client.cancel_task(a2a_pb2.CancelTaskRequest(id=task_id))
+
+        await self._talk(project_id, name, stream, self._cleanup_timeout_seconds, cancel)
+
     async def _finish(
         self, waiting: tuple[str, str, str], stream: RemoteTaskStream, sink: EventSink, outcome: ChildOutcome
     ) -> ChildOutcome:
+        if outcome.code == INTERRUPTED[State.TASK_STATE_INPUT_REQUIRED] and stream.task_id:
+            # The task waits for an answer, and has not ended (no end streams): the delegating
+            # run asks its own caller, and the answer goes on with this task (`answer`).
+            return ChildOutcome(question=outcome.message)
         if outcome.code in INTERRUPTED.values() and stream.task_id:
             self._waiting[waiting] = stream.task_id
             while len(self._waiting) > _MAX_WAITING:
@@ -201,6 +251,25 @@ class RemoteA2AAgents:
 
         with contextlib.suppress(BaseException):
             await run_detached(cancel, timeout_seconds=self._cleanup_timeout_seconds)
+
+
+async def _watch(client: Client, streaming: bool, stream: RemoteTaskStream, sink: EventSink) -> None:
+    """Follows the task `stream` names until it ends or stops to ask: `tasks/resubscribe` when
+    the remote streams, else `tasks/get` every `_POLL_SECONDS`."""
+    task_id = stream.task_id
+    while True:
+        task = await client.get_task(a2a_pb2.GetTaskRequest(id=task_id))
+        await _feed(stream, sink, a2a_pb2.StreamResponse(task=task))
+        if not stream.working:
+            return
+        if streaming:
+            # A task that ended meanwhile is refused a subscription: `tasks/get` says how.
+            with contextlib.suppress(A2AError, A2AClientError):
+                async for response in client.subscribe(a2a_pb2.SubscribeToTaskRequest(id=task_id)):
+                    await _feed(stream, sink, response)
+            if not stream.working:
+                return
+        await asyncio.sleep(_POLL_SECONDS)
 
 
 async def _feed(stream: RemoteTaskStream, sink: EventSink, response: a2a_pb2.StreamResponse) -> None:

@@ -12,9 +12,9 @@ with the delegation path below the delegating agent:
 - the end: `run_completed` with the answer, or `run_failed` with the state's code.
 
 The same responses add up to how the task ended (`RemoteTaskStream.outcome`): completed with the
-answer, or stopped — `input-required` / `auth-required` stop a delegation with the remote's question
-(outcomes INPUT_REQUIRED / AUTH_REQUIRED), the failed states map to gRPC code names as a local
-child's failures do.
+answer, or stopped — `input-required` / `auth-required` stop with the remote's question (outcomes
+INPUT_REQUIRED / AUTH_REQUIRED: a task that asks for input is answered through the delegating run,
+a2a.py), the failed states map to gRPC code names as a local child's failures do.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from agentmesh.common.v1 import run_pb2
@@ -24,21 +24,23 @@ from agentmesh.executor.context.events import EventOrigin
 from agentmesh.executor.context.scope import RunScope
 from agentmesh.executor.delegation.bounds import TreeBounds
 from agentmesh.executor.delegation.executor_runs import ExecutorRuns, child_request, follow
-from agentmesh.executor.delegation.outcome import ChildOutcome, Outcome, SuspendedBelow
+from agentmesh.executor.delegation.outcome import (
+    ChildOutcome,
+    DelegationResult,
+    Outcome,
+    delegation_result,
+    metric_outcome,
+    outcome_name,
+)
 from agentmesh.executor.durability.child_log import REMOTE_TASK_ACCEPTED, ChildLog, remote_task_key
 from agentmesh.executor.durability.detached import run_detached
 from agentmesh.executor.durability.recorder import EventType, NewEvent, request_key, response_key
 from agentmesh.executor.durability.transient import is_transient
-from agentmesh.executor.providers.base import Usage
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.runtime import metrics, telemetry
 
 logger = logging.getLogger(__name__)
-
-
-def outcome_name(outcome: Outcome.ValueType) -> str:
-    return Outcome.Name(outcome).removeprefix("DELEGATION_OUTCOME_").lower()
 
 
 @dataclass
@@ -53,26 +55,6 @@ class PreparedDelegation:
     # The append that records `request` with the step's other intent events, when the caller
     # records it (detached from the run's cancellation, as `delegate` would).
     recording: asyncio.Future[memory_pb2.Event] | None = None
-
-
-@dataclass
-class DelegationResult:
-    """What a delegation gives back to the delegating agent's loop."""
-
-    outcome: Outcome.ValueType
-    text: str
-    usage: Usage = field(default_factory=Usage)
-    # The delegated run suspended to wait for a person: the delegation stays open (no response
-    # recorded), and the delegating run suspends waiting on it.
-    suspended: SuspendedBelow | None = None
-
-    @property
-    def is_error(self) -> bool:
-        # A remote's question is an answer the model acts on, not an error.
-        return self.outcome not in (
-            Outcome.DELEGATION_OUTCOME_COMPLETED,
-            Outcome.DELEGATION_OUTCOME_INPUT_REQUIRED,
-        )
 
 
 class Delegator:
@@ -199,17 +181,17 @@ class Delegator:
             finally:
                 if request_event is None and unrecorded is None:
                     request_event = await self._settled(scope, prepared, recording)
-                result = _result(target, child)
+                result = delegation_result(target, child)
                 span.set_attribute(telemetry.DELEGATION_OUTCOME, outcome_name(result.outcome))
                 metrics.record_delegation(
-                    outcome=_metric_outcome(result.outcome),
+                    outcome=metric_outcome(result.outcome),
                     depth=scope.depth + 1,
                     seconds=time.monotonic() - started,
                 )
                 seq = 0
-                if request_event is not None and not self._handing_over() and result.suspended is None:
+                if request_event is not None and not self._handing_over() and not result.open:
                     seq = await self._respond(scope, target, delegation_id, request_event.id, result)
-            if (request_event is not None or unrecorded is None) and result.suspended is None:
+            if (request_event is not None or unrecorded is None) and not result.open:
                 await _emit_response(scope, target, delegation_id, result, seq)
             if unrecorded is not None:
                 raise unrecorded
@@ -269,12 +251,63 @@ class Delegator:
             child = await follow(log, child_run, self._timeout_seconds)
         else:
             child = await self._run(scope, target, task, delegation_id, request_event)
-        result = _result(target, child)
-        if result.suspended is not None:
-            return result  # it waits for a person: the delegation stays open, and so waits this run
-        seq = await self._respond(
-            scope, target, delegation_id, request_event.id, result, in_doubt=child.in_doubt
+        return await self._close(
+            scope, target, request_event, delegation_result(target, child), in_doubt=child.in_doubt
         )
+
+    async def answer_remote(
+        self, scope: RunScope, target: str, request_event: memory_pb2.Event, answer: str, *, ended: str = ""
+    ) -> DelegationResult:
+        """Goes on with an open delegation whose remote A2A task stopped to ask a question: the
+        person's `answer` is the next message on that task, which is followed to its end — or to
+        its next question (the delegation stays open again). `ended`: nobody answered (why: a
+        denial, or the request expired) — the task is cancelled (best effort) and the delegation
+        ends without an answer. Records the one response when it ends."""
+        assert self._runs_on_pool.a2a is not None, "a remote delegation runs over A2A"
+        delegation_id = request_event.delegation_id
+        log = self._log(scope)
+        task_id = await log.remote_task(delegation_id) if log is not None else ""
+        origin = _a2a_origin(scope, target, delegation_id)
+        project_id = scope.spec.agent.project_id
+        if not task_id:
+            text = f"the delegation to {target} ended without an answer: its remote task is not recorded"
+            return await self._close(
+                scope, target, request_event, DelegationResult(Outcome.DELEGATION_OUTCOME_FAILED, text)
+            )
+        if ended:
+            await self._runs_on_pool.a2a.cancel(
+                project_id=project_id, name=target, task_id=task_id, origin=origin
+            )
+            text = f"the delegation to {target} ended without an answer to its question: {ended}"
+            return await self._close(
+                scope, target, request_event, DelegationResult(Outcome.DELEGATION_OUTCOME_CANCELLED, text)
+            )
+        child = await self._runs_on_pool.a2a.answer(
+            project_id=project_id,
+            name=target,
+            task_id=task_id,
+            answer=answer,
+            origin=origin,
+            sink=scope.sink,
+            timeout_seconds=self._timeout_seconds,
+        )
+        return await self._close(scope, target, request_event, delegation_result(target, child))
+
+    async def _close(
+        self,
+        scope: RunScope,
+        target: str,
+        request_event: memory_pb2.Event,
+        result: DelegationResult,
+        *,
+        in_doubt: bool = False,
+    ) -> DelegationResult:
+        """Records and streams the one response of a delegation that ended; one that waits for a
+        person stays open (no response)."""
+        if result.open:
+            return result
+        delegation_id = request_event.delegation_id
+        seq = await self._respond(scope, target, delegation_id, request_event.id, result, in_doubt=in_doubt)
         await _emit_response(scope, target, delegation_id, result, seq)
         return result
 
@@ -291,11 +324,9 @@ class Delegator:
     ) -> DelegationResult:
         """Answers a recorded delegation that is not to be sent (a person denied it, or nobody
         approved it in time): its one response, refused, saying why."""
-        result = DelegationResult(Outcome.DELEGATION_OUTCOME_REFUSED, text)
-        delegation_id = request_event.delegation_id
-        seq = await self._respond(scope, target, delegation_id, request_event.id, result)
-        await _emit_response(scope, target, delegation_id, result, seq)
-        return result
+        return await self._close(
+            scope, target, request_event, DelegationResult(Outcome.DELEGATION_OUTCOME_REFUSED, text)
+        )
 
     def _is_remote(self, scope: RunScope, target: str) -> bool:
         """A remote A2A agent the network names (one that is not an agent of the project)."""
@@ -465,33 +496,3 @@ def target_slug(scope: RunScope, target: str) -> str:
     if target in scope.spec.network_access:
         return target
     return next((slug for slug, name in scope.spec.agent_names.items() if name == target), target)
-
-
-def _metric_outcome(outcome: Outcome.ValueType) -> metrics.DelegationOutcome:
-    return {
-        Outcome.DELEGATION_OUTCOME_COMPLETED: "ok",
-        Outcome.DELEGATION_OUTCOME_REFUSED: "refused",
-        Outcome.DELEGATION_OUTCOME_TIMEOUT: "timeout",
-        Outcome.DELEGATION_OUTCOME_CANCELLED: "cancelled",
-        Outcome.DELEGATION_OUTCOME_INPUT_REQUIRED: "input_required",
-        Outcome.DELEGATION_OUTCOME_AUTH_REQUIRED: "input_required",
-    }.get(outcome, "failed")
-
-
-def _result(target: str, child: ChildOutcome) -> DelegationResult:
-    if child.suspended is not None:
-        waited = f"{target} waits for a person's input"
-        return DelegationResult(
-            Outcome.DELEGATION_OUTCOME_INPUT_REQUIRED, waited, child.usage, child.suspended
-        )
-    outcome = child.delegation_outcome
-    if outcome == Outcome.DELEGATION_OUTCOME_COMPLETED:
-        return DelegationResult(outcome, child.content, child.usage)
-    messages = {
-        Outcome.DELEGATION_OUTCOME_REFUSED: f"{target} refused the task: {child.message}",
-        Outcome.DELEGATION_OUTCOME_TIMEOUT: f"{target} did not answer in time: {child.message}",
-        Outcome.DELEGATION_OUTCOME_CANCELLED: f"the delegation to {target} was cancelled",
-        Outcome.DELEGATION_OUTCOME_INPUT_REQUIRED: f"{target} asks for more input: {child.message}",
-        Outcome.DELEGATION_OUTCOME_AUTH_REQUIRED: f"{target} asks for authorization: {child.message}",
-    }
-    return DelegationResult(outcome, messages.get(outcome, f"{target} failed: {child.message}"), child.usage)

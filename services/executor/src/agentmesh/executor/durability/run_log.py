@@ -28,6 +28,12 @@ _INPUT_TYPES = (EventType.EVENT_TYPE_USER_MESSAGE, EventType.EVENT_TYPE_TASK_DEL
 
 TOOL, DELEGATION, INVALID = "tool", "delegation", "invalid"
 
+# A tool call of a resumed run whose outcome is unknown is answered with this (loops/llm.py).
+IN_DOUBT = (
+    "the outcome of this call is unknown: the executor running it stopped before its result was "
+    "recorded, and the tool is not declared idempotent, so it was not run again"
+)
+
 
 @dataclass
 class PlannedCall:
@@ -47,6 +53,11 @@ class PlannedCall:
     usage: Usage | None = None
     # Its tool's permission for this agent (tools/permissions.py): "allow", "ask" or "deny".
     permission: str = "allow"
+    # A delegation whose remote A2A task stopped in input-required: the remote's question, which
+    # the run asks its caller (loops/asking.py), and the request it asked before on this task
+    # (answered; "" for the first), from which the next request's id derives.
+    remote_question: str = ""
+    asked_after: str = ""
 
     def intent(self) -> dict[str, Any]:
         """What its intent event (`tool_call`, `delegation_request`) records of it besides the
@@ -136,7 +147,9 @@ def read_run_log(events: list[Event]) -> RunLog:
             is_error = bool(meta["is_error"].bool_value) if "is_error" in meta else False
             by_event[event.parent_event_id].output = ToolOutput(event.content, is_error=is_error)
         elif kind == EventType.EVENT_TYPE_INPUT_REQUESTED and event.parent_event_id in by_event:
+            # A later request of the same call (a remote task that asked again) is the open one.
             by_event[event.parent_event_id].asked = event
+            by_event[event.parent_event_id].received = None
             by_request[meta["request_id"].string_value if "request_id" in meta else ""] = by_event[
                 event.parent_event_id
             ]

@@ -26,9 +26,10 @@ from google.protobuf import json_format
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.agents.runtime import DELEGATE_TOOL, AgentRuntime
 from agentmesh.executor.context.scope import RunScope
+from agentmesh.executor.delegation.delegator import Delegator
 from agentmesh.executor.delegation.outcome import SuspendedBelow
 from agentmesh.executor.durability.recorder import EventType, NewEvent
-from agentmesh.executor.durability.run_log import DELEGATION, TOOL, PlannedCall
+from agentmesh.executor.durability.run_log import DELEGATION, TOOL, LoggedCall, PlannedCall
 from agentmesh.executor.tools import permissions
 from agentmesh.executor.tools.base import ToolOutput
 from agentmesh.executor.tools.builtin import ASK_USER
@@ -72,10 +73,10 @@ class RunSuspends(Exception):
 
 def asks(call: PlannedCall) -> run_pb2.InputKind.ValueType | None:
     """What a planned call asks a person for before it may run: an approval (its tool's
-    permission is `ask`), an answer (`ask_user`), or nothing."""
+    permission is `ask`), an answer (`ask_user`, or a remote A2A agent's question), or nothing."""
     if call.error:
         return None
-    if call.name == ASK_USER:
+    if call.name == ASK_USER or call.remote_question:
         return QUESTION
     if call.permission == "ask":
         return APPROVAL
@@ -83,7 +84,11 @@ def asks(call: PlannedCall) -> run_pb2.InputKind.ValueType | None:
 
 
 def request_id(run_id: str, call: PlannedCall) -> str:
-    """The call's request's id: the same for the same call of the same run, however often asked."""
+    """The call's request's id: the same for the same call of the same run, however often asked.
+    A remote task that asks again after an answer makes a new request, derived from the one
+    answered."""
+    if call.asked_after:
+        return str(uuid.uuid5(_REQUESTS, f"{call.asked_after}/again"))
     return str(uuid.uuid5(_REQUESTS, f"{run_id}/{call.step}/{call.index}/{call.id}"))
 
 
@@ -105,7 +110,12 @@ def new_request(
         call_id=call.id,
         state=run_pb2.INPUT_REQUEST_STATE_PENDING,
     )
-    if kind == QUESTION:
+    if call.remote_question:
+        # The remote agent asks, below this run: the request names it as a worker's would.
+        request.agent = call.name
+        request.delegation_path[:] = list(origin.child_path)
+        request.question = call.remote_question
+    elif kind == QUESTION:
         request.question = str(call.arguments.get("question") or "")
     else:
         # A delegation's approval names it as its permission rule does: `delegate:<agent>`.
@@ -127,6 +137,7 @@ def requested_event(request: run_pb2.InputRequest, call_event_id: str, *, last: 
         "arguments": json_format.MessageToDict(request.arguments),
         "question": request.question,
         "delegation_path": list(request.delegation_path),
+        "agent": request.agent,
         "expires_at": request.expires_at.ToJsonString(),
     }
     return NewEvent(
@@ -152,7 +163,7 @@ def request_from_event(event: Event, scope: RunScope) -> run_pb2.InputRequest:
         project_id=scope.spec.agent.project_id,
         session_id=scope.origin.session_id,
         run_id=scope.origin.run_id,
-        agent=scope.origin.agent,
+        agent=content.get("agent") or scope.origin.agent,
         delegation_path=content.get("delegation_path") or [],
         kind=QUESTION if content.get("kind") == "question" else APPROVAL,
         tool=content.get("tool") or "",
@@ -255,6 +266,18 @@ def permitted(call: PlannedCall, runtime: AgentRuntime, scope: RunScope) -> Plan
     refused = PlannedCall(TOOL, call.id, DELEGATE_TOOL, call.arguments, error=why, native=call.native)
     refused.step, refused.index, refused.usage = call.step, call.index, call.usage
     return refused
+
+
+async def unasked_approval(
+    open_call: LoggedCall, runtime: AgentRuntime, delegator: Delegator, scope: RunScope
+) -> bool:
+    """Whether an open delegation of a resumed run needs an approval its run stopped before
+    asking for: its target's permission is `ask` (now), and no run received it."""
+    call = open_call.call
+    if runtime.delegation_permission(call.name) != permissions.ASK:
+        return False
+    call.permission = permissions.ASK
+    return not await delegator.received(scope, call.name, open_call.event.delegation_id)
 
 
 async def ask(scope: RunScope, held: Sequence[tuple[PlannedCall, str]]) -> list[run_pb2.InputRequest]:

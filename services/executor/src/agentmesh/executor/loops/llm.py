@@ -23,12 +23,13 @@ from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.agents.runtime import AgentRuntime, delegate_tool_spec
 from agentmesh.executor.context.budget import check_budget
 from agentmesh.executor.context.scope import RunResult, RunScope
-from agentmesh.executor.delegation.delegator import DelegationResult, Delegator, PreparedDelegation
-from agentmesh.executor.delegation.outcome import SuspendedBelow
+from agentmesh.executor.delegation.delegator import Delegator, PreparedDelegation
+from agentmesh.executor.delegation.outcome import DelegationResult, SuspendedBelow
 from agentmesh.executor.durability.detached import run_detached
 from agentmesh.executor.durability.recorder import EventType, NewEvent
 from agentmesh.executor.durability.run_log import (
     DELEGATION,
+    IN_DOUBT,
     INVALID,
     TOOL,
     LoggedCall,
@@ -37,13 +38,12 @@ from agentmesh.executor.durability.run_log import (
     RunLog,
 )
 from agentmesh.executor.errors import INVALID_BLOCK
-from agentmesh.executor.loops import asking
+from agentmesh.executor.loops import asking, remote_questions
 from agentmesh.executor.loops.messages import assistant_turn, result_messages
 from agentmesh.executor.loops.model_step import call_model
 from agentmesh.executor.loops.planning import plan
 from agentmesh.executor.providers.base import Message, ToolSpec
 from agentmesh.executor.providers.factory import message_params
-from agentmesh.executor.tools import permissions
 from agentmesh.executor.tools.base import ToolOutput
 from agentmesh.executor.tools.builtin import EXIT_LOOP
 from agentmesh.memory.v1.resources_pb2 import Event
@@ -52,11 +52,6 @@ from agentmesh.runtime.batching import item_of
 from agentmesh.runtime.errors import Unavailable
 
 logger = logging.getLogger(__name__)
-
-IN_DOUBT = (
-    "the outcome of this call is unknown: the executor running it stopped before its result was "
-    "recorded, and the tool is not declared idempotent, so it was not run again"
-)
 
 
 @dataclass(frozen=True)
@@ -92,6 +87,8 @@ class LlmLoop:
         self._result = RunResult()
         # The step's delegated runs that suspended to wait for a person: the run waits on them.
         self._below: list[SuspendedBelow] = []
+        # Delegations whose remote A2A task asks a question, with their request event's id.
+        self._remote_asks: list[tuple[PlannedCall, str]] = []
         # A suspended run's requests with their responses, as it was handed over (run_log.py).
         self._resumed_responses: dict[str, run_pb2.InputRequest] = {}
 
@@ -272,6 +269,7 @@ class LlmLoop:
             recording = delegations[call.id].recording
             assert recording is not None, "a delegation to approve is recorded with its step"
             held.append((call, (await recording).id))
+        held.extend(self._remote_asks)
         if held or self._below:
             # The step's other calls ran (their results are recorded first, so that whoever
             # follows the log stops at the last request): the run suspends on these, and on its
@@ -363,15 +361,22 @@ class LlmLoop:
             if recording is not None and not recording.cancelled() and recording.exception() is not None:
                 return  # the step's append failed: `_run_calls` raises that, once
             raise
-        self._delegated(call, result, outputs)
+        recording = prepared.recording
+        self._delegated(call, result, outputs, (await recording).id if recording and result.question else "")
 
-    def _delegated(self, call: PlannedCall, result: DelegationResult, outputs: dict[str, ToolOutput]) -> None:
-        """A delegation's result is the call's output — unless its run waits for a person: then
-        this run waits on it (`_below`), the call left open."""
+    def _delegated(
+        self, call: PlannedCall, result: DelegationResult, outputs: dict[str, ToolOutput], event_id: str = ""
+    ) -> None:
+        """A delegation's result is the call's output — unless its run below waits for a person
+        (`_below`) or its remote task asks a question (`_remote_asks`): the call is left open."""
         self._result.total_usage += result.usage
         self._scope.meter.below += result.usage
         if result.suspended is not None:
             self._below.append(result.suspended)
+            return
+        if result.question:
+            call.remote_question = result.question
+            self._remote_asks.append((call, event_id))
             return
         outputs[call.id] = ToolOutput(result.text, is_error=result.is_error)
 
@@ -391,7 +396,9 @@ class LlmLoop:
                     asking.permitted(call, self._runtime, self._scope)
                 if call.kind == DELEGATION and open_call.asked is not None:
                     group.create_task(self._answered(open_call, outputs, waiting))
-                elif call.kind == DELEGATION and await self._unasked_approval(open_call):
+                elif call.kind == DELEGATION and await asking.unasked_approval(
+                    open_call, self._runtime, self._delegator, self._scope
+                ):
                     unasked.append((call, open_call.event.id))  # its run stopped before it asked
                 elif call.kind == DELEGATION:
                     group.create_task(self._resume_delegation(open_call, outputs))
@@ -406,6 +413,7 @@ class LlmLoop:
                     group.create_task(self._tool(call, open_call.event.id, outputs))
                 else:
                     group.create_task(self._in_doubt(open_call, outputs))
+        unasked.extend(self._remote_asks)
         if waiting or unasked or self._below:
             asked = await asking.ask(self._scope, unasked) if unasked else []
             raise asking.RunSuspends([*waiting, *asked], below=self._below)
@@ -422,7 +430,7 @@ class LlmLoop:
         assert open_call.asked is not None
         request = asking.request_from_event(open_call.asked, scope)
         if open_call.received is not None:
-            response = asking.response_from_event(open_call.received)
+            response, expired = asking.response_from_event(open_call.received), False
             after = asking.outcome(call, request.kind, response, expired=False)
             # (An approved delegation is sent once, whoever sends it: never in doubt.)
             if after.run and call.kind == TOOL and not self._tools.idempotent(call.name):
@@ -434,8 +442,14 @@ class LlmLoop:
                 waiting.append(request)
                 return
             await scope.recorder.record_coalesced([asking.received_event(given, open_call.asked.id)])
-            after = asking.outcome(call, request.kind, given.response, expired=given.state == asking.EXPIRED)
-        if call.kind == DELEGATION:
+            response, expired = given.response, given.state == asking.EXPIRED
+            after = asking.outcome(call, request.kind, response, expired=expired)
+        if call.kind == DELEGATION and request.kind == asking.QUESTION:
+            result = await remote_questions.go_on(
+                self._delegator, scope, open_call, request.id, response, expired=expired
+            )
+            self._delegated(call, result, outputs, open_call.event.id)
+        elif call.kind == DELEGATION:
             if after.run:
                 await self._resume_delegation(open_call, outputs)
             else:
@@ -450,15 +464,6 @@ class LlmLoop:
             await self._tool(call, open_call.event.id, outputs)
         else:
             await self._tool(call, open_call.event.id, outputs, answer=after.output)
-
-    async def _unasked_approval(self, open_call: LoggedCall) -> bool:
-        """Whether an open delegation needs an approval its run stopped before asking for: its
-        target's permission is `ask` (now), and no run received it."""
-        call = open_call.call
-        if self._runtime.delegation_permission(call.name) != permissions.ASK:
-            return False
-        call.permission = permissions.ASK
-        return not await self._delegator.received(self._scope, call.name, open_call.event.delegation_id)
 
     async def _in_doubt(self, open_call: LoggedCall, outputs: dict[str, ToolOutput]) -> None:
         """Answers a tool call whose outcome is unknown, saying so in its result (`in_doubt`)."""
@@ -485,7 +490,7 @@ class LlmLoop:
     async def _resume_delegation(self, open_call: LoggedCall, outputs: dict[str, ToolOutput]) -> None:
         call = open_call.call
         result = await self._delegator.resume(self._scope, call.name, call.task, open_call.event)
-        self._delegated(call, result, outputs)
+        self._delegated(call, result, outputs, open_call.event.id)
 
     async def _invalid(self, call: PlannedCall, outputs: dict[str, ToolOutput]) -> None:
         await self._scope.error(INVALID_BLOCK, call.error, metadata={"block": call.name})
