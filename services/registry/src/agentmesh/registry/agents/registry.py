@@ -20,6 +20,7 @@ from agentmesh.registry.agents.lifecycle import (
     resumed,
     terminated,
 )
+from agentmesh.registry.agents.versions import as_of, current_version, record_version
 from agentmesh.registry.agents.watch import AgentChange, AgentWatch
 from agentmesh.registry.clock import Clock, utc_now
 from agentmesh.registry.errors import (
@@ -28,6 +29,8 @@ from agentmesh.registry.errors import (
     AgentTypeInactive,
     AgentTypeInUse,
     AgentTypeNotFound,
+    AgentVersionNotFound,
+    SessionAgentAmbiguous,
 )
 from agentmesh.registry.mcp_servers.registry import servers_with_kept_secrets
 from agentmesh.registry.models import (
@@ -40,6 +43,7 @@ from agentmesh.registry.models import (
     AgentStatus,
     AgentType,
     AgentTypeFields,
+    AgentVersion,
     NewAgent,
     Page,
 )
@@ -59,6 +63,7 @@ from agentmesh.registry.validation import (
     slugify,
     update_paths,
 )
+from agentmesh.runtime.errors import FieldViolation
 from agentmesh.runtime.identity import Principal
 
 T = TypeVar("T")
@@ -117,8 +122,10 @@ class AgentRegistry:
         return self._pages.page(found, scope=scope)
 
     async def update_agent_type(
-        self, type_id: str, fields: AgentTypeFields, mask: Iterable[str]
+        self, type_id: str, fields: AgentTypeFields, mask: Iterable[str], *, by: str = ""
     ) -> AgentType:
+        """Changes the type's fields named by the mask; every agent of the type gets a new
+        version (made `by` that user)."""
         raise_if(required("agent_type.id", type_id))
         paths = _mask(mask, AGENT_TYPE_FIELDS)
         async with self._store.write() as tx:
@@ -133,6 +140,9 @@ class AgentRegistry:
             )
             raise_if(check_agent_type(updated))
             updated = await tx.update_agent_type(updated)
+            for agent in await tx.agents_of_type(type_id):
+                before = (agent, current)
+                await record_version(tx, agent, updated, by=by, now=updated.updated_at, before=before)
         self.watch.reset()
         return updated
 
@@ -190,7 +200,9 @@ class AgentRegistry:
                     created_at=now,
                     last_activity_at=now,
                 )
-                return await tx.insert_agent(agent, request_id=request_id or None)
+                agent = await tx.insert_agent(agent, request_id=request_id or None)
+                await record_version(tx, agent, agent_type, by=principal.user_id, now=now)
+                return agent
         except DuplicateRequest:
             async with self._store.read() as tx:
                 return _found(await tx.get_agent(project_request=project_request), AgentNotFound, "agent")
@@ -238,8 +250,49 @@ class AgentRegistry:
                 )
             )
             updated = await tx.update_agent(agent.model_copy(update={"config": merged}))
+            agent_type = _found(
+                await tx.get_agent_type(type_id=agent.agent_type_id), AgentTypeNotFound, "agent type"
+            )
+            await record_version(
+                tx, updated, agent_type, by=principal.user_id, now=self._now(), before=(agent, agent_type)
+            )
         self.watch.changed(AgentChange(updated.id, spec_changed=True))
         return updated
+
+    async def list_agent_versions(
+        self,
+        principal: Principal,
+        project_id: str,
+        agent_id: str,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        page: int = 0,
+    ) -> Page[AgentVersion]:
+        """The agent's versions, newest first. Versions are numbered 1, 2, ... without gaps, so
+        page N starts at a number worked out from the latest (no walking the pages before it)."""
+        async with self._store.read() as tx:
+            agent = await self._agent(tx, principal, project_id, agent_id)
+            scope = f"agent_versions:{agent.id}"
+            request = self._pages.request(page_size=page_size, page_token=page_token, page=page, scope=scope)
+            below = int(request.after[1]) if request.after else 0
+            if request.skip:
+                latest = await tx.get_agent_version(agent.id)
+                below = max((latest.number if latest else 0) + 1 - request.skip, 1)
+            found = await tx.list_agent_versions(agent.id, below=below, size=request.size)
+        last = found.items[-1] if found.has_more and found.items else None
+        token = self._pages.token((last.created_at, str(last.number)), scope=scope) if last else ""
+        return Page(items=found.items, next_page_token=token, total_size=found.total)
+
+    async def get_agent_version(
+        self, principal: Principal, project_id: str, agent_id: str, number: int
+    ) -> AgentVersion:
+        async with self._store.read() as tx:
+            agent = await self._agent(tx, principal, project_id, agent_id)
+            version = await tx.get_agent_version(agent.id, number) if number > 0 else None
+        if version is None:
+            raise AgentVersionNotFound(f"agent {agent.name!r} has no version {number}")
+        return version
 
     async def pause_agent(self, principal: Principal, project_id: str, agent_id: str) -> Agent:
         return await self._transition(principal, project_id, agent_id, paused)
@@ -264,20 +317,70 @@ class AgentRegistry:
 
     # --- What executors call -----------------------------------------------------------------
 
-    async def resolve_agent(self, principal: Principal, project_slug: str, agent_name: str) -> AgentSpec:
+    async def resolve_agent(
+        self, principal: Principal, project_slug: str, agent_name: str, *, session_id: str = ""
+    ) -> AgentSpec:
         """The agent of the project that has `agent_name` as its slug or, failing that, as its
-        exact name, resolved for running."""
+        exact name, resolved for running: at the version the session's runs of it use, when a
+        session is given and has run it, else at its latest."""
         raise_if(required("project_slug", project_slug) + required("agent_name", agent_name))
         found_project, found_agent, agent_type = await self._store.resolve(project_slug, agent_name)
         project = visible(principal, found_project)
         agent = _found(found_agent, AgentNotFound, f"agent {agent_name!r}")
         assert agent_type is not None  # agents.agent_type_id is a RESTRICT foreign key
-        siblings: dict[str, str] = {}
-        if agent.config.sub_agents or agent.config.network_access or agent_type.sub_agents:
-            # Only agents that name others need the project's names (to turn them into slugs).
-            async with self._store.read() as tx:
+        async with self._store.read() as tx:
+            pinned = await tx.session_version(agent.id, session_id) if session_id else None
+            version = await tx.get_agent_version(agent.id, pinned or 0)
+            if pinned and version is not None:
+                agent, agent_type = as_of(agent, version)
+            siblings: dict[str, str] = {}
+            if agent.config.sub_agents or agent.config.network_access or agent_type.sub_agents:
+                # Only agents that name others need the project's names (to turn them into slugs).
                 siblings = await tx.agent_slugs(project.id)
-        return resolve(agent, agent_type, project, siblings)
+        spec = resolve(agent, agent_type, project, siblings)
+        return spec.model_copy(update={"version": version.number if version else 0})
+
+    async def move_session(
+        self,
+        principal: Principal,
+        project_id: str,
+        session_id: str,
+        *,
+        agent_ref: str = "",
+        version: int = 0,
+        latest: bool = False,
+    ) -> dict[str, int]:
+        """Moves the session's runs of an agent to its version `version`, or to its latest; with
+        no agent named, the one agent the session has run (or with `latest`, each): the versions
+        the session's runs use after, by agent id. Its next run uses them."""
+        raise_if(
+            required("project_id", project_id)
+            + required("session_id", session_id)
+            + _move_violations(version, latest)
+        )
+        now = self._now()
+        async with self._store.write() as tx:
+            await visible_project(tx, principal, project_id)
+            if agent_ref:
+                agents = [await self._agent(tx, principal, project_id, agent_ref, for_update=True)]
+            else:
+                pins = await tx.session_versions(project_id, session_id)
+                found = [await tx.get_agent(agent_id=agent_id, for_update=True) for agent_id in sorted(pins)]
+                agents = [agent for agent in found if agent is not None]
+                if not agents or (len(agents) > 1 and not latest):
+                    raise SessionAgentAmbiguous(
+                        f"session {session_id!r} has run {len(agents)} agents: name the agent to move"
+                    )
+            for agent in agents:
+                target = await tx.get_agent_version(agent.id, version) if version else None
+                if latest:
+                    agent_type = await tx.get_agent_type(type_id=agent.agent_type_id)
+                    assert agent_type is not None  # a RESTRICT foreign key
+                    target = await current_version(tx, agent, agent_type)
+                if target is None:
+                    raise AgentVersionNotFound(f"agent {agent.name!r} has no version {version}")
+                await tx.pin_session(project_id, agent.id, session_id, target.number, now, move=True)
+            return await tx.session_versions(project_id, session_id)
 
     async def agent_type_warnings(self, agent_type: AgentType) -> list[str]:
         """What would keep agents of this type from running on today's executors."""
@@ -365,6 +468,14 @@ def _normalized_type_changes(changes: dict[str, object]) -> dict[str, object]:
     if changes.get("max_steps") == 0:
         return {**changes, "max_steps": DEFAULT_MAX_STEPS}
     return changes
+
+
+def _move_violations(version: int, latest: bool) -> list[FieldViolation]:
+    if latest and version:
+        return [FieldViolation("version", "give a version or latest, not both")]
+    if not latest and version <= 0:
+        return [FieldViolation("version", "must be a version number (1 or more), or give latest")]
+    return []
 
 
 def _refs(agents: dict[str, str]) -> list[str]:

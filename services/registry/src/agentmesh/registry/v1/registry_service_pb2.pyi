@@ -1597,6 +1597,194 @@ class GetAgentMetricsResponse(_message.Message):
 Global___GetAgentMetricsResponse: _TypeAlias = GetAgentMetricsResponse  # noqa: Y015
 
 @_typing.final
+class ListAgentVersionsRequest(_message.Message):
+    """ListAgentVersionsRequest is the input of ListAgentVersions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    PAGE_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    agent_id: _builtins.str
+    """The agent: id, slug or exact name."""
+    page_size: _builtins.int
+    """At most this many (default 50, at most 1000)."""
+    page_token: _builtins.str
+    """Token from a previous response."""
+    page: _builtins.int
+    """Page number (1-based), an alternative to page_token for REST-style paging."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        page: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "page", b"page", "page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAgentVersionsRequest: _TypeAlias = ListAgentVersionsRequest  # noqa: Y015
+
+@_typing.final
+class ListAgentVersionsResponse(_message.Message):
+    """ListAgentVersionsResponse is the output of ListAgentVersions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSIONS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    TOTAL_SIZE_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Token for the next page; empty on the last."""
+    total_size: _builtins.int
+    """How many there are in all."""
+    @_builtins.property
+    def versions(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.AgentVersion]:
+        """The page, newest first."""
+
+    def __init__(
+        self,
+        *,
+        versions: _abc.Iterable[_resources_pb2.AgentVersion] | None = ...,
+        next_page_token: _builtins.str = ...,
+        total_size: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "total_size", b"total_size", "versions", b"versions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAgentVersionsResponse: _TypeAlias = ListAgentVersionsResponse  # noqa: Y015
+
+@_typing.final
+class GetAgentVersionRequest(_message.Message):
+    """GetAgentVersionRequest is the input of GetAgentVersion."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    NUMBER_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    agent_id: _builtins.str
+    """The agent: id, slug or exact name."""
+    number: _builtins.int
+    """The version's number."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        number: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "number", b"number", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetAgentVersionRequest: _TypeAlias = GetAgentVersionRequest  # noqa: Y015
+
+@_typing.final
+class GetAgentVersionResponse(_message.Message):
+    """GetAgentVersionResponse is the output of GetAgentVersion."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def version(self) -> _resources_pb2.AgentVersion:
+        """The version."""
+
+    def __init__(
+        self,
+        *,
+        version: _resources_pb2.AgentVersion | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["version", b"version"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetAgentVersionResponse: _TypeAlias = GetAgentVersionResponse  # noqa: Y015
+
+@_typing.final
+class MoveSessionRequest(_message.Message):
+    """MoveSessionRequest is the input of MoveSession."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    LATEST_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    session_id: _builtins.str
+    """The session."""
+    agent_id: _builtins.str
+    """The agent whose version moves (id, slug or exact name); empty: the one agent the session has
+    run, or with `latest` every agent it has run.
+    """
+    version: _builtins.int
+    """The version to move to; 0 with `latest`."""
+    latest: _builtins.bool
+    """Move to the latest version instead."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        session_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        version: _builtins.int = ...,
+        latest: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "latest", b"latest", "project_id", b"project_id", "session_id", b"session_id", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MoveSessionRequest: _TypeAlias = MoveSessionRequest  # noqa: Y015
+
+@_typing.final
+class MoveSessionResponse(_message.Message):
+    """MoveSessionResponse is the output of MoveSession."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def versions(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.SessionAgentVersion]:
+        """The versions the session's runs use now, by agent."""
+
+    def __init__(
+        self,
+        *,
+        versions: _abc.Iterable[_resources_pb2.SessionAgentVersion] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["versions", b"versions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MoveSessionResponse: _TypeAlias = MoveSessionResponse  # noqa: Y015
+
+@_typing.final
 class CreateMcpServerRequest(_message.Message):
     """CreateMcpServerRequest is the input of CreateMcpServer."""
 
