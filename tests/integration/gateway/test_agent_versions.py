@@ -7,8 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import grpc
 import httpx
+import pytest
 
+from agentmesh.cli.mesh import Mesh
+from agentmesh.registry.v1 import registry_service_pb2 as reg
+from agentmesh.registry.v1 import registry_service_pb2_grpc as reg_grpc
 from tests.integration.gateway.support import Agent, Api, suffix
 
 
@@ -100,3 +105,78 @@ async def test_another_projects_agent_versions_are_not_found(
         headers=mine.owner.headers,
     )
     assert response.status_code == 404, response.text
+
+
+async def test_versions_and_moves_over_grpc(
+    api: Api, http: httpx.AsyncClient, mesh: Mesh, once: None
+) -> None:
+    agent = await api.agent(mock_responses=["answer one"])
+    session = f"s-{suffix()}"
+    assert await chat(http, agent, session) == "answer one"
+    await http.patch(agent.path, json={"config": {"mock_responses": ["two"]}}, headers=agent.owner.headers)
+    metadata = (("authorization", f"Bearer {agent.owner.token}"),)
+    async with grpc.aio.insecure_channel(mesh.gateway.address) as channel:
+        stub = reg_grpc.RegistryServiceStub(channel)
+        listed = await stub.ListAgentVersions(
+            reg.ListAgentVersionsRequest(project_id=agent.project_id, agent_id=agent.name, page_size=1),
+            metadata=metadata,
+        )
+        assert (
+            [v.number for v in listed.versions] == [2] and listed.total_size == 2 and listed.next_page_token
+        )
+        rest = await stub.ListAgentVersions(
+            reg.ListAgentVersionsRequest(
+                project_id=agent.project_id, agent_id=agent.id, page_token=listed.next_page_token
+            ),
+            metadata=metadata,
+        )
+        assert [v.number for v in rest.versions] == [1] and not rest.next_page_token
+        one = await stub.GetAgentVersion(
+            reg.GetAgentVersionRequest(project_id=agent.project_id, agent_id=agent.id, number=1),
+            metadata=metadata,
+        )
+        assert list(one.version.config.mock_responses) == ["answer one"]
+        moved = await stub.MoveSession(
+            reg.MoveSessionRequest(project_id=agent.project_id, session_id=session, latest=True),
+            metadata=metadata,
+        )
+        assert [(v.agent_id, v.version) for v in moved.versions] == [(agent.id, 2)]
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.MoveSession(
+                reg.MoveSessionRequest(project_id=agent.project_id, session_id=session), metadata=metadata
+            )
+        assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert await chat(http, agent, session) == "two"
+
+
+async def test_versions_are_compared_and_rolled_back_to(
+    api: Api, http: httpx.AsyncClient, once: None
+) -> None:
+    agent = await api.agent(mock_responses=["answer one"])
+    await http.patch(
+        agent.path,
+        json={"config": {"mock_responses": ["answer two"], "instructions": "Be brief."}},
+        headers=agent.owner.headers,
+    )
+    response = await http.get(f"{agent.path}/versions/2/diff", headers=agent.owner.headers)
+    assert response.status_code == 200, response.text
+    assert response.json() == {
+        "number": 2,
+        "against": 1,
+        "changes": [
+            {"field": "config.instructions", "before": None, "after": "Be brief."},
+            {"field": "config.mock_responses", "before": ["answer one"], "after": ["answer two"]},
+        ],
+    }
+    response = await http.get(f"{agent.path}/versions/1/diff?against=1", headers=agent.owner.headers)
+    assert response.json()["changes"] == []
+    response = await http.get(f"{agent.path}/versions/2/diff?against=7", headers=agent.owner.headers)
+    assert response.status_code == 404, response.text
+
+    response = await http.post(f"{agent.path}/versions/1/restore", headers=agent.owner.headers)
+    assert response.status_code == 200, response.text
+    restored = response.json()
+    assert restored["number"] == 3 and restored["config"]["mock_responses"] == ["answer one"]
+    response = await http.get(f"{agent.path}/versions/3/diff?against=1", headers=agent.owner.headers)
+    assert response.json()["changes"] == []
+    assert await chat(http, agent, f"s-{suffix()}") == "answer one"

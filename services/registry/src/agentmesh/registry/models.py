@@ -348,6 +348,14 @@ class AgentVersion(_Model):
     created_by: str = ""
 
 
+class FieldChange(_Model):
+    """One field that differs between two versions of an agent: its value in each (None: not set)."""
+
+    field: str
+    before: JsonValue = None
+    after: JsonValue = None
+
+
 class AgentMetrics(_Model):
     """Usage figures of one agent, in the shape of the REST metrics route."""
 

@@ -52,6 +52,8 @@ POLICY: Mapping[str, Access] = {
     "GetAgentMetrics": Access.AUTHENTICATED,
     "ListAgentVersions": Access.AUTHENTICATED,
     "GetAgentVersion": Access.AUTHENTICATED,
+    "DiffAgentVersions": Access.AUTHENTICATED,
+    "RestoreAgentVersion": Access.AUTHENTICATED,
     "MoveSession": Access.AUTHENTICATED,
     "CreateMcpServer": Access.SUPERUSER,
     "GetMcpServer": Access.SUPERUSER,

@@ -49,6 +49,8 @@ const (
 	RegistryService_GetAgentMetrics_FullMethodName       = "/agentmesh.registry.v1.RegistryService/GetAgentMetrics"
 	RegistryService_ListAgentVersions_FullMethodName     = "/agentmesh.registry.v1.RegistryService/ListAgentVersions"
 	RegistryService_GetAgentVersion_FullMethodName       = "/agentmesh.registry.v1.RegistryService/GetAgentVersion"
+	RegistryService_DiffAgentVersions_FullMethodName     = "/agentmesh.registry.v1.RegistryService/DiffAgentVersions"
+	RegistryService_RestoreAgentVersion_FullMethodName   = "/agentmesh.registry.v1.RegistryService/RestoreAgentVersion"
 	RegistryService_MoveSession_FullMethodName           = "/agentmesh.registry.v1.RegistryService/MoveSession"
 	RegistryService_CreateMcpServer_FullMethodName       = "/agentmesh.registry.v1.RegistryService/CreateMcpServer"
 	RegistryService_GetMcpServer_FullMethodName          = "/agentmesh.registry.v1.RegistryService/GetMcpServer"
@@ -158,6 +160,13 @@ type RegistryServiceClient interface {
 	// Returns one version of an agent. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number it
 	// does not have).
 	GetAgentVersion(ctx context.Context, in *GetAgentVersionRequest, opts ...grpc.CallOption) (*GetAgentVersionResponse, error)
+	// Compares two versions of an agent: the fields that differ. NOT_FOUND (reason
+	// AGENT_VERSION_NOT_FOUND for a number it does not have).
+	DiffAgentVersions(ctx context.Context, in *DiffAgentVersionsRequest, opts ...grpc.CallOption) (*DiffAgentVersionsResponse, error)
+	// Rolls an agent back to one of its versions: its config overrides become that version's, which
+	// makes a new version (its type, shared with other agents, stays as it is). NOT_FOUND (reason
+	// AGENT_VERSION_NOT_FOUND), FAILED_PRECONDITION (terminated).
+	RestoreAgentVersion(ctx context.Context, in *RestoreAgentVersionRequest, opts ...grpc.CallOption) (*RestoreAgentVersionResponse, error)
 	// Moves a session's runs of an agent to one of its versions, or every agent the session has
 	// run to its latest version. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number the agent
 	// does not have), FAILED_PRECONDITION (reason SESSION_AGENT_AMBIGUOUS: a version number for a
@@ -519,6 +528,26 @@ func (c *registryServiceClient) GetAgentVersion(ctx context.Context, in *GetAgen
 	return out, nil
 }
 
+func (c *registryServiceClient) DiffAgentVersions(ctx context.Context, in *DiffAgentVersionsRequest, opts ...grpc.CallOption) (*DiffAgentVersionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DiffAgentVersionsResponse)
+	err := c.cc.Invoke(ctx, RegistryService_DiffAgentVersions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) RestoreAgentVersion(ctx context.Context, in *RestoreAgentVersionRequest, opts ...grpc.CallOption) (*RestoreAgentVersionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RestoreAgentVersionResponse)
+	err := c.cc.Invoke(ctx, RegistryService_RestoreAgentVersion_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *registryServiceClient) MoveSession(ctx context.Context, in *MoveSessionRequest, opts ...grpc.CallOption) (*MoveSessionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(MoveSessionResponse)
@@ -761,6 +790,13 @@ type RegistryServiceServer interface {
 	// Returns one version of an agent. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number it
 	// does not have).
 	GetAgentVersion(context.Context, *GetAgentVersionRequest) (*GetAgentVersionResponse, error)
+	// Compares two versions of an agent: the fields that differ. NOT_FOUND (reason
+	// AGENT_VERSION_NOT_FOUND for a number it does not have).
+	DiffAgentVersions(context.Context, *DiffAgentVersionsRequest) (*DiffAgentVersionsResponse, error)
+	// Rolls an agent back to one of its versions: its config overrides become that version's, which
+	// makes a new version (its type, shared with other agents, stays as it is). NOT_FOUND (reason
+	// AGENT_VERSION_NOT_FOUND), FAILED_PRECONDITION (terminated).
+	RestoreAgentVersion(context.Context, *RestoreAgentVersionRequest) (*RestoreAgentVersionResponse, error)
 	// Moves a session's runs of an agent to one of its versions, or every agent the session has
 	// run to its latest version. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number the agent
 	// does not have), FAILED_PRECONDITION (reason SESSION_AGENT_AMBIGUOUS: a version number for a
@@ -911,6 +947,12 @@ func (UnimplementedRegistryServiceServer) ListAgentVersions(context.Context, *Li
 }
 func (UnimplementedRegistryServiceServer) GetAgentVersion(context.Context, *GetAgentVersionRequest) (*GetAgentVersionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetAgentVersion not implemented")
+}
+func (UnimplementedRegistryServiceServer) DiffAgentVersions(context.Context, *DiffAgentVersionsRequest) (*DiffAgentVersionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DiffAgentVersions not implemented")
+}
+func (UnimplementedRegistryServiceServer) RestoreAgentVersion(context.Context, *RestoreAgentVersionRequest) (*RestoreAgentVersionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RestoreAgentVersion not implemented")
 }
 func (UnimplementedRegistryServiceServer) MoveSession(context.Context, *MoveSessionRequest) (*MoveSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MoveSession not implemented")
@@ -1518,6 +1560,42 @@ func _RegistryService_GetAgentVersion_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RegistryService_DiffAgentVersions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DiffAgentVersionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).DiffAgentVersions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_DiffAgentVersions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).DiffAgentVersions(ctx, req.(*DiffAgentVersionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_RestoreAgentVersion_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RestoreAgentVersionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).RestoreAgentVersion(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_RestoreAgentVersion_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).RestoreAgentVersion(ctx, req.(*RestoreAgentVersionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RegistryService_MoveSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(MoveSessionRequest)
 	if err := dec(in); err != nil {
@@ -1914,6 +1992,14 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetAgentVersion",
 			Handler:    _RegistryService_GetAgentVersion_Handler,
+		},
+		{
+			MethodName: "DiffAgentVersions",
+			Handler:    _RegistryService_DiffAgentVersions_Handler,
+		},
+		{
+			MethodName: "RestoreAgentVersion",
+			Handler:    _RegistryService_RestoreAgentVersion_Handler,
 		},
 		{
 			MethodName: "MoveSession",

@@ -1,15 +1,17 @@
 """Agent versions over REST: an agent's versions (`GET …/agents/{agent_id}/versions`, newest
-first, and `…/versions/{number}`), and moving a session to a version
+first, `…/versions/{number}`, compared by `…/versions/{number}/diff`, rolled back to by
+`POST …/versions/{number}/restore`), and moving a session to a version
 (`POST …/sessions/{session_id}/move`); thin adapters to the registry's ListAgentVersions,
-GetAgentVersion and MoveSession, for the project's owner, superusers and API keys scoped to the
-project."""
+GetAgentVersion, DiffAgentVersions, RestoreAgentVersion and MoveSession, for the project's owner,
+superusers and API keys scoped to the project."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query
+from google.protobuf import json_format
 from pydantic import BaseModel, Field
 
 from agentmesh.gateway.http import convert, schemas
@@ -22,6 +24,9 @@ Ctx = Annotated[HttpContext, Depends(context)]
 Auth = Annotated[Caller, Depends(authorize)]
 PageNumber = Annotated[int, Query(ge=1, le=schemas.INT32_MAX, description="1-based page number")]
 VersionNumber = Annotated[int, Path(ge=1, le=schemas.INT32_MAX, description="the version's number")]
+Against = Annotated[
+    int, Query(ge=0, le=schemas.INT32_MAX, description="the version compared against (0: the one before)")
+]
 PageSize = Annotated[int, Query(ge=1, le=1000, description="items per page, at most 1000")]
 
 
@@ -37,15 +42,29 @@ class AgentVersionOut(BaseModel):
     created_by: str = Field(description="the user who made the change; empty when the registry did")
 
 
-class SessionMove(BaseModel):
+class SessionMove(schemas.RequestBody):
     """Where to move the session: a version number of the agent, or `latest`."""
 
-    version: int | Literal["latest"] = Field(description="a version number (1 or more), or latest")
+    version: Annotated[int, Field(ge=1, le=schemas.INT32_MAX)] | Literal["latest"] = Field(
+        description="a version number (1 or more), or latest"
+    )
     agent: str = Field(
         default="",
         max_length=200,
         description="the agent (id, slug or name); empty: the one the session has run (with latest: each)",
     )
+
+
+class FieldChangeOut(BaseModel):
+    field: str = Field(description="config.<field> (an override) or agent_type.<field>")
+    before: Any = Field(description="its value in the version compared against (null: not set)")
+    after: Any = Field(description="its value in the version compared (null: not set)")
+
+
+class AgentVersionDiffOut(BaseModel):
+    number: int
+    against: int
+    changes: list[FieldChangeOut] = Field(description="the fields that differ, in name order")
 
 
 class SessionAgentVersionOut(BaseModel):
@@ -99,12 +118,44 @@ def agent_version_router() -> APIRouter:
         request = reg.GetAgentVersionRequest(project_id=project_id, agent_id=agent_id, number=number)
         return agent_version_out((await ctx.call(ctx.registry.stub.GetAgentVersion, request, caller)).version)
 
+    @router.get("/agents/{agent_id}/versions/{number}/diff", tags=["agents"])
+    async def diff_agent_versions(
+        project_id: str,
+        agent_id: str,
+        number: VersionNumber,
+        ctx: Ctx,
+        caller: Auth,
+        against: Against = 0,
+    ) -> AgentVersionDiffOut:
+        """The fields that differ from version `against` to version `number`. 404 for an unknown
+        agent or a number it does not have."""
+        request = reg.DiffAgentVersionsRequest(
+            project_id=project_id, agent_id=agent_id, number=number, against=against
+        )
+        response = await ctx.call(ctx.registry.stub.DiffAgentVersions, request, caller)
+        changes = [
+            FieldChangeOut(field=c.field, before=_plain(c.before), after=_plain(c.after))
+            for c in response.changes
+        ]
+        return AgentVersionDiffOut(number=number, against=against or number - 1, changes=changes)
+
+    @router.post("/agents/{agent_id}/versions/{number}/restore", tags=["agents"])
+    async def restore_agent_version(
+        project_id: str, agent_id: str, number: VersionNumber, ctx: Ctx, caller: Auth
+    ) -> AgentVersionOut:
+        """Rolls the agent back to version `number`: its config overrides become that version's,
+        which makes a new version (its type, shared with other agents, stays as it is); answers
+        the agent's latest version. 404 for an unknown agent or version, 400 when terminated."""
+        request = reg.RestoreAgentVersionRequest(project_id=project_id, agent_id=agent_id, number=number)
+        response = await ctx.call(ctx.registry.stub.RestoreAgentVersion, request, caller)
+        return agent_version_out(response.version)
+
     @router.post("/sessions/{session_id}/move", tags=["sessions"])
     async def move_session(
         project_id: str, session_id: str, body: SessionMove, ctx: Ctx, caller: Auth
     ) -> SessionMoveOut:
         """Moves the session's runs of an agent to one of its versions, or to its latest: its next
-        run uses it. 404 for an unknown agent or version, 409 when the session has run several
+        run uses it. 404 for an unknown agent or version, 400 when the session has run several
         agents and none is named."""
         latest = body.version == "latest"
         request = reg.MoveSessionRequest(
@@ -119,3 +170,7 @@ def agent_version_router() -> APIRouter:
         return SessionMoveOut(session_id=session_id, versions=versions)
 
     return router
+
+
+def _plain(value: Any) -> Any:
+    return json_format.MessageToDict(value)

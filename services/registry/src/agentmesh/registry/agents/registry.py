@@ -14,13 +14,14 @@ from datetime import datetime
 from typing import TypeVar
 
 from agentmesh.registry.agents.capabilities import declaration_warnings
+from agentmesh.registry.agents.history import AgentVersionRules
 from agentmesh.registry.agents.lifecycle import (
     paused,
     resolve,
     resumed,
     terminated,
 )
-from agentmesh.registry.agents.versions import as_of, current_version, record_version
+from agentmesh.registry.agents.versions import as_of, record_version
 from agentmesh.registry.agents.watch import AgentChange, AgentWatch
 from agentmesh.registry.clock import Clock, utc_now
 from agentmesh.registry.errors import (
@@ -29,8 +30,6 @@ from agentmesh.registry.errors import (
     AgentTypeInactive,
     AgentTypeInUse,
     AgentTypeNotFound,
-    AgentVersionNotFound,
-    SessionAgentAmbiguous,
 )
 from agentmesh.registry.mcp_servers.registry import servers_with_kept_secrets
 from agentmesh.registry.models import (
@@ -43,7 +42,6 @@ from agentmesh.registry.models import (
     AgentStatus,
     AgentType,
     AgentTypeFields,
-    AgentVersion,
     NewAgent,
     Page,
 )
@@ -63,14 +61,13 @@ from agentmesh.registry.validation import (
     slugify,
     update_paths,
 )
-from agentmesh.runtime.errors import FieldViolation
 from agentmesh.runtime.identity import Principal
 
 T = TypeVar("T")
 
 
-class AgentRegistry:
-    """Agent types (templates) and agents (instances) with their lifecycle and usage."""
+class AgentRegistry(AgentVersionRules):
+    """Agent types (templates) and agents (instances) with their lifecycle, usage and versions."""
 
     def __init__(
         self,
@@ -259,41 +256,6 @@ class AgentRegistry:
         self.watch.changed(AgentChange(updated.id, spec_changed=True))
         return updated
 
-    async def list_agent_versions(
-        self,
-        principal: Principal,
-        project_id: str,
-        agent_id: str,
-        *,
-        page_size: int = 0,
-        page_token: str = "",
-        page: int = 0,
-    ) -> Page[AgentVersion]:
-        """The agent's versions, newest first. Versions are numbered 1, 2, ... without gaps, so
-        page N starts at a number worked out from the latest (no walking the pages before it)."""
-        async with self._store.read() as tx:
-            agent = await self._agent(tx, principal, project_id, agent_id)
-            scope = f"agent_versions:{agent.id}"
-            request = self._pages.request(page_size=page_size, page_token=page_token, page=page, scope=scope)
-            below = int(request.after[1]) if request.after else 0
-            if request.skip:
-                latest = await tx.get_agent_version(agent.id)
-                below = max((latest.number if latest else 0) + 1 - request.skip, 1)
-            found = await tx.list_agent_versions(agent.id, below=below, size=request.size)
-        last = found.items[-1] if found.has_more and found.items else None
-        token = self._pages.token((last.created_at, str(last.number)), scope=scope) if last else ""
-        return Page(items=found.items, next_page_token=token, total_size=found.total)
-
-    async def get_agent_version(
-        self, principal: Principal, project_id: str, agent_id: str, number: int
-    ) -> AgentVersion:
-        async with self._store.read() as tx:
-            agent = await self._agent(tx, principal, project_id, agent_id)
-            version = await tx.get_agent_version(agent.id, number) if number > 0 else None
-        if version is None:
-            raise AgentVersionNotFound(f"agent {agent.name!r} has no version {number}")
-        return version
-
     async def pause_agent(self, principal: Principal, project_id: str, agent_id: str) -> Agent:
         return await self._transition(principal, project_id, agent_id, paused)
 
@@ -339,48 +301,6 @@ class AgentRegistry:
                 siblings = await tx.agent_slugs(project.id)
         spec = resolve(agent, agent_type, project, siblings)
         return spec.model_copy(update={"version": version.number if version else 0})
-
-    async def move_session(
-        self,
-        principal: Principal,
-        project_id: str,
-        session_id: str,
-        *,
-        agent_ref: str = "",
-        version: int = 0,
-        latest: bool = False,
-    ) -> dict[str, int]:
-        """Moves the session's runs of an agent to its version `version`, or to its latest; with
-        no agent named, the one agent the session has run (or with `latest`, each): the versions
-        the session's runs use after, by agent id. Its next run uses them."""
-        raise_if(
-            required("project_id", project_id)
-            + required("session_id", session_id)
-            + _move_violations(version, latest)
-        )
-        now = self._now()
-        async with self._store.write() as tx:
-            await visible_project(tx, principal, project_id)
-            if agent_ref:
-                agents = [await self._agent(tx, principal, project_id, agent_ref, for_update=True)]
-            else:
-                pins = await tx.session_versions(project_id, session_id)
-                found = [await tx.get_agent(agent_id=agent_id, for_update=True) for agent_id in sorted(pins)]
-                agents = [agent for agent in found if agent is not None]
-                if not agents or (len(agents) > 1 and not latest):
-                    raise SessionAgentAmbiguous(
-                        f"session {session_id!r} has run {len(agents)} agents: name the agent to move"
-                    )
-            for agent in agents:
-                target = await tx.get_agent_version(agent.id, version) if version else None
-                if latest:
-                    agent_type = await tx.get_agent_type(type_id=agent.agent_type_id)
-                    assert agent_type is not None  # a RESTRICT foreign key
-                    target = await current_version(tx, agent, agent_type)
-                if target is None:
-                    raise AgentVersionNotFound(f"agent {agent.name!r} has no version {version}")
-                await tx.pin_session(project_id, agent.id, session_id, target.number, now, move=True)
-            return await tx.session_versions(project_id, session_id)
 
     async def agent_type_warnings(self, agent_type: AgentType) -> list[str]:
         """What would keep agents of this type from running on today's executors."""
@@ -468,14 +388,6 @@ def _normalized_type_changes(changes: dict[str, object]) -> dict[str, object]:
     if changes.get("max_steps") == 0:
         return {**changes, "max_steps": DEFAULT_MAX_STEPS}
     return changes
-
-
-def _move_violations(version: int, latest: bool) -> list[FieldViolation]:
-    if latest and version:
-        return [FieldViolation("version", "give a version or latest, not both")]
-    if not latest and version <= 0:
-        return [FieldViolation("version", "must be a version number (1 or more), or give latest")]
-    return []
 
 
 def _refs(agents: dict[str, str]) -> list[str]:

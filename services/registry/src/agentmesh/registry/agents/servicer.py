@@ -6,6 +6,7 @@ transitions (`lifecycle.py`); creates and updates answer with the declaration wa
 from __future__ import annotations
 
 import grpc
+from google.protobuf import json_format, struct_pb2
 
 from agentmesh.registry import convert
 from agentmesh.registry.agents.registry import AgentRegistry
@@ -156,6 +157,33 @@ class AgentRpcs:
             caller(), request.project_id, request.agent_id, request.number
         )
         return pb.GetAgentVersionResponse(version=convert.agent_version_message(version))
+
+    async def DiffAgentVersions(
+        self, request: pb.DiffAgentVersionsRequest, context: Context
+    ) -> pb.DiffAgentVersionsResponse:
+        changes = await self._registry.diff_agent_versions(
+            caller(), request.project_id, request.agent_id, request.number, request.against
+        )
+        return pb.DiffAgentVersionsResponse(
+            changes=[
+                pb.AgentVersionChange(
+                    field=change.field,
+                    before=json_format.ParseDict(change.before, struct_pb2.Value()),
+                    after=json_format.ParseDict(change.after, struct_pb2.Value()),
+                )
+                for change in changes
+            ]
+        )
+
+    async def RestoreAgentVersion(
+        self, request: pb.RestoreAgentVersionRequest, context: Context
+    ) -> pb.RestoreAgentVersionResponse:
+        agent, version = await self._registry.restore_agent_version(
+            caller(), request.project_id, request.agent_id, request.number
+        )
+        return pb.RestoreAgentVersionResponse(
+            agent=convert.agent_message(agent), version=convert.agent_version_message(version)
+        )
 
     async def MoveSession(self, request: pb.MoveSessionRequest, context: Context) -> pb.MoveSessionResponse:
         pins = await self._registry.move_session(

@@ -12,9 +12,11 @@ status, usage and the project are the agent's now, whatever the version.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from agentmesh.registry.errors import AgentTypeNotFound
-from agentmesh.registry.models import Agent, AgentType, AgentVersion
+from agentmesh.registry.mcp_servers.registry import masked_type
+from agentmesh.registry.models import Agent, AgentType, AgentVersion, FieldChange
 from agentmesh.registry.store import RegistryStore, StoreTransaction
 
 
@@ -69,6 +71,23 @@ async def session_version(store: RegistryStore, agent: Agent, session_id: str, n
         version = latest if number == latest.number else await tx.get_agent_version(agent.id, number)
     assert version is not None
     return version
+
+
+def differences(before: AgentVersion, after: AgentVersion) -> list[FieldChange]:
+    """The fields that differ between two versions, named `config.<field>` (an override; null when
+    not set) and `agent_type.<field>`, in name order; MCP server secrets masked."""
+    old, new = _fields(before), _fields(after)
+    return [
+        FieldChange(field=name, before=old.get(name), after=new.get(name))
+        for name in sorted(old.keys() | new.keys())
+        if old.get(name) != new.get(name)
+    ]
+
+
+def _fields(version: AgentVersion) -> dict[str, Any]:
+    kept = masked_type(version.agent_type).model_dump(mode="json", exclude={"id", "created_at", "updated_at"})
+    config = version.config.model_dump(mode="json", exclude_none=True)
+    return {f"agent_type.{k}": v for k, v in kept.items()} | {f"config.{k}": v for k, v in config.items()}
 
 
 def _snapshot(agent: Agent, agent_type: AgentType, *, number: int, by: str, at: datetime) -> AgentVersion:

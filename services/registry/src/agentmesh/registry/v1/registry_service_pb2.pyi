@@ -9,6 +9,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import message as _message
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -1719,6 +1720,158 @@ class GetAgentVersionResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetAgentVersionResponse: _TypeAlias = GetAgentVersionResponse  # noqa: Y015
+
+@_typing.final
+class DiffAgentVersionsRequest(_message.Message):
+    """DiffAgentVersionsRequest is the input of DiffAgentVersions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    NUMBER_FIELD_NUMBER: _builtins.int
+    AGAINST_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    agent_id: _builtins.str
+    """The agent: id, slug or exact name."""
+    number: _builtins.int
+    """The version compared."""
+    against: _builtins.int
+    """The version it is compared against (0: the one before it)."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        number: _builtins.int = ...,
+        against: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["against", b"against", "agent_id", b"agent_id", "number", b"number", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DiffAgentVersionsRequest: _TypeAlias = DiffAgentVersionsRequest  # noqa: Y015
+
+@_typing.final
+class DiffAgentVersionsResponse(_message.Message):
+    """DiffAgentVersionsResponse is the output of DiffAgentVersions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANGES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def changes(self) -> _containers.RepeatedCompositeFieldContainer[Global___AgentVersionChange]:
+        """The fields that differ, in name order."""
+
+    def __init__(
+        self,
+        *,
+        changes: _abc.Iterable[Global___AgentVersionChange] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DiffAgentVersionsResponse: _TypeAlias = DiffAgentVersionsResponse  # noqa: Y015
+
+@_typing.final
+class AgentVersionChange(_message.Message):
+    """AgentVersionChange is one field that differs between two versions of an agent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIELD_FIELD_NUMBER: _builtins.int
+    BEFORE_FIELD_NUMBER: _builtins.int
+    AFTER_FIELD_NUMBER: _builtins.int
+    field: _builtins.str
+    """`config.<field>` (an override) or `agent_type.<field>`."""
+    @_builtins.property
+    def before(self) -> _struct_pb2.Value:
+        """Its value in the version compared against (null: not set)."""
+
+    @_builtins.property
+    def after(self) -> _struct_pb2.Value:
+        """Its value in the version compared (null: not set)."""
+
+    def __init__(
+        self,
+        *,
+        field: _builtins.str = ...,
+        before: _struct_pb2.Value | None = ...,
+        after: _struct_pb2.Value | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "before", b"before"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "before", b"before", "field", b"field"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AgentVersionChange: _TypeAlias = AgentVersionChange  # noqa: Y015
+
+@_typing.final
+class RestoreAgentVersionRequest(_message.Message):
+    """RestoreAgentVersionRequest is the input of RestoreAgentVersion."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    NUMBER_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    agent_id: _builtins.str
+    """The agent: id, slug or exact name."""
+    number: _builtins.int
+    """The version to roll back to."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        number: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "number", b"number", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RestoreAgentVersionRequest: _TypeAlias = RestoreAgentVersionRequest  # noqa: Y015
+
+@_typing.final
+class RestoreAgentVersionResponse(_message.Message):
+    """RestoreAgentVersionResponse is the output of RestoreAgentVersion."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def agent(self) -> _resources_pb2.Agent:
+        """The agent, rolled back."""
+
+    @_builtins.property
+    def version(self) -> _resources_pb2.AgentVersion:
+        """Its latest version now."""
+
+    def __init__(
+        self,
+        *,
+        agent: _resources_pb2.Agent | None = ...,
+        version: _resources_pb2.AgentVersion | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "version", b"version"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RestoreAgentVersionResponse: _TypeAlias = RestoreAgentVersionResponse  # noqa: Y015
 
 @_typing.final
 class MoveSessionRequest(_message.Message):

@@ -191,6 +191,16 @@ class RegistryServiceStub:
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentVersionRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentVersionResponse.FromString,
                 _registered_method=True)
+        self.DiffAgentVersions = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/DiffAgentVersions',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DiffAgentVersionsRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DiffAgentVersionsResponse.FromString,
+                _registered_method=True)
+        self.RestoreAgentVersion = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/RestoreAgentVersion',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RestoreAgentVersionRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RestoreAgentVersionResponse.FromString,
+                _registered_method=True)
         self.MoveSession = channel.unary_unary(
                 '/agentmesh.registry.v1.RegistryService/MoveSession',
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.MoveSessionRequest.SerializeToString,
@@ -508,6 +518,23 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DiffAgentVersions(self, request, context):
+        """Compares two versions of an agent: the fields that differ. NOT_FOUND (reason
+        AGENT_VERSION_NOT_FOUND for a number it does not have).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RestoreAgentVersion(self, request, context):
+        """Rolls an agent back to one of its versions: its config overrides become that version's, which
+        makes a new version (its type, shared with other agents, stays as it is). NOT_FOUND (reason
+        AGENT_VERSION_NOT_FOUND), FAILED_PRECONDITION (terminated).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def MoveSession(self, request, context):
         """Moves a session's runs of an agent to one of its versions, or every agent the session has
         run to its latest version. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number the agent
@@ -786,6 +813,16 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.GetAgentVersion,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentVersionRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentVersionResponse.SerializeToString,
+            ),
+            'DiffAgentVersions': grpc.unary_unary_rpc_method_handler(
+                    servicer.DiffAgentVersions,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DiffAgentVersionsRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DiffAgentVersionsResponse.SerializeToString,
+            ),
+            'RestoreAgentVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.RestoreAgentVersion,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RestoreAgentVersionRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RestoreAgentVersionResponse.SerializeToString,
             ),
             'MoveSession': grpc.unary_unary_rpc_method_handler(
                     servicer.MoveSession,
@@ -1680,6 +1717,60 @@ class RegistryService:
             '/agentmesh.registry.v1.RegistryService/GetAgentVersion',
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentVersionRequest.SerializeToString,
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentVersionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DiffAgentVersions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/DiffAgentVersions',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DiffAgentVersionsRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DiffAgentVersionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RestoreAgentVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/RestoreAgentVersion',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RestoreAgentVersionRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RestoreAgentVersionResponse.FromString,
             options,
             channel_credentials,
             insecure,

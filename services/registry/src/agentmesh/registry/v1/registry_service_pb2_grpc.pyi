@@ -133,6 +133,15 @@ class RegistryServiceStub:
     """Returns one version of an agent. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number it
     does not have).
     """
+    DiffAgentVersions: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.DiffAgentVersionsRequest, _registry_service_pb2.DiffAgentVersionsResponse]
+    """Compares two versions of an agent: the fields that differ. NOT_FOUND (reason
+    AGENT_VERSION_NOT_FOUND for a number it does not have).
+    """
+    RestoreAgentVersion: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RestoreAgentVersionRequest, _registry_service_pb2.RestoreAgentVersionResponse]
+    """Rolls an agent back to one of its versions: its config overrides become that version's, which
+    makes a new version (its type, shared with other agents, stays as it is). NOT_FOUND (reason
+    AGENT_VERSION_NOT_FOUND), FAILED_PRECONDITION (terminated).
+    """
     MoveSession: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.MoveSessionRequest, _registry_service_pb2.MoveSessionResponse]
     """Moves a session's runs of an agent to one of its versions, or every agent the session has
     run to its latest version. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number the agent
@@ -298,6 +307,15 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     GetAgentVersion: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.GetAgentVersionRequest, _registry_service_pb2.GetAgentVersionResponse]  # type: ignore[assignment]
     """Returns one version of an agent. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number it
     does not have).
+    """
+    DiffAgentVersions: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.DiffAgentVersionsRequest, _registry_service_pb2.DiffAgentVersionsResponse]  # type: ignore[assignment]
+    """Compares two versions of an agent: the fields that differ. NOT_FOUND (reason
+    AGENT_VERSION_NOT_FOUND for a number it does not have).
+    """
+    RestoreAgentVersion: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RestoreAgentVersionRequest, _registry_service_pb2.RestoreAgentVersionResponse]  # type: ignore[assignment]
+    """Rolls an agent back to one of its versions: its config overrides become that version's, which
+    makes a new version (its type, shared with other agents, stays as it is). NOT_FOUND (reason
+    AGENT_VERSION_NOT_FOUND), FAILED_PRECONDITION (terminated).
     """
     MoveSession: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.MoveSessionRequest, _registry_service_pb2.MoveSessionResponse]  # type: ignore[assignment]
     """Moves a session's runs of an agent to one of its versions, or every agent the session has
@@ -641,6 +659,27 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_registry_service_pb2.GetAgentVersionResponse, _abc.Awaitable[_registry_service_pb2.GetAgentVersionResponse]]:
         """Returns one version of an agent. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number it
         does not have).
+        """
+
+    @_abc_1.abstractmethod
+    def DiffAgentVersions(
+        self,
+        request: _registry_service_pb2.DiffAgentVersionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.DiffAgentVersionsResponse, _abc.Awaitable[_registry_service_pb2.DiffAgentVersionsResponse]]:
+        """Compares two versions of an agent: the fields that differ. NOT_FOUND (reason
+        AGENT_VERSION_NOT_FOUND for a number it does not have).
+        """
+
+    @_abc_1.abstractmethod
+    def RestoreAgentVersion(
+        self,
+        request: _registry_service_pb2.RestoreAgentVersionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.RestoreAgentVersionResponse, _abc.Awaitable[_registry_service_pb2.RestoreAgentVersionResponse]]:
+        """Rolls an agent back to one of its versions: its config overrides become that version's, which
+        makes a new version (its type, shared with other agents, stays as it is). NOT_FOUND (reason
+        AGENT_VERSION_NOT_FOUND), FAILED_PRECONDITION (terminated).
         """
 
     @_abc_1.abstractmethod
