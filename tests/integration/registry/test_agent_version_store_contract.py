@@ -45,6 +45,9 @@ async def test_versions_are_kept_whole_and_listed_newest_first(registry_store: R
     assert [v.number for v in first_page.items] == [3, 2] and first_page.has_more and first_page.total == 3
     assert [v.number for v in last_page.items] == [1] and not last_page.has_more
     assert [a.id for a in of_type] == [agent.id]
+    async with registry_store.write() as tx:  # a number taken keeps its version
+        again = await tx.insert_agent_version(_version(agent.id, project.id, agent_type, 3, "other"))
+    assert again == latest
 
 
 async def test_a_session_is_pinned_once_and_moved_on_purpose(registry_store: RegistryStore) -> None:

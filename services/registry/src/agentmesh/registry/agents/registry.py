@@ -137,7 +137,7 @@ class AgentRegistry(AgentVersionRules):
             )
             raise_if(check_agent_type(updated))
             updated = await tx.update_agent_type(updated)
-            for agent in await tx.agents_of_type(type_id):
+            for agent in await tx.agents_of_type(type_id, for_update=True):
                 before = (agent, current)
                 await record_version(tx, agent, updated, by=by, now=updated.updated_at, before=before)
         self.watch.reset()

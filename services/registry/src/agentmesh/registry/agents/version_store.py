@@ -25,7 +25,8 @@ class AgentVersionTransaction(abc.ABC):
 
     @abc.abstractmethod
     async def insert_agent_version(self, version: AgentVersion) -> AgentVersion:
-        """Adds the version; the caller holds the agent's row (numbers are taken in turn)."""
+        """Adds the version, or returns the one that has its number already (two first runs of
+        an agent spawned before versions were kept both make its version 1)."""
 
     @abc.abstractmethod
     async def get_agent_version(self, agent_id: str, number: int = 0) -> AgentVersion | None:
@@ -37,8 +38,9 @@ class AgentVersionTransaction(abc.ABC):
         latest), with the agent's count of versions."""
 
     @abc.abstractmethod
-    async def agents_of_type(self, type_id: str) -> list[Agent]:
-        """Every agent spawned from the type, in every project."""
+    async def agents_of_type(self, type_id: str, *, for_update: bool = False) -> list[Agent]:
+        """Every agent spawned from the type, in every project (locked with `for_update`, so a
+        change of one of them waits for the type's versions of it)."""
 
     @abc.abstractmethod
     async def session_version(self, agent_id: str, session_id: str) -> int | None:
@@ -64,9 +66,12 @@ class SqlAgentVersions(AgentVersionTransaction):
     async def insert_agent_version(self, version: AgentVersion) -> AgentVersion:
         values = version.model_dump(mode="json", exclude={"created_at"})
         values["config"] = version.config.model_dump(mode="json", exclude_none=True)
-        self._session.add(AgentVersionRow(**values, created_at=version.created_at))
-        await self._session.flush()
-        return version
+        dialect = postgresql if self._session.bind.dialect.name == "postgresql" else sqlite
+        insert = dialect.insert(AgentVersionRow).values(**values, created_at=version.created_at)
+        await self._session.execute(insert.on_conflict_do_nothing(index_elements=["agent_id", "number"]))
+        stored = await self.get_agent_version(version.agent_id, version.number)
+        assert stored is not None
+        return stored
 
     async def get_agent_version(self, agent_id: str, number: int = 0) -> AgentVersion | None:
         statement = sa.select(AgentVersionRow).where(AgentVersionRow.agent_id == agent_id)
@@ -87,8 +92,10 @@ class SqlAgentVersions(AgentVersionTransaction):
         items = [from_row(AgentVersion, row) for row in rows[:size]]
         return Slice(items=items, has_more=len(rows) > size, total=total or 0)
 
-    async def agents_of_type(self, type_id: str) -> list[Agent]:
+    async def agents_of_type(self, type_id: str, *, for_update: bool = False) -> list[Agent]:
         statement = sa.select(AgentRow).where(AgentRow.agent_type_id == type_id).order_by(AgentRow.id)
+        if for_update:
+            statement = statement.with_for_update()
         return [from_row(Agent, row) for row in (await self._session.execute(statement)).scalars()]
 
     async def session_version(self, agent_id: str, session_id: str) -> int | None:
@@ -138,7 +145,10 @@ class InMemoryAgentVersions(AgentVersionTransaction):
     _state: State
 
     async def insert_agent_version(self, version: AgentVersion) -> AgentVersion:
-        versions = self._state.agent_versions.setdefault(version.agent_id, [])
+        versions = self._state.agent_versions.get(version.agent_id, [])
+        taken = next((v for v in versions if v.number == version.number), None)
+        if taken is not None:
+            return taken
         self._state.agent_versions[version.agent_id] = [*versions, version]
         return version
 
@@ -153,7 +163,7 @@ class InMemoryAgentVersions(AgentVersionTransaction):
         newest_first = [v for v in reversed(versions) if not below or v.number < below]
         return Slice(items=newest_first[:size], has_more=len(newest_first) > size, total=len(versions))
 
-    async def agents_of_type(self, type_id: str) -> list[Agent]:
+    async def agents_of_type(self, type_id: str, *, for_update: bool = False) -> list[Agent]:
         agents = [s.value for s in self._state.agents.values() if s.value.agent_type_id == type_id]
         return sorted(agents, key=lambda agent: agent.id)
 
