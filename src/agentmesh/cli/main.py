@@ -63,6 +63,14 @@ COMMANDS = {
         "agentmesh.cli.sessions:fork",
         "Fork a session at an event into a new session that sees the history up to it.",
     ),
+    "versions": LazyCommand(
+        "agentmesh.cli.versions:versions",
+        "List an agent's versions, newest first: every change of it or its type makes one.",
+    ),
+    "move": LazyCommand(
+        "agentmesh.cli.versions:move",
+        "Move a session to a version of its agent (or to the latest): its next run uses it.",
+    ),
     "usage": LazyCommand(
         "agentmesh.cli.usage:usage",
         "Show what a project spent: tokens and cost per agent, user, model, session or day.",

@@ -155,7 +155,11 @@ class Stack:
         )
         return Agent(project, name, created.agent.id)
 
-    async def update_config(self, agent: Agent, path: str, config: resources_pb2.AgentConfig) -> None:
+    async def update_config(
+        self, agent: Agent, path: str, config: resources_pb2.AgentConfig, *, moving: str = ""
+    ) -> None:
+        """Changes the agent's config: a new version, which the session `moving` (a session that
+        has run the agent, and keeps its version until moved) moves to."""
         await self.client.registry.UpdateAgent(
             reg.UpdateAgentRequest(
                 agent=resources_pb2.Agent(project_id=agent.project.id, id=agent.id, config=config),
@@ -163,6 +167,13 @@ class Stack:
             ),
             metadata=self.metadata,
         )
+        if moving:
+            await self.client.registry.MoveSession(
+                reg.MoveSessionRequest(
+                    project_id=agent.project.id, session_id=moving, agent_id=agent.id, latest=True
+                ),
+                metadata=self.metadata,
+            )
 
     async def pause(self, agent: Agent) -> None:
         await self.client.registry.PauseAgent(

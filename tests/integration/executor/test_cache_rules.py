@@ -137,7 +137,7 @@ async def test_a_behaviour_change_rebuilds(
     session = f"change-{uuid.uuid4().hex[:8]}"
     await answered(stack, agent, "first", session)
 
-    await stack.update_config(agent, path, config(model))
+    await stack.update_config(agent, path, config(model), moving=session)
     before = await stack.stats()
     await answered(stack, agent, "after the change", session)
     assert await stack.cache_delta(before) == (0, 1, 0), f"a changed {path} rebuilds"
@@ -309,7 +309,7 @@ async def test_the_system_prompt_is_frozen_per_session_until_a_rebuild(
     for message in ("one", "two", "three"):
         await answered(stack, agent, message, session)
     await stack.update_config(
-        agent, "config.instructions", resources_pb2.AgentConfig(instructions="Be terse.")
+        agent, "config.instructions", resources_pb2.AgentConfig(instructions="Be terse."), moving=session
     )
     await answered(stack, agent, "four", session)
 

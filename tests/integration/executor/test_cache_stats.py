@@ -35,7 +35,7 @@ async def test_get_stats_shows_hits_rebuilds_evictions_and_session_ends(stack: S
 
     before = await stack.stats()
     config = resources_pb2.AgentConfig(instructions="Answer in French.")
-    await stack.update_config(agent, "config.instructions", config)
+    await stack.update_config(agent, "config.instructions", config, moving="cache-s1")
     changed = await stack.run(agent, "three", session_id="cache-s1")
     assert await stack.cache_delta(before) == (0, 1, 0), "a changed config rebuilds"
     assert final(changed).run_completed.content == final(first).run_completed.content == "hi"

@@ -117,7 +117,7 @@ async def test_with_the_scripted_model_the_summary_replaces_the_older_turns_in_t
 
     config = resources_pb2.AgentConfig()
     config.mock_responses.CopyFrom(list_value([{"echo_prompt": True}]))
-    await stack.update_config(agent, "config.mock_responses", config)
+    await stack.update_config(agent, "config.mock_responses", config, moving=session_id)
     prompt = final(await stack.chat(agent, "message 9", session_id=session_id)).run_completed.content
     lines = prompt.splitlines()
     assert lines[0] == "user: Summary of the earlier conversation:"

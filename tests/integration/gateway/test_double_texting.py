@@ -180,7 +180,7 @@ async def test_interrupt_cancels_the_run_in_flight_then_runs(channel: grpc.aio.C
     chats = Chats(channel, api, agent)
     first = asyncio.create_task(chats.run("one"))
     await eventually(lambda: _has(chats, "one"), what="the first message recorded")
-    agent_fast = await _rescript(api, agent, ["done"])
+    agent_fast = await _rescript(api, agent, ["done"], chats.session_id)
     second, ended_at_start = await chats.run("two", "interrupt")
 
     first_events, _ = await first
@@ -215,7 +215,7 @@ async def test_interrupt_holds_across_gateways_and_executors(mesh: Mesh, api: Ap
             chats = Chats(one, api, agent)
             first = asyncio.create_task(chats.run("one"))
             await eventually(lambda: _has(chats, "one"), what="the first message recorded")
-            await _rescript(api, agent, ["done"])
+            await _rescript(api, agent, ["done"], chats.session_id)
             second, _ = await _same_session(Chats(two, api, agent), chats).run("two", "interrupt")
             first_events, _ = await first
         assert first_events[-1].run_failed.code == "CANCELLED"
@@ -259,10 +259,17 @@ def _same_session(chats: Chats, like: Chats) -> Chats:
     return chats
 
 
-async def _rescript(api: Api, agent: Agent, responses: list[Any]) -> Agent:
-    """The agent answers the next runs with `responses` (its runs in flight keep their script)."""
+async def _rescript(api: Api, agent: Agent, responses: list[Any], session_id: str) -> Agent:
+    """The agent answers the session's next runs with `responses` (its runs in flight keep their
+    script): a new version, which the session moves to."""
     response = await api.http.patch(
         agent.path, json={"config": {"mock_responses": responses}}, headers=agent.owner.headers
+    )
+    assert response.status_code == 200, response.text
+    response = await api.http.post(
+        f"/api/v1/projects/{agent.project_id}/sessions/{session_id}/move",
+        json={"version": "latest", "agent": agent.id},
+        headers=agent.owner.headers,
     )
     assert response.status_code == 200, response.text
     return agent

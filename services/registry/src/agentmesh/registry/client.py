@@ -67,9 +67,13 @@ class RegistryClient(ResourceCalls):
     # --- What executors and gateways call (RegistryInternalService) ------------------------
 
     async def resolve_agent(
-        self, project_slug: str, agent_name: str, *, metadata: Metadata | None = None
+        self, project_slug: str, agent_name: str, *, session_id: str = "", metadata: Metadata | None = None
     ) -> resources_pb2.AgentSpec:
-        request = internal_pb.ResolveAgentRequest(project_slug=project_slug, agent_name=agent_name)
+        """The agent resolved for running: at the version the session's runs of it use, when
+        `session_id` names a session that has run it, else at its latest."""
+        request = internal_pb.ResolveAgentRequest(
+            project_slug=project_slug, agent_name=agent_name, session_id=session_id
+        )
         response = await unary(self.internal_stub.ResolveAgent, request, metadata=metadata)
         return response.spec
 

@@ -245,6 +245,37 @@ class ResourceCalls:
         request = pb.GetAgentMetricsRequest(project_id=project_id, id=agent_id)
         return await unary(self.stub.GetAgentMetrics, request, metadata=metadata)
 
+    async def list_agent_versions(
+        self,
+        project_id: str,
+        agent_id: str,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        metadata: Metadata | None = None,
+    ) -> pb.ListAgentVersionsResponse:
+        """One page of the agent's versions, newest first."""
+        request = pb.ListAgentVersionsRequest(
+            project_id=project_id, agent_id=agent_id, page_size=page_size, page_token=page_token
+        )
+        return await unary(self.stub.ListAgentVersions, request, metadata=metadata)
+
+    async def move_session(
+        self,
+        project_id: str,
+        session_id: str,
+        *,
+        agent_id: str = "",
+        version: int = 0,
+        latest: bool = False,
+        metadata: Metadata | None = None,
+    ) -> pb.MoveSessionResponse:
+        """Moves the session's runs of an agent to one of its versions (or to its latest)."""
+        request = pb.MoveSessionRequest(
+            project_id=project_id, session_id=session_id, agent_id=agent_id, version=version, latest=latest
+        )
+        return await unary(self.stub.MoveSession, request, metadata=metadata)
+
     async def summarize_usage(
         self,
         project_id: str,

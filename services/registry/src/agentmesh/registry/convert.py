@@ -20,6 +20,7 @@ from agentmesh.registry.models import (
     AgentStatus,
     AgentType,
     AgentTypeFields,
+    AgentVersion,
     ApiKey,
     DelegationLimits,
     Executor,
@@ -317,6 +318,18 @@ def metrics_response(metrics: AgentMetrics) -> service_pb2.GetAgentMetricsRespon
     return service_pb2.GetAgentMetricsResponse(**metrics.model_dump())
 
 
+def agent_version_message(version: AgentVersion) -> pb.AgentVersion:
+    return pb.AgentVersion(
+        agent_id=version.agent_id,
+        project_id=version.project_id,
+        number=version.number,
+        agent_type=agent_type_message(version.agent_type),
+        config=agent_config_message(version.config),
+        created_at=timestamp(version.created_at),
+        created_by=version.created_by,
+    )
+
+
 def agent_spec_message(spec: AgentSpec) -> pb.AgentSpec:
     return pb.AgentSpec(
         agent=agent_message(spec.agent),
@@ -336,6 +349,7 @@ def agent_spec_message(spec: AgentSpec) -> pb.AgentSpec:
         description=spec.description,
         expertise=spec.expertise,
         revision=spec.revision,
+        version=spec.version,
         agent_names=spec.agent_names,
         double_texting=spec.double_texting,
         tool_permissions=tool_permissions_message(spec.tool_permissions),

@@ -31,6 +31,7 @@ __all__ = [
     "AgentTypeInUse",
     "AgentTypeInactive",
     "AgentTypeNotFound",
+    "AgentVersionNotFound",
     "ApiKeyInvalid",
     "ApiKeyNotFound",
     "CannotChangeSelf",
@@ -53,6 +54,7 @@ __all__ = [
     "RemoteAgentNotFound",
     "RunNotFound",
     "RunNotHeld",
+    "SessionAgentAmbiguous",
     "SessionBusy",
     "SlugTaken",
     "SuperuserRequired",
@@ -148,6 +150,17 @@ def _shown(limit: int) -> str:
 
 class AgentNotFound(NotFound):
     default_reason = "AGENT_NOT_FOUND"
+
+
+class AgentVersionNotFound(NotFound):
+    default_reason = "AGENT_VERSION_NOT_FOUND"
+
+
+class SessionAgentAmbiguous(FailedPrecondition):
+    """A version number for a session's agent, without naming the agent, where the session has
+    run several agents or none."""
+
+    default_reason = "SESSION_AGENT_AMBIGUOUS"
 
 
 class AgentNameTaken(AlreadyExists):

@@ -14,6 +14,7 @@ from typing import Generic, TypeVar
 from agentmesh.registry.models import (
     Agent,
     AgentType,
+    AgentVersion,
     ApiKey,
     Credentials,
     Executor,
@@ -63,6 +64,10 @@ class State:
     input_requests: dict[str, InputRequest] = field(default_factory=dict)
     # Parked runs' links to the suspended runs below them they wait on (`runs/run_waits.py`).
     run_waits: dict[RunKey, frozenset[str]] = field(default_factory=dict)
+    # Agents' versions in number order, by agent id; the version each session's runs of an agent
+    # use, by (agent id, session id), with the agent's project.
+    agent_versions: dict[str, list[AgentVersion]] = field(default_factory=dict)
+    session_versions: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
     # Tokens a project's finished runs used, by (project id, YYYY-MM-DD).
     project_tokens: dict[tuple[str, str], int] = field(default_factory=dict)
 

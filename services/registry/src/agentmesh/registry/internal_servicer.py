@@ -64,7 +64,9 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
     async def ResolveAgent(
         self, request: pb.ResolveAgentRequest, context: Context
     ) -> pb.ResolveAgentResponse:
-        spec = await self._registry.resolve_agent(caller(), request.project_slug, request.agent_name)
+        spec = await self._registry.resolve_agent(
+            caller(), request.project_slug, request.agent_name, session_id=request.session_id
+        )
         return pb.ResolveAgentResponse(spec=convert.agent_spec_message(spec))
 
     async def StartAgentRun(
@@ -73,7 +75,7 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
         lease = self._leases.grant(request.session_id, request.executor_id)
         if not request.double_texting:
             agent, revision = await self._runs.start_run(
-                caller(), request.agent_id, request.run_id, lease=lease
+                caller(), request.agent_id, request.run_id, lease=lease, session_id=request.session_id
             )
             return pb.StartAgentRunResponse(agent=convert.agent_message(agent), spec_revision=revision)
         agent, revision, ahead = await self._turns.start_run(

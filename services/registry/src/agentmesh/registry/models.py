@@ -333,6 +333,29 @@ class Agent(_Model):
     last_activity_at: datetime
 
 
+class AgentVersion(_Model):
+    """One immutable snapshot of what an agent's runs use: its type as it was (MCP server secrets
+    as the registry stores them) and its config overrides, numbered from 1 per agent, with who
+    made the change (a user id; empty when the registry did) and when. Status and usage are the
+    agent's, not a version's."""
+
+    agent_id: str
+    project_id: str
+    number: int
+    agent_type: AgentType
+    config: AgentConfig = AgentConfig()
+    created_at: datetime
+    created_by: str = ""
+
+
+class FieldChange(_Model):
+    """One field that differs between two versions of an agent: its value in each (None: not set)."""
+
+    field: str
+    before: JsonValue = None
+    after: JsonValue = None
+
+
 class AgentMetrics(_Model):
     """Usage figures of one agent, in the shape of the REST metrics route."""
 
@@ -378,6 +401,7 @@ class AgentSpec(_Model):
     context_budget_tokens: int = 0
     compaction_model: str = ""
     run_budget: RunBudget = Field(default_factory=lambda: RunBudget())
+    version: int = 0  # the agent's version this is (0: not known)
 
 
 RunKey = tuple[str, str]  # (agent id, run id): a run, as leases and session turns name it

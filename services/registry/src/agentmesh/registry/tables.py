@@ -171,6 +171,36 @@ class AgentRow(Base):
     last_activity_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
 
+class AgentVersionRow(Base):
+    """An agent's version (migration 0017): its type and config as they were; deleted with its
+    agent's project."""
+
+    __tablename__ = "agent_versions"
+    __table_args__ = (sa.Index(None, "project_id"),)
+
+    agent_id: Mapped[str] = mapped_column(sa.ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True)
+    number: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
+    project_id: Mapped[str] = mapped_column(sa.String(36))
+    agent_type: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    config: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    created_by: Mapped[str] = mapped_column(sa.String(200))
+
+
+class SessionAgentVersionRow(Base):
+    """The version of an agent a session's runs use (migration 0017): set by the session's first
+    run of the agent, changed by a move; deleted with the agent's project."""
+
+    __tablename__ = "session_agent_versions"
+    __table_args__ = (sa.Index(None, "project_id", "session_id"),)
+
+    agent_id: Mapped[str] = mapped_column(sa.ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True)
+    session_id: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
+    project_id: Mapped[str] = mapped_column(sa.String(36))
+    version: Mapped[int] = mapped_column(sa.Integer)
+    pinned_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
 class AgentRunRow(Base):
     __tablename__ = "agent_runs"
 

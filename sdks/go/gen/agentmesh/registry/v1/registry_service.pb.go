@@ -11,6 +11,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -3167,6 +3168,693 @@ func (x *GetAgentMetricsResponse) GetTotalCostIncurred() float64 {
 	return 0
 }
 
+// ListAgentVersionsRequest is the input of ListAgentVersions.
+type ListAgentVersionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The agent: id, slug or exact name.
+	AgentId string `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// At most this many (default 50, at most 1000).
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Token from a previous response.
+	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Page number (1-based), an alternative to page_token for REST-style paging.
+	Page          int32 `protobuf:"varint,5,opt,name=page,proto3" json:"page,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAgentVersionsRequest) Reset() {
+	*x = ListAgentVersionsRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAgentVersionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAgentVersionsRequest) ProtoMessage() {}
+
+func (x *ListAgentVersionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAgentVersionsRequest.ProtoReflect.Descriptor instead.
+func (*ListAgentVersionsRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *ListAgentVersionsRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *ListAgentVersionsRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *ListAgentVersionsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListAgentVersionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListAgentVersionsRequest) GetPage() int32 {
+	if x != nil {
+		return x.Page
+	}
+	return 0
+}
+
+// ListAgentVersionsResponse is the output of ListAgentVersions.
+type ListAgentVersionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The page, newest first.
+	Versions []*AgentVersion `protobuf:"bytes,1,rep,name=versions,proto3" json:"versions,omitempty"`
+	// Token for the next page; empty on the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// How many there are in all.
+	TotalSize     int32 `protobuf:"varint,3,opt,name=total_size,json=totalSize,proto3" json:"total_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAgentVersionsResponse) Reset() {
+	*x = ListAgentVersionsResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAgentVersionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAgentVersionsResponse) ProtoMessage() {}
+
+func (x *ListAgentVersionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAgentVersionsResponse.ProtoReflect.Descriptor instead.
+func (*ListAgentVersionsResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *ListAgentVersionsResponse) GetVersions() []*AgentVersion {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
+func (x *ListAgentVersionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *ListAgentVersionsResponse) GetTotalSize() int32 {
+	if x != nil {
+		return x.TotalSize
+	}
+	return 0
+}
+
+// GetAgentVersionRequest is the input of GetAgentVersion.
+type GetAgentVersionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The agent: id, slug or exact name.
+	AgentId string `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The version's number.
+	Number        int32 `protobuf:"varint,3,opt,name=number,proto3" json:"number,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAgentVersionRequest) Reset() {
+	*x = GetAgentVersionRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAgentVersionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAgentVersionRequest) ProtoMessage() {}
+
+func (x *GetAgentVersionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAgentVersionRequest.ProtoReflect.Descriptor instead.
+func (*GetAgentVersionRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *GetAgentVersionRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *GetAgentVersionRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *GetAgentVersionRequest) GetNumber() int32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+// GetAgentVersionResponse is the output of GetAgentVersion.
+type GetAgentVersionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The version.
+	Version       *AgentVersion `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAgentVersionResponse) Reset() {
+	*x = GetAgentVersionResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAgentVersionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAgentVersionResponse) ProtoMessage() {}
+
+func (x *GetAgentVersionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAgentVersionResponse.ProtoReflect.Descriptor instead.
+func (*GetAgentVersionResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *GetAgentVersionResponse) GetVersion() *AgentVersion {
+	if x != nil {
+		return x.Version
+	}
+	return nil
+}
+
+// DiffAgentVersionsRequest is the input of DiffAgentVersions.
+type DiffAgentVersionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The agent: id, slug or exact name.
+	AgentId string `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The version compared.
+	Number int32 `protobuf:"varint,3,opt,name=number,proto3" json:"number,omitempty"`
+	// The version it is compared against (0: the one before it).
+	Against       int32 `protobuf:"varint,4,opt,name=against,proto3" json:"against,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiffAgentVersionsRequest) Reset() {
+	*x = DiffAgentVersionsRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiffAgentVersionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiffAgentVersionsRequest) ProtoMessage() {}
+
+func (x *DiffAgentVersionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiffAgentVersionsRequest.ProtoReflect.Descriptor instead.
+func (*DiffAgentVersionsRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *DiffAgentVersionsRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *DiffAgentVersionsRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *DiffAgentVersionsRequest) GetNumber() int32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *DiffAgentVersionsRequest) GetAgainst() int32 {
+	if x != nil {
+		return x.Against
+	}
+	return 0
+}
+
+// DiffAgentVersionsResponse is the output of DiffAgentVersions.
+type DiffAgentVersionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The fields that differ, in name order.
+	Changes       []*AgentVersionChange `protobuf:"bytes,1,rep,name=changes,proto3" json:"changes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiffAgentVersionsResponse) Reset() {
+	*x = DiffAgentVersionsResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiffAgentVersionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiffAgentVersionsResponse) ProtoMessage() {}
+
+func (x *DiffAgentVersionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiffAgentVersionsResponse.ProtoReflect.Descriptor instead.
+func (*DiffAgentVersionsResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *DiffAgentVersionsResponse) GetChanges() []*AgentVersionChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+// AgentVersionChange is one field that differs between two versions of an agent.
+type AgentVersionChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// `config.<field>` (an override) or `agent_type.<field>`.
+	Field string `protobuf:"bytes,1,opt,name=field,proto3" json:"field,omitempty"`
+	// Its value in the version compared against (null: not set).
+	Before *structpb.Value `protobuf:"bytes,2,opt,name=before,proto3" json:"before,omitempty"`
+	// Its value in the version compared (null: not set).
+	After         *structpb.Value `protobuf:"bytes,3,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentVersionChange) Reset() {
+	*x = AgentVersionChange{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentVersionChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentVersionChange) ProtoMessage() {}
+
+func (x *AgentVersionChange) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentVersionChange.ProtoReflect.Descriptor instead.
+func (*AgentVersionChange) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *AgentVersionChange) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *AgentVersionChange) GetBefore() *structpb.Value {
+	if x != nil {
+		return x.Before
+	}
+	return nil
+}
+
+func (x *AgentVersionChange) GetAfter() *structpb.Value {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+// RestoreAgentVersionRequest is the input of RestoreAgentVersion.
+type RestoreAgentVersionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The agent: id, slug or exact name.
+	AgentId string `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The version to roll back to.
+	Number        int32 `protobuf:"varint,3,opt,name=number,proto3" json:"number,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreAgentVersionRequest) Reset() {
+	*x = RestoreAgentVersionRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreAgentVersionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreAgentVersionRequest) ProtoMessage() {}
+
+func (x *RestoreAgentVersionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreAgentVersionRequest.ProtoReflect.Descriptor instead.
+func (*RestoreAgentVersionRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *RestoreAgentVersionRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *RestoreAgentVersionRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *RestoreAgentVersionRequest) GetNumber() int32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+// RestoreAgentVersionResponse is the output of RestoreAgentVersion.
+type RestoreAgentVersionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent, rolled back.
+	Agent *Agent `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	// Its latest version now.
+	Version       *AgentVersion `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreAgentVersionResponse) Reset() {
+	*x = RestoreAgentVersionResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreAgentVersionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreAgentVersionResponse) ProtoMessage() {}
+
+func (x *RestoreAgentVersionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreAgentVersionResponse.ProtoReflect.Descriptor instead.
+func (*RestoreAgentVersionResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *RestoreAgentVersionResponse) GetAgent() *Agent {
+	if x != nil {
+		return x.Agent
+	}
+	return nil
+}
+
+func (x *RestoreAgentVersionResponse) GetVersion() *AgentVersion {
+	if x != nil {
+		return x.Version
+	}
+	return nil
+}
+
+// MoveSessionRequest is the input of MoveSession.
+type MoveSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The session.
+	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The agent whose version moves (id, slug or exact name); empty: the one agent the session has
+	// run, or with `latest` every agent it has run.
+	AgentId string `protobuf:"bytes,3,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The version to move to; 0 with `latest`.
+	Version int32 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	// Move to the latest version instead.
+	Latest        bool `protobuf:"varint,5,opt,name=latest,proto3" json:"latest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveSessionRequest) Reset() {
+	*x = MoveSessionRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveSessionRequest) ProtoMessage() {}
+
+func (x *MoveSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveSessionRequest.ProtoReflect.Descriptor instead.
+func (*MoveSessionRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *MoveSessionRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *MoveSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *MoveSessionRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *MoveSessionRequest) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *MoveSessionRequest) GetLatest() bool {
+	if x != nil {
+		return x.Latest
+	}
+	return false
+}
+
+// MoveSessionResponse is the output of MoveSession.
+type MoveSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The versions the session's runs use now, by agent.
+	Versions      []*SessionAgentVersion `protobuf:"bytes,1,rep,name=versions,proto3" json:"versions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveSessionResponse) Reset() {
+	*x = MoveSessionResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveSessionResponse) ProtoMessage() {}
+
+func (x *MoveSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveSessionResponse.ProtoReflect.Descriptor instead.
+func (*MoveSessionResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *MoveSessionResponse) GetVersions() []*SessionAgentVersion {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
 // CreateMcpServerRequest is the input of CreateMcpServer.
 type CreateMcpServerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3181,7 +3869,7 @@ type CreateMcpServerRequest struct {
 
 func (x *CreateMcpServerRequest) Reset() {
 	*x = CreateMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[57]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3193,7 +3881,7 @@ func (x *CreateMcpServerRequest) String() string {
 func (*CreateMcpServerRequest) ProtoMessage() {}
 
 func (x *CreateMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[57]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3206,7 +3894,7 @@ func (x *CreateMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*CreateMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{57}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CreateMcpServerRequest) GetMcpServer() *McpServer {
@@ -3234,7 +3922,7 @@ type CreateMcpServerResponse struct {
 
 func (x *CreateMcpServerResponse) Reset() {
 	*x = CreateMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3246,7 +3934,7 @@ func (x *CreateMcpServerResponse) String() string {
 func (*CreateMcpServerResponse) ProtoMessage() {}
 
 func (x *CreateMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[58]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3259,7 +3947,7 @@ func (x *CreateMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*CreateMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{58}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CreateMcpServerResponse) GetMcpServer() *McpServer {
@@ -3285,7 +3973,7 @@ type GetMcpServerRequest struct {
 
 func (x *GetMcpServerRequest) Reset() {
 	*x = GetMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3297,7 +3985,7 @@ func (x *GetMcpServerRequest) String() string {
 func (*GetMcpServerRequest) ProtoMessage() {}
 
 func (x *GetMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[59]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3310,7 +3998,7 @@ func (x *GetMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*GetMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{59}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *GetMcpServerRequest) GetId() string {
@@ -3345,7 +4033,7 @@ type GetMcpServerResponse struct {
 
 func (x *GetMcpServerResponse) Reset() {
 	*x = GetMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[60]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3357,7 +4045,7 @@ func (x *GetMcpServerResponse) String() string {
 func (*GetMcpServerResponse) ProtoMessage() {}
 
 func (x *GetMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[60]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3370,7 +4058,7 @@ func (x *GetMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*GetMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{60}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *GetMcpServerResponse) GetMcpServer() *McpServer {
@@ -3397,7 +4085,7 @@ type ListMcpServersRequest struct {
 
 func (x *ListMcpServersRequest) Reset() {
 	*x = ListMcpServersRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[61]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3409,7 +4097,7 @@ func (x *ListMcpServersRequest) String() string {
 func (*ListMcpServersRequest) ProtoMessage() {}
 
 func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[61]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3422,7 +4110,7 @@ func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersRequest.ProtoReflect.Descriptor instead.
 func (*ListMcpServersRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{61}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ListMcpServersRequest) GetPageSize() int32 {
@@ -3468,7 +4156,7 @@ type ListMcpServersResponse struct {
 
 func (x *ListMcpServersResponse) Reset() {
 	*x = ListMcpServersResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[62]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3480,7 +4168,7 @@ func (x *ListMcpServersResponse) String() string {
 func (*ListMcpServersResponse) ProtoMessage() {}
 
 func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[62]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3493,7 +4181,7 @@ func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersResponse.ProtoReflect.Descriptor instead.
 func (*ListMcpServersResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{62}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ListMcpServersResponse) GetMcpServers() []*McpServer {
@@ -3530,7 +4218,7 @@ type UpdateMcpServerRequest struct {
 
 func (x *UpdateMcpServerRequest) Reset() {
 	*x = UpdateMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[63]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3542,7 +4230,7 @@ func (x *UpdateMcpServerRequest) String() string {
 func (*UpdateMcpServerRequest) ProtoMessage() {}
 
 func (x *UpdateMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[63]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3555,7 +4243,7 @@ func (x *UpdateMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{63}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *UpdateMcpServerRequest) GetMcpServer() *McpServer {
@@ -3583,7 +4271,7 @@ type UpdateMcpServerResponse struct {
 
 func (x *UpdateMcpServerResponse) Reset() {
 	*x = UpdateMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[64]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3595,7 +4283,7 @@ func (x *UpdateMcpServerResponse) String() string {
 func (*UpdateMcpServerResponse) ProtoMessage() {}
 
 func (x *UpdateMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[64]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3608,7 +4296,7 @@ func (x *UpdateMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{64}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *UpdateMcpServerResponse) GetMcpServer() *McpServer {
@@ -3629,7 +4317,7 @@ type DeleteMcpServerRequest struct {
 
 func (x *DeleteMcpServerRequest) Reset() {
 	*x = DeleteMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3641,7 +4329,7 @@ func (x *DeleteMcpServerRequest) String() string {
 func (*DeleteMcpServerRequest) ProtoMessage() {}
 
 func (x *DeleteMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[65]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3654,7 +4342,7 @@ func (x *DeleteMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{65}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *DeleteMcpServerRequest) GetId() string {
@@ -3673,7 +4361,7 @@ type DeleteMcpServerResponse struct {
 
 func (x *DeleteMcpServerResponse) Reset() {
 	*x = DeleteMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[66]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3685,7 +4373,7 @@ func (x *DeleteMcpServerResponse) String() string {
 func (*DeleteMcpServerResponse) ProtoMessage() {}
 
 func (x *DeleteMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[66]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3698,7 +4386,7 @@ func (x *DeleteMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{66}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{77}
 }
 
 // CreateRemoteAgentRequest is the input of CreateRemoteAgent.
@@ -3712,7 +4400,7 @@ type CreateRemoteAgentRequest struct {
 
 func (x *CreateRemoteAgentRequest) Reset() {
 	*x = CreateRemoteAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[67]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3724,7 +4412,7 @@ func (x *CreateRemoteAgentRequest) String() string {
 func (*CreateRemoteAgentRequest) ProtoMessage() {}
 
 func (x *CreateRemoteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[67]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3737,7 +4425,7 @@ func (x *CreateRemoteAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRemoteAgentRequest.ProtoReflect.Descriptor instead.
 func (*CreateRemoteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{67}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *CreateRemoteAgentRequest) GetRemoteAgent() *RemoteAgent {
@@ -3758,7 +4446,7 @@ type CreateRemoteAgentResponse struct {
 
 func (x *CreateRemoteAgentResponse) Reset() {
 	*x = CreateRemoteAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3770,7 +4458,7 @@ func (x *CreateRemoteAgentResponse) String() string {
 func (*CreateRemoteAgentResponse) ProtoMessage() {}
 
 func (x *CreateRemoteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3783,7 +4471,7 @@ func (x *CreateRemoteAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRemoteAgentResponse.ProtoReflect.Descriptor instead.
 func (*CreateRemoteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{68}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *CreateRemoteAgentResponse) GetRemoteAgent() *RemoteAgent {
@@ -3806,7 +4494,7 @@ type GetRemoteAgentRequest struct {
 
 func (x *GetRemoteAgentRequest) Reset() {
 	*x = GetRemoteAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3818,7 +4506,7 @@ func (x *GetRemoteAgentRequest) String() string {
 func (*GetRemoteAgentRequest) ProtoMessage() {}
 
 func (x *GetRemoteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3831,7 +4519,7 @@ func (x *GetRemoteAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRemoteAgentRequest.ProtoReflect.Descriptor instead.
 func (*GetRemoteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{69}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *GetRemoteAgentRequest) GetProjectId() string {
@@ -3859,7 +4547,7 @@ type GetRemoteAgentResponse struct {
 
 func (x *GetRemoteAgentResponse) Reset() {
 	*x = GetRemoteAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3871,7 +4559,7 @@ func (x *GetRemoteAgentResponse) String() string {
 func (*GetRemoteAgentResponse) ProtoMessage() {}
 
 func (x *GetRemoteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3884,7 +4572,7 @@ func (x *GetRemoteAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRemoteAgentResponse.ProtoReflect.Descriptor instead.
 func (*GetRemoteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{70}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *GetRemoteAgentResponse) GetRemoteAgent() *RemoteAgent {
@@ -3911,7 +4599,7 @@ type ListRemoteAgentsRequest struct {
 
 func (x *ListRemoteAgentsRequest) Reset() {
 	*x = ListRemoteAgentsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3923,7 +4611,7 @@ func (x *ListRemoteAgentsRequest) String() string {
 func (*ListRemoteAgentsRequest) ProtoMessage() {}
 
 func (x *ListRemoteAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3936,7 +4624,7 @@ func (x *ListRemoteAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRemoteAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListRemoteAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{71}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ListRemoteAgentsRequest) GetProjectId() string {
@@ -3982,7 +4670,7 @@ type ListRemoteAgentsResponse struct {
 
 func (x *ListRemoteAgentsResponse) Reset() {
 	*x = ListRemoteAgentsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3994,7 +4682,7 @@ func (x *ListRemoteAgentsResponse) String() string {
 func (*ListRemoteAgentsResponse) ProtoMessage() {}
 
 func (x *ListRemoteAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4007,7 +4695,7 @@ func (x *ListRemoteAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRemoteAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListRemoteAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{72}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ListRemoteAgentsResponse) GetRemoteAgents() []*RemoteAgent {
@@ -4044,7 +4732,7 @@ type UpdateRemoteAgentRequest struct {
 
 func (x *UpdateRemoteAgentRequest) Reset() {
 	*x = UpdateRemoteAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4056,7 +4744,7 @@ func (x *UpdateRemoteAgentRequest) String() string {
 func (*UpdateRemoteAgentRequest) ProtoMessage() {}
 
 func (x *UpdateRemoteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4069,7 +4757,7 @@ func (x *UpdateRemoteAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRemoteAgentRequest.ProtoReflect.Descriptor instead.
 func (*UpdateRemoteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{73}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *UpdateRemoteAgentRequest) GetRemoteAgent() *RemoteAgent {
@@ -4097,7 +4785,7 @@ type UpdateRemoteAgentResponse struct {
 
 func (x *UpdateRemoteAgentResponse) Reset() {
 	*x = UpdateRemoteAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4109,7 +4797,7 @@ func (x *UpdateRemoteAgentResponse) String() string {
 func (*UpdateRemoteAgentResponse) ProtoMessage() {}
 
 func (x *UpdateRemoteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4122,7 +4810,7 @@ func (x *UpdateRemoteAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRemoteAgentResponse.ProtoReflect.Descriptor instead.
 func (*UpdateRemoteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{74}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *UpdateRemoteAgentResponse) GetRemoteAgent() *RemoteAgent {
@@ -4145,7 +4833,7 @@ type DeleteRemoteAgentRequest struct {
 
 func (x *DeleteRemoteAgentRequest) Reset() {
 	*x = DeleteRemoteAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4157,7 +4845,7 @@ func (x *DeleteRemoteAgentRequest) String() string {
 func (*DeleteRemoteAgentRequest) ProtoMessage() {}
 
 func (x *DeleteRemoteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4170,7 +4858,7 @@ func (x *DeleteRemoteAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRemoteAgentRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRemoteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{75}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *DeleteRemoteAgentRequest) GetProjectId() string {
@@ -4196,7 +4884,7 @@ type DeleteRemoteAgentResponse struct {
 
 func (x *DeleteRemoteAgentResponse) Reset() {
 	*x = DeleteRemoteAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4208,7 +4896,7 @@ func (x *DeleteRemoteAgentResponse) String() string {
 func (*DeleteRemoteAgentResponse) ProtoMessage() {}
 
 func (x *DeleteRemoteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4221,7 +4909,7 @@ func (x *DeleteRemoteAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRemoteAgentResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRemoteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{76}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{87}
 }
 
 // ListInputRequestsRequest is the input of ListInputRequests.
@@ -4243,7 +4931,7 @@ type ListInputRequestsRequest struct {
 
 func (x *ListInputRequestsRequest) Reset() {
 	*x = ListInputRequestsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4255,7 +4943,7 @@ func (x *ListInputRequestsRequest) String() string {
 func (*ListInputRequestsRequest) ProtoMessage() {}
 
 func (x *ListInputRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4268,7 +4956,7 @@ func (x *ListInputRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInputRequestsRequest.ProtoReflect.Descriptor instead.
 func (*ListInputRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{77}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *ListInputRequestsRequest) GetProjectId() string {
@@ -4319,7 +5007,7 @@ type ListInputRequestsResponse struct {
 
 func (x *ListInputRequestsResponse) Reset() {
 	*x = ListInputRequestsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[78]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4331,7 +5019,7 @@ func (x *ListInputRequestsResponse) String() string {
 func (*ListInputRequestsResponse) ProtoMessage() {}
 
 func (x *ListInputRequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[78]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4344,7 +5032,7 @@ func (x *ListInputRequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInputRequestsResponse.ProtoReflect.Descriptor instead.
 func (*ListInputRequestsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{78}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *ListInputRequestsResponse) GetInputRequests() []*v1.InputRequest {
@@ -4374,7 +5062,7 @@ type GetInputRequestRequest struct {
 
 func (x *GetInputRequestRequest) Reset() {
 	*x = GetInputRequestRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[79]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4386,7 +5074,7 @@ func (x *GetInputRequestRequest) String() string {
 func (*GetInputRequestRequest) ProtoMessage() {}
 
 func (x *GetInputRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[79]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4399,7 +5087,7 @@ func (x *GetInputRequestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInputRequestRequest.ProtoReflect.Descriptor instead.
 func (*GetInputRequestRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{79}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *GetInputRequestRequest) GetProjectId() string {
@@ -4427,7 +5115,7 @@ type GetInputRequestResponse struct {
 
 func (x *GetInputRequestResponse) Reset() {
 	*x = GetInputRequestResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[80]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4439,7 +5127,7 @@ func (x *GetInputRequestResponse) String() string {
 func (*GetInputRequestResponse) ProtoMessage() {}
 
 func (x *GetInputRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[80]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4452,7 +5140,7 @@ func (x *GetInputRequestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInputRequestResponse.ProtoReflect.Descriptor instead.
 func (*GetInputRequestResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{80}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *GetInputRequestResponse) GetInputRequest() *v1.InputRequest {
@@ -4478,7 +5166,7 @@ type RespondToInputRequestRequest struct {
 
 func (x *RespondToInputRequestRequest) Reset() {
 	*x = RespondToInputRequestRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[81]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4490,7 +5178,7 @@ func (x *RespondToInputRequestRequest) String() string {
 func (*RespondToInputRequestRequest) ProtoMessage() {}
 
 func (x *RespondToInputRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[81]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4503,7 +5191,7 @@ func (x *RespondToInputRequestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondToInputRequestRequest.ProtoReflect.Descriptor instead.
 func (*RespondToInputRequestRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{81}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *RespondToInputRequestRequest) GetProjectId() string {
@@ -4538,7 +5226,7 @@ type RespondToInputRequestResponse struct {
 
 func (x *RespondToInputRequestResponse) Reset() {
 	*x = RespondToInputRequestResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[82]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4550,7 +5238,7 @@ func (x *RespondToInputRequestResponse) String() string {
 func (*RespondToInputRequestResponse) ProtoMessage() {}
 
 func (x *RespondToInputRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[82]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4563,7 +5251,7 @@ func (x *RespondToInputRequestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondToInputRequestResponse.ProtoReflect.Descriptor instead.
 func (*RespondToInputRequestResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{82}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *RespondToInputRequestResponse) GetInputRequest() *v1.InputRequest {
@@ -4590,7 +5278,7 @@ type SummarizeUsageRequest struct {
 
 func (x *SummarizeUsageRequest) Reset() {
 	*x = SummarizeUsageRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[83]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4602,7 +5290,7 @@ func (x *SummarizeUsageRequest) String() string {
 func (*SummarizeUsageRequest) ProtoMessage() {}
 
 func (x *SummarizeUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[83]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4615,7 +5303,7 @@ func (x *SummarizeUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummarizeUsageRequest.ProtoReflect.Descriptor instead.
 func (*SummarizeUsageRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{83}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *SummarizeUsageRequest) GetProjectId() string {
@@ -4674,7 +5362,7 @@ type UsageGroup struct {
 
 func (x *UsageGroup) Reset() {
 	*x = UsageGroup{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[84]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4686,7 +5374,7 @@ func (x *UsageGroup) String() string {
 func (*UsageGroup) ProtoMessage() {}
 
 func (x *UsageGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[84]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4699,7 +5387,7 @@ func (x *UsageGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageGroup.ProtoReflect.Descriptor instead.
 func (*UsageGroup) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{84}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *UsageGroup) GetAgentId() string {
@@ -4780,7 +5468,7 @@ type SummarizeUsageResponse struct {
 
 func (x *SummarizeUsageResponse) Reset() {
 	*x = SummarizeUsageResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[85]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4792,7 +5480,7 @@ func (x *SummarizeUsageResponse) String() string {
 func (*SummarizeUsageResponse) ProtoMessage() {}
 
 func (x *SummarizeUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[85]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4805,7 +5493,7 @@ func (x *SummarizeUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummarizeUsageResponse.ProtoReflect.Descriptor instead.
 func (*SummarizeUsageResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{85}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *SummarizeUsageResponse) GetGroups() []*UsageGroup {
@@ -4833,7 +5521,7 @@ var File_agentmesh_registry_v1_registry_service_proto protoreflect.FileDescripto
 
 const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\n" +
-	",agentmesh/registry/v1/registry_service.proto\x12\x15agentmesh.registry.v1\x1a\x1dagentmesh/common/v1/run.proto\x1a%agentmesh/registry/v1/resources.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\x01\n" +
+	",agentmesh/registry/v1/registry_service.proto\x12\x15agentmesh.registry.v1\x1a\x1dagentmesh/common/v1/run.proto\x1a%agentmesh/registry/v1/resources.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\x01\n" +
 	"\x13RegisterUserRequest\x12\x14\n" +
 	"\x05email\x18\x01 \x01(\tR\x05email\x12\x1a\n" +
 	"\bpassword\x18\x02 \x01(\tR\bpassword\x12\x1d\n" +
@@ -5030,7 +5718,57 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x0eidle_instances\x18\x03 \x01(\x03R\ridleInstances\x122\n" +
 	"\x15total_tasks_completed\x18\x04 \x01(\x03R\x13totalTasksCompleted\x12*\n" +
 	"\x11total_tokens_used\x18\x05 \x01(\x03R\x0ftotalTokensUsed\x12.\n" +
-	"\x13total_cost_incurred\x18\x06 \x01(\x01R\x11totalCostIncurred\"x\n" +
+	"\x13total_cost_incurred\x18\x06 \x01(\x01R\x11totalCostIncurred\"\xa4\x01\n" +
+	"\x18ListAgentVersionsRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\x12\x12\n" +
+	"\x04page\x18\x05 \x01(\x05R\x04page\"\xa3\x01\n" +
+	"\x19ListAgentVersionsResponse\x12?\n" +
+	"\bversions\x18\x01 \x03(\v2#.agentmesh.registry.v1.AgentVersionR\bversions\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x1d\n" +
+	"\n" +
+	"total_size\x18\x03 \x01(\x05R\ttotalSize\"j\n" +
+	"\x16GetAgentVersionRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +
+	"\x06number\x18\x03 \x01(\x05R\x06number\"X\n" +
+	"\x17GetAgentVersionResponse\x12=\n" +
+	"\aversion\x18\x01 \x01(\v2#.agentmesh.registry.v1.AgentVersionR\aversion\"\x86\x01\n" +
+	"\x18DiffAgentVersionsRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +
+	"\x06number\x18\x03 \x01(\x05R\x06number\x12\x18\n" +
+	"\aagainst\x18\x04 \x01(\x05R\aagainst\"`\n" +
+	"\x19DiffAgentVersionsResponse\x12C\n" +
+	"\achanges\x18\x01 \x03(\v2).agentmesh.registry.v1.AgentVersionChangeR\achanges\"\x88\x01\n" +
+	"\x12AgentVersionChange\x12\x14\n" +
+	"\x05field\x18\x01 \x01(\tR\x05field\x12.\n" +
+	"\x06before\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x06before\x12,\n" +
+	"\x05after\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x05after\"n\n" +
+	"\x1aRestoreAgentVersionRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +
+	"\x06number\x18\x03 \x01(\x05R\x06number\"\x90\x01\n" +
+	"\x1bRestoreAgentVersionResponse\x122\n" +
+	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12=\n" +
+	"\aversion\x18\x02 \x01(\v2#.agentmesh.registry.v1.AgentVersionR\aversion\"\x9f\x01\n" +
+	"\x12MoveSessionRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x19\n" +
+	"\bagent_id\x18\x03 \x01(\tR\aagentId\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x05R\aversion\x12\x16\n" +
+	"\x06latest\x18\x05 \x01(\bR\x06latest\"]\n" +
+	"\x13MoveSessionResponse\x12F\n" +
+	"\bversions\x18\x01 \x03(\v2*.agentmesh.registry.v1.SessionAgentVersionR\bversions\"x\n" +
 	"\x16CreateMcpServerRequest\x12?\n" +
 	"\n" +
 	"mcp_server\x18\x01 \x01(\v2 .agentmesh.registry.v1.McpServerR\tmcpServer\x12\x1d\n" +
@@ -5157,7 +5895,7 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x14USAGE_DIMENSION_USER\x10\x02\x12\x19\n" +
 	"\x15USAGE_DIMENSION_MODEL\x10\x03\x12\x1b\n" +
 	"\x17USAGE_DIMENSION_SESSION\x10\x04\x12\x17\n" +
-	"\x13USAGE_DIMENSION_DAY\x10\x052\xe5#\n" +
+	"\x13USAGE_DIMENSION_DAY\x10\x052\xab(\n" +
 	"\x0fRegistryService\x12g\n" +
 	"\fRegisterUser\x12*.agentmesh.registry.v1.RegisterUserRequest\x1a+.agentmesh.registry.v1.RegisterUserResponse\x12R\n" +
 	"\x05Login\x12#.agentmesh.registry.v1.LoginRequest\x1a$.agentmesh.registry.v1.LoginResponse\x12j\n" +
@@ -5191,7 +5929,12 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"PauseAgent\x12(.agentmesh.registry.v1.PauseAgentRequest\x1a).agentmesh.registry.v1.PauseAgentResponse\x12d\n" +
 	"\vResumeAgent\x12).agentmesh.registry.v1.ResumeAgentRequest\x1a*.agentmesh.registry.v1.ResumeAgentResponse\x12d\n" +
 	"\vDeleteAgent\x12).agentmesh.registry.v1.DeleteAgentRequest\x1a*.agentmesh.registry.v1.DeleteAgentResponse\x12p\n" +
-	"\x0fGetAgentMetrics\x12-.agentmesh.registry.v1.GetAgentMetricsRequest\x1a..agentmesh.registry.v1.GetAgentMetricsResponse\x12p\n" +
+	"\x0fGetAgentMetrics\x12-.agentmesh.registry.v1.GetAgentMetricsRequest\x1a..agentmesh.registry.v1.GetAgentMetricsResponse\x12v\n" +
+	"\x11ListAgentVersions\x12/.agentmesh.registry.v1.ListAgentVersionsRequest\x1a0.agentmesh.registry.v1.ListAgentVersionsResponse\x12p\n" +
+	"\x0fGetAgentVersion\x12-.agentmesh.registry.v1.GetAgentVersionRequest\x1a..agentmesh.registry.v1.GetAgentVersionResponse\x12v\n" +
+	"\x11DiffAgentVersions\x12/.agentmesh.registry.v1.DiffAgentVersionsRequest\x1a0.agentmesh.registry.v1.DiffAgentVersionsResponse\x12|\n" +
+	"\x13RestoreAgentVersion\x121.agentmesh.registry.v1.RestoreAgentVersionRequest\x1a2.agentmesh.registry.v1.RestoreAgentVersionResponse\x12d\n" +
+	"\vMoveSession\x12).agentmesh.registry.v1.MoveSessionRequest\x1a*.agentmesh.registry.v1.MoveSessionResponse\x12p\n" +
 	"\x0fCreateMcpServer\x12-.agentmesh.registry.v1.CreateMcpServerRequest\x1a..agentmesh.registry.v1.CreateMcpServerResponse\x12g\n" +
 	"\fGetMcpServer\x12*.agentmesh.registry.v1.GetMcpServerRequest\x1a+.agentmesh.registry.v1.GetMcpServerResponse\x12m\n" +
 	"\x0eListMcpServers\x12,.agentmesh.registry.v1.ListMcpServersRequest\x1a-.agentmesh.registry.v1.ListMcpServersResponse\x12p\n" +
@@ -5221,7 +5964,7 @@ func file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_registry_v1_registry_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
+var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 97)
 var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(UsageDimension)(0),                   // 0: agentmesh.registry.v1.UsageDimension
 	(*RegisterUserRequest)(nil),           // 1: agentmesh.registry.v1.RegisterUserRequest
@@ -5281,196 +6024,228 @@ var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*DeleteAgentResponse)(nil),           // 55: agentmesh.registry.v1.DeleteAgentResponse
 	(*GetAgentMetricsRequest)(nil),        // 56: agentmesh.registry.v1.GetAgentMetricsRequest
 	(*GetAgentMetricsResponse)(nil),       // 57: agentmesh.registry.v1.GetAgentMetricsResponse
-	(*CreateMcpServerRequest)(nil),        // 58: agentmesh.registry.v1.CreateMcpServerRequest
-	(*CreateMcpServerResponse)(nil),       // 59: agentmesh.registry.v1.CreateMcpServerResponse
-	(*GetMcpServerRequest)(nil),           // 60: agentmesh.registry.v1.GetMcpServerRequest
-	(*GetMcpServerResponse)(nil),          // 61: agentmesh.registry.v1.GetMcpServerResponse
-	(*ListMcpServersRequest)(nil),         // 62: agentmesh.registry.v1.ListMcpServersRequest
-	(*ListMcpServersResponse)(nil),        // 63: agentmesh.registry.v1.ListMcpServersResponse
-	(*UpdateMcpServerRequest)(nil),        // 64: agentmesh.registry.v1.UpdateMcpServerRequest
-	(*UpdateMcpServerResponse)(nil),       // 65: agentmesh.registry.v1.UpdateMcpServerResponse
-	(*DeleteMcpServerRequest)(nil),        // 66: agentmesh.registry.v1.DeleteMcpServerRequest
-	(*DeleteMcpServerResponse)(nil),       // 67: agentmesh.registry.v1.DeleteMcpServerResponse
-	(*CreateRemoteAgentRequest)(nil),      // 68: agentmesh.registry.v1.CreateRemoteAgentRequest
-	(*CreateRemoteAgentResponse)(nil),     // 69: agentmesh.registry.v1.CreateRemoteAgentResponse
-	(*GetRemoteAgentRequest)(nil),         // 70: agentmesh.registry.v1.GetRemoteAgentRequest
-	(*GetRemoteAgentResponse)(nil),        // 71: agentmesh.registry.v1.GetRemoteAgentResponse
-	(*ListRemoteAgentsRequest)(nil),       // 72: agentmesh.registry.v1.ListRemoteAgentsRequest
-	(*ListRemoteAgentsResponse)(nil),      // 73: agentmesh.registry.v1.ListRemoteAgentsResponse
-	(*UpdateRemoteAgentRequest)(nil),      // 74: agentmesh.registry.v1.UpdateRemoteAgentRequest
-	(*UpdateRemoteAgentResponse)(nil),     // 75: agentmesh.registry.v1.UpdateRemoteAgentResponse
-	(*DeleteRemoteAgentRequest)(nil),      // 76: agentmesh.registry.v1.DeleteRemoteAgentRequest
-	(*DeleteRemoteAgentResponse)(nil),     // 77: agentmesh.registry.v1.DeleteRemoteAgentResponse
-	(*ListInputRequestsRequest)(nil),      // 78: agentmesh.registry.v1.ListInputRequestsRequest
-	(*ListInputRequestsResponse)(nil),     // 79: agentmesh.registry.v1.ListInputRequestsResponse
-	(*GetInputRequestRequest)(nil),        // 80: agentmesh.registry.v1.GetInputRequestRequest
-	(*GetInputRequestResponse)(nil),       // 81: agentmesh.registry.v1.GetInputRequestResponse
-	(*RespondToInputRequestRequest)(nil),  // 82: agentmesh.registry.v1.RespondToInputRequestRequest
-	(*RespondToInputRequestResponse)(nil), // 83: agentmesh.registry.v1.RespondToInputRequestResponse
-	(*SummarizeUsageRequest)(nil),         // 84: agentmesh.registry.v1.SummarizeUsageRequest
-	(*UsageGroup)(nil),                    // 85: agentmesh.registry.v1.UsageGroup
-	(*SummarizeUsageResponse)(nil),        // 86: agentmesh.registry.v1.SummarizeUsageResponse
-	(*User)(nil),                          // 87: agentmesh.registry.v1.User
-	(*fieldmaskpb.FieldMask)(nil),         // 88: google.protobuf.FieldMask
-	(*timestamppb.Timestamp)(nil),         // 89: google.protobuf.Timestamp
-	(*ApiKey)(nil),                        // 90: agentmesh.registry.v1.ApiKey
-	(*AgentType)(nil),                     // 91: agentmesh.registry.v1.AgentType
-	(*Project)(nil),                       // 92: agentmesh.registry.v1.Project
-	(*Agent)(nil),                         // 93: agentmesh.registry.v1.Agent
-	(*McpServer)(nil),                     // 94: agentmesh.registry.v1.McpServer
-	(*RemoteAgent)(nil),                   // 95: agentmesh.registry.v1.RemoteAgent
-	(v1.InputRequestState)(0),             // 96: agentmesh.common.v1.InputRequestState
-	(*v1.InputRequest)(nil),               // 97: agentmesh.common.v1.InputRequest
-	(*v1.InputResponse)(nil),              // 98: agentmesh.common.v1.InputResponse
-	(*v1.Usage)(nil),                      // 99: agentmesh.common.v1.Usage
+	(*ListAgentVersionsRequest)(nil),      // 58: agentmesh.registry.v1.ListAgentVersionsRequest
+	(*ListAgentVersionsResponse)(nil),     // 59: agentmesh.registry.v1.ListAgentVersionsResponse
+	(*GetAgentVersionRequest)(nil),        // 60: agentmesh.registry.v1.GetAgentVersionRequest
+	(*GetAgentVersionResponse)(nil),       // 61: agentmesh.registry.v1.GetAgentVersionResponse
+	(*DiffAgentVersionsRequest)(nil),      // 62: agentmesh.registry.v1.DiffAgentVersionsRequest
+	(*DiffAgentVersionsResponse)(nil),     // 63: agentmesh.registry.v1.DiffAgentVersionsResponse
+	(*AgentVersionChange)(nil),            // 64: agentmesh.registry.v1.AgentVersionChange
+	(*RestoreAgentVersionRequest)(nil),    // 65: agentmesh.registry.v1.RestoreAgentVersionRequest
+	(*RestoreAgentVersionResponse)(nil),   // 66: agentmesh.registry.v1.RestoreAgentVersionResponse
+	(*MoveSessionRequest)(nil),            // 67: agentmesh.registry.v1.MoveSessionRequest
+	(*MoveSessionResponse)(nil),           // 68: agentmesh.registry.v1.MoveSessionResponse
+	(*CreateMcpServerRequest)(nil),        // 69: agentmesh.registry.v1.CreateMcpServerRequest
+	(*CreateMcpServerResponse)(nil),       // 70: agentmesh.registry.v1.CreateMcpServerResponse
+	(*GetMcpServerRequest)(nil),           // 71: agentmesh.registry.v1.GetMcpServerRequest
+	(*GetMcpServerResponse)(nil),          // 72: agentmesh.registry.v1.GetMcpServerResponse
+	(*ListMcpServersRequest)(nil),         // 73: agentmesh.registry.v1.ListMcpServersRequest
+	(*ListMcpServersResponse)(nil),        // 74: agentmesh.registry.v1.ListMcpServersResponse
+	(*UpdateMcpServerRequest)(nil),        // 75: agentmesh.registry.v1.UpdateMcpServerRequest
+	(*UpdateMcpServerResponse)(nil),       // 76: agentmesh.registry.v1.UpdateMcpServerResponse
+	(*DeleteMcpServerRequest)(nil),        // 77: agentmesh.registry.v1.DeleteMcpServerRequest
+	(*DeleteMcpServerResponse)(nil),       // 78: agentmesh.registry.v1.DeleteMcpServerResponse
+	(*CreateRemoteAgentRequest)(nil),      // 79: agentmesh.registry.v1.CreateRemoteAgentRequest
+	(*CreateRemoteAgentResponse)(nil),     // 80: agentmesh.registry.v1.CreateRemoteAgentResponse
+	(*GetRemoteAgentRequest)(nil),         // 81: agentmesh.registry.v1.GetRemoteAgentRequest
+	(*GetRemoteAgentResponse)(nil),        // 82: agentmesh.registry.v1.GetRemoteAgentResponse
+	(*ListRemoteAgentsRequest)(nil),       // 83: agentmesh.registry.v1.ListRemoteAgentsRequest
+	(*ListRemoteAgentsResponse)(nil),      // 84: agentmesh.registry.v1.ListRemoteAgentsResponse
+	(*UpdateRemoteAgentRequest)(nil),      // 85: agentmesh.registry.v1.UpdateRemoteAgentRequest
+	(*UpdateRemoteAgentResponse)(nil),     // 86: agentmesh.registry.v1.UpdateRemoteAgentResponse
+	(*DeleteRemoteAgentRequest)(nil),      // 87: agentmesh.registry.v1.DeleteRemoteAgentRequest
+	(*DeleteRemoteAgentResponse)(nil),     // 88: agentmesh.registry.v1.DeleteRemoteAgentResponse
+	(*ListInputRequestsRequest)(nil),      // 89: agentmesh.registry.v1.ListInputRequestsRequest
+	(*ListInputRequestsResponse)(nil),     // 90: agentmesh.registry.v1.ListInputRequestsResponse
+	(*GetInputRequestRequest)(nil),        // 91: agentmesh.registry.v1.GetInputRequestRequest
+	(*GetInputRequestResponse)(nil),       // 92: agentmesh.registry.v1.GetInputRequestResponse
+	(*RespondToInputRequestRequest)(nil),  // 93: agentmesh.registry.v1.RespondToInputRequestRequest
+	(*RespondToInputRequestResponse)(nil), // 94: agentmesh.registry.v1.RespondToInputRequestResponse
+	(*SummarizeUsageRequest)(nil),         // 95: agentmesh.registry.v1.SummarizeUsageRequest
+	(*UsageGroup)(nil),                    // 96: agentmesh.registry.v1.UsageGroup
+	(*SummarizeUsageResponse)(nil),        // 97: agentmesh.registry.v1.SummarizeUsageResponse
+	(*User)(nil),                          // 98: agentmesh.registry.v1.User
+	(*fieldmaskpb.FieldMask)(nil),         // 99: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),         // 100: google.protobuf.Timestamp
+	(*ApiKey)(nil),                        // 101: agentmesh.registry.v1.ApiKey
+	(*AgentType)(nil),                     // 102: agentmesh.registry.v1.AgentType
+	(*Project)(nil),                       // 103: agentmesh.registry.v1.Project
+	(*Agent)(nil),                         // 104: agentmesh.registry.v1.Agent
+	(*AgentVersion)(nil),                  // 105: agentmesh.registry.v1.AgentVersion
+	(*structpb.Value)(nil),                // 106: google.protobuf.Value
+	(*SessionAgentVersion)(nil),           // 107: agentmesh.registry.v1.SessionAgentVersion
+	(*McpServer)(nil),                     // 108: agentmesh.registry.v1.McpServer
+	(*RemoteAgent)(nil),                   // 109: agentmesh.registry.v1.RemoteAgent
+	(v1.InputRequestState)(0),             // 110: agentmesh.common.v1.InputRequestState
+	(*v1.InputRequest)(nil),               // 111: agentmesh.common.v1.InputRequest
+	(*v1.InputResponse)(nil),              // 112: agentmesh.common.v1.InputResponse
+	(*v1.Usage)(nil),                      // 113: agentmesh.common.v1.Usage
 }
 var file_agentmesh_registry_v1_registry_service_proto_depIdxs = []int32{
-	87, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
-	4,  // 1: agentmesh.registry.v1.LoginResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
-	4,  // 2: agentmesh.registry.v1.RefreshTokensResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
-	87, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
-	87, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	87, // 5: agentmesh.registry.v1.UpdateUserRequest.user:type_name -> agentmesh.registry.v1.User
-	88, // 6: agentmesh.registry.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
-	87, // 7: agentmesh.registry.v1.UpdateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	89, // 8: agentmesh.registry.v1.CreateApiKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	90, // 9: agentmesh.registry.v1.CreateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
-	90, // 10: agentmesh.registry.v1.ListApiKeysResponse.api_keys:type_name -> agentmesh.registry.v1.ApiKey
-	91, // 11: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	91, // 12: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	91, // 13: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	91, // 14: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
-	91, // 15: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	88, // 16: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
-	91, // 17: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	92, // 18: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	92, // 19: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	92, // 20: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	92, // 21: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
-	92, // 22: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	88, // 23: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	92, // 24: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	93, // 25: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	93, // 26: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	93, // 27: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	93, // 28: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
-	93, // 29: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	88, // 30: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	93, // 31: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	93, // 32: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	93, // 33: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	94, // 34: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	94, // 35: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	94, // 36: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	94, // 37: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	94, // 38: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	88, // 39: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
-	94, // 40: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	95, // 41: agentmesh.registry.v1.CreateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	95, // 42: agentmesh.registry.v1.CreateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	95, // 43: agentmesh.registry.v1.GetRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	95, // 44: agentmesh.registry.v1.ListRemoteAgentsResponse.remote_agents:type_name -> agentmesh.registry.v1.RemoteAgent
-	95, // 45: agentmesh.registry.v1.UpdateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	88, // 46: agentmesh.registry.v1.UpdateRemoteAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	95, // 47: agentmesh.registry.v1.UpdateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	96, // 48: agentmesh.registry.v1.ListInputRequestsRequest.state:type_name -> agentmesh.common.v1.InputRequestState
-	97, // 49: agentmesh.registry.v1.ListInputRequestsResponse.input_requests:type_name -> agentmesh.common.v1.InputRequest
-	97, // 50: agentmesh.registry.v1.GetInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
-	98, // 51: agentmesh.registry.v1.RespondToInputRequestRequest.response:type_name -> agentmesh.common.v1.InputResponse
-	97, // 52: agentmesh.registry.v1.RespondToInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
-	0,  // 53: agentmesh.registry.v1.SummarizeUsageRequest.group_by:type_name -> agentmesh.registry.v1.UsageDimension
-	99, // 54: agentmesh.registry.v1.UsageGroup.usage:type_name -> agentmesh.common.v1.Usage
-	85, // 55: agentmesh.registry.v1.SummarizeUsageResponse.groups:type_name -> agentmesh.registry.v1.UsageGroup
-	85, // 56: agentmesh.registry.v1.SummarizeUsageResponse.total:type_name -> agentmesh.registry.v1.UsageGroup
-	1,  // 57: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
-	3,  // 58: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
-	6,  // 59: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
-	8,  // 60: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
-	10, // 61: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
-	12, // 62: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
-	14, // 63: agentmesh.registry.v1.RegistryService.UpdateUser:input_type -> agentmesh.registry.v1.UpdateUserRequest
-	16, // 64: agentmesh.registry.v1.RegistryService.CreateApiKey:input_type -> agentmesh.registry.v1.CreateApiKeyRequest
-	18, // 65: agentmesh.registry.v1.RegistryService.ListApiKeys:input_type -> agentmesh.registry.v1.ListApiKeysRequest
-	20, // 66: agentmesh.registry.v1.RegistryService.RevokeApiKey:input_type -> agentmesh.registry.v1.RevokeApiKeyRequest
-	22, // 67: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
-	24, // 68: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
-	26, // 69: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
-	28, // 70: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
-	30, // 71: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
-	32, // 72: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
-	34, // 73: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
-	36, // 74: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
-	38, // 75: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
-	40, // 76: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
-	42, // 77: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
-	44, // 78: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
-	46, // 79: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
-	48, // 80: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
-	50, // 81: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
-	52, // 82: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
-	54, // 83: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
-	56, // 84: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
-	58, // 85: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
-	60, // 86: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
-	62, // 87: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
-	64, // 88: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
-	66, // 89: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
-	68, // 90: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:input_type -> agentmesh.registry.v1.CreateRemoteAgentRequest
-	70, // 91: agentmesh.registry.v1.RegistryService.GetRemoteAgent:input_type -> agentmesh.registry.v1.GetRemoteAgentRequest
-	72, // 92: agentmesh.registry.v1.RegistryService.ListRemoteAgents:input_type -> agentmesh.registry.v1.ListRemoteAgentsRequest
-	74, // 93: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:input_type -> agentmesh.registry.v1.UpdateRemoteAgentRequest
-	76, // 94: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:input_type -> agentmesh.registry.v1.DeleteRemoteAgentRequest
-	78, // 95: agentmesh.registry.v1.RegistryService.ListInputRequests:input_type -> agentmesh.registry.v1.ListInputRequestsRequest
-	80, // 96: agentmesh.registry.v1.RegistryService.GetInputRequest:input_type -> agentmesh.registry.v1.GetInputRequestRequest
-	82, // 97: agentmesh.registry.v1.RegistryService.RespondToInputRequest:input_type -> agentmesh.registry.v1.RespondToInputRequestRequest
-	84, // 98: agentmesh.registry.v1.RegistryService.SummarizeUsage:input_type -> agentmesh.registry.v1.SummarizeUsageRequest
-	2,  // 99: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
-	5,  // 100: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
-	7,  // 101: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
-	9,  // 102: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
-	11, // 103: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
-	13, // 104: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
-	15, // 105: agentmesh.registry.v1.RegistryService.UpdateUser:output_type -> agentmesh.registry.v1.UpdateUserResponse
-	17, // 106: agentmesh.registry.v1.RegistryService.CreateApiKey:output_type -> agentmesh.registry.v1.CreateApiKeyResponse
-	19, // 107: agentmesh.registry.v1.RegistryService.ListApiKeys:output_type -> agentmesh.registry.v1.ListApiKeysResponse
-	21, // 108: agentmesh.registry.v1.RegistryService.RevokeApiKey:output_type -> agentmesh.registry.v1.RevokeApiKeyResponse
-	23, // 109: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
-	25, // 110: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
-	27, // 111: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
-	29, // 112: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
-	31, // 113: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
-	33, // 114: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
-	35, // 115: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
-	37, // 116: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
-	39, // 117: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
-	41, // 118: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
-	43, // 119: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
-	45, // 120: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
-	47, // 121: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
-	49, // 122: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
-	51, // 123: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
-	53, // 124: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
-	55, // 125: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
-	57, // 126: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
-	59, // 127: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
-	61, // 128: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
-	63, // 129: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
-	65, // 130: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
-	67, // 131: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
-	69, // 132: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:output_type -> agentmesh.registry.v1.CreateRemoteAgentResponse
-	71, // 133: agentmesh.registry.v1.RegistryService.GetRemoteAgent:output_type -> agentmesh.registry.v1.GetRemoteAgentResponse
-	73, // 134: agentmesh.registry.v1.RegistryService.ListRemoteAgents:output_type -> agentmesh.registry.v1.ListRemoteAgentsResponse
-	75, // 135: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:output_type -> agentmesh.registry.v1.UpdateRemoteAgentResponse
-	77, // 136: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:output_type -> agentmesh.registry.v1.DeleteRemoteAgentResponse
-	79, // 137: agentmesh.registry.v1.RegistryService.ListInputRequests:output_type -> agentmesh.registry.v1.ListInputRequestsResponse
-	81, // 138: agentmesh.registry.v1.RegistryService.GetInputRequest:output_type -> agentmesh.registry.v1.GetInputRequestResponse
-	83, // 139: agentmesh.registry.v1.RegistryService.RespondToInputRequest:output_type -> agentmesh.registry.v1.RespondToInputRequestResponse
-	86, // 140: agentmesh.registry.v1.RegistryService.SummarizeUsage:output_type -> agentmesh.registry.v1.SummarizeUsageResponse
-	99, // [99:141] is the sub-list for method output_type
-	57, // [57:99] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	98,  // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
+	4,   // 1: agentmesh.registry.v1.LoginResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
+	4,   // 2: agentmesh.registry.v1.RefreshTokensResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
+	98,  // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
+	98,  // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	98,  // 5: agentmesh.registry.v1.UpdateUserRequest.user:type_name -> agentmesh.registry.v1.User
+	99,  // 6: agentmesh.registry.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
+	98,  // 7: agentmesh.registry.v1.UpdateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	100, // 8: agentmesh.registry.v1.CreateApiKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	101, // 9: agentmesh.registry.v1.CreateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
+	101, // 10: agentmesh.registry.v1.ListApiKeysResponse.api_keys:type_name -> agentmesh.registry.v1.ApiKey
+	102, // 11: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	102, // 12: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	102, // 13: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	102, // 14: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
+	102, // 15: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	99,  // 16: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
+	102, // 17: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	103, // 18: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	103, // 19: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	103, // 20: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	103, // 21: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
+	103, // 22: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	99,  // 23: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	103, // 24: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	104, // 25: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	104, // 26: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	104, // 27: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	104, // 28: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
+	104, // 29: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	99,  // 30: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	104, // 31: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	104, // 32: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	104, // 33: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	105, // 34: agentmesh.registry.v1.ListAgentVersionsResponse.versions:type_name -> agentmesh.registry.v1.AgentVersion
+	105, // 35: agentmesh.registry.v1.GetAgentVersionResponse.version:type_name -> agentmesh.registry.v1.AgentVersion
+	64,  // 36: agentmesh.registry.v1.DiffAgentVersionsResponse.changes:type_name -> agentmesh.registry.v1.AgentVersionChange
+	106, // 37: agentmesh.registry.v1.AgentVersionChange.before:type_name -> google.protobuf.Value
+	106, // 38: agentmesh.registry.v1.AgentVersionChange.after:type_name -> google.protobuf.Value
+	104, // 39: agentmesh.registry.v1.RestoreAgentVersionResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	105, // 40: agentmesh.registry.v1.RestoreAgentVersionResponse.version:type_name -> agentmesh.registry.v1.AgentVersion
+	107, // 41: agentmesh.registry.v1.MoveSessionResponse.versions:type_name -> agentmesh.registry.v1.SessionAgentVersion
+	108, // 42: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	108, // 43: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	108, // 44: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	108, // 45: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	108, // 46: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	99,  // 47: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
+	108, // 48: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	109, // 49: agentmesh.registry.v1.CreateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	109, // 50: agentmesh.registry.v1.CreateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	109, // 51: agentmesh.registry.v1.GetRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	109, // 52: agentmesh.registry.v1.ListRemoteAgentsResponse.remote_agents:type_name -> agentmesh.registry.v1.RemoteAgent
+	109, // 53: agentmesh.registry.v1.UpdateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	99,  // 54: agentmesh.registry.v1.UpdateRemoteAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	109, // 55: agentmesh.registry.v1.UpdateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	110, // 56: agentmesh.registry.v1.ListInputRequestsRequest.state:type_name -> agentmesh.common.v1.InputRequestState
+	111, // 57: agentmesh.registry.v1.ListInputRequestsResponse.input_requests:type_name -> agentmesh.common.v1.InputRequest
+	111, // 58: agentmesh.registry.v1.GetInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
+	112, // 59: agentmesh.registry.v1.RespondToInputRequestRequest.response:type_name -> agentmesh.common.v1.InputResponse
+	111, // 60: agentmesh.registry.v1.RespondToInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
+	0,   // 61: agentmesh.registry.v1.SummarizeUsageRequest.group_by:type_name -> agentmesh.registry.v1.UsageDimension
+	113, // 62: agentmesh.registry.v1.UsageGroup.usage:type_name -> agentmesh.common.v1.Usage
+	96,  // 63: agentmesh.registry.v1.SummarizeUsageResponse.groups:type_name -> agentmesh.registry.v1.UsageGroup
+	96,  // 64: agentmesh.registry.v1.SummarizeUsageResponse.total:type_name -> agentmesh.registry.v1.UsageGroup
+	1,   // 65: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
+	3,   // 66: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
+	6,   // 67: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
+	8,   // 68: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
+	10,  // 69: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
+	12,  // 70: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
+	14,  // 71: agentmesh.registry.v1.RegistryService.UpdateUser:input_type -> agentmesh.registry.v1.UpdateUserRequest
+	16,  // 72: agentmesh.registry.v1.RegistryService.CreateApiKey:input_type -> agentmesh.registry.v1.CreateApiKeyRequest
+	18,  // 73: agentmesh.registry.v1.RegistryService.ListApiKeys:input_type -> agentmesh.registry.v1.ListApiKeysRequest
+	20,  // 74: agentmesh.registry.v1.RegistryService.RevokeApiKey:input_type -> agentmesh.registry.v1.RevokeApiKeyRequest
+	22,  // 75: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
+	24,  // 76: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
+	26,  // 77: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
+	28,  // 78: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
+	30,  // 79: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
+	32,  // 80: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
+	34,  // 81: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
+	36,  // 82: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
+	38,  // 83: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
+	40,  // 84: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
+	42,  // 85: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
+	44,  // 86: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
+	46,  // 87: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
+	48,  // 88: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
+	50,  // 89: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
+	52,  // 90: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
+	54,  // 91: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
+	56,  // 92: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
+	58,  // 93: agentmesh.registry.v1.RegistryService.ListAgentVersions:input_type -> agentmesh.registry.v1.ListAgentVersionsRequest
+	60,  // 94: agentmesh.registry.v1.RegistryService.GetAgentVersion:input_type -> agentmesh.registry.v1.GetAgentVersionRequest
+	62,  // 95: agentmesh.registry.v1.RegistryService.DiffAgentVersions:input_type -> agentmesh.registry.v1.DiffAgentVersionsRequest
+	65,  // 96: agentmesh.registry.v1.RegistryService.RestoreAgentVersion:input_type -> agentmesh.registry.v1.RestoreAgentVersionRequest
+	67,  // 97: agentmesh.registry.v1.RegistryService.MoveSession:input_type -> agentmesh.registry.v1.MoveSessionRequest
+	69,  // 98: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
+	71,  // 99: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
+	73,  // 100: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
+	75,  // 101: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
+	77,  // 102: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
+	79,  // 103: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:input_type -> agentmesh.registry.v1.CreateRemoteAgentRequest
+	81,  // 104: agentmesh.registry.v1.RegistryService.GetRemoteAgent:input_type -> agentmesh.registry.v1.GetRemoteAgentRequest
+	83,  // 105: agentmesh.registry.v1.RegistryService.ListRemoteAgents:input_type -> agentmesh.registry.v1.ListRemoteAgentsRequest
+	85,  // 106: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:input_type -> agentmesh.registry.v1.UpdateRemoteAgentRequest
+	87,  // 107: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:input_type -> agentmesh.registry.v1.DeleteRemoteAgentRequest
+	89,  // 108: agentmesh.registry.v1.RegistryService.ListInputRequests:input_type -> agentmesh.registry.v1.ListInputRequestsRequest
+	91,  // 109: agentmesh.registry.v1.RegistryService.GetInputRequest:input_type -> agentmesh.registry.v1.GetInputRequestRequest
+	93,  // 110: agentmesh.registry.v1.RegistryService.RespondToInputRequest:input_type -> agentmesh.registry.v1.RespondToInputRequestRequest
+	95,  // 111: agentmesh.registry.v1.RegistryService.SummarizeUsage:input_type -> agentmesh.registry.v1.SummarizeUsageRequest
+	2,   // 112: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
+	5,   // 113: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
+	7,   // 114: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
+	9,   // 115: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
+	11,  // 116: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
+	13,  // 117: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
+	15,  // 118: agentmesh.registry.v1.RegistryService.UpdateUser:output_type -> agentmesh.registry.v1.UpdateUserResponse
+	17,  // 119: agentmesh.registry.v1.RegistryService.CreateApiKey:output_type -> agentmesh.registry.v1.CreateApiKeyResponse
+	19,  // 120: agentmesh.registry.v1.RegistryService.ListApiKeys:output_type -> agentmesh.registry.v1.ListApiKeysResponse
+	21,  // 121: agentmesh.registry.v1.RegistryService.RevokeApiKey:output_type -> agentmesh.registry.v1.RevokeApiKeyResponse
+	23,  // 122: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
+	25,  // 123: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
+	27,  // 124: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
+	29,  // 125: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
+	31,  // 126: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
+	33,  // 127: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
+	35,  // 128: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
+	37,  // 129: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
+	39,  // 130: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
+	41,  // 131: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
+	43,  // 132: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
+	45,  // 133: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
+	47,  // 134: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
+	49,  // 135: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
+	51,  // 136: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
+	53,  // 137: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
+	55,  // 138: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
+	57,  // 139: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
+	59,  // 140: agentmesh.registry.v1.RegistryService.ListAgentVersions:output_type -> agentmesh.registry.v1.ListAgentVersionsResponse
+	61,  // 141: agentmesh.registry.v1.RegistryService.GetAgentVersion:output_type -> agentmesh.registry.v1.GetAgentVersionResponse
+	63,  // 142: agentmesh.registry.v1.RegistryService.DiffAgentVersions:output_type -> agentmesh.registry.v1.DiffAgentVersionsResponse
+	66,  // 143: agentmesh.registry.v1.RegistryService.RestoreAgentVersion:output_type -> agentmesh.registry.v1.RestoreAgentVersionResponse
+	68,  // 144: agentmesh.registry.v1.RegistryService.MoveSession:output_type -> agentmesh.registry.v1.MoveSessionResponse
+	70,  // 145: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
+	72,  // 146: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
+	74,  // 147: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
+	76,  // 148: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
+	78,  // 149: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
+	80,  // 150: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:output_type -> agentmesh.registry.v1.CreateRemoteAgentResponse
+	82,  // 151: agentmesh.registry.v1.RegistryService.GetRemoteAgent:output_type -> agentmesh.registry.v1.GetRemoteAgentResponse
+	84,  // 152: agentmesh.registry.v1.RegistryService.ListRemoteAgents:output_type -> agentmesh.registry.v1.ListRemoteAgentsResponse
+	86,  // 153: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:output_type -> agentmesh.registry.v1.UpdateRemoteAgentResponse
+	88,  // 154: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:output_type -> agentmesh.registry.v1.DeleteRemoteAgentResponse
+	90,  // 155: agentmesh.registry.v1.RegistryService.ListInputRequests:output_type -> agentmesh.registry.v1.ListInputRequestsResponse
+	92,  // 156: agentmesh.registry.v1.RegistryService.GetInputRequest:output_type -> agentmesh.registry.v1.GetInputRequestResponse
+	94,  // 157: agentmesh.registry.v1.RegistryService.RespondToInputRequest:output_type -> agentmesh.registry.v1.RespondToInputRequestResponse
+	97,  // 158: agentmesh.registry.v1.RegistryService.SummarizeUsage:output_type -> agentmesh.registry.v1.SummarizeUsageResponse
+	112, // [112:159] is the sub-list for method output_type
+	65,  // [65:112] is the sub-list for method input_type
+	65,  // [65:65] is the sub-list for extension type_name
+	65,  // [65:65] is the sub-list for extension extendee
+	0,   // [0:65] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_registry_service_proto_init() }
@@ -5485,7 +6260,7 @@ func file_agentmesh_registry_v1_registry_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_registry_service_proto_rawDesc), len(file_agentmesh_registry_v1_registry_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   86,
+			NumMessages:   97,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -47,6 +47,11 @@ const (
 	RegistryService_ResumeAgent_FullMethodName           = "/agentmesh.registry.v1.RegistryService/ResumeAgent"
 	RegistryService_DeleteAgent_FullMethodName           = "/agentmesh.registry.v1.RegistryService/DeleteAgent"
 	RegistryService_GetAgentMetrics_FullMethodName       = "/agentmesh.registry.v1.RegistryService/GetAgentMetrics"
+	RegistryService_ListAgentVersions_FullMethodName     = "/agentmesh.registry.v1.RegistryService/ListAgentVersions"
+	RegistryService_GetAgentVersion_FullMethodName       = "/agentmesh.registry.v1.RegistryService/GetAgentVersion"
+	RegistryService_DiffAgentVersions_FullMethodName     = "/agentmesh.registry.v1.RegistryService/DiffAgentVersions"
+	RegistryService_RestoreAgentVersion_FullMethodName   = "/agentmesh.registry.v1.RegistryService/RestoreAgentVersion"
+	RegistryService_MoveSession_FullMethodName           = "/agentmesh.registry.v1.RegistryService/MoveSession"
 	RegistryService_CreateMcpServer_FullMethodName       = "/agentmesh.registry.v1.RegistryService/CreateMcpServer"
 	RegistryService_GetMcpServer_FullMethodName          = "/agentmesh.registry.v1.RegistryService/GetMcpServer"
 	RegistryService_ListMcpServers_FullMethodName        = "/agentmesh.registry.v1.RegistryService/ListMcpServers"
@@ -149,6 +154,24 @@ type RegistryServiceClient interface {
 	DeleteAgent(ctx context.Context, in *DeleteAgentRequest, opts ...grpc.CallOption) (*DeleteAgentResponse, error)
 	// Returns usage figures of an agent. NOT_FOUND.
 	GetAgentMetrics(ctx context.Context, in *GetAgentMetricsRequest, opts ...grpc.CallOption) (*GetAgentMetricsResponse, error)
+	// Lists an agent's versions, newest first. NOT_FOUND for an unknown agent or one of another
+	// project.
+	ListAgentVersions(ctx context.Context, in *ListAgentVersionsRequest, opts ...grpc.CallOption) (*ListAgentVersionsResponse, error)
+	// Returns one version of an agent. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number it
+	// does not have).
+	GetAgentVersion(ctx context.Context, in *GetAgentVersionRequest, opts ...grpc.CallOption) (*GetAgentVersionResponse, error)
+	// Compares two versions of an agent: the fields that differ. NOT_FOUND (reason
+	// AGENT_VERSION_NOT_FOUND for a number it does not have).
+	DiffAgentVersions(ctx context.Context, in *DiffAgentVersionsRequest, opts ...grpc.CallOption) (*DiffAgentVersionsResponse, error)
+	// Rolls an agent back to one of its versions: its config overrides become that version's, which
+	// makes a new version (its type, shared with other agents, stays as it is). NOT_FOUND (reason
+	// AGENT_VERSION_NOT_FOUND), FAILED_PRECONDITION (terminated).
+	RestoreAgentVersion(ctx context.Context, in *RestoreAgentVersionRequest, opts ...grpc.CallOption) (*RestoreAgentVersionResponse, error)
+	// Moves a session's runs of an agent to one of its versions, or every agent the session has
+	// run to its latest version. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number the agent
+	// does not have), FAILED_PRECONDITION (reason SESSION_AGENT_AMBIGUOUS: a version number for a
+	// session that has run several agents, without naming one).
+	MoveSession(ctx context.Context, in *MoveSessionRequest, opts ...grpc.CallOption) (*MoveSessionResponse, error)
 	// Registers an MCP server (superusers): global, or one project's when project_id is set.
 	// ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
 	// for an unknown project.
@@ -485,6 +508,56 @@ func (c *registryServiceClient) GetAgentMetrics(ctx context.Context, in *GetAgen
 	return out, nil
 }
 
+func (c *registryServiceClient) ListAgentVersions(ctx context.Context, in *ListAgentVersionsRequest, opts ...grpc.CallOption) (*ListAgentVersionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAgentVersionsResponse)
+	err := c.cc.Invoke(ctx, RegistryService_ListAgentVersions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) GetAgentVersion(ctx context.Context, in *GetAgentVersionRequest, opts ...grpc.CallOption) (*GetAgentVersionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetAgentVersionResponse)
+	err := c.cc.Invoke(ctx, RegistryService_GetAgentVersion_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) DiffAgentVersions(ctx context.Context, in *DiffAgentVersionsRequest, opts ...grpc.CallOption) (*DiffAgentVersionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DiffAgentVersionsResponse)
+	err := c.cc.Invoke(ctx, RegistryService_DiffAgentVersions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) RestoreAgentVersion(ctx context.Context, in *RestoreAgentVersionRequest, opts ...grpc.CallOption) (*RestoreAgentVersionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RestoreAgentVersionResponse)
+	err := c.cc.Invoke(ctx, RegistryService_RestoreAgentVersion_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) MoveSession(ctx context.Context, in *MoveSessionRequest, opts ...grpc.CallOption) (*MoveSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MoveSessionResponse)
+	err := c.cc.Invoke(ctx, RegistryService_MoveSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *registryServiceClient) CreateMcpServer(ctx context.Context, in *CreateMcpServerRequest, opts ...grpc.CallOption) (*CreateMcpServerResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateMcpServerResponse)
@@ -711,6 +784,24 @@ type RegistryServiceServer interface {
 	DeleteAgent(context.Context, *DeleteAgentRequest) (*DeleteAgentResponse, error)
 	// Returns usage figures of an agent. NOT_FOUND.
 	GetAgentMetrics(context.Context, *GetAgentMetricsRequest) (*GetAgentMetricsResponse, error)
+	// Lists an agent's versions, newest first. NOT_FOUND for an unknown agent or one of another
+	// project.
+	ListAgentVersions(context.Context, *ListAgentVersionsRequest) (*ListAgentVersionsResponse, error)
+	// Returns one version of an agent. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number it
+	// does not have).
+	GetAgentVersion(context.Context, *GetAgentVersionRequest) (*GetAgentVersionResponse, error)
+	// Compares two versions of an agent: the fields that differ. NOT_FOUND (reason
+	// AGENT_VERSION_NOT_FOUND for a number it does not have).
+	DiffAgentVersions(context.Context, *DiffAgentVersionsRequest) (*DiffAgentVersionsResponse, error)
+	// Rolls an agent back to one of its versions: its config overrides become that version's, which
+	// makes a new version (its type, shared with other agents, stays as it is). NOT_FOUND (reason
+	// AGENT_VERSION_NOT_FOUND), FAILED_PRECONDITION (terminated).
+	RestoreAgentVersion(context.Context, *RestoreAgentVersionRequest) (*RestoreAgentVersionResponse, error)
+	// Moves a session's runs of an agent to one of its versions, or every agent the session has
+	// run to its latest version. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number the agent
+	// does not have), FAILED_PRECONDITION (reason SESSION_AGENT_AMBIGUOUS: a version number for a
+	// session that has run several agents, without naming one).
+	MoveSession(context.Context, *MoveSessionRequest) (*MoveSessionResponse, error)
 	// Registers an MCP server (superusers): global, or one project's when project_id is set.
 	// ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
 	// for an unknown project.
@@ -850,6 +941,21 @@ func (UnimplementedRegistryServiceServer) DeleteAgent(context.Context, *DeleteAg
 }
 func (UnimplementedRegistryServiceServer) GetAgentMetrics(context.Context, *GetAgentMetricsRequest) (*GetAgentMetricsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetAgentMetrics not implemented")
+}
+func (UnimplementedRegistryServiceServer) ListAgentVersions(context.Context, *ListAgentVersionsRequest) (*ListAgentVersionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAgentVersions not implemented")
+}
+func (UnimplementedRegistryServiceServer) GetAgentVersion(context.Context, *GetAgentVersionRequest) (*GetAgentVersionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetAgentVersion not implemented")
+}
+func (UnimplementedRegistryServiceServer) DiffAgentVersions(context.Context, *DiffAgentVersionsRequest) (*DiffAgentVersionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DiffAgentVersions not implemented")
+}
+func (UnimplementedRegistryServiceServer) RestoreAgentVersion(context.Context, *RestoreAgentVersionRequest) (*RestoreAgentVersionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RestoreAgentVersion not implemented")
+}
+func (UnimplementedRegistryServiceServer) MoveSession(context.Context, *MoveSessionRequest) (*MoveSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MoveSession not implemented")
 }
 func (UnimplementedRegistryServiceServer) CreateMcpServer(context.Context, *CreateMcpServerRequest) (*CreateMcpServerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateMcpServer not implemented")
@@ -1418,6 +1524,96 @@ func _RegistryService_GetAgentMetrics_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RegistryService_ListAgentVersions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAgentVersionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).ListAgentVersions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_ListAgentVersions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).ListAgentVersions(ctx, req.(*ListAgentVersionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_GetAgentVersion_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetAgentVersionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).GetAgentVersion(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_GetAgentVersion_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).GetAgentVersion(ctx, req.(*GetAgentVersionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_DiffAgentVersions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DiffAgentVersionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).DiffAgentVersions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_DiffAgentVersions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).DiffAgentVersions(ctx, req.(*DiffAgentVersionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_RestoreAgentVersion_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RestoreAgentVersionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).RestoreAgentVersion(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_RestoreAgentVersion_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).RestoreAgentVersion(ctx, req.(*RestoreAgentVersionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_MoveSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MoveSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).MoveSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_MoveSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).MoveSession(ctx, req.(*MoveSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RegistryService_CreateMcpServer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateMcpServerRequest)
 	if err := dec(in); err != nil {
@@ -1788,6 +1984,26 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetAgentMetrics",
 			Handler:    _RegistryService_GetAgentMetrics_Handler,
+		},
+		{
+			MethodName: "ListAgentVersions",
+			Handler:    _RegistryService_ListAgentVersions_Handler,
+		},
+		{
+			MethodName: "GetAgentVersion",
+			Handler:    _RegistryService_GetAgentVersion_Handler,
+		},
+		{
+			MethodName: "DiffAgentVersions",
+			Handler:    _RegistryService_DiffAgentVersions_Handler,
+		},
+		{
+			MethodName: "RestoreAgentVersion",
+			Handler:    _RegistryService_RestoreAgentVersion_Handler,
+		},
+		{
+			MethodName: "MoveSession",
+			Handler:    _RegistryService_MoveSession_Handler,
 		},
 		{
 			MethodName: "CreateMcpServer",

@@ -1188,6 +1188,163 @@ func (x *AgentConfig) GetToolPermissions() map[string]v1.ToolPermission {
 	return nil
 }
 
+// AgentVersion is one immutable snapshot of what an agent's runs use: its type as it was and its
+// config overrides. Every create and change of the agent, and every change of its type, makes one;
+// a session's runs use the version their first run used until the session is moved.
+type AgentVersion struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent.
+	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// Its project.
+	ProjectId string `protobuf:"bytes,2,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// 1 for the agent's first version, then one more for each.
+	Number int32 `protobuf:"varint,3,opt,name=number,proto3" json:"number,omitempty"`
+	// The agent's type as it was (MCP server env and header values masked).
+	AgentType *AgentType `protobuf:"bytes,4,opt,name=agent_type,json=agentType,proto3" json:"agent_type,omitempty"`
+	// The agent's config overrides as they were.
+	Config *AgentConfig `protobuf:"bytes,5,opt,name=config,proto3" json:"config,omitempty"`
+	// When the version was made.
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// Who made it: a user id (empty when the registry did).
+	CreatedBy     string `protobuf:"bytes,7,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentVersion) Reset() {
+	*x = AgentVersion{}
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentVersion) ProtoMessage() {}
+
+func (x *AgentVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentVersion.ProtoReflect.Descriptor instead.
+func (*AgentVersion) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AgentVersion) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *AgentVersion) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *AgentVersion) GetNumber() int32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *AgentVersion) GetAgentType() *AgentType {
+	if x != nil {
+		return x.AgentType
+	}
+	return nil
+}
+
+func (x *AgentVersion) GetConfig() *AgentConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *AgentVersion) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *AgentVersion) GetCreatedBy() string {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return ""
+}
+
+// SessionAgentVersion is the version of one agent a session's runs use.
+type SessionAgentVersion struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent.
+	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The version's number.
+	Version       int32 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionAgentVersion) Reset() {
+	*x = SessionAgentVersion{}
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionAgentVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionAgentVersion) ProtoMessage() {}
+
+func (x *SessionAgentVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionAgentVersion.ProtoReflect.Descriptor instead.
+func (*SessionAgentVersion) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SessionAgentVersion) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *SessionAgentVersion) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 // Agent is an instance spawned from an agent type into a project.
 type Agent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1223,7 +1380,7 @@ type Agent struct {
 
 func (x *Agent) Reset() {
 	*x = Agent{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1235,7 +1392,7 @@ func (x *Agent) String() string {
 func (*Agent) ProtoMessage() {}
 
 func (x *Agent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1248,7 +1405,7 @@ func (x *Agent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Agent.ProtoReflect.Descriptor instead.
 func (*Agent) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{8}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Agent) GetId() string {
@@ -1395,14 +1552,16 @@ type AgentSpec struct {
 	// The type's compaction model (empty: the agent's own).
 	CompactionModel string `protobuf:"bytes,26,opt,name=compaction_model,json=compactionModel,proto3" json:"compaction_model,omitempty"`
 	// The agent type's run budget (AgentType.run_budget).
-	RunBudget     *v1.Budget `protobuf:"bytes,27,opt,name=run_budget,json=runBudget,proto3" json:"run_budget,omitempty"`
+	RunBudget *v1.Budget `protobuf:"bytes,27,opt,name=run_budget,json=runBudget,proto3" json:"run_budget,omitempty"`
+	// The agent's version this spec is (AgentVersion.number); a session's runs use their pinned one.
+	Version       int32 `protobuf:"varint,28,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgentSpec) Reset() {
 	*x = AgentSpec{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[9]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1414,7 +1573,7 @@ func (x *AgentSpec) String() string {
 func (*AgentSpec) ProtoMessage() {}
 
 func (x *AgentSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[9]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1427,7 +1586,7 @@ func (x *AgentSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSpec.ProtoReflect.Descriptor instead.
 func (*AgentSpec) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{9}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AgentSpec) GetAgent() *Agent {
@@ -1619,6 +1778,13 @@ func (x *AgentSpec) GetRunBudget() *v1.Budget {
 	return nil
 }
 
+func (x *AgentSpec) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 // Executor is a member of the executor pool.
 type Executor struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1641,7 +1807,7 @@ type Executor struct {
 
 func (x *Executor) Reset() {
 	*x = Executor{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[10]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1653,7 +1819,7 @@ func (x *Executor) String() string {
 func (*Executor) ProtoMessage() {}
 
 func (x *Executor) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[10]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1666,7 +1832,7 @@ func (x *Executor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Executor.ProtoReflect.Descriptor instead.
 func (*Executor) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{10}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Executor) GetId() string {
@@ -1726,7 +1892,7 @@ type ModelProvider struct {
 
 func (x *ModelProvider) Reset() {
 	*x = ModelProvider{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[11]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1738,7 +1904,7 @@ func (x *ModelProvider) String() string {
 func (*ModelProvider) ProtoMessage() {}
 
 func (x *ModelProvider) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[11]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1751,7 +1917,7 @@ func (x *ModelProvider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelProvider.ProtoReflect.Descriptor instead.
 func (*ModelProvider) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{11}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ModelProvider) GetName() string {
@@ -1793,7 +1959,7 @@ type RemoteAgent struct {
 
 func (x *RemoteAgent) Reset() {
 	*x = RemoteAgent{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[12]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +1971,7 @@ func (x *RemoteAgent) String() string {
 func (*RemoteAgent) ProtoMessage() {}
 
 func (x *RemoteAgent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[12]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +1984,7 @@ func (x *RemoteAgent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoteAgent.ProtoReflect.Descriptor instead.
 func (*RemoteAgent) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{12}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RemoteAgent) GetId() string {
@@ -2010,7 +2176,22 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\n" +
 	"_max_stepsB\x11\n" +
 	"\x0f_max_iterationsB\x11\n" +
-	"\x0f_double_texting\"\xd9\x03\n" +
+	"\x0f_double_texting\"\xb7\x02\n" +
+	"\fAgentVersion\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x02 \x01(\tR\tprojectId\x12\x16\n" +
+	"\x06number\x18\x03 \x01(\x05R\x06number\x12?\n" +
+	"\n" +
+	"agent_type\x18\x04 \x01(\v2 .agentmesh.registry.v1.AgentTypeR\tagentType\x12:\n" +
+	"\x06config\x18\x05 \x01(\v2\".agentmesh.registry.v1.AgentConfigR\x06config\x129\n" +
+	"\n" +
+	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x1d\n" +
+	"\n" +
+	"created_by\x18\a \x01(\tR\tcreatedBy\"J\n" +
+	"\x13SessionAgentVersion\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x05R\aversion\"\xd9\x03\n" +
 	"\x05Agent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
@@ -2027,7 +2208,7 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"created_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12D\n" +
 	"\x10last_activity_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x0elastActivityAt\x12\x12\n" +
-	"\x04slug\x18\f \x01(\tR\x04slug\"\xb7\x0e\n" +
+	"\x04slug\x18\f \x01(\tR\x04slug\"\xd1\x0e\n" +
 	"\tAgentSpec\x122\n" +
 	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12!\n" +
 	"\fproject_slug\x18\x02 \x01(\tR\vprojectSlug\x124\n" +
@@ -2060,7 +2241,8 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x15context_budget_tokens\x18\x19 \x01(\x05R\x13contextBudgetTokens\x12)\n" +
 	"\x10compaction_model\x18\x1a \x01(\tR\x0fcompactionModel\x12:\n" +
 	"\n" +
-	"run_budget\x18\x1b \x01(\v2\x1b.agentmesh.common.v1.BudgetR\trunBudget\x1a=\n" +
+	"run_budget\x18\x1b \x01(\v2\x1b.agentmesh.common.v1.BudgetR\trunBudget\x12\x18\n" +
+	"\aversion\x18\x1c \x01(\x05R\aversion\x1a=\n" +
 	"\x0fAgentNamesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1ag\n" +
@@ -2123,7 +2305,7 @@ func file_agentmesh_registry_v1_resources_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_registry_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(AgentKind)(0),                // 0: agentmesh.registry.v1.AgentKind
 	(AgentStatus)(0),              // 1: agentmesh.registry.v1.AgentStatus
@@ -2135,84 +2317,89 @@ var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(*Project)(nil),               // 7: agentmesh.registry.v1.Project
 	(*ProjectLimits)(nil),         // 8: agentmesh.registry.v1.ProjectLimits
 	(*AgentConfig)(nil),           // 9: agentmesh.registry.v1.AgentConfig
-	(*Agent)(nil),                 // 10: agentmesh.registry.v1.Agent
-	(*AgentSpec)(nil),             // 11: agentmesh.registry.v1.AgentSpec
-	(*Executor)(nil),              // 12: agentmesh.registry.v1.Executor
-	(*ModelProvider)(nil),         // 13: agentmesh.registry.v1.ModelProvider
-	(*RemoteAgent)(nil),           // 14: agentmesh.registry.v1.RemoteAgent
-	nil,                           // 15: agentmesh.registry.v1.McpServer.EnvEntry
-	nil,                           // 16: agentmesh.registry.v1.McpServer.HeadersEntry
-	nil,                           // 17: agentmesh.registry.v1.AgentType.ToolPermissionsEntry
-	nil,                           // 18: agentmesh.registry.v1.Project.ToolPermissionsEntry
-	nil,                           // 19: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
-	nil,                           // 20: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	nil,                           // 21: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
-	nil,                           // 22: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
-	nil,                           // 23: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 25: google.protobuf.Struct
-	(*v1.Budget)(nil),             // 26: agentmesh.common.v1.Budget
-	(*v1.StringList)(nil),         // 27: agentmesh.common.v1.StringList
-	(*structpb.ListValue)(nil),    // 28: google.protobuf.ListValue
-	(v1.ToolPermission)(0),        // 29: agentmesh.common.v1.ToolPermission
+	(*AgentVersion)(nil),          // 10: agentmesh.registry.v1.AgentVersion
+	(*SessionAgentVersion)(nil),   // 11: agentmesh.registry.v1.SessionAgentVersion
+	(*Agent)(nil),                 // 12: agentmesh.registry.v1.Agent
+	(*AgentSpec)(nil),             // 13: agentmesh.registry.v1.AgentSpec
+	(*Executor)(nil),              // 14: agentmesh.registry.v1.Executor
+	(*ModelProvider)(nil),         // 15: agentmesh.registry.v1.ModelProvider
+	(*RemoteAgent)(nil),           // 16: agentmesh.registry.v1.RemoteAgent
+	nil,                           // 17: agentmesh.registry.v1.McpServer.EnvEntry
+	nil,                           // 18: agentmesh.registry.v1.McpServer.HeadersEntry
+	nil,                           // 19: agentmesh.registry.v1.AgentType.ToolPermissionsEntry
+	nil,                           // 20: agentmesh.registry.v1.Project.ToolPermissionsEntry
+	nil,                           // 21: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
+	nil,                           // 22: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	nil,                           // 23: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
+	nil,                           // 24: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
+	nil,                           // 25: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 27: google.protobuf.Struct
+	(*v1.Budget)(nil),             // 28: agentmesh.common.v1.Budget
+	(*v1.StringList)(nil),         // 29: agentmesh.common.v1.StringList
+	(*structpb.ListValue)(nil),    // 30: google.protobuf.ListValue
+	(v1.ToolPermission)(0),        // 31: agentmesh.common.v1.ToolPermission
 }
 var file_agentmesh_registry_v1_resources_proto_depIdxs = []int32{
-	24, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	24, // 1: agentmesh.registry.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	24, // 2: agentmesh.registry.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
-	24, // 3: agentmesh.registry.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
-	15, // 4: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
-	16, // 5: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
-	24, // 6: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
-	24, // 7: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
-	25, // 8: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
+	26, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	26, // 1: agentmesh.registry.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	26, // 2: agentmesh.registry.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
+	26, // 3: agentmesh.registry.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
+	17, // 4: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
+	18, // 5: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
+	26, // 6: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
+	26, // 7: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
+	27, // 8: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
 	4,  // 9: agentmesh.registry.v1.AgentType.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
 	0,  // 10: agentmesh.registry.v1.AgentType.kind:type_name -> agentmesh.registry.v1.AgentKind
-	24, // 11: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
-	24, // 12: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
-	17, // 13: agentmesh.registry.v1.AgentType.tool_permissions:type_name -> agentmesh.registry.v1.AgentType.ToolPermissionsEntry
+	26, // 11: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
+	26, // 12: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
+	19, // 13: agentmesh.registry.v1.AgentType.tool_permissions:type_name -> agentmesh.registry.v1.AgentType.ToolPermissionsEntry
 	6,  // 14: agentmesh.registry.v1.AgentType.delegation_limits:type_name -> agentmesh.registry.v1.DelegationLimits
-	26, // 15: agentmesh.registry.v1.AgentType.run_budget:type_name -> agentmesh.common.v1.Budget
-	24, // 16: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
-	24, // 17: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
-	18, // 18: agentmesh.registry.v1.Project.tool_permissions:type_name -> agentmesh.registry.v1.Project.ToolPermissionsEntry
+	28, // 15: agentmesh.registry.v1.AgentType.run_budget:type_name -> agentmesh.common.v1.Budget
+	26, // 16: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
+	26, // 17: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
+	20, // 18: agentmesh.registry.v1.Project.tool_permissions:type_name -> agentmesh.registry.v1.Project.ToolPermissionsEntry
 	8,  // 19: agentmesh.registry.v1.Project.limits:type_name -> agentmesh.registry.v1.ProjectLimits
 	8,  // 20: agentmesh.registry.v1.Project.limits_in_force:type_name -> agentmesh.registry.v1.ProjectLimits
-	25, // 21: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
-	27, // 22: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
-	27, // 23: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
-	27, // 24: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
-	28, // 25: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
-	19, // 26: agentmesh.registry.v1.AgentConfig.tool_permissions:type_name -> agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
-	1,  // 27: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
-	9,  // 28: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
-	24, // 29: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
-	24, // 30: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
-	10, // 31: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
-	0,  // 32: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
-	25, // 33: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
-	4,  // 34: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	28, // 35: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
-	20, // 36: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	21, // 37: agentmesh.registry.v1.AgentSpec.tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
-	22, // 38: agentmesh.registry.v1.AgentSpec.agent_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
-	23, // 39: agentmesh.registry.v1.AgentSpec.project_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
-	6,  // 40: agentmesh.registry.v1.AgentSpec.delegation_limits:type_name -> agentmesh.registry.v1.DelegationLimits
-	26, // 41: agentmesh.registry.v1.AgentSpec.run_budget:type_name -> agentmesh.common.v1.Budget
-	24, // 42: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
-	13, // 43: agentmesh.registry.v1.Executor.model_providers:type_name -> agentmesh.registry.v1.ModelProvider
-	24, // 44: agentmesh.registry.v1.RemoteAgent.created_at:type_name -> google.protobuf.Timestamp
-	29, // 45: agentmesh.registry.v1.AgentType.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	29, // 46: agentmesh.registry.v1.Project.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	29, // 47: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	29, // 48: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	29, // 49: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	29, // 50: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	51, // [51:51] is the sub-list for method output_type
-	51, // [51:51] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	27, // 21: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
+	29, // 22: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
+	29, // 23: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
+	29, // 24: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
+	30, // 25: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
+	21, // 26: agentmesh.registry.v1.AgentConfig.tool_permissions:type_name -> agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
+	5,  // 27: agentmesh.registry.v1.AgentVersion.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	9,  // 28: agentmesh.registry.v1.AgentVersion.config:type_name -> agentmesh.registry.v1.AgentConfig
+	26, // 29: agentmesh.registry.v1.AgentVersion.created_at:type_name -> google.protobuf.Timestamp
+	1,  // 30: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
+	9,  // 31: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
+	26, // 32: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
+	26, // 33: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
+	12, // 34: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
+	0,  // 35: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
+	27, // 36: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
+	4,  // 37: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	30, // 38: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
+	22, // 39: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	23, // 40: agentmesh.registry.v1.AgentSpec.tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
+	24, // 41: agentmesh.registry.v1.AgentSpec.agent_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
+	25, // 42: agentmesh.registry.v1.AgentSpec.project_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
+	6,  // 43: agentmesh.registry.v1.AgentSpec.delegation_limits:type_name -> agentmesh.registry.v1.DelegationLimits
+	28, // 44: agentmesh.registry.v1.AgentSpec.run_budget:type_name -> agentmesh.common.v1.Budget
+	26, // 45: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
+	15, // 46: agentmesh.registry.v1.Executor.model_providers:type_name -> agentmesh.registry.v1.ModelProvider
+	26, // 47: agentmesh.registry.v1.RemoteAgent.created_at:type_name -> google.protobuf.Timestamp
+	31, // 48: agentmesh.registry.v1.AgentType.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	31, // 49: agentmesh.registry.v1.Project.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	31, // 50: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	31, // 51: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	31, // 52: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	31, // 53: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	54, // [54:54] is the sub-list for method output_type
+	54, // [54:54] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_resources_proto_init() }
@@ -2228,7 +2415,7 @@ func file_agentmesh_registry_v1_resources_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_resources_proto_rawDesc), len(file_agentmesh_registry_v1_resources_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -10,7 +10,10 @@ or reset forgets them, so the next run resolves afresh. Nothing pushed is truste
 drops: every run's StartAgentRun still returns the spec's current revision and refuses a paused
 agent's run, and a run whose remembered spec has another revision resolves it again before it
 builds anything from it (what happens while the watch is down, and what catches a change the
-watch could not see). A refused start (the agent was paused, terminated or deleted) forgets it.
+watch could not see). StartAgentRun's revision is that of the version the run's session uses
+(docs/sessions.md, Agent versions): a session pinned to an older version than the remembered
+spec resolves its own, which is not remembered. A refused start (the agent was paused,
+terminated or deleted) forgets it.
 """
 
 from __future__ import annotations
@@ -49,12 +52,14 @@ class AgentSpecs:
             self._specs.move_to_end(key)
         return spec
 
-    async def resolve(self, key: SpecKey) -> resources_pb2.AgentSpec:
-        """Asks the registry (as the current caller) and remembers the answer."""
+    async def resolve(self, key: SpecKey, *, session_id: str = "") -> resources_pb2.AgentSpec:
+        """Asks the registry (as the current caller) and remembers the answer. With a session,
+        the answer is the version that session's runs use, which may not be the latest: it is
+        not remembered (what is remembered is what a new session runs)."""
         _, project_slug, agent_name = key
         generation = self._generation
-        spec = await self._registry.resolve_agent(project_slug, agent_name)
-        if generation != self._generation:
+        spec = await self._registry.resolve_agent(project_slug, agent_name, session_id=session_id)
+        if generation != self._generation or session_id:
             return spec
         self._specs[key] = spec
         self._specs.move_to_end(key)

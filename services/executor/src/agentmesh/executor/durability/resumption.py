@@ -191,11 +191,14 @@ class RunResumer:
             log.sub_agent_runs = runs
 
     async def _spec(self, orphan: registry_internal_service_pb2.OrphanedRun) -> registry_pb2.AgentSpec | None:
-        """The run's agent as it is now (None when it is gone or may not run)."""
+        """The run's agent as it is now, at the version its session uses (None when it is gone or
+        may not run)."""
         metadata = self._system_metadata()
         try:
             project = await self._registry.get_project(project_id=orphan.project_id, metadata=metadata)
-            spec = await self._registry.resolve_agent(project.slug, orphan.agent_name, metadata=metadata)
+            spec = await self._registry.resolve_agent(
+                project.slug, orphan.agent_name, session_id=orphan.session_id, metadata=metadata
+            )
         except DomainError as error:
             if error.code.name in ("NOT_FOUND", "PERMISSION_DENIED", "FAILED_PRECONDITION"):
                 logger.info("run %s cannot be resumed: %s", orphan.run_id, error)

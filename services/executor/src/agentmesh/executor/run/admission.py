@@ -169,10 +169,11 @@ class RunAdmission:
             self._limited[project_id] = time.monotonic() + _LIMITED_SECONDS
 
     async def _refresh(self, run: Run, key: SpecKey) -> None:
-        """The run started on a spec that changed since it was remembered: resolves it again.
-        Refused now, it ends, and is finished."""
+        """The run started on a spec that changed since it was remembered, or its session uses
+        another version of the agent: resolves it again, as its session has it. Refused now, it
+        ends, and is finished."""
         async with run.ends_on_error():
-            run.spec = await self._specs.resolve(key)
+            run.spec = await self._specs.resolve(key, session_id=run.request.session_id)
             self._check_runnable(run.request, run.spec)
 
     def _check_runnable(

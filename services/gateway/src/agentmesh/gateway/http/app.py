@@ -17,6 +17,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentmesh.gateway.console.router import console_router
 from agentmesh.gateway.http.a2a import a2a_router
+from agentmesh.gateway.http.agent_versions import agent_version_router
 from agentmesh.gateway.http.agents import agent_router
 from agentmesh.gateway.http.api_keys import api_key_router
 from agentmesh.gateway.http.context import HttpContext, authorize
@@ -93,6 +94,7 @@ def create_http_app(context: HttpContext, *, max_request_body_bytes: int) -> Fas
     app.include_router(remote_agent_router(), responses=_ERROR_RESPONSES)
     app.include_router(input_request_router(), responses=_ERROR_RESPONSES)
     app.include_router(usage_router(), responses=_ERROR_RESPONSES)
+    app.include_router(agent_version_router(), responses=_ERROR_RESPONSES)
     app.include_router(agent_router(), responses=_ERROR_RESPONSES)
     app.include_router(a2a_router(), responses=_ERROR_RESPONSES)
     app.include_router(openai_router())

@@ -14,12 +14,14 @@ from datetime import datetime
 from typing import TypeVar
 
 from agentmesh.registry.agents.capabilities import declaration_warnings
+from agentmesh.registry.agents.history import AgentVersionRules
 from agentmesh.registry.agents.lifecycle import (
     paused,
     resolve,
     resumed,
     terminated,
 )
+from agentmesh.registry.agents.versions import as_of, record_version
 from agentmesh.registry.agents.watch import AgentChange, AgentWatch
 from agentmesh.registry.clock import Clock, utc_now
 from agentmesh.registry.errors import (
@@ -64,8 +66,8 @@ from agentmesh.runtime.identity import Principal
 T = TypeVar("T")
 
 
-class AgentRegistry:
-    """Agent types (templates) and agents (instances) with their lifecycle and usage."""
+class AgentRegistry(AgentVersionRules):
+    """Agent types (templates) and agents (instances) with their lifecycle, usage and versions."""
 
     def __init__(
         self,
@@ -117,8 +119,10 @@ class AgentRegistry:
         return self._pages.page(found, scope=scope)
 
     async def update_agent_type(
-        self, type_id: str, fields: AgentTypeFields, mask: Iterable[str]
+        self, type_id: str, fields: AgentTypeFields, mask: Iterable[str], *, by: str = ""
     ) -> AgentType:
+        """Changes the type's fields named by the mask; every agent of the type gets a new
+        version (made `by` that user)."""
         raise_if(required("agent_type.id", type_id))
         paths = _mask(mask, AGENT_TYPE_FIELDS)
         async with self._store.write() as tx:
@@ -133,6 +137,9 @@ class AgentRegistry:
             )
             raise_if(check_agent_type(updated))
             updated = await tx.update_agent_type(updated)
+            for agent in await tx.agents_of_type(type_id, for_update=True):
+                before = (agent, current)
+                await record_version(tx, agent, updated, by=by, now=updated.updated_at, before=before)
         self.watch.reset()
         return updated
 
@@ -190,7 +197,9 @@ class AgentRegistry:
                     created_at=now,
                     last_activity_at=now,
                 )
-                return await tx.insert_agent(agent, request_id=request_id or None)
+                agent = await tx.insert_agent(agent, request_id=request_id or None)
+                await record_version(tx, agent, agent_type, by=principal.user_id, now=now)
+                return agent
         except DuplicateRequest:
             async with self._store.read() as tx:
                 return _found(await tx.get_agent(project_request=project_request), AgentNotFound, "agent")
@@ -238,6 +247,12 @@ class AgentRegistry:
                 )
             )
             updated = await tx.update_agent(agent.model_copy(update={"config": merged}))
+            agent_type = _found(
+                await tx.get_agent_type(type_id=agent.agent_type_id), AgentTypeNotFound, "agent type"
+            )
+            await record_version(
+                tx, updated, agent_type, by=principal.user_id, now=self._now(), before=(agent, agent_type)
+            )
         self.watch.changed(AgentChange(updated.id, spec_changed=True))
         return updated
 
@@ -264,20 +279,28 @@ class AgentRegistry:
 
     # --- What executors call -----------------------------------------------------------------
 
-    async def resolve_agent(self, principal: Principal, project_slug: str, agent_name: str) -> AgentSpec:
+    async def resolve_agent(
+        self, principal: Principal, project_slug: str, agent_name: str, *, session_id: str = ""
+    ) -> AgentSpec:
         """The agent of the project that has `agent_name` as its slug or, failing that, as its
-        exact name, resolved for running."""
+        exact name, resolved for running: at the version the session's runs of it use, when a
+        session is given and has run it, else at its latest."""
         raise_if(required("project_slug", project_slug) + required("agent_name", agent_name))
         found_project, found_agent, agent_type = await self._store.resolve(project_slug, agent_name)
         project = visible(principal, found_project)
         agent = _found(found_agent, AgentNotFound, f"agent {agent_name!r}")
         assert agent_type is not None  # agents.agent_type_id is a RESTRICT foreign key
-        siblings: dict[str, str] = {}
-        if agent.config.sub_agents or agent.config.network_access or agent_type.sub_agents:
-            # Only agents that name others need the project's names (to turn them into slugs).
-            async with self._store.read() as tx:
+        async with self._store.read() as tx:
+            pinned = await tx.session_version(agent.id, session_id) if session_id else None
+            version = await tx.get_agent_version(agent.id, pinned or 0)
+            if pinned and version is not None:
+                agent, agent_type = as_of(agent, version)
+            siblings: dict[str, str] = {}
+            if agent.config.sub_agents or agent.config.network_access or agent_type.sub_agents:
+                # Only agents that name others need the project's names (to turn them into slugs).
                 siblings = await tx.agent_slugs(project.id)
-        return resolve(agent, agent_type, project, siblings)
+        spec = resolve(agent, agent_type, project, siblings)
+        return spec.model_copy(update={"version": version.number if version else 0})
 
     async def agent_type_warnings(self, agent_type: AgentType) -> list[str]:
         """What would keep agents of this type from running on today's executors."""

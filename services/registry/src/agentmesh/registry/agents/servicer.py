@@ -6,10 +6,12 @@ transitions (`lifecycle.py`); creates and updates answer with the declaration wa
 from __future__ import annotations
 
 import grpc
+from google.protobuf import json_format, struct_pb2
 
 from agentmesh.registry import convert
 from agentmesh.registry.agents.registry import AgentRegistry
 from agentmesh.registry.v1 import registry_service_pb2 as pb
+from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.identity import caller
 
 Context = grpc.aio.ServicerContext
@@ -56,6 +58,7 @@ class AgentTypeRpcs:
             request.agent_type.id,
             convert.agent_type_fields(request.agent_type),
             request.update_mask.paths,
+            by=caller().user_id,
         )
         return pb.UpdateAgentTypeResponse(
             agent_type=convert.agent_type_message(agent_type),
@@ -129,3 +132,71 @@ class AgentRpcs:
     ) -> pb.GetAgentMetricsResponse:
         metrics = await self._registry.agent_metrics(caller(), request.project_id, request.id)
         return convert.metrics_response(metrics)
+
+    async def ListAgentVersions(
+        self, request: pb.ListAgentVersionsRequest, context: Context
+    ) -> pb.ListAgentVersionsResponse:
+        page = await self._registry.list_agent_versions(
+            caller(),
+            request.project_id,
+            request.agent_id,
+            page_size=request.page_size,
+            page_token=request.page_token,
+            page=request.page,
+        )
+        return pb.ListAgentVersionsResponse(
+            versions=[convert.agent_version_message(item) for item in page.items],
+            next_page_token=page.next_page_token,
+            total_size=page.total_size,
+        )
+
+    async def GetAgentVersion(
+        self, request: pb.GetAgentVersionRequest, context: Context
+    ) -> pb.GetAgentVersionResponse:
+        version = await self._registry.get_agent_version(
+            caller(), request.project_id, request.agent_id, request.number
+        )
+        return pb.GetAgentVersionResponse(version=convert.agent_version_message(version))
+
+    async def DiffAgentVersions(
+        self, request: pb.DiffAgentVersionsRequest, context: Context
+    ) -> pb.DiffAgentVersionsResponse:
+        changes = await self._registry.diff_agent_versions(
+            caller(), request.project_id, request.agent_id, request.number, request.against
+        )
+        return pb.DiffAgentVersionsResponse(
+            changes=[
+                pb.AgentVersionChange(
+                    field=change.field,
+                    before=json_format.ParseDict(change.before, struct_pb2.Value()),
+                    after=json_format.ParseDict(change.after, struct_pb2.Value()),
+                )
+                for change in changes
+            ]
+        )
+
+    async def RestoreAgentVersion(
+        self, request: pb.RestoreAgentVersionRequest, context: Context
+    ) -> pb.RestoreAgentVersionResponse:
+        agent, version = await self._registry.restore_agent_version(
+            caller(), request.project_id, request.agent_id, request.number
+        )
+        return pb.RestoreAgentVersionResponse(
+            agent=convert.agent_message(agent), version=convert.agent_version_message(version)
+        )
+
+    async def MoveSession(self, request: pb.MoveSessionRequest, context: Context) -> pb.MoveSessionResponse:
+        pins = await self._registry.move_session(
+            caller(),
+            request.project_id,
+            request.session_id,
+            agent_ref=request.agent_id,
+            version=request.version,
+            latest=request.latest,
+        )
+        return pb.MoveSessionResponse(
+            versions=[
+                resources_pb2.SessionAgentVersion(agent_id=agent_id, version=number)
+                for agent_id, number in sorted(pins.items())
+            ]
+        )

@@ -190,6 +190,7 @@ class SqlAgents(AgentTransaction):
         """With its project: its agents go, and their runs and requests for input first (no
         reliance on ON DELETE CASCADE being enabled)."""
         agents = sa.select(AgentRow.id).where(AgentRow.project_id == project_id)
+        await self.delete_project_agent_versions(project_id)  # type: ignore[attr-defined]
         await self._session.execute(sa.delete(AgentRunRow).where(AgentRunRow.agent_id.in_(agents)))
         await self._session.execute(
             sa.delete(InputRequestRow).where(InputRequestRow.project_id == project_id)
@@ -305,6 +306,7 @@ class InMemoryAgents(AgentTransaction):
 
     async def delete_project_agents(self, project_id: str) -> None:
         """With its project: its agents go, and their runs and requests for input."""
+        await self.delete_project_agent_versions(project_id)  # type: ignore[attr-defined]
         gone = {agent_id for agent_id, s in self._state.agents.items() if s.value.project_id == project_id}
         self._state.runs = {run for run in self._state.runs if run[0] not in gone}
         self._state.input_requests = {

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentmesh.registry.agents.lifecycle import run_started, spec_revision
+from agentmesh.registry.agents.versions import as_of, session_version
 from agentmesh.registry.agents.watch import AgentWatch
 from agentmesh.registry.clock import Clock, utc_now
 from agentmesh.registry.errors import AgentNotFound
@@ -44,12 +45,19 @@ class RunBookkeeping:
         self._watch = watch  # tells watching executors a parked run may be ready to go on
 
     async def start_run(
-        self, principal: Principal, agent_id: str, run_id: str, *, lease: RunLease | None = None
+        self,
+        principal: Principal,
+        agent_id: str,
+        run_id: str,
+        *,
+        lease: RunLease | None = None,
+        session_id: str = "",
     ) -> tuple[Agent, str]:
         """An executor starts a run (holding `lease` on it): the agent becomes working, unless
         its project's limits refuse the run (QuotaExceeded, before anything is recorded). Starting
         the same run twice (a retried call) counts it once. With the agent, its spec's revision
-        now (an executor holding a spec of another revision resolves it again)."""
+        now (an executor holding a spec of another revision resolves it again): with a session,
+        the spec of the version the session's runs of the agent use (`versions.session_version`)."""
         raise_if(required("agent_id", agent_id) + required("run_id", run_id))
         now = self._now()
         if self._quotas is not None:
@@ -65,7 +73,14 @@ class RunBookkeeping:
             raise AgentNotFound("agent not found")
         if not change.changed:
             run_started(change.agent, now)  # raises when paused or terminated; else a retried start
-        return change.agent, spec_revision(change.agent, change.project_updated_at, change.type_updated_at)
+        if not session_id:
+            return change.agent, spec_revision(
+                change.agent, change.project_updated_at, change.type_updated_at
+            )
+        agent, agent_type = as_of(
+            change.agent, await session_version(self._store, change.agent, session_id, now)
+        )
+        return change.agent, spec_revision(agent, change.project_updated_at, agent_type.updated_at)
 
     async def finish_run(self, principal: Principal, run: FinishedRun) -> Agent:
         """An executor finished a run: its usage is added to the agent's counters and its model

@@ -66,7 +66,9 @@ class SessionTurns:
         check_policy("double_texting", policy)
         if not session_id:
             raise ValidationFailed.field("session_id", "is required with double_texting")
-        agent, revision = await self._registry.start_run(principal, agent_id, run_id, lease=lease)
+        agent, revision = await self._registry.start_run(
+            principal, agent_id, run_id, lease=lease, session_id=session_id
+        )
         # Only a session with a turn in flight can be waiting for input: asked after the turn is
         # taken (no query on the common path) — except under `interrupt`, which must not touch a
         # run that waits for a person, so asks first.

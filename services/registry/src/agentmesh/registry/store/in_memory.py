@@ -16,6 +16,7 @@ from datetime import datetime
 
 from agentmesh.registry.agents.lifecycle import run_finished, run_started, takes_runs
 from agentmesh.registry.agents.store import InMemoryAgents
+from agentmesh.registry.agents.version_store import InMemoryAgentVersions
 from agentmesh.registry.identity.store import InMemoryAccounts, InMemoryApiKeys
 from agentmesh.registry.in_memory_state import State, Stored, StoredLease
 from agentmesh.registry.mcp_servers.store import InMemoryMcpServers
@@ -161,6 +162,7 @@ class InMemoryRegistryStore(RegistryStore):
 class InMemoryTransaction(
     InMemoryAccounts,
     InMemoryAgents,
+    InMemoryAgentVersions,
     InMemoryProjects,
     InMemoryMcpServers,
     InMemoryApiKeys,

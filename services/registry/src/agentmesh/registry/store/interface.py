@@ -19,6 +19,7 @@ from datetime import datetime
 
 # Part of the store's contract, defined below the stores so each resource's store part raises it.
 from agentmesh.registry.agents.store import AgentTransaction
+from agentmesh.registry.agents.version_store import AgentVersionTransaction
 from agentmesh.registry.errors import DuplicateRequest as DuplicateRequest
 from agentmesh.registry.identity.store import AccountTransaction, ApiKeyTransaction
 from agentmesh.registry.mcp_servers.store import McpServerTransaction
@@ -200,6 +201,7 @@ class InputRequestStore(abc.ABC):
 class StoreTransaction(
     AccountTransaction,
     AgentTransaction,
+    AgentVersionTransaction,
     ProjectTransaction,
     McpServerTransaction,
     ApiKeyTransaction,
@@ -207,10 +209,10 @@ class StoreTransaction(
     ExecutorTransaction,
 ):
     """The operations of one transaction, each resource's in its store part: users', refresh
-    tokens' and API keys' in `identity.store`, agent types' and agents' in `agents.store`,
-    projects' in `projects.store`, registered MCP servers' in `mcp_servers.store`, remote A2A
-    agents' in `remote_agents.store`, the executor pool's in `runs.executor_store`. Reads return
-    None for what does not exist."""
+    tokens' and API keys' in `identity.store`, agent types' and agents' in `agents.store`, agents'
+    versions and sessions' pins to them in `agents.version_store`, projects' in `projects.store`,
+    registered MCP servers' in `mcp_servers.store`, remote A2A agents' in `remote_agents.store`,
+    the executor pool's in `runs.executor_store`. Reads return None for what does not exist."""
 
 
 class RegistryStore(abc.ABC):

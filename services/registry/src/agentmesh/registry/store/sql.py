@@ -22,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from agentmesh.registry.agents.store import SqlAgents
+from agentmesh.registry.agents.version_store import SqlAgentVersions
 from agentmesh.registry.identity.store import SqlAccounts, SqlApiKeys
 from agentmesh.registry.mappers import from_row
 from agentmesh.registry.mcp_servers.store import SqlMcpServers
@@ -187,6 +188,7 @@ def _take_over_sqlite_transactions(engine: AsyncEngine) -> None:
 class SqlStoreTransaction(
     SqlAccounts,
     SqlAgents,
+    SqlAgentVersions,
     SqlProjects,
     SqlMcpServers,
     SqlApiKeys,

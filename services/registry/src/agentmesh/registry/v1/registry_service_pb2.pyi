@@ -9,6 +9,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import message as _message
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -1595,6 +1596,346 @@ class GetAgentMetricsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetAgentMetricsResponse: _TypeAlias = GetAgentMetricsResponse  # noqa: Y015
+
+@_typing.final
+class ListAgentVersionsRequest(_message.Message):
+    """ListAgentVersionsRequest is the input of ListAgentVersions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    PAGE_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    agent_id: _builtins.str
+    """The agent: id, slug or exact name."""
+    page_size: _builtins.int
+    """At most this many (default 50, at most 1000)."""
+    page_token: _builtins.str
+    """Token from a previous response."""
+    page: _builtins.int
+    """Page number (1-based), an alternative to page_token for REST-style paging."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        page: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "page", b"page", "page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAgentVersionsRequest: _TypeAlias = ListAgentVersionsRequest  # noqa: Y015
+
+@_typing.final
+class ListAgentVersionsResponse(_message.Message):
+    """ListAgentVersionsResponse is the output of ListAgentVersions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSIONS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    TOTAL_SIZE_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Token for the next page; empty on the last."""
+    total_size: _builtins.int
+    """How many there are in all."""
+    @_builtins.property
+    def versions(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.AgentVersion]:
+        """The page, newest first."""
+
+    def __init__(
+        self,
+        *,
+        versions: _abc.Iterable[_resources_pb2.AgentVersion] | None = ...,
+        next_page_token: _builtins.str = ...,
+        total_size: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "total_size", b"total_size", "versions", b"versions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAgentVersionsResponse: _TypeAlias = ListAgentVersionsResponse  # noqa: Y015
+
+@_typing.final
+class GetAgentVersionRequest(_message.Message):
+    """GetAgentVersionRequest is the input of GetAgentVersion."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    NUMBER_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    agent_id: _builtins.str
+    """The agent: id, slug or exact name."""
+    number: _builtins.int
+    """The version's number."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        number: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "number", b"number", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetAgentVersionRequest: _TypeAlias = GetAgentVersionRequest  # noqa: Y015
+
+@_typing.final
+class GetAgentVersionResponse(_message.Message):
+    """GetAgentVersionResponse is the output of GetAgentVersion."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def version(self) -> _resources_pb2.AgentVersion:
+        """The version."""
+
+    def __init__(
+        self,
+        *,
+        version: _resources_pb2.AgentVersion | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["version", b"version"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetAgentVersionResponse: _TypeAlias = GetAgentVersionResponse  # noqa: Y015
+
+@_typing.final
+class DiffAgentVersionsRequest(_message.Message):
+    """DiffAgentVersionsRequest is the input of DiffAgentVersions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    NUMBER_FIELD_NUMBER: _builtins.int
+    AGAINST_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    agent_id: _builtins.str
+    """The agent: id, slug or exact name."""
+    number: _builtins.int
+    """The version compared."""
+    against: _builtins.int
+    """The version it is compared against (0: the one before it)."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        number: _builtins.int = ...,
+        against: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["against", b"against", "agent_id", b"agent_id", "number", b"number", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DiffAgentVersionsRequest: _TypeAlias = DiffAgentVersionsRequest  # noqa: Y015
+
+@_typing.final
+class DiffAgentVersionsResponse(_message.Message):
+    """DiffAgentVersionsResponse is the output of DiffAgentVersions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANGES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def changes(self) -> _containers.RepeatedCompositeFieldContainer[Global___AgentVersionChange]:
+        """The fields that differ, in name order."""
+
+    def __init__(
+        self,
+        *,
+        changes: _abc.Iterable[Global___AgentVersionChange] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DiffAgentVersionsResponse: _TypeAlias = DiffAgentVersionsResponse  # noqa: Y015
+
+@_typing.final
+class AgentVersionChange(_message.Message):
+    """AgentVersionChange is one field that differs between two versions of an agent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIELD_FIELD_NUMBER: _builtins.int
+    BEFORE_FIELD_NUMBER: _builtins.int
+    AFTER_FIELD_NUMBER: _builtins.int
+    field: _builtins.str
+    """`config.<field>` (an override) or `agent_type.<field>`."""
+    @_builtins.property
+    def before(self) -> _struct_pb2.Value:
+        """Its value in the version compared against (null: not set)."""
+
+    @_builtins.property
+    def after(self) -> _struct_pb2.Value:
+        """Its value in the version compared (null: not set)."""
+
+    def __init__(
+        self,
+        *,
+        field: _builtins.str = ...,
+        before: _struct_pb2.Value | None = ...,
+        after: _struct_pb2.Value | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "before", b"before"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "before", b"before", "field", b"field"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AgentVersionChange: _TypeAlias = AgentVersionChange  # noqa: Y015
+
+@_typing.final
+class RestoreAgentVersionRequest(_message.Message):
+    """RestoreAgentVersionRequest is the input of RestoreAgentVersion."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    NUMBER_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    agent_id: _builtins.str
+    """The agent: id, slug or exact name."""
+    number: _builtins.int
+    """The version to roll back to."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        number: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "number", b"number", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RestoreAgentVersionRequest: _TypeAlias = RestoreAgentVersionRequest  # noqa: Y015
+
+@_typing.final
+class RestoreAgentVersionResponse(_message.Message):
+    """RestoreAgentVersionResponse is the output of RestoreAgentVersion."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def agent(self) -> _resources_pb2.Agent:
+        """The agent, rolled back."""
+
+    @_builtins.property
+    def version(self) -> _resources_pb2.AgentVersion:
+        """Its latest version now."""
+
+    def __init__(
+        self,
+        *,
+        agent: _resources_pb2.Agent | None = ...,
+        version: _resources_pb2.AgentVersion | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "version", b"version"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RestoreAgentVersionResponse: _TypeAlias = RestoreAgentVersionResponse  # noqa: Y015
+
+@_typing.final
+class MoveSessionRequest(_message.Message):
+    """MoveSessionRequest is the input of MoveSession."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    LATEST_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    session_id: _builtins.str
+    """The session."""
+    agent_id: _builtins.str
+    """The agent whose version moves (id, slug or exact name); empty: the one agent the session has
+    run, or with `latest` every agent it has run.
+    """
+    version: _builtins.int
+    """The version to move to; 0 with `latest`."""
+    latest: _builtins.bool
+    """Move to the latest version instead."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        session_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        version: _builtins.int = ...,
+        latest: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "latest", b"latest", "project_id", b"project_id", "session_id", b"session_id", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MoveSessionRequest: _TypeAlias = MoveSessionRequest  # noqa: Y015
+
+@_typing.final
+class MoveSessionResponse(_message.Message):
+    """MoveSessionResponse is the output of MoveSession."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def versions(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.SessionAgentVersion]:
+        """The versions the session's runs use now, by agent."""
+
+    def __init__(
+        self,
+        *,
+        versions: _abc.Iterable[_resources_pb2.SessionAgentVersion] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["versions", b"versions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MoveSessionResponse: _TypeAlias = MoveSessionResponse  # noqa: Y015
 
 @_typing.final
 class CreateMcpServerRequest(_message.Message):

@@ -181,6 +181,31 @@ class RegistryServiceStub:
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentMetricsRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentMetricsResponse.FromString,
                 _registered_method=True)
+        self.ListAgentVersions = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/ListAgentVersions',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListAgentVersionsRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListAgentVersionsResponse.FromString,
+                _registered_method=True)
+        self.GetAgentVersion = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/GetAgentVersion',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentVersionRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentVersionResponse.FromString,
+                _registered_method=True)
+        self.DiffAgentVersions = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/DiffAgentVersions',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DiffAgentVersionsRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DiffAgentVersionsResponse.FromString,
+                _registered_method=True)
+        self.RestoreAgentVersion = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/RestoreAgentVersion',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RestoreAgentVersionRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RestoreAgentVersionResponse.FromString,
+                _registered_method=True)
+        self.MoveSession = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/MoveSession',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.MoveSessionRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.MoveSessionResponse.FromString,
+                _registered_method=True)
         self.CreateMcpServer = channel.unary_unary(
                 '/agentmesh.registry.v1.RegistryService/CreateMcpServer',
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateMcpServerRequest.SerializeToString,
@@ -477,6 +502,49 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAgentVersions(self, request, context):
+        """Lists an agent's versions, newest first. NOT_FOUND for an unknown agent or one of another
+        project.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetAgentVersion(self, request, context):
+        """Returns one version of an agent. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number it
+        does not have).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DiffAgentVersions(self, request, context):
+        """Compares two versions of an agent: the fields that differ. NOT_FOUND (reason
+        AGENT_VERSION_NOT_FOUND for a number it does not have).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RestoreAgentVersion(self, request, context):
+        """Rolls an agent back to one of its versions: its config overrides become that version's, which
+        makes a new version (its type, shared with other agents, stays as it is). NOT_FOUND (reason
+        AGENT_VERSION_NOT_FOUND), FAILED_PRECONDITION (terminated).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MoveSession(self, request, context):
+        """Moves a session's runs of an agent to one of its versions, or every agent the session has
+        run to its latest version. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number the agent
+        does not have), FAILED_PRECONDITION (reason SESSION_AGENT_AMBIGUOUS: a version number for a
+        session that has run several agents, without naming one).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateMcpServer(self, request, context):
         """Registers an MCP server (superusers): global, or one project's when project_id is set.
         ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
@@ -735,6 +803,31 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.GetAgentMetrics,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentMetricsRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentMetricsResponse.SerializeToString,
+            ),
+            'ListAgentVersions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAgentVersions,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListAgentVersionsRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListAgentVersionsResponse.SerializeToString,
+            ),
+            'GetAgentVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAgentVersion,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentVersionRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentVersionResponse.SerializeToString,
+            ),
+            'DiffAgentVersions': grpc.unary_unary_rpc_method_handler(
+                    servicer.DiffAgentVersions,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DiffAgentVersionsRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DiffAgentVersionsResponse.SerializeToString,
+            ),
+            'RestoreAgentVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.RestoreAgentVersion,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RestoreAgentVersionRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RestoreAgentVersionResponse.SerializeToString,
+            ),
+            'MoveSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.MoveSession,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.MoveSessionRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.MoveSessionResponse.SerializeToString,
             ),
             'CreateMcpServer': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateMcpServer,
@@ -1570,6 +1663,141 @@ class RegistryService:
             '/agentmesh.registry.v1.RegistryService/GetAgentMetrics',
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentMetricsRequest.SerializeToString,
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentMetricsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAgentVersions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/ListAgentVersions',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListAgentVersionsRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListAgentVersionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAgentVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/GetAgentVersion',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentVersionRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetAgentVersionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DiffAgentVersions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/DiffAgentVersions',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DiffAgentVersionsRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DiffAgentVersionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RestoreAgentVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/RestoreAgentVersion',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RestoreAgentVersionRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RestoreAgentVersionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MoveSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/MoveSession',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.MoveSessionRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.MoveSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

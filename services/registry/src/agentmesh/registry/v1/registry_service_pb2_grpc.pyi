@@ -125,6 +125,29 @@ class RegistryServiceStub:
     """Terminates an agent (final; terminating it again changes nothing). NOT_FOUND."""
     GetAgentMetrics: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.GetAgentMetricsRequest, _registry_service_pb2.GetAgentMetricsResponse]
     """Returns usage figures of an agent. NOT_FOUND."""
+    ListAgentVersions: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ListAgentVersionsRequest, _registry_service_pb2.ListAgentVersionsResponse]
+    """Lists an agent's versions, newest first. NOT_FOUND for an unknown agent or one of another
+    project.
+    """
+    GetAgentVersion: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.GetAgentVersionRequest, _registry_service_pb2.GetAgentVersionResponse]
+    """Returns one version of an agent. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number it
+    does not have).
+    """
+    DiffAgentVersions: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.DiffAgentVersionsRequest, _registry_service_pb2.DiffAgentVersionsResponse]
+    """Compares two versions of an agent: the fields that differ. NOT_FOUND (reason
+    AGENT_VERSION_NOT_FOUND for a number it does not have).
+    """
+    RestoreAgentVersion: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RestoreAgentVersionRequest, _registry_service_pb2.RestoreAgentVersionResponse]
+    """Rolls an agent back to one of its versions: its config overrides become that version's, which
+    makes a new version (its type, shared with other agents, stays as it is). NOT_FOUND (reason
+    AGENT_VERSION_NOT_FOUND), FAILED_PRECONDITION (terminated).
+    """
+    MoveSession: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.MoveSessionRequest, _registry_service_pb2.MoveSessionResponse]
+    """Moves a session's runs of an agent to one of its versions, or every agent the session has
+    run to its latest version. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number the agent
+    does not have), FAILED_PRECONDITION (reason SESSION_AGENT_AMBIGUOUS: a version number for a
+    session that has run several agents, without naming one).
+    """
     CreateMcpServer: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CreateMcpServerRequest, _registry_service_pb2.CreateMcpServerResponse]
     """Registers an MCP server (superusers): global, or one project's when project_id is set.
     ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
@@ -277,6 +300,29 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     """Terminates an agent (final; terminating it again changes nothing). NOT_FOUND."""
     GetAgentMetrics: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.GetAgentMetricsRequest, _registry_service_pb2.GetAgentMetricsResponse]  # type: ignore[assignment]
     """Returns usage figures of an agent. NOT_FOUND."""
+    ListAgentVersions: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ListAgentVersionsRequest, _registry_service_pb2.ListAgentVersionsResponse]  # type: ignore[assignment]
+    """Lists an agent's versions, newest first. NOT_FOUND for an unknown agent or one of another
+    project.
+    """
+    GetAgentVersion: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.GetAgentVersionRequest, _registry_service_pb2.GetAgentVersionResponse]  # type: ignore[assignment]
+    """Returns one version of an agent. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number it
+    does not have).
+    """
+    DiffAgentVersions: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.DiffAgentVersionsRequest, _registry_service_pb2.DiffAgentVersionsResponse]  # type: ignore[assignment]
+    """Compares two versions of an agent: the fields that differ. NOT_FOUND (reason
+    AGENT_VERSION_NOT_FOUND for a number it does not have).
+    """
+    RestoreAgentVersion: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RestoreAgentVersionRequest, _registry_service_pb2.RestoreAgentVersionResponse]  # type: ignore[assignment]
+    """Rolls an agent back to one of its versions: its config overrides become that version's, which
+    makes a new version (its type, shared with other agents, stays as it is). NOT_FOUND (reason
+    AGENT_VERSION_NOT_FOUND), FAILED_PRECONDITION (terminated).
+    """
+    MoveSession: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.MoveSessionRequest, _registry_service_pb2.MoveSessionResponse]  # type: ignore[assignment]
+    """Moves a session's runs of an agent to one of its versions, or every agent the session has
+    run to its latest version. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number the agent
+    does not have), FAILED_PRECONDITION (reason SESSION_AGENT_AMBIGUOUS: a version number for a
+    session that has run several agents, without naming one).
+    """
     CreateMcpServer: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CreateMcpServerRequest, _registry_service_pb2.CreateMcpServerResponse]  # type: ignore[assignment]
     """Registers an MCP server (superusers): global, or one project's when project_id is set.
     ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
@@ -594,6 +640,59 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.GetAgentMetricsResponse, _abc.Awaitable[_registry_service_pb2.GetAgentMetricsResponse]]:
         """Returns usage figures of an agent. NOT_FOUND."""
+
+    @_abc_1.abstractmethod
+    def ListAgentVersions(
+        self,
+        request: _registry_service_pb2.ListAgentVersionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.ListAgentVersionsResponse, _abc.Awaitable[_registry_service_pb2.ListAgentVersionsResponse]]:
+        """Lists an agent's versions, newest first. NOT_FOUND for an unknown agent or one of another
+        project.
+        """
+
+    @_abc_1.abstractmethod
+    def GetAgentVersion(
+        self,
+        request: _registry_service_pb2.GetAgentVersionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.GetAgentVersionResponse, _abc.Awaitable[_registry_service_pb2.GetAgentVersionResponse]]:
+        """Returns one version of an agent. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number it
+        does not have).
+        """
+
+    @_abc_1.abstractmethod
+    def DiffAgentVersions(
+        self,
+        request: _registry_service_pb2.DiffAgentVersionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.DiffAgentVersionsResponse, _abc.Awaitable[_registry_service_pb2.DiffAgentVersionsResponse]]:
+        """Compares two versions of an agent: the fields that differ. NOT_FOUND (reason
+        AGENT_VERSION_NOT_FOUND for a number it does not have).
+        """
+
+    @_abc_1.abstractmethod
+    def RestoreAgentVersion(
+        self,
+        request: _registry_service_pb2.RestoreAgentVersionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.RestoreAgentVersionResponse, _abc.Awaitable[_registry_service_pb2.RestoreAgentVersionResponse]]:
+        """Rolls an agent back to one of its versions: its config overrides become that version's, which
+        makes a new version (its type, shared with other agents, stays as it is). NOT_FOUND (reason
+        AGENT_VERSION_NOT_FOUND), FAILED_PRECONDITION (terminated).
+        """
+
+    @_abc_1.abstractmethod
+    def MoveSession(
+        self,
+        request: _registry_service_pb2.MoveSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.MoveSessionResponse, _abc.Awaitable[_registry_service_pb2.MoveSessionResponse]]:
+        """Moves a session's runs of an agent to one of its versions, or every agent the session has
+        run to its latest version. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number the agent
+        does not have), FAILED_PRECONDITION (reason SESSION_AGENT_AMBIGUOUS: a version number for a
+        session that has run several agents, without naming one).
+        """
 
     @_abc_1.abstractmethod
     def CreateMcpServer(

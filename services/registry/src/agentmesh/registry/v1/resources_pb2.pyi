@@ -803,6 +803,87 @@ class AgentConfig(_message.Message):
 Global___AgentConfig: _TypeAlias = AgentConfig  # noqa: Y015
 
 @_typing.final
+class AgentVersion(_message.Message):
+    """AgentVersion is one immutable snapshot of what an agent's runs use: its type as it was and its
+    config overrides. Every create and change of the agent, and every change of its type, makes one;
+    a session's runs use the version their first run used until the session is moved.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    NUMBER_FIELD_NUMBER: _builtins.int
+    AGENT_TYPE_FIELD_NUMBER: _builtins.int
+    CONFIG_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    CREATED_BY_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The agent."""
+    project_id: _builtins.str
+    """Its project."""
+    number: _builtins.int
+    """1 for the agent's first version, then one more for each."""
+    created_by: _builtins.str
+    """Who made it: a user id (empty when the registry did)."""
+    @_builtins.property
+    def agent_type(self) -> Global___AgentType:
+        """The agent's type as it was (MCP server env and header values masked)."""
+
+    @_builtins.property
+    def config(self) -> Global___AgentConfig:
+        """The agent's config overrides as they were."""
+
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When the version was made."""
+
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        project_id: _builtins.str = ...,
+        number: _builtins.int = ...,
+        agent_type: Global___AgentType | None = ...,
+        config: Global___AgentConfig | None = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        created_by: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent_type", b"agent_type", "config", b"config", "created_at", b"created_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "agent_type", b"agent_type", "config", b"config", "created_at", b"created_at", "created_by", b"created_by", "number", b"number", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AgentVersion: _TypeAlias = AgentVersion  # noqa: Y015
+
+@_typing.final
+class SessionAgentVersion(_message.Message):
+    """SessionAgentVersion is the version of one agent a session's runs use."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The agent."""
+    version: _builtins.int
+    """The version's number."""
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SessionAgentVersion: _TypeAlias = SessionAgentVersion  # noqa: Y015
+
+@_typing.final
 class Agent(_message.Message):
     """Agent is an instance spawned from an agent type into a project."""
 
@@ -991,6 +1072,7 @@ class AgentSpec(_message.Message):
     CONTEXT_BUDGET_TOKENS_FIELD_NUMBER: _builtins.int
     COMPACTION_MODEL_FIELD_NUMBER: _builtins.int
     RUN_BUDGET_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
     project_slug: _builtins.str
     """The project's slug."""
     kind: Global___AgentKind.ValueType
@@ -1018,6 +1100,8 @@ class AgentSpec(_message.Message):
     """The type's prompt budget in tokens (0: the executor's default for the model)."""
     compaction_model: _builtins.str
     """The type's compaction model (empty: the agent's own)."""
+    version: _builtins.int
+    """The agent's version this spec is (AgentVersion.number); a session's runs use their pinned one."""
     @_builtins.property
     def agent(self) -> Global___Agent:
         """The agent."""
@@ -1112,10 +1196,11 @@ class AgentSpec(_message.Message):
         context_budget_tokens: _builtins.int = ...,
         compaction_model: _builtins.str = ...,
         run_budget: _run_pb2.Budget | None = ...,
+        version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "delegation_limits", b"delegation_limits", "mock_responses", b"mock_responses", "model_params", b"model_params", "run_budget", b"run_budget"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "agent_names", b"agent_names", "agent_tool_permissions", b"agent_tool_permissions", "compaction_model", b"compaction_model", "context_budget_tokens", b"context_budget_tokens", "delegation_limits", b"delegation_limits", "description", b"description", "double_texting", b"double_texting", "expertise", b"expertise", "fallback_models", b"fallback_models", "input_expiry_seconds", b"input_expiry_seconds", "instructions", b"instructions", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "project_slug", b"project_slug", "project_tool_permissions", b"project_tool_permissions", "revision", b"revision", "run_budget", b"run_budget", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "agent_names", b"agent_names", "agent_tool_permissions", b"agent_tool_permissions", "compaction_model", b"compaction_model", "context_budget_tokens", b"context_budget_tokens", "delegation_limits", b"delegation_limits", "description", b"description", "double_texting", b"double_texting", "expertise", b"expertise", "fallback_models", b"fallback_models", "input_expiry_seconds", b"input_expiry_seconds", "instructions", b"instructions", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "project_slug", b"project_slug", "project_tool_permissions", b"project_tool_permissions", "revision", b"revision", "run_budget", b"run_budget", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -28,19 +28,25 @@ class ResolveAgentRequest(_message.Message):
 
     PROJECT_SLUG_FIELD_NUMBER: _builtins.int
     AGENT_NAME_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
     project_slug: _builtins.str
     """The project's slug."""
     agent_name: _builtins.str
     """The agent's slug or exact name."""
+    session_id: _builtins.str
+    """A session: the spec is the version the session's runs of the agent use (its latest when the
+    session has not run it).
+    """
     def __init__(
         self,
         *,
         project_slug: _builtins.str = ...,
         agent_name: _builtins.str = ...,
+        session_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_name", b"agent_name", "project_slug", b"project_slug"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_name", b"agent_name", "project_slug", b"project_slug", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -121,7 +127,9 @@ class StartAgentRunResponse(_message.Message):
     SPEC_REVISION_FIELD_NUMBER: _builtins.int
     RUNS_AHEAD_FIELD_NUMBER: _builtins.int
     spec_revision: _builtins.str
-    """The revision its AgentSpec has now (see AgentSpec.revision)."""
+    """The revision its AgentSpec has now (see AgentSpec.revision): with a session, the spec of the
+    version the session's runs use, pinned by the session's first run of the agent.
+    """
     @_builtins.property
     def agent(self) -> _resources_pb2.Agent:
         """The agent, working."""
