@@ -131,6 +131,12 @@ async def start_mesh(
     Settings come from the environment as usual; the arguments override them. Without a
     database URL (argument or `AGENTMESH_DATABASE_URL`), SQLite files in `data_dir` are used.
     """
+    from agentmesh.runtime.server import check_port_free
+
+    # The gateway's public ports are the ones a user picks (and finds taken): refused before any
+    # service starts, there is nothing half-started to stop.
+    check_port_free(host, grpc_port)
+    check_port_free(host, http_port)
     extra = extra or {}
     secret = (
         jwt_secret

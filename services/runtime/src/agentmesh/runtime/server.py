@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -132,6 +133,22 @@ class AddressInUse(OSError):
         super().__init__(f"cannot listen on {host}:{port}: the address is in use or not available")
         self.host = host
         self.port = port
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Raises AddressInUse when `host:port` cannot be listened on now (port 0 always can): what a
+    process that starts several servers checks before it starts any, so that a taken port is
+    refused before anything was started and has to be stopped. Bound as the servers bind (address
+    reuse on, so a port left in TIME_WAIT by a previous run is free)."""
+    if port == 0:
+        return
+    family, kind, protocol, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    with socket.socket(family, kind, protocol) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError:
+            raise AddressInUse(host, port) from None
 
 
 def bind_server(
