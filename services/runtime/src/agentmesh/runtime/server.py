@@ -135,20 +135,27 @@ class AddressInUse(OSError):
         self.port = port
 
 
+def bound_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to host:port (0 = a free port), not listening yet, with address reuse on
+    (so a port left in TIME_WAIT by a previous run is free) as servers bind; AddressInUse when
+    the address is taken or not ours."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    bound = socket.socket(family, socket.SOCK_STREAM)
+    bound.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        bound.bind((host, port))
+    except OSError as error:
+        bound.close()
+        raise AddressInUse(host, port) from error
+    return bound
+
+
 def check_port_free(host: str, port: int) -> None:
     """Raises AddressInUse when `host:port` cannot be listened on now (port 0 always can): what a
     process that starts several servers checks before it starts any, so that a taken port is
-    refused before anything was started and has to be stopped. Bound as the servers bind (address
-    reuse on, so a port left in TIME_WAIT by a previous run is free)."""
-    if port == 0:
-        return
-    family, kind, protocol, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-    with socket.socket(family, kind, protocol) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(address)
-        except OSError:
-            raise AddressInUse(host, port) from None
+    refused before anything was started and has to be stopped."""
+    if port:
+        bound_socket(host, port).close()
 
 
 def bind_server(

@@ -34,7 +34,7 @@ from agentmesh.gateway.http.schemas import ErrorOut, HealthOut, ReadinessOut
 from agentmesh.gateway.http.usage import usage_router
 from agentmesh.gateway.policy import Access, route_rule
 from agentmesh.gateway.version import VERSION
-from agentmesh.runtime.server import AddressInUse
+from agentmesh.runtime.server import bound_socket
 from agentmesh.runtime.tls import PLAINTEXT, TlsFiles
 
 logger = logging.getLogger(__name__)
@@ -161,14 +161,7 @@ async def _serving(channel: grpc.aio.Channel) -> bool:
 
 def _listen(host: str, port: int) -> socket.socket:
     """A listening TCP socket on host:port (0 = a free port), as uvicorn would open it."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listener.bind((host, port))
-    except OSError as error:
-        listener.close()
-        raise AddressInUse(host, port) from error
+    listener = bound_socket(host, port)
     listener.listen(2048)
     listener.setblocking(False)
     return listener
