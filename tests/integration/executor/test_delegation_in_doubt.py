@@ -3,7 +3,9 @@ late or lost, the executor gave up on it, as on a loaded host — still gets its
 `delegation_response` (exactly one response per request). The executor does not know
 whether the step's append was stored, so it asks memory again under the request's own key,
 learns that it was, and answers it; the delegation was never sent. Memory sits behind a proxy
-that holds its answers from the request's first append until the executor sends it again."""
+that holds its answers from the request's first append until the executor sends it again — or
+until the time after (memory slow for longer than two appends are waited for): the executor
+keeps asking until memory answers."""
 
 from __future__ import annotations
 
@@ -23,8 +25,9 @@ from tests.mesh import JWT_SECRET
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
+@pytest.mark.parametrize("answered_at", [2, 3], ids=["second-append", "third-append"])
 async def test_a_request_stored_while_its_executor_heard_nothing_back_gets_its_response(
-    stack: Stack,
+    stack: Stack, answered_at: int
 ) -> None:
     task = f"task-{uuid.uuid4().hex}"  # the marker the proxy watches for
     project = await stack.project()
@@ -34,7 +37,9 @@ async def test_a_request_stored_while_its_executor_heard_nothing_back_gets_its_r
     )
     memory = stack.mesh.services["memory"]
     request = stack.run_request(coordinator, "go")
-    async with HoldingProxy(lambda: memory.address, task.encode(), hold_from=1, hold_until=2) as proxy:
+    async with HoldingProxy(
+        lambda: memory.address, task.encode(), hold_from=1, hold_until=answered_at
+    ) as proxy:
         executor = await start_service(
             "executor",
             load_settings(
@@ -53,7 +58,7 @@ async def test_a_request_stored_while_its_executor_heard_nothing_back_gets_its_r
                 events = [e async for e in ExecutorClient(channel).run(request, metadata=stack.metadata)]
         finally:
             await executor.stop(1)
-        assert proxy.sightings == 2, "the request was sent once, then asked about once"
+        assert proxy.sightings == answered_at, "the request was sent once, then asked about until answered"
 
     responses = [e.delegation_response for e in events if kind(e) == "delegation_response"]
     assert [r.outcome for r in responses] == [run_pb2.DELEGATION_OUTCOME_FAILED]

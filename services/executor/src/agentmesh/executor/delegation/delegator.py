@@ -42,6 +42,10 @@ from agentmesh.runtime import metrics, telemetry
 
 logger = logging.getLogger(__name__)
 
+# The pause between two appends of a delegation request whose first outcome is unknown
+# (`Delegator._settled`); each append is itself retried while memory is away (recorder).
+_ASK_AGAIN_SECONDS = 1.0
+
 
 @dataclass
 class PreparedDelegation:
@@ -213,23 +217,45 @@ class Delegator:
         self, scope: RunScope, prepared: PreparedDelegation, recording: asyncio.Future[memory_pb2.Event]
     ) -> memory_pb2.Event | None:
         """The delegation request's event once its append settled; None when it surely was not
-        stored. An append whose outcome is unknown (it ran out of time, or memory was away: it
-        may be stored all the same) is sent again under the request's own key — answered with
-        the stored event, or stored now — so that a request in the log always gets its response."""
-        try:
-            return await _waited(recording)
-        except Exception as error:
-            if not is_transient(error):
-                return None  # refused: not stored (a run taken over is answered by its taker)
-        try:
-            return await _waited(self._record_request(scope, prepared))
-        except Exception:
-            logger.warning(
-                "delegation %s: could not learn whether its request was recorded; left without a response",
-                prepared.delegation_id,
-                exc_info=True,
-            )
-            return None
+        stored. An append whose outcome is unknown (it ran out of time, or memory was away or
+        slow: it may be stored all the same) is sent again under the request's own key — answered
+        with the stored event, or stored now — until memory answers, so that a request in the log
+        always gets its response: however long memory takes, the run cannot end before it knows.
+        Only an executor handing its runs over stops asking (the run's taker answers a request
+        it finds open), or a run cancelled while it already waits (`_waited`)."""
+        work, doubted = recording, 0.0
+        while True:
+            try:
+                event = await _waited(work)
+            except Exception as error:
+                if not is_transient(error):
+                    return None  # refused: not stored (a run taken over is answered by its taker)
+                if self._handing_over():
+                    logger.warning(
+                        "delegation %s: its request may be recorded; left for the run's taker to answer",
+                        prepared.delegation_id,
+                    )
+                    return None
+                if not doubted:
+                    doubted = time.monotonic()
+                    logger.warning(
+                        "delegation %s: unknown whether its request was stored (%r); asking till memory says",
+                        prepared.delegation_id,
+                        error,
+                    )
+            else:
+                if doubted and event is not None:
+                    logger.info(
+                        "delegation %s: learned its request's fate after %.1f s",
+                        prepared.delegation_id,
+                        time.monotonic() - doubted,
+                    )
+                return event
+            try:
+                await asyncio.sleep(_ASK_AGAIN_SECONDS)
+            except asyncio.CancelledError:
+                return None  # cancelled while it waits already: the executor stops (see `_waited`)
+            work = self._record_request(scope, prepared)
 
     async def resume(
         self, scope: RunScope, target: str, task: str, request_event: memory_pb2.Event
