@@ -11,7 +11,6 @@ response (docs/durability.md, "Exactly one end").
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -33,18 +32,13 @@ from agentmesh.executor.delegation.outcome import (
     outcome_name,
 )
 from agentmesh.executor.durability.child_log import REMOTE_TASK_ACCEPTED, ChildLog, remote_task_key
-from agentmesh.executor.durability.detached import run_detached
+from agentmesh.executor.durability.detached import known, run_detached
 from agentmesh.executor.durability.recorder import EventType, NewEvent, request_key, response_key
-from agentmesh.executor.durability.transient import is_transient
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.runtime import metrics, telemetry
 
 logger = logging.getLogger(__name__)
-
-# The pause between two appends of a delegation request whose first outcome is unknown
-# (`Delegator._settled`); each append is itself retried while memory is away (recorder).
-_ASK_AGAIN_SECONDS = 1.0
 
 
 @dataclass
@@ -218,44 +212,15 @@ class Delegator:
     ) -> memory_pb2.Event | None:
         """The delegation request's event once its append settled; None when it surely was not
         stored. An append whose outcome is unknown (it ran out of time, or memory was away or
-        slow: it may be stored all the same) is sent again under the request's own key — answered
-        with the stored event, or stored now — until memory answers, so that a request in the log
-        always gets its response: however long memory takes, the run cannot end before it knows.
-        Only an executor handing its runs over stops asking (the run's taker answers a request
-        it finds open), or a run cancelled while it already waits (`_waited`)."""
-        work, doubted = recording, 0.0
-        while True:
-            try:
-                event = await _waited(work)
-            except Exception as error:
-                if not is_transient(error):
-                    return None  # refused: not stored (a run taken over is answered by its taker)
-                if self._handing_over():
-                    logger.warning(
-                        "delegation %s: its request may be recorded; left for the run's taker to answer",
-                        prepared.delegation_id,
-                    )
-                    return None
-                if not doubted:
-                    doubted = time.monotonic()
-                    logger.warning(
-                        "delegation %s: unknown whether its request was stored (%r); asking till memory says",
-                        prepared.delegation_id,
-                        error,
-                    )
-            else:
-                if doubted and event is not None:
-                    logger.info(
-                        "delegation %s: learned its request's fate after %.1f s",
-                        prepared.delegation_id,
-                        time.monotonic() - doubted,
-                    )
-                return event
-            try:
-                await asyncio.sleep(_ASK_AGAIN_SECONDS)
-            except asyncio.CancelledError:
-                return None  # cancelled while it waits already: the executor stops (see `_waited`)
-            work = self._record_request(scope, prepared)
+        slow: it may be stored all the same) is sent again under the request's own key until
+        memory answers (with the stored event, or storing it now), so that a request in the log
+        always gets its response. A run taken over is answered by its taker."""
+        return await known(
+            recording,
+            lambda: self._record_request(scope, prepared),
+            what=f"delegation {prepared.delegation_id}'s request",
+            stop_asking=self._handing_over,
+        )
 
     async def resume(
         self, scope: RunScope, target: str, task: str, request_event: memory_pb2.Event
@@ -500,20 +465,6 @@ async def _emit_response(
             ),
         )
     )
-
-
-async def _waited(work: asyncio.Future[memory_pb2.Event]) -> memory_pb2.Event | None:
-    """What detached `work` ends with (None when it was cancelled itself), waited for by a run
-    that may be cancelled meanwhile: then it waits once more; cancelled again, it stops waiting
-    (None; the work goes on regardless)."""
-    with contextlib.suppress(asyncio.CancelledError):
-        try:
-            return await asyncio.shield(work)
-        except asyncio.CancelledError:
-            if work.cancelled():
-                return None
-            return await asyncio.shield(work)
-    return None
 
 
 def target_slug(scope: RunScope, target: str) -> str:
