@@ -13,7 +13,7 @@ UV := $(or $(shell command -v uv 2>/dev/null),.tools/bin/uv)
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: run test lint imports protos check-protos buf-lint install clean bench bench-smoke
+.PHONY: run test lint imports protos check-protos buf-lint install clean bench bench-smoke soak
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -68,6 +68,12 @@ bench: $(STAMP)
 
 bench-smoke: $(STAMP)
 	$(BIN)/python -m bench --smoke
+
+# An hour of steady streaming chats on the mesh as processes (bench/soak.py), judged for leaks,
+# latency drift and runs left behind; `make soak ARGS="--minutes 10"` for a shorter one. Its
+# three-minute version runs in `make test` (tests/faults/test_soak.py).
+soak: $(STAMP)
+	$(BIN)/python -m bench.soak $(ARGS)
 
 # The SDKs under sdks/ (docs/sdks.md): `sdks` regenerates them (the Go SDK's generated code is
 # committed), `check-sdks` fails when that code drifts from protos/. tests/e2e/test_sdks.py runs both

@@ -35,7 +35,10 @@ class Processes:
     (`registry_replica`, on the same database) and is the only one the gateway sends runs to, while
     the executors send delegated and sub-agent runs only to the others: a test can cut it off from
     the registry — stop the replica — while it and the rest go on (a run sent to an executor cut
-    off from the registry would wait for its start there)."""
+    off from the registry would wait for its start there).
+
+    With `metrics`, every process serves its Prometheus endpoint on a port of its own
+    (`metrics_urls`, by process name)."""
 
     def __init__(
         self,
@@ -45,6 +48,7 @@ class Processes:
         executor_env: dict[str, str] | None = None,
         registry_env: dict[str, str] | None = None,
         own_registry: str = "",
+        metrics: bool = False,
     ) -> None:
         registry, memory, gateway, http, replica, *executors = free_loopback_ports(7)
         self.executor_addresses = [f"127.0.0.1:{port}" for port in executors]
@@ -58,8 +62,13 @@ class Processes:
         gateway_pool = [self.executor_addresses[ids.index(own_registry)]] if own_registry else None
         pool = json.dumps([a for a in self.executor_addresses if a not in (gateway_pool or ())])
         self.database_url = database_url
+        self.metrics_urls: dict[str, str] = {}
 
         def serve(service: str, name: str, env: dict[str, str]) -> ServiceProcess:
+            if metrics:
+                (port,) = free_loopback_ports(1)
+                env = {**env, "AGENTMESH_METRICS_PORT": str(port)}
+                self.metrics_urls[name] = f"http://127.0.0.1:{port}/metrics"
             return ServiceProcess.serve(service, name=name, env={**common, **env}, log_dir=log_dir)
 
         self._serve = serve
@@ -139,6 +148,12 @@ class Processes:
             await self.registry_replica.start()
         await asyncio.gather(*(executor.start() for executor in self.executors.values()))
         await self.gateway.start()
+
+    @property
+    def services(self) -> list[ServiceProcess]:
+        """Every process of the mesh."""
+        replica = [self.registry_replica] if self.registry_replica is not None else []
+        return [self.registry, *replica, self.memory, *self.executors.values(), self.gateway, *self.extra]
 
     async def stop(self) -> None:
         replica = [self.registry_replica] if self.registry_replica is not None else []

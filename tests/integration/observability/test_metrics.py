@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 import httpx
@@ -145,3 +146,16 @@ def test_a_failing_cache_source_does_not_break_the_scrape(metrics_url) -> None:
     finally:
         stop()
     assert "agentmesh_agent_cache_size" in {s.partition("{")[0] for s in samples}
+
+
+async def test_the_event_loops_unfinished_tasks_are_read_at_scrape_time(metrics_url) -> None:
+    metrics.observe_event_loop(asyncio.get_running_loop())
+    released = asyncio.Event()
+    before = _value(await asyncio.to_thread(_scrape, metrics_url), "agentmesh_process_asyncio_tasks")
+    waiting = [asyncio.create_task(released.wait()) for _ in range(5)]
+    during = _value(await asyncio.to_thread(_scrape, metrics_url), "agentmesh_process_asyncio_tasks")
+    released.set()
+    await asyncio.gather(*waiting)
+    after = _value(await asyncio.to_thread(_scrape, metrics_url), "agentmesh_process_asyncio_tasks")
+    assert before >= 1  # this test's own task
+    assert (during - before, during - after) == (5, 5)

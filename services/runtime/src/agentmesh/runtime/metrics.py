@@ -16,8 +16,10 @@ session ids, agent or user names, message content, and never a secret.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -168,6 +170,12 @@ class _Instruments:
                 unit="{lookup}" if field != "evictions" else "{agent}",
                 description=description,
             )
+        meter.create_observable_gauge(
+            "agentmesh.process.asyncio_tasks",
+            callbacks=[_observe_asyncio_tasks],
+            unit="{task}",
+            description="Unfinished asyncio tasks of the process's event loop (a leak shows as growth)",
+        )
         meter.create_observable_up_down_counter(
             "agentmesh.runs.active",
             callbacks=[_observe_active_runs],
@@ -209,6 +217,7 @@ _instruments: _Instruments | None = None
 _global_installed = False
 _cache_sources: list[Callable[[], AgentCacheStats]] = []
 _active_run_sources: list[Callable[[], int]] = []
+_event_loops: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 _sources_lock = threading.Lock()
 
 
@@ -410,6 +419,13 @@ def observe_active_runs(source: Callable[[], int]) -> Callable[[], None]:
     return _register(_active_run_sources, source)
 
 
+def observe_event_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Reports the unfinished tasks of `loop` at every scrape. A process that serves several
+    services on one loop (`agentmesh up`) registers it once per service and is counted once."""
+    with _sources_lock:
+        _event_loops.add(loop)
+
+
 # --- recorded by the memory service -------------------------------------------------------------
 
 
@@ -452,6 +468,15 @@ def _observe_cache(options: CallbackOptions, field: str) -> Iterable[Observation
         except Exception:  # a failing source must not break the scrape
             logger.exception("agent cache metrics source failed")
     return [Observation(total)]
+
+
+def _observe_asyncio_tasks(options: CallbackOptions) -> Iterable[Observation]:
+    with _sources_lock:
+        loops = [loop for loop in _event_loops if not loop.is_closed()]
+    if not loops:
+        return []
+    # From the scrape thread: `all_tasks` copies the loop's task set, retrying if it changes meanwhile.
+    return [Observation(sum(len(asyncio.all_tasks(loop)) for loop in loops))]
 
 
 def _observe_active_runs(options: CallbackOptions) -> Iterable[Observation]:

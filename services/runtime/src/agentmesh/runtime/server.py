@@ -23,6 +23,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 from grpc_reflection.v1alpha._async import ReflectionServicer
 
+from agentmesh.runtime import metrics
 from agentmesh.runtime.interceptors import ServerInterceptor
 from agentmesh.runtime.message_counts import message_counter
 from agentmesh.runtime.settings import DEFAULT_MAX_PENDING_CALLS, ServiceSettings
@@ -100,6 +101,7 @@ class GrpcServer:
         reflection.enable_server_reflection(reflected, self.server)
         _add_reflection_v1(reflected, self.server)
         await self.server.start()
+        metrics.observe_event_loop(asyncio.get_running_loop())
         await self.set_serving(True)
         logger.info("serving %s on %s", ", ".join(self._service_names), self.address)
 
