@@ -94,6 +94,14 @@ class ChatLoad:
         self.outcomes: list[Outcome] = []
         self._tasks: list[asyncio.Task[None]] = []
 
+    @property
+    def project_id(self) -> str:
+        return self._worker.project_id
+
+    def through(self, gateway: gw_grpc.GatewayServiceStub, name: str) -> ChatLoad:
+        """Chats to the same agents through another gateway (their outcomes kept apart)."""
+        return ChatLoad(gateway, self._worker, self._coordinator, name, mesh=self.mesh, http=self.http)
+
     def start(self, count: int) -> list[Outcome]:
         """Starts `count` chats, alternately streamed (delegating) and unary."""
         started = []
