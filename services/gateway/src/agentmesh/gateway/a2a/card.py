@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from a2a.types import a2a_pb2
 from a2a.utils.constants import PROTOCOL_VERSION_CURRENT, TransportProtocol
@@ -24,6 +25,8 @@ from agentmesh.registry.v1 import resources_pb2
 CARD_PATH = "/.well-known/agent-card.json"
 JSONRPC_PATH = "/a2a/jsonrpc"
 REST_PATH = "/a2a/rest"
+# Hosts a server binds to listen on every interface: no client can dial them.
+_WILDCARD_HOSTS = {"", "0.0.0.0", "::", "[::]"}
 BEARER = "bearer"
 API_KEY = "apiKey"
 
@@ -64,7 +67,7 @@ def agent_card(
     if grpc_address:
         interfaces.append(
             a2a_pb2.AgentInterface(
-                url=grpc_address,
+                url=reachable_grpc_address(grpc_address, base_url),
                 protocol_binding=TransportProtocol.GRPC,
                 protocol_version=PROTOCOL_VERSION_CURRENT,
                 tenant=tenant,
@@ -101,6 +104,17 @@ def agent_card(
     for scheme in (BEARER, API_KEY):
         card.security_requirements.append(a2a_pb2.SecurityRequirement(schemes={scheme: a2a_pb2.StringList()}))
     return card
+
+
+def reachable_grpc_address(grpc_address: str, base_url: str) -> str:
+    """The gRPC `host:port` a client can dial: as given, unless its host is a wildcard (the port
+    was bound on every interface and no public address was set); then the host the client reached
+    the HTTP face at, with the gRPC port."""
+    host, _, port = grpc_address.rpartition(":")
+    reached = urlsplit(base_url).hostname
+    if host not in _WILDCARD_HOSTS or not reached:
+        return grpc_address
+    return f"[{reached}]:{port}" if ":" in reached else f"{reached}:{port}"
 
 
 def _skills(spec: resources_pb2.AgentSpec, *, extended: bool) -> list[a2a_pb2.AgentSkill]:
