@@ -1,7 +1,8 @@
 """Discovery without a credential: an agent its owner published has a public card that a2a-sdk's
 card resolver fetches with none, and a client built from that card talks to the agent (with a
 credential); an unpublished agent answers 404 exactly as one that does not exist; the gateway's
-well-known card and AI Catalog list the published agents of every project, and only those."""
+well-known card and AI Catalog list the published agents of every project, and only those (the
+one test whose answer comes from the database's query, so the one run on both databases)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ async def _publish(api: Api, agent: Agent, public: bool = True) -> None:
 
 
 async def test_a_published_agents_card_needs_no_credential_and_its_client_talks_to_it(
-    api: Api, mesh: Mesh
+    api: Api, mesh: Mesh, once: None
 ) -> None:
     agent = await api.agent(mock_responses=["hello"], network_access=[])
     await _publish(api, agent)
@@ -55,7 +56,7 @@ async def test_a_published_agents_card_needs_no_credential_and_its_client_talks_
 
 
 async def test_a_private_and_an_unknown_agent_answer_alike_without_a_credential(
-    api: Api, http: httpx.AsyncClient
+    api: Api, http: httpx.AsyncClient, once: None
 ) -> None:
     private = await api.agent(mock_responses=["hi"])
     others = [
