@@ -10,9 +10,10 @@ from typing import Any
 
 import httpx
 import pytest
-from a2a.client import A2ACardResolver
+from a2a.client import A2ACardResolver, A2AClientError
 from a2a.client.errors import AgentCardResolutionError
 from a2a.types import a2a_pb2
+from a2a.utils import errors as a2a_errors
 from google.protobuf.json_format import MessageToDict
 
 from agentmesh.cli.mesh import Mesh
@@ -53,6 +54,12 @@ async def test_a_published_agents_card_needs_no_credential_and_its_client_talks_
         task = events[-1].task
         assert task.status.state == a2a_pb2.TaskState.TASK_STATE_COMPLETED, binding
         assert task.artifacts[0].parts[0].text == "hello"
+        # The card is public; the agent and its extended card are not.
+        async with a2a_client(card, binding, "", streaming=False) as client:
+            with pytest.raises((A2AClientError, a2a_errors.A2AError)):
+                await client.get_extended_agent_card(a2a_pb2.GetExtendedAgentCardRequest())
+            with pytest.raises((A2AClientError, a2a_errors.A2AError)):
+                [_ async for _ in client.send_message(send_request("hi"))]
 
 
 async def test_a_private_and_an_unknown_agent_answer_alike_without_a_credential(
