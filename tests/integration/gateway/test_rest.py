@@ -45,6 +45,7 @@ AGENT_FIELDS = {
     "agent_type_id",
     "status",
     "config",
+    "public",
     "tasks_completed",
     "tokens_used",
     "cost",
@@ -217,6 +218,12 @@ async def test_agents_spawn_list_lifecycle_metrics_and_terminate(http: httpx.Asy
     assert patched.json()["config"]["instructions"] is None
     assert patched.json()["config"]["max_steps"] == 3
     assert patched.json()["config"]["mock_responses"] == ["hi"]
+    assert patched.json()["public"] is False
+
+    published = await http.patch(agent.path, json={"public": True}, headers=owner.headers)
+    assert published.status_code == 200, published.text
+    assert published.json()["public"] is True
+    assert published.json()["config"]["max_steps"] == 3  # the config is left as it was
 
     paused = await http.post(f"{agent.path}/pause", headers=owner.headers)
     assert paused.status_code == 200 and paused.json()["status"] == "paused"

@@ -68,6 +68,7 @@ class DeclaredAgent:
     config: resources_pb2.AgentConfig
     declared: tuple[str, ...]
     slug_declared: bool = False
+    public: bool | None = None  # None: not in the file
 
 
 @dataclass(frozen=True)
@@ -326,6 +327,7 @@ def _declared_agent(path: str, entry: AgentEntry) -> DeclaredAgent:
         type_slug=entry.type.strip(),
         config=normalized_agent_config(config),
         declared=declared,
+        public=entry.public,
     )
 
 

@@ -119,6 +119,7 @@ class _Executor:
                         name=step.name,
                         slug=step.slug,
                         config=config,
+                        public=step.public,
                     ),
                     request_id=_request_id(),
                     metadata=self._metadata,
@@ -141,7 +142,10 @@ class _Executor:
         async with self._writing(step.path, step.change if report else None):
             await self._registry.update_agent(
                 resources_pb2.Agent(
-                    id=step.id, project_id=project_ids[step.project_slug], config=step.config
+                    id=step.id,
+                    project_id=project_ids[step.project_slug],
+                    config=step.config,
+                    public=step.public,
                 ),
                 paths,
                 metadata=self._metadata,

@@ -98,6 +98,7 @@ class AgentStep:
     type_slug: str
     config: resources_pb2.AgentConfig
     id: str = ""
+    public: bool = False
 
 
 @dataclass
@@ -290,6 +291,8 @@ class _Planner:
                 )
             )
             return None
+        public = bool(declared.public) if current is None or declared.public is not None else current.public
+        publishes = current is not None and public != current.public
         if current is None:
             config, action, changed = declared.config, Action.CREATE, ()
             if not type_active:
@@ -319,12 +322,12 @@ class _Planner:
                 )
             config = overlay(current.config, declared.config, declared.declared)
             changed = differing(declared.declared, config, current.config)
-            action = Action.UPDATE if changed else Action.UNCHANGED
-            if changed and current.status == resources_pb2.AGENT_STATUS_TERMINATED:
+            action = Action.UPDATE if changed or publishes else Action.UNCHANGED
+            if action is Action.UPDATE and current.status == resources_pb2.AGENT_STATUS_TERMINATED:
                 self.problems.append(
                     FieldViolation(declared.path, f"agent {ref!r} is terminated and cannot be changed")
                 )
-        if action is not Action.UNCHANGED:
+        if changed or current is None:
             self.problems += check_agent_config(
                 config,
                 agent_name=declared.name,
@@ -332,7 +335,8 @@ class _Planner:
                 project_agents=known,
                 field=f"{declared.path}.config",
             )
-        change = Change("agent", ref, action, tuple(f"config.{name}" for name in changed))
+        fields = (*(f"config.{name}" for name in changed), *(("public",) if publishes else ()))
+        change = Change("agent", ref, action, fields)
         return AgentStep(
             change,
             declared.path,
@@ -342,6 +346,7 @@ class _Planner:
             declared.type_slug,
             config,
             current.id if current else "",
+            public,
         )
 
     async def _agent_type(self, slug: str) -> resources_pb2.AgentType | None:

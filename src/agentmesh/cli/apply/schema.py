@@ -117,6 +117,9 @@ class AgentEntry(_Entry):
     slug: str = ""
     type: str
     config: AgentConfigEntry = AgentConfigEntry()
+    # Published: its A2A card is served without credentials (docs/a2a.md). Left out: a new
+    # agent is private, an existing one keeps what it is.
+    public: bool | None = None
 
 
 class RemoteAgentEntry(_Entry):

@@ -12,6 +12,7 @@ from a2a.types import a2a_pb2_grpc
 from agentmesh.executor.client import RunRouter, SystemToken
 from agentmesh.gateway.a2a.card import A2AEndpoints
 from agentmesh.gateway.a2a.handler import MeshRequestHandler
+from agentmesh.gateway.a2a.published import PublishedAgents
 from agentmesh.gateway.a2a.tasks import A2ATasks, LiveRuns
 from agentmesh.gateway.access import AccessGuard, AuthorizationInterceptor
 from agentmesh.gateway.client_address import ClientAddresses
@@ -132,7 +133,7 @@ async def start(settings: GatewaySettings) -> GatewayService:
         max_chat_messages=settings.max_chat_messages,
         public_url=settings.public_url,
         dependencies=(("registry", registry_channel), ("memory", memory_channel)),
-        a2a=A2AFace(a2a_tasks, a2a_handler, endpoints),
+        a2a=A2AFace(a2a_tasks, a2a_handler, endpoints, PublishedAgents(registry, system_token.metadata)),
     )
     http = HttpServer(
         create_http_app(context, max_request_body_bytes=settings.max_request_body_bytes),

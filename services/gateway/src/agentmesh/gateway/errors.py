@@ -198,3 +198,13 @@ class ApiKeyOutOfScope(PermissionDenied):
     """A project-scoped API key used for something outside its project."""
 
     default_reason = "API_KEY_OUT_OF_SCOPE"
+
+
+class NoPublicAgent(NotFound):
+    """No agent published at this address. An agent that does not exist and one its owner keeps
+    private answer alike, so a stranger learns nothing of what a project holds."""
+
+    default_reason = "AGENT_NOT_FOUND"
+
+    def __init__(self) -> None:
+        super().__init__("no public agent at this address")

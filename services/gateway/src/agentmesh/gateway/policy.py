@@ -210,6 +210,8 @@ RPC_POLICY: Mapping[str, Rule] = {
 
 _OWNER_BY_ID = owner(_path_project_id)
 _OWNER_BY_SLUG = owner(_path_project_slug)
+# An agent's owner (or a superuser), the agent named by the path: what a private agent's card asks.
+AGENT_OWNER = _OWNER_BY_SLUG
 _AGENT = "/agents/{project_slug}/{agent_name}"
 _A2A_REST = "/a2a/rest"
 _A2A_ROUTES = [
@@ -239,6 +241,9 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     # The web console's page and assets; what it shows it fetches with the signed-in user's token.
     ("GET", "/"): PUBLIC,
     ("GET", "/console/{asset}"): PUBLIC,
+    # The discovery index: the agents their owners published (http/a2a.py, discovery_router).
+    ("GET", "/.well-known/agent-card.json"): PUBLIC,
+    ("GET", "/.well-known/ai-catalog.json"): PUBLIC,
     ("POST", "/api/v1/auth/register"): PUBLIC,
     ("POST", "/api/v1/auth/login"): PUBLIC,
     # The refresh token in the body is the credential.
@@ -293,7 +298,8 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     ("POST", "/api/v1/projects/{project_id}/sessions/{session_id}/move"): _OWNER_BY_ID,
     ("GET", _AGENT + "/health"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/.well-known/agent"): _OWNER_BY_SLUG,
-    ("GET", _AGENT + "/.well-known/agent-card.json"): _OWNER_BY_SLUG,
+    # Public when its owner published the agent; else the route asks for the owner (http/a2a.py).
+    ("GET", _AGENT + "/.well-known/agent-card.json"): PUBLIC,
     ("POST", _AGENT + "/v1/chat/completions"): _OWNER_BY_SLUG,
     ("POST", _AGENT + "/v1/responses"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/v1/models"): _OWNER_BY_SLUG,

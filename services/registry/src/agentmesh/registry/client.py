@@ -77,6 +77,15 @@ class RegistryClient(ResourceCalls):
         response = await unary(self.internal_stub.ResolveAgent, request, metadata=metadata)
         return response.spec
 
+    async def list_public_agents(
+        self, *, page_size: int = 0, page_token: str = "", metadata: Metadata | None = None
+    ) -> tuple[list[resources_pb2.AgentSpec], str]:
+        """One page of the agents their owners published, across projects, and the next page's
+        token (empty on the last); the system principal only (gateways' discovery index)."""
+        request = internal_pb.ListPublicAgentsRequest(page_size=page_size, page_token=page_token)
+        response = await unary(self.internal_stub.ListPublicAgents, request, metadata=metadata)
+        return list(response.specs), response.next_page_token
+
     async def resolve_remote_agent(
         self, project_id: str, name: str, *, metadata: Metadata | None = None
     ) -> resources_pb2.RemoteAgent:

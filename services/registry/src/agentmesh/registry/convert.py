@@ -159,6 +159,7 @@ def new_agent(message: pb.Agent) -> NewAgent:
         name=message.name,
         slug=message.slug,
         config=agent_config(message.config),
+        public=message.public,
     )
 
 
@@ -306,6 +307,7 @@ def agent_message(agent: Agent) -> pb.Agent:
         agent_type_id=agent.agent_type_id,
         status=_STATUS_TO_PROTO[agent.status],
         config=agent_config_message(agent.config),
+        public=agent.public,
         tasks_completed=agent.tasks_completed,
         tokens_used=agent.tokens_used,
         cost=agent.cost,

@@ -69,6 +69,17 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
         )
         return pb.ResolveAgentResponse(spec=convert.agent_spec_message(spec))
 
+    async def ListPublicAgents(
+        self, request: pb.ListPublicAgentsRequest, context: Context
+    ) -> pb.ListPublicAgentsResponse:
+        page = await self._registry.list_public_agents(
+            page_size=request.page_size, page_token=request.page_token
+        )
+        return pb.ListPublicAgentsResponse(
+            specs=[convert.agent_spec_message(spec) for spec in page.items],
+            next_page_token=page.next_page_token,
+        )
+
     async def StartAgentRun(
         self, request: pb.StartAgentRunRequest, context: Context
     ) -> pb.StartAgentRunResponse:

@@ -307,6 +307,7 @@ class NewAgent(_Model):
     name: str
     slug: str = ""
     config: AgentConfig = AgentConfig()
+    public: bool = False
 
 
 class Agent(_Model):
@@ -324,6 +325,9 @@ class Agent(_Model):
     agent_type_id: str
     status: AgentStatus
     config: AgentConfig = AgentConfig()
+    # Published by its owner: its card is served without credentials and listed in the gateway's
+    # discovery index (docs/a2a.md). Not part of what a run uses, so no version records it.
+    public: bool = False
     tasks_completed: int = 0
     tokens_used: int = 0
     cost: float = 0.0

@@ -88,6 +88,8 @@ INTERNAL_POLICY: Mapping[str, Access] = {
     "ResolveMcpServers": Access.SYSTEM,
     # The one answer with a remote agent's credential: executors only.
     "ResolveRemoteAgent": Access.SYSTEM,
+    # The gateways' discovery index: published agents of every project, so never a user's token.
+    "ListPublicAgents": Access.SYSTEM,
     "RenewRunLeases": Access.SYSTEM,
     "SuspendRun": Access.SYSTEM,
     "AwaitSessionTurn": Access.SYSTEM,

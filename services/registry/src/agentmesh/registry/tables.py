@@ -149,6 +149,8 @@ class AgentRow(Base):
         sa.UniqueConstraint("project_id", "slug"),
         sa.UniqueConstraint("project_id", "request_id"),
         sa.Index(None, "project_id", "created_at", "id"),
+        # The discovery index's keyset query: the public agents across projects, oldest first.
+        sa.Index(None, "public", "created_at", "id"),
     )
 
     id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
@@ -160,6 +162,8 @@ class AgentRow(Base):
     slug: Mapped[str] = mapped_column(sa.String(63))
     status: Mapped[str] = mapped_column(sa.String(20))
     config: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    # Published by its owner (migration 0019); the discovery index reads the public ones.
+    public: Mapped[bool] = mapped_column(sa.Boolean, server_default=sa.false())
     tasks_completed: Mapped[int] = mapped_column(sa.BigInteger)
     tokens_used: Mapped[int] = mapped_column(sa.BigInteger)
     cost: Mapped[float] = mapped_column(sa.Float)

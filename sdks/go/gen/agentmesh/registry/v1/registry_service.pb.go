@@ -2262,7 +2262,7 @@ func (*DeleteProjectResponse) Descriptor() ([]byte, []int) {
 type CreateAgentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The agent: project_id, agent_type_id, name, and optional slug (made from the name when
-	// empty) and config.
+	// empty), config and public.
 	Agent *Agent `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
 	// Optional idempotency key.
 	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
@@ -2611,9 +2611,9 @@ func (x *ListAgentsResponse) GetTotalSize() int32 {
 // UpdateAgentRequest is the input of UpdateAgent.
 type UpdateAgentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The agent with project_id, id and the new config.
+	// The agent with project_id, id and the new config or public.
 	Agent *Agent `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
-	// Fields to change, e.g. "config.instructions" or "config".
+	// Fields to change, e.g. "config.instructions", "config" or "public".
 	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

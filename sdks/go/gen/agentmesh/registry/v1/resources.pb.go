@@ -1373,7 +1373,12 @@ type Agent struct {
 	LastActivityAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=last_activity_at,json=lastActivityAt,proto3" json:"last_activity_at,omitempty"`
 	// DNS label unique in the project ("my-po-agent"), made from the name when not given at
 	// creation; addresses the agent in URLs and model ids. Never changes.
-	Slug          string `protobuf:"bytes,12,opt,name=slug,proto3" json:"slug,omitempty"`
+	Slug string `protobuf:"bytes,12,opt,name=slug,proto3" json:"slug,omitempty"`
+	// Whether its owner publishes it: its A2A agent card (name, description, skills, interfaces,
+	// security schemes) is then served to anyone without credentials and the gateway's discovery
+	// index lists it. False (the default): to anyone unauthenticated it does not exist. Talking to
+	// it needs a credential either way.
+	Public        bool `protobuf:"varint,13,opt,name=public,proto3" json:"public,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1490,6 +1495,13 @@ func (x *Agent) GetSlug() string {
 		return x.Slug
 	}
 	return ""
+}
+
+func (x *Agent) GetPublic() bool {
+	if x != nil {
+		return x.Public
+	}
+	return false
 }
 
 // AgentSpec is an agent with its type's settings and its overrides resolved: what an executor runs.
@@ -2191,7 +2203,7 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"created_by\x18\a \x01(\tR\tcreatedBy\"J\n" +
 	"\x13SessionAgentVersion\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x05R\aversion\"\xd9\x03\n" +
+	"\aversion\x18\x02 \x01(\x05R\aversion\"\xf1\x03\n" +
 	"\x05Agent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
@@ -2208,7 +2220,8 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"created_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12D\n" +
 	"\x10last_activity_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x0elastActivityAt\x12\x12\n" +
-	"\x04slug\x18\f \x01(\tR\x04slug\"\xd1\x0e\n" +
+	"\x04slug\x18\f \x01(\tR\x04slug\x12\x16\n" +
+	"\x06public\x18\r \x01(\bR\x06public\"\xd1\x0e\n" +
 	"\tAgentSpec\x122\n" +
 	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12!\n" +
 	"\fproject_slug\x18\x02 \x01(\tR\vprojectSlug\x124\n" +

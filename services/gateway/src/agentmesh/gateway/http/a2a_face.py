@@ -1,6 +1,6 @@
 """What the A2A HTTP routes work with, built once by the composition root: the task core, the
-request handler, the public endpoints and the SDK's dispatchers over the handler, whose call
-context carries the caller and agent the route resolved."""
+request handler, the public endpoints, the published agents and the SDK's dispatchers over the
+handler, whose call context carries the caller and agent the route resolved."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from fastapi import Request
 
 from agentmesh.gateway.a2a.card import A2AEndpoints
 from agentmesh.gateway.a2a.handler import AGENT, BASE_URL, CALLER, REQUESTED_STATUS, MeshRequestHandler
+from agentmesh.gateway.a2a.published import PublishedAgents
 from agentmesh.gateway.a2a.tasks import A2ATasks
 
 
@@ -30,12 +31,20 @@ class _AgentCallContext(DefaultServerCallContextBuilder):
 
 class A2AFace:
     """What the A2A HTTP routes work with: the task core, the request handler, the public
-    endpoints, and the SDK's dispatchers over the handler. Built by the composition root."""
+    endpoints, the published agents (public cards and the discovery index), and the SDK's
+    dispatchers over the handler. Built by the composition root."""
 
-    def __init__(self, tasks: A2ATasks, handler: MeshRequestHandler, endpoints: A2AEndpoints) -> None:
+    def __init__(
+        self,
+        tasks: A2ATasks,
+        handler: MeshRequestHandler,
+        endpoints: A2AEndpoints,
+        published: PublishedAgents,
+    ) -> None:
         self.tasks = tasks
         self.handler = handler
         self.endpoints = endpoints
+        self.published = published
         builder = _AgentCallContext()
         self.jsonrpc = JsonRpcDispatcher(request_handler=handler, context_builder=builder)
         self.rest = RestDispatcher(request_handler=handler, context_builder=builder)

@@ -16,7 +16,7 @@ from fastapi_offline import FastAPIOffline
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentmesh.gateway.console.router import console_router
-from agentmesh.gateway.http.a2a import a2a_router
+from agentmesh.gateway.http.a2a import a2a_router, discovery_router
 from agentmesh.gateway.http.agent_versions import agent_version_router
 from agentmesh.gateway.http.agents import agent_router
 from agentmesh.gateway.http.api_keys import api_key_router
@@ -97,6 +97,7 @@ def create_http_app(context: HttpContext, *, max_request_body_bytes: int) -> Fas
     app.include_router(agent_version_router(), responses=_ERROR_RESPONSES)
     app.include_router(agent_router(), responses=_ERROR_RESPONSES)
     app.include_router(a2a_router(), responses=_ERROR_RESPONSES)
+    app.include_router(discovery_router(), responses=_ERROR_RESPONSES)
     app.include_router(openai_router())
     app.include_router(responses_router())
     app.include_router(console_router())

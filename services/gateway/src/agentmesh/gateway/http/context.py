@@ -61,9 +61,15 @@ async def authorize(request: Request) -> Caller:
     """Every route's first dependency: the route's policy rule, applied to the bearer token and
     the path parameters. Routes whose project is named in the body finish the check with
     `authorize_body` once it is parsed."""
+    return await authorize_as(request, rule_of(request))
+
+
+async def authorize_as(request: Request, rule: Rule) -> Caller:
+    """The request's caller, when `rule` lets it perform the operation on the path parameters:
+    for a route whose own rule is public but that serves more to a caller who proves more."""
     peer = request.client.host if request.client else ""
     caller = await context(request).guard.authorize(
-        rule_of(request),
+        rule,
         _bearer(request),
         request.path_params,
         peer=peer,
@@ -80,6 +86,10 @@ async def authorize_body(request: Request, caller: Caller, body: Any) -> None:
     if rule.target_in_body:
         assert rule.target is not None
         await context(request).guard.check_target(caller, rule.target(body))
+
+
+def has_bearer(request: Request) -> bool:
+    return _bearer(request) is not None
 
 
 def _bearer(request: Request) -> str | None:

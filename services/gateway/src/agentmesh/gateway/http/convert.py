@@ -245,6 +245,7 @@ def agent(value: registry_resources.Agent) -> schemas.AgentOut:
         agent_type_id=value.agent_type_id,
         status=agent_status(value.status),  # type: ignore[arg-type]
         config=agent_config(value.config),
+        public=value.public,
         tasks_completed=value.tasks_completed,
         tokens_used=value.tokens_used,
         cost=value.cost,

@@ -206,6 +206,7 @@ def rest_router() -> APIRouter:
                 name=body.name,
                 slug=body.slug,
                 config=convert.agent_config_proto(body.config.model_dump()),
+                public=body.public,
             )
         )
         created = await ctx.call(ctx.registry.stub.CreateAgent, agent, caller)
@@ -233,18 +234,22 @@ def rest_router() -> APIRouter:
     async def update_agent(
         project_id: str, agent_id: str, body: schemas.AgentUpdate, ctx: Ctx, caller: Auth, response: Response
     ) -> schemas.AgentOut:
-        """Changes the config overrides present in the body; null drops an override."""
-        overrides = body.config.model_fields_set
-        if not overrides:
+        """Changes the config overrides present in the body (null drops an override) and, when
+        present, `public`."""
+        overrides = body.config.model_fields_set if body.config is not None else set()
+        publish = {"public"} & body.model_fields_set
+        if not overrides and not publish:
             request = reg.GetAgentRequest(project_id=project_id, id=agent_id)
             return convert.agent((await ctx.call(ctx.registry.stub.GetAgent, request, caller)).agent)
+        config = body.config.model_dump(include=overrides) if body.config is not None else {}
         update = reg.UpdateAgentRequest(
             agent=resources_pb2.Agent(
                 project_id=project_id,
                 id=agent_id,
-                config=convert.agent_config_proto(body.config.model_dump(include=overrides)),
+                config=convert.agent_config_proto(config),
+                public=bool(body.public),
             ),
-            update_mask=_mask(overrides, "config."),
+            update_mask=field_mask_pb2.FieldMask(paths=[*_mask(overrides, "config.").paths, *publish]),
         )
         updated = await ctx.call(ctx.registry.stub.UpdateAgent, update, caller)
         return convert.agent(_warned(response, updated).agent)

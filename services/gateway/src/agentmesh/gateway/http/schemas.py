@@ -351,12 +351,19 @@ class AgentCreate(RequestBody):
         default="", description="DNS label unique in the project; made from the name when empty"
     )
     config: AgentConfigBody = Field(default_factory=AgentConfigBody)
+    public: bool = Field(
+        default=False,
+        description="published: its A2A card is served without credentials and the gateway's"
+        " discovery index lists it",
+    )
 
 
 class AgentUpdate(RequestBody):
-    """The config overrides present change; a null override falls back to the type's value."""
+    """What is present changes: the config overrides present (a null override falls back to the
+    type's value), and `public`."""
 
-    config: AgentConfigBody
+    config: AgentConfigBody = _unchanged()
+    public: bool = _unchanged()
 
 
 class AgentOut(BaseModel):
@@ -367,6 +374,7 @@ class AgentOut(BaseModel):
     agent_type_id: str
     status: AgentStatusName
     config: AgentConfigOut
+    public: bool
     tasks_completed: int
     tokens_used: int
     cost: float

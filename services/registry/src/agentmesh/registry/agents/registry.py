@@ -194,6 +194,7 @@ class AgentRegistry(AgentVersionRules):
                     agent_type_id=agent_type.id,
                     status=AgentStatus.IDLE,
                     config=new.config,
+                    public=new.public,
                     created_at=now,
                     last_activity_at=now,
                 )
@@ -226,35 +227,69 @@ class AgentRegistry(AgentVersionRules):
         return self._pages.page(found, scope=scope)
 
     async def update_agent(
-        self, principal: Principal, project_id: str, agent_id: str, config: AgentConfig, mask: Iterable[str]
+        self,
+        principal: Principal,
+        project_id: str,
+        agent_id: str,
+        config: AgentConfig,
+        mask: Iterable[str],
+        *,
+        public: bool = False,
     ) -> Agent:
-        """Changes the agent's config overrides named by the mask: `config` (all of it) or
-        `config.<field>`; a field named but not set is cleared (the type's value applies)."""
-        fields = _config_mask(mask)
+        """Changes what the mask names: the agent's config overrides, `config` (all of it) or
+        `config.<field>` (a field named but not set is cleared: the type's value applies), and
+        whether its owner publishes it (`public`). Publishing changes nothing its runs use, so
+        it makes no new version."""
+        paths = list(dict.fromkeys(mask))
+        publish = "public" in paths or "*" in paths
+        rest = [path for path in paths if path != "public"]
+        fields = _config_mask(rest) if rest or not publish else []
         async with self._store.write() as tx:
             agent = await self._agent(tx, principal, project_id, agent_id, for_update=True)
             if agent.status is AgentStatus.TERMINATED:
                 raise AgentTerminated("a terminated agent cannot be changed")
             merged = agent.config.model_copy(update={field: getattr(config, field) for field in fields})
-            siblings = await tx.agent_slugs(project_id)
-            remotes = await tx.remote_agent_names(project_id)
-            raise_if(
-                check_agent_config(
-                    merged,
-                    agent_name=agent.name,
-                    agent_slug=agent.slug,
-                    project_agents=[*_refs(siblings), *remotes],
+            if fields:
+                siblings = await tx.agent_slugs(project_id)
+                remotes = await tx.remote_agent_names(project_id)
+                raise_if(
+                    check_agent_config(
+                        merged,
+                        agent_name=agent.name,
+                        agent_slug=agent.slug,
+                        project_agents=[*_refs(siblings), *remotes],
+                    )
                 )
-            )
-            updated = await tx.update_agent(agent.model_copy(update={"config": merged}))
-            agent_type = _found(
-                await tx.get_agent_type(type_id=agent.agent_type_id), AgentTypeNotFound, "agent type"
-            )
-            await record_version(
-                tx, updated, agent_type, by=principal.user_id, now=self._now(), before=(agent, agent_type)
-            )
-        self.watch.changed(AgentChange(updated.id, spec_changed=True))
+            changes = {"config": merged, "public": public if publish else agent.public}
+            updated = await tx.update_agent(agent.model_copy(update=changes))
+            if fields:
+                agent_type = _found(
+                    await tx.get_agent_type(type_id=agent.agent_type_id), AgentTypeNotFound, "agent type"
+                )
+                await record_version(
+                    tx, updated, agent_type, by=principal.user_id, now=self._now(), before=(agent, agent_type)
+                )
+        self.watch.changed(AgentChange(updated.id, spec_changed=bool(fields)))
         return updated
+
+    async def list_public_agents(self, *, page_size: int = 0, page_token: str = "") -> Page[AgentSpec]:
+        """The agents their owners published, across projects, each resolved at its latest (what
+        the gateway's discovery index and public cards show). The policy table lets only the
+        system principal ask."""
+        scope = "public-agents"
+        request = self._pages.request(page_size=page_size, page_token=page_token, page=0, scope=scope)
+        specs = []
+        async with self._store.read() as tx:
+            found = await tx.list_public_agents(request)
+            for agent in found.items:
+                project = _found(await tx.get_project(project_id=agent.project_id), AgentNotFound, "project")
+                agent_type = _found(
+                    await tx.get_agent_type(type_id=agent.agent_type_id), AgentTypeNotFound, "agent type"
+                )
+                siblings = await tx.agent_slugs(project.id)
+                specs.append(resolve(agent, agent_type, project, siblings))
+        page = self._pages.page(found, scope=scope)
+        return Page(items=specs, next_page_token=page.next_page_token, total_size=page.total_size)
 
     async def pause_agent(self, principal: Principal, project_id: str, agent_id: str) -> Agent:
         return await self._transition(principal, project_id, agent_id, paused)

@@ -110,6 +110,7 @@ class AgentRpcs:
             request.agent.id,
             convert.agent_config(request.agent.config),
             request.update_mask.paths,
+            public=request.agent.public,
         )
         return pb.UpdateAgentResponse(
             agent=convert.agent_message(agent), warnings=await self._registry.agent_warnings(agent)

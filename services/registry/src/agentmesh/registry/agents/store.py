@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from agentmesh.registry.errors import AgentNameTaken, DuplicateRequest, SlugTaken
 from agentmesh.registry.in_memory_state import State, Stored, first
 from agentmesh.registry.mappers import agent_type_values, agent_values, from_row
-from agentmesh.registry.models import Agent, AgentType, PageRequest, Slice
+from agentmesh.registry.models import Agent, AgentStatus, AgentType, PageRequest, Slice
 from agentmesh.registry.pagination import keyset_slice
 from agentmesh.registry.tables import AgentRow, AgentRunRow, AgentTypeRow, InputRequestRow
 
@@ -68,6 +68,10 @@ class AgentTransaction(abc.ABC):
 
     @abc.abstractmethod
     async def list_agents(self, project_id: str, page: PageRequest) -> Slice[Agent]: ...
+
+    @abc.abstractmethod
+    async def list_public_agents(self, page: PageRequest) -> Slice[Agent]:
+        """The agents their owners published, across projects, terminated ones left out."""
 
     @abc.abstractmethod
     async def agent_slugs(self, project_id: str) -> dict[str, str]:
@@ -175,6 +179,10 @@ class SqlAgents(AgentTransaction):
 
     async def list_agents(self, project_id: str, page: PageRequest) -> Slice[Agent]:
         return await self._slice(AgentRow, [AgentRow.project_id == project_id], page, Agent)  # type: ignore[attr-defined,no-any-return]
+
+    async def list_public_agents(self, page: PageRequest) -> Slice[Agent]:
+        published = [AgentRow.public.is_(True), AgentRow.status != AgentStatus.TERMINATED.value]
+        return await self._slice(AgentRow, published, page, Agent)  # type: ignore[attr-defined,no-any-return]
 
     async def agent_slugs(self, project_id: str) -> dict[str, str]:
         result = await self._session.execute(
@@ -293,6 +301,11 @@ class InMemoryAgents(AgentTransaction):
     async def list_agents(self, project_id: str, page: PageRequest) -> Slice[Agent]:
         agents = [s.value for s in self._state.agents.values()]
         return keyset_slice([agent for agent in agents if agent.project_id == project_id], page)
+
+    async def list_public_agents(self, page: PageRequest) -> Slice[Agent]:
+        agents = [s.value for s in self._state.agents.values()]
+        published = [a for a in agents if a.public and a.status is not AgentStatus.TERMINATED]
+        return keyset_slice(published, page)
 
     async def agent_slugs(self, project_id: str) -> dict[str, str]:
         agents = [s.value for s in self._state.agents.values() if s.value.project_id == project_id]

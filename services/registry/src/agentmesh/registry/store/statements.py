@@ -37,6 +37,7 @@ _AGENT_TYPES: dict[str, Any] = {
     "project_updated_at": UtcDateTime,
     "type_updated_at": UtcDateTime,
     "config": sa.JSON,
+    "public": sa.Boolean,
     "tasks_completed": sa.BigInteger,
     "tokens_used": sa.BigInteger,
     "cost": sa.Float,

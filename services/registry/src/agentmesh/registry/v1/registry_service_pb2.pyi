@@ -1154,7 +1154,7 @@ class CreateAgentRequest(_message.Message):
     @_builtins.property
     def agent(self) -> _resources_pb2.Agent:
         """The agent: project_id, agent_type_id, name, and optional slug (made from the name when
-        empty) and config.
+        empty), config and public.
         """
 
     def __init__(
@@ -1329,11 +1329,11 @@ class UpdateAgentRequest(_message.Message):
     UPDATE_MASK_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def agent(self) -> _resources_pb2.Agent:
-        """The agent with project_id, id and the new config."""
+        """The agent with project_id, id and the new config or public."""
 
     @_builtins.property
     def update_mask(self) -> _field_mask_pb2.FieldMask:
-        """Fields to change, e.g. "config.instructions" or "config"."""
+        """Fields to change, e.g. "config.instructions", "config" or "public"."""
 
     def __init__(
         self,

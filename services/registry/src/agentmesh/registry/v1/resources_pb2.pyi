@@ -901,6 +901,7 @@ class Agent(_message.Message):
     CREATED_AT_FIELD_NUMBER: _builtins.int
     LAST_ACTIVITY_AT_FIELD_NUMBER: _builtins.int
     SLUG_FIELD_NUMBER: _builtins.int
+    PUBLIC_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Opaque identifier."""
     name: _builtins.str
@@ -922,6 +923,12 @@ class Agent(_message.Message):
     slug: _builtins.str
     """DNS label unique in the project ("my-po-agent"), made from the name when not given at
     creation; addresses the agent in URLs and model ids. Never changes.
+    """
+    public: _builtins.bool
+    """Whether its owner publishes it: its A2A agent card (name, description, skills, interfaces,
+    security schemes) is then served to anyone without credentials and the gateway's discovery
+    index lists it. False (the default): to anyone unauthenticated it does not exist. Talking to
+    it needs a credential either way.
     """
     @_builtins.property
     def config(self) -> Global___AgentConfig:
@@ -950,10 +957,11 @@ class Agent(_message.Message):
         created_at: _timestamp_pb2.Timestamp | None = ...,
         last_activity_at: _timestamp_pb2.Timestamp | None = ...,
         slug: _builtins.str = ...,
+        public: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "created_at", b"created_at", "last_activity_at", b"last_activity_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_type_id", b"agent_type_id", "config", b"config", "cost", b"cost", "created_at", b"created_at", "id", b"id", "last_activity_at", b"last_activity_at", "name", b"name", "project_id", b"project_id", "slug", b"slug", "status", b"status", "tasks_completed", b"tasks_completed", "tokens_used", b"tokens_used"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_type_id", b"agent_type_id", "config", b"config", "cost", b"cost", "created_at", b"created_at", "id", b"id", "last_activity_at", b"last_activity_at", "name", b"name", "project_id", b"project_id", "public", b"public", "slug", b"slug", "status", b"status", "tasks_completed", b"tasks_completed", "tokens_used", b"tokens_used"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

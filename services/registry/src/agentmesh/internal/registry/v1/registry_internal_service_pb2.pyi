@@ -77,6 +77,60 @@ class ResolveAgentResponse(_message.Message):
 Global___ResolveAgentResponse: _TypeAlias = ResolveAgentResponse  # noqa: Y015
 
 @_typing.final
+class ListPublicAgentsRequest(_message.Message):
+    """ListPublicAgentsRequest is the input of ListPublicAgents."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    page_size: _builtins.int
+    """At most this many agents (default 50, at most 100)."""
+    page_token: _builtins.str
+    """A previous answer's next_page_token."""
+    def __init__(
+        self,
+        *,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPublicAgentsRequest: _TypeAlias = ListPublicAgentsRequest  # noqa: Y015
+
+@_typing.final
+class ListPublicAgentsResponse(_message.Message):
+    """ListPublicAgentsResponse is the output of ListPublicAgents."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SPECS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Empty on the last page."""
+    @_builtins.property
+    def specs(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.AgentSpec]:
+        """The public agents of this page, resolved."""
+
+    def __init__(
+        self,
+        *,
+        specs: _abc.Iterable[_resources_pb2.AgentSpec] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "specs", b"specs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPublicAgentsResponse: _TypeAlias = ListPublicAgentsResponse  # noqa: Y015
+
+@_typing.final
 class StartAgentRunRequest(_message.Message):
     """StartAgentRunRequest is the input of StartAgentRun."""
 

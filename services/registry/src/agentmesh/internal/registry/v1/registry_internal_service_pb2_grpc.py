@@ -47,6 +47,11 @@ class RegistryInternalServiceStub:
                 request_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.ResolveAgentRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.ResolveAgentResponse.FromString,
                 _registered_method=True)
+        self.ListPublicAgents = channel.unary_unary(
+                '/agentmesh.internal.registry.v1.RegistryInternalService/ListPublicAgents',
+                request_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.ListPublicAgentsRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.ListPublicAgentsResponse.FromString,
+                _registered_method=True)
         self.StartAgentRun = channel.unary_unary(
                 '/agentmesh.internal.registry.v1.RegistryInternalService/StartAgentRun',
                 request_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.StartAgentRunRequest.SerializeToString,
@@ -127,6 +132,16 @@ class RegistryInternalServiceServicer:
 
     def ResolveAgent(self, request, context):
         """Resolves an agent by project slug and agent slug or name into what an executor runs. NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPublicAgents(self, request, context):
+        """Lists the agents their owners published (`Agent.public`), across projects, resolved as
+        ResolveAgent resolves them, oldest first, terminated agents left out. System principal only
+        (gateways: their discovery index). Pages by `page_size` (default 50, at most 100) and
+        `page_token`.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -268,6 +283,11 @@ def add_RegistryInternalServiceServicer_to_server(servicer, server):
                     request_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.ResolveAgentRequest.FromString,
                     response_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.ResolveAgentResponse.SerializeToString,
             ),
+            'ListPublicAgents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPublicAgents,
+                    request_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.ListPublicAgentsRequest.FromString,
+                    response_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.ListPublicAgentsResponse.SerializeToString,
+            ),
             'StartAgentRun': grpc.unary_unary_rpc_method_handler(
                     servicer.StartAgentRun,
                     request_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.StartAgentRunRequest.FromString,
@@ -369,6 +389,33 @@ class RegistryInternalService:
             '/agentmesh.internal.registry.v1.RegistryInternalService/ResolveAgent',
             agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.ResolveAgentRequest.SerializeToString,
             agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.ResolveAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPublicAgents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.internal.registry.v1.RegistryInternalService/ListPublicAgents',
+            agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.ListPublicAgentsRequest.SerializeToString,
+            agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.ListPublicAgentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

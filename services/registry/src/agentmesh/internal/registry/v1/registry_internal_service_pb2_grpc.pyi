@@ -43,6 +43,12 @@ class RegistryInternalServiceStub:
     def __new__(cls, channel: _aio.Channel) -> RegistryInternalServiceAsyncStub: ...
     ResolveAgent: _grpc.UnaryUnaryMultiCallable[_registry_internal_service_pb2.ResolveAgentRequest, _registry_internal_service_pb2.ResolveAgentResponse]
     """Resolves an agent by project slug and agent slug or name into what an executor runs. NOT_FOUND."""
+    ListPublicAgents: _grpc.UnaryUnaryMultiCallable[_registry_internal_service_pb2.ListPublicAgentsRequest, _registry_internal_service_pb2.ListPublicAgentsResponse]
+    """Lists the agents their owners published (`Agent.public`), across projects, resolved as
+    ResolveAgent resolves them, oldest first, terminated agents left out. System principal only
+    (gateways: their discovery index). Pages by `page_size` (default 50, at most 100) and
+    `page_token`.
+    """
     StartAgentRun: _grpc.UnaryUnaryMultiCallable[_registry_internal_service_pb2.StartAgentRunRequest, _registry_internal_service_pb2.StartAgentRunResponse]
     """Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
     paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
@@ -133,6 +139,12 @@ class RegistryInternalServiceAsyncStub(RegistryInternalServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     ResolveAgent: _aio.UnaryUnaryMultiCallable[_registry_internal_service_pb2.ResolveAgentRequest, _registry_internal_service_pb2.ResolveAgentResponse]  # type: ignore[assignment]
     """Resolves an agent by project slug and agent slug or name into what an executor runs. NOT_FOUND."""
+    ListPublicAgents: _aio.UnaryUnaryMultiCallable[_registry_internal_service_pb2.ListPublicAgentsRequest, _registry_internal_service_pb2.ListPublicAgentsResponse]  # type: ignore[assignment]
+    """Lists the agents their owners published (`Agent.public`), across projects, resolved as
+    ResolveAgent resolves them, oldest first, terminated agents left out. System principal only
+    (gateways: their discovery index). Pages by `page_size` (default 50, at most 100) and
+    `page_token`.
+    """
     StartAgentRun: _aio.UnaryUnaryMultiCallable[_registry_internal_service_pb2.StartAgentRunRequest, _registry_internal_service_pb2.StartAgentRunResponse]  # type: ignore[assignment]
     """Marks a run as started: the agent becomes working. FAILED_PRECONDITION when the agent is
     paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
@@ -226,6 +238,18 @@ class RegistryInternalServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_registry_internal_service_pb2.ResolveAgentResponse, _abc.Awaitable[_registry_internal_service_pb2.ResolveAgentResponse]]:
         """Resolves an agent by project slug and agent slug or name into what an executor runs. NOT_FOUND."""
+
+    @_abc_1.abstractmethod
+    def ListPublicAgents(
+        self,
+        request: _registry_internal_service_pb2.ListPublicAgentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_internal_service_pb2.ListPublicAgentsResponse, _abc.Awaitable[_registry_internal_service_pb2.ListPublicAgentsResponse]]:
+        """Lists the agents their owners published (`Agent.public`), across projects, resolved as
+        ResolveAgent resolves them, oldest first, terminated agents left out. System principal only
+        (gateways: their discovery index). Pages by `page_size` (default 50, at most 100) and
+        `page_token`.
+        """
 
     @_abc_1.abstractmethod
     def StartAgentRun(
