@@ -13,7 +13,7 @@ UV := $(or $(shell command -v uv 2>/dev/null),.tools/bin/uv)
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: run test lint imports protos check-protos buf-lint install clean bench bench-smoke soak
+.PHONY: run test lint imports protos check-protos buf-lint install clean bench bench-smoke soak chaos
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -74,6 +74,11 @@ bench-smoke: $(STAMP)
 # three-minute version runs in `make test` (tests/faults/test_soak.py).
 soak: $(STAMP)
 	$(BIN)/python -m bench.soak $(ARGS)
+
+# Ten minutes of chats while a seeded random schedule kills and stalls executors, gateways, memory,
+# the registry and PostgreSQL (bench/chaos.py); `make chaos ARGS="--seed 7"` replays a schedule.
+chaos: $(STAMP)
+	$(BIN)/python -m bench.chaos $(ARGS)
 
 # The SDKs under sdks/ (docs/sdks.md): `sdks` regenerates them (the Go SDK's generated code is
 # committed), `check-sdks` fails when that code drifts from protos/. tests/e2e/test_sdks.py runs both

@@ -232,6 +232,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="the schedule's seed (default: a fresh one)")
     parser.add_argument("--fault-every", type=float, default=defaults.fault_every_seconds, dest="fault_every")
     parser.add_argument("--chats-per-second", type=float, default=defaults.chats_per_second)
+    parser.add_argument("--log-dir", type=Path, help="keep the services' logs here (default: thrown away)")
     arguments = parser.parse_args()
     plan = ChaosPlan(
         minutes=arguments.minutes,
@@ -242,7 +243,8 @@ def main() -> None:
     print(f"seed {plan.seed}", flush=True)
     machine = machine_info()
     with tempfile.TemporaryDirectory(prefix="agentmesh-chaos-") as scratch:
-        document = {**asyncio.run(chaos(plan, Path(scratch))), "machine": machine}
+        log_dir = arguments.log_dir or Path(scratch)
+        document = {**asyncio.run(chaos(plan, log_dir)), "machine": machine}
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H%M%SZ")
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     target = RESULTS_DIR / f"chaos-{stamp}.json"

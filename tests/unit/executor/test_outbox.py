@@ -52,3 +52,25 @@ async def test_kept_events_are_appended_once_the_memory_service_is_back() -> Non
     assert memory.stored == [("s1", "r1:end", SYSTEM)]
     assert told == [{"r2"}, set()]  # the finisher is told as each event leaves
     await outbox.stop(0.1)
+
+
+async def test_a_kept_event_goes_with_the_executors_token_of_the_moment_it_is_sent() -> None:
+    # Memory may be away for longer than a token lives: the token is read when the event is
+    # sent, not when it was kept.
+    memory = Memory(unavailable=2)
+    tokens = iter(f"Bearer system-{n}" for n in range(1000))
+    outbox = EventOutbox(
+        memory,  # type: ignore[arg-type]
+        system_metadata=lambda: (("authorization", next(tokens)),),
+        delivered=lambda: None,
+    )
+    outbox.keep("s1", "p1", pb.NewEvent(idempotency_key="r1:end"), run=("agent", "r1"))
+    outbox.start()
+
+    async def delivered() -> bool:
+        return outbox.pending_runs() == []
+
+    await eventually(delivered, what="the outbox is empty")
+    ((_, _, metadata),) = memory.stored
+    assert metadata == (("authorization", "Bearer system-2"),)  # the third try's token, not the first
+    await outbox.stop(0.1)

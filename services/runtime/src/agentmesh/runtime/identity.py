@@ -69,6 +69,20 @@ SYSTEM = Principal(user_id=SYSTEM_SUBJECT, is_superuser=True)
 
 current_principal: ContextVar[Principal | None] = ContextVar("agentmesh_principal", default=None)
 current_token: ContextVar[str | None] = ContextVar("agentmesh_token", default=None)
+# Work done on no caller's behalf that may outlive any one token (a run taken over): where its
+# calls get the service's own token, renewed as it expires, at each call (`outgoing_token`).
+token_source: ContextVar[Callable[[], str | None] | None] = ContextVar("agentmesh_token_source", default=None)
+
+
+def bearer_metadata(token: str | None) -> tuple[tuple[str, str], ...] | None:
+    """Call metadata carrying `token` (None without one)."""
+    return ((AUTHORIZATION, f"Bearer {token}"),) if token else None
+
+
+def outgoing_token() -> str | None:
+    """The token an outgoing call carries: the token source's current one, else the caller's."""
+    source = token_source.get()
+    return source() if source is not None else current_token.get()
 
 
 def caller() -> Principal:

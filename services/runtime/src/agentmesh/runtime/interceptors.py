@@ -42,7 +42,7 @@ from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.database_errors import database_unavailable
 from agentmesh.runtime.errors import DomainError, MalformedRequest, peer_service
 from agentmesh.runtime.handlers import HandlerWrappingInterceptor
-from agentmesh.runtime.identity import AUTHORIZATION, current_token
+from agentmesh.runtime.identity import AUTHORIZATION, current_token, outgoing_token
 
 logger = logging.getLogger(__name__)
 
@@ -335,7 +335,7 @@ def _outgoing(details: grpc.aio.ClientCallDetails, span: trace.Span) -> grpc.aio
     for key, value in carrier.items():
         metadata.add(key, value)
     if AUTHORIZATION not in metadata:
-        token = current_token.get()
+        token = outgoing_token()
         if token:
             metadata.add(AUTHORIZATION, f"Bearer {token}")
     timeout = details.timeout

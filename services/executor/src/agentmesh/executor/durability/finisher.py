@@ -51,7 +51,7 @@ from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import DomainError
-from agentmesh.runtime.identity import AUTHORIZATION, current_token
+from agentmesh.runtime.identity import bearer_metadata, current_token
 from agentmesh.runtime.telemetry import (
     FINISH_RUNS_SPAN,
     RUN_COUNT,
@@ -131,9 +131,7 @@ class RunFinisher:
             user_id=user_id,
             model_usage=model_usage,
         )
-        metadata = self._system_metadata()
-        if metadata is None and (token := current_token.get()):
-            metadata = ((AUTHORIZATION, f"Bearer {token}"),)
+        metadata = bearer_metadata(current_token.get())  # sent as the executor when it has a token
         taken = asyncio.get_running_loop().create_future()
         self._ends.append(_End(run, metadata, current_span_context(), taken, urgent))
         self._arrived.set()
@@ -185,7 +183,7 @@ class RunFinisher:
             while ready := self._take_ready():
                 batch: dict[tuple[tuple[str, str], ...], list[_End]] = {}
                 for end in ready:
-                    batch.setdefault(tuple(end.metadata or ()), []).append(end)
+                    batch.setdefault(tuple(self._system_metadata() or end.metadata or ()), []).append(end)
                 self._sending = ready
                 await asyncio.gather(*(self._send(ends, metadata) for metadata, ends in batch.items()))
                 self._sending = []

@@ -24,7 +24,7 @@ from agentmesh.memory.v1 import memory_service_pb2
 from agentmesh.runtime.background import BackgroundTask
 from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.errors import DomainError
-from agentmesh.runtime.identity import AUTHORIZATION, current_token
+from agentmesh.runtime.identity import bearer_metadata, current_token
 
 logger = logging.getLogger(__name__)
 
@@ -103,10 +103,10 @@ class EventOutbox:
         self, session_id: str, project_id: str, event: memory_service_pb2.NewEvent, *, run: tuple[str, str]
     ) -> None:
         """Keeps an event the memory service did not take, to append it again."""
-        metadata = self._system_metadata()
-        if metadata is None and (token := current_token.get()):
-            metadata = ((AUTHORIZATION, f"Bearer {token}"),)
-        self._kept.append(_Kept(session_id, project_id, event, run, metadata))
+        # With a token of its own the executor sends what it kept as itself, the token read when
+        # sent (one kept with the event would expire while memory is away); without one (no
+        # signing secret), with the caller's.
+        self._kept.append(_Kept(session_id, project_id, event, run, bearer_metadata(current_token.get())))
         self._arrived.set()
 
     def pending_runs(self) -> list[tuple[str, str]]:
@@ -128,7 +128,10 @@ class EventOutbox:
             kept = self._kept[0]
             try:
                 await self._memory.append_events(
-                    kept.session_id, kept.project_id, [kept.event], metadata=kept.metadata
+                    kept.session_id,
+                    kept.project_id,
+                    [kept.event],
+                    metadata=self._system_metadata() or kept.metadata,
                 )
             except Exception as error:
                 if is_taken(error):

@@ -52,7 +52,7 @@ from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.errors import DomainError
-from agentmesh.runtime.identity import bearer_token, current_token
+from agentmesh.runtime.identity import bearer_token, current_token, token_source
 
 logger = logging.getLogger(__name__)
 
@@ -240,8 +240,10 @@ class RunExecutor:
         )
         sink = EventSink(self._settings.event_buffer_size, secrets=self._builder.secrets)
         context = contextvars.copy_context()
-        metadata = self._executor_runs.system_metadata()
-        context.run(current_token.set, bearer_token(metadata))
+        # As the executor itself, with its token renewed as it expires: a resumed run may wait
+        # for its delegations longer than any one token lives, and must still record its end.
+        context.run(current_token.set, bearer_token(self._executor_runs.system_metadata()))
+        context.run(token_source.set, lambda: bearer_token(self._executor_runs.system_metadata()))
         task = asyncio.create_task(
             self._resumed(run, sink, log), name=f"resume {orphan.run_id}", context=context
         )
