@@ -75,14 +75,16 @@ async def mesh(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> As
         http_port=0,
         database_url=backend_url,
         jwt_secret=JWT_SECRET,
+        # The remote agents and MCP servers these tests serve listen on loopback (as with
+        # `agentmesh up --allow-loopback-egress`).
+        allow_loopback_egress=True,
         extra={
             "registry": {
                 "superuser_email": SUPERUSER_EMAIL,
                 "superuser_password": SUPERUSER_PASSWORD,
                 **STEADY_LEASE,
             },
-            # The remote agents and MCP servers these tests serve listen on loopback.
-            "executor": {"heartbeat_interval_seconds": 0.5, "egress_allow": list(LOOPBACK)},
+            "executor": {"heartbeat_interval_seconds": 0.5},
             "gateway": GATEWAY_SETTINGS,
         },
     )
