@@ -32,7 +32,9 @@ def _pinned_transport_class(http: ModuleType) -> type[Any]:
     class PinnedTransport(http.AsyncBaseTransport):  # type: ignore[misc,name-defined]
         def __init__(self, policy: EgressPolicy) -> None:
             self._policy = policy
-            self._inner = http.AsyncHTTPTransport()
+            # A connection pool per host name: pooled connections are keyed by the address, and
+            # one verified for one name must not carry a request for another on the same address.
+            self._pools: dict[str, Any] = {}
 
         async def handle_async_request(self, request: Any) -> Any:
             url = request.url
@@ -51,10 +53,14 @@ def _pinned_transport_class(http: ModuleType) -> type[Any]:
                 stream=request.stream,
                 extensions=extensions,
             )
-            return await self._inner.handle_async_request(pinned)
+            pool = self._pools.get(url.host)
+            if pool is None:
+                pool = self._pools[url.host] = http.AsyncHTTPTransport()
+            return await pool.handle_async_request(pinned)
 
         async def aclose(self) -> None:
-            await self._inner.aclose()
+            for pool in self._pools.values():
+                await pool.aclose()
 
     return PinnedTransport
 
