@@ -149,6 +149,8 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
             *settings.executor_addresses,
         ],
     )
+    allowed = ", ".join(settings.egress_allow) or "nothing else"
+    logger.info("tenants' URLs may lead to public addresses and to: %s", allowed)
     builder = AgentBuilder(
         models,
         egress=egress,
