@@ -49,7 +49,7 @@ async def fetch_card(
         raise _unavailable(url, "its server could not be reached") from None
     try:
         card = parse_agent_card(json.loads(body))
-    except (ValueError, ParseError, TypeError):
+    except (ValueError, ParseError, TypeError, RecursionError):  # RecursionError: JSON nested too deep
         raise _unavailable(url, "the answer is not an A2A agent card") from None
     logger.info("agent card fetched from %s (%d bytes)", url, len(body))
     return card
