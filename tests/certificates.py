@@ -69,8 +69,9 @@ class CertificateAuthority:
         self.ca_file = directory / f"{name.replace(' ', '-')}.pem"
         self.ca_file.write_bytes(self._certificate.public_bytes(serialization.Encoding.PEM))
 
-    def issue(self, common_name: str) -> IssuedCertificate:
-        """A certificate for 127.0.0.1 / localhost, good for serving and as a client's identity."""
+    def issue(self, common_name: str, *, with_address: bool = True) -> IssuedCertificate:
+        """A certificate for 127.0.0.1 / localhost (only the name without `with_address`), good for
+        serving and as a client's identity."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         certificate = (
@@ -83,7 +84,10 @@ class CertificateAuthority:
             .not_valid_after(now + datetime.timedelta(days=1))
             .add_extension(
                 x509.SubjectAlternativeName(
-                    [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+                    [
+                        x509.DNSName("localhost"),
+                        *([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))] if with_address else []),
+                    ]
                 ),
                 critical=False,
             )

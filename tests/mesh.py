@@ -19,6 +19,7 @@ from agentmesh.gateway.v1 import gateway_service_pb2, gateway_service_pb2_grpc
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import registry_service_pb2_grpc as reg_grpc
 from agentmesh.registry.v1 import resources_pb2
+from agentmesh.runtime.egress import LOOPBACK
 from tests.postgres import fresh_database
 
 JWT_SECRET = "test-secret-" + "x" * 40
@@ -209,7 +210,13 @@ async def running_mesh(
                     **(registry or {}),
                 },
                 "gateway": {"executor_health_interval_seconds": 0.2},
-                "executor": {"cleanup_timeout_seconds": 5.0, **(executor or {})},
+                # The suite's remote agents and MCP servers listen on loopback, which the egress
+                # policy refuses unless allowed — as an operator allows it.
+                "executor": {
+                    "cleanup_timeout_seconds": 5.0,
+                    "egress_allow": list(LOOPBACK),
+                    **(executor or {}),
+                },
             },
         )
         stack.push_async_callback(mesh.stop, 1)

@@ -166,6 +166,14 @@ def up(
     host: Annotated[
         str, typer.Option(help="Interface every service binds.", envvar="AGENTMESH_HOST")
     ] = "127.0.0.1",
+    allow_loopback_egress: Annotated[
+        bool,
+        typer.Option(
+            "--allow-loopback-egress",
+            help="Let remote A2A agents and MCP servers on this machine (127.0.0.0/8, ::1) be reached, "
+            "besides AGENTMESH_EGRESS_ALLOW: for local development.",
+        ),
+    ] = False,
 ) -> None:
     """Start all four services on this host (SQLite unless AGENTMESH_DATABASE_URL is set).
 
@@ -181,7 +189,13 @@ def up(
 
     async def main() -> None:
         async with process_telemetry("agentmesh") as meters:
-            mesh = await start_mesh(data_dir=data_dir, grpc_port=grpc_port, http_port=http_port, host=host)
+            mesh = await start_mesh(
+                data_dir=data_dir,
+                grpc_port=grpc_port,
+                http_port=http_port,
+                host=host,
+                allow_loopback_egress=allow_loopback_egress,
+            )
             freeze_startup_heap()
             for name, service in mesh.services.items():
                 typer.echo(f"{name:<9} gRPC  {service.address}")

@@ -125,19 +125,27 @@ async def start_mesh(
     memory_port: int = 0,
     executor_port: int = 0,
     extra: dict[str, dict[str, Any]] | None = None,
+    allow_loopback_egress: bool = False,
 ) -> Mesh:
     """Starts registry, memory, executor and gateway in this process, each its own gRPC server.
 
     Settings come from the environment as usual; the arguments override them. Without a
     database URL (argument or `AGENTMESH_DATABASE_URL`), SQLite files in `data_dir` are used.
+    `allow_loopback_egress` adds loopback to the egress allow-list (remote agents and MCP servers
+    on this machine, for local development).
     """
+    from agentmesh.runtime.egress import LOOPBACK
     from agentmesh.runtime.server import check_port_free
 
     # The gateway's public ports are the ones a user picks (and finds taken): refused before any
     # service starts, there is nothing half-started to stop.
     check_port_free(host, grpc_port)
     check_port_free(host, http_port)
-    extra = extra or {}
+    extra = {name: dict(settings) for name, settings in (extra or {}).items()}
+    if allow_loopback_egress:
+        executor = extra.setdefault("executor", {})
+        allowed = executor.get("egress_allow", load_settings("executor").egress_allow)
+        executor["egress_allow"] = [*allowed, *LOOPBACK]
     secret = (
         jwt_secret
         or load_settings("registry").jwt_secret.get_secret_value()

@@ -12,9 +12,12 @@ from agentmesh.executor.tools.base import ToolError
 from agentmesh.executor.tools.mcp import McpConnection
 from agentmesh.executor.tools.toolset import ToolSet
 from agentmesh.registry.v1 import resources_pb2
+from agentmesh.runtime.egress import LOOPBACK, EgressPolicy
 from tests.integration.executor.mcp_http import serve_http
 
 SERVER_SCRIPT = Path(__file__).with_name("mcp_server.py")
+# The test servers listen on loopback, which the egress policy refuses unless allowed.
+LOOPBACK_ALLOWED = EgressPolicy(LOOPBACK)
 
 
 def stdio_server(**env: str) -> resources_pb2.McpServer:
@@ -53,11 +56,25 @@ async def test_a_stdio_server_is_a_tool_source() -> None:
 async def test_a_streamable_http_server_is_a_tool_source() -> None:
     async with serve_http() as url:
         server = resources_pb2.McpServer(name="http-tools", transport="streamable_http", url=url)
-        connection = await McpConnection(server).open()
+        connection = await McpConnection(server, egress=LOOPBACK_ALLOWED).open()
         try:
             await exercise(connection)
         finally:
             await connection.aclose()
+
+
+async def test_a_streamable_http_server_on_loopback_is_refused_unless_allowed() -> None:
+    async with serve_http() as url:
+        for host in ("127.0.0.1", "localhost"):
+            server = resources_pb2.McpServer(
+                name="local-tools", transport="streamable_http", url=url.replace("127.0.0.1", host)
+            )
+            with pytest.raises(ToolError) as refused:
+                await McpConnection(server, connect_timeout_seconds=5).open()
+            assert str(refused.value) == (
+                f"cannot connect to MCP server 'local-tools': {host} is not an address this mesh may reach "
+                "(an operator may allow it with AGENTMESH_EGRESS_ALLOW)"
+            )
 
 
 async def test_a_stdio_server_that_dies_as_it_starts_is_started_once_more(tmp_path: Path) -> None:
@@ -82,7 +99,7 @@ async def test_a_stdio_server_that_always_dies_as_it_starts_is_a_clear_error(tmp
 async def test_an_unreachable_server_is_a_clear_error() -> None:
     server = resources_pb2.McpServer(name="gone", transport="streamable_http", url="http://127.0.0.1:9/mcp")
     with pytest.raises(ToolError, match="cannot connect to MCP server 'gone'"):
-        await McpConnection(server, connect_timeout_seconds=5).open()
+        await McpConnection(server, connect_timeout_seconds=5, egress=LOOPBACK_ALLOWED).open()
     missing = resources_pb2.McpServer(name="missing", transport="stdio", command="/no/such/program")
     with pytest.raises(ToolError, match="missing"):
         await McpConnection(missing, connect_timeout_seconds=5).open()

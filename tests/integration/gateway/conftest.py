@@ -14,6 +14,7 @@ import pytest
 import pytest_asyncio
 
 from agentmesh.cli.mesh import Mesh, load_settings, start_mesh, start_service
+from agentmesh.runtime.egress import LOOPBACK
 from agentmesh.runtime.service import RunningService
 from tests.integration.gateway.support import Api
 from tests.mesh import JWT_SECRET, STEADY_LEASE, SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient
@@ -74,6 +75,9 @@ async def mesh(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> As
         http_port=0,
         database_url=backend_url,
         jwt_secret=JWT_SECRET,
+        # The remote agents and MCP servers these tests serve listen on loopback (as with
+        # `agentmesh up --allow-loopback-egress`).
+        allow_loopback_egress=True,
         extra={
             "registry": {
                 "superuser_email": SUPERUSER_EMAIL,
@@ -131,5 +135,6 @@ async def start_executor(mesh: Mesh, **settings: object) -> RunningService:
         "registry_address": mesh.services["registry"].address,
         "memory_address": mesh.services["memory"].address,
         "heartbeat_interval_seconds": 0.5,
+        "egress_allow": list(LOOPBACK),
     }
     return await start_service("executor", load_settings("executor", **{**base, **settings}))

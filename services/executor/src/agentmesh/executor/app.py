@@ -15,7 +15,7 @@ from agentmesh.executor.agents.runtime import AgentBuilder, AgentRuntime
 from agentmesh.executor.agents.specs import AgentSpecs
 from agentmesh.executor.agents.watch import AgentWatcher
 from agentmesh.executor.client import RunRouter, SystemToken
-from agentmesh.executor.delegation.a2a import RemoteA2AAgents
+from agentmesh.executor.delegation.a2a import RemoteA2AAgents, RemoteEgress
 from agentmesh.executor.delegation.delegator import Delegator
 from agentmesh.executor.delegation.executor_runs import ExecutorRuns
 from agentmesh.executor.durability.finisher import RunFinisher
@@ -42,6 +42,7 @@ from agentmesh.runtime import metrics
 from agentmesh.runtime.background import BackgroundTask
 from agentmesh.runtime.channels import PeerSecurity, create_channel
 from agentmesh.runtime.client import Metadata
+from agentmesh.runtime.egress import EgressPolicy
 from agentmesh.runtime.errors import DomainError
 from agentmesh.runtime.identity import AuthenticationInterceptor, TokenCodec
 from agentmesh.runtime.server import ServiceBinding, bind_service_server
@@ -137,8 +138,22 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
     outbox = EventOutbox(
         memory, system_metadata=system_metadata, delivered=finisher.wake, superseded=finisher.forget
     )
+    # What tenants point the executor at keeps off the private network and the mesh's own ports.
+    egress = EgressPolicy(
+        settings.egress_allow,
+        mesh_endpoints=[
+            advertise_address,
+            f"{settings.host}:{server.port}",
+            settings.registry_address,
+            settings.memory_address,
+            *settings.executor_addresses,
+        ],
+    )
+    allowed = ", ".join(settings.egress_allow) or "nothing else"
+    logger.info("tenants' URLs may lead to public addresses and to: %s", allowed)
     builder = AgentBuilder(
         models,
+        egress=egress,
         mcp_servers=McpServerResolver(
             registry,
             system_metadata=system_metadata,
@@ -154,6 +169,11 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
             registry,
             system_metadata=system_metadata,
             cleanup_timeout_seconds=settings.cleanup_timeout_seconds,
+            egress=RemoteEgress(
+                egress,
+                card_timeout_seconds=settings.remote_card_timeout_seconds,
+                card_max_bytes=settings.remote_card_max_bytes,
+            ),
         ),
         placement_seconds=settings.placement_wait_seconds,
     )

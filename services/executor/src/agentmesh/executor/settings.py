@@ -6,11 +6,13 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, model_validator
-from pydantic_settings import SettingsConfigDict
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
 
-from agentmesh.runtime.settings import ServiceSettings, shared
+from agentmesh.runtime.egress import allow_entries
+from agentmesh.runtime.settings import MiB, ServiceSettings, shared
 
 
 class ProviderSettings(BaseModel):
@@ -108,6 +110,15 @@ class ExecutorSettings(ServiceSettings):
         ge=0,
         description="a tool result longer than this is cut in the prompt (the log keeps all of it); 0: never",
     )
+    # The egress policy (runtime/egress.py) for what a tenant points the executor at (remote A2A
+    # agents, streamable-HTTP MCP servers): loopback, private, link-local, unique-local addresses
+    # and the mesh's own are refused unless listed here — CIDRs, addresses or host names, a JSON
+    # list or comma-separated (AGENTMESH_EGRESS_ALLOW).
+    egress_allow: Annotated[list[str], NoDecode] = shared([], "egress_allow", service="executor")
+    remote_card_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="longest a remote A2A agent's card may take to fetch, all told"
+    )
+    remote_card_max_bytes: int = Field(default=MiB, gt=0, description="a bigger remote agent card is refused")
     default_max_steps: int = Field(default=10, gt=0, description="when the agent sets none")
     tool_timeout_seconds: float = Field(default=30.0, gt=0)
     delegation_timeout_seconds: float = Field(default=300.0, gt=0)
@@ -162,6 +173,11 @@ class ExecutorSettings(ServiceSettings):
     model_max_retries: int = Field(default=2, ge=0)
     model_retry_initial_backoff_seconds: float = Field(default=0.5, ge=0)
     model_retry_max_backoff_seconds: float = Field(default=8.0, ge=0)
+
+    @field_validator("egress_allow", mode="before")
+    @classmethod
+    def _egress_allow(cls, value: object) -> object:
+        return allow_entries(value)
 
     @model_validator(mode="after")
     def _prices_from_file(self) -> ExecutorSettings:

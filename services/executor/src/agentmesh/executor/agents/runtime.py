@@ -33,6 +33,7 @@ from agentmesh.executor.tools.permissions import (
 )
 from agentmesh.executor.tools.toolset import ToolSet
 from agentmesh.registry.v1 import resources_pb2
+from agentmesh.runtime.egress import EgressPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -183,8 +184,10 @@ class AgentBuilder:
         function_tools: Mapping[str, Callable[[], Tool]] | None = None,
         mcp_servers: McpServerResolver | None = None,
         mcp_connect_timeout_seconds: float = 30.0,
+        egress: EgressPolicy | None = None,
     ) -> None:
         self._models = models
+        self._egress = egress or EgressPolicy()
         self._function_tools = {**builtin_tools(), **(function_tools or {})}
         self.secrets = models.secrets
         self._mcp_servers = mcp_servers or McpServerResolver(
@@ -252,6 +255,7 @@ class AgentBuilder:
                         server,
                         connect_timeout_seconds=self._mcp_connect_timeout_seconds,
                         scrub=self.secrets.scrub,
+                        egress=self._egress,
                     ).open(),
                 )
             except (ToolError, ValueError) as error:

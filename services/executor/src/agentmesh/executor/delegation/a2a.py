@@ -20,9 +20,10 @@ import logging
 import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import httpx
-from a2a.client import A2ACardResolver, A2AClientError, Client, ClientConfig, ClientFactory
+from a2a.client import A2AClientError, Client, ClientConfig, ClientFactory
 from a2a.types import a2a_pb2
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import A2AError
@@ -31,17 +32,31 @@ from opentelemetry import propagate
 from agentmesh.executor.context.events import EventOrigin, EventSink
 from agentmesh.executor.delegation.a2a_events import INTERRUPTED, RemoteTaskStream, State
 from agentmesh.executor.delegation.outcome import ChildOutcome
+from agentmesh.executor.delegation.remote_card import CardUnavailable, fetch_card
 from agentmesh.executor.durability.detached import run_detached
+from agentmesh.executor.egress import pinned_transport
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime.client import Metadata
+from agentmesh.runtime.egress import EgressPolicy, EgressRefused
 from agentmesh.runtime.errors import DomainError
 
 logger = logging.getLogger(__name__)
 
 _MAX_WAITING = 10_000  # remote tasks remembered as waiting for an answer (the oldest go first)
 _POLL_SECONDS = 0.5  # between `tasks/get` of a followed task whose remote does not stream
+_MAX_REDIRECTS = 5  # followed when fetching a card (each one held to the egress policy)
 # Awaited with the remote's task id and context id the moment it names the task (`run`).
 TaskAccepted = Callable[[str, str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class RemoteEgress:
+    """Where and how far the executor may go for a remote agent: every request keeps to `policy`;
+    its card is read within `card_timeout_seconds` and `card_max_bytes`."""
+
+    policy: EgressPolicy
+    card_timeout_seconds: float = 10.0
+    card_max_bytes: int = 1024 * 1024
 
 
 class RemoteA2AAgents:
@@ -53,10 +68,12 @@ class RemoteA2AAgents:
         *,
         system_metadata: Callable[[], Metadata | None],
         cleanup_timeout_seconds: float,
+        egress: RemoteEgress,
     ) -> None:
         self._registry = registry
         self._system_metadata = system_metadata
         self._cleanup_timeout_seconds = cleanup_timeout_seconds
+        self._egress = egress
         # (project, session, remote) → the remote task that stopped for authorization: the next
         # delegation to that remote in that session continues the task by its id. In this process
         # only: a run that moved executors starts a new task in the same context instead. (A task
@@ -212,14 +229,24 @@ class RemoteA2AAgents:
         except DomainError as error:
             return ChildOutcome(code=error.code.name, message=error.message)
         headers = {"Authorization": f"Bearer {remote.credential}"} if remote.credential else {}
+        egress = self._egress
         try:
             async with (
                 asyncio.timeout(timeout_seconds),
                 httpx.AsyncClient(
-                    headers=headers, timeout=timeout_seconds, event_hooks={"request": [_trace]}
+                    headers=headers,
+                    timeout=timeout_seconds,
+                    event_hooks={"request": [_trace]},
+                    transport=pinned_transport(egress.policy, httpx),
+                    max_redirects=_MAX_REDIRECTS,
                 ) as http,
             ):
-                card = await A2ACardResolver(http, remote.card_url, agent_card_path="").get_agent_card()
+                card = await fetch_card(
+                    http,
+                    remote.card_url,
+                    max_bytes=egress.card_max_bytes,
+                    timeout_seconds=min(egress.card_timeout_seconds, timeout_seconds),
+                )
                 streaming = card.capabilities.streaming
                 config = ClientConfig(
                     httpx_client=http,
@@ -239,10 +266,14 @@ class RemoteA2AAgents:
             return ChildOutcome(
                 code="DEADLINE_EXCEEDED", message=f"{name} did not answer within {timeout_seconds:g}s"
             )
+        except CardUnavailable as error:
+            return ChildOutcome(code="UNAVAILABLE", message=str(error))
         except (A2AError, A2AClientError, httpx.HTTPError, ValueError) as error:
-            # The remote's own words, never the credential (httpx errors name the URL only).
+            # The remote's own words, never the credential (httpx errors name the URL only); an
+            # address the egress policy refused, as it says.
             logger.warning("delegation to remote agent %s failed: %s", name, type(error).__name__)
-            return ChildOutcome(code="UNAVAILABLE", message=f"{name} could not be reached over A2A: {error}")
+            said = _refusal(error) or error
+            return ChildOutcome(code="UNAVAILABLE", message=f"{name} could not be reached over A2A: {said}")
 
     async def _cancel_detached(self, client: object, task_id: str) -> None:
         async def cancel() -> None:
@@ -270,6 +301,13 @@ async def _watch(client: Client, streaming: bool, stream: RemoteTaskStream, sink
             if not stream.working:
                 return
         await asyncio.sleep(_POLL_SECONDS)
+
+
+def _refusal(error: BaseException | None) -> EgressRefused | None:
+    """The egress refusal an error of the A2A client stems from, if it does."""
+    while error is not None and not isinstance(error, EgressRefused):
+        error = error.__cause__ or error.__context__
+    return error
 
 
 async def _feed(stream: RemoteTaskStream, sink: EventSink, response: a2a_pb2.StreamResponse) -> None:

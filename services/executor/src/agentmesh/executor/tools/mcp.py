@@ -18,9 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agentmesh.executor.egress import pinned_transport
 from agentmesh.executor.providers.base import ToolSpec
 from agentmesh.executor.tools.base import ToolError, ToolOutput
 from agentmesh.registry.v1 import resources_pb2
+from agentmesh.runtime.egress import EgressPolicy, EgressRefused
 
 if TYPE_CHECKING:  # the SDK is imported where a server is connected: it is slow to import
     import mcp
@@ -83,8 +85,11 @@ class McpConnection:
         *,
         connect_timeout_seconds: float = 30.0,
         scrub: Callable[[str], str] = str,
+        egress: EgressPolicy | None = None,
     ) -> None:
         self.name = server.name
+        # A streamable HTTP server is a URL a tenant gave: reached only as the egress policy allows.
+        self._egress = egress or EgressPolicy()
         # Its errors and log lines may quote what it was given (a URL, a header): scrubbed.
         self._scrub = scrub
         self._target = _target(server)
@@ -166,14 +171,22 @@ class McpConnection:
 
     async def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
         """What `mcp.Client` connects through: stdio parameters, or a streamable HTTP transport
-        on an HTTP client of its own that sends the server's headers."""
+        on an HTTP client of its own that sends the server's headers and keeps to the egress policy
+        (with the SDK's timeouts)."""
         target = self._target
         if not isinstance(target, _HttpTarget):
             return target
+        import httpx2
         from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
+        from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
-        http = await stack.enter_async_context(create_mcp_http_client(headers=target.headers or None))
+        http = await stack.enter_async_context(
+            httpx2.AsyncClient(
+                headers=target.headers or None,
+                timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
+                transport=pinned_transport(self._egress, httpx2),
+            )
+        )
         return streamable_http_client(target.url, http_client=http)
 
     async def call(
@@ -273,4 +286,6 @@ def _closed_at_start(error: BaseException | None) -> bool:
 def _describe(error: BaseException) -> str:
     if isinstance(error, BaseExceptionGroup):
         return "; ".join(_describe(e) for e in error.exceptions)
+    if isinstance(error, EgressRefused):
+        return str(error)
     return f"{type(error).__name__}: {error}"
