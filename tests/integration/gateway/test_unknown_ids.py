@@ -147,18 +147,17 @@ class Findings:
 
 def _variants(name: str, other: dict[str, str]) -> Iterator[tuple[str, str]]:
     """(kind, value) of the ids to try in place of the caller's `name`."""
-    yield "unknown", ("no-such-name" if name in ("project_slug", "agent_name") else UNKNOWN)
+    names = {"project_slug": "no-such-name", "agent_name": "no-such-name", "tenant": "no-such/agent"}
+    yield "unknown", names.get(name, UNKNOWN)
     for value in MALFORMED_NUMBERS if name in NUMBERS else MALFORMED:
         yield "malformed", value
     if other.get(name) and name not in NO_TENANTS:
         yield "other", other[name]
 
 
-# REST and OpenAI routes.
-
+# REST and OpenAI routes: bodies that pass validation, so a request reaches its ids (`{name}`).
 CHAT = {"messages": [{"role": "user", "content": "hi"}], "session_id": "{session_id}"}
 RESPONSE = {"input": "hi", "previous_response_id": "{response_id}"}
-# A body that passes validation, so a request reaches the lookup of its ids (`{name}` is the id).
 BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/v1/projects/{project_id}/agents"): {"agent_type_id": "{agent_type_id}", "name": "walked"},
     ("PATCH", "/api/v1/projects/{project_id}/agents/{agent_id}"): {"config": {}},
