@@ -1,7 +1,10 @@
 """Each A2A error the gateway sends, as the wire carries it on each binding: the JSON-RPC code,
 the HTTP status (with the ErrorInfo reason the spec requires in the details) and the gRPC status
 of the spec's mapping table (A2A v1.0.1, §5.4). Read off the wire, not through the SDK client,
-which maps all of them back to the same exceptions whatever the codes."""
+which maps all of them back to the same exceptions whatever the codes. The table's other three
+no request can provoke from the gateway: InvalidAgentResponseError is a client's verdict on a
+server's answer, every agent has an extended card (ExtendedAgentCardNotConfiguredError) and none
+requires an extension (ExtensionSupportRequiredError)."""
 
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ class Case:
     method: str  # the JSON-RPC and gRPC method
     params: dict[str, Any]  # JSON-RPC params, also the gRPC request (ProtoJSON)
     rest: tuple[str, str, dict[str, Any] | None]  # HTTP method, path under …/a2a/rest, JSON body
+    version: str = "1.0"  # the A2A version the client asks for
 
 
 def _message(part: dict[str, str], **fields: str) -> dict[str, Any]:
@@ -66,6 +70,10 @@ def _cases(ended: str) -> list[Case]:
             "INVALID_PARAMS", -32602, 400, grpc.StatusCode.INVALID_ARGUMENT,
             "ListTasks", {"pageSize": 0}, ("GET", "/tasks?pageSize=0", None),
         ),
+        Case(
+            "VERSION_NOT_SUPPORTED", -32009, 400, grpc.StatusCode.FAILED_PRECONDITION,
+            "GetTask", {"id": ended}, ("GET", f"/tasks/{ended}", None), version="2.0",
+        ),
     ]  # fmt: skip
 
 
@@ -86,11 +94,11 @@ async def test_every_error_has_the_specs_code_on_every_binding(
     api: Api, http: httpx.AsyncClient, mesh: Mesh, once: None
 ) -> None:
     agent = await api.agent(mock_responses=["hi"])
-    headers = {**agent.owner.headers, **VERSION}
     ended = await _ended_task(http, agent)
     async with grpc.aio.insecure_channel(mesh.gateway.address) as channel:
         stub = a2a_pb2_grpc.A2AServiceStub(channel)
         for case in _cases(ended):
+            headers = {**agent.owner.headers, "A2A-Version": case.version}
             rpc = {"jsonrpc": "2.0", "id": 1, "method": case.method, "params": case.params}
             answer = await http.post(f"{agent.base}/a2a/jsonrpc", json=rpc, headers=headers)
             assert answer.json()["error"]["code"] == case.jsonrpc_code, (case.error, answer.text)
@@ -104,7 +112,8 @@ async def test_every_error_has_the_specs_code_on_every_binding(
             request_type = getattr(a2a_pb2, f"{case.method}Request", None) or a2a_pb2.SendMessageRequest
             request = ParseDict({**case.params, "tenant": agent.model}, request_type())
             try:
-                await getattr(stub, case.method)(request, metadata=bearer(agent.owner.token))
+                metadata = (*bearer(agent.owner.token), ("a2a-version", case.version))
+                await getattr(stub, case.method)(request, metadata=metadata)
             except grpc.aio.AioRpcError as error:
                 assert error.code() == case.grpc_status, (case.error, error.details())
             else:

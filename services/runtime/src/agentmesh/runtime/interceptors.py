@@ -2,7 +2,8 @@
 
 Server side, one interceptor per call: refuses a request that does not decode (a corrupt wire
 format, invalid UTF-8 in a string, nesting past protobuf's depth limit) with INVALID_ARGUMENT
-rather than the UNKNOWN grpc answers by itself, continues the caller's W3C trace context in a
+rather than the UNKNOWN grpc answers by itself, and one whose ids or names hold a NUL character
+(which no store can keep) naming the field, continues the caller's W3C trace context in a
 SERVER span,
 remembers the caller's deadline and token for outgoing calls, turns a `DomainError` into a rich
 status (anything else into INTERNAL with a generic message, logged with the trace id), and records
@@ -34,15 +35,17 @@ from contextvars import ContextVar
 from typing import Any, cast
 
 import grpc
+from google.protobuf.message import Message
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from agentmesh.runtime import metrics, telemetry
 from agentmesh.runtime.database_errors import database_unavailable
-from agentmesh.runtime.errors import DomainError, MalformedRequest, peer_service
+from agentmesh.runtime.errors import DomainError, MalformedRequest, ValidationFailed, peer_service
 from agentmesh.runtime.handlers import HandlerWrappingInterceptor
 from agentmesh.runtime.identity import AUTHORIZATION, current_token, outgoing_token
+from agentmesh.runtime.limits import nul_field
 
 logger = logging.getLogger(__name__)
 
@@ -100,15 +103,30 @@ class _Undecodable:
         self.error = error
 
 
+class _Unstorable:
+    """What the wrapped deserializer hands on for a request naming text with a NUL character
+    (`limits.nul_field`): refused naming the field before any service looks it up, since
+    PostgreSQL would fail the query that did."""
+
+    __slots__ = ("field",)
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+
+
 def _decoding(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
     if deserializer is None:
         return None
 
     def decode(raw: bytes) -> Any:
         try:
-            return deserializer(raw)
+            request = deserializer(raw)
         except Exception as error:  # DecodeError, and whatever a custom deserializer raises
             return _Undecodable(error)
+        # No NUL byte in the wire format, no NUL character in any text: the walk is for the rest.
+        if b"\x00" in raw and isinstance(request, Message) and (field := nul_field(request)):
+            return _Unstorable(field)
+        return request
 
     return decode
 
@@ -119,6 +137,8 @@ def _check_decoded(request: Any, method: _Method) -> None:
             f"the request is not a valid {method.method} request message: {request.error}",
             metadata={"method": method.span_name},
         )
+    if isinstance(request, _Unstorable):
+        raise ValidationFailed.field(request.field, "must not contain NUL characters")
 
 
 def _wrap_handler(
