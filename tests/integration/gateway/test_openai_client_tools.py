@@ -12,10 +12,12 @@ from typing import Any
 
 import openai
 import pytest
+from openai import AsyncOpenAI
 
 from agentmesh.cli.mesh import Mesh
+from tests.integration.gateway.conftest import start_gateway
 from tests.integration.gateway.support import Agent, Api
-from tests.integration.gateway.test_openai import root_client
+from tests.integration.gateway.test_openai import TIMEOUT_SECONDS, root_client
 
 WEATHER = {
     "type": "function",
@@ -63,6 +65,49 @@ async def test_a_client_tool_call_is_returned_and_its_result_resumes_the_run(mes
     assert answered.choices[0].finish_reason == "stop"
     assert "tool: 18C and sunny" in (answered.choices[0].message.content or "")
     assert answered.id == called.id  # the same run, resumed
+
+
+async def test_each_call_is_answered_on_any_gateway_and_the_resumed_run_may_call_again(
+    mesh: Mesh, api: Api, once: None
+) -> None:
+    def weather(*cities: str) -> dict[str, Any]:
+        return {"tool_calls": [{"name": "get_weather", "arguments": {"city": city}} for city in cities]}
+
+    agent = await api.agent(mock_responses=[weather("Paris", "Lyon"), weather("Oslo"), {"echo_prompt": True}])
+    called = await root_client(mesh, agent.owner.token).chat.completions.create(
+        model=agent.model, messages=ASKED, tools=[WEATHER]
+    )
+    paris, lyon = called.choices[0].message.tool_calls or []
+    assert json.loads(lyon.function.arguments) == {"city": "Lyon"}
+    other = await start_gateway(mesh)  # the run is found through the registry, not this gateway
+    try:
+        client = AsyncOpenAI(
+            base_url=f"{other.http.url}/v1",  # type: ignore[attr-defined]
+            api_key=agent.owner.token,
+            max_retries=0,
+            timeout=TIMEOUT_SECONDS,
+        )
+
+        async def answer(call: Any, output: str) -> Any:
+            assistant = {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]}
+            result = {"role": "tool", "tool_call_id": call.id, "content": output}
+            return await client.chat.completions.create(
+                model=agent.model, messages=[*ASKED, assistant, result], tools=[WEATHER]
+            )
+
+        # One result of two: the run still waits for the other call.
+        waiting = await answer(paris, "sun")
+        assert waiting.choices[0].finish_reason == "tool_calls"
+        assert [call.id for call in waiting.choices[0].message.tool_calls or []] == [lyon.id]
+        # Both answered, the resumed run calls the client's tool again: still offered to it.
+        again = await answer(lyon, "rain")
+        [oslo] = again.choices[0].message.tool_calls or []
+        assert json.loads(oslo.function.arguments) == {"city": "Oslo"}
+        answered = await answer(oslo, "snow")
+        said = answered.choices[0].message.content or ""
+        assert all(f"tool: {output}" in said for output in ("sun", "rain", "snow")), said
+    finally:
+        await other.stop(1)
 
 
 async def test_streamed_the_calls_then_the_resumed_answer(mesh: Mesh, api: Api, once: None) -> None:
