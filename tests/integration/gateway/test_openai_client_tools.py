@@ -8,15 +8,17 @@ with or without a session id. A result for a call that does not wait is a 400 na
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from openai import AsyncOpenAI
 
 from agentmesh.cli.mesh import Mesh
 from tests.integration.gateway.conftest import start_gateway
-from tests.integration.gateway.support import Agent, Api
+from tests.integration.gateway.support import Agent, Api, sse_blocks
 from tests.integration.gateway.test_openai import TIMEOUT_SECONDS, root_client
 
 WEATHER = {
@@ -141,6 +143,30 @@ async def test_streamed_the_calls_then_the_resumed_answer(mesh: Mesh, api: Api, 
     said = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert "tool: rain" in said
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+
+
+async def test_a_broken_stream_of_tool_calls_is_picked_up_by_last_event_id(
+    http: httpx.AsyncClient, api: Api, once: None
+) -> None:
+    agent = await weather_agent(api)
+    body = {
+        "model": agent.model,
+        "session_id": uuid.uuid4().hex,
+        "messages": ASKED,
+        "tools": [WEATHER],
+        "stream": True,
+    }
+    whole = sse_blocks((await http.post("/v1/chat/completions", json=body, headers=agent.owner.headers)).text)
+    # Picked up after the first chunk (the role): the rest is the calls, once, and the end.
+    headers = {**agent.owner.headers, "Last-Event-ID": whole[0]["id"]}
+    rest = sse_blocks((await http.post("/v1/chat/completions", json=body, headers=headers)).text)
+    assert rest[-1] == {"data": "[DONE]"}
+    choices = [json.loads(block["data"])["choices"][0] for block in rest[:-1]]
+    [call] = [call for choice in choices for call in choice["delta"].get("tool_calls") or []]
+    assert call["function"]["name"] == "get_weather" and json.loads(call["function"]["arguments"]) == {
+        "city": "Paris"
+    }
+    assert choices[-1]["finish_reason"] == "tool_calls"
 
 
 async def test_a_result_for_no_waiting_call_is_a_400_naming_it(mesh: Mesh, api: Api, once: None) -> None:
