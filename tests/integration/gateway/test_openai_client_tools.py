@@ -285,3 +285,17 @@ async def test_responses_function_calls_and_their_outputs(mesh: Mesh, api: Api, 
     events = [event async for event in stream]
     assert events[-1].type == "response.completed"
     assert "tool: snow" in events[-1].response.output_text
+
+
+async def test_a_workflow_agent_refuses_client_tools(mesh: Mesh, api: Api, once: None) -> None:
+    owner = await api.user()
+    project = await api.project(owner)
+    await api.agent(owner, name="step", mock_responses=["never said"], project=project)
+    pipeline = await api.agent(
+        owner, name="pipeline", project=project, type_fields={"kind": "sequential", "sub_agents": ["step"]}
+    )
+    with pytest.raises(openai.BadRequestError) as refused:
+        await root_client(mesh, owner.token).chat.completions.create(
+            model=pipeline.model, messages=ASKED, tools=[WEATHER]
+        )
+    assert (refused.value.param, refused.value.code) == ("tools", "unsupported_parameter")

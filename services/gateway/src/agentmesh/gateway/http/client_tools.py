@@ -19,11 +19,12 @@ from fastapi import Request
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.chat_stream import ChatStream
-from agentmesh.gateway.errors import InvalidParameterValue, ModelNotFound
+from agentmesh.gateway.errors import InvalidParameterValue, ModelNotFound, UnsupportedParameter
 from agentmesh.gateway.http.agents import resolve_agent
 from agentmesh.gateway.http.context import HttpContext, until_disconnected
 from agentmesh.gateway.http.openai_request import ClientTools, ToolResult
 from agentmesh.gateway.models import AgentRef, Caller
+from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import NotFound
 from agentmesh.runtime.protos import struct_to_dict
 
@@ -34,13 +35,18 @@ DELEGATE_TOOL = "delegate"
 async def check_tool_names(ctx: HttpContext, caller: Caller, ref: AgentRef, offered: ClientTools) -> None:
     """Refuses (400, naming the tool) a client tool that shares its name with one of the agent's
     tools, or with `delegate`: the model could not tell which one it calls. (An MCP server's
-    tools are known only once an executor builds the agent: it refuses such a clash itself.)"""
+    tools are known only once an executor builds the agent: it refuses such a clash itself.) A
+    workflow agent has no model of its own to offer them to: its client tools are refused."""
     if not offered.tools:
         return
     try:
         spec = await resolve_agent(ctx, caller, ref.project_slug, ref.agent_name)
     except NotFound:
         raise ModelNotFound(str(ref)) from None
+    if spec.kind not in (resources_pb2.AGENT_KIND_UNSPECIFIED, resources_pb2.AGENT_KIND_LLM):
+        raise UnsupportedParameter(
+            "tools", f"{ref} is a workflow agent: its sub-agents call tools, it has no model to offer them to"
+        )
     own = {*spec.tools, DELEGATE_TOOL}
     for tool, path in zip(offered.tools, offered.paths, strict=True):
         if tool.name in own:
