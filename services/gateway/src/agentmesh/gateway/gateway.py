@@ -34,7 +34,7 @@ from agentmesh.memory.v1 import memory_service_pb2 as mem
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.runtime.client import unary
-from agentmesh.runtime.errors import DomainError, Internal, NotFound
+from agentmesh.runtime.errors import DomainError, Internal, InvalidArgument, NotFound
 
 logger = logging.getLogger(__name__)
 
@@ -353,7 +353,7 @@ class AgentGateway:
                 request = await self._registry.get_input_request(
                     project_id, call_id, metadata=caller.metadata
                 )
-            except NotFound:
+            except (NotFound, InvalidArgument):  # no such request, or an id that cannot be one
                 request = run_pb2.InputRequest()
             if (
                 request.kind != run_pb2.INPUT_KIND_CLIENT_TOOL
