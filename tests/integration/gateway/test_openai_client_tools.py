@@ -299,3 +299,22 @@ async def test_a_workflow_agent_refuses_client_tools(mesh: Mesh, api: Api, once:
             model=pipeline.model, messages=ASKED, tools=[WEATHER]
         )
     assert (refused.value.param, refused.value.code) == ("tools", "unsupported_parameter")
+
+
+async def test_a_user_message_cannot_answer_a_tool_call(mesh: Mesh, api: Api, once: None) -> None:
+    agent = await weather_agent(api, "done")
+    client = root_client(mesh, agent.owner.token)
+    session = {"X-Session-Id": uuid.uuid4().hex}
+    called = await client.chat.completions.create(
+        model=agent.model, messages=ASKED, tools=[WEATHER], extra_headers=session
+    )
+    [call] = called.choices[0].message.tool_calls or []
+    with pytest.raises(openai.UnprocessableEntityError) as refused:
+        await client.chat.completions.create(
+            model=agent.model, messages=[{"role": "user", "content": "sunny"}], extra_headers=session
+        )
+    assert "a `tool` message whose tool_call_id is " + call.id in str(refused.value)
+    answered = await client.chat.completions.create(
+        model=agent.model, messages=follow_up(called, "sunny"), tools=[WEATHER], extra_headers=session
+    )
+    assert answered.choices[0].message.content == "done"

@@ -325,7 +325,9 @@ class AgentGateway:
         pending = await self.pending_requests(caller, project_id, session_id, agent=spec.agent.slug)
         if not pending:
             return None
-        request = pending[0]
+        # A message answers a person's request, oldest first; a client tool call only when nothing
+        # else waits (refused: its result comes as a tool message).
+        request = next((r for r in pending if r.kind != run_pb2.INPUT_KIND_CLIENT_TOOL), pending[0])
         response = response_from_text(request, message, field=field)
         run_id = request.run_id
         if request.delegation_path:  # a delegated run's request: the chat is its top-level run's
