@@ -6,7 +6,14 @@ mesh agent's answer format) and with its Chat Completions model."""
 from __future__ import annotations
 
 from agents import Agent as SdkAgent
-from agents import OpenAIChatCompletionsModel, OpenAIProvider, RunConfig, Runner, set_tracing_disabled
+from agents import (
+    OpenAIChatCompletionsModel,
+    OpenAIProvider,
+    RunConfig,
+    Runner,
+    function_tool,
+    set_tracing_disabled,
+)
 from pydantic import BaseModel
 
 from agentmesh.cli.mesh import Mesh
@@ -71,3 +78,26 @@ async def test_an_sdk_agent_runs_on_a_mesh_agent_with_chat_completions(
     async for _ in streamed.stream_events():
         pass
     assert streamed.final_output == "system: Answer in French.\nuser: Again"
+
+
+@function_tool
+def get_weather(city: str) -> str:
+    """The weather in a city."""
+    return f"sunny in {city}"
+
+
+async def test_an_sdk_agents_function_tool_is_called_and_its_output_answered(
+    mesh: Mesh, api: Api, once: None
+) -> None:
+    set_tracing_disabled(True)
+    agent = await api.agent(
+        mock_responses=[
+            {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]},
+            {"echo_prompt": True},
+        ]
+    )
+    mesh_models = RunConfig(model_provider=OpenAIProvider(openai_client=root_client(mesh, agent.owner.token)))
+    sdk_agent = SdkAgent(name="travel", model=agent.model, tools=[get_weather])
+
+    result = await Runner.run(sdk_agent, "Weather in Paris?", run_config=mesh_models)
+    assert "tool: sunny in Paris" in result.final_output

@@ -1,13 +1,11 @@
 """LangChain's OpenAI chat model against the OpenAI-compatible face, as its users write it: a system
-message reaches the agent's model, `with_structured_output` (JSON schema) returns the parsed object,
-and what the face cannot honour yet — client-side tools — is refused with OpenAI's 400 instead of
-answering as if no tool had been offered."""
+message reaches the agent's model, `with_structured_output` returns the parsed object (by JSON
+schema, and by function calling), and `bind_tools`' tools are called by the agent's model and their
+results, sent back, answered."""
 
 from __future__ import annotations
 
-import openai
-import pytest
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
@@ -50,12 +48,29 @@ async def test_structured_output_returns_the_parsed_object(mesh: Mesh, api: Api,
     assert await structured.ainvoke("Plan my trip.") == Trip(city="Lisbon", nights=3)
 
 
-async def test_client_tools_are_refused_not_ignored(mesh: Mesh, api: Api, once: None) -> None:
-    agent = await api.agent(mock_responses=["never said"])
-    model = chat_model(mesh, agent)
-    with pytest.raises(openai.BadRequestError) as refused:
-        await model.bind_tools([book], tool_choice="required").ainvoke("Book Lisbon.")
-    assert refused.value.param == "tool_choice"
-    with pytest.raises(openai.BadRequestError) as refused:
-        await model.with_structured_output(Trip, method="function_calling").ainvoke("Plan my trip.")
-    assert refused.value.param in ("tools", "tool_choice")
+async def test_bound_tools_are_called_and_their_results_answered(mesh: Mesh, api: Api, once: None) -> None:
+    agent = await api.agent(
+        mock_responses=[
+            {"tool_calls": [{"name": "book", "arguments": {"city": "Lisbon"}}]},
+            {"echo_prompt": True},
+        ]
+    )
+    model = chat_model(mesh, agent).bind_tools([book], tool_choice="required")
+    asked = [HumanMessage("Book Lisbon.")]
+    called = await model.ainvoke(asked)
+    assert isinstance(called, AIMessage)
+    [call] = called.tool_calls
+    assert (call["name"], call["args"]) == ("book", {"city": "Lisbon"})
+
+    # As LangChain's tool loop does: run the tool, send its result back with the conversation.
+    result = await book.ainvoke(call)
+    answered = await model.ainvoke([*asked, called, result])
+    assert "tool: booked Lisbon" in str(answered.content)
+
+
+async def test_structured_output_by_function_calling(mesh: Mesh, api: Api, once: None) -> None:
+    agent = await api.agent(
+        mock_responses=[{"tool_calls": [{"name": "Trip", "arguments": {"city": "Oslo", "nights": 2}}]}]
+    )
+    structured = chat_model(mesh, agent).with_structured_output(Trip, method="function_calling")
+    assert await structured.ainvoke("Plan my trip.") == Trip(city="Oslo", nights=2)

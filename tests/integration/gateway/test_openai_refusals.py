@@ -20,7 +20,7 @@ REFUSED: list[tuple[dict[str, Any], str, str]] = [
     ({"n": 0}, "n", "invalid_value"),
     ({"tool_choice": "banana"}, "tool_choice", "invalid_value"),
     ({"tool_choice": {"type": "banana"}}, "tool_choice", "invalid_value"),
-    ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools", "unsupported_parameter"),
+    ({"tools": [{"type": "file_search"}]}, "tools[0].type", "unsupported_parameter"),
     ({"response_format": {"type": "yaml"}}, "response_format.type", "invalid_value"),
     ({"logprobs": True}, "logprobs", "unsupported_parameter"),
     ({"top_logprobs": 2}, "top_logprobs", "unsupported_parameter"),

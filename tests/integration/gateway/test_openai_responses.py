@@ -143,10 +143,10 @@ async def test_a_failed_run_is_an_error(mesh: Mesh, api: Api, once: None) -> Non
 
 
 REFUSED: list[tuple[dict[str, Any], str, str]] = [
-    ({"tools": [{"type": "function", "name": "f", "parameters": {}}]}, "tools", "unsupported_parameter"),
-    ({"tool_choice": "required"}, "tool_choice", "unsupported_parameter"),
+    ({"tools": [{"type": "web_search"}]}, "tools[0].type", "unsupported_parameter"),
+    ({"tool_choice": "required"}, "tool_choice", "invalid_value"),  # no tools to call
     ({"tool_choice": "banana"}, "tool_choice", "invalid_value"),
-    ({"tool_choice": {"type": "function", "name": "f"}}, "tool_choice", "unsupported_parameter"),
+    ({"tool_choice": {"type": "function", "name": "f"}}, "tool_choice", "invalid_value"),
     (
         {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
         "input[0].content[0].type",
@@ -154,9 +154,10 @@ REFUSED: list[tuple[dict[str, Any], str, str]] = [
     ),
     (
         {"input": [{"type": "function_call_output", "call_id": "c", "output": "42"}]},
-        "input[0].type",
-        "unsupported_parameter",
+        "input[0].call_id",  # a result for a call that does not wait
+        "invalid_value",
     ),
+    ({"input": [{"type": "reasoning", "summary": []}]}, "input[0].type", "unsupported_parameter"),
     ({"input": [{"role": "wizard", "content": "hi"}]}, "input[0].role", "invalid_value"),
     ({"include": ["message.output_text.logprobs"]}, "include", "unsupported_parameter"),
     ({"background": True}, "background", "unsupported_parameter"),

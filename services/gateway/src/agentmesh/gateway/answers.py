@@ -28,6 +28,11 @@ def expected(request: run_pb2.InputRequest) -> str:
     """What a request takes, in words (for errors and for the faces' docs)."""
     if request.kind == run_pb2.INPUT_KIND_QUESTION:
         return f"request {request.id} asks a question: answer it with any text"
+    if request.kind == run_pb2.INPUT_KIND_CLIENT_TOOL:
+        return (
+            f"request {request.id} waits for the result of the client's tool call {request.tool}: give"
+            f" it as a `tool` message whose tool_call_id is {request.id} (or as an answer)"
+        )
     return (
         f"request {request.id} asks for an approval: reply 'approve' or 'deny', optionally followed"
         " by a reason ('deny: too expensive')"
@@ -35,7 +40,10 @@ def expected(request: run_pb2.InputRequest) -> str:
 
 
 def response_from_text(request: run_pb2.InputRequest, text: str, *, field: str) -> run_pb2.InputResponse:
-    """The response a text reply gives `request`; `field` is where the face carried it."""
+    """The response a text reply gives `request`; `field` is where the face carried it. A client
+    tool call is answered by its result, which a chat message does not carry."""
+    if request.kind == run_pb2.INPUT_KIND_CLIENT_TOOL:
+        raise InvalidRequest.field(field, expected(request))
     if request.kind == run_pb2.INPUT_KIND_QUESTION:
         if not text.strip():
             raise InvalidRequest.field(field, expected(request))
@@ -61,6 +69,10 @@ def response_from_data(
     for name in _REPLY_FIELDS:
         if name in data and not isinstance(data[name], str):
             raise InvalidRequest.field(f"{field}.{name}", "must be a string")
+    if request.kind == run_pb2.INPUT_KIND_CLIENT_TOOL:
+        if "decision" in data or "answer" not in data:
+            raise InvalidRequest.field(f"{field}.answer", expected(request))
+        return run_pb2.InputResponse(answer=str(data["answer"]))
     if request.kind == run_pb2.INPUT_KIND_QUESTION:
         if "decision" in data or not str(data.get("answer", "")).strip():
             raise InvalidRequest.field(f"{field}.answer", expected(request))

@@ -143,14 +143,26 @@ class ChatStream:
         await self._rest.aclose()  # type: ignore[attr-defined]
 
 
+async def chat_of_log(session_id: str, run_id: str, events: AsyncIterator[run_pb2.RunEvent]) -> ChatStream:
+    """A resumed run's events from the log as a chat (the log is where it is followed from
+    already: nothing to resume when it breaks)."""
+    first = await anext(events, None)
+    if first is None:
+        await events.aclose()  # type: ignore[attr-defined]
+        raise Internal(f"run {run_id} resumed with no event")
+    return ChatStream(session_id, first, events, run_id=run_id)
+
+
 def asking_text(requests: list[run_pb2.InputRequest]) -> str:
     """What a suspended run asks, as text for faces that carry only text (unary Chat, the
-    OpenAI-compatible API): each request's question, one paragraph each, naming the request."""
+    OpenAI-compatible API): each request's question, one paragraph each, naming the request. A
+    client tool call is not text: the OpenAI-compatible faces return it as a tool call."""
     return "\n\n".join(
         f"{request.question}\n(request {request.id}: "
         + ("answer it" if request.kind == run_pb2.INPUT_KIND_QUESTION else "approve or deny it")
         + ")"
         for request in requests
+        if request.kind != run_pb2.INPUT_KIND_CLIENT_TOOL
     )
 
 

@@ -18,17 +18,23 @@ from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.client import FOLLOWED_IN_LOG, RunNotPlaced, RunRouter
 from agentmesh.gateway.answers import response_from_text
 from agentmesh.gateway.budget import current_budget
-from agentmesh.gateway.chat_stream import ChatStream, from_run_started
-from agentmesh.gateway.errors import ExecutorsBusy, InvalidRequest, MessageTooLarge, NoExecutor
+from agentmesh.gateway.chat_stream import ChatStream, chat_of_log, from_run_started
+from agentmesh.gateway.errors import (
+    ExecutorsBusy,
+    InvalidParameterValue,
+    InvalidRequest,
+    MessageTooLarge,
+    NoExecutor,
+)
 from agentmesh.gateway.models import AgentRef, Caller, ChatResult
-from agentmesh.gateway.resume import follow_run, top_run_of
+from agentmesh.gateway.resume import follow_run, still_waiting, top_run_of
 from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.memory.client import MemoryClient, SessionNotFound
 from agentmesh.memory.v1 import memory_service_pb2 as mem
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.runtime.client import unary
-from agentmesh.runtime.errors import DomainError, Internal, NotFound
+from agentmesh.runtime.errors import DomainError, Internal, InvalidArgument, NotFound
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +127,8 @@ class AgentGateway:
         double_texting: str = "",
         context: Sequence[executor_service_pb2.ContextMessage] = (),
         response_format: executor_service_pb2.ResponseFormat | None = None,
+        client_tools: Sequence[executor_service_pb2.ClientTool] = (),
+        client_tool_choice: str = "",
     ) -> ChatStream:
         """Starts a chat and returns it once its run has started, so a chat that cannot start
         raises its DomainError before a face has sent anything. `model_settings` apply to this
@@ -128,7 +136,9 @@ class AgentGateway:
         session's earlier message still running makes it wait (enqueue), cancels that run
         (interrupt), or refuses it with ABORTED SESSION_BUSY (reject). `context` is the
         conversation a client that keeps no session sent before `message`: the run's context
-        before the session's history; `response_format` the shape its answer must have."""
+        before the session's history; `response_format` the shape its answer must have;
+        `client_tools` the tools the client runs (and `client_tool_choice` which one the model
+        must call): a call of one suspends the run until the client's result answers it."""
         check_double_texting(double_texting)
         request = executor_service_pb2.RunRequest(
             project_slug=agent.project_slug,
@@ -140,6 +150,8 @@ class AgentGateway:
             context=context,
             response_format=response_format,
             budget=current_budget.get(),
+            client_tools=client_tools,
+            client_tool_choice=client_tool_choice,
         )
         events = self._events(caller, request)
         try:
@@ -239,7 +251,7 @@ class AgentGateway:
             if request.created_at.ToNanoseconds() <= responded
         ]
         if pending:
-            return _still_waiting(answered, pending)
+            return still_waiting(answered, pending)
         resumed = follow_run(
             self._memory,
             answered.session_id,
@@ -313,7 +325,9 @@ class AgentGateway:
         pending = await self.pending_requests(caller, project_id, session_id, agent=spec.agent.slug)
         if not pending:
             return None
-        request = pending[0]
+        # A message answers a person's request, oldest first; a client tool call only when nothing
+        # else waits (refused: its result comes as a tool message).
+        request = next((r for r in pending if r.kind != run_pb2.INPUT_KIND_CLIENT_TOOL), pending[0])
         response = response_from_text(request, message, field=field)
         run_id = request.run_id
         if request.delegation_path:  # a delegated run's request: the chat is its top-level run's
@@ -321,7 +335,45 @@ class AgentGateway:
                 self._memory, session_id, run_id, project_id=project_id, metadata=caller.metadata
             )
         events = await self.respond_to_input(caller, project_id, request.id, response)
-        return await _chat_of(session_id, run_id, events)
+        return await chat_of_log(session_id, run_id, events)
+
+    async def answer_tool_calls(
+        self, caller: Caller, agent: AgentRef, session_id: str, results: Sequence[tuple[str, str, str]]
+    ) -> ChatStream:
+        """A client's results of the tool calls its chat returned — each the call's id (its request
+        for input's), the tool's output, and where the request holds the id — as their requests'
+        answers; the chat is the run they resume, followed in the log to its end or its next
+        suspension. An id that names no call of the agent's run waiting for its result (in
+        `session_id`, when named; of one run) is refused naming where it is."""
+        spec = await self._registry.resolve_agent(
+            agent.project_slug, agent.agent_name, metadata=caller.metadata
+        )
+        project_id, asker = spec.agent.project_id, spec.agent.slug or spec.agent.name
+        answers: list[tuple[run_pb2.InputRequest, str]] = []
+        for call_id, output, field in results:
+            try:
+                request = await self._registry.get_input_request(
+                    project_id, call_id, metadata=caller.metadata
+                )
+            except (NotFound, InvalidArgument):  # no such request, or an id that cannot be one
+                request = run_pb2.InputRequest()
+            if (
+                request.kind != run_pb2.INPUT_KIND_CLIENT_TOOL
+                or request.state != run_pb2.INPUT_REQUEST_STATE_PENDING
+                or (request.agent, *request.delegation_path) != (asker,)
+                or request.session_id != (session_id or request.session_id)
+                or request.run_id != (answers[0][0].run_id if answers else request.run_id)
+            ):
+                raise InvalidParameterValue(field, f"{call_id!r} is no tool call waiting for its result")
+            answers.append((request, output))
+        events: AsyncIterator[run_pb2.RunEvent] | None = None
+        for request, output in answers:
+            if events is not None:
+                await events.aclose()  # type: ignore[attr-defined]
+            answer = run_pb2.InputResponse(answer=output)
+            events = await self.respond_to_input(caller, project_id, request.id, answer)
+        assert events is not None, "a follow-up carries at least one result"
+        return await chat_of_log(answers[0][0].session_id, answers[0][0].run_id, events)
 
     async def _events(
         self, caller: Caller, request: executor_service_pb2.RunRequest
@@ -418,36 +470,3 @@ class AgentGateway:
             after_seq=after_seq,
         )
         return await unary(self._memory.stub.ListEvents, request, metadata=caller.metadata)
-
-
-async def _still_waiting(
-    answered: run_pb2.InputRequest, pending: list[run_pb2.InputRequest]
-) -> AsyncIterator[run_pb2.RunEvent]:
-    """The stream of a response after which the run still waits for its other requests: those
-    requests again, and `run_suspended`."""
-    for request in pending:
-        yield run_pb2.RunEvent(
-            run_id=request.run_id,
-            session_id=request.session_id,
-            agent=request.agent,
-            delegation_path=request.delegation_path,
-            seq=request.seq,
-            input_requested=run_pb2.InputRequested(request=request),
-        )
-    yield run_pb2.RunEvent(
-        run_id=answered.run_id,
-        session_id=answered.session_id,
-        agent=answered.agent,
-        delegation_path=answered.delegation_path,
-        run_suspended=run_pb2.RunSuspended(request_ids=[request.id for request in pending]),
-    )
-
-
-async def _chat_of(session_id: str, run_id: str, events: AsyncIterator[run_pb2.RunEvent]) -> ChatStream:
-    """A resumed run's events from the log as a chat (the log is where it is followed from
-    already: nothing to resume when it breaks)."""
-    first = await anext(events, None)
-    if first is None:
-        await events.aclose()  # type: ignore[attr-defined]
-        raise Internal(f"run {run_id} resumed with no event")
-    return ChatStream(session_id, first, events, run_id=run_id)

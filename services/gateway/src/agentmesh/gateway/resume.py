@@ -33,6 +33,8 @@ EventType = resources_pb2.EventType
 Outcome = run_pb2.DelegationOutcome
 # A run's input: a user's message (a chat's, or a workflow's sub-agent's), or a delegated task.
 INPUTS = (EventType.EVENT_TYPE_USER_MESSAGE, EventType.EVENT_TYPE_TASK_DELEGATION_RECEIVED)
+# A request's kind as its `input_requested` event names it.
+_INPUT_KINDS = {"question": run_pb2.INPUT_KIND_QUESTION, "client_tool": run_pb2.INPUT_KIND_CLIENT_TOOL}
 
 
 def is_final(event: resources_pb2.Event) -> bool:
@@ -224,7 +226,7 @@ def input_request(event: resources_pb2.Event, path: list[str]) -> run_pb2.InputR
         run_id=event.run_id,
         agent=event.agent,
         delegation_path=[str(step) for step in body.get("delegation_path") or path],
-        kind=run_pb2.INPUT_KIND_QUESTION if body.get("kind") == "question" else run_pb2.INPUT_KIND_APPROVAL,
+        kind=_INPUT_KINDS.get(str(body.get("kind")), run_pb2.INPUT_KIND_APPROVAL),
         tool=str(body.get("tool", "")),
         question=str(body.get("question", "")),
         call_id=str(meta.get("call_id", "")),
@@ -271,3 +273,26 @@ def _outcome(name: str) -> Outcome.ValueType:
         return Outcome.Value(f"DELEGATION_OUTCOME_{name.upper()}")
     except ValueError:
         return Outcome.DELEGATION_OUTCOME_UNSPECIFIED
+
+
+async def still_waiting(
+    answered: run_pb2.InputRequest, pending: list[run_pb2.InputRequest]
+) -> AsyncIterator[run_pb2.RunEvent]:
+    """The stream of a response after which the run still waits for its other requests: those
+    requests again, and `run_suspended`."""
+    for request in pending:
+        yield run_pb2.RunEvent(
+            run_id=request.run_id,
+            session_id=request.session_id,
+            agent=request.agent,
+            delegation_path=request.delegation_path,
+            seq=request.seq,
+            input_requested=run_pb2.InputRequested(request=request),
+        )
+    yield run_pb2.RunEvent(
+        run_id=answered.run_id,
+        session_id=answered.session_id,
+        agent=answered.agent,
+        delegation_path=answered.delegation_path,
+        run_suspended=run_pb2.RunSuspended(request_ids=[request.id for request in pending]),
+    )

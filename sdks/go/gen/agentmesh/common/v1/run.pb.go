@@ -107,6 +107,9 @@ const (
 	InputKind_INPUT_KIND_APPROVAL InputKind = 1
 	// To answer a question (the built-in tool `ask_user`, or an MCP server's elicitation).
 	InputKind_INPUT_KIND_QUESTION InputKind = 2
+	// To run a tool the client offered (OpenAI's function tools) and give back its result: the
+	// request's `tool` and `arguments` are the call, the response's `answer` its result.
+	InputKind_INPUT_KIND_CLIENT_TOOL InputKind = 3
 )
 
 // Enum value maps for InputKind.
@@ -115,11 +118,13 @@ var (
 		0: "INPUT_KIND_UNSPECIFIED",
 		1: "INPUT_KIND_APPROVAL",
 		2: "INPUT_KIND_QUESTION",
+		3: "INPUT_KIND_CLIENT_TOOL",
 	}
 	InputKind_value = map[string]int32{
 		"INPUT_KIND_UNSPECIFIED": 0,
 		"INPUT_KIND_APPROVAL":    1,
 		"INPUT_KIND_QUESTION":    2,
+		"INPUT_KIND_CLIENT_TOOL": 3,
 	}
 )
 
@@ -1542,9 +1547,9 @@ type InputRequest struct {
 	// What it asks for.
 	Kind InputKind `protobuf:"varint,7,opt,name=kind,proto3,enum=agentmesh.common.v1.InputKind" json:"kind,omitempty"`
 	// An approval's tool (as the permission rules name it: `get_current_time`,
-	// `mcp:<server>:<tool>`, `delegate:<agent>`).
+	// `mcp:<server>:<tool>`, `delegate:<agent>`), or the client's tool to run.
 	Tool string `protobuf:"bytes,8,opt,name=tool,proto3" json:"tool,omitempty"`
-	// An approval's call arguments.
+	// An approval's (or a client tool's) call arguments.
 	Arguments *structpb.Struct `protobuf:"bytes,9,opt,name=arguments,proto3" json:"arguments,omitempty"`
 	// A question's text (or, for an approval, the model's call as one line of text).
 	Question string `protobuf:"bytes,10,opt,name=question,proto3" json:"question,omitempty"`
@@ -1714,7 +1719,7 @@ type InputResponse struct {
 	Decision InputDecision `protobuf:"varint,1,opt,name=decision,proto3,enum=agentmesh.common.v1.InputDecision" json:"decision,omitempty"`
 	// Why (optional; told to the model on a denial).
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
-	// A question's answer.
+	// A question's answer, or a client tool's result.
 	Answer string `protobuf:"bytes,3,opt,name=answer,proto3" json:"answer,omitempty"`
 	// Edited arguments an approval runs the call with instead of the model's (unset: as asked).
 	Arguments *structpb.Struct `protobuf:"bytes,4,opt,name=arguments,proto3" json:"arguments,omitempty"`
@@ -2032,11 +2037,12 @@ const file_agentmesh_common_v1_run_proto_rawDesc = "" +
 	"\x1cDELEGATION_OUTCOME_CANCELLED\x10\x04\x12\x1d\n" +
 	"\x19DELEGATION_OUTCOME_FAILED\x10\x05\x12%\n" +
 	"!DELEGATION_OUTCOME_INPUT_REQUIRED\x10\x06\x12$\n" +
-	" DELEGATION_OUTCOME_AUTH_REQUIRED\x10\a*Y\n" +
+	" DELEGATION_OUTCOME_AUTH_REQUIRED\x10\a*u\n" +
 	"\tInputKind\x12\x1a\n" +
 	"\x16INPUT_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13INPUT_KIND_APPROVAL\x10\x01\x12\x17\n" +
-	"\x13INPUT_KIND_QUESTION\x10\x02*\x9c\x01\n" +
+	"\x13INPUT_KIND_QUESTION\x10\x02\x12\x1a\n" +
+	"\x16INPUT_KIND_CLIENT_TOOL\x10\x03*\x9c\x01\n" +
 	"\x11InputRequestState\x12#\n" +
 	"\x1fINPUT_REQUEST_STATE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bINPUT_REQUEST_STATE_PENDING\x10\x01\x12 \n" +

@@ -241,6 +241,7 @@ def resumed_request(
     settings included (the double-texting policy is not needed: the runner has the run wait
     for the turns still ahead of it, if any)."""
     meta = received.metadata.fields
+    client_tools, client_tool_choice = client_context.recorded_tools(received.metadata)
     path = (
         [value.string_value for value in meta["delegation_path"].list_value.values]
         if "delegation_path" in meta
@@ -262,4 +263,6 @@ def resumed_request(
         else None,
         context=client_context.recorded(received.metadata),
         response_format=client_context.recorded_format(received.metadata),
+        client_tools=client_tools,
+        client_tool_choice=client_tool_choice,
     )

@@ -30,6 +30,7 @@ from agentmesh.executor.delegation.delegator import Delegator
 from agentmesh.executor.delegation.outcome import SuspendedBelow
 from agentmesh.executor.durability.recorder import EventType, NewEvent
 from agentmesh.executor.durability.run_log import DELEGATION, TOOL, LoggedCall, PlannedCall
+from agentmesh.executor.loops import client_tools
 from agentmesh.executor.tools import permissions
 from agentmesh.executor.tools.base import ToolOutput
 from agentmesh.executor.tools.builtin import ASK_USER
@@ -40,12 +41,14 @@ _REQUESTS = uuid.UUID("6f1c2a4e-8d0b-4f4e-9a57-3c1d2b7e5a10")  # namespace of re
 
 APPROVAL = run_pb2.INPUT_KIND_APPROVAL
 QUESTION = run_pb2.INPUT_KIND_QUESTION
+CLIENT_TOOL = run_pb2.INPUT_KIND_CLIENT_TOOL
 APPROVE = run_pb2.INPUT_DECISION_APPROVE
 DENY = run_pb2.INPUT_DECISION_DENY
 ANSWERED = run_pb2.INPUT_REQUEST_STATE_ANSWERED
 EXPIRED = run_pb2.INPUT_REQUEST_STATE_EXPIRED
 
-_KIND_NAMES = {APPROVAL: "approval", QUESTION: "question"}
+_KIND_NAMES = {APPROVAL: "approval", QUESTION: "question", CLIENT_TOOL: "client_tool"}
+_KINDS = {name: kind for kind, name in _KIND_NAMES.items()}
 _DECISION_NAMES = {APPROVE: "approve", DENY: "deny"}
 
 
@@ -73,9 +76,12 @@ class RunSuspends(Exception):
 
 def asks(call: PlannedCall) -> run_pb2.InputKind.ValueType | None:
     """What a planned call asks a person for before it may run: an approval (its tool's
-    permission is `ask`), an answer (`ask_user`, or a remote A2A agent's question), or nothing."""
+    permission is `ask`), an answer (`ask_user`, or a remote A2A agent's question), its result
+    (a client's tool: the client runs it), or nothing."""
     if call.error:
         return None
+    if call.permission == client_tools.CLIENT:
+        return CLIENT_TOOL
     if call.name == ASK_USER or call.remote_question:
         return QUESTION
     if call.permission == "ask":
@@ -117,6 +123,11 @@ def new_request(
         request.question = call.remote_question
     elif kind == QUESTION:
         request.question = str(call.arguments.get("question") or "")
+    elif kind == CLIENT_TOOL:
+        request.tool = call.name
+        request.arguments.update(call.arguments)
+        called = f"{call.name}({_arguments_text(call.arguments)})"
+        request.question = f"{origin.agent} calls the client's tool {called}"
     else:
         # A delegation's approval names it as its permission rule does: `delegate:<agent>`.
         request.tool = f"{DELEGATE_TOOL}:{call.name}" if call.kind == DELEGATION else call.name
@@ -165,7 +176,7 @@ def request_from_event(event: Event, scope: RunScope) -> run_pb2.InputRequest:
         run_id=scope.origin.run_id,
         agent=content.get("agent") or scope.origin.agent,
         delegation_path=content.get("delegation_path") or [],
-        kind=QUESTION if content.get("kind") == "question" else APPROVAL,
+        kind=_KINDS.get(content.get("kind") or "", APPROVAL),
         tool=content.get("tool") or "",
         question=content.get("question") or "",
         call_id=event.metadata.fields["call_id"].string_value,
@@ -233,10 +244,14 @@ def outcome(
     """How a call goes on after its request's response."""
     if request_kind == QUESTION:
         return Outcome(False, call.arguments, ToolOutput(response.answer))
+    if request_kind == CLIENT_TOOL and not expired and response.decision != DENY:
+        return Outcome(False, call.arguments, ToolOutput(response.answer))  # the client ran it
     if response.decision == APPROVE and not expired:
         edited = json_format.MessageToDict(response.arguments) if response.HasField("arguments") else None
         return Outcome(True, edited if edited is not None else call.arguments)
-    if expired:
+    if request_kind == CLIENT_TOOL:
+        why = "the client gave no result before the request expired"
+    elif expired:
         why = "nobody approved it before the request expired"
     else:
         who = response.responder or "a person"
@@ -252,6 +267,9 @@ def permitted(call: PlannedCall, runtime: AgentRuntime, scope: RunScope) -> Plan
     """The call with its permission (tools/permissions.py): one that may not run carries why (a
     delegation then becomes a refused call of the `delegate` tool, answered as such)."""
     as_sub_agent = scope.request.as_sub_agent
+    if call.kind == TOOL and call.name in client_tools.names(scope.request):
+        call.permission = client_tools.CLIENT  # no rule of the agent's: the client runs it
+        return call
     if call.kind == TOOL:
         call.permission = runtime.permission(call.name, as_sub_agent=as_sub_agent)
         if call.permission == permissions.DENY and not call.error:

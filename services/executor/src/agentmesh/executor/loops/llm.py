@@ -38,7 +38,7 @@ from agentmesh.executor.durability.run_log import (
     RunLog,
 )
 from agentmesh.executor.errors import INVALID_BLOCK
-from agentmesh.executor.loops import asking, remote_questions
+from agentmesh.executor.loops import asking, client_tools, remote_questions
 from agentmesh.executor.loops.messages import assistant_turn, result_messages
 from agentmesh.executor.loops.model_step import call_model
 from agentmesh.executor.loops.planning import plan
@@ -180,12 +180,14 @@ class LlmLoop:
     # -- context ----------------------------------------------------------------------------------
 
     def _offered_tools(self) -> list[ToolSpec]:
+        """The agent's tools, its delegations and the client's tools (client_tools.py)."""
+        client_tools.check(self._scope.request, self._tools)
         if not self._runtime.function_calling:
             return []  # described in the system prompt instead, called in fenced blocks
         specs = self._runtime.offered_tools(as_sub_agent=self._as_sub_agent)
         if self._targets:
             specs.append(delegate_tool_spec(self._targets))
-        return specs
+        return specs + client_tools.specs(self._scope.request)
 
     # -- tools and delegations --------------------------------------------------------------------
 

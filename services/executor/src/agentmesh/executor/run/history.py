@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from agentmesh.executor.durability import client_context
 from agentmesh.executor.durability.recorder import EventType
+from agentmesh.executor.loops import client_tools
 from agentmesh.executor.providers.base import Message
 from agentmesh.executor.run import answer_format
 from agentmesh.internal.executor.v1 import executor_service_pb2
@@ -79,7 +80,12 @@ def sent_context(context: Iterable[executor_service_pb2.ContextMessage]) -> list
     ]
 
 
-def request_context(request: executor_service_pb2.RunRequest) -> list[Message]:
+def request_context(request: executor_service_pb2.RunRequest, *, function_calling: bool) -> list[Message]:
     """What a request itself puts before the history: the format its answer must have
-    (answer_format.py), and the conversation a client that keeps no session sent with it."""
-    return answer_format.instruction(request.response_format) + sent_context(request.context)
+    (answer_format.py), what the model must know of the client's tools (loops/client_tools.py),
+    and the conversation a client that keeps no session sent with it."""
+    return (
+        answer_format.instruction(request.response_format)
+        + client_tools.instruction(request, function_calling=function_calling)
+        + sent_context(request.context)
+    )

@@ -55,6 +55,7 @@ def _input_metadata(request: executor_service_pb2.RunRequest) -> dict[str, Any]:
         metadata[client_context.CONTEXT_KEY] = client_context.recordable(request.context)
     if request.response_format.type:  # the answer's shape, which a resumed run is held to
         metadata[client_context.FORMAT_KEY] = client_context.recordable_format(request.response_format)
+    metadata.update(client_context.recordable_tools(request))  # offered again to a resumed run
     if request.sub_agent_id:
         metadata["sub_agent_id"] = request.sub_agent_id  # how a resumed workflow finds this run
     if request.caller_run_id:

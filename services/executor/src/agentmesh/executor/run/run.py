@@ -244,7 +244,8 @@ class Run:
                 agent_kind=kind,
                 model=runtime.models.plan.name if runtime.models else "",
                 executor_id=self._services.executor_id,
-                may_act=kind == "llm" and runtime.may_act(as_sub_agent=request.as_sub_agent),
+                may_act=kind == "llm"
+                and (bool(request.client_tools) or runtime.may_act(as_sub_agent=request.as_sub_agent)),
             )
         )
         self._input_requested = True
@@ -302,7 +303,7 @@ class Run:
         """The request's own context (history.request_context), then the agent's history: within
         its token budget when it has one (compaction.py), else its window (history.py) — read with
         the input for a delegated run, not at all for a new session's first message."""
-        sent = history.request_context(self.request)
+        sent = history.request_context(self.request, function_calling=runtime.function_calling)
         budget = self.spec.context_budget_tokens or self._services.context_budget_tokens
         if budget and received.seq > 1 and runtime.models is not None:
             system = runtime.system_prompt(as_sub_agent=self.request.as_sub_agent)

@@ -27,7 +27,7 @@ Ctx = Annotated[HttpContext, Depends(context)]
 Auth = Annotated[Caller, Depends(authorize)]
 BASE = "/api/v1/projects/{project_id}/input-requests"
 
-InputKindName = Literal["approval", "question"]
+InputKindName = Literal["approval", "question", "client_tool"]
 InputStateName = Literal["pending", "answered", "expired"]
 DecisionName = Literal["approve", "deny"]
 _KIND, _STATE, _DECISION = "INPUT_KIND_", "INPUT_REQUEST_STATE_", "INPUT_DECISION_"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Request
@@ -31,12 +31,19 @@ from agentmesh.gateway.chat_stream import ChatStream
 from agentmesh.gateway.errors import InvalidRequest, ModelNotFound, TooManyMessages
 from agentmesh.gateway.gateway import check_double_texting
 from agentmesh.gateway.http.agents import AGENT_BASE, resolve_agent
+from agentmesh.gateway.http.client_tools import (
+    answer_tool_results,
+    check_tool_names,
+    client_calls,
+    tool_call,
+)
 from agentmesh.gateway.http.context import HttpContext, authorize, authorize_body, context, until_disconnected
 from agentmesh.gateway.http.convert import timestamp
 from agentmesh.gateway.http.openai_request import (
     SESSION_HEADER,
     ChatCompletionRequest,
     ChatMessage,
+    ClientTools,
     message_text,
 )
 from agentmesh.gateway.http.sse import (
@@ -48,7 +55,7 @@ from agentmesh.gateway.http.sse import (
     resumed_chunks,
     usage_body,
 )
-from agentmesh.gateway.models import AgentRef, Caller
+from agentmesh.gateway.models import AgentRef, Caller, ChatResult
 from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2
@@ -73,17 +80,33 @@ class CompletionUsage(BaseModel):
     cost: float | None
 
 
+class FunctionCall(BaseModel):
+    name: str
+    arguments: str
+
+
+class ToolCall(BaseModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class AssistantMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
-    content: str
+    content: str | None
     refusal: str | None = None
+    # The client's tools the agent's model called: the run waits for their results.
+    tool_calls: list[ToolCall] | None = None
+
+
+FinishReason = Literal["stop", "length", "tool_calls"]
 
 
 class Choice(BaseModel):
     index: int
     message: AssistantMessage
     logprobs: None = None
-    finish_reason: Literal["stop", "length"]
+    finish_reason: FinishReason
 
 
 class ChatCompletion(BaseModel):
@@ -105,7 +128,7 @@ class ChunkChoice(BaseModel):
     index: int
     delta: ChunkDelta
     logprobs: None = None
-    finish_reason: Literal["stop", "length"] | None = None
+    finish_reason: FinishReason | None = None
 
 
 class ChatCompletionChunk(BaseModel):
@@ -289,6 +312,7 @@ class ChatCall:
     model_settings: run_pb2.ModelSettings | None = None
     double_texting: str = ""
     response_format: executor_service_pb2.ResponseFormat | None = None
+    client_tools: ClientTools = field(default_factory=ClientTools)
 
 
 def chat_call(
@@ -302,6 +326,7 @@ def chat_call(
     model_settings: run_pb2.ModelSettings | None = None,
     double_texting: str = "",
     response_format: executor_service_pb2.ResponseFormat | None = None,
+    client_tools: ClientTools | None = None,
 ) -> ChatCall:
     """The chat of a list of messages (`fields`: where each one's content is in the request,
     `messages_field` where the list is): the last user message is the input; without a named
@@ -331,6 +356,7 @@ def chat_call(
         model_settings=model_settings,
         double_texting=double_texting,
         response_format=response_format,
+        client_tools=client_tools or ClientTools(),
     )
 
 
@@ -357,8 +383,11 @@ async def start_chat(
             double_texting=call.double_texting,
             context=call.context,
             response_format=call.response_format,
+            client_tools=call.client_tools.tools,
+            client_tool_choice=call.client_tools.choice,
         )
 
+    await check_tool_names(ctx, caller, ref, call.client_tools)
     try:
         return await until_disconnected(request, begin())
     except NotFound as error:
@@ -387,32 +416,31 @@ async def _complete(
         session_id = header_session or body.session_id
         return await _resume(request, ctx, caller, ref, body, session_id, last_event_id)
     body.check_honoured()
-    call = chat_call(
-        ctx,
-        body.messages,
-        [f"messages[{index}].content" for index in range(len(body.messages))],
-        header_session or body.session_id,
-        model_settings=body.model_settings(),
-        double_texting=body.double_texting or "",
-        response_format=body.answer_format(),
-    )
-    headers = {SESSION_HEADER: call.session_id}
+    named_session = header_session or body.session_id
+    if results := body.tool_results():
+        chat = await answer_tool_results(request, ctx, caller, ref, results, named_session)
+    else:
+        call = chat_call(
+            ctx,
+            body.messages,
+            [f"messages[{index}].content" for index in range(len(body.messages))],
+            named_session,
+            model_settings=body.model_settings(),
+            double_texting=body.double_texting or "",
+            response_format=body.answer_format(),
+            client_tools=body.client_tools(),
+        )
+        chat = await start_chat(request, ctx, caller, ref, call)
+    headers = {SESSION_HEADER: chat.session_id}
     created = int(time.time())
     model = str(ref)
-    chat = await start_chat(request, ctx, caller, ref, call)
     if not body.stream:
         result = await until_disconnected(request, chat.result_at_end())
         completion = ChatCompletion(
             id=f"chatcmpl-{result.run_id}",
             created=created,
             model=model,
-            choices=[
-                Choice(
-                    index=0,
-                    message=AssistantMessage(content=result.content),
-                    finish_reason="length" if result.max_steps_reached else "stop",
-                )
-            ],
+            choices=[Choice(index=0, **_message(result))],
             usage=_usage(result.usage or run_pb2.Usage()),
         )
         return JSONResponse(completion.model_dump(mode="json"), headers=headers)
@@ -450,6 +478,17 @@ async def _resume(
     return EventSourceResponse(
         resumed_chunks(events, position, shape), headers={SESSION_HEADER: session_id}, sep="\n"
     )
+
+
+def _message(result: ChatResult) -> dict[str, Any]:
+    """A completion's message and why it finished: the answer; or, when the run waits for the
+    client's tools, their calls (and the text of what else it asks, if anything)."""
+    if calls := client_calls(result.input_requests):
+        tool_calls = [ToolCall.model_validate(tool_call(request)) for request in calls]
+        message = AssistantMessage(content=result.content or None, tool_calls=tool_calls)
+        return {"message": message, "finish_reason": "tool_calls"}
+    finish = "length" if result.max_steps_reached else "stop"
+    return {"message": AssistantMessage(content=result.content), "finish_reason": finish}
 
 
 def _usage(usage: run_pb2.Usage) -> CompletionUsage:

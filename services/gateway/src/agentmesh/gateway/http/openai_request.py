@@ -12,6 +12,9 @@ rely on.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
@@ -28,6 +31,9 @@ SESSION_HEADER = "X-Session-Id"
 # Roles a chat message may have (`developer` is the newer name of `system`).
 MESSAGE_ROLES = ("system", "developer", "user", "assistant", "tool")
 TOOL_CHOICES = ("none", "auto", "required")
+# OpenAI's rule for a function's name.
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_NO_ARGUMENTS = {"type": "object", "properties": {}}
 # Request fields that change the answer and that no agent can honour, with why.
 _UNHONOURED: dict[str, str] = {
     "logprobs": "token log probabilities are not available from an agent",
@@ -72,9 +78,12 @@ class ChatCompletionRequest(OpenAIObject):
         default=None, description=f"session to continue (or header {SESSION_HEADER})"
     )
     n: int | None = Field(default=None, description="1 only: an agent gives one answer")
-    tools: list[dict[str, Any]] | None = Field(default=None, description="client-side tools: not supported")
+    tools: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="function tools the client runs: offered to the agent's model beside its own",
+    )
     tool_choice: str | dict[str, Any] | None = Field(
-        default=None, description='"none" or "auto" (no client tools are offered)'
+        default=None, description='"none", "auto", "required" or {"type": "function", "function": {"name"}}'
     )
     response_format: dict[str, Any] | None = Field(
         default=None,
@@ -118,17 +127,42 @@ class ChatCompletionRequest(OpenAIObject):
         check_unhonoured(self.model_extra or {}, _UNHONOURED)
         if self.modalities is not None and any(kind != "text" for kind in self.modalities):
             raise UnsupportedParameter("modalities", 'only ["text"] is supported')
-        choice = self.tool_choice
-        named = isinstance(choice, dict) and choice.get("type") == "function"
-        check_tool_choice(
-            choice,
-            tools=self.tools,
-            named=named and isinstance(choice, dict) and isinstance(choice.get("function"), dict),
-            named_shape='{"type": "function", "function": {"name": ...}}',
-        )
+        self.client_tools()
         self.answer_format()
         for index, message in enumerate(self.messages):
             _check_message(message, f"messages[{index}]")
+
+    def client_tools(self) -> ClientTools:
+        """The function tools offered to the agent's model, and which one it must call."""
+        functions = []
+        for index, tool in enumerate(self.tools or []):
+            if tool.get("type") != "function":
+                raise UnsupportedParameter(f"tools[{index}].type", "only function tools are supported")
+            functions.append((f"tools[{index}].function", tool.get("function")))
+        choice = self.tool_choice
+        named = (
+            choice.get("function") if isinstance(choice, dict) and choice.get("type") == "function" else None
+        )
+        return client_tools(
+            functions,
+            choice,
+            named=named.get("name") if isinstance(named, dict) else None,
+            named_shape='{"type": "function", "function": {"name": ...}}',
+        )
+
+    def tool_results(self) -> list[ToolResult]:
+        """The client's results of tool calls (the `tool` messages that end the request): a
+        follow-up that answers the calls its previous completion returned (none: a new message)."""
+        results: list[ToolResult] = []
+        for index in range(len(self.messages) - 1, -1, -1):
+            message = self.messages[index]
+            if message.role != "tool":
+                break
+            call_id = (message.model_extra or {}).get("tool_call_id")
+            results.insert(
+                0, ToolResult(str(call_id), message_text(message), f"messages[{index}].tool_call_id")
+            )
+        return results
 
     def answer_format(self) -> executor_service_pb2.ResponseFormat | None:
         """The shape the answer must have (None for text): see `answer_format`."""
@@ -158,27 +192,68 @@ def check_unhonoured(fields: dict[str, Any], unhonoured: dict[str, str]) -> None
             raise UnsupportedParameter(name, why)
 
 
-def check_tool_choice(
-    choice: str | dict[str, Any] | None, *, tools: Any, named: bool, named_shape: str
-) -> None:
-    """`tool_choice` (and `tools`) as agents honour them: no client tool may be called, so only
-    "none" and "auto" pass. "required" and a named function (`named`: the object has the face's
-    shape, `named_shape`) are refused as unsupported, anything else as a value OpenAI refuses too;
-    `tools` pass only with "none", where no tool may be called anyway."""
+@dataclass(frozen=True)
+class ClientTools:
+    """The function tools a client offers the agent's model (RunRequest.client_tools), each with
+    where the request holds it (`paths`), and which one the model must call (`choice`: "",
+    "required" or a tool's name)."""
+
+    tools: list[executor_service_pb2.ClientTool] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    choice: str = ""
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """A client's result of a tool call the mesh returned: the call's id (its request for
+    input's), the tool's output, and where the request holds the id (for errors)."""
+
+    call_id: str
+    output: str
+    field: str
+
+
+def client_tools(
+    functions: Sequence[tuple[str, Any]], choice: Any, *, named: str | None, named_shape: str
+) -> ClientTools:
+    """`tools` and `tool_choice` as agents honour them. `functions`: each tool's function object
+    (`name`, `description`, `parameters`) with where the request holds it; `named`: the name a
+    `tool_choice` object of the face's shape (`named_shape`) gives, None when it is not one.
+    Refused as OpenAI refuses them: an unknown choice, a choice that names no tool or needs tools
+    none are given for, a name OpenAI does not take or two tools of one name, parameters that
+    are not a JSON schema. With "none" no tool is offered."""
     if isinstance(choice, str) and choice not in TOOL_CHOICES:
         raise InvalidParameterValue(
             "tool_choice", f"must be one of {', '.join(TOOL_CHOICES)} or a named function"
         )
-    if isinstance(choice, dict) and not named:
+    if isinstance(choice, dict) and named is None:
         raise InvalidParameterValue("tool_choice", f"an object must be {named_shape}")
-    if choice == "required":
-        raise UnsupportedParameter("tool_choice", '"required" needs client tools, which are not supported')
-    if isinstance(choice, dict):
-        raise UnsupportedParameter(
-            "tool_choice", "a named function needs client tools, which are not supported"
+    offered = ClientTools()
+    for path, function in functions:
+        if not isinstance(function, dict):
+            raise InvalidParameterValue(path, "must be an object with a name")
+        name, description = function.get("name"), function.get("description") or ""
+        if not isinstance(name, str) or not _TOOL_NAME.match(name):
+            raise InvalidParameterValue(f"{path}.name", "must be 1 to 64 letters, digits, '_' or '-'")
+        if any(tool.name == name for tool in offered.tools):
+            raise InvalidParameterValue(f"{path}.name", f"{name!r} names two tools")
+        if not isinstance(description, str):
+            raise InvalidParameterValue(f"{path}.description", "must be a string")
+        parameters = function.get("parameters") or _NO_ARGUMENTS
+        check_schema(parameters, f"{path}.parameters")
+        offered.tools.append(
+            executor_service_pb2.ClientTool(
+                name=name, description=description, parameters_json=json.dumps(parameters)
+            )
         )
-    if tools and choice != "none":
-        raise UnsupportedParameter("tools", "client tools are not supported")
+        offered.paths.append(path)
+    if (choice == "required" or named is not None) and not offered.tools:
+        raise InvalidParameterValue("tool_choice", "is only allowed when tools are specified")
+    if named is not None and all(tool.name != named for tool in offered.tools):
+        raise InvalidParameterValue("tool_choice", f"names {named!r}, which is not one of tools")
+    if choice == "none":
+        return ClientTools()  # no tool may be called: none is offered
+    return ClientTools(offered.tools, offered.paths, "required" if choice == "required" else named or "")
 
 
 def per_message_settings(
@@ -213,24 +288,30 @@ def answer_format(
     if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not spec["name"]:
         raise InvalidParameterValue(f"{schema_at}.name", "is required")
     schema = spec.get("schema", {})
+    check_schema(schema, f"{schema_at}.schema")
+    return executor_service_pb2.ResponseFormat(type=kind, name=spec["name"], schema_json=json.dumps(schema))
+
+
+def check_schema(schema: Any, at: str) -> None:
+    """A client's JSON schema (an answer's format, a tool's parameters) is one, and refers to
+    nothing outside itself, which the executor would have to fetch from an address the client
+    chose."""
     try:
         jsonschema.validators.validator_for(schema).check_schema(schema)
     except (jsonschema.exceptions.SchemaError, TypeError, AttributeError) as error:
         message = getattr(error, "message", str(error))
-        raise InvalidParameterValue(f"{schema_at}.schema", f"is not a JSON schema: {message}") from None
+        raise InvalidParameterValue(at, f"is not a JSON schema: {message}") from None
     if outside := _outside_reference(schema):
         raise InvalidParameterValue(
-            f"{schema_at}.schema",
-            f"refers to {outside!r}: only references within the schema ('#...') are allowed",
+            at, f"refers to {outside!r}: only references within the schema ('#...') are allowed"
         )
-    return executor_service_pb2.ResponseFormat(type=kind, name=spec["name"], schema_json=json.dumps(schema))
 
 
 def _check_message(message: ChatMessage, path: str) -> None:
     if message.role not in MESSAGE_ROLES:
         raise InvalidParameterValue(f"{path}.role", f"must be one of {', '.join(MESSAGE_ROLES)}")
-    if message.role == "tool" or (message.model_extra or {}).get("tool_calls"):
-        raise UnsupportedParameter(path, "client tool calls are not supported")
+    if message.role == "tool" and not isinstance((message.model_extra or {}).get("tool_call_id"), str):
+        raise InvalidParameterValue(f"{path}.tool_call_id", "is required in a tool message")
     if isinstance(message.content, list):
         for index, part in enumerate(message.content):
             if part.type not in ("text", "refusal"):

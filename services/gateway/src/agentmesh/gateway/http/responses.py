@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -30,6 +30,7 @@ from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.chat_stream import ChatStream
 from agentmesh.gateway.errors import InvalidRequest, ModelNotFound, PreviousResponseNotFound
 from agentmesh.gateway.http.agents import AGENT_BASE, resolve_agent
+from agentmesh.gateway.http.client_tools import answer_tool_results, arguments_json, client_calls
 from agentmesh.gateway.http.context import HttpContext, until_disconnected
 from agentmesh.gateway.http.errors import openai_error_body
 from agentmesh.gateway.http.openai import (
@@ -68,6 +69,17 @@ class OutputMessage(BaseModel):
     content: list[OutputText]
 
 
+class FunctionCallItem(BaseModel):
+    """A call of one of the client's function tools: the run waits for its output."""
+
+    type: Literal["function_call"] = "function_call"
+    id: str
+    call_id: str
+    name: str
+    arguments: str
+    status: Literal["in_progress", "completed"] = "completed"
+
+
 class InputTokensDetails(BaseModel):
     cached_tokens: int
 
@@ -103,7 +115,7 @@ class ResponseObject(BaseModel):
     error: ResponseError | None = None
     incomplete_details: IncompleteDetails | None = None
     model: str
-    output: list[OutputMessage]
+    output: list[OutputMessage | FunctionCallItem]
     usage: ResponseUsage | None = None
     # The request's own settings, echoed as OpenAI echoes them.
     instructions: str | None = None
@@ -175,27 +187,35 @@ async def _respond(
             "previous_response_id", f"is a response of another session than {SESSION_HEADER} names"
         )
     messages, fields = body.messages()
-    call = chat_call(
-        ctx,
-        messages,
-        fields,
-        previous.session_id if previous else header_session,
-        messages_field="input",
-        session_field="previous_response_id" if previous else SESSION_HEADER,
-        model_settings=body.model_settings(),
-        double_texting=body.double_texting or "",
-        response_format=body.answer_format(),
-    )
-    if previous:
-        await _check_previous(ctx, caller, ref, previous)
+    named_session = previous.session_id if previous else header_session
     shape = ResponseShape(body, created_at=int(time.time()), model=str(ref))
-    chat = await start_chat(request, ctx, caller, ref, call)
-    headers = {SESSION_HEADER: call.session_id}
+    if results := body.tool_results():
+        chat = await answer_tool_results(request, ctx, caller, ref, results, named_session)
+    else:
+        call = chat_call(
+            ctx,
+            messages,
+            fields,
+            named_session,
+            messages_field="input",
+            session_field="previous_response_id" if previous else SESSION_HEADER,
+            model_settings=body.model_settings(),
+            double_texting=body.double_texting or "",
+            response_format=body.answer_format(),
+            client_tools=body.client_tools(),
+        )
+        if previous:
+            await _check_previous(ctx, caller, ref, previous)
+        chat = await start_chat(request, ctx, caller, ref, call)
+    headers = {SESSION_HEADER: chat.session_id}
     if body.stream:
         return EventSourceResponse(_events(chat, shape), headers=headers, sep="\n")
     result = await until_disconnected(request, chat.result_at_end())
     ended: Status = "incomplete" if result.max_steps_reached else "completed"
-    response = shape.response(chat, ended, result.content, result.usage or run_pb2.Usage())
+    calls = client_calls(result.input_requests)
+    response = shape.response(
+        chat, ended, result.content or (None if calls else ""), result.usage or run_pb2.Usage(), calls=calls
+    )
     return JSONResponse(response.model_dump(mode="json"), headers=headers)
 
 
@@ -239,9 +259,15 @@ class ResponseShape:
         text: str | None = None,
         usage: run_pb2.Usage | None = None,
         error: DomainError | None = None,
+        calls: Sequence[run_pb2.InputRequest] = (),
     ) -> ResponseObject:
+        """The response: its text as its message (none when None), and the calls of the
+        client's tools its run waits for."""
         body = self.request
-        output = [] if text is None else [message_item(chat, status, text)]
+        output: list[OutputMessage | FunctionCallItem] = (
+            [] if text is None else [message_item(chat, status, text)]
+        )
+        output += [function_call_item(request) for request in calls]
         failure = openai_error_body(error)["error"] if error else None
         return ResponseObject(
             id=str(ResponseId(chat.run_id, chat.session_id)),
@@ -267,6 +293,14 @@ def message_item(chat: ChatStream, status: Status, text: str) -> OutputMessage:
     """The response's one output item: the agent's answer."""
     item_status = status if status in ("in_progress", "completed") else "incomplete"
     return OutputMessage(id=f"msg_{chat.run_id}", status=item_status, content=[OutputText(text=text)])
+
+
+def function_call_item(request: run_pb2.InputRequest) -> FunctionCallItem:
+    """A call of the client's tool the run waits for: its `call_id` is its request's id, which the
+    client's `function_call_output` names."""
+    return FunctionCallItem(
+        id=f"fc_{request.id}", call_id=request.id, name=request.tool, arguments=arguments_json(request)
+    )
 
 
 def response_usage(usage: run_pb2.Usage) -> ResponseUsage:
@@ -315,7 +349,16 @@ async def _events(chat: ChatStream, shape: ResponseShape) -> AsyncIterator[dict[
         yield event("response.output_text.done", **at, text=text, logprobs=[])
         yield event("response.content_part.done", **at, part=dumped(OutputText(text=text)))
         yield event("response.output_item.done", output_index=0, item=dumped(message_item(chat, ended, text)))
-        response = shape.response(chat, ended, text, result.usage or run_pb2.Usage())
+        calls = client_calls(result.input_requests)
+        for index, request in enumerate(calls, start=1):
+            call = function_call_item(request)
+            added = call.model_copy(update={"arguments": "", "status": "in_progress"})
+            yield event("response.output_item.added", output_index=index, item=dumped(added))
+            place = {"item_id": call.id, "output_index": index}
+            yield event("response.function_call_arguments.delta", **place, delta=call.arguments)
+            yield event("response.function_call_arguments.done", **place, arguments=call.arguments)
+            yield event("response.output_item.done", output_index=index, item=dumped(call))
+        response = shape.response(chat, ended, text, result.usage or run_pb2.Usage(), calls=calls)
         yield event(f"response.{ended}", response=dumped(response))
     except DomainError as error:
         yield event(

@@ -22,10 +22,12 @@ from agentmesh.gateway.gateway import REASONING_EFFORTS, AgentGateway
 from agentmesh.gateway.http.openai_request import (
     MESSAGE_ROLES,
     ChatMessage,
+    ClientTools,
     OpenAIObject,
+    ToolResult,
     answer_format,
-    check_tool_choice,
     check_unhonoured,
+    client_tools,
     per_message_settings,
 )
 from agentmesh.gateway.http.schemas import check_storable
@@ -38,11 +40,12 @@ _UNHONOURED: dict[str, str] = {
     "conversation": "conversations are not supported; continue a response with previous_response_id",
     "prompt": "prompt templates are not supported",
     "top_logprobs": "token log probabilities are not available from an agent",
-    "max_tool_calls": "client tools are not supported",
+    "max_tool_calls": "a limit on tool calls is not supported",
 }
 # Text parts of an input message: a person's, or an earlier answer a client that keeps no
 # conversation on the server sends back.
 _TEXT_PARTS = ("input_text", "output_text", "refusal")
+_CALL, _CALL_OUTPUT = "function_call", "function_call_output"
 _ID_PREFIX = "resp_"
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 
@@ -109,9 +112,11 @@ class ResponseRequest(OpenAIObject):
     max_output_tokens: int | None = Field(default=None, description="at least 1, for this message only")
     temperature: float | None = Field(default=None, description="0 to 2, for this message only")
     reasoning: Reasoning | None = None
-    tools: list[dict[str, Any]] | None = Field(default=None, description="client-side tools: not supported")
+    tools: list[dict[str, Any]] | None = Field(
+        default=None, description="function tools the client runs, offered beside the agent's own"
+    )
     tool_choice: str | dict[str, Any] | None = Field(
-        default=None, description='"none" or "auto" (no client tools are offered)'
+        default=None, description='"none", "auto", "required" or {"type": "function", "name"}'
     )
     text: TextOptions | None = None
     double_texting: str | None = Field(
@@ -132,13 +137,7 @@ class ResponseRequest(OpenAIObject):
                 raise InvalidParameterValue(
                     "reasoning.effort", f"must be one of {', '.join(REASONING_EFFORTS)}"
                 )
-        choice = self.tool_choice
-        check_tool_choice(
-            choice,
-            tools=self.tools,
-            named=isinstance(choice, dict) and isinstance(choice.get("type"), str),
-            named_shape='{"type": "function", "name": ...}',
-        )
+        self.client_tools()
         self.answer_format()
         self.messages()
 
@@ -156,6 +155,40 @@ class ResponseRequest(OpenAIObject):
             messages.append(_message(item, f"input[{index}]"))
             fields.append(f"input[{index}].content")
         return messages, fields
+
+    def client_tools(self) -> ClientTools:
+        """The function tools offered to the agent's model, and which one it must call."""
+        functions = []
+        for index, tool in enumerate(self.tools or []):
+            if tool.get("type") != "function":
+                raise UnsupportedParameter(f"tools[{index}].type", "only function tools are supported")
+            functions.append((f"tools[{index}]", tool))
+        choice = self.tool_choice
+        named = choice.get("name") if isinstance(choice, dict) and choice.get("type") == "function" else None
+        return client_tools(
+            functions,
+            choice,
+            named=named if isinstance(named, str) else None,
+            named_shape='{"type": "function", "name": ...}',
+        )
+
+    def tool_results(self) -> list[ToolResult]:
+        """The client's results of function calls (the `function_call_output` items that end the
+        input): a follow-up that answers the calls its previous response returned."""
+        results: list[ToolResult] = []
+        items = [] if isinstance(self.input, str) else self.input
+        for index in range(len(items) - 1, -1, -1):
+            item = items[index]
+            if item.type != _CALL_OUTPUT:
+                break
+            extra = item.model_extra or {}
+            results.insert(
+                0,
+                ToolResult(
+                    str(extra.get("call_id")), _output(extra.get("output")), f"input[{index}].call_id"
+                ),
+            )
+        return results
 
     def model_settings(self) -> run_pb2.ModelSettings | None:
         """The request's per-message model settings (None when it sets none)."""
@@ -185,13 +218,24 @@ class ResponseRequest(OpenAIObject):
             return self
         for index, item in enumerate(self.input):
             check_storable(_text(item), f"input[{index}].content")
+            check_storable(_output((item.model_extra or {}).get("output")), f"input[{index}].output")
         return self
 
 
 def _message(item: InputItem, path: str) -> ChatMessage:
-    """An input item as a chat message: a message of text only."""
+    """An input item as a chat message: a message of text only; a function call and its output
+    (of the earlier turns a client sends back) as the assistant's call and the tool's result."""
+    extra = item.model_extra or {}
+    if item.type in (_CALL, _CALL_OUTPUT) and not isinstance(extra.get("call_id"), str):
+        raise InvalidParameterValue(f"{path}.call_id", f"is required in a {item.type} item")
+    if item.type == _CALL:
+        return ChatMessage(role="assistant", content="")
+    if item.type == _CALL_OUTPUT:
+        return ChatMessage(role="tool", content=_output(extra.get("output")), tool_call_id=extra["call_id"])
     if item.type not in (None, "message"):
-        raise UnsupportedParameter(f"{path}.type", f'"{item.type}" items are not supported: messages only')
+        raise UnsupportedParameter(
+            f"{path}.type", f'"{item.type}" items are not supported: messages and function calls only'
+        )
     if item.role is None or item.role not in MESSAGE_ROLES or item.role == "tool":
         roles = ", ".join(role for role in MESSAGE_ROLES if role != "tool")
         raise InvalidParameterValue(f"{path}.role", f"must be one of {roles}")
@@ -208,3 +252,10 @@ def _text(item: InputItem) -> str:
     if item.content is None or isinstance(item.content, str):
         return item.content or ""
     return "".join(part.text or "" for part in item.content if part.type in _TEXT_PARTS)
+
+
+def _output(output: Any) -> str:
+    """A function call's output: text, or its text parts joined."""
+    if isinstance(output, list):
+        return "".join(str(part.get("text") or "") for part in output if isinstance(part, dict))
+    return "" if output is None else str(output)

@@ -28,6 +28,7 @@ from starlette.types import Receive, Scope, Send
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.chat_stream import ChatStream, asking_text, run_failure
 from agentmesh.gateway.errors import InvalidRequest
+from agentmesh.gateway.http.client_tools import client_calls, tool_call
 from agentmesh.gateway.http.errors import openai_error_body, rest_error_body
 from agentmesh.gateway.models import Caller
 from agentmesh.gateway.project_limits import OpenStreams
@@ -117,7 +118,7 @@ class ChunkShape:
     include_usage: bool
 
     def chunk(
-        self, position: StreamPosition, delta: dict[str, str], finish: str | None = None
+        self, position: StreamPosition, delta: dict[str, Any], finish: str | None = None
     ) -> dict[str, str]:
         data: dict[str, Any] = {
             **self._head(),
@@ -167,7 +168,11 @@ async def live_chunks(chat: ChatStream, shape: ChunkShape) -> AsyncIterator[dict
             sent += len(text)
             yield shape.chunk(here(), {"content": text})
         result = chat.result
-        yield shape.chunk(here(), {}, "length" if result.max_steps_reached else "stop")
+        finish = "length" if result.max_steps_reached else "stop"
+        if calls := client_calls(result.input_requests):  # the run waits for the client's tools: their calls
+            yield shape.chunk(here(), _tool_calls_delta(calls))
+            finish = "tool_calls"
+        yield shape.chunk(here(), {}, finish)
         if shape.include_usage:
             yield shape.usage(here(), usage_body(result.usage or run_pb2.Usage()))
         yield {"data": "[DONE]"}
@@ -194,7 +199,9 @@ async def resumed_chunks(
             return
         if event.HasField("run_suspended"):
             waits_for = [r for r in asked if r.id in event.run_suspended.request_ids]
-            for chunk in _rest(position, shape, asking_text(waits_for), "stop", None):
+            calls = client_calls(waits_for)
+            finish = "tool_calls" if calls else "stop"
+            for chunk in _rest(position, shape, asking_text(waits_for), finish, None, calls):
                 yield chunk
             break
         if event.HasField("run_completed"):
@@ -207,14 +214,26 @@ async def resumed_chunks(
 
 
 def _rest(
-    position: StreamPosition, shape: ChunkShape, content: str, finish: str, usage: run_pb2.Usage | None
+    position: StreamPosition,
+    shape: ChunkShape,
+    content: str,
+    finish: str,
+    usage: run_pb2.Usage | None,
+    calls: list[run_pb2.InputRequest] | None = None,
 ) -> list[dict[str, str]]:
-    """The end of a resumed stream: what it had not sent of `content`, the finish chunk, and
-    the usage chunk when asked for."""
+    """The end of a resumed stream: what it had not sent of `content`, the client tool calls
+    the run waits for, the finish chunk, and the usage chunk when asked for."""
     rest = content[position.sent :]
     position = StreamPosition(position.run_id, position.seq, position.sent + len(rest))
     chunks = [shape.chunk(position, {"content": rest})] if rest else []
+    if calls:
+        chunks.append(shape.chunk(position, _tool_calls_delta(calls)))
     chunks.append(shape.chunk(position, {}, finish))
     if shape.include_usage:
         chunks.append(shape.usage(position, usage_body(usage or run_pb2.Usage())))
     return chunks
+
+
+def _tool_calls_delta(calls: list[run_pb2.InputRequest]) -> dict[str, Any]:
+    """A chunk's delta carrying the client tool calls a run waits for, each whole."""
+    return {"tool_calls": [tool_call(request, index) for index, request in enumerate(calls)]}

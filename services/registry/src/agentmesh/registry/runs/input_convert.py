@@ -24,6 +24,7 @@ from agentmesh.runtime.protos import struct, struct_to_dict, timestamp
 _INPUT_KIND_TO_PROTO = {
     InputKind.APPROVAL: run_pb2.INPUT_KIND_APPROVAL,
     InputKind.QUESTION: run_pb2.INPUT_KIND_QUESTION,
+    InputKind.CLIENT_TOOL: run_pb2.INPUT_KIND_CLIENT_TOOL,
 }
 _INPUT_KIND_FROM_PROTO = {value: kind for kind, value in _INPUT_KIND_TO_PROTO.items()}
 _INPUT_STATE_TO_PROTO = {
@@ -42,7 +43,7 @@ _DECISION_FROM_PROTO = {value: decision for decision, value in _DECISION_TO_PROT
 def raised_inputs(messages: Sequence[run_pb2.InputRequest]) -> list[RaisedInput]:
     """A SuspendRun's requests as its executor raised them."""
     violations = [
-        FieldViolation(f"input_requests[{index}].kind", "must be approval or question")
+        FieldViolation(f"input_requests[{index}].kind", "must be approval, question or client_tool")
         for index, message in enumerate(messages)
         if message.kind not in _INPUT_KIND_FROM_PROTO
     ]

@@ -24,6 +24,7 @@ class InputKind(enum.StrEnum):
 
     APPROVAL = "approval"  # to approve (or deny) a tool call
     QUESTION = "question"  # to answer a question
+    CLIENT_TOOL = "client_tool"  # to run a tool the client offered and give back its result
 
 
 class InputRequestState(enum.StrEnum):

@@ -65,7 +65,8 @@ def answered(request: InputRequest, response: InputResponse) -> InputRequest:
 def response_violations(request: InputRequest, response: InputResponse) -> list[FieldViolation]:
     """What is wrong with `response` for this request: an approval takes a decision (with an
     optional reason, and edited arguments only to approve), a question a non-empty answer and no
-    decision."""
+    decision, a client tool call its result as the answer (which may be empty, as a tool's
+    output may) and no decision."""
     violations = []
     if len(response.reason) > MAX_REASON_CHARS:
         violations.append(FieldViolation("response.reason", f"must be at most {MAX_REASON_CHARS} characters"))
@@ -79,11 +80,12 @@ def response_violations(request: InputRequest, response: InputResponse) -> list[
         if response.arguments is not None and response.decision is not InputDecision.APPROVE:
             violations.append(FieldViolation("response.arguments", "edited arguments go only with approve"))
         return violations
+    what = "a client tool call" if request.kind is InputKind.CLIENT_TOOL else "a question"
     if response.decision is not None:
-        violations.append(FieldViolation("response.decision", "a question takes an answer, not a decision"))
+        violations.append(FieldViolation("response.decision", f"{what} takes an answer, not a decision"))
     if response.arguments is not None:
-        violations.append(FieldViolation("response.arguments", "a question takes an answer, not arguments"))
-    if not response.answer.strip():
+        violations.append(FieldViolation("response.arguments", f"{what} takes an answer, not arguments"))
+    if request.kind is InputKind.QUESTION and not response.answer.strip():
         violations.append(FieldViolation("response.answer", "a question needs a non-empty answer"))
     elif len(response.answer.encode()) > MAX_ANSWER_BYTES:
         violations.append(FieldViolation("response.answer", f"must be at most {MAX_ANSWER_BYTES} bytes"))

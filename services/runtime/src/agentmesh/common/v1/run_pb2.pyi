@@ -78,6 +78,10 @@ class _InputKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_InputKind.V
     """To approve (or deny) a tool call whose permission is `ask`."""
     INPUT_KIND_QUESTION: _InputKind.ValueType  # 2
     """To answer a question (the built-in tool `ask_user`, or an MCP server's elicitation)."""
+    INPUT_KIND_CLIENT_TOOL: _InputKind.ValueType  # 3
+    """To run a tool the client offered (OpenAI's function tools) and give back its result: the
+    request's `tool` and `arguments` are the call, the response's `answer` its result.
+    """
 
 class InputKind(_InputKind, metaclass=_InputKindEnumTypeWrapper):
     """InputKind says what a run asks a person for."""
@@ -88,6 +92,10 @@ INPUT_KIND_APPROVAL: InputKind.ValueType  # 1
 """To approve (or deny) a tool call whose permission is `ask`."""
 INPUT_KIND_QUESTION: InputKind.ValueType  # 2
 """To answer a question (the built-in tool `ask_user`, or an MCP server's elicitation)."""
+INPUT_KIND_CLIENT_TOOL: InputKind.ValueType  # 3
+"""To run a tool the client offered (OpenAI's function tools) and give back its result: the
+request's `tool` and `arguments` are the call, the response's `answer` its result.
+"""
 Global___InputKind: _TypeAlias = InputKind  # noqa: Y015
 
 class _InputRequestState:
@@ -793,7 +801,7 @@ class InputRequest(_message.Message):
     """What it asks for."""
     tool: _builtins.str
     """An approval's tool (as the permission rules name it: `get_current_time`,
-    `mcp:<server>:<tool>`, `delegate:<agent>`).
+    `mcp:<server>:<tool>`, `delegate:<agent>`), or the client's tool to run.
     """
     question: _builtins.str
     """A question's text (or, for an approval, the model's call as one line of text)."""
@@ -811,7 +819,7 @@ class InputRequest(_message.Message):
 
     @_builtins.property
     def arguments(self) -> _struct_pb2.Struct:
-        """An approval's call arguments."""
+        """An approval's (or a client tool's) call arguments."""
 
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp:
@@ -870,7 +878,7 @@ class InputResponse(_message.Message):
     reason: _builtins.str
     """Why (optional; told to the model on a denial)."""
     answer: _builtins.str
-    """A question's answer."""
+    """A question's answer, or a client tool's result."""
     responder: _builtins.str
     """Who responded: the user's email, "api-key:<key id>", or "system" for an expiry."""
     @_builtins.property

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from agentmesh.common.v1 import run_pb2 as agentmesh_dot_common_dot_v1_dot_run__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n5agentmesh/internal/executor/v1/executor_service.proto\x12\x1e\x61gentmesh.internal.executor.v1\x1a\x1d\x61gentmesh/common/v1/run.proto\"\xcf\x04\n\nRunRequest\x12\x14\n\x0cproject_slug\x18\x01 \x01(\t\x12\x12\n\nagent_name\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\r\n\x05input\x18\x04 \x01(\t\x12\x15\n\rdelegation_id\x18\x05 \x01(\t\x12\x18\n\x10\x64\x65legation_depth\x18\x06 \x01(\x05\x12\x17\n\x0f\x64\x65legation_path\x18\x07 \x03(\t\x12\x17\n\x0fparent_event_id\x18\x08 \x01(\t\x12\x14\n\x0c\x61s_sub_agent\x18\t \x01(\x08\x12:\n\x0emodel_settings\x18\n \x01(\x0b\x32\".agentmesh.common.v1.ModelSettings\x12\x16\n\x0e\x64ouble_texting\x18\x0b \x01(\t\x12\x14\n\x0c\x62\x61tch_events\x18\x0c \x01(\x08\x12\x14\n\x0csub_agent_id\x18\r \x01(\t\x12\x15\n\rcaller_run_id\x18\x0e \x01(\t\x12\x15\n\rcaller_resume\x18\x0f \x01(\x05\x12\x16\n\x0etree_start_seq\x18\x10 \x01(\x03\x12?\n\x07\x63ontext\x18\x11 \x03(\x0b\x32..agentmesh.internal.executor.v1.ContextMessage\x12G\n\x0fresponse_format\x18\x12 \x01(\x0b\x32..agentmesh.internal.executor.v1.ResponseFormat\x12+\n\x06\x62udget\x18\x13 \x01(\x0b\x32\x1b.agentmesh.common.v1.Budget\"A\n\x0eResponseFormat\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0bschema_json\x18\x03 \x01(\t\"/\n\x0e\x43ontextMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"j\n\x0bRunResponse\x12,\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1d.agentmesh.common.v1.RunEvent\x12-\n\x06\x65vents\x18\x02 \x03(\x0b\x32\x1d.agentmesh.common.v1.RunEvent\"\x11\n\x0fGetStatsRequest\"~\n\x10GetStatsResponse\x12\x12\n\ncache_size\x18\x01 \x01(\x03\x12\x12\n\ncache_hits\x18\x02 \x01(\x03\x12\x14\n\x0c\x63\x61\x63he_misses\x18\x03 \x01(\x03\x12\x17\n\x0f\x63\x61\x63he_evictions\x18\x04 \x01(\x03\x12\x13\n\x0b\x61\x63tive_runs\x18\x05 \x01(\x03\"\'\n\x11\x45ndSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"-\n\x12\x45ndSessionResponse\x12\x17\n\x0freleased_agents\x18\x01 \x01(\x03\"Y\n\x11\x43\x61ncelRunsRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x0e\n\x06run_id\x18\x04 \x01(\t\",\n\x12\x43\x61ncelRunsResponse\x12\x16\n\x0e\x63\x61ncelled_runs\x18\x01 \x01(\x03\x32\xcc\x03\n\x0f\x45xecutorService\x12`\n\x03Run\x12*.agentmesh.internal.executor.v1.RunRequest\x1a+.agentmesh.internal.executor.v1.RunResponse0\x01\x12m\n\x08GetStats\x12/.agentmesh.internal.executor.v1.GetStatsRequest\x1a\x30.agentmesh.internal.executor.v1.GetStatsResponse\x12s\n\nEndSession\x12\x31.agentmesh.internal.executor.v1.EndSessionRequest\x1a\x32.agentmesh.internal.executor.v1.EndSessionResponse\x12s\n\nCancelRuns\x12\x31.agentmesh.internal.executor.v1.CancelRunsRequest\x1a\x32.agentmesh.internal.executor.v1.CancelRunsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n5agentmesh/internal/executor/v1/executor_service.proto\x12\x1e\x61gentmesh.internal.executor.v1\x1a\x1d\x61gentmesh/common/v1/run.proto\"\xad\x05\n\nRunRequest\x12\x14\n\x0cproject_slug\x18\x01 \x01(\t\x12\x12\n\nagent_name\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\r\n\x05input\x18\x04 \x01(\t\x12\x15\n\rdelegation_id\x18\x05 \x01(\t\x12\x18\n\x10\x64\x65legation_depth\x18\x06 \x01(\x05\x12\x17\n\x0f\x64\x65legation_path\x18\x07 \x03(\t\x12\x17\n\x0fparent_event_id\x18\x08 \x01(\t\x12\x14\n\x0c\x61s_sub_agent\x18\t \x01(\x08\x12:\n\x0emodel_settings\x18\n \x01(\x0b\x32\".agentmesh.common.v1.ModelSettings\x12\x16\n\x0e\x64ouble_texting\x18\x0b \x01(\t\x12\x14\n\x0c\x62\x61tch_events\x18\x0c \x01(\x08\x12\x14\n\x0csub_agent_id\x18\r \x01(\t\x12\x15\n\rcaller_run_id\x18\x0e \x01(\t\x12\x15\n\rcaller_resume\x18\x0f \x01(\x05\x12\x16\n\x0etree_start_seq\x18\x10 \x01(\x03\x12?\n\x07\x63ontext\x18\x11 \x03(\x0b\x32..agentmesh.internal.executor.v1.ContextMessage\x12G\n\x0fresponse_format\x18\x12 \x01(\x0b\x32..agentmesh.internal.executor.v1.ResponseFormat\x12+\n\x06\x62udget\x18\x13 \x01(\x0b\x32\x1b.agentmesh.common.v1.Budget\x12@\n\x0c\x63lient_tools\x18\x14 \x03(\x0b\x32*.agentmesh.internal.executor.v1.ClientTool\x12\x1a\n\x12\x63lient_tool_choice\x18\x15 \x01(\t\"H\n\nClientTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x17\n\x0fparameters_json\x18\x03 \x01(\t\"A\n\x0eResponseFormat\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0bschema_json\x18\x03 \x01(\t\"/\n\x0e\x43ontextMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"j\n\x0bRunResponse\x12,\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1d.agentmesh.common.v1.RunEvent\x12-\n\x06\x65vents\x18\x02 \x03(\x0b\x32\x1d.agentmesh.common.v1.RunEvent\"\x11\n\x0fGetStatsRequest\"~\n\x10GetStatsResponse\x12\x12\n\ncache_size\x18\x01 \x01(\x03\x12\x12\n\ncache_hits\x18\x02 \x01(\x03\x12\x14\n\x0c\x63\x61\x63he_misses\x18\x03 \x01(\x03\x12\x17\n\x0f\x63\x61\x63he_evictions\x18\x04 \x01(\x03\x12\x13\n\x0b\x61\x63tive_runs\x18\x05 \x01(\x03\"\'\n\x11\x45ndSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"-\n\x12\x45ndSessionResponse\x12\x17\n\x0freleased_agents\x18\x01 \x01(\x03\"Y\n\x11\x43\x61ncelRunsRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x0e\n\x06run_id\x18\x04 \x01(\t\",\n\x12\x43\x61ncelRunsResponse\x12\x16\n\x0e\x63\x61ncelled_runs\x18\x01 \x01(\x03\x32\xcc\x03\n\x0f\x45xecutorService\x12`\n\x03Run\x12*.agentmesh.internal.executor.v1.RunRequest\x1a+.agentmesh.internal.executor.v1.RunResponse0\x01\x12m\n\x08GetStats\x12/.agentmesh.internal.executor.v1.GetStatsRequest\x1a\x30.agentmesh.internal.executor.v1.GetStatsResponse\x12s\n\nEndSession\x12\x31.agentmesh.internal.executor.v1.EndSessionRequest\x1a\x32.agentmesh.internal.executor.v1.EndSessionResponse\x12s\n\nCancelRuns\x12\x31.agentmesh.internal.executor.v1.CancelRunsRequest\x1a\x32.agentmesh.internal.executor.v1.CancelRunsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,25 +33,27 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentmesh.internal.executor
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_RUNREQUEST']._serialized_start=121
-  _globals['_RUNREQUEST']._serialized_end=712
-  _globals['_RESPONSEFORMAT']._serialized_start=714
-  _globals['_RESPONSEFORMAT']._serialized_end=779
-  _globals['_CONTEXTMESSAGE']._serialized_start=781
-  _globals['_CONTEXTMESSAGE']._serialized_end=828
-  _globals['_RUNRESPONSE']._serialized_start=830
-  _globals['_RUNRESPONSE']._serialized_end=936
-  _globals['_GETSTATSREQUEST']._serialized_start=938
-  _globals['_GETSTATSREQUEST']._serialized_end=955
-  _globals['_GETSTATSRESPONSE']._serialized_start=957
-  _globals['_GETSTATSRESPONSE']._serialized_end=1083
-  _globals['_ENDSESSIONREQUEST']._serialized_start=1085
-  _globals['_ENDSESSIONREQUEST']._serialized_end=1124
-  _globals['_ENDSESSIONRESPONSE']._serialized_start=1126
-  _globals['_ENDSESSIONRESPONSE']._serialized_end=1171
-  _globals['_CANCELRUNSREQUEST']._serialized_start=1173
-  _globals['_CANCELRUNSREQUEST']._serialized_end=1262
-  _globals['_CANCELRUNSRESPONSE']._serialized_start=1264
-  _globals['_CANCELRUNSRESPONSE']._serialized_end=1308
-  _globals['_EXECUTORSERVICE']._serialized_start=1311
-  _globals['_EXECUTORSERVICE']._serialized_end=1771
+  _globals['_RUNREQUEST']._serialized_end=806
+  _globals['_CLIENTTOOL']._serialized_start=808
+  _globals['_CLIENTTOOL']._serialized_end=880
+  _globals['_RESPONSEFORMAT']._serialized_start=882
+  _globals['_RESPONSEFORMAT']._serialized_end=947
+  _globals['_CONTEXTMESSAGE']._serialized_start=949
+  _globals['_CONTEXTMESSAGE']._serialized_end=996
+  _globals['_RUNRESPONSE']._serialized_start=998
+  _globals['_RUNRESPONSE']._serialized_end=1104
+  _globals['_GETSTATSREQUEST']._serialized_start=1106
+  _globals['_GETSTATSREQUEST']._serialized_end=1123
+  _globals['_GETSTATSRESPONSE']._serialized_start=1125
+  _globals['_GETSTATSRESPONSE']._serialized_end=1251
+  _globals['_ENDSESSIONREQUEST']._serialized_start=1253
+  _globals['_ENDSESSIONREQUEST']._serialized_end=1292
+  _globals['_ENDSESSIONRESPONSE']._serialized_start=1294
+  _globals['_ENDSESSIONRESPONSE']._serialized_end=1339
+  _globals['_CANCELRUNSREQUEST']._serialized_start=1341
+  _globals['_CANCELRUNSREQUEST']._serialized_end=1430
+  _globals['_CANCELRUNSRESPONSE']._serialized_start=1432
+  _globals['_CANCELRUNSRESPONSE']._serialized_end=1476
+  _globals['_EXECUTORSERVICE']._serialized_start=1479
+  _globals['_EXECUTORSERVICE']._serialized_end=1939
 # @@protoc_insertion_point(module_scope)

@@ -44,6 +44,8 @@ class RunRequest(_message.Message):
     CONTEXT_FIELD_NUMBER: _builtins.int
     RESPONSE_FORMAT_FIELD_NUMBER: _builtins.int
     BUDGET_FIELD_NUMBER: _builtins.int
+    CLIENT_TOOLS_FIELD_NUMBER: _builtins.int
+    CLIENT_TOOL_CHOICE_FIELD_NUMBER: _builtins.int
     project_slug: _builtins.str
     """The project's slug."""
     agent_name: _builtins.str
@@ -93,6 +95,10 @@ class RunRequest(_message.Message):
     chat: its own input): the delegations recorded after it in the session are the tree's,
     counted against DelegationLimits.max_per_chat.
     """
+    client_tool_choice: _builtins.str
+    """Which client tool the model must call before it answers: "" (none: it may), "required" (one
+    of them), or a client tool's name.
+    """
     @_builtins.property
     def delegation_path(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Agents from the addressed agent down to the caller of this run (empty for a user's chat)."""
@@ -120,6 +126,13 @@ class RunRequest(_message.Message):
         headers), less what its caller's tree had spent when it delegated. Unset: no bound.
         """
 
+    @_builtins.property
+    def client_tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___ClientTool]:
+        """Tools the client offers beside the agent's own (OpenAI's function tools): the model may call
+        them, and such a call suspends the run with a request for input of kind client_tool, which
+        the client answers with the tool's result. A user's chat only.
+        """
+
     def __init__(
         self,
         *,
@@ -142,14 +155,46 @@ class RunRequest(_message.Message):
         context: _abc.Iterable[Global___ContextMessage] | None = ...,
         response_format: Global___ResponseFormat | None = ...,
         budget: _run_pb2.Budget | None = ...,
+        client_tools: _abc.Iterable[Global___ClientTool] | None = ...,
+        client_tool_choice: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "model_settings", b"model_settings", "response_format", b"response_format"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_name", b"agent_name", "as_sub_agent", b"as_sub_agent", "batch_events", b"batch_events", "budget", b"budget", "caller_resume", b"caller_resume", "caller_run_id", b"caller_run_id", "context", b"context", "delegation_depth", b"delegation_depth", "delegation_id", b"delegation_id", "delegation_path", b"delegation_path", "double_texting", b"double_texting", "input", b"input", "model_settings", b"model_settings", "parent_event_id", b"parent_event_id", "project_slug", b"project_slug", "response_format", b"response_format", "session_id", b"session_id", "sub_agent_id", b"sub_agent_id", "tree_start_seq", b"tree_start_seq"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_name", b"agent_name", "as_sub_agent", b"as_sub_agent", "batch_events", b"batch_events", "budget", b"budget", "caller_resume", b"caller_resume", "caller_run_id", b"caller_run_id", "client_tool_choice", b"client_tool_choice", "client_tools", b"client_tools", "context", b"context", "delegation_depth", b"delegation_depth", "delegation_id", b"delegation_id", "delegation_path", b"delegation_path", "double_texting", b"double_texting", "input", b"input", "model_settings", b"model_settings", "parent_event_id", b"parent_event_id", "project_slug", b"project_slug", "response_format", b"response_format", "session_id", b"session_id", "sub_agent_id", b"sub_agent_id", "tree_start_seq", b"tree_start_seq"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RunRequest: _TypeAlias = RunRequest  # noqa: Y015
+
+@_typing.final
+class ClientTool(_message.Message):
+    """ClientTool is one of RunRequest.client_tools."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    PARAMETERS_JSON_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """Its name, as the model calls it (unique among the agent's tools and the client's)."""
+    description: _builtins.str
+    """What it does, for the model."""
+    parameters_json: _builtins.str
+    """Its arguments' JSON schema, as JSON text (empty: any object)."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        description: _builtins.str = ...,
+        parameters_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "name", b"name", "parameters_json", b"parameters_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClientTool: _TypeAlias = ClientTool  # noqa: Y015
 
 @_typing.final
 class ResponseFormat(_message.Message):
