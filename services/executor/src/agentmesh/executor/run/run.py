@@ -234,18 +234,17 @@ class Run:
         self, scope: RunScope, runtime: AgentRuntime, interrupt: Callable[[str], None]
     ) -> memory_pb2.Event:
         """The input first: its seq tells whether the session had events before this run (a new
-        session has no history, and is not asked for it: memory answers NOT_FOUND). Then its
-        session's turn, and only then `run_started`: a client that saw the run start finds it in
-        the log, so it can resume the stream from there whatever dies next (recorded early, this
-        waits little). The input's event."""
+        session has no history, and is not asked for it: memory answers NOT_FOUND). Then its turn,
+        and only then `run_started`: a client that saw the run start finds it in the log, so it
+        resumes the stream from there whatever dies next. The input's event."""
         request, kind = self.request, kind_name(self.spec.kind)
+        acts = bool(request.client_tools) or runtime.may_act(as_sub_agent=request.as_sub_agent)
         started = scope.origin.event(
             run_started=run_pb2.RunStarted(
                 agent_kind=kind,
                 model=runtime.models.plan.name if runtime.models else "",
                 executor_id=self._services.executor_id,
-                may_act=kind == "llm"
-                and (bool(request.client_tools) or runtime.may_act(as_sub_agent=request.as_sub_agent)),
+                may_act=kind == "llm" and acts,
             )
         )
         self._input_requested = True
