@@ -346,7 +346,7 @@ class CreateUserRequest(_message.Message):
     email: _builtins.str
     """E-mail address (the user's sign-in name)."""
     password: _builtins.str
-    """Password, at least 8 characters."""
+    """Password: at least 12 characters (the registry's setting) and not a common password."""
     first_name: _builtins.str
     """Given name."""
     last_name: _builtins.str
