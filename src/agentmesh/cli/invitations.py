@@ -6,7 +6,6 @@ options module is imported up front, so `--help` is quick."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 import typer
@@ -21,17 +20,6 @@ invitations = typer.Typer(
 )
 
 COLUMNS = ("id", "created_by", "created_at", "expires_at", "used_at", "revoked_at")
-
-
-def _run(
-    credentials: tuple[str | None, str | None, str | None],
-    gateway: str | None,
-    work: Callable[[Any], Awaitable[str | None]],
-) -> None:
-    """Signs in, runs `work(connection)` and prints what it returns; one clear line on failure."""
-    from agentmesh.cli.client import run_signed_in
-
-    run_signed_in(gateway, credentials, work)
 
 
 @invitations.command("create")
@@ -58,7 +46,9 @@ def create(
         )
         return str(created.token)
 
-    _run((email, password, token), gateway, work)
+    from agentmesh.cli.client import run_signed_in
+
+    run_signed_in(gateway, (email, password, token), work)
 
 
 @invitations.command("list")
@@ -79,7 +69,9 @@ def list_command(
             return "no invitations"
         return render_columns(COLUMNS, found, output, one=False)
 
-    _run((email, password, token), gateway, work)
+    from agentmesh.cli.client import run_signed_in
+
+    run_signed_in(gateway, (email, password, token), work)
 
 
 @invitations.command("revoke")
@@ -96,4 +88,6 @@ def revoke(
         await connection.registry.revoke_invitation(invitation_id, metadata=connection.metadata)
         return f"invitation {invitation_id} revoked"
 
-    _run((email, password, token), gateway, work)
+    from agentmesh.cli.client import run_signed_in
+
+    run_signed_in(gateway, (email, password, token), work)
