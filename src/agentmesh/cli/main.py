@@ -77,6 +77,10 @@ COMMANDS = {
     ),
     "users": LazyCommand("agentmesh.cli.users:users", "Manage users."),
     "api-keys": LazyCommand("agentmesh.cli.api_keys:api_keys", "Manage your API keys."),
+    "invitations": LazyCommand(
+        "agentmesh.cli.invitations:invitations",
+        "Issue, list and revoke invitations to register (superusers).",
+    ),
     "get": LazyCommand(
         "agentmesh.cli.resources:get",
         "List agent types, projects, agents, sessions or MCP servers (or one), as a table, JSON or YAML.",

@@ -42,7 +42,7 @@ def create_command(
         typer.Option(
             envvar="AGENTMESH_NEW_USER_PASSWORD",
             show_envvar=True,
-            help="The new user's password (at least 8 characters); asked for when missing.",
+            help="The new user's password (12 characters or more, not a common one); asked for when missing.",
         ),
     ] = None,
     first_name: Annotated[str, typer.Option(help="Given name.")] = "",

@@ -91,7 +91,7 @@ async def test_superuser_of_an_existing_email_promotes_it_and_sets_the_password(
     ("email", "password", "message"),
     [
         ("not-an-email", PASSWORD, "email must be an e-mail address"),
-        ("short@example.com", "short", "password must be at least 8 characters"),
+        ("short@example.com", "short", "password must be at least 12 characters"),
     ],
 )
 async def test_invalid_user_is_refused(

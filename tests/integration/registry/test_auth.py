@@ -54,12 +54,22 @@ async def test_register_login_and_me(stub: pb_grpc.RegistryServiceStub) -> None:
     assert me.user == user
 
 
-async def test_register_rejects_taken_email_and_bad_fields(stub: pb_grpc.RegistryServiceStub) -> None:
-    await stub.RegisterUser(pb.RegisterUserRequest(email="bob@example.com", password=PASSWORD))
-    taken = await rpc_error(
-        stub.RegisterUser(pb.RegisterUserRequest(email="BOB@example.com", password=PASSWORD))
+async def test_register_never_confirms_a_taken_email_and_rejects_bad_fields(
+    stub: pb_grpc.RegistryServiceStub,
+) -> None:
+    first = await stub.RegisterUser(pb.RegisterUserRequest(email="bob@example.com", password=PASSWORD))
+    # The same answer as a new registration, but nothing changes: the owner's password still works,
+    # the second one does not.
+    again = await stub.RegisterUser(
+        pb.RegisterUserRequest(email="BOB@example.com", password="another password 2", first_name="Eve")
     )
-    assert (taken.code, taken.reason) == (GRPC.ALREADY_EXISTS, "EMAIL_TAKEN")
+    assert (again.user.email, again.user.first_name, again.user.is_active) == ("bob@example.com", "Eve", True)
+    assert again.user.id != first.user.id
+    await stub.Login(pb.LoginRequest(email="bob@example.com", password=PASSWORD))
+    wrong = await rpc_error(
+        stub.Login(pb.LoginRequest(email="bob@example.com", password="another password 2"))
+    )
+    assert wrong.reason == "INVALID_CREDENTIALS"
 
     bad = await rpc_error(
         stub.RegisterUser(
@@ -308,5 +318,5 @@ async def test_system_principal_is_not_a_user(stub: pb_grpc.RegistryServiceStub,
 
 
 async def test_unusable_superuser_settings_stop_the_start(database_url: str) -> None:
-    with pytest.raises(ValueError, match="password must be at least 8 characters"):
+    with pytest.raises(ValueError, match="password must be at least 12 characters"):
         await start(make_settings(database_url, superuser_password="short"))

@@ -16,7 +16,6 @@ from agentmesh.registry.models import (
     AgentStatus,
     AgentType,
     Executor,
-    LoginState,
     McpServer,
     NewUser,
     PageRequest,
@@ -93,20 +92,17 @@ async def test_users_are_stored_once_per_email(registry_store: RegistryStore) ->
         T0,
     )
     assert credentials is not None and (credentials.user, credentials.password_hash) == (user, "hash")
-    assert credentials.login == LoginState()
 
 
-async def test_user_login_state_password_and_flags_change(registry_store: RegistryStore) -> None:
+async def test_user_password_and_flags_change(registry_store: RegistryStore) -> None:
     user_id = await _user(registry_store)
-    state = LoginState(failed_count=2, last_failed_at=T0, locked_until=T0 + timedelta(minutes=5))
     async with registry_store.write() as tx:
-        await tx.save_login_state(user_id, state)
         await tx.set_password_hash(user_id, "new-hash")
         await tx.set_user_flags(user_id, is_superuser=True, is_active=False)
     async with registry_store.read() as tx:
         credentials = await tx.get_credentials("ada@example.com", for_update=False)
     assert credentials is not None
-    assert (credentials.login, credentials.password_hash) == (state, "new-hash")
+    assert credentials.password_hash == "new-hash"
     assert (credentials.user.is_superuser, credentials.user.is_active) == (True, False)
 
 

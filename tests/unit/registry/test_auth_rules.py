@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 from argon2 import Parameters, Type, extract_parameters
 
-from agentmesh.registry.identity.auth import LoginThrottle, Passwords, RefreshTokenCodec
+from agentmesh.registry.identity.auth import Passwords, RefreshTokenCodec
+from agentmesh.registry.identity.sign_in_throttle import LoginThrottle
 from agentmesh.registry.models import LoginState
 from agentmesh.registry.settings import RegistrySettings
 

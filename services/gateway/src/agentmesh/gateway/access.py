@@ -89,12 +89,13 @@ class AccessGuard:
     ) -> Caller:
         """The caller, when `rule` lets it perform the operation on `subject` (the gRPC request,
         or an HTTP route's path parameters); else raises the DomainError that says why not.
-        Public operations act as nobody: a token sent along is neither checked nor forwarded.
+        Public operations act as nobody: a token sent along is neither checked nor forwarded;
+        the client's address goes on to the service instead (sign-in is throttled by it).
         Failed API keys are counted against the client's address: `peer`, or the client a trusted
         proxy names in `forwarded_for` (X-Forwarded-For; gateway/client_address.py)."""
-        if rule.access is Access.PUBLIC:
-            return Caller()
         client = self._client_addresses.of(peer, forwarded_for)
+        if rule.access is Access.PUBLIC:
+            return Caller(client_address=client)
         caller = await self._credentials.authenticate(token, peer=client)
         self._limiter.acquire(caller.user_id)
         if caller.project_scope and rule.access is not Access.PROJECT_OWNER and not rule.scoped_keys:

@@ -14,9 +14,11 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Sequence
 
+from agentmesh.runtime.client_address import MAX_ADDRESS_CHARS, peer_host
+
+__all__ = ["FORWARDED_FOR", "ClientAddresses", "parse_networks", "peer_host"]
+
 FORWARDED_FOR = "x-forwarded-for"
-# An address longer than this is no address: kept as a bounded throttle key, never parsed further.
-_MAX_ADDRESS_CHARS = 64
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -30,16 +32,6 @@ def parse_networks(cidrs: Sequence[str]) -> list[Network]:
         except ValueError as error:
             raise ValueError(f"not an IP network (CIDR) or address: {cidr!r}") from error
     return networks
-
-
-def peer_host(peer: str) -> str:
-    """The host of a peer as gRPC (`ipv4:1.2.3.4:5678`, `ipv6:[::1]:5678`) or an HTTP server
-    (`1.2.3.4`) names it: every connection of one client gives the same host."""
-    for scheme in ("ipv4:", "ipv6:"):
-        if peer.startswith(scheme):
-            address, _, port = peer.removeprefix(scheme).rpartition(":")
-            return address.strip("[]") if port.isdigit() else peer.removeprefix(scheme)
-    return peer
 
 
 class ClientAddresses:
@@ -57,7 +49,7 @@ class ClientAddresses:
         for hop in reversed([hop.strip() for hop in forwarded_for.split(",")]):
             if not hop:
                 continue
-            client = hop[:_MAX_ADDRESS_CHARS]
+            client = hop[:MAX_ADDRESS_CHARS]
             if not self._is_trusted(client):
                 break
         return client

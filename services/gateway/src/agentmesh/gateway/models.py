@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agentmesh.common.v1 import run_pb2
+from agentmesh.runtime.client_address import CLIENT_ADDRESS
 from agentmesh.runtime.errors import ValidationFailed
 from agentmesh.runtime.identity import AUTHORIZATION, Principal
 
@@ -20,10 +21,16 @@ class Caller:
     # may touch. `token` is then a short-lived access token the gateway made for the key's user;
     # the key itself never goes past the gateway.
     project_scope: str = ""
+    # On public operations (sign-in, registration): the client's address as the gateway saw it,
+    # which the registry keys sign-in throttling by (it sees only the gateway's own address).
+    client_address: str = ""
 
     @property
     def metadata(self) -> tuple[tuple[str, str], ...]:
-        return ((AUTHORIZATION, f"Bearer {self.token}"),) if self.token else ()
+        metadata = ((AUTHORIZATION, f"Bearer {self.token}"),) if self.token else ()
+        if self.client_address:
+            metadata += ((CLIENT_ADDRESS, self.client_address),)
+        return metadata
 
     @property
     def user_id(self) -> str:

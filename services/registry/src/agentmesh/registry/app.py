@@ -18,7 +18,11 @@ from agentmesh.registry.agents.watch import AgentWatch
 from agentmesh.registry.clock import utc_now
 from agentmesh.registry.errors import ValidationFailed
 from agentmesh.registry.identity.api_keys import ApiKeys
-from agentmesh.registry.identity.auth import Accounts, LoginThrottle, Passwords, RefreshTokenCodec
+from agentmesh.registry.identity.auth import Accounts, Passwords, RefreshTokenCodec
+from agentmesh.registry.identity.invitations import Invitations
+from agentmesh.registry.identity.password_policy import PasswordPolicy
+from agentmesh.registry.identity.registration import Registration
+from agentmesh.registry.identity.sign_in_throttle import LoginThrottle, SignInThrottle
 from agentmesh.registry.internal_servicer import RegistryInternalServicer
 from agentmesh.registry.mcp_servers.registry import McpServerRegistry
 from agentmesh.registry.models import LIMIT_NAMES, ProjectLimits
@@ -37,6 +41,7 @@ from agentmesh.registry.settings import RegistrySettings
 from agentmesh.registry.store.sql import SqlRegistryStore
 from agentmesh.registry.usage.ledger import UsageLedger
 from agentmesh.registry.v1 import registry_service_pb2_grpc
+from agentmesh.runtime.client_address import ClientAddressInterceptor
 from agentmesh.runtime.database import create_engine, create_sqlite_directory, upgrade
 from agentmesh.runtime.identity import AuthenticationInterceptor, TokenCodec
 from agentmesh.runtime.server import ServiceBinding, start_service_server
@@ -58,6 +63,8 @@ class Components:
     lease_engine: AsyncEngine | None
     tokens: TokenCodec
     accounts: Accounts
+    registration: Registration
+    invitations: Invitations
     projects: ProjectRegistry
     registry: AgentRegistry
     mcp_servers: McpServerRegistry
@@ -69,6 +76,15 @@ class Components:
     executors: ExecutorPool
     input_requests: InputRequests
     usage: UsageLedger
+
+
+def _throttle(settings: RegistrySettings, max_failures: int) -> LoginThrottle:
+    return LoginThrottle(
+        max_failures=max_failures,
+        window_seconds=settings.login_failure_window_seconds,
+        lockout_seconds=settings.login_lockout_seconds,
+        max_lockout_seconds=settings.login_max_lockout_seconds,
+    )
 
 
 async def open_components(settings: RegistrySettings) -> Components:
@@ -102,12 +118,19 @@ async def open_components(settings: RegistrySettings) -> Components:
         ),
         refresh_tokens=RefreshTokenCodec(secret),
         refresh_ttl_seconds=settings.refresh_token_ttl_seconds,
-        throttle=LoginThrottle(
-            max_failures=settings.login_max_failures,
-            window_seconds=settings.login_failure_window_seconds,
-            lockout_seconds=settings.login_lockout_seconds,
-            max_lockout_seconds=settings.login_max_lockout_seconds,
+        throttle=SignInThrottle(
+            store,
+            per_account=_throttle(settings, settings.login_max_failures),
+            per_address=_throttle(settings, settings.login_address_max_failures),
+            clock=utc_now,
         ),
+        policy=PasswordPolicy(min_length=settings.password_min_length),
+    )
+    invitations = Invitations(
+        store,
+        page_tokens=PageTokens(secret),
+        clock=utc_now,
+        default_ttl_seconds=settings.invitation_ttl_seconds,
     )
     watch = AgentWatch()
     executors = ExecutorPool(store, executor_ttl_seconds=settings.executor_heartbeat_ttl_seconds)
@@ -131,6 +154,10 @@ async def open_components(settings: RegistrySettings) -> Components:
         api_keys=api_keys,
         tokens=tokens,
         accounts=accounts,
+        registration=Registration(
+            store, accounts=accounts, invitations=invitations, mode=settings.registration_mode, clock=utc_now
+        ),
+        invitations=invitations,
         projects=projects,
         registry=registry,
         mcp_servers=mcp_servers,
@@ -166,6 +193,8 @@ async def start(settings: RegistrySettings) -> RunningService:
             await _bootstrap_superuser(components.accounts, settings)
         servicer = RegistryServicer(
             accounts=components.accounts,
+            registration=components.registration,
+            invitations=components.invitations,
             api_keys=components.api_keys,
             projects=components.projects,
             registry=components.registry,
@@ -205,6 +234,7 @@ async def start(settings: RegistrySettings) -> RunningService:
             ],
             interceptors=[
                 ServiceIdentityInterceptor(credentials, [INTERNAL_SERVICE]),
+                ClientAddressInterceptor(credentials, [SERVICE_NAME]),
                 AuthenticationInterceptor(components.tokens, SERVICE, POLICY),
                 AuthenticationInterceptor(components.tokens, INTERNAL_SERVICE, INTERNAL_POLICY),
             ],

@@ -94,6 +94,28 @@ class ResourceCalls:
     async def revoke_api_key(self, key_id: str, *, metadata: Metadata | None = None) -> None:
         await unary(self.stub.RevokeApiKey, pb.RevokeApiKeyRequest(id=key_id), metadata=metadata)
 
+    async def create_invitation(
+        self, *, ttl_seconds: int = 0, metadata: Metadata | None = None
+    ) -> pb.CreateInvitationResponse:
+        """A new invitation to register and its token (shown this once)."""
+        request = pb.CreateInvitationRequest(ttl_seconds=ttl_seconds)
+        return await unary(self.stub.CreateInvitation, request, metadata=metadata)  # type: ignore[no-any-return]
+
+    async def list_invitations(self, *, metadata: Metadata | None = None) -> list[resources_pb2.Invitation]:
+        """Every invitation, page after page."""
+        invitations: list[resources_pb2.Invitation] = []
+        request = pb.ListInvitationsRequest(page_size=1000)
+        while True:
+            page = await unary(self.stub.ListInvitations, request, metadata=metadata)
+            invitations.extend(page.invitations)
+            if not page.next_page_token:
+                return invitations
+            request.page_token = page.next_page_token
+
+    async def revoke_invitation(self, invitation_id: str, *, metadata: Metadata | None = None) -> None:
+        request = pb.RevokeInvitationRequest(id=invitation_id)
+        await unary(self.stub.RevokeInvitation, request, metadata=metadata)
+
     async def get_current_user(self, *, metadata: Metadata | None = None) -> resources_pb2.User:
         return (await unary(self.stub.GetCurrentUser, pb.GetCurrentUserRequest(), metadata=metadata)).user
 

@@ -24,6 +24,7 @@ from agentmesh.registry.models import (
     ApiKey,
     DelegationLimits,
     Executor,
+    Invitation,
     IssuedTokens,
     McpServer,
     ModelProvider,
@@ -190,6 +191,21 @@ def user_message(user: User) -> pb.User:
         is_active=user.is_active,
         created_at=timestamp(user.created_at),
     )
+
+
+def invitation_message(invitation: Invitation) -> pb.Invitation:
+    """An invitation's description; its token and the token's hash never leave the registry."""
+    message = pb.Invitation(
+        id=invitation.id,
+        created_by=invitation.created_by,
+        created_at=timestamp(invitation.created_at),
+        expires_at=timestamp(invitation.expires_at),
+    )
+    if invitation.used_at is not None:
+        message.used_at.CopyFrom(timestamp(invitation.used_at))
+    if invitation.revoked_at is not None:
+        message.revoked_at.CopyFrom(timestamp(invitation.revoked_at))
+    return message
 
 
 def api_key_message(key: ApiKey) -> pb.ApiKey:

@@ -42,6 +42,8 @@ __all__ = [
     "InputRequestNotFound",
     "InvalidCredentials",
     "InvalidTransition",
+    "InvitationInvalid",
+    "InvitationNotFound",
     "LimitRaiseDenied",
     "LoginThrottled",
     "McpServerNameTaken",
@@ -50,6 +52,7 @@ __all__ = [
     "QuotaExceeded",
     "RefreshTokenInvalid",
     "RefreshTokenReused",
+    "RegistrationClosed",
     "RemoteAgentNameTaken",
     "RemoteAgentNotFound",
     "RunNotFound",
@@ -94,6 +97,23 @@ class LoginThrottled(ResourceExhausted):
             metadata={"retry_after_seconds": str(retry_after_seconds)},
         )
         self.retry_after_seconds = retry_after_seconds
+
+
+class RegistrationClosed(PermissionDenied):
+    """Registration is closed: only a superuser creates users."""
+
+    default_reason = "REGISTRATION_CLOSED"
+
+
+class InvitationInvalid(PermissionDenied):
+    """Registration is invite-only and no usable invitation came with it: missing, unknown,
+    used, revoked and expired invitations all get this one answer."""
+
+    default_reason = "INVITATION_INVALID"
+
+
+class InvitationNotFound(NotFound):
+    default_reason = "INVITATION_NOT_FOUND"
 
 
 class RefreshTokenInvalid(Unauthenticated):

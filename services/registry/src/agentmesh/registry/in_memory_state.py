@@ -18,6 +18,8 @@ from agentmesh.registry.models import (
     ApiKey,
     Credentials,
     Executor,
+    Invitation,
+    LoginState,
     Project,
     RefreshToken,
     RegisteredMcpServer,
@@ -68,6 +70,9 @@ class State:
     # use, by (agent id, session id), with the agent's project.
     agent_versions: dict[str, list[AgentVersion]] = field(default_factory=dict)
     session_versions: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
+    # Failed sign-ins by throttle key; invitations to register by id.
+    sign_in_failures: dict[str, LoginState] = field(default_factory=dict)
+    invitations: dict[str, Invitation] = field(default_factory=dict)
     # Tokens a project's finished runs used, by (project id, YYYY-MM-DD).
     project_tokens: dict[tuple[str, str], int] = field(default_factory=dict)
 

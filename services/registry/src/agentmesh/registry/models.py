@@ -38,6 +38,14 @@ class User(_Model):
     token_version: int = 0
 
 
+class RegistrationMode(enum.StrEnum):
+    """Who may register themselves (identity/registration.py)."""
+
+    OPEN = "open"
+    CLOSED = "closed"  # superusers create users
+    INVITE_ONLY = "invite-only"  # registering needs an invitation a superuser issued
+
+
 class NewUser(_Model):
     """What registering a user needs (the password travels separately, as a hash)."""
 
@@ -48,7 +56,8 @@ class NewUser(_Model):
 
 
 class LoginState(_Model):
-    """Failed sign-in bookkeeping of one account, for throttling."""
+    """Failed sign-in bookkeeping of one throttle key (an account from one address, or one
+    address across accounts: identity/sign_in_throttle.py)."""
 
     failed_count: int = 0
     last_failed_at: datetime | None = None
@@ -56,11 +65,23 @@ class LoginState(_Model):
 
 
 class Credentials(_Model):
-    """A user with what signing in checks: the password hash and the throttling state."""
+    """A user with what signing in checks: the password hash."""
 
     user: User
     password_hash: str
-    login: LoginState = LoginState()
+
+
+class Invitation(_Model):
+    """A single-use permission to register while registration is invite-only, issued by a
+    superuser. Only the SHA-256 of its token is kept, as `token_hash`."""
+
+    id: str
+    token_hash: str
+    created_by: str
+    created_at: datetime
+    expires_at: datetime
+    used_at: datetime | None = None
+    revoked_at: datetime | None = None
 
 
 class RefreshToken(_Model):

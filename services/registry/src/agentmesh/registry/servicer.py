@@ -12,7 +12,9 @@ from agentmesh.registry.agents.registry import AgentRegistry
 from agentmesh.registry.agents.servicer import AgentRpcs, AgentTypeRpcs
 from agentmesh.registry.identity.api_keys import ApiKeys
 from agentmesh.registry.identity.auth import Accounts
-from agentmesh.registry.identity.servicer import AccountRpcs, ApiKeyRpcs
+from agentmesh.registry.identity.invitations import Invitations
+from agentmesh.registry.identity.registration import Registration
+from agentmesh.registry.identity.servicer import AccountRpcs, ApiKeyRpcs, InvitationRpcs
 from agentmesh.registry.mcp_servers.registry import McpServerRegistry
 from agentmesh.registry.mcp_servers.servicer import McpServerRpcs
 from agentmesh.registry.projects.registry import ProjectRegistry
@@ -28,6 +30,7 @@ from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
 
 class RegistryServicer(
     AccountRpcs,
+    InvitationRpcs,
     ApiKeyRpcs,
     ProjectRpcs,
     AgentTypeRpcs,
@@ -44,6 +47,8 @@ class RegistryServicer(
         self,
         *,
         accounts: Accounts,
+        registration: Registration,
+        invitations: Invitations,
         api_keys: ApiKeys,
         projects: ProjectRegistry,
         registry: AgentRegistry,
@@ -53,6 +58,8 @@ class RegistryServicer(
         usage: UsageLedger,
     ) -> None:
         self._accounts = accounts
+        self._registration = registration
+        self._invitations = invitations
         self._api_keys = api_keys
         self._projects = projects
         self._registry = registry

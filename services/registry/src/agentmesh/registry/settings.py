@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
+from agentmesh.registry.models import RegistrationMode
 from agentmesh.runtime.database import POOL_TIMEOUT_SECONDS
 from agentmesh.runtime.settings import ServiceSettings, shared
 
@@ -63,10 +64,24 @@ class RegistrySettings(ServiceSettings):
     password_hash_memory_kib: int = Field(default=19456, ge=8)
     password_hash_parallelism: int = Field(default=1, ge=1)
 
-    # Sign-in throttling per account: after `login_max_failures` failures, each within
-    # `login_failure_window_seconds` of the previous, sign-in is locked for
-    # `login_lockout_seconds`, doubling with each further failure up to the maximum.
+    # Sign-in throttling (identity/sign_in_throttle.py), per account from one client address:
+    # after `login_max_failures` failures, each within `login_failure_window_seconds` of the
+    # previous, sign-in to that account from that address is locked for `login_lockout_seconds`,
+    # doubling with each further failure up to the maximum. Per client address across accounts,
+    # the same after `login_address_max_failures` failures.
     login_max_failures: int = Field(default=5, ge=1)
+    login_address_max_failures: int = Field(
+        default=30, ge=1, description="failed sign-ins from one address, any accounts, before it is locked"
+    )
     login_failure_window_seconds: float = Field(default=900.0, gt=0)
     login_lockout_seconds: float = Field(default=30.0, gt=0)
     login_max_lockout_seconds: float = Field(default=900.0, gt=0)
+
+    # Who may register themselves (identity/registration.py): `open`, `closed` (superusers create
+    # users) or `invite-only` (registering needs an invitation a superuser issued).
+    registration_mode: RegistrationMode = RegistrationMode.OPEN
+    invitation_ttl_seconds: int = Field(
+        default=7 * 24 * 3600, gt=0, le=90 * 24 * 3600, description="how long a new invitation is valid"
+    )
+    # The password policy applies whenever a password is set; passwords set before keep working.
+    password_min_length: int = Field(default=12, ge=8, le=128)

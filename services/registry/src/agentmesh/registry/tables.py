@@ -51,11 +51,35 @@ class UserRow(Base):
     last_name: Mapped[str] = mapped_column(sa.String(100))
     is_superuser: Mapped[bool] = mapped_column(sa.Boolean)
     is_active: Mapped[bool] = mapped_column(sa.Boolean)
-    failed_login_count: Mapped[int] = mapped_column(sa.Integer)
-    last_failed_login_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
-    locked_until: Mapped[datetime | None] = mapped_column(UtcDateTime)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     token_version: Mapped[int] = mapped_column(sa.Integer, default=0, server_default="0")
+
+
+class SignInFailureRow(Base):
+    """Failed sign-ins of one throttle key: the SHA-256 of an account and address, or of an
+    address alone (identity/sign_in_throttle.py). Rows of keys quiet for a window are pruned."""
+
+    __tablename__ = "sign_in_failures"
+
+    key: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    failed_count: Mapped[int] = mapped_column(sa.Integer)
+    last_failed_at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
+    locked_until: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class InvitationRow(Base):
+    """An invitation to register: only the SHA-256 of its token is stored."""
+
+    __tablename__ = "invitations"
+    __table_args__ = (sa.Index(None, "created_at", "id"),)
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    token_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    created_by: Mapped[str] = mapped_column(sa.String(36))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    used_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
 
 class RefreshTokenRow(Base):

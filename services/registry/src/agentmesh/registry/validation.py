@@ -24,8 +24,6 @@ DNS_LABEL_RULE = "must be a DNS label: 1-63 characters a-z, 0-9 and '-', not sta
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
 MAX_EMAIL = 320
-MIN_PASSWORD = 8
-MAX_PASSWORD = 1024
 MAX_PERSON_NAME = 100
 MAX_AGENT_NAME = 100
 MAX_DISPLAY_NAME = 200
@@ -98,16 +96,14 @@ def normalize_email(email: str) -> str:
     return email.strip().lower()
 
 
-def check_registration(email: str, password: str, first_name: str, last_name: str) -> list[FieldViolation]:
+def check_registration(email: str, first_name: str, last_name: str) -> list[FieldViolation]:
+    """A new user's e-mail and names (the password policy checks the password:
+    identity/password_policy.py)."""
     violations = []
     if not email:
         violations.append(FieldViolation("email", "is required"))
     elif len(email) > MAX_EMAIL or not EMAIL.match(email):
         violations.append(FieldViolation("email", "must be an e-mail address"))
-    if len(password) < MIN_PASSWORD:
-        violations.append(FieldViolation("password", f"must be at least {MIN_PASSWORD} characters"))
-    elif len(password) > MAX_PASSWORD:
-        violations.append(FieldViolation("password", f"must be at most {MAX_PASSWORD} characters"))
     for field, value in (("first_name", first_name), ("last_name", last_name)):
         violations += _max_length(field, value, MAX_PERSON_NAME)
         violations += _printable(field, value)

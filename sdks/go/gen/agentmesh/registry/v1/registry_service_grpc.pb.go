@@ -29,6 +29,9 @@ const (
 	RegistryService_CreateApiKey_FullMethodName          = "/agentmesh.registry.v1.RegistryService/CreateApiKey"
 	RegistryService_ListApiKeys_FullMethodName           = "/agentmesh.registry.v1.RegistryService/ListApiKeys"
 	RegistryService_RevokeApiKey_FullMethodName          = "/agentmesh.registry.v1.RegistryService/RevokeApiKey"
+	RegistryService_CreateInvitation_FullMethodName      = "/agentmesh.registry.v1.RegistryService/CreateInvitation"
+	RegistryService_ListInvitations_FullMethodName       = "/agentmesh.registry.v1.RegistryService/ListInvitations"
+	RegistryService_RevokeInvitation_FullMethodName      = "/agentmesh.registry.v1.RegistryService/RevokeInvitation"
 	RegistryService_CreateAgentType_FullMethodName       = "/agentmesh.registry.v1.RegistryService/CreateAgentType"
 	RegistryService_GetAgentType_FullMethodName          = "/agentmesh.registry.v1.RegistryService/GetAgentType"
 	RegistryService_ListAgentTypes_FullMethodName        = "/agentmesh.registry.v1.RegistryService/ListAgentTypes"
@@ -80,11 +83,15 @@ const (
 // Every RPC may return UNAUTHENTICATED, PERMISSION_DENIED and INVALID_ARGUMENT besides the codes
 // listed on it.
 type RegistryServiceClient interface {
-	// Registers a user. ALREADY_EXISTS when the e-mail is taken.
+	// Registers a user, as the registry's registration mode allows: PERMISSION_DENIED while
+	// registration is closed (reason REGISTRATION_CLOSED) or, when it is invite-only, without a
+	// valid unused invitation (INVITATION_INVALID). A taken e-mail is never confirmed: the answer
+	// looks like a new registration, but nothing is created or changed.
 	RegisterUser(ctx context.Context, in *RegisterUserRequest, opts ...grpc.CallOption) (*RegisterUserResponse, error)
-	// Exchanges e-mail and password for tokens. UNAUTHENTICATED on bad credentials,
-	// RESOURCE_EXHAUSTED while the account is throttled after repeated failures (ErrorInfo reason
-	// LOGIN_THROTTLED, metadata `retry_after_seconds`).
+	// Exchanges e-mail and password for tokens. UNAUTHENTICATED on bad credentials (unknown
+	// e-mails alike), RESOURCE_EXHAUSTED while the account is throttled from the client's address,
+	// or the address is, after repeated failures (ErrorInfo reason LOGIN_THROTTLED, metadata
+	// `retry_after_seconds`), for unknown e-mails alike.
 	Login(ctx context.Context, in *LoginRequest, opts ...grpc.CallOption) (*LoginResponse, error)
 	// Exchanges a refresh token for new tokens; the old refresh token stops working.
 	// UNAUTHENTICATED when it is unknown, expired or revoked (reason REFRESH_TOKEN_INVALID), or
@@ -114,6 +121,15 @@ type RegistryServiceClient interface {
 	// Revokes one of the caller's API keys; it stops working within a second. NOT_FOUND for a key
 	// that is not the caller's. Revoking a revoked key changes nothing.
 	RevokeApiKey(ctx context.Context, in *RevokeApiKeyRequest, opts ...grpc.CallOption) (*RevokeApiKeyResponse, error)
+	// Issues an invitation to register while registration is invite-only (superusers). The answer
+	// carries the single-use token, the only time it is ever shown (only its SHA-256 is stored).
+	CreateInvitation(ctx context.Context, in *CreateInvitationRequest, opts ...grpc.CallOption) (*CreateInvitationResponse, error)
+	// Lists invitations, oldest first, used, revoked and expired ones included, without tokens
+	// (superusers).
+	ListInvitations(ctx context.Context, in *ListInvitationsRequest, opts ...grpc.CallOption) (*ListInvitationsResponse, error)
+	// Revokes an unused invitation (superusers). NOT_FOUND for an unknown one; revoking a used
+	// or revoked one changes nothing.
+	RevokeInvitation(ctx context.Context, in *RevokeInvitationRequest, opts ...grpc.CallOption) (*RevokeInvitationResponse, error)
 	// Creates an agent type (superusers). ALREADY_EXISTS when the slug is taken.
 	CreateAgentType(ctx context.Context, in *CreateAgentTypeRequest, opts ...grpc.CallOption) (*CreateAgentTypeResponse, error)
 	// Returns one agent type by id or slug. NOT_FOUND.
@@ -322,6 +338,36 @@ func (c *registryServiceClient) RevokeApiKey(ctx context.Context, in *RevokeApiK
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RevokeApiKeyResponse)
 	err := c.cc.Invoke(ctx, RegistryService_RevokeApiKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) CreateInvitation(ctx context.Context, in *CreateInvitationRequest, opts ...grpc.CallOption) (*CreateInvitationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateInvitationResponse)
+	err := c.cc.Invoke(ctx, RegistryService_CreateInvitation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) ListInvitations(ctx context.Context, in *ListInvitationsRequest, opts ...grpc.CallOption) (*ListInvitationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListInvitationsResponse)
+	err := c.cc.Invoke(ctx, RegistryService_ListInvitations_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) RevokeInvitation(ctx context.Context, in *RevokeInvitationRequest, opts ...grpc.CallOption) (*RevokeInvitationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeInvitationResponse)
+	err := c.cc.Invoke(ctx, RegistryService_RevokeInvitation_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -710,11 +756,15 @@ func (c *registryServiceClient) SummarizeUsage(ctx context.Context, in *Summariz
 // Every RPC may return UNAUTHENTICATED, PERMISSION_DENIED and INVALID_ARGUMENT besides the codes
 // listed on it.
 type RegistryServiceServer interface {
-	// Registers a user. ALREADY_EXISTS when the e-mail is taken.
+	// Registers a user, as the registry's registration mode allows: PERMISSION_DENIED while
+	// registration is closed (reason REGISTRATION_CLOSED) or, when it is invite-only, without a
+	// valid unused invitation (INVITATION_INVALID). A taken e-mail is never confirmed: the answer
+	// looks like a new registration, but nothing is created or changed.
 	RegisterUser(context.Context, *RegisterUserRequest) (*RegisterUserResponse, error)
-	// Exchanges e-mail and password for tokens. UNAUTHENTICATED on bad credentials,
-	// RESOURCE_EXHAUSTED while the account is throttled after repeated failures (ErrorInfo reason
-	// LOGIN_THROTTLED, metadata `retry_after_seconds`).
+	// Exchanges e-mail and password for tokens. UNAUTHENTICATED on bad credentials (unknown
+	// e-mails alike), RESOURCE_EXHAUSTED while the account is throttled from the client's address,
+	// or the address is, after repeated failures (ErrorInfo reason LOGIN_THROTTLED, metadata
+	// `retry_after_seconds`), for unknown e-mails alike.
 	Login(context.Context, *LoginRequest) (*LoginResponse, error)
 	// Exchanges a refresh token for new tokens; the old refresh token stops working.
 	// UNAUTHENTICATED when it is unknown, expired or revoked (reason REFRESH_TOKEN_INVALID), or
@@ -744,6 +794,15 @@ type RegistryServiceServer interface {
 	// Revokes one of the caller's API keys; it stops working within a second. NOT_FOUND for a key
 	// that is not the caller's. Revoking a revoked key changes nothing.
 	RevokeApiKey(context.Context, *RevokeApiKeyRequest) (*RevokeApiKeyResponse, error)
+	// Issues an invitation to register while registration is invite-only (superusers). The answer
+	// carries the single-use token, the only time it is ever shown (only its SHA-256 is stored).
+	CreateInvitation(context.Context, *CreateInvitationRequest) (*CreateInvitationResponse, error)
+	// Lists invitations, oldest first, used, revoked and expired ones included, without tokens
+	// (superusers).
+	ListInvitations(context.Context, *ListInvitationsRequest) (*ListInvitationsResponse, error)
+	// Revokes an unused invitation (superusers). NOT_FOUND for an unknown one; revoking a used
+	// or revoked one changes nothing.
+	RevokeInvitation(context.Context, *RevokeInvitationRequest) (*RevokeInvitationResponse, error)
 	// Creates an agent type (superusers). ALREADY_EXISTS when the slug is taken.
 	CreateAgentType(context.Context, *CreateAgentTypeRequest) (*CreateAgentTypeResponse, error)
 	// Returns one agent type by id or slug. NOT_FOUND.
@@ -887,6 +946,15 @@ func (UnimplementedRegistryServiceServer) ListApiKeys(context.Context, *ListApiK
 }
 func (UnimplementedRegistryServiceServer) RevokeApiKey(context.Context, *RevokeApiKeyRequest) (*RevokeApiKeyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeApiKey not implemented")
+}
+func (UnimplementedRegistryServiceServer) CreateInvitation(context.Context, *CreateInvitationRequest) (*CreateInvitationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateInvitation not implemented")
+}
+func (UnimplementedRegistryServiceServer) ListInvitations(context.Context, *ListInvitationsRequest) (*ListInvitationsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListInvitations not implemented")
+}
+func (UnimplementedRegistryServiceServer) RevokeInvitation(context.Context, *RevokeInvitationRequest) (*RevokeInvitationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeInvitation not implemented")
 }
 func (UnimplementedRegistryServiceServer) CreateAgentType(context.Context, *CreateAgentTypeRequest) (*CreateAgentTypeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateAgentType not implemented")
@@ -1196,6 +1264,60 @@ func _RegistryService_RevokeApiKey_Handler(srv interface{}, ctx context.Context,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RegistryServiceServer).RevokeApiKey(ctx, req.(*RevokeApiKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_CreateInvitation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateInvitationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).CreateInvitation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_CreateInvitation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).CreateInvitation(ctx, req.(*CreateInvitationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_ListInvitations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListInvitationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).ListInvitations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_ListInvitations_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).ListInvitations(ctx, req.(*ListInvitationsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_RevokeInvitation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeInvitationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).RevokeInvitation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_RevokeInvitation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).RevokeInvitation(ctx, req.(*RevokeInvitationRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1912,6 +2034,18 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeApiKey",
 			Handler:    _RegistryService_RevokeApiKey_Handler,
+		},
+		{
+			MethodName: "CreateInvitation",
+			Handler:    _RegistryService_CreateInvitation_Handler,
+		},
+		{
+			MethodName: "ListInvitations",
+			Handler:    _RegistryService_ListInvitations_Handler,
+		},
+		{
+			MethodName: "RevokeInvitation",
+			Handler:    _RegistryService_RevokeInvitation_Handler,
 		},
 		{
 			MethodName: "CreateAgentType",

@@ -360,6 +360,97 @@ func (x *ApiKey) GetUserId() string {
 	return ""
 }
 
+// Invitation is a single-use permission to register while registration is invite-only.
+type Invitation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Opaque identifier.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The superuser who issued it.
+	CreatedBy string `protobuf:"bytes,2,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	// When it was issued.
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// When it stops being valid.
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// When someone registered with it; unset while unused.
+	UsedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=used_at,json=usedAt,proto3" json:"used_at,omitempty"`
+	// When it was revoked; unset while it is not.
+	RevokedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Invitation) Reset() {
+	*x = Invitation{}
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Invitation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Invitation) ProtoMessage() {}
+
+func (x *Invitation) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Invitation.ProtoReflect.Descriptor instead.
+func (*Invitation) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Invitation) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Invitation) GetCreatedBy() string {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return ""
+}
+
+func (x *Invitation) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *Invitation) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *Invitation) GetUsedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UsedAt
+	}
+	return nil
+}
+
+func (x *Invitation) GetRevokedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RevokedAt
+	}
+	return nil
+}
+
 // McpServer is a Model Context Protocol server an agent takes tools from: defined inline in an
 // agent type, or registered in the registry (superusers; global, or for one project) and named by
 // agent types. In an agent type, a server with a name and nothing else (no transport) refers to
@@ -399,7 +490,7 @@ type McpServer struct {
 
 func (x *McpServer) Reset() {
 	*x = McpServer{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[2]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -411,7 +502,7 @@ func (x *McpServer) String() string {
 func (*McpServer) ProtoMessage() {}
 
 func (x *McpServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[2]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -424,7 +515,7 @@ func (x *McpServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServer.ProtoReflect.Descriptor instead.
 func (*McpServer) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{2}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *McpServer) GetName() string {
@@ -572,7 +663,7 @@ type AgentType struct {
 
 func (x *AgentType) Reset() {
 	*x = AgentType{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[3]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -584,7 +675,7 @@ func (x *AgentType) String() string {
 func (*AgentType) ProtoMessage() {}
 
 func (x *AgentType) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[3]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -597,7 +688,7 @@ func (x *AgentType) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentType.ProtoReflect.Descriptor instead.
 func (*AgentType) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{3}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AgentType) GetId() string {
@@ -788,7 +879,7 @@ type DelegationLimits struct {
 
 func (x *DelegationLimits) Reset() {
 	*x = DelegationLimits{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[4]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -800,7 +891,7 @@ func (x *DelegationLimits) String() string {
 func (*DelegationLimits) ProtoMessage() {}
 
 func (x *DelegationLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[4]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -813,7 +904,7 @@ func (x *DelegationLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DelegationLimits.ProtoReflect.Descriptor instead.
 func (*DelegationLimits) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{4}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DelegationLimits) GetMaxPerStep() int32 {
@@ -868,7 +959,7 @@ type Project struct {
 
 func (x *Project) Reset() {
 	*x = Project{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[5]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +971,7 @@ func (x *Project) String() string {
 func (*Project) ProtoMessage() {}
 
 func (x *Project) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[5]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +984,7 @@ func (x *Project) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Project.ProtoReflect.Descriptor instead.
 func (*Project) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{5}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Project) GetId() string {
@@ -986,7 +1077,7 @@ type ProjectLimits struct {
 
 func (x *ProjectLimits) Reset() {
 	*x = ProjectLimits{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[6]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -998,7 +1089,7 @@ func (x *ProjectLimits) String() string {
 func (*ProjectLimits) ProtoMessage() {}
 
 func (x *ProjectLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[6]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1011,7 +1102,7 @@ func (x *ProjectLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectLimits.ProtoReflect.Descriptor instead.
 func (*ProjectLimits) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{6}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ProjectLimits) GetRequestsPerMinute() int64 {
@@ -1083,7 +1174,7 @@ type AgentConfig struct {
 
 func (x *AgentConfig) Reset() {
 	*x = AgentConfig{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[7]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1095,7 +1186,7 @@ func (x *AgentConfig) String() string {
 func (*AgentConfig) ProtoMessage() {}
 
 func (x *AgentConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[7]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1108,7 +1199,7 @@ func (x *AgentConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentConfig.ProtoReflect.Descriptor instead.
 func (*AgentConfig) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{7}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AgentConfig) GetInstructions() string {
@@ -1213,7 +1304,7 @@ type AgentVersion struct {
 
 func (x *AgentVersion) Reset() {
 	*x = AgentVersion{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1225,7 +1316,7 @@ func (x *AgentVersion) String() string {
 func (*AgentVersion) ProtoMessage() {}
 
 func (x *AgentVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[8]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1238,7 +1329,7 @@ func (x *AgentVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentVersion.ProtoReflect.Descriptor instead.
 func (*AgentVersion) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{8}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AgentVersion) GetAgentId() string {
@@ -1303,7 +1394,7 @@ type SessionAgentVersion struct {
 
 func (x *SessionAgentVersion) Reset() {
 	*x = SessionAgentVersion{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[9]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1315,7 +1406,7 @@ func (x *SessionAgentVersion) String() string {
 func (*SessionAgentVersion) ProtoMessage() {}
 
 func (x *SessionAgentVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[9]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1328,7 +1419,7 @@ func (x *SessionAgentVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionAgentVersion.ProtoReflect.Descriptor instead.
 func (*SessionAgentVersion) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{9}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SessionAgentVersion) GetAgentId() string {
@@ -1385,7 +1476,7 @@ type Agent struct {
 
 func (x *Agent) Reset() {
 	*x = Agent{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[10]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1488,7 @@ func (x *Agent) String() string {
 func (*Agent) ProtoMessage() {}
 
 func (x *Agent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[10]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1501,7 @@ func (x *Agent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Agent.ProtoReflect.Descriptor instead.
 func (*Agent) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{10}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Agent) GetId() string {
@@ -1573,7 +1664,7 @@ type AgentSpec struct {
 
 func (x *AgentSpec) Reset() {
 	*x = AgentSpec{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[11]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1585,7 +1676,7 @@ func (x *AgentSpec) String() string {
 func (*AgentSpec) ProtoMessage() {}
 
 func (x *AgentSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[11]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1598,7 +1689,7 @@ func (x *AgentSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSpec.ProtoReflect.Descriptor instead.
 func (*AgentSpec) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{11}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AgentSpec) GetAgent() *Agent {
@@ -1819,7 +1910,7 @@ type Executor struct {
 
 func (x *Executor) Reset() {
 	*x = Executor{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[12]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1831,7 +1922,7 @@ func (x *Executor) String() string {
 func (*Executor) ProtoMessage() {}
 
 func (x *Executor) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[12]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1844,7 +1935,7 @@ func (x *Executor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Executor.ProtoReflect.Descriptor instead.
 func (*Executor) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{12}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Executor) GetId() string {
@@ -1904,7 +1995,7 @@ type ModelProvider struct {
 
 func (x *ModelProvider) Reset() {
 	*x = ModelProvider{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[13]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1916,7 +2007,7 @@ func (x *ModelProvider) String() string {
 func (*ModelProvider) ProtoMessage() {}
 
 func (x *ModelProvider) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[13]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1929,7 +2020,7 @@ func (x *ModelProvider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelProvider.ProtoReflect.Descriptor instead.
 func (*ModelProvider) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{13}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ModelProvider) GetName() string {
@@ -1971,7 +2062,7 @@ type RemoteAgent struct {
 
 func (x *RemoteAgent) Reset() {
 	*x = RemoteAgent{}
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[14]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1983,7 +2074,7 @@ func (x *RemoteAgent) String() string {
 func (*RemoteAgent) ProtoMessage() {}
 
 func (x *RemoteAgent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[14]
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1996,7 +2087,7 @@ func (x *RemoteAgent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoteAgent.ProtoReflect.Descriptor instead.
 func (*RemoteAgent) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{14}
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RemoteAgent) GetId() string {
@@ -2075,7 +2166,19 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"expires_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x129\n" +
 	"\n" +
 	"revoked_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x12\x17\n" +
-	"\auser_id\x18\b \x01(\tR\x06userId\"\x9c\x04\n" +
+	"\auser_id\x18\b \x01(\tR\x06userId\"\xa1\x02\n" +
+	"\n" +
+	"Invitation\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"created_by\x18\x02 \x01(\tR\tcreatedBy\x129\n" +
+	"\n" +
+	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x123\n" +
+	"\aused_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x06usedAt\x129\n" +
+	"\n" +
+	"revoked_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\"\x9c\x04\n" +
 	"\tMcpServer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\ttransport\x18\x02 \x01(\tR\ttransport\x12\x18\n" +
@@ -2318,101 +2421,106 @@ func file_agentmesh_registry_v1_resources_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_registry_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(AgentKind)(0),                // 0: agentmesh.registry.v1.AgentKind
 	(AgentStatus)(0),              // 1: agentmesh.registry.v1.AgentStatus
 	(*User)(nil),                  // 2: agentmesh.registry.v1.User
 	(*ApiKey)(nil),                // 3: agentmesh.registry.v1.ApiKey
-	(*McpServer)(nil),             // 4: agentmesh.registry.v1.McpServer
-	(*AgentType)(nil),             // 5: agentmesh.registry.v1.AgentType
-	(*DelegationLimits)(nil),      // 6: agentmesh.registry.v1.DelegationLimits
-	(*Project)(nil),               // 7: agentmesh.registry.v1.Project
-	(*ProjectLimits)(nil),         // 8: agentmesh.registry.v1.ProjectLimits
-	(*AgentConfig)(nil),           // 9: agentmesh.registry.v1.AgentConfig
-	(*AgentVersion)(nil),          // 10: agentmesh.registry.v1.AgentVersion
-	(*SessionAgentVersion)(nil),   // 11: agentmesh.registry.v1.SessionAgentVersion
-	(*Agent)(nil),                 // 12: agentmesh.registry.v1.Agent
-	(*AgentSpec)(nil),             // 13: agentmesh.registry.v1.AgentSpec
-	(*Executor)(nil),              // 14: agentmesh.registry.v1.Executor
-	(*ModelProvider)(nil),         // 15: agentmesh.registry.v1.ModelProvider
-	(*RemoteAgent)(nil),           // 16: agentmesh.registry.v1.RemoteAgent
-	nil,                           // 17: agentmesh.registry.v1.McpServer.EnvEntry
-	nil,                           // 18: agentmesh.registry.v1.McpServer.HeadersEntry
-	nil,                           // 19: agentmesh.registry.v1.AgentType.ToolPermissionsEntry
-	nil,                           // 20: agentmesh.registry.v1.Project.ToolPermissionsEntry
-	nil,                           // 21: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
-	nil,                           // 22: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	nil,                           // 23: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
-	nil,                           // 24: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
-	nil,                           // 25: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
-	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 27: google.protobuf.Struct
-	(*v1.Budget)(nil),             // 28: agentmesh.common.v1.Budget
-	(*v1.StringList)(nil),         // 29: agentmesh.common.v1.StringList
-	(*structpb.ListValue)(nil),    // 30: google.protobuf.ListValue
-	(v1.ToolPermission)(0),        // 31: agentmesh.common.v1.ToolPermission
+	(*Invitation)(nil),            // 4: agentmesh.registry.v1.Invitation
+	(*McpServer)(nil),             // 5: agentmesh.registry.v1.McpServer
+	(*AgentType)(nil),             // 6: agentmesh.registry.v1.AgentType
+	(*DelegationLimits)(nil),      // 7: agentmesh.registry.v1.DelegationLimits
+	(*Project)(nil),               // 8: agentmesh.registry.v1.Project
+	(*ProjectLimits)(nil),         // 9: agentmesh.registry.v1.ProjectLimits
+	(*AgentConfig)(nil),           // 10: agentmesh.registry.v1.AgentConfig
+	(*AgentVersion)(nil),          // 11: agentmesh.registry.v1.AgentVersion
+	(*SessionAgentVersion)(nil),   // 12: agentmesh.registry.v1.SessionAgentVersion
+	(*Agent)(nil),                 // 13: agentmesh.registry.v1.Agent
+	(*AgentSpec)(nil),             // 14: agentmesh.registry.v1.AgentSpec
+	(*Executor)(nil),              // 15: agentmesh.registry.v1.Executor
+	(*ModelProvider)(nil),         // 16: agentmesh.registry.v1.ModelProvider
+	(*RemoteAgent)(nil),           // 17: agentmesh.registry.v1.RemoteAgent
+	nil,                           // 18: agentmesh.registry.v1.McpServer.EnvEntry
+	nil,                           // 19: agentmesh.registry.v1.McpServer.HeadersEntry
+	nil,                           // 20: agentmesh.registry.v1.AgentType.ToolPermissionsEntry
+	nil,                           // 21: agentmesh.registry.v1.Project.ToolPermissionsEntry
+	nil,                           // 22: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
+	nil,                           // 23: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	nil,                           // 24: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
+	nil,                           // 25: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
+	nil,                           // 26: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
+	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 28: google.protobuf.Struct
+	(*v1.Budget)(nil),             // 29: agentmesh.common.v1.Budget
+	(*v1.StringList)(nil),         // 30: agentmesh.common.v1.StringList
+	(*structpb.ListValue)(nil),    // 31: google.protobuf.ListValue
+	(v1.ToolPermission)(0),        // 32: agentmesh.common.v1.ToolPermission
 }
 var file_agentmesh_registry_v1_resources_proto_depIdxs = []int32{
-	26, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	26, // 1: agentmesh.registry.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	26, // 2: agentmesh.registry.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
-	26, // 3: agentmesh.registry.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
-	17, // 4: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
-	18, // 5: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
-	26, // 6: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
-	26, // 7: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
-	27, // 8: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
-	4,  // 9: agentmesh.registry.v1.AgentType.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	0,  // 10: agentmesh.registry.v1.AgentType.kind:type_name -> agentmesh.registry.v1.AgentKind
-	26, // 11: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
-	26, // 12: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
-	19, // 13: agentmesh.registry.v1.AgentType.tool_permissions:type_name -> agentmesh.registry.v1.AgentType.ToolPermissionsEntry
-	6,  // 14: agentmesh.registry.v1.AgentType.delegation_limits:type_name -> agentmesh.registry.v1.DelegationLimits
-	28, // 15: agentmesh.registry.v1.AgentType.run_budget:type_name -> agentmesh.common.v1.Budget
-	26, // 16: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
-	26, // 17: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
-	20, // 18: agentmesh.registry.v1.Project.tool_permissions:type_name -> agentmesh.registry.v1.Project.ToolPermissionsEntry
-	8,  // 19: agentmesh.registry.v1.Project.limits:type_name -> agentmesh.registry.v1.ProjectLimits
-	8,  // 20: agentmesh.registry.v1.Project.limits_in_force:type_name -> agentmesh.registry.v1.ProjectLimits
-	27, // 21: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
-	29, // 22: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
-	29, // 23: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
-	29, // 24: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
-	30, // 25: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
-	21, // 26: agentmesh.registry.v1.AgentConfig.tool_permissions:type_name -> agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
-	5,  // 27: agentmesh.registry.v1.AgentVersion.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	9,  // 28: agentmesh.registry.v1.AgentVersion.config:type_name -> agentmesh.registry.v1.AgentConfig
-	26, // 29: agentmesh.registry.v1.AgentVersion.created_at:type_name -> google.protobuf.Timestamp
-	1,  // 30: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
-	9,  // 31: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
-	26, // 32: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
-	26, // 33: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
-	12, // 34: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
-	0,  // 35: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
-	27, // 36: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
-	4,  // 37: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	30, // 38: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
-	22, // 39: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	23, // 40: agentmesh.registry.v1.AgentSpec.tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
-	24, // 41: agentmesh.registry.v1.AgentSpec.agent_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
-	25, // 42: agentmesh.registry.v1.AgentSpec.project_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
-	6,  // 43: agentmesh.registry.v1.AgentSpec.delegation_limits:type_name -> agentmesh.registry.v1.DelegationLimits
-	28, // 44: agentmesh.registry.v1.AgentSpec.run_budget:type_name -> agentmesh.common.v1.Budget
-	26, // 45: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
-	15, // 46: agentmesh.registry.v1.Executor.model_providers:type_name -> agentmesh.registry.v1.ModelProvider
-	26, // 47: agentmesh.registry.v1.RemoteAgent.created_at:type_name -> google.protobuf.Timestamp
-	31, // 48: agentmesh.registry.v1.AgentType.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	31, // 49: agentmesh.registry.v1.Project.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	31, // 50: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	31, // 51: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	31, // 52: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	31, // 53: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	54, // [54:54] is the sub-list for method output_type
-	54, // [54:54] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	27, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	27, // 1: agentmesh.registry.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	27, // 2: agentmesh.registry.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
+	27, // 3: agentmesh.registry.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
+	27, // 4: agentmesh.registry.v1.Invitation.created_at:type_name -> google.protobuf.Timestamp
+	27, // 5: agentmesh.registry.v1.Invitation.expires_at:type_name -> google.protobuf.Timestamp
+	27, // 6: agentmesh.registry.v1.Invitation.used_at:type_name -> google.protobuf.Timestamp
+	27, // 7: agentmesh.registry.v1.Invitation.revoked_at:type_name -> google.protobuf.Timestamp
+	18, // 8: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
+	19, // 9: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
+	27, // 10: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
+	27, // 11: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
+	28, // 12: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
+	5,  // 13: agentmesh.registry.v1.AgentType.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	0,  // 14: agentmesh.registry.v1.AgentType.kind:type_name -> agentmesh.registry.v1.AgentKind
+	27, // 15: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
+	27, // 16: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
+	20, // 17: agentmesh.registry.v1.AgentType.tool_permissions:type_name -> agentmesh.registry.v1.AgentType.ToolPermissionsEntry
+	7,  // 18: agentmesh.registry.v1.AgentType.delegation_limits:type_name -> agentmesh.registry.v1.DelegationLimits
+	29, // 19: agentmesh.registry.v1.AgentType.run_budget:type_name -> agentmesh.common.v1.Budget
+	27, // 20: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
+	27, // 21: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
+	21, // 22: agentmesh.registry.v1.Project.tool_permissions:type_name -> agentmesh.registry.v1.Project.ToolPermissionsEntry
+	9,  // 23: agentmesh.registry.v1.Project.limits:type_name -> agentmesh.registry.v1.ProjectLimits
+	9,  // 24: agentmesh.registry.v1.Project.limits_in_force:type_name -> agentmesh.registry.v1.ProjectLimits
+	28, // 25: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
+	30, // 26: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
+	30, // 27: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
+	30, // 28: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
+	31, // 29: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
+	22, // 30: agentmesh.registry.v1.AgentConfig.tool_permissions:type_name -> agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
+	6,  // 31: agentmesh.registry.v1.AgentVersion.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	10, // 32: agentmesh.registry.v1.AgentVersion.config:type_name -> agentmesh.registry.v1.AgentConfig
+	27, // 33: agentmesh.registry.v1.AgentVersion.created_at:type_name -> google.protobuf.Timestamp
+	1,  // 34: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
+	10, // 35: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
+	27, // 36: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
+	27, // 37: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
+	13, // 38: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
+	0,  // 39: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
+	28, // 40: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
+	5,  // 41: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	31, // 42: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
+	23, // 43: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	24, // 44: agentmesh.registry.v1.AgentSpec.tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
+	25, // 45: agentmesh.registry.v1.AgentSpec.agent_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
+	26, // 46: agentmesh.registry.v1.AgentSpec.project_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
+	7,  // 47: agentmesh.registry.v1.AgentSpec.delegation_limits:type_name -> agentmesh.registry.v1.DelegationLimits
+	29, // 48: agentmesh.registry.v1.AgentSpec.run_budget:type_name -> agentmesh.common.v1.Budget
+	27, // 49: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
+	16, // 50: agentmesh.registry.v1.Executor.model_providers:type_name -> agentmesh.registry.v1.ModelProvider
+	27, // 51: agentmesh.registry.v1.RemoteAgent.created_at:type_name -> google.protobuf.Timestamp
+	32, // 52: agentmesh.registry.v1.AgentType.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	32, // 53: agentmesh.registry.v1.Project.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	32, // 54: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	32, // 55: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	32, // 56: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	32, // 57: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	58, // [58:58] is the sub-list for method output_type
+	58, // [58:58] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_resources_proto_init() }
@@ -2420,15 +2528,15 @@ func file_agentmesh_registry_v1_resources_proto_init() {
 	if File_agentmesh_registry_v1_resources_proto != nil {
 		return
 	}
-	file_agentmesh_registry_v1_resources_proto_msgTypes[6].OneofWrappers = []any{}
 	file_agentmesh_registry_v1_resources_proto_msgTypes[7].OneofWrappers = []any{}
+	file_agentmesh_registry_v1_resources_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_resources_proto_rawDesc), len(file_agentmesh_registry_v1_resources_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

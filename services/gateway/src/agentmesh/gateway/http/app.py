@@ -24,6 +24,7 @@ from agentmesh.gateway.http.context import HttpContext, authorize
 from agentmesh.gateway.http.errors import install_error_handlers
 from agentmesh.gateway.http.head import HeadAsGet
 from agentmesh.gateway.http.input_requests import input_request_router
+from agentmesh.gateway.http.invitations import invitation_router
 from agentmesh.gateway.http.limits import BodySizeLimit
 from agentmesh.gateway.http.mcp_servers import mcp_server_router
 from agentmesh.gateway.http.openai import openai_router
@@ -91,6 +92,7 @@ def create_http_app(context: HttpContext, *, max_request_body_bytes: int) -> Fas
     app.include_router(rest_router(), responses=_ERROR_RESPONSES)
     app.include_router(mcp_server_router(), responses=_ERROR_RESPONSES)
     app.include_router(api_key_router(), responses=_ERROR_RESPONSES)
+    app.include_router(invitation_router(), responses=_ERROR_RESPONSES)
     app.include_router(remote_agent_router(), responses=_ERROR_RESPONSES)
     app.include_router(input_request_router(), responses=_ERROR_RESPONSES)
     app.include_router(usage_router(), responses=_ERROR_RESPONSES)

@@ -36,13 +36,17 @@ def rest_router() -> APIRouter:
 
     @router.post("/auth/register", status_code=201, tags=["auth"])
     async def register(body: schemas.RegisterRequest, ctx: Ctx, caller: Auth) -> schemas.UserOut:
-        """Registers a user. 409 when the e-mail is taken."""
+        """Registers a user, as the registry's registration mode allows: 403 while registration is
+        closed (`REGISTRATION_CLOSED`) or, when invite-only, without a valid unused
+        `invitation_token` (`INVITATION_INVALID`). A taken e-mail is never confirmed: the answer
+        looks like a new registration, but nothing is created or changed."""
         request = reg.RegisterUserRequest(**body.model_dump())
         return convert.user((await ctx.call(ctx.registry.stub.RegisterUser, request, caller)).user)
 
     @router.post("/auth/login", tags=["auth"])
     async def login(body: schemas.LoginRequest, ctx: Ctx, caller: Auth) -> schemas.TokensOut:
-        """Exchanges e-mail and password for tokens. 401 on bad credentials, 429 while throttled."""
+        """Exchanges e-mail and password for tokens. 401 on bad credentials (unknown e-mails
+        alike); 429 while this account is throttled from the client's address, or the address is."""
         request = reg.LoginRequest(email=body.email, password=body.password)
         return convert.tokens((await ctx.call(ctx.registry.stub.Login, request, caller)).tokens)
 

@@ -91,9 +91,12 @@ def _unchanged() -> Any:
 
 class RegisterRequest(RequestBody):
     email: str
-    password: str
+    password: str = Field(description="at least 12 characters (the registry's setting); not a common one")
     first_name: str = ""
     last_name: str = ""
+    invitation_token: str = Field(
+        default="", max_length=200, description="the invitation, when registration is invite-only"
+    )
 
 
 class LoginRequest(RequestBody):

@@ -9,8 +9,12 @@
 - Access tokens carry the user's token version (claim `ver`). It moves on at logout, refresh-token
   reuse, deactivation and role changes; gateways compare it (`user_status`) at most once a
   second per user and refuse older tokens, so revocation takes effect within a second.
-- Repeated failed sign-ins lock the account for a while (doubling up to a cap); while locked,
-  sign-in fails with RESOURCE_EXHAUSTED and `retry_after_seconds`.
+- Repeated failed sign-ins lock the account *from that client address* for a while, and many
+  failures from one address lock that address (identity/sign_in_throttle.py); while locked, sign-in
+  fails with RESOURCE_EXHAUSTED and `retry_after_seconds`. Unknown e-mails get the same answers
+  after the same work (an argon2 verification against a dummy hash) as known ones.
+- A password is checked against the policy whenever one is set (identity/password_policy.py).
+  Self-registration, with its modes and invitations, is `identity/registration.py`.
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ import asyncio
 import hashlib
 import hmac
 import logging
-import math
 import secrets
 import uuid
 from collections.abc import Callable
@@ -33,17 +36,17 @@ from agentmesh.registry.errors import (
     CannotChangeSelf,
     EmailTaken,
     InvalidCredentials,
-    LoginThrottled,
     RefreshTokenInvalid,
     RefreshTokenReused,
     UserInactive,
     UserNotFound,
     ValidationFailed,
 )
+from agentmesh.registry.identity.password_policy import PasswordPolicy
+from agentmesh.registry.identity.sign_in_throttle import SignInThrottle
 from agentmesh.registry.models import (
     Credentials,
     IssuedTokens,
-    LoginState,
     NewUser,
     RefreshToken,
     User,
@@ -109,35 +112,6 @@ class RefreshTokenCodec:
 
 
 @dataclass(frozen=True)
-class LoginThrottle:
-    """When repeated failures lock an account: after `max_failures` failures, each no more than
-    `window_seconds` after the previous one, for `lockout_seconds`, doubling with every further
-    failure up to `max_lockout_seconds`."""
-
-    max_failures: int = 5
-    window_seconds: float = 900.0
-    lockout_seconds: float = 30.0
-    max_lockout_seconds: float = 900.0
-
-    def retry_after(self, state: LoginState, now: datetime) -> int | None:
-        """Whole seconds until the account may try again, or None when it may now."""
-        if state.locked_until is None or state.locked_until <= now:
-            return None
-        return max(1, math.ceil((state.locked_until - now).total_seconds()))
-
-    def failed(self, state: LoginState, now: datetime) -> LoginState:
-        recent = state.last_failed_at is not None and (now - state.last_failed_at).total_seconds() <= (
-            self.window_seconds
-        )
-        count = state.failed_count + 1 if recent else 1
-        locked_until = state.locked_until
-        if count >= self.max_failures:
-            lockout = min(self.lockout_seconds * 2 ** (count - self.max_failures), self.max_lockout_seconds)
-            locked_until = now + timedelta(seconds=lockout)
-        return LoginState(failed_count=count, last_failed_at=now, locked_until=locked_until)
-
-
-@dataclass(frozen=True)
 class CreatedUser:
     """What `Accounts.create_user` did: made `user` anew, or `promoted` an existing one to superuser."""
 
@@ -146,8 +120,8 @@ class CreatedUser:
 
 
 class Accounts:
-    """Users and their sign-in: registration, login, refresh-token rotation and revocation, the
-    current user, and the superuser bootstrap."""
+    """Users and their sign-in: users made by superusers, login, refresh-token rotation and
+    revocation, the current user, and the superuser bootstrap."""
 
     def __init__(
         self,
@@ -157,7 +131,8 @@ class Accounts:
         passwords: Passwords,
         refresh_tokens: RefreshTokenCodec,
         refresh_ttl_seconds: int,
-        throttle: LoginThrottle,
+        throttle: SignInThrottle,
+        policy: PasswordPolicy,
         clock: Clock = utc_now,
     ) -> None:
         self._store = store
@@ -166,9 +141,30 @@ class Accounts:
         self._refresh_tokens = refresh_tokens
         self._refresh_ttl = timedelta(seconds=refresh_ttl_seconds)
         self._throttle = throttle
+        self._policy = policy
         self._now = clock
 
-    async def register(
+    async def new_user(
+        self,
+        *,
+        email: str,
+        password: str,
+        first_name: str = "",
+        last_name: str = "",
+        is_superuser: bool = False,
+    ) -> tuple[NewUser, str]:
+        """A user to insert and its password's hash, once the input and the password policy
+        pass; ValidationFailed naming every field that does not."""
+        email = normalize_email(email)
+        first_name, last_name = first_name.strip(), last_name.strip()
+        violations = check_registration(email, first_name, last_name) + self._policy.check(password)
+        if violations:
+            raise ValidationFailed.of(violations)
+        password_hash = await self._passwords.hash(password)
+        new_user = NewUser(email=email, first_name=first_name, last_name=last_name, is_superuser=is_superuser)
+        return new_user, password_hash
+
+    async def add_user(
         self,
         *,
         email: str,
@@ -177,13 +173,14 @@ class Accounts:
         last_name: str = "",
         is_superuser: bool = False,
     ) -> User:
-        email = normalize_email(email)
-        first_name, last_name = first_name.strip(), last_name.strip()
-        violations = check_registration(email, password, first_name, last_name)
-        if violations:
-            raise ValidationFailed.of(violations)
-        password_hash = await self._passwords.hash(password)
-        new_user = NewUser(email=email, first_name=first_name, last_name=last_name, is_superuser=is_superuser)
+        """A user made by an operator (a superuser, the bootstrap): EmailTaken when the e-mail is."""
+        new_user, password_hash = await self.new_user(
+            email=email,
+            password=password,
+            first_name=first_name,
+            last_name=last_name,
+            is_superuser=is_superuser,
+        )
         async with self._store.write() as tx:
             return await tx.insert_user(
                 new_user, user_id=str(uuid.uuid4()), password_hash=password_hash, now=self._now()
@@ -202,7 +199,7 @@ class Accounts:
         instead (reactivated, its password set): idempotent, as the bootstrap at start is. Raises
         ValidationFailed for bad input and EmailTaken when a plain user of that e-mail exists."""
         try:
-            user = await self.register(
+            user = await self.add_user(
                 email=email,
                 password=password,
                 first_name=first_name,
@@ -216,7 +213,9 @@ class Accounts:
         user = await self.ensure_superuser(email=email, password=password, reset_password=True)
         return CreatedUser(user, promoted=True)
 
-    async def login(self, *, email: str, password: str) -> IssuedTokens:
+    async def login(self, *, email: str, password: str, client_address: str = "") -> IssuedTokens:
+        """Tokens for the right password. Wrong e-mail and wrong password answer alike, after
+        the same work, and are throttled alike by account and `client_address`."""
         email = normalize_email(email)
         violations = []
         if not email:
@@ -225,17 +224,16 @@ class Accounts:
             violations.append(FieldViolation("password", "is required"))
         if violations:
             raise ValidationFailed.of(violations)
+        had_failures = await self._throttle.check(email, client_address)
         async with self._store.read() as tx:
             credentials = await tx.get_credentials(email)
         if credentials is None:
             await self._passwords.burn(password)
+        if credentials is None or not await self._passwords.verify(credentials.password_hash, password):
+            await self._throttle.failed(email, client_address)
             raise InvalidCredentials("wrong e-mail or password")
-        retry_after = self._throttle.retry_after(credentials.login, self._now())
-        if retry_after is not None:
-            raise LoginThrottled(retry_after)
-        if not await self._passwords.verify(credentials.password_hash, password):
-            await self._record_failure(email)
-            raise InvalidCredentials("wrong e-mail or password")
+        if had_failures:
+            await self._throttle.succeeded(email, client_address)
         if not credentials.user.is_active:
             raise UserInactive("this account is deactivated")
         return await self._signed_in(credentials, password)
@@ -338,7 +336,7 @@ class Accounts:
         async with self._store.read() as tx:
             if await tx.has_users():
                 return None
-        user = await self.register(email=email, password=password, is_superuser=True)
+        user = await self.add_user(email=email, password=password, is_superuser=True)
         logger.info("created superuser %s, the first user", user.email)
         return user
 
@@ -346,14 +344,16 @@ class Accounts:
         """Makes sure a superuser with this e-mail exists (idempotent): creates it, or promotes and
         reactivates an existing user; its password changes only with `reset_password`."""
         email = normalize_email(email)
-        violations = check_registration(email, password, "", "")
+        # The policy applies only where a password is set (creating, resetting): a bootstrap
+        # superuser made under an older policy still starts.
+        violations = check_registration(email, "", "")
         if violations:
             raise ValidationFailed.of(violations)
         async with self._store.read() as tx:
             credentials = await tx.get_credentials(email)
         if credentials is None:
             try:
-                user = await self.register(email=email, password=password, is_superuser=True)
+                user = await self.add_user(email=email, password=password, is_superuser=True)
                 logger.info("created superuser %s", email)
                 return user
             except EmailTaken:  # another replica bootstrapped it meanwhile
@@ -362,6 +362,8 @@ class Accounts:
                 assert credentials is not None
         new_hash = None
         if reset_password and not await self._passwords.verify(credentials.password_hash, password):
+            if violations := self._policy.check(password):
+                raise ValidationFailed.of(violations)
             new_hash = await self._passwords.hash(password)
         user = credentials.user
         if user.is_superuser and user.is_active and new_hash is None:
@@ -378,17 +380,6 @@ class Accounts:
             update={"is_superuser": True, "is_active": True, "token_version": user.token_version + bumped}
         )
 
-    async def _record_failure(self, email: str) -> None:
-        async with self._store.write() as tx:
-            credentials = await tx.get_credentials(email, for_update=True)
-            if credentials is not None:
-                state = self._throttle.failed(credentials.login, self._now())
-                await tx.save_login_state(credentials.user.id, state)
-        if credentials is not None and state.locked_until is not None:
-            logger.warning(
-                "sign-in for user %s locked after %d failures", credentials.user.id, state.failed_count
-            )
-
     async def _signed_in(self, credentials: Credentials, password: str) -> IssuedTokens:
         new_hash = None
         if self._passwords.needs_rehash(credentials.password_hash):
@@ -396,8 +387,6 @@ class Accounts:
         now = self._now()
         user = credentials.user
         async with self._store.write() as tx:
-            if credentials.login != LoginState():
-                await tx.save_login_state(user.id, LoginState())
             if new_hash is not None:
                 await tx.set_password_hash(user.id, new_hash)
             token = await self._new_refresh_token(tx, user.id, str(uuid.uuid4()), now)

@@ -1,7 +1,9 @@
 """The user and API key RPCs of RegistryService: proto in, proto out, mixed into
 `RegistryServicer`. Signing in and out (Login, RefreshTokens, RevokeRefreshToken) are the users'
-RPCs too. No answer but CreateApiKey's carries a secret, and that one only the key's new owner
-gets. AuthenticateApiKey is internal (`internal_servicer.py`)."""
+RPCs too, and a superuser's invitations to register. No answer but CreateApiKey's and
+CreateInvitation's carries a secret, and those only the caller who made it gets.
+AuthenticateApiKey is internal (`internal_servicer.py`). Sign-in and registration go by the client
+address the call came from (`current_client_address`: the one the gateway vouched for)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,10 @@ import grpc
 from agentmesh.registry import convert
 from agentmesh.registry.identity.api_keys import ApiKeys
 from agentmesh.registry.identity.auth import Accounts
+from agentmesh.registry.identity.invitations import Invitations
+from agentmesh.registry.identity.registration import Registration
 from agentmesh.registry.v1 import registry_service_pb2 as pb
+from agentmesh.runtime.client_address import current_client_address
 from agentmesh.runtime.identity import caller
 
 Context = grpc.aio.ServicerContext
@@ -22,20 +27,24 @@ class AccountRpcs:
     """Adapts the user and sign-in RPCs to `Accounts`."""
 
     _accounts: Accounts
+    _registration: Registration
 
     async def RegisterUser(
         self, request: pb.RegisterUserRequest, context: Context
     ) -> pb.RegisterUserResponse:
-        user = await self._accounts.register(
+        user = await self._registration.register(
             email=request.email,
             password=request.password,
             first_name=request.first_name,
             last_name=request.last_name,
+            invitation_token=request.invitation_token,
         )
         return pb.RegisterUserResponse(user=convert.user_message(user))
 
     async def Login(self, request: pb.LoginRequest, context: Context) -> pb.LoginResponse:
-        tokens = await self._accounts.login(email=request.email, password=request.password)
+        tokens = await self._accounts.login(
+            email=request.email, password=request.password, client_address=current_client_address.get()
+        )
         return pb.LoginResponse(tokens=convert.tokens_message(tokens))
 
     async def RefreshTokens(
@@ -75,6 +84,36 @@ class AccountRpcs:
             is_superuser=request.user.is_superuser,
         )
         return pb.UpdateUserResponse(user=convert.user_message(user))
+
+
+class InvitationRpcs:
+    """Adapts the invitation RPCs to `Invitations` (superusers only: the RPC policy)."""
+
+    _invitations: Invitations
+
+    async def CreateInvitation(
+        self, request: pb.CreateInvitationRequest, context: Context
+    ) -> pb.CreateInvitationResponse:
+        invitation, token = await self._invitations.create(caller(), ttl_seconds=request.ttl_seconds)
+        return pb.CreateInvitationResponse(invitation=convert.invitation_message(invitation), token=token)
+
+    async def ListInvitations(
+        self, request: pb.ListInvitationsRequest, context: Context
+    ) -> pb.ListInvitationsResponse:
+        page = await self._invitations.list(
+            page_size=request.page_size, page_token=request.page_token, page=request.page
+        )
+        return pb.ListInvitationsResponse(
+            invitations=[convert.invitation_message(invitation) for invitation in page.items],
+            next_page_token=page.next_page_token,
+            total_size=page.total_size,
+        )
+
+    async def RevokeInvitation(
+        self, request: pb.RevokeInvitationRequest, context: Context
+    ) -> pb.RevokeInvitationResponse:
+        await self._invitations.revoke(request.id)
+        return pb.RevokeInvitationResponse()
 
 
 class ApiKeyRpcs:

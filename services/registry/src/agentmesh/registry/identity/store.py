@@ -17,7 +17,6 @@ from agentmesh.registry.mappers import from_row
 from agentmesh.registry.models import (
     ApiKey,
     Credentials,
-    LoginState,
     NewUser,
     PageRequest,
     RefreshToken,
@@ -149,9 +148,6 @@ class AccountTransaction(abc.ABC):
     async def get_credentials(self, email: str, *, for_update: bool = False) -> Credentials | None: ...
 
     @abc.abstractmethod
-    async def save_login_state(self, user_id: str, state: LoginState) -> None: ...
-
-    @abc.abstractmethod
     async def set_password_hash(self, user_id: str, password_hash: str) -> None: ...
 
     @abc.abstractmethod
@@ -185,7 +181,7 @@ class InMemoryAccounts(AccountTransaction):
         if any(known.user.email == user.email for known in self._state.users.values()):
             raise EmailTaken(f"e-mail {user.email!r} is already registered")
         stored = User(**user.model_dump(), id=user_id, is_active=True, created_at=now)
-        self._state.users[user_id] = Credentials(user=stored, password_hash=password_hash, login=LoginState())
+        self._state.users[user_id] = Credentials(user=stored, password_hash=password_hash)
         return stored
 
     async def get_user(self, user_id: str) -> User | None:
@@ -197,9 +193,6 @@ class InMemoryAccounts(AccountTransaction):
 
     async def get_credentials(self, email: str, *, for_update: bool = False) -> Credentials | None:
         return next((c for c in self._state.users.values() if c.user.email == email), None)
-
-    async def save_login_state(self, user_id: str, state: LoginState) -> None:
-        self._update_user(user_id, login=state)
 
     async def set_password_hash(self, user_id: str, password_hash: str) -> None:
         self._update_user(user_id, password_hash=password_hash)
@@ -252,7 +245,6 @@ class SqlAccounts(AccountTransaction):
             last_name=user.last_name,
             is_superuser=user.is_superuser,
             is_active=True,
-            failed_login_count=0,
             created_at=now,
             token_version=0,
         )
@@ -274,23 +266,7 @@ class SqlAccounts(AccountTransaction):
         )
         if row is None:
             return None
-        state = LoginState(
-            failed_count=row.failed_login_count,
-            last_failed_at=row.last_failed_login_at,
-            locked_until=row.locked_until,
-        )
-        return Credentials(user=from_row(User, row), password_hash=row.password_hash, login=state)
-
-    async def save_login_state(self, user_id: str, state: LoginState) -> None:
-        await self._session.execute(
-            sa.update(UserRow)
-            .where(UserRow.id == user_id)
-            .values(
-                failed_login_count=state.failed_count,
-                last_failed_login_at=state.last_failed_at,
-                locked_until=state.locked_until,
-            )
-        )
+        return Credentials(user=from_row(User, row), password_hash=row.password_hash)
 
     async def set_password_hash(self, user_id: str, password_hash: str) -> None:
         await self._session.execute(

@@ -17,6 +17,7 @@ from datetime import datetime
 from agentmesh.registry.agents.lifecycle import run_finished, run_started, takes_runs
 from agentmesh.registry.agents.store import InMemoryAgents
 from agentmesh.registry.agents.version_store import InMemoryAgentVersions
+from agentmesh.registry.identity.sign_in_store import InMemorySignIn
 from agentmesh.registry.identity.store import InMemoryAccounts, InMemoryApiKeys
 from agentmesh.registry.in_memory_state import State, Stored, StoredLease
 from agentmesh.registry.mcp_servers.store import InMemoryMcpServers
@@ -168,6 +169,7 @@ class InMemoryTransaction(
     InMemoryApiKeys,
     InMemoryRemoteAgents,
     InMemoryExecutors,
+    InMemorySignIn,
     StoreTransaction,
 ):
     """The operations of one transaction, on the state it was given."""

@@ -21,6 +21,7 @@ from datetime import datetime
 from agentmesh.registry.agents.store import AgentTransaction
 from agentmesh.registry.agents.version_store import AgentVersionTransaction
 from agentmesh.registry.errors import DuplicateRequest as DuplicateRequest
+from agentmesh.registry.identity.sign_in_store import SignInTransaction
 from agentmesh.registry.identity.store import AccountTransaction, ApiKeyTransaction
 from agentmesh.registry.mcp_servers.store import McpServerTransaction
 from agentmesh.registry.models import Agent, AgentType, PageRequest, Project, RunKey, Slice
@@ -207,9 +208,11 @@ class StoreTransaction(
     ApiKeyTransaction,
     RemoteAgentTransaction,
     ExecutorTransaction,
+    SignInTransaction,
 ):
     """The operations of one transaction, each resource's in its store part: users', refresh
-    tokens' and API keys' in `identity.store`, agent types' and agents' in `agents.store`, agents'
+    tokens' and API keys' in `identity.store`, failed sign-ins' and invitations' in
+    `identity.sign_in_store`, agent types' and agents' in `agents.store`, agents'
     versions and sessions' pins to them in `agents.version_store`, projects' in `projects.store`,
     registered MCP servers' in `mcp_servers.store`, remote A2A agents' in `remote_agents.store`,
     the executor pool's in `runs.executor_store`. Reads return None for what does not exist."""

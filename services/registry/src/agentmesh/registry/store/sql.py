@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from agentmesh.registry.agents.store import SqlAgents
 from agentmesh.registry.agents.version_store import SqlAgentVersions
+from agentmesh.registry.identity.sign_in_store import SqlSignIn
 from agentmesh.registry.identity.store import SqlAccounts, SqlApiKeys
 from agentmesh.registry.mappers import from_row
 from agentmesh.registry.mcp_servers.store import SqlMcpServers
@@ -194,6 +195,7 @@ class SqlStoreTransaction(
     SqlApiKeys,
     SqlRemoteAgents,
     SqlExecutors,
+    SqlSignIn,
     StoreTransaction,
 ):
     """One AsyncSession transaction."""

@@ -70,14 +70,17 @@ class RegisterUserRequest(_message.Message):
     PASSWORD_FIELD_NUMBER: _builtins.int
     FIRST_NAME_FIELD_NUMBER: _builtins.int
     LAST_NAME_FIELD_NUMBER: _builtins.int
+    INVITATION_TOKEN_FIELD_NUMBER: _builtins.int
     email: _builtins.str
     """E-mail address."""
     password: _builtins.str
-    """Password, at least 8 characters."""
+    """Password: at least 12 characters (the registry's setting) and not a common password."""
     first_name: _builtins.str
     """Given name."""
     last_name: _builtins.str
     """Family name."""
+    invitation_token: _builtins.str
+    """The invitation a superuser issued, when registration is invite-only; ignored otherwise."""
     def __init__(
         self,
         *,
@@ -85,10 +88,11 @@ class RegisterUserRequest(_message.Message):
         password: _builtins.str = ...,
         first_name: _builtins.str = ...,
         last_name: _builtins.str = ...,
+        invitation_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["email", b"email", "first_name", b"first_name", "last_name", b"last_name", "password", b"password"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["email", b"email", "first_name", b"first_name", "invitation_token", b"invitation_token", "last_name", b"last_name", "password", b"password"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -342,7 +346,7 @@ class CreateUserRequest(_message.Message):
     email: _builtins.str
     """E-mail address (the user's sign-in name)."""
     password: _builtins.str
-    """Password, at least 8 characters."""
+    """Password: at least 12 characters (the registry's setting) and not a common password."""
     first_name: _builtins.str
     """Given name."""
     last_name: _builtins.str
@@ -610,6 +614,159 @@ class RevokeApiKeyResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RevokeApiKeyResponse: _TypeAlias = RevokeApiKeyResponse  # noqa: Y015
+
+@_typing.final
+class CreateInvitationRequest(_message.Message):
+    """CreateInvitationRequest is the input of CreateInvitation."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TTL_SECONDS_FIELD_NUMBER: _builtins.int
+    ttl_seconds: _builtins.int
+    """How long the invitation stays valid, in seconds (at most 90 days); 0 for the registry's
+    default (7 days).
+    """
+    def __init__(
+        self,
+        *,
+        ttl_seconds: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ttl_seconds", b"ttl_seconds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateInvitationRequest: _TypeAlias = CreateInvitationRequest  # noqa: Y015
+
+@_typing.final
+class CreateInvitationResponse(_message.Message):
+    """CreateInvitationResponse is the output of CreateInvitation."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INVITATION_FIELD_NUMBER: _builtins.int
+    TOKEN_FIELD_NUMBER: _builtins.int
+    token: _builtins.str
+    """The token to register with, `ami_` and 43 URL-safe characters: shown this once, never again."""
+    @_builtins.property
+    def invitation(self) -> _resources_pb2.Invitation:
+        """The invitation's description."""
+
+    def __init__(
+        self,
+        *,
+        invitation: _resources_pb2.Invitation | None = ...,
+        token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["invitation", b"invitation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["invitation", b"invitation", "token", b"token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateInvitationResponse: _TypeAlias = CreateInvitationResponse  # noqa: Y015
+
+@_typing.final
+class ListInvitationsRequest(_message.Message):
+    """ListInvitationsRequest is the input of ListInvitations."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    PAGE_FIELD_NUMBER: _builtins.int
+    page_size: _builtins.int
+    """At most this many (default 50, at most 1000)."""
+    page_token: _builtins.str
+    """Token from a previous response."""
+    page: _builtins.int
+    """Page number (1-based), an alternative to page_token for REST-style paging."""
+    def __init__(
+        self,
+        *,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        page: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page", b"page", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListInvitationsRequest: _TypeAlias = ListInvitationsRequest  # noqa: Y015
+
+@_typing.final
+class ListInvitationsResponse(_message.Message):
+    """ListInvitationsResponse is the output of ListInvitations."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INVITATIONS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    TOTAL_SIZE_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Token for the next page; empty on the last."""
+    total_size: _builtins.int
+    """How many there are in all."""
+    @_builtins.property
+    def invitations(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Invitation]:
+        """The page, without tokens."""
+
+    def __init__(
+        self,
+        *,
+        invitations: _abc.Iterable[_resources_pb2.Invitation] | None = ...,
+        next_page_token: _builtins.str = ...,
+        total_size: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["invitations", b"invitations", "next_page_token", b"next_page_token", "total_size", b"total_size"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListInvitationsResponse: _TypeAlias = ListInvitationsResponse  # noqa: Y015
+
+@_typing.final
+class RevokeInvitationRequest(_message.Message):
+    """RevokeInvitationRequest is the input of RevokeInvitation."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Identifier."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RevokeInvitationRequest: _TypeAlias = RevokeInvitationRequest  # noqa: Y015
+
+@_typing.final
+class RevokeInvitationResponse(_message.Message):
+    """RevokeInvitationResponse is the output of RevokeInvitation."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RevokeInvitationResponse: _TypeAlias = RevokeInvitationResponse  # noqa: Y015
 
 @_typing.final
 class CreateAgentTypeRequest(_message.Message):

@@ -91,6 +91,21 @@ class RegistryServiceStub:
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeApiKeyRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeApiKeyResponse.FromString,
                 _registered_method=True)
+        self.CreateInvitation = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/CreateInvitation',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateInvitationRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateInvitationResponse.FromString,
+                _registered_method=True)
+        self.ListInvitations = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/ListInvitations',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListInvitationsRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListInvitationsResponse.FromString,
+                _registered_method=True)
+        self.RevokeInvitation = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/RevokeInvitation',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeInvitationRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeInvitationResponse.FromString,
+                _registered_method=True)
         self.CreateAgentType = channel.unary_unary(
                 '/agentmesh.registry.v1.RegistryService/CreateAgentType',
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateAgentTypeRequest.SerializeToString,
@@ -289,16 +304,20 @@ class RegistryServiceServicer:
     """
 
     def RegisterUser(self, request, context):
-        """Registers a user. ALREADY_EXISTS when the e-mail is taken.
+        """Registers a user, as the registry's registration mode allows: PERMISSION_DENIED while
+        registration is closed (reason REGISTRATION_CLOSED) or, when it is invite-only, without a
+        valid unused invitation (INVITATION_INVALID). A taken e-mail is never confirmed: the answer
+        looks like a new registration, but nothing is created or changed.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Login(self, request, context):
-        """Exchanges e-mail and password for tokens. UNAUTHENTICATED on bad credentials,
-        RESOURCE_EXHAUSTED while the account is throttled after repeated failures (ErrorInfo reason
-        LOGIN_THROTTLED, metadata `retry_after_seconds`).
+        """Exchanges e-mail and password for tokens. UNAUTHENTICATED on bad credentials (unknown
+        e-mails alike), RESOURCE_EXHAUSTED while the account is throttled from the client's address,
+        or the address is, after repeated failures (ErrorInfo reason LOGIN_THROTTLED, metadata
+        `retry_after_seconds`), for unknown e-mails alike.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -367,6 +386,30 @@ class RegistryServiceServicer:
     def RevokeApiKey(self, request, context):
         """Revokes one of the caller's API keys; it stops working within a second. NOT_FOUND for a key
         that is not the caller's. Revoking a revoked key changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateInvitation(self, request, context):
+        """Issues an invitation to register while registration is invite-only (superusers). The answer
+        carries the single-use token, the only time it is ever shown (only its SHA-256 is stored).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListInvitations(self, request, context):
+        """Lists invitations, oldest first, used, revoked and expired ones included, without tokens
+        (superusers).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeInvitation(self, request, context):
+        """Revokes an unused invitation (superusers). NOT_FOUND for an unknown one; revoking a used
+        or revoked one changes nothing.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -713,6 +756,21 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.RevokeApiKey,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeApiKeyRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeApiKeyResponse.SerializeToString,
+            ),
+            'CreateInvitation': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateInvitation,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateInvitationRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateInvitationResponse.SerializeToString,
+            ),
+            'ListInvitations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListInvitations,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListInvitationsRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListInvitationsResponse.SerializeToString,
+            ),
+            'RevokeInvitation': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeInvitation,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeInvitationRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeInvitationResponse.SerializeToString,
             ),
             'CreateAgentType': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateAgentType,
@@ -1177,6 +1235,87 @@ class RegistryService:
             '/agentmesh.registry.v1.RegistryService/RevokeApiKey',
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeApiKeyRequest.SerializeToString,
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeApiKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateInvitation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/CreateInvitation',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateInvitationRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateInvitationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListInvitations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/ListInvitations',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListInvitationsRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListInvitationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeInvitation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/RevokeInvitation',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeInvitationRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RevokeInvitationResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -41,11 +41,16 @@ class RegistryServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> RegistryServiceAsyncStub: ...
     RegisterUser: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RegisterUserRequest, _registry_service_pb2.RegisterUserResponse]
-    """Registers a user. ALREADY_EXISTS when the e-mail is taken."""
+    """Registers a user, as the registry's registration mode allows: PERMISSION_DENIED while
+    registration is closed (reason REGISTRATION_CLOSED) or, when it is invite-only, without a
+    valid unused invitation (INVITATION_INVALID). A taken e-mail is never confirmed: the answer
+    looks like a new registration, but nothing is created or changed.
+    """
     Login: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.LoginRequest, _registry_service_pb2.LoginResponse]
-    """Exchanges e-mail and password for tokens. UNAUTHENTICATED on bad credentials,
-    RESOURCE_EXHAUSTED while the account is throttled after repeated failures (ErrorInfo reason
-    LOGIN_THROTTLED, metadata `retry_after_seconds`).
+    """Exchanges e-mail and password for tokens. UNAUTHENTICATED on bad credentials (unknown
+    e-mails alike), RESOURCE_EXHAUSTED while the account is throttled from the client's address,
+    or the address is, after repeated failures (ErrorInfo reason LOGIN_THROTTLED, metadata
+    `retry_after_seconds`), for unknown e-mails alike.
     """
     RefreshTokens: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RefreshTokensRequest, _registry_service_pb2.RefreshTokensResponse]
     """Exchanges a refresh token for new tokens; the old refresh token stops working.
@@ -80,6 +85,18 @@ class RegistryServiceStub:
     RevokeApiKey: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RevokeApiKeyRequest, _registry_service_pb2.RevokeApiKeyResponse]
     """Revokes one of the caller's API keys; it stops working within a second. NOT_FOUND for a key
     that is not the caller's. Revoking a revoked key changes nothing.
+    """
+    CreateInvitation: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CreateInvitationRequest, _registry_service_pb2.CreateInvitationResponse]
+    """Issues an invitation to register while registration is invite-only (superusers). The answer
+    carries the single-use token, the only time it is ever shown (only its SHA-256 is stored).
+    """
+    ListInvitations: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ListInvitationsRequest, _registry_service_pb2.ListInvitationsResponse]
+    """Lists invitations, oldest first, used, revoked and expired ones included, without tokens
+    (superusers).
+    """
+    RevokeInvitation: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RevokeInvitationRequest, _registry_service_pb2.RevokeInvitationResponse]
+    """Revokes an unused invitation (superusers). NOT_FOUND for an unknown one; revoking a used
+    or revoked one changes nothing.
     """
     CreateAgentType: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CreateAgentTypeRequest, _registry_service_pb2.CreateAgentTypeResponse]
     """Creates an agent type (superusers). ALREADY_EXISTS when the slug is taken."""
@@ -216,11 +233,16 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     RegisterUser: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RegisterUserRequest, _registry_service_pb2.RegisterUserResponse]  # type: ignore[assignment]
-    """Registers a user. ALREADY_EXISTS when the e-mail is taken."""
+    """Registers a user, as the registry's registration mode allows: PERMISSION_DENIED while
+    registration is closed (reason REGISTRATION_CLOSED) or, when it is invite-only, without a
+    valid unused invitation (INVITATION_INVALID). A taken e-mail is never confirmed: the answer
+    looks like a new registration, but nothing is created or changed.
+    """
     Login: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.LoginRequest, _registry_service_pb2.LoginResponse]  # type: ignore[assignment]
-    """Exchanges e-mail and password for tokens. UNAUTHENTICATED on bad credentials,
-    RESOURCE_EXHAUSTED while the account is throttled after repeated failures (ErrorInfo reason
-    LOGIN_THROTTLED, metadata `retry_after_seconds`).
+    """Exchanges e-mail and password for tokens. UNAUTHENTICATED on bad credentials (unknown
+    e-mails alike), RESOURCE_EXHAUSTED while the account is throttled from the client's address,
+    or the address is, after repeated failures (ErrorInfo reason LOGIN_THROTTLED, metadata
+    `retry_after_seconds`), for unknown e-mails alike.
     """
     RefreshTokens: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RefreshTokensRequest, _registry_service_pb2.RefreshTokensResponse]  # type: ignore[assignment]
     """Exchanges a refresh token for new tokens; the old refresh token stops working.
@@ -255,6 +277,18 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     RevokeApiKey: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RevokeApiKeyRequest, _registry_service_pb2.RevokeApiKeyResponse]  # type: ignore[assignment]
     """Revokes one of the caller's API keys; it stops working within a second. NOT_FOUND for a key
     that is not the caller's. Revoking a revoked key changes nothing.
+    """
+    CreateInvitation: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CreateInvitationRequest, _registry_service_pb2.CreateInvitationResponse]  # type: ignore[assignment]
+    """Issues an invitation to register while registration is invite-only (superusers). The answer
+    carries the single-use token, the only time it is ever shown (only its SHA-256 is stored).
+    """
+    ListInvitations: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ListInvitationsRequest, _registry_service_pb2.ListInvitationsResponse]  # type: ignore[assignment]
+    """Lists invitations, oldest first, used, revoked and expired ones included, without tokens
+    (superusers).
+    """
+    RevokeInvitation: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RevokeInvitationRequest, _registry_service_pb2.RevokeInvitationResponse]  # type: ignore[assignment]
+    """Revokes an unused invitation (superusers). NOT_FOUND for an unknown one; revoking a used
+    or revoked one changes nothing.
     """
     CreateAgentType: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CreateAgentTypeRequest, _registry_service_pb2.CreateAgentTypeResponse]  # type: ignore[assignment]
     """Creates an agent type (superusers). ALREADY_EXISTS when the slug is taken."""
@@ -394,7 +428,11 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _registry_service_pb2.RegisterUserRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.RegisterUserResponse, _abc.Awaitable[_registry_service_pb2.RegisterUserResponse]]:
-        """Registers a user. ALREADY_EXISTS when the e-mail is taken."""
+        """Registers a user, as the registry's registration mode allows: PERMISSION_DENIED while
+        registration is closed (reason REGISTRATION_CLOSED) or, when it is invite-only, without a
+        valid unused invitation (INVITATION_INVALID). A taken e-mail is never confirmed: the answer
+        looks like a new registration, but nothing is created or changed.
+        """
 
     @_abc_1.abstractmethod
     def Login(
@@ -402,9 +440,10 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _registry_service_pb2.LoginRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.LoginResponse, _abc.Awaitable[_registry_service_pb2.LoginResponse]]:
-        """Exchanges e-mail and password for tokens. UNAUTHENTICATED on bad credentials,
-        RESOURCE_EXHAUSTED while the account is throttled after repeated failures (ErrorInfo reason
-        LOGIN_THROTTLED, metadata `retry_after_seconds`).
+        """Exchanges e-mail and password for tokens. UNAUTHENTICATED on bad credentials (unknown
+        e-mails alike), RESOURCE_EXHAUSTED while the account is throttled from the client's address,
+        or the address is, after repeated failures (ErrorInfo reason LOGIN_THROTTLED, metadata
+        `retry_after_seconds`), for unknown e-mails alike.
         """
 
     @_abc_1.abstractmethod
@@ -487,6 +526,36 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_registry_service_pb2.RevokeApiKeyResponse, _abc.Awaitable[_registry_service_pb2.RevokeApiKeyResponse]]:
         """Revokes one of the caller's API keys; it stops working within a second. NOT_FOUND for a key
         that is not the caller's. Revoking a revoked key changes nothing.
+        """
+
+    @_abc_1.abstractmethod
+    def CreateInvitation(
+        self,
+        request: _registry_service_pb2.CreateInvitationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.CreateInvitationResponse, _abc.Awaitable[_registry_service_pb2.CreateInvitationResponse]]:
+        """Issues an invitation to register while registration is invite-only (superusers). The answer
+        carries the single-use token, the only time it is ever shown (only its SHA-256 is stored).
+        """
+
+    @_abc_1.abstractmethod
+    def ListInvitations(
+        self,
+        request: _registry_service_pb2.ListInvitationsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.ListInvitationsResponse, _abc.Awaitable[_registry_service_pb2.ListInvitationsResponse]]:
+        """Lists invitations, oldest first, used, revoked and expired ones included, without tokens
+        (superusers).
+        """
+
+    @_abc_1.abstractmethod
+    def RevokeInvitation(
+        self,
+        request: _registry_service_pb2.RevokeInvitationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.RevokeInvitationResponse, _abc.Awaitable[_registry_service_pb2.RevokeInvitationResponse]]:
+        """Revokes an unused invitation (superusers). NOT_FOUND for an unknown one; revoking a used
+        or revoked one changes nothing.
         """
 
     @_abc_1.abstractmethod

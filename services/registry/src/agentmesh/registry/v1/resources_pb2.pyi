@@ -200,6 +200,56 @@ class ApiKey(_message.Message):
 Global___ApiKey: _TypeAlias = ApiKey  # noqa: Y015
 
 @_typing.final
+class Invitation(_message.Message):
+    """Invitation is a single-use permission to register while registration is invite-only."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    CREATED_BY_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    USED_AT_FIELD_NUMBER: _builtins.int
+    REVOKED_AT_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Opaque identifier."""
+    created_by: _builtins.str
+    """The superuser who issued it."""
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When it was issued."""
+
+    @_builtins.property
+    def expires_at(self) -> _timestamp_pb2.Timestamp:
+        """When it stops being valid."""
+
+    @_builtins.property
+    def used_at(self) -> _timestamp_pb2.Timestamp:
+        """When someone registered with it; unset while unused."""
+
+    @_builtins.property
+    def revoked_at(self) -> _timestamp_pb2.Timestamp:
+        """When it was revoked; unset while it is not."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        created_by: _builtins.str = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        expires_at: _timestamp_pb2.Timestamp | None = ...,
+        used_at: _timestamp_pb2.Timestamp | None = ...,
+        revoked_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "expires_at", b"expires_at", "revoked_at", b"revoked_at", "used_at", b"used_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "created_by", b"created_by", "expires_at", b"expires_at", "id", b"id", "revoked_at", b"revoked_at", "used_at", b"used_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Invitation: _TypeAlias = Invitation  # noqa: Y015
+
+@_typing.final
 class McpServer(_message.Message):
     """McpServer is a Model Context Protocol server an agent takes tools from: defined inline in an
     agent type, or registered in the registry (superusers; global, or for one project) and named by

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0019_agent_public"
-down_revision: str | None = "0017_agent_versions"
+down_revision: str | None = "0018_invitations"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
