@@ -7,6 +7,8 @@ gives one fresh PostgreSQL database; `postgres_url` is the session's PostgreSQL 
 from __future__ import annotations
 
 import contextlib
+import os
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -14,6 +16,12 @@ import pytest
 
 from tests.e2e.harness import ServiceProcess
 from tests.postgres import PostgresUnavailable, fresh_database, postgres_server_url, skip_or_fail
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The CLI keeps its sign-in in the user's config directory: the suite's own, so that no test
+    # reads a developer's credentials (a signed-in CLI is not anonymous) or writes over them.
+    os.environ["AGENTMESH_CONFIG_DIR"] = tempfile.mkdtemp(prefix="agentmesh-tests-config-")
 
 
 @pytest.hookimpl(wrapper=True)
