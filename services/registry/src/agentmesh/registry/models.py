@@ -203,6 +203,7 @@ class AgentTypeFields(_Model):
     delegation_limits: DelegationLimits = Field(default_factory=DelegationLimits)
     context_budget_tokens: int = 0  # the prompt's budget; 0: the executor's default for the model
     compaction_model: str = ""  # summarizes history beyond the budget; "": the agent's model
+    compaction_prompt: str = ""  # the summarizing instructions; "": the executor's built-in ones
     run_budget: RunBudget = Field(default_factory=lambda: RunBudget())
 
 
@@ -400,6 +401,7 @@ class AgentSpec(_Model):
     delegation_limits: DelegationLimits = Field(default_factory=DelegationLimits)
     context_budget_tokens: int = 0
     compaction_model: str = ""
+    compaction_prompt: str = ""
     run_budget: RunBudget = Field(default_factory=lambda: RunBudget())
     version: int = 0  # the agent's version this is (0: not known)
 
