@@ -357,6 +357,16 @@ class FieldChange(_Model):
     after: JsonValue = None
 
 
+class MovedSessions(_Model):
+    """Every session of an agent moved to one of its versions: how many moved (were on another)
+    of how many have run it."""
+
+    agent_id: str
+    version: int
+    moved: int
+    sessions: int
+
+
 class AgentMetrics(_Model):
     """Usage figures of one agent, in the shape of the REST metrics route."""
 

@@ -3855,6 +3855,152 @@ func (x *MoveSessionResponse) GetVersions() []*SessionAgentVersion {
 	return nil
 }
 
+// MoveAgentSessionsRequest is the input of MoveAgentSessions.
+type MoveAgentSessionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The agent whose sessions move: id, slug or exact name.
+	AgentId string `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The version to move to; 0 with `latest`.
+	Version int32 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	// Move to the latest version instead.
+	Latest        bool `protobuf:"varint,4,opt,name=latest,proto3" json:"latest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveAgentSessionsRequest) Reset() {
+	*x = MoveAgentSessionsRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveAgentSessionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveAgentSessionsRequest) ProtoMessage() {}
+
+func (x *MoveAgentSessionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveAgentSessionsRequest.ProtoReflect.Descriptor instead.
+func (*MoveAgentSessionsRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *MoveAgentSessionsRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *MoveAgentSessionsRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *MoveAgentSessionsRequest) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *MoveAgentSessionsRequest) GetLatest() bool {
+	if x != nil {
+		return x.Latest
+	}
+	return false
+}
+
+// MoveAgentSessionsResponse is the output of MoveAgentSessions.
+type MoveAgentSessionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent's id.
+	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The version the agent's sessions use now.
+	Version int32 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// How many sessions moved (those already on it are not counted).
+	MovedSessions int32 `protobuf:"varint,3,opt,name=moved_sessions,json=movedSessions,proto3" json:"moved_sessions,omitempty"`
+	// How many sessions have run the agent.
+	Sessions      int32 `protobuf:"varint,4,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveAgentSessionsResponse) Reset() {
+	*x = MoveAgentSessionsResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveAgentSessionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveAgentSessionsResponse) ProtoMessage() {}
+
+func (x *MoveAgentSessionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveAgentSessionsResponse.ProtoReflect.Descriptor instead.
+func (*MoveAgentSessionsResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *MoveAgentSessionsResponse) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *MoveAgentSessionsResponse) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *MoveAgentSessionsResponse) GetMovedSessions() int32 {
+	if x != nil {
+		return x.MovedSessions
+	}
+	return 0
+}
+
+func (x *MoveAgentSessionsResponse) GetSessions() int32 {
+	if x != nil {
+		return x.Sessions
+	}
+	return 0
+}
+
 // CreateMcpServerRequest is the input of CreateMcpServer.
 type CreateMcpServerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3869,7 +4015,7 @@ type CreateMcpServerRequest struct {
 
 func (x *CreateMcpServerRequest) Reset() {
 	*x = CreateMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3881,7 +4027,7 @@ func (x *CreateMcpServerRequest) String() string {
 func (*CreateMcpServerRequest) ProtoMessage() {}
 
 func (x *CreateMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[68]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3894,7 +4040,7 @@ func (x *CreateMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*CreateMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{68}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CreateMcpServerRequest) GetMcpServer() *McpServer {
@@ -3922,7 +4068,7 @@ type CreateMcpServerResponse struct {
 
 func (x *CreateMcpServerResponse) Reset() {
 	*x = CreateMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3934,7 +4080,7 @@ func (x *CreateMcpServerResponse) String() string {
 func (*CreateMcpServerResponse) ProtoMessage() {}
 
 func (x *CreateMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[69]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3947,7 +4093,7 @@ func (x *CreateMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*CreateMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{69}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CreateMcpServerResponse) GetMcpServer() *McpServer {
@@ -3973,7 +4119,7 @@ type GetMcpServerRequest struct {
 
 func (x *GetMcpServerRequest) Reset() {
 	*x = GetMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3985,7 +4131,7 @@ func (x *GetMcpServerRequest) String() string {
 func (*GetMcpServerRequest) ProtoMessage() {}
 
 func (x *GetMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[70]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3998,7 +4144,7 @@ func (x *GetMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*GetMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{70}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *GetMcpServerRequest) GetId() string {
@@ -4033,7 +4179,7 @@ type GetMcpServerResponse struct {
 
 func (x *GetMcpServerResponse) Reset() {
 	*x = GetMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4045,7 +4191,7 @@ func (x *GetMcpServerResponse) String() string {
 func (*GetMcpServerResponse) ProtoMessage() {}
 
 func (x *GetMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[71]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4058,7 +4204,7 @@ func (x *GetMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*GetMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{71}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *GetMcpServerResponse) GetMcpServer() *McpServer {
@@ -4085,7 +4231,7 @@ type ListMcpServersRequest struct {
 
 func (x *ListMcpServersRequest) Reset() {
 	*x = ListMcpServersRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4097,7 +4243,7 @@ func (x *ListMcpServersRequest) String() string {
 func (*ListMcpServersRequest) ProtoMessage() {}
 
 func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[72]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4110,7 +4256,7 @@ func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersRequest.ProtoReflect.Descriptor instead.
 func (*ListMcpServersRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{72}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ListMcpServersRequest) GetPageSize() int32 {
@@ -4156,7 +4302,7 @@ type ListMcpServersResponse struct {
 
 func (x *ListMcpServersResponse) Reset() {
 	*x = ListMcpServersResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4168,7 +4314,7 @@ func (x *ListMcpServersResponse) String() string {
 func (*ListMcpServersResponse) ProtoMessage() {}
 
 func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[73]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4181,7 +4327,7 @@ func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersResponse.ProtoReflect.Descriptor instead.
 func (*ListMcpServersResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{73}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ListMcpServersResponse) GetMcpServers() []*McpServer {
@@ -4218,7 +4364,7 @@ type UpdateMcpServerRequest struct {
 
 func (x *UpdateMcpServerRequest) Reset() {
 	*x = UpdateMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4230,7 +4376,7 @@ func (x *UpdateMcpServerRequest) String() string {
 func (*UpdateMcpServerRequest) ProtoMessage() {}
 
 func (x *UpdateMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4243,7 +4389,7 @@ func (x *UpdateMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{74}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *UpdateMcpServerRequest) GetMcpServer() *McpServer {
@@ -4271,7 +4417,7 @@ type UpdateMcpServerResponse struct {
 
 func (x *UpdateMcpServerResponse) Reset() {
 	*x = UpdateMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4283,7 +4429,7 @@ func (x *UpdateMcpServerResponse) String() string {
 func (*UpdateMcpServerResponse) ProtoMessage() {}
 
 func (x *UpdateMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4296,7 +4442,7 @@ func (x *UpdateMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{75}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *UpdateMcpServerResponse) GetMcpServer() *McpServer {
@@ -4317,7 +4463,7 @@ type DeleteMcpServerRequest struct {
 
 func (x *DeleteMcpServerRequest) Reset() {
 	*x = DeleteMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4329,7 +4475,7 @@ func (x *DeleteMcpServerRequest) String() string {
 func (*DeleteMcpServerRequest) ProtoMessage() {}
 
 func (x *DeleteMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4342,7 +4488,7 @@ func (x *DeleteMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{76}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *DeleteMcpServerRequest) GetId() string {
@@ -4361,7 +4507,7 @@ type DeleteMcpServerResponse struct {
 
 func (x *DeleteMcpServerResponse) Reset() {
 	*x = DeleteMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4373,7 +4519,7 @@ func (x *DeleteMcpServerResponse) String() string {
 func (*DeleteMcpServerResponse) ProtoMessage() {}
 
 func (x *DeleteMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4386,7 +4532,7 @@ func (x *DeleteMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{77}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{79}
 }
 
 // CreateRemoteAgentRequest is the input of CreateRemoteAgent.
@@ -4400,7 +4546,7 @@ type CreateRemoteAgentRequest struct {
 
 func (x *CreateRemoteAgentRequest) Reset() {
 	*x = CreateRemoteAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[78]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4412,7 +4558,7 @@ func (x *CreateRemoteAgentRequest) String() string {
 func (*CreateRemoteAgentRequest) ProtoMessage() {}
 
 func (x *CreateRemoteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[78]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4425,7 +4571,7 @@ func (x *CreateRemoteAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRemoteAgentRequest.ProtoReflect.Descriptor instead.
 func (*CreateRemoteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{78}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *CreateRemoteAgentRequest) GetRemoteAgent() *RemoteAgent {
@@ -4446,7 +4592,7 @@ type CreateRemoteAgentResponse struct {
 
 func (x *CreateRemoteAgentResponse) Reset() {
 	*x = CreateRemoteAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[79]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4458,7 +4604,7 @@ func (x *CreateRemoteAgentResponse) String() string {
 func (*CreateRemoteAgentResponse) ProtoMessage() {}
 
 func (x *CreateRemoteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[79]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4471,7 +4617,7 @@ func (x *CreateRemoteAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRemoteAgentResponse.ProtoReflect.Descriptor instead.
 func (*CreateRemoteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{79}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *CreateRemoteAgentResponse) GetRemoteAgent() *RemoteAgent {
@@ -4494,7 +4640,7 @@ type GetRemoteAgentRequest struct {
 
 func (x *GetRemoteAgentRequest) Reset() {
 	*x = GetRemoteAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[80]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4506,7 +4652,7 @@ func (x *GetRemoteAgentRequest) String() string {
 func (*GetRemoteAgentRequest) ProtoMessage() {}
 
 func (x *GetRemoteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[80]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4519,7 +4665,7 @@ func (x *GetRemoteAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRemoteAgentRequest.ProtoReflect.Descriptor instead.
 func (*GetRemoteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{80}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *GetRemoteAgentRequest) GetProjectId() string {
@@ -4547,7 +4693,7 @@ type GetRemoteAgentResponse struct {
 
 func (x *GetRemoteAgentResponse) Reset() {
 	*x = GetRemoteAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[81]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4559,7 +4705,7 @@ func (x *GetRemoteAgentResponse) String() string {
 func (*GetRemoteAgentResponse) ProtoMessage() {}
 
 func (x *GetRemoteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[81]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4572,7 +4718,7 @@ func (x *GetRemoteAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRemoteAgentResponse.ProtoReflect.Descriptor instead.
 func (*GetRemoteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{81}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *GetRemoteAgentResponse) GetRemoteAgent() *RemoteAgent {
@@ -4599,7 +4745,7 @@ type ListRemoteAgentsRequest struct {
 
 func (x *ListRemoteAgentsRequest) Reset() {
 	*x = ListRemoteAgentsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[82]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4611,7 +4757,7 @@ func (x *ListRemoteAgentsRequest) String() string {
 func (*ListRemoteAgentsRequest) ProtoMessage() {}
 
 func (x *ListRemoteAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[82]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4624,7 +4770,7 @@ func (x *ListRemoteAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRemoteAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListRemoteAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{82}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ListRemoteAgentsRequest) GetProjectId() string {
@@ -4670,7 +4816,7 @@ type ListRemoteAgentsResponse struct {
 
 func (x *ListRemoteAgentsResponse) Reset() {
 	*x = ListRemoteAgentsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[83]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4682,7 +4828,7 @@ func (x *ListRemoteAgentsResponse) String() string {
 func (*ListRemoteAgentsResponse) ProtoMessage() {}
 
 func (x *ListRemoteAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[83]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4695,7 +4841,7 @@ func (x *ListRemoteAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRemoteAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListRemoteAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{83}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ListRemoteAgentsResponse) GetRemoteAgents() []*RemoteAgent {
@@ -4732,7 +4878,7 @@ type UpdateRemoteAgentRequest struct {
 
 func (x *UpdateRemoteAgentRequest) Reset() {
 	*x = UpdateRemoteAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[84]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4744,7 +4890,7 @@ func (x *UpdateRemoteAgentRequest) String() string {
 func (*UpdateRemoteAgentRequest) ProtoMessage() {}
 
 func (x *UpdateRemoteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[84]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4757,7 +4903,7 @@ func (x *UpdateRemoteAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRemoteAgentRequest.ProtoReflect.Descriptor instead.
 func (*UpdateRemoteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{84}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *UpdateRemoteAgentRequest) GetRemoteAgent() *RemoteAgent {
@@ -4785,7 +4931,7 @@ type UpdateRemoteAgentResponse struct {
 
 func (x *UpdateRemoteAgentResponse) Reset() {
 	*x = UpdateRemoteAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[85]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4797,7 +4943,7 @@ func (x *UpdateRemoteAgentResponse) String() string {
 func (*UpdateRemoteAgentResponse) ProtoMessage() {}
 
 func (x *UpdateRemoteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[85]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4810,7 +4956,7 @@ func (x *UpdateRemoteAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRemoteAgentResponse.ProtoReflect.Descriptor instead.
 func (*UpdateRemoteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{85}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *UpdateRemoteAgentResponse) GetRemoteAgent() *RemoteAgent {
@@ -4833,7 +4979,7 @@ type DeleteRemoteAgentRequest struct {
 
 func (x *DeleteRemoteAgentRequest) Reset() {
 	*x = DeleteRemoteAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[86]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4845,7 +4991,7 @@ func (x *DeleteRemoteAgentRequest) String() string {
 func (*DeleteRemoteAgentRequest) ProtoMessage() {}
 
 func (x *DeleteRemoteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[86]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4858,7 +5004,7 @@ func (x *DeleteRemoteAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRemoteAgentRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRemoteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{86}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *DeleteRemoteAgentRequest) GetProjectId() string {
@@ -4884,7 +5030,7 @@ type DeleteRemoteAgentResponse struct {
 
 func (x *DeleteRemoteAgentResponse) Reset() {
 	*x = DeleteRemoteAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[87]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4896,7 +5042,7 @@ func (x *DeleteRemoteAgentResponse) String() string {
 func (*DeleteRemoteAgentResponse) ProtoMessage() {}
 
 func (x *DeleteRemoteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[87]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4909,7 +5055,7 @@ func (x *DeleteRemoteAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRemoteAgentResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRemoteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{87}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{89}
 }
 
 // ListInputRequestsRequest is the input of ListInputRequests.
@@ -4931,7 +5077,7 @@ type ListInputRequestsRequest struct {
 
 func (x *ListInputRequestsRequest) Reset() {
 	*x = ListInputRequestsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[88]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4943,7 +5089,7 @@ func (x *ListInputRequestsRequest) String() string {
 func (*ListInputRequestsRequest) ProtoMessage() {}
 
 func (x *ListInputRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[88]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4956,7 +5102,7 @@ func (x *ListInputRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInputRequestsRequest.ProtoReflect.Descriptor instead.
 func (*ListInputRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{88}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *ListInputRequestsRequest) GetProjectId() string {
@@ -5007,7 +5153,7 @@ type ListInputRequestsResponse struct {
 
 func (x *ListInputRequestsResponse) Reset() {
 	*x = ListInputRequestsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[89]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5019,7 +5165,7 @@ func (x *ListInputRequestsResponse) String() string {
 func (*ListInputRequestsResponse) ProtoMessage() {}
 
 func (x *ListInputRequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[89]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5032,7 +5178,7 @@ func (x *ListInputRequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInputRequestsResponse.ProtoReflect.Descriptor instead.
 func (*ListInputRequestsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{89}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *ListInputRequestsResponse) GetInputRequests() []*v1.InputRequest {
@@ -5062,7 +5208,7 @@ type GetInputRequestRequest struct {
 
 func (x *GetInputRequestRequest) Reset() {
 	*x = GetInputRequestRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[90]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5074,7 +5220,7 @@ func (x *GetInputRequestRequest) String() string {
 func (*GetInputRequestRequest) ProtoMessage() {}
 
 func (x *GetInputRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[90]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5087,7 +5233,7 @@ func (x *GetInputRequestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInputRequestRequest.ProtoReflect.Descriptor instead.
 func (*GetInputRequestRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{90}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *GetInputRequestRequest) GetProjectId() string {
@@ -5115,7 +5261,7 @@ type GetInputRequestResponse struct {
 
 func (x *GetInputRequestResponse) Reset() {
 	*x = GetInputRequestResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[91]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5127,7 +5273,7 @@ func (x *GetInputRequestResponse) String() string {
 func (*GetInputRequestResponse) ProtoMessage() {}
 
 func (x *GetInputRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[91]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5140,7 +5286,7 @@ func (x *GetInputRequestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInputRequestResponse.ProtoReflect.Descriptor instead.
 func (*GetInputRequestResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{91}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *GetInputRequestResponse) GetInputRequest() *v1.InputRequest {
@@ -5166,7 +5312,7 @@ type RespondToInputRequestRequest struct {
 
 func (x *RespondToInputRequestRequest) Reset() {
 	*x = RespondToInputRequestRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[92]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5178,7 +5324,7 @@ func (x *RespondToInputRequestRequest) String() string {
 func (*RespondToInputRequestRequest) ProtoMessage() {}
 
 func (x *RespondToInputRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[92]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5191,7 +5337,7 @@ func (x *RespondToInputRequestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondToInputRequestRequest.ProtoReflect.Descriptor instead.
 func (*RespondToInputRequestRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{92}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *RespondToInputRequestRequest) GetProjectId() string {
@@ -5226,7 +5372,7 @@ type RespondToInputRequestResponse struct {
 
 func (x *RespondToInputRequestResponse) Reset() {
 	*x = RespondToInputRequestResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[93]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5238,7 +5384,7 @@ func (x *RespondToInputRequestResponse) String() string {
 func (*RespondToInputRequestResponse) ProtoMessage() {}
 
 func (x *RespondToInputRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[93]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5251,7 +5397,7 @@ func (x *RespondToInputRequestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondToInputRequestResponse.ProtoReflect.Descriptor instead.
 func (*RespondToInputRequestResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{93}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *RespondToInputRequestResponse) GetInputRequest() *v1.InputRequest {
@@ -5278,7 +5424,7 @@ type SummarizeUsageRequest struct {
 
 func (x *SummarizeUsageRequest) Reset() {
 	*x = SummarizeUsageRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[94]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5290,7 +5436,7 @@ func (x *SummarizeUsageRequest) String() string {
 func (*SummarizeUsageRequest) ProtoMessage() {}
 
 func (x *SummarizeUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[94]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5303,7 +5449,7 @@ func (x *SummarizeUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummarizeUsageRequest.ProtoReflect.Descriptor instead.
 func (*SummarizeUsageRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{94}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *SummarizeUsageRequest) GetProjectId() string {
@@ -5362,7 +5508,7 @@ type UsageGroup struct {
 
 func (x *UsageGroup) Reset() {
 	*x = UsageGroup{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[95]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5374,7 +5520,7 @@ func (x *UsageGroup) String() string {
 func (*UsageGroup) ProtoMessage() {}
 
 func (x *UsageGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[95]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5387,7 +5533,7 @@ func (x *UsageGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageGroup.ProtoReflect.Descriptor instead.
 func (*UsageGroup) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{95}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *UsageGroup) GetAgentId() string {
@@ -5468,7 +5614,7 @@ type SummarizeUsageResponse struct {
 
 func (x *SummarizeUsageResponse) Reset() {
 	*x = SummarizeUsageResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[96]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5480,7 +5626,7 @@ func (x *SummarizeUsageResponse) String() string {
 func (*SummarizeUsageResponse) ProtoMessage() {}
 
 func (x *SummarizeUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[96]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5493,7 +5639,7 @@ func (x *SummarizeUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummarizeUsageResponse.ProtoReflect.Descriptor instead.
 func (*SummarizeUsageResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{96}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *SummarizeUsageResponse) GetGroups() []*UsageGroup {
@@ -5768,7 +5914,18 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\aversion\x18\x04 \x01(\x05R\aversion\x12\x16\n" +
 	"\x06latest\x18\x05 \x01(\bR\x06latest\"]\n" +
 	"\x13MoveSessionResponse\x12F\n" +
-	"\bversions\x18\x01 \x03(\v2*.agentmesh.registry.v1.SessionAgentVersionR\bversions\"x\n" +
+	"\bversions\x18\x01 \x03(\v2*.agentmesh.registry.v1.SessionAgentVersionR\bversions\"\x86\x01\n" +
+	"\x18MoveAgentSessionsRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x05R\aversion\x12\x16\n" +
+	"\x06latest\x18\x04 \x01(\bR\x06latest\"\x93\x01\n" +
+	"\x19MoveAgentSessionsResponse\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x05R\aversion\x12%\n" +
+	"\x0emoved_sessions\x18\x03 \x01(\x05R\rmovedSessions\x12\x1a\n" +
+	"\bsessions\x18\x04 \x01(\x05R\bsessions\"x\n" +
 	"\x16CreateMcpServerRequest\x12?\n" +
 	"\n" +
 	"mcp_server\x18\x01 \x01(\v2 .agentmesh.registry.v1.McpServerR\tmcpServer\x12\x1d\n" +
@@ -5895,7 +6052,7 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x14USAGE_DIMENSION_USER\x10\x02\x12\x19\n" +
 	"\x15USAGE_DIMENSION_MODEL\x10\x03\x12\x1b\n" +
 	"\x17USAGE_DIMENSION_SESSION\x10\x04\x12\x17\n" +
-	"\x13USAGE_DIMENSION_DAY\x10\x052\xab(\n" +
+	"\x13USAGE_DIMENSION_DAY\x10\x052\xa3)\n" +
 	"\x0fRegistryService\x12g\n" +
 	"\fRegisterUser\x12*.agentmesh.registry.v1.RegisterUserRequest\x1a+.agentmesh.registry.v1.RegisterUserResponse\x12R\n" +
 	"\x05Login\x12#.agentmesh.registry.v1.LoginRequest\x1a$.agentmesh.registry.v1.LoginResponse\x12j\n" +
@@ -5934,7 +6091,8 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x0fGetAgentVersion\x12-.agentmesh.registry.v1.GetAgentVersionRequest\x1a..agentmesh.registry.v1.GetAgentVersionResponse\x12v\n" +
 	"\x11DiffAgentVersions\x12/.agentmesh.registry.v1.DiffAgentVersionsRequest\x1a0.agentmesh.registry.v1.DiffAgentVersionsResponse\x12|\n" +
 	"\x13RestoreAgentVersion\x121.agentmesh.registry.v1.RestoreAgentVersionRequest\x1a2.agentmesh.registry.v1.RestoreAgentVersionResponse\x12d\n" +
-	"\vMoveSession\x12).agentmesh.registry.v1.MoveSessionRequest\x1a*.agentmesh.registry.v1.MoveSessionResponse\x12p\n" +
+	"\vMoveSession\x12).agentmesh.registry.v1.MoveSessionRequest\x1a*.agentmesh.registry.v1.MoveSessionResponse\x12v\n" +
+	"\x11MoveAgentSessions\x12/.agentmesh.registry.v1.MoveAgentSessionsRequest\x1a0.agentmesh.registry.v1.MoveAgentSessionsResponse\x12p\n" +
 	"\x0fCreateMcpServer\x12-.agentmesh.registry.v1.CreateMcpServerRequest\x1a..agentmesh.registry.v1.CreateMcpServerResponse\x12g\n" +
 	"\fGetMcpServer\x12*.agentmesh.registry.v1.GetMcpServerRequest\x1a+.agentmesh.registry.v1.GetMcpServerResponse\x12m\n" +
 	"\x0eListMcpServers\x12,.agentmesh.registry.v1.ListMcpServersRequest\x1a-.agentmesh.registry.v1.ListMcpServersResponse\x12p\n" +
@@ -5964,7 +6122,7 @@ func file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_registry_v1_registry_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 97)
+var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 99)
 var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(UsageDimension)(0),                   // 0: agentmesh.registry.v1.UsageDimension
 	(*RegisterUserRequest)(nil),           // 1: agentmesh.registry.v1.RegisterUserRequest
@@ -6035,118 +6193,120 @@ var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*RestoreAgentVersionResponse)(nil),   // 66: agentmesh.registry.v1.RestoreAgentVersionResponse
 	(*MoveSessionRequest)(nil),            // 67: agentmesh.registry.v1.MoveSessionRequest
 	(*MoveSessionResponse)(nil),           // 68: agentmesh.registry.v1.MoveSessionResponse
-	(*CreateMcpServerRequest)(nil),        // 69: agentmesh.registry.v1.CreateMcpServerRequest
-	(*CreateMcpServerResponse)(nil),       // 70: agentmesh.registry.v1.CreateMcpServerResponse
-	(*GetMcpServerRequest)(nil),           // 71: agentmesh.registry.v1.GetMcpServerRequest
-	(*GetMcpServerResponse)(nil),          // 72: agentmesh.registry.v1.GetMcpServerResponse
-	(*ListMcpServersRequest)(nil),         // 73: agentmesh.registry.v1.ListMcpServersRequest
-	(*ListMcpServersResponse)(nil),        // 74: agentmesh.registry.v1.ListMcpServersResponse
-	(*UpdateMcpServerRequest)(nil),        // 75: agentmesh.registry.v1.UpdateMcpServerRequest
-	(*UpdateMcpServerResponse)(nil),       // 76: agentmesh.registry.v1.UpdateMcpServerResponse
-	(*DeleteMcpServerRequest)(nil),        // 77: agentmesh.registry.v1.DeleteMcpServerRequest
-	(*DeleteMcpServerResponse)(nil),       // 78: agentmesh.registry.v1.DeleteMcpServerResponse
-	(*CreateRemoteAgentRequest)(nil),      // 79: agentmesh.registry.v1.CreateRemoteAgentRequest
-	(*CreateRemoteAgentResponse)(nil),     // 80: agentmesh.registry.v1.CreateRemoteAgentResponse
-	(*GetRemoteAgentRequest)(nil),         // 81: agentmesh.registry.v1.GetRemoteAgentRequest
-	(*GetRemoteAgentResponse)(nil),        // 82: agentmesh.registry.v1.GetRemoteAgentResponse
-	(*ListRemoteAgentsRequest)(nil),       // 83: agentmesh.registry.v1.ListRemoteAgentsRequest
-	(*ListRemoteAgentsResponse)(nil),      // 84: agentmesh.registry.v1.ListRemoteAgentsResponse
-	(*UpdateRemoteAgentRequest)(nil),      // 85: agentmesh.registry.v1.UpdateRemoteAgentRequest
-	(*UpdateRemoteAgentResponse)(nil),     // 86: agentmesh.registry.v1.UpdateRemoteAgentResponse
-	(*DeleteRemoteAgentRequest)(nil),      // 87: agentmesh.registry.v1.DeleteRemoteAgentRequest
-	(*DeleteRemoteAgentResponse)(nil),     // 88: agentmesh.registry.v1.DeleteRemoteAgentResponse
-	(*ListInputRequestsRequest)(nil),      // 89: agentmesh.registry.v1.ListInputRequestsRequest
-	(*ListInputRequestsResponse)(nil),     // 90: agentmesh.registry.v1.ListInputRequestsResponse
-	(*GetInputRequestRequest)(nil),        // 91: agentmesh.registry.v1.GetInputRequestRequest
-	(*GetInputRequestResponse)(nil),       // 92: agentmesh.registry.v1.GetInputRequestResponse
-	(*RespondToInputRequestRequest)(nil),  // 93: agentmesh.registry.v1.RespondToInputRequestRequest
-	(*RespondToInputRequestResponse)(nil), // 94: agentmesh.registry.v1.RespondToInputRequestResponse
-	(*SummarizeUsageRequest)(nil),         // 95: agentmesh.registry.v1.SummarizeUsageRequest
-	(*UsageGroup)(nil),                    // 96: agentmesh.registry.v1.UsageGroup
-	(*SummarizeUsageResponse)(nil),        // 97: agentmesh.registry.v1.SummarizeUsageResponse
-	(*User)(nil),                          // 98: agentmesh.registry.v1.User
-	(*fieldmaskpb.FieldMask)(nil),         // 99: google.protobuf.FieldMask
-	(*timestamppb.Timestamp)(nil),         // 100: google.protobuf.Timestamp
-	(*ApiKey)(nil),                        // 101: agentmesh.registry.v1.ApiKey
-	(*AgentType)(nil),                     // 102: agentmesh.registry.v1.AgentType
-	(*Project)(nil),                       // 103: agentmesh.registry.v1.Project
-	(*Agent)(nil),                         // 104: agentmesh.registry.v1.Agent
-	(*AgentVersion)(nil),                  // 105: agentmesh.registry.v1.AgentVersion
-	(*structpb.Value)(nil),                // 106: google.protobuf.Value
-	(*SessionAgentVersion)(nil),           // 107: agentmesh.registry.v1.SessionAgentVersion
-	(*McpServer)(nil),                     // 108: agentmesh.registry.v1.McpServer
-	(*RemoteAgent)(nil),                   // 109: agentmesh.registry.v1.RemoteAgent
-	(v1.InputRequestState)(0),             // 110: agentmesh.common.v1.InputRequestState
-	(*v1.InputRequest)(nil),               // 111: agentmesh.common.v1.InputRequest
-	(*v1.InputResponse)(nil),              // 112: agentmesh.common.v1.InputResponse
-	(*v1.Usage)(nil),                      // 113: agentmesh.common.v1.Usage
+	(*MoveAgentSessionsRequest)(nil),      // 69: agentmesh.registry.v1.MoveAgentSessionsRequest
+	(*MoveAgentSessionsResponse)(nil),     // 70: agentmesh.registry.v1.MoveAgentSessionsResponse
+	(*CreateMcpServerRequest)(nil),        // 71: agentmesh.registry.v1.CreateMcpServerRequest
+	(*CreateMcpServerResponse)(nil),       // 72: agentmesh.registry.v1.CreateMcpServerResponse
+	(*GetMcpServerRequest)(nil),           // 73: agentmesh.registry.v1.GetMcpServerRequest
+	(*GetMcpServerResponse)(nil),          // 74: agentmesh.registry.v1.GetMcpServerResponse
+	(*ListMcpServersRequest)(nil),         // 75: agentmesh.registry.v1.ListMcpServersRequest
+	(*ListMcpServersResponse)(nil),        // 76: agentmesh.registry.v1.ListMcpServersResponse
+	(*UpdateMcpServerRequest)(nil),        // 77: agentmesh.registry.v1.UpdateMcpServerRequest
+	(*UpdateMcpServerResponse)(nil),       // 78: agentmesh.registry.v1.UpdateMcpServerResponse
+	(*DeleteMcpServerRequest)(nil),        // 79: agentmesh.registry.v1.DeleteMcpServerRequest
+	(*DeleteMcpServerResponse)(nil),       // 80: agentmesh.registry.v1.DeleteMcpServerResponse
+	(*CreateRemoteAgentRequest)(nil),      // 81: agentmesh.registry.v1.CreateRemoteAgentRequest
+	(*CreateRemoteAgentResponse)(nil),     // 82: agentmesh.registry.v1.CreateRemoteAgentResponse
+	(*GetRemoteAgentRequest)(nil),         // 83: agentmesh.registry.v1.GetRemoteAgentRequest
+	(*GetRemoteAgentResponse)(nil),        // 84: agentmesh.registry.v1.GetRemoteAgentResponse
+	(*ListRemoteAgentsRequest)(nil),       // 85: agentmesh.registry.v1.ListRemoteAgentsRequest
+	(*ListRemoteAgentsResponse)(nil),      // 86: agentmesh.registry.v1.ListRemoteAgentsResponse
+	(*UpdateRemoteAgentRequest)(nil),      // 87: agentmesh.registry.v1.UpdateRemoteAgentRequest
+	(*UpdateRemoteAgentResponse)(nil),     // 88: agentmesh.registry.v1.UpdateRemoteAgentResponse
+	(*DeleteRemoteAgentRequest)(nil),      // 89: agentmesh.registry.v1.DeleteRemoteAgentRequest
+	(*DeleteRemoteAgentResponse)(nil),     // 90: agentmesh.registry.v1.DeleteRemoteAgentResponse
+	(*ListInputRequestsRequest)(nil),      // 91: agentmesh.registry.v1.ListInputRequestsRequest
+	(*ListInputRequestsResponse)(nil),     // 92: agentmesh.registry.v1.ListInputRequestsResponse
+	(*GetInputRequestRequest)(nil),        // 93: agentmesh.registry.v1.GetInputRequestRequest
+	(*GetInputRequestResponse)(nil),       // 94: agentmesh.registry.v1.GetInputRequestResponse
+	(*RespondToInputRequestRequest)(nil),  // 95: agentmesh.registry.v1.RespondToInputRequestRequest
+	(*RespondToInputRequestResponse)(nil), // 96: agentmesh.registry.v1.RespondToInputRequestResponse
+	(*SummarizeUsageRequest)(nil),         // 97: agentmesh.registry.v1.SummarizeUsageRequest
+	(*UsageGroup)(nil),                    // 98: agentmesh.registry.v1.UsageGroup
+	(*SummarizeUsageResponse)(nil),        // 99: agentmesh.registry.v1.SummarizeUsageResponse
+	(*User)(nil),                          // 100: agentmesh.registry.v1.User
+	(*fieldmaskpb.FieldMask)(nil),         // 101: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),         // 102: google.protobuf.Timestamp
+	(*ApiKey)(nil),                        // 103: agentmesh.registry.v1.ApiKey
+	(*AgentType)(nil),                     // 104: agentmesh.registry.v1.AgentType
+	(*Project)(nil),                       // 105: agentmesh.registry.v1.Project
+	(*Agent)(nil),                         // 106: agentmesh.registry.v1.Agent
+	(*AgentVersion)(nil),                  // 107: agentmesh.registry.v1.AgentVersion
+	(*structpb.Value)(nil),                // 108: google.protobuf.Value
+	(*SessionAgentVersion)(nil),           // 109: agentmesh.registry.v1.SessionAgentVersion
+	(*McpServer)(nil),                     // 110: agentmesh.registry.v1.McpServer
+	(*RemoteAgent)(nil),                   // 111: agentmesh.registry.v1.RemoteAgent
+	(v1.InputRequestState)(0),             // 112: agentmesh.common.v1.InputRequestState
+	(*v1.InputRequest)(nil),               // 113: agentmesh.common.v1.InputRequest
+	(*v1.InputResponse)(nil),              // 114: agentmesh.common.v1.InputResponse
+	(*v1.Usage)(nil),                      // 115: agentmesh.common.v1.Usage
 }
 var file_agentmesh_registry_v1_registry_service_proto_depIdxs = []int32{
-	98,  // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
+	100, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
 	4,   // 1: agentmesh.registry.v1.LoginResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
 	4,   // 2: agentmesh.registry.v1.RefreshTokensResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
-	98,  // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
-	98,  // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	98,  // 5: agentmesh.registry.v1.UpdateUserRequest.user:type_name -> agentmesh.registry.v1.User
-	99,  // 6: agentmesh.registry.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
-	98,  // 7: agentmesh.registry.v1.UpdateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	100, // 8: agentmesh.registry.v1.CreateApiKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	101, // 9: agentmesh.registry.v1.CreateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
-	101, // 10: agentmesh.registry.v1.ListApiKeysResponse.api_keys:type_name -> agentmesh.registry.v1.ApiKey
-	102, // 11: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	102, // 12: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	102, // 13: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	102, // 14: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
-	102, // 15: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	99,  // 16: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
-	102, // 17: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	103, // 18: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	103, // 19: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	103, // 20: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	103, // 21: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
-	103, // 22: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	99,  // 23: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	103, // 24: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	104, // 25: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	104, // 26: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	104, // 27: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	104, // 28: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
-	104, // 29: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	99,  // 30: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	104, // 31: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	104, // 32: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	104, // 33: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	105, // 34: agentmesh.registry.v1.ListAgentVersionsResponse.versions:type_name -> agentmesh.registry.v1.AgentVersion
-	105, // 35: agentmesh.registry.v1.GetAgentVersionResponse.version:type_name -> agentmesh.registry.v1.AgentVersion
+	100, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
+	100, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	100, // 5: agentmesh.registry.v1.UpdateUserRequest.user:type_name -> agentmesh.registry.v1.User
+	101, // 6: agentmesh.registry.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
+	100, // 7: agentmesh.registry.v1.UpdateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	102, // 8: agentmesh.registry.v1.CreateApiKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	103, // 9: agentmesh.registry.v1.CreateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
+	103, // 10: agentmesh.registry.v1.ListApiKeysResponse.api_keys:type_name -> agentmesh.registry.v1.ApiKey
+	104, // 11: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	104, // 12: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	104, // 13: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	104, // 14: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
+	104, // 15: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	101, // 16: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
+	104, // 17: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	105, // 18: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	105, // 19: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	105, // 20: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	105, // 21: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
+	105, // 22: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	101, // 23: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	105, // 24: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	106, // 25: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	106, // 26: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	106, // 27: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	106, // 28: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
+	106, // 29: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	101, // 30: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	106, // 31: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	106, // 32: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	106, // 33: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	107, // 34: agentmesh.registry.v1.ListAgentVersionsResponse.versions:type_name -> agentmesh.registry.v1.AgentVersion
+	107, // 35: agentmesh.registry.v1.GetAgentVersionResponse.version:type_name -> agentmesh.registry.v1.AgentVersion
 	64,  // 36: agentmesh.registry.v1.DiffAgentVersionsResponse.changes:type_name -> agentmesh.registry.v1.AgentVersionChange
-	106, // 37: agentmesh.registry.v1.AgentVersionChange.before:type_name -> google.protobuf.Value
-	106, // 38: agentmesh.registry.v1.AgentVersionChange.after:type_name -> google.protobuf.Value
-	104, // 39: agentmesh.registry.v1.RestoreAgentVersionResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	105, // 40: agentmesh.registry.v1.RestoreAgentVersionResponse.version:type_name -> agentmesh.registry.v1.AgentVersion
-	107, // 41: agentmesh.registry.v1.MoveSessionResponse.versions:type_name -> agentmesh.registry.v1.SessionAgentVersion
-	108, // 42: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	108, // 43: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	108, // 44: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	108, // 45: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	108, // 46: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	99,  // 47: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
-	108, // 48: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	109, // 49: agentmesh.registry.v1.CreateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	109, // 50: agentmesh.registry.v1.CreateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	109, // 51: agentmesh.registry.v1.GetRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	109, // 52: agentmesh.registry.v1.ListRemoteAgentsResponse.remote_agents:type_name -> agentmesh.registry.v1.RemoteAgent
-	109, // 53: agentmesh.registry.v1.UpdateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	99,  // 54: agentmesh.registry.v1.UpdateRemoteAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	109, // 55: agentmesh.registry.v1.UpdateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	110, // 56: agentmesh.registry.v1.ListInputRequestsRequest.state:type_name -> agentmesh.common.v1.InputRequestState
-	111, // 57: agentmesh.registry.v1.ListInputRequestsResponse.input_requests:type_name -> agentmesh.common.v1.InputRequest
-	111, // 58: agentmesh.registry.v1.GetInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
-	112, // 59: agentmesh.registry.v1.RespondToInputRequestRequest.response:type_name -> agentmesh.common.v1.InputResponse
-	111, // 60: agentmesh.registry.v1.RespondToInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
+	108, // 37: agentmesh.registry.v1.AgentVersionChange.before:type_name -> google.protobuf.Value
+	108, // 38: agentmesh.registry.v1.AgentVersionChange.after:type_name -> google.protobuf.Value
+	106, // 39: agentmesh.registry.v1.RestoreAgentVersionResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	107, // 40: agentmesh.registry.v1.RestoreAgentVersionResponse.version:type_name -> agentmesh.registry.v1.AgentVersion
+	109, // 41: agentmesh.registry.v1.MoveSessionResponse.versions:type_name -> agentmesh.registry.v1.SessionAgentVersion
+	110, // 42: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	110, // 43: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	110, // 44: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	110, // 45: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	110, // 46: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	101, // 47: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
+	110, // 48: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	111, // 49: agentmesh.registry.v1.CreateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	111, // 50: agentmesh.registry.v1.CreateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	111, // 51: agentmesh.registry.v1.GetRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	111, // 52: agentmesh.registry.v1.ListRemoteAgentsResponse.remote_agents:type_name -> agentmesh.registry.v1.RemoteAgent
+	111, // 53: agentmesh.registry.v1.UpdateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	101, // 54: agentmesh.registry.v1.UpdateRemoteAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	111, // 55: agentmesh.registry.v1.UpdateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	112, // 56: agentmesh.registry.v1.ListInputRequestsRequest.state:type_name -> agentmesh.common.v1.InputRequestState
+	113, // 57: agentmesh.registry.v1.ListInputRequestsResponse.input_requests:type_name -> agentmesh.common.v1.InputRequest
+	113, // 58: agentmesh.registry.v1.GetInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
+	114, // 59: agentmesh.registry.v1.RespondToInputRequestRequest.response:type_name -> agentmesh.common.v1.InputResponse
+	113, // 60: agentmesh.registry.v1.RespondToInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
 	0,   // 61: agentmesh.registry.v1.SummarizeUsageRequest.group_by:type_name -> agentmesh.registry.v1.UsageDimension
-	113, // 62: agentmesh.registry.v1.UsageGroup.usage:type_name -> agentmesh.common.v1.Usage
-	96,  // 63: agentmesh.registry.v1.SummarizeUsageResponse.groups:type_name -> agentmesh.registry.v1.UsageGroup
-	96,  // 64: agentmesh.registry.v1.SummarizeUsageResponse.total:type_name -> agentmesh.registry.v1.UsageGroup
+	115, // 62: agentmesh.registry.v1.UsageGroup.usage:type_name -> agentmesh.common.v1.Usage
+	98,  // 63: agentmesh.registry.v1.SummarizeUsageResponse.groups:type_name -> agentmesh.registry.v1.UsageGroup
+	98,  // 64: agentmesh.registry.v1.SummarizeUsageResponse.total:type_name -> agentmesh.registry.v1.UsageGroup
 	1,   // 65: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
 	3,   // 66: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
 	6,   // 67: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
@@ -6180,69 +6340,71 @@ var file_agentmesh_registry_v1_registry_service_proto_depIdxs = []int32{
 	62,  // 95: agentmesh.registry.v1.RegistryService.DiffAgentVersions:input_type -> agentmesh.registry.v1.DiffAgentVersionsRequest
 	65,  // 96: agentmesh.registry.v1.RegistryService.RestoreAgentVersion:input_type -> agentmesh.registry.v1.RestoreAgentVersionRequest
 	67,  // 97: agentmesh.registry.v1.RegistryService.MoveSession:input_type -> agentmesh.registry.v1.MoveSessionRequest
-	69,  // 98: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
-	71,  // 99: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
-	73,  // 100: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
-	75,  // 101: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
-	77,  // 102: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
-	79,  // 103: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:input_type -> agentmesh.registry.v1.CreateRemoteAgentRequest
-	81,  // 104: agentmesh.registry.v1.RegistryService.GetRemoteAgent:input_type -> agentmesh.registry.v1.GetRemoteAgentRequest
-	83,  // 105: agentmesh.registry.v1.RegistryService.ListRemoteAgents:input_type -> agentmesh.registry.v1.ListRemoteAgentsRequest
-	85,  // 106: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:input_type -> agentmesh.registry.v1.UpdateRemoteAgentRequest
-	87,  // 107: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:input_type -> agentmesh.registry.v1.DeleteRemoteAgentRequest
-	89,  // 108: agentmesh.registry.v1.RegistryService.ListInputRequests:input_type -> agentmesh.registry.v1.ListInputRequestsRequest
-	91,  // 109: agentmesh.registry.v1.RegistryService.GetInputRequest:input_type -> agentmesh.registry.v1.GetInputRequestRequest
-	93,  // 110: agentmesh.registry.v1.RegistryService.RespondToInputRequest:input_type -> agentmesh.registry.v1.RespondToInputRequestRequest
-	95,  // 111: agentmesh.registry.v1.RegistryService.SummarizeUsage:input_type -> agentmesh.registry.v1.SummarizeUsageRequest
-	2,   // 112: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
-	5,   // 113: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
-	7,   // 114: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
-	9,   // 115: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
-	11,  // 116: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
-	13,  // 117: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
-	15,  // 118: agentmesh.registry.v1.RegistryService.UpdateUser:output_type -> agentmesh.registry.v1.UpdateUserResponse
-	17,  // 119: agentmesh.registry.v1.RegistryService.CreateApiKey:output_type -> agentmesh.registry.v1.CreateApiKeyResponse
-	19,  // 120: agentmesh.registry.v1.RegistryService.ListApiKeys:output_type -> agentmesh.registry.v1.ListApiKeysResponse
-	21,  // 121: agentmesh.registry.v1.RegistryService.RevokeApiKey:output_type -> agentmesh.registry.v1.RevokeApiKeyResponse
-	23,  // 122: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
-	25,  // 123: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
-	27,  // 124: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
-	29,  // 125: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
-	31,  // 126: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
-	33,  // 127: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
-	35,  // 128: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
-	37,  // 129: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
-	39,  // 130: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
-	41,  // 131: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
-	43,  // 132: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
-	45,  // 133: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
-	47,  // 134: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
-	49,  // 135: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
-	51,  // 136: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
-	53,  // 137: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
-	55,  // 138: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
-	57,  // 139: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
-	59,  // 140: agentmesh.registry.v1.RegistryService.ListAgentVersions:output_type -> agentmesh.registry.v1.ListAgentVersionsResponse
-	61,  // 141: agentmesh.registry.v1.RegistryService.GetAgentVersion:output_type -> agentmesh.registry.v1.GetAgentVersionResponse
-	63,  // 142: agentmesh.registry.v1.RegistryService.DiffAgentVersions:output_type -> agentmesh.registry.v1.DiffAgentVersionsResponse
-	66,  // 143: agentmesh.registry.v1.RegistryService.RestoreAgentVersion:output_type -> agentmesh.registry.v1.RestoreAgentVersionResponse
-	68,  // 144: agentmesh.registry.v1.RegistryService.MoveSession:output_type -> agentmesh.registry.v1.MoveSessionResponse
-	70,  // 145: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
-	72,  // 146: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
-	74,  // 147: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
-	76,  // 148: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
-	78,  // 149: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
-	80,  // 150: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:output_type -> agentmesh.registry.v1.CreateRemoteAgentResponse
-	82,  // 151: agentmesh.registry.v1.RegistryService.GetRemoteAgent:output_type -> agentmesh.registry.v1.GetRemoteAgentResponse
-	84,  // 152: agentmesh.registry.v1.RegistryService.ListRemoteAgents:output_type -> agentmesh.registry.v1.ListRemoteAgentsResponse
-	86,  // 153: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:output_type -> agentmesh.registry.v1.UpdateRemoteAgentResponse
-	88,  // 154: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:output_type -> agentmesh.registry.v1.DeleteRemoteAgentResponse
-	90,  // 155: agentmesh.registry.v1.RegistryService.ListInputRequests:output_type -> agentmesh.registry.v1.ListInputRequestsResponse
-	92,  // 156: agentmesh.registry.v1.RegistryService.GetInputRequest:output_type -> agentmesh.registry.v1.GetInputRequestResponse
-	94,  // 157: agentmesh.registry.v1.RegistryService.RespondToInputRequest:output_type -> agentmesh.registry.v1.RespondToInputRequestResponse
-	97,  // 158: agentmesh.registry.v1.RegistryService.SummarizeUsage:output_type -> agentmesh.registry.v1.SummarizeUsageResponse
-	112, // [112:159] is the sub-list for method output_type
-	65,  // [65:112] is the sub-list for method input_type
+	69,  // 98: agentmesh.registry.v1.RegistryService.MoveAgentSessions:input_type -> agentmesh.registry.v1.MoveAgentSessionsRequest
+	71,  // 99: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
+	73,  // 100: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
+	75,  // 101: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
+	77,  // 102: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
+	79,  // 103: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
+	81,  // 104: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:input_type -> agentmesh.registry.v1.CreateRemoteAgentRequest
+	83,  // 105: agentmesh.registry.v1.RegistryService.GetRemoteAgent:input_type -> agentmesh.registry.v1.GetRemoteAgentRequest
+	85,  // 106: agentmesh.registry.v1.RegistryService.ListRemoteAgents:input_type -> agentmesh.registry.v1.ListRemoteAgentsRequest
+	87,  // 107: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:input_type -> agentmesh.registry.v1.UpdateRemoteAgentRequest
+	89,  // 108: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:input_type -> agentmesh.registry.v1.DeleteRemoteAgentRequest
+	91,  // 109: agentmesh.registry.v1.RegistryService.ListInputRequests:input_type -> agentmesh.registry.v1.ListInputRequestsRequest
+	93,  // 110: agentmesh.registry.v1.RegistryService.GetInputRequest:input_type -> agentmesh.registry.v1.GetInputRequestRequest
+	95,  // 111: agentmesh.registry.v1.RegistryService.RespondToInputRequest:input_type -> agentmesh.registry.v1.RespondToInputRequestRequest
+	97,  // 112: agentmesh.registry.v1.RegistryService.SummarizeUsage:input_type -> agentmesh.registry.v1.SummarizeUsageRequest
+	2,   // 113: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
+	5,   // 114: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
+	7,   // 115: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
+	9,   // 116: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
+	11,  // 117: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
+	13,  // 118: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
+	15,  // 119: agentmesh.registry.v1.RegistryService.UpdateUser:output_type -> agentmesh.registry.v1.UpdateUserResponse
+	17,  // 120: agentmesh.registry.v1.RegistryService.CreateApiKey:output_type -> agentmesh.registry.v1.CreateApiKeyResponse
+	19,  // 121: agentmesh.registry.v1.RegistryService.ListApiKeys:output_type -> agentmesh.registry.v1.ListApiKeysResponse
+	21,  // 122: agentmesh.registry.v1.RegistryService.RevokeApiKey:output_type -> agentmesh.registry.v1.RevokeApiKeyResponse
+	23,  // 123: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
+	25,  // 124: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
+	27,  // 125: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
+	29,  // 126: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
+	31,  // 127: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
+	33,  // 128: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
+	35,  // 129: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
+	37,  // 130: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
+	39,  // 131: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
+	41,  // 132: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
+	43,  // 133: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
+	45,  // 134: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
+	47,  // 135: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
+	49,  // 136: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
+	51,  // 137: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
+	53,  // 138: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
+	55,  // 139: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
+	57,  // 140: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
+	59,  // 141: agentmesh.registry.v1.RegistryService.ListAgentVersions:output_type -> agentmesh.registry.v1.ListAgentVersionsResponse
+	61,  // 142: agentmesh.registry.v1.RegistryService.GetAgentVersion:output_type -> agentmesh.registry.v1.GetAgentVersionResponse
+	63,  // 143: agentmesh.registry.v1.RegistryService.DiffAgentVersions:output_type -> agentmesh.registry.v1.DiffAgentVersionsResponse
+	66,  // 144: agentmesh.registry.v1.RegistryService.RestoreAgentVersion:output_type -> agentmesh.registry.v1.RestoreAgentVersionResponse
+	68,  // 145: agentmesh.registry.v1.RegistryService.MoveSession:output_type -> agentmesh.registry.v1.MoveSessionResponse
+	70,  // 146: agentmesh.registry.v1.RegistryService.MoveAgentSessions:output_type -> agentmesh.registry.v1.MoveAgentSessionsResponse
+	72,  // 147: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
+	74,  // 148: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
+	76,  // 149: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
+	78,  // 150: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
+	80,  // 151: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
+	82,  // 152: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:output_type -> agentmesh.registry.v1.CreateRemoteAgentResponse
+	84,  // 153: agentmesh.registry.v1.RegistryService.GetRemoteAgent:output_type -> agentmesh.registry.v1.GetRemoteAgentResponse
+	86,  // 154: agentmesh.registry.v1.RegistryService.ListRemoteAgents:output_type -> agentmesh.registry.v1.ListRemoteAgentsResponse
+	88,  // 155: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:output_type -> agentmesh.registry.v1.UpdateRemoteAgentResponse
+	90,  // 156: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:output_type -> agentmesh.registry.v1.DeleteRemoteAgentResponse
+	92,  // 157: agentmesh.registry.v1.RegistryService.ListInputRequests:output_type -> agentmesh.registry.v1.ListInputRequestsResponse
+	94,  // 158: agentmesh.registry.v1.RegistryService.GetInputRequest:output_type -> agentmesh.registry.v1.GetInputRequestResponse
+	96,  // 159: agentmesh.registry.v1.RegistryService.RespondToInputRequest:output_type -> agentmesh.registry.v1.RespondToInputRequestResponse
+	99,  // 160: agentmesh.registry.v1.RegistryService.SummarizeUsage:output_type -> agentmesh.registry.v1.SummarizeUsageResponse
+	113, // [113:161] is the sub-list for method output_type
+	65,  // [65:113] is the sub-list for method input_type
 	65,  // [65:65] is the sub-list for extension type_name
 	65,  // [65:65] is the sub-list for extension extendee
 	0,   // [0:65] is the sub-list for field type_name
@@ -6260,7 +6422,7 @@ func file_agentmesh_registry_v1_registry_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_registry_service_proto_rawDesc), len(file_agentmesh_registry_v1_registry_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   97,
+			NumMessages:   99,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
