@@ -53,8 +53,10 @@ def versions(
     password: PasswordOption = None,
     token: TokenOption = None,
 ) -> None:
-    """List an agent's versions, newest first (every change of it or its type makes one), show
-    what changed in one, or roll the agent back to one."""
+    """List an agent's versions (every change of it or its type makes one), diff two, or roll back to one.
+
+    Newest first; --diff N shows the fields that differ from the version before (or --against M),
+    --restore N sets the agent's config to version N's, as a new version."""
     from agentmesh.cli.client import run_signed_in
 
     if diff is not None and restore is not None:
@@ -103,8 +105,10 @@ def move(
     password: PasswordOption = None,
     token: TokenOption = None,
 ) -> None:
-    """Move a session to a version of its agent (or to the latest): its next run uses it. With
-    --all-sessions, every session of an agent: `agentmesh move demo coordinator latest --all-sessions`."""
+    """Move a session (or every session of an agent) to a version of it, or to the latest.
+
+    Its next run uses it. With --all-sessions the second argument names the agent, and every
+    session that has run it moves: `agentmesh move demo coordinator latest --all-sessions`."""
     from agentmesh.cli.client import run_signed_in
 
     latest = version == "latest"
