@@ -347,28 +347,21 @@ async def test_an_agents_versions_their_changes_a_rollback_and_moving_all_its_se
     console: ConsolePage, mesh: Mesh
 ) -> None:
     types = (await mesh.http.get("/api/v1/agent-types", params={"page_size": 200})).json()["data"]
-    worker_type = next(t["id"] for t in types if t["slug"] == "demo-worker")
+    body = {"name": "versioned", "config": {"mock_responses": ["one"]}}
+    body["agent_type_id"] = next(t["id"] for t in types if t["slug"] == "demo-worker")
     agents = f"/api/v1/projects/{mesh.project_id}/agents"
-    body = {"agent_type_id": worker_type, "name": "versioned", "config": {"mock_responses": ["one"]}}
-    created = await mesh.http.post(agents, json=body)
-    assert created.status_code == 201, created.text
-    agent = f"{agents}/{created.json()['id']}"
+    agent = f"{agents}/{(await mesh.http.post(agents, json=body)).json()['id']}"
     chat = {"model": "demo/versioned", "messages": [{"role": "user", "content": "which?"}]}
-    reply = await mesh.http.post("/v1/chat/completions", json=chat, headers={"X-Session-Id": "on-one"})
-    assert reply.status_code == 200, reply.text
-    changed = await mesh.http.patch(agent, json={"config": {"mock_responses": ["two"]}})
-    assert changed.status_code == 200, changed.text
+    assert (await mesh.http.post("/v1/chat/completions", json=chat)).status_code == 200
+    assert (await mesh.http.patch(agent, json={"config": {"mock_responses": ["two"]}})).status_code == 200
 
     await signed_in(console)
     console.open(f"#/projects/{mesh.project_id}")
     console.click('#app tr[data-agent="versioned"] [data-action="versions"]', "the agent's versions")
     assert "config.mock_responses" in console.text('tr[data-version="2"] .changes', "what version 2 changed")
     console.shot("versions")
-
     console.click('[data-action="move-all"]', "move all sessions to latest")
-    console.wait(
-        lambda _: "Moved 1 of 1 sessions to version 2" in console.text(".alert"), "the move's answer"
-    )
+    console.wait(lambda _: "Moved 1 of 1 sessions to version 2" in console.text(".alert"), "the answer")
     console.click('tr[data-version="1"] [data-action="restore"]', "roll back to version 1")
     console.find('tr[data-version="3"]', "the rollback's new version")
     console.shot("rolled-back")
@@ -464,7 +457,6 @@ async def test_pause_resume_and_terminate_agents_with_live_status(console: Conso
     console.shot("terminate-confirm")
     console.click(f'{scratch} [data-action="terminate"]')
     console.find(f'{scratch}[data-status="terminated"]', "scratch terminated")
-    # Nothing left to do to it: only its versions can still be read.
     assert [e.get_attribute("data-action") for e in console.all(f"{scratch} [data-action]")] == ["versions"]
     assert (await mesh.agent("scratch"))["status"] == "terminated"
     console.shot("terminated")

@@ -31,6 +31,7 @@ from agentmesh.executor.providers.base import ChatModel, Message, ModelError
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
+from agentmesh.registry.v1.resources_pb2 import AgentSpec
 from agentmesh.runtime.errors import DomainError, NotFound
 
 logger = logging.getLogger(__name__)
@@ -74,10 +75,11 @@ class BudgetedContext:
 
     @classmethod
     def of(
-        cls, recorder: Recorder, run_id: str, budget_tokens: int, fixed: Sequence[str], *, summarize: str = ""
+        cls, recorder: Recorder, run_id: str, budget_tokens: int, fixed: Sequence[str], spec: AgentSpec
     ) -> BudgetedContext:
-        """The context of `recorder`'s run, whose prompt holds the `fixed` texts besides history;
-        its older turns summarized with the instructions `summarize` (empty: `SUMMARIZE`)."""
+        """The context of `recorder`'s run of the agent `spec`, whose prompt holds the `fixed` texts
+        besides history; its older turns summarized with the type's `compaction_prompt`, else
+        `SUMMARIZE`."""
         return cls(
             session_id=recorder.session_id,
             project_id=recorder.project_id,
@@ -85,7 +87,7 @@ class BudgetedContext:
             run_id=run_id,
             budget_tokens=budget_tokens,
             fixed_tokens=estimate_tokens("".join(fixed)),
-            summarize=summarize or SUMMARIZE,
+            summarize=spec.compaction_prompt or SUMMARIZE,
         )
 
 
