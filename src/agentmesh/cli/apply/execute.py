@@ -28,7 +28,7 @@ async def apply_manifest(
     does not fit the registry (nothing written) or a write failed (`applied` says what was done).
     The changes of agents that got a new version say so (versions.py)."""
     plan = await plan_manifest(manifest, registry, metadata=metadata)
-    if dry_run:
+    if dry_run or all(change.action is Action.UNCHANGED for change in plan.changes):
         return plan.changes
     before = await latest_versions(registry, plan, metadata=metadata)
     await _Executor(registry, metadata).run(plan)
