@@ -2,7 +2,8 @@
 applied with `agentmesh apply`, and a real headless Chromium that signs in, browses projects,
 agents and sessions, chats with the coordinator and watches the worker's steps appear live, nested
 in the delegation, then the trace waterfall and the event log; pauses, resumes and terminates
-agents; and answers what an agent asks a person, on the Requests page and in the chat. Screenshots
+agents; shows an agent's versions, rolls it back and moves its sessions; and answers what an agent
+asks a person, on the Requests page and in the chat. Screenshots
 of every step are kept in an artifact folder whose path is printed."""
 
 from __future__ import annotations
@@ -342,6 +343,32 @@ async def test_fork_a_session_at_an_event_of_its_log(console: ConsolePage, mesh:
     assert [e["seq"] for e in events] == [1] and events[0]["content"] == "Process task 7"
 
 
+async def test_an_agents_versions_their_changes_a_rollback_and_moving_all_its_sessions(
+    console: ConsolePage, mesh: Mesh
+) -> None:
+    types = (await mesh.http.get("/api/v1/agent-types", params={"page_size": 200})).json()["data"]
+    body = {"name": "versioned", "config": {"mock_responses": ["one"]}}
+    body["agent_type_id"] = next(t["id"] for t in types if t["slug"] == "demo-worker")
+    agents = f"/api/v1/projects/{mesh.project_id}/agents"
+    agent = f"{agents}/{(await mesh.http.post(agents, json=body)).json()['id']}"
+    chat = {"model": "demo/versioned", "messages": [{"role": "user", "content": "which?"}]}
+    assert (await mesh.http.post("/v1/chat/completions", json=chat)).status_code == 200
+    assert (await mesh.http.patch(agent, json={"config": {"mock_responses": ["two"]}})).status_code == 200
+
+    await signed_in(console)
+    console.open(f"#/projects/{mesh.project_id}")
+    console.click('#app tr[data-agent="versioned"] [data-action="versions"]', "the agent's versions")
+    assert "config.mock_responses" in console.text('tr[data-version="2"] .changes', "what version 2 changed")
+    console.shot("versions")
+    console.click('[data-action="move-all"]', "move all sessions to latest")
+    console.wait(lambda _: "Moved 1 of 1 sessions to version 2" in console.text(".alert"), "the answer")
+    console.click('tr[data-version="1"] [data-action="restore"]', "roll back to version 1")
+    console.find('tr[data-version="3"]', "the rollback's new version")
+    console.shot("rolled-back")
+    latest = (await mesh.http.get(f"{agent}/versions")).json()["data"][0]
+    assert latest["number"] == 3 and latest["config"]["mock_responses"] == ["one"]
+
+
 # --- a person in the loop ----------------------------------------------------------------------
 
 
@@ -430,7 +457,7 @@ async def test_pause_resume_and_terminate_agents_with_live_status(console: Conso
     console.shot("terminate-confirm")
     console.click(f'{scratch} [data-action="terminate"]')
     console.find(f'{scratch}[data-status="terminated"]', "scratch terminated")
-    assert console.all(f"{scratch} [data-action]") == []
+    assert [e.get_attribute("data-action") for e in console.all(f"{scratch} [data-action]")] == ["versions"]
     assert (await mesh.agent("scratch"))["status"] == "terminated"
     console.shot("terminated")
 

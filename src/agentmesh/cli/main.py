@@ -65,11 +65,11 @@ COMMANDS = {
     ),
     "versions": LazyCommand(
         "agentmesh.cli.versions:versions",
-        "List an agent's versions, newest first: every change of it or its type makes one.",
+        "List an agent's versions (every change of it or its type makes one), diff two, or roll back to one.",
     ),
     "move": LazyCommand(
         "agentmesh.cli.versions:move",
-        "Move a session to a version of its agent (or to the latest): its next run uses it.",
+        "Move a session (or every session of an agent) to a version of it, or to the latest.",
     ),
     "usage": LazyCommand(
         "agentmesh.cli.usage:usage",

@@ -236,6 +236,8 @@ def _cell(value: Any) -> str:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, (dict, list)):  # a version's field as the diff of versions shows it
+        return json.dumps(value, ensure_ascii=False)
     return str(value)
 
 

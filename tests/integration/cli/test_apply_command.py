@@ -1,5 +1,5 @@
-"""`agentmesh apply` as a command: its summary, its report of bad files, and a run as a process
-against a mesh's gateway."""
+"""`agentmesh apply` as a command: its summary (with the agents' new versions), its report of bad
+files, and a run as a process against a mesh's gateway."""
 
 from __future__ import annotations
 
@@ -36,6 +36,16 @@ async def test_command_prints_a_summary_and_reports_bad_files(
     assert second.exit_code == 0, second.output
     assert "updated (config.max_steps)" in second.output
     assert "0 created, 1 updated, 6 unchanged" in second.output
+    # Version 2 was the creation's second write, which set network_access once the worker existed.
+    assert "agent demo/coordinator: version 3 (config.max_steps changed)" in second.output
+
+    # A change of a type is a new version of its agents, which the file leaves unchanged.
+    file.write_text(MESH_YAML.replace("max_steps: 4", "max_steps: 6").replace("You coordinate.", "You lead."))
+    third = await invoke(app, args, env=env)
+    assert third.exit_code == 0, third.output
+    assert "0 created, 1 updated, 6 unchanged" in third.output
+    assert "agent demo/coordinator: version 4 (agent_type.personality_prompt changed)" in third.output
+    assert "demo/worker: version" not in third.output
 
     file.write_text(MESH_YAML.replace("network_access: [coordinator]", "network_acess: [coordinator]"))
     bad = await invoke(app, args, env=env)

@@ -1,6 +1,7 @@
 """`agentmesh apply` with an agent type's budgets — the prompt's (`context_budget_tokens`, with its
-`compaction_model`) and a run's (`run_budget`): made so, left alone when unchanged, updated when
-they change, and a negative one named by its path before anything is written."""
+`compaction_model` and `compaction_prompt`) and a run's (`run_budget`): made so, left alone when
+unchanged, updated when they change, and a negative one named by its path before anything is
+written."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ BUDGETED_YAML = textwrap.dedent(
         primary_model: mock
         context_budget_tokens: 32000
         compaction_model: mock-small
+        compaction_prompt: Keep every number.
         run_budget: {max_tokens: 20000, max_cost: 0.05}
     """
 )
@@ -35,6 +37,7 @@ async def test_budgets_are_applied_once_then_left_alone_then_updated(
     stored = (await snapshot(recording, admin.metadata))["agent_types"]["budgeted-type"]
     assert stored["contextBudgetTokens"] == 32000
     assert stored["compactionModel"] == "mock-small"
+    assert stored["compactionPrompt"] == "Keep every number."
     assert stored["runBudget"] == {"maxTokens": "20000", "maxCost": 0.05}
     recording.writes.clear()
 
@@ -43,10 +46,14 @@ async def test_budgets_are_applied_once_then_left_alone_then_updated(
     assert recording.writes == []
 
     changed = BUDGETED_YAML.replace("32000", "16000").replace("max_cost: 0.05", "max_cost: 0.5")
+    changed = changed.replace("Keep every number.", "Keep every name.")
     changes = await apply_text(changed, recording, admin)
-    assert actions(changes) == {"budgeted-type": (Action.UPDATE, ("context_budget_tokens", "run_budget"))}
+    assert actions(changes) == {
+        "budgeted-type": (Action.UPDATE, ("context_budget_tokens", "compaction_prompt", "run_budget"))
+    }
     stored = (await snapshot(recording, admin.metadata))["agent_types"]["budgeted-type"]
     assert stored["contextBudgetTokens"] == 16000
+    assert stored["compactionPrompt"] == "Keep every name."
     assert stored["runBudget"] == {"maxTokens": "20000", "maxCost": 0.5}
 
 

@@ -108,6 +108,7 @@ class Stack:
         delegation_limits: resources_pb2.DelegationLimits | None = None,
         context_budget_tokens: int = 0,
         compaction_model: str = "",
+        compaction_prompt: str = "",
         run_budget: run_pb2.Budget | None = None,
     ) -> Agent:
         """An agent of a type of its own (so every setting is this test's); permissions as REST
@@ -132,6 +133,7 @@ class Stack:
             delegation_limits=delegation_limits,
             context_budget_tokens=context_budget_tokens,
             compaction_model=compaction_model,
+            compaction_prompt=compaction_prompt,
             run_budget=run_budget,
         )
         if model_params:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from agentmesh.executor.run.compaction import SUMMARIZE
 from agentmesh.memory.v1.resources_pb2 import EventType
 from agentmesh.registry.v1 import resources_pb2
 from tests.integration.executor.openai_server import FakeOpenAI, Reply
@@ -31,9 +32,12 @@ def sent_texts(openai_server: FakeOpenAI, model: str) -> list[str]:
     return [m["content"] for m in openai_server.for_model(model)[-1].body["messages"][1:]]
 
 
-async def chat_past_budget(stack: Stack, openai_server: FakeOpenAI, summary: Reply) -> tuple[str, str, str]:
+async def chat_past_budget(
+    stack: Stack, openai_server: FakeOpenAI, summary: Reply, *, compaction_prompt: str = ""
+) -> tuple[str, str, str]:
     """Eight chats in one session with an agent whose budget holds about five of them, its
-    summarizer answering `summary`: its model's name, its summarizer's and the session."""
+    summarizer answering `summary` (given the type's `compaction_prompt`): its model's name, its
+    summarizer's and the session."""
     model, summarizer = f"chat-{uuid.uuid4().hex[:8]}", f"sum-{uuid.uuid4().hex[:8]}"
     openai_server.script(model, Reply(text="Noted."))
     openai_server.script(summarizer, summary)
@@ -44,6 +48,7 @@ async def chat_past_budget(stack: Stack, openai_server: FakeOpenAI, summary: Rep
         model=f"openai/{model}",
         context_budget_tokens=BUDGET,
         compaction_model=f"openai/{summarizer}",
+        compaction_prompt=compaction_prompt,
     )
     session_id = ""
     for number in range(1, 9):
@@ -67,10 +72,11 @@ async def test_a_session_past_its_budget_compacts_once_and_later_chats_use_the_s
     summary = compacted[0]
     assert summary.content == "SUMMARY: the user sent messages one to five."
     assert summary.metadata["from_seq"] == 1 and summary.metadata["to_seq"] > 1
-    # The summarizer was asked once, about the oldest turns.
+    # The summarizer was asked once, about the oldest turns, with the built-in instructions.
     assert len(openai_server.for_model(summarizer)) == 1
-    asked = openai_server.for_model(summarizer)[0].body["messages"][-1]["content"]
-    assert "message 1" in asked
+    asked = openai_server.for_model(summarizer)[0].body["messages"]
+    assert "message 1" in asked[-1]["content"]
+    assert asked[0] == {"role": "system", "content": SUMMARIZE}
 
     # The last prompt: the summary, then only the turns after it, then the input — within budget.
     texts = sent_texts(openai_server, model)
@@ -78,6 +84,19 @@ async def test_a_session_past_its_budget_compacts_once_and_later_chats_use_the_s
     assert not any(t.startswith("message 1 ") for t in texts)
     assert texts[-1].startswith("message 8")
     assert sum(len(t) for t in texts) // 4 < BUDGET
+
+
+async def test_the_summarizer_is_given_the_agent_types_compaction_prompt(
+    stack: Stack, openai_server: FakeOpenAI
+) -> None:
+    instructions = "Keep only the numbers the user sent, as a list."
+    _, summarizer, _ = await chat_past_budget(
+        stack, openai_server, Reply(text="1, 2, 3, 4, 5"), compaction_prompt=instructions
+    )
+
+    asked = openai_server.for_model(summarizer)[0].body["messages"]
+    assert asked[0] == {"role": "system", "content": instructions}
+    assert "message 1" in asked[-1]["content"]
 
 
 async def test_a_failed_summary_leaves_the_run_on_a_truncated_window_and_says_so(

@@ -1,7 +1,8 @@
 """Agent versions (DESIGN §12) through the gateway's REST face, on both databases: a change of an
 agent or its type makes a version; a session keeps answering from the version it started on —
 the scripted model's answers differ between versions — while a new session gets the latest,
-until the session is moved; another project's agent's versions are not found."""
+until the session is moved (or every session of the agent is); a delegation runs the worker's
+version pinned in its session; another project's agent's versions are not found."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from agentmesh.cli.mesh import Mesh
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import registry_service_pb2_grpc as reg_grpc
+from tests.integration.gateway.delegating import delegating_agents
 from tests.integration.gateway.support import Agent, Api, suffix
 
 
@@ -180,3 +182,60 @@ async def test_versions_are_compared_and_rolled_back_to(
     response = await http.get(f"{agent.path}/versions/3/diff?against=1", headers=agent.owner.headers)
     assert response.json()["changes"] == []
     assert await chat(http, agent, f"s-{suffix()}") == "answer one"
+
+
+async def worker_answers(api: Api, coordinator: Agent, session_id: str) -> list[str]:
+    """What the worker answered the coordinator's delegations in the session, oldest first."""
+    events = await api.session_events(coordinator, session_id)
+    return [e["content"] for e in events if e["agent"] == "worker" and e["event_type"] == "agent_response"]
+
+
+async def test_a_delegation_runs_the_workers_version_pinned_in_its_session(
+    api: Api, http: httpx.AsyncClient, mesh: Mesh, once: None
+) -> None:
+    worker, coordinator = await delegating_agents(api, worker_answer="worker one")
+    started = f"s-{suffix()}"
+    assert await chat(http, coordinator, started) == "done"
+    assert await worker_answers(api, coordinator, started) == ["worker one"]
+
+    response = await http.patch(
+        worker.path, json={"config": {"mock_responses": ["worker two"]}}, headers=worker.owner.headers
+    )
+    assert response.status_code == 200, response.text
+    # The session that delegated before the change keeps the worker's version; a new one gets
+    # the latest.
+    assert await chat(http, coordinator, started) == "done"
+    assert await worker_answers(api, coordinator, started) == ["worker one", "worker one"]
+    fresh = f"s-{suffix()}"
+    assert await chat(http, coordinator, fresh) == "done"
+    assert await worker_answers(api, coordinator, fresh) == ["worker two"]
+
+    # Every session of the worker moved at once: only the one on the old version moves.
+    response = await http.post(
+        f"{worker.path}/sessions/move", json={"version": "latest"}, headers=worker.owner.headers
+    )
+    assert response.status_code == 200, response.text
+    assert response.json() == {"agent_id": worker.id, "version": 2, "moved_sessions": 1, "sessions": 2}
+    assert await chat(http, coordinator, started) == "done"
+    assert (await worker_answers(api, coordinator, started))[-1] == "worker two"
+
+    metadata = (("authorization", f"Bearer {worker.owner.token}"),)
+    async with grpc.aio.insecure_channel(mesh.gateway.address) as channel:
+        stub = reg_grpc.RegistryServiceStub(channel)
+        moved = await stub.MoveAgentSessions(
+            reg.MoveAgentSessionsRequest(project_id=worker.project_id, agent_id="worker", version=1),
+            metadata=metadata,
+        )
+        assert (moved.agent_id, moved.version, moved.moved_sessions, moved.sessions) == (worker.id, 1, 2, 2)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.MoveAgentSessions(
+                reg.MoveAgentSessionsRequest(project_id=worker.project_id, agent_id=worker.id, version=9),
+                metadata=metadata,
+            )
+        assert refused.value.code() is grpc.StatusCode.NOT_FOUND
+    assert await chat(http, coordinator, fresh) == "done"
+    assert (await worker_answers(api, coordinator, fresh))[-1] == "worker one"
+    response = await http.post(
+        f"{worker.path}/sessions/move", json={"version": "newest"}, headers=worker.owner.headers
+    )
+    assert response.status_code == 422, response.text

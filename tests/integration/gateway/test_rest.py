@@ -34,6 +34,7 @@ AGENT_TYPE_FIELDS = {
     # Sessions that last (DESIGN §12).
     "context_budget_tokens",
     "compaction_model",
+    "compaction_prompt",
     # What one run may spend (docs/usage.md).
     "run_budget",
 }

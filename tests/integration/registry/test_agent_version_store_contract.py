@@ -1,6 +1,6 @@
 """The agent version store's contract, over every RegistryStore implementation (in memory,
 SQLite, PostgreSQL): versions numbered per agent and listed newest first, sessions pinned once and
-moved on purpose, and both gone with their project."""
+moved on purpose (one at a time, or every session of an agent), and both gone with their project."""
 
 from __future__ import annotations
 
@@ -65,6 +65,24 @@ async def test_a_session_is_pinned_once_and_moved_on_purpose(registry_store: Reg
         assert await tx.session_version(agent.id, "s1") == 3
         assert await tx.session_versions(project.id, "s1") == {agent.id: 3, other.id: 4}
         assert await tx.session_versions(project.id, "s2") == {}
+
+
+async def test_every_session_of_an_agent_moves_at_once(registry_store: RegistryStore) -> None:
+    _, agent_type, project, agent = await _world(registry_store)
+    other = _agent(project, agent_type, "other")
+    async with registry_store.write() as tx:
+        await tx.insert_agent(other, request_id=None)
+        for session_id, version in (("s1", 1), ("s2", 2), ("s3", 1)):
+            await tx.pin_session(project.id, agent.id, session_id, version, T0, move=False)
+        await tx.pin_session(project.id, other.id, "s1", 1, T0, move=False)
+    async with registry_store.write() as tx:
+        assert await tx.move_agent_sessions(agent.id, 2, T0) == (2, 3)
+    async with registry_store.write() as tx:
+        assert await tx.move_agent_sessions(agent.id, 2, T0) == (0, 3)
+        assert await tx.move_agent_sessions("no-such-agent", 2, T0) == (0, 0)
+    async with registry_store.read() as tx:
+        assert [await tx.session_version(agent.id, s) for s in ("s1", "s2", "s3")] == [2, 2, 2]
+        assert await tx.session_version(other.id, "s1") == 1
 
 
 async def test_versions_and_pins_go_with_their_project(registry_store: RegistryStore) -> None:

@@ -44,7 +44,7 @@ def apply_command(
     from rich.markup import escape
 
     from agentmesh.cli.apply.document import ApplyError, read_manifest
-    from agentmesh.cli.apply.render import render_changes, render_problems, render_warnings
+    from agentmesh.cli.apply.render import render_changes, render_problems, render_versions, render_warnings
     from agentmesh.cli.client import CliError, Credentials, fail
     from agentmesh.cli.output import stderr_console, stdout_console
     from agentmesh.cli.spinner import run_waiting
@@ -76,6 +76,7 @@ def apply_command(
             render_problems(err, "nothing was applied", error.problems)
         raise typer.Exit(1) from None
     render_changes(out, changes, dry_run=dry_run)
+    render_versions(out, changes)
     render_warnings(err, changes)
 
 

@@ -253,6 +253,7 @@ def _declared_type(path: str, entry: AgentTypeEntry) -> DeclaredAgentType:
         delegation_limits=resources_pb2.DelegationLimits(**entry.delegation_limits.model_dump()),
         context_budget_tokens=entry.context_budget_tokens,
         compaction_model=entry.compaction_model,
+        compaction_prompt=entry.compaction_prompt,
         run_budget=run_pb2.Budget(**entry.run_budget.model_dump()),
     )
     declared = tuple(name for name in AgentTypeEntry.model_fields if name in entry.model_fields_set)

@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from agentmesh.cli.apply.document import ApplyError, Manifest
 from agentmesh.cli.apply.plan import Action, AgentStep, Change, Plan, plan_manifest
 from agentmesh.cli.apply.remote_agents import write_remote_agent
+from agentmesh.cli.apply.versions import latest_versions, note_new_versions
 from agentmesh.cli.client import Metadata, describe
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import resources_pb2
@@ -24,11 +25,14 @@ async def apply_manifest(
 ) -> list[Change]:
     """Makes the registry match the manifest; returns one Change per declared object, in order
     (agent types, projects, agents). With `dry_run`, only plans. ApplyError when the manifest
-    does not fit the registry (nothing written) or a write failed (`applied` says what was done)."""
+    does not fit the registry (nothing written) or a write failed (`applied` says what was done).
+    The changes of agents that got a new version say so (versions.py)."""
     plan = await plan_manifest(manifest, registry, metadata=metadata)
-    if dry_run:
+    if dry_run or all(change.action is Action.UNCHANGED for change in plan.changes):
         return plan.changes
+    before = await latest_versions(registry, plan, metadata=metadata)
     await _Executor(registry, metadata).run(plan)
+    await note_new_versions(registry, plan, before, metadata=metadata)
     return plan.changes
 
 

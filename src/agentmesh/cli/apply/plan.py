@@ -48,13 +48,17 @@ class Action(enum.StrEnum):
 class Change:
     """One declared object and what apply does (or, in a dry run, would do) to it; `fields` names
     the fields an update changes, `warnings` what the registry said about the object written
-    (a model or tool no running executor can serve)."""
+    (a model or tool no running executor can serve), `version` an agent's new version."""
 
     kind: Literal["agent type", "project", "remote agent", "MCP server", "agent"]
     ref: str
     action: Action
     fields: tuple[str, ...] = ()
     warnings: list[str] = field(default_factory=list, compare=False)
+    # An agent's new latest version after the apply (0: none), and the fields that differ from
+    # the one it had before (versions.py).
+    version: int = field(default=0, compare=False)
+    version_fields: tuple[str, ...] = field(default=(), compare=False)
 
 
 @dataclass

@@ -36,6 +36,18 @@ def render_changes(console: Console, changes: Sequence[Change], *, dry_run: bool
     console.print(f"{'dry run, nothing changed: ' if dry_run else ''}{totals}", soft_wrap=True)
 
 
+def render_versions(console: Console, changes: Sequence[Change]) -> None:
+    """One line per agent the apply gave a new version, with the fields that changed in it."""
+    for change in changes:
+        if change.version:
+            what = f" ({', '.join(change.version_fields)} changed)" if change.version_fields else ""
+            console.print(
+                f"{change.kind} {escape(change.ref)}: version {change.version}{escape(what)}",
+                soft_wrap=True,
+                highlight=False,
+            )
+
+
 def render_warnings(console: Console, changes: Sequence[Change]) -> None:
     """What the registry warned about the objects written, one line each under their name."""
     for change in changes:

@@ -89,6 +89,7 @@ class AgentTypeEntry(_Entry):
     # The prompt's budget and the model that summarizes what does not fit (docs/sessions.md).
     context_budget_tokens: Int32 = 0
     compaction_model: str = ""
+    compaction_prompt: str = ""  # the summarizing instructions; empty: the built-in ones
     run_budget: RunBudgetEntry = RunBudgetEntry()  # docs/tenants.md, "Budgets"
 
 

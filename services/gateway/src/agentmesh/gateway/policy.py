@@ -177,6 +177,7 @@ RPC_POLICY: Mapping[str, Rule] = {
     _REGISTRY + "DiffAgentVersions": owner(_project_id("project_id")),
     _REGISTRY + "RestoreAgentVersion": owner(_project_id("project_id")),
     _REGISTRY + "MoveSession": owner(_project_id("project_id")),
+    _REGISTRY + "MoveAgentSessions": owner(_project_id("project_id")),
     # Remote A2A agents: the project's owner; their credentials reach executors only.
     _REGISTRY + "CreateRemoteAgent": owner(_project_id("remote_agent.project_id")),
     _REGISTRY + "GetRemoteAgent": owner(_project_id("project_id")),
@@ -302,6 +303,7 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     ("GET", "/api/v1/projects/{project_id}/agents/{agent_id}/versions/{number}/diff"): _OWNER_BY_ID,
     ("POST", "/api/v1/projects/{project_id}/agents/{agent_id}/versions/{number}/restore"): _OWNER_BY_ID,
     ("POST", "/api/v1/projects/{project_id}/sessions/{session_id}/move"): _OWNER_BY_ID,
+    ("POST", "/api/v1/projects/{project_id}/agents/{agent_id}/sessions/move"): _OWNER_BY_ID,
     ("GET", _AGENT + "/health"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/.well-known/agent"): _OWNER_BY_SLUG,
     # Public when its owner published the agent; else the route asks for the owner (http/a2a.py).

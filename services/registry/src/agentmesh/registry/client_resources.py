@@ -282,6 +282,28 @@ class ResourceCalls:
         )
         return await unary(self.stub.ListAgentVersions, request, metadata=metadata)
 
+    async def diff_agent_versions(
+        self,
+        project_id: str,
+        agent_id: str,
+        number: int,
+        *,
+        against: int = 0,
+        metadata: Metadata | None = None,
+    ) -> pb.DiffAgentVersionsResponse:
+        """The fields that differ from version `against` (0: the one before) to version `number`."""
+        request = pb.DiffAgentVersionsRequest(
+            project_id=project_id, agent_id=agent_id, number=number, against=against
+        )
+        return await unary(self.stub.DiffAgentVersions, request, metadata=metadata)
+
+    async def restore_agent_version(
+        self, project_id: str, agent_id: str, number: int, *, metadata: Metadata | None = None
+    ) -> pb.RestoreAgentVersionResponse:
+        """Rolls the agent back to version `number` (a new version with its config)."""
+        request = pb.RestoreAgentVersionRequest(project_id=project_id, agent_id=agent_id, number=number)
+        return await unary(self.stub.RestoreAgentVersion, request, metadata=metadata)
+
     async def move_session(
         self,
         project_id: str,
@@ -297,6 +319,21 @@ class ResourceCalls:
             project_id=project_id, session_id=session_id, agent_id=agent_id, version=version, latest=latest
         )
         return await unary(self.stub.MoveSession, request, metadata=metadata)
+
+    async def move_agent_sessions(
+        self,
+        project_id: str,
+        agent_id: str,
+        *,
+        version: int = 0,
+        latest: bool = False,
+        metadata: Metadata | None = None,
+    ) -> pb.MoveAgentSessionsResponse:
+        """Moves every session of the agent to one of its versions (or to its latest)."""
+        request = pb.MoveAgentSessionsRequest(
+            project_id=project_id, agent_id=agent_id, version=version, latest=latest
+        )
+        return await unary(self.stub.MoveAgentSessions, request, metadata=metadata)
 
     async def summarize_usage(
         self,

@@ -103,6 +103,7 @@ def agent_type_fields(message: pb.AgentType) -> AgentTypeFields:
         ),
         context_budget_tokens=message.context_budget_tokens,
         compaction_model=message.compaction_model,
+        compaction_prompt=message.compaction_prompt,
         run_budget=RunBudget(max_tokens=message.run_budget.max_tokens, max_cost=message.run_budget.max_cost),
     )
 
@@ -280,6 +281,7 @@ def agent_type_message(agent_type: AgentType) -> pb.AgentType:
         delegation_limits=delegation_limits_message(agent_type.delegation_limits),
         context_budget_tokens=agent_type.context_budget_tokens,
         compaction_model=agent_type.compaction_model,
+        compaction_prompt=agent_type.compaction_prompt,
         run_budget=run_budget_message(agent_type.run_budget),
     )
 
@@ -377,6 +379,7 @@ def agent_spec_message(spec: AgentSpec) -> pb.AgentSpec:
         delegation_limits=delegation_limits_message(spec.delegation_limits),
         context_budget_tokens=spec.context_budget_tokens,
         compaction_model=spec.compaction_model,
+        compaction_prompt=spec.compaction_prompt,
         run_budget=run_budget_message(spec.run_budget),
     )
 

@@ -20,11 +20,11 @@ T = TypeVar("T")
 JsonValue = Any
 
 
-class _Model(BaseModel):
+class Model(BaseModel):  # a registry record: immutable, refusing fields it does not know
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class User(_Model):
+class User(Model):
     """A person who signs in."""
 
     id: str
@@ -46,7 +46,7 @@ class RegistrationMode(enum.StrEnum):
     INVITE_ONLY = "invite-only"  # registering needs an invitation a superuser issued
 
 
-class NewUser(_Model):
+class NewUser(Model):
     """What registering a user needs (the password travels separately, as a hash)."""
 
     email: str
@@ -55,7 +55,7 @@ class NewUser(_Model):
     is_superuser: bool = False
 
 
-class LoginState(_Model):
+class LoginState(Model):
     """Failed sign-in bookkeeping of one throttle key (an account from one address, or one
     address across accounts: identity/sign_in_throttle.py)."""
 
@@ -64,14 +64,14 @@ class LoginState(_Model):
     locked_until: datetime | None = None
 
 
-class Credentials(_Model):
+class Credentials(Model):
     """A user with what signing in checks: the password hash."""
 
     user: User
     password_hash: str
 
 
-class Invitation(_Model):
+class Invitation(Model):
     """A single-use permission to register while registration is invite-only, issued by a
     superuser. Only the SHA-256 of its token is kept, as `token_hash`."""
 
@@ -84,7 +84,7 @@ class Invitation(_Model):
     revoked_at: datetime | None = None
 
 
-class RefreshToken(_Model):
+class RefreshToken(Model):
     """A stored refresh token: only the hash of the token is kept. Tokens rotate within a family
     (one sign-in); reusing a rotated token revokes the whole family."""
 
@@ -98,7 +98,7 @@ class RefreshToken(_Model):
     revoked_at: datetime | None = None
 
 
-class ApiKey(_Model):
+class ApiKey(Model):
     """A long-lived credential for programs, acting as its user (within one project when
     `project_id` is set). Only the SHA-256 of the secret is kept, as `key_hash`."""
 
@@ -113,7 +113,7 @@ class ApiKey(_Model):
     revoked_at: datetime | None = None
 
 
-class UserStatus(_Model):
+class UserStatus(Model):
     """What a gateway needs to know of a user to honour its tokens: whether it still exists and
     is active, its role, and its current token version."""
 
@@ -123,7 +123,7 @@ class UserStatus(_Model):
     token_version: int = 0
 
 
-class IssuedTokens(_Model):
+class IssuedTokens(Model):
     """What a sign-in or a refresh yields."""
 
     access_token: str
@@ -139,7 +139,7 @@ class AgentKind(enum.StrEnum):
     PARALLEL = "parallel"
 
 
-class McpServer(_Model):
+class McpServer(Model):
     """A Model Context Protocol server an agent takes tools from. In an agent type, one with a
     name and nothing else (no transport) refers to the registered server of that name. `env` and
     `headers` values are secrets (see `mcp_servers/registry.py`)."""
@@ -185,7 +185,7 @@ ToolPermissions = dict[str, ToolPermission]
 DEFAULT_INPUT_EXPIRY_SECONDS = 86_400
 
 
-class DelegationLimits(_Model):
+class DelegationLimits(Model):
     """Bounds on the delegation tree under a chat, as the delegating agent's type sets them; 0:
     the executor's default."""
 
@@ -194,14 +194,14 @@ class DelegationLimits(_Model):
     allow_reentry: bool = False
 
 
-class RunBudget(_Model):
+class RunBudget(Model):
     """What one run (with its delegations) may spend: tokens, US dollars; 0: no bound."""
 
     max_tokens: int = 0
     max_cost: float = 0.0
 
 
-class AgentTypeFields(_Model):
+class AgentTypeFields(Model):
     """The settable fields of an agent type: what a create carries and an update may change."""
 
     name: str = ""
@@ -224,6 +224,7 @@ class AgentTypeFields(_Model):
     delegation_limits: DelegationLimits = Field(default_factory=DelegationLimits)
     context_budget_tokens: int = 0  # the prompt's budget; 0: the executor's default for the model
     compaction_model: str = ""  # summarizes history beyond the budget; "": the agent's model
+    compaction_prompt: str = ""  # the summarizing instructions; "": the executor's built-in ones
     run_budget: RunBudget = Field(default_factory=lambda: RunBudget())
 
 
@@ -248,7 +249,7 @@ LIMIT_NAMES: tuple[str, ...] = (
 )
 
 
-class ProjectLimits(_Model):
+class ProjectLimits(Model):
     """What one project may use. None: the operator's default applies; 0: unlimited."""
 
     requests_per_minute: int | None = None
@@ -262,7 +263,7 @@ class ProjectLimits(_Model):
         return {name: value for name in LIMIT_NAMES if (value := getattr(self, name)) is not None}
 
 
-class ProjectFields(_Model):
+class ProjectFields(Model):
     """The settable fields of a project."""
 
     name: str = ""
@@ -300,7 +301,7 @@ DOUBLE_TEXTING_POLICIES = ("reject", "enqueue", "interrupt")
 DEFAULT_DOUBLE_TEXTING = "enqueue"
 
 
-class AgentConfig(_Model):
+class AgentConfig(Model):
     """Per-agent overrides of its type; None keeps the type's value (`double_texting`: None is
     the default policy, enqueue)."""
 
@@ -320,7 +321,7 @@ class AgentConfig(_Model):
 AGENT_CONFIG_FIELDS: tuple[str, ...] = tuple(AgentConfig.model_fields)
 
 
-class NewAgent(_Model):
+class NewAgent(Model):
     """What spawning an agent needs. `slug` is made from the name when empty."""
 
     project_id: str
@@ -331,7 +332,7 @@ class NewAgent(_Model):
     public: bool = False
 
 
-class Agent(_Model):
+class Agent(Model):
     """An instance spawned from an agent type into a project. `name` is display text as people
     write it ("My PO Agent"), `slug` a DNS label unique in the project (`my-po-agent`); either
     addresses the agent. `runs_in_flight` is how many runs have started and not finished, and
@@ -358,7 +359,7 @@ class Agent(_Model):
     last_activity_at: datetime
 
 
-class AgentVersion(_Model):
+class AgentVersion(Model):
     """One immutable snapshot of what an agent's runs use: its type as it was (MCP server secrets
     as the registry stores them) and its config overrides, numbered from 1 per agent, with who
     made the change (a user id; empty when the registry did) and when. Status and usage are the
@@ -373,15 +374,7 @@ class AgentVersion(_Model):
     created_by: str = ""
 
 
-class FieldChange(_Model):
-    """One field that differs between two versions of an agent: its value in each (None: not set)."""
-
-    field: str
-    before: JsonValue = None
-    after: JsonValue = None
-
-
-class AgentMetrics(_Model):
+class AgentMetrics(Model):
     """Usage figures of one agent, in the shape of the REST metrics route."""
 
     total_instances: int
@@ -392,7 +385,7 @@ class AgentMetrics(_Model):
     total_cost_incurred: float
 
 
-class AgentSpec(_Model):
+class AgentSpec(Model):
     """An agent with its type's settings and its overrides resolved: what an executor runs.
     `sub_agents` and `network_access` hold slugs where they name an agent of the project (they
     may be written with names); `agent_names` maps those slugs to the agents' names."""
@@ -425,6 +418,7 @@ class AgentSpec(_Model):
     delegation_limits: DelegationLimits = Field(default_factory=DelegationLimits)
     context_budget_tokens: int = 0
     compaction_model: str = ""
+    compaction_prompt: str = ""
     run_budget: RunBudget = Field(default_factory=lambda: RunBudget())
     version: int = 0  # the agent's version this is (0: not known)
 
@@ -432,7 +426,7 @@ class AgentSpec(_Model):
 RunKey = tuple[str, str]  # (agent id, run id): a run, as leases and session turns name it
 
 
-class FinishedRun(_Model):
+class FinishedRun(Model):
     """A run an executor reports finished, with its usage: in all (for the agent's counters), and
     per model its own calls used (for the cost ledger), with its session and user."""
 
@@ -446,7 +440,7 @@ class FinishedRun(_Model):
     model_usage: tuple[ModelUsageReport, ...] = ()
 
 
-class ModelProvider(_Model):
+class ModelProvider(Model):
     """A model provider as one executor has it: `problem` says what keeps it from answering
     (with the setting that fixes it), empty when it is ready."""
 
@@ -454,7 +448,7 @@ class ModelProvider(_Model):
     problem: str = ""
 
 
-class Executor(_Model):
+class Executor(Model):
     """A member of the executor pool, with what it offers agents: function tools and model
     providers (reported with every heartbeat)."""
 
@@ -467,7 +461,7 @@ class Executor(_Model):
     run_slots: int = 0
 
 
-class PageRequest(_Model):
+class PageRequest(Model):
     """Which slice of a list to read: after a keyset position, or after the first `skip` items
     (REST `page` N skips (N-1)·size; stores reach it by keyset, never by OFFSET)."""
 
@@ -476,7 +470,7 @@ class PageRequest(_Model):
     skip: int = 0
 
 
-class Slice(_Model, Generic[T]):
+class Slice(Model, Generic[T]):
     """What a store returns for a PageRequest."""
 
     items: list[T]
@@ -484,7 +478,7 @@ class Slice(_Model, Generic[T]):
     total: int
 
 
-class Page(_Model, Generic[T]):
+class Page(Model, Generic[T]):
     """One page of a list, with the token of the next page (empty on the last) and the total."""
 
     items: list[T]
@@ -492,7 +486,7 @@ class Page(_Model, Generic[T]):
     total_size: int = 0
 
 
-class RemoteAgent(_Model):
+class RemoteAgent(Model):
     """A remote A2A agent registered in a project: its agents may name it in their network access
     and delegate to it over A2A. `credential` (a bearer token) is write-only: answers mask it."""
 

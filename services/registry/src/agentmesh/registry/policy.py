@@ -58,6 +58,7 @@ POLICY: Mapping[str, Access] = {
     "DiffAgentVersions": Access.AUTHENTICATED,
     "RestoreAgentVersion": Access.AUTHENTICATED,
     "MoveSession": Access.AUTHENTICATED,
+    "MoveAgentSessions": Access.AUTHENTICATED,
     "CreateMcpServer": Access.SUPERUSER,
     "GetMcpServer": Access.SUPERUSER,
     "ListMcpServers": Access.SUPERUSER,

@@ -124,6 +124,8 @@ class AgentTypeRow(Base):
     # does not fit ("": the agent's own); migration 0015_context_budget.
     context_budget_tokens: Mapped[int] = mapped_column(sa.Integer, server_default="0")
     compaction_model: Mapped[str] = mapped_column(sa.String(200), server_default="")
+    # The compaction model's instructions ("": the executor's built-in ones); migration 0020_sessions.
+    compaction_prompt: Mapped[str] = mapped_column(sa.Text, server_default="")
     # What one run may spend (migration 0016): {"max_tokens": n, "max_cost": usd}.
     run_budget: Mapped[dict[str, Any]] = mapped_column(sa.JSON, server_default="{}")
     request_id: Mapped[str | None] = mapped_column(sa.String(200), unique=True)

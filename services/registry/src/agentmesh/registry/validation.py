@@ -140,6 +140,7 @@ def check_agent_type(fields: AgentTypeFields, *, prefix: str = "agent_type") -> 
         f"{prefix}.context_budget_tokens", fields.context_budget_tokens, 0, MAX_CONTEXT_BUDGET_TOKENS
     )
     violations += _max_length(f"{prefix}.compaction_model", fields.compaction_model, MAX_MODEL_NAME)
+    violations += _max_length(f"{prefix}.compaction_prompt", fields.compaction_prompt, MAX_PROMPT)
     if fields.run_budget.max_tokens < 0 or not 0 <= fields.run_budget.max_cost < float("inf"):
         violations.append(FieldViolation(f"{prefix}.run_budget", "must not be negative"))
     return violations

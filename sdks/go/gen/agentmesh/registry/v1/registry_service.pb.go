@@ -4177,6 +4177,152 @@ func (x *MoveSessionResponse) GetVersions() []*SessionAgentVersion {
 	return nil
 }
 
+// MoveAgentSessionsRequest is the input of MoveAgentSessions.
+type MoveAgentSessionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The agent whose sessions move: id, slug or exact name.
+	AgentId string `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The version to move to; 0 with `latest`.
+	Version int32 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	// Move to the latest version instead.
+	Latest        bool `protobuf:"varint,4,opt,name=latest,proto3" json:"latest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveAgentSessionsRequest) Reset() {
+	*x = MoveAgentSessionsRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveAgentSessionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveAgentSessionsRequest) ProtoMessage() {}
+
+func (x *MoveAgentSessionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveAgentSessionsRequest.ProtoReflect.Descriptor instead.
+func (*MoveAgentSessionsRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *MoveAgentSessionsRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *MoveAgentSessionsRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *MoveAgentSessionsRequest) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *MoveAgentSessionsRequest) GetLatest() bool {
+	if x != nil {
+		return x.Latest
+	}
+	return false
+}
+
+// MoveAgentSessionsResponse is the output of MoveAgentSessions.
+type MoveAgentSessionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent's id.
+	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The version the agent's sessions use now.
+	Version int32 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// How many sessions moved (those already on it are not counted).
+	MovedSessions int32 `protobuf:"varint,3,opt,name=moved_sessions,json=movedSessions,proto3" json:"moved_sessions,omitempty"`
+	// How many sessions have run the agent.
+	Sessions      int32 `protobuf:"varint,4,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveAgentSessionsResponse) Reset() {
+	*x = MoveAgentSessionsResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveAgentSessionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveAgentSessionsResponse) ProtoMessage() {}
+
+func (x *MoveAgentSessionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveAgentSessionsResponse.ProtoReflect.Descriptor instead.
+func (*MoveAgentSessionsResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *MoveAgentSessionsResponse) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *MoveAgentSessionsResponse) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *MoveAgentSessionsResponse) GetMovedSessions() int32 {
+	if x != nil {
+		return x.MovedSessions
+	}
+	return 0
+}
+
+func (x *MoveAgentSessionsResponse) GetSessions() int32 {
+	if x != nil {
+		return x.Sessions
+	}
+	return 0
+}
+
 // CreateMcpServerRequest is the input of CreateMcpServer.
 type CreateMcpServerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4191,7 +4337,7 @@ type CreateMcpServerRequest struct {
 
 func (x *CreateMcpServerRequest) Reset() {
 	*x = CreateMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4203,7 +4349,7 @@ func (x *CreateMcpServerRequest) String() string {
 func (*CreateMcpServerRequest) ProtoMessage() {}
 
 func (x *CreateMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[74]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4216,7 +4362,7 @@ func (x *CreateMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*CreateMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{74}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *CreateMcpServerRequest) GetMcpServer() *McpServer {
@@ -4244,7 +4390,7 @@ type CreateMcpServerResponse struct {
 
 func (x *CreateMcpServerResponse) Reset() {
 	*x = CreateMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4256,7 +4402,7 @@ func (x *CreateMcpServerResponse) String() string {
 func (*CreateMcpServerResponse) ProtoMessage() {}
 
 func (x *CreateMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[75]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4269,7 +4415,7 @@ func (x *CreateMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*CreateMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{75}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *CreateMcpServerResponse) GetMcpServer() *McpServer {
@@ -4295,7 +4441,7 @@ type GetMcpServerRequest struct {
 
 func (x *GetMcpServerRequest) Reset() {
 	*x = GetMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4307,7 +4453,7 @@ func (x *GetMcpServerRequest) String() string {
 func (*GetMcpServerRequest) ProtoMessage() {}
 
 func (x *GetMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[76]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4320,7 +4466,7 @@ func (x *GetMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*GetMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{76}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *GetMcpServerRequest) GetId() string {
@@ -4355,7 +4501,7 @@ type GetMcpServerResponse struct {
 
 func (x *GetMcpServerResponse) Reset() {
 	*x = GetMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4367,7 +4513,7 @@ func (x *GetMcpServerResponse) String() string {
 func (*GetMcpServerResponse) ProtoMessage() {}
 
 func (x *GetMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[77]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4380,7 +4526,7 @@ func (x *GetMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*GetMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{77}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *GetMcpServerResponse) GetMcpServer() *McpServer {
@@ -4407,7 +4553,7 @@ type ListMcpServersRequest struct {
 
 func (x *ListMcpServersRequest) Reset() {
 	*x = ListMcpServersRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[78]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4419,7 +4565,7 @@ func (x *ListMcpServersRequest) String() string {
 func (*ListMcpServersRequest) ProtoMessage() {}
 
 func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[78]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4432,7 +4578,7 @@ func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersRequest.ProtoReflect.Descriptor instead.
 func (*ListMcpServersRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{78}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ListMcpServersRequest) GetPageSize() int32 {
@@ -4478,7 +4624,7 @@ type ListMcpServersResponse struct {
 
 func (x *ListMcpServersResponse) Reset() {
 	*x = ListMcpServersResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[79]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4490,7 +4636,7 @@ func (x *ListMcpServersResponse) String() string {
 func (*ListMcpServersResponse) ProtoMessage() {}
 
 func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[79]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4503,7 +4649,7 @@ func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersResponse.ProtoReflect.Descriptor instead.
 func (*ListMcpServersResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{79}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ListMcpServersResponse) GetMcpServers() []*McpServer {
@@ -4540,7 +4686,7 @@ type UpdateMcpServerRequest struct {
 
 func (x *UpdateMcpServerRequest) Reset() {
 	*x = UpdateMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[80]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4552,7 +4698,7 @@ func (x *UpdateMcpServerRequest) String() string {
 func (*UpdateMcpServerRequest) ProtoMessage() {}
 
 func (x *UpdateMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[80]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4565,7 +4711,7 @@ func (x *UpdateMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{80}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *UpdateMcpServerRequest) GetMcpServer() *McpServer {
@@ -4593,7 +4739,7 @@ type UpdateMcpServerResponse struct {
 
 func (x *UpdateMcpServerResponse) Reset() {
 	*x = UpdateMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[81]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4605,7 +4751,7 @@ func (x *UpdateMcpServerResponse) String() string {
 func (*UpdateMcpServerResponse) ProtoMessage() {}
 
 func (x *UpdateMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[81]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4618,7 +4764,7 @@ func (x *UpdateMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{81}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *UpdateMcpServerResponse) GetMcpServer() *McpServer {
@@ -4639,7 +4785,7 @@ type DeleteMcpServerRequest struct {
 
 func (x *DeleteMcpServerRequest) Reset() {
 	*x = DeleteMcpServerRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[82]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4651,7 +4797,7 @@ func (x *DeleteMcpServerRequest) String() string {
 func (*DeleteMcpServerRequest) ProtoMessage() {}
 
 func (x *DeleteMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[82]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4664,7 +4810,7 @@ func (x *DeleteMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{82}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *DeleteMcpServerRequest) GetId() string {
@@ -4683,7 +4829,7 @@ type DeleteMcpServerResponse struct {
 
 func (x *DeleteMcpServerResponse) Reset() {
 	*x = DeleteMcpServerResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[83]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4695,7 +4841,7 @@ func (x *DeleteMcpServerResponse) String() string {
 func (*DeleteMcpServerResponse) ProtoMessage() {}
 
 func (x *DeleteMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[83]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4708,7 +4854,7 @@ func (x *DeleteMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{83}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{85}
 }
 
 // CreateRemoteAgentRequest is the input of CreateRemoteAgent.
@@ -4722,7 +4868,7 @@ type CreateRemoteAgentRequest struct {
 
 func (x *CreateRemoteAgentRequest) Reset() {
 	*x = CreateRemoteAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[84]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4734,7 +4880,7 @@ func (x *CreateRemoteAgentRequest) String() string {
 func (*CreateRemoteAgentRequest) ProtoMessage() {}
 
 func (x *CreateRemoteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[84]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4747,7 +4893,7 @@ func (x *CreateRemoteAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRemoteAgentRequest.ProtoReflect.Descriptor instead.
 func (*CreateRemoteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{84}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *CreateRemoteAgentRequest) GetRemoteAgent() *RemoteAgent {
@@ -4768,7 +4914,7 @@ type CreateRemoteAgentResponse struct {
 
 func (x *CreateRemoteAgentResponse) Reset() {
 	*x = CreateRemoteAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[85]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4780,7 +4926,7 @@ func (x *CreateRemoteAgentResponse) String() string {
 func (*CreateRemoteAgentResponse) ProtoMessage() {}
 
 func (x *CreateRemoteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[85]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4793,7 +4939,7 @@ func (x *CreateRemoteAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRemoteAgentResponse.ProtoReflect.Descriptor instead.
 func (*CreateRemoteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{85}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *CreateRemoteAgentResponse) GetRemoteAgent() *RemoteAgent {
@@ -4816,7 +4962,7 @@ type GetRemoteAgentRequest struct {
 
 func (x *GetRemoteAgentRequest) Reset() {
 	*x = GetRemoteAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[86]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4828,7 +4974,7 @@ func (x *GetRemoteAgentRequest) String() string {
 func (*GetRemoteAgentRequest) ProtoMessage() {}
 
 func (x *GetRemoteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[86]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4841,7 +4987,7 @@ func (x *GetRemoteAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRemoteAgentRequest.ProtoReflect.Descriptor instead.
 func (*GetRemoteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{86}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *GetRemoteAgentRequest) GetProjectId() string {
@@ -4869,7 +5015,7 @@ type GetRemoteAgentResponse struct {
 
 func (x *GetRemoteAgentResponse) Reset() {
 	*x = GetRemoteAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[87]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4881,7 +5027,7 @@ func (x *GetRemoteAgentResponse) String() string {
 func (*GetRemoteAgentResponse) ProtoMessage() {}
 
 func (x *GetRemoteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[87]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4894,7 +5040,7 @@ func (x *GetRemoteAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRemoteAgentResponse.ProtoReflect.Descriptor instead.
 func (*GetRemoteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{87}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *GetRemoteAgentResponse) GetRemoteAgent() *RemoteAgent {
@@ -4921,7 +5067,7 @@ type ListRemoteAgentsRequest struct {
 
 func (x *ListRemoteAgentsRequest) Reset() {
 	*x = ListRemoteAgentsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[88]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4933,7 +5079,7 @@ func (x *ListRemoteAgentsRequest) String() string {
 func (*ListRemoteAgentsRequest) ProtoMessage() {}
 
 func (x *ListRemoteAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[88]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4946,7 +5092,7 @@ func (x *ListRemoteAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRemoteAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListRemoteAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{88}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *ListRemoteAgentsRequest) GetProjectId() string {
@@ -4992,7 +5138,7 @@ type ListRemoteAgentsResponse struct {
 
 func (x *ListRemoteAgentsResponse) Reset() {
 	*x = ListRemoteAgentsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[89]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5004,7 +5150,7 @@ func (x *ListRemoteAgentsResponse) String() string {
 func (*ListRemoteAgentsResponse) ProtoMessage() {}
 
 func (x *ListRemoteAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[89]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5017,7 +5163,7 @@ func (x *ListRemoteAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRemoteAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListRemoteAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{89}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *ListRemoteAgentsResponse) GetRemoteAgents() []*RemoteAgent {
@@ -5054,7 +5200,7 @@ type UpdateRemoteAgentRequest struct {
 
 func (x *UpdateRemoteAgentRequest) Reset() {
 	*x = UpdateRemoteAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[90]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5066,7 +5212,7 @@ func (x *UpdateRemoteAgentRequest) String() string {
 func (*UpdateRemoteAgentRequest) ProtoMessage() {}
 
 func (x *UpdateRemoteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[90]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5079,7 +5225,7 @@ func (x *UpdateRemoteAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRemoteAgentRequest.ProtoReflect.Descriptor instead.
 func (*UpdateRemoteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{90}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *UpdateRemoteAgentRequest) GetRemoteAgent() *RemoteAgent {
@@ -5107,7 +5253,7 @@ type UpdateRemoteAgentResponse struct {
 
 func (x *UpdateRemoteAgentResponse) Reset() {
 	*x = UpdateRemoteAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[91]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5119,7 +5265,7 @@ func (x *UpdateRemoteAgentResponse) String() string {
 func (*UpdateRemoteAgentResponse) ProtoMessage() {}
 
 func (x *UpdateRemoteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[91]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5132,7 +5278,7 @@ func (x *UpdateRemoteAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRemoteAgentResponse.ProtoReflect.Descriptor instead.
 func (*UpdateRemoteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{91}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *UpdateRemoteAgentResponse) GetRemoteAgent() *RemoteAgent {
@@ -5155,7 +5301,7 @@ type DeleteRemoteAgentRequest struct {
 
 func (x *DeleteRemoteAgentRequest) Reset() {
 	*x = DeleteRemoteAgentRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[92]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5167,7 +5313,7 @@ func (x *DeleteRemoteAgentRequest) String() string {
 func (*DeleteRemoteAgentRequest) ProtoMessage() {}
 
 func (x *DeleteRemoteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[92]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5180,7 +5326,7 @@ func (x *DeleteRemoteAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRemoteAgentRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRemoteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{92}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *DeleteRemoteAgentRequest) GetProjectId() string {
@@ -5206,7 +5352,7 @@ type DeleteRemoteAgentResponse struct {
 
 func (x *DeleteRemoteAgentResponse) Reset() {
 	*x = DeleteRemoteAgentResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[93]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5218,7 +5364,7 @@ func (x *DeleteRemoteAgentResponse) String() string {
 func (*DeleteRemoteAgentResponse) ProtoMessage() {}
 
 func (x *DeleteRemoteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[93]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5231,7 +5377,7 @@ func (x *DeleteRemoteAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRemoteAgentResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRemoteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{93}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{95}
 }
 
 // ListInputRequestsRequest is the input of ListInputRequests.
@@ -5253,7 +5399,7 @@ type ListInputRequestsRequest struct {
 
 func (x *ListInputRequestsRequest) Reset() {
 	*x = ListInputRequestsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[94]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5265,7 +5411,7 @@ func (x *ListInputRequestsRequest) String() string {
 func (*ListInputRequestsRequest) ProtoMessage() {}
 
 func (x *ListInputRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[94]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5278,7 +5424,7 @@ func (x *ListInputRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInputRequestsRequest.ProtoReflect.Descriptor instead.
 func (*ListInputRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{94}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *ListInputRequestsRequest) GetProjectId() string {
@@ -5329,7 +5475,7 @@ type ListInputRequestsResponse struct {
 
 func (x *ListInputRequestsResponse) Reset() {
 	*x = ListInputRequestsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[95]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5341,7 +5487,7 @@ func (x *ListInputRequestsResponse) String() string {
 func (*ListInputRequestsResponse) ProtoMessage() {}
 
 func (x *ListInputRequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[95]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5354,7 +5500,7 @@ func (x *ListInputRequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInputRequestsResponse.ProtoReflect.Descriptor instead.
 func (*ListInputRequestsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{95}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *ListInputRequestsResponse) GetInputRequests() []*v1.InputRequest {
@@ -5384,7 +5530,7 @@ type GetInputRequestRequest struct {
 
 func (x *GetInputRequestRequest) Reset() {
 	*x = GetInputRequestRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[96]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5396,7 +5542,7 @@ func (x *GetInputRequestRequest) String() string {
 func (*GetInputRequestRequest) ProtoMessage() {}
 
 func (x *GetInputRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[96]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5409,7 +5555,7 @@ func (x *GetInputRequestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInputRequestRequest.ProtoReflect.Descriptor instead.
 func (*GetInputRequestRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{96}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *GetInputRequestRequest) GetProjectId() string {
@@ -5437,7 +5583,7 @@ type GetInputRequestResponse struct {
 
 func (x *GetInputRequestResponse) Reset() {
 	*x = GetInputRequestResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[97]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5449,7 +5595,7 @@ func (x *GetInputRequestResponse) String() string {
 func (*GetInputRequestResponse) ProtoMessage() {}
 
 func (x *GetInputRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[97]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5462,7 +5608,7 @@ func (x *GetInputRequestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInputRequestResponse.ProtoReflect.Descriptor instead.
 func (*GetInputRequestResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{97}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *GetInputRequestResponse) GetInputRequest() *v1.InputRequest {
@@ -5488,7 +5634,7 @@ type RespondToInputRequestRequest struct {
 
 func (x *RespondToInputRequestRequest) Reset() {
 	*x = RespondToInputRequestRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[98]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5500,7 +5646,7 @@ func (x *RespondToInputRequestRequest) String() string {
 func (*RespondToInputRequestRequest) ProtoMessage() {}
 
 func (x *RespondToInputRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[98]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5513,7 +5659,7 @@ func (x *RespondToInputRequestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondToInputRequestRequest.ProtoReflect.Descriptor instead.
 func (*RespondToInputRequestRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{98}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *RespondToInputRequestRequest) GetProjectId() string {
@@ -5548,7 +5694,7 @@ type RespondToInputRequestResponse struct {
 
 func (x *RespondToInputRequestResponse) Reset() {
 	*x = RespondToInputRequestResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[99]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5560,7 +5706,7 @@ func (x *RespondToInputRequestResponse) String() string {
 func (*RespondToInputRequestResponse) ProtoMessage() {}
 
 func (x *RespondToInputRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[99]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5573,7 +5719,7 @@ func (x *RespondToInputRequestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondToInputRequestResponse.ProtoReflect.Descriptor instead.
 func (*RespondToInputRequestResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{99}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *RespondToInputRequestResponse) GetInputRequest() *v1.InputRequest {
@@ -5600,7 +5746,7 @@ type SummarizeUsageRequest struct {
 
 func (x *SummarizeUsageRequest) Reset() {
 	*x = SummarizeUsageRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[100]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5612,7 +5758,7 @@ func (x *SummarizeUsageRequest) String() string {
 func (*SummarizeUsageRequest) ProtoMessage() {}
 
 func (x *SummarizeUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[100]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5625,7 +5771,7 @@ func (x *SummarizeUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummarizeUsageRequest.ProtoReflect.Descriptor instead.
 func (*SummarizeUsageRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{100}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *SummarizeUsageRequest) GetProjectId() string {
@@ -5684,7 +5830,7 @@ type UsageGroup struct {
 
 func (x *UsageGroup) Reset() {
 	*x = UsageGroup{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[101]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5696,7 +5842,7 @@ func (x *UsageGroup) String() string {
 func (*UsageGroup) ProtoMessage() {}
 
 func (x *UsageGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[101]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5709,7 +5855,7 @@ func (x *UsageGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageGroup.ProtoReflect.Descriptor instead.
 func (*UsageGroup) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{101}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *UsageGroup) GetAgentId() string {
@@ -5790,7 +5936,7 @@ type SummarizeUsageResponse struct {
 
 func (x *SummarizeUsageResponse) Reset() {
 	*x = SummarizeUsageResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[102]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5802,7 +5948,7 @@ func (x *SummarizeUsageResponse) String() string {
 func (*SummarizeUsageResponse) ProtoMessage() {}
 
 func (x *SummarizeUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[102]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5815,7 +5961,7 @@ func (x *SummarizeUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummarizeUsageResponse.ProtoReflect.Descriptor instead.
 func (*SummarizeUsageResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{102}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *SummarizeUsageResponse) GetGroups() []*UsageGroup {
@@ -6112,7 +6258,18 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\aversion\x18\x04 \x01(\x05R\aversion\x12\x16\n" +
 	"\x06latest\x18\x05 \x01(\bR\x06latest\"]\n" +
 	"\x13MoveSessionResponse\x12F\n" +
-	"\bversions\x18\x01 \x03(\v2*.agentmesh.registry.v1.SessionAgentVersionR\bversions\"x\n" +
+	"\bversions\x18\x01 \x03(\v2*.agentmesh.registry.v1.SessionAgentVersionR\bversions\"\x86\x01\n" +
+	"\x18MoveAgentSessionsRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x05R\aversion\x12\x16\n" +
+	"\x06latest\x18\x04 \x01(\bR\x06latest\"\x93\x01\n" +
+	"\x19MoveAgentSessionsResponse\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x05R\aversion\x12%\n" +
+	"\x0emoved_sessions\x18\x03 \x01(\x05R\rmovedSessions\x12\x1a\n" +
+	"\bsessions\x18\x04 \x01(\x05R\bsessions\"x\n" +
 	"\x16CreateMcpServerRequest\x12?\n" +
 	"\n" +
 	"mcp_server\x18\x01 \x01(\v2 .agentmesh.registry.v1.McpServerR\tmcpServer\x12\x1d\n" +
@@ -6239,7 +6396,7 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x14USAGE_DIMENSION_USER\x10\x02\x12\x19\n" +
 	"\x15USAGE_DIMENSION_MODEL\x10\x03\x12\x1b\n" +
 	"\x17USAGE_DIMENSION_SESSION\x10\x04\x12\x17\n" +
-	"\x13USAGE_DIMENSION_DAY\x10\x052\x87+\n" +
+	"\x13USAGE_DIMENSION_DAY\x10\x052\xff+\n" +
 	"\x0fRegistryService\x12g\n" +
 	"\fRegisterUser\x12*.agentmesh.registry.v1.RegisterUserRequest\x1a+.agentmesh.registry.v1.RegisterUserResponse\x12R\n" +
 	"\x05Login\x12#.agentmesh.registry.v1.LoginRequest\x1a$.agentmesh.registry.v1.LoginResponse\x12j\n" +
@@ -6281,7 +6438,8 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x0fGetAgentVersion\x12-.agentmesh.registry.v1.GetAgentVersionRequest\x1a..agentmesh.registry.v1.GetAgentVersionResponse\x12v\n" +
 	"\x11DiffAgentVersions\x12/.agentmesh.registry.v1.DiffAgentVersionsRequest\x1a0.agentmesh.registry.v1.DiffAgentVersionsResponse\x12|\n" +
 	"\x13RestoreAgentVersion\x121.agentmesh.registry.v1.RestoreAgentVersionRequest\x1a2.agentmesh.registry.v1.RestoreAgentVersionResponse\x12d\n" +
-	"\vMoveSession\x12).agentmesh.registry.v1.MoveSessionRequest\x1a*.agentmesh.registry.v1.MoveSessionResponse\x12p\n" +
+	"\vMoveSession\x12).agentmesh.registry.v1.MoveSessionRequest\x1a*.agentmesh.registry.v1.MoveSessionResponse\x12v\n" +
+	"\x11MoveAgentSessions\x12/.agentmesh.registry.v1.MoveAgentSessionsRequest\x1a0.agentmesh.registry.v1.MoveAgentSessionsResponse\x12p\n" +
 	"\x0fCreateMcpServer\x12-.agentmesh.registry.v1.CreateMcpServerRequest\x1a..agentmesh.registry.v1.CreateMcpServerResponse\x12g\n" +
 	"\fGetMcpServer\x12*.agentmesh.registry.v1.GetMcpServerRequest\x1a+.agentmesh.registry.v1.GetMcpServerResponse\x12m\n" +
 	"\x0eListMcpServers\x12,.agentmesh.registry.v1.ListMcpServersRequest\x1a-.agentmesh.registry.v1.ListMcpServersResponse\x12p\n" +
@@ -6311,7 +6469,7 @@ func file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_registry_v1_registry_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 103)
+var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 105)
 var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(UsageDimension)(0),                   // 0: agentmesh.registry.v1.UsageDimension
 	(*RegisterUserRequest)(nil),           // 1: agentmesh.registry.v1.RegisterUserRequest
@@ -6388,121 +6546,123 @@ var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*RestoreAgentVersionResponse)(nil),   // 72: agentmesh.registry.v1.RestoreAgentVersionResponse
 	(*MoveSessionRequest)(nil),            // 73: agentmesh.registry.v1.MoveSessionRequest
 	(*MoveSessionResponse)(nil),           // 74: agentmesh.registry.v1.MoveSessionResponse
-	(*CreateMcpServerRequest)(nil),        // 75: agentmesh.registry.v1.CreateMcpServerRequest
-	(*CreateMcpServerResponse)(nil),       // 76: agentmesh.registry.v1.CreateMcpServerResponse
-	(*GetMcpServerRequest)(nil),           // 77: agentmesh.registry.v1.GetMcpServerRequest
-	(*GetMcpServerResponse)(nil),          // 78: agentmesh.registry.v1.GetMcpServerResponse
-	(*ListMcpServersRequest)(nil),         // 79: agentmesh.registry.v1.ListMcpServersRequest
-	(*ListMcpServersResponse)(nil),        // 80: agentmesh.registry.v1.ListMcpServersResponse
-	(*UpdateMcpServerRequest)(nil),        // 81: agentmesh.registry.v1.UpdateMcpServerRequest
-	(*UpdateMcpServerResponse)(nil),       // 82: agentmesh.registry.v1.UpdateMcpServerResponse
-	(*DeleteMcpServerRequest)(nil),        // 83: agentmesh.registry.v1.DeleteMcpServerRequest
-	(*DeleteMcpServerResponse)(nil),       // 84: agentmesh.registry.v1.DeleteMcpServerResponse
-	(*CreateRemoteAgentRequest)(nil),      // 85: agentmesh.registry.v1.CreateRemoteAgentRequest
-	(*CreateRemoteAgentResponse)(nil),     // 86: agentmesh.registry.v1.CreateRemoteAgentResponse
-	(*GetRemoteAgentRequest)(nil),         // 87: agentmesh.registry.v1.GetRemoteAgentRequest
-	(*GetRemoteAgentResponse)(nil),        // 88: agentmesh.registry.v1.GetRemoteAgentResponse
-	(*ListRemoteAgentsRequest)(nil),       // 89: agentmesh.registry.v1.ListRemoteAgentsRequest
-	(*ListRemoteAgentsResponse)(nil),      // 90: agentmesh.registry.v1.ListRemoteAgentsResponse
-	(*UpdateRemoteAgentRequest)(nil),      // 91: agentmesh.registry.v1.UpdateRemoteAgentRequest
-	(*UpdateRemoteAgentResponse)(nil),     // 92: agentmesh.registry.v1.UpdateRemoteAgentResponse
-	(*DeleteRemoteAgentRequest)(nil),      // 93: agentmesh.registry.v1.DeleteRemoteAgentRequest
-	(*DeleteRemoteAgentResponse)(nil),     // 94: agentmesh.registry.v1.DeleteRemoteAgentResponse
-	(*ListInputRequestsRequest)(nil),      // 95: agentmesh.registry.v1.ListInputRequestsRequest
-	(*ListInputRequestsResponse)(nil),     // 96: agentmesh.registry.v1.ListInputRequestsResponse
-	(*GetInputRequestRequest)(nil),        // 97: agentmesh.registry.v1.GetInputRequestRequest
-	(*GetInputRequestResponse)(nil),       // 98: agentmesh.registry.v1.GetInputRequestResponse
-	(*RespondToInputRequestRequest)(nil),  // 99: agentmesh.registry.v1.RespondToInputRequestRequest
-	(*RespondToInputRequestResponse)(nil), // 100: agentmesh.registry.v1.RespondToInputRequestResponse
-	(*SummarizeUsageRequest)(nil),         // 101: agentmesh.registry.v1.SummarizeUsageRequest
-	(*UsageGroup)(nil),                    // 102: agentmesh.registry.v1.UsageGroup
-	(*SummarizeUsageResponse)(nil),        // 103: agentmesh.registry.v1.SummarizeUsageResponse
-	(*User)(nil),                          // 104: agentmesh.registry.v1.User
-	(*fieldmaskpb.FieldMask)(nil),         // 105: google.protobuf.FieldMask
-	(*timestamppb.Timestamp)(nil),         // 106: google.protobuf.Timestamp
-	(*ApiKey)(nil),                        // 107: agentmesh.registry.v1.ApiKey
-	(*Invitation)(nil),                    // 108: agentmesh.registry.v1.Invitation
-	(*AgentType)(nil),                     // 109: agentmesh.registry.v1.AgentType
-	(*Project)(nil),                       // 110: agentmesh.registry.v1.Project
-	(*Agent)(nil),                         // 111: agentmesh.registry.v1.Agent
-	(*AgentVersion)(nil),                  // 112: agentmesh.registry.v1.AgentVersion
-	(*structpb.Value)(nil),                // 113: google.protobuf.Value
-	(*SessionAgentVersion)(nil),           // 114: agentmesh.registry.v1.SessionAgentVersion
-	(*McpServer)(nil),                     // 115: agentmesh.registry.v1.McpServer
-	(*RemoteAgent)(nil),                   // 116: agentmesh.registry.v1.RemoteAgent
-	(v1.InputRequestState)(0),             // 117: agentmesh.common.v1.InputRequestState
-	(*v1.InputRequest)(nil),               // 118: agentmesh.common.v1.InputRequest
-	(*v1.InputResponse)(nil),              // 119: agentmesh.common.v1.InputResponse
-	(*v1.Usage)(nil),                      // 120: agentmesh.common.v1.Usage
+	(*MoveAgentSessionsRequest)(nil),      // 75: agentmesh.registry.v1.MoveAgentSessionsRequest
+	(*MoveAgentSessionsResponse)(nil),     // 76: agentmesh.registry.v1.MoveAgentSessionsResponse
+	(*CreateMcpServerRequest)(nil),        // 77: agentmesh.registry.v1.CreateMcpServerRequest
+	(*CreateMcpServerResponse)(nil),       // 78: agentmesh.registry.v1.CreateMcpServerResponse
+	(*GetMcpServerRequest)(nil),           // 79: agentmesh.registry.v1.GetMcpServerRequest
+	(*GetMcpServerResponse)(nil),          // 80: agentmesh.registry.v1.GetMcpServerResponse
+	(*ListMcpServersRequest)(nil),         // 81: agentmesh.registry.v1.ListMcpServersRequest
+	(*ListMcpServersResponse)(nil),        // 82: agentmesh.registry.v1.ListMcpServersResponse
+	(*UpdateMcpServerRequest)(nil),        // 83: agentmesh.registry.v1.UpdateMcpServerRequest
+	(*UpdateMcpServerResponse)(nil),       // 84: agentmesh.registry.v1.UpdateMcpServerResponse
+	(*DeleteMcpServerRequest)(nil),        // 85: agentmesh.registry.v1.DeleteMcpServerRequest
+	(*DeleteMcpServerResponse)(nil),       // 86: agentmesh.registry.v1.DeleteMcpServerResponse
+	(*CreateRemoteAgentRequest)(nil),      // 87: agentmesh.registry.v1.CreateRemoteAgentRequest
+	(*CreateRemoteAgentResponse)(nil),     // 88: agentmesh.registry.v1.CreateRemoteAgentResponse
+	(*GetRemoteAgentRequest)(nil),         // 89: agentmesh.registry.v1.GetRemoteAgentRequest
+	(*GetRemoteAgentResponse)(nil),        // 90: agentmesh.registry.v1.GetRemoteAgentResponse
+	(*ListRemoteAgentsRequest)(nil),       // 91: agentmesh.registry.v1.ListRemoteAgentsRequest
+	(*ListRemoteAgentsResponse)(nil),      // 92: agentmesh.registry.v1.ListRemoteAgentsResponse
+	(*UpdateRemoteAgentRequest)(nil),      // 93: agentmesh.registry.v1.UpdateRemoteAgentRequest
+	(*UpdateRemoteAgentResponse)(nil),     // 94: agentmesh.registry.v1.UpdateRemoteAgentResponse
+	(*DeleteRemoteAgentRequest)(nil),      // 95: agentmesh.registry.v1.DeleteRemoteAgentRequest
+	(*DeleteRemoteAgentResponse)(nil),     // 96: agentmesh.registry.v1.DeleteRemoteAgentResponse
+	(*ListInputRequestsRequest)(nil),      // 97: agentmesh.registry.v1.ListInputRequestsRequest
+	(*ListInputRequestsResponse)(nil),     // 98: agentmesh.registry.v1.ListInputRequestsResponse
+	(*GetInputRequestRequest)(nil),        // 99: agentmesh.registry.v1.GetInputRequestRequest
+	(*GetInputRequestResponse)(nil),       // 100: agentmesh.registry.v1.GetInputRequestResponse
+	(*RespondToInputRequestRequest)(nil),  // 101: agentmesh.registry.v1.RespondToInputRequestRequest
+	(*RespondToInputRequestResponse)(nil), // 102: agentmesh.registry.v1.RespondToInputRequestResponse
+	(*SummarizeUsageRequest)(nil),         // 103: agentmesh.registry.v1.SummarizeUsageRequest
+	(*UsageGroup)(nil),                    // 104: agentmesh.registry.v1.UsageGroup
+	(*SummarizeUsageResponse)(nil),        // 105: agentmesh.registry.v1.SummarizeUsageResponse
+	(*User)(nil),                          // 106: agentmesh.registry.v1.User
+	(*fieldmaskpb.FieldMask)(nil),         // 107: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),         // 108: google.protobuf.Timestamp
+	(*ApiKey)(nil),                        // 109: agentmesh.registry.v1.ApiKey
+	(*Invitation)(nil),                    // 110: agentmesh.registry.v1.Invitation
+	(*AgentType)(nil),                     // 111: agentmesh.registry.v1.AgentType
+	(*Project)(nil),                       // 112: agentmesh.registry.v1.Project
+	(*Agent)(nil),                         // 113: agentmesh.registry.v1.Agent
+	(*AgentVersion)(nil),                  // 114: agentmesh.registry.v1.AgentVersion
+	(*structpb.Value)(nil),                // 115: google.protobuf.Value
+	(*SessionAgentVersion)(nil),           // 116: agentmesh.registry.v1.SessionAgentVersion
+	(*McpServer)(nil),                     // 117: agentmesh.registry.v1.McpServer
+	(*RemoteAgent)(nil),                   // 118: agentmesh.registry.v1.RemoteAgent
+	(v1.InputRequestState)(0),             // 119: agentmesh.common.v1.InputRequestState
+	(*v1.InputRequest)(nil),               // 120: agentmesh.common.v1.InputRequest
+	(*v1.InputResponse)(nil),              // 121: agentmesh.common.v1.InputResponse
+	(*v1.Usage)(nil),                      // 122: agentmesh.common.v1.Usage
 }
 var file_agentmesh_registry_v1_registry_service_proto_depIdxs = []int32{
-	104, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
+	106, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
 	4,   // 1: agentmesh.registry.v1.LoginResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
 	4,   // 2: agentmesh.registry.v1.RefreshTokensResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
-	104, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
-	104, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	104, // 5: agentmesh.registry.v1.UpdateUserRequest.user:type_name -> agentmesh.registry.v1.User
-	105, // 6: agentmesh.registry.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
-	104, // 7: agentmesh.registry.v1.UpdateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	106, // 8: agentmesh.registry.v1.CreateApiKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	107, // 9: agentmesh.registry.v1.CreateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
-	107, // 10: agentmesh.registry.v1.ListApiKeysResponse.api_keys:type_name -> agentmesh.registry.v1.ApiKey
-	108, // 11: agentmesh.registry.v1.CreateInvitationResponse.invitation:type_name -> agentmesh.registry.v1.Invitation
-	108, // 12: agentmesh.registry.v1.ListInvitationsResponse.invitations:type_name -> agentmesh.registry.v1.Invitation
-	109, // 13: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	109, // 14: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	109, // 15: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	109, // 16: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
-	109, // 17: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	105, // 18: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
-	109, // 19: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	110, // 20: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	110, // 21: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	110, // 22: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	110, // 23: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
-	110, // 24: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	105, // 25: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	110, // 26: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	111, // 27: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	111, // 28: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	111, // 29: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	111, // 30: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
-	111, // 31: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	105, // 32: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	111, // 33: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	111, // 34: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	111, // 35: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	112, // 36: agentmesh.registry.v1.ListAgentVersionsResponse.versions:type_name -> agentmesh.registry.v1.AgentVersion
-	112, // 37: agentmesh.registry.v1.GetAgentVersionResponse.version:type_name -> agentmesh.registry.v1.AgentVersion
+	106, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
+	106, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	106, // 5: agentmesh.registry.v1.UpdateUserRequest.user:type_name -> agentmesh.registry.v1.User
+	107, // 6: agentmesh.registry.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
+	106, // 7: agentmesh.registry.v1.UpdateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	108, // 8: agentmesh.registry.v1.CreateApiKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	109, // 9: agentmesh.registry.v1.CreateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
+	109, // 10: agentmesh.registry.v1.ListApiKeysResponse.api_keys:type_name -> agentmesh.registry.v1.ApiKey
+	110, // 11: agentmesh.registry.v1.CreateInvitationResponse.invitation:type_name -> agentmesh.registry.v1.Invitation
+	110, // 12: agentmesh.registry.v1.ListInvitationsResponse.invitations:type_name -> agentmesh.registry.v1.Invitation
+	111, // 13: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	111, // 14: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	111, // 15: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	111, // 16: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
+	111, // 17: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	107, // 18: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
+	111, // 19: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	112, // 20: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	112, // 21: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	112, // 22: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	112, // 23: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
+	112, // 24: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	107, // 25: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	112, // 26: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	113, // 27: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	113, // 28: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	113, // 29: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	113, // 30: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
+	113, // 31: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	107, // 32: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	113, // 33: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	113, // 34: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	113, // 35: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	114, // 36: agentmesh.registry.v1.ListAgentVersionsResponse.versions:type_name -> agentmesh.registry.v1.AgentVersion
+	114, // 37: agentmesh.registry.v1.GetAgentVersionResponse.version:type_name -> agentmesh.registry.v1.AgentVersion
 	70,  // 38: agentmesh.registry.v1.DiffAgentVersionsResponse.changes:type_name -> agentmesh.registry.v1.AgentVersionChange
-	113, // 39: agentmesh.registry.v1.AgentVersionChange.before:type_name -> google.protobuf.Value
-	113, // 40: agentmesh.registry.v1.AgentVersionChange.after:type_name -> google.protobuf.Value
-	111, // 41: agentmesh.registry.v1.RestoreAgentVersionResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	112, // 42: agentmesh.registry.v1.RestoreAgentVersionResponse.version:type_name -> agentmesh.registry.v1.AgentVersion
-	114, // 43: agentmesh.registry.v1.MoveSessionResponse.versions:type_name -> agentmesh.registry.v1.SessionAgentVersion
-	115, // 44: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	115, // 45: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	115, // 46: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	115, // 47: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	115, // 48: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	105, // 49: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
-	115, // 50: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	116, // 51: agentmesh.registry.v1.CreateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	116, // 52: agentmesh.registry.v1.CreateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	116, // 53: agentmesh.registry.v1.GetRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	116, // 54: agentmesh.registry.v1.ListRemoteAgentsResponse.remote_agents:type_name -> agentmesh.registry.v1.RemoteAgent
-	116, // 55: agentmesh.registry.v1.UpdateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	105, // 56: agentmesh.registry.v1.UpdateRemoteAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	116, // 57: agentmesh.registry.v1.UpdateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	117, // 58: agentmesh.registry.v1.ListInputRequestsRequest.state:type_name -> agentmesh.common.v1.InputRequestState
-	118, // 59: agentmesh.registry.v1.ListInputRequestsResponse.input_requests:type_name -> agentmesh.common.v1.InputRequest
-	118, // 60: agentmesh.registry.v1.GetInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
-	119, // 61: agentmesh.registry.v1.RespondToInputRequestRequest.response:type_name -> agentmesh.common.v1.InputResponse
-	118, // 62: agentmesh.registry.v1.RespondToInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
+	115, // 39: agentmesh.registry.v1.AgentVersionChange.before:type_name -> google.protobuf.Value
+	115, // 40: agentmesh.registry.v1.AgentVersionChange.after:type_name -> google.protobuf.Value
+	113, // 41: agentmesh.registry.v1.RestoreAgentVersionResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	114, // 42: agentmesh.registry.v1.RestoreAgentVersionResponse.version:type_name -> agentmesh.registry.v1.AgentVersion
+	116, // 43: agentmesh.registry.v1.MoveSessionResponse.versions:type_name -> agentmesh.registry.v1.SessionAgentVersion
+	117, // 44: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	117, // 45: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	117, // 46: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	117, // 47: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	117, // 48: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	107, // 49: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
+	117, // 50: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	118, // 51: agentmesh.registry.v1.CreateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	118, // 52: agentmesh.registry.v1.CreateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	118, // 53: agentmesh.registry.v1.GetRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	118, // 54: agentmesh.registry.v1.ListRemoteAgentsResponse.remote_agents:type_name -> agentmesh.registry.v1.RemoteAgent
+	118, // 55: agentmesh.registry.v1.UpdateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	107, // 56: agentmesh.registry.v1.UpdateRemoteAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	118, // 57: agentmesh.registry.v1.UpdateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	119, // 58: agentmesh.registry.v1.ListInputRequestsRequest.state:type_name -> agentmesh.common.v1.InputRequestState
+	120, // 59: agentmesh.registry.v1.ListInputRequestsResponse.input_requests:type_name -> agentmesh.common.v1.InputRequest
+	120, // 60: agentmesh.registry.v1.GetInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
+	121, // 61: agentmesh.registry.v1.RespondToInputRequestRequest.response:type_name -> agentmesh.common.v1.InputResponse
+	120, // 62: agentmesh.registry.v1.RespondToInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
 	0,   // 63: agentmesh.registry.v1.SummarizeUsageRequest.group_by:type_name -> agentmesh.registry.v1.UsageDimension
-	120, // 64: agentmesh.registry.v1.UsageGroup.usage:type_name -> agentmesh.common.v1.Usage
-	102, // 65: agentmesh.registry.v1.SummarizeUsageResponse.groups:type_name -> agentmesh.registry.v1.UsageGroup
-	102, // 66: agentmesh.registry.v1.SummarizeUsageResponse.total:type_name -> agentmesh.registry.v1.UsageGroup
+	122, // 64: agentmesh.registry.v1.UsageGroup.usage:type_name -> agentmesh.common.v1.Usage
+	104, // 65: agentmesh.registry.v1.SummarizeUsageResponse.groups:type_name -> agentmesh.registry.v1.UsageGroup
+	104, // 66: agentmesh.registry.v1.SummarizeUsageResponse.total:type_name -> agentmesh.registry.v1.UsageGroup
 	1,   // 67: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
 	3,   // 68: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
 	6,   // 69: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
@@ -6539,72 +6699,74 @@ var file_agentmesh_registry_v1_registry_service_proto_depIdxs = []int32{
 	68,  // 100: agentmesh.registry.v1.RegistryService.DiffAgentVersions:input_type -> agentmesh.registry.v1.DiffAgentVersionsRequest
 	71,  // 101: agentmesh.registry.v1.RegistryService.RestoreAgentVersion:input_type -> agentmesh.registry.v1.RestoreAgentVersionRequest
 	73,  // 102: agentmesh.registry.v1.RegistryService.MoveSession:input_type -> agentmesh.registry.v1.MoveSessionRequest
-	75,  // 103: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
-	77,  // 104: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
-	79,  // 105: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
-	81,  // 106: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
-	83,  // 107: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
-	85,  // 108: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:input_type -> agentmesh.registry.v1.CreateRemoteAgentRequest
-	87,  // 109: agentmesh.registry.v1.RegistryService.GetRemoteAgent:input_type -> agentmesh.registry.v1.GetRemoteAgentRequest
-	89,  // 110: agentmesh.registry.v1.RegistryService.ListRemoteAgents:input_type -> agentmesh.registry.v1.ListRemoteAgentsRequest
-	91,  // 111: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:input_type -> agentmesh.registry.v1.UpdateRemoteAgentRequest
-	93,  // 112: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:input_type -> agentmesh.registry.v1.DeleteRemoteAgentRequest
-	95,  // 113: agentmesh.registry.v1.RegistryService.ListInputRequests:input_type -> agentmesh.registry.v1.ListInputRequestsRequest
-	97,  // 114: agentmesh.registry.v1.RegistryService.GetInputRequest:input_type -> agentmesh.registry.v1.GetInputRequestRequest
-	99,  // 115: agentmesh.registry.v1.RegistryService.RespondToInputRequest:input_type -> agentmesh.registry.v1.RespondToInputRequestRequest
-	101, // 116: agentmesh.registry.v1.RegistryService.SummarizeUsage:input_type -> agentmesh.registry.v1.SummarizeUsageRequest
-	2,   // 117: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
-	5,   // 118: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
-	7,   // 119: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
-	9,   // 120: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
-	11,  // 121: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
-	13,  // 122: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
-	15,  // 123: agentmesh.registry.v1.RegistryService.UpdateUser:output_type -> agentmesh.registry.v1.UpdateUserResponse
-	17,  // 124: agentmesh.registry.v1.RegistryService.CreateApiKey:output_type -> agentmesh.registry.v1.CreateApiKeyResponse
-	19,  // 125: agentmesh.registry.v1.RegistryService.ListApiKeys:output_type -> agentmesh.registry.v1.ListApiKeysResponse
-	21,  // 126: agentmesh.registry.v1.RegistryService.RevokeApiKey:output_type -> agentmesh.registry.v1.RevokeApiKeyResponse
-	23,  // 127: agentmesh.registry.v1.RegistryService.CreateInvitation:output_type -> agentmesh.registry.v1.CreateInvitationResponse
-	25,  // 128: agentmesh.registry.v1.RegistryService.ListInvitations:output_type -> agentmesh.registry.v1.ListInvitationsResponse
-	27,  // 129: agentmesh.registry.v1.RegistryService.RevokeInvitation:output_type -> agentmesh.registry.v1.RevokeInvitationResponse
-	29,  // 130: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
-	31,  // 131: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
-	33,  // 132: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
-	35,  // 133: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
-	37,  // 134: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
-	39,  // 135: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
-	41,  // 136: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
-	43,  // 137: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
-	45,  // 138: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
-	47,  // 139: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
-	49,  // 140: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
-	51,  // 141: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
-	53,  // 142: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
-	55,  // 143: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
-	57,  // 144: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
-	59,  // 145: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
-	61,  // 146: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
-	63,  // 147: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
-	65,  // 148: agentmesh.registry.v1.RegistryService.ListAgentVersions:output_type -> agentmesh.registry.v1.ListAgentVersionsResponse
-	67,  // 149: agentmesh.registry.v1.RegistryService.GetAgentVersion:output_type -> agentmesh.registry.v1.GetAgentVersionResponse
-	69,  // 150: agentmesh.registry.v1.RegistryService.DiffAgentVersions:output_type -> agentmesh.registry.v1.DiffAgentVersionsResponse
-	72,  // 151: agentmesh.registry.v1.RegistryService.RestoreAgentVersion:output_type -> agentmesh.registry.v1.RestoreAgentVersionResponse
-	74,  // 152: agentmesh.registry.v1.RegistryService.MoveSession:output_type -> agentmesh.registry.v1.MoveSessionResponse
-	76,  // 153: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
-	78,  // 154: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
-	80,  // 155: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
-	82,  // 156: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
-	84,  // 157: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
-	86,  // 158: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:output_type -> agentmesh.registry.v1.CreateRemoteAgentResponse
-	88,  // 159: agentmesh.registry.v1.RegistryService.GetRemoteAgent:output_type -> agentmesh.registry.v1.GetRemoteAgentResponse
-	90,  // 160: agentmesh.registry.v1.RegistryService.ListRemoteAgents:output_type -> agentmesh.registry.v1.ListRemoteAgentsResponse
-	92,  // 161: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:output_type -> agentmesh.registry.v1.UpdateRemoteAgentResponse
-	94,  // 162: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:output_type -> agentmesh.registry.v1.DeleteRemoteAgentResponse
-	96,  // 163: agentmesh.registry.v1.RegistryService.ListInputRequests:output_type -> agentmesh.registry.v1.ListInputRequestsResponse
-	98,  // 164: agentmesh.registry.v1.RegistryService.GetInputRequest:output_type -> agentmesh.registry.v1.GetInputRequestResponse
-	100, // 165: agentmesh.registry.v1.RegistryService.RespondToInputRequest:output_type -> agentmesh.registry.v1.RespondToInputRequestResponse
-	103, // 166: agentmesh.registry.v1.RegistryService.SummarizeUsage:output_type -> agentmesh.registry.v1.SummarizeUsageResponse
-	117, // [117:167] is the sub-list for method output_type
-	67,  // [67:117] is the sub-list for method input_type
+	75,  // 103: agentmesh.registry.v1.RegistryService.MoveAgentSessions:input_type -> agentmesh.registry.v1.MoveAgentSessionsRequest
+	77,  // 104: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
+	79,  // 105: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
+	81,  // 106: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
+	83,  // 107: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
+	85,  // 108: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
+	87,  // 109: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:input_type -> agentmesh.registry.v1.CreateRemoteAgentRequest
+	89,  // 110: agentmesh.registry.v1.RegistryService.GetRemoteAgent:input_type -> agentmesh.registry.v1.GetRemoteAgentRequest
+	91,  // 111: agentmesh.registry.v1.RegistryService.ListRemoteAgents:input_type -> agentmesh.registry.v1.ListRemoteAgentsRequest
+	93,  // 112: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:input_type -> agentmesh.registry.v1.UpdateRemoteAgentRequest
+	95,  // 113: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:input_type -> agentmesh.registry.v1.DeleteRemoteAgentRequest
+	97,  // 114: agentmesh.registry.v1.RegistryService.ListInputRequests:input_type -> agentmesh.registry.v1.ListInputRequestsRequest
+	99,  // 115: agentmesh.registry.v1.RegistryService.GetInputRequest:input_type -> agentmesh.registry.v1.GetInputRequestRequest
+	101, // 116: agentmesh.registry.v1.RegistryService.RespondToInputRequest:input_type -> agentmesh.registry.v1.RespondToInputRequestRequest
+	103, // 117: agentmesh.registry.v1.RegistryService.SummarizeUsage:input_type -> agentmesh.registry.v1.SummarizeUsageRequest
+	2,   // 118: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
+	5,   // 119: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
+	7,   // 120: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
+	9,   // 121: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
+	11,  // 122: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
+	13,  // 123: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
+	15,  // 124: agentmesh.registry.v1.RegistryService.UpdateUser:output_type -> agentmesh.registry.v1.UpdateUserResponse
+	17,  // 125: agentmesh.registry.v1.RegistryService.CreateApiKey:output_type -> agentmesh.registry.v1.CreateApiKeyResponse
+	19,  // 126: agentmesh.registry.v1.RegistryService.ListApiKeys:output_type -> agentmesh.registry.v1.ListApiKeysResponse
+	21,  // 127: agentmesh.registry.v1.RegistryService.RevokeApiKey:output_type -> agentmesh.registry.v1.RevokeApiKeyResponse
+	23,  // 128: agentmesh.registry.v1.RegistryService.CreateInvitation:output_type -> agentmesh.registry.v1.CreateInvitationResponse
+	25,  // 129: agentmesh.registry.v1.RegistryService.ListInvitations:output_type -> agentmesh.registry.v1.ListInvitationsResponse
+	27,  // 130: agentmesh.registry.v1.RegistryService.RevokeInvitation:output_type -> agentmesh.registry.v1.RevokeInvitationResponse
+	29,  // 131: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
+	31,  // 132: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
+	33,  // 133: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
+	35,  // 134: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
+	37,  // 135: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
+	39,  // 136: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
+	41,  // 137: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
+	43,  // 138: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
+	45,  // 139: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
+	47,  // 140: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
+	49,  // 141: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
+	51,  // 142: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
+	53,  // 143: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
+	55,  // 144: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
+	57,  // 145: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
+	59,  // 146: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
+	61,  // 147: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
+	63,  // 148: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
+	65,  // 149: agentmesh.registry.v1.RegistryService.ListAgentVersions:output_type -> agentmesh.registry.v1.ListAgentVersionsResponse
+	67,  // 150: agentmesh.registry.v1.RegistryService.GetAgentVersion:output_type -> agentmesh.registry.v1.GetAgentVersionResponse
+	69,  // 151: agentmesh.registry.v1.RegistryService.DiffAgentVersions:output_type -> agentmesh.registry.v1.DiffAgentVersionsResponse
+	72,  // 152: agentmesh.registry.v1.RegistryService.RestoreAgentVersion:output_type -> agentmesh.registry.v1.RestoreAgentVersionResponse
+	74,  // 153: agentmesh.registry.v1.RegistryService.MoveSession:output_type -> agentmesh.registry.v1.MoveSessionResponse
+	76,  // 154: agentmesh.registry.v1.RegistryService.MoveAgentSessions:output_type -> agentmesh.registry.v1.MoveAgentSessionsResponse
+	78,  // 155: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
+	80,  // 156: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
+	82,  // 157: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
+	84,  // 158: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
+	86,  // 159: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
+	88,  // 160: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:output_type -> agentmesh.registry.v1.CreateRemoteAgentResponse
+	90,  // 161: agentmesh.registry.v1.RegistryService.GetRemoteAgent:output_type -> agentmesh.registry.v1.GetRemoteAgentResponse
+	92,  // 162: agentmesh.registry.v1.RegistryService.ListRemoteAgents:output_type -> agentmesh.registry.v1.ListRemoteAgentsResponse
+	94,  // 163: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:output_type -> agentmesh.registry.v1.UpdateRemoteAgentResponse
+	96,  // 164: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:output_type -> agentmesh.registry.v1.DeleteRemoteAgentResponse
+	98,  // 165: agentmesh.registry.v1.RegistryService.ListInputRequests:output_type -> agentmesh.registry.v1.ListInputRequestsResponse
+	100, // 166: agentmesh.registry.v1.RegistryService.GetInputRequest:output_type -> agentmesh.registry.v1.GetInputRequestResponse
+	102, // 167: agentmesh.registry.v1.RegistryService.RespondToInputRequest:output_type -> agentmesh.registry.v1.RespondToInputRequestResponse
+	105, // 168: agentmesh.registry.v1.RegistryService.SummarizeUsage:output_type -> agentmesh.registry.v1.SummarizeUsageResponse
+	118, // [118:169] is the sub-list for method output_type
+	67,  // [67:118] is the sub-list for method input_type
 	67,  // [67:67] is the sub-list for extension type_name
 	67,  // [67:67] is the sub-list for extension extendee
 	0,   // [0:67] is the sub-list for field type_name
@@ -6622,7 +6784,7 @@ func file_agentmesh_registry_v1_registry_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_registry_service_proto_rawDesc), len(file_agentmesh_registry_v1_registry_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   103,
+			NumMessages:   105,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -55,6 +55,7 @@ const (
 	RegistryService_DiffAgentVersions_FullMethodName     = "/agentmesh.registry.v1.RegistryService/DiffAgentVersions"
 	RegistryService_RestoreAgentVersion_FullMethodName   = "/agentmesh.registry.v1.RegistryService/RestoreAgentVersion"
 	RegistryService_MoveSession_FullMethodName           = "/agentmesh.registry.v1.RegistryService/MoveSession"
+	RegistryService_MoveAgentSessions_FullMethodName     = "/agentmesh.registry.v1.RegistryService/MoveAgentSessions"
 	RegistryService_CreateMcpServer_FullMethodName       = "/agentmesh.registry.v1.RegistryService/CreateMcpServer"
 	RegistryService_GetMcpServer_FullMethodName          = "/agentmesh.registry.v1.RegistryService/GetMcpServer"
 	RegistryService_ListMcpServers_FullMethodName        = "/agentmesh.registry.v1.RegistryService/ListMcpServers"
@@ -188,6 +189,10 @@ type RegistryServiceClient interface {
 	// does not have), FAILED_PRECONDITION (reason SESSION_AGENT_AMBIGUOUS: a version number for a
 	// session that has run several agents, without naming one).
 	MoveSession(ctx context.Context, in *MoveSessionRequest, opts ...grpc.CallOption) (*MoveSessionResponse, error)
+	// Moves every session that has run an agent to one of its versions, or to its latest: their
+	// next runs use it. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number the agent does not
+	// have).
+	MoveAgentSessions(ctx context.Context, in *MoveAgentSessionsRequest, opts ...grpc.CallOption) (*MoveAgentSessionsResponse, error)
 	// Registers an MCP server (superusers): global, or one project's when project_id is set.
 	// ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
 	// for an unknown project.
@@ -604,6 +609,16 @@ func (c *registryServiceClient) MoveSession(ctx context.Context, in *MoveSession
 	return out, nil
 }
 
+func (c *registryServiceClient) MoveAgentSessions(ctx context.Context, in *MoveAgentSessionsRequest, opts ...grpc.CallOption) (*MoveAgentSessionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MoveAgentSessionsResponse)
+	err := c.cc.Invoke(ctx, RegistryService_MoveAgentSessions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *registryServiceClient) CreateMcpServer(ctx context.Context, in *CreateMcpServerRequest, opts ...grpc.CallOption) (*CreateMcpServerResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateMcpServerResponse)
@@ -861,6 +876,10 @@ type RegistryServiceServer interface {
 	// does not have), FAILED_PRECONDITION (reason SESSION_AGENT_AMBIGUOUS: a version number for a
 	// session that has run several agents, without naming one).
 	MoveSession(context.Context, *MoveSessionRequest) (*MoveSessionResponse, error)
+	// Moves every session that has run an agent to one of its versions, or to its latest: their
+	// next runs use it. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number the agent does not
+	// have).
+	MoveAgentSessions(context.Context, *MoveAgentSessionsRequest) (*MoveAgentSessionsResponse, error)
 	// Registers an MCP server (superusers): global, or one project's when project_id is set.
 	// ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
 	// for an unknown project.
@@ -1024,6 +1043,9 @@ func (UnimplementedRegistryServiceServer) RestoreAgentVersion(context.Context, *
 }
 func (UnimplementedRegistryServiceServer) MoveSession(context.Context, *MoveSessionRequest) (*MoveSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MoveSession not implemented")
+}
+func (UnimplementedRegistryServiceServer) MoveAgentSessions(context.Context, *MoveAgentSessionsRequest) (*MoveAgentSessionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MoveAgentSessions not implemented")
 }
 func (UnimplementedRegistryServiceServer) CreateMcpServer(context.Context, *CreateMcpServerRequest) (*CreateMcpServerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateMcpServer not implemented")
@@ -1736,6 +1758,24 @@ func _RegistryService_MoveSession_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RegistryService_MoveAgentSessions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MoveAgentSessionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).MoveAgentSessions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_MoveAgentSessions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).MoveAgentSessions(ctx, req.(*MoveAgentSessionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RegistryService_CreateMcpServer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateMcpServerRequest)
 	if err := dec(in); err != nil {
@@ -2138,6 +2178,10 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MoveSession",
 			Handler:    _RegistryService_MoveSession_Handler,
+		},
+		{
+			MethodName: "MoveAgentSessions",
+			Handler:    _RegistryService_MoveAgentSessions_Handler,
 		},
 		{
 			MethodName: "CreateMcpServer",

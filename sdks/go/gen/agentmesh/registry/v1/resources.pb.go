@@ -656,9 +656,12 @@ type AgentType struct {
 	// What one run of an agent of this type may spend, its delegations included (unset or zero
 	// fields: no bound); a chat's own budget, when smaller, wins. Over it the run ends
 	// BUDGET_EXCEEDED (docs/usage.md).
-	RunBudget     *v1.Budget `protobuf:"bytes,24,opt,name=run_budget,json=runBudget,proto3" json:"run_budget,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RunBudget *v1.Budget `protobuf:"bytes,24,opt,name=run_budget,json=runBudget,proto3" json:"run_budget,omitempty"`
+	// The instructions the compaction model is given to summarize older turns (empty: the
+	// executor's built-in ones).
+	CompactionPrompt string `protobuf:"bytes,25,opt,name=compaction_prompt,json=compactionPrompt,proto3" json:"compaction_prompt,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *AgentType) Reset() {
@@ -857,6 +860,13 @@ func (x *AgentType) GetRunBudget() *v1.Budget {
 		return x.RunBudget
 	}
 	return nil
+}
+
+func (x *AgentType) GetCompactionPrompt() string {
+	if x != nil {
+		return x.CompactionPrompt
+	}
+	return ""
 }
 
 // DelegationLimits bound the delegation tree under a chat, as the delegating agent's type sets
@@ -1657,9 +1667,11 @@ type AgentSpec struct {
 	// The agent type's run budget (AgentType.run_budget).
 	RunBudget *v1.Budget `protobuf:"bytes,27,opt,name=run_budget,json=runBudget,proto3" json:"run_budget,omitempty"`
 	// The agent's version this spec is (AgentVersion.number); a session's runs use their pinned one.
-	Version       int32 `protobuf:"varint,28,opt,name=version,proto3" json:"version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Version int32 `protobuf:"varint,28,opt,name=version,proto3" json:"version,omitempty"`
+	// The type's summarizing instructions (empty: the executor's built-in ones).
+	CompactionPrompt string `protobuf:"bytes,29,opt,name=compaction_prompt,json=compactionPrompt,proto3" json:"compaction_prompt,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *AgentSpec) Reset() {
@@ -1886,6 +1898,13 @@ func (x *AgentSpec) GetVersion() int32 {
 		return x.Version
 	}
 	return 0
+}
+
+func (x *AgentSpec) GetCompactionPrompt() string {
+	if x != nil {
+		return x.CompactionPrompt
+	}
+	return ""
 }
 
 // Executor is a member of the executor pool.
@@ -2200,7 +2219,7 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\t\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdc\t\n" +
 	"\tAgentType\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -2231,7 +2250,8 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x10compaction_model\x18\x16 \x01(\tR\x0fcompactionModel\x12T\n" +
 	"\x11delegation_limits\x18\x17 \x01(\v2'.agentmesh.registry.v1.DelegationLimitsR\x10delegationLimits\x12:\n" +
 	"\n" +
-	"run_budget\x18\x18 \x01(\v2\x1b.agentmesh.common.v1.BudgetR\trunBudget\x1ag\n" +
+	"run_budget\x18\x18 \x01(\v2\x1b.agentmesh.common.v1.BudgetR\trunBudget\x12+\n" +
+	"\x11compaction_prompt\x18\x19 \x01(\tR\x10compactionPrompt\x1ag\n" +
 	"\x14ToolPermissionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
 	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"{\n" +
@@ -2324,7 +2344,7 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12D\n" +
 	"\x10last_activity_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x0elastActivityAt\x12\x12\n" +
 	"\x04slug\x18\f \x01(\tR\x04slug\x12\x16\n" +
-	"\x06public\x18\r \x01(\bR\x06public\"\xd1\x0e\n" +
+	"\x06public\x18\r \x01(\bR\x06public\"\xfe\x0e\n" +
 	"\tAgentSpec\x122\n" +
 	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12!\n" +
 	"\fproject_slug\x18\x02 \x01(\tR\vprojectSlug\x124\n" +
@@ -2358,7 +2378,8 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"\x10compaction_model\x18\x1a \x01(\tR\x0fcompactionModel\x12:\n" +
 	"\n" +
 	"run_budget\x18\x1b \x01(\v2\x1b.agentmesh.common.v1.BudgetR\trunBudget\x12\x18\n" +
-	"\aversion\x18\x1c \x01(\x05R\aversion\x1a=\n" +
+	"\aversion\x18\x1c \x01(\x05R\aversion\x12+\n" +
+	"\x11compaction_prompt\x18\x1d \x01(\tR\x10compactionPrompt\x1a=\n" +
 	"\x0fAgentNamesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1ag\n" +

@@ -8,7 +8,8 @@ keep per model). The agent's newest `context_compacted` event stands for every t
 `to_seq`: the history is that summary, then the turns after it.
 
 When those do not fit, the older turns are summarized by one model call (the type's
-`compaction_model`, else the agent's own) together with the summary they follow, and the result
+`compaction_model`, else the agent's own, given the type's `compaction_prompt`, else `SUMMARIZE`)
+together with the summary they follow, and the result
 is recorded as a new `context_compacted` event (metadata: the seq range it replaces). The log
 keeps every event; the summary is made once and every later run, on any executor, reads it from
 the log. Compaction keeps only half the room for recent turns, so the runs after it fit without
@@ -30,6 +31,7 @@ from agentmesh.executor.providers.base import ChatModel, Message, ModelError
 from agentmesh.memory.client import MemoryClient
 from agentmesh.memory.v1 import memory_service_pb2
 from agentmesh.memory.v1 import resources_pb2 as memory_pb2
+from agentmesh.registry.v1.resources_pb2 import AgentSpec
 from agentmesh.runtime.errors import DomainError, NotFound
 
 logger = logging.getLogger(__name__)
@@ -69,10 +71,15 @@ class BudgetedContext:
     run_id: str
     budget_tokens: int
     fixed_tokens: int  # the instructions and the input
+    summarize: str = SUMMARIZE  # the summarizing model's instructions
 
     @classmethod
-    def of(cls, recorder: Recorder, run_id: str, budget_tokens: int, fixed: Sequence[str]) -> BudgetedContext:
-        """The context of `recorder`'s run, whose prompt holds the `fixed` texts besides history."""
+    def of(
+        cls, recorder: Recorder, run_id: str, budget_tokens: int, fixed: Sequence[str], spec: AgentSpec
+    ) -> BudgetedContext:
+        """The context of `recorder`'s run of the agent `spec`, whose prompt holds the `fixed` texts
+        besides history; its older turns summarized with the type's `compaction_prompt`, else
+        `SUMMARIZE`."""
         return cls(
             session_id=recorder.session_id,
             project_id=recorder.project_id,
@@ -80,6 +87,7 @@ class BudgetedContext:
             run_id=run_id,
             budget_tokens=budget_tokens,
             fixed_tokens=estimate_tokens("".join(fixed)),
+            summarize=spec.compaction_prompt or SUMMARIZE,
         )
 
 
@@ -99,7 +107,7 @@ async def budgeted_history(
     from_seq = int(summary.metadata["from_seq"]) if summary is not None else older[0].seq
     to_seq = older[-1].seq
     try:
-        text = await _summarize(summarizer, summary, older)
+        text = await _summarize(summarizer, context.summarize, summary, older)
     except (ModelError, DomainError, TimeoutError) as error:
         logger.warning("run %s: compacting seq %d-%d failed: %s", context.run_id, from_seq, to_seq, error)
         await recorder.record(
@@ -177,12 +185,13 @@ def _messages(summary: memory_pb2.Event | None, turns: Sequence[memory_pb2.Event
 
 
 async def _summarize(
-    model: ChatModel, summary: memory_pb2.Event | None, older: Sequence[memory_pb2.Event]
+    model: ChatModel, instructions: str, summary: memory_pb2.Event | None, older: Sequence[memory_pb2.Event]
 ) -> str:
-    """One call of the summarizing model over the previous summary and the older turns."""
+    """One call of the summarizing model, given `instructions`, over the previous summary and the
+    older turns."""
     lines = [SUMMARY_PREFIX + summary.content] if summary is not None else []
     lines += [f"{_ROLES[e.event_type]}: {e.content}" for e in older]
-    prompt = [Message("system", SUMMARIZE), Message("user", "\n".join(lines))]
+    prompt = [Message("system", instructions), Message("user", "\n".join(lines))]
     parts = [chunk.text async for chunk in model.stream(prompt, []) if chunk.text]
     text = "".join(parts).strip()
     if not text:

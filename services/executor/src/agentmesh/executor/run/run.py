@@ -307,7 +307,7 @@ class Run:
         if budget and received.seq > 1 and runtime.models is not None:
             system = runtime.system_prompt(as_sub_agent=self.request.as_sub_agent)
             fixed = [system, self.request.input, *(message.content for message in sent)]
-            context = BudgetedContext.of(self.recorder, self.run_id, budget, fixed)
+            context = BudgetedContext.of(self.recorder, self.run_id, budget, fixed, self.spec)
             summarizer = runtime.models.for_compaction()
             return sent + await budgeted_history(self._services.memory, self.recorder, summarizer, context)
         window = self._services.history_window_events

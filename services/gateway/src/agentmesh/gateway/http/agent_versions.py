@@ -1,9 +1,10 @@
 """Agent versions over REST: an agent's versions (`GET …/agents/{agent_id}/versions`, newest
 first, `…/versions/{number}`, compared by `…/versions/{number}/diff`, rolled back to by
 `POST …/versions/{number}/restore`), and moving a session to a version
-(`POST …/sessions/{session_id}/move`); thin adapters to the registry's ListAgentVersions,
-GetAgentVersion, DiffAgentVersions, RestoreAgentVersion and MoveSession, for the project's owner,
-superusers and API keys scoped to the project."""
+(`POST …/sessions/{session_id}/move`) or every session of an agent (`POST
+…/agents/{agent_id}/sessions/move`); thin adapters to the registry's ListAgentVersions,
+GetAgentVersion, DiffAgentVersions, RestoreAgentVersion, MoveSession and MoveAgentSessions, for
+the project's owner, superusers and API keys scoped to the project."""
 
 from __future__ import annotations
 
@@ -42,17 +43,31 @@ class AgentVersionOut(BaseModel):
     created_by: str = Field(description="the user who made the change; empty when the registry did")
 
 
+TargetVersion = Annotated[int, Field(ge=1, le=schemas.INT32_MAX)] | Literal["latest"]
+
+
 class SessionMove(schemas.RequestBody):
     """Where to move the session: a version number of the agent, or `latest`."""
 
-    version: Annotated[int, Field(ge=1, le=schemas.INT32_MAX)] | Literal["latest"] = Field(
-        description="a version number (1 or more), or latest"
-    )
+    version: TargetVersion = Field(description="a version number (1 or more), or latest")
     agent: str = Field(
         default="",
         max_length=200,
         description="the agent (id, slug or name); empty: the one the session has run (with latest: each)",
     )
+
+
+class AgentSessionsMove(schemas.RequestBody):
+    """Where to move every session of the agent: one of its version numbers, or `latest`."""
+
+    version: TargetVersion = Field(description="a version number (1 or more), or latest")
+
+
+class AgentSessionsMoveOut(BaseModel):
+    agent_id: str
+    version: int = Field(description="the version the agent's sessions use now")
+    moved_sessions: int = Field(description="how many sessions moved (those already on it are not counted)")
+    sessions: int = Field(description="how many sessions have run the agent")
 
 
 class FieldChangeOut(BaseModel):
@@ -168,6 +183,27 @@ def agent_version_router() -> APIRouter:
         response = await ctx.call(ctx.registry.stub.MoveSession, request, caller)
         versions = [SessionAgentVersionOut(agent_id=v.agent_id, version=v.version) for v in response.versions]
         return SessionMoveOut(session_id=session_id, versions=versions)
+
+    @router.post("/agents/{agent_id}/sessions/move", tags=["agents"])
+    async def move_agent_sessions(
+        project_id: str, agent_id: str, body: AgentSessionsMove, ctx: Ctx, caller: Auth
+    ) -> AgentSessionsMoveOut:
+        """Moves every session that has run the agent to one of its versions, or to its latest:
+        their next runs use it. 404 for an unknown agent or version."""
+        latest = body.version == "latest"
+        request = reg.MoveAgentSessionsRequest(
+            project_id=project_id,
+            agent_id=agent_id,
+            version=0 if latest else int(body.version),
+            latest=latest,
+        )
+        response = await ctx.call(ctx.registry.stub.MoveAgentSessions, request, caller)
+        return AgentSessionsMoveOut(
+            agent_id=response.agent_id,
+            version=response.version,
+            moved_sessions=response.moved_sessions,
+            sessions=response.sessions,
+        )
 
     return router
 

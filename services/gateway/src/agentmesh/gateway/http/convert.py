@@ -152,6 +152,7 @@ def agent_type(value: registry_resources.AgentType) -> schemas.AgentTypeOut:
         ),
         context_budget_tokens=value.context_budget_tokens,
         compaction_model=value.compaction_model,
+        compaction_prompt=value.compaction_prompt,
         run_budget=schemas.RunBudgetBody(
             max_tokens=value.run_budget.max_tokens, max_cost=value.run_budget.max_cost
         ),

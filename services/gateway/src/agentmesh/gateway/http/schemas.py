@@ -213,6 +213,9 @@ class AgentTypeCreate(RequestBody):
     compaction_model: str = Field(
         default="", description="the model that summarizes history beyond the budget (empty: the agent's)"
     )
+    compaction_prompt: str = Field(
+        default="", description="the instructions it summarizes with (empty: the executor's built-in ones)"
+    )
     run_budget: RunBudgetBody = Field(default_factory=RunBudgetBody)
 
 
@@ -239,6 +242,7 @@ class AgentTypeUpdate(RequestBody):
     delegation_limits: DelegationLimitsBody = _unchanged()
     context_budget_tokens: BudgetTokens = _unchanged()
     compaction_model: str = _unchanged()
+    compaction_prompt: str = _unchanged()
     run_budget: RunBudgetBody = _unchanged()
 
 
@@ -266,6 +270,7 @@ class AgentTypeOut(BaseModel):
     delegation_limits: DelegationLimitsBody
     context_budget_tokens: int
     compaction_model: str
+    compaction_prompt: str
     run_budget: RunBudgetBody
 
 

@@ -5,16 +5,26 @@ and sessions pinned is `versions.py`; the registry's rules of access apply as to
 
 from __future__ import annotations
 
-from agentmesh.registry.agents.versions import current_version, differences
+from agentmesh.registry.agents.versions import FieldChange, current_version, differences
 from agentmesh.registry.clock import Clock
 from agentmesh.registry.errors import AgentVersionNotFound, SessionAgentAmbiguous
-from agentmesh.registry.models import Agent, AgentConfig, AgentVersion, FieldChange, Page
+from agentmesh.registry.models import Agent, AgentConfig, AgentVersion, Model, Page
 from agentmesh.registry.pagination import PageTokens
 from agentmesh.registry.projects.registry import visible_project
 from agentmesh.registry.store import RegistryStore, StoreTransaction
 from agentmesh.registry.validation import raise_if, required
 from agentmesh.runtime.errors import FieldViolation
 from agentmesh.runtime.identity import Principal
+
+
+class MovedSessions(Model):
+    """Every session of an agent moved to one of its versions: how many moved (were on another)
+    of how many have run it."""
+
+    agent_id: str
+    version: int
+    moved: int
+    sessions: int
 
 
 class AgentVersionRules:
@@ -108,15 +118,26 @@ class AgentVersionRules:
                         f"session {session_id!r} has run {len(agents)} agents: name the agent to move"
                     )
             for agent in agents:
-                target = await tx.get_agent_version(agent.id, version) if version else None
-                if latest:
-                    agent_type = await tx.get_agent_type(type_id=agent.agent_type_id)
-                    assert agent_type is not None  # a RESTRICT foreign key
-                    target = await current_version(tx, agent, agent_type)
-                if target is None:
-                    raise AgentVersionNotFound(f"agent {agent.name!r} has no version {version}")
+                target = await _target(tx, agent, version, latest)
                 await tx.pin_session(project_id, agent.id, session_id, target.number, now, move=True)
             return await tx.session_versions(project_id, session_id)
+
+    async def move_agent_sessions(
+        self, principal: Principal, project_id: str, agent_ref: str, *, version: int = 0, latest: bool = False
+    ) -> MovedSessions:
+        """Moves every session that has run the agent to its version `version`, or to its latest:
+        their next runs use it (a run in flight finishes on its own)."""
+        raise_if(
+            required("project_id", project_id)
+            + required("agent_id", agent_ref)
+            + _move_violations(version, latest)
+        )
+        now = self._now()
+        async with self._store.write() as tx:
+            agent = await self._agent(tx, principal, project_id, agent_ref, for_update=True)
+            target = await _target(tx, agent, version, latest)
+            moved, total = await tx.move_agent_sessions(agent.id, target.number, now)
+        return MovedSessions(agent_id=agent.id, version=target.number, moved=moved, sessions=total)
 
     async def diff_agent_versions(
         self, principal: Principal, project_id: str, agent_id: str, number: int, against: int
@@ -145,6 +166,18 @@ class AgentVersionRules:
             latest = await tx.get_agent_version(agent.id)
         assert latest is not None
         return agent, latest
+
+
+async def _target(tx: StoreTransaction, agent: Agent, version: int, latest: bool) -> AgentVersion:
+    """The agent's version `version`, or with `latest` its latest."""
+    if latest:
+        agent_type = await tx.get_agent_type(type_id=agent.agent_type_id)
+        assert agent_type is not None  # a RESTRICT foreign key
+        return await current_version(tx, agent, agent_type)
+    target = await tx.get_agent_version(agent.id, version)
+    if target is None:
+        raise AgentVersionNotFound(f"agent {agent.name!r} has no version {version}")
+    return target
 
 
 def _move_violations(version: int, latest: bool) -> list[FieldViolation]:

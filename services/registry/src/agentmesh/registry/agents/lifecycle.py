@@ -214,6 +214,7 @@ def resolve(
         delegation_limits=agent_type.delegation_limits,
         context_budget_tokens=agent_type.context_budget_tokens,
         compaction_model=agent_type.compaction_model,
+        compaction_prompt=agent_type.compaction_prompt,
         run_budget=agent_type.run_budget,
         description=agent_type.description,
         expertise=list(agent_type.expertise),

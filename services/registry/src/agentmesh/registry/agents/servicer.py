@@ -201,3 +201,16 @@ class AgentRpcs:
                 for agent_id, number in sorted(pins.items())
             ]
         )
+
+    async def MoveAgentSessions(
+        self, request: pb.MoveAgentSessionsRequest, context: Context
+    ) -> pb.MoveAgentSessionsResponse:
+        moved = await self._registry.move_agent_sessions(
+            caller(), request.project_id, request.agent_id, version=request.version, latest=request.latest
+        )
+        return pb.MoveAgentSessionsResponse(
+            agent_id=moved.agent_id,
+            version=moved.version,
+            moved_sessions=moved.moved,
+            sessions=moved.sessions,
+        )

@@ -57,6 +57,11 @@ class AgentVersionTransaction(abc.ABC):
     async def session_versions(self, project_id: str, session_id: str) -> dict[str, int]:
         """The session's pins: agent id → version."""
 
+    @abc.abstractmethod
+    async def move_agent_sessions(self, agent_id: str, version: int, now: datetime) -> tuple[int, int]:
+        """Pins every session that has run the agent to `version`: how many moved (were on
+        another), and how many there are."""
+
 
 class SqlAgentVersions(AgentVersionTransaction):
     """The SQL implementation; mixed into `SqlStoreTransaction`, whose session and helpers it uses."""
@@ -132,6 +137,16 @@ class SqlAgentVersions(AgentVersionTransaction):
         )
         return {agent_id: version for agent_id, version in (await self._session.execute(statement)).all()}
 
+    async def move_agent_sessions(self, agent_id: str, version: int, now: datetime) -> tuple[int, int]:
+        mine = SessionAgentVersionRow.agent_id == agent_id
+        total = await self._session.scalar(sa.select(sa.func.count()).where(mine))
+        moved = await self._session.execute(
+            sa.update(SessionAgentVersionRow)
+            .where(mine, SessionAgentVersionRow.version != version)
+            .values(version=version, pinned_at=now)
+        )
+        return moved.rowcount, total or 0  # type: ignore[attr-defined]
+
     async def delete_project_agent_versions(self, project_id: str) -> None:
         """With its project: its agents' versions and sessions' pins go."""
         for row in (AgentVersionRow, SessionAgentVersionRow):
@@ -185,6 +200,14 @@ class InMemoryAgentVersions(AgentVersionTransaction):
             for (agent_id, session), (project, version) in self._state.session_versions.items()
             if session == session_id and project == project_id
         }
+
+    async def move_agent_sessions(self, agent_id: str, version: int, now: datetime) -> tuple[int, int]:
+        pins = self._state.session_versions
+        mine = [key for key in pins if key[0] == agent_id]
+        moved = [key for key in mine if pins[key][1] != version]
+        for key in moved:
+            pins[key] = (pins[key][0], version)
+        return len(moved), len(mine)
 
     async def delete_project_agent_versions(self, project_id: str) -> None:
         """With its project: its agents' versions and sessions' pins go."""

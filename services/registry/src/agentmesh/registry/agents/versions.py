@@ -16,8 +16,16 @@ from typing import Any
 
 from agentmesh.registry.errors import AgentTypeNotFound
 from agentmesh.registry.mcp_servers.registry import masked_type
-from agentmesh.registry.models import Agent, AgentType, AgentVersion, FieldChange
+from agentmesh.registry.models import Agent, AgentType, AgentVersion, JsonValue, Model
 from agentmesh.registry.store import RegistryStore, StoreTransaction
+
+
+class FieldChange(Model):
+    """One field that differs between two versions of an agent: its value in each (None: not set)."""
+
+    field: str
+    before: JsonValue = None
+    after: JsonValue = None
 
 
 def as_of(agent: Agent, version: AgentVersion) -> tuple[Agent, AgentType]:

@@ -2095,6 +2095,74 @@ class MoveSessionResponse(_message.Message):
 Global___MoveSessionResponse: _TypeAlias = MoveSessionResponse  # noqa: Y015
 
 @_typing.final
+class MoveAgentSessionsRequest(_message.Message):
+    """MoveAgentSessionsRequest is the input of MoveAgentSessions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    LATEST_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    agent_id: _builtins.str
+    """The agent whose sessions move: id, slug or exact name."""
+    version: _builtins.int
+    """The version to move to; 0 with `latest`."""
+    latest: _builtins.bool
+    """Move to the latest version instead."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        version: _builtins.int = ...,
+        latest: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "latest", b"latest", "project_id", b"project_id", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MoveAgentSessionsRequest: _TypeAlias = MoveAgentSessionsRequest  # noqa: Y015
+
+@_typing.final
+class MoveAgentSessionsResponse(_message.Message):
+    """MoveAgentSessionsResponse is the output of MoveAgentSessions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    MOVED_SESSIONS_FIELD_NUMBER: _builtins.int
+    SESSIONS_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The agent's id."""
+    version: _builtins.int
+    """The version the agent's sessions use now."""
+    moved_sessions: _builtins.int
+    """How many sessions moved (those already on it are not counted)."""
+    sessions: _builtins.int
+    """How many sessions have run the agent."""
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        version: _builtins.int = ...,
+        moved_sessions: _builtins.int = ...,
+        sessions: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "moved_sessions", b"moved_sessions", "sessions", b"sessions", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MoveAgentSessionsResponse: _TypeAlias = MoveAgentSessionsResponse  # noqa: Y015
+
+@_typing.final
 class CreateMcpServerRequest(_message.Message):
     """CreateMcpServerRequest is the input of CreateMcpServer."""
 

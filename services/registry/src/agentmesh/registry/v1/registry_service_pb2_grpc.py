@@ -221,6 +221,11 @@ class RegistryServiceStub:
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.MoveSessionRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.MoveSessionResponse.FromString,
                 _registered_method=True)
+        self.MoveAgentSessions = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/MoveAgentSessions',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.MoveAgentSessionsRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.MoveAgentSessionsResponse.FromString,
+                _registered_method=True)
         self.CreateMcpServer = channel.unary_unary(
                 '/agentmesh.registry.v1.RegistryService/CreateMcpServer',
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateMcpServerRequest.SerializeToString,
@@ -588,6 +593,15 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def MoveAgentSessions(self, request, context):
+        """Moves every session that has run an agent to one of its versions, or to its latest: their
+        next runs use it. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number the agent does not
+        have).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateMcpServer(self, request, context):
         """Registers an MCP server (superusers): global, or one project's when project_id is set.
         ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
@@ -886,6 +900,11 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.MoveSession,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.MoveSessionRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.MoveSessionResponse.SerializeToString,
+            ),
+            'MoveAgentSessions': grpc.unary_unary_rpc_method_handler(
+                    servicer.MoveAgentSessions,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.MoveAgentSessionsRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.MoveAgentSessionsResponse.SerializeToString,
             ),
             'CreateMcpServer': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateMcpServer,
@@ -1937,6 +1956,33 @@ class RegistryService:
             '/agentmesh.registry.v1.RegistryService/MoveSession',
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.MoveSessionRequest.SerializeToString,
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.MoveSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MoveAgentSessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/MoveAgentSessions',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.MoveAgentSessionsRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.MoveAgentSessionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -165,6 +165,11 @@ class RegistryServiceStub:
     does not have), FAILED_PRECONDITION (reason SESSION_AGENT_AMBIGUOUS: a version number for a
     session that has run several agents, without naming one).
     """
+    MoveAgentSessions: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.MoveAgentSessionsRequest, _registry_service_pb2.MoveAgentSessionsResponse]
+    """Moves every session that has run an agent to one of its versions, or to its latest: their
+    next runs use it. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number the agent does not
+    have).
+    """
     CreateMcpServer: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CreateMcpServerRequest, _registry_service_pb2.CreateMcpServerResponse]
     """Registers an MCP server (superusers): global, or one project's when project_id is set.
     ALREADY_EXISTS when the name is taken in that scope (reason MCP_SERVER_NAME_TAKEN); NOT_FOUND
@@ -356,6 +361,11 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     run to its latest version. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number the agent
     does not have), FAILED_PRECONDITION (reason SESSION_AGENT_AMBIGUOUS: a version number for a
     session that has run several agents, without naming one).
+    """
+    MoveAgentSessions: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.MoveAgentSessionsRequest, _registry_service_pb2.MoveAgentSessionsResponse]  # type: ignore[assignment]
+    """Moves every session that has run an agent to one of its versions, or to its latest: their
+    next runs use it. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number the agent does not
+    have).
     """
     CreateMcpServer: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CreateMcpServerRequest, _registry_service_pb2.CreateMcpServerResponse]  # type: ignore[assignment]
     """Registers an MCP server (superusers): global, or one project's when project_id is set.
@@ -761,6 +771,17 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         run to its latest version. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number the agent
         does not have), FAILED_PRECONDITION (reason SESSION_AGENT_AMBIGUOUS: a version number for a
         session that has run several agents, without naming one).
+        """
+
+    @_abc_1.abstractmethod
+    def MoveAgentSessions(
+        self,
+        request: _registry_service_pb2.MoveAgentSessionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.MoveAgentSessionsResponse, _abc.Awaitable[_registry_service_pb2.MoveAgentSessionsResponse]]:
+        """Moves every session that has run an agent to one of its versions, or to its latest: their
+        next runs use it. NOT_FOUND (reason AGENT_VERSION_NOT_FOUND for a number the agent does not
+        have).
         """
 
     @_abc_1.abstractmethod

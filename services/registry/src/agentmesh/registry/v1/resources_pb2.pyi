@@ -422,6 +422,7 @@ class AgentType(_message.Message):
     COMPACTION_MODEL_FIELD_NUMBER: _builtins.int
     DELEGATION_LIMITS_FIELD_NUMBER: _builtins.int
     RUN_BUDGET_FIELD_NUMBER: _builtins.int
+    COMPACTION_PROMPT_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Opaque identifier."""
     name: _builtins.str
@@ -452,6 +453,10 @@ class AgentType(_message.Message):
     """
     compaction_model: _builtins.str
     """The model that summarizes history that no longer fits the budget (empty: the agent's own)."""
+    compaction_prompt: _builtins.str
+    """The instructions the compaction model is given to summarize older turns (empty: the
+    executor's built-in ones).
+    """
     @_builtins.property
     def expertise(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Areas of expertise, shown on agent cards as skills."""
@@ -535,10 +540,11 @@ class AgentType(_message.Message):
         compaction_model: _builtins.str = ...,
         delegation_limits: Global___DelegationLimits | None = ...,
         run_budget: _run_pb2.Budget | None = ...,
+        compaction_prompt: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "delegation_limits", b"delegation_limits", "model_params", b"model_params", "run_budget", b"run_budget", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_model", b"compaction_model", "context_budget_tokens", b"context_budget_tokens", "created_at", b"created_at", "delegation_limits", b"delegation_limits", "description", b"description", "expertise", b"expertise", "fallback_models", b"fallback_models", "id", b"id", "input_expiry_seconds", b"input_expiry_seconds", "is_active", b"is_active", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "model_params", b"model_params", "name", b"name", "personality_prompt", b"personality_prompt", "primary_model", b"primary_model", "run_budget", b"run_budget", "slug", b"slug", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_model", b"compaction_model", "compaction_prompt", b"compaction_prompt", "context_budget_tokens", b"context_budget_tokens", "created_at", b"created_at", "delegation_limits", b"delegation_limits", "description", b"description", "expertise", b"expertise", "fallback_models", b"fallback_models", "id", b"id", "input_expiry_seconds", b"input_expiry_seconds", "is_active", b"is_active", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "model_params", b"model_params", "name", b"name", "personality_prompt", b"personality_prompt", "primary_model", b"primary_model", "run_budget", b"run_budget", "slug", b"slug", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1131,6 +1137,7 @@ class AgentSpec(_message.Message):
     COMPACTION_MODEL_FIELD_NUMBER: _builtins.int
     RUN_BUDGET_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
+    COMPACTION_PROMPT_FIELD_NUMBER: _builtins.int
     project_slug: _builtins.str
     """The project's slug."""
     kind: Global___AgentKind.ValueType
@@ -1160,6 +1167,8 @@ class AgentSpec(_message.Message):
     """The type's compaction model (empty: the agent's own)."""
     version: _builtins.int
     """The agent's version this spec is (AgentVersion.number); a session's runs use their pinned one."""
+    compaction_prompt: _builtins.str
+    """The type's summarizing instructions (empty: the executor's built-in ones)."""
     @_builtins.property
     def agent(self) -> Global___Agent:
         """The agent."""
@@ -1255,10 +1264,11 @@ class AgentSpec(_message.Message):
         compaction_model: _builtins.str = ...,
         run_budget: _run_pb2.Budget | None = ...,
         version: _builtins.int = ...,
+        compaction_prompt: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "delegation_limits", b"delegation_limits", "mock_responses", b"mock_responses", "model_params", b"model_params", "run_budget", b"run_budget"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "agent_names", b"agent_names", "agent_tool_permissions", b"agent_tool_permissions", "compaction_model", b"compaction_model", "context_budget_tokens", b"context_budget_tokens", "delegation_limits", b"delegation_limits", "description", b"description", "double_texting", b"double_texting", "expertise", b"expertise", "fallback_models", b"fallback_models", "input_expiry_seconds", b"input_expiry_seconds", "instructions", b"instructions", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "project_slug", b"project_slug", "project_tool_permissions", b"project_tool_permissions", "revision", b"revision", "run_budget", b"run_budget", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "agent_names", b"agent_names", "agent_tool_permissions", b"agent_tool_permissions", "compaction_model", b"compaction_model", "compaction_prompt", b"compaction_prompt", "context_budget_tokens", b"context_budget_tokens", "delegation_limits", b"delegation_limits", "description", b"description", "double_texting", b"double_texting", "expertise", b"expertise", "fallback_models", b"fallback_models", "input_expiry_seconds", b"input_expiry_seconds", "instructions", b"instructions", "kind", b"kind", "max_iterations", b"max_iterations", "max_steps", b"max_steps", "mcp_servers", b"mcp_servers", "mock_responses", b"mock_responses", "model_params", b"model_params", "network_access", b"network_access", "primary_model", b"primary_model", "project_slug", b"project_slug", "project_tool_permissions", b"project_tool_permissions", "revision", b"revision", "run_budget", b"run_budget", "sub_agents", b"sub_agents", "tool_permissions", b"tool_permissions", "tools", b"tools", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -5,6 +5,7 @@ import { Api, enc } from "./api.js";
 import { chatView } from "./chat.js";
 import { fill, h } from "./dom.js";
 import { requestsView } from "./requests.js";
+import { versionsView } from "./versions.js";
 import { loginView, projectView, projectsView, sessionView } from "./views.js";
 
 const root = document.getElementById("app");
@@ -17,6 +18,7 @@ let user = null;
 
 const ROUTES = [
   [/^#\/projects\/([^/]+)\/agents\/([^/]+)\/chat$/, (m, query) => chatView(api, m[1], m[2], query.get("session"))],
+  [/^#\/projects\/([^/]+)\/agents\/([^/]+)\/versions$/, (m) => versionsView(api, m[1], m[2])],
   [/^#\/projects\/([^/]+)\/sessions\/([^/]+)$/, (m) => sessionView(api, m[1], m[2])],
   [/^#\/projects\/([^/]+)\/requests$/, (m) => requestsView(api, m[1])],
   [/^#\/projects\/([^/]+)$/, (m) => projectView(api, m[1])],

@@ -147,6 +147,7 @@ export async function projectView(api, projectId) {
         confirmButton("Terminate", `Terminate ${agent.name}?`, () => act(`Terminating ${agent.name}`, () => api.delete(agentPath(agent)))),
       );
     }
+    actions.append(h("a", { class: "button small ghost", href: `#/projects/${enc(projectId)}/agents/${enc(agent.id)}/versions`, dataset: { action: "versions" } }, "Versions"));
     return h(
       "tr",
       { dataset: { agent: agent.name, status: agent.status } },
