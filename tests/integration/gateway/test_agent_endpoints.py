@@ -57,7 +57,14 @@ async def test_cards_claim_task_delegation_exactly_when_the_agent_may_delegate(
         "securityRequirements",
     } <= set(a2a)
     assert a2a["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
-    assert "task_delegation" in [skill["id"] for skill in a2a["skills"]]
+    # What it may delegate is for a caller it serves: on the extended card, not the public one.
+    assert "task_delegation" not in [skill["id"] for skill in a2a["skills"]]
+    extended = await http.post(
+        f"{coordinator.base}/a2a/jsonrpc",
+        json={"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard", "params": {}},
+        headers={**owner.headers, "A2A-Version": "1.0"},
+    )
+    assert "task_delegation" in [skill["id"] for skill in extended.json()["result"]["skills"]], extended.text
 
 
 async def test_memory_events_filter_and_page(http: httpx.AsyncClient, api: Api) -> None:

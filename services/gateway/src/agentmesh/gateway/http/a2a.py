@@ -129,7 +129,11 @@ def discovery_router() -> APIRouter:
         link = f'<{base}{CATALOG_PATH}>; rel="ai-catalog"; type="{CATALOG_MEDIA_TYPE}"'
         return JSONResponse(MessageToDict(card), headers={"Link": link})
 
-    @router.get(CATALOG_PATH)
+    @router.get(
+        CATALOG_PATH,
+        response_class=JSONResponse,
+        responses={200: {"content": {CATALOG_MEDIA_TYPE: {"schema": {"type": "object"}}}}},
+    )
     async def gateway_ai_catalog(request: Request, ctx: Ctx, caller: Auth) -> JSONResponse:
         """The agents their owners published, as an AI Catalog: one entry per agent, its `url`
         the agent's public card."""
