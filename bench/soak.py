@@ -27,7 +27,7 @@ import re
 import statistics
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ from tests.postgres import fresh_database, postgres_server_url
 RESOURCES = ("rss_mb", "open_fds", "threads", "asyncio_tasks")
 MAX_GROWTH = 0.05  # a resource's last window over its first judged one
 MAX_P99_DRIFT = 0.20  # the chats' p99 from one window to the next
+SIGN_IN_AGAIN_SECONDS = 600.0
 # What every service logs for a failure it did not expect: the level, or an uncaught traceback.
 ERROR_LINE = re.compile(r"\b(ERROR|CRITICAL)\b|^Traceback \(most recent call last\)")
 # The mesh at its defaults, not at the fault tests' two-second leases.
@@ -126,20 +127,31 @@ async def _load(mesh: Processes, plan: SoakPlan) -> tuple[list[Chat], list[Sampl
         ends = began + plan.minutes * 60
         chats: list[Chat] = []
         samples: list[Sample] = []
+        signed_in = {"agent": coordinator}
         async with httpx.AsyncClient(timeout=5) as http:
             sampler = asyncio.create_task(_sample(mesh, http, samples, began, ends, plan.sample_seconds))
+            renewer = asyncio.create_task(_sign_in_again(client, signed_in, ends))
             await asyncio.gather(
-                *(_user(gateway, coordinator, n, plan, chats, began, ends) for n in range(plan.users))
+                *(_user(gateway, signed_in, n, plan, chats, began, ends) for n in range(plan.users))
             )
             await sampler
+            renewer.cancel()
         return chats, samples
     finally:
         await client.close()
 
 
+async def _sign_in_again(client: MeshClient, signed_in: dict[str, Seeded], ends: float) -> None:
+    """Signs the users in again every ten minutes, as a client that outlives its access token
+    (15 minutes) does."""
+    while time.monotonic() < ends:
+        await asyncio.sleep(SIGN_IN_AGAIN_SECONDS)
+        signed_in["agent"] = replace(signed_in["agent"], token=await client.login())
+
+
 async def _user(
     gateway: gw_grpc.GatewayServiceStub,
-    agent: Seeded,
+    signed_in: dict[str, Seeded],
     n: int,
     plan: SoakPlan,
     chats: list[Chat],
@@ -154,7 +166,7 @@ async def _user(
         await asyncio.sleep(max(0.0, due - time.monotonic()))
         started = time.monotonic()
         session_id = f"soak-{n}-{number // 10}"
-        ok, error = await _chat(gateway, agent, session_id, timeout=plan.step_seconds * 4 + 60)
+        ok, error = await _chat(gateway, signed_in["agent"], session_id, timeout=plan.step_seconds * 4 + 60)
         chats.append(Chat(started - began, time.monotonic() - started, ok, error))
         number += 1
         due = max(due + plan.cycle_seconds, time.monotonic())

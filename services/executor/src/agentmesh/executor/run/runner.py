@@ -56,6 +56,10 @@ from agentmesh.runtime.identity import bearer_token, current_token, token_source
 
 logger = logging.getLogger(__name__)
 
+# How a run stops here without an end while it goes on elsewhere (its taker resumes it), or may be
+# sent elsewhere (nothing of it was recorded).
+_GONE_ON_ELSEWHERE = (RunHandedOver, RunTakenOver, RunLeaseLost)
+
 
 class RunExecutor:
     """Runs one input through one agent until it answers, as a stream of RunEvents."""
@@ -116,6 +120,10 @@ class RunExecutor:
         def finished(done: asyncio.Task[None]) -> None:
             self._runs.discard(done)
             self._slots.release()
+            if not done.cancelled() and isinstance(done.exception(), _GONE_ON_ELSEWHERE):
+                # Heard by its caller when there still is one; when it left first, nobody needs
+                # to: the run goes on from the log elsewhere (asyncio would log it as an error).
+                logger.info("run of %s stopped here: %s", request.agent_name, done.exception())
 
         task.add_done_callback(finished)
         answered = False
