@@ -12,7 +12,7 @@ from typing import Any
 
 from google.protobuf import field_mask_pb2, struct_pb2
 
-from agentmesh.cli.mesh import Mesh
+from agentmesh.cli.mesh import Mesh, load_settings, start_service
 from agentmesh.common.v1 import run_pb2, types_pb2
 from agentmesh.executor.client import ExecutorClient
 from agentmesh.gateway.v1 import gateway_service_pb2
@@ -22,7 +22,7 @@ from agentmesh.memory.v1 import resources_pb2 as memory_pb2
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2
 from tests.bearer import service_channel
-from tests.mesh import MeshClient, bearer
+from tests.mesh import JWT_SECRET, MeshClient, bearer
 
 LLM = resources_pb2.AGENT_KIND_LLM
 SEQUENTIAL = resources_pb2.AGENT_KIND_SEQUENTIAL
@@ -259,6 +259,26 @@ class Stack:
             if not response.next_page_token:
                 return events
             request.page_token = response.next_page_token
+
+
+async def extra_executor(stack: Stack, name: str, **addresses_and_settings: Any) -> Any:
+    """One more executor of the stack's mesh, started on its own: its `registry_address` and
+    `memory_address` the mesh's unless given (a proxy's, say), with these settings."""
+    return await start_service(
+        "executor",
+        load_settings(
+            "executor",
+            **{
+                "host": "127.0.0.1",
+                "port": 0,
+                "jwt_secret": JWT_SECRET,
+                "executor_id": f"{name}-{uuid.uuid4().hex[:8]}",
+                "registry_address": stack.mesh.services["registry"].address,
+                "memory_address": stack.mesh.services["memory"].address,
+                **addresses_and_settings,
+            },
+        ),
+    )
 
 
 def permission_map(rules: dict[str, str] | None) -> dict[str, int]:

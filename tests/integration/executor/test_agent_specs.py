@@ -17,7 +17,7 @@ from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import DomainError, FailedPrecondition
 from tests.integration.executor.openai_server import FakeOpenAI, Reply
-from tests.integration.executor.support import SEQUENTIAL, Stack, event_type, final
+from tests.integration.executor.support import SEQUENTIAL, Stack, final
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -64,50 +64,36 @@ async def test_a_remembered_agent_that_was_stopped_since_refuses_to_run(stack: S
     await stack.settled(agent)
     await (stack.pause(agent) if lifecycle == "paused" else stack.terminate(agent))
 
-    # The executor still remembers the agent as runnable: it recorded the input while the
-    # registry refused to start the run, and records the refusal after it.
-    first = f"refused-{uuid.uuid4().hex[:8]}"
-    with pytest.raises(FailedPrecondition) as refused:
-        await stack.run(agent, "are you there?", session_id=first)
-    assert refused.value.reason == f"AGENT_{lifecycle.upper()}"
-    stored = await stack.events(first)
-    assert [event_type(e) for e in stored] == ["user_message", "error"]
-    assert stored[1].metadata["reason"] == refused.value.reason
-    assert stored[1].parent_event_id == stored[0].id
-
-    # Now it knows: a refusal before anything is recorded.
-    second = f"refused-{uuid.uuid4().hex[:8]}"
-    with pytest.raises(FailedPrecondition) as again:
-        await stack.run(agent, "still there?", session_id=second)
-    assert again.value.reason == refused.value.reason
-    with pytest.raises(grpc.aio.AioRpcError) as nothing:
-        await stack.events(second)
-    assert nothing.value.code() == grpc.StatusCode.NOT_FOUND
+    # The executor still remembers the agent as runnable; the registry refuses the start, and
+    # nothing is recorded (an input is recorded only once its run started). Then it knows.
+    for attempt in ("are you there?", "still there?"):
+        session = f"refused-{uuid.uuid4().hex[:8]}"
+        with pytest.raises(FailedPrecondition) as refused:
+            await stack.run(agent, attempt, session_id=session)
+        assert refused.value.reason == f"AGENT_{lifecycle.upper()}"
+        with pytest.raises(grpc.aio.AioRpcError) as nothing:
+            await stack.events(session)
+        assert nothing.value.code() == grpc.StatusCode.NOT_FOUND
     assert (await stack.get(agent)).tasks_completed == 1
 
 
-async def test_an_agent_that_cannot_be_set_up_records_why_after_the_input(stack: Stack) -> None:
+async def test_an_agent_that_cannot_be_set_up_refuses_its_runs_before_recording_them(stack: Stack) -> None:
     project = await stack.project()
     # A function tool this executor does not have: the agent cannot be built. (An MCP server that
     # is gone no longer stops a run: it goes on without its tools, see test_mcp_servers_by_name.)
     agent = await stack.agent(project, "fragile", tools=["no_such_tool"], mock_responses=["fine"])
-    with pytest.raises(DomainError) as first:
-        await stack.run(agent, "warm up")
-    assert first.value.reason == "UNKNOWN_TOOL"
-
-    # The executor remembered the agent, so the input was recorded while the run was starting;
-    # the failure follows it.
-    session = f"unbuildable-{uuid.uuid4().hex[:8]}"
-    with pytest.raises(DomainError) as failed:
-        await stack.run(agent, "still there?", session_id=session)
-    stored = await stack.events(session)
-    assert [event_type(e) for e in stored] == ["user_message", "error"]
-    assert stored[1].metadata["reason"] == failed.value.reason == "UNKNOWN_TOOL"
-    assert stored[1].parent_event_id == stored[0].id
+    for attempt in ("warm up", "still there?"):  # not remembered, then remembered
+        session = f"unbuildable-{uuid.uuid4().hex[:8]}"
+        with pytest.raises(DomainError) as failed:
+            await stack.run(agent, attempt, session_id=session)
+        assert failed.value.reason == "UNKNOWN_TOOL"
+        with pytest.raises(grpc.aio.AioRpcError) as nothing:
+            await stack.events(session)
+        assert nothing.value.code() == grpc.StatusCode.NOT_FOUND
     await stack.settled(agent)
 
 
-async def test_a_remembered_agent_changed_into_one_that_cannot_run_records_why(stack: Stack) -> None:
+async def test_a_remembered_agent_changed_into_one_that_cannot_run_is_refused(stack: Stack) -> None:
     project = await stack.project()
     await stack.agent(project, "helper", mock_responses=["helped"])
     pipeline = await stack.agent(project, "pipeline", kind=SEQUENTIAL, sub_agents=["helper"])
@@ -115,14 +101,14 @@ async def test_a_remembered_agent_changed_into_one_that_cannot_run_records_why(s
     await stack.settled(pipeline)
 
     # No sub-agents any more: the run's start returns a new revision, the executor resolves the
-    # agent again and finds it cannot run, after it recorded the input alongside the start.
+    # agent again and finds it cannot run, before it recorded anything.
     config = resources_pb2.AgentConfig(sub_agents=types_pb2.StringList(values=[]))
     await stack.update_config(pipeline, "config.sub_agents", config)
     session = f"emptied-{uuid.uuid4().hex[:8]}"
     with pytest.raises(FailedPrecondition) as refused:
         await stack.run(pipeline, "go", session_id=session)
     assert refused.value.reason == "NO_SUB_AGENTS"
-    stored = await stack.events(session)
-    assert [event_type(e) for e in stored] == ["user_message", "error"]
-    assert stored[1].metadata["reason"] == "NO_SUB_AGENTS"
+    with pytest.raises(grpc.aio.AioRpcError) as nothing:
+        await stack.events(session)
+    assert nothing.value.code() == grpc.StatusCode.NOT_FOUND
     assert (await stack.settled(pipeline)).tasks_completed == 1

@@ -120,8 +120,7 @@ async def test_a_change_made_while_the_registry_was_away_is_not_lost(stack: Stac
     stack.mesh.services["registry"] = await start(registry.settings.model_copy(update={"port": port}))
 
     # The executor reconnects; its stream starts with a reset, so it forgets the agent it
-    # remembered as runnable: the run is refused before its input is recorded (a stale spec
-    # would have recorded it while the registry refused the start).
+    # remembered as runnable: the run is refused at once, before anything is recorded.
     await eventually(lambda: _true(watcher.connects > connects), timeout=30, what="the watch reconnects")
     session = f"away-{uuid.uuid4().hex[:8]}"
     with pytest.raises(FailedPrecondition) as refused:

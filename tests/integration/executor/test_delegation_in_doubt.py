@@ -14,13 +14,11 @@ import uuid
 
 import pytest
 
-from agentmesh.cli.mesh import load_settings, start_service
 from agentmesh.common.v1 import run_pb2
 from agentmesh.executor.client import ExecutorClient
 from tests.bearer import service_channel
 from tests.holding_proxy import HoldingProxy
-from tests.integration.executor.support import Stack, delegate, event_type, kind
-from tests.mesh import JWT_SECRET
+from tests.integration.executor.support import Stack, delegate, event_type, extra_executor, kind
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -40,18 +38,11 @@ async def test_a_request_stored_while_its_executor_heard_nothing_back_gets_its_r
     async with HoldingProxy(
         lambda: memory.address, task.encode(), hold_from=1, hold_until=answered_at
     ) as proxy:
-        executor = await start_service(
-            "executor",
-            load_settings(
-                "executor",
-                host="127.0.0.1",
-                port=0,
-                jwt_secret=JWT_SECRET,
-                executor_id=f"behind-a-proxy-{uuid.uuid4().hex[:8]}",
-                registry_address=stack.mesh.services["registry"].address,
-                memory_address=proxy.address,
-                cleanup_timeout_seconds=2.0,  # how long the step's append is waited for
-            ),
+        executor = await extra_executor(
+            stack,
+            "behind-a-proxy",
+            memory_address=proxy.address,
+            cleanup_timeout_seconds=2.0,  # how long the step's append is waited for
         )
         try:
             async with service_channel(executor.address) as channel:

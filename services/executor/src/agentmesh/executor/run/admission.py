@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from dataclasses import dataclass
 
 from agentmesh.executor.agents.runtime import kind_name
@@ -33,12 +32,6 @@ from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import DomainError, FieldViolation, QuotaExceeded, ValidationFailed
 
 logger = logging.getLogger(__name__)
-
-_BLOCKED = (resources_pb2.AGENT_STATUS_PAUSED, resources_pb2.AGENT_STATUS_TERMINATED)
-# How long a project refused for a limit has its runs' inputs recorded only after their start, and
-# how many such projects are remembered (past that, the oldest refusals are not).
-_LIMITED_SECONDS = 60.0
-_MAX_LIMITED_PROJECTS = 10_000
 
 
 @dataclass(frozen=True)
@@ -73,9 +66,6 @@ class RunAdmission:
         self._outbox = outbox
         self._specs = specs
         self._max_delegation_depth = max_delegation_depth
-        # Projects whose runs the registry refused for a limit lately, until when: their runs'
-        # inputs are recorded only once started, so the next refusals leave nothing behind.
-        self._limited: dict[str, float] = {}
 
     async def resolve(self, request: executor_service_pb2.RunRequest) -> ResolvedAgent:
         """The agent the request names, asking the registry only when it is not remembered."""
@@ -116,15 +106,9 @@ class RunAdmission:
             if request.delegation_id and kind_name(agent.spec.kind) == "llm"
             else 0,
         )
-        # An agent that was not runnable when last seen, or is new here, is started first, so a
-        # refusal leaves nothing behind; so is a message its session may reject.
-        if (
-            agent.remembered
-            and agent.spec.agent.status not in _BLOCKED
-            and run.double_texting != "reject"
-            and not self._at_limit(agent.spec.agent.project_id)
-        ):
-            run.record_input_alongside_start()
+        # Started first, its input recorded after (when it goes live): an input in the log always
+        # has a lease, so an executor that dies in between leaves a run its taker resumes, never
+        # an input nobody answers; and a refusal leaves nothing behind.
         start = await self._start(run, agent.key)
         run.runs_ahead = tuple(start.runs_ahead)
         if start.spec_revision != run.spec.revision:
@@ -146,27 +130,9 @@ class RunAdmission:
                         double_texting=run.double_texting,
                     )
             except DomainError as error:
-                if error.reason == QuotaExceeded.default_reason:
-                    self._note_limit(run.spec.agent.project_id)
-                else:
+                if error.reason != QuotaExceeded.default_reason:
                     self._specs.forget(key)
                 raise
-
-    def _at_limit(self, project_id: str) -> bool:
-        until = self._limited.get(project_id)
-        if until is None:
-            return False
-        if time.monotonic() < until:
-            return True
-        del self._limited[project_id]
-        return False
-
-    def _note_limit(self, project_id: str) -> None:
-        if len(self._limited) >= _MAX_LIMITED_PROJECTS:
-            now = time.monotonic()
-            self._limited = {key: until for key, until in self._limited.items() if until > now}
-        if len(self._limited) < _MAX_LIMITED_PROJECTS:
-            self._limited[project_id] = time.monotonic() + _LIMITED_SECONDS
 
     async def _refresh(self, run: Run, key: SpecKey) -> None:
         """The run started on a spec that changed since it was remembered, or its session uses

@@ -1,8 +1,8 @@
 """How a run ends (`Ending`: answered, failed or cancelled, or refused before its loop began), and
 how it records its end when it does not answer (`Run.end` decides which): its loop failed
 (`record_failure`: the `error` with its code, then RunFailed on the stream) or was cancelled
-(`record_cancelled`); or it ended before its loop began, after its input was recorded alongside
-its start (`record_early_end`: refused or cancelled; its caller gets the gRPC status). All under
+(`record_cancelled`); or it ended before its loop began with its input in the log already — a
+resumed run (`record_early_end`: refused or cancelled; its caller gets the gRPC status). All under
 the run's one end key (recorder.end_key); and what an answer's event records (`result_metadata`)."""
 
 from __future__ import annotations
@@ -145,8 +145,8 @@ async def record_early_end(
     *,
     cleanup_timeout_seconds: float,
 ) -> None:
-    """Records the end of a run that ended before its loop began, after the input recorded
-    alongside its start: a session never ends on an unanswered input."""
+    """Records the end of a run that ended before its loop began with its input in the log (a
+    resumed run): a session never ends on an unanswered input."""
     try:
         received = await early_input
         await recorder.record_end(

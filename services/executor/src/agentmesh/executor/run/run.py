@@ -1,16 +1,16 @@
 """One run's life, top to bottom, in one object (`Run`):
 
 - admitted: admission.py makes the `Run` once the registry started it — its request, its agent's
-  spec, its recorder, its session's turn policy and the runs ahead of it, and its input when that
-  is recorded alongside the start;
+  spec, its recorder, its session's turn policy and the runs ahead of it (its input is recorded
+  once it is started, so an input in the log always has a lease);
 - live: it gets its agent's runtime (set up, or from the cache) and the sink its caller's stream
   drains;
 - started: its input recorded, its session's turn awaited, `run_started` sent;
 - its steps: the LLM loop or the workflow, which see it through its `RunScope`;
 - ended: every way it ends goes through `Run.end` — answered, failed or cancelled once its loop
   began; refused (by the registry, or by an agent that cannot be set up) or cancelled before
-  then, when it leaves with the gRPC status after the end recorded for an input recorded
-  already. `Run.end` is the one place that reports ends to the registry (the finisher).
+  then, when it leaves with the gRPC status (a resumed run's input in the log gets its end
+  first). `Run.end` is the one place that reports ends to the registry (the finisher).
 
 A run given up here (handed over, its lease lost, or superseded by its taker) records no end and
 reports none: the executor that takes it over resumes it from the log.
@@ -126,8 +126,7 @@ class Run:
         # in one call (history.py); `_listed_history` is that page once the input is recorded.
         self._history_window = history_window
         self._listed_history: memory_service_pb2.ListEventsResponse | None = None
-        # The input's event when it is recorded alongside the start (or, for a resumed run, is
-        # in the log already).
+        # The input's event when it is in the log before the run goes live (a resumed run's).
         self._early_input: asyncio.Future[memory_pb2.Event] | None = None
         if received is not None:
             self._early_input = asyncio.get_running_loop().create_future()
@@ -150,11 +149,6 @@ class Run:
         """Whether the input's append was sent (or may have been): from then on the run may be
         in the log, where whoever takes it over finds it."""
         return self._early_input is not None or self._input_requested
-
-    def record_input_alongside_start(self) -> None:
-        """Starts recording the input while the registry starts the run (that append is the one
-        to wait for anyway): its end is then recorded whatever the start says."""
-        self._early_input = asyncio.ensure_future(self._record_input())
 
     # -- admitted → live ----------------------------------------------------------------------
 
@@ -383,9 +377,9 @@ class Run:
                 self._report_end(ending.result)
 
     async def _end_before_loop(self, ending: Ending) -> None:
-        """A run refused or cancelled before its loop began leaves with the gRPC status; an input
-        recorded alongside its start gets the end first (the cancellation detached from the
-        cancellation, as every end is). An unexpected error records nothing."""
+        """A run refused or cancelled before its loop began leaves with the gRPC status; a resumed
+        run, whose input is in the log already, gets its end first (the cancellation detached from
+        the cancellation, as every end is). An unexpected error records nothing."""
         if ending.unexpected:
             if self._early_input is not None:
                 self._early_input.cancel()  # the run goes no further
