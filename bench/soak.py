@@ -27,7 +27,7 @@ import re
 import statistics
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
 from bench.report import RESULTS_DIR, machine_info
 from bench.stats import percentile
 from tests.e2e.harness import ServiceProcess
+from tests.faults.load import SignedIn
 from tests.faults.processes import Processes, run_bookkeeping, seed_delegating_pair
 from tests.mesh import MeshClient, Seeded, bearer
 from tests.postgres import fresh_database, postgres_server_url
@@ -47,7 +48,6 @@ from tests.postgres import fresh_database, postgres_server_url
 RESOURCES = ("rss_mb", "open_fds", "threads", "asyncio_tasks")
 MAX_GROWTH = 0.05  # a resource's last window over its first judged one
 MAX_P99_DRIFT = 0.20  # the chats' p99 from one window to the next
-SIGN_IN_AGAIN_SECONDS = 600.0
 # What every service logs for a failure it did not expect: the level, or an uncaught traceback.
 ERROR_LINE = re.compile(r"\b(ERROR|CRITICAL)\b|^Traceback \(most recent call last\)")
 # The mesh at its defaults, not at the fault tests' two-second leases.
@@ -127,31 +127,25 @@ async def _load(mesh: Processes, plan: SoakPlan) -> tuple[list[Chat], list[Sampl
         ends = began + plan.minutes * 60
         chats: list[Chat] = []
         samples: list[Sample] = []
-        signed_in = {"agent": coordinator}
+        signed_in = SignedIn(client, token)
         async with httpx.AsyncClient(timeout=5) as http:
             sampler = asyncio.create_task(_sample(mesh, http, samples, began, ends, plan.sample_seconds))
-            renewer = asyncio.create_task(_sign_in_again(client, signed_in, ends))
             await asyncio.gather(
-                *(_user(gateway, signed_in, n, plan, chats, began, ends) for n in range(plan.users))
+                *(
+                    _user(gateway, coordinator, signed_in, n, plan, chats, began, ends)
+                    for n in range(plan.users)
+                )
             )
             await sampler
-            renewer.cancel()
         return chats, samples
     finally:
         await client.close()
 
 
-async def _sign_in_again(client: MeshClient, signed_in: dict[str, Seeded], ends: float) -> None:
-    """Signs the users in again every ten minutes, as a client that outlives its access token
-    (15 minutes) does."""
-    while time.monotonic() < ends:
-        await asyncio.sleep(SIGN_IN_AGAIN_SECONDS)
-        signed_in["agent"] = replace(signed_in["agent"], token=await client.login())
-
-
 async def _user(
     gateway: gw_grpc.GatewayServiceStub,
-    signed_in: dict[str, Seeded],
+    agent: Seeded,
+    signed_in: SignedIn,
     n: int,
     plan: SoakPlan,
     chats: list[Chat],
@@ -166,18 +160,20 @@ async def _user(
         await asyncio.sleep(max(0.0, due - time.monotonic()))
         started = time.monotonic()
         session_id = f"soak-{n}-{number // 10}"
-        ok, error = await _chat(gateway, signed_in["agent"], session_id, timeout=plan.step_seconds * 4 + 60)
+        ok, error = await _chat(
+            gateway, agent, await signed_in.token(), session_id, timeout=plan.step_seconds * 4 + 60
+        )
         chats.append(Chat(started - began, time.monotonic() - started, ok, error))
         number += 1
         due = max(due + plan.cycle_seconds, time.monotonic())
 
 
 async def _chat(
-    gateway: gw_grpc.GatewayServiceStub, agent: Seeded, session_id: str, *, timeout: float
+    gateway: gw_grpc.GatewayServiceStub, agent: Seeded, token: str, session_id: str, *, timeout: float
 ) -> tuple[bool, str]:
     call = gateway.StreamChat(
         gw.StreamChatRequest(agent=agent.ref, message="what time is it?", session_id=session_id),
-        metadata=bearer(agent.token),
+        metadata=bearer(token),
         timeout=timeout,
     )
     final = ""

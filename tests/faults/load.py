@@ -12,7 +12,8 @@ import asyncio
 import contextlib
 import itertools
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +56,37 @@ class Outcome:
     started: asyncio.Event = field(default_factory=asyncio.Event)
 
 
+class SignedIn(httpx.Auth):
+    """The load's sign-in, renewed as a client that outlives its access token (15 minutes) does:
+    signed in again once it is ten minutes old, or at once when the gateway says it expired. A
+    long run's checks then read what is there instead of an expired token's refusal."""
+
+    RENEW_AFTER_SECONDS = 600.0
+
+    def __init__(self, client: MeshClient, token: str) -> None:
+        self._client = client
+        self._token = token
+        self._signed_in_at = time.monotonic()
+        self._lock = asyncio.Lock()
+
+    async def token(self, *, stale: str = "") -> str:
+        """A current access token; `stale` is one the gateway refused, so it is renewed."""
+        async with self._lock:
+            expired = stale == self._token
+            if expired or time.monotonic() - self._signed_in_at > self.RENEW_AFTER_SECONDS:
+                self._token = await self._client.login()
+                self._signed_in_at = time.monotonic()
+            return self._token
+
+    async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
+        token = await self.token()
+        request.headers["Authorization"] = f"Bearer {token}"
+        response = yield request
+        if response.status_code == 401:
+            request.headers["Authorization"] = f"Bearer {await self.token(stale=token)}"
+            yield request
+
+
 @contextlib.asynccontextmanager
 async def chat_load(mesh: Processes, name: str, *, worker: Sequence[Any]) -> AsyncIterator[ChatLoad]:
     """A `ChatLoad` on a new worker (these scripted answers) and coordinator pair of `mesh`."""
@@ -63,9 +95,11 @@ async def chat_load(mesh: Processes, name: str, *, worker: Sequence[Any]) -> Asy
         token = await client.login()
         seeded_worker, coordinator = await seed_delegating_pair(client, token, worker=worker)
         gateway = gw_grpc.GatewayServiceStub(client._gateway_channel)
-        headers = {"Authorization": f"Bearer {token}"}
-        async with httpx.AsyncClient(base_url=mesh.gateway.http_url, headers=headers, timeout=10) as http:
-            yield ChatLoad(gateway, seeded_worker, coordinator, name, mesh=mesh, http=http)
+        signed_in = SignedIn(client, token)
+        async with httpx.AsyncClient(base_url=mesh.gateway.http_url, auth=signed_in, timeout=10) as http:
+            yield ChatLoad(
+                gateway, seeded_worker, coordinator, name, mesh=mesh, http=http, signed_in=signed_in
+            )
     finally:
         await client.close()
 
@@ -83,8 +117,10 @@ class ChatLoad:
         *,
         mesh: Processes,
         http: httpx.AsyncClient,
+        signed_in: SignedIn,
     ) -> None:
         self._gateway = gateway
+        self._signed_in = signed_in
         self.mesh = mesh
         self.http = http
         self._worker = worker
@@ -100,7 +136,15 @@ class ChatLoad:
 
     def through(self, gateway: gw_grpc.GatewayServiceStub, name: str) -> ChatLoad:
         """Chats to the same agents through another gateway (their outcomes kept apart)."""
-        return ChatLoad(gateway, self._worker, self._coordinator, name, mesh=self.mesh, http=self.http)
+        return ChatLoad(
+            gateway,
+            self._worker,
+            self._coordinator,
+            name,
+            mesh=self.mesh,
+            http=self.http,
+            signed_in=self._signed_in,
+        )
 
     def start(self, count: int) -> list[Outcome]:
         """Starts `count` chats, alternately streamed (delegating) and unary."""
@@ -151,7 +195,7 @@ class ChatLoad:
             gw.StreamChatRequest(
                 agent=self._coordinator.ref, message=outcome.message, session_id=outcome.session_id
             ),
-            metadata=bearer(self._coordinator.token),
+            metadata=bearer(await self._signed_in.token()),
             timeout=LEASE_SECONDS * 25,
         )
         try:
@@ -171,7 +215,7 @@ class ChatLoad:
     async def _unary(self, outcome: Outcome) -> None:
         call = self._gateway.Chat(
             gw.ChatRequest(agent=self._worker.ref, message=outcome.message, session_id=outcome.session_id),
-            metadata=bearer(self._worker.token),
+            metadata=bearer(await self._signed_in.token()),
             timeout=LEASE_SECONDS * 25,
         )
         try:

@@ -240,11 +240,15 @@ async def session_turns(database_url: str, project_id: str, session_id: str) -> 
 
 
 async def session_log(http: httpx.AsyncClient, project_id: str, session_id: str) -> list[dict[str, Any]]:
-    """A session's recorded events over the gateway's REST API (empty when there is no session)."""
+    """A session's recorded events over the gateway's REST API (empty when there is no session yet).
+    Any other failure to read raises: a check must never take an unreadable log for an empty one."""
     response = await http.get(
         f"/api/v1/projects/{project_id}/sessions/{session_id}/events", params={"page_size": 1000}
     )
-    return response.json()["events"] if response.status_code == 200 else []
+    if response.status_code == 404:
+        return []
+    response.raise_for_status()
+    return response.json()["events"]
 
 
 @contextlib.asynccontextmanager
