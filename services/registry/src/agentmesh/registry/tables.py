@@ -55,6 +55,19 @@ class UserRow(Base):
     token_version: Mapped[int] = mapped_column(sa.Integer, default=0, server_default="0")
 
 
+# Columns no service of this release reads or writes, kept in the schema for the previous
+# release's services while an upgrade rolls (expand/contract, docs/upgrades.md): each is nullable
+# or has a server default, so this release's inserts need not name it. A later release's
+# migration drops them, once no running service reads them.
+RETIRED_COLUMNS = frozenset(
+    {
+        ("users", "failed_login_count"),
+        ("users", "last_failed_login_at"),
+        ("users", "locked_until"),
+    }
+)
+
+
 class SignInFailureRow(Base):
     """Failed sign-ins of one throttle key: the SHA-256 of an account and address, or of an
     address alone (identity/sign_in_throttle.py). Rows of keys quiet for a window are pruned."""

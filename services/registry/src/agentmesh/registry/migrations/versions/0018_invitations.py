@@ -1,7 +1,10 @@
 """Invitations and sign-in throttling by address: `invitations` holds the single-use invitations a
 superuser issues while registration is invite-only (only their tokens' SHA-256); failed sign-ins
 move from the user row to `sign_in_failures`, counted per account and client address and per
-address across accounts (registry identity/sign_in_throttle.py), so the users' own counters go.
+address across accounts (registry identity/sign_in_throttle.py). The users' own counters are no
+longer read but stay, the count defaulting to 0 for the rows this release's registry inserts:
+release 0.3.0's registry still writes them while an upgrade rolls (expand/contract,
+docs/upgrades.md; `tables.RETIRED_COLUMNS`). A migration of a release after 0.4.0 drops them.
 
 Revision ID: 0018_invitations
 Revises: 0017_agent_versions
@@ -45,15 +48,11 @@ def upgrade() -> None:
     )
     op.create_index("ix_sign_in_failures_last_failed_at", "sign_in_failures", ["last_failed_at"])
     with op.batch_alter_table("users") as batch:
-        batch.drop_column("failed_login_count")
-        batch.drop_column("last_failed_login_at")
-        batch.drop_column("locked_until")
+        batch.alter_column("failed_login_count", existing_type=sa.Integer(), server_default="0")
 
 
 def downgrade() -> None:
     with op.batch_alter_table("users") as batch:
-        batch.add_column(sa.Column("failed_login_count", sa.Integer(), nullable=False, server_default="0"))
-        batch.add_column(sa.Column("last_failed_login_at", sa.DateTime(timezone=True), nullable=True))
-        batch.add_column(sa.Column("locked_until", sa.DateTime(timezone=True), nullable=True))
+        batch.alter_column("failed_login_count", existing_type=sa.Integer(), server_default=None)
     op.drop_table("sign_in_failures")
     op.drop_table("invitations")
