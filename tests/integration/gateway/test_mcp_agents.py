@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 import httpx2
 import mcp
+import mcp_types
 import pytest
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -23,11 +25,13 @@ from tests.integration.gateway.test_run_failed_status import _failing_pipeline
 
 
 @asynccontextmanager
-async def connected(mesh: Mesh, path: str, credential: str, mode: str = "auto") -> AsyncIterator[mcp.Client]:
+async def connected(
+    mesh: Mesh, path: str, credential: str, mode: str = "auto", **options: Any
+) -> AsyncIterator[mcp.Client]:
     headers = {"Authorization": f"Bearer {credential}"}
     async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
         transport = streamable_http_client(f"{mesh.gateway.http.url}{path}", http_client=http)
-        async with mcp.Client(transport, mode=mode, cache=None) as client:
+        async with mcp.Client(transport, mode=mode, cache=None, **options) as client:
             yield client
 
 
@@ -82,6 +86,7 @@ async def test_a_failed_run_is_an_error_result_and_an_unknown_tool_a_protocol_er
 
 async def test_a_run_waiting_for_input_says_so_and_takes_the_answer(mesh: Mesh, api: Api, once: None) -> None:
     agent = await asking_agent(api, "Which city?", "Lisbon it is")
+    # A client that cannot ask its user is told what the run asks, and answers with another call.
     async with connected(mesh, f"/mcp/projects/{agent.project_id}", agent.owner.token) as client:
         asked = await client.call_tool("assistant", {"message": "book a trip"})
         assert not asked.is_error and "Which city?" in asked.content[0].text
@@ -125,3 +130,23 @@ async def test_the_credentials_of_every_face(
     assert scoped_elsewhere.status_code == 404
     unscoped = await http.post("/mcp", json=ping, headers={**accept, **agent.owner.headers})
     assert unscoped.status_code == 422 and "/mcp/projects/" in unscoped.text
+
+
+async def test_a_client_that_asks_its_user_answers_a_waiting_run_in_the_same_call(
+    mesh: Mesh, api: Api, once: None
+) -> None:
+    agent = await asking_agent(api, "Which city?", "Lisbon it is")
+    asked: list[str] = []
+
+    async def ask_the_user(context: Any, params: mcp_types.ElicitRequestParams) -> mcp_types.ElicitResult:
+        asked.append(params.message)
+        return mcp_types.ElicitResult(action="accept", content={"answer": "Porto"})
+
+    path = f"/mcp/projects/{agent.project_id}"
+    async with connected(mesh, path, agent.owner.token, elicitation_callback=ask_the_user) as client:
+        answer = await client.call_tool("assistant", {"message": "book a trip"})
+    assert [block.text for block in answer.content] == ["Lisbon it is"]
+    assert len(asked) == 1 and "Which city?" in asked[0]
+    events = await api.session_events(agent, answer.structured_content["session_id"])
+    received = [e for e in events if e["event_type"] == "input_received"]
+    assert len(received) == 1 and "Porto" in str(received[0]), received

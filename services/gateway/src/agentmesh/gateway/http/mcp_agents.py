@@ -7,8 +7,10 @@ and an optional `session_id`. Calling it is a chat with the agent, as on every o
 while the run goes on, each step, tool call, delegation and request for input is an MCP progress
 notification (when the client sent a progress token), and the tool's result is the agent's answer
 with the session in its structured content, so the caller can go on in that session. A run that
-fails is a tool result with `isError`; one that waits for a person's input answers what it asks
-and how to answer it: call the tool again in the session with the answer as the message.
+fails is a tool result with `isError`. One that waits for a person's input is, to a client that
+can ask its user (2026-07-28, elicitation), an `input_required` result eliciting the request, and
+the retried call's reply answers it; to any other client, a result saying what it asks and how to
+answer: call the tool again in the session with the answer as the message.
 
 The official MCP SDK serves the protocol, stateless: every POST is served on its own (either
 protocol revision; no session to keep), so any gateway replica answers any request. The routes
@@ -28,6 +30,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from mcp.server import Server, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
@@ -46,6 +49,8 @@ from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import DomainError
 
 MCP_PATH = "/mcp"
+# An approval's decisions, as a person replies them (answers.py).
+_DECISIONS = ("approve", "deny")
 # An agent that is not there, whichever service found it missing.
 _NO_SUCH_TOOL = (AgentNotFound.default_reason, ProjectNotFound.default_reason)
 MCP_PROJECT_PATH = "/mcp/projects/{project_id}"
@@ -145,10 +150,14 @@ class AgentTools:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         call = _admitted(ctx)
         arguments = params.arguments or {}
         message, session = arguments.get("message"), arguments.get("session_id")
+        if params.request_state and params.input_responses:
+            # The retry of a call whose run asked its client's user (`_asking`): the user's reply
+            # answers the run's request, in the session the state names.
+            message, session = _reply(params.input_responses), params.request_state
         progress = _Progress(ctx)
         try:
             if not isinstance(message, str):
@@ -163,7 +172,8 @@ class AgentTools:
                 # A tool the project does not have (or no longer has): the protocol's error.
                 raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}") from None
             return _failed(error)
-        return _answered(params.name, result)
+        asking = _asking(ctx, result)
+        return asking or _answered(params.name, result)
 
     async def _start(self, call: McpCall, tool: str, message: str, session: str | None) -> ChatStream:
         """The chat of a tool call: in a named session whose run waits for input the message
@@ -256,12 +266,62 @@ def _answered(tool: str, result: ChatResult) -> types.CallToolResult:
     ]
     text = (
         f"The agent is waiting for input.\n\n{result.content}\n\nTo answer, call {tool} again with "
-        f'session_id "{result.session_id}" and the answer as the message (yes or no for an approval).'
+        f'session_id "{result.session_id}" and the answer as the message (approve or deny for an approval).'
     )
     return types.CallToolResult(
         content=[types.TextContent(text=text)],
         structured_content={**structured, "status": "input_required", "input_requests": asked},
     )
+
+
+def _asking(ctx: ServerRequestContext[Any], result: ChatResult) -> types.InputRequiredResult | None:
+    """A run waiting for a person, to a client that asks its user (2026-07-28, with elicitation):
+    the `input_required` result that has the client elicit the run's oldest request from its
+    user and retry the call with the reply, `request_state` naming the session. None for any
+    other client, or when nothing waits."""
+    capabilities = ctx.session.client_capabilities
+    if (
+        ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+        or not capabilities
+        or not capabilities.elicitation
+    ):
+        return None
+    request = next((r for r in result.input_requests if r.kind != run_pb2.INPUT_KIND_CLIENT_TOOL), None)
+    if request is None:
+        return None
+    if request.kind == run_pb2.INPUT_KIND_QUESTION:
+        schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {"answer": {"type": "string", "title": "Answer"}},
+            "required": ["answer"],
+        }
+    else:
+        schema = {
+            "type": "object",
+            "properties": {
+                "decision": {"type": "string", "title": "Decision", "enum": list(_DECISIONS)},
+                "reason": {"type": "string", "title": "Reason"},
+            },
+            "required": ["decision"],
+        }
+    elicit = types.ElicitRequest(
+        params=types.ElicitRequestFormParams(message=result.content, requested_schema=schema)
+    )
+    return types.InputRequiredResult(input_requests={request.id: elicit}, request_state=result.session_id)
+
+
+def _reply(responses: types.InputResponses) -> str:
+    """The user's reply to the elicited request, as the message that answers it: the answer; an
+    approval's decision (and reason). A reply declined or dismissed denies (and tells a question's
+    asker so)."""
+    reply = next(iter(responses.values()), None)
+    if getattr(reply, "action", "") != "accept":
+        return "deny: the user declined to reply"
+    content = getattr(reply, "content", None) or {}
+    if "answer" in content:
+        return str(content["answer"])
+    decision, reason = str(content.get("decision") or "deny"), str(content.get("reason") or "")
+    return f"{decision}: {reason}" if reason else decision
 
 
 def _failed(error: DomainError) -> types.CallToolResult:
