@@ -17,6 +17,9 @@ from agentmesh.runtime.errors import DomainError, Internal, error_for_code, from
 logger = logging.getLogger(__name__)
 
 Resume = Callable[[int], Awaitable[AsyncIterator[run_pb2.RunEvent]]]
+# Told of every event of a chat as it is read, before its answer text is (a face that reports
+# progress while the answer is held back).
+EventSeen = Callable[[run_pb2.RunEvent], Awaitable[None]]
 
 
 async def from_run_started(
@@ -98,13 +101,16 @@ class ChatStream:
             self.last_seq = max(self.last_seq, event.seq)
             yield event
 
-    async def answer(self) -> AsyncIterator[str]:
+    async def answer(self, *, seen: EventSeen | None = None) -> AsyncIterator[str]:
         """The addressed agent's answer as it streams (see `AnswerStream`); once it is spent,
-        `result` holds the whole answer. A run that failed raises its error."""
+        `result` holds the whole answer. A run that failed raises its error. `seen`, when given,
+        is told of every event first."""
         answer = AnswerStream(self.run_id)
         completed: run_pb2.RunCompleted | None = None
         requests: list[run_pb2.InputRequest] = []
         async for event in self.events():
+            if seen is not None:
+                await seen(event)
             text = answer.feed(event)
             if text:
                 yield text
@@ -132,10 +138,11 @@ class ChatStream:
         self.result.usage = completed.usage
         self.result.max_steps_reached = completed.max_steps_reached
 
-    async def result_at_end(self) -> ChatResult:
-        """Spends the answer (`answer`) and returns `result`; the stream is closed after."""
+    async def result_at_end(self, *, seen: EventSeen | None = None) -> ChatResult:
+        """Spends the answer (`answer`, telling `seen` of each event) and returns `result`; the
+        stream is closed after."""
         async with contextlib.aclosing(self):
-            async for _ in self.answer():
+            async for _ in self.answer(seen=seen):
                 pass
         return self.result
 

@@ -319,6 +319,10 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     ("POST", "/v1/responses"): owner(_body_model, in_body=True),
     ("GET", "/v1/models"): AUTHENTICATED,
     ("GET", "/v1/models/{project_slug}/{agent_name}"): _OWNER_BY_SLUG,
+    # The project's agents as an MCP server (http/mcp_agents.py); at /mcp, the project of the
+    # caller's scoped API key, which the route checks.
+    ("POST", "/mcp/projects/{project_id}"): _OWNER_BY_ID,
+    ("POST", "/mcp"): ANY_CALLER,
 }
 
 

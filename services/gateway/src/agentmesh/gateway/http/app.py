@@ -26,6 +26,7 @@ from agentmesh.gateway.http.head import HeadAsGet
 from agentmesh.gateway.http.input_requests import input_request_router
 from agentmesh.gateway.http.invitations import invitation_router
 from agentmesh.gateway.http.limits import BodySizeLimit
+from agentmesh.gateway.http.mcp_agents import AgentTools, mcp_router
 from agentmesh.gateway.http.mcp_servers import mcp_server_router
 from agentmesh.gateway.http.openai import openai_router
 from agentmesh.gateway.http.remote_agents import remote_agent_router
@@ -61,14 +62,18 @@ _ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 def create_http_app(context: HttpContext, *, max_request_body_bytes: int) -> FastAPI:
     """The gateway's HTTP face. Every route passes the policy table first (`authorize`)."""
+    # The projects' agents as MCP servers: the SDK's session manager runs as long as the app does.
+    agent_tools = AgentTools(context)
     # /docs and /redoc load their scripts from this package (fastapi-offline), not from a CDN.
     app = FastAPIOffline(
         title="agentmesh gateway",
         version=VERSION,
         description="REST/JSON API, agent endpoints and the OpenAI-compatible API of agentmesh.",
         dependencies=[Depends(authorize)],
+        lifespan=agent_tools.running,
     )
     app.state.context = context
+    app.state.mcp = agent_tools
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> HealthOut:
@@ -103,6 +108,7 @@ def create_http_app(context: HttpContext, *, max_request_body_bytes: int) -> Fas
     app.include_router(openai_router())
     app.include_router(responses_router())
     app.include_router(console_router())
+    app.include_router(mcp_router())
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=max_request_body_bytes)
     app.add_middleware(HeadAsGet)
@@ -189,7 +195,8 @@ class HttpServer:
             host=host,
             port=port,
             log_level="warning",
-            lifespan="off",
+            # The app's lifespan runs what lives as long as it does (the MCP session manager).
+            lifespan="on",
             access_log=False,
             # uvicorn would take X-Forwarded-For from any loopback peer (FORWARDED_ALLOW_IPS) and
             # present it as the client; the gateway reads it itself, from trusted proxies only
