@@ -24,6 +24,35 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["AGENTMESH_CONFIG_DIR"] = tempfile.mkdtemp(prefix="agentmesh-tests-config-")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deals the tests marked `long` out first, one to each worker. pytest-xdist's work stealing
+    hands each worker a block of consecutive tests and lets an idle worker take the back half of
+    a busy one's queue, so a long test in the middle of a block starts whenever its worker reaches
+    it, and the last one to start ends the run alone. Every worker computes the same order (xdist
+    refuses different collections): the long tests, longest first, each to the front of the block
+    (of those xdist will cut) with the least long work so far; the rest keep their order."""
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    long = sorted(
+        (item for item in items if item.get_closest_marker("long")),
+        key=lambda item: -item.get_closest_marker("long").args[0],
+    )
+    if workers < 2 or not long:
+        return
+    rest = iter([item for item in items if not item.get_closest_marker("long")])
+    firsts: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    seconds = [0.0] * workers
+    for item in long:  # each to the block with the least long work so far
+        worker = seconds.index(min(seconds))
+        firsts[worker].append(item)
+        seconds[worker] += item.get_closest_marker("long").args[0]
+    ordered, remaining = [], len(items)
+    for worker in range(workers):
+        size = remaining // (workers - worker)  # the block xdist's first distribution gives it
+        remaining -= size
+        ordered += firsts[worker] + [next(rest) for _ in range(max(0, size - len(firsts[worker])))]
+    items[:] = ordered + list(rest)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
     """A failing test that ran services as processes shows their last log lines: what a CI run's

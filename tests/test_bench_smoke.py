@@ -21,6 +21,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.long(41)
 @pytest.mark.timeout(420)
 async def test_bench_smoke_produces_every_figure(postgres_url: str, tmp_path: Path) -> None:
     results_dir = tmp_path / "results"

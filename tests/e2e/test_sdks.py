@@ -210,6 +210,7 @@ async def test_the_go_sdk_passes_its_suite_against_a_live_mesh(
     assert "--- SKIP" not in output, output[-3000:]
 
 
+@pytest.mark.long(70)
 # A cold build compiles tonic, hyper and tokio: minutes on a loaded two-core machine.
 @pytest.mark.timeout(TOOL_TIMEOUT * 3)
 @pytest.mark.asyncio(loop_scope="module")
@@ -223,6 +224,7 @@ async def test_the_rust_sdk_passes_its_suite_against_a_live_mesh(
     assert "SKIPPED" not in output, output[-3000:]
 
 
+@pytest.mark.long(24)
 @pytest.mark.timeout(TOOL_TIMEOUT * 2)
 @pytest.mark.asyncio(loop_scope="module")
 async def test_the_java_sdk_passes_its_suite_against_a_live_mesh(

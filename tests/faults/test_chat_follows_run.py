@@ -28,6 +28,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(180)]
 SLOW_WORKER = {"content": "part " * 600, "delay_seconds": 0.2}
 
 
+@pytest.mark.long(40)
 async def test_a_stream_whose_executor_dies_goes_on_to_the_runs_final_event(processes: Processes) -> None:
     mesh = processes
     client = MeshClient(mesh.registry.grpc_address, mesh.gateway.grpc_address)

@@ -33,7 +33,7 @@ from tests.faults.load import resumed_sessions_problems, until_no_problems
 from tests.faults.processes import LEASE_SECONDS, Processes, seed_delegating_pair, session_log
 from tests.mesh import MeshClient, Seeded, bearer
 
-pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(900), pytest.mark.long(74)]
 
 KILLS = 20
 MIN_KILLS = 20

@@ -15,7 +15,7 @@ import pytest
 
 from bench.soak import RESOURCES, SoakPlan, soak_on, write
 
-pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(420), pytest.mark.long(195)]
 
 SHORT = SoakPlan(minutes=3, users=30, window_minutes=1, sample_seconds=5, step_seconds=0.5, cycle_seconds=6)
 

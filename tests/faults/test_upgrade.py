@@ -28,7 +28,7 @@ from tests.faults.processes import LEASE_SECONDS, Processes, seed_delegating_pai
 from tests.mesh import MeshClient, Seeded, bearer
 from tests.releases import previous_release, python_path, release_code
 
-pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(300), pytest.mark.long(45)]
 
 PREVIOUS = previous_release()
 CHATS = 4

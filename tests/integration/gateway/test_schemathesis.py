@@ -21,7 +21,7 @@ pytest.importorskip("schemathesis", reason="schemathesis is a dev dependency")
 ROOT = Path(__file__).resolve().parents[3]
 # The fuzzing run is bounded by its own process timeout (300 s below); the suite's default hang
 # guard (120 s) is shorter than that and cut it off on a busy machine as the API grew.
-pytestmark = pytest.mark.timeout(330)
+pytestmark = [pytest.mark.timeout(330), pytest.mark.long(82)]
 
 
 async def test_the_openapi_schema_holds_under_generated_requests(
