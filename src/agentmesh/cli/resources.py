@@ -130,7 +130,7 @@ def _kinds() -> dict[str, Kind]:
             "agents",
             ("agent",),
             True,
-            ("slug", "name", "status", "tasks_completed", "tokens_used"),
+            ("slug", "name", "status", "public", "tasks_completed", "tokens_used"),
             lambda s: _pages(
                 lambda t: registry(s).list_agents(
                     s.project_id, page_size=100, page_token=t, metadata=s.metadata
@@ -227,8 +227,20 @@ def render_columns(
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip()
     from agentmesh.cli.output import print_table, stdout_console
 
-    print_table(stdout_console(), columns, [[_cell(row.get(column)) for column in columns] for row in rows])
+    table = [
+        [_cell(_field(item, row, column)) for column in columns]
+        for item, row in zip(items, rows, strict=True)
+    ]
+    print_table(stdout_console(), columns, table)
     return None
+
+
+def _field(item: Message, row: dict[str, Any], column: str) -> Any:
+    """The column's value in the row; a yes/no field JSON leaves out when false is `False`."""
+    if column in row:
+        return row[column]
+    field = item.DESCRIPTOR.fields_by_name.get(column)
+    return False if field is not None and field.type == field.TYPE_BOOL else None
 
 
 def _cell(value: Any) -> str:

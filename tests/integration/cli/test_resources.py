@@ -45,6 +45,7 @@ async def test_get_lists_and_shows_as_a_table_json_or_yaml(
     assert code == 0, out
     row = next(line for line in out.splitlines() if "report-writer" in line)
     assert "Report Writer" in row and "idle" in row
+    assert "PUBLIC" in out and " no " in row  # not published: its A2A card needs a credential
 
     code, out = await cli("get", "agents", "-p", project, "-o", "json", config=tmp_path, env=signed_in)
     assert code == 0, out

@@ -151,7 +151,13 @@ export async function projectView(api, projectId) {
     return h(
       "tr",
       { dataset: { agent: agent.name, status: agent.status } },
-      h("td", {}, h("span", { class: "agent-dot", style: { "--agent": agentColor(agent.name) } }), h("strong", {}, agent.name)),
+      h(
+        "td",
+        {},
+        h("span", { class: "agent-dot", style: { "--agent": agentColor(agent.name) } }),
+        h("strong", {}, agent.name),
+        agent.public && h("span", { class: "badge badge-public", title: "Its A2A agent card is served without a credential", dataset: { public: "" } }, "public"),
+      ),
       h("td", {}, badge(agent.status)),
       h("td", {}, types.get(agent.agent_type_id)?.name ?? h("span", { class: "mono muted" }, shortId(agent.agent_type_id))),
       h("td", { class: "mono muted" }, agent.config?.primary_model ?? types.get(agent.agent_type_id)?.primary_model ?? "—"),
