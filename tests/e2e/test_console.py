@@ -24,7 +24,7 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from tests.e2e.browser import ConsolePage, browser_binaries, start_chromium
+from tests.e2e.browser import ConsolePage, browser_binaries, console_page
 from tests.e2e.harness import agentmesh_up, process_environment
 from tests.mesh import SUPERUSER_EMAIL, SUPERUSER_PASSWORD
 from tests.ports import free_loopback_ports
@@ -151,16 +151,8 @@ async def mesh(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Mesh]:
 def console(
     chromium: tuple[str, str], mesh: Mesh, artifacts: Path, request: pytest.FixtureRequest
 ) -> Iterator[ConsolePage]:
-    driver = start_chromium(*chromium)
-    page = ConsolePage(driver, mesh.url, artifacts, request.node.name.removeprefix("test_"))
-    try:
+    with console_page(chromium, mesh.url, artifacts, request.node.name.removeprefix("test_")) as page:
         yield page
-        assert page.script_errors() == []
-        foreign = [url for url in page.loaded_urls() if not url.startswith(mesh.url + "/")]
-        assert foreign == [], "the console loaded something from elsewhere"
-    finally:
-        page.shot("last")
-        driver.quit()
 
 
 async def signed_in(console: ConsolePage) -> None:

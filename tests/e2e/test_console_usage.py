@@ -15,7 +15,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from tests.e2e.browser import ConsolePage, browser_binaries, start_chromium
+from tests.e2e.browser import ConsolePage, browser_binaries, console_page
 from tests.e2e.harness import agentmesh_up
 from tests.e2e.test_console import ROOT
 from tests.mesh import SUPERUSER_EMAIL, SUPERUSER_PASSWORD
@@ -86,16 +86,9 @@ def console(mesh: tuple[str, str], request: pytest.FixtureRequest) -> Iterator[C
     artifacts = Path(os.environ.get("AGENTMESH_TEST_ARTIFACTS") or ROOT / "test-artifacts") / "console-usage"
     shutil.rmtree(artifacts, ignore_errors=True)
     artifacts.mkdir(parents=True)
-    driver = start_chromium(*browser_binaries())
-    page = ConsolePage(driver, mesh[0], artifacts, request.node.name.removeprefix("test_"))
-    try:
+    name = request.node.name.removeprefix("test_")
+    with console_page(browser_binaries(), mesh[0], artifacts, name) as page:
         yield page
-        assert page.script_errors() == []
-        foreign = [url for url in page.loaded_urls() if not url.startswith(mesh[0] + "/")]
-        assert foreign == [], "the console loaded something from elsewhere"
-    finally:
-        page.shot("last")
-        driver.quit()
 
 
 async def test_the_usage_page_charts_each_day_by_agent_then_by_model(console: ConsolePage) -> None:
