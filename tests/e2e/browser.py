@@ -8,10 +8,11 @@ an artifact folder (printed at the end of the run).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +148,21 @@ class ConsolePage:
         return self.driver.execute_script(
             "return [location.href, ...performance.getEntriesByType('resource').map(e => e.name)]"
         )
+
+
+@contextlib.contextmanager
+def console_page(
+    binaries: tuple[str, str], base_url: str, artifacts: Path, test_name: str
+) -> Iterator[ConsolePage]:
+    """A fresh browser on the console at `base_url`; once the test is done, it must have logged no
+    script error and loaded nothing from another origin. Its last screen is kept either way."""
+    driver = start_chromium(*binaries)
+    page = ConsolePage(driver, base_url, artifacts, test_name)
+    try:
+        yield page
+        assert page.script_errors() == []
+        foreign = [url for url in page.loaded_urls() if not url.startswith(base_url + "/")]
+        assert foreign == [], "the console loaded something from elsewhere"
+    finally:
+        page.shot("last")
+        driver.quit()

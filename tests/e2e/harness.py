@@ -35,6 +35,8 @@ from agentmesh.runtime.health import check_health
 
 GRPC_READY = re.compile(r"^\S+ serving gRPC on (?P<grpc_address>\S+)\s*$", re.MULTILINE)
 HTTP_READY = re.compile(r"^\S+ serving HTTP on (?P<http_url>\S+)\s*$", re.MULTILINE)
+# What `agentmesh up` prints once the whole mesh serves.
+UP_READY = re.compile(r"^agentmesh is up", re.MULTILINE)
 
 # Variables of the test runner's own environment that a service must not inherit: they would
 # configure it behind the test's back (a developer's shell may well export some).
@@ -320,3 +322,26 @@ def _tail(path: Path, lines: int) -> str:
     except FileNotFoundError:
         return "(no output)"
     return "\n".join(text.splitlines()[-lines:]) or "(empty)"
+
+
+def agentmesh_up(
+    tmp_path: Path, *, http_port: int, grpc_port: int, superuser: tuple[str, str], env: Mapping[str, str] = {}
+) -> ServiceProcess:
+    """`agentmesh up` on these ports, its data and logs in `tmp_path`, with this superuser (email,
+    password) and `env` over a clean environment; start it with `async with`."""
+    return ServiceProcess(
+        "up",
+        [
+            *(sys.executable, "-m", "agentmesh.cli.main", "up"),
+            *("--http-port", str(http_port), "--grpc-port", str(grpc_port)),
+            *("--data-dir", str(tmp_path / "data")),
+        ],
+        env={
+            "AGENTMESH_SUPERUSER_EMAIL": superuser[0],
+            "AGENTMESH_SUPERUSER_PASSWORD": superuser[1],
+            **env,
+        },
+        log_dir=tmp_path,
+        ready=(UP_READY,),
+        inherit_env=False,
+    )

@@ -24,8 +24,8 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from tests.e2e.browser import ConsolePage, browser_binaries, start_chromium
-from tests.e2e.harness import ServiceProcess, process_environment
+from tests.e2e.browser import ConsolePage, browser_binaries, console_page
+from tests.e2e.harness import agentmesh_up, process_environment
 from tests.mesh import SUPERUSER_EMAIL, SUPERUSER_PASSWORD
 from tests.ports import free_loopback_ports
 
@@ -35,7 +35,6 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "coordinator-worker.yaml"
 STATIC = ROOT / "services" / "gateway" / "src" / "agentmesh" / "gateway" / "console" / "static"
 TOKENS_KEY = "agentmesh.console.tokens"  # where the console keeps its tokens (sessionStorage)
-UP_READY = re.compile(r"^agentmesh is up", re.MULTILINE)
 # The worker thinks this long after its tool call, so that the console is seen mid-run.
 WORKER_THINKS_SECONDS = 1.5
 ANSWER = "Done: the worker processed task 42"
@@ -121,20 +120,8 @@ def artifacts(request: pytest.FixtureRequest) -> Iterator[Path]:
 async def mesh(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Mesh]:
     tmp_path = tmp_path_factory.mktemp("console-mesh")
     http_port, grpc_port = free_loopback_ports(2)
-    up = ServiceProcess(
-        "up",
-        [
-            *(sys.executable, "-m", "agentmesh.cli.main", "up"),
-            *("--http-port", str(http_port), "--grpc-port", str(grpc_port)),
-            *("--data-dir", str(tmp_path / "data")),
-        ],
-        env={
-            "AGENTMESH_SUPERUSER_EMAIL": SUPERUSER_EMAIL,
-            "AGENTMESH_SUPERUSER_PASSWORD": SUPERUSER_PASSWORD,
-        },
-        log_dir=tmp_path,
-        ready=(UP_READY,),
-        inherit_env=False,
+    up = agentmesh_up(
+        tmp_path, http_port=http_port, grpc_port=grpc_port, superuser=(SUPERUSER_EMAIL, SUPERUSER_PASSWORD)
     )
     async with up:
         apply = await asyncio.create_subprocess_exec(
@@ -164,16 +151,8 @@ async def mesh(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Mesh]:
 def console(
     chromium: tuple[str, str], mesh: Mesh, artifacts: Path, request: pytest.FixtureRequest
 ) -> Iterator[ConsolePage]:
-    driver = start_chromium(*chromium)
-    page = ConsolePage(driver, mesh.url, artifacts, request.node.name.removeprefix("test_"))
-    try:
+    with console_page(chromium, mesh.url, artifacts, request.node.name.removeprefix("test_")) as page:
         yield page
-        assert page.script_errors() == []
-        foreign = [url for url in page.loaded_urls() if not url.startswith(mesh.url + "/")]
-        assert foreign == [], "the console loaded something from elsewhere"
-    finally:
-        page.shot("last")
-        driver.quit()
 
 
 async def signed_in(console: ConsolePage) -> None:

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from tests.e2e.harness import ServiceProcess, process_environment
+from tests.e2e.harness import agentmesh_up, process_environment
 from tests.mesh import SUPERUSER_EMAIL, SUPERUSER_PASSWORD
 from tests.ports import free_loopback_ports
 
@@ -43,7 +43,6 @@ TYPESCRIPT = ROOT / "sdks" / "typescript"
 GO = ROOT / "sdks" / "go"
 RUST = ROOT / "sdks" / "rust"
 JAVA = ROOT / "sdks" / "java"
-UP_READY = re.compile(r"^agentmesh is up", re.MULTILINE)
 # Generous: a cold npm ci or Go module download, then the build, on a loaded machine.
 TOOL_TIMEOUT = 480
 
@@ -83,20 +82,8 @@ async def mesh_environment(tmp_path_factory: pytest.TempPathFactory) -> AsyncIte
     """`agentmesh up` with the coordinator/worker example applied; the SDK tests' environment."""
     tmp_path = tmp_path_factory.mktemp("sdk-mesh")
     http_port, grpc_port = free_loopback_ports(2)
-    up = ServiceProcess(
-        "up",
-        [
-            *(sys.executable, "-m", "agentmesh.cli.main", "up"),
-            *("--http-port", str(http_port), "--grpc-port", str(grpc_port)),
-            *("--data-dir", str(tmp_path / "data")),
-        ],
-        env={
-            "AGENTMESH_SUPERUSER_EMAIL": SUPERUSER_EMAIL,
-            "AGENTMESH_SUPERUSER_PASSWORD": SUPERUSER_PASSWORD,
-        },
-        log_dir=tmp_path,
-        ready=(UP_READY,),
-        inherit_env=False,
+    up = agentmesh_up(
+        tmp_path, http_port=http_port, grpc_port=grpc_port, superuser=(SUPERUSER_EMAIL, SUPERUSER_PASSWORD)
     )
     environment = {
         "AGENTMESH_ADDRESS": f"127.0.0.1:{grpc_port}",

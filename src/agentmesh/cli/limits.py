@@ -13,9 +13,13 @@ from typing import Annotated, Any
 import typer
 
 from agentmesh.cli.options import EmailOption, GatewayOption, PasswordOption, TokenOption
+from agentmesh.registry.v1 import resources_pb2
 
-# The names of DESIGN §12, in the order they are shown.
-LIMIT_NAMES = ("requests_per_minute", "concurrent_runs", "open_streams", "tokens_per_day", "stored_bytes")
+# The limits as the API names them (DESIGN §12's, then the budgets), in the order they are shown;
+# the costs (US dollars) are decimal numbers, the others whole numbers.
+_FIELDS = resources_pb2.ProjectLimits.DESCRIPTOR.fields
+LIMIT_NAMES = tuple(field.name for field in _FIELDS)
+COST_LIMITS = tuple(field.name for field in _FIELDS if field.type == field.TYPE_DOUBLE)
 
 
 def limits(
@@ -42,7 +46,6 @@ def limits(
 
     async def work(connection: Any) -> str | None:
         from agentmesh.cli.resources import find_project
-        from agentmesh.registry.v1 import resources_pb2
 
         found = await find_project(connection, project)
         if changes:
@@ -61,9 +64,9 @@ def limits(
     run_signed_in(gateway, (email, password, token), work)
 
 
-def parse_settings(settings: list[str]) -> dict[str, int | None]:
+def parse_settings(settings: list[str]) -> dict[str, float | None]:
     """NAME=VALUE words as {name: value}, None for `default`; ValueError naming a bad one."""
-    changes: dict[str, int | None] = {}
+    changes: dict[str, float | None] = {}
     for setting in settings:
         name, equals, value = setting.partition("=")
         if name not in LIMIT_NAMES or not equals:
@@ -72,9 +75,17 @@ def parse_settings(settings: list[str]) -> dict[str, int | None]:
             changes[name] = None
         elif value.isdigit():
             changes[name] = int(value)
+        elif name in COST_LIMITS and _is_amount(value):
+            changes[name] = float(value)
         else:
-            raise ValueError(f"{setting!r}: the value must be a whole number (0: unlimited) or `default`")
+            kind = "an amount in US dollars" if name in COST_LIMITS else "a whole number"
+            raise ValueError(f"{setting!r}: the value must be {kind} (0: unlimited) or `default`")
     return changes
+
+
+def _is_amount(value: str) -> bool:
+    whole, dot, cents = value.partition(".")
+    return bool(dot) and whole.isdigit() and cents.isdigit()
 
 
 def render(slug: str, limits: Any) -> str:
@@ -85,6 +96,6 @@ def render(slug: str, limits: Any) -> str:
             shown = "default"
         else:
             value = getattr(limits, name)
-            shown = str(value) if value else "unlimited"
+            shown = "unlimited" if not value else f"${value:g}" if name in COST_LIMITS else str(value)
         lines.append(f"  {name}: {shown}")
     return "\n".join(lines)

@@ -29,9 +29,12 @@ async def test_a_superuser_sets_limits_and_the_owner_may_only_lower_them(
     assert (code, err) == (0, ""), err
     assert "  concurrent_runs: default\n" in out
 
-    code, out, err = await run_agentmesh("limits", slug, "concurrent_runs=4", "open_streams=0", env=as_root)
+    code, out, err = await run_agentmesh(
+        "limits", slug, "concurrent_runs=4", "open_streams=0", "cost_per_day=2.50", env=as_root
+    )
     assert (code, err) == (0, ""), err
     assert "  concurrent_runs: 4\n" in out and "  open_streams: unlimited\n" in out
+    assert "  cost_per_day: $2.5\n" in out  # a budget in US dollars
 
     code, out, err = await run_agentmesh("limits", slug, "concurrent_runs=2", env=as_owner)
     assert (code, err) == (0, ""), err

@@ -2,7 +2,8 @@
 StreamChat): a run that has spent it calls its model no more and ends RESOURCE_EXHAUSTED with
 reason BUDGET_EXCEEDED and what it spent; a delegated run gets what is left of its caller's, and
 when it runs out the caller is told so as the delegation's result, then stops too. The ledger
-still counts every call made."""
+still counts every call made. A project's budgets bound its runs from what the ledger holds: a
+run ends once it spent what was left when it started, and the next is refused."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from typing import Any
 
 import grpc
 import pytest
+from google.protobuf import field_mask_pb2
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2
 from agentmesh.registry.v1 import registry_service_pb2 as reg
+from agentmesh.registry.v1 import resources_pb2
 from tests.integration.executor.support import Agent, Stack, calls, delegate, final, kind
 from tests.polling import eventually
 
@@ -42,6 +45,13 @@ async def chat(stack: Stack, agent: Agent, message: str, **budget: str) -> list[
         metadata=stack.metadata + headers,
     )
     return [response.event async for response in call]
+
+
+async def ledger_holds(stack: Stack, project_id: str, *, calls: int) -> bool:
+    summary = await stack.client.registry.SummarizeUsage(
+        reg.SummarizeUsageRequest(project_id=project_id), metadata=stack.metadata
+    )
+    return summary.total.calls == calls
 
 
 def budget_exceeded(event: Any) -> bool:
@@ -105,13 +115,7 @@ async def test_a_delegate_that_runs_out_tells_its_caller_which_stops_too(stack: 
     assert kind(end) == "run_failed" and budget_exceeded(end)
     assert end.run_failed.usage.input_tokens + end.run_failed.usage.output_tokens == 1100
 
-    async def all_counted() -> bool:
-        summary = await stack.client.registry.SummarizeUsage(
-            reg.SummarizeUsageRequest(project_id=project.id), metadata=stack.metadata
-        )
-        return summary.total.calls == 3
-
-    await eventually(all_counted, what="the three calls made in the ledger")
+    await eventually(lambda: ledger_holds(stack, project.id, calls=3), what="the three calls in the ledger")
 
 
 async def test_a_cost_budget_stops_a_run(stack: Stack) -> None:
@@ -167,3 +171,39 @@ async def test_an_agent_types_run_budget_stops_its_runs(stack: Stack) -> None:
     # A chat's budget smaller than the type's wins.
     events = await chat(stack, agent, "Keep going", max_tokens="500")
     assert "600 of its 500 tokens" in final(events).run_failed.message
+
+
+async def test_a_projects_daily_cost_budget_ends_its_run_then_refuses_the_next(stack: Stack) -> None:
+    project = await stack.project()
+    await stack.client.registry.UpdateProject(
+        reg.UpdateProjectRequest(
+            project=resources_pb2.Project(
+                id=project.id, limits=resources_pb2.ProjectLimits(cost_per_day=0.15)
+            ),
+            update_mask=field_mask_pb2.FieldMask(paths=["limits"]),
+        ),
+        metadata=stack.metadata,
+    )
+    agent = await stack.agent(
+        project,
+        "tenant",
+        tools=["get_current_time"],
+        mock_responses=[
+            spends(calls("get_current_time"), 100, 0),
+            spends(calls("get_current_time"), 100, 0),
+            spends("never asked", 100, 0),
+        ],
+    )
+
+    # $0.1 a call: the second passes what the project had left ($0.15), so no third is made.
+    end = final(await chat(stack, agent, "Spend"))
+    assert kind(end) == "run_failed" and budget_exceeded(end), end
+    assert "$0.200000 of its $0.150000" in end.run_failed.message
+
+    await eventually(lambda: ledger_holds(stack, project.id, calls=2), what="its two calls in the ledger")
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await chat(stack, agent, "Spend more")
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "project limit cost_per_day reached: $0.200000 of $0.150000 spent today" in str(
+        refused.value.details()
+    )

@@ -142,6 +142,9 @@ class LimitsEntry(_Entry):
     open_streams: int | None = Field(default=None, ge=0)
     tokens_per_day: int | None = Field(default=None, ge=0)
     stored_bytes: int | None = Field(default=None, ge=0)
+    tokens_per_month: int | None = Field(default=None, ge=0)
+    cost_per_day: float | None = Field(default=None, ge=0, allow_inf_nan=False)  # US dollars
+    cost_per_month: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
 class ProjectEntry(_Entry):

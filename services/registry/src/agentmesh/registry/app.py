@@ -134,7 +134,7 @@ async def open_components(settings: RegistrySettings) -> Components:
     )
     watch = AgentWatch()
     executors = ExecutorPool(store, executor_ttl_seconds=settings.executor_heartbeat_ttl_seconds)
-    quotas = ProjectQuotas(limit_defaults(settings), pool_run_slots=executors.run_slots)
+    quotas = ProjectQuotas(limit_defaults(settings), pool_run_slots=executors.run_slots, ledger=store.usage)
     projects = ProjectRegistry(
         store, page_tokens=PageTokens(secret), watch=watch, quotas=quotas, clock=utc_now
     )

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from agentmesh.common.v1 import run_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as pb
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc as pb_grpc
 from agentmesh.registry import convert
@@ -84,21 +85,26 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
         self, request: pb.StartAgentRunRequest, context: Context
     ) -> pb.StartAgentRunResponse:
         lease = self._leases.grant(request.session_id, request.executor_id)
+        ahead: list[str] = []
         if not request.double_texting:
-            agent, revision = await self._runs.start_run(
+            started = await self._runs.start_run(
                 caller(), request.agent_id, request.run_id, lease=lease, session_id=request.session_id
             )
-            return pb.StartAgentRunResponse(agent=convert.agent_message(agent), spec_revision=revision)
-        agent, revision, ahead = await self._turns.start_run(
-            caller(),
-            request.agent_id,
-            request.run_id,
-            session_id=request.session_id,
-            policy=request.double_texting,
-            lease=lease,
-        )
+        else:
+            started, ahead = await self._turns.start_run(
+                caller(),
+                request.agent_id,
+                request.run_id,
+                session_id=request.session_id,
+                policy=request.double_texting,
+                lease=lease,
+            )
+        budget = started.project_budget
         return pb.StartAgentRunResponse(
-            agent=convert.agent_message(agent), spec_revision=revision, runs_ahead=ahead
+            agent=convert.agent_message(started.agent),
+            spec_revision=started.spec_revision,
+            runs_ahead=ahead,
+            project_budget=run_pb2.Budget(max_tokens=budget.max_tokens, max_cost=budget.max_cost),
         )
 
     async def AwaitSessionTurn(

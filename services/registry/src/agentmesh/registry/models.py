@@ -246,6 +246,10 @@ LIMIT_NAMES: tuple[str, ...] = (
     "open_streams",
     "tokens_per_day",
     "stored_bytes",
+    # Budgets: what the project's runs may spend a UTC day or month (projects/budgets.py).
+    "tokens_per_month",
+    "cost_per_day",
+    "cost_per_month",
 )
 
 
@@ -257,8 +261,11 @@ class ProjectLimits(Model):
     open_streams: int | None = None
     tokens_per_day: int | None = None
     stored_bytes: int | None = None
+    tokens_per_month: int | None = None
+    cost_per_day: float | None = None  # US dollars
+    cost_per_month: float | None = None
 
-    def set(self) -> dict[str, int]:
+    def set(self) -> dict[str, float]:
         """The limits this project sets itself, by name."""
         return {name: value for name in LIMIT_NAMES if (value := getattr(self, name)) is not None}
 

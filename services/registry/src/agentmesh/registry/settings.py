@@ -49,6 +49,9 @@ class RegistrySettings(ServiceSettings):
     default_open_streams: int = Field(default=0, ge=0)
     default_tokens_per_day: int = Field(default=0, ge=0)
     default_stored_bytes: int = Field(default=0, ge=0)
+    default_tokens_per_month: int = Field(default=0, ge=0)
+    default_cost_per_day: float = Field(default=0.0, ge=0, allow_inf_nan=False, description="US dollars")
+    default_cost_per_month: float = Field(default=0.0, ge=0, allow_inf_nan=False, description="US dollars")
     # Off by default: the share is a cap, not a queue, so a delegation or a workflow's sub-agent
     # in a small pool, or while an executor is gone, would be refused rather than wait its turn.
     project_share_of_pool: float = Field(

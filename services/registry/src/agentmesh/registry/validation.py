@@ -153,7 +153,7 @@ def check_project(fields: ProjectFields, *, prefix: str = "project") -> list[Fie
     violations += [
         FieldViolation(f"{prefix}.limits.{name}", f"must be 0 (unlimited) to {MAX_LIMIT}")
         for name, value in fields.limits.set().items()
-        if not 0 <= value <= MAX_LIMIT
+        if not 0 <= value <= MAX_LIMIT  # NaN too: no comparison holds for it
     ]
     return violations
 

@@ -1080,7 +1080,16 @@ type ProjectLimits struct {
 	// Model tokens a day (UTC), as the project's finished runs recorded them.
 	TokensPerDay *int64 `protobuf:"varint,4,opt,name=tokens_per_day,json=tokensPerDay,proto3,oneof" json:"tokens_per_day,omitempty"`
 	// Bytes of the project's stored events.
-	StoredBytes   *int64 `protobuf:"varint,5,opt,name=stored_bytes,json=storedBytes,proto3,oneof" json:"stored_bytes,omitempty"`
+	StoredBytes *int64 `protobuf:"varint,5,opt,name=stored_bytes,json=storedBytes,proto3,oneof" json:"stored_bytes,omitempty"`
+	// Budgets: what the project's runs may spend in a UTC month (from its first day) or day, as
+	// the cost ledger counts its finished runs' model calls. A run is refused (RESOURCE_EXHAUSTED,
+	// QUOTA_EXCEEDED) once one is spent, and a run in flight that reaches what was left when it
+	// started ends BUDGET_EXCEEDED (docs/usage.md). Model tokens (input and output) a month.
+	TokensPerMonth *int64 `protobuf:"varint,6,opt,name=tokens_per_month,json=tokensPerMonth,proto3,oneof" json:"tokens_per_month,omitempty"`
+	// US dollars of priced model calls a day (UTC).
+	CostPerDay *float64 `protobuf:"fixed64,7,opt,name=cost_per_day,json=costPerDay,proto3,oneof" json:"cost_per_day,omitempty"`
+	// US dollars of priced model calls a month (UTC).
+	CostPerMonth  *float64 `protobuf:"fixed64,8,opt,name=cost_per_month,json=costPerMonth,proto3,oneof" json:"cost_per_month,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1146,6 +1155,27 @@ func (x *ProjectLimits) GetTokensPerDay() int64 {
 func (x *ProjectLimits) GetStoredBytes() int64 {
 	if x != nil && x.StoredBytes != nil {
 		return *x.StoredBytes
+	}
+	return 0
+}
+
+func (x *ProjectLimits) GetTokensPerMonth() int64 {
+	if x != nil && x.TokensPerMonth != nil {
+		return *x.TokensPerMonth
+	}
+	return 0
+}
+
+func (x *ProjectLimits) GetCostPerDay() float64 {
+	if x != nil && x.CostPerDay != nil {
+		return *x.CostPerDay
+	}
+	return 0
+}
+
+func (x *ProjectLimits) GetCostPerMonth() float64 {
+	if x != nil && x.CostPerMonth != nil {
+		return *x.CostPerMonth
 	}
 	return 0
 }
@@ -2277,18 +2307,25 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	" \x01(\v2$.agentmesh.registry.v1.ProjectLimitsR\rlimitsInForce\x1ag\n" +
 	"\x14ToolPermissionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
-	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"\xce\x02\n" +
+	"\x05value\x18\x02 \x01(\x0e2#.agentmesh.common.v1.ToolPermissionR\x05value:\x028\x01\"\x88\x04\n" +
 	"\rProjectLimits\x123\n" +
 	"\x13requests_per_minute\x18\x01 \x01(\x03H\x00R\x11requestsPerMinute\x88\x01\x01\x12,\n" +
 	"\x0fconcurrent_runs\x18\x02 \x01(\x03H\x01R\x0econcurrentRuns\x88\x01\x01\x12&\n" +
 	"\fopen_streams\x18\x03 \x01(\x03H\x02R\vopenStreams\x88\x01\x01\x12)\n" +
 	"\x0etokens_per_day\x18\x04 \x01(\x03H\x03R\ftokensPerDay\x88\x01\x01\x12&\n" +
-	"\fstored_bytes\x18\x05 \x01(\x03H\x04R\vstoredBytes\x88\x01\x01B\x16\n" +
+	"\fstored_bytes\x18\x05 \x01(\x03H\x04R\vstoredBytes\x88\x01\x01\x12-\n" +
+	"\x10tokens_per_month\x18\x06 \x01(\x03H\x05R\x0etokensPerMonth\x88\x01\x01\x12%\n" +
+	"\fcost_per_day\x18\a \x01(\x01H\x06R\n" +
+	"costPerDay\x88\x01\x01\x12)\n" +
+	"\x0ecost_per_month\x18\b \x01(\x01H\aR\fcostPerMonth\x88\x01\x01B\x16\n" +
 	"\x14_requests_per_minuteB\x12\n" +
 	"\x10_concurrent_runsB\x0f\n" +
 	"\r_open_streamsB\x11\n" +
 	"\x0f_tokens_per_dayB\x0f\n" +
-	"\r_stored_bytes\"\xbc\x06\n" +
+	"\r_stored_bytesB\x13\n" +
+	"\x11_tokens_per_monthB\x0f\n" +
+	"\r_cost_per_dayB\x11\n" +
+	"\x0f_cost_per_month\"\xbc\x06\n" +
 	"\vAgentConfig\x12'\n" +
 	"\finstructions\x18\x01 \x01(\tH\x00R\finstructions\x88\x01\x01\x12(\n" +
 	"\rprimary_model\x18\x02 \x01(\tH\x01R\fprimaryModel\x88\x01\x01\x12:\n" +

@@ -1,7 +1,8 @@
 """A run's budget: the chat's (RunRequest.budget, less what its caller's tree had spent when it
-delegated) and its agent type's run budget (AgentSpec.run_budget), the smaller of each bound
-counting. Checked before each model step against what the run and the runs below it have spent,
-and handed down, less that, to each run it delegates to."""
+delegated, and tightened at the run's start to what is left of its project's budgets) and its
+agent type's run budget (AgentSpec.run_budget), the smaller of each bound counting. Checked
+before each model step against what the run and the runs below it have spent, and handed down,
+less that, to each run it delegates to."""
 
 from __future__ import annotations
 
@@ -47,3 +48,11 @@ def remaining_budget(scope: RunScope) -> run_pb2.Budget | None:
     if max_cost:
         remaining.max_cost = max_cost - spent.cost
     return remaining
+
+
+def tighten(budget: run_pb2.Budget, bound: run_pb2.Budget) -> None:
+    """Lowers each of `budget`'s bounds to `bound`'s where that is smaller (0: no bound)."""
+    if bound.max_tokens and (not budget.max_tokens or bound.max_tokens < budget.max_tokens):
+        budget.max_tokens = bound.max_tokens
+    if bound.max_cost and (not budget.max_cost or bound.max_cost < budget.max_cost):
+        budget.max_cost = bound.max_cost

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from agentmesh.executor.agents.runtime import kind_name
 from agentmesh.executor.agents.specs import AgentSpecs, SpecKey
+from agentmesh.executor.context.budget import tighten
 from agentmesh.executor.durability.outbox import EventOutbox
 from agentmesh.executor.durability.recorder import Recorder
 from agentmesh.executor.errors import DelegationDepthExceeded, NoSubAgents
@@ -111,6 +112,8 @@ class RunAdmission:
         # an input nobody answers; and a refusal leaves nothing behind.
         start = await self._start(run, agent.key)
         run.runs_ahead = tuple(start.runs_ahead)
+        # What is left of the project's budgets bounds the run as a chat's budget does.
+        tighten(run.request.budget, start.project_budget)
         if start.spec_revision != run.spec.revision:
             await self._refresh(run, agent.key)
         return run

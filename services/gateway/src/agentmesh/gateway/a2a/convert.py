@@ -246,6 +246,10 @@ def task_from_events(
             if event.event_type == EventType.EVENT_TYPE_AGENT_RESPONSE:
                 task.status.state = TaskState.TASK_STATE_COMPLETED
                 task.artifacts.append(answer_artifact(event.content))
+                # What the tree used, as the live answer said it (TaskEventStream.feed).
+                if "tree_usage" in event.metadata.fields:
+                    usage = MessageToDict(event.metadata.fields["tree_usage"].struct_value)
+                    task.metadata.update({"agentmesh": {"usage": usage}})
             else:
                 task.status.state = failed_state(str(event.metadata.fields["code"].string_value))
     if pending:

@@ -279,6 +279,8 @@ class AgentTypeOut(BaseModel):
 
 # A project limit (docs/tenants.md): null or absent, the operator's default; 0, unlimited.
 Limit = Annotated[int | None, Field(ge=0, le=2**53 - 1)]
+# A budget in US dollars (docs/usage.md): the same, as a number.
+CostLimit = Annotated[float | None, Field(ge=0, le=2**53 - 1, allow_inf_nan=False)]
 
 
 class ProjectLimits(RequestBody):
@@ -289,6 +291,9 @@ class ProjectLimits(RequestBody):
     open_streams: Limit = None
     tokens_per_day: Limit = None
     stored_bytes: Limit = None
+    tokens_per_month: Limit = None
+    cost_per_day: CostLimit = None
+    cost_per_month: CostLimit = None
 
 
 class ProjectCreate(RequestBody):

@@ -14,11 +14,20 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, time, timedelta
+from datetime import datetime
 
 from agentmesh.registry.errors import LimitRaiseDenied, QuotaExceeded
 from agentmesh.registry.models import LIMIT_NAMES, ProjectLimits
+from agentmesh.registry.projects.budgets import (
+    ProjectSpending,
+    RunBudget,
+    check_budgets,
+    ledger_spending,
+    reads_ledger,
+    remaining,
+)
 from agentmesh.registry.projects.store import ProjectRunLoad
+from agentmesh.registry.usage.store import UsageLedgerStore
 from agentmesh.runtime.identity import Principal
 
 # What a run refused for its project's runs at once is told to wait: runs end at any moment.
@@ -48,10 +57,15 @@ class ProjectQuotas:
     what would go over them."""
 
     def __init__(
-        self, defaults: LimitDefaults, *, pool_run_slots: Callable[[], Awaitable[int]] | None = None
+        self,
+        defaults: LimitDefaults,
+        *,
+        pool_run_slots: Callable[[], Awaitable[int]] | None = None,
+        ledger: UsageLedgerStore | None = None,
     ) -> None:
         self.defaults = defaults
         self._pool_run_slots = pool_run_slots
+        self._ledger = ledger  # what the cost-ledger budgets count; None: they are not enforced
 
     async def pool_run_slots(self) -> int:
         return await self._pool_run_slots() if self._pool_run_slots else 0
@@ -59,33 +73,30 @@ class ProjectQuotas:
     async def in_force(self, limits: ProjectLimits) -> ProjectLimits:
         return self.defaults.in_force(limits, pool_run_slots=await self.pool_run_slots())
 
-    async def admit_run(self, load: ProjectRunLoad, now: datetime) -> None:
-        """Refuses a run of a project that used its tokens of the day (`now`'s, UTC), or that
-        would take it past its runs at once (a retried start of a run in flight is no new run).
-        The counts are the registry's own, read once before the start: starts racing in that
-        instant may each see the last free slot, and runs in flight count their tokens only once
-        they end."""
-        if load.started:
-            return
+    async def admit_run(self, load: ProjectRunLoad, now: datetime) -> RunBudget:
+        """Refuses a run of a project that spent a budget (projects/budgets.py), or that would
+        take it past its runs at once (a retried start of a run in flight is no new run); else
+        what is left of its budgets, for the run. The counts are the registry's own, read once
+        before the start: starts racing in that instant may each see the last free slot, and runs
+        in flight count their spending only once they end."""
         limits = await self.in_force(load.limits)
-        if limits.tokens_per_day and load.tokens_today >= limits.tokens_per_day:
-            tomorrow = datetime.combine(now.date() + timedelta(days=1), time(), tzinfo=UTC)
-            raise QuotaExceeded(
-                f"project limit tokens_per_day reached: {load.tokens_today} of {limits.tokens_per_day} "
-                "tokens used today (UTC); retry tomorrow",
-                subject=f"project:{load.project_id}",
-                limit="tokens_per_day",
-                retry_after_seconds=(tomorrow - now).total_seconds(),
+        spent = ProjectSpending(tokens_today=load.tokens_today)
+        if self._ledger is not None and reads_ledger(limits):
+            spent = await ledger_spending(
+                self._ledger, load.project_id, now.date(), tokens_today=load.tokens_today
             )
-        allowed = limits.concurrent_runs
-        if allowed and load.runs_in_flight >= allowed:
-            raise QuotaExceeded(
-                f"project limit concurrent_runs reached: {load.runs_in_flight} of {allowed} runs in "
-                f"flight; retry when one ends",
-                subject=f"project:{load.project_id}",
-                limit="concurrent_runs",
-                retry_after_seconds=RUN_SLOT_RETRY_SECONDS,
-            )
+        if not load.started:
+            check_budgets(limits, spent, project_id=load.project_id, now=now)
+            allowed = limits.concurrent_runs
+            if allowed and load.runs_in_flight >= allowed:
+                raise QuotaExceeded(
+                    f"project limit concurrent_runs reached: {load.runs_in_flight} of {allowed} runs in "
+                    f"flight; retry when one ends",
+                    subject=f"project:{load.project_id}",
+                    limit="concurrent_runs",
+                    retry_after_seconds=RUN_SLOT_RETRY_SECONDS,
+                )
+        return remaining(limits, spent)
 
     async def check_change(self, principal: Principal, before: ProjectLimits, after: ProjectLimits) -> None:
         """`check_limits_change` with the pool's run slots now."""

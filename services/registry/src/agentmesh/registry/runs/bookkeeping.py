@@ -9,6 +9,7 @@ statement that records the run, so concurrent runs of one agent cannot lose each
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from agentmesh.registry.agents.lifecycle import run_started, spec_revision
 from agentmesh.registry.agents.versions import as_of, session_version
@@ -16,6 +17,7 @@ from agentmesh.registry.agents.watch import AgentWatch
 from agentmesh.registry.clock import Clock, utc_now
 from agentmesh.registry.errors import AgentNotFound
 from agentmesh.registry.models import Agent, FinishedRun
+from agentmesh.registry.projects.budgets import RunBudget
 from agentmesh.registry.projects.limits import ProjectQuotas
 from agentmesh.registry.store import RegistryStore, RunChange, RunLease, Visibility
 from agentmesh.registry.usage.entries import ledger_entries, report_violations
@@ -26,6 +28,16 @@ from agentmesh.runtime.identity import Principal
 
 # Runs one FinishAgentRuns call may finish.
 MAX_FINISHED_RUNS = 1000
+
+
+@dataclass(frozen=True)
+class StartedRun:
+    """A run started: its agent (working), the revision of the spec it runs on, and what is left
+    of its project's budgets for it."""
+
+    agent: Agent
+    spec_revision: str
+    project_budget: RunBudget
 
 
 class RunBookkeeping:
@@ -52,14 +64,16 @@ class RunBookkeeping:
         *,
         lease: RunLease | None = None,
         session_id: str = "",
-    ) -> tuple[Agent, str]:
+    ) -> StartedRun:
         """An executor starts a run (holding `lease` on it): the agent becomes working, unless
         its project's limits refuse the run (QuotaExceeded, before anything is recorded). Starting
         the same run twice (a retried call) counts it once. With the agent, its spec's revision
         now (an executor holding a spec of another revision resolves it again): with a session,
-        the spec of the version the session's runs of the agent use (`versions.session_version`)."""
+        the spec of the version the session's runs of the agent use (`versions.session_version`);
+        and what is left of its project's budgets."""
         raise_if(required("agent_id", agent_id) + required("run_id", run_id))
         now = self._now()
+        budget = RunBudget()
         if self._quotas is not None:
             owner_id = None if principal.is_superuser else principal.user_id
             async with self._store.read() as tx:
@@ -67,20 +81,20 @@ class RunBookkeeping:
                     agent_id, run_id, owner_id=owner_id, day=now.date().isoformat()
                 )
             if load is not None:  # else refused below, as for any agent not there
-                await self._quotas.admit_run(load, now)
+                budget = await self._quotas.admit_run(load, now)
         change = await self._store.start_run(_visibility(principal), agent_id, run_id, now, lease=lease)
         if change is None:
             raise AgentNotFound("agent not found")
         if not change.changed:
             run_started(change.agent, now)  # raises when paused or terminated; else a retried start
         if not session_id:
-            return change.agent, spec_revision(
-                change.agent, change.project_updated_at, change.type_updated_at
-            )
+            revision = spec_revision(change.agent, change.project_updated_at, change.type_updated_at)
+            return StartedRun(change.agent, revision, budget)
         agent, agent_type = as_of(
             change.agent, await session_version(self._store, change.agent, session_id, now)
         )
-        return change.agent, spec_revision(agent, change.project_updated_at, agent_type.updated_at)
+        revision = spec_revision(agent, change.project_updated_at, agent_type.updated_at)
+        return StartedRun(change.agent, revision, budget)
 
     async def finish_run(self, principal: Principal, run: FinishedRun) -> Agent:
         """An executor finished a run: its usage is added to the agent's counters and its model

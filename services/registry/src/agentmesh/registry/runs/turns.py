@@ -24,7 +24,7 @@ import time
 from agentmesh.registry.clock import utc_now
 from agentmesh.registry.errors import SessionAwaitsInput, SessionBusy
 from agentmesh.registry.models import DOUBLE_TEXTING_POLICIES, Agent, FinishedRun, PageRequest
-from agentmesh.registry.runs.bookkeeping import RunBookkeeping
+from agentmesh.registry.runs.bookkeeping import RunBookkeeping, StartedRun
 from agentmesh.registry.runs.input_models import InputRequestState
 from agentmesh.registry.store import InputRequestStore, RunLease, RunLeaseStore
 from agentmesh.runtime.errors import FieldViolation, ValidationFailed
@@ -58,17 +58,18 @@ class SessionTurns:
         session_id: str,
         policy: str,
         lease: RunLease | None,
-    ) -> tuple[Agent, str, list[str]]:
-        """Starts the run (as `AgentRegistry.start_run`) as the session's next turn: the agent,
-        its spec's revision and the run ids of the turns still in flight before it. Raises
+    ) -> tuple[StartedRun, list[str]]:
+        """Starts the run (as `RunBookkeeping.start_run`) as the session's next turn: the run
+        started and the run ids of the turns still in flight before it. Raises
         SessionBusy under `reject` when there are any, SessionAwaitsInput under every policy when
         a run of the session waits for a person (the run is then finished again)."""
         check_policy("double_texting", policy)
         if not session_id:
             raise ValidationFailed.field("session_id", "is required with double_texting")
-        agent, revision = await self._registry.start_run(
+        started = await self._registry.start_run(
             principal, agent_id, run_id, lease=lease, session_id=session_id
         )
+        agent = started.agent
         # Only a session with a turn in flight can be waiting for input: asked after the turn is
         # taken (no query on the common path) — except under `interrupt`, which must not touch a
         # run that waits for a person, so asks first.
@@ -85,7 +86,7 @@ class SessionTurns:
         if ahead and policy == "reject":
             agent = await self._registry.finish_run(principal, _refused(agent_id, run_id))
             raise SessionBusy(session_id, ahead[-1][1])
-        return agent, revision, [key[1] for key in ahead]
+        return started, [key[1] for key in ahead]
 
     async def _refuse_if_waiting(
         self, principal: Principal, agent: Agent, run_id: str, session_id: str

@@ -694,6 +694,9 @@ class ProjectLimits(_message.Message):
     OPEN_STREAMS_FIELD_NUMBER: _builtins.int
     TOKENS_PER_DAY_FIELD_NUMBER: _builtins.int
     STORED_BYTES_FIELD_NUMBER: _builtins.int
+    TOKENS_PER_MONTH_FIELD_NUMBER: _builtins.int
+    COST_PER_DAY_FIELD_NUMBER: _builtins.int
+    COST_PER_MONTH_FIELD_NUMBER: _builtins.int
     requests_per_minute: _builtins.int
     """Requests a minute, over every face of every gateway."""
     concurrent_runs: _builtins.int
@@ -704,6 +707,16 @@ class ProjectLimits(_message.Message):
     """Model tokens a day (UTC), as the project's finished runs recorded them."""
     stored_bytes: _builtins.int
     """Bytes of the project's stored events."""
+    tokens_per_month: _builtins.int
+    """Budgets: what the project's runs may spend in a UTC month (from its first day) or day, as
+    the cost ledger counts its finished runs' model calls. A run is refused (RESOURCE_EXHAUSTED,
+    QUOTA_EXCEEDED) once one is spent, and a run in flight that reaches what was left when it
+    started ends BUDGET_EXCEEDED (docs/usage.md). Model tokens (input and output) a month.
+    """
+    cost_per_day: _builtins.float
+    """US dollars of priced model calls a day (UTC)."""
+    cost_per_month: _builtins.float
+    """US dollars of priced model calls a month (UTC)."""
     def __init__(
         self,
         *,
@@ -712,13 +725,20 @@ class ProjectLimits(_message.Message):
         open_streams: _builtins.int | None = ...,
         tokens_per_day: _builtins.int | None = ...,
         stored_bytes: _builtins.int | None = ...,
+        tokens_per_month: _builtins.int | None = ...,
+        cost_per_day: _builtins.float | None = ...,
+        cost_per_month: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_concurrent_runs", b"_concurrent_runs", "_open_streams", b"_open_streams", "_requests_per_minute", b"_requests_per_minute", "_stored_bytes", b"_stored_bytes", "_tokens_per_day", b"_tokens_per_day", "concurrent_runs", b"concurrent_runs", "open_streams", b"open_streams", "requests_per_minute", b"requests_per_minute", "stored_bytes", b"stored_bytes", "tokens_per_day", b"tokens_per_day"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_concurrent_runs", b"_concurrent_runs", "_cost_per_day", b"_cost_per_day", "_cost_per_month", b"_cost_per_month", "_open_streams", b"_open_streams", "_requests_per_minute", b"_requests_per_minute", "_stored_bytes", b"_stored_bytes", "_tokens_per_day", b"_tokens_per_day", "_tokens_per_month", b"_tokens_per_month", "concurrent_runs", b"concurrent_runs", "cost_per_day", b"cost_per_day", "cost_per_month", b"cost_per_month", "open_streams", b"open_streams", "requests_per_minute", b"requests_per_minute", "stored_bytes", b"stored_bytes", "tokens_per_day", b"tokens_per_day", "tokens_per_month", b"tokens_per_month"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_concurrent_runs", b"_concurrent_runs", "_open_streams", b"_open_streams", "_requests_per_minute", b"_requests_per_minute", "_stored_bytes", b"_stored_bytes", "_tokens_per_day", b"_tokens_per_day", "concurrent_runs", b"concurrent_runs", "open_streams", b"open_streams", "requests_per_minute", b"requests_per_minute", "stored_bytes", b"stored_bytes", "tokens_per_day", b"tokens_per_day"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_concurrent_runs", b"_concurrent_runs", "_cost_per_day", b"_cost_per_day", "_cost_per_month", b"_cost_per_month", "_open_streams", b"_open_streams", "_requests_per_minute", b"_requests_per_minute", "_stored_bytes", b"_stored_bytes", "_tokens_per_day", b"_tokens_per_day", "_tokens_per_month", b"_tokens_per_month", "concurrent_runs", b"concurrent_runs", "cost_per_day", b"cost_per_day", "cost_per_month", b"cost_per_month", "open_streams", b"open_streams", "requests_per_minute", b"requests_per_minute", "stored_bytes", b"stored_bytes", "tokens_per_day", b"tokens_per_day", "tokens_per_month", b"tokens_per_month"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__concurrent_runs: _TypeAlias = _typing.Literal["concurrent_runs"]  # noqa: Y015
     _WhichOneofArgType__concurrent_runs: _TypeAlias = _typing.Literal["_concurrent_runs", b"_concurrent_runs"]  # noqa: Y015
+    _WhichOneofReturnType__cost_per_day: _TypeAlias = _typing.Literal["cost_per_day"]  # noqa: Y015
+    _WhichOneofArgType__cost_per_day: _TypeAlias = _typing.Literal["_cost_per_day", b"_cost_per_day"]  # noqa: Y015
+    _WhichOneofReturnType__cost_per_month: _TypeAlias = _typing.Literal["cost_per_month"]  # noqa: Y015
+    _WhichOneofArgType__cost_per_month: _TypeAlias = _typing.Literal["_cost_per_month", b"_cost_per_month"]  # noqa: Y015
     _WhichOneofReturnType__open_streams: _TypeAlias = _typing.Literal["open_streams"]  # noqa: Y015
     _WhichOneofArgType__open_streams: _TypeAlias = _typing.Literal["_open_streams", b"_open_streams"]  # noqa: Y015
     _WhichOneofReturnType__requests_per_minute: _TypeAlias = _typing.Literal["requests_per_minute"]  # noqa: Y015
@@ -727,8 +747,14 @@ class ProjectLimits(_message.Message):
     _WhichOneofArgType__stored_bytes: _TypeAlias = _typing.Literal["_stored_bytes", b"_stored_bytes"]  # noqa: Y015
     _WhichOneofReturnType__tokens_per_day: _TypeAlias = _typing.Literal["tokens_per_day"]  # noqa: Y015
     _WhichOneofArgType__tokens_per_day: _TypeAlias = _typing.Literal["_tokens_per_day", b"_tokens_per_day"]  # noqa: Y015
+    _WhichOneofReturnType__tokens_per_month: _TypeAlias = _typing.Literal["tokens_per_month"]  # noqa: Y015
+    _WhichOneofArgType__tokens_per_month: _TypeAlias = _typing.Literal["_tokens_per_month", b"_tokens_per_month"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__concurrent_runs) -> _WhichOneofReturnType__concurrent_runs | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__cost_per_day) -> _WhichOneofReturnType__cost_per_day | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__cost_per_month) -> _WhichOneofReturnType__cost_per_month | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__open_streams) -> _WhichOneofReturnType__open_streams | None: ...
     @_typing.overload
@@ -737,6 +763,8 @@ class ProjectLimits(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__stored_bytes) -> _WhichOneofReturnType__stored_bytes | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__tokens_per_day) -> _WhichOneofReturnType__tokens_per_day | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__tokens_per_month) -> _WhichOneofReturnType__tokens_per_month | None: ...
 
 Global___ProjectLimits: _TypeAlias = ProjectLimits  # noqa: Y015
 

@@ -180,6 +180,7 @@ class StartAgentRunResponse(_message.Message):
     AGENT_FIELD_NUMBER: _builtins.int
     SPEC_REVISION_FIELD_NUMBER: _builtins.int
     RUNS_AHEAD_FIELD_NUMBER: _builtins.int
+    PROJECT_BUDGET_FIELD_NUMBER: _builtins.int
     spec_revision: _builtins.str
     """The revision its AgentSpec has now (see AgentSpec.revision): with a session, the spec of the
     version the session's runs use, pinned by the session's first run of the agent.
@@ -194,16 +195,25 @@ class StartAgentRunResponse(_message.Message):
         waits for them (AwaitSessionTurn). Under "interrupt" they are being cancelled.
         """
 
+    @_builtins.property
+    def project_budget(self) -> _run_pb2.Budget:
+        """What is left of the project's budgets for the day and the month (its limits
+        `tokens_per_day`, `tokens_per_month`, `cost_per_day`, `cost_per_month`), the smallest of
+        each kind; unset or zero fields: no bound. The run (with what it delegates) spends at most
+        that, as it does a chat's budget.
+        """
+
     def __init__(
         self,
         *,
         agent: _resources_pb2.Agent | None = ...,
         spec_revision: _builtins.str = ...,
         runs_ahead: _abc.Iterable[_builtins.str] | None = ...,
+        project_budget: _run_pb2.Budget | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "project_budget", b"project_budget"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "runs_ahead", b"runs_ahead", "spec_revision", b"spec_revision"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "project_budget", b"project_budget", "runs_ahead", b"runs_ahead", "spec_revision", b"spec_revision"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

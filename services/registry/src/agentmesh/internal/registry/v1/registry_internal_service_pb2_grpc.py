@@ -152,7 +152,8 @@ class RegistryInternalServiceServicer:
         paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
         run_id twice counts it once. With `double_texting` set, the run is its session's next turn:
         ABORTED (reason SESSION_BUSY, naming the run in flight) when the policy is reject and a turn
-        is in flight; nothing is started then.
+        is in flight; nothing is started then. RESOURCE_EXHAUSTED (reason QUOTA_EXCEEDED) when the
+        project is at a limit of its runs (concurrent_runs) or has spent a budget.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -54,7 +54,8 @@ class RegistryInternalServiceStub:
     paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
     run_id twice counts it once. With `double_texting` set, the run is its session's next turn:
     ABORTED (reason SESSION_BUSY, naming the run in flight) when the policy is reject and a turn
-    is in flight; nothing is started then.
+    is in flight; nothing is started then. RESOURCE_EXHAUSTED (reason QUOTA_EXCEEDED) when the
+    project is at a limit of its runs (concurrent_runs) or has spent a budget.
     """
     AwaitSessionTurn: _grpc.UnaryUnaryMultiCallable[_registry_internal_service_pb2.AwaitSessionTurnRequest, _registry_internal_service_pb2.AwaitSessionTurnResponse]
     """Waits (at most `wait_seconds`, bounded by the call's deadline) until no earlier turn of the
@@ -150,7 +151,8 @@ class RegistryInternalServiceAsyncStub(RegistryInternalServiceStub):
     paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
     run_id twice counts it once. With `double_texting` set, the run is its session's next turn:
     ABORTED (reason SESSION_BUSY, naming the run in flight) when the policy is reject and a turn
-    is in flight; nothing is started then.
+    is in flight; nothing is started then. RESOURCE_EXHAUSTED (reason QUOTA_EXCEEDED) when the
+    project is at a limit of its runs (concurrent_runs) or has spent a budget.
     """
     AwaitSessionTurn: _aio.UnaryUnaryMultiCallable[_registry_internal_service_pb2.AwaitSessionTurnRequest, _registry_internal_service_pb2.AwaitSessionTurnResponse]  # type: ignore[assignment]
     """Waits (at most `wait_seconds`, bounded by the call's deadline) until no earlier turn of the
@@ -261,7 +263,8 @@ class RegistryInternalServiceServicer(metaclass=_abc_1.ABCMeta):
         paused or terminated (reasons AGENT_PAUSED, AGENT_TERMINATED). NOT_FOUND. Starting the same
         run_id twice counts it once. With `double_texting` set, the run is its session's next turn:
         ABORTED (reason SESSION_BUSY, naming the run in flight) when the policy is reject and a turn
-        is in flight; nothing is started then.
+        is in flight; nothing is started then. RESOURCE_EXHAUSTED (reason QUOTA_EXCEEDED) when the
+        project is at a limit of its runs (concurrent_runs) or has spent a budget.
         """
 
     @_abc_1.abstractmethod
