@@ -2,7 +2,8 @@
 the same object the create call answered, plain and streamed, at the root (its project found from
 the id, or from a scoped API key) and on the agent's own route; a run waiting for the client's
 tools reads as its calls; an id that names nothing the caller may read is a 404 in OpenAI's shape;
-deleting is not served."""
+a running response reads `in_progress`, and `cancelled` once its client left; deleting is not
+served."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ import pytest
 from agentmesh.cli.mesh import Mesh
 from tests.integration.gateway.support import Api
 from tests.integration.gateway.test_api_keys import create_key
+from tests.integration.gateway.test_disconnect import SLOW
 from tests.integration.gateway.test_openai import ANSWER, agent_client, root_client
 from tests.integration.gateway.test_openai_client_tools import RESPONSES_WEATHER, weather_agent
+from tests.polling import eventually
 
 _SHOWN = {"id", "status", "model", "output", "usage", "error", "incomplete_details"}
 
@@ -89,3 +92,28 @@ async def test_a_run_waiting_for_the_clients_tools_reads_as_its_calls(
     )
     # The run answered the same response id: read back, it is the answer now.
     assert (await client.responses.retrieve(read.id)).output_text == answered.output_text
+
+
+async def test_a_running_response_reads_in_progress_and_cancelled_once_its_client_left(
+    mesh: Mesh, api: Api, once: None
+) -> None:
+    agent = await api.agent(mock_responses=[SLOW])
+    client = root_client(mesh, agent.owner.token)
+    stream = await client.responses.create(model=agent.model, input="tell me slowly", stream=True)
+    response_id = ""
+    async for event in stream:
+        if event.type == "response.created":
+            response_id = event.response.id
+        if event.type == "response.output_text.delta":
+            break
+    created = await client.responses.retrieve(response_id)
+    assert (created.status, created.output) == ("in_progress", [])
+
+    await stream.close()  # the client goes away: its run is cancelled
+
+    async def cancelled() -> bool:
+        return (await client.responses.retrieve(created.id)).status == "cancelled"
+
+    await eventually(cancelled, what="the response reads cancelled")
+    read = await client.responses.retrieve(created.id)
+    assert read.error is not None and read.error.message.startswith("the run was cancelled")
