@@ -16,11 +16,13 @@ import grpc
 import pytest
 from google.protobuf import json_format
 
+from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import FailedPrecondition
 from tests.integration.executor.mcp_http import serve_http
 from tests.integration.executor.openai_server import FakeOpenAI, Reply
 from tests.integration.executor.support import Stack, calls, event_type, final, kind
+from tests.integration.executor.test_tool_permissions import respond
 from tests.polling import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -278,3 +280,33 @@ async def test_a_model_without_function_calling_uses_fenced_blocks(
     assert "helper" in system
     assert second.body["messages"][-1]["role"] == "user"
     assert second.body["messages"][-1]["content"].startswith("Results of your fenced blocks:")
+
+
+async def test_a_clients_tool_choice_goes_to_the_model_until_it_called_what_it_must(
+    stack: Stack, openai_server: FakeOpenAI
+) -> None:
+    if not stack.database_url.startswith("sqlite"):
+        pytest.skip("what the model is sent does not depend on the database: runs once, on SQLite")
+    model = f"choice-{uuid.uuid4().hex[:8]}"
+    openai_server.script(
+        model,
+        Reply(tool_calls=[("get_current_time", {"timezone": "UTC"})]),  # its own tool: still bound
+        Reply(tool_calls=[("get_weather", {"city": "Paris"})]),  # the client's: the run waits
+        Reply(text="Sunny in Paris."),
+    )
+    project = await stack.project()
+    agent = await stack.agent(project, "chooser", model=f"openai/{model}", tools=["get_current_time"])
+    request = stack.run_request(agent, "Weather in Paris?")
+    weather = executor_service_pb2.ClientTool(name="get_weather", parameters_json='{"type": "object"}')
+    request.client_tools.append(weather)
+    request.client_tool_choice = "required"
+
+    events = [event async for event in stack.executor.run(request, metadata=stack.metadata)]
+    (asked,) = [event.input_requested.request for event in events if kind(event) == "input_requested"]
+    resumed = await respond(stack, agent, asked.id, answer="18C")
+
+    assert final(resumed).run_completed.content == "Sunny in Paris."
+    bodies = [received.body for received in openai_server.for_model(model)]
+    # Sent as the model's own tool_choice, not told: once the client's tool was called, "auto".
+    assert [body.get("tool_choice") for body in bodies] == ["required", "required", None]
+    assert not [m for m in bodies[0]["messages"] if "must call" in (m.get("content") or "")]

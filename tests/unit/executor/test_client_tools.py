@@ -22,9 +22,12 @@ def request(choice: str = "") -> executor_service_pb2.RunRequest:
     return executor_service_pb2.RunRequest(client_tools=[WEATHER], client_tool_choice=choice)
 
 
-def told(choice: str, *, function_calling: bool = True) -> str:
+def told(choice: str, *, function_calling: bool = True, native: bool = False) -> str:
     return "\n".join(
-        m.content for m in client_tools.instruction(request(choice), function_calling=function_calling)
+        m.content
+        for m in client_tools.instruction(
+            request(choice), function_calling=function_calling, native_tool_choice=native
+        )
     )
 
 
@@ -33,6 +36,7 @@ def test_the_model_is_told_which_tool_it_must_call() -> None:
     assert "must call at least one of these tools: get_weather" in told("required")
     assert "must call the tool get_weather" in told("get_weather")
     assert "get_weather: The weather." in told("", function_calling=False)  # called in fenced blocks
+    assert told("required", native=True) == ""  # the model takes it as its own tool_choice
 
 
 def test_a_client_tool_named_as_the_agents_own_is_refused() -> None:

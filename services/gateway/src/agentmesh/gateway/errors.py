@@ -39,6 +39,7 @@ __all__ = [
     "PreviousResponseNotFound",
     "RateLimited",
     "RequestTooLarge",
+    "ResponseNotFound",
     "TaskNotFound",
     "TokenRevoked",
     "TooManyMessages",
@@ -163,6 +164,16 @@ class ModelNotFound(NotFound):
             "models are named 'project_slug/agent_name'",
             violations=[FieldViolation("model", "no such agent")],
         )
+
+
+class ResponseNotFound(NotFound):
+    """A response id (`GET /v1/responses/{response_id}`) that names no response the caller may
+    read: made up, mistyped, or another project's, which looks exactly like one that never was."""
+
+    default_reason = "RESPONSE_NOT_FOUND"
+
+    def __init__(self, response_id: str) -> None:
+        super().__init__(f"Response with id {response_id!r} not found.")
 
 
 class TaskNotFound(NotFound):

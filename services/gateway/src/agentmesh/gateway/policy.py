@@ -118,6 +118,10 @@ def _body_model(body: Any) -> Target:
     return ProjectTarget(slug=AgentRef.parse(body.model, field="model").project_slug)
 
 
+def _found_project(project_id: str) -> Target:
+    return ProjectTarget(id=project_id)
+
+
 _REGISTRY = "/agentmesh.registry.v1.RegistryService/"
 _MEMORY = "/agentmesh.memory.v1.MemoryService/"
 _GATEWAY = "/agentmesh.gateway.v1.GatewayService/"
@@ -310,6 +314,7 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     ("GET", _AGENT + "/.well-known/agent-card.json"): PUBLIC,
     ("POST", _AGENT + "/v1/chat/completions"): _OWNER_BY_SLUG,
     ("POST", _AGENT + "/v1/responses"): _OWNER_BY_SLUG,
+    ("GET", _AGENT + "/v1/responses/{response_id}"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/v1/models"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/memory/events"): _OWNER_BY_SLUG,
     # The agent's A2A bindings (http/a2a.py): JSON-RPC, and a2a-sdk's HTTP+JSON route table.
@@ -317,6 +322,9 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     # OpenAI-compatible root: the model names the project.
     ("POST", "/v1/chat/completions"): owner(_body_model, in_body=True),
     ("POST", "/v1/responses"): owner(_body_model, in_body=True),
+    # The response id names its session: the route finds the project (the API key's, or the
+    # session's) and checks it, as a body's model is checked (http/response_reads.py).
+    ("GET", "/v1/responses/{response_id}"): owner(_found_project, in_body=True),
     ("GET", "/v1/models"): AUTHENTICATED,
     ("GET", "/v1/models/{project_slug}/{agent_name}"): _OWNER_BY_SLUG,
     # The project's agents as an MCP server (http/mcp_agents.py); at /mcp, the project of the

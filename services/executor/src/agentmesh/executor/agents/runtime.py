@@ -100,6 +100,12 @@ class AgentRuntime:
         params = self.models.plan.params if self.models else {}
         return bool(params.get("function_calling", True))
 
+    @property
+    def native_tool_choice(self) -> bool:
+        """Whether a client's `tool_choice` goes to its model as the model's own `tool_choice`
+        (its models take it, and are offered tools natively), not as an instruction."""
+        return self.function_calling and self.models is not None and self.models.takes_tool_choice
+
     def tool_set(self, *, as_sub_agent: bool) -> ToolSet:
         return self.sub_agent_tools if as_sub_agent else self.tools
 

@@ -5,18 +5,24 @@ the run suspends as for an approval, and the client's tool result — the reques
 call's result when the run resumes, on whichever executor takes it. They are recorded with the
 run's input (durability/client_context.py), so a resumed run offers them again.
 
-`client_tool_choice` ("required", or a tool's name) is told to the model as an instruction after
-the agent's own, which every provider takes.
+`client_tool_choice` ("required", or a tool's name) goes to a model that takes OpenAI's
+`tool_choice` (every OpenAI-compatible provider) as its own `tool_choice`, on the run's steps until
+the model called what it must (`ToolChoice`): past that the run goes on as with
+"auto", or it could never answer. A model that does not take it is told, in an instruction after
+the agent's own.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any
 
-from agentmesh.executor.agents.runtime import DELEGATE_TOOL
+from agentmesh.executor.agents.runtime import DELEGATE_TOOL, AgentRuntime
 from agentmesh.executor.context.scope import RunFailure
-from agentmesh.executor.providers.base import Message, ToolSpec
+from agentmesh.executor.durability.run_log import PlannedCall
+from agentmesh.executor.providers.base import ChatModel, Message, ToolSpec
+from agentmesh.executor.providers.factory import message_params
 from agentmesh.internal.executor.v1 import executor_service_pb2
 
 # A call's permission (PlannedCall.permission) when the client runs it: no rule of the agent's
@@ -56,9 +62,57 @@ def check(request: executor_service_pb2.RunRequest, own_tools: Collection[str]) 
             )
 
 
-def instruction(request: executor_service_pb2.RunRequest, *, function_calling: bool) -> list[Message]:
+def native_choice(request: executor_service_pb2.RunRequest) -> str | dict[str, Any] | None:
+    """The client's `tool_choice` as OpenAI's chat completions take it (None: no constraint)."""
+    choice = request.client_tool_choice
+    if not choice or not request.client_tools:
+        return None
+    if choice == REQUIRED:
+        return REQUIRED
+    return {"type": "function", "function": {"name": choice}}
+
+
+class ToolChoice:
+    """A run's models over its steps: `model`, the run's own (its per-message params on the
+    agent's), and — while the client's `tool_choice` still binds, on steps that offer tools — the
+    same with that `tool_choice`, for a model that takes it natively."""
+
+    def __init__(
+        self, request: executor_service_pb2.RunRequest, runtime: AgentRuntime, answered_steps: int
+    ) -> None:
+        assert runtime.models is not None
+        self._request = request
+        params = message_params(request.model_settings)
+
+        def for_run(params: dict[str, Any]) -> ChatModel:
+            assert runtime.models is not None
+            return runtime.models.for_run(
+                params, on_fallback=runtime.mark_stale, answered_steps=answered_steps
+            )
+
+        self.model = for_run(params)
+        choice = native_choice(request) if runtime.native_tool_choice else None
+        self._chosen = None if choice is None else for_run({**params, "tool_choice": choice})
+
+    def for_step(self, tools: Sequence[ToolSpec]) -> ChatModel:
+        """The model of a step offering `tools` (none: nothing to choose from)."""
+        return self._chosen if self._chosen is not None and tools else self.model
+
+    def saw(self, calls: Iterable[PlannedCall]) -> None:
+        """A step's calls: once they hold what the client's `tool_choice` says the model must
+        call (one of the client's tools for "required", that tool for a name), it binds no more."""
+        choice = self._request.client_tool_choice
+        wanted = names(self._request) if choice == REQUIRED else {choice}
+        if any(call.name in wanted for call in calls):
+            self._chosen = None
+
+
+def instruction(
+    request: executor_service_pb2.RunRequest, *, function_calling: bool, native_tool_choice: bool = False
+) -> list[Message]:
     """What the model is told of the client's tools: for a model without function calling, what
-    they are and how to call them (as its own are described); and which one it must call."""
+    they are and how to call them (as its own are described); and, unless its model takes the
+    `tool_choice` natively, which one it must call."""
     told: list[str] = []
     if request.client_tools and not function_calling:
         described = "\n".join(
@@ -66,7 +120,7 @@ def instruction(request: executor_service_pb2.RunRequest, *, function_calling: b
             for spec in specs(request)
         )
         told.append(f"You can also call these tools, in a fenced tool_call block:\n{described}")
-    choice = request.client_tool_choice
+    choice = "" if native_tool_choice else request.client_tool_choice
     if choice == REQUIRED:
         listed = ", ".join(tool.name for tool in request.client_tools)
         told.append(f"Before you answer, you must call at least one of these tools: {listed}.")

@@ -43,7 +43,6 @@ from agentmesh.executor.loops.messages import assistant_turn, result_messages
 from agentmesh.executor.loops.model_step import call_model
 from agentmesh.executor.loops.planning import plan
 from agentmesh.executor.providers.base import Message, ToolSpec
-from agentmesh.executor.providers.factory import message_params
 from agentmesh.executor.tools.base import ToolOutput
 from agentmesh.executor.tools.builtin import EXIT_LOOP
 from agentmesh.memory.v1.resources_pb2 import Event
@@ -97,12 +96,8 @@ class LlmLoop:
         executor — from where its log stops: its logged steps are not asked again, and the calls
         of its last step that have no recorded result are finished first (`_finish_step`)."""
         scope, result = self._scope, self._result
-        assert self._runtime.models is not None
-        model = self._runtime.models.for_run(
-            message_params(scope.request.model_settings),
-            on_fallback=self._runtime.mark_stale,
-            answered_steps=resumed.answered if resumed else 0,
-        )
+        choice = client_tools.ToolChoice(scope.request, self._runtime, resumed.answered if resumed else 0)
+        model = choice.model
         messages: list[Message] = [
             Message("system", self._runtime.system_prompt(as_sub_agent=scope.request.as_sub_agent)),
             *history,
@@ -116,6 +111,7 @@ class LlmLoop:
             self._resumed_responses = dict(resumed.responses)
             for logged in resumed.steps:
                 calls = [call.call for call in logged.calls]
+                choice.saw(calls)
                 for call in calls:  # what the dead executor's model steps used, counted here once
                     if call.usage is not None:
                         result.usage += call.usage
@@ -140,7 +136,10 @@ class LlmLoop:
             metrics.record_step(kind="llm")
             await scope.sink.emit(scope.origin.event(step_started=run_pb2.StepStarted(step=step)))
             with telemetry.step_span(step=step, agent=scope.agent):
-                reply = await call_model(scope, model, messages, tool_specs, step, chunking=self._settings)
+                step_model = choice.for_step(tool_specs)
+                reply = await call_model(
+                    scope, step_model, messages, tool_specs, step, chunking=self._settings
+                )
                 result.usage += reply.usage
                 result.total_usage += reply.usage
                 best = reply.visible or best
@@ -150,6 +149,7 @@ class LlmLoop:
                     if result.escalated
                     else plan(reply, step, self._runtime, self._scope, tools=self._tools)
                 )
+                choice.saw(calls)
                 if not calls:
                     if reply.visible or not result.escalated:
                         result.content = reply.visible

@@ -116,6 +116,12 @@ class ModelBinding:
         self._compaction = compaction
         self._mock_price = mock_price
 
+    @property
+    def takes_tool_choice(self) -> bool:
+        """Whether its models take OpenAI's `tool_choice` as a model param (`for_run(params)`),
+        sent in their request: every OpenAI-compatible endpoint's does; a mock script's does not."""
+        return not self.plan.is_mock
+
     def for_compaction(self) -> ChatModel:
         """The model that summarizes history beyond the prompt's budget: the agent type's
         compaction model, else the agent's own (a fresh script for a mock)."""

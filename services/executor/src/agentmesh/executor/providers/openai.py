@@ -48,6 +48,7 @@ _REQUEST_PARAMS = frozenset(
         "seed",
         "response_format",
         "parallel_tool_calls",
+        "tool_choice",
         "reasoning_effort",
         "logit_bias",
         "user",

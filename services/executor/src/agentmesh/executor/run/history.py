@@ -80,12 +80,16 @@ def sent_context(context: Iterable[executor_service_pb2.ContextMessage]) -> list
     ]
 
 
-def request_context(request: executor_service_pb2.RunRequest, *, function_calling: bool) -> list[Message]:
+def request_context(
+    request: executor_service_pb2.RunRequest, *, function_calling: bool, native_tool_choice: bool
+) -> list[Message]:
     """What a request itself puts before the history: the format its answer must have
     (answer_format.py), what the model must know of the client's tools (loops/client_tools.py),
     and the conversation a client that keeps no session sent with it."""
     return (
         answer_format.instruction(request.response_format)
-        + client_tools.instruction(request, function_calling=function_calling)
+        + client_tools.instruction(
+            request, function_calling=function_calling, native_tool_choice=native_tool_choice
+        )
         + sent_context(request.context)
     )

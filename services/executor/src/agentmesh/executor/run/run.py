@@ -296,7 +296,11 @@ class Run:
         """The request's own context (history.request_context), then the agent's history: within
         its token budget when it has one (compaction.py), else its window (history.py) — read with
         the input for a delegated run, not at all for a new session's first message."""
-        sent = history.request_context(self.request, function_calling=runtime.function_calling)
+        sent = history.request_context(
+            self.request,
+            function_calling=runtime.function_calling,
+            native_tool_choice=runtime.native_tool_choice,
+        )
         budget = self.spec.context_budget_tokens or self._services.context_budget_tokens
         if budget and received.seq > 1 and runtime.models is not None:
             system = runtime.system_prompt(as_sub_agent=self.request.as_sub_agent)

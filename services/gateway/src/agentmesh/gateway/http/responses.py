@@ -28,7 +28,12 @@ from sse_starlette import EventSourceResponse
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.chat_stream import ChatStream
-from agentmesh.gateway.errors import InvalidRequest, ModelNotFound, PreviousResponseNotFound
+from agentmesh.gateway.errors import (
+    InvalidRequest,
+    ModelNotFound,
+    PreviousResponseNotFound,
+    ResponseNotFound,
+)
 from agentmesh.gateway.http.agents import AGENT_BASE, resolve_agent
 from agentmesh.gateway.http.client_tools import answer_tool_results, arguments_json, client_calls
 from agentmesh.gateway.http.context import HttpContext, until_disconnected
@@ -45,13 +50,12 @@ from agentmesh.gateway.http.openai import (
     start_chat,
 )
 from agentmesh.gateway.http.openai_request import SESSION_HEADER
+from agentmesh.gateway.http.response_reads import RecordedResponse, Status, read_response, response_project
 from agentmesh.gateway.http.responses_request import ResponseId, ResponseRequest
 from agentmesh.gateway.http.sse import usage_body
 from agentmesh.gateway.models import AgentRef, Caller
 from agentmesh.memory.v1 import memory_service_pb2
 from agentmesh.runtime.errors import DomainError, NotFound
-
-Status = Literal["in_progress", "completed", "incomplete", "failed"]
 
 
 class OutputText(BaseModel):
@@ -169,7 +173,49 @@ def responses_router() -> APIRouter:
             ctx, caller, bool(body.stream), lambda: _respond(request, ctx, caller, ref, body, x_session_id)
         )
 
+    @router.get("/v1/responses/{response_id}", response_model=ResponseObject)
+    async def retrieve_response(response_id: str, request: Request, ctx: Ctx, caller: Auth) -> ResponseObject:
+        """The response, read back from its run's events: as the create call answered it, or as
+        its run stands now (`in_progress`, or answered since). Its project is the API key's,
+        or its session's."""
+        at = _response_id(response_id)
+        project_id, project_slug = await response_project(request, ctx, caller, at)
+        return _read_back(at, await read_response(ctx, caller, at, project_id=project_id), project_slug)
+
+    @router.get(AGENT_BASE + "/v1/responses/{response_id}", response_model=ResponseObject)
+    async def agent_retrieve_response(
+        project_slug: str, agent_name: str, response_id: str, ctx: Ctx, caller: Auth
+    ) -> ResponseObject:
+        """One of this agent's responses, read back as on the root route."""
+        at = _response_id(response_id)
+        try:
+            spec = await resolve_agent(ctx, caller, project_slug, agent_name)
+        except NotFound:
+            raise ModelNotFound(f"{project_slug}/{agent_name}") from None
+        recorded = await read_response(ctx, caller, at, project_id=spec.agent.project_id)
+        if recorded.agent != spec.agent.slug:
+            raise ResponseNotFound(response_id)  # another agent's, in the same project
+        return _read_back(at, recorded, spec.project_slug)
+
     return router
+
+
+def _response_id(value: str) -> ResponseId:
+    at = ResponseId.of(value)
+    if at is None:
+        raise ResponseNotFound(value)
+    return at
+
+
+def _read_back(at: ResponseId, recorded: RecordedResponse, project_slug: str) -> ResponseObject:
+    """A response read back, shaped as the create call shapes it."""
+    shape = ResponseShape(None, created_at=recorded.created_at, model=f"{project_slug}/{recorded.agent}")
+    error = None
+    if recorded.status in ("failed", "cancelled"):
+        error = ResponseError(code=recorded.error_code, message=recorded.error_message)
+    return shape.response(
+        at, recorded.status, recorded.text, recorded.usage, error=error, calls=recorded.calls
+    )
 
 
 async def _respond(
@@ -214,7 +260,11 @@ async def _respond(
     ended: Status = "incomplete" if result.max_steps_reached else "completed"
     calls = client_calls(result.input_requests)
     response = shape.response(
-        chat, ended, result.content or (None if calls else ""), result.usage or run_pb2.Usage(), calls=calls
+        _place(chat),
+        ended,
+        result.content or (None if calls else ""),
+        result.usage or run_pb2.Usage(),
+        calls=calls,
     )
     return JSONResponse(response.model_dump(mode="json"), headers=headers)
 
@@ -246,53 +296,69 @@ async def _check_previous(ctx: HttpContext, caller: Caller, ref: AgentRef, previ
 @dataclass(frozen=True)
 class ResponseShape:
     """What every response object of one request carries besides its output: the request's own
-    settings, echoed, and when and by whom it was made."""
+    settings, echoed (OpenAI's defaults for a response read back, whose request is not kept),
+    and when and by whom it was made."""
 
-    request: ResponseRequest
+    request: ResponseRequest | None
     created_at: int
     model: str
 
     def response(
         self,
-        chat: ChatStream,
+        at: ResponseId,
         status: Status,
         text: str | None = None,
         usage: run_pb2.Usage | None = None,
-        error: DomainError | None = None,
+        error: ResponseError | None = None,
         calls: Sequence[run_pb2.InputRequest] = (),
     ) -> ResponseObject:
-        """The response: its text as its message (none when None), and the calls of the
-        client's tools its run waits for."""
-        body = self.request
+        """The response of the run `at` names: its text as its message (none when None), and
+        the calls of the client's tools its run waits for."""
         output: list[OutputMessage | FunctionCallItem] = (
-            [] if text is None else [message_item(chat, status, text)]
+            [] if text is None else [message_item(at, status, text)]
         )
         output += [function_call_item(request) for request in calls]
-        failure = openai_error_body(error)["error"] if error else None
-        return ResponseObject(
-            id=str(ResponseId(chat.run_id, chat.session_id)),
+        response = ResponseObject(
+            id=str(at),
             created_at=self.created_at,
             status=status,
-            error=ResponseError(code=failure["code"], message=failure["message"]) if failure else None,
+            error=error,
             incomplete_details=IncompleteDetails() if status == "incomplete" else None,
             model=self.model,
             output=output,
             usage=response_usage(usage) if usage else None,
-            instructions=body.instructions,
-            previous_response_id=body.previous_response_id,
-            max_output_tokens=body.max_output_tokens,
-            temperature=body.temperature,
-            reasoning={"effort": body.reasoning.effort, "summary": None} if body.reasoning else None,
-            metadata=(body.model_extra or {}).get("metadata"),
-            user=(body.model_extra or {}).get("user"),
-            tool_choice=body.tool_choice or "auto",
+        )
+        if (body := self.request) is None:
+            return response
+        return response.model_copy(
+            update={
+                "instructions": body.instructions,
+                "previous_response_id": body.previous_response_id,
+                "max_output_tokens": body.max_output_tokens,
+                "temperature": body.temperature,
+                "reasoning": {"effort": body.reasoning.effort, "summary": None} if body.reasoning else None,
+                "metadata": (body.model_extra or {}).get("metadata"),
+                "user": (body.model_extra or {}).get("user"),
+                "tool_choice": body.tool_choice or "auto",
+            }
         )
 
 
-def message_item(chat: ChatStream, status: Status, text: str) -> OutputMessage:
-    """The response's one output item: the agent's answer."""
+def _place(chat: ChatStream) -> ResponseId:
+    """The response a chat answers: its run, in its session."""
+    return ResponseId(chat.run_id, chat.session_id)
+
+
+def response_error(error: DomainError) -> ResponseError:
+    """A failed response's `error`: the code and message the same failure has as an HTTP error."""
+    failure = openai_error_body(error)["error"]
+    return ResponseError(code=failure["code"], message=failure["message"])
+
+
+def message_item(at: ResponseId, status: Status, text: str) -> OutputMessage:
+    """The response's one message item: the agent's answer."""
     item_status = status if status in ("in_progress", "completed") else "incomplete"
-    return OutputMessage(id=f"msg_{chat.run_id}", status=item_status, content=[OutputText(text=text)])
+    return OutputMessage(id=f"msg_{at.run_id}", status=item_status, content=[OutputText(text=text)])
 
 
 def function_call_item(request: run_pb2.InputRequest) -> FunctionCallItem:
@@ -319,8 +385,11 @@ def response_usage(usage: run_pb2.Usage) -> ResponseUsage:
 
 
 async def _events(chat: ChatStream, shape: ResponseShape) -> AsyncIterator[dict[str, str]]:
-    """A streamed response's server-sent events, each named by its type and numbered. Leaving
-    early (the client went away) closes the run's stream, which cancels the run below."""
+    """A streamed response's server-sent events, each named by its type and numbered. The message
+    item opens with the answer's first text: a run that only calls the client's tools streams
+    their calls alone, as the plain response holds them (a message item opens, empty, only for an
+    answer that is empty). Leaving early (the client went away) closes the run's stream, which
+    cancels the run below."""
     numbers = itertools.count()
 
     def event(kind: str, **data: Any) -> dict[str, str]:
@@ -330,39 +399,54 @@ async def _events(chat: ChatStream, shape: ResponseShape) -> AsyncIterator[dict[
     def dumped(model: BaseModel) -> dict[str, Any]:
         return model.model_dump(mode="json")
 
-    item_id = f"msg_{chat.run_id}"
-    at = {"item_id": item_id, "output_index": 0, "content_index": 0}
-    text = ""
+    place = _place(chat)
+    at = {"item_id": f"msg_{chat.run_id}", "output_index": 0, "content_index": 0}
+
+    def opened() -> list[dict[str, str]]:
+        item = message_item(place, "in_progress", "").model_copy(update={"content": []})
+        return [
+            event("response.output_item.added", output_index=0, item=dumped(item)),
+            event("response.content_part.added", **at, part=dumped(OutputText(text=""))),
+        ]
+
+    text: str | None = None  # None until the message item opens
     try:
-        yield event("response.created", response=dumped(shape.response(chat, "in_progress")))
-        yield event("response.in_progress", response=dumped(shape.response(chat, "in_progress")))
-        item = message_item(chat, "in_progress", "")
-        yield event(
-            "response.output_item.added", output_index=0, item=dumped(item.model_copy(update={"content": []}))
-        )
-        yield event("response.content_part.added", **at, part=dumped(OutputText(text="")))
+        yield event("response.created", response=dumped(shape.response(place, "in_progress")))
+        yield event("response.in_progress", response=dumped(shape.response(place, "in_progress")))
         async for delta in chat.answer():
+            if text is None:
+                text = ""
+                for opening in opened():
+                    yield opening
             text += delta
             yield event("response.output_text.delta", **at, delta=delta, logprobs=[])
         result = chat.result
         ended: Status = "incomplete" if result.max_steps_reached else "completed"
-        yield event("response.output_text.done", **at, text=text, logprobs=[])
-        yield event("response.content_part.done", **at, part=dumped(OutputText(text=text)))
-        yield event("response.output_item.done", output_index=0, item=dumped(message_item(chat, ended, text)))
         calls = client_calls(result.input_requests)
-        for index, request in enumerate(calls, start=1):
+        if text is None and not calls:
+            text = ""
+            for opening in opened():
+                yield opening
+        if text is not None:
+            yield event("response.output_text.done", **at, text=text, logprobs=[])
+            yield event("response.content_part.done", **at, part=dumped(OutputText(text=text)))
+            yield event(
+                "response.output_item.done", output_index=0, item=dumped(message_item(place, ended, text))
+            )
+        for index, request in enumerate(calls, start=0 if text is None else 1):
             call = function_call_item(request)
             added = call.model_copy(update={"arguments": "", "status": "in_progress"})
             yield event("response.output_item.added", output_index=index, item=dumped(added))
-            place = {"item_id": call.id, "output_index": index}
-            yield event("response.function_call_arguments.delta", **place, delta=call.arguments)
-            yield event("response.function_call_arguments.done", **place, arguments=call.arguments)
+            where = {"item_id": call.id, "output_index": index}
+            yield event("response.function_call_arguments.delta", **where, delta=call.arguments)
+            yield event("response.function_call_arguments.done", **where, arguments=call.arguments)
             yield event("response.output_item.done", output_index=index, item=dumped(call))
-        response = shape.response(chat, ended, text, result.usage or run_pb2.Usage(), calls=calls)
+        response = shape.response(place, ended, text, result.usage or run_pb2.Usage(), calls=calls)
         yield event(f"response.{ended}", response=dumped(response))
     except DomainError as error:
         yield event(
-            "response.failed", response=dumped(shape.response(chat, "failed", text or None, error=error))
+            "response.failed",
+            response=dumped(shape.response(place, "failed", text or None, error=response_error(error))),
         )
     finally:
         await chat.aclose()

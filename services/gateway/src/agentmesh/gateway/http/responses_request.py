@@ -63,13 +63,22 @@ class ResponseId:
 
     @classmethod
     def parse(cls, value: str) -> ResponseId:
+        """The id `previous_response_id` names; PreviousResponseNotFound when it is none."""
+        found = cls.of(value)
+        if found is None:
+            raise PreviousResponseNotFound(value)
+        return found
+
+    @classmethod
+    def of(cls, value: str) -> ResponseId | None:
+        """The response id `value` is, or None when it has not a response id's shape."""
         run_id, _, session_id = value.removeprefix(_ID_PREFIX).partition("_")
         if (
             not value.startswith(_ID_PREFIX)
             or not _RUN_ID.match(run_id)
             or not AgentGateway.is_session_id(session_id)
         ):
-            raise PreviousResponseNotFound(value)
+            return None
         return cls(run_id, session_id)
 
 
