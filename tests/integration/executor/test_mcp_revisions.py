@@ -3,7 +3,7 @@ reference `@modelcontextprotocol/server-everything` (installed by `make install`
 tests/mcp/package.json), which speaks the handshake revisions only, over stdio and streamable
 HTTP; and a server built with the official Python SDK, which speaks 2026-07-28 — its elicitation
 is asked of a person as a question, and the call goes on with the answer given through the
-registry's input-request API (docs/mcp.md)."""
+registry's input-request API (docs/human-in-the-loop.md)."""
 
 from __future__ import annotations
 
