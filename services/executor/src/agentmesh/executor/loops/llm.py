@@ -442,14 +442,13 @@ class LlmLoop:
         scope, call = self._scope, open_call.call
         assert open_call.asked is not None
         request = asking.request_from_event(open_call.asked, scope)
-        carried = asking.tool_answer  # a tool that asked goes on with the answer (it may ask again)
-        call.asked_after = request.id
         if open_call.received is not None:
             response, expired = asking.response_from_event(open_call.received), False
             after = asking.outcome(call, request.kind, response, expired=False)
-            sent_again = carried(open_call.asked, response, expired=False) is not None
-            # (An approved delegation is sent once, whoever sends it: never in doubt.)
-            if (after.run or sent_again) and call.kind == TOOL and not self._tools.idempotent(call.name):
+            carrying = asking.tool_answer(open_call.asked, response, expired=False)
+            # (An approved delegation is sent once, whoever sends it: never in doubt; a tool that
+            # asked may have been sent the answer already.)
+            if (after.run or carrying) and call.kind == TOOL and not self._tools.idempotent(call.name):
                 await self._in_doubt(open_call, outputs)
                 return
         else:
@@ -460,7 +459,9 @@ class LlmLoop:
             await scope.recorder.record_coalesced([asking.received_event(given, open_call.asked.id)])
             response, expired = given.response, given.state == asking.EXPIRED
             after = asking.outcome(call, request.kind, response, expired=expired)
-        if (carrying := carried(open_call.asked, response, expired=expired)) is not None:
+            carrying = asking.tool_answer(open_call.asked, response, expired=expired)
+        if carrying is not None:  # the tool goes on with the answer (and may ask anew)
+            call.asked_after = request.id
             await self._tool(call, open_call.event.id, outputs, carrying=carrying)
         elif call.kind == DELEGATION and request.kind == asking.QUESTION:
             result = await remote_questions.go_on(
