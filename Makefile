@@ -23,7 +23,13 @@ $(STAMP): $(UV) pyproject.toml uv.lock $(wildcard services/*/pyproject.toml)
 	$(UV) sync --locked --quiet --python $(PYTHON)
 	touch $(STAMP)
 
-install: $(STAMP)
+# MCP servers nobody here wrote, that the executor's MCP client is tested against (tests/mcp/):
+# installed from the lock file here, never fetched by a test.
+MCP_SERVERS := tests/mcp/node_modules/.package-lock.json
+$(MCP_SERVERS): tests/mcp/package-lock.json
+	npm ci --prefix tests/mcp --no-audit --no-fund --loglevel=error
+
+install: $(STAMP) $(MCP_SERVERS)
 
 run: $(STAMP)
 	$(BIN)/agentmesh up $(ARGS)
@@ -58,7 +64,7 @@ NODE_CLIENT := tests/node/node_modules/.package-lock.json
 $(NODE_CLIENT): tests/node/package-lock.json
 	npm ci --prefix tests/node --no-audit --no-fund --loglevel=error
 
-test: $(STAMP) $(NODE_CLIENT) lint imports check-protos buf-lint
+test: $(STAMP) $(NODE_CLIENT) $(MCP_SERVERS) lint imports check-protos buf-lint
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --durations=25 $(PYTEST_ARGS)
 
 # Benchmarks against PostgreSQL (bench/, docs/performance.md): `bench` takes a few minutes and

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from tests.integration.executor.mcp_http import serve_everything_http, serve_http
 from tests.integration.executor.openai_server import FakeOpenAI
 from tests.integration.executor.support import Stack
 from tests.mesh import BACKENDS, MeshClient, mesh_database, running_mesh
@@ -20,6 +21,21 @@ async def openai_server() -> AsyncIterator[FakeOpenAI]:
     `openai` provider (its `executor_settings` point the executor at it)."""
     async with FakeOpenAI() as server:
         yield server
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def everything_url() -> AsyncIterator[str]:
+    """The reference MCP server (server-everything, a server nobody here wrote) over streamable
+    HTTP: one process for the module."""
+    async with serve_everything_http() as url:
+        yield url
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def python_sdk_url() -> AsyncIterator[str]:
+    """The Python SDK's test server (mcp_server.py) over streamable HTTP, for the module."""
+    async with serve_http() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+from typing import Annotated
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
+from pydantic import BaseModel
 
 server = MCPServer("agentmesh-test-tools")
 
@@ -57,6 +59,20 @@ def peek(key: str) -> str:
 def erase(key: str) -> str:
     """Erases a value (declared destructive: a person approves it first)."""
     return f"erased {key}"
+
+
+class Seats(BaseModel):
+    seats: int
+
+
+def _ask_seats(table: str) -> Elicit[Seats]:
+    return Elicit(f"How many seats at {table}?", Seats)
+
+
+@server.tool()
+def reserve(table: str, seats: Annotated[Seats, Resolve(_ask_seats)]) -> str:
+    """Reserves a table, asking the person how many seats (an elicitation: declined, the call fails)."""
+    return f"reserved {table} for {seats.seats}"
 
 
 def _exits_at_start() -> bool:

@@ -2,7 +2,13 @@
 registered server's tools are used; one that is not registered or cannot be reached
 costs the run its tools, not the run, with an `error` event naming it and saying why; and no env or
 header value — literal, or read from the executor's environment through `${env:NAME}` — appears in
-any answer, event or log line of the mesh."""
+any answer, event or log line of the mesh.
+
+And MCP servers nobody here wrote, at the revision each speaks: the reference server-everything
+(the handshake revisions only) over stdio and streamable HTTP, its request for input inside a live
+call refused; the Python SDK's server at 2026-07-28, its elicitation asked of a person as a
+question, and the call going on with the answer given through the registry's input-request API
+(docs/human-in-the-loop.md)."""
 
 from __future__ import annotations
 
@@ -10,18 +16,25 @@ import logging
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from google.protobuf import json_format
 
+from agentmesh.common.v1 import run_pb2
+from agentmesh.executor.tools.mcp_questions import LIVE_REFUSAL
+from agentmesh.gateway.v1 import gateway_service_pb2
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2
-from tests.integration.executor.mcp_http import serve_http
+from tests.integration.executor.mcp_http import EVERYTHING, serve_http
 from tests.integration.executor.support import Stack, calls, event_type, final, kind
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 MCP_SCRIPT = Path(__file__).with_name("mcp_server.py")
+HANDSHAKE_REVISION = "2025-11-25"
+MODERN_REVISION = "2026-07-28"
 
 
 def stdio(name: str, **env: str) -> resources_pb2.McpServer:
@@ -179,3 +192,83 @@ async def test_no_secret_leaves_the_executor(
     seen = [str(answers), str(events), str(stored), *(r.text for r in rest), caplog.text]
     for secret in secrets:
         assert not any(secret in text for text in seen), secret
+
+
+# -- protocol revisions, against servers nobody here wrote -------------------------------------
+
+
+def results_by_name(events: list[run_pb2.RunEvent]) -> dict[str, run_pb2.ToolResult]:
+    return {event.tool_result.name: event.tool_result for event in events if event.HasField("tool_result")}
+
+
+async def respond(stack: Stack, project_id: str, request_id: str, **response: Any) -> list[run_pb2.RunEvent]:
+    call = stack.client.gateway.RespondToInput(
+        gateway_service_pb2.RespondToInputRequest(
+            project_id=project_id,
+            id=request_id,
+            response=json_format.ParseDict(response, run_pb2.InputResponse()),
+        ),
+        metadata=stack.metadata,
+    )
+    return [message.event async for message in call]
+
+
+@pytest.mark.parametrize("transport", ["stdio", "streamable_http"])
+async def test_the_reference_server_is_spoken_to_at_its_handshake_revision(
+    stack: Stack, everything_url: str, transport: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    name = f"everything-{transport.replace('_', '-')}"
+    if transport == "stdio":
+        server = resources_pb2.McpServer(name=name, transport="stdio", command="node", args=[str(EVERYTHING)])
+    else:
+        server = resources_pb2.McpServer(name=name, transport="streamable_http", url=everything_url)
+    project = await stack.project()
+    agent = await stack.agent(
+        project,
+        "reference",
+        mcp_servers=[server],
+        mock_responses=[
+            {
+                "content": "",
+                "tool_calls": [
+                    {"name": "echo", "arguments": {"message": f"over {transport}"}},
+                    {"name": "get-sum", "arguments": {"a": 2, "b": 3}},
+                    # It asks for input in the middle of the call: refused at this revision.
+                    {"name": "trigger-elicitation-request", "arguments": {}},
+                ],
+            },
+            "done",
+        ],
+    )
+    with caplog.at_level(logging.INFO, logger="agentmesh.executor.tools.mcp"):
+        events = await stack.chat(agent, "go")
+    named = results_by_name(events)
+    assert named["echo"].output == f"Echo: over {transport}"
+    assert "5" in named["get-sum"].output and not named["get-sum"].is_error
+    refused = named["trigger-elicitation-request"]
+    assert refused.is_error and LIVE_REFUSAL in refused.output
+    assert not [e for e in events if e.HasField("input_requested")]
+    assert events[-1].run_completed.content == "done"
+    assert f"MCP server {name!r} speaks protocol revision {HANDSHAKE_REVISION}" in caplog.text
+
+
+async def test_a_2026_servers_question_is_asked_and_its_call_goes_on_with_the_answer(
+    stack: Stack, python_sdk_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = resources_pb2.McpServer(name="bookings", transport="streamable_http", url=python_sdk_url)
+    project = await stack.project()
+    agent = await stack.agent(
+        project, "booker", mcp_servers=[server], mock_responses=[calls("reserve", table="t7"), "booked"]
+    )
+    with caplog.at_level(logging.INFO, logger="agentmesh.executor.tools.mcp"):
+        events = await stack.chat(agent, "book table 7")
+    assert f"MCP server 'bookings' speaks protocol revision {MODERN_REVISION}" in caplog.text
+    (asked,) = [e.input_requested.request for e in events if e.HasField("input_requested")]
+    assert asked.kind == run_pb2.INPUT_KIND_QUESTION and asked.tool == "reserve"
+    assert asked.question.startswith("bookings (reserve) asks: How many seats at t7?")
+    assert "reserve" not in results_by_name(events)  # the call waits for the answer
+    assert kind(events[-1]) == "run_suspended"
+
+    resumed = await respond(stack, project.id, asked.id, answer="4")
+    assert results_by_name(resumed)["reserve"].output == "reserved t7 for 4"
+    assert resumed[-1].run_completed.content == "booked"

@@ -19,7 +19,7 @@ from google.protobuf.struct_pb2 import Value
 from agentmesh.executor.durability.child_log import is_final
 from agentmesh.executor.durability.recorder import EventType, resumes
 from agentmesh.executor.providers.base import Usage
-from agentmesh.executor.tools.base import ToolOutput
+from agentmesh.executor.tools.base import ToolOutput, ToolQuestion
 from agentmesh.memory.v1 import resources_pb2
 
 Event = resources_pb2.Event
@@ -58,6 +58,9 @@ class PlannedCall:
     # (answered; "" for the first), from which the next request's id derives.
     remote_question: str = ""
     asked_after: str = ""
+    # A tool call its tool cannot finish without a person's answer (an MCP server's elicitation):
+    # asked as a question, then sent again carrying the answer (tools/mcp_questions.py).
+    tool_question: ToolQuestion | None = None
 
     def intent(self) -> dict[str, Any]:
         """What its intent event (`tool_call`, `delegation_request`) records of it besides the

@@ -32,7 +32,7 @@ from agentmesh.executor.durability.recorder import EventType, NewEvent
 from agentmesh.executor.durability.run_log import DELEGATION, TOOL, LoggedCall, PlannedCall
 from agentmesh.executor.loops import client_tools
 from agentmesh.executor.tools import permissions
-from agentmesh.executor.tools.base import ToolOutput
+from agentmesh.executor.tools.base import ToolAnswer, ToolOutput
 from agentmesh.executor.tools.builtin import ASK_USER
 from agentmesh.memory.v1.resources_pb2 import Event
 
@@ -82,7 +82,7 @@ def asks(call: PlannedCall) -> run_pb2.InputKind.ValueType | None:
         return None
     if call.permission == client_tools.CLIENT:
         return CLIENT_TOOL
-    if call.name == ASK_USER or call.remote_question:
+    if call.name == ASK_USER or call.remote_question or call.tool_question is not None:
         return QUESTION
     if call.permission == "ask":
         return APPROVAL
@@ -121,6 +121,9 @@ def new_request(
         request.agent = call.name
         request.delegation_path[:] = list(origin.child_path)
         request.question = call.remote_question
+    elif call.tool_question is not None:
+        request.tool = call.name  # its tool asks, in the middle of the call
+        request.question = call.tool_question.question
     elif kind == QUESTION:
         request.question = str(call.arguments.get("question") or "")
     elif kind == CLIENT_TOOL:
@@ -138,9 +141,11 @@ def new_request(
     return request
 
 
-def requested_event(request: run_pb2.InputRequest, call_event_id: str, *, last: bool) -> NewEvent:
+def requested_event(
+    request: run_pb2.InputRequest, call_event_id: str, *, last: bool, tool_state: dict[str, Any] | None = None
+) -> NewEvent:
     """The `input_requested` event of a request (`last`: the last one the run suspends on, where
-    a follower of the log stops)."""
+    a follower of the log stops; `tool_state`: what a tool that asks goes on with)."""
     content: dict[str, Any] = {
         "request_id": request.id,
         "kind": _KIND_NAMES[request.kind],
@@ -151,6 +156,8 @@ def requested_event(request: run_pb2.InputRequest, call_event_id: str, *, last: 
         "agent": request.agent,
         "expires_at": request.expires_at.ToJsonString(),
     }
+    if tool_state is not None:
+        content["tool_state"] = tool_state
     return NewEvent(
         EventType.EVENT_TYPE_INPUT_REQUESTED,
         content,
@@ -187,6 +194,17 @@ def request_from_event(event: Event, scope: RunScope) -> run_pb2.InputRequest:
     request.created_at.CopyFrom(event.created_at)
     request.expires_at.FromJsonString(content["expires_at"])
     return request
+
+
+def tool_answer(asked: Event, response: run_pb2.InputResponse, *, expired: bool) -> ToolAnswer | None:
+    """The answer a tool that asked (its `input_requested` event: `asked`) goes on with — accept
+    with the answer, or cancel when nobody answered in time — or None for any other request."""
+    state = json.loads(asked.content).get("tool_state")
+    if not isinstance(state, dict):
+        return None
+    if expired or response.reason == "expired":
+        return ToolAnswer(state, "cancel")
+    return ToolAnswer(state, "accept", response.answer)
 
 
 def received_event(request: run_pb2.InputRequest, asked_event_id: str) -> NewEvent:
@@ -308,8 +326,13 @@ async def ask(scope: RunScope, held: Sequence[tuple[PlannedCall, str]]) -> list[
         requests.append(new_request(scope, call, kind))
     events = await scope.recorder.record_many(
         [
-            requested_event(request, call_event_id, last=place == len(held) - 1)
-            for place, (request, (_, call_event_id)) in enumerate(zip(requests, held, strict=True))
+            requested_event(
+                request,
+                call_event_id,
+                last=place == len(held) - 1,
+                tool_state=call.tool_question.state if call.tool_question is not None else None,
+            )
+            for place, (request, (call, call_event_id)) in enumerate(zip(requests, held, strict=True))
         ]
     )
     for request, event in zip(requests, events, strict=True):

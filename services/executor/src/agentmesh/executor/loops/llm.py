@@ -29,7 +29,6 @@ from agentmesh.executor.durability.detached import run_detached
 from agentmesh.executor.durability.recorder import EventType, NewEvent
 from agentmesh.executor.durability.run_log import (
     DELEGATION,
-    IN_DOUBT,
     INVALID,
     TOOL,
     LoggedCall,
@@ -38,12 +37,12 @@ from agentmesh.executor.durability.run_log import (
     RunLog,
 )
 from agentmesh.executor.errors import INVALID_BLOCK
-from agentmesh.executor.loops import asking, client_tools, remote_questions
+from agentmesh.executor.loops import asking, client_tools, in_doubt, remote_questions
 from agentmesh.executor.loops.messages import assistant_turn, result_messages
 from agentmesh.executor.loops.model_step import call_model
 from agentmesh.executor.loops.planning import plan
 from agentmesh.executor.providers.base import Message, ToolSpec
-from agentmesh.executor.tools.base import ToolOutput
+from agentmesh.executor.tools.base import ToolAnswer, ToolOutput
 from agentmesh.executor.tools.builtin import EXIT_LOOP
 from agentmesh.memory.v1.resources_pb2 import Event
 from agentmesh.runtime import metrics, telemetry
@@ -88,6 +87,8 @@ class LlmLoop:
         self._below: list[SuspendedBelow] = []
         # Delegations whose remote A2A task asks a question, with their request event's id.
         self._remote_asks: list[tuple[PlannedCall, str]] = []
+        # Tool calls whose tool asks a person (an MCP server's elicitation), with their intent's id.
+        self._tool_asks: list[tuple[PlannedCall, str]] = []
         # A suspended run's requests with their responses, as it was handed over (run_log.py).
         self._resumed_responses: dict[str, run_pb2.InputRequest] = {}
 
@@ -287,9 +288,12 @@ class LlmLoop:
         outputs: dict[str, ToolOutput],
         *,
         answer: ToolOutput | None = None,
+        carrying: ToolAnswer | None = None,
     ) -> None:
         """Runs a call and records its result — or records `answer` as its result instead (a
-        person's answer, or why a call that asked for approval did not run)."""
+        person's answer, or why a call that asked for approval did not run). A call whose tool
+        asks a person has no result yet: the run asks (`_tool_asks`), and the call goes on
+        `carrying` the answer when the run resumes."""
         scope = self._scope
         with telemetry.tool_span(tool=call.name, call_id=call.id) as span:
             started = time.monotonic()
@@ -302,13 +306,20 @@ class LlmLoop:
             else:
                 try:
                     output = await self._tools.call(
-                        call.name, call.arguments, timeout_seconds=self._settings.tool_timeout_seconds
+                        call.name,
+                        call.arguments,
+                        timeout_seconds=self._settings.tool_timeout_seconds,
+                        answer=carrying,
                     )
                 except asyncio.CancelledError:
                     metrics.record_tool_call(
                         tool=tool, outcome="cancelled", seconds=time.monotonic() - started
                     )
                     raise
+            if output.question is not None:
+                call.tool_question = output.question
+                self._tool_asks.append((call, call_event_id))
+                return
             metrics.record_tool_call(
                 tool=tool, outcome=output.metric_outcome, seconds=time.monotonic() - started
             )
@@ -415,7 +426,7 @@ class LlmLoop:
                     group.create_task(self._tool(call, open_call.event.id, outputs))
                 else:
                     group.create_task(self._in_doubt(open_call, outputs))
-        unasked.extend(self._remote_asks)
+        unasked.extend(self._remote_asks + self._tool_asks)  # (a new step's are among its calls)
         if waiting or unasked or self._below:
             asked = await asking.ask(self._scope, unasked) if unasked else []
             raise asking.RunSuspends([*waiting, *asked], below=self._below)
@@ -434,8 +445,10 @@ class LlmLoop:
         if open_call.received is not None:
             response, expired = asking.response_from_event(open_call.received), False
             after = asking.outcome(call, request.kind, response, expired=False)
-            # (An approved delegation is sent once, whoever sends it: never in doubt.)
-            if after.run and call.kind == TOOL and not self._tools.idempotent(call.name):
+            carrying = asking.tool_answer(open_call.asked, response, expired=False)
+            # (An approved delegation is sent once, whoever sends it: never in doubt; a tool that
+            # asked may have been sent the answer already.)
+            if (after.run or carrying) and call.kind == TOOL and not self._tools.idempotent(call.name):
                 await self._in_doubt(open_call, outputs)
                 return
         else:
@@ -446,7 +459,11 @@ class LlmLoop:
             await scope.recorder.record_coalesced([asking.received_event(given, open_call.asked.id)])
             response, expired = given.response, given.state == asking.EXPIRED
             after = asking.outcome(call, request.kind, response, expired=expired)
-        if call.kind == DELEGATION and request.kind == asking.QUESTION:
+            carrying = asking.tool_answer(open_call.asked, response, expired=expired)
+        if carrying is not None:  # the tool goes on with the answer (and may ask anew)
+            call.asked_after = request.id
+            await self._tool(call, open_call.event.id, outputs, carrying=carrying)
+        elif call.kind == DELEGATION and request.kind == asking.QUESTION:
             result = await remote_questions.go_on(
                 self._delegator, scope, open_call, request.id, response, expired=expired
             )
@@ -468,26 +485,7 @@ class LlmLoop:
             await self._tool(call, open_call.event.id, outputs, answer=after.output)
 
     async def _in_doubt(self, open_call: LoggedCall, outputs: dict[str, ToolOutput]) -> None:
-        """Answers a tool call whose outcome is unknown, saying so in its result (`in_doubt`)."""
-        scope, call = self._scope, open_call.call
-        text = f"{call.name}: {IN_DOUBT}"
-        (event,) = await scope.recorder.record_coalesced(
-            [
-                NewEvent(
-                    EventType.EVENT_TYPE_TOOL_RESULT,
-                    text,
-                    metadata={"call_id": call.id, "tool": call.name, "is_error": True, "in_doubt": True},
-                    parent_event_id=open_call.event.id,
-                )
-            ]
-        )
-        await scope.sink.emit(
-            scope.origin.event(
-                seq=event.seq,
-                tool_result=run_pb2.ToolResult(call_id=call.id, name=call.name, output=text, is_error=True),
-            )
-        )
-        outputs[call.id] = ToolOutput(text, is_error=True)
+        outputs[open_call.call.id] = await in_doubt.answer(self._scope, open_call)
 
     async def _resume_delegation(self, open_call: LoggedCall, outputs: dict[str, ToolOutput]) -> None:
         call = open_call.call

@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from agentmesh.executor.providers.base import ToolSpec
+
+
+@dataclass(frozen=True)
+class ToolQuestion:
+    """A call its tool cannot finish without a person's answer (an MCP server's elicitation): the
+    question to ask, and what the tool needs to go on with the call once answered — JSON that is
+    recorded with the request, so whichever executor resumes the run carries it back."""
+
+    question: str
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ToolAnswer:
+    """A person's response to a `ToolQuestion`, carried back into the call: `accept` with the
+    answer's text, `decline` (denied) or `cancel` (nobody answered in time)."""
+
+    state: dict[str, Any]
+    action: Literal["accept", "decline", "cancel"]
+    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -22,6 +42,9 @@ class ToolOutput:
     # For metrics: "timeout" or "refused" (unknown tool, invalid arguments) when the call said
     # why it failed; otherwise `is_error` alone decides between "ok" and "error".
     outcome: str = ""
+    # The call waits for a person instead of having a result: the run asks and suspends, and the
+    # call goes on with the answer (`Tool.call(..., answer=...)`) when the run resumes.
+    question: ToolQuestion | None = None
 
     @property
     def metric_outcome(self) -> Literal["ok", "error", "timeout", "refused"]:
@@ -42,7 +65,10 @@ class Tool(Protocol):
     A tool may declare itself `idempotent` (an attribute, False when absent): calling it twice
     with the same arguments does no more than calling it once. A run resumed on another executor
     runs such a call again when its result was never recorded; any other tool's call is then in
-    doubt and is not run again (docs/durability.md, `is_idempotent`)."""
+    doubt and is not run again (docs/durability.md, `is_idempotent`).
+
+    A tool whose calls may ask a person (an output with a `question`) also takes `answer=`: the
+    same call again, carrying the person's `ToolAnswer`."""
 
     @property
     def spec(self) -> ToolSpec: ...

@@ -4,6 +4,11 @@ Each connection is owned by a task of its own: the SDK's client is an anyio cont
 scopes must be left by the task that entered them, while its tools are called from whichever run
 uses them and the connection is closed by whoever evicts it. The owner task enters the client,
 lists the tools, then waits to be told to close.
+
+The revision is negotiated as the SDK does by default: a `server/discover` probe at 2026-07-28
+(stateless: every request carries its version in `_meta`), and the `initialize` handshake of the
+older revisions when the server does not answer it as a 2026-07-28 server. A call that asks a
+person for input is handled by revision in `mcp_questions.py`.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentmesh.executor.egress import pinned_transport
 from agentmesh.executor.providers.base import ToolSpec
-from agentmesh.executor.tools.base import ToolError, ToolOutput
+from agentmesh.executor.tools import mcp_questions
+from agentmesh.executor.tools.base import ToolAnswer, ToolError, ToolOutput
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.egress import EgressPolicy, EgressRefused
 
@@ -36,6 +42,11 @@ _MAX_TOOL_PAGES = 100
 # started) is started once more, within the same connect timeout: seen on a loaded host, where a
 # first start sometimes died without a word and the run went on without its tools.
 _START_ATTEMPTS = 2
+# A 2026-07-28 server that answers `input_required` with only its state (no question: it is not
+# done yet) is asked again after a short pause, this many times at most (the SDK's own driver
+# allows as many rounds, pausing 50 ms doubling to 250 ms).
+_STATE_ONLY_ROUNDS = 10
+_STATE_ONLY_PAUSE_SECONDS = 0.05
 
 
 def server_signature(server: resources_pb2.McpServer) -> str:
@@ -95,6 +106,8 @@ class McpConnection:
         self._target = _target(server)
         self._connect_timeout_seconds = connect_timeout_seconds
         self._client: mcp.Client | None = None
+        # The MCP revision negotiated with the server ("" until connected).
+        self.protocol_version = ""
         self._tools: list[McpTool] = []
         self._ready = asyncio.Event()
         self._closing = asyncio.Event()
@@ -157,8 +170,17 @@ class McpConnection:
 
         try:
             async with contextlib.AsyncExitStack() as stack:
-                client = await stack.enter_async_context(mcp.Client(await self._transport(stack), cache=None))
+                client = await stack.enter_async_context(
+                    mcp.Client(
+                        await self._transport(stack),
+                        cache=None,
+                        # Declares elicitation; answered by revision (mcp_questions.py).
+                        elicitation_callback=mcp_questions.refuse_live,
+                    )
+                )
                 self._client = client
+                self.protocol_version = client.protocol_version
+                logger.info("MCP server %r speaks protocol revision %s", self.name, self.protocol_version)
                 self._tools = [McpTool(self, tool) for tool in await _list_tools(client)]
                 self._ready.set()
                 await self._closing.wait()
@@ -190,18 +212,41 @@ class McpConnection:
         return streamable_http_client(target.url, http_client=http)
 
     async def call(
-        self, name: str, arguments: dict[str, Any], *, timeout_seconds: float | None = None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        timeout_seconds: float | None = None,
+        answer: ToolAnswer | None = None,
     ) -> ToolOutput:
+        """Calls a tool — or, with `answer`, sends a call that asked a person again, carrying the
+        response. A call the server cannot finish without a person is an output with a question."""
         import mcp
+        from mcp_types import InputRequiredResult
 
         client = self._client
         if client is None:
             raise ToolError(f"MCP server {self.name!r} is not connected")
+        responses, state = mcp_questions.responses(answer) if answer is not None else (None, None)
         try:
-            result = await client.call_tool(name, arguments, read_timeout_seconds=timeout_seconds)
+            for round_ in range(_STATE_ONLY_ROUNDS + 1):
+                result = await client.session.call_tool(
+                    name,
+                    arguments,
+                    read_timeout_seconds=timeout_seconds,
+                    input_responses=responses,
+                    request_state=state,
+                    allow_input_required=True,
+                )
+                if not isinstance(result, InputRequiredResult):
+                    return ToolOutput(_result_text(result), is_error=bool(result.is_error))
+                if result.input_requests:
+                    return ToolOutput("", question=mcp_questions.question(self.name, name, result))
+                await asyncio.sleep(_STATE_ONLY_PAUSE_SECONDS * (round_ + 1))
+                responses, state = None, result.request_state
         except mcp.MCPError as error:
             raise ToolError(self._scrub(f"MCP server {self.name!r}: {error}")) from None
-        return ToolOutput(_result_text(result), is_error=bool(result.is_error))
+        raise ToolError(f"MCP server {self.name!r}: {name} was not done after {_STATE_ONLY_ROUNDS} rounds")
 
     async def aclose(self) -> None:
         self._closing.set()
@@ -234,8 +279,8 @@ class McpTool:
         # Read-only and destructive hints decide its permission when no rule does (permissions.py).
         self.annotations = annotations
 
-    async def call(self, arguments: dict[str, Any]) -> ToolOutput:
-        return await self._connection.call(self.spec.name, arguments)
+    async def call(self, arguments: dict[str, Any], *, answer: ToolAnswer | None = None) -> ToolOutput:
+        return await self._connection.call(self.spec.name, arguments, answer=answer)
 
 
 def preload_sdk() -> asyncio.Task[None]:

@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 
 from agentmesh.executor.providers.base import ToolSpec
-from agentmesh.executor.tools.base import Tool, ToolError, ToolOutput, is_idempotent
+from agentmesh.executor.tools.base import Tool, ToolAnswer, ToolError, ToolOutput, is_idempotent
 
 logger = logging.getLogger(__name__)
 
@@ -96,8 +96,11 @@ class ToolSet:
         text = "; ".join(shown[:_MAX_ERRORS_SHOWN]) + (f"; and {more} more" if more > 0 else "")
         return f"invalid arguments for {name}: {text}"
 
-    async def call(self, name: str, arguments: Any, *, timeout_seconds: float) -> ToolOutput:
-        """Calls a tool; every failure becomes an error output for the model."""
+    async def call(
+        self, name: str, arguments: Any, *, timeout_seconds: float, answer: ToolAnswer | None = None
+    ) -> ToolOutput:
+        """Calls a tool — or goes on with a call that asked a person, carrying the `answer` —;
+        every failure becomes an error output for the model."""
         tool = self._tools.get(name)
         if tool is None:
             available = ", ".join(self._tools) or "none"
@@ -109,6 +112,8 @@ class ToolSet:
             return ToolOutput(problem, is_error=True, outcome="refused")
         try:
             async with asyncio.timeout(timeout_seconds):
+                if answer is not None:
+                    return await tool.call(arguments, answer=answer)
                 return await tool.call(arguments)
         except TimeoutError:
             return ToolOutput(
