@@ -184,6 +184,14 @@ RPC_POLICY: Mapping[str, Rule] = {
     _REGISTRY + "ListRemoteAgents": owner(_project_id("project_id")),
     _REGISTRY + "UpdateRemoteAgent": owner(_project_id("remote_agent.project_id")),
     _REGISTRY + "DeleteRemoteAgent": owner(_project_id("project_id")),
+    # Webhooks: the project's owner; a webhook's secret is in its creation's answer only.
+    _REGISTRY + "CreateWebhook": owner(_project_id("webhook.project_id")),
+    _REGISTRY + "GetWebhook": owner(_project_id("project_id")),
+    _REGISTRY + "ListWebhooks": owner(_project_id("project_id")),
+    _REGISTRY + "UpdateWebhook": owner(_project_id("webhook.project_id")),
+    _REGISTRY + "DeleteWebhook": owner(_project_id("project_id")),
+    _REGISTRY + "ListWebhookDeliveries": owner(_project_id("project_id")),
+    _REGISTRY + "TestWebhook": owner(_project_id("project_id")),
     # Suspended runs' requests for input: the project's owner, and API keys scoped to it.
     _REGISTRY + "ListInputRequests": owner(_project_id("project_id")),
     _REGISTRY + "GetInputRequest": owner(_project_id("project_id")),
