@@ -11,7 +11,9 @@ import typer
 from agentmesh.cli.options import EmailOption, GatewayOption, PasswordOption, TokenOption
 from agentmesh.cli.resources import Output
 
-webhooks = typer.Typer(help="Manage a project's webhooks.", no_args_is_help=True, add_completion=False)
+webhooks = typer.Typer(
+    help="Manage a project's webhooks (signed run events).", no_args_is_help=True, add_completion=False
+)
 
 COLUMNS = ("id", "url", "events", "description", "created_at")
 DELIVERY_COLUMNS = (

@@ -103,7 +103,9 @@ async def test_every_run_event_arrives_signed_and_retried(registry_service: Runn
         )
 
         await eventually(lambda: _arrived(receiver, 6), what="six events delivered")
-        payloads = [request.verified(webhook.secret) for request in receiver.delivered()]
+        # At least once: a receiver drops repeats by their webhook-id.
+        unique = {request.headers["webhook-id"]: request for request in receiver.delivered()}
+        payloads = [request.verified(webhook.secret) for request in unique.values()]
         events = sorted((p["type"], p["data"]["run_id"]) for p in payloads)
         assert events == [
             ("run.completed", "run-done"),
@@ -132,7 +134,7 @@ async def test_every_run_event_arrives_signed_and_retried(registry_service: Runn
         listed = reg.ListWebhookDeliveriesResponse()
         await eventually(settled, what="every delivery recorded as delivered")
         assert len(listed.deliveries) == 6
-        assert sum(d.attempts for d in listed.deliveries) == 8
+        assert sum(d.attempts for d in listed.deliveries) >= 8
         assert all(d.last_status_code == 200 and not d.last_error for d in listed.deliveries)
 
         # The secret was shown once.
@@ -154,7 +156,7 @@ async def test_every_run_event_arrives_signed_and_retried(registry_service: Runn
 
 
 async def _arrived(receiver: Receiver, count: int) -> bool:
-    return len(receiver.delivered()) >= count
+    return len({request.headers["webhook-id"] for request in receiver.delivered()}) >= count
 
 
 async def test_a_delivery_enqueued_before_a_restart_is_made_after_it(tmp_path: Path) -> None:
@@ -178,7 +180,7 @@ async def test_a_delivery_enqueued_before_a_restart_is_made_after_it(tmp_path: P
             await eventually(lambda: _arrived(receiver, 1), what="the delivery after the restart")
         finally:
             await registry.stop(0)
-    (delivered,) = receiver.delivered()
+    delivered = receiver.delivered()[0]  # at least once: maybe more
     assert delivered.headers["webhook-id"] == sent.delivery_id
     assert delivered.verified(webhook.secret)["type"] == "webhook.test"
 

@@ -48,11 +48,11 @@ from agentmesh.registry.runs.waiting import answered, as_seen, expired, is_due
 from agentmesh.registry.store.interface import InputRequestStore
 from agentmesh.registry.store.statements import FINISH_UPDATE, SUSPEND_UPDATE
 from agentmesh.registry.tables import AgentRow, AgentRunRow, InputRequestRow
+from agentmesh.registry.webhooks.models import WebhookEvent
 from agentmesh.registry.webhooks.store import (
     enqueue_in_memory,
     enqueue_on,
     input_requested,
-    input_requested_fields,
 )
 from agentmesh.runtime.errors import FieldViolation
 
@@ -64,11 +64,12 @@ _PENDING = InputRequestState.PENDING.value
 _STATE_FIELDS = {"state", "response"}
 
 
+_ASKED = WebhookEvent.RUN_INPUT_REQUESTED
+
+
 async def _enqueue_input_requested(connection: AsyncConnection, request: InputRequest, now: datetime) -> None:
     """`run.input_requested` for the project's webhooks, in the transaction that suspends the run."""
-    await enqueue_on(
-        connection, request.project_id, *input_requested(request, now), **input_requested_fields(request)
-    )
+    await enqueue_on(connection, request.project_id, _ASKED, request.id, now, **input_requested(request))
 
 
 class SqlInputRequestStore(InputRequestStore):
@@ -368,9 +369,7 @@ class InMemoryInputRequestStore(InputRequestStore):
                     stored[request.id] = _completed(request, agent.project_id, agent.slug, lease.session_id)
                     state.input_requests[request.id] = stored[request.id]
                     new = stored[request.id]
-                    enqueue_in_memory(
-                        state, new.project_id, *input_requested(new, now), **input_requested_fields(new)
-                    )
+                    enqueue_in_memory(state, new.project_id, _ASKED, new.id, now, **input_requested(new))
             pending = [
                 r.expires_at for r in run_requests_in(state, run) if r.state is InputRequestState.PENDING
             ]

@@ -189,14 +189,10 @@ async def enqueue_on(
     return len(deliveries)
 
 
-def input_requested(request: InputRequest, now: datetime) -> tuple[WebhookEvent, str, datetime]:
-    """`run.input_requested`'s enqueue for a run's new request for input: its occurrence named by
-    the request, with what a receiver needs to answer it (not the question's text, which may be
-    more than a subscription should carry)."""
-    return WebhookEvent.RUN_INPUT_REQUESTED, request.id, now
-
-
-def input_requested_fields(request: InputRequest) -> dict[str, str]:
+def input_requested(request: InputRequest) -> dict[str, str]:
+    """What `run.input_requested` carries for a run's new request for input (enqueued with the
+    request's id as its occurrence): what a receiver needs to answer it, not the question's text,
+    which may say more than a subscription should carry."""
     data = {"input_request_id": request.id, "kind": request.kind.value, "tool": request.tool}
     data["expires_at"] = request.expires_at.isoformat()
     return {
