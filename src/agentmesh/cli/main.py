@@ -77,6 +77,9 @@ COMMANDS = {
     ),
     "users": LazyCommand("agentmesh.cli.users:users", "Manage users."),
     "api-keys": LazyCommand("agentmesh.cli.api_keys:api_keys", "Manage your API keys."),
+    "webhooks": LazyCommand(
+        "agentmesh.cli.webhooks:webhooks", "Manage a project's webhooks (signed run events)."
+    ),
     "invitations": LazyCommand(
         "agentmesh.cli.invitations:invitations",
         "Issue, list and revoke invitations to register (superusers).",

@@ -131,8 +131,8 @@ async def start_mesh(
 
     Settings come from the environment as usual; the arguments override them. Without a
     database URL (argument or `AGENTMESH_DATABASE_URL`), SQLite files in `data_dir` are used.
-    `allow_loopback_egress` adds loopback to the egress allow-list (remote agents and MCP servers
-    on this machine, for local development).
+    `allow_loopback_egress` adds loopback to the egress allow-list (remote agents, MCP servers and
+    webhook receivers on this machine, for local development).
     """
     from agentmesh.runtime.egress import LOOPBACK
     from agentmesh.runtime.server import check_port_free
@@ -143,9 +143,11 @@ async def start_mesh(
     check_port_free(host, http_port)
     extra = {name: dict(settings) for name, settings in (extra or {}).items()}
     if allow_loopback_egress:
-        executor = extra.setdefault("executor", {})
-        allowed = executor.get("egress_allow", load_settings("executor").egress_allow)
-        executor["egress_allow"] = [*allowed, *LOOPBACK]
+        # The executor's fetches and the registry's webhook deliveries alike.
+        for name in ("executor", "registry"):
+            service = extra.setdefault(name, {})
+            allowed = service.get("egress_allow", load_settings(name).egress_allow)
+            service["egress_allow"] = [*allowed, *LOOPBACK]
     secret = (
         jwt_secret
         or load_settings("registry").jwt_secret.get_secret_value()

@@ -17,8 +17,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from agentmesh.executor.egress import pinned_transport
 from agentmesh.runtime.egress import LOOPBACK, EgressPolicy
+from agentmesh.runtime.egress_http import pinned_transport
 from tests.certificates import CertificateAuthority
 from tests.polling import eventually
 

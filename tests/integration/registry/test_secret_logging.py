@@ -1,5 +1,6 @@
 """No logger prints a stored secret, at any level: with every logger at DEBUG, an MCP
-server's env and header values written to the registry's database appear in no log record. The
+server's env and header values and a webhook's signing secret, written to the registry's database,
+appear in no log record. The
 SQLite driver logs each call it runs, bound parameters included, at DEBUG; SQLAlchemy logs
 statements with their parameters when its engine logger is enabled."""
 
@@ -9,7 +10,9 @@ import logging
 
 import pytest
 
+from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
+from agentmesh.registry.v1 import resources_pb2 as res
 from tests.integration.registry.support import Api
 from tests.integration.registry.test_mcp_servers import TOKEN, create, knowledge_base
 
@@ -21,8 +24,14 @@ async def test_a_stored_secret_reaches_no_log_record_at_debug(
     # Even an operator who turns SQLAlchemy's statement log on sees no bound values.
     caplog.set_level(logging.DEBUG, logger="sqlalchemy.engine")
     await create(stub, api, knowledge_base())
+    # A webhook's signing secret, made by the registry and written to its database, likewise.
+    owner = await api.sign_up()
+    project = await api.project(owner)
+    webhook = res.Webhook(project_id=project.id, url="https://example.com/hook", events=["run.failed"])
+    made = await stub.CreateWebhook(reg.CreateWebhookRequest(webhook=webhook), metadata=owner.metadata)
     assert caplog.records, "DEBUG logging captured nothing: the test would prove nothing"
-    leaked = [record.name for record in caplog.records if TOKEN in _rendered(record)]
+    secrets = (TOKEN, made.webhook.secret)
+    leaked = [record.name for record in caplog.records if any(s in _rendered(record) for s in secrets)]
     assert leaked == []
 
 

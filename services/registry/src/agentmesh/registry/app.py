@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc
@@ -41,8 +42,12 @@ from agentmesh.registry.settings import RegistrySettings
 from agentmesh.registry.store.sql import SqlRegistryStore
 from agentmesh.registry.usage.ledger import UsageLedger
 from agentmesh.registry.v1 import registry_service_pb2_grpc
+from agentmesh.registry.webhooks.delivery import DeliveryPolicy, WebhookDispatcher
+from agentmesh.registry.webhooks.registry import WebhookRegistry
 from agentmesh.runtime.client_address import ClientAddressInterceptor
 from agentmesh.runtime.database import create_engine, create_sqlite_directory, upgrade
+from agentmesh.runtime.egress import EgressPolicy
+from agentmesh.runtime.egress_http import pinned_transport
 from agentmesh.runtime.identity import AuthenticationInterceptor, TokenCodec
 from agentmesh.runtime.server import ServiceBinding, start_service_server
 from agentmesh.runtime.service import RunningService
@@ -76,6 +81,8 @@ class Components:
     executors: ExecutorPool
     input_requests: InputRequests
     usage: UsageLedger
+    webhooks: WebhookRegistry
+    dispatcher: WebhookDispatcher
 
 
 def _throttle(settings: RegistrySettings, max_failures: int) -> LoginThrottle:
@@ -148,6 +155,8 @@ async def open_components(settings: RegistrySettings) -> Components:
         clock=utc_now,
     )
     api_keys = ApiKeys(store, projects=projects, page_tokens=PageTokens(secret), clock=utc_now)
+    # Webhook endpoints are tenants' URLs: off the private network and the registry's own port.
+    egress = EgressPolicy(settings.egress_allow, mesh_endpoints=[f"{settings.host}:{settings.port}"])
     return Components(
         engine=engine,
         lease_engine=lease_engine,
@@ -168,6 +177,13 @@ async def open_components(settings: RegistrySettings) -> Components:
         executors=executors,
         input_requests=InputRequests(store, page_tokens=PageTokens(secret), clock=utc_now, watch=watch),
         usage=UsageLedger(store),
+        webhooks=WebhookRegistry(store, page_tokens=PageTokens(secret), clock=utc_now, egress=egress),
+        dispatcher=WebhookDispatcher(
+            store.webhook_outbox,
+            client=httpx.AsyncClient(transport=pinned_transport(egress, httpx)),
+            policy=webhook_policy(settings),
+            clock=utc_now,
+        ),
     )
 
 
@@ -202,6 +218,7 @@ async def start(settings: RegistrySettings) -> RunningService:
             remote_agents=components.remote_agents,
             input_requests=components.input_requests,
             usage=components.usage,
+            webhooks=components.webhooks,
         )
         internal = RegistryInternalServicer(
             components.registry,
@@ -243,10 +260,15 @@ async def start(settings: RegistrySettings) -> RunningService:
         await _dispose(components.engine, components.lease_engine)
         raise
     components.leases.start_sweeper(settings.run_lease_sweep_seconds)
+    components.dispatcher.start()
     return RegistryService(
         name="registry",
         server=server,
-        closers=[lambda: _dispose(components.engine, components.lease_engine), components.leases.stop],
+        closers=[
+            lambda: _dispose(components.engine, components.lease_engine),
+            components.leases.stop,
+            components.dispatcher.stop,
+        ],
         watch=components.registry.watch,
         settings=settings,
         accounts=components.accounts,
@@ -275,3 +297,13 @@ def limit_defaults(settings: RegistrySettings) -> LimitDefaults:
     """The operator's project limits, from the `default_<limit>` settings."""
     limits = ProjectLimits(**{name: getattr(settings, f"default_{name}") for name in LIMIT_NAMES})
     return LimitDefaults(limits, project_share_of_pool=settings.project_share_of_pool)
+
+
+def webhook_policy(settings: RegistrySettings) -> DeliveryPolicy:
+    return DeliveryPolicy(
+        max_attempts=settings.webhook_max_attempts,
+        backoff_seconds=settings.webhook_backoff_seconds,
+        max_backoff_seconds=settings.webhook_max_backoff_seconds,
+        timeout_seconds=settings.webhook_timeout_seconds,
+        poll_seconds=settings.webhook_poll_seconds,
+    )

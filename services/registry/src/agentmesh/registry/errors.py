@@ -66,6 +66,7 @@ __all__ = [
     "UserNotFound",
     "UserRequired",
     "ValidationFailed",
+    "WebhookNotFound",
 ]
 
 
@@ -310,3 +311,7 @@ class UserRequired(PermissionDenied):
     """What only a user may do (own a project), asked with the system principal's token."""
 
     default_reason = "USER_REQUIRED"
+
+
+class WebhookNotFound(NotFound):
+    default_reason = "WEBHOOK_NOT_FOUND"

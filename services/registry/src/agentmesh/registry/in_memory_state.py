@@ -27,6 +27,7 @@ from agentmesh.registry.models import (
     RunKey,
 )
 from agentmesh.registry.runs.input_models import InputRequest
+from agentmesh.registry.webhooks.models import Webhook, WebhookDelivery
 
 V = TypeVar("V")
 
@@ -75,6 +76,9 @@ class State:
     invitations: dict[str, Invitation] = field(default_factory=dict)
     # Tokens a project's finished runs used, by (project id, YYYY-MM-DD).
     project_tokens: dict[tuple[str, str], int] = field(default_factory=dict)
+    # Webhook subscriptions by id, and their outbox of deliveries by id.
+    webhooks: dict[str, Webhook] = field(default_factory=dict)
+    webhook_deliveries: dict[str, WebhookDelivery] = field(default_factory=dict)
 
     def in_flight(self, run: RunKey) -> bool:
         return run in self.runs or run in self.leases

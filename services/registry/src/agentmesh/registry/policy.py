@@ -70,6 +70,13 @@ POLICY: Mapping[str, Access] = {
     "ListRemoteAgents": Access.AUTHENTICATED,
     "UpdateRemoteAgent": Access.AUTHENTICATED,
     "DeleteRemoteAgent": Access.AUTHENTICATED,
+    "CreateWebhook": Access.AUTHENTICATED,
+    "GetWebhook": Access.AUTHENTICATED,
+    "ListWebhooks": Access.AUTHENTICATED,
+    "UpdateWebhook": Access.AUTHENTICATED,
+    "DeleteWebhook": Access.AUTHENTICATED,
+    "ListWebhookDeliveries": Access.AUTHENTICATED,
+    "TestWebhook": Access.AUTHENTICATED,
     # Suspended runs' requests for input: the project's owner, superusers, and API keys scoped to
     # the project (the rules check it, `runs/input_requests.py`).
     "ListInputRequests": Access.AUTHENTICATED,

@@ -1,7 +1,8 @@
 """RegistryService over gRPC: one service, its RPCs handled by resource — users and API keys in
 `identity/servicer.py`, projects in `projects/servicer.py`, agent types and agents in
 `agents/servicer.py`, MCP servers and remote agents in theirs, suspended runs' requests for input in
-`runs/servicer.py`, the cost ledger's summaries in `usage/servicer.py`. This class only composes those
+`runs/servicer.py`, the cost ledger's summaries in `usage/servicer.py`, webhooks in `webhooks/servicer.py`.
+This class only composes those
 handlers and gives them the rules they call. No SQL and no rules here: the caller comes from the
 authorization interceptor (`caller()`), and failures leave as DomainErrors for the shared
 interceptor to map."""
@@ -26,6 +27,8 @@ from agentmesh.registry.runs.servicer import InputRequestRpcs
 from agentmesh.registry.usage.ledger import UsageLedger
 from agentmesh.registry.usage.servicer import UsageRpcs
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
+from agentmesh.registry.webhooks.registry import WebhookRegistry
+from agentmesh.registry.webhooks.servicer import WebhookRpcs
 
 
 class RegistryServicer(
@@ -39,6 +42,7 @@ class RegistryServicer(
     RemoteAgentRpcs,
     InputRequestRpcs,
     UsageRpcs,
+    WebhookRpcs,
     pb_grpc.RegistryServiceServicer,
 ):
     """The public RegistryService: every resource's RPC handlers, over the rules they adapt."""
@@ -56,6 +60,7 @@ class RegistryServicer(
         remote_agents: RemoteAgentRegistry,
         input_requests: InputRequests,
         usage: UsageLedger,
+        webhooks: WebhookRegistry,
     ) -> None:
         self._accounts = accounts
         self._registration = registration
@@ -67,3 +72,4 @@ class RegistryServicer(
         self._remote_agents = remote_agents
         self._input_requests = input_requests
         self._usage = usage
+        self._webhooks = webhooks

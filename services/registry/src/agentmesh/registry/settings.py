@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr
-from pydantic_settings import SettingsConfigDict
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from agentmesh.registry.models import RegistrationMode
 from agentmesh.runtime.database import POOL_TIMEOUT_SECONDS
+from agentmesh.runtime.egress import allow_entries
 from agentmesh.runtime.settings import ServiceSettings, shared
 
 
@@ -88,3 +91,20 @@ class RegistrySettings(ServiceSettings):
     )
     # The password policy applies whenever a password is set; passwords set before keep working.
     password_min_length: int = Field(default=12, ge=8, le=128)
+
+    # Webhook deliveries (webhooks/delivery.py) keep to the egress policy (runtime/egress.py), as
+    # the executor's fetches do: the same allow-list (AGENTMESH_EGRESS_ALLOW), which also decides
+    # which hosts a webhook may name with plain http.
+    egress_allow: Annotated[list[str], NoDecode] = shared([], "egress_allow", service="registry")
+    webhook_max_attempts: int = Field(default=8, ge=1, description="attempts per delivery before it fails")
+    webhook_backoff_seconds: float = Field(default=5.0, gt=0, description="the first retry's delay, doubling")
+    webhook_max_backoff_seconds: float = Field(default=3600.0, gt=0)
+    webhook_timeout_seconds: float = Field(default=10.0, gt=0, description="longest one attempt may take")
+    webhook_poll_seconds: float = Field(
+        default=1.0, gt=0, description="how often due deliveries are looked for"
+    )
+
+    @field_validator("egress_allow", mode="before")
+    @classmethod
+    def _egress_allow(cls, value: object) -> object:
+        return allow_entries(value)

@@ -409,3 +409,47 @@ class UsageEntryRow(Base):
     cost: Mapped[float] = mapped_column(sa.Float)
     cost_known: Mapped[bool] = mapped_column(sa.Boolean)
     recorded_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class WebhookRow(Base):
+    """A project's webhook subscription (migration 0022); deleted with its project by the store.
+    `events` is comma-separated, so the run bookkeeping statements can match it in plain SQL on
+    both dialects. The secret signs deliveries, so it is kept as given (not hashed)."""
+
+    __tablename__ = "webhooks"
+    __table_args__ = (sa.Index(None, "project_id", "created_at", "id"),)
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    project_id: Mapped[str] = mapped_column(sa.String(36))
+    url: Mapped[str] = mapped_column(sa.Text)
+    events: Mapped[str] = mapped_column(sa.Text)
+    secret: Mapped[str] = mapped_column(sa.Text)
+    description: Mapped[str] = mapped_column(sa.Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class WebhookDeliveryRow(Base):
+    """The webhooks' outbox (migration 0022): one row per event and subscription, written in the
+    transaction of the change it reports, and then its delivery's progress."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (
+        sa.Index(None, "state", "next_attempt_at"),
+        sa.Index(None, "webhook_id", "created_at", "id"),
+    )
+
+    id: Mapped[str] = mapped_column(sa.String(300), primary_key=True)
+    webhook_id: Mapped[str] = mapped_column(sa.String(36))
+    project_id: Mapped[str] = mapped_column(sa.String(36))
+    event: Mapped[str] = mapped_column(sa.String(40))
+    agent_id: Mapped[str] = mapped_column(sa.String(36))
+    run_id: Mapped[str] = mapped_column(sa.String(200))
+    session_id: Mapped[str] = mapped_column(sa.String(200))
+    data: Mapped[str] = mapped_column(sa.Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    state: Mapped[str] = mapped_column(sa.String(16))
+    attempts: Mapped[int] = mapped_column(sa.Integer)
+    next_attempt_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    last_attempt_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    last_status_code: Mapped[int] = mapped_column(sa.Integer)
+    last_error: Mapped[str] = mapped_column(sa.Text)

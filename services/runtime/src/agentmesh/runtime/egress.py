@@ -129,6 +129,17 @@ class EgressPolicy:
                 raise EgressRefused(_refused(host))
         return str(addresses[0])
 
+    def allow_listed(self, host: str) -> bool:
+        """Whether the operator's allow-list names `host` (a host name it lists, or an address in
+        a network it lists): where the mesh may go although the address is not a public one."""
+        name = host.strip("[]").lower().rstrip(".")
+        if name in self._hosts:
+            return True
+        try:
+            return self._allowed(ipaddress.ip_address(name))
+        except ValueError:
+            return False
+
     async def _resolve(self, name: str, port: int) -> list[Address]:
         try:
             return await _lookup(name, port)

@@ -70,6 +70,13 @@ const (
 	RegistryService_GetInputRequest_FullMethodName       = "/agentmesh.registry.v1.RegistryService/GetInputRequest"
 	RegistryService_RespondToInputRequest_FullMethodName = "/agentmesh.registry.v1.RegistryService/RespondToInputRequest"
 	RegistryService_SummarizeUsage_FullMethodName        = "/agentmesh.registry.v1.RegistryService/SummarizeUsage"
+	RegistryService_CreateWebhook_FullMethodName         = "/agentmesh.registry.v1.RegistryService/CreateWebhook"
+	RegistryService_GetWebhook_FullMethodName            = "/agentmesh.registry.v1.RegistryService/GetWebhook"
+	RegistryService_ListWebhooks_FullMethodName          = "/agentmesh.registry.v1.RegistryService/ListWebhooks"
+	RegistryService_UpdateWebhook_FullMethodName         = "/agentmesh.registry.v1.RegistryService/UpdateWebhook"
+	RegistryService_DeleteWebhook_FullMethodName         = "/agentmesh.registry.v1.RegistryService/DeleteWebhook"
+	RegistryService_ListWebhookDeliveries_FullMethodName = "/agentmesh.registry.v1.RegistryService/ListWebhookDeliveries"
+	RegistryService_TestWebhook_FullMethodName           = "/agentmesh.registry.v1.RegistryService/TestWebhook"
 )
 
 // RegistryServiceClient is the client API for RegistryService service.
@@ -239,6 +246,26 @@ type RegistryServiceClient interface {
 	// owner, superusers and API keys scoped to the project. NOT_FOUND for a project the caller may
 	// not see; INVALID_ARGUMENT for a malformed day or a range that ends before it starts.
 	SummarizeUsage(ctx context.Context, in *SummarizeUsageRequest, opts ...grpc.CallOption) (*SummarizeUsageResponse, error)
+	// Subscribes an endpoint to a project's run events (its owner or superusers): the answer
+	// carries the secret that signs the deliveries, which no other answer shows. INVALID_ARGUMENT
+	// for a URL that is not https (http only to a host the egress allow-list names) or events
+	// outside run.started, run.input_requested, run.completed, run.failed; NOT_FOUND for a project
+	// the caller may not see.
+	CreateWebhook(ctx context.Context, in *CreateWebhookRequest, opts ...grpc.CallOption) (*CreateWebhookResponse, error)
+	// Returns one webhook, without its secret. NOT_FOUND (reason WEBHOOK_NOT_FOUND).
+	GetWebhook(ctx context.Context, in *GetWebhookRequest, opts ...grpc.CallOption) (*GetWebhookResponse, error)
+	// Lists a project's webhooks, oldest first, without their secrets, paged like every list.
+	ListWebhooks(ctx context.Context, in *ListWebhooksRequest, opts ...grpc.CallOption) (*ListWebhooksResponse, error)
+	// Updates the fields named in the update mask (url, events, description); the secret stays.
+	// NOT_FOUND; INVALID_ARGUMENT.
+	UpdateWebhook(ctx context.Context, in *UpdateWebhookRequest, opts ...grpc.CallOption) (*UpdateWebhookResponse, error)
+	// Deletes a webhook; its deliveries not made yet are not made. NOT_FOUND.
+	DeleteWebhook(ctx context.Context, in *DeleteWebhookRequest, opts ...grpc.CallOption) (*DeleteWebhookResponse, error)
+	// Lists a webhook's deliveries in the order their events occurred, each with how its attempts
+	// went, paged like every list. NOT_FOUND.
+	ListWebhookDeliveries(ctx context.Context, in *ListWebhookDeliveriesRequest, opts ...grpc.CallOption) (*ListWebhookDeliveriesResponse, error)
+	// Enqueues a `webhook.test` event for this webhook alone, delivered like any other. NOT_FOUND.
+	TestWebhook(ctx context.Context, in *TestWebhookRequest, opts ...grpc.CallOption) (*TestWebhookResponse, error)
 }
 
 type registryServiceClient struct {
@@ -759,6 +786,76 @@ func (c *registryServiceClient) SummarizeUsage(ctx context.Context, in *Summariz
 	return out, nil
 }
 
+func (c *registryServiceClient) CreateWebhook(ctx context.Context, in *CreateWebhookRequest, opts ...grpc.CallOption) (*CreateWebhookResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateWebhookResponse)
+	err := c.cc.Invoke(ctx, RegistryService_CreateWebhook_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) GetWebhook(ctx context.Context, in *GetWebhookRequest, opts ...grpc.CallOption) (*GetWebhookResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetWebhookResponse)
+	err := c.cc.Invoke(ctx, RegistryService_GetWebhook_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) ListWebhooks(ctx context.Context, in *ListWebhooksRequest, opts ...grpc.CallOption) (*ListWebhooksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListWebhooksResponse)
+	err := c.cc.Invoke(ctx, RegistryService_ListWebhooks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) UpdateWebhook(ctx context.Context, in *UpdateWebhookRequest, opts ...grpc.CallOption) (*UpdateWebhookResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateWebhookResponse)
+	err := c.cc.Invoke(ctx, RegistryService_UpdateWebhook_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) DeleteWebhook(ctx context.Context, in *DeleteWebhookRequest, opts ...grpc.CallOption) (*DeleteWebhookResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteWebhookResponse)
+	err := c.cc.Invoke(ctx, RegistryService_DeleteWebhook_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) ListWebhookDeliveries(ctx context.Context, in *ListWebhookDeliveriesRequest, opts ...grpc.CallOption) (*ListWebhookDeliveriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListWebhookDeliveriesResponse)
+	err := c.cc.Invoke(ctx, RegistryService_ListWebhookDeliveries_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) TestWebhook(ctx context.Context, in *TestWebhookRequest, opts ...grpc.CallOption) (*TestWebhookResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TestWebhookResponse)
+	err := c.cc.Invoke(ctx, RegistryService_TestWebhook_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RegistryServiceServer is the server API for RegistryService service.
 // All implementations must embed UnimplementedRegistryServiceServer
 // for forward compatibility.
@@ -926,6 +1023,26 @@ type RegistryServiceServer interface {
 	// owner, superusers and API keys scoped to the project. NOT_FOUND for a project the caller may
 	// not see; INVALID_ARGUMENT for a malformed day or a range that ends before it starts.
 	SummarizeUsage(context.Context, *SummarizeUsageRequest) (*SummarizeUsageResponse, error)
+	// Subscribes an endpoint to a project's run events (its owner or superusers): the answer
+	// carries the secret that signs the deliveries, which no other answer shows. INVALID_ARGUMENT
+	// for a URL that is not https (http only to a host the egress allow-list names) or events
+	// outside run.started, run.input_requested, run.completed, run.failed; NOT_FOUND for a project
+	// the caller may not see.
+	CreateWebhook(context.Context, *CreateWebhookRequest) (*CreateWebhookResponse, error)
+	// Returns one webhook, without its secret. NOT_FOUND (reason WEBHOOK_NOT_FOUND).
+	GetWebhook(context.Context, *GetWebhookRequest) (*GetWebhookResponse, error)
+	// Lists a project's webhooks, oldest first, without their secrets, paged like every list.
+	ListWebhooks(context.Context, *ListWebhooksRequest) (*ListWebhooksResponse, error)
+	// Updates the fields named in the update mask (url, events, description); the secret stays.
+	// NOT_FOUND; INVALID_ARGUMENT.
+	UpdateWebhook(context.Context, *UpdateWebhookRequest) (*UpdateWebhookResponse, error)
+	// Deletes a webhook; its deliveries not made yet are not made. NOT_FOUND.
+	DeleteWebhook(context.Context, *DeleteWebhookRequest) (*DeleteWebhookResponse, error)
+	// Lists a webhook's deliveries in the order their events occurred, each with how its attempts
+	// went, paged like every list. NOT_FOUND.
+	ListWebhookDeliveries(context.Context, *ListWebhookDeliveriesRequest) (*ListWebhookDeliveriesResponse, error)
+	// Enqueues a `webhook.test` event for this webhook alone, delivered like any other. NOT_FOUND.
+	TestWebhook(context.Context, *TestWebhookRequest) (*TestWebhookResponse, error)
 	mustEmbedUnimplementedRegistryServiceServer()
 }
 
@@ -1088,6 +1205,27 @@ func (UnimplementedRegistryServiceServer) RespondToInputRequest(context.Context,
 }
 func (UnimplementedRegistryServiceServer) SummarizeUsage(context.Context, *SummarizeUsageRequest) (*SummarizeUsageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SummarizeUsage not implemented")
+}
+func (UnimplementedRegistryServiceServer) CreateWebhook(context.Context, *CreateWebhookRequest) (*CreateWebhookResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateWebhook not implemented")
+}
+func (UnimplementedRegistryServiceServer) GetWebhook(context.Context, *GetWebhookRequest) (*GetWebhookResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetWebhook not implemented")
+}
+func (UnimplementedRegistryServiceServer) ListWebhooks(context.Context, *ListWebhooksRequest) (*ListWebhooksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListWebhooks not implemented")
+}
+func (UnimplementedRegistryServiceServer) UpdateWebhook(context.Context, *UpdateWebhookRequest) (*UpdateWebhookResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateWebhook not implemented")
+}
+func (UnimplementedRegistryServiceServer) DeleteWebhook(context.Context, *DeleteWebhookRequest) (*DeleteWebhookResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteWebhook not implemented")
+}
+func (UnimplementedRegistryServiceServer) ListWebhookDeliveries(context.Context, *ListWebhookDeliveriesRequest) (*ListWebhookDeliveriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListWebhookDeliveries not implemented")
+}
+func (UnimplementedRegistryServiceServer) TestWebhook(context.Context, *TestWebhookRequest) (*TestWebhookResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TestWebhook not implemented")
 }
 func (UnimplementedRegistryServiceServer) mustEmbedUnimplementedRegistryServiceServer() {}
 func (UnimplementedRegistryServiceServer) testEmbeddedByValue()                         {}
@@ -2028,6 +2166,132 @@ func _RegistryService_SummarizeUsage_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RegistryService_CreateWebhook_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateWebhookRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).CreateWebhook(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_CreateWebhook_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).CreateWebhook(ctx, req.(*CreateWebhookRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_GetWebhook_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetWebhookRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).GetWebhook(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_GetWebhook_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).GetWebhook(ctx, req.(*GetWebhookRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_ListWebhooks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListWebhooksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).ListWebhooks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_ListWebhooks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).ListWebhooks(ctx, req.(*ListWebhooksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_UpdateWebhook_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateWebhookRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).UpdateWebhook(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_UpdateWebhook_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).UpdateWebhook(ctx, req.(*UpdateWebhookRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_DeleteWebhook_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteWebhookRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).DeleteWebhook(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_DeleteWebhook_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).DeleteWebhook(ctx, req.(*DeleteWebhookRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_ListWebhookDeliveries_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListWebhookDeliveriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).ListWebhookDeliveries(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_ListWebhookDeliveries_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).ListWebhookDeliveries(ctx, req.(*ListWebhookDeliveriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_TestWebhook_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TestWebhookRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).TestWebhook(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_TestWebhook_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).TestWebhook(ctx, req.(*TestWebhookRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RegistryService_ServiceDesc is the grpc.ServiceDesc for RegistryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -2238,6 +2502,34 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SummarizeUsage",
 			Handler:    _RegistryService_SummarizeUsage_Handler,
+		},
+		{
+			MethodName: "CreateWebhook",
+			Handler:    _RegistryService_CreateWebhook_Handler,
+		},
+		{
+			MethodName: "GetWebhook",
+			Handler:    _RegistryService_GetWebhook_Handler,
+		},
+		{
+			MethodName: "ListWebhooks",
+			Handler:    _RegistryService_ListWebhooks_Handler,
+		},
+		{
+			MethodName: "UpdateWebhook",
+			Handler:    _RegistryService_UpdateWebhook_Handler,
+		},
+		{
+			MethodName: "DeleteWebhook",
+			Handler:    _RegistryService_DeleteWebhook_Handler,
+		},
+		{
+			MethodName: "ListWebhookDeliveries",
+			Handler:    _RegistryService_ListWebhookDeliveries_Handler,
+		},
+		{
+			MethodName: "TestWebhook",
+			Handler:    _RegistryService_TestWebhook_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -2188,6 +2188,261 @@ func (x *RemoteAgent) GetCreatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// Webhook is a project's subscription to its run events: each is POSTed to `url`, signed as
+// Standard Webhooks do with the webhook's secret.
+type Webhook struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Opaque identifier.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The project whose runs it reports.
+	ProjectId string `protobuf:"bytes,2,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// Where deliveries are POSTed: https (http only to a host the egress allow-list names).
+	Url string `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	// The events it asks for: run.started, run.input_requested, run.completed, run.failed.
+	Events []string `protobuf:"bytes,4,rep,name=events,proto3" json:"events,omitempty"`
+	// The signing secret, `whsec_` + base64: only in CreateWebhook's answer, empty elsewhere.
+	Secret string `protobuf:"bytes,5,opt,name=secret,proto3" json:"secret,omitempty"`
+	// What it is for.
+	Description string `protobuf:"bytes,6,opt,name=description,proto3" json:"description,omitempty"`
+	// When created.
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Webhook) Reset() {
+	*x = Webhook{}
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Webhook) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Webhook) ProtoMessage() {}
+
+func (x *Webhook) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Webhook.ProtoReflect.Descriptor instead.
+func (*Webhook) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Webhook) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Webhook) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *Webhook) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *Webhook) GetEvents() []string {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *Webhook) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+func (x *Webhook) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *Webhook) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+// WebhookDelivery is one event for one webhook, and how its delivery went.
+type WebhookDelivery struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The message id, sent as `webhook-id` on every attempt.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The webhook it is for.
+	WebhookId string `protobuf:"bytes,2,opt,name=webhook_id,json=webhookId,proto3" json:"webhook_id,omitempty"`
+	// The event: run.started, run.input_requested, run.completed, run.failed or webhook.test.
+	Event string `protobuf:"bytes,3,opt,name=event,proto3" json:"event,omitempty"`
+	// The run it reports (empty for a test event).
+	RunId string `protobuf:"bytes,4,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// pending (due at next_attempt_at), delivered, or failed (no more attempts).
+	State string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	// Attempts made.
+	Attempts int32 `protobuf:"varint,6,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// When the event occurred.
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// When the next attempt is due (while pending).
+	NextAttemptAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=next_attempt_at,json=nextAttemptAt,proto3" json:"next_attempt_at,omitempty"`
+	// When the last attempt was made (unset before the first).
+	LastAttemptAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=last_attempt_at,json=lastAttemptAt,proto3" json:"last_attempt_at,omitempty"`
+	// The HTTP status the last attempt got (0: none, the request failed).
+	LastStatusCode int32 `protobuf:"varint,10,opt,name=last_status_code,json=lastStatusCode,proto3" json:"last_status_code,omitempty"`
+	// Why the last attempt failed; empty when it succeeded or none was made.
+	LastError string `protobuf:"bytes,11,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// The agent whose run it reports.
+	AgentId string `protobuf:"bytes,12,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The run's session.
+	SessionId     string `protobuf:"bytes,13,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WebhookDelivery) Reset() {
+	*x = WebhookDelivery{}
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WebhookDelivery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WebhookDelivery) ProtoMessage() {}
+
+func (x *WebhookDelivery) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WebhookDelivery.ProtoReflect.Descriptor instead.
+func (*WebhookDelivery) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *WebhookDelivery) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *WebhookDelivery) GetWebhookId() string {
+	if x != nil {
+		return x.WebhookId
+	}
+	return ""
+}
+
+func (x *WebhookDelivery) GetEvent() string {
+	if x != nil {
+		return x.Event
+	}
+	return ""
+}
+
+func (x *WebhookDelivery) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *WebhookDelivery) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *WebhookDelivery) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *WebhookDelivery) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *WebhookDelivery) GetNextAttemptAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextAttemptAt
+	}
+	return nil
+}
+
+func (x *WebhookDelivery) GetLastAttemptAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastAttemptAt
+	}
+	return nil
+}
+
+func (x *WebhookDelivery) GetLastStatusCode() int32 {
+	if x != nil {
+		return x.LastStatusCode
+	}
+	return 0
+}
+
+func (x *WebhookDelivery) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *WebhookDelivery) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *WebhookDelivery) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
 var File_agentmesh_registry_v1_resources_proto protoreflect.FileDescriptor
 
 const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
@@ -2450,7 +2705,36 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"credential\x12 \n" +
 	"\vdescription\x18\x06 \x01(\tR\vdescription\x129\n" +
 	"\n" +
-	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt*\x84\x01\n" +
+	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xd7\x01\n" +
+	"\aWebhook\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x02 \x01(\tR\tprojectId\x12\x10\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\x12\x16\n" +
+	"\x06events\x18\x04 \x03(\tR\x06events\x12\x16\n" +
+	"\x06secret\x18\x05 \x01(\tR\x06secret\x12 \n" +
+	"\vdescription\x18\x06 \x01(\tR\vdescription\x129\n" +
+	"\n" +
+	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xe5\x03\n" +
+	"\x0fWebhookDelivery\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"webhook_id\x18\x02 \x01(\tR\twebhookId\x12\x14\n" +
+	"\x05event\x18\x03 \x01(\tR\x05event\x12\x15\n" +
+	"\x06run_id\x18\x04 \x01(\tR\x05runId\x12\x14\n" +
+	"\x05state\x18\x05 \x01(\tR\x05state\x12\x1a\n" +
+	"\battempts\x18\x06 \x01(\x05R\battempts\x129\n" +
+	"\n" +
+	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12B\n" +
+	"\x0fnext_attempt_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\rnextAttemptAt\x12B\n" +
+	"\x0flast_attempt_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\rlastAttemptAt\x12(\n" +
+	"\x10last_status_code\x18\n" +
+	" \x01(\x05R\x0elastStatusCode\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\v \x01(\tR\tlastError\x12\x19\n" +
+	"\bagent_id\x18\f \x01(\tR\aagentId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\r \x01(\tR\tsessionId*\x84\x01\n" +
 	"\tAgentKind\x12\x1a\n" +
 	"\x16AGENT_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eAGENT_KIND_LLM\x10\x01\x12\x13\n" +
@@ -2479,7 +2763,7 @@ func file_agentmesh_registry_v1_resources_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_registry_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(AgentKind)(0),                // 0: agentmesh.registry.v1.AgentKind
 	(AgentStatus)(0),              // 1: agentmesh.registry.v1.AgentStatus
@@ -2499,86 +2783,92 @@ var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(*Executor)(nil),              // 15: agentmesh.registry.v1.Executor
 	(*ModelProvider)(nil),         // 16: agentmesh.registry.v1.ModelProvider
 	(*RemoteAgent)(nil),           // 17: agentmesh.registry.v1.RemoteAgent
-	nil,                           // 18: agentmesh.registry.v1.McpServer.EnvEntry
-	nil,                           // 19: agentmesh.registry.v1.McpServer.HeadersEntry
-	nil,                           // 20: agentmesh.registry.v1.AgentType.ToolPermissionsEntry
-	nil,                           // 21: agentmesh.registry.v1.Project.ToolPermissionsEntry
-	nil,                           // 22: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
-	nil,                           // 23: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	nil,                           // 24: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
-	nil,                           // 25: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
-	nil,                           // 26: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
-	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 28: google.protobuf.Struct
-	(*v1.Budget)(nil),             // 29: agentmesh.common.v1.Budget
-	(*v1.StringList)(nil),         // 30: agentmesh.common.v1.StringList
-	(*structpb.ListValue)(nil),    // 31: google.protobuf.ListValue
-	(v1.ToolPermission)(0),        // 32: agentmesh.common.v1.ToolPermission
+	(*Webhook)(nil),               // 18: agentmesh.registry.v1.Webhook
+	(*WebhookDelivery)(nil),       // 19: agentmesh.registry.v1.WebhookDelivery
+	nil,                           // 20: agentmesh.registry.v1.McpServer.EnvEntry
+	nil,                           // 21: agentmesh.registry.v1.McpServer.HeadersEntry
+	nil,                           // 22: agentmesh.registry.v1.AgentType.ToolPermissionsEntry
+	nil,                           // 23: agentmesh.registry.v1.Project.ToolPermissionsEntry
+	nil,                           // 24: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
+	nil,                           // 25: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	nil,                           // 26: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
+	nil,                           // 27: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
+	nil,                           // 28: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
+	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 30: google.protobuf.Struct
+	(*v1.Budget)(nil),             // 31: agentmesh.common.v1.Budget
+	(*v1.StringList)(nil),         // 32: agentmesh.common.v1.StringList
+	(*structpb.ListValue)(nil),    // 33: google.protobuf.ListValue
+	(v1.ToolPermission)(0),        // 34: agentmesh.common.v1.ToolPermission
 }
 var file_agentmesh_registry_v1_resources_proto_depIdxs = []int32{
-	27, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	27, // 1: agentmesh.registry.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	27, // 2: agentmesh.registry.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
-	27, // 3: agentmesh.registry.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
-	27, // 4: agentmesh.registry.v1.Invitation.created_at:type_name -> google.protobuf.Timestamp
-	27, // 5: agentmesh.registry.v1.Invitation.expires_at:type_name -> google.protobuf.Timestamp
-	27, // 6: agentmesh.registry.v1.Invitation.used_at:type_name -> google.protobuf.Timestamp
-	27, // 7: agentmesh.registry.v1.Invitation.revoked_at:type_name -> google.protobuf.Timestamp
-	18, // 8: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
-	19, // 9: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
-	27, // 10: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
-	27, // 11: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
-	28, // 12: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
+	29, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	29, // 1: agentmesh.registry.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	29, // 2: agentmesh.registry.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
+	29, // 3: agentmesh.registry.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
+	29, // 4: agentmesh.registry.v1.Invitation.created_at:type_name -> google.protobuf.Timestamp
+	29, // 5: agentmesh.registry.v1.Invitation.expires_at:type_name -> google.protobuf.Timestamp
+	29, // 6: agentmesh.registry.v1.Invitation.used_at:type_name -> google.protobuf.Timestamp
+	29, // 7: agentmesh.registry.v1.Invitation.revoked_at:type_name -> google.protobuf.Timestamp
+	20, // 8: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
+	21, // 9: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
+	29, // 10: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
+	29, // 11: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
+	30, // 12: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
 	5,  // 13: agentmesh.registry.v1.AgentType.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
 	0,  // 14: agentmesh.registry.v1.AgentType.kind:type_name -> agentmesh.registry.v1.AgentKind
-	27, // 15: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
-	27, // 16: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
-	20, // 17: agentmesh.registry.v1.AgentType.tool_permissions:type_name -> agentmesh.registry.v1.AgentType.ToolPermissionsEntry
+	29, // 15: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
+	29, // 16: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
+	22, // 17: agentmesh.registry.v1.AgentType.tool_permissions:type_name -> agentmesh.registry.v1.AgentType.ToolPermissionsEntry
 	7,  // 18: agentmesh.registry.v1.AgentType.delegation_limits:type_name -> agentmesh.registry.v1.DelegationLimits
-	29, // 19: agentmesh.registry.v1.AgentType.run_budget:type_name -> agentmesh.common.v1.Budget
-	27, // 20: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
-	27, // 21: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
-	21, // 22: agentmesh.registry.v1.Project.tool_permissions:type_name -> agentmesh.registry.v1.Project.ToolPermissionsEntry
+	31, // 19: agentmesh.registry.v1.AgentType.run_budget:type_name -> agentmesh.common.v1.Budget
+	29, // 20: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
+	29, // 21: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
+	23, // 22: agentmesh.registry.v1.Project.tool_permissions:type_name -> agentmesh.registry.v1.Project.ToolPermissionsEntry
 	9,  // 23: agentmesh.registry.v1.Project.limits:type_name -> agentmesh.registry.v1.ProjectLimits
 	9,  // 24: agentmesh.registry.v1.Project.limits_in_force:type_name -> agentmesh.registry.v1.ProjectLimits
-	28, // 25: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
-	30, // 26: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
-	30, // 27: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
-	30, // 28: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
-	31, // 29: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
-	22, // 30: agentmesh.registry.v1.AgentConfig.tool_permissions:type_name -> agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
+	30, // 25: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
+	32, // 26: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
+	32, // 27: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
+	32, // 28: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
+	33, // 29: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
+	24, // 30: agentmesh.registry.v1.AgentConfig.tool_permissions:type_name -> agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
 	6,  // 31: agentmesh.registry.v1.AgentVersion.agent_type:type_name -> agentmesh.registry.v1.AgentType
 	10, // 32: agentmesh.registry.v1.AgentVersion.config:type_name -> agentmesh.registry.v1.AgentConfig
-	27, // 33: agentmesh.registry.v1.AgentVersion.created_at:type_name -> google.protobuf.Timestamp
+	29, // 33: agentmesh.registry.v1.AgentVersion.created_at:type_name -> google.protobuf.Timestamp
 	1,  // 34: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
 	10, // 35: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
-	27, // 36: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
-	27, // 37: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
+	29, // 36: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
+	29, // 37: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
 	13, // 38: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
 	0,  // 39: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
-	28, // 40: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
+	30, // 40: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
 	5,  // 41: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	31, // 42: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
-	23, // 43: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	24, // 44: agentmesh.registry.v1.AgentSpec.tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
-	25, // 45: agentmesh.registry.v1.AgentSpec.agent_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
-	26, // 46: agentmesh.registry.v1.AgentSpec.project_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
+	33, // 42: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
+	25, // 43: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	26, // 44: agentmesh.registry.v1.AgentSpec.tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
+	27, // 45: agentmesh.registry.v1.AgentSpec.agent_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
+	28, // 46: agentmesh.registry.v1.AgentSpec.project_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
 	7,  // 47: agentmesh.registry.v1.AgentSpec.delegation_limits:type_name -> agentmesh.registry.v1.DelegationLimits
-	29, // 48: agentmesh.registry.v1.AgentSpec.run_budget:type_name -> agentmesh.common.v1.Budget
-	27, // 49: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
+	31, // 48: agentmesh.registry.v1.AgentSpec.run_budget:type_name -> agentmesh.common.v1.Budget
+	29, // 49: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
 	16, // 50: agentmesh.registry.v1.Executor.model_providers:type_name -> agentmesh.registry.v1.ModelProvider
-	27, // 51: agentmesh.registry.v1.RemoteAgent.created_at:type_name -> google.protobuf.Timestamp
-	32, // 52: agentmesh.registry.v1.AgentType.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	32, // 53: agentmesh.registry.v1.Project.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	32, // 54: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	32, // 55: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	32, // 56: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	32, // 57: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	58, // [58:58] is the sub-list for method output_type
-	58, // [58:58] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	29, // 51: agentmesh.registry.v1.RemoteAgent.created_at:type_name -> google.protobuf.Timestamp
+	29, // 52: agentmesh.registry.v1.Webhook.created_at:type_name -> google.protobuf.Timestamp
+	29, // 53: agentmesh.registry.v1.WebhookDelivery.created_at:type_name -> google.protobuf.Timestamp
+	29, // 54: agentmesh.registry.v1.WebhookDelivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	29, // 55: agentmesh.registry.v1.WebhookDelivery.last_attempt_at:type_name -> google.protobuf.Timestamp
+	34, // 56: agentmesh.registry.v1.AgentType.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	34, // 57: agentmesh.registry.v1.Project.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	34, // 58: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	34, // 59: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	34, // 60: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	34, // 61: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	62, // [62:62] is the sub-list for method output_type
+	62, // [62:62] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_resources_proto_init() }
@@ -2594,7 +2884,7 @@ func file_agentmesh_registry_v1_resources_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_resources_proto_rawDesc), len(file_agentmesh_registry_v1_resources_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

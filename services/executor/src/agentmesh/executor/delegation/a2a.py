@@ -34,10 +34,10 @@ from agentmesh.executor.delegation.a2a_events import INTERRUPTED, RemoteTaskStre
 from agentmesh.executor.delegation.outcome import ChildOutcome
 from agentmesh.executor.delegation.remote_card import CardUnavailable, fetch_card
 from agentmesh.executor.durability.detached import run_detached
-from agentmesh.executor.egress import pinned_transport
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.egress import EgressPolicy, EgressRefused
+from agentmesh.runtime.egress_http import pinned_transport
 from agentmesh.runtime.errors import DomainError
 
 logger = logging.getLogger(__name__)

@@ -23,12 +23,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentmesh.executor.egress import pinned_transport
 from agentmesh.executor.providers.base import ToolSpec
 from agentmesh.executor.tools import mcp_questions
 from agentmesh.executor.tools.base import ToolAnswer, ToolError, ToolOutput
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.egress import EgressPolicy, EgressRefused
+from agentmesh.runtime.egress_http import pinned_transport
 
 if TYPE_CHECKING:  # the SDK is imported where a server is connected: it is slow to import
     import mcp

@@ -48,6 +48,12 @@ from agentmesh.registry.runs.waiting import answered, as_seen, expired, is_due
 from agentmesh.registry.store.interface import InputRequestStore
 from agentmesh.registry.store.statements import FINISH_UPDATE, SUSPEND_UPDATE
 from agentmesh.registry.tables import AgentRow, AgentRunRow, InputRequestRow
+from agentmesh.registry.webhooks.models import WebhookEvent
+from agentmesh.registry.webhooks.store import (
+    enqueue_in_memory,
+    enqueue_on,
+    input_requested,
+)
 from agentmesh.runtime.errors import FieldViolation
 
 _RUNS = AgentRunRow.__table__
@@ -56,6 +62,14 @@ _INPUTS = InputRequestRow.__table__
 _PENDING = InputRequestState.PENDING.value
 # What the `request` column holds besides the columns: the request as raised.
 _STATE_FIELDS = {"state", "response"}
+
+
+_ASKED = WebhookEvent.RUN_INPUT_REQUESTED
+
+
+async def _enqueue_input_requested(connection: AsyncConnection, request: InputRequest, now: datetime) -> None:
+    """`run.input_requested` for the project's webhooks, in the transaction that suspends the run."""
+    await enqueue_on(connection, request.project_id, _ASKED, request.id, now, **input_requested(request))
 
 
 class SqlInputRequestStore(InputRequestStore):
@@ -107,6 +121,7 @@ class SqlInputRequestStore(InputRequestStore):
                 if request.id not in stored:
                     stored[request.id] = _completed(request, agent.project_id, agent.slug, held.session_id)
                     await connection.execute(sa.insert(_INPUTS).values(**_row_values(stored[request.id])))
+                    await _enqueue_input_requested(connection, stored[request.id], now)
             pending = await _requests(connection, _of_run(run), _INPUTS.c.state == _PENDING)
             waiting = await add_waits(connection, run, waits_on)
             await connection.execute(
@@ -353,6 +368,8 @@ class InMemoryInputRequestStore(InputRequestStore):
                 if request.id not in stored:
                     stored[request.id] = _completed(request, agent.project_id, agent.slug, lease.session_id)
                     state.input_requests[request.id] = stored[request.id]
+                    new = stored[request.id]
+                    enqueue_in_memory(state, new.project_id, _ASKED, new.id, now, **input_requested(new))
             pending = [
                 r.expires_at for r in run_requests_in(state, run) if r.state is InputRequestState.PENDING
             ]

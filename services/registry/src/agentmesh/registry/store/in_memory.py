@@ -38,6 +38,9 @@ from agentmesh.registry.store.interface import (
     Visibility,
 )
 from agentmesh.registry.usage.store import InMemoryUsageLedgerStore, UsageLedgerStore
+from agentmesh.registry.webhooks.models import WebhookEvent
+from agentmesh.registry.webhooks.outbox_store import InMemoryWebhookOutboxStore, WebhookOutboxStore
+from agentmesh.registry.webhooks.store import InMemoryWebhooks, enqueue_in_memory
 
 
 class InMemoryRegistryStore(RegistryStore):
@@ -50,6 +53,7 @@ class InMemoryRegistryStore(RegistryStore):
         self._leases = InMemoryRunLeaseStore(draft=self._draft, current=lambda: self._state)
         self._input_requests = InMemoryInputRequestStore(draft=self._draft, current=lambda: self._state)
         self._usage = InMemoryUsageLedgerStore()
+        self._webhook_outbox = InMemoryWebhookOutboxStore(draft=self._draft, current=lambda: self._state)
 
     @property
     def leases(self) -> RunLeaseStore:
@@ -62,6 +66,10 @@ class InMemoryRegistryStore(RegistryStore):
     @property
     def usage(self) -> UsageLedgerStore:
         return self._usage
+
+    @property
+    def webhook_outbox(self) -> WebhookOutboxStore:
+        return self._webhook_outbox
 
     def read(self) -> AbstractAsyncContextManager[StoreTransaction]:
         return self._read()
@@ -107,6 +115,7 @@ class InMemoryRegistryStore(RegistryStore):
             runs.add(key)
             if lease is not None:
                 self._state_leases()[key] = StoredLease(lease.session_id, lease.executor_id, lease.expires_at)
+            self._enqueue(agent, WebhookEvent.RUN_STARTED, run_id, lease.session_id if lease else "", now)
             return run_started(agent, now)
 
         return await self._run_change(visibility, agent_id, start)
@@ -126,10 +135,27 @@ class InMemoryRegistryStore(RegistryStore):
             if (agent_id, run_id) not in runs:
                 return None
             runs.discard((agent_id, run_id))
-            self._state_leases().pop((agent_id, run_id), None)
+            lease = self._state_leases().pop((agent_id, run_id), None)
+            event = WebhookEvent.RUN_COMPLETED if completed else WebhookEvent.RUN_FAILED
+            self._enqueue(agent, event, run_id, lease.session_id if lease else "", now)
             return run_finished(agent, now, completed=completed, tokens_used=tokens_used, cost=cost)
 
         return await self._run_change(visibility, agent_id, finish)
+
+    def _enqueue(
+        self, agent: Agent, event: WebhookEvent, run_id: str, session_id: str, now: datetime
+    ) -> None:
+        assert self._drafting is not None  # in the write that records the run
+        enqueue_in_memory(
+            self._drafting,
+            agent.project_id,
+            event,
+            run_id,
+            now,
+            agent_id=agent.id,
+            run_id=run_id,
+            session_id=session_id,
+        )
 
     def _state_leases(self) -> dict[RunKey, StoredLease]:
         # The draft of the write in progress (`_run_change` holds the writer).
@@ -170,6 +196,7 @@ class InMemoryTransaction(
     InMemoryRemoteAgents,
     InMemoryExecutors,
     InMemorySignIn,
+    InMemoryWebhooks,
     StoreTransaction,
 ):
     """The operations of one transaction, on the state it was given."""

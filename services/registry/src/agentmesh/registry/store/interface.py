@@ -30,6 +30,8 @@ from agentmesh.registry.remote_agents.store import RemoteAgentTransaction
 from agentmesh.registry.runs.executor_store import ExecutorTransaction
 from agentmesh.registry.runs.input_models import InputRequest, InputRequestState, InputResponse
 from agentmesh.registry.usage.store import UsageLedgerStore
+from agentmesh.registry.webhooks.outbox_store import WebhookOutboxStore
+from agentmesh.registry.webhooks.store import WebhookTransaction
 
 
 @dataclass(frozen=True)
@@ -209,13 +211,15 @@ class StoreTransaction(
     RemoteAgentTransaction,
     ExecutorTransaction,
     SignInTransaction,
+    WebhookTransaction,
 ):
     """The operations of one transaction, each resource's in its store part: users', refresh
     tokens' and API keys' in `identity.store`, failed sign-ins' and invitations' in
     `identity.sign_in_store`, agent types' and agents' in `agents.store`, agents'
     versions and sessions' pins to them in `agents.version_store`, projects' in `projects.store`,
     registered MCP servers' in `mcp_servers.store`, remote A2A agents' in `remote_agents.store`,
-    the executor pool's in `runs.executor_store`. Reads return None for what does not exist."""
+    the executor pool's in `runs.executor_store`, webhook subscriptions' in `webhooks.store`.
+    Reads return None for what does not exist."""
 
 
 class RegistryStore(abc.ABC):
@@ -259,6 +263,11 @@ class RegistryStore(abc.ABC):
     def usage(self) -> UsageLedgerStore:
         """The cost ledger."""
 
+    @property
+    @abc.abstractmethod
+    def webhook_outbox(self) -> WebhookOutboxStore:
+        """The webhooks' deliveries, as their dispatcher claims and settles them."""
+
     @abc.abstractmethod
     async def start_run(
         self,
@@ -269,9 +278,10 @@ class RegistryStore(abc.ABC):
         *,
         lease: RunLease | None = None,
     ) -> RunChange | None:
-        """Records the run as in flight (with its lease, when given) and makes the agent working,
-        atomically, unless the agent is paused or terminated or the run already is in flight (a
-        retried start). None when the agent does not exist or is not visible."""
+        """Records the run as in flight (with its lease, when given), makes the agent working and
+        enqueues `run.started` for the project's webhooks, atomically, unless the agent is paused
+        or terminated or the run already is in flight (a retried start). None when the agent
+        does not exist or is not visible."""
 
     @abc.abstractmethod
     async def finish_run(
@@ -285,6 +295,7 @@ class RegistryStore(abc.ABC):
         tokens_used: int,
         cost: float,
     ) -> RunChange | None:
-        """Forgets the in-flight run and adds its usage, atomically; the agent is idle again when
+        """Forgets the in-flight run, adds its usage and enqueues `run.completed` (or `run.failed`)
+        for the project's webhooks, atomically; the agent is idle again when
         it was working and no run is left. Nothing changes when the run was not in flight (a
         retried finish). None when the agent does not exist or is not visible."""

@@ -54,7 +54,9 @@ from agentmesh.registry.store.statements import (
     RESOLVE,
     SQLITE_ADD_RUN,
     SQLITE_FINISH_UPDATE,
+    SQLITE_OUTBOX,
     SQLITE_REMOVE_RUN,
+    SQLITE_RUN_SESSION,
     SQLITE_START_UPDATE,
     SQLITE_VISIBLE_AGENT,
     resolved,
@@ -64,6 +66,8 @@ from agentmesh.registry.tables import (
     Base,
 )
 from agentmesh.registry.usage.store import SqlUsageLedgerStore, UsageLedgerStore
+from agentmesh.registry.webhooks.outbox_store import SqlWebhookOutboxStore, WebhookOutboxStore
+from agentmesh.registry.webhooks.store import SqlWebhooks
 
 _SQLITE_BEGIN = "agentmesh_sqlite_begin"
 
@@ -87,6 +91,7 @@ class SqlRegistryStore(RegistryStore):
         )
         self._input_requests = SqlInputRequestStore(engine, write_engine=self._write_engine)
         self._usage = SqlUsageLedgerStore(engine, write_engine=self._write_engine)
+        self._webhook_outbox = SqlWebhookOutboxStore(engine, write_engine=self._write_engine)
 
     @property
     def leases(self) -> RunLeaseStore:
@@ -99,6 +104,10 @@ class SqlRegistryStore(RegistryStore):
     @property
     def usage(self) -> UsageLedgerStore:
         return self._usage
+
+    @property
+    def webhook_outbox(self) -> WebhookOutboxStore:
+        return self._webhook_outbox
 
     def read(self) -> AbstractAsyncContextManager[StoreTransaction]:
         return self._transaction(self._engine)
@@ -128,6 +137,7 @@ class SqlRegistryStore(RegistryStore):
             lease_expires_at=lease.expires_at if lease else None,
         )
         if self._sqlite:
+            params["event"] = "run.started"
             return await self._sqlite_run(SQLITE_ADD_RUN, SQLITE_START_UPDATE, params)
         asked = time.monotonic()
         async with self._autocommit.connect() as connection:
@@ -148,19 +158,23 @@ class SqlRegistryStore(RegistryStore):
         params = _run_parameters(visibility, agent_id, run_id, now)
         params.update(completed=int(completed), tokens_used=tokens_used, cost=cost)
         if self._sqlite:
-            return await self._sqlite_run(SQLITE_REMOVE_RUN, SQLITE_FINISH_UPDATE, params)
+            params["event"] = "run.completed" if completed else "run.failed"
+            return await self._sqlite_run(SQLITE_REMOVE_RUN, SQLITE_FINISH_UPDATE, params, ended=True)
         async with self._autocommit.connect() as connection:
             return run_change((await connection.execute(PG_FINISH_RUN, params)).first())
 
     async def _sqlite_run(
-        self, modify: sa.TextClause, update: sa.TextClause, params: dict[str, Any]
+        self, modify: sa.TextClause, update: sa.TextClause, params: dict[str, Any], *, ended: bool = False
     ) -> RunChange | None:
         asked = time.monotonic()
         async with self._write_engine.begin() as connection:
             _extend_lease(params, time.monotonic() - asked)
+            if ended:
+                params["session_id"] = (await connection.execute(SQLITE_RUN_SESSION, params)).scalar() or ""
             changed = (await connection.execute(modify, params)).rowcount == 1
             if changed:
                 await connection.execute(update, params)
+                await connection.execute(SQLITE_OUTBOX, params)
             result = await connection.execute(SQLITE_VISIBLE_AGENT, {**params, "changed": changed})
             return run_change(result.first())
 
@@ -196,6 +210,7 @@ class SqlStoreTransaction(
     SqlRemoteAgents,
     SqlExecutors,
     SqlSignIn,
+    SqlWebhooks,
     StoreTransaction,
 ):
     """One AsyncSession transaction."""

@@ -86,13 +86,42 @@ def _run_statement(sql: str, *, result: bool = True, **types: Any) -> sa.TextCla
     )
 
 
-def _pg_run(modify: str, set_clause: str, **types: Any) -> sa.TextClause:
+# --- The webhooks' outbox: a run's start and end enqueue their event for each of the project's
+# webhooks that asks for it (webhooks/), in the statement (PostgreSQL) or the transaction (SQLite)
+# that records the run, so an event is enqueued exactly when its change is made. A delivery's id is
+# `delivery_id`'s (webhooks/models.py); `events` is comma-separated (tables.py).
+
+_DELIVERY_COLUMNS = (
+    "id, webhook_id, project_id, event, agent_id, run_id, session_id, data, created_at, state, "
+    "attempts, next_attempt_at, last_attempt_at, last_status_code, last_error"
+)
+
+
+def _outbox(event: str, session: str, source: str) -> str:
+    """The insert of the deliveries of `event` (an SQL expression), the run's session being
+    `session`, the project's webhooks joined to `source` (which names the run's project)."""
+    return (
+        f"INSERT INTO webhook_deliveries ({_DELIVERY_COLUMNS}) "
+        f"SELECT webhooks.id || ':' || {event} || ':' || :run_id, webhooks.id, webhooks.project_id, "
+        f"{event}, :agent_id, :run_id, {session}, '', :now, 'pending', 0, :now, NULL, 0, '' "
+        f"FROM webhooks JOIN {source} "
+        f"WHERE (',' || webhooks.events || ',') LIKE '%,' || {event} || ',%' ON CONFLICT DO NOTHING"
+    )
+
+
+_PG_RUN_PROJECT = "target ON webhooks.project_id = target.project_id CROSS JOIN run"
+_ENDED = "CASE WHEN :completed = 1 THEN 'run.completed' ELSE 'run.failed' END"
+
+
+def _pg_run(modify: str, set_clause: str, event: str, **types: Any) -> sa.TextClause:
     return _run_statement(
         f"WITH target AS (SELECT {_columns('agents.')}, {_SPEC_TIMES} {_VISIBLE_AGENT} "
         "FOR UPDATE OF agents), "
-        f"run AS ({modify} RETURNING agent_runs.agent_id), "
+        f"run AS ({modify} RETURNING agent_runs.agent_id, agent_runs.session_id), "
         f"changed AS (UPDATE agents SET {set_clause} FROM run WHERE agents.id = run.agent_id "
-        f"RETURNING {_columns('agents.')}) "
+        f"RETURNING {_columns('agents.')}), "
+        # Data-modifying CTEs run whether or not the query reads them.
+        f"outbox AS ({_outbox(event, 'run.session_id', _PG_RUN_PROJECT)}) "
         f"SELECT {_columns('changed.')}, true AS changed, {_SPEC_TIME_FIELDS} FROM changed, target "
         f"UNION ALL SELECT {_columns('target.')}, false AS changed, {_SPEC_TIME_FIELDS} FROM target "
         "WHERE NOT EXISTS (SELECT FROM changed)",
@@ -114,6 +143,7 @@ PG_START_RUN = _pg_run(
     f"INSERT INTO agent_runs ({_RUN_COLUMNS}) "
     f"SELECT id, {_RUN_VALUES} FROM target WHERE status NOT IN {_BLOCKED} ON CONFLICT DO NOTHING",
     _START_SET,
+    "'run.started'",
     **_LEASE_TYPES,
 )
 PG_FINISH_RUN = _pg_run(
@@ -121,6 +151,7 @@ PG_FINISH_RUN = _pg_run(
     # An orphaned run already stopped counting when its lease expired (runs/leases.py).
     "WHERE agent_runs.agent_id = target.id AND agent_runs.run_id = :run_id AND NOT agent_runs.orphaned",
     _FINISH_SET.format(greatest="GREATEST"),
+    _ENDED,
     **_USAGE_TYPES,
 )
 SQLITE_ADD_RUN = _run_statement(
@@ -162,6 +193,19 @@ UNPARK_UPDATE = {
     )
     for dialect, greatest in (("postgresql", "GREATEST"), ("sqlite", "MAX"))
 }
+# SQLite enqueues a run's event in the transaction that records it, once it changed something.
+SQLITE_OUTBOX = _run_statement(
+    _outbox(
+        ":event", ":session_id", "agents ON agents.id = :agent_id AND webhooks.project_id = agents.project_id"
+    ),
+    result=False,
+    event=sa.String,
+    session_id=sa.String,
+)
+# The session of a run about to end: the run's row is gone once its end is recorded.
+SQLITE_RUN_SESSION = sa.text(
+    "SELECT session_id FROM agent_runs WHERE agent_id = :agent_id AND run_id = :run_id"
+).bindparams(sa.bindparam("agent_id", type_=sa.String), sa.bindparam("run_id", type_=sa.String))
 SQLITE_VISIBLE_AGENT = _run_statement(
     f"SELECT {_columns('agents.')}, :changed AS changed, {_SPEC_TIMES} {_VISIBLE_AGENT}",
     changed=sa.Boolean,

@@ -2993,3 +2993,382 @@ class SummarizeUsageResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SummarizeUsageResponse: _TypeAlias = SummarizeUsageResponse  # noqa: Y015
+
+@_typing.final
+class CreateWebhookRequest(_message.Message):
+    """CreateWebhookRequest is the input of CreateWebhook."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WEBHOOK_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def webhook(self) -> _resources_pb2.Webhook:
+        """The webhook: project_id, url, events, and optionally description."""
+
+    def __init__(
+        self,
+        *,
+        webhook: _resources_pb2.Webhook | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["webhook", b"webhook"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["webhook", b"webhook"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateWebhookRequest: _TypeAlias = CreateWebhookRequest  # noqa: Y015
+
+@_typing.final
+class CreateWebhookResponse(_message.Message):
+    """CreateWebhookResponse is the output of CreateWebhook."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WEBHOOK_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def webhook(self) -> _resources_pb2.Webhook:
+        """The new webhook, with its secret (shown this once)."""
+
+    def __init__(
+        self,
+        *,
+        webhook: _resources_pb2.Webhook | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["webhook", b"webhook"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["webhook", b"webhook"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateWebhookResponse: _TypeAlias = CreateWebhookResponse  # noqa: Y015
+
+@_typing.final
+class GetWebhookRequest(_message.Message):
+    """GetWebhookRequest is the input of GetWebhook."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The webhook's project."""
+    id: _builtins.str
+    """The webhook's id."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetWebhookRequest: _TypeAlias = GetWebhookRequest  # noqa: Y015
+
+@_typing.final
+class GetWebhookResponse(_message.Message):
+    """GetWebhookResponse is the output of GetWebhook."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WEBHOOK_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def webhook(self) -> _resources_pb2.Webhook:
+        """The webhook, without its secret."""
+
+    def __init__(
+        self,
+        *,
+        webhook: _resources_pb2.Webhook | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["webhook", b"webhook"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["webhook", b"webhook"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetWebhookResponse: _TypeAlias = GetWebhookResponse  # noqa: Y015
+
+@_typing.final
+class ListWebhooksRequest(_message.Message):
+    """ListWebhooksRequest is the input of ListWebhooks."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    PAGE_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    page_size: _builtins.int
+    """Items per page (default 50, at most 1000)."""
+    page_token: _builtins.str
+    """A previous answer's next_page_token; empty for the first page."""
+    page: _builtins.int
+    """1-based page number, used when page_token is empty (REST's paging)."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        page: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page", b"page", "page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListWebhooksRequest: _TypeAlias = ListWebhooksRequest  # noqa: Y015
+
+@_typing.final
+class ListWebhooksResponse(_message.Message):
+    """ListWebhooksResponse is the output of ListWebhooks."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WEBHOOKS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    TOTAL_SIZE_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Token of the next page; empty on the last."""
+    total_size: _builtins.int
+    """How many webhooks the project has."""
+    @_builtins.property
+    def webhooks(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Webhook]:
+        """This page of webhooks, without their secrets."""
+
+    def __init__(
+        self,
+        *,
+        webhooks: _abc.Iterable[_resources_pb2.Webhook] | None = ...,
+        next_page_token: _builtins.str = ...,
+        total_size: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "total_size", b"total_size", "webhooks", b"webhooks"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListWebhooksResponse: _TypeAlias = ListWebhooksResponse  # noqa: Y015
+
+@_typing.final
+class UpdateWebhookRequest(_message.Message):
+    """UpdateWebhookRequest is the input of UpdateWebhook."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WEBHOOK_FIELD_NUMBER: _builtins.int
+    UPDATE_MASK_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def webhook(self) -> _resources_pb2.Webhook:
+        """The webhook (project_id and id) with the new values of the fields the mask names."""
+
+    @_builtins.property
+    def update_mask(self) -> _field_mask_pb2.FieldMask:
+        """The fields to change: url, events, description."""
+
+    def __init__(
+        self,
+        *,
+        webhook: _resources_pb2.Webhook | None = ...,
+        update_mask: _field_mask_pb2.FieldMask | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["update_mask", b"update_mask", "webhook", b"webhook"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["update_mask", b"update_mask", "webhook", b"webhook"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateWebhookRequest: _TypeAlias = UpdateWebhookRequest  # noqa: Y015
+
+@_typing.final
+class UpdateWebhookResponse(_message.Message):
+    """UpdateWebhookResponse is the output of UpdateWebhook."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WEBHOOK_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def webhook(self) -> _resources_pb2.Webhook:
+        """The webhook as changed, without its secret."""
+
+    def __init__(
+        self,
+        *,
+        webhook: _resources_pb2.Webhook | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["webhook", b"webhook"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["webhook", b"webhook"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateWebhookResponse: _TypeAlias = UpdateWebhookResponse  # noqa: Y015
+
+@_typing.final
+class DeleteWebhookRequest(_message.Message):
+    """DeleteWebhookRequest is the input of DeleteWebhook."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The webhook's project."""
+    id: _builtins.str
+    """The webhook's id."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteWebhookRequest: _TypeAlias = DeleteWebhookRequest  # noqa: Y015
+
+@_typing.final
+class DeleteWebhookResponse(_message.Message):
+    """DeleteWebhookResponse is the output of DeleteWebhook."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteWebhookResponse: _TypeAlias = DeleteWebhookResponse  # noqa: Y015
+
+@_typing.final
+class ListWebhookDeliveriesRequest(_message.Message):
+    """ListWebhookDeliveriesRequest is the input of ListWebhookDeliveries."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    WEBHOOK_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    PAGE_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The webhook's project."""
+    webhook_id: _builtins.str
+    """The webhook's id."""
+    page_size: _builtins.int
+    """Items per page (default 50, at most 1000)."""
+    page_token: _builtins.str
+    """A previous answer's next_page_token; empty for the first page."""
+    page: _builtins.int
+    """1-based page number, used when page_token is empty (REST's paging)."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        webhook_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        page: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page", b"page", "page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id", "webhook_id", b"webhook_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListWebhookDeliveriesRequest: _TypeAlias = ListWebhookDeliveriesRequest  # noqa: Y015
+
+@_typing.final
+class ListWebhookDeliveriesResponse(_message.Message):
+    """ListWebhookDeliveriesResponse is the output of ListWebhookDeliveries."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DELIVERIES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    TOTAL_SIZE_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Token of the next page; empty on the last."""
+    total_size: _builtins.int
+    """How many deliveries the webhook has."""
+    @_builtins.property
+    def deliveries(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.WebhookDelivery]:
+        """This page of deliveries."""
+
+    def __init__(
+        self,
+        *,
+        deliveries: _abc.Iterable[_resources_pb2.WebhookDelivery] | None = ...,
+        next_page_token: _builtins.str = ...,
+        total_size: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deliveries", b"deliveries", "next_page_token", b"next_page_token", "total_size", b"total_size"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListWebhookDeliveriesResponse: _TypeAlias = ListWebhookDeliveriesResponse  # noqa: Y015
+
+@_typing.final
+class TestWebhookRequest(_message.Message):
+    """TestWebhookRequest is the input of TestWebhook."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The webhook's project."""
+    id: _builtins.str
+    """The webhook's id."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TestWebhookRequest: _TypeAlias = TestWebhookRequest  # noqa: Y015
+
+@_typing.final
+class TestWebhookResponse(_message.Message):
+    """TestWebhookResponse is the output of TestWebhook."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DELIVERY_ID_FIELD_NUMBER: _builtins.int
+    delivery_id: _builtins.str
+    """The id of the test event's delivery (its webhook-id)."""
+    def __init__(
+        self,
+        *,
+        delivery_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delivery_id", b"delivery_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TestWebhookResponse: _TypeAlias = TestWebhookResponse  # noqa: Y015

@@ -296,6 +296,41 @@ class RegistryServiceStub:
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.SummarizeUsageRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.SummarizeUsageResponse.FromString,
                 _registered_method=True)
+        self.CreateWebhook = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/CreateWebhook',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateWebhookRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateWebhookResponse.FromString,
+                _registered_method=True)
+        self.GetWebhook = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/GetWebhook',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetWebhookRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetWebhookResponse.FromString,
+                _registered_method=True)
+        self.ListWebhooks = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/ListWebhooks',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListWebhooksRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListWebhooksResponse.FromString,
+                _registered_method=True)
+        self.UpdateWebhook = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/UpdateWebhook',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateWebhookRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateWebhookResponse.FromString,
+                _registered_method=True)
+        self.DeleteWebhook = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/DeleteWebhook',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteWebhookRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteWebhookResponse.FromString,
+                _registered_method=True)
+        self.ListWebhookDeliveries = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/ListWebhookDeliveries',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListWebhookDeliveriesRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListWebhookDeliveriesResponse.FromString,
+                _registered_method=True)
+        self.TestWebhook = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/TestWebhook',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.TestWebhookRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.TestWebhookResponse.FromString,
+                _registered_method=True)
 
 
 class RegistryServiceServicer:
@@ -718,6 +753,61 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateWebhook(self, request, context):
+        """Subscribes an endpoint to a project's run events (its owner or superusers): the answer
+        carries the secret that signs the deliveries, which no other answer shows. INVALID_ARGUMENT
+        for a URL that is not https (http only to a host the egress allow-list names) or events
+        outside run.started, run.input_requested, run.completed, run.failed; NOT_FOUND for a project
+        the caller may not see.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetWebhook(self, request, context):
+        """Returns one webhook, without its secret. NOT_FOUND (reason WEBHOOK_NOT_FOUND).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListWebhooks(self, request, context):
+        """Lists a project's webhooks, oldest first, without their secrets, paged like every list.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateWebhook(self, request, context):
+        """Updates the fields named in the update mask (url, events, description); the secret stays.
+        NOT_FOUND; INVALID_ARGUMENT.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteWebhook(self, request, context):
+        """Deletes a webhook; its deliveries not made yet are not made. NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListWebhookDeliveries(self, request, context):
+        """Lists a webhook's deliveries in the order their events occurred, each with how its attempts
+        went, paged like every list. NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TestWebhook(self, request, context):
+        """Enqueues a `webhook.test` event for this webhook alone, delivered like any other. NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RegistryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -975,6 +1065,41 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.SummarizeUsage,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.SummarizeUsageRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.SummarizeUsageResponse.SerializeToString,
+            ),
+            'CreateWebhook': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateWebhook,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateWebhookRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateWebhookResponse.SerializeToString,
+            ),
+            'GetWebhook': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWebhook,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetWebhookRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetWebhookResponse.SerializeToString,
+            ),
+            'ListWebhooks': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWebhooks,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListWebhooksRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListWebhooksResponse.SerializeToString,
+            ),
+            'UpdateWebhook': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateWebhook,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateWebhookRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateWebhookResponse.SerializeToString,
+            ),
+            'DeleteWebhook': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteWebhook,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteWebhookRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteWebhookResponse.SerializeToString,
+            ),
+            'ListWebhookDeliveries': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWebhookDeliveries,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListWebhookDeliveriesRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListWebhookDeliveriesResponse.SerializeToString,
+            ),
+            'TestWebhook': grpc.unary_unary_rpc_method_handler(
+                    servicer.TestWebhook,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.TestWebhookRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.TestWebhookResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -2361,6 +2486,195 @@ class RegistryService:
             '/agentmesh.registry.v1.RegistryService/SummarizeUsage',
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.SummarizeUsageRequest.SerializeToString,
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.SummarizeUsageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateWebhook(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/CreateWebhook',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateWebhookRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateWebhookResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetWebhook(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/GetWebhook',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetWebhookRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetWebhookResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWebhooks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/ListWebhooks',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListWebhooksRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListWebhooksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateWebhook(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/UpdateWebhook',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateWebhookRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateWebhookResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteWebhook(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/DeleteWebhook',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteWebhookRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteWebhookResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWebhookDeliveries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/ListWebhookDeliveries',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListWebhookDeliveriesRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListWebhookDeliveriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TestWebhook(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/TestWebhook',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.TestWebhookRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.TestWebhookResponse.FromString,
             options,
             channel_credentials,
             insecure,

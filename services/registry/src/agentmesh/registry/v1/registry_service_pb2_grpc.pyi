@@ -224,6 +224,29 @@ class RegistryServiceStub:
     owner, superusers and API keys scoped to the project. NOT_FOUND for a project the caller may
     not see; INVALID_ARGUMENT for a malformed day or a range that ends before it starts.
     """
+    CreateWebhook: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CreateWebhookRequest, _registry_service_pb2.CreateWebhookResponse]
+    """Subscribes an endpoint to a project's run events (its owner or superusers): the answer
+    carries the secret that signs the deliveries, which no other answer shows. INVALID_ARGUMENT
+    for a URL that is not https (http only to a host the egress allow-list names) or events
+    outside run.started, run.input_requested, run.completed, run.failed; NOT_FOUND for a project
+    the caller may not see.
+    """
+    GetWebhook: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.GetWebhookRequest, _registry_service_pb2.GetWebhookResponse]
+    """Returns one webhook, without its secret. NOT_FOUND (reason WEBHOOK_NOT_FOUND)."""
+    ListWebhooks: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ListWebhooksRequest, _registry_service_pb2.ListWebhooksResponse]
+    """Lists a project's webhooks, oldest first, without their secrets, paged like every list."""
+    UpdateWebhook: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.UpdateWebhookRequest, _registry_service_pb2.UpdateWebhookResponse]
+    """Updates the fields named in the update mask (url, events, description); the secret stays.
+    NOT_FOUND; INVALID_ARGUMENT.
+    """
+    DeleteWebhook: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteWebhookRequest, _registry_service_pb2.DeleteWebhookResponse]
+    """Deletes a webhook; its deliveries not made yet are not made. NOT_FOUND."""
+    ListWebhookDeliveries: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ListWebhookDeliveriesRequest, _registry_service_pb2.ListWebhookDeliveriesResponse]
+    """Lists a webhook's deliveries in the order their events occurred, each with how its attempts
+    went, paged like every list. NOT_FOUND.
+    """
+    TestWebhook: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.TestWebhookRequest, _registry_service_pb2.TestWebhookResponse]
+    """Enqueues a `webhook.test` event for this webhook alone, delivered like any other. NOT_FOUND."""
 
 @_typing.type_check_only
 class RegistryServiceAsyncStub(RegistryServiceStub):
@@ -421,6 +444,29 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     owner, superusers and API keys scoped to the project. NOT_FOUND for a project the caller may
     not see; INVALID_ARGUMENT for a malformed day or a range that ends before it starts.
     """
+    CreateWebhook: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CreateWebhookRequest, _registry_service_pb2.CreateWebhookResponse]  # type: ignore[assignment]
+    """Subscribes an endpoint to a project's run events (its owner or superusers): the answer
+    carries the secret that signs the deliveries, which no other answer shows. INVALID_ARGUMENT
+    for a URL that is not https (http only to a host the egress allow-list names) or events
+    outside run.started, run.input_requested, run.completed, run.failed; NOT_FOUND for a project
+    the caller may not see.
+    """
+    GetWebhook: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.GetWebhookRequest, _registry_service_pb2.GetWebhookResponse]  # type: ignore[assignment]
+    """Returns one webhook, without its secret. NOT_FOUND (reason WEBHOOK_NOT_FOUND)."""
+    ListWebhooks: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ListWebhooksRequest, _registry_service_pb2.ListWebhooksResponse]  # type: ignore[assignment]
+    """Lists a project's webhooks, oldest first, without their secrets, paged like every list."""
+    UpdateWebhook: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.UpdateWebhookRequest, _registry_service_pb2.UpdateWebhookResponse]  # type: ignore[assignment]
+    """Updates the fields named in the update mask (url, events, description); the secret stays.
+    NOT_FOUND; INVALID_ARGUMENT.
+    """
+    DeleteWebhook: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteWebhookRequest, _registry_service_pb2.DeleteWebhookResponse]  # type: ignore[assignment]
+    """Deletes a webhook; its deliveries not made yet are not made. NOT_FOUND."""
+    ListWebhookDeliveries: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ListWebhookDeliveriesRequest, _registry_service_pb2.ListWebhookDeliveriesResponse]  # type: ignore[assignment]
+    """Lists a webhook's deliveries in the order their events occurred, each with how its attempts
+    went, paged like every list. NOT_FOUND.
+    """
+    TestWebhook: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.TestWebhookRequest, _registry_service_pb2.TestWebhookResponse]  # type: ignore[assignment]
+    """Enqueues a `webhook.test` event for this webhook alone, delivered like any other. NOT_FOUND."""
 
 class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
     """RegistryService owns users, projects, agent types, agents and their lifecycle, and executor
@@ -921,5 +967,70 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         owner, superusers and API keys scoped to the project. NOT_FOUND for a project the caller may
         not see; INVALID_ARGUMENT for a malformed day or a range that ends before it starts.
         """
+
+    @_abc_1.abstractmethod
+    def CreateWebhook(
+        self,
+        request: _registry_service_pb2.CreateWebhookRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.CreateWebhookResponse, _abc.Awaitable[_registry_service_pb2.CreateWebhookResponse]]:
+        """Subscribes an endpoint to a project's run events (its owner or superusers): the answer
+        carries the secret that signs the deliveries, which no other answer shows. INVALID_ARGUMENT
+        for a URL that is not https (http only to a host the egress allow-list names) or events
+        outside run.started, run.input_requested, run.completed, run.failed; NOT_FOUND for a project
+        the caller may not see.
+        """
+
+    @_abc_1.abstractmethod
+    def GetWebhook(
+        self,
+        request: _registry_service_pb2.GetWebhookRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.GetWebhookResponse, _abc.Awaitable[_registry_service_pb2.GetWebhookResponse]]:
+        """Returns one webhook, without its secret. NOT_FOUND (reason WEBHOOK_NOT_FOUND)."""
+
+    @_abc_1.abstractmethod
+    def ListWebhooks(
+        self,
+        request: _registry_service_pb2.ListWebhooksRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.ListWebhooksResponse, _abc.Awaitable[_registry_service_pb2.ListWebhooksResponse]]:
+        """Lists a project's webhooks, oldest first, without their secrets, paged like every list."""
+
+    @_abc_1.abstractmethod
+    def UpdateWebhook(
+        self,
+        request: _registry_service_pb2.UpdateWebhookRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.UpdateWebhookResponse, _abc.Awaitable[_registry_service_pb2.UpdateWebhookResponse]]:
+        """Updates the fields named in the update mask (url, events, description); the secret stays.
+        NOT_FOUND; INVALID_ARGUMENT.
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteWebhook(
+        self,
+        request: _registry_service_pb2.DeleteWebhookRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.DeleteWebhookResponse, _abc.Awaitable[_registry_service_pb2.DeleteWebhookResponse]]:
+        """Deletes a webhook; its deliveries not made yet are not made. NOT_FOUND."""
+
+    @_abc_1.abstractmethod
+    def ListWebhookDeliveries(
+        self,
+        request: _registry_service_pb2.ListWebhookDeliveriesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.ListWebhookDeliveriesResponse, _abc.Awaitable[_registry_service_pb2.ListWebhookDeliveriesResponse]]:
+        """Lists a webhook's deliveries in the order their events occurred, each with how its attempts
+        went, paged like every list. NOT_FOUND.
+        """
+
+    @_abc_1.abstractmethod
+    def TestWebhook(
+        self,
+        request: _registry_service_pb2.TestWebhookRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.TestWebhookResponse, _abc.Awaitable[_registry_service_pb2.TestWebhookResponse]]:
+        """Enqueues a `webhook.test` event for this webhook alone, delivered like any other. NOT_FOUND."""
 
 def add_RegistryServiceServicer_to_server(servicer: RegistryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1433,3 +1433,131 @@ class RemoteAgent(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RemoteAgent: _TypeAlias = RemoteAgent  # noqa: Y015
+
+@_typing.final
+class Webhook(_message.Message):
+    """Webhook is a project's subscription to its run events: each is POSTed to `url`, signed as
+    Standard Webhooks do with the webhook's secret.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    URL_FIELD_NUMBER: _builtins.int
+    EVENTS_FIELD_NUMBER: _builtins.int
+    SECRET_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Opaque identifier."""
+    project_id: _builtins.str
+    """The project whose runs it reports."""
+    url: _builtins.str
+    """Where deliveries are POSTed: https (http only to a host the egress allow-list names)."""
+    secret: _builtins.str
+    """The signing secret, `whsec_` + base64: only in CreateWebhook's answer, empty elsewhere."""
+    description: _builtins.str
+    """What it is for."""
+    @_builtins.property
+    def events(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The events it asks for: run.started, run.input_requested, run.completed, run.failed."""
+
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When created."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        project_id: _builtins.str = ...,
+        url: _builtins.str = ...,
+        events: _abc.Iterable[_builtins.str] | None = ...,
+        secret: _builtins.str = ...,
+        description: _builtins.str = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "description", b"description", "events", b"events", "id", b"id", "project_id", b"project_id", "secret", b"secret", "url", b"url"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Webhook: _TypeAlias = Webhook  # noqa: Y015
+
+@_typing.final
+class WebhookDelivery(_message.Message):
+    """WebhookDelivery is one event for one webhook, and how its delivery went."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    WEBHOOK_ID_FIELD_NUMBER: _builtins.int
+    EVENT_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    ATTEMPTS_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    NEXT_ATTEMPT_AT_FIELD_NUMBER: _builtins.int
+    LAST_ATTEMPT_AT_FIELD_NUMBER: _builtins.int
+    LAST_STATUS_CODE_FIELD_NUMBER: _builtins.int
+    LAST_ERROR_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """The message id, sent as `webhook-id` on every attempt."""
+    webhook_id: _builtins.str
+    """The webhook it is for."""
+    event: _builtins.str
+    """The event: run.started, run.input_requested, run.completed, run.failed or webhook.test."""
+    run_id: _builtins.str
+    """The run it reports (empty for a test event)."""
+    state: _builtins.str
+    """pending (due at next_attempt_at), delivered, or failed (no more attempts)."""
+    attempts: _builtins.int
+    """Attempts made."""
+    last_status_code: _builtins.int
+    """The HTTP status the last attempt got (0: none, the request failed)."""
+    last_error: _builtins.str
+    """Why the last attempt failed; empty when it succeeded or none was made."""
+    agent_id: _builtins.str
+    """The agent whose run it reports."""
+    session_id: _builtins.str
+    """The run's session."""
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When the event occurred."""
+
+    @_builtins.property
+    def next_attempt_at(self) -> _timestamp_pb2.Timestamp:
+        """When the next attempt is due (while pending)."""
+
+    @_builtins.property
+    def last_attempt_at(self) -> _timestamp_pb2.Timestamp:
+        """When the last attempt was made (unset before the first)."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        webhook_id: _builtins.str = ...,
+        event: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+        state: _builtins.str = ...,
+        attempts: _builtins.int = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        next_attempt_at: _timestamp_pb2.Timestamp | None = ...,
+        last_attempt_at: _timestamp_pb2.Timestamp | None = ...,
+        last_status_code: _builtins.int = ...,
+        last_error: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        session_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "last_attempt_at", b"last_attempt_at", "next_attempt_at", b"next_attempt_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "attempts", b"attempts", "created_at", b"created_at", "event", b"event", "id", b"id", "last_attempt_at", b"last_attempt_at", "last_error", b"last_error", "last_status_code", b"last_status_code", "next_attempt_at", b"next_attempt_at", "run_id", b"run_id", "session_id", b"session_id", "state", b"state", "webhook_id", b"webhook_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WebhookDelivery: _TypeAlias = WebhookDelivery  # noqa: Y015

@@ -5,7 +5,8 @@ check named, never resolved again by the HTTP stack.
 The connection goes to that address with the URL's host name kept in the Host header and as the
 TLS server name (so certificates are verified against the name, as usual). Proxies from the
 environment are not used: a proxy would make the connection the policy checks. The remote A2A
-agents go through `httpx`, the MCP SDK through its own `httpx2`: the same transport serves both.
+agents go through `httpx`, the MCP SDK through its own `httpx2`: the same transport serves both,
+and the registry's webhook deliveries too.
 """
 
 from __future__ import annotations

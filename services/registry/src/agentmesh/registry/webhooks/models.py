@@ -1,0 +1,81 @@
+"""Webhooks' domain types: a project's subscriptions, and the deliveries of its runs' events to
+them (the outbox rows a dispatcher works through)."""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+
+from pydantic import field_validator
+
+from agentmesh.registry.models import Model
+
+
+class WebhookEvent(enum.StrEnum):
+    """The run events a subscription may ask for; each is enqueued with the change it reports."""
+
+    RUN_STARTED = "run.started"
+    RUN_INPUT_REQUESTED = "run.input_requested"
+    RUN_COMPLETED = "run.completed"
+    RUN_FAILED = "run.failed"
+    # Sent only on request, to try an endpoint out; never subscribed to.
+    TEST = "webhook.test"
+
+
+SUBSCRIBABLE = tuple(event for event in WebhookEvent if event is not WebhookEvent.TEST)
+
+
+class Webhook(Model):
+    """A project's subscription: `url` is POSTed each event of `events`, signed with `secret`
+    (`whsec_` + base64, as Standard Webhooks spell it), which only its creation's answer shows."""
+
+    id: str
+    project_id: str
+    url: str
+    events: tuple[WebhookEvent, ...]
+    secret: str
+    description: str = ""
+    created_at: datetime
+
+    @field_validator("events", mode="before")
+    @classmethod
+    def _stored_events(cls, value: object) -> object:
+        # The store keeps them comma-separated (tables.py).
+        return tuple(event for event in value.split(",") if event) if isinstance(value, str) else value
+
+
+class DeliveryState(enum.StrEnum):
+    PENDING = "pending"  # due at `next_attempt_at` (again, after a failed attempt)
+    DELIVERED = "delivered"  # an attempt was answered 2xx
+    FAILED = "failed"  # every attempt failed: no more are made
+
+
+class WebhookDelivery(Model):
+    """One event for one subscription, and how its delivery went. `id` is the Standard Webhooks
+    message id (`webhook-id`): the same on every attempt, so a receiver can drop repeats."""
+
+    id: str
+    webhook_id: str
+    project_id: str
+    event: WebhookEvent
+    agent_id: str = ""
+    run_id: str = ""
+    session_id: str = ""
+    # More of the event (JSON object text): an input request's kind and id; empty for none.
+    data: str = ""
+    created_at: datetime  # when the event occurred
+    state: DeliveryState = DeliveryState.PENDING
+    attempts: int = 0
+    next_attempt_at: datetime
+    last_attempt_at: datetime | None = None
+    # The last attempt's outcome: the HTTP status it got (0: none, the request failed) and why it
+    # failed (empty on success). Never the secret nor the receiver's body.
+    last_status_code: int = 0
+    last_error: str = ""
+
+
+def delivery_id(webhook_id: str, event: WebhookEvent, key: str) -> str:
+    """The id of `event`'s delivery to a subscription, `key` naming the occurrence (the run, or
+    the input request): fixed, so enqueuing the same event twice (a retried call) adds nothing.
+    The run bookkeeping statements build the same (store/statements.py)."""
+    return f"{webhook_id}:{event.value}:{key}"
