@@ -36,6 +36,8 @@ from agentmesh.registry.runs.executors import ExecutorPool
 from agentmesh.registry.runs.input_requests import InputRequests
 from agentmesh.registry.runs.leases import RunLeases
 from agentmesh.registry.runs.turns import SessionTurns
+from agentmesh.registry.schedules.claims import ScheduleClaims
+from agentmesh.registry.schedules.registry import ScheduleRegistry
 from agentmesh.registry.servicer import RegistryServicer
 from agentmesh.registry.settings import RegistrySettings
 from agentmesh.registry.store.sql import SqlRegistryStore
@@ -76,6 +78,8 @@ class Components:
     executors: ExecutorPool
     input_requests: InputRequests
     usage: UsageLedger
+    schedules: ScheduleRegistry
+    claims: ScheduleClaims
 
 
 def _throttle(settings: RegistrySettings, max_failures: int) -> LoginThrottle:
@@ -168,6 +172,10 @@ async def open_components(settings: RegistrySettings) -> Components:
         executors=executors,
         input_requests=InputRequests(store, page_tokens=PageTokens(secret), clock=utc_now, watch=watch),
         usage=UsageLedger(store),
+        schedules=ScheduleRegistry(store, page_tokens=PageTokens(secret), clock=utc_now),
+        claims=ScheduleClaims(
+            store, clock=utc_now, missed_grace_seconds=settings.schedule_missed_grace_seconds
+        ),
     )
 
 
@@ -202,6 +210,7 @@ async def start(settings: RegistrySettings) -> RunningService:
             remote_agents=components.remote_agents,
             input_requests=components.input_requests,
             usage=components.usage,
+            schedules=components.schedules,
         )
         internal = RegistryInternalServicer(
             components.registry,
@@ -214,6 +223,7 @@ async def start(settings: RegistrySettings) -> RunningService:
             runs=components.runs,
             executors=components.executors,
             input_requests=components.input_requests,
+            claims=components.claims,
         )
         credentials = ServiceCredentials(settings.jwt_secret.get_secret_value(), service="registry")
         server = await start_service_server(

@@ -310,3 +310,23 @@ class UserRequired(PermissionDenied):
     """What only a user may do (own a project), asked with the system principal's token."""
 
     default_reason = "USER_REQUIRED"
+
+
+class ScheduleNotFound(NotFound):
+    default_reason = "SCHEDULE_NOT_FOUND"
+
+
+class ScheduleNameTaken(AlreadyExists):
+    """A schedule of the project has that name already."""
+
+    default_reason = "SCHEDULE_NAME_TAKEN"
+
+
+class ScheduleDisabled(FailedPrecondition):
+    """A disabled schedule cannot be made due."""
+
+    default_reason = "SCHEDULE_DISABLED"
+
+
+class ScheduleFiringNotFound(NotFound):
+    default_reason = "SCHEDULE_FIRING_NOT_FOUND"

@@ -27,6 +27,7 @@ from agentmesh.registry.models import (
     RunKey,
 )
 from agentmesh.registry.runs.input_models import InputRequest
+from agentmesh.registry.schedules.models import Schedule, ScheduleFiring
 
 V = TypeVar("V")
 
@@ -75,6 +76,10 @@ class State:
     invitations: dict[str, Invitation] = field(default_factory=dict)
     # Tokens a project's finished runs used, by (project id, YYYY-MM-DD).
     project_tokens: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    # Schedules and their firings, by id.
+    schedules: dict[str, Schedule] = field(default_factory=dict)
+    schedule_firings: dict[str, ScheduleFiring] = field(default_factory=dict)
 
     def in_flight(self, run: RunKey) -> bool:
         return run in self.runs or run in self.leases

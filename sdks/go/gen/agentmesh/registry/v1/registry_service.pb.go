@@ -5985,6 +5985,776 @@ func (x *SummarizeUsageResponse) GetTruncated() bool {
 	return false
 }
 
+// CreateScheduleRequest is the input of CreateSchedule.
+type CreateScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule: project_id, name, agent, message, cron, and optionally the rest.
+	Schedule      *Schedule `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateScheduleRequest) Reset() {
+	*x = CreateScheduleRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[105]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateScheduleRequest) ProtoMessage() {}
+
+func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[105]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
+func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{105}
+}
+
+func (x *CreateScheduleRequest) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+// CreateScheduleResponse is the output of CreateSchedule.
+type CreateScheduleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule, with its next_fire_at.
+	Schedule      *Schedule `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateScheduleResponse) Reset() {
+	*x = CreateScheduleResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[106]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateScheduleResponse) ProtoMessage() {}
+
+func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[106]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
+func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{106}
+}
+
+func (x *CreateScheduleResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+// GetScheduleRequest is the input of GetSchedule.
+type GetScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// Identifier.
+	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetScheduleRequest) Reset() {
+	*x = GetScheduleRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[107]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetScheduleRequest) ProtoMessage() {}
+
+func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[107]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
+func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{107}
+}
+
+func (x *GetScheduleRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *GetScheduleRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// GetScheduleResponse is the output of GetSchedule.
+type GetScheduleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule.
+	Schedule      *Schedule `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetScheduleResponse) Reset() {
+	*x = GetScheduleResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[108]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetScheduleResponse) ProtoMessage() {}
+
+func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[108]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
+func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{108}
+}
+
+func (x *GetScheduleResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+// ListSchedulesRequest is the input of ListSchedules.
+type ListSchedulesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// At most this many (default 50, at most 1000).
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Token from a previous response.
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Page number (1-based), an alternative to page_token for REST-style paging.
+	Page          int32 `protobuf:"varint,4,opt,name=page,proto3" json:"page,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesRequest) Reset() {
+	*x = ListSchedulesRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[109]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesRequest) ProtoMessage() {}
+
+func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[109]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
+func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{109}
+}
+
+func (x *ListSchedulesRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *ListSchedulesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListSchedulesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListSchedulesRequest) GetPage() int32 {
+	if x != nil {
+		return x.Page
+	}
+	return 0
+}
+
+// ListSchedulesResponse is the output of ListSchedules.
+type ListSchedulesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The page of the project's schedules.
+	Schedules []*Schedule `protobuf:"bytes,1,rep,name=schedules,proto3" json:"schedules,omitempty"`
+	// Token for the next page; empty on the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// How many the project has in all.
+	TotalSize     int32 `protobuf:"varint,3,opt,name=total_size,json=totalSize,proto3" json:"total_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesResponse) Reset() {
+	*x = ListSchedulesResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[110]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesResponse) ProtoMessage() {}
+
+func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[110]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
+func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{110}
+}
+
+func (x *ListSchedulesResponse) GetSchedules() []*Schedule {
+	if x != nil {
+		return x.Schedules
+	}
+	return nil
+}
+
+func (x *ListSchedulesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *ListSchedulesResponse) GetTotalSize() int32 {
+	if x != nil {
+		return x.TotalSize
+	}
+	return 0
+}
+
+// UpdateScheduleRequest is the input of UpdateSchedule.
+type UpdateScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule with its project_id, id and the new values.
+	Schedule *Schedule `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	// Fields to change ("*" for all that may change).
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateScheduleRequest) Reset() {
+	*x = UpdateScheduleRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[111]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateScheduleRequest) ProtoMessage() {}
+
+func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[111]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
+func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{111}
+}
+
+func (x *UpdateScheduleRequest) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+func (x *UpdateScheduleRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+// UpdateScheduleResponse is the output of UpdateSchedule.
+type UpdateScheduleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule after the change.
+	Schedule      *Schedule `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateScheduleResponse) Reset() {
+	*x = UpdateScheduleResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[112]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateScheduleResponse) ProtoMessage() {}
+
+func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[112]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
+func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{112}
+}
+
+func (x *UpdateScheduleResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+// DeleteScheduleRequest is the input of DeleteSchedule.
+type DeleteScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// Identifier.
+	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteScheduleRequest) Reset() {
+	*x = DeleteScheduleRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[113]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteScheduleRequest) ProtoMessage() {}
+
+func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[113]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
+func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{113}
+}
+
+func (x *DeleteScheduleRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *DeleteScheduleRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// DeleteScheduleResponse is the output of DeleteSchedule.
+type DeleteScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteScheduleResponse) Reset() {
+	*x = DeleteScheduleResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[114]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteScheduleResponse) ProtoMessage() {}
+
+func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[114]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
+func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{114}
+}
+
+// RunScheduleRequest is the input of RunSchedule.
+type RunScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// Identifier.
+	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunScheduleRequest) Reset() {
+	*x = RunScheduleRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[115]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunScheduleRequest) ProtoMessage() {}
+
+func (x *RunScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[115]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunScheduleRequest.ProtoReflect.Descriptor instead.
+func (*RunScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{115}
+}
+
+func (x *RunScheduleRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *RunScheduleRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// RunScheduleResponse is the output of RunSchedule.
+type RunScheduleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule, due now.
+	Schedule      *Schedule `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunScheduleResponse) Reset() {
+	*x = RunScheduleResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[116]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunScheduleResponse) ProtoMessage() {}
+
+func (x *RunScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[116]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunScheduleResponse.ProtoReflect.Descriptor instead.
+func (*RunScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{116}
+}
+
+func (x *RunScheduleResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+// ListScheduleFiringsRequest is the input of ListScheduleFirings.
+type ListScheduleFiringsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The schedule.
+	ScheduleId string `protobuf:"bytes,2,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
+	// At most this many (default 50, at most 1000).
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Token from a previous response.
+	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Page number (1-based), an alternative to page_token for REST-style paging.
+	Page          int32 `protobuf:"varint,5,opt,name=page,proto3" json:"page,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListScheduleFiringsRequest) Reset() {
+	*x = ListScheduleFiringsRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[117]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListScheduleFiringsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListScheduleFiringsRequest) ProtoMessage() {}
+
+func (x *ListScheduleFiringsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[117]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListScheduleFiringsRequest.ProtoReflect.Descriptor instead.
+func (*ListScheduleFiringsRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{117}
+}
+
+func (x *ListScheduleFiringsRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *ListScheduleFiringsRequest) GetScheduleId() string {
+	if x != nil {
+		return x.ScheduleId
+	}
+	return ""
+}
+
+func (x *ListScheduleFiringsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListScheduleFiringsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListScheduleFiringsRequest) GetPage() int32 {
+	if x != nil {
+		return x.Page
+	}
+	return 0
+}
+
+// ListScheduleFiringsResponse is the output of ListScheduleFirings.
+type ListScheduleFiringsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The page of the schedule's firings, newest first.
+	Firings []*ScheduleFiring `protobuf:"bytes,1,rep,name=firings,proto3" json:"firings,omitempty"`
+	// Token for the next page; empty on the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// How many it has in all.
+	TotalSize     int32 `protobuf:"varint,3,opt,name=total_size,json=totalSize,proto3" json:"total_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListScheduleFiringsResponse) Reset() {
+	*x = ListScheduleFiringsResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[118]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListScheduleFiringsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListScheduleFiringsResponse) ProtoMessage() {}
+
+func (x *ListScheduleFiringsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[118]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListScheduleFiringsResponse.ProtoReflect.Descriptor instead.
+func (*ListScheduleFiringsResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{118}
+}
+
+func (x *ListScheduleFiringsResponse) GetFirings() []*ScheduleFiring {
+	if x != nil {
+		return x.Firings
+	}
+	return nil
+}
+
+func (x *ListScheduleFiringsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *ListScheduleFiringsResponse) GetTotalSize() int32 {
+	if x != nil {
+		return x.TotalSize
+	}
+	return 0
+}
+
 var File_agentmesh_registry_v1_registry_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
@@ -6389,14 +7159,67 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x16SummarizeUsageResponse\x129\n" +
 	"\x06groups\x18\x01 \x03(\v2!.agentmesh.registry.v1.UsageGroupR\x06groups\x127\n" +
 	"\x05total\x18\x02 \x01(\v2!.agentmesh.registry.v1.UsageGroupR\x05total\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated*\xb7\x01\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"T\n" +
+	"\x15CreateScheduleRequest\x12;\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1f.agentmesh.registry.v1.ScheduleR\bschedule\"U\n" +
+	"\x16CreateScheduleResponse\x12;\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1f.agentmesh.registry.v1.ScheduleR\bschedule\"C\n" +
+	"\x12GetScheduleRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"R\n" +
+	"\x13GetScheduleResponse\x12;\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1f.agentmesh.registry.v1.ScheduleR\bschedule\"\x85\x01\n" +
+	"\x14ListSchedulesRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x12\n" +
+	"\x04page\x18\x04 \x01(\x05R\x04page\"\x9d\x01\n" +
+	"\x15ListSchedulesResponse\x12=\n" +
+	"\tschedules\x18\x01 \x03(\v2\x1f.agentmesh.registry.v1.ScheduleR\tschedules\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x1d\n" +
+	"\n" +
+	"total_size\x18\x03 \x01(\x05R\ttotalSize\"\x91\x01\n" +
+	"\x15UpdateScheduleRequest\x12;\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1f.agentmesh.registry.v1.ScheduleR\bschedule\x12;\n" +
+	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\"U\n" +
+	"\x16UpdateScheduleResponse\x12;\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1f.agentmesh.registry.v1.ScheduleR\bschedule\"F\n" +
+	"\x15DeleteScheduleRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\x18\n" +
+	"\x16DeleteScheduleResponse\"C\n" +
+	"\x12RunScheduleRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"R\n" +
+	"\x13RunScheduleResponse\x12;\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1f.agentmesh.registry.v1.ScheduleR\bschedule\"\xac\x01\n" +
+	"\x1aListScheduleFiringsRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x1f\n" +
+	"\vschedule_id\x18\x02 \x01(\tR\n" +
+	"scheduleId\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\x12\x12\n" +
+	"\x04page\x18\x05 \x01(\x05R\x04page\"\xa5\x01\n" +
+	"\x1bListScheduleFiringsResponse\x12?\n" +
+	"\afirings\x18\x01 \x03(\v2%.agentmesh.registry.v1.ScheduleFiringR\afirings\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x1d\n" +
+	"\n" +
+	"total_size\x18\x03 \x01(\x05R\ttotalSize*\xb7\x01\n" +
 	"\x0eUsageDimension\x12\x1f\n" +
 	"\x1bUSAGE_DIMENSION_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15USAGE_DIMENSION_AGENT\x10\x01\x12\x18\n" +
 	"\x14USAGE_DIMENSION_USER\x10\x02\x12\x19\n" +
 	"\x15USAGE_DIMENSION_MODEL\x10\x03\x12\x1b\n" +
 	"\x17USAGE_DIMENSION_SESSION\x10\x04\x12\x17\n" +
-	"\x13USAGE_DIMENSION_DAY\x10\x052\xff+\n" +
+	"\x13USAGE_DIMENSION_DAY\x10\x052\x822\n" +
 	"\x0fRegistryService\x12g\n" +
 	"\fRegisterUser\x12*.agentmesh.registry.v1.RegisterUserRequest\x1a+.agentmesh.registry.v1.RegisterUserResponse\x12R\n" +
 	"\x05Login\x12#.agentmesh.registry.v1.LoginRequest\x1a$.agentmesh.registry.v1.LoginResponse\x12j\n" +
@@ -6453,6 +7276,13 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x11ListInputRequests\x12/.agentmesh.registry.v1.ListInputRequestsRequest\x1a0.agentmesh.registry.v1.ListInputRequestsResponse\x12p\n" +
 	"\x0fGetInputRequest\x12-.agentmesh.registry.v1.GetInputRequestRequest\x1a..agentmesh.registry.v1.GetInputRequestResponse\x12\x82\x01\n" +
 	"\x15RespondToInputRequest\x123.agentmesh.registry.v1.RespondToInputRequestRequest\x1a4.agentmesh.registry.v1.RespondToInputRequestResponse\x12m\n" +
+	"\x0eCreateSchedule\x12,.agentmesh.registry.v1.CreateScheduleRequest\x1a-.agentmesh.registry.v1.CreateScheduleResponse\x12d\n" +
+	"\vGetSchedule\x12).agentmesh.registry.v1.GetScheduleRequest\x1a*.agentmesh.registry.v1.GetScheduleResponse\x12j\n" +
+	"\rListSchedules\x12+.agentmesh.registry.v1.ListSchedulesRequest\x1a,.agentmesh.registry.v1.ListSchedulesResponse\x12m\n" +
+	"\x0eUpdateSchedule\x12,.agentmesh.registry.v1.UpdateScheduleRequest\x1a-.agentmesh.registry.v1.UpdateScheduleResponse\x12m\n" +
+	"\x0eDeleteSchedule\x12,.agentmesh.registry.v1.DeleteScheduleRequest\x1a-.agentmesh.registry.v1.DeleteScheduleResponse\x12d\n" +
+	"\vRunSchedule\x12).agentmesh.registry.v1.RunScheduleRequest\x1a*.agentmesh.registry.v1.RunScheduleResponse\x12|\n" +
+	"\x13ListScheduleFirings\x121.agentmesh.registry.v1.ListScheduleFiringsRequest\x1a2.agentmesh.registry.v1.ListScheduleFiringsResponse\x12m\n" +
 	"\x0eSummarizeUsage\x12,.agentmesh.registry.v1.SummarizeUsageRequest\x1a-.agentmesh.registry.v1.SummarizeUsageResponseB\xf4\x01\n" +
 	"\x19com.agentmesh.registry.v1B\x14RegistryServiceProtoP\x01ZKgithub.com/agentmesh/agentmesh/sdks/go/gen/agentmesh/registry/v1;registryv1\xa2\x02\x03ARX\xaa\x02\x15Agentmesh.Registry.V1\xca\x02\x15Agentmesh\\Registry\\V1\xe2\x02!Agentmesh\\Registry\\V1\\GPBMetadata\xea\x02\x17Agentmesh::Registry::V1b\x06proto3"
 
@@ -6469,7 +7299,7 @@ func file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_registry_v1_registry_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 105)
+var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 119)
 var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(UsageDimension)(0),                   // 0: agentmesh.registry.v1.UsageDimension
 	(*RegisterUserRequest)(nil),           // 1: agentmesh.registry.v1.RegisterUserRequest
@@ -6577,199 +7407,238 @@ var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*SummarizeUsageRequest)(nil),         // 103: agentmesh.registry.v1.SummarizeUsageRequest
 	(*UsageGroup)(nil),                    // 104: agentmesh.registry.v1.UsageGroup
 	(*SummarizeUsageResponse)(nil),        // 105: agentmesh.registry.v1.SummarizeUsageResponse
-	(*User)(nil),                          // 106: agentmesh.registry.v1.User
-	(*fieldmaskpb.FieldMask)(nil),         // 107: google.protobuf.FieldMask
-	(*timestamppb.Timestamp)(nil),         // 108: google.protobuf.Timestamp
-	(*ApiKey)(nil),                        // 109: agentmesh.registry.v1.ApiKey
-	(*Invitation)(nil),                    // 110: agentmesh.registry.v1.Invitation
-	(*AgentType)(nil),                     // 111: agentmesh.registry.v1.AgentType
-	(*Project)(nil),                       // 112: agentmesh.registry.v1.Project
-	(*Agent)(nil),                         // 113: agentmesh.registry.v1.Agent
-	(*AgentVersion)(nil),                  // 114: agentmesh.registry.v1.AgentVersion
-	(*structpb.Value)(nil),                // 115: google.protobuf.Value
-	(*SessionAgentVersion)(nil),           // 116: agentmesh.registry.v1.SessionAgentVersion
-	(*McpServer)(nil),                     // 117: agentmesh.registry.v1.McpServer
-	(*RemoteAgent)(nil),                   // 118: agentmesh.registry.v1.RemoteAgent
-	(v1.InputRequestState)(0),             // 119: agentmesh.common.v1.InputRequestState
-	(*v1.InputRequest)(nil),               // 120: agentmesh.common.v1.InputRequest
-	(*v1.InputResponse)(nil),              // 121: agentmesh.common.v1.InputResponse
-	(*v1.Usage)(nil),                      // 122: agentmesh.common.v1.Usage
+	(*CreateScheduleRequest)(nil),         // 106: agentmesh.registry.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil),        // 107: agentmesh.registry.v1.CreateScheduleResponse
+	(*GetScheduleRequest)(nil),            // 108: agentmesh.registry.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),           // 109: agentmesh.registry.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),          // 110: agentmesh.registry.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),         // 111: agentmesh.registry.v1.ListSchedulesResponse
+	(*UpdateScheduleRequest)(nil),         // 112: agentmesh.registry.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil),        // 113: agentmesh.registry.v1.UpdateScheduleResponse
+	(*DeleteScheduleRequest)(nil),         // 114: agentmesh.registry.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil),        // 115: agentmesh.registry.v1.DeleteScheduleResponse
+	(*RunScheduleRequest)(nil),            // 116: agentmesh.registry.v1.RunScheduleRequest
+	(*RunScheduleResponse)(nil),           // 117: agentmesh.registry.v1.RunScheduleResponse
+	(*ListScheduleFiringsRequest)(nil),    // 118: agentmesh.registry.v1.ListScheduleFiringsRequest
+	(*ListScheduleFiringsResponse)(nil),   // 119: agentmesh.registry.v1.ListScheduleFiringsResponse
+	(*User)(nil),                          // 120: agentmesh.registry.v1.User
+	(*fieldmaskpb.FieldMask)(nil),         // 121: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),         // 122: google.protobuf.Timestamp
+	(*ApiKey)(nil),                        // 123: agentmesh.registry.v1.ApiKey
+	(*Invitation)(nil),                    // 124: agentmesh.registry.v1.Invitation
+	(*AgentType)(nil),                     // 125: agentmesh.registry.v1.AgentType
+	(*Project)(nil),                       // 126: agentmesh.registry.v1.Project
+	(*Agent)(nil),                         // 127: agentmesh.registry.v1.Agent
+	(*AgentVersion)(nil),                  // 128: agentmesh.registry.v1.AgentVersion
+	(*structpb.Value)(nil),                // 129: google.protobuf.Value
+	(*SessionAgentVersion)(nil),           // 130: agentmesh.registry.v1.SessionAgentVersion
+	(*McpServer)(nil),                     // 131: agentmesh.registry.v1.McpServer
+	(*RemoteAgent)(nil),                   // 132: agentmesh.registry.v1.RemoteAgent
+	(v1.InputRequestState)(0),             // 133: agentmesh.common.v1.InputRequestState
+	(*v1.InputRequest)(nil),               // 134: agentmesh.common.v1.InputRequest
+	(*v1.InputResponse)(nil),              // 135: agentmesh.common.v1.InputResponse
+	(*v1.Usage)(nil),                      // 136: agentmesh.common.v1.Usage
+	(*Schedule)(nil),                      // 137: agentmesh.registry.v1.Schedule
+	(*ScheduleFiring)(nil),                // 138: agentmesh.registry.v1.ScheduleFiring
 }
 var file_agentmesh_registry_v1_registry_service_proto_depIdxs = []int32{
-	106, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
+	120, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
 	4,   // 1: agentmesh.registry.v1.LoginResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
 	4,   // 2: agentmesh.registry.v1.RefreshTokensResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
-	106, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
-	106, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	106, // 5: agentmesh.registry.v1.UpdateUserRequest.user:type_name -> agentmesh.registry.v1.User
-	107, // 6: agentmesh.registry.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
-	106, // 7: agentmesh.registry.v1.UpdateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	108, // 8: agentmesh.registry.v1.CreateApiKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	109, // 9: agentmesh.registry.v1.CreateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
-	109, // 10: agentmesh.registry.v1.ListApiKeysResponse.api_keys:type_name -> agentmesh.registry.v1.ApiKey
-	110, // 11: agentmesh.registry.v1.CreateInvitationResponse.invitation:type_name -> agentmesh.registry.v1.Invitation
-	110, // 12: agentmesh.registry.v1.ListInvitationsResponse.invitations:type_name -> agentmesh.registry.v1.Invitation
-	111, // 13: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	111, // 14: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	111, // 15: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	111, // 16: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
-	111, // 17: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	107, // 18: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
-	111, // 19: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	112, // 20: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	112, // 21: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	112, // 22: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	112, // 23: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
-	112, // 24: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	107, // 25: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	112, // 26: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	113, // 27: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	113, // 28: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	113, // 29: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	113, // 30: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
-	113, // 31: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	107, // 32: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	113, // 33: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	113, // 34: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	113, // 35: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	114, // 36: agentmesh.registry.v1.ListAgentVersionsResponse.versions:type_name -> agentmesh.registry.v1.AgentVersion
-	114, // 37: agentmesh.registry.v1.GetAgentVersionResponse.version:type_name -> agentmesh.registry.v1.AgentVersion
+	120, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
+	120, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	120, // 5: agentmesh.registry.v1.UpdateUserRequest.user:type_name -> agentmesh.registry.v1.User
+	121, // 6: agentmesh.registry.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
+	120, // 7: agentmesh.registry.v1.UpdateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	122, // 8: agentmesh.registry.v1.CreateApiKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	123, // 9: agentmesh.registry.v1.CreateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
+	123, // 10: agentmesh.registry.v1.ListApiKeysResponse.api_keys:type_name -> agentmesh.registry.v1.ApiKey
+	124, // 11: agentmesh.registry.v1.CreateInvitationResponse.invitation:type_name -> agentmesh.registry.v1.Invitation
+	124, // 12: agentmesh.registry.v1.ListInvitationsResponse.invitations:type_name -> agentmesh.registry.v1.Invitation
+	125, // 13: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	125, // 14: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	125, // 15: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	125, // 16: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
+	125, // 17: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	121, // 18: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
+	125, // 19: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	126, // 20: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	126, // 21: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	126, // 22: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	126, // 23: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
+	126, // 24: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	121, // 25: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	126, // 26: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	127, // 27: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	127, // 28: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	127, // 29: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	127, // 30: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
+	127, // 31: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	121, // 32: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	127, // 33: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	127, // 34: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	127, // 35: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	128, // 36: agentmesh.registry.v1.ListAgentVersionsResponse.versions:type_name -> agentmesh.registry.v1.AgentVersion
+	128, // 37: agentmesh.registry.v1.GetAgentVersionResponse.version:type_name -> agentmesh.registry.v1.AgentVersion
 	70,  // 38: agentmesh.registry.v1.DiffAgentVersionsResponse.changes:type_name -> agentmesh.registry.v1.AgentVersionChange
-	115, // 39: agentmesh.registry.v1.AgentVersionChange.before:type_name -> google.protobuf.Value
-	115, // 40: agentmesh.registry.v1.AgentVersionChange.after:type_name -> google.protobuf.Value
-	113, // 41: agentmesh.registry.v1.RestoreAgentVersionResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	114, // 42: agentmesh.registry.v1.RestoreAgentVersionResponse.version:type_name -> agentmesh.registry.v1.AgentVersion
-	116, // 43: agentmesh.registry.v1.MoveSessionResponse.versions:type_name -> agentmesh.registry.v1.SessionAgentVersion
-	117, // 44: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	117, // 45: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	117, // 46: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	117, // 47: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	117, // 48: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	107, // 49: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
-	117, // 50: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	118, // 51: agentmesh.registry.v1.CreateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	118, // 52: agentmesh.registry.v1.CreateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	118, // 53: agentmesh.registry.v1.GetRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	118, // 54: agentmesh.registry.v1.ListRemoteAgentsResponse.remote_agents:type_name -> agentmesh.registry.v1.RemoteAgent
-	118, // 55: agentmesh.registry.v1.UpdateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	107, // 56: agentmesh.registry.v1.UpdateRemoteAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	118, // 57: agentmesh.registry.v1.UpdateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	119, // 58: agentmesh.registry.v1.ListInputRequestsRequest.state:type_name -> agentmesh.common.v1.InputRequestState
-	120, // 59: agentmesh.registry.v1.ListInputRequestsResponse.input_requests:type_name -> agentmesh.common.v1.InputRequest
-	120, // 60: agentmesh.registry.v1.GetInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
-	121, // 61: agentmesh.registry.v1.RespondToInputRequestRequest.response:type_name -> agentmesh.common.v1.InputResponse
-	120, // 62: agentmesh.registry.v1.RespondToInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
+	129, // 39: agentmesh.registry.v1.AgentVersionChange.before:type_name -> google.protobuf.Value
+	129, // 40: agentmesh.registry.v1.AgentVersionChange.after:type_name -> google.protobuf.Value
+	127, // 41: agentmesh.registry.v1.RestoreAgentVersionResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	128, // 42: agentmesh.registry.v1.RestoreAgentVersionResponse.version:type_name -> agentmesh.registry.v1.AgentVersion
+	130, // 43: agentmesh.registry.v1.MoveSessionResponse.versions:type_name -> agentmesh.registry.v1.SessionAgentVersion
+	131, // 44: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	131, // 45: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	131, // 46: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	131, // 47: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	131, // 48: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	121, // 49: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
+	131, // 50: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	132, // 51: agentmesh.registry.v1.CreateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	132, // 52: agentmesh.registry.v1.CreateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	132, // 53: agentmesh.registry.v1.GetRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	132, // 54: agentmesh.registry.v1.ListRemoteAgentsResponse.remote_agents:type_name -> agentmesh.registry.v1.RemoteAgent
+	132, // 55: agentmesh.registry.v1.UpdateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	121, // 56: agentmesh.registry.v1.UpdateRemoteAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	132, // 57: agentmesh.registry.v1.UpdateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	133, // 58: agentmesh.registry.v1.ListInputRequestsRequest.state:type_name -> agentmesh.common.v1.InputRequestState
+	134, // 59: agentmesh.registry.v1.ListInputRequestsResponse.input_requests:type_name -> agentmesh.common.v1.InputRequest
+	134, // 60: agentmesh.registry.v1.GetInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
+	135, // 61: agentmesh.registry.v1.RespondToInputRequestRequest.response:type_name -> agentmesh.common.v1.InputResponse
+	134, // 62: agentmesh.registry.v1.RespondToInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
 	0,   // 63: agentmesh.registry.v1.SummarizeUsageRequest.group_by:type_name -> agentmesh.registry.v1.UsageDimension
-	122, // 64: agentmesh.registry.v1.UsageGroup.usage:type_name -> agentmesh.common.v1.Usage
+	136, // 64: agentmesh.registry.v1.UsageGroup.usage:type_name -> agentmesh.common.v1.Usage
 	104, // 65: agentmesh.registry.v1.SummarizeUsageResponse.groups:type_name -> agentmesh.registry.v1.UsageGroup
 	104, // 66: agentmesh.registry.v1.SummarizeUsageResponse.total:type_name -> agentmesh.registry.v1.UsageGroup
-	1,   // 67: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
-	3,   // 68: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
-	6,   // 69: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
-	8,   // 70: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
-	10,  // 71: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
-	12,  // 72: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
-	14,  // 73: agentmesh.registry.v1.RegistryService.UpdateUser:input_type -> agentmesh.registry.v1.UpdateUserRequest
-	16,  // 74: agentmesh.registry.v1.RegistryService.CreateApiKey:input_type -> agentmesh.registry.v1.CreateApiKeyRequest
-	18,  // 75: agentmesh.registry.v1.RegistryService.ListApiKeys:input_type -> agentmesh.registry.v1.ListApiKeysRequest
-	20,  // 76: agentmesh.registry.v1.RegistryService.RevokeApiKey:input_type -> agentmesh.registry.v1.RevokeApiKeyRequest
-	22,  // 77: agentmesh.registry.v1.RegistryService.CreateInvitation:input_type -> agentmesh.registry.v1.CreateInvitationRequest
-	24,  // 78: agentmesh.registry.v1.RegistryService.ListInvitations:input_type -> agentmesh.registry.v1.ListInvitationsRequest
-	26,  // 79: agentmesh.registry.v1.RegistryService.RevokeInvitation:input_type -> agentmesh.registry.v1.RevokeInvitationRequest
-	28,  // 80: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
-	30,  // 81: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
-	32,  // 82: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
-	34,  // 83: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
-	36,  // 84: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
-	38,  // 85: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
-	40,  // 86: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
-	42,  // 87: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
-	44,  // 88: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
-	46,  // 89: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
-	48,  // 90: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
-	50,  // 91: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
-	52,  // 92: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
-	54,  // 93: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
-	56,  // 94: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
-	58,  // 95: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
-	60,  // 96: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
-	62,  // 97: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
-	64,  // 98: agentmesh.registry.v1.RegistryService.ListAgentVersions:input_type -> agentmesh.registry.v1.ListAgentVersionsRequest
-	66,  // 99: agentmesh.registry.v1.RegistryService.GetAgentVersion:input_type -> agentmesh.registry.v1.GetAgentVersionRequest
-	68,  // 100: agentmesh.registry.v1.RegistryService.DiffAgentVersions:input_type -> agentmesh.registry.v1.DiffAgentVersionsRequest
-	71,  // 101: agentmesh.registry.v1.RegistryService.RestoreAgentVersion:input_type -> agentmesh.registry.v1.RestoreAgentVersionRequest
-	73,  // 102: agentmesh.registry.v1.RegistryService.MoveSession:input_type -> agentmesh.registry.v1.MoveSessionRequest
-	75,  // 103: agentmesh.registry.v1.RegistryService.MoveAgentSessions:input_type -> agentmesh.registry.v1.MoveAgentSessionsRequest
-	77,  // 104: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
-	79,  // 105: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
-	81,  // 106: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
-	83,  // 107: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
-	85,  // 108: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
-	87,  // 109: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:input_type -> agentmesh.registry.v1.CreateRemoteAgentRequest
-	89,  // 110: agentmesh.registry.v1.RegistryService.GetRemoteAgent:input_type -> agentmesh.registry.v1.GetRemoteAgentRequest
-	91,  // 111: agentmesh.registry.v1.RegistryService.ListRemoteAgents:input_type -> agentmesh.registry.v1.ListRemoteAgentsRequest
-	93,  // 112: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:input_type -> agentmesh.registry.v1.UpdateRemoteAgentRequest
-	95,  // 113: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:input_type -> agentmesh.registry.v1.DeleteRemoteAgentRequest
-	97,  // 114: agentmesh.registry.v1.RegistryService.ListInputRequests:input_type -> agentmesh.registry.v1.ListInputRequestsRequest
-	99,  // 115: agentmesh.registry.v1.RegistryService.GetInputRequest:input_type -> agentmesh.registry.v1.GetInputRequestRequest
-	101, // 116: agentmesh.registry.v1.RegistryService.RespondToInputRequest:input_type -> agentmesh.registry.v1.RespondToInputRequestRequest
-	103, // 117: agentmesh.registry.v1.RegistryService.SummarizeUsage:input_type -> agentmesh.registry.v1.SummarizeUsageRequest
-	2,   // 118: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
-	5,   // 119: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
-	7,   // 120: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
-	9,   // 121: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
-	11,  // 122: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
-	13,  // 123: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
-	15,  // 124: agentmesh.registry.v1.RegistryService.UpdateUser:output_type -> agentmesh.registry.v1.UpdateUserResponse
-	17,  // 125: agentmesh.registry.v1.RegistryService.CreateApiKey:output_type -> agentmesh.registry.v1.CreateApiKeyResponse
-	19,  // 126: agentmesh.registry.v1.RegistryService.ListApiKeys:output_type -> agentmesh.registry.v1.ListApiKeysResponse
-	21,  // 127: agentmesh.registry.v1.RegistryService.RevokeApiKey:output_type -> agentmesh.registry.v1.RevokeApiKeyResponse
-	23,  // 128: agentmesh.registry.v1.RegistryService.CreateInvitation:output_type -> agentmesh.registry.v1.CreateInvitationResponse
-	25,  // 129: agentmesh.registry.v1.RegistryService.ListInvitations:output_type -> agentmesh.registry.v1.ListInvitationsResponse
-	27,  // 130: agentmesh.registry.v1.RegistryService.RevokeInvitation:output_type -> agentmesh.registry.v1.RevokeInvitationResponse
-	29,  // 131: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
-	31,  // 132: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
-	33,  // 133: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
-	35,  // 134: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
-	37,  // 135: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
-	39,  // 136: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
-	41,  // 137: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
-	43,  // 138: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
-	45,  // 139: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
-	47,  // 140: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
-	49,  // 141: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
-	51,  // 142: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
-	53,  // 143: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
-	55,  // 144: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
-	57,  // 145: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
-	59,  // 146: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
-	61,  // 147: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
-	63,  // 148: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
-	65,  // 149: agentmesh.registry.v1.RegistryService.ListAgentVersions:output_type -> agentmesh.registry.v1.ListAgentVersionsResponse
-	67,  // 150: agentmesh.registry.v1.RegistryService.GetAgentVersion:output_type -> agentmesh.registry.v1.GetAgentVersionResponse
-	69,  // 151: agentmesh.registry.v1.RegistryService.DiffAgentVersions:output_type -> agentmesh.registry.v1.DiffAgentVersionsResponse
-	72,  // 152: agentmesh.registry.v1.RegistryService.RestoreAgentVersion:output_type -> agentmesh.registry.v1.RestoreAgentVersionResponse
-	74,  // 153: agentmesh.registry.v1.RegistryService.MoveSession:output_type -> agentmesh.registry.v1.MoveSessionResponse
-	76,  // 154: agentmesh.registry.v1.RegistryService.MoveAgentSessions:output_type -> agentmesh.registry.v1.MoveAgentSessionsResponse
-	78,  // 155: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
-	80,  // 156: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
-	82,  // 157: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
-	84,  // 158: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
-	86,  // 159: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
-	88,  // 160: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:output_type -> agentmesh.registry.v1.CreateRemoteAgentResponse
-	90,  // 161: agentmesh.registry.v1.RegistryService.GetRemoteAgent:output_type -> agentmesh.registry.v1.GetRemoteAgentResponse
-	92,  // 162: agentmesh.registry.v1.RegistryService.ListRemoteAgents:output_type -> agentmesh.registry.v1.ListRemoteAgentsResponse
-	94,  // 163: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:output_type -> agentmesh.registry.v1.UpdateRemoteAgentResponse
-	96,  // 164: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:output_type -> agentmesh.registry.v1.DeleteRemoteAgentResponse
-	98,  // 165: agentmesh.registry.v1.RegistryService.ListInputRequests:output_type -> agentmesh.registry.v1.ListInputRequestsResponse
-	100, // 166: agentmesh.registry.v1.RegistryService.GetInputRequest:output_type -> agentmesh.registry.v1.GetInputRequestResponse
-	102, // 167: agentmesh.registry.v1.RegistryService.RespondToInputRequest:output_type -> agentmesh.registry.v1.RespondToInputRequestResponse
-	105, // 168: agentmesh.registry.v1.RegistryService.SummarizeUsage:output_type -> agentmesh.registry.v1.SummarizeUsageResponse
-	118, // [118:169] is the sub-list for method output_type
-	67,  // [67:118] is the sub-list for method input_type
-	67,  // [67:67] is the sub-list for extension type_name
-	67,  // [67:67] is the sub-list for extension extendee
-	0,   // [0:67] is the sub-list for field type_name
+	137, // 67: agentmesh.registry.v1.CreateScheduleRequest.schedule:type_name -> agentmesh.registry.v1.Schedule
+	137, // 68: agentmesh.registry.v1.CreateScheduleResponse.schedule:type_name -> agentmesh.registry.v1.Schedule
+	137, // 69: agentmesh.registry.v1.GetScheduleResponse.schedule:type_name -> agentmesh.registry.v1.Schedule
+	137, // 70: agentmesh.registry.v1.ListSchedulesResponse.schedules:type_name -> agentmesh.registry.v1.Schedule
+	137, // 71: agentmesh.registry.v1.UpdateScheduleRequest.schedule:type_name -> agentmesh.registry.v1.Schedule
+	121, // 72: agentmesh.registry.v1.UpdateScheduleRequest.update_mask:type_name -> google.protobuf.FieldMask
+	137, // 73: agentmesh.registry.v1.UpdateScheduleResponse.schedule:type_name -> agentmesh.registry.v1.Schedule
+	137, // 74: agentmesh.registry.v1.RunScheduleResponse.schedule:type_name -> agentmesh.registry.v1.Schedule
+	138, // 75: agentmesh.registry.v1.ListScheduleFiringsResponse.firings:type_name -> agentmesh.registry.v1.ScheduleFiring
+	1,   // 76: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
+	3,   // 77: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
+	6,   // 78: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
+	8,   // 79: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
+	10,  // 80: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
+	12,  // 81: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
+	14,  // 82: agentmesh.registry.v1.RegistryService.UpdateUser:input_type -> agentmesh.registry.v1.UpdateUserRequest
+	16,  // 83: agentmesh.registry.v1.RegistryService.CreateApiKey:input_type -> agentmesh.registry.v1.CreateApiKeyRequest
+	18,  // 84: agentmesh.registry.v1.RegistryService.ListApiKeys:input_type -> agentmesh.registry.v1.ListApiKeysRequest
+	20,  // 85: agentmesh.registry.v1.RegistryService.RevokeApiKey:input_type -> agentmesh.registry.v1.RevokeApiKeyRequest
+	22,  // 86: agentmesh.registry.v1.RegistryService.CreateInvitation:input_type -> agentmesh.registry.v1.CreateInvitationRequest
+	24,  // 87: agentmesh.registry.v1.RegistryService.ListInvitations:input_type -> agentmesh.registry.v1.ListInvitationsRequest
+	26,  // 88: agentmesh.registry.v1.RegistryService.RevokeInvitation:input_type -> agentmesh.registry.v1.RevokeInvitationRequest
+	28,  // 89: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
+	30,  // 90: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
+	32,  // 91: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
+	34,  // 92: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
+	36,  // 93: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
+	38,  // 94: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
+	40,  // 95: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
+	42,  // 96: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
+	44,  // 97: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
+	46,  // 98: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
+	48,  // 99: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
+	50,  // 100: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
+	52,  // 101: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
+	54,  // 102: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
+	56,  // 103: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
+	58,  // 104: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
+	60,  // 105: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
+	62,  // 106: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
+	64,  // 107: agentmesh.registry.v1.RegistryService.ListAgentVersions:input_type -> agentmesh.registry.v1.ListAgentVersionsRequest
+	66,  // 108: agentmesh.registry.v1.RegistryService.GetAgentVersion:input_type -> agentmesh.registry.v1.GetAgentVersionRequest
+	68,  // 109: agentmesh.registry.v1.RegistryService.DiffAgentVersions:input_type -> agentmesh.registry.v1.DiffAgentVersionsRequest
+	71,  // 110: agentmesh.registry.v1.RegistryService.RestoreAgentVersion:input_type -> agentmesh.registry.v1.RestoreAgentVersionRequest
+	73,  // 111: agentmesh.registry.v1.RegistryService.MoveSession:input_type -> agentmesh.registry.v1.MoveSessionRequest
+	75,  // 112: agentmesh.registry.v1.RegistryService.MoveAgentSessions:input_type -> agentmesh.registry.v1.MoveAgentSessionsRequest
+	77,  // 113: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
+	79,  // 114: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
+	81,  // 115: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
+	83,  // 116: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
+	85,  // 117: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
+	87,  // 118: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:input_type -> agentmesh.registry.v1.CreateRemoteAgentRequest
+	89,  // 119: agentmesh.registry.v1.RegistryService.GetRemoteAgent:input_type -> agentmesh.registry.v1.GetRemoteAgentRequest
+	91,  // 120: agentmesh.registry.v1.RegistryService.ListRemoteAgents:input_type -> agentmesh.registry.v1.ListRemoteAgentsRequest
+	93,  // 121: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:input_type -> agentmesh.registry.v1.UpdateRemoteAgentRequest
+	95,  // 122: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:input_type -> agentmesh.registry.v1.DeleteRemoteAgentRequest
+	97,  // 123: agentmesh.registry.v1.RegistryService.ListInputRequests:input_type -> agentmesh.registry.v1.ListInputRequestsRequest
+	99,  // 124: agentmesh.registry.v1.RegistryService.GetInputRequest:input_type -> agentmesh.registry.v1.GetInputRequestRequest
+	101, // 125: agentmesh.registry.v1.RegistryService.RespondToInputRequest:input_type -> agentmesh.registry.v1.RespondToInputRequestRequest
+	106, // 126: agentmesh.registry.v1.RegistryService.CreateSchedule:input_type -> agentmesh.registry.v1.CreateScheduleRequest
+	108, // 127: agentmesh.registry.v1.RegistryService.GetSchedule:input_type -> agentmesh.registry.v1.GetScheduleRequest
+	110, // 128: agentmesh.registry.v1.RegistryService.ListSchedules:input_type -> agentmesh.registry.v1.ListSchedulesRequest
+	112, // 129: agentmesh.registry.v1.RegistryService.UpdateSchedule:input_type -> agentmesh.registry.v1.UpdateScheduleRequest
+	114, // 130: agentmesh.registry.v1.RegistryService.DeleteSchedule:input_type -> agentmesh.registry.v1.DeleteScheduleRequest
+	116, // 131: agentmesh.registry.v1.RegistryService.RunSchedule:input_type -> agentmesh.registry.v1.RunScheduleRequest
+	118, // 132: agentmesh.registry.v1.RegistryService.ListScheduleFirings:input_type -> agentmesh.registry.v1.ListScheduleFiringsRequest
+	103, // 133: agentmesh.registry.v1.RegistryService.SummarizeUsage:input_type -> agentmesh.registry.v1.SummarizeUsageRequest
+	2,   // 134: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
+	5,   // 135: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
+	7,   // 136: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
+	9,   // 137: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
+	11,  // 138: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
+	13,  // 139: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
+	15,  // 140: agentmesh.registry.v1.RegistryService.UpdateUser:output_type -> agentmesh.registry.v1.UpdateUserResponse
+	17,  // 141: agentmesh.registry.v1.RegistryService.CreateApiKey:output_type -> agentmesh.registry.v1.CreateApiKeyResponse
+	19,  // 142: agentmesh.registry.v1.RegistryService.ListApiKeys:output_type -> agentmesh.registry.v1.ListApiKeysResponse
+	21,  // 143: agentmesh.registry.v1.RegistryService.RevokeApiKey:output_type -> agentmesh.registry.v1.RevokeApiKeyResponse
+	23,  // 144: agentmesh.registry.v1.RegistryService.CreateInvitation:output_type -> agentmesh.registry.v1.CreateInvitationResponse
+	25,  // 145: agentmesh.registry.v1.RegistryService.ListInvitations:output_type -> agentmesh.registry.v1.ListInvitationsResponse
+	27,  // 146: agentmesh.registry.v1.RegistryService.RevokeInvitation:output_type -> agentmesh.registry.v1.RevokeInvitationResponse
+	29,  // 147: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
+	31,  // 148: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
+	33,  // 149: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
+	35,  // 150: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
+	37,  // 151: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
+	39,  // 152: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
+	41,  // 153: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
+	43,  // 154: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
+	45,  // 155: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
+	47,  // 156: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
+	49,  // 157: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
+	51,  // 158: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
+	53,  // 159: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
+	55,  // 160: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
+	57,  // 161: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
+	59,  // 162: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
+	61,  // 163: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
+	63,  // 164: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
+	65,  // 165: agentmesh.registry.v1.RegistryService.ListAgentVersions:output_type -> agentmesh.registry.v1.ListAgentVersionsResponse
+	67,  // 166: agentmesh.registry.v1.RegistryService.GetAgentVersion:output_type -> agentmesh.registry.v1.GetAgentVersionResponse
+	69,  // 167: agentmesh.registry.v1.RegistryService.DiffAgentVersions:output_type -> agentmesh.registry.v1.DiffAgentVersionsResponse
+	72,  // 168: agentmesh.registry.v1.RegistryService.RestoreAgentVersion:output_type -> agentmesh.registry.v1.RestoreAgentVersionResponse
+	74,  // 169: agentmesh.registry.v1.RegistryService.MoveSession:output_type -> agentmesh.registry.v1.MoveSessionResponse
+	76,  // 170: agentmesh.registry.v1.RegistryService.MoveAgentSessions:output_type -> agentmesh.registry.v1.MoveAgentSessionsResponse
+	78,  // 171: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
+	80,  // 172: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
+	82,  // 173: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
+	84,  // 174: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
+	86,  // 175: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
+	88,  // 176: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:output_type -> agentmesh.registry.v1.CreateRemoteAgentResponse
+	90,  // 177: agentmesh.registry.v1.RegistryService.GetRemoteAgent:output_type -> agentmesh.registry.v1.GetRemoteAgentResponse
+	92,  // 178: agentmesh.registry.v1.RegistryService.ListRemoteAgents:output_type -> agentmesh.registry.v1.ListRemoteAgentsResponse
+	94,  // 179: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:output_type -> agentmesh.registry.v1.UpdateRemoteAgentResponse
+	96,  // 180: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:output_type -> agentmesh.registry.v1.DeleteRemoteAgentResponse
+	98,  // 181: agentmesh.registry.v1.RegistryService.ListInputRequests:output_type -> agentmesh.registry.v1.ListInputRequestsResponse
+	100, // 182: agentmesh.registry.v1.RegistryService.GetInputRequest:output_type -> agentmesh.registry.v1.GetInputRequestResponse
+	102, // 183: agentmesh.registry.v1.RegistryService.RespondToInputRequest:output_type -> agentmesh.registry.v1.RespondToInputRequestResponse
+	107, // 184: agentmesh.registry.v1.RegistryService.CreateSchedule:output_type -> agentmesh.registry.v1.CreateScheduleResponse
+	109, // 185: agentmesh.registry.v1.RegistryService.GetSchedule:output_type -> agentmesh.registry.v1.GetScheduleResponse
+	111, // 186: agentmesh.registry.v1.RegistryService.ListSchedules:output_type -> agentmesh.registry.v1.ListSchedulesResponse
+	113, // 187: agentmesh.registry.v1.RegistryService.UpdateSchedule:output_type -> agentmesh.registry.v1.UpdateScheduleResponse
+	115, // 188: agentmesh.registry.v1.RegistryService.DeleteSchedule:output_type -> agentmesh.registry.v1.DeleteScheduleResponse
+	117, // 189: agentmesh.registry.v1.RegistryService.RunSchedule:output_type -> agentmesh.registry.v1.RunScheduleResponse
+	119, // 190: agentmesh.registry.v1.RegistryService.ListScheduleFirings:output_type -> agentmesh.registry.v1.ListScheduleFiringsResponse
+	105, // 191: agentmesh.registry.v1.RegistryService.SummarizeUsage:output_type -> agentmesh.registry.v1.SummarizeUsageResponse
+	134, // [134:192] is the sub-list for method output_type
+	76,  // [76:134] is the sub-list for method input_type
+	76,  // [76:76] is the sub-list for extension type_name
+	76,  // [76:76] is the sub-list for extension extendee
+	0,   // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_registry_service_proto_init() }
@@ -6784,7 +7653,7 @@ func file_agentmesh_registry_v1_registry_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_registry_service_proto_rawDesc), len(file_agentmesh_registry_v1_registry_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   105,
+			NumMessages:   119,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
