@@ -77,6 +77,10 @@ COMMANDS = {
     ),
     "users": LazyCommand("agentmesh.cli.users:users", "Manage users."),
     "api-keys": LazyCommand("agentmesh.cli.api_keys:api_keys", "Manage your API keys."),
+    "schedules": LazyCommand(
+        "agentmesh.cli.schedules:schedules",
+        "List, create, delete and run a project's schedules (agents run on a cron), and their history.",
+    ),
     "invitations": LazyCommand(
         "agentmesh.cli.invitations:invitations",
         "Issue, list and revoke invitations to register (superusers).",
