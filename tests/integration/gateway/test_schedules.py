@@ -12,12 +12,14 @@ from typing import Any
 import httpx
 
 from agentmesh.cli.mesh import Mesh
+from agentmesh.gateway.schedules import utc_now
 from tests.integration.gateway.conftest import start_gateway
 from tests.integration.gateway.support import Agent, Api
 from tests.polling import eventually
 
-# About a second per run: 11 chunks of 64 characters, 0.1 s apart.
-SLOW = {"content": "word " * 130, "delay_seconds": 0.1}
+# A run of a few chunks: the policies hold however long it takes (a firing still starting counts
+# as going on).
+SHORT = {"content": "word " * 30, "delay_seconds": 0.05}
 EVERY_MINUTE = "* * * * *"  # the mesh's gateways fire nothing on their own (conftest)
 FINAL = {"completed", "failed", "cancelled", "skipped_overlap", "skipped_missed"}
 
@@ -43,14 +45,16 @@ async def _firings(http: httpx.AsyncClient, agent: Agent, schedule: dict[str, An
 async def test_each_due_time_fires_once_under_each_overlap_policy(
     mesh: Mesh, api: Api, http: httpx.AsyncClient, once: None
 ) -> None:
-    agent = await api.agent(mock_responses=[SLOW])
+    agent = await api.agent(mock_responses=[SHORT])
     schedules = {
         "skip": await _schedule(http, agent, "skip", overlap_policy="skip"),
         "queue": await _schedule(http, agent, "queue", overlap_policy="queue", session_policy="continue"),
         "cancel_previous": await _schedule(http, agent, "cancel", overlap_policy="cancel_previous"),
     }
     first_due = datetime.fromisoformat(schedules["skip"]["next_fire_at"])
-    gateways = [await start_gateway(mesh, schedule_poll_seconds=0) for _ in range(2)]
+    # The mesh's gateway and another one, neither polling on its own (conftest): the test ticks them.
+    extra = await start_gateway(mesh)
+    gateways = [mesh.gateway, extra]
     try:
 
         async def fire_at(now: datetime) -> list[str]:
@@ -90,8 +94,8 @@ async def test_each_due_time_fires_once_under_each_overlap_policy(
         inputs = [e["content"] for e in events if e["event_type"] == "user_message"]
         assert inputs == [f"report for {first_due.isoformat()}", f"report for {second_due.isoformat()}"]
     finally:
-        for gateway in gateways:
-            await gateway.stop(1)
+        mesh.gateway.schedules.clock = utc_now
+        await extra.stop(1)
 
 
 async def test_bad_fields_are_refused_naming_the_field(api: Api, http: httpx.AsyncClient, once: None) -> None:
