@@ -5,6 +5,7 @@ import { Api, enc } from "./api.js";
 import { chatView } from "./chat.js";
 import { fill, h } from "./dom.js";
 import { requestsView } from "./requests.js";
+import { schedulesView } from "./schedules.js";
 import { versionsView } from "./versions.js";
 import { loginView, projectView, projectsView, sessionView } from "./views.js";
 
@@ -21,6 +22,7 @@ const ROUTES = [
   [/^#\/projects\/([^/]+)\/agents\/([^/]+)\/versions$/, (m) => versionsView(api, m[1], m[2])],
   [/^#\/projects\/([^/]+)\/sessions\/([^/]+)$/, (m) => sessionView(api, m[1], m[2])],
   [/^#\/projects\/([^/]+)\/requests$/, (m) => requestsView(api, m[1])],
+  [/^#\/projects\/([^/]+)\/schedules$/, (m) => schedulesView(api, m[1])],
   [/^#\/projects\/([^/]+)$/, (m) => projectView(api, m[1])],
   [/^(#\/?|#\/projects|)$/, () => projectsView(api)],
 ];

@@ -83,7 +83,12 @@ export async function projectView(api, projectId) {
       "header",
       { class: "page-head" },
       h("div", {}, h("h1", {}, project.name), h("p", { class: "muted" }, h("span", { class: "mono" }, project.slug), project.description ? ` · ${project.description}` : "")),
-      h("div", { class: "head-actions" }, h("a", { class: "button", href: `#/projects/${enc(projectId)}/requests`, dataset: { action: "requests" } }, "Requests", waiting)),
+      h(
+        "div",
+        { class: "head-actions" },
+        h("a", { class: "button", href: `#/projects/${enc(projectId)}/schedules`, dataset: { action: "schedules" } }, "Schedules"),
+        h("a", { class: "button", href: `#/projects/${enc(projectId)}/requests`, dataset: { action: "requests" } }, "Requests", waiting),
+      ),
     ),
     notice,
     h(
