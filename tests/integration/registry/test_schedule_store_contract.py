@@ -53,7 +53,9 @@ async def _setup(
     return clock, schedules, schedule, principal, agent.id
 
 
-async def test_a_due_time_is_claimed_once_by_racing_claimers(registry_store: RegistryStore) -> None:
+async def test_due_times_are_claimed_once_by_racing_claimers_and_missed_ones_by_policy(
+    registry_store: RegistryStore,
+) -> None:
     clock, schedules, schedule, principal, _ = await _setup(registry_store)
     assert schedule.next_fire_at == FIRST_DUE
     claimers = [ScheduleClaims(registry_store, clock=clock) for _ in range(2)]
@@ -95,24 +97,23 @@ async def test_a_due_time_is_claimed_once_by_racing_claimers(registry_store: Reg
     listed = await schedules.list(principal, schedule.project_id)
     assert [s.name for s in listed.items] == ["every-five"]
 
-
-async def test_missed_times_are_skipped_or_run_once(registry_store: RegistryStore) -> None:
-    clock, schedules, skipping, principal, _ = await _setup(registry_store)
+    # Missed due times (the mesh was down for two hours): skipped, or run once for them all.
     running_once = await schedules.create(
-        principal, skipping.model_copy(update={"name": "catch-up", "missed_policy": "run_once"})
+        principal, schedule.model_copy(update={"name": "catch-up", "missed_policy": "run_once"})
     )
-    claims = ScheduleClaims(registry_store, clock=clock)
-    back = FIRST_DUE + timedelta(hours=2, seconds=30)  # down for two hours
-    claimed = await claims.claim(back)
-    assert [c.schedule.id for c in claimed] == [running_once.id]
-    assert claimed[0].firing.due_at == FIRST_DUE
+    back = FIRST_DUE + timedelta(hours=2, seconds=30)
+    claimed = await claimers[0].claim(back)
+    assert [(c.schedule.id, c.firing.due_at) for c in claimed] == [(running_once.id, FIRST_DUE)]
     # Both move on to the first due time after now: the missed ones are not claimed one by one.
-    assert await claims.claim(back) == []
-    for schedule in (skipping, running_once):
-        current = await schedules.get(principal, schedule.project_id, schedule.id)
+    assert await claimers[0].claim(back) == []
+    for each in (schedule, running_once):
+        current = await schedules.get(principal, each.project_id, each.id)
         assert current.next_fire_at == FIRST_DUE + timedelta(hours=2, minutes=5)
-    history = await schedules.firings(principal, skipping.project_id, skipping.id)
-    assert [(f.due_at, f.outcome) for f in history.items] == [(FIRST_DUE, "skipped_missed")]
+    history = await schedules.firings(principal, schedule.project_id, schedule.id)
+    assert (history.items[0].due_at, history.items[0].outcome) == (
+        FIRST_DUE + timedelta(minutes=10),
+        "skipped_missed",
+    )
 
 
 async def test_overlap_policies_while_the_previous_run_is_in_flight(registry_store: RegistryStore) -> None:
