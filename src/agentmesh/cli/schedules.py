@@ -12,7 +12,11 @@ import typer
 from agentmesh.cli.options import EmailOption, GatewayOption, PasswordOption, TokenOption
 from agentmesh.cli.resources import Output
 
-schedules = typer.Typer(help="Run agents on a schedule.", no_args_is_help=True, add_completion=False)
+schedules = typer.Typer(
+    help="List, create, delete and run a project's schedules (agents run on a cron), and their history.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 
 COLUMNS = ("name", "agent", "cron", "time_zone", "enabled", "next_fire_at", "overlap_policy", "id")
 FIRING_COLUMNS = ("due_at", "outcome", "run_id", "session_id", "error")

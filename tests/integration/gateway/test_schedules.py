@@ -6,7 +6,7 @@ previous run is still going. The REST face refuses a bad field naming it."""
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -17,9 +17,9 @@ from tests.integration.gateway.conftest import start_gateway
 from tests.integration.gateway.support import Agent, Api
 from tests.polling import eventually
 
-# A run of a few chunks: the policies hold however long it takes (a firing still starting counts
-# as going on).
-SHORT = {"content": "word " * 30, "delay_seconds": 0.05}
+# About a second and a half per run (11 chunks, 0.15 s apart): the next due time is claimed
+# within milliseconds of the first, while every first run is still going.
+SLOW = {"content": "word " * 130, "delay_seconds": 0.15}
 EVERY_MINUTE = "* * * * *"  # the mesh's gateways fire nothing on their own (conftest)
 FINAL = {"completed", "failed", "cancelled", "skipped_overlap", "skipped_missed"}
 
@@ -45,7 +45,7 @@ async def _firings(http: httpx.AsyncClient, agent: Agent, schedule: dict[str, An
 async def test_each_due_time_fires_once_under_each_overlap_policy(
     mesh: Mesh, api: Api, http: httpx.AsyncClient, once: None
 ) -> None:
-    agent = await api.agent(mock_responses=[SHORT])
+    agent = await api.agent(mock_responses=[SLOW])
     schedules = {
         "skip": await _schedule(http, agent, "skip", overlap_policy="skip"),
         "queue": await _schedule(http, agent, "queue", overlap_policy="queue", session_policy="continue"),
@@ -69,11 +69,11 @@ async def test_each_due_time_fires_once_under_each_overlap_policy(
         # One firing per schedule, however many firers race for the due time.
         assert len(await fire_at(first_due)) == 3
         # The next due time comes while those are still starting or running.
+        second_due = first_due + timedelta(minutes=1)
+        assert len(await fire_at(second_due)) == 1  # cancel_previous's; the others skip or wait
         path = f"/api/v1/projects/{agent.project_id}/schedules/{schedules['skip']['id']}"
         read = await http.get(path, headers=agent.owner.headers)
-        second_due = datetime.fromisoformat(read.json()["next_fire_at"])
-        assert second_due > first_due
-        assert len(await fire_at(second_due)) == 1  # cancel_previous's; the others skip or wait
+        assert datetime.fromisoformat(read.json()["next_fire_at"]) == second_due + timedelta(minutes=1)
         assert (await outcomes("skip"))[0] == "skipped_overlap"
         assert (await outcomes("queue"))[0] == "queued"
         assert (await outcomes("cancel_previous"))[1] == "cancelled"
