@@ -28,6 +28,7 @@ from agentmesh.registry.clock import Clock
 from agentmesh.registry.errors import ScheduleFiringNotFound, ValidationFailed
 from agentmesh.registry.schedules.models import (
     CANCELLED,
+    FAILED,
     PENDING,
     QUEUED,
     RECORDED,
@@ -184,8 +185,13 @@ async def _claimed(
 ) -> ClaimedFiring | None:
     project = await tx.get_project(project_id=schedule.project_id)
     creator = await tx.get_user(schedule.created_by)
-    if project is None or creator is None:
-        logger.warning("schedule %s: its project or creator is gone; not fired", schedule.id)
+    if project is None or creator is None or not creator.is_active:
+        # Its runs run as its creator: one who is gone or deactivated runs nothing any more.
+        logger.warning("schedule %s: its creator is gone or inactive; not fired", schedule.id)
+        failed = _ended(firing, FAILED, now).model_copy(
+            update={"error": "the schedule's creator is inactive"}
+        )
+        await tx.update_firing(failed, outcome_was=firing.outcome)
         return None
     message = render(schedule.message, schedule.time_zone, scheduled_for=firing.due_at, now=now)
     return ClaimedFiring(
