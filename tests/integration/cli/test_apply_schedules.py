@@ -15,6 +15,10 @@ from agentmesh.cli.apply.plan import Action, Change
 from agentmesh.cli.client import Connection
 from agentmesh.registry.client import RegistryClient
 
+# What is stored is the store contract's (test_schedule_store_contract.py, on both databases):
+# the faces run once, on SQLite.
+ONCE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+
 
 def mesh_yaml(slug: str, *, cron: str = "0 7 * * 1-5", agent: str = "reporter") -> str:
     return textwrap.dedent(
@@ -44,6 +48,7 @@ async def apply_text(text: str, caller: Connection) -> list[Change]:
     return await apply_manifest(load_manifest(text), RegistryClient(caller.channel), metadata=caller.metadata)
 
 
+@ONCE
 async def test_schedules_are_applied_after_their_agents(admin: Connection) -> None:
     slug = f"sched-{uuid.uuid4().hex[:8]}"
     changes = await apply_text(mesh_yaml(slug), admin)
