@@ -1,7 +1,7 @@
 """Schedules through the mesh: two gateways' firers race on a clock the test sets (no waiting for a
-real minute), each due time fires once, its run goes through the normal chat path with the
-scripted `mock` model, and the overlap policies decide the next due time's firing while the
-previous run is still going. The REST face refuses a bad field naming it."""
+real minute) with two executors behind them, each due time fires once, its run goes through the
+normal chat path with the scripted `mock` model, and the overlap policies decide the next due
+time's firing while the previous run is still going. The REST face refuses a bad field naming it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import httpx
 
 from agentmesh.cli.mesh import Mesh
 from agentmesh.gateway.schedules import utc_now
-from tests.integration.gateway.conftest import start_gateway
+from tests.integration.gateway.conftest import start_executor, start_gateway
 from tests.integration.gateway.support import Agent, Api
 from tests.polling import eventually
 
@@ -53,7 +53,11 @@ async def test_each_due_time_fires_once_under_each_overlap_policy(
     }
     first_due = datetime.fromisoformat(schedules["skip"]["next_fire_at"])
     # The mesh's gateway and another one, neither polling on its own (conftest): the test ticks them.
-    extra = await start_gateway(mesh)
+    # ... and the other one sends its runs to a second executor as well.
+    executor = await start_executor(mesh)
+    extra = await start_gateway(
+        mesh, executor_addresses=[mesh.services["executor"].address, executor.address]
+    )
     gateways = [mesh.gateway, extra]
     try:
 
@@ -96,6 +100,7 @@ async def test_each_due_time_fires_once_under_each_overlap_policy(
     finally:
         mesh.gateway.schedules.clock = utc_now
         await extra.stop(1)
+        await executor.stop(1)
 
 
 async def test_bad_fields_are_refused_naming_the_field(api: Api, http: httpx.AsyncClient, once: None) -> None:
