@@ -80,6 +80,10 @@ COMMANDS = {
     "webhooks": LazyCommand(
         "agentmesh.cli.webhooks:webhooks", "Manage a project's webhooks (signed run events)."
     ),
+    "schedules": LazyCommand(
+        "agentmesh.cli.schedules:schedules",
+        "List, create, delete and run a project's schedules (agents run on a cron), and their history.",
+    ),
     "invitations": LazyCommand(
         "agentmesh.cli.invitations:invitations",
         "Issue, list and revoke invitations to register (superusers).",

@@ -64,6 +64,8 @@ GATEWAY_SETTINGS = {
     "rate_limit_per_second": 10_000,
     "rate_limit_burst": 100_000,
     "http_shutdown_grace_seconds": 1,
+    # Schedules fire only where a test moves its gateways' clock on (test_schedules.py).
+    "schedule_poll_seconds": 0,
 }
 
 

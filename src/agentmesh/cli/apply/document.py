@@ -22,6 +22,7 @@ from agentmesh.cli.apply.schema import (
     ProjectEntry,
     RegisteredMcpServerEntry,
     RemoteAgentEntry,
+    ScheduleEntry,
 )
 from agentmesh.common.v1 import run_pb2, types_pb2
 from agentmesh.registry.declarations import (
@@ -81,6 +82,15 @@ class DeclaredRemoteAgent:
 
 
 @dataclass(frozen=True)
+class DeclaredSchedule:
+    """A schedule of a project; `declared` names the fields the file gives."""
+
+    path: str
+    message: resources_pb2.Schedule
+    declared: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class DeclaredProject:
     """A project of the file, its remote agents and its agents."""
 
@@ -89,6 +99,7 @@ class DeclaredProject:
     declared: tuple[str, ...]
     agents: tuple[DeclaredAgent, ...]
     remote_agents: tuple[DeclaredRemoteAgent, ...] = ()
+    schedules: tuple[DeclaredSchedule, ...] = ()
 
     @property
     def slug(self) -> str:
@@ -293,12 +304,21 @@ def _declared_project(path: str, entry: ProjectEntry) -> DeclaredProject:
         )
         for index, remote in enumerate(entry.remote_agents)
     )
+    schedules = tuple(
+        DeclaredSchedule(
+            path=f"{path}.schedules[{index}]",
+            message=resources_pb2.Schedule(**schedule.model_dump()),
+            declared=tuple(name for name in ScheduleEntry.model_fields if name in schedule.model_fields_set),
+        )
+        for index, schedule in enumerate(entry.schedules)
+    )
     return DeclaredProject(
         path=path,
         message=normalized_project(message),
         declared=declared,
         agents=agents,
         remote_agents=remotes,
+        schedules=schedules,
     )
 
 
@@ -369,6 +389,7 @@ def _duplicates(manifest: Manifest) -> list[FieldViolation]:
         check("agent slug", ((a.slug, a.path, key_field(a.slug_declared)) for a in project.agents))
         # A remote agent's name is unique among the project's agents and remote agents.
         check("remote agent", ((r.message.name, r.path, "name") for r in project.remote_agents))
+        check("schedule", ((s.message.name, s.path, "name") for s in project.schedules))
         agent_refs = {ref for a in project.agents for ref in (a.name, a.slug)}
         problems += [
             FieldViolation(f"{r.path}.name", f"an agent of this project is named {r.message.name!r}")

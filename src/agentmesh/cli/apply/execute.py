@@ -1,6 +1,7 @@
 """Execution: a plan's writes, in order — agent types, projects, remote agents, MCP servers, then
-agents, with the references between new agents set once they all exist. The registry checks every
-write itself; a refused write stops applying and names the entry, with what was applied before it."""
+agents, with the references between new agents set once they all exist, then schedules (they name
+agents). The registry checks every write itself; a refused write stops applying and names the
+entry, with what was applied before it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from contextlib import asynccontextmanager
 from agentmesh.cli.apply.document import ApplyError, Manifest
 from agentmesh.cli.apply.plan import Action, AgentStep, Change, Plan, plan_manifest
 from agentmesh.cli.apply.remote_agents import write_remote_agent
+from agentmesh.cli.apply.schedules import write_schedule
 from agentmesh.cli.apply.versions import latest_versions, note_new_versions
 from agentmesh.cli.client import Metadata, describe
 from agentmesh.registry.client import RegistryClient
@@ -98,6 +100,14 @@ class _Executor:
                         server_step.message, server_step.change.fields, metadata=self._metadata
                     )
         await self._agents(plan, type_ids, project_ids)
+        for schedule_step in plan.schedules:
+            async with self._writing(schedule_step.path, schedule_step.change):
+                await write_schedule(
+                    self._registry,
+                    schedule_step,
+                    project_ids[schedule_step.project_slug],
+                    metadata=self._metadata,
+                )
 
     async def _agents(self, plan: Plan, type_ids: dict[str, str], project_ids: dict[str, str]) -> None:
         known = {slug: set(names) for slug, names in plan.agent_names.items()}
@@ -176,7 +186,7 @@ class _Executor:
 def _file_path(entry_path: str, request_field: str) -> str:
     """A registry field path (`agent_type.max_steps`, `agent.config.tools`) as a file path."""
     head, _, rest = request_field.partition(".")
-    if head in ("agent_type", "project", "agent", "mcp_server", "remote_agent") and rest:
+    if head in ("agent_type", "project", "agent", "mcp_server", "remote_agent", "schedule") and rest:
         return f"{entry_path}.{rest}"
     return f"{entry_path} ({request_field})"
 

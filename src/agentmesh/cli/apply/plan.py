@@ -32,6 +32,7 @@ from agentmesh.runtime.errors import FieldViolation, NotFound
 
 if TYPE_CHECKING:
     from agentmesh.cli.apply.remote_agents import RemoteAgentStep
+    from agentmesh.cli.apply.schedules import ScheduleStep
 
 _LIST_PAGE_SIZE = 100
 
@@ -50,7 +51,7 @@ class Change:
     the fields an update changes, `warnings` what the registry said about the object written
     (a model or tool no running executor can serve), `version` an agent's new version."""
 
-    kind: Literal["agent type", "project", "remote agent", "MCP server", "agent"]
+    kind: Literal["agent type", "project", "remote agent", "MCP server", "agent", "schedule"]
     ref: str
     action: Action
     fields: tuple[str, ...] = ()
@@ -114,13 +115,21 @@ class Plan:
     remote_agents: list[RemoteAgentStep] = field(default_factory=list)
     mcp_servers: list[McpServerStep] = field(default_factory=list)
     agents: list[AgentStep] = field(default_factory=list)
+    schedules: list[ScheduleStep] = field(default_factory=list)
     type_ids: dict[str, str] = field(default_factory=dict)  # slug → id of existing types
     # Project slug → the slugs and names of its existing agents.
     agent_names: dict[str, set[str]] = field(default_factory=dict)
 
     @property
     def changes(self) -> list[Change]:
-        steps = (*self.agent_types, *self.projects, *self.remote_agents, *self.mcp_servers, *self.agents)
+        steps = (
+            *self.agent_types,
+            *self.projects,
+            *self.remote_agents,
+            *self.mcp_servers,
+            *self.agents,
+            *self.schedules,
+        )
         return [step.change for step in steps]
 
 
@@ -141,6 +150,7 @@ class _Planner:
 
     async def plan(self, manifest: Manifest) -> Plan:
         from agentmesh.cli.apply.remote_agents import plan_remote_agents  # it builds on this module
+        from agentmesh.cli.apply.schedules import plan_schedules
 
         plan = Plan()
         for declared in manifest.agent_types:
@@ -163,6 +173,10 @@ class _Planner:
                 agent_step = await self._agent_step(project, agent, existing, known, planned_types)
                 if agent_step is not None:
                     plan.agents.append(agent_step)
+            # Schedules are written after the agents they name.
+            plan.schedules += await plan_schedules(
+                self._registry, project, step.message.id, known, self.problems, metadata=self._metadata
+            )
         await self._mcp_server_steps(manifest, plan)
         plan.type_ids = {slug: m.id for slug, m in self._types_by_slug.items() if m is not None}
         if self.problems:

@@ -133,6 +133,21 @@ class RemoteAgentEntry(_Entry):
     description: str = ""
 
 
+class ScheduleEntry(_Entry):
+    """A schedule of the project (docs/schedules.md), found by `name`: its agent runs at each due
+    time of `cron` in `time_zone`, as whoever applied the file first."""
+
+    name: str
+    agent: str
+    message: str
+    cron: str
+    time_zone: str = "UTC"
+    session_policy: str = "new"
+    missed_policy: str = "skip"
+    overlap_policy: str = "skip"
+    enabled: bool = True
+
+
 class LimitsEntry(_Entry):
     """A project's limits (docs/tenants.md): left out, the operator's default; 0, unlimited. Only
     a superuser may raise one."""
@@ -158,6 +173,7 @@ class ProjectEntry(_Entry):
     limits: LimitsEntry = LimitsEntry()  # as a whole: a limit left out is the operator's default
     remote_agents: list[RemoteAgentEntry] = []
     agents: list[AgentEntry] = []
+    schedules: list[ScheduleEntry] = []
 
 
 class ApplyDocument(_Entry):

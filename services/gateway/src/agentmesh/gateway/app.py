@@ -25,6 +25,7 @@ from agentmesh.gateway.http.context import HttpContext
 from agentmesh.gateway.policy import A2A_SERVICE, RPC_POLICY
 from agentmesh.gateway.project_limits import OpenStreams, ProjectLimitsCache
 from agentmesh.gateway.ratelimit import RateLimiter
+from agentmesh.gateway.schedules import ScheduleFirer
 from agentmesh.gateway.servicer import GatewayServicer, RegistryOverrides
 from agentmesh.gateway.settings import GatewaySettings
 from agentmesh.gateway.v1 import gateway_service_pb2, gateway_service_pb2_grpc
@@ -50,6 +51,7 @@ class GatewayService(RunningService):
 
     http: HttpServer = field(kw_only=True)
     router: RunRouter = field(kw_only=True)
+    schedules: ScheduleFirer = field(kw_only=True)
 
 
 def _check_policy() -> None:
@@ -111,6 +113,14 @@ async def start(settings: GatewaySettings) -> GatewayService:
         timeout_seconds=settings.chat_timeout_seconds,
     )
     servicer = GatewayServicer(gateway)
+    schedules = ScheduleFirer(
+        gateway=gateway,
+        registry=registry,
+        tokens=tokens,
+        system_metadata=system_token.metadata,
+        poll_seconds=settings.schedule_poll_seconds,
+        run_token_ttl_seconds=int(settings.chat_timeout_seconds) + 300,
+    )
     # A2A: one request handler over the task core, behind the HTTP bindings and gRPC's.
     live_runs = LiveRuns()
     a2a_tasks = A2ATasks(
@@ -176,15 +186,19 @@ async def start(settings: GatewaySettings) -> GatewayService:
         ],
         interceptors=[AuthorizationInterceptor(guard)],
     )
-    closers = [registry_channel.close, memory_channel.close, router.stop, live_runs.stop]
+    # Closed in reverse: the firer stops (its runs' outcomes recorded) before the channels close.
+    closers = [registry_channel.close, memory_channel.close, router.stop, live_runs.stop, schedules.stop]
     endpoints.grpc_address = endpoints.grpc_address or server.address
     try:
         await router.start()
         await http.start()
         endpoints.http_base_url = endpoints.http_base_url or http.url
+        schedules.start()
     except BaseException:
         await server.stop(0)
         for close in closers:
             await close()
         raise
-    return GatewayService("gateway", server, closers=[*closers, http.stop], http=http, router=router)
+    return GatewayService(
+        "gateway", server, closers=[*closers, http.stop], http=http, router=router, schedules=schedules
+    )

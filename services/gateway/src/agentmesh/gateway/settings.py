@@ -81,5 +81,7 @@ class GatewaySettings(ServiceSettings):
     executor_health_interval_seconds: float = Field(default=2.0, gt=0)
     executor_refresh_interval_seconds: float = Field(default=5.0, gt=0)
     chat_timeout_seconds: float = Field(default=600.0, gt=0)
+    # How often this gateway claims the schedules' due firings (0: it fires none).
+    schedule_poll_seconds: float = Field(default=1.0, ge=0)
     # How long in-flight HTTP requests (streams included) may take to finish when stopping.
     http_shutdown_grace_seconds: float = Field(default=5.0, ge=0)

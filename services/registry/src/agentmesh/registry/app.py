@@ -37,6 +37,8 @@ from agentmesh.registry.runs.executors import ExecutorPool
 from agentmesh.registry.runs.input_requests import InputRequests
 from agentmesh.registry.runs.leases import RunLeases
 from agentmesh.registry.runs.turns import SessionTurns
+from agentmesh.registry.schedules.claims import ScheduleClaims
+from agentmesh.registry.schedules.registry import ScheduleRegistry
 from agentmesh.registry.servicer import RegistryServicer
 from agentmesh.registry.settings import RegistrySettings
 from agentmesh.registry.store.sql import SqlRegistryStore
@@ -83,6 +85,8 @@ class Components:
     usage: UsageLedger
     webhooks: WebhookRegistry
     dispatcher: WebhookDispatcher
+    schedules: ScheduleRegistry
+    claims: ScheduleClaims
 
 
 def _throttle(settings: RegistrySettings, max_failures: int) -> LoginThrottle:
@@ -184,6 +188,10 @@ async def open_components(settings: RegistrySettings) -> Components:
             policy=webhook_policy(settings),
             clock=utc_now,
         ),
+        schedules=ScheduleRegistry(store, page_tokens=PageTokens(secret), clock=utc_now),
+        claims=ScheduleClaims(
+            store, clock=utc_now, missed_grace_seconds=settings.schedule_missed_grace_seconds
+        ),
     )
 
 
@@ -219,6 +227,7 @@ async def start(settings: RegistrySettings) -> RunningService:
             input_requests=components.input_requests,
             usage=components.usage,
             webhooks=components.webhooks,
+            schedules=components.schedules,
         )
         internal = RegistryInternalServicer(
             components.registry,
@@ -231,6 +240,7 @@ async def start(settings: RegistrySettings) -> RunningService:
             runs=components.runs,
             executors=components.executors,
             input_requests=components.input_requests,
+            claims=components.claims,
         )
         credentials = ServiceCredentials(settings.jwt_secret.get_secret_value(), service="registry")
         server = await start_service_server(

@@ -9,6 +9,7 @@ through it).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 
 import grpc
 
@@ -219,3 +220,28 @@ class RegistryClient(ResourceCalls):
             self.internal_stub.ListExecutors, internal_pb.ListExecutorsRequest(), metadata=metadata
         )
         return list(response.executors)
+
+    async def claim_schedule_firings(
+        self, now: datetime, *, limit: int = 0, metadata: Metadata | None = None
+    ) -> list[internal_pb.ClaimedFiring]:
+        """The schedules' firings due at `now` that this caller now owns (the system principal
+        only): each due time goes to one caller, however many ask at once."""
+        request = internal_pb.ClaimScheduleFiringsRequest(limit=limit)
+        request.now.FromDatetime(now)
+        response = await unary(self.internal_stub.ClaimScheduleFirings, request, metadata=metadata)
+        return list(response.firings)
+
+    async def record_schedule_firing(
+        self,
+        firing_id: str,
+        outcome: str,
+        *,
+        run_id: str = "",
+        error: str = "",
+        metadata: Metadata | None = None,
+    ) -> None:
+        """What became of a claimed firing: `running` with its run, then its end."""
+        request = internal_pb.RecordScheduleFiringRequest(
+            firing_id=firing_id, outcome=outcome, run_id=run_id, error=error
+        )
+        await unary(self.internal_stub.RecordScheduleFiring, request, metadata=metadata)

@@ -18,6 +18,7 @@ from agentmesh.registry import convert, validation
 from agentmesh.registry.mcp_servers import registry as mcp_servers
 from agentmesh.registry.models import AgentConfig as AgentConfig
 from agentmesh.registry.remote_agents import registry as remote_agents
+from agentmesh.registry.schedules import registry as schedules
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import FieldViolation
 
@@ -123,6 +124,21 @@ def check_remote_agent(
     """A remote agent to write, as Create/UpdateRemoteAgent check it (its project aside)."""
     fields = {name: getattr(remote, name) for name in ("name", "card_url", "credential", "description")}
     return remote_agents.remote_agent_violations(project_id="-", prefix=field, **fields)
+
+
+def check_schedule(schedule: resources_pb2.Schedule, *, field: str = "schedule") -> list[FieldViolation]:
+    """A schedule to write, as Create/UpdateSchedule check it (its agent's existence aside)."""
+    return schedules.schedule_violations(
+        name=schedule.name,
+        agent=schedule.agent,
+        message=schedule.message,
+        cron=schedule.cron,
+        time_zone_name=schedule.time_zone,
+        session_policy=schedule.session_policy,
+        missed_policy=schedule.missed_policy,
+        overlap_policy=schedule.overlap_policy,
+        prefix=field,
+    )
 
 
 def agent_slug(name: str, slug: str = "") -> str:

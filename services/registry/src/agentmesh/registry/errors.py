@@ -315,3 +315,23 @@ class UserRequired(PermissionDenied):
 
 class WebhookNotFound(NotFound):
     default_reason = "WEBHOOK_NOT_FOUND"
+
+
+class ScheduleNotFound(NotFound):
+    default_reason = "SCHEDULE_NOT_FOUND"
+
+
+class ScheduleNameTaken(AlreadyExists):
+    """A schedule of the project has that name already."""
+
+    default_reason = "SCHEDULE_NAME_TAKEN"
+
+
+class ScheduleDisabled(FailedPrecondition):
+    """A disabled schedule cannot be made due."""
+
+    default_reason = "SCHEDULE_DISABLED"
+
+
+class ScheduleFiringNotFound(NotFound):
+    default_reason = "SCHEDULE_FIRING_NOT_FOUND"

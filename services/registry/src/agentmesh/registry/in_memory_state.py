@@ -23,10 +23,11 @@ from agentmesh.registry.models import (
     Project,
     RefreshToken,
     RegisteredMcpServer,
-    RemoteAgent,
     RunKey,
 )
+from agentmesh.registry.remote_agents.models import RemoteAgent
 from agentmesh.registry.runs.input_models import InputRequest
+from agentmesh.registry.schedules.models import Schedule, ScheduleFiring
 from agentmesh.registry.webhooks.models import Webhook, WebhookDelivery
 
 V = TypeVar("V")
@@ -79,6 +80,10 @@ class State:
     # Webhook subscriptions by id, and their outbox of deliveries by id.
     webhooks: dict[str, Webhook] = field(default_factory=dict)
     webhook_deliveries: dict[str, WebhookDelivery] = field(default_factory=dict)
+
+    # Schedules and their firings, by id.
+    schedules: dict[str, Schedule] = field(default_factory=dict)
+    schedule_firings: dict[str, ScheduleFiring] = field(default_factory=dict)
 
     def in_flight(self, run: RunKey) -> bool:
         return run in self.runs or run in self.leases

@@ -27,6 +27,8 @@ from agentmesh.registry.runs.executors import ExecutorPool
 from agentmesh.registry.runs.input_requests import InputRequests
 from agentmesh.registry.runs.leases import RunLeases
 from agentmesh.registry.runs.turns import SessionTurns
+from agentmesh.registry.schedules.claims import ScheduleClaims
+from agentmesh.registry.schedules.servicer import ScheduleFiringRpcs
 from agentmesh.registry.usage.convert import finished_run
 from agentmesh.runtime.identity import caller
 
@@ -34,7 +36,7 @@ Context = grpc.aio.ServicerContext
 logger = logging.getLogger(__name__)
 
 
-class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
+class RegistryInternalServicer(ScheduleFiringRpcs, pb_grpc.RegistryInternalServiceServicer):
     """Adapts RegistryInternalService RPCs to the registry's rules and run leases."""
 
     def __init__(
@@ -50,8 +52,10 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
         runs: RunBookkeeping,
         executors: ExecutorPool,
         input_requests: InputRequests,
+        claims: ScheduleClaims,
     ) -> None:
         self._registry = registry
+        self._claims = claims
         self._runs = runs
         self._executors = executors
         self._mcp_servers = mcp_servers

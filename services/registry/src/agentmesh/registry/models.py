@@ -491,16 +491,3 @@ class Page(Model, Generic[T]):
     items: list[T]
     next_page_token: str = ""
     total_size: int = 0
-
-
-class RemoteAgent(Model):
-    """A remote A2A agent registered in a project: its agents may name it in their network access
-    and delegate to it over A2A. `credential` (a bearer token) is write-only: answers mask it."""
-
-    id: str
-    project_id: str
-    name: str
-    card_url: str
-    credential: str = ""
-    description: str = ""
-    created_at: datetime

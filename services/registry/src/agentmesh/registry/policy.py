@@ -85,6 +85,14 @@ POLICY: Mapping[str, Access] = {
     # The cost ledger's summaries: the project's owner, superusers, and API keys scoped to it
     # (the rules check it, `usage/ledger.py`).
     "SummarizeUsage": Access.AUTHENTICATED,
+    # Schedules: the project's owner (the rules check it) or superusers.
+    "CreateSchedule": Access.AUTHENTICATED,
+    "GetSchedule": Access.AUTHENTICATED,
+    "ListSchedules": Access.AUTHENTICATED,
+    "UpdateSchedule": Access.AUTHENTICATED,
+    "DeleteSchedule": Access.AUTHENTICATED,
+    "RunSchedule": Access.AUTHENTICATED,
+    "ListScheduleFirings": Access.AUTHENTICATED,
 }
 
 # RegistryInternalService: only the mesh's services reach it (their service credential is checked
@@ -103,6 +111,9 @@ INTERNAL_POLICY: Mapping[str, Access] = {
     "ListPublicAgents": Access.SYSTEM,
     "RenewRunLeases": Access.SYSTEM,
     "SuspendRun": Access.SYSTEM,
+    # Gateways fire schedules as themselves: claims cover every project.
+    "ClaimScheduleFirings": Access.SYSTEM,
+    "RecordScheduleFiring": Access.SYSTEM,
     "AwaitSessionTurn": Access.SYSTEM,
     "WatchAgents": Access.SYSTEM,
     "RegisterExecutor": Access.SYSTEM,

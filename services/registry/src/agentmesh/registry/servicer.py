@@ -1,8 +1,8 @@
 """RegistryService over gRPC: one service, its RPCs handled by resource — users and API keys in
 `identity/servicer.py`, projects in `projects/servicer.py`, agent types and agents in
 `agents/servicer.py`, MCP servers and remote agents in theirs, suspended runs' requests for input in
-`runs/servicer.py`, the cost ledger's summaries in `usage/servicer.py`, webhooks in `webhooks/servicer.py`.
-This class only composes those
+`runs/servicer.py`, the cost ledger's summaries in `usage/servicer.py`, webhooks in
+`webhooks/servicer.py`, schedules in `schedules/servicer.py`. This class only composes those
 handlers and gives them the rules they call. No SQL and no rules here: the caller comes from the
 authorization interceptor (`caller()`), and failures leave as DomainErrors for the shared
 interceptor to map."""
@@ -24,6 +24,8 @@ from agentmesh.registry.remote_agents.registry import RemoteAgentRegistry
 from agentmesh.registry.remote_agents.servicer import RemoteAgentRpcs
 from agentmesh.registry.runs.input_requests import InputRequests
 from agentmesh.registry.runs.servicer import InputRequestRpcs
+from agentmesh.registry.schedules.registry import ScheduleRegistry
+from agentmesh.registry.schedules.servicer import ScheduleRpcs
 from agentmesh.registry.usage.ledger import UsageLedger
 from agentmesh.registry.usage.servicer import UsageRpcs
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
@@ -43,6 +45,7 @@ class RegistryServicer(
     InputRequestRpcs,
     UsageRpcs,
     WebhookRpcs,
+    ScheduleRpcs,
     pb_grpc.RegistryServiceServicer,
 ):
     """The public RegistryService: every resource's RPC handlers, over the rules they adapt."""
@@ -61,6 +64,7 @@ class RegistryServicer(
         input_requests: InputRequests,
         usage: UsageLedger,
         webhooks: WebhookRegistry,
+        schedules: ScheduleRegistry,
     ) -> None:
         self._accounts = accounts
         self._registration = registration
@@ -73,3 +77,4 @@ class RegistryServicer(
         self._input_requests = input_requests
         self._usage = usage
         self._webhooks = webhooks
+        self._schedules = schedules

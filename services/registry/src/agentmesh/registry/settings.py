@@ -44,6 +44,11 @@ class RegistrySettings(ServiceSettings):
     run_lease_sweep_seconds: float = Field(
         default=1.0, gt=0, description="how often expired leases are looked for"
     )
+    schedule_missed_grace_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="a schedule's due time claimed later than this is missed (its missed-run policy applies)",
+    )
 
     # Project limits for projects that set none (`projects/limits.py`); 0 is unlimited. A project's
     # `concurrent_runs`, unless fixed here, defaults to its share of the executor pool's run slots.

@@ -453,3 +453,46 @@ class WebhookDeliveryRow(Base):
     last_attempt_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
     last_status_code: Mapped[int] = mapped_column(sa.Integer)
     last_error: Mapped[str] = mapped_column(sa.Text)
+
+
+class ScheduleRow(Base):
+    """A project's schedule (migration 0021); deleted with its project by the store."""
+
+    __tablename__ = "schedules"
+    __table_args__ = (
+        sa.UniqueConstraint("project_id", "name"),
+        sa.Index(None, "project_id", "created_at", "id"),
+    )
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    project_id: Mapped[str] = mapped_column(sa.String(36))
+    name: Mapped[str] = mapped_column(sa.String(63))
+    agent: Mapped[str] = mapped_column(sa.String(200))
+    message: Mapped[str] = mapped_column(sa.Text)
+    cron: Mapped[str] = mapped_column(sa.String(200))
+    time_zone: Mapped[str] = mapped_column(sa.String(64))
+    session_policy: Mapped[str] = mapped_column(sa.String(16))
+    missed_policy: Mapped[str] = mapped_column(sa.String(16))
+    overlap_policy: Mapped[str] = mapped_column(sa.String(16))
+    enabled: Mapped[bool] = mapped_column(sa.Boolean)
+    next_fire_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True, index=True)
+    session_id: Mapped[str] = mapped_column(sa.String(200))
+    created_by: Mapped[str] = mapped_column(sa.String(36))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class ScheduleFiringRow(Base):
+    """One due time of a schedule and what became of it; unique by (schedule, due time)."""
+
+    __tablename__ = "schedule_firings"
+    __table_args__ = (sa.UniqueConstraint("schedule_id", "due_at"),)
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    schedule_id: Mapped[str] = mapped_column(sa.String(36))
+    due_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    outcome: Mapped[str] = mapped_column(sa.String(32), index=True)
+    run_id: Mapped[str] = mapped_column(sa.String(200))
+    session_id: Mapped[str] = mapped_column(sa.String(200))
+    error: Mapped[str] = mapped_column(sa.Text)
+    fired_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)

@@ -6755,6 +6755,776 @@ func (x *TestWebhookResponse) GetDeliveryId() string {
 	return ""
 }
 
+// CreateScheduleRequest is the input of CreateSchedule.
+type CreateScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule: project_id, name, agent, message, cron, and optionally the rest.
+	Schedule      *Schedule `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateScheduleRequest) Reset() {
+	*x = CreateScheduleRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[119]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateScheduleRequest) ProtoMessage() {}
+
+func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[119]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
+func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{119}
+}
+
+func (x *CreateScheduleRequest) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+// CreateScheduleResponse is the output of CreateSchedule.
+type CreateScheduleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule, with its next_fire_at.
+	Schedule      *Schedule `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateScheduleResponse) Reset() {
+	*x = CreateScheduleResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[120]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateScheduleResponse) ProtoMessage() {}
+
+func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[120]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
+func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{120}
+}
+
+func (x *CreateScheduleResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+// GetScheduleRequest is the input of GetSchedule.
+type GetScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// Identifier.
+	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetScheduleRequest) Reset() {
+	*x = GetScheduleRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[121]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetScheduleRequest) ProtoMessage() {}
+
+func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[121]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
+func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{121}
+}
+
+func (x *GetScheduleRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *GetScheduleRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// GetScheduleResponse is the output of GetSchedule.
+type GetScheduleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule.
+	Schedule      *Schedule `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetScheduleResponse) Reset() {
+	*x = GetScheduleResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[122]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetScheduleResponse) ProtoMessage() {}
+
+func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[122]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
+func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{122}
+}
+
+func (x *GetScheduleResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+// ListSchedulesRequest is the input of ListSchedules.
+type ListSchedulesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// At most this many (default 50, at most 1000).
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Token from a previous response.
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Page number (1-based), an alternative to page_token for REST-style paging.
+	Page          int32 `protobuf:"varint,4,opt,name=page,proto3" json:"page,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesRequest) Reset() {
+	*x = ListSchedulesRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[123]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesRequest) ProtoMessage() {}
+
+func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[123]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
+func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{123}
+}
+
+func (x *ListSchedulesRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *ListSchedulesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListSchedulesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListSchedulesRequest) GetPage() int32 {
+	if x != nil {
+		return x.Page
+	}
+	return 0
+}
+
+// ListSchedulesResponse is the output of ListSchedules.
+type ListSchedulesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The page of the project's schedules.
+	Schedules []*Schedule `protobuf:"bytes,1,rep,name=schedules,proto3" json:"schedules,omitempty"`
+	// Token for the next page; empty on the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// How many the project has in all.
+	TotalSize     int32 `protobuf:"varint,3,opt,name=total_size,json=totalSize,proto3" json:"total_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesResponse) Reset() {
+	*x = ListSchedulesResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[124]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesResponse) ProtoMessage() {}
+
+func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[124]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
+func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{124}
+}
+
+func (x *ListSchedulesResponse) GetSchedules() []*Schedule {
+	if x != nil {
+		return x.Schedules
+	}
+	return nil
+}
+
+func (x *ListSchedulesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *ListSchedulesResponse) GetTotalSize() int32 {
+	if x != nil {
+		return x.TotalSize
+	}
+	return 0
+}
+
+// UpdateScheduleRequest is the input of UpdateSchedule.
+type UpdateScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule with its project_id, id and the new values.
+	Schedule *Schedule `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	// Fields to change ("*" for all that may change).
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateScheduleRequest) Reset() {
+	*x = UpdateScheduleRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[125]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateScheduleRequest) ProtoMessage() {}
+
+func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[125]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
+func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{125}
+}
+
+func (x *UpdateScheduleRequest) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+func (x *UpdateScheduleRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+// UpdateScheduleResponse is the output of UpdateSchedule.
+type UpdateScheduleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule after the change.
+	Schedule      *Schedule `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateScheduleResponse) Reset() {
+	*x = UpdateScheduleResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[126]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateScheduleResponse) ProtoMessage() {}
+
+func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[126]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
+func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{126}
+}
+
+func (x *UpdateScheduleResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+// DeleteScheduleRequest is the input of DeleteSchedule.
+type DeleteScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// Identifier.
+	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteScheduleRequest) Reset() {
+	*x = DeleteScheduleRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[127]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteScheduleRequest) ProtoMessage() {}
+
+func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[127]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
+func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{127}
+}
+
+func (x *DeleteScheduleRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *DeleteScheduleRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// DeleteScheduleResponse is the output of DeleteSchedule.
+type DeleteScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteScheduleResponse) Reset() {
+	*x = DeleteScheduleResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[128]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteScheduleResponse) ProtoMessage() {}
+
+func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[128]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
+func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{128}
+}
+
+// RunScheduleRequest is the input of RunSchedule.
+type RunScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// Identifier.
+	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunScheduleRequest) Reset() {
+	*x = RunScheduleRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[129]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunScheduleRequest) ProtoMessage() {}
+
+func (x *RunScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[129]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunScheduleRequest.ProtoReflect.Descriptor instead.
+func (*RunScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{129}
+}
+
+func (x *RunScheduleRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *RunScheduleRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// RunScheduleResponse is the output of RunSchedule.
+type RunScheduleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule, due now.
+	Schedule      *Schedule `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunScheduleResponse) Reset() {
+	*x = RunScheduleResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[130]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunScheduleResponse) ProtoMessage() {}
+
+func (x *RunScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[130]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunScheduleResponse.ProtoReflect.Descriptor instead.
+func (*RunScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{130}
+}
+
+func (x *RunScheduleResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+// ListScheduleFiringsRequest is the input of ListScheduleFirings.
+type ListScheduleFiringsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The schedule.
+	ScheduleId string `protobuf:"bytes,2,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
+	// At most this many (default 50, at most 1000).
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Token from a previous response.
+	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Page number (1-based), an alternative to page_token for REST-style paging.
+	Page          int32 `protobuf:"varint,5,opt,name=page,proto3" json:"page,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListScheduleFiringsRequest) Reset() {
+	*x = ListScheduleFiringsRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[131]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListScheduleFiringsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListScheduleFiringsRequest) ProtoMessage() {}
+
+func (x *ListScheduleFiringsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[131]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListScheduleFiringsRequest.ProtoReflect.Descriptor instead.
+func (*ListScheduleFiringsRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{131}
+}
+
+func (x *ListScheduleFiringsRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *ListScheduleFiringsRequest) GetScheduleId() string {
+	if x != nil {
+		return x.ScheduleId
+	}
+	return ""
+}
+
+func (x *ListScheduleFiringsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListScheduleFiringsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListScheduleFiringsRequest) GetPage() int32 {
+	if x != nil {
+		return x.Page
+	}
+	return 0
+}
+
+// ListScheduleFiringsResponse is the output of ListScheduleFirings.
+type ListScheduleFiringsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The page of the schedule's firings, newest first.
+	Firings []*ScheduleFiring `protobuf:"bytes,1,rep,name=firings,proto3" json:"firings,omitempty"`
+	// Token for the next page; empty on the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// How many it has in all.
+	TotalSize     int32 `protobuf:"varint,3,opt,name=total_size,json=totalSize,proto3" json:"total_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListScheduleFiringsResponse) Reset() {
+	*x = ListScheduleFiringsResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[132]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListScheduleFiringsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListScheduleFiringsResponse) ProtoMessage() {}
+
+func (x *ListScheduleFiringsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[132]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListScheduleFiringsResponse.ProtoReflect.Descriptor instead.
+func (*ListScheduleFiringsResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{132}
+}
+
+func (x *ListScheduleFiringsResponse) GetFirings() []*ScheduleFiring {
+	if x != nil {
+		return x.Firings
+	}
+	return nil
+}
+
+func (x *ListScheduleFiringsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *ListScheduleFiringsResponse) GetTotalSize() int32 {
+	if x != nil {
+		return x.TotalSize
+	}
+	return 0
+}
+
 var File_agentmesh_registry_v1_registry_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
@@ -7215,14 +7985,67 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x02id\x18\x02 \x01(\tR\x02id\"6\n" +
 	"\x13TestWebhookResponse\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
-	"deliveryId*\xb7\x01\n" +
+	"deliveryId\"T\n" +
+	"\x15CreateScheduleRequest\x12;\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1f.agentmesh.registry.v1.ScheduleR\bschedule\"U\n" +
+	"\x16CreateScheduleResponse\x12;\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1f.agentmesh.registry.v1.ScheduleR\bschedule\"C\n" +
+	"\x12GetScheduleRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"R\n" +
+	"\x13GetScheduleResponse\x12;\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1f.agentmesh.registry.v1.ScheduleR\bschedule\"\x85\x01\n" +
+	"\x14ListSchedulesRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x12\n" +
+	"\x04page\x18\x04 \x01(\x05R\x04page\"\x9d\x01\n" +
+	"\x15ListSchedulesResponse\x12=\n" +
+	"\tschedules\x18\x01 \x03(\v2\x1f.agentmesh.registry.v1.ScheduleR\tschedules\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x1d\n" +
+	"\n" +
+	"total_size\x18\x03 \x01(\x05R\ttotalSize\"\x91\x01\n" +
+	"\x15UpdateScheduleRequest\x12;\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1f.agentmesh.registry.v1.ScheduleR\bschedule\x12;\n" +
+	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\"U\n" +
+	"\x16UpdateScheduleResponse\x12;\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1f.agentmesh.registry.v1.ScheduleR\bschedule\"F\n" +
+	"\x15DeleteScheduleRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\x18\n" +
+	"\x16DeleteScheduleResponse\"C\n" +
+	"\x12RunScheduleRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"R\n" +
+	"\x13RunScheduleResponse\x12;\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1f.agentmesh.registry.v1.ScheduleR\bschedule\"\xac\x01\n" +
+	"\x1aListScheduleFiringsRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x1f\n" +
+	"\vschedule_id\x18\x02 \x01(\tR\n" +
+	"scheduleId\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\x12\x12\n" +
+	"\x04page\x18\x05 \x01(\x05R\x04page\"\xa5\x01\n" +
+	"\x1bListScheduleFiringsResponse\x12?\n" +
+	"\afirings\x18\x01 \x03(\v2%.agentmesh.registry.v1.ScheduleFiringR\afirings\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x1d\n" +
+	"\n" +
+	"total_size\x18\x03 \x01(\x05R\ttotalSize*\xb7\x01\n" +
 	"\x0eUsageDimension\x12\x1f\n" +
 	"\x1bUSAGE_DIMENSION_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15USAGE_DIMENSION_AGENT\x10\x01\x12\x18\n" +
 	"\x14USAGE_DIMENSION_USER\x10\x02\x12\x19\n" +
 	"\x15USAGE_DIMENSION_MODEL\x10\x03\x12\x1b\n" +
 	"\x17USAGE_DIMENSION_SESSION\x10\x04\x12\x17\n" +
-	"\x13USAGE_DIMENSION_DAY\x10\x052\xfa1\n" +
+	"\x13USAGE_DIMENSION_DAY\x10\x052\xfd7\n" +
 	"\x0fRegistryService\x12g\n" +
 	"\fRegisterUser\x12*.agentmesh.registry.v1.RegisterUserRequest\x1a+.agentmesh.registry.v1.RegisterUserResponse\x12R\n" +
 	"\x05Login\x12#.agentmesh.registry.v1.LoginRequest\x1a$.agentmesh.registry.v1.LoginResponse\x12j\n" +
@@ -7279,6 +8102,13 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x11ListInputRequests\x12/.agentmesh.registry.v1.ListInputRequestsRequest\x1a0.agentmesh.registry.v1.ListInputRequestsResponse\x12p\n" +
 	"\x0fGetInputRequest\x12-.agentmesh.registry.v1.GetInputRequestRequest\x1a..agentmesh.registry.v1.GetInputRequestResponse\x12\x82\x01\n" +
 	"\x15RespondToInputRequest\x123.agentmesh.registry.v1.RespondToInputRequestRequest\x1a4.agentmesh.registry.v1.RespondToInputRequestResponse\x12m\n" +
+	"\x0eCreateSchedule\x12,.agentmesh.registry.v1.CreateScheduleRequest\x1a-.agentmesh.registry.v1.CreateScheduleResponse\x12d\n" +
+	"\vGetSchedule\x12).agentmesh.registry.v1.GetScheduleRequest\x1a*.agentmesh.registry.v1.GetScheduleResponse\x12j\n" +
+	"\rListSchedules\x12+.agentmesh.registry.v1.ListSchedulesRequest\x1a,.agentmesh.registry.v1.ListSchedulesResponse\x12m\n" +
+	"\x0eUpdateSchedule\x12,.agentmesh.registry.v1.UpdateScheduleRequest\x1a-.agentmesh.registry.v1.UpdateScheduleResponse\x12m\n" +
+	"\x0eDeleteSchedule\x12,.agentmesh.registry.v1.DeleteScheduleRequest\x1a-.agentmesh.registry.v1.DeleteScheduleResponse\x12d\n" +
+	"\vRunSchedule\x12).agentmesh.registry.v1.RunScheduleRequest\x1a*.agentmesh.registry.v1.RunScheduleResponse\x12|\n" +
+	"\x13ListScheduleFirings\x121.agentmesh.registry.v1.ListScheduleFiringsRequest\x1a2.agentmesh.registry.v1.ListScheduleFiringsResponse\x12m\n" +
 	"\x0eSummarizeUsage\x12,.agentmesh.registry.v1.SummarizeUsageRequest\x1a-.agentmesh.registry.v1.SummarizeUsageResponse\x12j\n" +
 	"\rCreateWebhook\x12+.agentmesh.registry.v1.CreateWebhookRequest\x1a,.agentmesh.registry.v1.CreateWebhookResponse\x12a\n" +
 	"\n" +
@@ -7303,7 +8133,7 @@ func file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_registry_v1_registry_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 119)
+var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 133)
 var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(UsageDimension)(0),                   // 0: agentmesh.registry.v1.UsageDimension
 	(*RegisterUserRequest)(nil),           // 1: agentmesh.registry.v1.RegisterUserRequest
@@ -7425,223 +8255,262 @@ var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*ListWebhookDeliveriesResponse)(nil), // 117: agentmesh.registry.v1.ListWebhookDeliveriesResponse
 	(*TestWebhookRequest)(nil),            // 118: agentmesh.registry.v1.TestWebhookRequest
 	(*TestWebhookResponse)(nil),           // 119: agentmesh.registry.v1.TestWebhookResponse
-	(*User)(nil),                          // 120: agentmesh.registry.v1.User
-	(*fieldmaskpb.FieldMask)(nil),         // 121: google.protobuf.FieldMask
-	(*timestamppb.Timestamp)(nil),         // 122: google.protobuf.Timestamp
-	(*ApiKey)(nil),                        // 123: agentmesh.registry.v1.ApiKey
-	(*Invitation)(nil),                    // 124: agentmesh.registry.v1.Invitation
-	(*AgentType)(nil),                     // 125: agentmesh.registry.v1.AgentType
-	(*Project)(nil),                       // 126: agentmesh.registry.v1.Project
-	(*Agent)(nil),                         // 127: agentmesh.registry.v1.Agent
-	(*AgentVersion)(nil),                  // 128: agentmesh.registry.v1.AgentVersion
-	(*structpb.Value)(nil),                // 129: google.protobuf.Value
-	(*SessionAgentVersion)(nil),           // 130: agentmesh.registry.v1.SessionAgentVersion
-	(*McpServer)(nil),                     // 131: agentmesh.registry.v1.McpServer
-	(*RemoteAgent)(nil),                   // 132: agentmesh.registry.v1.RemoteAgent
-	(v1.InputRequestState)(0),             // 133: agentmesh.common.v1.InputRequestState
-	(*v1.InputRequest)(nil),               // 134: agentmesh.common.v1.InputRequest
-	(*v1.InputResponse)(nil),              // 135: agentmesh.common.v1.InputResponse
-	(*v1.Usage)(nil),                      // 136: agentmesh.common.v1.Usage
-	(*Webhook)(nil),                       // 137: agentmesh.registry.v1.Webhook
-	(*WebhookDelivery)(nil),               // 138: agentmesh.registry.v1.WebhookDelivery
+	(*CreateScheduleRequest)(nil),         // 120: agentmesh.registry.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil),        // 121: agentmesh.registry.v1.CreateScheduleResponse
+	(*GetScheduleRequest)(nil),            // 122: agentmesh.registry.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),           // 123: agentmesh.registry.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),          // 124: agentmesh.registry.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),         // 125: agentmesh.registry.v1.ListSchedulesResponse
+	(*UpdateScheduleRequest)(nil),         // 126: agentmesh.registry.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil),        // 127: agentmesh.registry.v1.UpdateScheduleResponse
+	(*DeleteScheduleRequest)(nil),         // 128: agentmesh.registry.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil),        // 129: agentmesh.registry.v1.DeleteScheduleResponse
+	(*RunScheduleRequest)(nil),            // 130: agentmesh.registry.v1.RunScheduleRequest
+	(*RunScheduleResponse)(nil),           // 131: agentmesh.registry.v1.RunScheduleResponse
+	(*ListScheduleFiringsRequest)(nil),    // 132: agentmesh.registry.v1.ListScheduleFiringsRequest
+	(*ListScheduleFiringsResponse)(nil),   // 133: agentmesh.registry.v1.ListScheduleFiringsResponse
+	(*User)(nil),                          // 134: agentmesh.registry.v1.User
+	(*fieldmaskpb.FieldMask)(nil),         // 135: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),         // 136: google.protobuf.Timestamp
+	(*ApiKey)(nil),                        // 137: agentmesh.registry.v1.ApiKey
+	(*Invitation)(nil),                    // 138: agentmesh.registry.v1.Invitation
+	(*AgentType)(nil),                     // 139: agentmesh.registry.v1.AgentType
+	(*Project)(nil),                       // 140: agentmesh.registry.v1.Project
+	(*Agent)(nil),                         // 141: agentmesh.registry.v1.Agent
+	(*AgentVersion)(nil),                  // 142: agentmesh.registry.v1.AgentVersion
+	(*structpb.Value)(nil),                // 143: google.protobuf.Value
+	(*SessionAgentVersion)(nil),           // 144: agentmesh.registry.v1.SessionAgentVersion
+	(*McpServer)(nil),                     // 145: agentmesh.registry.v1.McpServer
+	(*RemoteAgent)(nil),                   // 146: agentmesh.registry.v1.RemoteAgent
+	(v1.InputRequestState)(0),             // 147: agentmesh.common.v1.InputRequestState
+	(*v1.InputRequest)(nil),               // 148: agentmesh.common.v1.InputRequest
+	(*v1.InputResponse)(nil),              // 149: agentmesh.common.v1.InputResponse
+	(*v1.Usage)(nil),                      // 150: agentmesh.common.v1.Usage
+	(*Webhook)(nil),                       // 151: agentmesh.registry.v1.Webhook
+	(*WebhookDelivery)(nil),               // 152: agentmesh.registry.v1.WebhookDelivery
+	(*Schedule)(nil),                      // 153: agentmesh.registry.v1.Schedule
+	(*ScheduleFiring)(nil),                // 154: agentmesh.registry.v1.ScheduleFiring
 }
 var file_agentmesh_registry_v1_registry_service_proto_depIdxs = []int32{
-	120, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
+	134, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
 	4,   // 1: agentmesh.registry.v1.LoginResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
 	4,   // 2: agentmesh.registry.v1.RefreshTokensResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
-	120, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
-	120, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	120, // 5: agentmesh.registry.v1.UpdateUserRequest.user:type_name -> agentmesh.registry.v1.User
-	121, // 6: agentmesh.registry.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
-	120, // 7: agentmesh.registry.v1.UpdateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	122, // 8: agentmesh.registry.v1.CreateApiKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	123, // 9: agentmesh.registry.v1.CreateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
-	123, // 10: agentmesh.registry.v1.ListApiKeysResponse.api_keys:type_name -> agentmesh.registry.v1.ApiKey
-	124, // 11: agentmesh.registry.v1.CreateInvitationResponse.invitation:type_name -> agentmesh.registry.v1.Invitation
-	124, // 12: agentmesh.registry.v1.ListInvitationsResponse.invitations:type_name -> agentmesh.registry.v1.Invitation
-	125, // 13: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	125, // 14: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	125, // 15: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	125, // 16: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
-	125, // 17: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	121, // 18: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
-	125, // 19: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	126, // 20: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	126, // 21: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	126, // 22: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	126, // 23: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
-	126, // 24: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	121, // 25: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	126, // 26: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	127, // 27: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	127, // 28: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	127, // 29: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	127, // 30: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
-	127, // 31: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	121, // 32: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	127, // 33: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	127, // 34: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	127, // 35: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	128, // 36: agentmesh.registry.v1.ListAgentVersionsResponse.versions:type_name -> agentmesh.registry.v1.AgentVersion
-	128, // 37: agentmesh.registry.v1.GetAgentVersionResponse.version:type_name -> agentmesh.registry.v1.AgentVersion
+	134, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
+	134, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	134, // 5: agentmesh.registry.v1.UpdateUserRequest.user:type_name -> agentmesh.registry.v1.User
+	135, // 6: agentmesh.registry.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
+	134, // 7: agentmesh.registry.v1.UpdateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	136, // 8: agentmesh.registry.v1.CreateApiKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	137, // 9: agentmesh.registry.v1.CreateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
+	137, // 10: agentmesh.registry.v1.ListApiKeysResponse.api_keys:type_name -> agentmesh.registry.v1.ApiKey
+	138, // 11: agentmesh.registry.v1.CreateInvitationResponse.invitation:type_name -> agentmesh.registry.v1.Invitation
+	138, // 12: agentmesh.registry.v1.ListInvitationsResponse.invitations:type_name -> agentmesh.registry.v1.Invitation
+	139, // 13: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	139, // 14: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	139, // 15: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	139, // 16: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
+	139, // 17: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	135, // 18: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
+	139, // 19: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	140, // 20: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	140, // 21: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	140, // 22: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	140, // 23: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
+	140, // 24: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	135, // 25: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	140, // 26: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	141, // 27: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	141, // 28: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	141, // 29: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	141, // 30: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
+	141, // 31: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	135, // 32: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	141, // 33: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	141, // 34: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	141, // 35: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	142, // 36: agentmesh.registry.v1.ListAgentVersionsResponse.versions:type_name -> agentmesh.registry.v1.AgentVersion
+	142, // 37: agentmesh.registry.v1.GetAgentVersionResponse.version:type_name -> agentmesh.registry.v1.AgentVersion
 	70,  // 38: agentmesh.registry.v1.DiffAgentVersionsResponse.changes:type_name -> agentmesh.registry.v1.AgentVersionChange
-	129, // 39: agentmesh.registry.v1.AgentVersionChange.before:type_name -> google.protobuf.Value
-	129, // 40: agentmesh.registry.v1.AgentVersionChange.after:type_name -> google.protobuf.Value
-	127, // 41: agentmesh.registry.v1.RestoreAgentVersionResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	128, // 42: agentmesh.registry.v1.RestoreAgentVersionResponse.version:type_name -> agentmesh.registry.v1.AgentVersion
-	130, // 43: agentmesh.registry.v1.MoveSessionResponse.versions:type_name -> agentmesh.registry.v1.SessionAgentVersion
-	131, // 44: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	131, // 45: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	131, // 46: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	131, // 47: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	131, // 48: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	121, // 49: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
-	131, // 50: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	132, // 51: agentmesh.registry.v1.CreateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	132, // 52: agentmesh.registry.v1.CreateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	132, // 53: agentmesh.registry.v1.GetRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	132, // 54: agentmesh.registry.v1.ListRemoteAgentsResponse.remote_agents:type_name -> agentmesh.registry.v1.RemoteAgent
-	132, // 55: agentmesh.registry.v1.UpdateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	121, // 56: agentmesh.registry.v1.UpdateRemoteAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	132, // 57: agentmesh.registry.v1.UpdateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	133, // 58: agentmesh.registry.v1.ListInputRequestsRequest.state:type_name -> agentmesh.common.v1.InputRequestState
-	134, // 59: agentmesh.registry.v1.ListInputRequestsResponse.input_requests:type_name -> agentmesh.common.v1.InputRequest
-	134, // 60: agentmesh.registry.v1.GetInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
-	135, // 61: agentmesh.registry.v1.RespondToInputRequestRequest.response:type_name -> agentmesh.common.v1.InputResponse
-	134, // 62: agentmesh.registry.v1.RespondToInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
+	143, // 39: agentmesh.registry.v1.AgentVersionChange.before:type_name -> google.protobuf.Value
+	143, // 40: agentmesh.registry.v1.AgentVersionChange.after:type_name -> google.protobuf.Value
+	141, // 41: agentmesh.registry.v1.RestoreAgentVersionResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	142, // 42: agentmesh.registry.v1.RestoreAgentVersionResponse.version:type_name -> agentmesh.registry.v1.AgentVersion
+	144, // 43: agentmesh.registry.v1.MoveSessionResponse.versions:type_name -> agentmesh.registry.v1.SessionAgentVersion
+	145, // 44: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	145, // 45: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	145, // 46: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	145, // 47: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	145, // 48: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	135, // 49: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
+	145, // 50: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	146, // 51: agentmesh.registry.v1.CreateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	146, // 52: agentmesh.registry.v1.CreateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	146, // 53: agentmesh.registry.v1.GetRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	146, // 54: agentmesh.registry.v1.ListRemoteAgentsResponse.remote_agents:type_name -> agentmesh.registry.v1.RemoteAgent
+	146, // 55: agentmesh.registry.v1.UpdateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	135, // 56: agentmesh.registry.v1.UpdateRemoteAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	146, // 57: agentmesh.registry.v1.UpdateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	147, // 58: agentmesh.registry.v1.ListInputRequestsRequest.state:type_name -> agentmesh.common.v1.InputRequestState
+	148, // 59: agentmesh.registry.v1.ListInputRequestsResponse.input_requests:type_name -> agentmesh.common.v1.InputRequest
+	148, // 60: agentmesh.registry.v1.GetInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
+	149, // 61: agentmesh.registry.v1.RespondToInputRequestRequest.response:type_name -> agentmesh.common.v1.InputResponse
+	148, // 62: agentmesh.registry.v1.RespondToInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
 	0,   // 63: agentmesh.registry.v1.SummarizeUsageRequest.group_by:type_name -> agentmesh.registry.v1.UsageDimension
-	136, // 64: agentmesh.registry.v1.UsageGroup.usage:type_name -> agentmesh.common.v1.Usage
+	150, // 64: agentmesh.registry.v1.UsageGroup.usage:type_name -> agentmesh.common.v1.Usage
 	104, // 65: agentmesh.registry.v1.SummarizeUsageResponse.groups:type_name -> agentmesh.registry.v1.UsageGroup
 	104, // 66: agentmesh.registry.v1.SummarizeUsageResponse.total:type_name -> agentmesh.registry.v1.UsageGroup
-	137, // 67: agentmesh.registry.v1.CreateWebhookRequest.webhook:type_name -> agentmesh.registry.v1.Webhook
-	137, // 68: agentmesh.registry.v1.CreateWebhookResponse.webhook:type_name -> agentmesh.registry.v1.Webhook
-	137, // 69: agentmesh.registry.v1.GetWebhookResponse.webhook:type_name -> agentmesh.registry.v1.Webhook
-	137, // 70: agentmesh.registry.v1.ListWebhooksResponse.webhooks:type_name -> agentmesh.registry.v1.Webhook
-	137, // 71: agentmesh.registry.v1.UpdateWebhookRequest.webhook:type_name -> agentmesh.registry.v1.Webhook
-	121, // 72: agentmesh.registry.v1.UpdateWebhookRequest.update_mask:type_name -> google.protobuf.FieldMask
-	137, // 73: agentmesh.registry.v1.UpdateWebhookResponse.webhook:type_name -> agentmesh.registry.v1.Webhook
-	138, // 74: agentmesh.registry.v1.ListWebhookDeliveriesResponse.deliveries:type_name -> agentmesh.registry.v1.WebhookDelivery
-	1,   // 75: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
-	3,   // 76: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
-	6,   // 77: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
-	8,   // 78: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
-	10,  // 79: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
-	12,  // 80: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
-	14,  // 81: agentmesh.registry.v1.RegistryService.UpdateUser:input_type -> agentmesh.registry.v1.UpdateUserRequest
-	16,  // 82: agentmesh.registry.v1.RegistryService.CreateApiKey:input_type -> agentmesh.registry.v1.CreateApiKeyRequest
-	18,  // 83: agentmesh.registry.v1.RegistryService.ListApiKeys:input_type -> agentmesh.registry.v1.ListApiKeysRequest
-	20,  // 84: agentmesh.registry.v1.RegistryService.RevokeApiKey:input_type -> agentmesh.registry.v1.RevokeApiKeyRequest
-	22,  // 85: agentmesh.registry.v1.RegistryService.CreateInvitation:input_type -> agentmesh.registry.v1.CreateInvitationRequest
-	24,  // 86: agentmesh.registry.v1.RegistryService.ListInvitations:input_type -> agentmesh.registry.v1.ListInvitationsRequest
-	26,  // 87: agentmesh.registry.v1.RegistryService.RevokeInvitation:input_type -> agentmesh.registry.v1.RevokeInvitationRequest
-	28,  // 88: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
-	30,  // 89: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
-	32,  // 90: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
-	34,  // 91: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
-	36,  // 92: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
-	38,  // 93: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
-	40,  // 94: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
-	42,  // 95: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
-	44,  // 96: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
-	46,  // 97: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
-	48,  // 98: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
-	50,  // 99: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
-	52,  // 100: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
-	54,  // 101: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
-	56,  // 102: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
-	58,  // 103: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
-	60,  // 104: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
-	62,  // 105: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
-	64,  // 106: agentmesh.registry.v1.RegistryService.ListAgentVersions:input_type -> agentmesh.registry.v1.ListAgentVersionsRequest
-	66,  // 107: agentmesh.registry.v1.RegistryService.GetAgentVersion:input_type -> agentmesh.registry.v1.GetAgentVersionRequest
-	68,  // 108: agentmesh.registry.v1.RegistryService.DiffAgentVersions:input_type -> agentmesh.registry.v1.DiffAgentVersionsRequest
-	71,  // 109: agentmesh.registry.v1.RegistryService.RestoreAgentVersion:input_type -> agentmesh.registry.v1.RestoreAgentVersionRequest
-	73,  // 110: agentmesh.registry.v1.RegistryService.MoveSession:input_type -> agentmesh.registry.v1.MoveSessionRequest
-	75,  // 111: agentmesh.registry.v1.RegistryService.MoveAgentSessions:input_type -> agentmesh.registry.v1.MoveAgentSessionsRequest
-	77,  // 112: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
-	79,  // 113: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
-	81,  // 114: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
-	83,  // 115: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
-	85,  // 116: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
-	87,  // 117: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:input_type -> agentmesh.registry.v1.CreateRemoteAgentRequest
-	89,  // 118: agentmesh.registry.v1.RegistryService.GetRemoteAgent:input_type -> agentmesh.registry.v1.GetRemoteAgentRequest
-	91,  // 119: agentmesh.registry.v1.RegistryService.ListRemoteAgents:input_type -> agentmesh.registry.v1.ListRemoteAgentsRequest
-	93,  // 120: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:input_type -> agentmesh.registry.v1.UpdateRemoteAgentRequest
-	95,  // 121: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:input_type -> agentmesh.registry.v1.DeleteRemoteAgentRequest
-	97,  // 122: agentmesh.registry.v1.RegistryService.ListInputRequests:input_type -> agentmesh.registry.v1.ListInputRequestsRequest
-	99,  // 123: agentmesh.registry.v1.RegistryService.GetInputRequest:input_type -> agentmesh.registry.v1.GetInputRequestRequest
-	101, // 124: agentmesh.registry.v1.RegistryService.RespondToInputRequest:input_type -> agentmesh.registry.v1.RespondToInputRequestRequest
-	103, // 125: agentmesh.registry.v1.RegistryService.SummarizeUsage:input_type -> agentmesh.registry.v1.SummarizeUsageRequest
-	106, // 126: agentmesh.registry.v1.RegistryService.CreateWebhook:input_type -> agentmesh.registry.v1.CreateWebhookRequest
-	108, // 127: agentmesh.registry.v1.RegistryService.GetWebhook:input_type -> agentmesh.registry.v1.GetWebhookRequest
-	110, // 128: agentmesh.registry.v1.RegistryService.ListWebhooks:input_type -> agentmesh.registry.v1.ListWebhooksRequest
-	112, // 129: agentmesh.registry.v1.RegistryService.UpdateWebhook:input_type -> agentmesh.registry.v1.UpdateWebhookRequest
-	114, // 130: agentmesh.registry.v1.RegistryService.DeleteWebhook:input_type -> agentmesh.registry.v1.DeleteWebhookRequest
-	116, // 131: agentmesh.registry.v1.RegistryService.ListWebhookDeliveries:input_type -> agentmesh.registry.v1.ListWebhookDeliveriesRequest
-	118, // 132: agentmesh.registry.v1.RegistryService.TestWebhook:input_type -> agentmesh.registry.v1.TestWebhookRequest
-	2,   // 133: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
-	5,   // 134: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
-	7,   // 135: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
-	9,   // 136: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
-	11,  // 137: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
-	13,  // 138: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
-	15,  // 139: agentmesh.registry.v1.RegistryService.UpdateUser:output_type -> agentmesh.registry.v1.UpdateUserResponse
-	17,  // 140: agentmesh.registry.v1.RegistryService.CreateApiKey:output_type -> agentmesh.registry.v1.CreateApiKeyResponse
-	19,  // 141: agentmesh.registry.v1.RegistryService.ListApiKeys:output_type -> agentmesh.registry.v1.ListApiKeysResponse
-	21,  // 142: agentmesh.registry.v1.RegistryService.RevokeApiKey:output_type -> agentmesh.registry.v1.RevokeApiKeyResponse
-	23,  // 143: agentmesh.registry.v1.RegistryService.CreateInvitation:output_type -> agentmesh.registry.v1.CreateInvitationResponse
-	25,  // 144: agentmesh.registry.v1.RegistryService.ListInvitations:output_type -> agentmesh.registry.v1.ListInvitationsResponse
-	27,  // 145: agentmesh.registry.v1.RegistryService.RevokeInvitation:output_type -> agentmesh.registry.v1.RevokeInvitationResponse
-	29,  // 146: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
-	31,  // 147: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
-	33,  // 148: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
-	35,  // 149: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
-	37,  // 150: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
-	39,  // 151: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
-	41,  // 152: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
-	43,  // 153: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
-	45,  // 154: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
-	47,  // 155: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
-	49,  // 156: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
-	51,  // 157: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
-	53,  // 158: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
-	55,  // 159: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
-	57,  // 160: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
-	59,  // 161: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
-	61,  // 162: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
-	63,  // 163: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
-	65,  // 164: agentmesh.registry.v1.RegistryService.ListAgentVersions:output_type -> agentmesh.registry.v1.ListAgentVersionsResponse
-	67,  // 165: agentmesh.registry.v1.RegistryService.GetAgentVersion:output_type -> agentmesh.registry.v1.GetAgentVersionResponse
-	69,  // 166: agentmesh.registry.v1.RegistryService.DiffAgentVersions:output_type -> agentmesh.registry.v1.DiffAgentVersionsResponse
-	72,  // 167: agentmesh.registry.v1.RegistryService.RestoreAgentVersion:output_type -> agentmesh.registry.v1.RestoreAgentVersionResponse
-	74,  // 168: agentmesh.registry.v1.RegistryService.MoveSession:output_type -> agentmesh.registry.v1.MoveSessionResponse
-	76,  // 169: agentmesh.registry.v1.RegistryService.MoveAgentSessions:output_type -> agentmesh.registry.v1.MoveAgentSessionsResponse
-	78,  // 170: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
-	80,  // 171: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
-	82,  // 172: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
-	84,  // 173: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
-	86,  // 174: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
-	88,  // 175: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:output_type -> agentmesh.registry.v1.CreateRemoteAgentResponse
-	90,  // 176: agentmesh.registry.v1.RegistryService.GetRemoteAgent:output_type -> agentmesh.registry.v1.GetRemoteAgentResponse
-	92,  // 177: agentmesh.registry.v1.RegistryService.ListRemoteAgents:output_type -> agentmesh.registry.v1.ListRemoteAgentsResponse
-	94,  // 178: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:output_type -> agentmesh.registry.v1.UpdateRemoteAgentResponse
-	96,  // 179: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:output_type -> agentmesh.registry.v1.DeleteRemoteAgentResponse
-	98,  // 180: agentmesh.registry.v1.RegistryService.ListInputRequests:output_type -> agentmesh.registry.v1.ListInputRequestsResponse
-	100, // 181: agentmesh.registry.v1.RegistryService.GetInputRequest:output_type -> agentmesh.registry.v1.GetInputRequestResponse
-	102, // 182: agentmesh.registry.v1.RegistryService.RespondToInputRequest:output_type -> agentmesh.registry.v1.RespondToInputRequestResponse
-	105, // 183: agentmesh.registry.v1.RegistryService.SummarizeUsage:output_type -> agentmesh.registry.v1.SummarizeUsageResponse
-	107, // 184: agentmesh.registry.v1.RegistryService.CreateWebhook:output_type -> agentmesh.registry.v1.CreateWebhookResponse
-	109, // 185: agentmesh.registry.v1.RegistryService.GetWebhook:output_type -> agentmesh.registry.v1.GetWebhookResponse
-	111, // 186: agentmesh.registry.v1.RegistryService.ListWebhooks:output_type -> agentmesh.registry.v1.ListWebhooksResponse
-	113, // 187: agentmesh.registry.v1.RegistryService.UpdateWebhook:output_type -> agentmesh.registry.v1.UpdateWebhookResponse
-	115, // 188: agentmesh.registry.v1.RegistryService.DeleteWebhook:output_type -> agentmesh.registry.v1.DeleteWebhookResponse
-	117, // 189: agentmesh.registry.v1.RegistryService.ListWebhookDeliveries:output_type -> agentmesh.registry.v1.ListWebhookDeliveriesResponse
-	119, // 190: agentmesh.registry.v1.RegistryService.TestWebhook:output_type -> agentmesh.registry.v1.TestWebhookResponse
-	133, // [133:191] is the sub-list for method output_type
-	75,  // [75:133] is the sub-list for method input_type
-	75,  // [75:75] is the sub-list for extension type_name
-	75,  // [75:75] is the sub-list for extension extendee
-	0,   // [0:75] is the sub-list for field type_name
+	151, // 67: agentmesh.registry.v1.CreateWebhookRequest.webhook:type_name -> agentmesh.registry.v1.Webhook
+	151, // 68: agentmesh.registry.v1.CreateWebhookResponse.webhook:type_name -> agentmesh.registry.v1.Webhook
+	151, // 69: agentmesh.registry.v1.GetWebhookResponse.webhook:type_name -> agentmesh.registry.v1.Webhook
+	151, // 70: agentmesh.registry.v1.ListWebhooksResponse.webhooks:type_name -> agentmesh.registry.v1.Webhook
+	151, // 71: agentmesh.registry.v1.UpdateWebhookRequest.webhook:type_name -> agentmesh.registry.v1.Webhook
+	135, // 72: agentmesh.registry.v1.UpdateWebhookRequest.update_mask:type_name -> google.protobuf.FieldMask
+	151, // 73: agentmesh.registry.v1.UpdateWebhookResponse.webhook:type_name -> agentmesh.registry.v1.Webhook
+	152, // 74: agentmesh.registry.v1.ListWebhookDeliveriesResponse.deliveries:type_name -> agentmesh.registry.v1.WebhookDelivery
+	153, // 75: agentmesh.registry.v1.CreateScheduleRequest.schedule:type_name -> agentmesh.registry.v1.Schedule
+	153, // 76: agentmesh.registry.v1.CreateScheduleResponse.schedule:type_name -> agentmesh.registry.v1.Schedule
+	153, // 77: agentmesh.registry.v1.GetScheduleResponse.schedule:type_name -> agentmesh.registry.v1.Schedule
+	153, // 78: agentmesh.registry.v1.ListSchedulesResponse.schedules:type_name -> agentmesh.registry.v1.Schedule
+	153, // 79: agentmesh.registry.v1.UpdateScheduleRequest.schedule:type_name -> agentmesh.registry.v1.Schedule
+	135, // 80: agentmesh.registry.v1.UpdateScheduleRequest.update_mask:type_name -> google.protobuf.FieldMask
+	153, // 81: agentmesh.registry.v1.UpdateScheduleResponse.schedule:type_name -> agentmesh.registry.v1.Schedule
+	153, // 82: agentmesh.registry.v1.RunScheduleResponse.schedule:type_name -> agentmesh.registry.v1.Schedule
+	154, // 83: agentmesh.registry.v1.ListScheduleFiringsResponse.firings:type_name -> agentmesh.registry.v1.ScheduleFiring
+	1,   // 84: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
+	3,   // 85: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
+	6,   // 86: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
+	8,   // 87: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
+	10,  // 88: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
+	12,  // 89: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
+	14,  // 90: agentmesh.registry.v1.RegistryService.UpdateUser:input_type -> agentmesh.registry.v1.UpdateUserRequest
+	16,  // 91: agentmesh.registry.v1.RegistryService.CreateApiKey:input_type -> agentmesh.registry.v1.CreateApiKeyRequest
+	18,  // 92: agentmesh.registry.v1.RegistryService.ListApiKeys:input_type -> agentmesh.registry.v1.ListApiKeysRequest
+	20,  // 93: agentmesh.registry.v1.RegistryService.RevokeApiKey:input_type -> agentmesh.registry.v1.RevokeApiKeyRequest
+	22,  // 94: agentmesh.registry.v1.RegistryService.CreateInvitation:input_type -> agentmesh.registry.v1.CreateInvitationRequest
+	24,  // 95: agentmesh.registry.v1.RegistryService.ListInvitations:input_type -> agentmesh.registry.v1.ListInvitationsRequest
+	26,  // 96: agentmesh.registry.v1.RegistryService.RevokeInvitation:input_type -> agentmesh.registry.v1.RevokeInvitationRequest
+	28,  // 97: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
+	30,  // 98: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
+	32,  // 99: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
+	34,  // 100: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
+	36,  // 101: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
+	38,  // 102: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
+	40,  // 103: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
+	42,  // 104: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
+	44,  // 105: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
+	46,  // 106: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
+	48,  // 107: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
+	50,  // 108: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
+	52,  // 109: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
+	54,  // 110: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
+	56,  // 111: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
+	58,  // 112: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
+	60,  // 113: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
+	62,  // 114: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
+	64,  // 115: agentmesh.registry.v1.RegistryService.ListAgentVersions:input_type -> agentmesh.registry.v1.ListAgentVersionsRequest
+	66,  // 116: agentmesh.registry.v1.RegistryService.GetAgentVersion:input_type -> agentmesh.registry.v1.GetAgentVersionRequest
+	68,  // 117: agentmesh.registry.v1.RegistryService.DiffAgentVersions:input_type -> agentmesh.registry.v1.DiffAgentVersionsRequest
+	71,  // 118: agentmesh.registry.v1.RegistryService.RestoreAgentVersion:input_type -> agentmesh.registry.v1.RestoreAgentVersionRequest
+	73,  // 119: agentmesh.registry.v1.RegistryService.MoveSession:input_type -> agentmesh.registry.v1.MoveSessionRequest
+	75,  // 120: agentmesh.registry.v1.RegistryService.MoveAgentSessions:input_type -> agentmesh.registry.v1.MoveAgentSessionsRequest
+	77,  // 121: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
+	79,  // 122: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
+	81,  // 123: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
+	83,  // 124: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
+	85,  // 125: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
+	87,  // 126: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:input_type -> agentmesh.registry.v1.CreateRemoteAgentRequest
+	89,  // 127: agentmesh.registry.v1.RegistryService.GetRemoteAgent:input_type -> agentmesh.registry.v1.GetRemoteAgentRequest
+	91,  // 128: agentmesh.registry.v1.RegistryService.ListRemoteAgents:input_type -> agentmesh.registry.v1.ListRemoteAgentsRequest
+	93,  // 129: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:input_type -> agentmesh.registry.v1.UpdateRemoteAgentRequest
+	95,  // 130: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:input_type -> agentmesh.registry.v1.DeleteRemoteAgentRequest
+	97,  // 131: agentmesh.registry.v1.RegistryService.ListInputRequests:input_type -> agentmesh.registry.v1.ListInputRequestsRequest
+	99,  // 132: agentmesh.registry.v1.RegistryService.GetInputRequest:input_type -> agentmesh.registry.v1.GetInputRequestRequest
+	101, // 133: agentmesh.registry.v1.RegistryService.RespondToInputRequest:input_type -> agentmesh.registry.v1.RespondToInputRequestRequest
+	120, // 134: agentmesh.registry.v1.RegistryService.CreateSchedule:input_type -> agentmesh.registry.v1.CreateScheduleRequest
+	122, // 135: agentmesh.registry.v1.RegistryService.GetSchedule:input_type -> agentmesh.registry.v1.GetScheduleRequest
+	124, // 136: agentmesh.registry.v1.RegistryService.ListSchedules:input_type -> agentmesh.registry.v1.ListSchedulesRequest
+	126, // 137: agentmesh.registry.v1.RegistryService.UpdateSchedule:input_type -> agentmesh.registry.v1.UpdateScheduleRequest
+	128, // 138: agentmesh.registry.v1.RegistryService.DeleteSchedule:input_type -> agentmesh.registry.v1.DeleteScheduleRequest
+	130, // 139: agentmesh.registry.v1.RegistryService.RunSchedule:input_type -> agentmesh.registry.v1.RunScheduleRequest
+	132, // 140: agentmesh.registry.v1.RegistryService.ListScheduleFirings:input_type -> agentmesh.registry.v1.ListScheduleFiringsRequest
+	103, // 141: agentmesh.registry.v1.RegistryService.SummarizeUsage:input_type -> agentmesh.registry.v1.SummarizeUsageRequest
+	106, // 142: agentmesh.registry.v1.RegistryService.CreateWebhook:input_type -> agentmesh.registry.v1.CreateWebhookRequest
+	108, // 143: agentmesh.registry.v1.RegistryService.GetWebhook:input_type -> agentmesh.registry.v1.GetWebhookRequest
+	110, // 144: agentmesh.registry.v1.RegistryService.ListWebhooks:input_type -> agentmesh.registry.v1.ListWebhooksRequest
+	112, // 145: agentmesh.registry.v1.RegistryService.UpdateWebhook:input_type -> agentmesh.registry.v1.UpdateWebhookRequest
+	114, // 146: agentmesh.registry.v1.RegistryService.DeleteWebhook:input_type -> agentmesh.registry.v1.DeleteWebhookRequest
+	116, // 147: agentmesh.registry.v1.RegistryService.ListWebhookDeliveries:input_type -> agentmesh.registry.v1.ListWebhookDeliveriesRequest
+	118, // 148: agentmesh.registry.v1.RegistryService.TestWebhook:input_type -> agentmesh.registry.v1.TestWebhookRequest
+	2,   // 149: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
+	5,   // 150: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
+	7,   // 151: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
+	9,   // 152: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
+	11,  // 153: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
+	13,  // 154: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
+	15,  // 155: agentmesh.registry.v1.RegistryService.UpdateUser:output_type -> agentmesh.registry.v1.UpdateUserResponse
+	17,  // 156: agentmesh.registry.v1.RegistryService.CreateApiKey:output_type -> agentmesh.registry.v1.CreateApiKeyResponse
+	19,  // 157: agentmesh.registry.v1.RegistryService.ListApiKeys:output_type -> agentmesh.registry.v1.ListApiKeysResponse
+	21,  // 158: agentmesh.registry.v1.RegistryService.RevokeApiKey:output_type -> agentmesh.registry.v1.RevokeApiKeyResponse
+	23,  // 159: agentmesh.registry.v1.RegistryService.CreateInvitation:output_type -> agentmesh.registry.v1.CreateInvitationResponse
+	25,  // 160: agentmesh.registry.v1.RegistryService.ListInvitations:output_type -> agentmesh.registry.v1.ListInvitationsResponse
+	27,  // 161: agentmesh.registry.v1.RegistryService.RevokeInvitation:output_type -> agentmesh.registry.v1.RevokeInvitationResponse
+	29,  // 162: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
+	31,  // 163: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
+	33,  // 164: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
+	35,  // 165: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
+	37,  // 166: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
+	39,  // 167: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
+	41,  // 168: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
+	43,  // 169: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
+	45,  // 170: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
+	47,  // 171: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
+	49,  // 172: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
+	51,  // 173: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
+	53,  // 174: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
+	55,  // 175: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
+	57,  // 176: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
+	59,  // 177: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
+	61,  // 178: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
+	63,  // 179: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
+	65,  // 180: agentmesh.registry.v1.RegistryService.ListAgentVersions:output_type -> agentmesh.registry.v1.ListAgentVersionsResponse
+	67,  // 181: agentmesh.registry.v1.RegistryService.GetAgentVersion:output_type -> agentmesh.registry.v1.GetAgentVersionResponse
+	69,  // 182: agentmesh.registry.v1.RegistryService.DiffAgentVersions:output_type -> agentmesh.registry.v1.DiffAgentVersionsResponse
+	72,  // 183: agentmesh.registry.v1.RegistryService.RestoreAgentVersion:output_type -> agentmesh.registry.v1.RestoreAgentVersionResponse
+	74,  // 184: agentmesh.registry.v1.RegistryService.MoveSession:output_type -> agentmesh.registry.v1.MoveSessionResponse
+	76,  // 185: agentmesh.registry.v1.RegistryService.MoveAgentSessions:output_type -> agentmesh.registry.v1.MoveAgentSessionsResponse
+	78,  // 186: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
+	80,  // 187: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
+	82,  // 188: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
+	84,  // 189: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
+	86,  // 190: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
+	88,  // 191: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:output_type -> agentmesh.registry.v1.CreateRemoteAgentResponse
+	90,  // 192: agentmesh.registry.v1.RegistryService.GetRemoteAgent:output_type -> agentmesh.registry.v1.GetRemoteAgentResponse
+	92,  // 193: agentmesh.registry.v1.RegistryService.ListRemoteAgents:output_type -> agentmesh.registry.v1.ListRemoteAgentsResponse
+	94,  // 194: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:output_type -> agentmesh.registry.v1.UpdateRemoteAgentResponse
+	96,  // 195: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:output_type -> agentmesh.registry.v1.DeleteRemoteAgentResponse
+	98,  // 196: agentmesh.registry.v1.RegistryService.ListInputRequests:output_type -> agentmesh.registry.v1.ListInputRequestsResponse
+	100, // 197: agentmesh.registry.v1.RegistryService.GetInputRequest:output_type -> agentmesh.registry.v1.GetInputRequestResponse
+	102, // 198: agentmesh.registry.v1.RegistryService.RespondToInputRequest:output_type -> agentmesh.registry.v1.RespondToInputRequestResponse
+	121, // 199: agentmesh.registry.v1.RegistryService.CreateSchedule:output_type -> agentmesh.registry.v1.CreateScheduleResponse
+	123, // 200: agentmesh.registry.v1.RegistryService.GetSchedule:output_type -> agentmesh.registry.v1.GetScheduleResponse
+	125, // 201: agentmesh.registry.v1.RegistryService.ListSchedules:output_type -> agentmesh.registry.v1.ListSchedulesResponse
+	127, // 202: agentmesh.registry.v1.RegistryService.UpdateSchedule:output_type -> agentmesh.registry.v1.UpdateScheduleResponse
+	129, // 203: agentmesh.registry.v1.RegistryService.DeleteSchedule:output_type -> agentmesh.registry.v1.DeleteScheduleResponse
+	131, // 204: agentmesh.registry.v1.RegistryService.RunSchedule:output_type -> agentmesh.registry.v1.RunScheduleResponse
+	133, // 205: agentmesh.registry.v1.RegistryService.ListScheduleFirings:output_type -> agentmesh.registry.v1.ListScheduleFiringsResponse
+	105, // 206: agentmesh.registry.v1.RegistryService.SummarizeUsage:output_type -> agentmesh.registry.v1.SummarizeUsageResponse
+	107, // 207: agentmesh.registry.v1.RegistryService.CreateWebhook:output_type -> agentmesh.registry.v1.CreateWebhookResponse
+	109, // 208: agentmesh.registry.v1.RegistryService.GetWebhook:output_type -> agentmesh.registry.v1.GetWebhookResponse
+	111, // 209: agentmesh.registry.v1.RegistryService.ListWebhooks:output_type -> agentmesh.registry.v1.ListWebhooksResponse
+	113, // 210: agentmesh.registry.v1.RegistryService.UpdateWebhook:output_type -> agentmesh.registry.v1.UpdateWebhookResponse
+	115, // 211: agentmesh.registry.v1.RegistryService.DeleteWebhook:output_type -> agentmesh.registry.v1.DeleteWebhookResponse
+	117, // 212: agentmesh.registry.v1.RegistryService.ListWebhookDeliveries:output_type -> agentmesh.registry.v1.ListWebhookDeliveriesResponse
+	119, // 213: agentmesh.registry.v1.RegistryService.TestWebhook:output_type -> agentmesh.registry.v1.TestWebhookResponse
+	149, // [149:214] is the sub-list for method output_type
+	84,  // [84:149] is the sub-list for method input_type
+	84,  // [84:84] is the sub-list for extension type_name
+	84,  // [84:84] is the sub-list for extension extendee
+	0,   // [0:84] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_registry_service_proto_init() }
@@ -7656,7 +8525,7 @@ func file_agentmesh_registry_v1_registry_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_registry_service_proto_rawDesc), len(file_agentmesh_registry_v1_registry_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   119,
+			NumMessages:   133,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -69,6 +69,13 @@ const (
 	RegistryService_ListInputRequests_FullMethodName     = "/agentmesh.registry.v1.RegistryService/ListInputRequests"
 	RegistryService_GetInputRequest_FullMethodName       = "/agentmesh.registry.v1.RegistryService/GetInputRequest"
 	RegistryService_RespondToInputRequest_FullMethodName = "/agentmesh.registry.v1.RegistryService/RespondToInputRequest"
+	RegistryService_CreateSchedule_FullMethodName        = "/agentmesh.registry.v1.RegistryService/CreateSchedule"
+	RegistryService_GetSchedule_FullMethodName           = "/agentmesh.registry.v1.RegistryService/GetSchedule"
+	RegistryService_ListSchedules_FullMethodName         = "/agentmesh.registry.v1.RegistryService/ListSchedules"
+	RegistryService_UpdateSchedule_FullMethodName        = "/agentmesh.registry.v1.RegistryService/UpdateSchedule"
+	RegistryService_DeleteSchedule_FullMethodName        = "/agentmesh.registry.v1.RegistryService/DeleteSchedule"
+	RegistryService_RunSchedule_FullMethodName           = "/agentmesh.registry.v1.RegistryService/RunSchedule"
+	RegistryService_ListScheduleFirings_FullMethodName   = "/agentmesh.registry.v1.RegistryService/ListScheduleFirings"
 	RegistryService_SummarizeUsage_FullMethodName        = "/agentmesh.registry.v1.RegistryService/SummarizeUsage"
 	RegistryService_CreateWebhook_FullMethodName         = "/agentmesh.registry.v1.RegistryService/CreateWebhook"
 	RegistryService_GetWebhook_FullMethodName            = "/agentmesh.registry.v1.RegistryService/GetWebhook"
@@ -241,6 +248,25 @@ type RegistryServiceClient interface {
 	// INVALID_ARGUMENT for a decision on a question, an answer to an approval, or neither.
 	// NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
 	RespondToInputRequest(ctx context.Context, in *RespondToInputRequestRequest, opts ...grpc.CallOption) (*RespondToInputRequestResponse, error)
+	// Creates a schedule in a project (its owner or superusers); it runs as its creator.
+	// INVALID_ARGUMENT naming the field for a bad cron expression, time zone, policy or name;
+	// ALREADY_EXISTS (SCHEDULE_NAME_TAKEN); NOT_FOUND for a project the caller may not see.
+	CreateSchedule(ctx context.Context, in *CreateScheduleRequest, opts ...grpc.CallOption) (*CreateScheduleResponse, error)
+	// Returns one schedule. NOT_FOUND.
+	GetSchedule(ctx context.Context, in *GetScheduleRequest, opts ...grpc.CallOption) (*GetScheduleResponse, error)
+	// Lists a project's schedules, oldest first, paged like every list.
+	ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error)
+	// Updates the fields named in the update mask (name, agent, message, cron, time_zone,
+	// session_policy, missed_policy, overlap_policy, enabled); next_fire_at follows. NOT_FOUND;
+	// ALREADY_EXISTS; INVALID_ARGUMENT.
+	UpdateSchedule(ctx context.Context, in *UpdateScheduleRequest, opts ...grpc.CallOption) (*UpdateScheduleResponse, error)
+	// Deletes a schedule and its history; a run it started goes on. NOT_FOUND.
+	DeleteSchedule(ctx context.Context, in *DeleteScheduleRequest, opts ...grpc.CallOption) (*DeleteScheduleResponse, error)
+	// Makes a schedule due now: it fires at the next pass of a firer, under its overlap policy.
+	// FAILED_PRECONDITION (SCHEDULE_DISABLED) when disabled; NOT_FOUND.
+	RunSchedule(ctx context.Context, in *RunScheduleRequest, opts ...grpc.CallOption) (*RunScheduleResponse, error)
+	// Lists a schedule's firings, newest first, paged. NOT_FOUND.
+	ListScheduleFirings(ctx context.Context, in *ListScheduleFiringsRequest, opts ...grpc.CallOption) (*ListScheduleFiringsResponse, error)
 	// Sums a project's cost ledger (every model call of its runs, priced when it was made) over a
 	// range of UTC days, grouped by any of agent, user, model, session and day. The project's
 	// owner, superusers and API keys scoped to the project. NOT_FOUND for a project the caller may
@@ -776,6 +802,76 @@ func (c *registryServiceClient) RespondToInputRequest(ctx context.Context, in *R
 	return out, nil
 }
 
+func (c *registryServiceClient) CreateSchedule(ctx context.Context, in *CreateScheduleRequest, opts ...grpc.CallOption) (*CreateScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateScheduleResponse)
+	err := c.cc.Invoke(ctx, RegistryService_CreateSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) GetSchedule(ctx context.Context, in *GetScheduleRequest, opts ...grpc.CallOption) (*GetScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetScheduleResponse)
+	err := c.cc.Invoke(ctx, RegistryService_GetSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSchedulesResponse)
+	err := c.cc.Invoke(ctx, RegistryService_ListSchedules_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) UpdateSchedule(ctx context.Context, in *UpdateScheduleRequest, opts ...grpc.CallOption) (*UpdateScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateScheduleResponse)
+	err := c.cc.Invoke(ctx, RegistryService_UpdateSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) DeleteSchedule(ctx context.Context, in *DeleteScheduleRequest, opts ...grpc.CallOption) (*DeleteScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteScheduleResponse)
+	err := c.cc.Invoke(ctx, RegistryService_DeleteSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) RunSchedule(ctx context.Context, in *RunScheduleRequest, opts ...grpc.CallOption) (*RunScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RunScheduleResponse)
+	err := c.cc.Invoke(ctx, RegistryService_RunSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *registryServiceClient) ListScheduleFirings(ctx context.Context, in *ListScheduleFiringsRequest, opts ...grpc.CallOption) (*ListScheduleFiringsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListScheduleFiringsResponse)
+	err := c.cc.Invoke(ctx, RegistryService_ListScheduleFirings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *registryServiceClient) SummarizeUsage(ctx context.Context, in *SummarizeUsageRequest, opts ...grpc.CallOption) (*SummarizeUsageResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SummarizeUsageResponse)
@@ -1018,6 +1114,25 @@ type RegistryServiceServer interface {
 	// INVALID_ARGUMENT for a decision on a question, an answer to an approval, or neither.
 	// NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
 	RespondToInputRequest(context.Context, *RespondToInputRequestRequest) (*RespondToInputRequestResponse, error)
+	// Creates a schedule in a project (its owner or superusers); it runs as its creator.
+	// INVALID_ARGUMENT naming the field for a bad cron expression, time zone, policy or name;
+	// ALREADY_EXISTS (SCHEDULE_NAME_TAKEN); NOT_FOUND for a project the caller may not see.
+	CreateSchedule(context.Context, *CreateScheduleRequest) (*CreateScheduleResponse, error)
+	// Returns one schedule. NOT_FOUND.
+	GetSchedule(context.Context, *GetScheduleRequest) (*GetScheduleResponse, error)
+	// Lists a project's schedules, oldest first, paged like every list.
+	ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error)
+	// Updates the fields named in the update mask (name, agent, message, cron, time_zone,
+	// session_policy, missed_policy, overlap_policy, enabled); next_fire_at follows. NOT_FOUND;
+	// ALREADY_EXISTS; INVALID_ARGUMENT.
+	UpdateSchedule(context.Context, *UpdateScheduleRequest) (*UpdateScheduleResponse, error)
+	// Deletes a schedule and its history; a run it started goes on. NOT_FOUND.
+	DeleteSchedule(context.Context, *DeleteScheduleRequest) (*DeleteScheduleResponse, error)
+	// Makes a schedule due now: it fires at the next pass of a firer, under its overlap policy.
+	// FAILED_PRECONDITION (SCHEDULE_DISABLED) when disabled; NOT_FOUND.
+	RunSchedule(context.Context, *RunScheduleRequest) (*RunScheduleResponse, error)
+	// Lists a schedule's firings, newest first, paged. NOT_FOUND.
+	ListScheduleFirings(context.Context, *ListScheduleFiringsRequest) (*ListScheduleFiringsResponse, error)
 	// Sums a project's cost ledger (every model call of its runs, priced when it was made) over a
 	// range of UTC days, grouped by any of agent, user, model, session and day. The project's
 	// owner, superusers and API keys scoped to the project. NOT_FOUND for a project the caller may
@@ -1202,6 +1317,27 @@ func (UnimplementedRegistryServiceServer) GetInputRequest(context.Context, *GetI
 }
 func (UnimplementedRegistryServiceServer) RespondToInputRequest(context.Context, *RespondToInputRequestRequest) (*RespondToInputRequestResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RespondToInputRequest not implemented")
+}
+func (UnimplementedRegistryServiceServer) CreateSchedule(context.Context, *CreateScheduleRequest) (*CreateScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateSchedule not implemented")
+}
+func (UnimplementedRegistryServiceServer) GetSchedule(context.Context, *GetScheduleRequest) (*GetScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSchedule not implemented")
+}
+func (UnimplementedRegistryServiceServer) ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSchedules not implemented")
+}
+func (UnimplementedRegistryServiceServer) UpdateSchedule(context.Context, *UpdateScheduleRequest) (*UpdateScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateSchedule not implemented")
+}
+func (UnimplementedRegistryServiceServer) DeleteSchedule(context.Context, *DeleteScheduleRequest) (*DeleteScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteSchedule not implemented")
+}
+func (UnimplementedRegistryServiceServer) RunSchedule(context.Context, *RunScheduleRequest) (*RunScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RunSchedule not implemented")
+}
+func (UnimplementedRegistryServiceServer) ListScheduleFirings(context.Context, *ListScheduleFiringsRequest) (*ListScheduleFiringsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListScheduleFirings not implemented")
 }
 func (UnimplementedRegistryServiceServer) SummarizeUsage(context.Context, *SummarizeUsageRequest) (*SummarizeUsageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SummarizeUsage not implemented")
@@ -2148,6 +2284,132 @@ func _RegistryService_RespondToInputRequest_Handler(srv interface{}, ctx context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RegistryService_CreateSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).CreateSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_CreateSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).CreateSchedule(ctx, req.(*CreateScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_GetSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).GetSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_GetSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).GetSchedule(ctx, req.(*GetScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_ListSchedules_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSchedulesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).ListSchedules(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_ListSchedules_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).ListSchedules(ctx, req.(*ListSchedulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_UpdateSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).UpdateSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_UpdateSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).UpdateSchedule(ctx, req.(*UpdateScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_DeleteSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).DeleteSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_DeleteSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).DeleteSchedule(ctx, req.(*DeleteScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_RunSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RunScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).RunSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_RunSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).RunSchedule(ctx, req.(*RunScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RegistryService_ListScheduleFirings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListScheduleFiringsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).ListScheduleFirings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_ListScheduleFirings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).ListScheduleFirings(ctx, req.(*ListScheduleFiringsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RegistryService_SummarizeUsage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(SummarizeUsageRequest)
 	if err := dec(in); err != nil {
@@ -2498,6 +2760,34 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RespondToInputRequest",
 			Handler:    _RegistryService_RespondToInputRequest_Handler,
+		},
+		{
+			MethodName: "CreateSchedule",
+			Handler:    _RegistryService_CreateSchedule_Handler,
+		},
+		{
+			MethodName: "GetSchedule",
+			Handler:    _RegistryService_GetSchedule_Handler,
+		},
+		{
+			MethodName: "ListSchedules",
+			Handler:    _RegistryService_ListSchedules_Handler,
+		},
+		{
+			MethodName: "UpdateSchedule",
+			Handler:    _RegistryService_UpdateSchedule_Handler,
+		},
+		{
+			MethodName: "DeleteSchedule",
+			Handler:    _RegistryService_DeleteSchedule_Handler,
+		},
+		{
+			MethodName: "RunSchedule",
+			Handler:    _RegistryService_RunSchedule_Handler,
+		},
+		{
+			MethodName: "ListScheduleFirings",
+			Handler:    _RegistryService_ListScheduleFirings_Handler,
 		},
 		{
 			MethodName: "SummarizeUsage",

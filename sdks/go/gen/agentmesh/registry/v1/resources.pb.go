@@ -2443,6 +2443,303 @@ func (x *WebhookDelivery) GetSessionId() string {
 	return ""
 }
 
+// Schedule is an agent of a project run on a cron expression, with no caller waiting: each due
+// time (in its time zone) sends the agent its message, as its creator, through the normal chat
+// path. The policies are strings (like a chat's double texting): session_policy `new` (a session
+// per firing) or `continue` (one session the schedule owns); missed_policy `skip` or `run_once`
+// (after downtime: nothing, or one firing for the times missed); overlap_policy `skip`, `queue` or
+// `cancel_previous` (when the previous firing's run is still going).
+type Schedule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Opaque identifier.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The project it belongs to.
+	ProjectId string `protobuf:"bytes,2,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// Name, a DNS label unique among the project's schedules (what `agentmesh apply` matches by).
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// The agent it runs: its slug in the project.
+	Agent string `protobuf:"bytes,4,opt,name=agent,proto3" json:"agent,omitempty"`
+	// The message each firing sends; `{{scheduled_for}}` and `{{now}}` become the due time and the
+	// firing time (ISO 8601, in the schedule's time zone).
+	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	// Five-field cron expression (minute hour day-of-month month day-of-week).
+	Cron string `protobuf:"bytes,6,opt,name=cron,proto3" json:"cron,omitempty"`
+	// IANA time zone the cron expression is read in (default "UTC").
+	TimeZone string `protobuf:"bytes,7,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	// `new` (default) or `continue`.
+	SessionPolicy string `protobuf:"bytes,8,opt,name=session_policy,json=sessionPolicy,proto3" json:"session_policy,omitempty"`
+	// `skip` (default) or `run_once`.
+	MissedPolicy string `protobuf:"bytes,9,opt,name=missed_policy,json=missedPolicy,proto3" json:"missed_policy,omitempty"`
+	// `skip` (default), `queue` or `cancel_previous`.
+	OverlapPolicy string `protobuf:"bytes,10,opt,name=overlap_policy,json=overlapPolicy,proto3" json:"overlap_policy,omitempty"`
+	// Disabled schedules do not fire (unset on create: enabled).
+	Enabled *bool `protobuf:"varint,11,opt,name=enabled,proto3,oneof" json:"enabled,omitempty"`
+	// When it fires next (unset while disabled). Read-only.
+	NextFireAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=next_fire_at,json=nextFireAt,proto3" json:"next_fire_at,omitempty"`
+	// With session_policy `continue`: the session it continues. Read-only.
+	SessionId string `protobuf:"bytes,13,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Who created it: its runs run as this user. Read-only.
+	CreatedBy string `protobuf:"bytes,14,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	// When created. Read-only.
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Schedule) Reset() {
+	*x = Schedule{}
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Schedule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Schedule) ProtoMessage() {}
+
+func (x *Schedule) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Schedule.ProtoReflect.Descriptor instead.
+func (*Schedule) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Schedule) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Schedule) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *Schedule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Schedule) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *Schedule) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *Schedule) GetCron() string {
+	if x != nil {
+		return x.Cron
+	}
+	return ""
+}
+
+func (x *Schedule) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+func (x *Schedule) GetSessionPolicy() string {
+	if x != nil {
+		return x.SessionPolicy
+	}
+	return ""
+}
+
+func (x *Schedule) GetMissedPolicy() string {
+	if x != nil {
+		return x.MissedPolicy
+	}
+	return ""
+}
+
+func (x *Schedule) GetOverlapPolicy() string {
+	if x != nil {
+		return x.OverlapPolicy
+	}
+	return ""
+}
+
+func (x *Schedule) GetEnabled() bool {
+	if x != nil && x.Enabled != nil {
+		return *x.Enabled
+	}
+	return false
+}
+
+func (x *Schedule) GetNextFireAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextFireAt
+	}
+	return nil
+}
+
+func (x *Schedule) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *Schedule) GetCreatedBy() string {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return ""
+}
+
+func (x *Schedule) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+// ScheduleFiring is one due time of a schedule and what became of it.
+type ScheduleFiring struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Opaque identifier.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The schedule.
+	ScheduleId string `protobuf:"bytes,2,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
+	// The due time it fired for.
+	DueAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=due_at,json=dueAt,proto3" json:"due_at,omitempty"`
+	// `pending` (claimed, its run starting), `queued` (waiting for the previous run), `running`,
+	// `completed`, `failed`, `skipped_overlap`, `skipped_missed` or `cancelled`.
+	Outcome string `protobuf:"bytes,4,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// Its run, once started.
+	RunId string `protobuf:"bytes,5,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The session its run ran in.
+	SessionId string `protobuf:"bytes,6,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Why it failed, when it did.
+	Error string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	// When it was claimed.
+	FiredAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=fired_at,json=firedAt,proto3" json:"fired_at,omitempty"`
+	// When its outcome became final.
+	EndedAt       *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScheduleFiring) Reset() {
+	*x = ScheduleFiring{}
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleFiring) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleFiring) ProtoMessage() {}
+
+func (x *ScheduleFiring) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_resources_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleFiring.ProtoReflect.Descriptor instead.
+func (*ScheduleFiring) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_resources_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ScheduleFiring) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ScheduleFiring) GetScheduleId() string {
+	if x != nil {
+		return x.ScheduleId
+	}
+	return ""
+}
+
+func (x *ScheduleFiring) GetDueAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DueAt
+	}
+	return nil
+}
+
+func (x *ScheduleFiring) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *ScheduleFiring) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ScheduleFiring) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ScheduleFiring) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *ScheduleFiring) GetFiredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FiredAt
+	}
+	return nil
+}
+
+func (x *ScheduleFiring) GetEndedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndedAt
+	}
+	return nil
+}
+
 var File_agentmesh_registry_v1_resources_proto protoreflect.FileDescriptor
 
 const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
@@ -2734,7 +3031,43 @@ const file_agentmesh_registry_v1_resources_proto_rawDesc = "" +
 	"last_error\x18\v \x01(\tR\tlastError\x12\x19\n" +
 	"\bagent_id\x18\f \x01(\tR\aagentId\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\r \x01(\tR\tsessionId*\x84\x01\n" +
+	"session_id\x18\r \x01(\tR\tsessionId\"\x83\x04\n" +
+	"\bSchedule\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x02 \x01(\tR\tprojectId\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
+	"\x05agent\x18\x04 \x01(\tR\x05agent\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\x12\x12\n" +
+	"\x04cron\x18\x06 \x01(\tR\x04cron\x12\x1b\n" +
+	"\ttime_zone\x18\a \x01(\tR\btimeZone\x12%\n" +
+	"\x0esession_policy\x18\b \x01(\tR\rsessionPolicy\x12#\n" +
+	"\rmissed_policy\x18\t \x01(\tR\fmissedPolicy\x12%\n" +
+	"\x0eoverlap_policy\x18\n" +
+	" \x01(\tR\roverlapPolicy\x12\x1d\n" +
+	"\aenabled\x18\v \x01(\bH\x00R\aenabled\x88\x01\x01\x12<\n" +
+	"\fnext_fire_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"nextFireAt\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\r \x01(\tR\tsessionId\x12\x1d\n" +
+	"\n" +
+	"created_by\x18\x0e \x01(\tR\tcreatedBy\x129\n" +
+	"\n" +
+	"created_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAtB\n" +
+	"\n" +
+	"\b_enabled\"\xc8\x02\n" +
+	"\x0eScheduleFiring\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vschedule_id\x18\x02 \x01(\tR\n" +
+	"scheduleId\x121\n" +
+	"\x06due_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05dueAt\x12\x18\n" +
+	"\aoutcome\x18\x04 \x01(\tR\aoutcome\x12\x15\n" +
+	"\x06run_id\x18\x05 \x01(\tR\x05runId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x06 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05error\x18\a \x01(\tR\x05error\x125\n" +
+	"\bfired_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\afiredAt\x125\n" +
+	"\bended_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt*\x84\x01\n" +
 	"\tAgentKind\x12\x1a\n" +
 	"\x16AGENT_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eAGENT_KIND_LLM\x10\x01\x12\x13\n" +
@@ -2763,7 +3096,7 @@ func file_agentmesh_registry_v1_resources_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_registry_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_agentmesh_registry_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(AgentKind)(0),                // 0: agentmesh.registry.v1.AgentKind
 	(AgentStatus)(0),              // 1: agentmesh.registry.v1.AgentStatus
@@ -2785,90 +3118,97 @@ var file_agentmesh_registry_v1_resources_proto_goTypes = []any{
 	(*RemoteAgent)(nil),           // 17: agentmesh.registry.v1.RemoteAgent
 	(*Webhook)(nil),               // 18: agentmesh.registry.v1.Webhook
 	(*WebhookDelivery)(nil),       // 19: agentmesh.registry.v1.WebhookDelivery
-	nil,                           // 20: agentmesh.registry.v1.McpServer.EnvEntry
-	nil,                           // 21: agentmesh.registry.v1.McpServer.HeadersEntry
-	nil,                           // 22: agentmesh.registry.v1.AgentType.ToolPermissionsEntry
-	nil,                           // 23: agentmesh.registry.v1.Project.ToolPermissionsEntry
-	nil,                           // 24: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
-	nil,                           // 25: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	nil,                           // 26: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
-	nil,                           // 27: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
-	nil,                           // 28: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
-	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 30: google.protobuf.Struct
-	(*v1.Budget)(nil),             // 31: agentmesh.common.v1.Budget
-	(*v1.StringList)(nil),         // 32: agentmesh.common.v1.StringList
-	(*structpb.ListValue)(nil),    // 33: google.protobuf.ListValue
-	(v1.ToolPermission)(0),        // 34: agentmesh.common.v1.ToolPermission
+	(*Schedule)(nil),              // 20: agentmesh.registry.v1.Schedule
+	(*ScheduleFiring)(nil),        // 21: agentmesh.registry.v1.ScheduleFiring
+	nil,                           // 22: agentmesh.registry.v1.McpServer.EnvEntry
+	nil,                           // 23: agentmesh.registry.v1.McpServer.HeadersEntry
+	nil,                           // 24: agentmesh.registry.v1.AgentType.ToolPermissionsEntry
+	nil,                           // 25: agentmesh.registry.v1.Project.ToolPermissionsEntry
+	nil,                           // 26: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
+	nil,                           // 27: agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	nil,                           // 28: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
+	nil,                           // 29: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
+	nil,                           // 30: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
+	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 32: google.protobuf.Struct
+	(*v1.Budget)(nil),             // 33: agentmesh.common.v1.Budget
+	(*v1.StringList)(nil),         // 34: agentmesh.common.v1.StringList
+	(*structpb.ListValue)(nil),    // 35: google.protobuf.ListValue
+	(v1.ToolPermission)(0),        // 36: agentmesh.common.v1.ToolPermission
 }
 var file_agentmesh_registry_v1_resources_proto_depIdxs = []int32{
-	29, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	29, // 1: agentmesh.registry.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	29, // 2: agentmesh.registry.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
-	29, // 3: agentmesh.registry.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
-	29, // 4: agentmesh.registry.v1.Invitation.created_at:type_name -> google.protobuf.Timestamp
-	29, // 5: agentmesh.registry.v1.Invitation.expires_at:type_name -> google.protobuf.Timestamp
-	29, // 6: agentmesh.registry.v1.Invitation.used_at:type_name -> google.protobuf.Timestamp
-	29, // 7: agentmesh.registry.v1.Invitation.revoked_at:type_name -> google.protobuf.Timestamp
-	20, // 8: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
-	21, // 9: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
-	29, // 10: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
-	29, // 11: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
-	30, // 12: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
+	31, // 0: agentmesh.registry.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	31, // 1: agentmesh.registry.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	31, // 2: agentmesh.registry.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
+	31, // 3: agentmesh.registry.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
+	31, // 4: agentmesh.registry.v1.Invitation.created_at:type_name -> google.protobuf.Timestamp
+	31, // 5: agentmesh.registry.v1.Invitation.expires_at:type_name -> google.protobuf.Timestamp
+	31, // 6: agentmesh.registry.v1.Invitation.used_at:type_name -> google.protobuf.Timestamp
+	31, // 7: agentmesh.registry.v1.Invitation.revoked_at:type_name -> google.protobuf.Timestamp
+	22, // 8: agentmesh.registry.v1.McpServer.env:type_name -> agentmesh.registry.v1.McpServer.EnvEntry
+	23, // 9: agentmesh.registry.v1.McpServer.headers:type_name -> agentmesh.registry.v1.McpServer.HeadersEntry
+	31, // 10: agentmesh.registry.v1.McpServer.created_at:type_name -> google.protobuf.Timestamp
+	31, // 11: agentmesh.registry.v1.McpServer.updated_at:type_name -> google.protobuf.Timestamp
+	32, // 12: agentmesh.registry.v1.AgentType.model_params:type_name -> google.protobuf.Struct
 	5,  // 13: agentmesh.registry.v1.AgentType.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
 	0,  // 14: agentmesh.registry.v1.AgentType.kind:type_name -> agentmesh.registry.v1.AgentKind
-	29, // 15: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
-	29, // 16: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
-	22, // 17: agentmesh.registry.v1.AgentType.tool_permissions:type_name -> agentmesh.registry.v1.AgentType.ToolPermissionsEntry
+	31, // 15: agentmesh.registry.v1.AgentType.created_at:type_name -> google.protobuf.Timestamp
+	31, // 16: agentmesh.registry.v1.AgentType.updated_at:type_name -> google.protobuf.Timestamp
+	24, // 17: agentmesh.registry.v1.AgentType.tool_permissions:type_name -> agentmesh.registry.v1.AgentType.ToolPermissionsEntry
 	7,  // 18: agentmesh.registry.v1.AgentType.delegation_limits:type_name -> agentmesh.registry.v1.DelegationLimits
-	31, // 19: agentmesh.registry.v1.AgentType.run_budget:type_name -> agentmesh.common.v1.Budget
-	29, // 20: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
-	29, // 21: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
-	23, // 22: agentmesh.registry.v1.Project.tool_permissions:type_name -> agentmesh.registry.v1.Project.ToolPermissionsEntry
+	33, // 19: agentmesh.registry.v1.AgentType.run_budget:type_name -> agentmesh.common.v1.Budget
+	31, // 20: agentmesh.registry.v1.Project.created_at:type_name -> google.protobuf.Timestamp
+	31, // 21: agentmesh.registry.v1.Project.updated_at:type_name -> google.protobuf.Timestamp
+	25, // 22: agentmesh.registry.v1.Project.tool_permissions:type_name -> agentmesh.registry.v1.Project.ToolPermissionsEntry
 	9,  // 23: agentmesh.registry.v1.Project.limits:type_name -> agentmesh.registry.v1.ProjectLimits
 	9,  // 24: agentmesh.registry.v1.Project.limits_in_force:type_name -> agentmesh.registry.v1.ProjectLimits
-	30, // 25: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
-	32, // 26: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
-	32, // 27: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
-	32, // 28: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
-	33, // 29: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
-	24, // 30: agentmesh.registry.v1.AgentConfig.tool_permissions:type_name -> agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
+	32, // 25: agentmesh.registry.v1.AgentConfig.model_params:type_name -> google.protobuf.Struct
+	34, // 26: agentmesh.registry.v1.AgentConfig.tools:type_name -> agentmesh.common.v1.StringList
+	34, // 27: agentmesh.registry.v1.AgentConfig.sub_agents:type_name -> agentmesh.common.v1.StringList
+	34, // 28: agentmesh.registry.v1.AgentConfig.network_access:type_name -> agentmesh.common.v1.StringList
+	35, // 29: agentmesh.registry.v1.AgentConfig.mock_responses:type_name -> google.protobuf.ListValue
+	26, // 30: agentmesh.registry.v1.AgentConfig.tool_permissions:type_name -> agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry
 	6,  // 31: agentmesh.registry.v1.AgentVersion.agent_type:type_name -> agentmesh.registry.v1.AgentType
 	10, // 32: agentmesh.registry.v1.AgentVersion.config:type_name -> agentmesh.registry.v1.AgentConfig
-	29, // 33: agentmesh.registry.v1.AgentVersion.created_at:type_name -> google.protobuf.Timestamp
+	31, // 33: agentmesh.registry.v1.AgentVersion.created_at:type_name -> google.protobuf.Timestamp
 	1,  // 34: agentmesh.registry.v1.Agent.status:type_name -> agentmesh.registry.v1.AgentStatus
 	10, // 35: agentmesh.registry.v1.Agent.config:type_name -> agentmesh.registry.v1.AgentConfig
-	29, // 36: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
-	29, // 37: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
+	31, // 36: agentmesh.registry.v1.Agent.created_at:type_name -> google.protobuf.Timestamp
+	31, // 37: agentmesh.registry.v1.Agent.last_activity_at:type_name -> google.protobuf.Timestamp
 	13, // 38: agentmesh.registry.v1.AgentSpec.agent:type_name -> agentmesh.registry.v1.Agent
 	0,  // 39: agentmesh.registry.v1.AgentSpec.kind:type_name -> agentmesh.registry.v1.AgentKind
-	30, // 40: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
+	32, // 40: agentmesh.registry.v1.AgentSpec.model_params:type_name -> google.protobuf.Struct
 	5,  // 41: agentmesh.registry.v1.AgentSpec.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	33, // 42: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
-	25, // 43: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
-	26, // 44: agentmesh.registry.v1.AgentSpec.tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
-	27, // 45: agentmesh.registry.v1.AgentSpec.agent_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
-	28, // 46: agentmesh.registry.v1.AgentSpec.project_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
+	35, // 42: agentmesh.registry.v1.AgentSpec.mock_responses:type_name -> google.protobuf.ListValue
+	27, // 43: agentmesh.registry.v1.AgentSpec.agent_names:type_name -> agentmesh.registry.v1.AgentSpec.AgentNamesEntry
+	28, // 44: agentmesh.registry.v1.AgentSpec.tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry
+	29, // 45: agentmesh.registry.v1.AgentSpec.agent_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry
+	30, // 46: agentmesh.registry.v1.AgentSpec.project_tool_permissions:type_name -> agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry
 	7,  // 47: agentmesh.registry.v1.AgentSpec.delegation_limits:type_name -> agentmesh.registry.v1.DelegationLimits
-	31, // 48: agentmesh.registry.v1.AgentSpec.run_budget:type_name -> agentmesh.common.v1.Budget
-	29, // 49: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
+	33, // 48: agentmesh.registry.v1.AgentSpec.run_budget:type_name -> agentmesh.common.v1.Budget
+	31, // 49: agentmesh.registry.v1.Executor.heartbeat_at:type_name -> google.protobuf.Timestamp
 	16, // 50: agentmesh.registry.v1.Executor.model_providers:type_name -> agentmesh.registry.v1.ModelProvider
-	29, // 51: agentmesh.registry.v1.RemoteAgent.created_at:type_name -> google.protobuf.Timestamp
-	29, // 52: agentmesh.registry.v1.Webhook.created_at:type_name -> google.protobuf.Timestamp
-	29, // 53: agentmesh.registry.v1.WebhookDelivery.created_at:type_name -> google.protobuf.Timestamp
-	29, // 54: agentmesh.registry.v1.WebhookDelivery.next_attempt_at:type_name -> google.protobuf.Timestamp
-	29, // 55: agentmesh.registry.v1.WebhookDelivery.last_attempt_at:type_name -> google.protobuf.Timestamp
-	34, // 56: agentmesh.registry.v1.AgentType.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	34, // 57: agentmesh.registry.v1.Project.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	34, // 58: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	34, // 59: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	34, // 60: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	34, // 61: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
-	62, // [62:62] is the sub-list for method output_type
-	62, // [62:62] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	62, // [62:62] is the sub-list for extension extendee
-	0,  // [0:62] is the sub-list for field type_name
+	31, // 51: agentmesh.registry.v1.RemoteAgent.created_at:type_name -> google.protobuf.Timestamp
+	31, // 52: agentmesh.registry.v1.Webhook.created_at:type_name -> google.protobuf.Timestamp
+	31, // 53: agentmesh.registry.v1.WebhookDelivery.created_at:type_name -> google.protobuf.Timestamp
+	31, // 54: agentmesh.registry.v1.WebhookDelivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	31, // 55: agentmesh.registry.v1.WebhookDelivery.last_attempt_at:type_name -> google.protobuf.Timestamp
+	31, // 56: agentmesh.registry.v1.Schedule.next_fire_at:type_name -> google.protobuf.Timestamp
+	31, // 57: agentmesh.registry.v1.Schedule.created_at:type_name -> google.protobuf.Timestamp
+	31, // 58: agentmesh.registry.v1.ScheduleFiring.due_at:type_name -> google.protobuf.Timestamp
+	31, // 59: agentmesh.registry.v1.ScheduleFiring.fired_at:type_name -> google.protobuf.Timestamp
+	31, // 60: agentmesh.registry.v1.ScheduleFiring.ended_at:type_name -> google.protobuf.Timestamp
+	36, // 61: agentmesh.registry.v1.AgentType.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	36, // 62: agentmesh.registry.v1.Project.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	36, // 63: agentmesh.registry.v1.AgentConfig.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	36, // 64: agentmesh.registry.v1.AgentSpec.ToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	36, // 65: agentmesh.registry.v1.AgentSpec.AgentToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	36, // 66: agentmesh.registry.v1.AgentSpec.ProjectToolPermissionsEntry.value:type_name -> agentmesh.common.v1.ToolPermission
+	67, // [67:67] is the sub-list for method output_type
+	67, // [67:67] is the sub-list for method input_type
+	67, // [67:67] is the sub-list for extension type_name
+	67, // [67:67] is the sub-list for extension extendee
+	0,  // [0:67] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_resources_proto_init() }
@@ -2878,13 +3218,14 @@ func file_agentmesh_registry_v1_resources_proto_init() {
 	}
 	file_agentmesh_registry_v1_resources_proto_msgTypes[7].OneofWrappers = []any{}
 	file_agentmesh_registry_v1_resources_proto_msgTypes[8].OneofWrappers = []any{}
+	file_agentmesh_registry_v1_resources_proto_msgTypes[18].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_resources_proto_rawDesc), len(file_agentmesh_registry_v1_resources_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -32,6 +32,7 @@ from agentmesh.gateway.http.openai import openai_router
 from agentmesh.gateway.http.remote_agents import remote_agent_router
 from agentmesh.gateway.http.responses import responses_router
 from agentmesh.gateway.http.rest import rest_router
+from agentmesh.gateway.http.schedules import schedule_router
 from agentmesh.gateway.http.schemas import ErrorOut, HealthOut, ReadinessOut
 from agentmesh.gateway.http.usage import usage_router
 from agentmesh.gateway.http.webhooks import webhook_router
@@ -101,6 +102,7 @@ def create_http_app(context: HttpContext, *, max_request_body_bytes: int) -> Fas
     app.include_router(invitation_router(), responses=_ERROR_RESPONSES)
     app.include_router(remote_agent_router(), responses=_ERROR_RESPONSES)
     app.include_router(webhook_router(), responses=_ERROR_RESPONSES)
+    app.include_router(schedule_router(), responses=_ERROR_RESPONSES)
     app.include_router(input_request_router(), responses=_ERROR_RESPONSES)
     app.include_router(usage_router(), responses=_ERROR_RESPONSES)
     app.include_router(agent_version_router(), responses=_ERROR_RESPONSES)

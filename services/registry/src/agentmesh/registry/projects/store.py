@@ -133,6 +133,7 @@ class SqlProjects(ProjectTransaction):
         await self.delete_project_mcp_servers(project_id)  # type: ignore[attr-defined]
         await self.delete_project_remote_agents(project_id)  # type: ignore[attr-defined]
         await self.delete_project_webhooks(project_id)  # type: ignore[attr-defined]
+        await self.delete_project_schedules(project_id)  # type: ignore[attr-defined]
         await self._session.execute(
             sa.delete(ProjectTokenDayRow).where(ProjectTokenDayRow.project_id == project_id)
         )
@@ -240,6 +241,7 @@ class InMemoryProjects(ProjectTransaction):
         await self.delete_project_api_keys(project_id)  # type: ignore[attr-defined]
         await self.delete_project_remote_agents(project_id)  # type: ignore[attr-defined]
         await self.delete_project_webhooks(project_id)  # type: ignore[attr-defined]
+        await self.delete_project_schedules(project_id)  # type: ignore[attr-defined]
         self._state.projects.pop(project_id, None)
         for key in [key for key in self._state.project_tokens if key[0] == project_id]:
             del self._state.project_tokens[key]

@@ -16,9 +16,10 @@ from datetime import datetime
 from urllib.parse import urlparse
 
 from agentmesh.registry.errors import RemoteAgentNotFound, ValidationFailed
-from agentmesh.registry.models import Page, RemoteAgent
+from agentmesh.registry.models import Page
 from agentmesh.registry.pagination import PageTokens
 from agentmesh.registry.projects.registry import visible_project
+from agentmesh.registry.remote_agents.models import RemoteAgent
 from agentmesh.registry.remote_agents.store import name_taken
 from agentmesh.registry.store import RegistryStore, StoreTransaction
 from agentmesh.registry.validation import DNS_LABEL_RULE, is_dns_label, update_paths

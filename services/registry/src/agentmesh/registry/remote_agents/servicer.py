@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import grpc
 
-from agentmesh.registry.models import RemoteAgent
+from agentmesh.registry.remote_agents.models import RemoteAgent
 from agentmesh.registry.remote_agents.registry import RemoteAgentRegistry, masked
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import resources_pb2

@@ -11,8 +11,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from agentmesh.registry.errors import RemoteAgentNameTaken
 from agentmesh.registry.in_memory_state import State
-from agentmesh.registry.models import PageRequest, RemoteAgent, Slice
+from agentmesh.registry.models import PageRequest, Slice
 from agentmesh.registry.pagination import keyset_slice
+from agentmesh.registry.remote_agents.models import RemoteAgent
 from agentmesh.registry.tables import RemoteAgentRow
 
 

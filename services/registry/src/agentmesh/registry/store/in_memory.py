@@ -27,6 +27,7 @@ from agentmesh.registry.remote_agents.store import InMemoryRemoteAgents
 from agentmesh.registry.runs.executor_store import InMemoryExecutors
 from agentmesh.registry.runs.input_store import InMemoryInputRequestStore
 from agentmesh.registry.runs.lease_store import InMemoryRunLeaseStore
+from agentmesh.registry.schedules.store import InMemorySchedules
 from agentmesh.registry.store.interface import (
     InputRequestStore,
     RegistryStore,
@@ -194,6 +195,7 @@ class InMemoryTransaction(
     InMemoryMcpServers,
     InMemoryApiKeys,
     InMemoryRemoteAgents,
+    InMemorySchedules,
     InMemoryExecutors,
     InMemorySignIn,
     InMemoryWebhooks,

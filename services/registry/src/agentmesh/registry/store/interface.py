@@ -29,6 +29,7 @@ from agentmesh.registry.projects.store import ProjectTransaction
 from agentmesh.registry.remote_agents.store import RemoteAgentTransaction
 from agentmesh.registry.runs.executor_store import ExecutorTransaction
 from agentmesh.registry.runs.input_models import InputRequest, InputRequestState, InputResponse
+from agentmesh.registry.schedules.store import ScheduleTransaction
 from agentmesh.registry.usage.store import UsageLedgerStore
 from agentmesh.registry.webhooks.outbox_store import WebhookOutboxStore
 from agentmesh.registry.webhooks.store import WebhookTransaction
@@ -209,6 +210,7 @@ class StoreTransaction(
     McpServerTransaction,
     ApiKeyTransaction,
     RemoteAgentTransaction,
+    ScheduleTransaction,
     ExecutorTransaction,
     SignInTransaction,
     WebhookTransaction,

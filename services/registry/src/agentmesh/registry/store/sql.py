@@ -39,6 +39,7 @@ from agentmesh.registry.remote_agents.store import SqlRemoteAgents
 from agentmesh.registry.runs.executor_store import SqlExecutors
 from agentmesh.registry.runs.input_store import SqlInputRequestStore
 from agentmesh.registry.runs.lease_store import SqlRunLeaseStore
+from agentmesh.registry.schedules.store import SqlSchedules
 from agentmesh.registry.store.interface import (
     InputRequestStore,
     RegistryStore,
@@ -208,6 +209,7 @@ class SqlStoreTransaction(
     SqlMcpServers,
     SqlApiKeys,
     SqlRemoteAgents,
+    SqlSchedules,
     SqlExecutors,
     SqlSignIn,
     SqlWebhooks,

@@ -3372,3 +3372,384 @@ class TestWebhookResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TestWebhookResponse: _TypeAlias = TestWebhookResponse  # noqa: Y015
+
+@_typing.final
+class CreateScheduleRequest(_message.Message):
+    """CreateScheduleRequest is the input of CreateSchedule."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SCHEDULE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def schedule(self) -> _resources_pb2.Schedule:
+        """The schedule: project_id, name, agent, message, cron, and optionally the rest."""
+
+    def __init__(
+        self,
+        *,
+        schedule: _resources_pb2.Schedule | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["schedule", b"schedule"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["schedule", b"schedule"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateScheduleRequest: _TypeAlias = CreateScheduleRequest  # noqa: Y015
+
+@_typing.final
+class CreateScheduleResponse(_message.Message):
+    """CreateScheduleResponse is the output of CreateSchedule."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SCHEDULE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def schedule(self) -> _resources_pb2.Schedule:
+        """The schedule, with its next_fire_at."""
+
+    def __init__(
+        self,
+        *,
+        schedule: _resources_pb2.Schedule | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["schedule", b"schedule"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["schedule", b"schedule"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateScheduleResponse: _TypeAlias = CreateScheduleResponse  # noqa: Y015
+
+@_typing.final
+class GetScheduleRequest(_message.Message):
+    """GetScheduleRequest is the input of GetSchedule."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    id: _builtins.str
+    """Identifier."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetScheduleRequest: _TypeAlias = GetScheduleRequest  # noqa: Y015
+
+@_typing.final
+class GetScheduleResponse(_message.Message):
+    """GetScheduleResponse is the output of GetSchedule."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SCHEDULE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def schedule(self) -> _resources_pb2.Schedule:
+        """The schedule."""
+
+    def __init__(
+        self,
+        *,
+        schedule: _resources_pb2.Schedule | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["schedule", b"schedule"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["schedule", b"schedule"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetScheduleResponse: _TypeAlias = GetScheduleResponse  # noqa: Y015
+
+@_typing.final
+class ListSchedulesRequest(_message.Message):
+    """ListSchedulesRequest is the input of ListSchedules."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    PAGE_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    page_size: _builtins.int
+    """At most this many (default 50, at most 1000)."""
+    page_token: _builtins.str
+    """Token from a previous response."""
+    page: _builtins.int
+    """Page number (1-based), an alternative to page_token for REST-style paging."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        page: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page", b"page", "page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListSchedulesRequest: _TypeAlias = ListSchedulesRequest  # noqa: Y015
+
+@_typing.final
+class ListSchedulesResponse(_message.Message):
+    """ListSchedulesResponse is the output of ListSchedules."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SCHEDULES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    TOTAL_SIZE_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Token for the next page; empty on the last."""
+    total_size: _builtins.int
+    """How many the project has in all."""
+    @_builtins.property
+    def schedules(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Schedule]:
+        """The page of the project's schedules."""
+
+    def __init__(
+        self,
+        *,
+        schedules: _abc.Iterable[_resources_pb2.Schedule] | None = ...,
+        next_page_token: _builtins.str = ...,
+        total_size: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "schedules", b"schedules", "total_size", b"total_size"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListSchedulesResponse: _TypeAlias = ListSchedulesResponse  # noqa: Y015
+
+@_typing.final
+class UpdateScheduleRequest(_message.Message):
+    """UpdateScheduleRequest is the input of UpdateSchedule."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SCHEDULE_FIELD_NUMBER: _builtins.int
+    UPDATE_MASK_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def schedule(self) -> _resources_pb2.Schedule:
+        """The schedule with its project_id, id and the new values."""
+
+    @_builtins.property
+    def update_mask(self) -> _field_mask_pb2.FieldMask:
+        """Fields to change ("*" for all that may change)."""
+
+    def __init__(
+        self,
+        *,
+        schedule: _resources_pb2.Schedule | None = ...,
+        update_mask: _field_mask_pb2.FieldMask | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["schedule", b"schedule", "update_mask", b"update_mask"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["schedule", b"schedule", "update_mask", b"update_mask"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateScheduleRequest: _TypeAlias = UpdateScheduleRequest  # noqa: Y015
+
+@_typing.final
+class UpdateScheduleResponse(_message.Message):
+    """UpdateScheduleResponse is the output of UpdateSchedule."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SCHEDULE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def schedule(self) -> _resources_pb2.Schedule:
+        """The schedule after the change."""
+
+    def __init__(
+        self,
+        *,
+        schedule: _resources_pb2.Schedule | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["schedule", b"schedule"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["schedule", b"schedule"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateScheduleResponse: _TypeAlias = UpdateScheduleResponse  # noqa: Y015
+
+@_typing.final
+class DeleteScheduleRequest(_message.Message):
+    """DeleteScheduleRequest is the input of DeleteSchedule."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    id: _builtins.str
+    """Identifier."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteScheduleRequest: _TypeAlias = DeleteScheduleRequest  # noqa: Y015
+
+@_typing.final
+class DeleteScheduleResponse(_message.Message):
+    """DeleteScheduleResponse is the output of DeleteSchedule."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteScheduleResponse: _TypeAlias = DeleteScheduleResponse  # noqa: Y015
+
+@_typing.final
+class RunScheduleRequest(_message.Message):
+    """RunScheduleRequest is the input of RunSchedule."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    id: _builtins.str
+    """Identifier."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunScheduleRequest: _TypeAlias = RunScheduleRequest  # noqa: Y015
+
+@_typing.final
+class RunScheduleResponse(_message.Message):
+    """RunScheduleResponse is the output of RunSchedule."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SCHEDULE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def schedule(self) -> _resources_pb2.Schedule:
+        """The schedule, due now."""
+
+    def __init__(
+        self,
+        *,
+        schedule: _resources_pb2.Schedule | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["schedule", b"schedule"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["schedule", b"schedule"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunScheduleResponse: _TypeAlias = RunScheduleResponse  # noqa: Y015
+
+@_typing.final
+class ListScheduleFiringsRequest(_message.Message):
+    """ListScheduleFiringsRequest is the input of ListScheduleFirings."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    SCHEDULE_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    PAGE_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    schedule_id: _builtins.str
+    """The schedule."""
+    page_size: _builtins.int
+    """At most this many (default 50, at most 1000)."""
+    page_token: _builtins.str
+    """Token from a previous response."""
+    page: _builtins.int
+    """Page number (1-based), an alternative to page_token for REST-style paging."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        schedule_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        page: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page", b"page", "page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id", "schedule_id", b"schedule_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListScheduleFiringsRequest: _TypeAlias = ListScheduleFiringsRequest  # noqa: Y015
+
+@_typing.final
+class ListScheduleFiringsResponse(_message.Message):
+    """ListScheduleFiringsResponse is the output of ListScheduleFirings."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIRINGS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    TOTAL_SIZE_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Token for the next page; empty on the last."""
+    total_size: _builtins.int
+    """How many it has in all."""
+    @_builtins.property
+    def firings(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.ScheduleFiring]:
+        """The page of the schedule's firings, newest first."""
+
+    def __init__(
+        self,
+        *,
+        firings: _abc.Iterable[_resources_pb2.ScheduleFiring] | None = ...,
+        next_page_token: _builtins.str = ...,
+        total_size: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["firings", b"firings", "next_page_token", b"next_page_token", "total_size", b"total_size"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListScheduleFiringsResponse: _TypeAlias = ListScheduleFiringsResponse  # noqa: Y015

@@ -291,6 +291,41 @@ class RegistryServiceStub:
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RespondToInputRequestRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RespondToInputRequestResponse.FromString,
                 _registered_method=True)
+        self.CreateSchedule = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/CreateSchedule',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateScheduleRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateScheduleResponse.FromString,
+                _registered_method=True)
+        self.GetSchedule = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/GetSchedule',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetScheduleRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetScheduleResponse.FromString,
+                _registered_method=True)
+        self.ListSchedules = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/ListSchedules',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListSchedulesRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListSchedulesResponse.FromString,
+                _registered_method=True)
+        self.UpdateSchedule = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/UpdateSchedule',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateScheduleRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateScheduleResponse.FromString,
+                _registered_method=True)
+        self.DeleteSchedule = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/DeleteSchedule',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteScheduleRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteScheduleResponse.FromString,
+                _registered_method=True)
+        self.RunSchedule = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/RunSchedule',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RunScheduleRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RunScheduleResponse.FromString,
+                _registered_method=True)
+        self.ListScheduleFirings = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/ListScheduleFirings',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListScheduleFiringsRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListScheduleFiringsResponse.FromString,
+                _registered_method=True)
         self.SummarizeUsage = channel.unary_unary(
                 '/agentmesh.registry.v1.RegistryService/SummarizeUsage',
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.SummarizeUsageRequest.SerializeToString,
@@ -743,6 +778,60 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateSchedule(self, request, context):
+        """Creates a schedule in a project (its owner or superusers); it runs as its creator.
+        INVALID_ARGUMENT naming the field for a bad cron expression, time zone, policy or name;
+        ALREADY_EXISTS (SCHEDULE_NAME_TAKEN); NOT_FOUND for a project the caller may not see.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSchedule(self, request, context):
+        """Returns one schedule. NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSchedules(self, request, context):
+        """Lists a project's schedules, oldest first, paged like every list.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateSchedule(self, request, context):
+        """Updates the fields named in the update mask (name, agent, message, cron, time_zone,
+        session_policy, missed_policy, overlap_policy, enabled); next_fire_at follows. NOT_FOUND;
+        ALREADY_EXISTS; INVALID_ARGUMENT.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSchedule(self, request, context):
+        """Deletes a schedule and its history; a run it started goes on. NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RunSchedule(self, request, context):
+        """Makes a schedule due now: it fires at the next pass of a firer, under its overlap policy.
+        FAILED_PRECONDITION (SCHEDULE_DISABLED) when disabled; NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListScheduleFirings(self, request, context):
+        """Lists a schedule's firings, newest first, paged. NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SummarizeUsage(self, request, context):
         """Sums a project's cost ledger (every model call of its runs, priced when it was made) over a
         range of UTC days, grouped by any of agent, user, model, session and day. The project's
@@ -1060,6 +1149,41 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.RespondToInputRequest,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RespondToInputRequestRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RespondToInputRequestResponse.SerializeToString,
+            ),
+            'CreateSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateSchedule,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateScheduleRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateScheduleResponse.SerializeToString,
+            ),
+            'GetSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSchedule,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetScheduleRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetScheduleResponse.SerializeToString,
+            ),
+            'ListSchedules': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSchedules,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListSchedulesRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListSchedulesResponse.SerializeToString,
+            ),
+            'UpdateSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateSchedule,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateScheduleRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateScheduleResponse.SerializeToString,
+            ),
+            'DeleteSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSchedule,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteScheduleRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteScheduleResponse.SerializeToString,
+            ),
+            'RunSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.RunSchedule,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RunScheduleRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RunScheduleResponse.SerializeToString,
+            ),
+            'ListScheduleFirings': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListScheduleFirings,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListScheduleFiringsRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListScheduleFiringsResponse.SerializeToString,
             ),
             'SummarizeUsage': grpc.unary_unary_rpc_method_handler(
                     servicer.SummarizeUsage,
@@ -2459,6 +2583,195 @@ class RegistryService:
             '/agentmesh.registry.v1.RegistryService/RespondToInputRequest',
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RespondToInputRequestRequest.SerializeToString,
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RespondToInputRequestResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/CreateSchedule',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateScheduleRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/GetSchedule',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetScheduleRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.GetScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSchedules(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/ListSchedules',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListSchedulesRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListSchedulesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/UpdateSchedule',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateScheduleRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.UpdateScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/DeleteSchedule',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteScheduleRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.DeleteScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RunSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/RunSchedule',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RunScheduleRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RunScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListScheduleFirings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/ListScheduleFirings',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListScheduleFiringsRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.ListScheduleFiringsResponse.FromString,
             options,
             channel_credentials,
             insecure,

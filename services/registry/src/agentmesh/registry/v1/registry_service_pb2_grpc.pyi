@@ -218,6 +218,28 @@ class RegistryServiceStub:
     INVALID_ARGUMENT for a decision on a question, an answer to an approval, or neither.
     NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
     """
+    CreateSchedule: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CreateScheduleRequest, _registry_service_pb2.CreateScheduleResponse]
+    """Creates a schedule in a project (its owner or superusers); it runs as its creator.
+    INVALID_ARGUMENT naming the field for a bad cron expression, time zone, policy or name;
+    ALREADY_EXISTS (SCHEDULE_NAME_TAKEN); NOT_FOUND for a project the caller may not see.
+    """
+    GetSchedule: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.GetScheduleRequest, _registry_service_pb2.GetScheduleResponse]
+    """Returns one schedule. NOT_FOUND."""
+    ListSchedules: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ListSchedulesRequest, _registry_service_pb2.ListSchedulesResponse]
+    """Lists a project's schedules, oldest first, paged like every list."""
+    UpdateSchedule: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.UpdateScheduleRequest, _registry_service_pb2.UpdateScheduleResponse]
+    """Updates the fields named in the update mask (name, agent, message, cron, time_zone,
+    session_policy, missed_policy, overlap_policy, enabled); next_fire_at follows. NOT_FOUND;
+    ALREADY_EXISTS; INVALID_ARGUMENT.
+    """
+    DeleteSchedule: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteScheduleRequest, _registry_service_pb2.DeleteScheduleResponse]
+    """Deletes a schedule and its history; a run it started goes on. NOT_FOUND."""
+    RunSchedule: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RunScheduleRequest, _registry_service_pb2.RunScheduleResponse]
+    """Makes a schedule due now: it fires at the next pass of a firer, under its overlap policy.
+    FAILED_PRECONDITION (SCHEDULE_DISABLED) when disabled; NOT_FOUND.
+    """
+    ListScheduleFirings: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.ListScheduleFiringsRequest, _registry_service_pb2.ListScheduleFiringsResponse]
+    """Lists a schedule's firings, newest first, paged. NOT_FOUND."""
     SummarizeUsage: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.SummarizeUsageRequest, _registry_service_pb2.SummarizeUsageResponse]
     """Sums a project's cost ledger (every model call of its runs, priced when it was made) over a
     range of UTC days, grouped by any of agent, user, model, session and day. The project's
@@ -438,6 +460,28 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     INVALID_ARGUMENT for a decision on a question, an answer to an approval, or neither.
     NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
     """
+    CreateSchedule: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CreateScheduleRequest, _registry_service_pb2.CreateScheduleResponse]  # type: ignore[assignment]
+    """Creates a schedule in a project (its owner or superusers); it runs as its creator.
+    INVALID_ARGUMENT naming the field for a bad cron expression, time zone, policy or name;
+    ALREADY_EXISTS (SCHEDULE_NAME_TAKEN); NOT_FOUND for a project the caller may not see.
+    """
+    GetSchedule: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.GetScheduleRequest, _registry_service_pb2.GetScheduleResponse]  # type: ignore[assignment]
+    """Returns one schedule. NOT_FOUND."""
+    ListSchedules: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ListSchedulesRequest, _registry_service_pb2.ListSchedulesResponse]  # type: ignore[assignment]
+    """Lists a project's schedules, oldest first, paged like every list."""
+    UpdateSchedule: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.UpdateScheduleRequest, _registry_service_pb2.UpdateScheduleResponse]  # type: ignore[assignment]
+    """Updates the fields named in the update mask (name, agent, message, cron, time_zone,
+    session_policy, missed_policy, overlap_policy, enabled); next_fire_at follows. NOT_FOUND;
+    ALREADY_EXISTS; INVALID_ARGUMENT.
+    """
+    DeleteSchedule: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.DeleteScheduleRequest, _registry_service_pb2.DeleteScheduleResponse]  # type: ignore[assignment]
+    """Deletes a schedule and its history; a run it started goes on. NOT_FOUND."""
+    RunSchedule: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RunScheduleRequest, _registry_service_pb2.RunScheduleResponse]  # type: ignore[assignment]
+    """Makes a schedule due now: it fires at the next pass of a firer, under its overlap policy.
+    FAILED_PRECONDITION (SCHEDULE_DISABLED) when disabled; NOT_FOUND.
+    """
+    ListScheduleFirings: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.ListScheduleFiringsRequest, _registry_service_pb2.ListScheduleFiringsResponse]  # type: ignore[assignment]
+    """Lists a schedule's firings, newest first, paged. NOT_FOUND."""
     SummarizeUsage: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.SummarizeUsageRequest, _registry_service_pb2.SummarizeUsageResponse]  # type: ignore[assignment]
     """Sums a project's cost ledger (every model call of its runs, priced when it was made) over a
     range of UTC days, grouped by any of agent, user, model, session and day. The project's
@@ -955,6 +999,70 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         INVALID_ARGUMENT for a decision on a question, an answer to an approval, or neither.
         NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
         """
+
+    @_abc_1.abstractmethod
+    def CreateSchedule(
+        self,
+        request: _registry_service_pb2.CreateScheduleRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.CreateScheduleResponse, _abc.Awaitable[_registry_service_pb2.CreateScheduleResponse]]:
+        """Creates a schedule in a project (its owner or superusers); it runs as its creator.
+        INVALID_ARGUMENT naming the field for a bad cron expression, time zone, policy or name;
+        ALREADY_EXISTS (SCHEDULE_NAME_TAKEN); NOT_FOUND for a project the caller may not see.
+        """
+
+    @_abc_1.abstractmethod
+    def GetSchedule(
+        self,
+        request: _registry_service_pb2.GetScheduleRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.GetScheduleResponse, _abc.Awaitable[_registry_service_pb2.GetScheduleResponse]]:
+        """Returns one schedule. NOT_FOUND."""
+
+    @_abc_1.abstractmethod
+    def ListSchedules(
+        self,
+        request: _registry_service_pb2.ListSchedulesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.ListSchedulesResponse, _abc.Awaitable[_registry_service_pb2.ListSchedulesResponse]]:
+        """Lists a project's schedules, oldest first, paged like every list."""
+
+    @_abc_1.abstractmethod
+    def UpdateSchedule(
+        self,
+        request: _registry_service_pb2.UpdateScheduleRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.UpdateScheduleResponse, _abc.Awaitable[_registry_service_pb2.UpdateScheduleResponse]]:
+        """Updates the fields named in the update mask (name, agent, message, cron, time_zone,
+        session_policy, missed_policy, overlap_policy, enabled); next_fire_at follows. NOT_FOUND;
+        ALREADY_EXISTS; INVALID_ARGUMENT.
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteSchedule(
+        self,
+        request: _registry_service_pb2.DeleteScheduleRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.DeleteScheduleResponse, _abc.Awaitable[_registry_service_pb2.DeleteScheduleResponse]]:
+        """Deletes a schedule and its history; a run it started goes on. NOT_FOUND."""
+
+    @_abc_1.abstractmethod
+    def RunSchedule(
+        self,
+        request: _registry_service_pb2.RunScheduleRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.RunScheduleResponse, _abc.Awaitable[_registry_service_pb2.RunScheduleResponse]]:
+        """Makes a schedule due now: it fires at the next pass of a firer, under its overlap policy.
+        FAILED_PRECONDITION (SCHEDULE_DISABLED) when disabled; NOT_FOUND.
+        """
+
+    @_abc_1.abstractmethod
+    def ListScheduleFirings(
+        self,
+        request: _registry_service_pb2.ListScheduleFiringsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.ListScheduleFiringsResponse, _abc.Awaitable[_registry_service_pb2.ListScheduleFiringsResponse]]:
+        """Lists a schedule's firings, newest first, paged. NOT_FOUND."""
 
     @_abc_1.abstractmethod
     def SummarizeUsage(

@@ -1561,3 +1561,157 @@ class WebhookDelivery(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___WebhookDelivery: _TypeAlias = WebhookDelivery  # noqa: Y015
+
+@_typing.final
+class Schedule(_message.Message):
+    """Schedule is an agent of a project run on a cron expression, with no caller waiting: each due
+    time (in its time zone) sends the agent its message, as its creator, through the normal chat
+    path. The policies are strings (like a chat's double texting): session_policy `new` (a session
+    per firing) or `continue` (one session the schedule owns); missed_policy `skip` or `run_once`
+    (after downtime: nothing, or one firing for the times missed); overlap_policy `skip`, `queue` or
+    `cancel_previous` (when the previous firing's run is still going).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    AGENT_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    CRON_FIELD_NUMBER: _builtins.int
+    TIME_ZONE_FIELD_NUMBER: _builtins.int
+    SESSION_POLICY_FIELD_NUMBER: _builtins.int
+    MISSED_POLICY_FIELD_NUMBER: _builtins.int
+    OVERLAP_POLICY_FIELD_NUMBER: _builtins.int
+    ENABLED_FIELD_NUMBER: _builtins.int
+    NEXT_FIRE_AT_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    CREATED_BY_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Opaque identifier."""
+    project_id: _builtins.str
+    """The project it belongs to."""
+    name: _builtins.str
+    """Name, a DNS label unique among the project's schedules (what `agentmesh apply` matches by)."""
+    agent: _builtins.str
+    """The agent it runs: its slug in the project."""
+    message: _builtins.str
+    """The message each firing sends; `{{scheduled_for}}` and `{{now}}` become the due time and the
+    firing time (ISO 8601, in the schedule's time zone).
+    """
+    cron: _builtins.str
+    """Five-field cron expression (minute hour day-of-month month day-of-week)."""
+    time_zone: _builtins.str
+    """IANA time zone the cron expression is read in (default "UTC")."""
+    session_policy: _builtins.str
+    """`new` (default) or `continue`."""
+    missed_policy: _builtins.str
+    """`skip` (default) or `run_once`."""
+    overlap_policy: _builtins.str
+    """`skip` (default), `queue` or `cancel_previous`."""
+    enabled: _builtins.bool
+    """Disabled schedules do not fire (unset on create: enabled)."""
+    session_id: _builtins.str
+    """With session_policy `continue`: the session it continues. Read-only."""
+    created_by: _builtins.str
+    """Who created it: its runs run as this user. Read-only."""
+    @_builtins.property
+    def next_fire_at(self) -> _timestamp_pb2.Timestamp:
+        """When it fires next (unset while disabled). Read-only."""
+
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When created. Read-only."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        project_id: _builtins.str = ...,
+        name: _builtins.str = ...,
+        agent: _builtins.str = ...,
+        message: _builtins.str = ...,
+        cron: _builtins.str = ...,
+        time_zone: _builtins.str = ...,
+        session_policy: _builtins.str = ...,
+        missed_policy: _builtins.str = ...,
+        overlap_policy: _builtins.str = ...,
+        enabled: _builtins.bool | None = ...,
+        next_fire_at: _timestamp_pb2.Timestamp | None = ...,
+        session_id: _builtins.str = ...,
+        created_by: _builtins.str = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_enabled", b"_enabled", "created_at", b"created_at", "enabled", b"enabled", "next_fire_at", b"next_fire_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_enabled", b"_enabled", "agent", b"agent", "created_at", b"created_at", "created_by", b"created_by", "cron", b"cron", "enabled", b"enabled", "id", b"id", "message", b"message", "missed_policy", b"missed_policy", "name", b"name", "next_fire_at", b"next_fire_at", "overlap_policy", b"overlap_policy", "project_id", b"project_id", "session_id", b"session_id", "session_policy", b"session_policy", "time_zone", b"time_zone"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__enabled: _TypeAlias = _typing.Literal["enabled"]  # noqa: Y015
+    _WhichOneofArgType__enabled: _TypeAlias = _typing.Literal["_enabled", b"_enabled"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__enabled) -> _WhichOneofReturnType__enabled | None: ...
+
+Global___Schedule: _TypeAlias = Schedule  # noqa: Y015
+
+@_typing.final
+class ScheduleFiring(_message.Message):
+    """ScheduleFiring is one due time of a schedule and what became of it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    SCHEDULE_ID_FIELD_NUMBER: _builtins.int
+    DUE_AT_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    FIRED_AT_FIELD_NUMBER: _builtins.int
+    ENDED_AT_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Opaque identifier."""
+    schedule_id: _builtins.str
+    """The schedule."""
+    outcome: _builtins.str
+    """`pending` (claimed, its run starting), `queued` (waiting for the previous run), `running`,
+    `completed`, `failed`, `skipped_overlap`, `skipped_missed` or `cancelled`.
+    """
+    run_id: _builtins.str
+    """Its run, once started."""
+    session_id: _builtins.str
+    """The session its run ran in."""
+    error: _builtins.str
+    """Why it failed, when it did."""
+    @_builtins.property
+    def due_at(self) -> _timestamp_pb2.Timestamp:
+        """The due time it fired for."""
+
+    @_builtins.property
+    def fired_at(self) -> _timestamp_pb2.Timestamp:
+        """When it was claimed."""
+
+    @_builtins.property
+    def ended_at(self) -> _timestamp_pb2.Timestamp:
+        """When its outcome became final."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        schedule_id: _builtins.str = ...,
+        due_at: _timestamp_pb2.Timestamp | None = ...,
+        outcome: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+        session_id: _builtins.str = ...,
+        error: _builtins.str = ...,
+        fired_at: _timestamp_pb2.Timestamp | None = ...,
+        ended_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["due_at", b"due_at", "ended_at", b"ended_at", "fired_at", b"fired_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["due_at", b"due_at", "ended_at", b"ended_at", "error", b"error", "fired_at", b"fired_at", "id", b"id", "outcome", b"outcome", "run_id", b"run_id", "schedule_id", b"schedule_id", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ScheduleFiring: _TypeAlias = ScheduleFiring  # noqa: Y015

@@ -6,6 +6,7 @@ import { chatView } from "./chat.js";
 import { fill, h } from "./dom.js";
 import { requestsView } from "./requests.js";
 import { usageView } from "./usage.js";
+import { schedulesView } from "./schedules.js";
 import { versionsView } from "./versions.js";
 import { loginView, projectView, projectsView, sessionView } from "./views.js";
 
@@ -23,6 +24,7 @@ const ROUTES = [
   [/^#\/projects\/([^/]+)\/sessions\/([^/]+)$/, (m) => sessionView(api, m[1], m[2])],
   [/^#\/projects\/([^/]+)\/requests$/, (m) => requestsView(api, m[1])],
   [/^#\/projects\/([^/]+)\/usage$/, (m, query) => usageView(api, m[1], query)],
+  [/^#\/projects\/([^/]+)\/schedules$/, (m) => schedulesView(api, m[1])],
   [/^#\/projects\/([^/]+)$/, (m) => projectView(api, m[1])],
   [/^(#\/?|#\/projects|)$/, () => projectsView(api)],
 ];

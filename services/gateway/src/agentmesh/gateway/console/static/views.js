@@ -87,6 +87,7 @@ export async function projectView(api, projectId) {
         "div",
         { class: "head-actions" },
         h("a", { class: "button", href: `#/projects/${enc(projectId)}/usage`, dataset: { action: "usage" } }, "Usage"),
+        h("a", { class: "button", href: `#/projects/${enc(projectId)}/schedules`, dataset: { action: "schedules" } }, "Schedules"),
         h("a", { class: "button", href: `#/projects/${enc(projectId)}/requests`, dataset: { action: "requests" } }, "Requests", waiting),
       ),
     ),

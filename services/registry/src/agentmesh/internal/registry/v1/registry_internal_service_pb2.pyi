@@ -8,6 +8,7 @@ from agentmesh.registry.v1 import resources_pb2 as _resources_pb2
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 import builtins as _builtins
 import sys
@@ -1107,3 +1108,154 @@ class AgentChange(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AgentChange: _TypeAlias = AgentChange  # noqa: Y015
+
+@_typing.final
+class ClaimScheduleFiringsRequest(_message.Message):
+    """ClaimScheduleFiringsRequest is the input of ClaimScheduleFirings."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NOW_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    limit: _builtins.int
+    """At most this many firings (default 20)."""
+    @_builtins.property
+    def now(self) -> _timestamp_pb2.Timestamp:
+        """The caller's time: what is due at it is claimed (a gateway's clock, settable in tests)."""
+
+    def __init__(
+        self,
+        *,
+        now: _timestamp_pb2.Timestamp | None = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["now", b"now"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "now", b"now"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClaimScheduleFiringsRequest: _TypeAlias = ClaimScheduleFiringsRequest  # noqa: Y015
+
+@_typing.final
+class ClaimScheduleFiringsResponse(_message.Message):
+    """ClaimScheduleFiringsResponse is the output of ClaimScheduleFirings."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIRINGS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def firings(self) -> _containers.RepeatedCompositeFieldContainer[Global___ClaimedFiring]:
+        """The firings the caller now owns: it starts each one's run."""
+
+    def __init__(
+        self,
+        *,
+        firings: _abc.Iterable[Global___ClaimedFiring] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["firings", b"firings"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClaimScheduleFiringsResponse: _TypeAlias = ClaimScheduleFiringsResponse  # noqa: Y015
+
+@_typing.final
+class ClaimedFiring(_message.Message):
+    """ClaimedFiring is a firing to start, with what its run needs."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIRING_FIELD_NUMBER: _builtins.int
+    SCHEDULE_FIELD_NUMBER: _builtins.int
+    PROJECT_SLUG_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    CREATOR_FIELD_NUMBER: _builtins.int
+    CREATOR_TOKEN_VERSION_FIELD_NUMBER: _builtins.int
+    project_slug: _builtins.str
+    """The project's slug (what a chat names the agent by)."""
+    message: _builtins.str
+    """The message, its placeholders filled in."""
+    creator_token_version: _builtins.int
+    """The creator's token version (a token for them must carry it)."""
+    @_builtins.property
+    def firing(self) -> _resources_pb2.ScheduleFiring:
+        """The firing (outcome `pending`, session_id set)."""
+
+    @_builtins.property
+    def schedule(self) -> _resources_pb2.Schedule:
+        """The schedule it belongs to."""
+
+    @_builtins.property
+    def creator(self) -> _resources_pb2.User:
+        """The schedule's creator, whom the run runs as."""
+
+    def __init__(
+        self,
+        *,
+        firing: _resources_pb2.ScheduleFiring | None = ...,
+        schedule: _resources_pb2.Schedule | None = ...,
+        project_slug: _builtins.str = ...,
+        message: _builtins.str = ...,
+        creator: _resources_pb2.User | None = ...,
+        creator_token_version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["creator", b"creator", "firing", b"firing", "schedule", b"schedule"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["creator", b"creator", "creator_token_version", b"creator_token_version", "firing", b"firing", "message", b"message", "project_slug", b"project_slug", "schedule", b"schedule"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClaimedFiring: _TypeAlias = ClaimedFiring  # noqa: Y015
+
+@_typing.final
+class RecordScheduleFiringRequest(_message.Message):
+    """RecordScheduleFiringRequest is the input of RecordScheduleFiring."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIRING_ID_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    firing_id: _builtins.str
+    """The firing."""
+    outcome: _builtins.str
+    """`running`, `completed`, `failed` or `cancelled`."""
+    run_id: _builtins.str
+    """Its run (with `running`)."""
+    error: _builtins.str
+    """Why it failed."""
+    def __init__(
+        self,
+        *,
+        firing_id: _builtins.str = ...,
+        outcome: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+        error: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "firing_id", b"firing_id", "outcome", b"outcome", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecordScheduleFiringRequest: _TypeAlias = RecordScheduleFiringRequest  # noqa: Y015
+
+@_typing.final
+class RecordScheduleFiringResponse(_message.Message):
+    """RecordScheduleFiringResponse is the output of RecordScheduleFiring."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecordScheduleFiringResponse: _TypeAlias = RecordScheduleFiringResponse  # noqa: Y015

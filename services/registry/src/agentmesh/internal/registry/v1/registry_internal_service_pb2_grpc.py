@@ -117,6 +117,16 @@ class RegistryInternalServiceStub:
                 request_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.SuspendRunRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.SuspendRunResponse.FromString,
                 _registered_method=True)
+        self.ClaimScheduleFirings = channel.unary_unary(
+                '/agentmesh.internal.registry.v1.RegistryInternalService/ClaimScheduleFirings',
+                request_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.ClaimScheduleFiringsRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.ClaimScheduleFiringsResponse.FromString,
+                _registered_method=True)
+        self.RecordScheduleFiring = channel.unary_unary(
+                '/agentmesh.internal.registry.v1.RegistryInternalService/RecordScheduleFiring',
+                request_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.RecordScheduleFiringRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.RecordScheduleFiringResponse.FromString,
+                _registered_method=True)
 
 
 class RegistryInternalServiceServicer:
@@ -276,6 +286,24 @@ class RegistryInternalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ClaimScheduleFirings(self, request, context):
+        """Claims the schedules' firings due at `now` (system principal only): each due time is
+        claimed by one caller only, however many gateways ask at once (the schedule's next fire time
+        moves on in the same transaction). Firings the overlap or missed-run policy skips are recorded
+        and not returned; `queue` firings are returned once the previous run has ended.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecordScheduleFiring(self, request, context):
+        """Records what became of a claimed firing: its run once started, then its outcome (system
+        principal only). NOT_FOUND for an unknown firing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RegistryInternalServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -353,6 +381,16 @@ def add_RegistryInternalServiceServicer_to_server(servicer, server):
                     servicer.SuspendRun,
                     request_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.SuspendRunRequest.FromString,
                     response_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.SuspendRunResponse.SerializeToString,
+            ),
+            'ClaimScheduleFirings': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClaimScheduleFirings,
+                    request_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.ClaimScheduleFiringsRequest.FromString,
+                    response_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.ClaimScheduleFiringsResponse.SerializeToString,
+            ),
+            'RecordScheduleFiring': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordScheduleFiring,
+                    request_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.RecordScheduleFiringRequest.FromString,
+                    response_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.RecordScheduleFiringResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -768,6 +806,60 @@ class RegistryInternalService:
             '/agentmesh.internal.registry.v1.RegistryInternalService/SuspendRun',
             agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.SuspendRunRequest.SerializeToString,
             agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.SuspendRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClaimScheduleFirings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.internal.registry.v1.RegistryInternalService/ClaimScheduleFirings',
+            agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.ClaimScheduleFiringsRequest.SerializeToString,
+            agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.ClaimScheduleFiringsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordScheduleFiring(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.internal.registry.v1.RegistryInternalService/RecordScheduleFiring',
+            agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.RecordScheduleFiringRequest.SerializeToString,
+            agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.RecordScheduleFiringResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -124,6 +124,16 @@ class RegistryInternalServiceStub:
     (RUN_NOT_HELD) when `executor_id` does not hold it; INVALID_ARGUMENT for neither a request nor
     a run waited on, a request without id or kind, an id named twice or one of another run's.
     """
+    ClaimScheduleFirings: _grpc.UnaryUnaryMultiCallable[_registry_internal_service_pb2.ClaimScheduleFiringsRequest, _registry_internal_service_pb2.ClaimScheduleFiringsResponse]
+    """Claims the schedules' firings due at `now` (system principal only): each due time is
+    claimed by one caller only, however many gateways ask at once (the schedule's next fire time
+    moves on in the same transaction). Firings the overlap or missed-run policy skips are recorded
+    and not returned; `queue` firings are returned once the previous run has ended.
+    """
+    RecordScheduleFiring: _grpc.UnaryUnaryMultiCallable[_registry_internal_service_pb2.RecordScheduleFiringRequest, _registry_internal_service_pb2.RecordScheduleFiringResponse]
+    """Records what became of a claimed firing: its run once started, then its outcome (system
+    principal only). NOT_FOUND for an unknown firing.
+    """
 
 @_typing.type_check_only
 class RegistryInternalServiceAsyncStub(RegistryInternalServiceStub):
@@ -220,6 +230,16 @@ class RegistryInternalServiceAsyncStub(RegistryInternalServiceStub):
     answers the same. NOT_FOUND for an unknown agent or a run not in flight; FAILED_PRECONDITION
     (RUN_NOT_HELD) when `executor_id` does not hold it; INVALID_ARGUMENT for neither a request nor
     a run waited on, a request without id or kind, an id named twice or one of another run's.
+    """
+    ClaimScheduleFirings: _aio.UnaryUnaryMultiCallable[_registry_internal_service_pb2.ClaimScheduleFiringsRequest, _registry_internal_service_pb2.ClaimScheduleFiringsResponse]  # type: ignore[assignment]
+    """Claims the schedules' firings due at `now` (system principal only): each due time is
+    claimed by one caller only, however many gateways ask at once (the schedule's next fire time
+    moves on in the same transaction). Firings the overlap or missed-run policy skips are recorded
+    and not returned; `queue` firings are returned once the previous run has ended.
+    """
+    RecordScheduleFiring: _aio.UnaryUnaryMultiCallable[_registry_internal_service_pb2.RecordScheduleFiringRequest, _registry_internal_service_pb2.RecordScheduleFiringResponse]  # type: ignore[assignment]
+    """Records what became of a claimed firing: its run once started, then its outcome (system
+    principal only). NOT_FOUND for an unknown firing.
     """
 
 class RegistryInternalServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -404,6 +424,28 @@ class RegistryInternalServiceServicer(metaclass=_abc_1.ABCMeta):
         answers the same. NOT_FOUND for an unknown agent or a run not in flight; FAILED_PRECONDITION
         (RUN_NOT_HELD) when `executor_id` does not hold it; INVALID_ARGUMENT for neither a request nor
         a run waited on, a request without id or kind, an id named twice or one of another run's.
+        """
+
+    @_abc_1.abstractmethod
+    def ClaimScheduleFirings(
+        self,
+        request: _registry_internal_service_pb2.ClaimScheduleFiringsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_internal_service_pb2.ClaimScheduleFiringsResponse, _abc.Awaitable[_registry_internal_service_pb2.ClaimScheduleFiringsResponse]]:
+        """Claims the schedules' firings due at `now` (system principal only): each due time is
+        claimed by one caller only, however many gateways ask at once (the schedule's next fire time
+        moves on in the same transaction). Firings the overlap or missed-run policy skips are recorded
+        and not returned; `queue` firings are returned once the previous run has ended.
+        """
+
+    @_abc_1.abstractmethod
+    def RecordScheduleFiring(
+        self,
+        request: _registry_internal_service_pb2.RecordScheduleFiringRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_internal_service_pb2.RecordScheduleFiringResponse, _abc.Awaitable[_registry_internal_service_pb2.RecordScheduleFiringResponse]]:
+        """Records what became of a claimed firing: its run once started, then its outcome (system
+        principal only). NOT_FOUND for an unknown firing.
         """
 
 def add_RegistryInternalServiceServicer_to_server(servicer: RegistryInternalServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

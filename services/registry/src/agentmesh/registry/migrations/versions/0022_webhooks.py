@@ -3,7 +3,7 @@
 New tables only: nothing existing changes.
 
 Revision ID: 0022_webhooks
-Revises: 0020_sessions
+Revises: 0021_schedules
 Create Date: 2026-11-29
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0022_webhooks"
-down_revision = "0020_sessions"
+down_revision = "0021_schedules"
 branch_labels = None
 depends_on = None
 
