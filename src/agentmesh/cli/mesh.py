@@ -180,6 +180,7 @@ async def start_mesh(
                 host=host,
                 port=memory_port,
                 jwt_secret=secret,
+                registry_address=services["registry"].address,
                 **database("memory"),
                 **extra.get("memory", {}),
             ),

@@ -6,6 +6,7 @@ through the gateway, which checks who owns what."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,9 +19,11 @@ from agentmesh.memory.settings import MemorySettings
 from agentmesh.memory.store import SqlEventStore
 from agentmesh.memory.v1 import memory_service_pb2, memory_service_pb2_grpc
 from agentmesh.memory.watch import SessionSignals
+from agentmesh.runtime.channels import PeerSecurity, create_channel
 from agentmesh.runtime.database import create_engine, create_sqlite_directory, upgrade
-from agentmesh.runtime.identity import Access, AuthenticationInterceptor, TokenCodec
+from agentmesh.runtime.identity import Access, AuthenticationInterceptor, TokenCodec, bearer_metadata
 from agentmesh.runtime.pagination import PageTokenCodec
+from agentmesh.runtime.revocation import RevocationCheck, registry_credential_status
 from agentmesh.runtime.server import ServiceBinding, start_service_server
 from agentmesh.runtime.service import RunningService
 from agentmesh.runtime.service_identity import ServiceCredentials, ServiceIdentityInterceptor
@@ -56,6 +59,7 @@ async def start(settings: MemorySettings) -> RunningService:
     tokens = TokenCodec(settings.jwt_secret.get_secret_value())
     await asyncio.to_thread(create_sqlite_directory, settings.database_url)
     engine = create_engine(settings.database_url)
+    closers: list[Callable[[], Awaitable[object]]] = [engine.dispose]
     try:
         await upgrade(engine, MIGRATIONS, version_table=VERSION_TABLE)
         store = SqlEventStore(engine, group_commit=settings.group_commit)
@@ -75,6 +79,20 @@ async def start(settings: MemorySettings) -> RunningService:
         servicer = MemoryServicer(log, ProjectOwners(engine))
         internal = MemoryInternalServicer(log)
         credentials = ServiceCredentials(settings.jwt_secret.get_secret_value(), service="memory")
+        revocation = None
+        if settings.registry_address:
+            # Memory's one peer: the registry, asked whether a caller's token still stands.
+            registry_channel = create_channel(
+                settings.registry_address,
+                max_message_bytes=settings.max_message_bytes,
+                security=PeerSecurity(credentials, settings.tls()),
+            )
+            closers.append(registry_channel.close)
+            revocation = RevocationCheck(
+                registry_credential_status(
+                    registry_channel, system_metadata=lambda: bearer_metadata(tokens.system_token())
+                )
+            )
         server = await start_service_server(
             settings,
             [
@@ -91,17 +109,18 @@ async def start(settings: MemorySettings) -> RunningService:
             ],
             interceptors=[
                 ServiceIdentityInterceptor(credentials, [SERVICE, INTERNAL_SERVICE]),
-                AuthenticationInterceptor(tokens, SERVICE, ACCESS),
-                AuthenticationInterceptor(tokens, INTERNAL_SERVICE, INTERNAL_ACCESS),
+                AuthenticationInterceptor(tokens, SERVICE, ACCESS, revocation=revocation),
+                AuthenticationInterceptor(tokens, INTERNAL_SERVICE, INTERNAL_ACCESS, revocation=revocation),
             ],
         )
     except BaseException:
-        await engine.dispose()
+        for close in closers:
+            await close()
         raise
     sweeper = RetentionSweeper(
         store, interval_seconds=settings.retention_sweep_seconds, batch_events=settings.retention_batch_events
     )
     sweeper.start()
     return MemoryService(
-        name="memory", server=server, closers=[engine.dispose, store.close, sweeper.stop], signals=signals
+        name="memory", server=server, closers=[*closers, store.close, sweeper.stop], signals=signals
     )

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from agentmesh.common.v1 import credential_status_service_pb2_grpc
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc
 from agentmesh.registry.agents.registry import AgentRegistry
 from agentmesh.registry.agents.watch import AgentWatch
@@ -23,11 +24,18 @@ from agentmesh.registry.identity.invitations import Invitations
 from agentmesh.registry.identity.password_policy import PasswordPolicy
 from agentmesh.registry.identity.registration import Registration
 from agentmesh.registry.identity.sign_in_throttle import LoginThrottle, SignInThrottle
-from agentmesh.registry.internal_servicer import RegistryInternalServicer
+from agentmesh.registry.internal_servicer import CredentialStatusServicer, RegistryInternalServicer
 from agentmesh.registry.mcp_servers.registry import McpServerRegistry
 from agentmesh.registry.models import LIMIT_NAMES, ProjectLimits
 from agentmesh.registry.pagination import PageTokens
-from agentmesh.registry.policy import INTERNAL_POLICY, INTERNAL_SERVICE, POLICY, SERVICE
+from agentmesh.registry.policy import (
+    CREDENTIAL_STATUS_POLICY,
+    CREDENTIAL_STATUS_SERVICE,
+    INTERNAL_POLICY,
+    INTERNAL_SERVICE,
+    POLICY,
+    SERVICE,
+)
 from agentmesh.registry.projects.limits import LimitDefaults, ProjectQuotas
 from agentmesh.registry.projects.registry import ProjectRegistry
 from agentmesh.registry.remote_agents.registry import RemoteAgentRegistry
@@ -44,6 +52,7 @@ from agentmesh.registry.v1 import registry_service_pb2_grpc
 from agentmesh.runtime.client_address import ClientAddressInterceptor
 from agentmesh.runtime.database import create_engine, create_sqlite_directory, upgrade
 from agentmesh.runtime.identity import AuthenticationInterceptor, TokenCodec
+from agentmesh.runtime.revocation import RevocationCheck
 from agentmesh.runtime.server import ServiceBinding, start_service_server
 from agentmesh.runtime.service import RunningService
 from agentmesh.runtime.service_identity import ServiceCredentials, ServiceIdentityInterceptor
@@ -215,13 +224,25 @@ async def start(settings: RegistrySettings) -> RunningService:
             executors=components.executors,
             input_requests=components.input_requests,
         )
+        credential_status = CredentialStatusServicer(components.api_keys)
         credentials = ServiceCredentials(settings.jwt_secret.get_secret_value(), service="registry")
+        # The registry's own answer, read from its store: a revoked token is refused on its port
+        # within a second, as at the gateway's.
+        revocation = RevocationCheck(components.api_keys.credential_status)
         server = await start_service_server(
             settings,
             [
                 ServiceBinding(
                     SERVICE_NAME,
                     lambda s: registry_service_pb2_grpc.add_RegistryServiceServicer_to_server(servicer, s),
+                ),
+                ServiceBinding(
+                    CREDENTIAL_STATUS_SERVICE.full_name,
+                    lambda s: (
+                        credential_status_service_pb2_grpc.add_CredentialStatusServiceServicer_to_server(
+                            credential_status, s
+                        )
+                    ),
                 ),
                 ServiceBinding(
                     INTERNAL_SERVICE.full_name,
@@ -233,10 +254,15 @@ async def start(settings: RegistrySettings) -> RunningService:
                 ),
             ],
             interceptors=[
-                ServiceIdentityInterceptor(credentials, [INTERNAL_SERVICE]),
+                ServiceIdentityInterceptor(credentials, [INTERNAL_SERVICE, CREDENTIAL_STATUS_SERVICE]),
                 ClientAddressInterceptor(credentials, [SERVICE_NAME]),
-                AuthenticationInterceptor(components.tokens, SERVICE, POLICY),
-                AuthenticationInterceptor(components.tokens, INTERNAL_SERVICE, INTERNAL_POLICY),
+                AuthenticationInterceptor(components.tokens, SERVICE, POLICY, revocation=revocation),
+                AuthenticationInterceptor(
+                    components.tokens, INTERNAL_SERVICE, INTERNAL_POLICY, revocation=revocation
+                ),
+                AuthenticationInterceptor(
+                    components.tokens, CREDENTIAL_STATUS_SERVICE, CREDENTIAL_STATUS_POLICY
+                ),
             ],
         )
     except BaseException:

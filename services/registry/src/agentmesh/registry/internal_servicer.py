@@ -1,6 +1,7 @@
 """RegistryInternalService over gRPC: what the mesh's own services ask of the registry (resolving
 agents, run starts and ends, leases, suspended runs, MCP servers' secrets, executor pool
-membership). Proto in,
+membership), and CredentialStatusService (whether an access token's user and API key still
+stand). Proto in,
 proto out, like `servicer.py`; only mesh services reach it (the service identity interceptor,
 `app.py`), acting for the user whose token they carry or as the system principal."""
 
@@ -11,6 +12,8 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from agentmesh.common.v1 import credential_status_service_pb2 as status_pb
+from agentmesh.common.v1 import credential_status_service_pb2_grpc as status_pb_grpc
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as pb
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc as pb_grpc
 from agentmesh.registry import convert
@@ -205,4 +208,22 @@ class RegistryInternalServicer(pb_grpc.RegistryInternalServiceServicer):
             api_key=convert.api_key_message(key),
             user=convert.user_message(user),
             token_version=user.token_version,
+        )
+
+
+class CredentialStatusServicer(status_pb_grpc.CredentialStatusServiceServicer):
+    """Answers the services that verify access tokens whether a token's user and API key still
+    stand (runtime/revocation.py); only mesh services reach it, as the system principal."""
+
+    def __init__(self, api_keys: ApiKeys) -> None:
+        self._api_keys = api_keys
+
+    async def GetCredentialStatus(
+        self, request: status_pb.GetCredentialStatusRequest, context: Context
+    ) -> status_pb.GetCredentialStatusResponse:
+        status = await self._api_keys.credential_status(request.user_id, request.api_key_id)
+        return status_pb.GetCredentialStatusResponse(
+            user_active=status.user_active,
+            token_version=status.token_version,
+            api_key_active=status.api_key_active,
         )
