@@ -143,9 +143,11 @@ async def start_mesh(
     check_port_free(host, http_port)
     extra = {name: dict(settings) for name, settings in (extra or {}).items()}
     if allow_loopback_egress:
-        executor = extra.setdefault("executor", {})
-        allowed = executor.get("egress_allow", load_settings("executor").egress_allow)
-        executor["egress_allow"] = [*allowed, *LOOPBACK]
+        # The executors fetch, the registry refuses at registration what they would: both allow it.
+        for name in ("executor", "registry"):
+            given = extra.setdefault(name, {})
+            allowed = given.get("egress_allow", load_settings(name).egress_allow)
+            given["egress_allow"] = [*allowed, *LOOPBACK]
     secret = (
         jwt_secret
         or load_settings("registry").jwt_secret.get_secret_value()

@@ -101,6 +101,10 @@ async def start(settings: GatewaySettings) -> GatewayService:
         limiter=RateLimiter(rate_per_second=settings.rate_limit_per_second, burst=settings.rate_limit_burst),
         grant_ttl_seconds=settings.access_grant_ttl_seconds,
         client_addresses=ClientAddresses(settings.trusted_proxies),
+        sign_ups=RateLimiter(
+            rate_per_second=settings.registration_max_per_address / settings.registration_window_seconds,
+            burst=max(1, settings.registration_max_per_address),
+        ),
         project_limits=ProjectLimitsCache(
             registry=registry,
             system_metadata=system_token.metadata,

@@ -51,6 +51,7 @@ from agentmesh.registry.usage.ledger import UsageLedger
 from agentmesh.registry.v1 import registry_service_pb2_grpc
 from agentmesh.runtime.client_address import ClientAddressInterceptor
 from agentmesh.runtime.database import create_engine, create_sqlite_directory, upgrade
+from agentmesh.runtime.egress import EgressPolicy
 from agentmesh.runtime.identity import AuthenticationInterceptor, TokenCodec
 from agentmesh.runtime.revocation import RevocationCheck
 from agentmesh.runtime.server import ServiceBinding, start_service_server
@@ -149,7 +150,11 @@ async def open_components(settings: RegistrySettings) -> Components:
     )
     registry = AgentRegistry(store, page_tokens=PageTokens(secret), executors=executors, watch=watch)
     runs = RunBookkeeping(store, quotas=quotas, watch=watch)
-    mcp_servers = McpServerRegistry(store, page_tokens=PageTokens(secret), clock=utc_now, watch=watch)
+    # The executors' egress policy, so a URL they would refuse is refused when it is registered.
+    egress = EgressPolicy(settings.egress_allow, mesh_endpoints=[f"{settings.host}:{settings.port}"])
+    mcp_servers = McpServerRegistry(
+        store, page_tokens=PageTokens(secret), clock=utc_now, watch=watch, egress=egress
+    )
     leases = RunLeases(
         store.leases,
         lease_seconds=settings.run_lease_seconds,
@@ -171,7 +176,9 @@ async def open_components(settings: RegistrySettings) -> Components:
         registry=registry,
         mcp_servers=mcp_servers,
         leases=leases,
-        remote_agents=RemoteAgentRegistry(store, page_tokens=PageTokens(secret), clock=utc_now),
+        remote_agents=RemoteAgentRegistry(
+            store, page_tokens=PageTokens(secret), clock=utc_now, egress=egress
+        ),
         turns=SessionTurns(runs, store.leases, store.input_requests),
         runs=runs,
         executors=executors,

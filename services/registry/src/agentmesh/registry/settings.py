@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr
-from pydantic_settings import SettingsConfigDict
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from agentmesh.registry.models import RegistrationMode
 from agentmesh.runtime.database import POOL_TIMEOUT_SECONDS
+from agentmesh.runtime.egress import allow_entries
 from agentmesh.runtime.settings import ServiceSettings, shared
 
 
@@ -85,3 +88,12 @@ class RegistrySettings(ServiceSettings):
     )
     # The password policy applies whenever a password is set; passwords set before keep working.
     password_min_length: int = Field(default=12, ge=8, le=128)
+    # The egress policy's allow-list (runtime/egress.py), the executors' own setting read the same
+    # way (AGENTMESH_EGRESS_ALLOW): a remote agent's card URL or an MCP server's URL the policy
+    # refuses is refused when it is registered, not only when an executor fetches it.
+    egress_allow: Annotated[list[str], NoDecode] = shared([], "egress_allow", service="registry")
+
+    @field_validator("egress_allow", mode="before")
+    @classmethod
+    def _egress_allow(cls, value: object) -> object:
+        return allow_entries(value)
