@@ -12,7 +12,7 @@ from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agentmesh.common.v1 import credential_status_service_pb2_grpc
+from agentmesh.common.v1 import credential_status_service_pb2_grpc, project_owner_service_pb2_grpc
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc
 from agentmesh.registry.agents.registry import AgentRegistry
 from agentmesh.registry.agents.watch import AgentWatch
@@ -24,7 +24,11 @@ from agentmesh.registry.identity.invitations import Invitations
 from agentmesh.registry.identity.password_policy import PasswordPolicy
 from agentmesh.registry.identity.registration import Registration
 from agentmesh.registry.identity.sign_in_throttle import LoginThrottle, SignInThrottle
-from agentmesh.registry.internal_servicer import CredentialStatusServicer, RegistryInternalServicer
+from agentmesh.registry.internal_servicer import (
+    CredentialStatusServicer,
+    ProjectOwnerServicer,
+    RegistryInternalServicer,
+)
 from agentmesh.registry.mcp_servers.registry import McpServerRegistry
 from agentmesh.registry.models import LIMIT_NAMES, ProjectLimits
 from agentmesh.registry.pagination import PageTokens
@@ -34,6 +38,8 @@ from agentmesh.registry.policy import (
     INTERNAL_POLICY,
     INTERNAL_SERVICE,
     POLICY,
+    PROJECT_OWNER_POLICY,
+    PROJECT_OWNER_SERVICE,
     SERVICE,
 )
 from agentmesh.registry.projects.limits import LimitDefaults, ProjectQuotas
@@ -232,6 +238,7 @@ async def start(settings: RegistrySettings) -> RunningService:
             input_requests=components.input_requests,
         )
         credential_status = CredentialStatusServicer(components.api_keys)
+        project_owners = ProjectOwnerServicer(components.projects)
         credentials = ServiceCredentials(settings.jwt_secret.get_secret_value(), service="registry")
         # The registry's own answer, read from its store: a revoked token is refused on its port
         # within a second, as at the gateway's.
@@ -252,6 +259,12 @@ async def start(settings: RegistrySettings) -> RunningService:
                     ),
                 ),
                 ServiceBinding(
+                    PROJECT_OWNER_SERVICE.full_name,
+                    lambda s: project_owner_service_pb2_grpc.add_ProjectOwnerServiceServicer_to_server(
+                        project_owners, s
+                    ),
+                ),
+                ServiceBinding(
                     INTERNAL_SERVICE.full_name,
                     lambda s: (
                         registry_internal_service_pb2_grpc.add_RegistryInternalServiceServicer_to_server(
@@ -261,7 +274,9 @@ async def start(settings: RegistrySettings) -> RunningService:
                 ),
             ],
             interceptors=[
-                ServiceIdentityInterceptor(credentials, [INTERNAL_SERVICE, CREDENTIAL_STATUS_SERVICE]),
+                ServiceIdentityInterceptor(
+                    credentials, [INTERNAL_SERVICE, CREDENTIAL_STATUS_SERVICE, PROJECT_OWNER_SERVICE]
+                ),
                 ClientAddressInterceptor(credentials, [SERVICE_NAME]),
                 AuthenticationInterceptor(components.tokens, SERVICE, POLICY, revocation=revocation),
                 AuthenticationInterceptor(
@@ -270,6 +285,7 @@ async def start(settings: RegistrySettings) -> RunningService:
                 AuthenticationInterceptor(
                     components.tokens, CREDENTIAL_STATUS_SERVICE, CREDENTIAL_STATUS_POLICY
                 ),
+                AuthenticationInterceptor(components.tokens, PROJECT_OWNER_SERVICE, PROJECT_OWNER_POLICY),
             ],
         )
     except BaseException:

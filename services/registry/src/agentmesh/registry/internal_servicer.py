@@ -1,7 +1,7 @@
 """RegistryInternalService over gRPC: what the mesh's own services ask of the registry (resolving
 agents, run starts and ends, leases, suspended runs, MCP servers' secrets, executor pool
 membership), and CredentialStatusService (whether an access token's user and API key still
-stand). Proto in,
+stand) and ProjectOwnerService (who owns a project, for memory). Proto in,
 proto out, like `servicer.py`; only mesh services reach it (the service identity interceptor,
 `app.py`), acting for the user whose token they carry or as the system principal."""
 
@@ -14,6 +14,8 @@ import grpc
 
 from agentmesh.common.v1 import credential_status_service_pb2 as status_pb
 from agentmesh.common.v1 import credential_status_service_pb2_grpc as status_pb_grpc
+from agentmesh.common.v1 import project_owner_service_pb2 as owner_pb
+from agentmesh.common.v1 import project_owner_service_pb2_grpc as owner_pb_grpc
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as pb
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc as pb_grpc
 from agentmesh.registry import convert
@@ -21,6 +23,7 @@ from agentmesh.registry.agents.registry import AgentRegistry
 from agentmesh.registry.identity.api_keys import ApiKeys
 from agentmesh.registry.identity.auth import Accounts
 from agentmesh.registry.mcp_servers.registry import McpServerRegistry
+from agentmesh.registry.projects.registry import ProjectRegistry
 from agentmesh.registry.remote_agents.registry import RemoteAgentRegistry
 from agentmesh.registry.remote_agents.servicer import remote_agent_message
 from agentmesh.registry.runs import input_convert
@@ -227,3 +230,16 @@ class CredentialStatusServicer(status_pb_grpc.CredentialStatusServiceServicer):
             token_version=status.token_version,
             api_key_active=status.api_key_active,
         )
+
+
+class ProjectOwnerServicer(owner_pb_grpc.ProjectOwnerServiceServicer):
+    """Tells memory who owns a project, so it never has to take a caller's word for it; only mesh
+    services reach it, as the system principal."""
+
+    def __init__(self, projects: ProjectRegistry) -> None:
+        self._projects = projects
+
+    async def GetProjectOwner(
+        self, request: owner_pb.GetProjectOwnerRequest, context: Context
+    ) -> owner_pb.GetProjectOwnerResponse:
+        return owner_pb.GetProjectOwnerResponse(owner_id=await self._projects.owner_of(request.project_id))
