@@ -207,11 +207,14 @@ async def running_mesh(
                     "password_hash_time_cost": 1,
                     "password_hash_memory_kib": 64,
                     **STEADY_LEASE,
+                    # The suite's remote agents and MCP servers listen on loopback, which the
+                    # egress policy refuses unless allowed (registry and executors alike) — as an
+                    # operator allows it.
+                    "egress_allow": list(LOOPBACK),
                     **(registry or {}),
                 },
-                "gateway": {"executor_health_interval_seconds": 0.2},
-                # The suite's remote agents and MCP servers listen on loopback, which the egress
-                # policy refuses unless allowed — as an operator allows it.
+                # The suite registers its users from one address, more than the default allows.
+                "gateway": {"executor_health_interval_seconds": 0.2, "registration_max_per_address": 0},
                 "executor": {
                     "cleanup_timeout_seconds": 5.0,
                     "egress_allow": list(LOOPBACK),

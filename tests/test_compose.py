@@ -148,8 +148,9 @@ def _same_kind(project: ComposeProject, name: str, other: str) -> bool:
 
 
 def test_dependencies_follow_the_design(project: ComposeProject) -> None:
-    """gateway → registry, memory, executors; executor → registry, memory; registry and memory
-    → the database only (DESIGN §2)."""
+    """gateway → registry, memory, executors; executor → registry, memory; registry → the
+    database only; memory → the database, and the registry it asks whether a token was revoked
+    (DESIGN §2, docs/decisions/0042-revocation-on-every-port.md)."""
     healthy = {
         name: {
             dep
@@ -159,7 +160,7 @@ def test_dependencies_follow_the_design(project: ComposeProject) -> None:
         for name in project.services
     }
     assert healthy["registry"] == {"postgres"}
-    assert healthy["memory"] == {"postgres"}
+    assert healthy["memory"] == {"postgres", "registry"}
     assert healthy["executor-1"] == healthy["executor-2"] == {"registry", "memory"}
     assert healthy["gateway"] == {"registry", "memory", "executor-1", "executor-2"}
 

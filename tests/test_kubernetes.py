@@ -83,13 +83,13 @@ def test_executors_get_longer_to_stop_than_their_drain_and_handover() -> None:
     )
 
 
-def test_only_gateways_and_executors_reach_the_internal_services() -> None:
+def test_only_the_mesh_services_that_call_them_reach_the_internal_services() -> None:
     deployments = by_kind("Deployment")
     policies = by_kind("NetworkPolicy")
     deny = policies["agentmesh-default-deny-ingress"]["spec"]
     assert deny == {"podSelector": {}, "policyTypes": ["Ingress"]}
     callers = {
-        "agentmesh-registry": {"agentmesh-gateway", "agentmesh-executor"},
+        "agentmesh-registry": {"agentmesh-gateway", "agentmesh-executor", "agentmesh-memory"},
         "agentmesh-memory": {"agentmesh-gateway", "agentmesh-executor"},
         "agentmesh-executor": {"agentmesh-gateway", "agentmesh-executor"},
     }

@@ -143,11 +143,12 @@ async def start_mesh(
     check_port_free(host, http_port)
     extra = {name: dict(settings) for name, settings in (extra or {}).items()}
     if allow_loopback_egress:
-        # The executor's fetches and the registry's webhook deliveries alike.
+        # The executors fetch; the registry refuses at registration what they would, and delivers
+        # webhooks: both allow it.
         for name in ("executor", "registry"):
-            service = extra.setdefault(name, {})
-            allowed = service.get("egress_allow", load_settings(name).egress_allow)
-            service["egress_allow"] = [*allowed, *LOOPBACK]
+            given = extra.setdefault(name, {})
+            allowed = given.get("egress_allow", load_settings(name).egress_allow)
+            given["egress_allow"] = [*allowed, *LOOPBACK]
     secret = (
         jwt_secret
         or load_settings("registry").jwt_secret.get_secret_value()
@@ -182,6 +183,7 @@ async def start_mesh(
                 host=host,
                 port=memory_port,
                 jwt_secret=secret,
+                registry_address=services["registry"].address,
                 **database("memory"),
                 **extra.get("memory", {}),
             ),

@@ -63,6 +63,8 @@ GATEWAY_SETTINGS = {
     "executor_refresh_interval_seconds": 0.3,
     "rate_limit_per_second": 10_000,
     "rate_limit_burst": 100_000,
+    # The suite registers its users from one address; test_registration_limit.py limits it.
+    "registration_max_per_address": 0,
     "http_shutdown_grace_seconds": 1,
     # Schedules fire only where a test moves its gateways' clock on (test_schedules.py).
     "schedule_poll_seconds": 0,

@@ -154,3 +154,32 @@ async def test_remote_agent_lists_are_paged(
             metadata=bearer(owner.token),
         )
     assert bad_token.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_an_address_the_egress_policy_refuses_is_refused_when_registered(
+    api: Api, http: httpx.AsyncClient, once: None
+) -> None:
+    """The registry applies the executors' egress policy when a URL is given: the cloud's metadata
+    service, a private or unique-local address is refused at once, naming the field, rather than
+    stored and refused at every fetch. This mesh's operator allows loopback: that is registered."""
+    owner, admin = await api.user(), await api.admin()
+    project = await api.project(owner)
+    remotes = f"/api/v1/projects/{project['id']}/remote-agents"
+    for url in ("http://169.254.169.254/latest/meta-data", "http://10.0.0.7/card"):
+        refused = await http.post(remotes, json={"name": "far", "card_url": url}, headers=owner.headers)
+        assert refused.status_code == 422, refused.text
+        (violation,) = refused.json()["field_violations"]
+        assert violation["field"].endswith("card_url"), violation
+        assert "is not an address this mesh may reach" in violation["description"], violation
+    made = await http.post(
+        remotes, json={"name": "near", "card_url": "http://127.0.0.1:1/card"}, headers=owner.headers
+    )
+    assert made.status_code == 201, made.text
+    moved = await http.patch(
+        f"{remotes}/{made.json()['id']}", json={"card_url": "http://[fd00::7]/card"}, headers=owner.headers
+    )
+    assert moved.status_code == 422 and "card_url" in moved.text, moved.text
+    server = {"name": "intranet-kb", "transport": "streamable_http", "url": "http://192.168.1.5/mcp"}
+    refused = await http.post("/api/v1/mcp-servers", json=server, headers=admin.headers)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["field_violations"][0]["field"].endswith("url"), refused.text

@@ -105,3 +105,48 @@ async def test_superusers_issue_list_and_revoke_invitations_that_an_invite_only_
     finally:
         await gateway.stop(grace_seconds=0)
         await registry.stop(0)
+
+
+async def test_a_closed_registry_refuses_sign_ups_and_each_address_is_limited(mesh: Mesh, once: None) -> None:
+    """A registry whose operator closed registration answers 403 ("registration is closed") over REST;
+    the gateway in front counts sign-ups per client address (2 here): past them, 429 with
+    Retry-After over REST and RESOURCE_EXHAUSTED over gRPC, for that address only."""
+    registry = await start_service(
+        "registry",
+        load_settings(
+            "registry",
+            host="127.0.0.1",
+            port=0,
+            jwt_secret=JWT_SECRET,
+            database_url=mesh.services["registry"].settings.database_url,  # type: ignore[attr-defined]
+            registration_mode="closed",
+        ),
+    )
+    gateway = await start_gateway(
+        mesh,
+        registry_address=registry.address,
+        trusted_proxies=["127.0.0.0/8"],
+        registration_max_per_address=2,
+    )
+    try:
+        async with httpx.AsyncClient(base_url=gateway.http.url, timeout=30) as http:
+            body = {"email": f"closed-{suffix()}@example.com", "password": PASSWORD}
+            for _ in range(2):
+                closed = await http.post("/api/v1/auth/register", json=body, headers=_from(GUESSER))
+                assert closed.status_code == 403 and "registration is closed" in closed.text, closed.text
+            limited = await http.post("/api/v1/auth/register", json=body, headers=_from(GUESSER))
+            assert limited.status_code == 429 and int(limited.headers["Retry-After"]) > 0, limited.text
+            elsewhere = await http.post("/api/v1/auth/register", json=body, headers=_from(OWNER))
+            assert elsewhere.status_code == 403, elsewhere.text
+        async with grpc.aio.insecure_channel(gateway.address) as channel:
+            request = reg.RegisterUserRequest(email=body["email"], password=PASSWORD)
+            try:
+                await reg_grpc.RegistryServiceStub(channel).RegisterUser(
+                    request, metadata=(("x-forwarded-for", GUESSER),)
+                )
+                raise AssertionError("the address past its sign-ups was let in")
+            except grpc.aio.AioRpcError as error:
+                assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error.details()
+    finally:
+        await gateway.stop(grace_seconds=0)
+        await registry.stop(0)

@@ -59,7 +59,7 @@ async def e2e_mesh(
 @contextlib.asynccontextmanager
 async def _mesh(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Mesh]:
     """A mesh with the bootstrapped superuser, stopped on the way out; default settings otherwise
-    (but a lease no load delays past: tests/mesh.py)."""
+    (but a lease no load delays past: tests/mesh.py, and no limit on sign-ups)."""
     mesh = await start_mesh(
         data_dir=tmp_path_factory.mktemp("agent-platform-data"),
         grpc_port=0,
@@ -71,7 +71,9 @@ async def _mesh(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> 
                 "superuser_email": SUPERUSER_EMAIL,
                 "superuser_password": SUPERUSER_PASSWORD,
                 **STEADY_LEASE,
-            }
+            },
+            # The suites register their users from one address, more than the default allows.
+            "gateway": {"registration_max_per_address": 0},
         },
     )
     try:

@@ -13,8 +13,8 @@ from agentmesh.gateway.access import AccessGuard, AuthorizationInterceptor, curr
 from agentmesh.gateway.credentials import CredentialVerifier
 from agentmesh.gateway.policy import AUTHENTICATED, PUBLIC, SUPERUSER, SYSTEM
 from agentmesh.gateway.ratelimit import RateLimiter
-from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.runtime.identity import Principal, TokenCodec
+from agentmesh.runtime.revocation import CredentialStatus, RevocationCheck
 from agentmesh.runtime.server import ServiceBinding, start_server
 
 SECRET = "unit-test-secret-" + "x" * 32
@@ -43,13 +43,9 @@ def handlers() -> grpc.GenericRpcHandler:
     return grpc.method_handlers_generic_handler(SERVICE, dict.fromkeys(names, handler))
 
 
-class EveryoneActive:
-    """A registry fake for the revocation check: every user exists, is active, at version 0."""
-
-    class internal_stub:
-        @staticmethod
-        async def GetUserStatus(request, **kwargs):
-            return registry_internal_service_pb2.GetUserStatusResponse(exists=True, is_active=True)
+async def everyone_active(user_id: str, api_key_id: str) -> CredentialStatus:
+    """The registry's answer for the revocation check: every user exists, is active, at version 0."""
+    return CredentialStatus(user_active=True, token_version=0, api_key_active=True)
 
 
 @pytest.fixture
@@ -58,9 +54,10 @@ async def channel() -> AsyncIterator[grpc.aio.Channel]:
     guard = AccessGuard(
         credentials=CredentialVerifier(
             tokens=tokens,
-            registry=EveryoneActive(),  # type: ignore[arg-type]
+            registry=None,  # type: ignore[arg-type]  # no API keys here
             system_metadata=lambda: None,
             failed_keys=RateLimiter(rate_per_second=1, burst=5),
+            revocation=RevocationCheck(everyone_active),
         ),
         registry=None,  # type: ignore[arg-type]  # no project rules in this policy
         memory=None,  # type: ignore[arg-type]

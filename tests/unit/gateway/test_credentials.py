@@ -10,18 +10,14 @@ from dataclasses import dataclass, field
 import pytest
 
 from agentmesh.gateway.client_address import peer_host
-from agentmesh.gateway.credentials import (
-    CredentialVerifier,
-    RecentAnswers,
-    check_api_key_shape,
-    is_api_key,
-)
+from agentmesh.gateway.credentials import CredentialVerifier, check_api_key_shape, is_api_key
 from agentmesh.gateway.errors import InvalidApiKey, RateLimited, TokenRevoked
 from agentmesh.gateway.ratelimit import RateLimiter
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.runtime.errors import Unauthenticated
 from agentmesh.runtime.identity import SYSTEM, Principal, TokenCodec
+from agentmesh.runtime.revocation import CredentialStatus, RecentAnswers, RevocationCheck
 
 SECRET = "unit-test-secret-" + "x" * 32
 GOOD_KEY = "amk_" + "Ab-_9" * 8 + "xyz"
@@ -109,7 +105,7 @@ async def test_failures_are_not_remembered() -> None:
 
 @dataclass
 class FakeRegistry:
-    """Stands in for the registry's two internal RPCs, counting the calls."""
+    """Stands in for the registry's answers on users and keys, counting the calls."""
 
     versions: dict[str, int] = field(default_factory=dict)
     inactive: set[str] = field(default_factory=set)
@@ -120,16 +116,13 @@ class FakeRegistry:
     def internal_stub(self) -> FakeRegistry:
         return self
 
-    async def GetUserStatus(
-        self, request: reg.GetUserStatusRequest, **_: object
-    ) -> reg.GetUserStatusResponse:
+    async def status(self, user_id: str, api_key_id: str) -> CredentialStatus:
+        """What the registry answers a revocation check (GetCredentialStatus)."""
         self.calls += 1
-        if request.user_id not in self.versions:
-            return reg.GetUserStatusResponse(exists=False)
-        return reg.GetUserStatusResponse(
-            exists=True,
-            is_active=request.user_id not in self.inactive,
-            token_version=self.versions[request.user_id],
+        if user_id not in self.versions:
+            return CredentialStatus(user_active=False, token_version=0)
+        return CredentialStatus(
+            user_active=user_id not in self.inactive, token_version=self.versions[user_id]
         )
 
     async def AuthenticateApiKey(
@@ -152,6 +145,7 @@ def verifier(registry: FakeRegistry, clock: Clock, *, burst: int = 3) -> Credent
         registry=registry,  # type: ignore[arg-type]
         system_metadata=lambda: None,
         failed_keys=RateLimiter(rate_per_second=0.01, burst=burst, clock=clock),
+        revocation=RevocationCheck(registry.status, clock=clock),
         clock=clock,
     )
 
@@ -230,3 +224,15 @@ async def test_an_asker_going_away_cancels_nobody_elses_answer() -> None:
     release.set()
     assert await staying == 42
     assert leaving.cancelled()
+
+
+async def test_a_token_newer_than_the_remembered_answer_is_checked_anew() -> None:
+    """Signing in again after a role change gives a token of the next version while the old
+    answer is still remembered: it is asked again, not refused."""
+    clock, registry = Clock(), FakeRegistry(versions={"ada": 0})
+    credentials = verifier(registry, clock)
+    tokens = TokenCodec(SECRET)
+    await credentials.authenticate(tokens.issue(Principal("ada", token_version=0)))
+    registry.versions["ada"] = 1  # promoted: tokens of version 0 are void, new ones carry 1
+    assert (await credentials.authenticate(tokens.issue(Principal("ada", token_version=1)))).user_id == "ada"
+    assert registry.calls == 2

@@ -45,6 +45,7 @@ from agentmesh.runtime.client import Metadata
 from agentmesh.runtime.egress import EgressPolicy
 from agentmesh.runtime.errors import DomainError
 from agentmesh.runtime.identity import AuthenticationInterceptor, TokenCodec
+from agentmesh.runtime.revocation import RevocationCheck, registry_credential_status
 from agentmesh.runtime.server import ServiceBinding, bind_service_server
 from agentmesh.runtime.service import RunningService
 from agentmesh.runtime.service_identity import ServiceCredentials, ServiceIdentityInterceptor
@@ -101,19 +102,23 @@ async def start(settings: ExecutorSettings) -> ExecutorService:
     credentials = ServiceCredentials(secret, service="executor")
     tls = settings.tls()
     peers = PeerSecurity(credentials, tls)
+    registry_channel = create_channel(
+        settings.registry_address, max_message_bytes=settings.max_message_bytes, security=peers
+    )
+    # A caller's token is refused here, as at the gateway, once the registry says it was revoked.
+    revocation = RevocationCheck(
+        registry_credential_status(registry_channel, system_metadata=SystemToken(tokens).metadata)
+    )
     server = bind_service_server(
         settings,
         interceptors=[
             ServiceIdentityInterceptor(credentials, [EXECUTOR_SERVICE]),
-            AuthenticationInterceptor(tokens, EXECUTOR_SERVICE),
+            AuthenticationInterceptor(tokens, EXECUTOR_SERVICE, revocation=revocation),
         ],
     )
     advertise_address = settings.advertise_address or _advertise(settings.host, server.port)
     executor_id = settings.executor_id or f"{socket.gethostname()}-{random.getrandbits(32):08x}"
 
-    registry_channel = create_channel(
-        settings.registry_address, max_message_bytes=settings.max_message_bytes, security=peers
-    )
     memory_channel = create_channel(
         settings.memory_address, max_message_bytes=settings.max_message_bytes, security=peers
     )

@@ -72,12 +72,15 @@ class AccessGuard:
         client_addresses: ClientAddresses | None = None,
         project_limits: ProjectLimitsCache | None = None,
         streams: OpenStreams | None = None,
+        sign_ups: RateLimiter | None = None,
     ) -> None:
         self._credentials = credentials
         self._client_addresses = client_addresses or ClientAddresses()
         self._registry = registry
         self._memory = memory
         self._limiter = limiter
+        # Registrations per client address (None: not limited).
+        self._sign_ups = sign_ups
         self._grants = GrantCache(ttl_seconds=grant_ttl_seconds)
         # None: no project limit is counted here (a guard built without the registry's limits).
         self._project_limits = project_limits
@@ -90,10 +93,13 @@ class AccessGuard:
         """The caller, when `rule` lets it perform the operation on `subject` (the gRPC request,
         or an HTTP route's path parameters); else raises the DomainError that says why not.
         Public operations act as nobody: a token sent along is neither checked nor forwarded;
-        the client's address goes on to the service instead (sign-in is throttled by it).
+        the client's address goes on to the service instead (sign-in is throttled by it), and
+        registrations are counted against it here (`sign_ups`).
         Failed API keys are counted against the client's address: `peer`, or the client a trusted
         proxy names in `forwarded_for` (X-Forwarded-For; gateway/client_address.py)."""
         client = self._client_addresses.of(peer, forwarded_for)
+        if rule.sign_up and self._sign_ups is not None:
+            self._sign_ups.acquire(client)
         if rule.access is Access.PUBLIC:
             return Caller(client_address=client)
         caller = await self._credentials.authenticate(token, peer=client)

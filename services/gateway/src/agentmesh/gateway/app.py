@@ -35,6 +35,7 @@ from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import registry_service_pb2
 from agentmesh.runtime.channels import PeerSecurity, create_channel
 from agentmesh.runtime.identity import TokenCodec
+from agentmesh.runtime.revocation import RevocationCheck, registry_credential_status
 from agentmesh.runtime.server import ServiceBinding, start_service_server
 from agentmesh.runtime.service import RunningService
 from agentmesh.runtime.service_identity import ServiceCredentials
@@ -89,6 +90,10 @@ async def start(settings: GatewaySettings) -> GatewayService:
         failed_keys=RateLimiter(
             rate_per_second=settings.failed_api_key_rate_per_second, burst=settings.failed_api_key_burst
         ),
+        revocation=RevocationCheck(
+            registry_credential_status(registry_channel, system_metadata=system_token.metadata),
+            interval_seconds=settings.credential_check_interval_seconds,
+        ),
         check_interval_seconds=settings.credential_check_interval_seconds,
     )
     guard = AccessGuard(
@@ -98,6 +103,10 @@ async def start(settings: GatewaySettings) -> GatewayService:
         limiter=RateLimiter(rate_per_second=settings.rate_limit_per_second, burst=settings.rate_limit_burst),
         grant_ttl_seconds=settings.access_grant_ttl_seconds,
         client_addresses=ClientAddresses(settings.trusted_proxies),
+        sign_ups=RateLimiter(
+            rate_per_second=settings.registration_max_per_address / settings.registration_window_seconds,
+            burst=max(1, settings.registration_max_per_address),
+        ),
         project_limits=ProjectLimitsCache(
             registry=registry,
             system_metadata=system_token.metadata,

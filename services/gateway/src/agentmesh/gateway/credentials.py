@@ -1,10 +1,10 @@
 """Turning the bearer credential of a request into its caller: an access token (JWT) or an API key
 (`amk_…`), on every face (REST, SSE, the OpenAI API and gRPC metadata alike).
 
-- Access tokens are verified locally, then their `ver` claim is compared with the user's current
-  token version, asked of the registry (GetUserStatus) at most once per `check_interval_seconds`
-  per user and gateway. Logout, deactivation, deletion and role changes move the version on, so
-  every replica refuses the old token (TOKEN_REVOKED) within that interval.
+- Access tokens are verified locally, then checked against the user's current state, asked of the
+  registry at most once a second per user and gateway (`runtime.revocation.RevocationCheck`, the
+  same check every internal service makes). Logout, deactivation, deletion and role changes move
+  the version on, so every replica refuses the old token (TOKEN_REVOKED) within that interval.
 - API keys are validated by the registry (AuthenticateApiKey) at most once per interval per key,
   so a revoked key stops working within it. A valid key's caller carries a short-lived access
   token the gateway signs for the key's user: that, never the key, goes to the services behind.
@@ -16,17 +16,14 @@ Only successes are remembered, and only for the interval; nothing here logs a cr
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import re
 import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
 
 from agentmesh.gateway.client_address import peer_host
-from agentmesh.gateway.errors import InvalidApiKey, RateLimited, TokenRevoked
+from agentmesh.gateway.errors import InvalidApiKey, RateLimited
 from agentmesh.gateway.models import Caller
 from agentmesh.gateway.ratelimit import RateLimiter
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2
@@ -34,15 +31,13 @@ from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime.client import Metadata, unary
 from agentmesh.runtime.errors import Unauthenticated
 from agentmesh.runtime.identity import TOKEN_MISSING, Principal, TokenCodec
+from agentmesh.runtime.revocation import RecentAnswers, RevocationCheck
 
 API_KEY_PREFIX = "amk_"
 _API_KEY_SHAPE = re.compile(r"^amk_[A-Za-z0-9_-]{43}$")
 # Tokens signed for API key callers: renewed well before they expire, at a re-validation.
 KEY_TOKEN_TTL_SECONDS = 300
 _KEY_TOKEN_RENEW_SECONDS = 60
-
-K = TypeVar("K")
-V = TypeVar("V")
 
 
 def is_api_key(credential: str) -> bool:
@@ -54,47 +49,6 @@ def check_api_key_shape(credential: str) -> None:
     """Raises InvalidApiKey, without the key, unless it is `amk_` and 43 URL-safe characters."""
     if not _API_KEY_SHAPE.match(credential):
         raise InvalidApiKey("malformed API key: expected 'amk_' followed by 43 URL-safe characters")
-
-
-class RecentAnswers(Generic[K, V]):
-    """Answers of the registry remembered for at most `ttl_seconds`, with concurrent asks for one
-    key sharing one call. The call runs as its own task, so a caller that goes away (a client
-    hanging up) cancels neither it nor the others waiting on it. Failures are not remembered.
-    Bounded: the oldest go first."""
-
-    def __init__(
-        self, *, ttl_seconds: float, capacity: int = 10_000, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self._ttl = ttl_seconds
-        self._capacity = capacity
-        self._clock = clock
-        self._answers: OrderedDict[K, tuple[V, float]] = OrderedDict()
-        self._pending: dict[K, asyncio.Task[V]] = {}
-
-    async def get(self, key: K, ask: Callable[[], Awaitable[V]]) -> V:
-        hit = self._answers.get(key)
-        if hit is not None and self._clock() - hit[1] < self._ttl:
-            return hit[0]
-        task = self._pending.get(key)
-        if task is None:
-            task = asyncio.ensure_future(self._remembered(key, ask))
-            self._pending[key] = task
-            task.add_done_callback(lambda done: self._settled(key, done))
-        return await asyncio.shield(task)
-
-    async def _remembered(self, key: K, ask: Callable[[], Awaitable[V]]) -> V:
-        answer = await ask()
-        self._answers[key] = (answer, self._clock())
-        self._answers.move_to_end(key)
-        while len(self._answers) > self._capacity:
-            self._answers.popitem(last=False)
-        return answer
-
-    def _settled(self, key: K, task: asyncio.Task[V]) -> None:
-        if self._pending.get(key) is task:
-            del self._pending[key]
-        if not task.cancelled():
-            task.exception()  # retrieved, even when every asker has gone
 
 
 @dataclass(frozen=True)
@@ -115,6 +69,7 @@ class CredentialVerifier:
         registry: RegistryClient,
         system_metadata: Callable[[], Metadata | None],
         failed_keys: RateLimiter,
+        revocation: RevocationCheck,
         check_interval_seconds: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -122,10 +77,8 @@ class CredentialVerifier:
         self._registry = registry
         self._system_metadata = system_metadata
         self._failed_keys = failed_keys
+        self._revocation = revocation
         self._clock = clock
-        self._statuses: RecentAnswers[str, registry_internal_service_pb2.GetUserStatusResponse] = (
-            RecentAnswers(ttl_seconds=check_interval_seconds, clock=clock)
-        )
         self._keys: RecentAnswers[str, _KeyCaller] = RecentAnswers(
             ttl_seconds=check_interval_seconds, clock=clock
         )
@@ -138,22 +91,8 @@ class CredentialVerifier:
         if is_api_key(credential):
             return await self._api_key_caller(credential, peer_host(peer))
         principal = self._tokens.verify(credential)
-        if not principal.is_system:
-            await self._check_not_revoked(principal)
+        await self._revocation(principal)
         return Caller(principal, credential)
-
-    async def _check_not_revoked(self, principal: Principal) -> None:
-        status = await self._statuses.get(principal.user_id, lambda: self._user_status(principal.user_id))
-        if not status.exists or not status.is_active:
-            raise TokenRevoked("access token revoked: the account no longer exists or is deactivated")
-        if status.token_version != principal.token_version:
-            raise TokenRevoked("access token revoked (signed out, or the account changed); sign in again")
-
-    async def _user_status(self, user_id: str) -> registry_internal_service_pb2.GetUserStatusResponse:
-        request = registry_internal_service_pb2.GetUserStatusRequest(user_id=user_id)
-        return await unary(
-            self._registry.internal_stub.GetUserStatus, request, metadata=self._system_metadata()
-        )  # type: ignore[no-any-return]
 
     async def _api_key_caller(self, key: str, address: str) -> Caller:
         wait = self._failed_keys.wait_seconds(address)

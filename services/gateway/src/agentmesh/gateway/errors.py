@@ -13,12 +13,12 @@ import math
 
 from agentmesh.runtime.errors import (
     RETRY_AFTER_SECONDS,
-    TOKEN_REVOKED,
     Cancelled,
     FieldViolation,
     NotFound,
     PermissionDenied,
     ResourceExhausted,
+    TokenRevoked,
     Unauthenticated,
     Unavailable,
     ValidationFailed,
@@ -189,13 +189,6 @@ class NoPolicy(PermissionDenied):
     """An operation without an entry in the policy table: refused, never served by default."""
 
     default_reason = "NO_POLICY"
-
-
-class TokenRevoked(Unauthenticated):
-    """A well-signed access token that no longer stands for anything: its user signed out, was
-    deactivated, deleted, or changed role since it was issued. Signing in again gives a new one."""
-
-    default_reason = TOKEN_REVOKED
 
 
 class InvalidApiKey(Unauthenticated):

@@ -57,6 +57,8 @@ class Rule:
     # Whether a project-scoped API key may perform it although it names no project: reads of
     # what is not any project's (the caller itself, agent types).
     scoped_keys: bool = False
+    # Whether it creates an account (registration): public, but counted per client address.
+    sign_up: bool = False
 
     def __post_init__(self) -> None:
         if self.access is Access.PROJECT_OWNER and self.target is None:
@@ -64,6 +66,7 @@ class Rule:
 
 
 PUBLIC = Rule(Access.PUBLIC)
+SIGN_UP = Rule(Access.PUBLIC, sign_up=True)
 AUTHENTICATED = Rule(Access.AUTHENTICATED)
 # Any signed-in caller, scoped API keys included.
 ANY_CALLER = Rule(Access.AUTHENTICATED, scoped_keys=True)
@@ -136,7 +139,7 @@ A2A_SERVICE = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
 
 RPC_POLICY: Mapping[str, Rule] = {
     # Identity.
-    _REGISTRY + "RegisterUser": PUBLIC,
+    _REGISTRY + "RegisterUser": SIGN_UP,
     _REGISTRY + "Login": PUBLIC,
     _REGISTRY + "RefreshTokens": PUBLIC,
     _REGISTRY + "RevokeRefreshToken": PUBLIC,  # the refresh token is the credential
@@ -268,7 +271,7 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     # The discovery index: the agents their owners published (http/a2a.py, discovery_router).
     ("GET", "/.well-known/agent-card.json"): PUBLIC,
     ("GET", "/.well-known/ai-catalog.json"): PUBLIC,
-    ("POST", "/api/v1/auth/register"): PUBLIC,
+    ("POST", "/api/v1/auth/register"): SIGN_UP,
     ("POST", "/api/v1/auth/login"): PUBLIC,
     # The refresh token in the body is the credential.
     ("POST", "/api/v1/auth/refresh"): PUBLIC,

@@ -63,6 +63,11 @@ class GatewaySettings(ServiceSettings):
     # `failed_api_key_rate_per_second`; an address out of it gets 429 without a lookup.
     failed_api_key_rate_per_second: float = Field(default=1.0, ge=0)
     failed_api_key_burst: int = Field(default=10, gt=0)
+    # Registrations (sign-ups) per client address, counted by each gateway: at most
+    # `registration_max_per_address` in any `registration_window_seconds` (a bucket of that many,
+    # refilled over the window); past it, 429 / RESOURCE_EXHAUSTED with Retry-After. 0 disables.
+    registration_max_per_address: int = Field(default=10, ge=0)
+    registration_window_seconds: float = Field(default=3600.0, gt=0)
     # Proxies (CIDRs or addresses) whose X-Forwarded-For names the client: behind a reverse proxy
     # the client's address, not the proxy's, is what failed API keys are counted against. A JSON
     # list or comma-separated. Empty: X-Forwarded-For is never read (any client can send it).

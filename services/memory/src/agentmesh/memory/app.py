@@ -6,21 +6,29 @@ through the gateway, which checks who owns what."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
+
+from agentmesh.common.v1 import project_owner_service_pb2 as owner_pb
+from agentmesh.common.v1 import project_owner_service_pb2_grpc as owner_pb_grpc
 from agentmesh.internal.memory.v1 import memory_internal_service_pb2, memory_internal_service_pb2_grpc
 from agentmesh.memory.memory import EventLog
-from agentmesh.memory.ownership import ProjectOwners
+from agentmesh.memory.ownership import OwnerSource, ProjectOwners
 from agentmesh.memory.retention import RetentionSweeper
 from agentmesh.memory.servicer import MemoryInternalServicer, MemoryServicer
 from agentmesh.memory.settings import MemorySettings
 from agentmesh.memory.store import SqlEventStore
 from agentmesh.memory.v1 import memory_service_pb2, memory_service_pb2_grpc
 from agentmesh.memory.watch import SessionSignals
+from agentmesh.runtime.channels import PeerSecurity, create_channel
+from agentmesh.runtime.client import Metadata, unary
 from agentmesh.runtime.database import create_engine, create_sqlite_directory, upgrade
-from agentmesh.runtime.identity import Access, AuthenticationInterceptor, TokenCodec
+from agentmesh.runtime.identity import Access, AuthenticationInterceptor, TokenCodec, bearer_metadata
 from agentmesh.runtime.pagination import PageTokenCodec
+from agentmesh.runtime.revocation import RevocationCheck, registry_credential_status
 from agentmesh.runtime.server import ServiceBinding, start_service_server
 from agentmesh.runtime.service import RunningService
 from agentmesh.runtime.service_identity import ServiceCredentials, ServiceIdentityInterceptor
@@ -56,6 +64,7 @@ async def start(settings: MemorySettings) -> RunningService:
     tokens = TokenCodec(settings.jwt_secret.get_secret_value())
     await asyncio.to_thread(create_sqlite_directory, settings.database_url)
     engine = create_engine(settings.database_url)
+    closers: list[Callable[[], Awaitable[object]]] = [engine.dispose]
     try:
         await upgrade(engine, MIGRATIONS, version_table=VERSION_TABLE)
         store = SqlEventStore(engine, group_commit=settings.group_commit)
@@ -72,9 +81,23 @@ async def start(settings: MemorySettings) -> RunningService:
             watch_poll_seconds=settings.watch_poll_seconds,
             watch_batch_events=settings.watch_batch_events,
         )
-        servicer = MemoryServicer(log, ProjectOwners(engine))
-        internal = MemoryInternalServicer(log)
         credentials = ServiceCredentials(settings.jwt_secret.get_secret_value(), service="memory")
+        revocation, owner_of = None, None
+        if settings.registry_address:
+            # Memory's one peer: the registry, asked whether a caller's token still stands and who
+            # owns a project.
+            registry_channel = create_channel(
+                settings.registry_address,
+                max_message_bytes=settings.max_message_bytes,
+                security=PeerSecurity(credentials, settings.tls()),
+            )
+            closers.append(registry_channel.close)
+            revocation = RevocationCheck(
+                registry_credential_status(registry_channel, system_metadata=_system_metadata(tokens))
+            )
+            owner_of = _registry_owners(registry_channel, system_metadata=_system_metadata(tokens))
+        servicer = MemoryServicer(log, ProjectOwners(engine, owner_of=owner_of))
+        internal = MemoryInternalServicer(log)
         server = await start_service_server(
             settings,
             [
@@ -91,17 +114,36 @@ async def start(settings: MemorySettings) -> RunningService:
             ],
             interceptors=[
                 ServiceIdentityInterceptor(credentials, [SERVICE, INTERNAL_SERVICE]),
-                AuthenticationInterceptor(tokens, SERVICE, ACCESS),
-                AuthenticationInterceptor(tokens, INTERNAL_SERVICE, INTERNAL_ACCESS),
+                AuthenticationInterceptor(tokens, SERVICE, ACCESS, revocation=revocation),
+                AuthenticationInterceptor(tokens, INTERNAL_SERVICE, INTERNAL_ACCESS, revocation=revocation),
             ],
         )
     except BaseException:
-        await engine.dispose()
+        for close in closers:
+            await close()
         raise
     sweeper = RetentionSweeper(
         store, interval_seconds=settings.retention_sweep_seconds, batch_events=settings.retention_batch_events
     )
     sweeper.start()
     return MemoryService(
-        name="memory", server=server, closers=[engine.dispose, store.close, sweeper.stop], signals=signals
+        name="memory", server=server, closers=[*closers, store.close, sweeper.stop], signals=signals
     )
+
+
+def _system_metadata(tokens: TokenCodec) -> Callable[[], Metadata | None]:
+    return lambda: bearer_metadata(tokens.system_token())
+
+
+def _registry_owners(
+    channel: grpc.aio.Channel, *, system_metadata: Callable[[], Metadata | None]
+) -> OwnerSource:
+    """Asks the registry who owns a project, as the system principal."""
+    stub = owner_pb_grpc.ProjectOwnerServiceStub(channel)
+
+    async def owner_of(project_id: str) -> str:
+        request = owner_pb.GetProjectOwnerRequest(project_id=project_id)
+        answer = await unary(stub.GetProjectOwner, request, metadata=system_metadata())
+        return str(answer.owner_id)
+
+    return owner_of

@@ -6,17 +6,22 @@ bug) must not read or write another tenant's sessions. So every MemoryService ca
 user's token is checked here against the project's owner, whatever the service in between
 decided. Superusers and the system principal (the services' own bookkeeping) pass.
 
-Memory calls no other service (the registry knows owners), so it keeps its own record
-(`memory_project_owners`): the first call a user makes in a project that has none records that
-user. In the mesh that call comes from the gateway or an executor, which checked the user's
-ownership with the registry first. Projects never change owners (the registry's UpdateProject
-sets name, slug and description only), so a record never goes stale, and is remembered in
-process once read. A refused caller gets NOT_FOUND, exactly as for data that does not exist.
+The registry knows owners; memory keeps its own record of them (`memory_project_owners`),
+learned from the registry (`owner_of`: `agentmesh.common.v1.ProjectOwnerService`, asked once per
+project) the first time a user's call names a project without one — never from the caller, so a
+service acting wrongly for another user before the owner's first call gets nothing. A project the
+registry does not know is refused. Without a registry to ask (a memory service given no registry
+address), the first call a user makes in a project records that user, trusting the service in
+between (in the mesh the gateway or an executor, which checked with the registry). Projects never
+change owners (the registry's UpdateProject sets name, slug and description only), so a record
+never goes stale, and is remembered in process once read. A refused caller gets NOT_FOUND,
+exactly as for data that does not exist.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
@@ -30,6 +35,8 @@ from agentmesh.runtime.identity import Principal
 
 # Owners remembered in process; a project's owner never changes, so they never go stale.
 REMEMBERED_OWNERS = 10_000
+# Asks the registry who owns a project ("" for a project it does not know).
+OwnerSource = Callable[[str], Awaitable[str]]
 
 
 def _names_a_project(project_id: str) -> bool:
@@ -39,8 +46,9 @@ def _names_a_project(project_id: str) -> bool:
 class ProjectOwners:
     """Records and checks who owns each project, in memory's database."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, *, owner_of: OwnerSource | None = None) -> None:
         self._engine = engine
+        self._owner_of = owner_of
         self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
         self._owners: OrderedDict[str, str] = OrderedDict()
 
@@ -61,7 +69,12 @@ class ProjectOwners:
             return principal is not None
         if not _names_a_project(project_id):
             return True  # the call refuses it (a missing or malformed id), naming the field
-        owner = await self._owner(project_id) or await self._record(project_id, principal.user_id)
+        owner = await self._owner(project_id)
+        if owner is None:
+            told = await self._owner_of(project_id) if self._owner_of is not None else principal.user_id
+            if not told:
+                return False  # a project the registry does not know
+            owner = await self._record(project_id, told)
         return owner == principal.user_id
 
     async def _owner(self, project_id: str) -> str | None:

@@ -13,6 +13,10 @@ class MemorySettings(ServiceSettings):
 
     database_url: str = shared("sqlite+aiosqlite:///./.agentmesh/memory.db", "database_url", service="memory")
     jwt_secret: SecretStr = shared(SecretStr(""), "jwt_secret", service="memory")
+    # The registry memory asks whether a user's token still stands (signed out, deactivated, its
+    # API key revoked: runtime/revocation.py), at most once a second per user. Unset: memory
+    # checks signatures and expiry only, and a revoked token works on its port until it expires.
+    registry_address: str = shared("", "registry_address", service="memory")
     max_event_bytes: int = Field(
         default=256 * 1024, gt=0, description="content plus metadata JSON, per event"
     )

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from agentmesh.common.v1 import credential_status_service_pb2_grpc, project_owner_service_pb2_grpc
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc
 from agentmesh.registry.agents.registry import AgentRegistry
 from agentmesh.registry.agents.watch import AgentWatch
@@ -24,11 +25,24 @@ from agentmesh.registry.identity.invitations import Invitations
 from agentmesh.registry.identity.password_policy import PasswordPolicy
 from agentmesh.registry.identity.registration import Registration
 from agentmesh.registry.identity.sign_in_throttle import LoginThrottle, SignInThrottle
-from agentmesh.registry.internal_servicer import RegistryInternalServicer
+from agentmesh.registry.internal_servicer import (
+    CredentialStatusServicer,
+    ProjectOwnerServicer,
+    RegistryInternalServicer,
+)
 from agentmesh.registry.mcp_servers.registry import McpServerRegistry
 from agentmesh.registry.models import LIMIT_NAMES, ProjectLimits
 from agentmesh.registry.pagination import PageTokens
-from agentmesh.registry.policy import INTERNAL_POLICY, INTERNAL_SERVICE, POLICY, SERVICE
+from agentmesh.registry.policy import (
+    CREDENTIAL_STATUS_POLICY,
+    CREDENTIAL_STATUS_SERVICE,
+    INTERNAL_POLICY,
+    INTERNAL_SERVICE,
+    POLICY,
+    PROJECT_OWNER_POLICY,
+    PROJECT_OWNER_SERVICE,
+    SERVICE,
+)
 from agentmesh.registry.projects.limits import LimitDefaults, ProjectQuotas
 from agentmesh.registry.projects.registry import ProjectRegistry
 from agentmesh.registry.remote_agents.registry import RemoteAgentRegistry
@@ -51,6 +65,7 @@ from agentmesh.runtime.database import create_engine, create_sqlite_directory, u
 from agentmesh.runtime.egress import EgressPolicy
 from agentmesh.runtime.egress_http import pinned_transport
 from agentmesh.runtime.identity import AuthenticationInterceptor, TokenCodec
+from agentmesh.runtime.revocation import RevocationCheck
 from agentmesh.runtime.server import ServiceBinding, start_service_server
 from agentmesh.runtime.service import RunningService
 from agentmesh.runtime.service_identity import ServiceCredentials, ServiceIdentityInterceptor
@@ -151,7 +166,11 @@ async def open_components(settings: RegistrySettings) -> Components:
     )
     registry = AgentRegistry(store, page_tokens=PageTokens(secret), executors=executors, watch=watch)
     runs = RunBookkeeping(store, quotas=quotas, watch=watch)
-    mcp_servers = McpServerRegistry(store, page_tokens=PageTokens(secret), clock=utc_now, watch=watch)
+    # The executors' egress policy, so a URL they would refuse is refused when it is registered.
+    egress = EgressPolicy(settings.egress_allow, mesh_endpoints=[f"{settings.host}:{settings.port}"])
+    mcp_servers = McpServerRegistry(
+        store, page_tokens=PageTokens(secret), clock=utc_now, watch=watch, egress=egress
+    )
     leases = RunLeases(
         store.leases,
         lease_seconds=settings.run_lease_seconds,
@@ -175,7 +194,9 @@ async def open_components(settings: RegistrySettings) -> Components:
         registry=registry,
         mcp_servers=mcp_servers,
         leases=leases,
-        remote_agents=RemoteAgentRegistry(store, page_tokens=PageTokens(secret), clock=utc_now),
+        remote_agents=RemoteAgentRegistry(
+            store, page_tokens=PageTokens(secret), clock=utc_now, egress=egress
+        ),
         turns=SessionTurns(runs, store.leases, store.input_requests),
         runs=runs,
         executors=executors,
@@ -242,13 +263,32 @@ async def start(settings: RegistrySettings) -> RunningService:
             input_requests=components.input_requests,
             claims=components.claims,
         )
+        credential_status = CredentialStatusServicer(components.api_keys)
+        project_owners = ProjectOwnerServicer(components.projects)
         credentials = ServiceCredentials(settings.jwt_secret.get_secret_value(), service="registry")
+        # The registry's own answer, read from its store: a revoked token is refused on its port
+        # within a second, as at the gateway's.
+        revocation = RevocationCheck(components.api_keys.credential_status)
         server = await start_service_server(
             settings,
             [
                 ServiceBinding(
                     SERVICE_NAME,
                     lambda s: registry_service_pb2_grpc.add_RegistryServiceServicer_to_server(servicer, s),
+                ),
+                ServiceBinding(
+                    CREDENTIAL_STATUS_SERVICE.full_name,
+                    lambda s: (
+                        credential_status_service_pb2_grpc.add_CredentialStatusServiceServicer_to_server(
+                            credential_status, s
+                        )
+                    ),
+                ),
+                ServiceBinding(
+                    PROJECT_OWNER_SERVICE.full_name,
+                    lambda s: project_owner_service_pb2_grpc.add_ProjectOwnerServiceServicer_to_server(
+                        project_owners, s
+                    ),
                 ),
                 ServiceBinding(
                     INTERNAL_SERVICE.full_name,
@@ -260,10 +300,18 @@ async def start(settings: RegistrySettings) -> RunningService:
                 ),
             ],
             interceptors=[
-                ServiceIdentityInterceptor(credentials, [INTERNAL_SERVICE]),
+                ServiceIdentityInterceptor(
+                    credentials, [INTERNAL_SERVICE, CREDENTIAL_STATUS_SERVICE, PROJECT_OWNER_SERVICE]
+                ),
                 ClientAddressInterceptor(credentials, [SERVICE_NAME]),
-                AuthenticationInterceptor(components.tokens, SERVICE, POLICY),
-                AuthenticationInterceptor(components.tokens, INTERNAL_SERVICE, INTERNAL_POLICY),
+                AuthenticationInterceptor(components.tokens, SERVICE, POLICY, revocation=revocation),
+                AuthenticationInterceptor(
+                    components.tokens, INTERNAL_SERVICE, INTERNAL_POLICY, revocation=revocation
+                ),
+                AuthenticationInterceptor(
+                    components.tokens, CREDENTIAL_STATUS_SERVICE, CREDENTIAL_STATUS_POLICY
+                ),
+                AuthenticationInterceptor(components.tokens, PROJECT_OWNER_SERVICE, PROJECT_OWNER_POLICY),
             ],
         )
     except BaseException:

@@ -1,6 +1,7 @@
 """RegistryInternalService over gRPC: what the mesh's own services ask of the registry (resolving
 agents, run starts and ends, leases, suspended runs, MCP servers' secrets, executor pool
-membership). Proto in,
+membership), and CredentialStatusService (whether an access token's user and API key still
+stand) and ProjectOwnerService (who owns a project, for memory). Proto in,
 proto out, like `servicer.py`; only mesh services reach it (the service identity interceptor,
 `app.py`), acting for the user whose token they carry or as the system principal."""
 
@@ -11,6 +12,10 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from agentmesh.common.v1 import credential_status_service_pb2 as status_pb
+from agentmesh.common.v1 import credential_status_service_pb2_grpc as status_pb_grpc
+from agentmesh.common.v1 import project_owner_service_pb2 as owner_pb
+from agentmesh.common.v1 import project_owner_service_pb2_grpc as owner_pb_grpc
 from agentmesh.common.v1 import run_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as pb
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2_grpc as pb_grpc
@@ -19,6 +24,7 @@ from agentmesh.registry.agents.registry import AgentRegistry
 from agentmesh.registry.identity.api_keys import ApiKeys
 from agentmesh.registry.identity.auth import Accounts
 from agentmesh.registry.mcp_servers.registry import McpServerRegistry
+from agentmesh.registry.projects.registry import ProjectRegistry
 from agentmesh.registry.remote_agents.registry import RemoteAgentRegistry
 from agentmesh.registry.remote_agents.servicer import remote_agent_message
 from agentmesh.registry.runs import input_convert
@@ -216,3 +222,34 @@ class RegistryInternalServicer(ScheduleFiringRpcs, pb_grpc.RegistryInternalServi
             user=convert.user_message(user),
             token_version=user.token_version,
         )
+
+
+class CredentialStatusServicer(status_pb_grpc.CredentialStatusServiceServicer):
+    """Answers the services that verify access tokens whether a token's user and API key still
+    stand (runtime/revocation.py); only mesh services reach it, as the system principal."""
+
+    def __init__(self, api_keys: ApiKeys) -> None:
+        self._api_keys = api_keys
+
+    async def GetCredentialStatus(
+        self, request: status_pb.GetCredentialStatusRequest, context: Context
+    ) -> status_pb.GetCredentialStatusResponse:
+        status = await self._api_keys.credential_status(request.user_id, request.api_key_id)
+        return status_pb.GetCredentialStatusResponse(
+            user_active=status.user_active,
+            token_version=status.token_version,
+            api_key_active=status.api_key_active,
+        )
+
+
+class ProjectOwnerServicer(owner_pb_grpc.ProjectOwnerServiceServicer):
+    """Tells memory who owns a project, so it never has to take a caller's word for it; only mesh
+    services reach it, as the system principal."""
+
+    def __init__(self, projects: ProjectRegistry) -> None:
+        self._projects = projects
+
+    async def GetProjectOwner(
+        self, request: owner_pb.GetProjectOwnerRequest, context: Context
+    ) -> owner_pb.GetProjectOwnerResponse:
+        return owner_pb.GetProjectOwnerResponse(owner_id=await self._projects.owner_of(request.project_id))

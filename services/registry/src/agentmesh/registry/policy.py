@@ -12,12 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from agentmesh.common.v1 import credential_status_service_pb2, project_owner_service_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2
 from agentmesh.registry.v1 import registry_service_pb2
 from agentmesh.runtime.identity import Access
 
 SERVICE = registry_service_pb2.DESCRIPTOR.services_by_name["RegistryService"]
 INTERNAL_SERVICE = registry_internal_service_pb2.DESCRIPTOR.services_by_name["RegistryInternalService"]
+CREDENTIAL_STATUS_SERVICE = credential_status_service_pb2.DESCRIPTOR.services_by_name[
+    "CredentialStatusService"
+]
+PROJECT_OWNER_SERVICE = project_owner_service_pb2.DESCRIPTOR.services_by_name["ProjectOwnerService"]
 
 POLICY: Mapping[str, Access] = {
     "RegisterUser": Access.PUBLIC,
@@ -123,3 +128,10 @@ INTERNAL_POLICY: Mapping[str, Access] = {
     "GetUserStatus": Access.SYSTEM,
     "AuthenticateApiKey": Access.SYSTEM,
 }
+
+# CredentialStatusService: the services that verify access tokens ask, as the system principal,
+# whether a token's user and API key still stand (runtime/revocation.py).
+CREDENTIAL_STATUS_POLICY: Mapping[str, Access] = {"GetCredentialStatus": Access.SYSTEM}
+
+# ProjectOwnerService: memory asks, as the system principal, who owns a project.
+PROJECT_OWNER_POLICY: Mapping[str, Access] = {"GetProjectOwner": Access.SYSTEM}

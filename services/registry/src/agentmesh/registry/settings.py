@@ -97,9 +97,11 @@ class RegistrySettings(ServiceSettings):
     # The password policy applies whenever a password is set; passwords set before keep working.
     password_min_length: int = Field(default=12, ge=8, le=128)
 
-    # Webhook deliveries (webhooks/delivery.py) keep to the egress policy (runtime/egress.py), as
-    # the executor's fetches do: the same allow-list (AGENTMESH_EGRESS_ALLOW), which also decides
-    # which hosts a webhook may name with plain http.
+    # The egress policy's allow-list (runtime/egress.py), the executors' own setting read the same
+    # way (AGENTMESH_EGRESS_ALLOW): a remote agent's card URL or an MCP server's URL the policy
+    # refuses is refused when it is registered, not only when an executor fetches it; webhook
+    # deliveries (webhooks/delivery.py) keep to it, and it decides which hosts a webhook may name
+    # with plain http.
     egress_allow: Annotated[list[str], NoDecode] = shared([], "egress_allow", service="registry")
     webhook_max_attempts: int = Field(default=8, ge=1, description="attempts per delivery before it fails")
     webhook_backoff_seconds: float = Field(default=5.0, gt=0, description="the first retry's delay, doubling")

@@ -16,6 +16,7 @@ from agentmesh.registry.models import (
     McpServer,
     ProjectFields,
 )
+from agentmesh.runtime.egress import EgressPolicy
 from agentmesh.runtime.errors import FieldViolation
 from agentmesh.runtime.limits import MAX_JSON_DEPTH, json_depth
 
@@ -371,3 +372,11 @@ def check_mcp_server(server: McpServer, *, prefix: str) -> list[FieldViolation]:
         if any(not key.strip() for key in values):
             violations.append(FieldViolation(f"{prefix}.{name}", "keys must not be empty"))
     return violations
+
+
+async def refuse_egress(egress: EgressPolicy, url: str, field: str) -> None:
+    """INVALID_ARGUMENT naming `field` when the egress policy refuses `url`, a URL a tenant gives
+    for the mesh to fetch (checked after the field's own rules, so `url` is well formed)."""
+    reason = await egress.refusal(url)
+    if reason:
+        raise ValidationFailed.of([FieldViolation(field, reason)])

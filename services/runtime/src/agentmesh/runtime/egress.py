@@ -10,6 +10,9 @@ allow-list (`AGENTMESH_EGRESS_ALLOW`: CIDRs, addresses or host names) permits th
 permitted only when every address it resolves to is: a name that answers with a public and a
 private address is refused.
 
+A registry checks the URLs tenants give with the same policy when they give them (`refusal`), so a
+refused address is refused at once, not stored and refused at each fetch.
+
 The address checked is the address connected to (`address_for` returns it; the HTTP transports
 connect there, with the original host name in the Host header and TLS SNI), so a name cannot
 resolve to a public address for the check and to a private one for the connection.
@@ -28,6 +31,7 @@ import logging
 import re
 import socket
 from collections.abc import Iterable, Sequence
+from urllib.parse import urlsplit
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +143,31 @@ class EgressPolicy:
             return self._allowed(ipaddress.ip_address(name))
         except ValueError:
             return False
+
+    async def refusal(self, url: str) -> str:
+        """Why the mesh must not be pointed at `url` ("" when it may be), for a registry checking
+        a URL when a tenant gives it: its host is an address the policy refuses, or a name that
+        resolves now to one. A name that does not resolve now is not refused here (its DNS record
+        may come later); every fetch checks again, so this is an early answer, not the guard."""
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            return ""  # not a URL at all: the caller's own checks say so
+        name = host.lower().rstrip(".")
+        if not name or name in self._hosts:
+            return ""
+        try:
+            addresses = await _lookup(name, port)
+        except (OSError, UnicodeError):
+            return ""
+        for address in addresses:
+            reason = await self._refusal(address, port)
+            if reason:
+                logger.info("a URL at %s:%d refused at registration: %s is %s", name, port, address, reason)
+                return _refused(host)
+        return ""
 
     async def _resolve(self, name: str, port: int) -> list[Address]:
         try:

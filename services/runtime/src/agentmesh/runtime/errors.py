@@ -206,6 +206,14 @@ class Unauthenticated(DomainError):
     default_reason = "UNAUTHENTICATED"
 
 
+class TokenRevoked(Unauthenticated):
+    """A well-signed access token that no longer stands for anything: its user signed out, was
+    deactivated, deleted, or changed role since it was issued, or its API key was revoked. Signing
+    in again gives a new one."""
+
+    default_reason = TOKEN_REVOKED
+
+
 class ResourceExhausted(DomainError):
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
     default_reason = "RESOURCE_EXHAUSTED"

@@ -278,10 +278,18 @@ class AuthenticationInterceptor(PolicyInterceptor):
     every method is AUTHENTICATED. Health and reflection, and any other service on the same
     server, pass untouched. The caller is `current_principal` for the handler.
 
-    With a policy, it must name every method of the service: a new RPC cannot go out unguarded."""
+    With a policy, it must name every method of the service: a new RPC cannot go out unguarded.
+    With a `revocation` check (`runtime.revocation.RevocationCheck`), a token that verifies is also
+    refused (TOKEN_REVOKED) once its user signed out, was deactivated or changed role, or its API
+    key was revoked: the registry's word, as the gateway asks it."""
 
     def __init__(
-        self, tokens: TokenCodec, service: ServiceDescriptor, policy: Mapping[str, Access] | None = None
+        self,
+        tokens: TokenCodec,
+        service: ServiceDescriptor,
+        policy: Mapping[str, Access] | None = None,
+        *,
+        revocation: Callable[[Principal], Awaitable[None]] | None = None,
     ) -> None:
         methods = {method.name for method in service.methods}
         if policy is None:
@@ -297,18 +305,30 @@ class AuthenticationInterceptor(PolicyInterceptor):
         self._tokens = tokens
         self._prefix = f"/{service.full_name}/"
         self._policy = dict(policy)
+        self._revocation = revocation
 
     def admission(self, method: str, handler: grpc.RpcMethodHandler) -> Admit | None:
         if not method.startswith(self._prefix):
             return None  # health, reflection
         access = self._policy[method.removeprefix(self._prefix)]
 
-        def admit(request: Any, context: grpc.aio.ServicerContext) -> None:
-            principal = None
-            if access is not Access.PUBLIC:
-                principal = authenticate(self._tokens, context.invocation_metadata())
+        def admitted(principal: Principal | None) -> None:
             authorize(access, principal)
             current_principal.set(principal)
+
+        async def admitted_unless_revoked(
+            principal: Principal, revocation: Callable[[Principal], Awaitable[None]]
+        ) -> None:
+            await revocation(principal)
+            admitted(principal)
+
+        def admit(request: Any, context: grpc.aio.ServicerContext) -> Awaitable[None] | None:
+            if access is Access.PUBLIC:
+                return admitted(None)
+            principal = authenticate(self._tokens, context.invocation_metadata())
+            if self._revocation is not None and not principal.is_system:
+                return admitted_unless_revoked(principal, self._revocation)
+            return admitted(principal)
 
         return admit
 

@@ -25,6 +25,7 @@ from agentmesh.registry.store import RegistryStore
 from agentmesh.registry.validation import has_control_characters
 from agentmesh.runtime.errors import FieldViolation
 from agentmesh.runtime.identity import Principal
+from agentmesh.runtime.revocation import CredentialStatus
 
 API_KEY_PREFIX = "amk_"
 DISPLAY_PREFIX_LENGTH = 12
@@ -118,6 +119,26 @@ class ApiKeys:
             if key is None or key.user_id != principal.user_id:
                 raise ApiKeyNotFound(f"API key {key_id!r} not found")
             await tx.revoke_api_key(key_id, self._now())
+
+    async def credential_status(self, user_id: str, key_id: str = "") -> CredentialStatus:
+        """Whether the user, and the key named (by id), still stand: what every service that
+        verifies access tokens compares a token's claims with (runtime/revocation.py)."""
+        if not user_id:
+            raise ValidationFailed.of([FieldViolation("user_id", "is required")])
+        async with self._store.read() as tx:
+            user = await tx.get_user(user_id)
+            key = await tx.get_api_key(key_id=key_id) if key_id and user is not None else None
+        if user is None:
+            return CredentialStatus(user_active=False, token_version=0)
+        key_active = (
+            key is not None
+            and key.user_id == user.id
+            and key.revoked_at is None
+            and (key.expires_at is None or key.expires_at > self._now())
+        )
+        return CredentialStatus(
+            user_active=user.is_active, token_version=user.token_version, api_key_active=key_active
+        )
 
     async def authenticate(self, secret: str) -> tuple[ApiKey, User]:
         """The key and its user; ApiKeyInvalid, naming what is wrong but never the key."""

@@ -31,7 +31,14 @@ from agentmesh.registry.models import (
 )
 from agentmesh.registry.pagination import PageTokens
 from agentmesh.registry.store import DuplicateRequest, RegistryStore
-from agentmesh.registry.validation import DNS_LABEL_RULE, check_mcp_server, is_dns_label, update_paths
+from agentmesh.registry.validation import (
+    DNS_LABEL_RULE,
+    check_mcp_server,
+    is_dns_label,
+    refuse_egress,
+    update_paths,
+)
+from agentmesh.runtime.egress import EgressPolicy
 from agentmesh.runtime.errors import FieldViolation
 
 # What reads show for every env and header value; sent back in a write, it keeps the stored value.
@@ -95,7 +102,13 @@ class McpServerRegistry:
     agent's servers resolve to when it runs."""
 
     def __init__(
-        self, store: RegistryStore, *, page_tokens: PageTokens, clock: Clock, watch: AgentWatch | None = None
+        self,
+        store: RegistryStore,
+        *,
+        page_tokens: PageTokens,
+        clock: Clock,
+        watch: AgentWatch | None = None,
+        egress: EgressPolicy | None = None,
     ) -> None:
         # A registered server is part of the specs of the agents whose type names it: a change
         # makes every watching executor forget its remembered specs (WatchAgents).
@@ -103,11 +116,14 @@ class McpServerRegistry:
         self._store = store
         self._pages = page_tokens
         self._now = clock
+        # The executors' egress policy: a server URL it refuses is refused here, when it is given.
+        self._egress = egress or EgressPolicy()
 
     async def create(
         self, server: McpServer, *, project_id: str, request_id: str = ""
     ) -> RegisteredMcpServer:
         _raise_if(check_registered(server, "mcp_server"))
+        await self._refuse_egress(server)
         now = self._now()
         record = RegisteredMcpServer(
             **server.model_dump(), id=str(uuid.uuid4()), project_id=project_id, created_at=now, updated_at=now
@@ -166,9 +182,15 @@ class McpServerRegistry:
             values = {path: getattr(changed, path) for path in paths}
             updated = current.model_copy(update={**values, "updated_at": self._now()})
             _raise_if(check_registered(updated, "mcp_server"))
+            if "url" in paths or "transport" in paths:
+                await self._refuse_egress(updated)
             updated = await tx.update_mcp_server(updated)
         self._watch.reset()
         return masked(updated)
+
+    async def _refuse_egress(self, server: McpServer) -> None:
+        if server.transport == "streamable_http":
+            await refuse_egress(self._egress, server.url, "mcp_server.url")
 
     async def delete(self, server_id: str) -> None:
         _raise_if([] if server_id else [FieldViolation("id", "is required")])

@@ -26,6 +26,7 @@ from agentmesh.registry.validation import (
     slugify,
     update_paths,
 )
+from agentmesh.runtime.errors import FieldViolation
 from agentmesh.runtime.identity import Principal
 
 
@@ -102,6 +103,14 @@ class ProjectRegistry:
         async with self._store.read() as tx:
             project = await tx.get_project(project_id=project_id or None, slug=slug or None)
         return visible(principal, project)
+
+    async def owner_of(self, project_id: str) -> str:
+        """Who owns the project ("" when there is none): what memory checks users' calls against
+        (the system principal asks, for any project)."""
+        raise_if([] if project_id else [FieldViolation("project_id", "is required")])
+        async with self._store.read() as tx:
+            project = await tx.get_project(project_id=project_id)
+        return project.owner_id if project is not None else ""
 
     async def limits_in_force(self, project: Project) -> ProjectLimits:
         """Every limit of the project as it applies now: its own, else the operator's default."""

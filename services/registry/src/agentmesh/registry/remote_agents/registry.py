@@ -22,7 +22,8 @@ from agentmesh.registry.projects.registry import visible_project
 from agentmesh.registry.remote_agents.models import RemoteAgent
 from agentmesh.registry.remote_agents.store import name_taken
 from agentmesh.registry.store import RegistryStore, StoreTransaction
-from agentmesh.registry.validation import DNS_LABEL_RULE, is_dns_label, update_paths
+from agentmesh.registry.validation import DNS_LABEL_RULE, is_dns_label, refuse_egress, update_paths
+from agentmesh.runtime.egress import EgressPolicy
 from agentmesh.runtime.errors import FieldViolation
 from agentmesh.runtime.identity import Principal
 
@@ -44,10 +45,19 @@ def masked(remote: RemoteAgent) -> RemoteAgent:
 class RemoteAgentRegistry:
     """Registers, reads, updates and deletes a project's remote agents (its owner or superusers)."""
 
-    def __init__(self, store: RegistryStore, *, page_tokens: PageTokens, clock: Clock) -> None:
+    def __init__(
+        self,
+        store: RegistryStore,
+        *,
+        page_tokens: PageTokens,
+        clock: Clock,
+        egress: EgressPolicy | None = None,
+    ) -> None:
         self._store = store
         self._pages = page_tokens
         self._clock = clock
+        # The executors' egress policy: a card URL it refuses is refused here, when it is given.
+        self._egress = egress or EgressPolicy()
 
     async def create(
         self,
@@ -66,6 +76,7 @@ class RemoteAgentRegistry:
             credential=credential,
             description=description,
         )
+        await refuse_egress(self._egress, card_url, "remote_agent.card_url")
         async with self._store.write() as tx:
             await self._project(tx, principal, project_id)
             if name in await tx.agent_slugs(project_id):
@@ -117,6 +128,8 @@ class RemoteAgentRegistry:
             violations.insert(0, FieldViolation("remote_agent.id", "is required"))
         if violations:
             raise ValidationFailed.of(violations)
+        if "card_url" in paths:
+            await refuse_egress(self._egress, given.card_url, "remote_agent.card_url")
         async with self._store.write() as tx:
             await self._project(tx, principal, given.project_id)
             current = await tx.get_remote_agent(given.project_id, remote_id=given.id)
