@@ -31,9 +31,9 @@ from agentmesh.gateway.http.a2a import a2a_paths
 from agentmesh.gateway.v1 import gateway_service_pb2  # noqa: F401  (its services in the pool)
 from agentmesh.memory.v1 import memory_service_pb2  # noqa: F401
 from agentmesh.registry.v1 import registry_service_pb2  # noqa: F401
-from tests.integration.gateway.support import Agent, Api, User, a2a_jsonrpc, asks
+from tests.integration.gateway.support import Api, User
+from tests.integration.gateway.walk_tenants import Tenant, make_tenant
 from tests.mesh import bearer
-from tests.polling import eventually
 
 # An id no resource has, in the shape the mesh's ids have, and ids no resource can have: text
 # that is no UUID, a NUL (PostgreSQL's text refuses it); for numbers, one below any and one past
@@ -61,75 +61,6 @@ STREAM_WAIT_SECONDS = 3.0
 # numbers are no tenant's, and a session id is a client's name, unique only within its project
 # (another project's session id in the caller's names the caller's session of that name).
 NO_TENANTS = {"agent_type_id", "number", "mcp_server_id", "session_id", "context_id"}
-
-
-@dataclass
-class Tenant:
-    """A user's resources, one of each kind an id can name."""
-
-    user: User
-    user_id: str
-    agent: Agent
-    agent_type_id: str
-    session_id: str
-    task_id: str
-    remote_agent_id: str
-    api_key_id: str
-    request_id: str
-    mcp_server_id: str = ""
-
-    def ids(self) -> dict[str, str]:
-        """Each id by the names routes and requests give it."""
-        own = {name: value for name, value in vars(self).items() if isinstance(value, str)}
-        agent = self.agent
-        return {
-            **own,
-            **{"project_id": agent.project_id, "project_slug": agent.project_slug, "agent_id": agent.id},
-            **{"agent_name": agent.name, "tenant": agent.model, "context_id": self.session_id},
-            **{"input_request_id": self.request_id, "number": "1"},
-        }
-
-
-async def _tenant(api: Api, http: httpx.AsyncClient) -> Tenant:
-    owner = await api.user()
-    project = await api.project(owner)
-    # Its name is not the other tenant's: the path names one agent.
-    agent = await api.agent(
-        owner, name=f"walker-{uuid.uuid4().hex[:6]}", project=project, mock_responses=["fine"]
-    )
-    asking = await api.agent(
-        owner,
-        name="asking",
-        project=project,
-        mock_responses=[asks("which one?")],
-        type_fields={"tools": ["ask_user"]},
-    )
-    await a2a_jsonrpc(http, asking, "SendMessage")  # a request for input, waiting
-    me = (await http.get("/api/v1/users/me", headers=owner.headers)).json()
-    type_id = (await http.get(agent.path, headers=owner.headers)).json()["agent_type_id"]
-    sent = (await a2a_jsonrpc(http, agent, "SendMessage")).json()["result"]["task"]
-    path = f"/api/v1/projects/{agent.project_id}"
-
-    requests: list[dict[str, Any]] = []
-
-    async def asked() -> bool:
-        listed = await http.get(f"{path}/input-requests", headers=owner.headers)
-        requests[:] = listed.json()["data"] if listed.status_code == 200 else []
-        return bool(requests)
-
-    await eventually(asked, timeout=30, what="the agent's question")
-    [request] = requests
-    remote = await http.post(
-        f"{path}/remote-agents",
-        json={"name": "faraway", "card_url": "https://faraway.example/.well-known/agent-card.json"},
-        headers=owner.headers,
-    )
-    key = await http.post(
-        "/api/v1/api-keys", json={"name": "walk", "project_id": agent.project_id}, headers=owner.headers
-    )
-    assert remote.status_code == 201 and key.status_code == 201, (remote.text, key.text)
-    ids = (sent["contextId"], sent["id"], remote.json()["id"], key.json()["id"], request["id"])
-    return Tenant(owner, me["id"], agent, type_id, *ids)
 
 
 @dataclass
@@ -471,7 +402,7 @@ async def test_no_id_answers_a_server_error_or_another_tenants_resource(
 ) -> None:
     if not backend_url.startswith("postgresql"):
         pytest.skip("walked on PostgreSQL, the stricter store: SQLite keeps what it refuses")
-    me, other = await _tenant(api, http), await _tenant(api, http)
+    me, other = await make_tenant(api, http), await make_tenant(api, http)
     admin = await api.admin()
     mcp = await http.post(
         "/api/v1/mcp-servers",
