@@ -23,7 +23,9 @@ async def test_usage_is_read_per_model_over_rest_and_at_the_cli(mesh: Mesh, clie
     await client.stream_chat(seeded, "Hi again")
     path = f"/api/v1/projects/{seeded.project_id}/usage"
 
-    async with httpx.AsyncClient(base_url=mesh.gateway.http.url, headers=dict(bearer(seeded.token))) as http:
+    async with httpx.AsyncClient(
+        base_url=mesh.gateway.http.url, headers=dict(bearer(seeded.token)), timeout=30
+    ) as http:
 
         async def both_counted() -> bool:
             answer = await http.get(path)

@@ -17,6 +17,7 @@ from google.protobuf import struct_pb2, timestamp_pb2
 from agentmesh.common.v1 import run_pb2
 from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as internal_pb
 from agentmesh.registry.client import RegistryClient
+from agentmesh.registry.v1 import registry_service_pb2 as reg_pb
 from agentmesh.registry.v1 import resources_pb2 as res
 from agentmesh.runtime.identity import Principal, TokenCodec
 from tests.integration.registry.support import (
@@ -352,19 +353,24 @@ async def test_who_may_see_and_answer_a_projects_requests(
     owner = worker.owner.user
     elsewhere = await api.project(worker.owner)
 
-    def key_token(key_id: str, scope: str) -> tuple[tuple[str, str], ...]:
+    async def key_token(scope: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+        """A real key of the owner's scoped to `scope` (revocation checks that it exists), and the
+        token the gateway signs for it."""
+        created = await api.stub.CreateApiKey(
+            reg_pb.CreateApiKeyRequest(name="program", project_id=scope), metadata=worker.owner.metadata
+        )
+        key_id = created.api_key.id
         principal = Principal(user_id=owner.id, email=owner.email, api_key_id=key_id, project_scope=scope)
-        return bearer(codec.issue(principal))
+        return key_id, bearer(codec.issue(principal))
 
-    scoped_elsewhere = key_token("key-1", elsewhere.id)
+    _, scoped_elsewhere = await key_token(elsewhere.id)
     assert (await rpc_error(client.list_input_requests(project, metadata=scoped_elsewhere))).code == (
         grpc.StatusCode.NOT_FOUND
     )
     # Scoped to this project: it answers, recorded as the key.
-    answered = await client.respond_to_input_request(
-        project, "r7-a", approve(), metadata=key_token("key-2", project)
-    )
-    assert answered.response.responder == "api-key:key-2"
+    key_id, scoped_here = await key_token(project)
+    answered = await client.respond_to_input_request(project, "r7-a", approve(), metadata=scoped_here)
+    assert answered.response.responder == f"api-key:{key_id}"
     # A superuser may too.
     root = await api.root()
     got = await client.get_input_request(project, "r7-q", metadata=root.metadata)

@@ -60,6 +60,8 @@ def test_other_transport_failures_keep_their_text_less_the_addresses(address: st
         ("/agentmesh.gateway.v1.GatewayService/Chat", "gateway"),
         ("/agentmesh.internal.registry.v1.RegistryInternalService/ResolveAgent", "registry"),
         ("/agentmesh.internal.executor.v1.ExecutorService/Run", "executor"),
+        ("/agentmesh.common.v1.CredentialStatusService/GetCredentialStatus", "registry"),
+        ("/agentmesh.common.v1.ProjectOwnerService/GetProjectOwner", "registry"),
         ("/grpc.health.v1.Health/Check", "Health"),
         ("", "peer"),
     ],

@@ -317,12 +317,23 @@ def from_rpc_error(error: grpc.RpcError, *, method: str = "") -> DomainError:
     return from_status_proto(status)
 
 
+# Services declared in `agentmesh.common` (so that every service may call them without depending on
+# the registry's protos) and the service that serves them.
+_SHARED_SERVICES_SERVED_BY = {
+    "agentmesh.common.v1.CredentialStatusService": "registry",
+    "agentmesh.common.v1.ProjectOwnerService": "registry",
+}
+
+
 def peer_service(method: str) -> str:
     """The service a full method name belongs to: "registry" for
     /agentmesh.registry.v1.RegistryService/Login and for
-    /agentmesh.internal.registry.v1.RegistryInternalService/ResolveAgent, else the service's own
-    name."""
+    /agentmesh.internal.registry.v1.RegistryInternalService/ResolveAgent and for the registry's
+    shared services such as /agentmesh.common.v1.CredentialStatusService/GetCredentialStatus, else
+    the service's own name."""
     service = method.lstrip("/").partition("/")[0]
+    if service in _SHARED_SERVICES_SERVED_BY:
+        return _SHARED_SERVICES_SERVED_BY[service]
     parts = service.split(".")
     if len(parts) >= 4 and parts[:2] == ["agentmesh", "internal"]:
         return parts[2]
