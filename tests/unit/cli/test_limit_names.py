@@ -9,8 +9,8 @@ from agentmesh.registry.v1 import resources_pb2
 
 def test_the_cli_names_every_limit_the_api_has() -> None:
     fields = resources_pb2.ProjectLimits.DESCRIPTOR.fields
-    assert LIMIT_NAMES == tuple(field.name for field in fields)
-    assert COST_LIMITS == tuple(field.name for field in fields if field.type == field.TYPE_DOUBLE)
+    assert tuple(field.name for field in fields) == LIMIT_NAMES
+    assert tuple(field.name for field in fields if field.type == field.TYPE_DOUBLE) == COST_LIMITS
 
 
 def test_settings_take_whole_numbers_and_dollar_amounts_by_name() -> None:
