@@ -185,7 +185,8 @@ async def test_a_cut_off_executor_starts_no_sub_agent_of_a_workflow_taken_from_i
     events = await cut_off.chat(pipeline, "workflow")
 
     final = events[-1]
-    assert final.run_id == events[0].run_id and final.HasField("run_completed"), events
+    seen = [(e.seq, e.run_id[:8], e.agent, e.WhichOneof("kind")) for e in events]
+    assert final.run_id == events[0].run_id and final.HasField("run_completed"), seen
     assert final.run_completed.content == "second done"
     headers = {"Authorization": f"Bearer {token}"}
     async with httpx.AsyncClient(base_url=cut_off.mesh.gateway.http_url, headers=headers, timeout=10) as http:
