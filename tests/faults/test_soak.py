@@ -17,7 +17,7 @@ from bench.soak import RESOURCES, SoakPlan, soak_on, write
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(420), pytest.mark.long(195)]
 
-SHORT = SoakPlan(minutes=3, users=30, window_minutes=1, sample_seconds=5, step_seconds=0.5, cycle_seconds=6)
+SHORT = SoakPlan(minutes=3, users=10, window_minutes=1, sample_seconds=5, step_seconds=0.5, cycle_seconds=6)
 
 
 async def test_three_minutes_of_chats_fail_none_and_leave_nothing_behind(
