@@ -241,10 +241,13 @@ async def session_turns(database_url: str, project_id: str, session_id: str) -> 
 
 async def session_log(http: httpx.AsyncClient, project_id: str, session_id: str) -> list[dict[str, Any]]:
     """A session's recorded events over the gateway's REST API (empty when there is no session yet).
-    Any other failure to read raises: a check must never take an unreadable log for an empty one."""
-    response = await http.get(
-        f"/api/v1/projects/{project_id}/sessions/{session_id}/events", params={"page_size": 1000}
-    )
+    Any other failure to read raises: a check must never take an unreadable log for an empty one;
+    a refusal for the project's request rate is waited out."""
+    path = f"/api/v1/projects/{project_id}/sessions/{session_id}/events"
+    response = await http.get(path, params={"page_size": 1000})
+    while response.status_code == 429:  # the project's request rate: wait as told, as clients do
+        await asyncio.sleep(float(response.headers.get("Retry-After") or 1))
+        response = await http.get(path, params={"page_size": 1000})
     if response.status_code == 404:
         return []
     response.raise_for_status()

@@ -42,9 +42,8 @@ async def test_every_service_exits_cleanly_on_sigterm_while_chats_run(
                 exits.setdefault(process.name, []).append(await process.stop(timeout=30))
                 await process.start()
                 await process.wait_serving()
+        unclean = {name: codes for name, codes in exits.items() if codes != [0] * ROUNDS}
+        assert unclean == {}, f"exit codes other than 0 (-11: SIGSEGV, -9: killed after 30 s): {unclean}"
+        assert sorted(exits) == ["executor-0", "executor-1", "gateway", "memory", "registry"]
         await load.finish()
         await load.assert_settles()
-
-    unclean = {name: codes for name, codes in exits.items() if codes != [0] * ROUNDS}
-    assert unclean == {}, f"exit codes other than 0 (-11: SIGSEGV, -9: killed after 30 s): {unclean}"
-    assert sorted(exits) == ["executor-0", "executor-1", "gateway", "memory", "registry"]
