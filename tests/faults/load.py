@@ -20,6 +20,7 @@ from typing import Any
 import grpc
 import httpx
 
+from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
 from tests.faults.processes import (
@@ -322,3 +323,21 @@ def assert_told_clearly(outcomes: list[Outcome], part: str, *internal_addresses:
         assert part in details, f"{outcome.session_id}: {details!r} does not name the {part}"
         for address in internal_addresses:
             assert address not in details, f"{outcome.session_id}: {details!r} names {address}"
+
+
+async def delegating_chat(
+    gateway: gw_grpc.GatewayServiceStub, coordinator: Seeded, session_id: str, delegating: asyncio.Semaphore
+) -> list[run_pb2.RunEvent]:
+    """A streamed chat's events; releases `delegating` once the chat delegated (its runs are in
+    flight: what a rolling restart or an upgrade stops executors under)."""
+    call = gateway.StreamChat(
+        gw.StreamChatRequest(agent=coordinator.ref, message="go", session_id=session_id),
+        metadata=bearer(coordinator.token),
+        timeout=120,
+    )
+    events = []
+    async for response in call:
+        events.append(response.event)
+        if response.event.HasField("delegation_request"):
+            delegating.release()
+    return events

@@ -17,12 +17,10 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from agentmesh.common.v1 import run_pb2
-from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
-from tests.faults.load import resumed_sessions_problems, until_no_problems
+from tests.faults.load import delegating_chat, resumed_sessions_problems, until_no_problems
 from tests.faults.processes import LEASE_SECONDS, Processes, running, seed_delegating_pair, session_log
-from tests.mesh import MeshClient, Seeded, bearer
+from tests.mesh import MeshClient
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(300)]
 
@@ -37,23 +35,6 @@ async def processes(postgres_database: str, tmp_path: Path) -> AsyncIterator[Pro
         yield mesh
 
 
-async def _chat(
-    gateway: gw_grpc.GatewayServiceStub, coordinator: Seeded, session_id: str, delegating: asyncio.Semaphore
-) -> list[run_pb2.RunEvent]:
-    """The chat's events; releases `delegating` once the chat delegated (its runs are in flight)."""
-    call = gateway.StreamChat(
-        gw.StreamChatRequest(agent=coordinator.ref, message="go", session_id=session_id),
-        metadata=bearer(coordinator.token),
-        timeout=120,
-    )
-    events = []
-    async for response in call:
-        events.append(response.event)
-        if response.event.HasField("delegation_request"):
-            delegating.release()
-    return events
-
-
 async def test_a_rolling_restart_of_the_executors_loses_no_run(processes: Processes) -> None:
     mesh = processes
     client = MeshClient(mesh.registry.grpc_address, mesh.gateway.grpc_address)
@@ -63,7 +44,7 @@ async def test_a_rolling_restart_of_the_executors_loses_no_run(processes: Proces
         gateway = gw_grpc.GatewayServiceStub(client._gateway_channel)
         sessions = [f"rolling-{n}" for n in range(CHATS)]
         delegating = asyncio.Semaphore(0)
-        chats = [asyncio.create_task(_chat(gateway, coordinator, s, delegating)) for s in sessions]
+        chats = [asyncio.create_task(delegating_chat(gateway, coordinator, s, delegating)) for s in sessions]
         for _ in sessions:  # every chat is delegating to its slow worker: runs in flight everywhere
             await asyncio.wait_for(delegating.acquire(), timeout=60)
         for executor in mesh.executors.values():

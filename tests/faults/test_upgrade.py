@@ -20,12 +20,11 @@ import pytest
 import pytest_asyncio
 
 from agentmesh.common.v1 import run_pb2
-from agentmesh.gateway.v1 import gateway_service_pb2 as gw
 from agentmesh.gateway.v1 import gateway_service_pb2_grpc as gw_grpc
 from tests.e2e.harness import ServiceProcess
-from tests.faults.load import resumed_sessions_problems, until_no_problems
+from tests.faults.load import delegating_chat, resumed_sessions_problems, until_no_problems
 from tests.faults.processes import LEASE_SECONDS, Processes, seed_delegating_pair
-from tests.mesh import MeshClient, Seeded, bearer
+from tests.mesh import MeshClient, Seeded
 from tests.releases import previous_release, python_path, release_code
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(300), pytest.mark.long(45)]
@@ -59,29 +58,12 @@ async def processes(postgres_database: str, tmp_path: Path, previous_code: Path)
         await mesh.stop()
 
 
-async def _chat(
-    gateway: gw_grpc.GatewayServiceStub, coordinator: Seeded, session_id: str, delegating: asyncio.Semaphore
-) -> list[run_pb2.RunEvent]:
-    """The chat's events; releases `delegating` once the chat delegated (its runs are in flight)."""
-    call = gateway.StreamChat(
-        gw.StreamChatRequest(agent=coordinator.ref, message="go", session_id=session_id),
-        metadata=bearer(coordinator.token),
-        timeout=120,
-    )
-    events = []
-    async for response in call:
-        events.append(response.event)
-        if response.event.HasField("delegation_request"):
-            delegating.release()
-    return events
-
-
 async def _chats(
     gateway: gw_grpc.GatewayServiceStub, coordinator: Seeded, sessions: list[str]
 ) -> list[asyncio.Task]:
     """The chats started, once each has delegated to its slow worker: runs in flight everywhere."""
     delegating = asyncio.Semaphore(0)
-    chats = [asyncio.create_task(_chat(gateway, coordinator, s, delegating)) for s in sessions]
+    chats = [asyncio.create_task(delegating_chat(gateway, coordinator, s, delegating)) for s in sessions]
     for _ in sessions:
         await asyncio.wait_for(delegating.acquire(), timeout=60)
     return chats

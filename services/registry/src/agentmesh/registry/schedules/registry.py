@@ -96,10 +96,7 @@ class ScheduleRegistry:
         async with self._store.read() as tx:
             await self._project(tx, principal, project_id)
             found = await tx.list_schedules(project_id, request)
-        token = ""
-        if found.has_more and found.items:
-            token = self._pages.token((found.items[-1].created_at, found.items[-1].id), scope=scope)
-        return Page(items=found.items, next_page_token=token, total_size=found.total)
+        return self._pages.page(found, scope=scope)
 
     async def update(self, principal: Principal, given: Schedule, mask: Iterable[str]) -> Schedule:
         """Changes the fields `mask` names to `given`'s values; the next fire time follows a
