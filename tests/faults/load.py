@@ -192,14 +192,15 @@ class ChatLoad:
         await asyncio.wait_for(asyncio.gather(*self._tasks), timeout)
 
     async def _stream(self, outcome: Outcome) -> None:
-        call = self._gateway.StreamChat(
-            gw.StreamChatRequest(
-                agent=self._coordinator.ref, message=outcome.message, session_id=outcome.session_id
-            ),
-            metadata=bearer(await self._signed_in.token()),
-            timeout=LEASE_SECONDS * 25,
-        )
+        # Inside the try: renewing the sign-in asks the registry, which may be the process down.
         try:
+            call = self._gateway.StreamChat(
+                gw.StreamChatRequest(
+                    agent=self._coordinator.ref, message=outcome.message, session_id=outcome.session_id
+                ),
+                metadata=bearer(await self._signed_in.token()),
+                timeout=LEASE_SECONDS * 25,
+            )
             async for response in call:
                 event = response.event
                 if event.HasField("run_started"):
@@ -214,13 +215,14 @@ class ChatLoad:
             outcome.started.set()
 
     async def _unary(self, outcome: Outcome) -> None:
-        call = self._gateway.Chat(
-            gw.ChatRequest(agent=self._worker.ref, message=outcome.message, session_id=outcome.session_id),
-            metadata=bearer(await self._signed_in.token()),
-            timeout=LEASE_SECONDS * 25,
-        )
         try:
-            await call
+            await self._gateway.Chat(
+                gw.ChatRequest(
+                    agent=self._worker.ref, message=outcome.message, session_id=outcome.session_id
+                ),
+                metadata=bearer(await self._signed_in.token()),
+                timeout=LEASE_SECONDS * 25,
+            )
         except grpc.aio.AioRpcError as error:
             outcome.error = error
         else:

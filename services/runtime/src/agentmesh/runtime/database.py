@@ -17,6 +17,8 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from agentmesh.runtime import sqlite_driver
+
 logger = logging.getLogger(__name__)
 
 
@@ -55,7 +57,8 @@ def create_engine(
     PostgreSQL it holds up to `pool_size` connections, and as many again under bursts."""
     url = normalize_url(url)
     if make_url(url).get_backend_name() == "sqlite":
-        engine = create_async_engine(url, hide_parameters=True)
+        # aiosqlite through a close that cannot wait forever on a stopped thread (sqlite_driver.py)
+        engine = create_async_engine(url, hide_parameters=True, module=sqlite_driver.dbapi())
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
     # No pre-ping: it costs a round trip on every checkout (every append); connections are

@@ -1,0 +1,65 @@
+"""A SQLite engine whose requests were cancelled twice mid-statement still closes, and the process
+exits: with aiosqlite's own close, SQLAlchemy's shielded graceful close waited forever on a worker
+thread its force close had stopped, and `asyncio.run` never returned (runtime/sqlite_driver.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+# Three statements each block inside a SQL function until released. Each request is cancelled
+# while its statement runs, and again once SQLAlchemy has begun closing its invalidated connection
+# gracefully (the second cancellation makes it force-close: aiosqlite's `stop()`); only then are
+# the statements let go, and the engine disposed.
+_SCENARIO = """
+import asyncio, sys, threading
+from sqlalchemy import event, text
+from agentmesh.runtime.database import create_engine
+
+inside = threading.Semaphore(0)
+release = threading.Event()
+
+def blocking() -> int:
+    inside.release()
+    release.wait()
+    return 1
+
+async def request(engine) -> None:
+    async with engine.connect() as connection:
+        await connection.execute(text("SELECT blocking()"))
+
+def closing() -> int:
+    return sum("graceful_close" in task.get_coro().__qualname__ for task in asyncio.all_tasks())
+
+async def main() -> None:
+    engine = create_engine("sqlite:///" + sys.argv[1])
+    register = lambda connection, _: connection.create_function("blocking", 0, blocking)
+    event.listen(engine.sync_engine, "connect", register)
+    async with engine.connect() as connection:  # the database file made and in WAL mode first
+        await connection.execute(text("SELECT 1"))
+    requests = [asyncio.create_task(request(engine)) for _ in range(3)]
+    for _ in requests:
+        await asyncio.to_thread(inside.acquire)
+    for task in requests:
+        task.cancel()
+    while closing() < len(requests):  # SQLAlchemy closes each invalidated connection "gracefully"
+        await asyncio.sleep(0)
+    await asyncio.sleep(0)  # ... and those closes have started: each queued its close behind the statement
+    for task in requests:
+        task.cancel()
+    await asyncio.gather(*requests, return_exceptions=True)  # each connection force-closed
+    release.set()  # only now the statements end, and the graceful closes' items are answered
+    await engine.dispose()
+
+asyncio.run(main())
+print("exited")
+"""
+
+
+def test_a_process_whose_requests_were_cancelled_twice_mid_statement_exits(tmp_path: Path) -> None:
+    database = tmp_path / "cancelled.db"
+    scenario = [sys.executable, "-c", _SCENARIO, str(database)]
+    result = subprocess.run(scenario, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "exited"
