@@ -13,7 +13,7 @@ import struct
 import sys
 import termios
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +82,11 @@ async def snapshot(registry: RegistryClient, metadata: Metadata) -> dict[str, An
 
 
 async def invoke(
-    app: typer.Typer, args: Sequence[str], *, env: dict[str, str] | None = None, input: str | None = None
+    app: typer.Typer,
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str | None] | None = None,
+    input: str | None = None,
 ) -> Result:
     """Runs a command in a worker thread: commands call asyncio.run, and the test's event loop
     (where the mesh lives) must keep serving meanwhile."""
@@ -111,7 +115,22 @@ async def run_agentmesh(*args: str, env: dict[str, str], timeout: float = 60) ->
 
 
 async def cli(*args: str, config: Path, env: dict[str, str] | None = None) -> tuple[int, str]:
-    """Runs `agentmesh ARGS` as a process (the mesh keeps serving in this event loop meanwhile)."""
+    """Runs `agentmesh ARGS` in this process, as its entry point does (a worker thread; the mesh
+    keeps serving in this event loop meanwhile), in an environment of only what the test gives:
+    the exit code, and stdout and stderr as a user sees them. A process costs about a second of
+    CPU each; what only a process shows (piped output, a terminal, import time) has tests of its
+    own (`run_agentmesh`, `Terminal`, tests/unit/cli/test_lazy_imports.py)."""
+    from agentmesh.cli.main import app
+
+    unset: dict[str, str | None] = {name: None for name in os.environ if name.startswith("AGENTMESH_")}
+    given = {"AGENTMESH_CONFIG_DIR": str(config), "COLUMNS": "200", **(env or {})}
+    result = await invoke(app, args, env={**unset, **given})
+    return result.exit_code, result.output
+
+
+async def cli_process(*args: str, config: Path, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """`cli` as a process of its own: for commands that must run side by side, as processes do
+    (they share the sign-in's file, and its lock)."""
     process = await asyncio.create_subprocess_exec(
         *(sys.executable, "-m", "agentmesh.cli.main", *args),
         env=process_environment({"AGENTMESH_CONFIG_DIR": str(config), "COLUMNS": "200", **(env or {})}),

@@ -15,7 +15,7 @@ import pytest
 
 from agentmesh.cli.mesh import Mesh
 from agentmesh.registry.v1 import registry_service_pb2 as reg
-from tests.integration.cli.support import cli
+from tests.integration.cli.support import cli, cli_process
 from tests.mesh import SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient
 
 
@@ -58,7 +58,7 @@ async def test_login_keeps_the_cli_signed_in_until_logout(
     # spent twice would make the registry revoke the whole sign-in.
     runs = await asyncio.gather(
         *(
-            cli("trace", session_id, "--project", project, "--gateway", gateway, config=tmp_path)
+            cli_process("trace", session_id, "--project", project, "--gateway", gateway, config=tmp_path)
             for _ in range(3)
         )
     )
