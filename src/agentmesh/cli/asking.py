@@ -35,7 +35,10 @@ def answer_commands(request: run_pb2.InputRequest, project: str) -> list[str]:
     """The commands that answer `request`, for a person to copy (`project`: its slug or id)."""
     where = f" --project {shlex.quote(project)}" if project else ""
     if request.kind == run_pb2.INPUT_KIND_QUESTION:
-        return [f"agentmesh answer {request.id} TEXT{where}"]
+        return [
+            f"agentmesh answer {request.id} TEXT{where}",
+            f"agentmesh deny {request.id}{where} [--reason R]   (decline it)",
+        ]
     return [
         f"agentmesh approve {request.id}{where} [--reason R] [--arguments JSON]",
         f"agentmesh deny {request.id}{where} [--reason R]",

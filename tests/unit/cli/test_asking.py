@@ -64,7 +64,10 @@ def test_leaving_the_prompt_gives_no_response(leaving: type[BaseException]) -> N
 
 
 def test_the_commands_that_answer_name_the_project() -> None:
-    assert answer_commands(QUESTION, "demo") == ["agentmesh answer r-2 TEXT --project demo"]
+    assert answer_commands(QUESTION, "demo") == [
+        "agentmesh answer r-2 TEXT --project demo",
+        "agentmesh deny r-2 --project demo [--reason R]   (decline it)",
+    ]
     assert answer_commands(APPROVAL, "my project") == [
         "agentmesh approve r-1 --project 'my project' [--reason R] [--arguments JSON]",
         "agentmesh deny r-1 --project 'my project' [--reason R]",
