@@ -12,6 +12,7 @@ durably, for whoever answers, through any face.
 from __future__ import annotations
 
 import asyncio
+import re
 import shlex
 from collections.abc import Callable
 
@@ -29,6 +30,8 @@ APPROVE_PROMPT = "approve? [y/N/reason] "
 ANSWER_PROMPT = "answer> "
 _YES = frozenset({"y", "yes"})
 _NO = frozenset({"", "n", "no"})
+# At `answer> `, `deny` (or `deny: why`) declines the question, as on the message faces.
+_DECLINE = re.compile(r"^deny\b[\s:,;.!-]*(.*)$", re.IGNORECASE | re.DOTALL)
 
 
 def answer_commands(request: run_pb2.InputRequest, project: str) -> list[str]:
@@ -69,7 +72,8 @@ def read_response(
 ) -> run_pb2.InputResponse | None:
     """The person's response to `request`, read with `read` (a prompt); None when they leave it
     (end of input, Ctrl-C). An approval: `y` approves; Enter or `n` denies; anything else denies
-    with it as the reason (the model is told it). A question: the answer, asked again when empty."""
+    with it as the reason (the model is told it). A question: the answer, asked again when empty;
+    `deny` (optionally `deny: why`) declines it."""
     try:
         if request.kind == run_pb2.INPUT_KIND_APPROVAL:
             said = read(APPROVE_PROMPT).strip()
@@ -79,6 +83,9 @@ def read_response(
             return run_pb2.InputResponse(decision=run_pb2.INPUT_DECISION_DENY, reason=reason)
         while True:
             answer = read(ANSWER_PROMPT).strip()
+            declining = _DECLINE.match(answer)
+            if declining is not None:
+                return run_pb2.InputResponse(decision=run_pb2.INPUT_DECISION_DENY, reason=declining.group(1))
             if answer:
                 return run_pb2.InputResponse(answer=answer)
     except (EOFError, KeyboardInterrupt):
