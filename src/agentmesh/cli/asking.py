@@ -12,6 +12,7 @@ durably, for whoever answers, through any face.
 from __future__ import annotations
 
 import asyncio
+import re
 import shlex
 from collections.abc import Callable
 
@@ -29,13 +30,18 @@ APPROVE_PROMPT = "approve? [y/N/reason] "
 ANSWER_PROMPT = "answer> "
 _YES = frozenset({"y", "yes"})
 _NO = frozenset({"", "n", "no"})
+# At `answer> `, `deny` (or `deny: why`) declines the question, as on the message faces.
+_DECLINE = re.compile(r"^deny\b[\s:,;.!-]*(.*)$", re.IGNORECASE | re.DOTALL)
 
 
 def answer_commands(request: run_pb2.InputRequest, project: str) -> list[str]:
     """The commands that answer `request`, for a person to copy (`project`: its slug or id)."""
     where = f" --project {shlex.quote(project)}" if project else ""
     if request.kind == run_pb2.INPUT_KIND_QUESTION:
-        return [f"agentmesh answer {request.id} TEXT{where}"]
+        return [
+            f"agentmesh answer {request.id} TEXT{where}",
+            f"agentmesh deny {request.id}{where} [--reason R]   (decline it)",
+        ]
     return [
         f"agentmesh approve {request.id}{where} [--reason R] [--arguments JSON]",
         f"agentmesh deny {request.id}{where} [--reason R]",
@@ -66,7 +72,8 @@ def read_response(
 ) -> run_pb2.InputResponse | None:
     """The person's response to `request`, read with `read` (a prompt); None when they leave it
     (end of input, Ctrl-C). An approval: `y` approves; Enter or `n` denies; anything else denies
-    with it as the reason (the model is told it). A question: the answer, asked again when empty."""
+    with it as the reason (the model is told it). A question: the answer, asked again when empty;
+    `deny` (optionally `deny: why`) declines it."""
     try:
         if request.kind == run_pb2.INPUT_KIND_APPROVAL:
             said = read(APPROVE_PROMPT).strip()
@@ -76,6 +83,9 @@ def read_response(
             return run_pb2.InputResponse(decision=run_pb2.INPUT_DECISION_DENY, reason=reason)
         while True:
             answer = read(ANSWER_PROMPT).strip()
+            declining = _DECLINE.match(answer)
+            if declining is not None:
+                return run_pb2.InputResponse(decision=run_pb2.INPUT_DECISION_DENY, reason=declining.group(1))
             if answer:
                 return run_pb2.InputResponse(answer=answer)
     except (EOFError, KeyboardInterrupt):

@@ -141,7 +141,7 @@ def _response_text(request: run_pb2.InputRequest) -> str:
     if response.decision == run_pb2.INPUT_DECISION_APPROVE:
         said = "approved"
     elif response.decision == run_pb2.INPUT_DECISION_DENY:
-        said = "denied"
+        said = "declined" if request.kind == run_pb2.INPUT_KIND_QUESTION else "denied"
     else:
         said = f"answered {response.answer!r}"
     reason = f" ({response.reason})" if response.reason else ""
@@ -188,7 +188,8 @@ def deny(
     password: PasswordOption = None,
     token: TokenOption = None,
 ) -> None:
-    """Deny a tool call a run waits for (the model is told, with the reason), and follow the run."""
+    """Deny a tool call, or decline a question, a run waits for (the model is told, with the
+    reason), and follow the run."""
     _respond(
         request_id, _Response(decision="deny", reason=reason), project, gateway, (email, password, token)
     )
@@ -279,9 +280,12 @@ def _respond(
                 found, request = runner.run(_find_request(connection, request_id, project))
             finally:
                 runner.run(stack.aclose())
-            if _kind(request) != response.kind:
+            if _kind(request) != response.kind and response.decision != "deny":
                 what, how = (
-                    ("a question", "answer it with `agentmesh answer ID TEXT`")
+                    (
+                        "a question",
+                        "answer it with `agentmesh answer ID TEXT`, or decline it with `agentmesh deny ID`",
+                    )
                     if response.kind == "approval"
                     else ("an approval", "approve or deny it")
                 )

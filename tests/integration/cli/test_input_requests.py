@@ -78,7 +78,8 @@ async def test_a_piped_chat_says_what_the_run_asks_and_the_commands_answer_it(
             f"error: no request for input 'nope' in project '{seeded.project_slug}' that you may see\n"
         ),
         ("approve", request.id): (
-            f"error: request '{request.id}' is a question: answer it with `agentmesh answer ID TEXT`\n"
+            f"error: request '{request.id}' is a question: answer it with `agentmesh answer ID TEXT`,"
+            " or decline it with `agentmesh deny ID`\n"
         ),
         ("requests", "nope"): "error: no project 'nope' that you may see\n",
     }
@@ -181,3 +182,20 @@ async def _suspend_for_approval_and_question(mesh: Mesh, seeded: Seeded) -> tupl
             seeded.agent_id, run_id, executor_id="exec-x", requests=[approval, question], metadata=system
         )
     return approval.id, question.id
+
+
+async def test_deny_declines_a_question_and_the_model_is_told(mesh: Mesh, client: MeshClient) -> None:
+    seeded = await asking_agent(client, "I will pick a city myself.")
+    env = {"AGENTMESH_TOKEN": seeded.token, "AGENTMESH_GATEWAY_ADDRESS": mesh.gateway.address}
+    code, out, err = await run_agentmesh("chat", seeded.ref, "Book me a trip.", env=env)
+    assert code == 3, out + err
+    (request,) = await _pending(client, seeded)
+    assert f"    agentmesh deny {request.id} --project {seeded.project_slug} [--reason R]" in out
+
+    code, out, err = await run_agentmesh("deny", request.id, "--reason", "not telling", env=env)
+    assert (code, err) == (0, ""), out + err
+    told = f"ask_user: no answer: {SUPERUSER_EMAIL} declined to answer: not telling"
+    assert f"{seeded.agent_name} ask_user → {told}" in out
+    assert f"{seeded.project_slug}/{seeded.agent_name}: I will pick a city myself.\n" in out
+    code, out, _ = await run_agentmesh("requests", seeded.project_slug, "--state", "answered", env=env)
+    assert out.splitlines()[1].endswith(f"declined by {SUPERUSER_EMAIL} (not telling)")

@@ -12,6 +12,7 @@ question, and the call going on with the answer given through the registry's inp
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import uuid
@@ -272,3 +273,23 @@ async def test_a_2026_servers_question_is_asked_and_its_call_goes_on_with_the_an
     resumed = await respond(stack, project.id, asked.id, answer="4")
     assert results_by_name(resumed)["reserve"].output == "reserved t7 for 4"
     assert resumed[-1].run_completed.content == "booked"
+
+
+async def test_a_declined_question_is_sent_to_the_server_as_decline(
+    stack: Stack, python_sdk_url: str
+) -> None:
+    server = resources_pb2.McpServer(name="bookings", transport="streamable_http", url=python_sdk_url)
+    project = await stack.project()
+    agent = await stack.agent(
+        project, "booker", mcp_servers=[server], mock_responses=[calls("reserve", table="t9"), "not booked"]
+    )
+    events = await stack.chat(agent, "book table 9")
+    (asked,) = [e.input_requested.request for e in events if e.HasField("input_requested")]
+
+    resumed = await respond(stack, project.id, asked.id, decision="INPUT_DECISION_DENY", reason="no table")
+    (received,) = [e for e in await stack.events(asked.session_id) if event_type(e) == "input_received"]
+    assert json.loads(received.content)["decision"] == "deny"
+    # The server's resolver got `decline` (not `cancel`, which an expiry sends) and failed its call.
+    declined = results_by_name(resumed)["reserve"]
+    assert declined.is_error and "elicitation was decline" in declined.output
+    assert resumed[-1].run_completed.content == "not booked"

@@ -140,6 +140,20 @@ async def test_a_reply_that_does_not_fit_or_a_cancel_is_refused_and_the_task_sti
         assert done.task.status.state == State.TASK_STATE_COMPLETED
 
 
+async def test_deny_declines_the_question_and_the_model_is_told(
+    binding: str, api: Api, http: httpx.AsyncClient, once: None
+) -> None:
+    async with waiting_task(api, http, binding, "I will choose for you.") as (agent, client, task):
+        [done] = await sent(client, answer("deny: rather not say", task))
+        assert done.task.status.state == State.TASK_STATE_COMPLETED, done.task.status
+        events = await api.session_events(agent, task.context_id)
+    [received] = [e for e in events if e["event_type"] == "input_received"]
+    assert '"decision": "deny"' in received["content"]
+    [result] = [e for e in events if e["event_type"] == "tool_result"]
+    assert result["content"].startswith("ask_user: no answer: ")
+    assert result["content"].endswith(" declined to answer: rather not say")
+
+
 async def test_of_two_answers_at_once_one_counts_the_other_names_the_state(
     binding: str, api: Api, http: httpx.AsyncClient, once: None
 ) -> None:

@@ -7,6 +7,7 @@ server (a2a_sample.py) or another mesh's agent."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 import httpx
@@ -216,13 +217,35 @@ async def test_a_remote_that_asks_again_suspends_the_run_again(
     assert (kinds.count("input_requested"), kinds.count("input_received")) == (2, 2)
 
 
+async def _asks_once(
+    api: Api, http: httpx.AsyncClient, gateway: gw_grpc.GatewayServiceStub, remote: Any
+) -> tuple[User, Agent, run_pb2.InputRequest, list[run_pb2.RunEvent]]:
+    """A coordinator whose remote asks ASK once: its owner, itself, the request and the events."""
+    owner, coordinator = await coordinator_of(api, http, remote.url, ASK, last={"echo_prompt": True})
+    events = await _asked(gateway, owner, coordinator)
+    [asked] = [e.input_requested.request for e in events if kind(e) == "input_requested"]
+    return owner, coordinator, asked, events
+
+
+async def test_a_declined_remote_question_cancels_the_remote_task_and_the_model_is_told(
+    api: Api, http: httpx.AsyncClient, gateway: gw_grpc.GatewayServiceStub
+) -> None:
+    async with sample_server() as remote:
+        owner, coordinator, asked, _ = await _asks_once(api, http, gateway, remote)
+        declined = run_pb2.InputResponse(decision=run_pb2.INPUT_DECISION_DENY, reason="not now")
+        resumed = await _respond(gateway, owner, coordinator, asked.id, declined)
+        assert remote.agent.answers == [] and len(remote.agent.cancelled) == 1
+    [response] = [e.delegation_response for e in resumed if kind(e) == "delegation_response"]
+    assert response.outcome == Outcome.DELEGATION_OUTCOME_CANCELLED
+    assert response.content.endswith(f"{owner.email} declined to answer: not now")
+    assert kind(resumed[-1]) == "run_completed"
+
+
 async def test_a_remote_task_that_moved_on_before_the_answer_is_followed_from_its_state(
     api: Api, http: httpx.AsyncClient, gateway: gw_grpc.GatewayServiceStub
 ) -> None:
     async with sample_server() as remote:
-        owner, coordinator = await coordinator_of(api, http, remote.url, ASK, last={"echo_prompt": True})
-        events = await _asked(gateway, owner, coordinator)
-        [asked] = [e.input_requested.request for e in events if kind(e) == "input_requested"]
+        owner, coordinator, asked, events = await _asks_once(api, http, gateway, remote)
         stored = await api.session_events(coordinator, events[-1].session_id)
         [note] = [e for e in stored if e["metadata"].get("reason") == "REMOTE_TASK_ACCEPTED"]
         task_id, context_id = note["metadata"]["remote_task_id"], note["metadata"]["remote_context_id"]

@@ -150,6 +150,23 @@ async def test_requests_are_listed_read_and_answered_once_over_rest(
     assert (await http.get(waiting.base, headers=owner)).json()["data"] == []
 
 
+async def test_a_question_is_declined_with_deny_over_rest(
+    http: httpx.AsyncClient, api: Api, registry: RegistryClient, once: None
+) -> None:
+    waiting = await suspend(api, registry)
+    owner = waiting.agent.owner.headers
+    respond = f"{waiting.base}/{waiting.question_id}/respond"
+    declined = await http.post(respond, json={"decision": "deny", "reason": "private"}, headers=owner)
+    assert declined.status_code == 200, declined.text
+    body = declined.json()
+    assert (body["state"], body["response"]["decision"], body["response"]["reason"]) == (
+        "answered",
+        "deny",
+        "private",
+    )
+    assert body["response"]["answer"] == ""
+
+
 @pytest.mark.parametrize(
     ("target", "body", "field"),
     [
@@ -160,6 +177,7 @@ async def test_requests_are_listed_read_and_answered_once_over_rest(
         ("approval", {"decision": "approve", "reason": "r" * 2001}, "reason"),
         ("question", {}, "response.answer"),
         ("question", {"decision": "approve", "answer": "yes"}, "response.decision"),
+        ("question", {"decision": "deny", "answer": "yes"}, "response.answer"),
     ],
 )
 async def test_a_bad_response_is_a_422_naming_the_field(

@@ -391,6 +391,8 @@ async def test_who_may_see_and_answer_a_projects_requests(
         ("q", run_pb2.InputResponse(answer="   "), {"response.answer"}),
         ("q", run_pb2.InputResponse(decision=APPROVE, answer="yes"), {"response.decision"}),
         ("q", run_pb2.InputResponse(answer="x" * (32 * 1024 + 1)), {"response.answer"}),
+        ("q", run_pb2.InputResponse(decision=DENY, answer="Lisbon"), {"response.answer"}),
+        ("q", run_pb2.InputResponse(decision=DENY, reason="r" * 2001), {"response.reason"}),
     ],
 )
 async def test_a_response_that_does_not_fit_its_request_is_refused_naming_the_field(

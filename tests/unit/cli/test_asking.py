@@ -57,6 +57,12 @@ def test_a_question_takes_the_first_answer_that_is_not_empty() -> None:
     assert asked == [ANSWER_PROMPT] * 3
 
 
+def test_deny_at_the_answer_prompt_declines_the_question() -> None:
+    declined = read_response(QUESTION, typed("Deny: private")[0])
+    assert declined == run_pb2.InputResponse(decision=run_pb2.INPUT_DECISION_DENY, reason="private")
+    assert read_response(QUESTION, typed("Denmark")[0]) == run_pb2.InputResponse(answer="Denmark")
+
+
 @pytest.mark.parametrize("leaving", [EOFError, KeyboardInterrupt])
 def test_leaving_the_prompt_gives_no_response(leaving: type[BaseException]) -> None:
     assert read_response(QUESTION, typed(leaving)[0]) is None
@@ -64,7 +70,10 @@ def test_leaving_the_prompt_gives_no_response(leaving: type[BaseException]) -> N
 
 
 def test_the_commands_that_answer_name_the_project() -> None:
-    assert answer_commands(QUESTION, "demo") == ["agentmesh answer r-2 TEXT --project demo"]
+    assert answer_commands(QUESTION, "demo") == [
+        "agentmesh answer r-2 TEXT --project demo",
+        "agentmesh deny r-2 --project demo [--reason R]   (decline it)",
+    ]
     assert answer_commands(APPROVAL, "my project") == [
         "agentmesh approve r-1 --project 'my project' [--reason R] [--arguments JSON]",
         "agentmesh deny r-1 --project 'my project' [--reason R]",

@@ -46,8 +46,11 @@ def test_anything_else_to_an_approval_names_what_is_expected(text: str) -> None:
     assert "'approve' or 'deny'" in refused.value.message and "r-1" in refused.value.message
 
 
-def test_a_question_takes_any_text_but_none() -> None:
-    assert response_from_text(QUESTION, " deny \n", field="m").answer == "deny"
+def test_a_question_takes_any_text_but_none_and_deny_declines_it() -> None:
+    assert response_from_text(QUESTION, " Denmark \n", field="m").answer == "Denmark"
+    declined = response_from_text(QUESTION, " Deny: not saying\n", field="m")
+    assert (declined.decision, declined.reason, declined.answer) == (DENY, "not saying", "")
+    assert response_from_text(QUESTION, "denying it", field="m").answer == "denying it"
     with pytest.raises(InvalidRequest, match="answer it with any text"):
         response_from_text(QUESTION, "  ", field="m")
 
@@ -56,12 +59,15 @@ def test_structured_replies_take_the_fields_rest_takes() -> None:
     response = response_from_data(APPROVAL, {"decision": "Deny", "reason": "no"}, field="d")
     assert (response.decision, response.reason) == (DENY, "no")
     assert response_from_data(QUESTION, {"answer": "Bern"}, field="d").answer == "Bern"
+    declined = response_from_data(QUESTION, {"decision": "deny", "reason": "no"}, field="d")
+    assert (declined.decision, declined.reason, declined.answer) == (DENY, "no", "")
     for request, data, field in (
         (APPROVAL, {"decision": "maybe"}, "d.decision"),
         (APPROVAL, {"answer": "yes"}, "d.decision"),
         (QUESTION, {"decision": "approve"}, "d.answer"),
         (QUESTION, {"answer": 3}, "d.answer"),
         (QUESTION, {"answer": "x", "colour": "blue"}, "d.colour"),
+        (QUESTION, {"decision": "deny", "answer": "x"}, "d.answer"),
     ):
         with pytest.raises(InvalidRequest) as refused:
             response_from_data(request, data, field="d")

@@ -3,9 +3,11 @@ carry only messages (A2A's next message on an `input-required` task, the OpenAI-
 next user message in the session) turn into the InputResponse the registry takes. Pure: no I/O.
 
 An approval is answered `approve` or `deny`, in any case, optionally followed by a reason
-(`deny: too expensive`); a question by any non-empty text. Structured clients send the fields
-REST takes instead: `{"decision": "approve" | "deny", "reason"?}` or `{"answer": "…"}`. A reply
-that does not fit its request is refused naming the field and what the request expects.
+(`deny: too expensive`); a question by any non-empty text, or declined by `deny` alone (with an
+optional reason the same way). Structured clients send the fields REST takes instead:
+`{"decision": "approve" | "deny", "reason"?}` or `{"answer": "…"}` (`{"decision": "deny"}`
+declines a question). A reply that does not fit its request is refused naming the field and what
+the request expects.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ _QUOTED = 60  # how much of a reply that does not fit an error quotes back
 def expected(request: run_pb2.InputRequest) -> str:
     """What a request takes, in words (for errors and for the faces' docs)."""
     if request.kind == run_pb2.INPUT_KIND_QUESTION:
-        return f"request {request.id} asks a question: answer it with any text"
+        return f"request {request.id} asks a question: answer it with any text, or 'deny' to decline it"
     if request.kind == run_pb2.INPUT_KIND_CLIENT_TOOL:
         return (
             f"request {request.id} waits for the result of the client's tool call {request.tool}: give"
@@ -47,6 +49,9 @@ def response_from_text(request: run_pb2.InputRequest, text: str, *, field: str) 
     if request.kind == run_pb2.INPUT_KIND_QUESTION:
         if not text.strip():
             raise InvalidRequest.field(field, expected(request))
+        declining = _DECISION_TEXT.match(text)
+        if declining is not None and declining.group(1).lower() == "deny":
+            return run_pb2.InputResponse(decision=run_pb2.INPUT_DECISION_DENY, reason=declining.group(2))
         return run_pb2.InputResponse(answer=text.strip())
     match = _DECISION_TEXT.match(text)
     if match is None:
@@ -74,6 +79,10 @@ def response_from_data(
             raise InvalidRequest.field(f"{field}.answer", expected(request))
         return run_pb2.InputResponse(answer=str(data["answer"]))
     if request.kind == run_pb2.INPUT_KIND_QUESTION:
+        if str(data.get("decision", "")).lower() == "deny" and "answer" not in data:
+            return run_pb2.InputResponse(
+                decision=run_pb2.INPUT_DECISION_DENY, reason=str(data.get("reason", ""))
+            )
         if "decision" in data or not str(data.get("answer", "")).strip():
             raise InvalidRequest.field(f"{field}.answer", expected(request))
         return run_pb2.InputResponse(answer=str(data["answer"]).strip())

@@ -212,7 +212,7 @@ func (InputRequestState) EnumDescriptor() ([]byte, []int) {
 	return file_agentmesh_common_v1_run_proto_rawDescGZIP(), []int{2}
 }
 
-// InputDecision is a person's decision on an approval.
+// InputDecision is a person's decision on an approval (deny also declines a question).
 type InputDecision int32
 
 const (
@@ -220,7 +220,7 @@ const (
 	InputDecision_INPUT_DECISION_UNSPECIFIED InputDecision = 0
 	// Run the call (with `arguments` when the approver edited them).
 	InputDecision_INPUT_DECISION_APPROVE InputDecision = 1
-	// Do not run it; the model is told, with the reason.
+	// Do not run it (or, for a question, decline to answer it); the model is told, with the reason.
 	InputDecision_INPUT_DECISION_DENY InputDecision = 2
 )
 
@@ -1715,7 +1715,7 @@ func (x *InputRequest) GetSeq() int64 {
 // InputResponse is the one response a request for input gets.
 type InputResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// An approval's decision.
+	// An approval's decision (deny alone declines a question).
 	Decision InputDecision `protobuf:"varint,1,opt,name=decision,proto3,enum=agentmesh.common.v1.InputDecision" json:"decision,omitempty"`
 	// Why (optional; told to the model on a denial).
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`

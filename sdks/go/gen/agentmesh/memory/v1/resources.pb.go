@@ -53,7 +53,8 @@ const (
 	// "expires_at"}`; metadata `request_id`, `call_id`, `kind`.
 	EventType_EVENT_TYPE_INPUT_REQUESTED EventType = 10
 	// The one response to a request for input, recorded by the resumed run before it goes on.
-	// Content: JSON `{"request_id", "decision" ("approve", "deny" or "" for an answer), "answer",
+	// Content: JSON `{"request_id", "decision" ("approve", "deny" — which for a question declines
+	// it — or "" for an answer), "answer",
 	// "reason", "arguments" (edited, when given), "responder", "expired"}`; metadata `request_id`,
 	// `call_id`.
 	EventType_EVENT_TYPE_INPUT_RECEIVED EventType = 11

@@ -5626,7 +5626,8 @@ type RespondToInputRequestRequest struct {
 	// The request.
 	Id string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
 	// The response: `decision` (and optionally `reason`, and `arguments` to run an approved call
-	// with edited arguments) for an approval, `answer` for a question.
+	// with edited arguments) for an approval, `answer` for a question (or `decision` deny alone,
+	// with an optional `reason`, to decline it).
 	Response      *v1.InputResponse `protobuf:"bytes,3,opt,name=response,proto3" json:"response,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -241,11 +241,12 @@ type RegistryServiceClient interface {
 	ListInputRequests(ctx context.Context, in *ListInputRequestsRequest, opts ...grpc.CallOption) (*ListInputRequestsResponse, error)
 	// Returns one request for input. NOT_FOUND.
 	GetInputRequest(ctx context.Context, in *GetInputRequestRequest, opts ...grpc.CallOption) (*GetInputRequestResponse, error)
-	// Gives a request its one response (an approval's decision, or a question's answer); once the
-	// run has no request left pending it resumes, on any executor. Only the first response
-	// counts: a second gets FAILED_PRECONDITION (reason INPUT_ALREADY_ANSWERED, naming who answered
-	// and when), as does a response to an expired request (reason INPUT_REQUEST_EXPIRED).
-	// INVALID_ARGUMENT for a decision on a question, an answer to an approval, or neither.
+	// Gives a request its one response (an approval's decision, or a question's answer, or `deny`
+	// to decline a question); once the run has no request left pending it resumes, on any
+	// executor. Only the first response counts: a second gets FAILED_PRECONDITION (reason
+	// INPUT_ALREADY_ANSWERED, naming who answered and when), as does a response to an expired
+	// request (reason INPUT_REQUEST_EXPIRED). INVALID_ARGUMENT for approve on a question, an answer
+	// with a decision, an answer to an approval, or neither.
 	// NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
 	RespondToInputRequest(ctx context.Context, in *RespondToInputRequestRequest, opts ...grpc.CallOption) (*RespondToInputRequestResponse, error)
 	// Creates a schedule in a project (its owner or superusers); it runs as its creator.
@@ -1107,11 +1108,12 @@ type RegistryServiceServer interface {
 	ListInputRequests(context.Context, *ListInputRequestsRequest) (*ListInputRequestsResponse, error)
 	// Returns one request for input. NOT_FOUND.
 	GetInputRequest(context.Context, *GetInputRequestRequest) (*GetInputRequestResponse, error)
-	// Gives a request its one response (an approval's decision, or a question's answer); once the
-	// run has no request left pending it resumes, on any executor. Only the first response
-	// counts: a second gets FAILED_PRECONDITION (reason INPUT_ALREADY_ANSWERED, naming who answered
-	// and when), as does a response to an expired request (reason INPUT_REQUEST_EXPIRED).
-	// INVALID_ARGUMENT for a decision on a question, an answer to an approval, or neither.
+	// Gives a request its one response (an approval's decision, or a question's answer, or `deny`
+	// to decline a question); once the run has no request left pending it resumes, on any
+	// executor. Only the first response counts: a second gets FAILED_PRECONDITION (reason
+	// INPUT_ALREADY_ANSWERED, naming who answered and when), as does a response to an expired
+	// request (reason INPUT_REQUEST_EXPIRED). INVALID_ARGUMENT for approve on a question, an answer
+	// with a decision, an answer to an approval, or neither.
 	// NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
 	RespondToInputRequest(context.Context, *RespondToInputRequestRequest) (*RespondToInputRequestResponse, error)
 	// Creates a schedule in a project (its owner or superusers); it runs as its creator.

@@ -46,6 +46,7 @@ APPROVE = run_pb2.INPUT_DECISION_APPROVE
 DENY = run_pb2.INPUT_DECISION_DENY
 ANSWERED = run_pb2.INPUT_REQUEST_STATE_ANSWERED
 EXPIRED = run_pb2.INPUT_REQUEST_STATE_EXPIRED
+SYSTEM = "system"  # the registry's responder of an expired request
 
 _KIND_NAMES = {APPROVAL: "approval", QUESTION: "question", CLIENT_TOOL: "client_tool"}
 _KINDS = {name: kind for kind, name in _KIND_NAMES.items()}
@@ -204,7 +205,20 @@ def tool_answer(asked: Event, response: run_pb2.InputResponse, *, expired: bool)
         return None
     if expired or response.reason == "expired":
         return ToolAnswer(state, "cancel")
+    if declined(response, expired=expired):
+        return ToolAnswer(state, "decline")
     return ToolAnswer(state, "accept", response.answer)
+
+
+def declined(response: run_pb2.InputResponse, *, expired: bool) -> bool:
+    """Whether a question's response is a person declining to answer it (`deny`), not an expiry
+    (which the registry records as the system's denial)."""
+    return (
+        response.decision == DENY
+        and not expired
+        and response.responder != SYSTEM
+        and not response.reason.startswith("expired")
+    )
 
 
 def received_event(request: run_pb2.InputRequest, asked_event_id: str) -> NewEvent:
@@ -260,6 +274,10 @@ def outcome(
     call: PlannedCall, request_kind: int, response: run_pb2.InputResponse, *, expired: bool
 ) -> Outcome:
     """How a call goes on after its request's response."""
+    if request_kind == QUESTION and declined(response, expired=expired):
+        who = response.responder or "the user"
+        why = f"{who} declined to answer" + (f": {response.reason}" if response.reason else "")
+        return Outcome(False, call.arguments, ToolOutput(f"{call.name}: no answer: {why}", is_error=True))
     if request_kind == QUESTION:
         return Outcome(False, call.arguments, ToolOutput(response.answer))
     if request_kind == CLIENT_TOOL and not expired and response.decision != DENY:

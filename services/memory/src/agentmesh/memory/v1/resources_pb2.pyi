@@ -52,7 +52,8 @@ class _EventTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventType.V
     """
     EVENT_TYPE_INPUT_RECEIVED: _EventType.ValueType  # 11
     """The one response to a request for input, recorded by the resumed run before it goes on.
-    Content: JSON `{"request_id", "decision" ("approve", "deny" or "" for an answer), "answer",
+    Content: JSON `{"request_id", "decision" ("approve", "deny" — which for a question declines
+    it — or "" for an answer), "answer",
     "reason", "arguments" (edited, when given), "responder", "expired"}`; metadata `request_id`,
     `call_id`.
     """
@@ -95,7 +96,8 @@ EVENT_TYPE_INPUT_REQUESTED: EventType.ValueType  # 10
 """
 EVENT_TYPE_INPUT_RECEIVED: EventType.ValueType  # 11
 """The one response to a request for input, recorded by the resumed run before it goes on.
-Content: JSON `{"request_id", "decision" ("approve", "deny" or "" for an answer), "answer",
+Content: JSON `{"request_id", "decision" ("approve", "deny" — which for a question declines
+it — or "" for an answer), "answer",
 "reason", "arguments" (edited, when given), "responder", "expired"}`; metadata `request_id`,
 `call_id`.
 """

@@ -65,8 +65,8 @@ def answered(request: InputRequest, response: InputResponse) -> InputRequest:
 def response_violations(request: InputRequest, response: InputResponse) -> list[FieldViolation]:
     """What is wrong with `response` for this request: an approval takes a decision (with an
     optional reason, and edited arguments only to approve), a question a non-empty answer and no
-    decision, a client tool call its result as the answer (which may be empty, as a tool's
-    output may) and no decision."""
+    decision — or `deny` alone, to decline it (with an optional reason) — a client tool call its
+    result as the answer (which may be empty, as a tool's output may) and no decision."""
     violations = []
     if len(response.reason) > MAX_REASON_CHARS:
         violations.append(FieldViolation("response.reason", f"must be at most {MAX_REASON_CHARS} characters"))
@@ -81,8 +81,16 @@ def response_violations(request: InputRequest, response: InputResponse) -> list[
             violations.append(FieldViolation("response.arguments", "edited arguments go only with approve"))
         return violations
     what = "a client tool call" if request.kind is InputKind.CLIENT_TOOL else "a question"
+    if request.kind is InputKind.QUESTION and response.decision is InputDecision.DENY:
+        return violations + _decline_violations(response)
     if response.decision is not None:
-        violations.append(FieldViolation("response.decision", f"{what} takes an answer, not a decision"))
+        violations.append(
+            FieldViolation(
+                "response.decision",
+                f"{what} takes an answer, not a decision"
+                + (" (deny declines it)" if request.kind is InputKind.QUESTION else ""),
+            )
+        )
     if response.arguments is not None:
         violations.append(FieldViolation("response.arguments", f"{what} takes an answer, not arguments"))
     if request.kind is InputKind.QUESTION and not response.answer.strip():
@@ -90,6 +98,15 @@ def response_violations(request: InputRequest, response: InputResponse) -> list[
     elif len(response.answer.encode()) > MAX_ANSWER_BYTES:
         violations.append(FieldViolation("response.answer", f"must be at most {MAX_ANSWER_BYTES} bytes"))
     return violations
+
+
+def _decline_violations(response: InputResponse) -> list[FieldViolation]:
+    """A declined question carries why at most, not an answer as well."""
+    if response.answer:
+        return [FieldViolation("response.answer", "a declined question takes no answer (deny, or answer)")]
+    if response.arguments is not None:
+        return [FieldViolation("response.arguments", "a question takes an answer, not arguments")]
+    return []
 
 
 def _duration(seconds: int) -> str:

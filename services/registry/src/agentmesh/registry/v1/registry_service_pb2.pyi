@@ -2824,7 +2824,8 @@ class RespondToInputRequestRequest(_message.Message):
     @_builtins.property
     def response(self) -> _run_pb2.InputResponse:
         """The response: `decision` (and optionally `reason`, and `arguments` to run an approved call
-        with edited arguments) for an approval, `answer` for a question.
+        with edited arguments) for an approval, `answer` for a question (or `decision` deny alone,
+        with an optional `reason`, to decline it).
         """
 
     def __init__(

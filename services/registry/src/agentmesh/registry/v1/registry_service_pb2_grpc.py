@@ -767,11 +767,12 @@ class RegistryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RespondToInputRequest(self, request, context):
-        """Gives a request its one response (an approval's decision, or a question's answer); once the
-        run has no request left pending it resumes, on any executor. Only the first response
-        counts: a second gets FAILED_PRECONDITION (reason INPUT_ALREADY_ANSWERED, naming who answered
-        and when), as does a response to an expired request (reason INPUT_REQUEST_EXPIRED).
-        INVALID_ARGUMENT for a decision on a question, an answer to an approval, or neither.
+        """Gives a request its one response (an approval's decision, or a question's answer, or `deny`
+        to decline a question); once the run has no request left pending it resumes, on any
+        executor. Only the first response counts: a second gets FAILED_PRECONDITION (reason
+        INPUT_ALREADY_ANSWERED, naming who answered and when), as does a response to an expired
+        request (reason INPUT_REQUEST_EXPIRED). INVALID_ARGUMENT for approve on a question, an answer
+        with a decision, an answer to an approval, or neither.
         NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

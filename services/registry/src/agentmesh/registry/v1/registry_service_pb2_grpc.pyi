@@ -211,11 +211,12 @@ class RegistryServiceStub:
     GetInputRequest: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.GetInputRequestRequest, _registry_service_pb2.GetInputRequestResponse]
     """Returns one request for input. NOT_FOUND."""
     RespondToInputRequest: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.RespondToInputRequestRequest, _registry_service_pb2.RespondToInputRequestResponse]
-    """Gives a request its one response (an approval's decision, or a question's answer); once the
-    run has no request left pending it resumes, on any executor. Only the first response
-    counts: a second gets FAILED_PRECONDITION (reason INPUT_ALREADY_ANSWERED, naming who answered
-    and when), as does a response to an expired request (reason INPUT_REQUEST_EXPIRED).
-    INVALID_ARGUMENT for a decision on a question, an answer to an approval, or neither.
+    """Gives a request its one response (an approval's decision, or a question's answer, or `deny`
+    to decline a question); once the run has no request left pending it resumes, on any
+    executor. Only the first response counts: a second gets FAILED_PRECONDITION (reason
+    INPUT_ALREADY_ANSWERED, naming who answered and when), as does a response to an expired
+    request (reason INPUT_REQUEST_EXPIRED). INVALID_ARGUMENT for approve on a question, an answer
+    with a decision, an answer to an approval, or neither.
     NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
     """
     CreateSchedule: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CreateScheduleRequest, _registry_service_pb2.CreateScheduleResponse]
@@ -453,11 +454,12 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     GetInputRequest: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.GetInputRequestRequest, _registry_service_pb2.GetInputRequestResponse]  # type: ignore[assignment]
     """Returns one request for input. NOT_FOUND."""
     RespondToInputRequest: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.RespondToInputRequestRequest, _registry_service_pb2.RespondToInputRequestResponse]  # type: ignore[assignment]
-    """Gives a request its one response (an approval's decision, or a question's answer); once the
-    run has no request left pending it resumes, on any executor. Only the first response
-    counts: a second gets FAILED_PRECONDITION (reason INPUT_ALREADY_ANSWERED, naming who answered
-    and when), as does a response to an expired request (reason INPUT_REQUEST_EXPIRED).
-    INVALID_ARGUMENT for a decision on a question, an answer to an approval, or neither.
+    """Gives a request its one response (an approval's decision, or a question's answer, or `deny`
+    to decline a question); once the run has no request left pending it resumes, on any
+    executor. Only the first response counts: a second gets FAILED_PRECONDITION (reason
+    INPUT_ALREADY_ANSWERED, naming who answered and when), as does a response to an expired
+    request (reason INPUT_REQUEST_EXPIRED). INVALID_ARGUMENT for approve on a question, an answer
+    with a decision, an answer to an approval, or neither.
     NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
     """
     CreateSchedule: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CreateScheduleRequest, _registry_service_pb2.CreateScheduleResponse]  # type: ignore[assignment]
@@ -992,11 +994,12 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _registry_service_pb2.RespondToInputRequestRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_registry_service_pb2.RespondToInputRequestResponse, _abc.Awaitable[_registry_service_pb2.RespondToInputRequestResponse]]:
-        """Gives a request its one response (an approval's decision, or a question's answer); once the
-        run has no request left pending it resumes, on any executor. Only the first response
-        counts: a second gets FAILED_PRECONDITION (reason INPUT_ALREADY_ANSWERED, naming who answered
-        and when), as does a response to an expired request (reason INPUT_REQUEST_EXPIRED).
-        INVALID_ARGUMENT for a decision on a question, an answer to an approval, or neither.
+        """Gives a request its one response (an approval's decision, or a question's answer, or `deny`
+        to decline a question); once the run has no request left pending it resumes, on any
+        executor. Only the first response counts: a second gets FAILED_PRECONDITION (reason
+        INPUT_ALREADY_ANSWERED, naming who answered and when), as does a response to an expired
+        request (reason INPUT_REQUEST_EXPIRED). INVALID_ARGUMENT for approve on a question, an answer
+        with a decision, an answer to an approval, or neither.
         NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
         """
 

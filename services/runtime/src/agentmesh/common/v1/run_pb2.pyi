@@ -137,17 +137,17 @@ class _InputDecisionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_InputDe
     INPUT_DECISION_APPROVE: _InputDecision.ValueType  # 1
     """Run the call (with `arguments` when the approver edited them)."""
     INPUT_DECISION_DENY: _InputDecision.ValueType  # 2
-    """Do not run it; the model is told, with the reason."""
+    """Do not run it (or, for a question, decline to answer it); the model is told, with the reason."""
 
 class InputDecision(_InputDecision, metaclass=_InputDecisionEnumTypeWrapper):
-    """InputDecision is a person's decision on an approval."""
+    """InputDecision is a person's decision on an approval (deny also declines a question)."""
 
 INPUT_DECISION_UNSPECIFIED: InputDecision.ValueType  # 0
 """Not set (a question's answer carries none)."""
 INPUT_DECISION_APPROVE: InputDecision.ValueType  # 1
 """Run the call (with `arguments` when the approver edited them)."""
 INPUT_DECISION_DENY: InputDecision.ValueType  # 2
-"""Do not run it; the model is told, with the reason."""
+"""Do not run it (or, for a question, decline to answer it); the model is told, with the reason."""
 Global___InputDecision: _TypeAlias = InputDecision  # noqa: Y015
 
 @_typing.final
@@ -874,7 +874,7 @@ class InputResponse(_message.Message):
     RESPONDER_FIELD_NUMBER: _builtins.int
     RESPONDED_AT_FIELD_NUMBER: _builtins.int
     decision: Global___InputDecision.ValueType
-    """An approval's decision."""
+    """An approval's decision (deny alone declines a question)."""
     reason: _builtins.str
     """Why (optional; told to the model on a denial)."""
     answer: _builtins.str
