@@ -16,7 +16,7 @@ from a2a.types import a2a_pb2
 from a2a.utils import errors as a2a_errors
 
 from tests.integration.gateway.a2a_client import BINDINGS, a2a_client, fetch_card, send_request
-from tests.integration.gateway.support import Api
+from tests.integration.gateway.support import Api, asking_agent
 from tests.polling import eventually
 from tests.webhook_receiver import webhook_receiver
 
@@ -144,3 +144,35 @@ async def test_a_tasks_updates_reach_its_receiver_with_the_token(
         # At least once: a repeat carries the same id, so a receiver can drop it.
         ids = {r.headers["webhook-id"] for r in receiver.delivered()}
         assert len(ids) == 2
+
+
+async def test_a_task_waiting_for_input_is_pushed_and_then_its_end(
+    binding: str, api: Api, http: httpx.AsyncClient
+) -> None:
+    agent = await asking_agent(api, "Which city?", "Booked for Lisbon.")
+    card = await fetch_card(http, agent)
+    async with (
+        webhook_receiver() as receiver,
+        a2a_client(card, binding, agent.owner.token, streaming=False) as client,
+    ):
+        request = send_request("book", task_push_notification_config=_config("", receiver.url, "w"))
+        task = (await anext(client.send_message(request))).task
+        assert task.status.state == State.TASK_STATE_INPUT_REQUIRED
+
+        def states() -> set[str]:
+            return {json.loads(r.body)["statusUpdate"]["status"]["state"] for r in receiver.delivered()}
+
+        async def asked() -> bool:
+            return states() == {"TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED"}
+
+        await eventually(asked, timeout=30, what="the task's wait for input pushed")
+        answer = send_request("Lisbon")
+        answer.message.task_id = task.id
+        done = (await anext(client.send_message(answer))).task
+        assert done.status.state == State.TASK_STATE_COMPLETED
+
+        async def ended() -> bool:
+            return "TASK_STATE_COMPLETED" in states()
+
+        await eventually(ended, timeout=30, what="the task's end pushed")
+        assert all(r.headers["x-a2a-notification-token"] == TOKEN for r in receiver.delivered())

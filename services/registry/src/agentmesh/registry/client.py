@@ -254,6 +254,7 @@ class RegistryClient(ResourceCalls):
         *,
         session_id: str,
         catch_up_events: Sequence[str] = (),
+        catch_up_input_request_id: str = "",
         validate_only: bool = False,
         metadata: Metadata | None = None,
     ) -> internal_pb.TaskPushConfig:
@@ -263,6 +264,7 @@ class RegistryClient(ResourceCalls):
             config=config,
             session_id=session_id,
             catch_up_events=catch_up_events,
+            catch_up_input_request_id=catch_up_input_request_id,
             validate_only=validate_only,
         )
         response = await unary(self.internal_stub.SetTaskPushConfig, request, metadata=metadata)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from a2a.types import a2a_pb2
 from a2a.utils import errors as a2a_errors
+from google.protobuf.json_format import MessageToDict
 
 from agentmesh.gateway.a2a.convert import TaskId
 from agentmesh.gateway.a2a.tasks import A2ATasks, Agent
@@ -62,11 +63,20 @@ class TaskPushConfigs:
         config.task_id = task.id
         field = NEW_TASK_FIELD
         stored = await self._store(caller, agent, task, config, field=field, catch_up=["run.started"])
-        state = (await self._tasks.get(caller, agent, task.id, history_length=0)).task.status.state
-        end = _ENDS.get(state) or ("run.failed" if state in _FAILED else "")
-        if end:
+        status = (await self._tasks.get(caller, agent, task.id, history_length=0)).task.status
+        end = _ENDS.get(status.state) or ("run.failed" if status.state in _FAILED else "")
+        asked = _waiting_on(status) if status.state == TaskState.TASK_STATE_INPUT_REQUIRED else ""
+        if end or asked:
             config.id = stored.id
-            await self._store(caller, agent, task, config, field=field, catch_up=[end])
+            await self._store(
+                caller,
+                agent,
+                task,
+                config,
+                field=field,
+                catch_up=[end] if end else [],
+                input_request_id=asked,
+            )
 
     async def get(
         self, caller: Caller, agent: Agent, task_id: str, config_id: str
@@ -107,6 +117,7 @@ class TaskPushConfigs:
         *,
         field: str,
         catch_up: list[str] | None = None,
+        input_request_id: str = "",
         validate_only: bool = False,
     ) -> a2a_pb2.TaskPushNotificationConfig:
         task = task or a2a_pb2.Task()  # checked before the task exists
@@ -126,12 +137,24 @@ class TaskPushConfigs:
                 given,
                 session_id=task.context_id,
                 catch_up_events=catch_up or (),
+                catch_up_input_request_id=input_request_id,
                 validate_only=validate_only,
                 metadata=caller.metadata,
             )
         except InvalidArgument as error:
             raise _invalid(error, field) from None
         return _a2a_config(stored, task.id)
+
+
+def _waiting_on(status: a2a_pb2.TaskStatus) -> str:
+    """The id of the request an input-required task's status message carries (convert.py's
+    `input_required_message`), "" when it carries none."""
+    for part in status.message.parts:
+        if part.HasField("data"):
+            request = MessageToDict(part.data).get("input_request")
+            if isinstance(request, dict):
+                return str(request.get("id", ""))
+    return ""
 
 
 def _run_of(task: a2a_pb2.Task) -> str:

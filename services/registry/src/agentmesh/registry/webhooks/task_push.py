@@ -94,6 +94,7 @@ class TaskPushConfigs:
         agent_id: str = "",
         session_id: str = "",
         catch_up: Sequence[str] = (),
+        input_request_id: str = "",
         validate_only: bool = False,
     ) -> Webhook:
         """Stores `config` (its project, run, task, url, token, authentication, and its id — a
@@ -101,9 +102,16 @@ class TaskPushConfigs:
         the task went through already (`run.started`, …: a config given with the message that
         started the run is stored once the run started): enqueued for this config alone, with the
         run's `agent_id` and `session_id` and the ids the run's own statements would give them, so
-        none is delivered twice. `validate_only`: checked, not stored."""
+        none is delivered twice; `input_request_id` names the request a suspension already
+        enqueued `run.input_requested` for. `validate_only`: checked, not stored."""
         await self._check(config, run_required=not validate_only)
-        events = [WebhookEvent(name) for name in catch_up if name in {e.value for e in SUBSCRIBABLE}]
+        events = [
+            (WebhookEvent(name), config.run_id)
+            for name in catch_up
+            if name in {e.value for e in SUBSCRIBABLE}
+        ]
+        if input_request_id:  # a suspension's occurrence is its request
+            events.append((WebhookEvent.RUN_INPUT_REQUESTED, input_request_id))
         config_id = config.push_config_id or str(uuid.uuid4())
         now = self._clock()
         stored = config.model_copy(
@@ -126,11 +134,11 @@ class TaskPushConfigs:
                 await tx.update_webhook(stored)
             else:
                 await tx.insert_webhook(stored)
-            for event in events:
+            for event, key in events:
                 await tx.enqueue_webhook_event(
                     config.project_id,
                     event,
-                    config.run_id,
+                    key,
                     now,
                     webhook_id=stored.id,
                     agent_id=agent_id,

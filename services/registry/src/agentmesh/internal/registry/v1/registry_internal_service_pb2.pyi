@@ -1327,11 +1327,16 @@ class SetTaskPushConfigRequest(_message.Message):
     SESSION_ID_FIELD_NUMBER: _builtins.int
     CATCH_UP_EVENTS_FIELD_NUMBER: _builtins.int
     VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
+    CATCH_UP_INPUT_REQUEST_ID_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The run's session (the task's context)."""
     validate_only: _builtins.bool
     """Only check the config (answered as stored would be, nothing stored): a message that gives a
     config is refused before its run starts when the config is.
+    """
+    catch_up_input_request_id: _builtins.str
+    """The request for input the task waits on, when it was suspended before the config was stored:
+    its `run.input_requested` is notified to this config alone, once.
     """
     @_builtins.property
     def config(self) -> Global___TaskPushConfig:
@@ -1350,10 +1355,11 @@ class SetTaskPushConfigRequest(_message.Message):
         session_id: _builtins.str = ...,
         catch_up_events: _abc.Iterable[_builtins.str] | None = ...,
         validate_only: _builtins.bool = ...,
+        catch_up_input_request_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["catch_up_events", b"catch_up_events", "config", b"config", "session_id", b"session_id", "validate_only", b"validate_only"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["catch_up_events", b"catch_up_events", "catch_up_input_request_id", b"catch_up_input_request_id", "config", b"config", "session_id", b"session_id", "validate_only", b"validate_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
