@@ -107,7 +107,7 @@ async def test_bad_requests_get_the_specs_errors(binding: str, api: Api, http: h
         )
         with pytest.raises(a2a_errors.ContentTypeNotSupportedError, match=r"message.parts\[0\]"):
             [r async for r in client.send_message(no_text)]
-        with pytest.raises(a2a_errors.PushNotificationNotSupportedError):
+        with pytest.raises(a2a_errors.TaskNotFoundError):
             await client.get_task_push_notification_config(
                 a2a_pb2.GetTaskPushNotificationConfigRequest(task_id="t", id="p")
             )

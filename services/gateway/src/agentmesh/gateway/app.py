@@ -13,6 +13,7 @@ from agentmesh.executor.client import RunRouter, SystemToken
 from agentmesh.gateway.a2a.card import A2AEndpoints
 from agentmesh.gateway.a2a.handler import MeshRequestHandler
 from agentmesh.gateway.a2a.published import PublishedAgents
+from agentmesh.gateway.a2a.push import TaskPushConfigs
 from agentmesh.gateway.a2a.tasks import A2ATasks, LiveRuns
 from agentmesh.gateway.access import AccessGuard, AuthorizationInterceptor
 from agentmesh.gateway.client_address import ClientAddresses
@@ -141,7 +142,9 @@ async def start(settings: GatewaySettings) -> GatewayService:
         cancel_wait_seconds=settings.a2a_cancel_wait_seconds,
     )
     endpoints = A2AEndpoints(http_base_url=settings.public_url, grpc_address=settings.public_grpc_address)
-    a2a_handler = MeshRequestHandler(a2a_tasks, endpoints, streams=guard.streams)
+    a2a_handler = MeshRequestHandler(
+        a2a_tasks, endpoints, push=TaskPushConfigs(a2a_tasks, registry), streams=guard.streams
+    )
     # Terminating an agent over gRPC stops its runs in flight too, as over REST.
     overrides = RegistryOverrides(gateway)
     context = HttpContext(

@@ -24,7 +24,7 @@ from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as inte
 from agentmesh.registry.client import RegistryClient
 from agentmesh.runtime.background import BackgroundTask
 from agentmesh.runtime.client import Metadata
-from agentmesh.runtime.errors import DomainError
+from agentmesh.runtime.errors import DeadlineExceeded, DomainError, Unavailable
 from agentmesh.runtime.identity import Principal, TokenCodec
 
 logger = logging.getLogger(__name__)
@@ -62,6 +62,9 @@ class ScheduleFirer:
         self._token_ttl_seconds = run_token_ttl_seconds
         self._loop = BackgroundTask("schedule firer", self._poll)
         self._runs: set[asyncio.Task[None]] = set()
+        # Whether the last pass found the registry unreachable: an outage is told once, when it
+        # starts, and again when it ends, not at every poll.
+        self._registry_away = False
 
     def start(self) -> None:
         if self._poll_seconds > 0:
@@ -86,11 +89,26 @@ class ScheduleFirer:
 
     async def _poll(self) -> None:
         while True:
-            try:
-                await self.tick()
-            except Exception:  # the firer outlives a registry outage; the next pass retries
-                logger.exception("could not claim due schedule firings")
+            await self.poll_once()
             await self._loop.pause(self._poll_seconds)
+
+    async def poll_once(self) -> None:
+        """One pass of the firer's loop: `tick`, surviving a failure (the next pass retries). A
+        registry that cannot be reached is an expected outage (a restart, a network blip): a
+        WARNING when it starts and an INFO when it ends; anything else is a bug, logged in full."""
+        try:
+            await self.tick()
+        except (Unavailable, DeadlineExceeded) as error:
+            if not self._registry_away:
+                logger.warning("schedule firings wait: the registry cannot be reached (%s)", error)
+            self._registry_away = True
+            return
+        except Exception:
+            logger.exception("could not claim due schedule firings")
+            return
+        if self._registry_away:
+            logger.info("the registry is reachable again: due schedule firings are claimed")
+        self._registry_away = False
 
     async def _fire(self, claimed: internal_pb.ClaimedFiring) -> None:
         schedule, firing_id = claimed.schedule, claimed.firing.id

@@ -60,6 +60,7 @@ from agentmesh.registry.usage.ledger import UsageLedger
 from agentmesh.registry.v1 import registry_service_pb2_grpc
 from agentmesh.registry.webhooks.delivery import DeliveryPolicy, WebhookDispatcher
 from agentmesh.registry.webhooks.registry import WebhookRegistry
+from agentmesh.registry.webhooks.task_push import TaskPushConfigs
 from agentmesh.runtime.client_address import ClientAddressInterceptor
 from agentmesh.runtime.database import create_engine, create_sqlite_directory, upgrade
 from agentmesh.runtime.egress import EgressPolicy
@@ -99,6 +100,7 @@ class Components:
     input_requests: InputRequests
     usage: UsageLedger
     webhooks: WebhookRegistry
+    task_push: TaskPushConfigs
     dispatcher: WebhookDispatcher
     schedules: ScheduleRegistry
     claims: ScheduleClaims
@@ -203,6 +205,7 @@ async def open_components(settings: RegistrySettings) -> Components:
         input_requests=InputRequests(store, page_tokens=PageTokens(secret), clock=utc_now, watch=watch),
         usage=UsageLedger(store),
         webhooks=WebhookRegistry(store, page_tokens=PageTokens(secret), clock=utc_now, egress=egress),
+        task_push=TaskPushConfigs(store, clock=utc_now, egress=egress),
         dispatcher=WebhookDispatcher(
             store.webhook_outbox,
             client=httpx.AsyncClient(transport=pinned_transport(egress, httpx)),
@@ -262,6 +265,7 @@ async def start(settings: RegistrySettings) -> RunningService:
             executors=components.executors,
             input_requests=components.input_requests,
             claims=components.claims,
+            task_push=components.task_push,
         )
         credential_status = CredentialStatusServicer(components.api_keys)
         project_owners = ProjectOwnerServicer(components.projects)

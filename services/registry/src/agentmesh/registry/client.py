@@ -245,3 +245,47 @@ class RegistryClient(ResourceCalls):
             firing_id=firing_id, outcome=outcome, run_id=run_id, error=error
         )
         await unary(self.internal_stub.RecordScheduleFiring, request, metadata=metadata)
+
+    # --- A2A push notification configs (the gateway's A2A face, with the user's token) -------
+
+    async def set_task_push_config(
+        self,
+        config: internal_pb.TaskPushConfig,
+        *,
+        session_id: str,
+        catch_up_events: Sequence[str] = (),
+        catch_up_input_request_id: str = "",
+        validate_only: bool = False,
+        metadata: Metadata | None = None,
+    ) -> internal_pb.TaskPushConfig:
+        """Stores the config (replacing the task's of the same id) and notifies it, once, of the
+        events the task went through already (`catch_up_events`)."""
+        request = internal_pb.SetTaskPushConfigRequest(
+            config=config,
+            session_id=session_id,
+            catch_up_events=catch_up_events,
+            catch_up_input_request_id=catch_up_input_request_id,
+            validate_only=validate_only,
+        )
+        response = await unary(self.internal_stub.SetTaskPushConfig, request, metadata=metadata)
+        return response.config
+
+    async def get_task_push_config(
+        self, project_id: str, run_id: str, config_id: str, *, metadata: Metadata | None = None
+    ) -> internal_pb.TaskPushConfig:
+        request = internal_pb.GetTaskPushConfigRequest(project_id=project_id, run_id=run_id, id=config_id)
+        response = await unary(self.internal_stub.GetTaskPushConfig, request, metadata=metadata)
+        return response.config
+
+    async def list_task_push_configs(
+        self, project_id: str, run_id: str, *, metadata: Metadata | None = None
+    ) -> list[internal_pb.TaskPushConfig]:
+        request = internal_pb.ListTaskPushConfigsRequest(project_id=project_id, run_id=run_id)
+        response = await unary(self.internal_stub.ListTaskPushConfigs, request, metadata=metadata)
+        return list(response.configs)
+
+    async def delete_task_push_config(
+        self, project_id: str, run_id: str, config_id: str, *, metadata: Metadata | None = None
+    ) -> None:
+        request = internal_pb.DeleteTaskPushConfigRequest(project_id=project_id, run_id=run_id, id=config_id)
+        await unary(self.internal_stub.DeleteTaskPushConfig, request, metadata=metadata)

@@ -36,13 +36,15 @@ from agentmesh.registry.runs.turns import SessionTurns
 from agentmesh.registry.schedules.claims import ScheduleClaims
 from agentmesh.registry.schedules.servicer import ScheduleFiringRpcs
 from agentmesh.registry.usage.convert import finished_run
+from agentmesh.registry.webhooks.servicer import TaskPushRpcs
+from agentmesh.registry.webhooks.task_push import TaskPushConfigs
 from agentmesh.runtime.identity import caller
 
 Context = grpc.aio.ServicerContext
 logger = logging.getLogger(__name__)
 
 
-class RegistryInternalServicer(ScheduleFiringRpcs, pb_grpc.RegistryInternalServiceServicer):
+class RegistryInternalServicer(ScheduleFiringRpcs, TaskPushRpcs, pb_grpc.RegistryInternalServiceServicer):
     """Adapts RegistryInternalService RPCs to the registry's rules and run leases."""
 
     def __init__(
@@ -59,8 +61,10 @@ class RegistryInternalServicer(ScheduleFiringRpcs, pb_grpc.RegistryInternalServi
         executors: ExecutorPool,
         input_requests: InputRequests,
         claims: ScheduleClaims,
+        task_push: TaskPushConfigs,
     ) -> None:
         self._registry = registry
+        self._task_push = task_push
         self._claims = claims
         self._runs = runs
         self._executors = executors

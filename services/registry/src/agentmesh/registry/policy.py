@@ -119,6 +119,11 @@ INTERNAL_POLICY: Mapping[str, Access] = {
     # Gateways fire schedules as themselves: claims cover every project.
     "ClaimScheduleFirings": Access.SYSTEM,
     "RecordScheduleFiring": Access.SYSTEM,
+    # The gateway's A2A face, with the user's token: the task's project must be theirs to see.
+    "SetTaskPushConfig": Access.AUTHENTICATED,
+    "GetTaskPushConfig": Access.AUTHENTICATED,
+    "ListTaskPushConfigs": Access.AUTHENTICATED,
+    "DeleteTaskPushConfig": Access.AUTHENTICATED,
     "AwaitSessionTurn": Access.SYSTEM,
     "WatchAgents": Access.SYSTEM,
     "RegisterExecutor": Access.SYSTEM,

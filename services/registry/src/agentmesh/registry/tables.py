@@ -414,10 +414,13 @@ class UsageEntryRow(Base):
 class WebhookRow(Base):
     """A project's webhook subscription (migration 0022); deleted with its project by the store.
     `events` is comma-separated, so the run bookkeeping statements can match it in plain SQL on
-    both dialects. The secret signs deliveries, so it is kept as given (not hashed)."""
+    both dialects. The secret signs deliveries, so it is kept as given (not hashed). A row with a
+    `run_id` is an A2A push notification config of that run's task (migration 0023): never listed
+    with the project's webhooks; its token and credentials are the A2A client's, kept as given to
+    be sent back."""
 
     __tablename__ = "webhooks"
-    __table_args__ = (sa.Index(None, "project_id", "created_at", "id"),)
+    __table_args__ = (sa.Index(None, "project_id", "created_at", "id"), sa.Index(None, "run_id"))
 
     id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
     project_id: Mapped[str] = mapped_column(sa.String(36))
@@ -426,6 +429,12 @@ class WebhookRow(Base):
     secret: Mapped[str] = mapped_column(sa.Text)
     description: Mapped[str] = mapped_column(sa.Text)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    run_id: Mapped[str] = mapped_column(sa.Text, server_default="")
+    push_config_id: Mapped[str] = mapped_column(sa.Text, server_default="")
+    task_id: Mapped[str] = mapped_column(sa.Text, server_default="")
+    token: Mapped[str] = mapped_column(sa.Text, server_default="")
+    auth_scheme: Mapped[str] = mapped_column(sa.Text, server_default="")
+    auth_credentials: Mapped[str] = mapped_column(sa.Text, server_default="")
 
 
 class WebhookDeliveryRow(Base):

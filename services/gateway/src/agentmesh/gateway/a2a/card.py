@@ -80,7 +80,7 @@ def agent_card(
         provider=a2a_pb2.AgentProvider(organization="agentmesh", url=base_url),
         version=VERSION,
         capabilities=a2a_pb2.AgentCapabilities(
-            streaming=True, push_notifications=False, extended_agent_card=True
+            streaming=True, push_notifications=True, extended_agent_card=True
         ),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],

@@ -78,7 +78,7 @@ def gateway_card(specs: Sequence[resources_pb2.AgentSpec], *, base_url: str) -> 
         version=VERSION,
         capabilities=a2a_pb2.AgentCapabilities(
             streaming=False,
-            push_notifications=False,
+            push_notifications=True,
             extended_agent_card=False,
             extensions=[
                 a2a_pb2.AgentExtension(

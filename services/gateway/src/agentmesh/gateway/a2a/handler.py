@@ -27,6 +27,7 @@ from packaging.version import InvalidVersion, Version
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.a2a.card import A2AEndpoints, agent_card
 from agentmesh.gateway.a2a.convert import TaskEventStream, message_text
+from agentmesh.gateway.a2a.push import TaskPushConfigs
 from agentmesh.gateway.a2a.tasks import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, A2ATasks, Agent
 from agentmesh.gateway.access import current_caller
 from agentmesh.gateway.errors import TaskNotFound
@@ -46,9 +47,15 @@ class MeshRequestHandler(RequestHandler):
     """A2A's operations on agentmesh agents (see the module docstring)."""
 
     def __init__(
-        self, tasks: A2ATasks, endpoints: A2AEndpoints, *, streams: OpenStreams | None = None
+        self,
+        tasks: A2ATasks,
+        endpoints: A2AEndpoints,
+        *,
+        push: TaskPushConfigs,
+        streams: OpenStreams | None = None,
     ) -> None:
         self._tasks = tasks
+        self._push = push
         self._endpoints = endpoints
         # Its streams hold slots of their caller and project, on every binding.
         self._streams = streams or OpenStreams()
@@ -93,10 +100,15 @@ class MeshRequestHandler(RequestHandler):
     ) -> tuple[TaskEventStream, a2a_pb2.Task, AsyncIterator[run_pb2.RunEvent | DomainError]]:
         _check_required(params)
         _check_history_length(params.configuration, "configuration.history_length")
-        if params.configuration.HasField("task_push_notification_config"):
-            raise a2a_errors.PushNotificationNotSupportedError()
         text = message_text(params.message)
-        return await self._tasks.send(caller, agent, params.message, text)
+        push = params.configuration.task_push_notification_config
+        given = params.configuration.HasField("task_push_notification_config")
+        if given:
+            await self._push.check(caller, agent, push)
+        stream, task, events = await self._tasks.send(caller, agent, params.message, text)
+        if given:
+            await self._push.set_for_new_task(caller, agent, task, push)
+        return stream, task, events
 
     # Tasks.
 
@@ -186,27 +198,44 @@ class MeshRequestHandler(RequestHandler):
 
         return await _a2a_errors(context, card())
 
-    # Push notifications: not offered (the card says so); refused with the spec's error.
+    # Push notifications: a task's configs, for who may read the task (push.py).
 
     async def on_create_task_push_notification_config(
         self, params: a2a_pb2.TaskPushNotificationConfig, context: ServerCallContext
     ) -> a2a_pb2.TaskPushNotificationConfig:
-        raise a2a_errors.PushNotificationNotSupportedError()
+        async def created() -> a2a_pb2.TaskPushNotificationConfig:
+            caller, agent = await self._addressed(context)
+            return await self._push.set(caller, agent, params)
+
+        return await _a2a_errors(context, created())
 
     async def on_get_task_push_notification_config(
         self, params: a2a_pb2.GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> a2a_pb2.TaskPushNotificationConfig:
-        raise a2a_errors.PushNotificationNotSupportedError()
+        async def got() -> a2a_pb2.TaskPushNotificationConfig:
+            caller, agent = await self._addressed(context)
+            return await self._push.get(caller, agent, params.task_id, params.id)
+
+        return await _a2a_errors(context, got())
 
     async def on_list_task_push_notification_configs(
         self, params: a2a_pb2.ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> a2a_pb2.ListTaskPushNotificationConfigsResponse:
-        raise a2a_errors.PushNotificationNotSupportedError()
+        async def listed() -> a2a_pb2.ListTaskPushNotificationConfigsResponse:
+            caller, agent = await self._addressed(context)
+            configs = await self._push.list(caller, agent, params.task_id)
+            return a2a_pb2.ListTaskPushNotificationConfigsResponse(configs=configs)
+
+        return await _a2a_errors(context, listed())
 
     async def on_delete_task_push_notification_config(
         self, params: a2a_pb2.DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
-        raise a2a_errors.PushNotificationNotSupportedError()
+        async def deleted() -> None:
+            caller, agent = await self._addressed(context)
+            await self._push.delete(caller, agent, params.task_id, params.id)
+
+        await _a2a_errors(context, deleted())
 
     # The call's caller and agent.
 

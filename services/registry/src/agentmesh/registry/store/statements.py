@@ -89,7 +89,8 @@ def _run_statement(sql: str, *, result: bool = True, **types: Any) -> sa.TextCla
 # --- The webhooks' outbox: a run's start and end enqueue their event for each of the project's
 # webhooks that asks for it (webhooks/), in the statement (PostgreSQL) or the transaction (SQLite)
 # that records the run, so an event is enqueued exactly when its change is made. A delivery's id is
-# `delivery_id`'s (webhooks/models.py); `events` is comma-separated (tables.py).
+# `delivery_id`'s (webhooks/models.py); `events` is comma-separated (tables.py). A2A push
+# notification configs are webhooks bound to one run (`run_id`), enqueued for that run only.
 
 _DELIVERY_COLUMNS = (
     "id, webhook_id, project_id, event, agent_id, run_id, session_id, data, created_at, state, "
@@ -105,7 +106,9 @@ def _outbox(event: str, session: str, source: str) -> str:
         f"SELECT webhooks.id || ':' || {event} || ':' || :run_id, webhooks.id, webhooks.project_id, "
         f"{event}, :agent_id, :run_id, {session}, '', :now, 'pending', 0, :now, NULL, 0, '' "
         f"FROM webhooks JOIN {source} "
-        f"WHERE (',' || webhooks.events || ',') LIKE '%,' || {event} || ',%' ON CONFLICT DO NOTHING"
+        f"WHERE (',' || webhooks.events || ',') LIKE '%,' || {event} || ',%' "
+        # A task's push notification config follows its own run only.
+        "AND webhooks.run_id IN ('', :run_id) ON CONFLICT DO NOTHING"
     )
 
 

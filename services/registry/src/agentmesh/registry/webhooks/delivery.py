@@ -6,6 +6,9 @@ The outbox is rows, not memory: a delivery enqueued before a restart (or claimed
 that died) is made after it. A receiver may get an event more than once (at least once: an
 attempt whose answer was lost is made again), with the same `webhook-id` each time.
 
+A2A push notification configs (task_push.py) are deliveries of the same outbox: their body is
+the task's status update and their headers the A2A client's token and authentication.
+
 What an attempt records — the status it got, or why the request failed — never holds the
 secret, the signature or the receiver's answer: only what the project's owner may read."""
 
@@ -24,6 +27,7 @@ import httpx
 from agentmesh.registry.webhooks.models import Webhook, WebhookDelivery
 from agentmesh.registry.webhooks.outbox_store import WebhookOutboxStore
 from agentmesh.registry.webhooks.signing import signed_headers
+from agentmesh.registry.webhooks.task_push import push_notification
 from agentmesh.runtime.egress import EgressRefused
 
 logger = logging.getLogger(__name__)
@@ -120,9 +124,11 @@ class WebhookDispatcher:
         return len(claimed)
 
     async def _attempt(self, delivery: WebhookDelivery, webhook: Webhook) -> None:
-        body = body_of(delivery)
-        now = self._now()
-        headers = signed_headers(webhook.secret, delivery.id, int(now.timestamp()), body)
+        if webhook.run_id:  # an A2A task's push notification config
+            body, headers = push_notification(delivery, webhook)
+        else:
+            body = body_of(delivery)
+            headers = signed_headers(webhook.secret, delivery.id, int(self._now().timestamp()), body)
         headers["content-type"] = "application/json"
         status, error = 0, ""
         try:

@@ -36,6 +36,15 @@ class Webhook(Model):
     secret: str
     description: str = ""
     created_at: datetime
+    # An A2A push notification config (task_push.py): the run whose task it follows, the config's
+    # id as the A2A client named it, the task's A2A id, and what the client asked each request to
+    # carry — its token and authentication (scheme and credentials). Empty for a project's webhook.
+    run_id: str = ""
+    push_config_id: str = ""
+    task_id: str = ""
+    token: str = ""
+    auth_scheme: str = ""
+    auth_credentials: str = ""
 
     @field_validator("events", mode="before")
     @classmethod

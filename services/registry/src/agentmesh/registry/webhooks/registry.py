@@ -12,7 +12,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from urllib.parse import urlparse
 
 from agentmesh.registry.errors import ValidationFailed, WebhookNotFound
 from agentmesh.registry.models import Page
@@ -28,11 +27,11 @@ from agentmesh.registry.webhooks.models import (
     delivery_id,
 )
 from agentmesh.registry.webhooks.signing import new_secret
+from agentmesh.registry.webhooks.task_push import url_violation
 from agentmesh.runtime.egress import EgressPolicy
 from agentmesh.runtime.errors import FieldViolation
 from agentmesh.runtime.identity import Principal
 
-MAX_URL = 2000
 MAX_DESCRIPTION = 2000
 UPDATABLE = ("url", "events", "description")
 
@@ -59,7 +58,7 @@ class WebhookRegistry:
         self, principal: Principal, *, project_id: str, url: str, events: Sequence[str], description: str
     ) -> Webhook:
         """The new subscription, with its secret: the only answer that shows it."""
-        chosen = self._check(url=url, events=events, description=description)
+        chosen = await self._check(url=url, events=events, description=description)
         async with self._store.write() as tx:
             await _project(tx, principal, project_id)
             webhook = Webhook(
@@ -114,7 +113,7 @@ class WebhookRegistry:
             url = str(changed.get("url", current.url))
             description = str(changed.get("description", current.description))
             events = changed.get("events", current.events)
-            chosen = self._check(url=url, events=events, description=description)  # type: ignore[arg-type]
+            chosen = await self._check(url=url, events=events, description=description)  # type: ignore[arg-type]
             updated = current.model_copy(update={"url": url, "events": chosen, "description": description})
             return without_secret(await tx.update_webhook(updated))
 
@@ -154,16 +153,10 @@ class WebhookRegistry:
             )
         return delivery_id(webhook_id, WebhookEvent.TEST, key)
 
-    def _check(self, *, url: str, events: Iterable[str], description: str) -> tuple[WebhookEvent, ...]:
+    async def _check(self, *, url: str, events: Iterable[str], description: str) -> tuple[WebhookEvent, ...]:
         violations: list[FieldViolation] = []
-        parsed = urlparse(url)
-        plain_allowed = parsed.scheme == "http" and self._egress.allow_listed(parsed.hostname or "")
-        if len(url) > MAX_URL or not parsed.hostname or not (parsed.scheme == "https" or plain_allowed):
-            rule = (
-                f"must be an https URL of at most {MAX_URL} characters "
-                "(http only to a host the egress allow-list names)"
-            )
-            violations.append(FieldViolation("webhook.url", rule))
+        if violation := await url_violation(self._egress, url, "webhook.url"):
+            violations.append(violation)
         names = list(dict.fromkeys(events))
         known = {event.value for event in SUBSCRIBABLE}
         if not names or any(name not in known for name in names):

@@ -3,12 +3,16 @@ CreateWebhook's answer alone carries the secret (the rules leave it out of every
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import grpc
 
+from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as internal_pb
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import resources_pb2
 from agentmesh.registry.webhooks.models import Webhook, WebhookDelivery
 from agentmesh.registry.webhooks.registry import WebhookRegistry
+from agentmesh.registry.webhooks.task_push import TaskPushConfigs
 from agentmesh.runtime.identity import caller
 
 Context = grpc.aio.ServicerContext
@@ -124,3 +128,72 @@ class WebhookRpcs:
     async def TestWebhook(self, request: pb.TestWebhookRequest, context: Context) -> pb.TestWebhookResponse:
         delivery_id = await self._webhooks.send_test(caller(), request.project_id, request.id)
         return pb.TestWebhookResponse(delivery_id=delivery_id)
+
+
+def task_push_message(config: Webhook) -> internal_pb.TaskPushConfig:
+    message = internal_pb.TaskPushConfig(
+        id=config.push_config_id,
+        project_id=config.project_id,
+        run_id=config.run_id,
+        task_id=config.task_id,
+        url=config.url,
+        token=config.token,
+        auth_scheme=config.auth_scheme,
+        auth_credentials=config.auth_credentials,
+    )
+    message.create_time.FromDatetime(config.created_at)
+    return message
+
+
+class TaskPushRpcs:
+    """The A2A push notification config RPCs of RegistryInternalService, mixed into its servicer:
+    adapts them to `TaskPushConfigs`."""
+
+    _task_push: TaskPushConfigs
+
+    async def SetTaskPushConfig(
+        self, request: internal_pb.SetTaskPushConfigRequest, context: Context
+    ) -> internal_pb.SetTaskPushConfigResponse:
+        given = request.config
+        config = Webhook(
+            id="",
+            project_id=given.project_id,
+            url=given.url,
+            events=(),
+            secret="",
+            created_at=datetime.now(UTC),
+            run_id=given.run_id,
+            push_config_id=given.id,
+            task_id=given.task_id,
+            token=given.token,
+            auth_scheme=given.auth_scheme,
+            auth_credentials=given.auth_credentials,
+        )
+        stored = await self._task_push.set(
+            caller(),
+            config,
+            agent_id=given.agent_id,
+            session_id=request.session_id,
+            catch_up=list(request.catch_up_events),
+            input_request_id=request.catch_up_input_request_id,
+            validate_only=request.validate_only,
+        )
+        return internal_pb.SetTaskPushConfigResponse(config=task_push_message(stored))
+
+    async def GetTaskPushConfig(
+        self, request: internal_pb.GetTaskPushConfigRequest, context: Context
+    ) -> internal_pb.GetTaskPushConfigResponse:
+        found = await self._task_push.get(caller(), request.project_id, request.run_id, request.id)
+        return internal_pb.GetTaskPushConfigResponse(config=task_push_message(found))
+
+    async def ListTaskPushConfigs(
+        self, request: internal_pb.ListTaskPushConfigsRequest, context: Context
+    ) -> internal_pb.ListTaskPushConfigsResponse:
+        found = await self._task_push.list(caller(), request.project_id, request.run_id)
+        return internal_pb.ListTaskPushConfigsResponse(configs=[task_push_message(c) for c in found])
+
+    async def DeleteTaskPushConfig(
+        self, request: internal_pb.DeleteTaskPushConfigRequest, context: Context
+    ) -> internal_pb.DeleteTaskPushConfigResponse:
+        await self._task_push.delete(caller(), request.project_id, request.run_id, request.id)
+        return internal_pb.DeleteTaskPushConfigResponse()

@@ -54,6 +54,10 @@ class WebhookTransaction(abc.ABC):
         """One page of the subscription's deliveries in (`created_at`, `id`) order: as they occurred."""
 
     @abc.abstractmethod
+    async def task_push_configs(self, project_id: str, run_id: str) -> list[Webhook]:
+        """The A2A push notification configs of the run's task, oldest first."""
+
+    @abc.abstractmethod
     async def enqueue_webhook_event(
         self,
         project_id: str,
@@ -76,8 +80,11 @@ def _columns(webhook: Webhook) -> dict[str, object]:
     return {**webhook.model_dump(exclude={"events"}), "events": ",".join(webhook.events)}
 
 
-def _wants(webhook: Webhook, event: WebhookEvent, webhook_id: str) -> bool:
-    return webhook.id == webhook_id if webhook_id else event in webhook.events
+def _wants(webhook: Webhook, event: WebhookEvent, webhook_id: str, run_id: str) -> bool:
+    if webhook_id:
+        return webhook.id == webhook_id
+    # A task's push notification config follows its own run only.
+    return event in webhook.events and webhook.run_id in ("", run_id)
 
 
 def _new_delivery(
@@ -111,13 +118,13 @@ class SqlWebhooks(WebhookTransaction):
 
     async def get_webhook(self, project_id: str, webhook_id: str) -> Webhook | None:
         statement = sa.select(WebhookRow).where(
-            WebhookRow.project_id == project_id, WebhookRow.id == webhook_id
+            WebhookRow.project_id == project_id, WebhookRow.id == webhook_id, WebhookRow.run_id == ""
         )
         row = (await self._session.execute(statement)).scalars().first()
         return from_row(Webhook, row) if row else None
 
     async def list_webhooks(self, project_id: str, page: PageRequest) -> Slice[Webhook]:
-        conditions = [WebhookRow.project_id == project_id]
+        conditions = [WebhookRow.project_id == project_id, WebhookRow.run_id == ""]
         return await self._slice(WebhookRow, conditions, page, Webhook)  # type: ignore[attr-defined,no-any-return]
 
     async def delete_webhook(self, webhook_id: str) -> None:
@@ -130,6 +137,14 @@ class SqlWebhooks(WebhookTransaction):
         """With its project: a project's subscriptions and deliveries go."""
         for table in (WebhookDeliveryRow, WebhookRow):
             await self._session.execute(sa.delete(table).where(table.project_id == project_id))
+
+    async def task_push_configs(self, project_id: str, run_id: str) -> list[Webhook]:
+        statement = (
+            sa.select(WebhookRow)
+            .where(WebhookRow.project_id == project_id, WebhookRow.run_id == run_id)
+            .order_by(WebhookRow.created_at, WebhookRow.id)
+        )
+        return [from_row(Webhook, row) for row in (await self._session.execute(statement)).scalars()]
 
     async def list_webhook_deliveries(self, webhook_id: str, page: PageRequest) -> Slice[WebhookDelivery]:
         conditions = [WebhookDeliveryRow.webhook_id == webhook_id]
@@ -179,7 +194,7 @@ async def enqueue_on(
     deliveries = [
         _new_delivery(webhook, event, key, now, **fields)
         for webhook in (from_row(Webhook, row) for row in rows)
-        if _wants(webhook, event, webhook_id)
+        if _wants(webhook, event, webhook_id, fields.get("run_id", ""))
     ]
     if not deliveries:
         return 0
@@ -217,7 +232,7 @@ def enqueue_in_memory(
     run bookkeeping and suspensions call, in the same draft as the change they report."""
     count = 0
     for webhook in state.webhooks.values():
-        if webhook.project_id == project_id and _wants(webhook, event, webhook_id):
+        if webhook.project_id == project_id and _wants(webhook, event, webhook_id, fields.get("run_id", "")):
             delivery = _new_delivery(webhook, event, key, now, **fields)
             state.webhook_deliveries.setdefault(delivery.id, delivery)
             count += 1
@@ -236,10 +251,13 @@ class InMemoryWebhooks(WebhookTransaction):
 
     async def get_webhook(self, project_id: str, webhook_id: str) -> Webhook | None:
         webhook = self._state.webhooks.get(webhook_id)
-        return webhook if webhook is not None and webhook.project_id == project_id else None
+        if webhook is None or webhook.project_id != project_id or webhook.run_id:
+            return None
+        return webhook
 
     async def list_webhooks(self, project_id: str, page: PageRequest) -> Slice[Webhook]:
-        return keyset_slice([w for w in self._state.webhooks.values() if w.project_id == project_id], page)
+        hooks = self._state.webhooks.values()
+        return keyset_slice([w for w in hooks if w.project_id == project_id and not w.run_id], page)
 
     async def update_webhook(self, webhook: Webhook) -> Webhook:
         self._state.webhooks[webhook.id] = webhook
@@ -258,6 +276,11 @@ class InMemoryWebhooks(WebhookTransaction):
         deliveries = self._state.webhook_deliveries
         for delivery_id_ in [d.id for d in deliveries.values() if matches(d)]:
             del deliveries[delivery_id_]
+
+    async def task_push_configs(self, project_id: str, run_id: str) -> list[Webhook]:
+        hooks = self._state.webhooks.values()
+        found = [w for w in hooks if w.project_id == project_id and run_id and w.run_id == run_id]
+        return sorted(found, key=lambda w: (w.created_at, w.id))
 
     async def list_webhook_deliveries(self, webhook_id: str, page: PageRequest) -> Slice[WebhookDelivery]:
         deliveries = self._state.webhook_deliveries.values()

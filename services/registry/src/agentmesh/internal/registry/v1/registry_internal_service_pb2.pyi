@@ -1259,3 +1259,280 @@ class RecordScheduleFiringResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RecordScheduleFiringResponse: _TypeAlias = RecordScheduleFiringResponse  # noqa: Y015
+
+@_typing.final
+class TaskPushConfig(_message.Message):
+    """TaskPushConfig is an A2A push notification config: where the task's status updates are POSTed."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    TASK_ID_FIELD_NUMBER: _builtins.int
+    URL_FIELD_NUMBER: _builtins.int
+    TOKEN_FIELD_NUMBER: _builtins.int
+    AUTH_SCHEME_FIELD_NUMBER: _builtins.int
+    AUTH_CREDENTIALS_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """The config's id, unique within its task (the A2A client's, or one the registry made)."""
+    project_id: _builtins.str
+    """The task's project, agent and run."""
+    agent_id: _builtins.str
+    run_id: _builtins.str
+    task_id: _builtins.str
+    """The task's A2A id (what each notification names)."""
+    url: _builtins.str
+    """The endpoint notifications are POSTed to."""
+    token: _builtins.str
+    """Sent back in each notification's `X-A2A-Notification-Token` header."""
+    auth_scheme: _builtins.str
+    """Sent as `Authorization: <scheme> <credentials>`; answers leave the credentials out."""
+    auth_credentials: _builtins.str
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was set."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        project_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+        task_id: _builtins.str = ...,
+        url: _builtins.str = ...,
+        token: _builtins.str = ...,
+        auth_scheme: _builtins.str = ...,
+        auth_credentials: _builtins.str = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "auth_credentials", b"auth_credentials", "auth_scheme", b"auth_scheme", "create_time", b"create_time", "id", b"id", "project_id", b"project_id", "run_id", b"run_id", "task_id", b"task_id", "token", b"token", "url", b"url"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TaskPushConfig: _TypeAlias = TaskPushConfig  # noqa: Y015
+
+@_typing.final
+class SetTaskPushConfigRequest(_message.Message):
+    """SetTaskPushConfigRequest is the input of SetTaskPushConfig."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONFIG_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    CATCH_UP_EVENTS_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
+    CATCH_UP_INPUT_REQUEST_ID_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """The run's session (the task's context)."""
+    validate_only: _builtins.bool
+    """Only check the config (answered as stored would be, nothing stored): a message that gives a
+    config is refused before its run starts when the config is.
+    """
+    catch_up_input_request_id: _builtins.str
+    """The request for input the task waits on, when it was suspended before the config was stored:
+    its `run.input_requested` is notified to this config alone, once.
+    """
+    @_builtins.property
+    def config(self) -> Global___TaskPushConfig:
+        """The config (`id` empty: a new one)."""
+
+    @_builtins.property
+    def catch_up_events(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The run events the task went through before the config was stored (`run.started`, …):
+        notified to this config alone, once.
+        """
+
+    def __init__(
+        self,
+        *,
+        config: Global___TaskPushConfig | None = ...,
+        session_id: _builtins.str = ...,
+        catch_up_events: _abc.Iterable[_builtins.str] | None = ...,
+        validate_only: _builtins.bool = ...,
+        catch_up_input_request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["catch_up_events", b"catch_up_events", "catch_up_input_request_id", b"catch_up_input_request_id", "config", b"config", "session_id", b"session_id", "validate_only", b"validate_only"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetTaskPushConfigRequest: _TypeAlias = SetTaskPushConfigRequest  # noqa: Y015
+
+@_typing.final
+class SetTaskPushConfigResponse(_message.Message):
+    """SetTaskPushConfigResponse is the output of SetTaskPushConfig."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONFIG_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def config(self) -> Global___TaskPushConfig:
+        """The config as stored."""
+
+    def __init__(
+        self,
+        *,
+        config: Global___TaskPushConfig | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetTaskPushConfigResponse: _TypeAlias = SetTaskPushConfigResponse  # noqa: Y015
+
+@_typing.final
+class GetTaskPushConfigRequest(_message.Message):
+    """GetTaskPushConfigRequest is the input of GetTaskPushConfig."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The task's project and run."""
+    run_id: _builtins.str
+    id: _builtins.str
+    """The config's id."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "project_id", b"project_id", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetTaskPushConfigRequest: _TypeAlias = GetTaskPushConfigRequest  # noqa: Y015
+
+@_typing.final
+class GetTaskPushConfigResponse(_message.Message):
+    """GetTaskPushConfigResponse is the output of GetTaskPushConfig."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONFIG_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def config(self) -> Global___TaskPushConfig:
+        """The config."""
+
+    def __init__(
+        self,
+        *,
+        config: Global___TaskPushConfig | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetTaskPushConfigResponse: _TypeAlias = GetTaskPushConfigResponse  # noqa: Y015
+
+@_typing.final
+class ListTaskPushConfigsRequest(_message.Message):
+    """ListTaskPushConfigsRequest is the input of ListTaskPushConfigs."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The task's project and run."""
+    run_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["project_id", b"project_id", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListTaskPushConfigsRequest: _TypeAlias = ListTaskPushConfigsRequest  # noqa: Y015
+
+@_typing.final
+class ListTaskPushConfigsResponse(_message.Message):
+    """ListTaskPushConfigsResponse is the output of ListTaskPushConfigs."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONFIGS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def configs(self) -> _containers.RepeatedCompositeFieldContainer[Global___TaskPushConfig]:
+        """The task's configs."""
+
+    def __init__(
+        self,
+        *,
+        configs: _abc.Iterable[Global___TaskPushConfig] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["configs", b"configs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListTaskPushConfigsResponse: _TypeAlias = ListTaskPushConfigsResponse  # noqa: Y015
+
+@_typing.final
+class DeleteTaskPushConfigRequest(_message.Message):
+    """DeleteTaskPushConfigRequest is the input of DeleteTaskPushConfig."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The task's project and run."""
+    run_id: _builtins.str
+    id: _builtins.str
+    """The config's id."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "project_id", b"project_id", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteTaskPushConfigRequest: _TypeAlias = DeleteTaskPushConfigRequest  # noqa: Y015
+
+@_typing.final
+class DeleteTaskPushConfigResponse(_message.Message):
+    """DeleteTaskPushConfigResponse is the output of DeleteTaskPushConfig."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteTaskPushConfigResponse: _TypeAlias = DeleteTaskPushConfigResponse  # noqa: Y015

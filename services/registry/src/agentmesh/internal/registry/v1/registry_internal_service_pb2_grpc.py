@@ -127,6 +127,26 @@ class RegistryInternalServiceStub:
                 request_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.RecordScheduleFiringRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.RecordScheduleFiringResponse.FromString,
                 _registered_method=True)
+        self.SetTaskPushConfig = channel.unary_unary(
+                '/agentmesh.internal.registry.v1.RegistryInternalService/SetTaskPushConfig',
+                request_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.SetTaskPushConfigRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.SetTaskPushConfigResponse.FromString,
+                _registered_method=True)
+        self.GetTaskPushConfig = channel.unary_unary(
+                '/agentmesh.internal.registry.v1.RegistryInternalService/GetTaskPushConfig',
+                request_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.GetTaskPushConfigRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.GetTaskPushConfigResponse.FromString,
+                _registered_method=True)
+        self.ListTaskPushConfigs = channel.unary_unary(
+                '/agentmesh.internal.registry.v1.RegistryInternalService/ListTaskPushConfigs',
+                request_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.ListTaskPushConfigsRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.ListTaskPushConfigsResponse.FromString,
+                _registered_method=True)
+        self.DeleteTaskPushConfig = channel.unary_unary(
+                '/agentmesh.internal.registry.v1.RegistryInternalService/DeleteTaskPushConfig',
+                request_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.DeleteTaskPushConfigRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.DeleteTaskPushConfigResponse.FromString,
+                _registered_method=True)
 
 
 class RegistryInternalServiceServicer:
@@ -304,6 +324,37 @@ class RegistryInternalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetTaskPushConfig(self, request, context):
+        """Sets an A2A push notification config of a task (its run), on behalf of the user the gateway
+        found may read the task; the project must be visible to them (else NOT_FOUND). Replaces the
+        task's config of the same id. INVALID_ARGUMENT (field `url`, …) for a URL that is not https (or
+        http to an allow-listed host) or that the egress policy refuses; nothing is stored then.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTaskPushConfig(self, request, context):
+        """One config of a task, without its credentials. NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTaskPushConfigs(self, request, context):
+        """The task's configs, oldest first, without their credentials.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteTaskPushConfig(self, request, context):
+        """Deletes one config of a task; its notifications not sent yet are not sent. NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RegistryInternalServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -391,6 +442,26 @@ def add_RegistryInternalServiceServicer_to_server(servicer, server):
                     servicer.RecordScheduleFiring,
                     request_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.RecordScheduleFiringRequest.FromString,
                     response_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.RecordScheduleFiringResponse.SerializeToString,
+            ),
+            'SetTaskPushConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetTaskPushConfig,
+                    request_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.SetTaskPushConfigRequest.FromString,
+                    response_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.SetTaskPushConfigResponse.SerializeToString,
+            ),
+            'GetTaskPushConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTaskPushConfig,
+                    request_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.GetTaskPushConfigRequest.FromString,
+                    response_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.GetTaskPushConfigResponse.SerializeToString,
+            ),
+            'ListTaskPushConfigs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTaskPushConfigs,
+                    request_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.ListTaskPushConfigsRequest.FromString,
+                    response_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.ListTaskPushConfigsResponse.SerializeToString,
+            ),
+            'DeleteTaskPushConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteTaskPushConfig,
+                    request_deserializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.DeleteTaskPushConfigRequest.FromString,
+                    response_serializer=agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.DeleteTaskPushConfigResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -860,6 +931,114 @@ class RegistryInternalService:
             '/agentmesh.internal.registry.v1.RegistryInternalService/RecordScheduleFiring',
             agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.RecordScheduleFiringRequest.SerializeToString,
             agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.RecordScheduleFiringResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetTaskPushConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.internal.registry.v1.RegistryInternalService/SetTaskPushConfig',
+            agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.SetTaskPushConfigRequest.SerializeToString,
+            agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.SetTaskPushConfigResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTaskPushConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.internal.registry.v1.RegistryInternalService/GetTaskPushConfig',
+            agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.GetTaskPushConfigRequest.SerializeToString,
+            agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.GetTaskPushConfigResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTaskPushConfigs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.internal.registry.v1.RegistryInternalService/ListTaskPushConfigs',
+            agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.ListTaskPushConfigsRequest.SerializeToString,
+            agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.ListTaskPushConfigsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteTaskPushConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.internal.registry.v1.RegistryInternalService/DeleteTaskPushConfig',
+            agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.DeleteTaskPushConfigRequest.SerializeToString,
+            agentmesh_dot_internal_dot_registry_dot_v1_dot_registry__internal__service__pb2.DeleteTaskPushConfigResponse.FromString,
             options,
             channel_credentials,
             insecure,

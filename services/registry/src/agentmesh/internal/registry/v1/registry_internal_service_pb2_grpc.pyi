@@ -134,6 +134,18 @@ class RegistryInternalServiceStub:
     """Records what became of a claimed firing: its run once started, then its outcome (system
     principal only). NOT_FOUND for an unknown firing.
     """
+    SetTaskPushConfig: _grpc.UnaryUnaryMultiCallable[_registry_internal_service_pb2.SetTaskPushConfigRequest, _registry_internal_service_pb2.SetTaskPushConfigResponse]
+    """Sets an A2A push notification config of a task (its run), on behalf of the user the gateway
+    found may read the task; the project must be visible to them (else NOT_FOUND). Replaces the
+    task's config of the same id. INVALID_ARGUMENT (field `url`, …) for a URL that is not https (or
+    http to an allow-listed host) or that the egress policy refuses; nothing is stored then.
+    """
+    GetTaskPushConfig: _grpc.UnaryUnaryMultiCallable[_registry_internal_service_pb2.GetTaskPushConfigRequest, _registry_internal_service_pb2.GetTaskPushConfigResponse]
+    """One config of a task, without its credentials. NOT_FOUND."""
+    ListTaskPushConfigs: _grpc.UnaryUnaryMultiCallable[_registry_internal_service_pb2.ListTaskPushConfigsRequest, _registry_internal_service_pb2.ListTaskPushConfigsResponse]
+    """The task's configs, oldest first, without their credentials."""
+    DeleteTaskPushConfig: _grpc.UnaryUnaryMultiCallable[_registry_internal_service_pb2.DeleteTaskPushConfigRequest, _registry_internal_service_pb2.DeleteTaskPushConfigResponse]
+    """Deletes one config of a task; its notifications not sent yet are not sent. NOT_FOUND."""
 
 @_typing.type_check_only
 class RegistryInternalServiceAsyncStub(RegistryInternalServiceStub):
@@ -241,6 +253,18 @@ class RegistryInternalServiceAsyncStub(RegistryInternalServiceStub):
     """Records what became of a claimed firing: its run once started, then its outcome (system
     principal only). NOT_FOUND for an unknown firing.
     """
+    SetTaskPushConfig: _aio.UnaryUnaryMultiCallable[_registry_internal_service_pb2.SetTaskPushConfigRequest, _registry_internal_service_pb2.SetTaskPushConfigResponse]  # type: ignore[assignment]
+    """Sets an A2A push notification config of a task (its run), on behalf of the user the gateway
+    found may read the task; the project must be visible to them (else NOT_FOUND). Replaces the
+    task's config of the same id. INVALID_ARGUMENT (field `url`, …) for a URL that is not https (or
+    http to an allow-listed host) or that the egress policy refuses; nothing is stored then.
+    """
+    GetTaskPushConfig: _aio.UnaryUnaryMultiCallable[_registry_internal_service_pb2.GetTaskPushConfigRequest, _registry_internal_service_pb2.GetTaskPushConfigResponse]  # type: ignore[assignment]
+    """One config of a task, without its credentials. NOT_FOUND."""
+    ListTaskPushConfigs: _aio.UnaryUnaryMultiCallable[_registry_internal_service_pb2.ListTaskPushConfigsRequest, _registry_internal_service_pb2.ListTaskPushConfigsResponse]  # type: ignore[assignment]
+    """The task's configs, oldest first, without their credentials."""
+    DeleteTaskPushConfig: _aio.UnaryUnaryMultiCallable[_registry_internal_service_pb2.DeleteTaskPushConfigRequest, _registry_internal_service_pb2.DeleteTaskPushConfigResponse]  # type: ignore[assignment]
+    """Deletes one config of a task; its notifications not sent yet are not sent. NOT_FOUND."""
 
 class RegistryInternalServiceServicer(metaclass=_abc_1.ABCMeta):
     """RegistryInternalService is what the mesh's own services ask of the registry: executors resolve
@@ -447,5 +471,41 @@ class RegistryInternalServiceServicer(metaclass=_abc_1.ABCMeta):
         """Records what became of a claimed firing: its run once started, then its outcome (system
         principal only). NOT_FOUND for an unknown firing.
         """
+
+    @_abc_1.abstractmethod
+    def SetTaskPushConfig(
+        self,
+        request: _registry_internal_service_pb2.SetTaskPushConfigRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_internal_service_pb2.SetTaskPushConfigResponse, _abc.Awaitable[_registry_internal_service_pb2.SetTaskPushConfigResponse]]:
+        """Sets an A2A push notification config of a task (its run), on behalf of the user the gateway
+        found may read the task; the project must be visible to them (else NOT_FOUND). Replaces the
+        task's config of the same id. INVALID_ARGUMENT (field `url`, …) for a URL that is not https (or
+        http to an allow-listed host) or that the egress policy refuses; nothing is stored then.
+        """
+
+    @_abc_1.abstractmethod
+    def GetTaskPushConfig(
+        self,
+        request: _registry_internal_service_pb2.GetTaskPushConfigRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_internal_service_pb2.GetTaskPushConfigResponse, _abc.Awaitable[_registry_internal_service_pb2.GetTaskPushConfigResponse]]:
+        """One config of a task, without its credentials. NOT_FOUND."""
+
+    @_abc_1.abstractmethod
+    def ListTaskPushConfigs(
+        self,
+        request: _registry_internal_service_pb2.ListTaskPushConfigsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_internal_service_pb2.ListTaskPushConfigsResponse, _abc.Awaitable[_registry_internal_service_pb2.ListTaskPushConfigsResponse]]:
+        """The task's configs, oldest first, without their credentials."""
+
+    @_abc_1.abstractmethod
+    def DeleteTaskPushConfig(
+        self,
+        request: _registry_internal_service_pb2.DeleteTaskPushConfigRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_internal_service_pb2.DeleteTaskPushConfigResponse, _abc.Awaitable[_registry_internal_service_pb2.DeleteTaskPushConfigResponse]]:
+        """Deletes one config of a task; its notifications not sent yet are not sent. NOT_FOUND."""
 
 def add_RegistryInternalServiceServicer_to_server(servicer: RegistryInternalServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
